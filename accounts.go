@@ -1,0 +1,159 @@
+package tollgate
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Account and key management, for operators (the admin handler) and for hosts that seed
+// accounts at start-up. Key values are returned only by the calls that create them.
+
+// AccountSpec describes an account to create with [Service.CreateAccount].
+type AccountSpec struct {
+	// ID is the account's id; if empty, one is generated.
+	ID string
+	// Plan names one of the service's plans.
+	Plan string
+	// Credits, if set, is the starting balance; by default it is the plan's allowance.
+	Credits *int64
+	// Restrictions apply to every key of the account.
+	Restrictions auth.Restrictions
+	// KeyValue, if set, is the primary key's value (for fixtures); else it is random.
+	KeyValue string
+}
+
+// CreateAccount creates an account, its primary key and its balance, and returns the
+// account, the key and the key's value.
+func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Account, auth.Key, string, error) {
+	plan, ok := s.plans.Lookup(spec.Plan)
+	if !ok {
+		return auth.Account{}, auth.Key{}, "", newError(CodeInvalidInput,
+			fmt.Sprintf("plan %q does not exist; the plans are %v", spec.Plan, s.plans.Names()), nil)
+	}
+	credits := plan.Credits
+	if spec.Credits != nil {
+		if *spec.Credits < 0 {
+			return auth.Account{}, auth.Key{}, "", newError(CodeInvalidInput, "credits cannot be negative", nil)
+		}
+		credits = *spec.Credits
+	}
+	now := s.now()
+	acct, key, value, err := s.authority.CreateAccount(ctx, auth.NewAccount{
+		ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, KeyValue: spec.KeyValue,
+	}, now)
+	if err != nil {
+		return auth.Account{}, auth.Key{}, "", s.manageError("account", spec.ID, err)
+	}
+	err = s.meter.Ledger().Open(ctx, billing.Opening{
+		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
+	})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return auth.Account{}, auth.Key{}, "", s.manageError("balance of account", acct.ID, err)
+	}
+	return acct, key, value, nil
+}
+
+// AccountInfo is an account with its balance and its keys (never their values).
+type AccountInfo struct {
+	Account auth.Account
+	Balance billing.Balance
+	Keys    []auth.Key
+}
+
+// Account returns an account with its balance and keys.
+func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
+	acct, err := s.authority.Store().Account(ctx, id)
+	if err != nil {
+		return AccountInfo{}, s.manageError("account", id, err)
+	}
+	keys, err := s.authority.Store().Keys(ctx, id)
+	if err != nil {
+		return AccountInfo{}, s.manageError("account", id, err)
+	}
+	plan, _ := s.plans.Lookup(acct.Plan)
+	b, err := s.meter.Ledger().Balance(ctx, id, billing.MonthOf(s.now()), plan.Credits)
+	if err != nil {
+		return AccountInfo{}, s.manageError("balance of account", id, err)
+	}
+	return AccountInfo{Account: acct, Balance: b, Keys: keys}, nil
+}
+
+// CreateKey creates a sub-key of an account and returns it with its value. Its
+// restrictions must be within the account's.
+func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.NewKey) (auth.Key, string, error) {
+	key, value, err := s.authority.CreateKey(ctx, accountID, spec, s.now())
+	if err != nil {
+		return auth.Key{}, "", s.manageError("account", accountID, err)
+	}
+	return key, value, nil
+}
+
+// RotateKey gives a key a new value, returned once; the old value stops working at once.
+func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string, error) {
+	key, value, err := s.authority.RotateKey(ctx, keyID, s.now())
+	if err != nil {
+		return auth.Key{}, "", s.manageError("key", keyID, err)
+	}
+	return key, value, nil
+}
+
+// RevokeKey revokes a key; the very next call with it is refused.
+func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error) {
+	key, err := s.authority.RevokeKey(ctx, keyID, s.now())
+	if err != nil {
+		return auth.Key{}, s.manageError("key", keyID, err)
+	}
+	return key, nil
+}
+
+// AdjustCredits adds amount credits to an account's balance (a negative amount takes
+// them away, never below zero). A non-empty idempotencyKey makes a retried adjustment
+// apply once.
+func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount int64, reason, idempotencyKey string) (billing.Balance, error) {
+	acct, err := s.authority.Store().Account(ctx, accountID)
+	if err != nil {
+		return billing.Balance{}, s.manageError("account", accountID, err)
+	}
+	plan, _ := s.plans.Lookup(acct.Plan)
+	id := s.ids.next()
+	if idempotencyKey != "" {
+		sum := sha256.Sum256([]byte("adjust\x00" + accountID + "\x00" + idempotencyKey))
+		copy(id[:], sum[:])
+	}
+	now := s.now()
+	adj := billing.Adjustment{Account: accountID, Request: id, Amount: amount, Reason: reason,
+		Period: billing.MonthOf(now), Allowance: plan.Credits}
+	b, err := s.meter.Ledger().Adjust(ctx, adj)
+	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
+		// The account has no balance (its creation was interrupted): open it.
+		if err = s.meter.Ledger().Open(ctx, billing.Opening{Account: accountID, Allowance: plan.Credits, Period: adj.Period}); err == nil || errors.Is(err, store.ErrConflict) {
+			b, err = s.meter.Ledger().Adjust(ctx, adj)
+		}
+	}
+	if errors.Is(err, billing.ErrInsufficientCredits) {
+		return b, newError(CodeConflict, fmt.Sprintf("the balance is %d; it cannot go below zero", b.Remaining), err)
+	}
+	if err != nil {
+		return b, s.manageError("balance of account", accountID, err)
+	}
+	return b, nil
+}
+
+// manageError maps the errors of account and key management to codes.
+func (s *Service) manageError(what, id string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return newError(CodeNotFound, fmt.Sprintf("no %s has the id %q", what, id), err)
+	case errors.Is(err, store.ErrConflict):
+		return newError(CodeConflict, fmt.Sprintf("the %s %q conflicts with an existing record: %v", what, id, err), err)
+	case errors.Is(err, auth.ErrInvalid), errors.Is(err, auth.ErrWidens):
+		return newError(CodeInvalidInput, err.Error(), err)
+	}
+	return s.unavailable(what, err)
+}

@@ -1,0 +1,310 @@
+// Package admin is an optional http.Handler for operators: create accounts and keys,
+// read an account with its balance and keys, rotate and revoke keys, and grant or take
+// away credits. It is protected by a bearer admin token, compared in constant time.
+//
+// Routes, relative to where the host mounts the handler (JSON in, the envelope out):
+//
+//	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
+//	GET  /admin/v1/accounts/{account_id}
+//	POST /admin/v1/accounts/{account_id}/keys      {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
+//	POST /admin/v1/keys/{key_id}/rotate
+//	POST /admin/v1/keys/{key_id}/revoke
+//	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
+//
+// Key values appear only in the responses that create them (data.value): at account
+// creation, sub-key creation and rotation. They are never stored, so they cannot be read
+// again. The optional restriction fields of an account creation apply to the whole
+// account; every key of the account is confined within them. A credits request may carry
+// an Idempotency-Key header so that a retried grant applies once.
+//
+// Mount it on a separate listener or behind network controls where possible:
+//
+//	mux.Handle("/admin/", adminHandler)
+package admin
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/envelope"
+)
+
+// MinTokenLength is the shortest admin token [NewHandler] accepts.
+const MinTokenLength = 16
+
+// maxBody caps an admin request body.
+const maxBody = 64 << 10
+
+// Handler serves the admin API. Create it with [NewHandler].
+type Handler struct {
+	svc   *tollgate.Service
+	token [sha256.Size]byte
+	mux   *http.ServeMux
+}
+
+// NewHandler returns the admin API of svc, protected by token, which callers send as
+// "Authorization: Bearer <token>". The token must be at least [MinTokenLength]
+// characters.
+func NewHandler(svc *tollgate.Service, token string) (*Handler, error) {
+	if svc == nil {
+		return nil, errors.New("admin: NewHandler needs a Service")
+	}
+	if len(token) < MinTokenLength {
+		return nil, fmt.Errorf("admin: the admin token needs at least %d characters", MinTokenLength)
+	}
+	h := &Handler{svc: svc, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux()}
+	h.mux.HandleFunc("POST /admin/v1/accounts", h.createAccount)
+	h.mux.HandleFunc("GET /admin/v1/accounts/{account_id}", h.getAccount)
+	h.mux.HandleFunc("POST /admin/v1/accounts/{account_id}/keys", h.createKey)
+	h.mux.HandleFunc("POST /admin/v1/keys/{key_id}/rotate", h.rotateKey)
+	h.mux.HandleFunc("POST /admin/v1/keys/{key_id}/revoke", h.revokeKey)
+	h.mux.HandleFunc("POST /admin/v1/accounts/{account_id}/credits", h.adjustCredits)
+	h.mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
+		envelope.WriteError(w, http.StatusNotFound, "no admin route "+r.Method+" "+r.URL.Path)
+	})
+	return h, nil
+}
+
+// ServeHTTP checks the admin token, then routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
+		envelope.WriteError(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the bearer token with the admin token in constant time. Both are
+// hashed first, so the comparison does not depend on their lengths either.
+func (h *Handler) authorized(r *http.Request) bool {
+	v := r.Header.Get("Authorization")
+	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(v[7:])))
+	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
+}
+
+// restrictionFields are the optional restriction fields of accounts and keys.
+type restrictionFields struct {
+	APIs       []string   `json:"apis"`
+	Channels   []string   `json:"channels"`
+	AllowedIPs []string   `json:"allowed_ips"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+}
+
+func (f restrictionFields) build() (auth.Restrictions, error) {
+	return auth.NewRestrictions(auth.RestrictionSpec{
+		APIs: f.APIs, Channels: f.Channels, AllowedIPs: f.AllowedIPs, ExpiresAt: f.ExpiresAt,
+	})
+}
+
+func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ID      string `json:"id"`
+		Plan    string `json:"plan"`
+		Credits *int64 `json:"credits"`
+		restrictionFields
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	rs, err := body.build()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	acct, key, value, err := h.svc.CreateAccount(r.Context(), tollgate.AccountSpec{
+		ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs,
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	write(w, http.StatusCreated, map[string]any{"account": accountJSON(acct), "key": keyJSON(key), "value": value})
+}
+
+func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
+	info, err := h.svc.Account(r.Context(), r.PathValue("account_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	keys := make([]map[string]any, len(info.Keys))
+	for i, k := range info.Keys {
+		keys[i] = keyJSON(k)
+	}
+	write(w, http.StatusOK, map[string]any{
+		"account": accountJSON(info.Account), "balance": balanceJSON(info.Balance), "keys": keys,
+	})
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"name"`
+		restrictionFields
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	rs, err := body.build()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	key, value, err := h.svc.CreateKey(r.Context(), r.PathValue("account_id"), auth.NewKey{Name: body.Name, Restrictions: rs})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	write(w, http.StatusCreated, map[string]any{"key": keyJSON(key), "value": value})
+}
+
+func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
+	key, value, err := h.svc.RotateKey(r.Context(), r.PathValue("key_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	write(w, http.StatusOK, map[string]any{"key": keyJSON(key), "value": value})
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
+	key, err := h.svc.RevokeKey(r.Context(), r.PathValue("key_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	write(w, http.StatusOK, map[string]any{"key": keyJSON(key)})
+}
+
+func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Amount *int64 `json:"amount"`
+		Reason string `json:"reason"`
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	if body.Amount == nil || *body.Amount == 0 {
+		envelope.WriteError(w, http.StatusBadRequest, "amount is required: a positive number grants credits, a negative one takes them away")
+		return
+	}
+	if strings.TrimSpace(body.Reason) == "" || len(body.Reason) > 500 {
+		envelope.WriteError(w, http.StatusBadRequest, "reason is required (at most 500 characters): say why the balance changes")
+		return
+	}
+	idem := r.Header.Get("Idempotency-Key")
+	if len(idem) > 255 {
+		envelope.WriteError(w, http.StatusBadRequest, "the Idempotency-Key header is longer than 255 characters")
+		return
+	}
+	b, err := h.svc.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, idem)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	write(w, http.StatusOK, map[string]any{"balance": balanceJSON(b)})
+}
+
+// decode reads a JSON object body into v, refusing unknown fields. On failure it has
+// written the response.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			envelope.WriteError(w, http.StatusUnsupportedMediaType, "send the body as application/json")
+			return false
+		}
+	}
+	d := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			envelope.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBody))
+		case err == io.EOF:
+			envelope.WriteError(w, http.StatusBadRequest, "the request needs a JSON object body")
+		default:
+			envelope.WriteError(w, http.StatusBadRequest, "the body is not a valid request: "+err.Error())
+		}
+		return false
+	}
+	if d.More() {
+		envelope.WriteError(w, http.StatusBadRequest, "the body must hold one JSON object")
+		return false
+	}
+	return true
+}
+
+func write(w http.ResponseWriter, status int, data any) {
+	b, err := envelope.Encode(data)
+	if err != nil {
+		envelope.WriteError(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	envelope.WriteData(w, status, b)
+}
+
+// writeError writes a service error with the status of its code.
+func writeError(w http.ResponseWriter, err error) {
+	var e *tollgate.Error
+	switch {
+	case errors.As(err, &e):
+		envelope.WriteError(w, e.Code.HTTPStatus(), e.Message)
+	case errors.Is(err, auth.ErrInvalid):
+		envelope.WriteError(w, http.StatusBadRequest, err.Error())
+	default:
+		envelope.WriteError(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+func accountJSON(a auth.Account) map[string]any {
+	m := map[string]any{"id": a.ID, "plan": a.Plan, "created_at": a.CreatedAt}
+	addRestrictions(m, a.Restrictions)
+	return m
+}
+
+func keyJSON(k auth.Key) map[string]any {
+	m := map[string]any{
+		"id": k.ID, "account": k.AccountID, "name": k.Name, "primary": k.Primary,
+		"created_at": k.CreatedAt, "revoked": k.Revoked(),
+	}
+	if !k.RotatedAt.IsZero() {
+		m["rotated_at"] = k.RotatedAt
+	}
+	if k.Revoked() {
+		m["revoked_at"] = k.RevokedAt
+	}
+	addRestrictions(m, k.Restrictions)
+	return m
+}
+
+func addRestrictions(m map[string]any, r auth.Restrictions) {
+	s := r.Spec()
+	m["apis"], m["channels"], m["allowed_ips"] = orEmpty(s.APIs), orEmpty(s.Channels), orEmpty(s.AllowedIPs)
+	m["expires_at"] = s.ExpiresAt
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func balanceJSON(b billing.Balance) map[string]any {
+	return map[string]any{"remaining": b.Remaining, "used": b.Used, "limit": b.Allowance, "renewal": b.Period.End}
+}

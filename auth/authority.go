@@ -1,0 +1,251 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// An Authority verifies credentials and manages accounts and keys over a [KeyStore]. It
+// holds the policy (hashing, key generation, restriction checks); the store only keeps
+// records.
+//
+// An Authority is safe for concurrent use.
+type Authority struct {
+	keys     KeyStore
+	sessions *Sessions
+}
+
+// AuthorityOptions configures an [Authority]. The zero value is the default.
+type AuthorityOptions struct {
+	// Sessions verifies session tokens (x-jwt). If nil, session tokens are refused
+	// with ErrSessionsDisabled.
+	Sessions *Sessions
+}
+
+// NewAuthority returns an Authority over keys. opts may be nil.
+func NewAuthority(keys KeyStore, opts *AuthorityOptions) (*Authority, error) {
+	if keys == nil {
+		return nil, errors.New("auth: NewAuthority needs a KeyStore")
+	}
+	a := &Authority{keys: keys}
+	if opts != nil {
+		a.sessions = opts.Sessions
+	}
+	return a, nil
+}
+
+// Store returns the authority's key store.
+func (a *Authority) Store() KeyStore { return a.keys }
+
+// A Principal is who a request acts for: an account, and the key it presented (the zero
+// Key for a session token).
+type Principal struct {
+	Account Account
+	Key     Key
+}
+
+// Session reports whether the principal authenticated with a session token.
+func (p *Principal) Session() bool { return p.Key.ID == "" }
+
+// Authenticate resolves a credential (see [CredentialFrom]) to a principal, checking
+// the key against the store on every call. A key that matches nothing gives
+// [ErrUnknownKey]; a revoked or expired key a [*DeniedError]. Store failures are returned
+// as they are.
+func (a *Authority) Authenticate(ctx context.Context, cred Credential, now time.Time) (Principal, error) {
+	if cred.Kind == SessionHeader {
+		return a.authenticateSession(ctx, cred.Value, now)
+	}
+	key, acct, err := a.keys.Resolve(ctx, HashKey(cred.Value))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, ErrUnknownKey
+		}
+		return Principal{}, err
+	}
+	p := Principal{Account: acct, Key: key}
+	switch {
+	case key.Revoked():
+		return Principal{}, denied(ErrKeyRevoked, "the API key has been revoked; use another key of the account")
+	case key.Restrictions.Expired(now):
+		return Principal{}, denied(ErrKeyExpired, "the API key expired at "+key.Restrictions.ExpiresAt().Format(time.RFC3339))
+	case acct.Restrictions.Expired(now):
+		return Principal{}, denied(ErrKeyExpired, "the account's access expired at "+acct.Restrictions.ExpiresAt().Format(time.RFC3339))
+	}
+	return p, nil
+}
+
+func (a *Authority) authenticateSession(ctx context.Context, token string, now time.Time) (Principal, error) {
+	if a.sessions == nil {
+		return Principal{}, ErrSessionsDisabled
+	}
+	id, err := a.sessions.Verify(token, now)
+	if err != nil {
+		return Principal{}, err
+	}
+	acct, err := a.keys.Account(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, invalidSession("its account does not exist")
+		}
+		return Principal{}, err
+	}
+	if acct.Restrictions.Expired(now) {
+		return Principal{}, denied(ErrKeyExpired, "the account's access expired at "+acct.Restrictions.ExpiresAt().Format(time.RFC3339))
+	}
+	return Principal{Account: acct}, nil
+}
+
+// CheckAccess checks the restrictions of the account and the key that depend on how a
+// request arrives: its channel and its address. A zero ch skips the channel check (for
+// endpoints any valid key may use).
+func (p *Principal) CheckAccess(ch Channel, addr netip.Addr) error {
+	for _, r := range []Restrictions{p.Account.Restrictions, p.Key.Restrictions} {
+		if ch != 0 && !r.AllowsChannel(ch) {
+			return denied(ErrChannelNotAllowed, fmt.Sprintf("the API key may not be used over %s; its channels are %s",
+				ch, strings.Join(r.Spec().Channels, ", ")))
+		}
+		if !r.AllowsAddr(addr) {
+			shown := "an unknown address"
+			if addr.IsValid() {
+				shown = addr.String()
+			}
+			return denied(ErrIPNotAllowed, fmt.Sprintf("the API key may not be used from %s; it is limited to %s",
+				shown, strings.Join(r.Spec().AllowedIPs, ", ")))
+		}
+	}
+	return nil
+}
+
+// CheckAPI checks that the account and the key may call the API with the given id.
+func (p *Principal) CheckAPI(id string) error {
+	for _, r := range []Restrictions{p.Account.Restrictions, p.Key.Restrictions} {
+		if !r.AllowsAPI(id) {
+			return denied(ErrAPINotAllowed, fmt.Sprintf("the API key may not call %s; it is limited to %s",
+				id, strings.Join(r.Spec().APIs, ", ")))
+		}
+	}
+	return nil
+}
+
+var accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// NewAccount describes an account to create.
+type NewAccount struct {
+	// ID is the account's id; if empty, one is generated.
+	ID string
+	// Plan names the account's plan. The caller checks that it exists.
+	Plan string
+	// Restrictions apply to every key of the account.
+	Restrictions Restrictions
+	// KeyValue, if set, is the primary key's value (a UUID), for loading fixtures. If
+	// empty, a random value is generated. Either way it is stored only as a hash.
+	KeyValue string
+}
+
+// CreateAccount creates an account with its primary key and returns them with the key's
+// value, which is not stored and cannot be read again.
+func (a *Authority) CreateAccount(ctx context.Context, spec NewAccount, now time.Time) (Account, Key, string, error) {
+	if spec.ID == "" {
+		spec.ID = "acct_" + randomHex(8)
+	}
+	if !accountIDPattern.MatchString(spec.ID) {
+		return Account{}, Key{}, "", invalidf("account id %q: use 1 to 64 letters, digits, _ and -", spec.ID)
+	}
+	if spec.Plan == "" {
+		return Account{}, Key{}, "", invalidf("an account needs a plan")
+	}
+	value, err := keyValue(spec.KeyValue)
+	if err != nil {
+		return Account{}, Key{}, "", err
+	}
+	acct := Account{ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, CreatedAt: now}
+	key := Key{ID: newKeyID(), AccountID: acct.ID, Name: "primary", Primary: true, Hash: HashKey(value), CreatedAt: now}
+	if err := a.keys.CreateAccount(ctx, acct, key); err != nil {
+		return Account{}, Key{}, "", err
+	}
+	return acct, key, value, nil
+}
+
+// NewKey describes a sub-key to create.
+type NewKey struct {
+	// Name labels the key; it is required.
+	Name string
+	// Restrictions narrow the key within its account's restrictions.
+	Restrictions Restrictions
+	// Value, if set, is the key's value (for loading fixtures); else one is generated.
+	Value string
+}
+
+// CreateKey creates a sub-key of an account and returns it with its value. The key's
+// restrictions must be within the account's (see [Restrictions.Within]); otherwise the
+// error wraps [ErrWidens].
+func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey, now time.Time) (Key, string, error) {
+	name := strings.TrimSpace(spec.Name)
+	if name == "" || len(name) > 64 {
+		return Key{}, "", invalidf("a key needs a name of 1 to 64 characters")
+	}
+	acct, err := a.keys.Account(ctx, accountID)
+	if err != nil {
+		return Key{}, "", err
+	}
+	if err := spec.Restrictions.Within(acct.Restrictions); err != nil {
+		return Key{}, "", err
+	}
+	if spec.Restrictions.Expired(now) {
+		return Key{}, "", invalidf("expires_at is in the past")
+	}
+	value, err := keyValue(spec.Value)
+	if err != nil {
+		return Key{}, "", err
+	}
+	key := Key{ID: newKeyID(), AccountID: accountID, Name: name, Hash: HashKey(value),
+		Restrictions: spec.Restrictions, CreatedAt: now}
+	if err := a.keys.CreateKey(ctx, key); err != nil {
+		return Key{}, "", err
+	}
+	return key, value, nil
+}
+
+// RotateKey gives a key a new random value and returns it. The old value stops working
+// at once; the key keeps its id, name and restrictions.
+func (a *Authority) RotateKey(ctx context.Context, keyID string, now time.Time) (Key, string, error) {
+	value := NewKeyValue()
+	key, err := a.keys.RotateKey(ctx, keyID, HashKey(value), now)
+	if err != nil {
+		return Key{}, "", err
+	}
+	return key, value, nil
+}
+
+// RevokeKey revokes a key; it is refused from the next call on.
+func (a *Authority) RevokeKey(ctx context.Context, keyID string, now time.Time) (Key, error) {
+	return a.keys.RevokeKey(ctx, keyID, now)
+}
+
+func keyValue(given string) (string, error) {
+	if given == "" {
+		return NewKeyValue(), nil
+	}
+	v, ok := ParseKey(given)
+	if !ok {
+		return "", invalidf("a key value must be a UUID (8-4-4-4-12 hexadecimal digits)")
+	}
+	return v, nil
+}
+
+func newKeyID() string { return "key_" + randomHex(10) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

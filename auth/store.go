@@ -1,0 +1,53 @@
+package auth
+
+import (
+	"context"
+	"time"
+)
+
+// A KeyStore persists accounts and their keys. Keys are stored by hash only.
+//
+// Implementations must be safe for concurrent use, must not keep or change the values
+// passed in, and must make every change visible to the very next read on any instance
+// sharing the store: a rotated-away or revoked key must never be served from a cache.
+// Errors that report well-known conditions wrap the sentinels of package store
+// (store.ErrNotFound, store.ErrConflict); any other error means the store is unavailable.
+// Every implementation should pass storetest.TestKeyStore.
+type KeyStore interface {
+	// CreateAccount stores a new account together with its primary key, atomically.
+	// It returns an error wrapping store.ErrConflict if the account id, the key id or
+	// the key hash is taken.
+	CreateAccount(ctx context.Context, account Account, primary Key) error
+
+	// Account returns the account with the given id, or an error wrapping
+	// store.ErrNotFound.
+	Account(ctx context.Context, id string) (Account, error)
+
+	// CreateKey stores a new key of an existing account. It returns an error wrapping
+	// store.ErrNotFound if the account does not exist, and store.ErrConflict if the key
+	// id or hash is taken.
+	CreateKey(ctx context.Context, key Key) error
+
+	// Key returns the key with the given id, or an error wrapping store.ErrNotFound.
+	Key(ctx context.Context, id string) (Key, error)
+
+	// Keys returns the keys of an account, oldest first. It returns an error wrapping
+	// store.ErrNotFound if the account does not exist.
+	Keys(ctx context.Context, accountID string) ([]Key, error)
+
+	// Resolve returns the key whose current hash is h, with its account. A revoked key
+	// is returned (the caller refuses it); the old hash of a rotated key matches nothing.
+	// It returns an error wrapping store.ErrNotFound when no key has the hash.
+	Resolve(ctx context.Context, h Hash) (Key, Account, error)
+
+	// RotateKey replaces the hash of a key with h, so that the old value stops working
+	// immediately, and records the moment. It returns the updated key, or an error
+	// wrapping store.ErrNotFound (no such key) or store.ErrConflict (the key is revoked,
+	// or h is taken).
+	RotateKey(ctx context.Context, id string, h Hash, at time.Time) (Key, error)
+
+	// RevokeKey marks a key revoked at the given moment and returns it. Revoking a
+	// revoked key changes nothing and is not an error. It returns an error wrapping
+	// store.ErrNotFound if there is no such key.
+	RevokeKey(ctx context.Context, id string, at time.Time) (Key, error)
+}

@@ -1,0 +1,117 @@
+package billing
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// A Plan fixes what an account may spend and how fast: its monthly credits, its rate
+// limit and its concurrency ceiling, shared by all the account's keys.
+type Plan struct {
+	// Name identifies the plan ("free", "pro").
+	Name string `json:"name"`
+	// Credits is the monthly allowance. The balance is reset to it at the first call
+	// after each calendar month (UTC) ends.
+	Credits int64 `json:"credits"`
+	// RatePerMinute is the sustained number of calls per minute; 0 means unlimited.
+	RatePerMinute int `json:"rate_per_minute"`
+	// Burst is how many calls may arrive at once after a quiet period; 0 means
+	// RatePerMinute, so that a full minute's calls can come together.
+	Burst int `json:"burst,omitempty"`
+	// Concurrency is the number of calls that may run at the same time; 0 means
+	// unlimited.
+	Concurrency int `json:"concurrency"`
+	// GraphQLMaxAPIs is the number of distinct APIs one GraphQL query may name; 0 means
+	// no cap beyond the gateway's complexity limits. The specification sets 1 for free
+	// plans and at least 10 for paid ones.
+	GraphQLMaxAPIs int `json:"graphql_max_apis"`
+}
+
+// RateLimit returns the plan's rate limit, and false if it has none.
+func (p Plan) RateLimit() (Limit, bool) {
+	if p.RatePerMinute <= 0 {
+		return Limit{}, false
+	}
+	burst := p.Burst
+	if burst <= 0 {
+		burst = p.RatePerMinute
+	}
+	return Limit{Rate: p.RatePerMinute, Per: time.Minute, Burst: burst}, true
+}
+
+func (p Plan) check() error {
+	switch {
+	case p.Name == "" || len(p.Name) > 64:
+		return errors.New("a plan needs a name of 1 to 64 characters")
+	case p.Credits < 0:
+		return fmt.Errorf("plan %q: credits cannot be negative", p.Name)
+	case p.RatePerMinute < 0, p.Burst < 0, p.Concurrency < 0, p.GraphQLMaxAPIs < 0:
+		return fmt.Errorf("plan %q: limits cannot be negative (0 means unlimited)", p.Name)
+	}
+	// GCRA divides by the emission interval and keeps Burst intervals in int64
+	// nanoseconds next to a Unix timestamp: the interval must be at least 1ns and the
+	// time to refill the bucket must not overflow.
+	if l, ok := p.RateLimit(); ok {
+		if e := int64(l.Interval()); e == 0 || int64(l.Burst) > int64(maxRefill)/e {
+			return fmt.Errorf("plan %q: rate limit out of range: %d calls per minute with a burst of %d (0 means unlimited)",
+				p.Name, p.RatePerMinute, l.Burst)
+		}
+	}
+	return nil
+}
+
+// maxRefill bounds the time a rate limit's bucket takes to refill, Burst emission
+// intervals, so that GCRA's timestamps stay within int64 nanoseconds.
+const maxRefill = 100 * 365 * 24 * time.Hour
+
+// Plans is an immutable set of plans, looked up by name. It is configuration: every
+// instance of a deployment is given the same plans.
+type Plans struct {
+	byName map[string]Plan
+}
+
+// NewPlans checks the plans and returns them as a set. Names must be unique.
+func NewPlans(plans ...Plan) (*Plans, error) {
+	ps := &Plans{byName: make(map[string]Plan, len(plans))}
+	for _, p := range plans {
+		if err := p.check(); err != nil {
+			return nil, fmt.Errorf("billing: %w", err)
+		}
+		if _, dup := ps.byName[p.Name]; dup {
+			return nil, fmt.Errorf("billing: plan %q is defined twice", p.Name)
+		}
+		ps.byName[p.Name] = p
+	}
+	return ps, nil
+}
+
+// Lookup returns the plan with the given name.
+func (ps *Plans) Lookup(name string) (Plan, bool) {
+	p, ok := ps.byName[name]
+	return p, ok
+}
+
+// Names returns the plans' names, sorted.
+func (ps *Plans) Names() []string {
+	names := make([]string, 0, len(ps.byName))
+	for n := range ps.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// A Period is one credit period: from Start (inclusive) to End (exclusive).
+type Period struct {
+	Start, End time.Time
+}
+
+// MonthOf returns the calendar month (UTC) that t falls in, the credit period of every
+// plan.
+func MonthOf(t time.Time) Period {
+	t = t.UTC()
+	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return Period{Start: start, End: start.AddDate(0, 1, 0)}
+}

@@ -1,0 +1,189 @@
+package billing
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// ErrInsufficientCredits is returned by [Ledger.Reserve] and [Ledger.Adjust] when the
+// balance does not cover the amount. The balance is left unchanged.
+var ErrInsufficientCredits = errors.New("billing: insufficient credits")
+
+// A RequestID identifies one admitted call across admission and settlement. It makes
+// the ledger idempotent: a replayed reservation or settlement with the same id changes
+// nothing.
+type RequestID [16]byte
+
+// String returns the id in hexadecimal.
+func (id RequestID) String() string { return hex.EncodeToString(id[:]) }
+
+// Balance is an account's credit position in its current period.
+type Balance struct {
+	// Remaining is the number of credits left.
+	Remaining int64
+	// Used is the number of credits spent in the period, net of refunds.
+	Used int64
+	// Allowance is the plan's monthly credits, which the balance is reset to when the
+	// period ends.
+	Allowance int64
+	// Period is the current period; Period.End is the renewal date.
+	Period Period
+}
+
+// Opening creates an account's balance.
+type Opening struct {
+	Account string
+	// Balance is the starting balance, usually the plan's allowance.
+	Balance   int64
+	Allowance int64
+	Period    Period
+}
+
+// A Reservation takes credits for a call before it runs.
+type Reservation struct {
+	Account string
+	Request RequestID
+	// APIs lists the APIs of the call, counted in the period's usage.
+	APIs   []string
+	Amount int64
+	// Period is the period the call falls in; if the stored balance belongs to an
+	// earlier period, it is first renewed to Allowance.
+	Period    Period
+	Allowance int64
+}
+
+// A Settlement closes a reservation after the call: it keeps the charge, or gives part
+// or all of it back when the call failed on the service's side.
+type Settlement struct {
+	Account string
+	Request RequestID
+	// Refund is the number of credits to give back, at most the reserved amount.
+	Refund int64
+	// Uncount lists APIs of the reservation whose calls failed and no longer count in
+	// the period's usage.
+	Uncount   []string
+	Period    Period
+	Allowance int64
+}
+
+// An Adjustment grants (positive Amount) or takes away (negative) credits outside of any
+// call, for operators. Request makes it idempotent.
+type Adjustment struct {
+	Account   string
+	Request   RequestID
+	Amount    int64
+	Reason    string
+	Period    Period
+	Allowance int64
+}
+
+// A Ledger keeps each account's credit balance. Every operation is atomic, and the
+// balance never goes below zero.
+//
+// Implementations must be safe for concurrent use and share state across every instance
+// that uses the same store. Renewal is lazy: any operation given a Period later than the
+// stored one first resets the balance to the Allowance, zeroes Used and the usage counts,
+// and moves to that period; an earlier Period (a lagging clock) never moves it back.
+// Errors that report well-known conditions wrap [ErrInsufficientCredits] or the
+// sentinels of package store; any other error means the store is unavailable. Every
+// implementation should pass storetest.TestLedger.
+type Ledger interface {
+	// Open creates an account's balance. It returns an error wrapping
+	// store.ErrConflict if the account already has one.
+	Open(ctx context.Context, o Opening) error
+
+	// Reserve takes Amount credits if the balance covers them, and counts one call to
+	// each of the APIs. It is idempotent: a reservation whose Request was already
+	// reserved returns the current balance and changes nothing. It returns
+	// ErrInsufficientCredits if the balance is short, and store.ErrNotFound if the
+	// account has no balance.
+	Reserve(ctx context.Context, r Reservation) (Balance, error)
+
+	// Settle closes a reservation, giving back Refund credits. A reservation is settled
+	// at most once; settling it again returns the current balance and changes nothing.
+	// A refund of a reservation made in an earlier period is not credited, because the
+	// balance has been renewed since. It returns store.ErrNotFound for an unknown
+	// reservation and store.ErrConflict if Refund exceeds the reserved amount.
+	Settle(ctx context.Context, s Settlement) (Balance, error)
+
+	// Adjust adds Amount (which may be negative) to the balance, idempotently by
+	// Request. It returns ErrInsufficientCredits if a negative amount exceeds the
+	// balance, and store.ErrNotFound if the account has no balance.
+	Adjust(ctx context.Context, a Adjustment) (Balance, error)
+
+	// Balance returns the account's balance at period p, renewing it if due. It
+	// returns store.ErrNotFound if the account has no balance.
+	Balance(ctx context.Context, account string, p Period, allowance int64) (Balance, error)
+
+	// Usage returns the number of calls per API counted in period p (empty if p is not
+	// the stored period). It returns store.ErrNotFound if the account has no balance.
+	Usage(ctx context.Context, account string, p Period) (map[string]int64, error)
+}
+
+// A Limit is a rate limit: Rate events per Per, with bursts of up to Burst events. It
+// has the semantics of a token bucket of size Burst refilled at Rate/Per, as
+// golang.org/x/time/rate implements it, computed as a GCRA (one timestamp per key).
+type Limit struct {
+	Rate  int
+	Per   time.Duration
+	Burst int
+}
+
+// Interval returns the time between two events at the sustained rate.
+func (l Limit) Interval() time.Duration { return l.Per / time.Duration(l.Rate) }
+
+// A RateDecision is the outcome of a rate-limit check.
+type RateDecision struct {
+	// Allowed reports whether the event may go ahead.
+	Allowed bool
+	// Remaining is the number of events that could go ahead now, after this one.
+	Remaining int
+	// RetryAfter is how long to wait before an event would be allowed; zero if
+	// Allowed.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the bucket is full again.
+	ResetAfter time.Duration
+}
+
+// A RateLimiter enforces rate limits per key.
+//
+// Implementations must be safe for concurrent use and share state across every instance
+// that uses the same store. A denied event changes nothing. Every implementation should
+// pass storetest.TestRateLimiter.
+type RateLimiter interface {
+	// Allow decides whether one event for key may go ahead at now under limit l, and
+	// records it if so.
+	Allow(ctx context.Context, key string, l Limit, now time.Time) (RateDecision, error)
+	// Peek reports what Allow would decide, without recording anything.
+	Peek(ctx context.Context, key string, l Limit, now time.Time) (RateDecision, error)
+}
+
+// A SlotDecision is the outcome of a concurrency-slot request.
+type SlotDecision struct {
+	// Acquired reports whether a slot was granted.
+	Acquired bool
+	// InUse is the number of slots held after the request.
+	InUse int
+}
+
+// A ConcurrencyLimiter caps the number of calls per key running at the same time. Slots
+// are leases: a slot whose holder neither renews nor releases it before the lease ends is
+// free again, so a crashed instance cannot leak slots.
+//
+// Implementations must be safe for concurrent use and share state across every instance
+// that uses the same store. Every implementation should pass
+// storetest.TestConcurrencyLimiter.
+type ConcurrencyLimiter interface {
+	// Acquire grants holder a slot until now+lease if fewer than ceiling slots are held
+	// (expired leases do not count). Acquiring a slot the holder already has renews it.
+	Acquire(ctx context.Context, key string, holder RequestID, ceiling int, lease time.Duration, now time.Time) (SlotDecision, error)
+	// Release frees holder's slot. Releasing a slot that is not held is not an error.
+	Release(ctx context.Context, key string, holder RequestID) error
+	// Renew extends holder's lease to now+lease. It returns an error wrapping
+	// store.ErrNotFound if the holder has no live slot.
+	Renew(ctx context.Context, key string, holder RequestID, lease time.Duration, now time.Time) error
+	// InUse returns the number of live slots of key at now.
+	InUse(ctx context.Context, key string, now time.Time) (int, error)
+}

@@ -1,0 +1,218 @@
+// Command server runs the sample catalog on in-memory stores: the whole of Tollgate in
+// one process, for trying it out and for the end-to-end tests.
+//
+//	go run ./examples/server
+//
+// It listens on :8080, creates a demo account on the "pro" plan and prints its key:
+//
+//	API key: 3f1c...
+//
+// Flags:
+//
+//	-addr ADDR             listen address (default :8080)
+//	-fixtures FILE         load plans, accounts and keys from FILE instead of the demo account
+//	-admin-token T         enable the admin API under /admin/v1/ with this bearer token
+//	-session-secret S      accept x-jwt session tokens signed with S (at least 32 bytes);
+//	                       without fixtures, a session token for the demo account is printed
+//	-allow-private-fetch   let URL-form file fetches reach private and loopback addresses
+//
+// Everything lives in memory: stop the server and it is gone.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/admin"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags set.
+type config struct {
+	addr              string
+	fixtures          string
+	adminToken        string
+	sessionSecret     string
+	allowPrivateFetch bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", ":8080", "listen address")
+	fs.StringVar(&c.fixtures, "fixtures", "", "load plans, accounts and keys from this JSON file")
+	fs.StringVar(&c.adminToken, "admin-token", "", "enable the admin API with this bearer token")
+	fs.StringVar(&c.sessionSecret, "session-secret", "", "accept x-jwt session tokens signed with this secret")
+	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches reach private and loopback addresses")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, nil
+}
+
+// run assembles the service, prints how to reach it and serves until ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	handler, err := assemble(ctx, c, stdout, logger)
+	if err != nil {
+		return err
+	}
+
+	// The host owns the server: its timeouts bound slow clients, the REST handler
+	// bounds bodies.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "Listening on http://%s\n", ln.Addr())
+
+	// Serve until SIGINT or SIGTERM, then let calls in flight finish.
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// assemble builds the handler that serves everything, printing the demo credentials.
+func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logger) (http.Handler, error) {
+	// 1. The catalog: the six sample APIs.
+	reg := &catalog.Registry{}
+	if err := apis.Register(reg); err != nil {
+		return nil, err
+	}
+
+	// 2. Plans, from the fixtures or the two default plans.
+	var fx *fixtures.File
+	if c.fixtures != "" {
+		f, err := os.Open(c.fixtures)
+		if err != nil {
+			return nil, err
+		}
+		fx, err = fixtures.Read(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		fx = &fixtures.File{Plans: defaultPlans}
+	}
+	plans, err := fx.PlanSet()
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. The service, on in-memory stores.
+	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}}
+	if c.sessionSecret != "" {
+		if opts.Sessions, err = auth.NewSessions([]byte(c.sessionSecret)); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := tollgate.New(reg, tollgate.Stores{
+		Keys:   memory.NewKeyStore(),
+		Ledger: memory.NewLedger(nil),
+		Rates:  memory.NewRateLimiter(),
+		Slots:  memory.NewConcurrencyLimiter(),
+	}, plans, opts)
+	if err != nil {
+		return nil, err
+	}
+
+	// 4. Accounts: the fixtures', or a demo account whose key is printed.
+	if c.fixtures != "" {
+		if err := fx.Load(ctx, svc); err != nil {
+			return nil, err
+		}
+	} else {
+		acct, _, value, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "demo", Plan: "pro"})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "API key: %s\n", value)
+		if opts.Sessions != nil {
+			tok, err := opts.Sessions.Issue(acct.ID, svc.Now(), 24*time.Hour)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(stdout, "Session token: %s\n", tok)
+		}
+	}
+
+	// 5. The front doors on one mux.
+	mux := http.NewServeMux()
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/", restHandler)
+	if c.adminToken != "" {
+		adminHandler, err := admin.NewHandler(svc, c.adminToken)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/admin/", adminHandler)
+	}
+	return mux, nil
+}
+
+// defaultPlans are the plans of a server started without fixtures.
+var defaultPlans = []billing.Plan{
+	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
+	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
+}

@@ -1,0 +1,52 @@
+// Package safefetch downloads files from user-supplied URLs without letting
+// the caller reach the gateway's own network (server-side request forgery).
+//
+// A [Fetcher] accepts only absolute http and https URLs without credentials,
+// and only talks to public internet addresses: loopback, private, link-local,
+// multicast, reserved, documentation, benchmarking and shared (carrier-grade
+// NAT) ranges are refused, as are well-known cloud metadata endpoints. IPv4
+// addresses hidden inside IPv6 (IPv4-mapped, NAT64 and 6to4) are judged by
+// the IPv4 address they carry. [Blocked] is the classifier.
+//
+// # Checking at dial time
+//
+// Checking a host name before the request and then handing the name to an
+// HTTP client is not enough: the client resolves the name again, and a
+// hostile DNS server can answer with a public address the first time and
+// with 127.0.0.1 the second (DNS rebinding). The Fetcher therefore installs
+// its own dial function. For every connection it opens, including those made
+// for redirects, it resolves the host itself, refuses the connection if any
+// resolved address is blocked, and dials the exact address it checked, as an
+// IP literal, so the dialer never resolves anything again.
+//
+// A [net.Dialer] Control hook checks the address of the socket that is
+// actually being connected as a second guard. It costs nothing, and it keeps
+// the policy in force even if a future change to the dial path lets a host
+// name, or an address that was not checked, reach the dialer.
+//
+// Environment proxies (HTTP_PROXY and friends) are disabled: through a proxy
+// the Fetcher would dial the proxy, not the target, and the proxy would reach
+// whatever the URL names, internal hosts included.
+//
+// # Other limits
+//
+// Redirects are followed up to a limit (3 by default) and every target is
+// validated again. Downloads are capped in size, both by Content-Length and
+// while reading, and the whole fetch, redirects and body included, runs
+// under one timeout. A final status outside 2xx is an error.
+//
+// [Fetcher.Check] validates a URL and resolves and checks its host without
+// connecting; it is a cheap pre-check before admitting work. It does not
+// replace the dial-time check, which [Fetcher.Fetch] always makes.
+//
+// # AllowPrivate
+//
+// [Options.AllowPrivate] turns the address policy off entirely, so loopback
+// and private hosts can be fetched. It exists for local development (the
+// example server's -allow-private-fetch flag) and tests, and must not be set
+// where callers are untrusted. URL validation, redirect, size and time limits
+// still apply.
+//
+// All failures are reported as [*Error], whose [Reason] says what went wrong
+// and whose message tells the user what to change.
+package safefetch

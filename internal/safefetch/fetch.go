@@ -1,0 +1,469 @@
+package safefetch
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults used for zero fields of [Options], and the URL length limit.
+const (
+	DefaultMaxRedirects       = 3
+	DefaultTimeout            = 10 * time.Second
+	DefaultMaxBytes     int64 = 10 << 20
+	DefaultUserAgent          = "tollgate-fetch/1"
+	// MaxURLLength is the longest URL, in bytes, that is accepted, both as
+	// given and as a redirect target.
+	MaxURLLength = 2048
+)
+
+// Options configures a [Fetcher]. The zero value, like a nil *Options, gives
+// the safe defaults.
+type Options struct {
+	// AllowPrivate turns the address policy off, so that loopback, private
+	// and every other blocked address can be fetched. It is for local
+	// development and tests only. Default false.
+	AllowPrivate bool
+	// MaxRedirects is how many redirects a fetch follows. Zero means
+	// DefaultMaxRedirects (3); a negative value refuses every redirect.
+	MaxRedirects int
+	// Timeout bounds a whole fetch, redirects and body included, and the
+	// name resolution of a Check. Zero or negative means DefaultTimeout (10s).
+	Timeout time.Duration
+	// MaxBytes is the size cap used when Fetch is called with maxBytes <= 0.
+	// Zero or negative means DefaultMaxBytes (10 MiB).
+	MaxBytes int64
+	// UserAgent is sent with every request. Empty means DefaultUserAgent
+	// ("tollgate-fetch/1").
+	UserAgent string
+
+	// resolve replaces DNS resolution in tests. It is not called for IP
+	// literals. Nil means net.DefaultResolver.
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// blocked replaces Blocked as the address policy in tests.
+	blocked func(netip.Addr) (string, bool)
+}
+
+// File is a downloaded file.
+type File struct {
+	// Data is the response body, at most the size cap long.
+	Data []byte
+	// ContentType is the response's Content-Type header; it may be empty.
+	ContentType string
+	// URL is the final URL, after redirects.
+	URL string
+	// Name is the last segment of the final URL's path, unescaped and reduced
+	// to letters, digits, '.', '-' and '_' (others become '_'), without
+	// leading or trailing dots. It may be empty.
+	Name string
+}
+
+// Fetcher downloads files from public internet URLs. Create one with [New];
+// it is safe for concurrent use and shares one HTTP client and connection
+// pool among all fetches.
+type Fetcher struct {
+	allowPrivate bool
+	maxRedirects int
+	timeout      time.Duration
+	maxBytes     int64
+	userAgent    string
+	resolve      func(ctx context.Context, host string) ([]netip.Addr, error)
+	blocked      func(netip.Addr) (string, bool)
+	dialer       *net.Dialer
+	client       *http.Client
+}
+
+// New returns a Fetcher configured by opts, which may be nil.
+func New(opts *Options) *Fetcher {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	f := &Fetcher{
+		allowPrivate: o.AllowPrivate,
+		maxRedirects: o.MaxRedirects,
+		timeout:      o.Timeout,
+		maxBytes:     o.MaxBytes,
+		userAgent:    o.UserAgent,
+		resolve:      o.resolve,
+		blocked:      o.blocked,
+	}
+	switch {
+	case f.maxRedirects == 0:
+		f.maxRedirects = DefaultMaxRedirects
+	case f.maxRedirects < 0:
+		f.maxRedirects = 0
+	}
+	if f.timeout <= 0 {
+		f.timeout = DefaultTimeout
+	}
+	if f.maxBytes <= 0 {
+		f.maxBytes = DefaultMaxBytes
+	}
+	if f.userAgent == "" {
+		f.userAgent = DefaultUserAgent
+	}
+	if f.resolve == nil {
+		f.resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if f.blocked == nil {
+		f.blocked = Blocked
+	}
+	f.dialer = &net.Dialer{
+		Timeout:   f.timeout,
+		KeepAlive: 30 * time.Second,
+		Control:   f.control,
+	}
+	transport := &http.Transport{
+		Proxy:                  nil, // a proxy would connect on our behalf, unchecked
+		DialContext:            f.dial,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    f.timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	f.client = &http.Client{Transport: transport, CheckRedirect: f.checkRedirect}
+	return f
+}
+
+// Check validates rawURL and resolves and checks its host, without
+// connecting to it. A nil result does not promise that Fetch will succeed:
+// Fetch checks every connection again when it dials.
+func (f *Fetcher) Check(ctx context.Context, rawURL string) error {
+	u, e := parseURL(rawURL)
+	if e != nil {
+		return e.forURL(rawURL, "")
+	}
+	tctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	host := u.Hostname()
+	addrs, e := f.lookup(tctx, host)
+	if e != nil {
+		if ce := f.contextError(ctx, tctx); ce != nil {
+			e = ce
+		}
+		return e.forURL(rawURL, "")
+	}
+	if e := f.checkAddrs(host, addrs); e != nil {
+		return e.forURL(rawURL, "")
+	}
+	return nil
+}
+
+// Fetch downloads rawURL, following redirects, and returns the body if the
+// final status is 2xx and the body is at most maxBytes long. maxBytes <= 0
+// means the Fetcher's default cap. Every error is an [*Error].
+func (f *Fetcher) Fetch(ctx context.Context, rawURL string, maxBytes int64) (*File, error) {
+	if maxBytes <= 0 {
+		maxBytes = f.maxBytes
+	}
+	u, e := parseURL(rawURL)
+	if e != nil {
+		return nil, e.forURL(rawURL, "")
+	}
+	tctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(tctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, newError(ReasonBadURL, err, "the url cannot be used").forURL(rawURL, "")
+	}
+	req.Header.Set("User-Agent", f.userAgent)
+	firstURL := req.URL.String()
+
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, f.requestError(ctx, tctx, err).forURL(rawURL, firstURL)
+	}
+	defer resp.Body.Close()
+	finalURL := resp.Request.URL.String()
+	fail := func(e *Error) (*File, error) {
+		e.target = finalURL
+		return nil, e.forURL(rawURL, firstURL)
+	}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := newError(ReasonStatus, nil, "the server answered %s instead of the file; check that the url is right and the file is public",
+			strings.TrimSpace(strconv.Itoa(resp.StatusCode)+" "+http.StatusText(resp.StatusCode)))
+		e.StatusCode = resp.StatusCode
+		return fail(e)
+	}
+	if resp.ContentLength > maxBytes {
+		return fail(newError(ReasonTooLarge, nil, "the file is %d bytes, over the limit of %d bytes", resp.ContentLength, maxBytes))
+	}
+	limit := maxBytes
+	if limit < math.MaxInt64 {
+		limit++ // read one byte more than allowed to detect an oversized body
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return fail(f.requestError(ctx, tctx, err))
+	}
+	if int64(len(data)) > maxBytes {
+		return fail(newError(ReasonTooLarge, nil, "the file is larger than the limit of %d bytes", maxBytes))
+	}
+	return &File{
+		Data:        data,
+		ContentType: resp.Header.Get("Content-Type"),
+		URL:         finalURL,
+		Name:        fileName(resp.Request.URL),
+	}, nil
+}
+
+// checkRedirect is the http.Client's CheckRedirect: it limits the number of
+// redirects and validates each target before it is requested.
+func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > f.maxRedirects {
+		if f.maxRedirects == 0 {
+			return newError(ReasonTooManyRedirects, nil, "the server redirected, and redirects are not followed; use the final url of the file")
+		}
+		return newError(ReasonTooManyRedirects, nil, "the server redirected more than %d times; use the final url of the file", f.maxRedirects)
+	}
+	target := req.URL.String()
+	var e *Error
+	if len(target) > MaxURLLength {
+		e = newError(ReasonBadURL, nil, "the url is %d bytes long, over the limit of %d bytes", len(target), MaxURLLength)
+	} else {
+		e = validateURL(req.URL)
+	}
+	if e != nil {
+		e.target = target
+		return e
+	}
+	return nil
+}
+
+// dial is the Transport's DialContext. It resolves the host itself, refuses
+// the connection if any address is blocked, and dials the checked addresses
+// as IP literals so that nothing is resolved again.
+func (f *Fetcher) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, newError(ReasonBadURL, err, "the address %q is not valid", address)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, newError(ReasonBadURL, err, "the port %q is not valid", portStr)
+	}
+	addrs, e := f.lookup(ctx, host)
+	if e != nil {
+		return nil, e
+	}
+	if e := f.checkAddrs(host, addrs); e != nil {
+		return nil, e
+	}
+	var firstErr error
+	for _, a := range addrs {
+		conn, err := f.dialer.DialContext(ctx, network, netip.AddrPortFrom(a.Unmap(), uint16(port)).String())
+		if err == nil {
+			return conn, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, firstErr
+}
+
+// control is the Dialer's Control hook, the second guard: it checks the
+// address of the socket about to connect, whatever path led there.
+func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
+	if f.allowPrivate {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return newError(ReasonBlocked, err, "the address %q cannot be checked; only public internet addresses can be fetched", address)
+	}
+	if e := f.checkAddrs(ap.Addr().String(), []netip.Addr{ap.Addr()}); e != nil {
+		return e
+	}
+	return nil // not the typed nil checkAddrs would return
+}
+
+// lookup returns the addresses of host: the address itself for an IP
+// literal, the resolver's answer otherwise.
+func (f *Fetcher) lookup(ctx context.Context, host string) ([]netip.Addr, *Error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	addrs, err := f.resolve(ctx, host)
+	if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return nil, newError(ReasonNetwork, err, "the host %q does not exist; check the url", host)
+		}
+		return nil, newError(ReasonNetwork, err, "the host %q could not be resolved; check the url or try again later", host)
+	}
+	if len(addrs) == 0 {
+		return nil, newError(ReasonNetwork, nil, "the host %q has no addresses; check the url", host)
+	}
+	return addrs, nil
+}
+
+// checkAddrs applies the address policy to the addresses of host. It refuses
+// the host if any one of them is blocked. For a host name the message does
+// not reveal the address, so that the check cannot be used to map internal
+// DNS.
+func (f *Fetcher) checkAddrs(host string, addrs []netip.Addr) *Error {
+	if f.allowPrivate {
+		return nil
+	}
+	for _, a := range addrs {
+		reason, blocked := f.blocked(a)
+		if !blocked {
+			continue
+		}
+		if lit, err := netip.ParseAddr(host); err == nil {
+			return newError(ReasonBlocked, nil, "%s is %s; only public internet addresses can be fetched", lit, reason)
+		}
+		return newError(ReasonBlocked, nil, "the host %q resolves to %s; only public internet addresses can be fetched", host, reason)
+	}
+	return nil
+}
+
+// requestError turns an error from the HTTP client or the body into an
+// *Error. parent is the caller's context, tctx the one carrying the timeout.
+func (f *Fetcher) requestError(parent, tctx context.Context, err error) *Error {
+	var target string
+	if ue, ok := err.(*url.Error); ok {
+		target = ue.URL
+	}
+	// A refusal of ours (blocked address, bad redirect) is the answer even if
+	// time ran out meanwhile; a network failure is more likely the result of
+	// the timeout or cancellation than its cause.
+	var own *Error
+	errors.As(err, &own)
+	var e *Error
+	switch ce := f.contextError(parent, tctx); {
+	case own != nil && own.Reason != ReasonNetwork:
+		c := *own
+		e = &c
+	case ce != nil:
+		e = ce
+	case own != nil:
+		c := *own
+		e = &c
+	default:
+		e = newError(ReasonNetwork, err, "%s", networkDetail(err))
+	}
+	if e.target == "" {
+		e.target = target
+	}
+	return e
+}
+
+// contextError reports why tctx, derived from parent with the fetch timeout,
+// is done, or returns nil if it is not.
+func (f *Fetcher) contextError(parent, tctx context.Context) *Error {
+	switch {
+	case errors.Is(parent.Err(), context.Canceled):
+		return newError(ReasonCanceled, parent.Err(), "the fetch was canceled")
+	case parent.Err() != nil:
+		return newError(ReasonTimeout, parent.Err(), "the fetch ran out of time; try again or use a faster server")
+	case tctx.Err() != nil:
+		return newError(ReasonTimeout, tctx.Err(), "the fetch did not finish within %s; use a faster server or a smaller file", f.timeout)
+	}
+	return nil
+}
+
+// networkDetail describes a transport failure without repeating text that
+// came from the server.
+func networkDetail(err error) string {
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		return "the server's tls certificate is not valid; use a url whose server has a valid certificate"
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			return "could not connect to the server: " + errno.Error()
+		}
+		return "could not connect to the server"
+	}
+	return "the connection to the server failed"
+}
+
+// parseURL parses and validates a URL given by the caller.
+func parseURL(rawURL string) (*url.URL, *Error) {
+	if len(rawURL) > MaxURLLength {
+		return nil, newError(ReasonBadURL, nil, "the url is %d bytes long, over the limit of %d bytes", len(rawURL), MaxURLLength)
+	}
+	if rawURL == "" {
+		return nil, newError(ReasonBadURL, nil, "the url is empty; use an absolute http or https url")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		detail := err.Error()
+		if ue, ok := err.(*url.Error); ok {
+			detail = ue.Err.Error()
+		}
+		return nil, newError(ReasonBadURL, err, "the url cannot be parsed: %s", detail)
+	}
+	if e := validateURL(u); e != nil {
+		return nil, e
+	}
+	return u, nil
+}
+
+// validateURL checks the parts of a parsed URL that do not need the network.
+func validateURL(u *url.URL) *Error {
+	switch {
+	case u.Scheme == "":
+		return newError(ReasonScheme, nil, "the url has no scheme; use an absolute http or https url")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return newError(ReasonScheme, nil, "the scheme %q is not supported; use http or https", u.Scheme)
+	case u.User != nil:
+		return newError(ReasonBadURL, nil, "the url contains a user name or password; remove the credentials, only public files can be fetched")
+	case u.Hostname() == "":
+		return newError(ReasonBadURL, nil, "the url has no host; use an absolute http or https url")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return newError(ReasonBadURL, nil, "the port %q is not valid", p)
+		}
+	}
+	return nil
+}
+
+// maxNameLen bounds File.Name, in bytes.
+const maxNameLen = 128
+
+// fileName returns the sanitized last path segment of u (see File.Name).
+func fileName(u *url.URL) string {
+	p := u.EscapedPath()
+	seg, err := url.PathUnescape(p[strings.LastIndexByte(p, '/')+1:])
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range seg {
+		if !unicode.IsLetter(c) && !unicode.IsDigit(c) && c != '.' && c != '-' && c != '_' {
+			c = '_'
+		}
+		if b.Len()+utf8.RuneLen(c) > maxNameLen {
+			break
+		}
+		b.WriteRune(c)
+	}
+	name := strings.Trim(b.String(), ".")
+	if strings.Trim(name, "_") == "" {
+		return ""
+	}
+	return name
+}

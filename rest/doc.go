@@ -1,0 +1,49 @@
+// Package rest is the REST front door of a Tollgate service: GET or POST
+// /v1/{api_id} for every API of the catalog, plus /v1/analytics, /v1/catalog and
+// /v1/openapi.json.
+//
+// It is a thin adapter over [tollgate.Service]: it reads the credential, the parameters
+// and the file from HTTP, asks the service to authenticate, validate and run the call,
+// and writes the answer in the specification's envelope
+//
+//	{"status": "ok", "error": null, "data": {...}}
+//	{"status": "error", "error": "what went wrong", "data": null}
+//
+// with the status of the error's code and the headers below. It never re-implements a
+// step of the pipeline.
+//
+// # Mounting
+//
+// The handler's routes start with /v1/. The host owns the mux and the server:
+//
+//	mux := http.NewServeMux()
+//	mux.Handle("/v1/", restHandler)
+//	mux.Handle("/api/v1/", http.StripPrefix("/api", restHandler)) // under a prefix
+//
+// GraphQL (/v1/graphql) and MCP (/v1/mcp) handlers mount beside it on the same mux; the
+// more specific patterns win.
+//
+// # Answers
+//
+// A request without a key, or with a value that is not UUID-shaped, gets the edge's bare
+// HTML 403: no JSON body and no CORS headers. Every other answer is JSON in the envelope,
+// with CORS headers and, for errors, X-Error-Code naming the cause (see
+// [tollgate.Code]): 401 unauthorized; 403 forbidden (scope, channel, IP, expiry,
+// revocation); 400 invalid_input (not charged) or rejected (charged); 404 unknown API;
+// 405 wrong method, with Allow; 413 body or file too large; 415 wrong content type; 429
+// rate_limited, concurrency_limited or credits_exhausted, with Retry-After for the first
+// two; 500 and 504 when the API failed on the service's side (refunded); 503 when a store
+// is unreachable (nothing charged).
+//
+// Authenticated responses carry the credit headers (X-Credits-Cost, -Remaining, -Used,
+// -Limit, -Renewal, X-Plan) and, for plans with a rate limit, X-RateLimit-Limit,
+// X-RateLimit-Remaining and the IETF RateLimit-Policy and RateLimit headers.
+//
+// # Input
+//
+// A GET takes its parameters from the query string. A POST takes a JSON object body
+// (an empty body is {}), or a URL-encoded form. A file API also takes a
+// multipart/form-data upload with the file in its file field and the other parameters
+// as text fields, or, in the URL form, a "url" parameter that the service fetches
+// (public addresses only, unless the service allows private ones).
+package rest

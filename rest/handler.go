@@ -1,0 +1,178 @@
+package rest
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/catalog"
+)
+
+// Options configures the REST handler. The zero value is the default; every field is
+// optional.
+type Options struct {
+	// AllowedOrigins lists the origins allowed by CORS. The default, nil, allows every
+	// origin ("*"), which suits a key-authenticated API: a browser never sends cookies
+	// to it. List origins to narrow it.
+	AllowedOrigins []string
+	// TrustedProxies lists the addresses of reverse proxies whose X-Forwarded-For
+	// header is believed, for IP allow-lists. By default none is: the client address is
+	// the TCP peer.
+	TrustedProxies []netip.Prefix
+	// MaxBodyBytes caps a JSON request body. The default is 1 MiB. A file upload is
+	// capped at its API's file limit plus MaxBodyBytes for the other form fields.
+	MaxBodyBytes int64
+	// OpenAPI describes the service in GET /v1/openapi.json.
+	OpenAPI OpenAPIInfo
+	// Logger receives failures to write a response. The default is slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultMaxBodyBytes is the default [Options.MaxBodyBytes].
+const DefaultMaxBodyBytes = 1 << 20
+
+// Handler serves the REST front door. Create it with [NewHandler].
+type Handler struct {
+	svc     *tollgate.Service
+	mux     *http.ServeMux
+	cors    cors
+	trusted []netip.Prefix
+	maxBody int64
+	openapi openAPICache
+	log     *slog.Logger
+}
+
+// NewHandler returns the REST front door of svc. Its routes are relative to where the
+// host mounts it:
+//
+//	GET|POST /v1/{api_id}   call an API
+//	GET      /v1/analytics  the caller's plan, credits, limits and usage (never billed)
+//	GET      /v1/catalog    every API with its parameters and schemas (no key needed)
+//	GET      /v1/openapi.json  the OpenAPI 3.1 document of the catalog (no key needed)
+//	OPTIONS  /v1/...        CORS preflight (no key needed)
+//
+// opts may be nil.
+func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
+	if svc == nil {
+		return nil, errors.New("rest: NewHandler needs a Service")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	h := &Handler{
+		svc:     svc,
+		mux:     http.NewServeMux(),
+		cors:    newCORS(opts.AllowedOrigins),
+		trusted: opts.TrustedProxies,
+		maxBody: opts.MaxBodyBytes,
+		log:     opts.Logger,
+	}
+	h.openapi.info = opts.OpenAPI
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.mux.HandleFunc("/v1/catalog", h.serveCatalog)
+	h.mux.HandleFunc("/v1/openapi.json", h.serveOpenAPI)
+	h.mux.HandleFunc("/v1/analytics", h.serveAnalytics)
+	h.mux.HandleFunc("/v1/{api_id}", h.serveAPI)
+	return h, nil
+}
+
+// ServeHTTP answers CORS preflights (which need no key) and routes every other request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodOptions {
+		h.preflight(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// authenticate performs the edge check and authenticates the caller. On failure it has
+// written the response and returns false.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Principal, bool) {
+	cred, err := tollgate.CredentialFrom(r.Header)
+	if err != nil {
+		writeEdge403(w)
+		return tollgate.Principal{}, false
+	}
+	p, err := h.svc.Authenticate(r.Context(), tollgate.Caller{
+		Credential: cred, Channel: ch, Addr: auth.ClientAddr(r, h.trusted),
+	})
+	if err != nil {
+		h.writeError(w, r, err, nil, nil)
+		return tollgate.Principal{}, false
+	}
+	return p, true
+}
+
+// serveAPI calls one API: edge check, authentication, lookup, method, input, run.
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.authenticate(w, r, auth.ChannelREST)
+	if !ok {
+		return
+	}
+	api, err := h.svc.Lookup(&p, r.PathValue("api_id"))
+	if err != nil {
+		h.writeError(w, r, err, &p, nil)
+		return
+	}
+	if r.Method != api.Method {
+		w.Header().Set("Allow", api.Method+", OPTIONS")
+		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
+			Message: "the " + api.ID + " API is called with " + api.Method + ", not " + r.Method}, &p, nil)
+		return
+	}
+	in, err := h.readInput(w, r, api)
+	if err != nil {
+		h.writeError(w, r, err, &p, nil)
+		return
+	}
+	inv, err := h.svc.Prepare(r.Context(), api, in)
+	if err != nil {
+		h.writeError(w, r, err, &p, nil)
+		return
+	}
+	results, rc, err := h.svc.Run(r.Context(), &p, inv)
+	if err != nil {
+		h.writeError(w, r, err, &p, &rc)
+		return
+	}
+	if res := results[0]; res.Err != nil {
+		h.writeError(w, r, res.Err, &p, &rc)
+		return
+	}
+	setReceiptHeaders(w.Header(), &rc)
+	h.writeData(w, r, http.StatusOK, results[0].Data)
+}
+
+// methodOnly answers a request to an endpoint that takes only GET. It returns false
+// after writing a 405 for other methods.
+func (h *Handler) methodOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, OPTIONS")
+	h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
+		Message: strings.TrimPrefix(r.URL.Path, "/") + " takes GET only"}, nil, nil)
+	return false
+}
+
+// serveCatalog lists every API with its parameters and schemas.
+func (h *Handler) serveCatalog(w http.ResponseWriter, r *http.Request) {
+	if !h.methodOnly(w, r) {
+		return
+	}
+	apis := h.svc.Catalog().List()
+	if apis == nil {
+		apis = []*catalog.API{}
+	}
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	h.writeData(w, r, http.StatusOK, map[string]any{"apis": apis})
+}

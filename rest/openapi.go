@@ -1,0 +1,278 @@
+package rest
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+)
+
+// OpenAPIInfo describes the service in its OpenAPI document. Empty fields get defaults.
+type OpenAPIInfo struct {
+	// Title defaults to "Tollgate API catalog".
+	Title string
+	// Version is the document's version; it defaults to "1.0.0".
+	Version string
+	// Description is shown above the operations.
+	Description string
+	// ServerURL, if set, is the base URL clients call ("https://api.example.com").
+	ServerURL string
+}
+
+// The OpenAPI document is built from the catalog when it is first asked for after a
+// change, and then served from memory.
+type openAPICache struct {
+	info OpenAPIInfo
+	doc  atomic.Pointer[openAPIDoc]
+}
+
+type openAPIDoc struct {
+	version uint64
+	body    []byte
+}
+
+func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	if !h.methodOnly(w, r) {
+		return
+	}
+	reg := h.svc.Catalog()
+	v := reg.Version()
+	d := h.openapi.doc.Load()
+	if d == nil || d.version != v {
+		body, err := json.Marshal(OpenAPI(h.openapi.info, reg.List()))
+		if err != nil {
+			h.writeError(w, r, err, nil, nil)
+			return
+		}
+		d = &openAPIDoc{version: v, body: body}
+		h.openapi.doc.Store(d)
+	}
+	hdr := w.Header()
+	h.cors.apply(hdr, r)
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "public, max-age=60")
+	w.Write(d.body)
+}
+
+// OpenAPI returns the OpenAPI 3.1 document of the REST surface for the given APIs: one
+// operation per API with its parameters (query parameters for GET, a JSON body for POST,
+// and a multipart upload for file APIs), the envelope of each response with the API's
+// result schema, the error statuses with their X-Error-Code values, the credit and rate
+// headers, and the analytics and catalog endpoints. It is built from the same
+// definitions that validate calls, so it cannot drift from them.
+//
+// The document lives here rather than in package catalog because it describes REST:
+// paths, statuses, headers and the envelope belong to this package.
+func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
+	if info.Title == "" {
+		info.Title = "Tollgate API catalog"
+	}
+	if info.Version == "" {
+		info.Version = "1.0.0"
+	}
+	infoObj := map[string]any{"title": info.Title, "version": info.Version}
+	if info.Description != "" {
+		infoObj["description"] = info.Description
+	}
+	paths := map[string]any{
+		"/v1/analytics": map[string]any{"get": map[string]any{
+			"operationId": "analytics",
+			"summary":     "Plan, credits, limits and usage of the calling account",
+			"description": "Never billed. Any valid key may call it; a 200 means the key is good.",
+			"tags":        []string{"Service"},
+			"responses": map[string]any{
+				"200":     okResponse(map[string]any{"type": "object"}, "The account's position."),
+				"401":     ref("#/components/responses/Unauthorized"),
+				"403":     ref("#/components/responses/Forbidden"),
+				"default": ref("#/components/responses/Error"),
+			},
+		}},
+		"/v1/catalog": map[string]any{"get": map[string]any{
+			"operationId": "catalog",
+			"summary":     "Every API with its parameters and schemas",
+			"tags":        []string{"Service"},
+			"security":    []any{},
+			"responses": map[string]any{
+				"200": okResponse(map[string]any{"type": "object", "properties": map[string]any{
+					"apis": map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+				}}, "The catalog."),
+			},
+		}},
+	}
+	for _, a := range apis {
+		paths["/v1/"+a.ID] = map[string]any{strings.ToLower(a.Method): operation(a)}
+	}
+	doc := map[string]any{
+		"openapi":           "3.1.0",
+		"info":              infoObj,
+		"jsonSchemaDialect": catalog.SchemaDialect,
+		"paths":             paths,
+		"security":          []any{map[string]any{"apiKey": []any{}}, map[string]any{"bearer": []any{}}},
+		"components":        components(),
+	}
+	if info.ServerURL != "" {
+		doc["servers"] = []any{map[string]any{"url": info.ServerURL}}
+	}
+	return doc
+}
+
+func ref(to string) map[string]any { return map[string]any{"$ref": to} }
+
+func operation(a *catalog.API) map[string]any {
+	op := map[string]any{
+		"operationId":   a.ID,
+		"summary":       a.Title,
+		"description":   a.Description,
+		"x-credit-cost": a.Cost,
+		"responses": map[string]any{
+			"200":     okResponse(withoutDialect(a.ResultSchema()), "The API's result."),
+			"400":     ref("#/components/responses/BadRequest"),
+			"401":     ref("#/components/responses/Unauthorized"),
+			"403":     ref("#/components/responses/Forbidden"),
+			"429":     ref("#/components/responses/TooManyRequests"),
+			"default": ref("#/components/responses/Error"),
+		},
+	}
+	if a.Category != "" {
+		op["tags"] = []string{a.Category}
+	}
+	input := withoutDialect(a.InputSchema())
+	if a.Method == http.MethodGet {
+		var params []any
+		props, _ := input["properties"].(map[string]any)
+		for i := range a.Params {
+			p := &a.Params[i]
+			param := map[string]any{"name": p.Name, "in": "query", "required": p.Required}
+			if p.Description != "" {
+				param["description"] = p.Description
+			}
+			if p.Type == catalog.Object {
+				param["content"] = map[string]any{"application/json": map[string]any{"schema": props[p.Name]}}
+			} else {
+				param["schema"] = props[p.Name]
+				if p.Type == catalog.Array {
+					param["style"], param["explode"] = "form", true
+				}
+			}
+			params = append(params, param)
+		}
+		if params != nil {
+			op["parameters"] = params
+		}
+		return op
+	}
+	content := map[string]any{"application/json": map[string]any{"schema": input}}
+	if a.File != nil {
+		form := withoutDialect(a.InputSchema())
+		props := form["properties"].(map[string]any)
+		props[a.File.Name] = map[string]any{
+			"type": "string", "contentMediaType": "application/octet-stream",
+			"description": a.File.Description,
+		}
+		content["multipart/form-data"] = map[string]any{
+			"schema":   form,
+			"encoding": map[string]any{a.File.Name: map[string]any{"contentType": strings.Join(a.File.Types, ", ")}},
+		}
+		op["responses"].(map[string]any)["413"] = ref("#/components/responses/TooLarge")
+	}
+	op["requestBody"] = map[string]any{"required": false, "content": content}
+	return op
+}
+
+// withoutDialect decodes a schema and drops its $schema, which the document sets once.
+func withoutDialect(raw json.RawMessage) map[string]any {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return map[string]any{"type": "object"}
+	}
+	delete(m, "$schema")
+	return m
+}
+
+func okResponse(data map[string]any, description string) map[string]any {
+	return map[string]any{
+		"description": description,
+		"headers":     creditHeaders(),
+		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
+			"type":     "object",
+			"required": []string{"status", "error", "data"},
+			"properties": map[string]any{
+				"status": map[string]any{"const": "ok"},
+				"error":  map[string]any{"type": "null"},
+				"data":   data,
+			},
+		}}},
+	}
+}
+
+func creditHeaders() map[string]any {
+	h := map[string]any{}
+	for name, desc := range map[string]string{
+		billing.HeaderCreditsCost:        "Credits this call spent.",
+		billing.HeaderCreditsRemaining:   "Credits left.",
+		billing.HeaderCreditsUsed:        "Credits spent this period.",
+		billing.HeaderCreditsLimit:       "The plan's monthly credits.",
+		billing.HeaderPlan:               "The account's plan.",
+		billing.HeaderRateLimit:          "Calls per minute the plan allows.",
+		billing.HeaderRateLimitRemaining: "Calls that could be made now.",
+	} {
+		typ := "integer"
+		if name == billing.HeaderPlan {
+			typ = "string"
+		}
+		h[name] = map[string]any{"description": desc, "schema": map[string]any{"type": typ}}
+	}
+	h[billing.HeaderCreditsRenewal] = map[string]any{"description": "When the balance renews.",
+		"schema": map[string]any{"type": "string", "format": "date-time"}}
+	return h
+}
+
+func errorResponse(description string, codes ...string) map[string]any {
+	schema := map[string]any{
+		"type":     "object",
+		"required": []string{"status", "error", "data"},
+		"properties": map[string]any{
+			"status": map[string]any{"const": "error"},
+			"error":  map[string]any{"type": "string", "description": "What went wrong, for people."},
+			"data":   map[string]any{"type": "null"},
+		},
+	}
+	code := map[string]any{"type": "string"}
+	if len(codes) > 0 {
+		code["enum"] = codes
+	}
+	return map[string]any{
+		"description": description,
+		"headers": map[string]any{
+			HeaderErrorCode: map[string]any{"description": "The machine-readable cause.", "schema": code},
+		},
+		"content": map[string]any{"application/json": map[string]any{"schema": schema}},
+	}
+}
+
+func components() map[string]any {
+	forbidden := errorResponse("A valid key whose scope, channel, IP allow-list, expiry or revocation blocks the call (JSON); or, with a text/html body, a request without a well-formed key, refused at the edge.", "forbidden")
+	forbidden["content"].(map[string]any)["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
+	tooMany := errorResponse("The plan refused the call; X-Error-Code tells why.", "rate_limited", "concurrency_limited", "credits_exhausted")
+	tooMany["headers"].(map[string]any)["Retry-After"] = map[string]any{
+		"description": "Seconds to wait, on rate and concurrency limits.", "schema": map[string]any{"type": "integer"}}
+	return map[string]any{
+		"securitySchemes": map[string]any{
+			"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "x-api-key",
+				"description": "The account's API key, a UUID."},
+			"bearer": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "The API key as a bearer token, for clients that only support bearer auth."},
+		},
+		"responses": map[string]any{
+			"BadRequest":      errorResponse("A parameter is missing, unknown, mistyped or out of range (not charged), or the API judged a well-formed value wrong (charged).", "invalid_input", "rejected"),
+			"Unauthorized":    errorResponse("The key matches no key of any account.", "unauthorized"),
+			"Forbidden":       forbidden,
+			"TooManyRequests": tooMany,
+			"TooLarge":        errorResponse("The body or the file is too large.", "body_too_large"),
+			"Error":           errorResponse("Any other failure: 404 unknown API, 405 wrong method, 415 wrong content type, 5xx on the service's side (refunded)."),
+		},
+	}
+}

@@ -1,0 +1,556 @@
+package tollgate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"runtime/debug"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/safefetch"
+)
+
+// Stores are the storage a [Service] runs on. All four are required. store/memory
+// provides all of them for one process; store/postgres and store/redis for many.
+type Stores struct {
+	Keys   auth.KeyStore
+	Ledger billing.Ledger
+	Rates  billing.RateLimiter
+	Slots  billing.ConcurrencyLimiter
+}
+
+// Options configures a [Service]. The zero value is the default; every field is
+// optional.
+type Options struct {
+	// Now returns the current time. The default is time.Now. Tests inject a clock.
+	Now func() time.Time
+	// Logger receives failures inside the service (handler panics, store errors). The
+	// default is slog.Default(). Key values are never logged.
+	Logger *slog.Logger
+	// Sessions enables session tokens (the x-jwt credential). If nil, they are refused.
+	Sessions *auth.Sessions
+	// CallTimeout bounds one API call, including the fetch of a file in the URL form.
+	// A call that takes longer is answered with 504 and refunded. The default is 30s.
+	CallTimeout time.Duration
+	// Lease is how long a concurrency slot lasts without renewal; see
+	// [billing.MeterOptions]. The default is [billing.DefaultLease].
+	Lease time.Duration
+	// Fetch configures the fetcher of the URL form of file APIs.
+	Fetch FetchOptions
+}
+
+// FetchOptions configures how the service fetches files given by URL.
+type FetchOptions struct {
+	// AllowPrivate lets fetches reach loopback, private, link-local and other
+	// non-public addresses. Leave it off in production: it opens the service to SSRF.
+	AllowPrivate bool
+	// Timeout bounds one fetch, redirects included. The default is 10s.
+	Timeout time.Duration
+	// MaxRedirects is the number of redirects followed. The default is 3.
+	MaxRedirects int
+}
+
+// DefaultCallTimeout is the default [Options.CallTimeout].
+const DefaultCallTimeout = 30 * time.Second
+
+// A Service is the call pipeline that every front door (REST, GraphQL, MCP) drives:
+// authenticate, authorize, validate, admit, run, settle. It holds no protocol knowledge;
+// front doors translate requests into its calls and its [*Error] codes into their
+// protocol.
+//
+// A Service is safe for concurrent use.
+type Service struct {
+	registry  catalog.APIRegistry
+	authority *auth.Authority
+	meter     *billing.Meter
+	plans     *billing.Plans
+	fetcher   *safefetch.Fetcher
+	now       func() time.Time
+	log       *slog.Logger
+	timeout   time.Duration
+	ids       requestIDs
+}
+
+// New returns a Service that publishes the APIs of registry, on the given stores, for
+// accounts on the given plans. opts may be nil.
+func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts *Options) (*Service, error) {
+	if registry == nil || plans == nil {
+		return nil, errors.New("tollgate: New needs a registry and plans")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	authority, err := auth.NewAuthority(stores.Keys, &auth.AuthorityOptions{Sessions: opts.Sessions})
+	if err != nil {
+		return nil, fmt.Errorf("tollgate: %w", err)
+	}
+	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: opts.Lease})
+	if err != nil {
+		return nil, fmt.Errorf("tollgate: %w", err)
+	}
+	s := &Service{
+		registry:  registry,
+		authority: authority,
+		meter:     meter,
+		plans:     plans,
+		now:       opts.Now,
+		log:       opts.Logger,
+		timeout:   opts.CallTimeout,
+		fetcher: safefetch.New(&safefetch.Options{
+			AllowPrivate: opts.Fetch.AllowPrivate,
+			Timeout:      opts.Fetch.Timeout,
+			MaxRedirects: opts.Fetch.MaxRedirects,
+		}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultCallTimeout
+	}
+	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
+		return nil, fmt.Errorf("tollgate: %w", err)
+	}
+	return s, nil
+}
+
+// Catalog returns the registry of the service's APIs.
+func (s *Service) Catalog() catalog.APIRegistry { return s.registry }
+
+// Plans returns the service's plans.
+func (s *Service) Plans() *billing.Plans { return s.plans }
+
+// Now returns the service's current time.
+func (s *Service) Now() time.Time { return s.now() }
+
+// CredentialFrom performs the edge check on a request's headers (see
+// [auth.CredentialFrom]). Its errors have code CodeNoCredential or
+// CodeMalformedCredential.
+func CredentialFrom(h http.Header) (auth.Credential, error) {
+	c, err := auth.CredentialFrom(h)
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, auth.ErrNoCredential):
+		return c, newError(CodeNoCredential, err.Error(), err)
+	default:
+		return c, newError(CodeMalformedCredential, err.Error(), err)
+	}
+}
+
+// A Caller describes how a request arrived: the credential it presented (see
+// [CredentialFrom]), the channel and the client's address (see [auth.ClientAddr]).
+type Caller struct {
+	Credential auth.Credential
+	Channel    auth.Channel
+	Addr       netip.Addr
+}
+
+// A Principal is an authenticated caller: the account, the key it used, the account's
+// plan and how it arrived.
+type Principal struct {
+	auth.Principal
+	Plan    billing.Plan
+	Channel auth.Channel
+	Addr    netip.Addr
+}
+
+// Authenticate checks a caller's credential against the key store (on every call; no
+// cache can delay a rotation or revocation) and the restrictions that depend on how it
+// arrived (channel and address). A zero Channel skips the channel check, for endpoints
+// that any valid key may use.
+func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
+	ap, err := s.authority.Authenticate(ctx, c.Credential, s.now())
+	if err != nil {
+		return Principal{}, s.authError(err)
+	}
+	plan, ok := s.plans.Lookup(ap.Account.Plan)
+	if !ok {
+		return Principal{}, s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", ap.Account.ID, ap.Account.Plan))
+	}
+	p := Principal{Principal: ap, Plan: plan, Channel: c.Channel, Addr: c.Addr}
+	if err := p.CheckAccess(c.Channel, c.Addr); err != nil {
+		return Principal{}, s.authError(err)
+	}
+	return p, nil
+}
+
+func (s *Service) authError(err error) *Error {
+	switch {
+	case errors.Is(err, auth.ErrUnknownKey):
+		return newError(CodeUnauthorized, "unauthorized", err)
+	case errors.Is(err, auth.ErrInvalidSession), errors.Is(err, auth.ErrSessionsDisabled):
+		return newError(CodeUnauthorized, err.Error(), err)
+	case errors.Is(err, auth.ErrForbidden):
+		return newError(CodeForbidden, err.Error(), err)
+	}
+	return s.unavailable("key store", err)
+}
+
+// Lookup returns the API with the given id, if it exists and the principal may call it.
+func (s *Service) Lookup(p *Principal, id string) (*catalog.API, error) {
+	api, ok := s.registry.Lookup(id)
+	if !ok {
+		return nil, newError(CodeNotFound, fmt.Sprintf("no API has the id %q; GET /v1/catalog lists them", truncate(id, 64)), nil)
+	}
+	if err := p.CheckAPI(id); err != nil {
+		return nil, newError(CodeForbidden, err.Error(), err)
+	}
+	return api, nil
+}
+
+// Input is the raw input of one API call, as a front door received it.
+type Input struct {
+	// Query holds parameters that arrived as text: a query string or the fields of a
+	// multipart form. When it is nil, JSON is used.
+	Query url.Values
+	// JSON holds parameters that arrived as JSON values.
+	JSON map[string]any
+	// File is the file uploaded to a file API, if any.
+	File *catalog.File
+}
+
+// An Invocation is one validated API call, ready to run.
+type Invocation struct {
+	API    *catalog.API
+	Params catalog.Params
+	// File is the uploaded file of a file API; FileURL the address to fetch it from
+	// instead (after admission).
+	File    *catalog.File
+	FileURL string
+}
+
+// Prepare validates the input of a call to api (see [Service.Lookup]). It never
+// charges anything. For a file API it checks the uploaded file's size and type, or, for
+// the URL form, that the address is one the service may fetch; the fetch itself happens
+// after admission.
+func (s *Service) Prepare(ctx context.Context, api *catalog.API, in Input) (Invocation, error) {
+	var (
+		params catalog.Params
+		err    error
+	)
+	if in.Query != nil {
+		params, err = api.ValidateQuery(in.Query)
+	} else {
+		params, err = api.ValidateJSON(in.JSON)
+	}
+	if err != nil {
+		return Invocation{}, newError(CodeInvalidInput, err.Error(), err)
+	}
+	inv := Invocation{API: api, Params: params, File: in.File}
+	if api.File == nil {
+		if in.File != nil {
+			return Invocation{}, newError(CodeInvalidInput, fmt.Sprintf("the %s API takes no file", api.ID), nil)
+		}
+		return inv, nil
+	}
+	inv.FileURL = params.String(catalog.URLParam)
+	delete(params, catalog.URLParam)
+	switch {
+	case in.File != nil && inv.FileURL != "":
+		return Invocation{}, newError(CodeInvalidInput, fmt.Sprintf("send either a file in the %s field or a url, not both", api.File.Name), nil)
+	case in.File != nil:
+		return inv, checkFile(api, in.File)
+	case inv.FileURL != "":
+		if err := s.fetcher.Check(ctx, inv.FileURL); err != nil {
+			return Invocation{}, fetchError(err)
+		}
+		return inv, nil
+	}
+	return Invocation{}, newError(CodeInvalidInput, fmt.Sprintf(
+		"the %s API needs a file: upload it as multipart/form-data in the %s field, or pass its address in the url parameter",
+		api.ID, api.File.Name), nil)
+}
+
+// checkFile checks an uploaded or fetched file against the API's file field, and
+// records the media type detected from its content.
+func checkFile(api *catalog.API, f *catalog.File) error {
+	ff := api.File
+	if int64(len(f.Data)) > ff.MaxBytes {
+		return newError(CodeBodyTooLarge, fmt.Sprintf("the file is %d bytes; the %s API takes at most %d", len(f.Data), api.ID, ff.MaxBytes), nil)
+	}
+	if len(f.Data) == 0 {
+		return newError(CodeInvalidInput, "the file is empty", nil)
+	}
+	ct := http.DetectContentType(f.Data)
+	if !slices.Contains(ff.Types, ct) {
+		return newError(CodeInvalidInput, fmt.Sprintf("the file is %s; the %s API takes %s", ct, api.ID, joinTypes(ff.Types)), nil)
+	}
+	f.ContentType = ct
+	return nil
+}
+
+func fetchError(err error) error {
+	var fe *safefetch.Error
+	if errors.As(err, &fe) && fe.Reason == safefetch.ReasonTooLarge {
+		return newError(CodeBodyTooLarge, err.Error(), err)
+	}
+	return newError(CodeInvalidInput, err.Error(), err)
+}
+
+// A Result is the outcome of one invocation that was admitted and run.
+type Result struct {
+	// Data is what the handler returned; nil on failure.
+	Data any
+	// Err is nil on success. Its code says whether the call was charged
+	// ([Code.Charged]).
+	Err *Error
+}
+
+// A Receipt is what a call cost and where it left the account, for the credit and rate
+// headers.
+type Receipt struct {
+	Plan billing.Plan
+	// Charged is the number of credits kept.
+	Charged int64
+	// Balance is the balance after the call; meaningful when HasBalance.
+	Balance    billing.Balance
+	HasBalance bool
+	// Rate is the rate-limit decision; meaningful when the plan has a rate limit and
+	// the call reached the rate limiter.
+	Rate    billing.RateDecision
+	HasRate bool
+}
+
+// Run admits the invocations as one call (one rate-limit event, one concurrency slot, the
+// sum of their costs reserved at once), runs them in parallel, and settles: the charge of
+// each invocation that failed on the service's side is refunded. Results are in the order
+// of invs.
+//
+// An error means the call was not run at all: the plan refused it (rate, concurrency or
+// credits) or a store is unavailable. The Receipt is filled in either way, as far as the
+// call got.
+func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]Result, Receipt, error) {
+	rc := Receipt{Plan: p.Plan}
+	cost := int64(0)
+	apis := make([]string, len(invs))
+	for i := range invs {
+		cost += invs[i].API.Cost
+		apis[i] = invs[i].API.ID
+	}
+	t, err := s.meter.Admit(ctx, billing.Admission{
+		Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(),
+		APIs: apis, Cost: cost, Now: s.now(),
+	})
+	rc.Rate, rc.HasRate = t.Rate, p.Plan.RatePerMinute > 0 && (err == nil || !errors.Is(err, billing.ErrConcurrencyLimited))
+	if err != nil {
+		var le *billing.LimitError
+		if errors.As(err, &le) {
+			if errors.Is(err, billing.ErrInsufficientCredits) {
+				rc.Balance, rc.HasBalance = t.Balance, true
+			}
+			return nil, rc, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}
+		}
+		rc.HasRate = false
+		return nil, rc, s.unavailable("admission", err)
+	}
+	results := s.execute(ctx, p, &t, invs)
+	out := billing.Outcome{Now: s.now()}
+	for i, r := range results {
+		if r.Err != nil && !r.Err.Code.Charged() {
+			out.Refund += invs[i].API.Cost
+			out.Failed = append(out.Failed, invs[i].API.ID)
+		}
+	}
+	b, err := s.meter.Settle(ctx, &t, out)
+	if err != nil {
+		// The call ran; its answer stands. The charge is kept (never lost, never
+		// doubled) and a slot not released returns when its lease ends.
+		s.log.ErrorContext(ctx, "tollgate: settlement failed", "account", p.Account.ID, "request", t.Request.String(), "error", err)
+	}
+	rc.Charged, rc.Balance, rc.HasBalance = cost-out.Refund, b, true
+	return results, rc, nil
+}
+
+func limitCode(le *billing.LimitError) Code {
+	switch {
+	case errors.Is(le, billing.ErrRateLimited):
+		return CodeRateLimited
+	case errors.Is(le, billing.ErrConcurrencyLimited):
+		return CodeConcurrencyLimited
+	}
+	return CodeCreditsExhausted
+}
+
+// execute runs the invocations in parallel under the call timeout, renewing the
+// concurrency slot while they run longer than half a lease.
+func (s *Service) execute(ctx context.Context, p *Principal, t *billing.Ticket, invs []Invocation) []Result {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	results := make([]Result, len(invs))
+	type done struct {
+		i int
+		r Result
+	}
+	ch := make(chan done, len(invs))
+	for i := range invs {
+		go func() { ch <- done{i, s.invoke(ctx, p, &invs[i])} }()
+	}
+	renew := time.NewTimer(s.meter.Lease() / 2)
+	defer renew.Stop()
+	for pending := len(invs); pending > 0; {
+		select {
+		case d := <-ch:
+			results[d.i] = d.r
+			pending--
+		case <-renew.C:
+			if err := s.meter.Renew(ctx, t, s.now()); err != nil {
+				s.log.WarnContext(ctx, "tollgate: cannot renew a concurrency slot", "account", p.Account.ID, "error", err)
+			}
+			renew.Reset(s.meter.Lease() / 2)
+		case <-ctx.Done():
+			code, msg := CodeTimeout, fmt.Sprintf("the API did not answer within %s; you were not charged", s.timeout)
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				code, msg = CodeAPIFailed, "the call was canceled; you were not charged"
+			}
+			for i := range results {
+				if results[i].Err == nil && results[i].Data == nil {
+					results[i].Err = newError(code, msg, ctx.Err())
+				}
+			}
+			return results
+		}
+	}
+	return results
+}
+
+// invoke runs one invocation: fetches its file in the URL form, then calls the handler,
+// turning a panic into a failure on the service's side.
+func (s *Service) invoke(ctx context.Context, p *Principal, inv *Invocation) (r Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.ErrorContext(ctx, "tollgate: API handler panicked", "api", inv.API.ID, "panic", v, "stack", string(debug.Stack()))
+			r = Result{Err: newError(CodeAPIFailed, "the API failed; you were not charged", fmt.Errorf("panic: %v", v))}
+		}
+	}()
+	file := inv.File
+	if inv.FileURL != "" {
+		f, err := s.fetcher.Fetch(ctx, inv.FileURL, inv.API.File.MaxBytes)
+		if err != nil {
+			return Result{Err: asError(fetchError(err))}
+		}
+		file = &catalog.File{Name: f.Name, Data: f.Data}
+		if err := checkFile(inv.API, file); err != nil {
+			return Result{Err: asError(err)}
+		}
+	}
+	data, err := inv.API.Handler.ServeAPI(ctx, &catalog.Request{
+		API: inv.API, Params: inv.Params, File: file,
+		AccountID: p.Account.ID, KeyID: p.Key.ID,
+	})
+	if err == nil {
+		if data == nil {
+			data = struct{}{}
+		}
+		return Result{Data: data}
+	}
+	var rej *catalog.RejectError
+	switch {
+	case errors.As(err, &rej):
+		return Result{Err: newError(CodeRejected, rej.Message, err)}
+	case ctx.Err() != nil:
+		return Result{Err: newError(CodeTimeout, "the API did not answer in time; you were not charged", err)}
+	}
+	s.log.ErrorContext(ctx, "tollgate: API failed", "api", inv.API.ID, "error", err)
+	return Result{Err: newError(CodeAPIFailed, "the API failed; you were not charged", err)}
+}
+
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return newError(CodeInternal, "internal error", err)
+}
+
+// Balance returns the principal's account balance, for the credit headers of responses
+// that did not reach admission.
+func (s *Service) Balance(ctx context.Context, p *Principal) (billing.Balance, error) {
+	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, billing.MonthOf(s.now()), p.Plan.Credits)
+	if err != nil {
+		return b, s.unavailable("ledger", err)
+	}
+	return b, nil
+}
+
+// Status returns the principal's account position, for the analytics endpoint. It
+// changes nothing and costs nothing.
+func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, error) {
+	st, err := s.meter.Status(ctx, p.Account.ID, p.Plan, s.now())
+	if err != nil {
+		return st, s.unavailable("meter", err)
+	}
+	return st, nil
+}
+
+func (s *Service) unavailable(what string, err error) *Error {
+	if e := (*Error)(nil); errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return newError(CodeUnavailable, "the request was canceled before the service could answer", err)
+	}
+	s.log.Error("tollgate: store unavailable", "store", what, "error", err)
+	return newError(CodeUnavailable, "the service cannot reach its data store; nothing was charged; try again shortly", err)
+}
+
+func (s *Service) internal(what string, err error) *Error {
+	s.log.Error("tollgate: internal error", "where", what, "error", err)
+	return newError(CodeInternal, "internal error", err)
+}
+
+// requestIDs makes request ids that are unique across instances without coordination:
+// a random per-service prefix and a counter.
+type requestIDs struct {
+	prefix [8]byte
+	n      atomic.Uint64
+}
+
+func (g *requestIDs) next() billing.RequestID {
+	var id billing.RequestID
+	copy(id[:8], g.prefix[:])
+	binary.BigEndian.PutUint64(id[8:], g.n.Add(1))
+	return id
+}
+
+func joinTypes(types []string) string {
+	switch len(types) {
+	case 0:
+		return ""
+	case 1:
+		return types[0]
+	}
+	out := ""
+	for i, t := range types {
+		switch {
+		case i == len(types)-1:
+			out += " or " + t
+		case i > 0:
+			out += ", " + t
+		default:
+			out = t
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,179 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// RateLimiter is the in-memory [billing.RateLimiter]: a GCRA per key, which keeps one
+// timestamp (the theoretical arrival time) and decides exactly as a token bucket would.
+// Use [NewRateLimiter] to make one.
+type RateLimiter struct {
+	buckets lockedMap[gcra]
+}
+
+type gcra struct {
+	mu  sync.Mutex
+	tat int64 // theoretical arrival time, Unix nanoseconds
+}
+
+// NewRateLimiter returns an empty RateLimiter.
+func NewRateLimiter() *RateLimiter {
+	return &RateLimiter{buckets: lockedMap[gcra]{m: make(map[string]*gcra)}}
+}
+
+// Allow decides whether one event may go ahead and records it if so.
+func (r *RateLimiter) Allow(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+	return r.decide(ctx, key, l, now, true)
+}
+
+// Peek reports what Allow would decide, without recording anything.
+func (r *RateLimiter) Peek(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+	return r.decide(ctx, key, l, now, false)
+}
+
+func (r *RateLimiter) decide(ctx context.Context, key string, l billing.Limit, now time.Time, record bool) (billing.RateDecision, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.RateDecision{}, err
+	}
+	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 {
+		return billing.RateDecision{}, fmt.Errorf("memory: rate limit %+v: rate, period and burst must be positive", l)
+	}
+	b := r.buckets.get(key)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, tat := billing.GCRA(l, b.tat, now.UnixNano())
+	if d.Allowed && record {
+		b.tat = tat
+	}
+	return d, nil
+}
+
+// ConcurrencyLimiter is the in-memory [billing.ConcurrencyLimiter]: per key, the set of
+// holders with their lease expiries. Use [NewConcurrencyLimiter] to make one.
+type ConcurrencyLimiter struct {
+	slots lockedMap[slots]
+}
+
+type slots struct {
+	mu      sync.Mutex
+	holders map[billing.RequestID]int64 // lease end, Unix nanoseconds
+}
+
+// NewConcurrencyLimiter returns an empty ConcurrencyLimiter.
+func NewConcurrencyLimiter() *ConcurrencyLimiter {
+	return &ConcurrencyLimiter{slots: lockedMap[slots]{m: make(map[string]*slots)}}
+}
+
+// Interface guards.
+var (
+	_ billing.RateLimiter        = (*RateLimiter)(nil)
+	_ billing.ConcurrencyLimiter = (*ConcurrencyLimiter)(nil)
+)
+
+func (c *ConcurrencyLimiter) lock(ctx context.Context, key string) (*slots, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := c.slots.get(key)
+	s.mu.Lock()
+	if s.holders == nil {
+		s.holders = make(map[billing.RequestID]int64)
+	}
+	return s, nil
+}
+
+// Acquire grants holder a slot if fewer than ceiling live slots are held.
+func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (billing.SlotDecision, error) {
+	s, err := c.lock(ctx, key)
+	if err != nil {
+		return billing.SlotDecision{}, err
+	}
+	defer s.mu.Unlock()
+	t, end := now.UnixNano(), now.Add(lease).UnixNano()
+	if _, ok := s.holders[holder]; ok {
+		s.holders[holder] = end
+		return billing.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
+	}
+	if len(s.holders) >= ceiling {
+		for h, e := range s.holders {
+			if e <= t {
+				delete(s.holders, h)
+			}
+		}
+		if len(s.holders) >= ceiling {
+			return billing.SlotDecision{InUse: len(s.holders)}, nil
+		}
+	}
+	s.holders[holder] = end
+	return billing.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
+}
+
+// Release frees holder's slot.
+func (c *ConcurrencyLimiter) Release(ctx context.Context, key string, holder billing.RequestID) error {
+	s, err := c.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	delete(s.holders, holder)
+	return nil
+}
+
+// Renew extends holder's lease.
+func (c *ConcurrencyLimiter) Renew(ctx context.Context, key string, holder billing.RequestID, lease time.Duration, now time.Time) error {
+	s, err := c.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if e, ok := s.holders[holder]; !ok || e <= now.UnixNano() {
+		delete(s.holders, holder)
+		return fmt.Errorf("memory: slot of %s: %w", holder, store.ErrNotFound)
+	}
+	s.holders[holder] = now.Add(lease).UnixNano()
+	return nil
+}
+
+// InUse returns the number of live slots of key.
+func (c *ConcurrencyLimiter) InUse(ctx context.Context, key string, now time.Time) (int, error) {
+	s, err := c.lock(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n, t := 0, now.UnixNano()
+	for _, e := range s.holders {
+		if e > t {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// lockedMap is a map of per-key state that is created on first use and never removed.
+type lockedMap[T any] struct {
+	mu sync.RWMutex
+	m  map[string]*T
+}
+
+func (l *lockedMap[T]) get(key string) *T {
+	l.mu.RLock()
+	v, ok := l.m[key]
+	l.mu.RUnlock()
+	if ok {
+		return v
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v, ok = l.m[key]; !ok {
+		v = new(T)
+		l.m[key] = v
+	}
+	return v
+}

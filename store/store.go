@@ -1,0 +1,36 @@
+// Package store holds the vocabulary shared by every storage implementation in Tollgate:
+// the sentinel errors that store methods wrap to report well-known conditions.
+//
+// The store interfaces themselves live next to their consumers ([auth.KeyStore] in auth,
+// [billing.Ledger], [billing.RateLimiter] and [billing.ConcurrencyLimiter] in billing).
+// Implementations are in store/memory (the in-process reference), store/postgres and
+// store/redis; every implementation runs the conformance suites in store/storetest.
+//
+// # Error contract
+//
+// A store method reports a well-known condition by returning an error that wraps one of
+// the sentinels below, so callers test it with [errors.Is]. The message names the
+// identifier involved, for example:
+//
+//	fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
+//
+// Any other error means the store could not do its job (a lost connection, a timeout,
+// a full disk). Tollgate treats such errors as "store unavailable": the call is answered
+// with 503, nothing is admitted and nothing is charged.
+package store
+
+import "errors"
+
+var (
+	// ErrNotFound reports that the record asked for does not exist.
+	ErrNotFound = errors.New("store: not found")
+
+	// ErrConflict reports that a record with the same identity already exists, or that
+	// the change conflicts with the record's current state.
+	ErrConflict = errors.New("store: conflict")
+
+	// ErrUnavailable reports that the store cannot be reached or cannot answer in time.
+	// Implementations should wrap connection and timeout failures with it, although
+	// Tollgate treats every unrecognised store error the same way.
+	ErrUnavailable = errors.New("store: unavailable")
+)
