@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,8 +45,10 @@ type Options struct {
 	// CallTimeout bounds one API call, including the fetch of a file in the URL form.
 	// A call that takes longer is answered with 504 and refunded. The default is 30s.
 	CallTimeout time.Duration
-	// Lease is how long a concurrency slot lasts without renewal; see
-	// [billing.MeterOptions]. The default is [billing.DefaultLease].
+	// Lease is how long a concurrency slot lasts without renewal; a crashed instance's
+	// slots come back after at most one lease (see [billing.MeterOptions]). The default
+	// is twice CallTimeout, at least [billing.DefaultLease], so that no call outlives
+	// its lease; with a shorter lease, calls that run longer than half of it renew it.
 	Lease time.Duration
 	// Fetch configures the fetcher of the URL form of file APIs.
 	Fetch FetchOptions
@@ -79,7 +83,10 @@ type Service struct {
 	now       func() time.Time
 	log       *slog.Logger
 	timeout   time.Duration
-	ids       requestIDs
+	// renewEvery is how often a running call renews its concurrency slot; zero when
+	// the call timeout ends every call well within a lease.
+	renewEvery time.Duration
+	ids        requestIDs
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -95,7 +102,15 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
-	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: opts.Lease})
+	timeout := opts.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	lease := opts.Lease
+	if lease <= 0 {
+		lease = max(billing.DefaultLease, 2*timeout)
+	}
+	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: lease})
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -106,7 +121,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		plans:     plans,
 		now:       opts.Now,
 		log:       opts.Logger,
-		timeout:   opts.CallTimeout,
+		timeout:   timeout,
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
@@ -119,8 +134,8 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.timeout <= 0 {
-		s.timeout = DefaultCallTimeout
+	if timeout > lease/2 {
+		s.renewEvery = lease / 2
 	}
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
@@ -306,6 +321,11 @@ func fetchError(err error) error {
 type Result struct {
 	// Data is what the handler returned; nil on failure.
 	Data any
+	// JSON is Data encoded as a JSON object. The result is encoded while the call runs,
+	// so that one that cannot be encoded (a NaN, a channel) or is not an object is a
+	// failure on the service's side, refunded, rather than an error after the charge was
+	// kept.
+	JSON []byte
 	// Err is nil on success. Its code says whether the call was charged
 	// ([Code.Charged]).
 	Err *Error
@@ -342,9 +362,12 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		cost += invs[i].API.Cost
 		apis[i] = invs[i].API.ID
 	}
+	// One instant for admission and settlement: a refund lands in the period of its
+	// reservation, even for a call that straddles the end of a month.
+	now := s.now()
 	t, err := s.meter.Admit(ctx, billing.Admission{
 		Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(),
-		APIs: apis, Cost: cost, Now: s.now(),
+		APIs: apis, Cost: cost, Now: now,
 	})
 	rc.Rate, rc.HasRate = t.Rate, p.Plan.RatePerMinute > 0 && (err == nil || !errors.Is(err, billing.ErrConcurrencyLimited))
 	if err != nil {
@@ -358,8 +381,8 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		rc.HasRate = false
 		return nil, rc, s.unavailable("admission", err)
 	}
-	results := s.execute(ctx, p, &t, invs)
-	out := billing.Outcome{Now: s.now()}
+	results := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+	out := billing.Outcome{Now: now}
 	for i, r := range results {
 		if r.Err != nil && !r.Err.Code.Charged() {
 			out.Refund += invs[i].API.Cost
@@ -386,51 +409,63 @@ func limitCode(le *billing.LimitError) Code {
 	return CodeCreditsExhausted
 }
 
-// execute runs the invocations in parallel under the call timeout, renewing the
-// concurrency slot while they run longer than half a lease.
-func (s *Service) execute(ctx context.Context, p *Principal, t *billing.Ticket, invs []Invocation) []Result {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+// who identifies the caller of a running call, for handlers and logs. (Passing it
+// rather than the Principal keeps the Principal on its owner's stack.)
+type who struct{ account, key string }
+
+// execute runs the invocations in parallel under the call timeout: the first on the
+// calling goroutine, the others on goroutines of their own. A handler is expected to
+// return once its context is done; one that does not delays the answer but not the
+// accounting, because invoke judges by the context, not by the clock.
+func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []Invocation) []Result {
+	cc := newCallContext(parent, s.timeout)
+	defer cc.release()
+	var ctx context.Context = cc
+	if s.renewEvery > 0 && t.HoldsSlot() {
+		defer s.keepSlot(ctx, w, t)()
+	}
 	results := make([]Result, len(invs))
-	type done struct {
-		i int
-		r Result
+	var wg sync.WaitGroup
+	for i := 1; i < len(invs); i++ {
+		wg.Go(func() { results[i] = s.invoke(ctx, w, &invs[i]) })
 	}
-	ch := make(chan done, len(invs))
-	for i := range invs {
-		go func() { ch <- done{i, s.invoke(ctx, p, &invs[i])} }()
-	}
-	renew := time.NewTimer(s.meter.Lease() / 2)
-	defer renew.Stop()
-	for pending := len(invs); pending > 0; {
-		select {
-		case d := <-ch:
-			results[d.i] = d.r
-			pending--
-		case <-renew.C:
-			if err := s.meter.Renew(ctx, t, s.now()); err != nil {
-				s.log.WarnContext(ctx, "tollgate: cannot renew a concurrency slot", "account", p.Account.ID, "error", err)
-			}
-			renew.Reset(s.meter.Lease() / 2)
-		case <-ctx.Done():
-			code, msg := CodeTimeout, fmt.Sprintf("the API did not answer within %s; you were not charged", s.timeout)
-			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				code, msg = CodeAPIFailed, "the call was canceled; you were not charged"
-			}
-			for i := range results {
-				if results[i].Err == nil && results[i].Data == nil {
-					results[i].Err = newError(code, msg, ctx.Err())
-				}
-			}
-			return results
-		}
-	}
+	results[0] = s.invoke(ctx, w, &invs[0])
+	wg.Wait()
 	return results
+}
+
+// keepSlot renews the call's concurrency slot every renewEvery until the returned
+// function is called. Only calls that may outlive half a lease need it (see New).
+func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket) (stop func()) {
+	t := *ticket // a copy, so that the caller's ticket stays on its stack
+	var (
+		mu      sync.Mutex
+		stopped bool
+		timer   *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(s.renewEvery, func() {
+		if err := s.meter.Renew(ctx, &t, s.now()); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "tollgate: cannot renew a concurrency slot", "account", w.account, "error", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer.Reset(s.renewEvery)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
 }
 
 // invoke runs one invocation: fetches its file in the URL form, then calls the handler,
 // turning a panic into a failure on the service's side.
-func (s *Service) invoke(ctx context.Context, p *Principal, inv *Invocation) (r Result) {
+func (s *Service) invoke(ctx context.Context, w who, inv *Invocation) (r Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.ErrorContext(ctx, "tollgate: API handler panicked", "api", inv.API.ID, "panic", v, "stack", string(debug.Stack()))
@@ -450,20 +485,30 @@ func (s *Service) invoke(ctx context.Context, p *Principal, inv *Invocation) (r 
 	}
 	data, err := inv.API.Handler.ServeAPI(ctx, &catalog.Request{
 		API: inv.API, Params: inv.Params, File: file,
-		AccountID: p.Account.ID, KeyID: p.Key.ID,
+		AccountID: w.account, KeyID: w.key,
 	})
 	if err == nil {
 		if data == nil {
 			data = struct{}{}
 		}
-		return Result{Data: data}
+		b, err := json.Marshal(data)
+		if err == nil && (len(b) == 0 || b[0] != '{') {
+			err = fmt.Errorf("the result encodes to %.20s, not a JSON object", b)
+		}
+		if err != nil {
+			s.log.ErrorContext(ctx, "tollgate: API result cannot be encoded", "api", inv.API.ID, "error", err)
+			return Result{Err: newError(CodeAPIFailed, "the API failed; you were not charged", err)}
+		}
+		return Result{Data: data, JSON: b}
 	}
 	var rej *catalog.RejectError
 	switch {
 	case errors.As(err, &rej):
 		return Result{Err: newError(CodeRejected, rej.Message, err)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return Result{Err: newError(CodeTimeout, fmt.Sprintf("the API did not answer within %s; you were not charged", s.timeout), err)}
 	case ctx.Err() != nil:
-		return Result{Err: newError(CodeTimeout, "the API did not answer in time; you were not charged", err)}
+		return Result{Err: newError(CodeAPIFailed, "the call was canceled; you were not charged", err)}
 	}
 	s.log.ErrorContext(ctx, "tollgate: API failed", "api", inv.API.ID, "error", err)
 	return Result{Err: newError(CodeAPIFailed, "the API failed; you were not charged", err)}

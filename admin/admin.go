@@ -15,7 +15,8 @@
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
 // again. The optional restriction fields of an account creation apply to the whole
 // account; every key of the account is confined within them. A credits request may carry
-// an Idempotency-Key header so that a retried grant applies once.
+// an Idempotency-Key header so that a retried grant applies once; a key that is reused
+// returns the current balance and changes nothing, whatever the amount.
 //
 // Mount it on a separate listener or behind network controls where possible:
 //
@@ -64,12 +65,30 @@ func NewHandler(svc *tollgate.Service, token string) (*Handler, error) {
 		return nil, fmt.Errorf("admin: the admin token needs at least %d characters", MinTokenLength)
 	}
 	h := &Handler{svc: svc, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux()}
-	h.mux.HandleFunc("POST /admin/v1/accounts", h.createAccount)
-	h.mux.HandleFunc("GET /admin/v1/accounts/{account_id}", h.getAccount)
-	h.mux.HandleFunc("POST /admin/v1/accounts/{account_id}/keys", h.createKey)
-	h.mux.HandleFunc("POST /admin/v1/keys/{key_id}/rotate", h.rotateKey)
-	h.mux.HandleFunc("POST /admin/v1/keys/{key_id}/revoke", h.revokeKey)
-	h.mux.HandleFunc("POST /admin/v1/accounts/{account_id}/credits", h.adjustCredits)
+	for _, rt := range []struct {
+		method, path string
+		serve        http.HandlerFunc
+	}{
+		{http.MethodPost, "/admin/v1/accounts", h.createAccount},
+		{http.MethodGet, "/admin/v1/accounts/{account_id}", h.getAccount},
+		{http.MethodPost, "/admin/v1/accounts/{account_id}/keys", h.createKey},
+		{http.MethodPost, "/admin/v1/keys/{key_id}/rotate", h.rotateKey},
+		{http.MethodPost, "/admin/v1/keys/{key_id}/revoke", h.revokeKey},
+		{http.MethodPost, "/admin/v1/accounts/{account_id}/credits", h.adjustCredits},
+	} {
+		h.mux.HandleFunc(rt.method+" "+rt.path, rt.serve)
+		// Another method on a route's path is a 405, not the catch-all's 404: the
+		// ServeMux would answer 405 itself only if no pattern (the catch-all below)
+		// matched the path.
+		allow := rt.method
+		if allow == http.MethodGet {
+			allow += ", " + http.MethodHead
+		}
+		h.mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			envelope.WriteError(w, http.StatusMethodNotAllowed, r.URL.Path+" takes "+allow+", not "+r.Method)
+		})
+	}
 	h.mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusNotFound, "no admin route "+r.Method+" "+r.URL.Path)
 	})
@@ -242,8 +261,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 		return false
 	}
-	if d.More() {
-		envelope.WriteError(w, http.StatusBadRequest, "the body must hold one JSON object")
+	if _, err := d.Token(); err != io.EOF {
+		envelope.WriteError(w, http.StatusBadRequest, "the body must hold one JSON object and nothing after it")
 		return false
 	}
 	return true

@@ -121,7 +121,13 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, invalidf("allowed_ips: %q is not a CIDR prefix such as 10.0.0.0/8", s)
 		}
-		return p.Masked(), nil
+		p = p.Masked()
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			// Addresses are unmapped before they are checked (as single addresses are
+			// here), so an IPv4-mapped prefix must be too, or it would match nothing.
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {

@@ -81,8 +81,10 @@ func (s *Sessions) Verify(token string, now time.Time) (string, error) {
 	if err := decodeSegment(head, &h); err != nil || h.Alg != "HS256" {
 		return "", invalidSession("it is not signed with HS256")
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.sign(token[:len(head)+1+len(body)])) {
+	// Compare the encoded form: decoding would accept other spellings of the same bytes
+	// (nonzero padding bits, embedded CR/LF), making tokens malleable.
+	want := base64.RawURLEncoding.EncodeToString(s.sign(token[:len(head)+1+len(body)]))
+	if !hmac.Equal([]byte(sig), []byte(want)) {
 		return "", invalidSession("its signature does not match")
 	}
 	var c claims

@@ -31,8 +31,9 @@ type KeyStore interface {
 	// Key returns the key with the given id, or an error wrapping store.ErrNotFound.
 	Key(ctx context.Context, id string) (Key, error)
 
-	// Keys returns the keys of an account, oldest first. It returns an error wrapping
-	// store.ErrNotFound if the account does not exist.
+	// Keys returns the keys of an account in the order they were created, the primary
+	// key first. It returns an error wrapping store.ErrNotFound if the account does not
+	// exist.
 	Keys(ctx context.Context, accountID string) ([]Key, error)
 
 	// Resolve returns the key whose current hash is h, with its account. A revoked key

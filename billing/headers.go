@@ -25,6 +25,15 @@ const (
 	HeaderRateLimitIETF      = "RateLimit"             // IETF draft: "default";r=<remaining>;t=<seconds to full>
 )
 
+// The keys under which the headers are stored in an http.Header: the canonical forms
+// of the names above, so that Header.Get finds them.
+var (
+	keyRateLimit          = http.CanonicalHeaderKey(HeaderRateLimit)
+	keyRateLimitRemaining = http.CanonicalHeaderKey(HeaderRateLimitRemaining)
+	keyRateLimitPolicy    = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
+	keyRateLimitIETF      = http.CanonicalHeaderKey(HeaderRateLimitIETF)
+)
+
 // CreditHeaderNames lists the credit and rate headers, for CORS Expose-Headers.
 var CreditHeaderNames = []string{
 	HeaderCreditsCost, HeaderCreditsRemaining, HeaderCreditsUsed, HeaderCreditsLimit,
@@ -35,14 +44,30 @@ var CreditHeaderNames = []string{
 // SetCreditHeaders writes the credit headers for a call that spent cost credits and left
 // balance b.
 func SetCreditHeaders(h http.Header, plan string, cost int64, b Balance) {
-	h[HeaderCreditsCost] = []string{strconv.FormatInt(cost, 10)}
-	h[HeaderCreditsRemaining] = []string{strconv.FormatInt(b.Remaining, 10)}
-	h[HeaderCreditsUsed] = []string{strconv.FormatInt(b.Used, 10)}
-	h[HeaderCreditsLimit] = []string{strconv.FormatInt(b.Allowance, 10)}
+	// The values are formatted into one buffer and converted to one string, and the
+	// header slices share one backing array: header writes are on every call's path.
+	var buf [96]byte
+	var end [5]int
+	out := strconv.AppendInt(buf[:0], cost, 10)
+	end[0] = len(out)
+	out = strconv.AppendInt(out, b.Remaining, 10)
+	end[1] = len(out)
+	out = strconv.AppendInt(out, b.Used, 10)
+	end[2] = len(out)
+	out = strconv.AppendInt(out, b.Allowance, 10)
+	end[3] = len(out)
 	if !b.Period.End.IsZero() {
-		h[HeaderCreditsRenewal] = []string{b.Period.End.UTC().Format(time.RFC3339)}
+		out = b.Period.End.UTC().AppendFormat(out, time.RFC3339)
 	}
-	h[HeaderPlan] = []string{plan}
+	end[4] = len(out)
+	all := string(out)
+	v := make([]string, 6)
+	v[0], v[1], v[2], v[3], v[4], v[5] = all[:end[0]], all[end[0]:end[1]], all[end[1]:end[2]], all[end[2]:end[3]], all[end[3]:end[4]], plan
+	h[HeaderCreditsCost], h[HeaderCreditsRemaining], h[HeaderCreditsUsed] = v[0:1:1], v[1:2:2], v[2:3:3]
+	h[HeaderCreditsLimit], h[HeaderPlan] = v[3:4:4], v[5:6:6]
+	if end[4] > end[3] {
+		h[HeaderCreditsRenewal] = v[4:5:5]
+	}
 }
 
 // SetRateHeaders writes the rate headers of plan p after decision d. It writes nothing
@@ -52,10 +77,25 @@ func SetRateHeaders(h http.Header, p Plan, d RateDecision) {
 	if !ok {
 		return
 	}
-	h[HeaderRateLimit] = []string{strconv.Itoa(p.RatePerMinute)}
-	h[HeaderRateLimitRemaining] = []string{strconv.Itoa(d.Remaining)}
-	h[HeaderRateLimitPolicy] = []string{`"default";q=` + strconv.Itoa(l.Burst) + ";w=" + strconv.Itoa(int(l.Per/time.Second))}
-	h[HeaderRateLimitIETF] = []string{`"default";r=` + strconv.Itoa(d.Remaining) + ";t=" + strconv.Itoa(ceilSeconds(d.ResetAfter))}
+	var buf [128]byte
+	var end [3]int
+	out := strconv.AppendInt(buf[:0], int64(p.RatePerMinute), 10)
+	end[0] = len(out)
+	out = strconv.AppendInt(out, int64(d.Remaining), 10)
+	end[1] = len(out)
+	out = append(out, `"default";q=`...)
+	out = strconv.AppendInt(out, int64(l.Burst), 10)
+	out = append(out, ";w="...)
+	out = strconv.AppendInt(out, int64(l.Per/time.Second), 10)
+	end[2] = len(out)
+	out = append(out, `"default";r=`...)
+	out = strconv.AppendInt(out, int64(d.Remaining), 10)
+	out = append(out, ";t="...)
+	out = strconv.AppendInt(out, int64(ceilSeconds(d.ResetAfter)), 10)
+	all := string(out)
+	v := make([]string, 4)
+	v[0], v[1], v[2], v[3] = all[:end[0]], all[end[0]:end[1]], all[end[1]:end[2]], all[end[2]:]
+	h[keyRateLimit], h[keyRateLimitRemaining], h[keyRateLimitPolicy], h[keyRateLimitIETF] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
 }
 
 // SetRetryAfter writes Retry-After in whole seconds, rounded up, at least 1.

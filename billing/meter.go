@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,7 @@ type Meter struct {
 	rates  RateLimiter
 	slots  ConcurrencyLimiter
 	lease  time.Duration
+	period atomic.Pointer[Period] // the last period computed, to spare the calendar math
 }
 
 // MeterOptions configures a [Meter]. The zero value is the default.
@@ -107,7 +109,7 @@ type Ticket struct {
 // nothing held. The returned Ticket carries what the caller reports in headers, even on
 // refusal.
 func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
-	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan, Period: MonthOf(a.Now)}
+	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan, Period: m.periodOf(a.Now)}
 	if l, ok := a.Plan.RateLimit(); ok {
 		d, err := m.rates.Allow(ctx, a.Account, l, a.Now)
 		if err != nil {
@@ -138,7 +140,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	})
 	t.Balance = b
 	if err != nil {
-		m.release(ctx, &t)
+		m.release(context.WithoutCancel(ctx), &t)
 		if errors.Is(err, ErrInsufficientCredits) {
 			return t, &LimitError{Reason: ErrInsufficientCredits, Message: fmt.Sprintf(
 				"credits exhausted: this call costs %d and %d remain; the balance renews at %s",
@@ -166,7 +168,7 @@ func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (Balance, erro
 	ctx = context.WithoutCancel(ctx)
 	b, err := m.ledger.Settle(ctx, Settlement{
 		Account: t.Account, Request: t.Request, Refund: o.Refund, Uncount: o.Failed,
-		Period: MonthOf(o.Now), Allowance: t.Plan.Credits,
+		Period: m.periodOf(o.Now), Allowance: t.Plan.Credits,
 	})
 	if err == nil {
 		t.Balance = b
@@ -177,6 +179,9 @@ func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (Balance, erro
 	return t.Balance, err
 }
 
+// HoldsSlot reports whether the ticket holds a concurrency slot.
+func (t *Ticket) HoldsSlot() bool { return t.slot }
+
 // Renew extends the lease of the call's concurrency slot, for calls that run longer
 // than half a lease.
 func (m *Meter) Renew(ctx context.Context, t *Ticket, now time.Time) error {
@@ -186,12 +191,24 @@ func (m *Meter) Renew(ctx context.Context, t *Ticket, now time.Time) error {
 	return m.slots.Renew(ctx, t.Account, t.Request, m.lease, now)
 }
 
+// release frees the ticket's slot, if it holds one. ctx must not be canceled by the
+// client (see Settle).
 func (m *Meter) release(ctx context.Context, t *Ticket) error {
 	if !t.slot {
 		return nil
 	}
 	t.slot = false
-	return m.slots.Release(context.WithoutCancel(ctx), t.Account, t.Request)
+	return m.slots.Release(ctx, t.Account, t.Request)
+}
+
+// periodOf returns MonthOf(now), from a cache while the month lasts.
+func (m *Meter) periodOf(now time.Time) Period {
+	if p := m.period.Load(); p != nil && !now.Before(p.Start) && now.Before(p.End) {
+		return *p
+	}
+	p := MonthOf(now)
+	m.period.Store(&p)
+	return p
 }
 
 // Status is what an account's plan allows and what it has used, for the analytics
@@ -211,7 +228,7 @@ type Status struct {
 // Status reads an account's position without changing anything but a due renewal.
 func (m *Meter) Status(ctx context.Context, account string, plan Plan, now time.Time) (Status, error) {
 	var s Status
-	period := MonthOf(now)
+	period := m.periodOf(now)
 	b, err := m.ledger.Balance(ctx, account, period, plan.Credits)
 	if err != nil {
 		return s, err

@@ -86,6 +86,11 @@ type Adjustment struct {
 // that uses the same store. Renewal is lazy: any operation given a Period later than the
 // stored one first resets the balance to the Allowance, zeroes Used and the usage counts,
 // and moves to that period; an earlier Period (a lagging clock) never moves it back.
+//
+// Request ids are one namespace for reservations and adjustments. An open reservation is
+// remembered until it is settled; a settled reservation or an adjustment may be
+// forgotten after a bounded window (the memory store remembers the last 4096 per
+// account), after which a replay of it is no longer recognised.
 // Errors that report well-known conditions wrap [ErrInsufficientCredits] or the
 // sentinels of package store; any other error means the store is unavailable. Every
 // implementation should pass storetest.TestLedger.
@@ -97,8 +102,8 @@ type Ledger interface {
 	// Reserve takes Amount credits if the balance covers them, and counts one call to
 	// each of the APIs. It is idempotent: a reservation whose Request was already
 	// reserved returns the current balance and changes nothing. It returns
-	// ErrInsufficientCredits if the balance is short, and store.ErrNotFound if the
-	// account has no balance.
+	// ErrInsufficientCredits, together with the current balance, if the balance is
+	// short, and store.ErrNotFound if the account has no balance.
 	Reserve(ctx context.Context, r Reservation) (Balance, error)
 
 	// Settle closes a reservation, giving back Refund credits. A reservation is settled
@@ -109,8 +114,8 @@ type Ledger interface {
 	Settle(ctx context.Context, s Settlement) (Balance, error)
 
 	// Adjust adds Amount (which may be negative) to the balance, idempotently by
-	// Request. It returns ErrInsufficientCredits if a negative amount exceeds the
-	// balance, and store.ErrNotFound if the account has no balance.
+	// Request; Used is not changed. It returns ErrInsufficientCredits if a negative
+	// amount exceeds the balance, and store.ErrNotFound if the account has no balance.
 	Adjust(ctx context.Context, a Adjustment) (Balance, error)
 
 	// Balance returns the account's balance at period p, renewing it if due. It
@@ -118,7 +123,8 @@ type Ledger interface {
 	Balance(ctx context.Context, account string, p Period, allowance int64) (Balance, error)
 
 	// Usage returns the number of calls per API counted in period p (empty if p is not
-	// the stored period). It returns store.ErrNotFound if the account has no balance.
+	// the stored period). An API whose calls were all uncounted may be listed with 0.
+	// It returns store.ErrNotFound if the account has no balance.
 	Usage(ctx context.Context, account string, p Period) (map[string]int64, error)
 }
 
@@ -170,7 +176,8 @@ type SlotDecision struct {
 
 // A ConcurrencyLimiter caps the number of calls per key running at the same time. Slots
 // are leases: a slot whose holder neither renews nor releases it before the lease ends is
-// free again, so a crashed instance cannot leak slots.
+// free again, so a crashed instance cannot leak slots. A lease granted at now covers
+// [now, now+lease): at now+lease the slot is free.
 //
 // Implementations must be safe for concurrent use and share state across every instance
 // that uses the same store. Every implementation should pass

@@ -206,7 +206,8 @@ func (p *Param) check(path string) error {
 // an int enum becomes int64) and checks them against the rules.
 func (p *Param) normalize() error {
 	if p.Enum != nil {
-		rules := Param{Name: p.Name, Type: p.Type}
+		rules := *p // every rule but the enum itself, which is being normalized
+		rules.Enum = nil
 		for i, v := range p.Enum {
 			n, err := rules.fromJSON(jsonish(v), p.Name)
 			if err != nil {

@@ -11,7 +11,7 @@ const SchemaDialect = "https://json-schema.org/draft/2020-12/schema"
 // for clients that check patterns but not formats.
 var formatPatterns = map[Format]string{
 	FormatEmail:    `^[^\s@]+@[^\s@]+\.[^\s@]+$`,
-	FormatURL:      `^https?://\S+$`,
+	FormatURL:      `^[Hh][Tt][Tt][Pp][Ss]?://\S+$`, // the scheme is case-insensitive
 	FormatDate:     `^[0-9]{4}-[0-9]{2}-[0-9]{2}$`,
 	FormatHexColor: `^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$`,
 }

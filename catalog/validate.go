@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"iter"
-	"maps"
 	"math"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -42,7 +41,7 @@ func paramErr(path, format string, args ...any) error {
 // The API must have been compiled by [Compile] or a [Registry].
 func (a *API) ValidateJSON(in map[string]any) (Params, error) {
 	c := a.compiled
-	if err := c.checkNames(maps.Keys(in)); err != nil {
+	if err := checkNames(c, in); err != nil {
 		return nil, err
 	}
 	out := make(Params, len(c.params))
@@ -68,7 +67,7 @@ func (a *API) ValidateJSON(in map[string]any) (Params, error) {
 // JSON text. Errors are reported as by [API.ValidateJSON].
 func (a *API) ValidateQuery(in url.Values) (Params, error) {
 	c := a.compiled
-	if err := c.checkNames(maps.Keys(in)); err != nil {
+	if err := checkNames(c, in); err != nil {
 		return nil, err
 	}
 	out := make(Params, len(c.params))
@@ -88,9 +87,9 @@ func (a *API) ValidateQuery(in url.Values) (Params, error) {
 }
 
 // checkNames reports the first given name, in sorted order, that is not a parameter.
-func (c *compiled) checkNames(names iter.Seq[string]) error {
+func checkNames[V any](c *compiled, in map[string]V) error {
 	bad, found := "", false
-	for name := range names {
+	for name := range in {
 		if _, ok := c.byName[name]; !ok && (!found || name < bad) {
 			bad, found = name, true
 		}
@@ -98,13 +97,20 @@ func (c *compiled) checkNames(names iter.Seq[string]) error {
 	if !found {
 		return nil
 	}
-	if !utf8.ValidString(bad) || len(bad) > 64 {
-		bad = strconv.QuoteToASCII(truncate(bad, 64))
-	}
+	bad = reportName(bad)
 	if len(c.params) == 0 {
 		return paramErr(bad, "unknown parameter; this API takes no parameters")
 	}
 	return paramErr(bad, "unknown parameter; this API accepts %s", c.names)
+}
+
+// reportName returns a caller's unknown name as an error reports it: quoted and cut
+// when it is not valid UTF-8 or is longer than any declared name can be.
+func reportName(name string) string {
+	if !utf8.ValidString(name) || len(name) > 64 {
+		return strconv.QuoteToASCII(truncate(name, 64))
+	}
+	return name
 }
 
 // absent handles a parameter that was not given: an error if it is required, else its
@@ -228,10 +234,14 @@ func (p *Param) fromJSON(v any, path string) (any, error) {
 		if !ok {
 			return nil, typeErr(path, "an object", v)
 		}
+		bad, found := "", false // the first unknown field in sorted order, as in checkNames
 		for name := range in {
-			if p.field(name) == nil {
-				return nil, paramErr(path+"."+name, "unknown field; %s accepts %s", path, fieldNames(p.Fields))
+			if p.field(name) == nil && (!found || name < bad) {
+				bad, found = name, true
 			}
+		}
+		if found {
+			return nil, paramErr(path+"."+reportName(bad), "unknown field; %s accepts %s", path, fieldNames(p.Fields))
 		}
 		out := make(map[string]any, len(p.Fields))
 		for i := range p.Fields {
@@ -271,7 +281,7 @@ func (p *Param) checkString(s, path string) (any, error) {
 	if err := p.checkLength(utf8.RuneCountInString(s), path); err != nil {
 		return nil, err
 	}
-	if p.Enum != nil && !slices.Contains(p.Enum, any(s)) {
+	if p.Enum != nil && !slices.ContainsFunc(p.Enum, func(e any) bool { es, _ := e.(string); return es == s }) {
 		return nil, paramErr(path, "must be one of %s, got %s", enumList(p.Enum), quoteInput(s))
 	}
 	if p.Format != "" && !formatOK(p.Format, s) {
@@ -402,7 +412,7 @@ func formatOK(f Format, s string) bool {
 	switch f {
 	case FormatEmail:
 		at := strings.LastIndexByte(s, '@')
-		if at < 1 || strings.ContainsAny(s, " \t\r\n") || strings.Count(s, "@") != 1 {
+		if at < 1 || hasSpace(s) || strings.Count(s, "@") != 1 {
 			return false
 		}
 		domain := s[at+1:]
@@ -410,11 +420,10 @@ func formatOK(f Format, s string) bool {
 		return dot > 0 && dot < len(domain)-1
 	case FormatURL:
 		u, err := url.Parse(s)
-		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
-			!strings.ContainsAny(s, " \t\r\n")
+		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && !hasSpace(s)
 	case FormatIP:
-		_, err := netip.ParseAddr(s)
-		return err == nil
+		ip, err := netip.ParseAddr(s)
+		return err == nil && ip.Zone() == "" // a zone (fe80::1%eth0) is not part of an address
 	case FormatDate:
 		return len(s) == 10 && s[4] == '-' && s[7] == '-' && allDigits(s[:4]) && allDigits(s[5:7]) && allDigits(s[8:])
 	case FormatHexColor:
@@ -422,6 +431,12 @@ func formatOK(f Format, s string) bool {
 		return (len(h) == 3 || len(h) == 6) && strings.Trim(h, "0123456789abcdefABCDEF") == ""
 	}
 	return false
+}
+
+// hasSpace reports whether s holds a character that \s matches in the patterns of the
+// JSON Schema (ECMA-262 white space and line terminators).
+func hasSpace(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\ufeff' })
 }
 
 func allDigits(s string) bool { return strings.Trim(s, "0123456789") == "" }

@@ -23,8 +23,14 @@ func (h *Handler) writeData(w http.ResponseWriter, r *http.Request, status int, 
 		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the result cannot be encoded", Err: err}, nil, nil)
 		return
 	}
+	h.writeEncoded(w, r, status, b)
+}
+
+// writeEncoded writes a success envelope around data already encoded as JSON, with
+// CORS headers.
+func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, status int, encoded []byte) {
 	h.cors.apply(w.Header(), r)
-	envelope.WriteData(w, status, b)
+	envelope.WriteData(w, status, encoded)
 }
 
 // writeError writes an error envelope with the status of the error's code. For an

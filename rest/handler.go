@@ -82,6 +82,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	h.mux.HandleFunc("/v1/openapi.json", h.serveOpenAPI)
 	h.mux.HandleFunc("/v1/analytics", h.serveAnalytics)
 	h.mux.HandleFunc("/v1/{api_id}", h.serveAPI)
+	h.mux.HandleFunc("/", h.serveNoRoute)
 	return h, nil
 }
 
@@ -149,7 +150,19 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setReceiptHeaders(w.Header(), &rc)
-	h.writeData(w, r, http.StatusOK, results[0].Data)
+	h.writeEncoded(w, r, http.StatusOK, results[0].JSON)
+}
+
+// serveNoRoute answers a path that names no endpoint (/v1/, /v1/hash/extra) as an
+// unknown API is answered: the edge check, then a 404 envelope, so that every answer but
+// the edge's is JSON.
+func (h *Handler) serveNoRoute(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.authenticate(w, r, auth.ChannelREST)
+	if !ok {
+		return
+	}
+	h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeNotFound,
+		Message: "no endpoint has this path; APIs are called at /v1/{api_id}, and GET /v1/catalog lists them"}, &p, nil)
 }
 
 // methodOnly answers a request to an endpoint that takes only GET. It returns false

@@ -90,7 +90,11 @@ func readJSON(r *http.Request, mt string) (tollgate.Input, error) {
 	if !ok {
 		return tollgate.Input{}, invalid("the body must be a JSON object of parameters, not %s", jsonKind(v))
 	}
-	if _, err := d.Token(); err != io.EOF {
+	switch _, err := d.Token(); {
+	case err == io.EOF:
+	case err == nil: // another JSON value follows the object
+		return tollgate.Input{}, invalid("the body must hold one JSON object and nothing after it")
+	default:
 		return tollgate.Input{}, bodyError(err, "the body must hold one JSON object and nothing after it")
 	}
 	return tollgate.Input{JSON: obj}, nil

@@ -18,8 +18,11 @@ type OpenAPIInfo struct {
 	Version string
 	// Description is shown above the operations.
 	Description string
-	// ServerURL, if set, is the base URL clients call ("https://api.example.com").
+	// ServerURL is the base URL clients call ("https://api.example.com"). The default
+	// is "/", the host that served the document.
 	ServerURL string
+	// License, if set, names the license of the API ("Proprietary", "MIT").
+	License string
 }
 
 // The OpenAPI document is built from the catalog when it is first asked for after a
@@ -77,6 +80,12 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 	if info.Description != "" {
 		infoObj["description"] = info.Description
 	}
+	if info.License != "" {
+		infoObj["license"] = map[string]any{"name": info.License}
+	}
+	if info.ServerURL == "" {
+		info.ServerURL = "/"
+	}
 	paths := map[string]any{
 		"/v1/analytics": map[string]any{"get": map[string]any{
 			"operationId": "analytics",
@@ -99,6 +108,7 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 				"200": okResponse(map[string]any{"type": "object", "properties": map[string]any{
 					"apis": map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
 				}}, "The catalog."),
+				"405": ref("#/components/responses/Error"),
 			},
 		}},
 	}
@@ -113,9 +123,7 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 		"security":          []any{map[string]any{"apiKey": []any{}}, map[string]any{"bearer": []any{}}},
 		"components":        components(),
 	}
-	if info.ServerURL != "" {
-		doc["servers"] = []any{map[string]any{"url": info.ServerURL}}
-	}
+	doc["servers"] = []any{map[string]any{"url": info.ServerURL}}
 	return doc
 }
 

@@ -64,10 +64,23 @@ func Hash() catalog.API {
 			{Name: "hash", Type: catalog.String, Description: "The digest in lowercase hexadecimal."},
 		},
 		Handler: catalog.HandlerFunc(func(_ context.Context, req *catalog.Request) (any, error) {
-			alg := req.Params.String("algorithm")
-			h := hashes[alg]()
-			h.Write([]byte(req.Params.String("text")))
-			return map[string]any{"algorithm": alg, "hash": hex.EncodeToString(h.Sum(nil))}, nil
+			alg, text := req.Params.String("algorithm"), []byte(req.Params.String("text"))
+			var sum []byte
+			switch alg {
+			case "md5":
+				s := md5.Sum(text)
+				sum = s[:]
+			case "sha1":
+				s := sha1.Sum(text)
+				sum = s[:]
+			case "sha512":
+				s := sha512.Sum512(text)
+				sum = s[:]
+			default:
+				s := sha256.Sum256(text)
+				sum = s[:]
+			}
+			return map[string]any{"algorithm": alg, "hash": hex.EncodeToString(sum)}, nil
 		}),
 	}
 }

@@ -75,7 +75,7 @@ func (l *Ledger) Open(ctx context.Context, o billing.Opening) error {
 	l.accounts[o.Account] = &account{
 		balance: o.Balance, allowance: o.Allowance, period: o.Period,
 		usage: make(map[string]int64), open: make(map[billing.RequestID]reservation),
-		done: make(map[billing.RequestID]struct{}), ring: make([]billing.RequestID, 0, l.remember),
+		done: make(map[billing.RequestID]struct{}), // ring grows as ids are settled, up to l.remember
 	}
 	return nil
 }
@@ -93,6 +93,14 @@ func (l *Ledger) lock(ctx context.Context, id string, p billing.Period, allowanc
 	}
 	a.mu.Lock()
 	if p.Start.After(a.period.Start) {
+		// Reservations older than the period that just ended will not be settled any
+		// more (their calls ended long ago); forget them so they cannot accumulate.
+		ended := a.period.Start.Unix()
+		for id, r := range a.open {
+			if r.start < ended {
+				delete(a.open, id)
+			}
+		}
 		a.balance, a.used, a.allowance, a.period = allowance, 0, allowance, p
 		clear(a.usage)
 	}

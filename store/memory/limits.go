@@ -24,7 +24,7 @@ type gcra struct {
 
 // NewRateLimiter returns an empty RateLimiter.
 func NewRateLimiter() *RateLimiter {
-	return &RateLimiter{buckets: lockedMap[gcra]{m: make(map[string]*gcra)}}
+	return &RateLimiter{}
 }
 
 // Allow decides whether one event may go ahead and records it if so.
@@ -67,7 +67,7 @@ type slots struct {
 
 // NewConcurrencyLimiter returns an empty ConcurrencyLimiter.
 func NewConcurrencyLimiter() *ConcurrencyLimiter {
-	return &ConcurrencyLimiter{slots: lockedMap[slots]{m: make(map[string]*slots)}}
+	return &ConcurrencyLimiter{}
 }
 
 // Interface guards.
@@ -95,22 +95,18 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder bil
 		return billing.SlotDecision{}, err
 	}
 	defer s.mu.Unlock()
-	t, end := now.UnixNano(), now.Add(lease).UnixNano()
-	if _, ok := s.holders[holder]; ok {
-		s.holders[holder] = end
-		return billing.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
-	}
-	if len(s.holders) >= ceiling {
-		for h, e := range s.holders {
-			if e <= t {
-				delete(s.holders, h)
-			}
-		}
-		if len(s.holders) >= ceiling {
-			return billing.SlotDecision{InUse: len(s.holders)}, nil
+	// Drop ended leases first, so that InUse counts live slots only and a holder whose
+	// lease has ended competes like a new one.
+	t := now.UnixNano()
+	for h, e := range s.holders {
+		if e <= t {
+			delete(s.holders, h)
 		}
 	}
-	s.holders[holder] = end
+	if _, held := s.holders[holder]; !held && len(s.holders) >= ceiling {
+		return billing.SlotDecision{InUse: len(s.holders)}, nil
+	}
+	s.holders[holder] = now.Add(lease).UnixNano()
 	return billing.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
 }
 
@@ -157,23 +153,15 @@ func (c *ConcurrencyLimiter) InUse(ctx context.Context, key string, now time.Tim
 }
 
 // lockedMap is a map of per-key state that is created on first use and never removed.
+// Lookups of existing keys take no lock.
 type lockedMap[T any] struct {
-	mu sync.RWMutex
-	m  map[string]*T
+	m sync.Map // string -> *T
 }
 
 func (l *lockedMap[T]) get(key string) *T {
-	l.mu.RLock()
-	v, ok := l.m[key]
-	l.mu.RUnlock()
-	if ok {
-		return v
+	if v, ok := l.m.Load(key); ok {
+		return v.(*T)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if v, ok = l.m[key]; !ok {
-		v = new(T)
-		l.m[key] = v
-	}
-	return v
+	v, _ := l.m.LoadOrStore(key, new(T))
+	return v.(*T)
 }

@@ -1,0 +1,106 @@
+package tollgate
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// BenchmarkAdmission measures the pipeline's work around a call on the memory stores:
+// key hashing and lookup, the restriction checks, the rate limit, a concurrency slot, the
+// credit reservation and the settlement. The handler is not run; see rest's benchmarks
+// for whole calls.
+//
+//	go test -run='^$' -bench=Admission -benchmem -count=10 . | tee new.txt
+func BenchmarkAdmission(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		parallel bool
+	}{{"serial", false}, {"parallel", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, key := benchService(b)
+			cred, err := auth.CredentialFrom(map[string][]string{"X-Api-Key": {key}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			caller := Caller{Credential: cred, Channel: auth.ChannelREST, Addr: netip.MustParseAddr("203.0.113.7")}
+			apis := []string{"hash"}
+			admit := func(ctx context.Context) {
+				p, err := s.Authenticate(ctx, caller)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.CheckAPI("hash"); err != nil {
+					b.Fatal(err)
+				}
+				now := s.now()
+				t, err := s.meter.Admit(ctx, billing.Admission{
+					Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(), APIs: apis, Cost: 1, Now: now,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.meter.Settle(ctx, &t, billing.Outcome{Now: now}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if !bc.parallel {
+				ctx := context.Background()
+				for b.Loop() {
+					admit(ctx)
+				}
+				return
+			}
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					admit(ctx)
+				}
+			})
+		})
+	}
+}
+
+// benchService returns a service on memory stores with one account on a plan that has
+// every limit (so every step runs) but never denies, and the account's key.
+func benchService(b *testing.B) (*Service, string) {
+	b.Helper()
+	reg := &catalog.Registry{}
+	err := reg.Register(catalog.API{ID: "hash", Method: "GET", Cost: 1,
+		Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return nil, nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: 1 << 60, RatePerMinute: 1 << 30, Concurrency: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(reg, Stores{
+		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+	}, plans, &Options{Now: func() time.Time { return time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, _, err := s.CreateAccount(ctx, AccountSpec{ID: "acct", Plan: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	rs, err := auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"hash", "echo"}, Channels: []string{"rest"}, AllowedIPs: []string{"203.0.113.0/24"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, value, err := s.CreateKey(ctx, "acct", auth.NewKey{Name: "bench", Restrictions: rs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, value
+}

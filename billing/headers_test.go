@@ -1,0 +1,206 @@
+package billing_test
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+func TestSetCreditHeaders(t *testing.T) {
+	plus2 := time.FixedZone("UTC+2", 2*60*60)
+	tests := []struct {
+		name string
+		plan string
+		cost int64
+		b    billing.Balance
+		want http.Header
+	}{
+		{
+			name: "charged call", plan: "pro", cost: 5,
+			b: billing.Balance{Remaining: 995, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)},
+			want: http.Header{
+				"X-Credits-Cost":      {"5"},
+				"X-Credits-Remaining": {"995"},
+				"X-Credits-Used":      {"5"},
+				"X-Credits-Limit":     {"1000"},
+				"X-Credits-Renewal":   {"2025-04-01T00:00:00Z"},
+				"X-Plan":              {"pro"},
+			},
+		},
+		{
+			name: "refused call, balance exhausted, renewal in December", plan: "free", cost: 0,
+			b: billing.Balance{Remaining: 0, Used: 100, Allowance: 100, Period: billing.MonthOf(time.Date(2025, time.December, 31, 23, 0, 0, 0, time.UTC))},
+			want: http.Header{
+				"X-Credits-Cost":      {"0"},
+				"X-Credits-Remaining": {"0"},
+				"X-Credits-Used":      {"100"},
+				"X-Credits-Limit":     {"100"},
+				"X-Credits-Renewal":   {"2026-01-01T00:00:00Z"},
+				"X-Plan":              {"free"},
+			},
+		},
+		{
+			name: "renewal given in another zone is written in UTC", plan: "pro", cost: 1,
+			b: billing.Balance{Remaining: 1, Used: 1, Allowance: 2, Period: billing.Period{
+				Start: time.Date(2025, time.March, 1, 2, 0, 0, 0, plus2),
+				End:   time.Date(2025, time.April, 1, 2, 0, 0, 0, plus2),
+			}},
+			want: http.Header{
+				"X-Credits-Cost":      {"1"},
+				"X-Credits-Remaining": {"1"},
+				"X-Credits-Used":      {"1"},
+				"X-Credits-Limit":     {"2"},
+				"X-Credits-Renewal":   {"2025-04-01T00:00:00Z"},
+				"X-Plan":              {"pro"},
+			},
+		},
+		{
+			name: "unknown period: no renewal header", plan: "pro", cost: 0,
+			b: billing.Balance{},
+			want: http.Header{
+				"X-Credits-Cost":      {"0"},
+				"X-Credits-Remaining": {"0"},
+				"X-Credits-Used":      {"0"},
+				"X-Credits-Limit":     {"0"},
+				"X-Plan":              {"pro"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{"X-Credits-Cost": {"stale"}}
+			billing.SetCreditHeaders(h, tt.plan, tt.cost, tt.b)
+			if !maps.EqualFunc(h, tt.want, slices.Equal) {
+				t.Errorf("headers = %v, want %v", h, tt.want)
+			}
+		})
+	}
+}
+
+func TestSetRateHeaders(t *testing.T) {
+	tests := []struct {
+		name string
+		plan billing.Plan
+		d    billing.RateDecision
+		want http.Header
+	}{
+		{
+			name: "burst defaults to the rate",
+			plan: billing.Plan{Name: "pro", RatePerMinute: 600},
+			d:    billing.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
+			want: http.Header{
+				"X-RateLimit-Limit":     {"600"},
+				"X-RateLimit-Remaining": {"599"},
+				"RateLimit-Policy":      {`"default";q=600;w=60`},
+				"RateLimit":             {`"default";r=599;t=1`},
+			},
+		},
+		{
+			name: "explicit burst, reset rounded up",
+			plan: billing.Plan{Name: "pro", RatePerMinute: 60, Burst: 10},
+			d:    billing.RateDecision{Allowed: true, Remaining: 3, ResetAfter: 6500 * time.Millisecond},
+			want: http.Header{
+				"X-RateLimit-Limit":     {"60"},
+				"X-RateLimit-Remaining": {"3"},
+				"RateLimit-Policy":      {`"default";q=10;w=60`},
+				"RateLimit":             {`"default";r=3;t=7`},
+			},
+		},
+		{
+			name: "whole seconds stay whole",
+			plan: billing.Plan{Name: "free", RatePerMinute: 5},
+			d:    billing.RateDecision{Remaining: 0, RetryAfter: 12 * time.Second, ResetAfter: 60 * time.Second},
+			want: http.Header{
+				"X-RateLimit-Limit":     {"5"},
+				"X-RateLimit-Remaining": {"0"},
+				"RateLimit-Policy":      {`"default";q=5;w=60`},
+				"RateLimit":             {`"default";r=0;t=60`},
+			},
+		},
+		{
+			name: "one nanosecond to go is one second",
+			plan: billing.Plan{Name: "free", RatePerMinute: 5},
+			d:    billing.RateDecision{Remaining: 4, ResetAfter: time.Nanosecond},
+			want: http.Header{
+				"X-RateLimit-Limit":     {"5"},
+				"X-RateLimit-Remaining": {"4"},
+				"RateLimit-Policy":      {`"default";q=5;w=60`},
+				"RateLimit":             {`"default";r=4;t=1`},
+			},
+		},
+		{
+			name: "full bucket",
+			plan: billing.Plan{Name: "free", RatePerMinute: 5},
+			d:    billing.RateDecision{Remaining: 5},
+			want: http.Header{
+				"X-RateLimit-Limit":     {"5"},
+				"X-RateLimit-Remaining": {"5"},
+				"RateLimit-Policy":      {`"default";q=5;w=60`},
+				"RateLimit":             {`"default";r=5;t=0`},
+			},
+		},
+		{
+			name: "no rate limit",
+			plan: billing.Plan{Name: "unlimited", Burst: 10},
+			d:    billing.RateDecision{Allowed: true, Remaining: 3, ResetAfter: time.Second},
+			want: http.Header{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			billing.SetRateHeaders(h, tt.plan, tt.d)
+			// Keys are stored canonically, so that Header.Get finds the names as the
+			// design spells them.
+			want := http.Header{}
+			for k, v := range tt.want {
+				want[http.CanonicalHeaderKey(k)] = v
+				if got := h.Get(k); got != v[0] {
+					t.Errorf("h.Get(%q) = %q, want %q", k, got, v[0])
+				}
+			}
+			if !maps.EqualFunc(h, want, slices.Equal) {
+				t.Errorf("headers = %v, want %v", h, want)
+			}
+		})
+	}
+}
+
+func TestSetRetryAfter(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "1"},
+		{-time.Second, "1"},
+		{time.Nanosecond, "1"},
+		{500 * time.Millisecond, "1"},
+		{time.Second, "1"},
+		{time.Second + time.Nanosecond, "2"},
+		{29 * time.Second, "29"},
+		{59*time.Second + 500*time.Millisecond, "60"},
+		{time.Hour, "3600"},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		billing.SetRetryAfter(h, tt.d)
+		if want := (http.Header{"Retry-After": {tt.want}}); !maps.EqualFunc(h, want, slices.Equal) {
+			t.Errorf("SetRetryAfter(%s) = %v, want %v", tt.d, h, want)
+		}
+	}
+}
+
+func TestCreditHeaderNames(t *testing.T) {
+	want := []string{
+		"X-Credits-Cost", "X-Credits-Remaining", "X-Credits-Used", "X-Credits-Limit",
+		"X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit", "X-RateLimit-Remaining",
+		"Retry-After", "RateLimit-Policy", "RateLimit",
+	}
+	if !slices.Equal(billing.CreditHeaderNames, want) {
+		t.Errorf("CreditHeaderNames = %q, want %q", billing.CreditHeaderNames, want)
+	}
+}

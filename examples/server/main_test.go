@@ -1,0 +1,588 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"image"
+	"image/png"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The values of testdata/fixtures.json (the sample of DESIGN section 5).
+const (
+	fixturePrimary = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
+	fixtureCI      = "6fa459ea-ee8a-4ca4-894e-db77e160355e"
+)
+
+const (
+	testAdminToken    = "server-admin-token-0123456789"
+	testSessionSecret = "0123456789abcdef0123456789abcdef"
+)
+
+var (
+	apiKeyLine  = regexp.MustCompile(`^API key: ([0-9a-f-]{36})$`)
+	sessionLine = regexp.MustCompile(`^Session token: ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$`)
+)
+
+// syncBuffer is a bytes.Buffer that several goroutines may write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestParseFlags(t *testing.T) {
+	defaults := config{addr: ":8080"}
+	tests := []struct {
+		name    string
+		args    []string
+		want    config
+		wantErr string // a fragment of the error, "" for none
+	}{
+		{"defaults", nil, defaults, ""},
+		{"addr", []string{"-addr", "127.0.0.1:9999"}, config{addr: "127.0.0.1:9999"}, ""},
+		{"addr with =", []string{"--addr=:0"}, config{addr: ":0"}, ""},
+		{"fixtures", []string{"-fixtures", "testdata/fixtures.json"}, config{addr: ":8080", fixtures: "testdata/fixtures.json"}, ""},
+		{"admin token", []string{"-admin-token", testAdminToken}, config{addr: ":8080", adminToken: testAdminToken}, ""},
+		{"session secret", []string{"-session-secret", testSessionSecret}, config{addr: ":8080", sessionSecret: testSessionSecret}, ""},
+		{"allow private fetch", []string{"-allow-private-fetch"}, config{addr: ":8080", allowPrivateFetch: true}, ""},
+		{"allow private fetch false", []string{"-allow-private-fetch=false"}, defaults, ""},
+		{"all", []string{"-addr", ":1", "-fixtures", "f.json", "-admin-token", "t", "-session-secret", "s", "-allow-private-fetch"},
+			config{addr: ":1", fixtures: "f.json", adminToken: "t", sessionSecret: "s", allowPrivateFetch: true}, ""},
+		{"unknown flag", []string{"-port", "80"}, config{}, "-port"},
+		{"missing value", []string{"-addr"}, config{}, "-addr"},
+		{"stray argument", []string{"serve"}, config{}, `"serve"`},
+		{"stray argument after flags", []string{"-addr", ":1", "extra", "more"}, config{}, `"extra" "more"`},
+		{"bad boolean", []string{"-allow-private-fetch=maybe"}, config{}, "maybe"},
+		{"help", []string{"-h"}, config{}, flag.ErrHelp.Error()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			got, err := parseFlags(tt.args, &stderr)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseFlags(%q): %v, want an error mentioning %s", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%q): %v", tt.args, err)
+			}
+			if got != tt.want {
+				t.Errorf("parseFlags(%q) = %+v, want %+v", tt.args, got, tt.want)
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("parseFlags wrote %q", stderr.String())
+			}
+		})
+	}
+	// The usage lists every flag.
+	var stderr bytes.Buffer
+	parseFlags([]string{"-h"}, &stderr)
+	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch"} {
+		if !strings.Contains(stderr.String(), f) {
+			t.Errorf("the usage does not mention %s:\n%s", f, stderr.String())
+		}
+	}
+}
+
+// server is the assembled handler behind a test server, with what assemble printed
+// and logged.
+type server struct {
+	t      *testing.T
+	srv    *httptest.Server
+	stdout string
+	logs   *syncBuffer
+}
+
+// start parses args, assembles the server and serves it.
+func start(t *testing.T, args ...string) *server {
+	t.Helper()
+	c, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	logs := &syncBuffer{}
+	h, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatalf("assemble(%q): %v", args, err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &server{t: t, srv: srv, stdout: stdout.String(), logs: logs}
+}
+
+// lines returns the printed lines.
+func (s *server) lines() []string {
+	return strings.Split(strings.TrimSuffix(s.stdout, "\n"), "\n")
+}
+
+// apiKey returns the printed demo key, failing unless exactly the expected lines were
+// printed.
+func (s *server) apiKey(wantLines int) string {
+	s.t.Helper()
+	lines := s.lines()
+	if len(lines) != wantLines {
+		s.t.Fatalf("assemble printed %d lines, want %d:\n%s", len(lines), wantLines, s.stdout)
+	}
+	m := apiKeyLine.FindStringSubmatch(lines[0])
+	if m == nil {
+		s.t.Fatalf("the first line %q is not an API key line", lines[0])
+	}
+	return m[1]
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call sends a request; hdr holds header name/value pairs.
+func (s *server) call(method, path, body string, hdr ...string) reply {
+	s.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.srv.URL+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := s.srv.Client().Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return reply{res.StatusCode, res.Header, b}
+}
+
+// data decodes the data of a success envelope.
+func (r reply) data(t *testing.T) map[string]any {
+	t.Helper()
+	var env struct {
+		Status string         `json:"status"`
+		Data   map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &env); err != nil || env.Status != "ok" {
+		t.Fatalf("not a success envelope (%v): %s", err, r.body)
+	}
+	return env.Data
+}
+
+// noKeyInLogs fails if a key value appears in the logs.
+func (s *server) noKeyInLogs(values ...string) {
+	s.t.Helper()
+	logs := s.logs.String()
+	for _, v := range values {
+		if v != "" && strings.Contains(strings.ToLower(logs), strings.ToLower(v)) {
+			s.t.Errorf("the logs hold the key value %s:\n%s", v, logs)
+		}
+	}
+}
+
+var helloSHA256 = func() string { s := sha256.Sum256([]byte("hello")); return hex.EncodeToString(s[:]) }()
+
+func TestAssembleDemo(t *testing.T) {
+	s := start(t)
+	key := s.apiKey(1)
+
+	tests := []struct {
+		name      string
+		method    string
+		path      string
+		body      string
+		hdr       []string
+		status    int
+		remaining string // X-Credits-Remaining, if the call reports one
+	}{
+		{"paid call", "GET", "/v1/hash?text=hello", "", []string{"x-api-key", key}, 200, "99999"},
+		{"paid call with a bearer key", "GET", "/v1/hash?text=hello", "", []string{"Authorization", "Bearer " + key}, 200, "99998"},
+		{"paid call with the key in uppercase", "GET", "/v1/hash?text=hello", "", []string{"x-api-key", strings.ToUpper(key)}, 200, "99997"},
+		{"analytics (never billed)", "GET", "/v1/analytics", "", []string{"x-api-key", key}, 200, "99997"},
+		{"POST API", "POST", "/v1/echo", `{"message":"hi"}`, []string{"x-api-key", key}, 200, "99996"},
+		{"catalog without a key", "GET", "/v1/catalog", "", nil, 200, ""},
+		{"OpenAPI without a key", "GET", "/v1/openapi.json", "", nil, 200, ""},
+		{"unknown key", "GET", "/v1/hash?text=hello", "", []string{"x-api-key", "00000000-0000-4000-8000-000000000000"}, 401, ""},
+		{"unknown API", "GET", "/v1/nope", "", []string{"x-api-key", key}, 404, "99996"},
+		{"no admin API", "GET", "/admin/v1/accounts/demo", "", []string{"Authorization", "Bearer " + testAdminToken}, 404, ""},
+		{"no admin API for POST", "POST", "/admin/v1/accounts", `{"plan":"pro"}`, []string{"Authorization", "Bearer " + testAdminToken}, 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.call(tt.method, tt.path, tt.body, tt.hdr...)
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if got := r.header.Get("X-Credits-Remaining"); got != tt.remaining {
+				t.Errorf("X-Credits-Remaining %q, want %q", got, tt.remaining)
+			}
+			if tt.remaining != "" && tt.status == 200 && r.header.Get("X-Plan") != "pro" {
+				t.Errorf("X-Plan %q, want pro", r.header.Get("X-Plan"))
+			}
+		})
+	}
+
+	r := s.call("GET", "/v1/hash?text=hello", "", "x-api-key", key)
+	if d := r.data(t); d["hash"] != helloSHA256 || d["algorithm"] != "sha256" {
+		t.Errorf("hash of hello: %v", d)
+	}
+	if d := s.call("GET", "/v1/analytics", "", "x-api-key", key).data(t); len(d) == 0 {
+		t.Error("analytics has no data")
+	}
+
+	// No key, or a key of the wrong shape: the edge's bare HTML 403.
+	for _, hdr := range [][]string{nil, {"x-api-key", "undefined"}, {"x-api-key", key[:35]}} {
+		r := s.call("GET", "/v1/hash?text=hello", "", hdr...)
+		if r.status != http.StatusForbidden || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
+			!bytes.Contains(r.body, []byte("403 Forbidden")) || r.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%q: %d %q %s, want the edge's HTML 403", hdr, r.status, r.header.Get("Content-Type"), r.body)
+		}
+	}
+	s.noKeyInLogs(key)
+}
+
+func TestAssembleSession(t *testing.T) {
+	s := start(t, "-session-secret", testSessionSecret)
+	key := s.apiKey(2)
+	m := sessionLine.FindStringSubmatch(s.lines()[1])
+	if m == nil {
+		t.Fatalf("the second line %q is not a session token line", s.lines()[1])
+	}
+	token := m[1]
+	tests := []struct {
+		name   string
+		hdr    []string
+		status int
+	}{
+		{"session token", []string{"x-jwt", token}, 200},
+		{"key", []string{"x-api-key", key}, 200},
+		{"forged token", []string{"x-jwt", token[:len(token)-2] + "xx"}, 401},
+	}
+	for _, tt := range tests {
+		r := s.call("GET", "/v1/hash?text=hello", "", tt.hdr...)
+		if r.status != tt.status {
+			t.Errorf("%s: %d, want %d: %s", tt.name, r.status, tt.status, r.body)
+		}
+	}
+	if r := s.call("GET", "/v1/analytics", "", "x-jwt", token); r.status != 200 {
+		t.Errorf("analytics with the session token: %d", r.status)
+	}
+	s.noKeyInLogs(key, token)
+
+	// Without -session-secret, session tokens are refused.
+	plain := start(t)
+	if r := plain.call("GET", "/v1/hash?text=hello", "", "x-jwt", token); r.status != http.StatusUnauthorized {
+		t.Errorf("a session token without -session-secret: %d, want 401", r.status)
+	}
+}
+
+func TestAssembleFixtures(t *testing.T) {
+	for _, args := range [][]string{
+		{"-fixtures", "testdata/fixtures.json"},
+		// With fixtures, no session token is printed either.
+		{"-fixtures", "testdata/fixtures.json", "-session-secret", testSessionSecret},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			s := start(t, args...)
+			if s.stdout != "" {
+				t.Errorf("assemble printed %q, want nothing", s.stdout)
+			}
+			r := s.call("GET", "/v1/hash?text=hello", "", "x-api-key", fixturePrimary)
+			if r.status != 200 || r.header.Get("X-Credits-Remaining") != "999" || r.header.Get("X-Plan") != "pro" {
+				t.Errorf("the fixtures' primary key: %d, remaining %q, plan %q: %s", r.status,
+					r.header.Get("X-Credits-Remaining"), r.header.Get("X-Plan"), r.body)
+			}
+			// The ci key is limited to 10.0.0.0/8; the test client comes from loopback.
+			if r := s.call("GET", "/v1/hash?text=hello", "", "x-api-key", fixtureCI); r.status != http.StatusForbidden {
+				t.Errorf("the ci key from loopback: %d, want 403", r.status)
+			}
+			s.noKeyInLogs(fixturePrimary, fixtureCI)
+		})
+	}
+}
+
+func TestAssembleAdmin(t *testing.T) {
+	s := start(t, "-admin-token", testAdminToken)
+	key := s.apiKey(1)
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		body   string
+		hdr    []string
+		status int
+	}{
+		{"no token", "GET", "/admin/v1/accounts/demo", "", nil, 401},
+		{"wrong token", "GET", "/admin/v1/accounts/demo", "", []string{"Authorization", "Bearer " + testAdminToken + "x"}, 401},
+		{"an API key", "GET", "/admin/v1/accounts/demo", "", []string{"Authorization", "Bearer " + key}, 401},
+		{"token", "GET", "/admin/v1/accounts/demo", "", []string{"Authorization", "Bearer " + testAdminToken}, 200},
+		{"unknown account", "GET", "/admin/v1/accounts/nobody", "", []string{"Authorization", "Bearer " + testAdminToken}, 404},
+	}
+	for _, tt := range tests {
+		r := s.call(tt.method, tt.path, tt.body, tt.hdr...)
+		if r.status != tt.status {
+			t.Errorf("%s: %d, want %d: %s", tt.name, r.status, tt.status, r.body)
+		}
+		if tt.status == 401 && r.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: a 401 without WWW-Authenticate", tt.name)
+		}
+	}
+
+	// The admin API and REST share the service: an account created through one is
+	// served by the other.
+	r := s.call("POST", "/admin/v1/accounts", `{"id":"new","plan":"free"}`, "Authorization", "Bearer "+testAdminToken)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create account: %d: %s", r.status, r.body)
+	}
+	value, _ := r.data(t)["value"].(string)
+	r = s.call("GET", "/v1/hash?text=hello", "", "x-api-key", value)
+	if r.status != 200 || r.header.Get("X-Plan") != "free" || r.header.Get("X-Credits-Remaining") != "49" {
+		t.Errorf("the new account's key: %d, plan %q, remaining %q", r.status, r.header.Get("X-Plan"), r.header.Get("X-Credits-Remaining"))
+	}
+	// The admin API reads the demo account the server printed a key for.
+	d := s.call("GET", "/admin/v1/accounts/demo", "", "Authorization", "Bearer "+testAdminToken).data(t)
+	if acct, _ := d["account"].(map[string]any); acct["plan"] != "pro" {
+		t.Errorf("demo account: %v", d["account"])
+	}
+	s.noKeyInLogs(key, value)
+}
+
+func TestAssembleAllowPrivateFetch(t *testing.T) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 12, 7))); err != nil {
+		t.Fatal(err)
+	}
+	img := buf.Bytes()
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		w.Write(img)
+	}))
+	t.Cleanup(files.Close)
+	body := `{"url":"` + files.URL + `/pixel.png"}`
+
+	tests := []struct {
+		name   string
+		args   []string
+		status int
+	}{
+		{"off by default", nil, http.StatusBadRequest},
+		{"explicitly off", []string{"-allow-private-fetch=false"}, http.StatusBadRequest},
+		{"on", []string{"-allow-private-fetch"}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := start(t, tt.args...)
+			key := s.apiKey(1)
+			r := s.call("POST", "/v1/image-info", body, "x-api-key", key)
+			if r.status != tt.status {
+				t.Fatalf("image-info by URL: %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if tt.status != http.StatusOK {
+				// Refused before admission: nothing is charged.
+				if got := r.header.Get("X-Credits-Remaining"); got != "100000" {
+					t.Errorf("X-Credits-Remaining %q after a refused fetch, want 100000", got)
+				}
+				return
+			}
+			d := r.data(t)
+			want := map[string]any{"format": "png", "width": 12.0, "height": 7.0, "bytes": float64(len(img))}
+			for k, v := range want {
+				if d[k] != v {
+					t.Errorf("data.%s = %v, want %v", k, d[k], v)
+				}
+			}
+			if got := r.header.Get("X-Credits-Remaining"); got != "99998" {
+				t.Errorf("X-Credits-Remaining %q, want 99998 (image-info costs 2)", got)
+			}
+		})
+	}
+}
+
+func TestAssembleErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		fragment string
+		is       error
+	}{
+		{"missing fixtures file", []string{"-fixtures", filepath.Join(dir, "nope.json")}, "nope.json", fs.ErrNotExist},
+		{"fixtures not JSON", []string{"-fixtures", write("bad.json", "{")}, "fixtures", nil},
+		{"fixtures with an unknown field", []string{"-fixtures", write("typo.json", `{"plan": []}`)}, "plan", nil},
+		{"fixtures without plans", []string{"-fixtures", write("noplans.json", `{"plans": []}`)}, "no plans", nil},
+		{"fixtures with an account without a primary key", []string{"-fixtures", write("noprimary.json",
+			`{"plans": [{"name": "pro"}], "accounts": [{"id": "acme", "plan": "pro", "keys": []}]}`)}, `account "acme"`, nil},
+		{"fixtures with an undefined plan", []string{"-fixtures", write("gold.json",
+			`{"plans": [{"name": "pro"}], "accounts": [{"id": "acme", "plan": "gold", "keys": [
+				{"name": "primary", "value": "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", "primary": true}]}]}`)}, "gold", nil},
+		{"short session secret", []string{"-session-secret", "short"}, "32", nil},
+		{"short admin token", []string{"-admin-token", "short"}, "16", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout bytes.Buffer
+			h, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err == nil {
+				t.Fatalf("assemble accepted it: %v", h)
+			}
+			if !strings.Contains(err.Error(), tt.fragment) {
+				t.Errorf("err %q does not mention %s", err, tt.fragment)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("err %v is not %v", err, tt.is)
+			}
+		})
+	}
+}
+
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-session-secret", testSessionSecret}, pw, stderr)
+		pw.Close()
+		done <- err
+	}()
+
+	// Read the key, the session token and the address from what run prints.
+	sc := bufio.NewScanner(pr)
+	var key, token, base string
+	for base == "" && sc.Scan() {
+		line := sc.Text()
+		if m := apiKeyLine.FindStringSubmatch(line); m != nil {
+			key = m[1]
+		} else if m := sessionLine.FindStringSubmatch(line); m != nil {
+			token = m[1]
+		} else if addr, ok := strings.CutPrefix(line, "Listening on "); ok {
+			base = addr
+		} else {
+			t.Errorf("unexpected line %q", line)
+		}
+	}
+	if base == "" {
+		cancel()
+		t.Fatalf("run printed no address (scan error %v, run %v)", sc.Err(), <-done)
+	}
+	drained := make(chan struct{})
+	go func() { // run writes nothing more, but never let it block on the pipe
+		defer close(drained)
+		io.Copy(io.Discard, pr)
+	}()
+	if key == "" || token == "" || !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Errorf("key %q, token %q, address %q", key, token, base)
+	}
+
+	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/v1/hash?text=hello", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("X-Credits-Remaining") != "99999" || !bytes.Contains(b, []byte(helloSHA256)) {
+		t.Errorf("GET /v1/hash: %d, remaining %q: %s", res.StatusCode, res.Header.Get("X-Credits-Remaining"), b)
+	}
+
+	// Cancelling the context shuts the server down gracefully.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run returned %v after the context was canceled, want nil", err)
+	}
+	<-drained
+	logs := stderr.String()
+	if !strings.Contains(logs, "shutting down") {
+		t.Errorf("stderr does not record the shutdown:\n%s", logs)
+	}
+	for _, secret := range []string{key, strings.ToUpper(key), token} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("stderr holds a credential %s:\n%s", secret, logs)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		fragment string
+		stdout   bool // whether run prints the key before failing
+	}{
+		{"unknown flag", []string{"-nope"}, "-nope", false},
+		{"stray argument", []string{"serve"}, "serve", false},
+		{"bad fixtures", []string{"-fixtures", "testdata/does-not-exist.json"}, "does-not-exist", false},
+		{"bad address", []string{"-addr", "127.0.0.1:99999"}, "99999", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), tt.args, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.fragment) {
+				t.Fatalf("run: %v, want an error mentioning %s", err, tt.fragment)
+			}
+			if strings.Contains(stdout.String(), "Listening") {
+				t.Errorf("run printed %q before failing", stdout.String())
+			}
+			if got := strings.HasPrefix(stdout.String(), "API key: "); got != tt.stdout {
+				t.Errorf("stdout %q", stdout.String())
+			}
+		})
+	}
+}

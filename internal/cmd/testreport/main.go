@@ -1,0 +1,112 @@
+// Command testreport summarizes the output of go test -json read from standard input:
+// one line per package, the output of every failed test, and every skipped test with its
+// reason. It exits with status 1 if a test failed or a package did not build, and, when
+// CI=true, if any test skipped: in CI everything must run.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
+}
+
+func main() {
+	bad, err := report(os.Stdin, os.Stdout, os.Getenv("CI") == "true")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		os.Exit(2)
+	}
+	if bad {
+		os.Exit(1)
+	}
+}
+
+// report reads the events and writes the summary. It reports whether the run is bad.
+func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
+	output := map[string][]string{} // package/test -> output lines
+	var failed, skipped []string
+	pkgs := map[string]string{}
+	buildFailed := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			fmt.Fprintln(w, sc.Text()) // build errors arrive as plain text
+			continue
+		}
+		id := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			output[id] = append(output[id], e.Output)
+		case "build-output":
+			fmt.Fprint(w, e.Output)
+		case "build-fail":
+			buildFailed = true
+		case "fail":
+			if e.Test != "" {
+				failed = append(failed, id)
+			} else {
+				pkgs[e.Package] = fmt.Sprintf("FAIL %s (%.1fs)", e.Package, e.Elapsed)
+			}
+		case "pass":
+			if e.Test == "" {
+				pkgs[e.Package] = fmt.Sprintf("ok   %s (%.1fs)", e.Package, e.Elapsed)
+			}
+		case "skip":
+			if e.Test != "" {
+				skipped = append(skipped, id)
+			} else if _, ok := pkgs[e.Package]; !ok {
+				pkgs[e.Package] = "--   " + e.Package + " (no tests)"
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return true, err
+	}
+	names := make([]string, 0, len(pkgs))
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	bad := buildFailed
+	for _, p := range names {
+		fmt.Fprintln(w, pkgs[p])
+		if strings.HasPrefix(pkgs[p], "FAIL") {
+			bad = true
+		}
+	}
+	for _, id := range failed {
+		bad = true
+		fmt.Fprintf(w, "\n--- FAIL: %s\n%s", id, strings.Join(output[id], ""))
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "\n%d tests skipped:\n", len(skipped))
+		for _, id := range skipped {
+			reason := ""
+			for _, line := range output[id] {
+				if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(l, "--- SKIP") {
+					reason = l
+				}
+			}
+			fmt.Fprintf(w, "  %s: %s\n", id, reason)
+		}
+		if ci {
+			fmt.Fprintln(w, "CI=true: every test must run; the skips above fail the run")
+			bad = true
+		}
+	}
+	return bad, nil
+}

@@ -1,0 +1,217 @@
+package rest_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+// TestCharges proves how each outcome of an admitted call is billed: a success costs
+// the API's cost; a handler's plain error (500 api_failed), a panic (500) and a result
+// that cannot be encoded or is not an object (500) are refunded; a well-formed but wrong value judged by the API (400 rejected) is
+// charged, as the spec says. Each response carries the credit headers with the balance
+// left, and the messages never leak the handler's internals.
+func TestCharges(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro")
+	const allowance = 100000
+	cases := []struct {
+		name      string
+		method    string
+		path      string
+		body      func() (string, string) // body, content type
+		status    int
+		code      string
+		fragments []string
+		cost      int64
+	}{
+		{name: "hash", method: "GET", path: "/v1/hash?text=hello&algorithm=md5", status: 200, cost: 1},
+		{name: "hmac", method: "POST", path: "/v1/hmac", body: jsonBody(`{"message":"m","secret":"s","encoding":"base64"}`), status: 200, cost: 1},
+		{name: "uuid-generator", method: "GET", path: "/v1/uuid-generator?count=3", status: 200, cost: 1},
+		{name: "date-info", method: "GET", path: "/v1/date-info?date=2024-02-29", status: 200, cost: 1},
+		{name: "echo", method: "POST", path: "/v1/echo", body: jsonBody(`{"message":"hi"}`), status: 200, cost: 1},
+		{name: "image-info", method: "POST", path: "/v1/image-info", body: func() (string, string) {
+			b, ct := multipartBody(t, formPart{"image", "x.png", pngImage(t, 3, 4)})
+			return b.String(), ct
+		}, status: 200, cost: 2},
+		{name: "rejected date", method: "GET", path: "/v1/date-info?date=2026-02-30", status: 400, code: "rejected",
+			fragments: []string{`"2026-02-30"`, "does not exist"}, cost: 1},
+		{name: "plain error", method: "GET", path: "/v1/fail", status: 500, code: "api_failed",
+			fragments: []string{"the API failed", "not charged"}, cost: 0},
+		{name: "panic", method: "GET", path: "/v1/panic", status: 500, code: "api_failed",
+			fragments: []string{"the API failed", "not charged"}, cost: 0},
+		{name: "unencodable result", method: "GET", path: "/v1/nan", status: 500, code: "api_failed",
+			fragments: []string{"the API failed", "not charged"}, cost: 0},
+		{name: "result not an object", method: "GET", path: "/v1/list", status: 500, code: "api_failed",
+			fragments: []string{"the API failed", "not charged"}, cost: 0},
+	}
+	remaining, used := int64(allowance), int64(0)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hdrs := []header{key(acct.Key)}
+			var r *response
+			if c.body != nil {
+				b, ct := c.body()
+				r = h.do(t, c.method, c.path, strings.NewReader(b), append(hdrs, contentType(ct))...)
+			} else {
+				r = h.do(t, c.method, c.path, nil, hdrs...)
+			}
+			if c.status == http.StatusOK {
+				wantOK(t, r)
+			} else {
+				wantError(t, r, c.status, c.code, c.fragments...)
+				if strings.Contains(r.Error, "secret internal detail") {
+					t.Errorf("the message leaks the handler's error: %q", r.Error)
+				}
+			}
+			remaining -= c.cost
+			used += c.cost
+			wantCreditHeaders(t, r, "pro", c.cost, remaining, used, allowance, feb1)
+			if r.Int(billing.HeaderRateLimit) != 600 || r.Int(billing.HeaderRateLimitRemaining) < 0 {
+				t.Errorf("rate headers %q / %q, want 600 and a count", r.Header.Get(billing.HeaderRateLimit), r.Header.Get(billing.HeaderRateLimitRemaining))
+			}
+			if b := h.balance(t, acct.ID); b.Remaining != remaining || b.Used != used {
+				t.Errorf("balance %d used %d, want %d used %d", b.Remaining, b.Used, remaining, used)
+			}
+		})
+	}
+	// Refunded calls do not count in the period's usage; the rejected one does.
+	a := h.analytics(t, key(acct.Key))
+	if a.Calls["fail"] != 0 || a.Calls["panic"] != 0 || a.Calls["nan"] != 0 || a.Calls["list"] != 0 || a.Calls["date-info"] != 2 || a.Calls["image-info"] != 1 {
+		t.Errorf("calls %v, want fail and panic uncounted, date-info 2, image-info 1", a.Calls)
+	}
+}
+
+func jsonBody(s string) func() (string, string) {
+	return func() (string, string) { return s, "application/json" }
+}
+
+// TestResults checks the data of each sample API over REST: the contract's field names
+// and values.
+func TestResults(t *testing.T) {
+	h := newHarness(t, config{sampleOnly: true})
+	acct := h.newAccount(t, "pro")
+	d := wantOK(t, h.hash(t, acct.Key))
+	if d["algorithm"] != "sha256" || d["hash"] != "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" {
+		t.Errorf("hash: %v", d)
+	}
+	d = wantOK(t, h.do(t, "POST", "/v1/hmac", strings.NewReader(`{"message":"The quick brown fox jumps over the lazy dog","secret":"key"}`), key(acct.Key), jsonType))
+	if d["hmac"] != "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8" || d["encoding"] != "hex" {
+		t.Errorf("hmac: %v", d)
+	}
+	d = wantOK(t, h.do(t, "GET", "/v1/date-info?date=2024-02-29", nil, key(acct.Key)))
+	want := map[string]string{"date": "2024-02-29", "day-of-week": "Thursday", "iso:week": "9",
+		"unix.seconds": "1709164800", "quarter/year": "Q1/2024", "1st-of-month": "2024-02-01", "is leap year": "true"}
+	for k, v := range want {
+		if got := fmt.Sprint(d[k]); got != v {
+			t.Errorf("date-info %q = %s, want %s", k, got, v)
+		}
+	}
+	d = wantOK(t, h.do(t, "GET", "/v1/uuid-generator?count=5", nil, key(acct.Key)))
+	if u, _ := d["uuids"].([]any); len(u) != 5 || fmt.Sprint(d["count"]) != "5" {
+		t.Errorf("uuid-generator: %v", d)
+	}
+	// A JSON body with a charset parameter, and non-ASCII text, round-trip.
+	d = wantOK(t, h.do(t, "POST", "/v1/echo", strings.NewReader(`{"message":"héllo ✓","delay_ms":0}`), key(acct.Key), contentType("application/json; charset=utf-8")))
+	if d["message"] != "héllo ✓" {
+		t.Errorf("echo: %v", d)
+	}
+	// A URL-encoded form is accepted for a POST API too.
+	d = wantOK(t, h.do(t, "POST", "/v1/hmac", strings.NewReader("message=a&secret=b&algorithm=sha1"), key(acct.Key), contentType("application/x-www-form-urlencoded")))
+	if d["algorithm"] != "sha1" {
+		t.Errorf("hmac form: %v", d)
+	}
+}
+
+// TestCallTimeout proves that a call that outlives tollgate.Options.CallTimeout is
+// answered 504 timeout and refunded, and that its concurrency slot is freed.
+func TestCallTimeout(t *testing.T) {
+	h := newHarness(t, config{svc: tollgate.Options{CallTimeout: 50 * time.Millisecond}})
+	acct := h.newAccount(t, "tiny")
+	start := time.Now()
+	r := h.do(t, http.MethodGet, "/v1/block", nil, key(acct.Key))
+	wantError(t, r, http.StatusGatewayTimeout, "timeout", "did not answer", "not charged")
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the timed-out call took %s", d) // the one generous wall-clock bound
+	}
+	wantCreditHeaders(t, r, "tiny", 0, 5, 0, 5, feb1)
+	if b := h.balance(t, acct.ID); b.Remaining != 5 || b.Used != 0 {
+		t.Errorf("balance %+v, want the charge refunded", b)
+	}
+	// The slot is free again: the next call (concurrency 1) goes through.
+	r = h.hash(t, acct.Key)
+	wantOK(t, r)
+	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, feb1)
+}
+
+// TestLazyRenewal proves the monthly renewal: after a month ends, the first call sees
+// the plan's full allowance minus its own cost, Used equal to its cost, and the renewal
+// date moved to the month after.
+func TestLazyRenewal(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "tiny")
+	wantOK(t, h.hash(t, acct.Key))
+	r := h.hash(t, acct.Key)
+	wantCreditHeaders(t, r, "tiny", 1, 3, 2, 5, feb1)
+
+	// Still January at the last second: no renewal.
+	h.clock.Set(feb1.Add(-time.Second))
+	r = h.hash(t, acct.Key)
+	wantCreditHeaders(t, r, "tiny", 1, 2, 3, 5, feb1)
+
+	h.clock.Set(feb1.Add(10 * 24 * time.Hour))
+	mar1 := time.Date(2030, 3, 1, 0, 0, 0, 0, time.UTC)
+	// Analytics sees the renewed position without being charged.
+	a := h.analytics(t, key(acct.Key))
+	if a.Credits.Remaining != 5 || a.Credits.Used != 0 || !a.Credits.Renewal.Equal(mar1) || len(a.Calls) != 0 {
+		t.Errorf("analytics after the month ended: %+v, calls %v", a.Credits, a.Calls)
+	}
+	r = h.hash(t, acct.Key)
+	wantOK(t, r)
+	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, mar1)
+
+	// An account that spent everything gets its allowance back, not its old balance.
+	broke := h.newAccount(t, "tiny", accountOpts{credits: credits(0)})
+	wantError(t, h.hash(t, broke.Key), http.StatusTooManyRequests, "credits_exhausted")
+	h.clock.Set(mar1)
+	r = h.hash(t, broke.Key)
+	wantOK(t, r)
+	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, time.Date(2030, 4, 1, 0, 0, 0, 0, time.UTC))
+}
+
+// TestClientGoneRefunds proves that a call whose client goes away while the API runs is
+// refunded and frees its concurrency slot.
+func TestClientGoneRefunds(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "tiny")
+	ctx, cancel := context.WithCancel(t.Context())
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/block", nil)
+	req.Header.Set("X-Api-Key", acct.Key)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.handler.ServeHTTP(rec, req)
+		done <- rec
+	}()
+	h.block.waitEntered(t)
+	if b := h.balance(t, acct.ID); b.Remaining != 4 {
+		t.Errorf("while the call runs the balance is %d, want 4 (reserved)", b.Remaining)
+	}
+	cancel()
+	rec := <-done
+	if rec.Code < 500 || rec.Header().Get(billing.HeaderCreditsCost) != "0" {
+		t.Errorf("got %d with cost %q, want a 5xx with cost 0", rec.Code, rec.Header().Get(billing.HeaderCreditsCost))
+	}
+	if b := h.balance(t, acct.ID); b.Remaining != 5 || b.Used != 0 {
+		t.Errorf("balance %+v after the client left, want the charge refunded", b)
+	}
+	// The slot is free: with concurrency 1, the next call goes through.
+	wantOK(t, h.hash(t, acct.Key))
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: formatting, vet, staticcheck, and every Go test with the race
+# detector, including the ones that drive npm tools and the PostgreSQL and Redis stores.
+# It installs what it needs (Go modules, the pinned npm tools into tools/npm/node_modules)
+# and starts PostgreSQL and Redis if they are stopped. With CI=true, a test that would skip
+# for want of a tool or a server fails instead, and so does the run if anything skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+say() { printf '==> %s\n' "$*"; }
+
+say "Go modules"
+go mod download
+
+say "npm tools (tools/npm)"
+if command -v npm >/dev/null; then
+  (cd tools/npm && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  export TOLLGATE_NODE_TOOLS="$root/tools/npm"
+else
+  say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
+fi
+
+say "PostgreSQL and Redis"
+if command -v pg_isready >/dev/null; then
+  if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+    say "starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+    for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+  fi
+  pg_isready -h 127.0.0.1 -p 5432 -q && export TOLLGATE_TEST_POSTGRES="${TOLLGATE_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+fi
+if command -v redis-cli >/dev/null; then
+  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    say "starting Redis"
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no || true
+    for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
+  fi
+  redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && export TOLLGATE_TEST_REDIS="${TOLLGATE_TEST_REDIS:-127.0.0.1:6379}"
+fi
+
+say "gofmt"
+unformatted=$(gofmt -l $(find . -name '*.go' -not -path './tools/*' -not -path './.cache/*') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then
+  echo "not formatted:"; echo "$unformatted"; exit 1
+fi
+
+say "go vet"
+go vet ./...
+
+say "staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+say "go test -race"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+go test -race -count=1 -json ./... >"$log"
+status=$?
+set -e
+# Print the failures and skips readably; the full log is in JSON.
+go run ./internal/cmd/testreport <"$log" || status=1
+exit $status

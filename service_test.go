@@ -1,0 +1,413 @@
+package tollgate_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// harness is a service on memory stores with a few test APIs, one account and its key.
+type harness struct {
+	svc   *tollgate.Service
+	key   string
+	slots *countingSlots
+	// release unblocks the "block" API.
+	release chan struct{}
+	ran     atomic.Int32
+}
+
+type harnessOptions struct {
+	plan   billing.Plan
+	opts   tollgate.Options
+	ledger billing.Ledger
+}
+
+func newHarness(t *testing.T, ho harnessOptions) *harness {
+	t.Helper()
+	h := &harness{release: make(chan struct{})}
+	reg := &catalog.Registry{}
+	api := func(id string, cost int64, fn func(ctx context.Context, req *catalog.Request) (any, error)) {
+		t.Helper()
+		err := reg.Register(catalog.API{ID: id, Method: "GET", Cost: cost,
+			Params: []catalog.Param{{Name: "n", Type: catalog.Integer, Default: 0}},
+			Handler: catalog.HandlerFunc(func(ctx context.Context, req *catalog.Request) (any, error) {
+				h.ran.Add(1)
+				return fn(ctx, req)
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	api("ok", 1, func(_ context.Context, req *catalog.Request) (any, error) {
+		return map[string]any{"n": req.Params.Int("n")}, nil
+	})
+	api("two", 2, func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })
+	api("fail", 3, func(context.Context, *catalog.Request) (any, error) { return nil, errors.New("upstream down") })
+	api("reject", 4, func(context.Context, *catalog.Request) (any, error) { return nil, catalog.Reject("no such thing") })
+	api("panic", 5, func(context.Context, *catalog.Request) (any, error) { panic("boom") })
+	api("block", 1, func(ctx context.Context, _ *catalog.Request) (any, error) {
+		select {
+		case <-h.release:
+			return map[string]any{}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	api("sleep", 1, func(ctx context.Context, req *catalog.Request) (any, error) {
+		time.Sleep(time.Duration(req.Params.Int("n")) * time.Second) // fake time under synctest
+		return map[string]any{}, nil
+	})
+	plan := ho.plan
+	if plan.Name == "" {
+		plan = billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10}
+	}
+	plans, err := billing.NewPlans(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := ho.ledger
+	if ledger == nil {
+		ledger = memory.NewLedger(nil)
+	}
+	h.slots = &countingSlots{ConcurrencyLimiter: memory.NewConcurrencyLimiter()}
+	h.svc, err = tollgate.New(reg, tollgate.Stores{
+		Keys: memory.NewKeyStore(), Ledger: ledger, Rates: memory.NewRateLimiter(), Slots: h.slots,
+	}, plans, &ho.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, h.key, err = h.svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acct", Plan: plan.Name}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// countingSlots counts lease renewals.
+type countingSlots struct {
+	billing.ConcurrencyLimiter
+	renewals atomic.Int32
+}
+
+func (c *countingSlots) Renew(ctx context.Context, key string, holder billing.RequestID, lease time.Duration, now time.Time) error {
+	c.renewals.Add(1)
+	return c.ConcurrencyLimiter.Renew(ctx, key, holder, lease, now)
+}
+
+func (h *harness) principal(t *testing.T) tollgate.Principal {
+	t.Helper()
+	p, err := h.svc.Authenticate(context.Background(), tollgate.Caller{
+		Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: h.key}, Channel: auth.ChannelREST,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (h *harness) invocations(t *testing.T, ids ...string) []tollgate.Invocation {
+	t.Helper()
+	p := h.principal(t)
+	invs := make([]tollgate.Invocation, len(ids))
+	for i, id := range ids {
+		api, err := h.svc.Lookup(&p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if invs[i], err = h.svc.Prepare(context.Background(), api, tollgate.Input{JSON: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return invs
+}
+
+func (h *harness) remaining(t *testing.T) int64 {
+	t.Helper()
+	p := h.principal(t)
+	b, err := h.svc.Balance(context.Background(), &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Remaining
+}
+
+// success marks an expected success in tables of codes.
+const success = tollgate.Code(255)
+
+func TestRunChargesTheSumAndRefundsFailures(t *testing.T) {
+	tests := []struct {
+		name      string
+		apis      []string
+		wantCodes []tollgate.Code // success for success
+		charged   int64
+	}{
+		{"one", []string{"ok"}, []tollgate.Code{success}, 1},
+		{"sum of distinct APIs", []string{"ok", "two", "reject"}, []tollgate.Code{success, success, tollgate.CodeRejected}, 7},
+		{"a failure is refunded", []string{"ok", "fail"}, []tollgate.Code{success, tollgate.CodeAPIFailed}, 1},
+		{"a panic is refunded", []string{"panic", "two"}, []tollgate.Code{tollgate.CodeAPIFailed, success}, 2},
+		{"a rejection is charged", []string{"reject"}, []tollgate.Code{tollgate.CodeRejected}, 4},
+		{"all failed", []string{"fail", "panic"}, []tollgate.Code{tollgate.CodeAPIFailed, tollgate.CodeAPIFailed}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			p := h.principal(t)
+			results, rc, err := h.svc.Run(t.Context(), &p, h.invocations(t, tt.apis...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(results) != len(tt.apis) {
+				t.Fatalf("got %d results, want %d", len(results), len(tt.apis))
+			}
+			for i, want := range tt.wantCodes {
+				r := results[i]
+				switch {
+				case want == success && r.Err != nil:
+					t.Errorf("%s: error %v, want success", tt.apis[i], r.Err)
+				case want == success && r.Data == nil:
+					t.Errorf("%s: no data", tt.apis[i])
+				case want != success && (r.Err == nil || r.Err.Code != want):
+					t.Errorf("%s: result %+v, want code %v", tt.apis[i], r, want)
+				}
+			}
+			if rc.Charged != tt.charged || !rc.HasBalance || rc.Balance.Remaining != 100-tt.charged {
+				t.Errorf("receipt %+v, want charged %d and remaining %d", rc, tt.charged, 100-tt.charged)
+			}
+			if got := h.remaining(t); got != 100-tt.charged {
+				t.Errorf("balance %d, want %d", got, 100-tt.charged)
+			}
+		})
+	}
+}
+
+func TestRunRunsInParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOptions{})
+		p := h.principal(t)
+		invs := h.invocations(t, "sleep", "ok", "two")
+		invs[0].Params["n"] = int64(3)
+		start := time.Now()
+		results, _, err := h.svc.Run(t.Context(), &p, invs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		// In the bubble, time moves only when every goroutine is blocked: the call
+		// takes exactly as long as its slowest API.
+		if took := time.Since(start); took != 3*time.Second {
+			t.Errorf("took %v, want 3s", took)
+		}
+	})
+}
+
+func TestRunTimeoutIsRefunded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{CallTimeout: 5 * time.Second}})
+		p := h.principal(t)
+		results, rc, err := h.svc.Run(t.Context(), &p, h.invocations(t, "block", "ok")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := results[0]; r.Err == nil || r.Err.Code != tollgate.CodeTimeout {
+			t.Errorf("block: %+v, want a timeout", r)
+		}
+		if r := results[1]; r.Err != nil {
+			t.Errorf("ok: %v", r.Err)
+		}
+		if rc.Charged != 1 || h.remaining(t) != 99 {
+			t.Errorf("charged %d, remaining %d; want 1 and 99", rc.Charged, h.remaining(t))
+		}
+	})
+}
+
+func TestRunCanceledByCallerIsRefunded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOptions{})
+		p := h.principal(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		results, _, err := h.svc.Run(ctx, &p, h.invocations(t, "block")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := results[0]; r.Err == nil || r.Err.Code.Charged() {
+			t.Errorf("result %+v, want a refunded failure", r)
+		}
+		if got := h.remaining(t); got != 100 {
+			t.Errorf("balance %d, want 100", got)
+		}
+	})
+}
+
+func TestRunRenewsTheSlotOfALongCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{Lease: 10 * time.Second, CallTimeout: time.Minute}})
+		p := h.principal(t)
+		invs := h.invocations(t, "sleep")
+		invs[0].Params["n"] = int64(32)
+		results, _, err := h.svc.Run(t.Context(), &p, invs...)
+		if err != nil || results[0].Err != nil {
+			t.Fatal(err, results[0].Err)
+		}
+		// Renewed every half lease: at 5, 10, ..., 30 seconds.
+		if got := h.slots.renewals.Load(); got != 6 {
+			t.Errorf("%d renewals, want 6", got)
+		}
+	})
+}
+
+// failingLedger is a ledger whose store cannot be reached.
+type failingLedger struct{ billing.Ledger }
+
+func (failingLedger) Reserve(context.Context, billing.Reservation) (billing.Balance, error) {
+	return billing.Balance{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
+}
+
+func TestRunFailsClosedWhenAStoreIsDown(t *testing.T) {
+	h := newHarness(t, harnessOptions{ledger: failingLedger{memory.NewLedger(nil)}})
+	p := h.principal(t)
+	_, _, err := h.svc.Run(t.Context(), &p, h.invocations(t, "ok")...)
+	if tollgate.CodeOf(err) != tollgate.CodeUnavailable {
+		t.Fatalf("error %v, want code unavailable", err)
+	}
+	if h.ran.Load() != 0 {
+		t.Error("the handler ran although nothing was admitted")
+	}
+	// The slot taken before the ledger failed is free again.
+	if n, _ := h.slots.InUse(t.Context(), "acct", time.Now()); n != 0 {
+		t.Errorf("%d slots in use, want 0", n)
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		plan billing.Plan
+		runs int
+		want tollgate.Code
+	}{
+		{"rate", billing.Plan{Name: "r", Credits: 100, RatePerMinute: 2}, 3, tollgate.CodeRateLimited},
+		{"credits", billing.Plan{Name: "c", Credits: 2}, 3, tollgate.CodeCreditsExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Date(2030, 1, 10, 0, 0, 0, 0, time.UTC)
+			h := newHarness(t, harnessOptions{plan: tt.plan, opts: tollgate.Options{Now: func() time.Time { return now }}})
+			p := h.principal(t)
+			var err error
+			for range tt.runs {
+				_, _, err = h.svc.Run(t.Context(), &p, h.invocations(t, "ok")...)
+			}
+			var e *tollgate.Error
+			if !errors.As(err, &e) || e.Code != tt.want {
+				t.Fatalf("error %v, want code %v", err, tt.want)
+			}
+			if tt.want == tollgate.CodeRateLimited && e.RetryAfter <= 0 {
+				t.Errorf("RetryAfter %v, want > 0", e.RetryAfter)
+			}
+			if h.ran.Load() != int32(tt.runs-1) {
+				t.Errorf("handler ran %d times, want %d", h.ran.Load(), tt.runs-1)
+			}
+		})
+	}
+}
+
+func TestPrepareNeverCharges(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	p := h.principal(t)
+	api, err := h.svc.Lookup(&p, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.svc.Prepare(t.Context(), api, tollgate.Input{JSON: map[string]any{"n": "x"}})
+	if tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
+		t.Fatalf("error %v, want invalid_input", err)
+	}
+	if _, err := h.svc.Lookup(&p, "nope"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+		t.Errorf("unknown API: %v, want not_found", err)
+	}
+	if got := h.remaining(t); got != 100 {
+		t.Errorf("balance %d, want 100", got)
+	}
+}
+
+func TestAccountManagement(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := t.Context()
+	if _, _, _, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "nope"}); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
+		t.Errorf("unknown plan: %v, want invalid_input", err)
+	}
+	if _, _, _, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"}); tollgate.CodeOf(err) != tollgate.CodeConflict {
+		t.Errorf("duplicate account: %v, want conflict", err)
+	}
+	credits := int64(7)
+	acct, key, value, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "p", Credits: &credits})
+	if err != nil || !key.Primary || value == "" {
+		t.Fatalf("CreateAccount: %v %+v %q", err, key, value)
+	}
+	info, err := h.svc.Account(ctx, acct.ID)
+	if err != nil || info.Balance.Remaining != 7 || len(info.Keys) != 1 {
+		t.Fatalf("Account: %v %+v", err, info)
+	}
+
+	// A retried grant with the same idempotency key applies once.
+	for range 2 {
+		b, err := h.svc.AdjustCredits(ctx, acct.ID, 10, "goodwill", "grant-1")
+		if err != nil || b.Remaining != 17 {
+			t.Fatalf("AdjustCredits: %v, remaining %d, want 17", err, b.Remaining)
+		}
+	}
+	if _, err := h.svc.AdjustCredits(ctx, acct.ID, -100, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
+		t.Errorf("negative below zero: %v, want conflict", err)
+	}
+	if _, err := h.svc.AdjustCredits(ctx, "nobody", 1, "x", ""); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+		t.Errorf("unknown account: %v, want not_found", err)
+	}
+	if _, err := h.svc.RevokeKey(ctx, "key_nope"); tollgate.CodeOf(err) != tollgate.CodeNotFound || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown key: %v, want not_found", err)
+	}
+}
+
+func TestCodesMapToProtocols(t *testing.T) {
+	tests := []struct {
+		code          tollgate.Code
+		status        int
+		name, graphql string
+		graphqlStatus int
+	}{
+		{tollgate.CodeUnauthorized, 401, "unauthorized", "INVALID_API_KEY", 401},
+		{tollgate.CodeForbidden, 403, "forbidden", "FORBIDDEN", 403},
+		{tollgate.CodeRateLimited, 429, "rate_limited", "RATE_LIMITED", 429},
+		{tollgate.CodeConcurrencyLimited, 429, "concurrency_limited", "CONCURRENCY_LIMITED", 429},
+		{tollgate.CodeCreditsExhausted, 429, "credits_exhausted", "INSUFFICIENT_CREDITS", 402},
+		{tollgate.CodePlanLimitExceeded, 403, "plan_limit_exceeded", "PLAN_LIMIT_EXCEEDED", 403},
+		{tollgate.CodeFileUploadNotSupported, 400, "file_upload_not_supported", "FILE_UPLOAD_NOT_SUPPORTED", 400},
+		{tollgate.CodeUnavailable, 503, "unavailable", "SERVICE_UNAVAILABLE", 503},
+		{tollgate.Code(200), 500, "internal", "INTERNAL_SERVER_ERROR", 500},
+	}
+	for _, tt := range tests {
+		if tt.code.HTTPStatus() != tt.status || tt.code.String() != tt.name ||
+			tt.code.GraphQLCode() != tt.graphql || tt.code.GraphQLStatus() != tt.graphqlStatus {
+			t.Errorf("code %d maps to %d %s %s %d", tt.code, tt.code.HTTPStatus(), tt.code, tt.code.GraphQLCode(), tt.code.GraphQLStatus())
+		}
+	}
+	if tollgate.CodeOf(errors.New("plain")) != tollgate.CodeInternal {
+		t.Error("a plain error is not internal")
+	}
+	if !tollgate.CodeRejected.Charged() || tollgate.CodeAPIFailed.Charged() {
+		t.Error("only rejections are charged")
+	}
+}

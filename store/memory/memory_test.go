@@ -1,0 +1,228 @@
+package memory_test
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/store/storetest"
+)
+
+func TestKeyStore(t *testing.T) {
+	storetest.TestKeyStore(t, func(*testing.T) auth.KeyStore { return memory.NewKeyStore() })
+}
+
+func TestLedger(t *testing.T) {
+	storetest.TestLedger(t, func(*testing.T) billing.Ledger { return memory.NewLedger(nil) })
+}
+
+func TestRateLimiter(t *testing.T) {
+	storetest.TestRateLimiter(t, func(*testing.T) billing.RateLimiter { return memory.NewRateLimiter() })
+}
+
+func TestConcurrencyLimiter(t *testing.T) {
+	storetest.TestConcurrencyLimiter(t, func(*testing.T) billing.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+}
+
+// TestLedgerRememberWindow documents the memory ledger's own limit on idempotency. Each
+// account remembers every open reservation, but only the ids of its last
+// LedgerOptions.Remember settled reservations and adjustments: a replay older than that
+// window is no longer recognised, so a replayed reservation is charged again and a
+// replayed settlement is an unknown reservation. Stores with durable idempotency records
+// (PostgreSQL) have no such window; size Remember above the number of calls an account can
+// make while a client may still retry.
+func TestLedgerRememberWindow(t *testing.T) {
+	ctx := t.Context()
+	p := billing.MonthOf(time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC))
+	l := memory.NewLedger(&memory.LedgerOptions{Remember: 2})
+	must(t, l.Open(ctx, billing.Opening{Account: "acme", Balance: 100, Allowance: 100, Period: p}))
+	reserve := func(id byte) billing.Balance {
+		t.Helper()
+		b, err := l.Reserve(ctx, billing.Reservation{Account: "acme", Request: billing.RequestID{id}, APIs: []string{"hash"}, Amount: 10, Period: p, Allowance: 100})
+		must(t, err)
+		return b
+	}
+	settle := func(id byte) (billing.Balance, error) {
+		return l.Settle(ctx, billing.Settlement{Account: "acme", Request: billing.RequestID{id}, Period: p, Allowance: 100})
+	}
+	adjust := func(id byte) billing.Balance {
+		t.Helper()
+		b, err := l.Adjust(ctx, billing.Adjustment{Account: "acme", Request: billing.RequestID{id}, Amount: 5, Period: p, Allowance: 100})
+		must(t, err)
+		return b
+	}
+	want := func(step string, b billing.Balance, remaining int64) {
+		t.Helper()
+		if b.Remaining != remaining {
+			t.Errorf("%s: Remaining %d, want %d", step, b.Remaining, remaining)
+		}
+	}
+
+	// Two reservations, settled: both ids fill the window of two.
+	for _, id := range []byte{1, 2} {
+		reserve(id)
+		_, err := settle(id)
+		must(t, err)
+	}
+	want("replay of reservation 1, inside the window", reserve(1), 80)
+	b, err := settle(2)
+	must(t, err)
+	want("replay of settlement 2, inside the window", b, 80)
+
+	// A third settled reservation pushes id 1 out of the window.
+	reserve(3)
+	_, err = settle(3)
+	must(t, err)
+	if _, err := settle(1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("replay of settlement 1, outside the window: got %v, want store.ErrNotFound", err)
+	}
+	want("replay of reservation 1, outside the window, is charged again", reserve(1), 60)
+	want("replay of reservation 3, inside the window", reserve(3), 60)
+
+	// Open reservations are remembered whatever the window.
+	for _, id := range []byte{10, 11, 12, 13} {
+		reserve(id)
+	}
+	want("replay of open reservation 10", reserve(10), 20)
+
+	// Adjustments share the window with settlements.
+	want("adjustment 20", adjust(20), 25)
+	want("replay of adjustment 20, inside the window", adjust(20), 25)
+	for _, id := range []byte{10, 11} {
+		_, err := settle(id)
+		must(t, err)
+	}
+	want("replay of adjustment 20, outside the window, is applied again", adjust(20), 30)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadManyKeys fills a KeyStore with many accounts and checks that every key
+// resolves to its own account afterwards. BenchmarkLoadKeys1M times the same load.
+func TestLoadManyKeys(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	ctx := t.Context()
+	s := memory.NewKeyStore()
+	created := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
+	hashes := make([]auth.Hash, n)
+	for i := range n {
+		id := fmt.Sprintf("acct-%07d", i)
+		hashes[i] = auth.HashKey(auth.NewKeyValue())
+		err := s.CreateAccount(ctx, auth.Account{ID: id, Plan: "free", CreatedAt: created},
+			auth.Key{ID: id + "-primary", AccountID: id, Name: "primary", Primary: true, Hash: hashes[i], CreatedAt: created})
+		must(t, err)
+	}
+	for i, h := range hashes {
+		k, a, err := s.Resolve(ctx, h)
+		if want := fmt.Sprintf("acct-%07d", i); err != nil || a.ID != want || k.ID != want+"-primary" {
+			t.Fatalf("Resolve(hash %d) = key %q of account %q, %v; want key %q of %q", i, k.ID, a.ID, err, want+"-primary", want)
+		}
+	}
+}
+
+func newKeyStore(*testing.B) auth.KeyStore { return memory.NewKeyStore() }
+
+// BenchmarkResolve measures Resolve in stores of 1k, 100k and 1M keys, filled before the
+// timer starts, so that the lookup cost can be compared across sizes.
+func BenchmarkResolve(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		keys int
+	}{{"keys=1k", 1_000}, {"keys=100k", 100_000}, {"keys=1M", 1_000_000}} {
+		b.Run(size.name, func(b *testing.B) { storetest.BenchmarkKeyStoreResolve(b, newKeyStore, size.keys) })
+	}
+}
+
+// BenchmarkLoadKeys1M measures creating 1,000,000 accounts, each with its primary key, in
+// an empty KeyStore: ns/op is one whole load, ns/key the cost per account.
+func BenchmarkLoadKeys1M(b *testing.B) {
+	storetest.BenchmarkKeyStoreLoad(b, newKeyStore, 1_000_000)
+}
+
+func BenchmarkLedger(b *testing.B) {
+	storetest.BenchmarkLedger(b, func(*testing.B) billing.Ledger { return memory.NewLedger(nil) })
+}
+
+func BenchmarkRateLimiter(b *testing.B) {
+	storetest.BenchmarkRateLimiter(b, func(*testing.B) billing.RateLimiter { return memory.NewRateLimiter() })
+}
+
+func BenchmarkConcurrencyLimiter(b *testing.B) {
+	storetest.BenchmarkConcurrencyLimiter(b, func(*testing.B) billing.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+}
+
+// TestLedgerOpenIsSmall checks that an account's balance costs little memory until it is
+// used: the idempotency window (LedgerOptions.Remember) fills as requests are settled,
+// and is not allocated up front, so a ledger can hold a million idle accounts.
+func TestLedgerOpenIsSmall(t *testing.T) {
+	const accounts, limit = 1000, 2048 // bytes per account
+	ctx := t.Context()
+	p := billing.MonthOf(time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC))
+	l := memory.NewLedger(nil)
+	ids := make([]string, accounts)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("acct-%04d", i)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, id := range ids {
+		must(t, l.Open(ctx, billing.Opening{Account: id, Balance: 100, Allowance: 100, Period: p}))
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / accounts; per > limit {
+		t.Errorf("Open allocated %d bytes per account, want at most %d", per, limit)
+	} else {
+		t.Logf("Open allocated %d bytes per account", per)
+	}
+}
+
+// TestLedgerForgetsAncientReservations checks that reservations never settled do not
+// accumulate: a renewal forgets those older than the period that just ended, and keeps
+// those of that period (a call that straddles the month end can still settle).
+func TestLedgerForgetsAncientReservations(t *testing.T) {
+	ctx := t.Context()
+	l := memory.NewLedger(nil)
+	jan := billing.MonthOf(time.Date(2030, 1, 10, 0, 0, 0, 0, time.UTC))
+	feb := billing.MonthOf(time.Date(2030, 2, 10, 0, 0, 0, 0, time.UTC))
+	mar := billing.MonthOf(time.Date(2030, 3, 10, 0, 0, 0, 0, time.UTC))
+	if err := l.Open(ctx, billing.Opening{Account: "a", Balance: 10, Allowance: 10, Period: jan}); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(id byte, p billing.Period) billing.RequestID {
+		t.Helper()
+		r := billing.RequestID{id}
+		if _, err := l.Reserve(ctx, billing.Reservation{Account: "a", Request: r, Amount: 1, Period: p, Allowance: 10}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	old := reserve(1, jan)    // never settled
+	recent := reserve(2, feb) // renews to February; January's reservation is kept
+	if _, err := l.Settle(ctx, billing.Settlement{Account: "a", Request: old, Period: feb, Allowance: 10}); err != nil {
+		t.Errorf("a reservation of the period that just ended cannot be settled: %v", err)
+	}
+	old = reserve(3, feb)
+	reserve(4, mar) // renews to March: February's open reservations are kept, nothing older
+	if _, err := l.Settle(ctx, billing.Settlement{Account: "a", Request: recent, Period: mar, Allowance: 10}); err != nil {
+		t.Errorf("February's reservation: %v", err)
+	}
+	reserve(5, billing.MonthOf(time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC))) // renews to May
+	_, err := l.Settle(ctx, billing.Settlement{Account: "a", Request: old, Period: mar, Allowance: 10})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a reservation from two periods ago: %v, want it forgotten (ErrNotFound)", err)
+	}
+}

@@ -1,0 +1,146 @@
+package storetest
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+// BenchmarkLedger measures a call's ledger traffic, a Reserve followed by a Settle, from
+// parallel goroutines: on one account (all contending) and spread over 64 accounts.
+// Run it with -race as well, to look for races under load.
+func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) billing.Ledger) {
+	for _, accounts := range []int{1, 64} {
+		b.Run(fmt.Sprintf("accounts=%d", accounts), func(b *testing.B) {
+			l, n, ctx := newLedger(b), newIDs(), b.Context()
+			names := make([]string, accounts)
+			for i := range names {
+				names[i] = n.id(fmt.Sprintf("a%d", i))
+				err := l.Open(ctx, billing.Opening{Account: names[i], Balance: 1 << 60, Allowance: 1 << 60, Period: p0})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			var next atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					acct := names[int(next.Add(1))%accounts]
+					id := newRequest()
+					r := billing.Reservation{Account: acct, Request: id, APIs: []string{"hash"}, Amount: 1, Period: p0, Allowance: 1 << 60}
+					if _, err := l.Reserve(ctx, r); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := l.Settle(ctx, billing.Settlement{Account: acct, Request: id, Period: p0, Allowance: 1 << 60}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRateLimiter measures Allow from parallel goroutines over 64 keys.
+func BenchmarkRateLimiter(b *testing.B, newLimiter func(b *testing.B) billing.RateLimiter) {
+	r, n, ctx := newLimiter(b), newIDs(), b.Context()
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = n.id(fmt.Sprintf("k%d", i))
+	}
+	l := billing.Limit{Rate: 600, Per: time.Minute, Burst: 100}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			if _, err := r.Allow(ctx, keys[i%int64(len(keys))], l, t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkConcurrencyLimiter measures an Acquire followed by a Release from parallel
+// goroutines over 64 keys.
+func BenchmarkConcurrencyLimiter(b *testing.B, newLimiter func(b *testing.B) billing.ConcurrencyLimiter) {
+	c, n, ctx := newLimiter(b), newIDs(), b.Context()
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = n.id(fmt.Sprintf("k%d", i))
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key, h := keys[next.Add(1)%int64(len(keys))], newRequest()
+			if _, err := c.Acquire(ctx, key, h, 1000, lease, t0); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := c.Release(ctx, key, h); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// loadFixtures returns n accounts, each with its primary key.
+func loadFixtures(n int) ([]auth.Account, []auth.Key) {
+	names := newIDs()
+	accts, keys := make([]auth.Account, n), make([]auth.Key, n)
+	for i := range n {
+		accts[i], keys[i] = plainAccount(names, fmt.Sprintf("a%07d", i))
+	}
+	return accts, keys
+}
+
+// BenchmarkKeyStoreResolve measures Resolve in a store holding the given number of keys
+// (one account with a primary key each), looking the keys up in a scattered order. The
+// store is filled before the timer starts, so results at different sizes compare lookup
+// cost alone.
+func BenchmarkKeyStoreResolve(b *testing.B, newStore func(b *testing.B) auth.KeyStore, keys int) {
+	s, ctx := newStore(b), b.Context()
+	accts, primaries := loadFixtures(keys)
+	for i := range accts {
+		if err := s.CreateAccount(ctx, accts[i], primaries[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Collect the garbage of the load now, so that the collector does not run during
+	// the measurement and skew the results of the larger sizes.
+	runtime.GC()
+	const stride = 7919 // a prime: i*stride mod keys visits the keys out of order
+	i := 0
+	for b.Loop() {
+		if _, _, err := s.Resolve(ctx, primaries[(i*stride)%keys].Hash); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkKeyStoreLoad measures filling an empty store with the given number of
+// accounts, each with its primary key. Every iteration fills a fresh store; the fixtures
+// are built before the timer starts. Besides ns/op (one whole load) it reports ns/key.
+func BenchmarkKeyStoreLoad(b *testing.B, newStore func(b *testing.B) auth.KeyStore, keys int) {
+	accts, primaries := loadFixtures(keys)
+	ctx := b.Context()
+	for b.Loop() {
+		s := newStore(b)
+		for i := range accts {
+			if err := s.CreateAccount(ctx, accts[i], primaries[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
+}

@@ -1,0 +1,672 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// TestLedger checks that a [billing.Ledger] behaves as its documentation says: balances
+// never go below zero, no charge is lost, no request is charged twice, a refund is given
+// at most once, and renewal is lazy and never goes back.
+//
+// newLedger is called once per subtest and must return an empty ledger; it registers any
+// teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
+func TestLedger(t *testing.T, newLedger func(t *testing.T) billing.Ledger) {
+	t.Helper()
+	run(t, newLedger, ledgerRows)
+}
+
+var ledgerRows = []behaviour[billing.Ledger]{
+	{"OpenThenBalance",
+		"Balance after Open reports the opening balance, nothing used, the allowance and the period.",
+		ledOpenThenBalance},
+	{"OpenTwice",
+		"Opening an account that has a balance returns store.ErrConflict and leaves the balance as it was.",
+		ledOpenTwice},
+	{"UnknownAccount",
+		"Every operation on an account without a balance returns store.ErrNotFound naming the account.",
+		ledUnknownAccount},
+	{"ReserveDebitsAndCounts",
+		"Reserve takes Amount from Remaining, adds it to Used and counts one call per API.",
+		ledReserveDebitsAndCounts},
+	{"ReserveInsufficient",
+		"Reserve over the balance returns billing.ErrInsufficientCredits, reports the current balance, changes nothing and is not remembered.",
+		ledReserveInsufficient},
+	{"ReserveIdempotent",
+		"A reservation replayed with the same request id charges once and returns the current balance.",
+		ledReserveIdempotent},
+	{"ReserveReplayAfterSettle",
+		"Replaying a reservation that was already settled charges nothing.",
+		ledReserveReplayAfterSettle},
+	{"SettleRefund",
+		"Settle with a full refund gives the credits back, takes them off Used and uncounts the listed APIs.",
+		ledSettleRefund},
+	{"SettleKeep",
+		"Settle with no refund keeps the charge and the usage counts.",
+		ledSettleKeep},
+	{"SettlePartialRefund",
+		"Settle with a partial refund gives back exactly Refund and uncounts only the listed APIs.",
+		ledSettlePartialRefund},
+	{"SettleTwice",
+		"Settling a settled reservation again is not an error and refunds nothing more.",
+		ledSettleTwice},
+	{"SettleUnknown",
+		"Settle of a request id that was never reserved returns store.ErrNotFound.",
+		ledSettleUnknown},
+	{"SettleRefundTooLarge",
+		"Settle with a refund above the reserved amount returns store.ErrConflict and leaves the reservation open.",
+		ledSettleRefundTooLarge},
+	{"RenewalResetsBalance",
+		"An operation given a later period resets Remaining to the allowance, Used to zero and the usage to empty.",
+		ledRenewalResetsBalance},
+	{"RenewalBeforeWrite",
+		"Reserve and Adjust given a later period renew the balance first and then apply to it.",
+		ledRenewalBeforeWrite},
+	{"EarlierPeriodNeverMovesBack",
+		"An operation given an earlier period (a lagging clock) never moves the balance back to that period.",
+		ledEarlierPeriod},
+	{"RefundAcrossRenewal",
+		"A refund of a reservation made in an earlier period is not credited, and its APIs are not uncounted, after renewal.",
+		ledRefundAcrossRenewal},
+	{"AdjustGrant",
+		"A positive Adjust adds to Remaining and leaves Used alone.",
+		ledAdjustGrant},
+	{"AdjustTake",
+		"A negative Adjust takes from Remaining, down to exactly zero.",
+		ledAdjustTake},
+	{"AdjustBelowZero",
+		"A negative Adjust larger than the balance returns billing.ErrInsufficientCredits and changes nothing.",
+		ledAdjustBelowZero},
+	{"AdjustIdempotent",
+		"An adjustment replayed with the same request id is applied once.",
+		ledAdjustIdempotent},
+	{"UsageOtherPeriod",
+		"Usage for a period other than the stored one is empty.",
+		ledUsageOtherPeriod},
+	{"NoAliasing",
+		"The ledger keeps no reference to slices passed in or maps returned: changing them afterwards changes nothing stored.",
+		ledNoAliasing},
+	{"CanceledContext",
+		"Every method given a canceled context returns an error matching context.Canceled and changes nothing.",
+		ledCanceledContext},
+	{"ConcurrentSpending",
+		"Concurrent reservations never overdraw: exactly balance/cost succeed, the rest get ErrInsufficientCredits, and every observed balance is consistent.",
+		ledConcurrentSpending},
+	{"ConcurrentSettleOnce",
+		"A reservation settled from many goroutines at once is refunded exactly once.",
+		ledConcurrentSettleOnce},
+	{"ConcurrentReplay",
+		"A reservation replayed from many goroutines at once is charged exactly once.",
+		ledConcurrentReplay},
+	{"ConcurrentReserveSettle",
+		"Concurrent reservations and settlements lose no charge and no refund.",
+		ledConcurrentReserveSettle},
+	{"ConcurrentRenewal",
+		"Many goroutines reaching a new period at once renew the balance once, and every reservation is charged after it.",
+		ledConcurrentRenewal},
+	{"ConcurrentAdjustReplay",
+		"Adjustments replayed from many goroutines at once are each applied exactly once.",
+		ledConcurrentAdjustReplay},
+}
+
+// The periods of the ledger checks: January, February and March 2030.
+var (
+	p0 = billing.MonthOf(t0)
+	p1 = billing.MonthOf(t0.AddDate(0, 1, 0))
+	p2 = billing.MonthOf(t0.AddDate(0, 2, 0))
+)
+
+// The allowance passed to every operation unless a check says otherwise.
+const allowance = 500
+
+func samePeriod(a, b billing.Period) bool { return a.Start.Equal(b.Start) && a.End.Equal(b.End) }
+
+// openAccount opens a fresh account with the given balance in period p.
+func openAccount(t *testing.T, l billing.Ledger, n ids, label string, balance int64, p billing.Period) string {
+	t.Helper()
+	acct := n.id(label)
+	must(t, "Open", l.Open(t.Context(), billing.Opening{Account: acct, Balance: balance, Allowance: allowance, Period: p}))
+	return acct
+}
+
+func reservation(acct string, id billing.RequestID, amount int64, p billing.Period, apis ...string) billing.Reservation {
+	return billing.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: p, Allowance: allowance}
+}
+
+func settlement(acct string, id billing.RequestID, refund int64, p billing.Period, uncount ...string) billing.Settlement {
+	return billing.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount, Period: p, Allowance: allowance}
+}
+
+func adjustment(acct string, id billing.RequestID, amount int64, p billing.Period) billing.Adjustment {
+	return billing.Adjustment{Account: acct, Request: id, Amount: amount, Reason: "storetest", Period: p, Allowance: allowance}
+}
+
+// checkBalance reports how got differs from the expected remaining, used and period.
+// The allowance is always [allowance].
+func checkBalance(t *testing.T, op string, got billing.Balance, remaining, used int64, p billing.Period) {
+	t.Helper()
+	if got.Remaining != remaining || got.Used != used || got.Allowance != allowance || !samePeriod(got.Period, p) {
+		t.Errorf("%s: balance {Remaining %d, Used %d, Allowance %d, Period %v..%v}, want {Remaining %d, Used %d, Allowance %d, Period %v..%v}",
+			op, got.Remaining, got.Used, got.Allowance, got.Period.Start.Format("2006-01-02"), got.Period.End.Format("2006-01-02"),
+			remaining, used, allowance, p.Start.Format("2006-01-02"), p.End.Format("2006-01-02"))
+	}
+}
+
+// wantBalance checks the stored balance, read at period p.
+func wantBalance(t *testing.T, l billing.Ledger, acct string, p billing.Period, remaining, used int64) {
+	t.Helper()
+	b, err := l.Balance(t.Context(), acct, p, allowance)
+	if err != nil {
+		t.Errorf("Balance(%q): %v", acct, err)
+		return
+	}
+	checkBalance(t, "Balance", b, remaining, used, p)
+}
+
+// wantUsage checks Usage at p, ignoring APIs counted zero times.
+func wantUsage(t *testing.T, l billing.Ledger, acct string, p billing.Period, want map[string]int64) {
+	t.Helper()
+	got, err := l.Usage(t.Context(), acct, p)
+	if err != nil {
+		t.Errorf("Usage(%q): %v", acct, err)
+		return
+	}
+	maps.DeleteFunc(got, func(_ string, n int64) bool { return n == 0 })
+	if !maps.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Errorf("Usage(%q, %s): got %v, want %v", acct, p.Start.Format("2006-01"), got, want)
+	}
+}
+
+// mustReserve reserves and checks the returned balance.
+func mustReserve(t *testing.T, l billing.Ledger, r billing.Reservation, remaining, used int64, p billing.Period) {
+	t.Helper()
+	b, err := l.Reserve(t.Context(), r)
+	must(t, "Reserve", err)
+	checkBalance(t, "Reserve", b, remaining, used, p)
+}
+
+// mustSettle settles and checks the returned balance.
+func mustSettle(t *testing.T, l billing.Ledger, s billing.Settlement, remaining, used int64, p billing.Period) {
+	t.Helper()
+	b, err := l.Settle(t.Context(), s)
+	must(t, "Settle", err)
+	checkBalance(t, "Settle", b, remaining, used, p)
+}
+
+func ledOpenThenBalance(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 1000, p0)
+	wantBalance(t, l, acct, p0, 1000, 0)
+	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledOpenTwice(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 1000, p0)
+	err := l.Open(t.Context(), billing.Opening{Account: acct, Balance: 7, Allowance: allowance, Period: p0})
+	wantErr(t, "second Open", err, store.ErrConflict)
+	wantBalance(t, l, acct, p0, 1000, 0)
+}
+
+func ledUnknownAccount(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	openAccount(t, l, n, "acct", 1000, p0)
+	ghost := n.id("ghost")
+	id := newRequest()
+
+	_, err := l.Reserve(ctx, reservation(ghost, id, 1, p0, "hash"))
+	wantNamed(t, "Reserve", err, store.ErrNotFound, ghost)
+	_, err = l.Settle(ctx, settlement(ghost, id, 0, p0))
+	wantNamed(t, "Settle", err, store.ErrNotFound, ghost)
+	_, err = l.Adjust(ctx, adjustment(ghost, id, 10, p0))
+	wantNamed(t, "Adjust", err, store.ErrNotFound, ghost)
+	_, err = l.Balance(ctx, ghost, p0, allowance)
+	wantNamed(t, "Balance", err, store.ErrNotFound, ghost)
+	_, err = l.Usage(ctx, ghost, p0)
+	wantNamed(t, "Usage", err, store.ErrNotFound, ghost)
+	// Operations at a later period must not conjure up a balance either.
+	_, err = l.Balance(ctx, ghost, p1, allowance)
+	wantNamed(t, "Balance at a later period", err, store.ErrNotFound, ghost)
+}
+
+func ledReserveDebitsAndCounts(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 3, p0, "hash", "echo"), 97, 3, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 5, p0, "hash"), 92, 8, p0)
+	wantBalance(t, l, acct, p0, 92, 8)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 2, "echo": 1})
+}
+
+func ledReserveInsufficient(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+
+	b, err := l.Reserve(ctx, reservation(acct, newRequest(), 11, p0, "hash"))
+	wantErr(t, "Reserve over the balance", err, billing.ErrInsufficientCredits)
+	if b.Remaining != 10 {
+		t.Errorf("Reserve over the balance reported Remaining %d, want the current 10", b.Remaining)
+	}
+	wantBalance(t, l, acct, p0, 10, 0)
+	wantUsage(t, l, acct, p0, nil)
+
+	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 0, 10, p0)
+
+	id := newRequest()
+	b, err = l.Reserve(ctx, reservation(acct, id, 1, p0, "echo"))
+	wantErr(t, "Reserve at a zero balance", err, billing.ErrInsufficientCredits)
+	if b.Remaining != 0 {
+		t.Errorf("Reserve at a zero balance reported Remaining %d, want 0", b.Remaining)
+	}
+	wantBalance(t, l, acct, p0, 0, 10)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+
+	// The refused request was not recorded: once credits are granted, it goes through.
+	_, err = l.Adjust(ctx, adjustment(acct, newRequest(), 5, p0))
+	must(t, "Adjust", err)
+	mustReserve(t, l, reservation(acct, id, 1, p0, "echo"), 4, 11, p0)
+}
+
+func ledReserveIdempotent(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 7, p0, "hash"), 93, 7, p0)
+	mustReserve(t, l, reservation(acct, id, 7, p0, "hash"), 93, 7, p0)
+	mustReserve(t, l, reservation(acct, id, 50, p0, "hash", "echo"), 93, 7, p0)
+	wantBalance(t, l, acct, p0, 93, 7)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledReserveReplayAfterSettle(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash"), 90, 10, p0)
+	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash"), 100, 0, p0)
+	wantBalance(t, l, acct, p0, 100, 0)
+	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledSettleRefund(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, newRequest(), 4, p0, "hash"), 96, 4, p0)
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash", "echo"), 86, 14, p0)
+	mustSettle(t, l, settlement(acct, id, 10, p0, "hash", "echo"), 96, 4, p0)
+	wantBalance(t, l, acct, p0, 96, 4)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledSettleKeep(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash", "echo"), 90, 10, p0)
+	mustSettle(t, l, settlement(acct, id, 0, p0), 90, 10, p0)
+	wantBalance(t, l, acct, p0, 90, 10)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1, "echo": 1})
+}
+
+func ledSettlePartialRefund(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash", "echo"), 90, 10, p0)
+	mustSettle(t, l, settlement(acct, id, 4, p0, "echo"), 94, 6, p0)
+	wantBalance(t, l, acct, p0, 94, 6)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledSettleTwice(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash", "echo"), 90, 10, p0)
+	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
+	mustSettle(t, l, settlement(acct, id, 10, p0, "hash", "echo"), 100, 0, p0)
+	mustSettle(t, l, settlement(acct, id, 0, p0), 100, 0, p0)
+	wantBalance(t, l, acct, p0, 100, 0)
+	wantUsage(t, l, acct, p0, map[string]int64{"echo": 1})
+}
+
+func ledSettleUnknown(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 90, 10, p0)
+	_, err := l.Settle(t.Context(), settlement(acct, newRequest(), 0, p0))
+	wantErr(t, "Settle of an unknown request", err, store.ErrNotFound)
+	wantBalance(t, l, acct, p0, 90, 10)
+}
+
+func ledSettleRefundTooLarge(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash"), 90, 10, p0)
+	_, err := l.Settle(t.Context(), settlement(acct, id, 11, p0, "hash"))
+	wantErr(t, "Settle refunding more than was reserved", err, store.ErrConflict)
+	wantBalance(t, l, acct, p0, 90, 10)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
+}
+
+func ledRenewalResetsBalance(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 30, p0, "hash", "echo"), 70, 30, p0)
+	wantBalance(t, l, acct, p1, allowance, 0)
+	wantUsage(t, l, acct, p1, nil)
+	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledRenewalBeforeWrite(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 30, p0, "hash"), 70, 30, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 4, p1, "echo"), allowance-4, 4, p1)
+	wantUsage(t, l, acct, p1, map[string]int64{"echo": 1})
+
+	other := openAccount(t, l, n, "other", 100, p0)
+	mustReserve(t, l, reservation(other, newRequest(), 30, p0, "hash"), 70, 30, p0)
+	b, err := l.Adjust(ctx, adjustment(other, newRequest(), 10, p1))
+	must(t, "Adjust", err)
+	checkBalance(t, "Adjust at a later period", b, allowance+10, 0, p1)
+	wantUsage(t, l, other, p1, nil)
+}
+
+func ledEarlierPeriod(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	wantBalance(t, l, acct, p1, allowance, 0)
+
+	b, err := l.Balance(ctx, acct, p0, allowance)
+	must(t, "Balance at the earlier period", err)
+	checkBalance(t, "Balance at the earlier period", b, allowance, 0, p1)
+	mustReserve(t, l, reservation(acct, newRequest(), 5, p0, "hash"), allowance-5, 5, p1)
+	b, err = l.Adjust(ctx, adjustment(acct, newRequest(), 5, p0))
+	must(t, "Adjust at the earlier period", err)
+	checkBalance(t, "Adjust at the earlier period", b, allowance, 5, p1)
+	wantBalance(t, l, acct, p1, allowance, 5)
+	wantUsage(t, l, acct, p1, map[string]int64{"hash": 1})
+}
+
+func ledRefundAcrossRenewal(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	old := newRequest()
+	mustReserve(t, l, reservation(acct, old, 10, p0, "hash"), 90, 10, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 4, p1, "hash"), allowance-4, 4, p1)
+
+	mustSettle(t, l, settlement(acct, old, 10, p1, "hash"), allowance-4, 4, p1)
+	mustSettle(t, l, settlement(acct, old, 10, p1, "hash"), allowance-4, 4, p1)
+	wantBalance(t, l, acct, p1, allowance-4, 4)
+	wantUsage(t, l, acct, p1, map[string]int64{"hash": 1})
+}
+
+func ledAdjustGrant(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 90, 10, p0)
+	b, err := l.Adjust(t.Context(), adjustment(acct, newRequest(), 50, p0))
+	must(t, "Adjust", err)
+	checkBalance(t, "Adjust +50", b, 140, 10, p0)
+	wantBalance(t, l, acct, p0, 140, 10)
+}
+
+func ledAdjustTake(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 90, 10, p0)
+	b, err := l.Adjust(ctx, adjustment(acct, newRequest(), -30, p0))
+	must(t, "Adjust -30", err)
+	checkBalance(t, "Adjust -30", b, 60, 10, p0)
+	b, err = l.Adjust(ctx, adjustment(acct, newRequest(), -60, p0))
+	must(t, "Adjust -60", err)
+	checkBalance(t, "Adjust -60", b, 0, 10, p0)
+	wantBalance(t, l, acct, p0, 0, 10)
+}
+
+func ledAdjustBelowZero(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	_, err := l.Adjust(ctx, adjustment(acct, newRequest(), -101, p0))
+	wantErr(t, "Adjust below zero", err, billing.ErrInsufficientCredits)
+	wantBalance(t, l, acct, p0, 100, 0)
+}
+
+func ledAdjustIdempotent(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	for i, amount := range []int64{50, 50, -20} {
+		b, err := l.Adjust(ctx, adjustment(acct, id, amount, p0))
+		must(t, "Adjust", err)
+		checkBalance(t, fmt.Sprintf("Adjust #%d with one request id", i+1), b, 150, 0, p0)
+	}
+	wantBalance(t, l, acct, p0, 150, 0)
+}
+
+func ledUsageOtherPeriod(t *testing.T, l billing.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p1)
+	mustReserve(t, l, reservation(acct, newRequest(), 1, p1, "hash"), 99, 1, p1)
+	wantUsage(t, l, acct, p1, map[string]int64{"hash": 1})
+	wantUsage(t, l, acct, p0, nil)
+	wantUsage(t, l, acct, p2, nil)
+}
+
+func ledNoAliasing(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	apis := []string{"hash", "echo"}
+	mustReserve(t, l, reservation(acct, id, 10, p0, apis...), 90, 10, p0)
+	apis[0] = "changed"
+	uncount := []string{"echo"}
+	mustSettle(t, l, settlement(acct, id, 0, p0, uncount...), 90, 10, p0)
+	uncount[0] = "hash"
+
+	u, err := l.Usage(ctx, acct, p0)
+	must(t, "Usage", err)
+	u["hash"] = 99
+	u["injected"] = 1
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledCanceledContext(t *testing.T, l billing.Ledger) {
+	ctx, n := canceled(t), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash"), 90, 10, p0)
+	fresh := n.id("fresh")
+
+	wantErr(t, "Open", l.Open(ctx, billing.Opening{Account: fresh, Balance: 1, Allowance: allowance, Period: p0}), context.Canceled)
+	_, err := l.Reserve(ctx, reservation(acct, newRequest(), 5, p0, "echo"))
+	wantErr(t, "Reserve", err, context.Canceled)
+	_, err = l.Settle(ctx, settlement(acct, id, 10, p0, "hash"))
+	wantErr(t, "Settle", err, context.Canceled)
+	_, err = l.Adjust(ctx, adjustment(acct, newRequest(), 5, p0))
+	wantErr(t, "Adjust", err, context.Canceled)
+	_, err = l.Balance(ctx, acct, p1, allowance)
+	wantErr(t, "Balance", err, context.Canceled)
+	_, err = l.Usage(ctx, acct, p0)
+	wantErr(t, "Usage", err, context.Canceled)
+
+	wantBalance(t, l, acct, p0, 90, 10)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+	_, err = l.Balance(t.Context(), fresh, p0, allowance)
+	wantErr(t, "Balance of the account opened with a canceled context", err, store.ErrNotFound)
+	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
+}
+
+func ledConcurrentSpending(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	const attempts, cost, balance = 50, 3, 3000
+	acct := n.id("acct")
+	must(t, "Open", l.Open(ctx, billing.Opening{Account: acct, Balance: balance, Allowance: balance, Period: p0}))
+
+	var granted, short atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range attempts {
+				b, err := l.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), APIs: []string{"hash"}, Amount: cost, Period: p0, Allowance: balance})
+				switch {
+				case err == nil:
+					granted.Add(1)
+					if b.Remaining < 0 || b.Remaining+b.Used != balance {
+						t.Errorf("Reserve observed Remaining %d and Used %d: want Remaining >= 0 and Remaining+Used = %d", b.Remaining, b.Used, balance)
+					}
+				case errors.Is(err, billing.ErrInsufficientCredits):
+					short.Add(1)
+					if b.Remaining < 0 || b.Remaining >= cost {
+						t.Errorf("refused Reserve of %d reported Remaining %d: want 0 <= Remaining < %d", cost, b.Remaining, cost)
+					}
+				default:
+					t.Errorf("Reserve: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	if got, want := granted.Load(), int64(balance/cost); got != want {
+		t.Errorf("%d of %d concurrent reservations succeeded, want exactly %d", got, workers*attempts, want)
+	}
+	if got, want := short.Load(), int64(workers*attempts-balance/cost); got != want {
+		t.Errorf("%d reservations got ErrInsufficientCredits, want %d", got, want)
+	}
+	b, err := l.Balance(ctx, acct, p0, balance)
+	must(t, "Balance", err)
+	if b.Remaining != 0 || b.Used != balance {
+		t.Errorf("after concurrent spending: Remaining %d, Used %d; want 0 and %d", b.Remaining, b.Used, balance)
+	}
+	u, err := l.Usage(ctx, acct, p0)
+	must(t, "Usage", err)
+	if u["hash"] != balance/cost {
+		t.Errorf("usage after concurrent spending: %d calls counted, want %d", u["hash"], balance/cost)
+	}
+}
+
+func ledConcurrentSettleOnce(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 10, p0, "hash"), 90, 10, p0)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			if _, err := l.Settle(ctx, settlement(acct, id, 10, p0, "hash")); err != nil {
+				t.Errorf("Settle #%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, l, acct, p0, 100, 0)
+	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledConcurrentReplay(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			if _, err := l.Reserve(ctx, reservation(acct, id, 7, p0, "hash")); err != nil {
+				t.Errorf("Reserve #%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, l, acct, p0, 93, 7)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledConcurrentReserveSettle(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	const perWorker, cost, balance = 20, 5, 100000
+	acct := openAccount(t, l, n, "acct", balance, p0)
+	refund := func(i int) int64 { return []int64{cost, 2, 0}[i%3] }
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				id := newRequest()
+				if _, err := l.Reserve(ctx, reservation(acct, id, cost, p0, "hash")); err != nil {
+					t.Errorf("Reserve: %v", err)
+					return
+				}
+				var uncount []string
+				if refund(w+i) == cost {
+					uncount = []string{"hash"}
+				}
+				if _, err := l.Settle(ctx, settlement(acct, id, refund(w+i), p0, uncount...)); err != nil {
+					t.Errorf("Settle: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	var spent, calls int64
+	for w := range workers {
+		for i := range perWorker {
+			spent += cost - refund(w+i)
+			if refund(w+i) != cost {
+				calls++
+			}
+		}
+	}
+	wantBalance(t, l, acct, p0, balance-spent, spent)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": calls})
+}
+
+func ledConcurrentRenewal(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			if _, err := l.Reserve(ctx, reservation(acct, newRequest(), 2, p1, "hash")); err != nil {
+				t.Errorf("Reserve #%d in the new period: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, l, acct, p1, allowance-2*workers, 2*workers)
+	wantUsage(t, l, acct, p1, map[string]int64{"hash": workers})
+}
+
+func ledConcurrentAdjustReplay(t *testing.T, l billing.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	const distinct = 8
+	reqs := make([]billing.RequestID, distinct)
+	for i := range reqs {
+		reqs[i] = newRequest()
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			if _, err := l.Adjust(ctx, adjustment(acct, reqs[i%distinct], 5, p0)); err != nil {
+				t.Errorf("Adjust #%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, l, acct, p0, 100+5*distinct, 0)
+}
