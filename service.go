@@ -52,6 +52,13 @@ type Options struct {
 	Lease time.Duration
 	// Fetch configures the fetcher of the URL form of file APIs.
 	Fetch FetchOptions
+	// KeyCache, if set, keeps key records in memory between calls, so that a service
+	// on network stores does not read the key store to authenticate each call. Every
+	// paid call then checks its key in its admission step, in the same round trip, so a
+	// rotated or revoked key is still refused on the very next call; other calls check
+	// it on their own (see [Service.Verify]). It needs a key store that implements
+	// [billing.KeyChecker]. Nil (the default) reads the key store on every call.
+	KeyCache *auth.KeyCacheOptions
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -78,6 +85,7 @@ type Service struct {
 	registry  catalog.APIRegistry
 	authority *auth.Authority
 	meter     *billing.Meter
+	keys      billing.KeyChecker // set when key records are cached
 	plans     *billing.Plans
 	fetcher   *safefetch.Fetcher
 	now       func() time.Time
@@ -98,7 +106,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if opts == nil {
 		opts = &Options{}
 	}
-	authority, err := auth.NewAuthority(stores.Keys, &auth.AuthorityOptions{Sessions: opts.Sessions})
+	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions}
+	var checker billing.KeyChecker
+	if opts.KeyCache != nil {
+		var ok bool
+		if checker, ok = stores.Keys.(billing.KeyChecker); !ok {
+			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (billing.KeyChecker); %T does not", stores.Keys)
+		}
+		authOpts.Cache = auth.NewKeyCache(opts.KeyCache)
+	}
+	authority, err := auth.NewAuthority(stores.Keys, authOpts)
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -110,7 +127,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if lease <= 0 {
 		lease = max(billing.DefaultLease, 2*timeout)
 	}
-	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: lease})
+	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: lease, Keys: checker})
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -118,6 +135,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		registry:  registry,
 		authority: authority,
 		meter:     meter,
+		keys:      checker,
 		plans:     plans,
 		now:       opts.Now,
 		log:       opts.Logger,
@@ -365,12 +383,19 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
 	now := s.now()
-	t, err := s.meter.Admit(ctx, billing.Admission{
+	a := billing.Admission{
 		Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(),
 		APIs: apis, Cost: cost, Now: now,
-	})
+	}
+	if p.Cached {
+		a.Key = &billing.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
+	}
+	t, err := s.meter.Admit(ctx, a)
 	rc.Rate, rc.HasRate = t.Rate, p.Plan.RatePerMinute > 0 && (err == nil || !errors.Is(err, billing.ErrConcurrencyLimited))
 	if err != nil {
+		if errors.Is(err, billing.ErrKeyChanged) {
+			return nil, rc, s.refresh(ctx, p)
+		}
 		var le *billing.LimitError
 		if errors.As(err, &le) {
 			if errors.Is(err, billing.ErrInsufficientCredits) {
@@ -522,9 +547,42 @@ func asError(err error) *Error {
 	return newError(CodeInternal, "internal error", err)
 }
 
+// Verify checks, for a principal authenticated from the key cache, that its key is
+// still live, and returns the error the key now deserves if it is not. For other
+// principals it does nothing. Paid calls need not call it: their admission checks the
+// key. A front door calls it before answering a cached principal with anything that did
+// not go through [Service.Run] (an error, say).
+func (s *Service) Verify(ctx context.Context, p *Principal) error {
+	if !p.Cached {
+		return nil
+	}
+	state, err := s.keys.CheckKey(ctx, billing.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash})
+	if err != nil {
+		return s.unavailable("key store", err)
+	}
+	if state != billing.KeyLive {
+		return s.refresh(ctx, p)
+	}
+	p.Cached = false
+	return nil
+}
+
+// refresh re-reads a cached principal whose key check failed, and returns the error its
+// key now deserves (or, if the key is fine after all, a conflict to retry).
+func (s *Service) refresh(ctx context.Context, p *Principal) error {
+	_, err := s.authority.Refresh(ctx, p.Principal, s.now())
+	if err != nil {
+		return s.authError(err)
+	}
+	return newError(CodeUnavailable, "the key changed while the call was admitted; retry it", nil)
+}
+
 // Balance returns the principal's account balance, for the credit headers of responses
 // that did not reach admission.
 func (s *Service) Balance(ctx context.Context, p *Principal) (billing.Balance, error) {
+	if err := s.Verify(ctx, p); err != nil {
+		return billing.Balance{}, err
+	}
 	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, billing.MonthOf(s.now()), p.Plan.Credits)
 	if err != nil {
 		return b, s.unavailable("ledger", err)
@@ -535,6 +593,9 @@ func (s *Service) Balance(ctx context.Context, p *Principal) (billing.Balance, e
 // Status returns the principal's account position, for the analytics endpoint. It
 // changes nothing and costs nothing.
 func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, error) {
+	if err := s.Verify(ctx, p); err != nil {
+		return billing.Status{}, err
+	}
 	st, err := s.meter.Status(ctx, p.Account.ID, p.Plan, s.now())
 	if err != nil {
 		return st, s.unavailable("meter", err)

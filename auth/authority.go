@@ -22,6 +22,7 @@ import (
 type Authority struct {
 	keys     KeyStore
 	sessions *Sessions
+	cache    *KeyCache
 }
 
 // AuthorityOptions configures an [Authority]. The zero value is the default.
@@ -29,6 +30,9 @@ type AuthorityOptions struct {
 	// Sessions verifies session tokens (x-jwt). If nil, session tokens are refused
 	// with ErrSessionsDisabled.
 	Sessions *Sessions
+	// Cache, if set, keeps key records between calls; principals authenticated from it
+	// are marked Cached, and the caller must check their key (see [KeyCache]).
+	Cache *KeyCache
 }
 
 // NewAuthority returns an Authority over keys. opts may be nil.
@@ -38,7 +42,7 @@ func NewAuthority(keys KeyStore, opts *AuthorityOptions) (*Authority, error) {
 	}
 	a := &Authority{keys: keys}
 	if opts != nil {
-		a.sessions = opts.Sessions
+		a.sessions, a.cache = opts.Sessions, opts.Cache
 	}
 	return a, nil
 }
@@ -51,6 +55,10 @@ func (a *Authority) Store() KeyStore { return a.keys }
 type Principal struct {
 	Account Account
 	Key     Key
+	// Cached reports that the key's record came from the authority's cache, so the key
+	// may have been rotated or revoked since: check it (billing.KeyCheck) before
+	// serving the call, or call [Authority.Refresh].
+	Cached bool
 }
 
 // Session reports whether the principal authenticated with a session token.
@@ -64,14 +72,51 @@ func (a *Authority) Authenticate(ctx context.Context, cred Credential, now time.
 	if cred.Kind == SessionHeader {
 		return a.authenticateSession(ctx, cred.Value, now)
 	}
-	key, acct, err := a.keys.Resolve(ctx, HashKey(cred.Value))
+	h := HashKey(cred.Value)
+	if a.cache != nil {
+		if key, acct, ok := a.cache.get(h, now); ok {
+			return checkKey(Principal{Account: acct, Key: key, Cached: true}, now)
+		}
+	}
+	return a.resolve(ctx, h, now)
+}
+
+// resolve reads the key with hash h from the store, and caches it if it is live.
+func (a *Authority) resolve(ctx context.Context, h Hash, now time.Time) (Principal, error) {
+	key, acct, err := a.keys.Resolve(ctx, h)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return Principal{}, ErrUnknownKey
 		}
 		return Principal{}, err
 	}
-	p := Principal{Account: acct, Key: key}
+	p, err := checkKey(Principal{Account: acct, Key: key}, now)
+	if err == nil && a.cache != nil {
+		a.cache.put(key, acct, now)
+	}
+	return p, err
+}
+
+// Refresh authenticates p again against the store, bypassing the cache: it returns the
+// principal as the store has it now, or the error the key now deserves
+// (ErrUnknownKey for a rotated-away value, a *DeniedError for a revoked one). Call it
+// when a cached principal's key check fails.
+func (a *Authority) Refresh(ctx context.Context, p Principal, now time.Time) (Principal, error) {
+	if p.Session() {
+		if a.cache != nil {
+			a.cache.forgetAccount(p.Account.ID)
+		}
+		return a.resolveAccount(ctx, p.Account.ID, now)
+	}
+	if a.cache != nil {
+		a.cache.forget(p.Key.ID)
+	}
+	return a.resolve(ctx, p.Key.Hash, now)
+}
+
+// checkKey refuses a revoked or expired key or account.
+func checkKey(p Principal, now time.Time) (Principal, error) {
+	key, acct := p.Key, p.Account
 	switch {
 	case key.Revoked():
 		return Principal{}, denied(ErrKeyRevoked, "the API key has been revoked; use another key of the account")
@@ -91,6 +136,16 @@ func (a *Authority) authenticateSession(ctx context.Context, token string, now t
 	if err != nil {
 		return Principal{}, err
 	}
+	if a.cache != nil {
+		if acct, ok := a.cache.account(id, now); ok {
+			return checkSession(Principal{Account: acct, Cached: true}, now)
+		}
+	}
+	return a.resolveAccount(ctx, id, now)
+}
+
+// resolveAccount reads the account of a session from the store, and caches it.
+func (a *Authority) resolveAccount(ctx context.Context, id string, now time.Time) (Principal, error) {
 	acct, err := a.keys.Account(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -98,10 +153,18 @@ func (a *Authority) authenticateSession(ctx context.Context, token string, now t
 		}
 		return Principal{}, err
 	}
-	if acct.Restrictions.Expired(now) {
-		return Principal{}, denied(ErrKeyExpired, "the account's access expired at "+acct.Restrictions.ExpiresAt().Format(time.RFC3339))
+	if a.cache != nil {
+		a.cache.putAccount(acct, now)
 	}
-	return Principal{Account: acct}, nil
+	return checkSession(Principal{Account: acct}, now)
+}
+
+// checkSession refuses a session whose account's access has expired.
+func checkSession(p Principal, now time.Time) (Principal, error) {
+	if p.Account.Restrictions.Expired(now) {
+		return Principal{}, denied(ErrKeyExpired, "the account's access expired at "+p.Account.Restrictions.ExpiresAt().Format(time.RFC3339))
+	}
+	return p, nil
 }
 
 // CheckAccess checks the restrictions of the account and the key that depend on how a
@@ -220,6 +283,9 @@ func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey
 func (a *Authority) RotateKey(ctx context.Context, keyID string, now time.Time) (Key, string, error) {
 	value := NewKeyValue()
 	key, err := a.keys.RotateKey(ctx, keyID, HashKey(value), now)
+	if a.cache != nil {
+		a.cache.forget(keyID)
+	}
 	if err != nil {
 		return Key{}, "", err
 	}
@@ -228,6 +294,9 @@ func (a *Authority) RotateKey(ctx context.Context, keyID string, now time.Time) 
 
 // RevokeKey revokes a key; it is refused from the next call on.
 func (a *Authority) RevokeKey(ctx context.Context, keyID string, now time.Time) (Key, error) {
+	if a.cache != nil {
+		defer a.cache.forget(keyID)
+	}
 	return a.keys.RevokeKey(ctx, keyID, now)
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -32,16 +34,23 @@ func (e *LimitError) Error() string { return e.Message }
 func (e *LimitError) Unwrap() error { return e.Reason }
 
 // A Meter admits and settles calls against an account's plan: it is the policy that the
-// three stores (ledger, rate limiter, concurrency limiter) carry out. Admission is one
-// step (rate, then slot, then credits, undoing the slot if the credits are short) and
-// settlement another (keep or refund the charge, then free the slot).
+// stores (ledger, rate limiter, concurrency limiter, and a key checker when key records
+// are cached) carry out. Admission is one step per store: the rate limit, then the slot,
+// then the credits (and the key check, which rides with the store that holds keys),
+// undoing what earlier stores took if a later one refuses. Settlement is one step per
+// store that holds something: keep or refund the charge, free the slot.
+//
+// Stores that implement [Admitter] perform all the parts they hold in one round trip;
+// the others are called part by part.
 //
 // A Meter is safe for concurrent use.
 type Meter struct {
 	ledger Ledger
 	rates  RateLimiter
 	slots  ConcurrencyLimiter
+	keys   KeyChecker
 	lease  time.Duration
+	groups []group                // the stores in the order admission visits them
 	period atomic.Pointer[Period] // the last period computed, to spare the calendar math
 }
 
@@ -51,10 +60,31 @@ type MeterOptions struct {
 	// renew it (see [Meter.Renew]); a crashed holder's slot is free after at most one
 	// lease. The default is 30 seconds.
 	Lease time.Duration
+	// Keys checks the key of admissions that carry one (Admission.Key), for services
+	// that cache key records. When it is the same store as one of the others and an
+	// Admitter, the check is part of that store's admission step. Nil means admissions
+	// carry no key check.
+	Keys KeyChecker
 }
 
 // DefaultLease is the default [MeterOptions.Lease].
 const DefaultLease = 30 * time.Second
+
+// The parts of an admission.
+type part uint8
+
+const (
+	partRate part = 1 << iota
+	partSlot
+	partCredits
+	partKey
+)
+
+// A group is the parts of an admission held by one store.
+type group struct {
+	adm   Admitter // nil: the parts are performed one by one through the plain interfaces
+	parts part
+}
 
 // NewMeter returns a Meter over the three stores. opts may be nil.
 func NewMeter(ledger Ledger, rates RateLimiter, slots ConcurrencyLimiter, opts *MeterOptions) (*Meter, error) {
@@ -62,10 +92,55 @@ func NewMeter(ledger Ledger, rates RateLimiter, slots ConcurrencyLimiter, opts *
 		return nil, errors.New("billing: NewMeter needs a Ledger, a RateLimiter and a ConcurrencyLimiter")
 	}
 	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease}
-	if opts != nil && opts.Lease > 0 {
-		m.lease = opts.Lease
+	if opts != nil {
+		if opts.Lease > 0 {
+			m.lease = opts.Lease
+		}
+		m.keys = opts.Keys
 	}
+	m.groups = planGroups(m.rates, m.slots, m.ledger, m.keys)
 	return m, nil
+}
+
+// planGroups groups the parts by the store that holds them, in the order rate, slot,
+// credits: the parts of one Admitter form one group, visited where its first part
+// falls. A key check whose store is no Admitter among the others goes first, so that a
+// stale key takes nothing.
+func planGroups(rates RateLimiter, slots ConcurrencyLimiter, ledger Ledger, keys KeyChecker) []group {
+	stores := []struct {
+		p part
+		s any
+	}{{partRate, rates}, {partSlot, slots}, {partCredits, ledger}}
+	if keys != nil {
+		stores = append(stores, struct {
+			p part
+			s any
+		}{partKey, keys})
+	}
+	var groups []group
+	for _, st := range stores {
+		adm, ok := st.s.(Admitter)
+		if ok {
+			if i := slices.IndexFunc(groups, func(g group) bool { return g.adm != nil && sameStore(g.adm, adm) }); i >= 0 {
+				groups[i].parts |= st.p
+				continue
+			}
+		}
+		if st.p == partKey {
+			// A key store that holds no other part: a plain check, first.
+			groups = append([]group{{parts: partKey}}, groups...)
+			continue
+		}
+		groups = append(groups, group{adm: adm, parts: st.p})
+	}
+	return groups
+}
+
+// sameStore reports whether two stores are the same value (comparing values whose type
+// cannot be compared would panic).
+func sameStore(a, b any) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // Lease returns the lease of concurrency slots.
@@ -85,6 +160,10 @@ type Admission struct {
 	// Cost is the credits the call takes.
 	Cost int64
 	Now  time.Time
+	// Key, when set, is checked as part of the admission (see [KeyCheck]); a key that
+	// is no longer live refuses the call with a [*KeyError]. It needs
+	// MeterOptions.Keys.
+	Key *KeyCheck
 }
 
 // A Ticket is an admitted call, to be settled exactly once with [Meter.Settle].
@@ -100,55 +179,163 @@ type Ticket struct {
 	Balance Balance
 	// Rate is the rate-limit decision, meaningful when the plan has a rate limit.
 	Rate RateDecision
-	// slot reports whether a concurrency slot is held.
-	slot bool
+	// held records what the admission took: a slot, a reservation.
+	held part
 }
 
-// Admit checks the rate limit, takes a concurrency slot and reserves the credits, in that
-// order. A refusal is a [*LimitError]; any other error comes from a store, and leaves
-// nothing held. The returned Ticket carries what the caller reports in headers, even on
+// HoldsSlot reports whether the ticket holds a concurrency slot.
+func (t *Ticket) HoldsSlot() bool { return t.held&partSlot != 0 }
+
+// Admit checks the key (if the admission carries a key check), the rate limit, takes a
+// concurrency slot and reserves the credits. A refusal by the plan is a [*LimitError]; a
+// stale key a [*KeyError]; any other error comes from a store. After any error nothing
+// is held. The returned Ticket carries what the caller reports in headers, even on
 // refusal.
 func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan, Period: m.periodOf(a.Now)}
-	if l, ok := a.Plan.RateLimit(); ok {
-		d, err := m.rates.Allow(ctx, a.Account, l, a.Now)
+	need := partCredits
+	limit, hasRate := a.Plan.RateLimit()
+	if hasRate {
+		need |= partRate
+	}
+	if a.Plan.Concurrency > 0 {
+		need |= partSlot
+	}
+	if a.Key != nil {
+		if m.keys == nil {
+			return t, errors.New("billing: an admission with a key check needs MeterOptions.Keys")
+		}
+		need |= partKey
+	}
+	for _, g := range m.groups {
+		parts := g.parts & need
+		if parts == 0 {
+			continue
+		}
+		var err error
+		if g.adm != nil {
+			err = m.admitStep(ctx, g.adm, parts, &a, limit, &t)
+		} else {
+			err = m.admitParts(ctx, parts, &a, limit, &t)
+		}
 		if err != nil {
+			if t.held != 0 {
+				m.close(context.WithoutCancel(ctx), &t, &Settlement{Refund: a.Cost, Uncount: a.APIs})
+			}
 			return t, err
+		}
+	}
+	return t, nil
+}
+
+func (m *Meter) reservation(a *Admission, t *Ticket) Reservation {
+	return Reservation{Account: a.Account, Request: a.Request, APIs: a.APIs, Amount: a.Cost,
+		Period: t.Period, Allowance: a.Plan.Credits}
+}
+
+// admitStep sends the parts one Admitter holds in one step.
+func (m *Meter) admitStep(ctx context.Context, adm Admitter, parts part, a *Admission, limit Limit, t *Ticket) error {
+	s := Step{Account: a.Account, Request: a.Request, Now: a.Now}
+	if parts&partKey != 0 {
+		s.Key = a.Key
+	}
+	if parts&partRate != 0 {
+		s.Rate = &limit
+	}
+	if parts&partSlot != 0 {
+		s.Slot = &SlotClaim{Ceiling: a.Plan.Concurrency, Lease: m.lease}
+	}
+	if parts&partCredits != 0 {
+		r := m.reservation(a, t)
+		s.Credits = &r
+	}
+	r, err := adm.Admit(ctx, s)
+	if err != nil {
+		return err
+	}
+	if parts&partRate != 0 {
+		t.Rate = r.Rate
+	}
+	if parts&partCredits != 0 {
+		t.Balance = r.Balance
+	}
+	switch r.Denied {
+	case NotDenied:
+		t.held |= parts & (partSlot | partCredits)
+		return nil
+	case DeniedKey:
+		return &KeyError{State: r.Key}
+	case DeniedRate:
+		return rateError(a, r.Rate)
+	case DeniedSlot:
+		return slotError(a)
+	case DeniedCredits:
+		return creditsError(a, r.Balance)
+	}
+	return fmt.Errorf("billing: the admission step answered an unknown denial %d", r.Denied)
+}
+
+// admitParts performs parts one by one through the plain interfaces.
+func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit Limit, t *Ticket) error {
+	if parts&partKey != 0 {
+		state, err := m.keys.CheckKey(ctx, *a.Key)
+		if err != nil {
+			return err
+		}
+		if state != KeyLive {
+			return &KeyError{State: state}
+		}
+	}
+	if parts&partRate != 0 {
+		d, err := m.rates.Allow(ctx, a.Account, limit, a.Now)
+		if err != nil {
+			return err
 		}
 		t.Rate = d
 		if !d.Allowed {
-			return t, &LimitError{Reason: ErrRateLimited, RetryAfter: d.RetryAfter, Message: fmt.Sprintf(
-				"rate limit exceeded: the %s plan allows %d calls per minute; retry in %s",
-				a.Plan.Name, a.Plan.RatePerMinute, roundUp(d.RetryAfter))}
+			return rateError(a, d)
 		}
 	}
-	if a.Plan.Concurrency > 0 {
+	if parts&partSlot != 0 {
 		d, err := m.slots.Acquire(ctx, a.Account, a.Request, a.Plan.Concurrency, m.lease, a.Now)
 		if err != nil {
-			return t, err
+			return err
 		}
 		if !d.Acquired {
-			return t, &LimitError{Reason: ErrConcurrencyLimited, RetryAfter: time.Second, Message: fmt.Sprintf(
-				"too many calls at once: the %s plan allows %d concurrent calls; retry when one of them finishes",
-				a.Plan.Name, a.Plan.Concurrency)}
+			return slotError(a)
 		}
-		t.slot = true
+		t.held |= partSlot
 	}
-	b, err := m.ledger.Reserve(ctx, Reservation{
-		Account: a.Account, Request: a.Request, APIs: a.APIs, Amount: a.Cost,
-		Period: t.Period, Allowance: a.Plan.Credits,
-	})
-	t.Balance = b
-	if err != nil {
-		m.release(context.WithoutCancel(ctx), &t)
+	if parts&partCredits != 0 {
+		b, err := m.ledger.Reserve(ctx, m.reservation(a, t))
+		t.Balance = b
 		if errors.Is(err, ErrInsufficientCredits) {
-			return t, &LimitError{Reason: ErrInsufficientCredits, Message: fmt.Sprintf(
-				"credits exhausted: this call costs %d and %d remain; the balance renews at %s",
-				a.Cost, b.Remaining, b.Period.End.Format(time.RFC3339))}
+			return creditsError(a, b)
 		}
-		return t, err
+		if err != nil {
+			return err
+		}
+		t.held |= partCredits
 	}
-	return t, nil
+	return nil
+}
+
+func rateError(a *Admission, d RateDecision) error {
+	return &LimitError{Reason: ErrRateLimited, RetryAfter: d.RetryAfter, Message: fmt.Sprintf(
+		"rate limit exceeded: the %s plan allows %d calls per minute; retry in %s",
+		a.Plan.Name, a.Plan.RatePerMinute, roundUp(d.RetryAfter))}
+}
+
+func slotError(a *Admission) error {
+	return &LimitError{Reason: ErrConcurrencyLimited, RetryAfter: time.Second, Message: fmt.Sprintf(
+		"too many calls at once: the %s plan allows %d concurrent calls; retry when one of them finishes",
+		a.Plan.Name, a.Plan.Concurrency)}
+}
+
+func creditsError(a *Admission, b Balance) error {
+	return &LimitError{Reason: ErrInsufficientCredits, Message: fmt.Sprintf(
+		"credits exhausted: this call costs %d and %d remain; the balance renews at %s",
+		a.Cost, b.Remaining, b.Period.End.Format(time.RFC3339))}
 }
 
 // An Outcome says how an admitted call ended, for settlement.
@@ -161,44 +348,67 @@ type Outcome struct {
 	Now    time.Time
 }
 
-// Settle closes an admitted call: the ledger keeps the charge or refunds o.Refund, then
+// Settle closes an admitted call: the ledger keeps the charge or refunds o.Refund, and
 // the concurrency slot is freed. It runs even if ctx is canceled (a client that hangs up
 // must not leave its call unsettled). It returns the balance after settlement.
 func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (Balance, error) {
-	ctx = context.WithoutCancel(ctx)
-	b, err := m.ledger.Settle(ctx, Settlement{
-		Account: t.Account, Request: t.Request, Refund: o.Refund, Uncount: o.Failed,
-		Period: m.periodOf(o.Now), Allowance: t.Plan.Credits,
-	})
-	if err == nil {
-		t.Balance = b
-	}
-	if rerr := m.release(ctx, t); err == nil {
-		err = rerr
-	}
-	return t.Balance, err
+	return m.close(context.WithoutCancel(ctx), t, &Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now)})
 }
 
-// HoldsSlot reports whether the ticket holds a concurrency slot.
-func (t *Ticket) HoldsSlot() bool { return t.slot }
+// close settles the reservation with s (whose account, request and allowance it fills
+// in) and frees the slot, one step per store that holds one of them. ctx must not be
+// canceled by the client.
+func (m *Meter) close(ctx context.Context, t *Ticket, s *Settlement) (Balance, error) {
+	s.Account, s.Request, s.Allowance = t.Account, t.Request, t.Plan.Credits
+	if s.Period.Start.IsZero() {
+		s.Period = t.Period
+	}
+	var firstErr error
+	keep := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for _, g := range m.groups {
+		held := t.held & g.parts
+		if held == 0 {
+			continue
+		}
+		settle := held&partCredits != 0
+		if g.adm != nil {
+			c := Closing{Account: t.Account, Request: t.Request, ReleaseSlot: held&partSlot != 0}
+			if settle {
+				c.Settlement = s
+			}
+			b, err := g.adm.Close(ctx, c)
+			if err == nil && settle {
+				t.Balance = b
+			}
+			keep(err)
+			continue
+		}
+		if settle {
+			b, err := m.ledger.Settle(ctx, *s)
+			if err == nil {
+				t.Balance = b
+			}
+			keep(err)
+		}
+		if held&partSlot != 0 {
+			keep(m.slots.Release(ctx, t.Account, t.Request))
+		}
+	}
+	t.held = 0
+	return t.Balance, firstErr
+}
 
 // Renew extends the lease of the call's concurrency slot, for calls that run longer
 // than half a lease.
 func (m *Meter) Renew(ctx context.Context, t *Ticket, now time.Time) error {
-	if !t.slot {
+	if !t.HoldsSlot() {
 		return nil
 	}
 	return m.slots.Renew(ctx, t.Account, t.Request, m.lease, now)
-}
-
-// release frees the ticket's slot, if it holds one. ctx must not be canceled by the
-// client (see Settle).
-func (m *Meter) release(ctx context.Context, t *Ticket) error {
-	if !t.slot {
-		return nil
-	}
-	t.slot = false
-	return m.slots.Release(ctx, t.Account, t.Request)
 }
 
 // periodOf returns MonthOf(now), from a cache while the month lasts.

@@ -38,6 +38,14 @@ func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, status in
 // reached admission, else from a read of the balance.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, p *tollgate.Principal, rc *tollgate.Receipt) {
 	var e *tollgate.Error
+	if p != nil && p.Cached {
+		// The key came from the cache and the call did not reach admission, which
+		// would have checked it: check it now, so that a rotated or revoked key gets
+		// its own answer rather than this one.
+		if verr := h.svc.Verify(r.Context(), p); verr != nil {
+			err, p, rc = verr, nil, nil
+		}
+	}
 	if !errors.As(err, &e) {
 		h.log.ErrorContext(r.Context(), "rest: unexpected error", "path", r.URL.Path, "error", err)
 		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}

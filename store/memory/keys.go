@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -20,6 +21,12 @@ type KeyStore struct {
 	byHash    map[auth.Hash]*auth.Key // current hashes only
 	byAccount map[string][]string     // key ids, oldest first
 }
+
+// Interface guards.
+var (
+	_ auth.KeyStore      = (*KeyStore)(nil)
+	_ billing.KeyChecker = (*KeyStore)(nil)
+)
 
 // NewKeyStore returns an empty KeyStore.
 func NewKeyStore() *KeyStore {
@@ -187,4 +194,27 @@ func (s *KeyStore) RevokeKey(ctx context.Context, id string, at time.Time) (auth
 	k.RevokedAt = at
 	s.keys[id], s.byHash[k.Hash] = &k, &k
 	return k, nil
+}
+
+// CheckKey reports whether a key is still live (see [billing.KeyChecker]).
+func (s *KeyStore) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeyState, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.accounts[c.Account]; !ok {
+		return billing.KeyUnknown, nil
+	}
+	if c.KeyID == "" {
+		return billing.KeyLive, nil
+	}
+	k, ok := s.keys[c.KeyID]
+	switch {
+	case !ok || k.AccountID != c.Account || k.Hash != auth.Hash(c.Hash):
+		return billing.KeyUnknown, nil
+	case k.Revoked():
+		return billing.KeyRevoked, nil
+	}
+	return billing.KeyLive, nil
 }

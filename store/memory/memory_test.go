@@ -18,6 +18,13 @@ func TestKeyStore(t *testing.T) {
 	storetest.TestKeyStore(t, func(*testing.T) auth.KeyStore { return memory.NewKeyStore() })
 }
 
+func TestKeyChecker(t *testing.T) {
+	storetest.TestKeyChecker(t, func(*testing.T) (auth.KeyStore, billing.KeyChecker) {
+		s := memory.NewKeyStore()
+		return s, s
+	})
+}
+
 func TestLedger(t *testing.T) {
 	storetest.TestLedger(t, func(*testing.T) billing.Ledger { return memory.NewLedger(nil) })
 }

@@ -1,0 +1,165 @@
+package tollgate_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// countingKeys counts the reads of key records and the key checks.
+type countingKeys struct {
+	*memory.KeyStore
+	resolves, checks atomic.Int32
+}
+
+func (c *countingKeys) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Account, error) {
+	c.resolves.Add(1)
+	return c.KeyStore.Resolve(ctx, h)
+}
+
+func (c *countingKeys) CheckKey(ctx context.Context, k billing.KeyCheck) (billing.KeyState, error) {
+	c.checks.Add(1)
+	return c.KeyStore.CheckKey(ctx, k)
+}
+
+// TestKeyCacheAcrossInstances runs two services on the same stores, as two instances of
+// a deployment do, with key caches: a rotation or revocation made through one is refused
+// by the very next call on the other, whose cache still holds the key.
+func TestKeyCacheAcrossInstances(t *testing.T) {
+	reg := &catalog.Registry{}
+	err := reg.Register(catalog.API{ID: "ok", Method: "GET", Cost: 1,
+		Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10})
+	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
+	stores := tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	newInstance := func() *tollgate.Service {
+		svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	a, b := newInstance(), newInstance()
+	ctx := t.Context()
+	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(svc *tollgate.Service, value string) error {
+		t.Helper()
+		p, err := svc.Authenticate(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST})
+		if err != nil {
+			return err
+		}
+		api, err := svc.Lookup(&p, "ok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := svc.Prepare(ctx, api, tollgate.Input{JSON: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = svc.Run(ctx, &p, inv)
+		return err
+	}
+
+	// Warm both caches; then calls read no key record.
+	for _, svc := range []*tollgate.Service{a, b} {
+		if err := call(svc, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolves := keys.resolves.Load()
+	for range 3 {
+		if err := call(b, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := keys.resolves.Load(); got != resolves {
+		t.Errorf("cached calls read %d key records, want none", got-resolves)
+	}
+
+	// Rotate on a; b's cache still holds the old value, and its next call is refused.
+	_, newValue, err := a.RotateKey(ctx, key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call(b, value); tollgate.CodeOf(err) != tollgate.CodeUnauthorized {
+		t.Errorf("old value on the other instance: %v, want unauthorized", err)
+	}
+	if err := call(b, newValue); err != nil {
+		t.Errorf("new value on the other instance: %v", err)
+	}
+
+	// Revoke on a; b's next call is refused with 403.
+	if _, err := a.RevokeKey(ctx, key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(b, newValue); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("revoked key on the other instance: %v, want forbidden", err)
+	}
+
+	// Nothing was charged for the refused calls: 6 calls went through.
+	p := tollgate.Principal{}
+	p.Account.ID, p.Plan.Credits = "acct", 100
+	if bal, err := a.Balance(ctx, &p); err != nil || bal.Remaining != 100-6 {
+		t.Errorf("balance %+v (%v), want %d", bal, err, 100-6)
+	}
+}
+
+// TestVerifyChecksCachedPrincipals checks that calls without admission (analytics,
+// errors) check a cached key on their own.
+func TestVerifyChecksCachedPrincipals(t *testing.T) {
+	reg := &catalog.Registry{}
+	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100})
+	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
+	stores := tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	a, err := tollgate.New(reg, stores, plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := tollgate.New(reg, stores, plans, nil)
+	ctx := t.Context()
+	_, key, value, _ := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	cred := tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}}
+	if _, err := a.Authenticate(ctx, cred); err != nil { // fills the cache
+		t.Fatal(err)
+	}
+	p, err := a.Authenticate(ctx, cred)
+	if err != nil || !p.Cached {
+		t.Fatalf("second authentication: %v, cached %v; want a cached principal", err, p.Cached)
+	}
+	if _, err := a.Status(ctx, &p); err != nil || p.Cached {
+		t.Fatalf("Status: %v; the principal is verified after it: %v", err, !p.Cached)
+	}
+	if _, err := b.RevokeKey(ctx, key.ID); err != nil { // through the other instance
+		t.Fatal(err)
+	}
+	p, _ = a.Authenticate(ctx, cred)
+	if _, err := a.Status(ctx, &p); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("Status of a revoked cached key: %v, want forbidden", err)
+	}
+	if err := a.Verify(ctx, &p); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("Verify of a revoked cached key: %v, want forbidden", err)
+	}
+}
+
+func TestKeyCacheNeedsAChecker(t *testing.T) {
+	plans, _ := billing.NewPlans(billing.Plan{Name: "p"})
+	type plainKeys struct{ auth.KeyStore }
+	_, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+		Keys: plainKeys{memory.NewKeyStore()}, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+	}, plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{}})
+	if err == nil {
+		t.Error("a key cache over a key store that cannot check keys was accepted")
+	}
+}

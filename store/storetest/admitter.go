@@ -1,0 +1,448 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+// AdmitterStores is a store under test in the roles of [TestAdmitter]: the Admitter,
+// and the plain interfaces through which the suite prepares and reads the state the
+// Admitter works on. A nil role is a part the Admitter does not hold (a Redis store that
+// holds rate limits and slots, say, has no Keys and no Ledger), and the rows that need it
+// are skipped.
+type AdmitterStores struct {
+	Admitter billing.Admitter
+	Keys     auth.KeyStore
+	Ledger   billing.Ledger
+	Rates    billing.RateLimiter
+	Slots    billing.ConcurrencyLimiter
+}
+
+// TestAdmitter checks that a [billing.Admitter] performs the parts of an admission step
+// all or nothing, in the order key, rate, slot, credits; that a denied step changes
+// nothing; that a replayed step takes nothing twice; and that Close settles at most once
+// and frees the slot.
+//
+// newStores is called once per subtest and must return empty stores; it registers any
+// teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
+//
+// Rows about a part the store does not hold are left out (not skipped), since
+// newStores says which roles the store plays; probe is called once to learn them.
+func TestAdmitter(t *testing.T, newStores func(t *testing.T) AdmitterStores) {
+	t.Helper()
+	probe := newStores(t)
+	var rows []behaviour[AdmitterStores]
+	for i, row := range admitterRows {
+		if needs := admitterNeeds[row.name]; needs == nil || needs(probe) {
+			rows = append(rows, admitterRows[i])
+		}
+	}
+	run(t, newStores, rows)
+}
+
+// admitterNeeds says which rows need which roles.
+var admitterNeeds = map[string]func(AdmitterStores) bool{
+	"KeyRotatedAway":     func(s AdmitterStores) bool { return s.Keys != nil },
+	"KeyRevoked":         func(s AdmitterStores) bool { return s.Keys != nil },
+	"SessionCheck":       func(s AdmitterStores) bool { return s.Keys != nil },
+	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
+	"SlotDenied":         func(s AdmitterStores) bool { return s.Slots != nil },
+	"CreditsDenied":      func(s AdmitterStores) bool { return s.Ledger != nil },
+	"ConcurrentSpending": func(s AdmitterStores) bool { return s.Ledger != nil },
+	"ConcurrentCeiling":  func(s AdmitterStores) bool { return s.Slots != nil },
+}
+
+var admitterRows = []behaviour[AdmitterStores]{
+	{"AdmitEveryPart",
+		"A step with every part the store holds admits the call: the credits are reserved, the slot is held, the rate event is recorded.",
+		admAdmitEveryPart},
+	{"KeyRotatedAway",
+		"A key check with a hash the key no longer has denies the step with KeyUnknown and changes nothing.",
+		admKeyRotatedAway},
+	{"KeyRevoked",
+		"A key check of a revoked key denies the step with KeyRevoked and changes nothing.",
+		admKeyRevoked},
+	{"SessionCheck",
+		"A key check without a key id passes when the account exists and denies with KeyUnknown when it does not.",
+		admSessionCheck},
+	{"RateDenied",
+		"A step whose rate limit refuses is denied with the rate decision and takes no slot and no credits.",
+		admRateDenied},
+	{"SlotDenied",
+		"A step refused for its slot records no rate event and takes no credits.",
+		admSlotDenied},
+	{"CreditsDenied",
+		"A step refused for its credits reports the current balance, holds no slot and records no rate event.",
+		admCreditsDenied},
+	{"ReplayTakesNothingTwice",
+		"A step replayed with the same request after it was admitted is admitted again, charging once, holding one slot and recording one rate event.",
+		admReplay},
+	{"CloseSettlesOnceAndReleases",
+		"Close settles the reservation once and frees the slot; closing again refunds nothing more.",
+		admCloseOnce},
+	{"ConcurrentSpending",
+		"Concurrent steps against one balance admit exactly as many calls as it covers.",
+		admConcurrentSpending},
+	{"ConcurrentCeiling",
+		"Concurrent steps with a concurrency ceiling never admit more calls than the ceiling.",
+		admConcurrentCeiling},
+	{"CanceledContext",
+		"Admit and Close with a canceled context return an error matching context.Canceled.",
+		admCanceled},
+}
+
+// admFixture is an account prepared in every role the store holds.
+type admFixture struct {
+	account string
+	key     auth.Key
+	limit   billing.Limit
+	period  billing.Period
+}
+
+const admAllowance = 1000
+
+// setup creates an account with a key and a balance of credits (in the roles the store
+// holds) and returns a step that uses every part the store holds.
+func setup(t *testing.T, s AdmitterStores, credits int64) (admFixture, billing.Step) {
+	t.Helper()
+	n := newIDs()
+	f := admFixture{account: n.id("acct"), limit: billing.Limit{Rate: 60, Per: time.Minute, Burst: 3}, period: billing.MonthOf(t0)}
+	f.key = auth.Key{ID: n.id("key"), AccountID: f.account, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
+	ctx := t.Context()
+	if s.Keys != nil {
+		must(t, "CreateAccount", s.Keys.CreateAccount(ctx, auth.Account{ID: f.account, Plan: "p", CreatedAt: t0}, f.key))
+	}
+	if s.Ledger != nil {
+		must(t, "Open", s.Ledger.Open(ctx, billing.Opening{Account: f.account, Balance: credits, Allowance: admAllowance, Period: f.period}))
+	}
+	return f, f.step(s, newRequest(), 3, 1)
+}
+
+// step returns a step with every part the store holds.
+func (f admFixture) step(s AdmitterStores, req billing.RequestID, ceiling int, cost int64) billing.Step {
+	st := billing.Step{Account: f.account, Request: req, Now: t0}
+	if s.Keys != nil {
+		st.Key = &billing.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash}
+	}
+	if s.Rates != nil {
+		l := f.limit
+		st.Rate = &l
+	}
+	if s.Slots != nil {
+		st.Slot = &billing.SlotClaim{Ceiling: ceiling, Lease: time.Minute}
+	}
+	if s.Ledger != nil {
+		st.Credits = &billing.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: cost,
+			Period: f.period, Allowance: admAllowance}
+	}
+	return st
+}
+
+// state is what the plain interfaces report of the fixture's account.
+type state struct {
+	remaining int64
+	inUse     int
+	rateLeft  int
+}
+
+func (f admFixture) read(t *testing.T, s AdmitterStores) state {
+	t.Helper()
+	ctx := t.Context()
+	var st state
+	if s.Ledger != nil {
+		b, err := s.Ledger.Balance(ctx, f.account, f.period, admAllowance)
+		must(t, "Balance", err)
+		st.remaining = b.Remaining
+	}
+	if s.Slots != nil {
+		n, err := s.Slots.InUse(ctx, f.account, t0)
+		must(t, "InUse", err)
+		st.inUse = n
+	}
+	if s.Rates != nil {
+		d, err := s.Rates.Peek(ctx, f.account, f.limit, t0)
+		must(t, "Peek", err)
+		st.rateLeft = d.Remaining
+		if !d.Allowed {
+			st.rateLeft = -1
+		}
+	}
+	return st
+}
+
+func admit(t *testing.T, s AdmitterStores, step billing.Step) billing.StepResult {
+	t.Helper()
+	r, err := s.Admitter.Admit(t.Context(), step)
+	must(t, "Admit", err)
+	return r
+}
+
+func wantDenied(t *testing.T, r billing.StepResult, want billing.Denial) {
+	t.Helper()
+	if r.Denied != want {
+		t.Errorf("Denied = %d, want %d (result %+v)", r.Denied, want, r)
+	}
+}
+
+func wantSame(t *testing.T, what string, got, want state) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: state %+v, want it unchanged %+v", what, got, want)
+	}
+}
+
+func admAdmitEveryPart(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	before := f.read(t, s)
+	r := admit(t, s, step)
+	wantDenied(t, r, billing.NotDenied)
+	after := f.read(t, s)
+	if s.Ledger != nil && (after.remaining != 9 || r.Balance.Remaining != 9) {
+		t.Errorf("remaining %d (result %d), want 9", after.remaining, r.Balance.Remaining)
+	}
+	if s.Slots != nil && (after.inUse != 1 || !r.Slot.Acquired) {
+		t.Errorf("in use %d, acquired %v; want one slot", after.inUse, r.Slot.Acquired)
+	}
+	if s.Rates != nil && (after.rateLeft != before.rateLeft-1 || !r.Rate.Allowed || r.Rate.Remaining != 2) {
+		t.Errorf("rate: left %d -> %d, decision %+v; want one event recorded and 2 remaining", before.rateLeft, after.rateLeft, r.Rate)
+	}
+}
+
+func admKeyRotatedAway(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	_, err := s.Keys.RotateKey(t.Context(), f.key.ID, newHash(), at(time.Second))
+	must(t, "RotateKey", err)
+	before := f.read(t, s)
+	r := admit(t, s, step)
+	wantDenied(t, r, billing.DeniedKey)
+	if r.Key != billing.KeyUnknown {
+		t.Errorf("Key = %d, want KeyUnknown", r.Key)
+	}
+	wantSame(t, "after a rotated-away key", f.read(t, s), before)
+}
+
+func admKeyRevoked(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	_, err := s.Keys.RevokeKey(t.Context(), f.key.ID, at(time.Second))
+	must(t, "RevokeKey", err)
+	before := f.read(t, s)
+	r := admit(t, s, step)
+	wantDenied(t, r, billing.DeniedKey)
+	if r.Key != billing.KeyRevoked {
+		t.Errorf("Key = %d, want KeyRevoked", r.Key)
+	}
+	wantSame(t, "after a revoked key", f.read(t, s), before)
+}
+
+func admSessionCheck(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	step.Key = &billing.KeyCheck{Account: f.account}
+	wantDenied(t, admit(t, s, step), billing.NotDenied)
+
+	g, other := setup(t, s, 10)
+	other.Key = &billing.KeyCheck{Account: g.account + "-gone"}
+	before := g.read(t, s)
+	r := admit(t, s, other)
+	wantDenied(t, r, billing.DeniedKey)
+	if r.Key != billing.KeyUnknown {
+		t.Errorf("Key = %d, want KeyUnknown", r.Key)
+	}
+	wantSame(t, "after an unknown account", g.read(t, s), before)
+}
+
+func admRateDenied(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 10)
+	for range 3 { // the burst
+		wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 1)), billing.NotDenied)
+	}
+	before := f.read(t, s)
+	r := admit(t, s, f.step(s, newRequest(), 10, 1))
+	wantDenied(t, r, billing.DeniedRate)
+	if r.Rate.Allowed || r.Rate.RetryAfter != time.Second {
+		t.Errorf("rate decision %+v, want denied with RetryAfter 1s", r.Rate)
+	}
+	wantSame(t, "after a rate denial", f.read(t, s), before)
+}
+
+func admSlotDenied(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 10)
+	wantDenied(t, admit(t, s, f.step(s, newRequest(), 1, 1)), billing.NotDenied)
+	before := f.read(t, s)
+	r := admit(t, s, f.step(s, newRequest(), 1, 1))
+	wantDenied(t, r, billing.DeniedSlot)
+	if r.Slot.Acquired || r.Slot.InUse != 1 {
+		t.Errorf("slot decision %+v, want refused with 1 in use", r.Slot)
+	}
+	wantSame(t, "after a slot denial", f.read(t, s), before)
+}
+
+func admCreditsDenied(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 2)
+	before := f.read(t, s)
+	r := admit(t, s, f.step(s, newRequest(), 10, 3))
+	wantDenied(t, r, billing.DeniedCredits)
+	if r.Balance.Remaining != 2 {
+		t.Errorf("reported balance %+v, want the current remaining 2", r.Balance)
+	}
+	wantSame(t, "after a credits denial", f.read(t, s), before)
+}
+
+func admReplay(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	before := f.read(t, s)
+	wantDenied(t, admit(t, s, step), billing.NotDenied)
+	once := f.read(t, s)
+	wantDenied(t, admit(t, s, step), billing.NotDenied)
+	wantSame(t, "after a replay", f.read(t, s), once)
+	if s.Ledger != nil && once.remaining != before.remaining-1 {
+		t.Errorf("remaining %d, want %d", once.remaining, before.remaining-1)
+	}
+}
+
+func admCloseOnce(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	before := f.read(t, s)
+	wantDenied(t, admit(t, s, step), billing.NotDenied)
+	c := billing.Closing{Account: f.account, Request: step.Request, ReleaseSlot: s.Slots != nil}
+	if s.Ledger != nil {
+		c.Settlement = &billing.Settlement{Account: f.account, Request: step.Request, Refund: 1, Uncount: []string{"hash"},
+			Period: f.period, Allowance: admAllowance}
+	}
+	for range 2 {
+		b, err := s.Admitter.Close(t.Context(), c)
+		must(t, "Close", err)
+		if s.Ledger != nil && b.Remaining != before.remaining {
+			t.Errorf("Close returned remaining %d, want %d", b.Remaining, before.remaining)
+		}
+	}
+	after := f.read(t, s)
+	if after.remaining != before.remaining || after.inUse != 0 {
+		t.Errorf("after Close: %+v, want remaining %d and no slot", after, before.remaining)
+	}
+}
+
+func admConcurrentSpending(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 50)
+	var admitted, denied atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				step := f.step(s, newRequest(), 1000, 1)
+				step.Rate = nil // the rate limit is not what this row is about
+				r, err := s.Admitter.Admit(t.Context(), step)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch r.Denied {
+				case billing.NotDenied:
+					admitted.Add(1)
+				case billing.DeniedCredits:
+					denied.Add(1)
+				default:
+					t.Errorf("unexpected denial %d", r.Denied)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 50 || denied.Load() != 110 || f.read(t, s).remaining != 0 {
+		t.Errorf("admitted %d, denied %d, remaining %d; want 50, 110 and 0", admitted.Load(), denied.Load(), f.read(t, s).remaining)
+	}
+}
+
+func admConcurrentCeiling(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 1000)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				step := f.step(s, newRequest(), 5, 1)
+				step.Rate = nil
+				r, err := s.Admitter.Admit(t.Context(), step)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Denied == billing.NotDenied {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 5 || f.read(t, s).inUse != 5 {
+		t.Errorf("admitted %d with %d in use, want exactly the ceiling, 5", admitted.Load(), f.read(t, s).inUse)
+	}
+}
+
+func admCanceled(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	ctx := canceled(t)
+	if _, err := s.Admitter.Admit(ctx, step); !errors.Is(err, context.Canceled) {
+		t.Errorf("Admit: %v, want context.Canceled", err)
+	}
+	if _, err := s.Admitter.Close(ctx, billing.Closing{Account: f.account, Request: step.Request}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close: %v, want context.Canceled", err)
+	}
+}
+
+// TestKeyChecker checks that a [billing.KeyChecker] reports the state of keys as the
+// [auth.KeyStore] it checks knows them, on the very next call after a change.
+//
+// newStores is called once per subtest and must return an empty store in both roles.
+func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, billing.KeyChecker)) {
+	t.Helper()
+	type pair struct {
+		keys    auth.KeyStore
+		checker billing.KeyChecker
+	}
+	newPair := func(t *testing.T) pair { k, c := newStores(t); return pair{k, c} }
+	run(t, newPair, []behaviour[pair]{
+		{"States",
+			"CheckKey reports a live key live, the old hash of a rotated key and an unknown account unknown, a revoked key revoked, and an existing account live for a session check.",
+			func(t *testing.T, p pair) {
+				ctx, n := t.Context(), newIDs()
+				acct := n.id("acct")
+				key := auth.Key{ID: n.id("key"), AccountID: acct, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
+				must(t, "CreateAccount", p.keys.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
+				check := func(c billing.KeyCheck, want billing.KeyState) {
+					t.Helper()
+					got, err := p.checker.CheckKey(ctx, c)
+					must(t, "CheckKey", err)
+					if got != want {
+						t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
+					}
+				}
+				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, billing.KeyLive)
+				check(billing.KeyCheck{Account: acct}, billing.KeyLive)
+				check(billing.KeyCheck{Account: acct + "-gone"}, billing.KeyUnknown)
+				check(billing.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, billing.KeyUnknown)
+				newH := newHash()
+				_, err := p.keys.RotateKey(ctx, key.ID, newH, at(time.Second))
+				must(t, "RotateKey", err)
+				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, billing.KeyUnknown)
+				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, billing.KeyLive)
+				_, err = p.keys.RevokeKey(ctx, key.ID, at(2*time.Second))
+				must(t, "RevokeKey", err)
+				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, billing.KeyRevoked)
+			}},
+		{"CanceledContext",
+			"CheckKey with a canceled context returns an error matching context.Canceled.",
+			func(t *testing.T, p pair) {
+				_, err := p.checker.CheckKey(canceled(t), billing.KeyCheck{Account: "a"})
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("CheckKey: %v, want context.Canceled", err)
+				}
+			}},
+	})
+}
