@@ -365,20 +365,24 @@ type Receipt struct {
 }
 
 // Run admits the invocations as one call (one rate-limit event, one concurrency slot, the
-// sum of their costs reserved at once), runs them in parallel, and settles: the charge of
-// each invocation that failed on the service's side is refunded. Results are in the order
-// of invs.
+// sum of the costs of their distinct APIs reserved at once), runs them in parallel, and
+// settles: the cost of an API whose invocations all failed on the service's side is
+// refunded. Results are in the order of invs.
 //
 // An error means the call was not run at all: the plan refused it (rate, concurrency or
 // credits) or a store is unavailable. The Receipt is filled in either way, as far as the
 // call got.
 func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]Result, Receipt, error) {
 	rc := Receipt{Plan: p.Plan}
+	// The call costs the sum of its distinct APIs' costs: an API invoked twice (with
+	// other arguments, through GraphQL aliases) counts once, as the specification says.
 	cost := int64(0)
-	apis := make([]string, len(invs))
+	apis := make([]string, 0, len(invs))
 	for i := range invs {
-		cost += invs[i].API.Cost
-		apis[i] = invs[i].API.ID
+		if id := invs[i].API.ID; !slices.Contains(apis, id) {
+			apis = append(apis, id)
+			cost += invs[i].API.Cost
+		}
 	}
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
@@ -407,11 +411,19 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		return nil, rc, s.unavailable("admission", err)
 	}
 	results := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+	// An API is refunded when every invocation of it failed on the service's side.
 	out := billing.Outcome{Now: now}
-	for i, r := range results {
-		if r.Err != nil && !r.Err.Code.Charged() {
-			out.Refund += invs[i].API.Cost
-			out.Failed = append(out.Failed, invs[i].API.ID)
+	for _, id := range apis {
+		failed, apiCost := true, int64(0)
+		for i, r := range results {
+			if invs[i].API.ID == id {
+				apiCost = invs[i].API.Cost
+				failed = failed && r.Err != nil && !r.Err.Code.Charged()
+			}
+		}
+		if failed {
+			out.Refund += apiCost
+			out.Failed = append(out.Failed, id)
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)

@@ -189,6 +189,26 @@ func TestRunChargesTheSumAndRefundsFailures(t *testing.T) {
 	}
 }
 
+// TestRunChargesDistinctAPIsOnce checks the GraphQL cost rule at the pipeline: one API
+// invoked twice with other arguments costs once, and is refunded only if both
+// invocations failed.
+func TestRunChargesDistinctAPIsOnce(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	p := h.principal(t)
+	invs := h.invocations(t, "ok", "ok", "two")
+	invs[1].Params = catalog.Params{"n": int64(7)}
+	results, rc, err := h.svc.Run(t.Context(), &p, invs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if results[0].Err != nil || results[1].Err != nil || string(results[1].JSON) != `{"n":7}` {
+		t.Errorf("results %+v", results)
+	}
+	if rc.Charged != 3 || h.remaining(t) != 97 {
+		t.Errorf("charged %d, remaining %d; want 3 (ok once, two) and 97", rc.Charged, h.remaining(t))
+	}
+}
+
 func TestRunRunsInParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOptions{})

@@ -118,6 +118,16 @@ func (a *API) check() error {
 	if err := checkParams(a.Params, ""); err != nil {
 		return err
 	}
+	// The GraphQL gateway binds arguments by name ignoring case and underscores, so two
+	// parameters that differ only in those would be ambiguous there.
+	folded := make(map[string]string, len(a.Params))
+	for _, p := range a.Params {
+		f := strings.ToLower(strings.ReplaceAll(GraphQLName(p.Name), "_", ""))
+		if other, dup := folded[f]; dup {
+			return fmt.Errorf("parameters %q and %q differ only in case or underscores, which the GraphQL gateway cannot tell apart; rename one", other, p.Name)
+		}
+		folded[f] = p.Name
+	}
 	return checkFields(a.Result, "result field ")
 }
 

@@ -108,6 +108,9 @@ func TestCompileRefuses(t *testing.T) {
 		{"params a.b and a-b collide", func(a *catalog.API) {
 			a.Params = append(a.Params, catalog.Param{Name: "a.b", Type: str}, catalog.Param{Name: "a-b", Type: str})
 		}, []string{"parameter a-b", `"a.b"`, "a_b"}},
+		{"params page_size and pageSize cannot be bound apart", func(a *catalog.API) {
+			a.Params = append(a.Params, catalog.Param{Name: "page_size", Type: str}, catalog.Param{Name: "pageSize", Type: str})
+		}, []string{`"page_size"`, `"pageSize"`, "differ only in case or underscores"}},
 
 		// Types, Items and Fields.
 		{"empty type", withParam(catalog.Param{Name: "p"}), []string{"parameter p", `type ""`}},

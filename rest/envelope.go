@@ -3,17 +3,17 @@ package rest
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // HeaderErrorCode carries the machine-readable code of an error response (see
 // [tollgate.Code]); it tells apart the causes that share a status, such as the three
 // causes of a 429: rate_limited, concurrency_limited and credits_exhausted.
-const HeaderErrorCode = "X-Error-Code"
+const HeaderErrorCode = httpx.HeaderErrorCode
 
 // writeData writes a success envelope around data, with CORS headers.
 func (h *Handler) writeData(w http.ResponseWriter, r *http.Request, status int, data any) {
@@ -29,7 +29,7 @@ func (h *Handler) writeData(w http.ResponseWriter, r *http.Request, status int, 
 // writeEncoded writes a success envelope around data already encoded as JSON, with
 // CORS headers.
 func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, status int, encoded []byte) {
-	h.cors.apply(w.Header(), r)
+	h.cors.Apply(w.Header(), r)
 	envelope.WriteData(w, status, encoded)
 }
 
@@ -51,7 +51,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, 
 		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
 	}
 	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
-		writeEdge403(w)
+		httpx.WriteEdge403(w)
 		return
 	}
 	hdr := w.Header()
@@ -68,7 +68,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, 
 		billing.SetRetryAfter(hdr, e.RetryAfter)
 	}
 	hdr[HeaderErrorCode] = []string{e.Code.String()}
-	h.cors.apply(hdr, r)
+	h.cors.Apply(hdr, r)
 	envelope.WriteError(w, e.Code.HTTPStatus(), e.Message)
 }
 
@@ -86,68 +86,4 @@ func setReceiptHeaders(hdr http.Header, rc *tollgate.Receipt) {
 	if rc.HasRate {
 		billing.SetRateHeaders(hdr, rc.Plan, rc.Rate)
 	}
-}
-
-// edge403 is the edge's answer to a request without a well-formed key: a bare HTML page,
-// no JSON and no CORS headers, as the specification requires. In a browser it surfaces
-// as a network failure.
-const edge403 = "<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body>\r\n<center><h1>403 Forbidden</h1></center>\r\n</body>\r\n</html>\r\n"
-
-func writeEdge403(w http.ResponseWriter) {
-	hdr := w.Header()
-	hdr["Content-Type"] = []string{"text/html"}
-	hdr["Cache-Control"] = []string{"no-store"}
-	w.WriteHeader(http.StatusForbidden)
-	w.Write([]byte(edge403))
-}
-
-// cors applies the CORS policy.
-type cors struct {
-	any     bool
-	origins map[string]bool
-}
-
-func newCORS(origins []string) cors {
-	c := cors{any: len(origins) == 0}
-	c.origins = make(map[string]bool, len(origins))
-	for _, o := range origins {
-		if o == "*" {
-			c.any = true
-		}
-		c.origins[strings.TrimSuffix(o, "/")] = true
-	}
-	return c
-}
-
-var (
-	anyOrigin     = []string{"*"}
-	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode}, billing.CreditHeaderNames...), ", ")}
-	varyOrigin    = []string{"Origin"}
-)
-
-// apply writes the CORS headers of a JSON response.
-func (c cors) apply(hdr http.Header, r *http.Request) bool {
-	if c.any {
-		hdr["Access-Control-Allow-Origin"] = anyOrigin
-	} else {
-		hdr["Vary"] = varyOrigin
-		origin := r.Header.Get("Origin")
-		if !c.origins[origin] {
-			return false
-		}
-		hdr["Access-Control-Allow-Origin"] = []string{origin}
-	}
-	hdr["Access-Control-Expose-Headers"] = exposeHeaders
-	return true
-}
-
-// preflight answers CORS preflight requests. They carry no key and need none.
-func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
-	hdr := w.Header()
-	if h.cors.apply(hdr, r) {
-		hdr.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		hdr.Set("Access-Control-Allow-Headers", "X-Api-Key, Authorization, X-Jwt, Content-Type, X-Auth-Mode, Idempotency-Key")
-		hdr.Set("Access-Control-Max-Age", "600")
-	}
-	w.WriteHeader(http.StatusNoContent)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // Options configures the REST handler. The zero value is the default; every field is
@@ -39,7 +40,7 @@ const DefaultMaxBodyBytes = 1 << 20
 type Handler struct {
 	svc     *tollgate.Service
 	mux     *http.ServeMux
-	cors    cors
+	cors    httpx.CORS
 	trusted []netip.Prefix
 	maxBody int64
 	openapi openAPICache
@@ -66,7 +67,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	h := &Handler{
 		svc:     svc,
 		mux:     http.NewServeMux(),
-		cors:    newCORS(opts.AllowedOrigins),
+		cors:    httpx.NewCORS(opts.AllowedOrigins, "GET, POST, OPTIONS"),
 		trusted: opts.TrustedProxies,
 		maxBody: opts.MaxBodyBytes,
 		log:     opts.Logger,
@@ -89,7 +90,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 // ServeHTTP answers CORS preflights (which need no key) and routes every other request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
-		h.preflight(w, r)
+		h.cors.Preflight(w, r)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -100,7 +101,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Principal, bool) {
 	cred, err := tollgate.CredentialFrom(r.Header)
 	if err != nil {
-		writeEdge403(w)
+		httpx.WriteEdge403(w)
 		return tollgate.Principal{}, false
 	}
 	p, err := h.svc.Authenticate(r.Context(), tollgate.Caller{

@@ -54,7 +54,7 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 		h.openapi.doc.Store(d)
 	}
 	hdr := w.Header()
-	h.cors.apply(hdr, r)
+	h.cors.Apply(hdr, r)
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "public, max-age=60")
 	w.Write(d.body)

@@ -1,0 +1,82 @@
+// Package httpx holds the HTTP behaviour that every front door (REST, GraphQL, MCP)
+// shares: the edge's bare 403, and the CORS policy.
+package httpx
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+// HeaderErrorCode carries the machine-readable code of an error response.
+const HeaderErrorCode = "X-Error-Code"
+
+// edge403 is the edge's answer to a request without a well-formed key: a bare HTML page,
+// no JSON and no CORS headers, as the specification requires. In a browser it surfaces
+// as a network failure.
+const edge403 = "<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body>\r\n<center><h1>403 Forbidden</h1></center>\r\n</body>\r\n</html>\r\n"
+
+// WriteEdge403 writes the edge's answer to a request without a well-formed key.
+func WriteEdge403(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr["Content-Type"] = []string{"text/html"}
+	hdr["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(http.StatusForbidden)
+	w.Write([]byte(edge403))
+}
+
+// CORS is a CORS policy: every origin, or a list.
+type CORS struct {
+	any     bool
+	origins map[string]bool
+	methods string
+}
+
+// NewCORS returns the policy that allows origins (every origin if the list is empty or
+// holds "*") to call the given methods.
+func NewCORS(origins []string, methods string) CORS {
+	c := CORS{any: len(origins) == 0, methods: methods}
+	c.origins = make(map[string]bool, len(origins))
+	for _, o := range origins {
+		if o == "*" {
+			c.any = true
+		}
+		c.origins[strings.TrimSuffix(o, "/")] = true
+	}
+	return c
+}
+
+var (
+	anyOrigin     = []string{"*"}
+	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode}, billing.CreditHeaderNames...), ", ")}
+	varyOrigin    = []string{"Origin"}
+)
+
+// Apply writes the CORS headers of a response and reports whether the request's origin
+// is allowed.
+func (c CORS) Apply(hdr http.Header, r *http.Request) bool {
+	if c.any {
+		hdr["Access-Control-Allow-Origin"] = anyOrigin
+	} else {
+		hdr["Vary"] = varyOrigin
+		origin := r.Header.Get("Origin")
+		if !c.origins[origin] {
+			return false
+		}
+		hdr["Access-Control-Allow-Origin"] = []string{origin}
+	}
+	hdr["Access-Control-Expose-Headers"] = exposeHeaders
+	return true
+}
+
+// Preflight answers a CORS preflight request. It needs no key.
+func (c CORS) Preflight(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	if c.Apply(hdr, r) {
+		hdr.Set("Access-Control-Allow-Methods", c.methods)
+		hdr.Set("Access-Control-Allow-Headers", "X-Api-Key, Authorization, X-Jwt, Content-Type, Accept, X-Auth-Mode, Idempotency-Key")
+		hdr.Set("Access-Control-Max-Age", "600")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

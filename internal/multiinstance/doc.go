@@ -1,0 +1,9 @@
+// Package multiinstance holds the tests that run several Tollgate service instances at
+// once against shared stores, as a deployment of several processes does: every instance
+// has its own Service, its own HTTP server and its own connections (pools, clients), and
+// they share only the PostgreSQL database and the Redis server. The tests prove the rules
+// that only show across instances: an exact balance under thousands of concurrent paid
+// calls, a concurrency ceiling held across instances, a rotation or revocation on one
+// instance refused by the very next call on every other, a crashed holder's slot
+// returning after its lease, and failing closed while a store is down, then resuming.
+package multiinstance

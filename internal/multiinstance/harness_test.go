@@ -1,0 +1,184 @@
+package multiinstance_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// A deployment is a way to run several instances on shared stores.
+type deployment struct {
+	name string
+	// stores returns the stores of one more instance: its own connections to the
+	// deployment's shared servers. The first call may prepare the servers (migrate).
+	stores func(t *testing.T) tollgate.Stores
+	// serverClock is set when leases and rate limits run on the store's own clock, so
+	// tests cannot move them with the service's clock.
+	serverClock bool
+}
+
+// deployments returns the deployments to test, one per way to share the stores.
+func deployments() []deployment {
+	return []deployment{memoryShared()}
+}
+
+// memoryShared shares one set of memory stores between instances in one process. It
+// proves the harness (every instance a Service of its own), not the stores.
+func memoryShared() deployment {
+	var once sync.Once
+	var s tollgate.Stores
+	return deployment{name: "memory", stores: func(*testing.T) tollgate.Stores {
+		once.Do(func() {
+			s = tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+				Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+		})
+		return s
+	}}
+}
+
+// plans are the plans of the tests: "open" has no rate or concurrency limit, "tight"
+// a concurrency ceiling of 3.
+var plans = mustPlans(
+	billing.Plan{Name: "open", Credits: 1_000_000},
+	billing.Plan{Name: "tight", Credits: 1_000_000, Concurrency: 3},
+)
+
+func mustPlans(ps ...billing.Plan) *billing.Plans {
+	p, err := billing.NewPlans(ps...)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// An instance is one service instance behind its own HTTP server.
+type instance struct {
+	svc *tollgate.Service
+	srv *httptest.Server
+}
+
+// cluster is a deployment's instances.
+type cluster struct {
+	instances []*instance
+	block     *blocker
+	clock     *testenv.Clock
+}
+
+// blocker holds the calls of the "block" API until released.
+type blocker struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func blockAPI(b *blocker) catalog.API {
+	return catalog.API{ID: "block", Method: http.MethodGet, Cost: 1,
+		Handler: catalog.HandlerFunc(func(ctx context.Context, _ *catalog.Request) (any, error) {
+			b.entered <- struct{}{}
+			select {
+			case <-b.release:
+				return map[string]any{}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})}
+}
+
+// start runs n instances of d with key caches (the configuration of a real deployment
+// on network stores).
+func start(t *testing.T, d deployment, n int) *cluster {
+	t.Helper()
+	c := &cluster{block: &blocker{entered: make(chan struct{}, 100), release: make(chan struct{})},
+		clock: testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for range n {
+		reg := &catalog.Registry{}
+		if err := apis.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Register(blockAPI(c.block)); err != nil {
+			t.Fatal(err)
+		}
+		svc, err := tollgate.New(reg, d.stores(t), plans, &tollgate.Options{
+			Now: c.clock.Now, Logger: quiet, KeyCache: &auth.KeyCacheOptions{}, Lease: time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		c.instances = append(c.instances, &instance{svc: svc, srv: srv})
+	}
+	t.Cleanup(func() { close(c.block.release) })
+	return c
+}
+
+// account creates an account with a starting balance through the first instance, and
+// returns its id and key.
+func (c *cluster) account(t *testing.T, plan string, credits int64) (string, auth.Key, string) {
+	t.Helper()
+	acct, key, value, err := c.instances[0].svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: plan, Credits: &credits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct.ID, key, value
+}
+
+// response is what a call answered.
+type response struct {
+	status int
+	code   string // X-Error-Code
+	body   map[string]any
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+
+// call makes a GET to instance i with a key.
+func (c *cluster) call(t *testing.T, i int, path, key string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, c.instances[i%len(c.instances)].srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Error(err)
+		return response{}
+	}
+	defer resp.Body.Close()
+	r := response{status: resp.StatusCode, code: resp.Header.Get("X-Error-Code")}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		json.NewDecoder(resp.Body).Decode(&r.body)
+	}
+	return r
+}
+
+// balance reads an account's balance through instance i.
+func (c *cluster) balance(t *testing.T, i int, account string) billing.Balance {
+	t.Helper()
+	info, err := c.instances[i].svc.Account(t.Context(), account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Balance
+}
