@@ -40,6 +40,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -218,6 +219,11 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 	mux.Handle("/v1/", restHandler)
+	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/graphql", gqlHandler)
 	if c.adminToken != "" {
 		adminHandler, err := admin.NewHandler(svc, c.adminToken)
 		if err != nil {

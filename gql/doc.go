@@ -1,0 +1,53 @@
+// Package gql is the read-only GraphQL gateway of a Tollgate service: one endpoint,
+// POST /v1/graphql, whose schema has one root field per API of the catalog.
+//
+// # Schema
+//
+// The schema is generated from the catalog at run time and rebuilt whenever the catalog
+// changes (the registry's version); graphql-go serves it, with resolvers made by
+// reflection. Root fields are named by catalog.RootFieldName ("date-info" is dateinfo),
+// arguments and result fields by catalog.GraphQLName ("day-of-week" is day_of_week);
+// the catalog refuses at registration any API whose names would collide. Arguments are
+// typed from the parameter schema: strings, Int, Float, Boolean, lists, input objects,
+// enums for string enums whose values are GraphQL names (other enums are Strings checked
+// by the catalog), with defaults and descriptions. Results are object types built from
+// the declared result fields, or the JSON scalar for an API that declares none. Int
+// results carry the catalog's 64-bit integers. Every root field is nullable: a failed
+// API is null beside an error. A file API is a root field too, so that a query naming it
+// is refused with FILE_UPLOAD_NOT_SUPPORTED; files go through REST.
+//
+// # A query's life
+//
+//  1. Transport: POST only (405 with Allow: POST otherwise); Content-Type
+//     application/json; the answer in application/graphql-response+json or
+//     application/json as Accept asks (406 otherwise).
+//  2. The key, as for REST: no key or a value of the wrong shape gets the edge's HTML
+//     403; an unknown key 401 INVALID_API_KEY; a key without the graphql channel, or
+//     blocked otherwise, 403 FORBIDDEN.
+//  3. A dry run: graphql-go parses and validates the query, expands fragments, applies
+//     @skip/@include and variables, and the root resolvers record the APIs and
+//     arguments instead of calling them. A query that names no API (introspection,
+//     __typename) is answered from the dry run, free.
+//  4. Checks, before anything runs: too many API fields, too deep or too many fields
+//     (QUERY_TOO_COMPLEX, 400); a file API (FILE_UPLOAD_NOT_SUPPORTED, 400); an API the
+//     key may not call (FORBIDDEN, 403); more distinct APIs than the plan allows per
+//     query (PLAN_LIMIT_EXCEEDED, 403); arguments the catalog refuses (BAD_USER_INPUT,
+//     400).
+//  5. Admission of the whole query as one call ([tollgate.Service.Run]): the cost is the
+//     sum of the REST costs of its distinct APIs; short credits are 402
+//     INSUFFICIENT_CREDITS and nothing runs. The distinct calls run in parallel; an API
+//     named twice with the same arguments (aliases) runs once.
+//  6. The real execution shapes the results; an API that failed is null with an error
+//     carrying path and extensions.code (API_ERROR when it failed on the service's side,
+//     refunded; BAD_USER_INPUT when it judged its input wrong, charged), and the answer
+//     is 200 with data and errors.
+//
+// Parse and validation errors are 400 for application/graphql-response+json and 200 for
+// application/json, as the GraphQL-over-HTTP specification says; the gateway's own
+// refusals (401, 402, 403, 429, 503) use their status with either media type. Every
+// answer to an authenticated request carries the credit headers.
+//
+// # Mounting
+//
+//	mux.Handle("/v1/graphql", gqlHandler)
+package gql

@@ -1,0 +1,604 @@
+package gql
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	graphql "github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
+)
+
+// Options configures the GraphQL handler. The zero value is the default; every field is
+// optional.
+type Options struct {
+	// Disabled turns the gateway off: every request is answered with
+	// GRAPHQL_NOT_SUPPORTED (403), without authentication.
+	Disabled bool
+	// AllowedOrigins lists the origins allowed by CORS; nil allows every origin.
+	AllowedOrigins []string
+	// TrustedProxies lists reverse proxies whose X-Forwarded-For is believed, for IP
+	// allow-lists.
+	TrustedProxies []netip.Prefix
+	// Limits bound the queries the gateway accepts.
+	Limits Limits
+	// Logger receives failures inside the gateway. The default is slog.Default().
+	Logger *slog.Logger
+}
+
+// Limits bound the queries the gateway accepts; a query beyond one is answered with
+// QUERY_TOO_COMPLEX (400) before anything runs. Zero fields take the defaults.
+type Limits struct {
+	// MaxQueryBytes bounds the length of the query text. Default 16 KiB.
+	MaxQueryBytes int
+	// MaxDepth bounds the depth of the data a query selects, counting the root field
+	// as 1; introspection is not counted. Default 10.
+	MaxDepth int
+	// MaxRootFields bounds the number of API fields of a query, aliases counted.
+	// Default 20.
+	MaxRootFields int
+	// MaxSelections bounds the number of fields a query selects from API results.
+	// Default 500.
+	MaxSelections int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxQueryBytes <= 0 {
+		l.MaxQueryBytes = 16 << 10
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = 10
+	}
+	if l.MaxRootFields <= 0 {
+		l.MaxRootFields = 20
+	}
+	if l.MaxSelections <= 0 {
+		l.MaxSelections = 500
+	}
+	return l
+}
+
+// Handler serves the GraphQL gateway. Create it with [NewHandler].
+type Handler struct {
+	svc      *tollgate.Service
+	disabled bool
+	limits   Limits
+	trusted  []netip.Prefix
+	cors     httpx.CORS
+	log      *slog.Logger
+
+	mu     sync.Mutex // serializes schema builds
+	schema atomic.Pointer[schema]
+}
+
+// NewHandler returns the GraphQL gateway of svc, serving POST /v1/graphql. opts may be
+// nil. The schema is built from the catalog now (so that a catalog GraphQL cannot map
+// is reported at once) and rebuilt whenever the catalog changes.
+func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
+	if svc == nil {
+		return nil, errors.New("gql: NewHandler needs a Service")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	h := &Handler{
+		svc:      svc,
+		disabled: opts.Disabled,
+		limits:   opts.Limits.withDefaults(),
+		trusted:  opts.TrustedProxies,
+		cors:     httpx.NewCORS(opts.AllowedOrigins, "POST, OPTIONS"),
+		log:      opts.Logger,
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if _, err := h.current(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// current returns the schema of the catalog's current version, building it if needed.
+func (h *Handler) current() (*schema, error) {
+	reg := h.svc.Catalog()
+	v := reg.Version()
+	if s := h.schema.Load(); s != nil && s.version == v {
+		return s, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.schema.Load(); s != nil && s.version == v {
+		return s, nil
+	}
+	s, err := buildSchema(reg.List(), v, h.resolve,
+		graphql.MaxQueryLength(h.limits.MaxQueryBytes),
+		graphql.MaxDepth(max(30, h.limits.MaxDepth+2)), // a backstop: introspection is 14 deep
+		graphql.MaxSelections(max(2000, 4*h.limits.MaxSelections)),
+		graphql.MaxParallelism(h.limits.MaxRootFields+1),
+	)
+	if err != nil {
+		return nil, err
+	}
+	h.schema.Store(s)
+	return s, nil
+}
+
+// Schema returns the SDL of the current schema.
+func (h *Handler) Schema() (string, error) {
+	s, err := h.current()
+	if err != nil {
+		return "", err
+	}
+	return s.sdl, nil
+}
+
+// Media types of responses.
+const (
+	mediaGraphQL = "application/graphql-response+json"
+	mediaJSON    = "application/json"
+)
+
+// request is the body of a GraphQL-over-HTTP request.
+type request struct {
+	Query         *string        `json:"query"`
+	OperationName *string        `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
+	Extensions    map[string]any `json:"extensions"`
+}
+
+// ServeHTTP serves one GraphQL request: transport rules, authentication, a dry run that
+// plans and prices the query, admission of every API it names as one call, and the
+// execution that shapes the results.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodOptions {
+		h.cors.Preflight(w, r)
+		return
+	}
+	rw := &responder{h: h, w: w, r: r, media: mediaJSON}
+	if h.disabled {
+		rw.fail(tollgate.CodeGraphQLNotSupported, "GraphQL is not offered by this service; use the REST endpoints /v1/{api_id}")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		rw.failStatus(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GraphQL queries are sent with POST")
+		return
+	}
+	cred, err := tollgate.CredentialFrom(r.Header)
+	if err != nil {
+		httpx.WriteEdge403(w)
+		return
+	}
+	p, err := h.svc.Authenticate(r.Context(), tollgate.Caller{
+		Credential: cred, Channel: auth.ChannelGraphQL, Addr: auth.ClientAddr(r, h.trusted),
+	})
+	if err != nil {
+		rw.failErr(err)
+		return
+	}
+	rw.p = &p
+	media, ok := negotiate(r.Header.Values("Accept"))
+	if !ok {
+		rw.failStatus(http.StatusNotAcceptable, "NOT_ACCEPTABLE", "the gateway answers with application/graphql-response+json or application/json; accept one of them")
+		return
+	}
+	rw.media = media
+	req, ok := rw.readRequest()
+	if !ok {
+		return
+	}
+	s, err := h.current()
+	if err != nil {
+		h.log.ErrorContext(r.Context(), "gql: cannot build the schema", "error", err)
+		rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "the GraphQL schema cannot be built from the catalog")
+		return
+	}
+	h.serve(rw, s, req)
+}
+
+// serve runs a well-formed request: dry run, checks, admission, execution.
+func (h *Handler) serve(rw *responder, s *schema, req request) {
+	ctx := rw.r.Context()
+	query, op := *req.Query, ""
+	if req.OperationName != nil {
+		op = *req.OperationName
+	}
+	if len(query) > h.limits.MaxQueryBytes {
+		rw.fail(tollgate.CodeQueryTooComplex, fmt.Sprintf("the query is %d bytes long; the gateway takes at most %d", len(query), h.limits.MaxQueryBytes))
+		return
+	}
+
+	// The dry run: graphql-go parses, validates, expands fragments, applies @skip and
+	// @include and resolves variables, and the root resolvers record what they would
+	// call instead of calling it.
+	dry := &state{dry: true}
+	resp := s.exec.Exec(withState(ctx, dry), query, op, req.Variables)
+	if len(resp.Errors) > 0 && len(dry.calls) == 0 {
+		rw.requestErrors(resp.Errors)
+		return
+	}
+	if len(dry.calls) == 0 {
+		rw.write(http.StatusOK, resp) // introspection, __typename: nothing to run, nothing to charge
+		return
+	}
+	invs, keys, qerr := h.plan(ctx, rw.p, dry.calls)
+	if qerr != nil {
+		rw.failErr(qerr)
+		return
+	}
+	results, rc, err := h.svc.Run(ctx, rw.p, invs...)
+	rw.rc = &rc
+	if err != nil {
+		rw.failErr(err)
+		return
+	}
+	done := &state{results: make(map[string]*tollgate.Result, len(keys))}
+	for i, k := range keys {
+		done.results[k] = &results[i]
+	}
+	rw.write(http.StatusOK, s.exec.Exec(withState(ctx, done), query, op, req.Variables))
+}
+
+// plan checks the recorded calls against the limits, the plan and the catalog, and
+// returns the distinct invocations to run with their keys.
+func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, []string, error) {
+	// The order of calls is the order in which graphql-go ran the resolvers; sort it
+	// so that errors and invocations are deterministic.
+	sort.Slice(calls, func(i, j int) bool { return calls[i].key < calls[j].key })
+	if n := len(calls); n > h.limits.MaxRootFields {
+		return nil, nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
+	}
+	depth, selections := 0, 0
+	var files []string
+	var apis []string
+	for _, c := range calls {
+		depth, selections = max(depth, c.depth), selections+c.fields
+		if c.root.api.File != nil && !slices.Contains(files, c.root.name) {
+			files = append(files, c.root.name)
+		}
+		if !slices.Contains(apis, c.root.api.ID) {
+			apis = append(apis, c.root.api.ID)
+		}
+	}
+	if depth > h.limits.MaxDepth {
+		return nil, nil, tooComplex("the query selects data %d levels deep; the gateway takes at most %d", depth, h.limits.MaxDepth)
+	}
+	if selections > h.limits.MaxSelections {
+		return nil, nil, tooComplex("the query selects %d fields; the gateway takes at most %d", selections, h.limits.MaxSelections)
+	}
+	if len(files) > 0 {
+		return nil, nil, &tollgate.Error{Code: tollgate.CodeFileUploadNotSupported, Message: fmt.Sprintf(
+			"%s take%s a file, and files cannot be sent through GraphQL; call %s over REST (POST /v1/{api_id})",
+			strings.Join(files, ", "), singular(len(files)), pronoun(len(files)))}
+	}
+	if max := p.Plan.GraphQLMaxAPIs; max > 0 && len(apis) > max {
+		return nil, nil, &tollgate.Error{Code: tollgate.CodePlanLimitExceeded, Message: fmt.Sprintf(
+			"the query names %d APIs; the %s plan allows %d per query", len(apis), p.Plan.Name, max)}
+	}
+	var invs []tollgate.Invocation
+	var keys []string
+	for _, c := range calls {
+		if slices.Contains(keys, c.key) {
+			continue // the same API with the same arguments, under another alias: run once
+		}
+		api, err := h.svc.Lookup(p, c.root.api.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		inv, err := h.svc.Prepare(ctx, api, tollgate.Input{JSON: c.args})
+		if err != nil {
+			var e *tollgate.Error
+			if errors.As(err, &e) {
+				e.Message = c.root.name + ": " + e.Message
+			}
+			return nil, nil, err
+		}
+		invs, keys = append(invs, inv), append(keys, c.key)
+	}
+	return invs, keys, nil
+}
+
+func tooComplex(format string, args ...any) error {
+	return &tollgate.Error{Code: tollgate.CodeQueryTooComplex, Message: fmt.Sprintf(format, args...)}
+}
+
+func singular(n int) string {
+	if n == 1 {
+		return "s"
+	}
+	return ""
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// resolve is what every root field does: in the dry run, record the call; in the real
+// run, return the result the call produced.
+func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (reflect.Value, error) {
+	st := stateFrom(ctx)
+	key := callKey(r, args)
+	if st.dry {
+		depth, fields := 1, 1
+		for _, name := range graphql.SelectedFieldNames(ctx) {
+			depth = max(depth, 2+strings.Count(name, "."))
+			fields++
+		}
+		st.record(call{root: r, args: args, key: key, depth: depth, fields: fields})
+		return reflect.Value{}, nil
+	}
+	res := st.results[key]
+	switch {
+	case res == nil:
+		return reflect.Value{}, &fieldError{message: "internal error: the call was not planned", code: "INTERNAL_SERVER_ERROR"}
+	case res.Err != nil:
+		return reflect.Value{}, &fieldError{message: res.Err.Message, code: res.Err.Code.GraphQLCode()}
+	}
+	v := reflect.New(r.resultType.Elem())
+	if err := json.Unmarshal(res.JSON, v.Interface()); err != nil {
+		// A result that does not match its declared fields: serve what matched.
+		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", r.api.ID, "error", err)
+	}
+	return v, nil
+}
+
+// callKey identifies a call: the root field and its arguments. Encoding sorts map keys.
+func callKey(r *root, args map[string]any) string {
+	b, err := json.Marshal(args)
+	if err != nil {
+		b = []byte(fmt.Sprint(args))
+	}
+	return r.name + "\x00" + string(b)
+}
+
+// A call is a root field the dry run met.
+type call struct {
+	root          *root
+	args          map[string]any
+	key           string
+	depth, fields int
+}
+
+// state is a request's state, shared by its root resolvers through the context.
+type state struct {
+	dry     bool
+	mu      sync.Mutex
+	calls   []call                      // the dry run's calls
+	results map[string]*tollgate.Result // the real run's results, by call key
+}
+
+func (s *state) record(c call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+}
+
+type stateKey struct{}
+
+func withState(ctx context.Context, s *state) context.Context {
+	return context.WithValue(ctx, stateKey{}, s)
+}
+
+func stateFrom(ctx context.Context) *state { return ctx.Value(stateKey{}).(*state) }
+
+// negotiate picks the response media type from the Accept headers: graphql-response+json
+// when it is accepted or when there is no Accept header, application/json when only
+// that (or a wildcard) is accepted.
+func negotiate(accept []string) (string, bool) {
+	if len(accept) == 0 {
+		return mediaGraphQL, true
+	}
+	jsonOK := false
+	for _, header := range accept {
+		for _, item := range strings.Split(header, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(item))
+			if err != nil || params["q"] == "0" {
+				continue
+			}
+			switch mt {
+			case mediaGraphQL:
+				return mediaGraphQL, true
+			case mediaJSON, "application/*", "*/*":
+				jsonOK = true
+			}
+		}
+	}
+	return mediaJSON, jsonOK
+}
+
+// maxBody bounds a request body: the query, its variables and extensions.
+const maxBody = 1 << 20
+
+// responder writes the answers of one request.
+type responder struct {
+	h     *Handler
+	w     http.ResponseWriter
+	r     *http.Request
+	media string
+	p     *tollgate.Principal
+	rc    *tollgate.Receipt
+}
+
+// readRequest reads and checks the body. On failure it has answered.
+func (rw *responder) readRequest() (request, bool) {
+	var req request
+	ct := rw.r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	switch {
+	case ct == "":
+		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", "send the request as Content-Type: application/json")
+		return req, false
+	case err == nil && mt == "multipart/form-data":
+		rw.fail(tollgate.CodeFileUploadNotSupported, "files cannot be uploaded through GraphQL; call file APIs over REST (POST /v1/{api_id})")
+		return req, false
+	case err != nil || mt != "application/json":
+		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", fmt.Sprintf("the gateway takes application/json, not %q", ct))
+		return req, false
+	case params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8"):
+		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", "the request body must be UTF-8")
+		return req, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(rw.w, rw.r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			rw.fail(tollgate.CodeQueryTooComplex, fmt.Sprintf("the request body is larger than %d bytes", maxBody))
+		} else {
+			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the request body cannot be read")
+		}
+		return req, false
+	}
+	var shape map[string]json.RawMessage
+	if err := json.Unmarshal(body, &shape); err != nil || shape == nil {
+		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the body must be a JSON object with a query string")
+		return req, false
+	}
+	for name, want := range map[string]string{"query": "a string", "operationName": "a string or null", "variables": "an object or null", "extensions": "an object or null"} {
+		if v, ok := shape[name]; ok && !jsonKindOK(v, name) {
+			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("%s must be %s", name, want))
+			return req, false
+		}
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Query == nil {
+		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the body must be a JSON object with a query string")
+		return req, false
+	}
+	return req, true
+}
+
+// jsonKindOK checks the JSON type of a request parameter.
+func jsonKindOK(v json.RawMessage, name string) bool {
+	s := strings.TrimSpace(string(v))
+	if s == "" {
+		return false
+	}
+	switch name {
+	case "query":
+		return s[0] == '"'
+	case "operationName":
+		return s[0] == '"' || s == "null"
+	}
+	return s[0] == '{' || s == "null"
+}
+
+// write writes a GraphQL result with the credit headers.
+func (rw *responder) write(status int, resp *graphql.Response) {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		rw.h.log.ErrorContext(rw.r.Context(), "gql: cannot encode a response", "error", err)
+		rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error")
+		return
+	}
+	rw.send(status, body)
+}
+
+func (rw *responder) send(status int, body []byte) {
+	if rw.p != nil && rw.p.Cached && rw.rc == nil {
+		// The key came from the cache and no admission checked it: check it now, so
+		// that a rotated or revoked key gets its own answer rather than this one.
+		if err := rw.h.svc.Verify(rw.r.Context(), rw.p); err != nil {
+			rw.p = nil
+			rw.failErr(err)
+			return
+		}
+	}
+	hdr := rw.w.Header()
+	rw.h.cors.Apply(hdr, rw.r)
+	rw.creditHeaders(hdr)
+	hdr.Set("Content-Type", rw.media)
+	hdr.Set("Cache-Control", "no-store")
+	rw.w.WriteHeader(status)
+	rw.w.Write(body)
+}
+
+// creditHeaders writes the credit and rate headers of an authenticated request.
+func (rw *responder) creditHeaders(hdr http.Header) {
+	switch {
+	case rw.rc != nil && rw.rc.HasBalance:
+		billing.SetCreditHeaders(hdr, rw.rc.Plan.Name, rw.rc.Charged, rw.rc.Balance)
+	case rw.p != nil:
+		if b, err := rw.h.svc.Balance(rw.r.Context(), rw.p); err == nil {
+			billing.SetCreditHeaders(hdr, rw.p.Plan.Name, 0, b)
+		}
+	}
+	if rw.rc != nil && rw.rc.HasRate {
+		billing.SetRateHeaders(hdr, rw.rc.Plan, rw.rc.Rate)
+	}
+}
+
+// requestErrors answers a request that graphql-go could not parse, validate or
+// execute: 400 for graphql-response+json, 200 for application/json, as the
+// GraphQL-over-HTTP specification says.
+func (rw *responder) requestErrors(errs []*gqlerrors.QueryError) {
+	for _, e := range errs {
+		code := "GRAPHQL_VALIDATION_FAILED"
+		switch {
+		case errors.Is(e, gqlerrors.ErrSyntax) || strings.HasPrefix(e.Message, "syntax error"):
+			code = "GRAPHQL_PARSE_FAILED"
+		case strings.Contains(e.Message, "no mutations are offered"):
+			e.Message = "mutations are not supported: the GraphQL gateway is read-only"
+			code = "OPERATION_NOT_SUPPORTED"
+		case strings.Contains(e.Message, "graphql-ws protocol header is missing"):
+			e.Message = "subscriptions are not supported: the GraphQL gateway answers queries"
+			code = "OPERATION_NOT_SUPPORTED"
+		}
+		if e.Extensions == nil {
+			e.Extensions = map[string]any{"code": code}
+		}
+	}
+	status := http.StatusOK
+	if rw.media == mediaGraphQL {
+		status = http.StatusBadRequest
+	}
+	rw.write(status, &graphql.Response{Errors: errs})
+}
+
+// failErr answers with a pipeline error, with the status and code its Code maps to.
+func (rw *responder) failErr(err error) {
+	var e *tollgate.Error
+	if !errors.As(err, &e) {
+		rw.h.log.ErrorContext(rw.r.Context(), "gql: unexpected error", "error", err)
+		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
+	}
+	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
+		httpx.WriteEdge403(rw.w)
+		return
+	}
+	if e.RetryAfter > 0 {
+		billing.SetRetryAfter(rw.w.Header(), e.RetryAfter)
+	}
+	rw.failStatus(e.Code.GraphQLStatus(), e.Code.GraphQLCode(), e.Message)
+}
+
+func (rw *responder) fail(code tollgate.Code, message string) {
+	rw.failStatus(code.GraphQLStatus(), code.GraphQLCode(), message)
+}
+
+// failStatus answers with one error and no data.
+func (rw *responder) failStatus(status int, code, message string) {
+	rw.w.Header()[httpx.HeaderErrorCode] = []string{code}
+	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
+		"message": message, "extensions": map[string]any{"code": code},
+	}}})
+	rw.send(status, body)
+}

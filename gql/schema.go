@@ -1,0 +1,428 @@
+package gql
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	graphql "github.com/graph-gophers/graphql-go"
+
+	"github.com/tollgate-dev/tollgate/catalog"
+)
+
+// The schema is generated from the catalog at run time: GraphQL has no map resolvers in
+// graphql-go, so the SDL is written as text and the resolvers are Go types made with
+// reflect.StructOf and reflect.MakeFunc. Every root field is nullable (a failed API is
+// null beside an error) and named by catalog.RootFieldName; arguments and result fields
+// by catalog.GraphQLName. Arguments are all of type rawArg and validated by the catalog,
+// exactly as REST validates them.
+
+// A schema is the GraphQL schema of one version of the catalog.
+type schema struct {
+	version uint64
+	exec    *graphql.Schema
+	sdl     string
+	roots   map[string]*root // by root field name
+}
+
+// A root is the root field of one API.
+type root struct {
+	name       string
+	api        *catalog.API
+	args       []arg        // in the order of argsType's fields
+	argsType   reflect.Type // struct of rawArg
+	resultType reflect.Type // *struct, or *jsonValue for a free-form result
+	resolver   reflect.Value
+}
+
+// An arg binds a GraphQL argument to a catalog parameter.
+type arg struct {
+	param string
+	// enum maps GraphQL enum values to the parameter's values, for enum arguments.
+	enum map[string]any
+}
+
+var (
+	ctxType   = reflect.TypeFor[context.Context]()
+	errorType = reflect.TypeFor[error]()
+	enumName  = regexp.MustCompile(`^[_A-Za-z][_0-9A-Za-z]*$`)
+)
+
+// builder writes the SDL and the Go types of one schema.
+type builder struct {
+	sdl   strings.Builder
+	types map[string]bool // type names taken
+}
+
+// resolve is what a root field does when it runs; the handler supplies it.
+type resolve func(ctx context.Context, r *root, args map[string]any) (reflect.Value, error)
+
+// buildSchema generates the schema of apis. File APIs are root fields too (with their
+// url argument), so that a query naming one is understood and refused as
+// FILE_UPLOAD_NOT_SUPPORTED.
+func buildSchema(apis []*catalog.API, version uint64, fn resolve, opts ...graphql.SchemaOpt) (*schema, error) {
+	b := &builder{types: map[string]bool{"Query": true, "JSON": true}}
+	s := &schema{version: version, roots: make(map[string]*root, len(apis))}
+	var query strings.Builder
+	query.WriteString("type Query {\n")
+	var rootFields []reflect.StructField
+	for i, a := range apis {
+		r, err := b.root(a, &query)
+		if err != nil {
+			return nil, fmt.Errorf("gql: api %q: %w", a.ID, err)
+		}
+		s.roots[r.name] = r
+		r.resolver = makeResolver(r, fn)
+		rootFields = append(rootFields, reflect.StructField{
+			Name: "R" + strconv.Itoa(i), Type: r.resolver.Type(), Tag: reflect.StructTag(`graphql:"` + r.name + `"`),
+		})
+	}
+	if len(apis) == 0 {
+		query.WriteString("  \"The catalog has no APIs yet.\"\n  _empty: Boolean\n")
+		rootFields = append(rootFields, reflect.StructField{Name: "Empty", Type: reflect.TypeFor[*bool](), Tag: `graphql:"_empty"`})
+	}
+	query.WriteString("}\n")
+	s.sdl = "schema { query: Query }\n\n\"Any JSON value.\"\nscalar JSON\n\n" + query.String() + b.sdl.String()
+
+	rootValue := reflect.New(reflect.StructOf(rootFields)).Elem()
+	for i, a := range apis {
+		rootValue.Field(i).Set(s.roots[catalog.RootFieldName(a.ID)].resolver)
+	}
+	exec, err := graphql.ParseSchema(s.sdl, rootValue.Addr().Interface(), append([]graphql.SchemaOpt{
+		graphql.UseFieldResolvers(), graphql.UseStringDescriptions(),
+	}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("gql: the generated schema is refused: %w", err)
+	}
+	s.exec = exec
+	return s, nil
+}
+
+// makeResolver returns the resolver function of a root field.
+func makeResolver(r *root, fn resolve) reflect.Value {
+	typ := reflect.FuncOf([]reflect.Type{ctxType, r.argsType}, []reflect.Type{r.resultType, errorType}, false)
+	nilResult := reflect.Zero(r.resultType)
+	nilErr := reflect.Zero(errorType)
+	return reflect.MakeFunc(typ, func(in []reflect.Value) []reflect.Value {
+		ctx := in[0].Interface().(context.Context)
+		v, err := fn(ctx, r, r.readArgs(in[1]))
+		if err != nil {
+			return []reflect.Value{nilResult, reflect.ValueOf(&err).Elem()}
+		}
+		if !v.IsValid() {
+			v = nilResult
+		}
+		return []reflect.Value{v, nilErr}
+	})
+}
+
+// readArgs returns the arguments that were given (or defaulted), by parameter name,
+// with enum values mapped back to the parameter's values.
+func (r *root) readArgs(v reflect.Value) map[string]any {
+	out := make(map[string]any, len(r.args))
+	for i, a := range r.args {
+		raw := v.Field(i).Interface().(rawArg)
+		if !raw.set || raw.value == nil {
+			continue
+		}
+		val := raw.value
+		if a.enum != nil {
+			if s, ok := val.(string); ok {
+				if mapped, ok := a.enum[s]; ok {
+					val = mapped
+				}
+			}
+		}
+		out[a.param] = val
+	}
+	return out
+}
+
+// root writes the root field of an API and builds its Go types.
+func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
+	r := &root{name: catalog.RootFieldName(a.ID), api: a}
+	typeBase := pascal(r.name)
+	params := a.Params
+	if a.File != nil {
+		params = append(slices.Clip(params), catalog.Param{Name: catalog.URLParam, Type: catalog.String, Format: catalog.FormatURL,
+			Description: "Address of the file. File APIs cannot be called through GraphQL; use REST."})
+	}
+	desc := strings.TrimSpace(a.Description)
+	desc += fmt.Sprintf(" Costs %d credit%s.", a.Cost, plural(a.Cost))
+	if a.File != nil {
+		desc += " A file API: call it over REST; GraphQL answers FILE_UPLOAD_NOT_SUPPORTED."
+	}
+	writeDescription(query, "  ", desc)
+	query.WriteString("  " + r.name)
+	var argFields []reflect.StructField
+	if len(params) > 0 {
+		query.WriteString("(\n")
+		for _, p := range params {
+			name := catalog.GraphQLName(p.Name)
+			typ, enum, err := b.inputType(typeBase+pascal(name), &p)
+			if err != nil {
+				return nil, fmt.Errorf("parameter %q: %w", p.Name, err)
+			}
+			if p.Required {
+				typ += "!"
+			}
+			writeDescription(query, "    ", p.Description)
+			query.WriteString("    " + name + ": " + typ)
+			if p.Default != nil {
+				lit, err := literal(&p, p.Default, enum)
+				if err != nil {
+					return nil, fmt.Errorf("parameter %q: default: %w", p.Name, err)
+				}
+				query.WriteString(" = " + lit)
+			}
+			query.WriteString("\n")
+			r.args = append(r.args, arg{param: p.Name, enum: enum})
+			argFields = append(argFields, reflect.StructField{Name: goName(name), Type: reflect.TypeFor[rawArg]()})
+		}
+		query.WriteString("  )")
+	}
+	r.argsType = reflect.StructOf(argFields)
+	if len(a.Result) == 0 {
+		query.WriteString(": JSON\n")
+		r.resultType = reflect.TypeFor[*jsonValue]()
+		return r, nil
+	}
+	name := b.typeName(typeBase + "Result")
+	goType, err := b.objectType(name, a.Title+": the result of the "+a.ID+" API.", a.Result)
+	if err != nil {
+		return nil, err
+	}
+	query.WriteString(": " + name + "\n")
+	r.resultType = reflect.PointerTo(goType)
+	return r, nil
+}
+
+// objectType writes an output object type and returns its Go struct type.
+func (b *builder) objectType(name, desc string, fields []catalog.Field) (reflect.Type, error) {
+	var def strings.Builder
+	writeDescription(&def, "", desc)
+	def.WriteString("type " + name + " {\n")
+	var goFields []reflect.StructField
+	for i := range fields {
+		f := &fields[i]
+		gqlName := catalog.GraphQLName(f.Name)
+		typ, goType, err := b.outputType(name+pascal(gqlName), f)
+		if err != nil {
+			return nil, fmt.Errorf("result field %q: %w", f.Name, err)
+		}
+		writeDescription(&def, "  ", f.Description)
+		def.WriteString("  " + gqlName + ": " + typ + "\n")
+		if !jsonTagSafe(f.Name) {
+			return nil, fmt.Errorf("result field %q: the name cannot be a JSON struct tag (it holds a comma, a quote or a backslash)", f.Name)
+		}
+		goFields = append(goFields, reflect.StructField{
+			Name: "F" + strconv.Itoa(i), Type: goType,
+			Tag: reflect.StructTag(`json:"` + f.Name + `" graphql:"` + gqlName + `"`),
+		})
+	}
+	def.WriteString("}\n\n")
+	b.sdl.WriteString(def.String())
+	return reflect.StructOf(goFields), nil
+}
+
+// outputType returns the GraphQL type and the (nullable) Go type of a result field.
+func (b *builder) outputType(typeName string, f *catalog.Field) (string, reflect.Type, error) {
+	switch f.Type {
+	case catalog.String:
+		return "String", reflect.TypeFor[*string](), nil
+	case catalog.Integer:
+		return "Int", reflect.TypeFor[*intValue](), nil
+	case catalog.Number:
+		return "Float", reflect.TypeFor[*float64](), nil
+	case catalog.Boolean:
+		return "Boolean", reflect.TypeFor[*bool](), nil
+	case catalog.JSON:
+		return "JSON", reflect.TypeFor[*jsonValue](), nil
+	case catalog.Array:
+		elem, goElem, err := b.outputType(typeName+"Item", f.Items)
+		if err != nil {
+			return "", nil, err
+		}
+		return "[" + elem + "]", reflect.PointerTo(reflect.SliceOf(goElem)), nil
+	case catalog.Object:
+		name := b.typeName(typeName)
+		goType, err := b.objectType(name, f.Description, f.Fields)
+		if err != nil {
+			return "", nil, err
+		}
+		return name, reflect.PointerTo(goType), nil
+	}
+	return "", nil, fmt.Errorf("type %q has no GraphQL type", f.Type)
+}
+
+// inputType returns the GraphQL type of a parameter (without the ! of a required one),
+// writing the enum or input object types it needs, and the map of enum values.
+func (b *builder) inputType(typeName string, p *catalog.Param) (string, map[string]any, error) {
+	switch p.Type {
+	case catalog.String:
+		if enum := enumValues(p.Enum); enum != nil {
+			name := b.typeName(typeName)
+			var def strings.Builder
+			writeDescription(&def, "", p.Description)
+			def.WriteString("enum " + name + " {\n")
+			for _, v := range p.Enum {
+				def.WriteString("  " + v.(string) + "\n")
+			}
+			def.WriteString("}\n\n")
+			b.sdl.WriteString(def.String())
+			return name, enum, nil
+		}
+		return "String", nil, nil
+	case catalog.Integer:
+		return "Int", nil, nil
+	case catalog.Number:
+		return "Float", nil, nil
+	case catalog.Boolean:
+		return "Boolean", nil, nil
+	case catalog.Array:
+		elem, enum, err := b.inputType(typeName+"Item", p.Items)
+		if err != nil {
+			return "", nil, err
+		}
+		return "[" + elem + "!]", enum, nil
+	case catalog.Object:
+		name := b.typeName(typeName + "Input")
+		var def strings.Builder
+		writeDescription(&def, "", p.Description)
+		def.WriteString("input " + name + " {\n")
+		for i := range p.Fields {
+			f := &p.Fields[i]
+			fname := catalog.GraphQLName(f.Name)
+			if fname != f.Name {
+				return "", nil, fmt.Errorf("field %q of an object parameter must be a GraphQL name to be passed over GraphQL", f.Name)
+			}
+			typ, _, err := b.inputType(name+pascal(fname), f)
+			if err != nil {
+				return "", nil, err
+			}
+			if f.Required {
+				typ += "!"
+			}
+			writeDescription(&def, "  ", f.Description)
+			def.WriteString("  " + fname + ": " + typ + "\n")
+		}
+		def.WriteString("}\n\n")
+		b.sdl.WriteString(def.String())
+		return name, nil, nil
+	}
+	return "", nil, fmt.Errorf("type %q has no GraphQL input type", p.Type)
+}
+
+// enumValues returns the GraphQL enum of a string parameter's enum, or nil when the
+// values are not all usable as GraphQL enum values (then the argument is a String and
+// the catalog checks the value).
+func enumValues(values []any) map[string]any {
+	if len(values) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(values))
+	for _, v := range values {
+		s, ok := v.(string)
+		if !ok || !enumName.MatchString(s) || s == "true" || s == "false" || s == "null" {
+			return nil
+		}
+		m[s] = s
+	}
+	return m
+}
+
+// literal writes a default value as a GraphQL literal.
+func literal(p *catalog.Param, v any, enum map[string]any) (string, error) {
+	if s, ok := v.(string); ok && enum != nil {
+		return s, nil
+	}
+	switch p.Type {
+	case catalog.Object:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("not an object")
+		}
+		var parts []string
+		for i := range p.Fields {
+			f := &p.Fields[i]
+			if fv, ok := m[f.Name]; ok {
+				lit, err := literal(f, fv, nil)
+				if err != nil {
+					return "", err
+				}
+				parts = append(parts, f.Name+": "+lit)
+			}
+		}
+		return "{" + strings.Join(parts, ", ") + "}", nil
+	case catalog.Array:
+		list, ok := v.([]any)
+		if !ok {
+			return "", fmt.Errorf("not a list")
+		}
+		parts := make([]string, len(list))
+		for i, e := range list {
+			lit, err := literal(p.Items, e, enumValues(p.Items.Enum))
+			if err != nil {
+				return "", err
+			}
+			parts[i] = lit
+		}
+		return "[" + strings.Join(parts, ", ") + "]", nil
+	}
+	b, err := json.Marshal(v) // strings, numbers and booleans are written alike
+	return string(b), err
+}
+
+// typeName returns name, or name with a number when it is taken.
+func (b *builder) typeName(name string) string {
+	n := name
+	for i := 2; b.types[n]; i++ {
+		n = name + strconv.Itoa(i)
+	}
+	b.types[n] = true
+	return n
+}
+
+// pascal turns a GraphQL name into PascalCase for type names: day_of_week ->
+// DayOfWeek. A result that would start with a digit is prefixed with "Api".
+func pascal(name string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(name, "_") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	s := b.String()
+	if s == "" || ('0' <= s[0] && s[0] <= '9') {
+		s = "Api" + s
+	}
+	return s
+}
+
+// goName is the Go field name that graphql-go binds to the GraphQL argument name: it
+// matches names ignoring case and underscores. Parameter names start with a letter.
+func goName(gqlName string) string {
+	return strings.ToUpper(gqlName[:1]) + gqlName[1:]
+}
+
+func jsonTagSafe(name string) bool { return !strings.ContainsAny(name, ",\"\\`") }
+
+func writeDescription(b *strings.Builder, indent, text string) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return
+	}
+	b.WriteString(indent + `"""` + strings.ReplaceAll(text, `"""`, `\"""`) + `"""` + "\n")
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
