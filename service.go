@@ -127,7 +127,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if lease <= 0 {
 		lease = max(billing.DefaultLease, 2*timeout)
 	}
-	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: lease, Keys: checker})
+	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: lease, Keys: checker, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -166,6 +166,11 @@ func (s *Service) Catalog() catalog.APIRegistry { return s.registry }
 
 // Plans returns the service's plans.
 func (s *Service) Plans() *billing.Plans { return s.plans }
+
+// PendingSettlements returns the number of settlements (refunds, released slots, undone
+// admissions) the service is still retrying in the background because a store could
+// not take them when they were due. It is zero when the stores are healthy.
+func (s *Service) PendingSettlements() int { return s.meter.Pending() }
 
 // Now returns the service's current time.
 func (s *Service) Now() time.Time { return s.now() }
@@ -428,9 +433,10 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
 	if err != nil {
-		// The call ran; its answer stands. The charge is kept (never lost, never
-		// doubled) and a slot not released returns when its lease ends.
-		s.log.ErrorContext(ctx, "tollgate: settlement failed", "account", p.Account.ID, "request", t.Request.String(), "error", err)
+		// The call ran; its answer stands. The Meter retries the settlement in the
+		// background until the store takes it (settling is idempotent), so the charge
+		// is never lost or doubled and a refund is not lost.
+		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background", "account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
 	rc.Charged, rc.Balance, rc.HasBalance = cost-out.Refund, b, true
 	return results, rc, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
@@ -210,4 +211,62 @@ func TestAdmitKeyCheckNeedsAChecker(t *testing.T) {
 	if err == nil {
 		t.Error("an admission with a key check passed without a key checker")
 	}
+}
+
+// flakyStore is an Admitter whose Admit applies the step and then reports an error, as a
+// connection that breaks after the store committed does, and whose Close fails until
+// healed.
+type flakyStore struct {
+	*stepStore
+	broken atomic.Bool
+}
+
+func (f *flakyStore) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+	f.stepStore.Admit(ctx, st)
+	return billing.StepResult{}, errors.New("connection reset by peer")
+}
+
+func (f *flakyStore) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+	if f.broken.Load() {
+		return billing.Balance{}, errors.New("connection refused")
+	}
+	return f.stepStore.Close(ctx, c)
+}
+
+// TestAdmissionInDoubtIsUndone checks that an admission whose answer was lost (the
+// store took the credits and the slot, then the connection broke) is undone in the
+// background once the store answers again: the account is not charged for a call that
+// was answered with an error.
+func TestAdmissionInDoubtIsUndone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &flakyStore{stepStore: newStepStore()}
+		f.broken.Store(true)
+		prepare(t, f.stepStore)
+		m, err := billing.NewMeter(f, f, f, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: jan15})
+		if err == nil {
+			t.Fatal("Admit succeeded over a broken connection")
+		}
+		if b, _ := f.Ledger.Balance(t.Context(), "a", billing.MonthOf(jan15), 10); b.Remaining != 6 {
+			t.Fatalf("remaining %d: the store should have taken the credits before the error", b.Remaining)
+		}
+		time.Sleep(10 * time.Second) // the store is still down: retries fail
+		if m.Pending() != 1 {
+			t.Fatalf("%d settlements pending, want 1", m.Pending())
+		}
+		f.broken.Store(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if m.Pending() != 0 {
+			t.Errorf("%d settlements pending after the store came back, want 0", m.Pending())
+		}
+		b, _ := f.Ledger.Balance(t.Context(), "a", billing.MonthOf(jan15), 10)
+		n, _ := f.ConcurrencyLimiter.InUse(t.Context(), "a", jan15)
+		if b.Remaining != 10 || n != 0 {
+			t.Errorf("after the undo: remaining %d, %d slots; want 10 and 0", b.Remaining, n)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"reflect"
 	"slices"
@@ -52,6 +53,8 @@ type Meter struct {
 	lease  time.Duration
 	groups []group                // the stores in the order admission visits them
 	period atomic.Pointer[Period] // the last period computed, to spare the calendar math
+	log    *slog.Logger
+	retry  retrier // settlements a store could not take when they were due
 }
 
 // MeterOptions configures a [Meter]. The zero value is the default.
@@ -65,6 +68,9 @@ type MeterOptions struct {
 	// Admitter, the check is part of that store's admission step. Nil means admissions
 	// carry no key check.
 	Keys KeyChecker
+	// Logger receives the settlements the Meter gives up retrying. The default is
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultLease is the default [MeterOptions.Lease].
@@ -91,13 +97,17 @@ func NewMeter(ledger Ledger, rates RateLimiter, slots ConcurrencyLimiter, opts *
 	if ledger == nil || rates == nil || slots == nil {
 		return nil, errors.New("billing: NewMeter needs a Ledger, a RateLimiter and a ConcurrencyLimiter")
 	}
-	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease}
+	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease, log: slog.Default()}
 	if opts != nil {
 		if opts.Lease > 0 {
 			m.lease = opts.Lease
 		}
 		m.keys = opts.Keys
+		if opts.Logger != nil {
+			m.log = opts.Logger
+		}
 	}
+	m.retry = retrier{log: m.log, first: time.Second, max: 30 * time.Second, attempts: 30}
 	m.groups = planGroups(m.rates, m.slots, m.ledger, m.keys)
 	return m, nil
 }
@@ -251,6 +261,9 @@ func (m *Meter) admitStep(ctx context.Context, adm Admitter, parts part, a *Admi
 	}
 	r, err := adm.Admit(ctx, s)
 	if err != nil {
+		// The store may have applied the step before the error reached us: undo what
+		// it may have taken, in the background, once the store answers again.
+		m.undoInDoubt(group{adm: adm, parts: parts}, a, t)
 		return err
 	}
 	if parts&partRate != 0 {
@@ -299,6 +312,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 	if parts&partSlot != 0 {
 		d, err := m.slots.Acquire(ctx, a.Account, a.Request, a.Plan.Concurrency, m.lease, a.Now)
 		if err != nil {
+			m.undoInDoubt(group{parts: partSlot}, a, t)
 			return err
 		}
 		if !d.Acquired {
@@ -313,6 +327,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 			return creditsError(a, b)
 		}
 		if err != nil {
+			m.undoInDoubt(group{parts: partCredits}, a, t)
 			return err
 		}
 		t.held |= partCredits
@@ -374,32 +389,60 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *Settlement) (Balance, e
 		if held == 0 {
 			continue
 		}
-		settle := held&partCredits != 0
-		if g.adm != nil {
-			c := Closing{Account: t.Account, Request: t.Request, ReleaseSlot: held&partSlot != 0}
-			if settle {
-				c.Settlement = s
-			}
-			b, err := g.adm.Close(ctx, c)
-			if err == nil && settle {
-				t.Balance = b
-			}
-			keep(err)
-			continue
+		b, err := m.closeGroup(ctx, g.adm, held, t.Account, t.Request, s)
+		if err == nil && held&partCredits != 0 {
+			t.Balance = b
 		}
-		if settle {
-			b, err := m.ledger.Settle(ctx, *s)
-			if err == nil {
-				t.Balance = b
-			}
-			keep(err)
+		if err != nil {
+			// The store will take the settlement later: settling is idempotent.
+			account, request, settlement := t.Account, t.Request, *s
+			m.retry.do("settle a call", func(ctx context.Context) error {
+				_, err := m.closeGroup(ctx, g.adm, held, account, request, &settlement)
+				return err
+			})
 		}
-		if held&partSlot != 0 {
-			keep(m.slots.Release(ctx, t.Account, t.Request))
-		}
+		keep(err)
 	}
 	t.held = 0
 	return t.Balance, firstErr
+}
+
+// closeGroup settles the reservation (if held has credits) and frees the slot (if held
+// has a slot) that one store holds: in one step for an Admitter, part by part otherwise.
+func (m *Meter) closeGroup(ctx context.Context, adm Admitter, held part, account string, request RequestID, s *Settlement) (Balance, error) {
+	if adm != nil {
+		c := Closing{Account: account, Request: request, ReleaseSlot: held&partSlot != 0}
+		if held&partCredits != 0 {
+			c.Settlement = s
+		}
+		return adm.Close(ctx, c)
+	}
+	var b Balance
+	if held&partCredits != 0 {
+		var err error
+		if b, err = m.ledger.Settle(ctx, *s); err != nil {
+			return b, err
+		}
+	}
+	if held&partSlot != 0 {
+		return b, m.slots.Release(ctx, account, request)
+	}
+	return b, nil
+}
+
+// undoInDoubt undoes, in the background, what a step that failed with a store error may
+// have taken: the store may have applied it before the connection broke.
+func (m *Meter) undoInDoubt(g group, a *Admission, t *Ticket) {
+	taken := g.parts & (partSlot | partCredits)
+	if taken == 0 {
+		return
+	}
+	s := Settlement{Account: a.Account, Request: a.Request, Refund: a.Cost, Uncount: a.APIs,
+		Period: t.Period, Allowance: a.Plan.Credits}
+	m.retry.do("undo an admission in doubt", func(ctx context.Context) error {
+		_, err := m.closeGroup(ctx, g.adm, taken, a.Account, a.Request, &s)
+		return err
+	})
 }
 
 // Renew extends the lease of the call's concurrency slot, for calls that run longer
