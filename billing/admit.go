@@ -81,7 +81,9 @@ type Step struct {
 	Account string
 	Request RequestID
 	Now     time.Time
-	// Key, when set, is verified first; a key that is not live denies the step.
+	// Key, when set, is verified first; a key that is not live denies the step. Its
+	// Account is the step's Account; a check naming another account denies the step
+	// with KeyUnknown.
 	Key *KeyCheck
 	// Rate, when set, is the rate limit that must allow one event for Account.
 	Rate *Limit
@@ -137,7 +139,9 @@ type Closing struct {
 //
 // Admit performs the parts of s in the order key, rate, slot, credits; the first that
 // refuses denies the step and nothing at all changes. A step replayed with the same
-// Request after it was admitted is admitted again without taking anything twice. Close
+// Request after it was admitted is admitted again without taking anything twice, within
+// a window the implementation documents (as long as the reservation is open, and for
+// a bounded time after it is settled). Close
 // is idempotent: a reservation is settled at most once and releasing a free slot is not
 // an error. Errors are as for the plain interfaces (store.ErrNotFound for an account
 // without a balance; anything else means the store is unavailable). Every

@@ -15,7 +15,8 @@ import (
 // and the undoing of an admission whose answer was lost (the store may have taken the
 // credits and the slot before the connection broke). Each operation is idempotent, so
 // retrying until the store answers is safe; an operation whose record does not exist
-// (store.ErrNotFound: the admission in doubt never happened) is done.
+// (store.ErrNotFound: the admission in doubt never happened) is done, and one the store
+// refuses for good (store.ErrConflict) is not retried.
 type retrier struct {
 	log      *slog.Logger
 	first    time.Duration // the wait before the first attempt, so that a write still in flight lands first
@@ -36,8 +37,8 @@ func (r *retrier) do(what string, op func(context.Context) error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = op(ctx)
 			cancel()
-			if err == nil || errors.Is(err, store.ErrNotFound) {
-				return
+			if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+				return // done, moot, or refused for good (a retry would be refused again)
 			}
 			wait = min(2*wait, r.max)
 		}

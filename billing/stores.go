@@ -88,8 +88,8 @@ type Adjustment struct {
 // and moves to that period; an earlier Period (a lagging clock) never moves it back.
 //
 // Request ids are one namespace for reservations and adjustments. An open reservation is
-// remembered until it is settled; a settled reservation or an adjustment may be
-// forgotten after a bounded window (the memory store remembers the last 4096 per
+// remembered until it is settled, or for at least one credit period if it never is; a
+// settled reservation or an adjustment may be forgotten after a bounded window (the memory store remembers the last 4096 per
 // account), after which a replay of it is no longer recognised.
 // Errors that report well-known conditions wrap [ErrInsufficientCredits] or the
 // sentinels of package store; any other error means the store is unavailable. Every
