@@ -35,7 +35,7 @@ type deployment struct {
 
 // deployments returns the deployments to test, one per way to share the stores.
 func deployments() []deployment {
-	return []deployment{memoryShared()}
+	return []deployment{memoryShared(), onPostgres(), onRedisAndPostgres(), onRedis()}
 }
 
 // memoryShared shares one set of memory stores between instances in one process. It
@@ -53,10 +53,11 @@ func memoryShared() deployment {
 }
 
 // plans are the plans of the tests: "open" has no rate or concurrency limit, "tight"
-// a concurrency ceiling of 3.
+// a concurrency ceiling of 3, "busy" every limit, high.
 var plans = mustPlans(
 	billing.Plan{Name: "open", Credits: 1_000_000},
 	billing.Plan{Name: "tight", Credits: 1_000_000, Concurrency: 3},
+	billing.Plan{Name: "busy", Credits: 1_000_000, RatePerMinute: 1_000_000, Concurrency: 1000},
 )
 
 func mustPlans(ps ...billing.Plan) *billing.Plans {

@@ -1,0 +1,304 @@
+// Command distributed runs the sample catalog as a deployment of several instances that
+// share PostgreSQL and Redis: every instance has its own service, its own connections
+// and its own port, as separate processes would, and they agree on every key, balance,
+// rate limit and concurrency slot.
+//
+//	go run ./examples/distributed
+//
+// It prints the demo account's key and one line per instance:
+//
+//	API key: 3f1c...
+//	Instance 1 listening on http://127.0.0.1:8081
+//	Instance 2 listening on http://127.0.0.1:8082
+//	Instance 3 listening on http://127.0.0.1:8083
+//
+// Flags:
+//
+//	-postgres DSN       PostgreSQL (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable,
+//	                    or $TOLLGATE_POSTGRES)
+//	-schema NAME        the PostgreSQL schema of the tables (default tollgate; created if missing)
+//	-redis ADDR         Redis (default 127.0.0.1:6379, or $TOLLGATE_REDIS)
+//	-prefix P           the prefix of the Redis keys (default tollgate)
+//	-limits STORE       where rate limits and concurrency slots live: redis (default) or postgres;
+//	                    keys and credits always live in PostgreSQL
+//	-instances N        how many instances (default 3)
+//	-port P             the first instance's port (default 8081); the others follow
+//	-fixtures FILE      load plans, accounts and keys from FILE (as examples/server does)
+//	-admin-token T      enable the admin API on every instance
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/admin"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "distributed:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags set.
+type config struct {
+	postgres, schema, redis, prefix, limits string
+	instances, port                         int
+	fixtures, adminToken                    string
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{}
+	fs := flag.NewFlagSet("distributed", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.postgres, "postgres", envOr("TOLLGATE_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN")
+	fs.StringVar(&c.schema, "schema", "tollgate", "PostgreSQL schema of the tables")
+	fs.StringVar(&c.redis, "redis", envOr("TOLLGATE_REDIS", "127.0.0.1:6379"), "Redis address")
+	fs.StringVar(&c.prefix, "prefix", "tollgate", "prefix of the Redis keys")
+	fs.StringVar(&c.limits, "limits", "redis", "where rate limits and slots live: redis or postgres")
+	fs.IntVar(&c.instances, "instances", 3, "number of instances")
+	fs.IntVar(&c.port, "port", 8081, "port of the first instance (0: any free ports)")
+	fs.StringVar(&c.fixtures, "fixtures", "", "load plans, accounts and keys from this JSON file")
+	fs.StringVar(&c.adminToken, "admin-token", "", "enable the admin API with this bearer token")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case c.limits != "redis" && c.limits != "postgres":
+		return c, fmt.Errorf("-limits %q: use redis or postgres", c.limits)
+	case c.instances < 1:
+		return c, errors.New("-instances must be at least 1")
+	case c.schema == "":
+		return c, errors.New("-schema must not be empty")
+	}
+	return c, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// run starts the instances, prints how to reach them and serves until ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+
+	// 1. The shared servers: create the schema and apply the migrations once.
+	if err := prepare(ctx, c); err != nil {
+		return err
+	}
+
+	// 2. The plans: from the fixtures or the defaults.
+	fx := &fixtures.File{Plans: []billing.Plan{
+		{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
+		{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
+	}}
+	if c.fixtures != "" {
+		f, err := os.Open(c.fixtures)
+		if err != nil {
+			return err
+		}
+		fx, err = fixtures.Read(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	plans, err := fx.PlanSet()
+	if err != nil {
+		return err
+	}
+
+	// 3. The instances, each with its own connections, service and server.
+	var servers []*http.Server
+	var services []*tollgate.Service
+	var addrs []string
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	errc := make(chan error, c.instances)
+	for i := range c.instances {
+		svc, handler, closeStores, err := instance(ctx, c, plans, logger)
+		if err != nil {
+			return err
+		}
+		defer closeStores()
+		services = append(services, svc)
+		addr := "127.0.0.1:0"
+		if c.port != 0 {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port+i))
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		servers = append(servers, srv)
+		go func() { errc <- srv.Serve(ln) }()
+		addrs = append(addrs, ln.Addr().String())
+	}
+
+	// 4. Accounts: the fixtures', or a new demo account whose key is printed.
+	if c.fixtures != "" {
+		if err := fx.Load(ctx, services[0]); err != nil {
+			return err
+		}
+	} else {
+		_, _, value, err := services[0].CreateAccount(ctx, tollgate.AccountSpec{Plan: "pro"})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "API key: %s\n", value)
+	}
+	for i, addr := range addrs {
+		fmt.Fprintf(stdout, "Instance %d listening on http://%s\n", i+1, addr)
+	}
+	return serve(ctx, servers, errc, logger)
+}
+
+// serve waits for ctx, then shuts every server down gracefully.
+func serve(ctx context.Context, servers []*http.Server, errc chan error, logger *slog.Logger) error {
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(shutdown); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare creates the schema if it is missing and migrates it.
+func prepare(ctx context.Context, c config) error {
+	pool, err := newPool(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{c.schema}.Sanitize()); err != nil {
+		return fmt.Errorf("creating schema %q: %w", c.schema, err)
+	}
+	return postgres.Migrate(ctx, pool)
+}
+
+// newPool opens a pool whose connections use the schema. The limits keep an instance
+// from exhausting the server and make a down server fail fast rather than pile up calls.
+func newPool(ctx context.Context, c config) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(c.postgres)
+	if err != nil {
+		return nil, fmt.Errorf("-postgres: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = c.schema
+	cfg.MaxConns = 16
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	cfg.MaxConnIdleTime = time.Minute
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// instance builds one instance: its own pool and Redis client, its stores, its service
+// and its handler with every front door.
+func instance(ctx context.Context, c config, plans *billing.Plans, logger *slog.Logger) (*tollgate.Service, http.Handler, func(), error) {
+	pool, err := newPool(ctx, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pg, err := postgres.New(pool, nil)
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
+	closeStores := pool.Close
+	if c.limits == "redis" {
+		// Fail fast: a down Redis makes a call fail in a fraction of a second (503,
+		// nothing charged) rather than hold it for go-redis's multi-second defaults.
+		client := goredis.NewClient(&goredis.Options{
+			Addr: c.redis, PoolSize: 64, MinIdleConns: 8, PoolTimeout: 500 * time.Millisecond,
+			DialTimeout: 250 * time.Millisecond, DialerRetries: 1, ReadTimeout: 250 * time.Millisecond,
+			WriteTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: 1,
+		})
+		rd, err := redis.New(client, &redis.Options{Prefix: c.prefix})
+		if err != nil {
+			pool.Close()
+			return nil, nil, nil, err
+		}
+		stores.Rates, stores.Slots = rd, rd
+		closeStores = func() { client.Close(); pool.Close() }
+	}
+
+	reg := &catalog.Registry{}
+	if err := apis.Register(reg); err != nil {
+		return nil, nil, nil, err
+	}
+	// Key records are cached: every paid call checks its key in its admission step, so a
+	// revocation on one instance is refused by the next call on any other.
+	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mux := http.NewServeMux()
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mux.Handle("/v1/", restHandler)
+	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mux.Handle("/v1/graphql", gqlHandler)
+	if c.adminToken != "" {
+		adminHandler, err := admin.NewHandler(svc, c.adminToken)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		mux.Handle("/admin/", adminHandler)
+	}
+	return svc, mux, closeStores, nil
+}
