@@ -7,10 +7,13 @@
 //	go run ./internal/cmd/restbench -rounds 5 -d 5s -c 64
 //	go run ./internal/cmd/restbench -client go      # the built-in Go load generator
 //
-// The Tollgate server is the example assembly (memory stores, the sample catalog) with a
-// plan whose limits never deny, so every call does the full work: edge check, key lookup,
-// restrictions, validation, rate limit, concurrency slot, credit reservation, handler,
-// settlement, envelope and headers. The call is GET /v1/hash?text=hello.
+// The Tollgate servers serve the sample catalog with a plan whose limits never deny, so
+// every call does the full work: edge check, key lookup, restrictions, validation, rate
+// limit, concurrency slot, credit reservation, handler, settlement, envelope and headers.
+// The call is GET /v1/hash?text=hello. -compare picks the two servers: bare (the
+// baseline), memory, redis (every store in Redis, keys cached) or postgres:
+//
+//	go run ./internal/cmd/restbench -compare memory,redis
 //
 // The same comparison with wrk by hand, against go run ./examples/server (whose pro
 // plan's rate limit would deny most of a load test, so use -fixtures with a generous
@@ -21,6 +24,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -32,17 +37,24 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
 const path = "/v1/hash?text=hello"
@@ -52,89 +64,196 @@ func main() {
 	dur := flag.Duration("d", 5*time.Second, "duration of each drive")
 	conns := flag.Int("c", 64, "concurrent connections")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
+	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, memory, redis or postgres")
+	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis")
+	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -compare with postgres")
 	flag.Parse()
-	if err := run(*rounds, *dur, *conns, *client); err != nil {
+	names := strings.Split(*compare, ",")
+	if len(names) != 2 {
+		fmt.Fprintln(os.Stderr, "restbench: -compare takes two names, such as bare,memory")
+		os.Exit(2)
+	}
+	env := &targets{redis: *redisAddr, postgres: *pgDSN}
+	defer env.close()
+	if err := run(env, names, *rounds, *dur, *conns, *client); err != nil {
 		fmt.Fprintln(os.Stderr, "restbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, dur time.Duration, conns int, client string) error {
+func run(env *targets, names []string, rounds int, dur time.Duration, conns int, client string) error {
 	if client == "auto" {
 		client = "go"
 		if _, err := exec.LookPath("wrk"); err == nil {
 			client = "wrk"
 		}
 	}
-	tg, key, err := tollgateHandler()
-	if err != nil {
-		return err
+	var urls, keys [2]string
+	for i, name := range names {
+		var err error
+		if urls[i], keys[i], err = env.start(name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 	}
-	tgURL, stopTG, err := serve(tg)
-	if err != nil {
-		return err
-	}
-	defer stopTG()
-	headers, err := answerHeaders(tgURL+path, key)
-	if err != nil {
-		return err
-	}
-	bareURL, stopBare, err := serve(benchhttp.BareHash(headers))
-	if err != nil {
-		return err
-	}
-	defer stopBare()
 
 	fmt.Printf("load generator: %s, %d connections, %s per drive, %d rounds\n", client, conns, dur, rounds)
 	var ratios []float64
 	for i := 1; i <= rounds; i++ {
 		// Alternate which server goes first, so that a drift in the machine's load
 		// during a round does not favour either.
-		var b, t float64
-		drives := []struct {
-			url, key string
-			rate     *float64
-		}{{bareURL, "", &b}, {tgURL, key, &t}}
+		var rates [2]float64
+		order := []int{0, 1}
 		if i%2 == 0 {
-			drives[0], drives[1] = drives[1], drives[0]
+			order = []int{1, 0}
 		}
-		for _, d := range drives {
-			if *d.rate, err = drive(client, d.url+path, d.key, dur, conns); err != nil {
+		for _, j := range order {
+			var err error
+			if rates[j], err = drive(client, urls[j]+path, keys[j], dur, conns); err != nil {
 				return err
 			}
 		}
-		ratios = append(ratios, t/b)
-		fmt.Printf("round %d: bare %.0f req/s, tollgate %.0f req/s, ratio %.3f\n", i, b, t, t/b)
+		ratios = append(ratios, rates[1]/rates[0])
+		fmt.Printf("round %d: %s %.0f req/s, %s %.0f req/s, ratio %.3f\n", i, names[0], rates[0], names[1], rates[1], rates[1]/rates[0])
 	}
 	slices.Sort(ratios)
-	fmt.Printf("median ratio tollgate/bare: %.3f (min %.3f, max %.3f)\n", ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	fmt.Printf("median ratio %s/%s: %.3f (min %.3f, max %.3f)\n", names[1], names[0], ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
 	return nil
 }
 
-// tollgateHandler assembles the example service with a plan that never denies.
-func tollgateHandler() (http.Handler, string, error) {
+// targets starts the servers to compare and cleans up after them.
+type targets struct {
+	redis, postgres string
+	cleanups        []func()
+	memory          string // URL of the memory server, once started
+	memoryKey       string
+}
+
+func (e *targets) close() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+}
+
+// start starts the named server and returns its URL and the key to call it with.
+func (e *targets) start(name string) (string, string, error) {
+	switch name {
+	case "bare":
+		// The baseline writes the headers of a real answer: start the memory server
+		// to get one.
+		if e.memory == "" {
+			if _, _, err := e.start("memory"); err != nil {
+				return "", "", err
+			}
+		}
+		headers, err := answerHeaders(e.memory+path, e.memoryKey)
+		if err != nil {
+			return "", "", err
+		}
+		url, err := e.serve(benchhttp.BareHash(headers))
+		return url, "", err
+	case "memory":
+		url, key, err := e.tollgate(tollgate.Stores{
+			Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+			Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+		}, false)
+		e.memory, e.memoryKey = url, key
+		return url, key, err
+	case "redis":
+		client := goredis.NewClient(&goredis.Options{Addr: e.redis, PoolSize: 128, ContextTimeoutEnabled: true,
+			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		var b [6]byte
+		rand.Read(b[:])
+		prefix := "restbench-" + hex.EncodeToString(b[:])
+		e.cleanups = append(e.cleanups, func() {
+			ctx := context.Background()
+			it := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+			for it.Next(ctx) {
+				client.Unlink(ctx, it.Val())
+			}
+			client.Close()
+		})
+		rd, err := redis.New(client, &redis.Options{Prefix: prefix})
+		if err != nil {
+			return "", "", err
+		}
+		return e.tollgate(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true)
+	case "postgres":
+		ctx := context.Background()
+		var b [6]byte
+		rand.Read(b[:])
+		schema := "restbench_" + hex.EncodeToString(b[:])
+		cfg, err := pgxpool.ParseConfig(e.postgres)
+		if err != nil {
+			return "", "", err
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+		cfg.MaxConns = 32
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return "", "", err
+		}
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			return "", "", err
+		}
+		e.cleanups = append(e.cleanups, func() {
+			pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			pool.Close()
+		})
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			return "", "", err
+		}
+		pg, err := postgres.New(pool, nil)
+		if err != nil {
+			return "", "", err
+		}
+		return e.tollgate(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true)
+	}
+	return "", "", fmt.Errorf("unknown server %q: use bare, memory, redis or postgres", name)
+}
+
+// tollgate serves the sample catalog on the given stores with a plan whose limits never
+// deny, so that every call does the full work: edge check, key, restrictions,
+// validation, rate limit, slot, credits, handler, settlement, envelope, headers. On
+// network stores the key records are cached, as a deployment does.
+func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (string, string, error) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
-		return nil, "", err
+		return "", "", err
 	}
 	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: 1 << 60, RatePerMinute: 1 << 30, Concurrency: 1 << 20})
 	if err != nil {
-		return nil, "", err
+		return "", "", err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := tollgate.New(reg, tollgate.Stores{
-		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{Logger: quiet})
-	if err != nil {
-		return nil, "", err
+	opts := &tollgate.Options{Logger: quiet}
+	if cacheKeys {
+		opts.KeyCache = &auth.KeyCacheOptions{}
 	}
-	_, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "bench", Plan: "bench"})
+	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
-		return nil, "", err
+		return "", "", err
+	}
+	_, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "bench"})
+	if err != nil {
+		return "", "", err
 	}
 	h, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
-	return h, key, err
+	if err != nil {
+		return "", "", err
+	}
+	url, err := e.serve(h)
+	return url, key, err
+}
+
+func (e *targets) serve(h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	e.cleanups = append(e.cleanups, func() { srv.Close() })
+	return "http://" + ln.Addr().String(), nil
 }
 
 // answerHeaders makes one call to Tollgate and returns the headers of its answer, for the
@@ -154,16 +273,6 @@ func answerHeaders(url, key string) (http.Header, error) {
 		return nil, fmt.Errorf("tollgate answered %s", resp.Status)
 	}
 	return resp.Header, nil
-}
-
-func serve(h http.Handler) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
 // drive loads url for dur and returns the completed requests per second.
