@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,7 @@ type Handler struct {
 
 	mu     sync.Mutex // serializes schema builds
 	schema atomic.Pointer[schema]
+	failed uint64 // the catalog version whose build failed last (guarded by mu), 0 if none
 }
 
 // NewHandler returns the GraphQL gateway of svc, serving POST /v1/graphql. opts may be
@@ -124,8 +126,11 @@ func (h *Handler) current() (*schema, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.schema.Load(); s != nil && s.version == v {
-		return s, nil
+	old := h.schema.Load()
+	if old != nil && (old.version == v || h.failed == v) {
+		// A catalog version GraphQL cannot serve keeps the last good schema rather
+		// than failing every request; it is not built again until the catalog changes.
+		return old, nil
 	}
 	s, err := buildSchema(reg.List(), v, h.resolve,
 		graphql.MaxQueryLength(h.limits.MaxQueryBytes),
@@ -134,6 +139,11 @@ func (h *Handler) current() (*schema, error) {
 		graphql.MaxParallelism(h.limits.MaxRootFields+1),
 	)
 	if err != nil {
+		h.failed = v
+		if old != nil {
+			h.log.Error("gql: the catalog cannot be served over GraphQL; serving the last good schema", "version", v, "error", err)
+			return old, nil
+		}
 		return nil, err
 	}
 	h.schema.Store(s)
@@ -171,7 +181,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cors.Preflight(w, r)
 		return
 	}
-	rw := &responder{h: h, w: w, r: r, media: mediaJSON}
+	// Negotiate first, so that every answer uses the media type the client accepts;
+	// a client that accepts neither is told so once its key is checked.
+	media, acceptable := negotiate(r.Header.Values("Accept"))
+	rw := &responder{h: h, w: w, r: r, media: media}
 	if h.disabled {
 		rw.fail(tollgate.CodeGraphQLNotSupported, "GraphQL is not offered by this service; use the REST endpoints /v1/{api_id}")
 		return
@@ -194,12 +207,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rw.p = &p
-	media, ok := negotiate(r.Header.Values("Accept"))
-	if !ok {
+	if !acceptable {
 		rw.failStatus(http.StatusNotAcceptable, "NOT_ACCEPTABLE", "the gateway answers with application/graphql-response+json or application/json; accept one of them")
 		return
 	}
-	rw.media = media
 	req, ok := rw.readRequest()
 	if !ok {
 		return
@@ -266,12 +277,13 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 		return nil, nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
 	}
 	depth, selections := 0, 0
-	var files []string
+	var files, paths []string
 	var apis []string
 	for _, c := range calls {
 		depth, selections = max(depth, c.depth), selections+c.fields
 		if c.root.api.File != nil && !slices.Contains(files, c.root.name) {
 			files = append(files, c.root.name)
+			paths = append(paths, "POST /v1/"+c.root.api.ID)
 		}
 		if !slices.Contains(apis, c.root.api.ID) {
 			apis = append(apis, c.root.api.ID)
@@ -285,8 +297,8 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 	}
 	if len(files) > 0 {
 		return nil, nil, &tollgate.Error{Code: tollgate.CodeFileUploadNotSupported, Message: fmt.Sprintf(
-			"%s take%s a file, and files cannot be sent through GraphQL; call %s over REST (POST /v1/{api_id})",
-			strings.Join(files, ", "), singular(len(files)), pronoun(len(files)))}
+			"%s take%s a file, and files cannot be sent through GraphQL; call %s over REST: %s",
+			strings.Join(files, ", "), singular(len(files)), pronoun(len(files)), strings.Join(paths, ", "))}
 	}
 	if max := p.Plan.GraphQLMaxAPIs; max > 0 && len(apis) > max {
 		return nil, nil, &tollgate.Error{Code: tollgate.CodePlanLimitExceeded, Message: fmt.Sprintf(
@@ -354,8 +366,17 @@ func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (re
 	case res.Err != nil:
 		return reflect.Value{}, &fieldError{message: res.Err.Message, code: res.Err.Code.GraphQLCode()}
 	}
+	body := res.JSON
+	if r.rename != nil {
+		renamed, err := r.rename.rewrite(body)
+		if err != nil {
+			h.log.ErrorContext(ctx, "gql: an API result cannot be read", "api", r.api.ID, "error", err)
+			return reflect.Value{}, &fieldError{message: "internal error: the result cannot be read", code: "INTERNAL_SERVER_ERROR"}
+		}
+		body = renamed
+	}
 	v := reflect.New(r.resultType.Elem())
-	if err := json.Unmarshal(res.JSON, v.Interface()); err != nil {
+	if err := json.Unmarshal(body, v.Interface()); err != nil {
 		// A result that does not match its declared fields: serve what matched.
 		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", r.api.ID, "error", err)
 	}
@@ -412,7 +433,7 @@ func negotiate(accept []string) (string, bool) {
 	for _, header := range accept {
 		for _, item := range strings.Split(header, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(item))
-			if err != nil || params["q"] == "0" {
+			if err != nil || refused(params["q"]) {
 				continue
 			}
 			switch mt {
@@ -424,6 +445,16 @@ func negotiate(accept []string) (string, bool) {
 		}
 	}
 	return mediaJSON, jsonOK
+}
+
+// refused reports whether an Accept item's quality value refuses its media type: q=0,
+// also written 0.0, 0.00 or 0.000.
+func refused(q string) bool {
+	if q == "" {
+		return false
+	}
+	v, err := strconv.ParseFloat(q, 64)
+	return err == nil && v <= 0
 }
 
 // maxBody bounds a request body: the query, its variables and extensions.

@@ -1,6 +1,7 @@
 package gql
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	graphql "github.com/graph-gophers/graphql-go"
 
@@ -38,6 +40,8 @@ type root struct {
 	argsType   reflect.Type // struct of rawArg
 	resultType reflect.Type // *struct, or *jsonValue for a free-form result
 	resolver   reflect.Value
+	// rename, when not nil, rewrites result keys that cannot be JSON struct tags.
+	rename *renamer
 }
 
 // An arg binds a GraphQL argument to a catalog parameter.
@@ -45,6 +49,8 @@ type arg struct {
 	param string
 	// enum maps GraphQL enum values to the parameter's values, for enum arguments.
 	enum map[string]any
+	// spec is the parameter, for the input coercion of lists.
+	spec *catalog.Param
 }
 
 var (
@@ -103,14 +109,26 @@ func buildSchema(apis []*catalog.API, version uint64, fn resolve, opts ...graphq
 	return s, nil
 }
 
-// makeResolver returns the resolver function of a root field.
+// makeResolver returns the resolver function of a root field. A field without
+// arguments gets a resolver without an arguments parameter: graphql-go refuses a
+// resolver that takes arguments the field does not declare.
 func makeResolver(r *root, fn resolve) reflect.Value {
-	typ := reflect.FuncOf([]reflect.Type{ctxType, r.argsType}, []reflect.Type{r.resultType, errorType}, false)
+	in := []reflect.Type{ctxType}
+	if len(r.args) > 0 {
+		in = append(in, r.argsType)
+	}
+	typ := reflect.FuncOf(in, []reflect.Type{r.resultType, errorType}, false)
 	nilResult := reflect.Zero(r.resultType)
 	nilErr := reflect.Zero(errorType)
 	return reflect.MakeFunc(typ, func(in []reflect.Value) []reflect.Value {
 		ctx := in[0].Interface().(context.Context)
-		v, err := fn(ctx, r, r.readArgs(in[1]))
+		var args map[string]any
+		if len(in) > 1 {
+			args = r.readArgs(in[1])
+		} else {
+			args = map[string]any{}
+		}
+		v, err := fn(ctx, r, args)
 		if err != nil {
 			return []reflect.Value{nilResult, reflect.ValueOf(&err).Elem()}
 		}
@@ -138,9 +156,58 @@ func (r *root) readArgs(v reflect.Value) map[string]any {
 				}
 			}
 		}
-		out[a.param] = val
+		out[a.param] = coerceInput(a.spec, val)
 	}
 	return out
+}
+
+// coerceInput finishes the input coercion that graphql-go leaves to the resolver of an
+// argument it does not type, at any depth: a single value given where a list is
+// expected is a list of one (tags: "a" is tags: ["a"]), as the GraphQL specification
+// says, and the fields of input objects go back from their GraphQL names to the
+// parameter's (first_name to first-name). It copies what it changes.
+func coerceInput(p *catalog.Param, v any) any {
+	if p == nil || v == nil {
+		return v
+	}
+	switch p.Type {
+	case catalog.Array:
+		if p.Items == nil {
+			return v
+		}
+		list, ok := v.([]any)
+		if !ok {
+			return []any{coerceInput(p.Items, v)}
+		}
+		out := make([]any, len(list))
+		for i, e := range list {
+			out[i] = coerceInput(p.Items, e)
+		}
+		return out
+	case catalog.Object:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			out[k] = e
+		}
+		for i := range p.Fields {
+			f := &p.Fields[i]
+			if name := catalog.GraphQLName(f.Name); name != f.Name {
+				if e, ok := m[name]; ok {
+					delete(out, name)
+					out[f.Name] = e
+				}
+			}
+			if e, ok := out[f.Name]; ok {
+				out[f.Name] = coerceInput(f, e)
+			}
+		}
+		return out
+	}
+	return v
 }
 
 // root writes the root field of an API and builds its Go types.
@@ -181,7 +248,7 @@ func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
 				query.WriteString(" = " + lit)
 			}
 			query.WriteString("\n")
-			r.args = append(r.args, arg{param: p.Name, enum: enum})
+			r.args = append(r.args, arg{param: p.Name, enum: enum, spec: &p})
 			argFields = append(argFields, reflect.StructField{Name: goName(name), Type: reflect.TypeFor[rawArg]()})
 		}
 		query.WriteString("  )")
@@ -193,71 +260,91 @@ func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
 		return r, nil
 	}
 	name := b.typeName(typeBase + "Result")
-	goType, err := b.objectType(name, a.Title+": the result of the "+a.ID+" API.", a.Result)
+	goType, rename, err := b.objectType(name, a.Title+": the result of the "+a.ID+" API.", a.Result)
 	if err != nil {
 		return nil, err
 	}
 	query.WriteString(": " + name + "\n")
 	r.resultType = reflect.PointerTo(goType)
+	r.rename = rename
 	return r, nil
 }
 
-// objectType writes an output object type and returns its Go struct type.
-func (b *builder) objectType(name, desc string, fields []catalog.Field) (reflect.Type, error) {
+// objectType writes an output object type and returns its Go struct type, and the
+// renamer its values need (nil if none: see [renamer]).
+func (b *builder) objectType(name, desc string, fields []catalog.Field) (reflect.Type, *renamer, error) {
 	var def strings.Builder
 	writeDescription(&def, "", desc)
 	def.WriteString("type " + name + " {\n")
 	var goFields []reflect.StructField
+	rename := &renamer{fields: make(map[string]fieldRename, len(fields))}
+	needed := false
 	for i := range fields {
 		f := &fields[i]
 		gqlName := catalog.GraphQLName(f.Name)
-		typ, goType, err := b.outputType(name+pascal(gqlName), f)
+		typ, goType, sub, err := b.outputType(name+pascal(gqlName), f)
 		if err != nil {
-			return nil, fmt.Errorf("result field %q: %w", f.Name, err)
+			return nil, nil, fmt.Errorf("result field %q: %w", f.Name, err)
 		}
 		writeDescription(&def, "  ", f.Description)
 		def.WriteString("  " + gqlName + ": " + typ + "\n")
-		if !jsonTagSafe(f.Name) {
-			return nil, fmt.Errorf("result field %q: the name cannot be a JSON struct tag (it holds a comma, a quote or a backslash)", f.Name)
+		key := f.Name
+		if !jsonTagValid(key) {
+			// encoding/json cannot take this name as a tag: decode the field under an
+			// alias, to which the renamer moves it.
+			key = "~" + strconv.Itoa(i)
+			for slices.ContainsFunc(fields, func(o catalog.Field) bool { return o.Name == key }) {
+				key += "~"
+			}
 		}
+		needed = needed || key != f.Name || sub != nil
+		rename.fields[f.Name] = fieldRename{key: key, sub: sub}
 		goFields = append(goFields, reflect.StructField{
 			Name: "F" + strconv.Itoa(i), Type: goType,
-			Tag: reflect.StructTag(`json:"` + f.Name + `" graphql:"` + gqlName + `"`),
+			Tag: reflect.StructTag(`json:"` + key + `" graphql:"` + gqlName + `"`),
 		})
 	}
 	def.WriteString("}\n\n")
 	b.sdl.WriteString(def.String())
-	return reflect.StructOf(goFields), nil
+	if !needed {
+		rename = nil
+	}
+	return reflect.StructOf(goFields), rename, nil
 }
 
-// outputType returns the GraphQL type and the (nullable) Go type of a result field.
-func (b *builder) outputType(typeName string, f *catalog.Field) (string, reflect.Type, error) {
+// outputType returns the GraphQL type and the (nullable) Go type of a result field,
+// and the renamer its values need (nil if none).
+func (b *builder) outputType(typeName string, f *catalog.Field) (string, reflect.Type, *renamer, error) {
 	switch f.Type {
 	case catalog.String:
-		return "String", reflect.TypeFor[*string](), nil
+		return "String", reflect.TypeFor[*string](), nil, nil
 	case catalog.Integer:
-		return "Int", reflect.TypeFor[*intValue](), nil
+		return "Int", reflect.TypeFor[*intValue](), nil, nil
 	case catalog.Number:
-		return "Float", reflect.TypeFor[*float64](), nil
+		return "Float", reflect.TypeFor[*float64](), nil, nil
 	case catalog.Boolean:
-		return "Boolean", reflect.TypeFor[*bool](), nil
+		return "Boolean", reflect.TypeFor[*bool](), nil, nil
 	case catalog.JSON:
-		return "JSON", reflect.TypeFor[*jsonValue](), nil
+		return "JSON", reflect.TypeFor[*jsonValue](), nil, nil
 	case catalog.Array:
-		elem, goElem, err := b.outputType(typeName+"Item", f.Items)
+		elem, goElem, sub, err := b.outputType(typeName+"Item", f.Items)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
-		return "[" + elem + "]", reflect.PointerTo(reflect.SliceOf(goElem)), nil
+		var rename *renamer
+		if sub != nil {
+			rename = &renamer{items: sub}
+		}
+		return "[" + elem + "]", reflect.PointerTo(reflect.SliceOf(goElem)), rename, nil
 	case catalog.Object:
 		name := b.typeName(typeName)
-		goType, err := b.objectType(name, f.Description, f.Fields)
+		goType, rename, err := b.objectType(name, f.Description, f.Fields)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
-		return name, reflect.PointerTo(goType), nil
+		return name, reflect.PointerTo(goType), rename, nil
 	}
-	return "", nil, fmt.Errorf("type %q has no GraphQL type", f.Type)
+	return "", nil, nil, fmt.Errorf("type %q has no GraphQL type", f.Type)
 }
 
 // inputType returns the GraphQL type of a parameter (without the ! of a required one),
@@ -297,10 +384,7 @@ func (b *builder) inputType(typeName string, p *catalog.Param) (string, map[stri
 		def.WriteString("input " + name + " {\n")
 		for i := range p.Fields {
 			f := &p.Fields[i]
-			fname := catalog.GraphQLName(f.Name)
-			if fname != f.Name {
-				return "", nil, fmt.Errorf("field %q of an object parameter must be a GraphQL name to be passed over GraphQL", f.Name)
-			}
+			fname := catalog.GraphQLName(f.Name) // mapped back by coerceInput
 			typ, _, err := b.inputType(name+pascal(fname), f)
 			if err != nil {
 				return "", nil, err
@@ -355,7 +439,7 @@ func literal(p *catalog.Param, v any, enum map[string]any) (string, error) {
 				if err != nil {
 					return "", err
 				}
-				parts = append(parts, f.Name+": "+lit)
+				parts = append(parts, catalog.GraphQLName(f.Name)+": "+lit)
 			}
 		}
 		return "{" + strings.Join(parts, ", ") + "}", nil
@@ -410,7 +494,74 @@ func goName(gqlName string) string {
 	return strings.ToUpper(gqlName[:1]) + gqlName[1:]
 }
 
-func jsonTagSafe(name string) bool { return !strings.ContainsAny(name, ",\"\\`") }
+// jsonTagValid reports whether encoding/json takes name as the key of a struct tag: it
+// ignores (and then never fills) a tag whose key holds characters other than letters,
+// digits and the punctuation below, and a comma, a quote or a backquote would break
+// the tag itself.
+func jsonTagValid(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c) && !unicode.IsLetter(c) && !unicode.IsDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// A renamer rewrites the keys of an API's result that encoding/json cannot take as
+// struct tags (see [jsonTagValid]: "a,b", "dir\\name", "temp°C") into the aliases the
+// result's Go type decodes, at any depth. A result whose names are all valid tags needs
+// none, and pays nothing.
+type renamer struct {
+	fields map[string]fieldRename // for an object: every declared field, by REST name
+	items  *renamer               // for a list: the renamer of its elements
+}
+
+// A fieldRename is the key a result field is decoded under, and its value's renamer.
+type fieldRename struct {
+	key string
+	sub *renamer
+}
+
+// rewrite returns the JSON result with its keys renamed.
+func (r *renamer) rewrite(result []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(result))
+	d.UseNumber() // numbers are written back as they came
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(r.apply(v))
+}
+
+func (r *renamer) apply(v any) any {
+	if r == nil {
+		return v
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if r.fields == nil {
+			return v
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if f, ok := r.fields[k]; ok { // undeclared keys are dropped: no alias is hit
+				out[f.key] = f.sub.apply(e)
+			}
+		}
+		return out
+	case []any:
+		if r.items == nil {
+			return v
+		}
+		for i, e := range x {
+			x[i] = r.items.apply(e)
+		}
+	}
+	return v
+}
 
 func writeDescription(b *strings.Builder, indent, text string) {
 	text = strings.TrimSpace(text)

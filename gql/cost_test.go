@@ -1,0 +1,178 @@
+package gql_test
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func md5Hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestCost: a query costs the sum of the REST costs of its distinct APIs, checked on
+// the headers and on the balance read through the Service; the runs are counted.
+func TestCost(t *testing.T) {
+	tests := []struct {
+		name  string
+		query string
+		cost  int64
+		runs  map[string]int
+	}{
+		{"three different 1-credit APIs", threeAPIs, 3, map[string]int{"hash": 1, "uuid-generator": 1, "echo": 1}},
+		{"the same API twice, same arguments: once", `{ a: hash(text: "x") { hash } b: hash(text: "x") { hash } }`, 1, map[string]int{"hash": 1}},
+		{"the same arguments, one given by its default: once", `{ a: hash(text: "x") { hash } b: hash(text: "x", algorithm: sha256) { algorithm } }`, 1, map[string]int{"hash": 1}},
+		{"the same API, other arguments: charged once, run twice", `{ a: hash(text: "x") { hash } b: hash(text: "y") { hash } }`, 1, map[string]int{"hash": 2}},
+		{"the same API three times, two argument sets", `{ a: hash(text: "x") { hash } b: hash(text: "y") { hash } c: hash(text: "x") { algorithm } }`, 1, map[string]int{"hash": 2}},
+		{"a 3-credit API and a 1-credit API", `{ costly { ok } hash(text: "x") { hash } }`, 4, map[string]int{"costly": 1, "hash": 1}},
+		{"__typename beside an API", `{ __typename hash(text: "x") { hash __typename } }`, 1, map[string]int{"hash": 1}},
+		{"a call the API judges wrong is charged", `{ dateinfo(date: "2026-02-30") { date } }`, 1, map[string]int{"date-info": 1}},
+		{"a failing call is refunded", `{ fail { never } }`, 0, map[string]int{"fail": 1}},
+		{"a failing call beside a good one", `{ fail { never } hash(text: "x") { hash } }`, 1, map[string]int{"fail": 1, "hash": 1}},
+		{"the introspection query", "", 0, nil},
+		{"{ __typename }", `{ __typename }`, 0, nil},
+		{"__type", `{ __type(name: "HashResult") { name } }`, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, config{})
+			acct := h.newAccount(t, "pro", 100)
+			q := tt.query
+			if q == "" {
+				q = introspectionQuery(t)
+			}
+			r := h.query(t, acct.Key, q, nil)
+			if r.Status != http.StatusOK || !r.HasData {
+				t.Fatalf("got %d %s", r.Status, truncate(r.Body))
+			}
+			wantCredits(t, r, "pro", tt.cost, 100-tt.cost)
+			if got := h.balance(t, acct.ID); got != 100-tt.cost {
+				t.Errorf("balance %d, want %d", got, 100-tt.cost)
+			}
+			total := 0
+			for id, n := range tt.runs {
+				total += n
+				if got := h.runs.get(id); got != n {
+					t.Errorf("%s ran %d times, want %d", id, got, n)
+				}
+			}
+			if got := h.runs.total(); got != total {
+				t.Errorf("%d runs in all, want %d", got, total)
+			}
+		})
+	}
+}
+
+// TestAliasesShareOneRun: the same call under two aliases runs once and both aliases
+// get its result, shaped by their own selections.
+func TestAliasesShareOneRun(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro", -1)
+	data := wantOK(t, h.query(t, acct.Key, `{ a: uuidgenerator(count: 2) { uuids } b: uuidgenerator(count: 2) { uuids count } }`, nil))
+	a, b := field(t, data, "a", "uuids").([]any), field(t, data, "b", "uuids").([]any)
+	if len(a) != 2 || len(b) != 2 || a[0] != b[0] || a[1] != b[1] {
+		t.Errorf("the aliases got different runs: %v %v", a, b)
+	}
+	if _, ok := data["a"].(map[string]any)["count"]; ok {
+		t.Error("alias a has a field it did not select")
+	}
+	if got := h.runs.get("uuid-generator"); got != 1 {
+		t.Errorf("uuid-generator ran %d times", got)
+	}
+	// Other arguments: two runs, two results.
+	data = wantOK(t, h.query(t, acct.Key, `{ a: uuidgenerator(count: 1) { uuids } b: uuidgenerator(count: 2) { uuids } }`, nil))
+	if a, b := field(t, data, "a", "uuids").([]any), field(t, data, "b", "uuids").([]any); len(a) != 1 || len(b) != 2 {
+		t.Errorf("a %v, b %v", a, b)
+	}
+	if got := h.runs.get("uuid-generator"); got != 3 {
+		t.Errorf("uuid-generator ran %d times, want 3", got)
+	}
+}
+
+// TestParallel is the one wall-clock test: three echo calls of 300 ms each run in
+// parallel, so the query takes about 300 ms, well under the 900 ms of running them one
+// after the other (the bound, 750 ms, is generous for slow and race-instrumented runs).
+// The same API with three argument sets costs one credit.
+func TestParallel(t *testing.T) {
+	h := newHarness(t, config{sampleOnly: true})
+	acct := h.newAccount(t, "pro", -1)
+	const q = `{ a: echo(message: "a", delay_ms: 300) { message delay_ms } b: echo(message: "b", delay_ms: 300) { message } c: echo(message: "c", delay_ms: 300) { message } }`
+	start := time.Now()
+	r := h.query(t, acct.Key, q, nil)
+	elapsed := time.Since(start)
+	data := wantOK(t, r)
+	for _, k := range []string{"a", "b", "c"} {
+		if got := field(t, data, k, "message"); got != k {
+			t.Errorf("%s.message = %v", k, got)
+		}
+	}
+	if got := field(t, data, "a", "delay_ms"); got != jsonNumber("300") {
+		t.Errorf("a.delay_ms = %v", got)
+	}
+	if got := h.runs.get("echo"); got != 3 {
+		t.Errorf("echo ran %d times, want 3", got)
+	}
+	wantCredits(t, r, "pro", 1, 100000-1)
+	t.Logf("three 300 ms calls took %v", elapsed)
+	if elapsed < 300*time.Millisecond || elapsed >= 750*time.Millisecond {
+		t.Errorf("three 300 ms calls took %v, want 300 ms to 750 ms", elapsed)
+	}
+}
+
+// TestPartialFailure: date-info judging 2026-02-30 beside a good hash: 200 with data
+// for hash, null and an error for dateinfo (path, BAD_USER_INPUT), with either media
+// type; both calls are charged, since the API judged the input.
+func TestPartialFailure(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro", -1)
+	balance := int64(100000)
+	for _, media := range []string{mediaGraphQL, mediaJSON} {
+		r := h.query(t, acct.Key, `{ dateinfo(date: "2026-02-30") { date day_of_week } hash(text: "hello") { hash } }`, nil, accept(media))
+		if r.Status != http.StatusOK || !r.HasData || len(r.Errors) != 1 {
+			t.Fatalf("got %d %s, want 200 with data and one error", r.Status, r.Body)
+		}
+		data := r.DataMap(t)
+		if got := field(t, data, "hash", "hash"); got != helloSHA256 {
+			t.Errorf("hash = %v", got)
+		}
+		if v, ok := data["dateinfo"]; !ok || v != nil {
+			t.Errorf("dateinfo = %v, want null", v)
+		}
+		e := r.Errors[0]
+		if e.Code() != "BAD_USER_INPUT" || len(e.Path) != 1 || e.Path[0] != "dateinfo" || !strings.Contains(e.Message, "2026-02-30") {
+			t.Errorf("error %+v", e)
+		}
+		balance -= 2
+		wantCredits(t, r, "pro", 2, balance)
+	}
+	if got := h.balance(t, acct.ID); got != balance {
+		t.Errorf("balance %d, want %d", got, balance)
+	}
+}
+
+// TestDateInfoNaming: the result fields of date-info under the GraphQL naming rules,
+// with their exact values for 2024-02-29.
+func TestDateInfoNaming(t *testing.T) {
+	h := newHarness(t, config{sampleOnly: true})
+	acct := h.newAccount(t, "pro", -1)
+	r := h.query(t, acct.Key, `{ dateinfo(date: "2024-02-29") { date day_of_week iso_week unix_seconds quarter_year _1st_of_month isleapyear __typename } }`, nil)
+	wantOK(t, r)
+	const want = `{"dateinfo":{"date":"2024-02-29","day_of_week":"Thursday","iso_week":9,"unix_seconds":1709164800,"quarter_year":"Q1/2024","_1st_of_month":"2024-02-01","isleapyear":true,"__typename":"DateinfoResult"}}`
+	if string(r.Data) != want {
+		t.Errorf("data\n %s\nwant\n %s", r.Data, want)
+	}
+	// The REST names are not GraphQL fields.
+	for _, q := range []string{`{ dateinfo(date: "2024-02-29") { dayofweek } }`, `{ dateinfo(date: "2024-02-29") { is_leap_year } }`, `{ dateinfo(date: "2024-02-29") { _1stofmonth } }`} {
+		wantError(t, h.query(t, acct.Key, q, nil), http.StatusBadRequest, "GRAPHQL_VALIDATION_FAILED")
+	}
+	// A year that is not a leap year, in another quarter.
+	data := wantOK(t, h.query(t, acct.Key, `{ dateinfo(date: "2100-12-31") { day_of_week isleapyear quarter_year iso_week unix_seconds } }`, nil))
+	if got := data["dateinfo"].(map[string]any); got["isleapyear"] != false || got["quarter_year"] != "Q4/2100" || got["day_of_week"] != "Friday" ||
+		got["iso_week"] != jsonNumber("52") || got["unix_seconds"] != jsonNumber("4133894400") {
+		t.Errorf("dateinfo(2100-12-31) = %v", got)
+	}
+}
