@@ -79,6 +79,7 @@ func (l Limits) withDefaults() Limits {
 // Handler serves the GraphQL gateway. Create it with [NewHandler].
 type Handler struct {
 	svc      *tollgate.Service
+	plans    *planCache
 	disabled bool
 	limits   Limits
 	trusted  []netip.Prefix
@@ -102,6 +103,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	}
 	h := &Handler{
 		svc:      svc,
+		plans:    newPlanCache(1024),
 		disabled: opts.Disabled,
 		limits:   opts.Limits.withDefaults(),
 		trusted:  opts.TrustedProxies,
@@ -167,10 +169,11 @@ const (
 
 // request is the body of a GraphQL-over-HTTP request.
 type request struct {
-	Query         *string        `json:"query"`
-	OperationName *string        `json:"operationName"`
-	Variables     map[string]any `json:"variables"`
-	Extensions    map[string]any `json:"extensions"`
+	Query         *string
+	OperationName *string
+	Variables     map[string]any
+	// variablesJSON is the variables' text as sent, for the plan cache's key.
+	variablesJSON []byte
 }
 
 // ServeHTTP serves one GraphQL request: transport rules, authentication, a dry run that
@@ -238,18 +241,38 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 
 	// The dry run: graphql-go parses, validates, expands fragments, applies @skip and
 	// @include and resolves variables, and the root resolvers record what they would
-	// call instead of calling it.
-	dry := &state{dry: true}
-	resp := s.exec.Exec(withState(ctx, dry), query, op, req.Variables)
-	if len(resp.Errors) > 0 && len(dry.calls) == 0 {
-		rw.requestErrors(resp.Errors)
+	// call instead of calling it. What it finds is cached per request text.
+	key := planKey(s.version, op, query, req.variablesJSON)
+	p := h.plans.get(key)
+	if p == nil {
+		dry := &state{dry: true}
+		resp := s.exec.Exec(withState(ctx, dry), query, op, req.Variables)
+		if len(resp.Errors) > 0 && len(dry.calls) == 0 {
+			rw.requestErrors(resp.Errors)
+			return
+		}
+		p = &plan{calls: dry.calls}
+		if len(dry.calls) == 0 {
+			body, err := json.Marshal(resp)
+			if err != nil {
+				rw.write(http.StatusOK, resp)
+				return
+			}
+			p.body = body
+		} else {
+			// Sort the calls, so that errors and invocations are deterministic
+			// (graphql-go ran the resolvers in parallel).
+			sort.Slice(p.calls, func(i, j int) bool { return p.calls[i].key < p.calls[j].key })
+		}
+		if len(resp.Errors) == 0 {
+			h.plans.put(key, p)
+		}
+	}
+	if p.calls == nil {
+		rw.send(http.StatusOK, p.body) // introspection, __typename: nothing to run, nothing to charge
 		return
 	}
-	if len(dry.calls) == 0 {
-		rw.write(http.StatusOK, resp) // introspection, __typename: nothing to run, nothing to charge
-		return
-	}
-	invs, keys, qerr := h.plan(ctx, rw.p, dry.calls)
+	invs, keys, qerr := h.plan(ctx, rw.p, p.calls)
 	if qerr != nil {
 		rw.failErr(qerr)
 		return
@@ -260,19 +283,32 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 		rw.failErr(err)
 		return
 	}
-	done := &state{results: make(map[string]*tollgate.Result, len(keys))}
+	// Decode the results into the result types here, on this goroutine, so that the
+	// resolvers graphql-go runs on goroutines of their own only look them up.
+	done := &state{values: make(map[string]reflect.Value, len(keys)), errs: make(map[string]error)}
+	roots := make(map[string]*root, len(keys))
+	for _, c := range p.calls {
+		roots[c.key] = c.root
+	}
 	for i, k := range keys {
-		done.results[k] = &results[i]
+		v, err := h.decode(ctx, invs[i].API.ID, roots[k], &results[i])
+		if err != nil {
+			done.errs[k] = err
+		} else {
+			done.values[k] = v
+		}
 	}
 	rw.write(http.StatusOK, s.exec.Exec(withState(ctx, done), query, op, req.Variables))
+}
+
+// planKey identifies a request for the plan cache.
+func planKey(version uint64, op, query string, variables []byte) string {
+	return strconv.FormatUint(version, 10) + "\x00" + op + "\x00" + query + "\x00" + string(variables)
 }
 
 // plan checks the recorded calls against the limits, the plan and the catalog, and
 // returns the distinct invocations to run with their keys.
 func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, []string, error) {
-	// The order of calls is the order in which graphql-go ran the resolvers; sort it
-	// so that errors and invocations are deterministic.
-	sort.Slice(calls, func(i, j int) bool { return calls[i].key < calls[j].key })
 	if n := len(calls); n > h.limits.MaxRootFields {
 		return nil, nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
 	}
@@ -346,7 +382,7 @@ func pronoun(n int) string {
 }
 
 // resolve is what every root field does: in the dry run, record the call; in the real
-// run, return the result the call produced.
+// run, return the result the call produced, decoded before the run.
 func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (reflect.Value, error) {
 	st := stateFrom(ctx)
 	key := callKey(r, args)
@@ -359,18 +395,27 @@ func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (re
 		st.record(call{root: r, args: args, key: key, depth: depth, fields: fields})
 		return reflect.Value{}, nil
 	}
-	res := st.results[key]
-	switch {
-	case res == nil:
+	if err := st.errs[key]; err != nil {
+		return reflect.Value{}, err
+	}
+	v, ok := st.values[key]
+	if !ok {
 		return reflect.Value{}, &fieldError{message: "internal error: the call was not planned", code: "INTERNAL_SERVER_ERROR"}
-	case res.Err != nil:
+	}
+	return v, nil
+}
+
+// decode turns a call's result into the value its root field resolves to, or the error
+// it shows.
+func (h *Handler) decode(ctx context.Context, api string, r *root, res *tollgate.Result) (reflect.Value, error) {
+	if res.Err != nil {
 		return reflect.Value{}, &fieldError{message: res.Err.Message, code: res.Err.Code.GraphQLCode()}
 	}
 	body := res.JSON
 	if r.rename != nil {
 		renamed, err := r.rename.rewrite(body)
 		if err != nil {
-			h.log.ErrorContext(ctx, "gql: an API result cannot be read", "api", r.api.ID, "error", err)
+			h.log.ErrorContext(ctx, "gql: an API result cannot be read", "api", api, "error", err)
 			return reflect.Value{}, &fieldError{message: "internal error: the result cannot be read", code: "INTERNAL_SERVER_ERROR"}
 		}
 		body = renamed
@@ -378,7 +423,7 @@ func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (re
 	v := reflect.New(r.resultType.Elem())
 	if err := json.Unmarshal(body, v.Interface()); err != nil {
 		// A result that does not match its declared fields: serve what matched.
-		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", r.api.ID, "error", err)
+		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", api, "error", err)
 	}
 	return v, nil
 }
@@ -402,10 +447,11 @@ type call struct {
 
 // state is a request's state, shared by its root resolvers through the context.
 type state struct {
-	dry     bool
-	mu      sync.Mutex
-	calls   []call                      // the dry run's calls
-	results map[string]*tollgate.Result // the real run's results, by call key
+	dry    bool
+	mu     sync.Mutex
+	calls  []call                   // the dry run's calls
+	values map[string]reflect.Value // the real run's results, by call key
+	errs   map[string]error         // the real run's failed calls, by call key
 }
 
 func (s *state) record(c call) {
@@ -431,8 +477,8 @@ func negotiate(accept []string) (string, bool) {
 	}
 	jsonOK := false
 	for _, header := range accept {
-		for _, item := range strings.Split(header, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(item))
+		for item := range strings.SplitSeq(header, ",") {
+			mt, params, err := parseMediaType(item)
 			if err != nil || refused(params["q"]) {
 				continue
 			}
@@ -445,6 +491,17 @@ func negotiate(accept []string) (string, bool) {
 		}
 	}
 	return mediaJSON, jsonOK
+}
+
+// parseMediaType parses a media type as mime.ParseMediaType does, taking a short cut
+// for the common case of a bare type without parameters: its result is only ever
+// compared with the types the gateway knows, and a malformed bare type matches none.
+func parseMediaType(v string) (string, map[string]string, error) {
+	v = strings.TrimSpace(v)
+	if !strings.ContainsRune(v, ';') {
+		return strings.ToLower(v), nil, nil
+	}
+	return mime.ParseMediaType(v)
 }
 
 // refused reports whether an Accept item's quality value refuses its media type: q=0,
@@ -474,7 +531,7 @@ type responder struct {
 func (rw *responder) readRequest() (request, bool) {
 	var req request
 	ct := rw.r.Header.Get("Content-Type")
-	mt, params, err := mime.ParseMediaType(ct)
+	mt, params, err := parseMediaType(ct)
 	switch {
 	case ct == "":
 		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", "send the request as Content-Type: application/json")
@@ -499,20 +556,44 @@ func (rw *responder) readRequest() (request, bool) {
 		}
 		return req, false
 	}
-	var shape map[string]json.RawMessage
-	if err := json.Unmarshal(body, &shape); err != nil || shape == nil {
+	// One decode of the body; the parameters' JSON types are checked on their text.
+	var raw struct {
+		Query, OperationName, Variables, Extensions json.RawMessage
+	}
+	if err := json.Unmarshal(body, &raw); err != nil || raw.Query == nil {
 		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the body must be a JSON object with a query string")
 		return req, false
 	}
-	for name, want := range map[string]string{"query": "a string", "operationName": "a string or null", "variables": "an object or null", "extensions": "an object or null"} {
-		if v, ok := shape[name]; ok && !jsonKindOK(v, name) {
-			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("%s must be %s", name, want))
+	if !jsonKindOK(raw.Query, "query") {
+		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "query must be a string")
+		return req, false
+	}
+	for _, p := range []struct {
+		name, want string
+		v          json.RawMessage
+	}{{"operationName", "a string or null", raw.OperationName}, {"variables", "an object or null", raw.Variables}, {"extensions", "an object or null", raw.Extensions}} {
+		if p.v != nil && !jsonKindOK(p.v, p.name) {
+			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("%s must be %s", p.name, p.want))
 			return req, false
 		}
 	}
-	if err := json.Unmarshal(body, &req); err != nil || req.Query == nil {
-		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the body must be a JSON object with a query string")
+	var query string
+	if err := json.Unmarshal(raw.Query, &query); err != nil {
+		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the query must be a JSON string")
 		return req, false
+	}
+	req.Query = &query
+	if raw.OperationName != nil && string(raw.OperationName) != "null" {
+		var op string
+		json.Unmarshal(raw.OperationName, &op)
+		req.OperationName = &op
+	}
+	if raw.Variables != nil && string(raw.Variables) != "null" {
+		if err := json.Unmarshal(raw.Variables, &req.Variables); err != nil {
+			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "variables must be a JSON object")
+			return req, false
+		}
+		req.variablesJSON = raw.Variables
 	}
 	return req, true
 }

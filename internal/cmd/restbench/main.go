@@ -50,6 +50,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -64,7 +65,7 @@ func main() {
 	dur := flag.Duration("d", 5*time.Second, "duration of each drive")
 	conns := flag.Int("c", 64, "concurrent connections")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, memory, redis or postgres")
+	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, json, memory, gql-typename, gql-hash, redis or postgres")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -compare with postgres")
 	flag.Parse()
@@ -88,10 +89,10 @@ func run(env *targets, names []string, rounds int, dur time.Duration, conns int,
 			client = "wrk"
 		}
 	}
-	var urls, keys [2]string
+	var calls [2]call
 	for i, name := range names {
 		var err error
-		if urls[i], keys[i], err = env.start(name); err != nil {
+		if calls[i], err = env.start(name); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -108,7 +109,7 @@ func run(env *targets, names []string, rounds int, dur time.Duration, conns int,
 		}
 		for _, j := range order {
 			var err error
-			if rates[j], err = drive(client, urls[j]+path, keys[j], dur, conns); err != nil {
+			if rates[j], err = drive(client, calls[j], dur, conns); err != nil {
 				return err
 			}
 		}
@@ -120,12 +121,16 @@ func run(env *targets, names []string, rounds int, dur time.Duration, conns int,
 	return nil
 }
 
+// A call is what the load generator sends: a GET of url, or a POST of a JSON body.
+type call struct {
+	url, key, body string
+}
+
 // targets starts the servers to compare and cleans up after them.
 type targets struct {
 	redis, postgres string
 	cleanups        []func()
-	memory          string // URL of the memory server, once started
-	memoryKey       string
+	memory          *call // the memory server's REST call, once started
 }
 
 func (e *targets) close() {
@@ -134,30 +139,49 @@ func (e *targets) close() {
 	}
 }
 
-// start starts the named server and returns its URL and the key to call it with.
-func (e *targets) start(name string) (string, string, error) {
+// GraphQL queries of the gql-* targets.
+const (
+	typenameQuery = `{"query":"{ __typename }"}`
+	hashQuery     = `{"query":"{ hash(text: \"hello\") { algorithm hash } }"}`
+)
+
+// start starts the named server and returns the call to drive it with.
+func (e *targets) start(name string) (call, error) {
 	switch name {
 	case "bare":
 		// The baseline writes the headers of a real answer: start the memory server
 		// to get one.
-		if e.memory == "" {
-			if _, _, err := e.start("memory"); err != nil {
-				return "", "", err
-			}
-		}
-		headers, err := answerHeaders(e.memory+path, e.memoryKey)
+		m, err := e.memoryCall()
 		if err != nil {
-			return "", "", err
+			return call{}, err
+		}
+		headers, err := answerHeaders(m.url, m.key)
+		if err != nil {
+			return call{}, err
 		}
 		url, err := e.serve(benchhttp.BareHash(headers))
-		return url, "", err
+		return call{url: url + path}, err
+	case "json":
+		// A bare net/http handler answering a small JSON document to a POST: the
+		// baseline of the gateway's { __typename }.
+		url, err := e.serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"data":{"__typename":"Query"}}`)
+		}))
+		return call{url: url + "/v1/graphql", body: typenameQuery}, err
 	case "memory":
-		url, key, err := e.tollgate(tollgate.Stores{
-			Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-			Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-		}, false)
-		e.memory, e.memoryKey = url, key
-		return url, key, err
+		return e.memoryCall()
+	case "gql-typename", "gql-hash":
+		m, err := e.memoryCall()
+		if err != nil {
+			return call{}, err
+		}
+		c := call{url: strings.TrimSuffix(m.url, path) + "/v1/graphql", key: m.key, body: typenameQuery}
+		if name == "gql-hash" {
+			c.body = hashQuery
+		}
+		return c, nil
 	case "redis":
 		client := goredis.NewClient(&goredis.Options{Addr: e.redis, PoolSize: 128, ContextTimeoutEnabled: true,
 			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second})
@@ -174,7 +198,7 @@ func (e *targets) start(name string) (string, string, error) {
 		})
 		rd, err := redis.New(client, &redis.Options{Prefix: prefix})
 		if err != nil {
-			return "", "", err
+			return call{}, err
 		}
 		return e.tollgate(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true)
 	case "postgres":
@@ -184,45 +208,60 @@ func (e *targets) start(name string) (string, string, error) {
 		schema := "restbench_" + hex.EncodeToString(b[:])
 		cfg, err := pgxpool.ParseConfig(e.postgres)
 		if err != nil {
-			return "", "", err
+			return call{}, err
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 		cfg.MaxConns = 32
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
-			return "", "", err
+			return call{}, err
 		}
 		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			return "", "", err
+			return call{}, err
 		}
 		e.cleanups = append(e.cleanups, func() {
 			pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 			pool.Close()
 		})
 		if err := postgres.Migrate(ctx, pool); err != nil {
-			return "", "", err
+			return call{}, err
 		}
 		pg, err := postgres.New(pool, nil)
 		if err != nil {
-			return "", "", err
+			return call{}, err
 		}
 		return e.tollgate(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true)
 	}
-	return "", "", fmt.Errorf("unknown server %q: use bare, memory, redis or postgres", name)
+	return call{}, fmt.Errorf("unknown server %q: use bare, json, memory, gql-typename, gql-hash, redis or postgres", name)
 }
 
-// tollgate serves the sample catalog on the given stores with a plan whose limits never
-// deny, so that every call does the full work: edge check, key, restrictions,
-// validation, rate limit, slot, credits, handler, settlement, envelope, headers. On
-// network stores the key records are cached, as a deployment does.
-func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (string, string, error) {
+// memoryCall starts the memory server once.
+func (e *targets) memoryCall() (call, error) {
+	if e.memory != nil {
+		return *e.memory, nil
+	}
+	c, err := e.tollgate(tollgate.Stores{
+		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+	}, false)
+	if err == nil {
+		e.memory = &c
+	}
+	return c, err
+}
+
+// tollgate serves the sample catalog over REST and GraphQL on the given stores with a
+// plan whose limits never deny, so that every call does the full work: edge check, key,
+// restrictions, validation, rate limit, slot, credits, handler, settlement, envelope,
+// headers. On network stores the key records are cached, as a deployment does.
+func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (call, error) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
-		return "", "", err
+		return call{}, err
 	}
-	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: 1 << 60, RatePerMinute: 1 << 30, Concurrency: 1 << 20})
+	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: 1 << 60, RatePerMinute: 1 << 30, Concurrency: 1 << 20, GraphQLMaxAPIs: 10})
 	if err != nil {
-		return "", "", err
+		return call{}, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts := &tollgate.Options{Logger: quiet}
@@ -231,18 +270,25 @@ func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (string, stri
 	}
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
-		return "", "", err
+		return call{}, err
 	}
 	_, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "bench"})
 	if err != nil {
-		return "", "", err
+		return call{}, err
 	}
-	h, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
 	if err != nil {
-		return "", "", err
+		return call{}, err
 	}
-	url, err := e.serve(h)
-	return url, key, err
+	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: quiet})
+	if err != nil {
+		return call{}, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", restHandler)
+	mux.Handle("/v1/graphql", gqlHandler)
+	url, err := e.serve(mux)
+	return call{url: url + path, key: key}, err
 }
 
 func (e *targets) serve(h http.Handler) (string, error) {
@@ -276,21 +322,31 @@ func answerHeaders(url, key string) (http.Header, error) {
 }
 
 // drive loads url for dur and returns the completed requests per second.
-func drive(client, url, key string, dur time.Duration, conns int) (float64, error) {
+func drive(client string, c call, dur time.Duration, conns int) (float64, error) {
 	if client == "wrk" {
-		return driveWrk(url, key, dur, conns)
+		return driveWrk(c, dur, conns)
 	}
-	return driveGo(url, key, dur, conns)
+	return driveGo(c, dur, conns)
 }
 
 var wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
-func driveWrk(url, key string, dur time.Duration, conns int) (float64, error) {
+func driveWrk(c call, dur time.Duration, conns int) (float64, error) {
 	args := []string{"-t2", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(dur.Seconds())) + "s"}
-	if key != "" {
-		args = append(args, "-H", "x-api-key: "+key)
+	if c.key != "" {
+		args = append(args, "-H", "x-api-key: "+c.key)
 	}
-	out, err := exec.Command("wrk", append(args, url)...).CombinedOutput()
+	if c.body != "" {
+		script, err := os.CreateTemp("", "restbench-*.lua")
+		if err != nil {
+			return 0, err
+		}
+		defer os.Remove(script.Name())
+		fmt.Fprintf(script, "wrk.method = \"POST\"\nwrk.body = %q\nwrk.headers[\"Content-Type\"] = \"application/json\"\n", c.body)
+		script.Close()
+		args = append(args, "-s", script.Name())
+	}
+	out, err := exec.Command("wrk", append(args, c.url)...).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("wrk: %v\n%s", err, out)
 	}
@@ -304,19 +360,23 @@ func driveWrk(url, key string, dur time.Duration, conns int) (float64, error) {
 	return strconv.ParseFloat(string(m[1]), 64)
 }
 
-func driveGo(url, key string, dur time.Duration, conns int) (float64, error) {
-	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+func driveGo(c call, dur time.Duration, conns int) (float64, error) {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
 	var done, failed atomic.Int64
 	deadline := time.Now().Add(dur)
 	var wg sync.WaitGroup
 	for range conns {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				if key != "" {
-					req.Header.Set("X-Api-Key", key)
+				req, _ := http.NewRequest(http.MethodGet, c.url, nil)
+				if c.body != "" {
+					req, _ = http.NewRequest(http.MethodPost, c.url, strings.NewReader(c.body))
+					req.Header.Set("Content-Type", "application/json")
 				}
-				resp, err := c.Do(req)
+				if c.key != "" {
+					req.Header.Set("X-Api-Key", c.key)
+				}
+				resp, err := hc.Do(req)
 				if err != nil {
 					failed.Add(1)
 					continue
@@ -333,7 +393,7 @@ func driveGo(url, key string, dur time.Duration, conns int) (float64, error) {
 	}
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
-		return 0, fmt.Errorf("%d calls to %s failed", n, url)
+		return 0, fmt.Errorf("%d calls to %s failed", n, c.url)
 	}
 	return float64(done.Load()) / dur.Seconds(), nil
 }

@@ -1,0 +1,33 @@
+package gql
+
+import "testing"
+
+// TestPlanCacheBounds: the cache keeps at most its capacity, dropping the least recently
+// used entry, and refuses answers too large to keep.
+func TestPlanCacheBounds(t *testing.T) {
+	c := newPlanCache(2)
+	a, b, d := &plan{body: []byte("a")}, &plan{body: []byte("b")}, &plan{body: []byte("d")}
+	c.put("a", a)
+	c.put("b", b)
+	if c.get("a") != a { // a is now the most recently used
+		t.Fatal("a missing")
+	}
+	c.put("d", d)
+	if c.get("b") != nil {
+		t.Error("b, the least recently used, is still cached")
+	}
+	if c.get("a") != a || c.get("d") != d {
+		t.Error("a or d dropped")
+	}
+	if n := len(c.entries); n != 2 {
+		t.Errorf("%d entries, want 2", n)
+	}
+	c.put("big", &plan{body: make([]byte, maxCachedAnswer+1)})
+	if c.get("big") != nil {
+		t.Error("an answer larger than maxCachedAnswer was cached")
+	}
+	c.put("a", d) // replacing keeps one entry
+	if c.get("a") != d || len(c.entries) != 2 {
+		t.Error("replacing an entry")
+	}
+}
