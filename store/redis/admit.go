@@ -1,0 +1,171 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Admit performs the parts of s in one script, one round trip: a replay of an
+// admitted request takes nothing; then the key check, the rate limit, the slot and the
+// credits are each checked, in that order, and only if all of them allow the call are
+// they recorded. A denied step changes nothing (beyond dropping ended leases and
+// applying a due credit renewal, which change no observable state). A key check that
+// names another account than the step's denies the step with billing.KeyUnknown,
+// without a round trip: a key admits calls of its own account only.
+func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+	var res billing.StepResult
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	a := s.account(st.Account)
+	mode, sec, nsec := s.clock(st.Now)
+	args := make([]any, 0, 19+len(creditsAPIs(st.Credits)))
+	args = append(args, mode, sec, nsec, st.Request.String())
+
+	switch {
+	case st.Key == nil:
+		args = append(args, "", "", "")
+	case st.Key.Account != st.Account:
+		// A key admits calls of its own account only, and its record lives in its
+		// account's slot, which one script over the step's account cannot read.
+		res.Denied, res.Key = billing.DeniedKey, billing.KeyUnknown
+		return res, nil
+	case st.Key.KeyID == "":
+		args = append(args, "s", "", "")
+	default:
+		args = append(args, "k", st.Key.KeyID, auth.Hash(st.Key.Hash).String())
+	}
+
+	if st.Rate != nil {
+		e, window, err := rateArgs(*st.Rate)
+		if err != nil {
+			return res, err
+		}
+		args = append(args, e, window)
+	} else {
+		args = append(args, "", "")
+	}
+
+	if st.Slot != nil {
+		us, ttl := leaseArgs(st.Slot.Lease)
+		args = append(args, st.Slot.Ceiling, us, ttl)
+	} else {
+		args = append(args, "", "", "")
+	}
+
+	if c := st.Credits; c != nil {
+		switch {
+		case c.Account != st.Account || c.Request != st.Request:
+			return res, fmt.Errorf("redis: admission %s of account %q reserves for %s of account %q", st.Request, st.Account, c.Request, c.Account)
+		case c.Amount < 0:
+			return res, fmt.Errorf("redis: reservation %s: negative amount: %w", c.Request, store.ErrConflict)
+		}
+		ps, pe := periodArgs(c.Period)
+		args = append(args, c.Amount, -c.Amount, ps, pe, c.Allowance, s.open, s.retention)
+		for _, api := range c.APIs {
+			args = append(args, api)
+		}
+	} else {
+		args = append(args, "", "", "", "", "", s.open, s.retention)
+	}
+
+	reply, err := s.run(ctx, admitScript, []string{
+		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.marker(st.Request),
+	}, args...)
+	if err != nil {
+		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
+	}
+	r := asSlice(reply)
+	if len(r) != 14 {
+		return res, errReply("admission of account "+st.Account, reply)
+	}
+	if asInt(r[0]) == stNotFound {
+		return res, noBalance(st.Account)
+	}
+	switch asInt(r[1]) {
+	case 0:
+		res.Denied = billing.NotDenied
+	case 1:
+		res.Denied = billing.DeniedKey
+	case 2:
+		res.Denied = billing.DeniedRate
+	case 3:
+		res.Denied = billing.DeniedSlot
+	case 4:
+		res.Denied = billing.DeniedCredits
+	default:
+		return res, errReply("admission of account "+st.Account, reply)
+	}
+	if st.Key != nil {
+		res.Key = keyState(asInt(r[2]))
+	}
+	if st.Rate != nil {
+		res.Rate = decodeRate(r, 3)
+	}
+	if st.Slot != nil {
+		res.Slot = billing.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}
+	}
+	if st.Credits != nil && (res.Denied == billing.NotDenied || res.Denied == billing.DeniedCredits) {
+		res.Balance = decodeBalance(r, 9)
+	}
+	return res, nil
+}
+
+func creditsAPIs(c *billing.Reservation) []string {
+	if c == nil {
+		return nil
+	}
+	return c.APIs
+}
+
+// Close frees the slot and settles the reservation of an admitted call in one script,
+// one round trip. The slot is freed even if the settlement is refused (an unknown
+// reservation, a refund above the amount reserved), since the call has ended either
+// way. Settling again refunds nothing more; freeing a free slot is not an error.
+func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Balance{}, err
+	}
+	if !c.ReleaseSlot && c.Settlement == nil {
+		return billing.Balance{}, nil
+	}
+	a := s.account(c.Account)
+	release := ""
+	if c.ReleaseSlot {
+		release = "1"
+	}
+	args := make([]any, 0, 9+len(settlementAPIs(c.Settlement)))
+	args = append(args, c.Request.String(), release)
+	if st := c.Settlement; st != nil {
+		switch {
+		case st.Account != c.Account || st.Request != c.Request:
+			return billing.Balance{}, fmt.Errorf("redis: closing %s of account %q settles %s of account %q", c.Request, c.Account, st.Request, st.Account)
+		case st.Refund < 0:
+			return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
+		}
+		args = s.settleArgs(*st, append(args, "1"))
+	}
+	reply, err := s.run(ctx, closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args...)
+	if err != nil {
+		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
+	}
+	if c.Settlement == nil {
+		return billing.Balance{}, nil
+	}
+	code, b, err := balanceReply(reply, c.Account, "close")
+	if err != nil {
+		return b, err
+	}
+	return settleResult(code, b, *c.Settlement)
+}
+
+func settlementAPIs(s *billing.Settlement) []string {
+	if s == nil {
+		return nil
+	}
+	return s.Uncount
+}

@@ -1,0 +1,130 @@
+package redis_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/store/storetest"
+)
+
+// BenchmarkAdmitClose measures a call's Redis traffic, one Admit and one Close (two
+// round trips), on the server's clock as in production:
+//
+//   - step=full: key check, rate limit, slot and credits (everything in Redis);
+//   - step=limits: rate limit and slot only (keys and credits in PostgreSQL);
+//   - accounts=1: every call on one hot account; accounts=1000: spread over many;
+//   - serial: one goroutine, so ns/op is the latency of the pair; parallel:
+//     GOMAXPROCS goroutines (b.SetParallelism(16) of them per proc), so ns/op is the
+//     inverse of throughput.
+//
+// The limits never refuse (a rate of a million a second, a ceiling of a million), and
+// the balance does not run out.
+func BenchmarkAdmitClose(b *testing.B) {
+	for _, full := range []bool{true, false} {
+		for _, accounts := range []int{1, 1000} {
+			name := "step=limits"
+			if full {
+				name = "step=full"
+			}
+			b.Run(fmt.Sprintf("%s/accounts=%d", name, accounts), func(b *testing.B) {
+				s := newStore(b, &redis.Options{})
+				steps := benchAccounts(b, s, accounts, full)
+				for _, parallel := range []bool{false, true} {
+					mode := "serial"
+					if parallel {
+						mode = "parallel"
+					}
+					b.Run(mode, func(b *testing.B) {
+						var next atomic.Uint64
+						call := func() {
+							n := next.Add(1)
+							st := steps[n%uint64(len(steps))]
+							binary.BigEndian.PutUint64(st.Request[8:], n)
+							if st.Credits != nil {
+								c := *st.Credits
+								c.Request = st.Request
+								st.Credits = &c
+							}
+							st.Now = time.Now()
+							r, err := s.Admit(b.Context(), st)
+							if err != nil || r.Denied != billing.NotDenied {
+								b.Fatalf("Admit: %+v, %v", r, err)
+							}
+							c := billing.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true}
+							if st.Credits != nil {
+								c.Settlement = &billing.Settlement{Account: st.Account, Request: st.Request,
+									Period: st.Credits.Period, Allowance: st.Credits.Allowance}
+							}
+							if _, err := s.Close(b.Context(), c); err != nil {
+								b.Fatalf("Close: %v", err)
+							}
+						}
+						call() // loads the scripts
+						b.ResetTimer()
+						if parallel {
+							b.SetParallelism(16)
+							b.RunParallel(func(pb *testing.PB) {
+								for pb.Next() {
+									call()
+								}
+							})
+						} else {
+							for b.Loop() {
+								call()
+							}
+						}
+						b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+					})
+				}
+			})
+		}
+	}
+}
+
+// benchAccounts creates n accounts and returns a step template for each.
+func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []billing.Step {
+	ctx := b.Context()
+	period := billing.MonthOf(time.Now())
+	rate := billing.Limit{Rate: 1_000_000, Per: time.Second, Burst: 1_000_000}
+	var prefix [8]byte
+	binary.BigEndian.PutUint64(prefix[:], uint64(time.Now().UnixNano()))
+	steps := make([]billing.Step, n)
+	for i := range steps {
+		acct := fmt.Sprintf("bench-%04d", i)
+		st := billing.Step{Account: acct, Rate: &rate, Slot: &billing.SlotClaim{Ceiling: 1_000_000, Lease: time.Minute}}
+		copy(st.Request[:8], prefix[:])
+		if full {
+			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
+			must(b, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "pro"}, key))
+			must(b, s.Open(ctx, billing.Opening{Account: acct, Balance: 1 << 50, Allowance: 1 << 50, Period: period}))
+			st.Key = &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			st.Credits = &billing.Reservation{Account: acct, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 1 << 50}
+		}
+		steps[i] = st
+	}
+	return steps
+}
+
+// The storetest benchmarks, one line each.
+
+func BenchmarkLedger(b *testing.B) {
+	storetest.BenchmarkLedger(b, func(b *testing.B) billing.Ledger { return newStore(b, nil) })
+}
+
+func BenchmarkRateLimiter(b *testing.B) {
+	storetest.BenchmarkRateLimiter(b, func(b *testing.B) billing.RateLimiter { return newStore(b, nil) })
+}
+
+func BenchmarkConcurrencyLimiter(b *testing.B) {
+	storetest.BenchmarkConcurrencyLimiter(b, func(b *testing.B) billing.ConcurrencyLimiter { return newStore(b, nil) })
+}
+
+func BenchmarkKeyStoreResolve(b *testing.B) {
+	storetest.BenchmarkKeyStoreResolve(b, func(b *testing.B) auth.KeyStore { return newStore(b, nil) }, 1000, 0)
+}

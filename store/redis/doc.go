@@ -1,0 +1,184 @@
+// Package redis keeps Tollgate's state in Redis (go-redis v9): rate limits, concurrency
+// leases, and, if the host wants, accounts, keys and credit balances. One [*Store]
+// implements every store interface ([auth.KeyStore], [billing.KeyChecker],
+// [billing.Ledger], [billing.RateLimiter], [billing.ConcurrencyLimiter]) and
+// [billing.Admitter], so that a paid call costs exactly one round trip to admit and one
+// to settle.
+//
+// # Compositions
+//
+// Give the one Store the roles it should play:
+//
+//	rs, err := redis.New(client, nil)
+//	// Limits in Redis; keys and money in PostgreSQL (the safe configuration):
+//	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: rs, Slots: rs}
+//	// Everything in Redis (read "Durability" first):
+//	stores = tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs}
+//
+// The billing.Meter sends all the parts one Store holds in one step: with limits only,
+// the Redis step is the rate limit and the slot; with everything, it is also the key
+// check and the credit reservation.
+//
+// # Key layout
+//
+// Every key begins with Options.Prefix ("tollgate" by default) and a colon. The keys of
+// one account share the hash tag {account}, so that they hash to one Redis Cluster
+// slot and every script runs on one node:
+//
+//	<prefix>:{<account>}:acct        string  the account record (JSON)
+//	<prefix>:{<account>}:keys        hash    the key records: <id>:h (current hash, hex),
+//	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339)
+//	<prefix>:{<account>}:korder      list    the key ids, oldest first
+//	<prefix>:{<account>}:bal         hash    rem, used, allow, and the period (ps, pe, Unix µs)
+//	<prefix>:{<account>}:use         hash    API id -> calls counted in the period
+//	<prefix>:{<account>}:tat         string  the rate limit's timestamp, "<Unix s> <ns>"
+//	<prefix>:{<account>}:lease       zset    request id -> end of its lease (Unix µs)
+//	<prefix>:{<account>}:r:<request> string  the request's marker: "o <amount> <period>"
+//	                                         (open reservation), "d" (settled, or an
+//	                                         adjustment), "a" (admitted without credits)
+//	<prefix>:kid:<key id>            string  key id -> account
+//	<prefix>:h:<key hash, hex>       string  key hash -> account and key id
+//
+// For the rate and concurrency limiters, <account> is their key argument. An id that
+// cannot be a hash tag as it is (empty, or containing '}') or that begins with '~' is
+// written as '~' and its bytes in hexadecimal.
+//
+// Two lookups cannot live in the account's slot, because they are how the account is
+// found: a key by its id (Key, RotateKey, RevokeKey) and by its hash (Resolve). Each
+// is a global index entry, read with a single-key command, that names a candidate; the
+// record in the account's slot is the truth. Resolve reads the index, then, in one
+// script in the account's slot, checks that the key's current hash is the one looked up
+// (two round trips). So an index entry that no record backs (a creation or a rotation
+// that stopped half-way) never resolves; it only keeps its own random id or hash from
+// being used again. Creating a key claims its id and hash with SET NX, then writes the
+// record in one script, which refuses a taken account id or a missing account; the
+// claims are withdrawn if it does. RotateKey claims the new hash (SET NX; a taken hash
+// is a conflict), replaces the hash in the record in one script (refusing a revoked
+// key), then deletes the old hash's entry: the old value is dead from the moment the
+// record changes, since every reader compares with the record, and the new value works
+// from that same moment, since its entry was written first.
+//
+// # Scripts
+//
+// Every operation is one Lua script or one command, atomic in Redis, loaded on first use
+// (EVALSHA, falling back to EVAL once). Every script declares in KEYS every key it
+// touches, all in one slot.
+//
+//   - Admit, the admission step: if the request's marker exists, the step was admitted
+//     before and is admitted again, taking nothing. Otherwise it checks, in order, the
+//     key (the record has this hash and is not revoked; with no key id, the account
+//     exists), the rate limit (GCRA), the slot (drop ended leases with
+//     ZREMRANGEBYSCORE, refuse if ZCARD has reached the ceiling unless the request
+//     already holds one) and the credits (renew the balance if its period has ended;
+//     refuse if it is short). Only when every part allows the call does it write: the
+//     new timestamp, ZADD of the lease, the debit, the usage counts and the marker. A
+//     refused step changes nothing.
+//   - Close, the settlement: ZREM the lease, and settle the reservation at most once:
+//     its marker becomes "d"; the refund is credited, and the APIs uncounted, only if
+//     the reservation was made in the current period.
+//   - The plain methods (Reserve, Settle, Adjust, Balance, Usage, Open, Allow, Peek,
+//     Acquire, Renew, InUse, CheckKey, Keys) are one script each, Release and Account
+//     one command. Key management is off the call path and takes a few round trips:
+//     Key, Resolve and RevokeKey two (the index, then the record), CreateAccount and
+//     CreateKey three, RotateKey four.
+//
+// The rate limit reproduces [billing.GCRA] exactly. Lua has only doubles, exact below
+// 2^53, so times travel as (Unix seconds, nanoseconds) and the arithmetic runs on the
+// distance between the stored timestamp and now; windows (Burst emission intervals)
+// are limited to 2^52 ns, about 52 days. Lease ends and credit periods are Unix
+// microseconds. Balances change with HINCRBY (64-bit integers) and are read back as
+// strings, so they are exact.
+//
+// # Clocks
+//
+// By default the rate limit and the leases run on the Redis server's clock (TIME in
+// the script), so instances whose clocks disagree still share one bucket and one set of
+// leases: a lease of 30s ends 30s after Redis granted it, whatever the instances'
+// clocks say. Options.CallerClock makes them use the time the caller passes instead;
+// the conformance suites need it, since they script time (instants in 2030). Every
+// instance sharing a prefix must use the same clock. Credit periods always come from
+// the caller (the Meter's clock decides the month).
+//
+// # Durability
+//
+// Redis acknowledges a write when it is in memory, not on disk. With the default
+// configuration (appendonly no) a crash loses everything written since the last
+// snapshot; with appendonly yes and appendfsync everysec, the usual setting, up to
+// about a second of writes. Only appendfsync always writes each command to disk before
+// Redis replies (in the measurements of the research notes, about 5 times slower on one
+// connection, 1.2 to 1.9 times under concurrency). Replication is asynchronous too: a
+// failover to a replica loses the writes it had not received. WAIT and WAITAOF (Redis
+// 7.2 and later) make a client wait for replicas or disks; this Store does not send
+// them, since each would be another round trip per call.
+//
+// What a lost write means here: a debit lost is a free call; a lost marker lets a
+// retried request be charged again; a lost revocation or rotation brings a key back to
+// life; a lost timestamp or lease loosens a limit for a moment. Redis is therefore not a
+// ledger of record in this package: there is no outbox of ledger entries and no
+// reconciliation against PostgreSQL. The safe configurations are:
+//
+//   - keys and money in PostgreSQL (store/postgres) and only the limits in Redis, the
+//     first composition above. Losing Redis then loosens the limits briefly and
+//     nothing else;
+//   - everything in Redis, on a primary with appendonly yes and appendfsync always,
+//     and no failover to an asynchronous replica (or accepting that a failover loses
+//     its last writes).
+//
+// A reply lost after Redis ran the admission script (a timeout, a broken connection)
+// leaves the step taken, and the Store does not undo it by itself: the credits stay
+// reserved and the slot held until its lease ends. A retry of Admit with the same
+// request id takes nothing more, and Close with a full refund undoes the step: it frees
+// the slot, refunds a reservation that was made, and answers store.ErrNotFound for one
+// that never was, so a caller in doubt can close it until Redis answers. A settlement
+// that never reaches Redis leaves the reservation open, the call charged; an open
+// reservation is forgotten after [OpenReservationTTL].
+//
+// # Memory
+//
+// Besides the records, Redis holds one marker of about 200 bytes (measured with the
+// default prefix) per request remembered for replays, for Options.Retention
+// ([DefaultRetention], 10 minutes): at 1,000 calls a second, about 600,000 markers,
+// 120 MB. Open reservations last only as long as their calls. Rate timestamps and lease
+// sets expire a second after they stop mattering.
+//
+// # Connection pool and timeouts
+//
+// The host builds and owns the client. Configure it to fail fast, so that a Redis that
+// is down or stuck makes the call fail within a fraction of a second (the service then
+// answers 503, admits nothing and charges nothing) instead of holding the caller for
+// the client's defaults (a 5s dial timeout, tried 5 times, and 5s reads):
+//
+//	client := goredis.NewClient(&goredis.Options{
+//		Addr:                  "redis:6379",
+//		PoolSize:              64,                     // at least the calls in flight on one instance
+//		MinIdleConns:          8,                      // warm connections: no dial after a quiet spell
+//		PoolTimeout:           500 * time.Millisecond, // wait for a busy pool, then fail
+//		DialTimeout:           250 * time.Millisecond, // a down Redis fails the call quickly
+//		DialerRetries:         1,                      // one dial per attempt (default 5, 100ms apart)
+//		ReadTimeout:           250 * time.Millisecond, // a script runs in tens of µs; later means stuck
+//		WriteTimeout:          250 * time.Millisecond,
+//		ContextTimeoutEnabled: true,                   // a request's deadline ends the wait
+//		MaxRetries:            1,                      // one retry on a broken connection (default 3)
+//	})
+//
+// Connections recover by themselves: go-redis drops a broken connection and dials a new
+// one on demand, so when Redis comes back the next call succeeds without a restart.
+// ContextTimeoutEnabled makes a context's deadline end a wait at once; a cancellation
+// without a deadline is noticed when the read times out, because go-redis does not
+// abort a read in flight, which is one more reason for a short ReadTimeout. A retried
+// command may have run once already: the admission, the settlement and the ledger's
+// writes are idempotent by request id, the slot operations by holder; a retried Allow
+// may count one event twice (stricter, never looser). With a *goredis.ClusterClient the
+// same options exist on ClusterOptions.
+//
+// # Tests
+//
+// The tests need a Redis: set TOLLGATE_TEST_REDIS to its address. Each test works under
+// a random prefix and deletes its keys at the end (SCAN by prefix); nothing else on the
+// server is touched. Without the variable the tests skip, or fail when CI=true.
+// TestCluster also starts a private redis-server in cluster mode (from PATH) and kills
+// it at the end.
+//
+//	TOLLGATE_TEST_REDIS=127.0.0.1:6379 go test -race ./store/redis/
+//	TOLLGATE_TEST_REDIS=127.0.0.1:6379 go test -run='^$' -bench=. -benchtime=3s ./store/redis/
+package redis

@@ -1,0 +1,123 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/store/redis"
+)
+
+// names returns the command names of recorded commands.
+func names(cmds [][]any) []string {
+	out := make([]string, len(cmds))
+	for i, args := range cmds {
+		out[i], _ = keysOf(args)
+	}
+	return out
+}
+
+// A counting client: one connection, so that no handshake of a new connection shows
+// among the counted commands, and a hook that records every command (a pipeline would
+// show as its commands; the Store sends none).
+func countingClient(t *testing.T) (*goredis.Client, *recorder) {
+	rec := &recorder{}
+	c := newClient(addr(t), func(o *goredis.Options) { o.PoolSize, o.MinIdleConns = 1, 0 })
+	t.Cleanup(func() { c.Close() })
+	must(t, c.Ping(t.Context()).Err())
+	c.AddHook(rec)
+	return c, rec
+}
+
+// TestOneRoundTripEach checks the round-trip budget of a paid call through a
+// billing.Meter: exactly one command (one EVALSHA) to admit and one to settle, both
+// with every role in Redis (key check, rate, slot, credits) and with only the limits in
+// Redis (keys and credits elsewhere, here in memory). The scripts are loaded by a first
+// call; the counted calls run after it.
+func TestOneRoundTripEach(t *testing.T) {
+	plan := billing.Plan{Name: "pro", Credits: 1000, RatePerMinute: 600, Concurrency: 10}
+	period := billing.MonthOf(time.Now())
+
+	compositions := []struct {
+		name  string
+		meter func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck)
+	}{
+		{"everything in Redis", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
+			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
+			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
+			must(t, s.Open(t.Context(), billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+			m, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
+			must(t, err)
+			return m, &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+		}},
+		{"limits in Redis", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
+			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
+			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
+			must(t, keys.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
+			must(t, ledger.Open(t.Context(), billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+			m, err := billing.NewMeter(ledger, s, s, &billing.MeterOptions{Keys: keys})
+			must(t, err)
+			return m, &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+		}},
+	}
+	for _, comp := range compositions {
+		t.Run(comp.name, func(t *testing.T) {
+			c, rec := countingClient(t)
+			s := newStoreOn(t, c, &redis.Options{}) // the server's clock, as in production
+			m, key := comp.meter(t, s, "acct")
+			call := func(i int) ([]string, []string) {
+				a := billing.Admission{Account: "acct", Plan: plan, Request: billing.RequestID{byte(i), 1}, APIs: []string{"hash"},
+					Cost: 1, Now: time.Now(), Key: key}
+				rec.take()
+				tk, err := m.Admit(t.Context(), a)
+				must(t, err)
+				admit := names(rec.take())
+				if !tk.HoldsSlot() {
+					t.Fatalf("call %d holds no slot", i)
+				}
+				b, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: time.Now()})
+				must(t, err)
+				if b.Remaining != int64(1000-i) {
+					t.Errorf("call %d: remaining %d after settlement, want %d", i, b.Remaining, 1000-i)
+				}
+				return admit, names(rec.take())
+			}
+			call(1) // loads the scripts
+			for i := 2; i <= 4; i++ {
+				admit, settle := call(i)
+				if !slices.Equal(admit, []string{"evalsha"}) || !slices.Equal(settle, []string{"evalsha"}) {
+					t.Errorf("call %d: admission sent %q and settlement %q; want one EVALSHA each", i, admit, settle)
+				}
+			}
+		})
+	}
+}
+
+// TestCanceledContextSendsNothing checks that a method given a canceled context sends
+// no command at all: it fails before it uses the connection, and so cannot have
+// changed anything.
+func TestCanceledContextSendsNothing(t *testing.T) {
+	c, rec := countingClient(t)
+	s := newStoreOn(t, c, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rec.take()
+	errs := everyMethod(ctx, s)
+	for name, err := range errs {
+		if !isCanceled(err) {
+			t.Errorf("%s: %v, want context.Canceled", name, err)
+		}
+	}
+	if sent := rec.take(); len(sent) != 0 {
+		t.Errorf("methods given a canceled context sent %d commands: %q", len(sent), names(sent))
+	}
+}
+
+func isCanceled(err error) bool { return errors.Is(err, context.Canceled) }

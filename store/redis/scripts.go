@@ -1,0 +1,456 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// The Lua scripts. Every script declares in KEYS every key it touches, and the keys of
+// one script share one hash tag (the account's), so that each script runs on one Redis
+// Cluster slot. The global index keys (key id and key hash to account) are only ever
+// used by single-key commands.
+//
+// Numbers: Lua in Redis has only doubles, exact for integers below 2^53. Times therefore
+// travel as a pair (Unix seconds, nanoseconds) and the rate-limit arithmetic works on
+// the difference between the stored timestamp and now, which is small; lease scores
+// and credit periods are Unix microseconds (about 1.9e15 in 2030, below 2^53). Balances
+// are changed with HINCRBY (exact 64-bit integers in Redis) from decimal strings made
+// by Go, and read back as strings, never through a Lua number.
+
+// lib holds the functions the scripts share. It is prepended to the scripts that need
+// it; Redis keeps the scripts' globals read-only, so everything is local.
+const lib = `
+-- idiv returns floor(a / b) for integers a >= 0, b > 0 below 2^53, exactly: the
+-- floating-point quotient may be off by one near an integer, and the remainder says so.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  return q
+end
+
+-- fmt formats an integer-valued number without an exponent.
+local function fmt(x)
+  return string.format('%.0f', x)
+end
+
+-- clock returns now as Unix seconds and nanoseconds: the Redis server's clock (mode
+-- 's'), or the caller's, passed in s and ns.
+local function clock(mode, s, ns)
+  if mode == 's' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]), tonumber(t[2]) * 1000
+  end
+  return tonumber(s), tonumber(ns)
+end
+
+local function micros(s, ns)
+  return s * 1000000 + idiv(ns, 1000)
+end
+
+-- tat_offset returns the stored theoretical arrival time minus now, in nanoseconds,
+-- or 0 if it is in the past or there is none (billing.GCRA's max(tat, now) - now).
+local function tat_offset(key, s, ns)
+  local v = redis.call('GET', key)
+  if not v then return 0 end
+  local ts, tns = string.match(v, '^(%-?%d+) (%d+)$')
+  if not ts then return 0 end
+  local t = (tonumber(ts) - s) * 1000000000 + (tonumber(tns) - ns)
+  if t < 0 then return 0 end
+  return t
+end
+
+-- gcra decides one event as billing.GCRA does, relative to now: e is the emission
+-- interval and window Burst*e, in nanoseconds. It returns allowed (1 or 0),
+-- remaining, retry-after, reset-after, and for an allowed event the timestamp to store
+-- and its distance from now.
+local function gcra(key, s, ns, e, window)
+  local t = tat_offset(key, s, ns)
+  local nxt = t + e
+  if nxt > window then
+    return 0, 0, nxt - window, t, nil, 0
+  end
+  local total = ns + nxt
+  local carry = idiv(total, 1000000000)
+  return 1, idiv(window - nxt, e), 0, nxt, fmt(s + carry) .. ' ' .. fmt(total - carry * 1000000000), nxt
+end
+
+-- gcra_store records an allowed event; the timestamp is dropped a second after the
+-- bucket is full again, when it no longer matters.
+local function gcra_store(key, tat, nxt)
+  redis.call('SET', key, tat, 'PX', fmt(idiv(nxt, 1000000) + 1001))
+end
+
+-- slot_check drops ended leases (end <= now) and reports whether member may hold a
+-- slot, and the number of slots held if it does (or held, if it may not).
+local function slot_check(key, member, ceiling, nowus)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowus))
+  local n = redis.call('ZCARD', key)
+  if redis.call('ZSCORE', key, member) then return true, n end
+  if n >= ceiling then return false, n end
+  return true, n + 1
+end
+
+-- slot_hold grants or renews member's lease until endus; the set lives at least ttl
+-- milliseconds, the longest lease in it plus a margin.
+local function slot_hold(key, member, endus, ttl)
+  redis.call('ZADD', key, fmt(endus), member)
+  if redis.call('PTTL', key) < tonumber(ttl) then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
+-- renew applies a due renewal of the balance (period start ps later than the stored
+-- one) and reports whether the account has a balance at all.
+local function renew(bal, use, ps, pe, allowance)
+  local cur = redis.call('HGET', bal, 'ps')
+  if not cur then return false end
+  if tonumber(ps) > tonumber(cur) then
+    redis.call('HSET', bal, 'rem', allowance, 'used', '0', 'allow', allowance, 'ps', ps, 'pe', pe)
+    redis.call('DEL', use)
+  end
+  return true
+end
+
+-- balance returns the stored balance as strings: remaining, used, allowance, period
+-- start and end (Unix microseconds).
+local function balance(bal)
+  local b = redis.call('HMGET', bal, 'rem', 'used', 'allow', 'ps', 'pe')
+  for i = 1, 5 do
+    if not b[i] then b[i] = '0' end
+  end
+  return b
+end
+
+local function with_balance(status, bal)
+  local b = balance(bal)
+  return {status, b[1], b[2], b[3], b[4], b[5]}
+end
+
+-- settle closes the reservation whose marker is given; ARGV[first..] lists the APIs to
+-- uncount. Status 0 ok, 1 no balance, 2 refund too large, 4 unknown reservation.
+local function settle(bal, use, marker, refund, negrefund, ps, pe, allowance, retention, first)
+  if not renew(bal, use, ps, pe, allowance) then return {1} end
+  local m = redis.call('GET', marker)
+  if not m then return {4} end
+  local amt, rps = string.match(m, '^o (%d+) (%-?%d+)$')
+  if not amt then
+    -- Settled before (or an adjustment): at most once.
+    return with_balance(0, bal)
+  end
+  if tonumber(refund) > tonumber(amt) then return with_balance(2, bal) end
+  redis.call('SET', marker, 'd', 'PX', retention)
+  if rps == redis.call('HGET', bal, 'ps') then
+    redis.call('HINCRBY', bal, 'rem', refund)
+    redis.call('HINCRBY', bal, 'used', negrefund)
+    for i = first, #ARGV do
+      local c = tonumber(redis.call('HGET', use, ARGV[i]) or '0')
+      if c > 0 then redis.call('HINCRBY', use, ARGV[i], '-1') end
+    end
+  end
+  return with_balance(0, bal)
+end
+`
+
+// The status codes scripts answer with.
+const (
+	stOK           = 0
+	stNotFound     = 1 // no balance, no account, no key
+	stConflict     = 2 // taken, revoked, refund too large
+	stInsufficient = 3 // balance short
+	stUnknown      = 4 // unknown reservation
+)
+
+// admitScript performs an admission step: replay check, key check, rate, slot,
+// credits, every check before any write.
+//
+// KEYS: 1 account record, 2 key records, 3 rate timestamp, 4 leases, 5 balance,
+// 6 usage, 7 the request's marker.
+// ARGV: 1 clock mode, 2 now s, 3 now ns, 4 member (request id),
+// 5 key mode (empty: none, 'k' key, 's' session), 6 key id, 7 key hash,
+// 8 emission interval ns (empty: no rate), 9 window ns,
+// 10 ceiling (empty: no slot), 11 lease us, 12 lease set TTL ms,
+// 13 amount (empty: no credits), 14 -amount, 15 period start us, 16 period end us,
+// 17 allowance, 18 open reservation TTL ms, 19 retention ms, 20.. APIs.
+//
+// Reply: status, denial, key state, rate allowed, remaining, retry ns, reset ns,
+// slot acquired, in use, then the balance (remaining, used, allowance, start, end).
+var admitScript = goredis.NewScript(lib + `
+local s, ns = clock(ARGV[1], ARGV[2], ARGV[3])
+local nowus = micros(s, ns)
+local member = ARGV[4]
+local hasRate, hasSlot, hasCredits = ARGV[8] ~= '', ARGV[10] ~= '', ARGV[13] ~= ''
+local e, window = tonumber(ARGV[8]), tonumber(ARGV[9])
+local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0', '0', '0'}
+local function fill_balance()
+  local b = balance(KEYS[5])
+  for i = 1, 5 do r[9 + i] = b[i] end
+end
+
+-- A step replayed after it was admitted is admitted again and takes nothing.
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  if hasRate then
+    local t = tat_offset(KEYS[3], s, ns)
+    r[4], r[7] = 1, t
+    if t <= window then r[5] = idiv(window - t, e) end
+  end
+  if hasSlot then
+    r[8], r[9] = 1, redis.call('ZCOUNT', KEYS[4], '(' .. fmt(nowus), '+inf')
+  end
+  if hasCredits then
+    if not renew(KEYS[5], KEYS[6], ARGV[15], ARGV[16], ARGV[17]) then r[1] = 1; return r end
+    fill_balance()
+  end
+  return r
+end
+
+-- Key: the record has this hash and is not revoked; for a session, the account exists.
+if ARGV[5] == 'k' then
+  local k = redis.call('HMGET', KEYS[2], ARGV[6] .. ':h', ARGV[6] .. ':rev')
+  if k[1] ~= ARGV[7] then r[2], r[3] = 1, 1; return r end
+  if k[2] then r[2], r[3] = 1, 2; return r end
+elseif ARGV[5] == 's' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then r[2], r[3] = 1, 1; return r end
+end
+
+-- Rate.
+local tat, nxt
+if hasRate then
+  local ok, rem, retry, reset
+  ok, rem, retry, reset, tat, nxt = gcra(KEYS[3], s, ns, e, window)
+  r[4], r[5], r[6], r[7] = ok, rem, retry, reset
+  if ok == 0 then r[2] = 2; return r end
+end
+
+-- Slot.
+if hasSlot then
+  local ok, n = slot_check(KEYS[4], member, tonumber(ARGV[10]), nowus)
+  r[9] = n
+  if not ok then r[2] = 3; return r end
+  r[8] = 1
+end
+
+-- Credits.
+if hasCredits then
+  if not renew(KEYS[5], KEYS[6], ARGV[15], ARGV[16], ARGV[17]) then r[1] = 1; return r end
+  if tonumber(redis.call('HGET', KEYS[5], 'rem')) < tonumber(ARGV[13]) then
+    r[2] = 4
+    fill_balance()
+    return r
+  end
+end
+
+-- Every part allows the call: record them all.
+if hasRate then gcra_store(KEYS[3], tat, nxt) end
+if hasSlot then slot_hold(KEYS[4], member, nowus + tonumber(ARGV[11]), ARGV[12]) end
+if hasCredits then
+  redis.call('HINCRBY', KEYS[5], 'rem', ARGV[14])
+  redis.call('HINCRBY', KEYS[5], 'used', ARGV[13])
+  for i = 20, #ARGV do redis.call('HINCRBY', KEYS[6], ARGV[i], '1') end
+  redis.call('SET', KEYS[7], 'o ' .. ARGV[13] .. ' ' .. redis.call('HGET', KEYS[5], 'ps'), 'PX', ARGV[18])
+  fill_balance()
+else
+  redis.call('SET', KEYS[7], 'a', 'PX', ARGV[19])
+end
+return r
+`)
+
+// closeScript frees a slot and settles a reservation.
+//
+// KEYS: 1 leases, 2 balance, 3 usage, 4 the request's marker.
+// ARGV: 1 member, 2 release ('1' or empty), 3 settle ('1' or empty), 4 refund, 5 -refund,
+// 6 period start us, 7 period end us, 8 allowance, 9 retention ms, 10.. APIs to uncount.
+var closeScript = goredis.NewScript(lib + `
+if ARGV[2] == '1' then redis.call('ZREM', KEYS[1], ARGV[1]) end
+if ARGV[3] ~= '1' then return {0} end
+return settle(KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], 10)
+`)
+
+// rateScript decides (and with ARGV[6] = '1' records) one event.
+//
+// KEYS: 1 rate timestamp. ARGV: 1 clock mode, 2 now s, 3 now ns, 4 emission interval
+// ns, 5 window ns, 6 record. Reply: allowed, remaining, retry ns, reset ns.
+var rateScript = goredis.NewScript(lib + `
+local s, ns = clock(ARGV[1], ARGV[2], ARGV[3])
+local ok, rem, retry, reset, tat, nxt = gcra(KEYS[1], s, ns, tonumber(ARGV[4]), tonumber(ARGV[5]))
+if ok == 1 and ARGV[6] == '1' then gcra_store(KEYS[1], tat, nxt) end
+return {ok, rem, retry, reset}
+`)
+
+// acquireScript grants or renews a slot.
+//
+// KEYS: 1 leases. ARGV: 1 clock mode, 2 now s, 3 now ns, 4 member, 5 ceiling,
+// 6 lease us, 7 set TTL ms. Reply: acquired, in use.
+var acquireScript = goredis.NewScript(lib + `
+local s, ns = clock(ARGV[1], ARGV[2], ARGV[3])
+local nowus = micros(s, ns)
+local ok, n = slot_check(KEYS[1], ARGV[4], tonumber(ARGV[5]), nowus)
+if not ok then return {0, n} end
+slot_hold(KEYS[1], ARGV[4], nowus + tonumber(ARGV[6]), ARGV[7])
+return {1, n}
+`)
+
+// renewScript extends a live lease. KEYS and ARGV as acquireScript without the
+// ceiling: 4 member, 5 lease us, 6 set TTL ms. Reply: status.
+var renewScript = goredis.NewScript(lib + `
+local s, ns = clock(ARGV[1], ARGV[2], ARGV[3])
+local nowus = micros(s, ns)
+local sc = redis.call('ZSCORE', KEYS[1], ARGV[4])
+if not sc or tonumber(sc) <= nowus then
+  if sc then redis.call('ZREM', KEYS[1], ARGV[4]) end
+  return 1
+end
+slot_hold(KEYS[1], ARGV[4], nowus + tonumber(ARGV[5]), ARGV[6])
+return 0
+`)
+
+// inUseScript counts live leases. KEYS: 1 leases. ARGV: 1 clock mode, 2 now s, 3 now ns.
+var inUseScript = goredis.NewScript(lib + `
+local s, ns = clock(ARGV[1], ARGV[2], ARGV[3])
+return redis.call('ZCOUNT', KEYS[1], '(' .. fmt(micros(s, ns)), '+inf')
+`)
+
+// openScript creates a balance. KEYS: 1 balance. ARGV: remaining, allowance, period
+// start us, period end us.
+var openScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 2 end
+redis.call('HSET', KEYS[1], 'rem', ARGV[1], 'used', '0', 'allow', ARGV[2], 'ps', ARGV[3], 'pe', ARGV[4])
+return 0
+`)
+
+// reserveScript takes credits. KEYS: 1 balance, 2 usage, 3 marker. ARGV: 1 amount,
+// 2 -amount, 3 period start us, 4 period end us, 5 allowance, 6 open reservation TTL
+// ms, 7.. APIs. Reply: status and balance.
+var reserveScript = goredis.NewScript(lib + `
+if not renew(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5]) then return {1} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
+if tonumber(redis.call('HGET', KEYS[1], 'rem')) < tonumber(ARGV[1]) then return with_balance(3, KEYS[1]) end
+redis.call('HINCRBY', KEYS[1], 'rem', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'used', ARGV[1])
+for i = 7, #ARGV do redis.call('HINCRBY', KEYS[2], ARGV[i], '1') end
+redis.call('SET', KEYS[3], 'o ' .. ARGV[1] .. ' ' .. redis.call('HGET', KEYS[1], 'ps'), 'PX', ARGV[6])
+return with_balance(0, KEYS[1])
+`)
+
+// settleScript settles a reservation. KEYS: 1 balance, 2 usage, 3 marker. ARGV:
+// 1 refund, 2 -refund, 3 period start us, 4 period end us, 5 allowance, 6 retention ms,
+// 7.. APIs to uncount. Reply: status and balance.
+var settleScript = goredis.NewScript(lib + `
+return settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], 7)
+`)
+
+// adjustScript adds to the balance. KEYS: 1 balance, 2 usage, 3 marker. ARGV: 1 amount,
+// 2 period start us, 3 period end us, 4 allowance, 5 retention ms.
+var adjustScript = goredis.NewScript(lib + `
+if not renew(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4]) then return {1} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
+if tonumber(redis.call('HGET', KEYS[1], 'rem')) + tonumber(ARGV[1]) < 0 then return with_balance(3, KEYS[1]) end
+redis.call('HINCRBY', KEYS[1], 'rem', ARGV[1])
+redis.call('SET', KEYS[3], 'd', 'PX', ARGV[5])
+return with_balance(0, KEYS[1])
+`)
+
+// balanceScript renews if due and reads. KEYS: 1 balance, 2 usage. ARGV: period start
+// us, period end us, allowance.
+var balanceScript = goredis.NewScript(lib + `
+if not renew(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return {1} end
+return with_balance(0, KEYS[1])
+`)
+
+// usageScript reads the usage counts of period ARGV[1] (start us). KEYS: 1 balance,
+// 2 usage. Reply: status, then API and count pairs.
+var usageScript = goredis.NewScript(`
+local ps = redis.call('HGET', KEYS[1], 'ps')
+if not ps then return {1} end
+if ps ~= ARGV[1] then return {0} end
+local r = redis.call('HGETALL', KEYS[2])
+table.insert(r, 1, 0)
+return r
+`)
+
+// Key records of an account live in one hash, KEYS "keys", with the fields
+// <id>:h (current hash, hex), <id>:rec (JSON of the fixed fields), <id>:rot and <id>:rev
+// (RFC 3339 moments, absent while unset); the list "korder" keeps the ids in creation
+// order. A field name splits at its last colon, so ids may contain colons.
+
+// createAccountScript stores an account with its primary key. KEYS: 1 account,
+// 2 keys, 3 korder. ARGV: account JSON, key id, hash, key JSON.
+var createAccountScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 2 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[2] .. ':h', ARGV[3], ARGV[2] .. ':rec', ARGV[4])
+redis.call('RPUSH', KEYS[3], ARGV[2])
+return 0
+`)
+
+// createKeyScript stores a further key. KEYS: 1 account, 2 keys, 3 korder. ARGV: key
+// id, hash, key JSON.
+var createKeyScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1] .. ':h') == 1 then return 2 end
+redis.call('HSET', KEYS[2], ARGV[1] .. ':h', ARGV[2], ARGV[1] .. ':rec', ARGV[3])
+redis.call('RPUSH', KEYS[3], ARGV[1])
+return 0
+`)
+
+// listKeysScript reads every key of an account. KEYS: 1 account, 2 keys, 3 korder.
+// Reply: status, then per key: id, hash, JSON, rotated, revoked.
+var listKeysScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return {1} end
+local out = {0}
+for _, id in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  local f = redis.call('HMGET', KEYS[2], id .. ':h', id .. ':rec', id .. ':rot', id .. ':rev')
+  out[#out + 1] = id
+  for i = 1, 4 do out[#out + 1] = f[i] or '' end
+end
+return out
+`)
+
+// resolveScript reads a key and its account if the key's current hash is ARGV[2].
+// KEYS: 1 account, 2 keys. ARGV: key id, hash. Reply: status, JSON, rotated, revoked,
+// account JSON.
+var resolveScript = goredis.NewScript(`
+local f = redis.call('HMGET', KEYS[2], ARGV[1] .. ':h', ARGV[1] .. ':rec', ARGV[1] .. ':rot', ARGV[1] .. ':rev')
+if f[1] ~= ARGV[2] then return {1} end
+local a = redis.call('GET', KEYS[1])
+if not a then return {1} end
+return {0, f[2], f[3] or '', f[4] or '', a}
+`)
+
+// rotateScript replaces a live key's hash. KEYS: 1 keys. ARGV: key id, new hash,
+// moment. Reply: status, old hash, JSON.
+var rotateScript = goredis.NewScript(`
+local f = redis.call('HMGET', KEYS[1], ARGV[1] .. ':h', ARGV[1] .. ':rec', ARGV[1] .. ':rev')
+if not f[1] then return {1} end
+if f[3] then return {2} end
+redis.call('HSET', KEYS[1], ARGV[1] .. ':h', ARGV[2], ARGV[1] .. ':rot', ARGV[3])
+return {0, f[1], f[2]}
+`)
+
+// revokeScript marks a key revoked once. KEYS: 1 keys. ARGV: key id, moment. Reply:
+// status, hash, JSON, rotated, revoked.
+var revokeScript = goredis.NewScript(`
+local f = redis.call('HMGET', KEYS[1], ARGV[1] .. ':h', ARGV[1] .. ':rec', ARGV[1] .. ':rot', ARGV[1] .. ':rev')
+if not f[1] then return {1} end
+local rev = f[4]
+if not rev then
+  rev = ARGV[2]
+  redis.call('HSET', KEYS[1], ARGV[1] .. ':rev', rev)
+end
+return {0, f[1], f[2], f[3] or '', rev}
+`)
+
+// checkKeyScript returns a key's state: 0 live, 1 unknown, 2 revoked. KEYS: 1 account,
+// 2 keys. ARGV: key id (empty for a session), hash.
+var checkKeyScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+if ARGV[1] == '' then return 0 end
+local k = redis.call('HMGET', KEYS[2], ARGV[1] .. ':h', ARGV[1] .. ':rev')
+if k[1] ~= ARGV[2] then return 1 end
+if k[2] then return 2 end
+return 0
+`)
+
+// delIfScript deletes KEYS[1] if it holds ARGV[1]: an index claim is withdrawn only by
+// its owner.
+var delIfScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)

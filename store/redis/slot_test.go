@@ -1,0 +1,261 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store/redis"
+)
+
+// crc16 is the CRC-16/XMODEM of Redis Cluster (polynomial 0x1021, initial value 0).
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// slot returns the Cluster slot of a key: the CRC16 of its hash tag (what lies between
+// the first '{' and the first '}' after it, if that is not empty), or of the whole key,
+// modulo 16384.
+func slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16([]byte(key)) % 16384)
+}
+
+func TestSlotFunction(t *testing.T) {
+	// The check value of CRC-16/XMODEM, and slots from the Redis documentation.
+	if got := crc16([]byte("123456789")); got != 0x31c3 {
+		t.Fatalf("crc16(123456789) = %#x, want 0x31c3", got)
+	}
+	for key, want := range map[string]int{"somekey": 11058, "foo": 12182, "bar": 5061, "{foo}.bar": 12182, "x{bar}y": 5061, "a{}b": slot("a{}b")} {
+		if got := slot(key); got != want {
+			t.Errorf("slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if slot("a{}b") == slot("") {
+		t.Errorf("an empty hash tag must not count as a tag")
+	}
+}
+
+// A recorder is a go-redis hook that records every command a client sends.
+type recorder struct {
+	mu   sync.Mutex
+	cmds [][]any
+}
+
+func (r *recorder) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (r *recorder) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		r.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *recorder) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, c := range cmds {
+			r.record(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (r *recorder) record(cmd goredis.Cmder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cmds = append(r.cmds, cmd.Args())
+}
+
+func (r *recorder) take() [][]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.cmds
+	r.cmds = nil
+	return c
+}
+
+// keysOf returns the keys a command names: the declared KEYS of a script, the first
+// argument of a single-key command.
+func keysOf(args []any) (name string, keys []string) {
+	name = strings.ToLower(fmt.Sprint(args[0]))
+	switch name {
+	case "eval", "evalsha":
+		n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		for _, k := range args[3 : 3+n] {
+			keys = append(keys, fmt.Sprint(k))
+		}
+		return name, keys
+	case "ping", "script", "hello", "client", "time":
+		return name, nil
+	}
+	return name, []string{fmt.Sprint(args[1])}
+}
+
+// TestEveryScriptOnOneSlot drives every script of the Store, and every command it
+// sends, and checks with the Cluster slot function that the keys of each command hash
+// to one slot, and that the keys of an account's records hash to its account's slot.
+// Accounts include ids that cannot be a hash tag as they are ("", "a}b") and one that
+// looks like an escaped id ("~61").
+func TestEveryScriptOnOneSlot(t *testing.T) {
+	rec := &recorder{}
+	c := newClient(addr(t), nil)
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(rec)
+	s, prefix := newStorePrefix(t, c, nil)
+	ctx := t.Context()
+	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+	period := billing.MonthOf(t0)
+
+	for _, acct := range []string{"acme", "", "a}b", "~61", "{x}"} {
+		h := newHash()
+		key := auth.Key{ID: "k-" + acct, AccountID: acct, Name: "primary", Primary: true, Hash: h, CreatedAt: t0}
+		must(t, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
+		second := auth.Key{ID: "k2-" + acct, AccountID: acct, Name: "ci", Hash: newHash(), CreatedAt: t0}
+		must(t, s.CreateKey(ctx, second))
+		_, err := s.Key(ctx, key.ID)
+		must(t, err)
+		_, err = s.Keys(ctx, acct)
+		must(t, err)
+		_, _, err = s.Resolve(ctx, h)
+		must(t, err)
+		h2 := newHash()
+		_, err = s.RotateKey(ctx, key.ID, h2, t0)
+		must(t, err)
+		_, err = s.CheckKey(ctx, billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2})
+		must(t, err)
+		_, err = s.RevokeKey(ctx, second.ID, t0)
+		must(t, err)
+
+		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 100, Allowance: 100, Period: period}))
+		r1, r2 := newRequest(), newRequest()
+		_, err = s.Reserve(ctx, billing.Reservation{Account: acct, Request: r1, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100})
+		must(t, err)
+		_, err = s.Settle(ctx, billing.Settlement{Account: acct, Request: r1, Refund: 1, Uncount: []string{"hash"}, Period: period, Allowance: 100})
+		must(t, err)
+		_, err = s.Adjust(ctx, billing.Adjustment{Account: acct, Request: r2, Amount: 5, Period: period, Allowance: 100})
+		must(t, err)
+		_, err = s.Balance(ctx, acct, period, 100)
+		must(t, err)
+		_, err = s.Usage(ctx, acct, period)
+		must(t, err)
+
+		l := billing.Limit{Rate: 60, Per: time.Minute, Burst: 5}
+		_, err = s.Allow(ctx, acct, l, t0)
+		must(t, err)
+		_, err = s.Peek(ctx, acct, l, t0)
+		must(t, err)
+		holder := newRequest()
+		_, err = s.Acquire(ctx, acct, holder, 2, time.Minute, t0)
+		must(t, err)
+		must(t, s.Renew(ctx, acct, holder, time.Minute, t0))
+		_, err = s.InUse(ctx, acct, t0)
+		must(t, err)
+		must(t, s.Release(ctx, acct, holder))
+
+		req := newRequest()
+		step := billing.Step{Account: acct, Request: req, Now: t0,
+			Key:     &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2},
+			Rate:    &l,
+			Slot:    &billing.SlotClaim{Ceiling: 2, Lease: time.Minute},
+			Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100}}
+		res, err := s.Admit(ctx, step)
+		must(t, err)
+		if res.Denied != billing.NotDenied {
+			t.Fatalf("account %q: admission denied: %+v", acct, res)
+		}
+		_, err = s.Close(ctx, billing.Closing{Account: acct, Request: req, ReleaseSlot: true,
+			Settlement: &billing.Settlement{Account: acct, Request: req, Period: period, Allowance: 100}})
+		must(t, err)
+	}
+
+	cmds := rec.take()
+	seen := map[string]bool{}
+	for _, args := range cmds {
+		name, keys := keysOf(args)
+		if name == "evalsha" || name == "eval" {
+			seen[fmt.Sprint(args[1])] = true
+		}
+		for _, k := range keys {
+			if slot(k) != slot(keys[0]) {
+				t.Errorf("%s on keys in different slots: %q (%d) and %q (%d)", name, keys[0], slot(keys[0]), k, slot(k))
+			}
+			if !strings.HasPrefix(k, prefix+":") {
+				t.Errorf("%s: key %q is outside the prefix %q", name, k, prefix)
+			}
+		}
+		if len(keys) > 1 && !strings.Contains(keys[0], ":{") {
+			t.Errorf("%s on several keys without a hash tag: %q", name, keys)
+		}
+	}
+	for name, sc := range redis.Scripts {
+		// A script is seen by its SHA-1 (EVALSHA) or, the first time, by its source.
+		if !seen[sc.Hash()] && !sawSource(cmds, sc) {
+			t.Errorf("script %s never ran: the workload must cover it", name)
+		}
+	}
+}
+
+func sawSource(cmds [][]any, sc *goredis.Script) bool {
+	for _, args := range cmds {
+		if name, _ := keysOf(args); name == "eval" {
+			if sc.Hash() == sha1Hex(fmt.Sprint(args[1])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sha1Hex(src string) string { return goredis.NewScript(src).Hash() }
+
+func newHash() auth.Hash { return auth.HashKey(auth.NewKeyValue()) }
+
+func newRequest() billing.RequestID {
+	var id billing.RequestID
+	rand.Read(id[:])
+	return id
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// freeAddr returns an address on which nothing listens.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().String()
+	ln.Close()
+	return a
+}

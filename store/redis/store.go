@@ -1,0 +1,216 @@
+package redis
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Store keeps Tollgate's state in Redis: accounts and keys ([auth.KeyStore] and
+// [billing.KeyChecker]), balances ([billing.Ledger]), rate limits
+// ([billing.RateLimiter]) and concurrency leases ([billing.ConcurrencyLimiter]), and
+// admits a call in one script ([billing.Admitter]). Hand the one *Store to every role it
+// should play; the Meter then admits with one round trip and settles with another. See
+// the package documentation for the key layout, the clocks and durability.
+//
+// A Store is safe for concurrent use. It does not own the client: the host creates it,
+// configures its pool and timeouts, and closes it.
+type Store struct {
+	c           goredis.UniversalClient
+	prefix      string
+	serverClock bool
+	retention   string // milliseconds, for PX
+	open        string // milliseconds, for PX
+}
+
+// Interface guards.
+var (
+	_ auth.KeyStore              = (*Store)(nil)
+	_ billing.KeyChecker         = (*Store)(nil)
+	_ billing.Ledger             = (*Store)(nil)
+	_ billing.RateLimiter        = (*Store)(nil)
+	_ billing.ConcurrencyLimiter = (*Store)(nil)
+	_ billing.Admitter           = (*Store)(nil)
+)
+
+// Options configures a [Store]. A nil *Options, and every zero field, means the
+// default.
+type Options struct {
+	// Prefix begins the name of every key the Store uses, followed by a colon, so that
+	// several deployments (or tests) can share one Redis. It must not contain braces,
+	// which would change the keys' hash tags. The default is "tollgate".
+	Prefix string
+
+	// Retention is how long a settled reservation, an adjustment and an admission
+	// without credits are remembered, so that a replay of the same request id changes
+	// nothing. After it, a replay is no longer recognised (a replayed reservation is
+	// charged again). Redis holds one key of about 200 bytes per remembered request,
+	// so memory grows with calls per second times Retention (see the package
+	// documentation). The default is [DefaultRetention]. Open reservations are kept
+	// until they are settled, at most [OpenReservationTTL].
+	Retention time.Duration
+
+	// CallerClock makes rate limits and leases run on the time the caller passes
+	// (the now arguments and Step.Now) instead of the Redis server's clock. The
+	// default, the server's clock, keeps instances whose clocks disagree consistent;
+	// the caller's clock is for tests that script time. Every instance sharing a
+	// Prefix must use the same clock. Credit periods always come from the caller.
+	CallerClock bool
+}
+
+// DefaultRetention is the default [Options.Retention]: long enough for any retry of a
+// call or of an operator's adjustment, short enough that 1,000 calls a second keep
+// about 120 MB of markers.
+const DefaultRetention = 10 * time.Minute
+
+// OpenReservationTTL bounds how long an open reservation is kept. A reservation is
+// settled when its call ends, seconds later; one that outlives this bound was left by a
+// crashed instance, and keeping it any longer would only leak memory. It is longer than
+// a credit period, so that a settlement across a renewal is still recognised.
+const OpenReservationTTL = 35 * 24 * time.Hour
+
+// New returns a Store over client, which may be a *goredis.Client, a
+// *goredis.ClusterClient or a failover client. opts may be nil. New does not contact
+// Redis; the scripts are loaded on first use (EVALSHA, falling back to EVAL once).
+func New(client goredis.UniversalClient, opts *Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redis: New needs a client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = "tollgate"
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("redis: prefix %q: braces would change the keys' hash tags", o.Prefix)
+	}
+	switch {
+	case o.Retention < 0:
+		return nil, fmt.Errorf("redis: retention %v is negative", o.Retention)
+	case o.Retention == 0:
+		o.Retention = DefaultRetention
+	case o.Retention < time.Millisecond:
+		o.Retention = time.Millisecond
+	}
+	return &Store{
+		c:           client,
+		prefix:      o.Prefix,
+		serverClock: !o.CallerClock,
+		retention:   strconv.FormatInt(o.Retention.Milliseconds(), 10),
+		open:        strconv.FormatInt(OpenReservationTTL.Milliseconds(), 10),
+	}, nil
+}
+
+// Key names. Every key of an account is <prefix>:{<tag>}:<kind>, where the tag is the
+// account id, so that all of them hash to one Cluster slot. An id that could break the
+// tag (empty, or containing '}') or that begins with '~' is written as '~' and its
+// bytes in hexadecimal instead, so that distinct ids never share keys.
+func tagOf(id string) string {
+	if id != "" && id[0] != '~' && !strings.Contains(id, "}") {
+		return id
+	}
+	return "~" + hex.EncodeToString([]byte(id))
+}
+
+// account returns the names of one account's keys.
+func (s *Store) account(id string) acctKeys {
+	return acctKeys(s.prefix + ":{" + tagOf(id) + "}:")
+}
+
+type acctKeys string
+
+func (a acctKeys) record() string  { return string(a) + "acct" }
+func (a acctKeys) keys() string    { return string(a) + "keys" }
+func (a acctKeys) korder() string  { return string(a) + "korder" }
+func (a acctKeys) tat() string     { return string(a) + "tat" }
+func (a acctKeys) leases() string  { return string(a) + "lease" }
+func (a acctKeys) balance() string { return string(a) + "bal" }
+func (a acctKeys) usage() string   { return string(a) + "use" }
+func (a acctKeys) marker(r billing.RequestID) string {
+	return string(a) + "r:" + r.String()
+}
+
+// The global indexes, outside any account's slot, used only by single-key commands.
+func (s *Store) keyIDIndex(id string) string  { return s.prefix + ":kid:" + id }
+func (s *Store) hashIndex(h auth.Hash) string { return s.prefix + ":h:" + h.String() }
+
+// run runs a script: EVALSHA, and EVAL if Redis does not have it yet.
+func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
+	return sc.Run(ctx, s.c, keys, args...).Result()
+}
+
+// clock returns the clock arguments of a script: the mode and the caller's now.
+func (s *Store) clock(now time.Time) (string, int64, int64) {
+	if s.serverClock {
+		return "s", 0, 0
+	}
+	return "c", now.Unix(), int64(now.Nanosecond())
+}
+
+// fail wraps an error of the client. A canceled context is reported as such; any
+// other failure (no connection, a timeout, a Redis error) wraps store.ErrUnavailable,
+// and the context's error too if it ended.
+func fail(ctx context.Context, err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	ctxErr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
+		// The read's deadline, taken from the context's, can pass before the
+		// context's own timer marks it done.
+		ctxErr = context.DeadlineExceeded
+	}
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(ctxErr, context.Canceled):
+		if !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("redis: %s: %w (%w)", what, context.Canceled, err)
+		}
+		return fmt.Errorf("redis: %s: %w", what, err)
+	case ctxErr != nil && !errors.Is(err, ctxErr):
+		return fmt.Errorf("redis: %s: %w: %w (%w)", what, store.ErrUnavailable, ctxErr, err)
+	}
+	return fmt.Errorf("redis: %s: %w: %w", what, store.ErrUnavailable, err)
+}
+
+// errReply reports a reply of a script that does not have the expected shape.
+func errReply(what string, reply any) error {
+	return fmt.Errorf("redis: %s: unexpected reply %v: %w", what, reply, store.ErrUnavailable)
+}
+
+// Reply decoding. Scripts answer integers and strings.
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// ms returns d in whole milliseconds, rounded up.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
