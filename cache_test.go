@@ -163,3 +163,117 @@ func TestKeyCacheNeedsAChecker(t *testing.T) {
 		t.Error("a key cache over a key store that cannot check keys was accepted")
 	}
 }
+
+// TestAuthenticateKeyIDAcrossInstances checks callers bound to a key's stable id (OAuth
+// grants): with warm caches on two instances, a rotation through one does not disturb
+// them on the other (the stale record is read again, and the call goes through at once),
+// and a revocation refuses their very next call there.
+func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
+	reg := &catalog.Registry{}
+	err := reg.Register(catalog.API{ID: "ok", Method: "GET", Cost: 1,
+		Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10})
+	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
+	stores := tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	var instances [2]*tollgate.Service
+	for i := range instances {
+		if instances[i], err = tollgate.New(reg, stores, plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := instances[0], instances[1]
+	ctx := t.Context()
+	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _, err := a.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(svc *tollgate.Service, keyID string, ch auth.Channel) error {
+		t.Helper()
+		p, err := svc.AuthenticateKeyID(ctx, keyID, tollgate.Caller{Channel: ch})
+		if err != nil {
+			return err
+		}
+		if p.Key.ID != keyID || !p.ByID {
+			t.Fatalf("principal of key %s: key %s, ByID %v", keyID, p.Key.ID, p.ByID)
+		}
+		api, err := svc.Lookup(&p, "ok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := svc.Prepare(ctx, api, tollgate.Input{JSON: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = svc.Run(ctx, &p, inv)
+		return err
+	}
+
+	tests := []struct {
+		name  string
+		keyID string
+		ch    auth.Channel
+		ok    bool
+		want  tollgate.Code
+	}{
+		{"unknown id", "key_nosuchkey", auth.ChannelMCP, false, tollgate.CodeUnauthorized},
+		{"channel the key does not allow", sub.ID, auth.ChannelREST, false, tollgate.CodeForbidden},
+		{"allowed channel", sub.ID, auth.ChannelMCP, true, 0},
+	}
+	for _, tt := range tests {
+		err := call(a, tt.keyID, tt.ch)
+		if tt.ok && err != nil || !tt.ok && tollgate.CodeOf(err) != tt.want {
+			t.Errorf("%s: %v, want ok %v or code %v", tt.name, err, tt.ok, tt.want)
+		}
+	}
+
+	// Warm both caches, then rotate through a: b's cached record has the old hash, and
+	// its next call goes through.
+	for _, svc := range instances {
+		if err := call(svc, key.ID, auth.ChannelMCP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := a.RotateKey(ctx, key.ID); err != nil {
+		t.Fatal(err)
+	}
+	checks := keys.checks.Load()
+	if err := call(b, key.ID, auth.ChannelMCP); err != nil {
+		t.Errorf("call by key id after a rotation on the other instance: %v", err)
+	}
+	if keys.checks.Load() == checks {
+		t.Error("the cached record was not checked")
+	}
+	// The old value no longer works by value.
+	if _, err := b.Authenticate(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}}); tollgate.CodeOf(err) != tollgate.CodeUnauthorized {
+		t.Errorf("old value after rotation: %v, want unauthorized", err)
+	}
+
+	// Revoke through a: b refuses the very next call by id.
+	if _, err := a.RevokeKey(ctx, key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(b, key.ID, auth.ChannelMCP); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("call by key id after revocation on the other instance: %v, want forbidden", err)
+	}
+	p := tollgate.Principal{}
+	p.Account.ID, p.Plan.Credits = "acct", 100
+	if bal, err := a.Balance(ctx, &p); err != nil || bal.Remaining != 100-4 {
+		t.Errorf("balance %+v (%v), want %d: four calls went through", bal, err, 100-4)
+	}
+}
+
+func mustRestrictions(t *testing.T, spec auth.RestrictionSpec) auth.Restrictions {
+	t.Helper()
+	r, err := auth.NewRestrictions(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

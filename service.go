@@ -213,6 +213,22 @@ type Principal struct {
 // that any valid key may use.
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
 	ap, err := s.authority.Authenticate(ctx, c.Credential, s.now())
+	return s.principal(ap, err, c)
+}
+
+// AuthenticateKeyID authenticates a caller whose credential names a key by its stable id
+// rather than its value: an OAuth access token, say, which the front door verified
+// itself. The key's restrictions apply as for [Service.Authenticate] (c.Credential is
+// ignored); a rotation of the key's value does not affect the caller, a revocation or an
+// expiry refuses it on its next call.
+func (s *Service) AuthenticateKeyID(ctx context.Context, keyID string, c Caller) (Principal, error) {
+	ap, err := s.authority.AuthenticateKeyID(ctx, keyID, s.now())
+	return s.principal(ap, err, c)
+}
+
+// principal completes an authentication: the account's plan and the restrictions that
+// depend on how the caller arrived.
+func (s *Service) principal(ap auth.Principal, err error, c Caller) (Principal, error) {
 	if err != nil {
 		return Principal{}, s.authError(err)
 	}
@@ -400,11 +416,18 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		a.Key = &billing.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
 	}
 	t, err := s.meter.Admit(ctx, a)
+	if errors.Is(err, billing.ErrKeyChanged) {
+		// The cached record is stale. Read the key again; if it still may call (its
+		// restrictions changed, or a caller by key id saw a rotation), admit once more
+		// with the fresh record.
+		if err = s.refresh(ctx, p); err != nil {
+			return nil, rc, err
+		}
+		a.Key = nil
+		t, err = s.meter.Admit(ctx, a)
+	}
 	rc.Rate, rc.HasRate = t.Rate, p.Plan.RatePerMinute > 0 && (err == nil || !errors.Is(err, billing.ErrConcurrencyLimited))
 	if err != nil {
-		if errors.Is(err, billing.ErrKeyChanged) {
-			return nil, rc, s.refresh(ctx, p)
-		}
 		var le *billing.LimitError
 		if errors.As(err, &le) {
 			if errors.Is(err, billing.ErrInsufficientCredits) {
@@ -585,14 +608,19 @@ func (s *Service) Verify(ctx context.Context, p *Principal) error {
 	return nil
 }
 
-// refresh re-reads a cached principal whose key check failed, and returns the error its
-// key now deserves (or, if the key is fine after all, a conflict to retry).
+// refresh re-reads a cached principal whose key check failed. It returns the error the
+// key now deserves, or updates p with the fresh record if the caller still may call.
 func (s *Service) refresh(ctx context.Context, p *Principal) error {
-	_, err := s.authority.Refresh(ctx, p.Principal, s.now())
+	ap, err := s.authority.Refresh(ctx, p.Principal, s.now())
 	if err != nil {
 		return s.authError(err)
 	}
-	return newError(CodeUnavailable, "the key changed while the call was admitted; retry it", nil)
+	fresh, err := s.principal(ap, nil, Caller{Channel: p.Channel, Addr: p.Addr})
+	if err != nil {
+		return err
+	}
+	*p = fresh
+	return nil
 }
 
 // Balance returns the principal's account balance, for the credit headers of responses

@@ -59,6 +59,10 @@ type Principal struct {
 	// may have been rotated or revoked since: check it (billing.KeyCheck) before
 	// serving the call, or call [Authority.Refresh].
 	Cached bool
+	// ByID reports that the caller was authenticated by the key's stable id rather than
+	// its value (see [Authority.AuthenticateKeyID]): a rotation of the value does not
+	// affect it, a revocation does.
+	ByID bool
 }
 
 // Session reports whether the principal authenticated with a session token.
@@ -97,6 +101,40 @@ func (a *Authority) resolve(ctx context.Context, h Hash, now time.Time) (Princip
 	return p, err
 }
 
+// AuthenticateKeyID resolves the key with the given id to a principal, for credentials
+// bound to a key's stable id rather than to its value, such as OAuth access tokens: they
+// keep working when the key is rotated and stop when it is revoked or expires. An id
+// that matches no key gives [ErrUnknownKey]; a revoked or expired key a [*DeniedError].
+// With a cache, the record may come from it, marked Cached like any other.
+func (a *Authority) AuthenticateKeyID(ctx context.Context, id string, now time.Time) (Principal, error) {
+	if a.cache != nil {
+		if key, acct, ok := a.cache.getByID(id, now); ok {
+			return checkKey(Principal{Account: acct, Key: key, Cached: true, ByID: true}, now)
+		}
+	}
+	return a.resolveID(ctx, id, now)
+}
+
+// resolveID reads the key with the given id and its account from the store, and caches
+// the key if it is live.
+func (a *Authority) resolveID(ctx context.Context, id string, now time.Time) (Principal, error) {
+	key, err := a.keys.Key(ctx, id)
+	if err == nil {
+		var acct Account
+		if acct, err = a.keys.Account(ctx, key.AccountID); err == nil {
+			p, err := checkKey(Principal{Account: acct, Key: key, ByID: true}, now)
+			if err == nil && a.cache != nil {
+				a.cache.put(key, acct, now)
+			}
+			return p, err
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknownKey
+	}
+	return Principal{}, err
+}
+
 // Refresh authenticates p again against the store, bypassing the cache: it returns the
 // principal as the store has it now, or the error the key now deserves
 // (ErrUnknownKey for a rotated-away value, a *DeniedError for a revoked one). Call it
@@ -110,6 +148,9 @@ func (a *Authority) Refresh(ctx context.Context, p Principal, now time.Time) (Pr
 	}
 	if a.cache != nil {
 		a.cache.forget(p.Key.ID)
+	}
+	if p.ByID {
+		return a.resolveID(ctx, p.Key.ID, now)
 	}
 	return a.resolve(ctx, p.Key.Hash, now)
 }

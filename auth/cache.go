@@ -71,6 +71,17 @@ func (c *KeyCache) get(h Hash, now time.Time) (Key, Account, bool) {
 	return e.key, e.account, true
 }
 
+// getByID returns the record of the key with the given id if it is fresh at now.
+func (c *KeyCache) getByID(id string, now time.Time) (Key, Account, bool) {
+	c.mu.RLock()
+	h, ok := c.byID[id]
+	c.mu.RUnlock()
+	if !ok {
+		return Key{}, Account{}, false
+	}
+	return c.get(h, now)
+}
+
 // put keeps the record of a live key.
 func (c *KeyCache) put(k Key, a Account, now time.Time) {
 	c.mu.Lock()
