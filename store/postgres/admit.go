@@ -1,0 +1,308 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+// Admit performs the parts of an admission step in one call of the database function
+// tollgate_admit: one round trip and one transaction, in the order key, rate, slot,
+// credits. Every part is checked before anything is written, so a denied step changes
+// nothing; a step replayed with the same request after it was admitted takes nothing
+// again (see [billing.Admitter]).
+//
+// The rate limit and the slot are kept under s.Account; the key check names its own
+// account (KeyCheck.Account) and the reservation its own (Reservation.Account). A
+// reservation whose account has no balance is an error wrapping store.ErrNotFound, and
+// nothing is taken.
+//
+// With [Options.Batch], concurrent steps of one account share one call (see the package
+// documentation, "Hot accounts").
+func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
+	}
+	p, err := newAdmitParams(&st)
+	if err != nil {
+		return billing.StepResult{}, err
+	}
+	var row admitRow
+	if s.admits != nil && (st.Credits == nil || st.Credits.Account == st.Account) {
+		row, err = s.admits.do(ctx, st.Account, p)
+	} else {
+		row, err = s.admitOne(ctx, st.Account, p)
+	}
+	if err != nil {
+		return billing.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
+	}
+	return row.result(&st)
+}
+
+// admitParams are the arguments of tollgate_admit for one step, NULL (nil) for the
+// parts the step does not have.
+type admitParams struct {
+	request           [16]byte
+	now               int64
+	keyAccount, keyID *string
+	keyHash           []byte
+	rateE, rateWindow *int64
+	ceiling           *int32
+	lease             *int64
+	creditAccount     *string
+	amount, allowance *int64
+	apis              []string
+	start, end        *time.Time
+}
+
+func newAdmitParams(st *billing.Step) (*admitParams, error) {
+	p := &admitParams{request: st.Request, now: st.Now.UnixNano()}
+	if k := st.Key; k != nil {
+		p.keyAccount, p.keyID, p.keyHash = &k.Account, &k.KeyID, k.Hash[:]
+	}
+	if st.Rate != nil {
+		e, w, err := gcraParams(*st.Rate)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: admission %s of account %q: %w", st.Request, st.Account, err)
+		}
+		p.rateE, p.rateWindow = &e, &w
+	}
+	if sl := st.Slot; sl != nil {
+		c, l := int32(sl.Ceiling), int64(sl.Lease)
+		p.ceiling, p.lease = &c, &l
+	}
+	if c := st.Credits; c != nil {
+		if c.Amount < 0 {
+			return nil, fmt.Errorf("postgres: admission %s of account %q: negative amount %d", st.Request, c.Account, c.Amount)
+		}
+		p.creditAccount, p.amount, p.allowance, p.apis = &c.Account, &c.Amount, &c.Allowance, c.APIs
+		p.start, p.end = &c.Period.Start, &c.Period.End
+	}
+	return p, nil
+}
+
+// admitRow receives the result of one step from tollgate_admit or tollgate_admit_batch.
+type admitRow struct {
+	denied, status int
+	keyState       *int
+	tat            *int64
+	acquired       *bool
+	inUse          *int
+	b              balanceRow
+}
+
+func (r *admitRow) dest() []any {
+	return append([]any{&r.denied, &r.status, &r.keyState, &r.tat, &r.acquired, &r.inUse}, r.b.dest()...)
+}
+
+// admitColumns are the result columns of the admission functions, as admitRow reads them.
+const admitColumns = `o_denied, o_status, o_key_state, o_rate_tat, o_slot_acquired, o_slot_in_use,
+	o_remaining, o_used, o_allowance, o_period_start, o_period_end`
+
+func (r *admitRow) result(st *billing.Step) (billing.StepResult, error) {
+	if r.status == statusNoBalance {
+		return billing.StepResult{}, noBalance(st.Credits.Account)
+	}
+	res := billing.StepResult{Denied: billing.Denial(r.denied)}
+	if r.keyState != nil {
+		res.Key = billing.KeyState(*r.keyState)
+	}
+	if st.Rate != nil && r.tat != nil {
+		res.Rate, _ = billing.GCRA(*st.Rate, *r.tat, st.Now.UnixNano())
+	}
+	if r.acquired != nil {
+		res.Slot.Acquired = *r.acquired
+	}
+	if r.inUse != nil {
+		res.Slot.InUse = *r.inUse
+	}
+	if st.Credits != nil {
+		res.Balance = r.b.balance()
+	}
+	return res, nil
+}
+
+// admitOne performs one step: one call of tollgate_admit.
+func (s *Store) admitOne(ctx context.Context, account string, p *admitParams) (admitRow, error) {
+	var r admitRow
+	err := s.db.QueryRow(ctx, `SELECT `+admitColumns+`
+		FROM tollgate_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		account, p.request, p.now,
+		p.keyAccount, p.keyID, p.keyHash,
+		p.rateE, p.rateWindow,
+		p.ceiling, p.lease,
+		p.creditAccount, p.amount, p.apis, p.start, p.end, p.allowance).Scan(r.dest()...)
+	return r, err
+}
+
+// admitBatch performs the steps of one account: one call of tollgate_admit_batch.
+func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParams) ([]admitRow, error) {
+	if len(ps) == 1 {
+		r, err := s.admitOne(ctx, account, ps[0])
+		return []admitRow{r}, err
+	}
+	n := len(ps)
+	var (
+		request                   = make([][16]byte, n)
+		now                       = make([]int64, n)
+		keyAccount, keyID, credit = make([]*string, n), make([]*string, n), make([]*string, n)
+		keyHash                   = make([][]byte, n)
+		rateE, rateWindow, lease  = make([]*int64, n), make([]*int64, n), make([]*int64, n)
+		amount, allowance         = make([]*int64, n), make([]*int64, n)
+		ceiling                   = make([]*int32, n)
+		apis                      []string
+		apiCounts                 = make([]int32, n)
+		start, end                = make([]*time.Time, n), make([]*time.Time, n)
+	)
+	for i, p := range ps {
+		request[i], now[i] = p.request, p.now
+		keyAccount[i], keyID[i], keyHash[i] = p.keyAccount, p.keyID, p.keyHash
+		rateE[i], rateWindow[i] = p.rateE, p.rateWindow
+		ceiling[i], lease[i] = p.ceiling, p.lease
+		credit[i], amount[i], allowance[i] = p.creditAccount, p.amount, p.allowance
+		apis = append(apis, p.apis...)
+		apiCounts[i] = int32(len(p.apis))
+		start[i], end[i] = p.start, p.end
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+admitColumns+`
+		FROM tollgate_admit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+		account, request, now,
+		keyAccount, keyID, keyHash,
+		rateE, rateWindow,
+		ceiling, lease,
+		credit, amount, apis, apiCounts, start, end, allowance)
+	if err != nil {
+		return nil, err
+	}
+	return scanRows(rows, n, func(r *admitRow) []any { return r.dest() })
+}
+
+// scanRows reads the n rows of a batch, one per step, into values of T through dest.
+func scanRows[T any](rows pgx.Rows, n int, dest func(*T) []any) ([]T, error) {
+	defer rows.Close()
+	out := make([]T, 0, n)
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(dest(&v)...); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("the batch answered %d rows for %d steps", len(out), n)
+	}
+	return out, nil
+}
+
+// Close settles the reservation of an admitted call and frees its slot, in one call of
+// the database function tollgate_close: one round trip and one transaction. A
+// reservation is settled at most once and freeing a free slot is not an error. The slot
+// is freed even when the settlement reports an error (an unknown reservation, a refund
+// above the reserved amount). A Closing with nothing to do makes no call.
+//
+// With [Options.Batch], concurrent closings of one account share one call.
+func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "closing %s of account %q", c.Request, c.Account)
+	}
+	if !c.ReleaseSlot && c.Settlement == nil {
+		return billing.Balance{}, nil
+	}
+	p := newCloseParams(&c)
+	var (
+		row closeRow
+		err error
+	)
+	if s.closes != nil && (c.Settlement == nil || c.Settlement.Account == c.Account) {
+		row, err = s.closes.do(ctx, c.Account, p)
+	} else {
+		row, err = s.closeOne(ctx, c.Account, p)
+	}
+	if err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "closing %s of account %q", c.Request, c.Account)
+	}
+	if c.Settlement == nil {
+		return billing.Balance{}, nil
+	}
+	return row.b.balance(), settleErr(row.status, c.Settlement.Account, c.Request, c.Settlement.Refund, row.reserved)
+}
+
+// closeParams are the arguments of tollgate_close for one closing.
+type closeParams struct {
+	request       [16]byte
+	release       bool
+	settleAccount *string
+	refund        *int64
+	uncount       []string
+	start, end    *time.Time
+	allowance     *int64
+}
+
+func newCloseParams(c *billing.Closing) *closeParams {
+	p := &closeParams{request: c.Request, release: c.ReleaseSlot}
+	if st := c.Settlement; st != nil {
+		p.settleAccount, p.refund, p.uncount, p.allowance = &st.Account, &st.Refund, st.Uncount, &st.Allowance
+		p.start, p.end = &st.Period.Start, &st.Period.End
+	}
+	return p
+}
+
+// closeRow receives the result of one closing.
+type closeRow struct {
+	status   int
+	b        balanceRow
+	reserved *int64
+}
+
+func (r *closeRow) dest() []any {
+	return append(append([]any{&r.status}, r.b.dest()...), &r.reserved)
+}
+
+const closeColumns = `o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_reserved`
+
+// closeOne performs one closing: one call of tollgate_close.
+func (s *Store) closeOne(ctx context.Context, account string, p *closeParams) (closeRow, error) {
+	var r closeRow
+	err := s.db.QueryRow(ctx, `SELECT `+closeColumns+` FROM tollgate_close($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		account, p.request, p.release, p.settleAccount, p.refund, p.uncount, p.start, p.end, p.allowance).Scan(r.dest()...)
+	return r, err
+}
+
+// closeBatch performs the closings of one account: one call of tollgate_close_batch.
+func (s *Store) closeBatch(ctx context.Context, account string, ps []*closeParams) ([]closeRow, error) {
+	if len(ps) == 1 {
+		r, err := s.closeOne(ctx, account, ps[0])
+		return []closeRow{r}, err
+	}
+	n := len(ps)
+	var (
+		request       = make([][16]byte, n)
+		release       = make([]bool, n)
+		settle        = make([]*string, n)
+		refund, allow = make([]*int64, n), make([]*int64, n)
+		uncount       []string
+		counts        = make([]int32, n)
+		start, end    = make([]*time.Time, n), make([]*time.Time, n)
+	)
+	for i, p := range ps {
+		request[i], release[i] = p.request, p.release
+		settle[i], refund[i], allow[i] = p.settleAccount, p.refund, p.allowance
+		uncount = append(uncount, p.uncount...)
+		counts[i] = int32(len(p.uncount))
+		start[i], end[i] = p.start, p.end
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+closeColumns+`
+		FROM tollgate_close_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		account, request, release, settle, refund, uncount, counts, start, end, allow)
+	if err != nil {
+		return nil, err
+	}
+	return scanRows(rows, n, func(r *closeRow) []any { return r.dest() })
+}

@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A combiner gathers concurrent calls for one account into batches, the way a database
+// groups commits: a call for an account that has no batch in flight is sent at once,
+// alone, so an idle account pays no delay; calls that arrive while a batch of their
+// account is in flight wait for it to return, and are then sent together, up to max per
+// batch, by the first of them. Calls for different accounts never wait for each other.
+//
+// A waiting call whose context ends before its batch is sent leaves without a trace. A
+// call sent in a batch with others waits for the batch's outcome even if its context
+// ends meanwhile, so that it reports what happened (an admission taken in a batch is
+// never reported as failed); such a batch runs under a context that no one caller
+// cancels and that ends at the latest deadline of its calls. A call sent alone runs
+// under its own context, as it would without batching.
+type combiner[P, R any] struct {
+	max int
+	run func(ctx context.Context, account string, ps []P) ([]R, error)
+
+	mu    sync.Mutex
+	lanes map[string]*lane[P, R] // accounts with a batch in flight
+}
+
+// A lane is the queue of one account while one of its batches is in flight.
+type lane[P, R any] struct {
+	queue []*pending[P, R]
+}
+
+// A pending call: its parameters, and its outcome once its batch has run.
+type pending[P, R any] struct {
+	ctx    context.Context
+	params P
+	out    R
+	err    error
+	sent   bool             // taken into a batch (guarded by combiner.mu)
+	batch  []*pending[P, R] // the batch this call must send, when it leads
+	lead   chan struct{}    // closed when this call must send batch
+	done   chan struct{}    // closed when out and err are set
+}
+
+func newCombiner[P, R any](max int, run func(context.Context, string, []P) ([]R, error)) *combiner[P, R] {
+	return &combiner[P, R]{max: max, run: run, lanes: make(map[string]*lane[P, R])}
+}
+
+// do performs one call for account, alone or in a batch, and returns its outcome.
+func (c *combiner[P, R]) do(ctx context.Context, account string, params P) (R, error) {
+	p := &pending[P, R]{ctx: ctx, params: params, done: make(chan struct{})}
+	c.mu.Lock()
+	l, busy := c.lanes[account]
+	if !busy {
+		c.lanes[account] = &lane[P, R]{}
+		p.sent = true
+		c.mu.Unlock()
+		c.send(account, []*pending[P, R]{p})
+		return p.out, p.err
+	}
+	p.lead = make(chan struct{})
+	l.queue = append(l.queue, p)
+	c.mu.Unlock()
+
+	select {
+	case <-p.lead:
+		c.send(account, p.batch)
+		return p.out, p.err
+	case <-p.done:
+		return p.out, p.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if !p.sent {
+		l.queue = slices.DeleteFunc(l.queue, func(q *pending[P, R]) bool { return q == p })
+		c.mu.Unlock()
+		var zero R
+		return zero, ctx.Err()
+	}
+	c.mu.Unlock()
+	select {
+	case <-p.lead:
+		c.send(account, p.batch)
+	case <-p.done:
+	}
+	return p.out, p.err
+}
+
+// send runs a batch, delivers its outcomes, and hands the account's queue, if any, to
+// its first call as the next batch.
+func (c *combiner[P, R]) send(account string, batch []*pending[P, R]) {
+	ctx, cancel := batchContext(batch)
+	params := make([]P, len(batch))
+	for i, p := range batch {
+		params[i] = p.params
+	}
+	outs, err := c.run(ctx, account, params)
+	cancel()
+	for i, p := range batch {
+		if err != nil {
+			p.err = err
+		} else {
+			p.out = outs[i]
+		}
+		close(p.done)
+	}
+
+	c.mu.Lock()
+	l := c.lanes[account]
+	if len(l.queue) == 0 {
+		delete(c.lanes, account)
+		c.mu.Unlock()
+		return
+	}
+	n := min(len(l.queue), c.max)
+	next := slices.Clone(l.queue[:n])
+	l.queue = slices.Delete(l.queue, 0, n)
+	for _, p := range next {
+		p.sent = true
+	}
+	next[0].batch = next
+	c.mu.Unlock()
+	close(next[0].lead)
+}
+
+// batchContext returns the context a batch runs under: a lone call's own context; for
+// several calls, the values of the first one's context, never canceled by a caller,
+// ending at the latest deadline of the calls (or never, if one of them has none).
+func batchContext[P, R any](batch []*pending[P, R]) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	ctx := context.WithoutCancel(batch[0].ctx)
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return ctx, func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(ctx, latest)
+}

@@ -1,0 +1,203 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// fakeRuns is a combiner's run function for tests: it records each batch and, for the
+// batches it is told to, waits to be released before answering each call with its
+// parameter doubled.
+type fakeRuns struct {
+	mu      sync.Mutex
+	batches [][]int
+	hold    chan struct{} // when not nil, a run waits for it to be closed
+	fail    error         // when not nil, a run fails with it
+}
+
+func (f *fakeRuns) run(ctx context.Context, account string, ps []int) ([]int, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, slices.Clone(ps))
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = 2 * p
+	}
+	return out, nil
+}
+
+func (f *fakeRuns) sent() [][]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.batches)
+}
+
+// waitQueued waits until account's lane holds n waiting calls.
+func waitQueued(c *combiner[int, int], account string, n int) {
+	for {
+		c.mu.Lock()
+		l := c.lanes[account]
+		q := 0
+		if l != nil {
+			q = len(l.queue)
+		}
+		c.mu.Unlock()
+		if q == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitSent waits until the fake has received n batches.
+func waitSent(f *fakeRuns, n int) {
+	for len(f.sent()) < n {
+		runtime.Gosched()
+	}
+}
+
+type result struct{ out, want int }
+
+// TestCombinerBatches checks that a call for an idle account is sent alone and at once,
+// that calls arriving while it is in flight are sent together, in order, up to the
+// maximum, each receiving its own answer, and that nothing is left behind.
+func TestCombinerBatches(t *testing.T) {
+	f := &fakeRuns{hold: make(chan struct{})}
+	c := newCombiner(3, f.run)
+	ctx := t.Context()
+	results := make(chan result, 8)
+	call := func(p int) {
+		out, err := c.do(ctx, "a", p)
+		if err != nil {
+			t.Error(err)
+		}
+		results <- result{out, 2 * p}
+	}
+
+	go call(1)
+	waitSent(f, 1) // in flight, held
+	for p := 2; p <= 5; p++ {
+		go call(p)
+		waitQueued(c, "a", p-1) // queued in order
+	}
+	close(f.hold)
+	for range 5 {
+		if r := <-results; r.out != r.want {
+			t.Errorf("a call got %d, want %d", r.out, r.want)
+		}
+	}
+	want := [][]int{{1}, {2, 3, 4}, {5}}
+	if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("batches %v, want %v", got, want)
+	}
+	if len(c.lanes) != 0 {
+		t.Errorf("%d lanes left after the calls", len(c.lanes))
+	}
+}
+
+// TestCombinerAccountsIndependent checks that a call for one account does not wait for
+// another account's batch.
+func TestCombinerAccountsIndependent(t *testing.T) {
+	first := make(chan struct{})
+	f := &fakeRuns{hold: first}
+	c := newCombiner(8, f.run)
+	done := make(chan struct{})
+	go func() {
+		c.do(t.Context(), "busy", 1)
+		close(done)
+	}()
+	waitSent(f, 1)
+	f.mu.Lock()
+	f.hold = nil // later runs answer at once
+	f.mu.Unlock()
+	if out, err := c.do(t.Context(), "idle", 7); out != 14 || err != nil {
+		t.Errorf("call for another account: %d, %v", out, err)
+	}
+	close(first)
+	<-done
+}
+
+// TestCombinerCanceledWhileQueued checks that a queued call whose context ends leaves
+// at once, with the context's error, and is never sent.
+func TestCombinerCanceledWhileQueued(t *testing.T) {
+	f := &fakeRuns{hold: make(chan struct{})}
+	c := newCombiner(8, f.run)
+	go c.do(t.Context(), "a", 1)
+	waitSent(f, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.do(ctx, "a", 2)
+		errc <- err
+	}()
+	waitQueued(c, "a", 1)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled queued call: %v, want context.Canceled", err)
+	}
+	waitQueued(c, "a", 0)
+	close(f.hold)
+	// The lane empties once the first call returns: nothing else is sent.
+	for {
+		c.mu.Lock()
+		n := len(c.lanes)
+		c.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if got := f.sent(); len(got) != 1 {
+		t.Errorf("batches %v, want only the first call's", got)
+	}
+}
+
+// TestCombinerSentCallWaitsForOutcome checks that a call already sent in a batch with
+// others reports the batch's outcome even if its context ends meanwhile, and that a
+// failed batch fails each of its calls.
+func TestCombinerSentCallWaitsForOutcome(t *testing.T) {
+	first := make(chan struct{})
+	f := &fakeRuns{hold: first}
+	c := newCombiner(8, f.run)
+	go c.do(t.Context(), "a", 1)
+	waitSent(f, 1)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	type outcome struct {
+		out int
+		err error
+	}
+	outs := make(chan outcome, 2)
+	go func() { o, err := c.do(t.Context(), "a", 2); outs <- outcome{o, err} }()
+	waitQueued(c, "a", 1)
+	go func() { o, err := c.do(ctx, "a", 3); outs <- outcome{o, err} }()
+	waitQueued(c, "a", 2)
+	f.mu.Lock()
+	second := make(chan struct{})
+	f.hold = second
+	f.fail = errors.New("the batch failed")
+	f.mu.Unlock()
+	close(first)
+	waitSent(f, 2) // calls 2 and 3 are in flight together
+	cancel()       // call 3's context ends while its batch runs
+	close(second)
+	for range 2 {
+		if o := <-outs; o.err == nil || o.err.Error() != "the batch failed" {
+			t.Errorf("call of a failed batch: %d, %v; want the batch's error", o.out, o.err)
+		}
+	}
+}

@@ -1,0 +1,472 @@
+package postgres_test
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+)
+
+// hotOptions are the hot-account mitigations, alone and together, and the plain store.
+var hotOptions = []struct {
+	name string
+	opts *postgres.Options
+}{
+	{"plain", nil},
+	{"shards=16", &postgres.Options{Shards: 16}},
+	{"batch=64", &postgres.Options{Batch: 64}},
+	{"shards=16+batch=64", &postgres.Options{Shards: 16, Batch: 64}},
+}
+
+func newRequest() billing.RequestID {
+	var id billing.RequestID
+	rand.Read(id[:])
+	return id
+}
+
+// audit checks the ledger against the balance: the period's opening (or renewal) amount
+// plus every change recorded since equals the remaining credits, and the shards are
+// never below zero.
+func audit(t *testing.T, s *postgres.Store, db postgres.DB, account string, p billing.Period, allowance int64) {
+	t.Helper()
+	ctx := t.Context()
+	b, err := s.Balance(ctx, account, p, allowance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, minShard int64
+	err = db.QueryRow(ctx, `
+		SELECT
+			(SELECT coalesce(sum(l.amount), 0)::bigint FROM tollgate_ledger l
+			  WHERE l.account_id = $1 AND l.period_start = $2
+			    AND l.seq >= (SELECT max(o.seq) FROM tollgate_ledger o
+			                   WHERE o.account_id = $1 AND o.kind IN ('open', 'renewal'))),
+			(SELECT min(s.balance) FROM tollgate_balance_shards s WHERE s.account_id = $1)`,
+		account, b.Period.Start).Scan(&sum, &minShard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum != b.Remaining || minShard < 0 {
+		t.Errorf("ledger sums to %d and the lowest shard holds %d, for a balance of %d remaining", sum, minShard, b.Remaining)
+	}
+}
+
+// TestHotAccountExact drives one account from 64 goroutines, 100 admissions each of
+// cost 3 against 3000 credits, with each mitigation: exactly 1000 are admitted and 5400
+// refused for their credits, no admission ever sees a negative or inconsistent balance,
+// and the account ends at exactly 0 with 3000 used and 1000 calls counted. Then every
+// admitted call is refunded concurrently (the balance is back to exactly 3000), and 64
+// concurrent admissions in the next period renew the balance once and are each charged
+// after the renewal. The ledger agrees with the balance throughout.
+func TestHotAccountExact(t *testing.T) {
+	for _, h := range hotOptions {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newPool(t, 16)
+			s, err := postgres.New(pool, h.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			const workers, attempts, cost, credits = 64, 100, 3, 3000
+			acct, key := fixture("hot")
+			if err := s.CreateAccount(ctx, acct, key); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Open(ctx, billing.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
+				t.Fatal(err)
+			}
+			step := func(req billing.RequestID, p billing.Period, amount, allowance int64) billing.Step {
+				return billing.Step{Account: acct.ID, Request: req, Now: p.Start,
+					Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+					Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance}}
+			}
+
+			var (
+				mu       sync.Mutex
+				admitted []billing.RequestID
+				refused  atomic.Int64
+				wg       sync.WaitGroup
+			)
+			for range workers {
+				wg.Go(func() {
+					for range attempts {
+						req := newRequest()
+						r, err := s.Admit(ctx, step(req, period, cost, credits))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						b := r.Balance
+						switch r.Denied {
+						case billing.NotDenied:
+							if b.Remaining < 0 || b.Remaining+b.Used != credits {
+								t.Errorf("admitted with Remaining %d, Used %d", b.Remaining, b.Used)
+							}
+							mu.Lock()
+							admitted = append(admitted, req)
+							mu.Unlock()
+						case billing.DeniedCredits:
+							refused.Add(1)
+							if b.Remaining < 0 || b.Remaining >= cost {
+								t.Errorf("refused with Remaining %d", b.Remaining)
+							}
+						default:
+							t.Errorf("denied %d", r.Denied)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if len(admitted) != credits/cost || refused.Load() != workers*attempts-credits/cost {
+				t.Fatalf("%d admitted and %d refused, want %d and %d", len(admitted), refused.Load(), credits/cost, workers*attempts-credits/cost)
+			}
+			wantBalance(t, s, acct.ID, period, credits, 0, credits, credits/cost)
+			audit(t, s, pool, acct.ID, period, credits)
+
+			// Refund every admitted call, concurrently, each closing sent twice.
+			for w := range workers {
+				wg.Go(func() {
+					for i := w; i < len(admitted); i += workers {
+						for range 2 {
+							req := admitted[i]
+							_, err := s.Close(ctx, billing.Closing{Account: acct.ID, Request: req,
+								Settlement: &billing.Settlement{Account: acct.ID, Request: req, Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: credits}})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			wantBalance(t, s, acct.ID, period, credits, credits, 0, 0)
+			audit(t, s, pool, acct.ID, period, credits)
+
+			// The next period: renewed once, to the allowance, then charged.
+			next := billing.MonthOf(period.End)
+			const allowance = 500
+			for range workers {
+				wg.Go(func() {
+					r, err := s.Admit(ctx, step(newRequest(), next, 2, allowance))
+					if err != nil || r.Denied != billing.NotDenied {
+						t.Errorf("Admit in the next period: %+v, %v", r, err)
+					}
+				})
+			}
+			wg.Wait()
+			wantBalance(t, s, acct.ID, next, allowance, allowance-2*workers, 2*workers, workers)
+			audit(t, s, pool, acct.ID, next, allowance)
+			var renewals int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM tollgate_ledger WHERE kind = 'renewal'`).Scan(&renewals); err != nil || renewals != 1 {
+				t.Errorf("%d renewal entries (%v), want 1", renewals, err)
+			}
+		})
+	}
+}
+
+// wantBalance checks an account's balance and its count of "hash" calls.
+func wantBalance(t *testing.T, s *postgres.Store, account string, p billing.Period, allowance, remaining, used, calls int64) {
+	t.Helper()
+	b, err := s.Balance(t.Context(), account, p, allowance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Usage(t.Context(), account, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Remaining != remaining || b.Used != used || u["hash"] != calls {
+		t.Errorf("balance %d remaining, %d used, %d calls; want %d, %d and %d", b.Remaining, b.Used, u["hash"], remaining, used, calls)
+	}
+}
+
+// TestConcurrentReplays sends one admission step from 32 goroutines at once, with each
+// mitigation (so that, with batching, copies of the step share a batch): it is admitted
+// for every caller and charged once.
+func TestConcurrentReplays(t *testing.T) {
+	for _, h := range hotOptions {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := postgres.New(newPool(t, 16), h.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if err := s.Open(ctx, billing.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
+				t.Fatal(err)
+			}
+			req := newRequest()
+			st := billing.Step{Account: "replayed", Request: req, Now: t0,
+				Credits: &billing.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100}}
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Go(func() {
+					r, err := s.Admit(ctx, st)
+					if err != nil || r.Denied != billing.NotDenied {
+						t.Errorf("Admit: %+v, %v", r, err)
+					}
+				})
+			}
+			wg.Wait()
+			wantBalance(t, s, "replayed", period, 100, 93, 7, 1)
+		})
+	}
+}
+
+// TestSetShards splits a busy account's balance and folds it back while reservations
+// are open: the totals, the call counts and the settlements of reservations made before
+// each change stay exact.
+func TestSetShards(t *testing.T) {
+	pool := newPool(t, 8)
+	s, _ := postgres.New(pool, nil)
+	ctx := t.Context()
+	const acct = "resharded"
+	if err := s.Open(ctx, billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(n int) []billing.RequestID {
+		reqs := make([]billing.RequestID, n)
+		for i := range reqs {
+			reqs[i] = newRequest()
+			if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: reqs[i], APIs: []string{"hash"}, Amount: 10, Period: period, Allowance: 1000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return reqs
+	}
+	refund := func(reqs []billing.RequestID) {
+		for _, r := range reqs {
+			if _, err := s.Settle(ctx, billing.Settlement{Account: acct, Request: r, Refund: 10, Uncount: []string{"hash"}, Period: period, Allowance: 1000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := reserve(5) // 950 left, 5 calls
+	if err := s.SetShards(ctx, acct, 8); err != nil {
+		t.Fatal(err)
+	}
+	wantBalance(t, s, acct, period, 1000, 950, 50, 5)
+	during := reserve(20) // 750 left, 25 calls
+	refund(before)        // 800 left, 20 calls
+	wantBalance(t, s, acct, period, 1000, 800, 200, 20)
+	if err := s.SetShards(ctx, acct, 3); err != nil {
+		t.Fatal(err)
+	}
+	refund(during[:10]) // 900 left, 10 calls
+	if err := s.SetShards(ctx, acct, 1); err != nil {
+		t.Fatal(err)
+	}
+	refund(during[10:]) // 1000 left, 0 calls
+	wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
+	audit(t, s, pool, acct, period, 1000)
+
+	// A reservation no single shard covers takes from the total.
+	if err := s.SetShards(ctx, acct, 16); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 999, Period: period, Allowance: 1000})
+	if err != nil || b.Remaining != 1 {
+		t.Fatalf("Reserve of 999 of 1000 over 16 shards: %+v, %v", b, err)
+	}
+	if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 2, Period: period, Allowance: 1000}); err == nil {
+		t.Fatal("Reserve of 2 with 1 left succeeded")
+	}
+	audit(t, s, pool, acct, period, 1000)
+}
+
+// TestAccountsIndependent checks that accounts opened with different shard counts, and
+// keys of other accounts, do not mix.
+func TestAccountsIndependent(t *testing.T) {
+	s := newStore(t, &postgres.Options{Shards: 4, Batch: 8})
+	ctx := t.Context()
+	for i := range 3 {
+		a, k := fixture(fmt.Sprintf("acct%d", i))
+		if err := s.CreateAccount(ctx, a, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Open(ctx, billing.Opening{Account: a.ID, Balance: int64(10 * (i + 1)), Allowance: 100, Period: period}); err != nil {
+			t.Fatal(err)
+		}
+		// A key of one account does not pass the check of another.
+		st, err := s.CheckKey(ctx, billing.KeyCheck{Account: "acct9", KeyID: k.ID, Hash: k.Hash})
+		if err != nil || st != billing.KeyUnknown {
+			t.Errorf("CheckKey of %s's key under another account: %d, %v", a.ID, st, err)
+		}
+	}
+	for i := range 3 {
+		b, err := s.Balance(ctx, fmt.Sprintf("acct%d", i), period, 100)
+		if err != nil || b.Remaining != int64(10*(i+1)) {
+			t.Errorf("acct%d: %+v, %v", i, b, err)
+		}
+	}
+}
+
+// TestKeyOfAnotherAccount checks that a step whose key check names another account than
+// the step's is denied with KeyUnknown, even when that account owns the key.
+func TestKeyOfAnotherAccount(t *testing.T) {
+	s := newStore(t, nil)
+	ctx := t.Context()
+	mine, _ := fixture("mine")
+	theirs, theirKey := fixture("theirs")
+	for _, a := range []struct {
+		acct auth.Account
+		key  auth.Key
+	}{{mine, keyOf(mine)}, {theirs, theirKey}} {
+		if err := s.CreateAccount(ctx, a.acct, a.key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Open(ctx, billing.Opening{Account: mine.ID, Balance: 10, Allowance: 10, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	req := newRequest()
+	r, err := s.Admit(ctx, billing.Step{Account: mine.ID, Request: req, Now: t0,
+		Key:     &billing.KeyCheck{Account: theirs.ID, KeyID: theirKey.ID, Hash: theirKey.Hash},
+		Credits: &billing.Reservation{Account: mine.ID, Request: req, Amount: 1, Period: period, Allowance: 10}})
+	if err != nil || r.Denied != billing.DeniedKey || r.Key != billing.KeyUnknown {
+		t.Errorf("Admit with another account's key: %+v, %v; want DeniedKey, KeyUnknown", r, err)
+	}
+	wantBalance(t, s, mine.ID, period, 10, 10, 0, 0)
+}
+
+func keyOf(a auth.Account) auth.Key {
+	return auth.Key{ID: a.ID + "-key", AccountID: a.ID, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
+}
+
+// TestUndoInDoubt races the undoing of an admission whose answer was lost (a Close with
+// a full refund and the slot, as the Meter sends it) against the admission itself, in
+// both orders: when the undo comes first it voids the request, and the admission,
+// arriving late, takes nothing; when the admission comes first, the undo refunds it. The
+// account ends where it began every time.
+func TestUndoInDoubt(t *testing.T) {
+	for _, h := range hotOptions {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := postgres.New(newPool(t, 16), h.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			const acct = "doubt"
+			if err := s.Open(ctx, billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}); err != nil {
+				t.Fatal(err)
+			}
+			step := func(req billing.RequestID) billing.Step {
+				return billing.Step{Account: acct, Request: req, Now: t0,
+					Slot:    &billing.SlotClaim{Ceiling: 100, Lease: time.Minute},
+					Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 5, Period: period, Allowance: 1000}}
+			}
+			undo := func(req billing.RequestID) billing.Closing {
+				return billing.Closing{Account: acct, Request: req, ReleaseSlot: true,
+					Settlement: &billing.Settlement{Account: acct, Request: req, Refund: 5, Uncount: []string{"hash"}, Period: period, Allowance: 1000}}
+			}
+
+			// The undo first: the request is voided, the late admission takes nothing.
+			req := newRequest()
+			if _, err := s.Close(ctx, undo(req)); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("undo of an admission that has not arrived: %v, want store.ErrNotFound", err)
+			}
+			if r, err := s.Admit(ctx, step(req)); err != nil || r.Denied != billing.NotDenied || r.Slot.Acquired {
+				t.Fatalf("late admission: %+v, %v; want admitted as a replay, without a slot", r, err)
+			}
+			wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
+
+			// Both at once, many times.
+			var wg sync.WaitGroup
+			for range 32 {
+				req := newRequest()
+				wg.Go(func() {
+					if _, err := s.Admit(ctx, step(req)); err != nil {
+						t.Error(err)
+					}
+				})
+				wg.Go(func() {
+					if _, err := s.Close(ctx, undo(req)); err != nil && !errors.Is(err, store.ErrNotFound) {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
+			if n, err := s.InUse(ctx, acct, t0); err != nil || n != 0 {
+				t.Errorf("%d slots held after the undos (%v), want 0", n, err)
+			}
+		})
+	}
+}
+
+// TestHotAccountMixed runs whole calls (admission, then settlement keeping all, part or
+// none of the charge, and freeing the slot) on one account from 32 goroutines at once,
+// with each mitigation, so that admissions and settlements overlap on the same rows:
+// no call fails (no deadlock), and the balance, the used credits and the call count end
+// exactly where the kept charges put them.
+func TestHotAccountMixed(t *testing.T) {
+	for _, h := range hotOptions {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newPool(t, 16)
+			s, err := postgres.New(pool, h.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			acct, key := fixture("mixed")
+			if err := s.CreateAccount(ctx, acct, key); err != nil {
+				t.Fatal(err)
+			}
+			const credits, cost = 1_000_000, 4
+			if err := s.Open(ctx, billing.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
+				t.Fatal(err)
+			}
+			limit := billing.Limit{Rate: 1 << 20, Per: time.Second, Burst: 1 << 20}
+			var kept, calls atomic.Int64
+			var wg sync.WaitGroup
+			for w := range 32 {
+				wg.Go(func() {
+					for i := range 25 {
+						req := newRequest()
+						r, err := s.Admit(ctx, billing.Step{Account: acct.ID, Request: req, Now: t0,
+							Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+							Rate:    &limit,
+							Slot:    &billing.SlotClaim{Ceiling: 1000, Lease: time.Minute},
+							Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits}})
+						if err != nil || r.Denied != billing.NotDenied {
+							t.Errorf("Admit: %+v, %v", r, err)
+							return
+						}
+						refund := []int64{0, 1, cost}[(w+i)%3]
+						var uncount []string
+						if refund == cost {
+							uncount = []string{"hash"}
+						} else {
+							calls.Add(1)
+						}
+						_, err = s.Close(ctx, billing.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
+							Settlement: &billing.Settlement{Account: acct.ID, Request: req, Refund: refund, Uncount: uncount, Period: period, Allowance: credits}})
+						if err != nil {
+							t.Errorf("Close: %v", err)
+							return
+						}
+						kept.Add(cost - refund)
+					}
+				})
+			}
+			wg.Wait()
+			wantBalance(t, s, acct.ID, period, credits, credits-kept.Load(), kept.Load(), calls.Load())
+			audit(t, s, pool, acct.ID, period, credits)
+			if n, err := s.InUse(ctx, acct.ID, t0); err != nil || n != 0 {
+				t.Errorf("%d slots held after every call closed (%v)", n, err)
+			}
+		})
+	}
+}

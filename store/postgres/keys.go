@@ -1,0 +1,353 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// The columns of a key and of an account, in the order scanKey and scanAccount read them.
+const (
+	keyColumns     = `k.id, k.account_id, k.name, k.is_primary, k.hash, k.restrictions, k.created_at, k.rotated_at, k.revoked_at`
+	accountColumns = `a.id, a.plan, a.restrictions, a.created_at`
+)
+
+// keyRow receives the columns of a key.
+type keyRow struct {
+	id, account, name  string
+	primary            bool
+	hash, restrictions []byte
+	created            time.Time
+	rotated, revoked   *time.Time
+}
+
+func (r *keyRow) dest() []any {
+	return []any{&r.id, &r.account, &r.name, &r.primary, &r.hash, &r.restrictions, &r.created, &r.rotated, &r.revoked}
+}
+
+func (r *keyRow) key() (auth.Key, error) {
+	k := auth.Key{ID: r.id, AccountID: r.account, Name: r.name, Primary: r.primary, CreatedAt: r.created.UTC()}
+	if len(r.hash) != len(k.Hash) {
+		return auth.Key{}, fmt.Errorf("postgres: key %q: the stored hash has %d bytes", r.id, len(r.hash))
+	}
+	copy(k.Hash[:], r.hash)
+	if err := decodeRestrictions(r.restrictions, &k.Restrictions); err != nil {
+		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", r.id, err)
+	}
+	if r.rotated != nil {
+		k.RotatedAt = r.rotated.UTC()
+	}
+	if r.revoked != nil {
+		k.RevokedAt = r.revoked.UTC()
+	}
+	return k, nil
+}
+
+// nullableKeyRow receives the columns of a key from an outer join, where they may all
+// be NULL.
+type nullableKeyRow struct {
+	id, account, name  *string
+	primary            *bool
+	hash, restrictions []byte
+	created            *time.Time
+	rotated, revoked   *time.Time
+}
+
+func (n *nullableKeyRow) dest() []any {
+	return []any{&n.id, &n.account, &n.name, &n.primary, &n.hash, &n.restrictions, &n.created, &n.rotated, &n.revoked}
+}
+
+// row returns the key's columns, and false if there is no key.
+func (n *nullableKeyRow) row() (keyRow, bool) {
+	if n.id == nil || n.account == nil || n.name == nil || n.primary == nil || n.created == nil {
+		return keyRow{}, false
+	}
+	return keyRow{id: *n.id, account: *n.account, name: *n.name, primary: *n.primary, hash: n.hash,
+		restrictions: n.restrictions, created: *n.created, rotated: n.rotated, revoked: n.revoked}, true
+}
+
+// accountRow receives the columns of an account.
+type accountRow struct {
+	id, plan     string
+	restrictions []byte
+	created      time.Time
+}
+
+func (r *accountRow) dest() []any {
+	return []any{&r.id, &r.plan, &r.restrictions, &r.created}
+}
+
+func (r *accountRow) account() (auth.Account, error) {
+	a := auth.Account{ID: r.id, Plan: r.plan, CreatedAt: r.created.UTC()}
+	if err := decodeRestrictions(r.restrictions, &a.Restrictions); err != nil {
+		return auth.Account{}, fmt.Errorf("postgres: account %q: %w", r.id, err)
+	}
+	return a, nil
+}
+
+// encodeRestrictions returns restrictions as JSON, or nil (SQL NULL) for none.
+func encodeRestrictions(r auth.Restrictions) ([]byte, error) {
+	if r.IsZero() {
+		return nil, nil
+	}
+	return json.Marshal(r)
+}
+
+func decodeRestrictions(b []byte, r *auth.Restrictions) error {
+	if b == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, r); err != nil {
+		return fmt.Errorf("stored restrictions: %w", err)
+	}
+	return nil
+}
+
+// nullTime returns t, or nil (SQL NULL) for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// keyArgs returns the values of a key's columns, in the order of insertKeyColumns.
+func keyArgs(k *auth.Key) ([]any, error) {
+	r, err := encodeRestrictions(k.Restrictions)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: key %q: %w", k.ID, err)
+	}
+	return []any{k.ID, k.AccountID, k.Name, k.Primary, k.Hash[:], r, k.CreatedAt, nullTime(k.RotatedAt), nullTime(k.RevokedAt)}, nil
+}
+
+// keyConflict names what a unique violation on the keys table was about.
+func keyConflict(err error, k *auth.Key, accountID string) error {
+	switch constraint(err) {
+	case "tollgate_accounts_pkey":
+		return fmt.Errorf("postgres: account %q: %w", accountID, store.ErrConflict)
+	case "tollgate_keys_hash_key":
+		return fmt.Errorf("postgres: key %q: the hash is taken: %w", k.ID, store.ErrConflict)
+	}
+	return fmt.Errorf("postgres: key %q: %w", k.ID, store.ErrConflict)
+}
+
+// CreateAccount stores an account with its primary key, in one statement.
+func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary auth.Key) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr(ctx, err, "account %q", account.ID)
+	}
+	if primary.AccountID != account.ID {
+		return fmt.Errorf("postgres: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
+	}
+	ar, err := encodeRestrictions(account.Restrictions)
+	if err != nil {
+		return fmt.Errorf("postgres: account %q: %w", account.ID, err)
+	}
+	kargs, err := keyArgs(&primary)
+	if err != nil {
+		return err
+	}
+	args := append([]any{account.ID, account.Plan, ar, account.CreatedAt}, kargs[:1]...)
+	args = append(args, kargs[2:]...)
+	_, err = s.db.Exec(ctx, `
+		WITH a AS (
+			INSERT INTO tollgate_accounts (id, plan, restrictions, created_at) VALUES ($1, $2, $3, $4)
+			RETURNING id)
+		INSERT INTO tollgate_keys (id, account_id, name, is_primary, hash, restrictions, created_at, rotated_at, revoked_at)
+		SELECT $5, a.id, $6, $7, $8, $9, $10, $11, $12 FROM a`, args...)
+	if isCode(err, uniqueViolation) {
+		return keyConflict(err, &primary, account.ID)
+	}
+	if err != nil {
+		return wrapErr(ctx, err, "account %q", account.ID)
+	}
+	return nil
+}
+
+// Account returns the account with the given id.
+func (s *Store) Account(ctx context.Context, id string) (auth.Account, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Account{}, wrapErr(ctx, err, "account %q", id)
+	}
+	var r accountRow
+	if err := s.db.QueryRow(ctx, `SELECT `+accountColumns+` FROM tollgate_accounts a WHERE a.id = $1`, id).Scan(r.dest()...); err != nil {
+		return auth.Account{}, wrapErr(ctx, err, "account %q", id)
+	}
+	return r.account()
+}
+
+// CreateKey stores a new key of an existing account, in one statement.
+func (s *Store) CreateKey(ctx context.Context, key auth.Key) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr(ctx, err, "key %q", key.ID)
+	}
+	args, err := keyArgs(&key)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Exec(ctx, `
+		INSERT INTO tollgate_keys (id, account_id, name, is_primary, hash, restrictions, created_at, rotated_at, revoked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
+	switch {
+	case isCode(err, foreignKeyViolation):
+		return fmt.Errorf("postgres: account %q of key %q: %w", key.AccountID, key.ID, store.ErrNotFound)
+	case isCode(err, uniqueViolation):
+		return keyConflict(err, &key, key.AccountID)
+	case err != nil:
+		return wrapErr(ctx, err, "key %q", key.ID)
+	}
+	return nil
+}
+
+// Key returns the key with the given id.
+func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	var r keyRow
+	if err := s.db.QueryRow(ctx, `SELECT `+keyColumns+` FROM tollgate_keys k WHERE k.id = $1`, id).Scan(r.dest()...); err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	return r.key()
+}
+
+// Keys returns the keys of an account, the primary key first, then in the order they
+// were created.
+func (s *Store) Keys(ctx context.Context, accountID string) ([]auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+	}
+	// The account is joined so that an account without keys (there is none: CreateAccount
+	// stores the primary key with it) and a missing account are told apart.
+	rows, err := s.db.Query(ctx, `
+		SELECT a.id IS NOT NULL, `+keyColumns+`
+		FROM tollgate_accounts a LEFT JOIN tollgate_keys k ON k.account_id = a.id
+		WHERE a.id = $1
+		ORDER BY k.is_primary DESC, k.seq`, accountID)
+	if err != nil {
+		return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+	}
+	defer rows.Close()
+	var (
+		keys  []auth.Key
+		found bool
+	)
+	for rows.Next() {
+		var n nullableKeyRow
+		if err := rows.Scan(append([]any{&found}, n.dest()...)...); err != nil {
+			return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+		}
+		r, ok := n.row()
+		if !ok {
+			continue // the account has no keys
+		}
+		k, err := r.key()
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+	}
+	if !found {
+		return nil, fmt.Errorf("postgres: account %q: %w", accountID, store.ErrNotFound)
+	}
+	return keys, nil
+}
+
+// Resolve returns the key whose current hash is h, with its account.
+func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Account, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, auth.Account{}, wrapErr(ctx, err, "key hash %.8s", h)
+	}
+	var kr keyRow
+	var ar accountRow
+	err := s.db.QueryRow(ctx, `
+		SELECT `+keyColumns+`, `+accountColumns+`
+		FROM tollgate_keys k JOIN tollgate_accounts a ON a.id = k.account_id
+		WHERE k.hash = $1`, h[:]).Scan(append(kr.dest(), ar.dest()...)...)
+	if err != nil {
+		return auth.Key{}, auth.Account{}, wrapErr(ctx, err, "key hash %.8s", h)
+	}
+	k, err := kr.key()
+	if err != nil {
+		return auth.Key{}, auth.Account{}, err
+	}
+	a, err := ar.account()
+	if err != nil {
+		return auth.Key{}, auth.Account{}, err
+	}
+	return k, a, nil
+}
+
+// RotateKey replaces the hash of a key, in one statement.
+func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.Time) (auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	// old reads the key as of the statement's snapshot, to tell a missing key from a
+	// revoked one; k updates it unless it is revoked (re-checked on the latest version).
+	var (
+		exists bool
+		n      nullableKeyRow
+	)
+	err := s.db.QueryRow(ctx, `
+		WITH old AS (SELECT k.id FROM tollgate_keys k WHERE k.id = $1),
+		k AS (
+			UPDATE tollgate_keys SET hash = $2, rotated_at = $3
+			WHERE id = $1 AND revoked_at IS NULL
+			RETURNING *)
+		SELECT old.id IS NOT NULL, `+keyColumns+`
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, id, h[:], at).
+		Scan(append([]any{&exists}, n.dest()...)...)
+	if isCode(err, uniqueViolation) {
+		return auth.Key{}, fmt.Errorf("postgres: key %q: the new hash is taken: %w", id, store.ErrConflict)
+	}
+	if err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	r, updated := n.row()
+	switch {
+	case !updated && !exists:
+		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", id, store.ErrNotFound)
+	case !updated:
+		return auth.Key{}, fmt.Errorf("postgres: key %q is revoked: %w", id, store.ErrConflict)
+	}
+	return r.key()
+}
+
+// RevokeKey marks a key revoked, keeping the first revocation's moment, in one
+// statement.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	var r keyRow
+	err := s.db.QueryRow(ctx, `
+		UPDATE tollgate_keys k SET revoked_at = coalesce(k.revoked_at, $2)
+		WHERE k.id = $1
+		RETURNING `+keyColumns, id, at).Scan(r.dest()...)
+	if err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	return r.key()
+}
+
+// CheckKey reports whether a key is still live (see [billing.KeyChecker]), in one
+// statement.
+func (s *Store) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeyState, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
+	}
+	var state int
+	if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, c.Account, c.KeyID, c.Hash[:]).Scan(&state); err != nil {
+		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
+	}
+	return billing.KeyState(state), nil
+}

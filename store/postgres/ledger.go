@@ -1,0 +1,232 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Statuses of the ledger functions (see the migrations).
+const (
+	statusOK           = 0
+	statusNoBalance    = 1
+	statusNoRequest    = 2
+	statusRefundRange  = 3
+	statusInsufficient = 4
+)
+
+// balanceRow receives a balance from the ledger functions' o_remaining, o_used,
+// o_allowance, o_period_start and o_period_end.
+type balanceRow struct {
+	remaining, used, allowance *int64
+	start, end                 *time.Time
+}
+
+func (r *balanceRow) dest() []any {
+	return []any{&r.remaining, &r.used, &r.allowance, &r.start, &r.end}
+}
+
+func (r *balanceRow) balance() billing.Balance {
+	var b billing.Balance
+	if r.remaining != nil {
+		b.Remaining = *r.remaining
+	}
+	if r.used != nil {
+		b.Used = *r.used
+	}
+	if r.allowance != nil {
+		b.Allowance = *r.allowance
+	}
+	if r.start != nil {
+		b.Period.Start = r.start.UTC()
+	}
+	if r.end != nil {
+		b.Period.End = r.end.UTC()
+	}
+	return b
+}
+
+// noBalance is the error for an account that has no balance.
+func noBalance(account string) error {
+	return fmt.Errorf("postgres: balance of account %q: %w", account, store.ErrNotFound)
+}
+
+// Open creates an account's balance, split into Options.Shards sub-balances, and records
+// the opening in the ledger, in one call.
+func (s *Store) Open(ctx context.Context, o billing.Opening) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr(ctx, err, "balance of account %q", o.Account)
+	}
+	if o.Balance < 0 {
+		return fmt.Errorf("postgres: balance of account %q: a balance cannot be negative", o.Account)
+	}
+	_, err := s.db.Exec(ctx, `SELECT tollgate_open($1, $2, $3, $4, $5, $6)`,
+		o.Account, o.Balance, o.Allowance, o.Period.Start, o.Period.End, s.shards)
+	if err != nil {
+		return wrapErr(ctx, err, "balance of account %q", o.Account)
+	}
+	return nil
+}
+
+// Reserve takes credits for a call, idempotently by request id, in one call.
+func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
+	}
+	if r.Amount < 0 {
+		return billing.Balance{}, fmt.Errorf("postgres: reservation %s of account %q: negative amount %d: %w", r.Request, r.Account, r.Amount, store.ErrConflict)
+	}
+	var (
+		status int
+		b      balanceRow
+	)
+	err := s.db.QueryRow(ctx, `
+		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
+		FROM tollgate_reserve($1, $2, $3, $4, $5, $6, $7)`,
+		r.Account, [16]byte(r.Request), r.Amount, r.APIs, r.Period.Start, r.Period.End, r.Allowance).
+		Scan(append([]any{&status}, b.dest()...)...)
+	if err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
+	}
+	switch status {
+	case statusNoBalance:
+		return billing.Balance{}, noBalance(r.Account)
+	case statusInsufficient:
+		return b.balance(), billing.ErrInsufficientCredits
+	}
+	return b.balance(), nil
+}
+
+// Settle closes a reservation, giving back Refund credits at most once, in one call.
+func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Balance, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
+	}
+	var (
+		status   int
+		b        balanceRow
+		reserved *int64
+	)
+	err := s.db.QueryRow(ctx, `
+		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_reserved
+		FROM tollgate_settle($1, $2, $3, $4, $5, $6, $7)`,
+		st.Account, [16]byte(st.Request), st.Refund, st.Uncount, st.Period.Start, st.Period.End, st.Allowance).
+		Scan(append(append([]any{&status}, b.dest()...), &reserved)...)
+	if err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
+	}
+	return b.balance(), settleErr(status, st.Account, st.Request, st.Refund, reserved)
+}
+
+// settleErr returns the error that a settlement status reports.
+func settleErr(status int, account string, req billing.RequestID, refund int64, reserved *int64) error {
+	switch status {
+	case statusNoBalance:
+		return noBalance(account)
+	case statusNoRequest:
+		return fmt.Errorf("postgres: reservation %s of account %q: %w", req, account, store.ErrNotFound)
+	case statusRefundRange:
+		var max int64
+		if reserved != nil {
+			max = *reserved
+		}
+		return fmt.Errorf("postgres: reservation %s of account %q: refund %d is outside 0..%d: %w", req, account, refund, max, store.ErrConflict)
+	}
+	return nil
+}
+
+// Adjust adds credits to, or takes them from, the balance, idempotently by request id,
+// in one call.
+func (s *Store) Adjust(ctx context.Context, a billing.Adjustment) (billing.Balance, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
+	}
+	var (
+		status int
+		b      balanceRow
+	)
+	err := s.db.QueryRow(ctx, `
+		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
+		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7)`,
+		a.Account, [16]byte(a.Request), a.Amount, a.Reason, a.Period.Start, a.Period.End, a.Allowance).
+		Scan(append([]any{&status}, b.dest()...)...)
+	if err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
+	}
+	switch status {
+	case statusNoBalance:
+		return billing.Balance{}, noBalance(a.Account)
+	case statusInsufficient:
+		return b.balance(), billing.ErrInsufficientCredits
+	}
+	return b.balance(), nil
+}
+
+// Balance returns the account's balance at period p, renewing it if due, in one call.
+func (s *Store) Balance(ctx context.Context, account string, p billing.Period, allowance int64) (billing.Balance, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
+	}
+	var (
+		status int
+		b      balanceRow
+	)
+	err := s.db.QueryRow(ctx, `
+		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
+		FROM tollgate_balance($1, $2, $3, $4)`, account, p.Start, p.End, allowance).
+		Scan(append([]any{&status}, b.dest()...)...)
+	if err != nil {
+		return billing.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
+	}
+	if status == statusNoBalance {
+		return billing.Balance{}, noBalance(account)
+	}
+	return b.balance(), nil
+}
+
+// Usage returns the calls per API counted in period p (empty if p is not the stored
+// period), summed over the account's sub-balances, in one statement. It does not renew.
+func (s *Store) Usage(ctx context.Context, account string, p billing.Period) (map[string]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr(ctx, err, "usage of account %q", account)
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT b.period_start = $2, u.api, u.calls
+		FROM tollgate_balances b
+		LEFT JOIN LATERAL (
+			SELECT e.key AS api, sum(e.value::bigint)::bigint AS calls
+			FROM tollgate_balance_shards s, jsonb_each_text(s.usage) e
+			WHERE s.account_id = b.account_id
+			GROUP BY e.key) u ON b.period_start = $2
+		WHERE b.account_id = $1`, account, p.Start)
+	if err != nil {
+		return nil, wrapErr(ctx, err, "usage of account %q", account)
+	}
+	defer rows.Close()
+	usage := make(map[string]int64)
+	found := false
+	for rows.Next() {
+		var (
+			current bool
+			api     *string
+			calls   *int64
+		)
+		if err := rows.Scan(&current, &api, &calls); err != nil {
+			return nil, wrapErr(ctx, err, "usage of account %q", account)
+		}
+		found = true
+		if current && api != nil && calls != nil {
+			usage[*api] = *calls
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr(ctx, err, "usage of account %q", account)
+	}
+	if !found {
+		return nil, noBalance(account)
+	}
+	return usage, nil
+}

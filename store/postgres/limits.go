@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// gcraParams returns the emission interval and the window (Burst intervals) of a limit,
+// in nanoseconds, as billing.GCRA computes them.
+func gcraParams(l billing.Limit) (e, window int64, err error) {
+	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 || l.Interval() <= 0 {
+		return 0, 0, fmt.Errorf("rate limit %+v: rate, period, burst and the interval between events must be positive", l)
+	}
+	e = int64(l.Interval())
+	return e, e * int64(l.Burst), nil
+}
+
+// Allow decides whether one event for key may go ahead at now and records it if so, in
+// one call. The decision is billing.GCRA's, on the stored timestamp.
+func (s *Store) Allow(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+	}
+	e, window, err := gcraParams(l)
+	if err != nil {
+		return billing.RateDecision{}, fmt.Errorf("postgres: %w", err)
+	}
+	var tat int64
+	if err := s.db.QueryRow(ctx, `SELECT tollgate_rate_allow($1, $2, $3, $4)`, key, now.UnixNano(), e, window).Scan(&tat); err != nil {
+		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+	}
+	d, _ := billing.GCRA(l, tat, now.UnixNano())
+	return d, nil
+}
+
+// Peek reports what Allow would decide, without recording anything, in one statement.
+func (s *Store) Peek(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+	}
+	if _, _, err := gcraParams(l); err != nil {
+		return billing.RateDecision{}, fmt.Errorf("postgres: %w", err)
+	}
+	var tat int64
+	err := s.db.QueryRow(ctx, `SELECT coalesce((SELECT r.tat FROM tollgate_rate_limits r WHERE r.key = $1), 0)`, key).Scan(&tat)
+	if err != nil {
+		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+	}
+	d, _ := billing.GCRA(l, tat, now.UnixNano())
+	return d, nil
+}
+
+// Acquire grants holder a slot of key until now+lease if fewer than ceiling live slots
+// are held, in one call.
+func (s *Store) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (billing.SlotDecision, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
+	}
+	var d billing.SlotDecision
+	err := s.db.QueryRow(ctx, `SELECT o_acquired, o_in_use FROM tollgate_slot_acquire($1, $2, $3, $4, $5)`,
+		key, [16]byte(holder), ceiling, int64(lease), now.UnixNano()).Scan(&d.Acquired, &d.InUse)
+	if err != nil {
+		return billing.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
+	}
+	return d, nil
+}
+
+// Release frees holder's slot of key, in one statement.
+func (s *Store) Release(ctx context.Context, key string, holder billing.RequestID) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM tollgate_leases WHERE key = $1 AND holder = $2`, key, [16]byte(holder)); err != nil {
+		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
+	}
+	return nil
+}
+
+// Renew extends holder's live lease to now+lease, in one statement.
+func (s *Store) Renew(ctx context.Context, key string, holder billing.RequestID, lease time.Duration, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
+	}
+	tag, err := s.db.Exec(ctx, `UPDATE tollgate_leases SET expires = $3 WHERE key = $1 AND holder = $2 AND expires > $4`,
+		key, [16]byte(holder), now.Add(lease).UnixNano(), now.UnixNano())
+	if err != nil {
+		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: slot of %s under %q: %w", holder, key, store.ErrNotFound)
+	}
+	return nil
+}
+
+// InUse returns the number of live slots of key at now, in one statement.
+func (s *Store) InUse(ctx context.Context, key string, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrapErr(ctx, err, "slots of %q", key)
+	}
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM tollgate_leases WHERE key = $1 AND expires > $2`, key, now.UnixNano()).Scan(&n); err != nil {
+		return 0, wrapErr(ctx, err, "slots of %q", key)
+	}
+	return n, nil
+}

@@ -1,0 +1,178 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+)
+
+// emptyPool returns a pool on a fresh schema that has not been migrated.
+func emptyPool(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	schema := newSchema(t)
+	pool, err := pgxpool.NewWithConfig(context.Background(), poolConfig(t, schema, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, schema
+}
+
+// tables returns the number of tables in schema.
+func tables(t *testing.T, db postgres.DB, schema string) int {
+	t.Helper()
+	var n int
+	err := db.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, schema).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// applied returns the versions recorded in tollgate_schema_migrations.
+func applied(t *testing.T, db postgres.DB) []int {
+	t.Helper()
+	rows, err := db.Query(t.Context(), `SELECT version FROM tollgate_schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+// TestMigrateConcurrentAndIdempotent starts eight instances' migrations at once on an
+// empty schema, as a deployment's instances do at start-up: the advisory lock makes one
+// of them apply each migration and the others find nothing to do. Running Migrate again
+// changes nothing.
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	pool, schema := emptyPool(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = postgres.Migrate(t.Context(), pool) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Migrate #%d: %v", i, err)
+		}
+	}
+	if got := applied(t, pool); len(got) != 1 || got[0] != postgres.SchemaVersion {
+		t.Fatalf("applied versions %v, want [%d]", got, postgres.SchemaVersion)
+	}
+	n := tables(t, pool, schema)
+	if err := postgres.Migrate(t.Context(), pool); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	if got := applied(t, pool); len(got) != 1 {
+		t.Errorf("applied versions after a second Migrate: %v", got)
+	}
+	if m := tables(t, pool, schema); m != n || n == 0 {
+		t.Errorf("the schema has %d tables after the first Migrate and %d after the second", n, m)
+	}
+
+	// The migrated schema works.
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, key := fixture("acct")
+	if err := s.CreateAccount(t.Context(), acct, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNewDoesNotMigrate checks that New touches nothing: a Store on an unmigrated
+// schema creates no table, and its calls fail as "store unavailable", naming what they
+// were about.
+func TestNewDoesNotMigrate(t *testing.T) {
+	pool, schema := emptyPool(t)
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tables(t, pool, schema); n != 0 {
+		t.Fatalf("New created %d tables", n)
+	}
+	_, err = s.Key(t.Context(), "some-key")
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Key on an unmigrated schema: %v, want an error wrapping store.ErrUnavailable", err)
+	}
+	wantMessage(t, err, `postgres: key "some-key"`)
+}
+
+// TestMigrateInTransaction runs Migrate in a host's transaction (a pgx.Tx as the DB):
+// it applies in a savepoint, and rolling the host's transaction back leaves nothing.
+func TestMigrateInTransaction(t *testing.T) {
+	pool, schema := emptyPool(t)
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := postgres.Migrate(t.Context(), tx); err != nil {
+		t.Fatalf("Migrate in a transaction: %v", err)
+	}
+	if n := tables(t, tx, schema); n == 0 {
+		t.Fatal("no tables inside the transaction after Migrate")
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := tables(t, pool, schema); n != 0 {
+		t.Errorf("%d tables after the host's transaction was rolled back", n)
+	}
+}
+
+// TestNewOptions checks the constructor's validation.
+func TestNewOptions(t *testing.T) {
+	if _, err := postgres.New(nil, nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	pool := newPool(t, 2)
+	for _, bad := range []postgres.Options{{Shards: -1}, {Shards: postgres.MaxShards + 1}, {Batch: -1}} {
+		if _, err := postgres.New(pool, &bad); err == nil {
+			t.Errorf("New with %+v succeeded", bad)
+		}
+	}
+	for _, good := range []*postgres.Options{nil, {}, {Shards: 1}, {Shards: postgres.MaxShards}, {Batch: 1}, {Batch: 64}} {
+		if _, err := postgres.New(pool, good); err != nil {
+			t.Errorf("New with %+v: %v", good, err)
+		}
+	}
+	s, _ := postgres.New(pool, nil)
+	for _, n := range []int{0, postgres.MaxShards + 1} {
+		if err := s.SetShards(t.Context(), "any", n); err == nil {
+			t.Errorf("SetShards(%d) succeeded", n)
+		}
+	}
+	if err := s.SetShards(t.Context(), "ghost", 4); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetShards of an account without a balance: %v, want store.ErrNotFound", err)
+	}
+}
+
+// fixture returns an account and its primary key, created at t0.
+func fixture(id string) (auth.Account, auth.Key) {
+	a := auth.Account{ID: id, Plan: "pro", CreatedAt: t0}
+	k := auth.Key{ID: id + "-key", AccountID: id, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
+	return a, k
+}
+
+// wantMessage reports an error unless err's message starts with prefix.
+func wantMessage(t *testing.T, err error, prefix string) {
+	t.Helper()
+	if err == nil || len(err.Error()) < len(prefix) || err.Error()[:len(prefix)] != prefix {
+		t.Errorf("error %v does not start with %q", err, prefix)
+	}
+}

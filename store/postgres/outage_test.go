@@ -1,0 +1,95 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+)
+
+// TestOutage stops the database under a running store (a private server the test
+// starts, so that it may stop it): admissions and settlements fail with
+// store.ErrUnavailable and nothing is admitted or charged; once the server is back, the
+// same Store and pool serve again without being recreated, and a retried admission with
+// the same request id is charged once.
+func TestOutage(t *testing.T) {
+	dsn(t) // only with the other PostgreSQL tests
+	srv := testenv.StartPostgres(t)
+	cfg, err := postgres.PoolConfig(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx := t.Context()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := postgres.New(pool, nil)
+	acct, key := fixture("outage")
+	if err := s.CreateAccount(ctx, acct, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Open(ctx, billing.Opening{Account: acct.ID, Balance: 10, Allowance: 10, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	step := func(req billing.RequestID) billing.Step {
+		return billing.Step{Account: acct.ID, Request: req, Now: t0,
+			Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+			Slot:    &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
+			Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10}}
+	}
+	first := newRequest()
+	if r, err := s.Admit(ctx, step(first)); err != nil || r.Denied != billing.NotDenied {
+		t.Fatalf("Admit before the outage: %+v, %v", r, err)
+	}
+
+	srv.Stop()
+	second := newRequest()
+	for range 3 {
+		call, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := s.Admit(call, step(second))
+		cancel()
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("Admit during the outage: %v, want store.ErrUnavailable", err)
+		}
+		_, err = s.Close(ctx, billing.Closing{Account: acct.ID, Request: first, ReleaseSlot: true,
+			Settlement: &billing.Settlement{Account: acct.ID, Request: first, Refund: 1, Period: period, Allowance: 10}})
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("Close during the outage: %v, want store.ErrUnavailable", err)
+		}
+	}
+
+	srv.Start()
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = testenv.Wait(wait, func() error {
+		r, err := s.Admit(ctx, step(second)) // retried with the same request: charged once
+		if err == nil && r.Denied != billing.NotDenied {
+			t.Fatalf("Admit after the outage: %+v", r)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the store did not serve again after the outage: %v", err)
+	}
+	b, err := s.Balance(ctx, acct.ID, period, 10)
+	if err != nil || b.Remaining != 8 {
+		t.Errorf("balance after the outage: %+v, %v; want 8 remaining (two admissions, nothing charged during the outage)", b, err)
+	}
+	n, err := s.InUse(ctx, acct.ID, t0)
+	if err != nil || n != 2 {
+		t.Errorf("slots in use after the outage: %d, %v; want 2", n, err)
+	}
+}

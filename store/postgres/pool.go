@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The pool settings of [PoolConfig]. The package documentation ("Pool settings") gives
+// the reasoning.
+const (
+	// DefaultMaxConns is the size of the pool: enough for a busy instance's admissions
+	// and settlements in flight, few enough that several instances stay well under the
+	// server's max_connections (100 by default).
+	DefaultMaxConns = 16
+	// DefaultConnectTimeout bounds the dial to the server, so that an unreachable store
+	// fails calls quickly instead of holding them.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultStatementTimeout is the server-side bound on any one statement (the
+	// statement_timeout setting of the pool's sessions): a call that waits longer, for a
+	// lock or for a saturated server, is aborted and rolled back.
+	DefaultStatementTimeout = 5 * time.Second
+	// DefaultHealthCheckPeriod is how often the pool checks its idle connections, so
+	// that it replaces the connections an outage broke soon after the server is back.
+	DefaultHealthCheckPeriod = 10 * time.Second
+)
+
+// PoolConfig parses a connection string (a postgres:// URL or key=value pairs, as
+// pgxpool.ParseConfig accepts) into a pool configuration with the settings this
+// package recommends; the host may change any of them before creating the pool with
+// pgxpool.NewWithConfig:
+//
+//   - MaxConns [DefaultMaxConns], MinConns 1, HealthCheckPeriod
+//     [DefaultHealthCheckPeriod] and ConnectTimeout [DefaultConnectTimeout], unless the
+//     string sets them (pool_max_conns, pool_min_conns, pool_health_check_period,
+//     connect_timeout).
+//   - statement_timeout [DefaultStatementTimeout] and application_name "tollgate" for
+//     every session (unless the string sets them).
+//   - A canceled or expired context sends the server a cancel request for the running
+//     statement (pgconn.CancelRequestContextWatcherHandler), instead of only dropping
+//     the connection: the server then aborts the call and rolls it back, rather than
+//     carrying on with a call whose caller has given up. (The connection is dropped too,
+//     a second later, if the server does not answer.)
+//
+// Nothing else is changed: synchronous_commit stays as the server has it (on, durable,
+// by default). Give the pool's sessions a search_path (RuntimeParams["search_path"], or
+// the role's or database's setting) to put the store in a schema of its own.
+func PoolConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	set := func(param string) bool { return strings.Contains(connString, param) }
+	if !set("pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if !set("pool_min_conns") {
+		cfg.MinConns = 1
+	}
+	if !set("pool_health_check_period") {
+		cfg.HealthCheckPeriod = DefaultHealthCheckPeriod
+	}
+	if !set("connect_timeout") {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	params := cfg.ConnConfig.RuntimeParams
+	if _, ok := params["statement_timeout"]; !ok {
+		params["statement_timeout"] = DefaultStatementTimeout.String()
+	}
+	if _, ok := params["application_name"]; !ok {
+		params["application_name"] = "tollgate"
+	}
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
+	}
+	return cfg, nil
+}

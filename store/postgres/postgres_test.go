@@ -1,0 +1,156 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/storetest"
+)
+
+// t0 is the instant the adapter's tests start from (whole seconds), and period its
+// credit period.
+var (
+	t0     = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
+	period = billing.MonthOf(t0)
+)
+
+// dsn returns the test server's DSN from TOLLGATE_TEST_POSTGRES, or skips the test (and
+// fails it in CI) when it is not set.
+func dsn(t testing.TB) string {
+	t.Helper()
+	return testenv.Var(t, testenv.Postgres)
+}
+
+// newSchema creates a schema with a random name on the test server, and drops it (with
+// everything in it) when the test ends. It returns the schema's name.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	url := dsn(t)
+	var b [8]byte
+	rand.Read(b[:])
+	schema := "tollgate_test_" + hex.EncodeToString(b[:])
+	admin := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := admin("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("creating schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		if err := admin("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// poolConfig returns the recommended pool configuration (postgres.PoolConfig) with
+// connections that work in schema (their search_path) and carry it as their
+// application_name.
+func poolConfig(t testing.TB, schema string, maxConns int32) *pgxpool.Config {
+	t.Helper()
+	cfg, err := postgres.PoolConfig(dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema
+	cfg.MaxConns = maxConns
+	cfg.MinConns = 0
+	return cfg
+}
+
+// newPool returns a pool on a fresh, migrated schema. The pool is closed and the schema
+// dropped when the test ends.
+func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	schema := newSchema(t)
+	pool, err := pgxpool.NewWithConfig(context.Background(), poolConfig(t, schema, maxConns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // runs before the schema is dropped (cleanups run last first)
+	if err := postgres.Migrate(context.Background(), pool); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return pool
+}
+
+// newStore returns a Store on a fresh schema.
+func newStore(t testing.TB, opts *postgres.Options) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(newPool(t, 16), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The conformance suites, each on a fresh schema per subtest, and with every role of
+// the Admitter played by the one Store.
+
+func TestKeyStore(t *testing.T) {
+	storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
+}
+
+func TestLedger(t *testing.T) {
+	storetest.TestLedger(t, func(t *testing.T) billing.Ledger { return newStore(t, nil) })
+}
+
+func TestRateLimiter(t *testing.T) {
+	storetest.TestRateLimiter(t, func(t *testing.T) billing.RateLimiter { return newStore(t, nil) })
+}
+
+func TestConcurrencyLimiter(t *testing.T) {
+	storetest.TestConcurrencyLimiter(t, func(t *testing.T) billing.ConcurrencyLimiter { return newStore(t, nil) })
+}
+
+func TestKeyChecker(t *testing.T) {
+	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, billing.KeyChecker) { s := newStore(t, nil); return s, s })
+}
+
+func TestAdmitter(t *testing.T) {
+	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores { return allRoles(newStore(t, nil)) })
+}
+
+// The ledger and admission suites again with every account split into sub-balances, the
+// hot-account mitigation: the contracts hold just the same.
+
+func TestLedgerSharded(t *testing.T) {
+	storetest.TestLedger(t, func(t *testing.T) billing.Ledger { return newStore(t, &postgres.Options{Shards: 8}) })
+}
+
+func TestAdmitterSharded(t *testing.T) {
+	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
+		return allRoles(newStore(t, &postgres.Options{Shards: 8}))
+	})
+}
+
+// And with batching: concurrent steps and closings of one account share calls.
+
+func TestAdmitterBatched(t *testing.T) {
+	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
+		return allRoles(newStore(t, &postgres.Options{Batch: 64}))
+	})
+}
+
+func allRoles(s *postgres.Store) storetest.AdmitterStores {
+	return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
+}

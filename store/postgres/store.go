@@ -1,0 +1,154 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Store is every Tollgate store on one PostgreSQL database: the key store, the ledger,
+// the rate limiter, the concurrency limiter, the key checker, and the [billing.Admitter]
+// that performs all of their parts of an admission in one function call. Give the one
+// value to every role, so that the Meter sends each admission and each settlement in
+// one round trip.
+//
+// A Store holds no state of its own besides its options: every instance sharing the
+// database sees every change on its next call. It is safe for concurrent use when its
+// DB is (a pool is). It does not own the DB: the host closes its pool. Create it with
+// [New], after [Migrate] has run.
+type Store struct {
+	db     DB
+	shards int
+	admits *combiner[*admitParams, admitRow] // nil unless Options.Batch > 1
+	closes *combiner[*closeParams, closeRow] // nil unless Options.Batch > 1
+}
+
+// Options configures a [Store]. A nil *Options is the default.
+type Options struct {
+	// Shards is the number of sub-balances an account's credits are split into when its
+	// balance is opened (Open), from 1 to 1024. The default, 1, is a single balance row,
+	// which serializes the reservations of one account (see the package documentation,
+	// "Hot accounts"); more shards let that many reservations of one account commit in
+	// parallel. Change the shards of an existing account with [Store.SetShards].
+	Shards int
+
+	// Batch is the largest number of concurrent Admit calls (and, separately, Close
+	// calls) of one account that the Store sends together, in one function call and one
+	// transaction. The default, 0 (or 1), sends every call on its own. With a batch size
+	// above 1, a call for an account that has no call in flight is still sent at once;
+	// calls for that account that arrive meanwhile wait for it and are then sent
+	// together. This is how one instance lifts the ceiling of a hot account (see the
+	// package documentation, "Hot accounts"); 64 is a good value. Batches are per
+	// instance: instances do not wait for each other.
+	Batch int
+}
+
+// MaxShards is the largest number of sub-balances an account may have.
+const MaxShards = 1024
+
+// Interface guards.
+var (
+	_ auth.KeyStore              = (*Store)(nil)
+	_ billing.Ledger             = (*Store)(nil)
+	_ billing.RateLimiter        = (*Store)(nil)
+	_ billing.ConcurrencyLimiter = (*Store)(nil)
+	_ billing.KeyChecker         = (*Store)(nil)
+	_ billing.Admitter           = (*Store)(nil)
+)
+
+// New returns a Store on db. It does not touch the database: run [Migrate] first. opts
+// may be nil.
+func New(db DB, opts *Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("postgres: New needs a DB (a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx)")
+	}
+	s := &Store{db: db, shards: 1}
+	if opts != nil && opts.Shards != 0 {
+		if opts.Shards < 1 || opts.Shards > MaxShards {
+			return nil, fmt.Errorf("postgres: Options.Shards is %d; give 1 to %d", opts.Shards, MaxShards)
+		}
+		s.shards = opts.Shards
+	}
+	if opts != nil && opts.Batch > 1 {
+		s.admits = newCombiner(opts.Batch, s.admitBatch)
+		s.closes = newCombiner(opts.Batch, s.closeBatch)
+	} else if opts != nil && opts.Batch < 0 {
+		return nil, fmt.Errorf("postgres: Options.Batch is %d; give 0 (no batching) or more", opts.Batch)
+	}
+	return s, nil
+}
+
+// SetShards splits the account's credits into n sub-balances (1 to [MaxShards]), in one
+// call: the remaining credits are spread evenly, and the period's used credits and call
+// counts are kept. It makes a hot account take reservations in parallel (or folds it
+// back into one balance row with n = 1) without stopping traffic: calls on the account
+// wait for it for the duration of one statement. It returns an error wrapping
+// store.ErrNotFound if the account has no balance.
+func (s *Store) SetShards(ctx context.Context, account string, n int) error {
+	if n < 1 || n > MaxShards {
+		return fmt.Errorf("postgres: balance of account %q: %d shards; give 1 to %d", account, n, MaxShards)
+	}
+	if err := ctx.Err(); err != nil {
+		return wrapErr(ctx, err, "balance of account %q", account)
+	}
+	var found bool
+	if err := s.db.QueryRow(ctx, `SELECT tollgate_set_shards($1, $2)`, account, n).Scan(&found); err != nil {
+		return wrapErr(ctx, err, "balance of account %q", account)
+	}
+	if !found {
+		return fmt.Errorf("postgres: balance of account %q: %w", account, store.ErrNotFound)
+	}
+	return nil
+}
+
+// wrapErr returns err with the message "postgres: " and what happened. A missing row
+// wraps store.ErrNotFound and a unique violation store.ErrConflict. Anything else also
+// wraps store.ErrUnavailable, which is what it means to the service (a lost connection,
+// a timeout, a server error), except a canceled context, which is the caller's doing;
+// the original error stays in the chain (a *pgconn.PgError for errors.As). When ctx has
+// ended, the error matches ctx.Err() with errors.Is, even when the server reported the
+// cancellation in its own words ("canceling statement due to user request").
+func wrapErr(ctx context.Context, err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("postgres: %s: %w", what, store.ErrNotFound)
+	case isCode(err, uniqueViolation):
+		return fmt.Errorf("postgres: %s: %w", what, store.ErrConflict)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w (%w)", cerr, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	return fmt.Errorf("postgres: %s: %w: %w", what, store.ErrUnavailable, err)
+}
+
+// SQLSTATE codes the store tells apart.
+const (
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+)
+
+// isCode reports whether err is a server error with the given SQLSTATE.
+func isCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+// constraint returns the name of the constraint a server error violated, or "".
+func constraint(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.ConstraintName
+	}
+	return ""
+}
