@@ -100,6 +100,7 @@ func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string
 	if err != nil {
 		return auth.Key{}, "", s.manageError("key", keyID, err)
 	}
+	s.keyHooks.notify(keyID)
 	return key, value, nil
 }
 
@@ -109,6 +110,7 @@ func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error)
 	if err != nil {
 		return auth.Key{}, s.manageError("key", keyID, err)
 	}
+	s.keyHooks.notify(keyID)
 	return key, nil
 }
 

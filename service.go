@@ -95,6 +95,7 @@ type Service struct {
 	// the call timeout ends every call well within a lease.
 	renewEvery time.Duration
 	ids        requestIDs
+	keyHooks   keyHooks // see OnKeyChange
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for

@@ -1,0 +1,117 @@
+// Package mcp is the MCP tool connection of a Tollgate service: an http.Handler that
+// serves every API of the catalog as a tool of the Model Context Protocol, over the
+// Streamable HTTP transport, conventionally at /v1/mcp. It is built on the official Go
+// SDK (github.com/modelcontextprotocol/go-sdk), which only this package imports.
+//
+// # Tools
+//
+// Each API is one tool, named by its id. Its description is the API's, followed by its
+// cost ("Costs 2 credits per call."), which _meta also carries under [MetaCost]. Its
+// input schema is the catalog's JSON Schema (draft 2020-12) and, for an API that
+// declares result fields, its output schema is the catalog's result schema. The tools
+// follow the catalog: when the registry reports a change, tools are added, replaced
+// and removed, and every connected session gets notifications/tools/list_changed on
+// its event stream. A key restricted to some APIs lists only those, and calling
+// another is answered as a call to an unknown tool would be (-32602, with a message
+// that names the APIs the key may call).
+//
+// File APIs take their file by address only: MCP has no upload, so the tool's input
+// schema makes the url parameter required, and the service fetches the file (from
+// public addresses only, unless the Service allows private ones), as in REST's URL
+// form. Passing the file field itself is refused with a message that says so.
+//
+// # Calls
+//
+// A tool call goes through the one pipeline of [tollgate.Service]: lookup, validation,
+// admission (rate limit, concurrency slot, credits reserved at the same cost as over
+// REST), the call, settlement (refunded when the API failed on the service's side).
+// A success carries the API's data twice, as structuredContent and as JSON text
+// content. Refused arguments, an API's failure and the plan's limits are tool results
+// with isError: true, whose text starts with the error's code (invalid_input, rejected,
+// api_failed, timeout, rate_limited with the seconds to wait, concurrency_limited,
+// credits_exhausted, unavailable), so that the model can read and act on them. Results
+// that reached admission report the cost and the balance left in _meta under
+// [MetaCredits]; the HTTP answer carries the credit and rate headers of REST
+// (X-Credits-Cost, X-Credits-Remaining, ...), and Retry-After when rate limited.
+//
+// Protocol misuse is a JSON-RPC error with its proper code, never 0: -32700 for a body
+// that is not JSON, -32600 for a message that is not a valid request or comes without
+// its session, -32601 for an unknown method, -32602 for an unknown tool or arguments
+// that are not an object. The handler answers these itself where the SDK would answer
+// with a plain HTTP error, and turns any plain Go error of the SDK into -32603.
+//
+// # Credentials
+//
+// Every HTTP request is authenticated, not only the first of a session: a key in
+// x-api-key or as Authorization: Bearer, a dashboard session token in x-jwt, or, when
+// [Options.VerifyToken] is set, an OAuth access token as Authorization: Bearer (any
+// bearer value that is not UUID-shaped). The key needs the mcp channel. The answers
+// are REST's, in JSON-RPC form where the body is JSON:
+//
+//   - no credential: 401 with a WWW-Authenticate challenge that points OAuth clients
+//     at the RFC 9728 metadata (/.well-known/oauth-protected-resource/v1/mcp, see
+//     [Options.Challenge]), and the JSON-RPC error [CodeUnauthorized];
+//   - a key that is not UUID-shaped (or, with OAuth off, any bearer value that is not):
+//     the edge's bare HTML 403, without CORS headers;
+//   - an unknown key (a rotated one's old value, say) or a refused token: 401, the
+//     challenge with error="invalid_token", [CodeUnauthorized];
+//   - a key that may not use MCP, from this address, or any more (revoked, expired):
+//     403 and [CodeForbidden].
+//
+// The error's data names the cause ({"code": "forbidden"}), as X-Error-Code does. An
+// OAuth caller is authenticated by the id of the key its token was granted for
+// ([tollgate.Service.AuthenticateKeyID]): its connection survives a rotation of the
+// key, while a client configured with the key's value fails on its next request after
+// a rotation. The SDK also binds each session to the key (or account) that opened it,
+// so another key cannot use it.
+//
+// # Sessions and streams
+//
+// The handler is stateful: a session starts with initialize, lives in this process,
+// and ends with DELETE or after [Options.SessionTimeout] without requests. Stateful
+// serving is what lets the handler push notifications/tools/list_changed to connected
+// clients (on their GET event stream), which the catalog's changes require, and gives
+// each connection a stream the handler can close; it is also cheaper per call than
+// stateless serving, for which the SDK builds a session for every request. The price is that several instances need session affinity (route by the
+// Mcp-Session-Id header); an instance that does not know a session answers 404, on
+// which clients start a new one. Clients of the 2026-07-28 protocol, which is
+// sessionless, are told (by the SDK) that this server speaks the earlier versions, and
+// fall back to them.
+//
+// A revoked key stops every connection at once, OAuth ones included. Every request is
+// checked, so the next one is refused; and the open streams of the key, GET event
+// streams and POSTs whose answer is pending, are ended: each open request is
+// registered with its credential, and when the handler's Service rotates or revokes a
+// key ([tollgate.Service.OnKeyChange]) the key's open requests are authenticated again
+// at once, and those refused are ended (a pending POST is answered with the refusal).
+// So a revocation ends the key's streams, and a rotation ends those opened with the
+// old value but not the OAuth ones. Revocations made through another instance, and
+// tokens that expire, are caught by a periodic check: each open stream authenticates
+// its credential again every [Options.RecheckInterval] (default 5 s), and ends when it
+// is refused or cannot be checked. Streams are ended rather than sessions, because
+// ending a request is immediate while closing a session waits for its calls in flight;
+// the session itself is refused on its next request and closed by its timeout.
+//
+// A GET event stream lasts as long as its session, so the handler lifts the server's
+// write deadline for it, and [Handler.Close] ends every stream and session: call it
+// when shutting down (http.Server.RegisterOnShutdown), since http.Server.Shutdown waits
+// for open streams.
+//
+// # Proxies and browsers
+//
+// The SDK's protection against DNS rebinding refuses a request that arrives on a
+// loopback socket with a Host that is not loopback, which also refuses every request
+// that a reverse proxy on the same host forwards with the public Host. The handler
+// makes that check itself instead, and lets through requests from the proxies listed
+// in [Options.TrustedProxies], which are also the only ones whose X-Forwarded-For (IP
+// allow-lists), X-Forwarded-Proto and X-Forwarded-Host (the default challenge) are
+// believed. CORS is as for REST: every origin by default, preflights without a key,
+// and the transport's headers (Mcp-Session-Id, WWW-Authenticate) exposed besides the
+// credit headers. Bodies are bounded by [Options.MaxBodyBytes].
+//
+// # Mounting
+//
+//	mcpHandler, _ := mcp.NewHandler(svc, &mcp.Options{VerifyToken: verify, Challenge: challenge})
+//	mux.Handle("/v1/mcp", mcpHandler)
+//	srv.RegisterOnShutdown(mcpHandler.Close)
+package mcp

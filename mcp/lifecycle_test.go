@@ -1,0 +1,276 @@
+package mcp_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tollgate-dev/tollgate/mcp"
+)
+
+// TestRotationHeaderClient checks that a client configured with a key in its header
+// fails on its next call after the key is rotated (401, the old value is unknown), and
+// works again with the new value.
+func TestRotationHeaderClient(t *testing.T) {
+	h := newHarness(t, config{})
+	cs := h.mustConnect(t, h.key)
+	if r := call(t, cs, "hash", map[string]any{"text": "a"}); r.IsError {
+		t.Fatal(text(t, r))
+	}
+	_, newValue, err := h.svc.RotateKey(t.Context(), h.keyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "hash", Arguments: map[string]any{"text": "a"}})
+	if rpcCode(err) != -32041 || !strings.Contains(err.Error(), "rotated") {
+		t.Fatalf("a call with the old value after rotation: %v; want -32041 unauthorized", err)
+	}
+	if _, err := cs.ListTools(t.Context(), nil); rpcCode(err) != -32041 {
+		t.Fatalf("listing with the old value after rotation: %v; want -32041", err)
+	}
+	cs2 := h.mustConnect(t, newValue)
+	if r := call(t, cs2, "hash", map[string]any{"text": "a"}); r.IsError {
+		t.Fatalf("the new value: %s", text(t, r))
+	}
+}
+
+// TestOAuthConnection checks an OAuth connection (a fake VerifyToken maps tokens to key
+// ids): it survives a rotation of its key, and ends with its revocation.
+func TestOAuthConnection(t *testing.T) {
+	tokens := fakeTokens{}
+	h := newHarness(t, config{mcp: mcp.Options{VerifyToken: tokens.verify}})
+	tokens["opaque-access-token"] = h.keyID
+	cs, err := h.connect(t, bearerHeader("opaque-access-token"), clientOptions{noSSE: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, cs, "hash", map[string]any{"text": "a"}); r.IsError {
+		t.Fatal(text(t, r))
+	}
+	for range 2 {
+		if _, _, err := h.svc.RotateKey(t.Context(), h.keyID); err != nil {
+			t.Fatal(err)
+		}
+		if r := call(t, cs, "hash", map[string]any{"text": "b"}); r.IsError {
+			t.Fatalf("the OAuth connection after a rotation: %s", text(t, r))
+		}
+	}
+	if _, err := h.svc.RevokeKey(t.Context(), h.keyID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "hash", Arguments: map[string]any{"text": "a"}})
+	if rpcCode(err) != -32043 || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("a call after revocation: %v; want -32043 naming the revocation", err)
+	}
+	// An expired or revoked token is refused with the challenge.
+	delete(tokens, "opaque-access-token")
+	resp, _ := h.raw(t, bearerHeader("opaque-access-token")).post(initBody)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Fatalf("an unknown token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestRevocationClosesStreams checks, on one instance, that revoking a key ends at once
+// the open GET event streams and the POSTs in flight of its connections, OAuth ones
+// included, leaves other keys' streams open, and refuses the next call; and that a
+// rotation ends the streams opened with the old value but not the OAuth ones.
+func TestRevocationClosesStreams(t *testing.T) {
+	tokens := fakeTokens{}
+	h := newHarness(t, config{mcp: mcp.Options{VerifyToken: tokens.verify}})
+	tokens["tok"] = h.keyID
+	_, other := h.newAccount(t, "other", "pro")
+
+	header := h.raw(t, keyHeader(h.key))
+	header.initialize()
+	oauth := h.raw(t, bearerHeader("tok"))
+	oauth.initialize()
+	bystander := h.raw(t, keyHeader(other))
+	bystander.initialize()
+	headerEnded, _ := header.openStream()
+	oauthEnded, _ := oauth.openStream()
+	bystanderEnded, _ := bystander.openStream()
+
+	// A rotation ends the stream opened with the old value, not the OAuth one.
+	if _, _, err := h.svc.RotateKey(t.Context(), h.keyID); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, headerEnded, "the end of the header client's stream after rotation")
+	select {
+	case <-oauthEnded:
+		t.Fatal("a rotation ended the OAuth stream")
+	default:
+	}
+
+	// A call in flight on the OAuth connection.
+	cs, err := h.connect(t, bearerHeader("tok"), clientOptions{noSSE: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "block", Arguments: map[string]any{}})
+		inflight <- err
+	}()
+	<-h.block.entered
+
+	if _, err := h.svc.RevokeKey(t.Context(), h.keyID); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, oauthEnded, "the end of the OAuth stream after revocation")
+	select {
+	case err := <-inflight:
+		if rpcCode(err) != -32043 || !strings.Contains(err.Error(), "revoked") {
+			t.Fatalf("the call in flight: %v; want -32043 naming the revocation", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the POST in flight was not ended by the revocation")
+	}
+	select {
+	case <-bystanderEnded:
+		t.Fatal("another account's stream was ended")
+	default:
+	}
+	resp, body := oauth.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the next request after revocation: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", oauth.sid)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err = h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("reopening the stream after revocation: %d", resp.StatusCode)
+	}
+}
+
+// pipeNet is an in-memory network for tests in a synctest bubble: its connections are
+// net.Pipes, on which a blocked goroutine is durably blocked, so that the bubble's
+// clock advances while a server and its clients wait.
+type pipeNet struct {
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newPipeNet() *pipeNet {
+	return &pipeNet{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (p *pipeNet) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (p *pipeNet) Close() error {
+	p.closeOnce.Do(func() { close(p.done) })
+	return nil
+}
+
+func (p *pipeNet) Addr() net.Addr { return pipeAddr{} }
+
+func (p *pipeNet) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case p.conns <- server:
+		return client, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// serveOverPipes serves the handler on an in-memory network and returns a client for
+// it; both stop when the test ends.
+func serveOverPipes(t *testing.T, h *harness) *http.Client {
+	ln := newPipeNet()
+	mux := http.NewServeMux()
+	mux.Handle(path, h.handler)
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	tr := &http.Transport{DialContext: ln.dial}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+	})
+	return &http.Client{Transport: tr}
+}
+
+// TestRevocationOnAnotherInstance checks that a revocation made through another
+// service on the same stores, which the handler's service does not hear of, ends an
+// open stream at the next periodic check, and not before, and that the periodic checks
+// leave a live key's stream open.
+func TestRevocationOnAnotherInstance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newHarness(t, config{noHTTP: true, mcp: mcp.Options{RecheckInterval: 5 * time.Second}})
+		b := newHarness(t, config{noHTTP: true, stores: &a.stores})
+		_, other := a.newAccount(t, "other", "pro")
+		client := serveOverPipes(t, a)
+		a.url = "http://mcp.test" + path
+
+		open := func(key string) (*rpc, <-chan struct{}) {
+			c := &rpc{t: t, url: a.url, c: client, hdr: keyHeader(key)}
+			c.initialize()
+			ended, _ := c.openStream()
+			return c, ended
+		}
+		c, ended := open(a.key)
+		_, otherEnded := open(other)
+		isOpen := func(ch <-chan struct{}) bool {
+			synctest.Wait()
+			select {
+			case <-ch:
+				return false
+			default:
+				return true
+			}
+		}
+
+		time.Sleep(12 * time.Second) // two checks of a live key
+		if !isOpen(ended) {
+			t.Fatal("the periodic check ended a live key's stream")
+		}
+		if _, err := b.svc.RevokeKey(context.Background(), a.keyID); err != nil {
+			t.Fatal(err)
+		}
+		if !isOpen(ended) {
+			t.Fatal("the stream ended before the next check: the handler's service heard of another's revocation")
+		}
+		time.Sleep(2*time.Second + 999*time.Millisecond) // 14.999 s after opening
+		if !isOpen(ended) {
+			t.Fatal("the stream ended before the check at 15 s")
+		}
+		time.Sleep(time.Millisecond)
+		if isOpen(ended) {
+			t.Fatal("the check at 15 s did not end the revoked key's stream")
+		}
+		if !isOpen(otherEnded) {
+			t.Fatal("another key's stream ended")
+		}
+		resp, body := c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("the next request after revocation: %d %s", resp.StatusCode, body)
+		}
+	})
+}

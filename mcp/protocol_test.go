@@ -1,0 +1,124 @@
+package mcp_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/mcp"
+)
+
+// TestProtocolMisuse sends malformed and misplaced messages and checks that each gets
+// a JSON-RPC error with a proper code (never 0) and a message, and costs nothing.
+func TestProtocolMisuse(t *testing.T) {
+	h := newHarness(t, config{mcp: mcp.Options{MaxBodyBytes: 4096}})
+	tests := []struct {
+		name    string
+		session bool // send the session id
+		body    string
+		status  int
+		code    int64
+	}{
+		{"unknown tool", true, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, 200, -32602},
+		{"unknown method", true, `{"jsonrpc":"2.0","id":2,"method":"tools/destroy","params":{}}`, 200, -32601},
+		{"arguments not an object", true, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hash","arguments":["hello"]}}`, 200, -32602},
+		{"arguments a string", true, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hash","arguments":"text=hello"}}`, 200, -32602},
+		{"name not a string", true, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":5}}`, 200, -32602},
+		{"no params", true, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`, 200, -32602},
+		{"null params", true, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":null}`, 200, -32602},
+		{"unknown notification", true, `{"jsonrpc":"2.0","method":"notifications/whatever"}`, 400, -32601},
+		{"notification with an id", true, `{"jsonrpc":"2.0","id":9,"method":"notifications/initialized"}`, 400, -32600},
+		{"request without an id", true, `{"jsonrpc":"2.0","method":"tools/list"}`, 400, -32600},
+		{"not JSON-RPC 2.0", true, `{"jsonrpc":"1.0","id":1,"method":"tools/list"}`, 400, -32600},
+		{"an array of numbers", true, `[1,2]`, 400, 0},
+		{"not JSON", true, `{"jsonrpc":"2.0",`, 400, -32700},
+		{"initialize twice", true, initBody, 400, -32600},
+		{"no session", false, `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`, 400, -32600},
+		{"too large", true, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"hash","arguments":{"text":"` + strings.Repeat("a", 5000) + `"}}}`, 413, -32600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := h.raw(t, keyHeader(h.key))
+			c.initialize()
+			if !tt.session {
+				c.sid = ""
+			}
+			before := h.balance(t, h.account)
+			resp, body := c.post(tt.body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			}
+			if h.balance(t, h.account) != before {
+				t.Fatal("a refused message was charged")
+			}
+			if tt.code == 0 {
+				return // refused by the transport with a plain HTTP error
+			}
+			r := decodeResponse(t, body)
+			if r.Error == nil || r.Error.Code != tt.code || r.Error.Message == "" {
+				t.Fatalf("answer %s; want JSON-RPC error %d", body, tt.code)
+			}
+		})
+	}
+}
+
+// TestNoCodeZero makes the calls that the SDK would answer with a plain Go error (code
+// 0) and checks that they carry a JSON-RPC code.
+func TestNoCodeZero(t *testing.T) {
+	h := newHarness(t, config{})
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"x"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"nonsense"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"x"},"argument":{"name":"a","value":"b"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"},"_meta":5}}`,
+	} {
+		resp, out := c.post(body)
+		if resp.StatusCode == http.StatusOK {
+			r := decodeResponse(t, out)
+			if r.Error != nil && r.Error.Code == 0 {
+				t.Errorf("%s: answered with code 0: %s", body, out)
+			}
+		}
+	}
+}
+
+// TestMethods checks the HTTP methods: 405 with Allow for the others, and DELETE ends
+// a session.
+func TestMethods(t *testing.T) {
+	h := newHarness(t, config{})
+	req, _ := http.NewRequest(http.MethodPut, h.url, nil)
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, POST, DELETE, OPTIONS" {
+		t.Fatalf("PUT: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	req, _ = http.NewRequest(http.MethodDelete, h.url, nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("X-Api-Key", h.key)
+	if resp, err = h.srv.Client().Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	if resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a request on a deleted session: %d %s; want 404", resp.StatusCode, body)
+	}
+	// Another key may not use the session (the SDK's hijacking check).
+	_, other := h.newAccount(t, "other", "pro")
+	c2 := h.raw(t, keyHeader(h.key))
+	c2.initialize()
+	c2.hdr = keyHeader(other)
+	if resp, body := c2.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another account's key on a session: %d %s; want 403", resp.StatusCode, body)
+	}
+}
