@@ -7,6 +7,9 @@
 //
 //	API key: 3f1c...
 //
+// It serves REST at /v1/{api_id}, GraphQL at /v1/graphql and the MCP tool connection at
+// /v1/mcp (Streamable HTTP; send the key in x-api-key).
+//
 // Flags:
 //
 //	-addr ADDR             listen address (default :8080)
@@ -41,6 +44,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -224,6 +228,15 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
+	// MCP: every API is a tool at /v1/mcp. A client's event stream stays open as long
+	// as its session, so the handler ends them all when the server stops (ctx is
+	// done); otherwise the server's shutdown would wait for them.
+	mcpHandler, err := mcp.NewHandler(svc, &mcp.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/mcp", mcpHandler)
+	context.AfterFunc(ctx, mcpHandler.Close)
 	if c.adminToken != "" {
 		adminHandler, err := admin.NewHandler(svc, c.adminToken)
 		if err != nil {

@@ -541,11 +541,15 @@ func TestRun(t *testing.T) {
 		t.Errorf("GET /v1/hash: %d, remaining %q: %s", res.StatusCode, res.Header.Get("X-Credits-Remaining"), b)
 	}
 
-	// Cancelling the context shuts the server down gracefully.
+	// An MCP client's event stream, which stays open until the server stops.
+	streamEnded := openMCPStream(t, base+"/v1/mcp", key)
+
+	// Cancelling the context shuts the server down gracefully, ending the stream.
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run returned %v after the context was canceled, want nil", err)
 	}
+	<-streamEnded
 	<-drained
 	logs := stderr.String()
 	if !strings.Contains(logs, "shutting down") {
@@ -556,6 +560,94 @@ func TestRun(t *testing.T) {
 			t.Errorf("stderr holds a credential %s:\n%s", secret, logs)
 		}
 	}
+}
+
+// openMCPStream starts an MCP session with the key and opens its GET event stream; the
+// returned channel is closed when the stream ends.
+func openMCPStream(t *testing.T, url, key string) <-chan struct{} {
+	t.Helper()
+	post := func(body, session string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("x-api-key", key)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	res := post(mcpInitialize, "")
+	session := res.Header.Get("Mcp-Session-Id")
+	if res.StatusCode != 200 || session == "" {
+		t.Fatalf("MCP initialize: %d, session %q", res.StatusCode, session)
+	}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("Mcp-Session-Id", session)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("MCP event stream: %v %v", err, stream)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		io.Copy(io.Discard, stream.Body)
+		stream.Body.Close()
+	}()
+	return ended
+}
+
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`
+
+// TestAssembleMCP checks that the MCP tool connection is mounted at /v1/mcp: a client
+// without a key is challenged, one with the demo key lists the sample tools and calls
+// hash at REST's cost.
+func TestAssembleMCP(t *testing.T) {
+	s := start(t)
+	key := s.apiKey(1)
+	accept := []string{"Accept", "application/json, text/event-stream"}
+
+	r := s.call("POST", "/v1/mcp", mcpInitialize, accept...)
+	if r.status != http.StatusUnauthorized ||
+		r.header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+s.srv.URL+`/.well-known/oauth-protected-resource/v1/mcp"` {
+		t.Fatalf("without a key: %d %q %s", r.status, r.header.Get("WWW-Authenticate"), r.body)
+	}
+	r = s.call("POST", "/v1/mcp", mcpInitialize, append(accept, "x-api-key", key)...)
+	session := r.header.Get("Mcp-Session-Id")
+	if r.status != 200 || session == "" {
+		t.Fatalf("initialize: %d %s", r.status, r.body)
+	}
+	hdr := append(accept, "x-api-key", key, "Mcp-Session-Id", session)
+	s.call("POST", "/v1/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr...)
+	r = s.call("POST", "/v1/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr...)
+	var list struct {
+		Result struct{ Tools []struct{ Name string } }
+	}
+	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Result.Tools) != 6 {
+		t.Fatalf("tools/list: %s; want the 6 sample tools", r.body)
+	}
+	r = s.call("POST", "/v1/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hash","arguments":{"text":"hello"}}}`, hdr...)
+	var call struct {
+		Result struct {
+			IsError           bool
+			StructuredContent map[string]string
+		}
+	}
+	if err := json.Unmarshal(r.body, &call); err != nil || call.Result.IsError || call.Result.StructuredContent["hash"] != helloSHA256 {
+		t.Fatalf("tools/call hash: %s", r.body)
+	}
+	if got := r.header.Get("X-Credits-Remaining"); got != "99999" {
+		t.Errorf("X-Credits-Remaining %q after one call, want 99999", got)
+	}
+	s.noKeyInLogs(key)
 }
 
 func TestRunErrors(t *testing.T) {
