@@ -330,9 +330,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, st, end = h.streams.open(ctx, h, c)
 		defer end()
 		if r.Method == http.MethodGet {
-			// An event stream lasts as long as the session; the server's write
-			// timeout, meant for answers, would cut it.
-			http.NewResponseController(w).SetWriteDeadline(time.Time{})
+			// An event stream lasts as long as the session; the server's read and
+			// write timeouts, meant for requests and answers, would cut it.
+			rc := http.NewResponseController(w)
+			rc.SetReadDeadline(time.Time{})
+			rc.SetWriteDeadline(time.Time{})
 		} else {
 			tw = &trackingWriter{ResponseWriter: w}
 		}

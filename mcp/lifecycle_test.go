@@ -12,6 +12,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/mcp"
 )
 
@@ -202,12 +204,13 @@ func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "pipe" }
 
 // serveOverPipes serves the handler on an in-memory network and returns a client for
-// it; both stop when the test ends.
-func serveOverPipes(t *testing.T, h *harness) *http.Client {
+// it; both stop when the test ends. timeout, if positive, is the server's read and
+// write timeout.
+func serveOverPipes(t *testing.T, h *harness, timeout time.Duration) *http.Client {
 	ln := newPipeNet()
 	mux := http.NewServeMux()
 	mux.Handle(path, h.handler)
-	srv := &http.Server{Handler: mux}
+	srv := &http.Server{Handler: mux, ReadTimeout: timeout, WriteTimeout: timeout}
 	go srv.Serve(ln)
 	tr := &http.Transport{DialContext: ln.dial}
 	t.Cleanup(func() {
@@ -226,7 +229,7 @@ func TestRevocationOnAnotherInstance(t *testing.T) {
 		a := newHarness(t, config{noHTTP: true, mcp: mcp.Options{RecheckInterval: 5 * time.Second}})
 		b := newHarness(t, config{noHTTP: true, stores: &a.stores})
 		_, other := a.newAccount(t, "other", "pro")
-		client := serveOverPipes(t, a)
+		client := serveOverPipes(t, a, 0)
 		a.url = "http://mcp.test" + path
 
 		open := func(key string) (*rpc, <-chan struct{}) {
@@ -271,6 +274,91 @@ func TestRevocationOnAnotherInstance(t *testing.T) {
 		resp, body := c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
 		if resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("the next request after revocation: %d %s", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestKeyCache checks the handler on a service that caches key records: a revocation
+// or rotation made through another instance, which the cache does not hear of, is
+// still refused on the very next request of every kind, a tool call included.
+func TestKeyCache(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(b *harness, keyID string) error
+		status int   // of a tools/list
+		code   int64 // of the tool calls
+	}{
+		{"revoked", func(b *harness, id string) error { _, err := b.svc.RevokeKey(context.Background(), id); return err }, 403, mcp.CodeForbidden},
+		{"rotated", func(b *harness, id string) error { _, _, err := b.svc.RotateKey(context.Background(), id); return err }, 401, mcp.CodeUnauthorized},
+	}
+	calls := []struct{ name, body string }{
+		{"a paid call", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`},
+		{"bad arguments", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{}}}`},
+		{"an unknown tool", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope","arguments":{}}}`},
+		{"arguments not an object", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":[1]}}`},
+	}
+	// setup returns a session opened before the change, whose first call put the key's
+	// record in the cache of the handler's service, and makes the change through
+	// another instance.
+	setup := func(t *testing.T, change func(b *harness, keyID string) error) *rpc {
+		a := newHarness(t, config{svc: tollgate.Options{KeyCache: &auth.KeyCacheOptions{TTL: time.Hour}}})
+		b := newHarness(t, config{noHTTP: true, stores: &a.stores})
+		cl := a.raw(t, keyHeader(a.key))
+		cl.initialize()
+		if resp, body := cl.post(calls[0].body); resp.StatusCode != 200 || decodeResponse(t, body).Error != nil {
+			t.Fatalf("a call before the change: %d %s", resp.StatusCode, body)
+		}
+		if err := change(b, a.keyID); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The HTTP layer checks the key of every request but tool calls...
+			cl := setup(t, tt.change)
+			if resp, body := cl.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`); resp.StatusCode != tt.status {
+				t.Fatalf("tools/list after the change: %d %s; want %d", resp.StatusCode, body, tt.status)
+			}
+			// ... which their admission checks, or the handler before it refuses them.
+			for _, c := range calls {
+				cl := setup(t, tt.change)
+				resp, body := cl.post(c.body)
+				if r := decodeResponse(t, body); resp.StatusCode != 200 || r.Error == nil || r.Error.Code != tt.code {
+					t.Errorf("%s after the change: %d %s; want JSON-RPC error %d", c.name, resp.StatusCode, body, tt.code)
+				}
+			}
+		})
+	}
+}
+
+// TestStreamOutlivesServerTimeouts checks that a GET event stream is not cut by the
+// server's read and write timeouts, and still carries notifications long after them.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, config{noHTTP: true, mcp: mcp.Options{RecheckInterval: time.Hour}})
+		client := serveOverPipes(t, h, time.Second)
+		h.url = "http://mcp.test" + path
+		c := &rpc{t: t, url: h.url, c: client, hdr: keyHeader(h.key)}
+		c.initialize()
+		ended, events := c.openStream()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		select {
+		case <-ended:
+			t.Fatal("the server's timeouts cut the event stream")
+		default:
+		}
+		h.reg.Remove("echo")
+		time.Sleep(time.Second) // the SDK's debounce of list changes
+		synctest.Wait()
+		select {
+		case ev := <-events:
+			if !strings.Contains(ev, "notifications/tools/list_changed") {
+				t.Fatalf("event %s; want tools/list_changed", ev)
+			}
+		default:
+			t.Fatal("no notification on the stream after the catalog changed")
 		}
 	})
 }

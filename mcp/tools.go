@@ -122,6 +122,19 @@ func urlOnlySchema(api *catalog.API) (json.RawMessage, error) {
 // code (the SDK would send a plain Go error with code 0).
 func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method == "tools/call" {
+			if params, ok := req.GetParams().(*sdk.CallToolParamsRaw); ok && !h.known(params.Name) {
+				// Answered here rather than by the SDK, so that the key of a cached
+				// principal is checked first, as for any other refused call.
+				c := callerFrom(req)
+				if c == nil {
+					return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
+				}
+				p := c.p
+				return nil, h.beforeRun(ctx, &p, newRPCError(codeInvalidParams, "not_found",
+					fmt.Sprintf("unknown tool %q; tools/list lists the tools", params.Name)))
+			}
+		}
 		res, err := next(ctx, method, req)
 		if err != nil {
 			var wire *jsonrpc.Error
@@ -140,6 +153,12 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return res, nil
 	}
+}
+
+// known reports whether a tool of that name is in the catalog.
+func (h *Handler) known(name string) bool {
+	_, ok := h.svc.Catalog().Lookup(name)
+	return ok
 }
 
 // callTool calls the API a tool stands for, through the service's pipeline: lookup,
