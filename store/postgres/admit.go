@@ -33,7 +33,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 	}
 	var row admitRow
 	if s.admits != nil && (st.Credits == nil || st.Credits.Account == st.Account) {
-		row, err = s.admits.do(ctx, st.Account, p)
+		row, err = s.admits.Do(ctx, st.Account, p)
 	} else {
 		row, err = s.admitOne(ctx, st.Account, p)
 	}
@@ -221,7 +221,7 @@ func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, 
 		err error
 	)
 	if s.closes != nil && (c.Settlement == nil || c.Settlement.Account == c.Account) {
-		row, err = s.closes.do(ctx, c.Account, p)
+		row, err = s.closes.Do(ctx, c.Account, p)
 	} else {
 		row, err = s.closeOne(ctx, c.Account, p)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/batch"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -26,8 +27,8 @@ import (
 type Store struct {
 	db     DB
 	shards int
-	admits *combiner[*admitParams, admitRow] // nil unless Options.Batch > 1
-	closes *combiner[*closeParams, closeRow] // nil unless Options.Batch > 1
+	admits *batch.Combiner[*admitParams, admitRow] // nil unless Options.Batch > 1
+	closes *batch.Combiner[*closeParams, closeRow] // nil unless Options.Batch > 1
 }
 
 // Options configures a [Store]. A nil *Options is the default.
@@ -77,8 +78,8 @@ func New(db DB, opts *Options) (*Store, error) {
 		s.shards = opts.Shards
 	}
 	if opts != nil && opts.Batch > 1 {
-		s.admits = newCombiner(opts.Batch, s.admitBatch)
-		s.closes = newCombiner(opts.Batch, s.closeBatch)
+		s.admits = batch.New(opts.Batch, s.admitBatch)
+		s.closes = batch.New(opts.Batch, s.closeBatch)
 	} else if opts != nil && opts.Batch < 0 {
 		return nil, fmt.Errorf("postgres: Options.Batch is %d; give 0 (no batching) or more", opts.Batch)
 	}

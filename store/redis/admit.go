@@ -73,7 +73,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 		args = append(args, "", "", "", "", "", s.open, s.retention)
 	}
 
-	reply, err := s.run(ctx, admitScript, []string{
+	reply, err := s.runBatched(ctx, admitScript, []string{
 		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.marker(st.Request),
 	}, args...)
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, 
 		}
 		args = s.settleArgs(*st, append(args, "1"))
 	}
-	reply, err := s.run(ctx, closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args...)
+	reply, err := s.runBatched(ctx, closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args...)
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
 	}

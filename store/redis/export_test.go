@@ -12,3 +12,11 @@ var Scripts = map[string]*goredis.Script{
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript,
 }
+
+// Queued returns the number of calls waiting for a pipeline in flight.
+func (s *Store) Queued() int {
+	if s.batches == nil {
+		return 0
+	}
+	return s.batches.Queued()
+}

@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +69,7 @@ func main() {
 	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, json, memory, gql-typename, gql-hash, redis or postgres")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -compare with postgres")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the servers (this process) to the file")
 	flag.Parse()
 	names := strings.Split(*compare, ",")
 	if len(names) != 2 {
@@ -76,6 +78,17 @@ func main() {
 	}
 	env := &targets{redis: *redisAddr, postgres: *pgDSN}
 	defer env.close()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "restbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(env, names, *rounds, *dur, *conns, *client); err != nil {
 		fmt.Fprintln(os.Stderr, "restbench:", err)
 		os.Exit(1)

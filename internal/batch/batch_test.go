@@ -1,4 +1,4 @@
-package postgres
+package batch
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type fakeRuns struct {
 	fail    error         // when not nil, a run fails with it
 }
 
-func (f *fakeRuns) run(ctx context.Context, account string, ps []int) ([]int, error) {
+func (f *fakeRuns) run(ctx context.Context, lane string, ps []int) ([]int, error) {
 	f.mu.Lock()
 	f.batches = append(f.batches, slices.Clone(ps))
 	hold := f.hold
@@ -46,19 +46,9 @@ func (f *fakeRuns) sent() [][]int {
 	return slices.Clone(f.batches)
 }
 
-// waitQueued waits until account's lane holds n waiting calls.
-func waitQueued(c *combiner[int, int], account string, n int) {
-	for {
-		c.mu.Lock()
-		l := c.lanes[account]
-		q := 0
-		if l != nil {
-			q = len(l.queue)
-		}
-		c.mu.Unlock()
-		if q == n {
-			return
-		}
+// waitQueued waits until n calls wait for a batch in flight.
+func waitQueued(c *Combiner[int, int], n int) {
+	for c.Queued() != n {
 		runtime.Gosched()
 	}
 }
@@ -72,16 +62,16 @@ func waitSent(f *fakeRuns, n int) {
 
 type result struct{ out, want int }
 
-// TestCombinerBatches checks that a call for an idle account is sent alone and at once,
+// TestCombinerBatches checks that a call for an idle lane is sent alone and at once,
 // that calls arriving while it is in flight are sent together, in order, up to the
 // maximum, each receiving its own answer, and that nothing is left behind.
 func TestCombinerBatches(t *testing.T) {
 	f := &fakeRuns{hold: make(chan struct{})}
-	c := newCombiner(3, f.run)
+	c := New(3, f.run)
 	ctx := t.Context()
 	results := make(chan result, 8)
 	call := func(p int) {
-		out, err := c.do(ctx, "a", p)
+		out, err := c.Do(ctx, "a", p)
 		if err != nil {
 			t.Error(err)
 		}
@@ -92,7 +82,7 @@ func TestCombinerBatches(t *testing.T) {
 	waitSent(f, 1) // in flight, held
 	for p := 2; p <= 5; p++ {
 		go call(p)
-		waitQueued(c, "a", p-1) // queued in order
+		waitQueued(c, p-1) // queued in order
 	}
 	close(f.hold)
 	for range 5 {
@@ -109,23 +99,23 @@ func TestCombinerBatches(t *testing.T) {
 	}
 }
 
-// TestCombinerAccountsIndependent checks that a call for one account does not wait for
-// another account's batch.
-func TestCombinerAccountsIndependent(t *testing.T) {
+// TestCombinerLanesIndependent checks that a call for one lane does not wait for
+// another lane's batch.
+func TestCombinerLanesIndependent(t *testing.T) {
 	first := make(chan struct{})
 	f := &fakeRuns{hold: first}
-	c := newCombiner(8, f.run)
+	c := New(8, f.run)
 	done := make(chan struct{})
 	go func() {
-		c.do(t.Context(), "busy", 1)
+		c.Do(t.Context(), "busy", 1)
 		close(done)
 	}()
 	waitSent(f, 1)
 	f.mu.Lock()
 	f.hold = nil // later runs answer at once
 	f.mu.Unlock()
-	if out, err := c.do(t.Context(), "idle", 7); out != 14 || err != nil {
-		t.Errorf("call for another account: %d, %v", out, err)
+	if out, err := c.Do(t.Context(), "idle", 7); out != 14 || err != nil {
+		t.Errorf("call for another lane: %d, %v", out, err)
 	}
 	close(first)
 	<-done
@@ -135,21 +125,21 @@ func TestCombinerAccountsIndependent(t *testing.T) {
 // at once, with the context's error, and is never sent.
 func TestCombinerCanceledWhileQueued(t *testing.T) {
 	f := &fakeRuns{hold: make(chan struct{})}
-	c := newCombiner(8, f.run)
-	go c.do(t.Context(), "a", 1)
+	c := New(8, f.run)
+	go c.Do(t.Context(), "a", 1)
 	waitSent(f, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.do(ctx, "a", 2)
+		_, err := c.Do(ctx, "a", 2)
 		errc <- err
 	}()
-	waitQueued(c, "a", 1)
+	waitQueued(c, 1)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled queued call: %v, want context.Canceled", err)
 	}
-	waitQueued(c, "a", 0)
+	waitQueued(c, 0)
 	close(f.hold)
 	// The lane empties once the first call returns: nothing else is sent.
 	for {
@@ -172,8 +162,8 @@ func TestCombinerCanceledWhileQueued(t *testing.T) {
 func TestCombinerSentCallWaitsForOutcome(t *testing.T) {
 	first := make(chan struct{})
 	f := &fakeRuns{hold: first}
-	c := newCombiner(8, f.run)
-	go c.do(t.Context(), "a", 1)
+	c := New(8, f.run)
+	go c.Do(t.Context(), "a", 1)
 	waitSent(f, 1)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -182,10 +172,10 @@ func TestCombinerSentCallWaitsForOutcome(t *testing.T) {
 		err error
 	}
 	outs := make(chan outcome, 2)
-	go func() { o, err := c.do(t.Context(), "a", 2); outs <- outcome{o, err} }()
-	waitQueued(c, "a", 1)
-	go func() { o, err := c.do(ctx, "a", 3); outs <- outcome{o, err} }()
-	waitQueued(c, "a", 2)
+	go func() { o, err := c.Do(t.Context(), "a", 2); outs <- outcome{o, err} }()
+	waitQueued(c, 1)
+	go func() { o, err := c.Do(ctx, "a", 3); outs <- outcome{o, err} }()
+	waitQueued(c, 2)
 	f.mu.Lock()
 	second := make(chan struct{})
 	f.hold = second

@@ -1,4 +1,7 @@
-package postgres
+// Package batch combines concurrent calls into batches, so that a store can serve many
+// calls with one round trip (and, for a database, one commit) without delaying a call
+// that arrives alone.
+package batch
 
 import (
 	"context"
@@ -7,11 +10,12 @@ import (
 	"time"
 )
 
-// A combiner gathers concurrent calls for one account into batches, the way a database
-// groups commits: a call for an account that has no batch in flight is sent at once,
-// alone, so an idle account pays no delay; calls that arrive while a batch of their
-// account is in flight wait for it to return, and are then sent together, up to max per
-// batch, by the first of them. Calls for different accounts never wait for each other.
+// A Combiner gathers concurrent calls into batches, the way a database groups commits.
+// Calls name a lane (an account, a group of connections): a call on a lane that has no batch
+// in flight is sent at once, alone, so an idle lane pays no delay; calls that arrive
+// while a batch of their lane is in flight wait for it to return, and are then sent
+// together, up to max per batch, by the first of them. Calls on different lanes never
+// wait for each other.
 //
 // A waiting call whose context ends before its batch is sent leaves without a trace. A
 // call sent in a batch with others waits for the batch's outcome even if its context
@@ -19,15 +23,15 @@ import (
 // never reported as failed); such a batch runs under a context that no one caller
 // cancels and that ends at the latest deadline of its calls. A call sent alone runs
 // under its own context, as it would without batching.
-type combiner[P, R any] struct {
+type Combiner[P, R any] struct {
 	max int
-	run func(ctx context.Context, account string, ps []P) ([]R, error)
+	run func(ctx context.Context, lane string, ps []P) ([]R, error)
 
 	mu    sync.Mutex
-	lanes map[string]*lane[P, R] // accounts with a batch in flight
+	lanes map[string]*lane[P, R] // lanes with a batch in flight
 }
 
-// A lane is the queue of one account while one of its batches is in flight.
+// A lane is the queue of calls waiting while one of the lane's batches is in flight.
 type lane[P, R any] struct {
 	queue []*pending[P, R]
 }
@@ -38,26 +42,29 @@ type pending[P, R any] struct {
 	params P
 	out    R
 	err    error
-	sent   bool             // taken into a batch (guarded by combiner.mu)
+	sent   bool             // taken into a batch (guarded by Combiner.mu)
 	batch  []*pending[P, R] // the batch this call must send, when it leads
 	lead   chan struct{}    // closed when this call must send batch
 	done   chan struct{}    // closed when out and err are set
 }
 
-func newCombiner[P, R any](max int, run func(context.Context, string, []P) ([]R, error)) *combiner[P, R] {
-	return &combiner[P, R]{max: max, run: run, lanes: make(map[string]*lane[P, R])}
+// New returns a Combiner that sends at most max calls per batch through run, which
+// performs a batch on a lane and returns one outcome per call, in order, or an error
+// that every call of the batch reports.
+func New[P, R any](max int, run func(context.Context, string, []P) ([]R, error)) *Combiner[P, R] {
+	return &Combiner[P, R]{max: max, run: run, lanes: make(map[string]*lane[P, R])}
 }
 
-// do performs one call for account, alone or in a batch, and returns its outcome.
-func (c *combiner[P, R]) do(ctx context.Context, account string, params P) (R, error) {
+// Do performs one call on a lane, alone or in a batch, and returns its outcome.
+func (c *Combiner[P, R]) Do(ctx context.Context, name string, params P) (R, error) {
 	p := &pending[P, R]{ctx: ctx, params: params, done: make(chan struct{})}
 	c.mu.Lock()
-	l, busy := c.lanes[account]
+	l, busy := c.lanes[name]
 	if !busy {
-		c.lanes[account] = &lane[P, R]{}
+		c.lanes[name] = &lane[P, R]{}
 		p.sent = true
 		c.mu.Unlock()
-		c.send(account, []*pending[P, R]{p})
+		c.send(name, []*pending[P, R]{p})
 		return p.out, p.err
 	}
 	p.lead = make(chan struct{})
@@ -66,7 +73,7 @@ func (c *combiner[P, R]) do(ctx context.Context, account string, params P) (R, e
 
 	select {
 	case <-p.lead:
-		c.send(account, p.batch)
+		c.send(name, p.batch)
 		return p.out, p.err
 	case <-p.done:
 		return p.out, p.err
@@ -82,21 +89,32 @@ func (c *combiner[P, R]) do(ctx context.Context, account string, params P) (R, e
 	c.mu.Unlock()
 	select {
 	case <-p.lead:
-		c.send(account, p.batch)
+		c.send(name, p.batch)
 	case <-p.done:
 	}
 	return p.out, p.err
 }
 
-// send runs a batch, delivers its outcomes, and hands the account's queue, if any, to
+// Queued returns the number of calls waiting for a batch in flight on their lane.
+func (c *Combiner[P, R]) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.lanes {
+		n += len(l.queue)
+	}
+	return n
+}
+
+// send runs a batch, delivers its outcomes, and hands the lane's queue, if any, to
 // its first call as the next batch.
-func (c *combiner[P, R]) send(account string, batch []*pending[P, R]) {
+func (c *Combiner[P, R]) send(name string, batch []*pending[P, R]) {
 	ctx, cancel := batchContext(batch)
 	params := make([]P, len(batch))
 	for i, p := range batch {
 		params[i] = p.params
 	}
-	outs, err := c.run(ctx, account, params)
+	outs, err := c.run(ctx, name, params)
 	cancel()
 	for i, p := range batch {
 		if err != nil {
@@ -108,9 +126,9 @@ func (c *combiner[P, R]) send(account string, batch []*pending[P, R]) {
 	}
 
 	c.mu.Lock()
-	l := c.lanes[account]
+	l := c.lanes[name]
 	if len(l.queue) == 0 {
-		delete(c.lanes, account)
+		delete(c.lanes, name)
 		c.mu.Unlock()
 		return
 	}
