@@ -67,9 +67,9 @@
 //   - Admit, the admission step: if the request's marker exists, the step was admitted
 //     before and is admitted again, taking nothing. Otherwise it checks, in order, the
 //     key (the record has this hash and is not revoked; with no key id, the account
-//     exists), the rate limit (GCRA), the slot (drop ended leases with
-//     ZREMRANGEBYSCORE, refuse if ZCARD has reached the ceiling unless the request
-//     already holds one) and the credits (renew the balance if its period has ended;
+//     exists), the rate limit (GCRA), the slot (ZCOUNT the live leases; only when they
+//     have reached the ceiling are ended leases dropped with ZREMRANGEBYSCORE, and the
+//     step refused unless the request already holds one) and the credits (renew the balance if its period has ended;
 //     refuse if it is short). Only when every part allows the call does it write: the
 //     new timestamp, ZADD of the lease, the debit, the usage counts and the marker. A
 //     refused step changes nothing.

@@ -109,6 +109,20 @@ local function renew(bal, use, ps, pe, allowance)
   return true
 end
 
+-- load reads the balance as strings (remaining, used, allowance, period start, period
+-- end), applying a due renewal (period start ps later than the stored one) as renew
+-- does, in one read; it returns nil if the account has no balance.
+local function load(bal, use, ps, pe, allowance)
+  local b = redis.call('HMGET', bal, 'rem', 'used', 'allow', 'ps', 'pe')
+  if not b[4] then return nil end
+  if tonumber(ps) > tonumber(b[4]) then
+    redis.call('HSET', bal, 'rem', allowance, 'used', '0', 'allow', allowance, 'ps', ps, 'pe', pe)
+    redis.call('DEL', use)
+    return {allowance, '0', allowance, ps, pe}
+  end
+  return b
+end
+
 -- balance returns the stored balance as strings: remaining, used, allowance, period
 -- start and end (Unix microseconds).
 local function balance(bal)
@@ -127,23 +141,26 @@ end
 -- settle closes the reservation whose marker is given; ARGV[first..] lists the APIs to
 -- uncount. Status 0 ok, 1 no balance, 2 refund too large, 4 unknown reservation.
 local function settle(bal, use, marker, refund, negrefund, ps, pe, allowance, retention, first)
-  if not renew(bal, use, ps, pe, allowance) then return {1} end
+  local b = load(bal, use, ps, pe, allowance)
+  if not b then return {1} end
   local m = redis.call('GET', marker)
   if not m then return {4} end
   local amt, rps = string.match(m, '^o (%d+) (%-?%d+)$')
   if not amt then
     -- Settled before (or an adjustment): at most once.
-    return with_balance(0, bal)
+    return {0, b[1], b[2], b[3], b[4], b[5]}
   end
-  if tonumber(refund) > tonumber(amt) then return with_balance(2, bal) end
+  if tonumber(refund) > tonumber(amt) then return {2, b[1], b[2], b[3], b[4], b[5]} end
   redis.call('SET', marker, 'd', 'PX', retention)
-  if rps == redis.call('HGET', bal, 'ps') then
-    redis.call('HINCRBY', bal, 'rem', refund)
-    redis.call('HINCRBY', bal, 'used', negrefund)
-    for i = first, #ARGV do
-      local c = tonumber(redis.call('HGET', use, ARGV[i]) or '0')
-      if c > 0 then redis.call('HINCRBY', use, ARGV[i], '-1') end
-    end
+  if rps ~= b[4] or (refund == '0' and first > #ARGV) then
+    -- Nothing to give back: the balance is as read.
+    return {0, b[1], b[2], b[3], b[4], b[5]}
+  end
+  redis.call('HINCRBY', bal, 'rem', refund)
+  redis.call('HINCRBY', bal, 'used', negrefund)
+  for i = first, #ARGV do
+    local c = tonumber(redis.call('HGET', use, ARGV[i]) or '0')
+    if c > 0 then redis.call('HINCRBY', use, ARGV[i], '-1') end
   end
   return with_balance(0, bal)
 end
@@ -219,20 +236,30 @@ if hasRate then
   if ok == 0 then r[2] = 2; return r end
 end
 
--- Slot.
+-- Slot: count the live leases; only a full set is pruned (and asked whether this
+-- request holds one already), so the common case reads once.
 if hasSlot then
-  local ok, n = slot_check(KEYS[4], member, tonumber(ARGV[10]), nowus)
-  r[9] = n
-  if not ok then r[2] = 3; return r end
+  local ceiling = tonumber(ARGV[10])
+  local n = redis.call('ZCOUNT', KEYS[4], '(' .. fmt(nowus), '+inf')
+  if n >= ceiling then
+    local ok
+    ok, n = slot_check(KEYS[4], member, ceiling, nowus)
+    r[9] = n
+    if not ok then r[2] = 3; return r end
+  else
+    r[9] = n + 1
+  end
   r[8] = 1
 end
 
 -- Credits.
+local bal
 if hasCredits then
-  if not renew(KEYS[5], KEYS[6], ARGV[15], ARGV[16], ARGV[17]) then r[1] = 1; return r end
-  if tonumber(redis.call('HGET', KEYS[5], 'rem')) < tonumber(ARGV[13]) then
+  bal = load(KEYS[5], KEYS[6], ARGV[15], ARGV[16], ARGV[17])
+  if not bal then r[1] = 1; return r end
+  if tonumber(bal[1]) < tonumber(ARGV[13]) then
     r[2] = 4
-    fill_balance()
+    for i = 1, 5 do r[9 + i] = bal[i] end
     return r
   end
 end
@@ -244,7 +271,7 @@ if hasCredits then
   redis.call('HINCRBY', KEYS[5], 'rem', ARGV[14])
   redis.call('HINCRBY', KEYS[5], 'used', ARGV[13])
   for i = 20, #ARGV do redis.call('HINCRBY', KEYS[6], ARGV[i], '1') end
-  redis.call('SET', KEYS[7], 'o ' .. ARGV[13] .. ' ' .. redis.call('HGET', KEYS[5], 'ps'), 'PX', ARGV[18])
+  redis.call('SET', KEYS[7], 'o ' .. ARGV[13] .. ' ' .. bal[4], 'PX', ARGV[18])
   fill_balance()
 else
   redis.call('SET', KEYS[7], 'a', 'PX', ARGV[19])
