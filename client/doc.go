@@ -1,0 +1,49 @@
+// Package client is the Go client of a Tollgate service: construct it with a key, then
+// call any API of the catalog by its id.
+//
+//	c, err := client.New(os.Getenv("TOLLGATE_API_KEY"), &client.Options{BaseURL: "https://api.example.com"})
+//	if err != nil { ... }
+//	resp, err := c.Execute(ctx, "hash", map[string]any{"text": "hello"})
+//	if err != nil { ... }
+//	var out struct{ Hash string `json:"hash"` }
+//	err = resp.Decode(&out)
+//
+// File APIs are called with [Client.ExecuteWithFile] (a local file, uploaded as
+// multipart/form-data) or [Client.ExecuteWithURL] (the service fetches the file). The
+// generated per-API packages (cmd/tollgate-gen) and the command-line client
+// (cmd/tollgate) are built on this package.
+//
+// # Validation before sending
+//
+// Every call is validated on the client, with the catalog's own rules (package
+// catalog: required parameters, types, ranges, lengths, enums and formats; for files,
+// the size and the media type), before anything is sent. A call that fails returns a
+// [*ValidationError] naming the parameter, and costs nothing: the request is never
+// made. The rules come from the service's GET /v1/catalog, fetched once per Client on
+// the first call and kept, or from [Options.Catalog], in which case the client never
+// fetches it. A Client does not see APIs published after it read the catalog; create a
+// new one for that.
+//
+// # Answers
+//
+// A successful call returns a [*Response]: the raw envelope, the data member, and the
+// credit and rate headers ([Credits], [RateLimit]). A call the service refused returns
+// an [*APIError] carrying the HTTP status, the envelope's message, the machine-readable
+// code of the X-Error-Code header (rate_limited, credits_exhausted, ...) and the
+// envelope itself; check it with [errors.As]. Transport failures are returned as they
+// come, wrapped.
+//
+// # Retries
+//
+// The client does not retry by default: the specification leaves retrying to the
+// caller. Set [Options.Retry] to retry 429 answers (except credits_exhausted, which
+// waiting does not fix) and 5xx answers, with exponential backoff, full jitter and the
+// service's Retry-After. The service refunds calls that fail on its side, so a retried
+// 5xx is not charged twice.
+//
+// # The key
+//
+// The key is sent in the x-api-key header of API calls, and nowhere else: not to
+// GET /v1/catalog, not in URLs, not in errors, not in logs. Redirects are not followed,
+// so that the key never reaches another host. Printing a Client with fmt shows no key.
+package client

@@ -1,0 +1,53 @@
+// Command tollgate-gen generates one client package per API of a Tollgate catalog, for
+// Go, JavaScript (an ES module with TypeScript declarations, no dependencies, Node 18
+// or later) and Python (3.9 or later, standard library only).
+//
+//	tollgate-gen -catalog http://localhost:8080/v1/catalog -out clients
+//	tollgate-gen -catalog catalog.json -out clients -lang js,python
+//
+// The catalog is the answer of GET /v1/catalog, read from the service or from a saved
+// copy. The packages go to DIR/go/<package>, DIR/js/<api_id> and DIR/python/<api_id>.
+// Each has the same two-step shape (construct with a key, then execute the call), typed
+// parameters and results, the catalog's validation rules (checked before anything is
+// sent), the auth-mode header of its ecosystem, a README with an example, and a semver
+// version.
+//
+// # Versions
+//
+// Each package records the definition it was generated from in api.json. When the
+// generator runs again over the same directory it compares the new definition with
+// that one and sets the version as the specification's versioning says: unchanged for
+// the same definition, a patch for documentation or cost, a minor version for added
+// optional parameters or result fields, and a major version for anything that changes
+// an existing shape. A new package starts at 1.0.0. Generation is deterministic: the
+// same catalog and directory give the same bytes.
+//
+// # Flags
+//
+//	-catalog URL|FILE   the catalog (required)
+//	-out DIR            where the packages go (required)
+//	-lang LIST          languages, comma-separated: go, js, python (default all)
+//	-base-url URL       the service the packages call by default (default: the
+//	                    catalog's service, or http://localhost:8080 for a file)
+//	-go-import PATH     import path of the directory holding the Go packages
+//	                    (default example.com/tollgate/clients)
+//	-npm-scope SCOPE    npm scope of the JavaScript packages (default @tollgate)
+//	-python-prefix P    prefix of the Python distributions and modules (default tollgate)
+//
+// Exit status: 0 on success, 1 when the catalog cannot be read or the packages cannot
+// be written, 2 for a usage mistake.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

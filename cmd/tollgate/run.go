@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/client"
+	"github.com/tollgate-dev/tollgate/internal/paramdoc"
+)
+
+// Environment variables the command reads.
+const (
+	envKey     = "TOLLGATE_API_KEY"
+	envBaseURL = "TOLLGATE_BASE_URL"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitAPI   = 1 // the service refused the call, or could not be reached
+	exitUsage = 2 // a usage or validation mistake
+)
+
+const usage = `Usage:
+  tollgate <api_id> --<name> <value> ...   call an API (also --name=value)
+  tollgate <api_id> --file PATH ...        call a file API with a local file
+  tollgate <api_id> --url URL ...          call a file API with the file's address
+  tollgate <api_id> --help                 show the API's parameters, rules and cost
+  tollgate list                            list the APIs of the catalog
+
+Environment:
+  TOLLGATE_API_KEY    the key of your account (required to call an API)
+  TOLLGATE_BASE_URL   the service (default http://localhost:8080)
+`
+
+// cli is one run of the command.
+type cli struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	opts           client.Options
+}
+
+// run executes the command with args (without the program name) and returns the exit
+// status. getenv reads the environment.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr,
+		opts: client.Options{BaseURL: getenv(envBaseURL), AuthMode: "cli"}}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return c.apiHelp(ctx, args[1])
+		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "list":
+		if len(args) > 1 {
+			return c.usageError("list takes no arguments")
+		}
+		return c.list(ctx)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		return c.usageError("the first argument is the API id, not %q; `tollgate list` shows the ids", args[0])
+	}
+	return c.call(ctx, args[0], args[1:])
+}
+
+// usageError reports a mistake of the command line and returns exitUsage.
+func (c *cli) usageError(format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "tollgate: "+format+"\n", args...)
+	return exitUsage
+}
+
+// failure reports an error that is not the user's mistake and returns exitAPI.
+func (c *cli) failure(err error) int {
+	fmt.Fprintf(c.stderr, "tollgate: %v\n", err)
+	return exitAPI
+}
+
+// list prints the catalog: id, method, cost and title of every API.
+func (c *cli) list(ctx context.Context) int {
+	apis, err := client.ReadCatalog(ctx, &c.opts)
+	if err != nil {
+		return c.clientError(err)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "API\tMETHOD\tCOST\tTITLE")
+	for _, a := range apis {
+		kind := a.Method
+		if a.File != nil {
+			kind += " (file)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", a.ID, kind, a.Cost, a.Title)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// apiHelp prints the parameters, rules and cost of one API. It needs no key.
+func (c *cli) apiHelp(ctx context.Context, id string) int {
+	apis, err := client.ReadCatalog(ctx, &c.opts)
+	if err != nil {
+		return c.clientError(err)
+	}
+	for _, a := range apis {
+		if a.ID == id {
+			writeHelp(c.stdout, a)
+			return exitOK
+		}
+	}
+	return c.usageError("the catalog has no API %q; `tollgate list` shows them", id)
+}
+
+// writeHelp writes the help of an API.
+func writeHelp(w io.Writer, a *catalog.API) {
+	fmt.Fprintf(w, "%s: %s\n", a.ID, a.Title)
+	if a.Description != "" {
+		fmt.Fprintf(w, "%s\n", a.Description)
+	}
+	credits := "credits"
+	if a.Cost == 1 {
+		credits = "credit"
+	}
+	fmt.Fprintf(w, "\nCost: %d %s per call (%s /v1/%s).\n", a.Cost, credits, a.Method, a.ID)
+	synopsis := []string{"tollgate", a.ID}
+	if a.File != nil {
+		synopsis = append(synopsis, "(--file PATH | --url URL)")
+	}
+	for i := range a.Params {
+		p := &a.Params[i]
+		s := "--" + p.Name + " " + strings.ToUpper(paramdoc.Type(p))
+		if p.Type == catalog.Boolean {
+			s = "--" + p.Name + "[=true|false]"
+		}
+		if !p.Required {
+			s = "[" + s + "]"
+		}
+		synopsis = append(synopsis, s)
+	}
+	fmt.Fprintf(w, "Usage: %s\n", strings.Join(synopsis, " "))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if a.File != nil {
+		fmt.Fprintf(tw, "\nFile:\n")
+		fmt.Fprintf(tw, "  --file PATH\t%s: %s, at most %s (also --%s PATH)\n", a.File.Name, strings.Join(a.File.Types, ", "), paramdoc.Bytes(a.File.MaxBytes), a.File.Name)
+		fmt.Fprintf(tw, "  --url URL\tthe file's address, which the service fetches\n")
+	}
+	if len(a.Params) > 0 {
+		fmt.Fprintf(tw, "\nParameters:\n")
+	}
+	for i := range a.Params {
+		p := &a.Params[i]
+		line := "  --" + p.Name + "\t" + paramdoc.Type(p)
+		if r := paramdoc.Rules(p); r != "" {
+			line += "; " + r
+		}
+		if p.Description != "" {
+			line += ". " + p.Description
+		}
+		if p.Example != nil {
+			line += " Example: " + paramdoc.Value(p.Example)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// call calls an API with the options of the command line.
+func (c *cli) call(ctx context.Context, id string, args []string) int {
+	for _, a := range args {
+		if a == "--help" || a == "-h" || a == "-help" {
+			return c.apiHelp(ctx, id)
+		}
+	}
+	key := c.getenv(envKey)
+	if strings.TrimSpace(key) == "" {
+		return c.usageError("%s is not set: export the key of your account, as in\n  export %s=<your key>\n(`tollgate %s --help` works without it)", envKey, envKey, id)
+	}
+	cl, err := client.New(key, &c.opts)
+	if err != nil {
+		return c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
+	}
+	api, err := cl.API(ctx, id)
+	if err != nil {
+		return c.clientError(err)
+	}
+	in, err := parseArgs(api, args)
+	if err != nil {
+		return c.usageError("%v\n(`tollgate %s --help` shows its parameters)", err, id)
+	}
+	typed, err := api.ValidateQuery(in.values)
+	if err != nil {
+		return c.usageError("%s: %v", id, err)
+	}
+	params := make(map[string]any, len(in.values))
+	for name := range in.values {
+		params[name] = typed[name]
+	}
+	var resp *client.Response
+	switch {
+	case in.file != "":
+		resp, err = cl.ExecuteWithFile(ctx, id, in.file, params)
+	case in.url != "":
+		resp, err = cl.ExecuteWithURL(ctx, id, in.url, params)
+	default:
+		resp, err = cl.Execute(ctx, id, params)
+	}
+	if err != nil {
+		return c.clientError(err)
+	}
+	c.printBody(resp.Body)
+	return exitOK
+}
+
+// clientError reports an error of the client package with the right exit status, and
+// prints the envelope of an error answer.
+func (c *cli) clientError(err error) int {
+	var (
+		ve     *client.ValidationError
+		apiErr *client.APIError
+		catErr *client.CatalogError
+	)
+	switch {
+	case errors.As(err, &catErr):
+		return c.failure(fmt.Errorf("cannot read the catalog at %s: %v; is the service running there? Set %s to its address", catErr.URL, catErr.Err, envBaseURL))
+	case errors.As(err, &ve):
+		return c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
+	case errors.Is(err, client.ErrUnknownAPI):
+		return c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
+	case errors.As(err, &apiErr):
+		if apiErr.Envelope.Status != "" {
+			c.printBody(apiErr.Body)
+		}
+		msg := fmt.Sprintf("the service answered %d", apiErr.StatusCode)
+		if apiErr.Code != "" {
+			msg += " (" + apiErr.Code + ")"
+		}
+		fmt.Fprintf(c.stderr, "tollgate: %s: %s\n", msg, apiErr.Message)
+		if apiErr.StatusCode == 401 {
+			fmt.Fprintf(c.stderr, "tollgate: the key in %s is not a key of this service (%s); check the key and %s\n", envKey, c.baseURL(), envBaseURL)
+		}
+		return exitAPI
+	}
+	return c.failure(errors.New(strings.TrimPrefix(err.Error(), "client: ")))
+}
+
+func (c *cli) baseURL() string {
+	if c.opts.BaseURL == "" {
+		return client.DefaultBaseURL
+	}
+	return c.opts.BaseURL
+}
+
+// printBody prints an envelope as received, ending the line.
+func (c *cli) printBody(b []byte) {
+	c.stdout.Write(b)
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		io.WriteString(c.stdout, "\n")
+	}
+}
+
+// input is what the options of a call give.
+type input struct {
+	values    url.Values // the parameters, as text
+	file, url string     // the file of a file API
+}
+
+// parseArgs reads --name value and --name=value options against the API's parameters.
+func parseArgs(api *catalog.API, args []string) (input, error) {
+	in := input{values: url.Values{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") || len(a) == 2 {
+			return in, fmt.Errorf("unexpected argument %q: give parameters as --name value", a)
+		}
+		name, value, hasValue := strings.Cut(a[2:], "=")
+		p := param(api, name)
+		isFile := api.File != nil && (name == "file" || name == api.File.Name || name == catalog.URLParam)
+		if p == nil && !isFile {
+			return in, fmt.Errorf("the %s API has no parameter --%s; it takes %s", api.ID, name, optionList(api))
+		}
+		if !hasValue {
+			switch {
+			case i+1 < len(args) && !strings.HasPrefix(args[i+1], "--"):
+				i++
+				value = args[i]
+			case p != nil && p.Type == catalog.Boolean:
+				value = "true"
+			default:
+				return in, fmt.Errorf("--%s needs a value", name)
+			}
+		}
+		switch {
+		case isFile && name == catalog.URLParam:
+			if in.url != "" {
+				return in, errors.New("--url is given twice")
+			}
+			in.url = value
+		case isFile:
+			if in.file != "" {
+				return in, fmt.Errorf("--%s is given twice", name)
+			}
+			in.file = value
+		default:
+			in.values.Add(name, value)
+		}
+	}
+	if api.File != nil {
+		switch {
+		case in.file != "" && in.url != "":
+			return in, errors.New("give either --file or --url, not both")
+		case in.file == "" && in.url == "":
+			return in, fmt.Errorf("the %s API needs a file: give --file PATH (a local file) or --url URL (its address)", api.ID)
+		}
+	}
+	return in, nil
+}
+
+func param(api *catalog.API, name string) *catalog.Param {
+	for i := range api.Params {
+		if api.Params[i].Name == name {
+			return &api.Params[i]
+		}
+	}
+	return nil
+}
+
+// optionList names the options an API takes: "--text, --algorithm".
+func optionList(api *catalog.API) string {
+	var names []string
+	if api.File != nil {
+		names = append(names, "--file", "--url")
+	}
+	for _, p := range api.Params {
+		names = append(names, "--"+p.Name)
+	}
+	if len(names) == 0 {
+		return "no parameters"
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,230 @@
+// Package testserver runs the real REST front door, with the sample catalog
+// (examples/apis) on in-memory stores, inside a test: the live server that the Go
+// client, the command-line client and the generated client packages are tested
+// against.
+//
+// Its accounts are those of the example server's fixtures (examples/server/testdata),
+// plus one account for each answer a client must map: a rate-limited one, one without
+// credits, and a key that matches no account. The clock is fixed, so rate limits never
+// refill during a test, and URL-form fetches may reach loopback addresses (the option the
+// REST tests use), so that the file server the package starts is reachable.
+//
+// The server counts what reaches it, so that a test can prove that a call that failed
+// validation never touched the network.
+package testserver
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/png"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// The keys of the server's accounts.
+const (
+	// PrimaryKey is the primary key of the fixtures' account "acme" (plan pro, 1000
+	// credits).
+	PrimaryKey = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
+	// RestrictedKey is the fixtures' key "ci" of acme: hash only, over REST, from
+	// 10.0.0.0/8. Tests call from loopback, so every call with it is a JSON 403.
+	RestrictedKey = "6fa459ea-ee8a-4ca4-894e-db77e160355e"
+	// RateLimitedKey belongs to an account whose plan allows one call a minute: its
+	// second call is a 429 rate_limited with Retry-After.
+	RateLimitedKey = "9b2f4c1e-3d5a-4e6b-8c7d-0e1f2a3b4c5d"
+	// NoCreditsKey belongs to an account with no credits left: a paid call is a 429
+	// credits_exhausted.
+	NoCreditsKey = "c0ffee00-1234-4abc-9def-0123456789ab"
+	// UnknownKey is well-formed but matches no account: a JSON 401.
+	UnknownKey = "00000000-0000-4000-8000-000000000000"
+)
+
+// PNGWidth and PNGHeight are the dimensions of [Server.PNG].
+const (
+	PNGWidth  = 7
+	PNGHeight = 5
+)
+
+// now is the server's fixed clock: before the expiry of the restricted key, so that
+// the key is refused for its address, not for its age.
+var now = time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
+
+// A Server is the REST front door behind an httptest.Server, with a file server for
+// URL-form calls. Its methods are safe for concurrent use.
+type Server struct {
+	// URL is the base URL of the service (no trailing slash); APIs are at URL/v1/<id>.
+	URL string
+	// FileURL is the address of a PNG image ([Server.PNG]) that URL-form calls can
+	// pass.
+	FileURL string
+	// PNG is the image served at FileURL.
+	PNG []byte
+	// Service is the service behind the front door.
+	Service *tollgate.Service
+
+	mu        sync.Mutex
+	apiCalls  int
+	catalogs  int
+	authModes []string
+}
+
+// Start starts a server for the test; it stops when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	reg := &catalog.Registry{}
+	if err := apis.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	plans, err := billing.NewPlans(
+		billing.Plan{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
+		billing.Plan{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
+		billing.Plan{Name: "trickle", Credits: 1000, RatePerMinute: 1, Concurrency: 1, GraphQLMaxAPIs: 1},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := tollgate.New(reg, tollgate.Stores{
+		Keys:   memory.NewKeyStore(),
+		Ledger: memory.NewLedger(nil),
+		Rates:  memory.NewRateLimiter(),
+		Slots:  memory.NewConcurrencyLimiter(),
+	}, plans, &tollgate.Options{
+		Now:    testenv.NewClock(now).Now,
+		Logger: slog.New(slog.DiscardHandler),
+		Fetch:  tollgate.FetchOptions{AllowPrivate: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createAccounts(t, svc)
+	h, err := rest.NewHandler(svc, &rest.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Service: svc, PNG: PNG(t, PNGWidth, PNGHeight)}
+	srv := httptest.NewServer(s.count(h))
+	t.Cleanup(srv.Close)
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		w.Write(s.PNG)
+	}))
+	t.Cleanup(files.Close)
+	s.URL, s.FileURL = srv.URL, files.URL+"/image.png"
+	return s
+}
+
+// createAccounts creates the fixtures' account and keys and the accounts of the other
+// answers.
+func createAccounts(t testing.TB, svc *tollgate.Service) {
+	t.Helper()
+	ctx := t.Context()
+	thousand, zero := int64(1000), int64(0)
+	if _, _, _, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "pro", Credits: &thousand, KeyValue: PrimaryKey}); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	rs, err := auth.NewRestrictions(auth.RestrictionSpec{
+		APIs: []string{"hash"}, Channels: []string{"rest"}, AllowedIPs: []string{"10.0.0.0/8"}, ExpiresAt: &expires,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateKey(ctx, "acme", auth.NewKey{Name: "ci", Restrictions: rs, Value: RestrictedKey}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []tollgate.AccountSpec{
+		{ID: "trickle", Plan: "trickle", KeyValue: RateLimitedKey},
+		{ID: "broke", Plan: "pro", Credits: &zero, KeyValue: NoCreditsKey},
+	} {
+		if _, _, _, err := svc.CreateAccount(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// count records each request before the front door sees it.
+func (s *Server) count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if r.URL.Path == "/v1/catalog" {
+			s.catalogs++
+		} else if strings.HasPrefix(r.URL.Path, "/v1/") {
+			s.apiCalls++
+			s.authModes = append(s.authModes, r.Header.Get("X-Auth-Mode"))
+		}
+		s.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// APICalls returns the number of requests to /v1/ paths other than /v1/catalog.
+func (s *Server) APICalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.apiCalls
+}
+
+// CatalogFetches returns the number of requests to /v1/catalog.
+func (s *Server) CatalogFetches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.catalogs
+}
+
+// AuthModes returns the X-Auth-Mode header of every request counted by
+// [Server.APICalls], in order.
+func (s *Server) AuthModes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.authModes...)
+}
+
+// Balance returns the credit balance of an account ("acme", "trickle", "broke").
+func (s *Server) Balance(t testing.TB, account string) int64 {
+	t.Helper()
+	info, err := s.Service.Account(t.Context(), account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Balance.Remaining
+}
+
+// ImageFile writes [Server.PNG] to a file in a temporary directory and returns its
+// path.
+func (s *Server) ImageFile(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "image.png")
+	if err := os.WriteFile(p, s.PNG, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// PNG returns a w×h PNG image.
+func PNG(t testing.TB, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	img.Set(0, 0, color.RGBA{R: 255, A: 255})
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
