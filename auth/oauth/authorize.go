@@ -1,0 +1,406 @@
+package oauth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// An authzRequest is a validated authorization request, with its defaults filled in.
+type authzRequest struct {
+	clientID    string
+	redirectURI string
+	state       string
+	challenge   string
+	resource    string
+	scope       string
+}
+
+// fields returns the request as the consent form's hidden fields, in a fixed order.
+func (q *authzRequest) fields() []field {
+	return []field{
+		{"response_type", "code"},
+		{"client_id", q.clientID},
+		{"redirect_uri", q.redirectURI},
+		{"state", q.state},
+		{"code_challenge", q.challenge},
+		{"code_challenge_method", "S256"},
+		{"resource", q.resource},
+		{"scope", q.scope},
+	}
+}
+
+// A pageError is an error found before the redirect URI is known to be the client's:
+// it is shown to the person, never sent to the redirect URI.
+type pageError struct {
+	status int
+	msg    string
+}
+
+func (e *pageError) Error() string { return e.msg }
+
+// A redirectError is an error sent to the client's redirect URI (RFC 6749 section
+// 4.1.2.1).
+type redirectError struct {
+	code string
+	msg  string
+}
+
+func (e *redirectError) Error() string { return e.msg }
+
+// authzParams are the parameters of an authorization request; none may repeat.
+var authzParams = []string{"response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "resource", "scope"}
+
+// checkRequest validates an authorization request. Its errors are a *pageError until
+// the client and its redirect URI are established, then a *redirectError; any other
+// error means the store could not be read.
+func (s *Server) checkRequest(r *http.Request, v url.Values) (authzRequest, clientInfo, error) {
+	for _, name := range authzParams {
+		if len(v[name]) > 1 {
+			return authzRequest{}, clientInfo{}, &pageError{http.StatusBadRequest, fmt.Sprintf("The request repeats the parameter %s.", name)}
+		}
+	}
+	q := authzRequest{clientID: v.Get("client_id"), redirectURI: v.Get("redirect_uri")}
+	c, err := s.client(r.Context(), q.clientID)
+	if errors.Is(err, errClientRefused) {
+		return q, c, &pageError{http.StatusBadRequest, "The application cannot connect: " + strings.TrimPrefix(err.Error(), errClientRefused.Error()+": ") + "."}
+	}
+	if err != nil {
+		return q, c, err
+	}
+	switch {
+	case q.redirectURI == "" && len(c.redirectURIs) == 1:
+		q.redirectURI = c.redirectURIs[0]
+	case q.redirectURI == "":
+		return q, c, &pageError{http.StatusBadRequest, "The request has no redirect_uri, and the application registered several."}
+	case !redirectMatches(c.redirectURIs, q.redirectURI):
+		return q, c, &pageError{http.StatusBadRequest, fmt.Sprintf("The redirect URI %q is not one the application registered.", truncate(q.redirectURI, 200))}
+	}
+
+	// From here on, errors go back to the client.
+	if q.state = v.Get("state"); len(q.state) > maxState {
+		q.state = ""
+		return q, c, &redirectError{"invalid_request", fmt.Sprintf("state is longer than %d bytes", maxState)}
+	}
+	switch rt := v.Get("response_type"); rt {
+	case "code":
+	case "":
+		return q, c, &redirectError{"invalid_request", "response_type is required; send response_type=code"}
+	default:
+		return q, c, &redirectError{"unsupported_response_type", "only response_type=code is supported"}
+	}
+	q.challenge = v.Get("code_challenge")
+	switch method := v.Get("code_challenge_method"); {
+	case q.challenge == "":
+		return q, c, &redirectError{"invalid_request", "PKCE is required: send code_challenge with code_challenge_method=S256"}
+	case method != "S256":
+		return q, c, &redirectError{"invalid_request", "code_challenge_method must be S256; plain and absent methods are not supported"}
+	case !validChallenge(q.challenge):
+		return q, c, &redirectError{"invalid_request", "code_challenge must be the 43-character base64url SHA-256 of the code verifier"}
+	}
+	if res := v.Get("resource"); res == "" {
+		q.resource = s.resources[0]
+	} else if q.resource, _ = s.resource(res); q.resource == "" {
+		return q, c, &redirectError{"invalid_target", fmt.Sprintf("resource %q is not protected by this authorization server", truncate(res, 200))}
+	}
+	if q.scope = v.Get("scope"); len(q.scope) > maxScope || !printable(q.scope) {
+		return q, c, &redirectError{"invalid_scope", fmt.Sprintf("scope must be printable text of at most %d bytes", maxScope)}
+	}
+	return q, c, nil
+}
+
+// serveAuthorize serves the authorization endpoint: it validates the request and shows
+// the consent page.
+func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.RawQuery) > maxBodyBytes {
+		s.writeErrorPage(w, http.StatusRequestURITooLong, "The authorization request is too long.")
+		return
+	}
+	q, c, err := s.checkRequest(r, r.URL.Query())
+	if err != nil {
+		s.authzFailed(w, r, q, err)
+		return
+	}
+	consent, nonce := newConsent(s.now().Add(ConsentTTL))
+	http.SetCookie(w, s.cookie.make(consent.id, nonce, ConsentTTL))
+	s.writePage(w, http.StatusOK, s.consentPage(r, q, c, consent.token(nonce, &q), ""))
+}
+
+// serveConsent receives the consent form.
+func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+		s.writeErrorPage(w, http.StatusUnsupportedMediaType, "The consent form must be sent as a form.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		s.writeErrorPage(w, http.StatusBadRequest, "The consent form cannot be read.")
+		return
+	}
+	form := r.PostForm
+	q, c, err := s.checkRequest(r, form)
+	if err != nil {
+		s.authzFailed(w, r, q, err)
+		return
+	}
+	now := s.now()
+	token := form.Get("consent")
+	nonce, ok := s.checkConsent(r, token, &q, now)
+	if !ok {
+		s.writeErrorPage(w, http.StatusForbidden, "This consent form has expired, or was not opened in this browser.")
+		return
+	}
+	switch form.Get("action") {
+	case "approve":
+	case "deny":
+		http.SetCookie(w, s.cookie.clear(consentID(token)))
+		s.authzFailed(w, r, q, &redirectError{"access_denied", "the user denied the request"})
+		return
+	default:
+		s.writeErrorPage(w, http.StatusBadRequest, "The consent form has no decision.")
+		return
+	}
+
+	addr := auth.ClientAddr(r, s.trusted)
+	var keyID, accountID string
+	if value := strings.TrimSpace(form.Get("api_key")); value != "" {
+		keyID, accountID, err = s.keys.ApproveKey(r.Context(), value, addr)
+	} else if id, ok := s.loginKey(r); ok {
+		keyID = id
+		accountID, err = s.keys.ApproveKeyID(r.Context(), id, addr)
+	} else {
+		err = fmt.Errorf("%w: enter your API key", ErrKeyRefused)
+	}
+	if errors.Is(err, ErrKeyRefused) {
+		s.writePage(w, http.StatusForbidden, s.consentPage(r, q, c, token, "The key cannot approve this connection: "+strings.TrimPrefix(err.Error(), ErrKeyRefused.Error()+": ")+"."))
+		return
+	}
+	if err != nil {
+		s.log.Error("oauth: checking a key on the consent page", "error", err)
+		s.writeErrorPage(w, http.StatusServiceUnavailable, "The key cannot be checked right now. Try again in a moment.")
+		return
+	}
+
+	code := newSecret(codePrefix)
+	a := oauthstore.Approval{
+		ID:        approvalID(nonce),
+		ClientID:  c.id,
+		KeyID:     keyID,
+		AccountID: accountID,
+		Resource:  q.resource,
+		Scopes:    []string{Scope},
+		CreatedAt: now,
+		ExpiresAt: now.Add(ConsentTTL), // outlives the form, so that its id stays taken
+	}
+	cr := oauthstore.Code{Hash: oauthstore.HashSecret(code), ApprovalID: a.ID, RedirectURI: q.redirectURI, Challenge: q.challenge, ExpiresAt: now.Add(CodeTTL)}
+	switch err := s.store.CreateApproval(r.Context(), a, cr); {
+	case errors.Is(err, store.ErrConflict):
+		s.writeErrorPage(w, http.StatusConflict, "This consent form was submitted already.")
+		return
+	case err != nil:
+		s.log.Error("oauth: storing an approval", "error", err)
+		s.writeErrorPage(w, http.StatusServiceUnavailable, "The approval cannot be stored right now. Try again in a moment.")
+		return
+	}
+	s.purge(r.Context(), now)
+	http.SetCookie(w, s.cookie.clear(consentID(token)))
+	s.redirect(w, q, url.Values{"code": {code}})
+}
+
+// loginKey asks the host's Login hook, if any, which key the person is logged in with.
+func (s *Server) loginKey(r *http.Request) (string, bool) {
+	if s.login == nil {
+		return "", false
+	}
+	id, ok := s.login(r)
+	return id, ok && id != ""
+}
+
+// consentPage returns the consent page of a valid request.
+func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, token, errMsg string) pageData {
+	d := pageData{
+		Form:       true,
+		Error:      errMsg,
+		ClientName: c.name,
+		ClientID:   c.id,
+		Verified:   c.document,
+		Resource:   q.resource,
+		Fields:     append(q.fields(), field{"consent", token}),
+	}
+	if d.ClientName == "" {
+		d.ClientName = "An application"
+	}
+	if u, err := url.Parse(c.id); c.document && err == nil {
+		d.ClientHost = u.Host
+	}
+	if u, err := url.Parse(q.redirectURI); err == nil {
+		d.RedirectHost = u.Host
+		d.Loopback = loopbackHost(u.Hostname())
+	}
+	d.LoginKeyID, _ = s.loginKey(r)
+	return d
+}
+
+// authzFailed answers an authorization request that failed: on the page, or at the
+// client's redirect URI.
+func (s *Server) authzFailed(w http.ResponseWriter, r *http.Request, q authzRequest, err error) {
+	var pe *pageError
+	var re *redirectError
+	switch {
+	case errors.As(err, &pe):
+		s.writeErrorPage(w, pe.status, pe.msg)
+	case errors.As(err, &re):
+		s.redirect(w, q, url.Values{"error": {re.code}, "error_description": {re.msg}})
+	default:
+		s.log.Error("oauth: reading a client", "error", err)
+		s.writeErrorPage(w, http.StatusServiceUnavailable, "The application cannot be looked up right now. Try again in a moment.")
+	}
+}
+
+// redirect sends the browser to the request's redirect URI with params, the state and
+// the issuer (RFC 9207) added to its query.
+func (s *Server) redirect(w http.ResponseWriter, q authzRequest, params url.Values) {
+	u, err := url.Parse(q.redirectURI)
+	if err != nil { // cannot happen: the URI was validated
+		s.writeErrorPage(w, http.StatusBadRequest, "The redirect URI is not valid.")
+		return
+	}
+	v := u.Query()
+	for k, vs := range params {
+		v[k] = vs
+	}
+	if q.state != "" {
+		v.Set("state", q.state)
+	}
+	v.Set("iss", s.issuer)
+	u.RawQuery = v.Encode()
+	s.setPageHeaders(w.Header())
+	w.Header().Set("Location", u.String())
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// A consent binds a consent form to the browser that opened it and to the request it
+// shows. The browser gets a random nonce in a cookie named after the consent's id; the
+// form carries the id, the expiry and an HMAC of both and of every request parameter,
+// keyed with the nonce. A cross-site page can neither read the form nor set the
+// cookie, so it cannot approve on the person's behalf; and the form cannot be replayed
+// for another request. The approval's id is derived from the nonce, so a form is
+// accepted once: a second submission collides with the approval of the first.
+type consent struct {
+	id      string // names the cookie; several consent pages may be open at once
+	expires time.Time
+}
+
+// newConsent returns a new consent and its nonce.
+func newConsent(expires time.Time) (consent, []byte) {
+	var b [6 + 32]byte
+	rand.Read(b[:])
+	return consent{id: hex.EncodeToString(b[:6]), expires: expires.Truncate(time.Second)}, b[6:]
+}
+
+// token returns the form's consent field: id.expiry.mac.
+func (c consent) token(nonce []byte, q *authzRequest) string {
+	exp := strconv.FormatInt(c.expires.Unix(), 10)
+	return c.id + "." + exp + "." + base64.RawURLEncoding.EncodeToString(c.mac(nonce, q))
+}
+
+// mac authenticates the consent and the request with the nonce.
+func (c consent) mac(nonce []byte, q *authzRequest) []byte {
+	m := hmac.New(sha256.New, nonce)
+	var n [8]byte
+	write := func(s string) { // length-prefixed, so that no two requests collide
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		m.Write(n[:])
+		m.Write([]byte(s))
+	}
+	write("tollgate oauth consent v1")
+	write(c.id)
+	write(strconv.FormatInt(c.expires.Unix(), 10))
+	for _, f := range q.fields() {
+		write(f.Name)
+		write(f.Value)
+	}
+	return m.Sum(nil)
+}
+
+// consentID returns the id part of a consent token.
+func consentID(token string) string {
+	id, _, _ := strings.Cut(token, ".")
+	return id
+}
+
+// checkConsent verifies the consent token of a submitted form against the browser's
+// cookie and the request, and returns the nonce.
+func (s *Server) checkConsent(r *http.Request, token string, q *authzRequest, now time.Time) ([]byte, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 || len(parts[0]) != 12 {
+		return nil, false
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || !now.Before(time.Unix(exp, 0)) {
+		return nil, false
+	}
+	mac, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return nil, false
+	}
+	ck, err := r.Cookie(s.cookie.name(parts[0]))
+	if err != nil {
+		return nil, false
+	}
+	nonce, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	if err != nil || len(nonce) != 32 {
+		return nil, false
+	}
+	c := consent{id: parts[0], expires: time.Unix(exp, 0)}
+	return nonce, hmac.Equal(mac, c.mac(nonce, q))
+}
+
+// approvalID returns the id of the approval a consent with this nonce creates.
+func approvalID(nonce []byte) string {
+	sum := sha256.Sum256(append([]byte("tollgate oauth approval\x00"), nonce...))
+	return "apv_" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// cookieAttrs are the attributes of the consent cookies.
+type cookieAttrs struct {
+	path   string
+	secure bool
+}
+
+func (a cookieAttrs) name(id string) string { return "tollgate_consent_" + id }
+
+// make returns the cookie holding a consent's nonce.
+func (a cookieAttrs) make(id string, nonce []byte, ttl time.Duration) *http.Cookie {
+	return &http.Cookie{
+		Name:     a.name(id),
+		Value:    base64.RawURLEncoding.EncodeToString(nonce),
+		Path:     a.path,
+		MaxAge:   int(ttl / time.Second),
+		HttpOnly: true,
+		Secure:   a.secure,
+		SameSite: http.SameSiteStrictMode,
+	}
+}
+
+// clear returns the cookie that deletes a consent's cookie.
+func (a cookieAttrs) clear(id string) *http.Cookie {
+	c := a.make(id, nil, 0)
+	c.MaxAge = -1
+	return c
+}

@@ -1,0 +1,83 @@
+// Package oauth is the embedded OAuth 2.1 authorization server of the MCP connection.
+// An MCP client that connects without a key is answered 401 with a challenge
+// ([Server.Challenge]) that points at the resource's metadata
+// ([Server.ProtectedResourceMetadata], RFC 9728); it then discovers this server
+// (RFC 8414), registers or presents a client metadata document, sends the person to the
+// consent page, and exchanges the code for tokens. The resource server checks every
+// request's token with [Server.VerifyAccessToken].
+//
+// # Endpoints
+//
+// [Server.Handler] serves, on relative routes that the host mounts at the root of the
+// issuer's origin:
+//
+//	GET  /.well-known/oauth-authorization-server   metadata (RFC 8414)
+//	POST /oauth/register                           dynamic client registration (RFC 7591)
+//	GET  /oauth/authorize                          the consent page
+//	POST /oauth/authorize                          the person's decision
+//	POST /oauth/token                              authorization_code and refresh_token grants
+//	POST /oauth/revoke                             token revocation (RFC 7009)
+//
+// # Clients
+//
+// Every client is public: it has no secret, and proves that it is the one that asked
+// for a code with PKCE, which is required, with the S256 method only. A client either
+// registers (RFC 7591) or uses the https URL of a client metadata document as its
+// client_id (draft-ietf-oauth-client-id-metadata-document); the document is fetched
+// with the SSRF-safe fetcher (no private addresses, no redirects, at most 5 KiB, within
+// 5 seconds), must name itself as client_id and list its redirect URIs, and is cached
+// for 5 minutes. Redirect URIs are https, or http on a loopback host for native
+// clients (whose port may vary, RFC 8252); they are compared exactly otherwise.
+// Registrations are rate-limited server-wide, every field is bounded, and a client
+// that no approval refers to is deleted after [UnusedClientTTL].
+//
+// # Consent
+//
+// The consent page shows the client's name (marked as unverified unless it comes from
+// a metadata document), where it will return to, and the resource. The person
+// approves by typing an API key, or, with [Options.Login], as the person logged in to
+// the host. The form is bound to the browser and to the request by a one-time nonce
+// kept in a cookie, which keys an HMAC over the request's parameters; it can be
+// submitted once and for ten minutes ([ConsentTTL]). The page may not be framed
+// (X-Frame-Options and Content-Security-Policy frame-ancestors), is never cached, and
+// runs no script. Errors found before the client and its redirect URI are established
+// are shown on the page; later ones are sent to the redirect URI with error and state
+// (RFC 6749 section 4.1.2.1), and every redirect carries iss (RFC 9207).
+//
+// # Resources
+//
+// Every code and token is bound to one resource (RFC 8707), its audience, which must
+// be one of [Options.Resources]. The MCP specification requires clients to send the
+// resource parameter; a request without one is given the first configured resource,
+// so that older clients still connect, and a token request that names a resource must
+// name the one of its grant.
+//
+// # What is stored
+//
+// A [Store] keeps clients, approvals (the person's consent: client, key, resource),
+// authorization codes and tokens. Codes and tokens are opaque random strings (256
+// bits, with a prefix that says what they are) stored only as their SHA-256
+// ([oauthstore.HashSecret]); their values are never stored or logged. A code lives 60 seconds
+// ([CodeTTL]) and is redeemed once; redeeming it again revokes its approval and every
+// token issued from it. Access tokens live an hour and refresh tokens 30 days by
+// default ([Options.AccessTokenTTL], [Options.RefreshTokenTTL]). Each refresh rotates
+// the refresh token; presenting a rotated one again means it was copied, and revokes
+// the approval. Revoking either token (RFC 7009) revokes the approval. Expired
+// records are deleted as the server goes. The store never reads the clock: the server
+// passes the time, from [Options.Now].
+//
+// # Why tokens bind to key ids
+//
+// An approval records the stable id of the API key that approved, not its value. The
+// specification says that an OAuth connection survives a rotation of the key, and
+// that a revocation ends it at once: the resource server therefore authenticates the
+// key by its id on every call (tollgate.Service.AuthenticateKeyID), which applies the
+// key's current state and restrictions, and the token endpoint refuses to refresh
+// tokens of a key that may no longer be used ([Keys.CheckKeyID]). A token never
+// grants more than its key.
+//
+// # Scopes
+//
+// The server grants one scope, [Scope] ("mcp"), whatever a client asks for: what a
+// connection may do is decided by the key's restrictions, not by scopes.
+package oauth

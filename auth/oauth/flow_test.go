@@ -1,0 +1,644 @@
+package oauth_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/auth/oauth"
+)
+
+const callback = "http://127.0.0.1:9000/callback"
+
+func TestMetadata(t *testing.T) {
+	h := newHarness(t)
+	resp, err := http.Get(h.issuer + "/.well-known/oauth-authorization-server")
+	must(t, err)
+	a := read(t, resp)
+	if a.status != http.StatusOK || a.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("metadata: %d, CORS %q", a.status, a.header.Get("Access-Control-Allow-Origin"))
+	}
+	want := map[string]any{
+		"issuer":                                         h.issuer,
+		"authorization_endpoint":                         h.issuer + "/oauth/authorize",
+		"token_endpoint":                                 h.issuer + "/oauth/token",
+		"registration_endpoint":                          h.issuer + "/oauth/register",
+		"revocation_endpoint":                            h.issuer + "/oauth/revoke",
+		"code_challenge_methods_supported":               []any{"S256"},
+		"response_types_supported":                       []any{"code"},
+		"grant_types_supported":                          []any{"authorization_code", "refresh_token"},
+		"token_endpoint_auth_methods_supported":          []any{"none"},
+		"client_id_metadata_document_supported":          true,
+		"authorization_response_iss_parameter_supported": true,
+	}
+	for k, v := range want {
+		if got := a.json[k]; !equalJSON(got, v) {
+			t.Errorf("metadata %s = %v, want %v", k, got, v)
+		}
+	}
+}
+
+func equalJSON(a, b any) bool {
+	as, aok := a.([]any)
+	bs, bok := b.([]any)
+	if aok && bok {
+		return slices.Equal(as, bs)
+	}
+	return a == b
+}
+
+func TestProtectedResourceMetadata(t *testing.T) {
+	h := newHarness(t)
+	resp, err := http.Get(h.issuer + "/.well-known/oauth-protected-resource/v1/mcp")
+	must(t, err)
+	a := read(t, resp)
+	if a.status != http.StatusOK || a.json["resource"] != h.resource ||
+		!equalJSON(a.json["authorization_servers"], []any{h.issuer}) || !equalJSON(a.json["bearer_methods_supported"], []any{"header"}) {
+		t.Errorf("resource metadata: %d %s", a.status, a.body)
+	}
+	want := `Bearer resource_metadata="` + h.issuer + `/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"`
+	if got := h.srv.Challenge(h.resource); got != want {
+		t.Errorf("Challenge = %s, want %s", got, want)
+	}
+	if got := h.srv.InvalidTokenChallenge(h.resource); !strings.HasPrefix(got, `Bearer error="invalid_token"`) || !strings.Contains(got, `resource_metadata="`+h.issuer) {
+		t.Errorf("InvalidTokenChallenge = %s", got)
+	}
+	rec := newRecorder()
+	h.srv.ProtectedResourceMetadata("https://elsewhere.example/v1/mcp").ServeHTTP(rec, httpRequest("GET", "/"))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("metadata of a resource that is not protected: %d, want 404", rec.Code)
+	}
+}
+
+// TestFullFlow runs the authorization-code flow with PKCE as a client and a browser
+// would, and checks each step's answer.
+func TestFullFlow(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, callback)
+	q := h.newRequest(client, callback)
+	b := h.browser(t)
+
+	page := b.open(t, q.query())
+	for k, v := range map[string]string{
+		"X-Frame-Options": "DENY", "Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8",
+	} {
+		if got := page.header.Get(k); got != v {
+			t.Errorf("consent page %s = %q, want %q", k, got, v)
+		}
+	}
+	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("consent page CSP = %q", csp)
+	}
+	if !strings.Contains(page.body, "Test &lt;Client&gt;") || strings.Contains(page.body, "Test <Client>") {
+		t.Error("the consent page does not show the client's name escaped")
+	}
+	if !strings.Contains(page.body, "127.0.0.1:9000") {
+		t.Error("the consent page does not show where the client returns to")
+	}
+
+	redirect := b.submit(t, approved(formOf(t, page), h.acct.Key))
+	v := redirected(t, redirect, q)
+	if v.Get("state") != q.state || v.Get("iss") != h.issuer || !strings.HasPrefix(v.Get("code"), "tgac_") {
+		t.Fatalf("redirect query = %v", v)
+	}
+
+	tok := h.exchange(t, q, v.Get("code"))
+	if tok.status != http.StatusOK || tok.header.Get("Cache-Control") != "no-store" || tok.header.Get("Pragma") != "no-cache" {
+		t.Fatalf("token: %d %v %s", tok.status, tok.header, tok.body)
+	}
+	if tok.json["token_type"] != "Bearer" || tok.json["expires_in"] != float64(3600) || tok.json["scope"] != "mcp" {
+		t.Errorf("token response = %s", tok.body)
+	}
+	access, refresh := tok.json["access_token"].(string), tok.json["refresh_token"].(string)
+	g := h.wantValid(t, access)
+	want := oauth.Grant{KeyID: h.acct.KeyID, AccountID: h.acct.ID, ClientID: client, Resource: h.resource, Scopes: []string{"mcp"}, ExpiresAt: t0.Add(time.Hour)}
+	if g.KeyID != want.KeyID || g.AccountID != want.AccountID || g.ClientID != want.ClientID || g.Resource != want.Resource ||
+		!slices.Equal(g.Scopes, want.Scopes) || !g.ExpiresAt.Equal(want.ExpiresAt) {
+		t.Errorf("grant = %+v, want %+v", g, want)
+	}
+
+	// The resource server's view: the token acts for the key, by its id.
+	p, err := h.svc.AuthenticateKeyID(t.Context(), g.KeyID, tollgate.Caller{Channel: auth.ChannelMCP})
+	if err != nil || p.Account.ID != h.acct.ID {
+		t.Errorf("AuthenticateKeyID(%s) = %v, %v", g.KeyID, p.Account.ID, err)
+	}
+
+	for _, value := range []string{access, refresh, v.Get("code")} {
+		if h.store.contains(value) {
+			t.Errorf("the store was given a secret value, %.9s..., not only its hash", value)
+		}
+	}
+	if _, err := h.srv.VerifyAccessToken(t.Context(), refresh, h.resource); err == nil {
+		t.Error("VerifyAccessToken accepted a refresh token")
+	}
+	if _, err := h.srv.VerifyAccessToken(t.Context(), access, h.issuer+"/other"); err == nil {
+		t.Error("VerifyAccessToken accepted a token for another resource")
+	}
+	h.clock.Advance(time.Hour)
+	h.wantInvalid(t, access)
+}
+
+// TestCodeRefused checks that a code is refused when anything about its exchange is
+// wrong.
+func TestCodeRefused(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, callback, "http://127.0.0.1:9000/other")
+	other := h.register(t, callback)
+	tests := []struct {
+		name   string
+		change func(f url.Values)
+		before func()
+		code   string
+	}{
+		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, nil, "invalid_grant"},
+		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, nil, "invalid_request"},
+		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, nil, "invalid_request"},
+		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, nil, "invalid_grant"},
+		{"other client", func(f url.Values) { f.Set("client_id", other) }, nil, "invalid_grant"},
+		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, nil, "invalid_target"},
+		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, nil, "invalid_grant"},
+		{"not a code", func(f url.Values) { f.Set("code", "hello") }, nil, "invalid_grant"},
+		{"expired code", nil, func() { h.clock.Advance(oauth.CodeTTL) }, "invalid_grant"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := h.newRequest(client, callback)
+			code := h.authorize(t, q)
+			if tt.before != nil {
+				tt.before()
+			}
+			form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {q.redirectURI},
+				"code_verifier": {q.verifier}, "client_id": {q.clientID}, "resource": {q.resource}}
+			if tt.change != nil {
+				tt.change(form)
+			}
+			wantOAuthError(t, h.token(t, "/oauth/token", form), http.StatusBadRequest, tt.code)
+		})
+	}
+}
+
+// TestCodeReused checks that a code works once, and that using it again revokes what
+// it gave.
+func TestCodeReused(t *testing.T) {
+	h := newHarness(t)
+	q := h.newRequest(h.register(t, callback), callback)
+	code := h.authorize(t, q)
+	first := h.exchange(t, q, code)
+	if first.status != http.StatusOK {
+		t.Fatalf("first exchange: %d %s", first.status, first.body)
+	}
+	h.wantValid(t, first.json["access_token"].(string))
+	wantOAuthError(t, h.exchange(t, q, code), http.StatusBadRequest, "invalid_grant")
+	h.wantInvalid(t, first.json["access_token"].(string))
+	wantOAuthError(t, h.refresh(t, q.clientID, first.json["refresh_token"].(string)), http.StatusBadRequest, "invalid_grant")
+}
+
+// TestCodeConcurrentExchange checks that of concurrent exchanges of one code at most
+// one gets tokens, and that they are revoked: the other exchanges show that the code
+// was copied.
+func TestCodeConcurrentExchange(t *testing.T) {
+	h := newHarness(t)
+	q := h.newRequest(h.register(t, callback), callback)
+	code := h.authorize(t, q)
+	const n = 8
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i] = h.exchange(t, q, code) })
+	}
+	wg.Wait()
+	statuses := make([]int, n)
+	for i, a := range answers {
+		statuses[i] = a.status
+		if a.status == http.StatusOK {
+			h.wantInvalid(t, a.json["access_token"].(string))
+		}
+	}
+	if ok := count(statuses, http.StatusOK); ok > 1 {
+		t.Errorf("statuses = %v: %d exchanges of one code succeeded, want at most 1", statuses, ok)
+	}
+}
+
+func count(xs []int, x int) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRefreshRotation checks that refresh tokens rotate, and that presenting a
+// rotated one revokes the whole connection.
+func TestRefreshRotation(t *testing.T) {
+	h := newHarness(t)
+	q := h.newRequest(h.register(t, callback), callback)
+	access1, refresh1 := h.tokens(t, q)
+
+	h.clock.Advance(2 * time.Hour)
+	h.wantInvalid(t, access1) // expired
+	r := h.refresh(t, q.clientID, refresh1)
+	if r.status != http.StatusOK || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("refresh: %d %s", r.status, r.body)
+	}
+	access2, refresh2 := r.json["access_token"].(string), r.json["refresh_token"].(string)
+	if refresh2 == refresh1 || access2 == access1 {
+		t.Fatal("refresh returned the same tokens")
+	}
+	if g := h.wantValid(t, access2); !g.ExpiresAt.Equal(h.clock.Now().Add(time.Hour)) {
+		t.Errorf("refreshed token expires at %v, want an hour from now", g.ExpiresAt)
+	}
+	wantOAuthError(t, h.refresh(t, "tgcl_"+randomString(43), refresh2), http.StatusBadRequest, "invalid_grant")
+	h.wantValid(t, access2) // a wrong client does not burn the token
+
+	// The old refresh token again: it was copied, so the connection ends.
+	wantOAuthError(t, h.refresh(t, q.clientID, refresh1), http.StatusBadRequest, "invalid_grant")
+	h.wantInvalid(t, access2)
+	wantOAuthError(t, h.refresh(t, q.clientID, refresh2), http.StatusBadRequest, "invalid_grant")
+
+	// A refresh token outlives its access tokens, not its own lifetime.
+	_, refresh3 := h.tokens(t, h.newRequest(q.clientID, callback))
+	h.clock.Advance(oauth.DefaultRefreshTokenTTL)
+	wantOAuthError(t, h.refresh(t, q.clientID, refresh3), http.StatusBadRequest, "invalid_grant")
+}
+
+// TestRevocation checks RFC 7009 revocation.
+func TestRevocation(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, callback)
+	for _, which := range []string{"access", "refresh"} {
+		t.Run(which, func(t *testing.T) {
+			access, refresh := h.tokens(t, h.newRequest(client, callback))
+			tok := access
+			if which == "refresh" {
+				tok = refresh
+			}
+			wantOAuthError(t, h.token(t, "/oauth/revoke", url.Values{"token": {tok}, "client_id": {"tgcl_" + randomString(43)}}), http.StatusBadRequest, "invalid_request")
+			h.wantValid(t, access)
+			a := h.token(t, "/oauth/revoke", url.Values{"token": {tok}, "client_id": {client}})
+			if a.status != http.StatusOK {
+				t.Fatalf("revoke: %d %s", a.status, a.body)
+			}
+			h.wantInvalid(t, access)
+			wantOAuthError(t, h.refresh(t, client, refresh), http.StatusBadRequest, "invalid_grant")
+		})
+	}
+	for _, tok := range []string{"tgat_" + randomString(43), "nonsense"} {
+		if a := h.token(t, "/oauth/revoke", url.Values{"token": {tok}}); a.status != http.StatusOK {
+			t.Errorf("revoking an unknown token: %d %s, want 200", a.status, a.body)
+		}
+	}
+	wantOAuthError(t, h.token(t, "/oauth/revoke", url.Values{}), http.StatusBadRequest, "invalid_request")
+}
+
+// TestKeyLifecycle checks that tokens follow the key's stable id: a rotation keeps the
+// connection, a revocation ends it.
+func TestKeyLifecycle(t *testing.T) {
+	h := newHarness(t)
+	q := h.newRequest(h.register(t, callback), callback)
+	access, refresh := h.tokens(t, q)
+
+	if _, _, err := h.svc.RotateKey(t.Context(), h.acct.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	g := h.wantValid(t, access)
+	if _, err := h.svc.AuthenticateKeyID(t.Context(), g.KeyID, tollgate.Caller{Channel: auth.ChannelMCP}); err != nil {
+		t.Errorf("after rotation, AuthenticateKeyID = %v, want the key to work", err)
+	}
+	r := h.refresh(t, q.clientID, refresh)
+	if r.status != http.StatusOK {
+		t.Fatalf("refresh after rotation: %d %s", r.status, r.body)
+	}
+
+	if _, err := h.svc.RevokeKey(t.Context(), h.acct.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	wantOAuthError(t, h.refresh(t, q.clientID, r.json["refresh_token"].(string)), http.StatusBadRequest, "invalid_grant")
+	// The token itself is still well-formed and unexpired; the resource server refuses
+	// it because it authenticates the key by id on every call.
+	g = h.wantValid(t, r.json["access_token"].(string))
+	if _, err := h.svc.AuthenticateKeyID(t.Context(), g.KeyID, tollgate.Caller{Channel: auth.ChannelMCP}); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("after revocation, AuthenticateKeyID = %v, want forbidden", err)
+	}
+	// A revoked key cannot approve a new connection either.
+	b := h.browser(t)
+	page := b.submit(t, approved(formOf(t, b.open(t, q.query())), h.acct.Key))
+	if page.status != http.StatusForbidden || !strings.Contains(page.body, "cannot approve") {
+		t.Errorf("approving with a rotated-away key: %d", page.status)
+	}
+}
+
+// TestResource checks the resource parameter: the default when absent, and refusal of
+// one that is not protected.
+func TestResource(t *testing.T) {
+	h := newHarness(t, func(o *oauth.Options) {
+		o.Resources = []string{o.Issuer + "/v1/mcp", o.Issuer + "/v2/mcp"}
+	})
+	client := h.register(t, callback)
+
+	q := h.newRequest(client, callback)
+	q.resource = ""
+	access, _ := h.tokens(t, q)
+	if g := h.wantValid(t, access); g.Resource != h.resource {
+		t.Errorf("a request without resource got %q, want the default %q", g.Resource, h.resource)
+	}
+
+	q = h.newRequest(client, callback)
+	q.resource = h.issuer + "/v2/mcp/" // a trailing slash names the same resource
+	access, _ = h.tokens(t, q)
+	if _, err := h.srv.VerifyAccessToken(t.Context(), access, h.issuer+"/v2/mcp"); err != nil {
+		t.Errorf("token for /v2/mcp: %v", err)
+	}
+	h.wantInvalid(t, access) // not for /v1/mcp
+}
+
+// TestAuthorizeErrors checks which errors are shown on the page and which are sent to
+// the client.
+func TestAuthorizeErrors(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, callback)
+	tests := []struct {
+		name   string
+		change func(v url.Values)
+		page   int    // the status of an error page; 0 for a redirect
+		code   string // the error of a redirect
+	}{
+		{"no client", func(v url.Values) { v.Del("client_id") }, 400, ""},
+		{"unknown client", func(v url.Values) { v.Set("client_id", "tgcl_"+randomString(43)) }, 400, ""},
+		{"foreign client id", func(v url.Values) { v.Set("client_id", "someone-else") }, 400, ""},
+		{"http client id URL", func(v url.Values) { v.Set("client_id", "http://example.com/client.json") }, 400, ""},
+		{"unregistered redirect", func(v url.Values) { v.Set("redirect_uri", "https://attacker.example/cb") }, 400, ""},
+		{"redirect path differs", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9000/callback/x") }, 400, ""},
+		{"repeated parameter", func(v url.Values) { v.Add("state", "again") }, 400, ""},
+		{"no response type", func(v url.Values) { v.Del("response_type") }, 0, "invalid_request"},
+		{"token response type", func(v url.Values) { v.Set("response_type", "token") }, 0, "unsupported_response_type"},
+		{"no challenge", func(v url.Values) { v.Del("code_challenge"); v.Del("code_challenge_method") }, 0, "invalid_request"},
+		{"plain method", func(v url.Values) { v.Set("code_challenge_method", "plain") }, 0, "invalid_request"},
+		{"no method", func(v url.Values) { v.Del("code_challenge_method") }, 0, "invalid_request"},
+		{"short challenge", func(v url.Values) { v.Set("code_challenge", "abc") }, 0, "invalid_request"},
+		{"unknown resource", func(v url.Values) { v.Set("resource", "https://elsewhere.example/v1/mcp") }, 0, "invalid_target"},
+		{"resource with fragment", func(v url.Values) { v.Set("resource", h.resource+"#x") }, 0, "invalid_target"},
+		{"long scope", func(v url.Values) { v.Set("scope", strings.Repeat("s", 2000)) }, 0, "invalid_scope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := h.newRequest(client, callback)
+			v := q.query()
+			tt.change(v)
+			a := h.browser(t).open(t, v)
+			if a.header.Get("X-Frame-Options") != "DENY" {
+				t.Error("an error answer has no X-Frame-Options")
+			}
+			if tt.page != 0 {
+				if a.status != tt.page || a.header.Get("Location") != "" || strings.Contains(a.body, `name="consent"`) {
+					t.Errorf("got %d (Location %q), want an error page with %d", a.status, a.header.Get("Location"), tt.page)
+				}
+				return
+			}
+			got := redirected(t, a, q)
+			if got.Get("error") != tt.code || got.Get("state") != q.state || got.Get("iss") != h.issuer {
+				t.Errorf("redirect query = %v, want error %q with state and iss", got, tt.code)
+			}
+		})
+	}
+
+	t.Run("long state", func(t *testing.T) {
+		q := h.newRequest(client, callback)
+		q.state = strings.Repeat("s", 2000)
+		got := redirected(t, h.browser(t).open(t, q.query()), q)
+		if got.Get("error") != "invalid_request" || got.Has("state") {
+			t.Errorf("redirect query = %v, want invalid_request without the state", got)
+		}
+	})
+	t.Run("one registered redirect is the default", func(t *testing.T) {
+		q := h.newRequest(client, callback)
+		v := q.query()
+		v.Del("redirect_uri")
+		formOf(t, h.browser(t).open(t, v))
+	})
+	t.Run("loopback port may differ", func(t *testing.T) {
+		q := h.newRequest(client, "http://127.0.0.1:61234/callback")
+		code := h.authorize(t, q)
+		if a := h.exchange(t, q, code); a.status != http.StatusOK {
+			t.Errorf("exchange: %d %s", a.status, a.body)
+		}
+	})
+	t.Run("method not allowed", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPut, h.issuer+"/oauth/authorize", nil)
+		resp, err := h.ts.Client().Do(req)
+		must(t, err)
+		if a := read(t, resp); a.status != http.StatusMethodNotAllowed {
+			t.Errorf("PUT: %d", a.status)
+		}
+	})
+}
+
+// TestConsentForm checks that the consent form is bound to the browser and to the
+// request, expires, and is accepted once.
+func TestConsentForm(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, callback, "http://127.0.0.1:9000/other")
+	open := func(t *testing.T) (*browser, request, url.Values) {
+		q := h.newRequest(client, callback)
+		b := h.browser(t)
+		return b, q, formOf(t, b.open(t, q.query()))
+	}
+	wantRefused := func(t *testing.T, a answer, status int) {
+		t.Helper()
+		if a.status != status || a.header.Get("Location") != "" {
+			t.Errorf("got %d (Location %q), want %d without a redirect", a.status, a.header.Get("Location"), status)
+		}
+	}
+
+	t.Run("another browser", func(t *testing.T) {
+		_, _, form := open(t)
+		wantRefused(t, h.browser(t).submit(t, approved(form, h.acct.Key)), http.StatusForbidden)
+	})
+	t.Run("changed request", func(t *testing.T) {
+		for _, name := range []string{"redirect_uri", "code_challenge", "scope", "state", "consent"} {
+			b, _, form := open(t)
+			f := approved(form, h.acct.Key)
+			switch name {
+			case "redirect_uri":
+				f.Set(name, "http://127.0.0.1:9000/other")
+			case "code_challenge":
+				f.Set(name, challenge(randomString(50)))
+			default:
+				f.Set(name, form.Get(name)+"x")
+			}
+			if a := b.submit(t, f); a.status != http.StatusForbidden {
+				t.Errorf("changed %s: got %d, want 403", name, a.status)
+			}
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		h := newHarness(t)
+		client := h.register(t, callback)
+		q := h.newRequest(client, callback)
+		b := h.browser(t)
+		form := formOf(t, b.open(t, q.query()))
+		h.clock.Advance(oauth.ConsentTTL)
+		wantRefused(t, b.submit(t, approved(form, h.acct.Key)), http.StatusForbidden)
+	})
+	t.Run("submitted twice", func(t *testing.T) {
+		b, q, form := open(t)
+		redirected(t, b.submit(t, approved(form, h.acct.Key)), q)
+		// The browser's cookie is gone; a copy of it does not help either.
+		again := b.submit(t, approved(form, h.acct.Key))
+		wantRefused(t, again, http.StatusForbidden)
+	})
+	t.Run("replayed with the cookie", func(t *testing.T) {
+		b, q, form := open(t)
+		u, _ := url.Parse(h.issuer + "/oauth/authorize")
+		cookies := b.client.Jar.Cookies(u)
+		redirected(t, b.submit(t, approved(form, h.acct.Key)), q)
+		b.client.Jar.SetCookies(u, cookies)
+		wantRefused(t, b.submit(t, approved(form, h.acct.Key)), http.StatusConflict)
+	})
+	t.Run("denied", func(t *testing.T) {
+		b, q, form := open(t)
+		f := approved(form, "")
+		f.Set("action", "deny")
+		v := redirected(t, b.submit(t, f), q)
+		if v.Get("error") != "access_denied" || v.Get("state") != q.state {
+			t.Errorf("deny redirect = %v", v)
+		}
+	})
+	t.Run("wrong key, then the right one", func(t *testing.T) {
+		b, q, form := open(t)
+		for _, key := range []string{"not-a-key", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", ""} {
+			a := b.submit(t, approved(form, key))
+			if a.status != http.StatusForbidden || !strings.Contains(a.body, `class="error"`) {
+				t.Errorf("key %q: got %d, want the page again with an error", key, a.status)
+			}
+			if strings.Contains(a.body, "1b4e28ba-2fa1") {
+				t.Error("the page repeats the key that was typed")
+			}
+			form = formOf(t, a)
+		}
+		redirected(t, b.submit(t, approved(form, h.acct.Key)), q)
+	})
+	t.Run("key not allowed on mcp", func(t *testing.T) {
+		restricted, err := auth.NewRestrictions(auth.RestrictionSpec{Channels: []string{"rest"}})
+		must(t, err)
+		k := h.newAccount(t, restricted)
+		b, _, form := open(t)
+		a := b.submit(t, approved(form, k.Key))
+		if a.status != http.StatusForbidden || !strings.Contains(a.body, "mcp") {
+			t.Errorf("got %d, want the page with the channel error", a.status)
+		}
+	})
+	t.Run("wrong content type", func(t *testing.T) {
+		a := h.post(t, "/oauth/authorize", "application/json", "{}")
+		wantRefused(t, a, http.StatusUnsupportedMediaType)
+	})
+}
+
+// TestLogin checks approval through the host's login hook.
+func TestLogin(t *testing.T) {
+	var keyID string
+	h := newHarness(t, func(o *oauth.Options) {
+		o.Login = func(r *http.Request) (string, bool) {
+			if c, err := r.Cookie("host_session"); err == nil && c.Value == "alice" {
+				return keyID, true
+			}
+			return "", false
+		}
+	})
+	keyID = h.acct.KeyID
+	q := h.newRequest(h.register(t, callback), callback)
+	b := h.browser(t)
+	u, _ := url.Parse(h.issuer)
+	b.client.Jar.SetCookies(u, []*http.Cookie{{Name: "host_session", Value: "alice", Path: "/"}})
+	page := b.open(t, q.query())
+	if !strings.Contains(page.body, "You are signed in") || strings.Contains(page.body, `name="api_key"`) {
+		t.Fatalf("the consent page of a logged-in person:\n%s", page.body)
+	}
+	v := redirected(t, b.submit(t, approved(formOf(t, page), "")), q)
+	a := h.exchange(t, q, v.Get("code"))
+	if a.status != http.StatusOK {
+		t.Fatalf("exchange: %d %s", a.status, a.body)
+	}
+	if g := h.wantValid(t, a.json["access_token"].(string)); g.KeyID != h.acct.KeyID || g.AccountID != h.acct.ID {
+		t.Errorf("grant = %+v, want the logged-in key", g)
+	}
+
+	// Someone who is not logged in must type a key.
+	anon := h.browser(t)
+	page = anon.open(t, q.query())
+	if !strings.Contains(page.body, `name="api_key"`) {
+		t.Fatal("the consent page asks no key of a person who is not logged in")
+	}
+	if a := anon.submit(t, approved(formOf(t, page), "")); a.status != http.StatusForbidden {
+		t.Errorf("approving without key or login: %d, want 403", a.status)
+	}
+}
+
+// TestTokenEndpointErrors checks the answers to malformed token requests.
+func TestTokenEndpointErrors(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		status      int
+		code        string
+	}{
+		{"json body", "application/json", `{"grant_type":"authorization_code"}`, 400, "invalid_request"},
+		{"no grant type", "application/x-www-form-urlencoded", "client_id=x", 400, "invalid_request"},
+		{"no client id", "application/x-www-form-urlencoded", "grant_type=refresh_token&refresh_token=x", 400, "invalid_request"},
+		{"unknown grant type", "application/x-www-form-urlencoded", "grant_type=password&client_id=x", 400, "unsupported_grant_type"},
+		{"client credentials", "application/x-www-form-urlencoded", "grant_type=client_credentials&client_id=x", 400, "unsupported_grant_type"},
+		{"repeated parameter", "application/x-www-form-urlencoded", "grant_type=refresh_token&grant_type=refresh_token&client_id=x", 400, "invalid_request"},
+		{"client secret", "application/x-www-form-urlencoded", "grant_type=refresh_token&client_id=x&client_secret=s&refresh_token=x", 401, "invalid_client"},
+		{"no refresh token", "application/x-www-form-urlencoded", "grant_type=refresh_token&client_id=x", 400, "invalid_request"},
+		{"foreign refresh token", "application/x-www-form-urlencoded", "grant_type=refresh_token&client_id=x&refresh_token=abc", 400, "invalid_grant"},
+		{"too large", "application/x-www-form-urlencoded", "grant_type=refresh_token&client_id=x&pad=" + strings.Repeat("a", 20<<10), 400, "invalid_request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantOAuthError(t, h.post(t, "/oauth/token", tt.contentType, tt.body), tt.status, tt.code)
+		})
+	}
+	resp, err := http.Get(h.issuer + "/oauth/token")
+	must(t, err)
+	if a := read(t, resp); a.status != http.StatusMethodNotAllowed {
+		t.Errorf("GET /oauth/token: %d, want 405", a.status)
+	}
+	req := httpRequest(http.MethodOptions, h.issuer+"/oauth/token")
+	resp, err = h.ts.Client().Do(req)
+	must(t, err)
+	if a := read(t, resp); a.status != http.StatusNoContent || a.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("preflight: %d %v", a.status, a.header)
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	h := newHarness(t)
+	keys := oauth.ServiceKeys(h.svc)
+	tests := []struct {
+		name string
+		opts *oauth.Options
+	}{
+		{"nil options", nil},
+		{"no issuer", &oauth.Options{}},
+		{"issuer with a path", &oauth.Options{Issuer: "https://api.example.com/auth"}},
+		{"issuer not http", &oauth.Options{Issuer: "ftp://api.example.com"}},
+		{"bad resource", &oauth.Options{Issuer: "https://api.example.com", Resources: []string{"/v1/mcp"}}},
+	}
+	for _, tt := range tests {
+		if _, err := oauth.New(h.store, keys, tt.opts); err == nil {
+			t.Errorf("%s: New succeeded", tt.name)
+		}
+	}
+	if _, err := oauth.New(nil, keys, &oauth.Options{Issuer: "https://api.example.com"}); err == nil {
+		t.Error("New without a store succeeded")
+	}
+}

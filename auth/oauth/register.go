@@ -1,0 +1,251 @@
+package oauth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+)
+
+// Bounds of untrusted input.
+const (
+	maxBodyBytes     = 16 << 10 // a registration, token, revocation or consent request
+	maxURI           = 2048     // a redirect URI, resource or client_id URL
+	maxRedirectURIs  = 10
+	maxClientName    = 200 // bytes
+	maxState         = 1024
+	maxScope         = 1024
+	maxDocumentBytes = 5 << 10 // a client metadata document
+)
+
+// metadata is the client metadata of a registration request (RFC 7591 section 2) or of
+// a client metadata document. Fields the server does not use are ignored, as RFC 7591
+// requires; the body as a whole is bounded.
+type metadata struct {
+	ClientID                string   `json:"client_id"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	ClientName              string   `json:"client_name"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	Scope                   string   `json:"scope"`
+}
+
+// A metadataError is an invalid registration, with its RFC 7591 error code.
+type metadataError struct {
+	code string // invalid_redirect_uri or invalid_client_metadata
+	msg  string
+}
+
+func (e *metadataError) Error() string { return e.msg }
+
+func badMetadata(format string, args ...any) error {
+	return &metadataError{"invalid_client_metadata", fmt.Sprintf(format, args...)}
+}
+
+// validate checks the metadata that a client is registered with and normalizes it.
+// Every client is public: a token_endpoint_auth_method other than "none" is refused
+// only when strict is set (metadata documents); a registration request gets "none"
+// instead, as RFC 7591 section 3.2.1 allows.
+func (m *metadata) validate(strict bool) error {
+	if len(m.RedirectURIs) == 0 {
+		return &metadataError{"invalid_redirect_uri", "redirect_uris is required: list the URIs the client receives codes at"}
+	}
+	if len(m.RedirectURIs) > maxRedirectURIs {
+		return &metadataError{"invalid_redirect_uri", fmt.Sprintf("redirect_uris has %d URIs, more than the %d allowed", len(m.RedirectURIs), maxRedirectURIs)}
+	}
+	for _, u := range m.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return &metadataError{"invalid_redirect_uri", err.Error()}
+		}
+	}
+	if len(m.ClientName) > maxClientName {
+		return badMetadata("client_name is longer than %d bytes", maxClientName)
+	}
+	if !printable(m.ClientName) {
+		return badMetadata("client_name must be printable UTF-8 text")
+	}
+	switch m.TokenEndpointAuthMethod {
+	case "", "none":
+	default:
+		if strict {
+			return badMetadata("token_endpoint_auth_method %q is not supported; clients are public (\"none\") and use PKCE", truncate(m.TokenEndpointAuthMethod, 40))
+		}
+	}
+	m.TokenEndpointAuthMethod = "none"
+	for _, g := range m.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" {
+			return badMetadata("grant_types may hold only authorization_code and refresh_token, not %q", truncate(g, 40))
+		}
+	}
+	m.GrantTypes = []string{"authorization_code", "refresh_token"}
+	for _, rt := range m.ResponseTypes {
+		if rt != "code" {
+			return badMetadata("response_types may hold only code, not %q", truncate(rt, 40))
+		}
+	}
+	m.ResponseTypes = []string{"code"}
+	if len(m.Scope) > maxScope {
+		return badMetadata("scope is longer than %d bytes", maxScope)
+	}
+	return nil
+}
+
+// checkRedirectURI checks a redirect URI: an absolute https URI, or http on a loopback
+// host (127.0.0.1, [::1], localhost) for native clients, without credentials or a
+// fragment.
+func checkRedirectURI(raw string) error {
+	if len(raw) > maxURI {
+		return fmt.Errorf("a redirect URI is longer than %d bytes", maxURI)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("redirect URI %q is not an absolute URI", truncate(raw, 100))
+	}
+	if strings.Contains(raw, "#") {
+		return fmt.Errorf("redirect URI %q has a fragment, which is not allowed", truncate(raw, 100))
+	}
+	if u.User != nil {
+		return fmt.Errorf("redirect URI %q carries credentials, which is not allowed", truncate(raw, 100))
+	}
+	if !printable(raw) || strings.ContainsAny(raw, " \"<>\\") {
+		return fmt.Errorf("redirect URI %q has characters that must be escaped", truncate(raw, 100))
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && loopbackHost(u.Hostname()):
+		return nil
+	case u.Scheme == "http":
+		return fmt.Errorf("redirect URI %q uses http on a host that is not loopback; use https", truncate(raw, 100))
+	}
+	return fmt.Errorf("redirect URI %q must use https (or http on a loopback host)", truncate(raw, 100))
+}
+
+// loopbackHost reports whether host names the local machine.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// redirectMatches reports whether the redirect URI of a request is one registered.
+// Matching is exact, except that the port of an http loopback URI may differ, since
+// native clients listen on whatever port is free (RFC 8252 section 7.3).
+func redirectMatches(registered []string, got string) bool {
+	for _, r := range registered {
+		if r == got {
+			return true
+		}
+	}
+	g, err := url.Parse(got)
+	if err != nil || g.Scheme != "http" || !loopbackHost(g.Hostname()) {
+		return false
+	}
+	for _, r := range registered {
+		ru, err := url.Parse(r)
+		if err == nil && ru.Scheme == "http" && ru.Hostname() == g.Hostname() &&
+			ru.EscapedPath() == g.EscapedPath() && ru.RawQuery == g.RawQuery {
+			return true
+		}
+	}
+	return false
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate shortens s to about n bytes, for messages that repeat input.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// serveRegister serves dynamic client registration (RFC 7591).
+func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
+	now := s.now()
+	if s.registry != nil && !s.registry.AllowN(now, 1) {
+		w.Header().Set("Retry-After", "60")
+		writeError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many client registrations; try again in a minute")
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeError(w, http.StatusBadRequest, "invalid_client_metadata", "send the client metadata as application/json")
+		return
+	}
+	var m metadata
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err := dec.Decode(&m); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_client_metadata", fmt.Sprintf("the client metadata is larger than %d bytes", maxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid_client_metadata", "the client metadata is not a valid JSON object")
+		return
+	}
+	if err := m.validate(false); err != nil {
+		e := err.(*metadataError)
+		writeError(w, http.StatusBadRequest, e.code, e.msg)
+		return
+	}
+	c := oauthstore.Client{ID: newSecret(clientPrefix), Name: m.ClientName, RedirectURIs: m.RedirectURIs, CreatedAt: now}
+	if err := s.store.CreateClient(r.Context(), c); err != nil {
+		s.storeFailed(w, r, "creating a client", err)
+		return
+	}
+	s.purge(r.Context(), now)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"client_id":                  c.ID,
+		"client_id_issued_at":        now.Unix(),
+		"client_name":                c.Name,
+		"redirect_uris":              c.RedirectURIs,
+		"grant_types":                m.GrantTypes,
+		"response_types":             m.ResponseTypes,
+		"token_endpoint_auth_method": m.TokenEndpointAuthMethod,
+		"scope":                      Scope,
+	})
+}
+
+// writeError writes an OAuth error response (RFC 6749 section 5.2).
+func writeError(w http.ResponseWriter, status int, code, description string) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	writeJSON(w, status, map[string]string{"error": code, "error_description": description})
+}
+
+// storeFailed answers a request whose store operation failed unexpectedly, and logs
+// the failure.
+func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.LogAttrs(r.Context(), slog.LevelError, "oauth: store failed", slog.String("op", what), slog.Any("error", err))
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the authorization server cannot complete the request now; try again")
+}
