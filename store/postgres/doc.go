@@ -3,7 +3,9 @@
 // service instances share. One [Store] value implements every store interface
 // ([auth.KeyStore], [billing.Ledger], [billing.RateLimiter],
 // [billing.ConcurrencyLimiter], [billing.KeyChecker]) and [billing.Admitter], so that a
-// paid call costs exactly one round trip to admit and one to settle.
+// paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
+// keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
+// database.
 //
 // # Wiring
 //
@@ -48,6 +50,10 @@
 //     decided with exactly [billing.GCRA]'s integer arithmetic.
 //   - tollgate_leases (key, holder, expires): one row per slot holder, expiry in Unix
 //     nanoseconds.
+//   - tollgate_oauth_clients, tollgate_oauth_approvals, tollgate_oauth_codes and
+//     tollgate_oauth_tokens: the grants of the OAuth authorization server (auth/oauth),
+//     kept by [OAuthStore]. Codes and tokens are stored as the SHA-256 of their values;
+//     deleting an approval deletes its codes and tokens.
 //   - tollgate_schema_migrations (version, name): the migrations applied.
 //
 // The logic lives in PL/pgSQL functions created by the migrations (tollgate_admit,
