@@ -1,6 +1,8 @@
 package oauth_test
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"slices"
@@ -92,8 +94,16 @@ func TestFullFlow(t *testing.T) {
 			t.Errorf("consent page %s = %q, want %q", k, got, v)
 		}
 	}
-	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'none'") {
+	csp := page.header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("consent page CSP = %q", csp)
+	}
+	if _, style, ok := strings.Cut(page.body, "<style>"); ok {
+		style, _, _ = strings.Cut(style, "</style>")
+		sum := sha256.Sum256([]byte(style))
+		if src := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(csp, src) {
+			t.Errorf("the CSP %q does not allow the page's style sheet (%s)", csp, src)
+		}
 	}
 	if !strings.Contains(page.body, "Test &lt;Client&gt;") || strings.Contains(page.body, "Test <Client>") {
 		t.Error("the consent page does not show the client's name escaped")

@@ -322,7 +322,8 @@ func (s *Server) purge(ctx context.Context, now time.Time) {
 	if !due {
 		return
 	}
-	if err := s.store.DeleteExpired(ctx, now, now.Add(-UnusedClientTTL)); err != nil {
+	// The request's end must not cut the deletion short.
+	if err := s.store.DeleteExpired(context.WithoutCancel(ctx), now, now.Add(-UnusedClientTTL)); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "oauth: deleting expired records", slog.Any("error", err))
 	}
 }
