@@ -26,8 +26,13 @@ import (
 // in which the suite prints an authorization URL, this test plays the person at the
 // consent page, and the suite receives the code at its callback and exchanges it.
 func TestConformanceAuthorizationServer(t *testing.T) {
-	node := testenv.NodeTool(t, "node")
-	suite := testenv.NodeTool(t, "conformance")
+	node := testenv.NodeTool(t, "node") // Node 22, from tools/npm
+	// The authorization-server scenarios came with the suite's 0.2 line, pinned in
+	// tools/npm under an alias beside the 0.1 line the MCP server scenarios use.
+	suite := filepath.Join(testenv.Var(t, testenv.NodeTools), "node_modules", "mcp-conformance-next", "dist", "index.js")
+	if _, err := os.Stat(suite); err != nil {
+		testenv.Unavailable(t, "the conformance suite 0.2 is not installed: %v", err)
+	}
 	if out, _ := exec.Command(node, suite, "list").CombinedOutput(); !strings.Contains(string(out), "authorization-code-grant") {
 		version, _ := exec.Command(node, suite, "--version").Output()
 		testenv.Unavailable(t, "the installed conformance suite (%s) has no authorization-server scenarios; they need 0.2.0-alpha.12 or later",
