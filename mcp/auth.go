@@ -98,9 +98,13 @@ func (h *Handler) authenticateAs(ctx context.Context, cred credential) (tollgate
 	}
 	keyID, err := h.verify(ctx, cred.token)
 	if err != nil {
-		if ctx.Err() != nil {
+		var e *tollgate.Error
+		switch {
+		case ctx.Err() != nil:
 			return tollgate.Principal{}, &tollgate.Error{Code: tollgate.CodeUnavailable, Err: err,
 				Message: "the request was canceled before the token could be checked"}
+		case errors.As(err, &e) && e.Code == tollgate.CodeUnavailable:
+			return tollgate.Principal{}, e
 		}
 		return tollgate.Principal{}, errInvalidToken
 	}

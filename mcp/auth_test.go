@@ -18,6 +18,9 @@ import (
 type fakeTokens map[string]string
 
 func (f fakeTokens) verify(_ context.Context, token string) (string, error) {
+	if token == "store-down" {
+		return "", &tollgate.Error{Code: tollgate.CodeUnavailable, Message: "the token store cannot be reached; try again shortly"}
+	}
 	if id, ok := f[token]; ok {
 		return id, nil
 	}
@@ -56,6 +59,7 @@ func TestCredentials(t *testing.T) {
 			errorCode: "unauthorized", challenge: metadata + `, error="invalid_token"`},
 		{name: "unknown key", hdr: keyHeader("00000000-0000-4000-8000-000000000000"), status: 401, rpcCode: -32041,
 			errorCode: "unauthorized", challenge: metadata + `, error="invalid_token"`},
+		{name: "token store unavailable", hdr: bearerHeader("store-down"), status: 503, rpcCode: -32603, errorCode: "unavailable"},
 		{name: "key without the mcp channel", hdr: keyHeader(restOnly), status: 403, rpcCode: -32043, errorCode: "forbidden"},
 		{name: "token for a key without the mcp channel", hdr: bearerHeader("rest-token"), status: 403, rpcCode: -32043, errorCode: "forbidden"},
 		{name: "address not allowed", hdr: keyHeader(farAway), status: 403, rpcCode: -32043, errorCode: "forbidden"},

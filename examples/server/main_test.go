@@ -17,11 +17,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // The values of testdata/fixtures.json (the sample of DESIGN section 5).
@@ -74,6 +77,7 @@ func TestParseFlags(t *testing.T) {
 		{"session secret", []string{"-session-secret", testSessionSecret}, config{addr: ":8080", sessionSecret: testSessionSecret}, ""},
 		{"allow private fetch", []string{"-allow-private-fetch"}, config{addr: ":8080", allowPrivateFetch: true}, ""},
 		{"allow private fetch false", []string{"-allow-private-fetch=false"}, defaults, ""},
+		{"public URL", []string{"-public-url", "https://api.example.com"}, config{addr: ":8080", publicURL: "https://api.example.com"}, ""},
 		{"all", []string{"-addr", ":1", "-fixtures", "f.json", "-admin-token", "t", "-session-secret", "s", "-allow-private-fetch"},
 			config{addr: ":1", fixtures: "f.json", adminToken: "t", sessionSecret: "s", allowPrivateFetch: true}, ""},
 		{"unknown flag", []string{"-port", "80"}, config{}, "-port"},
@@ -107,7 +111,7 @@ func TestParseFlags(t *testing.T) {
 	// The usage lists every flag.
 	var stderr bytes.Buffer
 	parseFlags([]string{"-h"}, &stderr)
-	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch"} {
+	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("the usage does not mention %s:\n%s", f, stderr.String())
 		}
@@ -132,11 +136,17 @@ func start(t *testing.T, args ...string) *server {
 	}
 	var stdout bytes.Buffer
 	logs := &syncBuffer{}
+	// The test server's address is the public URL, as run makes it: known before
+	// assembling, for the OAuth issuer.
+	srv := httptest.NewUnstartedServer(nil)
+	c.publicURL = "http://" + srv.Listener.Addr().String()
 	h, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
+		srv.Close()
 		t.Fatalf("assemble(%q): %v", args, err)
 	}
-	srv := httptest.NewServer(h)
+	srv.Config.Handler = h
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &server{t: t, srv: srv, stdout: stdout.String(), logs: logs}
 }
@@ -617,7 +627,7 @@ func TestAssembleMCP(t *testing.T) {
 
 	r := s.call("POST", "/v1/mcp", mcpInitialize, accept...)
 	if r.status != http.StatusUnauthorized ||
-		r.header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+s.srv.URL+`/.well-known/oauth-protected-resource/v1/mcp"` {
+		!strings.HasPrefix(r.header.Get("WWW-Authenticate"), `Bearer resource_metadata="`+s.srv.URL+`/.well-known/oauth-protected-resource/v1/mcp"`) {
 		t.Fatalf("without a key: %d %q %s", r.status, r.header.Get("WWW-Authenticate"), r.body)
 	}
 	r = s.call("POST", "/v1/mcp", mcpInitialize, append(accept, "x-api-key", key)...)
@@ -655,12 +665,12 @@ func TestRunErrors(t *testing.T) {
 		name     string
 		args     []string
 		fragment string
-		stdout   bool // whether run prints the key before failing
+		stdout   bool // whether run prints the key before failing (it listens first)
 	}{
 		{"unknown flag", []string{"-nope"}, "-nope", false},
 		{"stray argument", []string{"serve"}, "serve", false},
 		{"bad fixtures", []string{"-fixtures", "testdata/does-not-exist.json"}, "does-not-exist", false},
-		{"bad address", []string{"-addr", "127.0.0.1:99999"}, "99999", true},
+		{"bad address", []string{"-addr", "127.0.0.1:99999"}, "99999", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -677,4 +687,95 @@ func TestRunErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPOAuth runs the whole OAuth flow of the MCP connection with the official
+// TypeScript SDK (tools/npm/mcp-oauth-client.mjs): the client connects without a key,
+// follows the 401's challenge to the metadata, registers, gets the consent page
+// approved with the demo key (the script plays the browser), and calls tools with its
+// token. The connection keeps working after the key is rotated, and its next call
+// fails once the key is revoked.
+func TestMCPOAuth(t *testing.T) {
+	dir, node := testenv.Node22(t)
+	s := start(t, "-admin-token", testAdminToken)
+	key := s.apiKey(1)
+	admin := []string{"Authorization", "Bearer " + testAdminToken}
+	keys, _ := s.call("GET", "/admin/v1/accounts/demo", "", admin...).data(t)["keys"].([]any)
+	if len(keys) != 1 {
+		t.Fatalf("the demo account has %d keys", len(keys))
+	}
+	keyID, _ := keys[0].(map[string]any)["id"].(string)
+
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join(dir, "mcp-oauth-client.mjs"), s.srv.URL+"/v1/mcp", key)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	// next reads the script's next line.
+	next := func() (check string, ok bool, detail string, event string) {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("the client stopped (%v); stderr:\n%s", lines.Err(), stderr.String())
+		}
+		var l struct {
+			Check, Detail, Event string
+			OK                   bool
+		}
+		if err := json.Unmarshal(lines.Bytes(), &l); err != nil {
+			t.Fatalf("output %q: %v", lines.Text(), err)
+		}
+		return l.Check, l.OK, l.Detail, l.Event
+	}
+	for {
+		check, ok, detail, event := next()
+		if event == "ready" {
+			break
+		}
+		if !ok {
+			t.Fatalf("check %s failed: %s\nstderr:\n%s", check, detail, stderr.String())
+		}
+		t.Logf("ok %s: %.120s", check, detail)
+	}
+	call := func(want bool, when string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, "call\n"); err != nil {
+			t.Fatal(err)
+		}
+		check, ok, detail, _ := next()
+		if ok != want {
+			t.Fatalf("%s: %s ok=%v, want %v: %s", when, check, ok, want, detail)
+		}
+		t.Logf("%s: %s ok=%v: %.160s", when, check, ok, detail)
+	}
+	call(true, "the OAuth connection")
+
+	r := s.call("POST", "/admin/v1/keys/"+keyID+"/rotate", "", admin...)
+	if r.status != 200 {
+		t.Fatalf("rotate: %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/hash?text=a", "", "x-api-key", key); r.status != http.StatusUnauthorized {
+		t.Fatalf("the old key value after rotation: %d", r.status)
+	}
+	call(true, "after a rotation of the key")
+
+	if r := s.call("POST", "/admin/v1/keys/"+keyID+"/revoke", "", admin...); r.status != 200 {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	call(false, "after the revocation of the key")
+	io.WriteString(stdin, "quit\n")
+	s.noKeyInLogs(key)
 }
