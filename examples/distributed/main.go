@@ -262,6 +262,7 @@ func instance(ctx context.Context, c config, plans *billing.Plans, logger *slog.
 			Addr: c.redis, PoolSize: 64, MinIdleConns: 8, PoolTimeout: 500 * time.Millisecond,
 			DialTimeout: 250 * time.Millisecond, DialerRetries: 1, ReadTimeout: 250 * time.Millisecond,
 			WriteTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: 1,
+			Protocol: 2,
 		})
 		rd, err := redis.New(client, &redis.Options{Prefix: c.prefix})
 		if err != nil {

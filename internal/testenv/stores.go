@@ -72,7 +72,7 @@ func RedisClient(t testing.TB, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{
 		Addr: addr, PoolSize: 32, DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: 2 * time.Second,
 		WriteTimeout: 2 * time.Second, PoolTimeout: 3 * time.Second, ContextTimeoutEnabled: true,
-		MaxRetries: 1,
+		MaxRetries: 1, Protocol: 2,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -27,6 +27,7 @@ func ExampleNew() {
 		WriteTimeout:          250 * time.Millisecond,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            1,
+		Protocol:              2,
 	})
 	defer client.Close()
 

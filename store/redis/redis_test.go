@@ -50,6 +50,7 @@ func newClient(addr string, adjust func(*goredis.Options)) *goredis.Client {
 		PoolTimeout:           3 * time.Second,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            1,
+		Protocol:              2,
 	}
 	if adjust != nil {
 		adjust(o)
@@ -177,6 +178,17 @@ func TestAdmitter(t *testing.T) {
 	client(t)
 	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
 		s := newStore(t, nil)
+		return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
+	})
+}
+
+// TestAdmitterRESP3 runs the suite over a client speaking RESP3, go-redis's default,
+// since the scripts' answers must decode the same under both protocols.
+func TestAdmitterRESP3(t *testing.T) {
+	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
+	t.Cleanup(func() { c.Close() })
+	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
+		s := newStoreOn(t, c, nil)
 		return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
 	})
 }

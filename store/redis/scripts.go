@@ -41,6 +41,13 @@ local function clock(mode, s, ns)
   return tonumber(s), tonumber(ns)
 end
 
+-- exact reports whether an integer that came through a Lua number is exact (below
+-- 2^53 in magnitude), so that it may be answered as a number rather than read back as a
+-- string.
+local function exact(x)
+  return x < 9007199254740992 and x > -9007199254740992
+end
+
 local function micros(s, ns)
   return s * 1000000 + idiv(ns, 1000)
 end
@@ -89,10 +96,14 @@ local function slot_check(key, member, ceiling, nowus)
 end
 
 -- slot_hold grants or renews member's lease until endus; the set lives at least ttl
--- milliseconds, the longest lease in it plus a margin.
-local function slot_hold(key, member, endus, ttl)
+-- milliseconds, the longest lease in it plus a margin. others tells whether the set
+-- held live leases before: if it did, every one of them set the set's lifetime (so it
+-- has one) and it is only ever extended (GT); if not, its lifetime is simply set.
+local function slot_hold(key, member, endus, ttl, others)
   redis.call('ZADD', key, fmt(endus), member)
-  if redis.call('PTTL', key) < tonumber(ttl) then
+  if others then
+    redis.call('PEXPIRE', key, ttl, 'GT')
+  else
     redis.call('PEXPIRE', key, ttl)
   end
 end
@@ -266,13 +277,18 @@ end
 
 -- Every part allows the call: record them all.
 if hasRate then gcra_store(KEYS[3], tat, nxt) end
-if hasSlot then slot_hold(KEYS[4], member, nowus + tonumber(ARGV[11]), ARGV[12]) end
+if hasSlot then slot_hold(KEYS[4], member, nowus + tonumber(ARGV[11]), ARGV[12], r[9] > 1) end
 if hasCredits then
-  redis.call('HINCRBY', KEYS[5], 'rem', ARGV[14])
-  redis.call('HINCRBY', KEYS[5], 'used', ARGV[13])
+  local rem = redis.call('HINCRBY', KEYS[5], 'rem', ARGV[14])
+  local used = redis.call('HINCRBY', KEYS[5], 'used', ARGV[13])
   for i = 20, #ARGV do redis.call('HINCRBY', KEYS[6], ARGV[i], '1') end
   redis.call('SET', KEYS[7], 'o ' .. ARGV[13] .. ' ' .. bal[4], 'PX', ARGV[18])
-  fill_balance()
+  if exact(rem) and exact(used) then
+    -- The new balance is the one read, with the two counters as HINCRBY answered.
+    r[10], r[11], r[12], r[13], r[14] = rem, used, bal[3], bal[4], bal[5]
+  else
+    fill_balance()
+  end
 else
   redis.call('SET', KEYS[7], 'a', 'PX', ARGV[19])
 end
@@ -310,7 +326,7 @@ local s, ns = clock(ARGV[1], ARGV[2], ARGV[3])
 local nowus = micros(s, ns)
 local ok, n = slot_check(KEYS[1], ARGV[4], tonumber(ARGV[5]), nowus)
 if not ok then return {0, n} end
-slot_hold(KEYS[1], ARGV[4], nowus + tonumber(ARGV[6]), ARGV[7])
+slot_hold(KEYS[1], ARGV[4], nowus + tonumber(ARGV[6]), ARGV[7], n > 1)
 return {1, n}
 `)
 
@@ -324,7 +340,7 @@ if not sc or tonumber(sc) <= nowus then
   if sc then redis.call('ZREM', KEYS[1], ARGV[4]) end
   return 1
 end
-slot_hold(KEYS[1], ARGV[4], nowus + tonumber(ARGV[5]), ARGV[6])
+slot_hold(KEYS[1], ARGV[4], nowus + tonumber(ARGV[5]), ARGV[6], true)
 return 0
 `)
 

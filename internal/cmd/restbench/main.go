@@ -197,7 +197,7 @@ func (e *targets) start(name string) (call, error) {
 		return c, nil
 	case "redis":
 		client := goredis.NewClient(&goredis.Options{Addr: e.redis, PoolSize: 128, ContextTimeoutEnabled: true,
-			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second})
+			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2})
 		var b [6]byte
 		rand.Read(b[:])
 		prefix := "restbench-" + hex.EncodeToString(b[:])
