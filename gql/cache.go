@@ -12,10 +12,7 @@ import (
 // variables, so a hit is exactly the request that was planned. Clients send the same
 // few queries over and over; planning them once halves the gateway's work.
 type planCache struct {
-	mu      sync.Mutex
-	max     int
-	entries map[string]*list.Element
-	order   list.List // most recently used first
+	lru[*plan]
 }
 
 // A plan is what a query's dry run found.
@@ -24,44 +21,104 @@ type plan struct {
 	body  []byte // the answer of a query that names no API
 }
 
-type cacheEntry struct {
-	key string
-	p   *plan
-}
-
 // maxCachedAnswer bounds the size of an answer kept in the cache.
 const maxCachedAnswer = 64 << 10
 
 func newPlanCache(max int) *planCache {
-	return &planCache{max: max, entries: make(map[string]*list.Element, max)}
-}
-
-func (c *planCache) get(key string) *plan {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok {
-		return nil
-	}
-	c.order.MoveToFront(e)
-	return e.Value.(*cacheEntry).p
+	return &planCache{newLRU[*plan](max)}
 }
 
 func (c *planCache) put(key string, p *plan) {
 	if len(p.body) > maxCachedAnswer {
 		return
 	}
+	c.lru.put(key, p)
+}
+
+// A requestCache remembers decoded request bodies, so that a body seen before is not
+// decoded again: the same few queries arrive over and over, and decoding the JSON
+// envelope is a good part of a cheap query's cost. Only bodies without variables are
+// kept (a request's variables map is handed to graphql-go, which may add defaults to
+// it), and only short ones, so the cache holds at most max times maxCachedBody bytes.
+// A body is cached only once it has passed every check, so a hit is a valid request.
+type requestCache struct {
+	lru[request]
+}
+
+// maxCachedBody bounds the size of a request body kept in the cache.
+const maxCachedBody = 4 << 10
+
+func newRequestCache(max int) *requestCache {
+	return &requestCache{newLRU[request](max)}
+}
+
+// lookup returns the request decoded from body before, if any.
+func (c *requestCache) lookup(body []byte) (request, bool) {
+	if len(body) > maxCachedBody {
+		return request{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[string(body)] // no copy of body: the conversion is in the index
+	if !ok {
+		return request{}, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*lruEntry[request]).v, true
+}
+
+// keep remembers the request decoded from body, if it may be shared.
+func (c *requestCache) keep(body []byte, req request) {
+	if len(body) > maxCachedBody || req.Variables != nil {
+		return
+	}
+	c.lru.put(string(body), req)
+}
+
+// An lru maps keys to values, keeping the max most recently used.
+type lru[V any] struct {
+	mu      sync.Mutex
+	max     int
+	entries map[string]*list.Element
+	order   list.List // most recently used first
+}
+
+type lruEntry[V any] struct {
+	key string
+	v   V
+}
+
+func newLRU[V any](max int) lru[V] {
+	return lru[V]{max: max, entries: make(map[string]*list.Element, max)}
+}
+
+// get returns the value of key, or the zero value.
+func (c *lru[V]) get(key string) V {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok {
+		var zero V
+		return zero
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*lruEntry[V]).v
+}
+
+// put sets the value of key, dropping the least recently used entry if the cache is
+// full.
+func (c *lru[V]) put(key string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
-		e.Value.(*cacheEntry).p = p
+		e.Value.(*lruEntry[V]).v = v
 		c.order.MoveToFront(e)
 		return
 	}
-	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, p: p})
+	c.entries[key] = c.order.PushFront(&lruEntry[V]{key: key, v: v})
 	if c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.entries, last.Value.(*cacheEntry).key)
+		delete(c.entries, last.Value.(*lruEntry[V]).key)
 	}
 }

@@ -31,3 +31,28 @@ func TestPlanCacheBounds(t *testing.T) {
 		t.Error("replacing an entry")
 	}
 }
+
+// TestRequestCache: a decoded body is found again by its bytes; a body with variables
+// (whose map graphql-go may change) and a body too long to keep are not kept.
+func TestRequestCache(t *testing.T) {
+	c := newRequestCache(2)
+	q := "{ __typename }"
+	body := []byte(`{"query":"{ __typename }"}`)
+	c.keep(body, request{Query: &q})
+	if got, ok := c.lookup([]byte(string(body))); !ok || got.Query != &q {
+		t.Fatalf("lookup of a kept body = %+v, %v; want the kept request", got, ok)
+	}
+	withVars := []byte(`{"query":"query($t: String!) { hash(text: $t) { hash } }","variables":{"t":"x"}}`)
+	c.keep(withVars, request{Query: &q, Variables: map[string]any{"t": "x"}})
+	if _, ok := c.lookup(withVars); ok {
+		t.Error("a body with variables was kept")
+	}
+	long := make([]byte, maxCachedBody+1)
+	c.keep(long, request{Query: &q})
+	if _, ok := c.lookup(long); ok {
+		t.Error("a body longer than maxCachedBody was kept")
+	}
+	if _, ok := c.lookup([]byte(`{"query":"{ other }"}`)); ok {
+		t.Error("lookup of a body never kept found something")
+	}
+}
