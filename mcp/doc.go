@@ -111,7 +111,17 @@
 //
 // # Mounting
 //
-//	mcpHandler, _ := mcp.NewHandler(svc, &mcp.Options{VerifyToken: verify, Challenge: challenge})
+// With the embedded authorization server of package auth/oauth (authServer), which
+// this package does not import; examples/server is the whole assembly:
+//
+//	resource := "https://api.example.com/v1/mcp"
+//	mcpHandler, _ := mcp.NewHandler(svc, &mcp.Options{
+//		VerifyToken: func(ctx context.Context, token string) (string, error) {
+//			grant, err := authServer.VerifyAccessToken(ctx, token, resource)
+//			return grant.KeyID, err
+//		},
+//		Challenge: authServer.Challenge(resource),
+//	})
 //	mux.Handle("/v1/mcp", mcpHandler)
 //	srv.RegisterOnShutdown(mcpHandler.Close)
 package mcp
