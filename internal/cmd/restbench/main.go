@@ -67,7 +67,7 @@ func main() {
 	conns := flag.Int("c", 64, "concurrent connections")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
 	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, json, memory, gql-typename, gql-hash, redis or postgres")
-	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis")
+	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -compare with postgres")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the servers (this process) to the file")
 	flag.Parse()
@@ -196,8 +196,12 @@ func (e *targets) start(name string) (call, error) {
 		}
 		return c, nil
 	case "redis":
-		client := goredis.NewClient(&goredis.Options{Addr: e.redis, PoolSize: 128, ContextTimeoutEnabled: true,
-			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2})
+		ro := &goredis.Options{Addr: e.redis, PoolSize: 128, ContextTimeoutEnabled: true,
+			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2}
+		if strings.HasPrefix(e.redis, "/") {
+			ro.Network = "unix" // a Redis on this host, over its Unix socket
+		}
+		client := goredis.NewClient(ro)
 		var b [6]byte
 		rand.Read(b[:])
 		prefix := "restbench-" + hex.EncodeToString(b[:])
