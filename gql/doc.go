@@ -42,6 +42,14 @@
 //     refunded; BAD_USER_INPUT when it judged its input wrong, charged), and the answer
 //     is 200 with data and errors.
 //
+// Two caches keep repeated requests cheap, since clients send the same few queries over
+// and over: what a query's dry run found (its calls, or the whole answer of a query that
+// names no API) is kept per schema version, operation, query text and variables, so the
+// next identical request skips step 3; and request bodies seen before (up to 4 KB,
+// without variables) skip JSON decoding. Both are LRUs of 1,024 entries. graphql-go
+// still parses and validates the query in step 6 on every request: it has no prepared
+// queries.
+//
 // Parse and validation errors are 400 for application/graphql-response+json and 200 for
 // application/json, as the GraphQL-over-HTTP specification says; the gateway's own
 // refusals (401, 402, 403, 429, 503) use their status with either media type. Every
