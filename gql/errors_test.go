@@ -550,3 +550,27 @@ func TestRequestErrors(t *testing.T) {
 		t.Errorf("balance %d, want 100000", got)
 	}
 }
+
+// TestSelectionBackstop: a query that graphql-go refuses for expanding to too many
+// selections (aliases of one result field, which the gateway's own count of result
+// fields sees once) is 400 QUERY_TOO_COMPLEX like the gateway's own limits, under both
+// media types, and nothing runs.
+func TestSelectionBackstop(t *testing.T) {
+	limits := gql.Limits{MaxQueryBytes: 64 << 10, MaxSelections: 8}
+	h := newHarness(t, config{gql: gql.Options{Limits: limits}})
+	acct := h.newAccount(t, "pro", -1)
+	var b strings.Builder
+	b.WriteString(`{ hash(text: "x") {`)
+	for i := range 2001 {
+		b.WriteString(" a" + strconv.Itoa(i) + ": hash")
+	}
+	b.WriteString(" } }")
+	for _, media := range []string{mediaGraphQL, mediaJSON} {
+		r := h.query(t, acct.Key, b.String(), nil, accept(media))
+		wantGatewayError(t, r, http.StatusBadRequest, "QUERY_TOO_COMPLEX", "more than 2000 selections")
+		wantCredits(t, r, "pro", 0, 100000)
+	}
+	if n := h.runs.total(); n != 0 {
+		t.Errorf("%d APIs ran", n)
+	}
+}

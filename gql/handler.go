@@ -55,8 +55,11 @@ type Limits struct {
 	// MaxRootFields bounds the number of API fields of a query, aliases counted.
 	// Default 20.
 	MaxRootFields int
-	// MaxSelections bounds the number of fields a query selects from API results.
-	// Default 500.
+	// MaxSelections bounds the number of fields a query selects from API results,
+	// each field of a result counted once (aliases of one field, and a fragment spread
+	// twice, count once). Behind it, every alias and spread counted, a query may expand
+	// to at most max(2000, 4*MaxSelections) selections, introspection included. Beyond
+	// either bound the answer is 400 QUERY_TOO_COMPLEX. Default 500.
 	MaxSelections int
 }
 
@@ -139,7 +142,7 @@ func (h *Handler) current() (*schema, error) {
 	s, err := buildSchema(reg.List(), v, h.resolve,
 		graphql.MaxQueryLength(h.limits.MaxQueryBytes),
 		graphql.MaxDepth(max(30, h.limits.MaxDepth+2)), // a backstop: introspection is 14 deep
-		graphql.MaxSelections(max(2000, 4*h.limits.MaxSelections)),
+		graphql.MaxSelections(h.selectionBound()),
 		graphql.MaxParallelism(h.limits.MaxRootFields+1),
 	)
 	if err != nil {
@@ -249,6 +252,13 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 	if p == nil {
 		dry := &state{dry: true}
 		resp := s.exec.Exec(withState(ctx, dry), query, op, req.Variables)
+		if tooManySelections(resp.Errors) {
+			// graphql-go's own bound, which also counts what the gateway's count of
+			// result fields sees once (aliases of one field, fragments spread twice).
+			rw.fail(tollgate.CodeQueryTooComplex, fmt.Sprintf(
+				"the query expands to more than %d selections once aliases and fragments are counted; select fewer fields", h.selectionBound()))
+			return
+		}
 		if len(resp.Errors) > 0 && len(dry.calls) == 0 {
 			rw.requestErrors(resp.Errors)
 			return
@@ -363,6 +373,24 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 		invs, keys = append(invs, inv), append(keys, c.key)
 	}
 	return invs, keys, nil
+}
+
+// selectionBound is graphql-go's bound on the selections of a query, every alias and
+// every fragment spread counted, introspection included (the standard introspection
+// query needs several hundred): a backstop behind Limits.MaxSelections, which counts
+// each result field once.
+func (h *Handler) selectionBound() int {
+	return max(2000, 4*h.limits.MaxSelections)
+}
+
+// tooManySelections reports whether graphql-go refused a query for its selections.
+func tooManySelections(errs []*gqlerrors.QueryError) bool {
+	for _, e := range errs {
+		if errors.Is(e, graphql.ErrTooManySelections) {
+			return true
+		}
+	}
+	return false
 }
 
 func tooComplex(format string, args ...any) error {
