@@ -59,12 +59,7 @@ func (c *requestCache) lookup(body []byte) (request, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[string(body)] // no copy of body: the conversion is in the index
-	if !ok {
-		return request{}, false
-	}
-	c.order.MoveToFront(e)
-	return e.Value.(*lruEntry[request]).v, true
+	return c.found(c.entries[string(body)]) // no copy of body: the conversion is in the index
 }
 
 // keep remembers the request decoded from body, if it may be shared.
@@ -96,13 +91,19 @@ func newLRU[V any](max int) lru[V] {
 func (c *lru[V]) get(key string) V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok {
+	v, _ := c.found(c.entries[key])
+	return v
+}
+
+// found returns the value of entry e, marking it the most recently used, or the zero
+// value and false when e is nil (the key has no entry). c.mu must be held.
+func (c *lru[V]) found(e *list.Element) (V, bool) {
+	if e == nil {
 		var zero V
-		return zero
+		return zero, false
 	}
 	c.order.MoveToFront(e)
-	return e.Value.(*lruEntry[V]).v
+	return e.Value.(*lruEntry[V]).v, true
 }
 
 // put sets the value of key, dropping the least recently used entry if the cache is

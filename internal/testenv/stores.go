@@ -35,7 +35,7 @@ func PostgresSchema(t testing.TB, dsn string) string {
 	}
 	t.Cleanup(func() {
 		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Logf("dropping schema %s: %v", schema, err)
+			t.Errorf("dropping schema %s: %v", schema, err)
 		}
 	})
 	return schema

@@ -2,12 +2,9 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
@@ -35,30 +32,7 @@ func dsn(t testing.TB) string {
 // everything in it) when the test ends. It returns the schema's name.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	url := dsn(t)
-	var b [8]byte
-	rand.Read(b[:])
-	schema := "tollgate_test_" + hex.EncodeToString(b[:])
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("creating schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		if err := admin("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
+	return testenv.PostgresSchema(t, dsn(t))
 }
 
 // poolConfig returns the recommended pool configuration (postgres.PoolConfig) with
