@@ -19,6 +19,10 @@ type planCache struct {
 type plan struct {
 	calls []call // the APIs to run; nil for a query that names none
 	body  []byte // the answer of a query that names no API
+	// sels are the query's selections when fast is set: the query is in the subset
+	// whose answers the gateway writes itself (see fast.go).
+	sels []selection
+	fast bool
 }
 
 // maxCachedAnswer bounds the size of an answer kept in the cache.

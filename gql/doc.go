@@ -37,18 +37,22 @@
 //     sum of the REST costs of its distinct APIs; short credits are 402
 //     INSUFFICIENT_CREDITS and nothing runs. The distinct calls run in parallel; an API
 //     named twice with the same arguments (aliases) runs once.
-//  6. The real execution shapes the results; an API that failed is null with an error
+//  6. The results are shaped into the answer; an API that failed is null with an error
 //     carrying path and extensions.code (API_ERROR when it failed on the service's side,
 //     refunded; BAD_USER_INPUT when it judged its input wrong, charged), and the answer
-//     is 200 with data and errors.
+//     is 200 with data and errors. graphql-go's real execution does this in general; for
+//     the queries clients send most (fields, aliases and literal arguments, no
+//     fragments, directives or variables) whose calls all succeeded, the gateway writes
+//     the data itself, exactly as graphql-go would (see fast.go), without parsing and
+//     validating the query again.
 //
 // Two caches keep repeated requests cheap, since clients send the same few queries over
 // and over: what a query's dry run found (its calls, or the whole answer of a query that
 // names no API) is kept per schema version, operation, query text and variables, so the
 // next identical request skips step 3; and request bodies seen before (up to 4 KB,
-// without variables) skip JSON decoding. Both are LRUs of 1,024 entries. graphql-go
-// still parses and validates the query in step 6 on every request: it has no prepared
-// queries.
+// without variables) skip JSON decoding. Both are LRUs of 1,024 entries. graphql-go has
+// no prepared queries: outside the fast path of step 6, it parses and validates the
+// query again on every request.
 //
 // Parse and validation errors are 400 for application/graphql-response+json and 200 for
 // application/json, as the GraphQL-over-HTTP specification says; the gateway's own

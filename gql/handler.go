@@ -264,6 +264,9 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 			return
 		}
 		p = &plan{calls: dry.calls}
+		if len(resp.Errors) == 0 && len(dry.calls) > 0 {
+			p.sels, p.fast = readSelections(query)
+		}
 		if len(dry.calls) == 0 {
 			body, err := json.Marshal(resp)
 			if err != nil {
@@ -308,6 +311,12 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 			done.errs[k] = err
 		} else {
 			done.values[k] = v
+		}
+	}
+	if p.fast && len(done.errs) == 0 {
+		if data, ok := writeData(s, p.calls, p.sels, done); ok {
+			rw.sendData(data)
+			return
 		}
 	}
 	rw.write(http.StatusOK, s.exec.Exec(withState(ctx, done), query, op, req.Variables))
@@ -442,15 +451,15 @@ func (h *Handler) decode(ctx context.Context, api string, r *root, res *tollgate
 		return reflect.Value{}, &fieldError{message: res.Err.Message, code: res.Err.Code.GraphQLCode()}
 	}
 	body := res.JSON
-	if r.rename != nil {
-		renamed, err := r.rename.rewrite(body)
+	if r.result.rename != nil {
+		renamed, err := r.result.rename.rewrite(body)
 		if err != nil {
 			h.log.ErrorContext(ctx, "gql: an API result cannot be read", "api", api, "error", err)
 			return reflect.Value{}, &fieldError{message: "internal error: the result cannot be read", code: "INTERNAL_SERVER_ERROR"}
 		}
 		body = renamed
 	}
-	v := reflect.New(r.resultType.Elem())
+	v := reflect.New(r.result.goType.Elem())
 	if err := json.Unmarshal(body, v.Interface()); err != nil {
 		// A result that does not match its declared fields: serve what matched.
 		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", api, "error", err)
@@ -649,12 +658,10 @@ func jsonKindOK(v json.RawMessage, name string) bool {
 
 // write writes a GraphQL result with the credit headers.
 func (rw *responder) write(status int, resp *graphql.Response) {
-	if len(resp.Errors) == 0 && len(resp.Extensions) == 0 && len(resp.Data) > 0 {
+	if len(resp.Errors) == 0 && len(resp.Extensions) == 0 && len(resp.Data) > 0 && status == http.StatusOK {
 		// The common answer, data alone, without a second pass over the data
 		// (json.Marshal would validate and compact graphql-go's output again).
-		body := make([]byte, 0, len(`{"data":}`)+len(resp.Data))
-		body = append(append(append(body, `{"data":`...), resp.Data...), '}')
-		rw.send(status, body)
+		rw.sendData(resp.Data)
 		return
 	}
 	body, err := json.Marshal(resp)
@@ -664,6 +671,13 @@ func (rw *responder) write(status int, resp *graphql.Response) {
 		return
 	}
 	rw.send(status, body)
+}
+
+// sendData answers 200 with data alone: {"data":...}.
+func (rw *responder) sendData(data []byte) {
+	body := make([]byte, 0, len(`{"data":}`)+len(data))
+	body = append(append(append(body, `{"data":`...), data...), '}')
+	rw.send(http.StatusOK, body)
 }
 
 func (rw *responder) send(status int, body []byte) {

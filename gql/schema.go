@@ -34,14 +34,30 @@ type schema struct {
 
 // A root is the root field of one API.
 type root struct {
-	name       string
-	api        *catalog.API
-	args       []arg        // in the order of argsType's fields
-	argsType   reflect.Type // struct of rawArg
-	resultType reflect.Type // *struct, or *jsonValue for a free-form result
-	resolver   reflect.Value
-	// rename, when not nil, rewrites result keys that cannot be JSON struct tags.
+	name     string
+	api      *catalog.API
+	args     []arg        // in the order of argsType's fields
+	argsType reflect.Type // struct of rawArg
+	result   *outType     // an object type, or JSON for a free-form result
+	resolver reflect.Value
+}
+
+// An outType is an output type of the schema: how it is written in the SDL, the Go
+// type its values decode into, and what the fast path (see fast.go) needs to write
+// them back as graphql-go would.
+type outType struct {
+	gql    string       // String, [Int], RichtypesResult...: the type's name for an object
+	goType reflect.Type // a pointer, so that a missing value is null
+	// rename, when not nil, rewrites the keys of values that cannot be JSON struct tags.
 	rename *renamer
+	fields map[string]outField // an object's fields, by GraphQL name
+	elem   *outType            // a list's element type
+}
+
+// An outField is a field of an object type: its index in the Go struct and its type.
+type outField struct {
+	index int
+	typ   *outType
 }
 
 // An arg binds a GraphQL argument to a catalog parameter.
@@ -117,8 +133,8 @@ func makeResolver(r *root, fn resolve) reflect.Value {
 	if len(r.args) > 0 {
 		in = append(in, r.argsType)
 	}
-	typ := reflect.FuncOf(in, []reflect.Type{r.resultType, errorType}, false)
-	nilResult := reflect.Zero(r.resultType)
+	typ := reflect.FuncOf(in, []reflect.Type{r.result.goType, errorType}, false)
+	nilResult := reflect.Zero(r.result.goType)
 	nilErr := reflect.Zero(errorType)
 	return reflect.MakeFunc(typ, func(in []reflect.Value) []reflect.Value {
 		ctx := in[0].Interface().(context.Context)
@@ -255,39 +271,43 @@ func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
 	}
 	r.argsType = reflect.StructOf(argFields)
 	if len(a.Result) == 0 {
-		query.WriteString(": JSON\n")
-		r.resultType = reflect.TypeFor[*jsonValue]()
-		return r, nil
+		r.result = scalar[*jsonValue]("JSON")
+	} else {
+		var err error
+		r.result, err = b.objectType(b.typeName(typeBase+"Result"), a.Title+": the result of the "+a.ID+" API.", a.Result)
+		if err != nil {
+			return nil, err
+		}
 	}
-	name := b.typeName(typeBase + "Result")
-	goType, rename, err := b.objectType(name, a.Title+": the result of the "+a.ID+" API.", a.Result)
-	if err != nil {
-		return nil, err
-	}
-	query.WriteString(": " + name + "\n")
-	r.resultType = reflect.PointerTo(goType)
-	r.rename = rename
+	query.WriteString(": " + r.result.gql + "\n")
 	return r, nil
 }
 
-// objectType writes an output object type and returns its Go struct type, and the
-// renamer its values need (nil if none: see [renamer]).
-func (b *builder) objectType(name, desc string, fields []catalog.Field) (reflect.Type, *renamer, error) {
+// scalar returns a scalar output type whose values decode into T.
+func scalar[T any](gql string) *outType {
+	return &outType{gql: gql, goType: reflect.TypeFor[T]()}
+}
+
+// objectType writes an output object type and returns it, with the renamer its values
+// need (nil if none: see [renamer]).
+func (b *builder) objectType(name, desc string, fields []catalog.Field) (*outType, error) {
 	var def strings.Builder
 	writeDescription(&def, "", desc)
 	def.WriteString("type " + name + " {\n")
 	var goFields []reflect.StructField
+	out := &outType{gql: name, fields: make(map[string]outField, len(fields))}
 	rename := &renamer{fields: make(map[string]fieldRename, len(fields))}
 	needed := false
 	for i := range fields {
 		f := &fields[i]
 		gqlName := catalog.GraphQLName(f.Name)
-		typ, goType, sub, err := b.outputType(name+pascal(gqlName), f)
+		typ, err := b.outputType(name+pascal(gqlName), f)
 		if err != nil {
-			return nil, nil, fmt.Errorf("result field %q: %w", f.Name, err)
+			return nil, fmt.Errorf("result field %q: %w", f.Name, err)
 		}
+		out.fields[gqlName] = outField{index: i, typ: typ}
 		writeDescription(&def, "  ", f.Description)
-		def.WriteString("  " + gqlName + ": " + typ + "\n")
+		def.WriteString("  " + gqlName + ": " + typ.gql + "\n")
 		key := f.Name
 		if !jsonTagValid(key) {
 			// encoding/json cannot take this name as a tag: decode the field under an
@@ -297,54 +317,49 @@ func (b *builder) objectType(name, desc string, fields []catalog.Field) (reflect
 				key += "~"
 			}
 		}
-		needed = needed || key != f.Name || sub != nil
-		rename.fields[f.Name] = fieldRename{key: key, sub: sub}
+		needed = needed || key != f.Name || typ.rename != nil
+		rename.fields[f.Name] = fieldRename{key: key, sub: typ.rename}
 		goFields = append(goFields, reflect.StructField{
-			Name: "F" + strconv.Itoa(i), Type: goType,
+			Name: "F" + strconv.Itoa(i), Type: typ.goType,
 			Tag: reflect.StructTag(`json:"` + key + `" graphql:"` + gqlName + `"`),
 		})
 	}
 	def.WriteString("}\n\n")
 	b.sdl.WriteString(def.String())
-	if !needed {
-		rename = nil
+	if needed {
+		out.rename = rename
 	}
-	return reflect.StructOf(goFields), rename, nil
+	out.goType = reflect.PointerTo(reflect.StructOf(goFields))
+	return out, nil
 }
 
-// outputType returns the GraphQL type and the (nullable) Go type of a result field,
-// and the renamer its values need (nil if none).
-func (b *builder) outputType(typeName string, f *catalog.Field) (string, reflect.Type, *renamer, error) {
+// outputType returns the output type of a result field: nullable at every level.
+func (b *builder) outputType(typeName string, f *catalog.Field) (*outType, error) {
 	switch f.Type {
 	case catalog.String:
-		return "String", reflect.TypeFor[*string](), nil, nil
+		return scalar[*string]("String"), nil
 	case catalog.Integer:
-		return "Int", reflect.TypeFor[*intValue](), nil, nil
+		return scalar[*intValue]("Int"), nil
 	case catalog.Number:
-		return "Float", reflect.TypeFor[*float64](), nil, nil
+		return scalar[*float64]("Float"), nil
 	case catalog.Boolean:
-		return "Boolean", reflect.TypeFor[*bool](), nil, nil
+		return scalar[*bool]("Boolean"), nil
 	case catalog.JSON:
-		return "JSON", reflect.TypeFor[*jsonValue](), nil, nil
+		return scalar[*jsonValue]("JSON"), nil
 	case catalog.Array:
-		elem, goElem, sub, err := b.outputType(typeName+"Item", f.Items)
+		elem, err := b.outputType(typeName+"Item", f.Items)
 		if err != nil {
-			return "", nil, nil, err
+			return nil, err
 		}
-		var rename *renamer
-		if sub != nil {
-			rename = &renamer{items: sub}
+		list := &outType{gql: "[" + elem.gql + "]", goType: reflect.PointerTo(reflect.SliceOf(elem.goType)), elem: elem}
+		if elem.rename != nil {
+			list.rename = &renamer{items: elem.rename}
 		}
-		return "[" + elem + "]", reflect.PointerTo(reflect.SliceOf(goElem)), rename, nil
+		return list, nil
 	case catalog.Object:
-		name := b.typeName(typeName)
-		goType, rename, err := b.objectType(name, f.Description, f.Fields)
-		if err != nil {
-			return "", nil, nil, err
-		}
-		return name, reflect.PointerTo(goType), rename, nil
+		return b.objectType(b.typeName(typeName), f.Description, f.Fields)
 	}
-	return "", nil, nil, fmt.Errorf("type %q has no GraphQL type", f.Type)
+	return nil, fmt.Errorf("type %q has no GraphQL type", f.Type)
 }
 
 // inputType returns the GraphQL type of a parameter (without the ! of a required one),
