@@ -23,7 +23,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 	}
 	a := s.account(st.Account)
 	mode, sec, nsec := s.clock(st.Now)
-	args := make([]any, 0, 19+len(creditsAPIs(st.Credits)))
+	args := make([]any, 0, 18+len(creditsAPIs(st.Credits)))
 	args = append(args, mode, sec, nsec, st.Request.String())
 
 	switch {
@@ -65,17 +65,18 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 			return res, fmt.Errorf("redis: reservation %s: negative amount: %w", c.Request, store.ErrConflict)
 		}
 		ps, pe := periodArgs(c.Period)
-		args = append(args, c.Amount, -c.Amount, ps, pe, c.Allowance, s.open, s.retention)
+		// The marker of an open reservation lives until it is settled.
+		args = append(args, c.Amount, -c.Amount, ps, pe, c.Allowance, s.open)
 		for _, api := range c.APIs {
 			args = append(args, api)
 		}
 	} else {
-		args = append(args, "", "", "", "", "", s.open, s.retention)
+		args = append(args, "", "", "", "", "", s.retention)
 	}
 
-	reply, err := s.runBatched(ctx, admitScript, []string{
+	reply, err := s.runBatched(ctx, scriptCall{admitScript, []string{
 		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.marker(st.Request),
-	}, args...)
+	}, args})
 	if err != nil {
 		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
@@ -123,49 +124,45 @@ func creditsAPIs(c *billing.Reservation) []string {
 }
 
 // Close frees the slot and settles the reservation of an admitted call in one script,
-// one round trip. The slot is freed even if the settlement is refused (an unknown
-// reservation, a refund above the amount reserved), since the call has ended either
-// way. Settling again refunds nothing more; freeing a free slot is not an error.
+// one round trip; freeing the slot alone is one ZREM. The slot is freed even if the
+// settlement is refused (an unknown reservation, a refund above the amount reserved),
+// since the call has ended either way. Settling again refunds nothing more; freeing a
+// free slot is not an error.
 func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
 	}
-	if !c.ReleaseSlot && c.Settlement == nil {
+	a := s.account(c.Account)
+	st := c.Settlement
+	if st == nil {
+		if !c.ReleaseSlot {
+			return billing.Balance{}, nil
+		}
+		// A plain command costs Redis a fraction of a script.
+		_, err := s.runBatched(ctx, scriptCall{args: []any{"zrem", a.leases(), c.Request.String()}})
+		if err != nil {
+			return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
+		}
 		return billing.Balance{}, nil
 	}
-	a := s.account(c.Account)
+	switch {
+	case st.Account != c.Account || st.Request != c.Request:
+		return billing.Balance{}, fmt.Errorf("redis: closing %s of account %q settles %s of account %q", c.Request, c.Account, st.Request, st.Account)
+	case st.Refund < 0:
+		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
+	}
 	release := ""
 	if c.ReleaseSlot {
 		release = "1"
 	}
-	args := make([]any, 0, 9+len(settlementAPIs(c.Settlement)))
-	args = append(args, c.Request.String(), release)
-	if st := c.Settlement; st != nil {
-		switch {
-		case st.Account != c.Account || st.Request != c.Request:
-			return billing.Balance{}, fmt.Errorf("redis: closing %s of account %q settles %s of account %q", c.Request, c.Account, st.Request, st.Account)
-		case st.Refund < 0:
-			return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
-		}
-		args = s.settleArgs(*st, append(args, "1"))
-	}
-	reply, err := s.runBatched(ctx, closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args...)
+	args := s.settleArgs(*st, append(make([]any, 0, 9+len(st.Uncount)), c.Request.String(), release))
+	reply, err := s.runBatched(ctx, scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args})
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
-	}
-	if c.Settlement == nil {
-		return billing.Balance{}, nil
 	}
 	code, b, err := balanceReply(reply, c.Account, "close")
 	if err != nil {
 		return b, err
 	}
-	return settleResult(code, b, *c.Settlement)
-}
-
-func settlementAPIs(s *billing.Settlement) []string {
-	if s == nil {
-		return nil
-	}
-	return s.Uncount
+	return settleResult(code, b, *st)
 }

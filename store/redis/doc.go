@@ -69,37 +69,63 @@
 //     key (the record has this hash and is not revoked; with no key id, the account
 //     exists), the rate limit (GCRA), the slot (ZCOUNT the live leases; only when they
 //     have reached the ceiling are ended leases dropped with ZREMRANGEBYSCORE, and the
-//     step refused unless the request already holds one) and the credits (renew the balance if its period has ended;
-//     refuse if it is short). Only when every part allows the call does it write: the
-//     new timestamp, ZADD of the lease, the debit, the usage counts and the marker. A
-//     refused step changes nothing.
-//   - Close, the settlement: ZREM the lease, and settle the reservation at most once:
-//     its marker becomes "d"; the refund is credited, and the APIs uncounted, only if
-//     the reservation was made in the current period.
+//     step refused unless the request already holds one) and the credits (renew the
+//     balance if its period has ended; refuse if it is short). Only when every part
+//     allows the call does it write: the new timestamp, ZADD of the lease, the debit,
+//     the usage counts and the marker. A refused step changes nothing.
+//   - Close, the settlement: ZREM the lease, and settle the reservation at most once.
+//     One SET of the marker to "d" with XX and GET settles it and reads what it held: an
+//     unknown reservation stays unknown; a marker that held no open reservation ("d",
+//     or "a" if the request was admitted without credits) stays or becomes "d", and is
+//     remembered for another Retention; a refund larger than the amount reserved is
+//     refused and the marker put back, the reservation open again for another
+//     [OpenReservationTTL]. The refund is credited, and the APIs uncounted, only if the
+//     reservation was made in the current period. Settle runs the same script; a Close
+//     that only frees the slot is one ZREM.
 //   - The plain methods (Reserve, Settle, Adjust, Balance, Usage, Open, Allow, Peek,
 //     Acquire, Renew, InUse, CheckKey, Keys) are one script each, Release and Account
 //     one command. Key management is off the call path and takes a few round trips:
 //     Key, Resolve and RevokeKey two (the index, then the record), CreateAccount and
 //     CreateKey three, RotateKey four.
 //
+// Redis runs the whole text of a script on every call, in one thread that every
+// instance shares, so the two scripts of the hot path are written for its CPU: they
+// define no functions (each would be a closure created on every call) and convert
+// between numbers and strings as little as Lua allows, each conversion costing about
+// half as much as a simple command (see scripts.go). Measured with callgrind on Redis
+// 7.0, counting the instructions Redis spends in EVALSHA with the arguments of a full
+// step (key check, rate, slot, credits), this took an admission from about 219,000
+// instructions to 176,000 and a closing with no refund from 82,000 to 62,000 (a
+// closing that refunds, from 118,000 to 79,000); with only the limits in Redis, an
+// admission from 161,000 to 122,000, and its closing, now a ZREM, from 32,000 to about
+// 3,000. About half of what remains is the thirteen commands an admission sends, and
+// a fifth the passing of its keys, arguments and reply. Redis Functions (FUNCTION LOAD,
+// FCALL), whose helpers are created once, would save about 2% more: not worth loading
+// them on every node and again after every restart or failover.
+//
 // # Pipelines
 //
-// Admissions and closings are the hot path, two scripts per paid call. Under load they
-// are pipelined: a call that finds no pipeline in flight on its lane (one of four, taken
-// in turn) goes out at once, alone; calls that arrive while one is in flight go out
-// together, up to Options.Batch ([DefaultBatch]), when it returns. Each call is still
-// one script with its own atomicity and its own answer, and still one round trip; a
-// busy instance just makes far fewer of them, with fewer system calls and wake-ups on
-// both sides. Under load on this project's 2-core test machine, this doubled REST
-// throughput on Redis (about 5,000 to 10,000 paid calls a second, wrk with 64
-// connections, `go run ./internal/cmd/restbench -compare memory,redis`). With every
-// store in Redis, REST calls reach 0.33 to 0.37 of the throughput of the memory stores
-// there (medians of sets of 4 to 6 rounds, Redis sharing the 2 cores, over TCP or a Unix
-// socket alike); Redis then spends about 75 to 85 µs of CPU per paid call, half of it in
-// the two scripts and a quarter in system calls, since at that rate few calls wait for a
-// round trip and a pipeline carries under two scripts on average. A script
-// that Redis lost (a restart, SCRIPT FLUSH) meets NOSCRIPT in the pipeline and is sent
-// again with EVAL on its own, which is safe since it did not run.
+// Admissions and closings are the hot path, two scripts per paid call (a script and a
+// ZREM with only the limits in Redis). Under load they are pipelined: a call that finds
+// no pipeline in flight on its lane (one of four, taken in turn) goes out at once,
+// alone; calls that arrive while one is in flight go out together, up to Options.Batch
+// ([DefaultBatch]), when it returns. Each call is still one script (or command) with
+// its own atomicity and its own answer, and still one round trip; a busy instance just
+// makes far fewer of them, with fewer system calls and wake-ups on both sides. Under
+// load on this project's 2-core test machine, this doubled REST throughput on Redis
+// (about 5,000 to 10,000 paid calls a second, wrk with 64 connections, `go run
+// ./internal/cmd/restbench -compare memory,redis`). With every store in Redis, REST
+// calls reach 0.33 to 0.37 of the throughput of the memory stores there (medians of
+// sets of 4 to 6 rounds, Redis sharing the 2 cores, over TCP or a Unix socket alike);
+// Redis then spent about 75 to 85 µs of CPU per paid call, half of it in the two
+// scripts and a quarter in system calls, since at that rate few calls wait for a round
+// trip and a pipeline carries under two scripts on average. Those figures predate the
+// trimming of the scripts that "Scripts" describes, which took about a sixth off
+// Redis's CPU time per paid call (user and system together, over all of Redis's work),
+// from 128 to 107 µs: medians of 7 alternating runs of each version, on a busier
+// machine, with `restbench -compare redis,redis` and wrk. A script that Redis lost (a
+// restart, SCRIPT FLUSH) meets NOSCRIPT in the pipeline and is sent again with EVAL on
+// its own, which is safe since it did not run.
 //
 // The rate limit reproduces [billing.GCRA] exactly. Lua has only doubles, exact below
 // 2^53, so times travel as (Unix seconds, nanoseconds) and the arithmetic runs on the

@@ -459,3 +459,64 @@ func TestCloseUndoesAStepInDoubt(t *testing.T) {
 			b.Remaining, b.Used, n, u)
 	}
 }
+
+// TestCloseMarkers checks what a closing leaves in the request's marker, which one SET
+// with GET both settles and reads: a refund above the amount reserved is refused, frees
+// the slot and puts the open reservation back, for another OpenReservationTTL, so that
+// a later settlement still refunds; a settled marker is "d", remembered for Retention;
+// settling a request admitted without credits finds nothing to refund and leaves "d".
+func TestCloseMarkers(t *testing.T) {
+	ctx, c := t.Context(), client(t)
+	s, prefix := newStorePrefix(t, c, nil)
+	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+	p := billing.MonthOf(t0)
+	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: p}))
+	marker := func(req billing.RequestID) (string, time.Duration) {
+		k := prefix + ":{acct}:r:" + req.String()
+		return c.Get(ctx, k).Val(), c.PTTL(ctx, k).Val()
+	}
+	closing := func(req billing.RequestID, refund int64) error {
+		_, err := s.Close(ctx, billing.Closing{Account: "acct", Request: req, ReleaseSlot: true,
+			Settlement: &billing.Settlement{Account: "acct", Request: req, Refund: refund, Period: p, Allowance: 10}})
+		return err
+	}
+
+	req := newRequest()
+	r, err := s.Admit(ctx, billing.Step{Account: "acct", Request: req, Now: t0, Slot: &billing.SlotClaim{Ceiling: 1, Lease: time.Minute},
+		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 3, Period: p, Allowance: 10}})
+	if err != nil || r.Denied != billing.NotDenied {
+		t.Fatalf("Admit: %+v, %v", r, err)
+	}
+	if err := closing(req, 4); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("closing with a refund of 4 for 3 reserved: %v, want store.ErrConflict", err)
+	}
+	if v, ttl := marker(req); !strings.HasPrefix(v, "o 3 ") || ttl < redis.OpenReservationTTL-time.Minute {
+		t.Errorf("after the refused refund, the marker is %q for %v; want the open reservation for %v", v, ttl, redis.OpenReservationTTL)
+	}
+	if n, err := s.InUse(ctx, "acct", t0); err != nil || n != 0 {
+		t.Errorf("after the refused refund, %d slots in use (%v); want the slot freed", n, err)
+	}
+	must(t, closing(req, 3))
+	if v, ttl := marker(req); v != "d" || ttl > redis.DefaultRetention || ttl < redis.DefaultRetention-time.Minute {
+		t.Errorf("after the settlement, the marker is %q for %v; want \"d\" for %v", v, ttl, redis.DefaultRetention)
+	}
+	if b, err := s.Balance(ctx, "acct", p, 10); err != nil || b.Remaining != 10 || b.Used != 0 {
+		t.Errorf("after refunding the whole reservation: %+v, %v; want 10 remaining, 0 used", b, err)
+	}
+
+	free := newRequest()
+	r, err = s.Admit(ctx, billing.Step{Account: "acct", Request: free, Now: t0, Slot: &billing.SlotClaim{Ceiling: 1, Lease: time.Minute}})
+	if err != nil || r.Denied != billing.NotDenied {
+		t.Fatalf("Admit without credits: %+v, %v", r, err)
+	}
+	if v, _ := marker(free); v != "a" {
+		t.Errorf("after an admission without credits, the marker is %q, want \"a\"", v)
+	}
+	must(t, closing(free, 0))
+	if v, _ := marker(free); v != "d" {
+		t.Errorf("after settling an admission without credits, the marker is %q, want \"d\"", v)
+	}
+	if b, err := s.Balance(ctx, "acct", p, 10); err != nil || b.Remaining != 10 {
+		t.Errorf("settling an admission without credits changed the balance: %+v, %v", b, err)
+	}
+}

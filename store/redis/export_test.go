@@ -7,7 +7,7 @@ import goredis "github.com/redis/go-redis/v9"
 var Scripts = map[string]*goredis.Script{
 	"admit": admitScript, "close": closeScript, "rate": rateScript, "acquire": acquireScript,
 	"renew": renewScript, "inUse": inUseScript, "open": openScript, "reserve": reserveScript,
-	"settle": settleScript, "adjust": adjustScript, "balance": balanceScript, "usage": usageScript,
+	"adjust": adjustScript, "balance": balanceScript, "usage": usageScript,
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript,

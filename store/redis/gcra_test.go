@@ -14,7 +14,9 @@ import (
 // would go wrong if the script were careless: emission intervals that are not whole
 // microseconds (7 a minute is 8.571428571s), instants with nanoseconds, gaps that land
 // a nanosecond either side of a whole token, and windows up to the 2^52 ns bound. Every
-// Peek and Allow must equal the reference to the nanosecond.
+// Peek and Allow must equal the reference to the nanosecond, and so must every
+// admission step with the same limit (the admission script has its own copy of the
+// arithmetic), on a bucket of its own that sees the same events.
 func TestGCRAExact(t *testing.T) {
 	s := newStore(t, nil)
 	ctx := t.Context()
@@ -50,6 +52,11 @@ func TestGCRAExact(t *testing.T) {
 			must(t, err)
 			if got != want {
 				t.Fatalf("limit %+v, event %d at t0+%v: Allow %+v, GCRA %+v", l, i, now.Sub(t0), got, want)
+			}
+			r, err := s.Admit(ctx, billing.Step{Account: key + "-admit", Request: newRequest(), Now: now, Rate: &l})
+			must(t, err)
+			if r.Rate != want || (r.Denied == billing.DeniedRate) == want.Allowed {
+				t.Fatalf("limit %+v, event %d at t0+%v: Admit %+v, GCRA %+v", l, i, now.Sub(t0), r, want)
 			}
 		}
 	}

@@ -97,11 +97,12 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	return b, nil
 }
 
-// settleArgs returns the arguments of a settlement after the marker's: refund,
-// -refund, period, allowance, retention, then the APIs to uncount.
+// settleArgs returns closeScript's arguments after the member and the release flag:
+// refund, -refund, period, allowance, retention, open reservation TTL, then the APIs to
+// uncount.
 func (s *Store) settleArgs(st billing.Settlement, args []any) []any {
 	ps, pe := periodArgs(st.Period)
-	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention)
+	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open)
 	for _, api := range st.Uncount {
 		args = append(args, api)
 	}
@@ -119,7 +120,7 @@ func settleResult(st int64, b billing.Balance, s billing.Settlement) (billing.Ba
 	return b, nil
 }
 
-// Settle closes a reservation, at most once, in one script.
+// Settle closes a reservation, at most once, in one script: Close's, freeing no slot.
 func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
@@ -128,8 +129,8 @@ func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Bala
 		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
 	}
 	a := s.account(st.Account)
-	reply, err := s.run(ctx, settleScript, []string{a.balance(), a.usage(), a.marker(st.Request)},
-		s.settleArgs(st, make([]any, 0, 6+len(st.Uncount)))...)
+	reply, err := s.run(ctx, closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(st.Request)},
+		s.settleArgs(st, append(make([]any, 0, 9+len(st.Uncount)), "", ""))...)
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "settlement %s of account %q", st.Request, st.Account)
 	}

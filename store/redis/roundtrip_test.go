@@ -37,19 +37,21 @@ func countingClient(t *testing.T) (*goredis.Client, *recorder) {
 }
 
 // TestOneRoundTripEach checks the round-trip budget of a paid call through a
-// billing.Meter: exactly one command (one EVALSHA) to admit and one to settle, both
-// with every role in Redis (key check, rate, slot, credits) and with only the limits in
-// Redis (keys and credits elsewhere, here in memory). The scripts are loaded by a first
-// call; the counted calls run after it.
+// billing.Meter: exactly one command to admit (one EVALSHA) and one to settle, both
+// with every role in Redis (key check, rate, slot, credits; the settlement is a script
+// too) and with only the limits in Redis (keys and credits elsewhere, here in memory;
+// freeing the slot is a ZREM). The scripts are loaded by a first call; the counted
+// calls run after it.
 func TestOneRoundTripEach(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 1000, RatePerMinute: 600, Concurrency: 10}
 	period := billing.MonthOf(time.Now())
 
 	compositions := []struct {
-		name  string
-		meter func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck)
+		name   string
+		settle string // the command that settles
+		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck)
 	}{
-		{"everything in Redis", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
+		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, s.Open(t.Context(), billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
@@ -57,7 +59,7 @@ func TestOneRoundTripEach(t *testing.T) {
 			must(t, err)
 			return m, &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
-		{"limits in Redis", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
+		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
 			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, keys.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
@@ -92,8 +94,8 @@ func TestOneRoundTripEach(t *testing.T) {
 			call(1) // loads the scripts
 			for i := 2; i <= 4; i++ {
 				admit, settle := call(i)
-				if !slices.Equal(admit, []string{"evalsha"}) || !slices.Equal(settle, []string{"evalsha"}) {
-					t.Errorf("call %d: admission sent %q and settlement %q; want one EVALSHA each", i, admit, settle)
+				if !slices.Equal(admit, []string{"evalsha"}) || !slices.Equal(settle, []string{comp.settle}) {
+					t.Errorf("call %d: admission sent %q and settlement %q; want [evalsha] and [%s]", i, admit, settle, comp.settle)
 				}
 			}
 		})

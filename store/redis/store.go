@@ -178,8 +178,8 @@ func (a acctKeys) marker(r billing.RequestID) string {
 func (s *Store) keyIDIndex(id string) string  { return s.prefix + ":kid:" + id }
 func (s *Store) hashIndex(h auth.Hash) string { return s.prefix + ":h:" + h.String() }
 
-// A scriptCall is a script to run with its keys and arguments; a scriptReply its
-// outcome.
+// A scriptCall is a script to run with its keys and arguments, or, with no script, a
+// plain command (its name and arguments in args); a scriptReply its outcome.
 type (
 	scriptCall struct {
 		sc   *goredis.Script
@@ -192,27 +192,27 @@ type (
 	}
 )
 
-// runBatched runs a script of the hot path (admission, closing) like run, in a
-// pipeline with the calls that arrive at the same time (see [Options.Batch]).
-func (s *Store) runBatched(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
+// runBatched runs a call of the hot path (admission, closing) in a pipeline with the
+// calls that arrive at the same time (see [Options.Batch]).
+func (s *Store) runBatched(ctx context.Context, c scriptCall) (any, error) {
 	if s.batches == nil {
-		return s.run(ctx, sc, keys, args...)
+		return s.runCall(ctx, c)
 	}
 	lane := strconv.Itoa(int(s.next.Add(1) % lanes))
-	r, err := s.batches.Do(ctx, lane, scriptCall{sc: sc, keys: keys, args: args})
+	r, err := s.batches.Do(ctx, lane, c)
 	if err != nil {
 		return nil, err
 	}
 	return r.val, r.err
 }
 
-// pipeline runs a batch of scripts: alone, as run does; together, as EVALSHAs in one
-// pipeline, with a script Redis did not have yet sent again on its own with EVAL (it
-// did not run). A failed round trip fails every call of the batch, in doubt, as a lone
-// call's would.
+// pipeline runs a batch of calls: alone, as runCall does; together, in one pipeline
+// (scripts as EVALSHAs), with a script Redis did not have yet sent again on its own
+// with EVAL (it did not run). A failed round trip fails every call of the batch, in
+// doubt, as a lone call's would.
 func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]scriptReply, error) {
 	if len(calls) == 1 {
-		v, err := s.run(ctx, calls[0].sc, calls[0].keys, calls[0].args...)
+		v, err := s.runCall(ctx, calls[0])
 		return []scriptReply{{v, err}}, nil
 	}
 	cmds := make([]*goredis.Cmd, len(calls))
@@ -220,7 +220,11 @@ func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]s
 	// carries its own (a lost connection fails them all).
 	s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, c := range calls {
-			cmds[i] = c.sc.EvalSha(ctx, p, c.keys, c.args...)
+			if c.sc == nil {
+				cmds[i] = p.Do(ctx, c.args...)
+			} else {
+				cmds[i] = c.sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
 		}
 		return nil
 	})
@@ -228,11 +232,19 @@ func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]s
 	for i, cmd := range cmds {
 		v, cerr := cmd.Result()
 		if cerr != nil && goredis.HasErrorPrefix(cerr, "NOSCRIPT") {
-			v, cerr = s.run(ctx, calls[i].sc, calls[i].keys, calls[i].args...)
+			v, cerr = s.runCall(ctx, calls[i])
 		}
 		out[i] = scriptReply{v, cerr}
 	}
 	return out, nil
+}
+
+// runCall runs one call on its own: the script as run does, or the plain command.
+func (s *Store) runCall(ctx context.Context, c scriptCall) (any, error) {
+	if c.sc == nil {
+		return s.c.Do(ctx, c.args...).Result()
+	}
+	return s.run(ctx, c.sc, c.keys, c.args...)
 }
 
 // run runs a script: EVALSHA, and EVAL if Redis does not have it yet.
