@@ -212,12 +212,12 @@ func (r *selReader) skipString() bool {
 	return false
 }
 
-// writeData writes the data of a query from its calls' decoded results, as graphql-go
-// would, or returns false if the fast path cannot: a root field that is no API, or an
-// API named twice with other arguments, or a value it cannot write. done holds the
-// results by call key; every call succeeded.
-func writeData(s *schema, calls []call, sels []selection, done *state) ([]byte, bool) {
-	return appendObject(make([]byte, 0, 256), "Query", sels, func(b []byte, sel selection) ([]byte, bool) {
+// appendData appends the data of a query, written from its calls' decoded results as
+// graphql-go would write it, or returns false if the fast path cannot: a root field
+// that is no API, or an API named twice with other arguments, or a value it cannot
+// write. done holds the results by call key; every call succeeded.
+func appendData(b []byte, s *schema, calls []call, sels []selection, done *state) ([]byte, bool) {
+	return appendObject(b, "Query", sels, func(b []byte, sel selection) ([]byte, bool) {
 		r := s.roots[sel.name]
 		if r == nil {
 			return nil, false // __schema, __type: introspection beside the APIs

@@ -314,8 +314,9 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 		}
 	}
 	if p.fast && len(done.errs) == 0 {
-		if data, ok := writeData(s, p.calls, p.sels, done); ok {
-			rw.sendData(data)
+		// The answer is built in place: {"data":...}.
+		if body, ok := appendData(append(make([]byte, 0, 512), `{"data":`...), s, p.calls, p.sels, done); ok {
+			rw.send(http.StatusOK, append(body, '}'))
 			return
 		}
 	}
@@ -658,10 +659,12 @@ func jsonKindOK(v json.RawMessage, name string) bool {
 
 // write writes a GraphQL result with the credit headers.
 func (rw *responder) write(status int, resp *graphql.Response) {
-	if len(resp.Errors) == 0 && len(resp.Extensions) == 0 && len(resp.Data) > 0 && status == http.StatusOK {
+	if len(resp.Errors) == 0 && len(resp.Extensions) == 0 && len(resp.Data) > 0 {
 		// The common answer, data alone, without a second pass over the data
 		// (json.Marshal would validate and compact graphql-go's output again).
-		rw.sendData(resp.Data)
+		body := make([]byte, 0, len(`{"data":}`)+len(resp.Data))
+		body = append(append(append(body, `{"data":`...), resp.Data...), '}')
+		rw.send(status, body)
 		return
 	}
 	body, err := json.Marshal(resp)
@@ -671,13 +674,6 @@ func (rw *responder) write(status int, resp *graphql.Response) {
 		return
 	}
 	rw.send(status, body)
-}
-
-// sendData answers 200 with data alone: {"data":...}.
-func (rw *responder) sendData(data []byte) {
-	body := make([]byte, 0, len(`{"data":}`)+len(data))
-	body = append(append(append(body, `{"data":`...), data...), '}')
-	rw.send(http.StatusOK, body)
 }
 
 func (rw *responder) send(status int, body []byte) {
