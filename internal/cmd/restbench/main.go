@@ -15,6 +15,12 @@
 //
 //	go run ./internal/cmd/restbench -compare memory,redis
 //
+// Each round also prints the CPU time a call costs, in microseconds: in this process
+// (the servers, and the Go load generator), in wrk, and in redis-server when a server
+// uses it; and at the end the median ratio of the two servers' CPU per call. On a
+// shared machine this varies far less than throughput, and it is what sets throughput
+// once the CPUs are busy.
+//
 // The same comparison with wrk by hand, against go run ./examples/server (whose pro
 // plan's rate limit would deny most of a load test, so use -fixtures with a generous
 // plan):
@@ -41,6 +47,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -111,27 +118,105 @@ func run(env *targets, names []string, rounds int, dur time.Duration, conns int,
 	}
 
 	fmt.Printf("load generator: %s, %d connections, %s per drive, %d rounds\n", client, conns, dur, rounds)
-	var ratios []float64
+	meter := newCPUMeter(env, names)
+	var ratios, cpuRatios []float64
 	for i := 1; i <= rounds; i++ {
 		// Alternate which server goes first, so that a drift in the machine's load
 		// during a round does not favour either.
 		var rates [2]float64
+		var cpus [2]cpuUse
 		order := []int{0, 1}
 		if i%2 == 0 {
 			order = []int{1, 0}
 		}
 		for _, j := range order {
+			before := meter.read()
 			var err error
 			if rates[j], err = drive(client, calls[j], dur, conns); err != nil {
 				return err
 			}
+			cpus[j] = meter.read().since(before, rates[j]*dur.Seconds())
 		}
 		ratios = append(ratios, rates[1]/rates[0])
+		cpuRatios = append(cpuRatios, cpus[0].total()/cpus[1].total())
 		fmt.Printf("round %d: %s %.0f req/s, %s %.0f req/s, ratio %.3f\n", i, names[0], rates[0], names[1], rates[1], rates[1]/rates[0])
+		for j, name := range names {
+			fmt.Printf("         %s CPU per call: %s\n", name, cpus[j])
+		}
 	}
 	slices.Sort(ratios)
+	slices.Sort(cpuRatios)
 	fmt.Printf("median ratio %s/%s: %.3f (min %.3f, max %.3f)\n", names[1], names[0], ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	fmt.Printf("median ratio of CPU per call %s/%s: %.3f (min %.3f, max %.3f)\n", names[0], names[1], cpuRatios[len(cpuRatios)/2], cpuRatios[0], cpuRatios[len(cpuRatios)-1])
 	return nil
+}
+
+// A cpuMeter reads the CPU time used so far by the servers (this process), the load
+// generator (wrk, a child; the Go generator counts with the servers) and, when a
+// server uses it, redis-server (INFO cpu). On a machine where they share the CPUs,
+// the CPU a call costs in all of them sets the throughput once the CPUs are busy, and
+// it varies far less from run to run than the throughput itself.
+type cpuMeter struct {
+	redis *goredis.Client // nil when no server uses Redis
+}
+
+// cpuUse is CPU time, in microseconds: at a point, or per call.
+type cpuUse struct{ server, client, redis float64 }
+
+func newCPUMeter(env *targets, names []string) *cpuMeter {
+	m := &cpuMeter{}
+	if slices.Contains(names, "redis") {
+		m.redis = goredis.NewClient(redisOptions(env.redis))
+	}
+	return m
+}
+
+func (m *cpuMeter) read() cpuUse {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	us := func(r syscall.Rusage) float64 {
+		return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e3
+	}
+	u := cpuUse{server: us(self), client: us(children)}
+	if m.redis != nil {
+		info, err := m.redis.Info(context.Background(), "cpu").Result()
+		if err == nil {
+			for _, line := range strings.Split(info, "\r\n") {
+				name, v, _ := strings.Cut(line, ":")
+				if name == "used_cpu_sys" || name == "used_cpu_user" {
+					f, _ := strconv.ParseFloat(v, 64)
+					u.redis += f * 1e6
+				}
+			}
+		}
+	}
+	return u
+}
+
+// since returns the CPU used since before, per call of n calls.
+func (u cpuUse) since(before cpuUse, n float64) cpuUse {
+	return cpuUse{(u.server - before.server) / n, (u.client - before.client) / n, (u.redis - before.redis) / n}
+}
+
+func (u cpuUse) total() float64 { return u.server + u.client + u.redis }
+
+func (u cpuUse) String() string {
+	s := fmt.Sprintf("%.1f µs (servers %.1f, load generator %.1f", u.total(), u.server, u.client)
+	if u.redis != 0 {
+		s += fmt.Sprintf(", redis-server %.1f", u.redis)
+	}
+	return s + ")"
+}
+
+// redisOptions returns the client options for the Redis at addr.
+func redisOptions(addr string) *goredis.Options {
+	ro := &goredis.Options{Addr: addr, PoolSize: 128, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2}
+	if strings.HasPrefix(addr, "/") {
+		ro.Network = "unix" // a Redis on this host, over its Unix socket
+	}
+	return ro
 }
 
 // A call is what the load generator sends: a GET of url, or a POST of a JSON body.
@@ -196,12 +281,7 @@ func (e *targets) start(name string) (call, error) {
 		}
 		return c, nil
 	case "redis":
-		ro := &goredis.Options{Addr: e.redis, PoolSize: 128, ContextTimeoutEnabled: true,
-			DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2}
-		if strings.HasPrefix(e.redis, "/") {
-			ro.Network = "unix" // a Redis on this host, over its Unix socket
-		}
-		client := goredis.NewClient(ro)
+		client := goredis.NewClient(redisOptions(e.redis))
 		var b [6]byte
 		rand.Read(b[:])
 		prefix := "restbench-" + hex.EncodeToString(b[:])
