@@ -17,10 +17,24 @@ import (
 // names another account than the step's denies the step with billing.KeyUnknown,
 // without a round trip: a key admits calls of its own account only.
 func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
-	var res billing.StepResult
 	if err := ctx.Err(); err != nil {
+		return billing.StepResult{}, err
+	}
+	c, res, err := s.admitCall(st)
+	if c.sc == nil || err != nil {
 		return res, err
 	}
+	reply, err := s.runBatched(ctx, c)
+	if err != nil {
+		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
+	}
+	return admission(st, reply)
+}
+
+// admitCall returns the call of admitScript that performs st, or, with no script, the
+// result of a step decided without a round trip, or an error.
+func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, error) {
+	var res billing.StepResult
 	a := s.account(st.Account)
 	mode, sec, nsec := s.clock(st.Now)
 	args := make([]any, 0, 18+len(creditsAPIs(st.Credits)))
@@ -33,7 +47,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 		// A key admits calls of its own account only, and its record lives in its
 		// account's slot, which one script over the step's account cannot read.
 		res.Denied, res.Key = billing.DeniedKey, billing.KeyUnknown
-		return res, nil
+		return scriptCall{}, res, nil
 	case st.Key.KeyID == "":
 		args = append(args, "s", "", "")
 	default:
@@ -43,7 +57,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 	if st.Rate != nil {
 		e, window, err := rateArgs(*st.Rate)
 		if err != nil {
-			return res, err
+			return scriptCall{}, res, err
 		}
 		args = append(args, e, window)
 	} else {
@@ -60,28 +74,30 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 	if c := st.Credits; c != nil {
 		switch {
 		case c.Account != st.Account || c.Request != st.Request:
-			return res, fmt.Errorf("redis: admission %s of account %q reserves for %s of account %q", st.Request, st.Account, c.Request, c.Account)
+			return scriptCall{}, res, fmt.Errorf("redis: admission %s of account %q reserves for %s of account %q", st.Request, st.Account, c.Request, c.Account)
 		case c.Amount < 0:
-			return res, fmt.Errorf("redis: reservation %s: negative amount: %w", c.Request, store.ErrConflict)
+			return scriptCall{}, res, fmt.Errorf("redis: reservation %s: negative amount: %w", c.Request, store.ErrConflict)
 		}
 		ps, pe := periodArgs(c.Period)
 		// The marker of an open reservation lives until it is settled.
-		args = append(args, c.Amount, -c.Amount, ps, pe, c.Allowance, s.open)
+		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, len(c.APIs))
 		for _, api := range c.APIs {
 			args = append(args, api)
 		}
 	} else {
-		args = append(args, "", "", "", "", "", s.retention)
+		args = append(args, "", "", "", "", s.retention, 0)
 	}
 
-	reply, err := s.runBatched(ctx, scriptCall{admitScript, []string{
+	return scriptCall{admitScript, []string{
 		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.marker(st.Request),
-	}, args})
-	if err != nil {
-		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
-	}
+	}, args, 6}, res, nil
+}
+
+// admission decodes the reply of st's step of admitScript.
+func admission(st billing.Step, reply any) (billing.StepResult, error) {
+	var res billing.StepResult
 	r := asSlice(reply)
-	if len(r) != 14 {
+	if len(r) != 16 {
 		return res, errReply("admission of account "+st.Account, reply)
 	}
 	if asInt(r[0]) == stNotFound {
@@ -111,9 +127,14 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 		res.Slot = billing.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}
 	}
 	if st.Credits != nil && (res.Denied == billing.NotDenied || res.Denied == billing.DeniedCredits) {
-		res.Balance = decodeBalance(r, 9)
+		res.Balance = decodeBalance([]any{pair(r[9], r[10]), pair(r[11], r[12]), r[13], r[14], r[15]}, 0)
 	}
 	return res, nil
+}
+
+// pair returns the number hi * 10^9 + lo of a reply's two integers.
+func pair(hi, lo any) int64 {
+	return asInt(hi)*1_000_000_000 + asInt(lo)
 }
 
 func creditsAPIs(c *billing.Reservation) []string {
@@ -132,37 +153,51 @@ func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, 
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
 	}
+	call, err := s.closeCall(c)
+	if call.args == nil || err != nil {
+		return billing.Balance{}, err
+	}
+	reply, err := s.runBatched(ctx, call)
+	if err != nil {
+		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
+	}
+	return closing(c, reply)
+}
+
+// closeCall returns the call that performs c: closeScript's, or a plain ZREM when it
+// frees a slot alone; none (no arguments) when there is nothing to do.
+func (s *Store) closeCall(c billing.Closing) (scriptCall, error) {
 	a := s.account(c.Account)
 	st := c.Settlement
 	if st == nil {
 		if !c.ReleaseSlot {
-			return billing.Balance{}, nil
+			return scriptCall{}, nil
 		}
 		// A plain command costs Redis a fraction of a script.
-		_, err := s.runBatched(ctx, scriptCall{args: []any{"zrem", a.leases(), c.Request.String()}})
-		if err != nil {
-			return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
-		}
-		return billing.Balance{}, nil
+		return scriptCall{args: []any{"zrem", a.leases(), c.Request.String()}}, nil
 	}
 	switch {
 	case st.Account != c.Account || st.Request != c.Request:
-		return billing.Balance{}, fmt.Errorf("redis: closing %s of account %q settles %s of account %q", c.Request, c.Account, st.Request, st.Account)
+		return scriptCall{}, fmt.Errorf("redis: closing %s of account %q settles %s of account %q", c.Request, c.Account, st.Request, st.Account)
 	case st.Refund < 0:
-		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
+		return scriptCall{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
 	}
 	release := ""
 	if c.ReleaseSlot {
 		release = "1"
 	}
-	args := s.settleArgs(*st, append(make([]any, 0, 9+len(st.Uncount)), c.Request.String(), release))
-	reply, err := s.runBatched(ctx, scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args})
-	if err != nil {
-		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
+	args := s.settleArgs(*st, append(make([]any, 0, 10+len(st.Uncount)), c.Request.String(), release))
+	return scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args, 3}, nil
+}
+
+// closing decodes the reply of c's call.
+func closing(c billing.Closing, reply any) (billing.Balance, error) {
+	if c.Settlement == nil {
+		return billing.Balance{}, nil
 	}
 	code, b, err := balanceReply(reply, c.Account, "close")
 	if err != nil {
 		return b, err
 	}
-	return settleResult(code, b, *st)
+	return settleResult(code, b, *c.Settlement)
 }

@@ -2,7 +2,11 @@ package redis_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,16 +18,45 @@ import (
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
-// gate is a hook that holds every command sent on its own while it is closed, and
-// counts the pipelines and their commands; before the first pipeline goes out it
-// flushes Redis's script cache, so that the pipeline meets NOSCRIPT.
+// gate is a hook that holds every script sent on its own while it is closed, and
+// records the steps of each run of the hot path's scripts that Redis ran: alone, or in
+// a pipeline. Before the first pipeline goes out it flushes Redis's script cache, so
+// that the pipeline meets NOSCRIPT.
 type gate struct {
 	flush   func()
 	held    chan struct{} // one token per held command
 	open    chan struct{}
 	mu      sync.Mutex
-	singles int
-	piped   []int // the sizes of the pipelines
+	singles []int   // the steps of each run sent alone
+	piped   [][]int // the steps of each run of each pipeline
+	flushed bool
+}
+
+// steps returns the number of steps of a run of admitScript or closeScript that Redis
+// ran (err, the command's outcome, is nil), or 0.
+func steps(cmd goredis.Cmder, err error) int {
+	args := cmd.Args()
+	if len(args) < 3 || err != nil {
+		return 0
+	}
+	sha := fmt.Sprint(args[1])
+	if cmd.Name() == "eval" {
+		sum := sha1.Sum([]byte(sha))
+		sha = hex.EncodeToString(sum[:])
+	} else if cmd.Name() != "evalsha" {
+		return 0
+	}
+	shared := 0
+	switch sha {
+	case redis.Scripts["admit"].Hash():
+		shared = 6
+	case redis.Scripts["close"].Hash():
+		shared = 3
+	default:
+		return 0
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+	return n - shared
 }
 
 func (g *gate) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -32,7 +65,6 @@ func (g *gate) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if cmd.Name() == "evalsha" {
 			g.mu.Lock()
-			g.singles++
 			open := g.open
 			g.mu.Unlock()
 			select {
@@ -42,7 +74,14 @@ func (g *gate) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 				<-open
 			}
 		}
-		return next(ctx, cmd)
+		// The command's own error is set once the hooks have returned.
+		err := next(ctx, cmd)
+		if n := steps(cmd, err); n > 0 {
+			g.mu.Lock()
+			g.singles = append(g.singles, n)
+			g.mu.Unlock()
+		}
+		return err
 	}
 }
 
@@ -52,19 +91,29 @@ func (g *gate) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 			return next(ctx, cmds)
 		}
 		g.mu.Lock()
-		if len(g.piped) == 0 {
+		if !g.flushed {
 			g.flush()
+			g.flushed = true
 		}
-		g.piped = append(g.piped, len(cmds))
 		g.mu.Unlock()
-		return next(ctx, cmds)
+		err := next(ctx, cmds)
+		var runs []int
+		for _, cmd := range cmds {
+			if n := steps(cmd, cmd.Err()); n > 0 {
+				runs = append(runs, n)
+			}
+		}
+		g.mu.Lock()
+		g.piped = append(g.piped, runs)
+		g.mu.Unlock()
+		return err
 	}
 }
 
 // TestBatchedAdmissions checks that admissions and closings that arrive while others
-// are in flight go out together in pipelines, one EVALSHA per call, that each call gets
-// its own answer, that a pipeline meeting a flushed script cache recovers, and that the
-// balance ends exact.
+// are in flight go out together in pipelines, the calls of one account as one run of
+// the script, that each call gets its own answer, that a pipeline meeting a flushed
+// script cache recovers, and that the balances end exact.
 func TestBatchedAdmissions(t *testing.T) {
 	const lanes, queued, cost = 4, 40, 3
 	admin := client(t)
@@ -75,16 +124,44 @@ func TestBatchedAdmissions(t *testing.T) {
 	s := newStoreOn(t, c, &redis.Options{Batch: 16})
 	ctx := t.Context()
 	period := billing.MonthOf(time.Now())
-	key := auth.Key{ID: "k", AccountID: "a", Name: "primary", Primary: true, Hash: newHash()}
-	must(t, s.CreateAccount(ctx, auth.Account{ID: "a", Plan: "p"}, key))
-	must(t, s.Open(ctx, billing.Opening{Account: "a", Balance: 1000, Allowance: 1000, Period: period}))
+	// One account per lane, whose first call is held in flight on its lane while the
+	// others queue; and one more that shares its lanes with the first, so that the
+	// calls queued on those lanes are of two accounts, and go out as a pipeline of
+	// two runs.
+	var accounts []string
+	admitLanes, closeLanes := make(map[int]bool), make(map[int]bool)
+	for i := 0; len(accounts) < lanes+1; i++ {
+		acct := "acct" + strconv.Itoa(i)
+		al, cl := s.Lanes(acct)
+		if len(accounts) < lanes && !admitLanes[al] && !closeLanes[cl] {
+			admitLanes[al], closeLanes[cl] = true, true
+			accounts = append(accounts, acct)
+		} else if first, firstClose := s.Lanes(accounts[0]); len(accounts) == lanes && al == first && cl == firstClose {
+			accounts = append(accounts, acct)
+		}
+	}
+	keys := make(map[string]auth.Key)
+	for _, acct := range accounts {
+		key := auth.Key{ID: "k" + acct, AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
+		must(t, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p"}, key))
+		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+		keys[acct] = key
+	}
 	c.AddHook(g)
 
-	step := func(req billing.RequestID) billing.Step {
-		return billing.Step{Account: "a", Request: req, Now: time.Now(),
-			Key:     &billing.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash},
+	// The first calls, one per lane, are of the first accounts; the queued ones of all.
+	accountOf := func(i int) string {
+		if i < lanes {
+			return accounts[i]
+		}
+		return accounts[i%len(accounts)]
+	}
+	step := func(i int, req billing.RequestID) billing.Step {
+		acct := accountOf(i)
+		return billing.Step{Account: acct, Request: req, Now: time.Now(),
+			Key:     &billing.KeyCheck{Account: acct, KeyID: keys[acct].ID, Hash: keys[acct].Hash},
 			Slot:    &billing.SlotClaim{Ceiling: lanes + queued, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: "a", Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000}}
+			Credits: &billing.Reservation{Account: acct, Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000}}
 	}
 	// run starts n calls of do and returns a wait for their outcomes.
 	run := func(n int, do func(i int) error) func() []error {
@@ -102,16 +179,26 @@ func TestBatchedAdmissions(t *testing.T) {
 	results := make([]billing.StepResult, len(reqs))
 	admit := func(off int) func(int) error {
 		return func(i int) (err error) {
-			results[off+i], err = s.Admit(ctx, step(reqs[off+i]))
+			results[off+i], err = s.Admit(ctx, step(off+i, reqs[off+i]))
 			return err
 		}
 	}
 	closing := func(off int) func(int) error {
 		return func(i int) error {
-			_, err := s.Close(ctx, billing.Closing{Account: "a", Request: reqs[off+i], ReleaseSlot: true,
-				Settlement: &billing.Settlement{Account: "a", Request: reqs[off+i], Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: 1000}})
+			acct := accountOf(off + i)
+			_, err := s.Close(ctx, billing.Closing{Account: acct, Request: reqs[off+i], ReleaseSlot: true,
+				Settlement: &billing.Settlement{Account: acct, Request: reqs[off+i], Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: 1000}})
 			return err
 		}
+	}
+	perAccount := func(acct string) int {
+		n := 0
+		for i := range reqs {
+			if accountOf(i) == acct {
+				n++
+			}
+		}
+		return n
 	}
 
 	for _, phase := range []struct {
@@ -120,7 +207,7 @@ func TestBatchedAdmissions(t *testing.T) {
 	}{{"admissions", admit}, {"closings", closing}} {
 		// One call per lane, held in flight; then calls that must wait for them.
 		g.mu.Lock()
-		g.singles, g.piped = 0, nil
+		g.singles, g.piped, g.flushed = nil, nil, false
 		g.open = make(chan struct{})
 		g.mu.Unlock()
 		first := run(lanes, phase.do(0))
@@ -138,16 +225,26 @@ func TestBatchedAdmissions(t *testing.T) {
 			}
 		}
 		g.mu.Lock()
-		sent := 0
-		for _, n := range g.piped {
+		sent, runs, merged := 0, 0, false
+		for i, n := range g.singles {
 			sent += n
+			if i >= lanes {
+				runs, merged = runs+1, merged || n > 1
+			}
 		}
-		if g.singles < lanes || len(g.piped) == 0 || sent+g.singles-lanes < queued {
-			t.Errorf("%s: %d commands alone, pipelines of %v; want %d alone, then the %d waiting calls in pipelines", phase.name, g.singles, g.piped, lanes, queued)
+		for _, p := range g.piped {
+			for _, n := range p {
+				sent, runs, merged = sent+n, runs+1, merged || n > 1
+			}
 		}
-		t.Logf("%s: %d commands sent alone, pipelines of %v", phase.name, g.singles, g.piped)
-		if len(g.piped) > queued/2 {
-			t.Errorf("%s: %d pipelines for %d waiting calls: they were not batched", phase.name, len(g.piped), queued)
+		t.Logf("%s: runs sent alone %v, pipelines of runs %v", phase.name, g.singles, g.piped)
+		switch {
+		case len(g.singles) < lanes || len(g.piped) == 0:
+			t.Errorf("%s: want %d runs alone, then the %d waiting calls in pipelines", phase.name, lanes, queued)
+		case sent != lanes+queued:
+			t.Errorf("%s: %d steps ran, want %d", phase.name, sent, lanes+queued)
+		case !merged || runs > queued/2:
+			t.Errorf("%s: the waiting calls of one account were not merged into runs", phase.name)
 		}
 		g.mu.Unlock()
 		if phase.name == "admissions" {
@@ -156,23 +253,41 @@ func TestBatchedAdmissions(t *testing.T) {
 					t.Fatalf("admission %d: %+v", i, r)
 				}
 			}
-			if got, want := results[len(results)-1].Balance.Remaining, int64(1000-cost*len(reqs)); got > 1000-cost || got < want {
-				t.Errorf("last admission saw %d remaining", got)
+		}
+		for _, acct := range accounts {
+			b, err := s.Balance(ctx, acct, period, 1000)
+			must(t, err)
+			want := int64(1000 - cost*perAccount(acct))
+			if phase.name == "closings" {
+				want = 1000
+			}
+			if b.Remaining != want || b.Used != 1000-want {
+				t.Errorf("after the %s: account %s: remaining %d, used %d; want %d, %d", phase.name, acct, b.Remaining, b.Used, want, 1000-want)
+			}
+			u, err := s.Usage(ctx, acct, period)
+			must(t, err)
+			if wantUse := int64(perAccount(acct)); phase.name == "admissions" && u["hash"] != wantUse || phase.name == "closings" && u["hash"] != 0 {
+				t.Errorf("after the %s: account %s: usage %v", phase.name, acct, u)
+			}
+			n, err := s.InUse(ctx, acct, time.Now())
+			must(t, err)
+			if wantSlots := perAccount(acct); phase.name == "admissions" && n != wantSlots || phase.name == "closings" && n != 0 {
+				t.Errorf("after the %s: account %s: %d slots held", phase.name, acct, n)
 			}
 		}
-		b, err := s.Balance(ctx, "a", period, 1000)
-		must(t, err)
-		want := int64(1000 - cost*len(reqs))
-		if phase.name == "closings" {
-			want = 1000
-		}
-		if b.Remaining != want {
-			t.Errorf("after the %s: remaining %d, want %d", phase.name, b.Remaining, want)
-		}
 	}
-	n, err := s.InUse(ctx, "a", time.Now())
-	must(t, err)
-	if n != 0 {
-		t.Errorf("%d slots still held after every closing", n)
+	// Every admission saw the balance after the ones before it on its account: the
+	// remaining credits they report are distinct.
+	for _, acct := range accounts {
+		seen := make(map[int64]bool)
+		for i, r := range results {
+			if accountOf(i) != acct {
+				continue
+			}
+			if seen[r.Balance.Remaining] {
+				t.Errorf("account %s: two admissions saw %d remaining", acct, r.Balance.Remaining)
+			}
+			seen[r.Balance.Remaining] = true
+		}
 	}
 }

@@ -62,7 +62,10 @@
 //
 // Every operation is one Lua script or one command, atomic in Redis, loaded on first use
 // (EVALSHA, falling back to EVAL once). Every script declares in KEYS every key it
-// touches, all in one slot.
+// touches, all in one slot. The two scripts of the hot path, admission and closing,
+// take steps: one run of the script performs, in order, the steps of every call of
+// one account that go out in one pipeline (see "Pipelines"), each exactly as it would
+// alone.
 //
 //   - Admit, the admission step: if the request's marker exists, the step was admitted
 //     before and is admitted again, taking nothing. Otherwise it checks, in order, the
@@ -72,7 +75,13 @@
 //     step refused unless the request already holds one) and the credits (renew the
 //     balance if its period has ended; refuse if it is short). Only when every part
 //     allows the call does it write: the new timestamp, ZADD of the lease, the debit,
-//     the usage counts and the marker. A refused step changes nothing.
+//     the usage counts and the marker. A refused step changes nothing. A run reads the
+//     clock, the key records, the timestamp, the number of live leases and the balance
+//     once, carries them from step to step as the steps change them, and writes what
+//     the admitted steps changed together (the timestamp, the lease set's lifetime,
+//     the debit, the usage counts) once, at the end: only the markers and the leases
+//     are written step by step. No step reads what is written at the end, and the run
+//     is atomic, so it does exactly what the steps would do one after the other.
 //   - Close, the settlement: ZREM the lease, and settle the reservation at most once.
 //     One SET of the marker to "d" with XX and GET settles it and reads what it held: an
 //     unknown reservation stays unknown; a marker that held no open reservation ("d",
@@ -80,8 +89,9 @@
 //     remembered for another Retention; a refund larger than the amount reserved is
 //     refused and the marker put back, the reservation open again for another
 //     [OpenReservationTTL]. The refund is credited, and the APIs uncounted, only if the
-//     reservation was made in the current period. Settle runs the same script; a Close
-//     that only frees the slot is one ZREM.
+//     reservation was made in the current period. A run frees the leases of all its
+//     steps with one ZREM and reads the balance once. Settle runs the same script, a
+//     run of one step; a Close that only frees the slot is one ZREM.
 //   - The plain methods (Reserve, Settle, Adjust, Balance, Usage, Open, Allow, Peek,
 //     Acquire, Renew, InUse, CheckKey, Keys) are one script each, Release and Account
 //     one command. Key management is off the call path and takes a few round trips:
@@ -90,53 +100,62 @@
 //
 // Redis runs the whole text of a script on every call, in one thread that every
 // instance shares, so the two scripts of the hot path are written for its CPU: they
-// define no functions (each would be a closure created on every call) and convert
-// between numbers and strings as little as Lua allows, each conversion costing about
-// half as much as a simple command (see scripts.go). Measured with callgrind on Redis
-// 7.0, counting the instructions Redis spends in EVALSHA with the arguments of a full
-// step (key check, rate, slot, credits), this took an admission from about 219,000
-// instructions to 176,000 and a closing with no refund from 82,000 to 62,000 (a
-// closing that refunds, from 118,000 to 79,000); with only the limits in Redis, an
-// admission from 161,000 to 122,000, and its closing, now a ZREM, from 32,000 to about
-// 3,000. About half of what remains is the thirteen commands an admission sends, and
-// a fifth the passing of its keys, arguments and reply. Redis Functions (FUNCTION LOAD,
-// FCALL), whose helpers are created once, would save about 2% more: not worth loading
-// them on every node and again after every restart or failover.
+// define few functions (each is a closure created on every call), convert between
+// numbers and strings as little as Lua allows, and take many calls' steps in one run,
+// which pays once for what the steps share: the script's invocation, the account's
+// reads and most of its writes (see scripts.go). Measured with callgrind on Redis 7.0,
+// counting the instructions Redis spends in EVALSHA, a paid call with every part in
+// Redis (key check, rate, slot, credits, then its closing) costs about 130,000
+// instructions when its account's calls go out in runs of 10 and 123,000 in runs of
+// 30, against 246,000 for the scripts of one step each that the runs replaced; a run
+// of one step costs 269,000, about 9% more than before, the price of carrying state
+// that it does not share. With calls spread over 1,000 accounts, where runs hold one
+// step, Redis's whole CPU per paid call did not change measurably (63 to 67 µs against
+// 67 to 69 µs, BenchmarkAdmitClose/step=full/accounts=1000/parallel). Redis Functions
+// (FUNCTION LOAD, FCALL), whose helpers are created once, saved about 2% on the
+// scripts of one step: not worth loading them on every node and again after every
+// restart or failover.
 //
 // # Pipelines
 //
 // Admissions and closings are the hot path, two scripts per paid call (a script and a
-// ZREM with only the limits in Redis). Under load they are pipelined: a call that finds
-// no pipeline in flight on its lane (one of four, taken in turn) goes out at once,
-// alone; calls that arrive while one is in flight go out together, up to Options.Batch
-// ([DefaultBatch]), when it returns. Each call is still one script (or command) with
-// its own atomicity and its own answer, and still one round trip; a busy instance just
-// makes far fewer of them, with fewer system calls and wake-ups on both sides. Under
-// load on this project's 2-core test machine, this doubled REST throughput on Redis
-// (about 5,000 to 10,000 paid calls a second, wrk with 64 connections, `go run
-// ./internal/cmd/restbench -compare memory,redis`). With every store in Redis, REST
-// calls reach 0.33 to 0.37 of the throughput of the memory stores there (medians of
-// sets of 4 to 6 rounds, Redis sharing the 2 cores, over TCP or a Unix socket alike);
-// Redis then spent about 75 to 85 µs of CPU per paid call, half of it in the two
-// scripts and a quarter in system calls, since at that rate few calls wait for a round
-// trip and a pipeline carries under two scripts on average. Those figures predate the
-// trimming of the scripts that "Scripts" describes, which took about a sixth off
-// Redis's CPU time per paid call (user and system together, over all of Redis's work),
-// from 128 to 107 µs: medians of 7 alternating runs of each version, on a busier
-// machine, with `restbench -compare redis,redis` and wrk. On that machine, with the
-// trimmed scripts, REST calls on Redis reached 0.31 to 0.34 of the memory stores'
-// throughput with wrk and 0.43 with restbench's own load generator (medians of 4 to 6
-// rounds); at 64 connections the machine then stays about 15% idle, so what limits
-// it is the latency of the two round trips rather than CPU. A script that Redis lost (a
-// restart, SCRIPT FLUSH) meets NOSCRIPT in the pipeline and is sent again with EVAL on
-// its own, which is safe since it did not run.
+// ZREM with only the limits in Redis). Under load they are pipelined, like a
+// database's group commit: a call that finds no pipeline in flight on its lane goes
+// out at once, alone; calls that arrive while one is in flight go out together, up to
+// Options.Batch ([DefaultBatch]), when it returns. A call's lane (one of four) is
+// chosen by its first key, so the calls of one account share a lane, and its
+// admissions and its closings (whose first keys differ) most often have a lane each.
+// In a pipeline, the calls of one account and one script are merged into one run of
+// the script, the steps in the order the calls arrived; runs of different accounts
+// or scripts follow each other in the pipeline in the order of their first call.
+// That order may differ from the calls' arrival (a closing can take effect after an
+// admission that arrived later), which is sound: the calls of a pipeline were all in
+// flight at once, so any order is one they could have taken. Each call still gets its
+// own answer, exactly what it would have got alone in that order, and still costs one
+// round trip; a busy instance just makes far fewer of them, with fewer system calls
+// and wake-ups on both sides, and a hot account's calls share its reads and writes.
+// A failed run fails every call in it, in doubt, as a lone call's failure would.
+//
+// On this project's 2-core test machine, with wrk and 64 connections on one account's
+// key, REST calls with every store in Redis reach 0.40 to 0.45 of the throughput of
+// the memory stores (medians of sets of 4 to 6 rounds, `go run ./internal/cmd/restbench
+// -client wrk -compare memory,redis`; 0.43 with restbench's own load generator),
+// against 0.32 to 0.36 for the previous version (one script run per call, lanes taken
+// in turn) in alternating sets in the same hour. Redis sharing the 2 cores then spends
+// about 27 to 40 µs of CPU per paid call, and the Go process 60 to 100 µs, against
+// 50 to 64 µs for a call on the memory stores; restbench prints these per call. A
+// script that Redis lost (a restart, SCRIPT FLUSH) meets NOSCRIPT in the pipeline and
+// is sent again with EVAL on its own, which is safe since it did not run.
 //
 // The rate limit reproduces [billing.GCRA] exactly. Lua has only doubles, exact below
 // 2^53, so times travel as (Unix seconds, nanoseconds) and the arithmetic runs on the
 // distance between the stored timestamp and now; windows (Burst emission intervals)
 // are limited to 2^52 ns, about 52 days. Lease ends and credit periods are Unix
 // microseconds. Balances change with HINCRBY (64-bit integers) and are read back as
-// strings, so they are exact.
+// strings; an admission run carries the remaining and used credits as pairs of Lua
+// numbers (v = hi*10^9 + lo), so they are exact over the whole 64-bit range, and
+// refuses a debit that would take the used count past 2^63-1 (HINCRBY would fail
+// after the run had written its markers).
 //
 // # Clocks
 //

@@ -1,6 +1,12 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/billing"
+)
 
 // Scripts lists every script of the package by name, so that the tests can check that
 // each one ran, and on which keys.
@@ -19,4 +25,61 @@ func (s *Store) Queued() int {
 		return 0
 	}
 	return s.batches.Queued()
+}
+
+// Lanes returns the lanes of an account's admissions and closings.
+func (s *Store) Lanes(account string) (admit, close int) {
+	a := s.account(account)
+	return laneOf(a.record()), laneOf(a.leases())
+}
+
+// Together performs admission steps (billing.Step) and closings (billing.Closing) as
+// the calls of one batch: their scripts' steps merged into runs, one pipeline. It
+// returns, for each, its result (billing.StepResult or billing.Balance) and error, and
+// the order in which they took effect.
+func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int) {
+	results, errs := make([]any, len(ops)), make([]error, len(ops))
+	var order []int
+	var calls []scriptCall
+	var of []int // the op of each call
+	for i, op := range ops {
+		var c scriptCall
+		switch op := op.(type) {
+		case billing.Step:
+			c, results[i], errs[i] = s.admitCall(op)
+		case billing.Closing:
+			results[i] = billing.Balance{}
+			c, errs[i] = s.closeCall(op)
+		}
+		if c.args != nil && errs[i] == nil {
+			calls, of = append(calls, c), append(of, i)
+		} else {
+			order = append(order, i) // decided without Redis
+		}
+	}
+	if len(calls) == 0 {
+		return results, errs, order
+	}
+	for _, r := range runs(calls) {
+		for _, j := range r.of {
+			order = append(order, of[j])
+		}
+	}
+	replies, err := s.pipeline(ctx, "", calls)
+	for j, i := range of {
+		if err == nil {
+			err = replies[j].err
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		switch op := ops[i].(type) {
+		case billing.Step:
+			results[i], errs[i] = admission(op, replies[j].val)
+		case billing.Closing:
+			results[i], errs[i] = closing(op, replies[j].val)
+		}
+	}
+	return results, errs, order
 }

@@ -97,12 +97,12 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	return b, nil
 }
 
-// settleArgs returns closeScript's arguments after the member and the release flag:
-// refund, -refund, period, allowance, retention, open reservation TTL, then the APIs to
-// uncount.
+// settleArgs returns a step's arguments of closeScript after the member and the release
+// flag: refund, -refund, period, allowance, retention, open reservation TTL, then the
+// number of APIs to uncount and the APIs.
 func (s *Store) settleArgs(st billing.Settlement, args []any) []any {
 	ps, pe := periodArgs(st.Period)
-	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open)
+	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open, len(st.Uncount))
 	for _, api := range st.Uncount {
 		args = append(args, api)
 	}
@@ -113,7 +113,7 @@ func (s *Store) settleArgs(st billing.Settlement, args []any) []any {
 func settleResult(st int64, b billing.Balance, s billing.Settlement) (billing.Balance, error) {
 	switch st {
 	case stUnknown:
-		return b, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, store.ErrNotFound)
+		return billing.Balance{}, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, store.ErrNotFound)
 	case stConflict:
 		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d is more than was reserved: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
 	}
@@ -129,8 +129,8 @@ func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Bala
 		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
 	}
 	a := s.account(st.Account)
-	reply, err := s.run(ctx, closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(st.Request)},
-		s.settleArgs(st, append(make([]any, 0, 9+len(st.Uncount)), "", ""))...)
+	reply, err := s.runAlone(ctx, scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(st.Request)},
+		s.settleArgs(st, append(make([]any, 0, 10+len(st.Uncount)), "", "")), 3})
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "settlement %s of account %q", st.Request, st.Account)
 	}

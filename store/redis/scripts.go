@@ -16,16 +16,23 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // Cost: Redis runs a script's whole text on every call, so every function it defines is
 // created anew each time, and Lua's conversions between numbers and strings are slow.
-// In instructions of Redis 7.0 (callgrind), where a simple command called from a script
-// costs about 2,900 and a whole admission 176,000: a helper function defined and
-// called, about 1,200; tonumber, 1,400 to 2,000 (it parses its argument twice); s + 0,
-// 600 to 900; string.format with '%d', 2,000, and with '%.0f', 5,000; a number rather
-// than a string passed to redis.call, 3,800 more (Redis formats it with '%.17g'). The
-// two scripts of the hot path (admitScript, closeScript) therefore define no helper but
-// idiv, read numbers by arithmetic (s + 0) and format the numbers they send with '%d',
-// which is exact for integers below 2^53, negative ones too, on the 64-bit builds Redis
-// runs on. The other scripts prepend only the helper groups they call (libTime,
-// libRate, libSlot, libBalance).
+// In instructions of Redis 7.0 (callgrind): a simple command called from a script
+// costs about 2,900 to run and as much again to pass its arguments and reply between
+// Lua and Redis; each key or argument of the script, about 650 to pass; a helper
+// function defined and called, about 1,200; tonumber, 1,400 to 2,000 (it parses its
+// argument twice); s + 0, 600 to 900; string.format with '%d', 2,000, and with
+// '%.0f', 5,000; a number rather than a string passed to redis.call, 3,800 more
+// (Redis formats it with '%.17g'); a table in a script's reply, about 3,000 beyond its
+// values. The two scripts of the hot path (admitScript, closeScript) therefore take
+// the steps of many calls in one run and read the account's state once for all of
+// them (see admitScript), reply one flat list, define few helpers, read numbers by
+// arithmetic (s + 0) and format the numbers they send with '%d', which is exact for
+// integers below 2^53, negative ones too, on the 64-bit builds Redis runs on. A paid
+// call (an admission and its closing, every part in Redis) costs about 130,000
+// instructions in runs of 10 steps and 123,000 in runs of 30, against 246,000 for the
+// scripts of one step each that these replaced; a run of one step costs 269,000, the
+// price of carrying state that it does not share. The other scripts prepend only the
+// helper groups they call (libTime, libRate, libSlot, libBalance).
 
 // libIdiv is the integer division every script of the limits needs, admitScript's
 // only helper. Redis keeps the scripts' globals read-only, so every helper is local.
@@ -161,215 +168,402 @@ const (
 	stUnknown      = 4 // unknown reservation
 )
 
-// admitScript performs an admission step: replay check, key check, rate, slot,
-// credits, every check before any write. It is the hot path, written out for speed
-// (see Cost above).
+// admitScript performs the admission steps of one account, in order: for each, replay
+// check, key check, rate, slot, credits, every check before any write, exactly as if
+// each step ran alone, one after the other. It is the hot path, written out for speed
+// (see Cost above): what the steps read (the server's clock, the key records, the rate
+// timestamp, the live leases, the balance) is read once and then carried in the
+// script as each step changes it, and what the admitted steps change together (the
+// timestamp, the lease set's lifetime, the debit, the usage counts) is written once,
+// at the end; only the markers and the leases are written step by step. No step reads
+// what is written at the end, and a script is atomic, so the result is the same.
 //
 // KEYS: 1 account record, 2 key records, 3 rate timestamp, 4 leases, 5 balance,
-// 6 usage, 7 the request's marker.
-// ARGV: 1 clock mode, 2 now s, 3 now ns, 4 member (request id),
-// 5 key mode (empty: none, 'k' key, 's' session), 6 key id, 7 key hash,
-// 8 emission interval ns (empty: no rate), 9 window ns,
-// 10 ceiling (empty: no slot), 11 lease us, 12 lease set TTL ms,
-// 13 amount (empty: no credits), 14 -amount, 15 period start us, 16 period end us,
-// 17 allowance, 18 the marker's TTL ms (an open reservation's with credits, else the
-// retention), 19.. APIs.
+// 6 usage, then the marker of each step (6 + i for step i).
+// ARGV: one block per step, in order: 1 clock mode, 2 now s, 3 now ns, 4 member
+// (request id), 5 key mode (empty: none, 'k' key, 's' session), 6 key id, 7 key hash,
+// 8 emission interval ns (empty: no rate), 9 window ns, 10 ceiling (empty: no slot),
+// 11 lease us, 12 lease set TTL ms, 13 amount (empty: no credits), 14 period start us,
+// 15 period end us, 16 allowance, 17 the marker's TTL ms (an open reservation's with
+// credits, else the retention), 18 the number k of APIs, 19..18+k the APIs.
 //
-// Reply: status, denial, key state, rate allowed, remaining, retry ns, reset ns,
-// slot acquired, in use, then the balance (remaining, used, allowance, start, end).
+// Reply: for each step in turn, 16 values: status, denial, key state, rate allowed,
+// remaining, retry ns, reset ns, slot acquired, in use, then the balance: remaining and
+// used as pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end.
 var admitScript = goredis.NewScript(libIdiv + `
 -- Numbers: a string becomes a number by arithmetic (x + 0 parses it once, tonumber
--- twice), and a number sent to Redis is formatted with '%d', exact below 2^53.
-local hasRate, hasSlot, hasCredits = ARGV[8] ~= '', ARGV[10] ~= '', ARGV[13] ~= ''
-local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0', '0', '0'} -- the reply
+-- twice), and a number sent to Redis is formatted with '%d', exact below 2^53. Credits
+-- are 64-bit integers: the script carries them exactly as pairs (hi, lo), the value
+-- hi * 10^9 + lo with 0 <= lo < 10^9.
+local G = 1000000000
 
--- Now, for the limits: Unix seconds s, nanoseconds ns and microseconds nowus, from the
--- server's clock (TIME answers seconds and microseconds) or the caller's.
-local s, ns, nowus
-if hasRate or hasSlot then
-  if ARGV[1] == 's' then
-    local t = redis.call('TIME')
-    local us = t[2] + 0
-    s = t[1] + 0
-    ns, nowus = us * 1000, s * 1000000 + us
+-- split reads a decimal integer as a pair.
+local function split(x)
+  if #x <= 15 then -- exact as a number
+    local v = x + 0
+    local lo = v % G
+    return (v - lo) / G, lo
+  end
+  local neg = string.byte(x) == 45
+  if neg then x = string.sub(x, 2) end
+  local n, hi, lo = #x, 0, 0
+  if n > 9 then
+    hi, lo = string.sub(x, 1, n - 9) + 0, string.sub(x, n - 8) + 0
   else
-    s, ns = ARGV[2] + 0, ARGV[3] + 0
-    nowus = s * 1000000 + idiv(ns, 1000)
+    lo = x + 0
   end
+  if not neg then return hi, lo end
+  if lo == 0 then return -hi, 0 end
+  return -hi - 1, G - lo
 end
 
--- A step replayed after it was admitted is admitted again and takes nothing: each part
--- below only reports what it reads.
-local replay = redis.call('EXISTS', KEYS[7]) == 1
-
--- Key: the record has this hash and is not revoked; for a session, the account exists.
-if not replay then
-  if ARGV[5] == 'k' then
-    local k = redis.call('HMGET', KEYS[2], ARGV[6] .. ':h', ARGV[6] .. ':rev')
-    if k[1] ~= ARGV[7] then r[2], r[3] = 1, 1; return r end
-    if k[2] then r[2], r[3] = 1, 2; return r end
-  elseif ARGV[5] == 's' then
-    if redis.call('EXISTS', KEYS[1]) == 0 then r[2], r[3] = 1, 1; return r end
-  end
+-- text returns a pair in decimal.
+local function text(hi, lo)
+  if hi > -9007199 and hi < 9007199 then return string.format('%d', hi * G + lo) end
+  if hi >= 0 then return string.format('%d%09d', hi, lo) end
+  if lo == 0 then return string.format('-%d000000000', -hi) end
+  return string.format('-%d%09d', -hi - 1, G - lo)
 end
 
--- Rate, as billing.GCRA decides it, relative to now (as gcra in libRate): t is the
--- stored theoretical arrival time "<s> <ns>" minus now in nanoseconds, or 0 if it has
--- passed or there is none; e is the emission interval and window Burst*e.
-local nxt
-if hasRate then
-  local e, window = ARGV[8] + 0, ARGV[9] + 0
-  local t, ts, tns = 0
-  local v = redis.call('GET', KEYS[3])
-  if v then ts, tns = string.match(v, '^(%-?%d+) (%d+)$') end
-  if ts then
-    t = (ts - s) * 1000000000 + (tns - ns)
-    if t < 0 then t = 0 end
-  end
-  if replay then
-    r[4], r[7] = 1, t
-    if t <= window then r[5] = idiv(window - t, e) end
-  else
-    nxt = t + e
-    if nxt > window then r[2], r[6], r[7] = 2, nxt - window, t; return r end
-    r[4], r[5], r[7] = 1, idiv(window - nxt, e), nxt
-  end
-end
+local n = #KEYS - 6
+local out = {}
+-- Carried from step to step: the server's clock (srvS, srvNs, srvUs), read once; the
+-- record of the key checked last (keyID, keyRec) and whether the account exists (acct); the rate
+-- timestamp (tatS, tatNs; none if tatS is nil) and, once a step moved it, its
+-- lifetime (tatPX); the live leases zN counted at zUs (nil: to count again); the lease
+-- set's lifetime to set (pexp, with GT if pexpGT; pexpN, its value once needed); the
+-- balance b (allowance and period as stored), its remaining and used credits as pairs;
+-- the number of steps that charged it since it was read or renewed (charges), the
+-- first one's offset (first), and, from the second one, the debit (chgHi, chgLo) and
+-- the usage counts by API (counts) to write.
+local srvS, srvNs, srvUs
+local keyID, keyRec, acct
+local tatRead, tatS, tatNs, tatPX
+local zN, zUs
+local pexp, pexpN, pexpGT
+local b, remHi, remLo, usedHi, usedLo
+local charges, first, chgHi, chgLo, counts = 0, nil, 0, 0, nil
 
--- Slot: count the live leases (ending after now); only a full set is pruned and asked
--- whether this request holds a lease already, so the common case reads once.
-local n
-if hasSlot then
-  n = redis.call('ZCOUNT', KEYS[4], string.format('(%d', nowus), '+inf')
-  if not replay then
-    if n >= ARGV[10] + 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', string.format('%d', nowus))
-      n = redis.call('ZCARD', KEYS[4])
-      if not redis.call('ZSCORE', KEYS[4], ARGV[4]) then
-        if n >= ARGV[10] + 0 then r[2], r[9] = 3, n; return r end
-        n = n + 1
+local o = 0 -- the offset of the step's block in ARGV
+for i = 1, n do
+  local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0'} -- the step's reply
+  local hasRate, hasSlot, hasCredits = ARGV[o + 8] ~= '', ARGV[o + 10] ~= '', ARGV[o + 13] ~= ''
+  local napis = ARGV[o + 18] + 0
+  local marker = KEYS[6 + i]
+  repeat -- a step ends early with break
+
+    -- Now, for the limits: Unix seconds s, nanoseconds ns and microseconds nowus, from
+    -- the server's clock (TIME answers seconds and microseconds) or the caller's.
+    local s, ns, nowus
+    if hasRate or hasSlot then
+      if ARGV[o + 1] == 's' then
+        if not srvS then
+          local t = redis.call('TIME')
+          local us = t[2] + 0
+          srvS = t[1] + 0
+          srvNs, srvUs = us * 1000, srvS * 1000000 + us
+        end
+        s, ns, nowus = srvS, srvNs, srvUs
+      else
+        s, ns = ARGV[o + 2] + 0, ARGV[o + 3] + 0
+        nowus = s * 1000000 + idiv(ns, 1000)
       end
-    else
-      n = n + 1
     end
+
+    -- A step replayed after it was admitted is admitted again and takes nothing: each
+    -- part below only reports what it reads.
+    local replay = redis.call('EXISTS', marker) == 1
+
+    -- Key: the record has this hash and is not revoked; for a session, the account
+    -- exists.
+    if not replay then
+      local mode = ARGV[o + 5]
+      if mode == 'k' then
+        local id = ARGV[o + 6]
+        if id ~= keyID then
+          keyID, keyRec = id, redis.call('HMGET', KEYS[2], id .. ':h', id .. ':rev')
+        end
+        local k = keyRec
+        if k[1] ~= ARGV[o + 7] then r[2], r[3] = 1, 1; break end
+        if k[2] then r[2], r[3] = 1, 2; break end
+      elseif mode == 's' then
+        if acct == nil then acct = redis.call('EXISTS', KEYS[1]) == 1 end
+        if not acct then r[2], r[3] = 1, 1; break end
+      end
+    end
+
+    -- Rate, as billing.GCRA decides it, relative to now (as gcra in libRate): t is the
+    -- timestamp minus now in nanoseconds, or 0 if it has passed or there is none; e is
+    -- the emission interval and window Burst*e.
+    local nxt
+    if hasRate then
+      if not tatRead then
+        tatRead = true
+        local v = redis.call('GET', KEYS[3])
+        if v then
+          local ts, tns = string.match(v, '^(%-?%d+) (%d+)$')
+          if ts then tatS, tatNs = ts + 0, tns + 0 end
+        end
+      end
+      local e, window = ARGV[o + 8] + 0, ARGV[o + 9] + 0
+      local t = 0
+      if tatS then
+        t = (tatS - s) * 1000000000 + (tatNs - ns)
+        if t < 0 then t = 0 end
+      end
+      if replay then
+        r[4], r[7] = 1, t
+        if t <= window then r[5] = idiv(window - t, e) end
+      else
+        nxt = t + e
+        if nxt > window then r[2], r[6], r[7] = 2, nxt - window, t; break end
+        r[4], r[5], r[7] = 1, idiv(window - nxt, e), nxt
+      end
+    end
+
+    -- Slot: count the live leases (ending after now); only a full set is pruned and
+    -- asked whether this request holds a lease already, so the common case reads once.
+    local nl
+    if hasSlot then
+      if zUs ~= nowus then
+        zN, zUs = redis.call('ZCOUNT', KEYS[4], string.format('(%d', nowus), '+inf'), nowus
+      end
+      nl = zN
+      if not replay then
+        local ceiling = ARGV[o + 10] + 0
+        if nl >= ceiling then
+          redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', string.format('%d', nowus))
+          nl = redis.call('ZCARD', KEYS[4])
+          zN = nl
+          if not redis.call('ZSCORE', KEYS[4], ARGV[o + 4]) then
+            if nl >= ceiling then r[2], r[9] = 3, nl; break end
+            nl = nl + 1
+          end
+        else
+          nl = nl + 1
+        end
+      end
+      r[8], r[9] = 1, nl
+    end
+
+    -- Credits: renewed first if the step's period starts later than the stored one
+    -- (equal strings are the common case and need no parsing).
+    local amtHi, amtLo, nuHi, nuLo
+    if hasCredits then
+      if not b then
+        b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe')
+        if b[4] then
+          remHi, remLo = split(b[1] or '0')
+          usedHi, usedLo = split(b[2] or '0')
+        end
+      end
+      if not b[4] then r[1] = 1; break end
+      local ps = ARGV[o + 14]
+      if ps ~= b[4] and ps + 0 > b[4] + 0 then
+        local allow = ARGV[o + 16]
+        redis.call('HSET', KEYS[5], 'rem', allow, 'used', '0', 'allow', allow, 'ps', ps, 'pe', ARGV[o + 15])
+        redis.call('DEL', KEYS[6])
+        -- The renewal overwrites the debit and the usage counts of the steps before.
+        b = {allow, '0', allow, ps, ARGV[o + 15]}
+        remHi, remLo = split(allow)
+        usedHi, usedLo, charges, first, chgHi, chgLo, counts = 0, 0, 0, nil, 0, 0, nil
+      end
+      -- Short: less remaining than the amount, or a used count that would pass
+      -- 2^63 - 1 (which HINCRBY would refuse).
+      amtHi, amtLo = split(ARGV[o + 13])
+      nuHi, nuLo = usedHi + amtHi, usedLo + amtLo
+      if nuLo >= G then nuHi, nuLo = nuHi + 1, nuLo - G end
+      if replay or remHi < amtHi or (remHi == amtHi and remLo < amtLo) or
+          nuHi > 9223372036 or (nuHi == 9223372036 and nuLo > 854775807) then
+        if not replay then r[2] = 4 end
+        r[10], r[11], r[12], r[13], r[14], r[15], r[16] = remHi, remLo, usedHi, usedLo, b[3] or '0', b[4], b[5] or '0'
+        break
+      end
+    end
+    if replay then break end
+
+    -- Every part allows the call: record them all.
+    if hasRate then
+      -- The new timestamp, now + nxt, written at the end.
+      local total = ns + nxt
+      local carry = idiv(total, 1000000000)
+      tatS, tatNs, tatPX = s + carry, total - carry * 1000000000, idiv(nxt, 1000000) + 1001
+    end
+    if hasSlot then
+      -- The lease. The set lives at least ARGV[o + 12] ms, its longest lease and a
+      -- margin: if it held live leases before (nl > 1), each of them set its lifetime,
+      -- which is then only extended (GT); if not, its lifetime is simply set. Set at
+      -- the end, once: a plain lifetime and then GT ones make the longest of them,
+      -- plain.
+      if redis.call('ZADD', KEYS[4], string.format('%d', nowus + ARGV[o + 11]), ARGV[o + 4]) == 1 then
+        zN = zN + 1
+      else
+        zUs = nil -- a lease renewed, perhaps one that had ended: count again
+      end
+      local ttl = ARGV[o + 12]
+      if nl > 1 then
+        if not pexp then
+          pexp, pexpN, pexpGT = ttl, nil, true
+        elseif ttl ~= pexp then
+          pexpN = pexpN or pexp + 0
+          local t = ttl + 0
+          if t > pexpN then pexp, pexpN = ttl, t end
+        end
+      else
+        pexp, pexpN, pexpGT = ttl, nil, false
+      end
+    end
+    if hasCredits then
+      remHi, remLo = remHi - amtHi, remLo - amtLo
+      if remLo < 0 then remHi, remLo = remHi - 1, remLo + G end
+      usedHi, usedLo = nuHi, nuLo
+      chgHi, chgLo = chgHi + amtHi, chgLo + amtLo
+      if chgLo >= G then chgHi, chgLo = chgHi + 1, chgLo - G end
+      charges = charges + 1
+      if charges == 1 then
+        first = o -- written from its own arguments, if it stays the only one
+      else
+        if charges == 2 then
+          counts = {}
+          for j = first + 19, first + 18 + ARGV[first + 18] do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
+        end
+        for j = o + 19, o + 18 + napis do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
+      end
+      redis.call('SET', marker, 'o ' .. ARGV[o + 13] .. ' ' .. b[4], 'PX', ARGV[o + 17])
+      r[10], r[11], r[12], r[13], r[14], r[15], r[16] = remHi, remLo, usedHi, usedLo, b[3] or '0', b[4], b[5] or '0'
+    else
+      redis.call('SET', marker, 'a', 'PX', ARGV[o + 17])
+    end
+  until true
+  if n == 1 then
+    out = r
+  else
+    local b0 = (i - 1) * 16
+    for k = 1, 16 do out[b0 + k] = r[k] end
   end
-  r[8], r[9] = 1, n
+  o = o + 18 + napis
 end
 
--- Credits: the balance as strings (remaining, used, allowance, period start and end),
--- renewed first if the step's period starts later than the stored one (equal strings
--- are the common case and need no parsing).
-local b
-if hasCredits then
-  b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe')
-  if not b[4] then r[1] = 1; return r end
-  if ARGV[15] ~= b[4] and ARGV[15] + 0 > b[4] + 0 then
-    redis.call('HSET', KEYS[5], 'rem', ARGV[17], 'used', '0', 'allow', ARGV[17], 'ps', ARGV[15], 'pe', ARGV[16])
-    redis.call('DEL', KEYS[6])
-    b = {ARGV[17], '0', ARGV[17], ARGV[15], ARGV[16]}
-  end
-  if replay or b[1] + 0 < ARGV[13] + 0 then
-    if not replay then r[2] = 4 end
-    for i = 1, 5 do r[9 + i] = b[i] or '0' end
-    return r
-  end
+-- What the admitted steps changed together, dropped a second after the bucket is full
+-- again for the timestamp, when it no longer matters.
+if tatPX then
+  redis.call('SET', KEYS[3], string.format('%d %d', tatS, tatNs), 'PX', string.format('%d', tatPX))
 end
-if replay then return r end
-
--- Every part allows the call: record them all.
-if hasRate then
-  -- The new timestamp, now + nxt as "<s> <ns>", dropped a second after the bucket is
-  -- full again, when it no longer matters.
-  local total = ns + nxt
-  local carry = idiv(total, 1000000000)
-  redis.call('SET', KEYS[3], string.format('%d %d', s + carry, total - carry * 1000000000),
-    'PX', string.format('%d', idiv(nxt, 1000000) + 1001))
-end
-if hasSlot then
-  -- The lease; the set lives at least ARGV[12] ms, its longest lease and a margin. If it
-  -- held live leases before (n > 1), each of them set its lifetime, which is then only
-  -- extended (GT); if not, its lifetime is simply set.
-  redis.call('ZADD', KEYS[4], string.format('%d', nowus + ARGV[11]), ARGV[4])
-  if n > 1 then
-    redis.call('PEXPIRE', KEYS[4], ARGV[12], 'GT')
+if pexp then
+  if pexpGT then
+    redis.call('PEXPIRE', KEYS[4], pexp, 'GT')
   else
-    redis.call('PEXPIRE', KEYS[4], ARGV[12])
+    redis.call('PEXPIRE', KEYS[4], pexp)
   end
 end
-if hasCredits then
-  local rem = redis.call('HINCRBY', KEYS[5], 'rem', ARGV[14])
-  local used = redis.call('HINCRBY', KEYS[5], 'used', ARGV[13])
-  for i = 19, #ARGV do redis.call('HINCRBY', KEYS[6], ARGV[i], '1') end
-  redis.call('SET', KEYS[7], 'o ' .. ARGV[13] .. ' ' .. b[4], 'PX', ARGV[18])
-  if rem < 9007199254740992 and rem > -9007199254740992 and used < 9007199254740992 and used > -9007199254740992 then
-    -- The new balance is the one read, with the two counters as HINCRBY answered
-    -- (exact as numbers below 2^53; beyond, they are read back as strings).
-    r[10], r[11], r[12], r[13], r[14] = rem, used, b[3], b[4], b[5]
-  else
-    b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe')
-    for i = 1, 5 do r[9 + i] = b[i] or '0' end
+if charges == 1 then
+  local amt = ARGV[first + 13]
+  if amt ~= '0' then
+    redis.call('HINCRBY', KEYS[5], 'rem', '-' .. amt)
+    redis.call('HINCRBY', KEYS[5], 'used', amt)
   end
-else
-  redis.call('SET', KEYS[7], 'a', 'PX', ARGV[18])
+  for j = first + 19, first + 18 + ARGV[first + 18] do redis.call('HINCRBY', KEYS[6], ARGV[j], '1') end
+elseif charges > 1 then
+  if chgHi ~= 0 or chgLo ~= 0 then
+    local c = text(chgHi, chgLo)
+    redis.call('HINCRBY', KEYS[5], 'rem', '-' .. c)
+    redis.call('HINCRBY', KEYS[5], 'used', c)
+  end
+  for api, c in pairs(counts) do redis.call('HINCRBY', KEYS[6], api, string.format('%d', c)) end
 end
-return r
+return out
 `)
 
-// closeScript frees a slot and settles a reservation at most once; Settle runs it too,
-// freeing nothing. It is the hot path, written out for speed (see Cost above).
+// closeScript frees the slots and settles the reservations of one account's calls,
+// each at most once, in order, as if each closing ran alone; Settle runs it too,
+// freeing nothing. It is the hot path, written out for speed (see Cost above): the
+// leases are freed with one ZREM and the balance is read once.
 //
-// KEYS: 1 leases, 2 balance, 3 usage, 4 the request's marker.
-// ARGV: 1 member, 2 release ('1' or empty), 3 refund, 4 -refund, 5 period start us,
-// 6 period end us, 7 allowance, 8 retention ms, 9 open reservation TTL ms, 10.. APIs to
-// uncount.
+// KEYS: 1 leases, 2 balance, 3 usage, then the marker of each step (3 + i for step i).
+// ARGV: one block per step, in order: 1 member, 2 release ('1' or empty), 3 refund,
+// 4 -refund, 5 period start us, 6 period end us, 7 allowance, 8 retention ms, 9 open
+// reservation TTL ms, 10 the number k of APIs to uncount, 11..10+k the APIs.
 //
-// Reply: status, then the balance (remaining, used, allowance, start, end). Status 0 ok,
-// 1 no balance, 2 refund too large, 4 unknown reservation.
+// Reply: for each step in turn, 6 values: status, then the balance (remaining, used,
+// allowance, start, end). Status 0 ok, 1 no balance, 2 refund too large, 4 unknown
+// reservation; with 1 and 4, the balance is zeros.
 var closeScript = goredis.NewScript(`
-if ARGV[2] == '1' then redis.call('ZREM', KEYS[1], ARGV[1]) end
-
--- The balance as strings, renewed first if the period starts later than the stored one.
-local b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe')
-if not b[4] then return {1} end
-if ARGV[5] ~= b[4] and ARGV[5] + 0 > b[4] + 0 then
-  redis.call('HSET', KEYS[2], 'rem', ARGV[7], 'used', '0', 'allow', ARGV[7], 'ps', ARGV[5], 'pe', ARGV[6])
-  redis.call('DEL', KEYS[3])
-  b = {ARGV[7], '0', ARGV[7], ARGV[5], ARGV[6]}
+local n = #KEYS - 3
+local o = 0
+if n == 1 then
+  if ARGV[2] == '1' then redis.call('ZREM', KEYS[1], ARGV[1]) end
+else
+  local free = {}
+  for i = 1, n do
+    if ARGV[o + 2] == '1' then free[#free + 1] = ARGV[o + 1] end
+    o = o + 10 + ARGV[o + 10]
+  end
+  if #free > 0 then redis.call('ZREM', KEYS[1], unpack(free)) end
 end
 
--- The marker becomes "d" (settled), and the reservation it held, "o <amount> <period
--- start>", is read in the same command; XX leaves an unknown reservation unknown.
-local m = redis.call('SET', KEYS[4], 'd', 'XX', 'PX', ARGV[8], 'GET')
-if not m then return {4} end
-local amt, rps = string.match(m, '^o (%d+) (%-?%d+)$')
-if not amt then
-  -- Settled before (or an adjustment, or an admission without credits): at most once.
-  -- The marker stays done, remembered for another retention.
-  return {0, b[1], b[2], b[3], b[4], b[5]}
+local out, b = {}, nil -- b: the balance, read once, as the steps change it
+o = 0
+for i = 1, n do
+  local marker, nu, st = KEYS[3 + i], ARGV[o + 10], 0
+  repeat -- a step ends early with break
+    -- The balance, renewed first if the period starts later than the stored one.
+    if not b then b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe') end
+    if not b[4] then st = 1; break end
+    local ps = ARGV[o + 5]
+    if ps ~= b[4] and ps + 0 > b[4] + 0 then
+      redis.call('HSET', KEYS[2], 'rem', ARGV[o + 7], 'used', '0', 'allow', ARGV[o + 7], 'ps', ps, 'pe', ARGV[o + 6])
+      redis.call('DEL', KEYS[3])
+      b = {ARGV[o + 7], '0', ARGV[o + 7], ps, ARGV[o + 6]}
+    end
+
+    -- The marker becomes "d" (settled), and the reservation it held, "o <amount>
+    -- <period start>", is read in the same command; XX leaves an unknown reservation
+    -- unknown.
+    local m = redis.call('SET', marker, 'd', 'XX', 'PX', ARGV[o + 8], 'GET')
+    if not m then st = 4; break end
+    local amt, rps = string.match(m, '^o (%d+) (%-?%d+)$')
+    -- Settled before (or an adjustment, or an admission without credits): at most
+    -- once. The marker stays done, remembered for another retention.
+    if not amt then break end
+    local refund = ARGV[o + 3]
+    if refund ~= '0' and refund + 0 > amt + 0 then
+      -- Refused: the reservation is put back, open, for another open reservation TTL.
+      redis.call('SET', marker, m, 'PX', ARGV[o + 9])
+      st = 2
+      break
+    end
+    -- Nothing to give back (or the reservation's period has passed): the balance is
+    -- as read.
+    if rps ~= b[4] or (refund == '0' and nu == '0') then break end
+    local rem = redis.call('HINCRBY', KEYS[2], 'rem', refund)
+    local used = redis.call('HINCRBY', KEYS[2], 'used', ARGV[o + 4])
+    for j = o + 11, o + 10 + nu do
+      local c = redis.call('HGET', KEYS[3], ARGV[j])
+      if c and c + 0 > 0 then redis.call('HINCRBY', KEYS[3], ARGV[j], '-1') end
+    end
+    if rem < 9007199254740992 and rem > -9007199254740992 and used < 9007199254740992 and used > -9007199254740992 then
+      -- The new balance is the one read, with the two counters as HINCRBY answered.
+      b = {rem, used, b[3], b[4], b[5]}
+    else
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe')
+      for j = 1, 5 do b[j] = b[j] or '0' end
+    end
+  until true
+  local r
+  if st == 1 or st == 4 then
+    r = {st, 0, 0, 0, 0, 0}
+  else
+    r = {st, b[1], b[2], b[3], b[4], b[5]}
+  end
+  if n == 1 then
+    out = r
+  else
+    local b0 = (i - 1) * 6
+    for k = 1, 6 do out[b0 + k] = r[k] end
+  end
+  o = o + 10 + nu
 end
-local refund = ARGV[3]
-if refund ~= '0' and refund + 0 > amt + 0 then
-  -- Refused: the reservation is put back, open, for another open reservation TTL.
-  redis.call('SET', KEYS[4], m, 'PX', ARGV[9])
-  return {2, b[1], b[2], b[3], b[4], b[5]}
-end
-if rps ~= b[4] or (refund == '0' and #ARGV < 10) then
-  -- Nothing to give back (or the reservation's period has passed): the balance is as
-  -- read.
-  return {0, b[1], b[2], b[3], b[4], b[5]}
-end
-local rem = redis.call('HINCRBY', KEYS[2], 'rem', refund)
-local used = redis.call('HINCRBY', KEYS[2], 'used', ARGV[4])
-for i = 10, #ARGV do
-  local c = redis.call('HGET', KEYS[3], ARGV[i])
-  if c and c + 0 > 0 then redis.call('HINCRBY', KEYS[3], ARGV[i], '-1') end
-end
-if rem < 9007199254740992 and rem > -9007199254740992 and used < 9007199254740992 and used > -9007199254740992 then
-  -- The new balance is the one read, with the two counters as HINCRBY answered.
-  return {0, rem, used, b[3], b[4], b[5]}
-end
-b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe')
-return {0, b[1] or '0', b[2] or '0', b[3] or '0', b[4] or '0', b[5] or '0'}
+return out
 `)
 
 // rateScript decides (and with ARGV[6] = '1' records) one event.

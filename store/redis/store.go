@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -37,7 +37,6 @@ type Store struct {
 	// batches pipelines concurrent admissions and closings; nil when Options.Batch
 	// is 1.
 	batches *batch.Combiner[scriptCall, scriptReply]
-	next    atomic.Uint32 // round robin over the lanes
 }
 
 // Interface guards.
@@ -78,7 +77,9 @@ type Options struct {
 	// that finds no pipeline in flight on its lane is sent at once, alone; calls that
 	// arrive while one is in flight are sent together when it returns, so a busy
 	// service makes far fewer round trips and system calls (on both sides) and an idle
-	// one pays no delay. Each call is still one script, atomic on its own. The
+	// one pays no delay. The admissions (or closings) of one account in a pipeline are
+	// one run of their script, which reads the account's state once for all of them;
+	// each is performed exactly as it would be alone, and gets its own answer. The
 	// default is [DefaultBatch]; 1 sends every call on its own.
 	Batch int
 }
@@ -87,8 +88,21 @@ type Options struct {
 const DefaultBatch = 32
 
 // lanes is the number of pipelines that may be in flight at once (see
-// [Options.Batch]). Calls take the lanes in turn, whatever their account.
+// [Options.Batch]). A call takes the lane of its first key, so that the calls of one
+// account, which are merged into one run of their script when they go out together,
+// do go out together; the admissions and the closings of an account (whose first keys
+// differ) take lanes of their own, most often different ones, so that each is sent as
+// soon as the last of its kind returns.
 const lanes = 4
+
+// laneOf returns the lane of a call whose first key is key: FNV-1a of the key.
+func laneOf(key string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return int(h % lanes)
+}
 
 // DefaultRetention is the default [Options.Retention]: long enough for any retry of a
 // call or of an operator's adjustment, short enough that 1,000 calls a second keep
@@ -180,11 +194,18 @@ func (s *Store) hashIndex(h auth.Hash) string { return s.prefix + ":h:" + h.Stri
 
 // A scriptCall is a script to run with its keys and arguments, or, with no script, a
 // plain command (its name and arguments in args); a scriptReply its outcome.
+//
+// The scripts of the hot path (admitScript, closeScript) take steps: the first shared
+// keys are the account's, then each step has one key of its own (its marker) and a
+// block of arguments. Calls of one such script on one account that go out in one
+// pipeline are sent as a single run of the script, one step each (see [Store.pipeline]);
+// a call alone is a run of one step.
 type (
 	scriptCall struct {
-		sc   *goredis.Script
-		keys []string
-		args []any
+		sc     *goredis.Script
+		keys   []string
+		args   []any
+		shared int // the number of keys shared by the steps of a run; 0: not a step
 	}
 	scriptReply struct {
 		val any
@@ -192,51 +213,135 @@ type (
 	}
 )
 
+// key returns the call's first key: a script's first, or a plain command's (its first
+// argument after the name).
+func (c scriptCall) key() string {
+	if c.sc != nil {
+		return c.keys[0]
+	}
+	k, _ := c.args[1].(string)
+	return k
+}
+
 // runBatched runs a call of the hot path (admission, closing) in a pipeline with the
-// calls that arrive at the same time (see [Options.Batch]).
+// calls that arrive at the same time (see [Options.Batch]), and returns its own reply.
 func (s *Store) runBatched(ctx context.Context, c scriptCall) (any, error) {
 	if s.batches == nil {
-		return s.runCall(ctx, c)
+		return s.runAlone(ctx, c)
 	}
-	lane := strconv.Itoa(int(s.next.Add(1) % lanes))
-	r, err := s.batches.Do(ctx, lane, c)
+	r, err := s.batches.Do(ctx, strconv.Itoa(laneOf(c.key())), c)
 	if err != nil {
 		return nil, err
 	}
 	return r.val, r.err
 }
 
-// pipeline runs a batch of calls: alone, as runCall does; together, in one pipeline
-// (scripts as EVALSHAs), with a script Redis did not have yet sent again on its own
-// with EVAL (it did not run). A failed round trip fails every call of the batch, in
-// doubt, as a lone call's would.
-func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]scriptReply, error) {
-	if len(calls) == 1 {
-		v, err := s.runCall(ctx, calls[0])
-		return []scriptReply{{v, err}}, nil
+// runAlone runs one call on its own, a step as a run of one, and returns its reply.
+func (s *Store) runAlone(ctx context.Context, c scriptCall) (any, error) {
+	v, err := s.runCall(ctx, c)
+	if err != nil || c.shared == 0 {
+		return v, err
 	}
-	cmds := make([]*goredis.Cmd, len(calls))
+	return v, nil
+}
+
+// stepReply returns the reply of step i of a run of n steps: the run's reply lists the
+// steps' replies in order, each of the same length. A reply of another shape is
+// returned whole, for the step's decoding to report.
+func stepReply(v any, i, n int) any {
+	r := asSlice(v)
+	if per := len(r) / n; per > 0 && per*n == len(r) {
+		return r[i*per : (i+1)*per]
+	}
+	return v
+}
+
+// A run is a call sent in a pipeline: a batch's call, or the steps of several of its
+// calls (of one script on one account) merged into one call; of lists those calls'
+// places in the batch.
+type run struct {
+	call scriptCall
+	of   []int
+}
+
+// runs merges the steps of a batch's calls into runs, one per script and account, in
+// the order of their first call; other calls run as they are. Steps of one account
+// keep their order. Runs of different accounts, or of different scripts, touch
+// different keys or are concurrent calls that could have run in either order, so
+// their order does not matter.
+func runs(calls []scriptCall) []run {
+	out := make([]run, 0, len(calls))
+next:
+	for i, c := range calls {
+		if c.shared > 0 {
+			for j := range out {
+				r := &out[j]
+				if r.call.sc == c.sc && r.call.shared == c.shared && r.call.keys[0] == c.keys[0] {
+					if len(r.of) == 1 {
+						// The first call's slices belong to its caller: copy them.
+						r.call.keys = slices.Clone(r.call.keys)
+						r.call.args = slices.Clone(r.call.args)
+					}
+					r.call.keys = append(r.call.keys, c.keys[c.shared:]...)
+					r.call.args = append(r.call.args, c.args...)
+					r.of = append(r.of, i)
+					continue next
+				}
+			}
+		}
+		out = append(out, run{call: c, of: []int{i}})
+	}
+	return out
+}
+
+// pipeline runs a batch of calls: as runs (see [runs]); one run alone, as runCall
+// does; several together, in one pipeline (scripts as EVALSHAs), with a script Redis
+// did not have yet sent again on its own with EVAL (it did not run). A failed round
+// trip fails every call of the batch, in doubt, as a lone call's would.
+func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]scriptReply, error) {
+	rs := runs(calls)
+	out := make([]scriptReply, len(calls))
+	if len(rs) == 1 {
+		v, err := s.runCall(ctx, rs[0].call)
+		rs[0].deliver(out, v, err)
+		return out, nil
+	}
+	cmds := make([]*goredis.Cmd, len(rs))
 	// The pipeline's error is that of its first failed command; each command
 	// carries its own (a lost connection fails them all).
 	s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for i, c := range calls {
-			if c.sc == nil {
-				cmds[i] = p.Do(ctx, c.args...)
+		for i, r := range rs {
+			if r.call.sc == nil {
+				cmds[i] = p.Do(ctx, r.call.args...)
 			} else {
-				cmds[i] = c.sc.EvalSha(ctx, p, c.keys, c.args...)
+				cmds[i] = r.call.sc.EvalSha(ctx, p, r.call.keys, r.call.args...)
 			}
 		}
 		return nil
 	})
-	out := make([]scriptReply, len(calls))
 	for i, cmd := range cmds {
-		v, cerr := cmd.Result()
-		if cerr != nil && goredis.HasErrorPrefix(cerr, "NOSCRIPT") {
-			v, cerr = s.runCall(ctx, calls[i])
+		v, err := cmd.Result()
+		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = s.runCall(ctx, rs[i].call)
 		}
-		out[i] = scriptReply{v, cerr}
+		rs[i].deliver(out, v, err)
 	}
 	return out, nil
+}
+
+// deliver gives each call of the run its outcome: its step's reply, or the run's
+// error.
+func (r run) deliver(out []scriptReply, v any, err error) {
+	for j, i := range r.of {
+		switch {
+		case err != nil:
+			out[i] = scriptReply{nil, err}
+		case r.call.shared == 0:
+			out[i] = scriptReply{v, nil}
+		default:
+			out[i] = scriptReply{stepReply(v, j, len(r.of)), nil}
+		}
+	}
 }
 
 // runCall runs one call on its own: the script as run does, or the plain command.
