@@ -88,7 +88,9 @@
 //     or "a" if the request was admitted without credits) stays or becomes "d", and is
 //     remembered for another Retention; a refund larger than the amount reserved is
 //     refused and the marker put back, the reservation open again for another
-//     [OpenReservationTTL]. The refund is credited, and the APIs uncounted, only if the
+//     [OpenReservationTTL]; so is one that would take the remaining credits past
+//     2^63-1, which HINCRBY refuses (caught with redis.pcall, so that the run does not
+//     stop half-way). The refund is credited, and the APIs uncounted, only if the
 //     reservation was made in the current period. A run frees the leases of all its
 //     steps with one ZREM and reads the balance once. Settle runs the same script, a
 //     run of one step; a Close that only frees the slot is one ZREM.
@@ -134,7 +136,10 @@
 // own answer, exactly what it would have got alone in that order, and still costs one
 // round trip; a busy instance just makes far fewer of them, with fewer system calls
 // and wake-ups on both sides, and a hot account's calls share its reads and writes.
-// A failed run fails every call in it, in doubt, as a lone call's failure would.
+// Redis stops a script at the first command that fails and keeps what it wrote, so
+// the scripts check beforehand what a command could refuse (a count past 2^63-1) or
+// catch it; a run that fails all the same (no connection, a timeout) fails every call
+// in it, in doubt, as a lone call's failure would.
 //
 // On this project's 2-core test machine, with wrk and 64 connections on one account's
 // key, REST calls with every store in Redis reach 0.40 to 0.45 of the throughput of

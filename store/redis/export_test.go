@@ -65,13 +65,20 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 			order = append(order, of[j])
 		}
 	}
-	replies, err := s.pipeline(ctx, "", calls)
+	replies, perr := s.pipeline(ctx, "", calls)
 	for j, i := range of {
+		err := perr
 		if err == nil {
 			err = replies[j].err
 		}
 		if err != nil {
-			errs[i] = err
+			// Wrapped as Admit and Close wrap it.
+			switch op := ops[i].(type) {
+			case billing.Step:
+				errs[i] = fail(ctx, err, "admission %s of account %q", op.Request, op.Account)
+			case billing.Closing:
+				errs[i] = fail(ctx, err, "closing %s of account %q", op.Request, op.Account)
+			}
 			continue
 		}
 		switch op := ops[i].(type) {

@@ -116,6 +116,8 @@ func settleResult(st int64, b billing.Balance, s billing.Settlement) (billing.Ba
 		return billing.Balance{}, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, store.ErrNotFound)
 	case stConflict:
 		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d is more than was reserved: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
+	case stOverflow:
+		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d would take the remaining credits past 2^63-1; the reservation stays open: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
 	}
 	return b, nil
 }

@@ -166,6 +166,7 @@ const (
 	stConflict     = 2 // taken, revoked, refund too large
 	stInsufficient = 3 // balance short
 	stUnknown      = 4 // unknown reservation
+	stOverflow     = 5 // a refund would take the remaining credits past 2^63-1
 )
 
 // admitScript performs the admission steps of one account, in order: for each, replay
@@ -486,7 +487,8 @@ return out
 //
 // Reply: for each step in turn, 6 values: status, then the balance (remaining, used,
 // allowance, start, end). Status 0 ok, 1 no balance, 2 refund too large, 4 unknown
-// reservation; with 1 and 4, the balance is zeros.
+// reservation, 5 refund beyond what the balance can hold; with 1 and 4, the balance
+// is zeros.
 var closeScript = goredis.NewScript(`
 local n = #KEYS - 3
 local o = 0
@@ -535,7 +537,14 @@ for i = 1, n do
     -- Nothing to give back (or the reservation's period has passed): the balance is
     -- as read.
     if rps ~= b[4] or (refund == '0' and nu == '0') then break end
-    local rem = redis.call('HINCRBY', KEYS[2], 'rem', refund)
+    -- A refund that would take the remaining credits past 2^63 - 1 is refused like
+    -- one above the reservation, rather than fail the run half-way.
+    local rem = redis.pcall('HINCRBY', KEYS[2], 'rem', refund)
+    if type(rem) == 'table' then
+      redis.call('SET', marker, m, 'PX', ARGV[o + 9])
+      st = 5
+      break
+    end
     local used = redis.call('HINCRBY', KEYS[2], 'used', ARGV[o + 4])
     for j = o + 11, o + 10 + nu do
       local c = redis.call('HGET', KEYS[3], ARGV[j])

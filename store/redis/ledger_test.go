@@ -1,0 +1,50 @@
+package redis_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/redis"
+)
+
+// TestRefundPastTheLimit checks that a refund that would take the remaining credits
+// past 2^63-1 is refused and changes nothing: the reservation stays open, so that it
+// can still be settled, and the balance is as it was.
+func TestRefundPastTheLimit(t *testing.T) {
+	s := newStore(t, &redis.Options{})
+	ctx := t.Context()
+	period := billing.MonthOf(time.Now())
+	must(t, s.Open(ctx, billing.Opening{Account: "a", Balance: 100, Allowance: 100, Period: period}))
+	req := newRequest()
+	_, err := s.Admit(ctx, billing.Step{Account: "a", Request: req, Now: time.Now(),
+		Credits: &billing.Reservation{Account: "a", Request: req, Amount: 60, Period: period, Allowance: 100}})
+	must(t, err)
+	// The remaining credits rise to the largest int64.
+	_, err = s.Adjust(ctx, billing.Adjustment{Account: "a", Request: newRequest(), Amount: math.MaxInt64 - 40, Period: period, Allowance: 100})
+	must(t, err)
+	before, err := s.Balance(ctx, "a", period, 100)
+	must(t, err)
+
+	settle := func(refund int64) (billing.Balance, error) {
+		return s.Close(ctx, billing.Closing{Account: "a", Request: req,
+			Settlement: &billing.Settlement{Account: "a", Request: req, Refund: refund, Period: period, Allowance: 100}})
+	}
+	if _, err := settle(10); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("refund past the limit: %v, want ErrConflict", err)
+	}
+	after, err := s.Balance(ctx, "a", period, 100)
+	must(t, err)
+	if after != before {
+		t.Errorf("the refused refund changed the balance: %+v, then %+v", before, after)
+	}
+	// Still open: settled now without a refund.
+	b, err := settle(0)
+	must(t, err)
+	if b.Remaining != math.MaxInt64 || b.Used != 60 {
+		t.Errorf("settled: %+v", b)
+	}
+}
