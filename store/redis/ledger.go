@@ -131,7 +131,7 @@ func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Bala
 		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
 	}
 	a := s.account(st.Account)
-	reply, err := s.runAlone(ctx, scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(st.Request)},
+	reply, err := s.runCall(ctx, scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(st.Request)},
 		s.settleArgs(st, append(make([]any, 0, 10+len(st.Uncount)), "", "")), 3})
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "settlement %s of account %q", st.Request, st.Account)

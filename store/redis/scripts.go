@@ -229,14 +229,14 @@ end
 local n = #KEYS - 6
 local out = {}
 -- Carried from step to step: the server's clock (srvS, srvNs, srvUs), read once; the
--- record of the key checked last (keyID, keyRec) and whether the account exists (acct); the rate
--- timestamp (tatS, tatNs; none if tatS is nil) and, once a step moved it, its
--- lifetime (tatPX); the live leases zN counted at zUs (nil: to count again); the lease
--- set's lifetime to set (pexp, with GT if pexpGT; pexpN, its value once needed); the
--- balance b (allowance and period as stored), its remaining and used credits as pairs;
--- the number of steps that charged it since it was read or renewed (charges), the
--- first one's offset (first), and, from the second one, the debit (chgHi, chgLo) and
--- the usage counts by API (counts) to write.
+-- record of the key checked last (keyID, keyRec); whether the account exists (acct);
+-- the rate timestamp (tatS, tatNs; none if tatS is nil) and, once a step moved it,
+-- its lifetime (tatPX); the live leases zN counted at zUs (nil: to count again); the
+-- lease set's lifetime to set (pexp, with GT if pexpGT; pexpN, its value once
+-- needed); the balance b (allowance and period as stored), its remaining and used
+-- credits as pairs; the number of steps that charged it since it was read or renewed
+-- (charges), the first one's offset (first), and, from the second one, the debit
+-- (chgHi, chgLo) and the usage counts by API (counts) to write.
 local srvS, srvNs, srvUs
 local keyID, keyRec, acct
 local tatRead, tatS, tatNs, tatPX

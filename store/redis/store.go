@@ -227,22 +227,13 @@ func (c scriptCall) key() string {
 // calls that arrive at the same time (see [Options.Batch]), and returns its own reply.
 func (s *Store) runBatched(ctx context.Context, c scriptCall) (any, error) {
 	if s.batches == nil {
-		return s.runAlone(ctx, c)
+		return s.runCall(ctx, c)
 	}
 	r, err := s.batches.Do(ctx, strconv.Itoa(laneOf(c.key())), c)
 	if err != nil {
 		return nil, err
 	}
 	return r.val, r.err
-}
-
-// runAlone runs one call on its own, a step as a run of one, and returns its reply.
-func (s *Store) runAlone(ctx context.Context, c scriptCall) (any, error) {
-	v, err := s.runCall(ctx, c)
-	if err != nil || c.shared == 0 {
-		return v, err
-	}
-	return v, nil
 }
 
 // stepReply returns the reply of step i of a run of n steps: the run's reply lists the
@@ -344,7 +335,8 @@ func (r run) deliver(out []scriptReply, v any, err error) {
 	}
 }
 
-// runCall runs one call on its own: the script as run does, or the plain command.
+// runCall runs one call on its own: the script as run does (a step as a run of one,
+// whose reply is the step's), or the plain command.
 func (s *Store) runCall(ctx context.Context, c scriptCall) (any, error) {
 	if c.sc == nil {
 		return s.c.Do(ctx, c.args...).Result()
