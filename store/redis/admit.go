@@ -21,18 +21,15 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 		return billing.StepResult{}, err
 	}
 	c, res, err := s.admitCall(st)
-	if c.sc == nil || err != nil {
+	if c.args == nil || err != nil {
 		return res, err
 	}
 	reply, err := s.runBatched(ctx, c)
-	if err != nil {
-		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
-	}
-	return admission(st, reply)
+	return admission(ctx, st, reply, err)
 }
 
-// admitCall returns the call of admitScript that performs st, or, with no script, the
-// result of a step decided without a round trip, or an error.
+// admitCall returns the call of admitScript that performs st, or, with none (no
+// arguments), the result of a step decided without a round trip, or an error.
 func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, error) {
 	var res billing.StepResult
 	a := s.account(st.Account)
@@ -93,9 +90,13 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 	}, args, 6}, res, nil
 }
 
-// admission decodes the reply of st's step of admitScript.
-func admission(st billing.Step, reply any) (billing.StepResult, error) {
+// admission returns the outcome of st's step of admitScript from the step's reply, or
+// from the error of its run.
+func admission(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
 	var res billing.StepResult
+	if err != nil {
+		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
+	}
 	r := asSlice(reply)
 	if len(r) != 16 {
 		return res, errReply("admission of account "+st.Account, reply)
@@ -127,7 +128,8 @@ func admission(st billing.Step, reply any) (billing.StepResult, error) {
 		res.Slot = billing.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}
 	}
 	if st.Credits != nil && (res.Denied == billing.NotDenied || res.Denied == billing.DeniedCredits) {
-		res.Balance = decodeBalance([]any{pair(r[9], r[10]), pair(r[11], r[12]), r[13], r[14], r[15]}, 0)
+		res.Balance = billing.Balance{Remaining: pair(r[9], r[10]), Used: pair(r[11], r[12]),
+			Allowance: asInt(r[13]), Period: decodePeriod(r[14], r[15])}
 	}
 	return res, nil
 }
@@ -158,10 +160,7 @@ func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, 
 		return billing.Balance{}, err
 	}
 	reply, err := s.runBatched(ctx, call)
-	if err != nil {
-		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
-	}
-	return closing(c, reply)
+	return closing(ctx, c, reply, err)
 }
 
 // closeCall returns the call that performs c: closeScript's, or a plain ZREM when it
@@ -190,9 +189,12 @@ func (s *Store) closeCall(c billing.Closing) (scriptCall, error) {
 	return scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args, 3}, nil
 }
 
-// closing decodes the reply of c's call.
-func closing(c billing.Closing, reply any) (billing.Balance, error) {
-	if c.Settlement == nil {
+// closing returns the outcome of c from its call's reply, or from the error of its run.
+func closing(ctx context.Context, c billing.Closing, reply any, err error) (billing.Balance, error) {
+	switch {
+	case err != nil:
+		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
+	case c.Settlement == nil:
 		return billing.Balance{}, nil
 	}
 	code, b, err := balanceReply(reply, c.Account, "close")

@@ -65,27 +65,13 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 			order = append(order, of[j])
 		}
 	}
-	replies, perr := s.pipeline(ctx, "", calls)
+	replies, _ := s.pipeline(ctx, "", calls)
 	for j, i := range of {
-		err := perr
-		if err == nil {
-			err = replies[j].err
-		}
-		if err != nil {
-			// Wrapped as Admit and Close wrap it.
-			switch op := ops[i].(type) {
-			case billing.Step:
-				errs[i] = fail(ctx, err, "admission %s of account %q", op.Request, op.Account)
-			case billing.Closing:
-				errs[i] = fail(ctx, err, "closing %s of account %q", op.Request, op.Account)
-			}
-			continue
-		}
 		switch op := ops[i].(type) {
 		case billing.Step:
-			results[i], errs[i] = admission(op, replies[j].val)
+			results[i], errs[i] = admission(ctx, op, replies[j].val, replies[j].err)
 		case billing.Closing:
-			results[i], errs[i] = closing(op, replies[j].val)
+			results[i], errs[i] = closing(ctx, op, replies[j].val, replies[j].err)
 		}
 	}
 	return results, errs, order

@@ -20,15 +20,13 @@ func decodeBalance(r []any, i int) billing.Balance {
 	if len(r) < i+5 {
 		return billing.Balance{}
 	}
-	return billing.Balance{
-		Remaining: asInt(r[i]),
-		Used:      asInt(r[i+1]),
-		Allowance: asInt(r[i+2]),
-		Period: billing.Period{
-			Start: time.UnixMicro(asInt(r[i+3])).UTC(),
-			End:   time.UnixMicro(asInt(r[i+4])).UTC(),
-		},
-	}
+	return billing.Balance{Remaining: asInt(r[i]), Used: asInt(r[i+1]), Allowance: asInt(r[i+2]),
+		Period: decodePeriod(r[i+3], r[i+4])}
+}
+
+// decodePeriod reads a credit period from a reply's start and end (Unix µs).
+func decodePeriod(start, end any) billing.Period {
+	return billing.Period{Start: time.UnixMicro(asInt(start)).UTC(), End: time.UnixMicro(asInt(end)).UTC()}
 }
 
 func noBalance(account string) error {
@@ -127,20 +125,13 @@ func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Bala
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
 	}
-	if st.Refund < 0 {
-		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
-	}
-	a := s.account(st.Account)
-	reply, err := s.runCall(ctx, scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(st.Request)},
-		s.settleArgs(st, append(make([]any, 0, 10+len(st.Uncount)), "", "")), 3})
+	c := billing.Closing{Account: st.Account, Request: st.Request, Settlement: &st}
+	call, err := s.closeCall(c)
 	if err != nil {
-		return billing.Balance{}, fail(ctx, err, "settlement %s of account %q", st.Request, st.Account)
+		return billing.Balance{}, err
 	}
-	code, b, err := balanceReply(reply, st.Account, "settle")
-	if err != nil {
-		return b, err
-	}
-	return settleResult(code, b, st)
+	reply, err := s.runCall(ctx, call)
+	return closing(ctx, c, reply, err)
 }
 
 // Adjust adds credits to, or takes them from, the balance, once per request id.
