@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -13,6 +16,11 @@ import (
 
 // Account and key management, for operators (the admin handler) and for hosts that seed
 // accounts at start-up. Key values are returned only by the calls that create them.
+//
+// These methods are the edge of the stores: every id, name and reason they are given is
+// checked before it reaches a store (valid UTF-8, no NUL or other control characters,
+// a bounded length), and a violation is a CodeInvalidInput error that names the field.
+// Credits are bounded by [billing.MaxCredits].
 
 // AccountSpec describes an account to create with [Service.CreateAccount].
 type AccountSpec struct {
@@ -38,10 +46,19 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 	}
 	credits := plan.Credits
 	if spec.Credits != nil {
-		if *spec.Credits < 0 {
+		switch {
+		case *spec.Credits < 0:
 			return auth.Account{}, auth.Key{}, "", newError(CodeInvalidInput, "credits cannot be negative", nil)
+		case *spec.Credits > billing.MaxCredits:
+			return auth.Account{}, auth.Key{}, "", newError(CodeInvalidInput,
+				fmt.Sprintf("credits cannot pass the maximum of %d", int64(billing.MaxCredits)), nil)
 		}
 		credits = *spec.Credits
+	}
+	if spec.ID != "" {
+		if err := checkText("id", spec.ID, maxIDLength); err != nil {
+			return auth.Account{}, auth.Key{}, "", err
+		}
 	}
 	now := s.now()
 	acct, key, value, err := s.authority.CreateAccount(ctx, auth.NewAccount{
@@ -53,6 +70,10 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 	err = s.meter.Ledger().Open(ctx, billing.Opening{
 		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
 	})
+	if errors.Is(err, billing.ErrTooManyCredits) {
+		return auth.Account{}, auth.Key{}, "", newError(CodeInvalidInput, fmt.Sprintf(
+			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
+	}
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return auth.Account{}, auth.Key{}, "", s.manageError("balance of account", acct.ID, err)
 	}
@@ -68,6 +89,9 @@ type AccountInfo struct {
 
 // Account returns an account with its balance and keys.
 func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
+	if err := checkText("account_id", id, maxIDLength); err != nil {
+		return AccountInfo{}, err
+	}
 	acct, err := s.authority.Store().Account(ctx, id)
 	if err != nil {
 		return AccountInfo{}, s.manageError("account", id, err)
@@ -77,7 +101,8 @@ func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
 		return AccountInfo{}, s.manageError("account", id, err)
 	}
 	plan, _ := s.plans.Lookup(acct.Plan)
-	b, err := s.meter.Ledger().Balance(ctx, id, billing.MonthOf(s.now()), plan.Credits)
+	now := s.now()
+	b, err := s.meter.Ledger().Balance(ctx, id, now, billing.MonthOf(now), plan.Credits)
 	if err != nil {
 		return AccountInfo{}, s.manageError("balance of account", id, err)
 	}
@@ -87,6 +112,12 @@ func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
 // CreateKey creates a sub-key of an account and returns it with its value. Its
 // restrictions must be within the account's.
 func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.NewKey) (auth.Key, string, error) {
+	if err := checkText("account_id", accountID, maxIDLength); err != nil {
+		return auth.Key{}, "", err
+	}
+	if err := checkText("name", spec.Name, maxNameLength); err != nil {
+		return auth.Key{}, "", err
+	}
 	key, value, err := s.authority.CreateKey(ctx, accountID, spec, s.now())
 	if err != nil {
 		return auth.Key{}, "", s.manageError("account", accountID, err)
@@ -96,6 +127,9 @@ func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.New
 
 // RotateKey gives a key a new value, returned once; the old value stops working at once.
 func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, "", err
+	}
 	key, value, err := s.authority.RotateKey(ctx, keyID, s.now())
 	if err != nil {
 		return auth.Key{}, "", s.manageError("key", keyID, err)
@@ -106,6 +140,9 @@ func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string
 
 // RevokeKey revokes a key; the very next call with it is refused.
 func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, err
+	}
 	key, err := s.authority.RevokeKey(ctx, keyID, s.now())
 	if err != nil {
 		return auth.Key{}, s.manageError("key", keyID, err)
@@ -115,9 +152,23 @@ func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error)
 }
 
 // AdjustCredits adds amount credits to an account's balance (a negative amount takes
-// them away, never below zero). A non-empty idempotencyKey makes a retried adjustment
-// apply once.
+// them away, never below zero; a grant never takes the remaining plus used credits past
+// [billing.MaxCredits]). The reason is required. A non-empty idempotencyKey makes a
+// retried adjustment apply once.
 func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount int64, reason, idempotencyKey string) (billing.Balance, error) {
+	if err := checkText("account_id", accountID, maxIDLength); err != nil {
+		return billing.Balance{}, err
+	}
+	if err := checkText("reason", reason, maxReasonLength); err != nil {
+		return billing.Balance{}, err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return billing.Balance{}, newError(CodeInvalidInput, "reason is required: say why the balance changes", nil)
+	}
+	if amount < -billing.MaxCredits || amount > billing.MaxCredits {
+		return billing.Balance{}, newError(CodeInvalidInput, fmt.Sprintf(
+			"amount must be between -%d and %d", int64(billing.MaxCredits), int64(billing.MaxCredits)), nil)
+	}
 	acct, err := s.authority.Store().Account(ctx, accountID)
 	if err != nil {
 		return billing.Balance{}, s.manageError("account", accountID, err)
@@ -130,7 +181,7 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 	}
 	now := s.now()
 	adj := billing.Adjustment{Account: accountID, Request: id, Amount: amount, Reason: reason,
-		Period: billing.MonthOf(now), Allowance: plan.Credits}
+		Period: billing.MonthOf(now), Allowance: plan.Credits, Now: now}
 	b, err := s.meter.Ledger().Adjust(ctx, adj)
 	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
 		// The account has no balance (its creation was interrupted): open it.
@@ -140,6 +191,11 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 	}
 	if errors.Is(err, billing.ErrInsufficientCredits) {
 		return b, newError(CodeConflict, fmt.Sprintf("the balance is %d; it cannot go below zero", b.Remaining), err)
+	}
+	if errors.Is(err, billing.ErrTooManyCredits) {
+		return b, newError(CodeInvalidInput, fmt.Sprintf(
+			"the balance is %d with %d used this period; together they cannot pass the maximum of %d credits",
+			b.Remaining, b.Used, int64(billing.MaxCredits)), err)
 	}
 	if err != nil {
 		return b, s.manageError("balance of account", accountID, err)
@@ -158,4 +214,25 @@ func (s *Service) manageError(what, id string, err error) error {
 		return newError(CodeInvalidInput, err.Error(), err)
 	}
 	return s.unavailable(what, err)
+}
+
+// The longest texts that management accepts, in characters.
+const (
+	maxIDLength     = 64
+	maxNameLength   = 64
+	maxReasonLength = 500
+)
+
+// checkText returns a CodeInvalidInput error naming field unless value is valid UTF-8
+// without NUL or other control characters, and at most max characters long.
+func checkText(field, value string, max int) error {
+	switch {
+	case !utf8.ValidString(value):
+		return newError(CodeInvalidInput, field+": not valid UTF-8 text", nil)
+	case utf8.RuneCountInString(value) > max:
+		return newError(CodeInvalidInput, fmt.Sprintf("%s: longer than %d characters", field, max), nil)
+	case strings.IndexFunc(value, unicode.IsControl) >= 0:
+		return newError(CodeInvalidInput, field+": contains a control character (a NUL byte, a line break, ...); use printable text", nil)
+	}
+	return nil
 }

@@ -79,7 +79,7 @@ func benchService(b *testing.B) (*Service, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: 1 << 60, RatePerMinute: 1 << 30, Concurrency: 1 << 20})
+	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: billing.MaxCredits, RatePerMinute: 1 << 30, Concurrency: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,6 +90,7 @@ func benchService(b *testing.B) (*Service, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(s.Close)
 	ctx := context.Background()
 	if _, _, _, err := s.CreateAccount(ctx, AccountSpec{ID: "acct", Plan: "bench"}); err != nil {
 		b.Fatal(err)

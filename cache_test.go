@@ -46,6 +46,7 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(svc.Close)
 		return svc
 	}
 	a, b := newInstance(), newInstance()
@@ -127,6 +128,7 @@ func TestVerifyChecksCachedPrincipals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.Close)
 	b, _ := tollgate.New(reg, stores, plans, nil)
 	ctx := t.Context()
 	_, key, value, _ := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
+	"github.com/tollgate-dev/tollgate/store"
 )
 
 // Stores are the storage a [Service] runs on. All four are required. store/memory
@@ -52,6 +53,20 @@ type Options struct {
 	Lease time.Duration
 	// Fetch configures the fetcher of the URL form of file APIs.
 	Fetch FetchOptions
+	// ReservationGrace is added to CallTimeout to make how long a call's reservation
+	// may stay open: one still open CallTimeout+ReservationGrace after its admission is
+	// voided and its credits given back (see [billing.Reservation]). A call ends
+	// within CallTimeout, so the grace must cover the time its settlement takes to
+	// reach the store and the difference between the clocks of the instances that
+	// share it. The default is [DefaultReservationGrace].
+	ReservationGrace time.Duration
+	// SweepInterval is how often the service voids the expired reservations of every
+	// account, for a ledger that needs it (a [billing.Sweeper]: one shared by several
+	// instances, where an instance that dies leaves its calls' reservations open).
+	// Any number of instances may sweep the same ledger. The default is
+	// [DefaultSweepInterval]; a negative value turns the background sweep off (call
+	// [Service.Sweep] yourself then). [Service.Close] stops it.
+	SweepInterval time.Duration
 	// KeyCache, if set, keeps key records in memory between calls, so that a service
 	// on network stores does not read the key store to authenticate each call. Every
 	// paid call then checks its key in its admission step, in the same round trip, so a
@@ -75,10 +90,38 @@ type FetchOptions struct {
 // DefaultCallTimeout is the default [Options.CallTimeout].
 const DefaultCallTimeout = 30 * time.Second
 
+// DefaultReservationGrace is the default [Options.ReservationGrace].
+const DefaultReservationGrace = 30 * time.Second
+
+// DefaultSweepInterval is the default [Options.SweepInterval].
+const DefaultSweepInterval = 15 * time.Second
+
+// sweepBatch is how many reservations one sweep call voids at most.
+const sweepBatch = 1000
+
 // A Service is the call pipeline that every front door (REST, GraphQL, MCP) drives:
 // authenticate, authorize, validate, admit, run, settle. It holds no protocol knowledge;
 // front doors translate requests into its calls and its [*Error] codes into their
 // protocol.
+//
+// # A call's credits
+//
+// Admission reserves a call's cost until CallTimeout+ReservationGrace later; the
+// settlement then keeps the charge, or refunds the APIs that failed on the service's
+// side:
+//
+//	admit: reserve ---> run (at most CallTimeout) ---> settle: keep or refund
+//	          |
+//	          +--- no settlement by the expiry (the instance died, the store was
+//	               down) ---> voided: the credits come back, the call is not charged
+//
+// No refund lives only in memory: a settlement the store cannot take is retried for a
+// while in the background (a bounded queue, see [Service.PendingSettlements]) and,
+// failing that, left to the reservation's expiry, which refunds it. A call that
+// succeeded but whose charge could not be written is therefore not charged either: an
+// outage or a crash errs in the customer's favour, never against them. The expired
+// reservations of accounts that nobody calls again are voided by a background sweep
+// (see [Options.SweepInterval]); stop it with [Service.Close].
 //
 // A Service is safe for concurrent use.
 type Service struct {
@@ -96,6 +139,9 @@ type Service struct {
 	renewEvery time.Duration
 	ids        requestIDs
 	keyHooks   keyHooks // see OnKeyChange
+	sweeper    billing.Sweeper
+	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
+	closeOnce  sync.Once
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -128,7 +174,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if lease <= 0 {
 		lease = max(billing.DefaultLease, 2*timeout)
 	}
-	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{Lease: lease, Keys: checker, Logger: opts.Logger})
+	grace := opts.ReservationGrace
+	if grace <= 0 {
+		grace = DefaultReservationGrace
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{
+		Lease: lease, Hold: timeout + grace, Now: now, Keys: checker, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -138,7 +193,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		meter:     meter,
 		keys:      checker,
 		plans:     plans,
-		now:       opts.Now,
+		now:       now,
 		log:       opts.Logger,
 		timeout:   timeout,
 		fetcher: safefetch.New(&safefetch.Options{
@@ -146,9 +201,6 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 			Timeout:      opts.Fetch.Timeout,
 			MaxRedirects: opts.Fetch.MaxRedirects,
 		}),
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -159,7 +211,75 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
+	s.sweeper, _ = stores.Ledger.(billing.Sweeper)
+	if interval := opts.SweepInterval; s.sweeper != nil && interval >= 0 {
+		if interval == 0 {
+			interval = DefaultSweepInterval
+		}
+		s.stopSweep = s.sweepEvery(interval)
+	}
 	return s, nil
+}
+
+// Close stops the service's background work: the sweep of expired reservations and the
+// retries of settlements (what they still held is left to the reservations' expiry and
+// the slots' leases). It does not close the stores, which the host owns. Calls made
+// after Close still work, but nothing sweeps and failed settlements are not retried.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		if s.stopSweep != nil {
+			s.stopSweep()
+		}
+		s.meter.Close()
+	})
+}
+
+// Sweep voids the expired reservations of every account now, in batches, until none is
+// left or ctx ends, and returns how many it voided. The background sweep calls it every
+// [Options.SweepInterval]; a host that turned that off may call it on its own schedule.
+// It does nothing for a ledger that is not a [billing.Sweeper].
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	if s.sweeper == nil {
+		return 0, nil
+	}
+	total := 0
+	for {
+		n, err := s.sweeper.Sweep(ctx, s.now(), sweepBatch)
+		total += n
+		if err != nil || n < sweepBatch {
+			return total, err
+		}
+	}
+}
+
+// sweepEvery runs Sweep every interval until the returned function is called, which
+// waits for a sweep in progress to end.
+func (s *Service) sweepEvery(interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			n, err := s.Sweep(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("tollgate: cannot sweep expired reservations; the next sweep tries again", "error", err)
+			case n > 0:
+				s.log.Info("tollgate: voided expired reservations, their credits given back", "count", n)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // Catalog returns the registry of the service's APIs.
@@ -168,9 +288,11 @@ func (s *Service) Catalog() catalog.APIRegistry { return s.registry }
 // Plans returns the service's plans.
 func (s *Service) Plans() *billing.Plans { return s.plans }
 
-// PendingSettlements returns the number of settlements (refunds, released slots, undone
-// admissions) the service is still retrying in the background because a store could
-// not take them when they were due. It is zero when the stores are healthy.
+// PendingSettlements returns the number of settlements (kept or refunded charges, freed
+// slots) the service is still retrying in the background because a store could not
+// take them when they were due. It is zero when the stores are healthy, and bounded
+// (see [billing.MeterOptions.Retries]): a settlement that does not fit is left to the
+// reservation's expiry.
 func (s *Service) PendingSettlements() int { return s.meter.Pending() }
 
 // Now returns the service's current time.
@@ -456,13 +578,21 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
-	if err != nil {
-		// The call ran; its answer stands. The Meter retries the settlement in the
-		// background until the store takes it (settling is idempotent), so the charge
-		// is never lost or doubled and a refund is not lost.
-		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background", "account", p.Account.ID, "request", t.Request.String(), "error", err)
-	}
 	rc.Charged, rc.Balance, rc.HasBalance = cost-out.Refund, b, true
+	switch {
+	case errors.Is(err, billing.ErrVoided):
+		// The call outlived its reservation, which was voided: it is not charged.
+		s.log.WarnContext(ctx, "tollgate: a call ended after its reservation expired; it is not charged (raise Options.ReservationGrace if calls often outlive CallTimeout)",
+			"account", p.Account.ID, "request", t.Request.String())
+		rc.Charged = 0
+	case err != nil:
+		// The call ran; its answer stands. The Meter retries the settlement in the
+		// background while the reservation lasts (settling is idempotent, so nothing
+		// is charged twice); if the store does not take it by then, the expiry voids
+		// the reservation and the call is not charged.
+		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
+			"account", p.Account.ID, "request", t.Request.String(), "error", err)
+	}
 	return results, rc, nil
 }
 
@@ -630,7 +760,8 @@ func (s *Service) Balance(ctx context.Context, p *Principal) (billing.Balance, e
 	if err := s.Verify(ctx, p); err != nil {
 		return billing.Balance{}, err
 	}
-	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, billing.MonthOf(s.now()), p.Plan.Credits)
+	now := s.now()
+	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, now, billing.MonthOf(now), p.Plan.Credits)
 	if err != nil {
 		return b, s.unavailable("ledger", err)
 	}
@@ -653,6 +784,12 @@ func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, err
 func (s *Service) unavailable(what string, err error) *Error {
 	if e := (*Error)(nil); errors.As(err, &e) {
 		return e
+	}
+	if errors.Is(err, store.ErrInvalid) {
+		// The store cannot hold a value the caller sent: the caller's mistake, which
+		// the checks at the edge should have caught.
+		s.log.Info("tollgate: a store refused a value it cannot hold", "store", what, "error", err)
+		return newError(CodeInvalidInput, "a value in the request cannot be stored: use valid UTF-8 text without NUL or control characters", err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return newError(CodeUnavailable, "the request was canceled before the service could answer", err)

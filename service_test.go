@@ -86,6 +86,7 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.svc.Close)
 	if _, _, h.key, err = h.svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acct", Plan: plan.Name}); err != nil {
 		t.Fatal(err)
 	}

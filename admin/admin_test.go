@@ -28,6 +28,7 @@ func TestNewHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	tests := []struct {
 		name    string
 		svc     *tollgate.Service

@@ -68,6 +68,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	ah, err := admin.NewHandler(svc, adminToken)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package billing_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -66,14 +67,17 @@ func (s *stepStore) Admit(ctx context.Context, st billing.Step) (billing.StepRes
 
 func (s *stepStore) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
 	s.closes.Add(1)
-	var b billing.Balance
+	var (
+		b   billing.Balance
+		err error
+	)
 	if c.Settlement != nil {
-		b, _ = s.Ledger.Settle(ctx, *c.Settlement)
+		b, err = s.Ledger.Settle(ctx, *c.Settlement)
 	}
 	if c.ReleaseSlot {
 		s.ConcurrencyLimiter.Release(ctx, c.Account, c.Request)
 	}
-	return b, nil
+	return b, err
 }
 
 // The plain methods the Meter may call, counted.
@@ -195,7 +199,7 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 	if n, _ := limits.InUse(t.Context(), "a", jan15); n != 0 {
 		t.Errorf("%d slots held after the refusal, want 0", n)
 	}
-	if b, _ := money.Balance(t.Context(), "a", billing.MonthOf(jan15), 10); b.Remaining != 10 {
+	if b, _ := money.Balance(t.Context(), "a", jan15, billing.MonthOf(jan15), 10); b.Remaining != 10 {
 		t.Errorf("remaining %d, want 10", b.Remaining)
 	}
 }
@@ -214,16 +218,19 @@ func TestAdmitKeyCheckNeedsAChecker(t *testing.T) {
 }
 
 // flakyStore is an Admitter whose Admit applies the step and then reports an error, as a
-// connection that breaks after the store committed does, and whose Close fails until
-// healed.
+// connection that breaks after the store committed does, and whose Close fails while
+// broken.
 type flakyStore struct {
 	*stepStore
-	broken atomic.Bool
+	admitFails, broken atomic.Bool
 }
 
 func (f *flakyStore) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
-	f.stepStore.Admit(ctx, st)
-	return billing.StepResult{}, errors.New("connection reset by peer")
+	r, err := f.stepStore.Admit(ctx, st)
+	if f.admitFails.Load() {
+		return billing.StepResult{}, errors.New("connection reset by peer")
+	}
+	return r, err
 }
 
 func (f *flakyStore) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
@@ -233,40 +240,148 @@ func (f *flakyStore) Close(ctx context.Context, c billing.Closing) (billing.Bala
 	return f.stepStore.Close(ctx, c)
 }
 
-// TestAdmissionInDoubtIsUndone checks that an admission whose answer was lost (the
-// store took the credits and the slot, then the connection broke) is undone in the
-// background once the store answers again: the account is not charged for a call that
-// was answered with an error.
-func TestAdmissionInDoubtIsUndone(t *testing.T) {
+// meterOver returns a Meter over f whose clock is the bubble's, holding reservations a
+// minute and slots for a lease of 30s.
+func meterOver(t *testing.T, f *flakyStore, retries int) *billing.Meter {
+	t.Helper()
+	m, err := billing.NewMeter(f, f, f, &billing.MeterOptions{Hold: time.Minute, Lease: 30 * time.Second, Retries: retries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// TestAdmissionInDoubtExpires checks that an admission whose answer was lost (the store
+// took the credits and the slot, then the connection broke) costs nothing in the end
+// and leaves no work behind: the reservation is voided at its expiry and the slot comes
+// back when its lease ends.
+func TestAdmissionInDoubtExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &flakyStore{stepStore: newStepStore()}
-		f.broken.Store(true)
+		f.admitFails.Store(true)
 		prepare(t, f.stepStore)
-		m, err := billing.NewMeter(f, f, f, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: jan15})
+		m := meterOver(t, f, 0)
+		now := time.Now()
+		_, err := m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: now})
 		if err == nil {
 			t.Fatal("Admit succeeded over a broken connection")
 		}
-		if b, _ := f.Ledger.Balance(t.Context(), "a", billing.MonthOf(jan15), 10); b.Remaining != 6 {
+		if b, _ := f.Ledger.Balance(t.Context(), "a", now, billing.MonthOf(now), 10); b.Remaining != 6 {
 			t.Fatalf("remaining %d: the store should have taken the credits before the error", b.Remaining)
+		}
+		if m.Pending() != 0 {
+			t.Errorf("%d closings queued for an admission in doubt, want none", m.Pending())
+		}
+		time.Sleep(time.Minute)
+		later := time.Now()
+		b, _ := f.Ledger.Balance(t.Context(), "a", later, billing.MonthOf(later), 10)
+		n, _ := f.ConcurrencyLimiter.InUse(t.Context(), "a", later)
+		if b.Remaining != 10 || n != 0 {
+			t.Errorf("a minute later: remaining %d, %d slots; want 10 and 0", b.Remaining, n)
+		}
+	})
+}
+
+// admitThenBreak admits a call of 4 credits through a Meter over a flaky store, and then
+// breaks the store's closings. It returns the store, the Meter, the call's ticket and
+// the admission's instant.
+func admitThenBreak(t *testing.T) (*flakyStore, *billing.Meter, billing.Ticket, time.Time) {
+	t.Helper()
+	f := &flakyStore{stepStore: newStepStore()}
+	prepare(t, f.stepStore)
+	m := meterOver(t, f, 0)
+	now := time.Now()
+	tk, err := m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.broken.Store(true)
+	return f, m, tk, now
+}
+
+// TestSettlementRetried checks that a settlement the store could not take is retried in
+// the background and taken once the store answers again, within the reservation's life:
+// the charge of a call that succeeded is kept, once.
+func TestSettlementRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, m, tk, now := admitThenBreak(t)
+		if _, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: now}); err == nil {
+			t.Fatal("Settle succeeded over a broken connection")
 		}
 		time.Sleep(10 * time.Second) // the store is still down: retries fail
 		if m.Pending() != 1 {
 			t.Fatalf("%d settlements pending, want 1", m.Pending())
 		}
 		f.broken.Store(false)
-		time.Sleep(time.Minute)
+		time.Sleep(20 * time.Second)
 		synctest.Wait()
 		if m.Pending() != 0 {
 			t.Errorf("%d settlements pending after the store came back, want 0", m.Pending())
 		}
-		b, _ := f.Ledger.Balance(t.Context(), "a", billing.MonthOf(jan15), 10)
-		n, _ := f.ConcurrencyLimiter.InUse(t.Context(), "a", jan15)
-		if b.Remaining != 10 || n != 0 {
-			t.Errorf("after the undo: remaining %d, %d slots; want 10 and 0", b.Remaining, n)
+		time.Sleep(time.Hour) // long after the expiry: the charge was kept, not voided
+		later := time.Now()
+		b, _ := f.Ledger.Balance(t.Context(), "a", later, billing.MonthOf(later), 10)
+		n, _ := f.ConcurrencyLimiter.InUse(t.Context(), "a", later)
+		if b.Remaining != 6 || b.Used != 4 || n != 0 {
+			t.Errorf("after the retry: remaining %d, used %d, %d slots; want 6, 4 and 0", b.Remaining, b.Used, n)
+		}
+	})
+}
+
+// TestSettlementLeftToExpiry checks that a settlement the store never takes is dropped
+// from the retries when its reservation expires, and that the expiry then voids the
+// reservation: the call is not charged, and nothing stays queued.
+func TestSettlementLeftToExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, m, tk, now := admitThenBreak(t)
+		m.Settle(t.Context(), &tk, billing.Outcome{Now: now})
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if m.Pending() != 0 {
+			t.Errorf("%d settlements still pending after the reservation expired, want 0", m.Pending())
+		}
+		f.broken.Store(false)
+		later := time.Now()
+		b, _ := f.Ledger.Balance(t.Context(), "a", later, billing.MonthOf(later), 10)
+		if b.Remaining != 10 || b.Used != 0 {
+			t.Errorf("after the expiry: remaining %d, used %d; want 10 and 0", b.Remaining, b.Used)
+		}
+	})
+}
+
+// TestRetriesBounded checks that the retries hold at most MeterOptions.Retries
+// settlements, whatever the number that fail, and use one goroutine: an outage adds no
+// goroutine per request.
+func TestRetriesBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &flakyStore{stepStore: newStepStore()}
+		prepare(t, f.stepStore)
+		if _, err := f.Ledger.Adjust(t.Context(), billing.Adjustment{Account: "a", Request: billing.RequestID{0xad}, Amount: 1000,
+			Reason: "test", Period: billing.MonthOf(time.Now()), Allowance: 10, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		m := meterOver(t, f, 3)
+		plan := roundTripPlan
+		plan.Concurrency = 0
+		var tickets []billing.Ticket
+		for i := range 50 {
+			tk, err := m.Admit(t.Context(), billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{byte(i)}, Cost: 1, Now: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tickets = append(tickets, tk)
+		}
+		before := runtime.NumGoroutine()
+		f.broken.Store(true)
+		for i := range tickets {
+			m.Settle(t.Context(), &tickets[i], billing.Outcome{Now: time.Now()})
+		}
+		if m.Pending() != 3 {
+			t.Errorf("%d settlements pending, want the bound of 3", m.Pending())
+		}
+		if n := runtime.NumGoroutine(); n > before+1 {
+			t.Errorf("%d goroutines after 50 failed settlements, %d before: want at most one more", n, before)
 		}
 	})
 }

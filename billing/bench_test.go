@@ -10,7 +10,7 @@ import (
 )
 
 // benchPlan is a pro-like plan whose rate limit never denies within a benchmark.
-var benchPlan = billing.Plan{Name: "pro", Credits: 1 << 60, RatePerMinute: 1_000_000_000, Concurrency: 10}
+var benchPlan = billing.Plan{Name: "pro", Credits: billing.MaxCredits, RatePerMinute: 1_000_000_000, Concurrency: 10}
 
 // BenchmarkAdmitSettle admits and settles one call at a time for one account, on the
 // memory stores.

@@ -51,10 +51,12 @@ type Meter struct {
 	slots  ConcurrencyLimiter
 	keys   KeyChecker
 	lease  time.Duration
-	groups []group                // the stores in the order admission visits them
+	groups []group // the stores in the order admission visits them
+	hold   time.Duration
+	now    func() time.Time
 	period atomic.Pointer[Period] // the last period computed, to spare the calendar math
 	log    *slog.Logger
-	retry  retrier // settlements a store could not take when they were due
+	retry  *retryQueue // closings a store could not take when they were due
 }
 
 // MeterOptions configures a [Meter]. The zero value is the default.
@@ -68,13 +70,32 @@ type MeterOptions struct {
 	// Admitter, the check is part of that store's admission step. Nil means admissions
 	// carry no key check.
 	Keys KeyChecker
-	// Logger receives the settlements the Meter gives up retrying. The default is
+	// Hold is how long a reservation may stay open: one still open Hold after its
+	// admission is voided, its credits given back. It must be longer than any call
+	// runs, plus the time its settlement takes, plus the clock skew between the
+	// instances that share the ledger. The default is [DefaultHold].
+	Hold time.Duration
+	// Now returns the current time, for the retries of closings, which stop when the
+	// reservation expires. The default is time.Now.
+	Now func() time.Time
+	// Retries is the number of closings (keeping or refunding a charge, freeing a slot)
+	// that the Meter retries in the background when a store could not take them; a
+	// closing that finds the queue full is left to the reservation's expiry and the
+	// slot's lease. The default is [DefaultRetries].
+	Retries int
+	// Logger receives the closings the Meter leaves to expiry. The default is
 	// slog.Default().
 	Logger *slog.Logger
 }
 
 // DefaultLease is the default [MeterOptions.Lease].
 const DefaultLease = 30 * time.Second
+
+// DefaultHold is the default [MeterOptions.Hold].
+const DefaultHold = time.Minute
+
+// DefaultRetries is the default [MeterOptions.Retries].
+const DefaultRetries = 1024
 
 // The parts of an admission.
 type part uint8
@@ -97,17 +118,28 @@ func NewMeter(ledger Ledger, rates RateLimiter, slots ConcurrencyLimiter, opts *
 	if ledger == nil || rates == nil || slots == nil {
 		return nil, errors.New("billing: NewMeter needs a Ledger, a RateLimiter and a ConcurrencyLimiter")
 	}
-	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease, log: slog.Default()}
+	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease, hold: DefaultHold,
+		now: time.Now, log: slog.Default()}
+	retries := DefaultRetries
 	if opts != nil {
 		if opts.Lease > 0 {
 			m.lease = opts.Lease
+		}
+		if opts.Hold > 0 {
+			m.hold = opts.Hold
+		}
+		if opts.Now != nil {
+			m.now = opts.Now
+		}
+		if opts.Retries > 0 {
+			retries = opts.Retries
 		}
 		m.keys = opts.Keys
 		if opts.Logger != nil {
 			m.log = opts.Logger
 		}
 	}
-	m.retry = retrier{log: m.log, first: time.Second, max: 30 * time.Second, attempts: 30}
+	m.retry = newRetryQueue(m.log, m.now, retries)
 	m.groups = planGroups(m.rates, m.slots, m.ledger, m.keys)
 	return m, nil
 }
@@ -156,6 +188,9 @@ func sameStore(a, b any) bool {
 // Lease returns the lease of concurrency slots.
 func (m *Meter) Lease() time.Duration { return m.lease }
 
+// Hold returns how long a reservation may stay open before it is voided.
+func (m *Meter) Hold() time.Duration { return m.hold }
+
 // Ledger returns the meter's ledger.
 func (m *Meter) Ledger() Ledger { return m.ledger }
 
@@ -184,6 +219,8 @@ type Ticket struct {
 	Cost    int64
 	Plan    Plan
 	Period  Period
+	// Expires is when the reservation is voided if it is still open.
+	Expires time.Time
 	// Balance is the balance after the reservation (or, when the credits were short,
 	// the balance that was short).
 	Balance Balance
@@ -197,12 +234,15 @@ type Ticket struct {
 func (t *Ticket) HoldsSlot() bool { return t.held&partSlot != 0 }
 
 // Admit checks the key (if the admission carries a key check), the rate limit, takes a
-// concurrency slot and reserves the credits. A refusal by the plan is a [*LimitError]; a
-// stale key a [*KeyError]; any other error comes from a store. After any error nothing
-// is held. The returned Ticket carries what the caller reports in headers, even on
-// refusal.
+// concurrency slot and reserves the credits until the ticket's Expires. A refusal by the
+// plan is a [*LimitError]; a stale key a [*KeyError]; any other error comes from a
+// store. After any error the caller holds nothing: what earlier stores took is given
+// back, and what a store that failed may still have taken (its answer lost) is given
+// back by the reservation's expiry and the slot's lease. The returned Ticket carries
+// what the caller reports in headers, even on refusal.
 func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
-	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan, Period: m.periodOf(a.Now)}
+	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan,
+		Period: m.periodOf(a.Now), Expires: a.Now.Add(m.hold)}
 	need := partCredits
 	limit, hasRate := a.Plan.RateLimit()
 	if hasRate {
@@ -230,7 +270,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 		}
 		if err != nil {
 			if t.held != 0 {
-				m.close(context.WithoutCancel(ctx), &t, &Settlement{Refund: a.Cost, Uncount: a.APIs})
+				m.close(context.WithoutCancel(ctx), &t, &Settlement{Refund: a.Cost, Uncount: a.APIs, Now: a.Now})
 			}
 			return t, err
 		}
@@ -240,7 +280,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 
 func (m *Meter) reservation(a *Admission, t *Ticket) Reservation {
 	return Reservation{Account: a.Account, Request: a.Request, APIs: a.APIs, Amount: a.Cost,
-		Period: t.Period, Allowance: a.Plan.Credits}
+		Period: t.Period, Allowance: a.Plan.Credits, Now: a.Now, Expires: t.Expires}
 }
 
 // admitStep sends the parts one Admitter holds in one step.
@@ -261,9 +301,9 @@ func (m *Meter) admitStep(ctx context.Context, adm Admitter, parts part, a *Admi
 	}
 	r, err := adm.Admit(ctx, s)
 	if err != nil {
-		// The store may have applied the step before the error reached us: undo what
-		// it may have taken, in the background, once the store answers again.
-		m.undoInDoubt(group{adm: adm, parts: parts}, a, t)
+		// The store may have applied the step before the error reached us: what it may
+		// have taken comes back by itself, the reservation at its expiry and the slot
+		// when its lease ends.
 		return err
 	}
 	if parts&partRate != 0 {
@@ -312,8 +352,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 	if parts&partSlot != 0 {
 		d, err := m.slots.Acquire(ctx, a.Account, a.Request, a.Plan.Concurrency, m.lease, a.Now)
 		if err != nil {
-			m.undoInDoubt(group{parts: partSlot}, a, t)
-			return err
+			return err // a slot taken in doubt comes back when its lease ends
 		}
 		if !d.Acquired {
 			return slotError(a)
@@ -327,8 +366,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 			return creditsError(a, b)
 		}
 		if err != nil {
-			m.undoInDoubt(group{parts: partCredits}, a, t)
-			return err
+			return err // a reservation made in doubt is voided at its expiry
 		}
 		t.held |= partCredits
 	}
@@ -360,14 +398,23 @@ type Outcome struct {
 	Refund int64
 	// Failed lists those APIs, which then do not count in the period's usage.
 	Failed []string
-	Now    time.Time
+	// Now is when the settlement is made, and says the period it applies to. Pass the
+	// admission's Now to keep a refund in its reservation's period when a call
+	// straddles the end of a month.
+	Now time.Time
 }
 
 // Settle closes an admitted call: the ledger keeps the charge or refunds o.Refund, and
 // the concurrency slot is freed. It runs even if ctx is canceled (a client that hangs up
 // must not leave its call unsettled). It returns the balance after settlement.
+//
+// An error wrapping [ErrVoided] means the reservation had expired and was voided: the
+// call was not charged. Any other error means a store could not take the closing: the
+// Meter retries it in the background (see [Meter.Pending]) until the reservation
+// expires; what it cannot close by then is settled by the expiry itself, in the
+// customer's favour (the reservation is voided, the call not charged).
 func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (Balance, error) {
-	return m.close(context.WithoutCancel(ctx), t, &Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now)})
+	return m.close(context.WithoutCancel(ctx), t, &Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now), Now: o.Now})
 }
 
 // close settles the reservation with s (whose account, request and allowance it fills
@@ -393,13 +440,13 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *Settlement) (Balance, e
 		if err == nil && held&partCredits != 0 {
 			t.Balance = b
 		}
-		if err != nil {
-			// The store will take the settlement later: settling is idempotent.
+		if err != nil && !final(err) {
+			// The store may take the closing later: closing is idempotent.
 			account, request, settlement := t.Account, t.Request, *s
-			m.retry.do("settle a call", func(ctx context.Context) error {
+			m.retry.add(retry{what: "close a call", expires: t.Expires, op: func(ctx context.Context) error {
 				_, err := m.closeGroup(ctx, g.adm, held, account, request, &settlement)
 				return err
-			})
+			}})
 		}
 		keep(err)
 	}
@@ -417,32 +464,21 @@ func (m *Meter) closeGroup(ctx context.Context, adm Admitter, held part, account
 		}
 		return adm.Close(ctx, c)
 	}
-	var b Balance
+	var (
+		b   Balance
+		err error
+	)
 	if held&partCredits != 0 {
-		var err error
-		if b, err = m.ledger.Settle(ctx, *s); err != nil {
-			return b, err
+		b, err = m.ledger.Settle(ctx, *s)
+	}
+	// The slot is freed even when the settlement is refused for good (a voided
+	// reservation, say); after an outage, the retry frees it with the settlement.
+	if held&partSlot != 0 && (err == nil || final(err)) {
+		if rerr := m.slots.Release(ctx, account, request); err == nil {
+			err = rerr
 		}
 	}
-	if held&partSlot != 0 {
-		return b, m.slots.Release(ctx, account, request)
-	}
-	return b, nil
-}
-
-// undoInDoubt undoes, in the background, what a step that failed with a store error may
-// have taken: the store may have applied it before the connection broke.
-func (m *Meter) undoInDoubt(g group, a *Admission, t *Ticket) {
-	taken := g.parts & (partSlot | partCredits)
-	if taken == 0 {
-		return
-	}
-	s := Settlement{Account: a.Account, Request: a.Request, Refund: a.Cost, Uncount: a.APIs,
-		Period: t.Period, Allowance: a.Plan.Credits}
-	m.retry.do("undo an admission in doubt", func(ctx context.Context) error {
-		_, err := m.closeGroup(ctx, g.adm, taken, a.Account, a.Request, &s)
-		return err
-	})
+	return b, err
 }
 
 // Renew extends the lease of the call's concurrency slot, for calls that run longer
@@ -482,7 +518,7 @@ type Status struct {
 func (m *Meter) Status(ctx context.Context, account string, plan Plan, now time.Time) (Status, error) {
 	var s Status
 	period := m.periodOf(now)
-	b, err := m.ledger.Balance(ctx, account, period, plan.Credits)
+	b, err := m.ledger.Balance(ctx, account, now, period, plan.Credits)
 	if err != nil {
 		return s, err
 	}

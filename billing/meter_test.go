@@ -47,7 +47,7 @@ func (f *fixture) open(t testing.TB, account string, plan billing.Plan, balance 
 
 func (f *fixture) balance(t testing.TB, account string, plan billing.Plan, now time.Time) billing.Balance {
 	t.Helper()
-	b, err := f.ledger.Balance(t.Context(), account, billing.MonthOf(now), plan.Credits)
+	b, err := f.ledger.Balance(t.Context(), account, now, billing.MonthOf(now), plan.Credits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestSettleWithCanceledContext(t *testing.T) {
 	cancel()
 	// The memory stores refuse a canceled context, so the settlement below only goes
 	// through because Settle detaches from the cancellation.
-	if _, err := f.ledger.Balance(ctx, "acct", billing.MonthOf(t0), plan.Credits); !errors.Is(err, context.Canceled) {
+	if _, err := f.ledger.Balance(ctx, "acct", t0, billing.MonthOf(t0), plan.Credits); !errors.Is(err, context.Canceled) {
 		t.Fatalf("memory ledger with a canceled context: %v, want context.Canceled", err)
 	}
 	b, err := f.meter.Settle(ctx, &tk, billing.Outcome{Refund: 4, Failed: []string{"geo"}, Now: t0.Add(time.Second)})

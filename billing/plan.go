@@ -47,6 +47,8 @@ func (p Plan) check() error {
 		return errors.New("a plan needs a name of 1 to 64 characters")
 	case p.Credits < 0:
 		return fmt.Errorf("plan %q: credits cannot be negative", p.Name)
+	case p.Credits > MaxCredits:
+		return fmt.Errorf("plan %q: credits cannot pass the maximum of %d", p.Name, int64(MaxCredits))
 	case p.RatePerMinute < 0, p.Burst < 0, p.Concurrency < 0, p.GraphQLMaxAPIs < 0:
 		return fmt.Errorf("plan %q: limits cannot be negative (0 means unlimited)", p.Name)
 	}

@@ -11,6 +11,23 @@ import (
 // balance does not cover the amount. The balance is left unchanged.
 var ErrInsufficientCredits = errors.New("billing: insufficient credits")
 
+// ErrVoided is returned by [Ledger.Settle] (and [Admitter.Close]) for a reservation that
+// was voided because it was still open at its expiry: its credits were given back and
+// its calls uncounted, so the settlement changes nothing. The call it belonged to is
+// not charged.
+var ErrVoided = errors.New("billing: the reservation expired and was voided")
+
+// MaxCredits is the largest number of credits an account can hold: 2^53-1, the largest
+// integer that every JSON client (JavaScript's numbers among them) reads exactly. Every
+// ledger keeps an account's remaining credits plus the credits used in its period at
+// or below it. The used credits include every open reservation, so that a refund,
+// which moves credits from used back to remaining, can never pass it either.
+const MaxCredits = 1<<53 - 1
+
+// ErrTooManyCredits is returned by [Ledger.Open] and [Ledger.Adjust] when the balance
+// would pass [MaxCredits]. The balance is left unchanged.
+var ErrTooManyCredits = errors.New("billing: the balance would pass the maximum of 9007199254740991 (2^53-1) credits")
+
 // A RequestID identifies one admitted call across admission and settlement. It makes
 // the ledger idempotent: a replayed reservation or settlement with the same id changes
 // nothing.
@@ -41,7 +58,15 @@ type Opening struct {
 	Period    Period
 }
 
-// A Reservation takes credits for a call before it runs.
+// A Reservation takes credits for a call before it runs. It is a pending transfer with
+// a deadline: it stays open until it is settled, and one still open at Expires is
+// voided, exactly once, by whichever operation or sweep gets there first.
+//
+//	Reserve --> open --+-- Settle (keep or refund) --> settled
+//	                   |
+//	                   +-- Expires passes ----------> voided: the credits come back,
+//	                                                  the calls are uncounted; a
+//	                                                  later Settle gets ErrVoided
 type Reservation struct {
 	Account string
 	Request RequestID
@@ -52,6 +77,13 @@ type Reservation struct {
 	// earlier period, it is first renewed to Allowance.
 	Period    Period
 	Allowance int64
+	// Now is when the reservation is made. Expired reservations of the account are
+	// voided first.
+	Now time.Time
+	// Expires is when the reservation is voided if it is still open; it must be after
+	// Now. A store with a clock of its own may hold it for Expires-Now from its own
+	// clock's Now instead, as long as every instance judges expiry on that clock.
+	Expires time.Time
 }
 
 // A Settlement closes a reservation after the call: it keeps the charge, or gives part
@@ -66,6 +98,10 @@ type Settlement struct {
 	Uncount   []string
 	Period    Period
 	Allowance int64
+	// Now is when the settlement is made. Expired reservations of the account are
+	// voided first, this one too if it has expired (the settlement then returns
+	// ErrVoided).
+	Now time.Time
 }
 
 // An Adjustment grants (positive Amount) or takes away (negative) credits outside of any
@@ -77,6 +113,9 @@ type Adjustment struct {
 	Reason    string
 	Period    Period
 	Allowance int64
+	// Now is when the adjustment is made. Expired reservations of the account are
+	// voided first.
+	Now time.Time
 }
 
 // A Ledger keeps each account's credit balance. Every operation is atomic, and the
@@ -88,44 +127,76 @@ type Adjustment struct {
 // and moves to that period; an earlier Period (a lagging clock) never moves it back.
 //
 // Request ids are one namespace for reservations and adjustments. An open reservation is
-// remembered until it is settled, or for at least one credit period if it never is; a
-// settled reservation or an adjustment may be forgotten after a bounded window (the memory store remembers the last 4096 per
-// account), after which a replay of it is no longer recognised.
-// Errors that report well-known conditions wrap [ErrInsufficientCredits] or the
-// sentinels of package store; any other error means the store is unavailable. Every
-// implementation should pass storetest.TestLedger.
+// remembered until it is settled or voided; a settled or voided reservation or an
+// adjustment may be forgotten after a bounded window (the memory store remembers the
+// last 4096 per account), after which a replay of it is no longer recognised.
+//
+// Reservations expire (see [Reservation]). Every operation on an account (Reserve,
+// Settle, Adjust, Balance) first voids the account's reservations that are open past
+// their expiry at its Now (a zero Now voids nothing), so what it reports never counts
+// them; [Sweeper.Sweep] voids those of
+// accounts nobody touches. Voiding gives the credits back (unless the period has been
+// renewed since, as for a refund) and uncounts the reservation's APIs, once: a voided
+// reservation is never settled, and a settled one never voided.
+//
+// Credits are bounded by [MaxCredits]: an account's remaining plus used credits never
+// pass it.
+//
+// Errors that report well-known conditions wrap [ErrInsufficientCredits],
+// [ErrTooManyCredits], [ErrVoided] or the sentinels of package store (text the store
+// cannot hold, such as a NUL byte or invalid UTF-8, wraps store.ErrInvalid); any other
+// error means the store is unavailable. Every implementation should pass
+// storetest.TestLedger.
 type Ledger interface {
 	// Open creates an account's balance. It returns an error wrapping
-	// store.ErrConflict if the account already has one.
+	// store.ErrConflict if the account already has one, and ErrTooManyCredits if the
+	// balance or the allowance is above MaxCredits.
 	Open(ctx context.Context, o Opening) error
 
 	// Reserve takes Amount credits if the balance covers them, and counts one call to
-	// each of the APIs. It is idempotent: a reservation whose Request was already
-	// reserved returns the current balance and changes nothing. It returns
-	// ErrInsufficientCredits, together with the current balance, if the balance is
-	// short, and store.ErrNotFound if the account has no balance.
+	// each of the APIs, until the reservation is settled or expires. It is idempotent:
+	// a reservation whose Request was already reserved returns the current balance and
+	// changes nothing. It returns ErrInsufficientCredits, together with the current
+	// balance, if the balance is short, store.ErrNotFound if the account has no
+	// balance, and store.ErrConflict for a negative amount or an Expires not after Now.
 	Reserve(ctx context.Context, r Reservation) (Balance, error)
 
 	// Settle closes a reservation, giving back Refund credits. A reservation is settled
 	// at most once; settling it again returns the current balance and changes nothing.
 	// A refund of a reservation made in an earlier period is not credited, because the
 	// balance has been renewed since. It returns store.ErrNotFound for an unknown
-	// reservation and store.ErrConflict if Refund exceeds the reserved amount.
+	// reservation, store.ErrConflict if Refund exceeds the reserved amount, and
+	// ErrVoided, with the current balance, for a reservation voided at its expiry.
 	Settle(ctx context.Context, s Settlement) (Balance, error)
 
 	// Adjust adds Amount (which may be negative) to the balance, idempotently by
 	// Request; Used is not changed. It returns ErrInsufficientCredits if a negative
-	// amount exceeds the balance, and store.ErrNotFound if the account has no balance.
+	// amount exceeds the balance, ErrTooManyCredits if a positive one would take the
+	// remaining plus used credits past MaxCredits, and store.ErrNotFound if the
+	// account has no balance.
 	Adjust(ctx context.Context, a Adjustment) (Balance, error)
 
-	// Balance returns the account's balance at period p, renewing it if due. It
-	// returns store.ErrNotFound if the account has no balance.
-	Balance(ctx context.Context, account string, p Period, allowance int64) (Balance, error)
+	// Balance returns the account's balance at now, in period p, renewing it if due and
+	// voiding its expired reservations. It returns store.ErrNotFound if the account
+	// has no balance.
+	Balance(ctx context.Context, account string, now time.Time, p Period, allowance int64) (Balance, error)
 
 	// Usage returns the number of calls per API counted in period p (empty if p is not
 	// the stored period). An API whose calls were all uncounted may be listed with 0.
 	// It returns store.ErrNotFound if the account has no balance.
 	Usage(ctx context.Context, account string, p Period) (map[string]int64, error)
+}
+
+// A Sweeper voids expired reservations of every account, for ledgers shared by several
+// instances: an instance that dies takes the settlements of its calls in flight with
+// it, and an account that nobody calls again would keep their credits held. The
+// Service runs [Sweeper.Sweep] in the background for ledgers that implement it.
+type Sweeper interface {
+	// Sweep voids up to limit reservations that are open past their expiry at now,
+	// of any accounts, and returns how many it voided. Any number of callers, on any
+	// instances, may sweep at the same time as each other and as every other
+	// operation: each reservation is voided once, and never after it was settled.
+	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
 }
 
 // A Limit is a rate limit: Rate events per Per, with bursts of up to Burst events. It

@@ -39,6 +39,7 @@ func TestGraphQLHTTPAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	acct, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "pro"})
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ import (
 
 // benchPlans has one plan whose limits never refuse a benchmark call.
 var benchPlans = []billing.Plan{
-	{Name: "bench", Credits: 1 << 60, RatePerMinute: 1e9, Concurrency: 1e6, GraphQLMaxAPIs: 10},
+	{Name: "bench", Credits: billing.MaxCredits, RatePerMinute: 1e9, Concurrency: 1e6, GraphQLMaxAPIs: 10},
 }
 
 // A benchCase is one handler and the request it answers.
@@ -283,6 +283,7 @@ func newGeneratedService(tb testing.TB, prefix string, n int) *tollgate.Service 
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(svc.Close)
 	return svc
 }
 

@@ -254,6 +254,7 @@ func (h *harness) newService(t testing.TB, opts tollgate.Options) *tollgate.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	return svc
 }
 

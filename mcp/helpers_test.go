@@ -152,6 +152,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 	if h.svc, err = tollgate.New(h.reg, h.stores.Stores, plans, &opts); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.svc.Close)
 	mopts := cfg.mcp
 	if mopts.Logger == nil {
 		mopts.Logger = slog.New(slog.DiscardHandler)

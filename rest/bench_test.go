@@ -13,7 +13,7 @@ import (
 
 // benchPlans has one plan whose limits never deny a benchmark call.
 var benchPlans = []billing.Plan{
-	{Name: "bench", Credits: 1 << 60, RatePerMinute: 1e9, Concurrency: 1e6, GraphQLMaxAPIs: 10},
+	{Name: "bench", Credits: billing.MaxCredits, RatePerMinute: 1e9, Concurrency: 1e6, GraphQLMaxAPIs: 10},
 }
 
 const benchPath = "/v1/hash?text=hello"

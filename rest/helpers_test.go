@@ -198,6 +198,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.svc.Close)
 	ropts := cfg.rest
 	ropts.Logger = logger
 	h.handler, err = rest.NewHandler(h.svc, &ropts)

@@ -16,10 +16,16 @@
 //
 // Any other error means the store could not do its job (a lost connection, a timeout,
 // a full disk). Tollgate treats such errors as "store unavailable": the call is answered
-// with 503, nothing is admitted and nothing is charged.
+// with 503, nothing is admitted and nothing is charged. A value the store cannot hold
+// is not an outage: it wraps [ErrInvalid], and Tollgate answers 400.
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 var (
 	// ErrNotFound reports that the record asked for does not exist.
@@ -33,4 +39,24 @@ var (
 	// Implementations should wrap connection and timeout failures with it, although
 	// Tollgate treats every unrecognised store error the same way.
 	ErrUnavailable = errors.New("store: unavailable")
+
+	// ErrInvalid reports a value the store cannot hold: text that is not valid UTF-8 or
+	// contains a NUL byte (see [CheckText]), or a number outside the store's range. It
+	// is the caller's mistake, never an outage. Tollgate checks what clients send
+	// before it reaches a store, so a store returns it only to a caller that skipped
+	// those checks.
+	ErrInvalid = errors.New("store: invalid value")
 )
+
+// CheckText returns an error wrapping [ErrInvalid], naming what, unless s is text that
+// every store can hold: valid UTF-8 without NUL bytes. PostgreSQL refuses anything
+// else; the other stores refuse it too, so that every store behaves alike.
+func CheckText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8: %w", what, ErrInvalid)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%s contains a NUL byte: %w", what, ErrInvalid)
+	}
+	return nil
+}

@@ -94,6 +94,7 @@ func newHarness(t testing.TB, adjust ...func(*oauth.Options)) *harness {
 		Slots:  memory.NewConcurrencyLimiter(),
 	}, plans, &tollgate.Options{Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
+	t.Cleanup(h.svc.Close)
 	h.acct = h.newAccount(t, auth.Restrictions{})
 
 	var handler http.Handler

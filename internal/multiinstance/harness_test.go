@@ -121,6 +121,7 @@ func start(t *testing.T, d deployment, n int) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(svc.Close)
 		h, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)

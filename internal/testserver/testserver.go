@@ -113,6 +113,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	createAccounts(t, svc)
 	h, err := rest.NewHandler(svc, &rest.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -43,6 +43,9 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := checkText(account, primary); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.accounts[account.ID]; ok {
@@ -78,6 +81,9 @@ func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := checkText(auth.Account{ID: key.AccountID, Plan: "-"}, key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.accounts[key.AccountID]; !ok {
@@ -87,6 +93,19 @@ func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key) error {
 		return err
 	}
 	s.insertKey(&key)
+	return nil
+}
+
+// checkText refuses text that a store cannot hold (see [store.CheckText]), as every
+// store does.
+func checkText(a auth.Account, k auth.Key) error {
+	for _, f := range []struct{ what, value string }{
+		{"account id", a.ID}, {"plan", a.Plan}, {"key id", k.ID}, {"key name", k.Name},
+	} {
+		if err := store.CheckText("memory: "+f.what, f.value); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -4,18 +4,35 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// Ledger is the in-memory [billing.Ledger]. Each account has its own lock, so accounts
-// never contend with each other.
+// Ledger is the in-memory [billing.Ledger] and [billing.Sweeper]. Each account has its
+// own lock, so accounts never contend with each other.
+//
+// A reservation lives in its account's table of open reservations until it is settled
+// or voided:
+//
+//	Reserve --> open --+-- Settle --------------> settled (remembered)
+//	                   |
+//	                   +-- Expires <= now ------> voided (remembered): the credits come
+//	                       (the account's next        back, the APIs are uncounted, and a
+//	                       operation, or Sweep)       later Settle gets billing.ErrVoided
+//
+// Every operation on an account first voids its reservations that are open past their
+// expiry; an account keeps a lower bound of their expiries, so that this costs one
+// comparison while none is due. [Ledger.Sweep] voids those of accounts nobody touches.
 //
 // Idempotency records are kept per account: every open reservation, and the ids of the
-// last [LedgerOptions.Remember] settled reservations and adjustments. A replay older than
-// that is not recognised. Use [NewLedger] to make one.
+// last [LedgerOptions.Remember] settled or voided reservations and adjustments. A replay
+// older than that is not recognised. Use [NewLedger] to make one.
 type Ledger struct {
 	mu       sync.RWMutex
 	accounts map[string]*account
@@ -37,18 +54,35 @@ type account struct {
 	period    billing.Period
 	usage     map[string]int64
 	open      map[billing.RequestID]reservation
-	done      map[billing.RequestID]struct{}
-	ring      []billing.RequestID // the ids in done, oldest at next
-	next      int
+	// due is at most the earliest expiry among the open reservations (Unix
+	// nanoseconds), math.MaxInt64 when there are none. Written under mu; read by Sweep
+	// without it.
+	due  atomic.Int64
+	done map[billing.RequestID]closed
+	ring []billing.RequestID // the ids in done, oldest at next
+	next int
 }
 
 type reservation struct {
-	amount int64
-	start  int64 // Unix seconds of the period it was made in
+	amount  int64
+	start   int64 // Unix seconds of the period it was made in
+	expires int64 // Unix nanoseconds
+	apis    []string
 }
 
-// Interface guard.
-var _ billing.Ledger = (*Ledger)(nil)
+// closed is how a remembered request id ended.
+type closed uint8
+
+const (
+	settled closed = iota // a settled reservation, or an adjustment
+	voided                // a reservation voided at its expiry
+)
+
+// Interface guards.
+var (
+	_ billing.Ledger  = (*Ledger)(nil)
+	_ billing.Sweeper = (*Ledger)(nil)
+)
 
 // NewLedger returns an empty Ledger. opts may be nil.
 func NewLedger(opts *LedgerOptions) *Ledger {
@@ -64,24 +98,33 @@ func (l *Ledger) Open(ctx context.Context, o billing.Opening) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if o.Balance < 0 {
+	if err := store.CheckText("memory: account id", o.Account); err != nil {
+		return err
+	}
+	switch {
+	case o.Balance < 0:
 		return fmt.Errorf("memory: account %q: a balance cannot be negative", o.Account)
+	case o.Balance > billing.MaxCredits || o.Allowance > billing.MaxCredits:
+		return fmt.Errorf("memory: account %q: %w", o.Account, billing.ErrTooManyCredits)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.accounts[o.Account]; ok {
 		return fmt.Errorf("memory: balance of account %q: %w", o.Account, store.ErrConflict)
 	}
-	l.accounts[o.Account] = &account{
+	a := &account{
 		balance: o.Balance, allowance: o.Allowance, period: o.Period,
 		usage: make(map[string]int64), open: make(map[billing.RequestID]reservation),
-		done: make(map[billing.RequestID]struct{}), // ring grows as ids are settled, up to l.remember
+		done: make(map[billing.RequestID]closed), // ring grows as ids are settled, up to l.remember
 	}
+	a.due.Store(math.MaxInt64)
+	l.accounts[o.Account] = a
 	return nil
 }
 
-// lock finds an account and locks it, applying a due renewal.
-func (l *Ledger) lock(ctx context.Context, id string, p billing.Period, allowance int64) (*account, error) {
+// lock finds an account and locks it, applying a due renewal and voiding the
+// reservations that are open past their expiry at now.
+func (l *Ledger) lock(ctx context.Context, id string, p billing.Period, allowance int64, now time.Time) (*account, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -93,25 +136,53 @@ func (l *Ledger) lock(ctx context.Context, id string, p billing.Period, allowanc
 	}
 	a.mu.Lock()
 	if p.Start.After(a.period.Start) {
-		// Reservations older than the period that just ended will not be settled any
-		// more (their calls ended long ago); forget them so they cannot accumulate.
-		ended := a.period.Start.Unix()
-		for id, r := range a.open {
-			if r.start < ended {
-				delete(a.open, id)
-			}
-		}
 		a.balance, a.used, a.allowance, a.period = allowance, 0, allowance, p
 		clear(a.usage)
 	}
+	if t := now.UnixNano(); !now.IsZero() && t >= a.due.Load() {
+		a.expire(t, math.MaxInt, l.remember)
+	}
 	return a, nil
+}
+
+// expire voids up to limit reservations that are open past their expiry at now (Unix
+// nanoseconds), and returns how many it voided. The account is locked.
+func (a *account) expire(now int64, limit, remember int) int {
+	n, due := 0, int64(math.MaxInt64)
+	for id, r := range a.open {
+		if r.expires > now || n == limit {
+			due = min(due, r.expires)
+			continue
+		}
+		delete(a.open, id)
+		a.forget(id, voided, remember)
+		a.credit(r, r.amount, r.apis)
+		n++
+	}
+	a.due.Store(due)
+	return n
+}
+
+// credit gives back amount credits of reservation r and uncounts apis, unless the
+// balance has been renewed since r was made (the credits went with the old period).
+func (a *account) credit(r reservation, amount int64, apis []string) {
+	if r.start != a.period.Start.Unix() {
+		return
+	}
+	a.balance += amount
+	a.used -= amount
+	for _, api := range apis {
+		if a.usage[api] > 0 {
+			a.usage[api]--
+		}
+	}
 }
 
 func (a *account) snapshot() billing.Balance {
 	return billing.Balance{Remaining: a.balance, Used: a.used, Allowance: a.allowance, Period: a.period}
 }
 
-// seen reports whether id was reserved, settled or adjusted before.
+// seen reports whether id was reserved, settled, voided or adjusted before.
 func (a *account) seen(id billing.RequestID) bool {
 	if _, ok := a.open[id]; ok {
 		return true
@@ -120,27 +191,32 @@ func (a *account) seen(id billing.RequestID) bool {
 	return ok
 }
 
-// remember records id as settled, forgetting the oldest id when the ring is full.
-func (a *account) remember(id billing.RequestID, limit int) {
-	if len(a.ring) < limit {
-		a.ring = append(a.ring, id)
-	} else {
-		delete(a.done, a.ring[a.next])
-		a.ring[a.next] = id
-		a.next = (a.next + 1) % limit
+// forget records how id ended, forgetting the oldest id when the ring is full.
+func (a *account) forget(id billing.RequestID, how closed, limit int) {
+	if _, ok := a.done[id]; !ok {
+		if len(a.ring) < limit {
+			a.ring = append(a.ring, id)
+		} else {
+			delete(a.done, a.ring[a.next])
+			a.ring[a.next] = id
+			a.next = (a.next + 1) % limit
+		}
 	}
-	a.done[id] = struct{}{}
+	a.done[id] = how
 }
 
 // Reserve takes credits for a call.
 func (l *Ledger) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
-	a, err := l.lock(ctx, r.Account, r.Period, r.Allowance)
+	a, err := l.lock(ctx, r.Account, r.Period, r.Allowance, r.Now)
 	if err != nil {
 		return billing.Balance{}, err
 	}
 	defer a.mu.Unlock()
-	if r.Amount < 0 {
+	switch {
+	case r.Amount < 0:
 		return a.snapshot(), fmt.Errorf("memory: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
+	case !r.Expires.After(r.Now):
+		return a.snapshot(), fmt.Errorf("memory: reservation %s: it expires at %s, not after it is made: %w", r.Request, r.Expires, store.ErrConflict)
 	}
 	if a.seen(r.Request) {
 		return a.snapshot(), nil
@@ -153,20 +229,27 @@ func (l *Ledger) Reserve(ctx context.Context, r billing.Reservation) (billing.Ba
 	for _, api := range r.APIs {
 		a.usage[api]++
 	}
-	a.open[r.Request] = reservation{amount: r.Amount, start: a.period.Start.Unix()}
+	expires := r.Expires.UnixNano()
+	a.open[r.Request] = reservation{amount: r.Amount, start: a.period.Start.Unix(), expires: expires, apis: slices.Clone(r.APIs)}
+	if expires < a.due.Load() {
+		a.due.Store(expires)
+	}
 	return a.snapshot(), nil
 }
 
 // Settle closes a reservation.
 func (l *Ledger) Settle(ctx context.Context, s billing.Settlement) (billing.Balance, error) {
-	a, err := l.lock(ctx, s.Account, s.Period, s.Allowance)
+	a, err := l.lock(ctx, s.Account, s.Period, s.Allowance, s.Now)
 	if err != nil {
 		return billing.Balance{}, err
 	}
 	defer a.mu.Unlock()
 	res, ok := a.open[s.Request]
 	if !ok {
-		if _, done := a.done[s.Request]; done {
+		switch how, done := a.done[s.Request]; {
+		case done && how == voided:
+			return a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, billing.ErrVoided)
+		case done:
 			return a.snapshot(), nil
 		}
 		return a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, store.ErrNotFound)
@@ -175,22 +258,17 @@ func (l *Ledger) Settle(ctx context.Context, s billing.Settlement) (billing.Bala
 		return a.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is outside 0..%d: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
 	}
 	delete(a.open, s.Request)
-	a.remember(s.Request, l.remember)
-	if res.start == a.period.Start.Unix() {
-		a.balance += s.Refund
-		a.used -= s.Refund
-		for _, api := range s.Uncount {
-			if a.usage[api] > 0 {
-				a.usage[api]--
-			}
-		}
-	}
+	a.forget(s.Request, settled, l.remember)
+	a.credit(res, s.Refund, s.Uncount)
 	return a.snapshot(), nil
 }
 
 // Adjust adds credits to, or takes them from, the balance.
 func (l *Ledger) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Balance, error) {
-	a, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance)
+	if err := store.CheckText("memory: the reason of an adjustment", adj.Reason); err != nil {
+		return billing.Balance{}, err
+	}
+	a, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance, adj.Now)
 	if err != nil {
 		return billing.Balance{}, err
 	}
@@ -198,17 +276,20 @@ func (l *Ledger) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Ba
 	if a.seen(adj.Request) {
 		return a.snapshot(), nil
 	}
-	if a.balance+adj.Amount < 0 {
+	if adj.Amount > billing.MaxCredits-(a.balance+a.used) {
+		return a.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, billing.ErrTooManyCredits)
+	}
+	if adj.Amount < -a.balance {
 		return a.snapshot(), billing.ErrInsufficientCredits
 	}
 	a.balance += adj.Amount
-	a.remember(adj.Request, l.remember)
+	a.forget(adj.Request, settled, l.remember)
 	return a.snapshot(), nil
 }
 
 // Balance returns the account's balance.
-func (l *Ledger) Balance(ctx context.Context, account string, p billing.Period, allowance int64) (billing.Balance, error) {
-	a, err := l.lock(ctx, account, p, allowance)
+func (l *Ledger) Balance(ctx context.Context, account string, now time.Time, p billing.Period, allowance int64) (billing.Balance, error) {
+	a, err := l.lock(ctx, account, p, allowance, now)
 	if err != nil {
 		return billing.Balance{}, err
 	}
@@ -233,4 +314,35 @@ func (l *Ledger) Usage(ctx context.Context, account string, p billing.Period) (m
 		return map[string]int64{}, nil
 	}
 	return maps.Clone(a.usage), nil
+}
+
+// Sweep voids up to limit reservations open past their expiry at now, of any accounts.
+// It finds them without locking accounts that have none due, and locks each account
+// that has some only while it voids them.
+func (l *Ledger) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	t := now.UnixNano()
+	var due []*account
+	l.mu.RLock()
+	for _, a := range l.accounts {
+		if a.due.Load() <= t {
+			due = append(due, a)
+		}
+	}
+	l.mu.RUnlock()
+	n := 0
+	for _, a := range due {
+		if n >= limit {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		a.mu.Lock()
+		n += a.expire(t, limit-n, l.remember)
+		a.mu.Unlock()
+	}
+	return n, nil
 }

@@ -46,21 +46,23 @@ func TestConcurrencyLimiter(t *testing.T) {
 // make while a client may still retry.
 func TestLedgerRememberWindow(t *testing.T) {
 	ctx := t.Context()
-	p := billing.MonthOf(time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC))
+	now := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
+	p := billing.MonthOf(now)
 	l := memory.NewLedger(&memory.LedgerOptions{Remember: 2})
 	must(t, l.Open(ctx, billing.Opening{Account: "acme", Balance: 100, Allowance: 100, Period: p}))
 	reserve := func(id byte) billing.Balance {
 		t.Helper()
-		b, err := l.Reserve(ctx, billing.Reservation{Account: "acme", Request: billing.RequestID{id}, APIs: []string{"hash"}, Amount: 10, Period: p, Allowance: 100})
+		b, err := l.Reserve(ctx, billing.Reservation{Account: "acme", Request: billing.RequestID{id}, APIs: []string{"hash"}, Amount: 10, Period: p, Allowance: 100,
+			Now: now, Expires: now.Add(time.Hour)})
 		must(t, err)
 		return b
 	}
 	settle := func(id byte) (billing.Balance, error) {
-		return l.Settle(ctx, billing.Settlement{Account: "acme", Request: billing.RequestID{id}, Period: p, Allowance: 100})
+		return l.Settle(ctx, billing.Settlement{Account: "acme", Request: billing.RequestID{id}, Period: p, Allowance: 100, Now: now})
 	}
 	adjust := func(id byte) billing.Balance {
 		t.Helper()
-		b, err := l.Adjust(ctx, billing.Adjustment{Account: "acme", Request: billing.RequestID{id}, Amount: 5, Period: p, Allowance: 100})
+		b, err := l.Adjust(ctx, billing.Adjustment{Account: "acme", Request: billing.RequestID{id}, Amount: 5, Period: p, Allowance: 100, Now: now})
 		must(t, err)
 		return b
 	}
@@ -106,6 +108,22 @@ func TestLedgerRememberWindow(t *testing.T) {
 		must(t, err)
 	}
 	want("replay of adjustment 20, outside the window, is applied again", adjust(20), 30)
+
+	// Voided reservations share the window too: reservations 12 and 13 are still
+	// open (with 1, charged again above, which is settled first); once expired, they
+	// are voided and remembered as such.
+	_, err = settle(1)
+	must(t, err)
+	now = now.Add(time.Hour)
+	for _, id := range []byte{12, 13} {
+		if _, err := settle(id); !errors.Is(err, billing.ErrVoided) {
+			t.Errorf("settlement of expired reservation %d: got %v, want billing.ErrVoided", id, err)
+		}
+	}
+	adjust(21)
+	if _, err := settle(12); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("settlement of voided reservation 12, outside the window: got %v, want store.ErrNotFound", err)
+	}
 }
 
 func must(t *testing.T, err error) {
@@ -199,42 +217,5 @@ func TestLedgerOpenIsSmall(t *testing.T) {
 		t.Errorf("Open allocated %d bytes per account, want at most %d", per, limit)
 	} else {
 		t.Logf("Open allocated %d bytes per account", per)
-	}
-}
-
-// TestLedgerForgetsAncientReservations checks that reservations never settled do not
-// accumulate: a renewal forgets those older than the period that just ended, and keeps
-// those of that period (a call that straddles the month end can still settle).
-func TestLedgerForgetsAncientReservations(t *testing.T) {
-	ctx := t.Context()
-	l := memory.NewLedger(nil)
-	jan := billing.MonthOf(time.Date(2030, 1, 10, 0, 0, 0, 0, time.UTC))
-	feb := billing.MonthOf(time.Date(2030, 2, 10, 0, 0, 0, 0, time.UTC))
-	mar := billing.MonthOf(time.Date(2030, 3, 10, 0, 0, 0, 0, time.UTC))
-	if err := l.Open(ctx, billing.Opening{Account: "a", Balance: 10, Allowance: 10, Period: jan}); err != nil {
-		t.Fatal(err)
-	}
-	reserve := func(id byte, p billing.Period) billing.RequestID {
-		t.Helper()
-		r := billing.RequestID{id}
-		if _, err := l.Reserve(ctx, billing.Reservation{Account: "a", Request: r, Amount: 1, Period: p, Allowance: 10}); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	old := reserve(1, jan)    // never settled
-	recent := reserve(2, feb) // renews to February; January's reservation is kept
-	if _, err := l.Settle(ctx, billing.Settlement{Account: "a", Request: old, Period: feb, Allowance: 10}); err != nil {
-		t.Errorf("a reservation of the period that just ended cannot be settled: %v", err)
-	}
-	old = reserve(3, feb)
-	reserve(4, mar) // renews to March: February's open reservations are kept, nothing older
-	if _, err := l.Settle(ctx, billing.Settlement{Account: "a", Request: recent, Period: mar, Allowance: 10}); err != nil {
-		t.Errorf("February's reservation: %v", err)
-	}
-	reserve(5, billing.MonthOf(time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC))) // renews to May
-	_, err := l.Settle(ctx, billing.Settlement{Account: "a", Request: old, Period: mar, Allowance: 10})
-	if !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("a reservation from two periods ago: %v, want it forgotten (ErrNotFound)", err)
 	}
 }

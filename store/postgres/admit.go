@@ -57,6 +57,7 @@ type admitParams struct {
 	amount, allowance *int64
 	apis              []string
 	start, end        *time.Time
+	expires           *int64
 }
 
 func newAdmitParams(st *billing.Step) (*admitParams, error) {
@@ -76,11 +77,12 @@ func newAdmitParams(st *billing.Step) (*admitParams, error) {
 		p.ceiling, p.lease = &c, &l
 	}
 	if c := st.Credits; c != nil {
-		if c.Amount < 0 {
-			return nil, fmt.Errorf("postgres: admission %s of account %q: negative amount %d", st.Request, c.Account, c.Amount)
+		if err := checkReservation(c); err != nil {
+			return nil, err
 		}
+		expires := c.Expires.UnixNano()
 		p.creditAccount, p.amount, p.allowance, p.apis = &c.Account, &c.Amount, &c.Allowance, c.APIs
-		p.start, p.end = &c.Period.Start, &c.Period.End
+		p.start, p.end, p.expires = &c.Period.Start, &c.Period.End, &expires
 	}
 	return p, nil
 }
@@ -130,12 +132,12 @@ func (r *admitRow) result(st *billing.Step) (billing.StepResult, error) {
 func (s *Store) admitOne(ctx context.Context, account string, p *admitParams) (admitRow, error) {
 	var r admitRow
 	err := s.db.QueryRow(ctx, `SELECT `+admitColumns+`
-		FROM tollgate_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		FROM tollgate_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		account, p.request, p.now,
 		p.keyAccount, p.keyID, p.keyHash,
 		p.rateE, p.rateWindow,
 		p.ceiling, p.lease,
-		p.creditAccount, p.amount, p.apis, p.start, p.end, p.allowance).Scan(r.dest()...)
+		p.creditAccount, p.amount, p.apis, p.start, p.end, p.allowance, p.expires).Scan(r.dest()...)
 	return r, err
 }
 
@@ -153,6 +155,7 @@ func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParam
 		keyHash                   = make([][]byte, n)
 		rateE, rateWindow, lease  = make([]*int64, n), make([]*int64, n), make([]*int64, n)
 		amount, allowance         = make([]*int64, n), make([]*int64, n)
+		expires                   = make([]*int64, n)
 		ceiling                   = make([]*int32, n)
 		apis                      []string
 		apiCounts                 = make([]int32, n)
@@ -166,15 +169,15 @@ func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParam
 		credit[i], amount[i], allowance[i] = p.creditAccount, p.amount, p.allowance
 		apis = append(apis, p.apis...)
 		apiCounts[i] = int32(len(p.apis))
-		start[i], end[i] = p.start, p.end
+		start[i], end[i], expires[i] = p.start, p.end, p.expires
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+admitColumns+`
-		FROM tollgate_admit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+		FROM tollgate_admit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		account, request, now,
 		keyAccount, keyID, keyHash,
 		rateE, rateWindow,
 		ceiling, lease,
-		credit, amount, apis, apiCounts, start, end, allowance)
+		credit, amount, apis, apiCounts, start, end, allowance, expires)
 	if err != nil {
 		return nil, err
 	}
@@ -243,13 +246,14 @@ type closeParams struct {
 	uncount       []string
 	start, end    *time.Time
 	allowance     *int64
+	now           *int64
 }
 
 func newCloseParams(c *billing.Closing) *closeParams {
 	p := &closeParams{request: c.Request, release: c.ReleaseSlot}
 	if st := c.Settlement; st != nil {
 		p.settleAccount, p.refund, p.uncount, p.allowance = &st.Account, &st.Refund, st.Uncount, &st.Allowance
-		p.start, p.end = &st.Period.Start, &st.Period.End
+		p.start, p.end, p.now = &st.Period.Start, &st.Period.End, nanos(st.Now)
 	}
 	return p
 }
@@ -270,8 +274,8 @@ const closeColumns = `o_status, o_remaining, o_used, o_allowance, o_period_start
 // closeOne performs one closing: one call of tollgate_close.
 func (s *Store) closeOne(ctx context.Context, account string, p *closeParams) (closeRow, error) {
 	var r closeRow
-	err := s.db.QueryRow(ctx, `SELECT `+closeColumns+` FROM tollgate_close($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		account, p.request, p.release, p.settleAccount, p.refund, p.uncount, p.start, p.end, p.allowance).Scan(r.dest()...)
+	err := s.db.QueryRow(ctx, `SELECT `+closeColumns+` FROM tollgate_close($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		account, p.request, p.release, p.settleAccount, p.refund, p.uncount, p.start, p.end, p.allowance, p.now).Scan(r.dest()...)
 	return r, err
 }
 
@@ -290,17 +294,18 @@ func (s *Store) closeBatch(ctx context.Context, account string, ps []*closeParam
 		uncount       []string
 		counts        = make([]int32, n)
 		start, end    = make([]*time.Time, n), make([]*time.Time, n)
+		now           = make([]*int64, n)
 	)
 	for i, p := range ps {
-		request[i], release[i] = p.request, p.release
+		request[i], release[i], now[i] = p.request, p.release, p.now
 		settle[i], refund[i], allow[i] = p.settleAccount, p.refund, p.allowance
 		uncount = append(uncount, p.uncount...)
 		counts[i] = int32(len(p.uncount))
 		start[i], end[i] = p.start, p.end
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+closeColumns+`
-		FROM tollgate_close_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		account, request, release, settle, refund, uncount, counts, start, end, allow)
+		FROM tollgate_close_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		account, request, release, settle, refund, uncount, counts, start, end, allow, now)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -83,7 +84,7 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 		r, err := s.Admit(ctx, billing.Step{
 			Account: f.account, Request: req, Now: t0,
 			Key:     &billing.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash},
-			Credits: &billing.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits},
+			Credits: &billing.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
 		})
 		if err != nil {
 			return err

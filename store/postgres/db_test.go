@@ -32,7 +32,7 @@ func scenario(t *testing.T, s *postgres.Store, id string) {
 	r, err := s.Admit(ctx, billing.Step{Account: id, Request: req, Now: t0,
 		Key:     &billing.KeyCheck{Account: id, KeyID: key.ID, Hash: key.Hash},
 		Slot:    &billing.SlotClaim{Ceiling: 1, Lease: time.Minute},
-		Credits: &billing.Reservation{Account: id, Request: req, APIs: []string{"hash"}, Amount: 4, Period: period, Allowance: 10}})
+		Credits: &billing.Reservation{Account: id, Request: req, APIs: []string{"hash"}, Amount: 4, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
 	if err != nil || r.Denied != billing.NotDenied || r.Balance.Remaining != 6 {
 		t.Fatalf("Admit: %+v, %v; want admitted with 6 remaining", r, err)
 	}
@@ -122,7 +122,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	wantMessage(t, err, `postgres: key "mapped-other"`)
 
-	_, err = s.Reserve(ctx, billing.Reservation{Account: "ghost", Request: billing.RequestID{1}, Amount: 1, Period: period})
+	_, err = s.Reserve(ctx, billing.Reservation{Account: "ghost", Request: billing.RequestID{1}, Amount: 1, Period: period, Now: t0, Expires: t0.Add(time.Hour)})
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Reserve on an account without a balance: %v, want store.ErrNotFound", err)
 	}
@@ -139,7 +139,7 @@ func TestErrorMapping(t *testing.T) {
 	// A server error (here: the schema has no such function) is "unavailable", and the
 	// *pgconn.PgError is still there for the host's logs.
 	broken, _ := postgres.New(brokenDB{newPool(t, 2)}, nil)
-	_, err = broken.Balance(ctx, "mapped", period, 10)
+	_, err = broken.Balance(ctx, "mapped", t0, period, 10)
 	var pe *pgconn.PgError
 	if !errors.Is(err, store.ErrUnavailable) || !errors.As(err, &pe) {
 		t.Errorf("Balance on a schema without the functions: %v, want store.ErrUnavailable wrapping a *pgconn.PgError", err)
@@ -171,7 +171,7 @@ func TestUnreachable(t *testing.T) {
 	s, _ := postgres.New(pool, nil)
 	req := billing.RequestID{1}
 	_, err = s.Admit(t.Context(), billing.Step{Account: "acct", Request: req, Now: t0,
-		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: period}})
+		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Now: t0, Expires: t0.Add(time.Hour)}})
 	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
 		t.Errorf("Admit with the server unreachable: %v, want store.ErrUnavailable", err)
 	}
@@ -199,19 +199,19 @@ func TestCanceledMidCall(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, err = s.Reserve(short, billing.Reservation{Account: "locked", Request: billing.RequestID{1}, Amount: 3, Period: period, Allowance: 10})
+	_, err = s.Reserve(short, billing.Reservation{Account: "locked", Request: billing.RequestID{1}, Amount: 3, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Reserve that outlived its deadline: %v, want context.DeadlineExceeded", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Balance(ctx, "locked", period, 10)
+	b, err := s.Balance(ctx, "locked", t0, period, 10)
 	if err != nil || b.Remaining != 10 || b.Used != 0 {
 		t.Errorf("after the canceled Reserve: %+v, %v; want 10 remaining, nothing used", b, err)
 	}
 	// The request was not recorded: it goes through now.
-	b, err = s.Reserve(ctx, billing.Reservation{Account: "locked", Request: billing.RequestID{1}, Amount: 3, Period: period, Allowance: 10})
+	b, err = s.Reserve(ctx, billing.Reservation{Account: "locked", Request: billing.RequestID{1}, Amount: 3, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)})
 	if err != nil || b.Remaining != 7 {
 		t.Errorf("Reserve after the canceled one: %+v, %v; want 7 remaining", b, err)
 	}

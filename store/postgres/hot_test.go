@@ -38,7 +38,7 @@ func newRequest() billing.RequestID {
 func audit(t *testing.T, s *postgres.Store, db postgres.DB, account string, p billing.Period, allowance int64) {
 	t.Helper()
 	ctx := t.Context()
-	b, err := s.Balance(ctx, account, p, allowance)
+	b, err := s.Balance(ctx, account, t0, p, allowance)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestHotAccountExact(t *testing.T) {
 			step := func(req billing.RequestID, p billing.Period, amount, allowance int64) billing.Step {
 				return billing.Step{Account: acct.ID, Request: req, Now: p.Start,
 					Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
-					Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance}}
+					Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance, Now: p.Start, Expires: p.Start.Add(90 * 24 * time.Hour)}}
 			}
 
 			var (
@@ -177,7 +177,7 @@ func TestHotAccountExact(t *testing.T) {
 // wantBalance checks an account's balance and its count of "hash" calls.
 func wantBalance(t *testing.T, s *postgres.Store, account string, p billing.Period, allowance, remaining, used, calls int64) {
 	t.Helper()
-	b, err := s.Balance(t.Context(), account, p, allowance)
+	b, err := s.Balance(t.Context(), account, t0, p, allowance)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestConcurrentReplays(t *testing.T) {
 			}
 			req := newRequest()
 			st := billing.Step{Account: "replayed", Request: req, Now: t0,
-				Credits: &billing.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100}}
+				Credits: &billing.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
 			var wg sync.WaitGroup
 			for range 32 {
 				wg.Go(func() {
@@ -238,7 +238,7 @@ func TestSetShards(t *testing.T) {
 		reqs := make([]billing.RequestID, n)
 		for i := range reqs {
 			reqs[i] = newRequest()
-			if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: reqs[i], APIs: []string{"hash"}, Amount: 10, Period: period, Allowance: 1000}); err != nil {
+			if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: reqs[i], APIs: []string{"hash"}, Amount: 10, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -274,11 +274,11 @@ func TestSetShards(t *testing.T) {
 	if err := s.SetShards(ctx, acct, 16); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 999, Period: period, Allowance: 1000})
+	b, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 999, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)})
 	if err != nil || b.Remaining != 1 {
 		t.Fatalf("Reserve of 999 of 1000 over 16 shards: %+v, %v", b, err)
 	}
-	if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 2, Period: period, Allowance: 1000}); err == nil {
+	if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 2, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err == nil {
 		t.Fatal("Reserve of 2 with 1 left succeeded")
 	}
 	audit(t, s, pool, acct, period, 1000)
@@ -304,7 +304,7 @@ func TestAccountsIndependent(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		b, err := s.Balance(ctx, fmt.Sprintf("acct%d", i), period, 100)
+		b, err := s.Balance(ctx, fmt.Sprintf("acct%d", i), t0, period, 100)
 		if err != nil || b.Remaining != int64(10*(i+1)) {
 			t.Errorf("acct%d: %+v, %v", i, b, err)
 		}
@@ -332,7 +332,7 @@ func TestKeyOfAnotherAccount(t *testing.T) {
 	req := newRequest()
 	r, err := s.Admit(ctx, billing.Step{Account: mine.ID, Request: req, Now: t0,
 		Key:     &billing.KeyCheck{Account: theirs.ID, KeyID: theirKey.ID, Hash: theirKey.Hash},
-		Credits: &billing.Reservation{Account: mine.ID, Request: req, Amount: 1, Period: period, Allowance: 10}})
+		Credits: &billing.Reservation{Account: mine.ID, Request: req, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
 	if err != nil || r.Denied != billing.DeniedKey || r.Key != billing.KeyUnknown {
 		t.Errorf("Admit with another account's key: %+v, %v; want DeniedKey, KeyUnknown", r, err)
 	}
@@ -364,7 +364,7 @@ func TestUndoInDoubt(t *testing.T) {
 			step := func(req billing.RequestID) billing.Step {
 				return billing.Step{Account: acct, Request: req, Now: t0,
 					Slot:    &billing.SlotClaim{Ceiling: 100, Lease: time.Minute},
-					Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 5, Period: period, Allowance: 1000}}
+					Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 5, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}}
 			}
 			undo := func(req billing.RequestID) billing.Closing {
 				return billing.Closing{Account: acct, Request: req, ReleaseSlot: true,
@@ -439,7 +439,7 @@ func TestHotAccountMixed(t *testing.T) {
 							Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 							Rate:    &limit,
 							Slot:    &billing.SlotClaim{Ceiling: 1000, Lease: time.Minute},
-							Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits}})
+							Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)}})
 						if err != nil || r.Denied != billing.NotDenied {
 							t.Errorf("Admit: %+v, %v", r, err)
 							return

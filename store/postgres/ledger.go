@@ -16,6 +16,8 @@ const (
 	statusNoRequest    = 2
 	statusRefundRange  = 3
 	statusInsufficient = 4
+	statusVoided       = 5
+	statusTooMany      = 6
 )
 
 // balanceRow receives a balance from the ledger functions' o_remaining, o_used,
@@ -60,8 +62,11 @@ func (s *Store) Open(ctx context.Context, o billing.Opening) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "balance of account %q", o.Account)
 	}
-	if o.Balance < 0 {
+	switch {
+	case o.Balance < 0:
 		return fmt.Errorf("postgres: balance of account %q: a balance cannot be negative", o.Account)
+	case o.Balance > billing.MaxCredits || o.Allowance > billing.MaxCredits:
+		return fmt.Errorf("postgres: balance of account %q: %w", o.Account, billing.ErrTooManyCredits)
 	}
 	_, err := s.db.Exec(ctx, `SELECT tollgate_open($1, $2, $3, $4, $5, $6)`,
 		o.Account, o.Balance, o.Allowance, o.Period.Start, o.Period.End, s.shards)
@@ -76,8 +81,8 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 	}
-	if r.Amount < 0 {
-		return billing.Balance{}, fmt.Errorf("postgres: reservation %s of account %q: negative amount %d: %w", r.Request, r.Account, r.Amount, store.ErrConflict)
+	if err := checkReservation(&r); err != nil {
+		return billing.Balance{}, err
 	}
 	var (
 		status int
@@ -85,8 +90,9 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	)
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
-		FROM tollgate_reserve($1, $2, $3, $4, $5, $6, $7)`,
-		r.Account, [16]byte(r.Request), r.Amount, r.APIs, r.Period.Start, r.Period.End, r.Allowance).
+		FROM tollgate_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		r.Account, [16]byte(r.Request), r.Amount, r.APIs, r.Period.Start, r.Period.End, r.Allowance,
+		nanos(r.Now), r.Expires.UnixNano()).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
 		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
@@ -98,6 +104,28 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 		return b.balance(), billing.ErrInsufficientCredits
 	}
 	return b.balance(), nil
+}
+
+// nanos returns t in Unix nanoseconds, or nil (SQL NULL, which voids nothing) for the
+// zero time.
+func nanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
+}
+
+// checkReservation refuses a reservation the ledger must not take: a negative amount, or
+// one that expires no later than it is made.
+func checkReservation(r *billing.Reservation) error {
+	switch {
+	case r.Amount < 0:
+		return fmt.Errorf("postgres: reservation %s of account %q: negative amount %d: %w", r.Request, r.Account, r.Amount, store.ErrConflict)
+	case !r.Expires.After(r.Now):
+		return fmt.Errorf("postgres: reservation %s of account %q: it expires at %s, not after it is made: %w", r.Request, r.Account, r.Expires, store.ErrConflict)
+	}
+	return nil
 }
 
 // Settle closes a reservation, giving back Refund credits at most once, in one call.
@@ -112,8 +140,9 @@ func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Bala
 	)
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_reserved
-		FROM tollgate_settle($1, $2, $3, $4, $5, $6, $7)`,
-		st.Account, [16]byte(st.Request), st.Refund, st.Uncount, st.Period.Start, st.Period.End, st.Allowance).
+		FROM tollgate_settle($1, $2, $3, $4, $5, $6, $7, $8)`,
+		st.Account, [16]byte(st.Request), st.Refund, st.Uncount, st.Period.Start, st.Period.End, st.Allowance,
+		nanos(st.Now)).
 		Scan(append(append([]any{&status}, b.dest()...), &reserved)...)
 	if err != nil {
 		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
@@ -134,6 +163,8 @@ func settleErr(status int, account string, req billing.RequestID, refund int64, 
 			max = *reserved
 		}
 		return fmt.Errorf("postgres: reservation %s of account %q: refund %d is outside 0..%d: %w", req, account, refund, max, store.ErrConflict)
+	case statusVoided:
+		return fmt.Errorf("postgres: reservation %s of account %q: %w", req, account, billing.ErrVoided)
 	}
 	return nil
 }
@@ -150,8 +181,9 @@ func (s *Store) Adjust(ctx context.Context, a billing.Adjustment) (billing.Balan
 	)
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
-		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7)`,
-		a.Account, [16]byte(a.Request), a.Amount, a.Reason, a.Period.Start, a.Period.End, a.Allowance).
+		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		a.Account, [16]byte(a.Request), max(a.Amount, -billing.MaxCredits-1), a.Reason, a.Period.Start, a.Period.End, a.Allowance,
+		nanos(a.Now), int64(billing.MaxCredits)).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
 		return billing.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
@@ -161,12 +193,15 @@ func (s *Store) Adjust(ctx context.Context, a billing.Adjustment) (billing.Balan
 		return billing.Balance{}, noBalance(a.Account)
 	case statusInsufficient:
 		return b.balance(), billing.ErrInsufficientCredits
+	case statusTooMany:
+		return b.balance(), fmt.Errorf("postgres: adjustment %s of account %q: %w", a.Request, a.Account, billing.ErrTooManyCredits)
 	}
 	return b.balance(), nil
 }
 
-// Balance returns the account's balance at period p, renewing it if due, in one call.
-func (s *Store) Balance(ctx context.Context, account string, p billing.Period, allowance int64) (billing.Balance, error) {
+// Balance returns the account's balance at period p, renewing it if due and voiding its
+// reservations expired at now, in one call.
+func (s *Store) Balance(ctx context.Context, account string, now time.Time, p billing.Period, allowance int64) (billing.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
 	}
@@ -176,7 +211,7 @@ func (s *Store) Balance(ctx context.Context, account string, p billing.Period, a
 	)
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
-		FROM tollgate_balance($1, $2, $3, $4)`, account, p.Start, p.End, allowance).
+		FROM tollgate_balance($1, $2, $3, $4, $5)`, account, p.Start, p.End, allowance, nanos(now)).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
 		return billing.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
@@ -229,4 +264,20 @@ func (s *Store) Usage(ctx context.Context, account string, p billing.Period) (ma
 		return nil, noBalance(account)
 	}
 	return usage, nil
+}
+
+// Sweep voids up to limit reservations of any accounts that are open past their expiry
+// at now, in one call of tollgate_sweep (one transaction, at most 32 accounts), and
+// returns how many it voided. Concurrent sweeps, on any instances, never void a
+// reservation twice and never one that a settlement is closing: the rows are taken
+// with FOR UPDATE SKIP LOCKED.
+func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrapErr(ctx, err, "sweep of expired reservations")
+	}
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT tollgate_sweep($1, $2)`, now.UnixNano(), limit).Scan(&n); err != nil {
+		return 0, wrapErr(ctx, err, "sweep of expired reservations")
+	}
+	return n, nil
 }

@@ -48,7 +48,7 @@ func TestOutage(t *testing.T) {
 		return billing.Step{Account: acct.ID, Request: req, Now: t0,
 			Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 			Slot:    &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10}}
+			Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}}
 	}
 	first := newRequest()
 	if r, err := s.Admit(ctx, step(first)); err != nil || r.Denied != billing.NotDenied {
@@ -84,7 +84,7 @@ func TestOutage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the store did not serve again after the outage: %v", err)
 	}
-	b, err := s.Balance(ctx, acct.ID, period, 10)
+	b, err := s.Balance(ctx, acct.ID, t0, period, 10)
 	if err != nil || b.Remaining != 8 {
 		t.Errorf("balance after the outage: %+v, %v; want 8 remaining (two admissions, nothing charged during the outage)", b, err)
 	}

@@ -89,7 +89,7 @@ func TestRoundTrips(t *testing.T) {
 				Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 				Rate:    &limit,
 				Slot:    &billing.SlotClaim{Ceiling: 2, Lease: time.Minute},
-				Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 3, Period: period, Allowance: 100}}
+				Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 3, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
 			admit := func(what string, st billing.Step, want billing.Denial) {
 				t.Helper()
 				once(what, func() error {
@@ -104,7 +104,7 @@ func TestRoundTrips(t *testing.T) {
 			admit("Admit replayed", step, billing.NotDenied)
 			short := step
 			short.Request = billing.RequestID{2}
-			short.Credits = &billing.Reservation{Account: acct.ID, Request: short.Request, Amount: 1000, Period: period, Allowance: 100}
+			short.Credits = &billing.Reservation{Account: acct.ID, Request: short.Request, Amount: 1000, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}
 			admit("Admit denied", short, billing.DeniedCredits)
 			once("Close", func() error {
 				_, err := s.Close(ctx, billing.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
@@ -119,7 +119,7 @@ func TestRoundTrips(t *testing.T) {
 
 			r2 := billing.RequestID{3}
 			once("Reserve", func() error {
-				_, err := s.Reserve(ctx, billing.Reservation{Account: acct.ID, Request: r2, Amount: 1, Period: period, Allowance: 100})
+				_, err := s.Reserve(ctx, billing.Reservation{Account: acct.ID, Request: r2, Amount: 1, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)})
 				return err
 			})
 			once("Settle", func() error {
@@ -130,7 +130,7 @@ func TestRoundTrips(t *testing.T) {
 				_, err := s.Adjust(ctx, billing.Adjustment{Account: acct.ID, Request: billing.RequestID{4}, Amount: 5, Period: period, Allowance: 100})
 				return err
 			})
-			once("Balance", func() error { _, err := s.Balance(ctx, acct.ID, period, 100); return err })
+			once("Balance", func() error { _, err := s.Balance(ctx, acct.ID, t0, period, 100); return err })
 			once("Usage", func() error { _, err := s.Usage(ctx, acct.ID, period); return err })
 			once("SetShards", func() error { return s.SetShards(ctx, acct.ID, 2) })
 			once("Allow", func() error { _, err := s.Allow(ctx, "k", limit, t0); return err })
@@ -146,7 +146,7 @@ func TestRoundTrips(t *testing.T) {
 			})
 			once("RevokeKey", func() error { _, err := s.RevokeKey(ctx, other.ID, t0.Add(time.Hour)); return err })
 
-			b, err := s.Balance(ctx, acct.ID, period, 100)
+			b, err := s.Balance(ctx, acct.ID, t0, period, 100)
 			if err != nil || b.Remaining != 100-3+1-1+5 {
 				t.Errorf("balance %+v, %v; want 102 remaining", b, err)
 			}

@@ -62,6 +62,7 @@ var (
 	_ billing.ConcurrencyLimiter = (*Store)(nil)
 	_ billing.KeyChecker         = (*Store)(nil)
 	_ billing.Admitter           = (*Store)(nil)
+	_ billing.Sweeper            = (*Store)(nil)
 )
 
 // New returns a Store on db. It does not touch the database: run [Migrate] first. opts
@@ -123,6 +124,10 @@ func wrapErr(ctx context.Context, err error, format string, args ...any) error {
 		return fmt.Errorf("postgres: %s: %w", what, store.ErrNotFound)
 	case isCode(err, uniqueViolation):
 		return fmt.Errorf("postgres: %s: %w", what, store.ErrConflict)
+	case isClass(err, dataException), isClass(err, integrityViolation):
+		// A value the database cannot hold (invalid UTF-8, a NUL byte, a number out of
+		// range) or a constraint it breaks: the caller's doing, not an outage.
+		return fmt.Errorf("postgres: %s: %w: %w", what, store.ErrInvalid, err)
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (%w)", cerr, err)
@@ -138,6 +143,18 @@ const (
 	uniqueViolation     = "23505"
 	foreignKeyViolation = "23503"
 )
+
+// SQLSTATE classes the store tells apart: their first two characters.
+const (
+	dataException      = "22"
+	integrityViolation = "23"
+)
+
+// isClass reports whether err is a server error of the given SQLSTATE class.
+func isClass(err error, class string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && len(pe.Code) == 5 && pe.Code[:2] == class
+}
 
 // isCode reports whether err is a server error with the given SQLSTATE.
 func isCode(err error, code string) bool {

@@ -25,7 +25,17 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 		return res, err
 	}
 	reply, err := s.runBatched(ctx, c)
-	return admission(ctx, st, reply, err)
+	return s.admitted(ctx, st, reply, err)
+}
+
+// admitted returns the outcome of st's step from its reply, and indexes its account
+// when the step says so.
+func (s *Store) admitted(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
+	res, err := admission(ctx, st, reply, err)
+	if err == nil {
+		s.indexReply(ctx, st.Account, reply, 16)
+	}
+	return res, err
 }
 
 // admitCall returns the call of admitScript that performs st, or, with none (no
@@ -34,7 +44,7 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 	var res billing.StepResult
 	a := s.account(st.Account)
 	mode, sec, nsec := s.clock(st.Now)
-	args := make([]any, 0, 18+len(creditsAPIs(st.Credits)))
+	args := make([]any, 0, 19+len(creditsAPIs(st.Credits)))
 	args = append(args, mode, sec, nsec, st.Request.String())
 
 	switch {
@@ -72,22 +82,23 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 		switch {
 		case c.Account != st.Account || c.Request != st.Request:
 			return scriptCall{}, res, fmt.Errorf("redis: admission %s of account %q reserves for %s of account %q", st.Request, st.Account, c.Request, c.Account)
-		case c.Amount < 0:
-			return scriptCall{}, res, fmt.Errorf("redis: reservation %s: negative amount: %w", c.Request, store.ErrConflict)
+		}
+		if err := checkReservation(c); err != nil {
+			return scriptCall{}, res, err
 		}
 		ps, pe := periodArgs(c.Period)
-		// The marker of an open reservation lives until it is settled.
-		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, len(c.APIs))
+		// The marker of an open reservation lives until it is settled or voided.
+		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, holdArg(c), len(c.APIs))
 		for _, api := range c.APIs {
 			args = append(args, api)
 		}
 	} else {
-		args = append(args, "", "", "", "", s.retention, 0)
+		args = append(args, "", "", "", "", s.retention, "", 0)
 	}
 
 	return scriptCall{admitScript, []string{
-		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.marker(st.Request),
-	}, args, 6}, res, nil
+		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.open(), a.marker(st.Request),
+	}, args, 7}, res, nil
 }
 
 // admission returns the outcome of st's step of admitScript from the step's reply, or
@@ -98,7 +109,7 @@ func admission(ctx context.Context, st billing.Step, reply any, err error) (bill
 		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
 	r := asSlice(reply)
-	if len(r) != 16 {
+	if len(r) != 17 {
 		return res, errReply("admission of account "+st.Account, reply)
 	}
 	if asInt(r[0]) == stNotFound {
@@ -185,8 +196,8 @@ func (s *Store) closeCall(c billing.Closing) (scriptCall, error) {
 	if c.ReleaseSlot {
 		release = "1"
 	}
-	args := s.settleArgs(*st, append(make([]any, 0, 10+len(st.Uncount)), c.Request.String(), release))
-	return scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.marker(c.Request)}, args, 3}, nil
+	args := s.settleArgs(*st, append(make([]any, 0, 11+len(st.Uncount)), c.Request.String(), release))
+	return scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.open(), a.marker(c.Request)}, args, 4}, nil
 }
 
 // closing returns the outcome of c from its call's reply, or from the error of its run.

@@ -49,9 +49,9 @@ func steps(cmd goredis.Cmder, err error) int {
 	shared := 0
 	switch sha {
 	case redis.Scripts["admit"].Hash():
-		shared = 6
+		shared = 7
 	case redis.Scripts["close"].Hash():
-		shared = 3
+		shared = 4
 	default:
 		return 0
 	}
@@ -161,7 +161,7 @@ func TestBatchedAdmissions(t *testing.T) {
 		return billing.Step{Account: acct, Request: req, Now: time.Now(),
 			Key:     &billing.KeyCheck{Account: acct, KeyID: keys[acct].ID, Hash: keys[acct].Hash},
 			Slot:    &billing.SlotClaim{Ceiling: lanes + queued, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: acct, Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000}}
+			Credits: &billing.Reservation{Account: acct, Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}
 	// run starts n calls of do and returns a wait for their outcomes.
 	run := func(n int, do func(i int) error) func() []error {
@@ -255,7 +255,7 @@ func TestBatchedAdmissions(t *testing.T) {
 			}
 		}
 		for _, acct := range accounts {
-			b, err := s.Balance(ctx, acct, period, 1000)
+			b, err := s.Balance(ctx, acct, testNow, period, 1000)
 			must(t, err)
 			want := int64(1000 - cost*perAccount(acct))
 			if phase.name == "closings" {

@@ -104,7 +104,7 @@ func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []billing.Ste
 			must(b, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "pro"}, key))
 			must(b, s.Open(ctx, billing.Opening{Account: acct, Balance: 1 << 50, Allowance: 1 << 50, Period: period}))
 			st.Key = &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
-			st.Credits = &billing.Reservation{Account: acct, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 1 << 50}
+			st.Credits = &billing.Reservation{Account: acct, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 1 << 50, Now: testNow, Expires: testNow.Add(time.Hour)}
 		}
 		steps[i] = st
 	}

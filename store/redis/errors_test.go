@@ -43,10 +43,10 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	_, errs["RevokeKey"] = s.RevokeKey(ctx, "k", t0)
 	_, errs["CheckKey"] = s.CheckKey(ctx, billing.KeyCheck{Account: "a"})
 	errs["Open"] = s.Open(ctx, billing.Opening{Account: "a", Period: p})
-	_, errs["Reserve"] = s.Reserve(ctx, billing.Reservation{Account: "a", Request: req, Period: p})
+	_, errs["Reserve"] = s.Reserve(ctx, billing.Reservation{Account: "a", Request: req, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
 	_, errs["Settle"] = s.Settle(ctx, billing.Settlement{Account: "a", Request: req, Period: p})
 	_, errs["Adjust"] = s.Adjust(ctx, billing.Adjustment{Account: "a", Request: req, Period: p})
-	_, errs["Balance"] = s.Balance(ctx, "a", p, 1)
+	_, errs["Balance"] = s.Balance(ctx, "a", testNow, p, 1)
 	_, errs["Usage"] = s.Usage(ctx, "a", p)
 	_, errs["Allow"] = s.Allow(ctx, "a", l, t0)
 	_, errs["Peek"] = s.Peek(ctx, "a", l, t0)
@@ -170,7 +170,7 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 			Key:     &billing.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
 			Rate:    &l,
 			Slot:    &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10}}
+			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}
 	admit := func(what string) billing.Step {
 		t.Helper()
@@ -194,7 +194,7 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("three admissions during the outage took %v; they must fail fast", d)
 	}
-	b, err := direct.Balance(ctx, "acct", period, 10)
+	b, err := direct.Balance(ctx, "acct", testNow, period, 10)
 	must(t, err)
 	n, err := direct.InUse(ctx, "acct", time.Now())
 	must(t, err)
@@ -216,7 +216,7 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	admit("after the outage")
-	b, err = direct.Balance(ctx, "acct", period, 10)
+	b, err = direct.Balance(ctx, "acct", testNow, period, 10)
 	must(t, err)
 	if b.Remaining != 7 {
 		t.Errorf("remaining %d after two admissions since the outage, want 7", b.Remaining)
@@ -322,7 +322,7 @@ func TestStaleHashIndex(t *testing.T) {
 		req := newRequest()
 		r, err := s.Admit(ctx, billing.Step{Account: "acct", Request: req, Now: t0,
 			Key:     &billing.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h},
-			Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Allowance: 10}})
+			Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
 		if err != nil || r.Denied != billing.DeniedKey || r.Key != billing.KeyUnknown {
 			t.Errorf("Admit with the %s hash: %+v, %v; want denied, KeyUnknown", name, r, err)
 		}
@@ -333,7 +333,7 @@ func TestStaleHashIndex(t *testing.T) {
 	if _, err := s.Key(ctx, "ghost"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Key(ghost) = %v, want store.ErrNotFound", err)
 	}
-	b, err := s.Balance(ctx, "acct", period, 10)
+	b, err := s.Balance(ctx, "acct", testNow, period, 10)
 	must(t, err)
 	if b.Remaining != 10 {
 		t.Errorf("remaining %d after admissions with dead hashes, want 10", b.Remaining)
@@ -352,7 +352,7 @@ func TestAccountIDsThatAreNotTags(t *testing.T) {
 		must(t, s.Open(ctx, billing.Opening{Account: id, Balance: int64(i), Allowance: 100, Period: p}))
 	}
 	for i, id := range ids {
-		b, err := s.Balance(ctx, id, p, 100)
+		b, err := s.Balance(ctx, id, testNow, p, 100)
 		must(t, err)
 		if b.Remaining != int64(i) {
 			t.Errorf("balance of %q = %d, want %d", id, b.Remaining, i)
@@ -381,16 +381,16 @@ func TestMessages(t *testing.T) {
 	_, err := s.Settle(ctx, billing.Settlement{Account: "acct", Request: req, Period: p})
 	wantErr(t, "Settle of an unknown reservation", err, store.ErrNotFound, req.String(), `"acct"`)
 	_, err = s.Admit(ctx, billing.Step{Account: "ghost", Request: req,
-		Credits: &billing.Reservation{Account: "ghost", Request: req, Amount: 1, Period: p}})
+		Credits: &billing.Reservation{Account: "ghost", Request: req, Amount: 1, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)}})
 	wantErr(t, "Admit for an account without a balance", err, store.ErrNotFound, `"ghost"`)
-	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: p})
+	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
 	must(t, err)
 	_, err = s.Close(ctx, billing.Closing{Account: "acct", Request: req,
 		Settlement: &billing.Settlement{Account: "acct", Request: req, Refund: 2, Period: p}})
 	wantErr(t, "Close refunding more than reserved", err, store.ErrConflict, req.String())
 	err = s.Renew(ctx, "acct", req, time.Second, time.Now())
 	wantErr(t, "Renew of no slot", err, store.ErrNotFound, req.String(), `"acct"`)
-	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct", Request: newRequest(), Amount: 10, Period: p})
+	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct", Request: newRequest(), Amount: 10, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
 	wantErr(t, "Reserve over the balance", err, billing.ErrInsufficientCredits)
 	_, err = s.Allow(ctx, "acct", billing.Limit{Rate: 1, Per: time.Second, Burst: 1 << 40}, time.Now())
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
@@ -429,7 +429,7 @@ func TestCloseUndoesAStepInDoubt(t *testing.T) {
 	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: p}))
 	step := func(req billing.RequestID) billing.Step {
 		return billing.Step{Account: "acct", Request: req, Now: t0, Slot: &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 3, Period: p, Allowance: 10}}
+			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 3, Period: p, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}
 	undo := func(req billing.RequestID) error {
 		_, err := s.Close(ctx, billing.Closing{Account: "acct", Request: req, ReleaseSlot: true,
@@ -448,7 +448,7 @@ func TestCloseUndoesAStepInDoubt(t *testing.T) {
 	}
 	must(t, undo(applied))
 	must(t, undo(applied)) // again: settled, nothing more
-	b, err := s.Balance(ctx, "acct", p, 10)
+	b, err := s.Balance(ctx, "acct", testNow, p, 10)
 	must(t, err)
 	n, err := s.InUse(ctx, "acct", t0)
 	must(t, err)
@@ -483,7 +483,7 @@ func TestCloseMarkers(t *testing.T) {
 
 	req := newRequest()
 	r, err := s.Admit(ctx, billing.Step{Account: "acct", Request: req, Now: t0, Slot: &billing.SlotClaim{Ceiling: 1, Lease: time.Minute},
-		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 3, Period: p, Allowance: 10}})
+		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 3, Period: p, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
 	if err != nil || r.Denied != billing.NotDenied {
 		t.Fatalf("Admit: %+v, %v", r, err)
 	}
@@ -500,7 +500,7 @@ func TestCloseMarkers(t *testing.T) {
 	if v, ttl := marker(req); v != "d" || ttl > redis.DefaultRetention || ttl < redis.DefaultRetention-time.Minute {
 		t.Errorf("after the settlement, the marker is %q for %v; want \"d\" for %v", v, ttl, redis.DefaultRetention)
 	}
-	if b, err := s.Balance(ctx, "acct", p, 10); err != nil || b.Remaining != 10 || b.Used != 0 {
+	if b, err := s.Balance(ctx, "acct", testNow, p, 10); err != nil || b.Remaining != 10 || b.Used != 0 {
 		t.Errorf("after refunding the whole reservation: %+v, %v; want 10 remaining, 0 used", b, err)
 	}
 
@@ -516,7 +516,7 @@ func TestCloseMarkers(t *testing.T) {
 	if v, _ := marker(free); v != "d" {
 		t.Errorf("after settling an admission without credits, the marker is %q, want \"d\"", v)
 	}
-	if b, err := s.Balance(ctx, "acct", p, 10); err != nil || b.Remaining != 10 {
+	if b, err := s.Balance(ctx, "acct", testNow, p, 10); err != nil || b.Remaining != 10 {
 		t.Errorf("settling an admission without credits changed the balance: %+v, %v", b, err)
 	}
 }

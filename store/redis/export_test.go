@@ -16,7 +16,8 @@ var Scripts = map[string]*goredis.Script{
 	"adjust": adjustScript, "balance": balanceScript, "usage": usageScript,
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
-	"checkKey": checkKeyScript, "delIf": delIfScript,
+	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
+	"reindex": reindexScript,
 }
 
 // Queued returns the number of calls waiting for a pipeline in flight.
@@ -69,7 +70,7 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 	for j, i := range of {
 		switch op := ops[i].(type) {
 		case billing.Step:
-			results[i], errs[i] = admission(ctx, op, replies[j].val, replies[j].err)
+			results[i], errs[i] = s.admitted(ctx, op, replies[j].val, replies[j].err)
 		case billing.Closing:
 			results[i], errs[i] = closing(ctx, op, replies[j].val, replies[j].err)
 		}

@@ -128,6 +128,20 @@ func (s *Store) withdraw(ctx context.Context, key, value string) {
 	s.run(ctx, delIfScript, []string{key}, value)
 }
 
+// checkText refuses text that a store cannot hold (see [store.CheckText]): Redis could
+// hold any bytes, but the records are JSON, which would replace invalid UTF-8, and
+// every store refuses the same values.
+func checkText(a auth.Account, k auth.Key) error {
+	for _, f := range []struct{ what, value string }{
+		{"account id", a.ID}, {"plan", a.Plan}, {"key id", k.ID}, {"key name", k.Name},
+	} {
+		if err := store.CheckText("redis: "+f.what, f.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CreateAccount stores a new account with its primary key. The key's id and hash are
 // claimed in their indexes first (SET NX); the account's record and key are then
 // written in one script, which refuses a taken account id; the claims are withdrawn
@@ -138,6 +152,9 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 	}
 	if primary.AccountID != account.ID {
 		return fmt.Errorf("redis: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
+	}
+	if err := checkText(account, primary); err != nil {
+		return err
 	}
 	arec, err := json.Marshal(accountRecord{Plan: account.Plan, Restrictions: account.Restrictions, CreatedAt: account.CreatedAt})
 	if err != nil {
@@ -185,6 +202,9 @@ func (s *Store) Account(ctx context.Context, id string) (auth.Account, error) {
 // as CreateAccount does.
 func (s *Store) CreateKey(ctx context.Context, key auth.Key) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkText(auth.Account{ID: key.AccountID, Plan: "-"}, key); err != nil {
 		return err
 	}
 	krec, err := encodeKey(key)

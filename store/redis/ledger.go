@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
@@ -51,8 +54,14 @@ func (s *Store) Open(ctx context.Context, o billing.Opening) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if o.Balance < 0 {
+	if err := store.CheckText("redis: account id", o.Account); err != nil {
+		return err
+	}
+	switch {
+	case o.Balance < 0:
 		return fmt.Errorf("redis: account %q: a balance cannot be negative", o.Account)
+	case o.Balance > billing.MaxCredits || o.Allowance > billing.MaxCredits:
+		return fmt.Errorf("redis: account %q: %w", o.Account, billing.ErrTooManyCredits)
 	}
 	ps, pe := periodArgs(o.Period)
 	reply, err := s.run(ctx, openScript, []string{s.account(o.Account).balance()}, o.Balance, o.Allowance, ps, pe)
@@ -65,23 +74,46 @@ func (s *Store) Open(ctx context.Context, o billing.Opening) error {
 	return nil
 }
 
-// Reserve takes credits for a call, in one script: renewal if due, the replay check,
-// the balance check, the debit, the usage counts and the reservation's marker.
+// checkReservation refuses a reservation the ledger must not take: a negative amount,
+// one that expires no later than it is made, or an API whose name holds the byte that
+// separates the APIs in the reservation's marker (a control character no API id has).
+func checkReservation(r *billing.Reservation) error {
+	switch {
+	case r.Amount < 0:
+		return fmt.Errorf("redis: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
+	case !r.Expires.After(r.Now):
+		return fmt.Errorf("redis: reservation %s: it expires at %s, not after it is made: %w", r.Request, r.Expires, store.ErrConflict)
+	}
+	for _, api := range r.APIs {
+		if strings.IndexByte(api, apiSeparator) >= 0 || api == "" {
+			return fmt.Errorf("redis: reservation %s: API %q: %w", r.Request, api, store.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// apiSeparator separates the APIs in the marker of an open reservation.
+const apiSeparator = '\x1f'
+
+// Reserve takes credits for a call, in one script: renewal if due, the void of the
+// account's expired reservations, the replay check, the balance check, the debit, the
+// usage counts, the reservation's marker and its deadline.
 func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
 	}
-	if r.Amount < 0 {
-		return billing.Balance{}, fmt.Errorf("redis: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
+	if err := checkReservation(&r); err != nil {
+		return billing.Balance{}, err
 	}
 	a := s.account(r.Account)
 	ps, pe := periodArgs(r.Period)
-	args := make([]any, 0, 6+len(r.APIs))
-	args = append(args, r.Amount, -r.Amount, ps, pe, r.Allowance, s.open)
+	mode, sec, nsec := s.clock(r.Now)
+	args := make([]any, 0, 12+len(r.APIs))
+	args = append(args, r.Amount, -r.Amount, ps, pe, r.Allowance, s.open, mode, sec, nsec, holdArg(&r), r.Request.String(), a.markers())
 	for _, api := range r.APIs {
 		args = append(args, api)
 	}
-	reply, err := s.run(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request)}, args...)
+	reply, err := s.run(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request), a.open()}, args...)
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 	}
@@ -89,18 +121,37 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	if err != nil {
 		return b, err
 	}
+	s.indexReply(ctx, r.Account, reply, 6)
 	if st == stInsufficient {
 		return b, billing.ErrInsufficientCredits
 	}
 	return b, nil
 }
 
+// indexReply writes the account to the index of accounts with open reservations, at
+// the deadline that the i-th value of a script's reply gives, if it gives one (see
+// admitScript): the script lowered the account's earliest deadline, or found none and
+// set one. The write is one more round trip, made about once per account and hold;
+// its failure is not the call's (the account's next operations void its expired
+// reservations all the same, and the next deadline it sets indexes it again).
+func (s *Store) indexReply(ctx context.Context, account string, reply any, i int) {
+	r := asSlice(reply)
+	if len(r) <= i {
+		return
+	}
+	if d := asInt(r[i]); d > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		s.c.ZAdd(ctx, s.expiring(), goredis.Z{Score: float64(d), Member: account})
+	}
+}
+
 // settleArgs returns a step's arguments of closeScript after the member and the release
-// flag: refund, -refund, period, allowance, retention, open reservation TTL, then the
-// number of APIs to uncount and the APIs.
+// flag: refund, -refund, period, allowance, retention, open reservation TTL, now, then
+// the number of APIs to uncount and the APIs.
 func (s *Store) settleArgs(st billing.Settlement, args []any) []any {
 	ps, pe := periodArgs(st.Period)
-	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open, len(st.Uncount))
+	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open, s.nowArg(st.Now), len(st.Uncount))
 	for _, api := range st.Uncount {
 		args = append(args, api)
 	}
@@ -116,6 +167,8 @@ func settleResult(st int64, b billing.Balance, s billing.Settlement) (billing.Ba
 		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d is more than was reserved: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
 	case stOverflow:
 		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d would take the remaining credits past 2^63-1; the reservation stays open: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
+	case stVoided:
+		return b, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, billing.ErrVoided)
 	}
 	return b, nil
 }
@@ -139,10 +192,17 @@ func (s *Store) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Bal
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
 	}
+	if err := store.CheckText("redis: the reason of an adjustment", adj.Reason); err != nil {
+		return billing.Balance{}, err
+	}
 	a := s.account(adj.Account)
 	ps, pe := periodArgs(adj.Period)
-	reply, err := s.run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request)},
-		adj.Amount, ps, pe, adj.Allowance, s.retention)
+	mode, sec, nsec := s.clock(adj.Now)
+	// An amount below -MaxCredits is short whatever the balance: it is sent as the
+	// first such amount, which Lua's numbers hold exactly.
+	reply, err := s.run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
+		max(adj.Amount, -billing.MaxCredits-1), ps, pe, adj.Allowance, s.retention, mode, sec, nsec,
+		a.markers(), s.open, int64(billing.MaxCredits))
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "adjustment %s of account %q", adj.Request, adj.Account)
 	}
@@ -150,20 +210,27 @@ func (s *Store) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Bal
 	if err != nil {
 		return b, err
 	}
-	if st == stInsufficient {
+	switch st {
+	case stInsufficient:
 		return b, billing.ErrInsufficientCredits
+	case stTooMany:
+		return b, fmt.Errorf("redis: adjustment %s of account %q: %w", adj.Request, adj.Account, billing.ErrTooManyCredits)
 	}
 	return b, nil
 }
 
-// Balance returns the account's balance at period p, renewing it if due.
-func (s *Store) Balance(ctx context.Context, account string, p billing.Period, allowance int64) (billing.Balance, error) {
+// Balance returns the account's balance at period p, renewing it if due and voiding
+// the reservations past their deadline at now (on the server's clock unless
+// Options.CallerClock).
+func (s *Store) Balance(ctx context.Context, account string, now time.Time, p billing.Period, allowance int64) (billing.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Balance{}, err
 	}
 	a := s.account(account)
 	ps, pe := periodArgs(p)
-	reply, err := s.run(ctx, balanceScript, []string{a.balance(), a.usage()}, ps, pe, allowance)
+	mode, sec, nsec := s.clock(now)
+	reply, err := s.run(ctx, balanceScript, []string{a.balance(), a.usage(), a.open()}, ps, pe, allowance,
+		mode, sec, nsec, a.markers(), s.open)
 	if err != nil {
 		return billing.Balance{}, fail(ctx, err, "reading the balance of account %q", account)
 	}
@@ -194,4 +261,43 @@ func (s *Store) Usage(ctx context.Context, account string, p billing.Period) (ma
 		u[asString(r[i])] = asInt(r[i+1])
 	}
 	return u, nil
+}
+
+// Sweep voids up to limit reservations past their deadline at now (on the server's
+// clock unless Options.CallerClock), of any accounts, and returns how many it voided.
+// It reads the index of accounts with open reservations for those whose earliest
+// deadline has passed, voids each one's due reservations in one script of the
+// account's, and then moves the account in the index to its next deadline (or out of
+// it), unless an admission indexed it meanwhile. Concurrent sweeps, on any instances,
+// void each reservation once: the void runs in the account's script, atomically with
+// every admission and closing.
+func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	mode, sec, nsec := s.clock(now)
+	reply, err := s.run(ctx, dueScript, []string{s.expiring()}, mode, sec, nsec, limit)
+	if err != nil {
+		return 0, fail(ctx, err, "sweep of expired reservations")
+	}
+	due := asSlice(reply)
+	total := 0
+	for i := 0; i+1 < len(due) && total < limit; i += 2 {
+		account, seen := asString(due[i]), asString(due[i+1])
+		a := s.account(account)
+		reply, err := s.run(ctx, voidScript, []string{a.open(), a.balance(), a.usage()},
+			mode, sec, nsec, limit-total, a.markers(), s.open)
+		if err != nil {
+			return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
+		}
+		r := asSlice(reply)
+		if len(r) != 2 {
+			return total, errReply("sweep of account "+strconv.Quote(account), reply)
+		}
+		total += int(asInt(r[0]))
+		if _, err := s.run(ctx, reindexScript, []string{s.expiring()}, account, seen, asString(r[1])); err != nil {
+			return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
+		}
+	}
+	return total, nil
 }

@@ -202,3 +202,7 @@ func TestAdmitterLimits(t *testing.T) {
 		return storetest.AdmitterStores{Admitter: s, Rates: s, Slots: s}
 	})
 }
+
+// testNow is the instant of the operations of the tests that are not about expiry: their
+// reservations are open for an hour after it.
+var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)

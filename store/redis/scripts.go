@@ -159,6 +159,80 @@ local function with_balance(status, bal)
 end
 `
 
+// voidBlock voids the account's reservations open past their deadline at nowus (a
+// number, in the store's clock), at most vlimit of them, and then keeps in the balance's
+// field nx the earliest deadline still open (none if none). It is a block of code, not a
+// function, so that the hot path's scripts, which include it, pay nothing for it until
+// it runs: it runs only when nx says that a deadline has passed. It expects the locals
+// openK (the account's open reservations, a sorted set of request ids by deadline),
+// balK, useK, base (the markers' names less the request id), nowus, vlimit and vttl
+// (the voided markers' TTL in ms), and sets vcount, the number voided. A voided
+// reservation's marker becomes "v"; its credits come back and its APIs are uncounted
+// if it was made in the balance's current period.
+const voidBlock = `
+local vcount = 0
+do
+  local ids = redis.call('ZRANGEBYSCORE', openK, '-inf', string.format('%d', nowus), 'LIMIT', 0, vlimit)
+  if #ids > 0 then
+    local ps = redis.call('HGET', balK, 'ps')
+    for _, id in ipairs(ids) do
+      local mk = base .. id
+      local m = redis.call('GET', mk)
+      local amt, rps, apis
+      if m then amt, rps, apis = string.match(m, '^o (%d+) (%-?%d+) ?(.*)$') end
+      if amt then
+        redis.call('SET', mk, 'v', 'PX', vttl)
+        if rps == ps then
+          if amt ~= '0' then
+            redis.call('HINCRBY', balK, 'rem', amt)
+            redis.call('HINCRBY', balK, 'used', '-' .. amt)
+          end
+          for api in string.gmatch(apis, '[^\31]+') do
+            local c = redis.call('HGET', useK, api)
+            if c and c + 0 > 0 then redis.call('HINCRBY', useK, api, '-1') end
+          end
+        end
+        vcount = vcount + 1
+      end
+    end
+    redis.call('ZREM', openK, unpack(ids))
+  end
+  local first = redis.call('ZRANGE', openK, 0, 0, 'WITHSCORES')
+  if first[2] then
+    redis.call('HSET', balK, 'nx', first[2])
+  else
+    redis.call('HDEL', balK, 'nx')
+  end
+end
+`
+
+// flushCredits is the end of admitScript's runs, and what a step that voids writes
+// first: the debit and the usage counts of the steps since the balance was read (one
+// step's from its own arguments), and the open reservations they made. It is a block
+// of code included in the script where it runs (see voidBlock).
+const flushCredits = `
+if charges == 1 then
+  local amt = ARGV[first + 13]
+  if amt ~= '0' then
+    redis.call('HINCRBY', KEYS[5], 'rem', '-' .. amt)
+    redis.call('HINCRBY', KEYS[5], 'used', amt)
+  end
+  for j = first + 20, first + 19 + ARGV[first + 19] do redis.call('HINCRBY', KEYS[6], ARGV[j], '1') end
+elseif charges > 1 then
+  if chgHi ~= 0 or chgLo ~= 0 then
+    local c = text(chgHi, chgLo)
+    redis.call('HINCRBY', KEYS[5], 'rem', '-' .. c)
+    redis.call('HINCRBY', KEYS[5], 'used', c)
+  end
+  for api, c in pairs(counts) do redis.call('HINCRBY', KEYS[6], api, string.format('%d', c)) end
+end
+charges, first, chgHi, chgLo, counts = 0, nil, 0, 0, nil
+if #opened > 0 then
+  redis.call('ZADD', KEYS[7], unpack(opened))
+  opened = {}
+end
+`
+
 // The status codes scripts answer with.
 const (
 	stOK           = 0
@@ -167,6 +241,8 @@ const (
 	stInsufficient = 3 // balance short
 	stUnknown      = 4 // unknown reservation
 	stOverflow     = 5 // a refund would take the remaining credits past 2^63-1
+	stVoided       = 6 // the reservation was voided at its expiry
+	stTooMany      = 7 // the remaining plus used credits would pass billing.MaxCredits
 )
 
 // admitScript performs the admission steps of one account, in order: for each, replay
@@ -179,18 +255,28 @@ const (
 // at the end; only the markers and the leases are written step by step. No step reads
 // what is written at the end, and a script is atomic, so the result is the same.
 //
+// A reservation is open until its deadline, the step's now plus its hold: the marker
+// holds its amount, period and APIs, and the account's open set its deadline. The
+// first step with credits voids the account's reservations past their deadline first
+// (voidBlock), when the balance's nx says one is due; the run then adds its
+// reservations to the open set in one ZADD, and lowers nx if one of them is due
+// earlier.
+//
 // KEYS: 1 account record, 2 key records, 3 rate timestamp, 4 leases, 5 balance,
-// 6 usage, then the marker of each step (6 + i for step i).
+// 6 usage, 7 open reservations, then the marker of each step (7 + i for step i).
 // ARGV: one block per step, in order: 1 clock mode, 2 now s, 3 now ns, 4 member
 // (request id), 5 key mode (empty: none, 'k' key, 's' session), 6 key id, 7 key hash,
 // 8 emission interval ns (empty: no rate), 9 window ns, 10 ceiling (empty: no slot),
 // 11 lease us, 12 lease set TTL ms, 13 amount (empty: no credits), 14 period start us,
 // 15 period end us, 16 allowance, 17 the marker's TTL ms (an open reservation's with
-// credits, else the retention), 18 the number k of APIs, 19..18+k the APIs.
+// credits, else the retention), 18 the reservation's hold us, 19 the number k of
+// APIs, 20..19+k the APIs.
 //
-// Reply: for each step in turn, 16 values: status, denial, key state, rate allowed,
+// Reply: for each step in turn, 17 values: status, denial, key state, rate allowed,
 // remaining, retry ns, reset ns, slot acquired, in use, then the balance: remaining and
-// used as pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end.
+// used as pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end; and last,
+// in the first step's reply only, the deadline (us) the run wrote to nx, which the
+// caller writes to the index of accounts with open reservations, or 0.
 var admitScript = goredis.NewScript(libIdiv + `
 -- Numbers: a string becomes a number by arithmetic (x + 0 parses it once, tonumber
 -- twice), and a number sent to Redis is formatted with '%d', exact below 2^53. Credits
@@ -226,7 +312,7 @@ local function text(hi, lo)
   return string.format('-%d%09d', -hi - 1, G - lo)
 end
 
-local n = #KEYS - 6
+local n = #KEYS - 7
 local out = {}
 -- Carried from step to step: the server's clock (srvS, srvNs, srvUs), read once; the
 -- record of the key checked last (keyID, keyRec); whether the account exists (acct);
@@ -244,19 +330,23 @@ local zN, zUs
 local pexp, pexpN, pexpGT
 local b, remHi, remLo, usedHi, usedLo
 local charges, first, chgHi, chgLo, counts = 0, nil, 0, 0, nil
+-- The open reservations to add (deadline, member pairs, written with the debit); nx as
+-- stored (nxStored, a number, or false for none) and as the steps lower it (nx); and
+-- the deadline to report for the index (indexAt), once a void or the run rewrote nx.
+local opened, nxStored, nx, indexAt = {}, false, false, nil
 
 local o = 0 -- the offset of the step's block in ARGV
 for i = 1, n do
-  local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0'} -- the step's reply
+  local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0', 0} -- the step's reply
   local hasRate, hasSlot, hasCredits = ARGV[o + 8] ~= '', ARGV[o + 10] ~= '', ARGV[o + 13] ~= ''
-  local napis = ARGV[o + 18] + 0
-  local marker = KEYS[6 + i]
+  local napis = ARGV[o + 19] + 0
+  local marker = KEYS[7 + i]
   repeat -- a step ends early with break
 
     -- Now, for the limits: Unix seconds s, nanoseconds ns and microseconds nowus, from
     -- the server's clock (TIME answers seconds and microseconds) or the caller's.
     local s, ns, nowus
-    if hasRate or hasSlot then
+    if hasRate or hasSlot or hasCredits then
       if ARGV[o + 1] == 's' then
         if not srvS then
           local t = redis.call('TIME')
@@ -352,11 +442,25 @@ for i = 1, n do
     local amtHi, amtLo, nuHi, nuLo
     if hasCredits then
       if not b then
-        b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe')
+        b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+        nxStored = b[6] and b[6] + 0
+        nx = nxStored
         if b[4] then
           remHi, remLo = split(b[1] or '0')
           usedHi, usedLo = split(b[2] or '0')
         end
+      end
+      if nx and nx <= nowus and b[4] then
+        -- A reservation is past its deadline: write what the steps before changed,
+        -- void the due ones, and read the balance again, as a step alone would.
+        ` + flushCredits + `
+        local openK, balK, useK, base, vlimit, vttl = KEYS[7], KEYS[5], KEYS[6], string.sub(marker, 1, #marker - #ARGV[o + 4]), 64, ARGV[o + 17]
+        ` + voidBlock + `
+        b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+        nxStored = b[6] and b[6] + 0
+        nx, indexAt = nxStored, nxStored
+        remHi, remLo = split(b[1] or '0')
+        usedHi, usedLo = split(b[2] or '0')
       end
       if not b[4] then r[1] = 1; break end
       local ps = ARGV[o + 14]
@@ -426,11 +530,23 @@ for i = 1, n do
       else
         if charges == 2 then
           counts = {}
-          for j = first + 19, first + 18 + ARGV[first + 18] do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
+          for j = first + 20, first + 19 + ARGV[first + 19] do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
         end
-        for j = o + 19, o + 18 + napis do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
+        for j = o + 20, o + 19 + napis do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
       end
-      redis.call('SET', marker, 'o ' .. ARGV[o + 13] .. ' ' .. b[4], 'PX', ARGV[o + 17])
+      -- The marker of the open reservation: "o <amount> <period start>[ <APIs, joined
+      -- by \31>]", and its deadline in the open set, written at the end.
+      local m = 'o ' .. ARGV[o + 13] .. ' ' .. b[4]
+      if napis == 1 then
+        m = m .. ' ' .. ARGV[o + 20]
+      elseif napis > 1 then
+        m = m .. ' ' .. table.concat(ARGV, '\31', o + 20, o + 19 + napis)
+      end
+      redis.call('SET', marker, m, 'PX', ARGV[o + 17])
+      local d = nowus + ARGV[o + 18]
+      opened[#opened + 1] = string.format('%d', d)
+      opened[#opened + 1] = ARGV[o + 4]
+      if not nx or d < nx then nx = d end
       r[10], r[11], r[12], r[13], r[14], r[15], r[16] = remHi, remLo, usedHi, usedLo, b[3] or '0', b[4], b[5] or '0'
     else
       redis.call('SET', marker, 'a', 'PX', ARGV[o + 17])
@@ -439,11 +555,19 @@ for i = 1, n do
   if n == 1 then
     out = r
   else
-    local b0 = (i - 1) * 16
-    for k = 1, 16 do out[b0 + k] = r[k] end
+    local b0 = (i - 1) * 17
+    for k = 1, 17 do out[b0 + k] = r[k] end
   end
-  o = o + 18 + napis
+  o = o + 19 + napis
 end
+
+-- nx lowered to the earliest of the new reservations if it is earlier (or there was
+-- none): the caller then indexes the account at it, as it does after a void.
+if nx and nx ~= nxStored then
+  redis.call('HSET', KEYS[5], 'nx', string.format('%d', nx))
+  indexAt = nx
+end
+if indexAt then out[17] = indexAt end
 
 -- What the admitted steps changed together, dropped a second after the bucket is full
 -- again for the timestamp, when it no longer matters.
@@ -457,40 +581,33 @@ if pexp then
     redis.call('PEXPIRE', KEYS[4], pexp)
   end
 end
-if charges == 1 then
-  local amt = ARGV[first + 13]
-  if amt ~= '0' then
-    redis.call('HINCRBY', KEYS[5], 'rem', '-' .. amt)
-    redis.call('HINCRBY', KEYS[5], 'used', amt)
-  end
-  for j = first + 19, first + 18 + ARGV[first + 18] do redis.call('HINCRBY', KEYS[6], ARGV[j], '1') end
-elseif charges > 1 then
-  if chgHi ~= 0 or chgLo ~= 0 then
-    local c = text(chgHi, chgLo)
-    redis.call('HINCRBY', KEYS[5], 'rem', '-' .. c)
-    redis.call('HINCRBY', KEYS[5], 'used', c)
-  end
-  for api, c in pairs(counts) do redis.call('HINCRBY', KEYS[6], api, string.format('%d', c)) end
-end
+` + flushCredits + `
 return out
 `)
 
 // closeScript frees the slots and settles the reservations of one account's calls,
 // each at most once, in order, as if each closing ran alone; Settle runs it too,
 // freeing nothing. It is the hot path, written out for speed (see Cost above): the
-// leases are freed with one ZREM and the balance is read once.
+// leases and the open reservations are removed with one ZREM each, and the balance is
+// read once. A step given the caller's now (with Options.CallerClock) first voids the
+// account's reservations past their deadline (voidBlock), when nx says one is due; on
+// the server's clock, closings leave that to admissions, balance reads and sweeps, so
+// that a closing reads no clock. A reservation that was voided stays voided: the
+// closing answers status 6 and changes nothing.
 //
-// KEYS: 1 leases, 2 balance, 3 usage, then the marker of each step (3 + i for step i).
+// KEYS: 1 leases, 2 balance, 3 usage, 4 open reservations, then the marker of each
+// step (4 + i for step i).
 // ARGV: one block per step, in order: 1 member, 2 release ('1' or empty), 3 refund,
 // 4 -refund, 5 period start us, 6 period end us, 7 allowance, 8 retention ms, 9 open
-// reservation TTL ms, 10 the number k of APIs to uncount, 11..10+k the APIs.
+// reservation TTL ms, 10 now us (empty: the server's clock), 11 the number k of APIs
+// to uncount, 12..11+k the APIs.
 //
 // Reply: for each step in turn, 6 values: status, then the balance (remaining, used,
 // allowance, start, end). Status 0 ok, 1 no balance, 2 refund too large, 4 unknown
-// reservation, 5 refund beyond what the balance can hold; with 1 and 4, the balance
-// is zeros.
+// reservation, 5 refund beyond what the balance can hold, 6 voided; with 1 and 4, the
+// balance is zeros.
 var closeScript = goredis.NewScript(`
-local n = #KEYS - 3
+local n = #KEYS - 4
 local o = 0
 if n == 1 then
   if ARGV[2] == '1' then redis.call('ZREM', KEYS[1], ARGV[1]) end
@@ -498,18 +615,36 @@ else
   local free = {}
   for i = 1, n do
     if ARGV[o + 2] == '1' then free[#free + 1] = ARGV[o + 1] end
-    o = o + 10 + ARGV[o + 10]
+    o = o + 11 + ARGV[o + 11]
   end
   if #free > 0 then redis.call('ZREM', KEYS[1], unpack(free)) end
 end
 
-local out, b = {}, nil -- b: the balance, read once, as the steps change it
+-- b: the balance, read once, as the steps change it; closed: the members to remove
+-- from the open set, all but those of refused settlements, which stay open.
+local out, b, closed, nx = {}, nil, {}, false
 o = 0
 for i = 1, n do
-  local marker, nu, st = KEYS[3 + i], ARGV[o + 10], 0
+  local marker, nu, st = KEYS[4 + i], ARGV[o + 11], 0
   repeat -- a step ends early with break
     -- The balance, renewed first if the period starts later than the stored one.
-    if not b then b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe') end
+    if not b then
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+      nx = b[6] and b[6] + 0
+    end
+    local now = ARGV[o + 10]
+    if nx and now ~= '' and nx <= now + 0 then
+      -- A reservation is past its deadline: void the due ones, as a closing alone
+      -- would (after the steps before left the open set), then read again.
+      if #closed > 0 then
+        redis.call('ZREM', KEYS[4], unpack(closed))
+        closed = {}
+      end
+      local openK, balK, useK, base, nowus, vlimit, vttl = KEYS[4], KEYS[2], KEYS[3], string.sub(marker, 1, #marker - #ARGV[o + 1]), now + 0, 64, ARGV[o + 9]
+      ` + voidBlock + `
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+      nx = b[6] and b[6] + 0
+    end
     if not b[4] then st = 1; break end
     local ps = ARGV[o + 5]
     if ps ~= b[4] and ps + 0 > b[4] + 0 then
@@ -519,11 +654,17 @@ for i = 1, n do
     end
 
     -- The marker becomes "d" (settled), and the reservation it held, "o <amount>
-    -- <period start>", is read in the same command; XX leaves an unknown reservation
-    -- unknown.
+    -- <period start> <APIs>", is read in the same command; XX leaves an unknown
+    -- reservation unknown.
     local m = redis.call('SET', marker, 'd', 'XX', 'PX', ARGV[o + 8], 'GET')
     if not m then st = 4; break end
-    local amt, rps = string.match(m, '^o (%d+) (%-?%d+)$')
+    if m == 'v' then
+      -- Voided at its expiry: it stays voided, and nothing changes.
+      redis.call('SET', marker, 'v', 'PX', ARGV[o + 9])
+      st = 6
+      break
+    end
+    local amt, rps = string.match(m, '^o (%d+) (%-?%d+)')
     -- Settled before (or an adjustment, or an admission without credits): at most
     -- once. The marker stays done, remembered for another retention.
     if not amt then break end
@@ -546,7 +687,7 @@ for i = 1, n do
       break
     end
     local used = redis.call('HINCRBY', KEYS[2], 'used', ARGV[o + 4])
-    for j = o + 11, o + 10 + nu do
+    for j = o + 12, o + 11 + nu do
       local c = redis.call('HGET', KEYS[3], ARGV[j])
       if c and c + 0 > 0 then redis.call('HINCRBY', KEYS[3], ARGV[j], '-1') end
     end
@@ -558,6 +699,7 @@ for i = 1, n do
       for j = 1, 5 do b[j] = b[j] or '0' end
     end
   until true
+  if st ~= 2 and st ~= 5 then closed[#closed + 1] = ARGV[o + 1] end
   local r
   if st == 1 or st == 4 then
     r = {st, 0, 0, 0, 0, 0}
@@ -570,8 +712,9 @@ for i = 1, n do
     local b0 = (i - 1) * 6
     for k = 1, 6 do out[b0 + k] = r[k] end
   end
-  o = o + 10 + nu
+  o = o + 11 + nu
 end
+if #closed > 0 then redis.call('ZREM', KEYS[4], unpack(closed)) end
 return out
 `)
 
@@ -627,36 +770,118 @@ redis.call('HSET', KEYS[1], 'rem', ARGV[1], 'used', '0', 'allow', ARGV[2], 'ps',
 return 0
 `)
 
-// reserveScript takes credits. KEYS: 1 balance, 2 usage, 3 marker. ARGV: 1 amount,
-// 2 -amount, 3 period start us, 4 period end us, 5 allowance, 6 open reservation TTL
-// ms, 7.. APIs. Reply: status and balance.
-var reserveScript = goredis.NewScript(libBalance + `
+// voidDue is the prologue of the plain scripts that operate on a balance: it voids the
+// account's reservations past their deadline at now (voidBlock) when nx says one is
+// due. It expects the locals balK, useK, openK, base, vttl, nowus, and vlimit.
+const voidDue = `
+local due = redis.call('HGET', balK, 'nx')
+if due and due + 0 <= nowus then
+` + voidBlock + `
+end
+`
+
+// reserveScript takes credits, as an admission's credits part does (see admitScript).
+// KEYS: 1 balance, 2 usage, 3 marker, 4 open reservations. ARGV: 1 amount, 2 -amount,
+// 3 period start us, 4 period end us, 5 allowance, 6 open reservation TTL ms, 7 clock
+// mode, 8 now s, 9 now ns, 10 hold us, 11 member, 12 the markers' base, 13.. APIs.
+// Reply: status, the balance, and the deadline written to nx (to index) or 0.
+var reserveScript = goredis.NewScript(libTime + libBalance + `
 if not renew(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5]) then return {1} end
-if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
-if tonumber(redis.call('HGET', KEYS[1], 'rem')) < tonumber(ARGV[1]) then return with_balance(3, KEYS[1]) end
+local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[4], ARGV[12], ARGV[6], 64
+local nowus = micros(clock(ARGV[7], ARGV[8], ARGV[9]))
+` + voidDue + `
+local nx = redis.call('HGET', KEYS[1], 'nx')
+local index = 0
+if due and due + 0 <= nowus and nx then index = nx + 0 end
+local function reply(status)
+  local r = with_balance(status, KEYS[1])
+  r[7] = index
+  return r
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then return reply(0) end
+if tonumber(redis.call('HGET', KEYS[1], 'rem')) < tonumber(ARGV[1]) then return reply(3) end
 redis.call('HINCRBY', KEYS[1], 'rem', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'used', ARGV[1])
-for i = 7, #ARGV do redis.call('HINCRBY', KEYS[2], ARGV[i], '1') end
-redis.call('SET', KEYS[3], 'o ' .. ARGV[1] .. ' ' .. redis.call('HGET', KEYS[1], 'ps'), 'PX', ARGV[6])
-return with_balance(0, KEYS[1])
+local apis = {}
+for i = 13, #ARGV do
+  redis.call('HINCRBY', KEYS[2], ARGV[i], '1')
+  apis[#apis + 1] = ARGV[i]
+end
+local m = 'o ' .. ARGV[1] .. ' ' .. redis.call('HGET', KEYS[1], 'ps')
+if #apis > 0 then m = m .. ' ' .. table.concat(apis, '\31') end
+redis.call('SET', KEYS[3], m, 'PX', ARGV[6])
+local d = nowus + ARGV[10]
+redis.call('ZADD', KEYS[4], string.format('%d', d), ARGV[11])
+if not nx or d < nx + 0 then
+  redis.call('HSET', KEYS[1], 'nx', string.format('%d', d))
+  index = d
+end
+return reply(0)
 `)
 
-// adjustScript adds to the balance. KEYS: 1 balance, 2 usage, 3 marker. ARGV: 1 amount,
-// 2 period start us, 3 period end us, 4 allowance, 5 retention ms.
-var adjustScript = goredis.NewScript(libBalance + `
+// adjustScript adds to the balance. KEYS: 1 balance, 2 usage, 3 marker, 4 open
+// reservations. ARGV: 1 amount, 2 period start us, 3 period end us, 4 allowance,
+// 5 retention ms, 6 clock mode, 7 now s, 8 now ns, 9 the markers' base, 10 the voided
+// markers' TTL ms, 11 the most remaining plus used credits may come to.
+var adjustScript = goredis.NewScript(libTime + libBalance + `
 if not renew(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4]) then return {1} end
+local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[4], ARGV[9], ARGV[10], 64
+local nowus = micros(clock(ARGV[6], ARGV[7], ARGV[8]))
+` + voidDue + `
 if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
-if tonumber(redis.call('HGET', KEYS[1], 'rem')) + tonumber(ARGV[1]) < 0 then return with_balance(3, KEYS[1]) end
+local amt = tonumber(ARGV[1])
+local b = redis.call('HMGET', KEYS[1], 'rem', 'used')
+local rem, used = tonumber(b[1]), tonumber(b[2] or '0')
+if amt > 0 and amt > tonumber(ARGV[11]) - rem - used then return with_balance(7, KEYS[1]) end
+if rem + amt < 0 then return with_balance(3, KEYS[1]) end
 redis.call('HINCRBY', KEYS[1], 'rem', ARGV[1])
 redis.call('SET', KEYS[3], 'd', 'PX', ARGV[5])
 return with_balance(0, KEYS[1])
 `)
 
-// balanceScript renews if due and reads. KEYS: 1 balance, 2 usage. ARGV: period start
-// us, period end us, allowance.
-var balanceScript = goredis.NewScript(libBalance + `
+// balanceScript renews if due, voids the reservations past their deadline, and reads.
+// KEYS: 1 balance, 2 usage, 3 open reservations. ARGV: 1 period start us, 2 period end
+// us, 3 allowance, 4 clock mode, 5 now s, 6 now ns, 7 the markers' base, 8 the voided
+// markers' TTL ms.
+var balanceScript = goredis.NewScript(libTime + libBalance + `
 if not renew(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return {1} end
+local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[3], ARGV[7], ARGV[8], 64
+local nowus = micros(clock(ARGV[4], ARGV[5], ARGV[6]))
+` + voidDue + `
 return with_balance(0, KEYS[1])
+`)
+
+// voidScript voids up to ARGV[4] of an account's reservations past their deadline, for
+// a sweep. KEYS: 1 open reservations, 2 balance, 3 usage. ARGV: 1 clock mode, 2 now s,
+// 3 now ns, 4 limit, 5 the markers' base, 6 the voided markers' TTL ms. Reply: the
+// number voided, and the earliest deadline still open (nx), or the empty string.
+var voidScript = goredis.NewScript(libTime + `
+local openK, balK, useK, base, vlimit, vttl = KEYS[1], KEYS[2], KEYS[3], ARGV[5], tonumber(ARGV[4]), ARGV[6]
+local nowus = micros(clock(ARGV[1], ARGV[2], ARGV[3]))
+` + voidBlock + `
+return {vcount, redis.call('HGET', KEYS[2], 'nx') or ''}
+`)
+
+// dueScript lists the accounts of the index of accounts with open reservations whose
+// earliest deadline may have passed. KEYS: 1 the index. ARGV: 1 clock mode, 2 now s,
+// 3 now ns, 4 limit. Reply: account, score pairs.
+var dueScript = goredis.NewScript(libTime + `
+local nowus = micros(clock(ARGV[1], ARGV[2], ARGV[3]))
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', nowus), 'WITHSCORES', 'LIMIT', 0, ARGV[4])
+`)
+
+// reindexScript replaces an account's score in the index of accounts with open
+// reservations, unless it changed since the sweep read it (an admission indexed the
+// account meanwhile, which stands). KEYS: 1 the index. ARGV: 1 account, 2 the score
+// read, 3 the new score (empty: no open reservation, the account leaves the index).
+var reindexScript = goredis.NewScript(`
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if ARGV[3] == '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+end
+return 1
 `)
 
 // usageScript reads the usage counts of period ARGV[1] (start us). KEYS: 1 balance,

@@ -153,13 +153,13 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 
 		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 100, Allowance: 100, Period: period}))
 		r1, r2 := newRequest(), newRequest()
-		_, err = s.Reserve(ctx, billing.Reservation{Account: acct, Request: r1, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100})
+		_, err = s.Reserve(ctx, billing.Reservation{Account: acct, Request: r1, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)})
 		must(t, err)
 		_, err = s.Settle(ctx, billing.Settlement{Account: acct, Request: r1, Refund: 1, Uncount: []string{"hash"}, Period: period, Allowance: 100})
 		must(t, err)
 		_, err = s.Adjust(ctx, billing.Adjustment{Account: acct, Request: r2, Amount: 5, Period: period, Allowance: 100})
 		must(t, err)
-		_, err = s.Balance(ctx, acct, period, 100)
+		_, err = s.Balance(ctx, acct, testNow, period, 100)
 		must(t, err)
 		_, err = s.Usage(ctx, acct, period)
 		must(t, err)
@@ -182,7 +182,7 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 			Key:     &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2},
 			Rate:    &l,
 			Slot:    &billing.SlotClaim{Ceiling: 2, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100}}
+			Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}}
 		res, err := s.Admit(ctx, step)
 		must(t, err)
 		if res.Denied != billing.NotDenied {
@@ -191,6 +191,14 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		_, err = s.Close(ctx, billing.Closing{Account: acct, Request: req, ReleaseSlot: true,
 			Settlement: &billing.Settlement{Account: acct, Request: req, Period: period, Allowance: 100}})
 		must(t, err)
+
+		// A reservation that expires, voided by a sweep.
+		lost := newRequest()
+		_, err = s.Reserve(ctx, billing.Reservation{Account: acct, Request: lost, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Minute)})
+		must(t, err)
+		if n, err := s.Sweep(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
+			t.Errorf("account %q: Sweep voided %d reservations (%v), want 1", acct, n, err)
+		}
 	}
 
 	cmds := rec.take()

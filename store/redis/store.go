@@ -47,6 +47,7 @@ var (
 	_ billing.RateLimiter        = (*Store)(nil)
 	_ billing.ConcurrencyLimiter = (*Store)(nil)
 	_ billing.Admitter           = (*Store)(nil)
+	_ billing.Sweeper            = (*Store)(nil)
 )
 
 // Options configures a [Store]. A nil *Options, and every zero field, means the
@@ -184,13 +185,17 @@ func (a acctKeys) tat() string     { return string(a) + "tat" }
 func (a acctKeys) leases() string  { return string(a) + "lease" }
 func (a acctKeys) balance() string { return string(a) + "bal" }
 func (a acctKeys) usage() string   { return string(a) + "use" }
+func (a acctKeys) open() string    { return string(a) + "open" }
+func (a acctKeys) markers() string { return string(a) + "r:" }
 func (a acctKeys) marker(r billing.RequestID) string {
-	return string(a) + "r:" + r.String()
+	return a.markers() + r.String()
 }
 
-// The global indexes, outside any account's slot, used only by single-key commands.
+// The global indexes, outside any account's slot, used only by single-key commands and
+// scripts of one key.
 func (s *Store) keyIDIndex(id string) string  { return s.prefix + ":kid:" + id }
 func (s *Store) hashIndex(h auth.Hash) string { return s.prefix + ":h:" + h.String() }
+func (s *Store) expiring() string             { return s.prefix + ":expiring" }
 
 // A scriptCall is a script to run with its keys and arguments, or, with no script, a
 // plain command (its name and arguments in args); a scriptReply its outcome.
@@ -347,6 +352,20 @@ func (s *Store) runCall(ctx context.Context, c scriptCall) (any, error) {
 // run runs a script: EVALSHA, and EVAL if Redis does not have it yet.
 func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
 	return sc.Run(ctx, s.c, keys, args...).Result()
+}
+
+// nowArg returns a closing's now for closeScript: the caller's, in microseconds, on the
+// caller's clock; empty on the server's (a closing then voids nothing).
+func (s *Store) nowArg(now time.Time) string {
+	if s.serverClock || now.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(now.UnixMicro(), 10)
+}
+
+// holdArg returns a reservation's hold, Expires-Now, in microseconds.
+func holdArg(r *billing.Reservation) string {
+	return strconv.FormatInt(r.Expires.Sub(r.Now).Microseconds(), 10)
 }
 
 // clock returns the clock arguments of a script: the mode and the caller's now.

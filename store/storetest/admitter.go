@@ -108,6 +108,9 @@ type admFixture struct {
 
 const admAllowance = 1000
 
+// admHold is how long the reservations of the admission checks stay open.
+const admHold = time.Hour
+
 // setup creates an account with a key and a balance of credits (in the roles the store
 // holds) and returns a step that uses every part the store holds.
 func setup(t *testing.T, s AdmitterStores, credits int64) (admFixture, billing.Step) {
@@ -140,7 +143,7 @@ func (f admFixture) step(s AdmitterStores, req billing.RequestID, ceiling int, c
 	}
 	if s.Ledger != nil {
 		st.Credits = &billing.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: cost,
-			Period: f.period, Allowance: admAllowance}
+			Period: f.period, Allowance: admAllowance, Now: t0, Expires: t0.Add(admHold)}
 	}
 	return st
 }
@@ -157,7 +160,7 @@ func (f admFixture) read(t *testing.T, s AdmitterStores) state {
 	ctx := t.Context()
 	var st state
 	if s.Ledger != nil {
-		b, err := s.Ledger.Balance(ctx, f.account, f.period, admAllowance)
+		b, err := s.Ledger.Balance(ctx, f.account, t0, f.period, admAllowance)
 		must(t, "Balance", err)
 		st.remaining = b.Remaining
 	}
@@ -313,7 +316,7 @@ func admCloseOnce(t *testing.T, s AdmitterStores) {
 	c := billing.Closing{Account: f.account, Request: step.Request, ReleaseSlot: s.Slots != nil}
 	if s.Ledger != nil {
 		c.Settlement = &billing.Settlement{Account: f.account, Request: step.Request, Refund: 1, Uncount: []string{"hash"},
-			Period: f.period, Allowance: admAllowance}
+			Period: f.period, Allowance: admAllowance, Now: t0}
 	}
 	for range 2 {
 		b, err := s.Admitter.Close(t.Context(), c)

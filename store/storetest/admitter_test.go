@@ -33,7 +33,7 @@ func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepRe
 	defer a.mu.Unlock()
 	if a.admitted[s.Request] {
 		if s.Credits != nil {
-			b, err := a.ledger.Balance(ctx, s.Account, s.Credits.Period, s.Credits.Allowance)
+			b, err := a.ledger.Balance(ctx, s.Account, s.Now, s.Credits.Period, s.Credits.Allowance)
 			r.Balance = b
 			return r, err
 		}

@@ -21,7 +21,7 @@ func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) billing.Ledger) 
 			names := make([]string, accounts)
 			for i := range names {
 				names[i] = n.id(fmt.Sprintf("a%d", i))
-				err := l.Open(ctx, billing.Opening{Account: names[i], Balance: 1 << 60, Allowance: 1 << 60, Period: p0})
+				err := l.Open(ctx, billing.Opening{Account: names[i], Balance: billing.MaxCredits / 2, Allowance: billing.MaxCredits / 2, Period: p0})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -32,12 +32,13 @@ func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) billing.Ledger) 
 				for pb.Next() {
 					acct := names[int(next.Add(1))%accounts]
 					id := newRequest()
-					r := billing.Reservation{Account: acct, Request: id, APIs: []string{"hash"}, Amount: 1, Period: p0, Allowance: 1 << 60}
+					r := billing.Reservation{Account: acct, Request: id, APIs: []string{"hash"}, Amount: 1, Period: p0, Allowance: billing.MaxCredits,
+						Now: nowIn(p0), Expires: nowIn(p0).Add(hold)}
 					if _, err := l.Reserve(ctx, r); err != nil {
 						b.Error(err)
 						return
 					}
-					if _, err := l.Settle(ctx, billing.Settlement{Account: acct, Request: id, Period: p0, Allowance: 1 << 60}); err != nil {
+					if _, err := l.Settle(ctx, billing.Settlement{Account: acct, Request: id, Period: p0, Allowance: billing.MaxCredits, Now: nowIn(p0)}); err != nil {
 						b.Error(err)
 						return
 					}

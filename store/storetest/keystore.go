@@ -26,6 +26,9 @@ func TestKeyStore(t *testing.T, newStore func(t *testing.T) auth.KeyStore) {
 }
 
 var keyStoreRows = []behaviour[auth.KeyStore]{
+	{"BadText",
+		"Text a store cannot hold (a NUL byte, invalid UTF-8) in an id or a name is refused with store.ErrInvalid, and looking up by it finds nothing; neither is an outage.",
+		ksBadText},
 	{"CreateAccountThenRead",
 		"An account created with its primary key is returned, every field intact, by Account, Key, Keys and Resolve.",
 		ksCreateAccountThenRead},

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
@@ -19,9 +21,18 @@ import (
 //
 // newLedger is called once per subtest and must return an empty ledger; it registers any
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
+//
+// The reservations' rows check their life: open until settled, or voided at their
+// expiry, exactly once, and the rows of a [billing.Sweeper] (run when the ledger is one,
+// which newLedger is called once more to learn) check sweeps racing each other and
+// settlements.
 func TestLedger(t *testing.T, newLedger func(t *testing.T) billing.Ledger) {
 	t.Helper()
-	run(t, newLedger, ledgerRows)
+	rows := append(slices.Clone(ledgerRows), expiryRows...)
+	if _, ok := newLedger(t).(billing.Sweeper); ok {
+		rows = append(rows, sweepRows...)
+	}
+	run(t, newLedger, rows)
 }
 
 var ledgerRows = []behaviour[billing.Ledger]{
@@ -137,16 +148,25 @@ func openAccount(t *testing.T, l billing.Ledger, n ids, label string, balance in
 	return acct
 }
 
+// nowIn returns the instant of the operations in period p: the 15th, at noon.
+func nowIn(p billing.Period) time.Time { return p.Start.Add(14*24*time.Hour + 12*time.Hour) }
+
+// hold is how long the reservations of the checks that are not about expiry stay
+// open: longer than the periods those checks move through.
+const hold = 90 * 24 * time.Hour
+
 func reservation(acct string, id billing.RequestID, amount int64, p billing.Period, apis ...string) billing.Reservation {
-	return billing.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: p, Allowance: allowance}
+	now := nowIn(p)
+	return billing.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: p, Allowance: allowance,
+		Now: now, Expires: now.Add(hold)}
 }
 
 func settlement(acct string, id billing.RequestID, refund int64, p billing.Period, uncount ...string) billing.Settlement {
-	return billing.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount, Period: p, Allowance: allowance}
+	return billing.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount, Period: p, Allowance: allowance, Now: nowIn(p)}
 }
 
 func adjustment(acct string, id billing.RequestID, amount int64, p billing.Period) billing.Adjustment {
-	return billing.Adjustment{Account: acct, Request: id, Amount: amount, Reason: "storetest", Period: p, Allowance: allowance}
+	return billing.Adjustment{Account: acct, Request: id, Amount: amount, Reason: "storetest", Period: p, Allowance: allowance, Now: nowIn(p)}
 }
 
 // checkBalance reports how got differs from the expected remaining, used and period.
@@ -163,7 +183,7 @@ func checkBalance(t *testing.T, op string, got billing.Balance, remaining, used 
 // wantBalance checks the stored balance, read at period p.
 func wantBalance(t *testing.T, l billing.Ledger, acct string, p billing.Period, remaining, used int64) {
 	t.Helper()
-	b, err := l.Balance(t.Context(), acct, p, allowance)
+	b, err := l.Balance(t.Context(), acct, nowIn(p), p, allowance)
 	if err != nil {
 		t.Errorf("Balance(%q): %v", acct, err)
 		return
@@ -228,12 +248,12 @@ func ledUnknownAccount(t *testing.T, l billing.Ledger) {
 	wantNamed(t, "Settle", err, store.ErrNotFound, ghost)
 	_, err = l.Adjust(ctx, adjustment(ghost, id, 10, p0))
 	wantNamed(t, "Adjust", err, store.ErrNotFound, ghost)
-	_, err = l.Balance(ctx, ghost, p0, allowance)
+	_, err = l.Balance(ctx, ghost, nowIn(p0), p0, allowance)
 	wantNamed(t, "Balance", err, store.ErrNotFound, ghost)
 	_, err = l.Usage(ctx, ghost, p0)
 	wantNamed(t, "Usage", err, store.ErrNotFound, ghost)
 	// Operations at a later period must not conjure up a balance either.
-	_, err = l.Balance(ctx, ghost, p1, allowance)
+	_, err = l.Balance(ctx, ghost, nowIn(p1), p1, allowance)
 	wantNamed(t, "Balance at a later period", err, store.ErrNotFound, ghost)
 }
 
@@ -390,7 +410,7 @@ func ledEarlierPeriod(t *testing.T, l billing.Ledger) {
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	wantBalance(t, l, acct, p1, allowance, 0)
 
-	b, err := l.Balance(ctx, acct, p0, allowance)
+	b, err := l.Balance(ctx, acct, nowIn(p0), p0, allowance)
 	must(t, "Balance at the earlier period", err)
 	checkBalance(t, "Balance at the earlier period", b, allowance, 0, p1)
 	mustReserve(t, l, reservation(acct, newRequest(), 5, p0, "hash"), allowance-5, 5, p1)
@@ -498,14 +518,14 @@ func ledCanceledContext(t *testing.T, l billing.Ledger) {
 	wantErr(t, "Settle", err, context.Canceled)
 	_, err = l.Adjust(ctx, adjustment(acct, newRequest(), 5, p0))
 	wantErr(t, "Adjust", err, context.Canceled)
-	_, err = l.Balance(ctx, acct, p1, allowance)
+	_, err = l.Balance(ctx, acct, nowIn(p1), p1, allowance)
 	wantErr(t, "Balance", err, context.Canceled)
 	_, err = l.Usage(ctx, acct, p0)
 	wantErr(t, "Usage", err, context.Canceled)
 
 	wantBalance(t, l, acct, p0, 90, 10)
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
-	_, err = l.Balance(t.Context(), fresh, p0, allowance)
+	_, err = l.Balance(t.Context(), fresh, nowIn(p0), p0, allowance)
 	wantErr(t, "Balance of the account opened with a canceled context", err, store.ErrNotFound)
 	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
 }
@@ -521,7 +541,9 @@ func ledConcurrentSpending(t *testing.T, l billing.Ledger) {
 	for range workers {
 		wg.Go(func() {
 			for range attempts {
-				b, err := l.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), APIs: []string{"hash"}, Amount: cost, Period: p0, Allowance: balance})
+				r := reservation(acct, newRequest(), cost, p0, "hash")
+				r.Allowance = balance
+				b, err := l.Reserve(ctx, r)
 				switch {
 				case err == nil:
 					granted.Add(1)
@@ -548,7 +570,7 @@ func ledConcurrentSpending(t *testing.T, l billing.Ledger) {
 	if got, want := short.Load(), int64(workers*attempts-balance/cost); got != want {
 		t.Errorf("%d reservations got ErrInsufficientCredits, want %d", got, want)
 	}
-	b, err := l.Balance(ctx, acct, p0, balance)
+	b, err := l.Balance(ctx, acct, nowIn(p0), p0, balance)
 	must(t, "Balance", err)
 	if b.Remaining != 0 || b.Used != balance {
 		t.Errorf("after concurrent spending: Remaining %d, Used %d; want 0 and %d", b.Remaining, b.Used, balance)

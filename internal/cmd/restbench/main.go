@@ -356,7 +356,7 @@ func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (call, error)
 	if err := apis.Register(reg); err != nil {
 		return call{}, err
 	}
-	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: 1 << 60, RatePerMinute: 1 << 30, Concurrency: 1 << 20, GraphQLMaxAPIs: 10})
+	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: billing.MaxCredits, RatePerMinute: 1 << 30, Concurrency: 1 << 20, GraphQLMaxAPIs: 10})
 	if err != nil {
 		return call{}, err
 	}
