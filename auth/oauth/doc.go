@@ -58,13 +58,27 @@
 // authorization codes and tokens. Codes and tokens are opaque random strings (256
 // bits, with a prefix that says what they are) stored only as their SHA-256
 // ([oauthstore.HashSecret]); their values are never stored or logged. A code lives 60 seconds
-// ([CodeTTL]) and is redeemed once; redeeming it again revokes its approval and every
-// token issued from it. Access tokens live an hour and refresh tokens 30 days by
+// ([CodeTTL]) and is redeemed once (see Code redemption). Access tokens live an hour and refresh tokens 30 days by
 // default ([Options.AccessTokenTTL], [Options.RefreshTokenTTL]). Each refresh rotates
 // the refresh token; presenting a rotated one again means it was copied, and revokes
 // the approval. Revoking either token (RFC 7009) revokes the approval. Expired
 // records are deleted as the server goes. The store never reads the clock: the server
 // passes the time, from [Options.Now].
+//
+// # Code redemption
+//
+// The token endpoint checks an authorization_code exchange completely before it
+// redeems the code: the code is live, the client_id is the one the code was issued
+// to, redirect_uri is exactly the one of the authorization request, the PKCE
+// code_verifier matches the code_challenge, a resource named is the grant's, and the
+// approving key may still be used. An exchange that fails any check is refused and
+// changes nothing, so that someone who saw a code but lacks its verifier cannot spoil
+// the real client's exchange. Only then is the code redeemed, atomically in the
+// store. A second exchange that passes every check means that someone else holds the
+// code and its verifier: the store revokes the approval in the same step as it finds
+// the code redeemed, which ends every token the code gave (RFC 6749 section 4.1.2). Of
+// concurrent exchanges of one code, one redeems it and the others are replays, so no
+// token of that code survives.
 //
 // # Why tokens bind to key ids
 //

@@ -155,46 +155,55 @@ func TestFullFlow(t *testing.T) {
 }
 
 // TestCodeRefused checks that a code is refused when anything about its exchange is
-// wrong.
+// wrong, and that a refused exchange does not use the code up: whoever saw the code
+// but lacks the verifier (or sends it from another client, to another redirect URI or
+// for another resource) cannot spoil the real client's exchange, which follows.
 func TestCodeRefused(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, func(o *oauth.Options) { o.Resources = []string{o.Issuer + "/v1/mcp", o.Issuer + "/v2/mcp"} })
 	client := h.register(t, callback, "http://127.0.0.1:9000/other")
 	other := h.register(t, callback)
 	tests := []struct {
 		name   string
 		change func(f url.Values)
-		before func()
 		code   string
 	}{
-		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, nil, "invalid_grant"},
-		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, nil, "invalid_request"},
-		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, nil, "invalid_request"},
-		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, nil, "invalid_grant"},
-		{"other client", func(f url.Values) { f.Set("client_id", other) }, nil, "invalid_grant"},
-		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, nil, "invalid_target"},
-		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, nil, "invalid_grant"},
-		{"not a code", func(f url.Values) { f.Set("code", "hello") }, nil, "invalid_grant"},
-		{"expired code", nil, func() { h.clock.Advance(oauth.CodeTTL) }, "invalid_grant"},
+		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, "invalid_grant"},
+		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, "invalid_request"},
+		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, "invalid_request"},
+		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, "invalid_grant"},
+		{"other client", func(f url.Values) { f.Set("client_id", other) }, "invalid_grant"},
+		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, "invalid_target"},
+		{"unknown resource", func(f url.Values) { f.Set("resource", h.issuer+"/v3/mcp") }, "invalid_target"},
+		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, "invalid_grant"},
+		{"not a code", func(f url.Values) { f.Set("code", "hello") }, "invalid_grant"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := h.newRequest(client, callback)
 			code := h.authorize(t, q)
-			if tt.before != nil {
-				tt.before()
-			}
 			form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {q.redirectURI},
 				"code_verifier": {q.verifier}, "client_id": {q.clientID}, "resource": {q.resource}}
-			if tt.change != nil {
-				tt.change(form)
+			tt.change(form)
+			for range 3 {
+				wantOAuthError(t, h.token(t, "/oauth/token", form), http.StatusBadRequest, tt.code)
 			}
-			wantOAuthError(t, h.token(t, "/oauth/token", form), http.StatusBadRequest, tt.code)
+			a := h.exchange(t, q, code)
+			if a.status != http.StatusOK {
+				t.Fatalf("the real exchange after refused ones: %d %s, want tokens", a.status, a.body)
+			}
+			h.wantValid(t, a.json["access_token"].(string))
 		})
 	}
+	t.Run("expired code", func(t *testing.T) {
+		q := h.newRequest(client, callback)
+		code := h.authorize(t, q)
+		h.clock.Advance(oauth.CodeTTL)
+		wantOAuthError(t, h.exchange(t, q, code), http.StatusBadRequest, "invalid_grant")
+	})
 }
 
-// TestCodeReused checks that a code works once, and that using it again revokes what
-// it gave.
+// TestCodeReused checks that a code works once, and that redeeming it again revokes
+// what it gave, while an exchange that fails its checks revokes nothing.
 func TestCodeReused(t *testing.T) {
 	h := newHarness(t)
 	q := h.newRequest(h.register(t, callback), callback)
@@ -204,7 +213,19 @@ func TestCodeReused(t *testing.T) {
 		t.Fatalf("first exchange: %d %s", first.status, first.body)
 	}
 	h.wantValid(t, first.json["access_token"].(string))
-	wantOAuthError(t, h.exchange(t, q, code), http.StatusBadRequest, "invalid_grant")
+
+	// Someone who saw the code but lacks the verifier is refused, and revokes nothing.
+	thief := q
+	thief.verifier = randomString(64)
+	wantOAuthError(t, h.exchange(t, thief, code), http.StatusBadRequest, "invalid_grant")
+	h.wantValid(t, first.json["access_token"].(string))
+
+	// A second exchange that would have succeeded shows that the code was copied.
+	replay := h.exchange(t, q, code)
+	wantOAuthError(t, replay, http.StatusBadRequest, "invalid_grant")
+	if !strings.Contains(replay.json["error_description"].(string), "revoked") {
+		t.Errorf("replay answer %s does not say that the tokens are revoked", replay.body)
+	}
 	h.wantInvalid(t, first.json["access_token"].(string))
 	wantOAuthError(t, h.refresh(t, q.clientID, first.json["refresh_token"].(string)), http.StatusBadRequest, "invalid_grant")
 }
