@@ -83,13 +83,14 @@ func (s *Server) checkRequest(r *http.Request, v url.Values) (authzRequest, clie
 	if err != nil {
 		return q, c, err
 	}
-	switch {
-	case q.redirectURI == "" && len(c.redirectURIs) == 1:
+	if q.redirectURI == "" {
+		if len(c.redirectURIs) != 1 {
+			return q, c, &pageError{http.StatusBadRequest, "The request has no redirect_uri, and the application registered several."}
+		}
 		q.redirectURI = c.redirectURIs[0]
-	case q.redirectURI == "":
-		return q, c, &pageError{http.StatusBadRequest, "The request has no redirect_uri, and the application registered several."}
-	case !redirectMatches(c.redirectURIs, q.redirectURI):
-		return q, c, &pageError{http.StatusBadRequest, fmt.Sprintf("The redirect URI %q is not one the application registered.", truncate(q.redirectURI, 200))}
+	}
+	if err := matchRedirectURI(c.redirectURIs, q.redirectURI); err != nil {
+		return q, c, &pageError{http.StatusBadRequest, "The application cannot connect: the " + err.Error() + "."}
 	}
 
 	// From here on, errors go back to the client.
@@ -250,8 +251,8 @@ func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, toke
 	}
 	if u, err := url.Parse(q.redirectURI); err == nil {
 		d.RedirectHost = u.Host
-		d.Loopback = loopbackHost(u.Hostname())
 	}
+	_, d.Loopback = loopbackBase(q.redirectURI)
 	d.LoginKeyID, _ = s.loginKey(r)
 	return d
 }
@@ -273,14 +274,10 @@ func (s *Server) authzFailed(w http.ResponseWriter, r *http.Request, q authzRequ
 }
 
 // redirect sends the browser to the request's redirect URI with params, the state and
-// the issuer (RFC 9207) added to its query.
+// the issuer (RFC 9207) added to its query. The URI is the validated one, kept as it
+// is, so that its own query is retained byte for byte (RFC 6749 section 3.1.2).
 func (s *Server) redirect(w http.ResponseWriter, q authzRequest, params url.Values) {
-	u, err := url.Parse(q.redirectURI)
-	if err != nil { // cannot happen: the URI was validated
-		s.writeErrorPage(w, http.StatusBadRequest, "The redirect URI is not valid.")
-		return
-	}
-	v := u.Query()
+	v := url.Values{}
 	for k, vs := range params {
 		v[k] = vs
 	}
@@ -288,9 +285,15 @@ func (s *Server) redirect(w http.ResponseWriter, q authzRequest, params url.Valu
 		v.Set("state", q.state)
 	}
 	v.Set("iss", s.issuer)
-	u.RawQuery = v.Encode()
+	sep := "&"
+	switch {
+	case !strings.Contains(q.redirectURI, "?"):
+		sep = "?"
+	case strings.HasSuffix(q.redirectURI, "?"):
+		sep = ""
+	}
 	s.setPageHeaders(w.Header())
-	w.Header().Set("Location", u.String())
+	w.Header().Set("Location", q.redirectURI+sep+v.Encode())
 	w.WriteHeader(http.StatusSeeOther)
 }
 

@@ -26,10 +26,28 @@
 // client_id (draft-ietf-oauth-client-id-metadata-document); the document is fetched
 // with the SSRF-safe fetcher (no private addresses, no redirects, at most 5 KiB, within
 // 5 seconds), must name itself as client_id and list its redirect URIs, and is cached
-// for 5 minutes. Redirect URIs are https, or http on a loopback host for native
-// clients (whose port may vary, RFC 8252); they are compared exactly otherwise.
-// Registrations are rate-limited server-wide, every field is bounded, and a client
-// that no approval refers to is deleted after [UnusedClientTTL].
+// for 5 minutes. Registrations are rate-limited server-wide, every field is bounded,
+// and a client that no approval refers to is deleted after [UnusedClientTTL].
+//
+// # Redirect URIs
+//
+// A redirect URI is https, or http on a loopback host for native clients:
+// 127.0.0.1, [::1] or localhost, written so. It is printable ASCII with a lowercase
+// scheme, and has no userinfo, no fragment, no percent-encoding in its host and no
+// port out of range: registration, metadata documents, the authorization request and
+// the token request all refuse one that does. The redirect_uri of an authorization
+// request must equal a registered URI byte for byte, except that a loopback URI may
+// name any port, since a native client listens on whatever port is free (RFC 8252
+// section 7.3); its scheme, host, path and query must still be the registered ones.
+// So http://127.0.0.1:9999/cb matches http://127.0.0.1:51234/cb and
+// http://127.0.0.1/cb, but neither http://localhost:9999/cb nor
+// http://127.0.0.1:9999/cb/. The token request must repeat the redirect_uri of the
+// authorization request exactly. localhost is accepted beside the IP literals that
+// RFC 8252 section 8.3 recommends, because MCP clients use it widely, browsers
+// resolve it to the loopback interface only, and PKCE protects a code that another
+// program on the machine might receive; the consent page warns when the client
+// returns to the person's own computer. The code and the other response parameters
+// are appended to the redirect URI, whose own query is kept as it is.
 //
 // # Consent
 //

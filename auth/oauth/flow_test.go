@@ -673,3 +673,126 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Error("New without a store succeeded")
 	}
 }
+
+// TestRedirectURIMatching checks how the redirect URI of an authorization request is
+// matched against the registered ones: exactly, except for the port of a loopback URI;
+// fragments, userinfo and every other difference are refused on a page of the server,
+// before any consent, and the token request must repeat the URI exactly.
+func TestRedirectURIMatching(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, "http://127.0.0.1:9999/cb", "http://[::1]/v6", "http://localhost/native", "https://app.example/cb?x=1")
+	accepted := []string{
+		"http://127.0.0.1:9999/cb",
+		"http://127.0.0.1:12345/cb",
+		"http://127.0.0.1/cb",
+		"http://[::1]:8080/v6",
+		"http://localhost:5555/native",
+		"https://app.example/cb?x=1",
+	}
+	for _, uri := range accepted {
+		t.Run("accepted "+uri, func(t *testing.T) {
+			q := h.newRequest(client, uri)
+			b := h.browser(t)
+			a := b.submit(t, approved(formOf(t, b.open(t, q.query())), h.acct.Key))
+			loc := a.header.Get("Location")
+			if a.status != http.StatusSeeOther || !strings.HasPrefix(loc, uri+sep(uri)) {
+				t.Fatalf("approval: %d, Location %q; want a redirect to %s", a.status, loc, uri)
+			}
+			u, err := url.Parse(loc)
+			must(t, err)
+			code := u.Query().Get("code")
+			if other := "http://127.0.0.1:9999/cb"; uri != other {
+				wrong := q
+				wrong.redirectURI = other
+				wantOAuthError(t, h.exchange(t, wrong, code), http.StatusBadRequest, "invalid_grant")
+			}
+			if tok := h.exchange(t, q, code); tok.status != http.StatusOK {
+				t.Errorf("exchange with the redirect URI of the request: %d %s", tok.status, tok.body)
+			}
+		})
+	}
+	refused := []string{
+		"http://127.0.0.1:9999/cb#frag",
+		"http://127.0.0.1:9999/cb#",
+		"http://evil.example@127.0.0.1:9999/cb",
+		"http://user:pass@127.0.0.1:9999/cb",
+		"http://127.0.0.1:9999@evil.example/cb",
+		"https://evil.example@app.example/cb?x=1",
+		"http://localhost:9999/cb",     // another loopback host than the registered one
+		"http://127.0.0.1:9999/native", // another path
+		"http://[::1]:9999/cb",
+		"http://127.0.0.1:9999/cb/",
+		"http://127.0.0.1:9999/CB",
+		"http://127.0.0.1:9999/cb?x=1",
+		"http://127.0.0.1:9999/%63b",
+		"https://app.example/cb?x=2",
+		"https://app.example/cb?x=1&y=2",
+		"https://app.example:443/cb?x=1",
+		"https://APP.example/cb?x=1",
+		"http://app.example/cb?x=1",
+		"https://127.0.0.1:9999/cb",
+		"http://127.0.0.2:9999/cb",
+		"HTTP://127.0.0.1:9999/cb",
+		"http://LOCALHOST:5555/native",
+		"http://127.0.0.%31:9999/cb",
+		"http://127.0.0.1:99999/cb",
+		"http://127.0.0.1.:9999/cb",
+		"http://[::ffff:127.0.0.1]:9999/cb",
+		"http://127.0.0.1:9999\\@evil.example/cb",
+		"http://127.0.0.1:9999/cb\t",
+		"//127.0.0.1:9999/cb",
+		"javascript://127.0.0.1:9999/cb",
+	}
+	for _, uri := range refused {
+		t.Run("refused "+uri, func(t *testing.T) {
+			q := h.newRequest(client, uri)
+			a := h.browser(t).open(t, q.query())
+			wantErrorPage(t, a, http.StatusBadRequest)
+		})
+	}
+
+	t.Run("token request", func(t *testing.T) {
+		q := h.newRequest(client, "http://127.0.0.1:9999/cb")
+		code := h.authorize(t, q)
+		for _, uri := range []string{"http://127.0.0.1:9999/cb#frag", "http://evil.example@127.0.0.1:9999/cb", "http://127.0.0.1:9998/cb"} {
+			wrong := q
+			wrong.redirectURI = uri
+			a := h.exchange(t, wrong, code)
+			if a.status != http.StatusBadRequest || (a.json["error"] != "invalid_request" && a.json["error"] != "invalid_grant") {
+				t.Errorf("exchange with redirect_uri %q: %d %s", uri, a.status, a.body)
+			}
+		}
+		if a := h.exchange(t, q, code); a.status != http.StatusOK {
+			t.Errorf("exchange with the redirect URI of the request: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// sep returns the character that starts the parameters added to uri's query.
+func sep(uri string) string {
+	if strings.Contains(uri, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// wantErrorPage checks that an answer of the authorization endpoint is an error page on
+// the server's origin: HTML with the page's headers, the status, no redirect and no
+// consent form.
+func wantErrorPage(t testing.TB, a answer, status int) {
+	t.Helper()
+	if a.status != status || a.header.Get("Location") != "" {
+		t.Errorf("got %d (Location %q), want an error page with %d", a.status, a.header.Get("Location"), status)
+	}
+	if strings.Contains(a.body, `name="consent"`) || !strings.Contains(a.body, `class="error"`) {
+		t.Errorf("the answer is not an error page:\n%s", a.body)
+	}
+	for k, v := range map[string]string{"Content-Type": "text/html; charset=utf-8", "X-Frame-Options": "DENY", "Cache-Control": "no-store"} {
+		if got := a.header.Get(k); got != v {
+			t.Errorf("error page %s = %q, want %q", k, got, v)
+		}
+	}
+	if csp := a.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("error page CSP = %q", csp)
+	}
+}

@@ -150,6 +150,9 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	if !validVerifier(verifier) {
 		return invalidRequest("code_verifier must be 43 to 128 unreserved characters")
 	}
+	if err := checkRedirectURI(form.Get("redirect_uri")); err != nil {
+		return invalidRequest("%v", err)
+	}
 	if !secretShaped(code, codePrefix) {
 		return invalidGrant("the code is not one this server issued")
 	}
