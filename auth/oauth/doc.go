@@ -51,16 +51,35 @@
 //
 // # Consent
 //
-// The consent page shows the client's name (marked as unverified unless it comes from
-// a metadata document), where it will return to, and the resource. The person
-// approves by typing an API key, or, with [Options.Login], as the person logged in to
-// the host. The form is bound to the browser and to the request by a one-time nonce
-// kept in a cookie, which keys an HMAC over the request's parameters; it can be
-// submitted once and for ten minutes ([ConsentTTL]). The page may not be framed
-// (X-Frame-Options and Content-Security-Policy frame-ancestors), is never cached, and
-// runs no script. Errors found before the client and its redirect URI are established
-// are shown on the page; later ones are sent to the redirect URI with error and state
-// (RFC 6749 section 4.1.2.1), and every redirect carries iss (RFC 9207).
+// The consent page names the client and shows prominently the host it returns to,
+// then its full redirect URI and the resource. It says that the client is
+// unverified: every client either registered itself and chose its own name, or is
+// described by a metadata document, which proves only where the document is
+// published (the page names that host, and says when the client returns to another
+// one). When the client returns to a loopback address, the page warns that any program
+// on the computer could claim to be it. The person approves by typing an API key, or,
+// with [Options.Login], as the person logged in to the host. The form is bound to the
+// browser and to the request by a one-time nonce kept in a cookie, which keys an HMAC
+// over the request's parameters; it can be submitted once and for ten minutes
+// ([ConsentTTL]). The page may not be framed (X-Frame-Options and
+// Content-Security-Policy frame-ancestors), is never cached, and runs no script.
+//
+// # Redirects
+//
+// The authorization endpoint sends the browser to a client's redirect URI only after
+// the person has acted on the consent page of a valid request, in a browser that
+// passes the form's check: with the code after an approval, with
+// error=access_denied after a denial, both with state and iss (RFC 9207). Every other
+// answer is an error page on the server's origin (HTML, with its status and the
+// consent page's headers): for an unknown client or a redirect URI that is not
+// registered, and also for a request whose client and redirect URI are valid but which
+// is wrong otherwise (no PKCE challenge, a response_type other than code, an unknown
+// resource, a bad scope or state, a repeated parameter); its page names the OAuth
+// error code for the developer. RFC 6749 section 4.1.2.1 would send those last errors
+// to the redirect URI. The server does not, as RFC 9700 section 4.11.2 asks: anyone
+// may register a client with any redirect URI, or publish a metadata document, so no
+// redirect URI is trusted before the person has seen it, and redirecting a request
+// that fails validation would make the server an open redirector.
 //
 // # Resources
 //
