@@ -49,6 +49,8 @@ func TestRegister(t *testing.T) {
 		{"token response type", "application/json", `{"redirect_uris":["https://app.example/cb"],"response_types":["token"]}`, 400, "invalid_client_metadata"},
 		{"redirect URIs not a list", "application/json", `{"redirect_uris":"https://app.example/cb"}`, 400, "invalid_client_metadata"},
 		{"not JSON", "application/json", `redirect_uris=x`, 400, "invalid_client_metadata"},
+		{"data after the JSON", "application/json", `{"redirect_uris":["https://app.example/cb"]} {"redirect_uris":["https://evil.example/cb"]}`, 400, "invalid_client_metadata"},
+		{"white space after the JSON", "application/json", "{\"redirect_uris\":[\"https://app.example/cb\"]}\r\n", 201, ""},
 		{"form", "application/x-www-form-urlencoded", `redirect_uris=https://app.example/cb`, 400, "invalid_client_metadata"},
 		{"huge", "application/json", `{"redirect_uris":["https://app.example/cb"],"pad":"` + strings.Repeat("p", 20<<10) + `"}`, 413, "invalid_client_metadata"},
 	}
@@ -142,6 +144,7 @@ func TestClientMetadataDocument(t *testing.T) {
 		"/userinfo.json":     `{"client_id":"{url}","redirect_uris":["http://evil.example@127.0.0.1:9000/callback"]}`,
 		"/secret.json":       `{"client_id":"{url}","redirect_uris":["` + callback + `"],"token_endpoint_auth_method":"client_secret_post"}`,
 		"/not-json.json":     `<html>`,
+		"/trailing.json":     `{"client_id":"{url}","redirect_uris":["` + callback + `"]}<html>`,
 		"/large.json":        `{"client_id":"{url}","redirect_uris":["` + callback + `"],"pad":"` + strings.Repeat("p", 6<<10) + `"}`,
 	})
 	h := newHarness(t, func(o *oauth.Options) { o.Fetch.AllowPrivate = true })
@@ -168,7 +171,7 @@ func TestClientMetadataDocument(t *testing.T) {
 		t.Error("the document was not fetched again after its cache time")
 	}
 
-	for _, path := range []string{"/other-id.json", "/no-redirects.json", "/bad-redirect.json", "/fragment.json", "/userinfo.json", "/secret.json", "/not-json.json", "/large.json", "/missing.json"} {
+	for _, path := range []string{"/other-id.json", "/no-redirects.json", "/bad-redirect.json", "/fragment.json", "/userinfo.json", "/secret.json", "/not-json.json", "/trailing.json", "/large.json", "/missing.json"} {
 		a := h.browser(t).open(t, h.newRequest(docs.URL+path, callback).query())
 		if a.status != http.StatusBadRequest || a.header.Get("Location") != "" || strings.Contains(a.body, `name="consent"`) {
 			t.Errorf("%s: got %d, want an error page", path, a.status)

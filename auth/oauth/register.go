@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -97,6 +98,23 @@ func (m *metadata) validate(strict bool) error {
 	return nil
 }
 
+// decodeJSON decodes the one JSON value that r holds into v: data after it, other than
+// white space, is an error.
+func decodeJSON(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	switch _, err := dec.Token(); {
+	case err == io.EOF:
+		return nil
+	case err == nil:
+		return errors.New("data after the JSON value")
+	default:
+		return err
+	}
+}
+
 // printable reports whether s is valid UTF-8 without control characters.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
@@ -134,8 +152,7 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m metadata
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err := dec.Decode(&m); err != nil {
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, maxBodyBytes), &m); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, "invalid_client_metadata", fmt.Sprintf("the client metadata is larger than %d bytes", maxBodyBytes))
