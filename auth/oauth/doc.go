@@ -94,9 +94,10 @@
 // A [Store] keeps clients, approvals (the person's consent: client, key, resource),
 // authorization codes and tokens. Codes and tokens are opaque random strings (256
 // bits, with a prefix that says what they are) stored only as their SHA-256
-// ([oauthstore.HashSecret]); their values are never stored or logged. A code lives 60 seconds
-// ([CodeTTL]) and is redeemed once (see Code redemption). Access tokens live an hour and refresh tokens 30 days by
-// default ([Options.AccessTokenTTL], [Options.RefreshTokenTTL]). Each refresh rotates
+// ([oauthstore.HashSecret]); their values are never stored or logged. A code lives 60
+// seconds ([CodeTTL]) and is redeemed once (see Code redemption). Access tokens live
+// an hour and refresh tokens 30 days by default ([Options.AccessTokenTTL],
+// [Options.RefreshTokenTTL]). Each refresh rotates
 // the refresh token; presenting a rotated one again means it was copied, and revokes
 // the approval. Revoking either token (RFC 7009) revokes the approval. Expired
 // records are deleted as the server goes. The store never reads the clock: the server
