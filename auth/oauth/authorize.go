@@ -45,81 +45,80 @@ func (q *authzRequest) fields() []field {
 	}
 }
 
-// A pageError is an error found before the redirect URI is known to be the client's:
-// it is shown to the person, never sent to the redirect URI.
-type pageError struct {
+// A requestError is an authorization request that cannot be completed. It is shown
+// to the person on a page of the server, never sent to the client's redirect URI: no
+// redirect URI is trusted before the person has seen it on the consent page (see the
+// package doc).
+type requestError struct {
 	status int
-	msg    string
+	msg    string // a sentence for the page
 }
 
-func (e *pageError) Error() string { return e.msg }
+func (e *requestError) Error() string { return e.msg }
 
-// A redirectError is an error sent to the client's redirect URI (RFC 6749 section
-// 4.1.2.1).
-type redirectError struct {
-	code string
-	msg  string
+// refuseRequest returns the requestError of an invalid request parameter, naming the
+// OAuth error code (RFC 6749 section 4.1.2.1) that the client's developer looks for.
+func refuseRequest(code, format string, args ...any) *requestError {
+	return &requestError{http.StatusBadRequest,
+		fmt.Sprintf("The application sent an authorization request that cannot be completed (%s): %s.", code, fmt.Sprintf(format, args...))}
 }
-
-func (e *redirectError) Error() string { return e.msg }
 
 // authzParams are the parameters of an authorization request; none may repeat.
 var authzParams = []string{"response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "resource", "scope"}
 
-// checkRequest validates an authorization request. Its errors are a *pageError until
-// the client and its redirect URI are established, then a *redirectError; any other
-// error means the store could not be read.
+// checkRequest validates an authorization request: the client, its redirect URI, then
+// every other parameter. Its errors are a *requestError, or any other error when the
+// store cannot be read.
 func (s *Server) checkRequest(r *http.Request, v url.Values) (authzRequest, clientInfo, error) {
 	for _, name := range authzParams {
 		if len(v[name]) > 1 {
-			return authzRequest{}, clientInfo{}, &pageError{http.StatusBadRequest, fmt.Sprintf("The request repeats the parameter %s.", name)}
+			return authzRequest{}, clientInfo{}, refuseRequest("invalid_request", "it repeats the parameter %s", name)
 		}
 	}
 	q := authzRequest{clientID: v.Get("client_id"), redirectURI: v.Get("redirect_uri")}
 	c, err := s.client(r.Context(), q.clientID)
 	if errors.Is(err, errClientRefused) {
-		return q, c, &pageError{http.StatusBadRequest, "The application cannot connect: " + strings.TrimPrefix(err.Error(), errClientRefused.Error()+": ") + "."}
+		return q, c, &requestError{http.StatusBadRequest, "The application cannot connect: " + strings.TrimPrefix(err.Error(), errClientRefused.Error()+": ") + "."}
 	}
 	if err != nil {
 		return q, c, err
 	}
-	switch {
-	case q.redirectURI == "" && len(c.redirectURIs) == 1:
+	if q.redirectURI == "" {
+		if len(c.redirectURIs) != 1 {
+			return q, c, refuseRequest("invalid_request", "it has no redirect_uri, and the application registered several")
+		}
 		q.redirectURI = c.redirectURIs[0]
-	case q.redirectURI == "":
-		return q, c, &pageError{http.StatusBadRequest, "The request has no redirect_uri, and the application registered several."}
-	case !redirectMatches(c.redirectURIs, q.redirectURI):
-		return q, c, &pageError{http.StatusBadRequest, fmt.Sprintf("The redirect URI %q is not one the application registered.", truncate(q.redirectURI, 200))}
+	}
+	if err := matchRedirectURI(c.redirectURIs, q.redirectURI); err != nil {
+		return q, c, &requestError{http.StatusBadRequest, "The application cannot connect: the " + err.Error() + "."}
 	}
 
-	// From here on, errors go back to the client.
 	if q.state = v.Get("state"); len(q.state) > maxState {
-		q.state = ""
-		return q, c, &redirectError{"invalid_request", fmt.Sprintf("state is longer than %d bytes", maxState)}
+		return q, c, refuseRequest("invalid_request", "state is longer than %d bytes", maxState)
 	}
 	switch rt := v.Get("response_type"); rt {
 	case "code":
 	case "":
-		return q, c, &redirectError{"invalid_request", "response_type is required; send response_type=code"}
+		return q, c, refuseRequest("invalid_request", "response_type is required; send response_type=code")
 	default:
-		return q, c, &redirectError{"unsupported_response_type", "only response_type=code is supported"}
+		return q, c, refuseRequest("unsupported_response_type", "only response_type=code is supported")
 	}
 	q.challenge = v.Get("code_challenge")
 	switch method := v.Get("code_challenge_method"); {
 	case q.challenge == "":
-		return q, c, &redirectError{"invalid_request", "PKCE is required: send code_challenge with code_challenge_method=S256"}
+		return q, c, refuseRequest("invalid_request", "PKCE is required: send code_challenge with code_challenge_method=S256")
 	case method != "S256":
-		return q, c, &redirectError{"invalid_request", "code_challenge_method must be S256; plain and absent methods are not supported"}
+		return q, c, refuseRequest("invalid_request", "code_challenge_method must be S256; plain and absent methods are not supported")
 	case !validChallenge(q.challenge):
-		return q, c, &redirectError{"invalid_request", "code_challenge must be the 43-character base64url SHA-256 of the code verifier"}
+		return q, c, refuseRequest("invalid_request", "code_challenge must be the 43-character base64url SHA-256 of the code verifier")
 	}
 	if res := v.Get("resource"); res == "" {
 		q.resource = s.resources[0]
 	} else if q.resource, _ = s.resource(res); q.resource == "" {
-		return q, c, &redirectError{"invalid_target", fmt.Sprintf("resource %q is not protected by this authorization server", truncate(res, 200))}
+		return q, c, refuseRequest("invalid_target", "the resource %q is not protected by this authorization server", truncate(res, 200))
 	}
 	if q.scope = v.Get("scope"); len(q.scope) > maxScope || !printable(q.scope) {
-		return q, c, &redirectError{"invalid_scope", fmt.Sprintf("scope must be printable text of at most %d bytes", maxScope)}
+		return q, c, refuseRequest("invalid_scope", "scope must be printable text of at most %d bytes", maxScope)
 	}
 	return q, c, nil
 }
@@ -133,7 +132,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	q, c, err := s.checkRequest(r, r.URL.Query())
 	if err != nil {
-		s.authzFailed(w, r, q, err)
+		s.requestFailed(w, err)
 		return
 	}
 	consent, nonce := newConsent(s.now().Add(ConsentTTL))
@@ -155,7 +154,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	form := r.PostForm
 	q, c, err := s.checkRequest(r, form)
 	if err != nil {
-		s.authzFailed(w, r, q, err)
+		s.requestFailed(w, err)
 		return
 	}
 	now := s.now()
@@ -168,8 +167,10 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	switch form.Get("action") {
 	case "approve":
 	case "deny":
+		// The person saw on the consent page where the application returns to, and
+		// chose to go back there.
 		http.SetCookie(w, s.cookie.clear(consentID(token)))
-		s.authzFailed(w, r, q, &redirectError{"access_denied", "the user denied the request"})
+		s.redirect(w, q, url.Values{"error": {"access_denied"}, "error_description": {"the user denied the request"}})
 		return
 	default:
 		s.writeErrorPage(w, http.StatusBadRequest, "The consent form has no decision.")
@@ -234,53 +235,47 @@ func (s *Server) loginKey(r *http.Request) (string, bool) {
 // consentPage returns the consent page of a valid request.
 func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, token, errMsg string) pageData {
 	d := pageData{
-		Form:       true,
-		Error:      errMsg,
-		ClientName: c.name,
-		ClientID:   c.id,
-		Verified:   c.document,
-		Resource:   q.resource,
-		Fields:     append(q.fields(), field{"consent", token}),
+		Form:        true,
+		Error:       errMsg,
+		ClientName:  c.name,
+		ClientID:    c.id,
+		Document:    c.document,
+		Resource:    q.resource,
+		RedirectURI: q.redirectURI,
+		Fields:      append(q.fields(), field{"consent", token}),
 	}
 	if d.ClientName == "" {
-		d.ClientName = "An application"
+		d.ClientName = "An unnamed application"
 	}
-	if u, err := url.Parse(c.id); c.document && err == nil {
-		d.ClientHost = u.Host
-	}
-	if u, err := url.Parse(q.redirectURI); err == nil {
-		d.RedirectHost = u.Host
-		d.Loopback = loopbackHost(u.Hostname())
+	// Both URIs were validated: they parse.
+	redirect, _ := url.Parse(q.redirectURI)
+	d.RedirectHost = redirect.Host
+	_, d.Loopback = loopbackBase(q.redirectURI)
+	if doc, err := url.Parse(c.id); c.document && err == nil {
+		d.ClientHost = doc.Host
+		d.HostsDiffer = !d.Loopback && !strings.EqualFold(doc.Hostname(), redirect.Hostname())
 	}
 	d.LoginKeyID, _ = s.loginKey(r)
 	return d
 }
 
-// authzFailed answers an authorization request that failed: on the page, or at the
-// client's redirect URI.
-func (s *Server) authzFailed(w http.ResponseWriter, r *http.Request, q authzRequest, err error) {
-	var pe *pageError
-	var re *redirectError
-	switch {
-	case errors.As(err, &pe):
-		s.writeErrorPage(w, pe.status, pe.msg)
-	case errors.As(err, &re):
-		s.redirect(w, q, url.Values{"error": {re.code}, "error_description": {re.msg}})
-	default:
-		s.log.Error("oauth: reading a client", "error", err)
-		s.writeErrorPage(w, http.StatusServiceUnavailable, "The application cannot be looked up right now. Try again in a moment.")
+// requestFailed answers an authorization request that cannot be completed, on a page
+// of the server.
+func (s *Server) requestFailed(w http.ResponseWriter, err error) {
+	var re *requestError
+	if errors.As(err, &re) {
+		s.writeErrorPage(w, re.status, re.msg)
+		return
 	}
+	s.log.Error("oauth: reading a client", "error", err)
+	s.writeErrorPage(w, http.StatusServiceUnavailable, "The application cannot be looked up right now. Try again in a moment.")
 }
 
 // redirect sends the browser to the request's redirect URI with params, the state and
-// the issuer (RFC 9207) added to its query.
+// the issuer (RFC 9207) added to its query. The URI is the validated one, kept as it
+// is, so that its own query is retained byte for byte (RFC 6749 section 3.1.2).
 func (s *Server) redirect(w http.ResponseWriter, q authzRequest, params url.Values) {
-	u, err := url.Parse(q.redirectURI)
-	if err != nil { // cannot happen: the URI was validated
-		s.writeErrorPage(w, http.StatusBadRequest, "The redirect URI is not valid.")
-		return
-	}
-	v := u.Query()
+	v := url.Values{}
 	for k, vs := range params {
 		v[k] = vs
 	}
@@ -288,9 +283,15 @@ func (s *Server) redirect(w http.ResponseWriter, q authzRequest, params url.Valu
 		v.Set("state", q.state)
 	}
 	v.Set("iss", s.issuer)
-	u.RawQuery = v.Encode()
+	sep := "&"
+	switch {
+	case !strings.Contains(q.redirectURI, "?"):
+		sep = "?"
+	case strings.HasSuffix(q.redirectURI, "?"):
+		sep = ""
+	}
 	s.setPageHeaders(w.Header())
-	w.Header().Set("Location", u.String())
+	w.Header().Set("Location", q.redirectURI+sep+v.Encode())
 	w.WriteHeader(http.StatusSeeOther)
 }
 

@@ -3,7 +3,6 @@ package oauth
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,9 +83,19 @@ func (s *Server) documentClient(ctx context.Context, id string) (clientInfo, err
 		s.log.LogAttrs(ctx, slog.LevelInfo, "oauth: client metadata document refused", slog.String("client_id", id), slog.Any("error", err))
 		return clientInfo{}, refuseClient("the client's metadata document could not be fetched: %v", err)
 	}
+	c, err := parseDocument(id, f.Data)
+	if err != nil {
+		return clientInfo{}, err
+	}
+	s.documents.put(id, c, now)
+	return c, nil
+}
+
+// parseDocument returns the client that the metadata document data, fetched from id,
+// describes. Its errors wrap errClientRefused.
+func parseDocument(id string, data []byte) (clientInfo, error) {
 	var m metadata
-	dec := json.NewDecoder(bytes.NewReader(f.Data))
-	if err := dec.Decode(&m); err != nil {
+	if err := decodeJSON(bytes.NewReader(data), &m); err != nil {
 		return clientInfo{}, refuseClient("the client's metadata document at %q is not a JSON object", truncate(id, 100))
 	}
 	if m.ClientID != id {
@@ -95,9 +104,7 @@ func (s *Server) documentClient(ctx context.Context, id string) (clientInfo, err
 	if err := m.validate(true); err != nil {
 		return clientInfo{}, refuseClient("the client's metadata document is not valid: %v", err)
 	}
-	c := clientInfo{id: id, name: m.ClientName, redirectURIs: m.RedirectURIs, document: true}
-	s.documents.put(id, c, now)
-	return c, nil
+	return clientInfo{id: id, name: m.ClientName, redirectURIs: m.RedirectURIs, document: true}, nil
 }
 
 // checkDocumentURL checks that a client_id is a URL a metadata document may be

@@ -33,6 +33,14 @@ func TestRegister(t *testing.T) {
 		{"relative", "application/json", `{"redirect_uris":["/cb"]}`, 400, "invalid_redirect_uri"},
 		{"fragment", "application/json", `{"redirect_uris":["https://app.example/cb#x"]}`, 400, "invalid_redirect_uri"},
 		{"credentials", "application/json", `{"redirect_uris":["https://user:pw@app.example/cb"]}`, 400, "invalid_redirect_uri"},
+		{"userinfo on loopback", "application/json", `{"redirect_uris":["http://evil.example@127.0.0.1:9999/cb"]}`, 400, "invalid_redirect_uri"},
+		{"empty fragment", "application/json", `{"redirect_uris":["http://127.0.0.1:9999/cb#"]}`, 400, "invalid_redirect_uri"},
+		{"other loopback address", "application/json", `{"redirect_uris":["http://127.0.0.2/cb"]}`, 400, "invalid_redirect_uri"},
+		{"uppercase scheme", "application/json", `{"redirect_uris":["HTTPS://app.example/cb"]}`, 400, "invalid_redirect_uri"},
+		{"uppercase localhost", "application/json", `{"redirect_uris":["http://LOCALHOST/cb"]}`, 400, "invalid_redirect_uri"},
+		{"port zero", "application/json", `{"redirect_uris":["https://app.example:0/cb"]}`, 400, "invalid_redirect_uri"},
+		{"percent-encoded host", "application/json", `{"redirect_uris":["https://ex%61mple.com/cb"]}`, 400, "invalid_redirect_uri"},
+		{"non-ASCII host", "application/json", `{"redirect_uris":["https://ex\u0430mple.com/cb"]}`, 400, "invalid_redirect_uri"},
 		{"too long", "application/json", `{"redirect_uris":["https://app.example/` + strings.Repeat("a", 2100) + `"]}`, 400, "invalid_redirect_uri"},
 		{"too many", "application/json", `{"redirect_uris":[` + strings.TrimSuffix(strings.Repeat(`"https://app.example/cb",`, 11), ",") + `]}`, 400, "invalid_redirect_uri"},
 		{"long name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"` + strings.Repeat("n", 201) + `"}`, 400, "invalid_client_metadata"},
@@ -41,6 +49,8 @@ func TestRegister(t *testing.T) {
 		{"token response type", "application/json", `{"redirect_uris":["https://app.example/cb"],"response_types":["token"]}`, 400, "invalid_client_metadata"},
 		{"redirect URIs not a list", "application/json", `{"redirect_uris":"https://app.example/cb"}`, 400, "invalid_client_metadata"},
 		{"not JSON", "application/json", `redirect_uris=x`, 400, "invalid_client_metadata"},
+		{"data after the JSON", "application/json", `{"redirect_uris":["https://app.example/cb"]} {"redirect_uris":["https://evil.example/cb"]}`, 400, "invalid_client_metadata"},
+		{"white space after the JSON", "application/json", "{\"redirect_uris\":[\"https://app.example/cb\"]}\r\n", 201, ""},
 		{"form", "application/x-www-form-urlencoded", `redirect_uris=https://app.example/cb`, 400, "invalid_client_metadata"},
 		{"huge", "application/json", `{"redirect_uris":["https://app.example/cb"],"pad":"` + strings.Repeat("p", 20<<10) + `"}`, 413, "invalid_client_metadata"},
 	}
@@ -130,8 +140,11 @@ func TestClientMetadataDocument(t *testing.T) {
 		"/other-id.json":     `{"client_id":"https://elsewhere.example/client.json","redirect_uris":["` + callback + `"]}`,
 		"/no-redirects.json": `{"client_id":"{url}"}`,
 		"/bad-redirect.json": `{"client_id":"{url}","redirect_uris":["http://app.example/cb"]}`,
+		"/fragment.json":     `{"client_id":"{url}","redirect_uris":["` + callback + `#x"]}`,
+		"/userinfo.json":     `{"client_id":"{url}","redirect_uris":["http://evil.example@127.0.0.1:9000/callback"]}`,
 		"/secret.json":       `{"client_id":"{url}","redirect_uris":["` + callback + `"],"token_endpoint_auth_method":"client_secret_post"}`,
 		"/not-json.json":     `<html>`,
+		"/trailing.json":     `{"client_id":"{url}","redirect_uris":["` + callback + `"]}<html>`,
 		"/large.json":        `{"client_id":"{url}","redirect_uris":["` + callback + `"],"pad":"` + strings.Repeat("p", 6<<10) + `"}`,
 	})
 	h := newHarness(t, func(o *oauth.Options) { o.Fetch.AllowPrivate = true })
@@ -140,9 +153,8 @@ func TestClientMetadataDocument(t *testing.T) {
 	q := h.newRequest(id, callback)
 	b := h.browser(t)
 	page := b.open(t, q.query())
-	if !strings.Contains(page.body, "Doc Client") || !strings.Contains(page.body, strings.TrimPrefix(docs.URL, "https://")) ||
-		strings.Contains(page.body, "has not verified") {
-		t.Errorf("the consent page of a document client does not show it as verified:\n%s", page.body)
+	if !strings.Contains(page.body, "Doc Client") || !strings.Contains(page.body, "document published at "+strings.TrimPrefix(docs.URL, "https://")) {
+		t.Errorf("the consent page of a document client does not name it and its document's host:\n%s", page.body)
 	}
 	v := redirected(t, b.submit(t, approved(formOf(t, page), h.acct.Key)), q)
 	if a := h.exchange(t, q, v.Get("code")); a.status != http.StatusOK {
@@ -159,7 +171,7 @@ func TestClientMetadataDocument(t *testing.T) {
 		t.Error("the document was not fetched again after its cache time")
 	}
 
-	for _, path := range []string{"/other-id.json", "/no-redirects.json", "/bad-redirect.json", "/secret.json", "/not-json.json", "/large.json", "/missing.json"} {
+	for _, path := range []string{"/other-id.json", "/no-redirects.json", "/bad-redirect.json", "/fragment.json", "/userinfo.json", "/secret.json", "/not-json.json", "/trailing.json", "/large.json", "/missing.json"} {
 		a := h.browser(t).open(t, h.newRequest(docs.URL+path, callback).query())
 		if a.status != http.StatusBadRequest || a.header.Get("Location") != "" || strings.Contains(a.body, `name="consent"`) {
 			t.Errorf("%s: got %d, want an error page", path, a.status)

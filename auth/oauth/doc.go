@@ -26,23 +26,60 @@
 // client_id (draft-ietf-oauth-client-id-metadata-document); the document is fetched
 // with the SSRF-safe fetcher (no private addresses, no redirects, at most 5 KiB, within
 // 5 seconds), must name itself as client_id and list its redirect URIs, and is cached
-// for 5 minutes. Redirect URIs are https, or http on a loopback host for native
-// clients (whose port may vary, RFC 8252); they are compared exactly otherwise.
-// Registrations are rate-limited server-wide, every field is bounded, and a client
-// that no approval refers to is deleted after [UnusedClientTTL].
+// for 5 minutes. Registrations are rate-limited server-wide, every field is bounded,
+// and a client that no approval refers to is deleted after [UnusedClientTTL].
+//
+// # Redirect URIs
+//
+// A redirect URI is https, or http on a loopback host for native clients:
+// 127.0.0.1, [::1] or localhost, written so. It is printable ASCII with a lowercase
+// scheme, and has no userinfo, no fragment, no percent-encoding in its host and no
+// port out of range: registration, metadata documents, the authorization request and
+// the token request all refuse one that does. The redirect_uri of an authorization
+// request must equal a registered URI byte for byte, except that a loopback URI may
+// name any port, since a native client listens on whatever port is free (RFC 8252
+// section 7.3); its scheme, host, path and query must still be the registered ones.
+// So http://127.0.0.1:9999/cb matches http://127.0.0.1:51234/cb and
+// http://127.0.0.1/cb, but neither http://localhost:9999/cb nor
+// http://127.0.0.1:9999/cb/. The token request must repeat the redirect_uri of the
+// authorization request exactly. localhost is accepted beside the IP literals that
+// RFC 8252 section 8.3 recommends, because MCP clients use it widely, browsers
+// resolve it to the loopback interface only, and PKCE protects a code that another
+// program on the machine might receive; the consent page warns when the client
+// returns to the person's own computer. The code and the other response parameters
+// are appended to the redirect URI, whose own query is kept as it is.
 //
 // # Consent
 //
-// The consent page shows the client's name (marked as unverified unless it comes from
-// a metadata document), where it will return to, and the resource. The person
-// approves by typing an API key, or, with [Options.Login], as the person logged in to
-// the host. The form is bound to the browser and to the request by a one-time nonce
-// kept in a cookie, which keys an HMAC over the request's parameters; it can be
-// submitted once and for ten minutes ([ConsentTTL]). The page may not be framed
-// (X-Frame-Options and Content-Security-Policy frame-ancestors), is never cached, and
-// runs no script. Errors found before the client and its redirect URI are established
-// are shown on the page; later ones are sent to the redirect URI with error and state
-// (RFC 6749 section 4.1.2.1), and every redirect carries iss (RFC 9207).
+// The consent page names the client and shows prominently the host it returns to,
+// then its full redirect URI and the resource. It says that the client is
+// unverified: every client either registered itself and chose its own name, or is
+// described by a metadata document, which proves only where the document is
+// published (the page names that host, and says when the client returns to another
+// one). When the client returns to a loopback address, the page warns that any program
+// on the computer could claim to be it. The person approves by typing an API key, or,
+// with [Options.Login], as the person logged in to the host. The form is bound to the
+// browser and to the request by a one-time nonce kept in a cookie, which keys an HMAC
+// over the request's parameters; it can be submitted once and for ten minutes
+// ([ConsentTTL]). The page may not be framed (X-Frame-Options and
+// Content-Security-Policy frame-ancestors), is never cached, and runs no script.
+//
+// # Redirects
+//
+// The authorization endpoint sends the browser to a client's redirect URI only after
+// the person has acted on the consent page of a valid request, in a browser that
+// passes the form's check: with the code after an approval, with
+// error=access_denied after a denial, both with state and iss (RFC 9207). Every other
+// answer is an error page on the server's origin (HTML, with its status and the
+// consent page's headers): for an unknown client or a redirect URI that is not
+// registered, and also for a request whose client and redirect URI are valid but which
+// is wrong otherwise (no PKCE challenge, a response_type other than code, an unknown
+// resource, a bad scope or state, a repeated parameter); its page names the OAuth
+// error code for the developer. RFC 6749 section 4.1.2.1 would send those last errors
+// to the redirect URI. The server does not, as RFC 9700 section 4.11.2 asks: anyone
+// may register a client with any redirect URI, or publish a metadata document, so no
+// redirect URI is trusted before the person has seen it, and redirecting a request
+// that fails validation would make the server an open redirector.
 //
 // # Resources
 //
@@ -57,14 +94,29 @@
 // A [Store] keeps clients, approvals (the person's consent: client, key, resource),
 // authorization codes and tokens. Codes and tokens are opaque random strings (256
 // bits, with a prefix that says what they are) stored only as their SHA-256
-// ([oauthstore.HashSecret]); their values are never stored or logged. A code lives 60 seconds
-// ([CodeTTL]) and is redeemed once; redeeming it again revokes its approval and every
-// token issued from it. Access tokens live an hour and refresh tokens 30 days by
-// default ([Options.AccessTokenTTL], [Options.RefreshTokenTTL]). Each refresh rotates
+// ([oauthstore.HashSecret]); their values are never stored or logged. A code lives 60
+// seconds ([CodeTTL]) and is redeemed once (see Code redemption). Access tokens live
+// an hour and refresh tokens 30 days by default ([Options.AccessTokenTTL],
+// [Options.RefreshTokenTTL]). Each refresh rotates
 // the refresh token; presenting a rotated one again means it was copied, and revokes
 // the approval. Revoking either token (RFC 7009) revokes the approval. Expired
 // records are deleted as the server goes. The store never reads the clock: the server
 // passes the time, from [Options.Now].
+//
+// # Code redemption
+//
+// The token endpoint checks an authorization_code exchange completely before it
+// redeems the code: the code is live, the client_id is the one the code was issued
+// to, redirect_uri is exactly the one of the authorization request, the PKCE
+// code_verifier matches the code_challenge, a resource named is the grant's, and the
+// approving key may still be used. An exchange that fails any check is refused and
+// changes nothing, so that someone who saw a code but lacks its verifier cannot spoil
+// the real client's exchange. Only then is the code redeemed, atomically in the
+// store. A second exchange that passes every check means that someone else holds the
+// code and its verifier: the store revokes the approval in the same step as it finds
+// the code redeemed, which ends every token the code gave (RFC 6749 section 4.1.2). Of
+// concurrent exchanges of one code, one redeems it and the others are replays, so no
+// token of that code survives.
 //
 // # Why tokens bind to key ids
 //

@@ -155,46 +155,55 @@ func TestFullFlow(t *testing.T) {
 }
 
 // TestCodeRefused checks that a code is refused when anything about its exchange is
-// wrong.
+// wrong, and that a refused exchange does not use the code up: whoever saw the code
+// but lacks the verifier (or sends it from another client, to another redirect URI or
+// for another resource) cannot spoil the real client's exchange, which follows.
 func TestCodeRefused(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, func(o *oauth.Options) { o.Resources = []string{o.Issuer + "/v1/mcp", o.Issuer + "/v2/mcp"} })
 	client := h.register(t, callback, "http://127.0.0.1:9000/other")
 	other := h.register(t, callback)
 	tests := []struct {
 		name   string
 		change func(f url.Values)
-		before func()
 		code   string
 	}{
-		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, nil, "invalid_grant"},
-		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, nil, "invalid_request"},
-		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, nil, "invalid_request"},
-		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, nil, "invalid_grant"},
-		{"other client", func(f url.Values) { f.Set("client_id", other) }, nil, "invalid_grant"},
-		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, nil, "invalid_target"},
-		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, nil, "invalid_grant"},
-		{"not a code", func(f url.Values) { f.Set("code", "hello") }, nil, "invalid_grant"},
-		{"expired code", nil, func() { h.clock.Advance(oauth.CodeTTL) }, "invalid_grant"},
+		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, "invalid_grant"},
+		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, "invalid_request"},
+		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, "invalid_request"},
+		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, "invalid_grant"},
+		{"other client", func(f url.Values) { f.Set("client_id", other) }, "invalid_grant"},
+		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, "invalid_target"},
+		{"unknown resource", func(f url.Values) { f.Set("resource", h.issuer+"/v3/mcp") }, "invalid_target"},
+		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, "invalid_grant"},
+		{"not a code", func(f url.Values) { f.Set("code", "hello") }, "invalid_grant"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := h.newRequest(client, callback)
 			code := h.authorize(t, q)
-			if tt.before != nil {
-				tt.before()
-			}
 			form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {q.redirectURI},
 				"code_verifier": {q.verifier}, "client_id": {q.clientID}, "resource": {q.resource}}
-			if tt.change != nil {
-				tt.change(form)
+			tt.change(form)
+			for range 3 {
+				wantOAuthError(t, h.token(t, "/oauth/token", form), http.StatusBadRequest, tt.code)
 			}
-			wantOAuthError(t, h.token(t, "/oauth/token", form), http.StatusBadRequest, tt.code)
+			a := h.exchange(t, q, code)
+			if a.status != http.StatusOK {
+				t.Fatalf("the real exchange after refused ones: %d %s, want tokens", a.status, a.body)
+			}
+			h.wantValid(t, a.json["access_token"].(string))
 		})
 	}
+	t.Run("expired code", func(t *testing.T) {
+		q := h.newRequest(client, callback)
+		code := h.authorize(t, q)
+		h.clock.Advance(oauth.CodeTTL)
+		wantOAuthError(t, h.exchange(t, q, code), http.StatusBadRequest, "invalid_grant")
+	})
 }
 
-// TestCodeReused checks that a code works once, and that using it again revokes what
-// it gave.
+// TestCodeReused checks that a code works once, and that redeeming it again revokes
+// what it gave, while an exchange that fails its checks revokes nothing.
 func TestCodeReused(t *testing.T) {
 	h := newHarness(t)
 	q := h.newRequest(h.register(t, callback), callback)
@@ -204,7 +213,19 @@ func TestCodeReused(t *testing.T) {
 		t.Fatalf("first exchange: %d %s", first.status, first.body)
 	}
 	h.wantValid(t, first.json["access_token"].(string))
-	wantOAuthError(t, h.exchange(t, q, code), http.StatusBadRequest, "invalid_grant")
+
+	// Someone who saw the code but lacks the verifier is refused, and revokes nothing.
+	thief := q
+	thief.verifier = randomString(64)
+	wantOAuthError(t, h.exchange(t, thief, code), http.StatusBadRequest, "invalid_grant")
+	h.wantValid(t, first.json["access_token"].(string))
+
+	// A second exchange that would have succeeded shows that the code was copied.
+	replay := h.exchange(t, q, code)
+	wantOAuthError(t, replay, http.StatusBadRequest, "invalid_grant")
+	if !strings.Contains(replay.json["error_description"].(string), "revoked") {
+		t.Errorf("replay answer %s does not say that the tokens are revoked", replay.body)
+	}
 	h.wantInvalid(t, first.json["access_token"].(string))
 	wantOAuthError(t, h.refresh(t, q.clientID, first.json["refresh_token"].(string)), http.StatusBadRequest, "invalid_grant")
 }
@@ -369,64 +390,48 @@ func TestResource(t *testing.T) {
 	h.wantInvalid(t, access) // not for /v1/mcp
 }
 
-// TestAuthorizeErrors checks which errors are shown on the page and which are sent to
-// the client.
+// TestAuthorizeErrors checks that every authorization request that cannot be
+// completed is answered with an error page on the server's origin, never with a
+// redirect: before the person has seen the consent page, no redirect URI is trusted.
+// The page names the OAuth error code of a parameter that is wrong.
 func TestAuthorizeErrors(t *testing.T) {
 	h := newHarness(t)
 	client := h.register(t, callback)
 	tests := []struct {
 		name   string
 		change func(v url.Values)
-		page   int    // the status of an error page; 0 for a redirect
-		code   string // the error of a redirect
+		code   string // the OAuth error code the page names; "" for an error about the client
 	}{
-		{"no client", func(v url.Values) { v.Del("client_id") }, 400, ""},
-		{"unknown client", func(v url.Values) { v.Set("client_id", "tgcl_"+randomString(43)) }, 400, ""},
-		{"foreign client id", func(v url.Values) { v.Set("client_id", "someone-else") }, 400, ""},
-		{"http client id URL", func(v url.Values) { v.Set("client_id", "http://example.com/client.json") }, 400, ""},
-		{"unregistered redirect", func(v url.Values) { v.Set("redirect_uri", "https://attacker.example/cb") }, 400, ""},
-		{"redirect path differs", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9000/callback/x") }, 400, ""},
-		{"repeated parameter", func(v url.Values) { v.Add("state", "again") }, 400, ""},
-		{"no response type", func(v url.Values) { v.Del("response_type") }, 0, "invalid_request"},
-		{"token response type", func(v url.Values) { v.Set("response_type", "token") }, 0, "unsupported_response_type"},
-		{"no challenge", func(v url.Values) { v.Del("code_challenge"); v.Del("code_challenge_method") }, 0, "invalid_request"},
-		{"plain method", func(v url.Values) { v.Set("code_challenge_method", "plain") }, 0, "invalid_request"},
-		{"no method", func(v url.Values) { v.Del("code_challenge_method") }, 0, "invalid_request"},
-		{"short challenge", func(v url.Values) { v.Set("code_challenge", "abc") }, 0, "invalid_request"},
-		{"unknown resource", func(v url.Values) { v.Set("resource", "https://elsewhere.example/v1/mcp") }, 0, "invalid_target"},
-		{"resource with fragment", func(v url.Values) { v.Set("resource", h.resource+"#x") }, 0, "invalid_target"},
-		{"long scope", func(v url.Values) { v.Set("scope", strings.Repeat("s", 2000)) }, 0, "invalid_scope"},
+		{"no client", func(v url.Values) { v.Del("client_id") }, ""},
+		{"unknown client", func(v url.Values) { v.Set("client_id", "tgcl_"+randomString(43)) }, ""},
+		{"foreign client id", func(v url.Values) { v.Set("client_id", "someone-else") }, ""},
+		{"http client id URL", func(v url.Values) { v.Set("client_id", "http://example.com/client.json") }, ""},
+		{"unregistered redirect", func(v url.Values) { v.Set("redirect_uri", "https://attacker.example/cb") }, ""},
+		{"redirect path differs", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9000/callback/x") }, ""},
+		{"repeated parameter", func(v url.Values) { v.Add("state", "again") }, "invalid_request"},
+		{"no response type", func(v url.Values) { v.Del("response_type") }, "invalid_request"},
+		{"token response type", func(v url.Values) { v.Set("response_type", "token") }, "unsupported_response_type"},
+		{"no challenge", func(v url.Values) { v.Del("code_challenge"); v.Del("code_challenge_method") }, "invalid_request"},
+		{"plain method", func(v url.Values) { v.Set("code_challenge_method", "plain") }, "invalid_request"},
+		{"no method", func(v url.Values) { v.Del("code_challenge_method") }, "invalid_request"},
+		{"short challenge", func(v url.Values) { v.Set("code_challenge", "abc") }, "invalid_request"},
+		{"unknown resource", func(v url.Values) { v.Set("resource", "https://elsewhere.example/v1/mcp") }, "invalid_target"},
+		{"resource with fragment", func(v url.Values) { v.Set("resource", h.resource+"#x") }, "invalid_target"},
+		{"long scope", func(v url.Values) { v.Set("scope", strings.Repeat("s", 2000)) }, "invalid_scope"},
+		{"long state", func(v url.Values) { v.Set("state", strings.Repeat("s", 2000)) }, "invalid_request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := h.newRequest(client, callback)
-			v := q.query()
+			v := h.newRequest(client, callback).query()
 			tt.change(v)
 			a := h.browser(t).open(t, v)
-			if a.header.Get("X-Frame-Options") != "DENY" {
-				t.Error("an error answer has no X-Frame-Options")
-			}
-			if tt.page != 0 {
-				if a.status != tt.page || a.header.Get("Location") != "" || strings.Contains(a.body, `name="consent"`) {
-					t.Errorf("got %d (Location %q), want an error page with %d", a.status, a.header.Get("Location"), tt.page)
-				}
-				return
-			}
-			got := redirected(t, a, q)
-			if got.Get("error") != tt.code || got.Get("state") != q.state || got.Get("iss") != h.issuer {
-				t.Errorf("redirect query = %v, want error %q with state and iss", got, tt.code)
+			wantErrorPage(t, a, http.StatusBadRequest)
+			if tt.code != "" && !strings.Contains(a.body, "("+tt.code+")") {
+				t.Errorf("the error page does not name %s:\n%s", tt.code, a.body)
 			}
 		})
 	}
 
-	t.Run("long state", func(t *testing.T) {
-		q := h.newRequest(client, callback)
-		q.state = strings.Repeat("s", 2000)
-		got := redirected(t, h.browser(t).open(t, q.query()), q)
-		if got.Get("error") != "invalid_request" || got.Has("state") {
-			t.Errorf("redirect query = %v, want invalid_request without the state", got)
-		}
-	})
 	t.Run("one registered redirect is the default", func(t *testing.T) {
 		q := h.newRequest(client, callback)
 		v := q.query()
@@ -448,6 +453,108 @@ func TestAuthorizeErrors(t *testing.T) {
 			t.Errorf("PUT: %d", a.status)
 		}
 	})
+}
+
+// TestNoOpenRedirect replays the open redirect through dynamic client registration:
+// anyone may register https://evil.example/phish, then send people to the
+// authorization endpoint with that client and broken parameters. Whatever the
+// parameters, GET or POST, the answer is a page on the server's origin; the browser
+// goes to the registered URI only after the person acts on the consent page.
+func TestNoOpenRedirect(t *testing.T) {
+	h := newHarness(t)
+	const phish = "https://evil.example/phish"
+	client := h.register(t, phish)
+	queries := []string{
+		"client_id=" + client,
+		"client_id=" + client + "&redirect_uri=" + url.QueryEscape(phish),
+		"client_id=" + client + "&response_type=token",
+		"client_id=" + client + "&response_type=code",
+		"client_id=" + client + "&response_type=code&code_challenge=x&code_challenge_method=plain",
+		"client_id=" + client + "&response_type=code&code_challenge=" + challenge(randomString(50)) + "&code_challenge_method=S256&resource=https://elsewhere.example/",
+		"client_id=" + client + "&response_type=code&code_challenge=" + challenge(randomString(50)) + "&code_challenge_method=S256&scope=%07",
+		"client_id=" + client + "&response_type=code&response_type=code",
+		"client_id=" + client + "&state=" + strings.Repeat("s", 2000),
+	}
+	for _, query := range queries {
+		resp, err := h.browser(t).client.Get(h.issuer + "/oauth/authorize?" + query)
+		must(t, err)
+		wantErrorPage(t, read(t, resp), http.StatusBadRequest)
+
+		resp, err = h.browser(t).client.Post(h.issuer+"/oauth/authorize", "application/x-www-form-urlencoded", strings.NewReader(query+"&action=deny"))
+		must(t, err)
+		if a := read(t, resp); a.header.Get("Location") != "" || a.status < 400 {
+			t.Errorf("POST %s: %d, Location %q; want an error page", truncated(query), a.status, a.header.Get("Location"))
+		}
+	}
+
+	// A valid request shows the consent page, with the destination in plain sight.
+	q := h.newRequest(client, phish)
+	b := h.browser(t)
+	page := b.open(t, q.query())
+	if !strings.Contains(page.body, `<p class="destination">If you approve or deny, you will be sent to <strong>evil.example</strong>.</p>`) {
+		t.Errorf("the consent page does not show the destination prominently:\n%s", page.body)
+	}
+	// Once the person denies, the browser goes back to the application.
+	deny := approved(formOf(t, page), "")
+	deny.Set("action", "deny")
+	if v := redirected(t, b.submit(t, deny), q); v.Get("error") != "access_denied" {
+		t.Errorf("deny redirect = %v", v)
+	}
+}
+
+func truncated(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// TestConsentPage checks what the consent page says about the client: its name, the
+// host it returns to, and that it is unverified, for a registered client and for one
+// described by a metadata document.
+func TestConsentPage(t *testing.T) {
+	docs := newDocumentServer(t, map[string]string{
+		"/client.json": `{"client_id":"{url}","client_name":"Doc Client","redirect_uris":["https://elsewhere.example/cb","` + callback + `"]}`,
+	})
+	h := newHarness(t, func(o *oauth.Options) { o.Fetch.AllowPrivate = true })
+	registered := h.register(t, "https://app.example/cb", callback)
+	docHost := strings.TrimPrefix(docs.URL, "https://")
+	tests := []struct {
+		name        string
+		client, uri string
+		want        []string
+		not         []string
+	}{
+		{"registered", registered, "https://app.example/cb",
+			[]string{"Test &lt;Client&gt; wants to use", "sent to <strong>app.example</strong>.", "Unverified application.</strong> It registered itself"},
+			[]string{"a program on this computer"}},
+		{"registered, loopback", registered, callback,
+			[]string{"sent to <strong>127.0.0.1:9000</strong>, a program on this computer.", "Unverified application.", "receives the answer on this computer"},
+			nil},
+		{"document", docs.URL + "/client.json", "https://elsewhere.example/cb",
+			[]string{"Doc Client wants to use", "sent to <strong>elsewhere.example</strong>.", "Unverified application.</strong> Its name comes from a document published at " + docHost,
+				"It returns to elsewhere.example, not to " + docHost},
+			[]string{"It registered itself"}},
+		{"document, loopback", docs.URL + "/client.json", callback,
+			[]string{"Unverified application.</strong> Its name comes from a document", "a program on this computer"},
+			[]string{"not to " + docHost}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			page := h.browser(t).open(t, h.newRequest(tt.client, tt.uri).query())
+			formOf(t, page)
+			for _, w := range tt.want {
+				if !strings.Contains(page.body, w) {
+					t.Errorf("the consent page does not say %q:\n%s", w, page.body)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(page.body, n) {
+					t.Errorf("the consent page says %q", n)
+				}
+			}
+		})
+	}
 }
 
 // TestConsentForm checks that the consent form is bound to the browser and to the
@@ -650,5 +757,128 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 	if _, err := oauth.New(nil, keys, &oauth.Options{Issuer: "https://api.example.com"}); err == nil {
 		t.Error("New without a store succeeded")
+	}
+}
+
+// TestRedirectURIMatching checks how the redirect URI of an authorization request is
+// matched against the registered ones: exactly, except for the port of a loopback URI;
+// fragments, userinfo and every other difference are refused on a page of the server,
+// before any consent, and the token request must repeat the URI exactly.
+func TestRedirectURIMatching(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, "http://127.0.0.1:9999/cb", "http://[::1]/v6", "http://localhost/native", "https://app.example/cb?x=1")
+	accepted := []string{
+		"http://127.0.0.1:9999/cb",
+		"http://127.0.0.1:12345/cb",
+		"http://127.0.0.1/cb",
+		"http://[::1]:8080/v6",
+		"http://localhost:5555/native",
+		"https://app.example/cb?x=1",
+	}
+	for _, uri := range accepted {
+		t.Run("accepted "+uri, func(t *testing.T) {
+			q := h.newRequest(client, uri)
+			b := h.browser(t)
+			a := b.submit(t, approved(formOf(t, b.open(t, q.query())), h.acct.Key))
+			loc := a.header.Get("Location")
+			if a.status != http.StatusSeeOther || !strings.HasPrefix(loc, uri+sep(uri)) {
+				t.Fatalf("approval: %d, Location %q; want a redirect to %s", a.status, loc, uri)
+			}
+			u, err := url.Parse(loc)
+			must(t, err)
+			code := u.Query().Get("code")
+			if other := "http://127.0.0.1:9999/cb"; uri != other {
+				wrong := q
+				wrong.redirectURI = other
+				wantOAuthError(t, h.exchange(t, wrong, code), http.StatusBadRequest, "invalid_grant")
+			}
+			if tok := h.exchange(t, q, code); tok.status != http.StatusOK {
+				t.Errorf("exchange with the redirect URI of the request: %d %s", tok.status, tok.body)
+			}
+		})
+	}
+	refused := []string{
+		"http://127.0.0.1:9999/cb#frag",
+		"http://127.0.0.1:9999/cb#",
+		"http://evil.example@127.0.0.1:9999/cb",
+		"http://user:pass@127.0.0.1:9999/cb",
+		"http://127.0.0.1:9999@evil.example/cb",
+		"https://evil.example@app.example/cb?x=1",
+		"http://localhost:9999/cb",     // another loopback host than the registered one
+		"http://127.0.0.1:9999/native", // another path
+		"http://[::1]:9999/cb",
+		"http://127.0.0.1:9999/cb/",
+		"http://127.0.0.1:9999/CB",
+		"http://127.0.0.1:9999/cb?x=1",
+		"http://127.0.0.1:9999/%63b",
+		"https://app.example/cb?x=2",
+		"https://app.example/cb?x=1&y=2",
+		"https://app.example:443/cb?x=1",
+		"https://APP.example/cb?x=1",
+		"http://app.example/cb?x=1",
+		"https://127.0.0.1:9999/cb",
+		"http://127.0.0.2:9999/cb",
+		"HTTP://127.0.0.1:9999/cb",
+		"http://LOCALHOST:5555/native",
+		"http://127.0.0.%31:9999/cb",
+		"http://127.0.0.1:99999/cb",
+		"http://127.0.0.1.:9999/cb",
+		"http://[::ffff:127.0.0.1]:9999/cb",
+		"http://127.0.0.1:9999\\@evil.example/cb",
+		"http://127.0.0.1:9999/cb\t",
+		"//127.0.0.1:9999/cb",
+		"javascript://127.0.0.1:9999/cb",
+	}
+	for _, uri := range refused {
+		t.Run("refused "+uri, func(t *testing.T) {
+			q := h.newRequest(client, uri)
+			a := h.browser(t).open(t, q.query())
+			wantErrorPage(t, a, http.StatusBadRequest)
+		})
+	}
+
+	t.Run("token request", func(t *testing.T) {
+		q := h.newRequest(client, "http://127.0.0.1:9999/cb")
+		code := h.authorize(t, q)
+		for _, uri := range []string{"http://127.0.0.1:9999/cb#frag", "http://evil.example@127.0.0.1:9999/cb", "http://127.0.0.1:9998/cb"} {
+			wrong := q
+			wrong.redirectURI = uri
+			a := h.exchange(t, wrong, code)
+			if a.status != http.StatusBadRequest || (a.json["error"] != "invalid_request" && a.json["error"] != "invalid_grant") {
+				t.Errorf("exchange with redirect_uri %q: %d %s", uri, a.status, a.body)
+			}
+		}
+		if a := h.exchange(t, q, code); a.status != http.StatusOK {
+			t.Errorf("exchange with the redirect URI of the request: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// sep returns the character that starts the parameters added to uri's query.
+func sep(uri string) string {
+	if strings.Contains(uri, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// wantErrorPage checks that an answer of the authorization endpoint is an error page on
+// the server's origin: HTML with the page's headers, the status, no redirect and no
+// consent form.
+func wantErrorPage(t testing.TB, a answer, status int) {
+	t.Helper()
+	if a.status != status || a.header.Get("Location") != "" {
+		t.Errorf("got %d (Location %q), want an error page with %d", a.status, a.header.Get("Location"), status)
+	}
+	if strings.Contains(a.body, `name="consent"`) || !strings.Contains(a.body, `class="error"`) {
+		t.Errorf("the answer is not an error page:\n%s", a.body)
+	}
+	for k, v := range map[string]string{"Content-Type": "text/html; charset=utf-8", "X-Frame-Options": "DENY", "Cache-Control": "no-store"} {
+		if got := a.header.Get(k); got != v {
+			t.Errorf("error page %s = %q, want %q", k, got, v)
+		}
+	}
+	if csp := a.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("error page CSP = %q", csp)
 	}
 }

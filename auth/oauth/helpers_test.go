@@ -399,6 +399,11 @@ func (s *recordingStore) CreateApproval(ctx context.Context, a oauthstore.Approv
 	return s.Store.CreateApproval(ctx, a, c)
 }
 
+func (s *recordingStore) Code(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+	s.record(h)
+	return s.Store.Code(ctx, h, now)
+}
+
 func (s *recordingStore) RedeemCode(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
 	s.record(h)
 	return s.Store.RedeemCode(ctx, h, now)

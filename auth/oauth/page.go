@@ -16,6 +16,8 @@ main{max-width:34rem;margin:3rem auto;background:#fff;border-radius:8px;padding:
 h1{font-size:1.35rem;margin:0 0 1rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem;margin:1rem 0}
 dt{color:#5b6275}dd{margin:0;word-break:break-all}
+.destination{font-size:1.1rem;border:2px solid #1d4ed8;border-radius:6px;padding:.7rem .9rem;margin:1rem 0}
+.destination strong{font-size:1.3rem;word-break:break-all}
 .note{background:#fff7e0;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:1rem 0}
 .error{background:#fdecea;border-left:4px solid #c62828;padding:.5rem .8rem;margin:1rem 0}
 label{display:block;margin:1rem 0 .3rem;font-weight:600}
@@ -40,14 +42,19 @@ const consentHTML = `<!DOCTYPE html>
 <main>
 {{if .Form -}}
 <h1>{{.ClientName}} wants to use {{.Service}} with your API key</h1>
+<p class="destination">If you approve or deny, you will be sent to <strong>{{.RedirectHost}}</strong>{{if .Loopback}}, a program on this computer{{end}}.</p>
 <dl>
-<dt>Application</dt><dd>{{.ClientName}}{{if .Verified}} ({{.ClientHost}}){{end}}</dd>
+<dt>Application</dt><dd>{{.ClientName}}</dd>
 <dt>Client id</dt><dd>{{.ClientID}}</dd>
+<dt>Returns to</dt><dd>{{.RedirectURI}}</dd>
 <dt>Access to</dt><dd>{{.Resource}}</dd>
-<dt>Returns to</dt><dd>{{.RedirectHost}}</dd>
 </dl>
-{{if not .Verified}}<p class="note">The application chose its own name; {{.Service}} has not verified it. Approve only if you started this connection yourself.</p>{{end}}
-{{if .Loopback}}<p class="note">The application runs on your own computer ({{.RedirectHost}}).</p>{{end}}
+{{if .Document -}}
+<p class="note"><strong>Unverified application.</strong> Its name comes from a document published at {{.ClientHost}}. {{.Service}} knows only that the document is served there, not who runs the application.{{if .HostsDiffer}} It returns to {{.RedirectHost}}, not to {{.ClientHost}}.{{end}} Approve only if you started this connection yourself.</p>
+{{- else -}}
+<p class="note"><strong>Unverified application.</strong> It registered itself with {{.Service}} and chose its own name, which nobody has checked. Approve only if you started this connection yourself and expect to return to {{.RedirectHost}}.</p>
+{{- end}}
+{{if .Loopback}}<p class="note">The application receives the answer on this computer ({{.RedirectHost}}). Any program running here could claim to be it: approve only if you have just started the connection from an application on this computer.</p>{{end}}
 <p>If you approve, the application can call every API your key may call, spending its credits, until you revoke the key or the connection.</p>
 {{with .Error}}<p class="error" role="alert">{{.}}</p>{{end}}
 <form method="post" action="authorize" autocomplete="off">
@@ -82,11 +89,13 @@ type pageData struct {
 	Error        string
 	ClientName   string
 	ClientID     string
-	ClientHost   string
-	Verified     bool // the client's id is the https URL of its metadata document
+	Document     bool   // the client's id is the https URL of its metadata document
+	ClientHost   string // the host of that URL
+	HostsDiffer  bool   // a document client returns to another host than its document's
 	Resource     string
-	RedirectHost string
-	Loopback     bool
+	RedirectURI  string
+	RedirectHost string // host and port, shown prominently
+	Loopback     bool   // the client returns to the person's own computer
 	LoginKeyID   string
 	Fields       []field
 }

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -100,67 +98,21 @@ func (m *metadata) validate(strict bool) error {
 	return nil
 }
 
-// checkRedirectURI checks a redirect URI: an absolute https URI, or http on a loopback
-// host (127.0.0.1, [::1], localhost) for native clients, without credentials or a
-// fragment.
-func checkRedirectURI(raw string) error {
-	if len(raw) > maxURI {
-		return fmt.Errorf("a redirect URI is longer than %d bytes", maxURI)
+// decodeJSON decodes the one JSON value that r holds into v: data after it, other than
+// white space, is an error.
+func decodeJSON(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(v); err != nil {
+		return err
 	}
-	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
-		return fmt.Errorf("redirect URI %q is not an absolute URI", truncate(raw, 100))
-	}
-	if strings.Contains(raw, "#") {
-		return fmt.Errorf("redirect URI %q has a fragment, which is not allowed", truncate(raw, 100))
-	}
-	if u.User != nil {
-		return fmt.Errorf("redirect URI %q carries credentials, which is not allowed", truncate(raw, 100))
-	}
-	if !printable(raw) || strings.ContainsAny(raw, " \"<>\\") {
-		return fmt.Errorf("redirect URI %q has characters that must be escaped", truncate(raw, 100))
-	}
-	switch {
-	case u.Scheme == "https":
+	switch _, err := dec.Token(); {
+	case err == io.EOF:
 		return nil
-	case u.Scheme == "http" && loopbackHost(u.Hostname()):
-		return nil
-	case u.Scheme == "http":
-		return fmt.Errorf("redirect URI %q uses http on a host that is not loopback; use https", truncate(raw, 100))
+	case err == nil:
+		return errors.New("data after the JSON value")
+	default:
+		return err
 	}
-	return fmt.Errorf("redirect URI %q must use https (or http on a loopback host)", truncate(raw, 100))
-}
-
-// loopbackHost reports whether host names the local machine.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// redirectMatches reports whether the redirect URI of a request is one registered.
-// Matching is exact, except that the port of an http loopback URI may differ, since
-// native clients listen on whatever port is free (RFC 8252 section 7.3).
-func redirectMatches(registered []string, got string) bool {
-	for _, r := range registered {
-		if r == got {
-			return true
-		}
-	}
-	g, err := url.Parse(got)
-	if err != nil || g.Scheme != "http" || !loopbackHost(g.Hostname()) {
-		return false
-	}
-	for _, r := range registered {
-		ru, err := url.Parse(r)
-		if err == nil && ru.Scheme == "http" && ru.Hostname() == g.Hostname() &&
-			ru.EscapedPath() == g.EscapedPath() && ru.RawQuery == g.RawQuery {
-			return true
-		}
-	}
-	return false
 }
 
 // printable reports whether s is valid UTF-8 without control characters.
@@ -200,8 +152,7 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m metadata
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err := dec.Decode(&m); err != nil {
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, maxBodyBytes), &m); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, "invalid_client_metadata", fmt.Sprintf("the client metadata is larger than %d bytes", maxBodyBytes))

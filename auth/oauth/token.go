@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
@@ -134,7 +135,11 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// exchangeCode serves the authorization_code grant.
+// exchangeCode serves the authorization_code grant. It checks the exchange against a
+// read of the code first, and redeems the code only when every check passed, so that
+// an exchange that fails (a wrong verifier, client, redirect URI or resource) leaves
+// the code to the client it was issued to. Redeeming a code that was redeemed before
+// is a replay: the store revokes the approval, and with it every token the code gave.
 func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.Values) *tokenError {
 	for _, name := range []string{"code", "redirect_uri", "code_verifier"} {
 		if form.Get(name) == "" {
@@ -145,19 +150,19 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	if !validVerifier(verifier) {
 		return invalidRequest("code_verifier must be 43 to 128 unreserved characters")
 	}
+	if err := checkRedirectURI(form.Get("redirect_uri")); err != nil {
+		return invalidRequest("%v", err)
+	}
 	if !secretShaped(code, codePrefix) {
 		return invalidGrant("the code is not one this server issued")
 	}
-	ctx, now := r.Context(), s.now()
-	c, a, err := s.store.RedeemCode(ctx, oauthstore.HashSecret(code), now)
+	ctx, now, h := r.Context(), s.now(), oauthstore.HashSecret(code)
+	c, a, err := s.store.Code(ctx, h, now)
 	switch {
-	case errors.Is(err, store.ErrConflict):
-		s.revoke(ctx, a.ID, now)
-		return invalidGrant("the code was used before; every token issued with it is revoked")
 	case errors.Is(err, store.ErrNotFound):
 		return invalidGrant("the code is unknown, expired or revoked")
 	case err != nil:
-		return s.unavailable(ctx, "redeeming a code", err)
+		return s.unavailable(ctx, "reading a code", err)
 	}
 	switch {
 	case form.Get("client_id") != a.ClientID:
@@ -169,6 +174,16 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	}
 	if terr := s.checkGrant(ctx, form, &a); terr != nil {
 		return terr
+	}
+	_, a, err = s.store.RedeemCode(ctx, h, now)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		s.log.LogAttrs(ctx, slog.LevelInfo, "oauth: an authorization code was redeemed twice; its approval is revoked", slog.String("approval", a.ID), slog.String("client_id", a.ClientID))
+		return invalidGrant("the code was used before; every token issued with it is revoked")
+	case errors.Is(err, store.ErrNotFound):
+		return invalidGrant("the code is unknown, expired or revoked")
+	case err != nil:
+		return s.unavailable(ctx, "redeeming a code", err)
 	}
 	access, refresh, tokens := s.mint(a.ID, now)
 	switch err := s.store.IssueTokens(ctx, a.ID, tokens, now); {
@@ -263,11 +278,11 @@ func (s *Server) writeTokens(w http.ResponseWriter, access, refresh string) {
 	})
 }
 
-// revoke revokes an approval, logging a failure: it is called where a copied code or
-// refresh token shows that the approval's tokens may be in the wrong hands.
+// revoke revokes an approval, logging a failure: it is called where a copied refresh
+// token shows that the approval's tokens may be in the wrong hands.
 func (s *Server) revoke(ctx context.Context, approvalID string, now time.Time) {
 	if err := s.store.RevokeApproval(ctx, approvalID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.ErrorContext(ctx, "oauth: revoking an approval after a reused code or refresh token", "approval", approvalID, "error", err)
+		s.log.ErrorContext(ctx, "oauth: revoking an approval after a reused refresh token", "approval", approvalID, "error", err)
 	}
 }
 

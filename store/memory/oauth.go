@@ -18,13 +18,8 @@ type OAuthStore struct {
 	mu        sync.Mutex
 	clients   map[string]oauthstore.Client
 	approvals map[string]*oauthstore.Approval
-	codes     map[oauthstore.Hash]*oauthCode
+	codes     map[oauthstore.Hash]*oauthstore.Code
 	tokens    map[oauthstore.Hash]*oauthstore.Token
-}
-
-type oauthCode struct {
-	code oauthstore.Code
-	used bool
 }
 
 // Interface guard.
@@ -35,7 +30,7 @@ func NewOAuthStore() *OAuthStore {
 	return &OAuthStore{
 		clients:   make(map[string]oauthstore.Client),
 		approvals: make(map[string]*oauthstore.Approval),
-		codes:     make(map[oauthstore.Hash]*oauthCode),
+		codes:     make(map[oauthstore.Hash]*oauthstore.Code),
 		tokens:    make(map[oauthstore.Hash]*oauthstore.Token),
 	}
 }
@@ -85,30 +80,49 @@ func (s *OAuthStore) CreateApproval(ctx context.Context, a oauthstore.Approval, 
 	}
 	a.Scopes = slices.Clone(a.Scopes)
 	s.approvals[a.ID] = &a
-	s.codes[c.Hash] = &oauthCode{code: c}
+	c.Redeemed = false
+	s.codes[c.Hash] = &c
 	return nil
 }
 
-// RedeemCode marks a code used and returns it with its approval.
+// Code returns a live code and its approval.
+func (s *OAuthStore) Code(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+	return s.code(ctx, h, now, false)
+}
+
+// RedeemCode marks a code redeemed and returns it with its approval; a code redeemed
+// before revokes its approval.
 func (s *OAuthStore) RedeemCode(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+	return s.code(ctx, h, now, true)
+}
+
+// code serves Code, and RedeemCode when redeem is set.
+func (s *OAuthStore) code(ctx context.Context, h oauthstore.Hash, now time.Time, redeem bool) (oauthstore.Code, oauthstore.Approval, error) {
 	if err := ctx.Err(); err != nil {
 		return oauthstore.Code{}, oauthstore.Approval{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.codes[h]
-	if !ok || !now.Before(rec.code.ExpiresAt) {
+	c, ok := s.codes[h]
+	if !ok || !now.Before(c.ExpiresAt) {
 		return oauthstore.Code{}, oauthstore.Approval{}, fmt.Errorf("memory: oauth code: %w", store.ErrNotFound)
 	}
-	a, ok := s.liveApproval(rec.code.ApprovalID)
-	if !ok {
-		return oauthstore.Code{}, oauthstore.Approval{}, fmt.Errorf("memory: oauth code of approval %q: %w", rec.code.ApprovalID, store.ErrNotFound)
+	a, ok := s.approvals[c.ApprovalID]
+	switch {
+	case !ok: // cannot happen: a code is deleted with its approval
+		return oauthstore.Code{}, oauthstore.Approval{}, fmt.Errorf("memory: oauth code of approval %q: %w", c.ApprovalID, store.ErrNotFound)
+	case redeem && c.Redeemed: // a replay
+		if !a.Revoked() {
+			a.RevokedAt = now
+		}
+		return *c, copyApproval(a), fmt.Errorf("memory: oauth code of approval %q was redeemed before; the approval is revoked: %w", a.ID, store.ErrConflict)
+	case a.Revoked():
+		return oauthstore.Code{}, oauthstore.Approval{}, fmt.Errorf("memory: oauth code of approval %q: %w", a.ID, store.ErrNotFound)
 	}
-	if rec.used {
-		return rec.code, a, fmt.Errorf("memory: oauth code of approval %q was redeemed before: %w", a.ID, store.ErrConflict)
+	if redeem {
+		c.Redeemed = true
 	}
-	rec.used = true
-	return rec.code, a, nil
+	return *c, copyApproval(a), nil
 }
 
 // IssueTokens stores tokens of a live approval.
@@ -195,7 +209,7 @@ func (s *OAuthStore) DeleteExpired(ctx context.Context, now, unusedSince time.Ti
 		used[a.ClientID] = true
 	}
 	for h, c := range s.codes {
-		if _, ok := s.approvals[c.code.ApprovalID]; !ok || !now.Before(c.code.ExpiresAt) {
+		if _, ok := s.approvals[c.ApprovalID]; !ok || !now.Before(c.ExpiresAt) {
 			delete(s.codes, h)
 		}
 	}
@@ -219,9 +233,14 @@ func (s *OAuthStore) liveApproval(id string) (oauthstore.Approval, bool) {
 	if !ok || a.Revoked() {
 		return oauthstore.Approval{}, false
 	}
+	return copyApproval(a), true
+}
+
+// copyApproval returns a copy of a that shares nothing with it.
+func copyApproval(a *oauthstore.Approval) oauthstore.Approval {
 	c := *a
 	c.Scopes = slices.Clone(a.Scopes)
-	return c, true
+	return c
 }
 
 // liveToken returns the token with hash h, if it has not expired at now and its

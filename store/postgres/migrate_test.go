@@ -3,13 +3,16 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -90,6 +93,55 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	acct, key := fixture("acct")
 	if err := s.CreateAccount(t.Context(), acct, key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateFromVersion2 upgrades a schema that a release with migrations 1 and 2
+// brought up, with a code redeemed under version 2's function: Migrate applies only
+// version 3, and replaying that code now revokes its approval in the store.
+func TestMigrateFromVersion2(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	for _, file := range []string{"migrations/0001_schema.sql", "migrations/0002_oauth.sql"} {
+		sql, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(sql)); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE tollgate_schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL);
+		INSERT INTO tollgate_schema_migrations VALUES (1, 'schema'), (2, 'oauth')`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.NewOAuthStore(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := oauthstore.Approval{ID: "apv", ClientID: "client", KeyID: "key", AccountID: "acct", Resource: "https://api.example.com/v1/mcp",
+		Scopes: []string{"mcp"}, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	c := oauthstore.Code{Hash: oauthstore.HashSecret("tgac_code"), ApprovalID: a.ID, RedirectURI: "http://127.0.0.1/cb",
+		Challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", ExpiresAt: t0.Add(time.Minute)}
+	if err := s.CreateApproval(ctx, a, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RedeemCode(ctx, c.Hash, t0); err != nil {
+		t.Fatalf("RedeemCode under version 2: %v", err)
+	}
+
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 2: %v", err)
+	}
+	if got := applied(t, pool); len(got) != postgres.SchemaVersion || got[len(got)-1] != postgres.SchemaVersion {
+		t.Fatalf("applied versions %v, want 1 to %d", got, postgres.SchemaVersion)
+	}
+	_, got, err := s.RedeemCode(ctx, c.Hash, t0.Add(time.Second))
+	if !errors.Is(err, store.ErrConflict) || !got.RevokedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("replay after the upgrade: %v, approval revoked at %v; want store.ErrConflict and the approval revoked", err, got.RevokedAt)
+	}
+	if err := s.IssueTokens(ctx, a.ID, []oauthstore.Token{{Hash: oauthstore.HashSecret("tgat_x"), Kind: oauthstore.AccessToken, ExpiresAt: t0.Add(time.Hour)}}, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("IssueTokens after a replay: %v, want store.ErrNotFound (the approval is revoked)", err)
 	}
 }
 

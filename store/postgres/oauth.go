@@ -14,8 +14,8 @@ import (
 // authorization server (package auth/oauth), in the tables tollgate_oauth_clients,
 // tollgate_oauth_approvals, tollgate_oauth_codes and tollgate_oauth_tokens. Codes and
 // tokens are kept as hashes only. Each method is one statement or one function call;
-// redeeming a code and rotating a refresh token take a row lock, so that of concurrent
-// calls exactly one succeeds.
+// redeeming a code and rotating a refresh token lock the approval's row, so that of
+// concurrent calls exactly one succeeds.
 //
 // Like [Store], it holds no state besides its DB and is safe for concurrent use when
 // its DB is. Create it with [NewOAuthStore], after [Migrate] has run.
@@ -101,37 +101,71 @@ func (s *OAuthStore) CreateApproval(ctx context.Context, a oauthstore.Approval, 
 	return nil
 }
 
-// RedeemCode marks a code redeemed and returns it with its approval.
-func (s *OAuthStore) RedeemCode(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
-	var (
-		status int
-		code   oauthstore.Code
-		hash   []byte
-		cid    *string
-		uri    *string
-		chal   *string
-		exp    *time.Time
-		used   *bool
-		ar     approvalRow
-	)
+// codeColumns are the columns of a code, in the order codeRow reads them, from c.
+const codeColumns = `c.hash, c.approval_id, c.redirect_uri, c.challenge, c.expires_at, c.redeemed`
+
+// codeRow receives the columns of a code, which may all be NULL (the empty result of
+// a function).
+type codeRow struct {
+	hash                 []byte
+	approval, uri, chall *string
+	expires              *time.Time
+	redeemed             *bool
+}
+
+func (r *codeRow) dest() []any {
+	return []any{&r.hash, &r.approval, &r.uri, &r.chall, &r.expires, &r.redeemed}
+}
+
+// code returns the code the row holds, or false if it holds none.
+func (r *codeRow) code() (oauthstore.Code, bool) {
+	var c oauthstore.Code
+	if len(r.hash) != len(c.Hash) || r.approval == nil || r.uri == nil || r.chall == nil || r.expires == nil || r.redeemed == nil {
+		return oauthstore.Code{}, false
+	}
+	copy(c.Hash[:], r.hash)
+	c.ApprovalID, c.RedirectURI, c.Challenge, c.ExpiresAt, c.Redeemed = *r.approval, *r.uri, *r.chall, r.expires.UTC(), *r.redeemed
+	return c, true
+}
+
+// Code returns a live code and its approval, in one statement that changes nothing.
+func (s *OAuthStore) Code(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+	var cr codeRow
+	var ar approvalRow
 	err := s.db.QueryRow(ctx, `
-		SELECT r.o_status, (r.o_code).hash, (r.o_code).approval_id, (r.o_code).redirect_uri, (r.o_code).challenge,
-		       (r.o_code).expires_at, (r.o_code).redeemed, `+approvalColumns+`
-		  FROM tollgate_oauth_redeem($1, $2) r, LATERAL (SELECT (r.o_approval).*) a`, h[:], now).
-		Scan(append([]any{&status, &hash, &cid, &uri, &chal, &exp, &used}, ar.dest()...)...)
+		SELECT `+codeColumns+`, `+approvalColumns+`
+		  FROM tollgate_oauth_codes c JOIN tollgate_oauth_approvals a ON a.id = c.approval_id
+		 WHERE c.hash = $1 AND c.expires_at > $2 AND a.revoked_at IS NULL`, h[:], now).
+		Scan(append(cr.dest(), ar.dest()...)...)
 	if err != nil {
 		return oauthstore.Code{}, oauthstore.Approval{}, wrapErr(ctx, err, "oauth code")
 	}
-	if status == 1 || cid == nil || uri == nil || chal == nil || exp == nil || len(hash) != len(code.Hash) {
+	c, _ := cr.code()
+	return c, ar.approval(), nil
+}
+
+// RedeemCode marks a code redeemed and returns it with its approval, in one function
+// call; a code redeemed before revokes its approval in the same call.
+func (s *OAuthStore) RedeemCode(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+	var status int
+	var cr codeRow
+	var ar approvalRow
+	err := s.db.QueryRow(ctx, `
+		SELECT r.o_status, `+codeColumns+`, `+approvalColumns+`
+		  FROM tollgate_oauth_redeem($1, $2) r, LATERAL (SELECT (r.o_code).*) c, LATERAL (SELECT (r.o_approval).*) a`, h[:], now).
+		Scan(append(append([]any{&status}, cr.dest()...), ar.dest()...)...)
+	if err != nil {
+		return oauthstore.Code{}, oauthstore.Approval{}, wrapErr(ctx, err, "oauth code")
+	}
+	c, ok := cr.code()
+	if status == 1 || !ok {
 		return oauthstore.Code{}, oauthstore.Approval{}, fmt.Errorf("postgres: oauth code: %w", store.ErrNotFound)
 	}
-	copy(code.Hash[:], hash)
-	code.ApprovalID, code.RedirectURI, code.Challenge, code.ExpiresAt = *cid, *uri, *chal, exp.UTC()
 	a := ar.approval()
 	if status == 2 {
-		return code, a, fmt.Errorf("postgres: oauth code of approval %q was redeemed before: %w", a.ID, store.ErrConflict)
+		return c, a, fmt.Errorf("postgres: oauth code of approval %q was redeemed before; the approval is revoked: %w", a.ID, store.ErrConflict)
 	}
-	return code, a, nil
+	return c, a, nil
 }
 
 // IssueTokens stores tokens of a live approval and extends its expiry, in one

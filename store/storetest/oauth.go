@@ -36,10 +36,16 @@ var oauthStoreRows = []behaviour[oauthstore.Store]{
 		"CreateClient with a taken id returns store.ErrConflict and keeps the first client.",
 		osClientDuplicate},
 	{"RedeemCode",
-		"A code stored with its approval is redeemed once, returning the code and the approval with every field intact.",
+		"A code stored with its approval is redeemed once, returning the code (Redeemed) and the approval with every field intact.",
 		osRedeemCode},
+	{"CodeRead",
+		"Code returns a live code and its approval with every field intact, Redeemed once it was redeemed; an unknown, expired or revoked code is store.ErrNotFound.",
+		osCodeRead},
+	{"BadExchangeKeepsCode",
+		"Reading a code, as an exchange that fails its checks does before it would redeem, changes nothing: the code is then redeemed once and its approval stays live.",
+		osBadExchangeKeepsCode},
 	{"RedeemTwice",
-		"Redeeming a redeemed code returns store.ErrConflict with the code and its approval filled in.",
+		"Redeeming a redeemed code (a replay) returns store.ErrConflict with the code and its approval filled in, and revokes the approval in the same step: its tokens end, and a later replay keeps the first RevokedAt.",
 		osRedeemTwice},
 	{"RedeemExpired",
 		"A code is redeemable until just before its ExpiresAt; at ExpiresAt it is store.ErrNotFound.",
@@ -93,7 +99,7 @@ var oauthStoreRows = []behaviour[oauthstore.Store]{
 		"Every method given a canceled context returns an error matching context.Canceled and changes nothing.",
 		osCanceledContext},
 	{"ConcurrentRedeem",
-		"Of many goroutines redeeming one code at once, exactly one succeeds and the others get store.ErrConflict.",
+		"Of many goroutines redeeming one code at once, exactly one succeeds, the others get store.ErrConflict, and the approval ends revoked: each of them was a replay.",
 		osConcurrentRedeem},
 	{"ConcurrentRotate",
 		"Of many goroutines rotating one refresh token at once, exactly one succeeds, the others get store.ErrConflict, and only the winner's tokens exist.",
@@ -181,7 +187,7 @@ func checkApproval(t *testing.T, op string, got, want oauthstore.Approval) {
 func checkCode(t *testing.T, op string, got, want oauthstore.Code) {
 	t.Helper()
 	if got.Hash != want.Hash || got.ApprovalID != want.ApprovalID || got.RedirectURI != want.RedirectURI ||
-		got.Challenge != want.Challenge || !got.ExpiresAt.Equal(want.ExpiresAt) {
+		got.Challenge != want.Challenge || !got.ExpiresAt.Equal(want.ExpiresAt) || got.Redeemed != want.Redeemed {
 		t.Errorf("%s: code = %+v, want %+v", op, got, want)
 	}
 }
@@ -243,18 +249,79 @@ func osRedeemCode(t *testing.T, s oauthstore.Store) {
 	f := createApproval(t, s, newIDs(), "a")
 	c, a, err := s.RedeemCode(t.Context(), f.code.Hash, t0)
 	must(t, "RedeemCode", err)
-	checkCode(t, "RedeemCode", c, f.code)
+	checkCode(t, "RedeemCode", c, redeemed(f.code))
 	checkApproval(t, "RedeemCode", a, f.approval)
 }
 
-func osRedeemTwice(t *testing.T, s oauthstore.Store) {
-	f := createApproval(t, s, newIDs(), "a")
-	_, _, err := s.RedeemCode(t.Context(), f.code.Hash, t0)
+// redeemed returns c marked redeemed.
+func redeemed(c oauthstore.Code) oauthstore.Code {
+	c.Redeemed = true
+	return c
+}
+
+func osCodeRead(t *testing.T, s oauthstore.Store) {
+	ctx, n := t.Context(), newIDs()
+	f := createApproval(t, s, n, "a")
+	c, a, err := s.Code(ctx, f.code.Hash, t0)
+	must(t, "Code", err)
+	checkCode(t, "Code", c, f.code)
+	checkApproval(t, "Code", a, f.approval)
+	_, _, err = s.RedeemCode(ctx, f.code.Hash, t0)
 	must(t, "RedeemCode", err)
-	c, a, err := s.RedeemCode(t.Context(), f.code.Hash, at(time.Second))
-	wantErr(t, "second RedeemCode", err, store.ErrConflict)
-	checkCode(t, "second RedeemCode", c, f.code)
-	checkApproval(t, "second RedeemCode", a, f.approval)
+	c, a, err = s.Code(ctx, f.code.Hash, at(time.Second))
+	must(t, "Code of a redeemed code", err)
+	checkCode(t, "Code of a redeemed code", c, redeemed(f.code))
+	checkApproval(t, "Code of a redeemed code", a, f.approval)
+
+	_, _, err = s.Code(ctx, f.code.Hash, f.code.ExpiresAt)
+	wantErr(t, "Code at ExpiresAt", err, store.ErrNotFound)
+	_, _, err = s.Code(ctx, newOAuthHash(), t0)
+	wantErr(t, "Code of an unknown hash", err, store.ErrNotFound)
+	g := createApproval(t, s, n, "b")
+	must(t, "RevokeApproval", s.RevokeApproval(ctx, g.approval.ID, t0))
+	_, _, err = s.Code(ctx, g.code.Hash, t0)
+	wantErr(t, "Code of a revoked approval", err, store.ErrNotFound)
+}
+
+func osBadExchangeKeepsCode(t *testing.T, s oauthstore.Store) {
+	ctx := t.Context()
+	f := createApproval(t, s, newIDs(), "a")
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			if _, _, err := s.Code(ctx, f.code.Hash, at(time.Second)); err != nil {
+				t.Errorf("Code: unexpected error: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	c, a, err := s.RedeemCode(ctx, f.code.Hash, at(2*time.Second))
+	must(t, "RedeemCode after reads", err)
+	checkCode(t, "RedeemCode after reads", c, redeemed(f.code))
+	checkApproval(t, "RedeemCode after reads", a, f.approval)
+	tokens := tokenPair(f.approval.ID, at(2*time.Second))
+	must(t, "IssueTokens", s.IssueTokens(ctx, f.approval.ID, tokens, at(2*time.Second)))
+}
+
+func osRedeemTwice(t *testing.T, s oauthstore.Store) {
+	ctx := t.Context()
+	f, tokens := issue(t, s, newIDs(), "a")
+	replayed := f.approval
+	replayed.RevokedAt = at(time.Second)
+	for i, when := range []time.Time{at(time.Second), at(2 * time.Second)} {
+		op := fmt.Sprintf("RedeemCode replay %d", i+1)
+		c, a, err := s.RedeemCode(ctx, f.code.Hash, when)
+		wantErr(t, op, err, store.ErrConflict)
+		checkCode(t, op, c, redeemed(f.code))
+		checkApproval(t, op, a, replayed)
+	}
+	for _, tok := range tokens {
+		wantNoToken(t, s, tok.Hash, at(3*time.Second), "a token of a replayed code")
+	}
+	next := tokenPair(f.approval.ID, at(3*time.Second))
+	wantErr(t, "IssueTokens after a replay", s.IssueTokens(ctx, f.approval.ID, next, at(3*time.Second)), store.ErrNotFound)
+	_, _, err := s.Code(ctx, f.code.Hash, at(3*time.Second))
+	wantErr(t, "Code after a replay", err, store.ErrNotFound)
 }
 
 func osRedeemExpired(t *testing.T, s oauthstore.Store) {
@@ -481,6 +548,8 @@ func osCanceledContext(t *testing.T, s oauthstore.Store) {
 	_, err := s.Client(ctx, c.ID)
 	wantErr(t, "Client", err, context.Canceled)
 	wantErr(t, "CreateApproval", s.CreateApproval(ctx, h.approval, h.code), context.Canceled)
+	_, _, err = s.Code(ctx, g.code.Hash, t0)
+	wantErr(t, "Code", err, context.Canceled)
 	_, _, err = s.RedeemCode(ctx, g.code.Hash, t0)
 	wantErr(t, "RedeemCode", err, context.Canceled)
 	wantErr(t, "IssueTokens", s.IssueTokens(ctx, f.approval.ID, next, t0), context.Canceled)
@@ -514,6 +583,9 @@ func osConcurrentRedeem(t *testing.T, s oauthstore.Store) {
 	}
 	wg.Wait()
 	oneWinner(t, "RedeemCode", errs)
+	_, _, err := s.Code(t.Context(), f.code.Hash, t0)
+	wantErr(t, "Code after concurrent redemptions", err, store.ErrNotFound)
+	wantErr(t, "IssueTokens after concurrent redemptions", s.IssueTokens(t.Context(), f.approval.ID, tokenPair(f.approval.ID, t0), t0), store.ErrNotFound)
 }
 
 func osConcurrentRotate(t *testing.T, s oauthstore.Store) {

@@ -83,6 +83,9 @@ type Code struct {
 	Challenge string
 	// ExpiresAt is when the code stops working.
 	ExpiresAt time.Time
+	// Redeemed reports a code that has been exchanged already. Stores set it; it is
+	// ignored on the way in.
+	Redeemed bool
 }
 
 // A TokenKind tells access tokens from refresh tokens.
@@ -136,12 +139,23 @@ type Store interface {
 	// if the approval id or the code hash is taken.
 	CreateApproval(ctx context.Context, a Approval, c Code) error
 
-	// RedeemCode marks the code with hash h used and returns it with its approval.
-	// Of concurrent redemptions of one code exactly one succeeds. It returns an error
-	// wrapping store.ErrNotFound if no code has the hash, the code has expired at now,
-	// or its approval is revoked; and an error wrapping store.ErrConflict if the code
-	// was redeemed before, in which case the returned Code and Approval are filled in,
-	// so that the caller can revoke the approval.
+	// Code returns the code with hash h and its approval, with Redeemed telling
+	// whether it was exchanged already, and changes nothing: the token endpoint reads
+	// a code to check an exchange (client, redirect URI, PKCE verifier, resource)
+	// before it redeems it, so that an exchange that fails a check does not use the
+	// code up. It returns an error wrapping store.ErrNotFound if no code has the hash,
+	// the code has expired at now, or its approval is revoked.
+	Code(ctx context.Context, h Hash, now time.Time) (Code, Approval, error)
+
+	// RedeemCode marks the live code with hash h redeemed and returns it (with
+	// Redeemed set) and its approval. Of concurrent redemptions of one code exactly
+	// one succeeds. It returns an error wrapping store.ErrNotFound if no code has the
+	// hash, the code has expired at now, or the code was never redeemed and its
+	// approval is revoked. A code redeemed before is a replay, which means that
+	// someone else holds the code (RFC 6749 section 4.1.2): in the same atomic step,
+	// RedeemCode revokes the code's approval at now (keeping an earlier RevokedAt), and
+	// it returns an error wrapping store.ErrConflict with the Code and the revoked
+	// Approval filled in.
 	RedeemCode(ctx context.Context, h Hash, now time.Time) (Code, Approval, error)
 
 	// IssueTokens stores tokens issued from a live approval and extends the approval's

@@ -1,4 +1,4 @@
--- Tollgate schema, version 3: reservations that expire.
+-- Tollgate schema, version 4: reservations that expire.
 --
 -- A reservation is a pending transfer with a deadline. tollgate_charge records it open,
 -- with the instant it expires; it ends exactly once, settled or voided:
