@@ -40,6 +40,7 @@
 //		Rates:  memory.NewRateLimiter(),
 //		Slots:  memory.NewConcurrencyLimiter(),
 //	}, plans, nil)
+//	defer svc.Close() // stops the background sweep of expired reservations
 //	restHandler, _ := rest.NewHandler(svc, nil)
 //	mux := http.NewServeMux()
 //	mux.Handle("/v1/", restHandler)

@@ -25,6 +25,18 @@
 //	-port P             the first instance's port (default 8081); the others follow
 //	-fixtures FILE      load plans, accounts and keys from FILE (as examples/server does)
 //	-admin-token T      enable the admin API on every instance
+//	-call-timeout D     how long one API call may run (default 30s)
+//	-reservation-grace D
+//	                    how long a call's reservation outlives the call timeout before an
+//	                    instance that finds it open voids it and gives its credits back
+//	                    (default 30s)
+//	-sweep-interval D   how often each instance voids the expired reservations of every
+//	                    account (default 15s)
+//	-lease D            how long a concurrency slot lasts without renewal (default: twice
+//	                    the call timeout, at least 30s)
+//
+// Every instance sweeps: an instance that dies takes the settlements of its calls in
+// flight with it, and another one gives their credits back once they expire.
 package main
 
 import (
@@ -73,6 +85,7 @@ type config struct {
 	postgres, schema, redis, prefix, limits string
 	instances, port                         int
 	fixtures, adminToken                    string
+	callTimeout, grace, sweep, lease        time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -88,6 +101,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.port, "port", 8081, "port of the first instance (0: any free ports)")
 	fs.StringVar(&c.fixtures, "fixtures", "", "load plans, accounts and keys from this JSON file")
 	fs.StringVar(&c.adminToken, "admin-token", "", "enable the admin API with this bearer token")
+	fs.DurationVar(&c.callTimeout, "call-timeout", tollgate.DefaultCallTimeout, "how long one API call may run")
+	fs.DurationVar(&c.grace, "reservation-grace", tollgate.DefaultReservationGrace, "how long a reservation outlives the call timeout")
+	fs.DurationVar(&c.sweep, "sweep-interval", tollgate.DefaultSweepInterval, "how often to void expired reservations")
+	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -100,6 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-instances must be at least 1")
 	case c.schema == "":
 		return c, errors.New("-schema must not be empty")
+	case c.callTimeout <= 0 || c.grace <= 0 || c.sweep <= 0 || c.lease < 0:
+		return c, errors.New("-call-timeout, -reservation-grace and -sweep-interval must be positive, -lease not negative")
 	}
 	return c, nil
 }
@@ -161,6 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer closeStores()
+		defer svc.Close() // before the stores close (defers run last first)
 		services = append(services, svc)
 		addr := "127.0.0.1:0"
 		if c.port != 0 {
@@ -279,7 +299,8 @@ func instance(ctx context.Context, c config, plans *billing.Plans, logger *slog.
 	}
 	// Key records are cached: every paid call checks its key in its admission step, so a
 	// revocation on one instance is refused by the next call on any other.
-	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{}})
+	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
+		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease})
 	if err != nil {
 		return nil, nil, nil, err
 	}

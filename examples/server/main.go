@@ -208,6 +208,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	// The service sweeps expired reservations in the background (see
+	// tollgate.Options.SweepInterval); it stops when the server does.
+	context.AfterFunc(ctx, svc.Close)
 
 	// 4. Accounts: the fixtures', or a demo account whose key is printed.
 	if c.fixtures != "" {

@@ -3,6 +3,8 @@ package multiinstance_test
 import (
 	"context"
 	"net/http"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,5 +146,171 @@ func TestStoreOutages(t *testing.T) {
 			}
 			t.Logf("served %d, refused %d with 503", served.Load(), refused.Load())
 		})
+	}
+}
+
+// TestOutageBounded runs 100 clients against three instances on a private PostgreSQL
+// that holds every store, stops the server for 30 seconds, and starts it again. During
+// the outage the instances answer 503 and keep no work per refused call: their
+// goroutines and heap stay under a ceiling, and the ledger gets no entry for a refused
+// call. Once the server is back, calls succeed again within 2 seconds, with no backlog
+// to drain, and in the end the balance is exactly the starting one less what the
+// answered calls were charged.
+func TestOutageBounded(t *testing.T) {
+	const (
+		clients = 100
+		outage  = 30 * time.Second
+		credits = 10_000_000
+	)
+	pgServer := testenv.StartPostgres(t)
+	if err := postgres.Migrate(t.Context(), testenv.PostgresPool(t, pgServer.DSN, "public", 2)); err != nil {
+		t.Fatal(err)
+	}
+	d := deployment{name: "postgres", stores: func(t *testing.T) tollgate.Stores {
+		pg, err := postgres.New(testenv.PostgresPool(t, pgServer.DSN, "public", 16), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
+	}}
+	c := start(t, d, 3)
+	acct, _, key := c.account(t, "busy", credits)
+
+	// Each client keeps its answers: when, the status, the credits charged.
+	type answer struct {
+		at     time.Time
+		status int
+	}
+	answers := make([][]answer, clients)
+	var served, charged atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Go(func() {
+			for i := w; ; i += clients {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := c.call(t, i, "/v1/hash?text=x", key)
+				answers[w] = append(answers[w], answer{time.Now(), r.status})
+				switch r.status {
+				case http.StatusOK:
+					served.Add(1)
+					charged.Add(1)
+				case http.StatusServiceUnavailable:
+				default:
+					t.Errorf("call %d: %d %s %v, want 200 or 503", i, r.status, r.code, r.body)
+					return
+				}
+			}
+		})
+	}
+	waitFor := func(what string, limit time.Duration, done func() bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), limit)
+		defer cancel()
+		if err := testenv.Wait(ctx, func() error {
+			if !done() {
+				return context.DeadlineExceeded
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	waitFor("warming up", time.Minute, func() bool { return served.Load() >= 2000 })
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+	pgServer.Stop()
+	down := time.Now()
+	maxGoroutines, maxHeap := 0, uint64(0)
+	for tick := time.NewTicker(250 * time.Millisecond); time.Since(down) < outage; <-tick.C {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		maxGoroutines, maxHeap = max(maxGoroutines, runtime.NumGoroutine()), max(maxHeap, m.HeapInuse)
+	}
+	pgServer.Start()
+	back := time.Now()
+	servedBack := served.Load()
+	waitFor("after PostgreSQL came back", time.Minute, func() bool { return served.Load() >= servedBack+2000 })
+	close(stop)
+	wg.Wait()
+
+	// How long after the server's return calls succeeded again: the first quarter of
+	// a second, from then on, in which nine answers in ten were 200.
+	var after []answer
+	refused := 0
+	for _, as := range answers {
+		for _, a := range as {
+			if a.at.After(back) {
+				after = append(after, a)
+			}
+			if a.status == http.StatusServiceUnavailable {
+				refused++
+			}
+		}
+	}
+	slices.SortFunc(after, func(a, b answer) int { return a.at.Compare(b.at) })
+	recovered := time.Duration(-1)
+	for i := range after {
+		ok, n := 0, 0
+		for _, a := range after[i:] {
+			if a.at.Sub(after[i].at) >= 250*time.Millisecond {
+				break
+			}
+			n++
+			if a.status == http.StatusOK {
+				ok++
+			}
+		}
+		if n >= 10 && ok*10 >= n*9 {
+			recovered = after[i].at.Sub(back)
+			break
+		}
+	}
+	t.Logf("%d clients, %v outage: %d calls refused with 503; goroutines %d before, at most %d during; heap in use %d MiB before, at most %d MiB during; calls succeeded again %v after the server's return",
+		clients, outage, refused, goroutines, maxGoroutines, before.HeapInuse>>20, maxHeap>>20, recovered.Round(time.Millisecond))
+	if refused < 1000 {
+		t.Errorf("only %d calls were refused during the outage: the test did not load the instances", refused)
+	}
+	// What an outage may add, whatever the number of refused calls: the pools' dials in
+	// progress (two goroutines each, at most 16 per instance), one retry worker per
+	// instance, and the clients' connections, which come and go (two goroutines on
+	// each side). A goroutine per refused call would be thousands.
+	if limit := goroutines + 3*(2*16+1) + 4*clients; maxGoroutines > limit {
+		t.Errorf("goroutines grew from %d to %d during the outage, past %d: work is kept per refused call", goroutines, maxGoroutines, limit)
+	}
+	if maxHeap > before.HeapInuse+64<<20 {
+		t.Errorf("heap in use grew from %d MiB to %d MiB during the outage", before.HeapInuse>>20, maxHeap>>20)
+	}
+	if recovered < 0 || recovered > 2*time.Second {
+		t.Errorf("calls succeeded again %v after the server's return, want within 2s", recovered)
+	}
+
+	// No entry for a refused call; every settlement taken; the balance exact.
+	waitFor("settlements retried", time.Minute, func() bool {
+		for _, in := range c.instances {
+			if in.svc.PendingSettlements() > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	var voids int
+	if err := testenv.PostgresPool(t, pgServer.DSN, "public", 1).QueryRow(t.Context(),
+		`SELECT count(*) FROM tollgate_ledger WHERE kind = 'void'`).Scan(&voids); err != nil {
+		t.Fatal(err)
+	}
+	if voids != 0 {
+		t.Errorf("the ledger has %d void entries: refused calls left work behind", voids)
+	}
+	b := c.balance(t, 0, acct)
+	if b.Remaining != credits-charged.Load() || b.Used != charged.Load() {
+		t.Errorf("served %d calls; balance %+v, want remaining %d and used %d", served.Load(), b, credits-charged.Load(), charged.Load())
 	}
 }

@@ -21,7 +21,9 @@
 //	svc, err := tollgate.New(registry, tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}, plans, opts)
 //
 // Give the one Store to every role: the Meter sees that rate limiter, slots, ledger and
-// key checker are the same Admitter and sends all parts of an admission in one step.
+// key checker are the same Admitter and sends all parts of an admission in one step. The
+// Store is also a [billing.Sweeper]: the Service voids expired reservations through it
+// in the background, from every instance.
 //
 // # Schema
 //
@@ -41,11 +43,15 @@
 //     the classic single balance row.
 //   - tollgate_ledger: append-only, one entry per change of a balance: 'open',
 //     'renewal', 'reserve' (with its APIs and the shard it was counted on), 'settle' or
-//     'refund' (with the APIs uncounted), 'adjust' (with its reason), and 'void' (below).
-//     A partial unique index on (account_id, request_id) over reserve, adjust and void
+//     'refund' (with the APIs uncounted), 'expire' (a reservation voided at its expiry,
+//     with what it gave back), 'adjust' (with its reason), and 'void' (below). A
+//     partial unique index on (account_id, request_id) over reserve, adjust and void
 //     entries makes a replayed reservation or adjustment take nothing; another over
-//     settle and refund entries makes a settlement happen at most once. The entries of
-//     a period, from its 'open' or 'renewal' entry on, sum to the remaining balance.
+//     settle, refund and expire entries makes a reservation end at most once. The
+//     entries of a period, from its 'open' or 'renewal' entry on, sum to the remaining
+//     balance.
+//   - tollgate_reservations (account_id, request_id, expires): the open reservations,
+//     each with the instant (Unix nanoseconds) it is voided if still open.
 //   - tollgate_rate_limits (key, tat): one GCRA timestamp per key, in Unix nanoseconds,
 //     decided with exactly [billing.GCRA]'s integer arithmetic.
 //   - tollgate_leases (key, holder, expires): one row per slot holder, expiry in Unix
@@ -99,17 +105,45 @@
 // one statement or one function call too. The first time a connection runs a statement
 // pgx prepares it (one more round trip, once per connection and statement).
 //
+// # A reservation's life
+//
+// A reservation is open from its 'reserve' entry until it is settled or voided, and
+// whoever deletes its row of tollgate_reservations closes it:
+//
+//	tollgate_charge --> open: a row with its expiry --+-- tollgate_settle deletes the
+//	                                                  |   row: 'settle' or 'refund'
+//	                                                  |
+//	                                                  +-- expires <= now: tollgate_void
+//	                                                      deletes it: 'expire', the
+//	                                                      credits and counts given back
+//
+// A void takes the rows FOR UPDATE SKIP LOCKED, after the account's shards, so it never
+// waits for a settlement in progress and never deadlocks with one; a settlement that
+// finds its row gone and an 'expire' entry answers billing.ErrVoided and changes
+// nothing. Every function that operates on an account (admission, reservation,
+// settlement, adjustment, balance) first voids its reservations expired at the call's
+// now (one index probe when none is); [Store.Sweep] voids those of any accounts, 32
+// accounts per call, and any number of instances may sweep at once.
+//
+// Expiry is judged on the instants the instances pass in, never on the server's clock:
+// give the reservations a grace (tollgate.Options.ReservationGrace) wider than the
+// clock skew between the instances. Migration 4 marks the reservations that an earlier
+// version left open as already expired: the first sweep gives them back.
+//
 // # Durability and failure
 //
 // The store never changes synchronous_commit: with the server's default (on) an
 // acknowledged admission, settlement or revocation is on disk. Every error that is not a
-// well-known condition (store.ErrNotFound, store.ErrConflict,
-// billing.ErrInsufficientCredits) wraps store.ErrUnavailable and keeps its cause (a
-// *pgconn.PgError, a network error, context.DeadlineExceeded, which errors.Is still
-// matches; a canceled context is reported as context.Canceled). Messages start with
-// "postgres: " and name the id. With the server unreachable nothing is admitted and
-// nothing is charged: the service answers 503. The store holds no state of its own, so
-// once the server is back the pool reconnects and service resumes without a restart.
+// well-known condition (store.ErrNotFound, store.ErrConflict, store.ErrInvalid,
+// billing.ErrInsufficientCredits, billing.ErrTooManyCredits, billing.ErrVoided) wraps
+// store.ErrUnavailable and keeps its cause (a *pgconn.PgError, a network error,
+// context.DeadlineExceeded, which errors.Is still matches; a canceled context is
+// reported as context.Canceled). Messages start with "postgres: " and name the id. A
+// value the server cannot hold or a constraint it breaks (SQLSTATE classes 22 and 23:
+// invalid UTF-8, a NUL byte, a number out of range) wraps store.ErrInvalid: the caller's
+// mistake, never an outage. With the server unreachable nothing is admitted and nothing
+// is charged: the service answers 503. The store holds no state of its own, so once the
+// server is back the pool reconnects and service resumes without a restart.
 //
 // # Pool settings
 //

@@ -1,9 +1,10 @@
 // Package redis keeps Tollgate's state in Redis (go-redis v9): rate limits, concurrency
 // leases, and, if the host wants, accounts, keys and credit balances. One [*Store]
 // implements every store interface ([auth.KeyStore], [billing.KeyChecker],
-// [billing.Ledger], [billing.RateLimiter], [billing.ConcurrencyLimiter]) and
+// [billing.Ledger], [billing.RateLimiter], [billing.ConcurrencyLimiter]), the
 // [billing.Admitter], so that a paid call costs exactly one round trip to admit and one
-// to settle.
+// to settle, and the [billing.Sweeper], through which every instance voids expired
+// reservations.
 //
 // # Compositions
 //
@@ -29,15 +30,23 @@
 //	<prefix>:{<account>}:keys        hash    the key records: <id>:h (current hash, hex),
 //	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339)
 //	<prefix>:{<account>}:korder      list    the key ids, oldest first
-//	<prefix>:{<account>}:bal         hash    rem, used, allow, and the period (ps, pe, Unix µs)
+//	<prefix>:{<account>}:bal         hash    rem, used, allow, the period (ps, pe, Unix µs),
+//	                                         and nx: at most the earliest deadline of an
+//	                                         open reservation (Unix µs), if there is one
 //	<prefix>:{<account>}:use         hash    API id -> calls counted in the period
 //	<prefix>:{<account>}:tat         string  the rate limit's timestamp, "<Unix s> <ns>"
 //	<prefix>:{<account>}:lease       zset    request id -> end of its lease (Unix µs)
-//	<prefix>:{<account>}:r:<request> string  the request's marker: "o <amount> <period>"
-//	                                         (open reservation), "d" (settled, or an
-//	                                         adjustment), "a" (admitted without credits)
+//	<prefix>:{<account>}:open        zset    request id -> deadline of its open
+//	                                         reservation (Unix µs)
+//	<prefix>:{<account>}:r:<request> string  the request's marker: "o <amount> <period>
+//	                                         <APIs>" (open reservation, the APIs joined
+//	                                         by byte 0x1f), "d" (settled, or an
+//	                                         adjustment), "v" (voided at its deadline),
+//	                                         "a" (admitted without credits)
 //	<prefix>:kid:<key id>            string  key id -> account
 //	<prefix>:h:<key hash, hex>       string  key hash -> account and key id
+//	<prefix>:expiring                zset    account -> at most its earliest deadline:
+//	                                         the accounts a sweep must look at
 //
 // For the rate and concurrency limiters, <account> is their key argument. An id that
 // cannot be a hash tag as it is (empty, or containing '}') or that begins with '~' is
@@ -72,21 +81,26 @@
 //     key (the record has this hash and is not revoked; with no key id, the account
 //     exists), the rate limit (GCRA), the slot (ZCOUNT the live leases; only when they
 //     have reached the ceiling are ended leases dropped with ZREMRANGEBYSCORE, and the
-//     step refused unless the request already holds one) and the credits (renew the
-//     balance if its period has ended; refuse if it is short). Only when every part
-//     allows the call does it write: the new timestamp, ZADD of the lease, the debit,
-//     the usage counts and the marker. A refused step changes nothing. A run reads the
-//     clock, the key records, the timestamp, the number of live leases and the balance
-//     once, carries them from step to step as the steps change them, and writes what
-//     the admitted steps changed together (the timestamp, the lease set's lifetime,
-//     the debit, the usage counts) once, at the end: only the markers and the leases
-//     are written step by step. No step reads what is written at the end, and the run
-//     is atomic, so it does exactly what the steps would do one after the other.
-//   - Close, the settlement: ZREM the lease, and settle the reservation at most once.
-//     One SET of the marker to "d" with XX and GET settles it and reads what it held: an
-//     unknown reservation stays unknown; a marker that held no open reservation ("d",
-//     or "a" if the request was admitted without credits) stays or becomes "d", and is
-//     remembered for another Retention; a refund larger than the amount reserved is
+//     step refused unless the request already holds one) and the credits (void the
+//     account's reservations past their deadline if nx says one is; renew the balance
+//     if its period has ended; refuse if it is short). Only when every part allows the
+//     call does it write: the new timestamp, ZADD of the lease, the debit, the usage
+//     counts, the marker and the deadline. A refused step changes nothing but what any
+//     operation may do (drop ended leases, renew, void). A run reads the clock, the key
+//     records, the timestamp, the number of live leases and the balance once, carries
+//     them from step to step as the steps change them, and writes what the admitted
+//     steps changed together (the timestamp, the lease set's lifetime, the debit, the
+//     usage counts, the deadlines and nx) once, at the end: only the markers and the
+//     leases are written step by step, and a step that voids first writes what the
+//     steps before it changed, as they would have. No step reads what is written at the
+//     end, and the run is atomic, so it does exactly what the steps would do one after
+//     the other.
+//   - Close, the settlement: ZREM the lease and the deadline, and settle the reservation
+//     at most once. One SET of the marker to "d" with XX and GET settles it and reads
+//     what it held: an unknown reservation stays unknown; a voided one ("v") stays
+//     voided and answers billing.ErrVoided; a marker that held no open reservation
+//     ("d", or "a" if the request was admitted without credits) stays or becomes "d",
+//     and is remembered for another Retention; a refund larger than the amount reserved is
 //     refused and the marker put back, the reservation open again for another
 //     [OpenReservationTTL]; so is one that would take the remaining credits past
 //     2^63-1, which HINCRBY refuses (caught with redis.pcall, so that the run does not
@@ -117,6 +131,38 @@
 // (FUNCTION LOAD, FCALL), whose helpers are created once, saved about 2% on the
 // scripts of one step: not worth loading them on every node and again after every
 // restart or failover.
+//
+// # A reservation's life
+//
+// A reservation is open from its admission until its closing settles it, or until its
+// deadline (the caller's Reservation.Expires, held for Expires-Now from the store's
+// clock, see "Clocks") passes and it is voided:
+//
+//	admission: marker "o ...", deadline in :open --+-- closing: marker "d", out of
+//	           (nx lowered if it is the earliest)  |   :open; charge kept or refunded
+//	                                               |
+//	                                               +-- deadline <= now: marker "v",
+//	                                                   out of :open; the credits and
+//	                                                   the counts given back
+//
+// Voiding runs in the account's scripts, atomically with its admissions and closings,
+// so a reservation is voided once and never after it was settled, and a closing that
+// finds "v" answers billing.ErrVoided and changes nothing. The admission script, and
+// the Reserve, Adjust and Balance scripts, void first when the balance's nx says a
+// deadline has passed (a field the admission reads anyway, so this costs nothing while
+// none has); a closing does too on the caller's clock, and on the server's clock leaves
+// it to them, so that a closing reads no clock.
+//
+// [Store.Sweep] finds the accounts that nobody touches through :expiring, a global
+// sorted set read with scripts of that one key: the accounts whose score (at most their
+// earliest deadline) has passed. It voids each one's due reservations in a script of the
+// account's, then moves the account to its next deadline, or out of the set, unless an
+// admission wrote it meanwhile. An admission that finds no deadline left, or lowers the
+// earliest, writes the account to :expiring after its script (one more round trip,
+// about once per account and hold): a separate command, since :expiring is in no
+// account's Cluster slot. If that write is lost (the instance dies between the two),
+// the account's next operation still voids its expired reservations, and its next
+// such admission indexes it again.
 //
 // # Pipelines
 //
@@ -164,10 +210,11 @@
 //
 // # Clocks
 //
-// By default the rate limit and the leases run on the Redis server's clock (TIME in
-// the script), so instances whose clocks disagree still share one bucket and one set of
-// leases: a lease of 30s ends 30s after Redis granted it, whatever the instances'
-// clocks say. Options.CallerClock makes them use the time the caller passes instead;
+// By default the rate limit, the leases and the reservations' deadlines run on the
+// Redis server's clock (TIME in the script), so instances whose clocks disagree still
+// share one bucket, one set of leases and one judge of expiry: a lease of 30s ends 30s
+// after Redis granted it, and a reservation held for a minute is voided a minute after
+// Redis took it, whatever the instances' clocks say. Options.CallerClock makes them use the time the caller passes instead;
 // the conformance suites need it, since they script time (instants in 2030). Every
 // instance sharing a prefix must use the same clock. Credit periods always come from
 // the caller (the Meter's clock decides the month).
@@ -198,13 +245,11 @@
 //     its last writes).
 //
 // A reply lost after Redis ran the admission script (a timeout, a broken connection)
-// leaves the step taken, and the Store does not undo it by itself: the credits stay
-// reserved and the slot held until its lease ends. A retry of Admit with the same
-// request id takes nothing more, and Close with a full refund undoes the step: it frees
-// the slot, refunds a reservation that was made, and answers store.ErrNotFound for one
-// that never was, so a caller in doubt can close it until Redis answers. A settlement
-// that never reaches Redis leaves the reservation open, the call charged; an open
-// reservation is forgotten after [OpenReservationTTL].
+// leaves the step taken: the credits stay reserved until the reservation's deadline and
+// the slot held until its lease ends, and then both come back. A retry of Admit with the
+// same request id takes nothing more, and Close with a full refund undoes the step at
+// once. A settlement that never reaches Redis leaves the reservation open until its
+// deadline; it is then voided, and the call is not charged.
 //
 // # Memory
 //

@@ -110,10 +110,11 @@ func laneOf(key string) int {
 // about 120 MB of markers.
 const DefaultRetention = 10 * time.Minute
 
-// OpenReservationTTL bounds how long an open reservation is kept. A reservation is
-// settled when its call ends, seconds later; one that outlives this bound was left by a
-// crashed instance, and keeping it any longer would only leak memory. It is longer than
-// a credit period, so that a settlement across a renewal is still recognised.
+// OpenReservationTTL bounds how long the marker of an open (or voided) reservation is
+// kept. A reservation is settled when its call ends, or voided at its deadline,
+// seconds or minutes later; the marker outlives that by far, so that a sweep still
+// finds what to give back after every instance was down for a long time, and a
+// settlement across a renewal is still recognised.
 const OpenReservationTTL = 35 * 24 * time.Hour
 
 // New returns a Store over client, which may be a *goredis.Client, a

@@ -1,0 +1,45 @@
+// Package billing meters calls against an account's plan: its monthly credits, its rate
+// limit and its concurrency ceiling. A [Plan] says what an account may spend and how
+// fast; a [Meter] admits each call (checks the rate limit, takes a concurrency slot,
+// reserves the credits) and settles it when it ends (keeps the charge, or refunds what
+// failed on the service's side, and frees the slot). The Meter is the policy; the
+// stores it runs on ([Ledger], [RateLimiter], [ConcurrencyLimiter], and a [KeyChecker]
+// when key records are cached) keep the state, in one process (store/memory) or shared
+// by many (store/postgres, store/redis). A store that can perform several parts of an
+// admission in one atomic step offers it as an [Admitter].
+//
+// # A reservation's life
+//
+// The credits of a call are a pending transfer with a deadline, as in RFC 4006's
+// credit control (granted units have a validity time) or TigerBeetle's pending
+// transfers with a timeout. Admission reserves them until the reservation's expiry: the
+// admission's time, plus the call's timeout, plus a grace (the Service's
+// Options.ReservationGrace, the Meter's [MeterOptions.Hold]). A reservation ends
+// exactly once:
+//
+//	admit: reserve --> open --+-- settle, before the expiry --> settled: the charge
+//	                          |                                 kept, or refunded
+//	                          |
+//	                          +-- still open at the expiry ---> voided: the credits
+//	                              (the instance died, the       come back and the
+//	                              store was down)               calls are uncounted
+//
+// Whichever gets there first wins, and the other changes nothing: a settlement that
+// arrives after the void gets [ErrVoided]; a void never follows a settlement. Every
+// ledger operation on an account voids its expired reservations first, and a
+// [Sweeper] voids those of accounts nobody touches, from any instance, concurrently
+// with every other.
+//
+// So no credit lives only in a process's memory. A settlement the store cannot take
+// (an outage) is retried by one worker from a bounded queue while the reservation
+// lasts, and otherwise left to the expiry, which refunds it; an admission whose answer
+// was lost is left to the expiry too. The consequence for operators: a call that
+// succeeded but whose charge could not be written before its reservation expired is
+// not charged. An outage or a crash errs in the customer's favour, never against them.
+//
+// # Bounds
+//
+// Balances, grants and refunds stay within [MaxCredits], 2^53-1, which every JSON
+// client reads exactly: a ledger keeps an account's remaining plus used credits at or
+// below it, and refuses a grant that would pass it with [ErrTooManyCredits].
+package billing

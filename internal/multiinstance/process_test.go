@@ -1,0 +1,412 @@
+package multiinstance_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+)
+
+// The tests of this file run the deployment as separate processes, examples/distributed
+// with one instance each, so that an instance can die the way a crashed one does: by
+// SIGKILL, in the middle of its calls, with nothing written on its way out.
+
+// binaries holds examples/distributed, built once per run of the package's tests.
+var binaries struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// distributedBinary returns the path of examples/distributed, built for this run.
+func distributedBinary(t *testing.T) string {
+	t.Helper()
+	binaries.once.Do(func() {
+		binaries.dir, binaries.err = os.MkdirTemp("", "tollgate-distributed-")
+		if binaries.err != nil {
+			return
+		}
+		binaries.path = filepath.Join(binaries.dir, "distributed")
+		out, err := exec.Command("go", "build", "-o", binaries.path, "github.com/tollgate-dev/tollgate/examples/distributed").CombinedOutput()
+		if err != nil {
+			binaries.err = fmt.Errorf("go build ./examples/distributed: %v\n%s", err, out)
+		}
+	})
+	if binaries.err != nil {
+		t.Fatal(binaries.err)
+	}
+	return binaries.path
+}
+
+// A process is one instance of examples/distributed.
+type process struct {
+	cmd  *exec.Cmd
+	url  string
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+// lockedBuffer is the standard error of a process, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startProcess starts an instance with args and waits until it listens. It is killed
+// when the test ends, if it still runs.
+func startProcess(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(distributedBinary(t), append([]string{"-instances", "1", "-port", "0"}, args...)...)
+	p := &process{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("instance %s logged:\n%s", p.url, p.logs.String())
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if _, url, ok := strings.Cut(sc.Text(), "listening on "); ok {
+				urls <- url
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case p.url = <-urls:
+	case <-p.done:
+		t.Fatalf("the instance exited before it listened:\n%s", p.logs.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("the instance does not listen after a minute:\n%s", p.logs.String())
+	}
+	return p
+}
+
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (p *process) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// fixtures writes a fixtures file with the plan "busy" (a million credits, no rate
+// limit, 1000 calls at once), and, if account is not empty, that account with the
+// given balance and key value. It returns the file's path.
+func fixtures(t *testing.T, account string, credits int64, key string) string {
+	t.Helper()
+	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": 1000}}}
+	if account != "" {
+		f["accounts"] = []any{map[string]any{"id": account, "plan": "busy", "credits": credits,
+			"keys": []any{map[string]any{"name": "primary", "value": key, "primary": true}}}}
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "fixtures.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// position is what /v1/analytics reports of an account.
+type position struct {
+	remaining, used int64
+	inUse           int
+}
+
+// analytics reads the account's position through instance url; the balance it reads
+// has the account's expired reservations voided.
+func analytics(ctx context.Context, url, key string) (position, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/analytics", nil)
+	if err != nil {
+		return position{}, err
+	}
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return position{}, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Credits struct {
+				Remaining int64 `json:"remaining"`
+				Used      int64 `json:"used"`
+			} `json:"credits"`
+			Concurrency struct {
+				InUse int `json:"in_use"`
+			} `json:"concurrency"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return position{}, fmt.Errorf("analytics: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return position{}, err
+	}
+	return position{body.Data.Credits.Remaining, body.Data.Credits.Used, body.Data.Concurrency.InUse}, nil
+}
+
+// waitPosition polls the account's position through url until ok accepts it, and
+// returns it and how long that took; it fails the test after limit.
+func waitPosition(t *testing.T, url, key string, limit time.Duration, ok func(position) bool) (position, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	defer cancel()
+	var last position
+	var lastErr error
+	err := testenv.Wait(ctx, func() error {
+		p, err := analytics(ctx, url, key)
+		if err != nil {
+			lastErr = err
+			return err
+		}
+		last = p
+		if !ok(p) {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("after %v the position is %+v (last error %v)", limit, last, lastErr)
+	}
+	return last, time.Since(start)
+}
+
+// slowCall makes a call of echo that runs for delay through url, and returns the
+// status and the credits it was charged (X-Credits-Cost), or the error of a call whose
+// instance died or whose context ended.
+func slowCall(ctx context.Context, url, key string, delay time.Duration) (int, int64, error) {
+	body := fmt.Sprintf(`{"message":"slow","delay_ms":%d}`, delay.Milliseconds())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/echo", strings.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	cost, _ := strconv.ParseInt(resp.Header.Get("X-Credits-Cost"), 10, 64)
+	return resp.StatusCode, cost, nil
+}
+
+// ledgerKinds counts the ledger entries of an account by kind.
+func ledgerKinds(t *testing.T, dsn, schema, account string) map[string]int {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT kind, count(*) FROM `+pgx.Identifier{schema, "tollgate_ledger"}.Sanitize()+
+		` WHERE account_id = $1 GROUP BY kind`, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for rows.Next() {
+		var kind string
+		var n int
+		if err := rows.Scan(&kind, &n); err != nil {
+			t.Fatal(err)
+		}
+		kinds[kind] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return kinds
+}
+
+// The timings of the processes: a call may run 6s, its reservation lives 2s more, a
+// slot 4s without renewal, and every instance sweeps twice a second.
+var processTimings = []string{"-call-timeout", "6s", "-reservation-grace", "2s", "-lease", "4s", "-sweep-interval", "500ms"}
+
+// TestKilledInstance runs three instances as processes on one PostgreSQL and one Redis,
+// puts 100 calls of five seconds in flight on one of them, and kills it with SIGKILL
+// while calls keep being served by the others. Its clients get their connections
+// reset; within the reservations' expiry every credit of its calls is back and every
+// slot free, voided exactly once; and in the end the balance is the starting one less
+// exactly what the answered calls were charged (the sum of X-Credits-Cost over the 200
+// answers).
+func TestKilledInstance(t *testing.T) {
+	for _, limits := range []string{"redis", "postgres"} {
+		t.Run("limits="+limits, func(t *testing.T) {
+			dsn := testenv.Var(t, testenv.Postgres)
+			redisAddr := testenv.Var(t, testenv.Redis)
+			schema := testenv.PostgresSchema(t, dsn)
+			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+			const account, credits, inFlight = "crash", 100_000, 100
+			key := auth.NewKeyValue()
+			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
+				"-limits", limits}, processTimings...)
+			first := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
+			plans := fixtures(t, "", 0, key)
+			second := startProcess(t, append(common, "-fixtures", plans)...)
+			victim := startProcess(t, append(common, "-fixtures", plans)...)
+
+			// The victim's slow calls: every one dies with the instance.
+			var lost sync.WaitGroup
+			for range inFlight {
+				lost.Go(func() {
+					if status, _, err := slowCall(t.Context(), victim.url, key, 5*time.Second); err == nil {
+						t.Errorf("a call on the killed instance was answered %d", status)
+					}
+				})
+			}
+			waitPosition(t, first.url, key, 30*time.Second, func(p position) bool { return p.inUse == inFlight && p.used == inFlight })
+
+			// Calls served by the survivors from now on, their charges summed.
+			var charged, served int64
+			var mu sync.Mutex
+			stop := make(chan struct{})
+			var survivors sync.WaitGroup
+			for w, p := range []*process{first, second, first, second} {
+				survivors.Go(func() {
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						status, cost, err := slowCall(t.Context(), p.url, key, time.Duration(w*i%3)*10*time.Millisecond)
+						if err != nil || status != http.StatusOK {
+							t.Errorf("a survivor's call: %d %v", status, err)
+							return
+						}
+						mu.Lock()
+						charged, served = charged+cost, served+1
+						mu.Unlock()
+					}
+				})
+			}
+
+			victim.kill()
+			killed := time.Now()
+			lost.Wait()
+
+			// The survivors' balance reads void what has expired; each must come back
+			// within the reservations' life (6s + 2s from admission), plus a sweep.
+			p, took := waitPosition(t, second.url, key, 30*time.Second, func(p position) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return p.used <= charged+4 && p.inUse <= 4 // the survivors' calls in flight
+			})
+			close(stop)
+			survivors.Wait()
+			final, _ := waitPosition(t, first.url, key, 10*time.Second, func(p position) bool { return p.inUse == 0 })
+			t.Logf("killed with %d calls in flight; their credits were back %v later (position then %+v); survivors served %d calls",
+				inFlight, took.Round(time.Millisecond), p, served)
+			if final.remaining != credits-charged || final.used != charged {
+				t.Errorf("balance: remaining %d, used %d; want %d and %d (start %d, less %d charged to the %d answered calls)",
+					final.remaining, final.used, credits-charged, charged, credits, charged, served)
+			}
+			if since := time.Since(killed); since > 20*time.Second {
+				t.Errorf("the killed instance's credits came back %v after the kill, want within the reservations' 8s", since)
+			}
+			kinds := ledgerKinds(t, dsn, schema, account)
+			if kinds["expire"] != inFlight || kinds["reserve"] != kinds["settle"]+kinds["refund"]+kinds["expire"] {
+				t.Errorf("ledger %v: want exactly %d expired reservations, one per call of the killed instance, and every other one settled", kinds, inFlight)
+			}
+		})
+	}
+}
+
+// TestRefundsDueWhileStoreDown stops PostgreSQL (a private server) while 20 slow calls
+// run on an instance, lets their clients hang up (the instance answers "not charged",
+// with refunds it cannot write), kills the instance before the store is back, and
+// restarts the store: every refund comes back all the same, by the reservations'
+// expiry, through the instance that survived.
+func TestRefundsDueWhileStoreDown(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	const account, credits, calls = "outage", 10_000, 20
+	key := auth.NewKeyValue()
+	common := append([]string{"-postgres", pg.DSN, "-schema", "tollgate", "-limits", "postgres"}, processTimings...)
+	survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
+	victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+
+	ctx, hangUp := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			if status, _, err := slowCall(ctx, victim.url, key, 5*time.Second); err == nil {
+				t.Errorf("a call whose client hung up was answered %d", status)
+			}
+		})
+	}
+	waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.inUse >= calls })
+	pg.Stop()
+	hangUp()
+	wg.Wait()
+	// The victim settles each call with a refund it cannot write: wait until it has
+	// tried them all (it says so in its log), then kill it.
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(victim.logs.String(), "settlement deferred") < calls {
+		if time.Now().After(deadline) {
+			t.Fatalf("the instance did not try to settle the %d calls:\n%s", calls, victim.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling another process's log
+	}
+	victim.kill()
+	pg.Start()
+
+	p, took := waitPosition(t, survivor.url, key, 60*time.Second, func(p position) bool {
+		return p.remaining == credits && p.used == 0 && p.inUse == 0
+	})
+	t.Logf("the %d refunds were back %v after PostgreSQL returned: %+v", calls, took.Round(time.Millisecond), p)
+	kinds := ledgerKinds(t, pg.DSN, "tollgate", account)
+	if kinds["expire"] != calls || kinds["refund"]+kinds["settle"] != 0 {
+		t.Errorf("ledger %v: want exactly %d expired reservations and no settlement", kinds, calls)
+	}
+}
