@@ -219,3 +219,8 @@ func TestLedgerOpenIsSmall(t *testing.T) {
 		t.Logf("Open allocated %d bytes per account", per)
 	}
 }
+
+// BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
+func BenchmarkSweep(b *testing.B) {
+	storetest.BenchmarkSweep(b, func(*testing.B) billing.Ledger { return memory.NewLedger(nil) }, 1000, 100_000)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/storetest"
 )
 
 // BenchmarkAdmitClose measures a paid call's store traffic as the Meter sends it to one
@@ -115,4 +116,9 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
+func BenchmarkSweep(b *testing.B) {
+	storetest.BenchmarkSweep(b, func(b *testing.B) billing.Ledger { return newStore(b, nil) }, 1000, 100_000)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -226,5 +227,66 @@ func wantMessage(t *testing.T, err error, prefix string) {
 	t.Helper()
 	if err == nil || len(err.Error()) < len(prefix) || err.Error()[:len(prefix)] != prefix {
 		t.Errorf("error %v does not start with %q", err, prefix)
+	}
+}
+
+// TestMigrateOpenReservations upgrades a schema of version 3 that holds reservations an
+// earlier version left open, one settled and one refunded: Migrate marks the open ones
+// expired, so that the first sweep gives their credits back, once, and leaves the
+// others alone.
+func TestMigrateOpenReservations(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	for _, file := range []string{"migrations/0001_schema.sql", "migrations/0002_oauth.sql", "migrations/0003_oauth_replay.sql"} {
+		sql, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(sql)); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE tollgate_schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL);
+		INSERT INTO tollgate_schema_migrations VALUES (1, 'schema'), (2, 'oauth'), (3, 'oauth_replay')`); err != nil {
+		t.Fatal(err)
+	}
+	// Version 3's functions: an account of 100 credits, four reservations of 10, one
+	// settled keeping its charge, one refunded, two left open.
+	if _, err := pool.Exec(ctx, `SELECT tollgate_open('acct', 100, 100, $1, $2, 1)`, period.Start, period.End); err != nil {
+		t.Fatal(err)
+	}
+	ids := []billing.RequestID{{1}, {2}, {3}, {4}}
+	for _, id := range ids {
+		if _, err := pool.Exec(ctx, `SELECT tollgate_reserve('acct', $1, 10, ARRAY['hash'], $2, $3, 100)`, [16]byte(id), period.Start, period.End); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, refund := range []int64{0, 10} {
+		if _, err := pool.Exec(ctx, `SELECT tollgate_settle('acct', $1, $2, ARRAY['hash'], $3, $4, 100)`, [16]byte(ids[i]), refund, period.Start, period.End); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 3: %v", err)
+	}
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Sweep(ctx, t0, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := s.Balance(ctx, "acct", t0, period, 100)
+	if err != nil || b.Remaining != 90 || b.Used != 10 {
+		t.Errorf("after the upgrade and a sweep: %+v, %v; want 90 remaining and 10 used (the settled charge)", b, err)
+	}
+	for i, id := range ids {
+		_, err := s.Settle(ctx, billing.Settlement{Account: "acct", Request: id, Period: period, Allowance: 100, Now: t0})
+		if voided := errors.Is(err, billing.ErrVoided); voided != (i >= 2) || (!voided && err != nil) {
+			t.Errorf("settling reservation %d after the upgrade: %v", i, err)
+		}
 	}
 }

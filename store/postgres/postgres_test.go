@@ -52,11 +52,15 @@ func poolConfig(t testing.TB, schema string, maxConns int32) *pgxpool.Config {
 }
 
 // newPool returns a pool on a fresh, migrated schema. The pool is closed and the schema
-// dropped when the test ends.
-func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
+// dropped when the test ends. adjust, if given, may change the configuration first.
+func newPool(t testing.TB, maxConns int32, adjust ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	schema := newSchema(t)
-	pool, err := pgxpool.NewWithConfig(context.Background(), poolConfig(t, schema, maxConns))
+	cfg := poolConfig(t, schema, maxConns)
+	for _, f := range adjust {
+		f(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

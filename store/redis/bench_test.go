@@ -128,3 +128,8 @@ func BenchmarkConcurrencyLimiter(b *testing.B) {
 func BenchmarkKeyStoreResolve(b *testing.B) {
 	storetest.BenchmarkKeyStoreResolve(b, func(b *testing.B) auth.KeyStore { return newStore(b, nil) }, 1000, 0)
 }
+
+// BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
+func BenchmarkSweep(b *testing.B) {
+	storetest.BenchmarkSweep(b, func(b *testing.B) billing.Ledger { return newStore(b, nil) }, 1000, 100_000)
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,4 +154,68 @@ func BenchmarkKeyStoreLoad(b *testing.B, newStore func(b *testing.B) auth.KeySto
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
+}
+
+// BenchmarkSweep measures the time a [billing.Sweeper] takes to void reservations left
+// open past their expiry: each iteration opens accounts accounts, makes reservations
+// reservations spread over them (from 16 goroutines, not timed), and then sweeps, in
+// batches of 1,000, until nothing is left; ns/op is the time of the sweeps. It checks
+// that every reservation was voided once and every balance is whole again.
+func BenchmarkSweep(b *testing.B, newLedger func(b *testing.B) billing.Ledger, accounts, reservations int) {
+	for range b.N {
+		b.StopTimer()
+		l, n, ctx := newLedger(b), newIDs(), b.Context()
+		sw, ok := l.(billing.Sweeper)
+		if !ok {
+			b.Fatalf("%T is not a billing.Sweeper", l)
+		}
+		names := make([]string, accounts)
+		for i := range names {
+			names[i] = n.id(fmt.Sprintf("a%d", i))
+			if err := l.Open(ctx, billing.Opening{Account: names[i], Balance: int64(reservations), Allowance: int64(reservations), Period: p0}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		now := nowIn(p0)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(reservations); i = next.Add(1) - 1 {
+					r := billing.Reservation{Account: names[i%int64(accounts)], Request: newRequest(), APIs: []string{"hash"}, Amount: 1,
+						Period: p0, Allowance: int64(reservations), Now: now, Expires: now.Add(time.Minute)}
+					if _, err := l.Reserve(ctx, r); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		later := now.Add(time.Hour)
+		b.StartTimer()
+		voided := 0
+		for {
+			v, err := sw.Sweep(ctx, later, 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if v == 0 {
+				break
+			}
+			voided += v
+		}
+		b.StopTimer()
+		if voided != reservations {
+			b.Fatalf("the sweeps voided %d reservations, want %d", voided, reservations)
+		}
+		for _, acct := range names[:min(accounts, 10)] {
+			bal, err := l.Balance(ctx, acct, later, p0, int64(reservations))
+			if err != nil || bal.Used != 0 || bal.Remaining != int64(reservations) {
+				b.Fatalf("account %s after the sweeps: %+v, %v", acct, bal, err)
+			}
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(reservations), "ns/reservation")
 }

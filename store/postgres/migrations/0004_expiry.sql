@@ -76,45 +76,77 @@ BEGIN
 END
 $$;
 
+-- tollgate_usage_less takes p_calls (an object of API ids and counts) from the call
+-- counts p_usage, never going below zero: as that many calls of tollgate_usage_add with
+-- a delta of -1 would.
+CREATE FUNCTION tollgate_usage_less(p_usage jsonb, p_calls jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    u jsonb := p_usage;
+    k text;
+    v text;
+BEGIN
+    FOR k, v IN SELECT * FROM jsonb_each_text(p_calls) LOOP
+        u := jsonb_set(u, ARRAY[k], to_jsonb(greatest(coalesce((u ->> k)::bigint, 0) - v::bigint, 0)));
+    END LOOP;
+    RETURN u;
+END
+$$;
+
 -- tollgate_void voids up to p_limit of the account's reservations that are open past
 -- their expiry at p_now, and returns how many it voided: each gets an 'expire' entry,
 -- and its credits and call counts come back, unless the balance was renewed since (the
 -- entry's amount is what was given back). It takes the account's shards first, then the
--- rows no one else holds: a row that a settlement is deleting is left to it.
+-- rows no one else holds: a row that a settlement is deleting is left to it. It works
+-- on all the rows at once: one DELETE, one UPDATE per shard that counted them, one
+-- INSERT of the entries.
 CREATE FUNCTION tollgate_void(p_account text, p_now bigint, p_limit int) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
-    n int := 0;
-    r uuid;
-    e tollgate_ledger;
-    credited boolean;
+    n int;
+    m tollgate_balances;
 BEGIN
     IF p_limit <= 0 OR NOT EXISTS (SELECT 1 FROM tollgate_reservations x
                                     WHERE x.account_id = p_account AND x.expires <= p_now) THEN
         RETURN 0;
     END IF;
+    SELECT * INTO m FROM tollgate_balances b WHERE b.account_id = p_account;
     PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
-    FOR r IN
+    WITH gone AS (
         DELETE FROM tollgate_reservations d
          WHERE d.account_id = p_account AND d.request_id IN (
                SELECT x.request_id FROM tollgate_reservations x
                 WHERE x.account_id = p_account AND x.expires <= p_now
                 ORDER BY x.expires LIMIT p_limit
                   FOR UPDATE SKIP LOCKED)
-        RETURNING d.request_id
-    LOOP
-        SELECT * INTO e FROM tollgate_ledger l
-         WHERE l.account_id = p_account AND l.request_id = r AND l.kind = 'reserve';
-        CONTINUE WHEN NOT FOUND;
-        CONTINUE WHEN EXISTS (SELECT 1 FROM tollgate_ledger l
-                               WHERE l.account_id = p_account AND l.request_id = r
-                                 AND l.kind IN ('settle', 'refund', 'expire'));
-        credited := tollgate_credit(e, -e.amount, e.apis);
-        INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, apis)
-        VALUES (p_account, r, 'expire', CASE WHEN credited THEN -e.amount ELSE 0 END, e.period_start,
-                CASE WHEN credited THEN e.apis END);
-        n := n + 1;
-    END LOOP;
+        RETURNING d.request_id),
+    e AS (
+        -- The reservations' entries, each given back on the shard that counted it
+        -- (shard 0 once the shards were rebuilt) if the period has not changed since.
+        SELECT l.request_id, -l.amount AS amount, l.apis, l.period_start,
+               coalesce(l.period_start = m.period_start, false) AS credited,
+               CASE WHEN l.generation = m.generation THEN l.shard ELSE 0 END AS target
+          FROM gone g
+          JOIN tollgate_ledger l ON l.account_id = p_account AND l.request_id = g.request_id AND l.kind = 'reserve'
+         WHERE NOT EXISTS (SELECT 1 FROM tollgate_ledger c
+                            WHERE c.account_id = p_account AND c.request_id = g.request_id
+                              AND c.kind IN ('settle', 'refund', 'expire'))),
+    per_shard AS (
+        SELECT e.target, sum(e.amount) AS total,
+               (SELECT coalesce(jsonb_object_agg(a.api, a.calls), '{}')
+                  FROM (SELECT api, count(*) AS calls FROM e e2, unnest(e2.apis) AS api
+                         WHERE e2.credited AND e2.target = e.target GROUP BY api) a) AS calls
+          FROM e WHERE e.credited GROUP BY e.target),
+    credit AS (
+        UPDATE tollgate_balance_shards s
+           SET balance = s.balance + p.total, used = s.used - p.total, usage = tollgate_usage_less(s.usage, p.calls)
+          FROM per_shard p
+         WHERE s.account_id = p_account AND s.shard = p.target AND s.period_start = m.period_start)
+    INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, apis)
+    SELECT p_account, e.request_id, 'expire', CASE WHEN e.credited THEN e.amount ELSE 0 END, e.period_start,
+           CASE WHEN e.credited THEN e.apis END
+      FROM e;
+    GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END
 $$;
