@@ -202,7 +202,7 @@ func TestRegenerate(t *testing.T) {
 // TestDeterministic generates the sample catalog twice and compares the bytes.
 func TestDeterministic(t *testing.T) {
 	list := syntheticCatalog(t, 8)
-	o := options{goImport: "x/clients", npmScope: "@x", pyPrefix: "x", baseURL: defaultBaseURL}
+	o := synthOptions
 	a, err := generate(list, languages, o, noPrevious)
 	if err != nil {
 		t.Fatal(err)

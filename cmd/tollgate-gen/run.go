@@ -81,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.opts.goImport, "go-import", "example.com/tollgate/clients", "import `path` of the directory of the Go packages")
 	fs.StringVar(&cfg.opts.npmScope, "npm-scope", "@tollgate", "npm `scope` of the JavaScript packages")
 	fs.StringVar(&cfg.opts.pyPrefix, "python-prefix", "tollgate", "`prefix` of the Python distributions and modules")
+	fs.StringVar(&cfg.opts.javaPackage, "java-package", "dev.tollgate.clients", "Java `package` (and Maven group) that holds the Java packages")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate-gen -catalog URL|FILE -out DIR [flags]")
 		fs.PrintDefaults()
@@ -96,6 +97,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		problem = "-catalog and -out are required"
 	case !strings.HasPrefix(cfg.opts.npmScope, "@") || strings.Contains(cfg.opts.npmScope, "/"):
 		problem = fmt.Sprintf("-npm-scope %q must look like @scope", cfg.opts.npmScope)
+	case !javaPackageName.MatchString(cfg.opts.javaPackage):
+		problem = fmt.Sprintf("-java-package %q must be dot-separated lowercase identifiers, such as com.example.clients", cfg.opts.javaPackage)
 	case !pyIdent.MatchString(strings.ReplaceAll(cfg.opts.pyPrefix, "-", "_")):
 		problem = fmt.Sprintf("-python-prefix %q must be letters, digits, _ and -, starting with a letter", cfg.opts.pyPrefix)
 	}
@@ -195,7 +198,7 @@ func generate(apis []*catalog.API, langs []string, o options, prev func(dir stri
 	}
 	var out []genFile
 	for _, lang := range langs {
-		l := layouts[lang]
+		l := languageNamed(lang)
 		for _, api := range apis {
 			dir := packagePath(lang, l.dir(&model{API: api, GoPackage: goPackageName(api.ID)}))
 			old, err := prev(dir)
@@ -209,6 +212,9 @@ func generate(apis []*catalog.API, langs []string, o options, prev func(dir stri
 			m, err := newModel(api, o, version)
 			if err != nil {
 				return nil, err
+			}
+			if l.prepare != nil {
+				l.prepare(m, o)
 			}
 			for _, f := range l.files {
 				data, err := render(tmpls[lang], f, m)
