@@ -27,6 +27,8 @@ say "Debian packages (the toolchains the generated client packages are tested wi
 debian=(
   "default-jdk-headless:javac"
   "libjackson2-databind-java:/usr/share/java/jackson-databind.jar"
+  "php-cli:php"
+  "php-curl:/usr/share/doc/php-curl"
 )
 missing=()
 for entry in "${debian[@]}"; do

@@ -84,7 +84,7 @@ func syntheticCatalog(tb testing.TB, n int) []*catalog.API {
 }
 
 // synthOptions are the generator's options for the synthetic catalog.
-var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients",
+var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth",
 	baseURL: "https://api.example.com"}
 
 // noPrevious is the prev function of a first generation.
@@ -156,6 +156,20 @@ func TestSyntheticCatalog(t *testing.T) {
 	t.Run("java", func(t *testing.T) {
 		j := findJDK(t)
 		j.compile(t, t.TempDir(), j.classpath, javaSources(t, filepath.Join(out, "java")))
+	})
+	t.Run("php", func(t *testing.T) {
+		php := findPHP(t)
+		phpLint(t, php, filepath.Join(out, "php"))
+		var dirs []string
+		for _, a := range apis {
+			dirs = append(dirs, filepath.Join(out, "php", a.ID))
+		}
+		// Each package's classes load (constant expressions included) under every
+		// notice and deprecation.
+		load := fmt.Sprintf("require %q; foreach (array_slice($argv, 1) as $d) { register_package($d); $c = json_decode(file_get_contents($d . '/composer.json'), true); $ns = array_key_first($c['autoload']['psr-4']); foreach (glob($d . '/src/*.php') as $f) { $class = $ns . basename($f, '.php'); if (!class_exists($class)) { exit(1); } (new ReflectionClass($class))->getConstants(); } }", mustAbs(t, "testdata/psr4.php"))
+		if b, err := exec.CommandContext(t.Context(), php, append([]string{"-d", "error_reporting=-1", "-r", load, "--"}, dirs...)...).CombinedOutput(); err != nil || len(b) > 0 {
+			t.Fatalf("php: %v\n%s", err, b)
+		}
 	})
 	t.Run("python", func(t *testing.T) {
 		python := testenv.Program(t, "python3")
@@ -283,6 +297,10 @@ func TestValidationAgrees(t *testing.T) {
 			py.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(out, "python", api.ID), "PYTHONDONTWRITEBYTECODE=1")
 			return runDriver(t, py, cases)
 		},
+		"php": func(t *testing.T, inputs []map[string]any) driverOutput {
+			php := findPHP(t)
+			return runDriver(t, phpDriver(t, php, []string{filepath.Join(out, "php", api.ID)}), typed(phpClass("Synth")(api.ID), inputs))
+		},
 		"java": func(t *testing.T, inputs []map[string]any) driverOutput {
 			j := findJDK(t)
 			classes := t.TempDir()
@@ -335,7 +353,7 @@ func TestValidationAgrees(t *testing.T) {
 }
 
 // agreeLanguages are the languages whose packages TestValidationAgrees runs.
-var agreeLanguages = []string{"js", "python", "java"}
+var agreeLanguages = []string{"js", "python", "java", "php"}
 
 // agreeInputs returns the inputs of TestValidationAgrees: parameters of the second
 // synthetic API.
