@@ -27,6 +27,10 @@ say "Debian packages (the toolchains the generated client packages are tested wi
 debian=(
   "default-jdk-headless:javac"
   "libjackson2-databind-java:/usr/share/java/jackson-databind.jar"
+  "mono-mcs:mcs"
+  "mono-runtime:mono"
+  "libmono-system-net-http4.0-cil:/usr/lib/mono/4.5/System.Net.Http.dll"
+  "libnewtonsoft-json-cil-dev:/usr/lib/mono/gac/Newtonsoft.Json"
   "php-cli:php"
   "php-curl:/usr/share/doc/php-curl"
 )

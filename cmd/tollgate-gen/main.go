@@ -1,8 +1,9 @@
 // Command tollgate-gen generates one client package per API of a Tollgate catalog, for
 // Go, JavaScript (an ES module with TypeScript declarations, no dependencies, Node 18
-// or later), Python (3.9 or later, standard library only), Java (a Maven project,
-// Java 8 source for Android, HttpURLConnection and Jackson) and PHP (a Composer package,
-// PHP 8.1 or later, PSR-4, the curl extension).
+// or later), Python (3.9 or later, standard library only), .NET (a NuGet package, C#
+// for netstandard2.0, HttpClient and Newtonsoft.Json), Java (a Maven project, Java 8
+// source for Android, HttpURLConnection and Jackson) and PHP (a Composer package, PHP
+// 8.1 or later, PSR-4, the curl extension).
 //
 //	tollgate-gen -catalog http://localhost:8080/v1/catalog -out clients
 //	tollgate-gen -catalog catalog.json -out clients -lang js,python
@@ -29,14 +30,16 @@
 //
 //	-catalog URL|FILE   the catalog (required)
 //	-out DIR            where the packages go (required)
-//	-lang LIST          languages, comma-separated: go, js, python, java, php
-//	                    (default all)
+//	-lang LIST          languages, comma-separated: go, js, python, dotnet, java,
+//	                    php (default all)
 //	-base-url URL       the service the packages call by default (default: the
 //	                    catalog's service, or http://localhost:8080 for a file)
 //	-go-import PATH     import path of the directory holding the Go packages
 //	                    (default example.com/tollgate/clients)
 //	-npm-scope SCOPE    npm scope of the JavaScript packages (default @tollgate)
 //	-python-prefix P    prefix of the Python distributions and modules (default tollgate)
+//	-dotnet-namespace N namespace of the .NET packages' namespaces and NuGet ids
+//	                    (default Tollgate: Tollgate.Hash)
 //	-java-package P     Java package and Maven group of the Java packages
 //	                    (default dev.tollgate.clients)
 //	-php-namespace NS   namespace of the PHP packages' namespaces, which also names

@@ -74,12 +74,13 @@ type exampleArg struct {
 
 // options are the generator's settings that shape the names.
 type options struct {
-	goImport     string // import path prefix of the Go packages
-	npmScope     string // npm scope, with @
-	pyPrefix     string // prefix of Python names
-	javaPackage  string // Java package and Maven group of the Java packages
-	phpNamespace string // namespace that holds the PHP packages' namespaces
-	baseURL      string
+	goImport        string // import path prefix of the Go packages
+	npmScope        string // npm scope, with @
+	pyPrefix        string // prefix of Python names
+	javaPackage     string // Java package and Maven group of the Java packages
+	dotnetNamespace string // namespace that holds the .NET packages' namespaces
+	phpNamespace    string // namespace that holds the PHP packages' namespaces
+	baseURL         string
 }
 
 // newModel builds the model of api. version is the package's version.

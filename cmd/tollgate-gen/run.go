@@ -81,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.opts.goImport, "go-import", "example.com/tollgate/clients", "import `path` of the directory of the Go packages")
 	fs.StringVar(&cfg.opts.npmScope, "npm-scope", "@tollgate", "npm `scope` of the JavaScript packages")
 	fs.StringVar(&cfg.opts.pyPrefix, "python-prefix", "tollgate", "`prefix` of the Python distributions and modules")
+	fs.StringVar(&cfg.opts.dotnetNamespace, "dotnet-namespace", "Tollgate", ".NET `namespace` that holds the .NET packages' namespaces (and starts their NuGet ids)")
 	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", "Tollgate", "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
 	fs.StringVar(&cfg.opts.javaPackage, "java-package", "dev.tollgate.clients", "Java `package` (and Maven group) that holds the Java packages")
 	fs.Usage = func() {
@@ -100,6 +101,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		problem = fmt.Sprintf("-npm-scope %q must look like @scope", cfg.opts.npmScope)
 	case !javaPackageName.MatchString(cfg.opts.javaPackage):
 		problem = fmt.Sprintf("-java-package %q must be dot-separated lowercase identifiers, such as com.example.clients", cfg.opts.javaPackage)
+	case !dotnetNamespaceName.MatchString(cfg.opts.dotnetNamespace):
+		problem = fmt.Sprintf("-dotnet-namespace %q must be capitalized names separated by dots, such as Acme.Clients", cfg.opts.dotnetNamespace)
 	case !phpNamespaceName.MatchString(cfg.opts.phpNamespace):
 		problem = fmt.Sprintf(`-php-namespace %q must be capitalized names separated by \, such as Acme\Clients`, cfg.opts.phpNamespace)
 	case !pyIdent.MatchString(strings.ReplaceAll(cfg.opts.pyPrefix, "-", "_")):

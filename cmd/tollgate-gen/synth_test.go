@@ -84,7 +84,7 @@ func syntheticCatalog(tb testing.TB, n int) []*catalog.API {
 }
 
 // synthOptions are the generator's options for the synthetic catalog.
-var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth",
+var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth", dotnetNamespace: "Synth",
 	baseURL: "https://api.example.com"}
 
 // noPrevious is the prev function of a first generation.
@@ -152,6 +152,10 @@ func TestSyntheticCatalog(t *testing.T) {
 		if b, err := exec.CommandContext(t.Context(), tsc, args...).CombinedOutput(); err != nil {
 			t.Fatalf("tsc: %v\n%s", err, b)
 		}
+	})
+	t.Run("dotnet", func(t *testing.T) {
+		m := findMono(t)
+		m.compilePackages(t, filepath.Join(out, "dotnet"), t.TempDir())
 	})
 	t.Run("java", func(t *testing.T) {
 		j := findJDK(t)
@@ -268,10 +272,10 @@ func TestValidationAgrees(t *testing.T) {
 	if ok < 30 || len(want)-ok < 50 {
 		t.Errorf("the table has %d accepted and %d refused inputs; it should exercise both: %q", ok, len(want)-ok, want)
 	}
-	typed := func(class string, inputs []map[string]any) []typedCase {
+	typed := func(class, method string, inputs []map[string]any) []typedCase {
 		cases := make([]typedCase, len(inputs))
 		for i, in := range inputs {
-			cases[i] = typedCase{fmt.Sprint(i), class, testserver.PrimaryKey, srv.URL, "execute", []any{in}}
+			cases[i] = typedCase{fmt.Sprint(i), class, testserver.PrimaryKey, srv.URL, method, []any{in}}
 		}
 		return cases
 	}
@@ -299,14 +303,20 @@ func TestValidationAgrees(t *testing.T) {
 		},
 		"php": func(t *testing.T, inputs []map[string]any) driverOutput {
 			php := findPHP(t)
-			return runDriver(t, phpDriver(t, php, []string{filepath.Join(out, "php", api.ID)}), typed(phpClass("Synth")(api.ID), inputs))
+			return runDriver(t, phpDriver(t, php, []string{filepath.Join(out, "php", api.ID)}), typed(phpClass("Synth")(api.ID), "execute", inputs))
+		},
+		"dotnet": func(t *testing.T, inputs []map[string]any) driverOutput {
+			m := findMono(t)
+			dir := t.TempDir()
+			m.compilePackages(t, filepath.Join(out, "dotnet"), dir)
+			return runDriver(t, m.driver(t, dir), typed(dotnetClass("Synth")(api.ID), "ExecuteAsync", inputs))
 		},
 		"java": func(t *testing.T, inputs []map[string]any) driverOutput {
 			j := findJDK(t)
 			classes := t.TempDir()
 			j.compile(t, classes, j.classpath, append(javaSources(t, filepath.Join(out, "java")), "testdata/Drive.java"))
 			cp := classes + string(os.PathListSeparator) + j.classpath
-			return runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), typed(javaClass("synth.clients")(api.ID), inputs))
+			return runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), typed(javaClass("synth.clients")(api.ID), "execute", inputs))
 		},
 	}
 	for _, lang := range agreeLanguages {
@@ -353,7 +363,7 @@ func TestValidationAgrees(t *testing.T) {
 }
 
 // agreeLanguages are the languages whose packages TestValidationAgrees runs.
-var agreeLanguages = []string{"js", "python", "java", "php"}
+var agreeLanguages = []string{"js", "python", "dotnet", "java", "php"}
 
 // agreeInputs returns the inputs of TestValidationAgrees: parameters of the second
 // synthetic API.
