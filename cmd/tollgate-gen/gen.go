@@ -45,7 +45,7 @@ type outFile struct {
 func fixed(p string) func(*model) string { return func(*model) string { return p } }
 
 // allLanguages are the languages the generator writes, in the order it writes them.
-var allLanguages = []*language{&goLanguage, &jsLanguage, &pythonLanguage, &dotnetLanguage, &javaLanguage, &phpLanguage}
+var allLanguages = []*language{&goLanguage, &jsLanguage, &pythonLanguage, &dotnetLanguage, &javaLanguage, &phpLanguage, &dartLanguage}
 
 // languages are the names of allLanguages, as -lang takes them.
 var languages = func() []string {

@@ -38,18 +38,18 @@ func (j jdk) compile(t *testing.T, dir, classpath string, sources []string) {
 	}
 }
 
-// javaSources returns the .java files under dir.
-func javaSources(t *testing.T, dir string) []string {
+// sourceFiles returns the files under dir whose names end in ext.
+func sourceFiles(t *testing.T, dir, ext string) []string {
 	t.Helper()
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".java") {
+		if err == nil && strings.HasSuffix(p, ext) {
 			files = append(files, p)
 		}
 		return err
 	})
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no Java sources in %s: %v", dir, err)
+		t.Fatalf("no %s files in %s: %v", ext, dir, err)
 	}
 	return files
 }
@@ -67,7 +67,7 @@ func TestJavaPackages(t *testing.T) {
 	srv := testserver.Start(t)
 	img := srv.ImageFile(t)
 	classes := t.TempDir()
-	j.compile(t, classes, j.classpath, append(javaSources(t, filepath.Join(examplesDir, "java")), "testdata/Drive.java"))
+	j.compile(t, classes, j.classpath, append(sourceFiles(t, filepath.Join(examplesDir, "java"), ".java"), "testdata/Drive.java"))
 	cases := typedCases(srv, img, javaClass("dev.tollgate.clients"), func(m string) string { return m })
 	cp := classes + string(os.PathListSeparator) + j.classpath
 	report := runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), cases)
@@ -78,7 +78,7 @@ func TestJavaPackages(t *testing.T) {
 	// the test server by default.
 	pkgs := generateExamples(t, "java", srv.URL)
 	compiled := t.TempDir()
-	j.compile(t, compiled, j.classpath, javaSources(t, pkgs))
+	j.compile(t, compiled, j.classpath, sourceFiles(t, pkgs, ".java"))
 	for id := range packageDirs(t, "java") {
 		t.Run("README "+id, func(t *testing.T) {
 			work := readmeWork(t, srv, filepath.Join(pkgs, id, "README.md"), "java", "Example.java")

@@ -2,8 +2,8 @@
 // Go, JavaScript (an ES module with TypeScript declarations, no dependencies, Node 18
 // or later), Python (3.9 or later, standard library only), .NET (a NuGet package, C#
 // for netstandard2.0, HttpClient and Newtonsoft.Json), Java (a Maven project, Java 8
-// source for Android, HttpURLConnection and Jackson) and PHP (a Composer package, PHP
-// 8.1 or later, PSR-4, the curl extension).
+// source for Android, HttpURLConnection and Jackson), PHP (a Composer package, PHP 8.1
+// or later, PSR-4, the curl extension) and Dart (a pub package, Dart 3, dart:io).
 //
 //	tollgate-gen -catalog http://localhost:8080/v1/catalog -out clients
 //	tollgate-gen -catalog catalog.json -out clients -lang js,python
@@ -31,7 +31,7 @@
 //	-catalog URL|FILE   the catalog (required)
 //	-out DIR            where the packages go (required)
 //	-lang LIST          languages, comma-separated: go, js, python, dotnet, java,
-//	                    php (default all)
+//	                    php, dart (default all)
 //	-base-url URL       the service the packages call by default (default: the
 //	                    catalog's service, or http://localhost:8080 for a file)
 //	-go-import PATH     import path of the directory holding the Go packages
@@ -42,6 +42,8 @@
 //	                    (default Tollgate: Tollgate.Hash)
 //	-java-package P     Java package and Maven group of the Java packages
 //	                    (default dev.tollgate.clients)
+//	-dart-prefix P      prefix of the Dart packages' names (default tollgate:
+//	                    tollgate_hash)
 //	-php-namespace NS   namespace of the PHP packages' namespaces, which also names
 //	                    their Composer vendor (default Tollgate: Tollgate\Hash, tollgate/hash)
 //

@@ -80,6 +80,7 @@ type options struct {
 	javaPackage     string // Java package and Maven group of the Java packages
 	dotnetNamespace string // namespace that holds the .NET packages' namespaces
 	phpNamespace    string // namespace that holds the PHP packages' namespaces
+	dartPrefix      string // prefix of the Dart packages' names
 	baseURL         string
 }
 

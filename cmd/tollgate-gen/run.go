@@ -83,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.opts.pyPrefix, "python-prefix", "tollgate", "`prefix` of the Python distributions and modules")
 	fs.StringVar(&cfg.opts.dotnetNamespace, "dotnet-namespace", "Tollgate", ".NET `namespace` that holds the .NET packages' namespaces (and starts their NuGet ids)")
 	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", "Tollgate", "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
+	fs.StringVar(&cfg.opts.dartPrefix, "dart-prefix", "tollgate", "`prefix` of the Dart packages' names (tollgate_hash)")
 	fs.StringVar(&cfg.opts.javaPackage, "java-package", "dev.tollgate.clients", "Java `package` (and Maven group) that holds the Java packages")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate-gen -catalog URL|FILE -out DIR [flags]")
@@ -105,6 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		problem = fmt.Sprintf("-dotnet-namespace %q must be capitalized names separated by dots, such as Acme.Clients", cfg.opts.dotnetNamespace)
 	case !phpNamespaceName.MatchString(cfg.opts.phpNamespace):
 		problem = fmt.Sprintf(`-php-namespace %q must be capitalized names separated by \, such as Acme\Clients`, cfg.opts.phpNamespace)
+	case !dartPrefixName.MatchString(cfg.opts.dartPrefix):
+		problem = fmt.Sprintf("-dart-prefix %q must be lowercase letters, digits and _, starting with a letter", cfg.opts.dartPrefix)
 	case !pyIdent.MatchString(strings.ReplaceAll(cfg.opts.pyPrefix, "-", "_")):
 		problem = fmt.Sprintf("-python-prefix %q must be letters, digits, _ and -, starting with a letter", cfg.opts.pyPrefix)
 	}

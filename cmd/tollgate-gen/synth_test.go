@@ -84,7 +84,7 @@ func syntheticCatalog(tb testing.TB, n int) []*catalog.API {
 }
 
 // synthOptions are the generator's options for the synthetic catalog.
-var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth", dotnetNamespace: "Synth",
+var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth", dotnetNamespace: "Synth", dartPrefix: "synth",
 	baseURL: "https://api.example.com"}
 
 // noPrevious is the prev function of a first generation.
@@ -92,7 +92,9 @@ func noPrevious(string) (*meta, error) { return nil, nil }
 
 // TestSyntheticCatalog generates the packages of a catalog that uses every feature and
 // checks that each language accepts them: Go vets them in a module of their own, node
-// imports the JavaScript and tsc checks its declarations, python3 imports the Python.
+// imports the JavaScript and tsc checks its declarations, python3 imports the Python,
+// mcs and javac compile the .NET and Java, php lints and loads the PHP, and the Dart
+// grammar parses the Dart.
 func TestSyntheticCatalog(t *testing.T) {
 	apis := syntheticCatalog(t, 4)
 	out := t.TempDir()
@@ -153,13 +155,18 @@ func TestSyntheticCatalog(t *testing.T) {
 			t.Fatalf("tsc: %v\n%s", err, b)
 		}
 	})
+	t.Run("dart", func(t *testing.T) {
+		if errs := dartSyntaxErrors(t, sourceFiles(t, filepath.Join(out, "dart"), ".dart")); len(errs) > 0 {
+			t.Fatalf("syntax errors:\n\t%s", strings.Join(errs, "\n\t"))
+		}
+	})
 	t.Run("dotnet", func(t *testing.T) {
 		m := findMono(t)
 		m.compilePackages(t, filepath.Join(out, "dotnet"), t.TempDir())
 	})
 	t.Run("java", func(t *testing.T) {
 		j := findJDK(t)
-		j.compile(t, t.TempDir(), j.classpath, javaSources(t, filepath.Join(out, "java")))
+		j.compile(t, t.TempDir(), j.classpath, sourceFiles(t, filepath.Join(out, "java"), ".java"))
 	})
 	t.Run("php", func(t *testing.T) {
 		php := findPHP(t)
@@ -191,7 +198,7 @@ func TestSyntheticCatalog(t *testing.T) {
 }
 
 // BenchmarkGenerate measures the generation of the packages of a 300-API synthetic
-// catalog in the three languages (rendering, formatting the Go code), in memory and
+// catalog in every language (rendering, formatting the Go code), in memory and
 // with the files written.
 //
 //	go test -run '^$' -bench Generate -benchtime 5x ./cmd/tollgate-gen
@@ -314,7 +321,7 @@ func TestValidationAgrees(t *testing.T) {
 		"java": func(t *testing.T, inputs []map[string]any) driverOutput {
 			j := findJDK(t)
 			classes := t.TempDir()
-			j.compile(t, classes, j.classpath, append(javaSources(t, filepath.Join(out, "java")), "testdata/Drive.java"))
+			j.compile(t, classes, j.classpath, append(sourceFiles(t, filepath.Join(out, "java"), ".java"), "testdata/Drive.java"))
 			cp := classes + string(os.PathListSeparator) + j.classpath
 			return runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), typed(javaClass("synth.clients")(api.ID), "execute", inputs))
 		},
