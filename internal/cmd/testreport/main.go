@@ -1,6 +1,7 @@
 // Command testreport summarizes the output of go test -json read from standard input:
-// one line per package, the output of every failed test, and every skipped test with its
-// reason. It exits with status 1 if a test failed or a package did not build, and, when
+// one line per package, the output of every failed test, every skipped test with its
+// reason, and last a line "N passed, N failed, N skipped" counting tests and subtests.
+// It exits with status 1 if a test failed or a package did not build, and, when
 // CI=true, if any test skipped: in CI everything must run.
 package main
 
@@ -37,6 +38,7 @@ func main() {
 func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 	output := map[string][]string{} // package/test -> output lines
 	var failed, skipped []string
+	passed := 0
 	pkgs := map[string]string{}
 	buildFailed := false
 	sc := bufio.NewScanner(r)
@@ -62,6 +64,9 @@ func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 				pkgs[e.Package] = fmt.Sprintf("FAIL %s (%.1fs)", e.Package, e.Elapsed)
 			}
 		case "pass":
+			if e.Test != "" {
+				passed++
+			}
 			if e.Test == "" {
 				pkgs[e.Package] = fmt.Sprintf("ok   %s (%.1fs)", e.Package, e.Elapsed)
 			}
@@ -108,5 +113,6 @@ func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 			bad = true
 		}
 	}
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped\n", passed, len(failed), len(skipped))
 	return bad, nil
 }

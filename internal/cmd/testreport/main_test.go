@@ -30,6 +30,7 @@ func TestReport(t *testing.T) {
 		mention string
 	}{
 		{"PassOutsideCI", pass, false, false, "ok   p"},
+		{"Counts", pass + skip + fail, false, true, "1 passed, 1 failed, 1 skipped\n"},
 		{"PassInCI", pass, true, false, "ok   p"},
 		{"SkipOutsideCI", pass + skip, false, false, "TOLLGATE_TEST_REDIS is not set"},
 		{"SkipInCI", pass + skip, true, true, "every test must run"},
@@ -45,6 +46,9 @@ func TestReport(t *testing.T) {
 			}
 			if bad != tt.bad {
 				t.Errorf("bad = %v, want %v\n%s", bad, tt.bad, out.String())
+			}
+			if !strings.HasSuffix(out.String(), " skipped\n") {
+				t.Errorf("report does not end with the counts:\n%s", out.String())
 			}
 			if !strings.Contains(out.String(), tt.mention) {
 				t.Errorf("report does not mention %q:\n%s", tt.mention, out.String())
