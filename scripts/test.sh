@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: formatting, vet, staticcheck, and every Go test with the race
 # detector, including the ones that drive npm tools and the PostgreSQL and Redis stores.
-# It installs what it needs (Go modules, the pinned npm tools into tools/npm/node_modules)
-# and starts PostgreSQL and Redis if they are stopped. With CI=true, a test that would skip
+# It installs what it needs (Go modules, the pinned npm tools into tools/npm/node_modules,
+# the Debian packages of the client packages' toolchains when they are missing) and
+# starts PostgreSQL and Redis if they are stopped. With CI=true, a test that would skip
 # for want of a tool or a server fails instead, and so does the run if anything skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,34 @@ if command -v npm >/dev/null; then
   export TOLLGATE_NODE_TOOLS="$root/tools/npm"
 else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
+fi
+
+say "Debian packages (the toolchains the generated client packages are tested with)"
+# Each entry: a package, and a command or file whose absence means it must be installed.
+debian=(
+  "default-jdk-headless:javac"
+  "libjackson2-databind-java:/usr/share/java/jackson-databind.jar"
+  "mono-mcs:mcs"
+  "mono-runtime:mono"
+  "libmono-system-net-http4.0-cil:/usr/lib/mono/4.5/System.Net.Http.dll"
+  "libnewtonsoft-json-cil-dev:/usr/lib/mono/gac/Newtonsoft.Json"
+  "php-cli:php"
+  "php-curl:/usr/share/doc/php-curl"
+)
+missing=()
+for entry in "${debian[@]}"; do
+  pkg=${entry%%:*} probe=${entry#*:}
+  if [[ $probe == /* ]]; then [ -e "$probe" ] || missing+=("$pkg"); else command -v "$probe" >/dev/null || missing+=("$pkg"); fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    say "apt-get is not usable here: tests that need ${missing[*]} will skip (or fail under CI=true)"
+  fi
 fi
 
 say "PostgreSQL and Redis"

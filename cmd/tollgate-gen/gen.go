@@ -22,14 +22,18 @@ import (
 //go:embed templates
 var templateFS embed.FS
 
-// The languages the generator writes, in the order it writes them.
-var languages = []string{"go", "js", "python"}
-
-// A layout is the files of one language's package: each file's path in the package
-// and the template that writes it.
-type layout struct {
+// A language is one ecosystem the generator writes packages for: where each API's
+// package goes, the files of a package and the template that writes each, and the
+// functions its templates call. Each language's file (golang.go, js.go, python.go,
+// ...) defines one, and its templates are in templates/<name>.
+type language struct {
+	name  string
 	dir   func(m *model) string // the package's directory under the language's
 	files []outFile
+	funcs template.FuncMap
+	// prepare sets the language's names in a model: Package, Namespace and each
+	// parameter's Member. It may be nil.
+	prepare func(m *model, o options)
 }
 
 type outFile struct {
@@ -40,42 +44,34 @@ type outFile struct {
 
 func fixed(p string) func(*model) string { return func(*model) string { return p } }
 
-var layouts = map[string]layout{
-	"go": {
-		dir: func(m *model) string { return m.GoPackage },
-		files: []outFile{
-			{fixed("doc.go"), "doc.go.tmpl", formatGo},
-			{fixed("client.go"), "client.go.tmpl", formatGo},
-			{fixed("example_test.go"), "example_test.go.tmpl", formatGo},
-			{fixed("README.md"), "go/README.md.tmpl", nil},
-		},
-	},
-	"js": {
-		dir: func(m *model) string { return m.API.ID },
-		files: []outFile{
-			{fixed("index.js"), "index.js.tmpl", nil},
-			{fixed("index.d.ts"), "index.d.ts.tmpl", nil},
-			{fixed("package.json"), "package.json.tmpl", nil},
-			{fixed("README.md"), "js/README.md.tmpl", nil},
-		},
-	},
-	"python": {
-		dir: func(m *model) string { return m.API.ID },
-		files: []outFile{
-			{fixed("pyproject.toml"), "pyproject.toml.tmpl", nil},
-			{fixed("README.md"), "python/README.md.tmpl", nil},
-			{func(m *model) string { return m.PyModule + "/__init__.py" }, "init.py.tmpl", nil},
-			{func(m *model) string { return m.PyModule + "/client.py" }, "client.py.tmpl", nil},
-			{func(m *model) string { return m.PyModule + "/py.typed" }, "", nil},
-		},
-	},
+// allLanguages are the languages the generator writes, in the order it writes them.
+var allLanguages = []*language{&goLanguage, &jsLanguage, &pythonLanguage, &dotnetLanguage, &javaLanguage, &phpLanguage, &dartLanguage}
+
+// languages are the names of allLanguages, as -lang takes them.
+var languages = func() []string {
+	names := make([]string, len(allLanguages))
+	for i, l := range allLanguages {
+		names[i] = l.name
+	}
+	return names
+}()
+
+// languageNamed returns the language of a name in languages.
+func languageNamed(name string) *language {
+	for _, l := range allLanguages {
+		if l.name == name {
+			return l
+		}
+	}
+	panic("tollgate-gen: no language " + name)
 }
 
 // loadTemplates parses the templates of each language, with the shared ones.
 func loadTemplates() (map[string]*template.Template, error) {
-	out := make(map[string]*template.Template, len(languages))
-	for _, lang := range languages {
-		t := template.New(lang).Funcs(commonFuncs).Funcs(langFuncs[lang])
+	out := make(map[string]*template.Template, len(allLanguages))
+	for _, l := range allLanguages {
+		lang := l.name
+		t := template.New(lang).Funcs(commonFuncs).Funcs(l.funcs)
 		// README templates share a base name across languages, so each language's is
 		// parsed under the name lang/README.md.tmpl.
 		entries, err := templateFS.ReadDir("templates/" + lang)
@@ -143,8 +139,6 @@ var commonFuncs = template.FuncMap{
 		return no
 	},
 }
-
-var langFuncs = map[string]template.FuncMap{"go": goFuncs, "js": jsFuncs, "python": pyFuncs}
 
 // wrapWidth is the width of generated comments, prefix included.
 const wrapWidth = 90
@@ -412,4 +406,74 @@ func jsonString(s string) string {
 	e.SetEscapeHTML(false)
 	e.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// MarshalJSON writes the rule as a JSON object with its entries in order.
+func (r rule) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range r {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(e.key))
+		b.WriteByte(':')
+		v, err := json.Marshal(e.value)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// rulesJSON returns the rules of a package's parameters, and of its file if it has
+// one, as one line of JSON for the packages that read them when they load (.NET, Java,
+// PHP, Dart): {"params": [...], "file": {...}}, with Python's snake_case keys. The
+// line holds no single quote, so that it fits a raw string of any of those languages.
+func rulesJSON(m *model) string {
+	params := make([]rule, len(m.Params))
+	for i, p := range m.Params {
+		params[i] = ruleOf(p.Param, true)
+	}
+	r := rule{{"params", params}}
+	if m.API.File != nil {
+		r = append(r, ruleEntry{"file", fileRule(m.API.File, true)})
+	}
+	b, _ := json.Marshal(r) // rules hold strings, numbers, booleans and lists
+	return strings.ReplaceAll(string(b), "'", `\u0027`)
+}
+
+// memberNames sets each parameter's Member: its name as style writes it, changed so
+// that it is neither a reserved word of the language nor a name given before.
+func memberNames(m *model, style func(string) string, reserved map[string]bool) {
+	names := newNameSet()
+	for w := range reserved {
+		names[w] = true
+	}
+	members := map[string]string{}
+	for i := range m.Params {
+		m.Params[i].Member = names.add(style(m.Params[i].Name))
+		members[m.Params[i].Name] = m.Params[i].Member
+	}
+	for i := range m.Example {
+		m.Example[i].P.Member = members[m.Example[i].P.Name]
+	}
+	for i := range m.FileFields {
+		m.FileFields[i].Member = members[m.FileFields[i].Name]
+	}
+}
+
+// camel writes a name in lower camel case: "delay_ms" is delayMs.
+func camel(name string) string { return lowerFirst(pascal(name)) }
+
+// floatLiteral writes f as a floating-point literal of C-like languages (Go, Java, C#,
+// Dart): with a decimal point or an exponent.
+func floatLiteral(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
 }

@@ -157,7 +157,8 @@ func TestRegenerate(t *testing.T) {
 	writeCatalog(t, cat, apis.Hash(), echo)
 	gen()
 	after := readTree(t, out)
-	for _, p := range []string{"go/hash/client.go", "js/hash/index.js", "python/hash/tollgate_hash/client.py"} {
+	for _, p := range []string{"go/hash/client.go", "js/hash/index.js", "python/hash/tollgate_hash/client.py", "dotnet/hash/HashClient.cs",
+		"java/hash/src/main/java/dev/tollgate/clients/hash/HashClient.java", "php/hash/src/HashClient.php", "dart/hash/lib/src/client.dart"} {
 		if !bytes.Equal(before[p], after[p]) {
 			t.Errorf("%s changed although the hash API did not", p)
 		}
@@ -191,6 +192,20 @@ func TestRegenerate(t *testing.T) {
 		"python/hash/README.md":                 "pip install tollgate-hash",
 		"python/hash/tollgate_hash/client.py":   `DEFAULT_BASE_URL = "http://localhost:8080"`,
 		"js/hash/index.js":                      "export const DEFAULT_BASE_URL = 'http://localhost:8080';",
+		"dotnet/echo/Tollgate.Echo.csproj":      "<Version>1.1.0</Version>",
+		"dotnet/hash/Tollgate.Hash.csproj":      "<Version>1.0.0</Version>",
+		"dotnet/echo/EchoClient.cs":             `public const string PackageVersion = @"1.1.0";`,
+		"dotnet/echo/Runtime.cs":                `{""name"":""repeat"",""type"":""integer"",""min"":1}`,
+		"java/echo/pom.xml":                     "<version>1.1.0</version>",
+		"java/hash/pom.xml":                     "<version>1.0.0</version>",
+		"java/echo/src/main/java/dev/tollgate/clients/echo/EchoParams.java": "public EchoParams repeat(Long value)",
+		"php/echo/composer.json":        `"version": "1.1.0"`,
+		"php/hash/composer.json":        `"version": "1.0.0"`,
+		"php/echo/src/EchoClient.php":   "public const VERSION = '1.1.0';",
+		"dart/echo/pubspec.yaml":        "version: 1.1.0",
+		"dart/hash/pubspec.yaml":        "version: 1.0.0",
+		"dart/echo/lib/src/client.dart": "final int? repeat;",
+		"dart/echo/README.md":           "Version 1.1.0.",
 	} {
 		got, ok := after[p]
 		if !ok || !strings.Contains(string(got), want) {
@@ -202,7 +217,7 @@ func TestRegenerate(t *testing.T) {
 // TestDeterministic generates the sample catalog twice and compares the bytes.
 func TestDeterministic(t *testing.T) {
 	list := syntheticCatalog(t, 8)
-	o := options{goImport: "x/clients", npmScope: "@x", pyPrefix: "x", baseURL: defaultBaseURL}
+	o := synthOptions
 	a, err := generate(list, languages, o, noPrevious)
 	if err != nil {
 		t.Fatal(err)

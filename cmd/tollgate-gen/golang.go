@@ -11,6 +11,20 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
+// goLanguage writes one Go package per API, in a directory named after the package,
+// built on the client package.
+var goLanguage = language{
+	name: "go",
+	dir:  func(m *model) string { return m.GoPackage },
+	files: []outFile{
+		{fixed("doc.go"), "doc.go.tmpl", formatGo},
+		{fixed("client.go"), "client.go.tmpl", formatGo},
+		{fixed("example_test.go"), "example_test.go.tmpl", formatGo},
+		{fixed("README.md"), "go/README.md.tmpl", nil},
+	},
+	funcs: goFuncs,
+}
+
 // goFuncs are the template functions of the Go packages.
 var goFuncs = template.FuncMap{
 	"goParamType":  goParamType,
@@ -174,11 +188,7 @@ func goValue(v any) string {
 	case int64:
 		return strconv.FormatInt(v, 10)
 	case float64:
-		s := strconv.FormatFloat(v, 'g', -1, 64)
-		if !strings.ContainsAny(s, ".eE") {
-			s += ".0"
-		}
-		return s
+		return floatLiteral(v)
 	case []any:
 		parts := make([]string, len(v))
 		for i, e := range v {

@@ -8,6 +8,20 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
+// jsLanguage writes one npm package per API, in a directory named after the API: an
+// ES module with TypeScript declarations.
+var jsLanguage = language{
+	name: "js",
+	dir:  func(m *model) string { return m.API.ID },
+	files: []outFile{
+		{fixed("index.js"), "index.js.tmpl", nil},
+		{fixed("index.d.ts"), "index.d.ts.tmpl", nil},
+		{fixed("package.json"), "package.json.tmpl", nil},
+		{fixed("README.md"), "js/README.md.tmpl", nil},
+	},
+	funcs: jsFuncs,
+}
+
 // jsFuncs are the template functions of the JavaScript packages.
 var jsFuncs = template.FuncMap{
 	"jsString":      jsQuote,

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,12 +194,12 @@ func checkResult(t *testing.T, c liveCase, r liveResult) {
 	if e.Status != "error" || e.Error == "" || e.Data != nil || e.Message == "" {
 		t.Errorf("%s: error %+v, want status \"error\", the message in error and message, data null", c.name, e)
 	}
-	switch c.errClass {
-	case "ValidationError":
+	switch {
+	case strings.HasPrefix(c.errClass, "Validation"):
 		if e.Param != c.param || !strings.Contains(e.Message, fmt.Sprintf("parameter %q", c.param)) {
 			t.Errorf("%s: error %+v, want one naming %q", c.name, e, c.param)
 		}
-	case "APIError":
+	default:
 		if e.HTTPStatus != c.httpStatus || e.Code != c.code {
 			t.Errorf("%s: error %+v, want %d %s", c.name, e, c.httpStatus, c.code)
 		}
@@ -524,4 +526,115 @@ for path in sys.argv[1:]:
 	if out, err := exec.CommandContext(t.Context(), python, append([]string{"-c", check}, files...)...).CombinedOutput(); err != nil {
 		t.Errorf("the packages do not parse as Python 3.9: %v\n%s", err, out)
 	}
+}
+
+// callArgs returns the arguments of a live case's call: the parameters, or for a file
+// call the path or address of the file and the fields (when the case has any).
+func callArgs(srv *testserver.Server, img string, c liveCase) []any {
+	args := []any{}
+	if c.file != "" {
+		args = append(args, fileArg(srv, img, c.file))
+	}
+	if c.params != nil || c.file == "" {
+		args = append(args, c.params)
+	}
+	return args
+}
+
+// A typedCase is a call for the drivers of the typed languages (testdata/Drive.java,
+// testdata/Drive.cs, testdata/drive.php): construct Class with Key and BaseURL, then
+// call Method(...Args).
+type typedCase struct {
+	Name    string `json:"name"`
+	Class   string `json:"class"`
+	Key     string `json:"key"`
+	BaseURL string `json:"baseUrl"`
+	Method  string `json:"method"`
+	Args    []any  `json:"args"`
+}
+
+// typedCtorCases are the constructor calls every typed language must refuse: no key, a
+// key that is not UUID-shaped, a base URL that is not http or https.
+var typedCtorCases = []struct{ key, baseURL string }{
+	{"", ""},
+	{"undefined", ""},
+	{testserver.PrimaryKey, "ftp://example.com"},
+}
+
+// typedCases returns the live cases, then the constructor cases, for a typed
+// language's driver; class names the client class of an API, method the name of a
+// method (execute, executeWithFile, executeWithUrl) in the language.
+func typedCases(srv *testserver.Server, img string, class, method func(string) string) []typedCase {
+	var cases []typedCase
+	for _, c := range liveCases {
+		key := c.key
+		if key == "" {
+			key = testserver.PrimaryKey
+		}
+		args := callArgs(srv, img, c)
+		if c.file != "" && len(args) == 1 {
+			args = append(args, nil)
+		}
+		cases = append(cases, typedCase{c.name, class(c.api), key, srv.URL, method(c.method), args})
+	}
+	for _, cc := range typedCtorCases {
+		base := cc.baseURL
+		if base == "" {
+			base = srv.URL
+		}
+		cases = append(cases, typedCase{fmt.Sprintf("constructor %q %q", cc.key, cc.baseURL), class("hash"), cc.key, base, method("execute"),
+			[]any{map[string]any{"text": "a"}}})
+	}
+	return cases
+}
+
+// checkTypedReport checks a typed language's driver report on typedCases: every live
+// case as [checkResult] does, with the language's names of ValidationError and
+// APIError, and every constructor case refused with ctorClass.
+func checkTypedReport(t *testing.T, report driverOutput, validationClass, apiClass, ctorClass string) {
+	t.Helper()
+	if len(report.Results) != len(liveCases)+len(typedCtorCases) {
+		t.Fatalf("%d results, want %d", len(report.Results), len(liveCases)+len(typedCtorCases))
+	}
+	for i, c := range liveCases {
+		switch c.errClass {
+		case "ValidationError":
+			c.errClass = validationClass
+		case "APIError":
+			c.errClass = apiClass
+		}
+		t.Run(c.name, func(t *testing.T) { checkResult(t, c, report.Results[i]) })
+	}
+	for _, r := range report.Results[len(liveCases):] {
+		if r.OK || r.Stage != "constructor" || r.Error.Class != ctorClass {
+			t.Errorf("%s: %+v, want a %s from the constructor", r.Name, r, ctorClass)
+		}
+	}
+}
+
+// generateExamples generates the example packages of one language into a temporary
+// directory, as examples/clients has them but calling baseURL by default, so that each
+// README's example runs as written against a test server.
+func generateExamples(t *testing.T, lang, baseURL string) string {
+	t.Helper()
+	out := t.TempDir()
+	var stderr bytes.Buffer
+	if code := run(t.Context(), append(examplesArgs(out), "-lang", lang, "-base-url", baseURL), io.Discard, &stderr); code != 0 {
+		t.Fatalf("tollgate-gen: exit %d: %s", code, stderr.String())
+	}
+	return filepath.Join(out, lang)
+}
+
+// readmeWork returns a directory holding a README's example, written to file, and the
+// photo.png the examples of file APIs upload.
+func readmeWork(t *testing.T, srv *testserver.Server, readme, lang, file string) string {
+	t.Helper()
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, file), []byte(readmeBlock(t, readme, lang)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "photo.png"), srv.PNG, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return work
 }

@@ -1,12 +1,16 @@
 // Command tollgate-gen generates one client package per API of a Tollgate catalog, for
 // Go, JavaScript (an ES module with TypeScript declarations, no dependencies, Node 18
-// or later) and Python (3.9 or later, standard library only).
+// or later), Python (3.9 or later, standard library only), .NET (a NuGet package, C#
+// for netstandard2.0, HttpClient and Newtonsoft.Json), Java (a Maven project, Java 8
+// source for Android, HttpURLConnection and Jackson), PHP (a Composer package, PHP 8.1
+// or later, PSR-4, the curl extension) and Dart (a pub package, Dart 3, dart:io).
 //
 //	tollgate-gen -catalog http://localhost:8080/v1/catalog -out clients
 //	tollgate-gen -catalog catalog.json -out clients -lang js,python
 //
 // The catalog is the answer of GET /v1/catalog, read from the service or from a saved
-// copy. The packages go to DIR/go/<package>, DIR/js/<api_id> and DIR/python/<api_id>.
+// copy. The packages go to DIR/go/<package>, and to DIR/<language>/<api_id> for the
+// others.
 // Each has the same two-step shape (construct with a key, then execute the call), typed
 // parameters and results, the catalog's validation rules (checked before anything is
 // sent), the auth-mode header of its ecosystem, a README with an example, and a semver
@@ -26,13 +30,22 @@
 //
 //	-catalog URL|FILE   the catalog (required)
 //	-out DIR            where the packages go (required)
-//	-lang LIST          languages, comma-separated: go, js, python (default all)
+//	-lang LIST          languages, comma-separated: go, js, python, dotnet, java,
+//	                    php, dart (default all)
 //	-base-url URL       the service the packages call by default (default: the
 //	                    catalog's service, or http://localhost:8080 for a file)
 //	-go-import PATH     import path of the directory holding the Go packages
 //	                    (default example.com/tollgate/clients)
 //	-npm-scope SCOPE    npm scope of the JavaScript packages (default @tollgate)
 //	-python-prefix P    prefix of the Python distributions and modules (default tollgate)
+//	-dotnet-namespace N namespace of the .NET packages' namespaces and NuGet ids
+//	                    (default Tollgate: Tollgate.Hash)
+//	-java-package P     Java package and Maven group of the Java packages
+//	                    (default dev.tollgate.clients)
+//	-dart-prefix P      prefix of the Dart packages' names (default tollgate:
+//	                    tollgate_hash)
+//	-php-namespace NS   namespace of the PHP packages' namespaces, which also names
+//	                    their Composer vendor (default Tollgate: Tollgate\Hash, tollgate/hash)
 //
 // Exit status: 0 on success, 1 when the catalog cannot be read or the packages cannot
 // be written, 2 for a usage mistake.

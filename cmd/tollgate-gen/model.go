@@ -25,11 +25,17 @@ type model struct {
 	Example []exampleArg
 
 	GoPackage, GoImport string // package name and import path
-	JSPackage, JSClass  string // npm name and class name
+	JSPackage           string // npm name
 	PyDist, PyModule    string // distribution and import name
-	PyClass             string
-	// JSPrefix starts the names of the JavaScript and Python types: HashParams.
-	JSPrefix string
+	// Package is the package's name in its ecosystem's registry, and Namespace the
+	// namespace its code is in, for the languages that set them in their prepare
+	// function: the NuGet id and C# namespace, the Maven coordinates and Java package,
+	// the Composer name and PHP namespace, the pub name and Dart library.
+	Package, Namespace string
+	// Class is the name of the client's class: HashClient.
+	Class string
+	// Prefix starts the names of the other types: HashParams.
+	Prefix string
 
 	// ResultStruct says whether the Go result is a struct (every field name fits a
 	// struct tag) rather than a map.
@@ -46,6 +52,9 @@ type model struct {
 type param struct {
 	*catalog.Param
 	GoName string
+	// Member is the parameter's name in the typed parameters of the languages that
+	// set it in their prepare function: a property, a setter or a named argument.
+	Member string
 	Rules  string // the rules in words, "" if none
 	URL    bool   // the "url" parameter of a file API
 }
@@ -65,10 +74,14 @@ type exampleArg struct {
 
 // options are the generator's settings that shape the names.
 type options struct {
-	goImport string // import path prefix of the Go packages
-	npmScope string // npm scope, with @
-	pyPrefix string // prefix of Python names
-	baseURL  string
+	goImport        string // import path prefix of the Go packages
+	npmScope        string // npm scope, with @
+	pyPrefix        string // prefix of Python names
+	javaPackage     string // Java package and Maven group of the Java packages
+	dotnetNamespace string // namespace that holds the .NET packages' namespaces
+	phpNamespace    string // namespace that holds the PHP packages' namespaces
+	dartPrefix      string // prefix of the Dart packages' names
+	baseURL         string
 }
 
 // newModel builds the model of api. version is the package's version.
@@ -77,11 +90,10 @@ func newModel(api *catalog.API, o options, version string) (*model, error) {
 	m.GoPackage = goPackageName(api.ID)
 	m.GoImport = strings.TrimSuffix(o.goImport, "/") + "/" + m.GoPackage
 	m.JSPackage = o.npmScope + "/" + api.ID
-	m.JSPrefix = pascal(api.ID)
-	m.JSClass = m.JSPrefix + "Client"
+	m.Prefix = pascal(api.ID)
+	m.Class = m.Prefix + "Client"
 	m.PyDist = o.pyPrefix + "-" + api.ID
 	m.PyModule = strings.ReplaceAll(m.PyDist, "-", "_")
-	m.PyClass = m.JSClass
 	params := slices.Clone(api.Params)
 	if api.File != nil {
 		u, err := urlParam(api)
@@ -330,4 +342,14 @@ func goPackageName(id string) string {
 		s += "api"
 	}
 	return s
+}
+
+// paramField returns the field of an object parameter by name, or nil.
+func paramField(p *catalog.Param, name string) *catalog.Param {
+	for i := range p.Fields {
+		if p.Fields[i].Name == name {
+			return &p.Fields[i]
+		}
+	}
+	return nil
 }

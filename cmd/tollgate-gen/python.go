@@ -8,6 +8,21 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
+// pythonLanguage writes one Python distribution per API, in a directory named after
+// the API, with its module in a folder of the module's name.
+var pythonLanguage = language{
+	name: "python",
+	dir:  func(m *model) string { return m.API.ID },
+	files: []outFile{
+		{fixed("pyproject.toml"), "pyproject.toml.tmpl", nil},
+		{fixed("README.md"), "python/README.md.tmpl", nil},
+		{func(m *model) string { return m.PyModule + "/__init__.py" }, "init.py.tmpl", nil},
+		{func(m *model) string { return m.PyModule + "/client.py" }, "client.py.tmpl", nil},
+		{func(m *model) string { return m.PyModule + "/py.typed" }, "", nil},
+	},
+	funcs: pyFuncs,
+}
+
 // pyFuncs are the template functions of the Python packages.
 var pyFuncs = template.FuncMap{
 	"pyString":      jsonString,

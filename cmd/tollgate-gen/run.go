@@ -12,8 +12,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"text/template"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -81,6 +85,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.opts.goImport, "go-import", "example.com/tollgate/clients", "import `path` of the directory of the Go packages")
 	fs.StringVar(&cfg.opts.npmScope, "npm-scope", "@tollgate", "npm `scope` of the JavaScript packages")
 	fs.StringVar(&cfg.opts.pyPrefix, "python-prefix", "tollgate", "`prefix` of the Python distributions and modules")
+	fs.StringVar(&cfg.opts.dotnetNamespace, "dotnet-namespace", "Tollgate", ".NET `namespace` that holds the .NET packages' namespaces (and starts their NuGet ids)")
+	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", "Tollgate", "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
+	fs.StringVar(&cfg.opts.dartPrefix, "dart-prefix", "tollgate", "`prefix` of the Dart packages' names (tollgate_hash)")
+	fs.StringVar(&cfg.opts.javaPackage, "java-package", "dev.tollgate.clients", "Java `package` (and Maven group) that holds the Java packages")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate-gen -catalog URL|FILE -out DIR [flags]")
 		fs.PrintDefaults()
@@ -96,6 +104,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		problem = "-catalog and -out are required"
 	case !strings.HasPrefix(cfg.opts.npmScope, "@") || strings.Contains(cfg.opts.npmScope, "/"):
 		problem = fmt.Sprintf("-npm-scope %q must look like @scope", cfg.opts.npmScope)
+	case !javaPackageName.MatchString(cfg.opts.javaPackage):
+		problem = fmt.Sprintf("-java-package %q must be dot-separated lowercase identifiers, such as com.example.clients", cfg.opts.javaPackage)
+	case !dotnetNamespaceName.MatchString(cfg.opts.dotnetNamespace):
+		problem = fmt.Sprintf("-dotnet-namespace %q must be capitalized names separated by dots, such as Acme.Clients", cfg.opts.dotnetNamespace)
+	case !phpNamespaceName.MatchString(cfg.opts.phpNamespace):
+		problem = fmt.Sprintf(`-php-namespace %q must be capitalized names separated by \, such as Acme\Clients`, cfg.opts.phpNamespace)
+	case !dartPrefixName.MatchString(cfg.opts.dartPrefix):
+		problem = fmt.Sprintf("-dart-prefix %q must be lowercase letters, digits and _, starting with a letter", cfg.opts.dartPrefix)
 	case !pyIdent.MatchString(strings.ReplaceAll(cfg.opts.pyPrefix, "-", "_")):
 		problem = fmt.Sprintf("-python-prefix %q must be letters, digits, _ and -, starting with a letter", cfg.opts.pyPrefix)
 	}
@@ -187,44 +203,72 @@ type genFile struct {
 
 // generate renders the packages of every API in each language. prev reads the
 // metadata of the package generated earlier in a directory (relative to the output),
-// or returns nil.
+// or returns nil. The packages are rendered in parallel, one per CPU, and returned in
+// a fixed order: by language, then by API.
 func generate(apis []*catalog.API, langs []string, o options, prev func(dir string) (*meta, error)) ([]genFile, error) {
 	tmpls, err := loadTemplates()
 	if err != nil {
 		return nil, err
 	}
-	var out []genFile
+	type job struct {
+		l   *language
+		api *catalog.API
+	}
+	var jobs []job
 	for _, lang := range langs {
-		l := layouts[lang]
 		for _, api := range apis {
-			dir := packagePath(lang, l.dir(&model{API: api, GoPackage: goPackageName(api.ID)}))
-			old, err := prev(dir)
-			if err != nil {
-				return nil, err
-			}
-			version, err := nextVersion(old, api)
-			if err != nil {
-				return nil, err
-			}
-			m, err := newModel(api, o, version)
-			if err != nil {
-				return nil, err
-			}
-			for _, f := range l.files {
-				data, err := render(tmpls[lang], f, m)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, genFile{dir + "/" + f.path(m), data})
-			}
-			metaData, err := encodeMeta(api, version)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, genFile{dir + "/" + metaFile, metaData})
+			jobs = append(jobs, job{languageNamed(lang), api})
 		}
 	}
-	return out, nil
+	files := make([][]genFile, len(jobs))
+	errs := make([]error, len(jobs))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				files[i], errs[i] = generatePackage(jobs[i].l, tmpls[jobs[i].l.name], jobs[i].api, o, prev)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Concat(files...), nil
+}
+
+// generatePackage renders the package of one API in one language.
+func generatePackage(l *language, tmpl *template.Template, api *catalog.API, o options, prev func(dir string) (*meta, error)) ([]genFile, error) {
+	dir := packagePath(l.name, l.dir(&model{API: api, GoPackage: goPackageName(api.ID)}))
+	old, err := prev(dir)
+	if err != nil {
+		return nil, err
+	}
+	version, err := nextVersion(old, api)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(api, o, version)
+	if err != nil {
+		return nil, err
+	}
+	if l.prepare != nil {
+		l.prepare(m, o)
+	}
+	out := make([]genFile, 0, len(l.files)+1)
+	for _, f := range l.files {
+		data, err := render(tmpl, f, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, genFile{dir + "/" + f.path(m), data})
+	}
+	metaData, err := encodeMeta(api, version)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, genFile{dir + "/" + metaFile, metaData}), nil
 }
 
 func packagePath(lang, dir string) string { return lang + "/" + dir }

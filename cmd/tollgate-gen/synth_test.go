@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,6 +53,7 @@ func syntheticCatalog(tb testing.TB, n int) []*catalog.API {
 				{Name: "items", Type: catalog.Array, Items: &catalog.Param{Type: catalog.Object, Fields: []catalog.Param{
 					{Name: "id", Type: catalog.Integer, Required: true},
 				}}},
+				{Name: "site", Type: catalog.String, Format: catalog.FormatURL},
 			},
 			Result: []catalog.Field{
 				{Name: "is leap year", Type: catalog.Boolean, Description: "Whether."},
@@ -80,16 +83,22 @@ func syntheticCatalog(tb testing.TB, n int) []*catalog.API {
 	return apis
 }
 
+// synthOptions are the generator's options for the synthetic catalog.
+var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth", dotnetNamespace: "Synth", dartPrefix: "synth",
+	baseURL: "https://api.example.com"}
+
 // noPrevious is the prev function of a first generation.
 func noPrevious(string) (*meta, error) { return nil, nil }
 
 // TestSyntheticCatalog generates the packages of a catalog that uses every feature and
 // checks that each language accepts them: Go vets them in a module of their own, node
-// imports the JavaScript and tsc checks its declarations, python3 imports the Python.
+// imports the JavaScript and tsc checks its declarations, python3 imports the Python,
+// mcs and javac compile the .NET and Java, php lints and loads the PHP, and the Dart
+// grammar parses the Dart.
 func TestSyntheticCatalog(t *testing.T) {
 	apis := syntheticCatalog(t, 4)
 	out := t.TempDir()
-	files, err := generate(apis, languages, options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", baseURL: "https://api.example.com"}, noPrevious)
+	files, err := generate(apis, languages, synthOptions, noPrevious)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +155,33 @@ func TestSyntheticCatalog(t *testing.T) {
 			t.Fatalf("tsc: %v\n%s", err, b)
 		}
 	})
+	t.Run("dart", func(t *testing.T) {
+		if errs := dartSyntaxErrors(t, sourceFiles(t, filepath.Join(out, "dart"), ".dart")); len(errs) > 0 {
+			t.Fatalf("syntax errors:\n\t%s", strings.Join(errs, "\n\t"))
+		}
+	})
+	t.Run("dotnet", func(t *testing.T) {
+		m := findMono(t)
+		m.compilePackages(t, filepath.Join(out, "dotnet"), t.TempDir())
+	})
+	t.Run("java", func(t *testing.T) {
+		j := findJDK(t)
+		j.compile(t, t.TempDir(), j.classpath, sourceFiles(t, filepath.Join(out, "java"), ".java"))
+	})
+	t.Run("php", func(t *testing.T) {
+		php := findPHP(t)
+		phpLint(t, php, filepath.Join(out, "php"))
+		var dirs []string
+		for _, a := range apis {
+			dirs = append(dirs, filepath.Join(out, "php", a.ID))
+		}
+		// Each package's classes load (constant expressions included) under every
+		// notice and deprecation.
+		load := fmt.Sprintf("require %q; foreach (array_slice($argv, 1) as $d) { register_package($d); $c = json_decode(file_get_contents($d . '/composer.json'), true); $ns = array_key_first($c['autoload']['psr-4']); foreach (glob($d . '/src/*.php') as $f) { $class = $ns . basename($f, '.php'); if (!class_exists($class)) { exit(1); } (new ReflectionClass($class))->getConstants(); } }", mustAbs(t, "testdata/psr4.php"))
+		if b, err := exec.CommandContext(t.Context(), php, append([]string{"-d", "error_reporting=-1", "-r", load, "--"}, dirs...)...).CombinedOutput(); err != nil || len(b) > 0 {
+			t.Fatalf("php: %v\n%s", err, b)
+		}
+	})
 	t.Run("python", func(t *testing.T) {
 		python := testenv.Program(t, "python3")
 		var paths, imports []string
@@ -162,13 +198,13 @@ func TestSyntheticCatalog(t *testing.T) {
 }
 
 // BenchmarkGenerate measures the generation of the packages of a 300-API synthetic
-// catalog in the three languages (rendering, formatting the Go code), in memory and
+// catalog in every language (rendering, formatting the Go code), in memory and
 // with the files written.
 //
 //	go test -run '^$' -bench Generate -benchtime 5x ./cmd/tollgate-gen
 func BenchmarkGenerate(b *testing.B) {
 	apis := syntheticCatalog(b, 300)
-	o := options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", baseURL: "https://api.example.com"}
+	o := synthOptions
 	b.Run("memory", func(b *testing.B) {
 		var files, size int
 		for b.Loop() {
@@ -198,16 +234,16 @@ func BenchmarkGenerate(b *testing.B) {
 	})
 }
 
-// TestValidationAgrees checks that the JavaScript and Python packages judge parameters
-// as the catalog does: a table of inputs covering every rule goes through the Go
-// validation and through both packages (against a server that accepts anything), and
-// each must accept the same inputs and name the same parameter for the others.
+// TestValidationAgrees checks that the packages judge parameters as the catalog does:
+// a table of inputs covering every rule goes through the Go validation and through the
+// package of each language that runs here (against a server that accepts anything),
+// and each must accept the same inputs and name the same parameter for the others.
+// The formats' inputs probe the edges of the service's parsers (Go's net/url and
+// net/netip) and string lengths past U+FFFF.
 func TestValidationAgrees(t *testing.T) {
-	node := testenv.Program(t, "node")
-	python := testenv.Program(t, "python3")
 	api := syntheticCatalog(t, 2)[1] // POST, every rule
 	out := t.TempDir()
-	files, err := generate([]*catalog.API{api}, []string{"js", "python"}, options{npmScope: "@synth", pyPrefix: "synth", baseURL: defaultBaseURL}, noPrevious)
+	files, err := generate([]*catalog.API{api}, agreeLanguages, synthOptions, noPrevious)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +258,128 @@ func TestValidationAgrees(t *testing.T) {
 		w.Write([]byte(`{"status":"ok","error":null,"data":{}}`))
 	}))
 	t.Cleanup(srv.Close)
-	long := strings.Repeat("é", 201)
+	inputs := agreeInputs()
+	// What the catalog says: "" for accepted, else the parameter it names.
+	want := make([]string, len(inputs))
+	ok := 0
+	for i, in := range inputs {
+		b, _ := json.Marshal(in)
+		var decoded map[string]any
+		json.Unmarshal(b, &decoded)
+		if _, err := api.ValidateJSON(decoded); err != nil {
+			var pe *catalog.ParamError
+			if !errors.As(err, &pe) {
+				t.Fatalf("input %d: %v", i, err)
+			}
+			want[i] = pe.Param
+		} else {
+			ok++
+		}
+	}
+	if ok < 30 || len(want)-ok < 50 {
+		t.Errorf("the table has %d accepted and %d refused inputs; it should exercise both: %q", ok, len(want)-ok, want)
+	}
+	typed := func(class, method string, inputs []map[string]any) []typedCase {
+		cases := make([]typedCase, len(inputs))
+		for i, in := range inputs {
+			cases[i] = typedCase{fmt.Sprint(i), class, testserver.PrimaryKey, srv.URL, method, []any{in}}
+		}
+		return cases
+	}
+	wantAll := want
+	drivers := map[string]func(t *testing.T, inputs []map[string]any) driverOutput{
+		"js": func(t *testing.T, inputs []map[string]any) driverOutput {
+			node := testenv.Program(t, "node")
+			var cases []jsCase
+			for i, in := range inputs {
+				cases = append(cases, jsCase{Name: fmt.Sprint(i), Module: filepath.Join(out, "js", api.ID, "index.js"), Class: "Synthetic001Client",
+					Options: map[string]any{"api_key": testserver.PrimaryKey, "base_url": srv.URL}, Method: "execute", Args: []any{in}})
+			}
+			return runDriver(t, exec.CommandContext(t.Context(), node, "testdata/drive.mjs"), cases)
+		},
+		"python": func(t *testing.T, inputs []map[string]any) driverOutput {
+			python := testenv.Program(t, "python3")
+			var cases []pyCase
+			for _, in := range inputs {
+				cases = append(cases, pyCase{"", "synth_synthetic_001", "Synthetic001Client",
+					[]any{testserver.PrimaryKey}, map[string]any{"base_url": srv.URL}, "execute", []any{in}})
+			}
+			py := exec.CommandContext(t.Context(), python, "testdata/drive.py")
+			py.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(out, "python", api.ID), "PYTHONDONTWRITEBYTECODE=1")
+			return runDriver(t, py, cases)
+		},
+		"php": func(t *testing.T, inputs []map[string]any) driverOutput {
+			php := findPHP(t)
+			return runDriver(t, phpDriver(t, php, []string{filepath.Join(out, "php", api.ID)}), typed(phpClass("Synth")(api.ID), "execute", inputs))
+		},
+		"dotnet": func(t *testing.T, inputs []map[string]any) driverOutput {
+			m := findMono(t)
+			dir := t.TempDir()
+			m.compilePackages(t, filepath.Join(out, "dotnet"), dir)
+			return runDriver(t, m.driver(t, dir), typed(dotnetClass("Synth")(api.ID), "ExecuteAsync", inputs))
+		},
+		"java": func(t *testing.T, inputs []map[string]any) driverOutput {
+			j := findJDK(t)
+			classes := t.TempDir()
+			j.compile(t, classes, j.classpath, append(sourceFiles(t, filepath.Join(out, "java"), ".java"), "testdata/Drive.java"))
+			cp := classes + string(os.PathListSeparator) + j.classpath
+			return runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), typed(javaClass("synth.clients")(api.ID), "execute", inputs))
+		},
+	}
+	for _, lang := range agreeLanguages {
+		t.Run(lang, func(t *testing.T) {
+			accepted.Store(0)
+			inputs, want, ok := inputs, want, ok
+			if lang == "js" || lang == "python" {
+				// Their URL check is their platform's parser (WHATWG URL, urllib.parse),
+				// which differs from the service's at the edges: they get every input
+				// but the URL format's edges.
+				inputs, want, ok = nil, nil, 0
+				for i, in := range agreeInputs() {
+					if _, site := in["site"]; !site {
+						inputs, want = append(inputs, in), append(want, wantAll[i])
+					}
+				}
+				for _, w := range want {
+					if w == "" {
+						ok++
+					}
+				}
+			}
+			report := drivers[lang](t, inputs)
+			if len(report.Results) != len(inputs) {
+				t.Fatalf("%d results, want %d", len(report.Results), len(inputs))
+			}
+			for i, r := range report.Results {
+				got := ""
+				if !r.OK {
+					got = r.Error.Param
+					if !strings.HasPrefix(r.Error.Class, "Validation") {
+						got = "(" + r.Error.Class + ": " + r.Error.Message + ")"
+					}
+				}
+				if got != want[i] {
+					t.Errorf("input %d %v: the package says %q, the catalog %q", i, inputs[i], got, want[i])
+				}
+			}
+			if n := accepted.Load(); n != int64(ok) {
+				t.Errorf("%d calls reached the server, want %d (the accepted inputs)", n, ok)
+			}
+		})
+	}
+}
+
+// agreeLanguages are the languages whose packages TestValidationAgrees runs.
+var agreeLanguages = []string{"js", "python", "dotnet", "java", "php"}
+
+// agreeInputs returns the inputs of TestValidationAgrees: parameters of the second
+// synthetic API.
+func agreeInputs() []map[string]any {
 	inputs := []map[string]any{
 		{"text": "a"},
 		{},
 		{"text": ""},
-		{"text": long},
+		{"text": strings.Repeat("é", 201)},
 		{"text": 5},
 		{"text": "a", "mode": "slow"},
 		{"text": "a", "mode": "it's"},
@@ -270,58 +422,25 @@ func TestValidationAgrees(t *testing.T) {
 		{"text": "a", "items": []any{map[string]any{}}},
 		{"text": "a", "zzz": 1, "aaa": 2},
 	}
-	// What the catalog says: "" for accepted, else the parameter it names.
-	want := make([]string, len(inputs))
-	for i, in := range inputs {
-		b, _ := json.Marshal(in)
-		var decoded map[string]any
-		json.Unmarshal(b, &decoded)
-		if _, err := api.ValidateJSON(decoded); err != nil {
-			var pe *catalog.ParamError
-			if !errors.As(err, &pe) {
-				t.Fatalf("input %d: %v", i, err)
-			}
-			want[i] = pe.Param
+	// The formats' edges, and lengths in characters past U+FFFF.
+	edges := map[string][]string{
+		"site": {"http://a:b:80/", "http://h/%zz", "http://h/?%zz", "http://h/#%zz", "HTTP://h", "http:/h", "http:h",
+			"http://[::1]:80/", "http://[1.2.3.4]/", "http://%41/", "http://%c3%a9/", "http://u{@h/", `http://h\x/`, "http://:80",
+			"http://a]b/", "http://[fe80::1%25en0]/", "http://[fe80::1%25]/", "http://x[::1]/", "ftp://h/", "http://", "http://h/ x",
+			"http://h/\u00a0", "http://\u00e9.example/", "https://user:p@ss@h/", "http://h:8a/", "http://h#\u0001", "http://h/\u0001",
+			"http://[::1]x/", "http://h:/", "//h/", "http://@/", "http://[::ffff:1.2.3.4]/"},
+		"ip": {"01.2.3.4", "0.0.0.0", "::", "1::2::3", "::ffff:1.2.3.4", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8::", "1:2:3:4:5:6:7::",
+			"12345::", "::1.2.3.4", "1:2:3:4:5:6:1.2.3.4", "1:2:3:4:5:6:7:1.2.3.4", ":1::", "1:", "::1:", "1.2.3.4:80", "::ffff:1.2.3.04",
+			"abcd::ABCD", "g::1", "1.2.3.4.5", "1..2.3"},
+		"class":       {"a@b.c", "@b.c", "a@b.", "a@.b", "a b@c.d", "\u00e9@\u00fc.de", "a@b.c\u2028"},
+		"day-of-week": {"2024-13-45", "\uff12024-01-01", "2024-01-01\n", "2024-01-1a"},
+		"color":       {"##abc", "abc", "#ABCDEF", "#12345g"},
+		"text":        {strings.Repeat("\U0001F600", 200), strings.Repeat("\U0001F600", 201)},
+	}
+	for _, name := range slices.Sorted(maps.Keys(edges)) {
+		for _, v := range edges[name] {
+			inputs = append(inputs, map[string]any{"text": "a", name: v})
 		}
 	}
-	var jsCases []jsCase
-	var pyCases []pyCase
-	for i, in := range inputs {
-		name := fmt.Sprint(i)
-		jsCases = append(jsCases, jsCase{Name: name, Module: filepath.Join(out, "js", api.ID, "index.js"), Class: "Synthetic001Client",
-			Options: map[string]any{"api_key": testserver.PrimaryKey, "base_url": srv.URL}, Method: "execute", Args: []any{in}})
-		pyCases = append(pyCases, pyCase{name, "synth_synthetic_001", "Synthetic001Client",
-			[]any{testserver.PrimaryKey}, map[string]any{"base_url": srv.URL}, "execute", []any{in}})
-	}
-	py := exec.CommandContext(t.Context(), python, "testdata/drive.py")
-	py.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(out, "python", api.ID), "PYTHONDONTWRITEBYTECODE=1")
-	for lang, report := range map[string]driverOutput{
-		"js":     runDriver(t, exec.CommandContext(t.Context(), node, "testdata/drive.mjs"), jsCases),
-		"python": runDriver(t, py, pyCases),
-	} {
-		for i, r := range report.Results {
-			got := ""
-			if !r.OK {
-				got = r.Error.Param
-				if r.Error.Class != "ValidationError" {
-					got = "(" + r.Error.Class + ": " + r.Error.Message + ")"
-				}
-			}
-			if got != want[i] {
-				t.Errorf("%s: input %v: the package says %q, the catalog %q", lang, inputs[i], got, want[i])
-			}
-		}
-	}
-	ok := 0
-	for _, w := range want {
-		if w == "" {
-			ok++
-		}
-	}
-	if ok < 15 || len(want)-ok < 25 {
-		t.Errorf("the table has %d accepted and %d refused inputs; it should exercise both: %q", ok, len(want)-ok, want)
-	}
-	if n := accepted.Load(); n != int64(2*ok) {
-		t.Errorf("%d calls reached the server, want %d (the accepted inputs, once per language)", n, 2*ok)
-	}
+	return inputs
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -14,4 +15,14 @@ func Program(t testing.TB, name string) string {
 		Unavailable(t, "%s is not on PATH: %v", name, err)
 	}
 	return p
+}
+
+// File returns path if it exists, or calls [Unavailable]; from says what provides it
+// (a Debian package), for the message.
+func File(t testing.TB, path, from string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		Unavailable(t, "%s (from %s) is missing: %v", path, from, err)
+	}
+	return path
 }
