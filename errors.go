@@ -124,8 +124,8 @@ func (c Code) GraphQLCode() string {
 }
 
 // GraphQLStatus returns the HTTP status of a GraphQL response that the code stops as a
-// whole. It differs from [Code.HTTPStatus] where the specification says so (402 for
-// exhausted credits).
+// whole. It differs from [Code.HTTPStatus] for exhausted credits: GraphQL answers 402
+// Payment Required where REST answers 429.
 func (c Code) GraphQLStatus() int {
 	if c >= numCodes {
 		return http.StatusInternalServerError

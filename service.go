@@ -519,7 +519,8 @@ type Receipt struct {
 func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]Result, Receipt, error) {
 	rc := Receipt{Plan: p.Plan}
 	// The call costs the sum of its distinct APIs' costs: an API invoked twice (with
-	// other arguments, through GraphQL aliases) counts once, as the specification says.
+	// other arguments, through GraphQL aliases) counts once: a call pays for each API it
+	// uses, not for each time it names one.
 	cost := int64(0)
 	apis := make([]string, 0, len(invs))
 	for i := range invs {

@@ -10,7 +10,8 @@ import (
 // A CredentialKind is the form in which a credential was sent.
 type CredentialKind uint8
 
-// The credential forms of the specification, in order of precedence.
+// The credential forms a client may send, in order of precedence: the first one present
+// is used and the others are ignored.
 const (
 	// APIKeyHeader is "x-api-key: <key>".
 	APIKeyHeader CredentialKind = iota + 1

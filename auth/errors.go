@@ -6,7 +6,8 @@ import (
 )
 
 // Errors of the edge check: the request carries no credential, or one of the wrong
-// shape. The service answers both with a bare HTML 403, as the specification requires.
+// shape. The service answers both with a bare HTML 403, with no JSON and no CORS
+// headers: the edge refuses them before any account is looked up.
 var (
 	ErrNoCredential        = errors.New("no API key was sent")
 	ErrMalformedCredential = errors.New("the API key is not a UUID")
@@ -15,7 +16,8 @@ var (
 // Errors that are a verdict on the credential itself (401).
 var (
 	// ErrUnknownKey reports a well-formed key that matches no key of any account,
-	// including the old value of a rotated key. Its text is the specification's.
+	// including the old value of a rotated key. Its text, "unauthorized", is what clients
+	// are told, and says nothing about which keys exist.
 	ErrUnknownKey = errors.New("unauthorized")
 	// ErrInvalidSession reports a session token (x-jwt) that is forged, malformed,
 	// expired, or names an account that does not exist.

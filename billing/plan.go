@@ -24,8 +24,8 @@ type Plan struct {
 	// unlimited.
 	Concurrency int `json:"concurrency"`
 	// GraphQLMaxAPIs is the number of distinct APIs one GraphQL query may name; 0 means
-	// no cap beyond the gateway's complexity limits. The specification sets 1 for free
-	// plans and at least 10 for paid ones.
+	// no cap beyond the gateway's complexity limits. Free plans usually allow 1, paid
+	// ones at least 10.
 	GraphQLMaxAPIs int `json:"graphql_max_apis"`
 }
 

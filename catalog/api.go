@@ -92,10 +92,10 @@ type Field struct {
 // return promptly when ctx is done.
 //
 // To say that a well-formed input is wrong (a date that does not exist, a value the API
-// cannot process), return an error made by [Reject]: the caller gets a 400 with the message
-// and the call is charged, as the specification requires. Any other error, a panic or a
-// timeout counts as a failure on the service's side: the caller gets a 5xx and the credits
-// are refunded.
+// cannot process), return an error made by [Reject]: the caller gets a 400 with the
+// message and the call is charged (the API did its work on a valid request). Any other
+// error, a panic or a timeout counts as a failure on the service's side: the caller
+// gets a 5xx and the credits are refunded.
 type Handler interface {
 	ServeAPI(ctx context.Context, req *Request) (any, error)
 }

@@ -41,8 +41,12 @@
 //
 // # GraphQL names
 //
-// The specification's naming rules are implemented by [RootFieldName] (API ids) and
-// [GraphQLName] (parameters and result fields). Underscores count as alphanumeric and
+// The GraphQL names of APIs, parameters and result fields follow four rules: a root field
+// is its API id lowercased with hyphens removed; in other names each of - + : . / \
+// becomes an underscore; any other character that is not an ASCII letter, digit or
+// underscore is dropped; and a name that would start with a digit gets a leading
+// underscore. [RootFieldName] (API ids) and [GraphQLName] (parameters and result fields)
+// implement them. Underscores count as alphanumeric and
 // are kept. Rule 4 (a leading digit gets an underscore) applies to root fields too, so
 // every mapped name is a legal GraphQL name.
 package catalog

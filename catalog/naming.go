@@ -3,8 +3,9 @@ package catalog
 import "strings"
 
 // RootFieldName returns the GraphQL root field of the API with the given id: the id
-// lowercased with hyphens removed (naming rule 1 of the specification). A name that would
-// start with a digit gets a leading underscore, as rule 4 requires of every GraphQL name:
+// lowercased with hyphens removed (naming rule 1, see the package documentation). A
+// name that would start with a digit gets a leading underscore, as rule 4 requires of
+// every GraphQL name:
 //
 //	RootFieldName("date-info")      == "dateinfo"
 //	RootFieldName("uuid-generator") == "uuidgenerator"
@@ -13,7 +14,7 @@ func RootFieldName(apiID string) string {
 }
 
 // GraphQLName returns the GraphQL name of a REST field or parameter name, by rules 2 to 4
-// of the specification:
+// of the package documentation:
 //
 //  2. each of - + : . / \ becomes an underscore;
 //  3. any other character that is not an ASCII letter, digit or underscore is dropped

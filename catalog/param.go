@@ -20,7 +20,7 @@ type Format string
 
 // The formats a string parameter can declare. They check shape only: a date in the
 // right shape that does not exist (2026-02-30) passes, and it is the API's job to
-// reject it (which is charged, as the specification requires).
+// reject it (which is charged: the API did its work on a well-formed request).
 const (
 	FormatEmail    Format = "email"    // local@domain.tld, no spaces
 	FormatURL      Format = "url"      // an absolute http or https URL with a host

@@ -36,8 +36,8 @@ const (
 	DefaultAuthMode = "go-package"
 )
 
-// HeaderAuthMode names the client's ecosystem in every request, as the specification
-// asks of client packages.
+// HeaderAuthMode names the client's ecosystem in every request ("go-package" for this
+// one), so that the service can tell how its callers reach it.
 const HeaderAuthMode = "X-Auth-Mode"
 
 // Options configures a [Client]. The zero value is the default; every field is

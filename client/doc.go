@@ -35,8 +35,8 @@
 //
 // # Retries
 //
-// The client does not retry by default: the specification leaves retrying to the
-// caller. Set [Options.Retry] to retry 429 answers (except credits_exhausted, which
+// The client does not retry by default: whether a call may be repeated is the caller's
+// to decide. Set [Options.Retry] to retry 429 answers (except credits_exhausted, which
 // waiting does not fix) and 5xx answers, with exponential backoff, full jitter and the
 // service's Retry-After. The service refunds calls that fail on its side, so a retried
 // 5xx is not charged twice.

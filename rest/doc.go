@@ -4,7 +4,7 @@
 //
 // It is a thin adapter over [tollgate.Service]: it reads the credential, the parameters
 // and the file from HTTP, asks the service to authenticate, validate and run the call,
-// and writes the answer in the specification's envelope
+// and writes the answer in the envelope of every JSON answer
 //
 //	{"status": "ok", "error": null, "data": {...}}
 //	{"status": "error", "error": "what went wrong", "data": null}

@@ -19,12 +19,12 @@
 // # Versions
 //
 // Each package records the definition it was generated from in api.json. When the
-// generator runs again over the same directory it compares the new definition with
-// that one and sets the version as the specification's versioning says: unchanged for
-// the same definition, a patch for documentation or cost, a minor version for added
-// optional parameters or result fields, and a major version for anything that changes
-// an existing shape. A new package starts at 1.0.0. Generation is deterministic: the
-// same catalog and directory give the same bytes.
+// generator runs again over the same directory it compares the new definition with that
+// one and sets the semantic version from the difference: unchanged for the same
+// definition, a patch for documentation or cost, a minor version for added optional
+// parameters or result fields, and a major version for anything that changes an
+// existing shape. A new package starts at 1.0.0. Generation is deterministic: the same
+// catalog and directory give the same bytes.
 //
 // # Flags
 //

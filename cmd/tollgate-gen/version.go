@@ -76,8 +76,9 @@ func readMeta(path string) (*meta, error) {
 }
 
 // A change is how a new definition differs from the one a package was generated from,
-// in the terms of the specification's versioning: a minor version adds optional
-// parameters or result fields, and existing request and response shapes never change.
+// in the terms of semantic versioning as the packages use it: a minor version adds
+// optional parameters or result fields, and existing request and response shapes never
+// change.
 type change int
 
 const (

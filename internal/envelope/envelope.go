@@ -1,4 +1,4 @@
-// Package envelope writes the response envelope of the specification, shared by the
+// Package envelope writes the response envelope of every JSON answer, shared by the
 // REST front door and the admin handler:
 //
 //	{"status": "ok", "error": null, "data": ...}

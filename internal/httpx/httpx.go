@@ -12,9 +12,9 @@ import (
 // HeaderErrorCode carries the machine-readable code of an error response.
 const HeaderErrorCode = "X-Error-Code"
 
-// edge403 is the edge's answer to a request without a well-formed key: a bare HTML page,
-// no JSON and no CORS headers, as the specification requires. In a browser it surfaces
-// as a network failure.
+// edge403 is the edge's answer to a request without a well-formed key: a bare HTML
+// page, no JSON and no CORS headers, so that a request without a key learns nothing
+// about the service. In a browser it surfaces as a network failure.
 const edge403 = "<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body>\r\n<center><h1>403 Forbidden</h1></center>\r\n</body>\r\n</html>\r\n"
 
 // WriteEdge403 writes the edge's answer to a request without a well-formed key.
