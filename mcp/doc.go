@@ -34,11 +34,47 @@
 // [MetaCredits]; the HTTP answer carries the credit and rate headers of REST
 // (X-Credits-Cost, X-Credits-Remaining, ...), and Retry-After when rate limited.
 //
-// Protocol misuse is a JSON-RPC error with its proper code, never 0: -32700 for a body
-// that is not JSON, -32600 for a message that is not a valid request or comes without
-// its session, -32601 for an unknown method, -32602 for an unknown tool or arguments
-// that are not an object. The handler answers these itself where the SDK would answer
-// with a plain HTTP error, and turns any plain Go error of the SDK into -32603.
+// # Errors
+//
+// Every answer of the endpoint that is not a success is a JSON-RPC error object, with
+// the id of the request when it had one (null otherwise), a code (never 0), a message
+// that says what to fix, data {"code": name} naming the cause as X-Error-Code does, and
+// its HTTP status. The one exception is the edge's bare HTML 403 for a key of the
+// wrong shape (see Credentials). The answers:
+//
+//   - a body that is not JSON, or is empty: 400, -32700;
+//   - a message that is not a JSON-RPC 2.0 request, a request without its id or
+//     params, a notification with an id: 400, -32600;
+//   - a request without the Mcp-Session-Id of a session (other than initialize), or
+//     initialize within a session: 400, -32600;
+//   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)
+//     and a 400 for a notification;
+//   - an unknown tool, or arguments that are not an object: 200, -32602;
+//   - an unknown session (ended, timed out, or begun on another instance): 404, -32600,
+//     session_not_found, on which clients start a new session;
+//   - a session begun with another credential: 403, [CodeForbidden];
+//   - a POST that does not accept both application/json and text/event-stream, or a GET
+//     that does not accept text/event-stream: 406, -32600, not_acceptable;
+//   - a GET or DELETE without Mcp-Session-Id: 400, -32600;
+//   - Content-Type other than application/json: 415, -32600;
+//   - a method other than GET, POST, DELETE and OPTIONS: 405 with Allow, -32600;
+//   - an Mcp-Protocol-Version the server does not speak: 400, -32022 (MCP's
+//     unsupported protocol version), naming the versions it speaks;
+//   - a batch in protocol 2025-06-18 or later, which has none: 400, -32600;
+//   - Last-Event-ID (this server does not resume streams), or a second GET event
+//     stream on one session (409): -32600;
+//   - a body over [Options.MaxBodyBytes]: 413, -32600;
+//   - a Host that fails the DNS-rebinding check: 403, [CodeForbidden];
+//   - the credential answers of the Credentials section (401 [CodeUnauthorized], 403
+//     [CodeForbidden]), and 503 -32603 while the handler is closing.
+//
+// Most of these the handler checks itself. The rest the SDK refuses with a plain-text
+// http.Error, for which it offers no hook: the handler hands the SDK a response writer
+// that passes everything through except such a refusal, which it holds back and
+// answers with the JSON-RPC error above, matched by the SDK's text (sdkwriter.go lists
+// them). A plain refusal it does not know keeps the SDK's status and quotes its text;
+// a failure of the SDK itself (5xx) is logged at Error and answered -32603. A plain Go
+// error of a method (which the SDK would send with code 0) becomes -32603.
 //
 // # Credentials
 //

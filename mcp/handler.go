@@ -260,7 +260,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.hostAllowed(r) {
-		http.Error(w, "Forbidden: the Host header "+quote(r.Host)+" does not name this server (DNS rebinding protection)", http.StatusForbidden)
+		writeRPCError(w, http.StatusForbidden, nil, CodeForbidden, "forbidden_host",
+			"the Host header "+quote(r.Host)+" does not name this server (DNS rebinding protection); connect by the server's own name")
 		return
 	}
 	switch r.Method {
@@ -268,7 +269,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		h.applyCORS(w.Header(), r)
-		http.Error(w, "the MCP endpoint takes POST (messages), GET (the event stream) and DELETE (end a session)", http.StatusMethodNotAllowed)
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method_not_allowed", msgMethods)
 		return
 	}
 	if h.closed.Load() {
@@ -321,10 +322,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish() // also on a panic: a tool call must not write headers after the response
 
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
-	var (
-		st *openStream
-		tw *trackingWriter
-	)
+	var st *openStream
 	if sid := r.Header.Get(sessionHeader); sid != "" && r.Method != http.MethodDelete {
 		// An open stream: registered so that a revocation ends it, and checked again
 		// every RecheckInterval while it lasts.
@@ -337,8 +335,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rc := http.NewResponseController(w)
 			rc.SetReadDeadline(time.Time{})
 			rc.SetWriteDeadline(time.Time{})
-		} else {
-			tw = &trackingWriter{ResponseWriter: w}
 		}
 	}
 	r = r.WithContext(ctx)
@@ -348,17 +344,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header = r.Header.Clone()
 		r.Header.Set("Authorization", "Bearer checked")
 	}
-	if tw != nil {
-		h.inner.ServeHTTP(tw, r)
-	} else {
-		h.inner.ServeHTTP(w, r)
-	}
+	sw := &sdkWriter{ResponseWriter: w}
+	h.inner.ServeHTTP(sw, r)
 	c.finish()
-	if tw != nil && !tw.wrote.Load() {
+	wrote, status, text := sw.result()
+	if !wrote && st != nil && r.Method == http.MethodPost {
 		// The stream was ended before the answer: say why.
 		if err := st.refused(); err != nil {
 			h.refuse(w, r, msg.id, err)
+			return
 		}
+	}
+	if status != 0 {
+		h.translate(w, r, msg.id, status, text)
 	}
 }
 
