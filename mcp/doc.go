@@ -44,7 +44,8 @@
 //
 //   - a body that is not JSON, or is empty: 400, -32700;
 //   - a message that is not a JSON-RPC 2.0 request, a request without its id or
-//     params, a notification with an id: 400, -32600;
+//     params, a notification with an id, a batch holding such a message, an empty
+//     batch, initialize in a batch: 400, -32600;
 //   - a request without the Mcp-Session-Id of a session (other than initialize), or
 //     initialize within a session: 400, -32600;
 //   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)
@@ -74,7 +75,14 @@
 // answers with the JSON-RPC error above, matched by the SDK's text (sdkwriter.go lists
 // them). A plain refusal it does not know keeps the SDK's status and quotes its text;
 // a failure of the SDK itself (5xx) is logged at Error and answered -32603. A plain Go
-// error of a method (which the SDK would send with code 0) becomes -32603.
+// error of a method (which the SDK would send with code 0) becomes -32603, or -32600
+// for a lifecycle message out of order.
+//
+// A client's mistake is logged at Info at most: Error is for the service's own
+// failures. The SDK logs some mistakes (a call before initialization, initialize or
+// notifications/initialized twice, a request of the sessionless protocol) at Error or
+// Warn; the handler's slog handler in front of [Options.Logger] passes those at Info,
+// and drops the SDK's Info records of every session's start and end.
 //
 // # Credentials
 //

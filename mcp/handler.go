@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,8 @@ type Options struct {
 	Name, Version string
 	// Instructions, if set, is sent to clients at initialization, for their models.
 	Instructions string
-	// Logger receives failures inside the handler and the MCP SDK's warnings. The
+	// Logger receives failures inside the handler and the MCP SDK's warnings and
+	// errors, and at Info the clients' mistakes (see the package documentation). The
 	// default is slog.Default(). Keys and tokens are never logged.
 	Logger *slog.Logger
 }
@@ -148,7 +150,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if version == "" {
 		version = "1"
 	}
-	sdkLog := slog.New(warnOnly{h.log.Handler()})
+	sdkLog := slog.New(sdkLogHandler{h.log.Handler()})
 	h.server = sdk.NewServer(&sdk.Implementation{Name: name, Version: version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       sdkLog,
@@ -369,24 +371,42 @@ type message struct {
 	method    string
 	version   string // the jsonrpc member
 	hasParams bool
-	single    bool // the body is one JSON object
-	valid     bool // the body is JSON
+	single    bool      // the body is one JSON object
+	valid     bool      // the body is JSON
+	batch     []message // the messages of a batch (a JSON array), which is neither single nor has an id
 }
 
-// peek reads the envelope of a POSTed message without its params.
+// peek reads the envelope of a POSTed message, or of each message of a batch, without
+// their params.
 func peek(body []byte) message {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var raw []json.RawMessage
+		if err := json.Unmarshal(trimmed, &raw); err != nil {
+			return message{}
+		}
+		m := message{valid: true, batch: make([]message, len(raw))}
+		for i, r := range raw {
+			m.batch[i] = peekOne(r)
+		}
+		return m
+	}
+	return peekOne(trimmed)
+}
+
+// peekOne reads the envelope of one message.
+func peekOne(b []byte) message {
 	var m struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
 		Params  json.RawMessage `json:"params"`
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return message{valid: json.Valid(trimmed)} // a batch (protocol 2025-03-26), or not an object
+	if len(b) == 0 || b[0] != '{' {
+		return message{valid: json.Valid(b)} // not an object
 	}
-	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return message{valid: json.Valid(trimmed)}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return message{valid: json.Valid(b)}
 	}
 	if string(m.ID) == "null" {
 		m.ID = nil
@@ -429,16 +449,54 @@ var methods = map[string]methodRule{
 	"notifications/progress":           notification,
 }
 
-// misuse finds the misuses that the SDK would answer with a plain HTTP error or a
-// JSON-RPC error without a code, and returns the HTTP status, JSON-RPC code and message
-// to answer them with; status 0 lets the message through.
+// misuse finds the misuses that the SDK would answer with a plain HTTP error, a
+// JSON-RPC error without a code, or an error it logs as its own, and returns the HTTP
+// status, JSON-RPC code and message to answer them with; status 0 lets the message
+// through.
 func (h *Handler) misuse(r *http.Request, m message) (int, int64, string) {
-	if !m.valid {
+	switch {
+	case !m.valid:
 		return http.StatusBadRequest, codeParseError, "the body is not JSON; send one JSON-RPC message"
+	case m.batch != nil:
+		return h.batchMisuse(r, m.batch)
+	case !m.single:
+		return http.StatusBadRequest, codeInvalidRequest, "the body is not a JSON-RPC message: send one JSON object"
 	}
-	if !m.single {
-		return 0, 0, "" // a batch: the SDK answers it
+	return h.messageMisuse(r, m)
+}
+
+// batchMisuse checks a batch (protocol 2025-03-26 and earlier) message by message, as
+// messageMisuse checks a single one. A batch has no id to answer a misuse with, so
+// every misuse refuses the whole batch, with 400. initialize, which the protocol keeps
+// out of batches, is refused too: in a batch the SDK would start a session with it and
+// run the rest before the session is initialized.
+func (h *Handler) batchMisuse(r *http.Request, batch []message) (int, int64, string) {
+	if r.Header.Get("Mcp-Protocol-Version") >= "2025-06-18" {
+		return 0, 0, "" // the SDK refuses batches in these versions
 	}
+	if len(batch) == 0 {
+		return http.StatusBadRequest, codeInvalidRequest, "the batch is empty; send one JSON-RPC message, or a batch of them"
+	}
+	for i, m := range batch {
+		status, code, text := 0, int64(0), ""
+		switch {
+		case m.method == "initialize":
+			status, code, text = http.StatusBadRequest, codeInvalidRequest, "initialize cannot be part of a batch: send it alone"
+		case !m.single:
+			status, code, text = http.StatusBadRequest, codeInvalidRequest, "it is not a JSON-RPC message, an object"
+		default:
+			status, code, text = h.messageMisuse(r, m)
+		}
+		if status != 0 {
+			return http.StatusBadRequest, code, "message " + strconv.Itoa(i+1) + " of the batch: " + text
+		}
+	}
+	return 0, 0, ""
+}
+
+// messageMisuse checks one JSON-RPC message: its version, its method, its id and
+// params, and the session it needs.
+func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string) {
 	if m.version != "2.0" {
 		return http.StatusBadRequest, codeInvalidRequest, `the body is not a JSON-RPC 2.0 message: it needs "jsonrpc": "2.0"`
 	}
@@ -460,7 +518,10 @@ func (h *Handler) misuse(r *http.Request, m message) (int, int64, string) {
 		return http.StatusOK, codeInvalidParams, quote(m.method) + " needs params"
 	}
 	sid := r.Header.Get(sessionHeader)
-	newProtocol := r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" || m.method == "server/discover"
+	// A request of the sessionless protocol (2026-07-28) is answered by the SDK, which
+	// tells the client the versions this stateful server speaks; everything else
+	// needs a session, which only initialize starts.
+	newProtocol := isCall && (r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" || m.method == "server/discover")
 	switch {
 	case sid == "" && m.method != "initialize" && !newProtocol:
 		return http.StatusBadRequest, codeInvalidRequest,
@@ -496,20 +557,6 @@ func (h *Handler) applyCORS(hdr http.Header, r *http.Request) bool {
 var exposeHeaders = []string{strings.Join(append([]string{
 	sessionHeader, "Mcp-Protocol-Version", "WWW-Authenticate", httpx.HeaderErrorCode,
 }, billing.CreditHeaderNames...), ", ")}
-
-// warnOnly passes on the records of Warn level and above: the SDK logs every session
-// at Info.
-type warnOnly struct{ slog.Handler }
-
-func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
-}
-
-func (w warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return warnOnly{w.Handler.WithAttrs(attrs)}
-}
-
-func (w warnOnly) WithGroup(name string) slog.Handler { return warnOnly{w.Handler.WithGroup(name)} }
 
 // Interface guard.
 var _ http.Handler = (*Handler)(nil)

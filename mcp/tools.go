@@ -139,6 +139,13 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil {
 			var wire *jsonrpc.Error
 			if !errors.As(err, &wire) || wire.Code == 0 {
+				if method == "initialize" || method == "notifications/initialized" {
+					// The SDK's lifecycle checks: a message out of order is the client's
+					// mistake, not the service's failure.
+					h.log.InfoContext(ctx, "mcp: a lifecycle message out of order", "method", method, "error", err)
+					return nil, newRPCError(codeInvalidRequest, "invalid_request", err.Error()+
+						": a session begins with one initialize request, followed by one notifications/initialized")
+				}
 				h.log.WarnContext(ctx, "mcp: a method failed", "method", method, "error", err)
 				return nil, newRPCError(codeInternal, "internal", "internal error: "+err.Error())
 			}
