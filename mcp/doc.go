@@ -92,9 +92,11 @@
 // bearer value that is not UUID-shaped). The key needs the mcp channel. The answers
 // are REST's, in JSON-RPC form where the body is JSON:
 //
-//   - no credential: 401 with a WWW-Authenticate challenge that points OAuth clients
-//     at the RFC 9728 metadata (/.well-known/oauth-protected-resource/v1/mcp, see
-//     [Options.Challenge]), and the JSON-RPC error [CodeUnauthorized];
+//   - no credential: 401 with the WWW-Authenticate challenge of [Options.Challenge],
+//     and the JSON-RPC error [CodeUnauthorized]. With OAuth on, the challenge points
+//     OAuth clients at the RFC 9728 metadata, which the host serves and names
+//     explicitly; with OAuth off it is a bare Bearer realm, so that no client is sent
+//     to a metadata URL that does not answer;
 //   - a key that is not UUID-shaped (or, with OAuth off, any bearer value that is not):
 //     the edge's bare HTML 403, without CORS headers;
 //   - an unknown key (a rotated one's old value, say) or a refused token: 401, the
@@ -148,8 +150,7 @@
 // that a reverse proxy on the same host forwards with the public Host. The handler
 // makes that check itself instead, and lets through requests from the proxies listed
 // in [Options.TrustedProxies], which are also the only ones whose X-Forwarded-For (IP
-// allow-lists), X-Forwarded-Proto and X-Forwarded-Host (the default challenge) are
-// believed. CORS is as for REST: every origin by default, preflights without a key,
+// allow-lists) is believed. CORS is as for REST: every origin by default, preflights without a key,
 // and the transport's headers (Mcp-Session-Id, WWW-Authenticate) exposed besides the
 // credit headers. Bodies are bounded by [Options.MaxBodyBytes].
 //

@@ -37,16 +37,17 @@ type Options struct {
 	// With a nil VerifyToken, OAuth is off and a bearer value that is not a UUID gets
 	// the edge's HTML 403, as over REST.
 	VerifyToken func(ctx context.Context, token string) (keyID string, err error)
-	// Challenge is the WWW-Authenticate value of 401 answers, which points OAuth
-	// clients at the RFC 9728 metadata of the endpoint, for example
+	// Challenge is the WWW-Authenticate value of 401 answers. With OAuth on
+	// (VerifyToken set) it is required, and points OAuth clients at the endpoint's
+	// RFC 9728 protected resource metadata, which the host must serve at that URL
+	// (auth/oauth's Server.Challenge builds the value and its
+	// ProtectedResourceMetadata serves the document), for example
 	//
-	//	Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/v1/mcp"
+	//	Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"
 	//
-	// A refused token or key adds error="invalid_token" to it. The default is built
-	// from the request: its scheme (https when the connection is TLS, or when a
-	// trusted proxy says so in X-Forwarded-Proto), its Host and the path the handler
-	// serves, under /.well-known/oauth-protected-resource. Set it when the handler is
-	// mounted under a prefix that is stripped before it.
+	// With OAuth off it defaults to Bearer realm="<Name>", which points nowhere: the
+	// handler never sends clients to a metadata URL the host may not serve. A refused
+	// token or key adds error="invalid_token" to it.
 	Challenge string
 	// RecheckInterval is how often an open stream (a GET event stream, or a POST whose
 	// answer is still pending) authenticates its credential again; a refused
@@ -119,6 +120,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if opts.VerifyToken != nil && opts.Challenge == "" {
+		return nil, errors.New("mcp: Options.VerifyToken needs Options.Challenge, the WWW-Authenticate value that points OAuth clients at the resource metadata the host serves (auth/oauth: Server.Challenge and Server.ProtectedResourceMetadata)")
+	}
 	h := &Handler{
 		svc:       svc,
 		cors:      httpx.NewCORS(opts.AllowedOrigins, "GET, POST, DELETE, OPTIONS"),
@@ -149,6 +153,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	}
 	if version == "" {
 		version = "1"
+	}
+	if h.challenge == "" {
+		h.challenge = `Bearer realm="` + strings.NewReplacer(`"`, "", `\`, "").Replace(name) + `"`
 	}
 	sdkLog := slog.New(sdkLogHandler{h.log.Handler()})
 	h.server = sdk.NewServer(&sdk.Implementation{Name: name, Version: version}, &sdk.ServerOptions{
