@@ -287,7 +287,7 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 		rw.send(http.StatusOK, p.body) // introspection, __typename: nothing to run, nothing to charge
 		return
 	}
-	invs, keys, qerr := h.plan(ctx, rw.p, p.calls)
+	invs, of, qerr := h.plan(ctx, rw.p, p.calls)
 	if qerr != nil {
 		rw.failErr(qerr)
 		return
@@ -299,18 +299,20 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 		return
 	}
 	// Decode the results into the result types here, on this goroutine, so that the
-	// resolvers graphql-go runs on goroutines of their own only look them up.
-	done := &state{values: make(map[string]reflect.Value, len(keys)), errs: make(map[string]error)}
-	roots := make(map[string]*root, len(keys))
+	// resolvers graphql-go runs on goroutines of their own only look them up. Every
+	// alias of an API shares its one invocation's result.
+	done := &state{values: make(map[string]reflect.Value, len(of)), errs: make(map[string]error)}
+	decoded := make([]reflect.Value, len(invs))
+	failed := make([]error, len(invs))
 	for _, c := range p.calls {
-		roots[c.key] = c.root
-	}
-	for i, k := range keys {
-		v, err := h.decode(ctx, invs[i].API.ID, roots[k], &results[i])
-		if err != nil {
-			done.errs[k] = err
+		i := of[c.key]
+		if !decoded[i].IsValid() && failed[i] == nil {
+			decoded[i], failed[i] = h.decode(ctx, invs[i].API.ID, c.root, &results[i])
+		}
+		if failed[i] != nil {
+			done.errs[c.key] = failed[i]
 		} else {
-			done.values[k] = v
+			done.values[c.key] = decoded[i]
 		}
 	}
 	if p.fast && len(done.errs) == 0 {
@@ -329,8 +331,16 @@ func planKey(version uint64, op, query string, variables []byte) string {
 }
 
 // plan checks the recorded calls against the limits, the plan and the catalog, and
-// returns the distinct invocations to run with their keys.
-func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, []string, error) {
+// returns the invocations to run, one per API, and the invocation of each call key.
+//
+// An API named several times (aliases, fragments) runs once if every time names it
+// with the same arguments, judged on what the catalog makes of them (the defaults
+// applied, the order of arguments and the way they were written, literals or
+// variables, left aside); with different arguments the query is refused before
+// anything runs. A query costs what its APIs cost over REST, and runs each as one call
+// would, so it cannot run one API several times for the price of one; running many
+// inputs through one API is the job of a batch request.
+func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, map[string]int, error) {
 	if n := len(calls); n > h.limits.MaxRootFields {
 		return nil, nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
 	}
@@ -363,10 +373,12 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 			"the query names %d APIs; the %s plan allows %d per query", len(apis), p.Plan.Name, max)}
 	}
 	var invs []tollgate.Invocation
-	var keys []string
+	var params []string // the canonical arguments of each invocation
+	of := make(map[string]int, len(calls))
+	byAPI := make(map[string]int, len(apis))
 	for _, c := range calls {
-		if slices.Contains(keys, c.key) {
-			continue // the same API with the same arguments, under another alias: run once
+		if _, ok := of[c.key]; ok {
+			continue // the same API with the same arguments, under another alias
 		}
 		api, err := h.svc.Lookup(p, c.root.api.ID)
 		if err != nil {
@@ -380,9 +392,22 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 			}
 			return nil, nil, err
 		}
-		invs, keys = append(invs, inv), append(keys, c.key)
+		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
+		if err != nil {
+			return nil, nil, err
+		}
+		if i, ok := byAPI[api.ID]; ok {
+			if params[i] != string(canonical) {
+				return nil, nil, &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: fmt.Sprintf(
+					"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input", c.root.name)}
+			}
+			of[c.key] = i
+			continue
+		}
+		byAPI[api.ID], of[c.key] = len(invs), len(invs)
+		invs, params = append(invs, inv), append(params, string(canonical))
 	}
-	return invs, keys, nil
+	return invs, of, nil
 }
 
 // selectionBound is graphql-go's bound on the selections of a query, every alias and
