@@ -77,6 +77,12 @@
 // refusals (401, 402, 403, 429, 503) use their status with either media type. Every
 // answer to an authenticated request carries the credit headers.
 //
+// Every error message is clean text, whatever graphql-go wrote: its marks for a value
+// it could not format (a fragment on an unknown type is "... can never be of type
+// %!q(<nil>)" in graphql-go, "... can never be of an unknown type" here), line breaks,
+// control characters and invalid UTF-8 are rewritten, a very long message is cut, and
+// an error graphql-go reports twice is reported once (see internal/cleantext).
+//
 // # Mounting
 //
 //	mux.Handle("/v1/graphql", gqlHandler)

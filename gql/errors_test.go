@@ -3,6 +3,7 @@ package gql_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -564,5 +565,49 @@ func TestSelectionBackstop(t *testing.T) {
 	}
 	if n := h.runs.total(); n != 0 {
 		t.Errorf("%d APIs ran", n)
+	}
+}
+
+// TestMessagesAreCleanText: graphql-go's messages that it formats badly (a fragment on
+// an unknown type: "%!q(<nil>)"), breaks over lines, repeats, or that echo control
+// characters are answered as clean text, once each (checkResponse checks every message
+// of every test).
+func TestMessagesAreCleanText(t *testing.T) {
+	h := newHarness(t, config{extra: richAPIs()})
+	acct := h.newAccount(t, "pro", -1)
+	tests := []struct {
+		name, query string
+		vars        map[string]any
+		want        []string // the messages, in order
+	}{
+		{"a fragment on an unknown type", `fragment F on Nope { x } { ...F }`, nil, []string{
+			`Fragment "F" cannot be spread here as objects of type "Query" can never be of an unknown type.`,
+			`Unknown type "Nope".`}},
+		{"a fragment on an unknown type, in an unknown field", `{ nope { ...F } } fragment F on Nope { value }`, nil, []string{
+			`Cannot query field "nope" on type "Query".`,
+			`Fragment "F" cannot be spread here as objects of an unknown type can never be of an unknown type.`,
+			`Unknown type "Nope".`}},
+		{"an unknown list type, reported twice", `query($v: [Nope]) { hash(text: $v) { hash } }`, nil, []string{
+			`Unknown type "Nope".`}},
+		{"an invalid variable, over two lines", `query($p: RichtypesPointInput) { richtypes(tags: [], point: $p) { echo } }`,
+			map[string]any{"p": map[string]any{"z": 1}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.query(t, acct.Key, tt.query, tt.vars)
+			if r.Status != http.StatusBadRequest || len(r.Errors) == 0 {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			var got []string
+			for _, e := range r.Errors {
+				got = append(got, e.Message)
+				if strings.ContainsAny(e.Message, "\n%") {
+					t.Errorf("message %q", e.Message)
+				}
+			}
+			if tt.want != nil && !slices.Equal(got, tt.want) {
+				t.Errorf("messages\n%q\nwant\n%q", got, tt.want)
+			}
+		})
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
@@ -692,6 +693,7 @@ func (rw *responder) write(status int, resp *graphql.Response) {
 		rw.send(status, body)
 		return
 	}
+	resp.Errors = cleanErrors(resp.Errors)
 	body, err := json.Marshal(resp)
 	if err != nil {
 		rw.h.log.ErrorContext(rw.r.Context(), "gql: cannot encode a response", "error", err)
@@ -699,6 +701,25 @@ func (rw *responder) write(status int, resp *graphql.Response) {
 		return
 	}
 	rw.send(status, body)
+}
+
+// cleanErrors makes the messages of errors clean text (see package cleantext):
+// graphql-go formats some of its validation errors badly, a fragment on an unknown
+// type as "... can never be of type %!q(<nil>)", breaks some over lines, and echoes
+// what the query holds. It also drops an error that repeats an earlier one, message,
+// locations and path alike, which graphql-go reports twice for a variable of an
+// unknown list type.
+func cleanErrors(errs []*gqlerrors.QueryError) []*gqlerrors.QueryError {
+	out := errs[:0]
+	for _, e := range errs {
+		e.Message = cleantext.Message(e.Message)
+		if !slices.ContainsFunc(out, func(o *gqlerrors.QueryError) bool {
+			return o.Message == e.Message && slices.Equal(o.Locations, e.Locations) && slices.Equal(o.Path, e.Path)
+		}) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (rw *responder) send(status int, body []byte) {
@@ -788,7 +809,7 @@ func (rw *responder) fail(code tollgate.Code, message string) {
 func (rw *responder) failStatus(status int, code, message string) {
 	rw.w.Header()[httpx.HeaderErrorCode] = []string{code}
 	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
-		"message": message, "extensions": map[string]any{"code": code},
+		"message": cleantext.Message(message), "extensions": map[string]any{"code": code},
 	}}})
 	rw.send(status, body)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -523,6 +524,9 @@ func checkResponse(req *http.Request, r *response) error {
 		for _, e := range r.Errors {
 			if e.Message == "" {
 				return errors.New("an error has no message")
+			}
+			if cleantext.Message(e.Message) != e.Message {
+				return errors.New("the error message " + strconv.Quote(e.Message) + " is not clean text")
 			}
 			if e.Code() == "" {
 				return errors.New("the error " + strconv.Quote(e.Message) + " has no extensions.code")

@@ -38,8 +38,9 @@
 //
 // Every answer of the endpoint that is not a success is a JSON-RPC error object, with
 // the id of the request when it had one (null otherwise), a code (never 0), a message
-// that says what to fix, data {"code": name} naming the cause as X-Error-Code does, and
-// its HTTP status. The one exception is the edge's bare HTML 403 for a key of the
+// that says what to fix (clean text: no control characters, invalid UTF-8 or marks of
+// a value that could not be formatted), data {"code": name} naming the cause as
+// X-Error-Code does, and its HTTP status. The one exception is the edge's bare HTML 403 for a key of the
 // wrong shape (see Credentials). The answers:
 //
 //   - a body that is not JSON, or is empty: 400, -32700;

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -203,28 +201,8 @@ func (h *Handler) translate(w http.ResponseWriter, r *http.Request, id json.RawM
 		code, name = CodeForbidden, "forbidden"
 	}
 	message := "the request was refused (HTTP " + strconv.Itoa(status) + ")"
-	if text = cleanText(text); text != "" {
-		message += ": " + text
+	if text, _, _ = strings.Cut(text, "\n"); text != "" {
+		message += ": " + text // made clean text by writeRPCError
 	}
 	writeRPCError(w, status, id, code, name, message)
-}
-
-// cleanText keeps the first line of a text, without control characters, shortened to
-// 200 bytes: what of the SDK's text can be shown to a client.
-func cleanText(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	s = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > 200 {
-		cut := 200
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
-	}
-	return s
 }
