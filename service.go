@@ -200,6 +200,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
 			MaxRedirects: opts.Fetch.MaxRedirects,
+			Logger:       opts.Logger,
 		}),
 	}
 	if s.log == nil {
