@@ -611,3 +611,29 @@ func TestMessagesAreCleanText(t *testing.T) {
 		})
 	}
 }
+
+// TestNumbersOutOfRange: numbers graphql-go cannot read, which made it panic when it
+// compared the arguments of two fields of one name, are refused as invalid queries,
+// before anything runs.
+func TestNumbersOutOfRange(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro", -1)
+	for _, q := range []string{
+		`{ a: uuidgenerator(count: 99999999999999999999) { count } a: uuidgenerator(count: 99999999999999999999) { count } }`,
+		`{ uuidgenerator(count: 99999999999999999999) { count } uuidgenerator(count: 99999999999999999999) { uuids } }`,
+		`{ echo(message: "m", delay_ms: 1e400) { message } echo(message: "m", delay_ms: 1e400) { message } }`,
+		`{ uuidgenerator(count: 99999999999999999999) { count } }`,
+		`query($n: Int = 99999999999999999999) { uuidgenerator(count: $n) { count } }`,
+	} {
+		for _, media := range []string{mediaGraphQL, mediaJSON} {
+			r := h.query(t, acct.Key, q, nil, accept(media))
+			if r.Status == http.StatusOK && media == mediaGraphQL || len(r.Errors) == 0 || r.HasData {
+				t.Errorf("%s: %d %s; want a validation error", q, r.Status, r.Body)
+			}
+			wantCredits(t, r, "pro", 0, 100000)
+		}
+	}
+	if n := h.runs.total(); n != 0 {
+		t.Errorf("%d APIs ran", n)
+	}
+}

@@ -52,6 +52,8 @@ func FuzzQuery(f *testing.F) {
 		{`}}}{{{`, `[]`},
 		{"\x00\xff garbage \"", `null`},
 		{`query($v: [[Int!]!]) { __typename }`, `{"v": [[1], 2, null]}`},
+		{`{ uuidgenerator(count: 99999999999999999999) { count } uuidgenerator(count: 99999999999999999999) { uuids } }`, ``},
+		{`{ echo(message: "m", delay_ms: 1e400) { message } echo(message: "m", delay_ms: 1e400) { message } }`, ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.query, s.vars)

@@ -252,7 +252,12 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 	p := h.plans.get(key)
 	if p == nil {
 		dry := &state{dry: true}
-		resp := s.exec.Exec(withState(ctx, dry), query, op, req.Variables)
+		resp, err := execute(withState(ctx, dry), s, query, op, req.Variables)
+		if err != nil {
+			h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
+			rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the query cannot be run")
+			return
+		}
 		if tooManySelections(resp.Errors) {
 			// graphql-go's own bound, which also counts what the gateway's count of
 			// result fields sees once (aliases of one field, fragments spread twice).
@@ -323,7 +328,37 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 			return
 		}
 	}
-	rw.write(http.StatusOK, s.exec.Exec(withState(ctx, done), query, op, req.Variables))
+	resp, err := execute(withState(ctx, done), s, query, op, req.Variables)
+	if err != nil {
+		h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
+		rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the results cannot be written")
+		return
+	}
+	rw.write(http.StatusOK, resp)
+}
+
+// execute runs a query through graphql-go. graphql-go panics on some queries instead
+// of refusing them: v1.11 panics on a number it cannot read (an Int beyond 64 bits, a
+// Float beyond float64) when it compares the arguments of two fields that share a
+// name. Such a panic is answered as the validation error it should have been; any
+// other is returned as an error, the service's failure.
+func execute(ctx context.Context, s *schema, query, op string, vars map[string]any) (resp *graphql.Response, err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		var num *strconv.NumError
+		if e, ok := v.(error); ok && errors.As(e, &num) {
+			resp, err = &graphql.Response{Errors: []*gqlerrors.QueryError{{
+				Message:    fmt.Sprintf("the number %s is out of range: an Int has 32 bits, a Float 64", num.Num),
+				Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"},
+			}}}, nil
+			return
+		}
+		resp, err = nil, fmt.Errorf("graphql-go panicked: %v", v)
+	}()
+	return s.exec.Exec(ctx, query, op, vars), nil
 }
 
 // planKey identifies a request for the plan cache.
