@@ -32,7 +32,10 @@
 // credits_exhausted, unavailable), so that the model can read and act on them. Results
 // that reached admission report the cost and the balance left in _meta under
 // [MetaCredits]; the HTTP answer carries the credit and rate headers of REST
-// (X-Credits-Cost, X-Credits-Remaining, ...), and Retry-After when rate limited.
+// (X-Credits-Cost, X-Credits-Remaining, ...), and Retry-After when rate limited. When
+// one HTTP request carries several tool calls (a batch, in protocol 2025-03-26),
+// X-Credits-Cost is the sum of what they were charged, and the balance headers the
+// lowest balance they left.
 //
 // # Errors
 //

@@ -223,24 +223,45 @@ type callerKey struct{}
 const callerExtra = "tollgate.caller"
 
 // A caller is an authenticated request: the principal, the credential (to check it
-// again while a stream is open) and the response headers a tool call may add to.
+// again while a stream is open) and the response headers its tool calls write to.
 type caller struct {
 	p    tollgate.Principal
 	cred credential
 	user string // the SDK's session owner: the key id, or the account of a session token
 
-	mu   sync.Mutex
-	hdr  http.Header // the response's headers; nil once the response is under way
-	done bool
+	mu      sync.Mutex
+	hdr     http.Header // the response's headers; nil once the response is under way
+	done    bool
+	charged int64            // what the request's tool calls were charged so far
+	balance *billing.Balance // the lowest balance they left
 }
 
-// setHeaders lets a tool call write the credit headers of its HTTP response, if the
-// response is still open.
-func (c *caller) setHeaders(set func(http.Header)) {
+// receipt writes the credit and rate headers of a tool call to the HTTP response, if
+// it is still open, and Retry-After when the call was rate limited. A request may
+// carry several tool calls (a batch of protocol 2025-03-26): X-Credits-Cost is then
+// the sum of what they were charged, and the balance headers the lowest balance they
+// left, so that the headers account for every credit the request spent.
+func (c *caller) receipt(rc *tollgate.Receipt, retryAfter time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.done {
-		set(c.hdr)
+	if c.done {
+		return
+	}
+	if rc != nil {
+		sum := *rc
+		c.charged += rc.Charged
+		sum.Charged = c.charged
+		if rc.HasBalance && (c.balance == nil || rc.Balance.Remaining < c.balance.Remaining) {
+			b := rc.Balance
+			c.balance = &b
+		}
+		if c.balance != nil {
+			sum.Balance, sum.HasBalance = *c.balance, true
+		}
+		setReceiptHeaders(c.hdr, &sum)
+	}
+	if retryAfter > 0 {
+		billing.SetRetryAfter(c.hdr, retryAfter)
 	}
 }
 

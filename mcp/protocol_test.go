@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -144,5 +145,32 @@ func TestBatch(t *testing.T) {
 		if a.Error != nil || len(a.Result) == 0 {
 			t.Errorf("answer %s %+v", a.ID, a.Error)
 		}
+	}
+}
+
+// TestBatchCreditHeaders: the tool calls of one batch share one HTTP answer, whose
+// X-Credits-Cost is the sum of what they were charged (a refunded failure counts 0)
+// and whose X-Credits-Remaining is the balance they left.
+func TestBatchCreditHeaders(t *testing.T) {
+	h := newHarness(t, config{})
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	before := h.balance(t, h.account)
+	resp, body := c.post(`[` +
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"uuid-generator","arguments":{}}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fail","arguments":{}}}]`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	after := h.balance(t, h.account)
+	if before-after != 2 {
+		t.Fatalf("the batch cost %d credits, want 2", before-after)
+	}
+	if got := resp.Header.Get("X-Credits-Cost"); got != "2" {
+		t.Errorf("X-Credits-Cost %q, want 2", got)
+	}
+	if got := resp.Header.Get("X-Credits-Remaining"); got != strconv.FormatInt(after, 10) {
+		t.Errorf("X-Credits-Remaining %q, want %d", got, after)
 	}
 }

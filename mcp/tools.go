@@ -206,7 +206,7 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	if res.Err != nil {
 		return h.toolError(ctx, c, p, res.Err, &rc)
 	}
-	c.setHeaders(func(hdr http.Header) { setReceiptHeaders(hdr, &rc) })
+	c.receipt(&rc, 0)
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: string(res.JSON)}},
 		StructuredContent: json.RawMessage(res.JSON),
@@ -285,14 +285,7 @@ func (h *Handler) toolError(ctx context.Context, c *caller, p *tollgate.Principa
 			rc.Balance, rc.HasBalance = b, true
 		}
 	}
-	c.setHeaders(func(hdr http.Header) {
-		if rc != nil {
-			setReceiptHeaders(hdr, rc)
-		}
-		if e.RetryAfter > 0 {
-			billing.SetRetryAfter(hdr, e.RetryAfter)
-		}
-	})
+	c.receipt(rc, e.RetryAfter)
 	text := e.Code.String() + ": " + e.Message
 	if e.RetryAfter > 0 {
 		text += fmt.Sprintf(" (retry in %ds)", int((e.RetryAfter+time.Second-1)/time.Second))
