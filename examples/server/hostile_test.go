@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,6 +195,14 @@ func (h *hostile) check(name, path, acct string, resp *http.Response, body []byt
 	h.spent[acct] += cost
 	h.mu.Unlock()
 	if !strings.HasPrefix(path, "/v1/") {
+		// The suite never approves a consent, so no redirect leaves the server's
+		// origin: the authorization server answers a request it refuses before the
+		// consent page on its own origin (RFC 9700 section 4.11).
+		if loc := resp.Header.Get("Location"); status/100 == 3 && loc != "" {
+			if u, err := url.Parse(loc); err != nil || u.Host != "" && u.Host != h.host() || u.User != nil {
+				h.fail("%s: %s redirects to %q", name, path, loc)
+			}
+		}
 		return
 	}
 	mt, _, _ := strings.Cut(ct, ";")
@@ -336,6 +345,40 @@ func isTimeout(err error) bool {
 
 func isReset(err error) bool { return strings.Contains(err.Error(), "connection reset") }
 
+// host is the server's host and port.
+func (h *hostile) host() string { return strings.TrimPrefix(h.s.srv.URL, "http://") }
+
+// registerClient registers an OAuth client whose redirect URIs an attacker chose, and
+// returns the attacks that send a person to its authorization with parameters that
+// fail validation: each must be answered on the server's origin, never redirected to
+// the client (see check).
+func (h *hostile) registerClient() []*attack {
+	h.t.Helper()
+	r := h.s.call(http.MethodPost, "/oauth/register", `{"redirect_uris":["https://evil.example/phish","http://127.0.0.1:9999/cb"],"client_name":"Evil"}`)
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &reg) != nil || reg.ClientID == "" {
+		h.t.Fatalf("registering a client: %d %s", r.status, r.body)
+	}
+	pkce := "&response_type=code&code_challenge_method=S256&code_challenge=" + strings.Repeat("A", 43)
+	var attacks []*attack
+	for _, q := range []string{
+		"",
+		"&redirect_uri=" + url.QueryEscape("https://evil.example/phish"),
+		"&redirect_uri=" + url.QueryEscape("https://evil.example/phish") + "&response_type=token",
+		"&redirect_uri=" + url.QueryEscape("https://evil.example/phish") + "&response_type=code",
+		"&redirect_uri=" + url.QueryEscape("https://evil.example/phish#frag") + pkce,
+		"&redirect_uri=" + url.QueryEscape("https://evil.example/other") + pkce,
+		"&redirect_uri=" + url.QueryEscape("http://127.0.0.1:9999/cb#frag") + pkce,
+		"&redirect_uri=" + url.QueryEscape("http://evil.example@127.0.0.1:9999/cb") + pkce,
+		"&redirect_uri=" + url.QueryEscape("https://evil.example/phish") + pkce + "&resource=" + url.QueryEscape("https://evil.example/"),
+	} {
+		attacks = append(attacks, oauthCall("an invalid authorization request", "GET", "/oauth/authorize?client_id="+url.QueryEscape(reg.ClientID)+q, "", ""))
+	}
+	return attacks
+}
+
 // balance reads an account's remaining credits through the admin API.
 func (h *hostile) balance(acct string) int64 {
 	h.t.Helper()
@@ -385,7 +428,7 @@ func TestHostileInput(t *testing.T) {
 		startBalance[acct] = h.balance(acct)
 	}
 
-	for _, a := range corpus() {
+	for _, a := range append(h.registerClient(), corpus()...) {
 		h.send(t.Context(), a)
 	}
 	for _, a := range rawCorpus() {
