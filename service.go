@@ -200,6 +200,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
 			MaxRedirects: opts.Fetch.MaxRedirects,
+			Logger:       opts.Logger,
 		}),
 	}
 	if s.log == nil {
@@ -518,9 +519,9 @@ type Receipt struct {
 // call got.
 func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]Result, Receipt, error) {
 	rc := Receipt{Plan: p.Plan}
-	// The call costs the sum of its distinct APIs' costs: an API invoked twice (with
-	// other arguments, through GraphQL aliases) counts once: a call pays for each API it
-	// uses, not for each time it names one.
+	// The call costs the sum of its distinct APIs' costs: it pays for each API it uses,
+	// not for each time it names one. (The GraphQL gateway runs an API named twice with
+	// the same arguments once, and refuses one named with different arguments.)
 	cost := int64(0)
 	apis := make([]string, 0, len(invs))
 	for i := range invs {

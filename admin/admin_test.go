@@ -753,3 +753,11 @@ func TestRoutes(t *testing.T) {
 		t.Errorf("HEAD account: %d with %d bytes", r.status, len(r.body))
 	}
 }
+
+// TestMessagesAreCleanText: a message that echoes the request (an unknown route with a
+// NUL, invalid UTF-8 and a line break in its path) is clean text.
+func TestMessagesAreCleanText(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(http.MethodGet, "/admin/v1/x%00y%ffz%0Aw", nil, "Authorization", "Bearer "+adminToken)
+	wantError(t, "an unknown route", r, http.StatusNotFound, "no admin route", "x\uFFFDy\uFFFDz w")
+}

@@ -49,26 +49,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	reg := &catalog.Registry{}
-	if err := apis.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	ps, err := billing.NewPlans(plans...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := testenv.NewClock(t0)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := tollgate.New(reg, tollgate.Stores{
-		Keys:   memory.NewKeyStore(),
-		Ledger: memory.NewLedger(nil),
-		Rates:  memory.NewRateLimiter(),
-		Slots:  memory.NewConcurrencyLimiter(),
-	}, ps, &tollgate.Options{Now: clk.Now, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	svc := newService(t, clk.Now, logger)
 	ah, err := admin.NewHandler(svc, adminToken)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +66,30 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &env{t: t, clock: clk, svc: svc, srv: srv}
+}
+
+// newService returns a service on memory stores with the sample catalog and plans.
+func newService(tb testing.TB, now func() time.Time, logger *slog.Logger) *tollgate.Service {
+	tb.Helper()
+	reg := &catalog.Registry{}
+	if err := apis.Register(reg); err != nil {
+		tb.Fatal(err)
+	}
+	ps, err := billing.NewPlans(plans...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc, err := tollgate.New(reg, tollgate.Stores{
+		Keys:   memory.NewKeyStore(),
+		Ledger: memory.NewLedger(nil),
+		Rates:  memory.NewRateLimiter(),
+		Slots:  memory.NewConcurrencyLimiter(),
+	}, ps, &tollgate.Options{Now: now, Logger: logger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(svc.Close)
+	return svc
 }
 
 // envelope is the response envelope.

@@ -32,11 +32,12 @@
 //     (QUERY_TOO_COMPLEX, 400); a file API (FILE_UPLOAD_NOT_SUPPORTED, 400); an API the
 //     key may not call (FORBIDDEN, 403); more distinct APIs than the plan allows per
 //     query (PLAN_LIMIT_EXCEEDED, 403); arguments the catalog refuses (BAD_USER_INPUT,
-//     400).
-//  5. Admission of the whole query as one call ([tollgate.Service.Run]): the cost is the
-//     sum of the REST costs of its distinct APIs; short credits are 402
-//     INSUFFICIENT_CREDITS and nothing runs. The distinct calls run in parallel; an API
-//     named twice with the same arguments (aliases) runs once.
+//     400); an API named several times with different arguments (BAD_USER_INPUT, 400,
+//     see Aliases).
+//  5. Admission of the whole query as one call ([tollgate.Service.Run]): one rate-limit
+//     event, one concurrency slot, and the sum of the REST costs of its APIs; short
+//     credits are 402 INSUFFICIENT_CREDITS and nothing runs. The APIs run in parallel,
+//     each once.
 //  6. The results are shaped into the answer; an API that failed is null with an error
 //     carrying path and extensions.code (API_ERROR when it failed on the service's side,
 //     refunded; BAD_USER_INPUT when it judged its input wrong, charged), and the answer
@@ -45,6 +46,23 @@
 //     fragments, directives or variables) whose calls all succeeded, the gateway writes
 //     the data itself, exactly as graphql-go would (see fast.go), without parsing and
 //     validating the query again.
+//
+// # Aliases
+//
+// A query may name an API several times, under aliases or through fragments. If every
+// time names it with the same arguments, it runs once, counts once (for the cost and
+// for the plan's APIs per query) and every alias gets its result, shaped by its own
+// selection. With different arguments the query is refused before anything runs or is
+// charged: 400 BAD_USER_INPUT, with a message that names the API and says to name each
+// API once per query. A GraphQL call costs what the same call costs over REST, so it
+// cannot run one API several times for the price of one; running many inputs through
+// one API is the job of a batch request, not of aliases.
+//
+// "The same arguments" is judged on what the catalog makes of them, after graphql-go
+// has applied variables, defaults and @skip/@include and expanded fragments: the order
+// of the arguments, a default given or left out, a literal or a variable of the same
+// value, and a string or block string are all the same; a field that @skip or @include
+// leaves out is not named at all.
 //
 // Two caches keep repeated requests cheap, since clients send the same few queries over
 // and over: what a query's dry run found (its calls, or the whole answer of a query that
@@ -58,6 +76,12 @@
 // application/json, as the GraphQL-over-HTTP specification says; the gateway's own
 // refusals (401, 402, 403, 429, 503) use their status with either media type. Every
 // answer to an authenticated request carries the credit headers.
+//
+// Every error message is clean text, whatever graphql-go wrote: its marks for a value
+// it could not format (a fragment on an unknown type is "... can never be of type
+// %!q(<nil>)" in graphql-go, "... can never be of an unknown type" here), line breaks,
+// control characters and invalid UTF-8 are rewritten, a very long message is cut, and
+// an error graphql-go reports twice is reported once (see internal/cleantext).
 //
 // # Mounting
 //

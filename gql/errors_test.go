@@ -3,6 +3,7 @@ package gql_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,8 +154,8 @@ func TestPlanLimitExceeded(t *testing.T) {
 		t.Errorf("balance %d, want 50", got)
 	}
 
-	// One API under two aliases, with other arguments: one API.
-	data := wantOK(t, h.query(t, free.Key, `{ a: hash(text: "a") { hash } b: hash(text: "b") { hash } }`, nil))
+	// One API under two aliases: one API.
+	data := wantOK(t, h.query(t, free.Key, `{ a: hash(text: "a") { hash } b: hash(text: "a") { algorithm } }`, nil))
 	if len(data) != 2 {
 		t.Errorf("data %v", data)
 	}
@@ -275,7 +276,7 @@ func TestQueryTooComplex(t *testing.T) {
 		{"too deep by one", `{ nested { level1 { level2 { level3 { __typename } } } } }`, []string{"4 levels"}},
 		{"too deep through an inline fragment", `{ nested { level1 { ... on NestedResultLevel1 { level2 { level3 { value } } } } } }`, []string{"levels"}},
 		{"too deep through a fragment", `fragment L on NestedResultLevel1 { level2 { level3 { value } } } { nested { level1 { ...L } } }`, []string{"levels"}},
-		{"too many selections", `{ a: hash(text: "a") { hash algorithm } b: hash(text: "b") { hash algorithm } c: hash(text: "c") { hash algorithm } }`, []string{"selects 9 fields", "at most 8"}},
+		{"too many selections", `{ a: hash(text: "a") { hash algorithm } b: hash(text: "a") { hash algorithm } c: hash(text: "a") { hash algorithm } }`, []string{"selects 9 fields", "at most 8"}},
 		{"too long", `{ hash(text: "` + strings.Repeat("x", 400) + `") { hash } }`, []string{"bytes", "at most 400"}},
 		{"too long, whitespace", "{" + strings.Repeat(" ", 400) + "__typename }", []string{"bytes"}},
 	}
@@ -295,7 +296,7 @@ func TestQueryTooComplex(t *testing.T) {
 	for _, q := range []string{
 		aliases(3),
 		`{ nested { level1 { level2 { __typename } } } }`,
-		`{ a: hash(text: "a") { hash algorithm } b: hash(text: "b") { hash algorithm } c: hash(text: "c") { hash } }`,
+		`{ a: hash(text: "a") { hash algorithm } b: hash(text: "a") { hash algorithm } c: hash(text: "a") { hash } }`,
 	} {
 		wantOK(t, h.query(t, acct.Key, q, nil))
 	}
@@ -375,15 +376,7 @@ func TestRateLimited(t *testing.T) {
 func TestConcurrencyLimited(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "solo", -1) // one call at a time, 100 credits
-	first := make(chan *response, 1)
-	go func() {
-		req := newRequest(context.Background(), http.MethodPost, gqlBody(t, `{ block { released } }`, nil), contentType(mediaJSON), apiKey(acct.Key))
-		r, _ := serveRecorded(h.handler, req)
-		if err := checkResponse(req, r); err != nil {
-			t.Error(err)
-		}
-		first <- r
-	}()
+	first := h.goQuery(t, acct.Key, `{ block { released } }`)
 	h.block.waitEntered(t)
 	for _, media := range []string{mediaGraphQL, mediaJSON} {
 		r := h.query(t, acct.Key, hashQuery, nil, accept(media))
@@ -569,6 +562,76 @@ func TestSelectionBackstop(t *testing.T) {
 		r := h.query(t, acct.Key, b.String(), nil, accept(media))
 		wantGatewayError(t, r, http.StatusBadRequest, "QUERY_TOO_COMPLEX", "more than 2000 selections")
 		wantCredits(t, r, "pro", 0, 100000)
+	}
+	if n := h.runs.total(); n != 0 {
+		t.Errorf("%d APIs ran", n)
+	}
+}
+
+// TestMessagesAreCleanText: graphql-go's messages that it formats badly (a fragment on
+// an unknown type: "%!q(<nil>)"), breaks over lines, repeats, or that echo control
+// characters are answered as clean text, once each (checkResponse checks every message
+// of every test).
+func TestMessagesAreCleanText(t *testing.T) {
+	h := newHarness(t, config{extra: richAPIs()})
+	acct := h.newAccount(t, "pro", -1)
+	tests := []struct {
+		name, query string
+		vars        map[string]any
+		want        []string // the messages, in order
+	}{
+		{"a fragment on an unknown type", `fragment F on Nope { x } { ...F }`, nil, []string{
+			`Fragment "F" cannot be spread here as objects of type "Query" can never be of an unknown type.`,
+			`Unknown type "Nope".`}},
+		{"a fragment on an unknown type, in an unknown field", `{ nope { ...F } } fragment F on Nope { value }`, nil, []string{
+			`Cannot query field "nope" on type "Query".`,
+			`Fragment "F" cannot be spread here as objects of an unknown type can never be of an unknown type.`,
+			`Unknown type "Nope".`}},
+		{"an unknown list type, reported twice", `query($v: [Nope]) { hash(text: $v) { hash } }`, nil, []string{
+			`Unknown type "Nope".`}},
+		{"an invalid variable, over two lines", `query($p: RichtypesPointInput) { richtypes(tags: [], point: $p) { echo } }`,
+			map[string]any{"p": map[string]any{"z": 1}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.query(t, acct.Key, tt.query, tt.vars)
+			if r.Status != http.StatusBadRequest || len(r.Errors) == 0 {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			var got []string
+			for _, e := range r.Errors {
+				got = append(got, e.Message)
+				if strings.ContainsAny(e.Message, "\n%") {
+					t.Errorf("message %q", e.Message)
+				}
+			}
+			if tt.want != nil && !slices.Equal(got, tt.want) {
+				t.Errorf("messages\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNumbersOutOfRange: numbers graphql-go cannot read, which made it panic when it
+// compared the arguments of two fields of one name, are refused as invalid queries,
+// before anything runs.
+func TestNumbersOutOfRange(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro", -1)
+	for _, q := range []string{
+		`{ a: uuidgenerator(count: 99999999999999999999) { count } a: uuidgenerator(count: 99999999999999999999) { count } }`,
+		`{ uuidgenerator(count: 99999999999999999999) { count } uuidgenerator(count: 99999999999999999999) { uuids } }`,
+		`{ echo(message: "m", delay_ms: 1e400) { message } echo(message: "m", delay_ms: 1e400) { message } }`,
+		`{ uuidgenerator(count: 99999999999999999999) { count } }`,
+		`query($n: Int = 99999999999999999999) { uuidgenerator(count: $n) { count } }`,
+	} {
+		for _, media := range []string{mediaGraphQL, mediaJSON} {
+			r := h.query(t, acct.Key, q, nil, accept(media))
+			if r.Status == http.StatusOK && media == mediaGraphQL || len(r.Errors) == 0 || r.HasData {
+				t.Errorf("%s: %d %s; want a validation error", q, r.Status, r.Body)
+			}
+			wantCredits(t, r, "pro", 0, 100000)
+		}
 	}
 	if n := h.runs.total(); n != 0 {
 		t.Errorf("%d APIs ran", n)

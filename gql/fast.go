@@ -15,8 +15,8 @@ import (
 // (after graphql-go has validated it), and kept with the plan; each answer is then
 // written from the decoded results, value by value as graphql-go writes them
 // (json.Marshal of each scalar, the fields in the order selected). Everything else
-// (fragments, directives, variables, a field selected twice under one name, an API
-// named twice with other arguments, a failed call, a value the path cannot write) goes
+// (fragments, directives, variables, a field selected twice under one name, a failed
+// call, a value the path cannot write) goes
 // through graphql-go, as before: the fast path either writes exactly what graphql-go
 // would, or steps aside before anything is sent. The tests compare the two on every
 // kind of result.
@@ -214,29 +214,25 @@ func (r *selReader) skipString() bool {
 
 // appendData appends the data of a query, written from its calls' decoded results as
 // graphql-go would write it, or returns false if the fast path cannot: a root field
-// that is no API, or an API named twice with other arguments, or a value it cannot
-// write. done holds the results by call key; every call succeeded.
+// that is no API, or a value it cannot write. done holds the results by call key;
+// every call succeeded. Every alias of one API has the same result, since the plan
+// runs an API once and refuses a query that names it with different arguments.
 func appendData(b []byte, s *schema, calls []call, sels []selection, done *state) ([]byte, bool) {
 	return appendObject(b, "Query", sels, func(b []byte, sel selection) ([]byte, bool) {
 		r := s.roots[sel.name]
 		if r == nil {
 			return nil, false // __schema, __type: introspection beside the APIs
 		}
-		key := ""
 		for _, c := range calls {
-			if c.root != r {
-				continue
+			if c.root == r {
+				v, found := done.values[c.key]
+				if !found {
+					return nil, false
+				}
+				return appendValue(b, v, r.result, sel.sels)
 			}
-			if key != "" && c.key != key {
-				return nil, false // which alias has which arguments is not known here
-			}
-			key = c.key
 		}
-		v, found := done.values[key]
-		if !found {
-			return nil, false
-		}
-		return appendValue(b, v, r.result, sel.sels)
+		return nil, false
 	})
 }
 

@@ -52,6 +52,8 @@ func FuzzQuery(f *testing.F) {
 		{`}}}{{{`, `[]`},
 		{"\x00\xff garbage \"", `null`},
 		{`query($v: [[Int!]!]) { __typename }`, `{"v": [[1], 2, null]}`},
+		{`{ uuidgenerator(count: 99999999999999999999) { count } uuidgenerator(count: 99999999999999999999) { uuids } }`, ``},
+		{`{ echo(message: "m", delay_ms: 1e400) { message } echo(message: "m", delay_ms: 1e400) { message } }`, ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.query, s.vars)
@@ -94,6 +96,62 @@ func FuzzQuery(f *testing.F) {
 			if after := h.balance(t, acct.ID); after != before {
 				t.Fatalf("a %d answer changed the balance from %d to %d: query %q vars %q: %s", r.Status, before, after, query, vars, truncate(r.Body))
 			}
+		}
+	})
+}
+
+// FuzzRequestBody posts arbitrary bytes, with arbitrary Content-Type and Accept
+// headers, through the handler: the parsing of the request itself (media types, the
+// JSON body, its query, operationName and variables). The answer is always a
+// well-formed GraphQL result (see checkResponse) with a status the gateway gives, and
+// a refused request never changes the balance.
+//
+//	go test -run='^$' -fuzz=FuzzRequestBody -fuzztime=30s ./gql/
+func FuzzRequestBody(f *testing.F) {
+	for _, s := range []struct{ body, contentType, accept string }{
+		{`{"query":"{ __typename }"}`, mediaJSON, mediaGraphQL},
+		{`{"query":"{ hash(text: \"x\") { hash } }","operationName":null,"variables":null,"extensions":{}}`, mediaJSON, ""},
+		{`{"query":"query Q($t: String!) { hash(text: $t) { hash } }","operationName":"Q","variables":{"t":"x"}}`, "application/json; charset=utf-8", "application/json;q=0.9, */*;q=0.1"},
+		{`{"query":5}`, mediaJSON, mediaJSON},
+		{`{"query":"{ __typename }","variables":[]}`, mediaJSON, mediaJSON},
+		{`{"query":"{ __typename }","operationName":{}}`, mediaJSON, mediaJSON},
+		{`{"query":"{ __typename }"}{"query":"x"}`, mediaJSON, mediaJSON},
+		{`{"Query":"{ __typename }"}`, mediaJSON, mediaJSON},
+		{`[{"query":"{ __typename }"}]`, mediaJSON, mediaJSON},
+		{`{"query":"{ __typename }"}`, "application/json; charset=latin1", mediaJSON},
+		{`{"query":"{ __typename }"}`, "multipart/form-data; boundary=x", mediaJSON},
+		{`{"query":"{ __typename }"}`, "application/graphql", mediaJSON},
+		{`{"query":"{ __typename }"}`, "", "text/html"},
+		{`{"query":"{ __typename }"}`, ";;;", "application/json;q=0, application/graphql-response+json;q=0.000"},
+		{"{\"query\":\"{ __typename }\",\"variables\":{\"\xff\":\"\x00\"}}", mediaJSON, mediaJSON},
+		{`{"query":"` + strings.Repeat(`{ a `, 5000) + `"}`, mediaJSON, mediaJSON},
+		{``, mediaJSON, mediaJSON},
+		{`null`, mediaJSON, mediaJSON},
+	} {
+		f.Add([]byte(s.body), s.contentType, s.accept)
+	}
+	h := newHarness(f, config{sampleOnly: true,
+		plans: []billing.Plan{{Name: "fuzz", Credits: 1 << 50, GraphQLMaxAPIs: 3}},
+		svc:   tollgate.Options{CallTimeout: 20 * time.Millisecond}})
+	acct := h.newAccount(f, "fuzz", -1)
+	f.Fuzz(func(t *testing.T, body []byte, contentType, accept string) {
+		before := h.balance(t, acct.ID)
+		req := newRequest(t.Context(), http.MethodPost, string(body), apiKey(acct.Key))
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		r, _ := serveRecorded(h.handler, req)
+		if err := checkResponse(req, r); err != nil {
+			t.Fatalf("%v\nbody %q Content-Type %q Accept %q\nanswer %d %s", err, body, contentType, accept, r.Status, truncate(r.Body))
+		}
+		if !fuzzStatuses[r.Status] && r.Status != http.StatusNotAcceptable && r.Status != http.StatusUnsupportedMediaType || r.Edge {
+			t.Fatalf("status %d for body %q Content-Type %q Accept %q: %s", r.Status, body, contentType, accept, truncate(r.Body))
+		}
+		if r.Status != http.StatusOK && h.balance(t, acct.ID) != before {
+			t.Fatalf("a %d answer changed the balance: body %q", r.Status, body)
 		}
 	})
 }

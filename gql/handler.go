@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
@@ -251,7 +252,12 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 	p := h.plans.get(key)
 	if p == nil {
 		dry := &state{dry: true}
-		resp := s.exec.Exec(withState(ctx, dry), query, op, req.Variables)
+		resp, err := execute(withState(ctx, dry), s, query, op, req.Variables)
+		if err != nil {
+			h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
+			rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the query cannot be run")
+			return
+		}
 		if tooManySelections(resp.Errors) {
 			// graphql-go's own bound, which also counts what the gateway's count of
 			// result fields sees once (aliases of one field, fragments spread twice).
@@ -287,7 +293,7 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 		rw.send(http.StatusOK, p.body) // introspection, __typename: nothing to run, nothing to charge
 		return
 	}
-	invs, keys, qerr := h.plan(ctx, rw.p, p.calls)
+	invs, of, qerr := h.plan(ctx, rw.p, p.calls)
 	if qerr != nil {
 		rw.failErr(qerr)
 		return
@@ -299,18 +305,20 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 		return
 	}
 	// Decode the results into the result types here, on this goroutine, so that the
-	// resolvers graphql-go runs on goroutines of their own only look them up.
-	done := &state{values: make(map[string]reflect.Value, len(keys)), errs: make(map[string]error)}
-	roots := make(map[string]*root, len(keys))
+	// resolvers graphql-go runs on goroutines of their own only look them up. Every
+	// alias of an API shares its one invocation's result.
+	done := &state{values: make(map[string]reflect.Value, len(of)), errs: make(map[string]error)}
+	decoded := make([]reflect.Value, len(invs))
+	failed := make([]error, len(invs))
 	for _, c := range p.calls {
-		roots[c.key] = c.root
-	}
-	for i, k := range keys {
-		v, err := h.decode(ctx, invs[i].API.ID, roots[k], &results[i])
-		if err != nil {
-			done.errs[k] = err
+		i := of[c.key]
+		if !decoded[i].IsValid() && failed[i] == nil {
+			decoded[i], failed[i] = h.decode(ctx, invs[i].API.ID, c.root, &results[i])
+		}
+		if failed[i] != nil {
+			done.errs[c.key] = failed[i]
 		} else {
-			done.values[k] = v
+			done.values[c.key] = decoded[i]
 		}
 	}
 	if p.fast && len(done.errs) == 0 {
@@ -320,7 +328,37 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 			return
 		}
 	}
-	rw.write(http.StatusOK, s.exec.Exec(withState(ctx, done), query, op, req.Variables))
+	resp, err := execute(withState(ctx, done), s, query, op, req.Variables)
+	if err != nil {
+		h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
+		rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the results cannot be written")
+		return
+	}
+	rw.write(http.StatusOK, resp)
+}
+
+// execute runs a query through graphql-go. graphql-go panics on some queries instead
+// of refusing them: v1.11 panics on a number it cannot read (an Int beyond 64 bits, a
+// Float beyond float64) when it compares the arguments of two fields that share a
+// name. Such a panic is answered as the validation error it should have been; any
+// other is returned as an error, the service's failure.
+func execute(ctx context.Context, s *schema, query, op string, vars map[string]any) (resp *graphql.Response, err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		var num *strconv.NumError
+		if e, ok := v.(error); ok && errors.As(e, &num) {
+			resp, err = &graphql.Response{Errors: []*gqlerrors.QueryError{{
+				Message:    fmt.Sprintf("the number %s is out of range: an Int has 32 bits, a Float 64", num.Num),
+				Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"},
+			}}}, nil
+			return
+		}
+		resp, err = nil, fmt.Errorf("graphql-go panicked: %v", v)
+	}()
+	return s.exec.Exec(ctx, query, op, vars), nil
 }
 
 // planKey identifies a request for the plan cache.
@@ -329,8 +367,16 @@ func planKey(version uint64, op, query string, variables []byte) string {
 }
 
 // plan checks the recorded calls against the limits, the plan and the catalog, and
-// returns the distinct invocations to run with their keys.
-func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, []string, error) {
+// returns the invocations to run, one per API, and the invocation of each call key.
+//
+// An API named several times (aliases, fragments) runs once if every time names it
+// with the same arguments, judged on what the catalog makes of them (the defaults
+// applied, the order of arguments and the way they were written, literals or
+// variables, left aside); with different arguments the query is refused before
+// anything runs. A query costs what its APIs cost over REST, and runs each as one call
+// would, so it cannot run one API several times for the price of one; running many
+// inputs through one API is the job of a batch request.
+func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, map[string]int, error) {
 	if n := len(calls); n > h.limits.MaxRootFields {
 		return nil, nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
 	}
@@ -363,10 +409,12 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 			"the query names %d APIs; the %s plan allows %d per query", len(apis), p.Plan.Name, max)}
 	}
 	var invs []tollgate.Invocation
-	var keys []string
+	var params []string // the canonical arguments of each invocation
+	of := make(map[string]int, len(calls))
+	byAPI := make(map[string]int, len(apis))
 	for _, c := range calls {
-		if slices.Contains(keys, c.key) {
-			continue // the same API with the same arguments, under another alias: run once
+		if _, ok := of[c.key]; ok {
+			continue // the same API with the same arguments, under another alias
 		}
 		api, err := h.svc.Lookup(p, c.root.api.ID)
 		if err != nil {
@@ -380,9 +428,22 @@ func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call)
 			}
 			return nil, nil, err
 		}
-		invs, keys = append(invs, inv), append(keys, c.key)
+		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
+		if err != nil {
+			return nil, nil, err
+		}
+		if i, ok := byAPI[api.ID]; ok {
+			if params[i] != string(canonical) {
+				return nil, nil, &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: fmt.Sprintf(
+					"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input", c.root.name)}
+			}
+			of[c.key] = i
+			continue
+		}
+		byAPI[api.ID], of[c.key] = len(invs), len(invs)
+		invs, params = append(invs, inv), append(params, string(canonical))
 	}
-	return invs, keys, nil
+	return invs, of, nil
 }
 
 // selectionBound is graphql-go's bound on the selections of a query, every alias and
@@ -667,6 +728,7 @@ func (rw *responder) write(status int, resp *graphql.Response) {
 		rw.send(status, body)
 		return
 	}
+	resp.Errors = cleanErrors(resp.Errors)
 	body, err := json.Marshal(resp)
 	if err != nil {
 		rw.h.log.ErrorContext(rw.r.Context(), "gql: cannot encode a response", "error", err)
@@ -674,6 +736,25 @@ func (rw *responder) write(status int, resp *graphql.Response) {
 		return
 	}
 	rw.send(status, body)
+}
+
+// cleanErrors makes the messages of errors clean text (see package cleantext):
+// graphql-go formats some of its validation errors badly, a fragment on an unknown
+// type as "... can never be of type %!q(<nil>)", breaks some over lines, and echoes
+// what the query holds. It also drops an error that repeats an earlier one, message,
+// locations and path alike, which graphql-go reports twice for a variable of an
+// unknown list type.
+func cleanErrors(errs []*gqlerrors.QueryError) []*gqlerrors.QueryError {
+	out := errs[:0]
+	for _, e := range errs {
+		e.Message = cleantext.Message(e.Message)
+		if !slices.ContainsFunc(out, func(o *gqlerrors.QueryError) bool {
+			return o.Message == e.Message && slices.Equal(o.Locations, e.Locations) && slices.Equal(o.Path, e.Path)
+		}) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (rw *responder) send(status int, body []byte) {
@@ -763,7 +844,7 @@ func (rw *responder) fail(code tollgate.Code, message string) {
 func (rw *responder) failStatus(status int, code, message string) {
 	rw.w.Header()[httpx.HeaderErrorCode] = []string{code}
 	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
-		"message": message, "extensions": map[string]any{"code": code},
+		"message": cleantext.Message(message), "extensions": map[string]any{"code": code},
 	}}})
 	rw.send(status, body)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -434,6 +435,21 @@ func (h *harness) query(t testing.TB, key, query string, vars map[string]any, hd
 	return h.post(t, key, gqlBody(t, query, vars), hdrs...)
 }
 
+// goQuery posts a query on a goroutine of its own, for a query that blocks, and
+// returns the channel its checked answer arrives on.
+func (h *harness) goQuery(t testing.TB, key, query string) <-chan *response {
+	answer := make(chan *response, 1)
+	go func() {
+		req := newRequest(context.Background(), http.MethodPost, gqlBody(t, query, nil), contentType(mediaJSON), apiKey(key))
+		r, _ := serveRecorded(h.handler, req)
+		if err := checkResponse(req, r); err != nil {
+			t.Error(err)
+		}
+		answer <- r
+	}()
+	return answer
+}
+
 // checkResponse checks what every answer of the GraphQL handler must satisfy, and fills
 // in r.Edge, r.HasData, r.Data and r.Errors:
 //   - the edge 403 is text/html, not JSON, with no CORS, error code or credit header;
@@ -508,6 +524,9 @@ func checkResponse(req *http.Request, r *response) error {
 		for _, e := range r.Errors {
 			if e.Message == "" {
 				return errors.New("an error has no message")
+			}
+			if cleantext.Message(e.Message) != e.Message {
+				return errors.New("the error message " + strconv.Quote(e.Message) + " is not clean text")
 			}
 			if e.Code() == "" {
 				return errors.New("the error " + strconv.Quote(e.Message) + " has no extensions.code")

@@ -158,8 +158,11 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 		httpx.WriteEdge403(w)
 		return
 	case tollgate.CodeNoCredential:
-		h.unauthorized(w, r, id, false, e.Code.String(),
-			"no credential: send an API key in the x-api-key header (or as Authorization: Bearer), or authorize with OAuth")
+		message := "no credential: send an API key in the x-api-key header (or as Authorization: Bearer)"
+		if h.verify != nil {
+			message += ", or authorize with OAuth"
+		}
+		h.unauthorized(w, r, id, false, e.Code.String(), message)
 		return
 	case tollgate.CodeUnauthorized:
 		h.unauthorized(w, r, id, true, e.Code.String(),
@@ -181,33 +184,12 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request, id []byte, invalid bool, name, message string) {
 	hdr := w.Header()
 	h.applyCORS(hdr, r)
-	ch := h.challengeFor(r)
+	ch := h.challenge
 	if invalid {
 		ch += `, error="invalid_token"`
 	}
 	hdr.Set("WWW-Authenticate", ch)
 	writeRPCError(w, http.StatusUnauthorized, id, CodeUnauthorized, name, message)
-}
-
-// challengeFor returns the WWW-Authenticate challenge of a 401 answer to r.
-func (h *Handler) challengeFor(r *http.Request) string {
-	if h.challenge != "" {
-		return h.challenge
-	}
-	scheme, host := "http", r.Host
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	if h.fromTrustedProxy(r) {
-		if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
-			scheme = p
-		}
-		if fh := r.Header.Get("X-Forwarded-Host"); fh != "" && !strings.ContainsAny(fh, "\", /") {
-			host = fh
-		}
-	}
-	return `Bearer resource_metadata="` + scheme + "://" + strings.ReplaceAll(host, `"`, "") +
-		"/.well-known/oauth-protected-resource" + r.URL.EscapedPath() + `"`
 }
 
 // hostAllowed is the DNS-rebinding check: a request that arrives on a loopback socket

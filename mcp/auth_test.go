@@ -17,6 +17,14 @@ import (
 // fakeTokens is a fake authorization server: access tokens mapped to key ids.
 type fakeTokens map[string]string
 
+// options returns the handler options of OAuth with the fake tokens.
+func (f fakeTokens) options() mcp.Options {
+	return mcp.Options{VerifyToken: f.verify, Challenge: testChallenge}
+}
+
+// testChallenge is the challenge of the tests with OAuth on.
+const testChallenge = `Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"`
+
 func (f fakeTokens) verify(_ context.Context, token string) (string, error) {
 	if token == "store-down" {
 		return "", &tollgate.Error{Code: tollgate.CodeUnavailable, Message: "the token store cannot be reached; try again shortly"}
@@ -35,13 +43,13 @@ const initBody = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"proto
 // for the good ones.
 func TestCredentials(t *testing.T) {
 	tokens := fakeTokens{}
-	h := newHarness(t, config{mcp: mcp.Options{VerifyToken: tokens.verify}})
+	h := newHarness(t, config{mcp: tokens.options()})
 	restOnlyID, restOnly := h.subKey(t, h.account, "rest-only", auth.RestrictionSpec{Channels: []string{"rest"}})
 	_, mcpOnly := h.subKey(t, h.account, "mcp-only", auth.RestrictionSpec{Channels: []string{"mcp"}})
 	_, farAway := h.subKey(t, h.account, "office", auth.RestrictionSpec{AllowedIPs: []string{"10.0.0.0/8"}})
 	tokens["good-token"] = h.keyID
 	tokens["rest-token"] = restOnlyID
-	metadata := `Bearer resource_metadata="` + h.srv.URL + `/.well-known/oauth-protected-resource/v1/mcp"`
+	metadata := testChallenge
 
 	tests := []struct {
 		name      string
@@ -118,33 +126,54 @@ func TestOAuthOff(t *testing.T) {
 	}
 }
 
-// TestChallenge checks the WWW-Authenticate value: the option verbatim, or built from
-// the request, believing X-Forwarded-Proto and -Host only from trusted proxies.
+// TestChallenge checks the WWW-Authenticate value of a 401: the option verbatim, and
+// without OAuth a bare realm that sends no client to a metadata URL (which a host
+// without the OAuth metadata would answer with 404). OAuth without the option is
+// refused when the handler is made.
 func TestChallenge(t *testing.T) {
-	forwarded := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"api.example.com"}}
 	tests := []struct {
 		name string
 		opts mcp.Options
-		hdr  http.Header
-		want string // with %s for the test server's URL
+		want string
 	}{
-		{"default", mcp.Options{}, nil, `Bearer resource_metadata="%s/.well-known/oauth-protected-resource/v1/mcp"`},
-		{"untrusted forwarded headers", mcp.Options{}, forwarded, `Bearer resource_metadata="%s/.well-known/oauth-protected-resource/v1/mcp"`},
-		{"trusted proxy", mcp.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, forwarded,
-			`Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/v1/mcp"`},
-		{"option", mcp.Options{Challenge: `Bearer resource_metadata="https://x.example/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"`}, nil,
+		{"OAuth off", mcp.Options{}, `Bearer realm="tollgate"`},
+		{"OAuth off, named", mcp.Options{Name: `acme "tools"`}, `Bearer realm="acme tools"`},
+		{"option", mcp.Options{Challenge: `Bearer resource_metadata="https://x.example/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"`},
 			`Bearer resource_metadata="https://x.example/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"`},
+		{"OAuth on", fakeTokens{}.options(), testChallenge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, config{mcp: tt.opts})
-			resp, body := h.raw(t, tt.hdr).post(initBody)
-			want := strings.ReplaceAll(tt.want, "%s", h.srv.URL)
-			if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != want {
-				t.Fatalf("%d %q: %s; want 401 with %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
+			resp, body := h.raw(t, nil).post(initBody)
+			if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != tt.want {
+				t.Fatalf("%d %q: %s; want 401 with %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, tt.want)
+			}
+			if r := decodeResponse(t, body); strings.Contains(r.Error.Message, "OAuth") != (tt.opts.VerifyToken != nil) {
+				t.Errorf("the message %q, with OAuth %v", r.Error.Message, tt.opts.VerifyToken != nil)
+			}
+			if strings.Contains(tt.want, "resource_metadata") {
+				return
+			}
+			// Nothing answers at the metadata's conventional place on this server, and
+			// the challenge does not point there.
+			meta, err := h.srv.Client().Get(h.srv.URL + "/.well-known/oauth-protected-resource/v1/mcp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta.Body.Close()
+			if meta.StatusCode != http.StatusNotFound {
+				t.Fatalf("the test server serves metadata: %d", meta.StatusCode)
 			}
 		})
 	}
+	t.Run("OAuth without the option", func(t *testing.T) {
+		svc := newHarness(t, config{}).svc
+		_, err := mcp.NewHandler(svc, &mcp.Options{VerifyToken: fakeTokens{}.verify})
+		if err == nil || !strings.Contains(err.Error(), "Challenge") {
+			t.Fatalf("NewHandler: %v; want an error naming Options.Challenge", err)
+		}
+	})
 }
 
 // TestDNSRebinding checks the Host check on a loopback socket: a foreign Host is

@@ -32,13 +32,61 @@
 // credits_exhausted, unavailable), so that the model can read and act on them. Results
 // that reached admission report the cost and the balance left in _meta under
 // [MetaCredits]; the HTTP answer carries the credit and rate headers of REST
-// (X-Credits-Cost, X-Credits-Remaining, ...), and Retry-After when rate limited.
+// (X-Credits-Cost, X-Credits-Remaining, ...), and Retry-After when rate limited. When
+// one HTTP request carries several tool calls (a batch, in protocol 2025-03-26),
+// X-Credits-Cost is the sum of what they were charged, and the balance headers the
+// lowest balance they left.
 //
-// Protocol misuse is a JSON-RPC error with its proper code, never 0: -32700 for a body
-// that is not JSON, -32600 for a message that is not a valid request or comes without
-// its session, -32601 for an unknown method, -32602 for an unknown tool or arguments
-// that are not an object. The handler answers these itself where the SDK would answer
-// with a plain HTTP error, and turns any plain Go error of the SDK into -32603.
+// # Errors
+//
+// Every answer of the endpoint that is not a success is a JSON-RPC error object, with
+// the id of the request when it had one (null otherwise), a code (never 0), a message
+// that says what to fix (clean text: no control characters, invalid UTF-8 or marks of
+// a value that could not be formatted), data {"code": name} naming the cause as
+// X-Error-Code does, and its HTTP status. The one exception is the edge's bare HTML 403 for a key of the
+// wrong shape (see Credentials). The answers:
+//
+//   - a body that is not JSON, or is empty: 400, -32700;
+//   - a message that is not a JSON-RPC 2.0 request, a request without its id or
+//     params, a notification with an id, a batch holding such a message, an empty
+//     batch, initialize in a batch: 400, -32600;
+//   - a request without the Mcp-Session-Id of a session (other than initialize), or
+//     initialize within a session: 400, -32600;
+//   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)
+//     and a 400 for a notification;
+//   - an unknown tool, or arguments that are not an object: 200, -32602;
+//   - an unknown session (ended, timed out, or begun on another instance): 404, -32600,
+//     session_not_found, on which clients start a new session;
+//   - a session begun with another credential: 403, [CodeForbidden];
+//   - a POST that does not accept both application/json and text/event-stream, or a GET
+//     that does not accept text/event-stream: 406, -32600, not_acceptable;
+//   - a GET or DELETE without Mcp-Session-Id: 400, -32600;
+//   - Content-Type other than application/json: 415, -32600;
+//   - a method other than GET, POST, DELETE and OPTIONS: 405 with Allow, -32600;
+//   - an Mcp-Protocol-Version the server does not speak: 400, -32022 (MCP's
+//     unsupported protocol version), naming the versions it speaks;
+//   - a batch in protocol 2025-06-18 or later, which has none: 400, -32600;
+//   - Last-Event-ID (this server does not resume streams), or a second GET event
+//     stream on one session (409): -32600;
+//   - a body over [Options.MaxBodyBytes]: 413, -32600;
+//   - a Host that fails the DNS-rebinding check: 403, [CodeForbidden];
+//   - the credential answers of the Credentials section (401 [CodeUnauthorized], 403
+//     [CodeForbidden]), and 503 -32603 while the handler is closing.
+//
+// Most of these the handler checks itself. The rest the SDK refuses with a plain-text
+// http.Error, for which it offers no hook: the handler hands the SDK a response writer
+// that passes everything through except such a refusal, which it holds back and
+// answers with the JSON-RPC error above, matched by the SDK's text (sdkwriter.go lists
+// them). A plain refusal it does not know keeps the SDK's status and quotes its text;
+// a failure of the SDK itself (5xx) is logged at Error and answered -32603. A plain Go
+// error of a method (which the SDK would send with code 0) becomes -32603, or -32600
+// for a lifecycle message out of order.
+//
+// A client's mistake is logged at Info at most: Error is for the service's own
+// failures. The SDK logs some mistakes (a call before initialization, initialize or
+// notifications/initialized twice, a request of the sessionless protocol) at Error or
+// Warn; the handler's slog handler in front of [Options.Logger] passes those at Info,
+// and drops the SDK's Info records of every session's start and end.
 //
 // # Credentials
 //
@@ -48,9 +96,11 @@
 // bearer value that is not UUID-shaped). The key needs the mcp channel. The answers
 // are REST's, in JSON-RPC form where the body is JSON:
 //
-//   - no credential: 401 with a WWW-Authenticate challenge that points OAuth clients
-//     at the RFC 9728 metadata (/.well-known/oauth-protected-resource/v1/mcp, see
-//     [Options.Challenge]), and the JSON-RPC error [CodeUnauthorized];
+//   - no credential: 401 with the WWW-Authenticate challenge of [Options.Challenge],
+//     and the JSON-RPC error [CodeUnauthorized]. With OAuth on, the challenge points
+//     OAuth clients at the RFC 9728 metadata, which the host serves and names
+//     explicitly; with OAuth off it is a bare Bearer realm, so that no client is sent
+//     to a metadata URL that does not answer;
 //   - a key that is not UUID-shaped (or, with OAuth off, any bearer value that is not):
 //     the edge's bare HTML 403, without CORS headers;
 //   - an unknown key (a rotated one's old value, say) or a refused token: 401, the
@@ -104,8 +154,7 @@
 // that a reverse proxy on the same host forwards with the public Host. The handler
 // makes that check itself instead, and lets through requests from the proxies listed
 // in [Options.TrustedProxies], which are also the only ones whose X-Forwarded-For (IP
-// allow-lists), X-Forwarded-Proto and X-Forwarded-Host (the default challenge) are
-// believed. CORS is as for REST: every origin by default, preflights without a key,
+// allow-lists) is believed. CORS is as for REST: every origin by default, preflights without a key,
 // and the transport's headers (Mcp-Session-Id, WWW-Authenticate) exposed besides the
 // credit headers. Bodies are bounded by [Options.MaxBodyBytes].
 //

@@ -8,12 +8,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // writeRPCError answers an HTTP request with a JSON-RPC error response: the status,
 // X-Error-Code naming the cause, and a body that JSON-RPC clients surface as the
-// error of the request whose id it carries (null when there was none).
+// error of the request whose id it carries (null when there was none). The message is
+// made clean text (see package cleantext).
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, name, message string) {
 	if id == nil {
 		id = json.RawMessage("null")
@@ -22,7 +24,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{Code: code, Message: message, Data: errorData{Code: name}}})
+	}{"2.0", id, rpcError{Code: code, Message: cleantext.Message(message), Data: errorData{Code: name}}})
 	hdr := w.Header()
 	hdr[httpx.HeaderErrorCode] = []string{name}
 	hdr["Content-Type"] = []string{"application/json"}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,16 +37,17 @@ type Options struct {
 	// With a nil VerifyToken, OAuth is off and a bearer value that is not a UUID gets
 	// the edge's HTML 403, as over REST.
 	VerifyToken func(ctx context.Context, token string) (keyID string, err error)
-	// Challenge is the WWW-Authenticate value of 401 answers, which points OAuth
-	// clients at the RFC 9728 metadata of the endpoint, for example
+	// Challenge is the WWW-Authenticate value of 401 answers. With OAuth on
+	// (VerifyToken set) it is required, and points OAuth clients at the endpoint's
+	// RFC 9728 protected resource metadata, which the host must serve at that URL
+	// (auth/oauth's Server.Challenge builds the value and its
+	// ProtectedResourceMetadata serves the document), for example
 	//
-	//	Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/v1/mcp"
+	//	Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"
 	//
-	// A refused token or key adds error="invalid_token" to it. The default is built
-	// from the request: its scheme (https when the connection is TLS, or when a
-	// trusted proxy says so in X-Forwarded-Proto), its Host and the path the handler
-	// serves, under /.well-known/oauth-protected-resource. Set it when the handler is
-	// mounted under a prefix that is stripped before it.
+	// With OAuth off it defaults to Bearer realm="<Name>", which points nowhere: the
+	// handler never sends clients to a metadata URL the host may not serve. A refused
+	// token or key adds error="invalid_token" to it.
 	Challenge string
 	// RecheckInterval is how often an open stream (a GET event stream, or a POST whose
 	// answer is still pending) authenticates its credential again; a refused
@@ -71,7 +73,8 @@ type Options struct {
 	Name, Version string
 	// Instructions, if set, is sent to clients at initialization, for their models.
 	Instructions string
-	// Logger receives failures inside the handler and the MCP SDK's warnings. The
+	// Logger receives failures inside the handler and the MCP SDK's warnings and
+	// errors, and at Info the clients' mistakes (see the package documentation). The
 	// default is slog.Default(). Keys and tokens are never logged.
 	Logger *slog.Logger
 }
@@ -117,6 +120,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if opts.VerifyToken != nil && opts.Challenge == "" {
+		return nil, errors.New("mcp: Options.VerifyToken needs Options.Challenge, the WWW-Authenticate value that points OAuth clients at the resource metadata the host serves (auth/oauth: Server.Challenge and Server.ProtectedResourceMetadata)")
+	}
 	h := &Handler{
 		svc:       svc,
 		cors:      httpx.NewCORS(opts.AllowedOrigins, "GET, POST, DELETE, OPTIONS"),
@@ -148,7 +154,10 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if version == "" {
 		version = "1"
 	}
-	sdkLog := slog.New(warnOnly{h.log.Handler()})
+	if h.challenge == "" {
+		h.challenge = `Bearer realm="` + strings.NewReplacer(`"`, "", `\`, "").Replace(name) + `"`
+	}
+	sdkLog := slog.New(sdkLogHandler{h.log.Handler()})
 	h.server = sdk.NewServer(&sdk.Implementation{Name: name, Version: version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       sdkLog,
@@ -214,24 +223,45 @@ type callerKey struct{}
 const callerExtra = "tollgate.caller"
 
 // A caller is an authenticated request: the principal, the credential (to check it
-// again while a stream is open) and the response headers a tool call may add to.
+// again while a stream is open) and the response headers its tool calls write to.
 type caller struct {
 	p    tollgate.Principal
 	cred credential
 	user string // the SDK's session owner: the key id, or the account of a session token
 
-	mu   sync.Mutex
-	hdr  http.Header // the response's headers; nil once the response is under way
-	done bool
+	mu      sync.Mutex
+	hdr     http.Header // the response's headers; nil once the response is under way
+	done    bool
+	charged int64            // what the request's tool calls were charged so far
+	balance *billing.Balance // the lowest balance they left
 }
 
-// setHeaders lets a tool call write the credit headers of its HTTP response, if the
-// response is still open.
-func (c *caller) setHeaders(set func(http.Header)) {
+// receipt writes the credit and rate headers of a tool call to the HTTP response, if
+// it is still open, and Retry-After when the call was rate limited. A request may
+// carry several tool calls (a batch of protocol 2025-03-26): X-Credits-Cost is then
+// the sum of what they were charged, and the balance headers the lowest balance they
+// left, so that the headers account for every credit the request spent.
+func (c *caller) receipt(rc *tollgate.Receipt, retryAfter time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.done {
-		set(c.hdr)
+	if c.done {
+		return
+	}
+	if rc != nil {
+		sum := *rc
+		c.charged += rc.Charged
+		sum.Charged = c.charged
+		if rc.HasBalance && (c.balance == nil || rc.Balance.Remaining < c.balance.Remaining) {
+			b := rc.Balance
+			c.balance = &b
+		}
+		if c.balance != nil {
+			sum.Balance, sum.HasBalance = *c.balance, true
+		}
+		setReceiptHeaders(c.hdr, &sum)
+	}
+	if retryAfter > 0 {
+		billing.SetRetryAfter(c.hdr, retryAfter)
 	}
 }
 
@@ -260,7 +290,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.hostAllowed(r) {
-		http.Error(w, "Forbidden: the Host header "+quote(r.Host)+" does not name this server (DNS rebinding protection)", http.StatusForbidden)
+		writeRPCError(w, http.StatusForbidden, nil, CodeForbidden, "forbidden_host",
+			"the Host header "+quote(r.Host)+" does not name this server (DNS rebinding protection); connect by the server's own name")
 		return
 	}
 	switch r.Method {
@@ -268,7 +299,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		h.applyCORS(w.Header(), r)
-		http.Error(w, "the MCP endpoint takes POST (messages), GET (the event stream) and DELETE (end a session)", http.StatusMethodNotAllowed)
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method_not_allowed", msgMethods)
 		return
 	}
 	if h.closed.Load() {
@@ -321,10 +352,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish() // also on a panic: a tool call must not write headers after the response
 
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
-	var (
-		st *openStream
-		tw *trackingWriter
-	)
+	var st *openStream
 	if sid := r.Header.Get(sessionHeader); sid != "" && r.Method != http.MethodDelete {
 		// An open stream: registered so that a revocation ends it, and checked again
 		// every RecheckInterval while it lasts.
@@ -337,8 +365,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rc := http.NewResponseController(w)
 			rc.SetReadDeadline(time.Time{})
 			rc.SetWriteDeadline(time.Time{})
-		} else {
-			tw = &trackingWriter{ResponseWriter: w}
 		}
 	}
 	r = r.WithContext(ctx)
@@ -348,17 +374,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header = r.Header.Clone()
 		r.Header.Set("Authorization", "Bearer checked")
 	}
-	if tw != nil {
-		h.inner.ServeHTTP(tw, r)
-	} else {
-		h.inner.ServeHTTP(w, r)
-	}
+	sw := &sdkWriter{ResponseWriter: w}
+	h.inner.ServeHTTP(sw, r)
 	c.finish()
-	if tw != nil && !tw.wrote.Load() {
+	wrote, status, text := sw.result()
+	if !wrote && st != nil && r.Method == http.MethodPost {
 		// The stream was ended before the answer: say why.
 		if err := st.refused(); err != nil {
 			h.refuse(w, r, msg.id, err)
+			return
 		}
+	}
+	if status != 0 {
+		h.translate(w, r, msg.id, status, text)
 	}
 }
 
@@ -371,24 +399,42 @@ type message struct {
 	method    string
 	version   string // the jsonrpc member
 	hasParams bool
-	single    bool // the body is one JSON object
-	valid     bool // the body is JSON
+	single    bool      // the body is one JSON object
+	valid     bool      // the body is JSON
+	batch     []message // the messages of a batch (a JSON array), which is neither single nor has an id
 }
 
-// peek reads the envelope of a POSTed message without its params.
+// peek reads the envelope of a POSTed message, or of each message of a batch, without
+// their params.
 func peek(body []byte) message {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var raw []json.RawMessage
+		if err := json.Unmarshal(trimmed, &raw); err != nil {
+			return message{}
+		}
+		m := message{valid: true, batch: make([]message, len(raw))}
+		for i, r := range raw {
+			m.batch[i] = peekOne(r)
+		}
+		return m
+	}
+	return peekOne(trimmed)
+}
+
+// peekOne reads the envelope of one message.
+func peekOne(b []byte) message {
 	var m struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
 		Params  json.RawMessage `json:"params"`
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return message{valid: json.Valid(trimmed)} // a batch (protocol 2025-03-26), or not an object
+	if len(b) == 0 || b[0] != '{' {
+		return message{valid: json.Valid(b)} // not an object
 	}
-	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return message{valid: json.Valid(trimmed)}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return message{valid: json.Valid(b)}
 	}
 	if string(m.ID) == "null" {
 		m.ID = nil
@@ -431,16 +477,54 @@ var methods = map[string]methodRule{
 	"notifications/progress":           notification,
 }
 
-// misuse finds the misuses that the SDK would answer with a plain HTTP error or a
-// JSON-RPC error without a code, and returns the HTTP status, JSON-RPC code and message
-// to answer them with; status 0 lets the message through.
+// misuse finds the misuses that the SDK would answer with a plain HTTP error, a
+// JSON-RPC error without a code, or an error it logs as its own, and returns the HTTP
+// status, JSON-RPC code and message to answer them with; status 0 lets the message
+// through.
 func (h *Handler) misuse(r *http.Request, m message) (int, int64, string) {
-	if !m.valid {
+	switch {
+	case !m.valid:
 		return http.StatusBadRequest, codeParseError, "the body is not JSON; send one JSON-RPC message"
+	case m.batch != nil:
+		return h.batchMisuse(r, m.batch)
+	case !m.single:
+		return http.StatusBadRequest, codeInvalidRequest, "the body is not a JSON-RPC message: send one JSON object"
 	}
-	if !m.single {
-		return 0, 0, "" // a batch: the SDK answers it
+	return h.messageMisuse(r, m)
+}
+
+// batchMisuse checks a batch (protocol 2025-03-26 and earlier) message by message, as
+// messageMisuse checks a single one. A batch has no id to answer a misuse with, so
+// every misuse refuses the whole batch, with 400. initialize, which the protocol keeps
+// out of batches, is refused too: in a batch the SDK would start a session with it and
+// run the rest before the session is initialized.
+func (h *Handler) batchMisuse(r *http.Request, batch []message) (int, int64, string) {
+	if r.Header.Get("Mcp-Protocol-Version") >= "2025-06-18" {
+		return 0, 0, "" // the SDK refuses batches in these versions
 	}
+	if len(batch) == 0 {
+		return http.StatusBadRequest, codeInvalidRequest, "the batch is empty; send one JSON-RPC message, or a batch of them"
+	}
+	for i, m := range batch {
+		status, code, text := 0, int64(0), ""
+		switch {
+		case m.method == "initialize":
+			status, code, text = http.StatusBadRequest, codeInvalidRequest, "initialize cannot be part of a batch: send it alone"
+		case !m.single:
+			status, code, text = http.StatusBadRequest, codeInvalidRequest, "it is not a JSON-RPC message, an object"
+		default:
+			status, code, text = h.messageMisuse(r, m)
+		}
+		if status != 0 {
+			return http.StatusBadRequest, code, "message " + strconv.Itoa(i+1) + " of the batch: " + text
+		}
+	}
+	return 0, 0, ""
+}
+
+// messageMisuse checks one JSON-RPC message: its version, its method, its id and
+// params, and the session it needs.
+func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string) {
 	if m.version != "2.0" {
 		return http.StatusBadRequest, codeInvalidRequest, `the body is not a JSON-RPC 2.0 message: it needs "jsonrpc": "2.0"`
 	}
@@ -462,7 +546,10 @@ func (h *Handler) misuse(r *http.Request, m message) (int, int64, string) {
 		return http.StatusOK, codeInvalidParams, quote(m.method) + " needs params"
 	}
 	sid := r.Header.Get(sessionHeader)
-	newProtocol := r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" || m.method == "server/discover"
+	// A request of the sessionless protocol (2026-07-28) is answered by the SDK, which
+	// tells the client the versions this stateful server speaks; everything else
+	// needs a session, which only initialize starts.
+	newProtocol := isCall && (r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" || m.method == "server/discover")
 	switch {
 	case sid == "" && m.method != "initialize" && !newProtocol:
 		return http.StatusBadRequest, codeInvalidRequest,
@@ -498,20 +585,6 @@ func (h *Handler) applyCORS(hdr http.Header, r *http.Request) bool {
 var exposeHeaders = []string{strings.Join(append([]string{
 	sessionHeader, "Mcp-Protocol-Version", "WWW-Authenticate", httpx.HeaderErrorCode,
 }, billing.CreditHeaderNames...), ", ")}
-
-// warnOnly passes on the records of Warn level and above: the SDK logs every session
-// at Info.
-type warnOnly struct{ slog.Handler }
-
-func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
-}
-
-func (w warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return warnOnly{w.Handler.WithAttrs(attrs)}
-}
-
-func (w warnOnly) WithGroup(name string) slog.Handler { return warnOnly{w.Handler.WithGroup(name)} }
 
 // Interface guard.
 var _ http.Handler = (*Handler)(nil)

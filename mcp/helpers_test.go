@@ -312,23 +312,42 @@ func (h *harness) raw(t testing.TB, hdr http.Header) *rpc {
 	return &rpc{t: t, url: h.url, c: h.srv.Client(), hdr: hdr}
 }
 
-// post sends a body and returns the response with its body read.
+// post sends a body and returns the response with its body read; extra are header
+// names and values to set.
 func (c *rpc) post(body string, extra ...string) (*http.Response, []byte) {
 	c.t.Helper()
-	req, err := http.NewRequestWithContext(c.t.Context(), http.MethodPost, c.url, strings.NewReader(body))
+	hdr := make(map[string]string, len(extra)/2)
+	for i := 0; i+1 < len(extra); i += 2 {
+		hdr[extra[i]] = extra[i+1]
+	}
+	return c.do(http.MethodPost, body, hdr)
+}
+
+// do sends one HTTP request with the client's credential and session, and returns the
+// response with its body read. hdr adds to, or with an empty value removes, the
+// default headers (the JSON Content-Type and both Accept types for a POST).
+func (c *rpc) do(method, body string, hdr map[string]string) (*http.Response, []byte) {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.url, strings.NewReader(body))
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
 	for k, v := range c.hdr {
 		req.Header[k] = v
 	}
 	if c.sid != "" {
 		req.Header.Set("Mcp-Session-Id", c.sid)
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		req.Header.Set(extra[i], extra[i+1])
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := c.c.Do(req)
 	if err != nil {

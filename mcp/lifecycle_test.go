@@ -47,7 +47,7 @@ func TestRotationHeaderClient(t *testing.T) {
 // ids): it survives a rotation of its key, and ends with its revocation.
 func TestOAuthConnection(t *testing.T) {
 	tokens := fakeTokens{}
-	h := newHarness(t, config{mcp: mcp.Options{VerifyToken: tokens.verify}})
+	h := newHarness(t, config{mcp: tokens.options()})
 	tokens["opaque-access-token"] = h.keyID
 	cs, err := h.connect(t, bearerHeader("opaque-access-token"), clientOptions{noSSE: true})
 	if err != nil {
@@ -85,7 +85,7 @@ func TestOAuthConnection(t *testing.T) {
 // rotation ends the streams opened with the old value but not the OAuth ones.
 func TestRevocationClosesStreams(t *testing.T) {
 	tokens := fakeTokens{}
-	h := newHarness(t, config{mcp: mcp.Options{VerifyToken: tokens.verify}})
+	h := newHarness(t, config{mcp: tokens.options()})
 	tokens["tok"] = h.keyID
 	_, other := h.newAccount(t, "other", "pro")
 

@@ -1,7 +1,9 @@
 package mcp_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,7 +32,15 @@ func TestProtocolMisuse(t *testing.T) {
 		{"notification with an id", true, `{"jsonrpc":"2.0","id":9,"method":"notifications/initialized"}`, 400, -32600},
 		{"request without an id", true, `{"jsonrpc":"2.0","method":"tools/list"}`, 400, -32600},
 		{"not JSON-RPC 2.0", true, `{"jsonrpc":"1.0","id":1,"method":"tools/list"}`, 400, -32600},
-		{"an array of numbers", true, `[1,2]`, 400, 0},
+		{"an array of numbers", true, `[1,2]`, 400, -32600},
+		{"a number", true, `5`, 400, -32600},
+		{"an empty batch", true, `[]`, 400, -32600},
+		{"a batch without a session", false, `[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`, 400, -32600},
+		{"initialize in a batch", false, `[` + initBody + `]`, 400, -32600},
+		{"initialize in a session's batch", true, `[` + initBody + `]`, 400, -32600},
+		{"an unknown method in a batch", true, `[{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}]`, 400, -32601},
+		{"a request without an id in a batch", true, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"tools/list"}]`, 400, -32600},
+		{"a notification without a session", false, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 400, -32600},
 		{"not JSON", true, `{"jsonrpc":"2.0",`, 400, -32700},
 		{"initialize twice", true, initBody, 400, -32600},
 		{"no session", false, `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`, 400, -32600},
@@ -50,9 +60,6 @@ func TestProtocolMisuse(t *testing.T) {
 			}
 			if h.balance(t, h.account) != before {
 				t.Fatal("a refused message was charged")
-			}
-			if tt.code == 0 {
-				return // refused by the transport with a plain HTTP error
 			}
 			r := decodeResponse(t, body)
 			if r.Error == nil || r.Error.Code != tt.code || r.Error.Message == "" {
@@ -120,5 +127,50 @@ func TestMethods(t *testing.T) {
 	c2.hdr = keyHeader(other)
 	if resp, body := c2.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("another account's key on a session: %d %s; want 403", resp.StatusCode, body)
+	}
+}
+
+// TestBatch checks that a well-formed batch (protocol 2025-03-26) on a session is
+// still served: one answer per request.
+func TestBatch(t *testing.T) {
+	h := newHarness(t, config{})
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	resp, body := c.post(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}]`)
+	var answers []rpcResponse
+	if err := json.Unmarshal(body, &answers); resp.StatusCode != http.StatusOK || err != nil || len(answers) != 2 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	for _, a := range answers {
+		if a.Error != nil || len(a.Result) == 0 {
+			t.Errorf("answer %s %+v", a.ID, a.Error)
+		}
+	}
+}
+
+// TestBatchCreditHeaders: the tool calls of one batch share one HTTP answer, whose
+// X-Credits-Cost is the sum of what they were charged (a refunded failure counts 0)
+// and whose X-Credits-Remaining is the balance they left.
+func TestBatchCreditHeaders(t *testing.T) {
+	h := newHarness(t, config{})
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	before := h.balance(t, h.account)
+	resp, body := c.post(`[` +
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"uuid-generator","arguments":{}}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fail","arguments":{}}}]`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	after := h.balance(t, h.account)
+	if before-after != 2 {
+		t.Fatalf("the batch cost %d credits, want 2", before-after)
+	}
+	if got := resp.Header.Get("X-Credits-Cost"); got != "2" {
+		t.Errorf("X-Credits-Cost %q, want 2", got)
+	}
+	if got := resp.Header.Get("X-Credits-Remaining"); got != strconv.FormatInt(after, 10) {
+		t.Errorf("X-Credits-Remaining %q, want %d", got, after)
 	}
 }

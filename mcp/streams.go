@@ -2,9 +2,7 @@ package mcp
 
 import (
 	"context"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -125,23 +123,3 @@ func (s *streams) closeAll() {
 		st.end(errClosed)
 	}
 }
-
-// trackingWriter records whether anything was written, so that a POST whose stream
-// was ended before its answer can still be answered with the refusal.
-type trackingWriter struct {
-	http.ResponseWriter
-	wrote atomic.Bool
-}
-
-func (t *trackingWriter) WriteHeader(code int) {
-	t.wrote.Store(true)
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *trackingWriter) Write(b []byte) (int, error) {
-	t.wrote.Store(true)
-	return t.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer (to flush).
-func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

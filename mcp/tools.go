@@ -139,6 +139,13 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil {
 			var wire *jsonrpc.Error
 			if !errors.As(err, &wire) || wire.Code == 0 {
+				if method == "initialize" || method == "notifications/initialized" {
+					// The SDK's lifecycle checks: a message out of order is the client's
+					// mistake, not the service's failure.
+					h.log.InfoContext(ctx, "mcp: a lifecycle message out of order", "method", method, "error", err)
+					return nil, newRPCError(codeInvalidRequest, "invalid_request", err.Error()+
+						": a session begins with one initialize request, followed by one notifications/initialized")
+				}
 				h.log.WarnContext(ctx, "mcp: a method failed", "method", method, "error", err)
 				return nil, newRPCError(codeInternal, "internal", "internal error: "+err.Error())
 			}
@@ -199,7 +206,7 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	if res.Err != nil {
 		return h.toolError(ctx, c, p, res.Err, &rc)
 	}
-	c.setHeaders(func(hdr http.Header) { setReceiptHeaders(hdr, &rc) })
+	c.receipt(&rc, 0)
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: string(res.JSON)}},
 		StructuredContent: json.RawMessage(res.JSON),
@@ -278,14 +285,7 @@ func (h *Handler) toolError(ctx context.Context, c *caller, p *tollgate.Principa
 			rc.Balance, rc.HasBalance = b, true
 		}
 	}
-	c.setHeaders(func(hdr http.Header) {
-		if rc != nil {
-			setReceiptHeaders(hdr, rc)
-		}
-		if e.RetryAfter > 0 {
-			billing.SetRetryAfter(hdr, e.RetryAfter)
-		}
-	})
+	c.receipt(rc, e.RetryAfter)
 	text := e.Code.String() + ": " + e.Message
 	if e.RetryAfter > 0 {
 		text += fmt.Sprintf(" (retry in %ds)", int((e.RetryAfter+time.Second-1)/time.Second))

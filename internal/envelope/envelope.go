@@ -11,6 +11,8 @@ package envelope
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 )
 
 var (
@@ -41,9 +43,10 @@ func WriteData(w http.ResponseWriter, status int, encoded []byte) {
 	w.Write(okSuffix)
 }
 
-// WriteError writes an error envelope with the given status and message.
+// WriteError writes an error envelope with the given status and message, made clean
+// text (see package cleantext).
 func WriteError(w http.ResponseWriter, status int, message string) {
-	msg, _ := json.Marshal(message) // a string always encodes
+	msg, _ := json.Marshal(cleantext.Message(message)) // a string always encodes
 	hdr := w.Header()
 	hdr["Content-Type"] = jsonType
 	hdr["Cache-Control"] = noStore

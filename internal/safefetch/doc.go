@@ -49,4 +49,18 @@
 //
 // All failures are reported as [*Error], whose [Reason] says what went wrong
 // and whose message tells the user what to change.
+//
+// # One answer for every refused host name
+//
+// A host name that does not exist, cannot be resolved, has no addresses or
+// resolves to a blocked address gets one message ("the host "x" cannot be
+// fetched from: files are fetched only from hosts with public internet
+// addresses; check the url"). Telling these apart would let an outsider map the
+// names of the internal network: an internal name resolves, to a private
+// address, where a made-up one does not exist. The detail (which it was, and
+// the blocked address) goes to [Options.Logger], at Info for a name that does
+// not exist or has no addresses and at Warn for a blocked address or a failing
+// resolver: a refusal is the caller's doing, never an Error of the service. An
+// IP literal is told why it is refused ("10.0.0.1 is a private address"),
+// which says nothing the address does not.
 package safefetch

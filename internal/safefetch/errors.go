@@ -18,7 +18,8 @@ const (
 	// http or https.
 	ReasonScheme
 	// ReasonBlocked means the host is, or resolves to, an address that is not
-	// a public internet address (see [Blocked]).
+	// a public internet address (see [Blocked]). For a host name, the message
+	// does not tell it from ReasonNetwork's.
 	ReasonBlocked
 	// ReasonTooManyRedirects means the server redirected more often than
 	// [Options.MaxRedirects] allows.
@@ -30,7 +31,8 @@ const (
 	// ReasonStatus means the final response status was not 2xx.
 	ReasonStatus
 	// ReasonNetwork means the host could not be resolved or connected to, or
-	// the connection failed.
+	// the connection failed. A host name that cannot be resolved gets the
+	// message of ReasonBlocked.
 	ReasonNetwork
 	// ReasonCanceled means the caller's context was canceled.
 	ReasonCanceled
@@ -64,7 +66,8 @@ func (r Reason) String() string {
 // Error is the only error type returned by [Fetcher.Check] and
 // [Fetcher.Fetch]. Its message is meant for the user who supplied the URL: it
 // names the URL and says what to change. It never contains response bodies or
-// the addresses a host name resolved to.
+// the addresses a host name resolved to, nor says why a host name was refused
+// (see the package documentation).
 type Error struct {
 	// Reason classifies the failure.
 	Reason Reason

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -48,6 +49,12 @@ type Options struct {
 	// UserAgent is sent with every request. Empty means DefaultUserAgent
 	// ("tollgate-fetch/1").
 	UserAgent string
+	// Logger receives what a refusal of a destination does not tell the user (see
+	// [Error]): why the host was refused, and the addresses it resolved to. Refusals
+	// are the caller's doing, so they are logged at Info (a name that does not exist)
+	// or Warn (a blocked address, a failing resolver), never Error. Nil means
+	// slog.Default().
+	Logger *slog.Logger
 
 	// resolve replaces DNS resolution in tests. It is not called for IP
 	// literals. Nil means net.DefaultResolver.
@@ -83,6 +90,7 @@ type Fetcher struct {
 	blocked      func(netip.Addr) (string, bool)
 	dialer       *net.Dialer
 	client       *http.Client
+	log          *slog.Logger
 }
 
 // New returns a Fetcher configured by opts, which may be nil.
@@ -99,6 +107,10 @@ func New(opts *Options) *Fetcher {
 		userAgent:    o.UserAgent,
 		resolve:      o.resolve,
 		blocked:      o.blocked,
+		log:          o.Logger,
+	}
+	if f.log == nil {
+		f.log = slog.Default()
 	}
 	switch {
 	case f.maxRedirects == 0:
@@ -285,18 +297,23 @@ func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
 	if f.allowPrivate {
 		return nil
 	}
+	// The address may be one a host name resolved to, which the message must not
+	// show: the destination is not named.
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return newError(ReasonBlocked, err, "the address %q cannot be checked; only public internet addresses can be fetched", address)
+		f.log.Warn("safefetch: refused a destination", "address", address, "detail", "the address cannot be checked", "error", err)
+		return refused(ReasonBlocked, err, "")
 	}
-	if e := f.checkAddrs(ap.Addr().String(), []netip.Addr{ap.Addr()}); e != nil {
-		return e
+	if reason, blocked := f.blocked(ap.Addr()); blocked {
+		f.log.Warn("safefetch: refused a destination", "address", ap.Addr().String(), "detail", "the address is "+reason)
+		return refused(ReasonBlocked, nil, "")
 	}
-	return nil // not the typed nil checkAddrs would return
+	return nil
 }
 
 // lookup returns the addresses of host: the address itself for an IP
-// literal, the resolver's answer otherwise.
+// literal, the resolver's answer otherwise. A host that cannot be resolved is
+// refused with the message of every refused destination (see [refused]).
 func (f *Fetcher) lookup(ctx context.Context, host string) ([]netip.Addr, *Error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{a}, nil
@@ -305,20 +322,23 @@ func (f *Fetcher) lookup(ctx context.Context, host string) ([]netip.Addr, *Error
 	if err != nil {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-			return nil, newError(ReasonNetwork, err, "the host %q does not exist; check the url", host)
+			f.log.InfoContext(ctx, "safefetch: refused a destination", "host", host, "detail", "the host does not exist")
+		} else if ctx.Err() == nil {
+			f.log.WarnContext(ctx, "safefetch: refused a destination", "host", host, "detail", "the host could not be resolved", "error", err)
 		}
-		return nil, newError(ReasonNetwork, err, "the host %q could not be resolved; check the url or try again later", host)
+		return nil, refused(ReasonNetwork, err, host)
 	}
 	if len(addrs) == 0 {
-		return nil, newError(ReasonNetwork, nil, "the host %q has no addresses; check the url", host)
+		f.log.InfoContext(ctx, "safefetch: refused a destination", "host", host, "detail", "the host has no addresses")
+		return nil, refused(ReasonNetwork, nil, host)
 	}
 	return addrs, nil
 }
 
 // checkAddrs applies the address policy to the addresses of host. It refuses
-// the host if any one of them is blocked. For a host name the message does
-// not reveal the address, so that the check cannot be used to map internal
-// DNS.
+// the host if any one of them is blocked. An IP literal is told why, which
+// says nothing the address does not; a host name gets the message of every
+// refused destination, and the address and why it is blocked go to the log.
 func (f *Fetcher) checkAddrs(host string, addrs []netip.Addr) *Error {
 	if f.allowPrivate {
 		return nil
@@ -328,12 +348,26 @@ func (f *Fetcher) checkAddrs(host string, addrs []netip.Addr) *Error {
 		if !blocked {
 			continue
 		}
+		f.log.Warn("safefetch: refused a destination", "host", host, "address", a.String(), "detail", "the address is "+reason)
 		if lit, err := netip.ParseAddr(host); err == nil {
 			return newError(ReasonBlocked, nil, "%s is %s; only public internet addresses can be fetched", lit, reason)
 		}
-		return newError(ReasonBlocked, nil, "the host %q resolves to %s; only public internet addresses can be fetched", host, reason)
+		return refused(ReasonBlocked, nil, host)
 	}
 	return nil
+}
+
+// refused returns the error of a host name the Fetcher will not fetch from: one
+// that does not exist, cannot be resolved, has no addresses, or resolves to a
+// blocked address. The message is the same for all of them, so that an
+// outsider cannot tell from the answers which internal names exist; the detail
+// goes to the log. An empty host stands for a destination that is not named.
+func refused(reason Reason, cause error, host string) *Error {
+	what := "the destination"
+	if host != "" {
+		what = "the host " + strconv.Quote(host)
+	}
+	return newError(reason, cause, "%s cannot be fetched from: files are fetched only from hosts with public internet addresses; check the url", what)
 }
 
 // requestError turns an error from the HTTP client or the body into an
