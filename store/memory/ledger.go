@@ -67,7 +67,28 @@ type reservation struct {
 	amount  int64
 	start   int64 // Unix seconds of the period it was made in
 	expires int64 // Unix nanoseconds
-	apis    []string
+	// The APIs it counted: none (counted false), or api and the others, more (a call
+	// of one API, the common case, keeps its APIs without an allocation).
+	counted bool
+	api     string
+	more    []string
+}
+
+// uncount takes one call off the usage count of each of r's APIs, never below zero.
+func (a *account) uncount(r reservation) {
+	if !r.counted {
+		return
+	}
+	a.uncountAPI(r.api)
+	for _, api := range r.more {
+		a.uncountAPI(api)
+	}
+}
+
+func (a *account) uncountAPI(api string) {
+	if a.usage[api] > 0 {
+		a.usage[api]--
+	}
 }
 
 // closed is how a remembered request id ended.
@@ -156,26 +177,25 @@ func (a *account) expire(now int64, limit, remember int) int {
 		}
 		delete(a.open, id)
 		a.forget(id, voided, remember)
-		a.credit(r, r.amount, r.apis)
+		if a.credit(r, r.amount) {
+			a.uncount(r)
+		}
 		n++
 	}
 	a.due.Store(due)
 	return n
 }
 
-// credit gives back amount credits of reservation r and uncounts apis, unless the
-// balance has been renewed since r was made (the credits went with the old period).
-func (a *account) credit(r reservation, amount int64, apis []string) {
+// credit gives back amount credits of reservation r, unless the balance has been
+// renewed since r was made (the credits went with the old period), and reports whether
+// it did.
+func (a *account) credit(r reservation, amount int64) bool {
 	if r.start != a.period.Start.Unix() {
-		return
+		return false
 	}
 	a.balance += amount
 	a.used -= amount
-	for _, api := range apis {
-		if a.usage[api] > 0 {
-			a.usage[api]--
-		}
-	}
+	return true
 }
 
 func (a *account) snapshot() billing.Balance {
@@ -191,16 +211,15 @@ func (a *account) seen(id billing.RequestID) bool {
 	return ok
 }
 
-// forget records how id ended, forgetting the oldest id when the ring is full.
+// forget records how id, which was open or not seen before, ended, forgetting the
+// oldest id when the ring is full.
 func (a *account) forget(id billing.RequestID, how closed, limit int) {
-	if _, ok := a.done[id]; !ok {
-		if len(a.ring) < limit {
-			a.ring = append(a.ring, id)
-		} else {
-			delete(a.done, a.ring[a.next])
-			a.ring[a.next] = id
-			a.next = (a.next + 1) % limit
-		}
+	if len(a.ring) < limit {
+		a.ring = append(a.ring, id)
+	} else {
+		delete(a.done, a.ring[a.next])
+		a.ring[a.next] = id
+		a.next = (a.next + 1) % limit
 	}
 	a.done[id] = how
 }
@@ -230,7 +249,14 @@ func (l *Ledger) Reserve(ctx context.Context, r billing.Reservation) (billing.Ba
 		a.usage[api]++
 	}
 	expires := r.Expires.UnixNano()
-	a.open[r.Request] = reservation{amount: r.Amount, start: a.period.Start.Unix(), expires: expires, apis: slices.Clone(r.APIs)}
+	res := reservation{amount: r.Amount, start: a.period.Start.Unix(), expires: expires}
+	if len(r.APIs) > 0 {
+		res.counted, res.api = true, r.APIs[0]
+		if len(r.APIs) > 1 {
+			res.more = slices.Clone(r.APIs[1:])
+		}
+	}
+	a.open[r.Request] = res
 	if expires < a.due.Load() {
 		a.due.Store(expires)
 	}
@@ -259,7 +285,11 @@ func (l *Ledger) Settle(ctx context.Context, s billing.Settlement) (billing.Bala
 	}
 	delete(a.open, s.Request)
 	a.forget(s.Request, settled, l.remember)
-	a.credit(res, s.Refund, s.Uncount)
+	if a.credit(res, s.Refund) {
+		for _, api := range s.Uncount {
+			a.uncountAPI(api)
+		}
+	}
 	return a.snapshot(), nil
 }
 
