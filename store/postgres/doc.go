@@ -122,8 +122,13 @@
 // finds its row gone and an 'expire' entry answers billing.ErrVoided and changes
 // nothing. Every function that operates on an account (admission, reservation,
 // settlement, adjustment, balance) first voids its reservations expired at the call's
-// now (one index probe when none is); [Store.Sweep] voids those of any accounts, 32
-// accounts per call, and any number of instances may sweep at once.
+// now, when the balance row's next_expiry (at most the earliest expiry of an open
+// reservation, read with the row the call reads anyway) says one is due; [Store.Sweep]
+// voids those of any accounts, 32 accounts per call, and any number of instances may
+// sweep at once. Keeping the open reservations costs a paid call one more row
+// inserted and one deleted: 96 buffers touched and 1,453 bytes of WAL per call, against
+// 90 and 1,205 without (measured on a private server, 2,000 paid calls with a key
+// check, a rate limit, a slot and credits).
 //
 // Expiry is judged on the instants the instances pass in, never on the server's clock:
 // give the reservations a grace (tollgate.Options.ReservationGrace) wider than the

@@ -21,10 +21,21 @@
 -- used credits past 2^53-1 (billing.MaxCredits); the used credits include every open
 -- reservation, so no refund can pass it either.
 --
+-- An account's balance row keeps next_expiry, at most the earliest expiry of its open
+-- reservations (NULL when it has none it knows of): an operation looks for expired
+-- reservations only when next_expiry says one is due, so the hot path reads no more
+-- than the balance row it reads anyway. A reservation lowers it (or sets it when NULL)
+-- before it takes its credits; a void sets it to the earliest expiry left; settlements
+-- leave it, low, until the next void. A reservation made while a void of its account
+-- recomputes next_expiry may be missed by that recomputation: it is then voided by the
+-- sweep, or by the account's next void.
+--
 -- Lock order, which every function keeps: rate row, slot lock, balance row, shards (all
 -- of an account's, in shard order, before any reservation row is voided), reservation
 -- rows. A void never waits for a reservation row, so holding shards while it looks for
 -- rows cannot deadlock.
+
+ALTER TABLE tollgate_balances ADD COLUMN next_expiry bigint;
 
 CREATE TABLE tollgate_reservations (
     account_id text   NOT NULL,
@@ -42,6 +53,9 @@ SELECT r.account_id, r.request_id, 0
    AND NOT EXISTS (SELECT 1 FROM tollgate_ledger s
                     WHERE s.account_id = r.account_id AND s.request_id = r.request_id
                       AND s.kind IN ('settle', 'refund'));
+
+UPDATE tollgate_balances b SET next_expiry = 0
+ WHERE EXISTS (SELECT 1 FROM tollgate_reservations x WHERE x.account_id = b.account_id);
 
 ALTER TABLE tollgate_ledger DROP CONSTRAINT tollgate_ledger_kind;
 ALTER TABLE tollgate_ledger ADD CONSTRAINT tollgate_ledger_kind
@@ -106,11 +120,13 @@ DECLARE
     n int;
     m tollgate_balances;
 BEGIN
-    IF p_limit <= 0 OR NOT EXISTS (SELECT 1 FROM tollgate_reservations x
-                                    WHERE x.account_id = p_account AND x.expires <= p_now) THEN
+    IF p_limit <= 0 THEN
         RETURN 0;
     END IF;
-    SELECT * INTO m FROM tollgate_balances b WHERE b.account_id = p_account;
+    SELECT * INTO m FROM tollgate_balances b WHERE b.account_id = p_account FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
     PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
     WITH gone AS (
         DELETE FROM tollgate_reservations d
@@ -147,7 +163,37 @@ BEGIN
            CASE WHEN e.credited THEN e.apis END
       FROM e;
     GET DIAGNOSTICS n = ROW_COUNT;
+    UPDATE tollgate_balances b
+       SET next_expiry = (SELECT min(x.expires) FROM tollgate_reservations x WHERE x.account_id = p_account)
+     WHERE b.account_id = p_account;
     RETURN n;
+END
+$$;
+
+-- tollgate_void_due voids the account's expired reservations if m, its balance row,
+-- says one is due at p_now, and returns next_expiry as it is then.
+CREATE FUNCTION tollgate_void_due(m tollgate_balances, p_now bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    next_at bigint := m.next_expiry;
+BEGIN
+    IF next_at IS NOT NULL AND next_at <= p_now THEN
+        PERFORM tollgate_void(m.account_id, p_now, 64);
+        SELECT b.next_expiry INTO next_at FROM tollgate_balances b WHERE b.account_id = m.account_id;
+    END IF;
+    RETURN next_at;
+END
+$$;
+
+-- tollgate_expect lowers the account's next_expiry to p_expires, for a reservation about
+-- to be made, when next_at (as the caller read it) is NULL or later.
+CREATE FUNCTION tollgate_expect(p_account text, next_at bigint, p_expires bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF next_at IS NULL OR p_expires < next_at THEN
+        UPDATE tollgate_balances b SET next_expiry = least(coalesce(b.next_expiry, p_expires), p_expires)
+         WHERE b.account_id = p_account;
+    END IF;
 END
 $$;
 
@@ -215,13 +261,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     m tollgate_balances;
     c record;
+    next_at bigint;
 BEGIN
     m := tollgate_renew(p_account, p_start, p_end, p_allowance);
     IF m.account_id IS NULL THEN
         o_status := 1;
         RETURN;
     END IF;
-    PERFORM tollgate_void(p_account, p_now, 64);
+    next_at := tollgate_void_due(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
@@ -231,6 +278,7 @@ BEGIN
         SELECT t.o_remaining, t.o_used INTO o_remaining, o_used FROM tollgate_sums(p_account) t;
         RETURN;
     END IF;
+    PERFORM tollgate_expect(p_account, next_at, p_expires);
     c := tollgate_charge(p_account, m.shards, p_request, p_amount, p_apis, p_expires);
     o_remaining := c.o_remaining;
     o_used := c.o_used;
@@ -268,7 +316,7 @@ BEGIN
         o_status := 1;
         RETURN;
     END IF;
-    PERFORM tollgate_void(p_account, p_now, 64);
+    PERFORM tollgate_void_due(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
@@ -338,7 +386,7 @@ BEGIN
         o_status := 1;
         RETURN;
     END IF;
-    PERFORM tollgate_void(p_account, p_now, 64);
+    PERFORM tollgate_void_due(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
@@ -399,7 +447,7 @@ BEGIN
         o_status := 1;
         RETURN;
     END IF;
-    PERFORM tollgate_void(p_account, p_now, 64);
+    PERFORM tollgate_void_due(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
@@ -443,6 +491,7 @@ DECLARE
     sc record;
     m tollgate_balances;
     c record;
+    next_at bigint;
 BEGIN
     o_denied := 0;
     o_status := 0;
@@ -502,12 +551,13 @@ BEGIN
             o_status := 1;
             RETURN;
         END IF;
-        PERFORM tollgate_void(p_credit_account, p_now, 64);
+        next_at := tollgate_void_due(m, p_now);
         o_allowance := m.allowance;
         o_period_start := m.period_start;
         o_period_end := m.period_end;
         IF NOT replay THEN
             -- Credits: the reservation, the last check and the first write.
+            PERFORM tollgate_expect(p_credit_account, next_at, p_expires);
             c := tollgate_charge(p_credit_account, m.shards, p_request, p_amount, p_apis, p_expires);
             o_remaining := c.o_remaining;
             o_used := c.o_used;
@@ -604,6 +654,8 @@ BEGIN
      WHERE p_credit_account[i] IS NOT NULL ORDER BY p_start[i] DESC LIMIT 1;
     IF last IS NOT NULL THEN
         PERFORM tollgate_renew(p_credit_account[last], p_start[last], p_end[last], p_allowance[last]);
+        -- The balance row (voids and next_expiry take it), then the shards.
+        PERFORM 1 FROM tollgate_balances b WHERE b.account_id = p_credit_account[last] FOR UPDATE;
         PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_credit_account[last] ORDER BY s.shard FOR UPDATE;
     END IF;
     FOR i IN 1 .. coalesce(cardinality(p_request), 0) LOOP
@@ -650,8 +702,9 @@ BEGIN
         -- now, in order.
         IF EXISTS (SELECT 1 FROM generate_subscripts(p_request, 1) AS i
                     WHERE p_settle_account[i] IS NOT NULL AND (p_refund[i] > 0 OR p_uncount_counts[i] > 0))
-           OR EXISTS (SELECT 1 FROM tollgate_reservations x
-                       WHERE x.account_id = p_settle_account[last] AND x.expires <= (SELECT max(t) FROM unnest(p_now) t)) THEN
+           OR EXISTS (SELECT 1 FROM tollgate_balances b
+                       WHERE b.account_id = p_settle_account[last] AND b.next_expiry <= (SELECT max(t) FROM unnest(p_now) t)) THEN
+            PERFORM 1 FROM tollgate_balances b WHERE b.account_id = p_settle_account[last] FOR UPDATE;
             PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_settle_account[last] ORDER BY s.shard FOR UPDATE;
         END IF;
     END IF;
