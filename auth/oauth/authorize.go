@@ -132,7 +132,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	q, c, err := s.checkRequest(r, r.URL.Query())
 	if err != nil {
-		s.requestFailed(w, err)
+		s.requestFailed(w, r, err)
 		return
 	}
 	consent, nonce := newConsent(s.now().Add(ConsentTTL))
@@ -154,7 +154,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	form := r.PostForm
 	q, c, err := s.checkRequest(r, form)
 	if err != nil {
-		s.requestFailed(w, err)
+		s.requestFailed(w, r, err)
 		return
 	}
 	now := s.now()
@@ -192,7 +192,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.Error("oauth: checking a key on the consent page", "error", err)
+		s.failed(r.Context(), "oauth: checking a key on the consent page", "error", err)
 		s.writeErrorPage(w, http.StatusServiceUnavailable, "The key cannot be checked right now. Try again in a moment.")
 		return
 	}
@@ -214,7 +214,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		s.writeErrorPage(w, http.StatusConflict, "This consent form was submitted already.")
 		return
 	case err != nil:
-		s.log.Error("oauth: storing an approval", "error", err)
+		s.failed(r.Context(), "oauth: storing an approval", "error", err)
 		s.writeErrorPage(w, http.StatusServiceUnavailable, "The approval cannot be stored right now. Try again in a moment.")
 		return
 	}
@@ -261,13 +261,13 @@ func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, toke
 
 // requestFailed answers an authorization request that cannot be completed, on a page
 // of the server.
-func (s *Server) requestFailed(w http.ResponseWriter, err error) {
+func (s *Server) requestFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var re *requestError
 	if errors.As(err, &re) {
 		s.writeErrorPage(w, re.status, re.msg)
 		return
 	}
-	s.log.Error("oauth: reading a client", "error", err)
+	s.failed(r.Context(), "oauth: reading a client", "error", err)
 	s.writeErrorPage(w, http.StatusServiceUnavailable, "The application cannot be looked up right now. Try again in a moment.")
 }
 

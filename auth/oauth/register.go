@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime"
 	"net/http"
 	"unicode"
@@ -196,7 +195,7 @@ func writeError(w http.ResponseWriter, status int, code, description string) {
 // storeFailed answers a request whose store operation failed unexpectedly, and logs
 // the failure.
 func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
-	s.log.LogAttrs(r.Context(), slog.LevelError, "oauth: store failed", slog.String("op", what), slog.Any("error", err))
+	s.failed(r.Context(), "oauth: store failed", "op", what, "error", err)
 	w.Header().Set("Retry-After", "5")
 	writeError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the authorization server cannot complete the request now; try again")
 }

@@ -288,7 +288,7 @@ func (s *Server) revoke(ctx context.Context, approvalID string, now time.Time) {
 
 // unavailable logs an unexpected failure and returns the error answer for it.
 func (s *Server) unavailable(ctx context.Context, op string, err error) *tokenError {
-	s.log.ErrorContext(ctx, "oauth: token endpoint failed", "op", op, "error", err)
+	s.failed(ctx, "oauth: token endpoint failed", "op", op, "error", err)
 	return errUnavailable
 }
 
