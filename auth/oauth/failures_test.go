@@ -140,3 +140,41 @@ func (l *levels) all() []string {
 	}
 	return out
 }
+
+// TestReuseRevokesWhenTheClientLeaves checks that presenting a rotated refresh token
+// revokes the connection even if the client leaves as soon as the server has read the
+// token: the revocation is the server's decision, which the request's end must not cut
+// short.
+func TestReuseRevokesWhenTheClientLeaves(t *testing.T) {
+	h := newHarness(t)
+	q := h.newRequest(h.register(t, callback), callback)
+	_, refresh1 := h.tokens(t, q)
+	r := h.refresh(t, q.clientID, refresh1)
+	if r.status != http.StatusOK {
+		t.Fatalf("refresh: %d %s", r.status, r.body)
+	}
+	access2 := r.json["access_token"].(string)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	srv, err := oauth.New(leavingStore{h.store, cancel}, oauth.ServiceKeys(h.svc), &oauth.Options{
+		Issuer: h.issuer, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler),
+	})
+	must(t, err)
+	body := url.Values{"grant_type": {"refresh_token"}, "client_id": {q.clientID}, "refresh_token": {refresh1}}.Encode()
+	req := httptest.NewRequestWithContext(ctx, "POST", h.issuer+"/oauth/token", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	srv.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	h.wantInvalid(t, access2)
+}
+
+// leavingStore is a store whose reads of a token are the last thing the request's
+// client waits for: it cancels the request's context once the token is read.
+type leavingStore struct {
+	oauth.Store
+	cancel context.CancelFunc
+}
+
+func (s leavingStore) Token(ctx context.Context, h oauthstore.Hash, now time.Time) (oauthstore.Token, oauthstore.Approval, error) {
+	defer s.cancel()
+	return s.Store.Token(ctx, h, now)
+}
