@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth"
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 )
 
 const callback = "http://127.0.0.1:9000/callback"
@@ -554,6 +555,44 @@ func TestConsentPage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConsentPageFormatting checks that a client cannot change how the consent page
+// reads with invisible characters: bidirectional controls, which reorder the page's
+// own text around them, or other formatting characters. A name or client_id URL that
+// carries them is refused, from a metadata document as from a registration, and an
+// id URL must be written in ASCII, so that its host cannot imitate another with
+// look-alike letters; a name stored before these rules is shown without them.
+func TestConsentPageFormatting(t *testing.T) {
+	docs := newDocumentServer(t, map[string]string{
+		"/bidi-name.json":       `{"client_id":"{url}","client_name":"Good \u202eppA","redirect_uris":["` + callback + `"]}`,
+		"/\u202enosj.x":         `{"client_id":"{url}","client_name":"Doc","redirect_uris":["` + callback + `"]}`,
+		"/caf\u00e9.json":       `{"client_id":"{url}","client_name":"Doc","redirect_uris":["` + callback + `"]}`,
+		"/zero\u200bwidth.json": `{"client_id":"{url}","client_name":"Doc","redirect_uris":["` + callback + `"]}`,
+	})
+	h := newHarness(t, func(o *oauth.Options) { o.Fetch.AllowPrivate = true })
+	for _, id := range []string{
+		docs.URL + "/bidi-name.json",
+		docs.URL + "/\u202enosj.x",
+		docs.URL + "/caf\u00e9.json",
+		docs.URL + "/zero\u200bwidth.json",
+		"https://g\u0456thub.com/client.json", // a Cyrillic i
+	} {
+		a := h.browser(t).open(t, h.newRequest(id, callback).query())
+		if a.status != http.StatusBadRequest || strings.Contains(a.body, `name="consent"`) {
+			t.Errorf("client_id %+q: got %d, want an error page", id, a.status)
+		}
+	}
+
+	stored := "tgcl_" + randomString(43)
+	must(t, h.store.CreateClient(t.Context(), oauthstore.Client{
+		ID: stored, Name: "Good \u202eppA\u2066", RedirectURIs: []string{callback}, CreatedAt: t0,
+	}))
+	page := h.browser(t).open(t, h.newRequest(stored, callback).query())
+	formOf(t, page)
+	if strings.ContainsAny(page.body, "\u202e\u2066") || !strings.Contains(page.body, "Good") {
+		t.Errorf("the consent page of a client named with bidirectional controls:\n%s", page.body)
 	}
 }
 
