@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -237,7 +238,7 @@ func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, toke
 	d := pageData{
 		Form:        true,
 		Error:       errMsg,
-		ClientName:  c.name,
+		ClientName:  cleantext.Message(c.name), // a name stored by an earlier version may hold formatting characters
 		ClientID:    c.id,
 		Document:    c.document,
 		Resource:    q.resource,

@@ -108,10 +108,14 @@ func parseDocument(id string, data []byte) (clientInfo, error) {
 }
 
 // checkDocumentURL checks that a client_id is a URL a metadata document may be
-// fetched from: https, with a path, without credentials, a fragment or dot segments.
+// fetched from: https, with a path, without credentials, a fragment or dot segments,
+// and written in printable ASCII (see uriText), since the consent page shows it.
 func checkDocumentURL(id string) error {
 	if len(id) > maxURI {
 		return refuseClient("the client_id URL is longer than %d bytes", maxURI)
+	}
+	if !uriText(id) {
+		return refuseClient("the client_id URL %q has characters that must be percent-encoded (a host in punycode)", truncate(id, 100))
 	}
 	u, err := url.Parse(id)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.Opaque != "" {

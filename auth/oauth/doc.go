@@ -52,7 +52,12 @@
 // # Consent
 //
 // The consent page names the client and shows prominently the host it returns to,
-// then its full redirect URI and the resource. It says that the client is
+// then its full redirect URI and the resource. Nothing a client chooses can change
+// how the page reads: its name is printable text without control characters or
+// invisible formatting characters (bidirectional controls, which would reorder the
+// page's own text, and zero-width characters), and redirect URIs and client_id URLs
+// are printable ASCII, so that a host is shown in punycode rather than in look-alike
+// letters. It says that the client is
 // unverified: every client either registered itself and chose its own name, or is
 // described by a metadata document, which proves only where the document is
 // published (the page names that host, and says when the client returns to another

@@ -69,7 +69,7 @@ func (m *metadata) validate(strict bool) error {
 		return badMetadata("client_name is longer than %d bytes", maxClientName)
 	}
 	if !printable(m.ClientName) {
-		return badMetadata("client_name must be printable UTF-8 text")
+		return badMetadata("client_name must be printable UTF-8 text, without control characters or invisible formatting characters such as bidirectional controls")
 	}
 	switch m.TokenEndpointAuthMethod {
 	case "", "none":
@@ -114,13 +114,16 @@ func decodeJSON(r io.Reader, v any) error {
 	}
 }
 
-// printable reports whether s is valid UTF-8 without control characters.
+// printable reports whether s is valid UTF-8 without control characters or
+// formatting characters (Unicode category Cf: bidirectional controls, zero-width
+// characters), which would let a client's name reorder or hide the consent page's own
+// text around it.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return false
 		}
 	}
