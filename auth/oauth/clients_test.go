@@ -187,6 +187,28 @@ func TestClientMetadataDocument(t *testing.T) {
 	}
 }
 
+// TestClientMetadataDocumentOwnOrigin checks that a client_id URL on the server's own
+// origin is refused: the consent page names the host a document is published at, and
+// the server's own would read as the service vouching for the client, while any route
+// of the host that answers JSON it does not control could serve the document.
+func TestClientMetadataDocumentOwnOrigin(t *testing.T) {
+	docs := newDocumentServer(t, map[string]string{
+		"/client.json": `{"client_id":"{url}","client_name":"Tollgate Official","redirect_uris":["` + callback + `"]}`,
+	})
+	h := newHarness(t, func(o *oauth.Options) {
+		o.Issuer = docs.URL
+		o.Fetch.AllowPrivate = true
+	})
+	q := h.newRequest(docs.URL+"/client.json", callback)
+	q.resource = docs.URL + "/v1/mcp"
+	if a := h.browser(t).open(t, q.query()); a.status != http.StatusBadRequest || strings.Contains(a.body, `name="consent"`) {
+		t.Errorf("a client_id on the issuer's origin: got %d, want an error page:\n%s", a.status, a.body)
+	}
+	if n := docs.fetches.Load(); n != 0 {
+		t.Errorf("the issuer's origin was fetched %d times", n)
+	}
+}
+
 // TestClientMetadataDocumentPrivate checks that by default a metadata document on a
 // private address (here loopback) is not fetched.
 func TestClientMetadataDocumentPrivate(t *testing.T) {
