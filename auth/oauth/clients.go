@@ -70,6 +70,11 @@ func (s *Server) documentClient(ctx context.Context, id string) (clientInfo, err
 	if err := checkDocumentURL(id); err != nil {
 		return clientInfo{}, err
 	}
+	if u, _ := url.Parse(id); hostPort(u) == hostPort(s.issuerURL) {
+		// The consent page names the host a document is published at: this server's
+		// own would read as the service vouching for the client.
+		return clientInfo{}, refuseClient("the client_id URL %q is on this server's own origin; a client publishes its metadata document on a site of its own", truncate(id, 100))
+	}
 	now := s.now()
 	if c, ok := s.documents.get(id, now); ok {
 		return c, nil
@@ -133,6 +138,19 @@ func checkDocumentURL(id string) error {
 		}
 	}
 	return nil
+}
+
+// hostPort returns the host of u in lowercase, with its port unless it is the
+// scheme's default.
+func hostPort(u *url.URL) string {
+	host := strings.ToLower(u.Host)
+	switch u.Scheme {
+	case "https":
+		return strings.TrimSuffix(host, ":443")
+	case "http":
+		return strings.TrimSuffix(host, ":80")
+	}
+	return host
 }
 
 // documentCache keeps recently fetched client metadata documents.

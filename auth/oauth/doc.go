@@ -23,11 +23,13 @@
 // Every client is public: it has no secret, and proves that it is the one that asked
 // for a code with PKCE, which is required, with the S256 method only. A client either
 // registers (RFC 7591) or uses the https URL of a client metadata document as its
-// client_id (draft-ietf-oauth-client-id-metadata-document); the document is fetched
-// with the SSRF-safe fetcher (no private addresses, no redirects, at most 5 KiB, within
-// 5 seconds), must name itself as client_id and list its redirect URIs, and is cached
-// for 5 minutes. Registrations are rate-limited server-wide, every field is bounded,
-// and a client that no approval refers to is deleted after [UnusedClientTTL].
+// client_id (draft-ietf-oauth-client-id-metadata-document). The URL is on another
+// origin than the server's own, which the consent page would show as the service
+// vouching for the client; the document is fetched with the SSRF-safe fetcher (no
+// private addresses, no redirects, at most 5 KiB, within 5 seconds), must name itself
+// as client_id and list its redirect URIs, and is cached for 5 minutes. Registrations
+// are rate-limited server-wide, every field is bounded, and a client that no approval
+// refers to is deleted after [UnusedClientTTL].
 //
 // # Redirect URIs
 //

@@ -131,6 +131,7 @@ type Server struct {
 	store      Store
 	keys       Keys
 	issuer     string
+	issuerURL  *url.URL
 	resources  []string // canonical
 	now        func() time.Time
 	log        *slog.Logger
@@ -167,6 +168,7 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 		store:      store,
 		keys:       keys,
 		issuer:     issuer.String(),
+		issuerURL:  issuer,
 		now:        opts.Now,
 		log:        opts.Logger,
 		accessTTL:  opts.AccessTokenTTL,
