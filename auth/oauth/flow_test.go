@@ -726,6 +726,28 @@ func TestLogin(t *testing.T) {
 		t.Errorf("grant = %+v, want the logged-in key", g)
 	}
 
+	// A page of a sibling site is same-site, so the browser sends it the host's session
+	// cookie; if it also planted a consent cookie of its own (cookies may be set for a
+	// parent domain), it could submit a form it made up. The browser says where a
+	// submission comes from (Sec-Fetch-Site): only the consent page's own origin may
+	// decide.
+	for _, site := range []string{"same-site", "cross-site", "same-origin"} {
+		q := h.newRequest(q.clientID, callback)
+		form := approved(formOf(t, b.open(t, q.query())), "")
+		req, err := http.NewRequest(http.MethodPost, h.issuer+"/oauth/authorize", strings.NewReader(form.Encode()))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := b.client.Do(req)
+		must(t, err)
+		a := read(t, resp)
+		if site == "same-origin" {
+			redirected(t, a, q)
+		} else if a.status != http.StatusForbidden || a.header.Get("Location") != "" {
+			t.Errorf("a consent sent from a %s page: got %d (Location %q), want 403", site, a.status, a.header.Get("Location"))
+		}
+	}
+
 	// Someone who is not logged in must type a key.
 	anon := h.browser(t)
 	page = anon.open(t, q.query())
