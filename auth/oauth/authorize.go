@@ -143,6 +143,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 
 // serveConsent receives the consent form.
 func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
+	if !fromConsentPage(r) {
+		s.writeErrorPage(w, http.StatusForbidden, "The consent form must be submitted from the consent page itself.")
+		return
+	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 		s.writeErrorPage(w, http.StatusUnsupportedMediaType, "The consent form must be sent as a form.")
 		return
@@ -222,6 +226,21 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	s.purge(r.Context(), now)
 	http.SetCookie(w, s.cookie.clear(consentID(token)))
 	s.redirect(w, q, url.Values{"code": {code}})
+}
+
+// fromConsentPage reports whether a submission of the consent form may come from the
+// consent page: a browser names the site a request comes from in Sec-Fetch-Site, and
+// the page's is same-origin ("none" is the person's own doing, such as a reload). A
+// page of another site may not decide for the person, not even a sibling site, which
+// can plant a consent cookie of its own (cookies may be set for a parent domain) and
+// so pass the form's check. A request without the header, from a browser too old to
+// send it, relies on that check alone.
+func fromConsentPage(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return true
+	}
+	return false
 }
 
 // loginKey asks the host's Login hook, if any, which key the person is logged in with.
