@@ -50,6 +50,9 @@
 //   - a message that is not a JSON-RPC 2.0 request, a request without its id or
 //     params, a notification with an id, a batch holding such a message, an empty
 //     batch, initialize in a batch: 400, -32600;
+//   - an id that is neither a string nor an integer of at most 2^53-1 in magnitude
+//     (written without a fraction or exponent), which the SDK could not answer as it
+//     was sent: 400, -32600, with a null id;
 //   - a request without the Mcp-Session-Id of a session (other than initialize), or
 //     initialize within a session: 400, -32600;
 //   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)

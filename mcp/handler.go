@@ -395,7 +395,8 @@ const sessionHeader = "Mcp-Session-Id"
 
 // A message is what ServeHTTP needs to know of a POSTed JSON-RPC message.
 type message struct {
-	id        json.RawMessage // nil for a notification, a batch or a body that is not JSON
+	id        json.RawMessage // nil for a notification, a batch, a body that is not JSON or an id that is not valid
+	badID     bool            // the id is not one the SDK answers as it was sent (see validID)
 	method    string
 	version   string // the jsonrpc member
 	hasParams bool
@@ -439,8 +440,28 @@ func peekOne(b []byte) message {
 	if string(m.ID) == "null" {
 		m.ID = nil
 	}
-	return message{id: m.ID, method: m.Method, version: m.JSONRPC,
+	badID := m.ID != nil && !validID(m.ID)
+	if badID {
+		m.ID = nil // answered with a null id, as JSON-RPC asks of an id that cannot be read
+	}
+	return message{id: m.ID, badID: badID, method: m.Method, version: m.JSONRPC,
 		hasParams: len(m.Params) > 0 && string(m.Params) != "null", single: true, valid: true}
+}
+
+// maxID is the largest magnitude of an integer request id: a float64 holds every
+// integer up to it exactly.
+const maxID = 1<<53 - 1
+
+// validID reports whether id, a JSON value, is an id the SDK answers as it was sent: a
+// string, or an integer written without a fraction or an exponent, of at most maxID in
+// magnitude. The SDK reads a number as a float64 and answers it as an int64, so it
+// would answer 1.5 as 1 and 2^64 as -2^63, after serving the request.
+func validID(id json.RawMessage) bool {
+	if id[0] == '"' {
+		return true
+	}
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	return err == nil && -maxID <= n && n <= maxID
 }
 
 // A methodRule says how a method of the server is sent.
@@ -527,6 +548,10 @@ func (h *Handler) batchMisuse(r *http.Request, batch []message) (int, int64, str
 func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string) {
 	if m.version != "2.0" {
 		return http.StatusBadRequest, codeInvalidRequest, `the body is not a JSON-RPC 2.0 message: it needs "jsonrpc": "2.0"`
+	}
+	if m.badID {
+		return http.StatusBadRequest, codeInvalidRequest,
+			"the id of a request must be a string or an integer of at most 2^53-1 in magnitude, which the server can answer as it was sent"
 	}
 	if m.method == "" {
 		return 0, 0, "" // a response to a request of the server: the SDK takes it
