@@ -210,3 +210,36 @@ func TestRequestIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestParamsNotAnObject checks the answer to params that are not an object, which MCP
+// requires of every method: -32602 with a message that says so, never the SDK's code
+// 0 (initialize's) or its Go error naming the SDK's types; for a notification, 400.
+func TestParamsNotAnObject(t *testing.T) {
+	h := newHarness(t, config{})
+	for _, params := range []string{`[]`, `[{"name":"hash"}]`, `1`, `"x"`, `true`} {
+		for _, method := range []string{"initialize", "ping", "tools/list", "tools/call", "resources/read", "logging/setLevel", "notifications/cancelled", "notifications/progress"} {
+			c := h.raw(t, keyHeader(h.key))
+			if method != "initialize" {
+				c.initialize()
+			}
+			body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
+			status := http.StatusOK
+			if strings.HasPrefix(method, "notifications/") {
+				body = `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
+				status = http.StatusBadRequest
+			}
+			resp, out := c.post(body)
+			r := decodeResponse(t, out)
+			if resp.StatusCode != status || r.Error == nil || r.Error.Code != -32602 ||
+				!strings.Contains(r.Error.Message, "params") || strings.Contains(r.Error.Message, "mcp.") {
+				t.Errorf("%s with params %s: %d %s", method, params, resp.StatusCode, out)
+			}
+		}
+	}
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	resp, out := c.post(`{"jsonrpc":"2.0","method":"notifications/progress"}`)
+	if r := decodeResponse(t, out); resp.StatusCode != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("notifications/progress without params: %d %s", resp.StatusCode, out)
+	}
+}
