@@ -57,6 +57,8 @@
 //     initialize within a session: 400, -32600;
 //   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)
 //     and a 400 for a notification;
+//   - params that are not a JSON object, or missing where the method needs them: -32602,
+//     in a 200 answer for a request and a 400 for a notification;
 //   - an unknown tool, or arguments that are not an object: 200, -32602;
 //   - an unknown session (ended, timed out, or begun on another instance): 404, -32600,
 //     session_not_found, on which clients start a new session;

@@ -400,6 +400,7 @@ type message struct {
 	method    string
 	version   string // the jsonrpc member
 	hasParams bool
+	badParams bool      // params that are not a JSON object
 	single    bool      // the body is one JSON object
 	valid     bool      // the body is JSON
 	batch     []message // the messages of a batch (a JSON array), which is neither single nor has an id
@@ -444,8 +445,9 @@ func peekOne(b []byte) message {
 	if badID {
 		m.ID = nil // answered with a null id, as JSON-RPC asks of an id that cannot be read
 	}
+	hasParams := len(m.Params) > 0 && string(m.Params) != "null"
 	return message{id: m.ID, badID: badID, method: m.Method, version: m.JSONRPC,
-		hasParams: len(m.Params) > 0 && string(m.Params) != "null", single: true, valid: true}
+		hasParams: hasParams, badParams: hasParams && m.Params[0] != '{', single: true, valid: true}
 }
 
 // maxID is the largest magnitude of an integer request id: a float64 holds every
@@ -468,9 +470,10 @@ func validID(id json.RawMessage) bool {
 type methodRule uint8
 
 const (
-	request        methodRule = iota // a call with an id and params
-	requestNoParam                   // a call whose params may be left out
-	notification                     // no id
+	request            methodRule = iota // a call with an id and params
+	requestNoParam                       // a call whose params may be left out
+	notification                         // no id
+	notificationParams                   // no id, and params
 )
 
 // methods are the methods the server answers: those of the SDK's server (v1.8.0). The
@@ -495,7 +498,7 @@ var methods = map[string]methodRule{
 	"notifications/initialized":        notification,
 	"notifications/cancelled":          notification,
 	"notifications/roots/list_changed": notification,
-	"notifications/progress":           notification,
+	"notifications/progress":           notificationParams,
 }
 
 // misuse finds the misuses that the SDK would answer with a plain HTTP error, a
@@ -558,17 +561,26 @@ func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string)
 	}
 	rule, known := methods[m.method]
 	isCall := m.id != nil
+	isNotification := rule == notification || rule == notificationParams
+	// A call's refusal is an answer to it (200); a notification gets none, so the HTTP
+	// request is refused (400).
+	paramsStatus := http.StatusOK
+	if !isCall {
+		paramsStatus = http.StatusBadRequest
+	}
 	switch {
 	case !known && isCall:
 		return http.StatusOK, codeMethodNotFound, "the server has no method " + quote(m.method) + "; its tools are called with tools/call"
 	case !known:
 		return http.StatusBadRequest, codeMethodNotFound, "the server has no notification " + quote(m.method)
-	case rule == notification && isCall:
+	case isNotification && isCall:
 		return http.StatusBadRequest, codeInvalidRequest, quote(m.method) + " is a notification: send it without an id"
-	case rule != notification && !isCall:
+	case !isNotification && !isCall:
 		return http.StatusBadRequest, codeInvalidRequest, quote(m.method) + " is a request: send it with an id"
-	case rule == request && !m.hasParams:
-		return http.StatusOK, codeInvalidParams, quote(m.method) + " needs params"
+	case (rule == request || rule == notificationParams) && !m.hasParams:
+		return paramsStatus, codeInvalidParams, quote(m.method) + " needs params"
+	case m.badParams:
+		return paramsStatus, codeInvalidParams, "the params of " + quote(m.method) + " must be a JSON object"
 	}
 	sid := r.Header.Get(sessionHeader)
 	// A request of the sessionless protocol (2026-07-28) is answered by the SDK, which
