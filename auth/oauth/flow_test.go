@@ -943,3 +943,37 @@ func wantErrorPage(t testing.TB, a answer, status int) {
 		t.Errorf("error page CSP = %q", csp)
 	}
 }
+
+// TestConsentCookieHostOnly checks the consent cookie of an https issuer: __Host-
+// prefixed (so Secure, Path=/ and no Domain), which a browser accepts only from the
+// issuer's own host. A sibling site cannot plant one, even in a browser that does not
+// say where a submission comes from (Sec-Fetch-Site); the form still works with it.
+func TestConsentCookieHostOnly(t *testing.T) {
+	h := newHarness(t)
+	const issuer = "https://api.example.com"
+	srv, err := oauth.New(h.store, oauth.ServiceKeys(h.svc), &oauth.Options{Issuer: issuer, Now: h.clock.Now})
+	must(t, err)
+	q := h.newRequest(h.register(t, callback), callback)
+	q.resource = issuer + "/v1/mcp"
+	w := newRecorder()
+	srv.Handler().ServeHTTP(w, httpRequest(http.MethodGet, issuer+"/oauth/authorize?"+q.query().Encode()))
+	page := read(t, w.Result())
+	cookies := w.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("the consent page set %d cookies", len(cookies))
+	}
+	c := cookies[0]
+	if !strings.HasPrefix(c.Name, "__Host-") || !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		t.Errorf("consent cookie %s", c)
+	}
+	r, err := http.NewRequest(http.MethodPost, issuer+"/oauth/authorize", strings.NewReader(approved(formOf(t, page), h.acct.Key).Encode()))
+	must(t, err)
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	w = newRecorder()
+	srv.Handler().ServeHTTP(w, r)
+	redirected(t, read(t, w.Result()), q)
+	if cleared := w.Result().Cookies(); len(cleared) != 1 || cleared[0].Name != c.Name || cleared[0].MaxAge >= 0 || cleared[0].Path != "/" || !cleared[0].Secure {
+		t.Errorf("the approval clears the cookie with %v", cleared)
+	}
+}
