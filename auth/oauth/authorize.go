@@ -400,11 +400,25 @@ func approvalID(nonce []byte) string {
 
 // cookieAttrs are the attributes of the consent cookies.
 type cookieAttrs struct {
+	prefix string
 	path   string
 	secure bool
 }
 
-func (a cookieAttrs) name(id string) string { return "tollgate_consent_" + id }
+// newCookieAttrs returns the attributes of the consent cookies of an issuer served
+// over https (secure) or, for local development, http. Over https a cookie is __Host-
+// prefixed, which a browser accepts only from the issuer's own host (Secure, Path=/,
+// no Domain): a sibling site cannot plant one for the parent domain to pass a form of
+// its own making. Over http, where the prefix is not available, it is kept to the
+// authorization endpoint's path.
+func newCookieAttrs(secure bool) cookieAttrs {
+	if secure {
+		return cookieAttrs{prefix: "__Host-tollgate_consent_", path: "/", secure: true}
+	}
+	return cookieAttrs{prefix: "tollgate_consent_", path: "/oauth/authorize"}
+}
+
+func (a cookieAttrs) name(id string) string { return a.prefix + id }
 
 // make returns the cookie holding a consent's nonce.
 func (a cookieAttrs) make(id string, nonce []byte, ttl time.Duration) *http.Cookie {

@@ -65,13 +65,14 @@
 // another one). When the client returns to a loopback address, the page warns that any
 // program on the computer could claim to be it. The person approves by typing an API
 // key, or, with [Options.Login], as the person logged in to the host. The form is bound
-// to the browser and to the request by a one-time nonce kept in a cookie, which keys an
-// HMAC over the request's parameters; it can be submitted once and for ten minutes
-// ([ConsentTTL]). A submission that the browser says comes from another site
-// (Sec-Fetch-Site same-site or cross-site) is refused even when it passes that check,
-// since a page of a sibling site can set a cookie for the parent domain. The page may
-// not be framed (X-Frame-Options and Content-Security-Policy frame-ancestors), is never
-// cached, and runs no script.
+// to the browser and to the request by a one-time nonce kept in a cookie (__Host-
+// prefixed when the issuer is https), which keys an HMAC over the request's parameters;
+// it can be submitted once and for ten minutes ([ConsentTTL]). A submission that the
+// browser says comes from another site (Sec-Fetch-Site same-site or cross-site) is
+// refused even when it passes that check: a page of a sibling site, which can set a
+// cookie for the parent domain unless the cookie is __Host-, may not decide for the
+// person. The page may not be framed (X-Frame-Options and Content-Security-Policy
+// frame-ancestors), is never cached, and runs no script.
 //
 // # Redirects
 //

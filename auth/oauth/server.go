@@ -176,7 +176,7 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 		login:      opts.Login,
 		name:       opts.ServiceName,
 		trusted:    opts.TrustedProxies,
-		cookie:     cookieAttrs{path: "/oauth/authorize", secure: issuer.Scheme == "https"},
+		cookie:     newCookieAttrs(issuer.Scheme == "https"),
 	}
 	resources := opts.Resources
 	if len(resources) == 0 {
