@@ -48,6 +48,8 @@ func TestRegister(t *testing.T) {
 		{"bidi override in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"Good \u202eppA"}`, 400, "invalid_client_metadata"},
 		{"bidi isolate in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"\u2067App"}`, 400, "invalid_client_metadata"},
 		{"zero-width space in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"Ap\u200bp"}`, 400, "invalid_client_metadata"},
+		{"combining marks stacked in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"App` + strings.Repeat("\u0336\u0489", 40) + `"}`, 400, "invalid_client_metadata"},
+		{"combining marks of a language in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"Vie\u0323\u0302t Nam \u0915\u094d\u0937"}`, 201, ""},
 		{"implicit grant", "application/json", `{"redirect_uris":["https://app.example/cb"],"grant_types":["implicit"]}`, 400, "invalid_client_metadata"},
 		{"token response type", "application/json", `{"redirect_uris":["https://app.example/cb"],"response_types":["token"]}`, 400, "invalid_client_metadata"},
 		{"redirect URIs not a list", "application/json", `{"redirect_uris":"https://app.example/cb"}`, 400, "invalid_client_metadata"},
