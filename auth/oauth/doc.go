@@ -57,22 +57,24 @@
 // its full redirect URI and the resource. Nothing a client chooses can change how the
 // page reads: its name is printable text without control characters or invisible
 // formatting characters (bidirectional controls, which would reorder the page's own
-// text, and zero-width characters), and redirect URIs and client_id URLs are printable
-// ASCII, so that a host is shown in punycode rather than in look-alike letters. It says
-// that the client is unverified: every client either registered itself and chose its
-// own name, or is described by a metadata document, which proves only where the
-// document is published (the page names that host, and says when the client returns to
-// another one). When the client returns to a loopback address, the page warns that any
-// program on the computer could claim to be it. The person approves by typing an API
-// key, or, with [Options.Login], as the person logged in to the host. The form is bound
-// to the browser and to the request by a one-time nonce kept in a cookie (__Host-
-// prefixed when the issuer is https), which keys an HMAC over the request's parameters;
-// it can be submitted once and for ten minutes ([ConsentTTL]). A submission that the
-// browser says comes from another site (Sec-Fetch-Site same-site or cross-site) is
-// refused even when it passes that check: a page of a sibling site, which can set a
-// cookie for the parent domain unless the cookie is __Host-, may not decide for the
-// person. The page may not be framed (X-Frame-Options and Content-Security-Policy
-// frame-ancestors), is never cached, and runs no script.
+// text, and zero-width characters) or stacks of more than four combining marks on a
+// letter, which a browser draws over the lines around; and redirect URIs and client_id
+// URLs are printable ASCII, so that a host is shown in punycode rather than in
+// look-alike letters. It says that the client is unverified: every client either
+// registered itself and chose its own name, or is described by a metadata document,
+// which proves only where the document is published (the page names that host, and says
+// when the client returns to another one). When the client returns to a loopback
+// address, the page warns that any program on the computer could claim to be it. The
+// person approves by typing an API key, or, with [Options.Login], as the person logged
+// in to the host. The form is bound to the browser and to the request by a one-time
+// nonce kept in a cookie (__Host- prefixed when the issuer is https), which keys an
+// HMAC over the request's parameters; it can be submitted once and for ten minutes
+// ([ConsentTTL]). A submission that the browser says comes from another site
+// (Sec-Fetch-Site same-site or cross-site) is refused even when it passes that check: a
+// page of a sibling site, which can set a cookie for the parent domain unless the
+// cookie is __Host-, may not decide for the person. The page may not be framed
+// (X-Frame-Options and Content-Security-Policy frame-ancestors), is never cached, and
+// runs no script.
 //
 // # Redirects
 //
