@@ -50,10 +50,15 @@
 //   - a message that is not a JSON-RPC 2.0 request, a request without its id or
 //     params, a notification with an id, a batch holding such a message, an empty
 //     batch, initialize in a batch: 400, -32600;
+//   - an id that is neither a string nor an integer of at most 2^53-1 in magnitude
+//     (written without a fraction or exponent), which the SDK could not answer as it
+//     was sent: 400, -32600, with a null id;
 //   - a request without the Mcp-Session-Id of a session (other than initialize), or
 //     initialize within a session: 400, -32600;
 //   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)
 //     and a 400 for a notification;
+//   - params that are not a JSON object, or missing where the method needs them: -32602,
+//     in a 200 answer for a request and a 400 for a notification;
 //   - an unknown tool, or arguments that are not an object: 200, -32602;
 //   - an unknown session (ended, timed out, or begun on another instance): 404, -32600,
 //     session_not_found, on which clients start a new session;

@@ -395,10 +395,12 @@ const sessionHeader = "Mcp-Session-Id"
 
 // A message is what ServeHTTP needs to know of a POSTed JSON-RPC message.
 type message struct {
-	id        json.RawMessage // nil for a notification, a batch or a body that is not JSON
+	id        json.RawMessage // nil for a notification, a batch, a body that is not JSON or an id that is not valid
+	badID     bool            // the id is not one the SDK answers as it was sent (see validID)
 	method    string
 	version   string // the jsonrpc member
 	hasParams bool
+	badParams bool      // params that are not a JSON object
 	single    bool      // the body is one JSON object
 	valid     bool      // the body is JSON
 	batch     []message // the messages of a batch (a JSON array), which is neither single nor has an id
@@ -439,17 +441,39 @@ func peekOne(b []byte) message {
 	if string(m.ID) == "null" {
 		m.ID = nil
 	}
-	return message{id: m.ID, method: m.Method, version: m.JSONRPC,
-		hasParams: len(m.Params) > 0 && string(m.Params) != "null", single: true, valid: true}
+	badID := m.ID != nil && !validID(m.ID)
+	if badID {
+		m.ID = nil // answered with a null id, as JSON-RPC asks of an id that cannot be read
+	}
+	hasParams := len(m.Params) > 0 && string(m.Params) != "null"
+	return message{id: m.ID, badID: badID, method: m.Method, version: m.JSONRPC,
+		hasParams: hasParams, badParams: hasParams && m.Params[0] != '{', single: true, valid: true}
+}
+
+// maxID is the largest magnitude of an integer request id: a float64 holds every
+// integer up to it exactly.
+const maxID = 1<<53 - 1
+
+// validID reports whether id, a JSON value, is an id the SDK answers as it was sent: a
+// string, or an integer written without a fraction or an exponent, of at most maxID in
+// magnitude. The SDK reads a number as a float64 and answers it as an int64, so it
+// would answer 1.5 as 1 and 2^64 as -2^63, after serving the request.
+func validID(id json.RawMessage) bool {
+	if id[0] == '"' {
+		return true
+	}
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	return err == nil && -maxID <= n && n <= maxID
 }
 
 // A methodRule says how a method of the server is sent.
 type methodRule uint8
 
 const (
-	request        methodRule = iota // a call with an id and params
-	requestNoParam                   // a call whose params may be left out
-	notification                     // no id
+	request            methodRule = iota // a call with an id and params
+	requestNoParam                       // a call whose params may be left out
+	notification                         // no id
+	notificationParams                   // no id, and params
 )
 
 // methods are the methods the server answers: those of the SDK's server (v1.8.0). The
@@ -474,7 +498,7 @@ var methods = map[string]methodRule{
 	"notifications/initialized":        notification,
 	"notifications/cancelled":          notification,
 	"notifications/roots/list_changed": notification,
-	"notifications/progress":           notification,
+	"notifications/progress":           notificationParams,
 }
 
 // misuse finds the misuses that the SDK would answer with a plain HTTP error, a
@@ -528,22 +552,35 @@ func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string)
 	if m.version != "2.0" {
 		return http.StatusBadRequest, codeInvalidRequest, `the body is not a JSON-RPC 2.0 message: it needs "jsonrpc": "2.0"`
 	}
+	if m.badID {
+		return http.StatusBadRequest, codeInvalidRequest,
+			"the id of a request must be a string or an integer of at most 2^53-1 in magnitude, which the server can answer as it was sent"
+	}
 	if m.method == "" {
 		return 0, 0, "" // a response to a request of the server: the SDK takes it
 	}
 	rule, known := methods[m.method]
 	isCall := m.id != nil
+	isNotification := rule == notification || rule == notificationParams
+	// A call's refusal is an answer to it (200); a notification gets none, so the HTTP
+	// request is refused (400).
+	paramsStatus := http.StatusOK
+	if !isCall {
+		paramsStatus = http.StatusBadRequest
+	}
 	switch {
 	case !known && isCall:
 		return http.StatusOK, codeMethodNotFound, "the server has no method " + quote(m.method) + "; its tools are called with tools/call"
 	case !known:
 		return http.StatusBadRequest, codeMethodNotFound, "the server has no notification " + quote(m.method)
-	case rule == notification && isCall:
+	case isNotification && isCall:
 		return http.StatusBadRequest, codeInvalidRequest, quote(m.method) + " is a notification: send it without an id"
-	case rule != notification && !isCall:
+	case !isNotification && !isCall:
 		return http.StatusBadRequest, codeInvalidRequest, quote(m.method) + " is a request: send it with an id"
-	case rule == request && !m.hasParams:
-		return http.StatusOK, codeInvalidParams, quote(m.method) + " needs params"
+	case (rule == request || rule == notificationParams) && !m.hasParams:
+		return paramsStatus, codeInvalidParams, quote(m.method) + " needs params"
+	case m.badParams:
+		return paramsStatus, codeInvalidParams, "the params of " + quote(m.method) + " must be a JSON object"
 	}
 	sid := r.Header.Get(sessionHeader)
 	// A request of the sessionless protocol (2026-07-28) is answered by the SDK, which

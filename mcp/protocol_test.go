@@ -174,3 +174,72 @@ func TestBatchCreditHeaders(t *testing.T) {
 		t.Errorf("X-Credits-Remaining %q, want %d", got, after)
 	}
 }
+
+// TestRequestIDs checks that a request is answered with its own id or refused. The
+// SDK reads a numeric id as a float64 and answers it as an int64: it would answer 1.5
+// as 1 and 2^64 as -2^63, after running and charging the call, and it refuses a
+// boolean, an object or an array with a message about batches. A string, or an integer
+// of at most 2^53-1 in magnitude (what a float64 holds exactly), is answered with its
+// id; any other id is refused with 400 and -32600, with a null id as JSON-RPC asks of an
+// id it cannot read, before anything runs or is charged, alone or in a batch.
+func TestRequestIDs(t *testing.T) {
+	h := newHarness(t, config{})
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	call := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`
+	}
+	for _, id := range []string{`7`, `-7`, `0`, `"x"`, `""`, `"1.5"`, `9007199254740991`, `-9007199254740991`} {
+		resp, body := c.post(call(id))
+		r := decodeResponse(t, body)
+		if resp.StatusCode != http.StatusOK || r.Error != nil || !jsonEqual(t, r.ID, id) {
+			t.Errorf("id %s: %d %s", id, resp.StatusCode, body)
+		}
+	}
+	for _, id := range []string{`1.5`, `1e2`, `1e400`, `9007199254740993`, `18446744073709551616`, `-9223372036854775809`, `true`, `{"a":1}`, `[1]`} {
+		for _, body := range []string{call(id), `[` + call(`1`) + `,` + call(id) + `]`} {
+			before := h.balance(t, h.account)
+			resp, out := c.post(body)
+			r := wantRPCError(t, resp, out, http.StatusBadRequest, -32600, "null")
+			if !strings.Contains(r.Error.Message, "id") {
+				t.Errorf("id %s: the message %q does not say what is wrong", id, r.Error.Message)
+			}
+			if h.balance(t, h.account) != before {
+				t.Errorf("id %s: a refused call was charged", id)
+			}
+		}
+	}
+}
+
+// TestParamsNotAnObject checks the answer to params that are not an object, which MCP
+// requires of every method: -32602 with a message that says so, never the SDK's code
+// 0 (initialize's) or its Go error naming the SDK's types; for a notification, 400.
+func TestParamsNotAnObject(t *testing.T) {
+	h := newHarness(t, config{})
+	for _, params := range []string{`[]`, `[{"name":"hash"}]`, `1`, `"x"`, `true`} {
+		for _, method := range []string{"initialize", "ping", "tools/list", "tools/call", "resources/read", "logging/setLevel", "notifications/cancelled", "notifications/progress"} {
+			c := h.raw(t, keyHeader(h.key))
+			if method != "initialize" {
+				c.initialize()
+			}
+			body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
+			status := http.StatusOK
+			if strings.HasPrefix(method, "notifications/") {
+				body = `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
+				status = http.StatusBadRequest
+			}
+			resp, out := c.post(body)
+			r := decodeResponse(t, out)
+			if resp.StatusCode != status || r.Error == nil || r.Error.Code != -32602 ||
+				!strings.Contains(r.Error.Message, "params") || strings.Contains(r.Error.Message, "mcp.") {
+				t.Errorf("%s with params %s: %d %s", method, params, resp.StatusCode, out)
+			}
+		}
+	}
+	c := h.raw(t, keyHeader(h.key))
+	c.initialize()
+	resp, out := c.post(`{"jsonrpc":"2.0","method":"notifications/progress"}`)
+	if r := decodeResponse(t, out); resp.StatusCode != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("notifications/progress without params: %d %s", resp.StatusCode, out)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -132,7 +133,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	q, c, err := s.checkRequest(r, r.URL.Query())
 	if err != nil {
-		s.requestFailed(w, err)
+		s.requestFailed(w, r, err)
 		return
 	}
 	consent, nonce := newConsent(s.now().Add(ConsentTTL))
@@ -142,6 +143,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 
 // serveConsent receives the consent form.
 func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
+	if !fromConsentPage(r) {
+		s.writeErrorPage(w, http.StatusForbidden, "The consent form must be submitted from the consent page itself.")
+		return
+	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 		s.writeErrorPage(w, http.StatusUnsupportedMediaType, "The consent form must be sent as a form.")
 		return
@@ -154,7 +159,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	form := r.PostForm
 	q, c, err := s.checkRequest(r, form)
 	if err != nil {
-		s.requestFailed(w, err)
+		s.requestFailed(w, r, err)
 		return
 	}
 	now := s.now()
@@ -192,7 +197,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.Error("oauth: checking a key on the consent page", "error", err)
+		s.failed(r.Context(), "oauth: checking a key on the consent page", "error", err)
 		s.writeErrorPage(w, http.StatusServiceUnavailable, "The key cannot be checked right now. Try again in a moment.")
 		return
 	}
@@ -214,13 +219,28 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		s.writeErrorPage(w, http.StatusConflict, "This consent form was submitted already.")
 		return
 	case err != nil:
-		s.log.Error("oauth: storing an approval", "error", err)
+		s.failed(r.Context(), "oauth: storing an approval", "error", err)
 		s.writeErrorPage(w, http.StatusServiceUnavailable, "The approval cannot be stored right now. Try again in a moment.")
 		return
 	}
 	s.purge(r.Context(), now)
 	http.SetCookie(w, s.cookie.clear(consentID(token)))
 	s.redirect(w, q, url.Values{"code": {code}})
+}
+
+// fromConsentPage reports whether a submission of the consent form may come from the
+// consent page: a browser names the site a request comes from in Sec-Fetch-Site, and
+// the page's is same-origin ("none" is the person's own doing, such as a reload). A
+// page of another site may not decide for the person, not even a sibling site, which
+// can plant a consent cookie of its own (cookies may be set for a parent domain) and
+// so pass the form's check. A request without the header, from a browser too old to
+// send it, relies on that check alone.
+func fromConsentPage(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return true
+	}
+	return false
 }
 
 // loginKey asks the host's Login hook, if any, which key the person is logged in with.
@@ -237,7 +257,7 @@ func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, toke
 	d := pageData{
 		Form:        true,
 		Error:       errMsg,
-		ClientName:  c.name,
+		ClientName:  cleantext.Message(c.name), // a name stored by an earlier version may hold formatting characters
 		ClientID:    c.id,
 		Document:    c.document,
 		Resource:    q.resource,
@@ -261,13 +281,13 @@ func (s *Server) consentPage(r *http.Request, q authzRequest, c clientInfo, toke
 
 // requestFailed answers an authorization request that cannot be completed, on a page
 // of the server.
-func (s *Server) requestFailed(w http.ResponseWriter, err error) {
+func (s *Server) requestFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var re *requestError
 	if errors.As(err, &re) {
 		s.writeErrorPage(w, re.status, re.msg)
 		return
 	}
-	s.log.Error("oauth: reading a client", "error", err)
+	s.failed(r.Context(), "oauth: reading a client", "error", err)
 	s.writeErrorPage(w, http.StatusServiceUnavailable, "The application cannot be looked up right now. Try again in a moment.")
 }
 
@@ -380,11 +400,25 @@ func approvalID(nonce []byte) string {
 
 // cookieAttrs are the attributes of the consent cookies.
 type cookieAttrs struct {
+	prefix string
 	path   string
 	secure bool
 }
 
-func (a cookieAttrs) name(id string) string { return "tollgate_consent_" + id }
+// newCookieAttrs returns the attributes of the consent cookies of an issuer served
+// over https (secure) or, for local development, http. Over https a cookie is __Host-
+// prefixed, which a browser accepts only from the issuer's own host (Secure, Path=/,
+// no Domain): a sibling site cannot plant one for the parent domain to pass a form of
+// its own making. Over http, where the prefix is not available, it is kept to the
+// authorization endpoint's path.
+func newCookieAttrs(secure bool) cookieAttrs {
+	if secure {
+		return cookieAttrs{prefix: "__Host-tollgate_consent_", path: "/", secure: true}
+	}
+	return cookieAttrs{prefix: "tollgate_consent_", path: "/oauth/authorize"}
+}
+
+func (a cookieAttrs) name(id string) string { return a.prefix + id }
 
 // make returns the cookie holding a consent's nonce.
 func (a cookieAttrs) make(id string, nonce []byte, ttl time.Duration) *http.Cookie {

@@ -70,6 +70,11 @@ func (s *Server) documentClient(ctx context.Context, id string) (clientInfo, err
 	if err := checkDocumentURL(id); err != nil {
 		return clientInfo{}, err
 	}
+	if u, _ := url.Parse(id); hostPort(u) == hostPort(s.issuerURL) {
+		// The consent page names the host a document is published at: this server's
+		// own would read as the service vouching for the client.
+		return clientInfo{}, refuseClient("the client_id URL %q is on this server's own origin; a client publishes its metadata document on a site of its own", truncate(id, 100))
+	}
 	now := s.now()
 	if c, ok := s.documents.get(id, now); ok {
 		return c, nil
@@ -108,10 +113,14 @@ func parseDocument(id string, data []byte) (clientInfo, error) {
 }
 
 // checkDocumentURL checks that a client_id is a URL a metadata document may be
-// fetched from: https, with a path, without credentials, a fragment or dot segments.
+// fetched from: https, with a path, without credentials, a fragment or dot segments,
+// and written in printable ASCII (see uriText), since the consent page shows it.
 func checkDocumentURL(id string) error {
 	if len(id) > maxURI {
 		return refuseClient("the client_id URL is longer than %d bytes", maxURI)
+	}
+	if !uriText(id) {
+		return refuseClient("the client_id URL %q has characters that must be percent-encoded (a host in punycode)", truncate(id, 100))
 	}
 	u, err := url.Parse(id)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.Opaque != "" {
@@ -129,6 +138,19 @@ func checkDocumentURL(id string) error {
 		}
 	}
 	return nil
+}
+
+// hostPort returns the host of u in lowercase, with its port unless it is the
+// scheme's default.
+func hostPort(u *url.URL) string {
+	host := strings.ToLower(u.Host)
+	switch u.Scheme {
+	case "https":
+		return strings.TrimSuffix(host, ":443")
+	case "http":
+		return strings.TrimSuffix(host, ":80")
+	}
+	return host
 }
 
 // documentCache keeps recently fetched client metadata documents.

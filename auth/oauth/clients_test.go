@@ -45,6 +45,11 @@ func TestRegister(t *testing.T) {
 		{"too many", "application/json", `{"redirect_uris":[` + strings.TrimSuffix(strings.Repeat(`"https://app.example/cb",`, 11), ",") + `]}`, 400, "invalid_redirect_uri"},
 		{"long name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"` + strings.Repeat("n", 201) + `"}`, 400, "invalid_client_metadata"},
 		{"control character in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"a\u0007b"}`, 400, "invalid_client_metadata"},
+		{"bidi override in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"Good \u202eppA"}`, 400, "invalid_client_metadata"},
+		{"bidi isolate in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"\u2067App"}`, 400, "invalid_client_metadata"},
+		{"zero-width space in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"Ap\u200bp"}`, 400, "invalid_client_metadata"},
+		{"combining marks stacked in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"App` + strings.Repeat("\u0336\u0489", 40) + `"}`, 400, "invalid_client_metadata"},
+		{"combining marks of a language in name", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"Vie\u0323\u0302t Nam \u0915\u094d\u0937"}`, 201, ""},
 		{"implicit grant", "application/json", `{"redirect_uris":["https://app.example/cb"],"grant_types":["implicit"]}`, 400, "invalid_client_metadata"},
 		{"token response type", "application/json", `{"redirect_uris":["https://app.example/cb"],"response_types":["token"]}`, 400, "invalid_client_metadata"},
 		{"redirect URIs not a list", "application/json", `{"redirect_uris":"https://app.example/cb"}`, 400, "invalid_client_metadata"},
@@ -181,6 +186,28 @@ func TestClientMetadataDocument(t *testing.T) {
 		if a := h.browser(t).open(t, h.newRequest(bad, callback).query()); a.status != http.StatusBadRequest {
 			t.Errorf("client_id %q: got %d, want 400", bad, a.status)
 		}
+	}
+}
+
+// TestClientMetadataDocumentOwnOrigin checks that a client_id URL on the server's own
+// origin is refused: the consent page names the host a document is published at, and
+// the server's own would read as the service vouching for the client, while any route
+// of the host that answers JSON it does not control could serve the document.
+func TestClientMetadataDocumentOwnOrigin(t *testing.T) {
+	docs := newDocumentServer(t, map[string]string{
+		"/client.json": `{"client_id":"{url}","client_name":"Tollgate Official","redirect_uris":["` + callback + `"]}`,
+	})
+	h := newHarness(t, func(o *oauth.Options) {
+		o.Issuer = docs.URL
+		o.Fetch.AllowPrivate = true
+	})
+	q := h.newRequest(docs.URL+"/client.json", callback)
+	q.resource = docs.URL + "/v1/mcp"
+	if a := h.browser(t).open(t, q.query()); a.status != http.StatusBadRequest || strings.Contains(a.body, `name="consent"`) {
+		t.Errorf("a client_id on the issuer's origin: got %d, want an error page:\n%s", a.status, a.body)
+	}
+	if n := docs.fetches.Load(); n != 0 {
+		t.Errorf("the issuer's origin was fetched %d times", n)
 	}
 }
 

@@ -23,11 +23,13 @@
 // Every client is public: it has no secret, and proves that it is the one that asked
 // for a code with PKCE, which is required, with the S256 method only. A client either
 // registers (RFC 7591) or uses the https URL of a client metadata document as its
-// client_id (draft-ietf-oauth-client-id-metadata-document); the document is fetched
-// with the SSRF-safe fetcher (no private addresses, no redirects, at most 5 KiB, within
-// 5 seconds), must name itself as client_id and list its redirect URIs, and is cached
-// for 5 minutes. Registrations are rate-limited server-wide, every field is bounded,
-// and a client that no approval refers to is deleted after [UnusedClientTTL].
+// client_id (draft-ietf-oauth-client-id-metadata-document). The URL is on another
+// origin than the server's own, which the consent page would show as the service
+// vouching for the client; the document is fetched with the SSRF-safe fetcher (no
+// private addresses, no redirects, at most 5 KiB, within 5 seconds), must name itself
+// as client_id and list its redirect URIs, and is cached for 5 minutes. Registrations
+// are rate-limited server-wide, every field is bounded, and a client that no approval
+// refers to is deleted after [UnusedClientTTL].
 //
 // # Redirect URIs
 //
@@ -51,18 +53,28 @@
 //
 // # Consent
 //
-// The consent page names the client and shows prominently the host it returns to,
-// then its full redirect URI and the resource. It says that the client is
-// unverified: every client either registered itself and chose its own name, or is
-// described by a metadata document, which proves only where the document is
-// published (the page names that host, and says when the client returns to another
-// one). When the client returns to a loopback address, the page warns that any program
-// on the computer could claim to be it. The person approves by typing an API key, or,
-// with [Options.Login], as the person logged in to the host. The form is bound to the
-// browser and to the request by a one-time nonce kept in a cookie, which keys an HMAC
-// over the request's parameters; it can be submitted once and for ten minutes
-// ([ConsentTTL]). The page may not be framed (X-Frame-Options and
-// Content-Security-Policy frame-ancestors), is never cached, and runs no script.
+// The consent page names the client and shows prominently the host it returns to, then
+// its full redirect URI and the resource. Nothing a client chooses can change how the
+// page reads: its name is printable text without control characters or invisible
+// formatting characters (bidirectional controls, which would reorder the page's own
+// text, and zero-width characters) or stacks of more than four combining marks on a
+// letter, which a browser draws over the lines around; and redirect URIs and client_id
+// URLs are printable ASCII, so that a host is shown in punycode rather than in
+// look-alike letters. It says that the client is unverified: every client either
+// registered itself and chose its own name, or is described by a metadata document,
+// which proves only where the document is published (the page names that host, and says
+// when the client returns to another one). When the client returns to a loopback
+// address, the page warns that any program on the computer could claim to be it. The
+// person approves by typing an API key, or, with [Options.Login], as the person logged
+// in to the host. The form is bound to the browser and to the request by a one-time
+// nonce kept in a cookie (__Host- prefixed when the issuer is https), which keys an
+// HMAC over the request's parameters; it can be submitted once and for ten minutes
+// ([ConsentTTL]). A submission that the browser says comes from another site
+// (Sec-Fetch-Site same-site or cross-site) is refused even when it passes that check: a
+// page of a sibling site, which can set a cookie for the parent domain unless the
+// cookie is __Host-, may not decide for the person. The page may not be framed
+// (X-Frame-Options and Content-Security-Policy frame-ancestors), is never cached, and
+// runs no script.
 //
 // # Redirects
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth"
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 )
 
 const callback = "http://127.0.0.1:9000/callback"
@@ -557,6 +558,44 @@ func TestConsentPage(t *testing.T) {
 	}
 }
 
+// TestConsentPageFormatting checks that a client cannot change how the consent page
+// reads with invisible characters: bidirectional controls, which reorder the page's
+// own text around them, or other formatting characters. A name or client_id URL that
+// carries them is refused, from a metadata document as from a registration, and an
+// id URL must be written in ASCII, so that its host cannot imitate another with
+// look-alike letters; a name stored before these rules is shown without them.
+func TestConsentPageFormatting(t *testing.T) {
+	docs := newDocumentServer(t, map[string]string{
+		"/bidi-name.json":       `{"client_id":"{url}","client_name":"Good \u202eppA","redirect_uris":["` + callback + `"]}`,
+		"/\u202enosj.x":         `{"client_id":"{url}","client_name":"Doc","redirect_uris":["` + callback + `"]}`,
+		"/caf\u00e9.json":       `{"client_id":"{url}","client_name":"Doc","redirect_uris":["` + callback + `"]}`,
+		"/zero\u200bwidth.json": `{"client_id":"{url}","client_name":"Doc","redirect_uris":["` + callback + `"]}`,
+	})
+	h := newHarness(t, func(o *oauth.Options) { o.Fetch.AllowPrivate = true })
+	for _, id := range []string{
+		docs.URL + "/bidi-name.json",
+		docs.URL + "/\u202enosj.x",
+		docs.URL + "/caf\u00e9.json",
+		docs.URL + "/zero\u200bwidth.json",
+		"https://g\u0456thub.com/client.json", // a Cyrillic i
+	} {
+		a := h.browser(t).open(t, h.newRequest(id, callback).query())
+		if a.status != http.StatusBadRequest || strings.Contains(a.body, `name="consent"`) {
+			t.Errorf("client_id %+q: got %d, want an error page", id, a.status)
+		}
+	}
+
+	stored := "tgcl_" + randomString(43)
+	must(t, h.store.CreateClient(t.Context(), oauthstore.Client{
+		ID: stored, Name: "Good \u202eppA\u2066", RedirectURIs: []string{callback}, CreatedAt: t0,
+	}))
+	page := h.browser(t).open(t, h.newRequest(stored, callback).query())
+	formOf(t, page)
+	if strings.ContainsAny(page.body, "\u202e\u2066") || !strings.Contains(page.body, "Good") {
+		t.Errorf("the consent page of a client named with bidirectional controls:\n%s", page.body)
+	}
+}
+
 // TestConsentForm checks that the consent form is bound to the browser and to the
 // request, expires, and is accepted once.
 func TestConsentForm(t *testing.T) {
@@ -685,6 +724,28 @@ func TestLogin(t *testing.T) {
 	}
 	if g := h.wantValid(t, a.json["access_token"].(string)); g.KeyID != h.acct.KeyID || g.AccountID != h.acct.ID {
 		t.Errorf("grant = %+v, want the logged-in key", g)
+	}
+
+	// A page of a sibling site is same-site, so the browser sends it the host's session
+	// cookie; if it also planted a consent cookie of its own (cookies may be set for a
+	// parent domain), it could submit a form it made up. The browser says where a
+	// submission comes from (Sec-Fetch-Site): only the consent page's own origin may
+	// decide.
+	for _, site := range []string{"same-site", "cross-site", "same-origin"} {
+		q := h.newRequest(q.clientID, callback)
+		form := approved(formOf(t, b.open(t, q.query())), "")
+		req, err := http.NewRequest(http.MethodPost, h.issuer+"/oauth/authorize", strings.NewReader(form.Encode()))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := b.client.Do(req)
+		must(t, err)
+		a := read(t, resp)
+		if site == "same-origin" {
+			redirected(t, a, q)
+		} else if a.status != http.StatusForbidden || a.header.Get("Location") != "" {
+			t.Errorf("a consent sent from a %s page: got %d (Location %q), want 403", site, a.status, a.header.Get("Location"))
+		}
 	}
 
 	// Someone who is not logged in must type a key.
@@ -880,5 +941,39 @@ func wantErrorPage(t testing.TB, a answer, status int) {
 	}
 	if csp := a.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Errorf("error page CSP = %q", csp)
+	}
+}
+
+// TestConsentCookieHostOnly checks the consent cookie of an https issuer: __Host-
+// prefixed (so Secure, Path=/ and no Domain), which a browser accepts only from the
+// issuer's own host. A sibling site cannot plant one, even in a browser that does not
+// say where a submission comes from (Sec-Fetch-Site); the form still works with it.
+func TestConsentCookieHostOnly(t *testing.T) {
+	h := newHarness(t)
+	const issuer = "https://api.example.com"
+	srv, err := oauth.New(h.store, oauth.ServiceKeys(h.svc), &oauth.Options{Issuer: issuer, Now: h.clock.Now})
+	must(t, err)
+	q := h.newRequest(h.register(t, callback), callback)
+	q.resource = issuer + "/v1/mcp"
+	w := newRecorder()
+	srv.Handler().ServeHTTP(w, httpRequest(http.MethodGet, issuer+"/oauth/authorize?"+q.query().Encode()))
+	page := read(t, w.Result())
+	cookies := w.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("the consent page set %d cookies", len(cookies))
+	}
+	c := cookies[0]
+	if !strings.HasPrefix(c.Name, "__Host-") || !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		t.Errorf("consent cookie %s", c)
+	}
+	r, err := http.NewRequest(http.MethodPost, issuer+"/oauth/authorize", strings.NewReader(approved(formOf(t, page), h.acct.Key).Encode()))
+	must(t, err)
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	w = newRecorder()
+	srv.Handler().ServeHTTP(w, r)
+	redirected(t, read(t, w.Result()), q)
+	if cleared := w.Result().Cookies(); len(cleared) != 1 || cleared[0].Name != c.Name || cleared[0].MaxAge >= 0 || cleared[0].Path != "/" || !cleared[0].Secure {
+		t.Errorf("the approval clears the cookie with %v", cleared)
 	}
 }

@@ -23,10 +23,8 @@ func checkRedirectURI(raw string) error {
 		return fmt.Errorf("a redirect URI is longer than %d bytes", maxURI)
 	}
 	shown := truncate(raw, 100)
-	for i := 0; i < len(raw); i++ {
-		if c := raw[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"<>\\^`{|}", c) >= 0 {
-			return fmt.Errorf("redirect URI %q has characters that must be percent-encoded", shown)
-		}
+	if !uriText(raw) {
+		return fmt.Errorf("redirect URI %q has characters that must be percent-encoded", shown)
 	}
 	if strings.Contains(raw, "#") {
 		return fmt.Errorf("redirect URI %q has a fragment, which is not allowed", shown)
@@ -56,6 +54,18 @@ func checkRedirectURI(raw string) error {
 		return fmt.Errorf("redirect URI %q uses http on a host that is not loopback; use https, or http on 127.0.0.1, [::1] or localhost", shown)
 	}
 	return fmt.Errorf("redirect URI %q must use https (or http on a loopback host), in lowercase", shown)
+}
+
+// uriText reports whether raw is written as the server takes a URI: in printable
+// ASCII, without the characters that must be percent-encoded. Nothing in it can then
+// change how the consent page reads, nor imitate a host with look-alike letters.
+func uriText(raw string) bool {
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"<>\\^`{|}", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // authority returns the authority of an absolute URI: what lies between "//" and the

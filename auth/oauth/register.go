@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime"
 	"net/http"
 	"unicode"
@@ -70,7 +69,7 @@ func (m *metadata) validate(strict bool) error {
 		return badMetadata("client_name is longer than %d bytes", maxClientName)
 	}
 	if !printable(m.ClientName) {
-		return badMetadata("client_name must be printable UTF-8 text")
+		return badMetadata("client_name must be printable UTF-8 text, without control characters, invisible formatting characters such as bidirectional controls, or more than %d combining marks on a letter", maxMarks)
 	}
 	switch m.TokenEndpointAuthMethod {
 	case "", "none":
@@ -115,14 +114,30 @@ func decodeJSON(r io.Reader, v any) error {
 	}
 }
 
-// printable reports whether s is valid UTF-8 without control characters.
+// maxMarks is the most combining marks printable allows on one character: enough for
+// the languages that write several (Vietnamese, the Indic scripts), too few to draw
+// across the lines around.
+const maxMarks = 4
+
+// printable reports whether s is valid UTF-8 without control characters, formatting
+// characters (Unicode category Cf: bidirectional controls, zero-width characters) or a
+// stack of more than maxMarks combining marks on one character, any of which would let
+// a client's name reorder, hide or draw over the consent page's own text around it.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
+	marks := 0 // the combining marks on the current character
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
 			return false
+		case unicode.In(r, unicode.Mn, unicode.Me):
+			if marks++; marks > maxMarks {
+				return false
+			}
+		default:
+			marks = 0
 		}
 	}
 	return true
@@ -196,7 +211,7 @@ func writeError(w http.ResponseWriter, status int, code, description string) {
 // storeFailed answers a request whose store operation failed unexpectedly, and logs
 // the failure.
 func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
-	s.log.LogAttrs(r.Context(), slog.LevelError, "oauth: store failed", slog.String("op", what), slog.Any("error", err))
+	s.failed(r.Context(), "oauth: store failed", "op", what, "error", err)
 	w.Header().Set("Retry-After", "5")
 	writeError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the authorization server cannot complete the request now; try again")
 }

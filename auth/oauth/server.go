@@ -86,7 +86,9 @@ type Options struct {
 	// Now returns the current time. The default is time.Now; tests inject a clock.
 	Now func() time.Time
 	// Logger receives failures (store errors, refused client metadata documents).
-	// The default is slog.Default(). Codes, tokens and keys are never logged.
+	// A failure of the store or of Keys is logged at Error, except when the request's
+	// client gave up before it was answered (its context is done), which is logged at
+	// Info. The default is slog.Default(). Codes, tokens and keys are never logged.
 	Logger *slog.Logger
 	// AccessTokenTTL is the lifetime of access tokens. The default is
 	// DefaultAccessTokenTTL (1 hour).
@@ -129,6 +131,7 @@ type Server struct {
 	store      Store
 	keys       Keys
 	issuer     string
+	issuerURL  *url.URL
 	resources  []string // canonical
 	now        func() time.Time
 	log        *slog.Logger
@@ -165,6 +168,7 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 		store:      store,
 		keys:       keys,
 		issuer:     issuer.String(),
+		issuerURL:  issuer,
 		now:        opts.Now,
 		log:        opts.Logger,
 		accessTTL:  opts.AccessTokenTTL,
@@ -172,7 +176,7 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 		login:      opts.Login,
 		name:       opts.ServiceName,
 		trusted:    opts.TrustedProxies,
-		cookie:     cookieAttrs{path: "/oauth/authorize", secure: issuer.Scheme == "https"},
+		cookie:     newCookieAttrs(issuer.Scheme == "https"),
 	}
 	resources := opts.Resources
 	if len(resources) == 0 {
@@ -326,4 +330,16 @@ func (s *Server) purge(ctx context.Context, now time.Time) {
 	if err := s.store.DeleteExpired(context.WithoutCancel(ctx), now, now.Add(-UnusedClientTTL)); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "oauth: deleting expired records", slog.Any("error", err))
 	}
+}
+
+// failed logs a failure of the store or of Keys while serving a request: the
+// service's failure, at Error. When the request's context is done, its client gave up
+// (or its deadline passed) and the failure is the call cut short: it is logged at
+// Info, since a client's leaving is not the service's failure.
+func (s *Server) failed(ctx context.Context, msg string, args ...any) {
+	level := slog.LevelError
+	if ctx.Err() != nil {
+		level = slog.LevelInfo
+	}
+	s.log.Log(ctx, level, msg, args...)
 }

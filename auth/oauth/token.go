@@ -279,8 +279,11 @@ func (s *Server) writeTokens(w http.ResponseWriter, access, refresh string) {
 }
 
 // revoke revokes an approval, logging a failure: it is called where a copied refresh
-// token shows that the approval's tokens may be in the wrong hands.
+// token shows that the approval's tokens may be in the wrong hands. The revocation is
+// the server's decision: the request's end, if its client leaves, does not cut it
+// short.
 func (s *Server) revoke(ctx context.Context, approvalID string, now time.Time) {
+	ctx = context.WithoutCancel(ctx)
 	if err := s.store.RevokeApproval(ctx, approvalID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.ErrorContext(ctx, "oauth: revoking an approval after a reused refresh token", "approval", approvalID, "error", err)
 	}
@@ -288,7 +291,7 @@ func (s *Server) revoke(ctx context.Context, approvalID string, now time.Time) {
 
 // unavailable logs an unexpected failure and returns the error answer for it.
 func (s *Server) unavailable(ctx context.Context, op string, err error) *tokenError {
-	s.log.ErrorContext(ctx, "oauth: token endpoint failed", "op", op, "error", err)
+	s.failed(ctx, "oauth: token endpoint failed", "op", op, "error", err)
 	return errUnavailable
 }
 

@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,9 +200,10 @@ func (h *hostile) check(name, path, acct string, resp *http.Response, body []byt
 	h.spent[acct] += cost
 	h.mu.Unlock()
 	if !strings.HasPrefix(path, "/v1/") {
-		// The suite never approves a consent, so no redirect leaves the server's
-		// origin: the authorization server answers a request it refuses before the
-		// consent page on its own origin (RFC 9700 section 4.11).
+		// No attack approves a consent (codeExchanges does, and checks its redirect
+		// itself), so no redirect leaves the server's origin: the authorization server
+		// answers a request it refuses before the consent page on its own origin (RFC
+		// 9700 section 4.11).
 		if loc := resp.Header.Get("Location"); status/100 == 3 && loc != "" {
 			if u, err := url.Parse(loc); err != nil || u.Host != "" && u.Host != h.host() || u.User != nil {
 				h.fail("%s: %s redirects to %q", name, path, loc)
@@ -379,6 +385,117 @@ func (h *hostile) registerClient() []*attack {
 	return attacks
 }
 
+// hiddenField is a hidden field of the consent form.
+var hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// codeExchanges runs the authorization code flow as a person and an MCP client do, with
+// a real consent, and attacks the code on its way: exchanges that each get one thing
+// wrong (the code_verifier above all, but also the client, the redirect URI and the
+// resource) must be refused without using the code up, so that the real client's
+// exchange still succeeds (issue 13, item 3); its token then opens an MCP session, and
+// the code presented again is a replay, which revokes that token. Every answer but the
+// consent's redirect is checked as an attack's is.
+func (h *hostile) codeExchanges(ctx context.Context) {
+	h.t.Helper()
+	const redirectURI = "http://127.0.0.1:9999/cb"
+	r := h.s.call(http.MethodPost, "/oauth/register", `{"redirect_uris":["`+redirectURI+`"],"client_name":"Native"}`)
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &reg) != nil {
+		h.t.Fatalf("registering a client: %d %s", r.status, r.body)
+	}
+	verifier := strings.Repeat("v", 43) + "-real._~"
+	sum := sha256.Sum256([]byte(verifier))
+	resource := h.s.srv.URL + "/v1/mcp"
+	query := url.Values{
+		"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirectURI}, "state": {"s-1"},
+		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"},
+		"resource": {resource},
+	}
+
+	// The person's browser: it keeps the consent cookie and does not follow the
+	// redirect to the client.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	browser := &http.Client{Transport: h.client.Transport, Jar: jar, Timeout: h.client.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := browser.Get(h.s.srv.URL + "/oauth/authorize?" + query.Encode())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	form := url.Values{}
+	for _, m := range hiddenField.FindAllStringSubmatch(string(page), -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	if resp.StatusCode != http.StatusOK || form.Get("consent") == "" {
+		h.t.Fatalf("the consent page: %d %s", resp.StatusCode, page)
+	}
+	form.Set("api_key", keyBeta)
+	form.Set("action", "approve")
+	if resp, err = browser.PostForm(h.s.srv.URL+"/oauth/authorize", form); err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || err != nil || !strings.HasPrefix(loc.String(), redirectURI+"?") || loc.Query().Get("state") != "s-1" {
+		h.t.Fatalf("the approval: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	code := loc.Query().Get("code")
+
+	exchange := func(name string, change func(url.Values)) *attack {
+		v := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {reg.ClientID},
+			"redirect_uri": {redirectURI}, "code_verifier": {verifier}, "resource": {resource}}
+		change(v)
+		return oauthCall(name, "POST", "/oauth/token", "application/x-www-form-urlencoded", v.Encode())
+	}
+	for _, a := range []*attack{
+		exchange("a code with another verifier", func(v url.Values) { v.Set("code_verifier", strings.Repeat("w", 43)) }),
+		exchange("a code with the verifier cut short", func(v url.Values) { v.Set("code_verifier", verifier[:43]) }),
+		exchange("a code with the challenge as verifier", func(v url.Values) { v.Set("code_verifier", query.Get("code_challenge")) }),
+		exchange("a code without a verifier", func(v url.Values) { v.Del("code_verifier") }),
+		exchange("a code with the verifier twice", func(v url.Values) { v["code_verifier"] = []string{strings.Repeat("w", 43), verifier} }),
+		exchange("a code for another client", func(v url.Values) { v.Set("client_id", "tgcl_"+strings.Repeat("A", 43)) }),
+		exchange("a code for another redirect URI", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9998/cb") }),
+		exchange("a code for another resource", func(v url.Values) { v.Set("resource", h.s.srv.URL+"/v1/other") }),
+	} {
+		if status := h.send(ctx, a); status != http.StatusBadRequest {
+			h.fail("%s: %d, want 400", a.name, status)
+		}
+	}
+
+	// The real client's exchange still succeeds: no failed exchange used the code up.
+	real := exchange("the real exchange", func(url.Values) {})
+	r = h.s.call(http.MethodPost, real.target, string(real.body), "Content-Type", "application/x-www-form-urlencoded")
+	var tokens struct {
+		AccessToken string `json:"access_token"`
+	}
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &tokens) != nil || tokens.AccessToken == "" {
+		h.fail("the real client's exchange after the failed ones: %d %s", r.status, r.body)
+		return
+	}
+	initialize := func() *attack {
+		a := mcpCall("initialize with the access token", mcpInit, "Authorization", "Bearer "+tokens.AccessToken)
+		a.header.Del("X-Api-Key")
+		a.session = false
+		return a
+	}
+	if status := h.send(ctx, initialize()); status != http.StatusOK {
+		h.fail("an MCP session with the access token: %d", status)
+	}
+	// The code again, with everything right: a replay, which revokes the token.
+	if status := h.send(ctx, exchange("the code replayed", func(url.Values) {})); status != http.StatusBadRequest {
+		h.fail("the code replayed: %d, want 400", status)
+	}
+	if status := h.send(ctx, initialize()); status != http.StatusUnauthorized {
+		h.fail("the access token of a replayed code: %d, want 401", status)
+	}
+}
+
 // balance reads an account's remaining credits through the admin API.
 func (h *hostile) balance(acct string) int64 {
 	h.t.Helper()
@@ -431,6 +548,7 @@ func TestHostileInput(t *testing.T) {
 	for _, a := range append(h.registerClient(), corpus()...) {
 		h.send(t.Context(), a)
 	}
+	h.codeExchanges(t.Context())
 	for _, a := range rawCorpus() {
 		h.sendRaw(a)
 	}
