@@ -33,6 +33,7 @@ debian=(
   "libnewtonsoft-json-cil-dev:/usr/lib/mono/gac/Newtonsoft.Json"
   "php-cli:php"
   "php-curl:/usr/share/doc/php-curl"
+  "composer:composer"
 )
 missing=()
 for entry in "${debian[@]}"; do

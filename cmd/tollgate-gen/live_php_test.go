@@ -81,14 +81,21 @@ func TestPHPPackages(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(work, "vendor", "autoload.php"), []byte(autoload), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.CommandContext(t.Context(), php, "-d", "error_reporting=-1", "example.php")
-			cmd.Dir = work
-			cmd.Env = append(os.Environ(), "TOLLGATE_API_KEY="+testserver.PrimaryKey)
-			out, err := cmd.CombinedOutput()
-			if err != nil || !strings.Contains(string(out), "credits left:") || strings.Contains(string(out), "Warning") {
-				t.Errorf("the README example of %s: %v\n%s", id, err, out)
-			}
+			runPHPExample(t, php, work, id)
 		})
+	}
+}
+
+// runPHPExample runs example.php in work with the test server's key, and requires it to
+// print the credits left and no warning.
+func runPHPExample(t *testing.T, php, work, id string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), php, "-d", "error_reporting=-1", "example.php")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "TOLLGATE_API_KEY="+testserver.PrimaryKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "credits left:") || strings.Contains(string(out), "Warning") {
+		t.Errorf("the README example of %s: %v\n%s", id, err, out)
 	}
 }
 

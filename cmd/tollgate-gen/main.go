@@ -8,6 +8,10 @@
 //	tollgate-gen -catalog http://localhost:8080/v1/catalog -out clients
 //	tollgate-gen -catalog catalog.json -out clients -lang js,python
 //
+// Install it with go install github.com/tollgate-dev/tollgate/cmd/tollgate-gen@latest, or with
+// go install ./cmd/tollgate-gen from a clone of the repository; either puts it in GOBIN, or
+// GOPATH/bin when GOBIN is not set.
+//
 // The catalog is the answer of GET /v1/catalog, read from the service or from a saved
 // copy. The packages go to DIR/go/<package>, and to DIR/<language>/<api_id> for the
 // others.

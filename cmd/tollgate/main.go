@@ -7,6 +7,10 @@
 //	tollgate <api_id> --help                 the API's parameters, types, rules and cost
 //	tollgate list                            every API of the catalog
 //
+// Install it with go install github.com/tollgate-dev/tollgate/cmd/tollgate@latest, or with
+// go install ./cmd/tollgate from a clone of the repository; either puts it in GOBIN, or
+// GOPATH/bin when GOBIN is not set.
+//
 // The key is read from TOLLGATE_API_KEY and never printed; the service is
 // TOLLGATE_BASE_URL (default http://localhost:8080). Parameters are checked against the
 // catalog's rules before anything is sent, so a mistake costs nothing. A boolean

@@ -669,7 +669,8 @@ func TestRunErrors(t *testing.T) {
 	}{
 		{"unknown flag", []string{"-nope"}, "-nope", false},
 		{"stray argument", []string{"serve"}, "serve", false},
-		{"bad fixtures", []string{"-fixtures", "testdata/does-not-exist.json"}, "does-not-exist", false},
+		// run listens before it reads the fixtures: a port of its own, never :8080.
+		{"bad fixtures", []string{"-addr", "127.0.0.1:0", "-fixtures", "testdata/does-not-exist.json"}, "does-not-exist", false},
 		{"bad address", []string{"-addr", "127.0.0.1:99999"}, "99999", false},
 	}
 	for _, tt := range tests {

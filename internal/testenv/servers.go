@@ -60,8 +60,9 @@ func (s *Server) Stop() {
 	s.running = false
 }
 
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t testing.TB) int {
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now, for a program
+// a test starts that takes its address as an argument: tests never bind a fixed port.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,7 +96,7 @@ func StartRedis(t testing.TB) *Server {
 	if err != nil {
 		Unavailable(t, "redis-server is not installed: %v", err)
 	}
-	port := freePort(t)
+	port := FreePort(t)
 	dir := t.TempDir()
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), t: t}
 	var cmd *exec.Cmd
@@ -128,7 +129,7 @@ func StartPostgres(t testing.TB) *Server {
 	if bin == "" {
 		Unavailable(t, "PostgreSQL's initdb and pg_ctl are not installed")
 	}
-	port := freePort(t)
+	port := FreePort(t)
 	dir, err := os.MkdirTemp("", "tollgate-pg-")
 	if err != nil {
 		t.Fatal(err)

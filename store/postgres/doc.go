@@ -11,7 +11,7 @@
 //
 //	cfg, err := postgres.PoolConfig(os.Getenv("DATABASE_URL")) // recommended settings
 //	if err != nil { ... }
-//	cfg.ConnConfig.RuntimeParams["search_path"] = "tollgate"  // a schema of its own, if wanted
+//	cfg.ConnConfig.RuntimeParams["search_path"] = "tollgate"  // a schema of its own, if wanted: it must exist
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //	if err != nil { ... }
 //	defer pool.Close()
@@ -24,6 +24,22 @@
 // key checker are the same Admitter and sends all parts of an admission in one step. The
 // Store is also a [billing.Sweeper]: the Service voids expired reservations through it
 // in the background, from every instance.
+//
+// The schema that search_path names is the host's to create, once, before the first
+// Migrate: Migrate creates tables and functions in it, never the schema itself. Create
+// it with the database's owner, as part of provisioning the database:
+//
+//	CREATE SCHEMA IF NOT EXISTS tollgate;
+//	GRANT USAGE, CREATE ON SCHEMA tollgate TO app; -- app: the role Migrate runs as, if not the owner
+//
+// or, when the role the service connects with may create schemas (CREATE on the
+// database), at start-up before Migrate, as examples/distributed does:
+//
+//	_, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{"tollgate"}.Sanitize())
+//
+// Without search_path, the tables go to the first schema of the server's default,
+// "$user", public: public, unless a schema named after the role exists. On PostgreSQL
+// 15 and later only the database's owner may create in public.
 //
 // # Schema
 //
@@ -76,6 +92,14 @@
 // wait and find nothing to do. It is idempotent and never called by [New]. It needs a
 // DB that can Begin (a pool, a connection, or a transaction, in which it uses a
 // savepoint). [SchemaVersion] is the version this package brings a schema to.
+//
+// Migrate needs the schema to exist (see Wiring) and its role to have USAGE and CREATE
+// on it. When search_path selects no schema that exists (PostgreSQL's own error would be
+// "no schema has been selected to create in", SQLSTATE 3F000), or the role lacks a
+// privilege (42501), Migrate changes nothing and returns an error wrapping [ErrNotSetUp]
+// whose message names the search_path, the schema and the role, and says what to run:
+// CREATE SCHEMA, or GRANT CREATE ON SCHEMA. It does not wrap store.ErrUnavailable: a
+// setup mistake is not an outage, and retrying does not fix it.
 //
 // # One step per admission, one per settlement
 //
@@ -140,8 +164,8 @@
 // The store never changes synchronous_commit: with the server's default (on) an
 // acknowledged admission, settlement or revocation is on disk. Every error that is not a
 // well-known condition (store.ErrNotFound, store.ErrConflict, store.ErrInvalid,
-// billing.ErrInsufficientCredits, billing.ErrTooManyCredits, billing.ErrVoided) wraps
-// store.ErrUnavailable and keeps its cause (a *pgconn.PgError, a network error,
+// billing.ErrInsufficientCredits, billing.ErrTooManyCredits, billing.ErrVoided, and
+// Migrate's [ErrNotSetUp]) wraps store.ErrUnavailable and keeps its cause (a *pgconn.PgError, a network error,
 // context.DeadlineExceeded, which errors.Is still matches; a canceled context is
 // reported as context.Canceled). Messages start with "postgres: " and name the id. A
 // value the server cannot hold or a constraint it breaks (SQLSTATE classes 22 and 23:

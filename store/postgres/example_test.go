@@ -20,7 +20,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = "tollgate"
+	cfg.ConnConfig.RuntimeParams["search_path"] = "tollgate" // created beforehand: CREATE SCHEMA tollgate
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

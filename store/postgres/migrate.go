@@ -3,12 +3,15 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The migrations, applied in the order of their version: migrations/NNNN_name.sql.
@@ -67,6 +70,11 @@ const SchemaVersion = 4
 // a role allowed to create tables and functions in the schema. db must support Begin
 // (a pool, a connection, or a transaction, in which Migrate uses a savepoint and the
 // lock is held until the host's transaction ends).
+//
+// Migrate creates no schema: the schema must exist. When search_path selects no schema
+// that exists (or that the role may use), or the role lacks a privilege it needs there,
+// Migrate returns an error wrapping [ErrNotSetUp] that says what to do, and not
+// store.ErrUnavailable: a setup mistake is not an outage, and retrying does not fix it.
 func Migrate(ctx context.Context, db DB) error {
 	ms, err := migrations()
 	if err != nil {
@@ -77,45 +85,100 @@ func Migrate(ctx context.Context, db DB) error {
 		return wrapErr(ctx, err, "migrate: begin")
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
+	var env setup
+	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'), current_user`).
+		Scan(&env.schema, &env.searchPath, &env.user); err != nil {
+		return wrapErr(ctx, err, "migrate: read search_path")
+	}
+	if env.schema == nil {
+		return env.noSchema()
+	}
 	// The lock is per schema, so that deployments in other schemas do not wait; it is
 	// taken before anything else, so that two instances never race to create the table.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tollgate_migrate'), hashtext(coalesce(current_schema(), '')))`); err != nil {
-		return wrapErr(ctx, err, "migrate: lock")
+		return env.wrapErr(ctx, err, "migrate: lock")
 	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS tollgate_schema_migrations (
 		version integer NOT NULL PRIMARY KEY,
 		name    text    NOT NULL)`); err != nil {
-		return wrapErr(ctx, err, "migrate: create tollgate_schema_migrations")
+		return env.wrapErr(ctx, err, "migrate: create tollgate_schema_migrations")
 	}
 	applied := make(map[int]bool)
 	rows, err := tx.Query(ctx, `SELECT version FROM tollgate_schema_migrations`)
 	if err != nil {
-		return wrapErr(ctx, err, "migrate: read applied versions")
+		return env.wrapErr(ctx, err, "migrate: read applied versions")
 	}
 	for rows.Next() {
 		var v int
 		if err := rows.Scan(&v); err != nil {
 			rows.Close()
-			return wrapErr(ctx, err, "migrate: read applied versions")
+			return env.wrapErr(ctx, err, "migrate: read applied versions")
 		}
 		applied[v] = true
 	}
 	if err := rows.Err(); err != nil {
-		return wrapErr(ctx, err, "migrate: read applied versions")
+		return env.wrapErr(ctx, err, "migrate: read applied versions")
 	}
 	for _, m := range ms {
 		if applied[m.version] {
 			continue
 		}
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return wrapErr(ctx, err, "migrate: apply version %d (%s)", m.version, m.name)
+			return env.wrapErr(ctx, err, "migrate: apply version %d (%s)", m.version, m.name)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO tollgate_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return wrapErr(ctx, err, "migrate: record version %d", m.version)
+			return env.wrapErr(ctx, err, "migrate: record version %d", m.version)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return wrapErr(ctx, err, "migrate: commit")
+		return env.wrapErr(ctx, err, "migrate: commit")
 	}
 	return nil
+}
+
+// ErrNotSetUp reports that the database is not set up for [Migrate]: the session's
+// search_path selects no schema that exists, or the role lacks a privilege Migrate needs
+// in it. The error's message says what to do. It is the host's to fix, and retrying does
+// not fix it, so it never wraps store.ErrUnavailable.
+var ErrNotSetUp = errors.New("postgres: the database is not set up for the store")
+
+// setup is what Migrate knows of the session it migrates in.
+type setup struct {
+	schema     *string // current_schema(): nil when search_path selects no usable schema
+	searchPath string
+	user       string
+}
+
+// noSchema is the error of a search_path that selects no schema: PostgreSQL's own is
+// "no schema has been selected to create in" (SQLSTATE 3F000), at the first CREATE.
+func (e setup) noSchema() error {
+	name := strings.TrimSpace(strings.Split(e.searchPath, ",")[0])
+	switch {
+	case name == `"$user"` || name == "$user":
+		name = e.user
+	case len(name) > 1 && name[0] == '"' && name[len(name)-1] == '"':
+		name = strings.ReplaceAll(name[1:len(name)-1], `""`, `"`)
+	}
+	if name == "" {
+		name = "tollgate"
+	}
+	return fmt.Errorf("postgres: migrate: search_path is %q, and none of its schemas exists (or the role %q may not use it): "+
+		"create the schema first (CREATE SCHEMA %s), or point search_path at a schema that exists: %w",
+		e.searchPath, e.user, pgx.Identifier{name}.Sanitize(), ErrNotSetUp)
+}
+
+// wrapErr is the package's wrapErr, but for a missing schema or privilege, which it
+// reports as the setup mistakes they are.
+func (e setup) wrapErr(ctx context.Context, err error, format string, args ...any) error {
+	switch {
+	case isCode(err, invalidSchemaName): // the schema was dropped since Migrate looked
+		return e.noSchema()
+	case isCode(err, insufficientPrivilege):
+		schema := pgx.Identifier{*e.schema}.Sanitize()
+		return fmt.Errorf("postgres: %s: the role %q lacks a privilege Migrate needs in schema %s: "+
+			"grant it CREATE on the schema (GRANT CREATE ON SCHEMA %s TO %s), or run Migrate as the owner "+
+			"of the schema and its tables: %w: %w",
+			fmt.Sprintf(format, args...), e.user, schema, schema, pgx.Identifier{e.user}.Sanitize(), ErrNotSetUp, err)
+	}
+	return wrapErr(ctx, err, format, args...)
 }

@@ -2,13 +2,17 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
@@ -289,4 +293,94 @@ func TestMigrateOpenReservations(t *testing.T) {
 			t.Errorf("settling reservation %d after the upgrade: %v", i, err)
 		}
 	}
+}
+
+// TestMigrateSetupMistakes checks that Migrate reports a database that is not set up for
+// it as the host's mistake (postgres.ErrNotSetUp), saying what to do, and never as an
+// outage: a search_path whose schemas do not exist (PostgreSQL's "no schema has been
+// selected to create in"), and a role that may use the schema but not create in it.
+// Doing what the message says makes the next Migrate succeed.
+func TestMigrateSetupMistakes(t *testing.T) {
+	su, err := pgxpool.New(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(su.Close)
+	exec := func(t *testing.T, sql string) {
+		t.Helper()
+		if _, err := su.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	wantSetupError := func(t *testing.T, err error, advice string) {
+		t.Helper()
+		if !errors.Is(err, postgres.ErrNotSetUp) || errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("Migrate: %v; want an error wrapping postgres.ErrNotSetUp and not store.ErrUnavailable", err)
+		}
+		if !strings.Contains(err.Error(), advice) {
+			t.Errorf("Migrate: %v; want the advice %q", err, advice)
+		}
+	}
+
+	for _, tt := range []struct {
+		name       string
+		searchPath func(schema string) string
+	}{
+		{"schema missing", func(s string) string { return s }},
+		{"quoted schema missing, and the next one", func(s string) string { return `"` + s + `", ` + s + `_next` }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			schema := newSchema(t)
+			quoted := pgx.Identifier{schema}.Sanitize()
+			exec(t, "DROP SCHEMA "+quoted)
+			cfg := poolConfig(t, schema, 2)
+			cfg.ConnConfig.RuntimeParams["search_path"] = tt.searchPath(schema)
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+
+			err = postgres.Migrate(t.Context(), pool)
+			wantSetupError(t, err, "create the schema first (CREATE SCHEMA "+quoted+")")
+			wantMessage(t, err, fmt.Sprintf("postgres: migrate: search_path is %q", tt.searchPath(schema)))
+
+			exec(t, "CREATE SCHEMA "+quoted)
+			if err := postgres.Migrate(t.Context(), pool); err != nil {
+				t.Fatalf("Migrate once the schema exists: %v", err)
+			}
+			if got := applied(t, pool); len(got) != postgres.SchemaVersion {
+				t.Errorf("applied versions %v, want 1 to %d", got, postgres.SchemaVersion)
+			}
+		})
+	}
+
+	t.Run("no CREATE on the schema", func(t *testing.T) {
+		role := "tollgate_test_" + strings.ToLower(rand.Text())
+		quotedRole := pgx.Identifier{role}.Sanitize()
+		exec(t, "CREATE ROLE "+quotedRole+" LOGIN")
+		t.Cleanup(func() { exec(t, "DROP ROLE "+quotedRole) }) // after the schema, and what the role made in it, is dropped
+		schema := newSchema(t)
+		quoted := pgx.Identifier{schema}.Sanitize()
+		exec(t, "GRANT USAGE ON SCHEMA "+quoted+" TO "+quotedRole)
+		cfg := poolConfig(t, schema, 2)
+		cfg.ConnConfig.User = role
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+
+		err = postgres.Migrate(t.Context(), pool)
+		wantSetupError(t, err, "GRANT CREATE ON SCHEMA "+quoted+" TO "+quotedRole)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("Migrate: %v; want the server's error (SQLSTATE 42501) kept in the chain", err)
+		}
+
+		exec(t, "GRANT CREATE ON SCHEMA "+quoted+" TO "+quotedRole)
+		if err := postgres.Migrate(t.Context(), pool); err != nil {
+			t.Fatalf("Migrate once the role may create in the schema: %v", err)
+		}
+	})
 }

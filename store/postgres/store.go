@@ -140,8 +140,10 @@ func wrapErr(ctx context.Context, err error, format string, args ...any) error {
 
 // SQLSTATE codes the store tells apart.
 const (
-	uniqueViolation     = "23505"
-	foreignKeyViolation = "23503"
+	uniqueViolation       = "23505"
+	foreignKeyViolation   = "23503"
+	invalidSchemaName     = "3F000" // "no schema has been selected to create in"
+	insufficientPrivilege = "42501"
 )
 
 // SQLSTATE classes the store tells apart: their first two characters.

@@ -1,0 +1,186 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+)
+
+// TestREADMEAdmin pastes the README's admin sequence into bash as it is written but for
+// the address: the server gets a port of its own (-addr) and the requests go there, so
+// that the test never binds :8080. go run compiles the server meanwhile, which is what
+// the sequence's wait is for. Every request must succeed, and the account must end as
+// the README says: 150 credits, the sub-key rotated and revoked. The README's table of
+// admin routes must be the admin package's.
+func TestREADMEAdmin(t *testing.T) {
+	bash := testenv.Program(t, "bash")
+	testenv.Program(t, "curl")
+	testenv.Program(t, "go")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAdminRoutes(t, string(readme))
+
+	block := shellBlock(t, string(readme), "go run ./examples/server -admin-token")
+	port := testenv.FreePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	script := strings.ReplaceAll(block, "http://localhost:8080", base)
+	script = strings.Replace(script, "go run ./examples/server ", fmt.Sprintf("go run ./examples/server -addr 127.0.0.1:%d ", port), 1)
+	if strings.Contains(script, "8080") {
+		t.Fatalf("the README's admin block names :8080 in a form this test does not rewrite:\n%s", block)
+	}
+	m := regexp.MustCompile(`(?m)^ADMIN=(\S+)$`).FindStringSubmatch(script)
+	if m == nil {
+		t.Fatalf("the README's admin block sets no ADMIN:\n%s", block)
+	}
+	token := m[1]
+
+	// The server stays in the background when bash exits, and writes to the same
+	// output: files, not pipes, so that waiting for bash does not wait for it.
+	out, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(t.Context(), bash, "-c", script)
+	cmd.Dir = "../.."
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // bash, go run and the server
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopGroup(t, cmd.Process.Pid) })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Minute): // go run compiling on a busy machine
+		err = errors.New("still running after 5 minutes")
+	}
+	output, _ := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, output)
+	}
+
+	// Each request the block prints is answered with an ok envelope, one a line.
+	answers := 0
+	sc := bufio.NewScanner(strings.NewReader(string(output)))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var env struct{ Status string }
+		if err := json.Unmarshal([]byte(line), &env); err != nil || env.Status != "ok" {
+			t.Errorf("an answer that is not an ok envelope: %s", line)
+		}
+		answers++
+	}
+	if want := strings.Count(script, "curl -s -w '\\n'"); answers != want || want == 0 {
+		t.Errorf("%d answers for %d printing requests:\n%s", answers, want, output)
+	}
+
+	// The account as the block left it.
+	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/admin/v1/accounts/acme", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var acct struct {
+		Data struct {
+			Balance struct{ Remaining int64 }
+			Keys    []struct {
+				Name      string
+				Revoked   bool
+				RotatedAt *time.Time `json:"rotated_at"`
+			}
+		}
+	}
+	if err := json.NewDecoder(res.Body).Decode(&acct); err != nil {
+		t.Fatal(err)
+	}
+	if acct.Data.Balance.Remaining != 150 {
+		t.Errorf("acme has %d credits, want 150 (the free plan's 50 and the grant of 100)", acct.Data.Balance.Remaining)
+	}
+	var ci bool
+	for _, k := range acct.Data.Keys {
+		if k.Name == "ci" {
+			ci = k.Revoked && k.RotatedAt != nil
+		}
+	}
+	if !ci {
+		t.Errorf("acme's keys %+v; want the sub-key ci rotated and revoked", acct.Data.Keys)
+	}
+}
+
+// shellBlock returns the one sh block of the README that contains marker.
+func shellBlock(t *testing.T, readme, marker string) string {
+	t.Helper()
+	var found []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(readme, -1) {
+		if strings.Contains(m[1], marker) {
+			found = append(found, m[1])
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d sh blocks of the README contain %q, want 1", len(found), marker)
+	}
+	return found[0]
+}
+
+// checkAdminRoutes checks that the README's table of admin routes lists exactly the
+// routes of the admin package's documentation, in its order.
+func checkAdminRoutes(t *testing.T, readme string) {
+	t.Helper()
+	src, err := os.ReadFile("../../admin/admin.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc, table []string
+	for _, m := range regexp.MustCompile(`(?m)^//\t(GET|POST|PUT|PATCH|DELETE) +(/admin/\S+)`).FindAllStringSubmatch(string(src), -1) {
+		doc = append(doc, m[1]+" "+m[2])
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `((?:GET|POST|PUT|PATCH|DELETE) /admin/[^`]+)` \\|").FindAllStringSubmatch(readme, -1) {
+		table = append(table, m[1])
+	}
+	if len(doc) == 0 || strings.Join(doc, "\n") != strings.Join(table, "\n") {
+		t.Errorf("the README lists the admin routes\n%s\nand the admin package\n%s", strings.Join(table, "\n"), strings.Join(doc, "\n"))
+	}
+}
+
+// stopGroup interrupts the process group pgid (bash, go run and the server it runs),
+// as Ctrl-C would: the server shuts down and go run removes what it built. It waits
+// for the group to end, and kills it if it has not within 30 seconds.
+func stopGroup(t *testing.T, pgid int) {
+	if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
+		return // the group has ended
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Errorf("the server did not stop on SIGINT; killing it")
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for processes to exit
+	}
+}
