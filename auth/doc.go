@@ -51,16 +51,16 @@
 //
 // # Checking keys
 //
-// An [Authority] holds the policy (hashing, key generation, the restriction checks) over a
-// [KeyStore] that only keeps records. It checks the key against the store on every call,
-// so a rotation or a revocation refuses the very next call, on every instance that shares
-// the store. With a [KeyCache], key records are kept in memory between calls; a principal
-// authenticated from the cache is marked [Principal.Cached], and the caller must check
-// that its key is still live before it serves the call or answers it ([Authority.Refresh]
-// reads the store again). The Service of package tollgate checks it in the admission
-// step of every paid call, in the same round trip to the store, and checks it before any
-// other answer is sent, so a rotated or revoked key is refused on its very next call with
-// a cache too.
+// An [Authority] holds the policy (hashing, key generation, the restriction checks) over
+// a [KeyStore] that only keeps records. Without a cache, it reads the key from the store
+// on every call, so a rotation or a revocation refuses the very next call, on every
+// instance that shares the store. With a [KeyCache], key records are kept in memory
+// between calls; a principal authenticated from the cache is marked [Principal.Cached],
+// and the caller must check that its key is still live before it serves the call or
+// answers it ([Authority.Refresh] reads the store again). The Service of package tollgate
+// checks it in the admission step of every paid call, in the same round trip to the
+// store, and checks it before any other answer is sent, so a rotated or revoked key is
+// refused on its very next call with a cache too.
 //
 // A client's address, for IP allow-lists, is the TCP peer; X-Forwarded-For is believed
 // only as far as it was written by proxies the host trusts ([ClientAddr]).
