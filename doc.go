@@ -16,7 +16,8 @@
 // through the same steps:
 //
 //  1. authenticate the credential against the key store, on every call
-//     ([Service.Authenticate]);
+//     ([Service.Authenticate]; with [Options.KeyCache], against a cached record whose
+//     key the admission step checks again);
 //  2. authorize: the restrictions of the account and the key (channel, address, API);
 //  3. look up the API and validate the input ([Service.Lookup], [Service.Prepare]);
 //     a failure here is never charged;

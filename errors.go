@@ -29,8 +29,8 @@ const (
 	// CodeInvalidInput: a parameter is missing, unknown, mistyped or out of range, or
 	// the body cannot be read (400). Never charged.
 	CodeInvalidInput
-	// CodeRejected: the API judged a well-formed input wrong (400). Charged, as the
-	// specification requires.
+	// CodeRejected: the API judged a well-formed input wrong (400). Charged: the API ran,
+	// and its judgement is its answer to the call.
 	CodeRejected
 	// CodeNotFound: no API (or admin record) has that id (404).
 	CodeNotFound

@@ -331,10 +331,16 @@ type Principal struct {
 	Addr    netip.Addr
 }
 
-// Authenticate checks a caller's credential against the key store (on every call; no
-// cache can delay a rotation or revocation) and the restrictions that depend on how it
+// Authenticate checks a caller's credential and the restrictions that depend on how it
 // arrived (channel and address). A zero Channel skips the channel check, for endpoints
 // that any valid key may use.
+//
+// Without [Options.KeyCache], the key is read from the key store on every call. With
+// it, the key's record may come from the cache, and may be stale: the principal is then
+// marked Cached, every paid call checks the key again in its admission step, in the same
+// round trip to the store, and every other answer is verified before it is sent (see
+// [Service.Verify]). Either way, a rotated or revoked key is refused on its very next
+// call.
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
 	ap, err := s.authority.Authenticate(ctx, c.Credential, s.now())
 	return s.principal(ap, err, c)
