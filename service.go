@@ -70,8 +70,8 @@ type Options struct {
 	// KeyCache, if set, keeps key records in memory between calls, so that a service
 	// on network stores does not read the key store to authenticate each call. Every
 	// paid call then checks its key in its admission step, in the same round trip, so a
-	// rotated or revoked key is still refused on the very next call; other calls check
-	// it on their own (see [Service.Verify]). It needs a key store that implements
+	// rotated or revoked key is still refused on the very next call; a refused call
+	// checks it before it is answered. It needs a key store that implements
 	// [billing.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
 }

@@ -68,10 +68,12 @@ type Principal struct {
 // Session reports whether the principal authenticated with a session token.
 func (p *Principal) Session() bool { return p.Key.ID == "" }
 
-// Authenticate resolves a credential (see [CredentialFrom]) to a principal, checking
-// the key against the store on every call. A key that matches nothing gives
-// [ErrUnknownKey]; a revoked or expired key a [*DeniedError]. Store failures are returned
-// as they are.
+// Authenticate resolves a credential (see [CredentialFrom]) to a principal. Without a
+// cache it reads the key from the store on every call; with one
+// ([AuthorityOptions.Cache]) it may return a cached record, marked [Principal.Cached],
+// whose key the caller must check before it serves the call. A key that matches nothing
+// gives [ErrUnknownKey]; a revoked or expired key a [*DeniedError]. Store failures are
+// returned as they are.
 func (a *Authority) Authenticate(ctx context.Context, cred Credential, now time.Time) (Principal, error) {
 	if cred.Kind == SessionHeader {
 		return a.authenticateSession(ctx, cred.Value, now)

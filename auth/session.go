@@ -13,8 +13,9 @@ import (
 
 // Sessions issues and verifies session tokens, the x-jwt credential: JWTs signed with
 // HS256 whose claims are sub (the account id), iat and exp. A session acts for the whole
-// account, within the account's restrictions; the account is looked up on every call,
-// so a deleted account's sessions stop working at once.
+// account, within the account's restrictions; its account is looked up for every call
+// (with a [KeyCache], checked as a cached key is), so a deleted account's sessions stop
+// working at once.
 //
 // A Sessions is safe for concurrent use.
 type Sessions struct {

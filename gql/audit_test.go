@@ -19,8 +19,8 @@ import (
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
-// getOnlyAudits are the audits about GET requests. The specification answers GET with
-// 405, so these MAY audits can only be notices.
+// getOnlyAudits are the audits about GET requests. The gateway takes POST only and
+// answers GET with 405, so these MAY audits can only be notices.
 var getOnlyAudits = map[string]bool{"5A70": true, "D6D5": true, "6A70": true}
 
 // TestGraphQLHTTPAudit runs the graphql-http audit suite (npm package graphql-http)

@@ -14,8 +14,9 @@ import (
 	"github.com/tollgate-dev/tollgate/gql"
 )
 
-// TestCredentialForms: the three credential forms of the specification reach the same
-// account through GraphQL, header names in any case; with several, x-api-key wins.
+// TestCredentialForms: the three credential forms (x-api-key, Authorization: Bearer and
+// x-jwt) reach the same account through GraphQL, header names in any case; with several,
+// x-api-key wins.
 func TestCredentialForms(t *testing.T) {
 	sessions, err := auth.NewSessions([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {

@@ -32,9 +32,9 @@ import (
 // credit period ends during a test.
 var t0 = time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 
-// testPlans are the plans of every test service. free has the specification's one API
-// per query; tiny is small enough to hit its rate limit in a few calls; solo runs one
-// call at a time and has no rate limit; open has no rate or concurrency limit.
+// testPlans are the plans of every test service. free allows one API per GraphQL query,
+// as a free plan does; tiny is small enough to hit its rate limit in a few calls; solo
+// runs one call at a time and has no rate limit; open has no rate or concurrency limit.
 var testPlans = []billing.Plan{
 	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
 	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},

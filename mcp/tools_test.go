@@ -190,7 +190,7 @@ func TestChargesLikeREST(t *testing.T) {
 		{"uuid-generator", map[string]any{"count": 3}, 1, "", `"count":3`},
 		{"date-info", map[string]any{"date": "2024-02-29"}, 1, "", `"day-of-week":"Thursday"`},
 		{"image-info", map[string]any{"url": img.URL + "/img.png"}, 2, "", `"width":3`},
-		// The API judges a well-formed value wrong: charged, as the specification says.
+		// The API judges a well-formed value wrong: charged, since the API ran and judged.
 		{"date-info", map[string]any{"date": "2026-02-30"}, 1, "rejected", ""},
 		// Refused by validation: never charged.
 		{"date-info", map[string]any{}, 0, "invalid_input", ""},

@@ -14,10 +14,9 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
-// TestEdgeRejectsMissingOrMalformedKey proves the spec's edge rule (section 5, "Rejection
-// modes"): no key header, or a value that is not UUID-shaped, gets the bare HTML 403 (no
-// JSON, no CORS headers), on API calls and on the analytics probe alike, and never
-// touches the account.
+// TestEdgeRejectsMissingOrMalformedKey proves the edge rule: no key header, or a value
+// that is not UUID-shaped, gets the bare HTML 403 (no JSON, no CORS headers), on API
+// calls and on the analytics probe alike, and never touches the account.
 func TestEdgeRejectsMissingOrMalformedKey(t *testing.T) {
 	h := newHarness(t, config{sessions: true})
 	acct := h.newAccount(t, "pro")

@@ -15,9 +15,10 @@ import (
 
 // TestCharges proves how each outcome of an admitted call is billed: a success costs
 // the API's cost; a handler's plain error (500 api_failed), a panic (500) and a result
-// that cannot be encoded or is not an object (500) are refunded; a well-formed but wrong value judged by the API (400 rejected) is
-// charged, as the spec says. Each response carries the credit headers with the balance
-// left, and the messages never leak the handler's internals.
+// that cannot be encoded or is not an object (500) are refunded; a well-formed but wrong
+// value judged by the API (400 rejected) is charged, since the API ran and gave its
+// verdict. Each response carries the credit headers with the balance left, and the
+// messages never leak the handler's internals.
 func TestCharges(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "pro")

@@ -125,8 +125,8 @@ func TestRegister(t *testing.T) {
 	}
 }
 
-// TestContract pins the public contract of DESIGN section 5: ids, methods, costs,
-// parameters and result field names.
+// TestContract pins the public contract of the sample catalog, which tests, docs and the
+// generated clients rely on: ids, methods, costs, parameters and result field names.
 func TestContract(t *testing.T) {
 	type param struct {
 		name     string

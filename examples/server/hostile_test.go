@@ -162,7 +162,7 @@ const edge403 = "<center><h1>403 Forbidden</h1></center>"
 // check checks one answer: no 5xx; under /v1/ JSON, except the edge's bare 403 and
 // answers without a body (204, 202), with error messages that are clean text (see
 // internal/cleantext); no 4xx charged, except the API's own judgement of
-// an input (X-Error-Code rejected, charged as the specification says); and
+// an input (X-Error-Code rejected, charged because the API ran and gave it); and
 // X-Credits-Cost only for an account, added to what it spent. Bytes written on a
 // connection may also get net/http's own refusal of a malformed request, which no
 // handler sees: a plain-text 400 or 431, or the 501 that RFC 9112 section 6.1 asks
@@ -532,7 +532,7 @@ func (h *hostile) startSession() {
 // of seeded random ones, against every front door of the example server, and checks
 // what no client may get: the server stays up and answers; no 5xx; every answer under
 // /v1/ is JSON except the edge's bare 403; no 4xx is charged (but the API's judgement
-// of an input, which the specification charges); each account's balance is its start
+// of an input, which is charged since the API ran); each account's balance is its start
 // minus the sum of the X-Credits-Cost it was answered; and nothing is logged at Error,
 // since none of it is the service's failure.
 func TestHostileInput(t *testing.T) {

@@ -27,7 +27,8 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// The values of testdata/fixtures.json (the sample of DESIGN section 5).
+// The key values of testdata/fixtures.json: acme's primary key, and its sub-key ci,
+// which may call only hash, only over REST, from 10.0.0.0/8, until 2030.
 const (
 	fixturePrimary = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
 	fixtureCI      = "6fa459ea-ee8a-4ca4-894e-db77e160355e"

@@ -1,0 +1,43 @@
+// Package memory keeps all of a Tollgate service's state in the memory of one process:
+// accounts and keys ([KeyStore]), credit balances ([Ledger]), rate limits
+// ([RateLimiter]), concurrency slots ([ConcurrencyLimiter]) and the grants of the OAuth
+// authorization server ([OAuthStore]). It is the reference implementation of every store
+// interface, for a service that runs as a single instance, for trying Tollgate out and
+// for tests:
+//
+//	svc, err := tollgate.New(registry, tollgate.Stores{
+//		Keys:   memory.NewKeyStore(),
+//		Ledger: memory.NewLedger(nil),
+//		Rates:  memory.NewRateLimiter(),
+//		Slots:  memory.NewConcurrencyLimiter(),
+//	}, plans, nil)
+//
+// Nothing is written anywhere else: the state ends with the process, and two processes
+// never see each other's. A deployment of several instances, or one whose balances must
+// survive a restart, uses store/postgres and store/redis instead.
+//
+// # Rules
+//
+// The stores keep the same rules as every other implementation, and pass the same
+// conformance suites (package storetest):
+//
+//   - They never read the clock: the time of every decision is passed in.
+//   - They report a missing record by wrapping store.ErrNotFound, a taken id or key hash,
+//     or a change the record's state forbids, by wrapping store.ErrConflict, and text
+//     they cannot hold (invalid UTF-8, a NUL byte) by wrapping store.ErrInvalid; the
+//     ledger reports a balance that does not cover a reservation with the billing
+//     package's sentinel for it. A canceled context is returned as it is.
+//   - A change is visible to the very next read: a rotated-away or revoked key is
+//     refused from the next call on. Keys are kept only as hashes.
+//   - A reservation of credits is either settled or, once past its expiry, voided and its
+//     credits given back, exactly once. Expiry is judged on the time passed in, which is
+//     the one process's clock.
+//   - A replayed reservation, settlement or adjustment (the same request id) is
+//     recognised and applied once, within a window of the last [LedgerOptions.Remember]
+//     closed request ids of each account; a replay older than that is not recognised.
+//
+// Every value is safe for concurrent use. Accounts never contend with each other: the
+// ledger, the rate limiter and the concurrency limiter lock each account (or limiter key)
+// on its own. The limiters keep a small record for every key they have seen, for the
+// life of the process.
+package memory
