@@ -57,20 +57,7 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 	}
 	call := func(svc *tollgate.Service, value string) error {
 		t.Helper()
-		p, err := svc.Authenticate(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST})
-		if err != nil {
-			return err
-		}
-		api, err := svc.Lookup(&p, "ok")
-		if err != nil {
-			t.Fatal(err)
-		}
-		inv, err := svc.Prepare(ctx, api, tollgate.Input{JSON: map[string]any{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = svc.Run(ctx, &p, inv)
-		return err
+		return svc.Call(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST}, "ok", nil).Err
 	}
 
 	// Warm both caches; then calls read no key record.
@@ -110,9 +97,8 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 	}
 
 	// Nothing was charged for the refused calls: 6 calls went through.
-	p := tollgate.Principal{}
-	p.Account.ID, p.Plan.Credits = "acct", 100
-	if bal, err := a.Balance(ctx, &p); err != nil || bal.Remaining != 100-6 {
+	if info, err := a.Account(ctx, "acct"); err != nil || info.Balance.Remaining != 100-6 {
+		bal := info.Balance
 		t.Errorf("balance %+v (%v), want %d", bal, err, 100-6)
 	}
 }
@@ -150,8 +136,11 @@ func TestVerifyChecksCachedPrincipals(t *testing.T) {
 	if _, err := a.Status(ctx, &p); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("Status of a revoked cached key: %v, want forbidden", err)
 	}
-	if err := a.Verify(ctx, &p); tollgate.CodeOf(err) != tollgate.CodeForbidden {
-		t.Errorf("Verify of a revoked cached key: %v, want forbidden", err)
+	if _, err := a.Check(ctx, cred); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("Check of a revoked cached key: %v, want forbidden", err)
+	}
+	if reply := a.Refuse(ctx, cred, &tollgate.Error{Code: tollgate.CodeNotFound}); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+		t.Errorf("a refusal of a revoked cached key: %v, want forbidden", reply.Err)
 	}
 }
 
@@ -198,23 +187,14 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 	}
 	call := func(svc *tollgate.Service, keyID string, ch auth.Channel) error {
 		t.Helper()
-		p, err := svc.AuthenticateKeyID(ctx, keyID, tollgate.Caller{Channel: ch})
+		p, err := svc.Authenticate(ctx, tollgate.Caller{KeyID: keyID, Channel: ch})
 		if err != nil {
 			return err
 		}
 		if p.Key.ID != keyID || !p.ByID {
 			t.Fatalf("principal of key %s: key %s, ByID %v", keyID, p.Key.ID, p.ByID)
 		}
-		api, err := svc.Lookup(&p, "ok")
-		if err != nil {
-			t.Fatal(err)
-		}
-		inv, err := svc.Prepare(ctx, api, tollgate.Input{JSON: map[string]any{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = svc.Run(ctx, &p, inv)
-		return err
+		return svc.Call(ctx, tollgate.Caller{KeyID: keyID, Channel: ch}, "ok", nil).Err
 	}
 
 	tests := []struct {
@@ -264,9 +244,8 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 	if err := call(b, key.ID, auth.ChannelMCP); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("call by key id after revocation on the other instance: %v, want forbidden", err)
 	}
-	p := tollgate.Principal{}
-	p.Account.ID, p.Plan.Credits = "acct", 100
-	if bal, err := a.Balance(ctx, &p); err != nil || bal.Remaining != 100-4 {
+	if info, err := a.Account(ctx, "acct"); err != nil || info.Balance.Remaining != 100-4 {
+		bal := info.Balance
 		t.Errorf("balance %+v (%v), want %d: four calls went through", bal, err, 100-4)
 	}
 }

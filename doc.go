@@ -10,42 +10,36 @@
 // their account by API, channel, IP allow-list and expiry, and with rotation and
 // revocation that take effect on the very next call.
 //
-// # The one pipeline
+// # One call, one method
 //
-// Every front door is a thin protocol adapter over one [Service], which runs each call
-// through the same steps:
+// Every front door is a thin protocol adapter over one [Service]. It performs the edge
+// check ([CredentialFrom]) and hands the call to [Service.Call] (one API) or
+// [Service.CallAll] (several, as a GraphQL query names them), which run the whole
+// pipeline:
 //
-//  1. authenticate the credential against the key store, on every call
-//     ([Service.Authenticate]; with [Options.KeyCache], against a cached record whose
-//     key the admission step checks again);
+//  1. authenticate the credential ([Caller]) against the key store (with
+//     [Options.KeyCache], against a cached record whose key the admission checks again);
 //  2. authorize: the restrictions of the account and the key (channel, address, API);
-//  3. look up the API and validate the input ([Service.Lookup], [Service.Prepare]);
-//     a failure here is never charged;
+//  3. look up the API, let the front door read the input the way the API takes it, and
+//     validate it; a failure here is never charged;
 //  4. admit: rate limit, concurrency slot and credit reservation, one step
 //     ([billing.Meter]);
-//  5. run the handler(s), in parallel when a GraphQL query names several APIs;
+//  5. run the handler(s), in parallel when a call names several APIs;
 //  6. settle: keep the charge, or refund it when the call failed on the service's side
 //     (an error, a panic, a timeout), and release the slot.
 //
-// Failures are [*Error] values whose [Code] each front door maps to its protocol through
-// one table ([Code.HTTPStatus], [Code.GraphQLCode]).
+// The front door answers from the [Reply]: the results, or the refusal, and the
+// [Receipt] of the credit and rate headers. The duties no front door may forget live in
+// the Service: a refusal of a caller whose key came from the cache is answered only
+// after the key is checked, so a rotated or revoked key is refused on its very next
+// call, and every refusal after authentication carries the balance. Failures are
+// [*Error] values with a [Code], a kind of failure that knows no protocol; each front
+// door owns the table that maps every code to its protocol.
 //
 // # Assembly
 //
-//	reg := &catalog.Registry{}
-//	apis.Register(reg) // or reg.Register(catalog.API{...}) for each API
-//	plans, _ := billing.NewPlans(billing.Plan{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10})
-//	svc, _ := tollgate.New(reg, tollgate.Stores{
-//		Keys:   memory.NewKeyStore(),
-//		Ledger: memory.NewLedger(nil),
-//		Rates:  memory.NewRateLimiter(),
-//		Slots:  memory.NewConcurrencyLimiter(),
-//	}, plans, nil)
-//	defer svc.Close() // stops the background sweep of expired reservations
-//	restHandler, _ := rest.NewHandler(svc, nil)
-//	mux := http.NewServeMux()
-//	mux.Handle("/v1/", restHandler)
-//
-// examples/server is the full assembly on in-memory stores; run it with
-// go run ./examples/server.
+// The package Example is the whole assembly: a registry with an API, plans, stores on
+// memory, the Service, the REST front door on a mux, an account and a key, and a call.
+// examples/server is the full assembly on in-memory stores (go run ./examples/server),
+// and examples/distributed the same on PostgreSQL and Redis.
 package tollgate

@@ -2,135 +2,104 @@ package tollgate
 
 import (
 	"errors"
-	"net/http"
 	"time"
 )
 
-// A Code classifies an [Error]. Every front door maps codes to its protocol through the
-// one table below, so REST, GraphQL and MCP always agree on what went wrong.
+// A Code is a kind of failure of a call: what went wrong, in the domain's terms. Codes
+// know nothing of protocols: each front door owns the table that maps every code to its
+// protocol (rest to HTTP statuses, gql to GraphQL error codes, mcp to JSON-RPC errors
+// and tool results), and tests check that each table maps every code.
 type Code uint8
 
-// The codes. Their names (see [Code.String]) are sent in the X-Error-Code header of REST
-// errors.
+// The codes. Their names (see [Code.String]) are stable: front doors send them to
+// callers (REST's X-Error-Code header, the text of an MCP tool error).
 const (
-	// CodeInternal is an unexpected failure inside the service (500).
+	// CodeInternal is an unexpected failure inside the service.
 	CodeInternal Code = iota
-	// CodeNoCredential: the request carries no credential. REST answers with the edge's
-	// bare HTML 403.
+	// CodeNoCredential: the request carries no credential.
 	CodeNoCredential
-	// CodeMalformedCredential: the credential is not UUID-shaped (edge HTML 403).
+	// CodeMalformedCredential: the credential is not UUID-shaped.
 	CodeMalformedCredential
-	// CodeUnauthorized: the credential matches no key, or a session token is invalid
-	// (401). It is the only verdict on the credential itself.
+	// CodeUnauthorized: the credential matches no key, or a session token is invalid.
+	// It is the only verdict on the credential itself.
 	CodeUnauthorized
 	// CodeForbidden: a valid key is blocked by its scope, channel, IP allow-list,
-	// expiry or revocation (403).
+	// expiry or revocation.
 	CodeForbidden
 	// CodeInvalidInput: a parameter is missing, unknown, mistyped or out of range, or
-	// the body cannot be read (400). Never charged.
+	// the request cannot be read. Never charged.
 	CodeInvalidInput
-	// CodeRejected: the API judged a well-formed input wrong (400). Charged: the API ran,
-	// and its judgement is its answer to the call.
+	// CodeRejected: the API judged a well-formed input wrong. Charged: the API did the
+	// work of judging it.
 	CodeRejected
-	// CodeNotFound: no API (or admin record) has that id (404).
+	// CodeNotFound: no API (or admin record) has that id.
 	CodeNotFound
-	// CodeMethodNotAllowed: the API is called with the wrong HTTP method (405).
+	// CodeMethodNotAllowed: the API is called with the wrong method.
 	CodeMethodNotAllowed
-	// CodeConflict: an admin change conflicts with existing records (409).
+	// CodeConflict: an admin change conflicts with existing records.
 	CodeConflict
-	// CodeBodyTooLarge: the request body or file exceeds its limit (413).
+	// CodeBodyTooLarge: the request body or file exceeds its limit.
 	CodeBodyTooLarge
-	// CodeUnsupportedMediaType: the body has a content type the endpoint does not take
-	// (415).
+	// CodeUnsupportedMediaType: the body has a content type the endpoint does not take.
 	CodeUnsupportedMediaType
-	// CodeRateLimited: the plan's rate limit is reached (429, Retry-After).
+	// CodeRateLimited: the plan's rate limit is reached; the error's RetryAfter says
+	// when to try again.
 	CodeRateLimited
-	// CodeConcurrencyLimited: the plan's concurrency ceiling is reached (429).
+	// CodeConcurrencyLimited: the plan's concurrency ceiling is reached.
 	CodeConcurrencyLimited
-	// CodeCreditsExhausted: the balance does not cover the call (429 over REST, 402
-	// over GraphQL).
+	// CodeCreditsExhausted: the balance does not cover the call.
 	CodeCreditsExhausted
-	// CodePlanLimitExceeded: a GraphQL query names more APIs than the plan allows (403).
+	// CodePlanLimitExceeded: one call names more APIs than the plan allows
+	// ([billing.Plan.GraphQLMaxAPIs]).
 	CodePlanLimitExceeded
-	// CodeFileUploadNotSupported: a GraphQL query names a file API (400).
-	CodeFileUploadNotSupported
-	// CodeQueryTooComplex: a GraphQL query is too deep, too broad or too long (400).
-	CodeQueryTooComplex
-	// CodeGraphQLNotSupported: GraphQL is turned off on this host (403).
-	CodeGraphQLNotSupported
-	// CodeAPIFailed: the API failed on the service's side (500). Refunded.
+	// CodeAPIFailed: the API failed on the service's side. Refunded.
 	CodeAPIFailed
-	// CodeTimeout: the API did not answer in time (504). Refunded.
+	// CodeTimeout: the API did not answer in time. Refunded.
 	CodeTimeout
-	// CodeUnavailable: a store cannot be reached (503). Nothing is admitted or charged.
+	// CodeUnavailable: a store cannot be reached. Nothing is admitted or charged.
 	CodeUnavailable
 
 	numCodes
 )
 
-// codeInfo is the one table that maps codes to protocols.
-var codeInfo = [numCodes]struct {
-	name          string // REST X-Error-Code, snake case
-	status        int    // REST (and default) HTTP status
-	graphql       string // GraphQL extensions.code
-	graphqlStatus int    // GraphQL HTTP status when the error stops the whole query
-}{
-	CodeInternal:               {"internal", 500, "INTERNAL_SERVER_ERROR", 500},
-	CodeNoCredential:           {"no_credential", 403, "INVALID_API_KEY", 403},
-	CodeMalformedCredential:    {"malformed_credential", 403, "INVALID_API_KEY", 403},
-	CodeUnauthorized:           {"unauthorized", 401, "INVALID_API_KEY", 401},
-	CodeForbidden:              {"forbidden", 403, "FORBIDDEN", 403},
-	CodeInvalidInput:           {"invalid_input", 400, "BAD_USER_INPUT", 400},
-	CodeRejected:               {"rejected", 400, "BAD_USER_INPUT", 400},
-	CodeNotFound:               {"not_found", 404, "NOT_FOUND", 404},
-	CodeMethodNotAllowed:       {"method_not_allowed", 405, "METHOD_NOT_ALLOWED", 405},
-	CodeConflict:               {"conflict", 409, "CONFLICT", 409},
-	CodeBodyTooLarge:           {"body_too_large", 413, "QUERY_TOO_COMPLEX", 413},
-	CodeUnsupportedMediaType:   {"unsupported_media_type", 415, "BAD_REQUEST", 415},
-	CodeRateLimited:            {"rate_limited", 429, "RATE_LIMITED", 429},
-	CodeConcurrencyLimited:     {"concurrency_limited", 429, "CONCURRENCY_LIMITED", 429},
-	CodeCreditsExhausted:       {"credits_exhausted", 429, "INSUFFICIENT_CREDITS", 402},
-	CodePlanLimitExceeded:      {"plan_limit_exceeded", 403, "PLAN_LIMIT_EXCEEDED", 403},
-	CodeFileUploadNotSupported: {"file_upload_not_supported", 400, "FILE_UPLOAD_NOT_SUPPORTED", 400},
-	CodeQueryTooComplex:        {"query_too_complex", 400, "QUERY_TOO_COMPLEX", 400},
-	CodeGraphQLNotSupported:    {"graphql_not_supported", 403, "GRAPHQL_NOT_SUPPORTED", 403},
-	CodeAPIFailed:              {"api_failed", 500, "API_ERROR", 500},
-	CodeTimeout:                {"timeout", 504, "API_ERROR", 504},
-	CodeUnavailable:            {"unavailable", 503, "SERVICE_UNAVAILABLE", 503},
+// names are the codes' names, snake case.
+var names = [numCodes]string{
+	CodeInternal:             "internal",
+	CodeNoCredential:         "no_credential",
+	CodeMalformedCredential:  "malformed_credential",
+	CodeUnauthorized:         "unauthorized",
+	CodeForbidden:            "forbidden",
+	CodeInvalidInput:         "invalid_input",
+	CodeRejected:             "rejected",
+	CodeNotFound:             "not_found",
+	CodeMethodNotAllowed:     "method_not_allowed",
+	CodeConflict:             "conflict",
+	CodeBodyTooLarge:         "body_too_large",
+	CodeUnsupportedMediaType: "unsupported_media_type",
+	CodeRateLimited:          "rate_limited",
+	CodeConcurrencyLimited:   "concurrency_limited",
+	CodeCreditsExhausted:     "credits_exhausted",
+	CodePlanLimitExceeded:    "plan_limit_exceeded",
+	CodeAPIFailed:            "api_failed",
+	CodeTimeout:              "timeout",
+	CodeUnavailable:          "unavailable",
 }
 
-// String returns the code's snake-case name, as sent in X-Error-Code.
+// Codes returns every code, for the tests of front doors' mapping tables.
+func Codes() []Code {
+	all := make([]Code, numCodes)
+	for i := range all {
+		all[i] = Code(i)
+	}
+	return all
+}
+
+// String returns the code's snake-case name; an unknown code is "internal".
 func (c Code) String() string {
 	if c >= numCodes {
-		return codeInfo[CodeInternal].name
+		return names[CodeInternal]
 	}
-	return codeInfo[c].name
-}
-
-// HTTPStatus returns the REST status of the code.
-func (c Code) HTTPStatus() int {
-	if c >= numCodes {
-		return http.StatusInternalServerError
-	}
-	return codeInfo[c].status
-}
-
-// GraphQLCode returns the GraphQL extensions.code of the code.
-func (c Code) GraphQLCode() string {
-	if c >= numCodes {
-		return codeInfo[CodeInternal].graphql
-	}
-	return codeInfo[c].graphql
-}
-
-// GraphQLStatus returns the HTTP status of a GraphQL response that the code stops as a
-// whole. It differs from [Code.HTTPStatus] for exhausted credits: GraphQL answers 402
-// Payment Required where REST answers 429.
-func (c Code) GraphQLStatus() int {
-	if c >= numCodes {
-		return http.StatusInternalServerError
-	}
-	return codeInfo[c].graphqlStatus
+	return names[c]
 }
 
 // Charged reports whether a call that ends with this code keeps its charge.

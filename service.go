@@ -70,8 +70,8 @@ type Options struct {
 	// KeyCache, if set, keeps key records in memory between calls, so that a service
 	// on network stores does not read the key store to authenticate each call. Every
 	// paid call then checks its key in its admission step, in the same round trip, so a
-	// rotated or revoked key is still refused on the very next call; other calls check
-	// it on their own (see [Service.Verify]). It needs a key store that implements
+	// rotated or revoked key is still refused on the very next call; a refused call
+	// checks it before it is answered. It needs a key store that implements
 	// [billing.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
 }
@@ -318,8 +318,13 @@ func CredentialFrom(h http.Header) (auth.Credential, error) {
 // [CredentialFrom]), the channel and the client's address (see [auth.ClientAddr]).
 type Caller struct {
 	Credential auth.Credential
-	Channel    auth.Channel
-	Addr       netip.Addr
+	// KeyID, if set, names the caller's key by its stable id instead of Credential: an
+	// OAuth access token, say, which the front door verified itself. The key's
+	// restrictions apply as for a credential; a rotation of the key's value does not
+	// affect the caller, a revocation or an expiry refuses it on its next call.
+	KeyID   string
+	Channel auth.Channel
+	Addr    netip.Addr
 }
 
 // A Principal is an authenticated caller: the account, the key it used, the account's
@@ -331,29 +336,41 @@ type Principal struct {
 	Addr    netip.Addr
 }
 
-// Authenticate checks a caller's credential and the restrictions that depend on how it
-// arrived (channel and address). A zero Channel skips the channel check, for endpoints
-// that any valid key may use.
+// Authenticate checks a caller's credential (or key id) and the restrictions that depend
+// on how it arrived (channel and address), for a front door that must know its caller
+// before it can route a request (an MCP session, say); [Service.Call] and
+// [Service.CallAll] authenticate on their own. A zero Channel skips the channel check,
+// for endpoints that any valid key may use.
 //
-// Without [Options.KeyCache], the key is read from the key store on every call. With
-// it, the key's record may come from the cache, and may be stale: the principal is then
-// marked Cached, every paid call checks the key again in its admission step, in the same
-// round trip to the store, and every other answer is verified before it is sent (see
-// [Service.Verify]). Either way, a rotated or revoked key is refused on its very next
-// call.
+// Without [Options.KeyCache] the key store is read on every call. With it, the record
+// may come from the cache (the principal is then marked Cached): a call checks such a
+// key in its admission, and a refusal checks it before it is answered, so a rotated or
+// revoked key is still refused on its very next call; a front door that answers a
+// cached principal outside Call uses [Service.Check].
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
-	ap, err := s.authority.Authenticate(ctx, c.Credential, s.now())
+	var (
+		ap  auth.Principal
+		err error
+	)
+	if c.KeyID != "" {
+		ap, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
+	} else {
+		ap, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+	}
 	return s.principal(ap, err, c)
 }
 
-// AuthenticateKeyID authenticates a caller whose credential names a key by its stable id
-// rather than its value: an OAuth access token, say, which the front door verified
-// itself. The key's restrictions apply as for [Service.Authenticate] (c.Credential is
-// ignored); a rotation of the key's value does not affect the caller, a revocation or an
-// expiry refuses it on its next call.
-func (s *Service) AuthenticateKeyID(ctx context.Context, keyID string, c Caller) (Principal, error) {
-	ap, err := s.authority.AuthenticateKeyID(ctx, keyID, s.now())
-	return s.principal(ap, err, c)
+// Check authenticates a caller as [Service.Authenticate] does, and checks a key that
+// came from the key cache against the key store, so that the principal it returns is
+// current: for a front door that grants something on the strength of a key (package
+// oauth's consent), or that holds a connection open and checks its caller again
+// (package mcp's streams).
+func (s *Service) Check(ctx context.Context, c Caller) (Principal, error) {
+	p, err := s.Authenticate(ctx, c)
+	if err == nil {
+		err = s.verify(ctx, &p)
+	}
+	return p, err
 }
 
 // principal completes an authentication: the account's plan and the restrictions that
@@ -385,8 +402,8 @@ func (s *Service) authError(err error) *Error {
 	return s.unavailable("key store", err)
 }
 
-// Lookup returns the API with the given id, if it exists and the principal may call it.
-func (s *Service) Lookup(p *Principal, id string) (*catalog.API, error) {
+// lookup returns the API with the given id, if it exists and the principal may call it.
+func (s *Service) lookup(p *Principal, id string) (*catalog.API, error) {
 	api, ok := s.registry.Lookup(id)
 	if !ok {
 		return nil, newError(CodeNotFound, fmt.Sprintf("no API has the id %q; GET /v1/catalog lists them", truncate(id, 64)), nil)
@@ -418,11 +435,10 @@ type Invocation struct {
 	FileURL string
 }
 
-// Prepare validates the input of a call to api (see [Service.Lookup]). It never
-// charges anything. For a file API it checks the uploaded file's size and type, or, for
+// prepare validates the input of a call to api. It never charges anything. For a file API it checks the uploaded file's size and type, or, for
 // the URL form, that the address is one the service may fetch; the fetch itself happens
 // after admission.
-func (s *Service) Prepare(ctx context.Context, api *catalog.API, in Input) (Invocation, error) {
+func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (Invocation, error) {
 	var (
 		params catalog.Params
 		err    error
@@ -500,34 +516,15 @@ type Result struct {
 	Err *Error
 }
 
-// A Receipt is what a call cost and where it left the account, for the credit and rate
-// headers.
-type Receipt struct {
-	Plan billing.Plan
-	// Charged is the number of credits kept.
-	Charged int64
-	// Balance is the balance after the call; meaningful when HasBalance.
-	Balance    billing.Balance
-	HasBalance bool
-	// Rate is the rate-limit decision; meaningful when the plan has a rate limit and
-	// the call reached the rate limiter.
-	Rate    billing.RateDecision
-	HasRate bool
-}
-
-// Run admits the invocations as one call (one rate-limit event, one concurrency slot, the
+// run admits the invocations as one call (one rate-limit event, one concurrency slot, the
 // sum of the costs of their distinct APIs reserved at once), runs them in parallel, and
 // settles: the cost of an API whose invocations all failed on the service's side is
-// refunded. Results are in the order of invs.
-//
-// An error means the call was not run at all: the plan refused it (rate, concurrency or
-// credits) or a store is unavailable. The Receipt is filled in either way, as far as the
-// call got.
-func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]Result, Receipt, error) {
-	rc := Receipt{Plan: p.Plan}
+// refunded. Results are in the order of invs. A call the plan refused (rate,
+// concurrency or credits) or that a store could not admit is answered through refuse.
+func (s *Service) run(ctx context.Context, p *Principal, invs []Invocation) Reply {
+	var rc Receipt
 	// The call costs the sum of its distinct APIs' costs: it pays for each API it uses,
-	// not for each time it names one. (The GraphQL gateway runs an API named twice with
-	// the same arguments once, and refuses one named with different arguments.)
+	// not for each time it names one.
 	cost := int64(0)
 	apis := make([]string, 0, len(invs))
 	for i := range invs {
@@ -552,22 +549,28 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
 		// with the fresh record.
 		if err = s.refresh(ctx, p); err != nil {
-			return nil, rc, err
+			return Reply{Err: err}
 		}
 		a.Key = nil
 		t, err = s.meter.Admit(ctx, a)
 	}
-	rc.Rate, rc.HasRate = t.Rate, p.Plan.RatePerMinute > 0 && (err == nil || !errors.Is(err, billing.ErrConcurrencyLimited))
 	if err != nil {
 		var le *billing.LimitError
-		if errors.As(err, &le) {
-			if errors.Is(err, billing.ErrInsufficientCredits) {
-				rc.Balance, rc.HasBalance = t.Balance, true
-			}
-			return nil, rc, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}
+		if !errors.As(err, &le) {
+			return s.refuse(ctx, p, s.unavailable("admission", err), rc)
 		}
-		rc.HasRate = false
-		return nil, rc, s.unavailable("admission", err)
+		// The admission checked a cached key before it judged the plan's limits.
+		p.Cached = false
+		if p.Plan.RatePerMinute > 0 && !errors.Is(err, billing.ErrConcurrencyLimited) {
+			rc.Rate = t.Rate
+		}
+		if errors.Is(err, billing.ErrInsufficientCredits) {
+			rc.Balance = t.Balance
+		}
+		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc)
+	}
+	if p.Plan.RatePerMinute > 0 {
+		rc.Rate = t.Rate
 	}
 	results := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
 	// An API is refunded when every invocation of it failed on the service's side.
@@ -586,7 +589,7 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
-	rc.Charged, rc.Balance, rc.HasBalance = cost-out.Refund, b, true
+	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
 	switch {
 	case errors.Is(err, billing.ErrVoided):
 		// The call outlived its reservation, which was voided: it is not charged.
@@ -601,7 +604,7 @@ func (s *Service) Run(ctx context.Context, p *Principal, invs ...Invocation) ([]
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
-	return results, rc, nil
+	return Reply{Results: results, Receipt: rc}
 }
 
 func limitCode(le *billing.LimitError) Code {
@@ -727,12 +730,11 @@ func asError(err error) *Error {
 	return newError(CodeInternal, "internal error", err)
 }
 
-// Verify checks, for a principal authenticated from the key cache, that its key is
+// verify checks, for a principal authenticated from the key cache, that its key is
 // still live, and returns the error the key now deserves if it is not. For other
 // principals it does nothing. Paid calls need not call it: their admission checks the
-// key. A front door calls it before answering a cached principal with anything that did
-// not go through [Service.Run] (an error, say).
-func (s *Service) Verify(ctx context.Context, p *Principal) error {
+// key.
+func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if !p.Cached {
 		return nil
 	}
@@ -762,12 +764,9 @@ func (s *Service) refresh(ctx context.Context, p *Principal) error {
 	return nil
 }
 
-// Balance returns the principal's account balance, for the credit headers of responses
+// balance returns the principal's account balance, for the credit headers of calls
 // that did not reach admission.
-func (s *Service) Balance(ctx context.Context, p *Principal) (billing.Balance, error) {
-	if err := s.Verify(ctx, p); err != nil {
-		return billing.Balance{}, err
-	}
+func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, error) {
 	now := s.now()
 	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, now, billing.MonthOf(now), p.Plan.Credits)
 	if err != nil {
@@ -779,7 +778,7 @@ func (s *Service) Balance(ctx context.Context, p *Principal) (billing.Balance, e
 // Status returns the principal's account position, for the analytics endpoint. It
 // changes nothing and costs nothing.
 func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, error) {
-	if err := s.Verify(ctx, p); err != nil {
+	if err := s.verify(ctx, p); err != nil {
 		return billing.Status{}, err
 	}
 	st, err := s.meter.Status(ctx, p.Account.ID, p.Plan, s.now())

@@ -2,7 +2,9 @@ package tollgate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -104,41 +106,33 @@ func (c *countingSlots) Renew(ctx context.Context, key string, holder billing.Re
 	return c.ConcurrencyLimiter.Renew(ctx, key, holder, lease, now)
 }
 
-func (h *harness) principal(t *testing.T) tollgate.Principal {
-	t.Helper()
-	p, err := h.svc.Authenticate(context.Background(), tollgate.Caller{
-		Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: h.key}, Channel: auth.ChannelREST,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+// caller is the harness account's caller over REST.
+func (h *harness) caller() tollgate.Caller {
+	return tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: h.key}, Channel: auth.ChannelREST}
 }
 
-func (h *harness) invocations(t *testing.T, ids ...string) []tollgate.Invocation {
-	t.Helper()
-	p := h.principal(t)
-	invs := make([]tollgate.Invocation, len(ids))
-	for i, id := range ids {
-		api, err := h.svc.Lookup(&p, id)
-		if err != nil {
-			t.Fatal(err)
+// call calls the APIs with the given ids as one call, each with the parameters n of
+// ns (in order), or none.
+func (h *harness) call(ctx context.Context, ids []string, ns ...int64) tollgate.Reply {
+	return h.svc.CallAll(ctx, h.caller(), func() ([]tollgate.Item, error) {
+		items := make([]tollgate.Item, len(ids))
+		for i, id := range ids {
+			items[i] = tollgate.Item{API: id, Input: tollgate.Input{JSON: map[string]any{}}}
+			if i < len(ns) {
+				items[i].Input.JSON["n"] = json.Number(strconv.FormatInt(ns[i], 10))
+			}
 		}
-		if invs[i], err = h.svc.Prepare(context.Background(), api, tollgate.Input{JSON: map[string]any{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return invs
+		return items, nil
+	})
 }
 
 func (h *harness) remaining(t *testing.T) int64 {
 	t.Helper()
-	p := h.principal(t)
-	b, err := h.svc.Balance(context.Background(), &p)
+	info, err := h.svc.Account(context.Background(), "acct")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Remaining
+	return info.Balance.Remaining
 }
 
 // success marks an expected success in tables of codes.
@@ -161,11 +155,11 @@ func TestRunChargesTheSumAndRefundsFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{})
-			p := h.principal(t)
-			results, rc, err := h.svc.Run(t.Context(), &p, h.invocations(t, tt.apis...)...)
-			if err != nil {
-				t.Fatal(err)
+			reply := h.call(t.Context(), tt.apis)
+			if reply.Err != nil {
+				t.Fatal(reply.Err)
 			}
+			results, rc := reply.Results, reply.Receipt
 			if len(results) != len(tt.apis) {
 				t.Fatalf("got %d results, want %d", len(results), len(tt.apis))
 			}
@@ -180,7 +174,7 @@ func TestRunChargesTheSumAndRefundsFailures(t *testing.T) {
 					t.Errorf("%s: result %+v, want code %v", tt.apis[i], r, want)
 				}
 			}
-			if rc.Charged != tt.charged || !rc.HasBalance || rc.Balance.Remaining != 100-tt.charged {
+			if rc.Charged != tt.charged || rc.Balance == (billing.Balance{}) || rc.Balance.Remaining != 100-tt.charged {
 				t.Errorf("receipt %+v, want charged %d and remaining %d", rc, tt.charged, 100-tt.charged)
 			}
 			if got := h.remaining(t); got != 100-tt.charged {
@@ -191,37 +185,39 @@ func TestRunChargesTheSumAndRefundsFailures(t *testing.T) {
 }
 
 // TestRunChargesDistinctAPIsOnce checks the GraphQL cost rule at the pipeline: one API
-// invoked twice with other arguments costs once, and is refunded only if both
-// invocations failed.
+// named twice with the same input runs once and costs once; named with other inputs, the
+// call is refused and costs nothing.
 func TestRunChargesDistinctAPIsOnce(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	p := h.principal(t)
-	invs := h.invocations(t, "ok", "ok", "two")
-	invs[1].Params = catalog.Params{"n": int64(7)}
-	results, rc, err := h.svc.Run(t.Context(), &p, invs...)
-	if err != nil {
-		t.Fatal(err)
+	reply := h.call(t.Context(), []string{"ok", "ok", "two"}, 7, 7)
+	if reply.Err != nil {
+		t.Fatal(reply.Err)
 	}
-	if results[0].Err != nil || results[1].Err != nil || string(results[1].JSON) != `{"n":7}` {
+	results, rc := reply.Results, reply.Receipt
+	if len(results) != 3 || results[0].Err != nil || results[1].Err != nil || string(results[1].JSON) != `{"n":7}` || string(results[0].JSON) != `{"n":7}` {
 		t.Errorf("results %+v", results)
 	}
-	if rc.Charged != 3 || h.remaining(t) != 97 {
-		t.Errorf("charged %d, remaining %d; want 3 (ok once, two) and 97", rc.Charged, h.remaining(t))
+	if rc.Charged != 3 || h.remaining(t) != 97 || h.ran.Load() != 2 {
+		t.Errorf("charged %d, remaining %d, %d runs; want 3 (ok once, two), 97 and 2", rc.Charged, h.remaining(t), h.ran.Load())
+	}
+	reply = h.call(t.Context(), []string{"ok", "ok"}, 7, 8)
+	if tollgate.CodeOf(reply.Err) != tollgate.CodeInvalidInput || reply.Results != nil {
+		t.Errorf("other inputs: %+v, want invalid_input", reply)
+	}
+	if h.remaining(t) != 97 || h.ran.Load() != 2 || reply.Receipt.Balance.Remaining != 97 {
+		t.Errorf("the refused call cost something, or ran: remaining %d, %d runs, receipt %+v", h.remaining(t), h.ran.Load(), reply.Receipt)
 	}
 }
 
 func TestRunRunsInParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOptions{})
-		p := h.principal(t)
-		invs := h.invocations(t, "sleep", "ok", "two")
-		invs[0].Params["n"] = int64(3)
 		start := time.Now()
-		results, _, err := h.svc.Run(t.Context(), &p, invs...)
-		if err != nil {
-			t.Fatal(err)
+		reply := h.call(t.Context(), []string{"sleep", "ok", "two"}, 3)
+		if reply.Err != nil {
+			t.Fatal(reply.Err)
 		}
-		for _, r := range results {
+		for _, r := range reply.Results {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -237,11 +233,11 @@ func TestRunRunsInParallel(t *testing.T) {
 func TestRunTimeoutIsRefunded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOptions{opts: tollgate.Options{CallTimeout: 5 * time.Second}})
-		p := h.principal(t)
-		results, rc, err := h.svc.Run(t.Context(), &p, h.invocations(t, "block", "ok")...)
-		if err != nil {
-			t.Fatal(err)
+		reply := h.call(t.Context(), []string{"block", "ok"})
+		if reply.Err != nil {
+			t.Fatal(reply.Err)
 		}
+		results, rc := reply.Results, reply.Receipt
 		if r := results[0]; r.Err == nil || r.Err.Code != tollgate.CodeTimeout {
 			t.Errorf("block: %+v, want a timeout", r)
 		}
@@ -257,14 +253,13 @@ func TestRunTimeoutIsRefunded(t *testing.T) {
 func TestRunCanceledByCallerIsRefunded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOptions{})
-		p := h.principal(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
-		results, _, err := h.svc.Run(ctx, &p, h.invocations(t, "block")...)
-		if err != nil {
-			t.Fatal(err)
+		reply := h.call(ctx, []string{"block"})
+		if reply.Err != nil {
+			t.Fatal(reply.Err)
 		}
-		if r := results[0]; r.Err == nil || r.Err.Code.Charged() {
+		if r := reply.Results[0]; r.Err == nil || r.Err.Code.Charged() {
 			t.Errorf("result %+v, want a refunded failure", r)
 		}
 		if got := h.remaining(t); got != 100 {
@@ -276,12 +271,9 @@ func TestRunCanceledByCallerIsRefunded(t *testing.T) {
 func TestRunRenewsTheSlotOfALongCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, harnessOptions{opts: tollgate.Options{Lease: 10 * time.Second, CallTimeout: time.Minute}})
-		p := h.principal(t)
-		invs := h.invocations(t, "sleep")
-		invs[0].Params["n"] = int64(32)
-		results, _, err := h.svc.Run(t.Context(), &p, invs...)
-		if err != nil || results[0].Err != nil {
-			t.Fatal(err, results[0].Err)
+		reply := h.call(t.Context(), []string{"sleep"}, 32)
+		if reply.Err != nil || reply.Results[0].Err != nil {
+			t.Fatal(reply.Err, reply.Results)
 		}
 		// Renewed every half lease: at 5, 10, ..., 30 seconds.
 		if got := h.slots.renewals.Load(); got != 6 {
@@ -299,8 +291,7 @@ func (failingLedger) Reserve(context.Context, billing.Reservation) (billing.Bala
 
 func TestRunFailsClosedWhenAStoreIsDown(t *testing.T) {
 	h := newHarness(t, harnessOptions{ledger: failingLedger{memory.NewLedger(nil)}})
-	p := h.principal(t)
-	_, _, err := h.svc.Run(t.Context(), &p, h.invocations(t, "ok")...)
+	err := h.call(t.Context(), []string{"ok"}).Err
 	if tollgate.CodeOf(err) != tollgate.CodeUnavailable {
 		t.Fatalf("error %v, want code unavailable", err)
 	}
@@ -327,10 +318,9 @@ func TestRunRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Date(2030, 1, 10, 0, 0, 0, 0, time.UTC)
 			h := newHarness(t, harnessOptions{plan: tt.plan, opts: tollgate.Options{Now: func() time.Time { return now }}})
-			p := h.principal(t)
 			var err error
 			for range tt.runs {
-				_, _, err = h.svc.Run(t.Context(), &p, h.invocations(t, "ok")...)
+				err = h.call(t.Context(), []string{"ok"}).Err
 			}
 			var e *tollgate.Error
 			if !errors.As(err, &e) || e.Code != tt.want {
@@ -348,16 +338,13 @@ func TestRunRefusals(t *testing.T) {
 
 func TestPrepareNeverCharges(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	p := h.principal(t)
-	api, err := h.svc.Lookup(&p, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = h.svc.Prepare(t.Context(), api, tollgate.Input{JSON: map[string]any{"n": "x"}})
+	err := h.svc.Call(t.Context(), h.caller(), "ok", func(*catalog.API) (tollgate.Input, error) {
+		return tollgate.Input{JSON: map[string]any{"n": "x"}}, nil
+	}).Err
 	if tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
 		t.Fatalf("error %v, want invalid_input", err)
 	}
-	if _, err := h.svc.Lookup(&p, "nope"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if err := h.svc.Call(t.Context(), h.caller(), "nope", nil).Err; tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Errorf("unknown API: %v, want not_found", err)
 	}
 	if got := h.remaining(t); got != 100 {
@@ -402,29 +389,7 @@ func TestAccountManagement(t *testing.T) {
 	}
 }
 
-func TestCodesMapToProtocols(t *testing.T) {
-	tests := []struct {
-		code          tollgate.Code
-		status        int
-		name, graphql string
-		graphqlStatus int
-	}{
-		{tollgate.CodeUnauthorized, 401, "unauthorized", "INVALID_API_KEY", 401},
-		{tollgate.CodeForbidden, 403, "forbidden", "FORBIDDEN", 403},
-		{tollgate.CodeRateLimited, 429, "rate_limited", "RATE_LIMITED", 429},
-		{tollgate.CodeConcurrencyLimited, 429, "concurrency_limited", "CONCURRENCY_LIMITED", 429},
-		{tollgate.CodeCreditsExhausted, 429, "credits_exhausted", "INSUFFICIENT_CREDITS", 402},
-		{tollgate.CodePlanLimitExceeded, 403, "plan_limit_exceeded", "PLAN_LIMIT_EXCEEDED", 403},
-		{tollgate.CodeFileUploadNotSupported, 400, "file_upload_not_supported", "FILE_UPLOAD_NOT_SUPPORTED", 400},
-		{tollgate.CodeUnavailable, 503, "unavailable", "SERVICE_UNAVAILABLE", 503},
-		{tollgate.Code(200), 500, "internal", "INTERNAL_SERVER_ERROR", 500},
-	}
-	for _, tt := range tests {
-		if tt.code.HTTPStatus() != tt.status || tt.code.String() != tt.name ||
-			tt.code.GraphQLCode() != tt.graphql || tt.code.GraphQLStatus() != tt.graphqlStatus {
-			t.Errorf("code %d maps to %d %s %s %d", tt.code, tt.code.HTTPStatus(), tt.code, tt.code.GraphQLCode(), tt.code.GraphQLStatus())
-		}
-	}
+func TestCodes(t *testing.T) {
 	if tollgate.CodeOf(errors.New("plain")) != tollgate.CodeInternal {
 		t.Error("a plain error is not internal")
 	}

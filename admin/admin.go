@@ -39,6 +39,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/rest"
 )
 
 // MinTokenLength is the shortest admin token [NewHandler] accepts.
@@ -282,7 +283,7 @@ func writeError(w http.ResponseWriter, err error) {
 	var e *tollgate.Error
 	switch {
 	case errors.As(err, &e):
-		envelope.WriteError(w, e.Code.HTTPStatus(), e.Message)
+		envelope.WriteError(w, rest.Status(e.Code), e.Message)
 	case errors.Is(err, auth.ErrInvalid):
 		envelope.WriteError(w, http.StatusBadRequest, err.Error())
 	default:

@@ -14,12 +14,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
@@ -89,6 +89,10 @@ type credential struct{ value string }
 // ErrNoKey is returned by [New] when the key is empty.
 var ErrNoKey = errors.New("client: no API key: pass the key of your account (a UUID) to New; set it from an environment variable such as TOLLGATE_API_KEY rather than writing it in code")
 
+// keyPattern is the shape of an API key: a UUID, 8-4-4-4-12 hexadecimal digits. The
+// service refuses a value of any other shape before any lookup.
+var keyPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
 // ErrMalformedKey is returned by [New] when the key is not UUID-shaped: the service
 // refuses such keys before they reach an API.
 var ErrMalformedKey = errors.New("client: the API key is not UUID-shaped (8-4-4-4-12 hexadecimal digits); check that the whole key was copied, with nothing around it")
@@ -102,7 +106,7 @@ func New(key string, opts *Options) (*Client, error) {
 	if key == "" {
 		return nil, ErrNoKey
 	}
-	if _, ok := auth.ParseKey(key); !ok {
+	if !keyPattern.MatchString(key) {
 		return nil, ErrMalformedKey
 	}
 	c, err := newClient(opts)

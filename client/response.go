@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // A Response is the answer to a successful call.
@@ -81,24 +78,38 @@ type RateLimit struct {
 	RetryAfter time.Duration
 }
 
+// The headers the service reports a call's credits and rate limit in. (The client
+// imports no package of the server's: it reads what any Tollgate service sends.)
+const (
+	headerCreditsCost        = "X-Credits-Cost"
+	headerCreditsRemaining   = "X-Credits-Remaining"
+	headerCreditsUsed        = "X-Credits-Used"
+	headerCreditsLimit       = "X-Credits-Limit"
+	headerCreditsRenewal     = "X-Credits-Renewal"
+	headerPlan               = "X-Plan"
+	headerRateLimit          = "X-RateLimit-Limit"
+	headerRateLimitRemaining = "X-RateLimit-Remaining"
+	headerRetryAfter         = "Retry-After"
+)
+
 func creditsFrom(h http.Header) Credits {
-	remaining, ok := headerInt(h, billing.HeaderCreditsRemaining)
+	remaining, ok := headerInt(h, headerCreditsRemaining)
 	if !ok {
 		return Credits{}
 	}
-	c := Credits{Reported: true, Remaining: remaining, Plan: h.Get(billing.HeaderPlan)}
-	c.Cost, _ = headerInt(h, billing.HeaderCreditsCost)
-	c.Used, _ = headerInt(h, billing.HeaderCreditsUsed)
-	c.Limit, _ = headerInt(h, billing.HeaderCreditsLimit)
-	c.Renewal, _ = time.Parse(time.RFC3339, h.Get(billing.HeaderCreditsRenewal))
+	c := Credits{Reported: true, Remaining: remaining, Plan: h.Get(headerPlan)}
+	c.Cost, _ = headerInt(h, headerCreditsCost)
+	c.Used, _ = headerInt(h, headerCreditsUsed)
+	c.Limit, _ = headerInt(h, headerCreditsLimit)
+	c.Renewal, _ = time.Parse(time.RFC3339, h.Get(headerCreditsRenewal))
 	return c
 }
 
 func rateFrom(h http.Header) RateLimit {
 	var r RateLimit
-	r.Limit, _ = headerInt(h, billing.HeaderRateLimit)
-	r.Remaining, _ = headerInt(h, billing.HeaderRateLimitRemaining)
-	r.RetryAfter = retryAfter(h.Get(billing.HeaderRetryAfter))
+	r.Limit, _ = headerInt(h, headerRateLimit)
+	r.Remaining, _ = headerInt(h, headerRateLimitRemaining)
+	r.RetryAfter = retryAfter(h.Get(headerRetryAfter))
 	return r
 }
 
@@ -154,7 +165,7 @@ func answer(apiID string, hr *http.Response, body []byte) (*Response, error) {
 
 // HeaderErrorCode is the header that carries the machine-readable code of an error
 // answer; [APIError.Code] holds its value.
-const HeaderErrorCode = httpx.HeaderErrorCode
+const HeaderErrorCode = "X-Error-Code"
 
 // An APIError is an answer of the service that is not a success: an error envelope
 // (401, 403, 404, 429, 5xx, ...) or, rarely, an answer without one (the edge's bare

@@ -34,7 +34,7 @@
 //     query (PLAN_LIMIT_EXCEEDED, 403); arguments the catalog refuses (BAD_USER_INPUT,
 //     400); an API named several times with different arguments (BAD_USER_INPUT, 400,
 //     see Aliases).
-//  5. Admission of the whole query as one call ([tollgate.Service.Run]): one rate-limit
+//  5. Admission of the whole query as one call ([tollgate.Service.CallAll]): one rate-limit
 //     event, one concurrency slot, and the sum of the REST costs of its APIs; short
 //     credits are 402 INSUFFICIENT_CREDITS and nothing runs. The APIs run in parallel,
 //     each once.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
@@ -357,8 +356,8 @@ func TestRateLimited(t *testing.T) {
 			t.Errorf("Retry-After %q, want 1..60 seconds", r.Header.Get("Retry-After"))
 		}
 		wantCredits(t, r, "tiny", 0, 3)
-		if r.Header.Get(billing.HeaderRateLimit) != "2" {
-			t.Errorf("%s = %q, want 2", billing.HeaderRateLimit, r.Header.Get(billing.HeaderRateLimit))
+		if r.Header.Get(httpx.HeaderRateLimit) != "2" {
+			t.Errorf("%s = %q, want 2", httpx.HeaderRateLimit, r.Header.Get(httpx.HeaderRateLimit))
 		}
 	}
 	if got := h.balance(t, acct.ID); got != 3 {

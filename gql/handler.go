@@ -23,7 +23,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
@@ -182,9 +181,10 @@ type request struct {
 	variablesJSON []byte
 }
 
-// ServeHTTP serves one GraphQL request: transport rules, authentication, a dry run that
-// plans and prices the query, admission of every API it names as one call, and the
-// execution that shapes the results.
+// ServeHTTP serves one GraphQL request: transport rules, then one call of the service,
+// which authenticates the caller and asks the gateway what the query calls: the
+// request is read, and a dry run plans and prices the query. The service admits every
+// API the query names as one call and runs them; the execution then shapes the results.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
 		h.cors.Preflight(w, r)
@@ -195,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	media, acceptable := negotiate(r.Header.Values("Accept"))
 	rw := &responder{h: h, w: w, r: r, media: media}
 	if h.disabled {
-		rw.fail(tollgate.CodeGraphQLNotSupported, "GraphQL is not offered by this service; use the REST endpoints /v1/{api_id}")
+		rw.failStatus(http.StatusForbidden, "GRAPHQL_NOT_SUPPORTED", "GraphQL is not offered by this service; use the REST endpoints /v1/{api_id}")
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -208,76 +208,93 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteEdge403(w)
 		return
 	}
-	p, err := h.svc.Authenticate(r.Context(), tollgate.Caller{
+	var q query
+	reply := h.svc.CallAll(r.Context(), tollgate.Caller{
 		Credential: cred, Channel: auth.ChannelGraphQL, Addr: auth.ClientAddr(r, h.trusted),
+	}, func() ([]tollgate.Item, error) {
+		if !acceptable {
+			return nil, &refusal{http.StatusNotAcceptable, "NOT_ACCEPTABLE", "the gateway answers with application/graphql-response+json or application/json; accept one of them"}
+		}
+		req, err := rw.readRequest()
+		if err != nil {
+			return nil, err
+		}
+		s, err := h.current()
+		if err != nil {
+			h.log.ErrorContext(r.Context(), "gql: cannot build the schema", "error", err)
+			return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "the GraphQL schema cannot be built from the catalog"}
+		}
+		return h.prepare(r.Context(), s, req, &q)
 	})
-	if err != nil {
-		rw.failErr(err)
-		return
+	rw.rc = &reply.Receipt
+	switch {
+	case reply.Err != nil:
+		rw.failErr(reply.Err)
+	case q.errors != nil:
+		rw.requestErrors(q.errors)
+	case reply.Results == nil:
+		rw.send(http.StatusOK, q.plan.body) // introspection, __typename: nothing to run, nothing to charge
+	default:
+		h.answer(rw, &q, reply.Results)
 	}
-	rw.p = &p
-	if !acceptable {
-		rw.failStatus(http.StatusNotAcceptable, "NOT_ACCEPTABLE", "the gateway answers with application/graphql-response+json or application/json; accept one of them")
-		return
-	}
-	req, ok := rw.readRequest()
-	if !ok {
-		return
-	}
-	s, err := h.current()
-	if err != nil {
-		h.log.ErrorContext(r.Context(), "gql: cannot build the schema", "error", err)
-		rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "the GraphQL schema cannot be built from the catalog")
-		return
-	}
-	h.serve(rw, s, req)
 }
 
-// serve runs a well-formed request: dry run, checks, admission, execution.
-func (h *Handler) serve(rw *responder, s *schema, req request) {
-	ctx := rw.r.Context()
-	query, op := *req.Query, ""
+// A query is what the gateway knows of a request's query while the service runs it.
+type query struct {
+	s    *schema
+	req  request
+	plan *plan
+	// keys are the call keys of the calls the query makes, in the order of the items
+	// given to the service; item[key] is the index of a call key's item.
+	item map[string]int
+	// errors are graphql-go's errors of a query that cannot run: the answer.
+	errors []*gqlerrors.QueryError
+}
+
+// prepare plans a well-formed request: it checks the query's size, finds its calls
+// through a dry run (or the plan cache), checks them against the gateway's limits, and
+// returns the items the service is to call, one per distinct call. A query with nothing
+// to run, or that graphql-go refused, returns no items and leaves its answer in q.
+func (h *Handler) prepare(ctx context.Context, s *schema, req request, q *query) ([]tollgate.Item, error) {
+	q.s, q.req = s, req
+	text, op := *req.Query, ""
 	if req.OperationName != nil {
 		op = *req.OperationName
 	}
-	if len(query) > h.limits.MaxQueryBytes {
-		rw.fail(tollgate.CodeQueryTooComplex, fmt.Sprintf("the query is %d bytes long; the gateway takes at most %d", len(query), h.limits.MaxQueryBytes))
-		return
+	if len(text) > h.limits.MaxQueryBytes {
+		return nil, tooComplex("the query is %d bytes long; the gateway takes at most %d", len(text), h.limits.MaxQueryBytes)
 	}
 
 	// The dry run: graphql-go parses, validates, expands fragments, applies @skip and
 	// @include and resolves variables, and the root resolvers record what they would
 	// call instead of calling it. What it finds is cached per request text.
-	key := planKey(s.version, op, query, req.variablesJSON)
+	key := planKey(s.version, op, text, req.variablesJSON)
 	p := h.plans.get(key)
 	if p == nil {
 		dry := &state{dry: true}
-		resp, err := execute(withState(ctx, dry), s, query, op, req.Variables)
+		resp, err := execute(withState(ctx, dry), s, text, op, req.Variables)
 		if err != nil {
 			h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
-			rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the query cannot be run")
-			return
+			return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the query cannot be run"}
 		}
 		if tooManySelections(resp.Errors) {
 			// graphql-go's own bound, which also counts what the gateway's count of
 			// result fields sees once (aliases of one field, fragments spread twice).
-			rw.fail(tollgate.CodeQueryTooComplex, fmt.Sprintf(
-				"the query expands to more than %d selections once aliases and fragments are counted; select fewer fields", h.selectionBound()))
-			return
+			return nil, tooComplex("the query expands to more than %d selections once aliases and fragments are counted; select fewer fields", h.selectionBound())
 		}
 		if len(resp.Errors) > 0 && len(dry.calls) == 0 {
-			rw.requestErrors(resp.Errors)
-			return
+			q.errors = resp.Errors
+			return nil, nil
 		}
 		p = &plan{calls: dry.calls}
 		if len(resp.Errors) == 0 && len(dry.calls) > 0 {
-			p.sels, p.fast = readSelections(query)
+			p.sels, p.fast = readSelections(text)
 		}
 		if len(dry.calls) == 0 {
 			body, err := json.Marshal(resp)
 			if err != nil {
-				rw.write(http.StatusOK, resp)
-				return
+				h.log.ErrorContext(ctx, "gql: cannot encode a response", "error", err)
+				return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error"}
 			}
 			p.body = body
 		} else {
@@ -289,31 +306,27 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 			h.plans.put(key, p)
 		}
 	}
+	q.plan = p
 	if p.calls == nil {
-		rw.send(http.StatusOK, p.body) // introspection, __typename: nothing to run, nothing to charge
-		return
+		return nil, nil
 	}
-	invs, of, qerr := h.plan(ctx, rw.p, p.calls)
-	if qerr != nil {
-		rw.failErr(qerr)
-		return
-	}
-	results, rc, err := h.svc.Run(ctx, rw.p, invs...)
-	rw.rc = &rc
-	if err != nil {
-		rw.failErr(err)
-		return
-	}
+	return h.items(p.calls, q)
+}
+
+// answer writes the answer of a query whose calls ran, results in the order of its
+// items.
+func (h *Handler) answer(rw *responder, q *query, results []tollgate.Result) {
+	ctx := rw.r.Context()
 	// Decode the results into the result types here, on this goroutine, so that the
 	// resolvers graphql-go runs on goroutines of their own only look them up. Every
 	// alias of an API shares its one invocation's result.
-	done := &state{values: make(map[string]reflect.Value, len(of)), errs: make(map[string]error)}
-	decoded := make([]reflect.Value, len(invs))
-	failed := make([]error, len(invs))
-	for _, c := range p.calls {
-		i := of[c.key]
+	done := &state{values: make(map[string]reflect.Value, len(q.item)), errs: make(map[string]error)}
+	decoded := make([]reflect.Value, len(results))
+	failed := make([]error, len(results))
+	for _, c := range q.plan.calls {
+		i := q.item[c.key]
 		if !decoded[i].IsValid() && failed[i] == nil {
-			decoded[i], failed[i] = h.decode(ctx, invs[i].API.ID, c.root, &results[i])
+			decoded[i], failed[i] = h.decode(ctx, c.root.api.ID, c.root, &results[i])
 		}
 		if failed[i] != nil {
 			done.errs[c.key] = failed[i]
@@ -321,14 +334,18 @@ func (h *Handler) serve(rw *responder, s *schema, req request) {
 			done.values[c.key] = decoded[i]
 		}
 	}
-	if p.fast && len(done.errs) == 0 {
+	if q.plan.fast && len(done.errs) == 0 {
 		// The answer is built in place: {"data":...}.
-		if body, ok := appendData(append(make([]byte, 0, 512), `{"data":`...), s, p.calls, p.sels, done); ok {
+		if body, ok := appendData(append(make([]byte, 0, 512), `{"data":`...), q.s, q.plan.calls, q.plan.sels, done); ok {
 			rw.send(http.StatusOK, append(body, '}'))
 			return
 		}
 	}
-	resp, err := execute(withState(ctx, done), s, query, op, req.Variables)
+	op := ""
+	if q.req.OperationName != nil {
+		op = *q.req.OperationName
+	}
+	resp, err := execute(withState(ctx, done), q.s, *q.req.Query, op, q.req.Variables)
 	if err != nil {
 		h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
 		rw.failStatus(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the results cannot be written")
@@ -366,84 +383,49 @@ func planKey(version uint64, op, query string, variables []byte) string {
 	return strconv.FormatUint(version, 10) + "\x00" + op + "\x00" + query + "\x00" + string(variables)
 }
 
-// plan checks the recorded calls against the limits, the plan and the catalog, and
-// returns the invocations to run, one per API, and the invocation of each call key.
+// items checks the recorded calls against the gateway's limits and returns the items
+// of the service's call, one per distinct call (a root field and its arguments), in the
+// order of the sorted calls; q.item records the item of each call key.
 //
-// An API named several times (aliases, fragments) runs once if every time names it
-// with the same arguments, judged on what the catalog makes of them (the defaults
-// applied, the order of arguments and the way they were written, literals or
-// variables, left aside); with different arguments the query is refused before
-// anything runs. A query costs what its APIs cost over REST, and runs each as one call
-// would, so it cannot run one API several times for the price of one; running many
-// inputs through one API is the job of a batch request.
-func (h *Handler) plan(ctx context.Context, p *tollgate.Principal, calls []call) ([]tollgate.Invocation, map[string]int, error) {
+// The service runs an API named several times (aliases, fragments) once if every time
+// names it with the same arguments, and refuses the query before anything runs if not.
+// A query costs what its APIs cost over REST, and runs each as one call would, so it
+// cannot run one API several times for the price of one; running many inputs through
+// one API is the job of a batch request.
+func (h *Handler) items(calls []call, q *query) ([]tollgate.Item, error) {
 	if n := len(calls); n > h.limits.MaxRootFields {
-		return nil, nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
+		return nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
 	}
 	depth, selections := 0, 0
 	var files, paths []string
-	var apis []string
 	for _, c := range calls {
 		depth, selections = max(depth, c.depth), selections+c.fields
 		if c.root.api.File != nil && !slices.Contains(files, c.root.name) {
 			files = append(files, c.root.name)
 			paths = append(paths, "POST /v1/"+c.root.api.ID)
 		}
-		if !slices.Contains(apis, c.root.api.ID) {
-			apis = append(apis, c.root.api.ID)
-		}
 	}
 	if depth > h.limits.MaxDepth {
-		return nil, nil, tooComplex("the query selects data %d levels deep; the gateway takes at most %d", depth, h.limits.MaxDepth)
+		return nil, tooComplex("the query selects data %d levels deep; the gateway takes at most %d", depth, h.limits.MaxDepth)
 	}
 	if selections > h.limits.MaxSelections {
-		return nil, nil, tooComplex("the query selects %d fields; the gateway takes at most %d", selections, h.limits.MaxSelections)
+		return nil, tooComplex("the query selects %d fields; the gateway takes at most %d", selections, h.limits.MaxSelections)
 	}
 	if len(files) > 0 {
-		return nil, nil, &tollgate.Error{Code: tollgate.CodeFileUploadNotSupported, Message: fmt.Sprintf(
+		return nil, &refusal{http.StatusBadRequest, codeFileUpload, fmt.Sprintf(
 			"%s take%s a file, and files cannot be sent through GraphQL; call %s over REST: %s",
 			strings.Join(files, ", "), singular(len(files)), pronoun(len(files)), strings.Join(paths, ", "))}
 	}
-	if max := p.Plan.GraphQLMaxAPIs; max > 0 && len(apis) > max {
-		return nil, nil, &tollgate.Error{Code: tollgate.CodePlanLimitExceeded, Message: fmt.Sprintf(
-			"the query names %d APIs; the %s plan allows %d per query", len(apis), p.Plan.Name, max)}
-	}
-	var invs []tollgate.Invocation
-	var params []string // the canonical arguments of each invocation
-	of := make(map[string]int, len(calls))
-	byAPI := make(map[string]int, len(apis))
+	items := make([]tollgate.Item, 0, len(calls))
+	q.item = make(map[string]int, len(calls))
 	for _, c := range calls {
-		if _, ok := of[c.key]; ok {
-			continue // the same API with the same arguments, under another alias
+		if _, ok := q.item[c.key]; ok {
+			continue // the same root field with the same arguments, spread twice
 		}
-		api, err := h.svc.Lookup(p, c.root.api.ID)
-		if err != nil {
-			return nil, nil, err
-		}
-		inv, err := h.svc.Prepare(ctx, api, tollgate.Input{JSON: c.args})
-		if err != nil {
-			var e *tollgate.Error
-			if errors.As(err, &e) {
-				e.Message = c.root.name + ": " + e.Message
-			}
-			return nil, nil, err
-		}
-		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
-		if err != nil {
-			return nil, nil, err
-		}
-		if i, ok := byAPI[api.ID]; ok {
-			if params[i] != string(canonical) {
-				return nil, nil, &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: fmt.Sprintf(
-					"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input", c.root.name)}
-			}
-			of[c.key] = i
-			continue
-		}
-		byAPI[api.ID], of[c.key] = len(invs), len(invs)
-		invs, params = append(invs, inv), append(params, string(canonical))
+		q.item[c.key] = len(items)
+		items = append(items, tollgate.Item{API: c.root.api.ID, Input: tollgate.Input{JSON: c.args}, Name: c.root.name})
 	}
-	return invs, of, nil
+	return items, nil
 }
 
 // selectionBound is graphql-go's bound on the selections of a query, every alias and
@@ -465,7 +447,7 @@ func tooManySelections(errs []*gqlerrors.QueryError) bool {
 }
 
 func tooComplex(format string, args ...any) error {
-	return &tollgate.Error{Code: tollgate.CodeQueryTooComplex, Message: fmt.Sprintf(format, args...)}
+	return &refusal{http.StatusBadRequest, codeTooComplex, fmt.Sprintf(format, args...)}
 }
 
 func singular(n int) string {
@@ -510,7 +492,7 @@ func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (re
 // it shows.
 func (h *Handler) decode(ctx context.Context, api string, r *root, res *tollgate.Result) (reflect.Value, error) {
 	if res.Err != nil {
-		return reflect.Value{}, &fieldError{message: res.Err.Message, code: res.Err.Code.GraphQLCode()}
+		return reflect.Value{}, &fieldError{message: res.Err.Message, code: codeOf(res.Err.Code).code}
 	}
 	body := res.JSON
 	if r.result.rename != nil {
@@ -624,67 +606,56 @@ type responder struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	media string
-	p     *tollgate.Principal
-	rc    *tollgate.Receipt
+	rc    *tollgate.Receipt // the figures of the credit and rate headers, once the service answered
 }
 
-// readRequest reads and checks the body. On failure it has answered.
-func (rw *responder) readRequest() (request, bool) {
+// readRequest reads and checks the body. Its errors are refusals.
+func (rw *responder) readRequest() (request, error) {
 	var req request
 	ct := rw.r.Header.Get("Content-Type")
 	mt, params, err := parseMediaType(ct)
 	switch {
 	case ct == "":
-		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", "send the request as Content-Type: application/json")
-		return req, false
+		return req, &refusal{http.StatusUnsupportedMediaType, "BAD_REQUEST", "send the request as Content-Type: application/json"}
 	case err == nil && mt == "multipart/form-data":
-		rw.fail(tollgate.CodeFileUploadNotSupported, "files cannot be uploaded through GraphQL; call file APIs over REST (POST /v1/{api_id})")
-		return req, false
+		return req, &refusal{http.StatusBadRequest, codeFileUpload, "files cannot be uploaded through GraphQL; call file APIs over REST (POST /v1/{api_id})"}
 	case err != nil || mt != "application/json":
-		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", fmt.Sprintf("the gateway takes application/json, not %q", ct))
-		return req, false
+		return req, &refusal{http.StatusUnsupportedMediaType, "BAD_REQUEST", fmt.Sprintf("the gateway takes application/json, not %q", ct)}
 	case params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8"):
-		rw.failStatus(http.StatusUnsupportedMediaType, "BAD_REQUEST", "the request body must be UTF-8")
-		return req, false
+		return req, &refusal{http.StatusUnsupportedMediaType, "BAD_REQUEST", "the request body must be UTF-8"}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(rw.w, rw.r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			rw.fail(tollgate.CodeQueryTooComplex, fmt.Sprintf("the request body is larger than %d bytes", maxBody))
-		} else {
-			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the request body cannot be read")
+			return req, &refusal{http.StatusBadRequest, codeTooComplex, fmt.Sprintf("the request body is larger than %d bytes", maxBody)}
 		}
-		return req, false
+		return req, &refusal{http.StatusBadRequest, "BAD_REQUEST", "the request body cannot be read"}
 	}
 	if req, ok := rw.h.requests.lookup(body); ok {
-		return req, true
+		return req, nil
 	}
 	// One decode of the body; the parameters' JSON types are checked on their text.
 	var raw struct {
 		Query, OperationName, Variables, Extensions json.RawMessage
 	}
 	if err := json.Unmarshal(body, &raw); err != nil || raw.Query == nil {
-		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the body must be a JSON object with a query string")
-		return req, false
+		return req, &refusal{http.StatusBadRequest, "BAD_REQUEST", "the body must be a JSON object with a query string"}
 	}
 	if !jsonKindOK(raw.Query, "query") {
-		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "query must be a string")
-		return req, false
+		return req, &refusal{http.StatusBadRequest, "BAD_REQUEST", "query must be a string"}
 	}
 	for _, p := range []struct {
 		name, want string
 		v          json.RawMessage
 	}{{"operationName", "a string or null", raw.OperationName}, {"variables", "an object or null", raw.Variables}, {"extensions", "an object or null", raw.Extensions}} {
 		if p.v != nil && !jsonKindOK(p.v, p.name) {
-			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("%s must be %s", p.name, p.want))
-			return req, false
+			return req, &refusal{http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("%s must be %s", p.name, p.want)}
 		}
 	}
 	var query string
 	if err := json.Unmarshal(raw.Query, &query); err != nil {
-		rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "the query must be a JSON string")
-		return req, false
+		return req, &refusal{http.StatusBadRequest, "BAD_REQUEST", "the query must be a JSON string"}
 	}
 	req.Query = &query
 	if raw.OperationName != nil && string(raw.OperationName) != "null" {
@@ -694,13 +665,12 @@ func (rw *responder) readRequest() (request, bool) {
 	}
 	if raw.Variables != nil && string(raw.Variables) != "null" {
 		if err := json.Unmarshal(raw.Variables, &req.Variables); err != nil {
-			rw.failStatus(http.StatusBadRequest, "BAD_REQUEST", "variables must be a JSON object")
-			return req, false
+			return req, &refusal{http.StatusBadRequest, "BAD_REQUEST", "variables must be a JSON object"}
 		}
 		req.variablesJSON = raw.Variables
 	}
 	rw.h.requests.keep(body, req)
-	return req, true
+	return req, nil
 }
 
 // jsonKindOK checks the JSON type of a request parameter.
@@ -758,38 +728,16 @@ func cleanErrors(errs []*gqlerrors.QueryError) []*gqlerrors.QueryError {
 }
 
 func (rw *responder) send(status int, body []byte) {
-	if rw.p != nil && rw.p.Cached && rw.rc == nil {
-		// The key came from the cache and no admission checked it: check it now, so
-		// that a rotated or revoked key gets its own answer rather than this one.
-		if err := rw.h.svc.Verify(rw.r.Context(), rw.p); err != nil {
-			rw.p = nil
-			rw.failErr(err)
-			return
-		}
-	}
 	hdr := rw.w.Header()
 	rw.h.cors.Apply(hdr, rw.r)
-	rw.creditHeaders(hdr)
+	if rw.rc != nil {
+		httpx.SetReceiptHeaders(hdr, rw.rc)
+	}
 	// Canonical keys, set directly: this is on every answer's path.
 	hdr["Content-Type"] = []string{rw.media}
 	hdr["Cache-Control"] = []string{"no-store"}
 	rw.w.WriteHeader(status)
 	rw.w.Write(body)
-}
-
-// creditHeaders writes the credit and rate headers of an authenticated request.
-func (rw *responder) creditHeaders(hdr http.Header) {
-	switch {
-	case rw.rc != nil && rw.rc.HasBalance:
-		billing.SetCreditHeaders(hdr, rw.rc.Plan.Name, rw.rc.Charged, rw.rc.Balance)
-	case rw.p != nil:
-		if b, err := rw.h.svc.Balance(rw.r.Context(), rw.p); err == nil {
-			billing.SetCreditHeaders(hdr, rw.p.Plan.Name, 0, b)
-		}
-	}
-	if rw.rc != nil && rw.rc.HasRate {
-		billing.SetRateHeaders(hdr, rw.rc.Plan, rw.rc.Rate)
-	}
 }
 
 // requestErrors answers a request that graphql-go could not parse, validate or
@@ -819,10 +767,18 @@ func (rw *responder) requestErrors(errs []*gqlerrors.QueryError) {
 	rw.write(status, &graphql.Response{Errors: errs})
 }
 
-// failErr answers with a pipeline error, with the status and code its Code maps to.
+// failErr answers with the refusal of a request: the gateway's own, or the service's,
+// with the status and code its Code maps to.
 func (rw *responder) failErr(err error) {
-	var e *tollgate.Error
-	if !errors.As(err, &e) {
+	var (
+		e   *tollgate.Error
+		own *refusal
+	)
+	switch {
+	case errors.As(err, &own):
+		rw.failStatus(own.status, own.code, own.message)
+		return
+	case !errors.As(err, &e):
 		rw.h.log.ErrorContext(rw.r.Context(), "gql: unexpected error", "error", err)
 		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
 	}
@@ -831,13 +787,10 @@ func (rw *responder) failErr(err error) {
 		return
 	}
 	if e.RetryAfter > 0 {
-		billing.SetRetryAfter(rw.w.Header(), e.RetryAfter)
+		httpx.SetRetryAfter(rw.w.Header(), e.RetryAfter)
 	}
-	rw.failStatus(e.Code.GraphQLStatus(), e.Code.GraphQLCode(), e.Message)
-}
-
-func (rw *responder) fail(code tollgate.Code, message string) {
-	rw.failStatus(code.GraphQLStatus(), code.GraphQLCode(), message)
+	m := codeOf(e.Code)
+	rw.failStatus(m.status, m.code, e.Message)
 }
 
 // failStatus answers with one error and no data.

@@ -477,7 +477,7 @@ func checkResponse(req *http.Request, r *response) error {
 				return errors.New("the edge 403 carries the CORS header " + name)
 			}
 		}
-		if r.Header.Get(httpx.HeaderErrorCode) != "" || r.Header.Get(billing.HeaderCreditsRemaining) != "" {
+		if r.Header.Get(httpx.HeaderErrorCode) != "" || r.Header.Get(httpx.HeaderCreditsRemaining) != "" {
 			return errors.New("the edge 403 carries service headers")
 		}
 		return nil
@@ -622,24 +622,24 @@ func wantOK(t testing.TB, r *response) map[string]any {
 // request and the balance left.
 func wantCredits(t testing.TB, r *response, plan string, cost, remaining int64) {
 	t.Helper()
-	if got := r.Int(billing.HeaderCreditsCost); got != cost {
-		t.Errorf("%s is %d, want %d (headers %v)", billing.HeaderCreditsCost, got, cost, r.Header)
+	if got := r.Int(httpx.HeaderCreditsCost); got != cost {
+		t.Errorf("%s is %d, want %d (headers %v)", httpx.HeaderCreditsCost, got, cost, r.Header)
 	}
-	if got := r.Int(billing.HeaderCreditsRemaining); got != remaining {
-		t.Errorf("%s is %d, want %d", billing.HeaderCreditsRemaining, got, remaining)
+	if got := r.Int(httpx.HeaderCreditsRemaining); got != remaining {
+		t.Errorf("%s is %d, want %d", httpx.HeaderCreditsRemaining, got, remaining)
 	}
-	if r.Int(billing.HeaderCreditsLimit) < 0 || r.Header.Get(billing.HeaderCreditsRenewal) == "" {
+	if r.Int(httpx.HeaderCreditsLimit) < 0 || r.Header.Get(httpx.HeaderCreditsRenewal) == "" {
 		t.Errorf("the credit headers are incomplete: %v", r.Header)
 	}
-	if got := r.Header.Get(billing.HeaderPlan); got != plan {
-		t.Errorf("%s is %q, want %q", billing.HeaderPlan, got, plan)
+	if got := r.Header.Get(httpx.HeaderPlan); got != plan {
+		t.Errorf("%s is %q, want %q", httpx.HeaderPlan, got, plan)
 	}
 }
 
 // wantNoCredits checks that an answer carries no credit header.
 func wantNoCredits(t testing.TB, r *response) {
 	t.Helper()
-	for _, name := range []string{billing.HeaderCreditsCost, billing.HeaderCreditsRemaining, billing.HeaderPlan} {
+	for _, name := range []string{httpx.HeaderCreditsCost, httpx.HeaderCreditsRemaining, httpx.HeaderPlan} {
 		if r.Header.Get(name) != "" {
 			t.Errorf("an unauthenticated answer carries %s", name)
 		}

@@ -36,17 +36,19 @@ type credential struct {
 var errInvalidToken = errors.New("mcp: invalid access token")
 
 // authenticate reads the request's credential, performing the edge check, and
-// authenticates it for the mcp channel.
-func (h *Handler) authenticate(r *http.Request) (*caller, error) {
+// authenticates it for the mcp channel. current asks for a key from the service's key
+// cache to be checked against the key store too (see [tollgate.Service.Check]): for
+// every request but a tool call, whose admission checks it.
+func (h *Handler) authenticate(r *http.Request, current bool) (*caller, error) {
 	cred, err := h.credentialFrom(r)
 	if err != nil {
 		return nil, err
 	}
-	p, err := h.authenticateAs(r.Context(), cred)
+	p, as, err := h.authenticateAs(r.Context(), cred, current)
 	if err != nil {
 		return nil, err
 	}
-	c := &caller{p: p, cred: cred, user: "key:" + p.Key.ID}
+	c := &caller{p: p, as: as, cred: cred, user: "key:" + p.Key.ID}
 	if p.Session() {
 		c.user = "account:" + p.Account.ID
 	}
@@ -90,33 +92,41 @@ func bearer(v string) (string, bool) {
 const maxToken = 4096
 
 // authenticateAs authenticates a credential for the mcp channel: a key by its value, a
-// session token by its account, an access token by the key it was granted for.
-func (h *Handler) authenticateAs(ctx context.Context, cred credential) (tollgate.Principal, error) {
-	caller := tollgate.Caller{Credential: cred.key, Channel: auth.ChannelMCP, Addr: cred.addr}
-	if cred.kind != credToken {
-		return h.svc.Authenticate(ctx, caller)
-	}
-	keyID, err := h.verify(ctx, cred.token)
-	if err != nil {
-		var e *tollgate.Error
-		switch {
-		case ctx.Err() != nil:
-			return tollgate.Principal{}, &tollgate.Error{Code: tollgate.CodeUnavailable, Err: err,
-				Message: "the request was canceled before the token could be checked"}
-		case errors.As(err, &e) && e.Code == tollgate.CodeUnavailable:
-			return tollgate.Principal{}, e
+// session token by its account, an access token by the key it was granted for. It
+// returns the principal and the service's Caller, which the request's tool calls
+// present again.
+func (h *Handler) authenticateAs(ctx context.Context, cred credential, current bool) (tollgate.Principal, tollgate.Caller, error) {
+	as := tollgate.Caller{Credential: cred.key, Channel: auth.ChannelMCP, Addr: cred.addr}
+	if cred.kind == credToken {
+		keyID, err := h.verify(ctx, cred.token)
+		if err != nil {
+			var e *tollgate.Error
+			switch {
+			case ctx.Err() != nil:
+				return tollgate.Principal{}, as, &tollgate.Error{Code: tollgate.CodeUnavailable, Err: err,
+					Message: "the request was canceled before the token could be checked"}
+			case errors.As(err, &e) && e.Code == tollgate.CodeUnavailable:
+				return tollgate.Principal{}, as, e
+			}
+			return tollgate.Principal{}, as, errInvalidToken
 		}
-		return tollgate.Principal{}, errInvalidToken
+		as = tollgate.Caller{KeyID: keyID, Channel: auth.ChannelMCP, Addr: cred.addr}
 	}
-	return h.svc.AuthenticateKeyID(ctx, keyID, caller)
+	var (
+		p   tollgate.Principal
+		err error
+	)
+	if current {
+		p, err = h.svc.Check(ctx, as)
+	} else {
+		p, err = h.svc.Authenticate(ctx, as)
+	}
+	return p, as, err
 }
 
 // checkAgain authenticates an open stream's credential again, bypassing any key cache.
 func (h *Handler) checkAgain(ctx context.Context, c *caller) error {
-	p, err := h.authenticateAs(ctx, c.cred)
-	if err == nil {
-		err = h.svc.Verify(ctx, &p)
-	}
+	_, _, err := h.authenticateAs(ctx, c.cred, true)
 	return err
 }
 
@@ -171,11 +181,12 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 	}
 	hdr := w.Header()
 	h.applyCORS(hdr, r)
-	code := int64(codeInternal)
-	if e.Code == tollgate.CodeForbidden {
-		code = CodeForbidden
+	a := answerOf(e.Code)
+	code := a.rpc
+	if code == codeInvalidParams || code == 0 {
+		code = codeInternal // a refusal of the request as a whole: the service's failure
 	}
-	writeRPCError(w, e.Code.HTTPStatus(), id, code, e.Code.String(), e.Message)
+	writeRPCError(w, a.status, id, code, e.Code.String(), e.Message)
 }
 
 // unauthorized answers 401 with the challenge that sends OAuth clients to the

@@ -115,7 +115,7 @@
 //
 // The error's data names the cause ({"code": "forbidden"}), as X-Error-Code does. An
 // OAuth caller is authenticated by the id of the key its token was granted for
-// ([tollgate.Service.AuthenticateKeyID]): its connection survives a rotation of the
+// ([tollgate.Caller.KeyID]): its connection survives a rotation of the
 // key, while a client configured with the key's value fails on its next request after
 // a rotation. The SDK also binds each session to the key (or account) that opened it,
 // so another key cannot use it.

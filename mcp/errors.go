@@ -45,21 +45,6 @@ type errorData struct {
 	Code string `json:"code"`
 }
 
-// rpcErrorFor returns the JSON-RPC error of a pipeline error that ends an MCP request
-// rather than making a tool result: a refused credential, or an internal failure.
-func rpcErrorFor(e *tollgate.Error) *jsonrpc.Error {
-	code := int64(codeInternal)
-	switch e.Code {
-	case tollgate.CodeUnauthorized, tollgate.CodeNoCredential, tollgate.CodeMalformedCredential:
-		code = CodeUnauthorized
-	case tollgate.CodeForbidden:
-		code = CodeForbidden
-	case tollgate.CodeNotFound:
-		code = codeInvalidParams
-	}
-	return newRPCError(code, e.Code.String(), e.Message)
-}
-
 func newRPCError(code int64, name, message string) *jsonrpc.Error {
 	data, _ := json.Marshal(errorData{Code: name})
 	return &jsonrpc.Error{Code: code, Message: message, Data: data}

@@ -32,7 +32,7 @@ type Options struct {
 	// for. An error refuses the token with 401 and error="invalid_token", except a
 	// *tollgate.Error with CodeUnavailable, which answers 503: a token store that
 	// cannot be read should not send clients through authorization again. The handler
-	// then authenticates the key by its id ([tollgate.Service.AuthenticateKeyID]), so
+	// then authenticates the key by its id ([tollgate.Caller.KeyID]), so
 	// an OAuth connection survives a rotation of the key and ends with its revocation.
 	// With a nil VerifyToken, OAuth is off and a bearer value that is not a UUID gets
 	// the edge's HTML 403, as over REST.
@@ -226,6 +226,7 @@ const callerExtra = "tollgate.caller"
 // again while a stream is open) and the response headers its tool calls write to.
 type caller struct {
 	p    tollgate.Principal
+	as   tollgate.Caller // how its tool calls present it to the service
 	cred credential
 	user string // the SDK's session owner: the key id, or the account of a session token
 
@@ -251,17 +252,17 @@ func (c *caller) receipt(rc *tollgate.Receipt, retryAfter time.Duration) {
 		sum := *rc
 		c.charged += rc.Charged
 		sum.Charged = c.charged
-		if rc.HasBalance && (c.balance == nil || rc.Balance.Remaining < c.balance.Remaining) {
+		if rc.Balance != (billing.Balance{}) && (c.balance == nil || rc.Balance.Remaining < c.balance.Remaining) {
 			b := rc.Balance
 			c.balance = &b
 		}
 		if c.balance != nil {
-			sum.Balance, sum.HasBalance = *c.balance, true
+			sum.Balance = *c.balance
 		}
-		setReceiptHeaders(c.hdr, &sum)
+		httpx.SetReceiptHeaders(c.hdr, &sum)
 	}
 	if retryAfter > 0 {
-		billing.SetRetryAfter(c.hdr, retryAfter)
+		httpx.SetRetryAfter(c.hdr, retryAfter)
 	}
 }
 
@@ -324,23 +325,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 
-	c, err := h.authenticate(r)
+	// A tool call checks a key that came from the service's key cache in its admission;
+	// every other request checks it now.
+	toolCall := msg.method == "tools/call"
+	c, err := h.authenticate(r, !toolCall)
 	if err != nil {
 		h.refuse(w, r, msg.id, err)
 		return
 	}
 	if r.Method == http.MethodPost {
 		if status, code, text := h.misuse(r, msg); status != 0 {
+			if toolCall && c.p.Cached {
+				// Refused before admission: the key must be checked first.
+				if _, err := h.svc.Check(r.Context(), c.as); err != nil {
+					h.refuse(w, r, msg.id, err)
+					return
+				}
+			}
 			h.applyCORS(w.Header(), r)
 			writeRPCError(w, status, msg.id, code, rpcCodeName(code), text)
-			return
-		}
-	}
-	// A tool call checks the key in its admission; everything else checks a key that
-	// came from the service's key cache now.
-	if msg.method != "tools/call" {
-		if err := h.svc.Verify(r.Context(), &c.p); err != nil {
-			h.refuse(w, r, msg.id, err)
 			return
 		}
 	}
@@ -621,7 +624,7 @@ func (h *Handler) applyCORS(hdr http.Header, r *http.Request) bool {
 
 var exposeHeaders = []string{strings.Join(append([]string{
 	sessionHeader, "Mcp-Protocol-Version", "WWW-Authenticate", httpx.HeaderErrorCode,
-}, billing.CreditHeaderNames...), ", ")}
+}, httpx.CreditHeaderNames...), ", ")}
 
 // Interface guard.
 var _ http.Handler = (*Handler)(nil)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 )
@@ -130,9 +130,9 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				if c == nil {
 					return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 				}
-				p := c.p
-				return nil, h.beforeRun(ctx, &p, newRPCError(codeInvalidParams, "not_found",
+				reply := h.svc.Refuse(ctx, c.as, newRPCError(codeInvalidParams, "not_found",
 					fmt.Sprintf("unknown tool %q; tools/list lists the tools", params.Name)))
+				return nil, h.rpcError(ctx, reply.Err)
 			}
 		}
 		res, err := next(ctx, method, req)
@@ -168,49 +168,40 @@ func (h *Handler) known(name string) bool {
 	return ok
 }
 
-// callTool calls the API a tool stands for, through the service's pipeline: lookup,
+// callTool calls the API a tool stands for, through the service's call: lookup,
 // validation, admission, the call and its settlement. The API's failures, refused
 // arguments and the plan's limits are tool results with isError, which the model can
-// read; a refused key is a JSON-RPC error.
+// read; an unknown tool, arguments that are not an object and a refused key are
+// JSON-RPC errors.
 func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	c := callerFrom(req)
 	if c == nil {
 		return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 	}
-	principal := c.p // a copy: the pipeline may refresh it
-	p := &principal
-	api, err := h.svc.Lookup(p, req.Params.Name)
-	if err != nil {
-		// The API left the catalog since the tool was listed, or the key may not
-		// call it: an unknown tool to this caller.
-		return nil, h.beforeRun(ctx, p, newRPCError(codeInvalidParams, tollgate.CodeOf(err).String(), err.Error()))
-	}
-	args, err := decodeArgs(req.Params.Arguments)
-	if err != nil {
-		return nil, h.beforeRun(ctx, p, newRPCError(codeInvalidParams, "invalid_input", err.Error()))
-	}
-	if api.File != nil {
-		if err := fileByURL(api, args); err != nil {
-			return h.toolError(ctx, c, p, err, nil)
+	reply := h.svc.Call(ctx, c.as, req.Params.Name, func(api *catalog.API) (tollgate.Input, error) {
+		args, err := decodeArgs(req.Params.Arguments)
+		if err != nil {
+			return tollgate.Input{}, newRPCError(codeInvalidParams, "invalid_input", err.Error())
 		}
+		if api.File != nil {
+			if err := fileByURL(api, args); err != nil {
+				return tollgate.Input{}, err
+			}
+		}
+		return tollgate.Input{JSON: args}, nil
+	})
+	if reply.Err != nil {
+		return h.toolError(ctx, c, reply.Err, &reply.Receipt)
 	}
-	inv, err := h.svc.Prepare(ctx, api, tollgate.Input{JSON: args})
-	if err != nil {
-		return h.toolError(ctx, c, p, err, nil)
+	if res := reply.Results[0]; res.Err != nil {
+		return h.toolError(ctx, c, res.Err, &reply.Receipt)
 	}
-	results, rc, err := h.svc.Run(ctx, p, inv)
-	if err != nil {
-		return h.toolError(ctx, c, p, err, &rc)
-	}
-	res := results[0]
-	if res.Err != nil {
-		return h.toolError(ctx, c, p, res.Err, &rc)
-	}
-	c.receipt(&rc, 0)
+	res := reply.Results[0]
+	c.receipt(&reply.Receipt, 0)
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: string(res.JSON)}},
 		StructuredContent: json.RawMessage(res.JSON),
-		Meta:              creditsMeta(&rc),
+		Meta:              creditsMeta(&reply.Receipt),
 	}, nil
 }
 
@@ -242,14 +233,15 @@ func fileByURL(api *catalog.API, args map[string]any) error {
 	return nil
 }
 
-// beforeRun answers a call refused before admission with refusal, after checking the
-// key of a cached principal as admission would have done, so that a rotated or revoked
-// key gets its own answer.
-func (h *Handler) beforeRun(ctx context.Context, p *tollgate.Principal, refusal *jsonrpc.Error) error {
-	if err := h.svc.Verify(ctx, p); err != nil {
-		return rpcErrorFor(h.pipelineError(ctx, err))
+// rpcError returns a refusal as a JSON-RPC error: the endpoint's own as it is, a
+// failure of the service through the table of answers, and any other error, which the
+// service does not make, as an internal error.
+func (h *Handler) rpcError(ctx context.Context, err error) error {
+	var own *jsonrpc.Error
+	if errors.As(err, &own) {
+		return own
 	}
-	return refusal
+	return rpcErrorFor(h.pipelineError(ctx, err))
 }
 
 // pipelineError returns err as a pipeline error, logging any other error as internal.
@@ -262,55 +254,35 @@ func (h *Handler) pipelineError(ctx context.Context, err error) *tollgate.Error 
 	return e
 }
 
-// toolError turns a pipeline error of a call into a tool result with isError, whose
-// text starts with the error's code, or into a JSON-RPC error when the key itself was
-// refused. rc is the receipt when the call reached admission.
-func (h *Handler) toolError(ctx context.Context, c *caller, p *tollgate.Principal, err error, rc *tollgate.Receipt) (*sdk.CallToolResult, error) {
-	e := h.pipelineError(ctx, err)
-	switch e.Code {
-	case tollgate.CodeUnauthorized, tollgate.CodeForbidden, tollgate.CodeNoCredential, tollgate.CodeMalformedCredential:
-		return nil, rpcErrorFor(e)
+// toolError answers a tool call that failed or was refused: with a tool result with
+// isError, whose text starts with the error's code, or with a JSON-RPC error when the
+// table of answers says so (a refused key, an unknown tool) or when the endpoint
+// refused the call itself.
+func (h *Handler) toolError(ctx context.Context, c *caller, err error, rc *tollgate.Receipt) (*sdk.CallToolResult, error) {
+	var own *jsonrpc.Error
+	if errors.As(err, &own) {
+		return nil, own
 	}
-	if rc == nil || !rc.HasBalance {
-		// Refused before the ledger: report the balance as REST does, which also
-		// checks the key of a cached principal that admission did not check.
-		b, err := h.svc.Balance(ctx, p)
-		if code := tollgate.CodeOf(err); err != nil && (code == tollgate.CodeUnauthorized || code == tollgate.CodeForbidden) {
-			return nil, rpcErrorFor(h.pipelineError(ctx, err))
-		}
-		if err == nil {
-			if rc == nil {
-				rc = &tollgate.Receipt{Plan: p.Plan}
-			}
-			rc.Balance, rc.HasBalance = b, true
-		}
+	e := h.pipelineError(ctx, err)
+	if errors.Is(e, auth.ErrAPINotAllowed) {
+		// The key may not call the API: an unknown tool to this caller.
+		return nil, newRPCError(codeInvalidParams, e.Code.String(), e.Message)
+	}
+	if answerOf(e.Code).rpc != 0 {
+		return nil, rpcErrorFor(e)
 	}
 	c.receipt(rc, e.RetryAfter)
 	text := e.Code.String() + ": " + e.Message
 	if e.RetryAfter > 0 {
 		text += fmt.Sprintf(" (retry in %ds)", int((e.RetryAfter+time.Second-1)/time.Second))
 	}
-	res := &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
-	if rc != nil {
-		res.Meta = creditsMeta(rc)
-	}
-	return res, nil
-}
-
-// setReceiptHeaders writes the credit and rate headers of a call.
-func setReceiptHeaders(hdr http.Header, rc *tollgate.Receipt) {
-	if rc.HasBalance {
-		billing.SetCreditHeaders(hdr, rc.Plan.Name, rc.Charged, rc.Balance)
-	}
-	if rc.HasRate {
-		billing.SetRateHeaders(hdr, rc.Plan, rc.Rate)
-	}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}, Meta: creditsMeta(rc)}, nil
 }
 
 // creditsMeta reports a call's cost and the balance it left in a result's _meta, for
 // clients that do not show HTTP headers.
 func creditsMeta(rc *tollgate.Receipt) sdk.Meta {
-	if !rc.HasBalance {
+	if rc.Balance == (billing.Balance{}) {
 		return nil
 	}
 	b := rc.Balance

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // The body of GET /v1/analytics.
@@ -68,7 +68,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := h.svc.Status(r.Context(), &p)
 	if err != nil {
-		h.writeError(w, r, err, nil, nil)
+		h.writeError(w, r, err, nil)
 		return
 	}
 	b := st.Balance
@@ -96,6 +96,6 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 	if out.Calls == nil {
 		out.Calls = map[string]int64{}
 	}
-	billing.SetCreditHeaders(w.Header(), p.Plan.Name, 0, b)
+	httpx.SetCreditHeaders(w.Header(), p.Plan.Name, 0, b)
 	h.writeData(w, r, http.StatusOK, out)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // TestCharges proves how each outcome of an admitted call is billed: a success costs
@@ -75,8 +75,8 @@ func TestCharges(t *testing.T) {
 			remaining -= c.cost
 			used += c.cost
 			wantCreditHeaders(t, r, "pro", c.cost, remaining, used, allowance, feb1)
-			if r.Int(billing.HeaderRateLimit) != 600 || r.Int(billing.HeaderRateLimitRemaining) < 0 {
-				t.Errorf("rate headers %q / %q, want 600 and a count", r.Header.Get(billing.HeaderRateLimit), r.Header.Get(billing.HeaderRateLimitRemaining))
+			if r.Int(httpx.HeaderRateLimit) != 600 || r.Int(httpx.HeaderRateLimitRemaining) < 0 {
+				t.Errorf("rate headers %q / %q, want 600 and a count", r.Header.Get(httpx.HeaderRateLimit), r.Header.Get(httpx.HeaderRateLimitRemaining))
 			}
 			if b := h.balance(t, acct.ID); b.Remaining != remaining || b.Used != used {
 				t.Errorf("balance %d used %d, want %d used %d", b.Remaining, b.Used, remaining, used)
@@ -207,8 +207,8 @@ func TestClientGoneRefunds(t *testing.T) {
 	}
 	cancel()
 	rec := <-done
-	if rec.Code < 500 || rec.Header().Get(billing.HeaderCreditsCost) != "0" {
-		t.Errorf("got %d with cost %q, want a 5xx with cost 0", rec.Code, rec.Header().Get(billing.HeaderCreditsCost))
+	if rec.Code < 500 || rec.Header().Get(httpx.HeaderCreditsCost) != "0" {
+		t.Errorf("got %d with cost %q, want a 5xx with cost 0", rec.Code, rec.Header().Get(httpx.HeaderCreditsCost))
 	}
 	if b := h.balance(t, acct.ID); b.Remaining != 5 || b.Used != 0 {
 		t.Errorf("balance %+v after the client left, want the charge refunded", b)

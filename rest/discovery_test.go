@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/rest"
 )
 
@@ -43,9 +43,9 @@ func TestCORS(t *testing.T) {
 			}
 			exposed := strings.Split(r.Header.Get("Access-Control-Expose-Headers"), ", ")
 			for _, name := range []string{
-				billing.HeaderCreditsCost, billing.HeaderCreditsRemaining, billing.HeaderCreditsUsed,
-				billing.HeaderCreditsLimit, billing.HeaderCreditsRenewal, billing.HeaderPlan,
-				billing.HeaderRateLimit, billing.HeaderRateLimitRemaining, billing.HeaderRetryAfter,
+				httpx.HeaderCreditsCost, httpx.HeaderCreditsRemaining, httpx.HeaderCreditsUsed,
+				httpx.HeaderCreditsLimit, httpx.HeaderCreditsRenewal, httpx.HeaderPlan,
+				httpx.HeaderRateLimit, httpx.HeaderRateLimitRemaining, httpx.HeaderRetryAfter,
 				rest.HeaderErrorCode,
 			} {
 				if !slices.Contains(exposed, name) {
@@ -147,7 +147,7 @@ func TestAnalytics(t *testing.T) {
 	wantOK(t, h.do(t, http.MethodGet, "/v1/hash?text=b&algorithm=sha1", nil, bearer(acct.Key)))
 	last := h.do(t, http.MethodPost, "/v1/echo", strings.NewReader(`{"message":"x"}`), key(acct.Key), jsonType)
 	wantOK(t, last)
-	rateAfterCalls := int(last.Int(billing.HeaderRateLimitRemaining))
+	rateAfterCalls := int(last.Int(httpx.HeaderRateLimitRemaining))
 
 	var first analytics
 	for i := range 5 {
@@ -162,8 +162,8 @@ func TestAnalytics(t *testing.T) {
 		} else if !analyticsEqual(a, first) {
 			t.Errorf("analytics call %d changed the account: %+v, then %+v", i+1, first, a)
 		}
-		if r.Int(billing.HeaderCreditsCost) != 0 || r.Int(billing.HeaderCreditsRemaining) != 99997 {
-			t.Errorf("analytics credit headers: cost %q remaining %q", r.Header.Get(billing.HeaderCreditsCost), r.Header.Get(billing.HeaderCreditsRemaining))
+		if r.Int(httpx.HeaderCreditsCost) != 0 || r.Int(httpx.HeaderCreditsRemaining) != 99997 {
+			t.Errorf("analytics credit headers: cost %q remaining %q", r.Header.Get(httpx.HeaderCreditsCost), r.Header.Get(httpx.HeaderCreditsRemaining))
 		}
 	}
 	a := first
@@ -192,8 +192,8 @@ func TestAnalytics(t *testing.T) {
 		t.Errorf("used %d after analytics, want 3", b.Used)
 	}
 	// The next real call sees the rate limit exactly where the last one left it.
-	if r := h.hash(t, acct.Key); int(r.Int(billing.HeaderRateLimitRemaining)) != rateAfterCalls-1 {
-		t.Errorf("X-RateLimit-Remaining %d, want %d", r.Int(billing.HeaderRateLimitRemaining), rateAfterCalls-1)
+	if r := h.hash(t, acct.Key); int(r.Int(httpx.HeaderRateLimitRemaining)) != rateAfterCalls-1 {
+		t.Errorf("X-RateLimit-Remaining %d, want %d", r.Int(httpx.HeaderRateLimitRemaining), rateAfterCalls-1)
 	}
 
 	// A session token: the same account, and key null.

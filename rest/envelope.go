@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
@@ -20,7 +19,7 @@ func (h *Handler) writeData(w http.ResponseWriter, r *http.Request, status int, 
 	b, err := envelope.Encode(data)
 	if err != nil {
 		h.log.ErrorContext(r.Context(), "rest: cannot encode a result", "path", r.URL.Path, "error", err)
-		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the result cannot be encoded", Err: err}, nil, nil)
+		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the result cannot be encoded", Err: err}, nil)
 		return
 	}
 	h.writeEncoded(w, r, status, b)
@@ -33,19 +32,11 @@ func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, status in
 	envelope.WriteData(w, status, encoded)
 }
 
-// writeError writes an error envelope with the status of the error's code. For an
-// authenticated caller it adds the credit headers: from the receipt when the call
-// reached admission, else from a read of the balance.
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, p *tollgate.Principal, rc *tollgate.Receipt) {
+// writeError writes an error envelope with the status of the error's code (see
+// [Status]), and the credit and rate headers of its receipt (nil for a request that
+// carries no call's figures).
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, rc *tollgate.Receipt) {
 	var e *tollgate.Error
-	if p != nil && p.Cached {
-		// The key came from the cache and the call did not reach admission, which
-		// would have checked it: check it now, so that a rotated or revoked key gets
-		// its own answer rather than this one.
-		if verr := h.svc.Verify(r.Context(), p); verr != nil {
-			err, p, rc = verr, nil, nil
-		}
-	}
 	if !errors.As(err, &e) {
 		h.log.ErrorContext(r.Context(), "rest: unexpected error", "path", r.URL.Path, "error", err)
 		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
@@ -55,35 +46,13 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, 
 		return
 	}
 	hdr := w.Header()
-	switch {
-	case rc != nil:
-		setReceiptHeaders(hdr, rc)
-		if !rc.HasBalance && p != nil {
-			h.setBalanceHeaders(r, hdr, p)
-		}
-	case p != nil:
-		h.setBalanceHeaders(r, hdr, p)
+	if rc != nil {
+		httpx.SetReceiptHeaders(hdr, rc)
 	}
 	if e.RetryAfter > 0 {
-		billing.SetRetryAfter(hdr, e.RetryAfter)
+		httpx.SetRetryAfter(hdr, e.RetryAfter)
 	}
 	hdr[HeaderErrorCode] = []string{e.Code.String()}
 	h.cors.Apply(hdr, r)
-	envelope.WriteError(w, e.Code.HTTPStatus(), e.Message)
-}
-
-func (h *Handler) setBalanceHeaders(r *http.Request, hdr http.Header, p *tollgate.Principal) {
-	if b, err := h.svc.Balance(r.Context(), p); err == nil {
-		billing.SetCreditHeaders(hdr, p.Plan.Name, 0, b)
-	}
-}
-
-// setReceiptHeaders writes the credit and rate headers of a call.
-func setReceiptHeaders(hdr http.Header, rc *tollgate.Receipt) {
-	if rc.HasBalance {
-		billing.SetCreditHeaders(hdr, rc.Plan.Name, rc.Charged, rc.Balance)
-	}
-	if rc.HasRate {
-		billing.SetRateHeaders(hdr, rc.Plan, rc.Rate)
-	}
+	envelope.WriteError(w, Status(e.Code), e.Message)
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // TestImageUpload proves the file API over multipart: real PNG, JPEG and GIF uploads
@@ -42,8 +42,8 @@ func TestImageUpload(t *testing.T) {
 				}
 			}
 			remaining -= 2
-			if r.Int(billing.HeaderCreditsCost) != 2 || r.Int(billing.HeaderCreditsRemaining) != remaining {
-				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(billing.HeaderCreditsCost), r.Int(billing.HeaderCreditsRemaining), remaining)
+			if r.Int(httpx.HeaderCreditsCost) != 2 || r.Int(httpx.HeaderCreditsRemaining) != remaining {
+				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), remaining)
 			}
 		})
 	}
@@ -106,8 +106,8 @@ func TestImageUpload(t *testing.T) {
 			r := h.do(t, http.MethodPost, c.path, strings.NewReader(body), key(acct.Key), contentType(ct))
 			wantError(t, r, c.status, c.code, c.fragments...)
 			remaining -= c.cost
-			if r.Int(billing.HeaderCreditsCost) != c.cost {
-				t.Errorf("X-Credits-Cost = %d, want %d", r.Int(billing.HeaderCreditsCost), c.cost)
+			if r.Int(httpx.HeaderCreditsCost) != c.cost {
+				t.Errorf("X-Credits-Cost = %d, want %d", r.Int(httpx.HeaderCreditsCost), c.cost)
 			}
 			if b := h.balance(t, acct.ID); b.Remaining != remaining {
 				t.Errorf("balance %d, want %d", b.Remaining, remaining)
@@ -171,8 +171,8 @@ func TestImageURL(t *testing.T) {
 				t.Errorf("data %v", d)
 			}
 			remaining -= 2
-			if r.Int(billing.HeaderCreditsCost) != 2 || r.Int(billing.HeaderCreditsRemaining) != remaining {
-				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(billing.HeaderCreditsCost), r.Int(billing.HeaderCreditsRemaining), remaining)
+			if r.Int(httpx.HeaderCreditsCost) != 2 || r.Int(httpx.HeaderCreditsRemaining) != remaining {
+				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), remaining)
 			}
 		})
 	}
@@ -197,8 +197,8 @@ func TestImageURL(t *testing.T) {
 			if hits.Load() == before {
 				t.Error("the file was never fetched")
 			}
-			if r.Int(billing.HeaderCreditsCost) != 0 || r.Int(billing.HeaderCreditsRemaining) != remaining {
-				t.Errorf("cost %d remaining %d, want 0 and %d (refunded)", r.Int(billing.HeaderCreditsCost), r.Int(billing.HeaderCreditsRemaining), remaining)
+			if r.Int(httpx.HeaderCreditsCost) != 0 || r.Int(httpx.HeaderCreditsRemaining) != remaining {
+				t.Errorf("cost %d remaining %d, want 0 and %d (refunded)", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), remaining)
 			}
 		})
 	}

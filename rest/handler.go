@@ -96,74 +96,70 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// authenticate performs the edge check and authenticates the caller. On failure it has
-// written the response and returns false.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Principal, bool) {
+// caller performs the edge check and returns how the request arrived. On failure it has
+// written the edge's answer and returns false.
+func (h *Handler) caller(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Caller, bool) {
 	cred, err := tollgate.CredentialFrom(r.Header)
 	if err != nil {
 		httpx.WriteEdge403(w)
+		return tollgate.Caller{}, false
+	}
+	return tollgate.Caller{Credential: cred, Channel: ch, Addr: auth.ClientAddr(r, h.trusted)}, true
+}
+
+// authenticate performs the edge check and authenticates the caller, for the endpoints
+// that are not calls. On failure it has written the response and returns false.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Principal, bool) {
+	c, ok := h.caller(w, r, ch)
+	if !ok {
 		return tollgate.Principal{}, false
 	}
-	p, err := h.svc.Authenticate(r.Context(), tollgate.Caller{
-		Credential: cred, Channel: ch, Addr: auth.ClientAddr(r, h.trusted),
-	})
+	p, err := h.svc.Authenticate(r.Context(), c)
 	if err != nil {
-		h.writeError(w, r, err, nil, nil)
+		h.writeError(w, r, err, nil)
 		return tollgate.Principal{}, false
 	}
 	return p, true
 }
 
-// serveAPI calls one API: edge check, authentication, lookup, method, input, run.
+// serveAPI calls one API. The service runs the call; the handler reads the input the
+// way the API takes it (its method, its query or body, its file).
 func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
-	p, ok := h.authenticate(w, r, auth.ChannelREST)
+	c, ok := h.caller(w, r, auth.ChannelREST)
 	if !ok {
 		return
 	}
-	api, err := h.svc.Lookup(&p, r.PathValue("api_id"))
-	if err != nil {
-		h.writeError(w, r, err, &p, nil)
+	reply := h.svc.Call(r.Context(), c, r.PathValue("api_id"), func(api *catalog.API) (tollgate.Input, error) {
+		if r.Method != api.Method {
+			w.Header().Set("Allow", api.Method+", OPTIONS")
+			return tollgate.Input{}, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
+				Message: "the " + api.ID + " API is called with " + api.Method + ", not " + r.Method}
+		}
+		return h.readInput(w, r, api)
+	})
+	if reply.Err != nil {
+		h.writeError(w, r, reply.Err, &reply.Receipt)
 		return
 	}
-	if r.Method != api.Method {
-		w.Header().Set("Allow", api.Method+", OPTIONS")
-		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
-			Message: "the " + api.ID + " API is called with " + api.Method + ", not " + r.Method}, &p, nil)
+	if res := reply.Results[0]; res.Err != nil {
+		h.writeError(w, r, res.Err, &reply.Receipt)
 		return
 	}
-	in, err := h.readInput(w, r, api)
-	if err != nil {
-		h.writeError(w, r, err, &p, nil)
-		return
-	}
-	inv, err := h.svc.Prepare(r.Context(), api, in)
-	if err != nil {
-		h.writeError(w, r, err, &p, nil)
-		return
-	}
-	results, rc, err := h.svc.Run(r.Context(), &p, inv)
-	if err != nil {
-		h.writeError(w, r, err, &p, &rc)
-		return
-	}
-	if res := results[0]; res.Err != nil {
-		h.writeError(w, r, res.Err, &p, &rc)
-		return
-	}
-	setReceiptHeaders(w.Header(), &rc)
-	h.writeEncoded(w, r, http.StatusOK, results[0].JSON)
+	httpx.SetReceiptHeaders(w.Header(), &reply.Receipt)
+	h.writeEncoded(w, r, http.StatusOK, reply.Results[0].JSON)
 }
 
 // serveNoRoute answers a path that names no endpoint (/v1/, /v1/hash/extra) as an
 // unknown API is answered: the edge check, then a 404 envelope, so that every answer but
 // the edge's is JSON.
 func (h *Handler) serveNoRoute(w http.ResponseWriter, r *http.Request) {
-	p, ok := h.authenticate(w, r, auth.ChannelREST)
+	c, ok := h.caller(w, r, auth.ChannelREST)
 	if !ok {
 		return
 	}
-	h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeNotFound,
-		Message: "no endpoint has this path; APIs are called at /v1/{api_id}, and GET /v1/catalog lists them"}, &p, nil)
+	reply := h.svc.Refuse(r.Context(), c, &tollgate.Error{Code: tollgate.CodeNotFound,
+		Message: "no endpoint has this path; APIs are called at /v1/{api_id}, and GET /v1/catalog lists them"})
+	h.writeError(w, r, reply.Err, &reply.Receipt)
 }
 
 // methodOnly answers a request to an endpoint that takes only GET. It returns false
@@ -174,7 +170,7 @@ func (h *Handler) methodOnly(w http.ResponseWriter, r *http.Request) bool {
 	}
 	w.Header().Set("Allow", "GET, OPTIONS")
 	h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
-		Message: strings.TrimPrefix(r.URL.Path, "/") + " takes GET only"}, nil, nil)
+		Message: strings.TrimPrefix(r.URL.Path, "/") + " takes GET only"}, nil)
 	return false
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -407,7 +408,7 @@ func (h *harness) checkResponse(method, path string, r *response) error {
 				return errors.New("the edge 403 carries the CORS header " + name)
 			}
 		}
-		if r.Header.Get(rest.HeaderErrorCode) != "" || r.Header.Get(billing.HeaderCreditsRemaining) != "" {
+		if r.Header.Get(rest.HeaderErrorCode) != "" || r.Header.Get(httpx.HeaderCreditsRemaining) != "" {
 			return errors.New("the edge 403 carries service headers")
 		}
 		return nil

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // wantCreditHeaders checks the credit headers of a response: the cost, the balance
@@ -17,21 +17,21 @@ func wantCreditHeaders(t testing.TB, r *response, plan string, cost, remaining, 
 		name      string
 		got, want int64
 	}{
-		{billing.HeaderCreditsCost, r.Int(billing.HeaderCreditsCost), cost},
-		{billing.HeaderCreditsRemaining, r.Int(billing.HeaderCreditsRemaining), remaining},
-		{billing.HeaderCreditsUsed, r.Int(billing.HeaderCreditsUsed), used},
-		{billing.HeaderCreditsLimit, r.Int(billing.HeaderCreditsLimit), limit},
+		{httpx.HeaderCreditsCost, r.Int(httpx.HeaderCreditsCost), cost},
+		{httpx.HeaderCreditsRemaining, r.Int(httpx.HeaderCreditsRemaining), remaining},
+		{httpx.HeaderCreditsUsed, r.Int(httpx.HeaderCreditsUsed), used},
+		{httpx.HeaderCreditsLimit, r.Int(httpx.HeaderCreditsLimit), limit},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
 		}
 	}
-	got, err := time.Parse(time.RFC3339, r.Header.Get(billing.HeaderCreditsRenewal))
+	got, err := time.Parse(time.RFC3339, r.Header.Get(httpx.HeaderCreditsRenewal))
 	if err != nil || !got.Equal(renewal) {
-		t.Errorf("%s = %q, want %s in RFC 3339", billing.HeaderCreditsRenewal, r.Header.Get(billing.HeaderCreditsRenewal), renewal.Format(time.RFC3339))
+		t.Errorf("%s = %q, want %s in RFC 3339", httpx.HeaderCreditsRenewal, r.Header.Get(httpx.HeaderCreditsRenewal), renewal.Format(time.RFC3339))
 	}
-	if p := r.Header.Get(billing.HeaderPlan); p != plan {
-		t.Errorf("%s = %q, want %q", billing.HeaderPlan, p, plan)
+	if p := r.Header.Get(httpx.HeaderPlan); p != plan {
+		t.Errorf("%s = %q, want %q", httpx.HeaderPlan, p, plan)
 	}
 }
 
@@ -47,7 +47,7 @@ func TestRateLimited(t *testing.T) {
 	for i := range 2 {
 		r := h.hash(t, acct.Key)
 		wantOK(t, r)
-		if got := r.Int(billing.HeaderRateLimitRemaining); got != int64(1-i) {
+		if got := r.Int(httpx.HeaderRateLimitRemaining); got != int64(1-i) {
 			t.Errorf("call %d: X-RateLimit-Remaining = %d, want %d", i+1, got, 1-i)
 		}
 	}
@@ -56,13 +56,13 @@ func TestRateLimited(t *testing.T) {
 	if ra := r.Int("Retry-After"); ra < 1 || ra > 60 {
 		t.Errorf("Retry-After = %q, want 1..60 seconds", r.Header.Get("Retry-After"))
 	}
-	if got := r.Int(billing.HeaderRateLimit); got != 2 {
+	if got := r.Int(httpx.HeaderRateLimit); got != 2 {
 		t.Errorf("X-RateLimit-Limit = %d, want 2", got)
 	}
-	if got := r.Int(billing.HeaderRateLimitRemaining); got != 0 {
+	if got := r.Int(httpx.HeaderRateLimitRemaining); got != 0 {
 		t.Errorf("X-RateLimit-Remaining = %d, want 0", got)
 	}
-	if r.Header.Get(billing.HeaderRateLimitPolicy) == "" || r.Header.Get(billing.HeaderRateLimitIETF) == "" {
+	if r.Header.Get(httpx.HeaderRateLimitPolicy) == "" || r.Header.Get(httpx.HeaderRateLimitIETF) == "" {
 		t.Error("the IETF RateLimit-Policy and RateLimit headers are missing")
 	}
 	wantCreditHeaders(t, r, "tiny", 0, 3, 2, 5, feb1)
@@ -183,7 +183,7 @@ func TestConcurrentSpending(t *testing.T) {
 				statuses[r.Status]++
 				codes[r.Code()]++
 				// Every response reports one consistent snapshot of the ledger.
-				if rem, used := r.Int(billing.HeaderCreditsRemaining), r.Int(billing.HeaderCreditsUsed); rem < 0 || rem+used != 200 {
+				if rem, used := r.Int(httpx.HeaderCreditsRemaining), r.Int(httpx.HeaderCreditsUsed); rem < 0 || rem+used != 200 {
 					torn++
 				}
 				mu.Unlock()

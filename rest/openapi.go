@@ -6,8 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // OpenAPIInfo describes the service in its OpenAPI document. Empty fields get defaults.
@@ -47,7 +47,7 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	if d == nil || d.version != v {
 		body, err := json.Marshal(OpenAPI(h.openapi.info, reg.List()))
 		if err != nil {
-			h.writeError(w, r, err, nil, nil)
+			h.writeError(w, r, err, nil)
 			return
 		}
 		d = &openAPIDoc{version: v, body: body}
@@ -219,21 +219,21 @@ func okResponse(data map[string]any, description string) map[string]any {
 func creditHeaders() map[string]any {
 	h := map[string]any{}
 	for name, desc := range map[string]string{
-		billing.HeaderCreditsCost:        "Credits this call spent.",
-		billing.HeaderCreditsRemaining:   "Credits left.",
-		billing.HeaderCreditsUsed:        "Credits spent this period.",
-		billing.HeaderCreditsLimit:       "The plan's monthly credits.",
-		billing.HeaderPlan:               "The account's plan.",
-		billing.HeaderRateLimit:          "Calls per minute the plan allows.",
-		billing.HeaderRateLimitRemaining: "Calls that could be made now.",
+		httpx.HeaderCreditsCost:        "Credits this call spent.",
+		httpx.HeaderCreditsRemaining:   "Credits left.",
+		httpx.HeaderCreditsUsed:        "Credits spent this period.",
+		httpx.HeaderCreditsLimit:       "The plan's monthly credits.",
+		httpx.HeaderPlan:               "The account's plan.",
+		httpx.HeaderRateLimit:          "Calls per minute the plan allows.",
+		httpx.HeaderRateLimitRemaining: "Calls that could be made now.",
 	} {
 		typ := "integer"
-		if name == billing.HeaderPlan {
+		if name == httpx.HeaderPlan {
 			typ = "string"
 		}
 		h[name] = map[string]any{"description": desc, "schema": map[string]any{"type": typ}}
 	}
-	h[billing.HeaderCreditsRenewal] = map[string]any{"description": "When the balance renews.",
+	h[httpx.HeaderCreditsRenewal] = map[string]any{"description": "When the balance renews.",
 		"schema": map[string]any{"type": "string", "format": "date-time"}}
 	return h
 }

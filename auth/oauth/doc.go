@@ -135,7 +135,7 @@
 // An approval records the stable id of the API key that approved, not its value. An
 // OAuth connection survives a rotation of the key (the person approved the key, not one
 // of its values), and a revocation ends it at once: the resource server therefore
-// authenticates the key by its id on every call (tollgate.Service.AuthenticateKeyID),
+// authenticates the key by its id on every call (a tollgate.Caller with its KeyID),
 // which applies the key's current state and restrictions, and the token endpoint
 // refuses to refresh tokens of a key that may no longer be used ([Keys.CheckKeyID]). A
 // token never grants more than its key.

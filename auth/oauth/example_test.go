@@ -44,7 +44,7 @@ func Example() {
 	// The MCP handler at /v1/mcp answers a request without credentials with 401 and
 	// WWW-Authenticate: as.Challenge(resource), verifies bearer tokens with
 	// as.VerifyAccessToken(ctx, token, resource), and authenticates the grant's key
-	// with svc.AuthenticateKeyID on every call.
+	// with a tollgate.Caller whose KeyID is the grant's, on every call.
 
 	fmt.Println(oauth.ResourceMetadataPath(resource))
 	fmt.Println(as.Challenge(resource))

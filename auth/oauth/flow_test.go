@@ -135,7 +135,7 @@ func TestFullFlow(t *testing.T) {
 	}
 
 	// The resource server's view: the token acts for the key, by its id.
-	p, err := h.svc.AuthenticateKeyID(t.Context(), g.KeyID, tollgate.Caller{Channel: auth.ChannelMCP})
+	p, err := h.svc.Authenticate(t.Context(), tollgate.Caller{KeyID: g.KeyID, Channel: auth.ChannelMCP})
 	if err != nil || p.Account.ID != h.acct.ID {
 		t.Errorf("AuthenticateKeyID(%s) = %v, %v", g.KeyID, p.Account.ID, err)
 	}
@@ -341,7 +341,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := h.wantValid(t, access)
-	if _, err := h.svc.AuthenticateKeyID(t.Context(), g.KeyID, tollgate.Caller{Channel: auth.ChannelMCP}); err != nil {
+	if _, err := h.svc.Authenticate(t.Context(), tollgate.Caller{KeyID: g.KeyID, Channel: auth.ChannelMCP}); err != nil {
 		t.Errorf("after rotation, AuthenticateKeyID = %v, want the key to work", err)
 	}
 	r := h.refresh(t, q.clientID, refresh)
@@ -356,7 +356,7 @@ func TestKeyLifecycle(t *testing.T) {
 	// The token itself is still well-formed and unexpired; the resource server refuses
 	// it because it authenticates the key by id on every call.
 	g = h.wantValid(t, r.json["access_token"].(string))
-	if _, err := h.svc.AuthenticateKeyID(t.Context(), g.KeyID, tollgate.Caller{Channel: auth.ChannelMCP}); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+	if _, err := h.svc.Authenticate(t.Context(), tollgate.Caller{KeyID: g.KeyID, Channel: auth.ChannelMCP}); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("after revocation, AuthenticateKeyID = %v, want forbidden", err)
 	}
 	// A revoked key cannot approve a new connection either.

@@ -23,14 +23,11 @@ func (k serviceKeys) ApproveKey(ctx context.Context, value string, addr netip.Ad
 	if !ok {
 		return "", "", refused("that is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", nil)
 	}
-	p, err := k.svc.Authenticate(ctx, tollgate.Caller{
+	p, err := k.svc.Check(ctx, tollgate.Caller{
 		Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: v},
 		Channel:    auth.ChannelMCP,
 		Addr:       addr,
 	})
-	if err == nil {
-		err = k.svc.Verify(ctx, &p)
-	}
 	if err != nil {
 		return "", "", keyError(err)
 	}
@@ -41,10 +38,7 @@ func (k serviceKeys) ApproveKey(ctx context.Context, value string, addr netip.Ad
 }
 
 func (k serviceKeys) ApproveKeyID(ctx context.Context, keyID string, addr netip.Addr) (string, error) {
-	p, err := k.svc.AuthenticateKeyID(ctx, keyID, tollgate.Caller{Channel: auth.ChannelMCP, Addr: addr})
-	if err == nil {
-		err = k.svc.Verify(ctx, &p)
-	}
+	p, err := k.svc.Check(ctx, tollgate.Caller{KeyID: keyID, Channel: auth.ChannelMCP, Addr: addr})
 	if err != nil {
 		return "", keyError(err)
 	}
@@ -52,10 +46,7 @@ func (k serviceKeys) ApproveKeyID(ctx context.Context, keyID string, addr netip.
 }
 
 func (k serviceKeys) CheckKeyID(ctx context.Context, keyID string) error {
-	p, err := k.svc.AuthenticateKeyID(ctx, keyID, tollgate.Caller{Channel: auth.ChannelMCP})
-	if err == nil {
-		err = k.svc.Verify(ctx, &p)
-	}
+	_, err := k.svc.Check(ctx, tollgate.Caller{KeyID: keyID, Channel: auth.ChannelMCP})
 	if err != nil && !errors.Is(err, auth.ErrIPNotAllowed) {
 		return keyError(err)
 	}

@@ -40,7 +40,7 @@ type Grant struct {
 // or issued for another resource, and any other error if the store cannot be read.
 //
 // It checks the token only: the caller authenticates Grant.KeyID with the service
-// (tollgate.Service.AuthenticateKeyID) on every call, which refuses a revoked key.
+// (a tollgate.Caller with its KeyID) on every call, which refuses a revoked key.
 func (s *Server) VerifyAccessToken(ctx context.Context, token, resource string) (Grant, error) {
 	if !secretShaped(token, accessPrefix) {
 		return Grant{}, fmt.Errorf("%w: not an access token of this server", ErrInvalidToken)

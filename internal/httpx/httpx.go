@@ -1,12 +1,10 @@
 // Package httpx holds the HTTP behaviour that every front door (REST, GraphQL, MCP)
-// shares: the edge's bare 403, and the CORS policy.
+// shares: the edge's bare 403, the CORS policy, and the credit and rate headers.
 package httpx
 
 import (
 	"net/http"
 	"strings"
-
-	"github.com/tollgate-dev/tollgate/billing"
 )
 
 // HeaderErrorCode carries the machine-readable code of an error response.
@@ -49,7 +47,7 @@ func NewCORS(origins []string, methods string) CORS {
 
 var (
 	anyOrigin     = []string{"*"}
-	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode}, billing.CreditHeaderNames...), ", ")}
+	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode}, CreditHeaderNames...), ", ")}
 	varyOrigin    = []string{"Origin"}
 )
 

@@ -1,4 +1,4 @@
-package billing_test
+package httpx_test
 
 import (
 	"maps"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 func TestSetCreditHeaders(t *testing.T) {
@@ -73,7 +74,7 @@ func TestSetCreditHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{"X-Credits-Cost": {"stale"}}
-			billing.SetCreditHeaders(h, tt.plan, tt.cost, tt.b)
+			httpx.SetCreditHeaders(h, tt.plan, tt.cost, tt.b)
 			if !maps.EqualFunc(h, tt.want, slices.Equal) {
 				t.Errorf("headers = %v, want %v", h, tt.want)
 			}
@@ -153,7 +154,7 @@ func TestSetRateHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			billing.SetRateHeaders(h, tt.plan, tt.d)
+			httpx.SetRateHeaders(h, tt.plan, tt.d)
 			// Keys are stored canonically, so that Header.Get finds the names as the
 			// design spells them.
 			want := http.Header{}
@@ -187,7 +188,7 @@ func TestSetRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		h := http.Header{}
-		billing.SetRetryAfter(h, tt.d)
+		httpx.SetRetryAfter(h, tt.d)
 		if want := (http.Header{"Retry-After": {tt.want}}); !maps.EqualFunc(h, want, slices.Equal) {
 			t.Errorf("SetRetryAfter(%s) = %v, want %v", tt.d, h, want)
 		}
@@ -200,7 +201,9 @@ func TestCreditHeaderNames(t *testing.T) {
 		"X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit", "X-RateLimit-Remaining",
 		"Retry-After", "RateLimit-Policy", "RateLimit",
 	}
-	if !slices.Equal(billing.CreditHeaderNames, want) {
-		t.Errorf("CreditHeaderNames = %q, want %q", billing.CreditHeaderNames, want)
+	if !slices.Equal(httpx.CreditHeaderNames, want) {
+		t.Errorf("CreditHeaderNames = %q, want %q", httpx.CreditHeaderNames, want)
 	}
 }
+
+var t0 = time.Date(2025, time.March, 14, 15, 9, 26, 0, time.UTC)

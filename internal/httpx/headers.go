@@ -1,9 +1,12 @@
-package billing
+package httpx
 
 import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
 )
 
 // The credit headers on every response to an authenticated call.
@@ -43,7 +46,7 @@ var CreditHeaderNames = []string{
 
 // SetCreditHeaders writes the credit headers for a call that spent cost credits and left
 // balance b.
-func SetCreditHeaders(h http.Header, plan string, cost int64, b Balance) {
+func SetCreditHeaders(h http.Header, plan string, cost int64, b billing.Balance) {
 	// The values are formatted into one buffer and converted to one string, and the
 	// header slices share one backing array: header writes are on every call's path.
 	var buf [96]byte
@@ -72,7 +75,7 @@ func SetCreditHeaders(h http.Header, plan string, cost int64, b Balance) {
 
 // SetRateHeaders writes the rate headers of plan p after decision d. It writes nothing
 // for a plan without a rate limit. Retry-After is written by [SetRetryAfter].
-func SetRateHeaders(h http.Header, p Plan, d RateDecision) {
+func SetRateHeaders(h http.Header, p billing.Plan, d billing.RateDecision) {
 	l, ok := p.RateLimit()
 	if !ok {
 		return
@@ -105,4 +108,16 @@ func SetRetryAfter(h http.Header, d time.Duration) {
 
 func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
+}
+
+// SetReceiptHeaders writes the credit and rate headers of a call from its receipt: the
+// credit headers when the receipt has the balance, the rate headers when it has a
+// rate-limit decision, and nothing for a caller that was not authenticated.
+func SetReceiptHeaders(h http.Header, rc *tollgate.Receipt) {
+	if rc.Balance != (billing.Balance{}) {
+		SetCreditHeaders(h, rc.Plan.Name, rc.Charged, rc.Balance)
+	}
+	if rc.Rate != (billing.RateDecision{}) {
+		SetRateHeaders(h, rc.Plan, rc.Rate)
+	}
 }

@@ -1,0 +1,226 @@
+package tollgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+)
+
+// A Reply is everything a front door needs to answer a call: the results of the APIs
+// that ran, or why the call was refused, and the figures of the credit and rate
+// headers.
+type Reply struct {
+	// Results are the results of the call's items, in their order ([Service.Call] has
+	// one). Nil when the call was refused before it ran.
+	Results []Result
+	// Err is why the call was refused before it ran: an [*Error], or an error that the
+	// front door's own function returned (see [Service.Call]), passed back untouched.
+	// Nil when the call ran; each Result then says how its API did.
+	Err error
+	// Receipt is what the call cost and where it left the account.
+	Receipt Receipt
+}
+
+// A Receipt is what a call cost and where it left the account: the figures of the
+// credit and rate headers. Its zero value stands for a caller that was never
+// authenticated, and each zero field for a figure the call did not produce.
+type Receipt struct {
+	// Plan is the caller's plan; zero when the caller was not authenticated.
+	Plan billing.Plan
+	// Charged is the number of credits the call kept.
+	Charged int64
+	// Balance is the account's balance after the call. It is zero when it is not
+	// known: the caller was not authenticated, or the ledger could not be read. (A
+	// balance the ledger reports always has its period.)
+	Balance billing.Balance
+	// Rate is the rate limiter's decision on the call. It is zero when there was none:
+	// the plan has no rate limit, or the call was refused before it reached the rate
+	// limiter or by its concurrency ceiling. (A decision the limiter makes either
+	// allows the call or says when to retry.)
+	Rate billing.RateDecision
+}
+
+// An Item is one API call within a call that runs several (see [Service.CallAll]).
+type Item struct {
+	// API is the id of the API to call.
+	API string
+	// Input is the call's raw input.
+	Input Input
+	// Name is how the request named the API (a GraphQL field), to begin the messages of
+	// its refusals with; empty for none.
+	Name string
+}
+
+// Call runs one call to the API with the given id, the whole pipeline in one step:
+// it authenticates the caller, checks that the caller may call the API, reads the call's
+// input with input (which the front door gives the API, so that it can read the request
+// as the API takes it), validates it, admits the call against the plan, runs the API and
+// settles its credits. input may be nil for an API without parameters.
+//
+// Whatever refuses the call after the caller is authenticated (a validation, the plan,
+// an error input returns), the reply carries the balance for the credit headers, and a
+// key that came from the key cache is checked first, so that a rotated or revoked key is
+// answered as such rather than with the refusal. input's errors come back in
+// [Reply.Err] as they were returned: a front door that returns errors of its own types
+// recognises them there.
+func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
+	p, err := s.Authenticate(ctx, c)
+	if err != nil {
+		return Reply{Err: err}
+	}
+	api, err := s.lookup(&p, id)
+	if err != nil {
+		return s.refuse(ctx, &p, err, Receipt{})
+	}
+	var in Input
+	if input != nil {
+		if in, err = input(api); err != nil {
+			return s.refuse(ctx, &p, err, Receipt{})
+		}
+	}
+	inv, err := s.prepare(ctx, api, in)
+	if err != nil {
+		return s.refuse(ctx, &p, err, Receipt{})
+	}
+	return s.run(ctx, &p, []Invocation{inv})
+}
+
+// CallAll runs a call to several APIs as one call, as a GraphQL query does: once the
+// caller is authenticated, items says what to call. The call is one rate-limit event,
+// takes one concurrency slot and costs the sum of the costs of its distinct APIs; the
+// APIs run in parallel, and the cost of an API that failed on the service's side is
+// refunded.
+//
+// The items' APIs must be distinct in number within the plan's
+// [billing.Plan.GraphQLMaxAPIs]. An API named by several items runs once when they all
+// give it the same parameters (judged on what the catalog makes of them, defaults
+// applied), and the call is refused when they do not: a call cannot run one API several
+// times for the price of one. Results are in the order of the items, an API's result
+// repeated for each item that names it.
+//
+// items returning no items and no error is a call with nothing to run (a request for
+// the schema, say): the reply then has no results, and its receipt the balance. Refusals
+// are answered as for [Service.Call].
+func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
+	p, err := s.Authenticate(ctx, c)
+	if err != nil {
+		return Reply{Err: err}
+	}
+	list, err := items()
+	if err != nil || len(list) == 0 {
+		return s.refuse(ctx, &p, err, Receipt{})
+	}
+	var ids []string
+	for _, it := range list {
+		if !slices.Contains(ids, it.API) {
+			ids = append(ids, it.API)
+		}
+	}
+	if limit := p.Plan.GraphQLMaxAPIs; limit > 0 && len(ids) > limit {
+		return s.refuse(ctx, &p, newError(CodePlanLimitExceeded, fmt.Sprintf(
+			"the query names %d APIs; the %s plan allows %d per query", len(ids), p.Plan.Name, limit), nil), Receipt{})
+	}
+	invs := make([]Invocation, 0, len(ids))
+	params := make([]string, 0, len(ids)) // the canonical parameters of each invocation
+	of := make([]int, len(list))          // the invocation of each item
+	for i, it := range list {
+		inv, err := s.prepareItem(ctx, &p, it)
+		if err != nil {
+			return s.refuse(ctx, &p, err, Receipt{})
+		}
+		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
+		if err != nil {
+			return s.refuse(ctx, &p, s.internal("parameters", err), Receipt{})
+		}
+		j := slices.IndexFunc(invs, func(prev Invocation) bool { return prev.API.ID == inv.API.ID })
+		switch {
+		case j < 0:
+			of[i] = len(invs)
+			invs, params = append(invs, inv), append(params, string(canonical))
+		case params[j] == string(canonical):
+			of[i] = j
+		default:
+			return s.refuse(ctx, &p, newError(CodeInvalidInput, fmt.Sprintf(
+				"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input",
+				label(it)), nil), Receipt{})
+		}
+	}
+	reply := s.run(ctx, &p, invs)
+	if reply.Results == nil || len(invs) == len(list) && isIdentity(of) {
+		return reply
+	}
+	results := make([]Result, len(list))
+	for i, j := range of {
+		results[i] = reply.Results[j]
+	}
+	reply.Results = results
+	return reply
+}
+
+// prepareItem looks up and validates one item of CallAll, prefixing its refusals with
+// the item's name.
+func (s *Service) prepareItem(ctx context.Context, p *Principal, it Item) (Invocation, error) {
+	api, err := s.lookup(p, it.API)
+	if err != nil {
+		return Invocation{}, err
+	}
+	inv, err := s.prepare(ctx, api, it.Input)
+	var e *Error
+	if err != nil && it.Name != "" && errors.As(err, &e) {
+		e.Message = it.Name + ": " + e.Message
+	}
+	return inv, err
+}
+
+func label(it Item) string {
+	if it.Name != "" {
+		return it.Name
+	}
+	return it.API
+}
+
+func isIdentity(of []int) bool {
+	for i, j := range of {
+		if i != j {
+			return false
+		}
+	}
+	return true
+}
+
+// refuse makes the reply of a call refused after its caller was authenticated, with
+// err (nil for a call with nothing to run) and the receipt as far as the call got.
+// A key that came from the key cache and that no admission checked is checked first, so
+// that a rotated or revoked key gets its own answer rather than this one; the balance
+// is read for the credit headers when the call did not get it.
+func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt) Reply {
+	if p.Cached {
+		if verr := s.verify(ctx, p); verr != nil {
+			return Reply{Err: verr}
+		}
+	}
+	rc.Plan = p.Plan
+	if rc.Balance == (billing.Balance{}) {
+		if b, berr := s.balance(ctx, p); berr == nil {
+			rc.Balance = b
+		}
+	}
+	return Reply{Err: err, Receipt: rc}
+}
+
+// Refuse answers a request that the front door refuses itself, with err, once it knows
+// the caller (a path that names no API, say): it authenticates the caller and, as for a
+// refused call, checks a key that came from the key cache and reads the balance for the
+// credit headers. The reply's Err is err, or the caller's own refusal.
+func (s *Service) Refuse(ctx context.Context, c Caller, err error) Reply {
+	p, aerr := s.Authenticate(ctx, c)
+	if aerr != nil {
+		return Reply{Err: aerr}
+	}
+	return s.refuse(ctx, &p, err, Receipt{})
+}
