@@ -9,6 +9,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
@@ -67,7 +69,7 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", s.manageError("account", spec.ID, err)
 	}
-	err = s.meter.Ledger().Open(ctx, billing.Opening{
+	err = s.meter.Ledger().Open(ctx, driver.Opening{
 		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
 	})
 	if errors.Is(err, billing.ErrTooManyCredits) {
@@ -180,12 +182,12 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 		copy(id[:], sum[:])
 	}
 	now := s.now()
-	adj := billing.Adjustment{Account: accountID, Request: id, Amount: amount, Reason: reason,
+	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Reason: reason,
 		Period: billing.MonthOf(now), Allowance: plan.Credits, Now: now}
 	b, err := s.meter.Ledger().Adjust(ctx, adj)
 	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
 		// The account has no balance (its creation was interrupted): open it.
-		if err = s.meter.Ledger().Open(ctx, billing.Opening{Account: accountID, Allowance: plan.Credits, Period: adj.Period}); err == nil || errors.Is(err, store.ErrConflict) {
+		if err = s.meter.Ledger().Open(ctx, driver.Opening{Account: accountID, Allowance: plan.Credits, Period: adj.Period}); err == nil || errors.Is(err, store.ErrConflict) {
 			b, err = s.meter.Ledger().Adjust(ctx, adj)
 		}
 	}

@@ -23,7 +23,7 @@ func (c *countingKeys) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth
 	return c.KeyStore.Resolve(ctx, h)
 }
 
-func (c *countingKeys) CheckKey(ctx context.Context, k billing.KeyCheck) (billing.KeyState, error) {
+func (c *countingKeys) CheckKey(ctx context.Context, k auth.KeyCheck) (auth.KeyState, error) {
 	c.checks.Add(1)
 	return c.KeyStore.CheckKey(ctx, k)
 }

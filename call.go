@@ -87,7 +87,7 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 	if err != nil {
 		return s.refuse(ctx, &p, err, Receipt{})
 	}
-	return s.run(ctx, &p, []Invocation{inv})
+	return s.run(ctx, &p, []invocation{inv})
 }
 
 // CallAll runs a call to several APIs as one call, as a GraphQL query does: once the
@@ -125,7 +125,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 		return s.refuse(ctx, &p, newError(CodePlanLimitExceeded, fmt.Sprintf(
 			"the query names %d APIs; the %s plan allows %d per query", len(ids), p.Plan.Name, limit), nil), Receipt{})
 	}
-	invs := make([]Invocation, 0, len(ids))
+	invs := make([]invocation, 0, len(ids))
 	params := make([]string, 0, len(ids)) // the canonical parameters of each invocation
 	of := make([]int, len(list))          // the invocation of each item
 	for i, it := range list {
@@ -137,7 +137,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 		if err != nil {
 			return s.refuse(ctx, &p, s.internal("parameters", err), Receipt{})
 		}
-		j := slices.IndexFunc(invs, func(prev Invocation) bool { return prev.API.ID == inv.API.ID })
+		j := slices.IndexFunc(invs, func(prev invocation) bool { return prev.API.ID == inv.API.ID })
 		switch {
 		case j < 0:
 			of[i] = len(invs)
@@ -164,10 +164,10 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 
 // prepareItem looks up and validates one item of CallAll, prefixing its refusals with
 // the item's name.
-func (s *Service) prepareItem(ctx context.Context, p *Principal, it Item) (Invocation, error) {
+func (s *Service) prepareItem(ctx context.Context, p *Principal, it Item) (invocation, error) {
 	api, err := s.lookup(p, it.API)
 	if err != nil {
-		return Invocation{}, err
+		return invocation{}, err
 	}
 	inv, err := s.prepare(ctx, api, it.Input)
 	var e *Error

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -28,9 +30,9 @@ import (
 // provides all of them for one process; store/postgres and store/redis for many.
 type Stores struct {
 	Keys   auth.KeyStore
-	Ledger billing.Ledger
-	Rates  billing.RateLimiter
-	Slots  billing.ConcurrencyLimiter
+	Ledger driver.Ledger
+	Rates  driver.RateLimiter
+	Slots  driver.ConcurrencyLimiter
 }
 
 // Options configures a [Service]. The zero value is the default; every field is
@@ -55,13 +57,13 @@ type Options struct {
 	Fetch FetchOptions
 	// ReservationGrace is added to CallTimeout to make how long a call's reservation
 	// may stay open: one still open CallTimeout+ReservationGrace after its admission is
-	// voided and its credits given back (see [billing.Reservation]). A call ends
+	// voided and its credits given back (see [driver.Reservation]). A call ends
 	// within CallTimeout, so the grace must cover the time its settlement takes to
 	// reach the store and the difference between the clocks of the instances that
 	// share it. The default is [DefaultReservationGrace].
 	ReservationGrace time.Duration
 	// SweepInterval is how often the service voids the expired reservations of every
-	// account, for a ledger that needs it (a [billing.Sweeper]: one shared by several
+	// account, for a ledger that needs it (a [driver.Sweeper]: one shared by several
 	// instances, where an instance that dies leaves its calls' reservations open).
 	// Any number of instances may sweep the same ledger. The default is
 	// [DefaultSweepInterval]; a negative value turns the background sweep off (call
@@ -72,7 +74,7 @@ type Options struct {
 	// paid call then checks its key in its admission step, in the same round trip, so a
 	// rotated or revoked key is still refused on the very next call; a refused call
 	// checks it before it is answered. It needs a key store that implements
-	// [billing.KeyChecker]. Nil (the default) reads the key store on every call.
+	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
 }
 
@@ -128,7 +130,7 @@ type Service struct {
 	registry  catalog.APIRegistry
 	authority *auth.Authority
 	meter     *billing.Meter
-	keys      billing.KeyChecker // set when key records are cached
+	keys      auth.KeyChecker // set when key records are cached
 	plans     *billing.Plans
 	fetcher   *safefetch.Fetcher
 	now       func() time.Time
@@ -139,7 +141,7 @@ type Service struct {
 	renewEvery time.Duration
 	ids        requestIDs
 	keyHooks   keyHooks // see OnKeyChange
-	sweeper    billing.Sweeper
+	sweeper    driver.Sweeper
 	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
 	closeOnce  sync.Once
 }
@@ -154,11 +156,11 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		opts = &Options{}
 	}
 	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions}
-	var checker billing.KeyChecker
+	var checker auth.KeyChecker
 	if opts.KeyCache != nil {
 		var ok bool
-		if checker, ok = stores.Keys.(billing.KeyChecker); !ok {
-			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (billing.KeyChecker); %T does not", stores.Keys)
+		if checker, ok = stores.Keys.(auth.KeyChecker); !ok {
+			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (auth.KeyChecker); %T does not", stores.Keys)
 		}
 		authOpts.Cache = auth.NewKeyCache(opts.KeyCache)
 	}
@@ -212,7 +214,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
-	s.sweeper, _ = stores.Ledger.(billing.Sweeper)
+	s.sweeper, _ = stores.Ledger.(driver.Sweeper)
 	if interval := opts.SweepInterval; s.sweeper != nil && interval >= 0 {
 		if interval == 0 {
 			interval = DefaultSweepInterval
@@ -238,7 +240,7 @@ func (s *Service) Close() {
 // Sweep voids the expired reservations of every account now, in batches, until none is
 // left or ctx ends, and returns how many it voided. The background sweep calls it every
 // [Options.SweepInterval]; a host that turned that off may call it on its own schedule.
-// It does nothing for a ledger that is not a [billing.Sweeper].
+// It does nothing for a ledger that is not a [driver.Sweeper].
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if s.sweeper == nil {
 		return 0, nil
@@ -425,8 +427,8 @@ type Input struct {
 	File *catalog.File
 }
 
-// An Invocation is one validated API call, ready to run.
-type Invocation struct {
+// An invocation is one validated API call, ready to run.
+type invocation struct {
 	API    *catalog.API
 	Params catalog.Params
 	// File is the uploaded file of a file API; FileURL the address to fetch it from
@@ -438,7 +440,7 @@ type Invocation struct {
 // prepare validates the input of a call to api. It never charges anything. For a file API it checks the uploaded file's size and type, or, for
 // the URL form, that the address is one the service may fetch; the fetch itself happens
 // after admission.
-func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (Invocation, error) {
+func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (invocation, error) {
 	var (
 		params catalog.Params
 		err    error
@@ -449,12 +451,12 @@ func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (Invo
 		params, err = api.ValidateJSON(in.JSON)
 	}
 	if err != nil {
-		return Invocation{}, newError(CodeInvalidInput, err.Error(), err)
+		return invocation{}, newError(CodeInvalidInput, err.Error(), err)
 	}
-	inv := Invocation{API: api, Params: params, File: in.File}
+	inv := invocation{API: api, Params: params, File: in.File}
 	if api.File == nil {
 		if in.File != nil {
-			return Invocation{}, newError(CodeInvalidInput, fmt.Sprintf("the %s API takes no file", api.ID), nil)
+			return invocation{}, newError(CodeInvalidInput, fmt.Sprintf("the %s API takes no file", api.ID), nil)
 		}
 		return inv, nil
 	}
@@ -462,16 +464,16 @@ func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (Invo
 	delete(params, catalog.URLParam)
 	switch {
 	case in.File != nil && inv.FileURL != "":
-		return Invocation{}, newError(CodeInvalidInput, fmt.Sprintf("send either a file in the %s field or a url, not both", api.File.Name), nil)
+		return invocation{}, newError(CodeInvalidInput, fmt.Sprintf("send either a file in the %s field or a url, not both", api.File.Name), nil)
 	case in.File != nil:
 		return inv, checkFile(api, in.File)
 	case inv.FileURL != "":
 		if err := s.fetcher.Check(ctx, inv.FileURL); err != nil {
-			return Invocation{}, fetchError(err)
+			return invocation{}, fetchError(err)
 		}
 		return inv, nil
 	}
-	return Invocation{}, newError(CodeInvalidInput, fmt.Sprintf(
+	return invocation{}, newError(CodeInvalidInput, fmt.Sprintf(
 		"the %s API needs a file: upload it as multipart/form-data in the %s field, or pass its address in the url parameter",
 		api.ID, api.File.Name), nil)
 }
@@ -521,7 +523,7 @@ type Result struct {
 // settles: the cost of an API whose invocations all failed on the service's side is
 // refunded. Results are in the order of invs. A call the plan refused (rate,
 // concurrency or credits) or that a store could not admit is answered through refuse.
-func (s *Service) run(ctx context.Context, p *Principal, invs []Invocation) Reply {
+func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Reply {
 	var rc Receipt
 	// The call costs the sum of its distinct APIs' costs: it pays for each API it uses,
 	// not for each time it names one.
@@ -541,10 +543,10 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []Invocation) Repl
 		APIs: apis, Cost: cost, Now: now,
 	}
 	if p.Cached {
-		a.Key = &billing.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
+		a.Key = &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
 	}
 	t, err := s.meter.Admit(ctx, a)
-	if errors.Is(err, billing.ErrKeyChanged) {
+	if errors.Is(err, auth.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
 		// with the fresh record.
@@ -625,7 +627,7 @@ type who struct{ account, key string }
 // calling goroutine, the others on goroutines of their own. A handler is expected to
 // return once its context is done; one that does not delays the answer but not the
 // accounting, because invoke judges by the context, not by the clock.
-func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []Invocation) []Result {
+func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation) []Result {
 	cc := newCallContext(parent, s.timeout)
 	defer cc.release()
 	var ctx context.Context = cc
@@ -673,7 +675,7 @@ func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket) (
 
 // invoke runs one invocation: fetches its file in the URL form, then calls the handler,
 // turning a panic into a failure on the service's side.
-func (s *Service) invoke(ctx context.Context, w who, inv *Invocation) (r Result) {
+func (s *Service) invoke(ctx context.Context, w who, inv *invocation) (r Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.ErrorContext(ctx, "tollgate: API handler panicked", "api", inv.API.ID, "panic", v, "stack", string(debug.Stack()))
@@ -738,11 +740,11 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if !p.Cached {
 		return nil
 	}
-	state, err := s.keys.CheckKey(ctx, billing.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash})
+	state, err := s.keys.CheckKey(ctx, auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash})
 	if err != nil {
 		return s.unavailable("key store", err)
 	}
-	if state != billing.KeyLive {
+	if state != auth.KeyLive {
 		return s.refresh(ctx, p)
 	}
 	p.Cached = false

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -31,7 +33,7 @@ type harness struct {
 type harnessOptions struct {
 	plan   billing.Plan
 	opts   tollgate.Options
-	ledger billing.Ledger
+	ledger driver.Ledger
 }
 
 func newHarness(t *testing.T, ho harnessOptions) *harness {
@@ -97,7 +99,7 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 
 // countingSlots counts lease renewals.
 type countingSlots struct {
-	billing.ConcurrencyLimiter
+	driver.ConcurrencyLimiter
 	renewals atomic.Int32
 }
 
@@ -283,9 +285,9 @@ func TestRunRenewsTheSlotOfALongCall(t *testing.T) {
 }
 
 // failingLedger is a ledger whose store cannot be reached.
-type failingLedger struct{ billing.Ledger }
+type failingLedger struct{ driver.Ledger }
 
-func (failingLedger) Reserve(context.Context, billing.Reservation) (billing.Balance, error) {
+func (failingLedger) Reserve(context.Context, driver.Reservation) (billing.Balance, error) {
 	return billing.Balance{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
 }
 

@@ -56,7 +56,7 @@ type Principal struct {
 	Account Account
 	Key     Key
 	// Cached reports that the key's record came from the authority's cache, so the key
-	// may have been rotated or revoked since: check it (billing.KeyCheck) before
+	// may have been rotated or revoked since: check it (KeyCheck) before
 	// serving the call, or call [Authority.Refresh].
 	Cached bool
 	// ByID reports that the caller was authenticated by the key's stable id rather than

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -31,24 +33,24 @@ func newStepStore() *stepStore {
 
 func (s *stepStore) trips() int32 { return s.steps.Load() + s.closes.Load() + s.plain.Load() }
 
-func (s *stepStore) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+func (s *stepStore) Admit(ctx context.Context, st driver.Step) (driver.StepResult, error) {
 	s.steps.Add(1)
-	var r billing.StepResult
+	var r driver.StepResult
 	if st.Key != nil {
-		if r.Key, _ = s.KeyStore.CheckKey(ctx, *st.Key); r.Key != billing.KeyLive {
-			r.Denied = billing.DeniedKey
+		if r.Key, _ = s.KeyStore.CheckKey(ctx, *st.Key); r.Key != auth.KeyLive {
+			r.Denied = driver.DeniedKey
 			return r, nil
 		}
 	}
 	if st.Rate != nil {
 		if r.Rate, _ = s.RateLimiter.Allow(ctx, st.Account, *st.Rate, st.Now); !r.Rate.Allowed {
-			r.Denied = billing.DeniedRate
+			r.Denied = driver.DeniedRate
 			return r, nil
 		}
 	}
 	if st.Slot != nil {
 		if r.Slot, _ = s.ConcurrencyLimiter.Acquire(ctx, st.Account, st.Request, st.Slot.Ceiling, st.Slot.Lease, st.Now); !r.Slot.Acquired {
-			r.Denied = billing.DeniedSlot
+			r.Denied = driver.DeniedSlot
 			return r, nil
 		}
 	}
@@ -58,14 +60,14 @@ func (s *stepStore) Admit(ctx context.Context, st billing.Step) (billing.StepRes
 			if st.Slot != nil {
 				s.ConcurrencyLimiter.Release(ctx, st.Account, st.Request)
 			}
-			r.Denied = billing.DeniedCredits
+			r.Denied = driver.DeniedCredits
 			return r, nil
 		}
 	}
 	return r, nil
 }
 
-func (s *stepStore) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+func (s *stepStore) Close(ctx context.Context, c driver.Closing) (billing.Balance, error) {
 	s.closes.Add(1)
 	var (
 		b   billing.Balance
@@ -86,12 +88,12 @@ func (s *stepStore) Allow(ctx context.Context, key string, l billing.Limit, now 
 	return s.RateLimiter.Allow(ctx, key, l, now)
 }
 
-func (s *stepStore) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+func (s *stepStore) Reserve(ctx context.Context, r driver.Reservation) (billing.Balance, error) {
 	s.plain.Add(1)
 	return s.Ledger.Reserve(ctx, r)
 }
 
-func (s *stepStore) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeyState, error) {
+func (s *stepStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
 	s.plain.Add(1)
 	return s.KeyStore.CheckKey(ctx, c)
 }
@@ -105,7 +107,7 @@ func prepare(t *testing.T, s *stepStore) auth.Key {
 	if err := s.KeyStore.CreateAccount(t.Context(), auth.Account{ID: "a", Plan: "pro"}, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ledger.Open(t.Context(), billing.Opening{Account: "a", Balance: 10, Allowance: 10, Period: billing.MonthOf(jan15)}); err != nil {
+	if err := s.Ledger.Open(t.Context(), driver.Opening{Account: "a", Balance: 10, Allowance: 10, Period: billing.MonthOf(jan15)}); err != nil {
 		t.Fatal(err)
 	}
 	return key
@@ -120,16 +122,16 @@ func TestOneRoundTripPerStore(t *testing.T) {
 	tests := []struct {
 		name string
 		// stores returns ledger, rates, slots, keys and the stores to count.
-		stores         func(one, two *stepStore) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter, billing.KeyChecker)
+		stores         func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker)
 		admit, settle  [2]int32 // round trips to one and two
 		withKeyCheck   bool
 		ledgerInTwo    bool
 		keysInTwoStore bool
 	}{
-		{"one store", func(one, _ *stepStore) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter, billing.KeyChecker) {
+		{"one store", func(one, _ *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
 			return one, one, one, one
 		}, [2]int32{1, 0}, [2]int32{1, 0}, true, false, false},
-		{"limits apart from keys and credits", func(one, two *stepStore) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter, billing.KeyChecker) {
+		{"limits apart from keys and credits", func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
 			return two, one, one, two
 		}, [2]int32{1, 1}, [2]int32{1, 1}, true, true, true},
 	}
@@ -150,7 +152,7 @@ func TestOneRoundTripPerStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, APIs: []string{"x"}, Cost: 1, Now: jan15,
-				Key: &billing.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
+				Key: &auth.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
 			tk, err := m.Admit(t.Context(), a)
 			if err != nil {
 				t.Fatal(err)
@@ -178,7 +180,7 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := &billing.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}
+	check := &auth.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}
 	// Credits short: the slot taken by the limits store is released.
 	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, Cost: 11, Now: jan15, Key: check})
 	if !errors.Is(err, billing.ErrInsufficientCredits) {
@@ -192,8 +194,8 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{2}, Cost: 1, Now: jan15, Key: check})
-	var ke *billing.KeyError
-	if !errors.As(err, &ke) || ke.State != billing.KeyRevoked || !errors.Is(err, billing.ErrKeyChanged) {
+	var ke *auth.KeyError
+	if !errors.As(err, &ke) || ke.State != auth.KeyRevoked || !errors.Is(err, auth.ErrKeyChanged) {
 		t.Fatalf("Admit with a revoked key: %v, want a KeyError with KeyRevoked", err)
 	}
 	if n, _ := limits.InUse(t.Context(), "a", jan15); n != 0 {
@@ -211,7 +213,7 @@ func TestAdmitKeyCheckNeedsAChecker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Cost: 1, Now: jan15, Key: &billing.KeyCheck{Account: "a"}})
+	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Cost: 1, Now: jan15, Key: &auth.KeyCheck{Account: "a"}})
 	if err == nil {
 		t.Error("an admission with a key check passed without a key checker")
 	}
@@ -225,15 +227,15 @@ type flakyStore struct {
 	admitFails, broken atomic.Bool
 }
 
-func (f *flakyStore) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+func (f *flakyStore) Admit(ctx context.Context, st driver.Step) (driver.StepResult, error) {
 	r, err := f.stepStore.Admit(ctx, st)
 	if f.admitFails.Load() {
-		return billing.StepResult{}, errors.New("connection reset by peer")
+		return driver.StepResult{}, errors.New("connection reset by peer")
 	}
 	return r, err
 }
 
-func (f *flakyStore) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+func (f *flakyStore) Close(ctx context.Context, c driver.Closing) (billing.Balance, error) {
 	if f.broken.Load() {
 		return billing.Balance{}, errors.New("connection refused")
 	}
@@ -357,7 +359,7 @@ func TestRetriesBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &flakyStore{stepStore: newStepStore()}
 		prepare(t, f.stepStore)
-		if _, err := f.Ledger.Adjust(t.Context(), billing.Adjustment{Account: "a", Request: billing.RequestID{0xad}, Amount: 1000,
+		if _, err := f.Ledger.Adjust(t.Context(), driver.Adjustment{Account: "a", Request: billing.RequestID{0xad}, Amount: 1000,
 			Reason: "test", Period: billing.MonthOf(time.Now()), Allowance: 10, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

@@ -2,11 +2,16 @@
 // limit and its concurrency ceiling. A [Plan] says what an account may spend and how
 // fast; a [Meter] admits each call (checks the rate limit, takes a concurrency slot,
 // reserves the credits) and settles it when it ends (keeps the charge, or refunds what
-// failed on the service's side, and frees the slot). The Meter is the policy; the
-// stores it runs on ([Ledger], [RateLimiter], [ConcurrencyLimiter], and a [KeyChecker]
-// when key records are cached) keep the state, in one process (store/memory) or shared
-// by many (store/postgres, store/redis). A store that can perform several parts of an
-// admission in one atomic step offers it as an [Admitter].
+// failed on the service's side, and frees the slot).
+//
+// The Meter is the policy. The stores it runs on keep the state, in one process
+// (store/memory) or shared by many (store/postgres, store/redis). Their contract, the
+// interfaces a store implements ([driver.Ledger], [driver.RateLimiter],
+// [driver.ConcurrencyLimiter], and the optional [driver.Admitter] and [driver.Sweeper])
+// and the values they exchange, is package [driver], as database/sql's is
+// database/sql/driver: users of billing never need it, store authors need nothing else
+// (and store/storetest, which checks an implementation). A key store that can check a
+// cached key in the same step as an admission implements [auth.KeyChecker].
 //
 // # A reservation's life
 //
@@ -27,7 +32,7 @@
 // Whichever gets there first wins, and the other changes nothing: a settlement that
 // arrives after the void gets [ErrVoided]; a void never follows a settlement. Every
 // ledger operation on an account voids its expired reservations first, and a
-// [Sweeper] voids those of accounts nobody touches, from any instance, concurrently
+// [driver.Sweeper] voids those of accounts nobody touches, from any instance, concurrently
 // with every other.
 //
 // So no credit lives only in a process's memory. A settlement the store cannot take

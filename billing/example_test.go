@@ -6,6 +6,8 @@ import (
 	"log"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -20,7 +22,7 @@ func ExampleMeter() {
 	now := time.Date(2025, time.March, 14, 12, 0, 0, 0, time.UTC)
 
 	// The account starts the month with the plan's allowance.
-	err = meter.Ledger().Open(ctx, billing.Opening{
+	err = meter.Ledger().Open(ctx, driver.Opening{
 		Account: "acct_42", Balance: plan.Credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
 	})
 	if err != nil {

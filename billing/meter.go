@@ -10,6 +10,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
 // Errors of admission. Each is the Reason of a [*LimitError].
@@ -41,15 +44,15 @@ func (e *LimitError) Unwrap() error { return e.Reason }
 // undoing what earlier stores took if a later one refuses. Settlement is one step per
 // store that holds something: keep or refund the charge, free the slot.
 //
-// Stores that implement [Admitter] perform all the parts they hold in one round trip;
+// Stores that implement [driver.Admitter] perform all the parts they hold in one round trip;
 // the others are called part by part.
 //
 // A Meter is safe for concurrent use.
 type Meter struct {
-	ledger Ledger
-	rates  RateLimiter
-	slots  ConcurrencyLimiter
-	keys   KeyChecker
+	ledger driver.Ledger
+	rates  driver.RateLimiter
+	slots  driver.ConcurrencyLimiter
+	keys   auth.KeyChecker
 	lease  time.Duration
 	groups []group // the stores in the order admission visits them
 	hold   time.Duration
@@ -69,7 +72,7 @@ type MeterOptions struct {
 	// that cache key records. When it is the same store as one of the others and an
 	// Admitter, the check is part of that store's admission step. Nil means admissions
 	// carry no key check.
-	Keys KeyChecker
+	Keys auth.KeyChecker
 	// Hold is how long a reservation may stay open: one still open Hold after its
 	// admission is voided, its credits given back. It must be longer than any call
 	// runs, plus the time its settlement takes, plus the clock skew between the
@@ -109,14 +112,14 @@ const (
 
 // A group is the parts of an admission held by one store.
 type group struct {
-	adm   Admitter // nil: the parts are performed one by one through the plain interfaces
+	adm   driver.Admitter // nil: the parts are performed one by one through the plain interfaces
 	parts part
 }
 
 // NewMeter returns a Meter over the three stores. opts may be nil.
-func NewMeter(ledger Ledger, rates RateLimiter, slots ConcurrencyLimiter, opts *MeterOptions) (*Meter, error) {
+func NewMeter(ledger driver.Ledger, rates driver.RateLimiter, slots driver.ConcurrencyLimiter, opts *MeterOptions) (*Meter, error) {
 	if ledger == nil || rates == nil || slots == nil {
-		return nil, errors.New("billing: NewMeter needs a Ledger, a RateLimiter and a ConcurrencyLimiter")
+		return nil, errors.New("billing: NewMeter needs a driver.Ledger, a driver.RateLimiter and a driver.ConcurrencyLimiter")
 	}
 	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease, hold: DefaultHold,
 		now: time.Now, log: slog.Default()}
@@ -148,7 +151,7 @@ func NewMeter(ledger Ledger, rates RateLimiter, slots ConcurrencyLimiter, opts *
 // credits: the parts of one Admitter form one group, visited where its first part
 // falls. A key check whose store is no Admitter among the others goes first, so that a
 // stale key takes nothing.
-func planGroups(rates RateLimiter, slots ConcurrencyLimiter, ledger Ledger, keys KeyChecker) []group {
+func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys auth.KeyChecker) []group {
 	stores := []struct {
 		p part
 		s any
@@ -161,7 +164,7 @@ func planGroups(rates RateLimiter, slots ConcurrencyLimiter, ledger Ledger, keys
 	}
 	var groups []group
 	for _, st := range stores {
-		adm, ok := st.s.(Admitter)
+		adm, ok := st.s.(driver.Admitter)
 		if ok {
 			if i := slices.IndexFunc(groups, func(g group) bool { return g.adm != nil && sameStore(g.adm, adm) }); i >= 0 {
 				groups[i].parts |= st.p
@@ -192,7 +195,7 @@ func (m *Meter) Lease() time.Duration { return m.lease }
 func (m *Meter) Hold() time.Duration { return m.hold }
 
 // Ledger returns the meter's ledger.
-func (m *Meter) Ledger() Ledger { return m.ledger }
+func (m *Meter) Ledger() driver.Ledger { return m.ledger }
 
 // An Admission asks to admit one call.
 type Admission struct {
@@ -205,10 +208,10 @@ type Admission struct {
 	// Cost is the credits the call takes.
 	Cost int64
 	Now  time.Time
-	// Key, when set, is checked as part of the admission (see [KeyCheck]); a key that
-	// is no longer live refuses the call with a [*KeyError]. It needs
+	// Key, when set, is checked as part of the admission (see [auth.KeyCheck]); a key that
+	// is no longer live refuses the call with a [*auth.KeyError]. It needs
 	// MeterOptions.Keys.
-	Key *KeyCheck
+	Key *auth.KeyCheck
 }
 
 // A Ticket is an admitted call, to be settled exactly once with [Meter.Settle].
@@ -235,7 +238,7 @@ func (t *Ticket) HoldsSlot() bool { return t.held&partSlot != 0 }
 
 // Admit checks the key (if the admission carries a key check), the rate limit, takes a
 // concurrency slot and reserves the credits until the ticket's Expires. A refusal by the
-// plan is a [*LimitError]; a stale key a [*KeyError]; any other error comes from a
+// plan is a [*LimitError]; a stale key a [*auth.KeyError]; any other error comes from a
 // store. After any error the caller holds nothing: what earlier stores took is given
 // back, and what a store that failed may still have taken (its answer lost) is given
 // back by the reservation's expiry and the slot's lease. The returned Ticket carries
@@ -270,7 +273,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 		}
 		if err != nil {
 			if t.held != 0 {
-				m.close(context.WithoutCancel(ctx), &t, &Settlement{Refund: a.Cost, Uncount: a.APIs, Now: a.Now})
+				m.close(context.WithoutCancel(ctx), &t, &driver.Settlement{Refund: a.Cost, Uncount: a.APIs, Now: a.Now})
 			}
 			return t, err
 		}
@@ -278,14 +281,14 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	return t, nil
 }
 
-func (m *Meter) reservation(a *Admission, t *Ticket) Reservation {
-	return Reservation{Account: a.Account, Request: a.Request, APIs: a.APIs, Amount: a.Cost,
+func (m *Meter) reservation(a *Admission, t *Ticket) driver.Reservation {
+	return driver.Reservation{Account: a.Account, Request: a.Request, APIs: a.APIs, Amount: a.Cost,
 		Period: t.Period, Allowance: a.Plan.Credits, Now: a.Now, Expires: t.Expires}
 }
 
 // admitStep sends the parts one Admitter holds in one step.
-func (m *Meter) admitStep(ctx context.Context, adm Admitter, parts part, a *Admission, limit Limit, t *Ticket) error {
-	s := Step{Account: a.Account, Request: a.Request, Now: a.Now}
+func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, a *Admission, limit Limit, t *Ticket) error {
+	s := driver.Step{Account: a.Account, Request: a.Request, Now: a.Now}
 	if parts&partKey != 0 {
 		s.Key = a.Key
 	}
@@ -293,7 +296,7 @@ func (m *Meter) admitStep(ctx context.Context, adm Admitter, parts part, a *Admi
 		s.Rate = &limit
 	}
 	if parts&partSlot != 0 {
-		s.Slot = &SlotClaim{Ceiling: a.Plan.Concurrency, Lease: m.lease}
+		s.Slot = &driver.SlotClaim{Ceiling: a.Plan.Concurrency, Lease: m.lease}
 	}
 	if parts&partCredits != 0 {
 		r := m.reservation(a, t)
@@ -313,16 +316,16 @@ func (m *Meter) admitStep(ctx context.Context, adm Admitter, parts part, a *Admi
 		t.Balance = r.Balance
 	}
 	switch r.Denied {
-	case NotDenied:
+	case driver.NotDenied:
 		t.held |= parts & (partSlot | partCredits)
 		return nil
-	case DeniedKey:
-		return &KeyError{State: r.Key}
-	case DeniedRate:
+	case driver.DeniedKey:
+		return &auth.KeyError{State: r.Key}
+	case driver.DeniedRate:
 		return rateError(a, r.Rate)
-	case DeniedSlot:
+	case driver.DeniedSlot:
 		return slotError(a)
-	case DeniedCredits:
+	case driver.DeniedCredits:
 		return creditsError(a, r.Balance)
 	}
 	return fmt.Errorf("billing: the admission step answered an unknown denial %d", r.Denied)
@@ -335,8 +338,8 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 		if err != nil {
 			return err
 		}
-		if state != KeyLive {
-			return &KeyError{State: state}
+		if state != auth.KeyLive {
+			return &auth.KeyError{State: state}
 		}
 	}
 	if parts&partRate != 0 {
@@ -414,13 +417,13 @@ type Outcome struct {
 // expires; what it cannot close by then is settled by the expiry itself, in the
 // customer's favour (the reservation is voided, the call not charged).
 func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (Balance, error) {
-	return m.close(context.WithoutCancel(ctx), t, &Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now), Now: o.Now})
+	return m.close(context.WithoutCancel(ctx), t, &driver.Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now), Now: o.Now})
 }
 
 // close settles the reservation with s (whose account, request and allowance it fills
 // in) and frees the slot, one step per store that holds one of them. ctx must not be
 // canceled by the client.
-func (m *Meter) close(ctx context.Context, t *Ticket, s *Settlement) (Balance, error) {
+func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (Balance, error) {
 	s.Account, s.Request, s.Allowance = t.Account, t.Request, t.Plan.Credits
 	if s.Period.Start.IsZero() {
 		s.Period = t.Period
@@ -456,9 +459,9 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *Settlement) (Balance, e
 
 // closeGroup settles the reservation (if held has credits) and frees the slot (if held
 // has a slot) that one store holds: in one step for an Admitter, part by part otherwise.
-func (m *Meter) closeGroup(ctx context.Context, adm Admitter, held part, account string, request RequestID, s *Settlement) (Balance, error) {
+func (m *Meter) closeGroup(ctx context.Context, adm driver.Admitter, held part, account string, request RequestID, s *driver.Settlement) (Balance, error) {
 	if adm != nil {
-		c := Closing{Account: account, Request: request, ReleaseSlot: held&partSlot != 0}
+		c := driver.Closing{Account: account, Request: request, ReleaseSlot: held&partSlot != 0}
 		if held&partCredits != 0 {
 			c.Settlement = s
 		}

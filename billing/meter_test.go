@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -37,7 +39,7 @@ func newFixture(t testing.TB, opts *billing.MeterOptions) *fixture {
 // open gives account a balance in the month of now.
 func (f *fixture) open(t testing.TB, account string, plan billing.Plan, balance int64, now time.Time) {
 	t.Helper()
-	err := f.ledger.Open(t.Context(), billing.Opening{
+	err := f.ledger.Open(t.Context(), driver.Opening{
 		Account: account, Balance: balance, Allowance: plan.Credits, Period: billing.MonthOf(now),
 	})
 	if err != nil {
@@ -137,9 +139,9 @@ func TestNewMeterRefusesNilStores(t *testing.T) {
 	l, r, c := memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter()
 	tests := []struct {
 		name   string
-		ledger billing.Ledger
-		rates  billing.RateLimiter
-		slots  billing.ConcurrencyLimiter
+		ledger driver.Ledger
+		rates  driver.RateLimiter
+		slots  driver.ConcurrencyLimiter
 	}{
 		{"no ledger", nil, r, c},
 		{"no rate limiter", l, nil, c},
@@ -173,7 +175,7 @@ func TestMeterLease(t *testing.T) {
 			if got := f.meter.Lease(); got != tt.want {
 				t.Errorf("Lease() = %s, want %s", got, tt.want)
 			}
-			if f.meter.Ledger() != billing.Ledger(f.ledger) {
+			if f.meter.Ledger() != driver.Ledger(f.ledger) {
 				t.Error("Ledger() is not the ledger given to NewMeter")
 			}
 		})
@@ -456,11 +458,11 @@ func TestAdmitReleasesSlotOnCanceledContext(t *testing.T) {
 
 // cancelOnReserve cancels the caller's context just before reserving.
 type cancelOnReserve struct {
-	billing.Ledger
+	driver.Ledger
 	cancel context.CancelFunc
 }
 
-func (c cancelOnReserve) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+func (c cancelOnReserve) Reserve(ctx context.Context, r driver.Reservation) (billing.Balance, error) {
 	c.cancel()
 	return c.Ledger.Reserve(ctx, r)
 }
@@ -612,7 +614,7 @@ func TestUnlimitedPlanSkipsLimiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := billing.Plan{Name: "unlimited", Credits: 10}
-	if err := ledger.Open(t.Context(), billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: billing.MonthOf(t0)}); err != nil {
+	if err := ledger.Open(t.Context(), driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: billing.MonthOf(t0)}); err != nil {
 		t.Fatal(err)
 	}
 	tk, err := m.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
@@ -641,18 +643,18 @@ func TestStoreFailures(t *testing.T) {
 	tests := []struct {
 		name string
 		// wrap replaces some of the fixture's stores with failing ones.
-		wrap func(f *fixture) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter)
+		wrap func(f *fixture) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter)
 		// rateConsumed reports whether the call's rate event is spent, because the
 		// failure came after the rate limiter allowed it.
 		rateConsumed bool
 	}{
-		{"rate limiter", func(f *fixture) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter) {
+		{"rate limiter", func(f *fixture) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter) {
 			return f.ledger, &failingRates{err: errConnRefused}, f.slots
 		}, false},
-		{"concurrency limiter", func(f *fixture) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter) {
+		{"concurrency limiter", func(f *fixture) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter) {
 			return f.ledger, f.rates, &failingSlots{err: errConnRefused}
 		}, true},
-		{"ledger", func(f *fixture) (billing.Ledger, billing.RateLimiter, billing.ConcurrencyLimiter) {
+		{"ledger", func(f *fixture) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter) {
 			return failingLedger{Ledger: f.ledger, err: errConnRefused}, f.rates, f.slots
 		}, true},
 	}
@@ -740,9 +742,9 @@ type failingSlots struct {
 	calls atomic.Int64
 }
 
-func (s *failingSlots) Acquire(context.Context, string, billing.RequestID, int, time.Duration, time.Time) (billing.SlotDecision, error) {
+func (s *failingSlots) Acquire(context.Context, string, billing.RequestID, int, time.Duration, time.Time) (driver.SlotDecision, error) {
 	s.calls.Add(1)
-	return billing.SlotDecision{}, s.err
+	return driver.SlotDecision{}, s.err
 }
 
 func (s *failingSlots) Release(context.Context, string, billing.RequestID) error {
@@ -762,18 +764,18 @@ func (s *failingSlots) InUse(context.Context, string, time.Time) (int, error) {
 
 // failingLedger fails Reserve and Settle (or Settle only) and passes the rest through.
 type failingLedger struct {
-	billing.Ledger
+	driver.Ledger
 	err        error
 	settleOnly bool
 }
 
-func (l failingLedger) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+func (l failingLedger) Reserve(ctx context.Context, r driver.Reservation) (billing.Balance, error) {
 	if l.settleOnly {
 		return l.Ledger.Reserve(ctx, r)
 	}
 	return billing.Balance{}, l.err
 }
 
-func (l failingLedger) Settle(context.Context, billing.Settlement) (billing.Balance, error) {
+func (l failingLedger) Settle(context.Context, driver.Settlement) (billing.Balance, error) {
 	return billing.Balance{}, l.err
 }

@@ -104,16 +104,3 @@ func (ps *Plans) Names() []string {
 	slices.Sort(names)
 	return names
 }
-
-// A Period is one credit period: from Start (inclusive) to End (exclusive).
-type Period struct {
-	Start, End time.Time
-}
-
-// MonthOf returns the calendar month (UTC) that t falls in, the credit period of every
-// plan.
-func MonthOf(t time.Time) Period {
-	t = t.UTC()
-	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
-	return Period{Start: start, End: start.AddDate(0, 1, 0)}
-}

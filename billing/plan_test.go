@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/billing"
 )
 
@@ -74,7 +76,7 @@ func TestNewPlansAccepts(t *testing.T) {
 			// An accepted rate limit works: a fresh key gets its first call and the
 			// rest of its burst.
 			if l, ok := tt.plan.RateLimit(); ok {
-				d, _ := billing.GCRA(l, 0, t0.UnixNano())
+				d, _ := driver.GCRA(l, 0, t0.UnixNano())
 				if !d.Allowed || d.Remaining != l.Burst-1 {
 					t.Errorf("GCRA(%+v) on a fresh key = %+v, want allowed with %d remaining", l, d, l.Burst-1)
 				}

@@ -1,8 +1,9 @@
 // Package store holds the vocabulary shared by every storage implementation in Tollgate:
 // the sentinel errors that store methods wrap to report well-known conditions.
 //
-// The store interfaces themselves live next to their consumers ([auth.KeyStore] in auth,
-// [billing.Ledger], [billing.RateLimiter] and [billing.ConcurrencyLimiter] in billing).
+// The store interfaces themselves live next to their consumers: [auth.KeyStore] in auth,
+// and the billing stores' contract ([driver.Ledger], [driver.RateLimiter],
+// [driver.ConcurrencyLimiter] and the optional ones) in billing/driver.
 // Implementations are in store/memory (the in-process reference), store/postgres and
 // store/redis; every implementation runs the conformance suites in store/storetest.
 //

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -24,8 +23,8 @@ type KeyStore struct {
 
 // Interface guards.
 var (
-	_ auth.KeyStore      = (*KeyStore)(nil)
-	_ billing.KeyChecker = (*KeyStore)(nil)
+	_ auth.KeyStore   = (*KeyStore)(nil)
+	_ auth.KeyChecker = (*KeyStore)(nil)
 )
 
 // NewKeyStore returns an empty KeyStore.
@@ -215,25 +214,25 @@ func (s *KeyStore) RevokeKey(ctx context.Context, id string, at time.Time) (auth
 	return k, nil
 }
 
-// CheckKey reports whether a key is still live (see [billing.KeyChecker]).
-func (s *KeyStore) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeyState, error) {
+// CheckKey reports whether a key is still live (see [auth.KeyChecker]).
+func (s *KeyStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if _, ok := s.accounts[c.Account]; !ok {
-		return billing.KeyUnknown, nil
+		return auth.KeyUnknown, nil
 	}
 	if c.KeyID == "" {
-		return billing.KeyLive, nil
+		return auth.KeyLive, nil
 	}
 	k, ok := s.keys[c.KeyID]
 	switch {
 	case !ok || k.AccountID != c.Account || k.Hash != auth.Hash(c.Hash):
-		return billing.KeyUnknown, nil
+		return auth.KeyUnknown, nil
 	case k.Revoked():
-		return billing.KeyRevoked, nil
+		return auth.KeyRevoked, nil
 	}
-	return billing.KeyLive, nil
+	return auth.KeyLive, nil
 }

@@ -10,11 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// Ledger is the in-memory [billing.Ledger] and [billing.Sweeper]. Each account has its
+// Ledger is the in-memory [driver.Ledger] and [driver.Sweeper]. Each account has its
 // own lock, so accounts never contend with each other.
 //
 // A reservation lives in its account's table of open reservations until it is settled
@@ -24,7 +25,7 @@ import (
 //	                   |
 //	                   +-- Expires <= now ------> voided (remembered): the credits come
 //	                       (the account's next        back, the APIs are uncounted, and a
-//	                       operation, or Sweep)       later Settle gets billing.ErrVoided
+//	                       operation, or Sweep)       later Settle gets driver.ErrVoided
 //
 // Every operation on an account first voids its reservations that are open past their
 // expiry; an account keeps a lower bound of their expiries, so that this costs one
@@ -51,15 +52,15 @@ type account struct {
 	balance   int64
 	used      int64
 	allowance int64
-	period    billing.Period
+	period    driver.Period
 	usage     map[string]int64
-	open      map[billing.RequestID]reservation
+	open      map[driver.RequestID]reservation
 	// due is at most the earliest expiry among the open reservations (Unix
 	// nanoseconds), math.MaxInt64 when there are none. Written under mu; read by Sweep
 	// without it.
 	due  atomic.Int64
-	done map[billing.RequestID]closed
-	ring []billing.RequestID // the ids in done, oldest at next
+	done map[driver.RequestID]closed
+	ring []driver.RequestID // the ids in done, oldest at next
 	next int
 }
 
@@ -101,8 +102,8 @@ const (
 
 // Interface guards.
 var (
-	_ billing.Ledger  = (*Ledger)(nil)
-	_ billing.Sweeper = (*Ledger)(nil)
+	_ driver.Ledger  = (*Ledger)(nil)
+	_ driver.Sweeper = (*Ledger)(nil)
 )
 
 // NewLedger returns an empty Ledger. opts may be nil.
@@ -115,7 +116,7 @@ func NewLedger(opts *LedgerOptions) *Ledger {
 }
 
 // Open creates an account's balance.
-func (l *Ledger) Open(ctx context.Context, o billing.Opening) error {
+func (l *Ledger) Open(ctx context.Context, o driver.Opening) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -125,8 +126,8 @@ func (l *Ledger) Open(ctx context.Context, o billing.Opening) error {
 	switch {
 	case o.Balance < 0:
 		return fmt.Errorf("memory: account %q: a balance cannot be negative", o.Account)
-	case o.Balance > billing.MaxCredits || o.Allowance > billing.MaxCredits:
-		return fmt.Errorf("memory: account %q: %w", o.Account, billing.ErrTooManyCredits)
+	case o.Balance > driver.MaxCredits || o.Allowance > driver.MaxCredits:
+		return fmt.Errorf("memory: account %q: %w", o.Account, driver.ErrTooManyCredits)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -135,8 +136,8 @@ func (l *Ledger) Open(ctx context.Context, o billing.Opening) error {
 	}
 	a := &account{
 		balance: o.Balance, allowance: o.Allowance, period: o.Period,
-		usage: make(map[string]int64), open: make(map[billing.RequestID]reservation),
-		done: make(map[billing.RequestID]closed), // ring grows as ids are settled, up to l.remember
+		usage: make(map[string]int64), open: make(map[driver.RequestID]reservation),
+		done: make(map[driver.RequestID]closed), // ring grows as ids are settled, up to l.remember
 	}
 	a.due.Store(math.MaxInt64)
 	l.accounts[o.Account] = a
@@ -145,7 +146,7 @@ func (l *Ledger) Open(ctx context.Context, o billing.Opening) error {
 
 // lock finds an account and locks it, applying a due renewal and voiding the
 // reservations that are open past their expiry at now.
-func (l *Ledger) lock(ctx context.Context, id string, p billing.Period, allowance int64, now time.Time) (*account, error) {
+func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance int64, now time.Time) (*account, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -198,12 +199,12 @@ func (a *account) credit(r reservation, amount int64) bool {
 	return true
 }
 
-func (a *account) snapshot() billing.Balance {
-	return billing.Balance{Remaining: a.balance, Used: a.used, Allowance: a.allowance, Period: a.period}
+func (a *account) snapshot() driver.Balance {
+	return driver.Balance{Remaining: a.balance, Used: a.used, Allowance: a.allowance, Period: a.period}
 }
 
 // seen reports whether id was reserved, settled, voided or adjusted before.
-func (a *account) seen(id billing.RequestID) bool {
+func (a *account) seen(id driver.RequestID) bool {
 	if _, ok := a.open[id]; ok {
 		return true
 	}
@@ -213,7 +214,7 @@ func (a *account) seen(id billing.RequestID) bool {
 
 // forget records how id, which was open or not seen before, ended, forgetting the
 // oldest id when the ring is full.
-func (a *account) forget(id billing.RequestID, how closed, limit int) {
+func (a *account) forget(id driver.RequestID, how closed, limit int) {
 	if len(a.ring) < limit {
 		a.ring = append(a.ring, id)
 	} else {
@@ -225,10 +226,10 @@ func (a *account) forget(id billing.RequestID, how closed, limit int) {
 }
 
 // Reserve takes credits for a call.
-func (l *Ledger) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Balance, error) {
 	a, err := l.lock(ctx, r.Account, r.Period, r.Allowance, r.Now)
 	if err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	defer a.mu.Unlock()
 	switch {
@@ -241,7 +242,7 @@ func (l *Ledger) Reserve(ctx context.Context, r billing.Reservation) (billing.Ba
 		return a.snapshot(), nil
 	}
 	if a.balance < r.Amount {
-		return a.snapshot(), billing.ErrInsufficientCredits
+		return a.snapshot(), driver.ErrInsufficientCredits
 	}
 	a.balance -= r.Amount
 	a.used += r.Amount
@@ -264,17 +265,17 @@ func (l *Ledger) Reserve(ctx context.Context, r billing.Reservation) (billing.Ba
 }
 
 // Settle closes a reservation.
-func (l *Ledger) Settle(ctx context.Context, s billing.Settlement) (billing.Balance, error) {
+func (l *Ledger) Settle(ctx context.Context, s driver.Settlement) (driver.Balance, error) {
 	a, err := l.lock(ctx, s.Account, s.Period, s.Allowance, s.Now)
 	if err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	defer a.mu.Unlock()
 	res, ok := a.open[s.Request]
 	if !ok {
 		switch how, done := a.done[s.Request]; {
 		case done && how == voided:
-			return a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, billing.ErrVoided)
+			return a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, driver.ErrVoided)
 		case done:
 			return a.snapshot(), nil
 		}
@@ -294,23 +295,23 @@ func (l *Ledger) Settle(ctx context.Context, s billing.Settlement) (billing.Bala
 }
 
 // Adjust adds credits to, or takes them from, the balance.
-func (l *Ledger) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Balance, error) {
+func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balance, error) {
 	if err := store.CheckText("memory: the reason of an adjustment", adj.Reason); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	a, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance, adj.Now)
 	if err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	defer a.mu.Unlock()
 	if a.seen(adj.Request) {
 		return a.snapshot(), nil
 	}
-	if adj.Amount > billing.MaxCredits-(a.balance+a.used) {
-		return a.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, billing.ErrTooManyCredits)
+	if adj.Amount > driver.MaxCredits-(a.balance+a.used) {
+		return a.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyCredits)
 	}
 	if adj.Amount < -a.balance {
-		return a.snapshot(), billing.ErrInsufficientCredits
+		return a.snapshot(), driver.ErrInsufficientCredits
 	}
 	a.balance += adj.Amount
 	a.forget(adj.Request, settled, l.remember)
@@ -318,17 +319,17 @@ func (l *Ledger) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Ba
 }
 
 // Balance returns the account's balance.
-func (l *Ledger) Balance(ctx context.Context, account string, now time.Time, p billing.Period, allowance int64) (billing.Balance, error) {
+func (l *Ledger) Balance(ctx context.Context, account string, now time.Time, p driver.Period, allowance int64) (driver.Balance, error) {
 	a, err := l.lock(ctx, account, p, allowance, now)
 	if err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	defer a.mu.Unlock()
 	return a.snapshot(), nil
 }
 
 // Usage returns the calls per API counted in period p.
-func (l *Ledger) Usage(ctx context.Context, account string, p billing.Period) (map[string]int64, error) {
+func (l *Ledger) Usage(ctx context.Context, account string, p driver.Period) (map[string]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -6,11 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// RateLimiter is the in-memory [billing.RateLimiter]: a GCRA per key, which keeps one
+// RateLimiter is the in-memory [driver.RateLimiter]: a GCRA per key, which keeps one
 // timestamp (the theoretical arrival time) and decides exactly as a token bucket would.
 // Use [NewRateLimiter] to make one.
 type RateLimiter struct {
@@ -28,33 +29,33 @@ func NewRateLimiter() *RateLimiter {
 }
 
 // Allow decides whether one event may go ahead and records it if so.
-func (r *RateLimiter) Allow(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+func (r *RateLimiter) Allow(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
 	return r.decide(ctx, key, l, now, true)
 }
 
 // Peek reports what Allow would decide, without recording anything.
-func (r *RateLimiter) Peek(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+func (r *RateLimiter) Peek(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
 	return r.decide(ctx, key, l, now, false)
 }
 
-func (r *RateLimiter) decide(ctx context.Context, key string, l billing.Limit, now time.Time, record bool) (billing.RateDecision, error) {
+func (r *RateLimiter) decide(ctx context.Context, key string, l driver.Limit, now time.Time, record bool) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.RateDecision{}, err
+		return driver.RateDecision{}, err
 	}
 	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 {
-		return billing.RateDecision{}, fmt.Errorf("memory: rate limit %+v: rate, period and burst must be positive", l)
+		return driver.RateDecision{}, fmt.Errorf("memory: rate limit %+v: rate, period and burst must be positive", l)
 	}
 	b := r.buckets.get(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	d, tat := billing.GCRA(l, b.tat, now.UnixNano())
+	d, tat := driver.GCRA(l, b.tat, now.UnixNano())
 	if d.Allowed && record {
 		b.tat = tat
 	}
 	return d, nil
 }
 
-// ConcurrencyLimiter is the in-memory [billing.ConcurrencyLimiter]: per key, the set of
+// ConcurrencyLimiter is the in-memory [driver.ConcurrencyLimiter]: per key, the set of
 // holders with their lease expiries. Use [NewConcurrencyLimiter] to make one.
 type ConcurrencyLimiter struct {
 	slots lockedMap[slots]
@@ -62,7 +63,7 @@ type ConcurrencyLimiter struct {
 
 type slots struct {
 	mu      sync.Mutex
-	holders map[billing.RequestID]int64 // lease end, Unix nanoseconds
+	holders map[driver.RequestID]int64 // lease end, Unix nanoseconds
 }
 
 // NewConcurrencyLimiter returns an empty ConcurrencyLimiter.
@@ -72,8 +73,8 @@ func NewConcurrencyLimiter() *ConcurrencyLimiter {
 
 // Interface guards.
 var (
-	_ billing.RateLimiter        = (*RateLimiter)(nil)
-	_ billing.ConcurrencyLimiter = (*ConcurrencyLimiter)(nil)
+	_ driver.RateLimiter        = (*RateLimiter)(nil)
+	_ driver.ConcurrencyLimiter = (*ConcurrencyLimiter)(nil)
 )
 
 func (c *ConcurrencyLimiter) lock(ctx context.Context, key string) (*slots, error) {
@@ -83,16 +84,16 @@ func (c *ConcurrencyLimiter) lock(ctx context.Context, key string) (*slots, erro
 	s := c.slots.get(key)
 	s.mu.Lock()
 	if s.holders == nil {
-		s.holders = make(map[billing.RequestID]int64)
+		s.holders = make(map[driver.RequestID]int64)
 	}
 	return s, nil
 }
 
 // Acquire grants holder a slot if fewer than ceiling live slots are held.
-func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (billing.SlotDecision, error) {
+func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder driver.RequestID, ceiling int, lease time.Duration, now time.Time) (driver.SlotDecision, error) {
 	s, err := c.lock(ctx, key)
 	if err != nil {
-		return billing.SlotDecision{}, err
+		return driver.SlotDecision{}, err
 	}
 	defer s.mu.Unlock()
 	// Drop ended leases first, so that InUse counts live slots only and a holder whose
@@ -104,14 +105,14 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder bil
 		}
 	}
 	if _, held := s.holders[holder]; !held && len(s.holders) >= ceiling {
-		return billing.SlotDecision{InUse: len(s.holders)}, nil
+		return driver.SlotDecision{InUse: len(s.holders)}, nil
 	}
 	s.holders[holder] = now.Add(lease).UnixNano()
-	return billing.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
+	return driver.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
 }
 
 // Release frees holder's slot.
-func (c *ConcurrencyLimiter) Release(ctx context.Context, key string, holder billing.RequestID) error {
+func (c *ConcurrencyLimiter) Release(ctx context.Context, key string, holder driver.RequestID) error {
 	s, err := c.lock(ctx, key)
 	if err != nil {
 		return err
@@ -122,7 +123,7 @@ func (c *ConcurrencyLimiter) Release(ctx context.Context, key string, holder bil
 }
 
 // Renew extends holder's lease.
-func (c *ConcurrencyLimiter) Renew(ctx context.Context, key string, holder billing.RequestID, lease time.Duration, now time.Time) error {
+func (c *ConcurrencyLimiter) Renew(ctx context.Context, key string, holder driver.RequestID, lease time.Duration, now time.Time) error {
 	s, err := c.lock(ctx, key)
 	if err != nil {
 		return err

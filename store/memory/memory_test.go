@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -19,22 +20,22 @@ func TestKeyStore(t *testing.T) {
 }
 
 func TestKeyChecker(t *testing.T) {
-	storetest.TestKeyChecker(t, func(*testing.T) (auth.KeyStore, billing.KeyChecker) {
+	storetest.TestKeyChecker(t, func(*testing.T) (auth.KeyStore, auth.KeyChecker) {
 		s := memory.NewKeyStore()
 		return s, s
 	})
 }
 
 func TestLedger(t *testing.T) {
-	storetest.TestLedger(t, func(*testing.T) billing.Ledger { return memory.NewLedger(nil) })
+	storetest.TestLedger(t, func(*testing.T) driver.Ledger { return memory.NewLedger(nil) })
 }
 
 func TestRateLimiter(t *testing.T) {
-	storetest.TestRateLimiter(t, func(*testing.T) billing.RateLimiter { return memory.NewRateLimiter() })
+	storetest.TestRateLimiter(t, func(*testing.T) driver.RateLimiter { return memory.NewRateLimiter() })
 }
 
 func TestConcurrencyLimiter(t *testing.T) {
-	storetest.TestConcurrencyLimiter(t, func(*testing.T) billing.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+	storetest.TestConcurrencyLimiter(t, func(*testing.T) driver.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
 }
 
 // TestLedgerRememberWindow documents the memory ledger's own limit on idempotency. Each
@@ -47,26 +48,26 @@ func TestConcurrencyLimiter(t *testing.T) {
 func TestLedgerRememberWindow(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
-	p := billing.MonthOf(now)
+	p := driver.MonthOf(now)
 	l := memory.NewLedger(&memory.LedgerOptions{Remember: 2})
-	must(t, l.Open(ctx, billing.Opening{Account: "acme", Balance: 100, Allowance: 100, Period: p}))
-	reserve := func(id byte) billing.Balance {
+	must(t, l.Open(ctx, driver.Opening{Account: "acme", Balance: 100, Allowance: 100, Period: p}))
+	reserve := func(id byte) driver.Balance {
 		t.Helper()
-		b, err := l.Reserve(ctx, billing.Reservation{Account: "acme", Request: billing.RequestID{id}, APIs: []string{"hash"}, Amount: 10, Period: p, Allowance: 100,
+		b, err := l.Reserve(ctx, driver.Reservation{Account: "acme", Request: driver.RequestID{id}, APIs: []string{"hash"}, Amount: 10, Period: p, Allowance: 100,
 			Now: now, Expires: now.Add(time.Hour)})
 		must(t, err)
 		return b
 	}
-	settle := func(id byte) (billing.Balance, error) {
-		return l.Settle(ctx, billing.Settlement{Account: "acme", Request: billing.RequestID{id}, Period: p, Allowance: 100, Now: now})
+	settle := func(id byte) (driver.Balance, error) {
+		return l.Settle(ctx, driver.Settlement{Account: "acme", Request: driver.RequestID{id}, Period: p, Allowance: 100, Now: now})
 	}
-	adjust := func(id byte) billing.Balance {
+	adjust := func(id byte) driver.Balance {
 		t.Helper()
-		b, err := l.Adjust(ctx, billing.Adjustment{Account: "acme", Request: billing.RequestID{id}, Amount: 5, Period: p, Allowance: 100, Now: now})
+		b, err := l.Adjust(ctx, driver.Adjustment{Account: "acme", Request: driver.RequestID{id}, Amount: 5, Period: p, Allowance: 100, Now: now})
 		must(t, err)
 		return b
 	}
-	want := func(step string, b billing.Balance, remaining int64) {
+	want := func(step string, b driver.Balance, remaining int64) {
 		t.Helper()
 		if b.Remaining != remaining {
 			t.Errorf("%s: Remaining %d, want %d", step, b.Remaining, remaining)
@@ -116,8 +117,8 @@ func TestLedgerRememberWindow(t *testing.T) {
 	must(t, err)
 	now = now.Add(time.Hour)
 	for _, id := range []byte{12, 13} {
-		if _, err := settle(id); !errors.Is(err, billing.ErrVoided) {
-			t.Errorf("settlement of expired reservation %d: got %v, want billing.ErrVoided", id, err)
+		if _, err := settle(id); !errors.Is(err, driver.ErrVoided) {
+			t.Errorf("settlement of expired reservation %d: got %v, want driver.ErrVoided", id, err)
 		}
 	}
 	// Two adjustments push both out of the window (they were voided together, in no
@@ -189,15 +190,15 @@ func BenchmarkLoadKeys1M(b *testing.B) {
 }
 
 func BenchmarkLedger(b *testing.B) {
-	storetest.BenchmarkLedger(b, func(*testing.B) billing.Ledger { return memory.NewLedger(nil) })
+	storetest.BenchmarkLedger(b, func(*testing.B) driver.Ledger { return memory.NewLedger(nil) })
 }
 
 func BenchmarkRateLimiter(b *testing.B) {
-	storetest.BenchmarkRateLimiter(b, func(*testing.B) billing.RateLimiter { return memory.NewRateLimiter() })
+	storetest.BenchmarkRateLimiter(b, func(*testing.B) driver.RateLimiter { return memory.NewRateLimiter() })
 }
 
 func BenchmarkConcurrencyLimiter(b *testing.B) {
-	storetest.BenchmarkConcurrencyLimiter(b, func(*testing.B) billing.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+	storetest.BenchmarkConcurrencyLimiter(b, func(*testing.B) driver.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
 }
 
 // TestLedgerOpenIsSmall checks that an account's balance costs little memory until it is
@@ -206,7 +207,7 @@ func BenchmarkConcurrencyLimiter(b *testing.B) {
 func TestLedgerOpenIsSmall(t *testing.T) {
 	const accounts, limit = 1000, 2048 // bytes per account
 	ctx := t.Context()
-	p := billing.MonthOf(time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC))
+	p := driver.MonthOf(time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC))
 	l := memory.NewLedger(nil)
 	ids := make([]string, accounts)
 	for i := range ids {
@@ -215,7 +216,7 @@ func TestLedgerOpenIsSmall(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for _, id := range ids {
-		must(t, l.Open(ctx, billing.Opening{Account: id, Balance: 100, Allowance: 100, Period: p}))
+		must(t, l.Open(ctx, driver.Opening{Account: id, Balance: 100, Allowance: 100, Period: p}))
 	}
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / accounts; per > limit {
@@ -227,5 +228,5 @@ func TestLedgerOpenIsSmall(t *testing.T) {
 
 // BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
 func BenchmarkSweep(b *testing.B) {
-	storetest.BenchmarkSweep(b, func(*testing.B) billing.Ledger { return memory.NewLedger(nil) }, 1000, 100_000)
+	storetest.BenchmarkSweep(b, func(*testing.B) driver.Ledger { return memory.NewLedger(nil) }, 1000, 100_000)
 }

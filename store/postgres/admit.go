@@ -5,16 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/jackc/pgx/v5"
 )
 
 // Admit performs the parts of an admission step in one call of the database function
 // tollgate_admit: one round trip and one transaction, in the order key, rate, slot,
 // credits. Every part is checked before anything is written, so a denied step changes
 // nothing; a step replayed with the same request after it was admitted takes nothing
-// again (see [billing.Admitter]).
+// again (see [driver.Admitter]).
 //
 // The rate limit and the slot are kept under s.Account; the key check names its own
 // account (KeyCheck.Account) and the reservation its own (Reservation.Account). A
@@ -23,13 +24,13 @@ import (
 //
 // With [Options.Batch], concurrent steps of one account share one call (see the package
 // documentation, "Hot accounts").
-func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
+		return driver.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
 	p, err := newAdmitParams(&st)
 	if err != nil {
-		return billing.StepResult{}, err
+		return driver.StepResult{}, err
 	}
 	var row admitRow
 	if s.admits != nil && (st.Credits == nil || st.Credits.Account == st.Account) {
@@ -38,7 +39,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 		row, err = s.admitOne(ctx, st.Account, p)
 	}
 	if err != nil {
-		return billing.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
+		return driver.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
 	return row.result(&st)
 }
@@ -60,7 +61,7 @@ type admitParams struct {
 	expires           *int64
 }
 
-func newAdmitParams(st *billing.Step) (*admitParams, error) {
+func newAdmitParams(st *driver.Step) (*admitParams, error) {
 	p := &admitParams{request: st.Request, now: st.Now.UnixNano()}
 	if k := st.Key; k != nil {
 		p.keyAccount, p.keyID, p.keyHash = &k.Account, &k.KeyID, k.Hash[:]
@@ -105,16 +106,16 @@ func (r *admitRow) dest() []any {
 const admitColumns = `o_denied, o_status, o_key_state, o_rate_tat, o_slot_acquired, o_slot_in_use,
 	o_remaining, o_used, o_allowance, o_period_start, o_period_end`
 
-func (r *admitRow) result(st *billing.Step) (billing.StepResult, error) {
+func (r *admitRow) result(st *driver.Step) (driver.StepResult, error) {
 	if r.status == statusNoBalance {
-		return billing.StepResult{}, noBalance(st.Credits.Account)
+		return driver.StepResult{}, noBalance(st.Credits.Account)
 	}
-	res := billing.StepResult{Denied: billing.Denial(r.denied)}
+	res := driver.StepResult{Denied: driver.Denial(r.denied)}
 	if r.keyState != nil {
-		res.Key = billing.KeyState(*r.keyState)
+		res.Key = auth.KeyState(*r.keyState)
 	}
 	if st.Rate != nil && r.tat != nil {
-		res.Rate, _ = billing.GCRA(*st.Rate, *r.tat, st.Now.UnixNano())
+		res.Rate, _ = driver.GCRA(*st.Rate, *r.tat, st.Now.UnixNano())
 	}
 	if r.acquired != nil {
 		res.Slot.Acquired = *r.acquired
@@ -211,12 +212,12 @@ func scanRows[T any](rows pgx.Rows, n int, dest func(*T) []any) ([]T, error) {
 // above the reserved amount). A Closing with nothing to do makes no call.
 //
 // With [Options.Batch], concurrent closings of one account share one call.
-func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+func (s *Store) Close(ctx context.Context, c driver.Closing) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "closing %s of account %q", c.Request, c.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "closing %s of account %q", c.Request, c.Account)
 	}
 	if !c.ReleaseSlot && c.Settlement == nil {
-		return billing.Balance{}, nil
+		return driver.Balance{}, nil
 	}
 	p := newCloseParams(&c)
 	var (
@@ -229,10 +230,10 @@ func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, 
 		row, err = s.closeOne(ctx, c.Account, p)
 	}
 	if err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "closing %s of account %q", c.Request, c.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "closing %s of account %q", c.Request, c.Account)
 	}
 	if c.Settlement == nil {
-		return billing.Balance{}, nil
+		return driver.Balance{}, nil
 	}
 	return row.b.balance(), settleErr(row.status, c.Settlement.Account, c.Request, c.Settlement.Refund, row.reserved)
 }
@@ -249,7 +250,7 @@ type closeParams struct {
 	now           *int64
 }
 
-func newCloseParams(c *billing.Closing) *closeParams {
+func newCloseParams(c *driver.Closing) *closeParams {
 	p := &closeParams{request: c.Request, release: c.ReleaseSlot}
 	if st := c.Settlement; st != nil {
 		p.settleAccount, p.refund, p.uncount, p.allowance = &st.Account, &st.Refund, st.Uncount, &st.Allowance

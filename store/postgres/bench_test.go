@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
@@ -72,7 +73,7 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 		if err := s.CreateAccount(ctx, auth.Account{ID: id, Plan: "pro", CreatedAt: t0}, key); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Open(ctx, billing.Opening{Account: id, Balance: credits, Allowance: credits, Period: period}); err != nil {
+		if err := s.Open(ctx, driver.Opening{Account: id, Balance: credits, Allowance: credits, Period: period}); err != nil {
 			b.Fatal(err)
 		}
 		fx[i] = fixture{id, key}
@@ -80,21 +81,21 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 	var next atomic.Int64
 	call := func() error {
 		f := fx[int(next.Add(1))%accounts]
-		var req billing.RequestID
+		var req driver.RequestID
 		rand.Read(req[:])
-		r, err := s.Admit(ctx, billing.Step{
+		r, err := s.Admit(ctx, driver.Step{
 			Account: f.account, Request: req, Now: t0,
-			Key:     &billing.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash},
-			Credits: &billing.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
+			Key:     &auth.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash},
+			Credits: &driver.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
 		})
 		if err != nil {
 			return err
 		}
-		if r.Denied != billing.NotDenied {
+		if r.Denied != driver.NotDenied {
 			return fmt.Errorf("admission denied: %+v", r)
 		}
-		_, err = s.Close(ctx, billing.Closing{Account: f.account, Request: req,
-			Settlement: &billing.Settlement{Account: f.account, Request: req, Period: period, Allowance: credits}})
+		_, err = s.Close(ctx, driver.Closing{Account: f.account, Request: req,
+			Settlement: &driver.Settlement{Account: f.account, Request: req, Period: period, Allowance: credits}})
 		return err
 	}
 	b.ResetTimer()
@@ -120,5 +121,5 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 
 // BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
 func BenchmarkSweep(b *testing.B) {
-	storetest.BenchmarkSweep(b, func(b *testing.B) billing.Ledger { return newStore(b, nil) }, 1000, 100_000)
+	storetest.BenchmarkSweep(b, func(b *testing.B) driver.Ledger { return newStore(b, nil) }, 1000, 100_000)
 }

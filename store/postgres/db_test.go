@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -25,19 +27,19 @@ func scenario(t *testing.T, s *postgres.Store, id string) {
 	if err := s.CreateAccount(ctx, acct, key); err != nil {
 		t.Fatalf("CreateAccount: %v", err)
 	}
-	if err := s.Open(ctx, billing.Opening{Account: id, Balance: 10, Allowance: 10, Period: period}); err != nil {
+	if err := s.Open(ctx, driver.Opening{Account: id, Balance: 10, Allowance: 10, Period: period}); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	req := billing.RequestID{9}
-	r, err := s.Admit(ctx, billing.Step{Account: id, Request: req, Now: t0,
-		Key:     &billing.KeyCheck{Account: id, KeyID: key.ID, Hash: key.Hash},
-		Slot:    &billing.SlotClaim{Ceiling: 1, Lease: time.Minute},
-		Credits: &billing.Reservation{Account: id, Request: req, APIs: []string{"hash"}, Amount: 4, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
-	if err != nil || r.Denied != billing.NotDenied || r.Balance.Remaining != 6 {
+	req := driver.RequestID{9}
+	r, err := s.Admit(ctx, driver.Step{Account: id, Request: req, Now: t0,
+		Key:     &auth.KeyCheck{Account: id, KeyID: key.ID, Hash: key.Hash},
+		Slot:    &driver.SlotClaim{Ceiling: 1, Lease: time.Minute},
+		Credits: &driver.Reservation{Account: id, Request: req, APIs: []string{"hash"}, Amount: 4, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
+	if err != nil || r.Denied != driver.NotDenied || r.Balance.Remaining != 6 {
 		t.Fatalf("Admit: %+v, %v; want admitted with 6 remaining", r, err)
 	}
-	b, err := s.Close(ctx, billing.Closing{Account: id, Request: req, ReleaseSlot: true,
-		Settlement: &billing.Settlement{Account: id, Request: req, Refund: 1, Period: period, Allowance: 10}})
+	b, err := s.Close(ctx, driver.Closing{Account: id, Request: req, ReleaseSlot: true,
+		Settlement: &driver.Settlement{Account: id, Request: req, Refund: 1, Period: period, Allowance: 10}})
 	if err != nil || b.Remaining != 7 {
 		t.Fatalf("Close: %+v, %v; want 7 remaining", b, err)
 	}
@@ -122,7 +124,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	wantMessage(t, err, `postgres: key "mapped-other"`)
 
-	_, err = s.Reserve(ctx, billing.Reservation{Account: "ghost", Request: billing.RequestID{1}, Amount: 1, Period: period, Now: t0, Expires: t0.Add(time.Hour)})
+	_, err = s.Reserve(ctx, driver.Reservation{Account: "ghost", Request: driver.RequestID{1}, Amount: 1, Period: period, Now: t0, Expires: t0.Add(time.Hour)})
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Reserve on an account without a balance: %v, want store.ErrNotFound", err)
 	}
@@ -130,7 +132,7 @@ func TestErrorMapping(t *testing.T) {
 
 	expired, cancel := context.WithDeadline(ctx, time.Time{}) // long past
 	defer cancel()
-	_, err = s.Admit(expired, billing.Step{Account: "mapped", Now: t0})
+	_, err = s.Admit(expired, driver.Step{Account: "mapped", Now: t0})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Admit with an expired deadline: %v, want context.DeadlineExceeded and store.ErrUnavailable", err)
 	}
@@ -169,9 +171,9 @@ func TestUnreachable(t *testing.T) {
 	}
 	defer pool.Close()
 	s, _ := postgres.New(pool, nil)
-	req := billing.RequestID{1}
-	_, err = s.Admit(t.Context(), billing.Step{Account: "acct", Request: req, Now: t0,
-		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Now: t0, Expires: t0.Add(time.Hour)}})
+	req := driver.RequestID{1}
+	_, err = s.Admit(t.Context(), driver.Step{Account: "acct", Request: req, Now: t0,
+		Credits: &driver.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Now: t0, Expires: t0.Add(time.Hour)}})
 	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
 		t.Errorf("Admit with the server unreachable: %v, want store.ErrUnavailable", err)
 	}
@@ -185,7 +187,7 @@ func TestCanceledMidCall(t *testing.T) {
 	pool := newPool(t, 4)
 	s, _ := postgres.New(pool, nil)
 	ctx := t.Context()
-	if err := s.Open(ctx, billing.Opening{Account: "locked", Balance: 10, Allowance: 10, Period: period}); err != nil {
+	if err := s.Open(ctx, driver.Opening{Account: "locked", Balance: 10, Allowance: 10, Period: period}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := pool.Begin(ctx)
@@ -199,7 +201,7 @@ func TestCanceledMidCall(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, err = s.Reserve(short, billing.Reservation{Account: "locked", Request: billing.RequestID{1}, Amount: 3, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)})
+	_, err = s.Reserve(short, driver.Reservation{Account: "locked", Request: driver.RequestID{1}, Amount: 3, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Reserve that outlived its deadline: %v, want context.DeadlineExceeded", err)
 	}
@@ -211,7 +213,7 @@ func TestCanceledMidCall(t *testing.T) {
 		t.Errorf("after the canceled Reserve: %+v, %v; want 10 remaining, nothing used", b, err)
 	}
 	// The request was not recorded: it goes through now.
-	b, err = s.Reserve(ctx, billing.Reservation{Account: "locked", Request: billing.RequestID{1}, Amount: 3, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)})
+	b, err = s.Reserve(ctx, driver.Reservation{Account: "locked", Request: driver.RequestID{1}, Amount: 3, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)})
 	if err != nil || b.Remaining != 7 {
 		t.Errorf("Reserve after the canceled one: %+v, %v; want 7 remaining", b, err)
 	}

@@ -1,8 +1,8 @@
 // Package postgres is Tollgate's PostgreSQL store, on pgx v5: accounts and keys, the
 // credit ledger, rate limits and concurrency slots, in one database that any number of
 // service instances share. One [Store] value implements every store interface
-// ([auth.KeyStore], [billing.Ledger], [billing.RateLimiter],
-// [billing.ConcurrencyLimiter], [billing.KeyChecker]) and [billing.Admitter], so that a
+// ([auth.KeyStore], [driver.Ledger], [driver.RateLimiter],
+// [driver.ConcurrencyLimiter], [auth.KeyChecker]) and [driver.Admitter], so that a
 // paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
 // database.
@@ -22,7 +22,7 @@
 //
 // Give the one Store to every role: the Meter sees that rate limiter, slots, ledger and
 // key checker are the same Admitter and sends all parts of an admission in one step. The
-// Store is also a [billing.Sweeper]: the Service voids expired reservations through it
+// Store is also a [driver.Sweeper]: the Service voids expired reservations through it
 // in the background, from every instance.
 //
 // The schema that search_path names is the host's to create, once, before the first
@@ -69,7 +69,7 @@
 //   - tollgate_reservations (account_id, request_id, expires): the open reservations,
 //     each with the instant (Unix nanoseconds) it is voided if still open.
 //   - tollgate_rate_limits (key, tat): one GCRA timestamp per key, in Unix nanoseconds,
-//     decided with exactly [billing.GCRA]'s integer arithmetic.
+//     decided with exactly [driver.GCRA]'s integer arithmetic.
 //   - tollgate_leases (key, holder, expires): one row per slot holder, expiry in Unix
 //     nanoseconds.
 //   - tollgate_oauth_clients, tollgate_oauth_approvals, tollgate_oauth_codes and
@@ -143,7 +143,7 @@
 //
 // A void takes the rows FOR UPDATE SKIP LOCKED, after the account's shards, so it never
 // waits for a settlement in progress and never deadlocks with one; a settlement that
-// finds its row gone and an 'expire' entry answers billing.ErrVoided and changes
+// finds its row gone and an 'expire' entry answers driver.ErrVoided and changes
 // nothing. Every function that operates on an account (admission, reservation,
 // settlement, adjustment, balance) first voids its reservations expired at the call's
 // now, when the balance row's next_expiry (at most the earliest expiry of an open
@@ -164,7 +164,7 @@
 // The store never changes synchronous_commit: with the server's default (on) an
 // acknowledged admission, settlement or revocation is on disk. Every error that is not a
 // well-known condition (store.ErrNotFound, store.ErrConflict, store.ErrInvalid,
-// billing.ErrInsufficientCredits, billing.ErrTooManyCredits, billing.ErrVoided, and
+// driver.ErrInsufficientCredits, driver.ErrTooManyCredits, driver.ErrVoided, and
 // Migrate's [ErrNotSetUp]) wraps store.ErrUnavailable and keeps its cause (a *pgconn.PgError, a network error,
 // context.DeadlineExceeded, which errors.Is still matches; a canceled context is
 // reported as context.Canceled). Messages start with "postgres: " and name the id. A

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -38,8 +39,8 @@ func hotPool(t testing.TB) *pgxpool.Pool {
 	})
 }
 
-func newRequest() billing.RequestID {
-	var id billing.RequestID
+func newRequest() driver.RequestID {
+	var id driver.RequestID
 	rand.Read(id[:])
 	return id
 }
@@ -47,7 +48,7 @@ func newRequest() billing.RequestID {
 // audit checks the ledger against the balance: the period's opening (or renewal) amount
 // plus every change recorded since equals the remaining credits, and the shards are
 // never below zero.
-func audit(t *testing.T, s *postgres.Store, db postgres.DB, account string, p billing.Period, allowance int64) {
+func audit(t *testing.T, s *postgres.Store, db postgres.DB, account string, p driver.Period, allowance int64) {
 	t.Helper()
 	ctx := t.Context()
 	b, err := s.Balance(ctx, account, t0, p, allowance)
@@ -93,18 +94,18 @@ func TestHotAccountExact(t *testing.T) {
 			if err := s.CreateAccount(ctx, acct, key); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Open(ctx, billing.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
+			if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
 				t.Fatal(err)
 			}
-			step := func(req billing.RequestID, p billing.Period, amount, allowance int64) billing.Step {
-				return billing.Step{Account: acct.ID, Request: req, Now: p.Start,
-					Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
-					Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance, Now: p.Start, Expires: p.Start.Add(90 * 24 * time.Hour)}}
+			step := func(req driver.RequestID, p driver.Period, amount, allowance int64) driver.Step {
+				return driver.Step{Account: acct.ID, Request: req, Now: p.Start,
+					Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+					Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance, Now: p.Start, Expires: p.Start.Add(90 * 24 * time.Hour)}}
 			}
 
 			var (
 				mu       sync.Mutex
-				admitted []billing.RequestID
+				admitted []driver.RequestID
 				refused  atomic.Int64
 				wg       sync.WaitGroup
 			)
@@ -119,14 +120,14 @@ func TestHotAccountExact(t *testing.T) {
 						}
 						b := r.Balance
 						switch r.Denied {
-						case billing.NotDenied:
+						case driver.NotDenied:
 							if b.Remaining < 0 || b.Remaining+b.Used != credits {
 								t.Errorf("admitted with Remaining %d, Used %d", b.Remaining, b.Used)
 							}
 							mu.Lock()
 							admitted = append(admitted, req)
 							mu.Unlock()
-						case billing.DeniedCredits:
+						case driver.DeniedCredits:
 							refused.Add(1)
 							if b.Remaining < 0 || b.Remaining >= cost {
 								t.Errorf("refused with Remaining %d", b.Remaining)
@@ -150,8 +151,8 @@ func TestHotAccountExact(t *testing.T) {
 					for i := w; i < len(admitted); i += workers {
 						for range 2 {
 							req := admitted[i]
-							_, err := s.Close(ctx, billing.Closing{Account: acct.ID, Request: req,
-								Settlement: &billing.Settlement{Account: acct.ID, Request: req, Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: credits}})
+							_, err := s.Close(ctx, driver.Closing{Account: acct.ID, Request: req,
+								Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: credits}})
 							if err != nil {
 								t.Error(err)
 								return
@@ -165,12 +166,12 @@ func TestHotAccountExact(t *testing.T) {
 			audit(t, s, pool, acct.ID, period, credits)
 
 			// The next period: renewed once, to the allowance, then charged.
-			next := billing.MonthOf(period.End)
+			next := driver.MonthOf(period.End)
 			const allowance = 500
 			for range workers {
 				wg.Go(func() {
 					r, err := s.Admit(ctx, step(newRequest(), next, 2, allowance))
-					if err != nil || r.Denied != billing.NotDenied {
+					if err != nil || r.Denied != driver.NotDenied {
 						t.Errorf("Admit in the next period: %+v, %v", r, err)
 					}
 				})
@@ -187,7 +188,7 @@ func TestHotAccountExact(t *testing.T) {
 }
 
 // wantBalance checks an account's balance and its count of "hash" calls.
-func wantBalance(t *testing.T, s *postgres.Store, account string, p billing.Period, allowance, remaining, used, calls int64) {
+func wantBalance(t *testing.T, s *postgres.Store, account string, p driver.Period, allowance, remaining, used, calls int64) {
 	t.Helper()
 	b, err := s.Balance(t.Context(), account, t0, p, allowance)
 	if err != nil {
@@ -214,17 +215,17 @@ func TestConcurrentReplays(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := t.Context()
-			if err := s.Open(ctx, billing.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
+			if err := s.Open(ctx, driver.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
 				t.Fatal(err)
 			}
 			req := newRequest()
-			st := billing.Step{Account: "replayed", Request: req, Now: t0,
-				Credits: &billing.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
+			st := driver.Step{Account: "replayed", Request: req, Now: t0,
+				Credits: &driver.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
 			var wg sync.WaitGroup
 			for range 32 {
 				wg.Go(func() {
 					r, err := s.Admit(ctx, st)
-					if err != nil || r.Denied != billing.NotDenied {
+					if err != nil || r.Denied != driver.NotDenied {
 						t.Errorf("Admit: %+v, %v", r, err)
 					}
 				})
@@ -243,22 +244,22 @@ func TestSetShards(t *testing.T) {
 	s, _ := postgres.New(pool, nil)
 	ctx := t.Context()
 	const acct = "resharded"
-	if err := s.Open(ctx, billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}); err != nil {
+	if err := s.Open(ctx, driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}); err != nil {
 		t.Fatal(err)
 	}
-	reserve := func(n int) []billing.RequestID {
-		reqs := make([]billing.RequestID, n)
+	reserve := func(n int) []driver.RequestID {
+		reqs := make([]driver.RequestID, n)
 		for i := range reqs {
 			reqs[i] = newRequest()
-			if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: reqs[i], APIs: []string{"hash"}, Amount: 10, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err != nil {
+			if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: reqs[i], APIs: []string{"hash"}, Amount: 10, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return reqs
 	}
-	refund := func(reqs []billing.RequestID) {
+	refund := func(reqs []driver.RequestID) {
 		for _, r := range reqs {
-			if _, err := s.Settle(ctx, billing.Settlement{Account: acct, Request: r, Refund: 10, Uncount: []string{"hash"}, Period: period, Allowance: 1000}); err != nil {
+			if _, err := s.Settle(ctx, driver.Settlement{Account: acct, Request: r, Refund: 10, Uncount: []string{"hash"}, Period: period, Allowance: 1000}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -286,11 +287,11 @@ func TestSetShards(t *testing.T) {
 	if err := s.SetShards(ctx, acct, 16); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 999, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)})
+	b, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), Amount: 999, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)})
 	if err != nil || b.Remaining != 1 {
 		t.Fatalf("Reserve of 999 of 1000 over 16 shards: %+v, %v", b, err)
 	}
-	if _, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: newRequest(), Amount: 2, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err == nil {
+	if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), Amount: 2, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err == nil {
 		t.Fatal("Reserve of 2 with 1 left succeeded")
 	}
 	audit(t, s, pool, acct, period, 1000)
@@ -306,12 +307,12 @@ func TestAccountsIndependent(t *testing.T) {
 		if err := s.CreateAccount(ctx, a, k); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Open(ctx, billing.Opening{Account: a.ID, Balance: int64(10 * (i + 1)), Allowance: 100, Period: period}); err != nil {
+		if err := s.Open(ctx, driver.Opening{Account: a.ID, Balance: int64(10 * (i + 1)), Allowance: 100, Period: period}); err != nil {
 			t.Fatal(err)
 		}
 		// A key of one account does not pass the check of another.
-		st, err := s.CheckKey(ctx, billing.KeyCheck{Account: "acct9", KeyID: k.ID, Hash: k.Hash})
-		if err != nil || st != billing.KeyUnknown {
+		st, err := s.CheckKey(ctx, auth.KeyCheck{Account: "acct9", KeyID: k.ID, Hash: k.Hash})
+		if err != nil || st != auth.KeyUnknown {
 			t.Errorf("CheckKey of %s's key under another account: %d, %v", a.ID, st, err)
 		}
 	}
@@ -338,14 +339,14 @@ func TestKeyOfAnotherAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Open(ctx, billing.Opening{Account: mine.ID, Balance: 10, Allowance: 10, Period: period}); err != nil {
+	if err := s.Open(ctx, driver.Opening{Account: mine.ID, Balance: 10, Allowance: 10, Period: period}); err != nil {
 		t.Fatal(err)
 	}
 	req := newRequest()
-	r, err := s.Admit(ctx, billing.Step{Account: mine.ID, Request: req, Now: t0,
-		Key:     &billing.KeyCheck{Account: theirs.ID, KeyID: theirKey.ID, Hash: theirKey.Hash},
-		Credits: &billing.Reservation{Account: mine.ID, Request: req, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
-	if err != nil || r.Denied != billing.DeniedKey || r.Key != billing.KeyUnknown {
+	r, err := s.Admit(ctx, driver.Step{Account: mine.ID, Request: req, Now: t0,
+		Key:     &auth.KeyCheck{Account: theirs.ID, KeyID: theirKey.ID, Hash: theirKey.Hash},
+		Credits: &driver.Reservation{Account: mine.ID, Request: req, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
+	if err != nil || r.Denied != driver.DeniedKey || r.Key != auth.KeyUnknown {
 		t.Errorf("Admit with another account's key: %+v, %v; want DeniedKey, KeyUnknown", r, err)
 	}
 	wantBalance(t, s, mine.ID, period, 10, 10, 0, 0)
@@ -370,17 +371,17 @@ func TestUndoInDoubt(t *testing.T) {
 			}
 			ctx := t.Context()
 			const acct = "doubt"
-			if err := s.Open(ctx, billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}); err != nil {
+			if err := s.Open(ctx, driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}); err != nil {
 				t.Fatal(err)
 			}
-			step := func(req billing.RequestID) billing.Step {
-				return billing.Step{Account: acct, Request: req, Now: t0,
-					Slot:    &billing.SlotClaim{Ceiling: 100, Lease: time.Minute},
-					Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 5, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}}
+			step := func(req driver.RequestID) driver.Step {
+				return driver.Step{Account: acct, Request: req, Now: t0,
+					Slot:    &driver.SlotClaim{Ceiling: 100, Lease: time.Minute},
+					Credits: &driver.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 5, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}}
 			}
-			undo := func(req billing.RequestID) billing.Closing {
-				return billing.Closing{Account: acct, Request: req, ReleaseSlot: true,
-					Settlement: &billing.Settlement{Account: acct, Request: req, Refund: 5, Uncount: []string{"hash"}, Period: period, Allowance: 1000}}
+			undo := func(req driver.RequestID) driver.Closing {
+				return driver.Closing{Account: acct, Request: req, ReleaseSlot: true,
+					Settlement: &driver.Settlement{Account: acct, Request: req, Refund: 5, Uncount: []string{"hash"}, Period: period, Allowance: 1000}}
 			}
 
 			// The undo first: the request is voided, the late admission takes nothing.
@@ -388,7 +389,7 @@ func TestUndoInDoubt(t *testing.T) {
 			if _, err := s.Close(ctx, undo(req)); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("undo of an admission that has not arrived: %v, want store.ErrNotFound", err)
 			}
-			if r, err := s.Admit(ctx, step(req)); err != nil || r.Denied != billing.NotDenied || r.Slot.Acquired {
+			if r, err := s.Admit(ctx, step(req)); err != nil || r.Denied != driver.NotDenied || r.Slot.Acquired {
 				t.Fatalf("late admission: %+v, %v; want admitted as a replay, without a slot", r, err)
 			}
 			wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
@@ -437,22 +438,22 @@ func TestHotAccountMixed(t *testing.T) {
 				t.Fatal(err)
 			}
 			const credits, cost = 1_000_000, 4
-			if err := s.Open(ctx, billing.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
+			if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
 				t.Fatal(err)
 			}
-			limit := billing.Limit{Rate: 1 << 20, Per: time.Second, Burst: 1 << 20}
+			limit := driver.Limit{Rate: 1 << 20, Per: time.Second, Burst: 1 << 20}
 			var kept, calls atomic.Int64
 			var wg sync.WaitGroup
 			for w := range 32 {
 				wg.Go(func() {
 					for i := range 25 {
 						req := newRequest()
-						r, err := s.Admit(ctx, billing.Step{Account: acct.ID, Request: req, Now: t0,
-							Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+						r, err := s.Admit(ctx, driver.Step{Account: acct.ID, Request: req, Now: t0,
+							Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 							Rate:    &limit,
-							Slot:    &billing.SlotClaim{Ceiling: 1000, Lease: time.Minute},
-							Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)}})
-						if err != nil || r.Denied != billing.NotDenied {
+							Slot:    &driver.SlotClaim{Ceiling: 1000, Lease: time.Minute},
+							Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)}})
+						if err != nil || r.Denied != driver.NotDenied {
 							t.Errorf("Admit: %+v, %v", r, err)
 							return
 						}
@@ -463,8 +464,8 @@ func TestHotAccountMixed(t *testing.T) {
 						} else {
 							calls.Add(1)
 						}
-						_, err = s.Close(ctx, billing.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
-							Settlement: &billing.Settlement{Account: acct.ID, Request: req, Refund: refund, Uncount: uncount, Period: period, Allowance: credits}})
+						_, err = s.Close(ctx, driver.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
+							Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: refund, Uncount: uncount, Period: period, Allowance: credits}})
 						if err != nil {
 							t.Errorf("Close: %v", err)
 							return

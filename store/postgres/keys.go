@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -339,9 +338,9 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Ke
 	return r.key()
 }
 
-// CheckKey reports whether a key is still live (see [billing.KeyChecker]), in one
+// CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one
 // statement.
-func (s *Store) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeyState, error) {
+func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
@@ -349,5 +348,5 @@ func (s *Store) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeySt
 	if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, c.Account, c.KeyID, c.Hash[:]).Scan(&state); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
-	return billing.KeyState(state), nil
+	return auth.KeyState(state), nil
 }

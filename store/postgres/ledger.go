@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -31,8 +32,8 @@ func (r *balanceRow) dest() []any {
 	return []any{&r.remaining, &r.used, &r.allowance, &r.start, &r.end}
 }
 
-func (r *balanceRow) balance() billing.Balance {
-	var b billing.Balance
+func (r *balanceRow) balance() driver.Balance {
+	var b driver.Balance
 	if r.remaining != nil {
 		b.Remaining = *r.remaining
 	}
@@ -58,15 +59,15 @@ func noBalance(account string) error {
 
 // Open creates an account's balance, split into Options.Shards sub-balances, and records
 // the opening in the ledger, in one call.
-func (s *Store) Open(ctx context.Context, o billing.Opening) error {
+func (s *Store) Open(ctx context.Context, o driver.Opening) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "balance of account %q", o.Account)
 	}
 	switch {
 	case o.Balance < 0:
 		return fmt.Errorf("postgres: balance of account %q: a balance cannot be negative", o.Account)
-	case o.Balance > billing.MaxCredits || o.Allowance > billing.MaxCredits:
-		return fmt.Errorf("postgres: balance of account %q: %w", o.Account, billing.ErrTooManyCredits)
+	case o.Balance > driver.MaxCredits || o.Allowance > driver.MaxCredits:
+		return fmt.Errorf("postgres: balance of account %q: %w", o.Account, driver.ErrTooManyCredits)
 	}
 	_, err := s.db.Exec(ctx, `SELECT tollgate_open($1, $2, $3, $4, $5, $6)`,
 		o.Account, o.Balance, o.Allowance, o.Period.Start, o.Period.End, s.shards)
@@ -77,12 +78,12 @@ func (s *Store) Open(ctx context.Context, o billing.Opening) error {
 }
 
 // Reserve takes credits for a call, idempotently by request id, in one call.
-func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 	}
 	if err := checkReservation(&r); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	var (
 		status int
@@ -95,13 +96,13 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 		nanos(r.Now), r.Expires.UnixNano()).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 	}
 	switch status {
 	case statusNoBalance:
-		return billing.Balance{}, noBalance(r.Account)
+		return driver.Balance{}, noBalance(r.Account)
 	case statusInsufficient:
-		return b.balance(), billing.ErrInsufficientCredits
+		return b.balance(), driver.ErrInsufficientCredits
 	}
 	return b.balance(), nil
 }
@@ -118,7 +119,7 @@ func nanos(t time.Time) *int64 {
 
 // checkReservation refuses a reservation the ledger must not take: a negative amount, or
 // one that expires no later than it is made.
-func checkReservation(r *billing.Reservation) error {
+func checkReservation(r *driver.Reservation) error {
 	switch {
 	case r.Amount < 0:
 		return fmt.Errorf("postgres: reservation %s of account %q: negative amount %d: %w", r.Request, r.Account, r.Amount, store.ErrConflict)
@@ -129,9 +130,9 @@ func checkReservation(r *billing.Reservation) error {
 }
 
 // Settle closes a reservation, giving back Refund credits at most once, in one call.
-func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Balance, error) {
+func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
 	}
 	var (
 		status   int
@@ -145,13 +146,13 @@ func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Bala
 		nanos(st.Now)).
 		Scan(append(append([]any{&status}, b.dest()...), &reserved)...)
 	if err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
 	}
 	return b.balance(), settleErr(status, st.Account, st.Request, st.Refund, reserved)
 }
 
 // settleErr returns the error that a settlement status reports.
-func settleErr(status int, account string, req billing.RequestID, refund int64, reserved *int64) error {
+func settleErr(status int, account string, req driver.RequestID, refund int64, reserved *int64) error {
 	switch status {
 	case statusNoBalance:
 		return noBalance(account)
@@ -164,16 +165,16 @@ func settleErr(status int, account string, req billing.RequestID, refund int64, 
 		}
 		return fmt.Errorf("postgres: reservation %s of account %q: refund %d is outside 0..%d: %w", req, account, refund, max, store.ErrConflict)
 	case statusVoided:
-		return fmt.Errorf("postgres: reservation %s of account %q: %w", req, account, billing.ErrVoided)
+		return fmt.Errorf("postgres: reservation %s of account %q: %w", req, account, driver.ErrVoided)
 	}
 	return nil
 }
 
 // Adjust adds credits to, or takes them from, the balance, idempotently by request id,
 // in one call.
-func (s *Store) Adjust(ctx context.Context, a billing.Adjustment) (billing.Balance, error) {
+func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
 	}
 	var (
 		status int
@@ -182,28 +183,28 @@ func (s *Store) Adjust(ctx context.Context, a billing.Adjustment) (billing.Balan
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
 		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		a.Account, [16]byte(a.Request), max(a.Amount, -billing.MaxCredits-1), a.Reason, a.Period.Start, a.Period.End, a.Allowance,
-		nanos(a.Now), int64(billing.MaxCredits)).
+		a.Account, [16]byte(a.Request), max(a.Amount, -driver.MaxCredits-1), a.Reason, a.Period.Start, a.Period.End, a.Allowance,
+		nanos(a.Now), int64(driver.MaxCredits)).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
+		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
 	}
 	switch status {
 	case statusNoBalance:
-		return billing.Balance{}, noBalance(a.Account)
+		return driver.Balance{}, noBalance(a.Account)
 	case statusInsufficient:
-		return b.balance(), billing.ErrInsufficientCredits
+		return b.balance(), driver.ErrInsufficientCredits
 	case statusTooMany:
-		return b.balance(), fmt.Errorf("postgres: adjustment %s of account %q: %w", a.Request, a.Account, billing.ErrTooManyCredits)
+		return b.balance(), fmt.Errorf("postgres: adjustment %s of account %q: %w", a.Request, a.Account, driver.ErrTooManyCredits)
 	}
 	return b.balance(), nil
 }
 
 // Balance returns the account's balance at period p, renewing it if due and voiding its
 // reservations expired at now, in one call.
-func (s *Store) Balance(ctx context.Context, account string, now time.Time, p billing.Period, allowance int64) (billing.Balance, error) {
+func (s *Store) Balance(ctx context.Context, account string, now time.Time, p driver.Period, allowance int64) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
+		return driver.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
 	}
 	var (
 		status int
@@ -214,17 +215,17 @@ func (s *Store) Balance(ctx context.Context, account string, now time.Time, p bi
 		FROM tollgate_balance($1, $2, $3, $4, $5)`, account, p.Start, p.End, allowance, nanos(now)).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
-		return billing.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
+		return driver.Balance{}, wrapErr(ctx, err, "balance of account %q", account)
 	}
 	if status == statusNoBalance {
-		return billing.Balance{}, noBalance(account)
+		return driver.Balance{}, noBalance(account)
 	}
 	return b.balance(), nil
 }
 
 // Usage returns the calls per API counted in period p (empty if p is not the stored
 // period), summed over the account's sub-balances, in one statement. It does not renew.
-func (s *Store) Usage(ctx context.Context, account string, p billing.Period) (map[string]int64, error) {
+func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map[string]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrapErr(ctx, err, "usage of account %q", account)
 	}

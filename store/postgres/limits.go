@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // gcraParams returns the emission interval and the window (Burst intervals) of a limit,
-// in nanoseconds, as billing.GCRA computes them.
-func gcraParams(l billing.Limit) (e, window int64, err error) {
+// in nanoseconds, as driver.GCRA computes them.
+func gcraParams(l driver.Limit) (e, window int64, err error) {
 	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 || l.Interval() <= 0 {
 		return 0, 0, fmt.Errorf("rate limit %+v: rate, period, burst and the interval between events must be positive", l)
 	}
@@ -20,57 +21,57 @@ func gcraParams(l billing.Limit) (e, window int64, err error) {
 }
 
 // Allow decides whether one event for key may go ahead at now and records it if so, in
-// one call. The decision is billing.GCRA's, on the stored timestamp.
-func (s *Store) Allow(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+// one call. The decision is driver.GCRA's, on the stored timestamp.
+func (s *Store) Allow(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+		return driver.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
 	}
 	e, window, err := gcraParams(l)
 	if err != nil {
-		return billing.RateDecision{}, fmt.Errorf("postgres: %w", err)
+		return driver.RateDecision{}, fmt.Errorf("postgres: %w", err)
 	}
 	var tat int64
 	if err := s.db.QueryRow(ctx, `SELECT tollgate_rate_allow($1, $2, $3, $4)`, key, now.UnixNano(), e, window).Scan(&tat); err != nil {
-		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+		return driver.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
 	}
-	d, _ := billing.GCRA(l, tat, now.UnixNano())
+	d, _ := driver.GCRA(l, tat, now.UnixNano())
 	return d, nil
 }
 
 // Peek reports what Allow would decide, without recording anything, in one statement.
-func (s *Store) Peek(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+func (s *Store) Peek(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+		return driver.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
 	}
 	if _, _, err := gcraParams(l); err != nil {
-		return billing.RateDecision{}, fmt.Errorf("postgres: %w", err)
+		return driver.RateDecision{}, fmt.Errorf("postgres: %w", err)
 	}
 	var tat int64
 	err := s.db.QueryRow(ctx, `SELECT coalesce((SELECT r.tat FROM tollgate_rate_limits r WHERE r.key = $1), 0)`, key).Scan(&tat)
 	if err != nil {
-		return billing.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
+		return driver.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
 	}
-	d, _ := billing.GCRA(l, tat, now.UnixNano())
+	d, _ := driver.GCRA(l, tat, now.UnixNano())
 	return d, nil
 }
 
 // Acquire grants holder a slot of key until now+lease if fewer than ceiling live slots
 // are held, in one call.
-func (s *Store) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (billing.SlotDecision, error) {
+func (s *Store) Acquire(ctx context.Context, key string, holder driver.RequestID, ceiling int, lease time.Duration, now time.Time) (driver.SlotDecision, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
+		return driver.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
-	var d billing.SlotDecision
+	var d driver.SlotDecision
 	err := s.db.QueryRow(ctx, `SELECT o_acquired, o_in_use FROM tollgate_slot_acquire($1, $2, $3, $4, $5)`,
 		key, [16]byte(holder), ceiling, int64(lease), now.UnixNano()).Scan(&d.Acquired, &d.InUse)
 	if err != nil {
-		return billing.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
+		return driver.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
 	return d, nil
 }
 
 // Release frees holder's slot of key, in one statement.
-func (s *Store) Release(ctx context.Context, key string, holder billing.RequestID) error {
+func (s *Store) Release(ctx context.Context, key string, holder driver.RequestID) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
@@ -81,7 +82,7 @@ func (s *Store) Release(ctx context.Context, key string, holder billing.RequestI
 }
 
 // Renew extends holder's live lease to now+lease, in one statement.
-func (s *Store) Renew(ctx context.Context, key string, holder billing.RequestID, lease time.Duration, now time.Time) error {
+func (s *Store) Renew(ctx context.Context, key string, holder driver.RequestID, lease time.Duration, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}

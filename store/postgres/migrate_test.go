@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -259,7 +260,7 @@ func TestMigrateOpenReservations(t *testing.T) {
 	if _, err := pool.Exec(ctx, `SELECT tollgate_open('acct', 100, 100, $1, $2, 1)`, period.Start, period.End); err != nil {
 		t.Fatal(err)
 	}
-	ids := []billing.RequestID{{1}, {2}, {3}, {4}}
+	ids := []driver.RequestID{{1}, {2}, {3}, {4}}
 	for _, id := range ids {
 		if _, err := pool.Exec(ctx, `SELECT tollgate_reserve('acct', $1, 10, ARRAY['hash'], $2, $3, 100)`, [16]byte(id), period.Start, period.End); err != nil {
 			t.Fatal(err)
@@ -288,8 +289,8 @@ func TestMigrateOpenReservations(t *testing.T) {
 		t.Errorf("after the upgrade and a sweep: %+v, %v; want 90 remaining and 10 used (the settled charge)", b, err)
 	}
 	for i, id := range ids {
-		_, err := s.Settle(ctx, billing.Settlement{Account: "acct", Request: id, Period: period, Allowance: 100, Now: t0})
-		if voided := errors.Is(err, billing.ErrVoided); voided != (i >= 2) || (!voided && err != nil) {
+		_, err := s.Settle(ctx, driver.Settlement{Account: "acct", Request: id, Period: period, Allowance: 100, Now: t0})
+		if voided := errors.Is(err, driver.ErrVoided); voided != (i >= 2) || (!voided && err != nil) {
 			t.Errorf("settling reservation %d after the upgrade: %v", i, err)
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -41,17 +43,17 @@ func TestOutage(t *testing.T) {
 	if err := s.CreateAccount(ctx, acct, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Open(ctx, billing.Opening{Account: acct.ID, Balance: 10, Allowance: 10, Period: period}); err != nil {
+	if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: 10, Allowance: 10, Period: period}); err != nil {
 		t.Fatal(err)
 	}
-	step := func(req billing.RequestID) billing.Step {
-		return billing.Step{Account: acct.ID, Request: req, Now: t0,
-			Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
-			Slot:    &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}}
+	step := func(req driver.RequestID) driver.Step {
+		return driver.Step{Account: acct.ID, Request: req, Now: t0,
+			Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+			Slot:    &driver.SlotClaim{Ceiling: 5, Lease: time.Minute},
+			Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}}
 	}
 	first := newRequest()
-	if r, err := s.Admit(ctx, step(first)); err != nil || r.Denied != billing.NotDenied {
+	if r, err := s.Admit(ctx, step(first)); err != nil || r.Denied != driver.NotDenied {
 		t.Fatalf("Admit before the outage: %+v, %v", r, err)
 	}
 
@@ -64,8 +66,8 @@ func TestOutage(t *testing.T) {
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("Admit during the outage: %v, want store.ErrUnavailable", err)
 		}
-		_, err = s.Close(ctx, billing.Closing{Account: acct.ID, Request: first, ReleaseSlot: true,
-			Settlement: &billing.Settlement{Account: acct.ID, Request: first, Refund: 1, Period: period, Allowance: 10}})
+		_, err = s.Close(ctx, driver.Closing{Account: acct.ID, Request: first, ReleaseSlot: true,
+			Settlement: &driver.Settlement{Account: acct.ID, Request: first, Refund: 1, Period: period, Allowance: 10}})
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("Close during the outage: %v, want store.ErrUnavailable", err)
 		}
@@ -76,7 +78,7 @@ func TestOutage(t *testing.T) {
 	defer cancel()
 	err = testenv.Wait(wait, func() error {
 		r, err := s.Admit(ctx, step(second)) // retried with the same request: charged once
-		if err == nil && r.Denied != billing.NotDenied {
+		if err == nil && r.Denied != driver.NotDenied {
 			t.Fatalf("Admit after the outage: %+v", r)
 		}
 		return err

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -18,7 +19,7 @@ import (
 // credit period.
 var (
 	t0     = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
-	period = billing.MonthOf(t0)
+	period = driver.MonthOf(t0)
 )
 
 // dsn returns the test server's DSN from TOLLGATE_TEST_POSTGRES, or skips the test (and
@@ -89,19 +90,19 @@ func TestKeyStore(t *testing.T) {
 }
 
 func TestLedger(t *testing.T) {
-	storetest.TestLedger(t, func(t *testing.T) billing.Ledger { return newStore(t, nil) })
+	storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
 }
 
 func TestRateLimiter(t *testing.T) {
-	storetest.TestRateLimiter(t, func(t *testing.T) billing.RateLimiter { return newStore(t, nil) })
+	storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
 }
 
 func TestConcurrencyLimiter(t *testing.T) {
-	storetest.TestConcurrencyLimiter(t, func(t *testing.T) billing.ConcurrencyLimiter { return newStore(t, nil) })
+	storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
 }
 
 func TestKeyChecker(t *testing.T) {
-	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, billing.KeyChecker) { s := newStore(t, nil); return s, s })
+	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
 }
 
 func TestAdmitter(t *testing.T) {
@@ -112,7 +113,7 @@ func TestAdmitter(t *testing.T) {
 // hot-account mitigation: the contracts hold just the same.
 
 func TestLedgerSharded(t *testing.T) {
-	storetest.TestLedger(t, func(t *testing.T) billing.Ledger { return newStore(t, &postgres.Options{Shards: 8}) })
+	storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, &postgres.Options{Shards: 8}) })
 }
 
 func TestAdmitterSharded(t *testing.T) {

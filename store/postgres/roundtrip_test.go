@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 
@@ -68,8 +69,8 @@ func TestRoundTrips(t *testing.T) {
 			acct, key := fixture("acct")
 			other := key
 			other.ID, other.Name, other.Primary, other.Hash = "acct-ci", "ci", false, auth.HashKey(auth.NewKeyValue())
-			req := billing.RequestID{1}
-			limit := billing.Limit{Rate: 60, Per: time.Minute, Burst: 10}
+			req := driver.RequestID{1}
+			limit := driver.Limit{Rate: 60, Per: time.Minute, Burst: 10}
 
 			once("CreateAccount", func() error { return s.CreateAccount(ctx, acct, key) })
 			once("CreateKey", func() error { return s.CreateKey(ctx, other) })
@@ -78,19 +79,19 @@ func TestRoundTrips(t *testing.T) {
 			once("Keys", func() error { _, err := s.Keys(ctx, acct.ID); return err })
 			once("Resolve", func() error { _, _, err := s.Resolve(ctx, key.Hash); return err })
 			once("CheckKey", func() error {
-				_, err := s.CheckKey(ctx, billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})
+				_, err := s.CheckKey(ctx, auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})
 				return err
 			})
 			once("Open", func() error {
-				return s.Open(ctx, billing.Opening{Account: acct.ID, Balance: 100, Allowance: 100, Period: period})
+				return s.Open(ctx, driver.Opening{Account: acct.ID, Balance: 100, Allowance: 100, Period: period})
 			})
 
-			step := billing.Step{Account: acct.ID, Request: req, Now: t0,
-				Key:     &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+			step := driver.Step{Account: acct.ID, Request: req, Now: t0,
+				Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 				Rate:    &limit,
-				Slot:    &billing.SlotClaim{Ceiling: 2, Lease: time.Minute},
-				Credits: &billing.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 3, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
-			admit := func(what string, st billing.Step, want billing.Denial) {
+				Slot:    &driver.SlotClaim{Ceiling: 2, Lease: time.Minute},
+				Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 3, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
+			admit := func(what string, st driver.Step, want driver.Denial) {
 				t.Helper()
 				once(what, func() error {
 					r, err := s.Admit(ctx, st)
@@ -100,34 +101,34 @@ func TestRoundTrips(t *testing.T) {
 					return err
 				})
 			}
-			admit("Admit", step, billing.NotDenied)
-			admit("Admit replayed", step, billing.NotDenied)
+			admit("Admit", step, driver.NotDenied)
+			admit("Admit replayed", step, driver.NotDenied)
 			short := step
-			short.Request = billing.RequestID{2}
-			short.Credits = &billing.Reservation{Account: acct.ID, Request: short.Request, Amount: 1000, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}
-			admit("Admit denied", short, billing.DeniedCredits)
+			short.Request = driver.RequestID{2}
+			short.Credits = &driver.Reservation{Account: acct.ID, Request: short.Request, Amount: 1000, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}
+			admit("Admit denied", short, driver.DeniedCredits)
 			once("Close", func() error {
-				_, err := s.Close(ctx, billing.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
-					Settlement: &billing.Settlement{Account: acct.ID, Request: req, Refund: 1, Period: period, Allowance: 100}})
+				_, err := s.Close(ctx, driver.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
+					Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: 1, Period: period, Allowance: 100}})
 				return err
 			})
 			once("Close again", func() error {
-				_, err := s.Close(ctx, billing.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
-					Settlement: &billing.Settlement{Account: acct.ID, Request: req, Refund: 1, Period: period, Allowance: 100}})
+				_, err := s.Close(ctx, driver.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
+					Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: 1, Period: period, Allowance: 100}})
 				return err
 			})
 
-			r2 := billing.RequestID{3}
+			r2 := driver.RequestID{3}
 			once("Reserve", func() error {
-				_, err := s.Reserve(ctx, billing.Reservation{Account: acct.ID, Request: r2, Amount: 1, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)})
+				_, err := s.Reserve(ctx, driver.Reservation{Account: acct.ID, Request: r2, Amount: 1, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)})
 				return err
 			})
 			once("Settle", func() error {
-				_, err := s.Settle(ctx, billing.Settlement{Account: acct.ID, Request: r2, Period: period, Allowance: 100})
+				_, err := s.Settle(ctx, driver.Settlement{Account: acct.ID, Request: r2, Period: period, Allowance: 100})
 				return err
 			})
 			once("Adjust", func() error {
-				_, err := s.Adjust(ctx, billing.Adjustment{Account: acct.ID, Request: billing.RequestID{4}, Amount: 5, Period: period, Allowance: 100})
+				_, err := s.Adjust(ctx, driver.Adjustment{Account: acct.ID, Request: driver.RequestID{4}, Amount: 5, Period: period, Allowance: 100})
 				return err
 			})
 			once("Balance", func() error { _, err := s.Balance(ctx, acct.ID, t0, period, 100); return err })
@@ -135,7 +136,7 @@ func TestRoundTrips(t *testing.T) {
 			once("SetShards", func() error { return s.SetShards(ctx, acct.ID, 2) })
 			once("Allow", func() error { _, err := s.Allow(ctx, "k", limit, t0); return err })
 			once("Peek", func() error { _, err := s.Peek(ctx, "k", limit, t0); return err })
-			h := billing.RequestID{5}
+			h := driver.RequestID{5}
 			once("Acquire", func() error { _, err := s.Acquire(ctx, "k", h, 2, time.Minute, t0); return err })
 			once("Renew", func() error { return s.Renew(ctx, "k", h, time.Minute, t0) })
 			once("InUse", func() error { _, err := s.InUse(ctx, "k", t0); return err })

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/batch"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // Store is every Tollgate store on one PostgreSQL database: the key store, the ledger,
-// the rate limiter, the concurrency limiter, the key checker, and the [billing.Admitter]
+// the rate limiter, the concurrency limiter, the key checker, and the [driver.Admitter]
 // that performs all of their parts of an admission in one function call. Give the one
 // value to every role, so that the Meter sends each admission and each settlement in
 // one round trip.
@@ -56,13 +57,13 @@ const MaxShards = 1024
 
 // Interface guards.
 var (
-	_ auth.KeyStore              = (*Store)(nil)
-	_ billing.Ledger             = (*Store)(nil)
-	_ billing.RateLimiter        = (*Store)(nil)
-	_ billing.ConcurrencyLimiter = (*Store)(nil)
-	_ billing.KeyChecker         = (*Store)(nil)
-	_ billing.Admitter           = (*Store)(nil)
-	_ billing.Sweeper            = (*Store)(nil)
+	_ auth.KeyStore             = (*Store)(nil)
+	_ driver.Ledger             = (*Store)(nil)
+	_ driver.RateLimiter        = (*Store)(nil)
+	_ driver.ConcurrencyLimiter = (*Store)(nil)
+	_ auth.KeyChecker           = (*Store)(nil)
+	_ driver.Admitter           = (*Store)(nil)
+	_ driver.Sweeper            = (*Store)(nil)
 )
 
 // New returns a Store on db. It does not touch the database: run [Migrate] first. opts

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -14,11 +15,11 @@ import (
 // credits are each checked, in that order, and only if all of them allow the call are
 // they recorded. A denied step changes nothing (beyond dropping ended leases and
 // applying a due credit renewal, which change no observable state). A key check that
-// names another account than the step's denies the step with billing.KeyUnknown,
+// names another account than the step's denies the step with auth.KeyUnknown,
 // without a round trip: a key admits calls of its own account only.
-func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult, error) {
+func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.StepResult{}, err
+		return driver.StepResult{}, err
 	}
 	c, res, err := s.admitCall(st)
 	if c.args == nil || err != nil {
@@ -30,7 +31,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 
 // admitted returns the outcome of st's step from its reply, and indexes its account
 // when the step says so.
-func (s *Store) admitted(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
+func (s *Store) admitted(ctx context.Context, st driver.Step, reply any, err error) (driver.StepResult, error) {
 	res, err := admission(ctx, st, reply, err)
 	if err == nil {
 		s.indexReply(ctx, st.Account, reply, 16)
@@ -40,8 +41,8 @@ func (s *Store) admitted(ctx context.Context, st billing.Step, reply any, err er
 
 // admitCall returns the call of admitScript that performs st, or, with none (no
 // arguments), the result of a step decided without a round trip, or an error.
-func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, error) {
-	var res billing.StepResult
+func (s *Store) admitCall(st driver.Step) (scriptCall, driver.StepResult, error) {
+	var res driver.StepResult
 	a := s.account(st.Account)
 	mode, sec, nsec := s.clock(st.Now)
 	args := make([]any, 0, 19+len(creditsAPIs(st.Credits)))
@@ -53,7 +54,7 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 	case st.Key.Account != st.Account:
 		// A key admits calls of its own account only, and its record lives in its
 		// account's slot, which one script over the step's account cannot read.
-		res.Denied, res.Key = billing.DeniedKey, billing.KeyUnknown
+		res.Denied, res.Key = driver.DeniedKey, auth.KeyUnknown
 		return scriptCall{}, res, nil
 	case st.Key.KeyID == "":
 		args = append(args, "s", "", "")
@@ -103,8 +104,8 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 
 // admission returns the outcome of st's step of admitScript from the step's reply, or
 // from the error of its run.
-func admission(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
-	var res billing.StepResult
+func admission(ctx context.Context, st driver.Step, reply any, err error) (driver.StepResult, error) {
+	var res driver.StepResult
 	if err != nil {
 		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
@@ -117,15 +118,15 @@ func admission(ctx context.Context, st billing.Step, reply any, err error) (bill
 	}
 	switch asInt(r[1]) {
 	case 0:
-		res.Denied = billing.NotDenied
+		res.Denied = driver.NotDenied
 	case 1:
-		res.Denied = billing.DeniedKey
+		res.Denied = driver.DeniedKey
 	case 2:
-		res.Denied = billing.DeniedRate
+		res.Denied = driver.DeniedRate
 	case 3:
-		res.Denied = billing.DeniedSlot
+		res.Denied = driver.DeniedSlot
 	case 4:
-		res.Denied = billing.DeniedCredits
+		res.Denied = driver.DeniedCredits
 	default:
 		return res, errReply("admission of account "+st.Account, reply)
 	}
@@ -136,10 +137,10 @@ func admission(ctx context.Context, st billing.Step, reply any, err error) (bill
 		res.Rate = decodeRate(r, 3)
 	}
 	if st.Slot != nil {
-		res.Slot = billing.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}
+		res.Slot = driver.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}
 	}
-	if st.Credits != nil && (res.Denied == billing.NotDenied || res.Denied == billing.DeniedCredits) {
-		res.Balance = billing.Balance{Remaining: pair(r[9], r[10]), Used: pair(r[11], r[12]),
+	if st.Credits != nil && (res.Denied == driver.NotDenied || res.Denied == driver.DeniedCredits) {
+		res.Balance = driver.Balance{Remaining: pair(r[9], r[10]), Used: pair(r[11], r[12]),
 			Allowance: asInt(r[13]), Period: decodePeriod(r[14], r[15])}
 	}
 	return res, nil
@@ -150,7 +151,7 @@ func pair(hi, lo any) int64 {
 	return asInt(hi)*1_000_000_000 + asInt(lo)
 }
 
-func creditsAPIs(c *billing.Reservation) []string {
+func creditsAPIs(c *driver.Reservation) []string {
 	if c == nil {
 		return nil
 	}
@@ -162,13 +163,13 @@ func creditsAPIs(c *billing.Reservation) []string {
 // settlement is refused (an unknown reservation, a refund above the amount reserved),
 // since the call has ended either way. Settling again refunds nothing more; freeing a
 // free slot is not an error.
-func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
+func (s *Store) Close(ctx context.Context, c driver.Closing) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	call, err := s.closeCall(c)
 	if call.args == nil || err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	reply, err := s.runBatched(ctx, call)
 	return closing(ctx, c, reply, err)
@@ -176,7 +177,7 @@ func (s *Store) Close(ctx context.Context, c billing.Closing) (billing.Balance, 
 
 // closeCall returns the call that performs c: closeScript's, or a plain ZREM when it
 // frees a slot alone; none (no arguments) when there is nothing to do.
-func (s *Store) closeCall(c billing.Closing) (scriptCall, error) {
+func (s *Store) closeCall(c driver.Closing) (scriptCall, error) {
 	a := s.account(c.Account)
 	st := c.Settlement
 	if st == nil {
@@ -201,12 +202,12 @@ func (s *Store) closeCall(c billing.Closing) (scriptCall, error) {
 }
 
 // closing returns the outcome of c from its call's reply, or from the error of its run.
-func closing(ctx context.Context, c billing.Closing, reply any, err error) (billing.Balance, error) {
+func closing(ctx context.Context, c driver.Closing, reply any, err error) (driver.Balance, error) {
 	switch {
 	case err != nil:
-		return billing.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
+		return driver.Balance{}, fail(ctx, err, "closing %s of account %q", c.Request, c.Account)
 	case c.Settlement == nil:
-		return billing.Balance{}, nil
+		return driver.Balance{}, nil
 	}
 	code, b, err := balanceReply(reply, c.Account, "close")
 	if err != nil {

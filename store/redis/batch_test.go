@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
@@ -123,7 +124,7 @@ func TestBatchedAdmissions(t *testing.T) {
 		flush: func() { must(t, admin.Do(context.Background(), "SCRIPT", "FLUSH", "SYNC").Err()) }}
 	s := newStoreOn(t, c, &redis.Options{Batch: 16})
 	ctx := t.Context()
-	period := billing.MonthOf(time.Now())
+	period := driver.MonthOf(time.Now())
 	// One account per lane, whose first call is held in flight on its lane while the
 	// others queue; and one more that shares its lanes with the first, so that the
 	// calls queued on those lanes are of two accounts, and go out as a pipeline of
@@ -144,7 +145,7 @@ func TestBatchedAdmissions(t *testing.T) {
 	for _, acct := range accounts {
 		key := auth.Key{ID: "k" + acct, AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 		must(t, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p"}, key))
-		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+		must(t, s.Open(ctx, driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 		keys[acct] = key
 	}
 	c.AddHook(g)
@@ -156,12 +157,12 @@ func TestBatchedAdmissions(t *testing.T) {
 		}
 		return accounts[i%len(accounts)]
 	}
-	step := func(i int, req billing.RequestID) billing.Step {
+	step := func(i int, req driver.RequestID) driver.Step {
 		acct := accountOf(i)
-		return billing.Step{Account: acct, Request: req, Now: time.Now(),
-			Key:     &billing.KeyCheck{Account: acct, KeyID: keys[acct].ID, Hash: keys[acct].Hash},
-			Slot:    &billing.SlotClaim{Ceiling: lanes + queued, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: acct, Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000, Now: testNow, Expires: testNow.Add(time.Hour)}}
+		return driver.Step{Account: acct, Request: req, Now: time.Now(),
+			Key:     &auth.KeyCheck{Account: acct, KeyID: keys[acct].ID, Hash: keys[acct].Hash},
+			Slot:    &driver.SlotClaim{Ceiling: lanes + queued, Lease: time.Minute},
+			Credits: &driver.Reservation{Account: acct, Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}
 	// run starts n calls of do and returns a wait for their outcomes.
 	run := func(n int, do func(i int) error) func() []error {
@@ -172,11 +173,11 @@ func TestBatchedAdmissions(t *testing.T) {
 		}
 		return func() []error { wg.Wait(); return errs }
 	}
-	reqs := make([]billing.RequestID, lanes+queued)
+	reqs := make([]driver.RequestID, lanes+queued)
 	for i := range reqs {
 		reqs[i] = newRequest()
 	}
-	results := make([]billing.StepResult, len(reqs))
+	results := make([]driver.StepResult, len(reqs))
 	admit := func(off int) func(int) error {
 		return func(i int) (err error) {
 			results[off+i], err = s.Admit(ctx, step(off+i, reqs[off+i]))
@@ -186,8 +187,8 @@ func TestBatchedAdmissions(t *testing.T) {
 	closing := func(off int) func(int) error {
 		return func(i int) error {
 			acct := accountOf(off + i)
-			_, err := s.Close(ctx, billing.Closing{Account: acct, Request: reqs[off+i], ReleaseSlot: true,
-				Settlement: &billing.Settlement{Account: acct, Request: reqs[off+i], Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: 1000}})
+			_, err := s.Close(ctx, driver.Closing{Account: acct, Request: reqs[off+i], ReleaseSlot: true,
+				Settlement: &driver.Settlement{Account: acct, Request: reqs[off+i], Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: 1000}})
 			return err
 		}
 	}
@@ -249,7 +250,7 @@ func TestBatchedAdmissions(t *testing.T) {
 		g.mu.Unlock()
 		if phase.name == "admissions" {
 			for i, r := range results {
-				if r.Denied != billing.NotDenied || !r.Slot.Acquired {
+				if r.Denied != driver.NotDenied || !r.Slot.Acquired {
 					t.Fatalf("admission %d: %+v", i, r)
 				}
 			}

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
@@ -53,12 +54,12 @@ func BenchmarkAdmitClose(b *testing.B) {
 							}
 							st.Now = time.Now()
 							r, err := s.Admit(b.Context(), st)
-							if err != nil || r.Denied != billing.NotDenied {
+							if err != nil || r.Denied != driver.NotDenied {
 								b.Fatalf("Admit: %+v, %v", r, err)
 							}
-							c := billing.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true}
+							c := driver.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true}
 							if st.Credits != nil {
-								c.Settlement = &billing.Settlement{Account: st.Account, Request: st.Request,
+								c.Settlement = &driver.Settlement{Account: st.Account, Request: st.Request,
 									Period: st.Credits.Period, Allowance: st.Credits.Allowance}
 							}
 							if _, err := s.Close(b.Context(), c); err != nil {
@@ -88,23 +89,23 @@ func BenchmarkAdmitClose(b *testing.B) {
 }
 
 // benchAccounts creates n accounts and returns a step template for each.
-func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []billing.Step {
+func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []driver.Step {
 	ctx := b.Context()
-	period := billing.MonthOf(time.Now())
-	rate := billing.Limit{Rate: 1_000_000, Per: time.Second, Burst: 1_000_000}
+	period := driver.MonthOf(time.Now())
+	rate := driver.Limit{Rate: 1_000_000, Per: time.Second, Burst: 1_000_000}
 	var prefix [8]byte
 	binary.BigEndian.PutUint64(prefix[:], uint64(time.Now().UnixNano()))
-	steps := make([]billing.Step, n)
+	steps := make([]driver.Step, n)
 	for i := range steps {
 		acct := fmt.Sprintf("bench-%04d", i)
-		st := billing.Step{Account: acct, Rate: &rate, Slot: &billing.SlotClaim{Ceiling: 1_000_000, Lease: time.Minute}}
+		st := driver.Step{Account: acct, Rate: &rate, Slot: &driver.SlotClaim{Ceiling: 1_000_000, Lease: time.Minute}}
 		copy(st.Request[:8], prefix[:])
 		if full {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(b, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "pro"}, key))
-			must(b, s.Open(ctx, billing.Opening{Account: acct, Balance: 1 << 50, Allowance: 1 << 50, Period: period}))
-			st.Key = &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
-			st.Credits = &billing.Reservation{Account: acct, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 1 << 50, Now: testNow, Expires: testNow.Add(time.Hour)}
+			must(b, s.Open(ctx, driver.Opening{Account: acct, Balance: 1 << 50, Allowance: 1 << 50, Period: period}))
+			st.Key = &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			st.Credits = &driver.Reservation{Account: acct, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 1 << 50, Now: testNow, Expires: testNow.Add(time.Hour)}
 		}
 		steps[i] = st
 	}
@@ -114,15 +115,15 @@ func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []billing.Ste
 // The storetest benchmarks, one line each.
 
 func BenchmarkLedger(b *testing.B) {
-	storetest.BenchmarkLedger(b, func(b *testing.B) billing.Ledger { return newStore(b, nil) })
+	storetest.BenchmarkLedger(b, func(b *testing.B) driver.Ledger { return newStore(b, nil) })
 }
 
 func BenchmarkRateLimiter(b *testing.B) {
-	storetest.BenchmarkRateLimiter(b, func(b *testing.B) billing.RateLimiter { return newStore(b, nil) })
+	storetest.BenchmarkRateLimiter(b, func(b *testing.B) driver.RateLimiter { return newStore(b, nil) })
 }
 
 func BenchmarkConcurrencyLimiter(b *testing.B) {
-	storetest.BenchmarkConcurrencyLimiter(b, func(b *testing.B) billing.ConcurrencyLimiter { return newStore(b, nil) })
+	storetest.BenchmarkConcurrencyLimiter(b, func(b *testing.B) driver.ConcurrencyLimiter { return newStore(b, nil) })
 }
 
 func BenchmarkKeyStoreResolve(b *testing.B) {
@@ -131,5 +132,5 @@ func BenchmarkKeyStoreResolve(b *testing.B) {
 
 // BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
 func BenchmarkSweep(b *testing.B) {
-	storetest.BenchmarkSweep(b, func(b *testing.B) billing.Ledger { return newStore(b, nil) }, 1000, 100_000)
+	storetest.BenchmarkSweep(b, func(b *testing.B) driver.Ledger { return newStore(b, nil) }, 1000, 100_000)
 }

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
@@ -24,7 +25,7 @@ func TestServerClockRate(t *testing.T) {
 	ctx := t.Context()
 	a, prefix := newStorePrefix(t, client(t), &redis.Options{})
 	b := openStore(t, client(t), prefix, &redis.Options{}) // another instance
-	l := billing.Limit{Rate: 1, Per: time.Hour, Burst: 2}
+	l := driver.Limit{Rate: 1, Per: time.Hour, Burst: 2}
 
 	d, err := a.Allow(ctx, "acct", l, past)
 	must(t, err)
@@ -50,19 +51,19 @@ func TestServerClockRate(t *testing.T) {
 	}
 
 	// The same through an admission step.
-	step := func() billing.Step {
-		return billing.Step{Account: "other", Request: newRequest(), Now: future, Rate: &l}
+	step := func() driver.Step {
+		return driver.Step{Account: "other", Request: newRequest(), Now: future, Rate: &l}
 	}
 	for i := range 2 {
 		r, err := a.Admit(ctx, step())
 		must(t, err)
-		if r.Denied != billing.NotDenied || r.Rate.Remaining != 1-i {
+		if r.Denied != driver.NotDenied || r.Rate.Remaining != 1-i {
 			t.Fatalf("admission %d: %+v, want admitted with %d remaining", i, r, 1-i)
 		}
 	}
-	r, err := b.Admit(ctx, billing.Step{Account: "other", Request: newRequest(), Now: past, Rate: &l})
+	r, err := b.Admit(ctx, driver.Step{Account: "other", Request: newRequest(), Now: past, Rate: &l})
 	must(t, err)
-	if r.Denied != billing.DeniedRate || r.Rate.RetryAfter <= 59*time.Minute {
+	if r.Denied != driver.DeniedRate || r.Rate.RetryAfter <= 59*time.Minute {
 		t.Errorf("third admission: %+v, want denied for its rate with RetryAfter just under 1h", r)
 	}
 }
@@ -127,7 +128,7 @@ func TestCallerClock(t *testing.T) {
 	ctx, c := t.Context(), client(t)
 	s, prefix := newStorePrefix(t, c, &redis.Options{CallerClock: true})
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 123456789, time.UTC)
-	l := billing.Limit{Rate: 60, Per: time.Minute, Burst: 1}
+	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: 1}
 	_, err := s.Allow(ctx, "acct", l, t0)
 	must(t, err)
 	tat, err := c.Get(ctx, prefix+":{acct}:tat").Result()

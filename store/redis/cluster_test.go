@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
@@ -77,19 +78,19 @@ func TestCluster(t *testing.T) {
 		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStoreOn(t, c, nil) })
 	})
 	t.Run("KeyChecker", func(t *testing.T) {
-		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, billing.KeyChecker) {
+		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) {
 			s := newStoreOn(t, c, nil)
 			return s, s
 		})
 	})
 	t.Run("Ledger", func(t *testing.T) {
-		storetest.TestLedger(t, func(t *testing.T) billing.Ledger { return newStoreOn(t, c, nil) })
+		storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStoreOn(t, c, nil) })
 	})
 	t.Run("RateLimiter", func(t *testing.T) {
-		storetest.TestRateLimiter(t, func(t *testing.T) billing.RateLimiter { return newStoreOn(t, c, nil) })
+		storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStoreOn(t, c, nil) })
 	})
 	t.Run("ConcurrencyLimiter", func(t *testing.T) {
-		storetest.TestConcurrencyLimiter(t, func(t *testing.T) billing.ConcurrencyLimiter { return newStoreOn(t, c, nil) })
+		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStoreOn(t, c, nil) })
 	})
 	t.Run("Admitter", func(t *testing.T) {
 		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {

@@ -1,9 +1,9 @@
 // Package redis keeps Tollgate's state in Redis (go-redis v9): rate limits, concurrency
 // leases, and, if the host wants, accounts, keys and credit balances. One [*Store]
-// implements every store interface ([auth.KeyStore], [billing.KeyChecker],
-// [billing.Ledger], [billing.RateLimiter], [billing.ConcurrencyLimiter]), the
-// [billing.Admitter], so that a paid call costs exactly one round trip to admit and one
-// to settle, and the [billing.Sweeper], through which every instance voids expired
+// implements every store interface ([auth.KeyStore], [auth.KeyChecker],
+// [driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter]), the
+// [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
+// to settle, and the [driver.Sweeper], through which every instance voids expired
 // reservations.
 //
 // # Compositions
@@ -98,7 +98,7 @@
 //   - Close, the settlement: ZREM the lease and the deadline, and settle the reservation
 //     at most once. One SET of the marker to "d" with XX and GET settles it and reads
 //     what it held: an unknown reservation stays unknown; a voided one ("v") stays
-//     voided and answers billing.ErrVoided; a marker that held no open reservation
+//     voided and answers driver.ErrVoided; a marker that held no open reservation
 //     ("d", or "a" if the request was admitted without credits) stays or becomes "d",
 //     and is remembered for another Retention; a refund larger than the amount reserved is
 //     refused and the marker put back, the reservation open again for another
@@ -147,7 +147,7 @@
 //
 // Voiding runs in the account's scripts, atomically with its admissions and closings,
 // so a reservation is voided once and never after it was settled, and a closing that
-// finds "v" answers billing.ErrVoided and changes nothing. The admission script, and
+// finds "v" answers driver.ErrVoided and changes nothing. The admission script, and
 // the Reserve, Adjust and Balance scripts, void first when the balance's nx says a
 // deadline has passed (a field the admission reads anyway, so this costs nothing while
 // none has); a closing does too on the caller's clock, and on the server's clock leaves
@@ -198,7 +198,7 @@
 // script that Redis lost (a restart, SCRIPT FLUSH) meets NOSCRIPT in the pipeline and
 // is sent again with EVAL on its own, which is safe since it did not run.
 //
-// The rate limit reproduces [billing.GCRA] exactly. Lua has only doubles, exact below
+// The rate limit reproduces [driver.GCRA] exactly. Lua has only doubles, exact below
 // 2^53, so times travel as (Unix seconds, nanoseconds) and the arithmetic runs on the
 // distance between the stored timestamp and now; windows (Burst emission intervals)
 // are limited to 2^52 ns, about 52 days. Lease ends and credit periods are Unix

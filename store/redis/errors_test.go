@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
@@ -28,8 +29,8 @@ func failFast(o *goredis.Options) {
 // everyMethod calls every method of the Store once and returns their errors by name.
 func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-	p := billing.MonthOf(t0)
-	l := billing.Limit{Rate: 1, Per: time.Second, Burst: 1}
+	p := driver.MonthOf(t0)
+	l := driver.Limit{Rate: 1, Per: time.Second, Burst: 1}
 	key := auth.Key{ID: "k", AccountID: "a", Hash: newHash()}
 	req := newRequest()
 	errs := map[string]error{}
@@ -41,11 +42,11 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	_, _, errs["Resolve"] = s.Resolve(ctx, key.Hash)
 	_, errs["RotateKey"] = s.RotateKey(ctx, "k", newHash(), t0)
 	_, errs["RevokeKey"] = s.RevokeKey(ctx, "k", t0)
-	_, errs["CheckKey"] = s.CheckKey(ctx, billing.KeyCheck{Account: "a"})
-	errs["Open"] = s.Open(ctx, billing.Opening{Account: "a", Period: p})
-	_, errs["Reserve"] = s.Reserve(ctx, billing.Reservation{Account: "a", Request: req, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
-	_, errs["Settle"] = s.Settle(ctx, billing.Settlement{Account: "a", Request: req, Period: p})
-	_, errs["Adjust"] = s.Adjust(ctx, billing.Adjustment{Account: "a", Request: req, Period: p})
+	_, errs["CheckKey"] = s.CheckKey(ctx, auth.KeyCheck{Account: "a"})
+	errs["Open"] = s.Open(ctx, driver.Opening{Account: "a", Period: p})
+	_, errs["Reserve"] = s.Reserve(ctx, driver.Reservation{Account: "a", Request: req, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
+	_, errs["Settle"] = s.Settle(ctx, driver.Settlement{Account: "a", Request: req, Period: p})
+	_, errs["Adjust"] = s.Adjust(ctx, driver.Adjustment{Account: "a", Request: req, Period: p})
 	_, errs["Balance"] = s.Balance(ctx, "a", testNow, p, 1)
 	_, errs["Usage"] = s.Usage(ctx, "a", p)
 	_, errs["Allow"] = s.Allow(ctx, "a", l, t0)
@@ -54,8 +55,8 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	errs["Release"] = s.Release(ctx, "a", req)
 	errs["Renew"] = s.Renew(ctx, "a", req, time.Second, t0)
 	_, errs["InUse"] = s.InUse(ctx, "a", t0)
-	_, errs["Admit"] = s.Admit(ctx, billing.Step{Account: "a", Request: req, Rate: &l})
-	_, errs["Close"] = s.Close(ctx, billing.Closing{Account: "a", Request: req, ReleaseSlot: true})
+	_, errs["Admit"] = s.Admit(ctx, driver.Step{Account: "a", Request: req, Rate: &l})
+	_, errs["Close"] = s.Close(ctx, driver.Closing{Account: "a", Request: req, ReleaseSlot: true})
 	return errs
 }
 
@@ -76,7 +77,7 @@ func TestUnreachable(t *testing.T) {
 		switch {
 		case !errors.Is(err, store.ErrUnavailable):
 			t.Errorf("%s: %v, want an error wrapping store.ErrUnavailable", name, err)
-		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, billing.ErrInsufficientCredits):
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, driver.ErrInsufficientCredits):
 			t.Errorf("%s: %v also wraps a sentinel of a well-known condition", name, err)
 		case !strings.HasPrefix(err.Error(), "redis: "):
 			t.Errorf("%s: %q does not begin with the package's name", name, err)
@@ -159,24 +160,24 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 	s, prefix := newStorePrefix(t, c, &redis.Options{})
 	direct := openStore(t, client(t), prefix, &redis.Options{}) // bypasses the proxy
 
-	period := billing.MonthOf(time.Now())
+	period := driver.MonthOf(time.Now())
 	key := auth.Key{ID: "key", AccountID: "acct", Hash: newHash()}
 	must(t, s.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "pro"}, key))
-	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: period}))
-	l := billing.Limit{Rate: 600, Per: time.Minute, Burst: 600}
-	step := func() billing.Step {
+	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: period}))
+	l := driver.Limit{Rate: 600, Per: time.Minute, Burst: 600}
+	step := func() driver.Step {
 		req := newRequest()
-		return billing.Step{Account: "acct", Request: req, Now: time.Now(),
-			Key:     &billing.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
+		return driver.Step{Account: "acct", Request: req, Now: time.Now(),
+			Key:     &auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
 			Rate:    &l,
-			Slot:    &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
+			Slot:    &driver.SlotClaim{Ceiling: 5, Lease: time.Minute},
+			Credits: &driver.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}
-	admit := func(what string) billing.Step {
+	admit := func(what string) driver.Step {
 		t.Helper()
 		st := step()
 		r, err := s.Admit(ctx, st)
-		if err != nil || r.Denied != billing.NotDenied {
+		if err != nil || r.Denied != driver.NotDenied {
 			t.Fatalf("%s: %+v, %v; want admitted", what, r, err)
 		}
 		return st
@@ -207,7 +208,7 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r, err := s.Admit(ctx, step())
-		if err == nil && r.Denied == billing.NotDenied {
+		if err == nil && r.Denied == driver.NotDenied {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -255,12 +256,12 @@ func TestContextEndsDuringCall(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s, err := redis.New(c, &redis.Options{Prefix: "tgtest-blackhole"})
 	must(t, err)
-	l := billing.Limit{Rate: 1, Per: time.Second, Burst: 1}
+	l := driver.Limit{Rate: 1, Per: time.Second, Burst: 1}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Admit(ctx, billing.Step{Account: "a", Request: newRequest(), Rate: &l})
+	_, err = s.Admit(ctx, driver.Step{Account: "a", Request: newRequest(), Rate: &l})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Admit past its deadline: %v, want context.DeadlineExceeded and store.ErrUnavailable", err)
 	}
@@ -289,11 +290,11 @@ func TestStaleHashIndex(t *testing.T) {
 	ctx, c := t.Context(), client(t)
 	s, prefix := newStorePrefix(t, c, nil)
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-	period := billing.MonthOf(t0)
+	period := driver.MonthOf(t0)
 	old := newHash()
 	key := auth.Key{ID: "key", AccountID: "acct", Name: "primary", Primary: true, Hash: old, CreatedAt: t0}
 	must(t, s.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "pro", CreatedAt: t0}, key))
-	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: period}))
+	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: period}))
 	cur := newHash()
 	_, err := s.RotateKey(ctx, key.ID, cur, t0)
 	must(t, err)
@@ -316,14 +317,14 @@ func TestStaleHashIndex(t *testing.T) {
 		if k, _, err := s.Resolve(ctx, h); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Resolve(%s hash) = key %q, %v; want store.ErrNotFound", name, k.ID, err)
 		}
-		if st, err := s.CheckKey(ctx, billing.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h}); err != nil || st != billing.KeyUnknown {
+		if st, err := s.CheckKey(ctx, auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h}); err != nil || st != auth.KeyUnknown {
 			t.Errorf("CheckKey(%s hash) = %d, %v; want KeyUnknown", name, st, err)
 		}
 		req := newRequest()
-		r, err := s.Admit(ctx, billing.Step{Account: "acct", Request: req, Now: t0,
-			Key:     &billing.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h},
-			Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
-		if err != nil || r.Denied != billing.DeniedKey || r.Key != billing.KeyUnknown {
+		r, err := s.Admit(ctx, driver.Step{Account: "acct", Request: req, Now: t0,
+			Key:     &auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h},
+			Credits: &driver.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
+		if err != nil || r.Denied != driver.DeniedKey || r.Key != auth.KeyUnknown {
 			t.Errorf("Admit with the %s hash: %+v, %v; want denied, KeyUnknown", name, r, err)
 		}
 	}
@@ -346,10 +347,10 @@ func TestStaleHashIndex(t *testing.T) {
 func TestAccountIDsThatAreNotTags(t *testing.T) {
 	ctx := t.Context()
 	s, prefix := newStorePrefix(t, client(t), nil)
-	p := billing.MonthOf(time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC))
+	p := driver.MonthOf(time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC))
 	ids := []string{"", "}", "a}b", "~", "~617d62", "~~", "{a}"} // "~617d62" is how "a}b" is written
 	for i, id := range ids {
-		must(t, s.Open(ctx, billing.Opening{Account: id, Balance: int64(i), Allowance: 100, Period: p}))
+		must(t, s.Open(ctx, driver.Opening{Account: id, Balance: int64(i), Allowance: 100, Period: p}))
 	}
 	for i, id := range ids {
 		b, err := s.Balance(ctx, id, testNow, p, 100)
@@ -375,24 +376,24 @@ func TestAccountIDsThatAreNotTags(t *testing.T) {
 func TestMessages(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t, nil)
-	p := billing.MonthOf(time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC))
-	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 5, Allowance: 5, Period: p}))
+	p := driver.MonthOf(time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC))
+	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 5, Allowance: 5, Period: p}))
 	req := newRequest()
-	_, err := s.Settle(ctx, billing.Settlement{Account: "acct", Request: req, Period: p})
+	_, err := s.Settle(ctx, driver.Settlement{Account: "acct", Request: req, Period: p})
 	wantErr(t, "Settle of an unknown reservation", err, store.ErrNotFound, req.String(), `"acct"`)
-	_, err = s.Admit(ctx, billing.Step{Account: "ghost", Request: req,
-		Credits: &billing.Reservation{Account: "ghost", Request: req, Amount: 1, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)}})
+	_, err = s.Admit(ctx, driver.Step{Account: "ghost", Request: req,
+		Credits: &driver.Reservation{Account: "ghost", Request: req, Amount: 1, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)}})
 	wantErr(t, "Admit for an account without a balance", err, store.ErrNotFound, `"ghost"`)
-	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct", Request: req, Amount: 1, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
+	_, err = s.Reserve(ctx, driver.Reservation{Account: "acct", Request: req, Amount: 1, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
 	must(t, err)
-	_, err = s.Close(ctx, billing.Closing{Account: "acct", Request: req,
-		Settlement: &billing.Settlement{Account: "acct", Request: req, Refund: 2, Period: p}})
+	_, err = s.Close(ctx, driver.Closing{Account: "acct", Request: req,
+		Settlement: &driver.Settlement{Account: "acct", Request: req, Refund: 2, Period: p}})
 	wantErr(t, "Close refunding more than reserved", err, store.ErrConflict, req.String())
 	err = s.Renew(ctx, "acct", req, time.Second, time.Now())
 	wantErr(t, "Renew of no slot", err, store.ErrNotFound, req.String(), `"acct"`)
-	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct", Request: newRequest(), Amount: 10, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
-	wantErr(t, "Reserve over the balance", err, billing.ErrInsufficientCredits)
-	_, err = s.Allow(ctx, "acct", billing.Limit{Rate: 1, Per: time.Second, Burst: 1 << 40}, time.Now())
+	_, err = s.Reserve(ctx, driver.Reservation{Account: "acct", Request: newRequest(), Amount: 10, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
+	wantErr(t, "Reserve over the balance", err, driver.ErrInsufficientCredits)
+	_, err = s.Allow(ctx, "acct", driver.Limit{Rate: 1, Per: time.Second, Burst: 1 << 40}, time.Now())
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Allow with a window beyond the scripts' range: %v, want a plain error", err)
 	}
@@ -425,21 +426,21 @@ func TestCloseUndoesAStepInDoubt(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t, nil)
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-	p := billing.MonthOf(t0)
-	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: p}))
-	step := func(req billing.RequestID) billing.Step {
-		return billing.Step{Account: "acct", Request: req, Now: t0, Slot: &billing.SlotClaim{Ceiling: 5, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 3, Period: p, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
+	p := driver.MonthOf(t0)
+	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: p}))
+	step := func(req driver.RequestID) driver.Step {
+		return driver.Step{Account: "acct", Request: req, Now: t0, Slot: &driver.SlotClaim{Ceiling: 5, Lease: time.Minute},
+			Credits: &driver.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 3, Period: p, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}
-	undo := func(req billing.RequestID) error {
-		_, err := s.Close(ctx, billing.Closing{Account: "acct", Request: req, ReleaseSlot: true,
-			Settlement: &billing.Settlement{Account: "acct", Request: req, Refund: 3, Uncount: []string{"hash"}, Period: p, Allowance: 10}})
+	undo := func(req driver.RequestID) error {
+		_, err := s.Close(ctx, driver.Closing{Account: "acct", Request: req, ReleaseSlot: true,
+			Settlement: &driver.Settlement{Account: "acct", Request: req, Refund: 3, Uncount: []string{"hash"}, Period: p, Allowance: 10}})
 		return err
 	}
 	applied, other := newRequest(), newRequest()
-	for _, req := range []billing.RequestID{applied, other} {
+	for _, req := range []driver.RequestID{applied, other} {
 		r, err := s.Admit(ctx, step(req))
-		if err != nil || r.Denied != billing.NotDenied {
+		if err != nil || r.Denied != driver.NotDenied {
 			t.Fatalf("Admit: %+v, %v", r, err)
 		}
 	}
@@ -469,22 +470,22 @@ func TestCloseMarkers(t *testing.T) {
 	ctx, c := t.Context(), client(t)
 	s, prefix := newStorePrefix(t, c, nil)
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-	p := billing.MonthOf(t0)
-	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: p}))
-	marker := func(req billing.RequestID) (string, time.Duration) {
+	p := driver.MonthOf(t0)
+	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: p}))
+	marker := func(req driver.RequestID) (string, time.Duration) {
 		k := prefix + ":{acct}:r:" + req.String()
 		return c.Get(ctx, k).Val(), c.PTTL(ctx, k).Val()
 	}
-	closing := func(req billing.RequestID, refund int64) error {
-		_, err := s.Close(ctx, billing.Closing{Account: "acct", Request: req, ReleaseSlot: true,
-			Settlement: &billing.Settlement{Account: "acct", Request: req, Refund: refund, Period: p, Allowance: 10}})
+	closing := func(req driver.RequestID, refund int64) error {
+		_, err := s.Close(ctx, driver.Closing{Account: "acct", Request: req, ReleaseSlot: true,
+			Settlement: &driver.Settlement{Account: "acct", Request: req, Refund: refund, Period: p, Allowance: 10}})
 		return err
 	}
 
 	req := newRequest()
-	r, err := s.Admit(ctx, billing.Step{Account: "acct", Request: req, Now: t0, Slot: &billing.SlotClaim{Ceiling: 1, Lease: time.Minute},
-		Credits: &billing.Reservation{Account: "acct", Request: req, Amount: 3, Period: p, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
-	if err != nil || r.Denied != billing.NotDenied {
+	r, err := s.Admit(ctx, driver.Step{Account: "acct", Request: req, Now: t0, Slot: &driver.SlotClaim{Ceiling: 1, Lease: time.Minute},
+		Credits: &driver.Reservation{Account: "acct", Request: req, Amount: 3, Period: p, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
+	if err != nil || r.Denied != driver.NotDenied {
 		t.Fatalf("Admit: %+v, %v", r, err)
 	}
 	if err := closing(req, 4); !errors.Is(err, store.ErrConflict) {
@@ -505,8 +506,8 @@ func TestCloseMarkers(t *testing.T) {
 	}
 
 	free := newRequest()
-	r, err = s.Admit(ctx, billing.Step{Account: "acct", Request: free, Now: t0, Slot: &billing.SlotClaim{Ceiling: 1, Lease: time.Minute}})
-	if err != nil || r.Denied != billing.NotDenied {
+	r, err = s.Admit(ctx, driver.Step{Account: "acct", Request: free, Now: t0, Slot: &driver.SlotClaim{Ceiling: 1, Lease: time.Minute}})
+	if err != nil || r.Denied != driver.NotDenied {
 		t.Fatalf("Admit without credits: %+v, %v", r, err)
 	}
 	if v, _ := marker(free); v != "a" {

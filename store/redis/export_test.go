@@ -3,9 +3,9 @@ package redis
 import (
 	"context"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Scripts lists every script of the package by name, so that the tests can check that
@@ -34,9 +34,9 @@ func (s *Store) Lanes(account string) (admit, close int) {
 	return laneOf(a.record()), laneOf(a.leases())
 }
 
-// Together performs admission steps (billing.Step) and closings (billing.Closing) as
+// Together performs admission steps (driver.Step) and closings (driver.Closing) as
 // the calls of one batch: their scripts' steps merged into runs, one pipeline. It
-// returns, for each, its result (billing.StepResult or billing.Balance) and error, and
+// returns, for each, its result (driver.StepResult or driver.Balance) and error, and
 // the order in which they took effect.
 func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int) {
 	results, errs := make([]any, len(ops)), make([]error, len(ops))
@@ -46,10 +46,10 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 	for i, op := range ops {
 		var c scriptCall
 		switch op := op.(type) {
-		case billing.Step:
+		case driver.Step:
 			c, results[i], errs[i] = s.admitCall(op)
-		case billing.Closing:
-			results[i] = billing.Balance{}
+		case driver.Closing:
+			results[i] = driver.Balance{}
 			c, errs[i] = s.closeCall(op)
 		}
 		if c.args != nil && errs[i] == nil {
@@ -69,9 +69,9 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 	replies, _ := s.pipeline(ctx, "", calls)
 	for j, i := range of {
 		switch op := ops[i].(type) {
-		case billing.Step:
+		case driver.Step:
 			results[i], errs[i] = s.admitted(ctx, op, replies[j].val, replies[j].err)
-		case billing.Closing:
+		case driver.Closing:
 			results[i], errs[i] = closing(ctx, op, replies[j].val, replies[j].err)
 		}
 	}

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
-// TestGCRAExact checks the script's GCRA against billing.GCRA where floating point
+// TestGCRAExact checks the script's GCRA against driver.GCRA where floating point
 // would go wrong if the script were careless: emission intervals that are not whole
 // microseconds (7 a minute is 8.571428571s), instants with nanoseconds, gaps that land
 // a nanosecond either side of a whole token, and windows up to the 2^52 ns bound. Every
@@ -20,7 +20,7 @@ import (
 func TestGCRAExact(t *testing.T) {
 	s := newStore(t, nil)
 	ctx := t.Context()
-	limits := []billing.Limit{
+	limits := []driver.Limit{
 		{Rate: 7, Per: time.Minute, Burst: 3},
 		{Rate: 1000, Per: time.Second, Burst: 50},
 		{Rate: 13, Per: time.Hour, Burst: 13},
@@ -38,13 +38,13 @@ func TestGCRAExact(t *testing.T) {
 		now := t0
 		for i := range 300 {
 			now = now.Add(gaps[rng.IntN(len(gaps))])
-			want, _ := billing.GCRA(l, tat, now.UnixNano())
+			want, _ := driver.GCRA(l, tat, now.UnixNano())
 			got, err := s.Peek(ctx, key, l, now)
 			must(t, err)
 			if got != want {
 				t.Fatalf("limit %+v, event %d at t0+%v: Peek %+v, GCRA %+v", l, i, now.Sub(t0), got, want)
 			}
-			want, next := billing.GCRA(l, tat, now.UnixNano())
+			want, next := driver.GCRA(l, tat, now.UnixNano())
 			if want.Allowed {
 				tat = next
 			}
@@ -53,9 +53,9 @@ func TestGCRAExact(t *testing.T) {
 			if got != want {
 				t.Fatalf("limit %+v, event %d at t0+%v: Allow %+v, GCRA %+v", l, i, now.Sub(t0), got, want)
 			}
-			r, err := s.Admit(ctx, billing.Step{Account: key + "-admit", Request: newRequest(), Now: now, Rate: &l})
+			r, err := s.Admit(ctx, driver.Step{Account: key + "-admit", Request: newRequest(), Now: now, Rate: &l})
 			must(t, err)
-			if r.Rate != want || (r.Denied == billing.DeniedRate) == want.Allowed {
+			if r.Rate != want || (r.Denied == driver.DeniedRate) == want.Allowed {
 				t.Fatalf("limit %+v, event %d at t0+%v: Admit %+v, GCRA %+v", l, i, now.Sub(t0), r, want)
 			}
 		}
@@ -73,21 +73,21 @@ func TestOnlyRecordsLive(t *testing.T) {
 	ctx, c := t.Context(), client(t)
 	s, prefix := newStorePrefix(t, c, nil)
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-	p := billing.MonthOf(t0)
-	must(t, s.Open(ctx, billing.Opening{Account: "acct", Balance: 100, Allowance: 100, Period: p}))
-	l := billing.Limit{Rate: 60, Per: time.Minute, Burst: 10}
+	p := driver.MonthOf(t0)
+	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 100, Allowance: 100, Period: p}))
+	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: 10}
 	settled, open := newRequest(), newRequest()
-	for _, req := range []billing.RequestID{settled, open} {
-		_, err := s.Admit(ctx, billing.Step{Account: "acct", Request: req, Now: t0, Rate: &l,
-			Slot:    &billing.SlotClaim{Ceiling: 5, Lease: 30 * time.Second},
-			Credits: &billing.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: p, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}})
+	for _, req := range []driver.RequestID{settled, open} {
+		_, err := s.Admit(ctx, driver.Step{Account: "acct", Request: req, Now: t0, Rate: &l,
+			Slot:    &driver.SlotClaim{Ceiling: 5, Lease: 30 * time.Second},
+			Credits: &driver.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: p, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}})
 		must(t, err)
 	}
-	_, err := s.Close(ctx, billing.Closing{Account: "acct", Request: settled, ReleaseSlot: true,
-		Settlement: &billing.Settlement{Account: "acct", Request: settled, Period: p, Allowance: 100}})
+	_, err := s.Close(ctx, driver.Closing{Account: "acct", Request: settled, ReleaseSlot: true,
+		Settlement: &driver.Settlement{Account: "acct", Request: settled, Period: p, Allowance: 100}})
 	must(t, err)
 	limitsOnly := newRequest()
-	_, err = s.Admit(ctx, billing.Step{Account: "other", Request: limitsOnly, Now: t0, Rate: &l})
+	_, err = s.Admit(ctx, driver.Step{Account: "other", Request: limitsOnly, Now: t0, Rate: &l})
 	must(t, err)
 
 	base := prefix + ":{acct}:"

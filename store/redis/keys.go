@@ -12,7 +12,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -413,9 +412,9 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Ke
 	return decodeKey(id, acct, asString(r[1]), asString(r[2]), asString(r[3]), asString(r[4]))
 }
 
-// CheckKey reports whether a key is still live (see [billing.KeyChecker]), in one
+// CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one
 // script in the account's slot.
-func (s *Store) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeyState, error) {
+func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -427,12 +426,12 @@ func (s *Store) CheckKey(ctx context.Context, c billing.KeyCheck) (billing.KeySt
 	return keyState(asInt(reply)), nil
 }
 
-func keyState(n int64) billing.KeyState {
+func keyState(n int64) auth.KeyState {
 	switch n {
 	case 0:
-		return billing.KeyLive
+		return auth.KeyLive
 	case 2:
-		return billing.KeyRevoked
+		return auth.KeyRevoked
 	}
-	return billing.KeyUnknown
+	return auth.KeyUnknown
 }

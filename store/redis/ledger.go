@@ -7,29 +7,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // Credit periods travel as Unix microseconds.
-func periodArgs(p billing.Period) (string, string) {
+func periodArgs(p driver.Period) (string, string) {
 	return strconv.FormatInt(p.Start.UnixMicro(), 10), strconv.FormatInt(p.End.UnixMicro(), 10)
 }
 
 // decodeBalance reads the five balance fields of a reply from r[i:].
-func decodeBalance(r []any, i int) billing.Balance {
+func decodeBalance(r []any, i int) driver.Balance {
 	if len(r) < i+5 {
-		return billing.Balance{}
+		return driver.Balance{}
 	}
-	return billing.Balance{Remaining: asInt(r[i]), Used: asInt(r[i+1]), Allowance: asInt(r[i+2]),
+	return driver.Balance{Remaining: asInt(r[i]), Used: asInt(r[i+1]), Allowance: asInt(r[i+2]),
 		Period: decodePeriod(r[i+3], r[i+4])}
 }
 
 // decodePeriod reads a credit period from a reply's start and end (Unix µs).
-func decodePeriod(start, end any) billing.Period {
-	return billing.Period{Start: time.UnixMicro(asInt(start)).UTC(), End: time.UnixMicro(asInt(end)).UTC()}
+func decodePeriod(start, end any) driver.Period {
+	return driver.Period{Start: time.UnixMicro(asInt(start)).UTC(), End: time.UnixMicro(asInt(end)).UTC()}
 }
 
 func noBalance(account string) error {
@@ -37,20 +38,20 @@ func noBalance(account string) error {
 }
 
 // balanceReply decodes the reply of a script that answers a status and a balance.
-func balanceReply(reply any, account, what string) (int64, billing.Balance, error) {
+func balanceReply(reply any, account, what string) (int64, driver.Balance, error) {
 	r := asSlice(reply)
 	if len(r) == 0 {
-		return 0, billing.Balance{}, errReply(what+" of account "+strconv.Quote(account), reply)
+		return 0, driver.Balance{}, errReply(what+" of account "+strconv.Quote(account), reply)
 	}
 	st := asInt(r[0])
 	if st == stNotFound {
-		return st, billing.Balance{}, noBalance(account)
+		return st, driver.Balance{}, noBalance(account)
 	}
 	return st, decodeBalance(r, 1), nil
 }
 
 // Open creates an account's balance.
-func (s *Store) Open(ctx context.Context, o billing.Opening) error {
+func (s *Store) Open(ctx context.Context, o driver.Opening) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -60,8 +61,8 @@ func (s *Store) Open(ctx context.Context, o billing.Opening) error {
 	switch {
 	case o.Balance < 0:
 		return fmt.Errorf("redis: account %q: a balance cannot be negative", o.Account)
-	case o.Balance > billing.MaxCredits || o.Allowance > billing.MaxCredits:
-		return fmt.Errorf("redis: account %q: %w", o.Account, billing.ErrTooManyCredits)
+	case o.Balance > driver.MaxCredits || o.Allowance > driver.MaxCredits:
+		return fmt.Errorf("redis: account %q: %w", o.Account, driver.ErrTooManyCredits)
 	}
 	ps, pe := periodArgs(o.Period)
 	reply, err := s.run(ctx, openScript, []string{s.account(o.Account).balance()}, o.Balance, o.Allowance, ps, pe)
@@ -77,7 +78,7 @@ func (s *Store) Open(ctx context.Context, o billing.Opening) error {
 // checkReservation refuses a reservation the ledger must not take: a negative amount,
 // one that expires no later than it is made, or an API whose name holds the byte that
 // separates the APIs in the reservation's marker (a control character no API id has).
-func checkReservation(r *billing.Reservation) error {
+func checkReservation(r *driver.Reservation) error {
 	switch {
 	case r.Amount < 0:
 		return fmt.Errorf("redis: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
@@ -98,12 +99,12 @@ const apiSeparator = '\x1f'
 // Reserve takes credits for a call, in one script: renewal if due, the void of the
 // account's expired reservations, the replay check, the balance check, the debit, the
 // usage counts, the reservation's marker and its deadline.
-func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Balance, error) {
+func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	if err := checkReservation(&r); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	a := s.account(r.Account)
 	ps, pe := periodArgs(r.Period)
@@ -115,7 +116,7 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	}
 	reply, err := s.run(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request), a.open()}, args...)
 	if err != nil {
-		return billing.Balance{}, fail(ctx, err, "reservation %s of account %q", r.Request, r.Account)
+		return driver.Balance{}, fail(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 	}
 	st, b, err := balanceReply(reply, r.Account, "reserve")
 	if err != nil {
@@ -123,7 +124,7 @@ func (s *Store) Reserve(ctx context.Context, r billing.Reservation) (billing.Bal
 	}
 	s.indexReply(ctx, r.Account, reply, 6)
 	if st == stInsufficient {
-		return b, billing.ErrInsufficientCredits
+		return b, driver.ErrInsufficientCredits
 	}
 	return b, nil
 }
@@ -149,7 +150,7 @@ func (s *Store) indexReply(ctx context.Context, account string, reply any, i int
 // settleArgs returns a step's arguments of closeScript after the member and the release
 // flag: refund, -refund, period, allowance, retention, open reservation TTL, now, then
 // the number of APIs to uncount and the APIs.
-func (s *Store) settleArgs(st billing.Settlement, args []any) []any {
+func (s *Store) settleArgs(st driver.Settlement, args []any) []any {
 	ps, pe := periodArgs(st.Period)
 	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open, s.nowArg(st.Now), len(st.Uncount))
 	for _, api := range st.Uncount {
@@ -159,41 +160,41 @@ func (s *Store) settleArgs(st billing.Settlement, args []any) []any {
 }
 
 // settleResult maps a settlement's status.
-func settleResult(st int64, b billing.Balance, s billing.Settlement) (billing.Balance, error) {
+func settleResult(st int64, b driver.Balance, s driver.Settlement) (driver.Balance, error) {
 	switch st {
 	case stUnknown:
-		return billing.Balance{}, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, store.ErrNotFound)
+		return driver.Balance{}, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, store.ErrNotFound)
 	case stConflict:
 		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d is more than was reserved: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
 	case stOverflow:
 		return b, fmt.Errorf("redis: reservation %s of account %q: refund %d would take the remaining credits past 2^63-1; the reservation stays open: %w", s.Request, s.Account, s.Refund, store.ErrConflict)
 	case stVoided:
-		return b, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, billing.ErrVoided)
+		return b, fmt.Errorf("redis: reservation %s of account %q: %w", s.Request, s.Account, driver.ErrVoided)
 	}
 	return b, nil
 }
 
 // Settle closes a reservation, at most once, in one script: Close's, freeing no slot.
-func (s *Store) Settle(ctx context.Context, st billing.Settlement) (billing.Balance, error) {
+func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
-	c := billing.Closing{Account: st.Account, Request: st.Request, Settlement: &st}
+	c := driver.Closing{Account: st.Account, Request: st.Request, Settlement: &st}
 	call, err := s.closeCall(c)
 	if err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	reply, err := s.runCall(ctx, call)
 	return closing(ctx, c, reply, err)
 }
 
 // Adjust adds credits to, or takes them from, the balance, once per request id.
-func (s *Store) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Balance, error) {
+func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	if err := store.CheckText("redis: the reason of an adjustment", adj.Reason); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	a := s.account(adj.Account)
 	ps, pe := periodArgs(adj.Period)
@@ -201,10 +202,10 @@ func (s *Store) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Bal
 	// An amount below -MaxCredits is short whatever the balance: it is sent as the
 	// first such amount, which Lua's numbers hold exactly.
 	reply, err := s.run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
-		max(adj.Amount, -billing.MaxCredits-1), ps, pe, adj.Allowance, s.retention, mode, sec, nsec,
-		a.markers(), s.open, int64(billing.MaxCredits))
+		max(adj.Amount, -driver.MaxCredits-1), ps, pe, adj.Allowance, s.retention, mode, sec, nsec,
+		a.markers(), s.open, int64(driver.MaxCredits))
 	if err != nil {
-		return billing.Balance{}, fail(ctx, err, "adjustment %s of account %q", adj.Request, adj.Account)
+		return driver.Balance{}, fail(ctx, err, "adjustment %s of account %q", adj.Request, adj.Account)
 	}
 	st, b, err := balanceReply(reply, adj.Account, "adjust")
 	if err != nil {
@@ -212,9 +213,9 @@ func (s *Store) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Bal
 	}
 	switch st {
 	case stInsufficient:
-		return b, billing.ErrInsufficientCredits
+		return b, driver.ErrInsufficientCredits
 	case stTooMany:
-		return b, fmt.Errorf("redis: adjustment %s of account %q: %w", adj.Request, adj.Account, billing.ErrTooManyCredits)
+		return b, fmt.Errorf("redis: adjustment %s of account %q: %w", adj.Request, adj.Account, driver.ErrTooManyCredits)
 	}
 	return b, nil
 }
@@ -222,9 +223,9 @@ func (s *Store) Adjust(ctx context.Context, adj billing.Adjustment) (billing.Bal
 // Balance returns the account's balance at period p, renewing it if due and voiding
 // the reservations past their deadline at now (on the server's clock unless
 // Options.CallerClock).
-func (s *Store) Balance(ctx context.Context, account string, now time.Time, p billing.Period, allowance int64) (billing.Balance, error) {
+func (s *Store) Balance(ctx context.Context, account string, now time.Time, p driver.Period, allowance int64) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Balance{}, err
+		return driver.Balance{}, err
 	}
 	a := s.account(account)
 	ps, pe := periodArgs(p)
@@ -232,14 +233,14 @@ func (s *Store) Balance(ctx context.Context, account string, now time.Time, p bi
 	reply, err := s.run(ctx, balanceScript, []string{a.balance(), a.usage(), a.open()}, ps, pe, allowance,
 		mode, sec, nsec, a.markers(), s.open)
 	if err != nil {
-		return billing.Balance{}, fail(ctx, err, "reading the balance of account %q", account)
+		return driver.Balance{}, fail(ctx, err, "reading the balance of account %q", account)
 	}
 	_, b, err := balanceReply(reply, account, "balance")
 	return b, err
 }
 
 // Usage returns the calls per API counted in period p.
-func (s *Store) Usage(ctx context.Context, account string, p billing.Period) (map[string]int64, error) {
+func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map[string]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -14,7 +15,7 @@ import (
 const maxWindow = 1 << 52
 
 // rateArgs returns a limit's emission interval and window in nanoseconds.
-func rateArgs(l billing.Limit) (e, window int64, err error) {
+func rateArgs(l driver.Limit) (e, window int64, err error) {
 	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 {
 		return 0, 0, fmt.Errorf("redis: rate limit %+v: rate, period and burst must be positive", l)
 	}
@@ -26,11 +27,11 @@ func rateArgs(l billing.Limit) (e, window int64, err error) {
 }
 
 // decodeRate reads a rate decision from r[i:]: allowed, remaining, retry, reset.
-func decodeRate(r []any, i int) billing.RateDecision {
+func decodeRate(r []any, i int) driver.RateDecision {
 	if len(r) < i+4 {
-		return billing.RateDecision{}
+		return driver.RateDecision{}
 	}
-	return billing.RateDecision{
+	return driver.RateDecision{
 		Allowed:    asInt(r[i]) == 1,
 		Remaining:  int(asInt(r[i+1])),
 		RetryAfter: time.Duration(asInt(r[i+2])),
@@ -39,33 +40,33 @@ func decodeRate(r []any, i int) billing.RateDecision {
 }
 
 // Allow decides whether one event for key may go ahead and records it if so, by the
-// GCRA of [billing.GCRA] in one script, on the Redis server's clock unless
+// GCRA of [driver.GCRA] in one script, on the Redis server's clock unless
 // Options.CallerClock is set.
-func (s *Store) Allow(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+func (s *Store) Allow(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
 	return s.decide(ctx, key, l, now, "1")
 }
 
 // Peek reports what Allow would decide, without recording anything.
-func (s *Store) Peek(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
+func (s *Store) Peek(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
 	return s.decide(ctx, key, l, now, "")
 }
 
-func (s *Store) decide(ctx context.Context, key string, l billing.Limit, now time.Time, record string) (billing.RateDecision, error) {
+func (s *Store) decide(ctx context.Context, key string, l driver.Limit, now time.Time, record string) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.RateDecision{}, err
+		return driver.RateDecision{}, err
 	}
 	e, window, err := rateArgs(l)
 	if err != nil {
-		return billing.RateDecision{}, err
+		return driver.RateDecision{}, err
 	}
 	mode, sec, nsec := s.clock(now)
 	reply, err := s.run(ctx, rateScript, []string{s.account(key).tat()}, mode, sec, nsec, e, window, record)
 	if err != nil {
-		return billing.RateDecision{}, fail(ctx, err, "rate limit of %q", key)
+		return driver.RateDecision{}, fail(ctx, err, "rate limit of %q", key)
 	}
 	r := asSlice(reply)
 	if len(r) != 4 {
-		return billing.RateDecision{}, errReply("rate limit of "+key, reply)
+		return driver.RateDecision{}, errReply("rate limit of "+key, reply)
 	}
 	return decodeRate(r, 0), nil
 }
@@ -79,25 +80,25 @@ func leaseArgs(lease time.Duration) (us, ttl int64) {
 // Acquire grants holder a slot until now+lease if fewer than ceiling live slots are
 // held, in one script over the key's lease set (a sorted set of holders scored by the
 // end of their lease).
-func (s *Store) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (billing.SlotDecision, error) {
+func (s *Store) Acquire(ctx context.Context, key string, holder driver.RequestID, ceiling int, lease time.Duration, now time.Time) (driver.SlotDecision, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.SlotDecision{}, err
+		return driver.SlotDecision{}, err
 	}
 	mode, sec, nsec := s.clock(now)
 	us, ttl := leaseArgs(lease)
 	reply, err := s.run(ctx, acquireScript, []string{s.account(key).leases()}, mode, sec, nsec, holder.String(), ceiling, us, ttl)
 	if err != nil {
-		return billing.SlotDecision{}, fail(ctx, err, "slot of %s under %q", holder, key)
+		return driver.SlotDecision{}, fail(ctx, err, "slot of %s under %q", holder, key)
 	}
 	r := asSlice(reply)
 	if len(r) != 2 {
-		return billing.SlotDecision{}, errReply("acquire", reply)
+		return driver.SlotDecision{}, errReply("acquire", reply)
 	}
-	return billing.SlotDecision{Acquired: asInt(r[0]) == 1, InUse: int(asInt(r[1]))}, nil
+	return driver.SlotDecision{Acquired: asInt(r[0]) == 1, InUse: int(asInt(r[1]))}, nil
 }
 
 // Release frees holder's slot (one ZREM).
-func (s *Store) Release(ctx context.Context, key string, holder billing.RequestID) error {
+func (s *Store) Release(ctx context.Context, key string, holder driver.RequestID) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func (s *Store) Release(ctx context.Context, key string, holder billing.RequestI
 }
 
 // Renew extends holder's lease to now+lease.
-func (s *Store) Renew(ctx context.Context, key string, holder billing.RequestID, lease time.Duration, now time.Time) error {
+func (s *Store) Renew(ctx context.Context, key string, holder driver.RequestID, lease time.Duration, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -154,22 +155,22 @@ func TestKeyStore(t *testing.T) {
 
 func TestKeyChecker(t *testing.T) {
 	client(t)
-	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, billing.KeyChecker) { s := newStore(t, nil); return s, s })
+	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
 }
 
 func TestLedger(t *testing.T) {
 	client(t)
-	storetest.TestLedger(t, func(t *testing.T) billing.Ledger { return newStore(t, nil) })
+	storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
 }
 
 func TestRateLimiter(t *testing.T) {
 	client(t)
-	storetest.TestRateLimiter(t, func(t *testing.T) billing.RateLimiter { return newStore(t, nil) })
+	storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
 }
 
 func TestConcurrencyLimiter(t *testing.T) {
 	client(t)
-	storetest.TestConcurrencyLimiter(t, func(t *testing.T) billing.ConcurrencyLimiter { return newStore(t, nil) })
+	storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
 }
 
 // TestAdmitter runs the suite with the Store in every role: keys, credits and limits

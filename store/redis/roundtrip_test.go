@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
@@ -44,29 +46,29 @@ func countingClient(t *testing.T) (*goredis.Client, *recorder) {
 // calls run after it.
 func TestOneRoundTripEach(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 1000, RatePerMinute: 600, Concurrency: 10}
-	period := billing.MonthOf(time.Now())
+	period := driver.MonthOf(time.Now())
 
 	compositions := []struct {
 		name   string
 		settle string // the command that settles
-		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck)
+		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck)
 	}{
-		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
+		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck) {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
-			must(t, s.Open(t.Context(), billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 			m, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
 			must(t, err)
-			return m, &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			return m, &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
-		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *billing.KeyCheck) {
+		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck) {
 			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, keys.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
-			must(t, ledger.Open(t.Context(), billing.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+			must(t, ledger.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 			m, err := billing.NewMeter(ledger, s, s, &billing.MeterOptions{Keys: keys})
 			must(t, err)
-			return m, &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			return m, &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
 	}
 	for _, comp := range compositions {
@@ -75,7 +77,7 @@ func TestOneRoundTripEach(t *testing.T) {
 			s := newStoreOn(t, c, &redis.Options{}) // the server's clock, as in production
 			m, key := comp.meter(t, s, "acct")
 			call := func(i int) ([]string, []string) {
-				a := billing.Admission{Account: "acct", Plan: plan, Request: billing.RequestID{byte(i), 1}, APIs: []string{"hash"},
+				a := billing.Admission{Account: "acct", Plan: plan, Request: driver.RequestID{byte(i), 1}, APIs: []string{"hash"},
 					Cost: 1, Now: time.Now(), Key: key}
 				rec.take()
 				tk, err := m.Admit(t.Context(), a)

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
@@ -55,8 +56,8 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 	stores := []*redis.Store{one, all}
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(seed, 11))
-	request := func() billing.RequestID {
-		var id billing.RequestID
+	request := func() driver.RequestID {
+		var id driver.RequestID
 		for i := range id {
 			id[i] = byte(rng.UintN(256))
 		}
@@ -64,8 +65,8 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 	}
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	periods := []billing.Period{billing.MonthOf(now)}
-	periods = append(periods, billing.MonthOf(periods[0].End))
+	periods := []driver.Period{driver.MonthOf(now)}
+	periods = append(periods, driver.MonthOf(periods[0].End))
 	period := 0 // the current one
 
 	// Two accounts: a small balance that runs short, and one beyond 2^53.
@@ -87,8 +88,8 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		for i, s := range stores {
 			must(t, s.CreateAccount(ctx, auth.Account{ID: a.id, Plan: "p", CreatedAt: now}, a.keys[0]))
 			must(t, s.CreateKey(ctx, a.keys[1]))
-			must(t, s.Open(ctx, billing.Opening{Account: a.id, Balance: 1, Allowance: 1, Period: periods[0]}))
-			// Balances beyond billing.MaxCredits, which only data from before that bound
+			must(t, s.Open(ctx, driver.Opening{Account: a.id, Balance: 1, Allowance: 1, Period: periods[0]}))
+			// Balances beyond driver.MaxCredits, which only data from before that bound
 			// can hold, are written directly.
 			must(t, c.HSet(ctx, []string{prefixOne, prefixAll}[i]+":{"+a.id+"}:bal", "rem", a.allowance, "allow", a.allowance).Err())
 		}
@@ -108,12 +109,12 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 	type admitted struct {
 		acct   *account
 		amount int64
-		period billing.Period
+		period driver.Period
 	}
-	var ids, leased, acquired []billing.RequestID
-	reqs := make(map[billing.RequestID]admitted)
+	var ids, leased, acquired []driver.RequestID
+	reqs := make(map[driver.RequestID]admitted)
 
-	step := func(a *account, at time.Time) billing.Step {
+	step := func(a *account, at time.Time) driver.Step {
 		id := request()
 		switch {
 		case len(leased) > 0 && pick(2) == 0:
@@ -121,35 +122,35 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		case len(ids) > 0 && pick(6) == 0:
 			id = ids[pick(len(ids))] // a replay, perhaps of another account's request
 		}
-		st := billing.Step{Account: a.id, Request: id, Now: at}
+		st := driver.Step{Account: a.id, Request: id, Now: at}
 		switch pick(10) {
 		case 0, 1, 2, 3, 4:
-			st.Key = &billing.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: a.keys[0].Hash}
+			st.Key = &auth.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: a.keys[0].Hash}
 		case 5:
-			st.Key = &billing.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: newHash()}
+			st.Key = &auth.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: newHash()}
 		case 6:
-			st.Key = &billing.KeyCheck{Account: a.id, KeyID: a.keys[1].ID, Hash: a.keys[1].Hash}
+			st.Key = &auth.KeyCheck{Account: a.id, KeyID: a.keys[1].ID, Hash: a.keys[1].Hash}
 		case 7:
-			st.Key = &billing.KeyCheck{Account: a.id} // a session
+			st.Key = &auth.KeyCheck{Account: a.id} // a session
 		case 8:
 			other := accounts[0]
 			if other == a {
 				other = accounts[1]
 			}
-			st.Key = &billing.KeyCheck{Account: other.id, KeyID: other.keys[0].ID, Hash: other.keys[0].Hash}
+			st.Key = &auth.KeyCheck{Account: other.id, KeyID: other.keys[0].ID, Hash: other.keys[0].Hash}
 		}
 		if pick(5) > 0 {
-			st.Rate = &billing.Limit{Rate: 20, Per: time.Second, Burst: 3}
+			st.Rate = &driver.Limit{Rate: 20, Per: time.Second, Burst: 3}
 		}
 		if pick(5) > 0 {
-			st.Slot = &billing.SlotClaim{Ceiling: 3, Lease: time.Duration(1+pick(300)) * time.Millisecond}
+			st.Slot = &driver.SlotClaim{Ceiling: 3, Lease: time.Duration(1+pick(300)) * time.Millisecond}
 		}
 		if pick(7) > 0 {
 			p := periods[period]
 			if period == 1 && pick(4) == 0 {
 				p = periods[0] // a straggler of the period before
 			}
-			st.Credits = &billing.Reservation{Account: a.id, Request: id, Amount: a.amounts[pick(len(a.amounts))],
+			st.Credits = &driver.Reservation{Account: a.id, Request: id, Amount: a.amounts[pick(len(a.amounts))],
 				APIs: apis(), Period: p, Allowance: a.allowance, Now: testNow, Expires: testNow.Add(time.Hour)}
 		}
 		if _, ok := reqs[id]; !ok {
@@ -162,7 +163,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		}
 		return st
 	}
-	closing := func(a *account) billing.Closing {
+	closing := func(a *account) driver.Closing {
 		id := request() // unknown
 		if len(ids) > 0 && pick(8) > 0 {
 			id = ids[pick(len(ids))]
@@ -173,7 +174,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		} else {
 			r = admitted{a, 3, periods[period]}
 		}
-		cl := billing.Closing{Account: a.id, Request: id, ReleaseSlot: pick(4) > 0}
+		cl := driver.Closing{Account: a.id, Request: id, ReleaseSlot: pick(4) > 0}
 		if pick(6) > 0 {
 			refund := int64(0)
 			switch pick(4) {
@@ -184,7 +185,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 			case 2:
 				refund = r.amount / 2
 			}
-			cl.Settlement = &billing.Settlement{Account: a.id, Request: id, Refund: refund, Uncount: apis(),
+			cl.Settlement = &driver.Settlement{Account: a.id, Request: id, Refund: refund, Uncount: apis(),
 				Period: periods[period], Allowance: a.allowance}
 		}
 		return cl
@@ -192,13 +193,13 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 
 	reached := func(op, result any, err error) {
 		switch op := op.(type) {
-		case billing.Step:
-			r := result.(billing.StepResult)
+		case driver.Step:
+			r := result.(driver.StepResult)
 			paths["admission: "+[]string{"admitted", "key", "rate", "slot", "credits"}[r.Denied]]++
 			if op.Credits != nil && r.Balance.Remaining > 1<<53 {
 				paths["credits beyond 2^53"]++
 			}
-			if r.Denied == billing.DeniedCredits && r.Balance.Remaining >= op.Credits.Amount {
+			if r.Denied == driver.DeniedCredits && r.Balance.Remaining >= op.Credits.Amount {
 				paths["used count at its limit"]++
 			}
 			if r.Slot.Acquired && r.Slot.InUse == op.Slot.Ceiling {
@@ -207,7 +208,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 			if slices.Contains(acquired, op.Request) && r.Slot.Acquired {
 				paths["slot: a lease renewed"]++
 			}
-		case billing.Closing:
+		case driver.Closing:
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				paths["closing: unknown reservation"]++
@@ -232,7 +233,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 			}
 		case 60, 240: // the small account gets credits again
 			for _, s := range stores {
-				_, err := s.Adjust(ctx, billing.Adjustment{Account: "small", Request: billing.RequestID{byte(batch)},
+				_, err := s.Adjust(ctx, driver.Adjustment{Account: "small", Request: driver.RequestID{byte(batch)},
 					Amount: 30, Period: periods[period], Allowance: accounts[0].allowance})
 				must(t, err)
 			}
@@ -281,9 +282,9 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		alone, aloneErrs := make([]any, len(ops)), make([]error, len(ops))
 		for _, i := range order {
 			switch op := ops[i].(type) {
-			case billing.Step:
+			case driver.Step:
 				alone[i], aloneErrs[i] = one.Admit(ctx, op)
-			case billing.Closing:
+			case driver.Closing:
 				alone[i], aloneErrs[i] = one.Close(ctx, op)
 			}
 		}
@@ -297,9 +298,9 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		if got, want := dump(t, c, prefixAll), dump(t, c, prefixOne); !sameState(got, want) {
 			for _, i := range order {
 				switch op := ops[i].(type) {
-				case billing.Step:
+				case driver.Step:
 					t.Logf("op %d: admit %s %s now %v slot %+v credits %v -> %+v %v", i, op.Account, op.Request, op.Now.Format("05.000000"), op.Slot, op.Credits != nil, alone[i], aloneErrs[i])
-				case billing.Closing:
+				case driver.Closing:
 					t.Logf("op %d: close %s %s release %v settle %v", i, op.Account, op.Request, op.ReleaseSlot, op.Settlement != nil)
 				}
 			}

@@ -73,7 +73,7 @@ end
 // of this arithmetic, written out.
 const libRate = `
 -- tat_offset returns the stored theoretical arrival time minus now, in nanoseconds,
--- or 0 if it is in the past or there is none (billing.GCRA's max(tat, now) - now).
+-- or 0 if it is in the past or there is none (driver.GCRA's max(tat, now) - now).
 local function tat_offset(key, s, ns)
   local v = redis.call('GET', key)
   if not v then return 0 end
@@ -84,7 +84,7 @@ local function tat_offset(key, s, ns)
   return t
 end
 
--- gcra decides one event as billing.GCRA does, relative to now: e is the emission
+-- gcra decides one event as driver.GCRA does, relative to now: e is the emission
 -- interval and window Burst*e, in nanoseconds. It returns allowed (1 or 0),
 -- remaining, retry-after, reset-after, and for an allowed event the timestamp to store
 -- and its distance from now.
@@ -242,7 +242,7 @@ const (
 	stUnknown      = 4 // unknown reservation
 	stOverflow     = 5 // a refund would take the remaining credits past 2^63-1
 	stVoided       = 6 // the reservation was voided at its expiry
-	stTooMany      = 7 // the remaining plus used credits would pass billing.MaxCredits
+	stTooMany      = 7 // the remaining plus used credits would pass driver.MaxCredits
 )
 
 // admitScript performs the admission steps of one account, in order: for each, replay
@@ -383,7 +383,7 @@ for i = 1, n do
       end
     end
 
-    -- Rate, as billing.GCRA decides it, relative to now (as gcra in libRate): t is the
+    -- Rate, as driver.GCRA decides it, relative to now (as gcra in libRate): t is the
     -- timestamp minus now in nanoseconds, or 0 if it has passed or there is none; e is
     -- the emission interval and window Burst*e.
     local nxt

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
@@ -129,7 +130,7 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 	s, prefix := newStorePrefix(t, c, nil)
 	ctx := t.Context()
 	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-	period := billing.MonthOf(t0)
+	period := driver.MonthOf(t0)
 
 	for _, acct := range []string{"acme", "", "a}b", "~61", "{x}"} {
 		h := newHash()
@@ -146,25 +147,25 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		h2 := newHash()
 		_, err = s.RotateKey(ctx, key.ID, h2, t0)
 		must(t, err)
-		_, err = s.CheckKey(ctx, billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2})
+		_, err = s.CheckKey(ctx, auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2})
 		must(t, err)
 		_, err = s.RevokeKey(ctx, second.ID, t0)
 		must(t, err)
 
-		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 100, Allowance: 100, Period: period}))
+		must(t, s.Open(ctx, driver.Opening{Account: acct, Balance: 100, Allowance: 100, Period: period}))
 		r1, r2 := newRequest(), newRequest()
-		_, err = s.Reserve(ctx, billing.Reservation{Account: acct, Request: r1, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)})
+		_, err = s.Reserve(ctx, driver.Reservation{Account: acct, Request: r1, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)})
 		must(t, err)
-		_, err = s.Settle(ctx, billing.Settlement{Account: acct, Request: r1, Refund: 1, Uncount: []string{"hash"}, Period: period, Allowance: 100})
+		_, err = s.Settle(ctx, driver.Settlement{Account: acct, Request: r1, Refund: 1, Uncount: []string{"hash"}, Period: period, Allowance: 100})
 		must(t, err)
-		_, err = s.Adjust(ctx, billing.Adjustment{Account: acct, Request: r2, Amount: 5, Period: period, Allowance: 100})
+		_, err = s.Adjust(ctx, driver.Adjustment{Account: acct, Request: r2, Amount: 5, Period: period, Allowance: 100})
 		must(t, err)
 		_, err = s.Balance(ctx, acct, testNow, period, 100)
 		must(t, err)
 		_, err = s.Usage(ctx, acct, period)
 		must(t, err)
 
-		l := billing.Limit{Rate: 60, Per: time.Minute, Burst: 5}
+		l := driver.Limit{Rate: 60, Per: time.Minute, Burst: 5}
 		_, err = s.Allow(ctx, acct, l, t0)
 		must(t, err)
 		_, err = s.Peek(ctx, acct, l, t0)
@@ -178,23 +179,23 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		must(t, s.Release(ctx, acct, holder))
 
 		req := newRequest()
-		step := billing.Step{Account: acct, Request: req, Now: t0,
-			Key:     &billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2},
+		step := driver.Step{Account: acct, Request: req, Now: t0,
+			Key:     &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2},
 			Rate:    &l,
-			Slot:    &billing.SlotClaim{Ceiling: 2, Lease: time.Minute},
-			Credits: &billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}}
+			Slot:    &driver.SlotClaim{Ceiling: 2, Lease: time.Minute},
+			Credits: &driver.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}}
 		res, err := s.Admit(ctx, step)
 		must(t, err)
-		if res.Denied != billing.NotDenied {
+		if res.Denied != driver.NotDenied {
 			t.Fatalf("account %q: admission denied: %+v", acct, res)
 		}
-		_, err = s.Close(ctx, billing.Closing{Account: acct, Request: req, ReleaseSlot: true,
-			Settlement: &billing.Settlement{Account: acct, Request: req, Period: period, Allowance: 100}})
+		_, err = s.Close(ctx, driver.Closing{Account: acct, Request: req, ReleaseSlot: true,
+			Settlement: &driver.Settlement{Account: acct, Request: req, Period: period, Allowance: 100}})
 		must(t, err)
 
 		// A reservation that expires, voided by a sweep.
 		lost := newRequest()
-		_, err = s.Reserve(ctx, billing.Reservation{Account: acct, Request: lost, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Minute)})
+		_, err = s.Reserve(ctx, driver.Reservation{Account: acct, Request: lost, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Minute)})
 		must(t, err)
 		if n, err := s.Sweep(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
 			t.Errorf("account %q: Sweep voided %d reservations (%v), want 1", acct, n, err)
@@ -243,8 +244,8 @@ func sha1Hex(src string) string { return goredis.NewScript(src).Hash() }
 
 func newHash() auth.Hash { return auth.HashKey(auth.NewKeyValue()) }
 
-func newRequest() billing.RequestID {
-	var id billing.RequestID
+func newRequest() driver.RequestID {
+	var id driver.RequestID
 	rand.Read(id[:])
 	return id
 }

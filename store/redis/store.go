@@ -10,18 +10,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/batch"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // Store keeps Tollgate's state in Redis: accounts and keys ([auth.KeyStore] and
-// [billing.KeyChecker]), balances ([billing.Ledger]), rate limits
-// ([billing.RateLimiter]) and concurrency leases ([billing.ConcurrencyLimiter]), and
-// admits a call in one script ([billing.Admitter]). Hand the one *Store to every role it
+// [auth.KeyChecker]), balances ([driver.Ledger]), rate limits
+// ([driver.RateLimiter]) and concurrency leases ([driver.ConcurrencyLimiter]), and
+// admits a call in one script ([driver.Admitter]). Hand the one *Store to every role it
 // should play; the Meter then admits with one round trip and settles with another. See
 // the package documentation for the key layout, the clocks and durability.
 //
@@ -41,13 +42,13 @@ type Store struct {
 
 // Interface guards.
 var (
-	_ auth.KeyStore              = (*Store)(nil)
-	_ billing.KeyChecker         = (*Store)(nil)
-	_ billing.Ledger             = (*Store)(nil)
-	_ billing.RateLimiter        = (*Store)(nil)
-	_ billing.ConcurrencyLimiter = (*Store)(nil)
-	_ billing.Admitter           = (*Store)(nil)
-	_ billing.Sweeper            = (*Store)(nil)
+	_ auth.KeyStore             = (*Store)(nil)
+	_ auth.KeyChecker           = (*Store)(nil)
+	_ driver.Ledger             = (*Store)(nil)
+	_ driver.RateLimiter        = (*Store)(nil)
+	_ driver.ConcurrencyLimiter = (*Store)(nil)
+	_ driver.Admitter           = (*Store)(nil)
+	_ driver.Sweeper            = (*Store)(nil)
 )
 
 // Options configures a [Store]. A nil *Options, and every zero field, means the
@@ -188,7 +189,7 @@ func (a acctKeys) balance() string { return string(a) + "bal" }
 func (a acctKeys) usage() string   { return string(a) + "use" }
 func (a acctKeys) open() string    { return string(a) + "open" }
 func (a acctKeys) markers() string { return string(a) + "r:" }
-func (a acctKeys) marker(r billing.RequestID) string {
+func (a acctKeys) marker(r driver.RequestID) string {
 	return a.markers() + r.String()
 }
 
@@ -365,7 +366,7 @@ func (s *Store) nowArg(now time.Time) string {
 }
 
 // holdArg returns a reservation's hold, Expires-Now, in microseconds.
-func holdArg(r *billing.Reservation) string {
+func holdArg(r *driver.Reservation) string {
 	return strconv.FormatInt(r.Expires.Sub(r.Now).Microseconds(), 10)
 }
 

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 )
 
 // AdmitterStores is a store under test in the roles of [TestAdmitter]: the Admitter,
@@ -18,14 +19,14 @@ import (
 // holds rate limits and slots, say, has no Keys and no Ledger), and the rows that need it
 // are skipped.
 type AdmitterStores struct {
-	Admitter billing.Admitter
+	Admitter driver.Admitter
 	Keys     auth.KeyStore
-	Ledger   billing.Ledger
-	Rates    billing.RateLimiter
-	Slots    billing.ConcurrencyLimiter
+	Ledger   driver.Ledger
+	Rates    driver.RateLimiter
+	Slots    driver.ConcurrencyLimiter
 }
 
-// TestAdmitter checks that a [billing.Admitter] performs the parts of an admission step
+// TestAdmitter checks that a [driver.Admitter] performs the parts of an admission step
 // all or nothing, in the order key, rate, slot, credits; that a denied step changes
 // nothing; that a replayed step takes nothing twice; and that Close settles at most once
 // and frees the slot.
@@ -102,8 +103,8 @@ var admitterRows = []behaviour[AdmitterStores]{
 type admFixture struct {
 	account string
 	key     auth.Key
-	limit   billing.Limit
-	period  billing.Period
+	limit   driver.Limit
+	period  driver.Period
 }
 
 const admAllowance = 1000
@@ -113,36 +114,36 @@ const admHold = time.Hour
 
 // setup creates an account with a key and a balance of credits (in the roles the store
 // holds) and returns a step that uses every part the store holds.
-func setup(t *testing.T, s AdmitterStores, credits int64) (admFixture, billing.Step) {
+func setup(t *testing.T, s AdmitterStores, credits int64) (admFixture, driver.Step) {
 	t.Helper()
 	n := newIDs()
-	f := admFixture{account: n.id("acct"), limit: billing.Limit{Rate: 60, Per: time.Minute, Burst: 3}, period: billing.MonthOf(t0)}
+	f := admFixture{account: n.id("acct"), limit: driver.Limit{Rate: 60, Per: time.Minute, Burst: 3}, period: driver.MonthOf(t0)}
 	f.key = auth.Key{ID: n.id("key"), AccountID: f.account, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
 	ctx := t.Context()
 	if s.Keys != nil {
 		must(t, "CreateAccount", s.Keys.CreateAccount(ctx, auth.Account{ID: f.account, Plan: "p", CreatedAt: t0}, f.key))
 	}
 	if s.Ledger != nil {
-		must(t, "Open", s.Ledger.Open(ctx, billing.Opening{Account: f.account, Balance: credits, Allowance: admAllowance, Period: f.period}))
+		must(t, "Open", s.Ledger.Open(ctx, driver.Opening{Account: f.account, Balance: credits, Allowance: admAllowance, Period: f.period}))
 	}
 	return f, f.step(s, newRequest(), 3, 1)
 }
 
 // step returns a step with every part the store holds.
-func (f admFixture) step(s AdmitterStores, req billing.RequestID, ceiling int, cost int64) billing.Step {
-	st := billing.Step{Account: f.account, Request: req, Now: t0}
+func (f admFixture) step(s AdmitterStores, req driver.RequestID, ceiling int, cost int64) driver.Step {
+	st := driver.Step{Account: f.account, Request: req, Now: t0}
 	if s.Keys != nil {
-		st.Key = &billing.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash}
+		st.Key = &auth.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash}
 	}
 	if s.Rates != nil {
 		l := f.limit
 		st.Rate = &l
 	}
 	if s.Slots != nil {
-		st.Slot = &billing.SlotClaim{Ceiling: ceiling, Lease: time.Minute}
+		st.Slot = &driver.SlotClaim{Ceiling: ceiling, Lease: time.Minute}
 	}
 	if s.Ledger != nil {
-		st.Credits = &billing.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: cost,
+		st.Credits = &driver.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: cost,
 			Period: f.period, Allowance: admAllowance, Now: t0, Expires: t0.Add(admHold)}
 	}
 	return st
@@ -180,14 +181,14 @@ func (f admFixture) read(t *testing.T, s AdmitterStores) state {
 	return st
 }
 
-func admit(t *testing.T, s AdmitterStores, step billing.Step) billing.StepResult {
+func admit(t *testing.T, s AdmitterStores, step driver.Step) driver.StepResult {
 	t.Helper()
 	r, err := s.Admitter.Admit(t.Context(), step)
 	must(t, "Admit", err)
 	return r
 }
 
-func wantDenied(t *testing.T, r billing.StepResult, want billing.Denial) {
+func wantDenied(t *testing.T, r driver.StepResult, want driver.Denial) {
 	t.Helper()
 	if r.Denied != want {
 		t.Errorf("Denied = %d, want %d (result %+v)", r.Denied, want, r)
@@ -205,7 +206,7 @@ func admAdmitEveryPart(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	before := f.read(t, s)
 	r := admit(t, s, step)
-	wantDenied(t, r, billing.NotDenied)
+	wantDenied(t, r, driver.NotDenied)
 	after := f.read(t, s)
 	if s.Ledger != nil && (after.remaining != 9 || r.Balance.Remaining != 9) {
 		t.Errorf("remaining %d (result %d), want 9", after.remaining, r.Balance.Remaining)
@@ -224,8 +225,8 @@ func admKeyRotatedAway(t *testing.T, s AdmitterStores) {
 	must(t, "RotateKey", err)
 	before := f.read(t, s)
 	r := admit(t, s, step)
-	wantDenied(t, r, billing.DeniedKey)
-	if r.Key != billing.KeyUnknown {
+	wantDenied(t, r, driver.DeniedKey)
+	if r.Key != auth.KeyUnknown {
 		t.Errorf("Key = %d, want KeyUnknown", r.Key)
 	}
 	wantSame(t, "after a rotated-away key", f.read(t, s), before)
@@ -237,8 +238,8 @@ func admKeyRevoked(t *testing.T, s AdmitterStores) {
 	must(t, "RevokeKey", err)
 	before := f.read(t, s)
 	r := admit(t, s, step)
-	wantDenied(t, r, billing.DeniedKey)
-	if r.Key != billing.KeyRevoked {
+	wantDenied(t, r, driver.DeniedKey)
+	if r.Key != auth.KeyRevoked {
 		t.Errorf("Key = %d, want KeyRevoked", r.Key)
 	}
 	wantSame(t, "after a revoked key", f.read(t, s), before)
@@ -246,15 +247,15 @@ func admKeyRevoked(t *testing.T, s AdmitterStores) {
 
 func admSessionCheck(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
-	step.Key = &billing.KeyCheck{Account: f.account}
-	wantDenied(t, admit(t, s, step), billing.NotDenied)
+	step.Key = &auth.KeyCheck{Account: f.account}
+	wantDenied(t, admit(t, s, step), driver.NotDenied)
 
 	g, other := setup(t, s, 10)
-	other.Key = &billing.KeyCheck{Account: g.account + "-gone"}
+	other.Key = &auth.KeyCheck{Account: g.account + "-gone"}
 	before := g.read(t, s)
 	r := admit(t, s, other)
-	wantDenied(t, r, billing.DeniedKey)
-	if r.Key != billing.KeyUnknown {
+	wantDenied(t, r, driver.DeniedKey)
+	if r.Key != auth.KeyUnknown {
 		t.Errorf("Key = %d, want KeyUnknown", r.Key)
 	}
 	wantSame(t, "after an unknown account", g.read(t, s), before)
@@ -263,11 +264,11 @@ func admSessionCheck(t *testing.T, s AdmitterStores) {
 func admRateDenied(t *testing.T, s AdmitterStores) {
 	f, _ := setup(t, s, 10)
 	for range 3 { // the burst
-		wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 1)), billing.NotDenied)
+		wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 1)), driver.NotDenied)
 	}
 	before := f.read(t, s)
 	r := admit(t, s, f.step(s, newRequest(), 10, 1))
-	wantDenied(t, r, billing.DeniedRate)
+	wantDenied(t, r, driver.DeniedRate)
 	if r.Rate.Allowed || r.Rate.RetryAfter != time.Second {
 		t.Errorf("rate decision %+v, want denied with RetryAfter 1s", r.Rate)
 	}
@@ -276,10 +277,10 @@ func admRateDenied(t *testing.T, s AdmitterStores) {
 
 func admSlotDenied(t *testing.T, s AdmitterStores) {
 	f, _ := setup(t, s, 10)
-	wantDenied(t, admit(t, s, f.step(s, newRequest(), 1, 1)), billing.NotDenied)
+	wantDenied(t, admit(t, s, f.step(s, newRequest(), 1, 1)), driver.NotDenied)
 	before := f.read(t, s)
 	r := admit(t, s, f.step(s, newRequest(), 1, 1))
-	wantDenied(t, r, billing.DeniedSlot)
+	wantDenied(t, r, driver.DeniedSlot)
 	if r.Slot.Acquired || r.Slot.InUse != 1 {
 		t.Errorf("slot decision %+v, want refused with 1 in use", r.Slot)
 	}
@@ -290,7 +291,7 @@ func admCreditsDenied(t *testing.T, s AdmitterStores) {
 	f, _ := setup(t, s, 2)
 	before := f.read(t, s)
 	r := admit(t, s, f.step(s, newRequest(), 10, 3))
-	wantDenied(t, r, billing.DeniedCredits)
+	wantDenied(t, r, driver.DeniedCredits)
 	if r.Balance.Remaining != 2 {
 		t.Errorf("reported balance %+v, want the current remaining 2", r.Balance)
 	}
@@ -300,9 +301,9 @@ func admCreditsDenied(t *testing.T, s AdmitterStores) {
 func admReplay(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	before := f.read(t, s)
-	wantDenied(t, admit(t, s, step), billing.NotDenied)
+	wantDenied(t, admit(t, s, step), driver.NotDenied)
 	once := f.read(t, s)
-	wantDenied(t, admit(t, s, step), billing.NotDenied)
+	wantDenied(t, admit(t, s, step), driver.NotDenied)
 	wantSame(t, "after a replay", f.read(t, s), once)
 	if s.Ledger != nil && once.remaining != before.remaining-1 {
 		t.Errorf("remaining %d, want %d", once.remaining, before.remaining-1)
@@ -312,10 +313,10 @@ func admReplay(t *testing.T, s AdmitterStores) {
 func admCloseOnce(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	before := f.read(t, s)
-	wantDenied(t, admit(t, s, step), billing.NotDenied)
-	c := billing.Closing{Account: f.account, Request: step.Request, ReleaseSlot: s.Slots != nil}
+	wantDenied(t, admit(t, s, step), driver.NotDenied)
+	c := driver.Closing{Account: f.account, Request: step.Request, ReleaseSlot: s.Slots != nil}
 	if s.Ledger != nil {
-		c.Settlement = &billing.Settlement{Account: f.account, Request: step.Request, Refund: 1, Uncount: []string{"hash"},
+		c.Settlement = &driver.Settlement{Account: f.account, Request: step.Request, Refund: 1, Uncount: []string{"hash"},
 			Period: f.period, Allowance: admAllowance, Now: t0}
 	}
 	for range 2 {
@@ -346,9 +347,9 @@ func admConcurrentSpending(t *testing.T, s AdmitterStores) {
 					return
 				}
 				switch r.Denied {
-				case billing.NotDenied:
+				case driver.NotDenied:
 					admitted.Add(1)
-				case billing.DeniedCredits:
+				case driver.DeniedCredits:
 					denied.Add(1)
 				default:
 					t.Errorf("unexpected denial %d", r.Denied)
@@ -376,7 +377,7 @@ func admConcurrentCeiling(t *testing.T, s AdmitterStores) {
 					t.Error(err)
 					return
 				}
-				if r.Denied == billing.NotDenied {
+				if r.Denied == driver.NotDenied {
 					admitted.Add(1)
 				}
 			}
@@ -394,20 +395,20 @@ func admCanceled(t *testing.T, s AdmitterStores) {
 	if _, err := s.Admitter.Admit(ctx, step); !errors.Is(err, context.Canceled) {
 		t.Errorf("Admit: %v, want context.Canceled", err)
 	}
-	if _, err := s.Admitter.Close(ctx, billing.Closing{Account: f.account, Request: step.Request}); !errors.Is(err, context.Canceled) {
+	if _, err := s.Admitter.Close(ctx, driver.Closing{Account: f.account, Request: step.Request}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Close: %v, want context.Canceled", err)
 	}
 }
 
-// TestKeyChecker checks that a [billing.KeyChecker] reports the state of keys as the
+// TestKeyChecker checks that an [auth.KeyChecker] reports the state of keys as the
 // [auth.KeyStore] it checks knows them, on the very next call after a change.
 //
 // newStores is called once per subtest and must return an empty store in both roles.
-func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, billing.KeyChecker)) {
+func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, auth.KeyChecker)) {
 	t.Helper()
 	type pair struct {
 		keys    auth.KeyStore
-		checker billing.KeyChecker
+		checker auth.KeyChecker
 	}
 	newPair := func(t *testing.T) pair { k, c := newStores(t); return pair{k, c} }
 	run(t, newPair, []behaviour[pair]{
@@ -418,7 +419,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, b
 				acct := n.id("acct")
 				key := auth.Key{ID: n.id("key"), AccountID: acct, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
 				must(t, "CreateAccount", p.keys.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
-				check := func(c billing.KeyCheck, want billing.KeyState) {
+				check := func(c auth.KeyCheck, want auth.KeyState) {
 					t.Helper()
 					got, err := p.checker.CheckKey(ctx, c)
 					must(t, "CheckKey", err)
@@ -426,23 +427,23 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, b
 						t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
 					}
 				}
-				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, billing.KeyLive)
-				check(billing.KeyCheck{Account: acct}, billing.KeyLive)
-				check(billing.KeyCheck{Account: acct + "-gone"}, billing.KeyUnknown)
-				check(billing.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, billing.KeyUnknown)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, auth.KeyLive)
+				check(auth.KeyCheck{Account: acct}, auth.KeyLive)
+				check(auth.KeyCheck{Account: acct + "-gone"}, auth.KeyUnknown)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, auth.KeyUnknown)
 				newH := newHash()
 				_, err := p.keys.RotateKey(ctx, key.ID, newH, at(time.Second))
 				must(t, "RotateKey", err)
-				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, billing.KeyUnknown)
-				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, billing.KeyLive)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, auth.KeyUnknown)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, auth.KeyLive)
 				_, err = p.keys.RevokeKey(ctx, key.ID, at(2*time.Second))
 				must(t, "RevokeKey", err)
-				check(billing.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, billing.KeyRevoked)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, auth.KeyRevoked)
 			}},
 		{"CanceledContext",
 			"CheckKey with a canceled context returns an error matching context.Canceled.",
 			func(t *testing.T, p pair) {
-				_, err := p.checker.CheckKey(canceled(t), billing.KeyCheck{Account: "a"})
+				_, err := p.checker.CheckKey(canceled(t), auth.KeyCheck{Account: "a"})
 				if !errors.Is(err, context.Canceled) {
 					t.Errorf("CheckKey: %v, want context.Canceled", err)
 				}

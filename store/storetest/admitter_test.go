@@ -6,8 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
@@ -21,11 +22,11 @@ type refAdmitter struct {
 	slots  *memory.ConcurrencyLimiter
 
 	mu       sync.Mutex
-	admitted map[billing.RequestID]bool
+	admitted map[driver.RequestID]bool
 }
 
-func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepResult, error) {
-	var r billing.StepResult
+func (a *refAdmitter) Admit(ctx context.Context, s driver.Step) (driver.StepResult, error) {
+	var r driver.StepResult
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
@@ -41,8 +42,8 @@ func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepRe
 	}
 	if s.Key != nil {
 		state, err := a.keys.CheckKey(ctx, *s.Key)
-		if err != nil || state != billing.KeyLive {
-			r.Denied, r.Key = billing.DeniedKey, state
+		if err != nil || state != auth.KeyLive {
+			r.Denied, r.Key = driver.DeniedKey, state
 			return r, err
 		}
 	}
@@ -52,7 +53,7 @@ func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepRe
 			return r, err
 		}
 		if r.Rate = d; !d.Allowed {
-			r.Denied = billing.DeniedRate
+			r.Denied = driver.DeniedRate
 			return r, nil
 		}
 	}
@@ -62,7 +63,7 @@ func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepRe
 			return r, err
 		}
 		if r.Slot = d; !d.Acquired {
-			r.Denied = billing.DeniedSlot
+			r.Denied = driver.DeniedSlot
 			return r, nil
 		}
 	}
@@ -73,8 +74,8 @@ func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepRe
 			if s.Slot != nil {
 				a.slots.Release(ctx, s.Account, s.Request)
 			}
-			if errors.Is(err, billing.ErrInsufficientCredits) {
-				r.Denied = billing.DeniedCredits
+			if errors.Is(err, driver.ErrInsufficientCredits) {
+				r.Denied = driver.DeniedCredits
 				return r, nil
 			}
 			return r, err
@@ -91,8 +92,8 @@ func (a *refAdmitter) Admit(ctx context.Context, s billing.Step) (billing.StepRe
 	return r, nil
 }
 
-func (a *refAdmitter) Close(ctx context.Context, c billing.Closing) (billing.Balance, error) {
-	var b billing.Balance
+func (a *refAdmitter) Close(ctx context.Context, c driver.Closing) (driver.Balance, error) {
+	var b driver.Balance
 	if err := ctx.Err(); err != nil {
 		return b, err
 	}
@@ -113,7 +114,7 @@ func (a *refAdmitter) Close(ctx context.Context, c billing.Closing) (billing.Bal
 func TestAdmitterSuite(t *testing.T) {
 	newRef := func() *refAdmitter {
 		return &refAdmitter{keys: memory.NewKeyStore(), ledger: memory.NewLedger(nil), rates: memory.NewRateLimiter(),
-			slots: memory.NewConcurrencyLimiter(), admitted: map[billing.RequestID]bool{}}
+			slots: memory.NewConcurrencyLimiter(), admitted: map[driver.RequestID]bool{}}
 	}
 	roles := []struct {
 		name  string

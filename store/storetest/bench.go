@@ -8,21 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 )
 
 // BenchmarkLedger measures a call's ledger traffic, a Reserve followed by a Settle, from
 // parallel goroutines: on one account (all contending) and spread over 64 accounts.
 // Run it with -race as well, to look for races under load.
-func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) billing.Ledger) {
+func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) driver.Ledger) {
 	for _, accounts := range []int{1, 64} {
 		b.Run(fmt.Sprintf("accounts=%d", accounts), func(b *testing.B) {
 			l, n, ctx := newLedger(b), newIDs(), b.Context()
 			names := make([]string, accounts)
 			for i := range names {
 				names[i] = n.id(fmt.Sprintf("a%d", i))
-				err := l.Open(ctx, billing.Opening{Account: names[i], Balance: billing.MaxCredits / 2, Allowance: billing.MaxCredits / 2, Period: p0})
+				err := l.Open(ctx, driver.Opening{Account: names[i], Balance: driver.MaxCredits / 2, Allowance: driver.MaxCredits / 2, Period: p0})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -33,13 +34,13 @@ func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) billing.Ledger) 
 				for pb.Next() {
 					acct := names[int(next.Add(1))%accounts]
 					id := newRequest()
-					r := billing.Reservation{Account: acct, Request: id, APIs: []string{"hash"}, Amount: 1, Period: p0, Allowance: billing.MaxCredits,
+					r := driver.Reservation{Account: acct, Request: id, APIs: []string{"hash"}, Amount: 1, Period: p0, Allowance: driver.MaxCredits,
 						Now: nowIn(p0), Expires: nowIn(p0).Add(hold)}
 					if _, err := l.Reserve(ctx, r); err != nil {
 						b.Error(err)
 						return
 					}
-					if _, err := l.Settle(ctx, billing.Settlement{Account: acct, Request: id, Period: p0, Allowance: billing.MaxCredits, Now: nowIn(p0)}); err != nil {
+					if _, err := l.Settle(ctx, driver.Settlement{Account: acct, Request: id, Period: p0, Allowance: driver.MaxCredits, Now: nowIn(p0)}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -50,13 +51,13 @@ func BenchmarkLedger(b *testing.B, newLedger func(b *testing.B) billing.Ledger) 
 }
 
 // BenchmarkRateLimiter measures Allow from parallel goroutines over 64 keys.
-func BenchmarkRateLimiter(b *testing.B, newLimiter func(b *testing.B) billing.RateLimiter) {
+func BenchmarkRateLimiter(b *testing.B, newLimiter func(b *testing.B) driver.RateLimiter) {
 	r, n, ctx := newLimiter(b), newIDs(), b.Context()
 	keys := make([]string, 64)
 	for i := range keys {
 		keys[i] = n.id(fmt.Sprintf("k%d", i))
 	}
-	l := billing.Limit{Rate: 600, Per: time.Minute, Burst: 100}
+	l := driver.Limit{Rate: 600, Per: time.Minute, Burst: 100}
 	var next atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -72,7 +73,7 @@ func BenchmarkRateLimiter(b *testing.B, newLimiter func(b *testing.B) billing.Ra
 
 // BenchmarkConcurrencyLimiter measures an Acquire followed by a Release from parallel
 // goroutines over 64 keys.
-func BenchmarkConcurrencyLimiter(b *testing.B, newLimiter func(b *testing.B) billing.ConcurrencyLimiter) {
+func BenchmarkConcurrencyLimiter(b *testing.B, newLimiter func(b *testing.B) driver.ConcurrencyLimiter) {
 	c, n, ctx := newLimiter(b), newIDs(), b.Context()
 	keys := make([]string, 64)
 	for i := range keys {
@@ -156,23 +157,23 @@ func BenchmarkKeyStoreLoad(b *testing.B, newStore func(b *testing.B) auth.KeySto
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
 }
 
-// BenchmarkSweep measures the time a [billing.Sweeper] takes to void reservations left
+// BenchmarkSweep measures the time a [driver.Sweeper] takes to void reservations left
 // open past their expiry: each iteration opens accounts accounts, makes reservations
 // reservations spread over them (from 16 goroutines, not timed), and then sweeps, in
 // batches of 1,000, until nothing is left; ns/op is the time of the sweeps. It checks
 // that every reservation was voided once and every balance is whole again.
-func BenchmarkSweep(b *testing.B, newLedger func(b *testing.B) billing.Ledger, accounts, reservations int) {
+func BenchmarkSweep(b *testing.B, newLedger func(b *testing.B) driver.Ledger, accounts, reservations int) {
 	for range b.N {
 		b.StopTimer()
 		l, n, ctx := newLedger(b), newIDs(), b.Context()
-		sw, ok := l.(billing.Sweeper)
+		sw, ok := l.(driver.Sweeper)
 		if !ok {
-			b.Fatalf("%T is not a billing.Sweeper", l)
+			b.Fatalf("%T is not a driver.Sweeper", l)
 		}
 		names := make([]string, accounts)
 		for i := range names {
 			names[i] = n.id(fmt.Sprintf("a%d", i))
-			if err := l.Open(ctx, billing.Opening{Account: names[i], Balance: int64(reservations), Allowance: int64(reservations), Period: p0}); err != nil {
+			if err := l.Open(ctx, driver.Opening{Account: names[i], Balance: int64(reservations), Allowance: int64(reservations), Period: p0}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -182,7 +183,7 @@ func BenchmarkSweep(b *testing.B, newLedger func(b *testing.B) billing.Ledger, a
 		for range 16 {
 			wg.Go(func() {
 				for i := next.Add(1) - 1; i < int64(reservations); i = next.Add(1) - 1 {
-					r := billing.Reservation{Account: names[i%int64(accounts)], Request: newRequest(), APIs: []string{"hash"}, Amount: 1,
+					r := driver.Reservation{Account: names[i%int64(accounts)], Request: newRequest(), APIs: []string{"hash"}, Amount: 1,
 						Period: p0, Allowance: int64(reservations), Now: now, Expires: now.Add(time.Minute)}
 					if _, err := l.Reserve(ctx, r); err != nil {
 						b.Error(err)

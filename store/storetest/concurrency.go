@@ -7,22 +7,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// TestConcurrencyLimiter checks that a [billing.ConcurrencyLimiter] never grants more
+// TestConcurrencyLimiter checks that a [driver.ConcurrencyLimiter] never grants more
 // than the ceiling, frees slots on release and at the end of their lease (so a crashed
 // holder cannot leak a slot), renews leases, and counts only live ones.
 //
 // newLimiter is called once per subtest and must return an empty limiter; it registers
 // any teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
-func TestConcurrencyLimiter(t *testing.T, newLimiter func(t *testing.T) billing.ConcurrencyLimiter) {
+func TestConcurrencyLimiter(t *testing.T, newLimiter func(t *testing.T) driver.ConcurrencyLimiter) {
 	t.Helper()
 	run(t, newLimiter, concurrencyLimiterRows)
 }
 
-var concurrencyLimiterRows = []behaviour[billing.ConcurrencyLimiter]{
+var concurrencyLimiterRows = []behaviour[driver.ConcurrencyLimiter]{
 	{"AcquireUpToCeiling",
 		"Acquire grants slots up to the ceiling; the next is refused with InUse equal to the ceiling.",
 		clAcquireUpToCeiling},
@@ -63,21 +64,21 @@ var concurrencyLimiterRows = []behaviour[billing.ConcurrencyLimiter]{
 
 const lease = 30 * time.Second
 
-func acquire(t *testing.T, c billing.ConcurrencyLimiter, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) billing.SlotDecision {
+func acquire(t *testing.T, c driver.ConcurrencyLimiter, key string, holder driver.RequestID, ceiling int, lease time.Duration, now time.Time) driver.SlotDecision {
 	t.Helper()
 	d, err := c.Acquire(t.Context(), key, holder, ceiling, lease, now)
 	must(t, "Acquire", err)
 	return d
 }
 
-func wantSlot(t *testing.T, op string, got billing.SlotDecision, acquired bool, inUse int) {
+func wantSlot(t *testing.T, op string, got driver.SlotDecision, acquired bool, inUse int) {
 	t.Helper()
 	if got.Acquired != acquired || got.InUse != inUse {
 		t.Errorf("%s = {Acquired %v, InUse %d}, want {Acquired %v, InUse %d}", op, got.Acquired, got.InUse, acquired, inUse)
 	}
 }
 
-func wantInUse(t *testing.T, c billing.ConcurrencyLimiter, key string, now time.Time, want int) {
+func wantInUse(t *testing.T, c driver.ConcurrencyLimiter, key string, now time.Time, want int) {
 	t.Helper()
 	n, err := c.InUse(t.Context(), key, now)
 	must(t, "InUse", err)
@@ -86,15 +87,15 @@ func wantInUse(t *testing.T, c billing.ConcurrencyLimiter, key string, now time.
 	}
 }
 
-func holders(n int) []billing.RequestID {
-	hs := make([]billing.RequestID, n)
+func holders(n int) []driver.RequestID {
+	hs := make([]driver.RequestID, n)
 	for i := range hs {
 		hs[i] = newRequest()
 	}
 	return hs
 }
 
-func clAcquireUpToCeiling(t *testing.T, c billing.ConcurrencyLimiter) {
+func clAcquireUpToCeiling(t *testing.T, c driver.ConcurrencyLimiter) {
 	key, h := newIDs().id("k"), holders(4)
 	for i := range 3 {
 		wantSlot(t, "Acquire", acquire(t, c, key, h[i], 3, lease, t0), true, i+1)
@@ -103,7 +104,7 @@ func clAcquireUpToCeiling(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, t0, 3)
 }
 
-func clReleaseFreesSlot(t *testing.T, c billing.ConcurrencyLimiter) {
+func clReleaseFreesSlot(t *testing.T, c driver.ConcurrencyLimiter) {
 	key, h := newIDs().id("k"), holders(3)
 	acquire(t, c, key, h[0], 2, lease, t0)
 	acquire(t, c, key, h[1], 2, lease, t0)
@@ -113,7 +114,7 @@ func clReleaseFreesSlot(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantSlot(t, "Acquire after a Release", acquire(t, c, key, h[2], 2, lease, t0), true, 2)
 }
 
-func clReleaseUnknown(t *testing.T, c billing.ConcurrencyLimiter) {
+func clReleaseUnknown(t *testing.T, c driver.ConcurrencyLimiter) {
 	ctx, n := t.Context(), newIDs()
 	key, h := n.id("k"), holders(2)
 	if err := c.Release(ctx, n.id("never-used"), h[0]); err != nil {
@@ -131,7 +132,7 @@ func clReleaseUnknown(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, t0, 0)
 }
 
-func clReacquireCountsOnce(t *testing.T, c billing.ConcurrencyLimiter) {
+func clReacquireCountsOnce(t *testing.T, c driver.ConcurrencyLimiter) {
 	key, h := newIDs().id("k"), holders(2)
 	const lease = 10 * time.Second
 	wantSlot(t, "Acquire", acquire(t, c, key, h[0], 1, lease, t0), true, 1)
@@ -143,7 +144,7 @@ func clReacquireCountsOnce(t *testing.T, c billing.ConcurrencyLimiter) {
 		acquire(t, c, key, h[1], 1, lease, at(15*time.Second)), true, 1)
 }
 
-func clCrashedHolderExpires(t *testing.T, c billing.ConcurrencyLimiter) {
+func clCrashedHolderExpires(t *testing.T, c driver.ConcurrencyLimiter) {
 	ctx, key, h := t.Context(), newIDs().id("k"), holders(2)
 	acquire(t, c, key, h[0], 1, lease, t0)
 	wantSlot(t, "Acquire just before the lease ends", acquire(t, c, key, h[1], 1, lease, at(lease-time.Second)), false, 1)
@@ -156,7 +157,7 @@ func clCrashedHolderExpires(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, at(lease+time.Second), 1)
 }
 
-func clRenewExtends(t *testing.T, c billing.ConcurrencyLimiter) {
+func clRenewExtends(t *testing.T, c driver.ConcurrencyLimiter) {
 	key, h := newIDs().id("k"), holders(2)
 	const lease = 10 * time.Second
 	acquire(t, c, key, h[0], 1, lease, t0)
@@ -167,7 +168,7 @@ func clRenewExtends(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantSlot(t, "Acquire at the renewed lease end", acquire(t, c, key, h[1], 1, lease, at(15*time.Second)), true, 1)
 }
 
-func clRenewExpiredOrUnknown(t *testing.T, c billing.ConcurrencyLimiter) {
+func clRenewExpiredOrUnknown(t *testing.T, c driver.ConcurrencyLimiter) {
 	ctx, n := t.Context(), newIDs()
 	key, h := n.id("k"), holders(3)
 	const lease = 10 * time.Second
@@ -183,7 +184,7 @@ func clRenewExpiredOrUnknown(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, at(time.Minute), 0)
 }
 
-func clInUseCountsLiveLeases(t *testing.T, c billing.ConcurrencyLimiter) {
+func clInUseCountsLiveLeases(t *testing.T, c driver.ConcurrencyLimiter) {
 	key, h := newIDs().id("k"), holders(4)
 	const s = time.Second
 	acquire(t, c, key, h[0], 5, 10*s, t0)
@@ -197,7 +198,7 @@ func clInUseCountsLiveLeases(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, at(45*s), 0)
 }
 
-func clKeysIndependent(t *testing.T, c billing.ConcurrencyLimiter) {
+func clKeysIndependent(t *testing.T, c driver.ConcurrencyLimiter) {
 	n := newIDs()
 	a, b, h := n.id("a"), n.id("b"), holders(2)
 	acquire(t, c, a, h[0], 1, lease, t0)
@@ -209,7 +210,7 @@ func clKeysIndependent(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, b, t0, 1)
 }
 
-func clCanceledContext(t *testing.T, c billing.ConcurrencyLimiter) {
+func clCanceledContext(t *testing.T, c driver.ConcurrencyLimiter) {
 	ctx, key, h := canceled(t), newIDs().id("k"), holders(2)
 	acquire(t, c, key, h[0], 2, lease, t0)
 	_, err := c.Acquire(ctx, key, h[1], 2, lease, t0)
@@ -222,7 +223,7 @@ func clCanceledContext(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, at(lease), 0)
 }
 
-func clConcurrentAcquire(t *testing.T, c billing.ConcurrencyLimiter) {
+func clConcurrentAcquire(t *testing.T, c driver.ConcurrencyLimiter) {
 	ctx, key, h := t.Context(), newIDs().id("k"), holders(workers)
 	const ceiling = 7
 	var granted atomic.Int64
@@ -250,7 +251,7 @@ func clConcurrentAcquire(t *testing.T, c billing.ConcurrencyLimiter) {
 	wantInUse(t, c, key, t0, ceiling)
 }
 
-func clConcurrentAcquireRelease(t *testing.T, c billing.ConcurrencyLimiter) {
+func clConcurrentAcquireRelease(t *testing.T, c driver.ConcurrencyLimiter) {
 	ctx, key := t.Context(), newIDs().id("k")
 	const ceiling, rounds = 4, 40
 	var held, peak, grants atomic.Int64

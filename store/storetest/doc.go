@@ -1,6 +1,6 @@
 // Package storetest provides conformance suites for implementations of the store
-// interfaces: [auth.KeyStore], [billing.Ledger], [billing.RateLimiter],
-// [billing.ConcurrencyLimiter] and [oauthstore.Store]. Every store in this repository
+// interfaces: [auth.KeyStore], [driver.Ledger], [driver.RateLimiter],
+// [driver.ConcurrencyLimiter] and [oauthstore.Store]. Every store in this repository
 // runs them, and custom stores should too: the suites are the executable form of the
 // interfaces' documented contracts and of the invariants the rest of Tollgate relies on
 // (a balance never below zero, no charge lost or taken twice, a refund at most once, a
@@ -17,15 +17,15 @@
 //	}
 //
 //	func TestLedger(t *testing.T) {
-//		storetest.TestLedger(t, func(*testing.T) billing.Ledger { return memory.NewLedger(nil) })
+//		storetest.TestLedger(t, func(*testing.T) driver.Ledger { return memory.NewLedger(nil) })
 //	}
 //
 //	func TestRateLimiter(t *testing.T) {
-//		storetest.TestRateLimiter(t, func(*testing.T) billing.RateLimiter { return memory.NewRateLimiter() })
+//		storetest.TestRateLimiter(t, func(*testing.T) driver.RateLimiter { return memory.NewRateLimiter() })
 //	}
 //
 //	func TestConcurrencyLimiter(t *testing.T) {
-//		storetest.TestConcurrencyLimiter(t, func(*testing.T) billing.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+//		storetest.TestConcurrencyLimiter(t, func(*testing.T) driver.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
 //	}
 //
 // The factory is called once per subtest, with that subtest's t. It must return a store
@@ -54,12 +54,12 @@
 // the check fails, the explanation is printed after the failure ("contract: Revoking a
 // revoked key is not an error and keeps the first RevokedAt."). Well-known conditions are
 // checked with errors.Is against the sentinels of package store and
-// [billing.ErrInsufficientCredits], never by message, except where the contract is that
+// [driver.ErrInsufficientCredits], never by message, except where the contract is that
 // the message names the identifier.
 //
 // Time is never read from the clock: every check passes fixed instants (January 2030, in
 // whole seconds) through the interfaces, and nothing sleeps. Contexts come from t.Context.
-// The rate-limiter suite checks every decision against [billing.GCRA] and against
+// The rate-limiter suite checks every decision against [driver.GCRA] and against
 // golang.org/x/time/rate over scripted timelines whose rates and gaps are round numbers,
 // so that the floating-point arithmetic of x/time/rate is exact.
 //

@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // The rows of TestLedger about a reservation's life (open, then settled or voided at its
 // expiry), about the bound on credits and about text a store cannot hold.
-var expiryRows = []behaviour[billing.Ledger]{
+var expiryRows = []behaviour[driver.Ledger]{
 	{"ExpiredVoidedOnce",
 		"A reservation still open at its expiry is voided by the account's next operation: its credits come back and its APIs are uncounted, once.",
 		ledExpiredVoidedOnce},
@@ -24,10 +25,10 @@ var expiryRows = []behaviour[billing.Ledger]{
 		"Reserve voids the account's expired reservations before it checks the balance.",
 		ledExpiredVoidedBeforeReserve},
 	{"SettleAfterVoid",
-		"Settling a voided reservation returns billing.ErrVoided and changes nothing; a replayed reservation of it takes nothing.",
+		"Settling a voided reservation returns driver.ErrVoided and changes nothing; a replayed reservation of it takes nothing.",
 		ledSettleAfterVoid},
 	{"SettleVoidsItsOwnExpired",
-		"A settlement made at or after the reservation's expiry finds it voided: billing.ErrVoided, and the credits are back.",
+		"A settlement made at or after the reservation's expiry finds it voided: driver.ErrVoided, and the credits are back.",
 		ledSettleVoidsExpired},
 	{"NeverVoidedAfterSettle",
 		"A reservation settled before its expiry is never voided: the charge stays after the expiry has passed.",
@@ -39,18 +40,18 @@ var expiryRows = []behaviour[billing.Ledger]{
 		"Reserve with an Expires that is not after Now returns store.ErrConflict and changes nothing.",
 		ledReserveNeedsExpiry},
 	{"MaxCreditsOpen",
-		"Open with a balance or allowance above billing.MaxCredits returns billing.ErrTooManyCredits; exactly MaxCredits is accepted.",
+		"Open with a balance or allowance above driver.MaxCredits returns driver.ErrTooManyCredits; exactly MaxCredits is accepted.",
 		ledMaxCreditsOpen},
 	{"MaxCreditsAdjust",
-		"A grant that would take remaining plus used credits past billing.MaxCredits returns billing.ErrTooManyCredits and changes nothing; a refund never passes it.",
+		"A grant that would take remaining plus used credits past driver.MaxCredits returns driver.ErrTooManyCredits and changes nothing; a refund never passes it.",
 		ledMaxCreditsAdjust},
 	{"BadText",
 		"Text a store cannot hold (a NUL byte, invalid UTF-8) is refused with store.ErrInvalid when written, and reading by it finds nothing; neither is an outage.",
 		ledBadText},
 }
 
-// The rows that need a [billing.Sweeper]; they are left out for a ledger that is not one.
-var sweepRows = []behaviour[billing.Ledger]{
+// The rows that need a [driver.Sweeper]; they are left out for a ledger that is not one.
+var sweepRows = []behaviour[driver.Ledger]{
 	{"SweepVoidsExpired",
 		"Sweep voids the reservations open past their expiry, of every account, and returns how many.",
 		ledSweepVoidsExpired},
@@ -64,20 +65,20 @@ var sweepRows = []behaviour[billing.Ledger]{
 		"Sweeps from many goroutines at once void each expired reservation exactly once.",
 		ledConcurrentSweeps},
 	{"SettleRacesSweep",
-		"Settlements racing sweeps end each reservation once: settled (charged) or voided (refunded, and the settlement gets billing.ErrVoided), never both.",
+		"Settlements racing sweeps end each reservation once: settled (charged) or voided (refunded, and the settlement gets driver.ErrVoided), never both.",
 		ledSettleRacesSweep},
 }
 
 // An expiring reservation: made at now, open for a minute.
-func expiring(acct string, id billing.RequestID, amount int64, now time.Time, apis ...string) billing.Reservation {
-	return billing.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: billing.MonthOf(now),
+func expiring(acct string, id driver.RequestID, amount int64, now time.Time, apis ...string) driver.Reservation {
+	return driver.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: driver.MonthOf(now),
 		Allowance: allowance, Now: now, Expires: now.Add(time.Minute)}
 }
 
 // balanceAt checks the balance read at instant now.
-func balanceAt(t *testing.T, l billing.Ledger, acct string, now time.Time, remaining, used int64) {
+func balanceAt(t *testing.T, l driver.Ledger, acct string, now time.Time, remaining, used int64) {
 	t.Helper()
-	p := billing.MonthOf(now)
+	p := driver.MonthOf(now)
 	b, err := l.Balance(t.Context(), acct, now, p, allowance)
 	if err != nil {
 		t.Errorf("Balance(%q) at %s: %v", acct, now.Format(time.TimeOnly), err)
@@ -86,13 +87,13 @@ func balanceAt(t *testing.T, l billing.Ledger, acct string, now time.Time, remai
 	checkBalance(t, "Balance at "+now.Format(time.DateTime), b, remaining, used, p)
 }
 
-func settleAt(t *testing.T, l billing.Ledger, acct string, id billing.RequestID, refund int64, now time.Time, uncount ...string) (billing.Balance, error) {
+func settleAt(t *testing.T, l driver.Ledger, acct string, id driver.RequestID, refund int64, now time.Time, uncount ...string) (driver.Balance, error) {
 	t.Helper()
-	return l.Settle(t.Context(), billing.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount,
-		Period: billing.MonthOf(now), Allowance: allowance, Now: now})
+	return l.Settle(t.Context(), driver.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount,
+		Period: driver.MonthOf(now), Allowance: allowance, Now: now})
 }
 
-func ledExpiredVoidedOnce(t *testing.T, l billing.Ledger) {
+func ledExpiredVoidedOnce(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	now := nowIn(p0)
@@ -106,7 +107,7 @@ func ledExpiredVoidedOnce(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledExpiredVoidedBeforeReserve(t *testing.T, l billing.Ledger) {
+func ledExpiredVoidedBeforeReserve(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	now := nowIn(p0)
@@ -117,7 +118,7 @@ func ledExpiredVoidedBeforeReserve(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"echo": 1})
 }
 
-func ledSettleAfterVoid(t *testing.T, l billing.Ledger) {
+func ledSettleAfterVoid(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	now := nowIn(p0)
@@ -128,7 +129,7 @@ func ledSettleAfterVoid(t *testing.T, l billing.Ledger) {
 	for _, refund := range []int64{0, 10} {
 		// A settlement dated before the expiry still finds the reservation voided.
 		b, err := settleAt(t, l, acct, id, refund, now.Add(30*time.Second), "hash")
-		if wantErr(t, "Settle after the void", err, billing.ErrVoided) {
+		if wantErr(t, "Settle after the void", err, driver.ErrVoided) {
 			checkBalance(t, "Settle after the void", b, 100, 0, p0)
 		}
 	}
@@ -139,20 +140,20 @@ func ledSettleAfterVoid(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledSettleVoidsExpired(t *testing.T, l billing.Ledger) {
+func ledSettleVoidsExpired(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	now := nowIn(p0)
 	id := newRequest()
 	mustReserve(t, l, expiring(acct, id, 10, now, "hash"), 90, 10, p0)
 	b, err := settleAt(t, l, acct, id, 0, now.Add(time.Minute))
-	if wantErr(t, "Settle at the expiry", err, billing.ErrVoided) {
+	if wantErr(t, "Settle at the expiry", err, driver.ErrVoided) {
 		checkBalance(t, "Settle at the expiry", b, 100, 0, p0)
 	}
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledNeverVoidedAfterSettle(t *testing.T, l billing.Ledger) {
+func ledNeverVoidedAfterSettle(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	now := nowIn(p0)
@@ -167,7 +168,7 @@ func ledNeverVoidedAfterSettle(t *testing.T, l billing.Ledger) {
 	checkBalance(t, "Settle refunding", b, 90, 10, p0)
 	balanceAt(t, l, acct, now.Add(time.Hour), 90, 10)
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
-	if sw, ok := l.(billing.Sweeper); ok {
+	if sw, ok := l.(driver.Sweeper); ok {
 		voided, err := sw.Sweep(t.Context(), now.Add(time.Hour), 100)
 		must(t, "Sweep", err)
 		if voided != 0 {
@@ -180,7 +181,7 @@ func ledNeverVoidedAfterSettle(t *testing.T, l billing.Ledger) {
 	must(t, "Settle again after the expiry", err)
 }
 
-func ledVoidAcrossRenewal(t *testing.T, l billing.Ledger) {
+func ledVoidAcrossRenewal(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	late := p1.Start.Add(-30 * time.Second) // the last half minute of January
@@ -190,11 +191,11 @@ func ledVoidAcrossRenewal(t *testing.T, l billing.Ledger) {
 	balanceAt(t, l, acct, p1.Start.Add(time.Hour), allowance, 0)
 	wantUsage(t, l, acct, p1, nil)
 	_, err := settleAt(t, l, acct, id, 10, p1.Start.Add(time.Hour), "hash")
-	wantErr(t, "Settle after the void", err, billing.ErrVoided)
+	wantErr(t, "Settle after the void", err, driver.ErrVoided)
 	balanceAt(t, l, acct, p1.Start.Add(time.Hour), allowance, 0)
 }
 
-func ledReserveNeedsExpiry(t *testing.T, l billing.Ledger) {
+func ledReserveNeedsExpiry(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	now := nowIn(p0)
@@ -208,52 +209,52 @@ func ledReserveNeedsExpiry(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledMaxCreditsOpen(t *testing.T, l billing.Ledger) {
+func ledMaxCreditsOpen(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
-	for _, o := range []billing.Opening{
-		{Account: n.id("over"), Balance: billing.MaxCredits + 1, Allowance: allowance, Period: p0},
-		{Account: n.id("overallow"), Balance: 1, Allowance: billing.MaxCredits + 1, Period: p0},
+	for _, o := range []driver.Opening{
+		{Account: n.id("over"), Balance: driver.MaxCredits + 1, Allowance: allowance, Period: p0},
+		{Account: n.id("overallow"), Balance: 1, Allowance: driver.MaxCredits + 1, Period: p0},
 		{Account: n.id("huge"), Balance: math.MaxInt64, Allowance: math.MaxInt64, Period: p0},
 	} {
-		wantErr(t, "Open "+o.Account, l.Open(ctx, o), billing.ErrTooManyCredits)
+		wantErr(t, "Open "+o.Account, l.Open(ctx, o), driver.ErrTooManyCredits)
 		_, err := l.Balance(ctx, o.Account, nowIn(p0), p0, allowance)
 		wantErr(t, "Balance of the refused account", err, store.ErrNotFound)
 	}
 	acct := n.id("max")
-	must(t, "Open at MaxCredits", l.Open(ctx, billing.Opening{Account: acct, Balance: billing.MaxCredits, Allowance: allowance, Period: p0}))
+	must(t, "Open at MaxCredits", l.Open(ctx, driver.Opening{Account: acct, Balance: driver.MaxCredits, Allowance: allowance, Period: p0}))
 	b, err := l.Balance(ctx, acct, nowIn(p0), p0, allowance)
 	must(t, "Balance", err)
-	if b.Remaining != billing.MaxCredits {
+	if b.Remaining != driver.MaxCredits {
 		t.Errorf("Remaining %d, want MaxCredits", b.Remaining)
 	}
 }
 
-func ledMaxCreditsAdjust(t *testing.T, l billing.Ledger) {
+func ledMaxCreditsAdjust(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
 	mustReserve(t, l, reservation(acct, id, 40, p0, "hash"), 60, 40, p0)
 	// Remaining 60 and used 40: a grant up to MaxCredits-100 fits, one credit more does not.
-	for _, amount := range []int64{billing.MaxCredits - 99, math.MaxInt64, billing.MaxCredits} {
+	for _, amount := range []int64{driver.MaxCredits - 99, math.MaxInt64, driver.MaxCredits} {
 		b, err := l.Adjust(ctx, adjustment(acct, newRequest(), amount, p0))
-		if wantErr(t, "Adjust past MaxCredits", err, billing.ErrTooManyCredits) {
+		if wantErr(t, "Adjust past MaxCredits", err, driver.ErrTooManyCredits) {
 			checkBalance(t, "Adjust past MaxCredits", b, 60, 40, p0)
 		}
 	}
 	wantBalance(t, l, acct, p0, 60, 40)
-	_, err := l.Adjust(ctx, adjustment(acct, newRequest(), billing.MaxCredits-100, p0))
+	_, err := l.Adjust(ctx, adjustment(acct, newRequest(), driver.MaxCredits-100, p0))
 	must(t, "Adjust up to MaxCredits", err)
-	wantBalance(t, l, acct, p0, billing.MaxCredits-40, 40)
+	wantBalance(t, l, acct, p0, driver.MaxCredits-40, 40)
 	// The refund of the open reservation lands exactly on MaxCredits.
-	mustSettle(t, l, settlement(acct, id, 40, p0, "hash"), billing.MaxCredits, 0, p0)
+	mustSettle(t, l, settlement(acct, id, 40, p0, "hash"), driver.MaxCredits, 0, p0)
 	b, err := l.Adjust(ctx, adjustment(acct, newRequest(), 1, p0))
-	if wantErr(t, "Adjust at MaxCredits", err, billing.ErrTooManyCredits) {
-		checkBalance(t, "Adjust at MaxCredits", b, billing.MaxCredits, 0, p0)
+	if wantErr(t, "Adjust at MaxCredits", err, driver.ErrTooManyCredits) {
+		checkBalance(t, "Adjust at MaxCredits", b, driver.MaxCredits, 0, p0)
 	}
 	// Taking the most an int64 can say is short, not an overflow.
 	_, err = l.Adjust(ctx, adjustment(acct, newRequest(), math.MinInt64, p0))
-	wantErr(t, "Adjust by MinInt64", err, billing.ErrInsufficientCredits)
-	wantBalance(t, l, acct, p0, billing.MaxCredits, 0)
+	wantErr(t, "Adjust by MinInt64", err, driver.ErrInsufficientCredits)
+	wantBalance(t, l, acct, p0, driver.MaxCredits, 0)
 }
 
 // badTexts are strings no store can hold.
@@ -268,12 +269,12 @@ func wantRefused(t *testing.T, op string, err error) {
 	}
 }
 
-func ledBadText(t *testing.T, l billing.Ledger) {
+func ledBadText(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	for _, bad := range badTexts {
 		id := n.id(bad)
-		err := l.Open(ctx, billing.Opening{Account: id, Balance: 10, Allowance: allowance, Period: p0})
+		err := l.Open(ctx, driver.Opening{Account: id, Balance: 10, Allowance: allowance, Period: p0})
 		wantErr(t, "Open of an account "+quote(id), err, store.ErrInvalid)
 		_, err = l.Balance(ctx, id, nowIn(p0), p0, allowance)
 		wantRefused(t, "Balance of an account "+quote(id), err)
@@ -285,8 +286,8 @@ func ledBadText(t *testing.T, l billing.Ledger) {
 	wantBalance(t, l, acct, p0, 100, 0)
 }
 
-func ledSweepVoidsExpired(t *testing.T, l billing.Ledger) {
-	sw := l.(billing.Sweeper)
+func ledSweepVoidsExpired(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
 	n := newIDs()
 	now := nowIn(p0)
 	a := openAccount(t, l, n, "a", 100, p0)
@@ -310,8 +311,8 @@ func ledSweepVoidsExpired(t *testing.T, l billing.Ledger) {
 	}
 }
 
-func ledSweepLeavesUnexpired(t *testing.T, l billing.Ledger) {
-	sw := l.(billing.Sweeper)
+func ledSweepLeavesUnexpired(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
 	n := newIDs()
 	now := nowIn(p0)
 	acct := openAccount(t, l, n, "acct", 100, p0)
@@ -328,8 +329,8 @@ func ledSweepLeavesUnexpired(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledSweepLimit(t *testing.T, l billing.Ledger) {
-	sw := l.(billing.Sweeper)
+func ledSweepLimit(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
 	n := newIDs()
 	now := nowIn(p0)
 	acct := openAccount(t, l, n, "acct", 100, p0)
@@ -347,8 +348,8 @@ func ledSweepLimit(t *testing.T, l billing.Ledger) {
 	balanceAt(t, l, acct, later, 100, 0)
 }
 
-func ledConcurrentSweeps(t *testing.T, l billing.Ledger) {
-	sw := l.(billing.Sweeper)
+func ledConcurrentSweeps(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
 	n := newIDs()
 	now := nowIn(p0)
 	const accounts, each = 4, 6
@@ -385,13 +386,13 @@ func ledConcurrentSweeps(t *testing.T, l billing.Ledger) {
 	}
 }
 
-func ledSettleRacesSweep(t *testing.T, l billing.Ledger) {
-	sw := l.(billing.Sweeper)
+func ledSettleRacesSweep(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
 	n := newIDs()
 	now := nowIn(p0)
 	const calls = 32
 	acct := openAccount(t, l, n, "acct", 100, p0)
-	ids := make([]billing.RequestID, calls)
+	ids := make([]driver.RequestID, calls)
 	for i := range ids {
 		ids[i] = newRequest()
 		mustReserve(t, l, expiring(acct, ids[i], 1, now, "hash"), int64(99-i), int64(i+1), p0)
@@ -405,7 +406,7 @@ func ledSettleRacesSweep(t *testing.T, l billing.Ledger) {
 			switch {
 			case err == nil:
 				kept.Add(1)
-			case errors.Is(err, billing.ErrVoided):
+			case errors.Is(err, driver.ErrVoided):
 				voided.Add(1)
 			default:
 				t.Errorf("Settle: %v", err)

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// TestLedger checks that a [billing.Ledger] behaves as its documentation says: balances
+// TestLedger checks that a [driver.Ledger] behaves as its documentation says: balances
 // never go below zero, no charge is lost, no request is charged twice, a refund is given
 // at most once, and renewal is lazy and never goes back.
 //
@@ -23,19 +24,19 @@ import (
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 //
 // The reservations' rows check their life: open until settled, or voided at their
-// expiry, exactly once, and the rows of a [billing.Sweeper] (run when the ledger is one,
+// expiry, exactly once, and the rows of a [driver.Sweeper] (run when the ledger is one,
 // which newLedger is called once more to learn) check sweeps racing each other and
 // settlements.
-func TestLedger(t *testing.T, newLedger func(t *testing.T) billing.Ledger) {
+func TestLedger(t *testing.T, newLedger func(t *testing.T) driver.Ledger) {
 	t.Helper()
 	rows := append(slices.Clone(ledgerRows), expiryRows...)
-	if _, ok := newLedger(t).(billing.Sweeper); ok {
+	if _, ok := newLedger(t).(driver.Sweeper); ok {
 		rows = append(rows, sweepRows...)
 	}
 	run(t, newLedger, rows)
 }
 
-var ledgerRows = []behaviour[billing.Ledger]{
+var ledgerRows = []behaviour[driver.Ledger]{
 	{"OpenThenBalance",
 		"Balance after Open reports the opening balance, nothing used, the allowance and the period.",
 		ledOpenThenBalance},
@@ -49,7 +50,7 @@ var ledgerRows = []behaviour[billing.Ledger]{
 		"Reserve takes Amount from Remaining, adds it to Used and counts one call per API.",
 		ledReserveDebitsAndCounts},
 	{"ReserveInsufficient",
-		"Reserve over the balance returns billing.ErrInsufficientCredits, reports the current balance, changes nothing and is not remembered.",
+		"Reserve over the balance returns driver.ErrInsufficientCredits, reports the current balance, changes nothing and is not remembered.",
 		ledReserveInsufficient},
 	{"ReserveIdempotent",
 		"A reservation replayed with the same request id charges once and returns the current balance.",
@@ -94,7 +95,7 @@ var ledgerRows = []behaviour[billing.Ledger]{
 		"A negative Adjust takes from Remaining, down to exactly zero.",
 		ledAdjustTake},
 	{"AdjustBelowZero",
-		"A negative Adjust larger than the balance returns billing.ErrInsufficientCredits and changes nothing.",
+		"A negative Adjust larger than the balance returns driver.ErrInsufficientCredits and changes nothing.",
 		ledAdjustBelowZero},
 	{"AdjustIdempotent",
 		"An adjustment replayed with the same request id is applied once.",
@@ -130,48 +131,48 @@ var ledgerRows = []behaviour[billing.Ledger]{
 
 // The periods of the ledger checks: January, February and March 2030.
 var (
-	p0 = billing.MonthOf(t0)
-	p1 = billing.MonthOf(t0.AddDate(0, 1, 0))
-	p2 = billing.MonthOf(t0.AddDate(0, 2, 0))
+	p0 = driver.MonthOf(t0)
+	p1 = driver.MonthOf(t0.AddDate(0, 1, 0))
+	p2 = driver.MonthOf(t0.AddDate(0, 2, 0))
 )
 
 // The allowance passed to every operation unless a check says otherwise.
 const allowance = 500
 
-func samePeriod(a, b billing.Period) bool { return a.Start.Equal(b.Start) && a.End.Equal(b.End) }
+func samePeriod(a, b driver.Period) bool { return a.Start.Equal(b.Start) && a.End.Equal(b.End) }
 
 // openAccount opens a fresh account with the given balance in period p.
-func openAccount(t *testing.T, l billing.Ledger, n ids, label string, balance int64, p billing.Period) string {
+func openAccount(t *testing.T, l driver.Ledger, n ids, label string, balance int64, p driver.Period) string {
 	t.Helper()
 	acct := n.id(label)
-	must(t, "Open", l.Open(t.Context(), billing.Opening{Account: acct, Balance: balance, Allowance: allowance, Period: p}))
+	must(t, "Open", l.Open(t.Context(), driver.Opening{Account: acct, Balance: balance, Allowance: allowance, Period: p}))
 	return acct
 }
 
 // nowIn returns the instant of the operations in period p: the 15th, at noon.
-func nowIn(p billing.Period) time.Time { return p.Start.Add(14*24*time.Hour + 12*time.Hour) }
+func nowIn(p driver.Period) time.Time { return p.Start.Add(14*24*time.Hour + 12*time.Hour) }
 
 // hold is how long the reservations of the checks that are not about expiry stay
 // open: longer than the periods those checks move through.
 const hold = 90 * 24 * time.Hour
 
-func reservation(acct string, id billing.RequestID, amount int64, p billing.Period, apis ...string) billing.Reservation {
+func reservation(acct string, id driver.RequestID, amount int64, p driver.Period, apis ...string) driver.Reservation {
 	now := nowIn(p)
-	return billing.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: p, Allowance: allowance,
+	return driver.Reservation{Account: acct, Request: id, APIs: apis, Amount: amount, Period: p, Allowance: allowance,
 		Now: now, Expires: now.Add(hold)}
 }
 
-func settlement(acct string, id billing.RequestID, refund int64, p billing.Period, uncount ...string) billing.Settlement {
-	return billing.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount, Period: p, Allowance: allowance, Now: nowIn(p)}
+func settlement(acct string, id driver.RequestID, refund int64, p driver.Period, uncount ...string) driver.Settlement {
+	return driver.Settlement{Account: acct, Request: id, Refund: refund, Uncount: uncount, Period: p, Allowance: allowance, Now: nowIn(p)}
 }
 
-func adjustment(acct string, id billing.RequestID, amount int64, p billing.Period) billing.Adjustment {
-	return billing.Adjustment{Account: acct, Request: id, Amount: amount, Reason: "storetest", Period: p, Allowance: allowance, Now: nowIn(p)}
+func adjustment(acct string, id driver.RequestID, amount int64, p driver.Period) driver.Adjustment {
+	return driver.Adjustment{Account: acct, Request: id, Amount: amount, Reason: "storetest", Period: p, Allowance: allowance, Now: nowIn(p)}
 }
 
 // checkBalance reports how got differs from the expected remaining, used and period.
 // The allowance is always [allowance].
-func checkBalance(t *testing.T, op string, got billing.Balance, remaining, used int64, p billing.Period) {
+func checkBalance(t *testing.T, op string, got driver.Balance, remaining, used int64, p driver.Period) {
 	t.Helper()
 	if got.Remaining != remaining || got.Used != used || got.Allowance != allowance || !samePeriod(got.Period, p) {
 		t.Errorf("%s: balance {Remaining %d, Used %d, Allowance %d, Period %v..%v}, want {Remaining %d, Used %d, Allowance %d, Period %v..%v}",
@@ -181,7 +182,7 @@ func checkBalance(t *testing.T, op string, got billing.Balance, remaining, used 
 }
 
 // wantBalance checks the stored balance, read at period p.
-func wantBalance(t *testing.T, l billing.Ledger, acct string, p billing.Period, remaining, used int64) {
+func wantBalance(t *testing.T, l driver.Ledger, acct string, p driver.Period, remaining, used int64) {
 	t.Helper()
 	b, err := l.Balance(t.Context(), acct, nowIn(p), p, allowance)
 	if err != nil {
@@ -192,7 +193,7 @@ func wantBalance(t *testing.T, l billing.Ledger, acct string, p billing.Period, 
 }
 
 // wantUsage checks Usage at p, ignoring APIs counted zero times.
-func wantUsage(t *testing.T, l billing.Ledger, acct string, p billing.Period, want map[string]int64) {
+func wantUsage(t *testing.T, l driver.Ledger, acct string, p driver.Period, want map[string]int64) {
 	t.Helper()
 	got, err := l.Usage(t.Context(), acct, p)
 	if err != nil {
@@ -206,7 +207,7 @@ func wantUsage(t *testing.T, l billing.Ledger, acct string, p billing.Period, wa
 }
 
 // mustReserve reserves and checks the returned balance.
-func mustReserve(t *testing.T, l billing.Ledger, r billing.Reservation, remaining, used int64, p billing.Period) {
+func mustReserve(t *testing.T, l driver.Ledger, r driver.Reservation, remaining, used int64, p driver.Period) {
 	t.Helper()
 	b, err := l.Reserve(t.Context(), r)
 	must(t, "Reserve", err)
@@ -214,29 +215,29 @@ func mustReserve(t *testing.T, l billing.Ledger, r billing.Reservation, remainin
 }
 
 // mustSettle settles and checks the returned balance.
-func mustSettle(t *testing.T, l billing.Ledger, s billing.Settlement, remaining, used int64, p billing.Period) {
+func mustSettle(t *testing.T, l driver.Ledger, s driver.Settlement, remaining, used int64, p driver.Period) {
 	t.Helper()
 	b, err := l.Settle(t.Context(), s)
 	must(t, "Settle", err)
 	checkBalance(t, "Settle", b, remaining, used, p)
 }
 
-func ledOpenThenBalance(t *testing.T, l billing.Ledger) {
+func ledOpenThenBalance(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 1000, p0)
 	wantBalance(t, l, acct, p0, 1000, 0)
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledOpenTwice(t *testing.T, l billing.Ledger) {
+func ledOpenTwice(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 1000, p0)
-	err := l.Open(t.Context(), billing.Opening{Account: acct, Balance: 7, Allowance: allowance, Period: p0})
+	err := l.Open(t.Context(), driver.Opening{Account: acct, Balance: 7, Allowance: allowance, Period: p0})
 	wantErr(t, "second Open", err, store.ErrConflict)
 	wantBalance(t, l, acct, p0, 1000, 0)
 }
 
-func ledUnknownAccount(t *testing.T, l billing.Ledger) {
+func ledUnknownAccount(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	openAccount(t, l, n, "acct", 1000, p0)
 	ghost := n.id("ghost")
@@ -257,7 +258,7 @@ func ledUnknownAccount(t *testing.T, l billing.Ledger) {
 	wantNamed(t, "Balance at a later period", err, store.ErrNotFound, ghost)
 }
 
-func ledReserveDebitsAndCounts(t *testing.T, l billing.Ledger) {
+func ledReserveDebitsAndCounts(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	mustReserve(t, l, reservation(acct, newRequest(), 3, p0, "hash", "echo"), 97, 3, p0)
@@ -266,12 +267,12 @@ func ledReserveDebitsAndCounts(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 2, "echo": 1})
 }
 
-func ledReserveInsufficient(t *testing.T, l billing.Ledger) {
+func ledReserveInsufficient(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 10, p0)
 
 	b, err := l.Reserve(ctx, reservation(acct, newRequest(), 11, p0, "hash"))
-	wantErr(t, "Reserve over the balance", err, billing.ErrInsufficientCredits)
+	wantErr(t, "Reserve over the balance", err, driver.ErrInsufficientCredits)
 	if b.Remaining != 10 {
 		t.Errorf("Reserve over the balance reported Remaining %d, want the current 10", b.Remaining)
 	}
@@ -282,7 +283,7 @@ func ledReserveInsufficient(t *testing.T, l billing.Ledger) {
 
 	id := newRequest()
 	b, err = l.Reserve(ctx, reservation(acct, id, 1, p0, "echo"))
-	wantErr(t, "Reserve at a zero balance", err, billing.ErrInsufficientCredits)
+	wantErr(t, "Reserve at a zero balance", err, driver.ErrInsufficientCredits)
 	if b.Remaining != 0 {
 		t.Errorf("Reserve at a zero balance reported Remaining %d, want 0", b.Remaining)
 	}
@@ -295,7 +296,7 @@ func ledReserveInsufficient(t *testing.T, l billing.Ledger) {
 	mustReserve(t, l, reservation(acct, id, 1, p0, "echo"), 4, 11, p0)
 }
 
-func ledReserveIdempotent(t *testing.T, l billing.Ledger) {
+func ledReserveIdempotent(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -306,7 +307,7 @@ func ledReserveIdempotent(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledReserveReplayAfterSettle(t *testing.T, l billing.Ledger) {
+func ledReserveReplayAfterSettle(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -317,7 +318,7 @@ func ledReserveReplayAfterSettle(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledSettleRefund(t *testing.T, l billing.Ledger) {
+func ledSettleRefund(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -328,7 +329,7 @@ func ledSettleRefund(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledSettleKeep(t *testing.T, l billing.Ledger) {
+func ledSettleKeep(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -338,7 +339,7 @@ func ledSettleKeep(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1, "echo": 1})
 }
 
-func ledSettlePartialRefund(t *testing.T, l billing.Ledger) {
+func ledSettlePartialRefund(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -348,7 +349,7 @@ func ledSettlePartialRefund(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledSettleTwice(t *testing.T, l billing.Ledger) {
+func ledSettleTwice(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -360,7 +361,7 @@ func ledSettleTwice(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"echo": 1})
 }
 
-func ledSettleUnknown(t *testing.T, l billing.Ledger) {
+func ledSettleUnknown(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 90, 10, p0)
@@ -369,7 +370,7 @@ func ledSettleUnknown(t *testing.T, l billing.Ledger) {
 	wantBalance(t, l, acct, p0, 90, 10)
 }
 
-func ledSettleRefundTooLarge(t *testing.T, l billing.Ledger) {
+func ledSettleRefundTooLarge(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -381,7 +382,7 @@ func ledSettleRefundTooLarge(t *testing.T, l billing.Ledger) {
 	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
 }
 
-func ledRenewalResetsBalance(t *testing.T, l billing.Ledger) {
+func ledRenewalResetsBalance(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	mustReserve(t, l, reservation(acct, newRequest(), 30, p0, "hash", "echo"), 70, 30, p0)
@@ -390,7 +391,7 @@ func ledRenewalResetsBalance(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledRenewalBeforeWrite(t *testing.T, l billing.Ledger) {
+func ledRenewalBeforeWrite(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	mustReserve(t, l, reservation(acct, newRequest(), 30, p0, "hash"), 70, 30, p0)
@@ -405,7 +406,7 @@ func ledRenewalBeforeWrite(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, other, p1, nil)
 }
 
-func ledEarlierPeriod(t *testing.T, l billing.Ledger) {
+func ledEarlierPeriod(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	wantBalance(t, l, acct, p1, allowance, 0)
@@ -421,7 +422,7 @@ func ledEarlierPeriod(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p1, map[string]int64{"hash": 1})
 }
 
-func ledRefundAcrossRenewal(t *testing.T, l billing.Ledger) {
+func ledRefundAcrossRenewal(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	old := newRequest()
@@ -434,7 +435,7 @@ func ledRefundAcrossRenewal(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p1, map[string]int64{"hash": 1})
 }
 
-func ledAdjustGrant(t *testing.T, l billing.Ledger) {
+func ledAdjustGrant(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 90, 10, p0)
@@ -444,7 +445,7 @@ func ledAdjustGrant(t *testing.T, l billing.Ledger) {
 	wantBalance(t, l, acct, p0, 140, 10)
 }
 
-func ledAdjustTake(t *testing.T, l billing.Ledger) {
+func ledAdjustTake(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	mustReserve(t, l, reservation(acct, newRequest(), 10, p0, "hash"), 90, 10, p0)
@@ -457,15 +458,15 @@ func ledAdjustTake(t *testing.T, l billing.Ledger) {
 	wantBalance(t, l, acct, p0, 0, 10)
 }
 
-func ledAdjustBelowZero(t *testing.T, l billing.Ledger) {
+func ledAdjustBelowZero(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	_, err := l.Adjust(ctx, adjustment(acct, newRequest(), -101, p0))
-	wantErr(t, "Adjust below zero", err, billing.ErrInsufficientCredits)
+	wantErr(t, "Adjust below zero", err, driver.ErrInsufficientCredits)
 	wantBalance(t, l, acct, p0, 100, 0)
 }
 
-func ledAdjustIdempotent(t *testing.T, l billing.Ledger) {
+func ledAdjustIdempotent(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -477,7 +478,7 @@ func ledAdjustIdempotent(t *testing.T, l billing.Ledger) {
 	wantBalance(t, l, acct, p0, 150, 0)
 }
 
-func ledUsageOtherPeriod(t *testing.T, l billing.Ledger) {
+func ledUsageOtherPeriod(t *testing.T, l driver.Ledger) {
 	n := newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p1)
 	mustReserve(t, l, reservation(acct, newRequest(), 1, p1, "hash"), 99, 1, p1)
@@ -486,7 +487,7 @@ func ledUsageOtherPeriod(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p2, nil)
 }
 
-func ledNoAliasing(t *testing.T, l billing.Ledger) {
+func ledNoAliasing(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -504,14 +505,14 @@ func ledNoAliasing(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledCanceledContext(t *testing.T, l billing.Ledger) {
+func ledCanceledContext(t *testing.T, l driver.Ledger) {
 	ctx, n := canceled(t), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
 	mustReserve(t, l, reservation(acct, id, 10, p0, "hash"), 90, 10, p0)
 	fresh := n.id("fresh")
 
-	wantErr(t, "Open", l.Open(ctx, billing.Opening{Account: fresh, Balance: 1, Allowance: allowance, Period: p0}), context.Canceled)
+	wantErr(t, "Open", l.Open(ctx, driver.Opening{Account: fresh, Balance: 1, Allowance: allowance, Period: p0}), context.Canceled)
 	_, err := l.Reserve(ctx, reservation(acct, newRequest(), 5, p0, "echo"))
 	wantErr(t, "Reserve", err, context.Canceled)
 	_, err = l.Settle(ctx, settlement(acct, id, 10, p0, "hash"))
@@ -530,11 +531,11 @@ func ledCanceledContext(t *testing.T, l billing.Ledger) {
 	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
 }
 
-func ledConcurrentSpending(t *testing.T, l billing.Ledger) {
+func ledConcurrentSpending(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	const attempts, cost, balance = 50, 3, 3000
 	acct := n.id("acct")
-	must(t, "Open", l.Open(ctx, billing.Opening{Account: acct, Balance: balance, Allowance: balance, Period: p0}))
+	must(t, "Open", l.Open(ctx, driver.Opening{Account: acct, Balance: balance, Allowance: balance, Period: p0}))
 
 	var granted, short atomic.Int64
 	var wg sync.WaitGroup
@@ -550,7 +551,7 @@ func ledConcurrentSpending(t *testing.T, l billing.Ledger) {
 					if b.Remaining < 0 || b.Remaining+b.Used != balance {
 						t.Errorf("Reserve observed Remaining %d and Used %d: want Remaining >= 0 and Remaining+Used = %d", b.Remaining, b.Used, balance)
 					}
-				case errors.Is(err, billing.ErrInsufficientCredits):
+				case errors.Is(err, driver.ErrInsufficientCredits):
 					short.Add(1)
 					if b.Remaining < 0 || b.Remaining >= cost {
 						t.Errorf("refused Reserve of %d reported Remaining %d: want 0 <= Remaining < %d", cost, b.Remaining, cost)
@@ -582,7 +583,7 @@ func ledConcurrentSpending(t *testing.T, l billing.Ledger) {
 	}
 }
 
-func ledConcurrentSettleOnce(t *testing.T, l billing.Ledger) {
+func ledConcurrentSettleOnce(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -600,7 +601,7 @@ func ledConcurrentSettleOnce(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, nil)
 }
 
-func ledConcurrentReplay(t *testing.T, l billing.Ledger) {
+func ledConcurrentReplay(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	id := newRequest()
@@ -617,7 +618,7 @@ func ledConcurrentReplay(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
-func ledConcurrentReserveSettle(t *testing.T, l billing.Ledger) {
+func ledConcurrentReserveSettle(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	const perWorker, cost, balance = 20, 5, 100000
 	acct := openAccount(t, l, n, "acct", balance, p0)
@@ -657,7 +658,7 @@ func ledConcurrentReserveSettle(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": calls})
 }
 
-func ledConcurrentRenewal(t *testing.T, l billing.Ledger) {
+func ledConcurrentRenewal(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 10, p0)
 	var wg sync.WaitGroup
@@ -673,11 +674,11 @@ func ledConcurrentRenewal(t *testing.T, l billing.Ledger) {
 	wantUsage(t, l, acct, p1, map[string]int64{"hash": workers})
 }
 
-func ledConcurrentAdjustReplay(t *testing.T, l billing.Ledger) {
+func ledConcurrentAdjustReplay(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 100, p0)
 	const distinct = 8
-	reqs := make([]billing.RequestID, distinct)
+	reqs := make([]driver.RequestID, distinct)
 	for i := range reqs {
 		reqs[i] = newRequest()
 	}

@@ -10,24 +10,24 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"golang.org/x/time/rate"
 )
 
-// TestRateLimiter checks that a [billing.RateLimiter] decides exactly as [billing.GCRA]
+// TestRateLimiter checks that a [driver.RateLimiter] decides exactly as [driver.GCRA]
 // does, and as golang.org/x/time/rate does for a token bucket of the same size and rate,
 // over scripted timelines; that a denied event and Peek change nothing; that keys are
 // independent; and that concurrent events at one instant admit exactly the burst.
 //
 // newLimiter is called once per subtest and must return an empty limiter; it registers
 // any teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
-func TestRateLimiter(t *testing.T, newLimiter func(t *testing.T) billing.RateLimiter) {
+func TestRateLimiter(t *testing.T, newLimiter func(t *testing.T) driver.RateLimiter) {
 	t.Helper()
 	run(t, newLimiter, rateLimiterRows)
 }
 
-var rateLimiterRows = []behaviour[billing.RateLimiter]{
+var rateLimiterRows = []behaviour[driver.RateLimiter]{
 	{"ScriptedMinute",
 		"At 60 per minute with a burst of 5, five events at one instant go ahead, the sixth waits 1s, and one more goes ahead 1s later.",
 		rlScriptedMinute},
@@ -35,7 +35,7 @@ var rateLimiterRows = []behaviour[billing.RateLimiter]{
 		"Between events the bucket refills at Rate/Per: Remaining counts whole events and RetryAfter is the time to the next whole token.",
 		rlPartialRefill},
 	{"MatchesReferences",
-		"Over long timelines, every Peek and Allow decision equals billing.GCRA and agrees with golang.org/x/time/rate.",
+		"Over long timelines, every Peek and Allow decision equals driver.GCRA and agrees with golang.org/x/time/rate.",
 		rlMatchesReferences},
 	{"DeniedChangesNothing",
 		"A denied event records nothing: Peek before and after it agree and the next allowed moment does not move.",
@@ -60,27 +60,27 @@ var rateLimiterRows = []behaviour[billing.RateLimiter]{
 // rateRef is the reference for one key: the GCRA arithmetic of package billing, and a
 // golang.org/x/time/rate limiter of the same rate and burst.
 type rateRef struct {
-	l      billing.Limit
+	l      driver.Limit
 	tat    int64
 	x      *rate.Limiter
 	perSec float64
 }
 
-func newRateRef(l billing.Limit) *rateRef {
+func newRateRef(l driver.Limit) *rateRef {
 	perSec := float64(l.Rate) / l.Per.Seconds()
 	return &rateRef{l: l, x: rate.NewLimiter(rate.Limit(perSec), l.Burst), perSec: perSec}
 }
 
 // peek returns the GCRA decision at now without recording it.
-func (r *rateRef) peek(now time.Time) billing.RateDecision {
-	d, _ := billing.GCRA(r.l, r.tat, now.UnixNano())
+func (r *rateRef) peek(now time.Time) driver.RateDecision {
+	d, _ := driver.GCRA(r.l, r.tat, now.UnixNano())
 	return d
 }
 
 // allow returns the GCRA decision at now, and what x/time/rate decides for the same
 // event; both references record it if it is allowed.
-func (r *rateRef) allow(now time.Time) (gcra, xrate billing.RateDecision) {
-	d, tat := billing.GCRA(r.l, r.tat, now.UnixNano())
+func (r *rateRef) allow(now time.Time) (gcra, xrate driver.RateDecision) {
+	d, tat := driver.GCRA(r.l, r.tat, now.UnixNano())
 	if d.Allowed {
 		r.tat = tat
 	}
@@ -90,31 +90,31 @@ func (r *rateRef) allow(now time.Time) (gcra, xrate billing.RateDecision) {
 }
 
 // fromTokens is the decision that a token bucket holding tokens implies.
-func (r *rateRef) fromTokens(tokens float64, allowed bool) billing.RateDecision {
+func (r *rateRef) fromTokens(tokens float64, allowed bool) driver.RateDecision {
 	dur := func(events float64) time.Duration {
 		return time.Duration(math.Round(events / r.perSec * float64(time.Second)))
 	}
 	if allowed {
 		after := tokens - 1
-		return billing.RateDecision{Allowed: true, Remaining: int(math.Floor(after)), ResetAfter: dur(float64(r.l.Burst) - after)}
+		return driver.RateDecision{Allowed: true, Remaining: int(math.Floor(after)), ResetAfter: dur(float64(r.l.Burst) - after)}
 	}
-	return billing.RateDecision{RetryAfter: dur(1 - tokens), ResetAfter: dur(float64(r.l.Burst) - tokens)}
+	return driver.RateDecision{RetryAfter: dur(1 - tokens), ResetAfter: dur(float64(r.l.Burst) - tokens)}
 }
 
 // near reports whether two decisions agree, durations within a microsecond (x/time/rate
 // computes in floating point).
-func near(a, b billing.RateDecision) bool {
+func near(a, b driver.RateDecision) bool {
 	within := func(x, y time.Duration) bool { return (x - y).Abs() <= time.Microsecond }
 	return a.Allowed == b.Allowed && a.Remaining == b.Remaining &&
 		within(a.RetryAfter, b.RetryAfter) && within(a.ResetAfter, b.ResetAfter)
 }
 
-func fmtDecision(d billing.RateDecision) string {
+func fmtDecision(d driver.RateDecision) string {
 	return fmt.Sprintf("{Allowed %v, Remaining %d, RetryAfter %v, ResetAfter %v}", d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter)
 }
 
 // allow calls Allow and fails the test on an error.
-func allow(t *testing.T, r billing.RateLimiter, key string, l billing.Limit, now time.Time) billing.RateDecision {
+func allow(t *testing.T, r driver.RateLimiter, key string, l driver.Limit, now time.Time) driver.RateDecision {
 	t.Helper()
 	d, err := r.Allow(t.Context(), key, l, now)
 	must(t, "Allow", err)
@@ -122,7 +122,7 @@ func allow(t *testing.T, r billing.RateLimiter, key string, l billing.Limit, now
 }
 
 // peek calls Peek and fails the test on an error.
-func peek(t *testing.T, r billing.RateLimiter, key string, l billing.Limit, now time.Time) billing.RateDecision {
+func peek(t *testing.T, r driver.RateLimiter, key string, l driver.Limit, now time.Time) driver.RateDecision {
 	t.Helper()
 	d, err := r.Peek(t.Context(), key, l, now)
 	must(t, "Peek", err)
@@ -132,12 +132,12 @@ func peek(t *testing.T, r billing.RateLimiter, key string, l billing.Limit, now 
 // A rateStep is one event of a script: its instant (after t0), and the decision wanted.
 type rateStep struct {
 	at   time.Duration
-	want billing.RateDecision
+	want driver.RateDecision
 }
 
 // runScript plays the steps through Allow, checking each decision against the script
 // and the script against both references.
-func runScript(t *testing.T, r billing.RateLimiter, key string, l billing.Limit, steps []rateStep) {
+func runScript(t *testing.T, r driver.RateLimiter, key string, l driver.Limit, steps []rateStep) {
 	t.Helper()
 	ref := newRateRef(l)
 	for i, s := range steps {
@@ -152,17 +152,17 @@ func runScript(t *testing.T, r billing.RateLimiter, key string, l billing.Limit,
 	}
 }
 
-func ok(remaining int, reset time.Duration) billing.RateDecision {
-	return billing.RateDecision{Allowed: true, Remaining: remaining, ResetAfter: reset}
+func ok(remaining int, reset time.Duration) driver.RateDecision {
+	return driver.RateDecision{Allowed: true, Remaining: remaining, ResetAfter: reset}
 }
 
-func denied(retry, reset time.Duration) billing.RateDecision {
-	return billing.RateDecision{RetryAfter: retry, ResetAfter: reset}
+func denied(retry, reset time.Duration) driver.RateDecision {
+	return driver.RateDecision{RetryAfter: retry, ResetAfter: reset}
 }
 
-var perMinute5 = billing.Limit{Rate: 60, Per: time.Minute, Burst: 5}
+var perMinute5 = driver.Limit{Rate: 60, Per: time.Minute, Burst: 5}
 
-func rlScriptedMinute(t *testing.T, r billing.RateLimiter) {
+func rlScriptedMinute(t *testing.T, r driver.RateLimiter) {
 	const s = time.Second
 	runScript(t, r, newIDs().id("k"), perMinute5, []rateStep{
 		{0, ok(4, 1*s)},
@@ -177,7 +177,7 @@ func rlScriptedMinute(t *testing.T, r billing.RateLimiter) {
 	})
 }
 
-func rlPartialRefill(t *testing.T, r billing.RateLimiter) {
+func rlPartialRefill(t *testing.T, r driver.RateLimiter) {
 	const s, ms = time.Second, time.Millisecond
 	runScript(t, r, newIDs().id("k"), perMinute5, []rateStep{
 		{0, ok(4, 1*s)},
@@ -193,10 +193,10 @@ func rlPartialRefill(t *testing.T, r billing.RateLimiter) {
 	})
 }
 
-func rlMatchesReferences(t *testing.T, r billing.RateLimiter) {
+func rlMatchesReferences(t *testing.T, r driver.RateLimiter) {
 	// Rates are powers of two per second and gaps multiples of 1/8 s, so that the
 	// floating-point arithmetic of x/time/rate is exact.
-	limits := []billing.Limit{
+	limits := []driver.Limit{
 		{Rate: 60, Per: time.Minute, Burst: 5},
 		{Rate: 120, Per: time.Minute, Burst: 1},
 		{Rate: 30, Per: time.Minute, Burst: 3},
@@ -238,9 +238,9 @@ func rlMatchesReferences(t *testing.T, r billing.RateLimiter) {
 	}
 }
 
-func rlDeniedChangesNothing(t *testing.T, r billing.RateLimiter) {
+func rlDeniedChangesNothing(t *testing.T, r driver.RateLimiter) {
 	key := newIDs().id("k")
-	l := billing.Limit{Rate: 60, Per: time.Minute, Burst: 3}
+	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: 3}
 	for range 3 {
 		allow(t, r, key, l, t0)
 	}
@@ -259,7 +259,7 @@ func rlDeniedChangesNothing(t *testing.T, r billing.RateLimiter) {
 	}
 }
 
-func rlPeekChangesNothing(t *testing.T, r billing.RateLimiter) {
+func rlPeekChangesNothing(t *testing.T, r driver.RateLimiter) {
 	key := newIDs().id("k")
 	for i := range 20 {
 		if d := peek(t, r, key, perMinute5, t0); d != ok(4, time.Second) {
@@ -277,10 +277,10 @@ func rlPeekChangesNothing(t *testing.T, r billing.RateLimiter) {
 	}
 }
 
-func rlKeysIndependent(t *testing.T, r billing.RateLimiter) {
+func rlKeysIndependent(t *testing.T, r driver.RateLimiter) {
 	n := newIDs()
 	a, b := n.id("a"), n.id("b")
-	l := billing.Limit{Rate: 60, Per: time.Minute, Burst: 2}
+	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: 2}
 	allow(t, r, a, l, t0)
 	allow(t, r, a, l, t0)
 	if d := allow(t, r, a, l, t0); d.Allowed {
@@ -291,7 +291,7 @@ func rlKeysIndependent(t *testing.T, r billing.RateLimiter) {
 	}
 }
 
-func rlIdleRefill(t *testing.T, r billing.RateLimiter) {
+func rlIdleRefill(t *testing.T, r driver.RateLimiter) {
 	key := newIDs().id("k")
 	for range 5 {
 		allow(t, r, key, perMinute5, t0)
@@ -311,7 +311,7 @@ func rlIdleRefill(t *testing.T, r billing.RateLimiter) {
 	}
 }
 
-func rlCanceledContext(t *testing.T, r billing.RateLimiter) {
+func rlCanceledContext(t *testing.T, r driver.RateLimiter) {
 	ctx, key := canceled(t), newIDs().id("k")
 	allow(t, r, key, perMinute5, t0)
 	_, err := r.Allow(ctx, key, perMinute5, t0)
@@ -323,10 +323,10 @@ func rlCanceledContext(t *testing.T, r billing.RateLimiter) {
 	}
 }
 
-func rlConcurrentAllow(t *testing.T, r billing.RateLimiter) {
+func rlConcurrentAllow(t *testing.T, r driver.RateLimiter) {
 	ctx, key := t.Context(), newIDs().id("k")
 	const perWorker, burst = 4, 10
-	l := billing.Limit{Rate: 60, Per: time.Minute, Burst: burst}
+	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: burst}
 	var (
 		mu        sync.Mutex
 		remaining []int

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
+
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
 )
 
 // A behaviour is one row of a suite: a contract, the sentence that states it, and the
@@ -63,8 +64,8 @@ func (n ids) id(label string) string { return n.prefix + "-" + label }
 func newHash() auth.Hash { return auth.HashKey(auth.NewKeyValue()) }
 
 // newRequest returns a fresh random request id.
-func newRequest() billing.RequestID {
-	var id billing.RequestID
+func newRequest() driver.RequestID {
+	var id driver.RequestID
 	rand.Read(id[:])
 	return id
 }

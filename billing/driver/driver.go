@@ -1,4 +1,4 @@
-package billing
+package driver
 
 import (
 	"context"
@@ -264,4 +264,17 @@ type ConcurrencyLimiter interface {
 	Renew(ctx context.Context, key string, holder RequestID, lease time.Duration, now time.Time) error
 	// InUse returns the number of live slots of key at now.
 	InUse(ctx context.Context, key string, now time.Time) (int, error)
+}
+
+// A Period is one credit period: from Start (inclusive) to End (exclusive).
+type Period struct {
+	Start, End time.Time
+}
+
+// MonthOf returns the calendar month (UTC) that t falls in, the credit period of every
+// plan.
+func MonthOf(t time.Time) Period {
+	t = t.UTC()
+	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return Period{Start: start, End: start.AddDate(0, 1, 0)}
 }

@@ -1,4 +1,4 @@
-package billing_test
+package driver_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
 // t0 is the fixed instant the tests of this package start from: mid-March 2025, UTC.
@@ -80,7 +80,7 @@ func repeat(at time.Duration, n int) []time.Duration {
 // x/time/rate starts), and requires the same decision for every event. It also checks
 // each decision's numbers against the limiter's token count.
 func TestGCRAMatchesTokenBucket(t *testing.T) {
-	limits := []billing.Limit{
+	limits := []driver.Limit{
 		{Rate: 600, Per: time.Minute, Burst: 600},
 		{Rate: 5, Per: time.Minute, Burst: 5},
 		{Rate: 60, Per: time.Minute, Burst: 1},
@@ -96,7 +96,7 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 				for i, off := range s.events(e, l.Burst) {
 					now := t0.Add(off)
 					want := lim.AllowN(now, 1)
-					d, next := billing.GCRA(l, tat, now.UnixNano())
+					d, next := driver.GCRA(l, tat, now.UnixNano())
 					if d.Allowed != want {
 						t.Fatalf("event %d at +%s: GCRA allowed=%v, x/time/rate allowed=%v (tat +%s)",
 							i, off, d.Allowed, want, time.Duration(tat-t0.UnixNano()))
@@ -148,87 +148,87 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 func TestGCRAExact(t *testing.T) {
 	n := t0.UnixNano()
 	at := func(d time.Duration) int64 { return n + int64(d) }
-	perMinute := func(rate, burst int) billing.Limit {
-		return billing.Limit{Rate: rate, Per: time.Minute, Burst: burst}
+	perMinute := func(rate, burst int) driver.Limit {
+		return driver.Limit{Rate: rate, Per: time.Minute, Burst: burst}
 	}
 	tests := []struct {
 		name    string
-		l       billing.Limit
+		l       driver.Limit
 		tat     int64
 		now     int64
-		want    billing.RateDecision
+		want    driver.RateDecision
 		wantTat int64
 	}{
 		{
 			name: "60/min burst 1, fresh key",
 			l:    perMinute(60, 1), tat: 0, now: n,
-			want:    billing.RateDecision{Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			want:    driver.RateDecision{Allowed: true, Remaining: 0, ResetAfter: time.Second},
 			wantTat: at(time.Second),
 		},
 		{
 			name: "60/min burst 1, 250ms after an event",
 			l:    perMinute(60, 1), tat: at(time.Second), now: at(250 * time.Millisecond),
-			want:    billing.RateDecision{Remaining: 0, RetryAfter: 750 * time.Millisecond, ResetAfter: 750 * time.Millisecond},
+			want:    driver.RateDecision{Remaining: 0, RetryAfter: 750 * time.Millisecond, ResetAfter: 750 * time.Millisecond},
 			wantTat: at(time.Second),
 		},
 		{
 			name: "60/min burst 1, exactly one interval after an event",
 			l:    perMinute(60, 1), tat: at(time.Second), now: at(time.Second),
-			want:    billing.RateDecision{Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			want:    driver.RateDecision{Allowed: true, Remaining: 0, ResetAfter: time.Second},
 			wantTat: at(2 * time.Second),
 		},
 		{
 			name: "5/min burst 5, fresh key",
 			l:    perMinute(5, 5), tat: 0, now: n,
-			want:    billing.RateDecision{Allowed: true, Remaining: 4, ResetAfter: 12 * time.Second},
+			want:    driver.RateDecision{Allowed: true, Remaining: 4, ResetAfter: 12 * time.Second},
 			wantTat: at(12 * time.Second),
 		},
 		{
 			name: "5/min burst 5, last token of the burst",
 			l:    perMinute(5, 5), tat: at(48 * time.Second), now: n,
-			want:    billing.RateDecision{Allowed: true, Remaining: 0, ResetAfter: time.Minute},
+			want:    driver.RateDecision{Allowed: true, Remaining: 0, ResetAfter: time.Minute},
 			wantTat: at(time.Minute),
 		},
 		{
 			name: "5/min burst 5, bucket empty",
 			l:    perMinute(5, 5), tat: at(time.Minute), now: n,
-			want:    billing.RateDecision{Remaining: 0, RetryAfter: 12 * time.Second, ResetAfter: time.Minute},
+			want:    driver.RateDecision{Remaining: 0, RetryAfter: 12 * time.Second, ResetAfter: time.Minute},
 			wantTat: at(time.Minute),
 		},
 		{
 			name: "5/min burst 5, 30s after emptying (2.5 tokens back)",
 			l:    perMinute(5, 5), tat: at(time.Minute), now: at(30 * time.Second),
-			want:    billing.RateDecision{Allowed: true, Remaining: 1, ResetAfter: 42 * time.Second},
+			want:    driver.RateDecision{Allowed: true, Remaining: 1, ResetAfter: 42 * time.Second},
 			wantTat: at(72 * time.Second),
 		},
 		{
 			name: "600/min burst 600, fresh key",
 			l:    perMinute(600, 600), tat: 0, now: n,
-			want:    billing.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
+			want:    driver.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
 			wantTat: at(100 * time.Millisecond),
 		},
 		{
 			name: "600/min burst 600, stale tat counts as a full bucket",
 			l:    perMinute(600, 600), tat: at(-time.Hour), now: n,
-			want:    billing.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
+			want:    driver.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
 			wantTat: at(100 * time.Millisecond),
 		},
 		{
 			name: "10/s burst 3, 50ms into an empty bucket",
-			l:    billing.Limit{Rate: 10, Per: time.Second, Burst: 3}, tat: at(300 * time.Millisecond), now: at(50 * time.Millisecond),
-			want:    billing.RateDecision{Remaining: 0, RetryAfter: 50 * time.Millisecond, ResetAfter: 250 * time.Millisecond},
+			l:    driver.Limit{Rate: 10, Per: time.Second, Burst: 3}, tat: at(300 * time.Millisecond), now: at(50 * time.Millisecond),
+			want:    driver.RateDecision{Remaining: 0, RetryAfter: 50 * time.Millisecond, ResetAfter: 250 * time.Millisecond},
 			wantTat: at(300 * time.Millisecond),
 		},
 		{
 			name: "10/s burst 3, one token back",
-			l:    billing.Limit{Rate: 10, Per: time.Second, Burst: 3}, tat: at(300 * time.Millisecond), now: at(100 * time.Millisecond),
-			want:    billing.RateDecision{Allowed: true, Remaining: 0, ResetAfter: 300 * time.Millisecond},
+			l:    driver.Limit{Rate: 10, Per: time.Second, Burst: 3}, tat: at(300 * time.Millisecond), now: at(100 * time.Millisecond),
+			want:    driver.RateDecision{Allowed: true, Remaining: 0, ResetAfter: 300 * time.Millisecond},
 			wantTat: at(400 * time.Millisecond),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, tat := billing.GCRA(tt.l, tt.tat, tt.now)
+			got, tat := driver.GCRA(tt.l, tt.tat, tt.now)
 			if got != tt.want {
 				t.Errorf("GCRA = %+v, want %+v", got, tt.want)
 			}
@@ -241,13 +241,13 @@ func TestGCRAExact(t *testing.T) {
 
 func TestLimitInterval(t *testing.T) {
 	tests := []struct {
-		l    billing.Limit
+		l    driver.Limit
 		want time.Duration
 	}{
-		{billing.Limit{Rate: 600, Per: time.Minute, Burst: 1}, 100 * time.Millisecond},
-		{billing.Limit{Rate: 5, Per: time.Minute, Burst: 1}, 12 * time.Second},
-		{billing.Limit{Rate: 10, Per: time.Second, Burst: 1}, 100 * time.Millisecond},
-		{billing.Limit{Rate: 1_000_000_000, Per: time.Minute, Burst: 1}, 60 * time.Nanosecond},
+		{driver.Limit{Rate: 600, Per: time.Minute, Burst: 1}, 100 * time.Millisecond},
+		{driver.Limit{Rate: 5, Per: time.Minute, Burst: 1}, 12 * time.Second},
+		{driver.Limit{Rate: 10, Per: time.Second, Burst: 1}, 100 * time.Millisecond},
+		{driver.Limit{Rate: 1_000_000_000, Per: time.Minute, Burst: 1}, 60 * time.Nanosecond},
 	}
 	for _, tt := range tests {
 		if got := tt.l.Interval(); got != tt.want {

@@ -1,73 +1,11 @@
-package billing
+package driver
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
 )
-
-// One-step admission. A store that holds several of the parts of an admission (the key
-// check, the rate limit, the concurrency slot, the credits) and can perform them in one
-// atomic step, one round trip, offers it by implementing [Admitter]. The Meter detects
-// it: the parts held by the same Admitter are sent to it together, so that a deployment
-// on one PostgreSQL database, or one Redis, admits a call in one round trip and settles
-// it in another. Parts held by stores that are not Admitters are performed one by one
-// through the plain interfaces, as the memory stores are.
-
-// ErrKeyChanged is the reason of a [*KeyError]: the key a call authenticated with was
-// rotated or revoked since its record was read (from a cache).
-var ErrKeyChanged = errors.New("billing: the key is no longer valid")
-
-// A KeyCheck names the key a call authenticated with, so that the store that admits the
-// call verifies, in the same step, that it is still live: that a key with this id
-// still has this hash and is not revoked. It lets a service cache key records and still
-// refuse a rotated or revoked key on the very next call.
-type KeyCheck struct {
-	Account string
-	// KeyID is the key's id; empty for a session token, when only the account must
-	// exist.
-	KeyID string
-	// Hash is the SHA-256 of the key's value (auth.Hash).
-	Hash [32]byte
-}
-
-// A KeyState is the verdict of a key check.
-type KeyState uint8
-
-// The key states.
-const (
-	// KeyLive: the key has this hash and is not revoked (or, for a session, the
-	// account exists).
-	KeyLive KeyState = iota
-	// KeyUnknown: no key has this id and hash any more (it was rotated, or the account
-	// is gone).
-	KeyUnknown
-	// KeyRevoked: the key was revoked.
-	KeyRevoked
-)
-
-// A KeyError reports a key check that failed in admission. It matches [ErrKeyChanged].
-type KeyError struct {
-	State KeyState
-}
-
-func (e *KeyError) Error() string {
-	if e.State == KeyRevoked {
-		return "billing: the key has been revoked"
-	}
-	return "billing: the key has been rotated or deleted"
-}
-
-// Unwrap returns ErrKeyChanged.
-func (e *KeyError) Unwrap() error { return ErrKeyChanged }
-
-// A KeyChecker verifies that a key is still live. Key stores offer it so that a service
-// may cache key records: the check then runs in the admission step (see [Admitter]) or,
-// for a store that is not an Admitter, as a call of its own.
-type KeyChecker interface {
-	// CheckKey returns the state of the key (or account) named by c.
-	CheckKey(ctx context.Context, c KeyCheck) (KeyState, error)
-}
 
 // A SlotClaim asks for a concurrency slot.
 type SlotClaim struct {
@@ -83,8 +21,8 @@ type Step struct {
 	Now     time.Time
 	// Key, when set, is verified first; a key that is not live denies the step. Its
 	// Account is the step's Account; a check naming another account denies the step
-	// with KeyUnknown.
-	Key *KeyCheck
+	// with auth.KeyUnknown.
+	Key *auth.KeyCheck
 	// Rate, when set, is the rate limit that must allow one event for Account.
 	Rate *Limit
 	// Slot, when set, asks for a concurrency slot of Account held by Request.
@@ -111,7 +49,7 @@ type StepResult struct {
 	// that refused; a denied step changes nothing.
 	Denied Denial
 	// Key is the key's state, when the step checked a key.
-	Key KeyState
+	Key auth.KeyState
 	// Rate is the rate decision, when the step had a rate limit (also on a later
 	// part's denial, as the decision that would have been recorded).
 	Rate RateDecision
@@ -134,8 +72,14 @@ type Closing struct {
 }
 
 // An Admitter performs the parts of an admission it holds in one atomic step, and
-// closes them in another. It is an optional capability of stores; see the package
-// documentation of admission above.
+// closes them in another. It is an optional capability of stores. A store that holds
+// several parts of an admission (the key check, the rate limit, the concurrency slot,
+// the credits) and can perform them in one atomic step, one round trip, offers it by
+// implementing Admitter. The Meter detects it: the parts held by the same
+// Admitter are sent to it together, so that a deployment on one PostgreSQL database, or
+// one Redis, admits a call in one round trip and settles it in another. Parts held by
+// stores that are not Admitters are performed one by one through the plain interfaces,
+// as the memory stores are.
 //
 // Admit performs the parts of s in the order key, rate, slot, credits; the first that
 // refuses denies the step and nothing at all changes. A step replayed with the same

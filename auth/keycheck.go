@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrKeyChanged is the reason of a [*KeyError]: the key a call authenticated with was
+// rotated or revoked since its record was read (from a cache).
+var ErrKeyChanged = errors.New("auth: the key is no longer valid")
+
+// A KeyCheck names the key a call authenticated with, so that the store that admits the
+// call verifies, in the same step, that it is still live: that a key with this id
+// still has this hash and is not revoked. It lets a service cache key records and still
+// refuse a rotated or revoked key on the very next call.
+type KeyCheck struct {
+	Account string
+	// KeyID is the key's id; empty for a session token, when only the account must
+	// exist.
+	KeyID string
+	// Hash is the SHA-256 of the key's value ([Hash]).
+	Hash [32]byte
+}
+
+// A KeyState is the verdict of a key check.
+type KeyState uint8
+
+// The key states.
+const (
+	// KeyLive: the key has this hash and is not revoked (or, for a session, the
+	// account exists).
+	KeyLive KeyState = iota
+	// KeyUnknown: no key has this id and hash any more (it was rotated, or the account
+	// is gone).
+	KeyUnknown
+	// KeyRevoked: the key was revoked.
+	KeyRevoked
+)
+
+// A KeyError reports a key check that failed in admission. It matches [ErrKeyChanged].
+type KeyError struct {
+	State KeyState
+}
+
+func (e *KeyError) Error() string {
+	if e.State == KeyRevoked {
+		return "auth: the key has been revoked"
+	}
+	return "auth: the key has been rotated or deleted"
+}
+
+// Unwrap returns ErrKeyChanged.
+func (e *KeyError) Unwrap() error { return ErrKeyChanged }
+
+// A KeyChecker verifies that a key is still live. Key stores offer it so that a service
+// may cache key records: the check then runs in the admission step (see [Admitter]) or,
+// for a store that is not an Admitter, as a call of its own.
+type KeyChecker interface {
+	// CheckKey returns the state of the key (or account) named by c.
+	CheckKey(ctx context.Context, c KeyCheck) (KeyState, error)
+}
