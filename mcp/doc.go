@@ -43,22 +43,22 @@
 // the id of the request when it had one (null otherwise), a code (never 0), a message
 // that says what to fix (clean text: no control characters, invalid UTF-8 or marks of
 // a value that could not be formatted), data {"code": name} naming the cause as
-// X-Error-Code does, and its HTTP status. The one exception is the edge's bare HTML 403 for a key of the
-// wrong shape (see Credentials). The answers:
+// X-Error-Code does, and its HTTP status. The one exception is the edge's bare HTML
+// 403 for a key of the wrong shape (see Credentials). The answers:
 //
 //   - a body that is not JSON, or is empty: 400, -32700;
-//   - a message that is not a JSON-RPC 2.0 request, a request without its id or
-//     params, a notification with an id, a batch holding such a message, an empty
-//     batch, initialize in a batch: 400, -32600;
+//   - a message that is not a JSON-RPC 2.0 request, a request without its id, a
+//     notification with an id, a batch holding such a message, an empty batch,
+//     initialize in a batch: 400, -32600;
 //   - an id that is neither a string nor an integer of at most 2^53-1 in magnitude
 //     (written without a fraction or exponent), which the SDK could not answer as it
 //     was sent: 400, -32600, with a null id;
 //   - a request without the Mcp-Session-Id of a session (other than initialize), or
 //     initialize within a session: 400, -32600;
 //   - an unknown method: -32601, in a 200 answer for a request (it has an id to answer)
-//     and a 400 for a notification;
+//     and a 400 for a notification or a batch;
 //   - params that are not a JSON object, or missing where the method needs them: -32602,
-//     in a 200 answer for a request and a 400 for a notification;
+//     in a 200 answer for a request and a 400 for a notification or a batch;
 //   - an unknown tool, or arguments that are not an object: 200, -32602;
 //   - an unknown session (ended, timed out, or begun on another instance): 404, -32600,
 //     session_not_found, on which clients start a new session;
@@ -78,14 +78,18 @@
 //   - the credential answers of the Credentials section (401 [CodeUnauthorized], 403
 //     [CodeForbidden]), and 503 -32603 while the handler is closing.
 //
-// Most of these the handler checks itself. The rest the SDK refuses with a plain-text
-// http.Error, for which it offers no hook: the handler hands the SDK a response writer
+// The handler checks the JSON-RPC envelope itself (the body, the version, the ids,
+// params that are not an object, and a session's lifecycle), which the SDK would
+// answer wrongly or only after serving the request (envelope.go says why). Which
+// methods exist, which are notifications and which need params is the SDK's to say:
+// it refuses such a message, like the transport's misuses, with a plain-text
+// http.Error, for which it offers no hook. The handler hands the SDK a response writer
 // that passes everything through except such a refusal, which it holds back and
-// answers with the JSON-RPC error above, matched by the SDK's text (sdkwriter.go lists
-// them). A plain refusal it does not know keeps the SDK's status and quotes its text;
-// a failure of the SDK itself (5xx) is logged at Error and answered -32603. A plain Go
-// error of a method (which the SDK would send with code 0) becomes -32603, or -32600
-// for a lifecycle message out of order.
+// answers with the JSON-RPC error above, matched by the SDK's text (sdkwriter.go and
+// envelope.go list them). A plain refusal it does not know keeps the SDK's status and
+// quotes its text; a failure of the SDK itself (5xx) is logged at Error and answered
+// -32603. A plain Go error of a method (which the SDK would send with code 0) becomes
+// -32603, or -32600 for a lifecycle message out of order.
 //
 // A client's mistake is logged at Info at most: Error is for the service's own
 // failures. The SDK logs some mistakes (a call before initialization, initialize or

@@ -3,13 +3,12 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +90,7 @@ const (
 type Handler struct {
 	svc       *tollgate.Service
 	server    *sdk.Server
-	inner     http.Handler // the SDK's streamable handler behind the token plumbing
+	inner     http.Handler // the SDK's streamable handler behind its bearer middleware (see handOver)
 	cors      httpx.CORS
 	trusted   []netip.Prefix
 	maxBody   int64
@@ -179,15 +178,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        h.maxBody,
 	})
-	// The SDK passes per-request identity to tool handlers only as the TokenInfo its
-	// bearer middleware stores; the verifier hands over what ServeHTTP authenticated.
-	h.inner = sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
-		c, ok := ctx.Value(callerKey{}).(*caller)
-		if !ok {
-			return nil, sdkauth.ErrInvalidToken
-		}
-		return &sdkauth.TokenInfo{UserID: c.user, Extra: map[string]any{callerExtra: c}}, nil
-	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stream)
+	h.inner = sdkauth.RequireBearerToken(handOver, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stream)
 
 	h.sync()
 	h.cancels = append(h.cancels,
@@ -283,8 +274,9 @@ func callerFrom(req sdk.Request) *caller {
 }
 
 // ServeHTTP serves one HTTP request of the Streamable HTTP transport: CORS preflight,
-// the DNS-rebinding check, authentication, the checks that give protocol misuse a
-// proper JSON-RPC error, and then the SDK.
+// the DNS-rebinding check, authentication, the checks of the JSON-RPC envelope that
+// the SDK cannot make (see envelope.go), and then the SDK, whose plain-text refusals
+// it answers as JSON-RPC errors (see sdkwriter.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
 		h.preflight(w, r)
@@ -327,7 +319,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// A tool call checks a key that came from the service's key cache in its admission;
 	// every other request checks it now.
-	toolCall := msg.method == "tools/call"
+	toolCall := msg.method == methodCallTool
 	c, err := h.authenticate(r, !toolCall)
 	if err != nil {
 		h.refuse(w, r, msg.id, err)
@@ -335,15 +327,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost {
 		if status, code, text := h.misuse(r, msg); status != 0 {
-			if toolCall && c.p.Cached {
-				// Refused before admission: the key must be checked first.
-				if _, err := h.svc.Check(r.Context(), c.as); err != nil {
-					h.refuse(w, r, msg.id, err)
-					return
-				}
+			if !h.keyRefused(w, r, c, msg) {
+				h.applyCORS(w.Header(), r)
+				writeRPCError(w, status, msg.id, code, rpcCodeName(code), text)
 			}
-			h.applyCORS(w.Header(), r)
-			writeRPCError(w, status, msg.id, code, rpcCodeName(code), text)
 			return
 		}
 	}
@@ -370,13 +357,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rc.SetWriteDeadline(time.Time{})
 		}
 	}
-	r = r.WithContext(ctx)
-	if c.cred.kind != credToken && c.cred.kind != credBearerKey {
-		// The SDK's bearer middleware wants an Authorization header; the credential
-		// was checked above, in whatever form it came.
-		r.Header = r.Header.Clone()
-		r.Header.Set("Authorization", "Bearer checked")
-	}
+	r = forSDK(r.WithContext(ctx), c)
 	sw := &sdkWriter{ResponseWriter: w}
 	h.inner.ServeHTTP(sw, r)
 	c.finish()
@@ -388,218 +369,78 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if status != 0 {
-		h.translate(w, r, msg.id, status, text)
+	if status == 0 || h.keyRefused(w, r, c, msg) {
+		return
 	}
+	if status, code, text, ok := methodRefusal(msg, text); ok {
+		writeRPCError(w, status, msg.id, code, rpcCodeName(code), text)
+		return
+	}
+	h.translate(w, r, msg.id, status, text)
 }
+
+// keyRefused checks the key of a tool call that is about to be refused when it came
+// from the service's key cache, which the call's admission would have checked, and
+// answers the refusal of the key if it is refused: a revoked key is never answered as
+// if it were still good. It reports whether it answered.
+func (h *Handler) keyRefused(w http.ResponseWriter, r *http.Request, c *caller, m message) bool {
+	if m.method != methodCallTool || !c.p.Cached {
+		return false
+	}
+	if _, err := h.svc.Check(r.Context(), c.as); err != nil {
+		h.refuse(w, r, m.id, err)
+		return true
+	}
+	return false
+}
+
+// handOver is the TokenVerifier of the SDK's bearer middleware, auth.RequireBearerToken,
+// which stands in front of the SDK's handler (Handler.inner): it returns the TokenInfo
+// of the caller that ServeHTTP authenticated and put in the request's context. The
+// SDK's streamable transport puts the TokenInfo in the RequestExtra of each message
+// the request carries, where the method handlers find the caller (callerFrom), and
+// binds a session to the TokenInfo.UserID that opened it, so that another key cannot
+// use it (go-sdk v1.8.0 mcp/streamable.go: servePOST, lookupSession).
+//
+// The middleware is the only way to hand the SDK a TokenInfo, or any per-request
+// value besides the request's header: it stores it under an unexported context key
+// (auth/auth.go), and method handlers run on the session's context, not the
+// request's. It does not authenticate here, because it cannot answer as the endpoint
+// does: it reads only an Authorization: Bearer header (auth/auth.go, verify), while a
+// key may also come in x-api-key and a session token in x-jwt, and it answers a
+// refusal with a plain 401 or 500, while the endpoint answers a JSON-RPC error with
+// the request's id, its own challenge, the edge's 403, or 503 for a token store that
+// cannot be read. So ServeHTTP authenticates every form, and forSDK gives a request
+// whose credential is not a bearer value the header the middleware needs.
+func handOver(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+	c, ok := ctx.Value(callerKey{}).(*caller)
+	if !ok {
+		return nil, sdkauth.ErrInvalidToken
+	}
+	return &sdkauth.TokenInfo{UserID: c.user, Extra: map[string]any{callerExtra: c}}, nil
+}
+
+// forSDK returns the request as the SDK's bearer middleware is to see it (see
+// handOver). A key sent in x-api-key or a session token in x-jwt leaves the request
+// without the Authorization: Bearer header that the middleware requires before it
+// calls its verifier; such a request gets one, in a copy of its header, with a value
+// of no meaning: handOver takes the caller from the context.
+func forSDK(r *http.Request, c *caller) *http.Request {
+	if c.cred.kind == credToken || c.cred.kind == credBearerKey {
+		return r
+	}
+	hdr := maps.Clone(r.Header)
+	hdr["Authorization"] = []string{handedOver}
+	r.Header = hdr
+	return r
+}
+
+// handedOver is the Authorization header of a request whose credential came in
+// another header (see forSDK).
+const handedOver = "Bearer handed-over"
 
 // sessionHeader is the header of the Streamable HTTP transport that names a session.
 const sessionHeader = "Mcp-Session-Id"
-
-// A message is what ServeHTTP needs to know of a POSTed JSON-RPC message.
-type message struct {
-	id        json.RawMessage // nil for a notification, a batch, a body that is not JSON or an id that is not valid
-	badID     bool            // the id is not one the SDK answers as it was sent (see validID)
-	method    string
-	version   string // the jsonrpc member
-	hasParams bool
-	badParams bool      // params that are not a JSON object
-	single    bool      // the body is one JSON object
-	valid     bool      // the body is JSON
-	batch     []message // the messages of a batch (a JSON array), which is neither single nor has an id
-}
-
-// peek reads the envelope of a POSTed message, or of each message of a batch, without
-// their params.
-func peek(body []byte) message {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var raw []json.RawMessage
-		if err := json.Unmarshal(trimmed, &raw); err != nil {
-			return message{}
-		}
-		m := message{valid: true, batch: make([]message, len(raw))}
-		for i, r := range raw {
-			m.batch[i] = peekOne(r)
-		}
-		return m
-	}
-	return peekOne(trimmed)
-}
-
-// peekOne reads the envelope of one message.
-func peekOne(b []byte) message {
-	var m struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}
-	if len(b) == 0 || b[0] != '{' {
-		return message{valid: json.Valid(b)} // not an object
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return message{valid: json.Valid(b)}
-	}
-	if string(m.ID) == "null" {
-		m.ID = nil
-	}
-	badID := m.ID != nil && !validID(m.ID)
-	if badID {
-		m.ID = nil // answered with a null id, as JSON-RPC asks of an id that cannot be read
-	}
-	hasParams := len(m.Params) > 0 && string(m.Params) != "null"
-	return message{id: m.ID, badID: badID, method: m.Method, version: m.JSONRPC,
-		hasParams: hasParams, badParams: hasParams && m.Params[0] != '{', single: true, valid: true}
-}
-
-// maxID is the largest magnitude of an integer request id: a float64 holds every
-// integer up to it exactly.
-const maxID = 1<<53 - 1
-
-// validID reports whether id, a JSON value, is an id the SDK answers as it was sent: a
-// string, or an integer written without a fraction or an exponent, of at most maxID in
-// magnitude. The SDK reads a number as a float64 and answers it as an int64, so it
-// would answer 1.5 as 1 and 2^64 as -2^63, after serving the request.
-func validID(id json.RawMessage) bool {
-	if id[0] == '"' {
-		return true
-	}
-	n, err := strconv.ParseInt(string(id), 10, 64)
-	return err == nil && -maxID <= n && n <= maxID
-}
-
-// A methodRule says how a method of the server is sent.
-type methodRule uint8
-
-const (
-	request            methodRule = iota // a call with an id and params
-	requestNoParam                       // a call whose params may be left out
-	notification                         // no id
-	notificationParams                   // no id, and params
-)
-
-// methods are the methods the server answers: those of the SDK's server (v1.8.0). The
-// handler answers a message outside them itself, because the SDK answers it with a
-// plain HTTP error rather than a JSON-RPC one.
-var methods = map[string]methodRule{
-	"initialize":                       request,
-	"ping":                             requestNoParam,
-	"tools/list":                       requestNoParam,
-	"tools/call":                       request,
-	"prompts/list":                     requestNoParam,
-	"prompts/get":                      request,
-	"resources/list":                   requestNoParam,
-	"resources/templates/list":         requestNoParam,
-	"resources/read":                   request,
-	"resources/subscribe":              request,
-	"resources/unsubscribe":            request,
-	"logging/setLevel":                 request,
-	"completion/complete":              request,
-	"server/discover":                  requestNoParam,
-	"subscriptions/listen":             request,
-	"notifications/initialized":        notification,
-	"notifications/cancelled":          notification,
-	"notifications/roots/list_changed": notification,
-	"notifications/progress":           notificationParams,
-}
-
-// misuse finds the misuses that the SDK would answer with a plain HTTP error, a
-// JSON-RPC error without a code, or an error it logs as its own, and returns the HTTP
-// status, JSON-RPC code and message to answer them with; status 0 lets the message
-// through.
-func (h *Handler) misuse(r *http.Request, m message) (int, int64, string) {
-	switch {
-	case !m.valid:
-		return http.StatusBadRequest, codeParseError, "the body is not JSON; send one JSON-RPC message"
-	case m.batch != nil:
-		return h.batchMisuse(r, m.batch)
-	case !m.single:
-		return http.StatusBadRequest, codeInvalidRequest, "the body is not a JSON-RPC message: send one JSON object"
-	}
-	return h.messageMisuse(r, m)
-}
-
-// batchMisuse checks a batch (protocol 2025-03-26 and earlier) message by message, as
-// messageMisuse checks a single one. A batch has no id to answer a misuse with, so
-// every misuse refuses the whole batch, with 400. initialize, which the protocol keeps
-// out of batches, is refused too: in a batch the SDK would start a session with it and
-// run the rest before the session is initialized.
-func (h *Handler) batchMisuse(r *http.Request, batch []message) (int, int64, string) {
-	if r.Header.Get("Mcp-Protocol-Version") >= "2025-06-18" {
-		return 0, 0, "" // the SDK refuses batches in these versions
-	}
-	if len(batch) == 0 {
-		return http.StatusBadRequest, codeInvalidRequest, "the batch is empty; send one JSON-RPC message, or a batch of them"
-	}
-	for i, m := range batch {
-		status, code, text := 0, int64(0), ""
-		switch {
-		case m.method == "initialize":
-			status, code, text = http.StatusBadRequest, codeInvalidRequest, "initialize cannot be part of a batch: send it alone"
-		case !m.single:
-			status, code, text = http.StatusBadRequest, codeInvalidRequest, "it is not a JSON-RPC message, an object"
-		default:
-			status, code, text = h.messageMisuse(r, m)
-		}
-		if status != 0 {
-			return http.StatusBadRequest, code, "message " + strconv.Itoa(i+1) + " of the batch: " + text
-		}
-	}
-	return 0, 0, ""
-}
-
-// messageMisuse checks one JSON-RPC message: its version, its method, its id and
-// params, and the session it needs.
-func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string) {
-	if m.version != "2.0" {
-		return http.StatusBadRequest, codeInvalidRequest, `the body is not a JSON-RPC 2.0 message: it needs "jsonrpc": "2.0"`
-	}
-	if m.badID {
-		return http.StatusBadRequest, codeInvalidRequest,
-			"the id of a request must be a string or an integer of at most 2^53-1 in magnitude, which the server can answer as it was sent"
-	}
-	if m.method == "" {
-		return 0, 0, "" // a response to a request of the server: the SDK takes it
-	}
-	rule, known := methods[m.method]
-	isCall := m.id != nil
-	isNotification := rule == notification || rule == notificationParams
-	// A call's refusal is an answer to it (200); a notification gets none, so the HTTP
-	// request is refused (400).
-	paramsStatus := http.StatusOK
-	if !isCall {
-		paramsStatus = http.StatusBadRequest
-	}
-	switch {
-	case !known && isCall:
-		return http.StatusOK, codeMethodNotFound, "the server has no method " + quote(m.method) + "; its tools are called with tools/call"
-	case !known:
-		return http.StatusBadRequest, codeMethodNotFound, "the server has no notification " + quote(m.method)
-	case isNotification && isCall:
-		return http.StatusBadRequest, codeInvalidRequest, quote(m.method) + " is a notification: send it without an id"
-	case !isNotification && !isCall:
-		return http.StatusBadRequest, codeInvalidRequest, quote(m.method) + " is a request: send it with an id"
-	case (rule == request || rule == notificationParams) && !m.hasParams:
-		return paramsStatus, codeInvalidParams, quote(m.method) + " needs params"
-	case m.badParams:
-		return paramsStatus, codeInvalidParams, "the params of " + quote(m.method) + " must be a JSON object"
-	}
-	sid := r.Header.Get(sessionHeader)
-	// A request of the sessionless protocol (2026-07-28) is answered by the SDK, which
-	// tells the client the versions this stateful server speaks; everything else
-	// needs a session, which only initialize starts.
-	newProtocol := isCall && (r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" || m.method == "server/discover")
-	switch {
-	case sid == "" && m.method != "initialize" && !newProtocol:
-		return http.StatusBadRequest, codeInvalidRequest,
-			"no session: start one with an initialize request, then send its Mcp-Session-Id header with every request"
-	case sid != "" && m.method == "initialize":
-		return http.StatusBadRequest, codeInvalidRequest,
-			"this session is already initialized; to start another, send initialize without the Mcp-Session-Id header"
-	}
-	return 0, 0, ""
-}
 
 // preflight answers a CORS preflight request, which needs no credential.
 func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {

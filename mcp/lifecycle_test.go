@@ -362,3 +362,51 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyCacheBeforeRefusals checks, on a service that caches key records, that a tool
+// call the handler or the SDK refuses before admission (which would have checked the
+// key) is refused for its key first when the key was revoked or rotated through
+// another instance: a refusal never answers a revoked key as if it were still good.
+func TestKeyCacheBeforeRefusals(t *testing.T) {
+	changes := []struct {
+		name   string
+		change func(b *harness, keyID string) error
+		status int
+		code   int64
+	}{
+		{"revoked", func(b *harness, id string) error { _, err := b.svc.RevokeKey(context.Background(), id); return err }, 403, mcp.CodeForbidden},
+		{"rotated", func(b *harness, id string) error { _, _, err := b.svc.RotateKey(context.Background(), id); return err }, 401, mcp.CodeUnauthorized},
+	}
+	const call = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`
+	refusals := []struct {
+		name string
+		body string
+		hdr  map[string]string
+	}{
+		{"params not an object", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":[1]}`, nil},
+		{"no params (the SDK's refusal)", `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`, nil},
+		{"an id on a call in a bad form", `{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`, nil},
+		{"an Accept the SDK refuses", call, map[string]string{"Accept": "application/json"}},
+		{"an unknown session", call, map[string]string{"Mcp-Session-Id": "no-such-session"}},
+	}
+	for _, ch := range changes {
+		for _, rf := range refusals {
+			t.Run(ch.name+", "+rf.name, func(t *testing.T) {
+				a := newHarness(t, config{svc: tollgate.Options{KeyCache: &auth.KeyCacheOptions{TTL: time.Hour}}})
+				b := newHarness(t, config{noHTTP: true, stores: &a.stores})
+				cl := a.raw(t, keyHeader(a.key))
+				cl.initialize()
+				if resp, body := cl.post(call); resp.StatusCode != 200 || decodeResponse(t, body).Error != nil {
+					t.Fatalf("a call before the change: %d %s", resp.StatusCode, body)
+				}
+				if err := ch.change(b, a.keyID); err != nil {
+					t.Fatal(err)
+				}
+				resp, body := cl.do(http.MethodPost, rf.body, rf.hdr)
+				if r := decodeResponse(t, body); resp.StatusCode != ch.status || r.Error == nil || r.Error.Code != ch.code {
+					t.Fatalf("%d %s; want %d with JSON-RPC error %d", resp.StatusCode, body, ch.status, ch.code)
+				}
+			})
+		}
+	}
+}

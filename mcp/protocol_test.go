@@ -243,3 +243,51 @@ func TestParamsNotAnObject(t *testing.T) {
 		t.Errorf("notifications/progress without params: %d %s", resp.StatusCode, out)
 	}
 }
+
+// TestMethodRefusals checks the answers to messages that the SDK refuses by their
+// method (an unknown one, an id where the method is a notification or none where it is
+// a request, missing params): the handler restates the SDK's refusal as the JSON-RPC
+// error of the message, with its id, naming the method, in a 200 for a request and a
+// 400 for a notification or a batch. Params that are not an object, null included, the
+// handler refuses itself.
+func TestMethodRefusals(t *testing.T) {
+	h := newHarness(t, config{})
+	tests := []struct {
+		name      string
+		body      string
+		status    int
+		code      int64
+		id        string
+		fragments []string
+	}{
+		{"unknown method", `{"jsonrpc":"2.0","id":2,"method":"tools/destroy","params":{}}`, 200, -32601, "2", []string{`"tools/destroy"`, "tools/call"}},
+		{"unknown method, string id", `{"jsonrpc":"2.0","id":"a","method":"rpc.discover"}`, 200, -32601, `"a"`, []string{`"rpc.discover"`}},
+		{"unknown notification", `{"jsonrpc":"2.0","method":"notifications/whatever"}`, 400, -32601, "null", []string{`"notifications/whatever"`}},
+		{"notification with an id", `{"jsonrpc":"2.0","id":9,"method":"notifications/initialized"}`, 400, -32600, "9", []string{`"notifications/initialized"`, "without an id"}},
+		{"request without an id", `{"jsonrpc":"2.0","method":"tools/list"}`, 400, -32600, "null", []string{`"tools/list"`, "with an id"}},
+		{"tools/call without params", `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`, 200, -32602, "5", []string{`"tools/call"`, "params"}},
+		{"a notification without its params", `{"jsonrpc":"2.0","method":"notifications/progress"}`, 400, -32602, "null", []string{`"notifications/progress"`, "params"}},
+		{"null params", `{"jsonrpc":"2.0","id":6,"method":"ping","params":null}`, 200, -32602, "6", []string{`"ping"`, "JSON object"}},
+		{"an unknown method in a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"rpc.discover"}]`, 400, -32601, "null", []string{"batch", `"rpc.discover"`}},
+		{"a request without an id in a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"tools/list"}]`, 400, -32600, "null", []string{"batch", `"tools/list"`, "with an id"}},
+		{"a notification with an id in a batch", `[{"jsonrpc":"2.0","id":1,"method":"notifications/cancelled","params":{"requestId":1}}]`, 400, -32600, "null", []string{"batch", `"notifications/cancelled"`}},
+		{"missing params in a batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`, 400, -32602, "null", []string{"batch", "params"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := h.raw(t, keyHeader(h.key))
+			c.initialize()
+			before := h.balance(t, h.account)
+			resp, body := c.post(tt.body)
+			r := wantRPCError(t, resp, body, tt.status, tt.code, tt.id)
+			for _, f := range tt.fragments {
+				if !strings.Contains(r.Error.Message, f) {
+					t.Errorf("the message %q does not mention %s", r.Error.Message, f)
+				}
+			}
+			if h.balance(t, h.account) != before {
+				t.Error("a refused message was charged")
+			}
+		})
+	}
+}

@@ -116,9 +116,10 @@ const (
 	msgNoReplay        = "this server does not resume event streams: open the GET event stream again without Last-Event-ID"
 )
 
-// sdkRefusals are the SDK's plain-text refusals (go-sdk v1.8.0, mcp/streamable.go and
-// auth/auth.go), by the start of their text, and the answers the handler gives
-// instead. The tests send a request that reaches each one.
+// sdkRefusals are the SDK's plain-text refusals of an HTTP request (go-sdk v1.8.0,
+// mcp/streamable.go and auth/auth.go), by the start of their text, and the answers the
+// handler gives instead; its refusals of a message by its method are methodRefusal's.
+// The tests send a request that reaches each one.
 var sdkRefusals = []sdkRefusal{
 	{"session not found", 0, codeInvalidRequest, "session_not_found", msgSessionNotFound},
 	{"session is closing", 0, codeInvalidRequest, "session_not_found", msgSessionNotFound},
@@ -149,10 +150,6 @@ var sdkRefusals = []sdkRefusal{
 		"JSON-RPC batches were removed in protocol version 2025-06-18: send one message per POST"},
 	{"malformed payload", 0, codeInvalidRequest, "invalid_request",
 		`a batch must be an array of JSON-RPC 2.0 messages, each an object with "jsonrpc": "2.0"`},
-	{"JSON RPC not handled", 0, codeMethodNotFound, "method_not_found",
-		"a message names a method the server does not have; its tools are called with tools/call"},
-	{"JSON RPC invalid request", 0, codeInvalidRequest, "invalid_request",
-		"a message is not a valid request: requests need an id and their params, notifications have no id"},
 	{"request body exceeds", 0, codeInvalidRequest, "body_too_large", "the request body is larger than the server accepts"},
 	{"failed to read body", 0, codeInvalidRequest, "invalid_input", "the request body cannot be read"},
 	{"POST requires a non-empty body", 0, codeParseError, "parse_error", "the body is empty; send one JSON-RPC message"},
