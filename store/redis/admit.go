@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tollgate-dev/tollgate/auth"
@@ -20,7 +21,7 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 	if err := ctx.Err(); err != nil {
 		return billing.StepResult{}, err
 	}
-	c, res, err := s.admitCall(st)
+	c, res, err := s.admitCall(st, "")
 	if c.args == nil || err != nil {
 		return res, err
 	}
@@ -28,23 +29,34 @@ func (s *Store) Admit(ctx context.Context, st billing.Step) (billing.StepResult,
 	return s.admitted(ctx, st, reply, err)
 }
 
-// admitted returns the outcome of st's step from its reply, and indexes its account
-// when the step says so.
-func (s *Store) admitted(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
-	res, err := admission(ctx, st, reply, err)
-	if err == nil {
-		s.indexReply(ctx, st.Account, reply, 16)
+// admitted returns the outcome of st's step from the reply of its run (or the error of
+// the run). A step refused until its account is indexed is sent again once the account
+// is (see [Store.indexFirst]).
+func (s *Store) admitted(ctx context.Context, st billing.Step, reply any, runErr error) (billing.StepResult, error) {
+	for range indexAttempts {
+		res, need, err := admission(ctx, st, reply, runErr)
+		if err != nil || need == nil {
+			return res, err
+		}
+		claim, err := s.indexFirst(ctx, st.Account, *need)
+		if err != nil {
+			return res, fail(ctx, err, "admission %s of account %q: indexing the account", st.Request, st.Account)
+		}
+		c, _, _ := s.admitCall(st, claim)
+		reply, runErr = s.runBatched(ctx, c)
 	}
-	return res, err
+	return billing.StepResult{}, fmt.Errorf("redis: admission %s of account %q: %w: the index of expiring accounts changed under %d attempts to index it",
+		st.Request, st.Account, store.ErrUnavailable, indexAttempts)
 }
 
 // admitCall returns the call of admitScript that performs st, or, with none (no
-// arguments), the result of a step decided without a round trip, or an error.
-func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, error) {
+// arguments), the result of a step decided without a round trip, or an error. claim is
+// the step's claim to an indexed account (see [Store.indexFirst]), or empty.
+func (s *Store) admitCall(st billing.Step, claim string) (scriptCall, billing.StepResult, error) {
 	var res billing.StepResult
 	a := s.account(st.Account)
 	mode, sec, nsec := s.clock(st.Now)
-	args := make([]any, 0, 19+len(creditsAPIs(st.Credits)))
+	args := make([]any, 0, 20+len(creditsAPIs(st.Credits)))
 	args = append(args, mode, sec, nsec, st.Request.String())
 
 	switch {
@@ -88,12 +100,12 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 		}
 		ps, pe := periodArgs(c.Period)
 		// The marker of an open reservation lives until it is settled or voided.
-		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, holdArg(c), len(c.APIs))
+		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, holdArg(c), claim, len(c.APIs))
 		for _, api := range c.APIs {
 			args = append(args, api)
 		}
 	} else {
-		args = append(args, "", "", "", "", s.retention, "", 0)
+		args = append(args, "", "", "", "", s.retention, "", "", 0)
 	}
 
 	return scriptCall{admitScript, []string{
@@ -102,14 +114,28 @@ func (s *Store) admitCall(st billing.Step) (scriptCall, billing.StepResult, erro
 }
 
 // admission returns the outcome of st's step of admitScript from the step's reply, or
-// from the error of its run.
-func admission(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
+// from the error of its run; or, for a step refused until its account is indexed, what
+// to index it by.
+func admission(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, *indexNeed, error) {
+	res, err := decodeAdmission(ctx, st, reply, err)
+	if err == errIndexFirst {
+		r := asSlice(reply)
+		return res, &indexNeed{deadline: asInt(r[9]), epoch: asString(r[10])}, nil
+	}
+	return res, nil, err
+}
+
+// errIndexFirst is decodeAdmission's report of a step refused until its account is
+// indexed.
+var errIndexFirst = errors.New("redis: the account must be indexed first")
+
+func decodeAdmission(ctx context.Context, st billing.Step, reply any, err error) (billing.StepResult, error) {
 	var res billing.StepResult
 	if err != nil {
 		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
 	r := asSlice(reply)
-	if len(r) != 17 {
+	if len(r) != 16 {
 		return res, errReply("admission of account "+st.Account, reply)
 	}
 	if asInt(r[0]) == stNotFound {
@@ -126,6 +152,8 @@ func admission(ctx context.Context, st billing.Step, reply any, err error) (bill
 		res.Denied = billing.DeniedSlot
 	case 4:
 		res.Denied = billing.DeniedCredits
+	case 5:
+		return res, errIndexFirst
 	default:
 		return res, errReply("admission of account "+st.Account, reply)
 	}

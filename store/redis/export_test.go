@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -37,7 +38,8 @@ func (s *Store) Lanes(account string) (admit, close int) {
 // Together performs admission steps (billing.Step) and closings (billing.Closing) as
 // the calls of one batch: their scripts' steps merged into runs, one pipeline. It
 // returns, for each, its result (billing.StepResult or billing.Balance) and error, and
-// the order in which they took effect.
+// the order in which they took effect. A step refused until its account is indexed
+// takes effect after the batch, when it is sent again, as Admit sends it.
 func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int) {
 	results, errs := make([]any, len(ops)), make([]error, len(ops))
 	var order []int
@@ -47,7 +49,7 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 		var c scriptCall
 		switch op := op.(type) {
 		case billing.Step:
-			c, results[i], errs[i] = s.admitCall(op)
+			c, results[i], errs[i] = s.admitCall(op, "")
 		case billing.Closing:
 			results[i] = billing.Balance{}
 			c, errs[i] = s.closeCall(op)
@@ -67,13 +69,23 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 		}
 	}
 	replies, _ := s.pipeline(ctx, "", calls)
+	var again []int // the calls of steps refused until their account is indexed
 	for j, i := range of {
 		switch op := ops[i].(type) {
 		case billing.Step:
-			results[i], errs[i] = s.admitted(ctx, op, replies[j].val, replies[j].err)
+			var need *indexNeed
+			results[i], need, errs[i] = admission(ctx, op, replies[j].val, replies[j].err)
+			if need != nil {
+				again = append(again, j)
+			}
 		case billing.Closing:
 			results[i], errs[i] = closing(ctx, op, replies[j].val, replies[j].err)
 		}
+	}
+	for _, j := range again {
+		i := of[j]
+		results[i], errs[i] = s.admitted(ctx, ops[i].(billing.Step), replies[j].val, replies[j].err)
+		order = append(slices.DeleteFunc(order, func(k int) bool { return k == i }), i)
 	}
 	return results, errs, order
 }

@@ -217,7 +217,7 @@ if charges == 1 then
     redis.call('HINCRBY', KEYS[5], 'rem', '-' .. amt)
     redis.call('HINCRBY', KEYS[5], 'used', amt)
   end
-  for j = first + 20, first + 19 + ARGV[first + 19] do redis.call('HINCRBY', KEYS[6], ARGV[j], '1') end
+  for j = first + 21, first + 20 + ARGV[first + 20] do redis.call('HINCRBY', KEYS[6], ARGV[j], '1') end
 elseif charges > 1 then
   if chgHi ~= 0 or chgLo ~= 0 then
     local c = text(chgHi, chgLo)
@@ -243,6 +243,7 @@ const (
 	stOverflow     = 5 // a refund would take the remaining credits past 2^63-1
 	stVoided       = 6 // the reservation was voided at its expiry
 	stTooMany      = 7 // the remaining plus used credits would pass billing.MaxCredits
+	stIndex        = 8 // refused until the account is indexed (see Store.indexFirst)
 )
 
 // admitScript performs the admission steps of one account, in order: for each, replay
@@ -260,7 +261,11 @@ const (
 // first step with credits voids the account's reservations past their deadline first
 // (voidBlock), when the balance's nx says one is due; the run then adds its
 // reservations to the open set in one ZADD, and lowers nx if one of them is due
-// earlier.
+// earlier. A reservation opens only if the index of expiring accounts already finds the
+// account by its deadline (nx or ix is no later), or the step claims it has just been
+// indexed under the account's epoch (see the package documentation); if not, the step
+// is refused with denial 5, changing nothing, and the caller indexes the account and
+// sends the step again with its claim.
 //
 // KEYS: 1 account record, 2 key records, 3 rate timestamp, 4 leases, 5 balance,
 // 6 usage, 7 open reservations, then the marker of each step (7 + i for step i).
@@ -269,14 +274,16 @@ const (
 // 8 emission interval ns (empty: no rate), 9 window ns, 10 ceiling (empty: no slot),
 // 11 lease us, 12 lease set TTL ms, 13 amount (empty: no credits), 14 period start us,
 // 15 period end us, 16 allowance, 17 the marker's TTL ms (an open reservation's with
-// credits, else the retention), 18 the reservation's hold us, 19 the number k of
-// APIs, 20..19+k the APIs.
+// credits, else the retention), 18 the reservation's hold us, 19 the claim ("<epoch>
+// <score>": the caller indexed the account under that epoch at that score; empty:
+// none), 20 the number k of APIs, 21..20+k the APIs.
 //
-// Reply: for each step in turn, 17 values: status, denial, key state, rate allowed,
+// Reply: for each step in turn, 16 values: status, denial, key state, rate allowed,
 // remaining, retry ns, reset ns, slot acquired, in use, then the balance: remaining and
-// used as pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end; and last,
-// in the first step's reply only, the deadline (us) the run wrote to nx, which the
-// caller writes to the index of accounts with open reservations, or 0.
+// used as pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end. A step
+// refused until the account is indexed (denial 5) has the deadline (us) to index it by
+// in place of the remaining credits' hi, and the epoch to index it under in place of
+// their lo.
 var admitScript = goredis.NewScript(libIdiv + `
 -- Numbers: a string becomes a number by arithmetic (x + 0 parses it once, tonumber
 -- twice), and a number sent to Redis is formatted with '%d', exact below 2^53. Credits
@@ -331,15 +338,16 @@ local pexp, pexpN, pexpGT
 local b, remHi, remLo, usedHi, usedLo
 local charges, first, chgHi, chgLo, counts = 0, nil, 0, 0, nil
 -- The open reservations to add (deadline, member pairs, written with the debit); nx as
--- stored (nxStored, a number, or false for none) and as the steps lower it (nx); and
--- the deadline to report for the index (indexAt), once a void or the run rewrote nx.
-local opened, nxStored, nx, indexAt = {}, false, false, nil
+-- stored (nxStored, a number, or false for none) and as the steps lower it (nx); the
+-- index epoch (ie, a string) and the index bound (ix, a number, or false), and whether
+-- a claim lowered ix (ixSet), to write at the end.
+local opened, nxStored, nx, ie, ix, ixSet = {}, false, false, '0', false, false
 
 local o = 0 -- the offset of the step's block in ARGV
 for i = 1, n do
-  local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0', 0} -- the step's reply
+  local r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0'} -- the step's reply
   local hasRate, hasSlot, hasCredits = ARGV[o + 8] ~= '', ARGV[o + 10] ~= '', ARGV[o + 13] ~= ''
-  local napis = ARGV[o + 19] + 0
+  local napis = ARGV[o + 20] + 0
   local marker = KEYS[7 + i]
   repeat -- a step ends early with break
 
@@ -439,12 +447,12 @@ for i = 1, n do
 
     -- Credits: renewed first if the step's period starts later than the stored one
     -- (equal strings are the common case and need no parsing).
-    local amtHi, amtLo, nuHi, nuLo
+    local amtHi, amtLo, nuHi, nuLo, dl
     if hasCredits then
       if not b then
-        b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+        b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix')
         nxStored = b[6] and b[6] + 0
-        nx = nxStored
+        nx, ie, ix = nxStored, b[7] or '0', b[8] and b[8] + 0
         if b[4] then
           remHi, remLo = split(b[1] or '0')
           usedHi, usedLo = split(b[2] or '0')
@@ -458,7 +466,7 @@ for i = 1, n do
         ` + voidBlock + `
         b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
         nxStored = b[6] and b[6] + 0
-        nx, indexAt = nxStored, nxStored
+        nx = nxStored
         remHi, remLo = split(b[1] or '0')
         usedHi, usedLo = split(b[2] or '0')
       end
@@ -483,6 +491,14 @@ for i = 1, n do
         if not replay then r[2] = 4 end
         r[10], r[11], r[12], r[13], r[14], r[15], r[16] = remHi, remLo, usedHi, usedLo, b[3] or '0', b[4], b[5] or '0'
         break
+      end
+      -- Indexed by the deadline dl, or by the caller's claim, which holds while the
+      -- epoch it names is the account's.
+      dl = nowus + ARGV[o + 18]
+      if not ((nx and nx <= dl) or (ix and ix <= dl)) then
+        local ce, cs = string.match(ARGV[o + 19], '^(%d+) (%d+)$')
+        if ce ~= ie or cs + 0 > dl then r[2], r[10], r[11] = 5, dl, ie; break end
+        if not ix or cs + 0 < ix then ix, ixSet = cs + 0, true end
       end
     end
     if replay then break end
@@ -530,23 +546,22 @@ for i = 1, n do
       else
         if charges == 2 then
           counts = {}
-          for j = first + 20, first + 19 + ARGV[first + 19] do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
+          for j = first + 21, first + 20 + ARGV[first + 20] do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
         end
-        for j = o + 20, o + 19 + napis do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
+        for j = o + 21, o + 20 + napis do counts[ARGV[j]] = (counts[ARGV[j]] or 0) + 1 end
       end
       -- The marker of the open reservation: "o <amount> <period start>[ <APIs, joined
       -- by \31>]", and its deadline in the open set, written at the end.
       local m = 'o ' .. ARGV[o + 13] .. ' ' .. b[4]
       if napis == 1 then
-        m = m .. ' ' .. ARGV[o + 20]
+        m = m .. ' ' .. ARGV[o + 21]
       elseif napis > 1 then
-        m = m .. ' ' .. table.concat(ARGV, '\31', o + 20, o + 19 + napis)
+        m = m .. ' ' .. table.concat(ARGV, '\31', o + 21, o + 20 + napis)
       end
       redis.call('SET', marker, m, 'PX', ARGV[o + 17])
-      local d = nowus + ARGV[o + 18]
-      opened[#opened + 1] = string.format('%d', d)
+      opened[#opened + 1] = string.format('%d', dl)
       opened[#opened + 1] = ARGV[o + 4]
-      if not nx or d < nx then nx = d end
+      if not nx or dl < nx then nx = dl end
       r[10], r[11], r[12], r[13], r[14], r[15], r[16] = remHi, remLo, usedHi, usedLo, b[3] or '0', b[4], b[5] or '0'
     else
       redis.call('SET', marker, 'a', 'PX', ARGV[o + 17])
@@ -555,19 +570,18 @@ for i = 1, n do
   if n == 1 then
     out = r
   else
-    local b0 = (i - 1) * 17
-    for k = 1, 17 do out[b0 + k] = r[k] end
+    local b0 = (i - 1) * 16
+    for k = 1, 16 do out[b0 + k] = r[k] end
   end
-  o = o + 19 + napis
+  o = o + 20 + napis
 end
 
 -- nx lowered to the earliest of the new reservations if it is earlier (or there was
--- none): the caller then indexes the account at it, as it does after a void.
+-- none), and ix to a claim's score.
 if nx and nx ~= nxStored then
   redis.call('HSET', KEYS[5], 'nx', string.format('%d', nx))
-  indexAt = nx
 end
-if indexAt then out[17] = indexAt end
+if ixSet then redis.call('HSET', KEYS[5], 'ix', string.format('%d', ix)) end
 
 -- What the admitted steps changed together, dropped a second after the bucket is full
 -- again for the timestamp, when it no longer matters.
@@ -780,43 +794,41 @@ if due and due + 0 <= nowus then
 end
 `
 
-// reserveScript takes credits, as an admission's credits part does (see admitScript).
-// KEYS: 1 balance, 2 usage, 3 marker, 4 open reservations. ARGV: 1 amount, 2 -amount,
-// 3 period start us, 4 period end us, 5 allowance, 6 open reservation TTL ms, 7 clock
-// mode, 8 now s, 9 now ns, 10 hold us, 11 member, 12 the markers' base, 13.. APIs.
-// Reply: status, the balance, and the deadline written to nx (to index) or 0.
+// reserveScript takes credits, as an admission's credits part does (see admitScript),
+// refusing with status 8, the deadline and the epoch, to open a reservation the index
+// of expiring accounts would not find. KEYS: 1 balance, 2 usage, 3 marker, 4 open
+// reservations. ARGV: 1 amount, 2 -amount, 3 period start us, 4 period end us,
+// 5 allowance, 6 open reservation TTL ms, 7 clock mode, 8 now s, 9 now ns, 10 hold us,
+// 11 member, 12 the markers' base, 13 the claim (as admitScript's), 14.. APIs. Reply:
+// status and the balance, or 8, the deadline and the epoch.
 var reserveScript = goredis.NewScript(libTime + libBalance + `
 if not renew(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5]) then return {1} end
 local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[4], ARGV[12], ARGV[6], 64
 local nowus = micros(clock(ARGV[7], ARGV[8], ARGV[9]))
 ` + voidDue + `
-local nx = redis.call('HGET', KEYS[1], 'nx')
-local index = 0
-if due and due + 0 <= nowus and nx then index = nx + 0 end
-local function reply(status)
-  local r = with_balance(status, KEYS[1])
-  r[7] = index
-  return r
+if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
+if tonumber(redis.call('HGET', KEYS[1], 'rem')) < tonumber(ARGV[1]) then return with_balance(3, KEYS[1]) end
+local d = nowus + ARGV[10]
+local x = redis.call('HMGET', KEYS[1], 'nx', 'ie', 'ix')
+local nx, ie, ix = x[1] and x[1] + 0, x[2] or '0', x[3] and x[3] + 0
+if not ((nx and nx <= d) or (ix and ix <= d)) then
+  local ce, cs = string.match(ARGV[13], '^(%d+) (%d+)$')
+  if ce ~= ie or cs + 0 > d then return {8, fmt(d), ie} end
+  if not ix or cs + 0 < ix then redis.call('HSET', KEYS[1], 'ix', cs) end
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return reply(0) end
-if tonumber(redis.call('HGET', KEYS[1], 'rem')) < tonumber(ARGV[1]) then return reply(3) end
 redis.call('HINCRBY', KEYS[1], 'rem', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'used', ARGV[1])
 local apis = {}
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   redis.call('HINCRBY', KEYS[2], ARGV[i], '1')
   apis[#apis + 1] = ARGV[i]
 end
 local m = 'o ' .. ARGV[1] .. ' ' .. redis.call('HGET', KEYS[1], 'ps')
 if #apis > 0 then m = m .. ' ' .. table.concat(apis, '\31') end
 redis.call('SET', KEYS[3], m, 'PX', ARGV[6])
-local d = nowus + ARGV[10]
-redis.call('ZADD', KEYS[4], string.format('%d', d), ARGV[11])
-if not nx or d < nx + 0 then
-  redis.call('HSET', KEYS[1], 'nx', string.format('%d', d))
-  index = d
-end
-return reply(0)
+redis.call('ZADD', KEYS[4], fmt(d), ARGV[11])
+if not nx or d < nx then redis.call('HSET', KEYS[1], 'nx', fmt(d)) end
+return with_balance(0, KEYS[1])
 `)
 
 // adjustScript adds to the balance. KEYS: 1 balance, 2 usage, 3 marker, 4 open
@@ -852,36 +864,47 @@ return with_balance(0, KEYS[1])
 `)
 
 // voidScript voids up to ARGV[4] of an account's reservations past their deadline, for
-// a sweep. KEYS: 1 open reservations, 2 balance, 3 usage. ARGV: 1 clock mode, 2 now s,
-// 3 now ns, 4 limit, 5 the markers' base, 6 the voided markers' TTL ms. Reply: the
-// number voided, and the earliest deadline still open (nx), or the empty string.
+// a sweep that found the account in the index of expiring accounts under epoch ARGV[7]
+// (empty: an entry of no epoch), and prepares the entry that replaces it (see the
+// package documentation): if that epoch is the account's, the account moves to the
+// next one; ix becomes the earliest deadline still open (nx), which the replacing entry
+// is written at. KEYS: 1 open reservations, 2 balance, 3 usage. ARGV: 1 clock mode,
+// 2 now s, 3 now ns, 4 limit, 5 the markers' base, 6 the voided markers' TTL ms, 7 the
+// epoch found. Reply: the number voided, nx (or the empty string: no entry replaces the
+// one found), and the account's epoch.
 var voidScript = goredis.NewScript(libTime + `
+if redis.call('EXISTS', KEYS[2]) == 0 then return {0, '', '0'} end
 local openK, balK, useK, base, vlimit, vttl = KEYS[1], KEYS[2], KEYS[3], ARGV[5], tonumber(ARGV[4]), ARGV[6]
 local nowus = micros(clock(ARGV[1], ARGV[2], ARGV[3]))
 ` + voidBlock + `
-return {vcount, redis.call('HGET', KEYS[2], 'nx') or ''}
+local x = redis.call('HMGET', KEYS[2], 'nx', 'ie')
+local ie = x[2] or '0'
+if ARGV[7] == ie then ie = fmt(redis.call('HINCRBY', KEYS[2], 'ie', 1)) end
+if x[1] then
+  redis.call('HSET', KEYS[2], 'ix', x[1])
+else
+  redis.call('HDEL', KEYS[2], 'ix')
+end
+return {vcount, x[1] or '', ie}
 `)
 
-// dueScript lists the accounts of the index of accounts with open reservations whose
-// earliest deadline may have passed. KEYS: 1 the index. ARGV: 1 clock mode, 2 now s,
-// 3 now ns, 4 limit. Reply: account, score pairs.
+// dueScript lists the entries of the index of expiring accounts whose score (an
+// account's earliest deadline, or earlier) has passed. KEYS: 1 the index. ARGV: 1 clock
+// mode, 2 now s, 3 now ns, 4 limit. Reply: the entries.
 var dueScript = goredis.NewScript(libTime + `
 local nowus = micros(clock(ARGV[1], ARGV[2], ARGV[3]))
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', nowus), 'WITHSCORES', 'LIMIT', 0, ARGV[4])
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', nowus), 'LIMIT', 0, ARGV[4])
 `)
 
-// reindexScript replaces an account's score in the index of accounts with open
-// reservations, unless it changed since the sweep read it (an admission indexed the
-// account meanwhile, which stands). KEYS: 1 the index. ARGV: 1 account, 2 the score
-// read, 3 the new score (empty: no open reservation, the account leaves the index).
+// reindexScript replaces the entry a sweep found in the index of expiring accounts:
+// it removes it and, when the account still has open reservations, writes the entry
+// of the account's epoch at their earliest deadline, or leaves that entry lower if it is
+// already. KEYS: 1 the index. ARGV: 1 the entry found, 2 the account's entry, 3 the
+// deadline (empty: none).
 var reindexScript = goredis.NewScript(`
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-if ARGV[3] == '' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-else
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-end
-return 1
+redis.call('ZREM', KEYS[1], ARGV[1])
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[1], 'LT', ARGV[3], ARGV[2]) end
+return 0
 `)
 
 // usageScript reads the usage counts of period ARGV[1] (start us). KEYS: 1 balance,

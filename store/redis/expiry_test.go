@@ -1,0 +1,194 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store/redis"
+)
+
+// dieAfter lets the first commands of a client reach Redis and fails every command
+// after them without sending it, as if the instance had been killed there.
+type dieAfter struct{ left atomic.Int64 }
+
+var errKilled = errors.New("the instance was killed")
+
+func (h *dieAfter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *dieAfter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if h.left.Add(-1) < 0 {
+			cmd.SetErr(errKilled)
+			return errKilled
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *dieAfter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		sent := 0
+		for range cmds {
+			if h.left.Add(-1) < 0 {
+				break
+			}
+			sent++
+		}
+		for _, c := range cmds[sent:] {
+			c.SetErr(errKilled)
+		}
+		if sent == 0 {
+			return errKilled
+		}
+		err := next(ctx, cmds[:sent])
+		if sent < len(cmds) && err == nil {
+			err = errKilled
+		}
+		return err
+	}
+}
+
+// killed reports whether the hook failed a command.
+func (h *dieAfter) killed() bool { return h.left.Load() < 0 }
+
+// TestKilledBetweenCommands kills an instance after each command that an admission or
+// a reservation sends, in turn, and checks that another instance's sweep gives back
+// whatever the killed one reserved, once its reservation has expired: a reservation
+// never commits before the index of expiring accounts can find it. Each case starts from
+// an account in another state: new, with an open reservation that expires later than
+// the new one (the new one lowers its earliest deadline), and with every reservation
+// settled and swept (its entry in the index removed).
+func TestKilledBetweenCommands(t *testing.T) {
+	c := client(t)
+	now := testNow
+	period := billing.MonthOf(now)
+	reservation := func(acct string, req billing.RequestID, amount int64, at time.Time, hold time.Duration) billing.Reservation {
+		return billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: amount, Period: period,
+			Allowance: 100, Now: at, Expires: at.Add(hold)}
+	}
+	ops := []struct {
+		name string
+		do   func(ctx context.Context, s *redis.Store, r billing.Reservation) error
+	}{
+		{"Admit", func(ctx context.Context, s *redis.Store, r billing.Reservation) error {
+			_, err := s.Admit(ctx, billing.Step{Account: r.Account, Request: r.Request, Now: r.Now, Credits: &r})
+			return err
+		}},
+		{"Reserve", func(ctx context.Context, s *redis.Store, r billing.Reservation) error {
+			_, err := s.Reserve(ctx, r)
+			return err
+		}},
+	}
+	setups := []struct {
+		name string
+		// setup prepares the account on a healthy instance and returns the balance it
+		// leaves (remaining, used) as read before the new reservation expires.
+		setup func(t *testing.T, s *redis.Store) (int64, int64)
+	}{
+		{"new", func(*testing.T, *redis.Store) (int64, int64) { return 100, 0 }},
+		{"later reservation open", func(t *testing.T, s *redis.Store) (int64, int64) {
+			_, err := s.Reserve(t.Context(), reservation("a", newRequest(), 5, now, 10*time.Minute))
+			must(t, err)
+			return 95, 5
+		}},
+		{"settled and swept", func(t *testing.T, s *redis.Store) (int64, int64) {
+			ctx, req := t.Context(), newRequest()
+			_, err := s.Reserve(ctx, reservation("a", req, 5, now.Add(-time.Hour), time.Minute))
+			must(t, err)
+			_, err = s.Settle(ctx, billing.Settlement{Account: "a", Request: req, Period: period, Allowance: 100, Now: now.Add(-time.Hour)})
+			must(t, err)
+			_, err = s.Sweep(ctx, now.Add(-time.Minute), 100)
+			must(t, err)
+			return 95, 5
+		}},
+	}
+	for _, op := range ops {
+		for _, setup := range setups {
+			t.Run(op.name+"/"+setup.name, func(t *testing.T) {
+				for k := int64(0); ; k++ {
+					ctx := t.Context()
+					prefix := newPrefix(t, c)
+					healthy := openStore(t, c, prefix, nil)
+					must(t, healthy.Open(ctx, billing.Opening{Account: "a", Balance: 100, Allowance: 100, Period: period}))
+					remaining, used := setup.setup(t, healthy)
+
+					h := &dieAfter{}
+					h.left.Store(k)
+					dc := newClient(addr(t), nil)
+					dc.AddHook(h)
+					dying := openStore(t, dc, prefix, &redis.Options{CallerClock: true, Batch: 1})
+					err := op.do(ctx, dying, reservation("a", newRequest(), 10, now, time.Minute))
+					dc.Close()
+					if !h.killed() {
+						must(t, err)
+						if k == 0 {
+							t.Fatal("the operation sent no command")
+						}
+						return // every command went out: each cut was tried
+					}
+					if !errors.Is(err, errKilled) {
+						t.Errorf("killed after %d commands: %s returned %v, want the error of the command that failed", k, op.name, err)
+					}
+
+					if _, err := healthy.Sweep(ctx, now.Add(2*time.Minute), 100); err != nil {
+						t.Fatalf("killed after %d commands: Sweep: %v", k, err)
+					}
+					// Read before the expiry, so that the read itself voids nothing.
+					b, err := healthy.Balance(ctx, "a", now.Add(30*time.Second), period, 100)
+					must(t, err)
+					if b.Remaining != remaining || b.Used != used {
+						t.Errorf("killed after %d commands, then swept: remaining %d, used %d; want %d and %d (the credits held for good)",
+							k, b.Remaining, b.Used, remaining, used)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSweepRemovesSettledEntries checks that the entries of the index of expiring
+// accounts whose reservations were all settled are removed by the first sweep after
+// their deadline, all of them, even when a sweep voids nothing: the index does not grow
+// with the accounts that ever made a call, and no sweep stops at them.
+func TestSweepRemovesSettledEntries(t *testing.T) {
+	c := client(t)
+	s, prefix := newStorePrefix(t, c, nil)
+	ctx := t.Context()
+	period := billing.MonthOf(testNow)
+	const accounts = 300 // more than a page of the index
+	for i := range accounts {
+		acct := "acct" + strconv.Itoa(i)
+		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 100, Allowance: 100, Period: period}))
+		req := newRequest()
+		_, err := s.Reserve(ctx, billing.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1,
+			Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Minute)})
+		must(t, err)
+		_, err = s.Settle(ctx, billing.Settlement{Account: acct, Request: req, Period: period, Allowance: 100, Now: testNow})
+		must(t, err)
+	}
+	if n := c.ZCard(ctx, prefix+":expiring").Val(); n != accounts {
+		t.Fatalf("the index holds %d entries, want one per account, %d", n, accounts)
+	}
+	voided, err := s.Sweep(ctx, testNow.Add(time.Hour), 10)
+	must(t, err)
+	if voided != 0 {
+		t.Errorf("Sweep voided %d settled reservations", voided)
+	}
+	if n := c.ZCard(ctx, prefix+":expiring").Val(); n != 0 {
+		t.Errorf("after the sweep, the index holds %d entries of accounts with no open reservation, want 0", n)
+	}
+	// The accounts are indexed again by their next reservations.
+	_, err = s.Reserve(ctx, billing.Reservation{Account: "acct0", Request: newRequest(), Amount: 1,
+		Period: period, Allowance: 100, Now: testNow.Add(time.Hour), Expires: testNow.Add(time.Hour + time.Minute)})
+	must(t, err)
+	if voided, err := s.Sweep(ctx, testNow.Add(2*time.Hour), 10); err != nil || voided != 1 {
+		t.Errorf("Sweep after a new reservation expired: %d voided, %v; want 1", voided, err)
+	}
+}
