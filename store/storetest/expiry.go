@@ -60,6 +60,9 @@ var sweepRows = []behaviour[billing.Ledger]{
 	{"SweepLimit",
 		"Sweep voids at most limit reservations; the next sweeps void the rest.",
 		ledSweepLimit},
+	{"SweepUntilNoneLeft",
+		"Sweep voids fewer than limit only when no expired reservation is left, however many accounts have them and however many reservations were settled before their expiry.",
+		ledSweepUntilNoneLeft},
 	{"ConcurrentSweeps",
 		"Sweeps from many goroutines at once void each expired reservation exactly once.",
 		ledConcurrentSweeps},
@@ -345,6 +348,56 @@ func ledSweepLimit(t *testing.T, l billing.Ledger) {
 		}
 	}
 	balanceAt(t, l, acct, later, 100, 0)
+}
+
+func ledSweepUntilNoneLeft(t *testing.T, l billing.Ledger) {
+	sw := l.(billing.Sweeper)
+	ctx, n := t.Context(), newIDs()
+	now := nowIn(p0)
+	later := now.Add(time.Hour)
+	// Reservations settled before their expiry, the first to expire, of many accounts.
+	const settled, expired = 40, 40
+	for i := range settled {
+		acct := openAccount(t, l, n, "settled"+strconv.Itoa(i), 100, p0)
+		id := newRequest()
+		mustReserve(t, l, expiring(acct, id, 1, now, "hash"), 99, 1, p0)
+		_, err := settleAt(t, l, acct, id, 0, now.Add(time.Second))
+		must(t, "Settle", err)
+	}
+	// Then reservations left open, one per account, expiring a second later.
+	openAll := func(label string) {
+		for i := range expired {
+			acct := openAccount(t, l, n, label+strconv.Itoa(i), 100, p0)
+			mustReserve(t, l, expiring(acct, newRequest(), 1, now.Add(time.Second), "hash"), 99, 1, p0)
+		}
+	}
+	openAll("a")
+	// Sweeping as the Service does, until a sweep voids fewer than its limit, voids
+	// them all.
+	total, sweeps := 0, 0
+	for ; sweeps < 2*expired; sweeps++ {
+		voided, err := sw.Sweep(ctx, later, 10)
+		must(t, "Sweep", err)
+		total += voided
+		if voided < 10 {
+			break
+		}
+	}
+	if total != expired {
+		t.Errorf("sweeps with limit 10 voided %d reservations until one voided fewer, want %d", total, expired)
+	}
+	// One sweep whose limit is larger than the number of accounts voids all of theirs.
+	openAll("b")
+	voided, err := sw.Sweep(ctx, later, 100)
+	must(t, "Sweep", err)
+	if voided != expired {
+		t.Errorf("one Sweep with limit 100 voided %d reservations of %d accounts, want %d", voided, expired, expired)
+	}
+	voided, err = sw.Sweep(ctx, later, 100)
+	must(t, "last Sweep", err)
+	if voided != 0 {
+		t.Errorf("the last Sweep voided %d reservations, want 0", voided)
+	}
 }
 
 func ledConcurrentSweeps(t *testing.T, l billing.Ledger) {
