@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,5 +192,114 @@ func TestSweepRemovesSettledEntries(t *testing.T) {
 	must(t, err)
 	if voided, err := s.Sweep(ctx, testNow.Add(2*time.Hour), 10); err != nil || voided != 1 {
 		t.Errorf("Sweep after a new reservation expired: %d voided, %v; want 1", voided, err)
+	}
+}
+
+// TestIndexCoversOpenReservations runs reservations, settlements and sweeps of a few
+// accounts from many goroutines at once, with holds of many lengths (so that new
+// reservations are often due before the others), and then checks what sweeps rely on:
+// every open reservation is found by an entry of the index of expiring accounts scored
+// no later than its deadline, and a sweep after every deadline gives back every
+// credit still held.
+func TestIndexCoversOpenReservations(t *testing.T) {
+	c := client(t)
+	s, prefix := newStorePrefix(t, c, nil)
+	ctx := t.Context()
+	period := billing.MonthOf(testNow)
+	accounts := []string{"a", "b", "c", "d"}
+	for _, acct := range accounts {
+		must(t, s.Open(ctx, billing.Opening{Account: acct, Balance: 1_000_000, Allowance: 1_000_000, Period: period}))
+	}
+	type held struct {
+		acct string
+		req  billing.RequestID
+	}
+	open := make(chan held, 4096)
+	var clock atomic.Int64 // milliseconds after testNow, moved by every operation
+	now := func() time.Time { return testNow.Add(time.Duration(clock.Add(1)) * time.Millisecond) }
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				acct := accounts[(g+i)%len(accounts)]
+				at := now()
+				r := billing.Reservation{Account: acct, Request: newRequest(), APIs: []string{"hash"}, Amount: 1,
+					Period: period, Allowance: 1_000_000, Now: at, Expires: at.Add(time.Duration(1+(i*7)%50) * 100 * time.Millisecond)}
+				var err error
+				if i%2 == 0 {
+					_, err = s.Reserve(ctx, r)
+				} else {
+					_, err = s.Admit(ctx, billing.Step{Account: acct, Request: r.Request, Now: at, Credits: &r})
+				}
+				if err != nil {
+					t.Errorf("reservation: %v", err)
+					return
+				}
+				open <- held{acct, r.Request}
+			}
+		})
+	}
+	done := make(chan struct{})
+	var settlers sync.WaitGroup
+	for range 2 {
+		settlers.Go(func() {
+			for h := range open {
+				_, err := s.Settle(ctx, billing.Settlement{Account: h.acct, Request: h.req, Period: period, Allowance: 1_000_000, Now: now()})
+				if err != nil && !errors.Is(err, billing.ErrVoided) {
+					t.Errorf("Settle: %v", err)
+				}
+			}
+		})
+		settlers.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := s.Sweep(ctx, now(), 7); err != nil {
+					t.Errorf("Sweep: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	// Half the reservations stay open: the settlers stop taking them.
+	for range len(open) / 2 {
+		<-open
+	}
+	close(open)
+	settlers.Wait()
+
+	entries, err := c.ZRangeWithScores(ctx, prefix+":expiring", 0, -1).Result()
+	must(t, err)
+	for _, acct := range accounts {
+		first, err := c.ZRangeWithScores(ctx, prefix+":{"+acct+"}:open", 0, 0).Result()
+		must(t, err)
+		if len(first) == 0 {
+			continue
+		}
+		found := false
+		for _, e := range entries {
+			if strings.HasPrefix(e.Member.(string), acct+"\x00") && e.Score <= first[0].Score {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("account %s: open reservation due at %v µs, and no entry of the index scored by then: %v", acct, first[0].Score, entries)
+		}
+	}
+	if _, err := s.Sweep(ctx, testNow.Add(time.Hour), 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	for _, acct := range accounts {
+		if n := c.ZCard(ctx, prefix+":{"+acct+"}:open").Val(); n != 0 {
+			t.Errorf("account %s: %d reservations still open after a sweep past every deadline", acct, n)
+		}
+	}
+	if n := c.ZCard(ctx, prefix+":expiring").Val(); n != 0 {
+		t.Errorf("the index holds %d entries after every reservation ended, want 0", n)
 	}
 }
