@@ -60,6 +60,9 @@ var sweepRows = []behaviour[billing.Ledger]{
 	{"SweepLimit",
 		"Sweep voids at most limit reservations; the next sweeps void the rest.",
 		ledSweepLimit},
+	{"SweepAtTheInstant",
+		"A reservation is open until the instant it expires: a sweep or a settlement a nanosecond before leaves it open, a sweep at that instant voids it.",
+		ledSweepAtTheInstant},
 	{"SweepUntilNoneLeft",
 		"Sweep voids fewer than limit only when no expired reservation is left, however many accounts have them and however many reservations were settled before their expiry.",
 		ledSweepUntilNoneLeft},
@@ -348,6 +351,32 @@ func ledSweepLimit(t *testing.T, l billing.Ledger) {
 		}
 	}
 	balanceAt(t, l, acct, later, 100, 0)
+}
+
+func ledSweepAtTheInstant(t *testing.T, l billing.Ledger) {
+	sw := l.(billing.Sweeper)
+	n := newIDs()
+	now := nowIn(p0)
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	swept, settled := newRequest(), newRequest()
+	mustReserve(t, l, expiring(acct, swept, 10, now, "hash"), 90, 10, p0)
+	mustReserve(t, l, expiring(acct, settled, 5, now, "echo"), 85, 15, p0)
+	expiry := now.Add(time.Minute)
+	voided, err := sw.Sweep(t.Context(), expiry.Add(-time.Nanosecond), 100)
+	must(t, "Sweep a nanosecond before the expiry", err)
+	if voided != 0 {
+		t.Errorf("Sweep a nanosecond before the expiry voided %d reservations, want 0", voided)
+	}
+	b, err := settleAt(t, l, acct, settled, 0, expiry.Add(-time.Nanosecond))
+	must(t, "Settle a nanosecond before the expiry", err)
+	checkBalance(t, "Settle a nanosecond before the expiry", b, 85, 15, p0)
+	voided, err = sw.Sweep(t.Context(), expiry, 100)
+	must(t, "Sweep at the expiry", err)
+	if voided != 1 {
+		t.Errorf("Sweep at the expiry voided %d reservations, want 1", voided)
+	}
+	balanceAt(t, l, acct, expiry, 95, 5)
+	wantUsage(t, l, acct, p0, map[string]int64{"echo": 1})
 }
 
 func ledSweepUntilNoneLeft(t *testing.T, l billing.Ledger) {
