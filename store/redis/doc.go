@@ -73,8 +73,9 @@
 // # Scripts
 //
 // Every operation is one Lua script or one command, atomic in Redis, loaded on first use
-// (EVALSHA, falling back to EVAL once). Every script declares in KEYS every key it
-// touches, all in one slot. The two scripts of the hot path, admission and closing,
+// (EVALSHA, falling back to EVAL once). The scripts are the files of lua/, embedded in
+// the package, each headed by its keys, arguments and reply. Every script declares in
+// KEYS every key it touches, all in one slot. The two scripts of the hot path, admission and closing,
 // take steps: one run of the script performs, in order, the steps of every call of
 // one account that go out in one pipeline (see "Pipelines"), each exactly as it would
 // alone.
@@ -122,8 +123,9 @@
 // define few functions (each is a closure created on every call), convert between
 // numbers and strings as little as Lua allows, and take many calls' steps in one run,
 // which pays once for what the steps share: the script's invocation, the account's
-// reads and most of its writes (see scripts.go). Measured with callgrind on Redis 7.0,
-// counting the instructions Redis spends in EVALSHA, a paid call with every part in
+// reads and most of its writes (see lua/admit.lua, and the notes in bench_test.go).
+// Measured with callgrind on Redis 7.0, counting the instructions Redis spends in
+// EVALSHA, a paid call with every part in
 // Redis (key check, rate, slot, credits, then its closing) costs about 130,000
 // instructions when its account's calls go out in runs of 10 and 123,000 in runs of
 // 30, against 246,000 for the scripts of one step each that the runs replaced; a run

@@ -21,6 +21,22 @@ var Scripts = map[string]*goredis.Script{
 	"reindex": reindexScript,
 }
 
+// LuaFiles returns the files of lua/, each with its text as written (includes not
+// expanded).
+func LuaFiles() map[string]string {
+	entries, _ := luaFiles.ReadDir("lua")
+	files := make(map[string]string, len(entries))
+	for _, e := range entries {
+		b, _ := luaFiles.ReadFile("lua/" + e.Name())
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+// LuaSource returns the text of a file of lua/ with its includes expanded: the script
+// sent to Redis.
+func LuaSource(name string) string { return luaSource(name, nil) }
+
 // Queued returns the number of calls waiting for a pipeline in flight.
 func (s *Store) Queued() int {
 	if s.batches == nil {
