@@ -193,7 +193,8 @@ type Ledger interface {
 // Service runs [Sweeper.Sweep] in the background for ledgers that implement it.
 type Sweeper interface {
 	// Sweep voids up to limit reservations that are open past their expiry at now,
-	// of any accounts, and returns how many it voided. Any number of callers, on any
+	// of any accounts, and returns how many it voided: fewer than limit only when it
+	// found no more (the Service sweeps until then). Any number of callers, on any
 	// instances, may sweep at the same time as each other and as every other
 	// operation: each reservation is voided once, and never after it was settled.
 	Sweep(ctx context.Context, now time.Time, limit int) (int, error)

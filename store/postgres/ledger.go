@@ -268,17 +268,26 @@ func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map
 }
 
 // Sweep voids up to limit reservations of any accounts that are open past their expiry
-// at now, in one call of tollgate_sweep (one transaction, at most 32 accounts), and
-// returns how many it voided. Concurrent sweeps, on any instances, never void a
-// reservation twice and never one that a settlement is closing: the rows are taken
-// with FOR UPDATE SKIP LOCKED.
+// at now, and returns how many it voided; it voids fewer than limit only when it found
+// no more. Each call of tollgate_sweep is one transaction over at most 32 accounts, so
+// that no account's rows stay locked for long; Sweep calls it until it has voided limit
+// reservations or a call finds none. Concurrent sweeps, on any instances, never void a
+// reservation twice and never one that a settlement is closing: the rows are taken with
+// FOR UPDATE SKIP LOCKED.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, wrapErr(ctx, err, "sweep of expired reservations")
+	total := 0
+	for total < limit {
+		if err := ctx.Err(); err != nil {
+			return total, wrapErr(ctx, err, "sweep of expired reservations")
+		}
+		var n int
+		if err := s.db.QueryRow(ctx, `SELECT tollgate_sweep($1, $2)`, now.UnixNano(), limit-total).Scan(&n); err != nil {
+			return total, wrapErr(ctx, err, "sweep of expired reservations")
+		}
+		if n == 0 {
+			break
+		}
+		total += n
 	}
-	var n int
-	if err := s.db.QueryRow(ctx, `SELECT tollgate_sweep($1, $2)`, now.UnixNano(), limit).Scan(&n); err != nil {
-		return 0, wrapErr(ctx, err, "sweep of expired reservations")
-	}
-	return n, nil
+	return total, nil
 }

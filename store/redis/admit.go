@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -21,7 +22,7 @@ func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, e
 	if err := ctx.Err(); err != nil {
 		return driver.StepResult{}, err
 	}
-	c, res, err := s.admitCall(st)
+	c, res, err := s.admitCall(st, "")
 	if c.args == nil || err != nil {
 		return res, err
 	}
@@ -29,23 +30,34 @@ func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, e
 	return s.admitted(ctx, st, reply, err)
 }
 
-// admitted returns the outcome of st's step from its reply, and indexes its account
-// when the step says so.
-func (s *Store) admitted(ctx context.Context, st driver.Step, reply any, err error) (driver.StepResult, error) {
-	res, err := admission(ctx, st, reply, err)
-	if err == nil {
-		s.indexReply(ctx, st.Account, reply, 16)
+// admitted returns the outcome of st's step from the reply of its run (or the error of
+// the run). A step refused until its account is indexed is sent again once the account
+// is (see [Store.indexFirst]).
+func (s *Store) admitted(ctx context.Context, st driver.Step, reply any, runErr error) (driver.StepResult, error) {
+	for range indexAttempts {
+		res, need, err := admission(ctx, st, reply, runErr)
+		if err != nil || need == nil {
+			return res, err
+		}
+		claim, err := s.indexFirst(ctx, st.Account, *need)
+		if err != nil {
+			return res, fail(ctx, err, "admission %s of account %q: indexing the account", st.Request, st.Account)
+		}
+		c, _, _ := s.admitCall(st, claim)
+		reply, runErr = s.runBatched(ctx, c)
 	}
-	return res, err
+	return driver.StepResult{}, fmt.Errorf("redis: admission %s of account %q: %w: the index of expiring accounts changed under %d attempts to index it",
+		st.Request, st.Account, store.ErrUnavailable, indexAttempts)
 }
 
 // admitCall returns the call of admitScript that performs st, or, with none (no
-// arguments), the result of a step decided without a round trip, or an error.
-func (s *Store) admitCall(st driver.Step) (scriptCall, driver.StepResult, error) {
+// arguments), the result of a step decided without a round trip, or an error. claim is
+// the step's claim to an indexed account (see [Store.indexFirst]), or empty.
+func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.StepResult, error) {
 	var res driver.StepResult
 	a := s.account(st.Account)
 	mode, sec, nsec := s.clock(st.Now)
-	args := make([]any, 0, 19+len(creditsAPIs(st.Credits)))
+	args := make([]any, 0, 20+len(creditsAPIs(st.Credits)))
 	args = append(args, mode, sec, nsec, st.Request.String())
 
 	switch {
@@ -89,12 +101,12 @@ func (s *Store) admitCall(st driver.Step) (scriptCall, driver.StepResult, error)
 		}
 		ps, pe := periodArgs(c.Period)
 		// The marker of an open reservation lives until it is settled or voided.
-		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, holdArg(c), len(c.APIs))
+		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, holdArg(c), claim, len(c.APIs))
 		for _, api := range c.APIs {
 			args = append(args, api)
 		}
 	} else {
-		args = append(args, "", "", "", "", s.retention, "", 0)
+		args = append(args, "", "", "", "", s.retention, "", "", 0)
 	}
 
 	return scriptCall{admitScript, []string{
@@ -103,14 +115,28 @@ func (s *Store) admitCall(st driver.Step) (scriptCall, driver.StepResult, error)
 }
 
 // admission returns the outcome of st's step of admitScript from the step's reply, or
-// from the error of its run.
-func admission(ctx context.Context, st driver.Step, reply any, err error) (driver.StepResult, error) {
+// from the error of its run; or, for a step refused until its account is indexed, what
+// to index it by.
+func admission(ctx context.Context, st driver.Step, reply any, err error) (driver.StepResult, *indexNeed, error) {
+	res, err := decodeAdmission(ctx, st, reply, err)
+	if err == errIndexFirst {
+		r := asSlice(reply)
+		return res, &indexNeed{deadline: asInt(r[9]), epoch: asString(r[10])}, nil
+	}
+	return res, nil, err
+}
+
+// errIndexFirst is decodeAdmission's report of a step refused until its account is
+// indexed.
+var errIndexFirst = errors.New("redis: the account must be indexed first")
+
+func decodeAdmission(ctx context.Context, st driver.Step, reply any, err error) (driver.StepResult, error) {
 	var res driver.StepResult
 	if err != nil {
 		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
 	r := asSlice(reply)
-	if len(r) != 17 {
+	if len(r) != 16 {
 		return res, errReply("admission of account "+st.Account, reply)
 	}
 	if asInt(r[0]) == stNotFound {
@@ -127,6 +153,8 @@ func admission(ctx context.Context, st driver.Step, reply any, err error) (drive
 		res.Denied = driver.DeniedSlot
 	case 4:
 		res.Denied = driver.DeniedCredits
+	case 5:
+		return res, errIndexFirst
 	default:
 		return res, errReply("admission of account "+st.Account, reply)
 	}

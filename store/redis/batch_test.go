@@ -147,6 +147,15 @@ func TestBatchedAdmissions(t *testing.T) {
 		must(t, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p"}, key))
 		must(t, s.Open(ctx, driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 		keys[acct] = key
+		// A reservation made and settled before indexes the account, so that the calls
+		// below are not its first, which wait for the index (see
+		// TestKilledBetweenCommands): each is sent once.
+		warm := newRequest()
+		_, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: warm, Period: period, Allowance: 1000,
+			Now: testNow, Expires: testNow.Add(30 * time.Minute)})
+		must(t, err)
+		_, err = s.Settle(ctx, driver.Settlement{Account: acct, Request: warm, Period: period, Allowance: 1000})
+		must(t, err)
 	}
 	c.AddHook(g)
 

@@ -31,8 +31,10 @@
 //	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339)
 //	<prefix>:{<account>}:korder      list    the key ids, oldest first
 //	<prefix>:{<account>}:bal         hash    rem, used, allow, the period (ps, pe, Unix µs),
-//	                                         and nx: at most the earliest deadline of an
-//	                                         open reservation (Unix µs), if there is one
+//	                                         nx: at most the earliest deadline of an
+//	                                         open reservation (Unix µs), if there is one,
+//	                                         and the account's place in :expiring: its
+//	                                         epoch (ie) and a bound (ix, Unix µs)
 //	<prefix>:{<account>}:use         hash    API id -> calls counted in the period
 //	<prefix>:{<account>}:tat         string  the rate limit's timestamp, "<Unix s> <ns>"
 //	<prefix>:{<account>}:lease       zset    request id -> end of its lease (Unix µs)
@@ -45,8 +47,9 @@
 //	                                         "a" (admitted without credits)
 //	<prefix>:kid:<key id>            string  key id -> account
 //	<prefix>:h:<key hash, hex>       string  key hash -> account and key id
-//	<prefix>:expiring                zset    account -> at most its earliest deadline:
-//	                                         the accounts a sweep must look at
+//	<prefix>:expiring                zset    "<account>\x00<epoch>" -> at most its
+//	                                         earliest deadline: the accounts a sweep
+//	                                         must look at
 //
 // For the rate and concurrency limiters, <account> is their key argument. An id that
 // cannot be a hash tag as it is (empty, or containing '}') or that begins with '~' is
@@ -70,8 +73,9 @@
 // # Scripts
 //
 // Every operation is one Lua script or one command, atomic in Redis, loaded on first use
-// (EVALSHA, falling back to EVAL once). Every script declares in KEYS every key it
-// touches, all in one slot. The two scripts of the hot path, admission and closing,
+// (EVALSHA, falling back to EVAL once). The scripts are the files of lua/, embedded in
+// the package, each headed by its keys, arguments and reply. Every script declares in
+// KEYS every key it touches, all in one slot. The two scripts of the hot path, admission and closing,
 // take steps: one run of the script performs, in order, the steps of every call of
 // one account that go out in one pipeline (see "Pipelines"), each exactly as it would
 // alone.
@@ -119,8 +123,9 @@
 // define few functions (each is a closure created on every call), convert between
 // numbers and strings as little as Lua allows, and take many calls' steps in one run,
 // which pays once for what the steps share: the script's invocation, the account's
-// reads and most of its writes (see scripts.go). Measured with callgrind on Redis 7.0,
-// counting the instructions Redis spends in EVALSHA, a paid call with every part in
+// reads and most of its writes (see lua/admit.lua, and the notes in bench_test.go).
+// Measured with callgrind on Redis 7.0, counting the instructions Redis spends in
+// EVALSHA, a paid call with every part in
 // Redis (key check, rate, slot, credits, then its closing) costs about 130,000
 // instructions when its account's calls go out in runs of 10 and 123,000 in runs of
 // 30, against 246,000 for the scripts of one step each that the runs replaced; a run
@@ -154,15 +159,38 @@
 // it to them, so that a closing reads no clock.
 //
 // [Store.Sweep] finds the accounts that nobody touches through :expiring, a global
-// sorted set read with scripts of that one key: the accounts whose score (at most their
-// earliest deadline) has passed. It voids each one's due reservations in a script of the
-// account's, then moves the account to its next deadline, or out of the set, unless an
-// admission wrote it meanwhile. An admission that finds no deadline left, or lowers the
-// earliest, writes the account to :expiring after its script (one more round trip,
-// about once per account and hold): a separate command, since :expiring is in no
-// account's Cluster slot. If that write is lost (the instance dies between the two),
-// the account's next operation still voids its expired reservations, and its next
-// such admission indexes it again.
+// sorted set, outside every account's Cluster slot, read and written with commands and
+// scripts of that one key: its entries whose score (at most their account's earliest
+// deadline) has passed. For each, it voids the account's due reservations in a script
+// of the account's, then replaces the entry with one at the account's next deadline,
+// or removes it when the account has no open reservation left (the usual case: its
+// calls were settled). So every open reservation must be found by an entry no later
+// than its deadline, whatever instance dies between which two commands. An entry is
+// written before the reservation it covers, never after:
+//
+//   - The balance keeps the account's epoch (ie) and a bound (ix): an entry of the
+//     account under that epoch is in :expiring at a score no later than ix. An
+//     admission or a reservation whose deadline is no earlier than nx or ix is covered
+//     by the entry already there, and opens at once: the common case, which costs the
+//     fields the admission reads anyway.
+//   - Any other (the account's first reservation after all of its were settled and
+//     swept, or one due earlier than all the others) is refused by its script, changing
+//     nothing; the caller writes the entry "<account>\x00<epoch>" at the deadline (ZADD
+//     LT, which only lowers a score), and sends the step again with that claim, which
+//     the script accepts while the epoch is still the account's, and lowers ix to it.
+//     Two more round trips, once in a while for an account (after a sweep found none of
+//     its reservations open).
+//   - A sweep removes only the entry it read. If that entry is of the account's epoch,
+//     the sweep's void script first moves the account to the next epoch (a claim to the
+//     old one is then refused, and made again), and sets ix to the earliest deadline
+//     left; its next script removes the entry and writes the one of the account's epoch
+//     at that deadline (or lower, if it is already). An instance killed between the two
+//     leaves the old entry in place, found again by the next sweep.
+//
+// A sweep goes on past the entries of accounts whose reservations were all settled,
+// removing them, so that it voids fewer than its limit only when it found no more to
+// void; it looks at an account at most twice, so that entries it cannot move past now
+// (the account's clock behind the index's, on a Cluster) do not keep it busy.
 //
 // # Pipelines
 //

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
 
@@ -20,6 +21,22 @@ var Scripts = map[string]*goredis.Script{
 	"reindex": reindexScript,
 }
 
+// LuaFiles returns the files of lua/, each with its text as written (includes not
+// expanded).
+func LuaFiles() map[string]string {
+	entries, _ := luaFiles.ReadDir("lua")
+	files := make(map[string]string, len(entries))
+	for _, e := range entries {
+		b, _ := luaFiles.ReadFile("lua/" + e.Name())
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+// LuaSource returns the text of a file of lua/ with its includes expanded: the script
+// sent to Redis.
+func LuaSource(name string) string { return luaSource(name, nil) }
+
 // Queued returns the number of calls waiting for a pipeline in flight.
 func (s *Store) Queued() int {
 	if s.batches == nil {
@@ -37,7 +54,8 @@ func (s *Store) Lanes(account string) (admit, close int) {
 // Together performs admission steps (driver.Step) and closings (driver.Closing) as
 // the calls of one batch: their scripts' steps merged into runs, one pipeline. It
 // returns, for each, its result (driver.StepResult or driver.Balance) and error, and
-// the order in which they took effect.
+// the order in which they took effect. A step refused until its account is indexed
+// takes effect after the batch, when it is sent again, as Admit sends it.
 func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int) {
 	results, errs := make([]any, len(ops)), make([]error, len(ops))
 	var order []int
@@ -47,7 +65,7 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 		var c scriptCall
 		switch op := op.(type) {
 		case driver.Step:
-			c, results[i], errs[i] = s.admitCall(op)
+			c, results[i], errs[i] = s.admitCall(op, "")
 		case driver.Closing:
 			results[i] = driver.Balance{}
 			c, errs[i] = s.closeCall(op)
@@ -67,13 +85,23 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 		}
 	}
 	replies, _ := s.pipeline(ctx, "", calls)
+	var again []int // the calls of steps refused until their account is indexed
 	for j, i := range of {
 		switch op := ops[i].(type) {
 		case driver.Step:
-			results[i], errs[i] = s.admitted(ctx, op, replies[j].val, replies[j].err)
+			var need *indexNeed
+			results[i], need, errs[i] = admission(ctx, op, replies[j].val, replies[j].err)
+			if need != nil {
+				again = append(again, j)
+			}
 		case driver.Closing:
 			results[i], errs[i] = closing(ctx, op, replies[j].val, replies[j].err)
 		}
+	}
+	for _, j := range again {
+		i := of[j]
+		results[i], errs[i] = s.admitted(ctx, ops[i].(driver.Step), replies[j].val, replies[j].err)
+		order = append(slices.DeleteFunc(order, func(k int) bool { return k == i }), i)
 	}
 	return results, errs, order
 }

@@ -98,7 +98,9 @@ const apiSeparator = '\x1f'
 
 // Reserve takes credits for a call, in one script: renewal if due, the void of the
 // account's expired reservations, the replay check, the balance check, the debit, the
-// usage counts, the reservation's marker and its deadline.
+// usage counts, the reservation's marker and its deadline. A reservation the index of
+// expiring accounts would not find is refused, changing nothing, and made again once
+// the account is indexed (see [Store.indexFirst]).
 func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Balance{}, err
@@ -109,42 +111,69 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 	a := s.account(r.Account)
 	ps, pe := periodArgs(r.Period)
 	mode, sec, nsec := s.clock(r.Now)
-	args := make([]any, 0, 12+len(r.APIs))
-	args = append(args, r.Amount, -r.Amount, ps, pe, r.Allowance, s.open, mode, sec, nsec, holdArg(&r), r.Request.String(), a.markers())
-	for _, api := range r.APIs {
-		args = append(args, api)
+	claim := ""
+	for range indexAttempts {
+		args := make([]any, 0, 13+len(r.APIs))
+		args = append(args, r.Amount, -r.Amount, ps, pe, r.Allowance, s.open, mode, sec, nsec, holdArg(&r), r.Request.String(), a.markers(), claim)
+		for _, api := range r.APIs {
+			args = append(args, api)
+		}
+		reply, err := s.run(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request), a.open()}, args...)
+		if err != nil {
+			return driver.Balance{}, fail(ctx, err, "reservation %s of account %q", r.Request, r.Account)
+		}
+		if rs := asSlice(reply); len(rs) == 3 && asInt(rs[0]) == stIndex {
+			if claim, err = s.indexFirst(ctx, r.Account, indexNeed{deadline: asInt(rs[1]), epoch: asString(rs[2])}); err != nil {
+				return driver.Balance{}, fail(ctx, err, "reservation %s of account %q: indexing the account", r.Request, r.Account)
+			}
+			continue
+		}
+		st, b, err := balanceReply(reply, r.Account, "reserve")
+		if err != nil {
+			return b, err
+		}
+		if st == stInsufficient {
+			return b, driver.ErrInsufficientCredits
+		}
+		return b, nil
 	}
-	reply, err := s.run(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request), a.open()}, args...)
-	if err != nil {
-		return driver.Balance{}, fail(ctx, err, "reservation %s of account %q", r.Request, r.Account)
-	}
-	st, b, err := balanceReply(reply, r.Account, "reserve")
-	if err != nil {
-		return b, err
-	}
-	s.indexReply(ctx, r.Account, reply, 6)
-	if st == stInsufficient {
-		return b, driver.ErrInsufficientCredits
-	}
-	return b, nil
+	return driver.Balance{}, fmt.Errorf("redis: reservation %s of account %q: %w: the index of expiring accounts changed under %d attempts to index it",
+		r.Request, r.Account, store.ErrUnavailable, indexAttempts)
 }
 
-// indexReply writes the account to the index of accounts with open reservations, at
-// the deadline that the i-th value of a script's reply gives, if it gives one (see
-// admitScript): the script lowered the account's earliest deadline, or found none and
-// set one. The write is one more round trip, made about once per account and hold;
-// its failure is not the call's (the account's next operations void its expired
-// reservations all the same, and the next deadline it sets indexes it again).
-func (s *Store) indexReply(ctx context.Context, account string, reply any, i int) {
-	r := asSlice(reply)
-	if len(r) <= i {
-		return
+// indexAttempts bounds the attempts to open a reservation that must wait for its
+// account to be indexed in :expiring (see the package documentation, "A reservation's
+// life"): an attempt fails only if a sweep moved the account to another epoch in the
+// moment between the index write and the reservation.
+const indexAttempts = 4
+
+// An indexNeed is a script's refusal of a reservation until its account is indexed:
+// by the reservation's deadline (Unix µs), under the account's epoch.
+type indexNeed struct {
+	deadline int64
+	epoch    string
+}
+
+// indexFirst writes the entry of the account's epoch in the index of expiring accounts
+// at need's deadline (or leaves it if it is lower already), and returns the claim that
+// the reservation's script then checks: the epoch and the deadline.
+func (s *Store) indexFirst(ctx context.Context, account string, need indexNeed) (string, error) {
+	d := strconv.FormatInt(need.deadline, 10)
+	if err := s.c.ZAddLT(ctx, s.expiring(), goredis.Z{Score: float64(need.deadline), Member: indexEntry(account, need.epoch)}).Err(); err != nil {
+		return "", err
 	}
-	if d := asInt(r[i]); d > 0 {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		s.c.ZAdd(ctx, s.expiring(), goredis.Z{Score: float64(d), Member: account})
-	}
+	return need.epoch + " " + d, nil
+}
+
+// indexEntry returns the entry of an account's epoch in the index of expiring accounts
+// (an account id holds no NUL byte).
+func indexEntry(account, epoch string) string { return account + "\x00" + epoch }
+
+// parseEntry returns the account and the epoch of an entry of the index of expiring
+// accounts; an entry of no epoch is the account's id alone.
+func parseEntry(entry string) (account, epoch string) {
+	account, epoch, _ = strings.Cut(entry, "\x00")
+	return account, epoch
 }
 
 // settleArgs returns a step's arguments of closeScript after the member and the release
@@ -265,40 +294,62 @@ func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map
 }
 
 // Sweep voids up to limit reservations past their deadline at now (on the server's
-// clock unless Options.CallerClock), of any accounts, and returns how many it voided.
-// It reads the index of accounts with open reservations for those whose earliest
-// deadline has passed, voids each one's due reservations in one script of the
-// account's, and then moves the account in the index to its next deadline (or out of
-// it), unless an admission indexed it meanwhile. Concurrent sweeps, on any instances,
-// void each reservation once: the void runs in the account's script, atomically with
-// every admission and closing.
+// clock unless Options.CallerClock), of any accounts, and returns how many it voided;
+// it voids fewer than limit only when it found no more. It reads the entries of the
+// index of expiring accounts whose score has passed, a page at a time; for each, it
+// voids the account's due reservations in one script of the account's, and then
+// replaces the entry with one at the account's earliest deadline left, or removes it
+// when the account has no open reservation left (every reservation settled). Concurrent
+// sweeps, on any instances, void each reservation once: the void runs in the account's
+// script, atomically with every admission and closing. A sweep looks at an account at
+// most twice, so that entries it cannot move past now (the account's clock behind the
+// index's, on a Cluster) do not keep it busy.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	mode, sec, nsec := s.clock(now)
-	reply, err := s.run(ctx, dueScript, []string{s.expiring()}, mode, sec, nsec, limit)
-	if err != nil {
-		return 0, fail(ctx, err, "sweep of expired reservations")
-	}
-	due := asSlice(reply)
 	total := 0
-	for i := 0; i+1 < len(due) && total < limit; i += 2 {
-		account, seen := asString(due[i]), asString(due[i+1])
-		a := s.account(account)
-		reply, err := s.run(ctx, voidScript, []string{a.open(), a.balance(), a.usage()},
-			mode, sec, nsec, limit-total, a.markers(), s.open)
+	visits := map[string]int{}
+	for total < limit {
+		reply, err := s.run(ctx, dueScript, []string{s.expiring()}, mode, sec, nsec, sweepPage)
 		if err != nil {
-			return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
+			return total, fail(ctx, err, "sweep of expired reservations")
 		}
-		r := asSlice(reply)
-		if len(r) != 2 {
-			return total, errReply("sweep of account "+strconv.Quote(account), reply)
+		due := asSlice(reply)
+		progressed := false
+		for _, e := range due {
+			entry := asString(e)
+			account, epoch := parseEntry(entry)
+			if visits[account] >= 2 {
+				continue
+			}
+			visits[account]++
+			progressed = true
+			a := s.account(account)
+			reply, err := s.run(ctx, voidScript, []string{a.open(), a.balance(), a.usage()},
+				mode, sec, nsec, limit-total, a.markers(), s.open, epoch)
+			if err != nil {
+				return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
+			}
+			r := asSlice(reply)
+			if len(r) != 3 {
+				return total, errReply("sweep of account "+strconv.Quote(account), reply)
+			}
+			total += int(asInt(r[0]))
+			if _, err := s.run(ctx, reindexScript, []string{s.expiring()}, entry, indexEntry(account, asString(r[2])), asString(r[1])); err != nil {
+				return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
+			}
+			if total >= limit {
+				return total, nil
+			}
 		}
-		total += int(asInt(r[0]))
-		if _, err := s.run(ctx, reindexScript, []string{s.expiring()}, account, seen, asString(r[1])); err != nil {
-			return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
+		if !progressed || len(due) < sweepPage {
+			return total, nil
 		}
 	}
 	return total, nil
 }
+
+// sweepPage is the number of entries of the index a sweep reads at once.
+const sweepPage = 256

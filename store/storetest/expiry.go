@@ -61,6 +61,12 @@ var sweepRows = []behaviour[driver.Ledger]{
 	{"SweepLimit",
 		"Sweep voids at most limit reservations; the next sweeps void the rest.",
 		ledSweepLimit},
+	{"SweepAtTheInstant",
+		"A reservation is open until the instant it expires: a sweep or a settlement a nanosecond before leaves it open, a sweep at that instant voids it.",
+		ledSweepAtTheInstant},
+	{"SweepUntilNoneLeft",
+		"Sweep voids fewer than limit only when no expired reservation is left, however many accounts have them and however many reservations were settled before their expiry.",
+		ledSweepUntilNoneLeft},
 	{"ConcurrentSweeps",
 		"Sweeps from many goroutines at once void each expired reservation exactly once.",
 		ledConcurrentSweeps},
@@ -346,6 +352,82 @@ func ledSweepLimit(t *testing.T, l driver.Ledger) {
 		}
 	}
 	balanceAt(t, l, acct, later, 100, 0)
+}
+
+func ledSweepAtTheInstant(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
+	n := newIDs()
+	now := nowIn(p0)
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	swept, settled := newRequest(), newRequest()
+	mustReserve(t, l, expiring(acct, swept, 10, now, "hash"), 90, 10, p0)
+	mustReserve(t, l, expiring(acct, settled, 5, now, "echo"), 85, 15, p0)
+	expiry := now.Add(time.Minute)
+	voided, err := sw.Sweep(t.Context(), expiry.Add(-time.Nanosecond), 100)
+	must(t, "Sweep a nanosecond before the expiry", err)
+	if voided != 0 {
+		t.Errorf("Sweep a nanosecond before the expiry voided %d reservations, want 0", voided)
+	}
+	b, err := settleAt(t, l, acct, settled, 0, expiry.Add(-time.Nanosecond))
+	must(t, "Settle a nanosecond before the expiry", err)
+	checkBalance(t, "Settle a nanosecond before the expiry", b, 85, 15, p0)
+	voided, err = sw.Sweep(t.Context(), expiry, 100)
+	must(t, "Sweep at the expiry", err)
+	if voided != 1 {
+		t.Errorf("Sweep at the expiry voided %d reservations, want 1", voided)
+	}
+	balanceAt(t, l, acct, expiry, 95, 5)
+	wantUsage(t, l, acct, p0, map[string]int64{"echo": 1})
+}
+
+func ledSweepUntilNoneLeft(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
+	ctx, n := t.Context(), newIDs()
+	now := nowIn(p0)
+	later := now.Add(time.Hour)
+	// Reservations settled before their expiry, the first to expire, of many accounts.
+	const settled, expired = 40, 40
+	for i := range settled {
+		acct := openAccount(t, l, n, "settled"+strconv.Itoa(i), 100, p0)
+		id := newRequest()
+		mustReserve(t, l, expiring(acct, id, 1, now, "hash"), 99, 1, p0)
+		_, err := settleAt(t, l, acct, id, 0, now.Add(time.Second))
+		must(t, "Settle", err)
+	}
+	// Then reservations left open, one per account, expiring a second later.
+	openAll := func(label string) {
+		for i := range expired {
+			acct := openAccount(t, l, n, label+strconv.Itoa(i), 100, p0)
+			mustReserve(t, l, expiring(acct, newRequest(), 1, now.Add(time.Second), "hash"), 99, 1, p0)
+		}
+	}
+	openAll("a")
+	// Sweeping as the Service does, until a sweep voids fewer than its limit, voids
+	// them all.
+	total, sweeps := 0, 0
+	for ; sweeps < 2*expired; sweeps++ {
+		voided, err := sw.Sweep(ctx, later, 10)
+		must(t, "Sweep", err)
+		total += voided
+		if voided < 10 {
+			break
+		}
+	}
+	if total != expired {
+		t.Errorf("sweeps with limit 10 voided %d reservations until one voided fewer, want %d", total, expired)
+	}
+	// One sweep whose limit is larger than the number of accounts voids all of theirs.
+	openAll("b")
+	voided, err := sw.Sweep(ctx, later, 100)
+	must(t, "Sweep", err)
+	if voided != expired {
+		t.Errorf("one Sweep with limit 100 voided %d reservations of %d accounts, want %d", voided, expired, expired)
+	}
+	voided, err = sw.Sweep(ctx, later, 100)
+	must(t, "last Sweep", err)
+	if voided != 0 {
+		t.Errorf("the last Sweep voided %d reservations, want 0", voided)
+	}
 }
 
 func ledConcurrentSweeps(t *testing.T, l driver.Ledger) {

@@ -30,10 +30,11 @@
 -- recomputes next_expiry may be missed by that recomputation: it is then voided by the
 -- sweep, or by the account's next void.
 --
--- Lock order, which every function keeps: rate row, slot lock, balance row, shards (all
--- of an account's, in shard order, before any reservation row is voided), reservation
--- rows. A void never waits for a reservation row, so holding shards while it looks for
--- rows cannot deadlock.
+-- Lock order: rate row, slot lock, balance row, shards (all of an account's, in shard
+-- order, before any reservation row is voided), reservation rows. A void never waits
+-- for a reservation row. (This version's settlement took its reservation's row before
+-- the shard it credits, and could deadlock with a void: version 5 corrects it and
+-- states the order in full.)
 
 ALTER TABLE tollgate_balances ADD COLUMN next_expiry bigint;
 

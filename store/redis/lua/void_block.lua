@@ -1,0 +1,45 @@
+-- Voids the account's reservations open past their deadline at nowus (a number, in the
+-- store's clock), at most vlimit of them, and then keeps in the balance's field nx the
+-- earliest deadline still open (none if none). It is a block of code, not a function, so
+-- that the hot path's scripts, which include it, pay nothing for it until it runs: it
+-- runs only when nx says that a deadline has passed. It expects the locals openK (the
+-- account's open reservations, a sorted set of request ids by deadline), balK, useK,
+-- base (the markers' names less the request id), nowus, vlimit and vttl (the voided
+-- markers' TTL in ms), and sets vcount, the number voided. A voided reservation's marker
+-- becomes "v"; its credits come back and its APIs are uncounted if it was made in the
+-- balance's current period.
+
+local vcount = 0
+do
+  local ids = redis.call('ZRANGEBYSCORE', openK, '-inf', string.format('%d', nowus), 'LIMIT', 0, vlimit)
+  if #ids > 0 then
+    local ps = redis.call('HGET', balK, 'ps')
+    for _, id in ipairs(ids) do
+      local mk = base .. id
+      local m = redis.call('GET', mk)
+      local amt, rps, apis
+      if m then amt, rps, apis = string.match(m, '^o (%d+) (%-?%d+) ?(.*)$') end
+      if amt then
+        redis.call('SET', mk, 'v', 'PX', vttl)
+        if rps == ps then
+          if amt ~= '0' then
+            redis.call('HINCRBY', balK, 'rem', amt)
+            redis.call('HINCRBY', balK, 'used', '-' .. amt)
+          end
+          for api in string.gmatch(apis, '[^\31]+') do
+            local c = redis.call('HGET', useK, api)
+            if c and c + 0 > 0 then redis.call('HINCRBY', useK, api, '-1') end
+          end
+        end
+        vcount = vcount + 1
+      end
+    end
+    redis.call('ZREM', openK, unpack(ids))
+  end
+  local first = redis.call('ZRANGE', openK, 0, 0, 'WITHSCORES')
+  if first[2] then
+    redis.call('HSET', balK, 'nx', first[2])
+  else
+    redis.call('HDEL', balK, 'nx')
+  end
+end
