@@ -1,0 +1,316 @@
+package gql
+
+import (
+	"bytes"
+	"reflect"
+	"slices"
+	"strconv"
+
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+)
+
+// The shape of a query's answers. graphql-go has no prepared queries: every Exec
+// parses, validates, expands and executes the query text again, one goroutine and one
+// reflective call per root field, which is most of what a one-API query costs in the
+// gateway. Yet everything graphql-go decides about an answer (which fields, under which
+// keys, in which order, after fragments, @skip/@include and variables; __typename;
+// introspection) depends on the request alone, not on what the APIs return. So the
+// gateway executes a query once, when it plans it, with every root field resolved to
+// its API's probe (see schema.go), and keeps what graphql-go wrote: the answer to the
+// probes, each scalar a marker that names its place in the API's result. Every answer
+// to the same request is that one with the markers' places filled from the results.
+// graphql-go writes the objects and lists; the gateway writes only what it read from
+// the results, as graphql-go writes them (each scalar keeps the JSON graphql-go would
+// write for it, see values.go; an object is its fields in the order of the shape; a
+// list is its elements; null is null), and an API that failed as graphql-go reports a
+// failed resolver: null, and an error with its message, path and code.
+//
+// Lists have one element in the probes, so the shape of a list is the shape of its
+// elements. A place is known from the markers below it; an object under an API with no
+// scalar selected (only __typename, or every field left out by @skip or @include) has
+// none, and then the query has no shape: the gateway resolves the results through
+// graphql-go's own execution instead, as it does for a query whose plan found errors.
+// The tests compare the two on every kind of result and query.
+
+// A shapeField is a field of an answer: a root field, or a field of an object.
+type shapeField struct {
+	key string // the response key: the alias, or the field's name
+	// value is the field's value when it does not depend on the results: __typename,
+	// introspection.
+	value []byte
+	root  *root    // a root field's API
+	call  int      // a root field's index in the plan's calls
+	index int      // an object's field: its index in the object's Go struct
+	typ   *outType // the field's type
+	sels  []shapeField
+}
+
+// readShape reads the shape of a query's answers from graphql-go's answer to the plan,
+// whose calls are the root fields that resolved to a probe, or returns false if some
+// place in it is not known.
+func (s *schema) readShape(data []byte, calls []call) ([]shapeField, bool) {
+	members, ok := readObject(data)
+	if !ok {
+		return nil, false
+	}
+	var fields []shapeField
+	apis := 0
+	for _, m := range members {
+		l, _, found := s.markerIn(m.value)
+		if !found {
+			// __typename, __schema or __type; or an API whose probe shows no
+			// marker, which the count below catches.
+			fields = append(fields, shapeField{key: m.key, value: m.value})
+			continue
+		}
+		f := shapeField{key: m.key, root: l.root, call: -1, typ: l.root.result}
+		for i, c := range calls {
+			if c.root == l.root {
+				f.call = i
+				break
+			}
+		}
+		if f.call < 0 || !s.readValue(m.value, l.root, nil, &f) {
+			return nil, false
+		}
+		fields = append(fields, f)
+		apis++
+	}
+	// graphql-go resolves each response key once: one call per API field.
+	return fields, apis == len(calls)
+}
+
+// readValue reads into f the shape of the value v of type f.typ at path in r's result.
+func (s *schema) readValue(v []byte, r *root, path []int, f *shapeField) bool {
+	t := f.typ
+	switch {
+	case t.elem != nil:
+		only, ok := onlyElement(v)
+		if !ok {
+			return false
+		}
+		elem := shapeField{typ: t.elem}
+		if !s.readValue(only, r, path, &elem) {
+			return false
+		}
+		f.sels = elem.sels
+		return true
+	case t.fields != nil:
+		members, ok := readObject(v)
+		if !ok {
+			return false
+		}
+		f.sels = make([]shapeField, 0, len(members))
+		for _, m := range members {
+			l, _, found := s.markerIn(m.value)
+			if !found && quoted(m.value, t.gql) {
+				f.sels = append(f.sels, shapeField{key: m.key, value: m.value}) // __typename
+				continue
+			}
+			if !found || l.root != r || len(l.path) <= len(path) || !slices.Equal(l.path[:len(path)], path) {
+				return false
+			}
+			i := l.path[len(path)]
+			sel := shapeField{key: m.key, index: i, typ: t.fields[i]}
+			if !s.readValue(m.value, r, l.path[:len(path)+1], &sel) {
+				return false
+			}
+			f.sels = append(f.sels, sel)
+		}
+		return true
+	}
+	l, whole, found := s.markerIn(v)
+	return found && whole && l.root == r && slices.Equal(l.path, path)
+}
+
+// markerIn returns the leaf of the first marker in v, and whether v is that marker
+// and nothing else.
+func (s *schema) markerIn(v []byte) (l leaf, whole, found bool) {
+	i := bytes.Index(v, s.marker)
+	if i < 0 {
+		return leaf{}, false, false
+	}
+	digits := v[i+len(s.marker):]
+	end := bytes.IndexByte(digits, '"')
+	if end < 0 {
+		return leaf{}, false, false
+	}
+	n, err := strconv.Atoi(string(digits[:end]))
+	if err != nil || n < 0 || n >= len(s.leaves) {
+		return leaf{}, false, false
+	}
+	return s.leaves[n], i == 0 && len(digits) == end+1, true
+}
+
+// A member is a member of a JSON object: its key and its value as written.
+type member struct {
+	key   string
+	value []byte
+}
+
+// The answers graphql-go writes are compact JSON (it writes the objects and lists
+// itself, and every scalar with json.Marshal), and the readers below take nothing
+// else: a space, or a key with an escape, is refused, and the query then has no shape.
+
+// readObject returns the members of a compact JSON object in their order.
+func readObject(b []byte) ([]member, bool) {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return nil, false
+	}
+	var members []member
+	for i := 1; i < len(b)-1; {
+		if b[i] != '"' {
+			return nil, false
+		}
+		k := stringEnd(b, i)
+		key := b[i+1 : k-1]
+		if k >= len(b) || b[k] != ':' || bytes.IndexByte(key, '\\') >= 0 {
+			return nil, false
+		}
+		end := valueEnd(b, k+1)
+		if end == k+1 || end >= len(b) || (b[end] != ',' && end != len(b)-1) {
+			return nil, false
+		}
+		members = append(members, member{key: string(key), value: b[k+1 : end]})
+		i = end + 1
+	}
+	return members, true
+}
+
+// onlyElement returns the element of a compact JSON list of one element.
+func onlyElement(b []byte) ([]byte, bool) {
+	if len(b) < 3 || b[0] != '[' || b[len(b)-1] != ']' || valueEnd(b, 1) != len(b)-1 {
+		return nil, false
+	}
+	return b[1 : len(b)-1], true
+}
+
+// valueEnd returns the index just past the JSON value that begins at b[i]: the index of
+// the comma or bracket that follows it, or len(b).
+func valueEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = stringEnd(b, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string that begins at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// quoted reports whether v is the JSON string of name, a GraphQL name.
+func quoted(v []byte, name string) bool {
+	return len(v) == len(name)+2 && v[0] == '"' && v[len(v)-1] == '"' && string(v[1:len(v)-1]) == name
+}
+
+// An answerWriter writes the data of an answer from the results of its calls.
+type answerWriter struct {
+	b    []byte
+	errs []*gqlerrors.QueryError
+	// mismatched names an API that returned a scalar written here of another type than
+	// its field's, for the log.
+	mismatched *root
+	writing    *root // the API whose result is being written
+}
+
+// writeData writes the data of the fields of a shape; result gives the result of a
+// root field's call: its decoded value, or the error its field shows.
+func (w *answerWriter) writeData(fields []shapeField, result func(f *shapeField) (reflect.Value, error)) {
+	w.b = append(w.b, '{')
+	for i := range fields {
+		f := &fields[i]
+		w.key(i, f)
+		switch {
+		case f.value != nil:
+			w.b = append(w.b, f.value...)
+		default:
+			v, err := result(f)
+			if err != nil {
+				// As graphql-go reports an error of a resolver.
+				qe := gqlerrors.Errorf("%s", err)
+				qe.Path, qe.ResolverError = []any{f.key}, err
+				if ex, ok := err.(interface{ Extensions() map[string]any }); ok {
+					qe.Extensions = ex.Extensions()
+				}
+				w.errs = append(w.errs, qe)
+				w.b = append(w.b, "null"...)
+				continue
+			}
+			w.writing = f.root
+			w.value(v, f.typ, f.sels)
+		}
+	}
+	w.b = append(w.b, '}')
+}
+
+// key writes the key of the i-th field of an object. A response key is a GraphQL
+// name: nothing to escape.
+func (w *answerWriter) key(i int, f *shapeField) {
+	if i > 0 {
+		w.b = append(w.b, ',')
+	}
+	w.b = append(append(append(w.b, '"'), f.key...), '"', ':')
+}
+
+// value writes the value v (a pointer, nil for null) of type t with the fields sels.
+func (w *answerWriter) value(v reflect.Value, t *outType, sels []shapeField) {
+	if v.IsNil() {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	switch {
+	case t.elem != nil:
+		e := v.Elem()
+		w.b = append(w.b, '[')
+		for i := range e.Len() {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.value(e.Index(i), t.elem, sels)
+		}
+		w.b = append(w.b, ']')
+	case t.fields != nil:
+		e := v.Elem()
+		w.b = append(w.b, '{')
+		for i := range sels {
+			sel := &sels[i]
+			w.key(i, sel)
+			if sel.value != nil {
+				w.b = append(w.b, sel.value...)
+				continue
+			}
+			w.value(e.Field(sel.index), sel.typ, sel.sels)
+		}
+		w.b = append(w.b, '}')
+	default:
+		sc := v.Interface().(resultScalar).scalarOf()
+		w.b = sc.appendJSON(w.b)
+		if sc.mismatch && w.mismatched == nil {
+			w.mismatched = w.writing
+		}
+	}
+}
