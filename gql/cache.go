@@ -31,15 +31,18 @@ type plan struct {
 	refused error
 	body    []byte // the answer of a query that names no API
 	// shape is the shape of the answers when shaped is set (see shape.go); a query
-	// without one is answered through graphql-go's execution.
-	shape  []shapeField
-	shaped bool
+	// without one is answered through graphql-go's execution. template is graphql-go's
+	// answer to the probes, which the shape's values (introspection) point into.
+	shape    []shapeField
+	shaped   bool
+	template []byte
 	// errors are graphql-go's errors of a query that cannot run: its answer. Such a
 	// plan is not kept.
 	errors []*gqlerrors.QueryError
 }
 
-// maxCachedAnswer bounds the size of an answer kept in the cache.
+// maxCachedAnswer bounds the size of an answer, or of the answer to the probes of a
+// shape, kept in the cache.
 const maxCachedAnswer = 64 << 10
 
 func newPlanCache(max int) *planCache {
@@ -55,7 +58,7 @@ func (c *planCache) lookup(key []byte) *plan {
 }
 
 func (c *planCache) put(key string, p *plan) {
-	if len(p.body) > maxCachedAnswer {
+	if len(p.body) > maxCachedAnswer || len(p.template) > maxCachedAnswer {
 		return
 	}
 	c.lru.put(key, p)

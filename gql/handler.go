@@ -319,6 +319,7 @@ func (h *Handler) plan(ctx context.Context, s *schema, key, text, op string, var
 		h.items(p)
 		if len(resp.Errors) == 0 && p.refused == nil {
 			p.shape, p.shaped = s.readShape(resp.Data, p.calls)
+			p.template = resp.Data
 		}
 	}
 	if len(resp.Errors) == 0 {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -298,5 +300,29 @@ func TestProbes(t *testing.T) {
 	}
 	if len(seen) != len(s.leaves) {
 		t.Errorf("%d markers in the probes, %d leaves", len(seen), len(s.leaves))
+	}
+}
+
+// TestShapedAnswersSkipGraphQLGo: once a query is planned, its answers are written from
+// the plan alone; graphql-go is not consulted again.
+func TestShapedAnswersSkipGraphQLGo(t *testing.T) {
+	h, s := newShapeSchema(t)
+	h.plans, h.limits = newPlanCache(8), Limits{}.withDefaults()
+	const q = `query($t: String) { a: hash(text: $t) { ...H } shapes { count flags { on } } } fragment H on HashResult { hash __typename }`
+	p, err := h.plan(context.Background(), s, "key", q, "", map[string]any{"t": "x"})
+	if err != nil || !p.shaped {
+		t.Fatalf("plan %+v, %v: want a shape", p, err)
+	}
+	s.exec = nil // a call of graphql-go would fail the answer
+	rec := httptest.NewRecorder()
+	rw := &responder{h: h, w: rec, r: httptest.NewRequest(http.MethodPost, "/v1/graphql", nil), media: mediaGraphQL}
+	results := make([]tollgate.Result, len(p.items))
+	for i, it := range p.items {
+		results[i].JSON = map[string][]byte{"hash": []byte(`{"hash":"abc"}`), "shapes": []byte(`{"count":2,"flags":{"on":true}}`)}[it.API]
+	}
+	h.answer(rw, &query{s: s, req: request{Query: new(string)}, plan: p}, results)
+	want := `{"data":{"a":{"hash":"abc","__typename":"HashResult"},"shapes":{"count":2,"flags":{"on":true}}}}`
+	if rec.Code != http.StatusOK || rec.Body.String() != want {
+		t.Errorf("got %d %s, want 200 %s", rec.Code, rec.Body, want)
 	}
 }
