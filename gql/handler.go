@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,7 +314,7 @@ func (h *Handler) plan(ctx context.Context, s *schema, key, text, op string, var
 	} else {
 		// Sort the calls, so that errors and invocations are deterministic
 		// (graphql-go ran the resolvers in parallel).
-		sort.Slice(p.calls, func(i, j int) bool { return p.calls[i].key < p.calls[j].key })
+		slices.SortFunc(p.calls, func(a, b call) int { return strings.Compare(a.key, b.key) })
 		h.items(p)
 		if len(resp.Errors) == 0 && p.refused == nil {
 			p.shape, p.shaped = s.readShape(resp.Data, p.calls)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 )
@@ -34,7 +35,7 @@ import (
 
 // A shapeField is a field of an answer: a root field, or a field of an object.
 type shapeField struct {
-	key string // the response key: the alias, or the field's name
+	key []byte // the response key: the alias, or the field's name
 	// value is the field's value when it does not depend on the results: __typename,
 	// introspection.
 	value []byte
@@ -49,35 +50,32 @@ type shapeField struct {
 // whose calls are the root fields that resolved to a probe, or returns false if some
 // place in it is not known.
 func (s *schema) readShape(data []byte, calls []call) ([]shapeField, bool) {
-	members, ok := readObject(data)
-	if !ok {
-		return nil, false
-	}
 	var fields []shapeField
 	apis := 0
-	for _, m := range members {
-		l, _, found := s.markerIn(m.value)
+	ok := eachMember(data, func(key, value []byte) bool {
+		l, _, found := s.markerIn(value)
 		if !found {
 			// __typename, __schema or __type; or an API whose probe shows no
 			// marker, which the count below catches.
-			fields = append(fields, shapeField{key: m.key, value: m.value})
-			continue
+			fields = append(fields, shapeField{key: key, value: value})
+			return true
 		}
-		f := shapeField{key: m.key, root: l.root, call: -1, typ: l.root.result}
+		f := shapeField{key: key, root: l.root, call: -1, typ: l.root.result}
 		for i, c := range calls {
 			if c.root == l.root {
 				f.call = i
 				break
 			}
 		}
-		if f.call < 0 || !s.readValue(m.value, l.root, nil, &f) {
-			return nil, false
+		if f.call < 0 || !s.readValue(value, l.root, nil, &f) {
+			return false
 		}
 		fields = append(fields, f)
 		apis++
-	}
+		return true
+	})
 	// graphql-go resolves each response key once: one call per API field.
-	return fields, apis == len(calls)
+	return fields, ok && apis == len(calls)
 }
 
 // readValue reads into f the shape of the value v of type f.typ at path in r's result.
@@ -96,28 +94,23 @@ func (s *schema) readValue(v []byte, r *root, path []int, f *shapeField) bool {
 		f.sels = elem.sels
 		return true
 	case t.fields != nil:
-		members, ok := readObject(v)
-		if !ok {
-			return false
-		}
-		f.sels = make([]shapeField, 0, len(members))
-		for _, m := range members {
-			l, _, found := s.markerIn(m.value)
-			if !found && quoted(m.value, t.gql) {
-				f.sels = append(f.sels, shapeField{key: m.key, value: m.value}) // __typename
-				continue
+		return eachMember(v, func(key, value []byte) bool {
+			l, _, found := s.markerIn(value)
+			if !found && quoted(value, t.gql) {
+				f.sels = append(f.sels, shapeField{key: key, value: value}) // __typename
+				return true
 			}
 			if !found || l.root != r || len(l.path) <= len(path) || !slices.Equal(l.path[:len(path)], path) {
 				return false
 			}
 			i := l.path[len(path)]
-			sel := shapeField{key: m.key, index: i, typ: t.fields[i]}
-			if !s.readValue(m.value, r, l.path[:len(path)+1], &sel) {
+			sel := shapeField{key: key, index: i, typ: t.fields[i]}
+			if !s.readValue(value, r, l.path[:len(path)+1], &sel) {
 				return false
 			}
 			f.sels = append(f.sels, sel)
-		}
-		return true
+			return true
+		})
 	}
 	l, whole, found := s.markerIn(v)
 	return found && whole && l.root == r && slices.Equal(l.path, path)
@@ -142,71 +135,84 @@ func (s *schema) markerIn(v []byte) (l leaf, whole, found bool) {
 	return s.leaves[n], i == 0 && len(digits) == end+1, true
 }
 
-// A member is a member of a JSON object: its key and its value as written.
-type member struct {
-	key   string
-	value []byte
-}
-
 // The answers graphql-go writes are compact JSON (it writes the objects and lists
 // itself, and every scalar with json.Marshal), and the readers below take nothing
 // else: a space, or a key with an escape, is refused, and the query then has no shape.
 
-// readObject returns the members of a compact JSON object in their order.
-func readObject(b []byte) ([]member, bool) {
+// eachMember calls fn with the key and the value of each member of a compact JSON
+// object, in their order, and reports whether b is one and fn took every member.
+func eachMember(b []byte, fn func(key, value []byte) bool) bool {
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
-		return nil, false
+		return false
 	}
-	var members []member
 	for i := 1; i < len(b)-1; {
 		if b[i] != '"' {
-			return nil, false
+			return false
 		}
 		k := stringEnd(b, i)
 		key := b[i+1 : k-1]
 		if k >= len(b) || b[k] != ':' || bytes.IndexByte(key, '\\') >= 0 {
-			return nil, false
+			return false
 		}
 		end := valueEnd(b, k+1)
-		if end == k+1 || end >= len(b) || (b[end] != ',' && end != len(b)-1) {
-			return nil, false
+		if end < 0 || end >= len(b) || (b[end] != ',' && end != len(b)-1) {
+			return false
 		}
-		members = append(members, member{key: string(key), value: b[k+1 : end]})
+		if !fn(key, b[k+1:end]) {
+			return false
+		}
 		i = end + 1
 	}
-	return members, true
+	return true
 }
 
 // onlyElement returns the element of a compact JSON list of one element.
 func onlyElement(b []byte) ([]byte, bool) {
-	if len(b) < 3 || b[0] != '[' || b[len(b)-1] != ']' || valueEnd(b, 1) != len(b)-1 {
+	if len(b) < 3 || b[0] != '[' || valueEnd(b, 1) != len(b)-1 || b[len(b)-1] != ']' {
 		return nil, false
 	}
 	return b[1 : len(b)-1], true
 }
 
-// valueEnd returns the index just past the JSON value that begins at b[i]: the index of
-// the comma or bracket that follows it, or len(b).
+// valueEnd returns the index just past the compact JSON value that begins at b[i], or
+// -1 if none does. Only the brackets of a list or an object are matched, not what they
+// hold.
 func valueEnd(b []byte, i int) int {
-	depth := 0
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i = stringEnd(b, i) - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i
-			}
-			depth--
-		case ',':
-			if depth == 0 {
-				return i
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			case ' ', '\t', '\n', '\r':
+				return -1
 			}
 		}
+		return -1
 	}
-	return i
+	// A number, true, false or null: up to the comma or bracket that ends it.
+	j := i
+	for ; j < len(b) && strings.IndexByte(",}]", b[j]) < 0; j++ {
+		if strings.IndexByte(" \t\n\r\"{[", b[j]) >= 0 {
+			return -1
+		}
+	}
+	if j == i {
+		return -1
+	}
+	return j
 }
 
 // stringEnd returns the index just past the JSON string that begins at b[i].
@@ -252,7 +258,7 @@ func (w *answerWriter) writeData(fields []shapeField, result func(f *shapeField)
 			if err != nil {
 				// As graphql-go reports an error of a resolver.
 				qe := gqlerrors.Errorf("%s", err)
-				qe.Path, qe.ResolverError = []any{f.key}, err
+				qe.Path, qe.ResolverError = []any{string(f.key)}, err
 				if ex, ok := err.(interface{ Extensions() map[string]any }); ok {
 					qe.Extensions = ex.Extensions()
 				}

@@ -326,3 +326,39 @@ func TestShapedAnswersSkipGraphQLGo(t *testing.T) {
 		t.Errorf("got %d %s, want 200 %s", rec.Code, rec.Body, want)
 	}
 }
+
+// TestCompactJSONReaders: the readers of graphql-go's answers split compact JSON as
+// encoding/json does, strings with escapes and brackets included, and refuse anything
+// else.
+func TestCompactJSONReaders(t *testing.T) {
+	objects := []struct {
+		in   string
+		want []string // key=value
+	}{
+		{`{}`, nil},
+		{`{"a":1}`, []string{"a=1"}},
+		{`{"a":"x\"},{[","b":{"c":[1,{"d":"]"}]},"e":null,"f":[]}`, []string{`a="x\"},{["`, `b={"c":[1,{"d":"]"}]}`, "e=null", "f=[]"}},
+		{`{"a":"\\","b":true}`, []string{`a="\\"`, "b=true"}},
+	}
+	for _, tt := range objects {
+		var got []string
+		if !eachMember([]byte(tt.in), func(k, v []byte) bool { got = append(got, string(k)+"="+string(v)); return true }) || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: read %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, in := range []string{``, `{`, `[]`, `{"a":1 }`, `{ "a":1}`, `{"a" :1}`, `{"a":}`, `{"a\"b":1}`, `{"a":1"b":2}`, `{a:1}`, `{"a":"open}`} {
+		if eachMember([]byte(in), func(k, v []byte) bool { return true }) {
+			t.Errorf("%s was read", in)
+		}
+	}
+	for in, want := range map[string]string{`[1]`: `1`, `[{"a":[1,2]}]`: `{"a":[1,2]}`, `["],["]`: `"],["`} {
+		if got, ok := onlyElement([]byte(in)); !ok || string(got) != want {
+			t.Errorf("%s: element %s, %v; want %s", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{`[]`, `[1,2]`, `[`, `{}`, `[[1],[2]]`} {
+		if got, ok := onlyElement([]byte(in)); ok {
+			t.Errorf("%s: element %s", in, got)
+		}
+	}
+}
