@@ -45,7 +45,9 @@ func (*rawArg) Nullable() {}
 
 // A scalar is the JSON an answer writes for a scalar of an API result.
 type scalar struct {
-	json []byte // nil, for a value never decoded (a result that is not JSON), is null
+	// json is the value's JSON; nil, for a value never decoded (a result that is not
+	// JSON), is written null.
+	json []byte
 	// mismatch is set when the result held a value of another type than the field's.
 	mismatch bool
 }
