@@ -43,8 +43,9 @@ type schema struct {
 	roots   map[string]*root // by root field name
 	// marker begins every probe marker, a JSON string: "\u0000", then a random nonce
 	// of this schema, so that no text of the schema can be mistaken for one.
-	marker []byte
-	leaves []leaf // the scalars of the probes, by marker number
+	marker  []byte
+	leaves  []leaf          // the scalars of the probes, by marker number
+	objects map[string]leaf // the place of each object type of a result, by name
 }
 
 // A root is the root field of one API.
@@ -58,8 +59,8 @@ type root struct {
 	probe    reflect.Value // a value of result.goType whose scalars are markers
 }
 
-// A leaf is the place of a scalar in the result of an API: the indexes of the fields
-// that lead to it from the result (lists left out).
+// A leaf is the place of a scalar, or of an object, in the result of an API: the
+// indexes of the fields that lead to it from the result (lists left out).
 type leaf struct {
 	root *root
 	path []int
@@ -107,7 +108,8 @@ type resolve func(ctx context.Context, r *root, args map[string]any) (reflect.Va
 func buildSchema(apis []*catalog.API, version uint64, fn resolve, opts ...graphql.SchemaOpt) (*schema, error) {
 	nonce := make([]byte, 8)
 	rand.Read(nonce)
-	s := &schema{version: version, roots: make(map[string]*root, len(apis)), marker: []byte(`"\u0000` + hex.EncodeToString(nonce))}
+	s := &schema{version: version, roots: make(map[string]*root, len(apis)), objects: map[string]leaf{},
+		marker: []byte(`"\u0000` + hex.EncodeToString(nonce))}
 	b := &builder{types: map[string]bool{"Query": true, "JSON": true}, s: s}
 	var query strings.Builder
 	query.WriteString("type Query {\n")
@@ -322,6 +324,7 @@ func (b *builder) probe(r *root, t *outType, path []int) reflect.Value {
 		for i, f := range t.fields {
 			v.Elem().Field(i).Set(b.probe(r, f, append(slices.Clip(path), i)))
 		}
+		b.s.objects[t.gql] = leaf{root: r, path: path} // each object type has one place
 	default:
 		marker := strconv.AppendInt(bytes.Clone(b.s.marker), int64(len(b.s.leaves)), 10)
 		v.Interface().(resultScalar).scalarOf().json = append(marker, '"')

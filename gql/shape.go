@@ -27,11 +27,13 @@ import (
 // failed resolver: null, and an error with its message, path and code.
 //
 // Lists have one element in the probes, so the shape of a list is the shape of its
-// elements. A place is known from the markers below it; an object under an API with no
-// scalar selected (only __typename, or every field left out by @skip or @include) has
-// none, and then the query has no shape: the gateway resolves the results through
-// graphql-go's own execution instead, as it does for a query whose plan found errors.
-// The tests compare the two on every kind of result and query.
+// elements. A place is known from the markers below it, or from a __typename below it
+// (each object type of a result has one place). Two kinds of query have no shape: one
+// with an object of which every field is left out by @skip or @include ({}, which
+// shows nothing), and one that selects only __typename of an API beside introspection
+// (whose strings may name the same type). Their answers are written by graphql-go's own
+// execution with the results, as for a query whose plan found errors. The tests compare
+// the two on every kind of result and query.
 
 // A shapeField is a field of an answer: a root field, or a field of an object.
 type shapeField struct {
@@ -49,33 +51,55 @@ type shapeField struct {
 // readShape reads the shape of a query's answers from graphql-go's answer to the plan,
 // whose calls are the root fields that resolved to a probe, or returns false if some
 // place in it is not known.
+//
+// At the top, graphql-go writes one member per call (it resolves each response key
+// once), and the others are __typename ("Query") or introspection. A member with a
+// marker is a call's; when the members without one are exactly as many as the calls
+// left, they are the calls' and their __typenames name their places; otherwise some
+// of them may be introspection, whose strings can name the types of results too.
 func (s *schema) readShape(data []byte, calls []call) ([]shapeField, bool) {
 	var fields []shapeField
+	var unknown []int // the members without a marker, nor a plain "Query"
 	apis := 0
 	ok := eachMember(data, func(key, value []byte) bool {
-		l, _, found := s.markerIn(value)
-		if !found {
-			// __typename, __schema or __type; or an API whose probe shows no
-			// marker, which the count below catches.
-			fields = append(fields, shapeField{key: key, value: value})
-			return true
-		}
-		f := shapeField{key: key, root: l.root, call: -1, typ: l.root.result}
-		for i, c := range calls {
-			if c.root == l.root {
-				f.call = i
-				break
-			}
-		}
-		if f.call < 0 || !s.readValue(value, l.root, nil, &f) {
-			return false
+		f := shapeField{key: key, value: value}
+		switch l, _, found := s.markerIn(value); {
+		case found:
+			f.root = l.root
+			apis++
+		case !quoted(value, "Query"):
+			unknown = append(unknown, len(fields))
 		}
 		fields = append(fields, f)
-		apis++
 		return true
 	})
-	// graphql-go resolves each response key once: one call per API field.
-	return fields, ok && apis == len(calls)
+	if !ok || apis > len(calls) {
+		return nil, false
+	}
+	if apis+len(unknown) == len(calls) {
+		for _, i := range unknown {
+			l, found := s.placeIn(fields[i].value)
+			if !found {
+				return nil, false
+			}
+			fields[i].root = l.root
+		}
+	}
+	n := 0
+	for i := range fields {
+		f := &fields[i]
+		if f.root == nil {
+			continue // __typename, __schema or __type: written as graphql-go wrote it
+		}
+		v := f.value
+		f.call = slices.IndexFunc(calls, func(c call) bool { return c.root == f.root })
+		f.typ, f.value = f.root.result, nil
+		if f.call < 0 || !s.readValue(v, f.root, nil, f) {
+			return nil, false
+		}
+		n++
+	}
+	return fields, n == len(calls)
 }
 
 // readValue reads into f the shape of the value v of type f.typ at path in r's result.
@@ -95,11 +119,11 @@ func (s *schema) readValue(v []byte, r *root, path []int, f *shapeField) bool {
 		return true
 	case t.fields != nil:
 		return eachMember(v, func(key, value []byte) bool {
-			l, _, found := s.markerIn(value)
-			if !found && quoted(value, t.gql) {
+			if quoted(value, t.gql) {
 				f.sels = append(f.sels, shapeField{key: key, value: value}) // __typename
 				return true
 			}
+			l, found := s.placeIn(value)
 			if !found || l.root != r || len(l.path) <= len(path) || !slices.Equal(l.path[:len(path)], path) {
 				return false
 			}
@@ -114,6 +138,28 @@ func (s *schema) readValue(v []byte, r *root, path []int, f *shapeField) bool {
 	}
 	l, whole, found := s.markerIn(v)
 	return found && whole && l.root == r && slices.Equal(l.path, path)
+}
+
+// placeIn returns the place of a value of an API's result, v, from the first marker
+// in it, or else from the first __typename in it. Below an API's field, every string
+// value graphql-go writes is a marker or a __typename, and each object type of a result
+// has one place; above (introspection), a string may name a type of a result too.
+func (s *schema) placeIn(v []byte) (leaf, bool) {
+	if l, _, found := s.markerIn(v); found {
+		return l, true
+	}
+	for rest := v; ; {
+		i := bytes.Index(rest, []byte(`:"`))
+		if i < 0 {
+			return leaf{}, false
+		}
+		rest = rest[i+2:]
+		if end := bytes.IndexByte(rest, '"'); end >= 0 {
+			if l, ok := s.objects[string(rest[:end])]; ok {
+				return l, true
+			}
+		}
+	}
 }
 
 // markerIn returns the leaf of the first marker in v, and whether v is that marker

@@ -106,9 +106,14 @@ var shapeQueries = []struct {
 	{`{ __type(name: "HashResult") { name fields { name } } shapes { count } }`, ``, true},
 	{`{ freeform }`, ``, true},
 	{`{ f: freeform g: freeform shapes { raw } }`, ``, true},
-	// No scalar below a place: graphql-go writes the answer.
-	{`{ hash(text: "x") { __typename } }`, ``, false},
-	{`{ shapes { name point { __typename } } }`, ``, false},
+	{`{ shapes { name point { __typename } p: points { t: __typename } } }`, ``, true},
+	{`{ shapes { grid name } x: shapes { point { __typename } } }`, ``, true},
+	{`{ __type(name: "ShapesResultPoint") { name } shapes { point { __typename } count } }`, ``, true},
+	{`{ hash(text: "x") { __typename } }`, ``, true},
+	{`{ __typename h: hash(text: "x") { t: __typename } q: __typename }`, ``, true},
+	// No marker or __typename below a place, or a __typename beside introspection
+	// that could name it too: graphql-go writes the answer.
+	{`{ __type(name: "HashResult") { name } hash(text: "x") { __typename } }`, ``, false},
 	{`query($s: Boolean!) { shapes { point { x @skip(if: $s) } name } }`, `{"s": true}`, false},
 	{`query($s: Boolean!) { hash(text: "x") { hash @skip(if: $s) } }`, `{"s": true}`, false},
 }
