@@ -378,9 +378,10 @@ func (h *Handler) answer(rw *responder, q *query, results []tollgate.Result) {
 }
 
 // execute runs a query through graphql-go. graphql-go panics on some queries instead
-// of refusing them: v1.11 panics on a number it cannot read (an Int beyond 64 bits, a
-// Float beyond float64) when it compares the arguments of two fields that share a
-// name. Such a panic is answered as the validation error it should have been; any
+// of refusing them: v1.11 panics on a literal it cannot read when it compares the
+// arguments of two fields that share a name: a number beyond its type (an Int beyond
+// 64 bits, a Float beyond float64), or a string its lexer took with what precedes it
+// (-"x"). Such a panic is answered as the validation error it should have been; any
 // other is returned as an error, the service's failure.
 func execute(ctx context.Context, s *schema, query, op string, vars map[string]any) (resp *graphql.Response, err error) {
 	defer func() {
@@ -388,15 +389,21 @@ func execute(ctx context.Context, s *schema, query, op string, vars map[string]a
 		if v == nil {
 			return
 		}
-		var num *strconv.NumError
-		if e, ok := v.(error); ok && errors.As(e, &num) {
+		refuse := func(message string) {
 			resp, err = &graphql.Response{Errors: []*gqlerrors.QueryError{{
-				Message:    fmt.Sprintf("the number %s is out of range: an Int has 32 bits, a Float 64", num.Num),
-				Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"},
+				Message: message, Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"},
 			}}}, nil
-			return
 		}
-		resp, err = nil, fmt.Errorf("graphql-go panicked: %v", v)
+		var num *strconv.NumError
+		e, _ := v.(error)
+		switch {
+		case errors.As(e, &num):
+			refuse(fmt.Sprintf("the number %s is out of range: an Int has 32 bits, a Float 64", num.Num))
+		case errors.Is(e, strconv.ErrSyntax):
+			refuse("a literal of the query cannot be read: write strings, numbers and enum values on their own")
+		default:
+			resp, err = nil, fmt.Errorf("graphql-go panicked: %v", v)
+		}
 	}()
 	return s.exec.Exec(ctx, query, op, vars), nil
 }
