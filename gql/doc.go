@@ -47,9 +47,10 @@
 //     it. An API that failed is null with an error carrying path and extensions.code
 //     (API_ERROR when it failed on the service's side, refunded; BAD_USER_INPUT when
 //     it judged its input wrong, charged), and the answer is 200 with data and errors.
-//     A query with an object of which the plan shows no value (only __typename, or
-//     every field left out by @skip or @include) is answered by graphql-go executing
-//     it again with the results, which writes the same.
+//     A query whose plan does not show every place (an object with every field left
+//     out by @skip or @include, or an API's __typename alone beside introspection) is
+//     answered by graphql-go executing it again with the results, which writes the
+//     same.
 //
 // # Aliases
 //
