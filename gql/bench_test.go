@@ -8,14 +8,19 @@
 //     plan that never refuses) in-process, with httptest.NewRecorder and pre-built
 //     requests: bare (a bare net/http handler that decodes the same JSON body and writes
 //     a small JSON answer), typename ({ __typename } through the gateway), rest-hash
-//     (GET /v1/hash?text=hello through the REST handler) and hash (the same call as
-//     { hash(text: "hello") { hash } } through the gateway). Besides ns/op it reports
-//     x-bare (typename's throughput as a fraction of bare's, on typename's line),
-//     x-rest (hash's throughput as a fraction of rest-hash's) and gateway-ns/op (hash's
-//     ns/op minus rest-hash's: what GraphQL adds to a one-API call), on hash's line,
-//     and cpu-ns/op (process CPU time per operation, GC and goroutines included) on
-//     every line where the platform reports it. The ratios need the sub-benchmarks to
-//     run in one process, in this order: do not narrow -bench below BenchmarkGraphQL.
+//     (GET /v1/hash?text=hello through the REST handler), hash (the same call as
+//     { hash(text: "hello") { hash } } through the gateway) and hash-fragment (the same
+//     call through a variable and a named fragment, as generated clients write it).
+//     Besides ns/op it reports x-bare (typename's throughput as a fraction of bare's, on
+//     typename's line), x-rest (the throughput of hash and hash-fragment as a fraction
+//     of rest-hash's) and gateway-ns/op (their ns/op minus rest-hash's: what GraphQL
+//     adds to a one-API call), on their lines, and cpu-ns/op (process CPU time per
+//     operation, GC and goroutines included) on every line where the platform reports
+//     it. The ratios need the sub-benchmarks to run in one process, in this order: do
+//     not narrow -bench below BenchmarkGraphQL.
+//   - BenchmarkGraphQLNewQuery sends a query the gateway has not seen before on every
+//     request ({ hash(text: "<n>") { hash } } with a new n), so that nothing it keeps
+//     per query text helps: what the first request of every query costs.
 //   - BenchmarkGraphQLLoopback does the same over a loopback httptest.Server with
 //     keep-alive clients in parallel, which is how the throughput targets were first
 //     measured (with wrk); here the client runs in the same process.
@@ -77,6 +82,7 @@ func benchCases(tb testing.TB) []benchCase {
 		{"typename", h.handler, http.MethodPost, "/v1/graphql", []byte(`{"query":"{ __typename }"}`), gqlHeaders},
 		{"rest-hash", rh, http.MethodGet, "/v1/hash?text=hello", nil, http.Header{"X-Api-Key": {key}}},
 		{"hash", h.handler, http.MethodPost, "/v1/graphql", []byte(`{"query":"{ hash(text: \"hello\") { hash } }"}`), gqlHeaders},
+		{"hash-fragment", h.handler, http.MethodPost, "/v1/graphql", []byte(`{"query":"query Digest($t: String!) { hash(text: $t) { ...H } } fragment H on HashResult { hash }","variables":{"t":"hello"}}`), gqlHeaders},
 	}
 }
 
@@ -135,7 +141,7 @@ func (m *nsPerOp) reportRatios(b *testing.B, name string, ns float64) {
 		if bare := m.get("bare"); bare > 0 {
 			b.ReportMetric(bare/ns, "x-bare")
 		}
-	case "hash":
+	case "hash", "hash-fragment":
 		if r := m.get("rest-hash"); r > 0 {
 			b.ReportMetric(r/ns, "x-rest")
 			b.ReportMetric(ns-r, "gateway-ns/op")
@@ -213,6 +219,27 @@ func BenchmarkGraphQLLoopback(b *testing.B) {
 			})
 			m.reportRatios(b, c.name, float64(time.Since(start).Nanoseconds())/float64(b.N))
 		})
+	}
+}
+
+// BenchmarkGraphQLNewQuery measures a one-API query the gateway has not seen before
+// (see the file comment).
+func BenchmarkGraphQLNewQuery(b *testing.B) {
+	h := newHarness(b, config{sampleOnly: true, realClock: true, plans: benchPlans})
+	key := h.newAccount(b, "bench", -1).Key
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/graphql", nil)
+	req.Header = http.Header{"X-Api-Key": {key}, "Content-Type": {mediaJSON}, "Accept": {mediaGraphQL}}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		body := fmt.Appendf(nil, `{"query":"{ hash(text: \"%d\") { hash } }"}`, n)
+		req.Body, req.ContentLength = rewindBody{bytes.NewReader(body)}, int64(len(body))
+		rec := httptest.NewRecorder()
+		h.handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
 	}
 }
 

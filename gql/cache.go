@@ -3,37 +3,62 @@ package gql
 import (
 	"container/list"
 	"sync"
+
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/tollgate-dev/tollgate"
 )
 
-// A planCache remembers, per query, what its dry run found: the calls of a query that
-// names APIs (so the next identical request skips the dry run), or the whole answer of
-// one that names none (introspection, __typename: the same for every caller of the same
-// schema). The key holds the schema version, the operation, the query text and the
-// variables, so a hit is exactly the request that was planned. Clients send the same
-// few queries over and over; planning them once halves the gateway's work.
+// A planCache remembers, per query, its plan: the calls of a query that names APIs and
+// the shape of its answers (so that the next identical request is neither parsed nor
+// executed by graphql-go), or the whole answer of one that names none (introspection,
+// __typename: the same for every caller of the same schema). The key holds the schema
+// version, the operation, the query text and the variables, so a hit is exactly the
+// request that was planned. Clients send the same few queries over and over.
 type planCache struct {
 	lru[*plan]
 }
 
-// A plan is what a query's dry run found.
+// A plan is what graphql-go's execution of a query with the probes found (see
+// Handler.plan).
 type plan struct {
 	calls []call // the APIs to run; nil for a query that names none
-	body  []byte // the answer of a query that names no API
-	// sels are the query's selections when fast is set: the query is in the subset
-	// whose answers the gateway writes itself (see fast.go).
-	sels []selection
-	fast bool
+	// items are the service's items, one per distinct call; itemOf[i] is the index
+	// of calls[i]'s. refused, when not nil, refuses the query instead: it is beyond
+	// one of the gateway's limits.
+	items   []tollgate.Item
+	itemOf  []int
+	refused error
+	body    []byte // the answer of a query that names no API
+	// shape is the shape of the answers when shaped is set (see shape.go); a query
+	// without one is answered through graphql-go's execution. template is graphql-go's
+	// answer to the probes, which the shape's values (introspection) point into.
+	shape    []shapeField
+	shaped   bool
+	template []byte
+	// errors are graphql-go's errors of a query that cannot run: its answer. Such a
+	// plan is not kept.
+	errors []*gqlerrors.QueryError
 }
 
-// maxCachedAnswer bounds the size of an answer kept in the cache.
+// maxCachedAnswer bounds the size of an answer, or of the answer to the probes of a
+// shape, kept in the cache.
 const maxCachedAnswer = 64 << 10
 
 func newPlanCache(max int) *planCache {
 	return &planCache{newLRU[*plan](max)}
 }
 
+// lookup returns the plan kept under key, or nil.
+func (c *planCache) lookup(key []byte) *plan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, _ := c.found(c.entries[string(key)]) // no copy of key: the conversion is in the index
+	return p
+}
+
 func (c *planCache) put(key string, p *plan) {
-	if len(p.body) > maxCachedAnswer {
+	if len(p.body) > maxCachedAnswer || len(p.template) > maxCachedAnswer {
 		return
 	}
 	c.lru.put(key, p)

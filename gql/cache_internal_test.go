@@ -56,3 +56,17 @@ func TestRequestCache(t *testing.T) {
 		t.Error("lookup of a body never kept found something")
 	}
 }
+
+// TestPlanCacheKeepsSmallShapes: a plan whose shape points into a large answer to its
+// probes (introspection beside an API) is not kept.
+func TestPlanCacheKeepsSmallShapes(t *testing.T) {
+	c := newPlanCache(2)
+	c.put("small", &plan{shaped: true, template: make([]byte, 100)})
+	c.put("big", &plan{shaped: true, template: make([]byte, maxCachedAnswer+1)})
+	if c.get("small") == nil {
+		t.Error("a small shape was not kept")
+	}
+	if c.get("big") != nil {
+		t.Error("a shape over a template larger than maxCachedAnswer was kept")
+	}
+}

@@ -5,9 +5,10 @@
 //
 // The schema is generated from the catalog at run time and rebuilt whenever the catalog
 // changes (the registry's version); graphql-go serves it, with resolvers made by
-// reflection. Root fields are named by catalog.RootFieldName ("date-info" is dateinfo),
-// arguments and result fields by catalog.GraphQLName ("day-of-week" is day_of_week);
-// the catalog refuses at registration any API whose names would collide. Arguments are
+// reflection, since graphql-go binds fields to Go types only. Root fields are named by
+// catalog.RootFieldName ("date-info" is dateinfo), arguments and result fields by
+// catalog.GraphQLName ("day-of-week" is day_of_week); the catalog refuses at
+// registration any API whose names would collide. Arguments are
 // typed from the parameter schema: strings, Int, Float, Boolean, lists, input objects,
 // enums for string enums whose values are GraphQL names (other enums are Strings checked
 // by the catalog), with defaults and descriptions. Results are object types built from
@@ -24,10 +25,12 @@
 //  2. The key, as for REST: no key or a value of the wrong shape gets the edge's HTML
 //     403; an unknown key 401 INVALID_API_KEY; a key without the graphql channel, or
 //     blocked otherwise, 403 FORBIDDEN.
-//  3. A dry run: graphql-go parses and validates the query, expands fragments, applies
-//     @skip/@include and variables, and the root resolvers record the APIs and
-//     arguments instead of calling them. A query that names no API (introspection,
-//     __typename) is answered from the dry run, free.
+//  3. The plan: graphql-go parses and validates the query, expands fragments, applies
+//     @skip/@include and variables, and executes it once with every root field
+//     resolved to a probe of its API's result instead of calling the API: the root
+//     resolvers record the APIs and arguments the query names, and what graphql-go
+//     writes for the probes is the shape of the answer (see 6). A query that names no
+//     API (introspection, __typename) is answered from the plan, free.
 //  4. Checks, before anything runs: too many API fields, too deep or too many fields
 //     (QUERY_TOO_COMPLEX, 400); a file API (FILE_UPLOAD_NOT_SUPPORTED, 400); an API the
 //     key may not call (FORBIDDEN, 403); more distinct APIs than the plan allows per
@@ -38,14 +41,16 @@
 //     event, one concurrency slot, and the sum of the REST costs of its APIs; short
 //     credits are 402 INSUFFICIENT_CREDITS and nothing runs. The APIs run in parallel,
 //     each once.
-//  6. The results are shaped into the answer; an API that failed is null with an error
-//     carrying path and extensions.code (API_ERROR when it failed on the service's side,
-//     refunded; BAD_USER_INPUT when it judged its input wrong, charged), and the answer
-//     is 200 with data and errors. graphql-go's real execution does this in general; for
-//     the queries clients send most (fields, aliases and literal arguments, no
-//     fragments, directives or variables) whose calls all succeeded, the gateway writes
-//     the data itself, exactly as graphql-go would (see fast.go), without parsing and
-//     validating the query again.
+//  6. The results are written into the answer's shape: graphql-go decided every key,
+//     its order, __typename and introspection when it planned the query, and the
+//     gateway writes each value it marked with the API's result, as graphql-go writes
+//     it. An API that failed is null with an error carrying path and extensions.code
+//     (API_ERROR when it failed on the service's side, refunded; BAD_USER_INPUT when
+//     it judged its input wrong, charged), and the answer is 200 with data and errors.
+//     A query whose plan does not show every place (an object with every field left
+//     out by @skip or @include, or an API's __typename alone beside introspection) is
+//     answered by graphql-go executing it again with the results, which writes the
+//     same.
 //
 // # Aliases
 //
@@ -65,12 +70,11 @@
 // leaves out is not named at all.
 //
 // Two caches keep repeated requests cheap, since clients send the same few queries over
-// and over: what a query's dry run found (its calls, or the whole answer of a query that
-// names no API) is kept per schema version, operation, query text and variables, so the
-// next identical request skips step 3; and request bodies seen before (up to 4 KB,
-// without variables) skip JSON decoding. Both are LRUs of 1,024 entries. graphql-go has
-// no prepared queries: outside the fast path of step 6, it parses and validates the
-// query again on every request.
+// and over: a query's plan (its calls and the shape of its answer, or the whole answer
+// of a query that names no API) is kept per schema version, operation, query text and
+// variables, so the next identical request is neither parsed nor executed by
+// graphql-go, which has no prepared queries of its own; and request bodies seen before
+// (up to 4 KB, without variables) skip JSON decoding. Both are LRUs of 1,024 entries.
 //
 // Parse and validation errors are 400 for application/graphql-response+json and 200 for
 // application/json, as the GraphQL-over-HTTP specification says; the gateway's own

@@ -53,6 +53,31 @@ func TestEdgeRejections(t *testing.T) {
 	}
 }
 
+// TestUnreadableLiterals: a string literal graphql-go's lexer took with a sign before
+// it, which made graphql-go panic when it compared the arguments of two fields of one
+// name, is refused as an invalid query, before anything runs, as it is alone.
+func TestUnreadableLiterals(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro", -1)
+	for _, q := range []string{
+		`{ hash(text: -"") { hash } }`,
+		`{ hash(text: -"") { hash } hash(text: "") { hash } }`,
+		`{ a: hash(text: -"x") { hash } a: hash(text: -"x") { algorithm } }`,
+	} {
+		for _, media := range []string{mediaGraphQL, mediaJSON} {
+			r := h.query(t, acct.Key, q, nil, accept(media))
+			if r.Status != map[string]int{mediaGraphQL: http.StatusBadRequest, mediaJSON: http.StatusOK}[media] || r.HasData ||
+				len(r.Errors) != 1 || r.Errors[0].Code() != "GRAPHQL_VALIDATION_FAILED" {
+				t.Errorf("%s: %d %s; want a validation error", q, r.Status, r.Body)
+			}
+			wantCredits(t, r, "pro", 0, 100000)
+		}
+	}
+	if n := h.runs.total(); n != 0 {
+		t.Errorf("%d APIs ran", n)
+	}
+}
+
 // TestInvalidAPIKey: a well-formed key that matches no account is 401 INVALID_API_KEY
 // (with either media type), and only that.
 func TestInvalidAPIKey(t *testing.T) {

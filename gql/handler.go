@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,8 +182,9 @@ type request struct {
 
 // ServeHTTP serves one GraphQL request: transport rules, then one call of the service,
 // which authenticates the caller and asks the gateway what the query calls: the
-// request is read, and a dry run plans and prices the query. The service admits every
-// API the query names as one call and runs them; the execution then shapes the results.
+// request is read, and the query is planned (or its plan found in the cache). The
+// service admits every API the query names as one call and runs them; their results
+// are then written into the shape of the answer.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
 		h.cors.Preflight(w, r)
@@ -244,17 +244,14 @@ type query struct {
 	s    *schema
 	req  request
 	plan *plan
-	// keys are the call keys of the calls the query makes, in the order of the items
-	// given to the service; item[key] is the index of a call key's item.
-	item map[string]int
 	// errors are graphql-go's errors of a query that cannot run: the answer.
 	errors []*gqlerrors.QueryError
 }
 
-// prepare plans a well-formed request: it checks the query's size, finds its calls
-// through a dry run (or the plan cache), checks them against the gateway's limits, and
-// returns the items the service is to call, one per distinct call. A query with nothing
-// to run, or that graphql-go refused, returns no items and leaves its answer in q.
+// prepare plans a well-formed request: it checks the query's size, plans it (or finds
+// its plan in the cache), checks its calls against the gateway's limits, and returns
+// the items the service is to call, one per distinct call. A query with nothing to run,
+// or that graphql-go refused, returns no items and leaves its answer in q.
 func (h *Handler) prepare(ctx context.Context, s *schema, req request, q *query) ([]tollgate.Item, error) {
 	q.s, q.req = s, req
 	text, op := *req.Query, ""
@@ -264,82 +261,108 @@ func (h *Handler) prepare(ctx context.Context, s *schema, req request, q *query)
 	if len(text) > h.limits.MaxQueryBytes {
 		return nil, tooComplex("the query is %d bytes long; the gateway takes at most %d", len(text), h.limits.MaxQueryBytes)
 	}
-
-	// The dry run: graphql-go parses, validates, expands fragments, applies @skip and
-	// @include and resolves variables, and the root resolvers record what they would
-	// call instead of calling it. What it finds is cached per request text.
-	key := planKey(s.version, op, text, req.variablesJSON)
-	p := h.plans.get(key)
+	var buf [512]byte
+	key := appendPlanKey(buf[:0], s.version, op, text, req.variablesJSON)
+	p := h.plans.lookup(key)
 	if p == nil {
-		dry := &state{dry: true}
-		resp, err := execute(withState(ctx, dry), s, text, op, req.Variables)
-		if err != nil {
-			h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
-			return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the query cannot be run"}
+		var err error
+		if p, err = h.plan(ctx, s, string(key), text, op, req.Variables); err != nil {
+			return nil, err
 		}
-		if tooManySelections(resp.Errors) {
-			// graphql-go's own bound, which also counts what the gateway's count of
-			// result fields sees once (aliases of one field, fragments spread twice).
-			return nil, tooComplex("the query expands to more than %d selections once aliases and fragments are counted; select fewer fields", h.selectionBound())
-		}
-		if len(resp.Errors) > 0 && len(dry.calls) == 0 {
-			q.errors = resp.Errors
+		if p.errors != nil {
+			q.errors = p.errors
 			return nil, nil
-		}
-		p = &plan{calls: dry.calls}
-		if len(resp.Errors) == 0 && len(dry.calls) > 0 {
-			p.sels, p.fast = readSelections(text)
-		}
-		if len(dry.calls) == 0 {
-			body, err := json.Marshal(resp)
-			if err != nil {
-				h.log.ErrorContext(ctx, "gql: cannot encode a response", "error", err)
-				return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error"}
-			}
-			p.body = body
-		} else {
-			// Sort the calls, so that errors and invocations are deterministic
-			// (graphql-go ran the resolvers in parallel).
-			sort.Slice(p.calls, func(i, j int) bool { return p.calls[i].key < p.calls[j].key })
-		}
-		if len(resp.Errors) == 0 {
-			h.plans.put(key, p)
 		}
 	}
 	q.plan = p
-	if p.calls == nil {
-		return nil, nil
+	if p.refused != nil {
+		return nil, p.refused
 	}
-	return h.items(p.calls, q)
+	return p.items, nil
+}
+
+// plan plans a query, and keeps the plan of a query graphql-go took without errors in
+// the cache. graphql-go executes the query once, with every root field resolved to its
+// API's probe (see shape.go): it parses and validates the query, expands fragments,
+// applies @skip, @include and variables, and each root resolver records the API it
+// names and the arguments it would call it with. What graphql-go writes is the answer
+// of a query that names no API (introspection, __typename), or the shape of the
+// answers of one that does.
+func (h *Handler) plan(ctx context.Context, s *schema, key, text, op string, vars map[string]any) (*plan, error) {
+	st := &state{planning: true}
+	resp, err := execute(withState(ctx, st), s, text, op, vars)
+	if err != nil {
+		h.log.ErrorContext(ctx, "gql: graphql-go failed", "error", err)
+		return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error: the query cannot be run"}
+	}
+	if tooManySelections(resp.Errors) {
+		// graphql-go's own bound, which also counts what the gateway's count of
+		// result fields sees once (aliases of one field, fragments spread twice).
+		return nil, tooComplex("the query expands to more than %d selections once aliases and fragments are counted; select fewer fields", h.selectionBound())
+	}
+	if len(resp.Errors) > 0 && len(st.calls) == 0 {
+		return &plan{errors: resp.Errors}, nil
+	}
+	p := &plan{calls: st.calls}
+	if len(st.calls) == 0 {
+		body, err := json.Marshal(resp)
+		if err != nil {
+			h.log.ErrorContext(ctx, "gql: cannot encode a response", "error", err)
+			return nil, &refusal{http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "internal error"}
+		}
+		p.body = body
+	} else {
+		// Sort the calls, so that errors and invocations are deterministic
+		// (graphql-go ran the resolvers in parallel).
+		slices.SortFunc(p.calls, func(a, b call) int { return strings.Compare(a.key, b.key) })
+		h.items(p)
+		if len(resp.Errors) == 0 && p.refused == nil {
+			p.shape, p.shaped = s.readShape(resp.Data, p.calls)
+			p.template = resp.Data
+		}
+	}
+	if len(resp.Errors) == 0 {
+		h.plans.put(key, p)
+	}
+	return p, nil
 }
 
 // answer writes the answer of a query whose calls ran, results in the order of its
-// items.
+// items: from the plan's shape, or through graphql-go's execution for a query without
+// one.
 func (h *Handler) answer(rw *responder, q *query, results []tollgate.Result) {
 	ctx := rw.r.Context()
-	// Decode the results into the result types here, on this goroutine, so that the
-	// resolvers graphql-go runs on goroutines of their own only look them up. Every
-	// alias of an API shares its one invocation's result.
-	done := &state{values: make(map[string]reflect.Value, len(q.item)), errs: make(map[string]error)}
+	p := q.plan
+	// Decode each result once: every alias of an API shares its one invocation.
 	decoded := make([]reflect.Value, len(results))
 	failed := make([]error, len(results))
-	for _, c := range q.plan.calls {
-		i := q.item[c.key]
+	result := func(call int) (reflect.Value, error) {
+		i := p.itemOf[call]
 		if !decoded[i].IsValid() && failed[i] == nil {
-			decoded[i], failed[i] = h.decode(ctx, c.root.api.ID, c.root, &results[i])
+			decoded[i], failed[i] = h.decode(ctx, p.calls[call].root, &results[i])
 		}
-		if failed[i] != nil {
-			done.errs[c.key] = failed[i]
-		} else {
-			done.values[c.key] = decoded[i]
-		}
+		return decoded[i], failed[i]
 	}
-	if q.plan.fast && len(done.errs) == 0 {
-		// The answer is built in place: {"data":...}.
-		if body, ok := appendData(append(make([]byte, 0, 512), `{"data":`...), q.s, q.plan.calls, q.plan.sels, done); ok {
-			rw.send(http.StatusOK, append(body, '}'))
+	if p.shaped {
+		w := answerWriter{b: make([]byte, 0, 512)}
+		w.b = append(w.b, `{"data":`...)
+		w.writeData(p.shape, func(f *shapeField) (reflect.Value, error) { return result(f.call) })
+		if w.mismatched != nil {
+			h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", w.mismatched.api.ID)
+		}
+		if w.errs == nil {
+			rw.send(http.StatusOK, append(w.b, '}'))
 			return
 		}
+		rw.write(http.StatusOK, &graphql.Response{Errors: w.errs, Data: w.b[len(`{"data":`):]})
+		return
+	}
+	// graphql-go's execution, whose root resolvers return the results decoded here, on
+	// this goroutine, so that they only look them up.
+	done := &state{results: make(map[*root]int, len(p.calls)), decoded: decoded, failed: failed}
+	for i, c := range p.calls {
+		result(i)
+		done.results[c.root] = p.itemOf[i]
 	}
 	op := ""
 	if q.req.OperationName != nil {
@@ -355,9 +378,10 @@ func (h *Handler) answer(rw *responder, q *query, results []tollgate.Result) {
 }
 
 // execute runs a query through graphql-go. graphql-go panics on some queries instead
-// of refusing them: v1.11 panics on a number it cannot read (an Int beyond 64 bits, a
-// Float beyond float64) when it compares the arguments of two fields that share a
-// name. Such a panic is answered as the validation error it should have been; any
+// of refusing them: v1.11 panics on a literal it cannot read when it compares the
+// arguments of two fields that share a name: a number beyond its type (an Int beyond
+// 64 bits, a Float beyond float64), or a string its lexer took with what precedes it
+// (-"x"). Such a panic is answered as the validation error it should have been; any
 // other is returned as an error, the service's failure.
 func execute(ctx context.Context, s *schema, query, op string, vars map[string]any) (resp *graphql.Response, err error) {
 	defer func() {
@@ -365,36 +389,48 @@ func execute(ctx context.Context, s *schema, query, op string, vars map[string]a
 		if v == nil {
 			return
 		}
-		var num *strconv.NumError
-		if e, ok := v.(error); ok && errors.As(e, &num) {
+		refuse := func(message string) {
 			resp, err = &graphql.Response{Errors: []*gqlerrors.QueryError{{
-				Message:    fmt.Sprintf("the number %s is out of range: an Int has 32 bits, a Float 64", num.Num),
-				Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"},
+				Message: message, Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"},
 			}}}, nil
-			return
 		}
-		resp, err = nil, fmt.Errorf("graphql-go panicked: %v", v)
+		var num *strconv.NumError
+		e, _ := v.(error)
+		switch {
+		case errors.As(e, &num):
+			refuse(fmt.Sprintf("the number %s is out of range: an Int has 32 bits, a Float 64", num.Num))
+		case errors.Is(e, strconv.ErrSyntax):
+			refuse("a literal of the query cannot be read: write strings, numbers and enum values on their own")
+		default:
+			resp, err = nil, fmt.Errorf("graphql-go panicked: %v", v)
+		}
 	}()
 	return s.exec.Exec(ctx, query, op, vars), nil
 }
 
-// planKey identifies a request for the plan cache.
-func planKey(version uint64, op, query string, variables []byte) string {
-	return strconv.FormatUint(version, 10) + "\x00" + op + "\x00" + query + "\x00" + string(variables)
+// appendPlanKey appends the key of a request in the plan cache.
+func appendPlanKey(b []byte, version uint64, op, query string, variables []byte) []byte {
+	b = strconv.AppendUint(b, version, 10)
+	b = append(append(append(b, 0), op...), 0)
+	b = append(append(append(b, query...), 0), variables...)
+	return b
 }
 
-// items checks the recorded calls against the gateway's limits and returns the items
+// items checks a plan's calls against the gateway's limits and keeps in it the items
 // of the service's call, one per distinct call (a root field and its arguments), in the
-// order of the sorted calls; q.item records the item of each call key.
+// order of the sorted calls, and the item of each call; or the refusal of a query
+// beyond a limit.
 //
 // The service runs an API named several times (aliases, fragments) once if every time
 // names it with the same arguments, and refuses the query before anything runs if not.
 // A query costs what its APIs cost over REST, and runs each as one call would, so it
 // cannot run one API several times for the price of one; running many inputs through
 // one API is the job of a batch request.
-func (h *Handler) items(calls []call, q *query) ([]tollgate.Item, error) {
+func (h *Handler) items(p *plan) {
+	calls := p.calls
 	if n := len(calls); n > h.limits.MaxRootFields {
-		return nil, tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
+		p.refused = tooComplex("the query has %d API fields (aliases count); the gateway takes at most %d", n, h.limits.MaxRootFields)
+		return
 	}
 	depth, selections := 0, 0
 	var files, paths []string
@@ -405,27 +441,29 @@ func (h *Handler) items(calls []call, q *query) ([]tollgate.Item, error) {
 			paths = append(paths, "POST /v1/"+c.root.api.ID)
 		}
 	}
-	if depth > h.limits.MaxDepth {
-		return nil, tooComplex("the query selects data %d levels deep; the gateway takes at most %d", depth, h.limits.MaxDepth)
-	}
-	if selections > h.limits.MaxSelections {
-		return nil, tooComplex("the query selects %d fields; the gateway takes at most %d", selections, h.limits.MaxSelections)
-	}
-	if len(files) > 0 {
-		return nil, &refusal{http.StatusBadRequest, codeFileUpload, fmt.Sprintf(
+	switch {
+	case depth > h.limits.MaxDepth:
+		p.refused = tooComplex("the query selects data %d levels deep; the gateway takes at most %d", depth, h.limits.MaxDepth)
+	case selections > h.limits.MaxSelections:
+		p.refused = tooComplex("the query selects %d fields; the gateway takes at most %d", selections, h.limits.MaxSelections)
+	case len(files) > 0:
+		p.refused = &refusal{http.StatusBadRequest, codeFileUpload, fmt.Sprintf(
 			"%s take%s a file, and files cannot be sent through GraphQL; call %s over REST: %s",
 			strings.Join(files, ", "), singular(len(files)), pronoun(len(files)), strings.Join(paths, ", "))}
 	}
-	items := make([]tollgate.Item, 0, len(calls))
-	q.item = make(map[string]int, len(calls))
-	for _, c := range calls {
-		if _, ok := q.item[c.key]; ok {
-			continue // the same root field with the same arguments, spread twice
-		}
-		q.item[c.key] = len(items)
-		items = append(items, tollgate.Item{API: c.root.api.ID, Input: tollgate.Input{JSON: c.args}, Name: c.root.name})
+	if p.refused != nil {
+		return
 	}
-	return items, nil
+	p.items, p.itemOf = make([]tollgate.Item, 0, len(calls)), make([]int, len(calls))
+	for i, c := range calls {
+		// The same root field with the same arguments, spread twice, is one item.
+		if j := slices.IndexFunc(calls[:i], func(o call) bool { return o.key == c.key }); j >= 0 {
+			p.itemOf[i] = p.itemOf[j]
+			continue
+		}
+		p.itemOf[i] = len(p.items)
+		p.items = append(p.items, tollgate.Item{API: c.root.api.ID, Input: tollgate.Input{JSON: c.args}, Name: c.root.name})
+	}
 }
 
 // selectionBound is graphql-go's bound on the selections of a query, every alias and
@@ -464,33 +502,30 @@ func pronoun(n int) string {
 	return "them"
 }
 
-// resolve is what every root field does: in the dry run, record the call; in the real
-// run, return the result the call produced, decoded before the run.
+// resolve is what every root field does: when the query is planned, record the call
+// and return the API's probe; when graphql-go writes the answer of a query that has no
+// shape, return the result its call produced, decoded before the run.
 func (h *Handler) resolve(ctx context.Context, r *root, args map[string]any) (reflect.Value, error) {
 	st := stateFrom(ctx)
-	key := callKey(r, args)
-	if st.dry {
+	if st.planning {
 		depth, fields := 1, 1
 		for _, name := range graphql.SelectedFieldNames(ctx) {
 			depth = max(depth, 2+strings.Count(name, "."))
 			fields++
 		}
-		st.record(call{root: r, args: args, key: key, depth: depth, fields: fields})
-		return reflect.Value{}, nil
+		st.record(call{root: r, args: args, key: callKey(r, args), depth: depth, fields: fields})
+		return r.probe, nil
 	}
-	if err := st.errs[key]; err != nil {
-		return reflect.Value{}, err
-	}
-	v, ok := st.values[key]
+	i, ok := st.results[r]
 	if !ok {
 		return reflect.Value{}, &fieldError{message: "internal error: the call was not planned", code: "INTERNAL_SERVER_ERROR"}
 	}
-	return v, nil
+	return st.decoded[i], st.failed[i]
 }
 
 // decode turns a call's result into the value its root field resolves to, or the error
 // it shows.
-func (h *Handler) decode(ctx context.Context, api string, r *root, res *tollgate.Result) (reflect.Value, error) {
+func (h *Handler) decode(ctx context.Context, r *root, res *tollgate.Result) (reflect.Value, error) {
 	if res.Err != nil {
 		return reflect.Value{}, &fieldError{message: res.Err.Message, code: codeOf(res.Err.Code).code}
 	}
@@ -498,7 +533,7 @@ func (h *Handler) decode(ctx context.Context, api string, r *root, res *tollgate
 	if r.result.rename != nil {
 		renamed, err := r.result.rename.rewrite(body)
 		if err != nil {
-			h.log.ErrorContext(ctx, "gql: an API result cannot be read", "api", api, "error", err)
+			h.log.ErrorContext(ctx, "gql: an API result cannot be read", "api", r.api.ID, "error", err)
 			return reflect.Value{}, &fieldError{message: "internal error: the result cannot be read", code: "INTERNAL_SERVER_ERROR"}
 		}
 		body = renamed
@@ -506,7 +541,7 @@ func (h *Handler) decode(ctx context.Context, api string, r *root, res *tollgate
 	v := reflect.New(r.result.goType.Elem())
 	if err := json.Unmarshal(body, v.Interface()); err != nil {
 		// A result that does not match its declared fields: serve what matched.
-		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", api, "error", err)
+		h.log.WarnContext(ctx, "gql: an API result does not match its declared fields", "api", r.api.ID, "error", err)
 	}
 	return v, nil
 }
@@ -520,7 +555,7 @@ func callKey(r *root, args map[string]any) string {
 	return r.name + "\x00" + string(b)
 }
 
-// A call is a root field the dry run met.
+// A call is a root field the plan met.
 type call struct {
 	root          *root
 	args          map[string]any
@@ -530,11 +565,14 @@ type call struct {
 
 // state is a request's state, shared by its root resolvers through the context.
 type state struct {
-	dry    bool
-	mu     sync.Mutex
-	calls  []call                   // the dry run's calls
-	values map[string]reflect.Value // the real run's results, by call key
-	errs   map[string]error         // the real run's failed calls, by call key
+	planning bool
+	mu       sync.Mutex
+	calls    []call // the plan's calls
+	// results is the index in decoded and failed of the result of each API, for
+	// graphql-go's execution of a query without a shape.
+	results map[*root]int
+	decoded []reflect.Value
+	failed  []error
 }
 
 func (s *state) record(c call) {

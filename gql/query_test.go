@@ -207,3 +207,45 @@ func TestOperationName(t *testing.T) {
 	wantOK(t, r)
 	wantCredits(t, r, "pro", 1, 100000-3)
 }
+
+// TestObjectsWithoutScalars: a query that selects an object of a result and none of its
+// scalars (only __typename, or every field skipped), whose answer the plan cannot shape,
+// is answered all the same, the first time and from the kept plan: its API runs and is
+// charged once per request, and a failed call is null with its error.
+func TestObjectsWithoutScalars(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro", -1)
+	tests := []struct {
+		name, query string
+		vars        map[string]any
+		want        string
+	}{
+		{"__typename only", `{ hash(text: "hello") { __typename } }`, nil, `{"hash":{"__typename":"HashResult"}}`},
+		{"every field skipped", `query($s: Boolean!) { h: hash(text: "hello") { hash @skip(if: $s) } }`, map[string]any{"s": true}, `{"h":{}}`},
+		{"beside a scalar", `{ a: hash(text: "hello") { __typename } b: hash(text: "hello") { hash } }`, nil,
+			`{"a":{"__typename":"HashResult"},"b":{"hash":"` + helloSHA256 + `"}}`},
+		{"nested", `{ nested { level1 { name level2 { __typename } } } }`, nil,
+			`{"nested":{"level1":{"name":"one","level2":{"__typename":"NestedResultLevel1Level2"}}}}`},
+	}
+	balance := int64(100000)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 2 {
+				r := h.query(t, acct.Key, tt.query, tt.vars)
+				wantOK(t, r)
+				if string(r.Data) != tt.want {
+					t.Errorf("data %s, want %s", r.Data, tt.want)
+				}
+				balance--
+				wantCredits(t, r, "pro", 1, balance)
+			}
+		})
+	}
+	r := h.query(t, acct.Key, `{ fail { __typename } hash(text: "hello") { __typename } }`, nil)
+	if r.Status != http.StatusOK || len(r.Errors) != 1 || r.Errors[0].Code() != "API_ERROR" || len(r.Errors[0].Path) != 1 || r.Errors[0].Path[0] != "fail" {
+		t.Fatalf("got %d %s, want 200 with an API_ERROR at [fail]", r.Status, r.Body)
+	}
+	if want := `{"fail":null,"hash":{"__typename":"HashResult"}}`; string(r.Data) != want {
+		t.Errorf("data %s, want %s", r.Data, want)
+	}
+}

@@ -3,6 +3,8 @@ package gql
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -17,12 +19,21 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
-// The schema is generated from the catalog at run time: GraphQL has no map resolvers in
-// graphql-go, so the SDL is written as text and the resolvers are Go types made with
-// reflect.StructOf and reflect.MakeFunc. Every root field is nullable (a failed API is
-// null beside an error) and named by catalog.RootFieldName; arguments and result fields
-// by catalog.GraphQLName. Arguments are all of type rawArg and validated by the catalog,
+// The schema is generated from the catalog at run time. graphql-go binds a schema's
+// fields to Go methods and struct fields, and has no resolver that looks fields up by
+// name (its authors chose Go types over a schema built in code), so the SDL is written
+// as text and the Go types are made with reflect: the root resolver is a struct of
+// func-typed fields (graphql.UseFieldResolvers), one per API, each made with
+// reflect.MakeFunc over an arguments struct and a result type made with
+// reflect.StructOf. Every root field is nullable (a failed API is null beside an error)
+// and named by catalog.RootFieldName; arguments and result fields by
+// catalog.GraphQLName. Arguments are all of type rawArg and validated by the catalog,
 // exactly as REST validates them.
+//
+// Each API also has a probe: a value of its result type with every field set, one
+// element in every list, and every scalar a marker that names its place. A query's plan
+// resolves every root field to its probe, and what graphql-go writes for the probes is
+// the shape of every answer to that query (see shape.go).
 
 // A schema is the GraphQL schema of one version of the catalog.
 type schema struct {
@@ -30,6 +41,11 @@ type schema struct {
 	exec    *graphql.Schema
 	sdl     string
 	roots   map[string]*root // by root field name
+	// marker begins every probe marker, a JSON string: "\u0000", then a random nonce
+	// of this schema, so that no text of the schema can be mistaken for one.
+	marker  []byte
+	leaves  []leaf          // the scalars of the probes, by marker number
+	objects map[string]leaf // the place of each object type of a result, by name
 }
 
 // A root is the root field of one API.
@@ -40,24 +56,25 @@ type root struct {
 	argsType reflect.Type // struct of rawArg
 	result   *outType     // an object type, or JSON for a free-form result
 	resolver reflect.Value
+	probe    reflect.Value // a value of result.goType whose scalars are markers
+}
+
+// A leaf is the place of a scalar, or of an object, in the result of an API: the
+// indexes of the fields that lead to it from the result (lists left out).
+type leaf struct {
+	root *root
+	path []int
 }
 
 // An outType is an output type of the schema: how it is written in the SDL, the Go
-// type its values decode into, and what the fast path (see fast.go) needs to write
-// them back as graphql-go would.
+// type its values decode into, and how their fields are reached.
 type outType struct {
 	gql    string       // String, [Int], RichtypesResult...: the type's name for an object
 	goType reflect.Type // a pointer, so that a missing value is null
 	// rename, when not nil, rewrites the keys of values that cannot be JSON struct tags.
 	rename *renamer
-	fields map[string]outField // an object's fields, by GraphQL name
-	elem   *outType            // a list's element type
-}
-
-// An outField is a field of an object type: its index in the Go struct and its type.
-type outField struct {
-	index int
-	typ   *outType
+	fields []*outType // an object's fields, in the order of the Go struct's
+	elem   *outType   // a list's element type
 }
 
 // An arg binds a GraphQL argument to a catalog parameter.
@@ -79,6 +96,7 @@ var (
 type builder struct {
 	sdl   strings.Builder
 	types map[string]bool // type names taken
+	s     *schema
 }
 
 // resolve is what a root field does when it runs; the handler supplies it.
@@ -88,8 +106,11 @@ type resolve func(ctx context.Context, r *root, args map[string]any) (reflect.Va
 // url argument), so that a query naming one is understood and refused as
 // FILE_UPLOAD_NOT_SUPPORTED.
 func buildSchema(apis []*catalog.API, version uint64, fn resolve, opts ...graphql.SchemaOpt) (*schema, error) {
-	b := &builder{types: map[string]bool{"Query": true, "JSON": true}}
-	s := &schema{version: version, roots: make(map[string]*root, len(apis))}
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
+	s := &schema{version: version, roots: make(map[string]*root, len(apis)), objects: map[string]leaf{},
+		marker: []byte(`"\u0000` + hex.EncodeToString(nonce))}
+	b := &builder{types: map[string]bool{"Query": true, "JSON": true}, s: s}
 	var query strings.Builder
 	query.WriteString("type Query {\n")
 	var rootFields []reflect.StructField
@@ -100,6 +121,7 @@ func buildSchema(apis []*catalog.API, version uint64, fn resolve, opts ...graphq
 		}
 		s.roots[r.name] = r
 		r.resolver = makeResolver(r, fn)
+		r.probe = b.probe(r, r.result, nil)
 		rootFields = append(rootFields, reflect.StructField{
 			Name: "R" + strconv.Itoa(i), Type: r.resolver.Type(), Tag: reflect.StructTag(`graphql:"` + r.name + `"`),
 		})
@@ -271,7 +293,7 @@ func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
 	}
 	r.argsType = reflect.StructOf(argFields)
 	if len(a.Result) == 0 {
-		r.result = scalar[*jsonValue]("JSON")
+		r.result = scalarType[*jsonValue]("JSON")
 	} else {
 		var err error
 		r.result, err = b.objectType(b.typeName(typeBase+"Result"), a.Title+": the result of the "+a.ID+" API.", a.Result)
@@ -283,9 +305,32 @@ func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
 	return r, nil
 }
 
-// scalar returns a scalar output type whose values decode into T.
-func scalar[T any](gql string) *outType {
+// scalarType returns a scalar output type whose values decode into T.
+func scalarType[T any](gql string) *outType {
 	return &outType{gql: gql, goType: reflect.TypeFor[T]()}
+}
+
+// probe returns the probe of a value of type t at path in r's result: a pointer to a
+// value with every field set and one element in every list, whose scalars are markers
+// registered in the schema's leaves.
+func (b *builder) probe(r *root, t *outType, path []int) reflect.Value {
+	v := reflect.New(t.goType.Elem())
+	switch {
+	case t.elem != nil:
+		list := reflect.MakeSlice(v.Elem().Type(), 1, 1)
+		list.Index(0).Set(b.probe(r, t.elem, path))
+		v.Elem().Set(list)
+	case t.fields != nil:
+		for i, f := range t.fields {
+			v.Elem().Field(i).Set(b.probe(r, f, append(slices.Clip(path), i)))
+		}
+		b.s.objects[t.gql] = leaf{root: r, path: path} // each object type has one place
+	default:
+		marker := strconv.AppendInt(bytes.Clone(b.s.marker), int64(len(b.s.leaves)), 10)
+		v.Interface().(resultScalar).scalarOf().json = append(marker, '"')
+		b.s.leaves = append(b.s.leaves, leaf{root: r, path: path})
+	}
+	return v
 }
 
 // objectType writes an output object type and returns it, with the renamer its values
@@ -295,7 +340,7 @@ func (b *builder) objectType(name, desc string, fields []catalog.Field) (*outTyp
 	writeDescription(&def, "", desc)
 	def.WriteString("type " + name + " {\n")
 	var goFields []reflect.StructField
-	out := &outType{gql: name, fields: make(map[string]outField, len(fields))}
+	out := &outType{gql: name, fields: make([]*outType, 0, len(fields))}
 	rename := &renamer{fields: make(map[string]fieldRename, len(fields))}
 	needed := false
 	for i := range fields {
@@ -305,7 +350,7 @@ func (b *builder) objectType(name, desc string, fields []catalog.Field) (*outTyp
 		if err != nil {
 			return nil, fmt.Errorf("result field %q: %w", f.Name, err)
 		}
-		out.fields[gqlName] = outField{index: i, typ: typ}
+		out.fields = append(out.fields, typ)
 		writeDescription(&def, "  ", f.Description)
 		def.WriteString("  " + gqlName + ": " + typ.gql + "\n")
 		key := f.Name
@@ -337,15 +382,15 @@ func (b *builder) objectType(name, desc string, fields []catalog.Field) (*outTyp
 func (b *builder) outputType(typeName string, f *catalog.Field) (*outType, error) {
 	switch f.Type {
 	case catalog.String:
-		return scalar[*string]("String"), nil
+		return scalarType[*stringValue]("String"), nil
 	case catalog.Integer:
-		return scalar[*intValue]("Int"), nil
+		return scalarType[*intValue]("Int"), nil
 	case catalog.Number:
-		return scalar[*float64]("Float"), nil
+		return scalarType[*floatValue]("Float"), nil
 	case catalog.Boolean:
-		return scalar[*bool]("Boolean"), nil
+		return scalarType[*boolValue]("Boolean"), nil
 	case catalog.JSON:
-		return scalar[*jsonValue]("JSON"), nil
+		return scalarType[*jsonValue]("JSON"), nil
 	case catalog.Array:
 		elem, err := b.outputType(typeName+"Item", f.Items)
 		if err != nil {
