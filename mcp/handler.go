@@ -379,12 +379,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.translate(w, r, msg.id, status, text)
 }
 
-// keyRefused checks the key of a tool call that is about to be refused when it came
-// from the service's key cache, which the call's admission would have checked, and
-// answers the refusal of the key if it is refused: a revoked key is never answered as
-// if it were still good. It reports whether it answered.
+// keyRefused checks the key of a tool call that is about to be refused, which the
+// call's admission would have checked (the request was authenticated without it, see
+// ServeHTTP), and answers the refusal of the key if it is refused: a revoked key is
+// never answered as if it were still good, whether or not it came from the service's
+// key cache. It reports whether it answered.
 func (h *Handler) keyRefused(w http.ResponseWriter, r *http.Request, c *caller, m message) bool {
-	if m.method != methodCallTool || !c.p.Cached {
+	if m.method != methodCallTool {
 		return false
 	}
 	if _, err := h.svc.Check(r.Context(), c.as); err != nil {

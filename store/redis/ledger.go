@@ -144,8 +144,11 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 // indexAttempts bounds the attempts to open a reservation that must wait for its
 // account to be indexed in :expiring (see the package documentation, "A reservation's
 // life"): an attempt fails only if a sweep moved the account to another epoch in the
-// moment between the index write and the reservation.
-const indexAttempts = 4
+// moment between the index write and the reservation. Four were not enough under load
+// with sweeps running back to back (TestIndexCoversOpenReservations on a busy machine
+// saw a call refused as unavailable); a call must not fail because sweeps run, so the
+// bound is high enough that only a store that keeps changing the account fails it.
+const indexAttempts = 32
 
 // An indexNeed is a script's refusal of a reservation until its account is indexed:
 // by the reservation's deadline (Unix µs), under the account's epoch.
