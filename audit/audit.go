@@ -41,8 +41,14 @@ const (
 	CreditsAdjust Action = "credits.adjust"
 )
 
-// Operator is the Actor of a change made through the operators' admin API.
-const Operator = "operator"
+// Actors that are not a key id.
+const (
+	// Operator is the Actor of a change made through the operators' admin API.
+	Operator = "operator"
+	// Host is the Actor of a change made by the host's own code, which named no actor
+	// (for example accounts seeded at start-up).
+	Host = "host"
+)
 
 // Entry is one change, as recorded.
 type Entry struct {
@@ -53,8 +59,8 @@ type Entry struct {
 	// At is when the change was made. It is required.
 	At time.Time
 	// Actor is who made the change: the id of the key that authenticated it, for an
-	// account holder, or [Operator] (or "operator:" followed by a name the host gives)
-	// for a change made through the admin API. It is required.
+	// account holder, [Operator] (or "operator:" followed by a name the host gives)
+	// for a change made through the admin API, or [Host]. It is required.
 	Actor string
 	// Action is what was done. It is required.
 	Action Action
