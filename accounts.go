@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
 
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
@@ -69,6 +70,9 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", s.manageError("account", spec.ID, err)
 	}
+	// The account and its key exist from here on, whatever becomes of the balance.
+	s.record(ctx, now, audit.Entry{Action: audit.AccountCreate, Account: acct.ID, Target: key.ID,
+		After: restrictionsJSON(acct.Restrictions), Credits: credits})
 	err = s.meter.Ledger().Open(ctx, driver.Opening{
 		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
 	})
@@ -120,10 +124,13 @@ func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.New
 	if err := checkText("name", spec.Name, maxNameLength); err != nil {
 		return auth.Key{}, "", err
 	}
-	key, value, err := s.authority.CreateKey(ctx, accountID, spec, s.now())
+	now := s.now()
+	key, value, err := s.authority.CreateKey(ctx, accountID, spec, now)
 	if err != nil {
 		return auth.Key{}, "", s.manageError("account", accountID, err)
 	}
+	s.record(ctx, now, audit.Entry{Action: audit.KeyCreate, Account: key.AccountID, Target: key.ID,
+		After: restrictionsJSON(key.Restrictions)})
 	return key, value, nil
 }
 
@@ -132,11 +139,13 @@ func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, "", err
 	}
-	key, value, err := s.authority.RotateKey(ctx, keyID, s.now())
+	now := s.now()
+	key, value, err := s.authority.RotateKey(ctx, keyID, now)
 	if err != nil {
 		return auth.Key{}, "", s.manageError("key", keyID, err)
 	}
 	s.keyHooks.notify(keyID)
+	s.record(ctx, now, audit.Entry{Action: audit.KeyRotate, Account: key.AccountID, Target: key.ID})
 	return key, value, nil
 }
 
@@ -145,18 +154,21 @@ func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error)
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
 	}
-	key, err := s.authority.RevokeKey(ctx, keyID, s.now())
+	now := s.now()
+	key, err := s.authority.RevokeKey(ctx, keyID, now)
 	if err != nil {
 		return auth.Key{}, s.manageError("key", keyID, err)
 	}
 	s.keyHooks.notify(keyID)
+	s.record(ctx, now, audit.Entry{Action: audit.KeyRevoke, Account: key.AccountID, Target: key.ID})
 	return key, nil
 }
 
 // AdjustCredits adds amount credits to an account's balance (a negative amount takes
 // them away, never below zero; a grant never takes the remaining plus used credits past
 // [billing.MaxCredits]). The reason is required. A non-empty idempotencyKey makes a
-// retried adjustment apply once.
+// retried adjustment apply once (the audit log records each attempt that succeeds,
+// retries included: the ledger does not tell them apart).
 func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount int64, reason, idempotencyKey string) (billing.Balance, error) {
 	if err := checkText("account_id", accountID, maxIDLength); err != nil {
 		return billing.Balance{}, err
@@ -202,6 +214,7 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 	if err != nil {
 		return b, s.manageError("balance of account", accountID, err)
 	}
+	s.record(ctx, now, audit.Entry{Action: audit.CreditsAdjust, Account: accountID, Credits: amount, Reason: reason})
 	return b, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
 
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -76,6 +77,11 @@ type Options struct {
 	// checks it before it is answered. It needs a key store that implements
 	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
+	// Audit, if set, keeps the audit log: every change the management methods make
+	// (accounts, keys, credits) is appended to it once it is stored, with the actor
+	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
+	// (the default) keeps no audit log.
+	Audit audit.Store
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -140,7 +146,8 @@ type Service struct {
 	// the call timeout ends every call well within a lease.
 	renewEvery time.Duration
 	ids        requestIDs
-	keyHooks   keyHooks // see OnKeyChange
+	keyHooks   keyHooks    // see OnKeyChange
+	audit      audit.Store // nil: no audit log
 	sweeper    driver.Sweeper
 	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
 	closeOnce  sync.Once
@@ -198,6 +205,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		now:       now,
 		log:       opts.Logger,
 		timeout:   timeout,
+		audit:     opts.Audit,
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,

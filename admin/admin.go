@@ -10,6 +10,12 @@
 //	POST /admin/v1/keys/{key_id}/rotate
 //	POST /admin/v1/keys/{key_id}/revoke
 //	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
+//	GET  /admin/v1/accounts/{account_id}/audit?limit=&cursor=&from=&to=
+//
+// The audit route lists the account's audit log newest first (with tollgate.Options.Audit
+// set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,
+// from and to RFC 3339 instants (from <= at < to). Every change made through this
+// handler is recorded with the actor "operator" and the client's address.
 //
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
@@ -32,10 +38,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
@@ -76,6 +84,7 @@ func NewHandler(svc *tollgate.Service, token string) (*Handler, error) {
 		{http.MethodPost, "/admin/v1/keys/{key_id}/rotate", h.rotateKey},
 		{http.MethodPost, "/admin/v1/keys/{key_id}/revoke", h.revokeKey},
 		{http.MethodPost, "/admin/v1/accounts/{account_id}/credits", h.adjustCredits},
+		{http.MethodGet, "/admin/v1/accounts/{account_id}/audit", h.auditLog},
 	} {
 		h.mux.HandleFunc(rt.method+" "+rt.path, rt.serve)
 		// Another method on a route's path is a 405, not the catch-all's 404: the
@@ -103,7 +112,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	actor := tollgate.Actor{ID: audit.Operator, Addr: auth.ClientAddr(r, nil)}
+	h.mux.ServeHTTP(w, r.WithContext(tollgate.WithActor(r.Context(), actor)))
 }
 
 // authorized compares the bearer token with the admin token in constant time. Both are
@@ -237,6 +247,87 @@ func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write(w, http.StatusOK, map[string]any{"balance": balanceJSON(b)})
+}
+
+// maxCursor bounds the cursor parameter of the audit route; a cursor is far shorter.
+const maxCursor = 64
+
+func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
+	q := audit.Query{Account: r.PathValue("account_id")}
+	params := r.URL.Query()
+	for name := range params {
+		if name != "limit" && name != "cursor" && name != "from" && name != "to" {
+			envelope.WriteError(w, http.StatusBadRequest, fmt.Sprintf("unknown parameter %q: the audit route takes limit, cursor, from and to", name))
+			return
+		}
+		if len(params[name]) > 1 {
+			envelope.WriteError(w, http.StatusBadRequest, fmt.Sprintf("parameter %q is given more than once", name))
+			return
+		}
+	}
+	if v := params.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > audit.MaxLimit {
+			envelope.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit must be a whole number from 1 to %d", audit.MaxLimit))
+			return
+		}
+		q.Limit = n
+	}
+	if q.Cursor = params.Get("cursor"); len(q.Cursor) > maxCursor {
+		envelope.WriteError(w, http.StatusBadRequest, "cursor is not one a page of the audit log returned: pass its next as it is")
+		return
+	}
+	for _, p := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v := params.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				envelope.WriteError(w, http.StatusBadRequest, p.name+" must be an RFC 3339 instant, for example 2030-01-15T12:00:00Z")
+				return
+			}
+			*p.t = t
+		}
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		envelope.WriteError(w, http.StatusBadRequest, "from must be before to")
+		return
+	}
+	page, err := h.svc.AuditLog(r.Context(), q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	entries := make([]map[string]any, len(page.Entries))
+	for i, e := range page.Entries {
+		entries[i] = auditJSON(e)
+	}
+	var next any
+	if page.Next != "" {
+		next = page.Next
+	}
+	write(w, http.StatusOK, map[string]any{"entries": entries, "next": next})
+}
+
+func auditJSON(e audit.Entry) map[string]any {
+	m := map[string]any{
+		"at": e.At, "actor": e.Actor, "action": e.Action, "account": e.Account,
+		"target": nil, "before": e.Before, "after": e.After, "credits": nil, "address": nil, "reason": nil,
+	}
+	if e.Target != "" {
+		m["target"] = e.Target
+	}
+	if e.Action == audit.CreditsAdjust || e.Credits != 0 {
+		m["credits"] = e.Credits
+	}
+	if e.Addr.IsValid() {
+		m["address"] = e.Addr.String()
+	}
+	if e.Reason != "" {
+		m["reason"] = e.Reason
+	}
+	return m
 }
 
 // decode reads a JSON object body into v, refusing unknown fields. On failure it has

@@ -45,12 +45,14 @@ type env struct {
 	clock *testenv.Clock
 	svc   *tollgate.Service
 	srv   *httptest.Server
+	logs  *testenv.Logs // everything the service logged
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clk := testenv.NewClock(t0)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &testenv.Logs{}
+	logger := logs.Logger()
 	svc := newService(t, clk.Now, logger)
 	ah, err := admin.NewHandler(svc, adminToken)
 	if err != nil {
@@ -65,10 +67,11 @@ func newEnv(t *testing.T) *env {
 	mux.Handle("/v1/", rh)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{t: t, clock: clk, svc: svc, srv: srv}
+	return &env{t: t, clock: clk, svc: svc, srv: srv, logs: logs}
 }
 
-// newService returns a service on memory stores with the sample catalog and plans.
+// newService returns a service on memory stores, with an audit log, the sample catalog
+// and plans.
 func newService(tb testing.TB, now func() time.Time, logger *slog.Logger) *tollgate.Service {
 	tb.Helper()
 	reg := &catalog.Registry{}
@@ -84,7 +87,7 @@ func newService(tb testing.TB, now func() time.Time, logger *slog.Logger) *tollg
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, ps, &tollgate.Options{Now: now, Logger: logger})
+	}, ps, &tollgate.Options{Now: now, Logger: logger, Audit: memory.NewAuditStore()})
 	if err != nil {
 		tb.Fatal(err)
 	}

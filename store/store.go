@@ -2,8 +2,9 @@
 // the sentinel errors that store methods wrap to report well-known conditions.
 //
 // The store interfaces themselves live next to their consumers: [auth.KeyStore] in auth,
-// and the billing stores' contract ([driver.Ledger], [driver.RateLimiter],
-// [driver.ConcurrencyLimiter] and the optional ones) in billing/driver.
+// the billing stores' contract ([driver.Ledger], [driver.RateLimiter],
+// [driver.ConcurrencyLimiter] and the optional ones) in billing/driver, and the audit
+// log's ([audit.Store]) in audit.
 // Implementations are in store/memory (the in-process reference), store/postgres and
 // store/redis; every implementation runs the conformance suites in store/storetest.
 //

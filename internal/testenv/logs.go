@@ -59,3 +59,11 @@ func (l *Logs) Records(t testing.TB) []LogRecord {
 	}
 	return out
 }
+
+// String returns everything logged so far, as the handler wrote it: for checks that a
+// secret appears nowhere in the logs.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

@@ -5,7 +5,7 @@
 // [driver.ConcurrencyLimiter], [auth.KeyChecker]) and [driver.Admitter], so that a
 // paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
-// database.
+// database, and [AuditStore] the audit log ([audit.Store]).
 //
 // # Wiring
 //
@@ -76,6 +76,10 @@
 //     tollgate_oauth_tokens: the grants of the OAuth authorization server (auth/oauth),
 //     kept by [OAuthStore]. Codes and tokens are stored as the SHA-256 of their values;
 //     deleting an approval deletes its codes and tokens.
+//   - tollgate_audit (seq, at, actor, action, account_id, target, before and after json,
+//     credits, addr inet, reason): the audit log, kept by [AuditStore], indexed by
+//     (account_id, at, seq) and by (at, seq) for listings newest first. It holds no key
+//     value: keys by id, restrictions in their plain JSON form, verbatim.
 //   - tollgate_schema_migrations (version, name): the migrations applied.
 //
 // The logic lives in PL/pgSQL functions created by the migrations (tollgate_admit,

@@ -45,10 +45,10 @@ func newRequest() driver.RequestID {
 	return id
 }
 
-// audit checks the ledger against the balance: the period's opening (or renewal) amount
+// checkLedger checks the ledger against the balance: the period's opening (or renewal) amount
 // plus every change recorded since equals the remaining credits, and the shards are
 // never below zero.
-func audit(t *testing.T, s *postgres.Store, db postgres.DB, account string, p driver.Period, allowance int64) {
+func checkLedger(t *testing.T, s *postgres.Store, db postgres.DB, account string, p driver.Period, allowance int64) {
 	t.Helper()
 	ctx := t.Context()
 	b, err := s.Balance(ctx, account, t0, p, allowance)
@@ -143,7 +143,7 @@ func TestHotAccountExact(t *testing.T) {
 				t.Fatalf("%d admitted and %d refused, want %d and %d", len(admitted), refused.Load(), credits/cost, workers*attempts-credits/cost)
 			}
 			wantBalance(t, s, acct.ID, period, credits, 0, credits, credits/cost)
-			audit(t, s, pool, acct.ID, period, credits)
+			checkLedger(t, s, pool, acct.ID, period, credits)
 
 			// Refund every admitted call, concurrently, each closing sent twice.
 			for w := range workers {
@@ -163,7 +163,7 @@ func TestHotAccountExact(t *testing.T) {
 			}
 			wg.Wait()
 			wantBalance(t, s, acct.ID, period, credits, credits, 0, 0)
-			audit(t, s, pool, acct.ID, period, credits)
+			checkLedger(t, s, pool, acct.ID, period, credits)
 
 			// The next period: renewed once, to the allowance, then charged.
 			next := driver.MonthOf(period.End)
@@ -178,7 +178,7 @@ func TestHotAccountExact(t *testing.T) {
 			}
 			wg.Wait()
 			wantBalance(t, s, acct.ID, next, allowance, allowance-2*workers, 2*workers, workers)
-			audit(t, s, pool, acct.ID, next, allowance)
+			checkLedger(t, s, pool, acct.ID, next, allowance)
 			var renewals int
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM tollgate_ledger WHERE kind = 'renewal'`).Scan(&renewals); err != nil || renewals != 1 {
 				t.Errorf("%d renewal entries (%v), want 1", renewals, err)
@@ -281,7 +281,7 @@ func TestSetShards(t *testing.T) {
 	}
 	refund(during[10:]) // 1000 left, 0 calls
 	wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
-	audit(t, s, pool, acct, period, 1000)
+	checkLedger(t, s, pool, acct, period, 1000)
 
 	// A reservation no single shard covers takes from the total.
 	if err := s.SetShards(ctx, acct, 16); err != nil {
@@ -294,7 +294,7 @@ func TestSetShards(t *testing.T) {
 	if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), Amount: 2, Period: period, Allowance: 1000, Now: t0, Expires: t0.Add(time.Hour)}); err == nil {
 		t.Fatal("Reserve of 2 with 1 left succeeded")
 	}
-	audit(t, s, pool, acct, period, 1000)
+	checkLedger(t, s, pool, acct, period, 1000)
 }
 
 // TestAccountsIndependent checks that accounts opened with different shard counts, and
@@ -476,7 +476,7 @@ func TestHotAccountMixed(t *testing.T) {
 			}
 			wg.Wait()
 			wantBalance(t, s, acct.ID, period, credits, credits-kept.Load(), kept.Load(), calls.Load())
-			audit(t, s, pool, acct.ID, period, credits)
+			checkLedger(t, s, pool, acct.ID, period, credits)
 			if n, err := s.InUse(ctx, acct.ID, t0); err != nil || n != 0 {
 				t.Errorf("%d slots held after every call closed (%v)", n, err)
 			}

@@ -1,0 +1,99 @@
+package tollgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// The audit log. With [Options.Audit] set, every change that the management methods
+// make (CreateAccount, CreateKey, RotateKey, RevokeKey, AdjustCredits) is recorded
+// once it is stored: who made it, what it was, when and from which address. Who made
+// it comes from the context ([WithActor]); the admin handler names the operator, and a
+// host's own calls are recorded as [audit.Host]. An entry never holds a key value.
+
+// Actor is who makes a change, as the audit log records it.
+type Actor struct {
+	// ID is the id of the key that authenticated the change, [audit.Operator] (or
+	// "operator:" and a name), or another name the host gives. Empty is [audit.Host].
+	ID string
+	// Addr is the address the change was requested from, if known.
+	Addr netip.Addr
+}
+
+// actorKey is the context key of the Actor.
+type actorKey struct{}
+
+// WithActor returns a copy of ctx that names the actor of the changes made with it,
+// for the audit log.
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// actorOf returns the actor ctx names, or [audit.Host].
+func actorOf(ctx context.Context) Actor {
+	a, _ := ctx.Value(actorKey{}).(Actor)
+	if a.ID == "" {
+		a.ID = audit.Host
+	}
+	return a
+}
+
+// auditTimeout bounds the append of an audit entry, which outlives the request's
+// context: a change that is stored is recorded even if its client has gone.
+const auditTimeout = 5 * time.Second
+
+// record appends e, made now by the actor ctx names, to the audit log, if there is one.
+// The change is already stored, so a failure does not undo it nor fail the request
+// (a rotation's new value would be lost): it is logged, without any key value.
+func (s *Service) record(ctx context.Context, now time.Time, e audit.Entry) {
+	if s.audit == nil {
+		return
+	}
+	actor := actorOf(ctx)
+	e.At, e.Actor, e.Addr = now, actor.ID, actor.Addr
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	if err := s.audit.Append(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "tollgate: the audit log did not take an entry; the change itself is stored",
+			"action", string(e.Action), "account", e.Account, "target", e.Target, "actor", e.Actor, "error", err)
+	}
+}
+
+// restrictionsJSON is r's plain JSON form for an audit entry; nil for no restrictions.
+func restrictionsJSON(r auth.Restrictions) json.RawMessage {
+	if r.IsZero() {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil // Spec is plain data: this does not happen
+	}
+	return b
+}
+
+// AuditLog returns a page of the audit log that q selects, newest first. It is
+// CodeNotFound when the service keeps no audit log ([Options.Audit]), and
+// CodeInvalidInput for a query out of bounds (see [audit.Query]).
+func (s *Service) AuditLog(ctx context.Context, q audit.Query) (audit.Page, error) {
+	if s.audit == nil {
+		return audit.Page{}, newError(CodeNotFound, "this service keeps no audit log (tollgate.Options.Audit is not set)", nil)
+	}
+	if err := checkText("account_id", q.Account, maxIDLength); err != nil {
+		return audit.Page{}, err
+	}
+	p, err := s.audit.List(ctx, q)
+	if errors.Is(err, store.ErrInvalid) {
+		return audit.Page{}, newError(CodeInvalidInput, err.Error(), err)
+	}
+	if err != nil {
+		return audit.Page{}, s.unavailable("audit log", err)
+	}
+	return p, nil
+}

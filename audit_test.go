@@ -1,0 +1,136 @@
+package tollgate_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// TestAuditLogActors checks that each management method records one entry once its
+// change is stored, with the actor and address the context names (the host when it
+// names none), and that a refused change records nothing.
+func TestAuditLogActors(t *testing.T) {
+	log := memory.NewAuditStore()
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	addr := netip.MustParseAddr("192.0.2.7")
+	ctx := tollgate.WithActor(context.Background(), tollgate.Actor{ID: "key_self", Addr: addr})
+
+	sub, _, err := h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.svc.RotateKey(ctx, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.svc.RevokeKey(ctx, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.svc.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+		t.Fatal(err)
+	}
+	// Refused: nothing is recorded.
+	if _, err := h.svc.RevokeKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+		t.Fatalf("revoking a missing key: %v", err)
+	}
+	if _, err := h.svc.AdjustCredits(ctx, "acct", -1000, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
+		t.Fatalf("taking more than the balance: %v", err)
+	}
+
+	page, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		actor  string
+		action audit.Action
+		target string
+		addr   netip.Addr
+	}
+	var got []row
+	for _, e := range page.Entries {
+		got = append(got, row{e.Actor, e.Action, e.Target, e.Addr})
+	}
+	primary := page.Entries[len(page.Entries)-1].Target
+	want := []row{
+		{"key_self", audit.CreditsAdjust, "", addr},
+		{"key_self", audit.KeyRevoke, sub.ID, addr},
+		{"key_self", audit.KeyRotate, sub.ID, addr},
+		{"key_self", audit.KeyCreate, sub.ID, addr},
+		{audit.Host, audit.AccountCreate, primary, netip.Addr{}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("audit log:\n got %v\nwant %v", got, want)
+	}
+	if e := page.Entries[0]; e.Credits != 5 || e.Reason != "goodwill" {
+		t.Errorf("credits entry: %+v, want 5 credits for goodwill", e)
+	}
+	if e := page.Entries[4]; e.Credits != 100 || primary == "" {
+		t.Errorf("account entry: %+v, want the primary key and the plan's 100 credits", e)
+	}
+
+	for _, q := range []audit.Query{{Account: "acct", Limit: audit.MaxLimit + 1}, {Account: "acct", Cursor: "x"}, {Account: "a\x00"}} {
+		if _, err := h.svc.AuditLog(context.Background(), q); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
+			t.Errorf("AuditLog(%+v): %v, want invalid input", q, err)
+		}
+	}
+}
+
+// TestAuditLogOff checks that a service without an audit log manages keys as before
+// and says so when asked for the log.
+func TestAuditLogOff(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	if _, _, err := h.svc.CreateKey(context.Background(), "acct", auth.NewKey{Name: "ci"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	if tollgate.CodeOf(err) != tollgate.CodeNotFound || !strings.Contains(err.Error(), "Options.Audit") {
+		t.Errorf("AuditLog without an audit log: %v, want not found naming Options.Audit", err)
+	}
+}
+
+// failingAudit is an audit store that is down.
+type failingAudit struct{ audit.Store }
+
+func (failingAudit) Append(context.Context, ...audit.Entry) error {
+	return fmt.Errorf("audit store down: %w", store.ErrUnavailable)
+}
+
+// TestAuditLogDown checks that a change whose audit entry the store cannot take still
+// succeeds (a rotation's new value would otherwise be lost), and that the failure is
+// logged at ERROR, naming the key, without any key value.
+func TestAuditLogDown(t *testing.T) {
+	var logs testenv.Logs
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: failingAudit{memory.NewAuditStore()}, Logger: logs.Logger()}})
+	info, err := h.svc.Account(context.Background(), "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary := info.Keys[0].ID
+	_, value, err := h.svc.RotateKey(context.Background(), primary)
+	if err != nil || value == "" {
+		t.Fatalf("RotateKey with the audit store down: %q, %v; want the new value", value, err)
+	}
+	reported := false
+	for _, r := range logs.Records(t) {
+		reported = reported || r.Level == "ERROR" && strings.Contains(r.Msg, "audit log did not take an entry") &&
+			r.Attrs["action"] == "key.rotate" && r.Attrs["target"] == primary
+	}
+	if !reported {
+		t.Errorf("logs do not report the lost entry of the rotation of %s at ERROR:\n%s", primary, logs.String())
+	}
+	out := logs.String()
+	for name, v := range map[string]string{"the old value": h.key, "the new value": value} {
+		if strings.Contains(out, v) {
+			t.Errorf("%s of the key is in the logs:\n%s", name, out)
+		}
+	}
+}
