@@ -10,7 +10,7 @@
 //	POST /admin/v1/keys/{key_id}/rotate
 //	POST /admin/v1/keys/{key_id}/revoke
 //	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
-//	GET  /admin/v1/accounts/{account_id}/audit?limit=&cursor=&from=&to=
+//	GET  /admin/v1/accounts/{account_id}/audit     ?limit=&cursor=&from=&to=
 //
 // The audit route lists the account's audit log newest first (with tollgate.Options.Audit
 // set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,

@@ -193,7 +193,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 
 	// 3. The service, on in-memory stores.
-	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}}
+	// Every change to keys and credits is recorded in an audit log, in memory like the
+	// rest; the admin API serves it at /admin/v1/accounts/{account_id}/audit.
+	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore()}
 	if c.sessionSecret != "" {
 		if opts.Sessions, err = auth.NewSessions([]byte(c.sessionSecret)); err != nil {
 			return nil, err
