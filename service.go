@@ -17,11 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 	"github.com/tollgate-dev/tollgate/store"
@@ -527,21 +526,18 @@ type Result struct {
 }
 
 // run admits the invocations as one call (one rate-limit event, one concurrency slot, the
-// sum of the costs of their distinct APIs reserved at once), runs them in parallel, and
-// settles: the cost of an API whose invocations all failed on the service's side is
-// refunded. Results are in the order of invs. A call the plan refused (rate,
+// sum of their costs reserved at once), runs them in parallel, and settles: the cost of
+// an API that failed on the service's side is refunded. The invocations name distinct
+// APIs (Call has one; CallAll runs an API named twice once), so a call pays for each
+// API once. Results are in the order of invs. A call the plan refused (rate,
 // concurrency or credits) or that a store could not admit is answered through refuse.
 func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Reply {
 	var rc Receipt
-	// The call costs the sum of its distinct APIs' costs: it pays for each API it uses,
-	// not for each time it names one.
 	cost := int64(0)
-	apis := make([]string, 0, len(invs))
+	apis := make([]string, len(invs))
 	for i := range invs {
-		if id := invs[i].API.ID; !slices.Contains(apis, id) {
-			apis = append(apis, id)
-			cost += invs[i].API.Cost
-		}
+		apis[i] = invs[i].API.ID
+		cost += invs[i].API.Cost
 	}
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
@@ -583,19 +579,12 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		rc.Rate = t.Rate
 	}
 	results := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
-	// An API is refunded when every invocation of it failed on the service's side.
+	// An API that failed on the service's side is refunded.
 	out := billing.Outcome{Now: now}
-	for _, id := range apis {
-		failed, apiCost := true, int64(0)
-		for i, r := range results {
-			if invs[i].API.ID == id {
-				apiCost = invs[i].API.Cost
-				failed = failed && r.Err != nil && !r.Err.Code.Charged()
-			}
-		}
-		if failed {
-			out.Refund += apiCost
-			out.Failed = append(out.Failed, id)
+	for i, r := range results {
+		if r.Err != nil && !r.Err.Code.Charged() {
+			out.Refund += invs[i].API.Cost
+			out.Failed = append(out.Failed, apis[i])
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)

@@ -9,10 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 

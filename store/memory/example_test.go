@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/store"
 )
 

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/storetest"

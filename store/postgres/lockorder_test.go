@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 

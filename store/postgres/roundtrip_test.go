@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 

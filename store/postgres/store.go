@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/batch"
 	"github.com/tollgate-dev/tollgate/store"
 )

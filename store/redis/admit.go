@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 

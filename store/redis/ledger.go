@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 

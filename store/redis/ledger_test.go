@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
 // AdmitterStores is a store under test in the roles of [TestAdmitter]: the Admitter,

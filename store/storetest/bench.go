@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
 // BenchmarkLedger measures a call's ledger traffic, a Reserve followed by a Settle, from

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/store"
 )
 

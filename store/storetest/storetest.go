@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing/driver"
-
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
 // A behaviour is one row of a suite: a contract, the sentence that states it, and the
