@@ -547,15 +547,21 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		APIs: apis, Cost: cost, Now: now,
 	}
 	if p.Cached {
-		a.Key = &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
+		a.Key = p.keyCheck()
 	}
 	t, err := s.meter.Admit(ctx, a)
 	if errors.Is(err, auth.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
-		// with the fresh record.
+		// with the fresh record. Its restrictions may have been narrowed: the APIs are
+		// checked again.
 		if err = s.refresh(ctx, p); err != nil {
 			return Reply{Err: err}
+		}
+		for i := range invs {
+			if err := p.CheckAPI(invs[i].API.ID); err != nil {
+				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
+			}
 		}
 		a.Key = nil
 		t, err = s.meter.Admit(ctx, a)
@@ -737,7 +743,7 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if !p.Cached {
 		return nil
 	}
-	state, err := s.keys.CheckKey(ctx, auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash})
+	state, err := s.keys.CheckKey(ctx, *p.keyCheck())
 	if err != nil {
 		return s.unavailable("key store", err)
 	}
@@ -746,6 +752,12 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	}
 	p.Cached = false
 	return nil
+}
+
+// keyCheck returns the check of the principal's key (or, for a session, its account)
+// as its record has it.
+func (p *Principal) keyCheck() *auth.KeyCheck {
+	return &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
 }
 
 // refresh re-reads a cached principal whose key check failed. It returns the error the
