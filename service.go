@@ -76,6 +76,11 @@ type Options struct {
 	// checks it before it is answered. It needs a key store that implements
 	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
+	// SubKeysManageKeys lets account holders manage keys through a sub-key (see
+	// [Service.CreateOwnKey]): create, rotate, revoke and change keys no wider than the
+	// sub-key itself, never the primary key. By default only the primary key or a
+	// session token may manage an account's keys; a sub-key may only read its own record.
+	SubKeysManageKeys bool
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
 	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
@@ -143,13 +148,14 @@ type Service struct {
 	timeout   time.Duration
 	// renewEvery is how often a running call renews its concurrency slot; zero when
 	// the call timeout ends every call well within a lease.
-	renewEvery time.Duration
-	ids        requestIDs
-	keyHooks   keyHooks    // see OnKeyChange
-	audit      audit.Store // nil: no audit log
-	sweeper    driver.Sweeper
-	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
-	closeOnce  sync.Once
+	renewEvery    time.Duration
+	ids           requestIDs
+	keyHooks      keyHooks    // see OnKeyChange
+	audit         audit.Store // nil: no audit log
+	subKeysManage bool        // Options.SubKeysManageKeys
+	sweeper       driver.Sweeper
+	stopSweep     func() // stops the background sweep and waits for it; nil if none runs
+	closeOnce     sync.Once
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -196,15 +202,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
 	s := &Service{
-		registry:  registry,
-		authority: authority,
-		meter:     meter,
-		keys:      checker,
-		plans:     plans,
-		now:       now,
-		log:       opts.Logger,
-		timeout:   timeout,
-		audit:     opts.Audit,
+		registry:      registry,
+		authority:     authority,
+		meter:         meter,
+		keys:          checker,
+		plans:         plans,
+		now:           now,
+		log:           opts.Logger,
+		timeout:       timeout,
+		audit:         opts.Audit,
+		subKeysManage: opts.SubKeysManageKeys,
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
