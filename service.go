@@ -76,6 +76,11 @@ type Options struct {
 	// checks it before it is answered. It needs a key store that implements
 	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
+	// SubKeysManageKeys lets account holders manage keys through a sub-key (see
+	// [Service.CreateOwnKey]): create, rotate, revoke and change keys no wider than the
+	// sub-key itself, never the primary key. By default only the primary key or a
+	// session token may manage an account's keys; a sub-key may only read its own record.
+	SubKeysManageKeys bool
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
 	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
@@ -143,13 +148,14 @@ type Service struct {
 	timeout   time.Duration
 	// renewEvery is how often a running call renews its concurrency slot; zero when
 	// the call timeout ends every call well within a lease.
-	renewEvery time.Duration
-	ids        requestIDs
-	keyHooks   keyHooks    // see OnKeyChange
-	audit      audit.Store // nil: no audit log
-	sweeper    driver.Sweeper
-	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
-	closeOnce  sync.Once
+	renewEvery    time.Duration
+	ids           requestIDs
+	keyHooks      keyHooks    // see OnKeyChange
+	audit         audit.Store // nil: no audit log
+	subKeysManage bool        // Options.SubKeysManageKeys
+	sweeper       driver.Sweeper
+	stopSweep     func() // stops the background sweep and waits for it; nil if none runs
+	closeOnce     sync.Once
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -196,15 +202,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
 	s := &Service{
-		registry:  registry,
-		authority: authority,
-		meter:     meter,
-		keys:      checker,
-		plans:     plans,
-		now:       now,
-		log:       opts.Logger,
-		timeout:   timeout,
-		audit:     opts.Audit,
+		registry:      registry,
+		authority:     authority,
+		meter:         meter,
+		keys:          checker,
+		plans:         plans,
+		now:           now,
+		log:           opts.Logger,
+		timeout:       timeout,
+		audit:         opts.Audit,
+		subKeysManage: opts.SubKeysManageKeys,
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
@@ -547,15 +554,21 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		APIs: apis, Cost: cost, Now: now,
 	}
 	if p.Cached {
-		a.Key = &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
+		a.Key = p.keyCheck()
 	}
 	t, err := s.meter.Admit(ctx, a)
 	if errors.Is(err, auth.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
-		// with the fresh record.
+		// with the fresh record. Its restrictions may have been narrowed: the APIs are
+		// checked again.
 		if err = s.refresh(ctx, p); err != nil {
 			return Reply{Err: err}
+		}
+		for i := range invs {
+			if err := p.CheckAPI(invs[i].API.ID); err != nil {
+				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
+			}
 		}
 		a.Key = nil
 		t, err = s.meter.Admit(ctx, a)
@@ -737,7 +750,7 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if !p.Cached {
 		return nil
 	}
-	state, err := s.keys.CheckKey(ctx, auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash})
+	state, err := s.keys.CheckKey(ctx, *p.keyCheck())
 	if err != nil {
 		return s.unavailable("key store", err)
 	}
@@ -746,6 +759,12 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	}
 	p.Cached = false
 	return nil
+}
+
+// keyCheck returns the check of the principal's key (or, for a session, its account)
+// as its record has it.
+func (p *Principal) keyCheck() *auth.KeyCheck {
+	return &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
 }
 
 // refresh re-reads a cached principal whose key check failed. It returns the error the

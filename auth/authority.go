@@ -343,6 +343,74 @@ func (a *Authority) RevokeKey(ctx context.Context, keyID string, now time.Time) 
 	return a.keys.RevokeKey(ctx, keyID, now)
 }
 
+// KeyChange describes a change of a key's name or restrictions, for
+// [Authority.UpdateKey]. A nil field is left as it is.
+type KeyChange struct {
+	// Name, if set, replaces the key's name.
+	Name *string
+	// Restrictions, if set, replace the key's restrictions; they must be within the
+	// account's.
+	Restrictions *Restrictions
+}
+
+// UpdateKey changes the name or the restrictions of a key and returns the key before
+// and after the change. check, if not nil, is given the key as it is and as it would be,
+// and may refuse the change (a policy of the caller's: that it only narrows, say); its
+// error is returned as it is. The new restrictions must be within the account's
+// (otherwise the error wraps [ErrWidens]). A key that changed between its reading and
+// the update is read again and the change decided anew, a few times; a revoked key is
+// refused with store.ErrConflict.
+func (a *Authority) UpdateKey(ctx context.Context, keyID string, c KeyChange, now time.Time, check func(old, updated Key) error) (before, after Key, err error) {
+	if c.Name != nil {
+		name := strings.TrimSpace(*c.Name)
+		if name == "" || len(name) > 64 {
+			return Key{}, Key{}, invalidf("a key needs a name of 1 to 64 characters")
+		}
+		c.Name = &name
+	}
+	if a.cache != nil {
+		defer a.cache.forget(keyID)
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := a.keys.Key(ctx, keyID)
+		if err != nil {
+			return Key{}, Key{}, err
+		}
+		if old.Revoked() {
+			return Key{}, Key{}, fmt.Errorf("auth: key %q is revoked and cannot be changed: %w", keyID, store.ErrConflict)
+		}
+		updated := old
+		if c.Name != nil {
+			updated.Name = *c.Name
+		}
+		if c.Restrictions != nil {
+			acct, err := a.keys.Account(ctx, old.AccountID)
+			if err != nil {
+				return Key{}, Key{}, err
+			}
+			if err := c.Restrictions.Within(acct.Restrictions); err != nil {
+				return Key{}, Key{}, err
+			}
+			if c.Restrictions.Expired(now) {
+				return Key{}, Key{}, invalidf("expires_at is in the past")
+			}
+			updated.Restrictions = *c.Restrictions
+		}
+		if check != nil {
+			if err := check(old, updated); err != nil {
+				return Key{}, Key{}, err
+			}
+		}
+		after, err := a.keys.UpdateKey(ctx, KeyUpdate{ID: keyID, Name: updated.Name, Restrictions: updated.Restrictions, Revision: old.Revision})
+		if err == nil {
+			return old, after, nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+			return Key{}, Key{}, err
+		}
+	}
+}
+
 func keyValue(given string) (string, error) {
 	if given == "" {
 		return NewKeyValue(), nil

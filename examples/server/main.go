@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	selfservice "github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth"
@@ -236,11 +237,19 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 
 	// 5. The front doors on one mux.
 	mux := http.NewServeMux()
-	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger,
+		OpenAPI: rest.OpenAPIInfo{Paths: selfservice.OpenAPIPaths()}})
 	if err != nil {
 		return nil, err
 	}
 	mux.Handle("/v1/", restHandler)
+	// The account holders' self-service API: their account, keys and audit log.
+	accountHandler, err := selfservice.NewHandler(svc, nil)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/account", accountHandler)
+	mux.Handle("/v1/account/", accountHandler)
 	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
 		return nil, err

@@ -49,7 +49,7 @@
 //
 //   - tollgate_accounts (id, plan, restrictions jsonb, created_at) and tollgate_keys (id,
 //     account_id, name, is_primary, hash bytea UNIQUE, restrictions jsonb, created_at,
-//     rotated_at, revoked_at; ordered by an identity column). Only the SHA-256 of a key
+//     rotated_at, revoked_at, revision; ordered by an identity column). Only the SHA-256 of a key
 //     is stored; restrictions are stored as their JSON form (auth.Restrictions'
 //     MarshalJSON), NULL for none.
 //   - tollgate_balances (account_id, allowance, period, number of shards) and

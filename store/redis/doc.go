@@ -28,7 +28,8 @@
 //
 //	<prefix>:{<account>}:acct        string  the account record (JSON)
 //	<prefix>:{<account>}:keys        hash    the key records: <id>:h (current hash, hex),
-//	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339)
+//	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339),
+//	                                         <id>:v (the revision; absent for 0)
 //	<prefix>:{<account>}:korder      list    the key ids, oldest first
 //	<prefix>:{<account>}:bal         hash    rem, used, allow, the period (ps, pe, Unix µs),
 //	                                         nx: at most the earliest deadline of an
