@@ -170,3 +170,7 @@ func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr)
 }
 
 var errSessionsOff = newError(CodeNotFound, "this service has no sessions (tollgate.Options.Sessions is not set)", nil)
+
+// CanEndSessions reports whether the service can end sessions before their expiry:
+// it has session tokens and a store of ended sessions ([Options.SessionStore]).
+func (s *Service) CanEndSessions() bool { return s.sessions != nil && s.sessionStore != nil }
