@@ -21,9 +21,12 @@ func (s *Store) EndSession(ctx context.Context, id string, expires, now time.Tim
 	if err := store.CheckSessionID(id); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	ttl := expires.Sub(now)
 	if ttl <= 0 {
-		return ctx.Err()
+		return nil
 	}
 	// A session's expiry is in its token, so ending it again sets the same instant.
 	if err := s.c.Set(ctx, s.endedKey(id), "1", ttl).Err(); err != nil {
@@ -35,6 +38,9 @@ func (s *Store) EndSession(ctx context.Context, id string, expires, now time.Tim
 // SessionEnded reports whether the session id was ended.
 func (s *Store) SessionEnded(ctx context.Context, id string) (bool, error) {
 	if err := store.CheckSessionID(id); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	n, err := s.c.Exists(ctx, s.endedKey(id)).Result()
