@@ -21,7 +21,9 @@ import (
 //     allow-list and expiry apply; its channel and API lists do not, since self-service
 //     is neither a call to an API nor one of the call channels. Self-service requests are
 //     not API calls: they are not billed and are no rate-limit event.
-//   - The account's primary key and a session token manage every key of the account. A
+//   - The account's primary key manages every key of the account. A session acts as
+//     the key that started it (a login session as the primary key), with that key's
+//     rights, and a session token that names no key acts for the whole account. A
 //     sub-key manages keys only if [Options.SubKeysManageKeys] is set, and then only keys
 //     no wider than itself, never the primary key; without it, a sub-key may read the
 //     account and its own record, nothing more.
@@ -42,10 +44,11 @@ type OwnAccount struct {
 	Account auth.Account
 	Plan    billing.Plan
 	Balance billing.Balance
-	// Keys are the keys the caller may see: every key for the primary key or a session;
-	// for a sub-key, itself and the keys it may manage.
+	// Keys are the keys the caller may see: every key for the primary key (or a
+	// session acting as it); for a sub-key, itself and the keys it may manage.
 	Keys []auth.Key
-	// Caller is the key the caller authenticated with (the zero Key for a session).
+	// Caller is the key the caller authenticated with, or that its session acts as
+	// (the zero Key for a session token that names no key).
 	Caller auth.Key
 }
 
@@ -65,8 +68,10 @@ func (s *Service) self(ctx context.Context, c Caller) (context.Context, Principa
 }
 
 // managesAll reports whether the principal manages every key of its account: the
-// primary key or a session.
-func managesAll(p *Principal) bool { return p.Session() || p.Key.Primary }
+// primary key, a session that acts as it, or a session that names no key (a token
+// the host issued for the whole account). A session started with a sub-key acts as
+// that sub-key: it has that sub-key's rights, never more.
+func managesAll(p *Principal) bool { return p.Key.Primary || p.Key.ID == "" }
 
 // mayManage returns nil if the principal may manage key k of its account, or the
 // refusal that says why.
@@ -75,7 +80,7 @@ func (s *Service) mayManage(p *Principal, k auth.Key) error {
 		return nil
 	}
 	if !s.subKeysManage {
-		return newError(CodeForbidden, "a sub-key cannot manage keys on this service: use the account's primary key or a session", nil)
+		return newError(CodeForbidden, "a sub-key cannot manage keys on this service: use the account's primary key, or a session started with it", nil)
 	}
 	if k.Primary {
 		return newError(CodeForbidden, "a sub-key cannot manage the account's primary key", nil)
@@ -268,7 +273,7 @@ func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (aud
 		return audit.Page{}, err
 	}
 	if !managesAll(&p) && !s.subKeysManage {
-		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log on this service: use the account's primary key or a session", nil)
+		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log on this service: use the account's primary key, or a session started with it", nil)
 	}
 	q.Account = p.Account.ID
 	return s.AuditLog(ctx, q)

@@ -45,6 +45,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Sessions enables session tokens (the x-jwt credential). If nil, they are refused.
 	Sessions *auth.Sessions
+	// SessionStore remembers the sessions that were ended before their expiry
+	// ([Service.EndSession]); every instance that shares it refuses their tokens. It
+	// needs Sessions. If nil (the default), a session lasts until its expiry.
+	SessionStore auth.SessionStore
+	// SessionTTL is how long a session started with [Service.StartSession] or
+	// [Service.StartLoginSession] lasts, at most [MaxSessionTTL]. The default is
+	// [DefaultSessionTTL].
+	SessionTTL time.Duration
 	// CallTimeout bounds one API call, including the fetch of a file in the URL form.
 	// A call that takes longer is answered with 504 and refunded. The default is 30s.
 	CallTimeout time.Duration
@@ -153,9 +161,14 @@ type Service struct {
 	keyHooks      keyHooks    // see OnKeyChange
 	audit         audit.Store // nil: no audit log
 	subKeysManage bool        // Options.SubKeysManageKeys
-	sweeper       driver.Sweeper
-	stopSweep     func() // stops the background sweep and waits for it; nil if none runs
-	closeOnce     sync.Once
+	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
+	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
+	sessions     *auth.Sessions
+	sessionStore auth.SessionStore
+	sessionTTL   time.Duration
+	sweeper      driver.Sweeper
+	stopSweep    func() // stops the background sweep and waits for it; nil if none runs
+	closeOnce    sync.Once
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -167,7 +180,17 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if opts == nil {
 		opts = &Options{}
 	}
-	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions}
+	switch {
+	case opts.SessionStore != nil && opts.Sessions == nil:
+		return nil, errors.New("tollgate: Options.SessionStore needs Options.Sessions")
+	case opts.SessionTTL > MaxSessionTTL:
+		return nil, fmt.Errorf("tollgate: Options.SessionTTL %s is longer than the maximum, %s", opts.SessionTTL, MaxSessionTTL)
+	}
+	sessionTTL := opts.SessionTTL
+	if sessionTTL <= 0 {
+		sessionTTL = DefaultSessionTTL
+	}
+	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions, Ended: opts.SessionStore}
 	var checker auth.KeyChecker
 	if opts.KeyCache != nil {
 		var ok bool
@@ -212,6 +235,9 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		timeout:       timeout,
 		audit:         opts.Audit,
 		subKeysManage: opts.SubKeysManageKeys,
+		sessions:      opts.Sessions,
+		sessionStore:  opts.SessionStore,
+		sessionTTL:    sessionTTL,
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,

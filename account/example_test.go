@@ -85,5 +85,5 @@ func ExampleNewHandler() {
 	// create a sub-key: 201
 	// its API: 200
 	// another API: 403
-	// the sub-key creates a key: 403 a sub-key cannot manage keys on this service: use the account's primary key or a session
+	// the sub-key creates a key: 403 a sub-key cannot manage keys on this service: use the account's primary key, or a session started with it
 }

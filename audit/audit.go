@@ -43,6 +43,13 @@ const (
 	KeyUpdate Action = "key.update"
 	// CreditsAdjust: the account's credits were changed by Credits, for Reason.
 	CreditsAdjust Action = "credits.adjust"
+	// SessionStart: a session (Target, its id) was started. Actor is the key it acts
+	// as; Reason is "login" for a session started through the host's login, empty for
+	// one started with the key itself.
+	SessionStart Action = "session.start"
+	// SessionEnd: a session (Target, its id) was ended (signed out) before its expiry.
+	// Actor is the key it acted as.
+	SessionEnd Action = "session.end"
 )
 
 // Actors that are not a key id.

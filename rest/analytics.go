@@ -11,7 +11,8 @@ import (
 type analytics struct {
 	Account string `json:"account"`
 	Plan    string `json:"plan"`
-	// Key is the key the call used; null for a session token.
+	// Key is the key the call used, or that its session acts as; null for a session
+	// that acts for the whole account.
 	Key     *keyInfo    `json:"key"`
 	Credits creditsInfo `json:"credits"`
 	// RateLimit is null when the plan has no rate limit.
@@ -83,7 +84,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 		Calls:          st.Usage,
 		Period:         periodInfo{Start: b.Period.Start, End: b.Period.End},
 	}
-	if !p.Session() {
+	if p.Key.ID != "" { // a key, or a session that acts as one
 		out.Key = &keyInfo{ID: p.Key.ID, Name: p.Key.Name, Primary: p.Key.Primary}
 	}
 	if l, ok := p.Plan.RateLimit(); ok {

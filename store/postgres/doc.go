@@ -5,7 +5,8 @@
 // [driver.ConcurrencyLimiter], [auth.KeyChecker]) and [driver.Admitter], so that a
 // paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
-// database, and [AuditStore] the audit log ([audit.Store]).
+// database, [AuditStore] the audit log ([audit.Store]), and [SessionStore] the
+// sessions signed out before their expiry ([auth.SessionStore]).
 //
 // # Wiring
 //
@@ -80,6 +81,8 @@
 //     credits, addr inet, reason): the audit log, kept by [AuditStore], indexed by
 //     (account_id, at, seq) and by (at, seq) for listings newest first. It holds no key
 //     value: keys by id, restrictions in their plain JSON form, verbatim.
+//   - tollgate_ended_sessions (id, expires): the sessions signed out before their
+//     expiry, kept by [SessionStore] until it; each EndSession deletes the rows past it.
 //   - tollgate_schema_migrations (version, name): the migrations applied.
 //
 // The logic lives in PL/pgSQL functions created by the migrations (tollgate_admit,

@@ -4,7 +4,8 @@
 // [driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter]), the
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
 // to settle, and the [driver.Sweeper], through which every instance voids expired
-// reservations.
+// reservations. It is also an [auth.SessionStore]: a signed-out session is one key,
+// "<prefix>:ended-session:<id>", which Redis deletes at the session's expiry.
 //
 // # Compositions
 //
