@@ -2,6 +2,7 @@ package tollgate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -17,6 +18,12 @@ import (
 // once it is stored: who made it, what it was, when and from which address. Who made
 // it comes from the context ([WithActor]); the admin handler names the operator, and a
 // host's own calls are recorded as [audit.Host]. An entry never holds a key value.
+//
+// The call returns once its change is stored and its entry appended, or, if the audit
+// log cannot take the entry (it is down), queued: a bounded queue ([Options.AuditQueue])
+// retries it in the background with backoff, and [Service.Close] makes a last attempt.
+// Each entry has a random ID, so a retry after an append whose outcome is unknown
+// stores it once. Entries older than [Options.AuditRetention] are pruned on a schedule.
 
 // Actor is who makes a change, as the audit log records it.
 type Actor struct {
@@ -45,25 +52,39 @@ func actorOf(ctx context.Context) Actor {
 	return a
 }
 
-// auditTimeout bounds the append of an audit entry, which outlives the request's
-// context: a change that is stored is recorded even if its client has gone.
-const auditTimeout = 5 * time.Second
-
-// record appends e, made now by the actor ctx names, to the audit log, if there is one.
-// The change is already stored, so a failure does not undo it nor fail the request
-// (a rotation's new value would be lost): it is logged, without any key value.
+// record appends e, made now by the actor ctx names, to the audit log, if there is one,
+// with a new random ID. The change is already stored, so a failure does not undo it nor
+// fail the request (a rotation's new value would be lost): an entry the audit log cannot
+// take now is queued and retried in the background (see [Service.PendingAuditEntries]).
 func (s *Service) record(ctx context.Context, now time.Time, e audit.Entry) {
 	if s.audit == nil {
 		return
 	}
 	actor := actorOf(ctx)
-	e.At, e.Actor, e.Addr = now, actor.ID, actor.Addr
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
-	if err := s.audit.Append(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "tollgate: the audit log did not take an entry; the change itself is stored",
-			"action", string(e.Action), "account", e.Account, "target", e.Target, "actor", e.Actor, "error", err)
+	e.At, e.Actor, e.Addr, e.ID = now, actor.ID, actor.Addr, rand.Text()
+	s.auditq.add(ctx, e)
+}
+
+// PendingAuditEntries returns the number of audit entries that the audit log could not
+// take when they were recorded and that the service is still retrying in the background.
+// It is at most [Options.AuditQueue]; it is zero without an audit log.
+func (s *Service) PendingAuditEntries() int {
+	if s.auditq == nil {
+		return 0
 	}
+	return s.auditq.pending()
+}
+
+// DroppedAuditEntries returns the number of audit entries that the audit log will never
+// hold: recorded while [Options.AuditQueue] entries were already waiting for it, still
+// waiting when [Service.Close] made its last attempt, or refused by it as invalid. Each
+// was logged (at WARN, or at ERROR for an invalid one) with everything it held, which is
+// never a key value. The changes they record are stored all the same.
+func (s *Service) DroppedAuditEntries() int64 {
+	if s.auditq == nil {
+		return 0
+	}
+	return s.auditq.droppedCount()
 }
 
 // restrictionsJSON is r's plain JSON form for an audit entry; nil for no restrictions.

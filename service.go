@@ -78,9 +78,14 @@ type Options struct {
 	KeyCache *auth.KeyCacheOptions
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
-	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
-	// (the default) keeps no audit log.
+	// that [WithActor] names. Nil (the default) keeps no audit log.
 	Audit audit.Store
+	// AuditQueue is the most audit entries kept in memory while the audit log cannot
+	// take them (it is down), to be retried in the background until it does. An entry
+	// recorded while the queue is full is dropped: counted
+	// ([Service.DroppedAuditEntries]) and logged at WARN with what it held. The default
+	// is [DefaultAuditQueue].
+	AuditQueue int
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -147,6 +152,7 @@ type Service struct {
 	ids        requestIDs
 	keyHooks   keyHooks    // see OnKeyChange
 	audit      audit.Store // nil: no audit log
+	auditq     *auditQueue // appends to audit, and retries; nil without an audit log
 	sweeper    driver.Sweeper
 	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
 	closeOnce  sync.Once
@@ -218,6 +224,9 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
 	}
+	if s.audit != nil {
+		s.auditq = newAuditQueue(s.audit, s.log, opts.AuditQueue)
+	}
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -231,16 +240,21 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	return s, nil
 }
 
-// Close stops the service's background work: the sweep of expired reservations and the
+// Close stops the service's background work: the sweep of expired reservations, the
 // retries of settlements (what they still held is left to the reservations' expiry and
-// the slots' leases). It does not close the stores, which the host owns. Calls made
-// after Close still work, but nothing sweeps and failed settlements are not retried.
+// the slots' leases) and those of audit entries, which get a last attempt of a few
+// seconds (those the audit log still does not take are dropped, counted and logged). It
+// does not close the stores, which the host owns. Calls made after Close still work, but
+// nothing sweeps, and failed settlements and audit entries are not retried.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		if s.stopSweep != nil {
 			s.stopSweep()
 		}
 		s.meter.Close()
+		if s.auditq != nil {
+			s.auditq.close()
+		}
 	})
 }
 
