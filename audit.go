@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -85,6 +86,34 @@ func (s *Service) DroppedAuditEntries() int64 {
 		return 0
 	}
 	return s.auditq.droppedCount()
+}
+
+// PruneAuditLog deletes the audit log's entries older than [Options.AuditRetention],
+// now, and returns how many it deleted. The service calls it every
+// [Options.AuditPruneInterval]; a host that turned that off may call it on its own
+// schedule. It does nothing without an audit log or a retention. Its error is the
+// store's (store.ErrUnavailable while the audit log is down). Any number of
+// instances may prune the same log at once: each deletes what the others have not.
+func (s *Service) PruneAuditLog(ctx context.Context) (int64, error) {
+	if s.audit == nil || s.retention <= 0 {
+		return 0, nil
+	}
+	n, err := s.audit.Prune(ctx, s.now().Add(-s.retention))
+	if err != nil {
+		return n, fmt.Errorf("tollgate: prune the audit log: %w", err)
+	}
+	return n, nil
+}
+
+// pruneOnce is one run of the background prune of the audit log.
+func (s *Service) pruneOnce(ctx context.Context) {
+	n, err := s.PruneAuditLog(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("tollgate: cannot prune the audit log; the next prune tries again", "error", err)
+	case n > 0:
+		s.log.Info("tollgate: pruned the audit log's entries older than the retention", "count", n, "retention", s.retention.String())
+	}
 }
 
 // restrictionsJSON is r's plain JSON form for an audit entry; nil for no restrictions.
