@@ -54,7 +54,7 @@ func actorOf(ctx context.Context) Actor {
 }
 
 // record appends e, made now by the actor ctx names, to the audit log, if there is one,
-// with a new random ID. The change is already stored, so a failure does not undo it nor
+// with a new random ID unless e has one. The change is already stored, so a failure does not undo it nor
 // fail the request (a rotation's new value would be lost): an entry the audit log cannot
 // take now is queued and retried in the background (see [Service.PendingAuditEntries]).
 func (s *Service) record(ctx context.Context, now time.Time, e audit.Entry) {
@@ -62,7 +62,10 @@ func (s *Service) record(ctx context.Context, now time.Time, e audit.Entry) {
 		return
 	}
 	actor := actorOf(ctx)
-	e.At, e.Actor, e.Addr, e.ID = now, actor.ID, actor.Addr, rand.Text()
+	e.At, e.Actor, e.Addr = now, actor.ID, actor.Addr
+	if e.ID == "" {
+		e.ID = rand.Text()
+	}
 	s.auditq.add(ctx, e)
 }
 

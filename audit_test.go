@@ -94,3 +94,31 @@ func TestAuditLogOff(t *testing.T) {
 		t.Errorf("AuditLog without an audit log: %v, want not found naming Options.Audit", err)
 	}
 }
+
+// TestAuditCreditsReplay checks that a credits adjustment retried with its idempotency
+// key, which changes nothing, is recorded once.
+func TestAuditCreditsReplay(t *testing.T) {
+	log := memory.NewAuditStore()
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	for range 3 {
+		if _, err := h.svc.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-12"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.svc.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-13"); err != nil {
+		t.Fatal(err)
+	}
+	page, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adjusts := 0
+	for _, e := range page.Entries {
+		if e.Action == audit.CreditsAdjust {
+			adjusts++
+		}
+	}
+	if info, _ := h.svc.Account(context.Background(), "acct"); adjusts != 2 || info.Balance.Remaining != 110 {
+		t.Errorf("%d credits entries and a balance of %d after three replays of one adjustment and another; want 2 and 110", adjusts, info.Balance.Remaining)
+	}
+}
