@@ -3,6 +3,7 @@ package tollgate
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -252,7 +253,13 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 	if err != nil {
 		return b, s.manageError("balance of account", accountID, err)
 	}
-	s.record(ctx, now, audit.Entry{Action: audit.CreditsAdjust, Account: accountID, Credits: amount, Reason: reason})
+	e := audit.Entry{Action: audit.CreditsAdjust, Account: accountID, Credits: amount, Reason: reason}
+	if idempotencyKey != "" {
+		// A replay changes nothing: its entry has the first one's ID, which the audit
+		// log stores once.
+		e.ID = "credits-" + hex.EncodeToString(id[:])
+	}
+	s.record(ctx, now, e)
 	return b, nil
 }
 

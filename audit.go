@@ -2,8 +2,10 @@ package tollgate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -17,6 +19,12 @@ import (
 // once it is stored: who made it, what it was, when and from which address. Who made
 // it comes from the context ([WithActor]); the admin handler names the operator, and a
 // host's own calls are recorded as [audit.Host]. An entry never holds a key value.
+//
+// The call returns once its change is stored and its entry appended, or, if the audit
+// log cannot take the entry (it is down), queued: a bounded queue ([Options.AuditQueue])
+// retries it in the background with backoff, and [Service.Close] makes a last attempt.
+// Each entry has a random ID, so a retry after an append whose outcome is unknown
+// stores it once. Entries older than [Options.AuditRetention] are pruned on a schedule.
 
 // Actor is who makes a change, as the audit log records it.
 type Actor struct {
@@ -45,24 +53,69 @@ func actorOf(ctx context.Context) Actor {
 	return a
 }
 
-// auditTimeout bounds the append of an audit entry, which outlives the request's
-// context: a change that is stored is recorded even if its client has gone.
-const auditTimeout = 5 * time.Second
-
-// record appends e, made now by the actor ctx names, to the audit log, if there is one.
-// The change is already stored, so a failure does not undo it nor fail the request
-// (a rotation's new value would be lost): it is logged, without any key value.
+// record appends e, made now by the actor ctx names, to the audit log, if there is one,
+// with a new random ID unless e has one. The change is already stored, so a failure does not undo it nor
+// fail the request (a rotation's new value would be lost): an entry the audit log cannot
+// take now is queued and retried in the background (see [Service.PendingAuditEntries]).
 func (s *Service) record(ctx context.Context, now time.Time, e audit.Entry) {
 	if s.audit == nil {
 		return
 	}
 	actor := actorOf(ctx)
 	e.At, e.Actor, e.Addr = now, actor.ID, actor.Addr
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
-	if err := s.audit.Append(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "tollgate: the audit log did not take an entry; the change itself is stored",
-			"action", string(e.Action), "account", e.Account, "target", e.Target, "actor", e.Actor, "error", err)
+	if e.ID == "" {
+		e.ID = rand.Text()
+	}
+	s.auditq.add(ctx, e)
+}
+
+// PendingAuditEntries returns the number of audit entries that the audit log could not
+// take when they were recorded and that the service is still retrying in the background.
+// It is at most [Options.AuditQueue]; it is zero without an audit log.
+func (s *Service) PendingAuditEntries() int {
+	if s.auditq == nil {
+		return 0
+	}
+	return s.auditq.pending()
+}
+
+// DroppedAuditEntries returns the number of audit entries that the audit log will never
+// hold: recorded while [Options.AuditQueue] entries were already waiting for it, still
+// waiting when [Service.Close] made its last attempt, or refused by it as invalid. Each
+// was logged (at WARN, or at ERROR for an invalid one) with everything it held, which is
+// never a key value. The changes they record are stored all the same.
+func (s *Service) DroppedAuditEntries() int64 {
+	if s.auditq == nil {
+		return 0
+	}
+	return s.auditq.droppedCount()
+}
+
+// PruneAuditLog deletes the audit log's entries older than [Options.AuditRetention],
+// now, and returns how many it deleted. The service calls it every
+// [Options.AuditPruneInterval]; a host that turned that off may call it on its own
+// schedule. It does nothing without an audit log or a retention. Its error is the
+// store's (store.ErrUnavailable while the audit log is down). Any number of
+// instances may prune the same log at once: each deletes what the others have not.
+func (s *Service) PruneAuditLog(ctx context.Context) (int64, error) {
+	if s.audit == nil || s.retention <= 0 {
+		return 0, nil
+	}
+	n, err := s.audit.Prune(ctx, s.now().Add(-s.retention))
+	if err != nil {
+		return n, fmt.Errorf("tollgate: prune the audit log: %w", err)
+	}
+	return n, nil
+}
+
+// pruneOnce is one run of the background prune of the audit log.
+func (s *Service) pruneOnce(ctx context.Context) {
+	n, err := s.PruneAuditLog(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("tollgate: cannot prune the audit log; the next prune tries again", "error", err)
+	case n > 0:
+		s.log.Info("tollgate: pruned the audit log's entries older than the retention", "count", n, "retention", s.retention.String())
 	}
 }
 

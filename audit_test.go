@@ -10,8 +10,6 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/internal/testenv"
-	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -97,40 +95,30 @@ func TestAuditLogOff(t *testing.T) {
 	}
 }
 
-// failingAudit is an audit store that is down.
-type failingAudit struct{ audit.Store }
-
-func (failingAudit) Append(context.Context, ...audit.Entry) error {
-	return fmt.Errorf("audit store down: %w", store.ErrUnavailable)
-}
-
-// TestAuditLogDown checks that a change whose audit entry the store cannot take still
-// succeeds (a rotation's new value would otherwise be lost), and that the failure is
-// logged at ERROR, naming the key, without any key value.
-func TestAuditLogDown(t *testing.T) {
-	var logs testenv.Logs
-	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: failingAudit{memory.NewAuditStore()}, Logger: logs.Logger()}})
-	info, err := h.svc.Account(context.Background(), "acct")
+// TestAuditCreditsReplay checks that a credits adjustment retried with its idempotency
+// key, which changes nothing, is recorded once.
+func TestAuditCreditsReplay(t *testing.T) {
+	log := memory.NewAuditStore()
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	for range 3 {
+		if _, err := h.svc.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-12"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.svc.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-13"); err != nil {
+		t.Fatal(err)
+	}
+	page, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	primary := info.Keys[0].ID
-	_, value, err := h.svc.RotateKey(context.Background(), primary)
-	if err != nil || value == "" {
-		t.Fatalf("RotateKey with the audit store down: %q, %v; want the new value", value, err)
-	}
-	reported := false
-	for _, r := range logs.Records(t) {
-		reported = reported || r.Level == "ERROR" && strings.Contains(r.Msg, "audit log did not take an entry") &&
-			r.Attrs["action"] == "key.rotate" && r.Attrs["target"] == primary
-	}
-	if !reported {
-		t.Errorf("logs do not report the lost entry of the rotation of %s at ERROR:\n%s", primary, logs.String())
-	}
-	out := logs.String()
-	for name, v := range map[string]string{"the old value": h.key, "the new value": value} {
-		if strings.Contains(out, v) {
-			t.Errorf("%s of the key is in the logs:\n%s", name, out)
+	adjusts := 0
+	for _, e := range page.Entries {
+		if e.Action == audit.CreditsAdjust {
+			adjusts++
 		}
+	}
+	if info, _ := h.svc.Account(context.Background(), "acct"); adjusts != 2 || info.Balance.Remaining != 110 {
+		t.Errorf("%d credits entries and a balance of %d after three replays of one adjustment and another; want 2 and 110", adjusts, info.Balance.Remaining)
 	}
 }

@@ -91,9 +91,25 @@ type Options struct {
 	SubKeysManageKeys bool
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
-	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
-	// (the default) keeps no audit log.
+	// that [WithActor] names. Nil (the default) keeps no audit log.
 	Audit audit.Store
+	// AuditQueue is the most audit entries kept in memory while the audit log cannot
+	// take them (it is down), to be retried in the background until it does. An entry
+	// recorded while the queue is full is dropped: counted
+	// ([Service.DroppedAuditEntries]) and logged at WARN with what it held. The default
+	// is [DefaultAuditQueue].
+	AuditQueue int
+	// AuditRetention is how long the audit log keeps an entry: the service prunes the
+	// entries older than that every AuditPruneInterval. Zero (the default) keeps every
+	// entry.
+	AuditRetention time.Duration
+	// AuditPruneInterval is how often the service prunes the audit log, with
+	// AuditRetention set: once at New, then at this interval, so an entry outlives the
+	// retention by at most one interval. Any number of instances may prune the same log.
+	// The default is a tenth of AuditRetention, at least a second and at most
+	// [DefaultAuditPruneInterval]; a negative value turns the schedule off (call
+	// [Service.PruneAuditLog] yourself then). [Service.Close] stops it.
+	AuditPruneInterval time.Duration
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -115,6 +131,9 @@ const DefaultReservationGrace = 30 * time.Second
 
 // DefaultSweepInterval is the default [Options.SweepInterval].
 const DefaultSweepInterval = 15 * time.Second
+
+// DefaultAuditPruneInterval is the longest default [Options.AuditPruneInterval].
+const DefaultAuditPruneInterval = time.Hour
 
 // sweepBatch is how many reservations one sweep call voids at most.
 const sweepBatch = 1000
@@ -160,7 +179,10 @@ type Service struct {
 	ids           requestIDs
 	keyHooks      keyHooks    // see OnKeyChange
 	audit         audit.Store // nil: no audit log
-	subKeysManage bool        // Options.SubKeysManageKeys
+	auditq        *auditQueue // appends to audit, and retries; nil without an audit log
+	retention     time.Duration
+	stopPrune     func() // stops the background prune of the audit log; nil if none runs
+	subKeysManage bool   // Options.SubKeysManageKeys
 	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
 	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
 	sessions     *auth.Sessions
@@ -251,6 +273,10 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
 	}
+	if s.audit != nil {
+		s.auditq = newAuditQueue(s.audit, s.log, opts.AuditQueue)
+		s.retention = max(opts.AuditRetention, 0)
+	}
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
@@ -259,21 +285,35 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		if interval == 0 {
 			interval = DefaultSweepInterval
 		}
-		s.stopSweep = s.sweepEvery(interval)
+		s.stopSweep = every(interval, false, s.sweepOnce)
+	}
+	if interval := opts.AuditPruneInterval; s.retention > 0 && interval >= 0 {
+		if interval == 0 {
+			interval = min(max(s.retention/10, time.Second), DefaultAuditPruneInterval)
+		}
+		s.stopPrune = every(interval, true, s.pruneOnce)
 	}
 	return s, nil
 }
 
-// Close stops the service's background work: the sweep of expired reservations and the
+// Close stops the service's background work: the sweep of expired reservations, the
+// prune of the audit log, the
 // retries of settlements (what they still held is left to the reservations' expiry and
-// the slots' leases). It does not close the stores, which the host owns. Calls made
-// after Close still work, but nothing sweeps and failed settlements are not retried.
+// the slots' leases) and those of audit entries, which get a last attempt of a few
+// seconds (those the audit log still does not take are dropped, counted and logged). It
+// does not close the stores, which the host owns. Calls made after Close still work, but
+// nothing sweeps, and failed settlements and audit entries are not retried.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
-		if s.stopSweep != nil {
-			s.stopSweep()
+		for _, stop := range []func(){s.stopSweep, s.stopPrune} {
+			if stop != nil {
+				stop()
+			}
 		}
 		s.meter.Close()
+		if s.auditq != nil {
+			s.auditq.close()
+		}
 	})
 }
 
@@ -295,13 +335,17 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 }
 
-// sweepEvery runs Sweep every interval until the returned function is called, which
-// waits for a sweep in progress to end.
-func (s *Service) sweepEvery(interval time.Duration) (stop func()) {
+// every runs fn every interval (and once at the start, with first set) until the
+// returned function is called, which cancels fn's context and waits for a run in
+// progress to end.
+func every(interval time.Duration, first bool, fn func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if first {
+			fn(ctx)
+		}
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		for {
@@ -310,18 +354,23 @@ func (s *Service) sweepEvery(interval time.Duration) (stop func()) {
 				return
 			case <-ticker.C:
 			}
-			n, err := s.Sweep(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.log.Warn("tollgate: cannot sweep expired reservations; the next sweep tries again", "error", err)
-			case n > 0:
-				s.log.Info("tollgate: voided expired reservations, their credits given back", "count", n)
-			}
+			fn(ctx)
 		}
 	}()
 	return func() {
 		cancel()
 		<-done
+	}
+}
+
+// sweepOnce is one run of the background sweep.
+func (s *Service) sweepOnce(ctx context.Context) {
+	n, err := s.Sweep(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("tollgate: cannot sweep expired reservations; the next sweep tries again", "error", err)
+	case n > 0:
+		s.log.Info("tollgate: voided expired reservations, their credits given back", "count", n)
 	}
 }
 

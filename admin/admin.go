@@ -15,7 +15,9 @@
 // The audit route lists the account's audit log newest first (with tollgate.Options.Audit
 // set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,
 // from and to RFC 3339 instants (from <= at < to). Every change made through this
-// handler is recorded with the actor "operator" and the client's address.
+// handler is recorded with the actor "operator" and the client's address: the TCP peer,
+// or, when the peer is one of [Options.TrustedProxies], the client that its
+// X-Forwarded-For names (read as the REST front door reads it, auth.ClientAddr).
 //
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
@@ -35,6 +37,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
@@ -47,24 +51,39 @@ import (
 // MinTokenLength is the shortest admin token [NewHandler] accepts.
 const MinTokenLength = 16
 
+// Options configures the admin handler. The zero value is the default; every field is
+// optional.
+type Options struct {
+	// TrustedProxies lists the addresses of reverse proxies whose X-Forwarded-For
+	// header is believed, for the address the audit log records for a change. By default
+	// none is: the address is the TCP peer, and an X-Forwarded-For header is ignored.
+	// List the proxies in front of the admin API, the same as rest.Options'.
+	TrustedProxies []netip.Prefix
+}
+
 // Handler serves the admin API. Create it with [NewHandler].
 type Handler struct {
-	svc   *tollgate.Service
-	token [sha256.Size]byte
-	mux   *http.ServeMux
+	svc     *tollgate.Service
+	token   [sha256.Size]byte
+	mux     *http.ServeMux
+	trusted []netip.Prefix
 }
 
 // NewHandler returns the admin API of svc, protected by token, which callers send as
 // "Authorization: Bearer <token>". The token must be at least [MinTokenLength]
-// characters.
-func NewHandler(svc *tollgate.Service, token string) (*Handler, error) {
+// characters. opts may be nil.
+func NewHandler(svc *tollgate.Service, token string, opts *Options) (*Handler, error) {
 	if svc == nil {
 		return nil, errors.New("admin: NewHandler needs a Service")
 	}
 	if len(token) < MinTokenLength {
 		return nil, fmt.Errorf("admin: the admin token needs at least %d characters", MinTokenLength)
 	}
-	h := &Handler{svc: svc, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux()}
+	if opts == nil {
+		opts = &Options{}
+	}
+	h := &Handler{svc: svc, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
+		trusted: slices.Clone(opts.TrustedProxies)}
 	manage.Mount(h.mux, "/admin/", "admin", []manage.Route{
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
@@ -84,7 +103,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
 		return
 	}
-	actor := tollgate.Actor{ID: audit.Operator, Addr: auth.ClientAddr(r, nil)}
+	actor := tollgate.Actor{ID: audit.Operator, Addr: auth.ClientAddr(r, h.trusted)}
 	h.mux.ServeHTTP(w, r.WithContext(tollgate.WithActor(r.Context(), actor)))
 }
 

@@ -43,7 +43,7 @@ func TestNewHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := admin.NewHandler(tt.svc, tt.token)
+			h, err := admin.NewHandler(tt.svc, tt.token, nil)
 			if gotErr := err != nil; gotErr != tt.wantErr {
 				t.Fatalf("NewHandler: error %v, want error %v", err, tt.wantErr)
 			}

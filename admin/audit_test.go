@@ -3,11 +3,14 @@ package admin_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/admin"
 )
 
 // auditEntryJSON is one entry of data.entries of the audit route.
@@ -159,4 +162,43 @@ func TestAuditLog(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAuditAddressBehindProxy checks the address an admin change is recorded from:
+// behind a trusted proxy, the client that its X-Forwarded-For names; from a peer that is
+// not a trusted proxy, the peer, whatever X-Forwarded-For it sends.
+func TestAuditAddressBehindProxy(t *testing.T) {
+	// The test server's clients connect from loopback.
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	elsewhere := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	for _, tt := range []struct {
+		name    string
+		trusted []netip.Prefix
+		xff     []string
+		want    string
+	}{
+		{"no proxy configured, header ignored", nil, []string{"198.51.100.7"}, "127.0.0.1"},
+		{"no proxy configured, no header", nil, nil, "127.0.0.1"},
+		{"trusted proxy", loopback, []string{"198.51.100.7"}, "198.51.100.7"},
+		{"trusted proxy, IPv6 client", loopback, []string{"2001:db8::7"}, "2001:db8::7"},
+		{"trusted proxy, client chain", loopback, []string{"203.0.113.9, 198.51.100.7"}, "198.51.100.7"},
+		{"trusted proxy, two trusted hops", loopback, []string{"198.51.100.7, 127.0.0.2"}, "198.51.100.7"},
+		{"trusted proxy, garbage hop stops the walk", loopback, []string{"198.51.100.7, not-an-ip"}, "127.0.0.1"},
+		{"trusted proxy, no header", loopback, nil, "127.0.0.1"},
+		{"untrusted peer, spoofed header ignored", elsewhere, []string{"198.51.100.7"}, "127.0.0.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnvWith(t, &admin.Options{TrustedProxies: tt.trusted})
+			var hdr []string
+			for _, v := range tt.xff {
+				hdr = append(hdr, "X-Forwarded-For", v)
+			}
+			r := e.admin(http.MethodPost, "/admin/v1/accounts", `{"id":"acme","plan":"pro"}`, hdr...)
+			wantStatus(t, "create an account", r, http.StatusCreated)
+			got, _ := e.auditLog("acme", url.Values{})
+			if len(got) != 1 || got[0].Address == nil || *got[0].Address != tt.want {
+				t.Fatalf("audit log: %+v, want one entry from %s", got, tt.want)
+			}
+		})
+	}
 }

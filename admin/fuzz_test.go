@@ -87,7 +87,7 @@ func newAdminHandler(tb testing.TB) http.Handler {
 	if _, _, _, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acme", Plan: "pro"}); err != nil {
 		tb.Fatal(err)
 	}
-	h, err := admin.NewHandler(svc, adminToken)
+	h, err := admin.NewHandler(svc, adminToken, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -50,11 +50,17 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the admin handler's options.
+func newEnvWith(t *testing.T, opts *admin.Options) *env {
+	t.Helper()
 	clk := testenv.NewClock(t0)
 	logs := &testenv.Logs{}
 	logger := logs.Logger()
 	svc := newService(t, clk.Now, logger)
-	ah, err := admin.NewHandler(svc, adminToken)
+	ah, err := admin.NewHandler(svc, adminToken, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

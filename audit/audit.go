@@ -93,11 +93,22 @@ type Entry struct {
 	Addr netip.Addr
 	// Reason is the reason the actor gave, if any.
 	Reason string
+	// ID, if set, names the entry so that appending it again stores nothing: a store
+	// keeps at most one entry with a given ID (until [Store.Prune] deletes it). It is
+	// the idempotency token of an entry whose Append may be retried after an attempt
+	// whose outcome is unknown (a timeout after the store committed). Tollgate gives
+	// every entry it records a random ID; empty (a host's own entries, say) is never
+	// deduplicated. At most [MaxIDLength] bytes.
+	ID string
 }
+
+// MaxIDLength is the longest [Entry.ID] a store accepts.
+const MaxIDLength = 128
 
 // Validate returns an error wrapping store.ErrInvalid that says what to fix, unless e
 // can be stored: At, Actor, Action and Account set, every text valid UTF-8 without NUL
-// bytes (store.CheckText), and Before and After valid JSON when set.
+// bytes (store.CheckText), ID at most [MaxIDLength] bytes, and Before and After valid
+// JSON when set.
 func (e Entry) Validate() error {
 	switch {
 	case e.At.IsZero():
@@ -108,10 +119,12 @@ func (e Entry) Validate() error {
 		return fmt.Errorf("audit: entry has no action: %w", store.ErrInvalid)
 	case e.Account == "":
 		return fmt.Errorf("audit: entry has no account: %w", store.ErrInvalid)
+	case len(e.ID) > MaxIDLength:
+		return fmt.Errorf("audit: entry's id is %d bytes long; give at most %d: %w", len(e.ID), MaxIDLength, store.ErrInvalid)
 	}
 	for _, f := range []struct{ what, s string }{
 		{"actor", e.Actor}, {"action", string(e.Action)}, {"account", e.Account},
-		{"target", e.Target}, {"reason", e.Reason}, {"before", string(e.Before)}, {"after", string(e.After)},
+		{"target", e.Target}, {"reason", e.Reason}, {"id", e.ID}, {"before", string(e.Before)}, {"after", string(e.After)},
 	} {
 		if err := store.CheckText("audit: entry's "+f.what, f.s); err != nil {
 			return err
@@ -158,7 +171,9 @@ type Page struct {
 type Store interface {
 	// Append stores entries, each with a new Seq, all or none: if one entry is invalid
 	// (see [Entry.Validate]), it stores nothing and returns an error wrapping
-	// store.ErrInvalid.
+	// store.ErrInvalid. An entry whose ID is set and already stored (by this Append or
+	// an earlier one) is skipped, without an error: appending the same entries again
+	// stores each once.
 	Append(ctx context.Context, entries ...Entry) error
 	// List returns the entries that q selects, newest first (by At, then by Seq),
 	// a page at a time. A Limit out of bounds or a cursor that is not one List

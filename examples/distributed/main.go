@@ -316,7 +316,7 @@ func instance(ctx context.Context, c config, plans *billing.Plans, logger *slog.
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
 	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(svc, c.adminToken)
+		adminHandler, err := admin.NewHandler(svc, c.adminToken, nil)
 		if err != nil {
 			return nil, nil, nil, err
 		}

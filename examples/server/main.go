@@ -283,7 +283,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
 	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(svc, c.adminToken)
+		adminHandler, err := admin.NewHandler(svc, c.adminToken, nil)
 		if err != nil {
 			return nil, err
 		}

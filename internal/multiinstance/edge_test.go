@@ -41,7 +41,7 @@ func TestBadInputOnEveryStore(t *testing.T) {
 			}
 			t.Cleanup(svc.Close)
 			const token = "edge-test-admin-token"
-			adm, err := admin.NewHandler(svc, token)
+			adm, err := admin.NewHandler(svc, token, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,8 @@ import (
 type AuditStore struct {
 	mu      sync.Mutex
 	seq     int64
-	entries []audit.Entry // in the order appended
+	entries []audit.Entry       // in the order appended
+	ids     map[string]struct{} // the IDs of entries, for those that have one
 }
 
 // Interface guard.
@@ -25,7 +26,7 @@ var _ audit.Store = (*AuditStore)(nil)
 // NewAuditStore returns an empty AuditStore.
 func NewAuditStore() *AuditStore { return &AuditStore{} }
 
-// Append stores entries, all or none.
+// Append stores entries, all or none, skipping those whose ID is already stored.
 func (s *AuditStore) Append(ctx context.Context, entries ...audit.Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -38,6 +39,15 @@ func (s *AuditStore) Append(ctx context.Context, entries ...audit.Entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range entries {
+		if e.ID != "" {
+			if _, dup := s.ids[e.ID]; dup {
+				continue
+			}
+			if s.ids == nil {
+				s.ids = make(map[string]struct{})
+			}
+			s.ids[e.ID] = struct{}{}
+		}
 		s.seq++
 		e.Seq = s.seq
 		e.Before, e.After = slices.Clone(e.Before), slices.Clone(e.After)
@@ -91,6 +101,12 @@ func (s *AuditStore) Prune(ctx context.Context, before time.Time) (int64, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.entries)
-	s.entries = slices.DeleteFunc(s.entries, func(e audit.Entry) bool { return e.At.Before(before) })
+	s.entries = slices.DeleteFunc(s.entries, func(e audit.Entry) bool {
+		if !e.At.Before(before) {
+			return false
+		}
+		delete(s.ids, e.ID)
+		return true
+	})
 	return int64(n - len(s.entries)), nil
 }

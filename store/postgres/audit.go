@@ -10,7 +10,8 @@ import (
 )
 
 // AuditStore is the PostgreSQL [audit.Store]: the audit log, in the table
-// tollgate_audit. Append is one INSERT of every entry (all or none); List is one
+// tollgate_audit. Append is one INSERT of every entry (all or none, skipping the ids
+// already stored); List is one
 // SELECT on an index of (account, time, sequence), so a page costs the same however
 // long the log; Prune is one DELETE.
 //
@@ -41,7 +42,7 @@ func (s *AuditStore) Append(ctx context.Context, entries ...audit.Entry) error {
 	var (
 		ats                                    = make([]time.Time, n)
 		actors, actions, accounts, targets, rs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		befores, afters, addrs                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		befores, afters, addrs, ids            = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		credits                                = make([]int64, n)
 	)
 	for i, e := range entries {
@@ -59,15 +60,21 @@ func (s *AuditStore) Append(ctx context.Context, entries ...audit.Entry) error {
 		if e.Addr.IsValid() {
 			addrs[i] = ptr(e.Addr.WithZone("").String()) // inet holds no zone
 		}
+		if e.ID != "" {
+			ids[i] = ptr(e.ID)
+		}
 	}
 	// unnest keeps the arrays' order (WITH ORDINALITY makes it explicit), so Seq
-	// increases in the order of entries.
-	_, err := s.db.Exec(ctx, `INSERT INTO tollgate_audit (at, actor, action, account_id, target, before, after, credits, addr, reason)
-		SELECT at, actor, action, account_id, target, before::json, after::json, credits, addr::inet, reason
-		FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[])
-			WITH ORDINALITY AS e(at, actor, action, account_id, target, before, after, credits, addr, reason, n)
-		ORDER BY n`,
-		ats, actors, actions, accounts, targets, befores, afters, credits, addrs, rs)
+	// increases in the order of entries. An id already stored, or twice in entries, is
+	// skipped by the unique index tollgate_audit_by_id (a NULL id never conflicts); a
+	// concurrent Append of the same id waits for this one, then skips it.
+	_, err := s.db.Exec(ctx, `INSERT INTO tollgate_audit (at, actor, action, account_id, target, before, after, credits, addr, reason, id)
+		SELECT at, actor, action, account_id, target, before::json, after::json, credits, addr::inet, reason, id
+		FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[])
+			WITH ORDINALITY AS e(at, actor, action, account_id, target, before, after, credits, addr, reason, id, n)
+		ORDER BY n
+		ON CONFLICT (id) DO NOTHING`,
+		ats, actors, actions, accounts, targets, befores, afters, credits, addrs, rs, ids)
 	if err != nil {
 		return wrapErr(ctx, err, "audit: append %d entries for account %q", n, entries[0].Account)
 	}
@@ -96,7 +103,7 @@ func (s *AuditStore) List(ctx context.Context, q audit.Query) (audit.Page, error
 	if q.Account == "" {
 		account = `$1::text = ''`
 	}
-	sql := `SELECT seq, at, actor, action, account_id, target, before::text, after::text, credits, host(addr), reason
+	sql := `SELECT seq, at, actor, action, account_id, target, before::text, after::text, credits, host(addr), reason, coalesce(id, '')
 		FROM tollgate_audit
 		WHERE ` + account + `
 		  AND ($2::timestamptz IS NULL OR at >= $2) AND ($3::timestamptz IS NULL OR at < $3)
@@ -115,7 +122,7 @@ func (s *AuditStore) List(ctx context.Context, q audit.Query) (audit.Page, error
 			action              string
 			before, after, addr *string
 		)
-		if err := rows.Scan(&e.Seq, &e.At, &e.Actor, &action, &e.Account, &e.Target, &before, &after, &e.Credits, &addr, &e.Reason); err != nil {
+		if err := rows.Scan(&e.Seq, &e.At, &e.Actor, &action, &e.Account, &e.Target, &before, &after, &e.Credits, &addr, &e.Reason, &e.ID); err != nil {
 			rows.Close()
 			return audit.Page{}, wrapErr(ctx, err, "audit: list account %q", q.Account)
 		}

@@ -78,9 +78,10 @@
 //     kept by [OAuthStore]. Codes and tokens are stored as the SHA-256 of their values;
 //     deleting an approval deletes its codes and tokens.
 //   - tollgate_audit (seq, at, actor, action, account_id, target, before and after json,
-//     credits, addr inet, reason): the audit log, kept by [AuditStore], indexed by
-//     (account_id, at, seq) and by (at, seq) for listings newest first. It holds no key
-//     value: keys by id, restrictions in their plain JSON form, verbatim.
+//     credits, addr inet, reason, id): the audit log, kept by [AuditStore], indexed by
+//     (account_id, at, seq) and by (at, seq) for listings newest first, and uniquely by
+//     id, the entry's idempotency token (NULL for none). It holds no key value: keys by
+//     id, restrictions in their plain JSON form, verbatim.
 //   - tollgate_ended_sessions (id, expires): the sessions signed out before their
 //     expiry, kept by [SessionStore] until it; each EndSession deletes the rows past it.
 //   - tollgate_schema_migrations (version, name): the migrations applied.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,12 @@ var auditRows = []behaviour[audit.Store]{
 	{"ConcurrentAppends",
 		"Entries appended by many goroutines at once are all kept, each with a distinct Seq.",
 		auConcurrentAppends},
+	{"SameIDOnce",
+		"An entry appended twice with the same ID, in two Appends or in one, is stored once, without an error, with the fields of the first; entries without an ID are never deduplicated; concurrent Appends of the same ID store it once.",
+		auSameIDOnce},
+	{"PrunedID",
+		"Prune deletes an entry's ID with it: the IDs of the entries it kept still deduplicate.",
+		auPrunedID},
 	{"InvalidEntry",
 		"An entry with text a store cannot hold (a NUL byte, invalid UTF-8), JSON that is not valid or a required field missing is store.ErrInvalid, and nothing of its Append is stored.",
 		auInvalidEntry},
@@ -97,7 +104,7 @@ func reasons(es []audit.Entry) []string {
 func auAppendThenList(t *testing.T, s audit.Store) {
 	n := newIDs()
 	want := auditEntry(n.id("a"), 0, "support ticket 12 ✓")
-	want.Action = audit.CreditsAdjust
+	want.Action, want.ID = audit.CreditsAdjust, n.id("entry")
 	bare := audit.Entry{At: at(time.Second), Actor: "key-1", Action: audit.KeyRevoke, Account: n.id("a")}
 	must(t, "Append", s.Append(t.Context(), want, bare))
 	got := listAll(t, s, audit.Query{Account: n.id("a")})
@@ -277,6 +284,8 @@ func auInvalidEntry(t *testing.T, s audit.Store) {
 		{"no actor", func(e *audit.Entry) { e.Actor = "" }},
 		{"no action", func(e *audit.Entry) { e.Action = "" }},
 		{"no account", func(e *audit.Entry) { e.Account = "" }},
+		{"NUL in id", func(e *audit.Entry) { e.ID = "a\x00" }},
+		{"id too long", func(e *audit.Entry) { e.ID = strings.Repeat("i", audit.MaxIDLength+1) }},
 	} {
 		bad := good
 		tc.bad(&bad)
@@ -301,5 +310,58 @@ func auInvalidQuery(t *testing.T, s audit.Store) {
 	} {
 		_, err := s.List(t.Context(), q)
 		wantErr(t, fmt.Sprintf("List(%+v)", q), err, store.ErrInvalid)
+	}
+}
+
+func auSameIDOnce(t *testing.T, s audit.Store) {
+	n := newIDs()
+	acct := n.id("a")
+	first := auditEntry(acct, 0, "first")
+	first.ID = n.id("entry")
+	again := first
+	again.Reason, again.At = "again", at(time.Second) // a retry never differs, but the store keeps the first
+	plain := auditEntry(acct, 2*time.Second, "plain")
+	must(t, "Append", s.Append(t.Context(), first, plain))
+	must(t, "Append the same id again", s.Append(t.Context(), again, plain))
+	other := auditEntry(acct, 3*time.Second, "twice in one")
+	other.ID = n.id("other")
+	must(t, "Append an id twice in one call", s.Append(t.Context(), other, other))
+	got := listAll(t, s, audit.Query{Account: acct})
+	if want := []string{"twice in one", "plain", "plain", "first"}; !reflect.DeepEqual(reasons(got), want) {
+		t.Fatalf("List: %q, want %q (one entry per id, every entry without one)", reasons(got), want)
+	}
+	if got[3].ID != first.ID || !got[3].At.Equal(first.At) || got[1].ID != "" {
+		t.Errorf("List: ids %q, %q and At %v; want the first entry with its id and At, the plain ones with none", got[3].ID, got[1].ID, got[3].At)
+	}
+
+	// Instances retrying the same entries at once store each once.
+	raced := auditEntry(acct, 4*time.Second, "raced")
+	raced.ID = n.id("raced")
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Go(func() { errs[i] = s.Append(t.Context(), raced) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		must(t, "concurrent Append of one id", err)
+	}
+	if got := listAll(t, s, audit.Query{Account: acct, From: at(4 * time.Second)}); len(got) != 1 {
+		t.Errorf("after 16 concurrent Appends of one id: %d entries, want 1", len(got))
+	}
+}
+
+func auPrunedID(t *testing.T, s audit.Store) {
+	n := newIDs()
+	acct := n.id("a")
+	old, kept := auditEntry(acct, 0, "old"), auditEntry(acct, time.Hour, "kept")
+	old.ID, kept.ID = n.id("old"), n.id("kept")
+	must(t, "Append", s.Append(t.Context(), old, kept))
+	if _, err := s.Prune(t.Context(), at(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "Append the kept entry again", s.Append(t.Context(), kept))
+	if got := reasons(listAll(t, s, audit.Query{Account: acct})); !reflect.DeepEqual(got, []string{"kept"}) {
+		t.Errorf("after Prune and a repeated Append: %q, want the kept entry once", got)
 	}
 }

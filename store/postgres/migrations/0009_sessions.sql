@@ -1,4 +1,4 @@
--- Tollgate schema, version 8: the sessions ended before their expiry (auth.SessionStore).
+-- Tollgate schema, version 9: the sessions ended before their expiry (auth.SessionStore).
 -- A row lives until the session's expiry; every EndSession deletes the rows whose
 -- expiry has passed, at the instant it is given. Nothing here reads the server's clock.
 
