@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 	"github.com/tollgate-dev/tollgate/store"
 )
@@ -265,31 +266,15 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // sweepEvery runs Sweep every interval until the returned function is called, which
 // waits for a sweep in progress to end.
 func (s *Service) sweepEvery(interval time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			n, err := s.Sweep(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.log.Warn("tollgate: cannot sweep expired reservations; the next sweep tries again", "error", err)
-			case n > 0:
-				s.log.Info("tollgate: voided expired reservations, their credits given back", "count", n)
-			}
+	return every.Start(interval, func(ctx context.Context) {
+		n, err := s.Sweep(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("tollgate: cannot sweep expired reservations; the next sweep tries again", "error", err)
+		case n > 0:
+			s.log.Info("tollgate: voided expired reservations, their credits given back", "count", n)
 		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	})
 }
 
 // Catalog returns the registry of the service's APIs.
