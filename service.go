@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // Stores are the storage a [Service] runs on. All four are required. store/memory
@@ -82,6 +83,9 @@ type Options struct {
 	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
 	// (the default) keeps no audit log.
 	Audit audit.Store
+	// Usage, if set, records the usage statistics of every call (see [UsageOptions]).
+	// Nil (the default) records none.
+	Usage *UsageOptions
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -146,8 +150,10 @@ type Service struct {
 	// the call timeout ends every call well within a lease.
 	renewEvery time.Duration
 	ids        requestIDs
-	keyHooks   keyHooks    // see OnKeyChange
-	audit      audit.Store // nil: no audit log
+	keyHooks   keyHooks        // see OnKeyChange
+	audit      audit.Store     // nil: no audit log
+	usage      *usage.Recorder // nil: no usage statistics
+	usageStore usage.Store
 	sweeper    driver.Sweeper
 	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
 	closeOnce  sync.Once
@@ -216,6 +222,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if u := opts.Usage; u != nil {
+		if u.Store == nil {
+			return nil, errors.New("tollgate: Options.Usage needs a Store (memory.NewUsageStore, postgres.NewUsageStore)")
+		}
+		s.usageStore = u.Store
+		if s.usage, err = usage.NewRecorder(u.Store, &usage.RecorderOptions{
+			FlushInterval: u.FlushInterval, MaxPending: u.MaxPending, Logger: s.log}); err != nil {
+			return nil, fmt.Errorf("tollgate: %w", err)
+		}
+	}
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
 	}
@@ -234,14 +250,21 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 
 // Close stops the service's background work: the sweep of expired reservations and the
 // retries of settlements (what they still held is left to the reservations' expiry and
-// the slots' leases). It does not close the stores, which the host owns. Calls made
-// after Close still work, but nothing sweeps and failed settlements are not retried.
+// the slots' leases), and flushes the usage statistics ([Options.Usage]) a last time,
+// within [usage.DefaultFlushTimeout]. It does not close the stores, which the host
+// owns. Calls made after Close still work, but nothing sweeps, failed settlements are
+// not retried and usage is flushed only by [Service.FlushUsage].
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		if s.stopSweep != nil {
 			s.stopSweep()
 		}
 		s.meter.Close()
+		if s.usage != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), usage.DefaultFlushTimeout)
+			defer cancel()
+			_ = s.usage.Close(ctx) // the recorder logs a failed flush
+		}
 	})
 }
 
@@ -548,7 +571,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 	if err != nil {
 		var le *billing.LimitError
 		if !errors.As(err, &le) {
-			return s.refuse(ctx, p, s.unavailable("admission", err), rc)
+			return s.refuse(ctx, p, s.unavailable("admission", err), rc, apis...)
 		}
 		// The admission checked a cached key before it judged the plan's limits.
 		p.Cached = false
@@ -558,12 +581,12 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		if errors.Is(err, billing.ErrInsufficientCredits) {
 			rc.Balance = t.Balance
 		}
-		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc)
+		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc, apis...)
 	}
 	if p.Plan.RatePerMinute > 0 {
 		rc.Rate = t.Rate
 	}
-	results := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+	results, took := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
 	// An API that failed on the service's side is refunded.
 	out := billing.Outcome{Now: now}
 	for i, r := range results {
@@ -588,6 +611,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
+	s.recordRun(p, now, invs, results, took, rc.Charged == 0)
 	return Reply{Results: results, Receipt: rc}
 }
 
@@ -608,22 +632,37 @@ type who struct{ account, key string }
 // execute runs the invocations in parallel under the call timeout: the first on the
 // calling goroutine, the others on goroutines of their own. A handler is expected to
 // return once its context is done; one that does not delays the answer but not the
-// accounting, because invoke judges by the context, not by the clock.
-func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation) []Result {
+// accounting, because invoke judges by the context, not by the clock. When usage is
+// recorded, took holds how long each invocation ran (nil otherwise).
+func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation) (results []Result, took []time.Duration) {
 	cc := newCallContext(parent, s.timeout)
 	defer cc.release()
 	var ctx context.Context = cc
 	if s.renewEvery > 0 && t.HoldsSlot() {
 		defer s.keepSlot(ctx, w, t)()
 	}
-	results := make([]Result, len(invs))
+	results = make([]Result, len(invs))
+	if s.usage != nil {
+		took = make([]time.Duration, len(invs))
+	}
 	var wg sync.WaitGroup
 	for i := 1; i < len(invs); i++ {
-		wg.Go(func() { results[i] = s.invoke(ctx, w, &invs[i]) })
+		wg.Go(func() { s.invokeAt(ctx, w, invs, i, results, took) })
 	}
-	results[0] = s.invoke(ctx, w, &invs[0])
+	s.invokeAt(ctx, w, invs, 0, results, took)
 	wg.Wait()
-	return results
+	return results, took
+}
+
+// invokeAt runs invs[i] into results[i], and times it into took[i] if took is not nil.
+func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration) {
+	if took == nil {
+		results[i] = s.invoke(ctx, w, &invs[i])
+		return
+	}
+	start := s.now()
+	results[i] = s.invoke(ctx, w, &invs[i])
+	took[i] = s.now().Sub(start)
 }
 
 // keepSlot renews the call's concurrency slot every renewEvery until the returned
