@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tollgate-dev/tollgate/internal/every"
 )
@@ -67,10 +68,23 @@ type Recorder struct {
 	closeOnce sync.Once
 }
 
+// A shard is one of the maps records are summed in.
 type shard struct {
+	shardState
+	_ [(cacheLine - unsafe.Sizeof(shardState{})%cacheLine) % cacheLine]byte // a cache line (or more) of its own
+}
+
+// cacheLine is the size of a cache line on the processors Tollgate runs on.
+const cacheLine = 64
+
+type shardState struct {
 	mu   sync.Mutex
 	rows map[group]*Row
-	_    [40]byte // keeps shards on separate cache lines
+	// last is the row of the shard's last record, and lastG its group: calls come in
+	// runs of the same account, key and API, and comparing groups costs less than
+	// hashing one.
+	last  *Row
+	lastG group
 }
 
 // NewRecorder returns a Recorder that flushes to s, and starts its background flush.
@@ -113,11 +127,14 @@ func (r *Recorder) Record(rec Record) {
 		api: rec.API, channel: rec.Channel, outcome: rec.Outcome}
 	sh := &r.shards[rand.Uint32()%numShards]
 	sh.mu.Lock()
-	row := sh.rows[g]
-	if row == nil {
-		row = &Row{Bucket: time.Unix(secs, 0).UTC(), Account: rec.Account, Key: rec.Key,
-			API: rec.API, Channel: rec.Channel, Outcome: rec.Outcome, Last: rec.At}
-		sh.rows[g] = row
+	row := sh.last
+	if row == nil || g != sh.lastG {
+		if row = sh.rows[g]; row == nil {
+			row = &Row{Bucket: time.Unix(secs, 0).UTC(), Account: rec.Account, Key: rec.Key,
+				API: rec.API, Channel: rec.Channel, Outcome: rec.Outcome, Last: rec.At}
+			sh.rows[g] = row
+		}
+		sh.last, sh.lastG = row, g
 	}
 	row.Calls++
 	row.Credits += rec.Credits
@@ -146,6 +163,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			continue
 		}
 		sh.rows = make(map[group]*Row, len(taken))
+		sh.last, sh.lastG = nil, group{}
 		sh.mu.Unlock()
 		for _, row := range taken {
 			rows = append(rows, *row)
