@@ -163,6 +163,45 @@ func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error)
 	return key, nil
 }
 
+// KeyChange is a change of a key's name or restrictions, for [Service.UpdateKey]: nil
+// fields are left as they are.
+type KeyChange = auth.KeyChange
+
+// UpdateKey changes the name or the restrictions of a key (within its account's) and
+// returns the key as changed. The very next call with the key is held to the new
+// restrictions, on every instance, key cache or not. A revoked key is CodeConflict.
+func (s *Service) UpdateKey(ctx context.Context, keyID string, c KeyChange) (auth.Key, error) {
+	return s.updateKey(ctx, keyID, c, nil)
+}
+
+// updateKey is UpdateKey with a policy check (see [auth.Authority.UpdateKey]).
+func (s *Service) updateKey(ctx context.Context, keyID string, c KeyChange, check func(old, updated auth.Key) error) (auth.Key, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, err
+	}
+	if c.Name != nil {
+		if err := checkText("name", *c.Name, maxNameLength); err != nil {
+			return auth.Key{}, err
+		}
+	}
+	now := s.now()
+	before, after, err := s.authority.UpdateKey(ctx, keyID, c, now, check)
+	if err != nil {
+		if e := (*Error)(nil); errors.As(err, &e) {
+			return auth.Key{}, e
+		}
+		return auth.Key{}, s.manageError("key", keyID, err)
+	}
+	s.keyHooks.notify(keyID)
+	e := audit.Entry{Action: audit.KeyUpdate, Account: after.AccountID, Target: after.ID,
+		Before: restrictionsJSON(before.Restrictions), After: restrictionsJSON(after.Restrictions)}
+	if before.Name != after.Name {
+		e.Reason = fmt.Sprintf("name: %s -> %s", before.Name, after.Name)
+	}
+	s.record(ctx, now, e)
+	return after, nil
+}
+
 // AdjustCredits adds amount credits to an account's balance (a negative amount takes
 // them away, never below zero; a grant never takes the remaining plus used credits past
 // [billing.MaxCredits]). The reason is required. A non-empty idempotencyKey makes a

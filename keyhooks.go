@@ -3,7 +3,8 @@ package tollgate
 import "sync"
 
 // OnKeyChange arranges for fn to be called with a key's id each time this service
-// rotates or revokes that key ([Service.RotateKey], [Service.RevokeKey]), after the
+// rotates, revokes or updates that key ([Service.RotateKey], [Service.RevokeKey],
+// [Service.UpdateKey], and their self-service forms), after the
 // change is stored and before the call returns. Front doors that hold connections open
 // use it to check them again at once: package mcp closes the open streams of a revoked
 // key this way.

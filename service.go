@@ -47,6 +47,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Sessions enables session tokens (the x-jwt credential). If nil, they are refused.
 	Sessions *auth.Sessions
+	// SessionStore remembers the sessions that were ended before their expiry
+	// ([Service.EndSession]); every instance that shares it refuses their tokens. It
+	// needs Sessions. If nil (the default), a session lasts until its expiry.
+	SessionStore auth.SessionStore
+	// SessionTTL is how long a session started with [Service.StartSession] or
+	// [Service.StartLoginSession] lasts, at most [MaxSessionTTL]. The default is
+	// [DefaultSessionTTL].
+	SessionTTL time.Duration
 	// CallTimeout bounds one API call, including the fetch of a file in the URL form.
 	// A call that takes longer is answered with 504 and refunded. The default is 30s.
 	CallTimeout time.Duration
@@ -78,6 +86,11 @@ type Options struct {
 	// checks it before it is answered. It needs a key store that implements
 	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
+	// SubKeysManageKeys lets account holders manage keys through a sub-key (see
+	// [Service.CreateOwnKey]): create, rotate, revoke and change keys no wider than the
+	// sub-key itself, never the primary key. By default only the primary key or a
+	// session token may manage an account's keys; a sub-key may only read its own record.
+	SubKeysManageKeys bool
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
 	// that [WithActor] names. The host sets the retention with the store's Prune. Nil
@@ -148,15 +161,21 @@ type Service struct {
 	timeout   time.Duration
 	// renewEvery is how often a running call renews its concurrency slot; zero when
 	// the call timeout ends every call well within a lease.
-	renewEvery time.Duration
-	ids        requestIDs
-	keyHooks   keyHooks        // see OnKeyChange
-	audit      audit.Store     // nil: no audit log
-	usage      *usage.Recorder // nil: no usage statistics
-	usageStore usage.Store
-	sweeper    driver.Sweeper
-	stopSweep  func() // stops the background sweep and waits for it; nil if none runs
-	closeOnce  sync.Once
+	renewEvery    time.Duration
+	ids           requestIDs
+	keyHooks      keyHooks        // see OnKeyChange
+	audit         audit.Store     // nil: no audit log
+	usage         *usage.Recorder // nil: no usage statistics
+	usageStore    usage.Store
+	subKeysManage bool // Options.SubKeysManageKeys
+	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
+	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
+	sessions     *auth.Sessions
+	sessionStore auth.SessionStore
+	sessionTTL   time.Duration
+	sweeper      driver.Sweeper
+	stopSweep    func() // stops the background sweep and waits for it; nil if none runs
+	closeOnce    sync.Once
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -168,7 +187,17 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if opts == nil {
 		opts = &Options{}
 	}
-	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions}
+	switch {
+	case opts.SessionStore != nil && opts.Sessions == nil:
+		return nil, errors.New("tollgate: Options.SessionStore needs Options.Sessions")
+	case opts.SessionTTL > MaxSessionTTL:
+		return nil, fmt.Errorf("tollgate: Options.SessionTTL %s is longer than the maximum, %s", opts.SessionTTL, MaxSessionTTL)
+	}
+	sessionTTL := opts.SessionTTL
+	if sessionTTL <= 0 {
+		sessionTTL = DefaultSessionTTL
+	}
+	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions, Ended: opts.SessionStore}
 	var checker auth.KeyChecker
 	if opts.KeyCache != nil {
 		var ok bool
@@ -203,15 +232,19 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
 	s := &Service{
-		registry:  registry,
-		authority: authority,
-		meter:     meter,
-		keys:      checker,
-		plans:     plans,
-		now:       now,
-		log:       opts.Logger,
-		timeout:   timeout,
-		audit:     opts.Audit,
+		registry:      registry,
+		authority:     authority,
+		meter:         meter,
+		keys:          checker,
+		plans:         plans,
+		now:           now,
+		log:           opts.Logger,
+		timeout:       timeout,
+		audit:         opts.Audit,
+		subKeysManage: opts.SubKeysManageKeys,
+		sessions:      opts.Sessions,
+		sessionStore:  opts.SessionStore,
+		sessionTTL:    sessionTTL,
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
@@ -555,15 +588,21 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		APIs: apis, Cost: cost, Now: now,
 	}
 	if p.Cached {
-		a.Key = &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash}
+		a.Key = p.keyCheck()
 	}
 	t, err := s.meter.Admit(ctx, a)
 	if errors.Is(err, auth.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
-		// with the fresh record.
+		// with the fresh record. Its restrictions may have been narrowed: the APIs are
+		// checked again.
 		if err = s.refresh(ctx, p); err != nil {
 			return Reply{Err: err}
+		}
+		for i := range invs {
+			if err := p.CheckAPI(invs[i].API.ID); err != nil {
+				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
+			}
 		}
 		a.Key = nil
 		t, err = s.meter.Admit(ctx, a)
@@ -761,7 +800,7 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if !p.Cached {
 		return nil
 	}
-	state, err := s.keys.CheckKey(ctx, auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash})
+	state, err := s.keys.CheckKey(ctx, *p.keyCheck())
 	if err != nil {
 		return s.unavailable("key store", err)
 	}
@@ -770,6 +809,12 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	}
 	p.Cached = false
 	return nil
+}
+
+// keyCheck returns the check of the principal's key (or, for a session, its account)
+// as its record has it.
+func (p *Principal) keyCheck() *auth.KeyCheck {
+	return &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
 }
 
 // refresh re-reads a cached principal whose key check failed. It returns the error the

@@ -25,8 +25,8 @@ import (
 //
 // Nothing is recorded for a caller that was not authenticated (no key, an unknown,
 // revoked or expired key), nor for an id that names no API, so that nobody can fill the
-// statistics with names of their choosing. A record names the key by its id (empty for
-// a session token), never by its value. Its channel is the caller's ("rest",
+// statistics with names of their choosing. A record names the key by its id (for a
+// session, the key that started it; empty for one no key started), never by its value. Its channel is the caller's ("rest",
 // "graphql", "mcp"; "other" for a call made without one).
 //
 // Records are summed in process and flushed in batches (see [usage.Recorder]); the

@@ -37,8 +37,19 @@ const (
 	KeyRotate Action = "key.rotate"
 	// KeyRevoke: a key (Target) was revoked.
 	KeyRevoke Action = "key.revoke"
+	// KeyUpdate: a key's (Target) name or restrictions were changed: the restrictions
+	// before and after the change in Before and After, a change of name in Reason
+	// ("name: <old> -> <new>").
+	KeyUpdate Action = "key.update"
 	// CreditsAdjust: the account's credits were changed by Credits, for Reason.
 	CreditsAdjust Action = "credits.adjust"
+	// SessionStart: a session (Target, its id) was started. Actor is the key it acts
+	// as; Reason is "login" for a session started through the host's login, empty for
+	// one started with the key itself.
+	SessionStart Action = "session.start"
+	// SessionEnd: a session (Target, its id) was ended (signed out) before its expiry.
+	// Actor is the key it acted as.
+	SessionEnd Action = "session.end"
 )
 
 // Actors that are not a key id.
@@ -48,6 +59,9 @@ const (
 	// Host is the Actor of a change made by the host's own code, which named no actor
 	// (for example accounts seeded at start-up).
 	Host = "host"
+	// Session is the Actor of a change made by an account holder through a session
+	// token that names no key.
+	Session = "session"
 )
 
 // Entry is one change, as recorded.

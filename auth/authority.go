@@ -22,6 +22,7 @@ import (
 type Authority struct {
 	keys     KeyStore
 	sessions *Sessions
+	ended    SessionStore
 	cache    *KeyCache
 }
 
@@ -30,6 +31,10 @@ type AuthorityOptions struct {
 	// Sessions verifies session tokens (x-jwt). If nil, session tokens are refused
 	// with ErrSessionsDisabled.
 	Sessions *Sessions
+	// Ended, if set, remembers the sessions that were ended ([Authority.EndSession]);
+	// every session token with an id is checked against it. If nil, sessions cannot be
+	// ended before their expiry.
+	Ended SessionStore
 	// Cache, if set, keeps key records between calls; principals authenticated from it
 	// are marked Cached, and the caller must check their key (see [KeyCache]).
 	Cache *KeyCache
@@ -42,7 +47,7 @@ func NewAuthority(keys KeyStore, opts *AuthorityOptions) (*Authority, error) {
 	}
 	a := &Authority{keys: keys}
 	if opts != nil {
-		a.sessions, a.cache = opts.Sessions, opts.Cache
+		a.sessions, a.ended, a.cache = opts.Sessions, opts.Ended, opts.Cache
 	}
 	return a, nil
 }
@@ -50,11 +55,14 @@ func NewAuthority(keys KeyStore, opts *AuthorityOptions) (*Authority, error) {
 // Store returns the authority's key store.
 func (a *Authority) Store() KeyStore { return a.keys }
 
-// A Principal is who a request acts for: an account, and the key it presented (the zero
-// Key for a session token).
+// A Principal is who a request acts for: an account, and the key it presented or its
+// session acts as (the zero Key for a session that acts for the whole account).
 type Principal struct {
 	Account Account
 	Key     Key
+	// SessionID is the id of the session the request authenticated with; empty for an
+	// API key, and for a session token issued without an id.
+	SessionID string
 	// Cached reports that the key's record came from the authority's cache, so the key
 	// may have been rotated or revoked since: check it (KeyCheck) before
 	// serving the call, or call [Authority.Refresh].
@@ -66,7 +74,7 @@ type Principal struct {
 }
 
 // Session reports whether the principal authenticated with a session token.
-func (p *Principal) Session() bool { return p.Key.ID == "" }
+func (p *Principal) Session() bool { return p.Key.ID == "" || p.SessionID != "" }
 
 // Authenticate resolves a credential (see [CredentialFrom]) to a principal. Without a
 // cache it reads the key from the store on every call; with one
@@ -142,19 +150,36 @@ func (a *Authority) resolveID(ctx context.Context, id string, now time.Time) (Pr
 // (ErrUnknownKey for a rotated-away value, a *DeniedError for a revoked one). Call it
 // when a cached principal's key check fails.
 func (a *Authority) Refresh(ctx context.Context, p Principal, now time.Time) (Principal, error) {
-	if p.Session() {
+	if p.Key.ID == "" {
 		if a.cache != nil {
 			a.cache.forgetAccount(p.Account.ID)
 		}
-		return a.resolveAccount(ctx, p.Account.ID, now)
+		fresh, err := a.resolveAccount(ctx, p.Account.ID, now)
+		if err != nil {
+			return Principal{}, err
+		}
+		fresh.SessionID = p.SessionID
+		return fresh, nil
 	}
 	if a.cache != nil {
 		a.cache.forget(p.Key.ID)
 	}
+	var (
+		fresh Principal
+		err   error
+	)
 	if p.ByID {
-		return a.resolveID(ctx, p.Key.ID, now)
+		fresh, err = a.resolveID(ctx, p.Key.ID, now)
+	} else {
+		fresh, err = a.resolve(ctx, p.Key.Hash, now)
 	}
-	return a.resolve(ctx, p.Key.Hash, now)
+	if p.SessionID != "" {
+		if err != nil {
+			return Principal{}, sessionKeyError(err)
+		}
+		fresh.SessionID, fresh.ByID = p.SessionID, p.ByID
+	}
+	return fresh, err
 }
 
 // checkKey refuses a revoked or expired key or account.
@@ -175,16 +200,80 @@ func (a *Authority) authenticateSession(ctx context.Context, token string, now t
 	if a.sessions == nil {
 		return Principal{}, ErrSessionsDisabled
 	}
-	id, err := a.sessions.Verify(token, now)
+	c, err := a.sessions.Parse(token, now)
 	if err != nil {
 		return Principal{}, err
 	}
+	if c.ID != "" && a.ended != nil {
+		ended, err := a.ended.SessionEnded(ctx, c.ID)
+		if err != nil {
+			return Principal{}, err
+		}
+		if ended {
+			return Principal{}, invalidSession("it was signed out; start a new session")
+		}
+	}
+	if c.KeyID == "" {
+		p, err := a.accountSession(ctx, c.Account, now)
+		if err != nil {
+			return Principal{}, err
+		}
+		p.SessionID = c.ID
+		return p, nil
+	}
+	p, err := a.AuthenticateKeyID(ctx, c.KeyID, now)
+	if err == nil && p.Account.ID == c.Account && !a.sessions.BoundTo(c, p.Key.Hash) && p.Cached {
+		// The cached record may predate a rotation that the session started after.
+		p, err = a.Refresh(ctx, p, now)
+	}
+	switch {
+	case err != nil:
+		return Principal{}, sessionKeyError(err)
+	case p.Account.ID != c.Account:
+		return Principal{}, invalidSession("its key belongs to another account")
+	case !a.sessions.BoundTo(c, p.Key.Hash):
+		return Principal{}, invalidSession("the key that started it was rotated; start a new session with the key's new value")
+	}
+	// A bound session is refreshed by its key's hash, so that a rotation ends it.
+	p.SessionID, p.ByID = c.ID, !c.KeyBound
+	return p, nil
+}
+
+// accountSession authenticates a session that acts for the whole account.
+func (a *Authority) accountSession(ctx context.Context, id string, now time.Time) (Principal, error) {
 	if a.cache != nil {
 		if acct, ok := a.cache.account(id, now); ok {
 			return checkSession(Principal{Account: acct, Cached: true}, now)
 		}
 	}
 	return a.resolveAccount(ctx, id, now)
+}
+
+// sessionKeyError turns the verdict on the key a session acts as into the verdict on
+// the session: it is no longer valid. Other errors are returned as they are.
+func sessionKeyError(err error) error {
+	switch {
+	case errors.Is(err, ErrUnknownKey):
+		return invalidSession("the key that started it was rotated or deleted; start a new session")
+	case errors.Is(err, ErrKeyRevoked):
+		return invalidSession("the key it acts as has been revoked; start a new session with another key")
+	case errors.Is(err, ErrKeyExpired):
+		return invalidSession("the key it acts as, or its account, has expired")
+	}
+	return err
+}
+
+// EndSession ends the session that c describes, at now, on every instance that shares
+// the authority's [SessionStore]: its token is refused from the next request on. It
+// needs a SessionStore ([AuthorityOptions.Ended]) and a session with an id.
+func (a *Authority) EndSession(ctx context.Context, c SessionClaims, now time.Time) error {
+	switch {
+	case a.ended == nil:
+		return errors.New("auth: sessions cannot be ended: the authority has no SessionStore")
+	case c.ID == "":
+		return invalidSession("it has no session id, so it cannot be ended; it lasts until it expires")
+	}
+	return a.ended.EndSession(ctx, c.ID, c.Expires, now)
 }
 
 // resolveAccount reads the account of a session from the store, and caches it.
@@ -341,6 +430,74 @@ func (a *Authority) RevokeKey(ctx context.Context, keyID string, now time.Time) 
 		defer a.cache.forget(keyID)
 	}
 	return a.keys.RevokeKey(ctx, keyID, now)
+}
+
+// KeyChange describes a change of a key's name or restrictions, for
+// [Authority.UpdateKey]. A nil field is left as it is.
+type KeyChange struct {
+	// Name, if set, replaces the key's name.
+	Name *string
+	// Restrictions, if set, replace the key's restrictions; they must be within the
+	// account's.
+	Restrictions *Restrictions
+}
+
+// UpdateKey changes the name or the restrictions of a key and returns the key before
+// and after the change. check, if not nil, is given the key as it is and as it would be,
+// and may refuse the change (a policy of the caller's: that it only narrows, say); its
+// error is returned as it is. The new restrictions must be within the account's
+// (otherwise the error wraps [ErrWidens]). A key that changed between its reading and
+// the update is read again and the change decided anew, a few times; a revoked key is
+// refused with store.ErrConflict.
+func (a *Authority) UpdateKey(ctx context.Context, keyID string, c KeyChange, now time.Time, check func(old, updated Key) error) (before, after Key, err error) {
+	if c.Name != nil {
+		name := strings.TrimSpace(*c.Name)
+		if name == "" || len(name) > 64 {
+			return Key{}, Key{}, invalidf("a key needs a name of 1 to 64 characters")
+		}
+		c.Name = &name
+	}
+	if a.cache != nil {
+		defer a.cache.forget(keyID)
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := a.keys.Key(ctx, keyID)
+		if err != nil {
+			return Key{}, Key{}, err
+		}
+		if old.Revoked() {
+			return Key{}, Key{}, fmt.Errorf("auth: key %q is revoked and cannot be changed: %w", keyID, store.ErrConflict)
+		}
+		updated := old
+		if c.Name != nil {
+			updated.Name = *c.Name
+		}
+		if c.Restrictions != nil {
+			acct, err := a.keys.Account(ctx, old.AccountID)
+			if err != nil {
+				return Key{}, Key{}, err
+			}
+			if err := c.Restrictions.Within(acct.Restrictions); err != nil {
+				return Key{}, Key{}, err
+			}
+			if c.Restrictions.Expired(now) {
+				return Key{}, Key{}, invalidf("expires_at is in the past")
+			}
+			updated.Restrictions = *c.Restrictions
+		}
+		if check != nil {
+			if err := check(old, updated); err != nil {
+				return Key{}, Key{}, err
+			}
+		}
+		after, err := a.keys.UpdateKey(ctx, KeyUpdate{ID: keyID, Name: updated.Name, Restrictions: updated.Restrictions, Revision: old.Revision})
+		if err == nil {
+			return old, after, nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+			return Key{}, Key{}, err
+		}
+	}
 }
 
 func keyValue(given string) (string, error) {

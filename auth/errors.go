@@ -22,6 +22,9 @@ var (
 	// ErrInvalidSession reports a session token (x-jwt) that is forged, malformed,
 	// expired, or names an account that does not exist.
 	ErrInvalidSession = errors.New("the session token is not valid")
+	// ErrSessionExpired reports a session token past its expiry. It wraps
+	// ErrInvalidSession.
+	ErrSessionExpired = fmt.Errorf("%w: it has expired; sign in again", ErrInvalidSession)
 	// ErrSessionsDisabled reports a session token sent to a service that accepts none.
 	ErrSessionsDisabled = errors.New("session tokens (x-jwt) are not accepted by this service; send an API key")
 )

@@ -52,7 +52,7 @@ func ExampleRestrictions_Within() {
 	// Output:
 	// <nil>
 	// true
-	// a sub-key cannot widen its account: API "stocks" is not allowed for the account, which may call only geo-ip, weather
+	// a sub-key cannot widen its account: apis: API "stocks" is not allowed for the account, which may call only geo-ip, weather
 }
 
 func ExampleSessions() {

@@ -6,13 +6,14 @@ import (
 )
 
 // ErrKeyChanged is the reason of a [*KeyError]: the key a call authenticated with was
-// rotated or revoked since its record was read (from a cache).
+// rotated, revoked or updated since its record was read (from a cache).
 var ErrKeyChanged = errors.New("auth: the key is no longer valid")
 
 // A KeyCheck names the key a call authenticated with, so that the store that admits the
 // call verifies, in the same step, that it is still live: that a key with this id
-// still has this hash and is not revoked. It lets a service cache key records and still
-// refuse a rotated or revoked key on the very next call.
+// still has this hash and this revision, and is not revoked. It lets a service cache key
+// records and still refuse a rotated or revoked key, or hold a key to its new
+// restrictions, on the very next call.
 type KeyCheck struct {
 	Account string
 	// KeyID is the key's id; empty for a session token, when only the account must
@@ -20,6 +21,10 @@ type KeyCheck struct {
 	KeyID string
 	// Hash is the SHA-256 of the key's value ([Hash]).
 	Hash [32]byte
+	// Revision is the key's revision ([Key.Revision]) as the caller's record has it: a
+	// key whose revision differs has changed since, and is reported KeyUnknown, so that
+	// the caller reads it again.
+	Revision int64
 }
 
 // A KeyState is the verdict of a key check.
@@ -30,8 +35,8 @@ const (
 	// KeyLive: the key has this hash and is not revoked (or, for a session, the
 	// account exists).
 	KeyLive KeyState = iota
-	// KeyUnknown: no key has this id and hash any more (it was rotated, or the account
-	// is gone).
+	// KeyUnknown: no key has this id, hash and revision any more (it was rotated or
+	// updated, or the account is gone).
 	KeyUnknown
 	// KeyRevoked: the key was revoked.
 	KeyRevoked

@@ -207,7 +207,12 @@ func (r Restrictions) Expired(now time.Time) bool {
 // Within reports, as an error wrapping [ErrWidens], the first way in which r allows
 // more than outer: an API, channel, address range or lifetime that outer does not allow.
 // A sub-key's restrictions must be within its account's.
-func (r Restrictions) Within(outer Restrictions) error {
+func (r Restrictions) Within(outer Restrictions) error { return r.WithinOf(outer, "the account") }
+
+// WithinOf is [Restrictions.Within] with the owner of outer named in the message ("the
+// account", "your key"). The message begins with the field that widens: apis,
+// channels, allowed_ips or expires_at.
+func (r Restrictions) WithinOf(outer Restrictions, owner string) error {
 	if outer.r == nil {
 		return nil
 	}
@@ -217,29 +222,29 @@ func (r Restrictions) Within(outer Restrictions) error {
 	}
 	if len(o.apis) > 0 {
 		if len(in.apis) == 0 {
-			return widens("the account may call only the APIs %s; list the key's APIs among them", strings.Join(o.apis, ", "))
+			return widens("apis: %s may call only the APIs %s; list the key's APIs among them", owner, strings.Join(o.apis, ", "))
 		}
 		for _, id := range in.apis {
 			if _, ok := slices.BinarySearch(o.apis, id); !ok {
-				return widens("API %q is not allowed for the account, which may call only %s", id, strings.Join(o.apis, ", "))
+				return widens("apis: API %q is not allowed for %s, which may call only %s", id, owner, strings.Join(o.apis, ", "))
 			}
 		}
 	}
 	if o.channels != 0 && (in.channels == 0 || in.channels&^o.channels != 0) {
-		return widens("the account may use only the channels %s", strings.Join(outer.Spec().Channels, ", "))
+		return widens("channels: %s may use only the channels %s", owner, strings.Join(outer.Spec().Channels, ", "))
 	}
 	if len(o.ips) > 0 {
 		if len(in.ips) == 0 {
-			return widens("the account may be used only from %s; give the key allowed_ips within them", strings.Join(outer.Spec().AllowedIPs, ", "))
+			return widens("allowed_ips: %s may be used only from %s; give the key allowed_ips within them", owner, strings.Join(outer.Spec().AllowedIPs, ", "))
 		}
 		for _, p := range in.ips {
 			if !slices.ContainsFunc(o.ips, func(op netip.Prefix) bool { return op.Bits() <= p.Bits() && op.Contains(p.Addr()) }) {
-				return widens("addresses %s are outside the account's allowed addresses %s", p, strings.Join(outer.Spec().AllowedIPs, ", "))
+				return widens("allowed_ips: addresses %s are outside the allowed addresses of %s, %s", p, owner, strings.Join(outer.Spec().AllowedIPs, ", "))
 			}
 		}
 	}
 	if !o.expires.IsZero() && (in.expires.IsZero() || in.expires.After(o.expires)) {
-		return widens("the account expires at %s; the key must expire no later", o.expires.Format(time.RFC3339))
+		return widens("expires_at: %s expires at %s; the key must expire no later", owner, o.expires.Format(time.RFC3339))
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 // Implementations must be safe for concurrent use, must not keep or change the values
 // passed in, and must make every change visible to the very next read on any instance
 // sharing the store: a rotated-away or revoked key must never be served from a cache.
+// Every change to a key (rotation, revocation, update) increases its [Key.Revision],
+// which a [KeyChecker] compares.
 // Errors that report well-known conditions wrap the sentinels of package store
 // (store.ErrNotFound, store.ErrConflict); any other error means the store is unavailable.
 // Every implementation should pass storetest.TestKeyStore.
@@ -51,4 +53,25 @@ type KeyStore interface {
 	// revoked key changes nothing and is not an error. It returns an error wrapping
 	// store.ErrNotFound if there is no such key.
 	RevokeKey(ctx context.Context, id string, at time.Time) (Key, error)
+
+	// UpdateKey replaces the name and the restrictions of a key, if the key still has
+	// the revision u names (so that a change decided on a record that changed since is
+	// not applied), increases its revision and returns it. The key's hash, and so its
+	// value, is kept. It returns an error wrapping store.ErrNotFound (no such key),
+	// store.ErrConflict (the key is revoked, or its revision is not u.Revision: read it
+	// again) or store.ErrInvalid (a name the store cannot hold).
+	UpdateKey(ctx context.Context, u KeyUpdate) (Key, error)
+}
+
+// A KeyUpdate is a change of a key's name and restrictions, for [KeyStore.UpdateKey].
+// The caller checks the restrictions (an update that widens a key is the caller's
+// policy to refuse, see [Restrictions.Within]).
+type KeyUpdate struct {
+	// ID is the key's id.
+	ID string
+	// Name and Restrictions replace the key's.
+	Name         string
+	Restrictions Restrictions
+	// Revision is the revision of the record the change was decided on.
+	Revision int64
 }

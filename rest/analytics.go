@@ -16,7 +16,8 @@ import (
 type analytics struct {
 	Account string `json:"account"`
 	Plan    string `json:"plan"`
-	// Key is the key the call used; null for a session token.
+	// Key is the key the call used, or that its session acts as; null for a session
+	// that acts for the whole account.
 	Key     *keyInfo    `json:"key"`
 	Credits creditsInfo `json:"credits"`
 	// RateLimit is null when the plan has no rate limit.
@@ -96,7 +97,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 		Calls:          st.Usage,
 		Period:         periodInfo{Start: b.Period.Start, End: b.Period.End},
 	}
-	if !p.Session() {
+	if p.Key.ID != "" { // a key, or a session that acts as one
 		out.Key = &keyInfo{ID: p.Key.ID, Name: p.Key.Name, Primary: p.Key.Primary}
 	}
 	if l, ok := p.Plan.RateLimit(); ok {
@@ -133,9 +134,10 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 // seconds (the service's flush interval) may not be in it yet.
 //
 // Like the rest of /v1/analytics it is never billed and any valid key may call it, for
-// its own account only. The account's primary key and a session see the whole account;
-// any other key sees only its own calls: the key filter is its own id, and naming
-// another key is a 403. A bad parameter is a 400 invalid_input whose message begins
+// its own account only. The account's primary key (or a session it started, or one
+// that no key started) sees the whole account; any other key, or a session it started,
+// sees only that key's calls: the key filter is its id, and naming another key is a
+// 403. A bad parameter is a 400 invalid_input whose message begins
 // with the parameter's name; a service that records no usage answers 404.
 
 // usageParams are the query parameters of the time-series form.
@@ -240,7 +242,7 @@ func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Value
 		h.writeError(w, r, err, nil)
 		return
 	}
-	if !p.Session() && !p.Key.Primary {
+	if p.Key.ID != "" && !p.Key.Primary {
 		if uq.Key != "" && uq.Key != p.Key.ID {
 			h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeForbidden,
 				Message: "key: this key sees only its own usage; ask with the account's primary key to see other keys"}, nil)

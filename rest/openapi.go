@@ -23,6 +23,12 @@ type OpenAPIInfo struct {
 	ServerURL string
 	// License, if set, names the license of the API ("Proprietary", "MIT").
 	License string
+	// Paths, if set, are further path items that other handlers mounted on the same
+	// server serve, added to the document as they are: the self-service routes of
+	// package account (account.OpenAPIPaths), say. They may refer to this document's
+	// components: the responses BadRequest, Unauthorized, Forbidden, TooLarge and Error,
+	// and the security schemes apiKey, bearer and session (the x-jwt session token).
+	Paths map[string]any
 }
 
 // The OpenAPI document is built from the catalog when it is first asked for after a
@@ -93,8 +99,8 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 			"description": "Never billed. Any valid key may call it; a 200 means the key is good. " +
 				"Without query parameters it reports the current period. With any of from, to, interval, by, api, key " +
 				"or channel it reports the account's usage over time instead: one series per group, a point per bucket " +
-				"with calls, credits, errors by code and latency percentiles (latency_ms). The primary key and sessions " +
-				"see the whole account; any other key only its own calls. Bounds: 1 day by minute, 31 days by hour, " +
+				"with calls, credits, errors by code and latency percentiles (latency_ms). The primary key " +
+				"sees the whole account; any other key (or a session it started) only its own calls. Bounds: 1 day by minute, 31 days by hour, " +
 				"400 days by day; a bad parameter is a 400 whose message begins with its name.",
 			"tags": []string{"Service"},
 			"parameters": []any{
@@ -129,6 +135,9 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 	}
 	for _, a := range apis {
 		paths["/v1/"+a.ID] = map[string]any{strings.ToLower(a.Method): operation(a)}
+	}
+	for p, item := range info.Paths {
+		paths[p] = item
 	}
 	doc := map[string]any{
 		"openapi":           "3.1.0",
@@ -221,9 +230,17 @@ func withoutDialect(raw json.RawMessage) map[string]any {
 }
 
 func okResponse(data map[string]any, description string) map[string]any {
+	r := OpenAPIOK(data, description)
+	r["headers"] = creditHeaders()
+	return r
+}
+
+// OpenAPIOK returns the OpenAPI response object of a success: the envelope around data
+// (a JSON Schema), for the path items of other handlers that answer with this package's
+// envelope (see [OpenAPIInfo.Paths]).
+func OpenAPIOK(data map[string]any, description string) map[string]any {
 	return map[string]any{
 		"description": description,
-		"headers":     creditHeaders(),
 		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
 			"type":     "object",
 			"required": []string{"status", "error", "data"},
@@ -293,6 +310,8 @@ func components() map[string]any {
 				"description": "The account's API key, a UUID."},
 			"bearer": map[string]any{"type": "http", "scheme": "bearer",
 				"description": "The API key as a bearer token, for clients that only support bearer auth."},
+			"session": map[string]any{"type": "apiKey", "in": "header", "name": "x-jwt",
+				"description": "A session token issued by the service (where the host enables sessions)."},
 		},
 		"responses": map[string]any{
 			"BadRequest":      errorResponse("A parameter is missing, unknown, mistyped or out of range (not charged), or the API judged a well-formed value wrong (charged).", "invalid_input", "rejected"),

@@ -62,3 +62,16 @@ func CheckText(what, s string) error {
 	}
 	return nil
 }
+
+// MaxSessionID is the longest session id a session store holds, in bytes.
+const MaxSessionID = 128
+
+// CheckSessionID returns an error wrapping [ErrInvalid] unless id can be a session
+// store's key: text ([CheckText]) of 1 to [MaxSessionID] bytes. Every session store
+// checks it first, so that all refuse the same ids.
+func CheckSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionID {
+		return fmt.Errorf("session id: give 1 to %d bytes, got %d: %w", MaxSessionID, len(id), ErrInvalid)
+	}
+	return CheckText("session id", id)
+}

@@ -48,7 +48,8 @@ type Record struct {
 	At time.Time
 	// Account is the caller's account.
 	Account string
-	// Key is the id of the caller's key; empty for a session token. Never a key value.
+	// Key is the id of the caller's key (for a session, of the key that started it);
+	// empty for a session that no key started. Never a key value.
 	Key string
 	// API is the id of the API called.
 	API string

@@ -7,6 +7,10 @@
 //
 //	API key: 3f1c...
 //
+// Sessions start at /v1/account/session, with a key (POST with x-api-key) or sign out
+// (DELETE): a browser gets an HttpOnly cookie and a CSRF token, a program asks for a
+// token ({"kind":"token"}) to send as x-jwt.
+//
 // It serves REST at /v1/{api_id}, GraphQL at /v1/graphql and the MCP tool connection at
 // /v1/mcp (Streamable HTTP): an MCP client sends the key in x-api-key, or connects
 // without one and authorizes with OAuth, approving with a key on the consent page.
@@ -16,8 +20,10 @@
 //	-addr ADDR             listen address (default :8080)
 //	-fixtures FILE         load plans, accounts and keys from FILE instead of the demo account
 //	-admin-token T         enable the admin API under /admin/v1/ with this bearer token
-//	-session-secret S      accept x-jwt session tokens signed with S (at least 32 bytes);
-//	                       without fixtures, a session token for the demo account is printed
+//	-session-secret S      sign session tokens (x-jwt, and the browser session cookie) with S
+//	                       (at least 32 bytes); without fixtures, a session token for the demo
+//	                       account is printed. Without it, sessions are signed with a random
+//	                       secret made at start, so they all end when the server stops
 //	-allow-private-fetch   let URL-form file fetches reach private and loopback addresses
 //	-public-url URL        the origin clients reach the server at, the OAuth issuer
 //	                       (default http://localhost:PORT, PORT the one listened on)
@@ -27,6 +33,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +48,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	selfservice "github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth"
@@ -51,6 +59,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -201,11 +210,19 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	usageStore := memory.NewUsageStore()
 	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore(),
 		Usage: &tollgate.UsageOptions{Store: usageStore, FlushInterval: 5 * time.Second}}
-	if c.sessionSecret != "" {
-		if opts.Sessions, err = auth.NewSessions([]byte(c.sessionSecret)); err != nil {
-			return nil, err
-		}
+	// Sessions: tokens signed with the -session-secret, or else with a random secret
+	// made now, which signs nothing after the server stops (every session ends with
+	// it). Signed-out sessions are remembered in memory until they expire.
+	secret := []byte(c.sessionSecret)
+	if c.sessionSecret == "" {
+		secret = make([]byte, auth.MinSessionSecret)
+		rand.Read(secret)
+		logger.Info("sessions are signed with a random secret made at start: they end when the server stops; pass -session-secret to keep them across restarts")
 	}
+	if opts.Sessions, err = auth.NewSessions(secret); err != nil {
+		return nil, err
+	}
+	opts.SessionStore = memory.NewSessionStore()
 	svc, err := tollgate.New(reg, tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
@@ -231,7 +248,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 			return nil, err
 		}
 		fmt.Fprintf(stdout, "API key: %s\n", value)
-		if opts.Sessions != nil {
+		if c.sessionSecret != "" {
 			tok, err := opts.Sessions.Issue(acct.ID, svc.Now(), 24*time.Hour)
 			if err != nil {
 				return nil, err
@@ -242,11 +259,30 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 
 	// 5. The front doors on one mux.
 	mux := http.NewServeMux()
-	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger,
+		OpenAPI: rest.OpenAPIInfo{Paths: selfservice.OpenAPIPaths()}})
 	if err != nil {
 		return nil, err
 	}
 	mux.Handle("/v1/", restHandler)
+	// Sessions: POST /v1/account/session starts one with a key, DELETE signs out. The
+	// handler's Cookies middleware makes a browser's session cookie a credential for
+	// the handlers it wraps, with a CSRF token for every change: here the account
+	// holders' self-service API. REST, GraphQL and MCP take session tokens in x-jwt
+	// only.
+	sessionHandler, err := session.NewHandler(svc, &session.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/account/session", sessionHandler)
+	// The account holders' self-service API: their account, keys and audit log,
+	// with their key, a session token or the session cookie.
+	accountHandler, err := selfservice.NewHandler(svc, nil)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/account", sessionHandler.Cookies(accountHandler))
+	mux.Handle("/v1/account/", sessionHandler.Cookies(accountHandler))
 	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
 		return nil, err

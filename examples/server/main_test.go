@@ -781,3 +781,38 @@ func TestMCPOAuth(t *testing.T) {
 	io.WriteString(stdin, "quit\n")
 	s.noKeyInLogs(key)
 }
+
+// TestAssembleSessionRoutes starts a session with the demo key at /v1/account/session,
+// calls with its token, signs out, and is refused; without -session-secret too.
+func TestAssembleSessionRoutes(t *testing.T) {
+	s := start(t)
+	key := s.apiKey(1)
+	r := s.call("POST", "/v1/account/session", `{"kind":"token"}`, "x-api-key", key)
+	if r.status != http.StatusCreated {
+		t.Fatalf("starting a session: %d %s", r.status, r.body)
+	}
+	var env struct {
+		Data struct {
+			Token string `json:"token"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &env); err != nil || env.Data.Token == "" {
+		t.Fatalf("no token in %s", r.body)
+	}
+	tok := env.Data.Token
+	if r := s.call("GET", "/v1/hash?text=hello", "", "x-jwt", tok); r.status != 200 {
+		t.Errorf("a call with the session: %d %s", r.status, r.body)
+	}
+	if r := s.call("DELETE", "/v1/account/session", "", "x-jwt", tok); r.status != 200 {
+		t.Errorf("signing out: %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/v1/hash?text=hello", "", "x-jwt", tok); r.status != http.StatusUnauthorized {
+		t.Errorf("a call after signing out: %d %s", r.status, r.body)
+	}
+	// A browser gets a cookie, not the token.
+	r = s.call("POST", "/v1/account/session", `{"api_key":"`+key+`"}`)
+	if r.status != http.StatusCreated || !strings.Contains(r.header.Get("Set-Cookie"), "HttpOnly") || bytes.Contains(r.body, []byte(`"token"`)) {
+		t.Errorf("a cookie session: %d %v %s", r.status, r.header, r.body)
+	}
+	s.noKeyInLogs(key, tok)
+}

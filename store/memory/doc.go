@@ -1,7 +1,8 @@
 // Package memory keeps all of a Tollgate service's state in the memory of one process:
 // accounts and keys ([KeyStore]), credit balances ([Ledger]), rate limits
 // ([RateLimiter]), concurrency slots ([ConcurrencyLimiter]), the grants of the OAuth authorization
-// server ([OAuthStore]) and the audit log ([AuditStore]). It is the reference implementation of every store
+// server ([OAuthStore]), the audit log ([AuditStore]) and the signed-out sessions
+// ([SessionStore]). It is the reference implementation of every store
 // interface, for a service that runs as a single instance, for trying Tollgate out and
 // for tests:
 //

@@ -189,6 +189,7 @@ func (s *KeyStore) RotateKey(ctx context.Context, id string, h auth.Hash, at tim
 	}
 	k := *old
 	k.Hash, k.RotatedAt = h, at
+	k.Revision++
 	delete(s.byHash, old.Hash)
 	s.keys[id], s.byHash[h] = &k, &k
 	return k, nil
@@ -210,7 +211,34 @@ func (s *KeyStore) RevokeKey(ctx context.Context, id string, at time.Time) (auth
 	}
 	k := *old
 	k.RevokedAt = at
+	k.Revision++
 	s.keys[id], s.byHash[k.Hash] = &k, &k
+	return k, nil
+}
+
+// UpdateKey replaces the name and restrictions of a key that still has u.Revision.
+func (s *KeyStore) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, err
+	}
+	if err := store.CheckText("memory: key name", u.Name); err != nil {
+		return auth.Key{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.keys[u.ID]
+	switch {
+	case !ok:
+		return auth.Key{}, fmt.Errorf("memory: key %q: %w", u.ID, store.ErrNotFound)
+	case old.Revoked():
+		return auth.Key{}, fmt.Errorf("memory: key %q is revoked: %w", u.ID, store.ErrConflict)
+	case old.Revision != u.Revision:
+		return auth.Key{}, fmt.Errorf("memory: key %q changed since revision %d (it is at %d): %w", u.ID, u.Revision, old.Revision, store.ErrConflict)
+	}
+	k := *old
+	k.Name, k.Restrictions = u.Name, u.Restrictions
+	k.Revision++
+	s.keys[u.ID], s.byHash[k.Hash] = &k, &k
 	return k, nil
 }
 
@@ -233,6 +261,8 @@ func (s *KeyStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState
 		return auth.KeyUnknown, nil
 	case k.Revoked():
 		return auth.KeyRevoked, nil
+	case k.Revision != c.Revision:
+		return auth.KeyUnknown, nil // changed since the caller read it
 	}
 	return auth.KeyLive, nil
 }

@@ -64,7 +64,7 @@ type admitParams struct {
 func newAdmitParams(st *driver.Step) (*admitParams, error) {
 	p := &admitParams{request: st.Request, now: st.Now.UnixNano()}
 	if k := st.Key; k != nil {
-		p.keyAccount, p.keyID, p.keyHash = &k.Account, &k.KeyID, k.Hash[:]
+		p.keyAccount, p.keyID, p.keyHash = &k.Account, &k.KeyID, checkHash(k)
 	}
 	if st.Rate != nil {
 		e, w, err := gcraParams(*st.Rate)

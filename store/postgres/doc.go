@@ -5,7 +5,8 @@
 // [driver.ConcurrencyLimiter], [auth.KeyChecker]) and [driver.Admitter], so that a
 // paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
-// database, [AuditStore] the audit log ([audit.Store]) and [UsageStore] the usage
+// database, [AuditStore] the audit log ([audit.Store]), [SessionStore] the sessions
+// signed out before their expiry ([auth.SessionStore]), and [UsageStore] the usage
 // statistics ([usage.Store]).
 //
 // # Wiring
@@ -50,7 +51,7 @@
 //
 //   - tollgate_accounts (id, plan, restrictions jsonb, created_at) and tollgate_keys (id,
 //     account_id, name, is_primary, hash bytea UNIQUE, restrictions jsonb, created_at,
-//     rotated_at, revoked_at; ordered by an identity column). Only the SHA-256 of a key
+//     rotated_at, revoked_at, revision; ordered by an identity column). Only the SHA-256 of a key
 //     is stored; restrictions are stored as their JSON form (auth.Restrictions'
 //     MarshalJSON), NULL for none.
 //   - tollgate_balances (account_id, allowance, period, number of shards) and
@@ -81,6 +82,8 @@
 //     credits, addr inet, reason): the audit log, kept by [AuditStore], indexed by
 //     (account_id, at, seq) and by (at, seq) for listings newest first. It holds no key
 //     value: keys by id, restrictions in their plain JSON form, verbatim.
+//   - tollgate_ended_sessions (id, expires): the sessions signed out before their
+//     expiry, kept by [SessionStore] until it; each EndSession deletes the rows past it.
 //   - tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day (account_id,
 //     bucket, key_id, api, channel, outcome, calls, credits, latency bigint[], last_at):
 //     the usage buckets, kept by [UsageStore], keyed by the account and the bucket first;

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -12,7 +13,7 @@ import (
 
 // The columns of a key and of an account, in the order scanKey and scanAccount read them.
 const (
-	keyColumns     = `k.id, k.account_id, k.name, k.is_primary, k.hash, k.restrictions, k.created_at, k.rotated_at, k.revoked_at`
+	keyColumns     = `k.id, k.account_id, k.name, k.is_primary, k.hash, k.restrictions, k.created_at, k.rotated_at, k.revoked_at, k.revision`
 	accountColumns = `a.id, a.plan, a.restrictions, a.created_at`
 )
 
@@ -23,14 +24,15 @@ type keyRow struct {
 	hash, restrictions []byte
 	created            time.Time
 	rotated, revoked   *time.Time
+	revision           int64
 }
 
 func (r *keyRow) dest() []any {
-	return []any{&r.id, &r.account, &r.name, &r.primary, &r.hash, &r.restrictions, &r.created, &r.rotated, &r.revoked}
+	return []any{&r.id, &r.account, &r.name, &r.primary, &r.hash, &r.restrictions, &r.created, &r.rotated, &r.revoked, &r.revision}
 }
 
 func (r *keyRow) key() (auth.Key, error) {
-	k := auth.Key{ID: r.id, AccountID: r.account, Name: r.name, Primary: r.primary, CreatedAt: r.created.UTC()}
+	k := auth.Key{ID: r.id, AccountID: r.account, Name: r.name, Primary: r.primary, CreatedAt: r.created.UTC(), Revision: r.revision}
 	if len(r.hash) != len(k.Hash) {
 		return auth.Key{}, fmt.Errorf("postgres: key %q: the stored hash has %d bytes", r.id, len(r.hash))
 	}
@@ -55,19 +57,20 @@ type nullableKeyRow struct {
 	hash, restrictions []byte
 	created            *time.Time
 	rotated, revoked   *time.Time
+	revision           *int64
 }
 
 func (n *nullableKeyRow) dest() []any {
-	return []any{&n.id, &n.account, &n.name, &n.primary, &n.hash, &n.restrictions, &n.created, &n.rotated, &n.revoked}
+	return []any{&n.id, &n.account, &n.name, &n.primary, &n.hash, &n.restrictions, &n.created, &n.rotated, &n.revoked, &n.revision}
 }
 
 // row returns the key's columns, and false if there is no key.
 func (n *nullableKeyRow) row() (keyRow, bool) {
-	if n.id == nil || n.account == nil || n.name == nil || n.primary == nil || n.created == nil {
+	if n.id == nil || n.account == nil || n.name == nil || n.primary == nil || n.created == nil || n.revision == nil {
 		return keyRow{}, false
 	}
 	return keyRow{id: *n.id, account: *n.account, name: *n.name, primary: *n.primary, hash: n.hash,
-		restrictions: n.restrictions, created: *n.created, rotated: n.rotated, revoked: n.revoked}, true
+		restrictions: n.restrictions, created: *n.created, rotated: n.rotated, revoked: n.revoked, revision: *n.revision}, true
 }
 
 // accountRow receives the columns of an account.
@@ -299,7 +302,7 @@ func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.T
 	err := s.db.QueryRow(ctx, `
 		WITH old AS (SELECT k.id FROM tollgate_keys k WHERE k.id = $1),
 		k AS (
-			UPDATE tollgate_keys SET hash = $2, rotated_at = $3
+			UPDATE tollgate_keys SET hash = $2, rotated_at = $3, revision = revision + 1
 			WHERE id = $1 AND revoked_at IS NULL
 			RETURNING *)
 		SELECT old.id IS NOT NULL, `+keyColumns+`
@@ -329,7 +332,8 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Ke
 	}
 	var r keyRow
 	err := s.db.QueryRow(ctx, `
-		UPDATE tollgate_keys k SET revoked_at = coalesce(k.revoked_at, $2)
+		UPDATE tollgate_keys k SET revoked_at = coalesce(k.revoked_at, $2),
+			revision = k.revision + CASE WHEN k.revoked_at IS NULL THEN 1 ELSE 0 END
 		WHERE k.id = $1
 		RETURNING `+keyColumns, id, at).Scan(r.dest()...)
 	if err != nil {
@@ -345,8 +349,65 @@ func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, e
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
 	var state int
-	if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, c.Account, c.KeyID, c.Hash[:]).Scan(&state); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, c.Account, c.KeyID, checkHash(&c)).Scan(&state); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
 	return auth.KeyState(state), nil
+}
+
+// checkHash is the p_hash argument of tollgate_key_state for a key check: the key's
+// hash followed by its revision, 8 bytes in big-endian order (see migration 7).
+func checkHash(c *auth.KeyCheck) []byte {
+	b := make([]byte, 0, len(c.Hash)+8)
+	b = append(b, c.Hash[:]...)
+	return binary.BigEndian.AppendUint64(b, uint64(c.Revision))
+}
+
+// UpdateKey replaces the name and restrictions of a key that still has u.Revision, in
+// one statement, as RotateKey does.
+func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", u.ID)
+	}
+	if err := store.CheckText("postgres: key name", u.Name); err != nil {
+		return auth.Key{}, err
+	}
+	r, err := encodeRestrictions(u.Restrictions)
+	if err != nil {
+		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", u.ID, err)
+	}
+	// old reads the key as of the statement's snapshot, to tell why nothing was
+	// updated; k updates it unless it is revoked or changed (re-checked on the latest
+	// version).
+	var (
+		exists, revoked bool
+		revision        *int64
+		n               nullableKeyRow
+	)
+	err = s.db.QueryRow(ctx, `
+		WITH old AS (SELECT k.id, k.revoked_at IS NOT NULL AS revoked, k.revision FROM tollgate_keys k WHERE k.id = $1),
+		k AS (
+			UPDATE tollgate_keys SET name = $2, restrictions = $3, revision = revision + 1
+			WHERE id = $1 AND revoked_at IS NULL AND revision = $4
+			RETURNING *)
+		SELECT old.id IS NOT NULL, coalesce(old.revoked, false), old.revision, `+keyColumns+`
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, u.ID, u.Name, r, u.Revision).
+		Scan(append([]any{&exists, &revoked, &revision}, n.dest()...)...)
+	if err != nil {
+		return auth.Key{}, wrapErr(ctx, err, "key %q", u.ID)
+	}
+	row, updated := n.row()
+	switch {
+	case updated:
+		return row.key()
+	case !exists:
+		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", u.ID, store.ErrNotFound)
+	case revoked:
+		return auth.Key{}, fmt.Errorf("postgres: key %q is revoked: %w", u.ID, store.ErrConflict)
+	}
+	at := int64(-1)
+	if revision != nil {
+		at = *revision
+	}
+	return auth.Key{}, fmt.Errorf("postgres: key %q changed since revision %d (it is at %d): %w", u.ID, u.Revision, at, store.ErrConflict)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -70,7 +71,7 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 	case st.Key.KeyID == "":
 		args = append(args, "s", "", "")
 	default:
-		args = append(args, "k", st.Key.KeyID, auth.Hash(st.Key.Hash).String())
+		args = append(args, "k", st.Key.KeyID, auth.Hash(st.Key.Hash).String()+"/"+strconv.FormatInt(st.Key.Revision, 10))
 	}
 
 	if st.Rate != nil {

@@ -4,7 +4,8 @@
 // [driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter]), the
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
 // to settle, and the [driver.Sweeper], through which every instance voids expired
-// reservations.
+// reservations. It is also an [auth.SessionStore]: a signed-out session is one key,
+// "<prefix>:ended-session:<id>", which Redis deletes at the session's expiry.
 //
 // # Compositions
 //
@@ -28,7 +29,8 @@
 //
 //	<prefix>:{<account>}:acct        string  the account record (JSON)
 //	<prefix>:{<account>}:keys        hash    the key records: <id>:h (current hash, hex),
-//	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339)
+//	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339),
+//	                                         <id>:v (the revision; absent for 0)
 //	<prefix>:{<account>}:korder      list    the key ids, oldest first
 //	<prefix>:{<account>}:bal         hash    rem, used, allow, the period (ps, pe, Unix µs),
 //	                                         nx: at most the earliest deadline of an

@@ -56,6 +56,8 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	_, errs["InUse"] = s.InUse(ctx, "a", t0)
 	_, errs["Admit"] = s.Admit(ctx, driver.Step{Account: "a", Request: req, Rate: &l})
 	_, errs["Close"] = s.Close(ctx, driver.Closing{Account: "a", Request: req, ReleaseSlot: true})
+	errs["EndSession"] = s.EndSession(ctx, auth.NewSessionID(), t0.Add(time.Hour), t0)
+	_, errs["SessionEnded"] = s.SessionEnded(ctx, auth.NewSessionID())
 	return errs
 }
 

@@ -18,7 +18,7 @@ var Scripts = map[string]*goredis.Script{
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
-	"reindex": reindexScript,
+	"reindex": reindexScript, "update": updateScript,
 }
 
 // LuaFiles returns the files of lua/, each with its text as written (includes not

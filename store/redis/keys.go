@@ -15,8 +15,11 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// The stored forms of records. Changing fields (hash, rotation, revocation) are kept
-// apart from these, so that scripts read and write them without decoding JSON.
+// The stored forms of records. Changing fields (hash, rotation, revocation, revision)
+// are kept apart from these, so that scripts read and write them without decoding JSON.
+// A key's fields in its account's hash are <id>:h (the hash in hexadecimal), <id>:rec
+// (the JSON below), <id>:rot and <id>:rev (the moments of the last rotation and of the
+// revocation) and <id>:v (the revision, absent for 0).
 type accountRecord struct {
 	Plan         string            `json:"plan"`
 	Restrictions auth.Restrictions `json:"restrictions"`
@@ -59,8 +62,15 @@ func parseMoment(s string) (time.Time, error) {
 }
 
 // decodeKey builds a key from its stored fields.
-func decodeKey(id, account, hash, rec, rotated, revoked string) (auth.Key, error) {
+func decodeKey(id, account, hash, rec, rotated, revoked, revision string) (auth.Key, error) {
 	k := auth.Key{ID: id, AccountID: account}
+	if revision != "" {
+		v, err := strconv.ParseInt(revision, 10, 64)
+		if err != nil {
+			return k, fmt.Errorf("redis: key %q: the stored revision %q is malformed", id, revision)
+		}
+		k.Revision = v
+	}
 	var r keyRecord
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
 		return k, fmt.Errorf("redis: key %q: decoding the record: %w", id, err)
@@ -253,14 +263,14 @@ func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
 	if err != nil {
 		return auth.Key{}, err
 	}
-	f, err := s.c.HMGet(ctx, s.account(acct).keys(), id+":h", id+":rec", id+":rot", id+":rev").Result()
+	f, err := s.c.HMGet(ctx, s.account(acct).keys(), id+":h", id+":rec", id+":rot", id+":rev", id+":v").Result()
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "reading key %q", id)
 	}
-	if len(f) != 4 || asString(f[0]) == "" {
+	if len(f) != 5 || asString(f[0]) == "" {
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", id, store.ErrNotFound)
 	}
-	return decodeKey(id, acct, asString(f[0]), asString(f[1]), asString(f[2]), asString(f[3]))
+	return decodeKey(id, acct, asString(f[0]), asString(f[1]), asString(f[2]), asString(f[3]), asString(f[4]))
 }
 
 // Keys returns the keys of an account in the order they were created.
@@ -274,15 +284,15 @@ func (s *Store) Keys(ctx context.Context, accountID string) ([]auth.Key, error) 
 		return nil, fail(ctx, err, "reading the keys of account %q", accountID)
 	}
 	r := asSlice(reply)
-	if len(r) == 0 || (len(r)-1)%5 != 0 {
+	if len(r) == 0 || (len(r)-1)%6 != 0 {
 		return nil, errReply("keys of account "+strconv.Quote(accountID), reply)
 	}
 	if asInt(r[0]) == stNotFound {
 		return nil, fmt.Errorf("redis: account %q: %w", accountID, store.ErrNotFound)
 	}
-	keys := make([]auth.Key, 0, (len(r)-1)/5)
-	for i := 1; i < len(r); i += 5 {
-		k, err := decodeKey(asString(r[i]), accountID, asString(r[i+1]), asString(r[i+2]), asString(r[i+3]), asString(r[i+4]))
+	keys := make([]auth.Key, 0, (len(r)-1)/6)
+	for i := 1; i < len(r); i += 6 {
+		k, err := decodeKey(asString(r[i]), accountID, asString(r[i+1]), asString(r[i+2]), asString(r[i+3]), asString(r[i+4]), asString(r[i+5]))
 		if err != nil {
 			return nil, err
 		}
@@ -319,10 +329,10 @@ func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Accoun
 	if len(r) == 0 {
 		return auth.Key{}, auth.Account{}, errReply("resolve", reply)
 	}
-	if asInt(r[0]) != stOK || len(r) != 5 {
+	if asInt(r[0]) != stOK || len(r) != 6 {
 		return auth.Key{}, auth.Account{}, notFound
 	}
-	k, err := decodeKey(id, acct, h.String(), asString(r[1]), asString(r[2]), asString(r[3]))
+	k, err := decodeKey(id, acct, h.String(), asString(r[1]), asString(r[2]), asString(r[3]), asString(r[5]))
 	if err != nil {
 		return auth.Key{}, auth.Account{}, err
 	}
@@ -379,14 +389,14 @@ func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.T
 		s.withdraw(ctx, hKey, ref)
 		return auth.Key{}, fmt.Errorf("redis: key %q is revoked: %w", id, store.ErrConflict)
 	}
-	if len(r) != 3 {
+	if len(r) != 4 {
 		return auth.Key{}, errReply("rotate", reply)
 	}
 	var old auth.Hash
 	if n, err := hex.Decode(old[:], []byte(asString(r[1]))); err == nil && n == len(old) {
 		s.withdraw(ctx, s.hashIndex(old), ref)
 	}
-	return decodeKey(id, acct, h.String(), asString(r[2]), moment, "")
+	return decodeKey(id, acct, h.String(), asString(r[2]), moment, "", asString(r[3]))
 }
 
 // RevokeKey marks a key revoked at the given moment, once.
@@ -406,10 +416,10 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Ke
 	if len(r) == 0 {
 		return auth.Key{}, errReply("revoke", reply)
 	}
-	if asInt(r[0]) == stNotFound || len(r) != 5 {
+	if asInt(r[0]) == stNotFound || len(r) != 6 {
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", id, store.ErrNotFound)
 	}
-	return decodeKey(id, acct, asString(r[1]), asString(r[2]), asString(r[3]), asString(r[4]))
+	return decodeKey(id, acct, asString(r[1]), asString(r[2]), asString(r[3]), asString(r[4]), asString(r[5]))
 }
 
 // CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one
@@ -419,11 +429,60 @@ func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, e
 		return 0, err
 	}
 	a := s.account(c.Account)
-	reply, err := s.run(ctx, checkKeyScript, []string{a.record(), a.keys()}, c.KeyID, auth.Hash(c.Hash).String())
+	reply, err := s.run(ctx, checkKeyScript, []string{a.record(), a.keys()}, c.KeyID, auth.Hash(c.Hash).String(), strconv.FormatInt(c.Revision, 10))
 	if err != nil {
 		return 0, fail(ctx, err, "checking key %q of account %q", c.KeyID, c.Account)
 	}
 	return keyState(asInt(reply)), nil
+}
+
+// UpdateKey replaces the name and restrictions of a key that still has u.Revision, in
+// one script in the account's slot. The hash and its index are not touched.
+func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.Key{}, err
+	}
+	if err := store.CheckText("redis: key name", u.Name); err != nil {
+		return auth.Key{}, err
+	}
+	acct, err := s.accountOf(ctx, u.ID)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	// The record's other fields (primary, created) are read with the key, then written
+	// back with the new name and restrictions; the revision guards against a change in
+	// between.
+	old, err := s.Key(ctx, u.ID)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	old.Name, old.Restrictions = u.Name, u.Restrictions
+	rec, err := encodeKey(old)
+	if err != nil {
+		return auth.Key{}, fmt.Errorf("redis: key %q: %w", u.ID, err)
+	}
+	reply, err := s.run(ctx, updateScript, []string{s.account(acct).keys()}, u.ID, strconv.FormatInt(u.Revision, 10), rec)
+	if err != nil {
+		return auth.Key{}, fail(ctx, err, "updating key %q", u.ID)
+	}
+	r := asSlice(reply)
+	if len(r) == 0 {
+		return auth.Key{}, errReply("update", reply)
+	}
+	switch asInt(r[0]) {
+	case stNotFound:
+		return auth.Key{}, fmt.Errorf("redis: key %q: %w", u.ID, store.ErrNotFound)
+	case stConflict:
+		return auth.Key{}, fmt.Errorf("redis: key %q is revoked: %w", u.ID, store.ErrConflict)
+	case 3:
+		if len(r) == 2 {
+			return auth.Key{}, fmt.Errorf("redis: key %q changed since revision %d (it is at %s): %w", u.ID, u.Revision, asString(r[1]), store.ErrConflict)
+		}
+	}
+	if asInt(r[0]) != stOK || len(r) != 4 {
+		return auth.Key{}, errReply("update", reply)
+	}
+	return decodeKey(u.ID, acct, asString(r[1]), rec, asString(r[2]), "", asString(r[3]))
 }
 
 func keyState(n int64) auth.KeyState {

@@ -206,3 +206,8 @@ func TestAdmitterLimits(t *testing.T) {
 // testNow is the instant of the operations of the tests that are not about expiry: their
 // reservations are open for an hour after it.
 var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
+
+func TestSessionStore(t *testing.T) {
+	t.Parallel()
+	storetest.TestSessionStore(t, func(t *testing.T) auth.SessionStore { return newStore(t, nil) })
+}

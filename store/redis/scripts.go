@@ -55,6 +55,7 @@ var (
 	rotateScript        = luaScript("rotate.lua")
 	revokeScript        = luaScript("revoke.lua")
 	checkKeyScript      = luaScript("check_key.lua")
+	updateScript        = luaScript("update.lua")
 	delIfScript         = luaScript("del_if.lua")
 )
 

@@ -51,6 +51,7 @@ func TestAdmitter(t *testing.T, newStores func(t *testing.T) AdmitterStores) {
 var admitterNeeds = map[string]func(AdmitterStores) bool{
 	"KeyRotatedAway":     func(s AdmitterStores) bool { return s.Keys != nil },
 	"KeyRevoked":         func(s AdmitterStores) bool { return s.Keys != nil },
+	"KeyUpdated":         func(s AdmitterStores) bool { return s.Keys != nil },
 	"SessionCheck":       func(s AdmitterStores) bool { return s.Keys != nil },
 	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
 	"SlotDenied":         func(s AdmitterStores) bool { return s.Slots != nil },
@@ -69,6 +70,9 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"KeyRevoked",
 		"A key check of a revoked key denies the step with KeyRevoked and changes nothing.",
 		admKeyRevoked},
+	{"KeyUpdated",
+		"A key check with the revision a key had before UpdateKey denies the step with KeyUnknown and changes nothing; with the new revision it is admitted.",
+		admKeyUpdated},
 	{"SessionCheck",
 		"A key check without a key id passes when the account exists and denies with KeyUnknown when it does not.",
 		admSessionCheck},
@@ -218,30 +222,43 @@ func admAdmitEveryPart(t *testing.T, s AdmitterStores) {
 	}
 }
 
+// wantKeyDenied admits step and checks that its key check denies it with the given
+// state, changing nothing.
+func wantKeyDenied(t *testing.T, s AdmitterStores, f admFixture, step driver.Step, want auth.KeyState, after string) {
+	t.Helper()
+	before := f.read(t, s)
+	r := admit(t, s, step)
+	wantDenied(t, r, driver.DeniedKey)
+	if r.Key != want {
+		t.Errorf("after %s: Key = %d, want %d", after, r.Key, want)
+	}
+	wantSame(t, "after "+after, f.read(t, s), before)
+}
+
 func admKeyRotatedAway(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	_, err := s.Keys.RotateKey(t.Context(), f.key.ID, newHash(), at(time.Second))
 	must(t, "RotateKey", err)
-	before := f.read(t, s)
-	r := admit(t, s, step)
-	wantDenied(t, r, driver.DeniedKey)
-	if r.Key != auth.KeyUnknown {
-		t.Errorf("Key = %d, want KeyUnknown", r.Key)
-	}
-	wantSame(t, "after a rotated-away key", f.read(t, s), before)
+	wantKeyDenied(t, s, f, step, auth.KeyUnknown, "a rotated-away key")
 }
 
 func admKeyRevoked(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	_, err := s.Keys.RevokeKey(t.Context(), f.key.ID, at(time.Second))
 	must(t, "RevokeKey", err)
-	before := f.read(t, s)
-	r := admit(t, s, step)
-	wantDenied(t, r, driver.DeniedKey)
-	if r.Key != auth.KeyRevoked {
-		t.Errorf("Key = %d, want KeyRevoked", r.Key)
-	}
-	wantSame(t, "after a revoked key", f.read(t, s), before)
+	wantKeyDenied(t, s, f, step, auth.KeyRevoked, "a revoked key")
+}
+
+func admKeyUpdated(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	updated, err := s.Keys.UpdateKey(t.Context(), auth.KeyUpdate{ID: f.key.ID, Name: "narrowed",
+		Restrictions: restrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}}), Revision: f.key.Revision})
+	must(t, "UpdateKey", err)
+	wantKeyDenied(t, s, f, step, auth.KeyUnknown, "an updated key (the check names its old revision)")
+
+	fresh := f.step(s, newRequest(), 3, 1)
+	fresh.Key.Revision = updated.Revision
+	wantDenied(t, admit(t, s, fresh), driver.NotDenied)
 }
 
 func admSessionCheck(t *testing.T, s AdmitterStores) {
@@ -412,7 +429,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, a
 	newPair := func(t *testing.T) pair { k, c := newStores(t); return pair{k, c} }
 	run(t, newPair, []behaviour[pair]{
 		{"States",
-			"CheckKey reports a live key live, the old hash of a rotated key and an unknown account unknown, a revoked key revoked, and an existing account live for a session check.",
+			"CheckKey reports a live key live, the old hash of a rotated key, the old revision of an updated key and an unknown account unknown, a revoked key revoked (whatever revision the check names), and an existing account live for a session check.",
 			func(t *testing.T, p pair) {
 				ctx, n := t.Context(), newIDs()
 				acct := n.id("acct")
@@ -431,13 +448,17 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, a
 				check(auth.KeyCheck{Account: acct + "-gone"}, auth.KeyUnknown)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, auth.KeyUnknown)
 				newH := newHash()
-				_, err := p.keys.RotateKey(ctx, key.ID, newH, at(time.Second))
+				rotated, err := p.keys.RotateKey(ctx, key.ID, newH, at(time.Second))
 				must(t, "RotateKey", err)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, auth.KeyUnknown)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, auth.KeyLive)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, auth.KeyLive)
+				updated, err := p.keys.UpdateKey(ctx, auth.KeyUpdate{ID: key.ID, Name: "renamed", Revision: rotated.Revision})
+				must(t, "UpdateKey", err)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, auth.KeyUnknown)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, auth.KeyLive)
 				_, err = p.keys.RevokeKey(ctx, key.ID, at(2*time.Second))
 				must(t, "RevokeKey", err)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH}, auth.KeyRevoked)
+				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, auth.KeyRevoked)
 			}},
 		{"CanceledContext",
 			"CheckKey with a canceled context returns an error matching context.Canceled.",

@@ -86,6 +86,27 @@ var keyStoreRows = []behaviour[auth.KeyStore]{
 	{"RevokeMissingKey",
 		"RevokeKey of an unknown key id returns store.ErrNotFound.",
 		ksRevokeMissingKey},
+	{"UpdateKey",
+		"UpdateKey replaces the name and restrictions, keeps the hash and the other fields, increases the revision, and the very next Key, Keys and Resolve return the change.",
+		ksUpdateKey},
+	{"UpdateKeyStale",
+		"UpdateKey naming a revision the key no longer has returns store.ErrConflict and changes nothing.",
+		ksUpdateKeyStale},
+	{"UpdateRevokedKey",
+		"UpdateKey of a revoked key returns store.ErrConflict and changes nothing.",
+		ksUpdateRevokedKey},
+	{"UpdateMissingKey",
+		"UpdateKey of an unknown key id returns store.ErrNotFound.",
+		ksUpdateMissingKey},
+	{"UpdateKeyBadName",
+		"UpdateKey with a name a store cannot hold (a NUL byte, invalid UTF-8) returns store.ErrInvalid and changes nothing.",
+		ksUpdateKeyBadName},
+	{"RevisionCountsChanges",
+		"A new key has revision 0; each rotation, the first revocation and each update increase it, and a second revocation does not.",
+		ksRevisionCountsChanges},
+	{"ConcurrentUpdate",
+		"Of many goroutines updating a key from the same revision at once, exactly one succeeds and the others get store.ErrConflict.",
+		ksConcurrentUpdate},
 	{"ErrorsNameTheID",
 		"An error reporting store.ErrNotFound or store.ErrConflict names the account or key id in its message.",
 		ksErrorsNameTheID},
@@ -559,15 +580,23 @@ func ksRotateToTakenHash(t *testing.T, s auth.KeyStore) {
 	wantResolve(t, s, otherPrimary.Hash, otherPrimary, other)
 }
 
-func ksRotateRevokedKey(t *testing.T, s auth.KeyStore) {
-	ctx, n := t.Context(), newIDs()
+// createRevokedKey stores an account and a further key, revoked at one hour.
+func createRevokedKey(t *testing.T, s auth.KeyStore) (auth.Account, auth.Key, auth.Key) {
+	t.Helper()
+	n := newIDs()
 	acct, _ := createAccount(t, s, n, "acct")
 	k := createKey(t, s, n, acct, "ci", at(time.Minute))
-	_, err := s.RevokeKey(ctx, k.ID, at(time.Hour))
+	revoked, err := s.RevokeKey(t.Context(), k.ID, at(time.Hour))
 	must(t, "RevokeKey", err)
+	return acct, k, revoked
+}
+
+func ksRotateRevokedKey(t *testing.T, s auth.KeyStore) {
+	ctx := t.Context()
+	acct, k, _ := createRevokedKey(t, s)
 
 	h := newHash()
-	_, err = s.RotateKey(ctx, k.ID, h, at(2*time.Hour))
+	_, err := s.RotateKey(ctx, k.ID, h, at(2*time.Hour))
 	wantErr(t, "RotateKey of a revoked key", err, store.ErrConflict)
 
 	want := k
@@ -740,6 +769,8 @@ func ksCanceledContext(t *testing.T, s auth.KeyStore) {
 	wantErr(t, "RotateKey", err, context.Canceled)
 	_, err = s.RevokeKey(ctx, primary.ID, at(time.Hour))
 	wantErr(t, "RevokeKey", err, context.Canceled)
+	_, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: primary.ID, Name: "changed"})
+	wantErr(t, "UpdateKey", err, context.Canceled)
 
 	wantNoAccount(t, s, newAcct.ID)
 	wantNoKey(t, s, newPrimary.ID)
@@ -990,4 +1021,146 @@ func ksRotatedAwayHashDead(t *testing.T, s auth.KeyStore) {
 	want := k
 	want.Hash, want.RotatedAt = hashes[rotations], at(rotations*time.Hour)
 	wantResolve(t, s, hashes[rotations], want, acct)
+}
+
+// wantRevision checks that the stored key has the given revision.
+func wantRevision(t *testing.T, s auth.KeyStore, id string, want int64, after string) {
+	t.Helper()
+	k, err := s.Key(t.Context(), id)
+	must(t, "Key", err)
+	if k.Revision != want {
+		t.Errorf("after %s: Revision %d, want %d", after, k.Revision, want)
+	}
+}
+
+func ksUpdateKey(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, primary := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	exp := at(time.Hour)
+	narrowed := restrictions(t, auth.RestrictionSpec{APIs: []string{"echo"}, Channels: []string{"rest"},
+		AllowedIPs: []string{"10.2.0.0/16"}, ExpiresAt: &exp})
+
+	got, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "ci-narrowed", Restrictions: narrowed, Revision: k.Revision})
+	must(t, "UpdateKey", err)
+	want := k
+	want.Name, want.Restrictions = "ci-narrowed", narrowed
+	checkKey(t, "UpdateKey result", got, want)
+	if got.Revision <= k.Revision {
+		t.Errorf("UpdateKey result: Revision %d, want more than %d", got.Revision, k.Revision)
+	}
+	wantKey(t, s, want)
+	wantResolve(t, s, k.Hash, want, acct)
+	keys, err := s.Keys(ctx, acct.ID)
+	must(t, "Keys", err)
+	checkKeys(t, "Keys", keys, []auth.Key{primary, want})
+	wantRevision(t, s, k.ID, got.Revision, "UpdateKey")
+
+	// Restrictions can be cleared, and the primary key can be updated too.
+	got2, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "ci", Revision: got.Revision})
+	must(t, "second UpdateKey", err)
+	want.Name, want.Restrictions = "ci", auth.Restrictions{}
+	checkKey(t, "second UpdateKey result", got2, want)
+	p, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: primary.ID, Name: "main", Restrictions: primary.Restrictions, Revision: primary.Revision})
+	must(t, "UpdateKey of the primary key", err)
+	wantP := primary
+	wantP.Name = "main"
+	checkKey(t, "UpdateKey of the primary key", p, wantP)
+	wantResolve(t, s, primary.Hash, wantP, acct)
+}
+
+func ksUpdateKeyStale(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, _ := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	first, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "first", Restrictions: k.Restrictions, Revision: k.Revision})
+	must(t, "UpdateKey", err)
+	_, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "stale", Revision: k.Revision})
+	wantErr(t, "UpdateKey from the revision before the first update", err, store.ErrConflict)
+	wantKey(t, s, first)
+	wantRevision(t, s, k.ID, first.Revision, "a refused UpdateKey")
+
+	rotated, err := s.RotateKey(ctx, k.ID, newHash(), at(time.Hour))
+	must(t, "RotateKey", err)
+	_, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "stale", Revision: first.Revision})
+	wantErr(t, "UpdateKey from the revision before a rotation", err, store.ErrConflict)
+	wantKey(t, s, rotated)
+}
+
+func ksUpdateRevokedKey(t *testing.T, s auth.KeyStore) {
+	_, k, revoked := createRevokedKey(t, s)
+	_, err := s.UpdateKey(t.Context(), auth.KeyUpdate{ID: k.ID, Name: "revived", Revision: revoked.Revision})
+	wantErr(t, "UpdateKey of a revoked key", err, store.ErrConflict)
+	wantKey(t, s, revoked)
+}
+
+func ksUpdateMissingKey(t *testing.T, s auth.KeyStore) {
+	n := newIDs()
+	createAccount(t, s, n, "acct")
+	_, err := s.UpdateKey(t.Context(), auth.KeyUpdate{ID: n.id("ghost"), Name: "ghost"})
+	wantErr(t, "UpdateKey of a missing key", err, store.ErrNotFound)
+}
+
+func ksUpdateKeyBadName(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, _ := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	for _, bad := range []string{"nul\x00name", "bad\xffutf8"} {
+		_, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: bad, Revision: k.Revision})
+		wantErr(t, fmt.Sprintf("UpdateKey with name %q", bad), err, store.ErrInvalid)
+	}
+	wantKey(t, s, k)
+	wantRevision(t, s, k.ID, k.Revision, "refused UpdateKeys")
+}
+
+func ksRevisionCountsChanges(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, primary := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	wantRevision(t, s, primary.ID, 0, "CreateAccount")
+	wantRevision(t, s, k.ID, 0, "CreateKey")
+	last := int64(0)
+	step := func(what string, got auth.Key, err error) {
+		t.Helper()
+		must(t, what, err)
+		if got.Revision <= last {
+			t.Errorf("%s: Revision %d, want more than %d", what, got.Revision, last)
+		}
+		last = got.Revision
+		wantRevision(t, s, k.ID, last, what)
+	}
+	got, err := s.RotateKey(ctx, k.ID, newHash(), at(time.Hour))
+	step("RotateKey", got, err)
+	got, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "renamed", Revision: last})
+	step("UpdateKey", got, err)
+	got, err = s.RevokeKey(ctx, k.ID, at(2*time.Hour))
+	step("RevokeKey", got, err)
+	got, err = s.RevokeKey(ctx, k.ID, at(3*time.Hour))
+	must(t, "second RevokeKey", err)
+	if got.Revision != last {
+		t.Errorf("second RevokeKey: Revision %d, want %d (nothing changed)", got.Revision, last)
+	}
+	wantRevision(t, s, k.ID, last, "a second RevokeKey")
+}
+
+func ksConcurrentUpdate(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, _ := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			_, errs[i] = s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: fmt.Sprintf("w%02d", i), Revision: k.Revision})
+		})
+	}
+	wg.Wait()
+	w := oneWinner(t, "UpdateKey", errs)
+	if w >= 0 {
+		got, err := s.Key(ctx, k.ID)
+		must(t, "Key", err)
+		if want := fmt.Sprintf("w%02d", w); got.Name != want {
+			t.Errorf("after concurrent updates, Name %q, want the winner's %q", got.Name, want)
+		}
+	}
 }

@@ -26,7 +26,8 @@
 --   1 clock mode ('s': the server's clock; else the caller's now, in 2 and 3)
 --   2 now s, 3 now ns
 --   4 member (request id)
---   5 key mode (empty: no key check, 'k' key, 's' session), 6 key id, 7 key hash
+--   5 key mode (empty: no key check, 'k' key, 's' session), 6 key id, 7 key hash and
+--     revision: the hash in hexadecimal (64 digits), '/', the revision
 --   8 emission interval ns (empty: no rate), 9 window ns
 --   10 ceiling (empty: no slot), 11 lease us, 12 lease set TTL ms
 --   13 amount (empty: no credits), 14 period start us, 15 period end us, 16 allowance
@@ -139,11 +140,13 @@ for i = 1, n do
       if mode == 'k' then
         local id = ARGV[o + 6]
         if id ~= keyID then
-          keyID, keyRec = id, redis.call('HMGET', KEYS[2], id .. ':h', id .. ':rev')
+          keyID, keyRec = id, redis.call('HMGET', KEYS[2], id .. ':h', id .. ':rev', id .. ':v')
         end
         local k = keyRec
-        if k[1] ~= ARGV[o + 7] then r[2], r[3] = 1, 1; break end
+        local want = ARGV[o + 7]
+        if k[1] ~= string.sub(want, 1, 64) then r[2], r[3] = 1, 1; break end
         if k[2] then r[2], r[3] = 1, 2; break end
+        if (k[3] or '0') ~= string.sub(want, 66) then r[2], r[3] = 1, 1; break end
       elseif mode == 's' then
         if acct == nil then acct = redis.call('EXISTS', KEYS[1]) == 1 end
         if not acct then r[2], r[3] = 1, 1; break end

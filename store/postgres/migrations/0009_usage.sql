@@ -1,4 +1,4 @@
--- Tollgate schema, version 7: usage statistics (usage.Store). Each call's record is
+-- Tollgate schema, version 9: usage statistics (usage.Store). Each call's record is
 -- summed in process into a minute row per account, key, API, channel and outcome, and
 -- every flush adds its rows to the three tables below in one transaction, so the hour
 -- and day tables are exact sums of the minutes. A latency histogram is kept as its

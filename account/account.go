@@ -1,0 +1,211 @@
+// Package account is the self-service API of account holders: their account, plan and
+// balance, their keys, and their audit log, managed with their own credentials. It
+// serves JSON in the envelope of the REST front door:
+//
+//	{"status": "ok", "error": null, "data": ...}
+//	{"status": "error", "error": "what went wrong and what to do", "data": null}
+//
+// Routes, as the host mounts the handler (both "/v1/account" and "/v1/account/"):
+//
+//	GET    /v1/account                        the account, its plan and balance, the keys the caller may see
+//	GET    /v1/account/keys                   the keys the caller may see (never their values)
+//	POST   /v1/account/keys                   create a sub-key: {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
+//	PATCH  /v1/account/keys/{key_id}          rename a sub-key or narrow it: {"name"?, "restrictions"?: {"apis"?, ...}}
+//	DELETE /v1/account/keys/{key_id}          revoke a sub-key (as POST .../revoke)
+//	POST   /v1/account/keys/{key_id}/rotate   give a key a new value
+//	POST   /v1/account/keys/{key_id}/revoke   revoke a sub-key
+//	GET    /v1/account/audit                  the account's audit log: ?limit=&cursor=&from=&to=
+//
+// (Usage over time joins these routes as GET /v1/account/usage once the usage queries
+// exist.)
+//
+// Requests authenticate as calls do: the x-api-key header, Authorization: Bearer with
+// the key, or an x-jwt session token. They are not API calls: never billed, no
+// rate-limit event. The rules (who may manage which key, narrowing only, the primary
+// key rotated but never revoked, another account's key answered 404, every change in
+// the audit log with the acting key and the client's address) are the service's, in
+// [tollgate.Service.CreateOwnKey] and its siblings; this package only translates HTTP.
+//
+// A new or rotated key's value appears once, in data.value, and never again: it is not
+// stored. Listings show each key's id, name, primary flag, restrictions, created_at,
+// rotated_at, revoked and revoked_at; never a value or a hash. Refusals carry the
+// status of their cause and say why: 400 naming the field, 401, 403 with what the
+// caller may not do, 404, 409, 413 for a body over 64 KiB, 415.
+package account
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/internal/manage"
+)
+
+// Options configures the handler. The zero value is the default.
+type Options struct {
+	// TrustedProxies lists the addresses of reverse proxies whose X-Forwarded-For
+	// header is believed, for IP allow-lists and the audit log's addresses. By default
+	// none is: the client address is the TCP peer.
+	TrustedProxies []netip.Prefix
+}
+
+// Handler serves the self-service API. Create it with [NewHandler].
+type Handler struct {
+	svc     *tollgate.Service
+	mux     *http.ServeMux
+	trusted []netip.Prefix
+}
+
+// NewHandler returns the self-service API of svc. opts may be nil. Mount it at both
+// "/v1/account" and "/v1/account/".
+func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
+	if svc == nil {
+		return nil, errors.New("account: NewHandler needs a Service")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	h := &Handler{svc: svc, mux: http.NewServeMux(), trusted: opts.TrustedProxies}
+	manage.Mount(h.mux, "/v1/account/", "account", []manage.Route{
+		{Method: http.MethodGet, Path: "/v1/account", Serve: h.getAccount},
+		{Method: http.MethodGet, Path: "/v1/account/keys", Serve: h.listKeys},
+		{Method: http.MethodPost, Path: "/v1/account/keys", Serve: h.createKey},
+		{Method: http.MethodPatch, Path: "/v1/account/keys/{key_id}", Serve: h.updateKey},
+		{Method: http.MethodDelete, Path: "/v1/account/keys/{key_id}", Serve: h.revokeKey},
+		{Method: http.MethodPost, Path: "/v1/account/keys/{key_id}/rotate", Serve: h.rotateKey},
+		{Method: http.MethodPost, Path: "/v1/account/keys/{key_id}/revoke", Serve: h.revokeKey},
+		{Method: http.MethodGet, Path: "/v1/account/audit", Serve: h.auditLog},
+	})
+	return h, nil
+}
+
+// ServeHTTP performs the edge check (a well-formed credential, else the bare 403 every
+// front door answers) and routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, err := tollgate.CredentialFrom(r.Header); err != nil {
+		httpx.WriteEdge403(w)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// caller is how the request arrived. The credential was checked in ServeHTTP.
+func (h *Handler) caller(r *http.Request) tollgate.Caller {
+	cred, _ := tollgate.CredentialFrom(r.Header)
+	return tollgate.Caller{Credential: cred, Addr: auth.ClientAddr(r, h.trusted)}
+}
+
+func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
+	info, err := h.svc.OwnAccount(r.Context(), h.caller(r))
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	plan := map[string]any{
+		"name": info.Plan.Name, "credits": info.Plan.Credits,
+		"rate_per_minute": info.Plan.RatePerMinute, "concurrency": info.Plan.Concurrency,
+	}
+	var caller any
+	if info.Caller.ID != "" {
+		caller = info.Caller.ID
+	}
+	manage.Write(w, http.StatusOK, map[string]any{
+		"account": manage.AccountJSON(info.Account), "plan": plan, "balance": manage.BalanceJSON(info.Balance),
+		"keys": manage.KeysJSON(info.Keys), "key_id": caller,
+	})
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := h.svc.OwnKeys(r.Context(), h.caller(r))
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, map[string]any{"keys": manage.KeysJSON(keys)})
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"name"`
+		manage.RestrictionFields
+	}
+	if !manage.Decode(w, r, &body) {
+		return
+	}
+	rs, err := body.Build()
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	key, value, err := h.svc.CreateOwnKey(r.Context(), h.caller(r), auth.NewKey{Name: body.Name, Restrictions: rs})
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusCreated, map[string]any{"key": manage.KeyJSON(key), "value": value})
+}
+
+func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name         *string                   `json:"name"`
+		Restrictions *manage.RestrictionFields `json:"restrictions"`
+	}
+	if !manage.Decode(w, r, &body) {
+		return
+	}
+	if body.Name == nil && body.Restrictions == nil {
+		envelope.WriteError(w, http.StatusBadRequest, "give name, restrictions or both: the body changes nothing")
+		return
+	}
+	change := tollgate.KeyChange{Name: body.Name}
+	if body.Restrictions != nil {
+		rs, err := body.Restrictions.Build()
+		if err != nil {
+			manage.WriteError(w, err)
+			return
+		}
+		change.Restrictions = &rs
+	}
+	key, err := h.svc.UpdateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"), change)
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key)})
+}
+
+func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
+	key, value, err := h.svc.RotateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key), "value": value})
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
+	key, err := h.svc.RevokeOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key)})
+}
+
+func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
+	q, problem := manage.AuditQuery(r.URL.Query())
+	if problem != "" {
+		envelope.WriteError(w, http.StatusBadRequest, problem)
+		return
+	}
+	page, err := h.svc.OwnAuditLog(r.Context(), h.caller(r), q)
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, manage.AuditPageJSON(page))
+}

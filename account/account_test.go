@@ -1,0 +1,84 @@
+package account_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/account"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// TestRouting checks the answers the handler gives before the service is asked: the
+// edge's bare 403 without a well-formed key, 405 with Allow, 404 for other paths, 400
+// for a body that changes nothing, 415 for a body that is not JSON.
+func TestRouting(t *testing.T) {
+	plans, err := billing.NewPlans(billing.Plan{Name: "free", Credits: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+	}, plans, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	_, key, value, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "free"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := account.NewHandler(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := account.NewHandler(nil, nil); err == nil {
+		t.Error("NewHandler(nil) succeeded")
+	}
+	for _, tc := range []struct {
+		name, method, path, key, contentType, body string
+		status                                     int
+		allow, contains                            string
+	}{
+		{name: "no key", method: "GET", path: "/v1/account", status: 403, contains: "<html>"},
+		{name: "malformed key", method: "GET", path: "/v1/account", key: "undefined", status: 403, contains: "<html>"},
+		{name: "unknown key", method: "GET", path: "/v1/account", key: "00000000-0000-4000-8000-000000000000", status: 401},
+		{name: "the account", method: "GET", path: "/v1/account", key: value, status: 200, contains: key.ID},
+		{name: "wrong method", method: "PUT", path: "/v1/account/keys", key: value, status: 405, allow: "GET, HEAD, POST"},
+		{name: "unknown route", method: "GET", path: "/v1/account/nothing", key: value, status: 404},
+		{name: "empty change", method: "PATCH", path: "/v1/account/keys/" + key.ID, key: value, body: "{}", status: 400, contains: "changes nothing"},
+		{name: "not JSON", method: "POST", path: "/v1/account/keys", key: value, contentType: "text/plain", body: "name=x", status: 415},
+		{name: "two objects", method: "POST", path: "/v1/account/keys", key: value, body: `{"name":"a"}{"name":"b"}`, status: 400},
+		{name: "bad audit limit", method: "GET", path: "/v1/account/audit?limit=0", key: value, status: 400, contains: "limit"},
+		{name: "no audit log", method: "GET", path: "/v1/account/audit", key: value, status: 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			if tc.key != "" {
+				req.Header.Set("X-Api-Key", tc.key)
+			}
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Errorf("status %d (%s), want %d", rec.Code, rec.Body, tc.status)
+			}
+			if tc.allow != "" && rec.Header().Get("Allow") != tc.allow {
+				t.Errorf("Allow %q, want %q", rec.Header().Get("Allow"), tc.allow)
+			}
+			if !strings.Contains(rec.Body.String(), tc.contains) {
+				t.Errorf("body %s does not hold %q", rec.Body, tc.contains)
+			}
+			if strings.Contains(rec.Body.String(), value) {
+				t.Errorf("the key's value is in the answer")
+			}
+		})
+	}
+}

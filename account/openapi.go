@@ -1,0 +1,127 @@
+package account
+
+import "github.com/tollgate-dev/tollgate/rest"
+
+// OpenAPIPaths returns the OpenAPI 3.1 path items of the self-service routes, for the
+// REST front door's document (rest.OpenAPIInfo.Paths), which holds the components
+// they refer to.
+func OpenAPIPaths() map[string]any {
+	keyID := map[string]any{"name": "key_id", "in": "path", "required": true,
+		"description": "The key's id (not its value).", "schema": map[string]any{"type": "string", "maxLength": 64}}
+	restrictions := func(description string) map[string]any {
+		return map[string]any{"type": "object", "additionalProperties": false, "description": description,
+			"properties": map[string]any{
+				"apis":        map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+				"channels":    map[string]any{"type": "array", "items": map[string]any{"enum": []string{"rest", "graphql", "mcp"}}},
+				"allowed_ips": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "CIDR prefixes or addresses."},
+				"expires_at":  map[string]any{"type": "string", "format": "date-time"},
+			}}
+	}
+	createBody := restrictions("The new key's name and restrictions, within the caller's key and the account.")
+	createBody["required"] = []string{"name"}
+	createBody["properties"].(map[string]any)["name"] = map[string]any{"type": "string", "minLength": 1, "maxLength": 64}
+	updateBody := map[string]any{"type": "object", "additionalProperties": false, "minProperties": 1,
+		"properties": map[string]any{
+			"name":         map[string]any{"type": "string", "minLength": 1, "maxLength": 64},
+			"restrictions": restrictions("The key's new restrictions: they replace the old ones and must be within them."),
+		}}
+	withKey := func(value bool) map[string]any {
+		props := map[string]any{"key": keySchema()}
+		required := []string{"key"}
+		if value {
+			props["value"] = map[string]any{"type": "string", "format": "uuid", "description": "The key's value, shown this once."}
+			required = append(required, "value")
+		}
+		return map[string]any{"type": "object", "required": required, "properties": props}
+	}
+	keys := map[string]any{"type": "object", "properties": map[string]any{
+		"keys": map[string]any{"type": "array", "items": keySchema()}}}
+	op := func(id, summary string, data map[string]any, status string, extra ...string) map[string]any {
+		responses := map[string]any{
+			status:    rest.OpenAPIOK(data, summary),
+			"401":     ref("#/components/responses/Unauthorized"),
+			"403":     ref("#/components/responses/Forbidden"),
+			"default": ref("#/components/responses/Error"),
+		}
+		for _, code := range extra {
+			switch code {
+			case "400":
+				responses[code] = ref("#/components/responses/BadRequest")
+			case "413":
+				responses[code] = ref("#/components/responses/TooLarge")
+			}
+		}
+		return map[string]any{
+			"operationId": id, "summary": summary, "tags": []string{"Account"},
+			"description": "Self-service: never billed, no rate-limit event. A sub-key manages keys only where the service allows it, and never a key wider than itself.",
+			"security":    security(),
+			"responses":   responses,
+		}
+	}
+	withBody := func(o map[string]any, schema map[string]any) map[string]any {
+		o["requestBody"] = map[string]any{"required": true,
+			"content": map[string]any{"application/json": map[string]any{"schema": schema}}}
+		return o
+	}
+	withParams := func(o map[string]any) map[string]any {
+		o["parameters"] = []any{keyID}
+		return o
+	}
+	audit := op("accountAudit", "The account's audit log, newest first", map[string]any{"type": "object", "properties": map[string]any{
+		"entries": map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+		"next":    map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page."},
+	}}, "200", "400")
+	audit["parameters"] = []any{
+		map[string]any{"name": "limit", "in": "query", "schema": map[string]any{"type": "integer", "minimum": 1, "maximum": 1000}},
+		map[string]any{"name": "cursor", "in": "query", "schema": map[string]any{"type": "string", "maxLength": 64}},
+		map[string]any{"name": "from", "in": "query", "schema": map[string]any{"type": "string", "format": "date-time"}},
+		map[string]any{"name": "to", "in": "query", "schema": map[string]any{"type": "string", "format": "date-time"}},
+	}
+	return map[string]any{
+		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and its keys",
+			map[string]any{"type": "object", "properties": map[string]any{
+				"account": map[string]any{"type": "object"}, "plan": map[string]any{"type": "object"},
+				"balance": map[string]any{"type": "object", "properties": map[string]any{
+					"remaining": map[string]any{"type": "integer"}, "used": map[string]any{"type": "integer"},
+					"limit": map[string]any{"type": "integer"}, "renewal": map[string]any{"type": "string", "format": "date-time"},
+				}},
+				"keys":   map[string]any{"type": "array", "items": keySchema()},
+				"key_id": map[string]any{"type": []string{"string", "null"}, "description": "The key the request authenticated with."},
+			}}, "200")},
+		"/v1/account/keys": map[string]any{
+			"get":  op("accountKeys", "The keys of the account the caller may see", keys, "200"),
+			"post": withBody(op("accountCreateKey", "Create a sub-key", withKey(true), "201", "400", "413"), createBody),
+		},
+		"/v1/account/keys/{key_id}": map[string]any{
+			"patch":  withParams(withBody(op("accountUpdateKey", "Rename a sub-key or narrow its restrictions", withKey(false), "200", "400", "413"), updateBody)),
+			"delete": withParams(op("accountDeleteKey", "Revoke a sub-key", withKey(false), "200")),
+		},
+		"/v1/account/keys/{key_id}/rotate": map[string]any{
+			"post": withParams(op("accountRotateKey", "Give a key a new value", withKey(true), "200")),
+		},
+		"/v1/account/keys/{key_id}/revoke": map[string]any{
+			"post": withParams(op("accountRevokeKey", "Revoke a sub-key", withKey(false), "200")),
+		},
+		"/v1/account/audit": map[string]any{"get": audit},
+	}
+}
+
+func keySchema() map[string]any {
+	str := map[string]any{"type": "string"}
+	strs := map[string]any{"type": "array", "items": str}
+	at := map[string]any{"type": "string", "format": "date-time"}
+	return map[string]any{"type": "object", "description": "A key: never its value.",
+		"required": []string{"id", "name", "primary", "created_at", "revoked"},
+		"properties": map[string]any{
+			"id": str, "account": str, "name": str, "primary": map[string]any{"type": "boolean"},
+			"created_at": at, "rotated_at": at, "revoked": map[string]any{"type": "boolean"}, "revoked_at": at,
+			"apis": strs, "channels": strs, "allowed_ips": strs,
+			"expires_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
+		}}
+}
+
+func security() []any {
+	return []any{map[string]any{"apiKey": []any{}}, map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}}
+}
+
+func ref(to string) map[string]any { return map[string]any{"$ref": to} }

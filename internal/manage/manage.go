@@ -1,0 +1,277 @@
+// Package manage holds what the management front doors (package admin for operators,
+// package account for account holders) share: reading a JSON request body, writing the
+// envelope and the status of a service error, routing with 405 and 404 answers, the
+// query of an audit listing, and the JSON forms of accounts, keys, balances and audit
+// entries. Key values never appear in these forms.
+package manage
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/rest"
+)
+
+// MaxBody caps a management request body.
+const MaxBody = 64 << 10
+
+// A Route is one route of a management handler.
+type Route struct {
+	Method, Path string
+	Serve        http.HandlerFunc
+}
+
+// Mount registers routes on mux, each path answering other methods with 405 and an
+// Allow header, and every other path under root with 404 ("no <label> route ...").
+func Mount(mux *http.ServeMux, root, label string, routes []Route) {
+	allows := map[string]string{}
+	var paths []string
+	for _, rt := range routes {
+		mux.HandleFunc(rt.Method+" "+rt.Path, rt.Serve)
+		allow := rt.Method
+		if allow == http.MethodGet {
+			allow += ", " + http.MethodHead
+		}
+		if prev, ok := allows[rt.Path]; ok {
+			allows[rt.Path] = prev + ", " + allow
+			continue
+		}
+		allows[rt.Path] = allow
+		paths = append(paths, rt.Path)
+	}
+	for _, path := range paths {
+		// Another method on a route's path is a 405, not the catch-all's 404: the
+		// ServeMux would answer 405 itself only if no pattern (the catch-all below)
+		// matched the path.
+		allow := allows[path]
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			envelope.WriteError(w, http.StatusMethodNotAllowed, r.URL.Path+" takes "+allow+", not "+r.Method)
+		})
+	}
+	mux.HandleFunc(root, func(w http.ResponseWriter, r *http.Request) {
+		envelope.WriteError(w, http.StatusNotFound, "no "+label+" route "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// RestrictionFields are the optional restriction fields of accounts and keys.
+type RestrictionFields struct {
+	APIs       []string   `json:"apis"`
+	Channels   []string   `json:"channels"`
+	AllowedIPs []string   `json:"allowed_ips"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+}
+
+// Build checks the fields and builds the restrictions.
+func (f RestrictionFields) Build() (auth.Restrictions, error) {
+	return auth.NewRestrictions(auth.RestrictionSpec{
+		APIs: f.APIs, Channels: f.Channels, AllowedIPs: f.AllowedIPs, ExpiresAt: f.ExpiresAt,
+	})
+}
+
+// Decode reads a JSON object body into v, refusing unknown fields, a body larger than
+// [MaxBody], one that is not valid UTF-8, and anything after the object. On failure it has written the response.
+func Decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			envelope.WriteError(w, http.StatusUnsupportedMediaType, "send the body as application/json")
+			return false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			envelope.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBody))
+		} else {
+			envelope.WriteError(w, http.StatusBadRequest, "the body could not be read")
+		}
+		return false
+	}
+	// encoding/json would replace invalid UTF-8 in strings silently; refuse it instead.
+	if !utf8.Valid(body) {
+		envelope.WriteError(w, http.StatusBadRequest, "the body is not valid UTF-8: send text fields (name, ...) as UTF-8")
+		return false
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		switch {
+		case err == io.EOF:
+			envelope.WriteError(w, http.StatusBadRequest, "the request needs a JSON object body")
+		default:
+			envelope.WriteError(w, http.StatusBadRequest, "the body is not a valid request: "+err.Error())
+		}
+		return false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		envelope.WriteError(w, http.StatusBadRequest, "the body must hold one JSON object and nothing after it")
+		return false
+	}
+	return true
+}
+
+// Write writes a success envelope around data.
+func Write(w http.ResponseWriter, status int, data any) {
+	b, err := envelope.Encode(data)
+	if err != nil {
+		envelope.WriteError(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	envelope.WriteData(w, status, b)
+}
+
+// WriteError writes a service error with the status of its code (see rest.Status).
+func WriteError(w http.ResponseWriter, err error) {
+	var e *tollgate.Error
+	switch {
+	case errors.As(err, &e):
+		w.Header().Set(rest.HeaderErrorCode, e.Code.String())
+		envelope.WriteError(w, rest.Status(e.Code), e.Message)
+	case errors.Is(err, auth.ErrInvalid):
+		envelope.WriteError(w, http.StatusBadRequest, err.Error())
+	default:
+		envelope.WriteError(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// maxCursor bounds the cursor parameter of an audit listing; a cursor is far shorter.
+const maxCursor = 64
+
+// AuditQuery reads the parameters of an audit listing (limit, cursor, from, to) into
+// a query. On failure it returns a message that names the parameter.
+func AuditQuery(params url.Values) (audit.Query, string) {
+	var q audit.Query
+	for name := range params {
+		if name != "limit" && name != "cursor" && name != "from" && name != "to" {
+			return q, fmt.Sprintf("unknown parameter %q: the audit route takes limit, cursor, from and to", name)
+		}
+		if len(params[name]) > 1 {
+			return q, fmt.Sprintf("parameter %q is given more than once", name)
+		}
+	}
+	if v := params.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > audit.MaxLimit {
+			return q, fmt.Sprintf("limit must be a whole number from 1 to %d", audit.MaxLimit)
+		}
+		q.Limit = n
+	}
+	if q.Cursor = params.Get("cursor"); len(q.Cursor) > maxCursor {
+		return q, "cursor is not one a page of the audit log returned: pass its next as it is"
+	}
+	for _, p := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v := params.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return q, p.name + " must be an RFC 3339 instant, for example 2030-01-15T12:00:00Z"
+			}
+			*p.t = t
+		}
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		return q, "from must be before to"
+	}
+	return q, ""
+}
+
+// AuditPageJSON is the JSON form of a page of the audit log.
+func AuditPageJSON(page audit.Page) map[string]any {
+	entries := make([]map[string]any, len(page.Entries))
+	for i, e := range page.Entries {
+		entries[i] = AuditJSON(e)
+	}
+	var next any
+	if page.Next != "" {
+		next = page.Next
+	}
+	return map[string]any{"entries": entries, "next": next}
+}
+
+// AuditJSON is the JSON form of an audit entry.
+func AuditJSON(e audit.Entry) map[string]any {
+	m := map[string]any{
+		"at": e.At, "actor": e.Actor, "action": e.Action, "account": e.Account,
+		"target": nil, "before": e.Before, "after": e.After, "credits": nil, "address": nil, "reason": nil,
+	}
+	if e.Target != "" {
+		m["target"] = e.Target
+	}
+	if e.Action == audit.CreditsAdjust || e.Credits != 0 {
+		m["credits"] = e.Credits
+	}
+	if e.Addr.IsValid() {
+		m["address"] = e.Addr.String()
+	}
+	if e.Reason != "" {
+		m["reason"] = e.Reason
+	}
+	return m
+}
+
+// AccountJSON is the JSON form of an account.
+func AccountJSON(a auth.Account) map[string]any {
+	m := map[string]any{"id": a.ID, "plan": a.Plan, "created_at": a.CreatedAt}
+	addRestrictions(m, a.Restrictions)
+	return m
+}
+
+// KeyJSON is the JSON form of a key: never its value nor its hash.
+func KeyJSON(k auth.Key) map[string]any {
+	m := map[string]any{
+		"id": k.ID, "account": k.AccountID, "name": k.Name, "primary": k.Primary,
+		"created_at": k.CreatedAt, "revoked": k.Revoked(),
+	}
+	if !k.RotatedAt.IsZero() {
+		m["rotated_at"] = k.RotatedAt
+	}
+	if k.Revoked() {
+		m["revoked_at"] = k.RevokedAt
+	}
+	addRestrictions(m, k.Restrictions)
+	return m
+}
+
+// KeysJSON is the JSON form of a list of keys.
+func KeysJSON(keys []auth.Key) []map[string]any {
+	out := make([]map[string]any, len(keys))
+	for i, k := range keys {
+		out[i] = KeyJSON(k)
+	}
+	return out
+}
+
+func addRestrictions(m map[string]any, r auth.Restrictions) {
+	s := r.Spec()
+	m["apis"], m["channels"], m["allowed_ips"] = orEmpty(s.APIs), orEmpty(s.Channels), orEmpty(s.AllowedIPs)
+	m["expires_at"] = s.ExpiresAt
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// BalanceJSON is the JSON form of a balance.
+func BalanceJSON(b billing.Balance) map[string]any {
+	return map[string]any{"remaining": b.Remaining, "used": b.Used, "limit": b.Allowance, "renewal": b.Period.End}
+}

@@ -1,0 +1,280 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Self-service: account holders reading their account and managing their own keys with
+// their own credentials (package account serves these methods over HTTP). The rules
+// live here, so they hold whichever front door asks:
+//
+//   - The caller is authenticated by its API key or session token, and checked against
+//     the key store even when its record comes from the key cache: a rotated, revoked,
+//     expired or narrowed key is refused at once. The key's (and the account's) IP
+//     allow-list and expiry apply; its channel and API lists do not, since self-service
+//     is neither a call to an API nor one of the call channels. Self-service requests are
+//     not API calls: they are not billed and are no rate-limit event.
+//   - The account's primary key manages every key of the account. A session acts as
+//     the key that started it (a login session as the primary key), with that key's
+//     rights, and a session token that names no key acts for the whole account. A
+//     sub-key manages keys only if [Options.SubKeysManageKeys] is set, and then only keys
+//     no wider than itself, never the primary key; without it, a sub-key may read the
+//     account and its own record, nothing more.
+//   - A new key is within the caller's own key and the account; an update may only
+//     narrow a key (or rename it). The primary key can be rotated, not revoked nor
+//     changed: its revocation would lock the account holder out; that is the operator's
+//     to do.
+//   - A key of another account is answered as a key that does not exist.
+//   - Every change goes through the management methods, so it is in the audit log with
+//     the caller's key id ([audit.Session] for a session without a key) as its actor and
+//     the caller's address.
+//
+// Refusals are *Error values that say why: CodeForbidden for what the caller may not
+// do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key.
+
+// OwnAccount is what an account holder sees of their account.
+type OwnAccount struct {
+	Account auth.Account
+	Plan    billing.Plan
+	Balance billing.Balance
+	// Keys are the keys the caller may see: every key for the primary key (or a
+	// session acting as it); for a sub-key, itself and the keys it may manage.
+	Keys []auth.Key
+	// Caller is the key the caller authenticated with, or that its session acts as
+	// (the zero Key for a session token that names no key).
+	Caller auth.Key
+}
+
+// self authenticates a self-service caller (see above) and names it as the actor of the
+// changes made with the returned context.
+func (s *Service) self(ctx context.Context, c Caller) (context.Context, Principal, error) {
+	c.Channel = 0 // channel restrictions do not apply to self-service
+	p, err := s.Check(ctx, c)
+	if err != nil {
+		return ctx, Principal{}, err
+	}
+	actor := p.Key.ID
+	if actor == "" {
+		actor = audit.Session
+	}
+	return WithActor(ctx, Actor{ID: actor, Addr: c.Addr}), p, nil
+}
+
+// managesAll reports whether the principal manages every key of its account: the
+// primary key, a session that acts as it, or a session that names no key (a token
+// the host issued for the whole account). A session started with a sub-key acts as
+// that sub-key: it has that sub-key's rights, never more.
+func managesAll(p *Principal) bool { return p.Key.Primary || p.Key.ID == "" }
+
+// mayManage returns nil if the principal may manage key k of its account, or the
+// refusal that says why.
+func (s *Service) mayManage(p *Principal, k auth.Key) error {
+	if managesAll(p) {
+		return nil
+	}
+	if !s.subKeysManage {
+		return newError(CodeForbidden, "a sub-key cannot manage keys on this service: use the account's primary key, or a session started with it", nil)
+	}
+	if k.Primary {
+		return newError(CodeForbidden, "a sub-key cannot manage the account's primary key", nil)
+	}
+	if err := k.Restrictions.WithinOf(p.Key.Restrictions, "your key"); err != nil {
+		return newError(CodeForbidden, fmt.Sprintf("key %q is wider than the key you use, so you cannot manage it: %v", k.ID, unwrapWidens(err)), err)
+	}
+	return nil
+}
+
+// unwrapWidens returns the message of a widening without the sentinel's prefix.
+func unwrapWidens(err error) string {
+	msg := err.Error()
+	prefix := auth.ErrWidens.Error() + ": "
+	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return msg[len(prefix):]
+	}
+	return msg
+}
+
+// ownKey returns the key with the given id if it belongs to the principal's account;
+// a key of another account is CodeNotFound, as one that does not exist.
+func (s *Service) ownKey(ctx context.Context, p *Principal, keyID string) (auth.Key, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, err
+	}
+	k, err := s.authority.Store().Key(ctx, keyID)
+	switch {
+	case err == nil && k.AccountID == p.Account.ID:
+		return k, nil
+	case err == nil || errors.Is(err, store.ErrNotFound):
+		return auth.Key{}, newError(CodeNotFound, fmt.Sprintf("your account has no key with the id %q", keyID), err)
+	}
+	return auth.Key{}, s.manageError("key", keyID, err)
+}
+
+// managed authenticates a self-service caller and returns the key of its account with
+// the given id if the caller may manage it.
+func (s *Service) managed(ctx context.Context, c Caller, keyID string) (context.Context, Principal, auth.Key, error) {
+	ctx, p, err := s.self(ctx, c)
+	if err != nil {
+		return ctx, Principal{}, auth.Key{}, err
+	}
+	k, err := s.ownKey(ctx, &p, keyID)
+	if err == nil {
+		err = s.mayManage(&p, k)
+	}
+	return ctx, p, k, err
+}
+
+// OwnAccount returns the caller's account, plan, balance and the keys it may see (never
+// their values). It is free and no rate-limit event.
+func (s *Service) OwnAccount(ctx context.Context, c Caller) (OwnAccount, error) {
+	_, p, err := s.self(ctx, c)
+	if err != nil {
+		return OwnAccount{}, err
+	}
+	keys, err := s.visibleKeys(ctx, &p)
+	if err != nil {
+		return OwnAccount{}, err
+	}
+	b, err := s.balance(ctx, &p)
+	if err != nil {
+		return OwnAccount{}, err
+	}
+	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: keys, Caller: p.Key}, nil
+}
+
+// OwnKeys returns the keys the caller may see (see [OwnAccount.Keys]), never their
+// values.
+func (s *Service) OwnKeys(ctx context.Context, c Caller) ([]auth.Key, error) {
+	_, p, err := s.self(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s.visibleKeys(ctx, &p)
+}
+
+func (s *Service) visibleKeys(ctx context.Context, p *Principal) ([]auth.Key, error) {
+	all, err := s.authority.Store().Keys(ctx, p.Account.ID)
+	if err != nil {
+		return nil, s.manageError("account", p.Account.ID, err)
+	}
+	if managesAll(p) {
+		return all, nil
+	}
+	keys := all[:0]
+	for _, k := range all {
+		if k.ID == p.Key.ID || s.mayManage(p, k) == nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// CreateOwnKey creates a sub-key of the caller's account and returns it with its value,
+// shown this once. Its restrictions must be within the caller's own key's and the
+// account's; a wider one is CodeForbidden naming the field that widens. spec.Value must
+// be empty: the value is always random.
+func (s *Service) CreateOwnKey(ctx context.Context, c Caller, spec auth.NewKey) (auth.Key, string, error) {
+	ctx, p, err := s.self(ctx, c)
+	if err != nil {
+		return auth.Key{}, "", err
+	}
+	if spec.Value != "" {
+		return auth.Key{}, "", newError(CodeInvalidInput, "value: a key's value is chosen at random; leave it out", nil)
+	}
+	if !managesAll(&p) && !s.subKeysManage {
+		return auth.Key{}, "", s.mayManage(&p, auth.Key{})
+	}
+	if err := s.narrowing(&p, spec.Restrictions); err != nil {
+		return auth.Key{}, "", err
+	}
+	return s.CreateKey(ctx, p.Account.ID, spec)
+}
+
+// narrowing refuses restrictions wider than the caller's own key's or the account's.
+func (s *Service) narrowing(p *Principal, r auth.Restrictions) error {
+	for _, outer := range []struct {
+		r     auth.Restrictions
+		owner string
+	}{{p.Key.Restrictions, "your key"}, {p.Account.Restrictions, "your account"}} {
+		if err := r.WithinOf(outer.r, outer.owner); err != nil {
+			return newError(CodeForbidden, "the restrictions are wider than "+outer.owner+"'s: "+unwrapWidens(err), err)
+		}
+	}
+	return nil
+}
+
+// RotateOwnKey gives a key of the caller's account a new value, returned this once; the
+// old value stops working at once. The primary key may be rotated (by itself or a
+// session).
+func (s *Service) RotateOwnKey(ctx context.Context, c Caller, keyID string) (auth.Key, string, error) {
+	ctx, _, k, err := s.managed(ctx, c, keyID)
+	if err != nil {
+		return auth.Key{}, "", err
+	}
+	if k.Revoked() {
+		return auth.Key{}, "", newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be rotated", keyID), nil)
+	}
+	return s.RotateKey(ctx, k.ID)
+}
+
+// RevokeOwnKey revokes a sub-key of the caller's account; the very next call with it is
+// refused. The primary key cannot be revoked through self-service.
+func (s *Service) RevokeOwnKey(ctx context.Context, c Caller, keyID string) (auth.Key, error) {
+	ctx, _, k, err := s.managed(ctx, c, keyID)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	if k.Primary {
+		return auth.Key{}, newError(CodeForbidden, "the primary key cannot be revoked through self-service: rotate it instead, or ask the operator", nil)
+	}
+	return s.RevokeKey(ctx, k.ID)
+}
+
+// UpdateOwnKey renames a sub-key of the caller's account or narrows its restrictions.
+// New restrictions must be within the key's current ones (and so within the caller's
+// and the account's); a widening is CodeForbidden naming the field that widens. The
+// primary key cannot be changed through self-service.
+func (s *Service) UpdateOwnKey(ctx context.Context, c Caller, keyID string, change KeyChange) (auth.Key, error) {
+	ctx, p, k, err := s.managed(ctx, c, keyID)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	if k.Primary {
+		return auth.Key{}, newError(CodeForbidden, "the primary key cannot be changed through self-service; create a sub-key with the name and restrictions you want", nil)
+	}
+	if k.Revoked() {
+		return auth.Key{}, newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), nil)
+	}
+	// The check runs on the record the update applies to, read again if it changed.
+	return s.updateKey(ctx, keyID, change, func(old, updated auth.Key) error {
+		if old.Primary || old.AccountID != p.Account.ID {
+			return newError(CodeForbidden, "the key cannot be changed through self-service", nil)
+		}
+		if err := updated.Restrictions.WithinOf(old.Restrictions, "the key now"); err != nil {
+			return newError(CodeForbidden, "an update may only narrow a key: "+unwrapWidens(err), err)
+		}
+		return s.mayManage(&p, old)
+	})
+}
+
+// OwnAuditLog returns a page of the audit log of the caller's account (q.Account is
+// set to it), newest first. Reading it is managing the account: a sub-key may read it
+// only if [Options.SubKeysManageKeys] is set.
+func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (audit.Page, error) {
+	_, p, err := s.self(ctx, c)
+	if err != nil {
+		return audit.Page{}, err
+	}
+	if !managesAll(&p) && !s.subKeysManage {
+		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log on this service: use the account's primary key, or a session started with it", nil)
+	}
+	q.Account = p.Account.ID
+	return s.AuditLog(ctx, q)
+}

@@ -1,0 +1,162 @@
+package tollgate_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// keyCaller is a self-service caller with the given key value, from addr.
+func keyCaller(value string, addr netip.Addr) tollgate.Caller {
+	return tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Addr: addr}
+}
+
+// TestSelfServiceRules checks who may do what through the self-service methods, with
+// sub-keys allowed to manage keys and without.
+func TestSelfServiceRules(t *testing.T) {
+	ctx := context.Background()
+	addr := netip.MustParseAddr("192.0.2.10")
+	for _, subKeysManage := range []bool{false, true} {
+		log := memory.NewAuditStore()
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log, SubKeysManageKeys: subKeysManage}})
+		primary := keyCaller(h.key, addr)
+		okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
+		sub, subValue, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "wide"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		narrow, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := h.svc.OwnAccount(ctx, primary)
+		if err != nil || len(info.Keys) != 4 {
+			t.Fatalf("OwnAccount of the primary key: %d keys, %v; want 4", len(info.Keys), err)
+		}
+		primaryID := info.Keys[0].ID
+		_, _, otherValue, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "other", Plan: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subCaller := keyCaller(subValue, addr)
+		// A sub-key managing: refused without the option; with it, only keys no wider.
+		manage := func(want tollgate.Code) tollgate.Code {
+			if subKeysManage {
+				return want
+			}
+			return tollgate.CodeForbidden
+		}
+		sameRestrictions := okOnly
+		for _, tc := range []struct {
+			name string
+			do   func() error
+			want tollgate.Code
+		}{
+			{"sub-key creates a key within itself", func() error {
+				_, _, err := h.svc.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x", Restrictions: sameRestrictions})
+				return err
+			}, manage(success)},
+			{"sub-key creates a wider key", func() error {
+				_, _, err := h.svc.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x"})
+				return err
+			}, tollgate.CodeForbidden},
+			{"sub-key rotates a wider key", func() error { _, _, err := h.svc.RotateOwnKey(ctx, subCaller, wide.ID); return err }, tollgate.CodeForbidden},
+			{"sub-key revokes the primary key", func() error { _, err := h.svc.RevokeOwnKey(ctx, subCaller, primaryID); return err }, tollgate.CodeForbidden},
+			{"sub-key rotates a key as narrow", func() error { _, _, err := h.svc.RotateOwnKey(ctx, subCaller, narrow.ID); return err }, manage(success)},
+			{"sub-key reads the audit log", func() error { _, err := h.svc.OwnAuditLog(ctx, subCaller, audit.Query{}); return err }, manage(success)},
+			{"sub-key reads its account", func() error { _, err := h.svc.OwnAccount(ctx, subCaller); return err }, success},
+			{"primary revokes the primary key", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, primaryID); return err }, tollgate.CodeForbidden},
+			{"primary changes the primary key", func() error {
+				name := "renamed"
+				_, err := h.svc.UpdateOwnKey(ctx, primary, primaryID, tollgate.KeyChange{Name: &name})
+				return err
+			}, tollgate.CodeForbidden},
+			{"primary widens a key", func() error {
+				_, err := h.svc.UpdateOwnKey(ctx, primary, narrow.ID, tollgate.KeyChange{Restrictions: &auth.Restrictions{}})
+				return err
+			}, tollgate.CodeForbidden},
+			{"primary revokes another account's key", func() error {
+				info, err := h.svc.OwnAccount(ctx, keyCaller(otherValue, addr))
+				if err != nil {
+					return err
+				}
+				_, err = h.svc.RevokeOwnKey(ctx, primary, info.Keys[0].ID)
+				return err
+			}, tollgate.CodeNotFound},
+			{"primary revokes a key that does not exist", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, "key_nope"); return err }, tollgate.CodeNotFound},
+			{"primary names a key id with a NUL", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, "key\x00"); return err }, tollgate.CodeInvalidInput},
+			{"primary picks a key value", func() error {
+				_, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
+				return err
+			}, tollgate.CodeInvalidInput},
+			{"unknown key value", func() error { _, err := h.svc.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr)); return err }, tollgate.CodeUnauthorized},
+			{"primary narrows a key", func() error {
+				_, err := h.svc.UpdateOwnKey(ctx, primary, wide.ID, tollgate.KeyChange{Restrictions: &okOnly})
+				return err
+			}, success},
+			{"primary revokes a sub-key", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, sub.ID); return err }, success},
+			{"the revoked sub-key reads its account", func() error { _, err := h.svc.OwnAccount(ctx, subCaller); return err }, tollgate.CodeForbidden},
+		} {
+			err := tc.do()
+			got := success
+			if err != nil {
+				got = tollgate.CodeOf(err)
+				if strings.TrimSpace(err.Error()) == "" {
+					t.Errorf("sub-keys manage %v: %s: a refusal without a message", subKeysManage, tc.name)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("sub-keys manage %v: %s: %v (%v), want %v", subKeysManage, tc.name, got, err, tc.want)
+			}
+		}
+		// The widening refusal names the field.
+		_, err = h.svc.UpdateOwnKey(ctx, primary, narrow.ID, tollgate.KeyChange{Restrictions: &auth.Restrictions{}})
+		if err == nil || !strings.Contains(err.Error(), "apis") {
+			t.Errorf("widening refusal %v does not name apis", err)
+		}
+		// Every change is recorded with the acting key and the address.
+		page, err := h.svc.AuditLog(ctx, audit.Query{Account: "acct"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Entries {
+			if e.Action == audit.AccountCreate {
+				continue
+			}
+			if e.Addr != addr || (e.Actor != primaryID && e.Actor != sub.ID) {
+				t.Errorf("entry %s of %s: actor %q from %v, want a key of the account from %v", e.Action, e.Target, e.Actor, e.Addr, addr)
+			}
+		}
+	}
+}
+
+// TestSelfServiceIgnoresChannelsButNotAddresses checks that a key's channel list does
+// not bar self-service, and its IP allow-list does.
+func TestSelfServiceIgnoresChannelsButNotAddresses(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOptions{})
+	inside := netip.MustParseAddr("10.0.0.1")
+	r := mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}, AllowedIPs: []string{"10.0.0.0/8"}})
+	_, value, err := h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp-only", Restrictions: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := keyCaller(value, inside)
+	c.Channel = auth.ChannelREST // a front door naming a channel does not change the rule
+	if _, err := h.svc.OwnKeys(ctx, c); err != nil {
+		t.Errorf("an MCP-only key from an allowed address: %v, want access", err)
+	}
+	if _, err := h.svc.OwnKeys(ctx, keyCaller(value, netip.MustParseAddr("192.0.2.1"))); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("from an address outside the allow-list: %v, want forbidden", err)
+	}
+}

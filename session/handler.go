@@ -1,0 +1,417 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/rest"
+)
+
+// A Login is the host's own sign-in: from a request (a form, the host's cookie, a
+// single sign-on assertion), it says which account the person may act for. A session
+// started through it acts for that account as the account's primary key does.
+//
+// To refuse a person, return an error that wraps [ErrLoginRefused]: its text is shown
+// to them, so say what to fix ("the password is wrong"). Any other error means the
+// sign-in could not be checked (the host's user store is down, say); it is logged and
+// answered with 503.
+type Login interface {
+	Login(ctx context.Context, r *http.Request) (accountID string, err error)
+}
+
+// LoginFunc makes a function a [Login].
+type LoginFunc func(ctx context.Context, r *http.Request) (string, error)
+
+// Login calls f.
+func (f LoginFunc) Login(ctx context.Context, r *http.Request) (string, error) { return f(ctx, r) }
+
+// ErrLoginRefused is wrapped by the error of a [Login] that refuses a person.
+var ErrLoginRefused = errors.New("sign-in refused")
+
+// Options configures a [Handler]. The zero value is the default; every field is
+// optional.
+type Options struct {
+	// Login, if set, starts sessions for requests that carry no API key. If nil,
+	// sessions start with API keys only.
+	Login Login
+	// SecureCookies makes every cookie Secure (and named with the __Host- prefix),
+	// for a service behind a proxy that terminates TLS. By default a cookie is Secure
+	// when its request came over TLS.
+	SecureCookies bool
+	// TrustedProxies lists the proxies whose X-Forwarded-For is believed, for the
+	// address of the caller (IP allow-lists, the audit log). By default none is.
+	TrustedProxies []netip.Prefix
+	// TrustedOrigins lists other origins ("https://dashboard.example.com") allowed to
+	// make cookie requests and to start sessions, besides the service's own.
+	TrustedOrigins []string
+	// Logger receives the failures of the Login. The default is slog.Default().
+	// Neither key values nor session tokens are ever logged.
+	Logger *slog.Logger
+}
+
+// Cookie names: with the __Host- prefix for a Secure cookie, without it over plain
+// HTTP, where a browser refuses the prefix.
+const (
+	CookieName         = "__Host-tollgate-session"
+	InsecureCookieName = "tollgate-session"
+)
+
+// CSRFHeader is the header that carries a session's CSRF token.
+const CSRFHeader = "X-CSRF-Token"
+
+// maxBody bounds the body of POST /v1/account/session.
+const maxBody = 16 << 10
+
+// Handler serves the session routes and makes the [Handler.Cookies] middleware. Create
+// it with [NewHandler].
+type Handler struct {
+	svc      *tollgate.Service
+	sessions *auth.Sessions
+	login    Login
+	secure   bool
+	trusted  []netip.Prefix
+	origins  *http.CrossOriginProtection
+	log      *slog.Logger
+	mux      *http.ServeMux
+}
+
+// NewHandler returns the session handler of svc, whose routes are relative to where
+// the host mounts it:
+//
+//	POST|GET|DELETE /v1/account/session
+//
+// svc must have session tokens (tollgate.Options.Sessions) and a store of ended
+// sessions (tollgate.Options.SessionStore), so that signing out ends a session on every
+// instance. opts may be nil.
+func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
+	switch {
+	case svc == nil:
+		return nil, errors.New("session: NewHandler needs a Service")
+	case svc.Sessions() == nil:
+		return nil, errors.New("session: the service has no session tokens: set tollgate.Options.Sessions")
+	case !svc.CanEndSessions():
+		return nil, errors.New("session: the service cannot end sessions: set tollgate.Options.SessionStore")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	h := &Handler{svc: svc, sessions: svc.Sessions(), login: opts.Login, secure: opts.SecureCookies,
+		trusted: opts.TrustedProxies, origins: http.NewCrossOriginProtection(), log: opts.Logger, mux: http.NewServeMux()}
+	for _, o := range opts.TrustedOrigins {
+		if err := h.origins.AddTrustedOrigin(o); err != nil {
+			return nil, errors.New("session: Options.TrustedOrigins: " + err.Error())
+		}
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.mux.HandleFunc("POST /v1/account/session", h.start)
+	h.mux.Handle("GET /v1/account/session", h.Cookies(http.HandlerFunc(h.current)))
+	h.mux.Handle("DELETE /v1/account/session", h.Cookies(http.HandlerFunc(h.end)))
+	h.mux.HandleFunc("/v1/account/session", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeError(w, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
+			Message: "/v1/account/session takes POST (sign in), GET (the session) and DELETE (sign out)"})
+	})
+	return h, nil
+}
+
+// ServeHTTP serves the session routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	h.mux.ServeHTTP(w, r)
+}
+
+// secureFor reports whether the cookie of a response to r is Secure.
+func (h *Handler) secureFor(r *http.Request) bool { return h.secure || r.TLS != nil }
+
+// cookieName returns the name of the session cookie for requests like r.
+func (h *Handler) cookieName(r *http.Request) string {
+	if h.secureFor(r) {
+		return CookieName
+	}
+	return InsecureCookieName
+}
+
+// setCookie sets the session cookie, to value until expires; an empty value clears it.
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, value string, expires time.Time) {
+	c := &http.Cookie{Name: h.cookieName(r), Value: value, Path: "/", HttpOnly: true,
+		Secure: h.secureFor(r), SameSite: http.SameSiteStrictMode}
+	if value == "" {
+		c.MaxAge, c.Expires = -1, time.Unix(0, 0)
+	} else {
+		c.MaxAge, c.Expires = max(1, int(expires.Sub(h.svc.Now()).Seconds())), expires
+	}
+	http.SetCookie(w, c)
+}
+
+// headerCredential reports whether r carries a credential in a header, which takes
+// precedence over the cookie.
+func headerCredential(r *http.Request) bool {
+	if strings.TrimSpace(r.Header.Get("X-Api-Key")) != "" || strings.TrimSpace(r.Header.Get("X-Jwt")) != "" {
+		return true
+	}
+	v := r.Header.Get("Authorization")
+	return len(v) > 7 && strings.EqualFold(v[:7], "bearer ") && strings.TrimSpace(v[7:]) != ""
+}
+
+// safeMethod reports whether a request with method m changes nothing.
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// Cookies is middleware that authenticates a request by its session cookie: it hands
+// the wrapped handler the cookie's token as the x-jwt credential, which the handler
+// verifies as any session token (its signature, its expiry, whether it was signed out,
+// its key). A state-changing request so authenticated needs the session's CSRF token
+// and must come from the service's own origin; otherwise it is refused with a 403
+// envelope. A request with a credential in a header passes untouched, its cookie
+// ignored; so does a request without the cookie.
+//
+// Wrap the handlers that should accept browser sessions, for example the self-service
+// API: mux.Handle("/v1/account/", sessions.Cookies(accountHandler)).
+func (h *Handler) Cookies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerCredential(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c, err := r.Cookie(h.cookieName(r))
+		if err != nil || c.Value == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !safeMethod(r.Method) {
+			if msg := h.checkCSRF(r, c.Value); msg != "" {
+				writeError(w, &tollgate.Error{Code: tollgate.CodeForbidden, Message: msg})
+				return
+			}
+		}
+		r = r.Clone(r.Context())
+		r.Header.Set("X-Jwt", c.Value)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkCSRF checks a state-changing request authenticated by the cookie token, and
+// returns why it is refused, or "".
+func (h *Handler) checkCSRF(r *http.Request, token string) string {
+	if err := h.origins.Check(r); err != nil {
+		return "this request comes from another origin; a session cookie is accepted only from the service's own pages"
+	}
+	c, err := h.sessions.Parse(token, h.svc.Now())
+	if err != nil {
+		// Not a valid session: the wrapped handler refuses it and says why.
+		return ""
+	}
+	got := r.Header.Get(CSRFHeader)
+	switch {
+	case got == "":
+		return "this request is authenticated by the session cookie, so it needs the " + CSRFHeader +
+			" header: send the csrf_token of the session (POST or GET /v1/account/session answer it)"
+	case !h.sessions.CheckCSRF(c.ID, got):
+		return "the " + CSRFHeader + " header does not match this session: send the csrf_token of the current session (GET /v1/account/session answers it)"
+	}
+	return ""
+}
+
+// startRequest is the body of POST /v1/account/session.
+type startRequest struct {
+	// APIKey starts the session with this key, unless a header carries one.
+	APIKey string `json:"api_key"`
+	// Kind is "cookie" (the default) or "token".
+	Kind string `json:"kind"`
+}
+
+// sessionInfo is the data of the session routes' answers.
+type sessionInfo struct {
+	ID        string    `json:"session_id"`
+	Account   string    `json:"account"`
+	KeyID     string    `json:"key_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+	CSRFToken string    `json:"csrf_token,omitempty"`
+	// Token is the session token, for kind "token" only.
+	Token string `json:"token,omitempty"`
+}
+
+// start serves POST /v1/account/session.
+func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
+	if err := h.origins.Check(r); err != nil {
+		writeError(w, &tollgate.Error{Code: tollgate.CodeForbidden,
+			Message: "a session cannot be started from another origin's page"})
+		return
+	}
+	req, err := readStart(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	addr := auth.ClientAddr(r, h.trusted)
+	var s tollgate.Session
+	switch cred, cerr := tollgate.CredentialFrom(r.Header); {
+	case cerr == nil:
+		s, err = h.svc.StartSession(r.Context(), tollgate.Caller{Credential: cred, Addr: addr})
+	case tollgate.CodeOf(cerr) == tollgate.CodeMalformedCredential:
+		err = &tollgate.Error{Code: tollgate.CodeUnauthorized,
+			Message: "the credential header is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
+	case req.APIKey != "":
+		key, ok := auth.ParseKey(strings.TrimSpace(req.APIKey))
+		if !ok {
+			err = &tollgate.Error{Code: tollgate.CodeUnauthorized,
+				Message: "api_key is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
+			break
+		}
+		s, err = h.svc.StartSession(r.Context(), tollgate.Caller{
+			Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: key}, Addr: addr})
+	case h.login != nil:
+		s, err = h.startLogin(r, addr)
+	default:
+		err = &tollgate.Error{Code: tollgate.CodeUnauthorized,
+			Message: "send an API key to start a session: in x-api-key, in Authorization: Bearer, or in the body's api_key field"}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	info := sessionInfo{ID: s.ID, Account: s.Account, KeyID: s.KeyID, ExpiresAt: s.Expires, CSRFToken: s.CSRFToken}
+	if req.Kind == "token" {
+		info.Token, info.CSRFToken = s.Token, ""
+	} else {
+		h.setCookie(w, r, s.Token, s.Expires)
+	}
+	writeData(w, http.StatusCreated, info)
+}
+
+// readStart reads the optional JSON body of POST /v1/account/session.
+func readStart(r *http.Request) (startRequest, error) {
+	var req startRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	switch {
+	case err != nil:
+		return req, &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: "the body cannot be read", Err: err}
+	case len(body) > maxBody:
+		return req, &tollgate.Error{Code: tollgate.CodeBodyTooLarge, Message: "the body is larger than 16 KiB"}
+	case len(strings.TrimSpace(string(body))) > 0:
+		if err := json.Unmarshal(body, &req); err != nil {
+			return req, &tollgate.Error{Code: tollgate.CodeInvalidInput,
+				Message: `the body must be a JSON object such as {"api_key": "...", "kind": "cookie"}`}
+		}
+	}
+	switch req.Kind {
+	case "":
+		req.Kind = "cookie"
+	case "cookie", "token":
+	default:
+		return req, &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: `kind must be "cookie" (the default) or "token"`}
+	}
+	return req, nil
+}
+
+// startLogin starts a session through the host's Login.
+func (h *Handler) startLogin(r *http.Request, addr netip.Addr) (tollgate.Session, error) {
+	account, err := h.login.Login(r.Context(), r)
+	switch {
+	case errors.Is(err, ErrLoginRefused):
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeUnauthorized, Message: err.Error(), Err: err}
+	case err != nil:
+		h.log.ErrorContext(r.Context(), "session: the login failed", "error", err)
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeUnavailable,
+			Message: "the sign-in cannot be checked now; try again shortly", Err: err}
+	case account == "":
+		h.log.ErrorContext(r.Context(), "session: the login named no account and no error")
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the sign-in named no account"}
+	}
+	s, err := h.svc.StartLoginSession(r.Context(), account, addr)
+	if tollgate.CodeOf(err) == tollgate.CodeNotFound {
+		// The host vouched for an account that does not exist: its mistake, not the
+		// person's, and nothing to show them about which accounts exist.
+		h.log.ErrorContext(r.Context(), "session: the login named an account that cannot be used", "account", account, "error", err)
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the sign-in named an account that cannot be used"}
+	}
+	return s, err
+}
+
+// sessionOf authenticates the session a request carries (as x-jwt, from the header or,
+// through Cookies, the cookie) and returns its token and claims. It refuses a request
+// with an API key instead.
+func (h *Handler) sessionOf(r *http.Request, check bool) (string, auth.SessionClaims, error) {
+	cred, err := tollgate.CredentialFrom(r.Header)
+	if err != nil || cred.Kind != auth.SessionHeader {
+		return "", auth.SessionClaims{}, &tollgate.Error{Code: tollgate.CodeUnauthorized,
+			Message: "this request carries no session: send its token in x-jwt, or its cookie"}
+	}
+	if check {
+		if _, err := h.svc.Check(r.Context(), tollgate.Caller{Credential: cred, Addr: auth.ClientAddr(r, h.trusted)}); err != nil {
+			return "", auth.SessionClaims{}, err
+		}
+	}
+	c, err := h.sessions.Parse(cred.Value, h.svc.Now())
+	if err != nil {
+		return "", auth.SessionClaims{}, &tollgate.Error{Code: tollgate.CodeUnauthorized, Message: err.Error(), Err: err}
+	}
+	return cred.Value, c, nil
+}
+
+// current serves GET /v1/account/session.
+func (h *Handler) current(w http.ResponseWriter, r *http.Request) {
+	_, c, err := h.sessionOf(r, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeData(w, http.StatusOK, sessionInfo{ID: c.ID, Account: c.Account, KeyID: c.KeyID, ExpiresAt: c.Expires,
+		CSRFToken: h.sessions.CSRFToken(c.ID)})
+}
+
+// end serves DELETE /v1/account/session: it clears the cookie, and ends the session.
+func (h *Handler) end(w http.ResponseWriter, r *http.Request) {
+	if _, err := r.Cookie(h.cookieName(r)); err == nil {
+		h.setCookie(w, r, "", time.Time{})
+	}
+	token, _, err := h.sessionOf(r, false)
+	if errors.Is(err, auth.ErrSessionExpired) {
+		writeData(w, http.StatusOK, map[string]bool{"ended": true})
+		return
+	}
+	if err == nil {
+		err = h.svc.EndSession(r.Context(), token, auth.ClientAddr(r, h.trusted))
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeData(w, http.StatusOK, map[string]bool{"ended": true})
+}
+
+// writeData writes a success envelope.
+func writeData(w http.ResponseWriter, status int, data any) {
+	b, err := envelope.Encode(data)
+	if err != nil { // plain data: this does not happen
+		writeError(w, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"})
+		return
+	}
+	envelope.WriteData(w, status, b)
+}
+
+// writeError writes an error envelope with the status of its code, and the code in
+// X-Error-Code.
+func writeError(w http.ResponseWriter, err error) {
+	e := &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
+	errors.As(err, &e)
+	w.Header().Set(rest.HeaderErrorCode, e.Code.String())
+	status := rest.Status(e.Code)
+	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
+		status = http.StatusUnauthorized // an envelope here, not the edge's bare page
+	}
+	envelope.WriteError(w, status, e.Message)
+}

@@ -1,0 +1,176 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+)
+
+// Sessions. A session is started with an API key ([Service.StartSession]) or for an
+// account that the host's own login vouches for ([Service.StartLoginSession]), and
+// yields a session token: the x-jwt credential, which package session also carries in
+// a browser cookie.
+//
+//   - A session started with a key acts as that key: its restrictions (APIs, channels,
+//     addresses, expiry) hold the session's calls, and the audit log names the key. It
+//     is bound to the key's value when it started: rotating the key, revoking it or
+//     its expiry ends the session on the very next request, on every instance, with or
+//     without [Options.KeyCache].
+//   - A session started through a login acts for the account as its primary key does,
+//     by the key's id: revoking the primary key ends it, rotating it does not (the
+//     person did not sign in with its value).
+//   - A session lasts [Options.SessionTTL], never past its key's or its account's
+//     expiry, and can be ended before ([Service.EndSession]): its id is kept in
+//     [Options.SessionStore] until its expiry, and every instance sharing that store
+//     refuses it from the next request on. That is one read of the store for every
+//     request made with a session token.
+
+// DefaultSessionTTL is the default [Options.SessionTTL].
+const DefaultSessionTTL = 12 * time.Hour
+
+// MaxSessionTTL is the longest [Options.SessionTTL] a service accepts.
+const MaxSessionTTL = 30 * 24 * time.Hour
+
+// A Session is a session just started. Its Token is a bearer secret: hand it to the
+// client that started it (as the x-jwt credential or in a cookie), never to a log.
+type Session struct {
+	// Token is the session token, the x-jwt credential.
+	Token string
+	// ID identifies the session ("ses_" and 32 hexadecimal digits); it is no secret.
+	ID string
+	// Account is the account the session acts for; KeyID the key it acts as.
+	Account, KeyID string
+	// Expires is when the session ends by itself.
+	Expires time.Time
+	// CSRFToken is what a page sends back (package session reads it from the
+	// X-CSRF-Token header) with every state-changing request it makes with the
+	// session's cookie. It is worth nothing without the cookie.
+	CSRFToken string
+}
+
+// Sessions returns the signer of the service's session tokens, nil if sessions are
+// off ([Options.Sessions]).
+func (s *Service) Sessions() *auth.Sessions { return s.sessions }
+
+// StartSession starts a session that acts as the key c presents, after checking the key
+// against the key store (never only a cache) and the restrictions that depend on how
+// the caller arrived (c.Channel may be zero). A session token cannot start a session:
+// that would let a session outlive its lifetime. The start is recorded in the audit
+// log, with the key as actor.
+func (s *Service) StartSession(ctx context.Context, c Caller) (Session, error) {
+	if s.sessions == nil {
+		return Session{}, errSessionsOff
+	}
+	if c.KeyID == "" && c.Credential.Kind == auth.SessionHeader {
+		return Session{}, newError(CodeForbidden, "a session cannot start another session; start it with an API key", nil)
+	}
+	p, err := s.Check(ctx, c)
+	if err != nil {
+		return Session{}, err
+	}
+	h := p.Key.Hash
+	return s.startSession(ctx, &p, &h, "", c.Addr)
+}
+
+// StartLoginSession starts a session for an account that the host's own login vouches
+// for (its users say who may act for which account): the session acts as the
+// account's primary key, by its id. The account must exist and its primary key be
+// live, and addr allowed by their address restrictions. The start is recorded in the
+// audit log with the primary key as actor and the reason "login".
+func (s *Service) StartLoginSession(ctx context.Context, accountID string, addr netip.Addr) (Session, error) {
+	if s.sessions == nil {
+		return Session{}, errSessionsOff
+	}
+	if err := checkText("account_id", accountID, maxIDLength); err != nil {
+		return Session{}, err
+	}
+	keys, err := s.authority.Store().Keys(ctx, accountID)
+	if err != nil {
+		return Session{}, s.manageError("account", accountID, err)
+	}
+	for _, k := range keys {
+		if k.Primary {
+			p, err := s.Check(ctx, Caller{KeyID: k.ID, Addr: addr})
+			if err != nil {
+				return Session{}, err
+			}
+			return s.startSession(ctx, &p, nil, "login", addr)
+		}
+	}
+	return Session{}, newError(CodeNotFound, fmt.Sprintf("account %q has no primary key to act as", accountID), nil)
+}
+
+// startSession issues the token of a session for p, bound to keyHash if it is set, and
+// records the start.
+func (s *Service) startSession(ctx context.Context, p *Principal, keyHash *auth.Hash, reason string, addr netip.Addr) (Session, error) {
+	now := s.now()
+	expires := now.Add(s.sessionTTL)
+	for _, r := range []auth.Restrictions{p.Key.Restrictions, p.Account.Restrictions} {
+		if e := r.ExpiresAt(); !e.IsZero() && e.Before(expires) {
+			expires = e
+		}
+	}
+	tok, c, err := s.sessions.IssueClaims(auth.SessionClaims{Account: p.Account.ID, KeyID: p.Key.ID,
+		IssuedAt: now, Expires: expires}, keyHash)
+	if err != nil {
+		// The key expires within the second: it is refused, as on its next call.
+		return Session{}, newError(CodeForbidden, "the API key expires now; use another key of the account", err)
+	}
+	s.record(WithActor(ctx, Actor{ID: p.Key.ID, Addr: addr}), now, audit.Entry{
+		Action: audit.SessionStart, Account: c.Account, Target: c.ID, Reason: reason})
+	return Session{Token: tok, ID: c.ID, Account: c.Account, KeyID: c.KeyID, Expires: c.Expires,
+		CSRFToken: s.sessions.CSRFToken(c.ID)}, nil
+}
+
+// EndSession ends the session whose token is given (signs it out): every instance that
+// shares [Options.SessionStore] refuses the token from the next request on. Ending an
+// ended or expired session does nothing and is not an error; a token that is not one of
+// the service's is CodeUnauthorized. The end is recorded in the audit log, with the key
+// the session acted as and addr.
+func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr) error {
+	if s.sessions == nil {
+		return errSessionsOff
+	}
+	now := s.now()
+	c, err := s.sessions.Parse(token, now)
+	if errors.Is(err, auth.ErrSessionExpired) {
+		return nil
+	}
+	if err != nil {
+		return s.authError(err)
+	}
+	if s.sessionStore == nil {
+		return newError(CodeNotFound, "this service cannot end sessions before their expiry (tollgate.Options.SessionStore is not set)", nil)
+	}
+	if c.ID == "" {
+		return newError(CodeInvalidInput, "this session token has no session id, so it cannot be ended; it lasts until it expires", nil)
+	}
+	ended, err := s.sessionStore.SessionEnded(ctx, c.ID)
+	if err != nil {
+		return s.unavailable("session store", err)
+	}
+	if ended {
+		return nil
+	}
+	if err := s.authority.EndSession(ctx, c, now); err != nil {
+		return s.unavailable("session store", err)
+	}
+	actor := c.KeyID
+	if actor == "" {
+		actor = "session:" + c.ID
+	}
+	s.record(WithActor(ctx, Actor{ID: actor, Addr: addr}), now, audit.Entry{
+		Action: audit.SessionEnd, Account: c.Account, Target: c.ID})
+	return nil
+}
+
+var errSessionsOff = newError(CodeNotFound, "this service has no sessions (tollgate.Options.Sessions is not set)", nil)
+
+// CanEndSessions reports whether the service can end sessions before their expiry:
+// it has session tokens and a store of ended sessions ([Options.SessionStore]).
+func (s *Service) CanEndSessions() bool { return s.sessions != nil && s.sessionStore != nil }
