@@ -75,17 +75,17 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 	}
 	api, err := s.lookup(&p, id)
 	if err != nil {
-		return s.refuse(ctx, &p, err, Receipt{})
+		return s.refuse(ctx, &p, err, Receipt{}, id)
 	}
 	var in Input
 	if input != nil {
 		if in, err = input(api); err != nil {
-			return s.refuse(ctx, &p, err, Receipt{})
+			return s.refuse(ctx, &p, err, Receipt{}, id)
 		}
 	}
 	inv, err := s.prepare(ctx, api, in)
 	if err != nil {
-		return s.refuse(ctx, &p, err, Receipt{})
+		return s.refuse(ctx, &p, err, Receipt{}, id)
 	}
 	return s.run(ctx, &p, []invocation{inv})
 }
@@ -131,7 +131,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	for i, it := range list {
 		inv, err := s.prepareItem(ctx, &p, it)
 		if err != nil {
-			return s.refuse(ctx, &p, err, Receipt{})
+			return s.refuse(ctx, &p, err, Receipt{}, it.API)
 		}
 		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
 		if err != nil {
@@ -147,7 +147,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 		default:
 			return s.refuse(ctx, &p, newError(CodeInvalidInput, fmt.Sprintf(
 				"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input",
-				label(it)), nil), Receipt{})
+				label(it)), nil), Receipt{}, it.API)
 		}
 	}
 	reply := s.run(ctx, &p, invs)
@@ -188,12 +188,17 @@ func label(it Item) string {
 // err (nil for a call with nothing to run) and the receipt as far as the call got.
 // A key that came from the key cache and that no admission checked is checked first, so
 // that a rotated or revoked key gets its own answer rather than this one; the balance
-// is read for the credit headers when the call did not get it.
-func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt) Reply {
+// is read for the credit headers when the call did not get it. The refusal is recorded
+// in the usage statistics for each of apis, the APIs the call named (see
+// [Options.Usage]).
+func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
 	if p.Cached {
 		if verr := s.verify(ctx, p); verr != nil {
 			return Reply{Err: verr}
 		}
+	}
+	if err != nil {
+		s.recordRefused(p, apis, err)
 	}
 	rc.Plan = p.Plan
 	if rc.Balance == (billing.Balance{}) {

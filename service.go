@@ -22,8 +22,10 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // Stores are the storage a [Service] runs on. All four are required. store/memory
@@ -110,6 +112,9 @@ type Options struct {
 	// [DefaultAuditPruneInterval]; a negative value turns the schedule off (call
 	// [Service.PruneAuditLog] yourself then). [Service.Close] stops it.
 	AuditPruneInterval time.Duration
+	// Usage, if set, records the usage statistics of every call (see [UsageOptions]).
+	// Nil (the default) records none.
+	Usage *UsageOptions
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -177,12 +182,14 @@ type Service struct {
 	// the call timeout ends every call well within a lease.
 	renewEvery    time.Duration
 	ids           requestIDs
-	keyHooks      keyHooks    // see OnKeyChange
-	audit         audit.Store // nil: no audit log
-	auditq        *auditQueue // appends to audit, and retries; nil without an audit log
-	retention     time.Duration
-	stopPrune     func() // stops the background prune of the audit log; nil if none runs
-	subKeysManage bool   // Options.SubKeysManageKeys
+	keyHooks      keyHooks        // see OnKeyChange
+	audit         audit.Store     // nil: no audit log
+	auditq        *auditQueue     // appends to audit, and retries; nil without an audit log
+	retention     time.Duration   // Options.AuditRetention
+	stopPrune     func()          // stops the background prune of the audit log; nil if none runs
+	usage         *usage.Recorder // nil: no usage statistics
+	usageStore    usage.Store
+	subKeysManage bool // Options.SubKeysManageKeys
 	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
 	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
 	sessions     *auth.Sessions
@@ -270,6 +277,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if u := opts.Usage; u != nil {
+		if u.Store == nil {
+			return nil, errors.New("tollgate: Options.Usage needs a Store (memory.NewUsageStore, postgres.NewUsageStore)")
+		}
+		s.usageStore = u.Store
+		if s.usage, err = usage.NewRecorder(u.Store, &usage.RecorderOptions{
+			FlushInterval: u.FlushInterval, MaxPending: u.MaxPending, Logger: s.log}); err != nil {
+			return nil, fmt.Errorf("tollgate: %w", err)
+		}
+	}
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
 	}
@@ -285,24 +302,29 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		if interval == 0 {
 			interval = DefaultSweepInterval
 		}
-		s.stopSweep = every(interval, false, s.sweepOnce)
+		s.stopSweep = every.Start(interval, s.sweepOnce)
 	}
 	if interval := opts.AuditPruneInterval; s.retention > 0 && interval >= 0 {
 		if interval == 0 {
 			interval = min(max(s.retention/10, time.Second), DefaultAuditPruneInterval)
 		}
-		s.stopPrune = every(interval, true, s.pruneOnce)
+		s.stopPrune = every.StartNow(interval, s.pruneOnce)
 	}
 	return s, nil
 }
 
-// Close stops the service's background work: the sweep of expired reservations, the
-// prune of the audit log, the
-// retries of settlements (what they still held is left to the reservations' expiry and
-// the slots' leases) and those of audit entries, which get a last attempt of a few
-// seconds (those the audit log still does not take are dropped, counted and logged). It
-// does not close the stores, which the host owns. Calls made after Close still work, but
-// nothing sweeps, and failed settlements and audit entries are not retried.
+// Close stops the service's background work and finishes what it holds:
+//   - the sweep of expired reservations and the prune of the audit log stop;
+//   - the retries of settlements stop (what they still held is left to the
+//     reservations' expiry and the slots' leases);
+//   - the audit entries still queued get a last attempt of a few seconds (those the
+//     audit log still does not take are dropped, counted and logged);
+//   - the usage statistics ([Options.Usage]) are flushed a last time, within
+//     [usage.DefaultFlushTimeout].
+//
+// It does not close the stores, which the host owns. Calls made after Close still
+// work, but nothing sweeps, failed settlements and audit entries are not retried, and
+// usage is flushed only by [Service.FlushUsage].
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		for _, stop := range []func(){s.stopSweep, s.stopPrune} {
@@ -313,6 +335,11 @@ func (s *Service) Close() {
 		s.meter.Close()
 		if s.auditq != nil {
 			s.auditq.close()
+		}
+		if s.usage != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), usage.DefaultFlushTimeout)
+			defer cancel()
+			_ = s.usage.Close(ctx) // the recorder logs a failed flush
 		}
 	})
 }
@@ -332,34 +359,6 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		if err != nil || n < sweepBatch {
 			return total, err
 		}
-	}
-}
-
-// every runs fn every interval (and once at the start, with first set) until the
-// returned function is called, which cancels fn's context and waits for a run in
-// progress to end.
-func every(interval time.Duration, first bool, fn func(ctx context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if first {
-			fn(ctx)
-		}
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			fn(ctx)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
 	}
 }
 
@@ -651,7 +650,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 	if err != nil {
 		var le *billing.LimitError
 		if !errors.As(err, &le) {
-			return s.refuse(ctx, p, s.unavailable("admission", err), rc)
+			return s.refuse(ctx, p, s.unavailable("admission", err), rc, apis...)
 		}
 		// The admission checked a cached key before it judged the plan's limits.
 		p.Cached = false
@@ -661,12 +660,12 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		if errors.Is(err, billing.ErrInsufficientCredits) {
 			rc.Balance = t.Balance
 		}
-		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc)
+		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc, apis...)
 	}
 	if p.Plan.RatePerMinute > 0 {
 		rc.Rate = t.Rate
 	}
-	results := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+	results, took := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
 	// An API that failed on the service's side is refunded.
 	out := billing.Outcome{Now: now}
 	for i, r := range results {
@@ -691,6 +690,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
+	s.recordRun(p, now, invs, results, took, rc.Charged == 0)
 	return Reply{Results: results, Receipt: rc}
 }
 
@@ -711,22 +711,37 @@ type who struct{ account, key string }
 // execute runs the invocations in parallel under the call timeout: the first on the
 // calling goroutine, the others on goroutines of their own. A handler is expected to
 // return once its context is done; one that does not delays the answer but not the
-// accounting, because invoke judges by the context, not by the clock.
-func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation) []Result {
+// accounting, because invoke judges by the context, not by the clock. When usage is
+// recorded, took holds how long each invocation ran (nil otherwise).
+func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation) (results []Result, took []time.Duration) {
 	cc := newCallContext(parent, s.timeout)
 	defer cc.release()
 	var ctx context.Context = cc
 	if s.renewEvery > 0 && t.HoldsSlot() {
 		defer s.keepSlot(ctx, w, t)()
 	}
-	results := make([]Result, len(invs))
+	results = make([]Result, len(invs))
+	if s.usage != nil {
+		took = make([]time.Duration, len(invs))
+	}
 	var wg sync.WaitGroup
 	for i := 1; i < len(invs); i++ {
-		wg.Go(func() { results[i] = s.invoke(ctx, w, &invs[i]) })
+		wg.Go(func() { s.invokeAt(ctx, w, invs, i, results, took) })
 	}
-	results[0] = s.invoke(ctx, w, &invs[0])
+	s.invokeAt(ctx, w, invs, 0, results, took)
 	wg.Wait()
-	return results
+	return results, took
+}
+
+// invokeAt runs invs[i] into results[i], and times it into took[i] if took is not nil.
+func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration) {
+	if took == nil {
+		results[i] = s.invoke(ctx, w, &invs[i])
+		return
+	}
+	start := s.now()
+	results[i] = s.invoke(ctx, w, &invs[i])
+	took[i] = s.now().Sub(start)
 }
 
 // keepSlot renews the call's concurrency slot every renewEvery until the returned

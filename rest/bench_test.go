@@ -7,9 +7,11 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 // benchPlans has one plan whose limits never deny a benchmark call.
@@ -127,5 +129,55 @@ func BenchmarkREST(b *testing.B) {
 				})
 			})
 		})
+	}
+}
+
+// BenchmarkRESTUsage measures the cost of usage recording (tollgate.Options.Usage, on the
+// memory usage store, flushed every 10 seconds) on GET /v1/hash?text=hello through the
+// full REST handler: usage=off and usage=on alternate within one run, one call at a
+// time (serial) and from every core at once (parallel). Compare them with
+//
+//	go test -run='^$' -bench=RESTUsage -count=10 ./rest/ | tee usage.txt
+//	benchstat -col /usage usage.txt
+func BenchmarkRESTUsage(b *testing.B) {
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, on := range []bool{false, true} {
+			name := "usage=off"
+			cfg := config{noServer: true, sampleOnly: true, realClock: true, plans: benchPlans}
+			if on {
+				name = "usage=on"
+				cfg.svc.Usage = &tollgate.UsageOptions{Store: memory.NewUsageStore()}
+			}
+			b.Run(mode+"/"+name, func(b *testing.B) {
+				h := newHarness(b, cfg)
+				k := h.newAccount(b, "bench").Key
+				call := func(req *http.Request) {
+					rec := httptest.NewRecorder()
+					h.handler.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("status %d: %s", rec.Code, rec.Body)
+					}
+				}
+				newReq := func() *http.Request {
+					req := httptest.NewRequestWithContext(b.Context(), http.MethodGet, benchPath, nil)
+					req.Header.Set("X-Api-Key", k)
+					return req
+				}
+				b.ReportAllocs()
+				if mode == "serial" {
+					req := newReq()
+					for b.Loop() {
+						call(req)
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					req := newReq()
+					for pb.Next() {
+						call(req)
+					}
+				})
+			})
+		}
 	}
 }

@@ -96,10 +96,25 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 		"/v1/analytics": map[string]any{"get": map[string]any{
 			"operationId": "analytics",
 			"summary":     "Plan, credits, limits and usage of the calling account",
-			"description": "Never billed. Any valid key may call it; a 200 means the key is good.",
-			"tags":        []string{"Service"},
+			"description": "Never billed. Any valid key may call it; a 200 means the key is good. " +
+				"Without query parameters it reports the current period. With any of from, to, interval, by, api, key " +
+				"or channel it reports the account's usage over time instead: one series per group, a point per bucket " +
+				"with calls, credits, errors by code and latency percentiles (latency_ms). The primary key " +
+				"sees the whole account; any other key (or a session it started) only its own calls. Bounds: 1 day by minute, 31 days by hour, " +
+				"400 days by day; a bad parameter is a 400 whose message begins with its name.",
+			"tags": []string{"Service"},
+			"parameters": []any{
+				queryParam("from", "Start of the range, RFC 3339 or a date (UTC); the default is `to` less 30 days (day), 24 hours (hour) or 1 hour (minute).", map[string]any{"type": "string"}),
+				queryParam("to", "End of the range, exclusive, RFC 3339 or a date (UTC); the default is now.", map[string]any{"type": "string"}),
+				queryParam("interval", "Width of a point.", map[string]any{"type": "string", "enum": []string{"minute", "hour", "day"}, "default": "day"}),
+				queryParam("by", "What the series are grouped by.", map[string]any{"type": "string", "enum": []string{"none", "api", "key", "channel", "outcome"}, "default": "none"}),
+				queryParam("api", "Only the calls of this API.", map[string]any{"type": "string"}),
+				queryParam("key", "Only the calls of this key id.", map[string]any{"type": "string"}),
+				queryParam("channel", "Only the calls over this channel.", map[string]any{"type": "string", "enum": []string{"rest", "graphql", "mcp"}}),
+			},
 			"responses": map[string]any{
-				"200":     okResponse(map[string]any{"type": "object"}, "The account's position."),
+				"200":     okResponse(map[string]any{"type": "object"}, "The account's position, or its usage over time."),
+				"400":     ref("#/components/responses/BadRequest"),
 				"401":     ref("#/components/responses/Unauthorized"),
 				"403":     ref("#/components/responses/Forbidden"),
 				"default": ref("#/components/responses/Error"),
@@ -137,6 +152,11 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 }
 
 func ref(to string) map[string]any { return map[string]any{"$ref": to} }
+
+// queryParam describes an optional query parameter.
+func queryParam(name, description string, schema map[string]any) map[string]any {
+	return map[string]any{"name": name, "in": "query", "required": false, "description": description, "schema": schema}
+}
 
 func operation(a *catalog.API) map[string]any {
 	op := map[string]any{

@@ -5,8 +5,9 @@
 // [driver.ConcurrencyLimiter], [auth.KeyChecker]) and [driver.Admitter], so that a
 // paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
-// database, [AuditStore] the audit log ([audit.Store]), and [SessionStore] the
-// sessions signed out before their expiry ([auth.SessionStore]).
+// database, [AuditStore] the audit log ([audit.Store]), [SessionStore] the sessions
+// signed out before their expiry ([auth.SessionStore]), and [UsageStore] the usage
+// statistics ([usage.Store]).
 //
 // # Wiring
 //
@@ -84,6 +85,10 @@
 //     id, restrictions in their plain JSON form, verbatim.
 //   - tollgate_ended_sessions (id, expires): the sessions signed out before their
 //     expiry, kept by [SessionStore] until it; each EndSession deletes the rows past it.
+//   - tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day (account_id,
+//     bucket, key_id, api, channel, outcome, calls, credits, latency bigint[], last_at):
+//     the usage buckets, kept by [UsageStore], keyed by the account and the bucket first;
+//     tollgate_usage_last (account_id, key_id, last_at): the last use of each key.
 //   - tollgate_schema_migrations (version, name): the migrations applied.
 //
 // The logic lives in PL/pgSQL functions created by the migrations (tollgate_admit,

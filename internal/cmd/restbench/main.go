@@ -11,9 +11,11 @@
 // every call does the full work: edge check, key lookup, restrictions, validation, rate
 // limit, concurrency slot, credit reservation, handler, settlement, envelope and headers.
 // The call is GET /v1/hash?text=hello. -compare picks the two servers: bare (the
-// baseline), memory, redis (every store in Redis, keys cached) or postgres:
+// baseline), memory, memory-usage (memory with usage recording on), redis (every store
+// in Redis, keys cached) or postgres:
 //
 //	go run ./internal/cmd/restbench -compare memory,redis
+//	go run ./internal/cmd/restbench -compare memory,memory-usage  # the cost of usage recording
 //
 // Each round also prints the CPU time a call costs, in microseconds: in this process
 // (the servers, and the Go load generator), in wrk, and in redis-server when a server
@@ -64,6 +66,7 @@ import (
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 const path = "/v1/hash?text=hello"
@@ -73,7 +76,7 @@ func main() {
 	dur := flag.Duration("d", 5*time.Second, "duration of each drive")
 	conns := flag.Int("c", 64, "concurrent connections")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, json, memory, gql-typename, gql-hash, redis or postgres")
+	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, json, memory, memory-usage, gql-typename, gql-hash, redis or postgres")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -compare with postgres")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the servers (this process) to the file")
@@ -270,6 +273,13 @@ func (e *targets) start(name string) (call, error) {
 		return call{url: url + "/v1/graphql", body: typenameQuery}, err
 	case "memory":
 		return e.memoryCall()
+	case "memory-usage":
+		// The memory server with usage recording on (tollgate.Options.Usage, on the
+		// memory usage store): -compare memory,memory-usage is its cost.
+		return e.tollgate(tollgate.Stores{
+			Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+			Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+		}, false, memory.NewUsageStore())
 	case "gql-typename", "gql-hash":
 		m, err := e.memoryCall()
 		if err != nil {
@@ -297,7 +307,7 @@ func (e *targets) start(name string) (call, error) {
 		if err != nil {
 			return call{}, err
 		}
-		return e.tollgate(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true)
+		return e.tollgate(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true, nil)
 	case "postgres":
 		ctx := context.Background()
 		var b [6]byte
@@ -327,9 +337,9 @@ func (e *targets) start(name string) (call, error) {
 		if err != nil {
 			return call{}, err
 		}
-		return e.tollgate(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true)
+		return e.tollgate(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true, nil)
 	}
-	return call{}, fmt.Errorf("unknown server %q: use bare, json, memory, gql-typename, gql-hash, redis or postgres", name)
+	return call{}, fmt.Errorf("unknown server %q: use bare, json, memory, memory-usage, gql-typename, gql-hash, redis or postgres", name)
 }
 
 // memoryCall starts the memory server once.
@@ -340,7 +350,7 @@ func (e *targets) memoryCall() (call, error) {
 	c, err := e.tollgate(tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, false)
+	}, false, nil)
 	if err == nil {
 		e.memory = &c
 	}
@@ -351,7 +361,7 @@ func (e *targets) memoryCall() (call, error) {
 // plan whose limits never deny, so that every call does the full work: edge check, key,
 // restrictions, validation, rate limit, slot, credits, handler, settlement, envelope,
 // headers. On network stores the key records are cached, as a deployment does.
-func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (call, error) {
+func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool, us usage.Store) (call, error) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		return call{}, err
@@ -364,6 +374,9 @@ func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool) (call, error)
 	opts := &tollgate.Options{Logger: quiet}
 	if cacheKeys {
 		opts.KeyCache = &auth.KeyCacheOptions{}
+	}
+	if us != nil {
+		opts.Usage = &tollgate.UsageOptions{Store: us}
 	}
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {

@@ -1,0 +1,239 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// UsageStore is the PostgreSQL [usage.Store]: usage buckets in the tables
+// tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day, and the last use of
+// each key in tollgate_usage_last.
+//
+// Add is one transaction of four upserts (the minute, hour and day rows and the keys'
+// last use), additive, so flushes from any number of instances sum; each upsert writes
+// its rows in the order of their primary key, so that concurrent flushes lock rows in
+// the same order and do not deadlock. Sum is one SELECT on the primary key (account,
+// bucket, ...), whose rows are summed as they are read, so its memory is that of the
+// result; Prune is one DELETE on a BRIN index of the bucket.
+//
+// Like [Store], it holds no state besides its DB and is safe for concurrent use when
+// its DB is. Create it with [NewUsageStore], after [Migrate] has run.
+type UsageStore struct {
+	db DB
+}
+
+// Interface guard.
+var _ usage.Store = (*UsageStore)(nil)
+
+// NewUsageStore returns a UsageStore on db. It does not touch the database: run
+// [Migrate] first.
+func NewUsageStore(db DB) (*UsageStore, error) {
+	if db == nil {
+		return nil, errors.New("postgres: NewUsageStore needs a DB (a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx)")
+	}
+	return &UsageStore{db: db}, nil
+}
+
+// usageTable returns the table of res's buckets.
+func usageTable(res usage.Resolution) string {
+	switch res {
+	case usage.Minute:
+		return "tollgate_usage_minute"
+	case usage.Hour:
+		return "tollgate_usage_hour"
+	}
+	return "tollgate_usage_day"
+}
+
+// Add adds rows to the minute, hour and day tables and raises their keys' last use, in
+// one transaction.
+func (s *UsageStore) Add(ctx context.Context, rows []usage.Row) error {
+	minutes, hours, days, err := usage.CheckAdd(rows)
+	if err != nil || len(minutes) == 0 {
+		return err
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return wrapErr(ctx, err, "usage: add %d rows: begin", len(minutes))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
+	for _, level := range []struct {
+		res  usage.Resolution
+		rows []usage.Row
+	}{{usage.Minute, minutes}, {usage.Hour, hours}, {usage.Day, days}} {
+		if err := upsertUsage(ctx, tx, usageTable(level.res), level.rows); err != nil {
+			return wrapErr(ctx, err, "usage: add %d %s rows for account %q", len(level.rows), level.res, level.rows[0].Account)
+		}
+	}
+	if err := upsertLastUsed(ctx, tx, minutes); err != nil {
+		return wrapErr(ctx, err, "usage: raise the last use of keys")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return wrapErr(ctx, err, "usage: add %d rows: commit", len(minutes))
+	}
+	return nil
+}
+
+// upsertUsage adds rows (sorted by primary key, one per key) to table.
+func upsertUsage(ctx context.Context, db DB, table string, rows []usage.Row) error {
+	n := len(rows)
+	var (
+		buckets, lasts                       = make([]time.Time, n), make([]time.Time, n)
+		accounts, keys, apis, chans, outs, l = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		calls, credits                       = make([]int64, n), make([]int64, n)
+	)
+	for i := range rows {
+		r := &rows[i]
+		buckets[i], lasts[i] = r.Bucket, r.Last
+		accounts[i], keys[i], apis[i], chans[i], outs[i] = r.Account, r.Key, r.API, r.Channel, r.Outcome
+		calls[i], credits[i] = r.Calls, r.Credits
+		l[i] = histLiteral(r.Latency.Trimmed())
+	}
+	// The table name is one of three constants. unnest keeps the arrays' order, which
+	// is the primary key's (Rollup sorted them).
+	_, err := db.Exec(ctx, `INSERT INTO `+table+` AS t (account_id, bucket, key_id, api, channel, outcome, calls, credits, latency, last_at)
+		SELECT account_id, bucket, key_id, api, channel, outcome, calls, credits, latency::bigint[], last_at
+		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::timestamptz[])
+			WITH ORDINALITY AS r(account_id, bucket, key_id, api, channel, outcome, calls, credits, latency, last_at, n)
+		ORDER BY n
+		ON CONFLICT (account_id, bucket, key_id, api, channel, outcome) DO UPDATE SET
+			calls = t.calls + excluded.calls,
+			credits = t.credits + excluded.credits,
+			latency = tollgate_usage_hist_add(t.latency, excluded.latency),
+			last_at = greatest(t.last_at, excluded.last_at)`,
+		accounts, buckets, keys, apis, chans, outs, calls, credits, l, lasts)
+	return err
+}
+
+// upsertLastUsed raises the last use of the keys of rows.
+func upsertLastUsed(ctx context.Context, db DB, rows []usage.Row) error {
+	type key struct{ account, id string }
+	last := make(map[key]time.Time)
+	for i := range rows {
+		r := &rows[i]
+		if r.Key == "" {
+			continue
+		}
+		k := key{r.Account, r.Key}
+		if t, ok := last[k]; !ok || r.Last.After(t) {
+			last[k] = r.Last
+		}
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	ks := make([]key, 0, len(last))
+	for k := range last {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b key) int {
+		if c := strings.Compare(a.account, b.account); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	accounts, ids, ats := make([]string, len(ks)), make([]string, len(ks)), make([]time.Time, len(ks))
+	for i, k := range ks {
+		accounts[i], ids[i], ats[i] = k.account, k.id, last[k]
+	}
+	_, err := db.Exec(ctx, `INSERT INTO tollgate_usage_last AS t (account_id, key_id, last_at)
+		SELECT account_id, key_id, last_at
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS r(account_id, key_id, last_at, n)
+		ORDER BY n
+		ON CONFLICT (account_id, key_id) DO UPDATE SET last_at = greatest(t.last_at, excluded.last_at)`,
+		accounts, ids, ats)
+	return err
+}
+
+// histLiteral returns counts as a PostgreSQL array literal.
+func histLiteral(counts []int64) string {
+	b := make([]byte, 0, 2+4*len(counts))
+	b = append(b, '{')
+	for i, c := range counts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, c, 10)
+	}
+	return string(append(b, '}'))
+}
+
+// Sum reads the rows of q's account, interval and range that match its filters, and
+// sums them as they come.
+func (s *UsageStore) Sum(ctx context.Context, q usage.Query) ([]usage.Row, error) {
+	sum, err := usage.NewSummer(q)
+	if err != nil {
+		return nil, err
+	}
+	q = sum.Query()
+	rows, err := s.db.Query(ctx, `SELECT bucket, key_id, api, channel, outcome, calls, credits, latency, last_at
+		FROM `+usageTable(q.Interval)+`
+		WHERE account_id = $1 AND bucket >= $2 AND bucket < $3
+		  AND ($4 = '' OR api = $4) AND ($5 = '' OR key_id = $5) AND ($6 = '' OR channel = $6)`,
+		q.Account, q.From, q.To, q.API, q.Key, q.Channel)
+	if err != nil {
+		return nil, wrapErr(ctx, err, "usage: sum account %q", q.Account)
+	}
+	defer rows.Close()
+	r := usage.Row{Account: q.Account}
+	var lat []int64
+	for rows.Next() {
+		if err := rows.Scan(&r.Bucket, &r.Key, &r.API, &r.Channel, &r.Outcome, &r.Calls, &r.Credits, &lat, &r.Last); err != nil {
+			return nil, wrapErr(ctx, err, "usage: sum account %q", q.Account)
+		}
+		r.Latency = usage.HistogramOf(lat)
+		if err := sum.Add(&r); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr(ctx, err, "usage: sum account %q", q.Account)
+	}
+	out := sum.Rows()
+	for i := range out {
+		out[i].Bucket, out[i].Last = out[i].Bucket.UTC(), out[i].Last.UTC()
+	}
+	return out, nil
+}
+
+// LastUsed returns the last use of each of account's keys, in one SELECT.
+func (s *UsageStore) LastUsed(ctx context.Context, account string) (map[string]time.Time, error) {
+	rows, err := s.db.Query(ctx, `SELECT key_id, last_at FROM tollgate_usage_last WHERE account_id = $1`, account)
+	if err != nil {
+		return nil, wrapErr(ctx, err, "usage: last use of the keys of account %q", account)
+	}
+	defer rows.Close()
+	out := make(map[string]time.Time)
+	for rows.Next() {
+		var (
+			key string
+			at  time.Time
+		)
+		if err := rows.Scan(&key, &at); err != nil {
+			return nil, wrapErr(ctx, err, "usage: last use of the keys of account %q", account)
+		}
+		out[key] = at.UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr(ctx, err, "usage: last use of the keys of account %q", account)
+	}
+	return out, nil
+}
+
+// Prune deletes the buckets of res that start before before, in one statement.
+func (s *UsageStore) Prune(ctx context.Context, res usage.Resolution, before time.Time) (int64, error) {
+	if err := usage.CheckPrune(res); err != nil {
+		return 0, err
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM `+usageTable(res)+` WHERE bucket < $1`, before)
+	if err != nil {
+		return 0, wrapErr(ctx, err, "usage: prune %s buckets before %s", res, before.Format(time.RFC3339Nano))
+	}
+	return tag.RowsAffected(), nil
+}

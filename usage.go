@@ -1,0 +1,159 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// Usage statistics. With [Options.Usage] set, every call of an authenticated caller
+// that names APIs of the catalog is recorded, one [usage.Record] per API it ran or was
+// refused for:
+//
+//   - a call that ran: its outcome ("ok" or the code of its failure: "rejected",
+//     "timeout", "api_failed"), the credits the API was charged after any refund, and
+//     how long the API ran. A GraphQL query of three APIs makes three records, each with
+//     its own outcome, credits and duration.
+//   - a call refused once its caller was authenticated (rate_limited,
+//     concurrency_limited, credits_exhausted, plan_limit_exceeded, invalid_input, an
+//     API the key may not call, a store that was unavailable): its code, no credits and
+//     no latency, so that the errors by code show the refusals a client met.
+//
+// Nothing is recorded for a caller that was not authenticated (no key, an unknown,
+// revoked or expired key), nor for an id that names no API, so that nobody can fill the
+// statistics with names of their choosing. A record names the key by its id (for a
+// session, the key that started it; empty for one no key started), never by its value. Its channel is the caller's ("rest",
+// "graphql", "mcp"; "other" for a call made without one).
+//
+// Records are summed in process and flushed in batches (see [usage.Recorder]); the
+// ledger stays the record of money.
+
+// UsageOptions configures the usage statistics of a [Service].
+type UsageOptions struct {
+	// Store keeps the statistics: memory.NewUsageStore for one process,
+	// postgres.NewUsageStore for many. It is required. The host sets the retention of
+	// each resolution with the store's Prune.
+	Store usage.Store
+	// FlushInterval is how often the statistics are flushed to the store; the default
+	// is [usage.DefaultFlushInterval]. A negative value flushes only on
+	// [Service.FlushUsage] and [Service.Close].
+	FlushInterval time.Duration
+	// MaxPending is the most rows kept while the store refuses flushes; the default is
+	// [usage.DefaultMaxPending]. See [usage.Recorder].
+	MaxPending int
+}
+
+// usageChannel returns the name of p's channel for a usage record.
+func usageChannel(p *Principal) string {
+	if p.Channel == 0 {
+		return "other"
+	}
+	return p.Channel.String()
+}
+
+// recordRun records the invocations of a call that ran. voided reports a call whose
+// reservation was voided, which is charged nothing.
+func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, results []Result, took []time.Duration, voided bool) {
+	if s.usage == nil {
+		return
+	}
+	ch := usageChannel(p)
+	for i := range invs {
+		r := usage.Record{At: at, Account: p.Account.ID, Key: p.Key.ID, API: invs[i].API.ID, Channel: ch,
+			Outcome: usage.OK, Duration: took[i]}
+		if e := results[i].Err; e != nil {
+			r.Outcome = e.Code.String()
+		}
+		if !voided && (results[i].Err == nil || results[i].Err.Code.Charged()) {
+			r.Credits = invs[i].API.Cost
+		}
+		s.usage.Record(r)
+	}
+}
+
+// recordRefused records a call refused with err for each of apis that the catalog
+// has.
+func (s *Service) recordRefused(p *Principal, apis []string, err error) {
+	if s.usage == nil || len(apis) == 0 {
+		return
+	}
+	code := CodeInvalidInput // what a front door's own input errors are about
+	if e := (*Error)(nil); errors.As(err, &e) {
+		code = e.Code
+	}
+	at, ch := s.now(), usageChannel(p)
+	for i, id := range apis {
+		if _, ok := s.registry.Lookup(id); !ok || slices.Contains(apis[:i], id) {
+			continue
+		}
+		s.usage.Record(usage.Record{At: at, Account: p.Account.ID, Key: p.Key.ID, API: id, Channel: ch,
+			Outcome: code.String(), Refused: true})
+	}
+}
+
+// errNoUsage is the error of the usage methods of a service that records none.
+func errNoUsage() *Error {
+	return newError(CodeNotFound, "this service records no usage statistics (tollgate.Options.Usage is not set)", nil)
+}
+
+// Usage answers a usage query (see [usage.Query]): the time series of calls, credits,
+// errors by code and latency percentiles of one account. The caller decides whose usage
+// it may read (the REST analytics endpoint, say, shows an account its own). It is
+// CodeNotFound when the service records no usage, CodeInvalidInput for a query to fix
+// (its message begins with the field: from, to, interval, by, api, key, channel or
+// account), and CodeUnavailable when the store cannot answer. Calls of the last
+// [UsageOptions.FlushInterval] may not be in it yet.
+func (s *Service) Usage(ctx context.Context, q usage.Query) (usage.Result, error) {
+	if s.usage == nil {
+		return usage.Result{}, errNoUsage()
+	}
+	res, err := usage.Run(ctx, s.usageStore, q)
+	if qe, ok := usage.IsQueryError(err); ok {
+		return usage.Result{}, newError(CodeInvalidInput, fmt.Sprintf("%s: %s", qe.Param, qe.Reason), err)
+	}
+	if err != nil {
+		return usage.Result{}, s.unavailable("usage", err)
+	}
+	return res, nil
+}
+
+// KeysLastUsed returns, for each key of account that was used, the last time it was
+// (admitted or refused), as far as the flushed statistics know. Its errors are those of
+// [Service.Usage].
+func (s *Service) KeysLastUsed(ctx context.Context, account string) (map[string]time.Time, error) {
+	if s.usage == nil {
+		return nil, errNoUsage()
+	}
+	if err := checkText("account_id", account, maxIDLength); err != nil {
+		return nil, err
+	}
+	last, err := s.usageStore.LastUsed(ctx, account)
+	if err != nil {
+		return nil, s.unavailable("usage", err)
+	}
+	return last, nil
+}
+
+// FlushUsage sends the usage recorded so far to the store now, rather than at the next
+// [UsageOptions.FlushInterval]. What the store refuses is kept for the next flush (see
+// [usage.Recorder]). It does nothing when the service records no usage.
+func (s *Service) FlushUsage(ctx context.Context) error {
+	if s.usage == nil {
+		return nil
+	}
+	return s.usage.Flush(ctx)
+}
+
+// UsageDropped returns the number of calls whose usage statistics were dropped because
+// the store refused flushes for too long (see [usage.Recorder.Dropped]), and the number
+// of rows still waiting for the store. Both are zero when the service records no usage.
+func (s *Service) UsageDropped() (dropped int64, pending int) {
+	if s.usage == nil {
+		return 0, 0
+	}
+	return s.usage.Dropped(), s.usage.Pending()
+}
