@@ -26,7 +26,7 @@ import (
 // the README says: 150 credits, the sub-key rotated and revoked. The README's table of
 // admin routes must be the admin package's.
 func TestREADMEAdmin(t *testing.T) {
-	bash := testenv.Program(t, "bash")
+	testenv.Program(t, "bash")
 	testenv.Program(t, "curl")
 	testenv.Program(t, "go")
 	readme, err := os.ReadFile("../../README.md")
@@ -49,50 +49,10 @@ func TestREADMEAdmin(t *testing.T) {
 	}
 	token := m[1]
 
-	// The server stays in the background when bash exits, and writes to the same
-	// output: files, not pipes, so that waiting for bash does not wait for it.
-	out, err := os.Create(t.TempDir() + "/out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.CommandContext(t.Context(), bash, "-c", script)
-	cmd.Dir = "../.."
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // bash, go run and the server
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopGroup(t, cmd.Process.Pid) })
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(5 * time.Minute): // go run compiling on a busy machine
-		err = errors.New("still running after 5 minutes")
-	}
-	output, _ := os.ReadFile(out.Name())
-	if err != nil {
-		t.Fatalf("bash: %v\n%s", err, output)
-	}
+	output := runScript(t, script)
 
 	// Each request the block prints is answered with an ok envelope, one a line.
-	answers := 0
-	sc := bufio.NewScanner(strings.NewReader(string(output)))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var env struct{ Status string }
-		if err := json.Unmarshal([]byte(line), &env); err != nil || env.Status != "ok" {
-			t.Errorf("an answer that is not an ok envelope: %s", line)
-		}
-		answers++
-	}
-	if want := strings.Count(script, "curl -s -w '\\n'"); answers != want || want == 0 {
-		t.Errorf("%d answers for %d printing requests:\n%s", answers, want, output)
-	}
+	okAnswers(t, script, output)
 
 	// The account as the block left it.
 	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/admin/v1/accounts/acme", nil)
@@ -129,6 +89,170 @@ func TestREADMEAdmin(t *testing.T) {
 	}
 	if !ci {
 		t.Errorf("acme's keys %+v; want the sub-key ci rotated and revoked", acct.Data.Keys)
+	}
+}
+
+// TestREADMEAccount runs the README's sequence for account holders as it is written but
+// for the address, against the example server as Try it starts it (on a port of its
+// own), with KEY set to the key the server prints. Every request that prints its answer
+// must succeed, and those that print their status must be refused as the comments say:
+// a sub-key outside its APIs, a rotated-away value, a signed-out token, a cookie change
+// without its CSRF token, a signed-out cookie. The audit log must then hold every change
+// the sequence made, with the key that made it, and no key value.
+func TestREADMEAccount(t *testing.T) {
+	testenv.Program(t, "bash")
+	testenv.Program(t, "curl")
+	testenv.Program(t, "go")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := shellBlock(t, string(readme), "/v1/account/usage")
+	port := testenv.FreePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	serverOut := t.TempDir() + "/server"
+	// Try it: the server in the background, and KEY the key it prints.
+	start := fmt.Sprintf(`go run ./examples/server -addr 127.0.0.1:%d > %s 2>&1 &
+until grep -q '^API key: ' %[2]s && curl -sf -o /dev/null %[3]s/v1/catalog; do
+  kill -0 $! 2>/dev/null || { cat %[2]s; exit 1; }
+  sleep 0.2
+done
+KEY=$(grep '^API key: ' %[2]s | cut -d' ' -f3)
+cd "$(mktemp -d)"
+`, port, serverOut, base)
+	script := start + strings.ReplaceAll(block, "http://localhost:8080", base)
+	if strings.Contains(block, "8080") && strings.Contains(strings.ReplaceAll(block, "http://localhost:8080", ""), "8080") {
+		t.Fatalf("the README's account block names :8080 in a form this test does not rewrite:\n%s", block)
+	}
+	output := runScript(t, script)
+	okAnswers(t, script, output)
+
+	// The refusals, in the block's order, as its comments give them.
+	var want, got []string
+	for _, m := range regexp.MustCompile(`(?m)%\{http_code\}.*# (\d{3})$`).FindAllStringSubmatch(block, -1) {
+		want = append(want, m[1])
+	}
+	for _, m := range regexp.MustCompile(`(?m)^(\d{3})$`).FindAllStringSubmatch(output, -1) {
+		got = append(got, m[1])
+	}
+	if len(want) == 0 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the refusals were %v, want %v as the block's comments say:\n%s", got, want, output)
+	}
+
+	// The usage answer counts the calls the block made before it.
+	var usage struct {
+		Data struct {
+			Series []struct {
+				Points []struct{ Calls int64 }
+			}
+		}
+	}
+	for line := range strings.Lines(output) {
+		if strings.Contains(line, `"series"`) {
+			if err := json.Unmarshal([]byte(line), &usage); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	calls := int64(0)
+	for _, s := range usage.Data.Series {
+		for _, p := range s.Points {
+			calls += p.Calls
+		}
+	}
+	if calls < 4 { // the sub-key's call and refusal, the rotated value's refusal and call
+		t.Errorf("the usage answer counts %d calls, want at least 4:\n%s", calls, output)
+	}
+
+	// The audit log holds what the block did, and no key value the block saw.
+	var audit struct {
+		Data struct {
+			Entries []struct{ Action, Actor string }
+		}
+	}
+	var auditLine string
+	for line := range strings.Lines(output) {
+		if strings.Contains(line, `"entries"`) {
+			auditLine = line
+		}
+	}
+	if err := json.Unmarshal([]byte(auditLine), &audit); err != nil {
+		t.Fatalf("no audit answer in the output: %v\n%s", err, output)
+	}
+	seen := map[string]bool{}
+	for _, e := range audit.Data.Entries {
+		if e.Action != "account.create" && (e.Actor == "" || e.Actor == "host") {
+			t.Errorf("the entry %+v names no key as its actor", e)
+		}
+		seen[e.Action] = true
+	}
+	for _, action := range []string{"key.create", "key.update", "key.rotate", "key.revoke", "session.start", "session.end"} {
+		if !seen[action] {
+			t.Errorf("the audit log has no %s entry: %s", action, auditLine)
+		}
+	}
+	for _, m := range regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`).FindAllString(output, -1) {
+		if strings.Contains(auditLine, m) {
+			t.Errorf("the audit log holds the key value %s", m)
+		}
+	}
+}
+
+// runScript runs script in bash from the root of the repository and returns what it
+// printed. A server the script starts in the background stays in its process group,
+// which is interrupted when the test ends.
+func runScript(t *testing.T, script string) string {
+	t.Helper()
+	bash := testenv.Program(t, "bash")
+	// The server stays in the background when bash exits, and writes to the same
+	// output: files, not pipes, so that waiting for bash does not wait for it.
+	out, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(t.Context(), bash, "-c", script)
+	cmd.Dir = "../.."
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // bash, go run and the server
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopGroup(t, cmd.Process.Pid) })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Minute): // go run compiling on a busy machine
+		err = errors.New("still running after 5 minutes")
+	}
+	output, _ := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, output)
+	}
+	return string(output)
+}
+
+// okAnswers checks that the script's output holds an ok envelope, one a line, for each
+// of its printing requests (curl -s -w '\n').
+func okAnswers(t *testing.T, script, output string) {
+	t.Helper()
+	answers := 0
+	sc := bufio.NewScanner(strings.NewReader(output))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var env struct{ Status string }
+		if err := json.Unmarshal([]byte(line), &env); err != nil || env.Status != "ok" {
+			t.Errorf("an answer that is not an ok envelope: %s", line)
+		}
+		answers++
+	}
+	if want := strings.Count(script, "curl -s -w '\\n'"); answers != want || want == 0 {
+		t.Errorf("%d answers for %d printing requests:\n%s", answers, want, output)
 	}
 }
 
