@@ -180,16 +180,18 @@ type Service struct {
 	timeout   time.Duration
 	// renewEvery is how often a running call renews its concurrency slot; zero when
 	// the call timeout ends every call well within a lease.
-	renewEvery    time.Duration
-	ids           requestIDs
-	keyHooks      keyHooks        // see OnKeyChange
-	audit         audit.Store     // nil: no audit log
-	auditq        *auditQueue     // appends to audit, and retries; nil without an audit log
-	retention     time.Duration   // Options.AuditRetention
-	stopPrune     func()          // stops the background prune of the audit log; nil if none runs
-	usage         *usage.Recorder // nil: no usage statistics
-	usageStore    usage.Store
-	subKeysManage bool // Options.SubKeysManageKeys
+	renewEvery     time.Duration
+	ids            requestIDs
+	keyHooks       keyHooks        // see OnKeyChange
+	audit          audit.Store     // nil: no audit log
+	auditq         *auditQueue     // appends to audit, and retries; nil without an audit log
+	retention      time.Duration   // Options.AuditRetention
+	stopPrune      func()          // stops the background prune of the audit log; nil if none runs
+	usage          *usage.Recorder // nil: no usage statistics
+	usageStore     usage.Store
+	usageRetention UsageRetention
+	stopUsagePrune func() // stops the background prune of the usage statistics; nil if none runs
+	subKeysManage  bool   // Options.SubKeysManageKeys
 	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
 	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
 	sessions     *auth.Sessions
@@ -281,7 +283,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		if u.Store == nil {
 			return nil, errors.New("tollgate: Options.Usage needs a Store (memory.NewUsageStore, postgres.NewUsageStore)")
 		}
-		s.usageStore = u.Store
+		s.usageStore, s.usageRetention = u.Store, u.Retention
 		if s.usage, err = usage.NewRecorder(u.Store, &usage.RecorderOptions{
 			FlushInterval: u.FlushInterval, MaxPending: u.MaxPending, Logger: s.log}); err != nil {
 			return nil, fmt.Errorf("tollgate: %w", err)
@@ -310,11 +312,19 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		}
 		s.stopPrune = every.StartNow(interval, s.pruneOnce)
 	}
+	if u := opts.Usage; u != nil && u.PruneInterval >= 0 {
+		interval := u.PruneInterval
+		if interval == 0 {
+			interval = DefaultUsagePruneInterval
+		}
+		s.stopUsagePrune = every.StartNow(interval, s.pruneUsageOnce)
+	}
 	return s, nil
 }
 
 // Close stops the service's background work and finishes what it holds:
-//   - the sweep of expired reservations and the prune of the audit log stop;
+//   - the sweep of expired reservations and the prunes of the audit log and of the
+//     usage statistics stop;
 //   - the retries of settlements stop (what they still held is left to the
 //     reservations' expiry and the slots' leases);
 //   - the audit entries still queued get a last attempt of a few seconds (those the
@@ -327,7 +337,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 // usage is flushed only by [Service.FlushUsage].
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
-		for _, stop := range []func(){s.stopSweep, s.stopPrune} {
+		for _, stop := range []func(){s.stopSweep, s.stopPrune, s.stopUsagePrune} {
 			if stop != nil {
 				stop()
 			}

@@ -35,8 +35,7 @@ import (
 // UsageOptions configures the usage statistics of a [Service].
 type UsageOptions struct {
 	// Store keeps the statistics: memory.NewUsageStore for one process,
-	// postgres.NewUsageStore for many. It is required. The host sets the retention of
-	// each resolution with the store's Prune.
+	// postgres.NewUsageStore for many. It is required.
 	Store usage.Store
 	// FlushInterval is how often the statistics are flushed to the store; the default
 	// is [usage.DefaultFlushInterval]. A negative value flushes only on
@@ -45,6 +44,83 @@ type UsageOptions struct {
 	// MaxPending is the most rows kept while the store refuses flushes; the default is
 	// [usage.DefaultMaxPending]. See [usage.Recorder].
 	MaxPending int
+	// Retention is how long the buckets of each resolution are kept; see
+	// [UsageRetention] for the defaults.
+	Retention UsageRetention
+	// PruneInterval is how often the service deletes the buckets older than their
+	// retention: once at New, then at this interval. Any number of instances may prune
+	// the same store. The default is [DefaultUsagePruneInterval]; a negative value turns
+	// the schedule off (call [Service.PruneUsage] yourself then). [Service.Close] stops
+	// it.
+	PruneInterval time.Duration
+}
+
+// UsageRetention is how long the usage statistics keep the buckets of each resolution.
+// A zero field is its default, which keeps a little more than the longest range a
+// query of that interval may cover (see [usage.Query]): minute buckets for 2 days,
+// hour buckets for 32 days, day buckets for 400 days. A negative field keeps that
+// resolution's buckets for ever.
+type UsageRetention struct {
+	Minute, Hour, Day time.Duration
+}
+
+// The default [UsageRetention].
+const (
+	DefaultMinuteRetention = 2 * 24 * time.Hour
+	DefaultHourRetention   = 32 * 24 * time.Hour
+	DefaultDayRetention    = usage.MaxDayRange
+)
+
+// DefaultUsagePruneInterval is the default [UsageOptions.PruneInterval].
+const DefaultUsagePruneInterval = time.Hour
+
+// of returns how long the buckets of res are kept; negative for ever.
+func (r UsageRetention) of(res usage.Resolution) time.Duration {
+	keep, def := r.Day, DefaultDayRetention
+	switch res {
+	case usage.Minute:
+		keep, def = r.Minute, DefaultMinuteRetention
+	case usage.Hour:
+		keep, def = r.Hour, DefaultHourRetention
+	}
+	if keep == 0 {
+		return def
+	}
+	return keep
+}
+
+// PruneUsage deletes the usage buckets older than their retention
+// ([UsageOptions.Retention]) now, and returns how many it deleted. The background
+// prune calls it every [UsageOptions.PruneInterval]. It is CodeNotFound when the
+// service records no usage.
+func (s *Service) PruneUsage(ctx context.Context) (int64, error) {
+	if s.usage == nil {
+		return 0, errNoUsage()
+	}
+	now, total := s.now(), int64(0)
+	for _, res := range usage.Resolutions {
+		keep := s.usageRetention.of(res)
+		if keep < 0 {
+			continue
+		}
+		n, err := s.usageStore.Prune(ctx, res, now.Add(-keep))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("tollgate: pruning the %s usage buckets: %w", res, err)
+		}
+	}
+	return total, nil
+}
+
+// pruneUsageOnce is one run of the background prune of the usage statistics.
+func (s *Service) pruneUsageOnce(ctx context.Context) {
+	n, err := s.PruneUsage(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("tollgate: cannot prune the usage statistics; the next prune tries again", "error", err)
+	case n > 0:
+		s.log.Info("tollgate: pruned the usage buckets older than their retention", "count", n)
+	}
 }
 
 // usageChannel returns the name of p's channel for a usage record.

@@ -61,7 +61,6 @@ import (
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
-	"github.com/tollgate-dev/tollgate/usage"
 )
 
 func main() {
@@ -205,11 +204,12 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// 3. The service, on in-memory stores.
 	// Every change to keys and credits is recorded in an audit log, in memory like the
 	// rest; the admin API serves it at /admin/v1/accounts/{account_id}/audit.
-	// Usage statistics are recorded too, flushed every 5 seconds; GET /v1/analytics
-	// serves them (?from=&to=&interval=&by=), and pruneUsage keeps them bounded.
-	usageStore := memory.NewUsageStore()
+	// Usage statistics are recorded too, flushed every 5 seconds and kept for the
+	// default retention (minute buckets 2 days, hour buckets 32 days, day buckets 400
+	// days); GET /v1/account/usage and /v1/analytics serve them
+	// (?from=&to=&interval=&by=).
 	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore(),
-		Usage: &tollgate.UsageOptions{Store: usageStore, FlushInterval: 5 * time.Second}}
+		Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: 5 * time.Second}}
 	// Sessions: tokens signed with the -session-secret, or else with a random secret
 	// made now, which signs nothing after the server stops (every session ends with
 	// it). Signed-out sessions are remembered in memory until they expire.
@@ -232,10 +232,10 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	// The service sweeps expired reservations in the background (see
-	// tollgate.Options.SweepInterval); it stops when the server does.
+	// The service sweeps expired reservations and prunes its usage statistics in the
+	// background (see tollgate.Options.SweepInterval and UsageOptions.PruneInterval);
+	// it stops when the server does.
 	context.AfterFunc(ctx, svc.Close)
-	go pruneUsage(ctx, usageStore, svc.Now, logger)
 
 	// 4. Accounts: the fixtures', or a demo account whose key is printed.
 	if c.fixtures != "" {
@@ -358,30 +358,4 @@ func localURL(addr string) string {
 var defaultPlans = []billing.Plan{
 	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
 	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
-}
-
-// usageRetention is how long the example server keeps usage buckets of each
-// resolution.
-var usageRetention = map[usage.Resolution]time.Duration{
-	usage.Minute: 2 * 24 * time.Hour,
-	usage.Hour:   32 * 24 * time.Hour,
-	usage.Day:    400 * 24 * time.Hour,
-}
-
-// pruneUsage applies usageRetention every hour until ctx ends.
-func pruneUsage(ctx context.Context, s usage.Store, now func() time.Time, logger *slog.Logger) {
-	ticker := time.NewTicker(time.Hour)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		for res, keep := range usageRetention {
-			if _, err := s.Prune(ctx, res, now().Add(-keep)); err != nil && ctx.Err() == nil {
-				logger.Warn("cannot prune usage statistics", "resolution", res.String(), "error", err)
-			}
-		}
-	}
 }
