@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // Self-service: account holders reading their account and managing their own keys with
@@ -32,6 +33,9 @@ import (
 //     changed: its revocation would lock the account holder out; that is the operator's
 //     to do.
 //   - A key of another account is answered as a key that does not exist.
+//   - Usage statistics: the caller reads its own account's only. The primary key (a
+//     session acting as it, or one that names no key) reads the whole account; any
+//     other key, or a session it started, reads only its own key's calls.
 //   - Every change goes through the management methods, so it is in the audit log with
 //     the caller's key id ([audit.Session] for a session without a key) as its actor and
 //     the caller's address.
@@ -277,4 +281,27 @@ func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (aud
 	}
 	q.Account = p.Account.ID
 	return s.AuditLog(ctx, q)
+}
+
+// OwnUsage answers a usage query (see [Service.Usage]) about the caller's account:
+// q.Account is set to it. The primary key, a session acting as it, and a session that
+// names no key see the whole account; any other key, or a session it started, sees only
+// its own calls: q.Key is set to its id, and naming another key is CodeForbidden (the
+// message begins with "key:"). Reading usage is free and no rate-limit event, and the
+// key's channel and API lists do not apply. Its other errors are those of
+// [Service.Usage]: CodeNotFound when the service records no usage.
+func (s *Service) OwnUsage(ctx context.Context, c Caller, q usage.Query) (usage.Result, error) {
+	_, p, err := s.self(ctx, c)
+	if err != nil {
+		return usage.Result{}, err
+	}
+	q.Account = p.Account.ID
+	if !managesAll(&p) {
+		if q.Key != "" && q.Key != p.Key.ID {
+			return usage.Result{}, newError(CodeForbidden,
+				"key: this key sees only its own usage; ask with the account's primary key, or a session started with it, to see other keys", nil)
+		}
+		q.Key = p.Key.ID
+	}
+	return s.Usage(ctx, q)
 }
