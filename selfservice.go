@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
@@ -51,6 +52,11 @@ type OwnAccount struct {
 	// Keys are the keys the caller may see: every key for the primary key (or a
 	// session acting as it); for a sub-key, itself and the keys it may manage.
 	Keys []auth.Key
+	// LastUsed holds, for each of Keys that was used, the last time it was (see
+	// [Service.KeysLastUsed]). It is nil when the service records no usage, and when
+	// the usage store cannot answer: then the keys are answered without it, and the
+	// failure is logged at WARN.
+	LastUsed map[string]time.Time
 	// Caller is the key the caller authenticated with, or that its session acts as
 	// (the zero Key for a session token that names no key).
 	Caller auth.Key
@@ -150,17 +156,48 @@ func (s *Service) OwnAccount(ctx context.Context, c Caller) (OwnAccount, error) 
 	if err != nil {
 		return OwnAccount{}, err
 	}
-	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: keys, Caller: p.Key}, nil
+	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: keys,
+		LastUsed: s.lastUsed(ctx, p.Account.ID, keys), Caller: p.Key}, nil
 }
 
 // OwnKeys returns the keys the caller may see (see [OwnAccount.Keys]), never their
-// values.
-func (s *Service) OwnKeys(ctx context.Context, c Caller) ([]auth.Key, error) {
+// values, and when each of them was last used (see [OwnAccount.LastUsed]).
+func (s *Service) OwnKeys(ctx context.Context, c Caller) ([]auth.Key, map[string]time.Time, error) {
 	_, p, err := s.self(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.visibleKeys(ctx, &p)
+	keys, err := s.visibleKeys(ctx, &p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, s.lastUsed(ctx, p.Account.ID, keys), nil
+}
+
+// lastUsed returns when each of keys (of account) was last used, or nil when the
+// service records no usage or the usage store cannot say: a listing of keys does not
+// fail for want of statistics. The map holds only keys, not every key of the account:
+// the caller may not know the others.
+func (s *Service) lastUsed(ctx context.Context, account string, keys []auth.Key) map[string]time.Time {
+	if s.usage == nil {
+		return nil
+	}
+	all, err := s.usageStore.LastUsed(ctx, account)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.WarnContext(ctx, "tollgate: the usage store cannot say when keys were last used; the keys are listed without it",
+			"account", account, "error", err)
+		return nil
+	}
+	out := make(map[string]time.Time, len(keys))
+	for _, k := range keys {
+		if t, ok := all[k.ID]; ok {
+			out[k.ID] = t
+		}
+	}
+	return out
 }
 
 func (s *Service) visibleKeys(ctx context.Context, p *Principal) ([]auth.Key, error) {

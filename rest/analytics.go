@@ -129,8 +129,8 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 // bucket that has calls; key is the key filter (null for none); errors counts the calls
 // that did not succeed by code (refusals such as rate_limited included); latency_ms is
 // null when no call of the point ran. The latencies are estimates within 9.1%
-// (usage.QuantileError). The usage of the last few
-// seconds (the service's flush interval) may not be in it yet.
+// (usage.QuantileError). The usage of the last few seconds (the service's flush
+// interval) may not be in it yet.
 //
 // Like the rest of /v1/analytics it is never billed and any valid key may call it, for
 // its own account only. The account's primary key (or a session it started, or one
