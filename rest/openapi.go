@@ -104,7 +104,7 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 				"with calls, credits, errors by code and latency percentiles (latency_ms). The primary key " +
 				"sees the whole account; any other key (or a session it started) only its own calls. Bounds: 1 day by minute, 31 days by hour, " +
 				"400 days by day; a bad parameter is a 400 whose message begins with its name.",
-			"tags": []string{"Service"},
+			"tags":       []string{"Service"},
 			"parameters": usagehttp.OpenAPIParameters(),
 			"responses": map[string]any{
 				"200":     okResponse(map[string]any{"type": "object"}, "The account's position, or its usage over time."),
