@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // Self-service: account holders reading their account and managing their own keys with
@@ -32,6 +34,9 @@ import (
 //     changed: its revocation would lock the account holder out; that is the operator's
 //     to do.
 //   - A key of another account is answered as a key that does not exist.
+//   - Usage statistics: the caller reads its own account's only. The primary key (a
+//     session acting as it, or one that names no key) reads the whole account; any
+//     other key, or a session it started, reads only its own key's calls.
 //   - Every change goes through the management methods, so it is in the audit log with
 //     the caller's key id ([audit.Session] for a session without a key) as its actor and
 //     the caller's address.
@@ -47,6 +52,11 @@ type OwnAccount struct {
 	// Keys are the keys the caller may see: every key for the primary key (or a
 	// session acting as it); for a sub-key, itself and the keys it may manage.
 	Keys []auth.Key
+	// LastUsed holds, for each of Keys that was used, the last time it was (see
+	// [Service.KeysLastUsed]). It is nil when the service records no usage, and when
+	// the usage store cannot answer: then the keys are answered without it, and the
+	// failure is logged at WARN.
+	LastUsed map[string]time.Time
 	// Caller is the key the caller authenticated with, or that its session acts as
 	// (the zero Key for a session token that names no key).
 	Caller auth.Key
@@ -146,17 +156,48 @@ func (s *Service) OwnAccount(ctx context.Context, c Caller) (OwnAccount, error) 
 	if err != nil {
 		return OwnAccount{}, err
 	}
-	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: keys, Caller: p.Key}, nil
+	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: keys,
+		LastUsed: s.lastUsed(ctx, p.Account.ID, keys), Caller: p.Key}, nil
 }
 
 // OwnKeys returns the keys the caller may see (see [OwnAccount.Keys]), never their
-// values.
-func (s *Service) OwnKeys(ctx context.Context, c Caller) ([]auth.Key, error) {
+// values, and when each of them was last used (see [OwnAccount.LastUsed]).
+func (s *Service) OwnKeys(ctx context.Context, c Caller) ([]auth.Key, map[string]time.Time, error) {
 	_, p, err := s.self(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.visibleKeys(ctx, &p)
+	keys, err := s.visibleKeys(ctx, &p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, s.lastUsed(ctx, p.Account.ID, keys), nil
+}
+
+// lastUsed returns when each of keys (of account) was last used, or nil when the
+// service records no usage or the usage store cannot say: a listing of keys does not
+// fail for want of statistics. The map holds only keys, not every key of the account:
+// the caller may not know the others.
+func (s *Service) lastUsed(ctx context.Context, account string, keys []auth.Key) map[string]time.Time {
+	if s.usage == nil {
+		return nil
+	}
+	all, err := s.usageStore.LastUsed(ctx, account)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.WarnContext(ctx, "tollgate: the usage store cannot say when keys were last used; the keys are listed without it",
+			"account", account, "error", err)
+		return nil
+	}
+	out := make(map[string]time.Time, len(keys))
+	for _, k := range keys {
+		if t, ok := all[k.ID]; ok {
+			out[k.ID] = t
+		}
+	}
+	return out
 }
 
 func (s *Service) visibleKeys(ctx context.Context, p *Principal) ([]auth.Key, error) {
@@ -277,4 +318,27 @@ func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (aud
 	}
 	q.Account = p.Account.ID
 	return s.AuditLog(ctx, q)
+}
+
+// OwnUsage answers a usage query (see [Service.Usage]) about the caller's account:
+// q.Account is set to it. The primary key, a session acting as it, and a session that
+// names no key see the whole account; any other key, or a session it started, sees only
+// its own calls: q.Key is set to its id, and naming another key is CodeForbidden (the
+// message begins with "key:"). Reading usage is free and no rate-limit event, and the
+// key's channel and API lists do not apply. Its other errors are those of
+// [Service.Usage]: CodeNotFound when the service records no usage.
+func (s *Service) OwnUsage(ctx context.Context, c Caller, q usage.Query) (usage.Result, error) {
+	_, p, err := s.self(ctx, c)
+	if err != nil {
+		return usage.Result{}, err
+	}
+	q.Account = p.Account.ID
+	if !managesAll(&p) {
+		if q.Key != "" && q.Key != p.Key.ID {
+			return usage.Result{}, newError(CodeForbidden,
+				"key: this key sees only its own usage; ask with the account's primary key, or a session started with it, to see other keys", nil)
+		}
+		q.Key = p.Key.ID
+	}
+	return s.Usage(ctx, q)
 }

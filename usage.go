@@ -177,8 +177,9 @@ func errNoUsage() *Error {
 }
 
 // Usage answers a usage query (see [usage.Query]): the time series of calls, credits,
-// errors by code and latency percentiles of one account. The caller decides whose usage
-// it may read (the REST analytics endpoint, say, shows an account its own). It is
+// errors by code and latency percentiles of one account. It applies no access rule: it
+// is the operator's read; an account holder's goes through [Service.OwnUsage], which
+// holds them to their own account (and a sub-key to its own calls). It is
 // CodeNotFound when the service records no usage, CodeInvalidInput for a query to fix
 // (its message begins with the field: from, to, interval, by, api, key, channel or
 // account), and CodeUnavailable when the store cannot answer. Calls of the last

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -22,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -59,7 +61,8 @@ func usageRegistry(t testing.TB, clock *testenv.Clock) *catalog.Registry {
 	return reg
 }
 
-// usageEnv is a service with usage recording behind the three front doors.
+// usageEnv is a service with usage recording (unless its usage store is nil) behind
+// the three front doors, the self-service API and the session routes.
 type usageEnv struct {
 	svc   *tollgate.Service
 	url   string
@@ -86,9 +89,16 @@ var usagePlans = func() *billing.Plans {
 func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv {
 	t.Helper()
 	env := &usageEnv{clock: testenv.NewClock(usageT0), logs: &testenv.Logs{}}
-	svc, err := tollgate.New(usageRegistry(t, env.clock), stores, usagePlans, &tollgate.Options{
-		Now: env.clock.Now, Logger: env.logs.Logger(),
-		Usage: &tollgate.UsageOptions{Store: us, FlushInterval: -1}})
+	sessions, err := auth.NewSessions([]byte(strings.Repeat("s", auth.MinSessionSecret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &tollgate.Options{Now: env.clock.Now, Logger: env.logs.Logger(),
+		Sessions: sessions, SessionStore: memory.NewSessionStore()}
+	if us != nil {
+		opts.Usage = &tollgate.UsageOptions{Store: us, FlushInterval: -1}
+	}
+	svc, err := tollgate.New(usageRegistry(t, env.clock), stores, usagePlans, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +117,19 @@ func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv
 	if err != nil {
 		t.Fatal(err)
 	}
+	sh, err := session.NewHandler(svc, &session.Options{Logger: env.logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah, err := account.NewHandler(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux.Handle("/v1/graphql", gh)
 	mux.Handle("/v1/mcp", mh)
+	mux.Handle("/v1/account/session", sh)
+	mux.Handle("/v1/account", sh.Cookies(ah))
+	mux.Handle("/v1/account/", sh.Cookies(ah))
 	mux.Handle("/", rh)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

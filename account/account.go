@@ -15,9 +15,15 @@
 //	POST   /v1/account/keys/{key_id}/rotate   give a key a new value
 //	POST   /v1/account/keys/{key_id}/revoke   revoke a sub-key
 //	GET    /v1/account/audit                  the account's audit log: ?limit=&cursor=&from=&to=
+//	GET    /v1/account/usage                  usage over time: ?from=&to=&interval=&by=&api=&key=&channel=
 //
-// (Usage over time joins these routes as GET /v1/account/usage once the usage queries
-// exist.)
+// GET /v1/account/usage takes the query parameters and answers the body of the
+// time-series form of GET /v1/analytics: one series per group, a point per bucket with
+// calls, credits, errors by code and latency percentiles. The primary key (or a session
+// acting as it) sees the whole account; a sub-key, or a session it started, only its own
+// calls, and naming another key is a 403 ([tollgate.Service.OwnUsage]). A bad
+// parameter is a 400 whose message begins with its name; a service that records no
+// usage answers 404.
 //
 // Requests authenticate as calls do: the x-api-key header, Authorization: Bearer with
 // the key, or an x-jwt session token. They are not API calls: never billed, no
@@ -28,7 +34,9 @@
 //
 // A new or rotated key's value appears once, in data.value, and never again: it is not
 // stored. Listings show each key's id, name, primary flag, restrictions, created_at,
-// rotated_at, revoked and revoked_at; never a value or a hash. Refusals carry the
+// rotated_at, revoked and revoked_at, and last_used: when the key was last used, null
+// if never, or if the service records no usage (or its usage store cannot answer: the
+// keys are listed all the same); never a value or a hash. Refusals carry the
 // status of their cause and say why: 400 naming the field, 401, 403 with what the
 // caller may not do, 404, 409, 413 for a body over 64 KiB, 415.
 package account
@@ -37,12 +45,14 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/manage"
+	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
 // Options configures the handler. The zero value is the default.
@@ -79,6 +89,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		{Method: http.MethodPost, Path: "/v1/account/keys/{key_id}/rotate", Serve: h.rotateKey},
 		{Method: http.MethodPost, Path: "/v1/account/keys/{key_id}/revoke", Serve: h.revokeKey},
 		{Method: http.MethodGet, Path: "/v1/account/audit", Serve: h.auditLog},
+		{Method: http.MethodGet, Path: "/v1/account/usage", Serve: h.usage},
 	})
 	return h, nil
 }
@@ -115,17 +126,31 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	manage.Write(w, http.StatusOK, map[string]any{
 		"account": manage.AccountJSON(info.Account), "plan": plan, "balance": manage.BalanceJSON(info.Balance),
-		"keys": manage.KeysJSON(info.Keys), "key_id": caller,
+		"keys": keysJSON(info.Keys, info.LastUsed), "key_id": caller,
 	})
 }
 
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := h.svc.OwnKeys(r.Context(), h.caller(r))
+	keys, last, err := h.svc.OwnKeys(r.Context(), h.caller(r))
 	if err != nil {
 		manage.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"keys": manage.KeysJSON(keys)})
+	manage.Write(w, http.StatusOK, map[string]any{"keys": keysJSON(keys, last)})
+}
+
+// keysJSON is the JSON form of a list of keys, each with its last_used time (null if
+// unknown).
+func keysJSON(keys []auth.Key, lastUsed map[string]time.Time) []map[string]any {
+	out := manage.KeysJSON(keys)
+	for i, k := range keys {
+		var last *time.Time
+		if t, ok := lastUsed[k.ID]; ok {
+			last = &t
+		}
+		out[i]["last_used"] = last
+	}
+	return out
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
@@ -208,4 +233,18 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	manage.Write(w, http.StatusOK, manage.AuditPageJSON(page))
+}
+
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
+	q, err := usagehttp.Query(r.URL.Query(), h.svc.Now())
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	res, err := h.svc.OwnUsage(r.Context(), h.caller(r), q)
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, usagehttp.NewBody(res))
 }

@@ -1,6 +1,9 @@
 package account
 
-import "github.com/tollgate-dev/tollgate/rest"
+import (
+	"github.com/tollgate-dev/tollgate/internal/usagehttp"
+	"github.com/tollgate-dev/tollgate/rest"
+)
 
 // OpenAPIPaths returns the OpenAPI 3.1 path items of the self-service routes, for the
 // REST front door's document (rest.OpenAPIInfo.Paths), which holds the components
@@ -77,6 +80,13 @@ func OpenAPIPaths() map[string]any {
 		map[string]any{"name": "from", "in": "query", "schema": map[string]any{"type": "string", "format": "date-time"}},
 		map[string]any{"name": "to", "in": "query", "schema": map[string]any{"type": "string", "format": "date-time"}},
 	}
+	use := op("accountUsage", "The account's usage over time", usagehttp.OpenAPISchema(), "200", "400")
+	use["parameters"] = usagehttp.OpenAPIParameters()
+	use["description"] = "Self-service: never billed, no rate-limit event. One series per group, a point per bucket that has calls, " +
+		"with calls, credits, errors by code and latency percentiles; the same parameters and body as the time-series form of GET /v1/analytics. " +
+		"The primary key (or a session acting as it) sees the whole account; a sub-key, or a session it started, only its own calls, and naming another key is a 403. " +
+		"Bounds: 1 day by minute, 31 days by hour, 400 days by day; a bad parameter is a 400 whose message begins with its name; a service that records no usage answers 404."
+	use["responses"].(map[string]any)["404"] = ref("#/components/responses/Error")
 	return map[string]any{
 		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
@@ -103,6 +113,7 @@ func OpenAPIPaths() map[string]any {
 			"post": withParams(op("accountRevokeKey", "Revoke a sub-key", withKey(false), "200")),
 		},
 		"/v1/account/audit": map[string]any{"get": audit},
+		"/v1/account/usage": map[string]any{"get": use},
 	}
 }
 
@@ -117,11 +128,13 @@ func keySchema() map[string]any {
 			"created_at": at, "rotated_at": at, "revoked": map[string]any{"type": "boolean"}, "revoked_at": at,
 			"apis": strs, "channels": strs, "allowed_ips": strs,
 			"expires_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
+			"last_used": map[string]any{"type": []string{"string", "null"}, "format": "date-time",
+				"description": "When the key was last used; null if never, or if the service records no usage. Only in the listings (GET /v1/account, GET /v1/account/keys)."},
 		}}
 }
 
 func security() []any {
-	return []any{map[string]any{"apiKey": []any{}}, map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}}
+	return []any{map[string]any{"apiKey": []any{}}, map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}, map[string]any{"cookie": []any{}}}
 }
 
 func ref(to string) map[string]any { return map[string]any{"$ref": to} }

@@ -1,14 +1,12 @@
 package rest
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"time"
 
-	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 	"github.com/tollgate-dev/tollgate/usage"
 )
 
@@ -72,7 +70,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 	if !h.methodOnly(w, r) {
 		return
 	}
-	if q := r.URL.Query(); slices.ContainsFunc(usageParams, q.Has) {
+	if q := r.URL.Query(); usagehttp.Asks(q) {
 		h.serveUsage(w, r, q)
 		return
 	}
@@ -126,158 +124,37 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 //   - by: api, key, channel, outcome or none (the default): one series per group.
 //   - api, key, channel: keep only the calls of that API, key id or channel.
 //
-// It answers {account, from, to, interval, by, series: [{group, points: [{start, calls,
-// credits, errors: {code: count}, latency_ms: {p50, p95, p99}}]}]}: a point per bucket
-// that has calls; errors counts the calls that did not succeed by code (refusals such as
-// rate_limited included); latency_ms is null when no call of the point ran. The
-// latencies are estimates within 9.1% (usage.QuantileError). The usage of the last few
-// seconds (the service's flush interval) may not be in it yet.
+// It answers {account, from, to, interval, by, key, series: [{group, points: [{start,
+// calls, credits, errors: {code: count}, latency_ms: {p50, p95, p99}}]}]}: a point per
+// bucket that has calls; key is the key filter (null for none); errors counts the calls
+// that did not succeed by code (refusals such as rate_limited included); latency_ms is
+// null when no call of the point ran. The latencies are estimates within 9.1%
+// (usage.QuantileError). The usage of the last few seconds (the service's flush
+// interval) may not be in it yet.
 //
 // Like the rest of /v1/analytics it is never billed and any valid key may call it, for
 // its own account only. The account's primary key (or a session it started, or one
 // that no key started) sees the whole account; any other key, or a session it started,
 // sees only that key's calls: the key filter is its id, and naming another key is a
-// 403. A bad parameter is a 400 invalid_input whose message begins
-// with the parameter's name; a service that records no usage answers 404.
+// 403 (the rule is the service's: tollgate.Service.OwnUsage). A bad parameter is a 400
+// invalid_input whose message begins with the parameter's name; a service that records
+// no usage answers 404. The parameters and the body are those of GET /v1/account/usage
+// (package internal/usagehttp reads and writes both).
 
-// usageParams are the query parameters of the time-series form.
-var usageParams = []string{"from", "to", "interval", "by", "api", "key", "channel"}
-
-// The body of the time-series form.
-type usageBody struct {
-	Account  string        `json:"account"`
-	From     time.Time     `json:"from"`
-	To       time.Time     `json:"to"`
-	Interval string        `json:"interval"`
-	By       string        `json:"by"`
-	Key      *string       `json:"key"` // the key filter; null for none
-	Series   []usageSeries `json:"series"`
-}
-
-type usageSeries struct {
-	Group  string       `json:"group"`
-	Points []usagePoint `json:"points"`
-}
-
-type usagePoint struct {
-	Start   time.Time        `json:"start"`
-	Calls   int64            `json:"calls"`
-	Credits int64            `json:"credits"`
-	Errors  map[string]int64 `json:"errors"`
-	Latency *latencyInfo     `json:"latency_ms"`
-}
-
-type latencyInfo struct {
-	P50 float64 `json:"p50"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
-}
-
-// ms returns d in milliseconds, to the microsecond.
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// badParam is the 400 of a query parameter to fix.
-func badParam(param, reason string) *tollgate.Error {
-	return &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: param + ": " + reason}
-}
-
-// parseInstant reads a bound of the range: an RFC 3339 instant or a date.
-func parseInstant(param, v string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse(time.DateOnly, v); err == nil {
-		return t, nil
-	}
-	return time.Time{}, badParam(param, fmt.Sprintf("%.40q is not a time: use RFC 3339 (2030-01-15T12:00:00Z) or a date (2030-01-15)", v))
-}
-
-// usageQuery reads the query of the time-series form.
-func (h *Handler) usageQuery(q url.Values, account string) (usage.Query, error) {
-	uq := usage.Query{Account: account, Interval: usage.Day, API: q.Get("api"), Key: q.Get("key"), Channel: q.Get("channel")}
-	var err error
-	if v := q.Get("interval"); v != "" {
-		if uq.Interval, err = usage.ParseResolution(v); err != nil {
-			return uq, badParam("interval", fmt.Sprintf("%.40q is not an interval: use minute, hour or day", v))
-		}
-	}
-	if uq.By, err = usage.ParseDimension(q.Get("by")); err != nil {
-		return uq, badParam("by", fmt.Sprintf("%.40q is not a grouping: use api, key, channel, outcome or none", q.Get("by")))
-	}
-	uq.To = h.svc.Now()
-	if v := q.Get("to"); v != "" {
-		if uq.To, err = parseInstant("to", v); err != nil {
-			return uq, err
-		}
-	}
-	span := 30 * 24 * time.Hour
-	switch uq.Interval {
-	case usage.Hour:
-		span = 24 * time.Hour
-	case usage.Minute:
-		span = time.Hour
-	}
-	uq.From = uq.To.Add(-span)
-	if v := q.Get("from"); v != "" {
-		if uq.From, err = parseInstant("from", v); err != nil {
-			return uq, err
-		}
-	}
-	return uq, nil
-}
-
-// serveUsage answers the time-series form of GET /v1/analytics.
+// serveUsage answers the time-series form of GET /v1/analytics. The service applies
+// who may read which usage (tollgate.Service.OwnUsage).
 func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Values) {
 	c, ok := h.caller(w, r, 0)
 	if !ok {
 		return
 	}
-	p, err := h.svc.Check(r.Context(), c)
-	if err != nil {
-		h.writeError(w, r, err, nil)
-		return
-	}
-	uq, err := h.usageQuery(q, p.Account.ID)
-	if err != nil {
-		h.writeError(w, r, err, nil)
-		return
-	}
-	if p.Key.ID != "" && !p.Key.Primary {
-		if uq.Key != "" && uq.Key != p.Key.ID {
-			h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeForbidden,
-				Message: "key: this key sees only its own usage; ask with the account's primary key to see other keys"}, nil)
+	uq, err := usagehttp.Query(q, h.svc.Now())
+	if err == nil {
+		var res usage.Result
+		if res, err = h.svc.OwnUsage(r.Context(), c, uq); err == nil {
+			h.writeData(w, r, http.StatusOK, usagehttp.NewBody(res))
 			return
 		}
-		uq.Key = p.Key.ID
 	}
-	res, err := h.svc.Usage(r.Context(), uq)
-	if err != nil {
-		h.writeError(w, r, err, nil)
-		return
-	}
-	rq := res.Query
-	by := string(rq.By)
-	if by == "" {
-		by = "none"
-	}
-	out := usageBody{Account: rq.Account, From: rq.From, To: rq.To, Interval: rq.Interval.String(), By: by,
-		Series: make([]usageSeries, 0, len(res.Series))}
-	if rq.Key != "" {
-		out.Key = &rq.Key
-	}
-	for _, s := range res.Series {
-		us := usageSeries{Group: s.Group, Points: make([]usagePoint, 0, len(s.Points))}
-		for _, pt := range s.Points {
-			up := usagePoint{Start: pt.Start, Calls: pt.Calls, Credits: pt.Credits, Errors: pt.Errors}
-			if up.Errors == nil {
-				up.Errors = map[string]int64{}
-			}
-			if pt.P99 > 0 {
-				up.Latency = &latencyInfo{P50: ms(pt.P50), P95: ms(pt.P95), P99: ms(pt.P99)}
-			}
-			us.Points = append(us.Points, up)
-		}
-		out.Series = append(out.Series, us)
-	}
-	h.writeData(w, r, http.StatusOK, out)
+	h.writeError(w, r, err, nil)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
 // OpenAPIInfo describes the service in its OpenAPI document. Empty fields get defaults.
@@ -27,7 +28,8 @@ type OpenAPIInfo struct {
 	// server serve, added to the document as they are: the self-service routes of
 	// package account (account.OpenAPIPaths), say. They may refer to this document's
 	// components: the responses BadRequest, Unauthorized, Forbidden, TooLarge and Error,
-	// and the security schemes apiKey, bearer and session (the x-jwt session token).
+	// and the security schemes apiKey, bearer, session (the x-jwt session token) and
+	// cookie (the browser's session cookie).
 	Paths map[string]any
 }
 
@@ -102,16 +104,8 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 				"with calls, credits, errors by code and latency percentiles (latency_ms). The primary key " +
 				"sees the whole account; any other key (or a session it started) only its own calls. Bounds: 1 day by minute, 31 days by hour, " +
 				"400 days by day; a bad parameter is a 400 whose message begins with its name.",
-			"tags": []string{"Service"},
-			"parameters": []any{
-				queryParam("from", "Start of the range, RFC 3339 or a date (UTC); the default is `to` less 30 days (day), 24 hours (hour) or 1 hour (minute).", map[string]any{"type": "string"}),
-				queryParam("to", "End of the range, exclusive, RFC 3339 or a date (UTC); the default is now.", map[string]any{"type": "string"}),
-				queryParam("interval", "Width of a point.", map[string]any{"type": "string", "enum": []string{"minute", "hour", "day"}, "default": "day"}),
-				queryParam("by", "What the series are grouped by.", map[string]any{"type": "string", "enum": []string{"none", "api", "key", "channel", "outcome"}, "default": "none"}),
-				queryParam("api", "Only the calls of this API.", map[string]any{"type": "string"}),
-				queryParam("key", "Only the calls of this key id.", map[string]any{"type": "string"}),
-				queryParam("channel", "Only the calls over this channel.", map[string]any{"type": "string", "enum": []string{"rest", "graphql", "mcp"}}),
-			},
+			"tags":       []string{"Service"},
+			"parameters": usagehttp.OpenAPIParameters(),
 			"responses": map[string]any{
 				"200":     okResponse(map[string]any{"type": "object"}, "The account's position, or its usage over time."),
 				"400":     ref("#/components/responses/BadRequest"),
@@ -152,11 +146,6 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 }
 
 func ref(to string) map[string]any { return map[string]any{"$ref": to} }
-
-// queryParam describes an optional query parameter.
-func queryParam(name, description string, schema map[string]any) map[string]any {
-	return map[string]any{"name": name, "in": "query", "required": false, "description": description, "schema": schema}
-}
 
 func operation(a *catalog.API) map[string]any {
 	op := map[string]any{
@@ -312,6 +301,8 @@ func components() map[string]any {
 				"description": "The API key as a bearer token, for clients that only support bearer auth."},
 			"session": map[string]any{"type": "apiKey", "in": "header", "name": "x-jwt",
 				"description": "A session token issued by the service (where the host enables sessions)."},
+			"cookie": map[string]any{"type": "apiKey", "in": "cookie", "name": "__Host-tollgate-session",
+				"description": "A browser's session cookie (named tollgate-session over plain HTTP), on the routes the host wraps with the session package's Cookies middleware. A request other than GET, HEAD or OPTIONS so authenticated needs the session's X-CSRF-Token header."},
 		},
 		"responses": map[string]any{
 			"BadRequest":      errorResponse("A parameter is missing, unknown, mistyped or out of range (not charged), or the API judged a well-formed value wrong (charged).", "invalid_input", "rejected"),

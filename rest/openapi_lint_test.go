@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,12 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/session"
 )
 
 // TestOpenAPILint validates the OpenAPI document of the sample catalog, with the
-// self-service routes of package account, with Redocly's recommended rules (the
+// self-service routes of package account and the session routes of package session,
+// with Redocly's recommended rules (the
 // structure of OpenAPI 3.1, the JSON Schemas inside it, and good-practice rules) and
 // requires no error and no warning.
 func TestOpenAPILint(t *testing.T) {
@@ -24,7 +27,20 @@ func TestOpenAPILint(t *testing.T) {
 	if err := apis.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := json.MarshalIndent(rest.OpenAPI(rest.OpenAPIInfo{Title: "Sample catalog", Paths: selfservice.OpenAPIPaths()}, reg.List()), "", "  ")
+	paths := selfservice.OpenAPIPaths()
+	maps.Copy(paths, session.OpenAPIPaths())
+	full := rest.OpenAPI(rest.OpenAPIInfo{Title: "Sample catalog", Paths: paths}, reg.List())
+	for path, methods := range map[string][]string{
+		"/v1/analytics": {"get"}, "/v1/account/usage": {"get"}, "/v1/account/session": {"post", "get", "delete"},
+	} {
+		item, _ := full["paths"].(map[string]any)[path].(map[string]any)
+		for _, m := range methods {
+			if _, ok := item[m]; !ok {
+				t.Errorf("the document has no %s %s", m, path)
+			}
+		}
+	}
+	doc, err := json.MarshalIndent(full, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}

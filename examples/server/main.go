@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -259,8 +260,12 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 
 	// 5. The front doors on one mux.
 	mux := http.NewServeMux()
+	// The OpenAPI document at /v1/openapi.json describes the self-service and session
+	// routes too.
+	docPaths := selfservice.OpenAPIPaths()
+	maps.Copy(docPaths, session.OpenAPIPaths())
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger,
-		OpenAPI: rest.OpenAPIInfo{Paths: selfservice.OpenAPIPaths()}})
+		OpenAPI: rest.OpenAPIInfo{Paths: docPaths}})
 	if err != nil {
 		return nil, err
 	}
