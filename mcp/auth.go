@@ -48,8 +48,11 @@ func (h *Handler) authenticate(r *http.Request, current bool) (*caller, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An MCP session belongs to the key it was opened with (a session token acts as
+	// the key that started it), so no other key's requests may use it; only a session
+	// token that names no key acts for the whole account.
 	c := &caller{p: p, as: as, cred: cred, user: "key:" + p.Key.ID}
-	if p.Session() {
+	if p.Key.ID == "" {
 		c.user = "account:" + p.Account.ID
 	}
 	return c, nil
