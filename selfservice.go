@@ -37,12 +37,17 @@ import (
 //   - Usage statistics: the caller reads its own account's only. The primary key (a
 //     session acting as it, or one that names no key) reads the whole account; any
 //     other key, or a session it started, reads only its own key's calls.
+//   - An account holds at most [Options.MaxOwnKeys] live keys for self-service to
+//     create another: creation is free, and every listing reads all the keys.
 //   - Every change goes through the management methods, so it is in the audit log with
-//     the caller's key id ([audit.Session] for a session without a key) as its actor and
-//     the caller's address.
+//     the caller's key id ([audit.SessionActor] for a session without a key) as its
+//     actor and the caller's address. Only the caller that sees every key (the primary
+//     key, a session acting as it, or one that names no key) reads the audit log, which
+//     tells of every key; a sub-key does not, whatever the options.
 //
 // Refusals are *Error values that say why: CodeForbidden for what the caller may not
-// do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key.
+// do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key
+// or an account at its cap of keys.
 
 // OwnAccount is what an account holder sees of their account.
 type OwnAccount struct {
@@ -71,8 +76,12 @@ func (s *Service) self(ctx context.Context, c Caller) (context.Context, Principa
 		return ctx, Principal{}, err
 	}
 	actor := p.Key.ID
-	if actor == "" {
-		actor = audit.Session
+	switch {
+	case actor != "":
+	case p.SessionID != "":
+		actor = audit.SessionActor(p.SessionID)
+	default:
+		actor = audit.Session // a token issued before sessions had ids
 	}
 	return WithActor(ctx, Actor{ID: actor, Addr: c.Addr}), p, nil
 }
@@ -235,7 +244,35 @@ func (s *Service) CreateOwnKey(ctx context.Context, c Caller, spec auth.NewKey) 
 	if err := s.narrowing(&p, spec.Restrictions); err != nil {
 		return auth.Key{}, "", err
 	}
+	if err := s.belowKeyCap(ctx, p.Account.ID); err != nil {
+		return auth.Key{}, "", err
+	}
 	return s.CreateKey(ctx, p.Account.ID, spec)
+}
+
+// belowKeyCap refuses a new key to an account that holds [Options.MaxOwnKeys] live
+// keys or more. Creation is free and no rate-limit event, and every listing and
+// session start reads all the keys: without a cap, an account holder could grow them
+// without bound. (The count and the creation are two steps: calls that race may pass
+// the cap by as many as run at once; the cap bounds the growth, not the exact count.)
+func (s *Service) belowKeyCap(ctx context.Context, account string) error {
+	if s.maxOwnKeys < 0 {
+		return nil
+	}
+	keys, err := s.authority.Store().Keys(ctx, account)
+	if err != nil {
+		return s.manageError("account", account, err)
+	}
+	live := 0
+	for _, k := range keys {
+		if !k.Revoked() {
+			live++
+		}
+	}
+	if live >= s.maxOwnKeys {
+		return newError(CodeConflict, fmt.Sprintf("the account holds %d live keys, the most self-service lets it hold: revoke keys it no longer uses, then try again", live), nil)
+	}
+	return nil
 }
 
 // narrowing refuses restrictions wider than the caller's own key's or the account's.
@@ -306,15 +343,18 @@ func (s *Service) UpdateOwnKey(ctx context.Context, c Caller, keyID string, chan
 }
 
 // OwnAuditLog returns a page of the audit log of the caller's account (q.Account is
-// set to it), newest first. Reading it is managing the account: a sub-key may read it
-// only if [Options.SubKeysManageKeys] is set.
+// set to it), newest first. The log tells of every key of the account (their
+// restrictions, the addresses they were changed from, the sessions of the primary
+// key), so only the caller that may see every key reads it: the primary key, a session
+// acting as it, or a session that names no key. A sub-key may not, even with
+// [Options.SubKeysManageKeys].
 func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (audit.Page, error) {
 	_, p, err := s.self(ctx, c)
 	if err != nil {
 		return audit.Page{}, err
 	}
-	if !managesAll(&p) && !s.subKeysManage {
-		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log on this service: use the account's primary key, or a session started with it", nil)
+	if !managesAll(&p) {
+		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log, which tells of every key of the account: use the account's primary key, or a session started with it", nil)
 	}
 	q.Account = p.Account.ID
 	return s.AuditLog(ctx, q)

@@ -1,6 +1,7 @@
 package tollgate
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -91,6 +92,11 @@ type Options struct {
 	// sub-key itself, never the primary key. By default only the primary key or a
 	// session token may manage an account's keys; a sub-key may only read its own record.
 	SubKeysManageKeys bool
+	// MaxOwnKeys is the most live (not revoked) keys an account may hold for its
+	// holder to create another through self-service ([Service.CreateOwnKey]); the
+	// operator's CreateKey is not held to it. The default is [DefaultMaxOwnKeys]; a
+	// negative value sets no cap.
+	MaxOwnKeys int
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
 	// that [WithActor] names. Nil (the default) keeps no audit log.
@@ -127,6 +133,9 @@ type FetchOptions struct {
 	// MaxRedirects is the number of redirects followed. The default is 3.
 	MaxRedirects int
 }
+
+// DefaultMaxOwnKeys is the default [Options.MaxOwnKeys].
+const DefaultMaxOwnKeys = 100
 
 // DefaultCallTimeout is the default [Options.CallTimeout].
 const DefaultCallTimeout = 30 * time.Second
@@ -192,6 +201,7 @@ type Service struct {
 	usageRetention UsageRetention
 	stopUsagePrune func() // stops the background prune of the usage statistics; nil if none runs
 	subKeysManage  bool   // Options.SubKeysManageKeys
+	maxOwnKeys     int    // Options.MaxOwnKeys, with its default
 	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
 	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
 	sessions     *auth.Sessions
@@ -266,6 +276,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		timeout:       timeout,
 		audit:         opts.Audit,
 		subKeysManage: opts.SubKeysManageKeys,
+		maxOwnKeys:    cmp.Or(opts.MaxOwnKeys, DefaultMaxOwnKeys),
 		sessions:      opts.Sessions,
 		sessionStore:  opts.SessionStore,
 		sessionTTL:    sessionTTL,
@@ -906,6 +917,9 @@ func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, err
 	return st, nil
 }
 
+// unavailable is the error of a store that failed: an outage, logged at ERROR and
+// answered 503, unless it is the caller's mistake (a value the store cannot hold) or
+// the caller's request ended. Nothing the request asked for was done.
 func (s *Service) unavailable(what string, err error) *Error {
 	if e := (*Error)(nil); errors.As(err, &e) {
 		return e
@@ -920,7 +934,7 @@ func (s *Service) unavailable(what string, err error) *Error {
 		return newError(CodeUnavailable, "the request was canceled before the service could answer", err)
 	}
 	s.log.Error("tollgate: store unavailable", "store", what, "error", err)
-	return newError(CodeUnavailable, "the service cannot reach its data store; nothing was charged; try again shortly", err)
+	return newError(CodeUnavailable, "the service cannot reach its data store; nothing was done and nothing was charged; try again shortly", err)
 }
 
 func (s *Service) internal(what string, err error) *Error {

@@ -162,7 +162,7 @@ func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr)
 	}
 	actor := c.KeyID
 	if actor == "" {
-		actor = "session:" + c.ID
+		actor = audit.SessionActor(c.ID)
 	}
 	s.record(WithActor(ctx, Actor{ID: actor, Addr: addr}), now, audit.Entry{
 		Action: audit.SessionEnd, Account: c.Account, Target: c.ID})

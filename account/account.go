@@ -14,7 +14,7 @@
 //	DELETE /v1/account/keys/{key_id}          revoke a sub-key (as POST .../revoke)
 //	POST   /v1/account/keys/{key_id}/rotate   give a key a new value
 //	POST   /v1/account/keys/{key_id}/revoke   revoke a sub-key
-//	GET    /v1/account/audit                  the account's audit log: ?limit=&cursor=&from=&to=
+//	GET    /v1/account/audit                  the account's audit log (primary key only): ?limit=&cursor=&from=&to=
 //	GET    /v1/account/usage                  usage over time: ?from=&to=&interval=&by=&api=&key=&channel=
 //
 // GET /v1/account/usage takes the query parameters and answers the body of the

@@ -60,9 +60,16 @@ const (
 	// (for example accounts seeded at start-up).
 	Host = "host"
 	// Session is the Actor of a change made by an account holder through a session
-	// token that names no key.
+	// token that names no key and has no id (one issued before sessions had ids);
+	// such a session with an id is named by [SessionActor].
 	Session = "session"
 )
+
+// SessionActor is the Actor of a change made through the session with the given id
+// when the session names no key (a session that acts as a key is named by the key's
+// id): "session:" followed by the id, the same in the session's own start and end
+// entries, so that the log tells which session made each change.
+func SessionActor(id string) string { return Session + ":" + id }
 
 // Entry is one change, as recorded.
 type Entry struct {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/store"
 )
@@ -385,7 +386,7 @@ type NewKey struct {
 // error wraps [ErrWidens].
 func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey, now time.Time) (Key, string, error) {
 	name := strings.TrimSpace(spec.Name)
-	if name == "" || len(name) > 64 {
+	if name == "" || utf8.RuneCountInString(name) > 64 {
 		return Key{}, "", invalidf("a key needs a name of 1 to 64 characters")
 	}
 	acct, err := a.keys.Account(ctx, accountID)
@@ -452,7 +453,7 @@ type KeyChange struct {
 func (a *Authority) UpdateKey(ctx context.Context, keyID string, c KeyChange, now time.Time, check func(old, updated Key) error) (before, after Key, err error) {
 	if c.Name != nil {
 		name := strings.TrimSpace(*c.Name)
-		if name == "" || len(name) > 64 {
+		if name == "" || utf8.RuneCountInString(name) > 64 {
 			return Key{}, Key{}, invalidf("a key needs a name of 1 to 64 characters")
 		}
 		c.Name = &name

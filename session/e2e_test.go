@@ -126,6 +126,13 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // acts for (POST stands for any state-changing self-service call).
 func deploy(t *testing.T, b backend, login session.Login, caches ...bool) *deployment {
 	t.Helper()
+	return deployWith(t, b, login, nil, caches...)
+}
+
+// deployWith is deploy with the service options changed by opt (SubKeysManageKeys,
+// say), if it is not nil.
+func deployWith(t *testing.T, b backend, login session.Login, opt func(*tollgate.Options), caches ...bool) *deployment {
+	t.Helper()
 	stores, ended := b.stores(t)
 	reg := &catalog.Registry{}
 	for _, id := range []string{"alpha", "beta"} {
@@ -150,6 +157,9 @@ func deploy(t *testing.T, b backend, login session.Login, caches ...bool) *deplo
 			Audit: d.audit, SweepInterval: -1}
 		if cached {
 			opts.KeyCache = &auth.KeyCacheOptions{TTL: time.Hour}
+		}
+		if opt != nil {
+			opt(opts)
 		}
 		svc, err := tollgate.New(reg, stores, plans, opts)
 		if err != nil {

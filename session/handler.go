@@ -373,20 +373,23 @@ func (h *Handler) current(w http.ResponseWriter, r *http.Request) {
 		CSRFToken: h.sessions.CSRFToken(c.ID)})
 }
 
-// end serves DELETE /v1/account/session: it clears the cookie, and ends the session.
+// end serves DELETE /v1/account/session: it ends the session, and clears the cookie.
+// The cookie is kept when the session could not be ended (its store is down): the
+// page may sign out again, and the session is not left alive behind a cleared cookie.
 func (h *Handler) end(w http.ResponseWriter, r *http.Request) {
-	if _, err := r.Cookie(h.cookieName(r)); err == nil {
-		h.setCookie(w, r, "", time.Time{})
-	}
 	token, _, err := h.sessionOf(r, false)
-	if errors.Is(err, auth.ErrSessionExpired) {
-		writeData(w, http.StatusOK, map[string]bool{"ended": true})
-		return
-	}
 	if err == nil {
 		err = h.svc.EndSession(r.Context(), token, auth.ClientAddr(r, h.trusted))
 	}
-	if err != nil {
+	if e := (*tollgate.Error)(nil); err != nil && !errors.Is(err, auth.ErrSessionExpired) &&
+		(!errors.As(err, &e) || e.Code == tollgate.CodeUnavailable || e.Code == tollgate.CodeInternal) {
+		writeError(w, err) // the service failed: the session may still be alive
+		return
+	}
+	if _, cerr := r.Cookie(h.cookieName(r)); cerr == nil {
+		h.setCookie(w, r, "", time.Time{}) // a session that ended, or a cookie that names none
+	}
+	if err != nil && !errors.Is(err, auth.ErrSessionExpired) {
 		writeError(w, err)
 		return
 	}
