@@ -187,10 +187,16 @@ func (s *Service) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 	}
 	now := s.now()
 	before, after, err := s.authority.UpdateKey(ctx, keyID, c, now, check)
-	if err != nil {
-		if e := (*Error)(nil); errors.As(err, &e) {
-			return auth.Key{}, e
-		}
+	if e := (*Error)(nil); errors.As(err, &e) {
+		return auth.Key{}, e
+	}
+	switch {
+	case errors.Is(err, auth.ErrUpdateConflict):
+		return auth.Key{}, newError(CodeConflict, "the key changed while it was being updated; read it again and retry", err)
+	case errors.Is(err, store.ErrConflict):
+		// The key is revoked (by the time the update was tried, if not when read).
+		return auth.Key{}, newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), err)
+	case err != nil:
 		return auth.Key{}, s.manageError("key", keyID, err)
 	}
 	s.keyHooks.notify(keyID)

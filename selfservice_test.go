@@ -2,8 +2,10 @@ package tollgate_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
@@ -158,5 +160,76 @@ func TestSelfServiceIgnoresChannelsButNotAddresses(t *testing.T) {
 	}
 	if _, _, err := h.svc.OwnKeys(ctx, keyCaller(value, netip.MustParseAddr("192.0.2.1"))); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("from an address outside the allow-list: %v, want forbidden", err)
+	}
+}
+
+// racingKeyStore is a memory key store where another writer updates a key (renaming it
+// to its own name) right after each of the next races reads of it: each update decided
+// on that read then conflicts, as with concurrent updates of one key.
+type racingKeyStore struct {
+	*memory.KeyStore
+	races atomic.Int32
+}
+
+func (s *racingKeyStore) Key(ctx context.Context, id string) (auth.Key, error) {
+	k, err := s.KeyStore.Key(ctx, id)
+	if err == nil && s.races.Add(-1) >= 0 {
+		if _, err := s.KeyStore.UpdateKey(ctx, auth.KeyUpdate{ID: id, Name: k.Name, Restrictions: k.Restrictions, Revision: k.Revision}); err != nil {
+			return auth.Key{}, err
+		}
+	}
+	return k, err
+}
+
+// TestUpdateKeyConflicts checks that an update of a key that other updates change
+// meanwhile is tried again on the key as it is now, and succeeds unless it loses every
+// attempt; then, and for a revoked key, the conflict says what to do in the caller's
+// terms, with none of the store's internals.
+func TestUpdateKeyConflicts(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		races   int32
+		revoked bool
+		want    string // "" for success
+	}{
+		{"no concurrent update", 0, false, ""},
+		{"a few concurrent updates", 5, false, ""},
+		{"concurrent updates on every attempt", 1000, false, "the key changed while it was being updated; read it again and retry"},
+		{"a revoked key", 0, true, "is revoked; a revoked key cannot be changed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := &racingKeyStore{KeyStore: memory.NewKeyStore()}
+			h := newHarness(t, harnessOptions{keys: keys})
+			primary := keyCaller(h.key, netip.Addr{})
+			k, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.revoked {
+				if _, err := h.svc.RevokeKey(ctx, k.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := "renamed"
+			for _, update := range []func() error{
+				func() error { _, err := h.svc.UpdateKey(ctx, k.ID, tollgate.KeyChange{Name: &name}); return err },
+				func() error {
+					_, err := h.svc.UpdateOwnKey(ctx, primary, k.ID, tollgate.KeyChange{Name: &name})
+					return err
+				},
+			} {
+				keys.races.Store(tc.races)
+				err := update()
+				switch {
+				case tc.want == "" && err != nil:
+					t.Errorf("update: %v", err)
+				case tc.want != "" && (tollgate.CodeOf(err) != tollgate.CodeConflict || !strings.Contains(err.Error(), tc.want)):
+					t.Errorf("update: %v; want a conflict saying %q", err, tc.want)
+				case err != nil && strings.ContainsAny(err.Error(), "():") || strings.Contains(fmt.Sprint(err), "memory"):
+					t.Errorf("the conflict shows the store's internals: %q", err)
+				}
+			}
+		})
 	}
 }

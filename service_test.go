@@ -33,6 +33,7 @@ type harnessOptions struct {
 	plan   billing.Plan
 	opts   tollgate.Options
 	ledger driver.Ledger
+	keys   auth.KeyStore // nil: memory.NewKeyStore()
 }
 
 func newHarness(t *testing.T, ho harnessOptions) *harness {
@@ -83,8 +84,12 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 		ledger = memory.NewLedger(nil)
 	}
 	h.slots = &countingSlots{ConcurrencyLimiter: memory.NewConcurrencyLimiter()}
+	keys := ho.keys
+	if keys == nil {
+		keys = memory.NewKeyStore()
+	}
 	h.svc, err = tollgate.New(reg, tollgate.Stores{
-		Keys: memory.NewKeyStore(), Ledger: ledger, Rates: memory.NewRateLimiter(), Slots: h.slots,
+		Keys: keys, Ledger: ledger, Rates: memory.NewRateLimiter(), Slots: h.slots,
 	}, plans, &ho.opts)
 	if err != nil {
 		t.Fatal(err)

@@ -443,6 +443,19 @@ type KeyChange struct {
 	Restrictions *Restrictions
 }
 
+// updateAttempts is how many times [Authority.UpdateKey] reads a key and updates it
+// before it gives up on a key that keeps changing.
+const updateAttempts = 8
+
+// Errors of [Authority.UpdateKey] that wrap store.ErrConflict.
+var (
+	// ErrUpdateConflict reports a key that other updates kept changing while it was being
+	// updated, on every attempt: read it again and retry.
+	ErrUpdateConflict = fmt.Errorf("auth: the key changed while it was being updated: %w", store.ErrConflict)
+	// ErrRevokedKeyChange reports a change of a revoked key, which cannot be changed.
+	ErrRevokedKeyChange = fmt.Errorf("auth: a revoked key cannot be changed: %w", store.ErrConflict)
+)
+
 // UpdateKey changes the name or the restrictions of a key and returns the key before
 // and after the change. check, if not nil, is given the key as it is and as it would be,
 // and may refuse the change (a policy of the caller's: that it only narrows, say); its
@@ -467,7 +480,7 @@ func (a *Authority) UpdateKey(ctx context.Context, keyID string, c KeyChange, no
 			return Key{}, Key{}, err
 		}
 		if old.Revoked() {
-			return Key{}, Key{}, fmt.Errorf("auth: key %q is revoked and cannot be changed: %w", keyID, store.ErrConflict)
+			return Key{}, Key{}, fmt.Errorf("auth: key %q is revoked and cannot be changed: %w", keyID, ErrRevokedKeyChange)
 		}
 		updated := old
 		if c.Name != nil {
@@ -495,8 +508,14 @@ func (a *Authority) UpdateKey(ctx context.Context, keyID string, c KeyChange, no
 		if err == nil {
 			return old, after, nil
 		}
-		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+		if !errors.Is(err, store.ErrConflict) {
 			return Key{}, Key{}, err
+		}
+		// The key changed since it was read (or was revoked, which the next read
+		// tells): another update of it was stored, so every attempt lost to one that
+		// made progress. Read it again, a few times.
+		if attempt == updateAttempts-1 {
+			return Key{}, Key{}, fmt.Errorf("%w: %w", ErrUpdateConflict, err)
 		}
 	}
 }

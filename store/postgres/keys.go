@@ -405,9 +405,11 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 	case revoked:
 		return auth.Key{}, fmt.Errorf("postgres: key %q is revoked: %w", u.ID, store.ErrConflict)
 	}
-	at := int64(-1)
-	if revision != nil {
-		at = *revision
+	if revision != nil && *revision != u.Revision {
+		return auth.Key{}, fmt.Errorf("postgres: key %q changed since revision %d (it is at %d): %w", u.ID, u.Revision, *revision, store.ErrConflict)
 	}
-	return auth.Key{}, fmt.Errorf("postgres: key %q changed since revision %d (it is at %d): %w", u.ID, u.Revision, at, store.ErrConflict)
+	// old saw the revision asked for: old reads the statement's snapshot, taken before
+	// the update waited for a concurrent update of the row to commit, while the update
+	// re-checks its condition on the row that update left (READ COMMITTED).
+	return auth.Key{}, fmt.Errorf("postgres: key %q changed since revision %d, by an update that committed while this one waited for it: %w", u.ID, u.Revision, store.ErrConflict)
 }
