@@ -149,10 +149,16 @@ func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string
 	return key, value, nil
 }
 
-// RevokeKey revokes a key; the very next call with it is refused.
+// RevokeKey revokes a key; the very next call with it is refused. Revoking a revoked
+// key changes nothing: it returns the key as it is, and adds no audit entry. (Two
+// revocations of a live key at the same moment may both be recorded: the key is read
+// before it is revoked, and the stores do not say which revocation was first.)
 func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
+	}
+	if k, err := s.authority.Store().Key(ctx, keyID); err == nil && k.Revoked() {
+		return k, nil // a store error is the revocation's to report
 	}
 	now := s.now()
 	key, err := s.authority.RevokeKey(ctx, keyID, now)

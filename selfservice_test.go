@@ -233,3 +233,41 @@ func TestUpdateKeyConflicts(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokeTwiceRecordsOnce checks that revoking a revoked key, by the operator or
+// through self-service, succeeds without a second key.revoke entry in the audit log.
+func TestRevokeTwiceRecordsOnce(t *testing.T) {
+	ctx := context.Background()
+	log := memory.NewAuditStore()
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	primary := keyCaller(h.key, netip.Addr{})
+	k, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, revoke := range []struct {
+		name string
+		do   func() (auth.Key, error)
+	}{
+		{"self-service", func() (auth.Key, error) { return h.svc.RevokeOwnKey(ctx, primary, k.ID) }},
+		{"self-service again", func() (auth.Key, error) { return h.svc.RevokeOwnKey(ctx, primary, k.ID) }},
+		{"operator", func() (auth.Key, error) { return h.svc.RevokeKey(ctx, k.ID) }},
+	} {
+		if got, err := revoke.do(); err != nil || !got.Revoked() {
+			t.Errorf("%s revocation: %+v, %v; want the revoked key", revoke.name, got, err)
+		}
+	}
+	page, err := h.svc.AuditLog(ctx, audit.Query{Account: "acct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range page.Entries {
+		if e.Action == audit.KeyRevoke {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d key.revoke entries for one key revoked three times; want 1", n)
+	}
+}
