@@ -4,10 +4,12 @@ import "sync"
 
 // OnKeyChange arranges for fn to be called with a key's id each time this service
 // rotates, revokes or updates that key ([Service.RotateKey], [Service.RevokeKey],
-// [Service.UpdateKey], and their self-service forms), after the
+// [Service.UpdateKey], and their self-service forms), or ends a session that acts as
+// it ([Service.EndSession]; keyID is "" for a session that named no key), after the
 // change is stored and before the call returns. Front doors that hold connections open
-// use it to check them again at once: package mcp closes the open streams of a revoked
-// key this way.
+// use it to check the key's connections again at once (not to end them all: after a
+// sign-out, only the ended session's are refused): package mcp closes the open streams
+// of a revoked key, or of a session that signed out, this way.
 //
 // Changes made by other instances on the same stores, or directly in the key store, are
 // not reported; a front door that must notice them also checks its connections

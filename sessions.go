@@ -131,7 +131,8 @@ func (s *Service) startSession(ctx context.Context, p *Principal, keyHash *auth.
 // shares [Options.SessionStore] refuses the token from the next request on. Ending an
 // ended or expired session does nothing and is not an error; a token that is not one of
 // the service's is CodeUnauthorized. The end is recorded in the audit log, with the key
-// the session acted as and addr.
+// the session acted as and addr, and the functions of [Service.OnKeyChange] are called
+// with that key's id, so that the session's open connections end at once.
 func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr) error {
 	if s.sessions == nil {
 		return errSessionsOff
@@ -160,6 +161,10 @@ func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr)
 	if err := s.authority.EndSession(ctx, c, now); err != nil {
 		return s.unavailable("session store", err)
 	}
+	// Front doors check again the connections of the key the session acted as (the
+	// sessions that named no key, for ""): the ended session's are refused and end,
+	// the others pass.
+	s.keyHooks.notify(c.KeyID)
 	actor := c.KeyID
 	if actor == "" {
 		actor = audit.SessionActor(c.ID)

@@ -141,10 +141,11 @@
 // checked, so the next one is refused; and the open streams of the key, GET event
 // streams and POSTs whose answer is pending, are ended: each open request is
 // registered with its credential, and when the handler's Service rotates or revokes a
-// key ([tollgate.Service.OnKeyChange]) the key's open requests are authenticated again
-// at once, and those refused are ended (a pending POST is answered with the refusal).
-// So a revocation ends the key's streams, and a rotation ends those opened with the
-// old value but not the OAuth ones. Revocations made through another instance, and
+// key, or ends a session ([tollgate.Service.OnKeyChange]), the key's open requests are
+// authenticated again at once, and those refused are ended (a pending POST is answered
+// with the refusal). So a revocation ends the key's streams, a rotation ends those
+// opened with the old value but not the OAuth ones, and a sign-out ends the streams of
+// the session that signed out, not those of the key's other sessions. Revocations made through another instance, and
 // tokens that expire, are caught by a periodic check: each open stream authenticates
 // its credential again every [Options.RecheckInterval] (default 5 s), and ends when it
 // is refused or cannot be checked. Streams are ended rather than sessions, because

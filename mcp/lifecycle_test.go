@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/mcp"
+	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 // TestRotationHeaderClient checks that a client configured with a key in its header
@@ -408,5 +410,42 @@ func TestKeyCacheBeforeRefusals(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSignOutClosesStreams checks that ending a session (a sign-out) ends at once the
+// open event streams of the MCP sessions that its token drives, and not those of
+// another session of the same key: the periodic check is off, so only the sign-out can
+// end them.
+func TestSignOutClosesStreams(t *testing.T) {
+	sessions, err := auth.NewSessions([]byte("mcp-signout-secret-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, config{svc: tollgate.Options{Sessions: sessions, SessionStore: memory.NewSessionStore()},
+		mcp: mcp.Options{RecheckInterval: time.Hour}})
+	var toks []string
+	for range 2 {
+		s, err := h.svc.StartSession(t.Context(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: h.key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, s.Token)
+	}
+	var ended []<-chan struct{}
+	for _, tok := range toks {
+		c := h.raw(t, http.Header{"X-Jwt": {tok}})
+		c.initialize()
+		ch, _ := c.openStream()
+		ended = append(ended, ch)
+	}
+	if err := h.svc.EndSession(t.Context(), toks[0], netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ended[0], "the end of the signed-out session's stream")
+	select {
+	case <-ended[1]:
+		t.Fatal("a sign-out ended the stream of another session of the same key")
+	default:
 	}
 }
