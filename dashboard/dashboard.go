@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
 )
 
@@ -273,27 +274,23 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, v *visit, err e
 	h.render(w, r, status, "message", page)
 }
 
-// statusOf returns the HTTP status and the message for a person of a service error.
+// statusOf returns the HTTP status of a service error (the REST front door's, see
+// rest.Status) and the message for a person.
 func statusOf(err error) (int, string) {
 	var e *tollgate.Error
 	if !errors.As(err, &e) {
 		return http.StatusInternalServerError, "Internal error: the request could not be completed. Try again later."
 	}
-	switch e.Code {
-	case tollgate.CodeUnavailable:
-		return http.StatusServiceUnavailable, "The service cannot answer now; try again shortly."
-	case tollgate.CodeInternal:
-		return http.StatusInternalServerError, "Internal error: the request could not be completed. Try again later."
-	case tollgate.CodeUnauthorized, tollgate.CodeNoCredential, tollgate.CodeMalformedCredential:
+	switch status := rest.Status(e.Code); {
+	case e.Code == tollgate.CodeUnavailable:
+		return status, "The service cannot answer now; try again shortly."
+	case status >= 500:
+		return status, "Internal error: the request could not be completed. Try again later."
+	case e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential:
 		return http.StatusUnauthorized, e.Message
-	case tollgate.CodeForbidden:
-		return http.StatusForbidden, e.Message
-	case tollgate.CodeNotFound:
-		return http.StatusNotFound, e.Message
-	case tollgate.CodeConflict:
-		return http.StatusConflict, e.Message
+	default:
+		return status, e.Message
 	}
-	return http.StatusBadRequest, e.Message
 }
 
 // signInPage serves the sign-in form; a signed-in person goes to the overview.
