@@ -192,3 +192,24 @@ func (e *env) call(t *testing.T, api, key string) int {
 	res.Body.Close()
 	return res.StatusCode
 }
+
+// caller is the primary key as a self-service caller.
+func (e *env) caller() tollgate.Caller {
+	return tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: e.key}}
+}
+
+// primaryID returns the id of the account's primary key.
+func (e *env) primaryID(t *testing.T) string {
+	t.Helper()
+	keys, _, err := e.svc.OwnKeys(t.Context(), e.caller())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Primary {
+			return k.ID
+		}
+	}
+	t.Fatal("the account has no primary key")
+	return ""
+}
