@@ -22,7 +22,7 @@ else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
 fi
 
-say "Debian packages (the toolchains the generated client packages are tested with)"
+say "Debian packages (the toolchains the generated client packages are tested with, and the dashboard's browser)"
 # Each entry: a package, and a command or file whose absence means it must be installed.
 debian=(
   "default-jdk-headless:javac"
@@ -34,6 +34,7 @@ debian=(
   "php-cli:php"
   "php-curl:/usr/share/doc/php-curl"
   "composer:composer"
+  "chromium:chromium"
 )
 missing=()
 for entry in "${debian[@]}"; do

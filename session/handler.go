@@ -265,14 +265,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		err = &tollgate.Error{Code: tollgate.CodeUnauthorized,
 			Message: "the credential header is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
 	case req.APIKey != "":
-		key, ok := auth.ParseKey(strings.TrimSpace(req.APIKey))
-		if !ok {
-			err = &tollgate.Error{Code: tollgate.CodeUnauthorized,
-				Message: "api_key is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
-			break
-		}
-		s, err = h.svc.StartSession(r.Context(), tollgate.Caller{
-			Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: key}, Addr: addr})
+		s, err = h.startWithKey(r, req.APIKey, "api_key", addr)
 	case h.login != nil:
 		s, err = h.startLogin(r, addr)
 	default:
@@ -291,6 +284,77 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 	}
 	writeData(w, http.StatusCreated, info)
 }
+
+// startWithKey starts a session with the key value a body or a form gave in the named
+// field.
+func (h *Handler) startWithKey(r *http.Request, value, field string, addr netip.Addr) (tollgate.Session, error) {
+	key, ok := auth.ParseKey(strings.TrimSpace(value))
+	if !ok {
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeUnauthorized,
+			Message: field + " is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
+	}
+	return h.svc.StartSession(r.Context(), tollgate.Caller{
+		Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: key}, Addr: addr})
+}
+
+// SignIn starts a cookie session with an API key that a page's own sign-in form sent
+// (field names the form field, for the messages), as POST /v1/account/session does:
+// it refuses a request from another origin, checks the key against the key store, and
+// sets the session cookie. The key's value is never kept nor logged. Its errors are
+// *tollgate.Error values whose message says what to fix (CodeUnauthorized for a value
+// that is not a valid key, CodeForbidden for another origin or a key that may not be
+// used from the caller's address).
+func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, field, apiKey string) (tollgate.Session, error) {
+	if err := h.origins.Check(r); err != nil {
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
+			Message: "a session cannot be started from another origin's page"}
+	}
+	s, err := h.startWithKey(r, apiKey, field, h.ClientAddr(r))
+	if err != nil {
+		return tollgate.Session{}, err
+	}
+	h.setCookie(w, r, s.Token, s.Expires)
+	return s, nil
+}
+
+// SignOut ends the session of r's cookie on every instance and clears the cookie. A
+// request without the cookie, or whose session has already ended or is not one of
+// the service's, only has its cookie cleared. The cookie is kept, and the error
+// returned, when the session could not be ended (its store is down), so that the
+// person may sign out again. The caller checks the request's CSRF token first.
+func (h *Handler) SignOut(w http.ResponseWriter, r *http.Request) error {
+	token := h.CookieToken(r)
+	if token == "" {
+		return nil
+	}
+	err := h.svc.EndSession(r.Context(), token, h.ClientAddr(r))
+	if c := tollgate.CodeOf(err); err != nil && (c == tollgate.CodeUnavailable || c == tollgate.CodeInternal) {
+		return err
+	}
+	h.setCookie(w, r, "", time.Time{})
+	return nil
+}
+
+// CookieToken returns the session token that r's session cookie carries, or "" if it
+// has none. The token is a bearer secret: send it to the service as the x-jwt
+// credential, which checks it; never log it.
+func (h *Handler) CookieToken(r *http.Request) string {
+	c, err := r.Cookie(h.cookieName(r))
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
+// CheckOrigin returns an error if r comes from another origin than the service's own
+// (or one of [Options.TrustedOrigins]), by the browser's Sec-Fetch-Site or Origin
+// header, as [http.CrossOriginProtection] decides. A page's state-changing forms are
+// checked with it, besides their CSRF token.
+func (h *Handler) CheckOrigin(r *http.Request) error { return h.origins.Check(r) }
+
+// ClientAddr returns the address of r's client, believing X-Forwarded-For only from
+// [Options.TrustedProxies].
+func (h *Handler) ClientAddr(r *http.Request) netip.Addr { return auth.ClientAddr(r, h.trusted) }
 
 // readStart reads the optional JSON body of POST /v1/account/session.
 func readStart(r *http.Request) (startRequest, error) {

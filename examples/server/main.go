@@ -7,6 +7,11 @@
 //
 //	API key: 3f1c...
 //
+// The dashboard, the account holders' web pages, is at /dashboard/: sign in there with
+// the key. Its address is printed after the listening address:
+//
+//	Dashboard: http://localhost:8080/dashboard/ (sign in with the API key)
+//
 // Sessions start at /v1/account/session, with a key (POST with x-api-key) or sign out
 // (DELETE): a browser gets an HttpOnly cookie and a CSRF token, a program asks for a
 // token ({"kind":"token"}) to send as x-jwt.
@@ -55,6 +60,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth/oauth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/dashboard"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/gql"
@@ -153,6 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stdout, "Listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "Dashboard: %s/dashboard/ (sign in with the API key)\n", strings.TrimSuffix(c.publicURL, "/"))
 
 	// Serve until SIGINT or SIGTERM, then let calls in flight finish.
 	errc := make(chan error, 1)
@@ -288,6 +295,13 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 	mux.Handle("/v1/account", sessionHandler.Cookies(accountHandler))
 	mux.Handle("/v1/account/", sessionHandler.Cookies(accountHandler))
+	// The dashboard: the account holders' web pages (sign in with a key, the overview
+	// of credits and usage, the keys), on the same session cookie.
+	dash, err := dashboard.NewHandler(svc, sessionHandler, &dashboard.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
 		return nil, err

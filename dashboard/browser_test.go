@@ -1,0 +1,143 @@
+package dashboard_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+)
+
+// TestBrowser drives the dashboard in Debian's Chromium with playwright-core
+// (tools/npm/dashboard-e2e.mjs): sign in with a key; the overview's figures equal GET
+// /v1/analytics; create a sub-key limited to one API, which calls it over REST and is
+// refused another; copy its value with the copy button; rotate it, and see the old
+// value refused by the next REST call; revoke it; a cross-site form post and a
+// same-origin post without the CSRF token are refused; axe-core finds no serious or
+// critical accessibility violation on any page; and no page breaks the
+// Content-Security-Policy. It writes a screenshot of every page at desktop (1280) and
+// phone (390) width to $TOLLGATE_TEST_OUTPUT/dashboard if that is set, else to the
+// test's t.TempDir() (removed after the test).
+//
+// It needs chromium on PATH (scripts/test.sh installs Debian's) and the npm tools of
+// tools/npm in $TOLLGATE_NODE_TOOLS; without them it skips, and under CI=true fails.
+func TestBrowser(t *testing.T) {
+	dir, node := testenv.Node22(t)
+	for _, pkg := range []string{"playwright-core", "axe-core"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
+			testenv.Unavailable(t, "npm package %s is not installed in %s (scripts/test.sh installs it): %v", pkg, dir, err)
+		}
+	}
+	browserPath, err := exec.LookPath("chromium")
+	if err != nil {
+		testenv.Unavailable(t, "chromium is not on PATH (scripts/test.sh installs the Debian package): %v", err)
+	}
+	out := t.TempDir()
+	if o := os.Getenv("TOLLGATE_TEST_OUTPUT"); o != "" {
+		out = filepath.Join(o, "dashboard")
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	e := newEnv(t)
+	// Some usage, flushed, for the overview's figures and chart.
+	for _, api := range []string{"alpha", "alpha", "beta"} {
+		if got := e.call(t, api, e.key); got != http.StatusOK {
+			t.Fatalf("call %s: %d", api, got)
+		}
+	}
+	if err := e.svc.FlushUsage(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Another site: a page whose form posts to the dashboard, without a CSRF token.
+	// It is served on localhost while the dashboard is on 127.0.0.1: another site.
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><html lang="en"><title>Prizes</title><form method="post" action="%s/dashboard/rotate">`+
+			`<input type="hidden" name="key_id" value="%s"><button>Win a prize</button></form></html>`,
+			html.EscapeString(e.srv.URL), html.EscapeString(e.primaryID(t)))
+	}))
+	t.Cleanup(evil.Close)
+	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
+
+	cfg, err := json.Marshal(map[string]string{"base": e.srv.URL, "evil": evilURL, "key": e.key,
+		"chromium": browserPath, "out": out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "config.json") // the key is in it: not in argv
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join(dir, "dashboard-e2e.mjs"), cfgPath)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+
+	checks := 0
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	var createdID string
+	for sc.Scan() {
+		var l struct {
+			Check, Detail, Event, ID string
+			OK                       bool
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Errorf("script output %q: %v", sc.Text(), err)
+			continue
+		}
+		switch {
+		case l.Event == "created":
+			createdID = l.ID
+		case l.Check != "":
+			checks++
+			if !l.OK {
+				t.Errorf("%s: failed (%s)", l.Check, l.Detail)
+			}
+		}
+	}
+	if runErr != nil {
+		t.Fatalf("the browser script failed after %d checks: %v\n%s", checks, runErr, stderr.String())
+	}
+	t.Logf("%d checks passed in the browser; screenshots in %s", checks, out)
+	if checks < 40 {
+		t.Fatalf("the script ran only %d checks", checks)
+	}
+
+	// What the browser did, seen from the service: the sub-key is revoked, the primary
+	// key survived the cross-site post, and no key value reached the log.
+	keys, _, err := e.svc.OwnKeys(t.Context(), e.caller())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		switch {
+		case k.ID == createdID && !k.Revoked():
+			t.Errorf("the sub-key %s is not revoked", k.ID)
+		case k.Primary && !k.RotatedAt.IsZero():
+			t.Error("the cross-site post rotated the primary key")
+		}
+	}
+	if createdID == "" {
+		t.Error("the script named no created key")
+	}
+	if strings.Contains(fmt.Sprint(e.logs.Records(t)), e.key) {
+		t.Error("the primary key's value was logged")
+	}
+	shots, _ := filepath.Glob(filepath.Join(out, "*.png"))
+	if len(shots) < 14 {
+		t.Errorf("%d screenshots in %s, want one per page and width", len(shots), out)
+	}
+}

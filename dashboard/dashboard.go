@@ -1,0 +1,375 @@
+package dashboard
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/session"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// ContentSecurityPolicy is the Content-Security-Policy of every dashboard response:
+// only the dashboard's own script, styles and images (and data: images), no framing,
+// forms posted only to the dashboard's own origin.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+
+// CSRFField is the name of the hidden form field that carries the session's CSRF token.
+const CSRFField = "csrf_token"
+
+// maxForm bounds the body of a form post.
+const maxForm = 64 << 10
+
+// Options configures a [Handler]. The zero value is the default; opts may be nil.
+type Options struct {
+	// Logger receives the failures of the service that the pages cannot show as a
+	// person's mistake (a store that is down). The default is slog.Default(). Neither
+	// key values, session tokens nor form contents are ever logged.
+	Logger *slog.Logger
+	// Title names the portal in every page's header and title. The default is
+	// "Tollgate".
+	Title string
+}
+
+// Handler serves the dashboard. Create it with [NewHandler].
+type Handler struct {
+	svc      *tollgate.Service
+	sessions *session.Handler
+	log      *slog.Logger
+	title    string
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
+
+// NewHandler returns the dashboard of svc. sessions is the session handler the host
+// mounts for /v1/account/session (the dashboard signs in and out through it, so that
+// one cookie serves both). svc must have sessions (tollgate.Options.Sessions and
+// SessionStore), which [session.NewHandler] has checked. opts may be nil.
+func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options) (*Handler, error) {
+	switch {
+	case svc == nil:
+		return nil, errors.New("dashboard: NewHandler needs a Service")
+	case sessions == nil:
+		return nil, errors.New("dashboard: NewHandler needs the session handler (session.NewHandler)")
+	case svc.Sessions() == nil:
+		return nil, errors.New("dashboard: the service has no session tokens: set tollgate.Options.Sessions")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux()}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.title == "" {
+		h.title = "Tollgate"
+	}
+	var err error
+	if h.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	assets, err := fs.Sub(assetFS, "assets")
+	if err != nil {
+		return nil, err
+	}
+	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	h.mux.HandleFunc("GET /sign-in", h.signInPage)
+	h.mux.HandleFunc("POST /sign-in", h.signIn)
+	h.mux.HandleFunc("POST /sign-out", h.form(h.signOut))
+	h.mux.HandleFunc("GET /{$}", h.page(h.overview))
+	h.mux.HandleFunc("GET /keys", h.page(h.keys))
+	h.mux.HandleFunc("POST /keys", h.form(h.createKey))
+	h.mux.HandleFunc("GET /rotate", h.page(h.confirmRotate))
+	h.mux.HandleFunc("POST /rotate", h.form(h.rotate))
+	h.mux.HandleFunc("GET /revoke", h.page(h.confirmRevoke))
+	h.mux.HandleFunc("POST /revoke", h.form(h.revoke))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.render(w, r, http.StatusNotFound, "message", &view{Title: "Page not found",
+			Message: "There is no dashboard page at this address.", Link: "./", LinkText: "Go to the overview"})
+	})
+	return h, nil
+}
+
+// parsePages parses each page template with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		if err != nil {
+			return nil, err
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// ServeHTTP sets the security headers every response carries and routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+// A view is what a page template reads.
+type view struct {
+	// Title is the page's heading and title; Nav the navigation entry it is under.
+	Title, Nav string
+	// Portal is the name of the portal.
+	Portal string
+	// Account is the account signed in ("" on the sign-in page), CSRF its token.
+	Account, CSRF string
+	// Notice and Error are messages shown at the top of the page.
+	Notice, Error string
+	// Message, Link and LinkText are the body of the "message" page.
+	Message, Link, LinkText string
+	// Data is the page's own data.
+	Data any
+}
+
+// render writes the page with status. Pages are never cached: one may show a key's
+// value.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
+	v.Portal = h.title
+	var buf bytes.Buffer
+	if err := h.pages[page].Execute(&buf, v); err != nil {
+		h.log.ErrorContext(r.Context(), "dashboard: a page cannot be rendered", "page", page, "error", err)
+		http.Error(w, "internal error: the page cannot be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// seeOther redirects to a path relative to the dashboard's root (all pages are at its
+// first level), so that the dashboard works wherever it is mounted.
+func seeOther(w http.ResponseWriter, to string) {
+	w.Header().Set("Location", to)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// A visit is a request of a signed-in person.
+type visit struct {
+	caller  tollgate.Caller
+	claims  auth.SessionClaims
+	account string
+	csrf    string
+}
+
+// view returns a view of a page for the visit.
+func (v *visit) view(title, nav string) *view {
+	return &view{Title: title, Nav: nav, Account: v.account, CSRF: v.csrf}
+}
+
+// visitOf returns the visit of r, or false if r carries no live session cookie.
+func (h *Handler) visitOf(r *http.Request) (*visit, bool) {
+	token := h.sessions.CookieToken(r)
+	if token == "" {
+		return nil, false
+	}
+	c, err := h.svc.Sessions().Parse(token, h.svc.Now())
+	if err != nil {
+		return nil, false
+	}
+	return &visit{
+		caller: tollgate.Caller{Credential: auth.Credential{Kind: auth.SessionHeader, Value: token},
+			Addr: h.sessions.ClientAddr(r)},
+		claims: c, account: c.Account, csrf: h.svc.Sessions().CSRFToken(c.ID),
+	}, true
+}
+
+// page makes a handler of a GET page for signed-in people: others are sent to the
+// sign-in page.
+func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, ok := h.visitOf(r)
+		if !ok {
+			seeOther(w, "sign-in")
+			return
+		}
+		serve(w, r, v)
+	}
+}
+
+// form makes a handler of a form post that changes something: it must come from the
+// service's own origin, with a live session and the session's CSRF token; otherwise
+// it is refused with 403 before anything is read or changed.
+func (h *Handler) form(serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h.sessions.CheckOrigin(r); err != nil {
+			h.refuse(w, r, "This form was sent from another site's page, so it was refused. Use the dashboard's own pages.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if err := r.ParseForm(); err != nil {
+			h.render(w, r, http.StatusBadRequest, "message", &view{Title: "The form cannot be read",
+				Message: "The form is not valid or is larger than 64 KiB.", Link: "./", LinkText: "Go to the overview"})
+			return
+		}
+		v, ok := h.visitOf(r)
+		if !ok {
+			h.refuse(w, r, "You are not signed in, or your session has ended. Sign in again, then retry.")
+			return
+		}
+		if !h.svc.Sessions().CheckCSRF(v.claims.ID, r.PostForm.Get(CSRFField)) {
+			h.refuse(w, r, "This form does not carry your session's security token, so it was refused. Reload the page and send it again.")
+			return
+		}
+		serve(w, r, v)
+	}
+}
+
+// refuse answers 403 with a page that says why.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, msg string) {
+	h.render(w, r, http.StatusForbidden, "message", &view{Title: "Request refused", Message: msg,
+		Link: "./", LinkText: "Go to the overview"})
+}
+
+// failed answers a refusal or failure of the service on a page: a person's mistake
+// with its message and the status of its code; a session that no longer works sends
+// them to sign in; an outage is logged.
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, v *visit, err error) {
+	code := tollgate.CodeOf(err)
+	switch code {
+	case tollgate.CodeUnauthorized, tollgate.CodeNoCredential, tollgate.CodeMalformedCredential:
+		seeOther(w, "sign-in?ended=1")
+		return
+	}
+	status, msg := statusOf(err)
+	if status >= 500 {
+		h.log.ErrorContext(r.Context(), "dashboard: the service failed", "account", v.account, "code", code.String(), "error", err)
+	}
+	page := v.view("Something went wrong", "")
+	page.Message, page.Link, page.LinkText = msg, "./", "Go to the overview"
+	h.render(w, r, status, "message", page)
+}
+
+// statusOf returns the HTTP status of a service error (the REST front door's, see
+// rest.Status) and the message for a person.
+func statusOf(err error) (int, string) {
+	var e *tollgate.Error
+	if !errors.As(err, &e) {
+		return http.StatusInternalServerError, "Internal error: the request could not be completed. Try again later."
+	}
+	switch status := rest.Status(e.Code); {
+	case e.Code == tollgate.CodeUnavailable:
+		return status, "The service cannot answer now; try again shortly."
+	case status >= 500:
+		return status, "Internal error: the request could not be completed. Try again later."
+	case e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential:
+		return http.StatusUnauthorized, e.Message
+	default:
+		return status, e.Message
+	}
+}
+
+// signInPage serves the sign-in form; a signed-in person goes to the overview.
+func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.visitOf(r); ok {
+		seeOther(w, "./")
+		return
+	}
+	v := &view{Title: "Sign in"}
+	switch {
+	case r.URL.Query().Has("ended"):
+		v.Notice = "Your session has ended. Sign in again."
+	case r.URL.Query().Has("signed_out"):
+		v.Notice = "You have signed out."
+	}
+	h.render(w, r, http.StatusOK, "sign-in", v)
+}
+
+// signIn starts a session with the API key of the form. The key is never echoed back,
+// logged, or put in a URL.
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		h.render(w, r, http.StatusBadRequest, "sign-in", &view{Title: "Sign in",
+			Error: "The form is not valid or is larger than 64 KiB."})
+		return
+	}
+	key := r.PostForm.Get("api_key")
+	if strings.TrimSpace(key) == "" {
+		h.render(w, r, http.StatusBadRequest, "sign-in", &view{Title: "Sign in",
+			Error: "Enter your API key."})
+		return
+	}
+	_, err := h.sessions.SignIn(w, r, "The API key", key)
+	if err != nil {
+		status, msg := statusOf(err)
+		if status >= 500 {
+			h.log.ErrorContext(r.Context(), "dashboard: a session cannot be started", "code", tollgate.CodeOf(err).String(), "error", err)
+		}
+		h.render(w, r, status, "sign-in", &view{Title: "Sign in", Error: msg})
+		return
+	}
+	seeOther(w, "./")
+}
+
+// signOut ends the session.
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request, v *visit) {
+	if err := h.sessions.SignOut(w, r); err != nil {
+		h.failed(w, r, v, err)
+		return
+	}
+	seeOther(w, "sign-in?signed_out=1")
+}
+
+// funcs are the template functions.
+var funcs = template.FuncMap{
+	"date": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"day": func(t time.Time) string { return t.UTC().Format("2006-01-02") },
+	"num": formatInt,
+}
+
+// formatInt writes n with thousands separators.
+func formatInt(n int64) string {
+	digits := strconv.FormatInt(n, 10)
+	sign := ""
+	if n < 0 {
+		sign, digits = "-", digits[1:]
+	}
+	var out strings.Builder
+	for i, d := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			out.WriteByte(',')
+		}
+		out.WriteRune(d)
+	}
+	return sign + out.String()
+}

@@ -1,0 +1,215 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/account"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/dashboard"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/session"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// env is a host as examples/server assembles it: REST at /v1/, the session routes,
+// the self-service API behind the session cookie, and the dashboard at /dashboard/,
+// on in-memory stores with usage statistics, a clock the test moves, and a log the
+// test reads.
+type env struct {
+	svc   *tollgate.Service
+	srv   *httptest.Server
+	clock *testenv.Clock
+	logs  *testenv.Logs
+	// key is the value of the primary key of account "acme".
+	key string
+}
+
+// newEnv starts the host. Its catalog has two APIs, alpha (1 credit) and beta (2).
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	reg := &catalog.Registry{}
+	for id, cost := range map[string]int64{"alpha": 1, "beta": 2} {
+		if err := reg.Register(catalog.API{ID: id, Method: http.MethodGet, Cost: cost,
+			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
+				return map[string]any{"api": id}, nil
+			})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plans, err := billing.NewPlans(billing.Plan{Name: "starter", Credits: 1000, RatePerMinute: 600, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := auth.NewSessions([]byte("dashboard-test-secret-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{clock: testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)), logs: &testenv.Logs{}}
+	logger := e.logs.Logger()
+	e.svc, err = tollgate.New(reg, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans,
+		&tollgate.Options{Now: e.clock.Now, Logger: logger, Sessions: sessions, SessionStore: memory.NewSessionStore(),
+			Audit: memory.NewAuditStore(), SweepInterval: -1,
+			Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.svc.Close)
+	restH, err := rest.NewHandler(e.svc, &rest.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessH, err := session.NewHandler(e.svc, &session.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accountH, err := account.NewHandler(e.svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", restH)
+	mux.Handle("/v1/account/session", sessH)
+	mux.Handle("/v1/account", sessH.Cookies(accountH))
+	mux.Handle("/v1/account/", sessH.Cookies(accountH))
+	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+	_, _, e.key, err = e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acme", Plan: "starter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// browser is an HTTP client with a cookie jar that does not follow redirects, as a
+// browser on the dashboard's own pages (it sends no Origin or Sec-Fetch-Site, which
+// a same-origin request may lack).
+type browser struct {
+	t *testing.T
+	e *env
+	c *http.Client
+}
+
+func (e *env) browser(t *testing.T) *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, e: e, c: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// page is an answer of the dashboard.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends a request to path (under the server's root); form, if not nil, is posted.
+// hdr holds header name/value pairs.
+func (b *browser) do(method, path string, form url.Values, hdr ...string) page {
+	b.t.Helper()
+	var body *strings.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	} else {
+		body = strings.NewReader("")
+	}
+	req, err := http.NewRequestWithContext(b.t.Context(), method, b.e.srv.URL+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return page{status: res.StatusCode, header: res.Header, body: string(data)}
+}
+
+// signIn signs in with key and returns the session's CSRF token, read from the
+// overview's sign-out form.
+func (b *browser) signIn(key string) string {
+	b.t.Helper()
+	p := b.do("POST", "/dashboard/sign-in", url.Values{"api_key": {key}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "./" {
+		b.t.Fatalf("sign in: %d %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	return b.csrf(b.do("GET", "/dashboard/", nil))
+}
+
+// csrf returns the CSRF token of the page's forms.
+func (b *browser) csrf(p page) string {
+	b.t.Helper()
+	_, rest, ok := strings.Cut(p.body, `name="csrf_token" value="`)
+	if !ok {
+		b.t.Fatalf("no CSRF field in the page (%d):\n%s", p.status, p.body)
+	}
+	token, _, _ := strings.Cut(rest, `"`)
+	return token
+}
+
+// call calls an API over REST with a key and returns the status.
+func (e *env) call(t *testing.T, api, key string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", e.srv.URL+"/v1/"+api, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", key)
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// caller is the primary key as a self-service caller.
+func (e *env) caller() tollgate.Caller {
+	return tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: e.key}}
+}
+
+// primaryID returns the id of the account's primary key.
+func (e *env) primaryID(t *testing.T) string {
+	t.Helper()
+	keys, _, err := e.svc.OwnKeys(t.Context(), e.caller())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Primary {
+			return k.ID
+		}
+	}
+	t.Fatal("the account has no primary key")
+	return ""
+}

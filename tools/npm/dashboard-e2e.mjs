@@ -1,0 +1,198 @@
+// Drives the dashboard in Debian's Chromium with playwright-core, for
+// dashboard/browser_test.go, which starts the server and reads this script's output.
+//
+//   node dashboard-e2e.mjs <config.json>
+//
+// The config: {base, evil, key, chromium, out}. base is the host's root URL (the
+// dashboard is at base/dashboard/), evil the root of another site's server that serves
+// a page posting a form to the dashboard, key the primary key's value, chromium the
+// browser's path, out the directory for the screenshots.
+//
+// It prints one JSON line per check: {"check", "ok", "detail"}, and {"event", ...}
+// lines the Go test uses. It exits 0 when it ran to the end (the checks say whether
+// they passed), 1 when it could not.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const require = createRequire(import.meta.url);
+const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const cfg = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const dash = cfg.base + "/dashboard/";
+
+function emit(obj) {
+  process.stdout.write(JSON.stringify(obj) + "\n");
+}
+function check(name, ok, detail = "") {
+  emit({ check: name, ok: !!ok, detail: String(detail) });
+}
+
+// rest calls an API over REST with a key and returns the status.
+async function rest(api, key) {
+  const res = await fetch(cfg.base + "/v1/" + api, { headers: { "x-api-key": key } });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+const widths = { desktop: 1280, phone: 390 };
+const cspErrors = [];
+
+// visit records a page: axe-core finds no serious or critical violation, and it is
+// screenshotted at each width.
+async function visit(page, name) {
+  await page.evaluate(axeSource);
+  for (const [label, width] of Object.entries(widths)) {
+    await page.setViewportSize({ width, height: label === "phone" ? 844 : 900 });
+    const result = await page.evaluate(() =>
+      window.axe.run(document, { resultTypes: ["violations"] }));
+    const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+    check(`axe ${name} ${label}`, bad.length === 0,
+      bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`).join("; "));
+    await page.screenshot({ path: join(cfg.out, `${name}-${label}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: widths.desktop, height: 900 });
+}
+
+async function field(page, name) {
+  return page.locator(`[data-field="${name}"]`).first().getAttribute("data-value");
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: cfg.chromium,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+      "--disable-component-update", "--no-first-run"],
+  });
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: cfg.base });
+    const page = await context.newPage();
+    page.on("console", (m) => {
+      if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text());
+    });
+
+    // Sign in.
+    await page.goto(dash);
+    check("signed out, the dashboard sends to the sign-in page", page.url().endsWith("/dashboard/sign-in"), page.url());
+    await visit(page, "sign-in");
+    await page.getByLabel("API key").fill("not-a-key");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    check("a bad key is refused with a message", (await page.getByRole("alert").textContent()).includes("not an API key"));
+    await page.getByLabel("API key").fill(cfg.key);
+    await page.keyboard.press("Enter"); // the form works from the keyboard
+    await page.waitForURL(dash);
+    check("sign in with a key", page.url() === dash && !page.url().includes(cfg.key), page.url());
+
+    // The overview's figures are those of GET /v1/analytics.
+    const analytics = (await (await fetch(cfg.base + "/v1/analytics", { headers: { "x-api-key": cfg.key } })).json()).data;
+    const series = (await (await fetch(cfg.base + "/v1/analytics?interval=day&from=" +
+      encodeURIComponent(await page.locator("svg.chart title").first().textContent().then((t) => t.match(/from (\S+)/)[1])),
+    { headers: { "x-api-key": cfg.key } })).json()).data;
+    let calls = 0, credits = 0;
+    for (const s of series.series) for (const p of s.points) { calls += p.calls; credits += p.credits; }
+    const want = {
+      plan: analytics.plan,
+      "credits-used": String(analytics.credits.used),
+      "credits-remaining": String(analytics.credits.remaining),
+      "credits-limit": String(analytics.credits.limit),
+      renewal: new Date(analytics.credits.renewal).toISOString().replace(".000Z", "Z"),
+      "rate-limit": String(analytics.rate_limit ? analytics.rate_limit.per_minute : 0),
+      concurrency: String(analytics.concurrency.limit),
+      "calls-30d": String(calls),
+      "credits-30d": String(credits),
+    };
+    for (const [name, value] of Object.entries(want)) {
+      const got = name === "plan" ? await page.locator('[data-field="plan"]').textContent() : await field(page, name);
+      check(`overview ${name} equals /v1/analytics`, got === value, `page ${got}, API ${value}`);
+    }
+    check("the overview counts calls", calls > 0, calls);
+    await visit(page, "overview");
+
+    // Create a sub-key limited to one API.
+    await page.getByRole("link", { name: "Keys", exact: true }).click();
+    await page.waitForURL(dash + "keys");
+    await visit(page, "keys");
+    await page.getByLabel("Name", { exact: true }).fill("alpha only");
+    await page.getByRole("checkbox", { name: "alpha", exact: true }).check();
+    await page.getByRole("checkbox", { name: "rest", exact: true }).check();
+    await page.getByRole("button", { name: "Create the key" }).click();
+    await page.locator("#key-value").waitFor();
+    const value = await page.locator("#key-value").inputValue();
+    check("the new key's value is shown", /^[0-9a-f-]{36}$/.test(value), "");
+    const copy = page.getByRole("button", { name: "Copy" });
+    check("the copy button appears with the script", await copy.isVisible());
+    await copy.click();
+    await page.locator("[data-copy-status]").filter({ hasText: /./ }).waitFor();
+    const clip = await page.evaluate(() => navigator.clipboard.readText());
+    check("the copy button copies the value", clip === value, "");
+    await visit(page, "key-created");
+    check("the sub-key calls its API over REST", (await rest("alpha", value)) === 200);
+    const other = await rest("beta", value);
+    check("the sub-key is refused another API", other === 403, other);
+    await page.goto(dash + "keys");
+    check("the keys page does not show the value", !(await page.content()).includes(value));
+    const row = page.locator("tr", { hasText: "alpha only" });
+    check("the keys table lists the restrictions", (await row.textContent()).includes("APIs: alpha"), await row.textContent());
+    const keyID = await row.getAttribute("data-key-id");
+    emit({ event: "created", id: keyID });
+
+    // Rotate, with a confirmation; the old value is refused by the next call.
+    await row.getByRole("link", { name: /Rotate/ }).click();
+    await page.waitForURL(/\/dashboard\/rotate\?key=/);
+    await visit(page, "rotate");
+    await page.getByRole("button", { name: "Rotate the key" }).click();
+    await page.locator("#key-value").waitFor();
+    const rotated = await page.locator("#key-value").inputValue();
+    check("the rotated value is shown, new", /^[0-9a-f-]{36}$/.test(rotated) && rotated !== value);
+    await visit(page, "key-rotated");
+    const old = await rest("alpha", value);
+    check("the old value is refused after the rotation", old === 401, old);
+    check("the new value works", (await rest("alpha", rotated)) === 200);
+
+    // Revoke, with a confirmation.
+    await page.goto(dash + "keys");
+    await page.locator("tr", { hasText: "alpha only" }).getByRole("link", { name: /Revoke/ }).click();
+    await page.waitForURL(/\/dashboard\/revoke\?key=/);
+    await visit(page, "revoke");
+    await page.getByRole("button", { name: "Revoke the key" }).click();
+    await page.waitForURL(/\/dashboard\/keys\?revoked=/);
+    check("the keys page says the key is revoked", (await page.getByRole("status").textContent()).includes("revoked"));
+    const state = await page.locator("tr", { hasText: "alpha only" }).locator('[data-field="state"]').textContent();
+    check("the table shows the key revoked", state === "revoked", state);
+    const after = await rest("alpha", rotated);
+    check("the revoked key is refused", after === 403, after);
+    const html = await page.content();
+    check("no later page shows a value", !html.includes(value) && !html.includes(rotated) && !html.includes(cfg.key));
+
+    // A cross-site form post, without the CSRF token, is refused.
+    await page.goto(cfg.evil + "/");
+    const [res] = await Promise.all([
+      page.waitForResponse((r) => r.url().startsWith(dash)),
+      page.getByRole("button", { name: "Win a prize" }).click(),
+    ]);
+    check("a cross-site form post is refused", res.status() === 403, res.status());
+    // Same origin, with the cookie but without the token: refused too.
+    await page.goto(dash + "keys");
+    const status = await page.evaluate(async (id) => {
+      const r = await fetch("rotate", { method: "POST", body: new URLSearchParams({ key_id: id }) });
+      return r.status;
+    }, keyID);
+    check("a same-origin post without the CSRF token is refused", status === 403, status);
+
+    // Sign out.
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(/sign-in\?signed_out=1/);
+    check("sign out", (await page.getByRole("status").textContent()).includes("signed out"));
+    await page.goto(dash);
+    check("after signing out the overview asks to sign in", page.url().endsWith("/dashboard/sign-in"), page.url());
+    check("no Content-Security-Policy violation", cspErrors.length === 0, cspErrors.join("; "));
+  } finally {
+    await browser.close();
+  }
+}
+
+main().then(() => process.exit(0), (err) => {
+  process.stderr.write(String(err && err.stack || err) + "\n");
+  process.exit(1);
+});
