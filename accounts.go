@@ -136,13 +136,20 @@ func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.New
 
 // RotateKey gives a key a new value, returned once; the old value stops working at once.
 func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string, error) {
+	return s.rotateKey(ctx, keyID, auth.AnyRevision)
+}
+
+// rotateKey is RotateKey of a key that still has revision rev (the one a decision to
+// rotate it was made on), unless rev is [auth.AnyRevision]: a key that changed since is
+// CodeConflict, and is left as it is.
+func (s *Service) rotateKey(ctx context.Context, keyID string, rev int64) (auth.Key, string, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, "", err
 	}
 	now := s.now()
-	key, value, err := s.authority.RotateKey(ctx, keyID, now)
+	key, value, err := s.authority.RotateKey(ctx, keyID, rev, now)
 	if err != nil {
-		return auth.Key{}, "", s.manageError("key", keyID, err)
+		return auth.Key{}, "", s.changeError(keyID, err)
 	}
 	s.keyHooks.notify(keyID)
 	s.record(ctx, now, audit.Entry{Action: audit.KeyRotate, Account: key.AccountID, Target: key.ID})
@@ -154,16 +161,23 @@ func (s *Service) RotateKey(ctx context.Context, keyID string) (auth.Key, string
 // revocations of a live key at the same moment may both be recorded: the key is read
 // before it is revoked, and the stores do not say which revocation was first.)
 func (s *Service) RevokeKey(ctx context.Context, keyID string) (auth.Key, error) {
+	return s.revokeKey(ctx, keyID, auth.AnyRevision)
+}
+
+// revokeKey is RevokeKey of a key that still has revision rev, unless rev is
+// [auth.AnyRevision]: a key that changed since (revoked or not) is CodeConflict, and is
+// left as it is.
+func (s *Service) revokeKey(ctx context.Context, keyID string, rev int64) (auth.Key, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
 	}
-	if k, err := s.authority.Store().Key(ctx, keyID); err == nil && k.Revoked() {
-		return k, nil // a store error is the revocation's to report
+	if k, err := s.authority.Store().Key(ctx, keyID); err == nil && k.Revoked() && (rev == auth.AnyRevision || k.Revision == rev) {
+		return k, nil // a store error, or a changed key, is the revocation's to report
 	}
 	now := s.now()
-	key, err := s.authority.RevokeKey(ctx, keyID, now)
+	key, err := s.authority.RevokeKey(ctx, keyID, rev, now)
 	if err != nil {
-		return auth.Key{}, s.manageError("key", keyID, err)
+		return auth.Key{}, s.changeError(keyID, err)
 	}
 	s.keyHooks.notify(keyID)
 	s.record(ctx, now, audit.Entry{Action: audit.KeyRevoke, Account: key.AccountID, Target: key.ID})
@@ -286,6 +300,15 @@ func (s *Service) manageError(what, id string, err error) error {
 		return newError(CodeInvalidInput, err.Error(), err)
 	}
 	return s.unavailable(what, err)
+}
+
+// changeError is manageError for a rotation or revocation of a key, which may have been
+// conditioned on the key's revision.
+func (s *Service) changeError(keyID string, err error) error {
+	if errors.Is(err, auth.ErrChangeConflict) {
+		return newError(CodeConflict, "the key changed while you were changing it; read it again and retry", err)
+	}
+	return s.manageError("key", keyID, err)
 }
 
 // The longest texts that management accepts, in characters.

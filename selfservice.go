@@ -46,8 +46,10 @@ import (
 //     tells of every key; a sub-key does not, whatever the options.
 //
 // Refusals are *Error values that say why: CodeForbidden for what the caller may not
-// do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key
-// or an account at its cap of keys.
+// do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key,
+// a key that changed between its reading and its change (read it again and retry: a
+// rotation, revocation or update applies only to the record it was judged on), or an
+// account at its cap of keys.
 
 // OwnAccount is what an account holder sees of their account.
 type OwnAccount struct {
@@ -299,7 +301,9 @@ func (s *Service) RotateOwnKey(ctx context.Context, c Caller, keyID string) (aut
 	if k.Revoked() {
 		return auth.Key{}, "", newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be rotated", keyID), nil)
 	}
-	return s.RotateKey(ctx, k.ID)
+	// The rotation applies only to the record the rules were judged on: a key widened
+	// meanwhile (whose value the caller may not have) is left as it is.
+	return s.rotateKey(ctx, k.ID, k.Revision)
 }
 
 // RevokeOwnKey revokes a sub-key of the caller's account; the very next call with it is
@@ -312,7 +316,7 @@ func (s *Service) RevokeOwnKey(ctx context.Context, c Caller, keyID string) (aut
 	if k.Primary {
 		return auth.Key{}, newError(CodeForbidden, "the primary key cannot be revoked through self-service: rotate it instead, or ask the operator", nil)
 	}
-	return s.RevokeKey(ctx, k.ID)
+	return s.revokeKey(ctx, k.ID, k.Revision)
 }
 
 // UpdateOwnKey renames a sub-key of the caller's account or narrows its restrictions.

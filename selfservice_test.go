@@ -271,3 +271,91 @@ func TestRevokeTwiceRecordsOnce(t *testing.T) {
 		t.Errorf("%d key.revoke entries for one key revoked three times; want 1", n)
 	}
 }
+
+// wideningKeyStore is a memory key store where another writer widens a key (lifting
+// all its restrictions) right after the next read of it, once armed: a change decided
+// on that read was judged on a key narrower than the one it would apply to.
+type wideningKeyStore struct {
+	*memory.KeyStore
+	target atomic.Pointer[string]
+}
+
+func (s *wideningKeyStore) Key(ctx context.Context, id string) (auth.Key, error) {
+	k, err := s.KeyStore.Key(ctx, id)
+	if t := s.target.Load(); err == nil && t != nil && *t == id && s.target.CompareAndSwap(t, nil) {
+		if _, err := s.KeyStore.UpdateKey(ctx, auth.KeyUpdate{ID: id, Name: k.Name, Revision: k.Revision}); err != nil {
+			return auth.Key{}, err
+		}
+	}
+	return k, err
+}
+
+// TestSubKeyChangeOfWidenedKey checks that a sub-key's rotation or revocation of a key
+// it may manage is refused, and changes nothing, when the key is widened between the
+// reading the rule is judged on and the change: a sub-key never obtains the value of
+// (nor revokes) a key wider than itself. Without the race, the same calls succeed.
+func TestSubKeyChangeOfWidenedKey(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		widen  bool
+		change func(h *harness, c tollgate.Caller, id string) (string, error)
+	}{
+		{"rotate", false, rotateOwn},
+		{"rotate of a widened key", true, rotateOwn},
+		{"revoke", false, revokeOwn},
+		{"revoke of a widened key", true, revokeOwn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := &wideningKeyStore{KeyStore: memory.NewKeyStore()}
+			h := newHarness(t, harnessOptions{keys: keys, opts: tollgate.Options{SubKeysManageKeys: true}})
+			primary := keyCaller(h.key, netip.Addr{})
+			okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
+			_, subValue, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.widen {
+				keys.target.Store(&target.ID)
+			}
+			value, err := tc.change(h, keyCaller(subValue, netip.Addr{}), target.ID)
+			after, kerr := keys.KeyStore.Key(ctx, target.ID)
+			if kerr != nil {
+				t.Fatal(kerr)
+			}
+			if !tc.widen {
+				if err != nil {
+					t.Fatalf("%s of a key no wider than the caller's: %v", tc.name, err)
+				}
+				if after.Hash == target.Hash && !after.Revoked() {
+					t.Errorf("%s succeeded but the key is unchanged", tc.name)
+				}
+				return
+			}
+			const want = "the key changed while you were changing it; read it again and retry"
+			if tollgate.CodeOf(err) != tollgate.CodeConflict || err.Error() != want {
+				t.Errorf("%s: %v (code %v); want a conflict saying %q", tc.name, err, tollgate.CodeOf(err), want)
+			}
+			if value != "" {
+				t.Errorf("%s of a widened key returned a key value", tc.name)
+			}
+			if after.Restrictions.WithinOf(target.Restrictions, "the key") == nil || after.Hash != target.Hash || after.Revoked() || after.Revision != target.Revision+1 {
+				t.Errorf("%s was refused, yet the widened key changed: %+v; want it widened only (hash %v, revision %d)", tc.name, after, target.Hash, target.Revision+1)
+			}
+		})
+	}
+}
+
+func rotateOwn(h *harness, c tollgate.Caller, id string) (string, error) {
+	_, value, err := h.svc.RotateOwnKey(context.Background(), c, id)
+	return value, err
+}
+
+func revokeOwn(h *harness, c tollgate.Caller, id string) (string, error) {
+	_, err := h.svc.RevokeOwnKey(context.Background(), c, id)
+	return "", err
+}

@@ -411,26 +411,55 @@ func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey
 	return key, value, nil
 }
 
+// ErrChangeConflict reports a rotation or revocation conditioned on a revision of the key
+// ([Authority.RotateKey], [Authority.RevokeKey]) that was refused because the key
+// changed since that revision was read: read it again, decide again, and retry. It
+// wraps store.ErrConflict.
+var ErrChangeConflict = fmt.Errorf("auth: the key changed since it was read: %w", store.ErrConflict)
+
 // RotateKey gives a key a new random value and returns it. The old value stops working
-// at once; the key keeps its id, name and restrictions.
-func (a *Authority) RotateKey(ctx context.Context, keyID string, now time.Time) (Key, string, error) {
+// at once; the key keeps its id, name and restrictions. Unless rev is [AnyRevision], the
+// key is rotated only if it still has the revision rev (the one a decision to rotate it
+// was made on); otherwise nothing changes, no value is returned, and the error wraps
+// [ErrChangeConflict].
+func (a *Authority) RotateKey(ctx context.Context, keyID string, rev int64, now time.Time) (Key, string, error) {
 	value := NewKeyValue()
-	key, err := a.keys.RotateKey(ctx, keyID, HashKey(value), now)
+	key, err := a.keys.RotateKey(ctx, keyID, rev, HashKey(value), now)
 	if a.cache != nil {
 		a.cache.forget(keyID)
 	}
 	if err != nil {
-		return Key{}, "", err
+		return Key{}, "", a.changed(ctx, keyID, rev, err)
 	}
 	return key, value, nil
 }
 
-// RevokeKey revokes a key; it is refused from the next call on.
-func (a *Authority) RevokeKey(ctx context.Context, keyID string, now time.Time) (Key, error) {
+// RevokeKey revokes a key; it is refused from the next call on. Unless rev is
+// [AnyRevision], the key is revoked only if it still has the revision rev; otherwise
+// nothing changes and the error wraps [ErrChangeConflict].
+func (a *Authority) RevokeKey(ctx context.Context, keyID string, rev int64, now time.Time) (Key, error) {
 	if a.cache != nil {
 		defer a.cache.forget(keyID)
 	}
-	return a.keys.RevokeKey(ctx, keyID, now)
+	key, err := a.keys.RevokeKey(ctx, keyID, rev, now)
+	if err != nil {
+		return Key{}, a.changed(ctx, keyID, rev, err)
+	}
+	return key, nil
+}
+
+// changed returns err, wrapped with [ErrChangeConflict] if it is the conflict of a change
+// conditioned on revision rev of a key that no longer has it. (The key is read again
+// to tell that conflict from the others, a revoked key or a taken hash; revisions only
+// rise, so a key read at another revision did not have rev when the change was tried.)
+func (a *Authority) changed(ctx context.Context, keyID string, rev int64, err error) error {
+	if rev == AnyRevision || !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	if k, kerr := a.keys.Key(ctx, keyID); kerr == nil && k.Revision != rev {
+		return fmt.Errorf("%w: %w", ErrChangeConflict, err)
+	}
+	return err
 }
 
 // KeyChange describes a change of a key's name or restrictions, for

@@ -367,7 +367,7 @@ func TestAuthorityRotateKey(t *testing.T) {
 	}
 
 	t1 := t0.Add(time.Hour)
-	rotated, newValue, err := a.RotateKey(ctx, key.ID, t1)
+	rotated, newValue, err := a.RotateKey(ctx, key.ID, auth.AnyRevision, t1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestAuthorityRotateKey(t *testing.T) {
 		t.Errorf("primary key after rotating a sub-key: %v", err)
 	}
 	// Rotating again retires the second value too.
-	_, third, err := a.RotateKey(ctx, key.ID, t1.Add(time.Minute))
+	_, third, err := a.RotateKey(ctx, key.ID, auth.AnyRevision, t1.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestAuthorityRotateKey(t *testing.T) {
 		t.Error("the store does not hold the latest hash")
 	}
 
-	if _, _, err := a.RotateKey(ctx, "key_missing", t1); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := a.RotateKey(ctx, "key_missing", auth.AnyRevision, t1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("rotating an unknown key: %v; want store.ErrNotFound", err)
 	}
 }
@@ -423,7 +423,7 @@ func TestAuthorityRevokeKey(t *testing.T) {
 	}
 
 	t1 := t0.Add(time.Hour)
-	revoked, err := a.RevokeKey(ctx, sub.ID, t1)
+	revoked, err := a.RevokeKey(ctx, sub.ID, auth.AnyRevision, t1)
 	if err != nil || !revoked.Revoked() || !revoked.RevokedAt.Equal(t1) || revoked.ID != sub.ID {
 		t.Fatalf("RevokeKey = %+v, %v", revoked, err)
 	}
@@ -436,11 +436,11 @@ func TestAuthorityRevokeKey(t *testing.T) {
 		t.Errorf("a revoked key returned a principal %+v", p)
 	}
 	// Revoking again changes nothing; rotating a revoked key is a conflict.
-	again, err := a.RevokeKey(ctx, sub.ID, t1.Add(time.Hour))
+	again, err := a.RevokeKey(ctx, sub.ID, auth.AnyRevision, t1.Add(time.Hour))
 	if err != nil || !again.RevokedAt.Equal(t1) {
 		t.Errorf("revoking again = %+v, %v; want the first revocation kept", again, err)
 	}
-	if _, _, err := a.RotateKey(ctx, sub.ID, t1); !errors.Is(err, store.ErrConflict) {
+	if _, _, err := a.RotateKey(ctx, sub.ID, auth.AnyRevision, t1); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("rotating a revoked key: %v; want store.ErrConflict", err)
 	}
 	_, err = a.Authenticate(ctx, apiKey(subValue), t1)
@@ -451,13 +451,13 @@ func TestAuthorityRevokeKey(t *testing.T) {
 		t.Errorf("primary after revoking a sub-key: %+v, %v", p, err)
 	}
 	// The primary key itself can be revoked.
-	if _, err := a.RevokeKey(ctx, primary.ID, t1); err != nil {
+	if _, err := a.RevokeKey(ctx, primary.ID, auth.AnyRevision, t1); err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.Authenticate(ctx, apiKey(primaryValue), t1)
 	wantDenied(t, err, auth.ErrKeyRevoked)
 
-	if _, err := a.RevokeKey(ctx, "key_missing", t1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := a.RevokeKey(ctx, "key_missing", auth.AnyRevision, t1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoking an unknown key: %v; want store.ErrNotFound", err)
 	}
 }
@@ -708,7 +708,7 @@ func TestAuthorityConcurrent(t *testing.T) {
 			}
 		})
 	}
-	_, newValue, err := a.RotateKey(ctx, key.ID, t0)
+	_, newValue, err := a.RotateKey(ctx, key.ID, auth.AnyRevision, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,15 +44,21 @@ type KeyStore interface {
 	Resolve(ctx context.Context, h Hash) (Key, Account, error)
 
 	// RotateKey replaces the hash of a key with h, so that the old value stops working
-	// immediately, and records the moment. It returns the updated key, or an error
-	// wrapping store.ErrNotFound (no such key) or store.ErrConflict (the key is revoked,
-	// or h is taken).
-	RotateKey(ctx context.Context, id string, h Hash, at time.Time) (Key, error)
+	// immediately, and records the moment. Unless rev is [AnyRevision], the key is
+	// rotated only if it still has the revision rev (so that a rotation decided on a
+	// record that changed since is not applied). It returns the updated key, or an
+	// error wrapping store.ErrNotFound (no such key) or store.ErrConflict (the key is
+	// revoked, its revision is not rev, or h is taken); a refused rotation changes
+	// nothing.
+	RotateKey(ctx context.Context, id string, rev int64, h Hash, at time.Time) (Key, error)
 
-	// RevokeKey marks a key revoked at the given moment and returns it. Revoking a
-	// revoked key changes nothing and is not an error. It returns an error wrapping
-	// store.ErrNotFound if there is no such key.
-	RevokeKey(ctx context.Context, id string, at time.Time) (Key, error)
+	// RevokeKey marks a key revoked at the given moment and returns it. Unless rev is
+	// [AnyRevision], the key is revoked only if it still has the revision rev; a key
+	// with another revision, revoked or not, is refused with an error wrapping
+	// store.ErrConflict and left as it is. Revoking a revoked key that has the revision
+	// asked for (or with AnyRevision) changes nothing and is not an error. It returns an
+	// error wrapping store.ErrNotFound if there is no such key.
+	RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (Key, error)
 
 	// UpdateKey replaces the name and the restrictions of a key, if the key still has
 	// the revision u names (so that a change decided on a record that changed since is
@@ -62,6 +68,10 @@ type KeyStore interface {
 	// again) or store.ErrInvalid (a name the store cannot hold).
 	UpdateKey(ctx context.Context, u KeyUpdate) (Key, error)
 }
+
+// AnyRevision, as the revision given to [KeyStore.RotateKey] or [KeyStore.RevokeKey],
+// applies the change whatever the key's revision is. Revisions are never negative.
+const AnyRevision int64 = -1
 
 // A KeyUpdate is a change of a key's name and restrictions, for [KeyStore.UpdateKey].
 // The caller checks the restrictions (an update that widens a key is the caller's

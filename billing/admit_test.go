@@ -189,7 +189,7 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 		t.Errorf("%d slots held after the refusal, want 0", n)
 	}
 	// A revoked key: a KeyError, and again nothing held.
-	if _, err := money.RevokeKey(t.Context(), key.ID, jan15); err != nil {
+	if _, err := money.RevokeKey(t.Context(), key.ID, auth.AnyRevision, jan15); err != nil {
 		t.Fatal(err)
 	}
 	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{2}, Cost: 1, Now: jan15, Key: check})

@@ -170,8 +170,9 @@ func (s *KeyStore) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Acc
 	return *k, *s.accounts[k.AccountID], nil
 }
 
-// RotateKey replaces the hash of a key.
-func (s *KeyStore) RotateKey(ctx context.Context, id string, h auth.Hash, at time.Time) (auth.Key, error) {
+// RotateKey replaces the hash of a key (that still has revision rev, unless rev is
+// [auth.AnyRevision]).
+func (s *KeyStore) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, err
 	}
@@ -183,6 +184,8 @@ func (s *KeyStore) RotateKey(ctx context.Context, id string, h auth.Hash, at tim
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
 	case old.Revoked():
 		return auth.Key{}, fmt.Errorf("memory: key %q is revoked: %w", id, store.ErrConflict)
+	case rev != auth.AnyRevision && old.Revision != rev:
+		return auth.Key{}, changed(id, rev, old.Revision)
 	}
 	if _, taken := s.byHash[h]; taken {
 		return auth.Key{}, fmt.Errorf("memory: key %q: the new hash is taken: %w", id, store.ErrConflict)
@@ -195,18 +198,21 @@ func (s *KeyStore) RotateKey(ctx context.Context, id string, h auth.Hash, at tim
 	return k, nil
 }
 
-// RevokeKey marks a key revoked.
-func (s *KeyStore) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Key, error) {
+// RevokeKey marks a key revoked (if it still has revision rev, unless rev is
+// [auth.AnyRevision]).
+func (s *KeyStore) RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.keys[id]
-	if !ok {
+	switch {
+	case !ok:
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
-	}
-	if old.Revoked() {
+	case rev != auth.AnyRevision && old.Revision != rev:
+		return auth.Key{}, changed(id, rev, old.Revision)
+	case old.Revoked():
 		return *old, nil
 	}
 	k := *old
@@ -233,13 +239,19 @@ func (s *KeyStore) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, e
 	case old.Revoked():
 		return auth.Key{}, fmt.Errorf("memory: key %q is revoked: %w", u.ID, store.ErrConflict)
 	case old.Revision != u.Revision:
-		return auth.Key{}, fmt.Errorf("memory: key %q changed since revision %d (it is at %d): %w", u.ID, u.Revision, old.Revision, store.ErrConflict)
+		return auth.Key{}, changed(u.ID, u.Revision, old.Revision)
 	}
 	k := *old
 	k.Name, k.Restrictions = u.Name, u.Restrictions
 	k.Revision++
 	s.keys[u.ID], s.byHash[k.Hash] = &k, &k
 	return k, nil
+}
+
+// changed is the conflict of a change decided on revision rev of a key now at revision
+// now.
+func changed(id string, rev, now int64) error {
+	return fmt.Errorf("memory: key %q changed since revision %d (it is at %d): %w", id, rev, now, store.ErrConflict)
 }
 
 // CheckKey reports whether a key is still live (see [auth.KeyChecker]).

@@ -288,26 +288,29 @@ func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Accoun
 	return k, a, nil
 }
 
-// RotateKey replaces the hash of a key, in one statement.
-func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.Time) (auth.Key, error) {
+// RotateKey replaces the hash of a key (that still has revision rev, unless rev is
+// [auth.AnyRevision]), in one statement.
+func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
 	}
-	// old reads the key as of the statement's snapshot, to tell a missing key from a
-	// revoked one; k updates it unless it is revoked (re-checked on the latest version).
+	// old reads the key as of the statement's snapshot, to tell why nothing was
+	// updated; k updates it unless it is revoked or changed (re-checked on the latest
+	// version).
 	var (
-		exists bool
-		n      nullableKeyRow
+		exists, revoked bool
+		revision        *int64
+		n               nullableKeyRow
 	)
 	err := s.db.QueryRow(ctx, `
-		WITH old AS (SELECT k.id FROM tollgate_keys k WHERE k.id = $1),
+		WITH old AS (SELECT k.id, k.revoked_at IS NOT NULL AS revoked, k.revision FROM tollgate_keys k WHERE k.id = $1),
 		k AS (
 			UPDATE tollgate_keys SET hash = $2, rotated_at = $3, revision = revision + 1
-			WHERE id = $1 AND revoked_at IS NULL
+			WHERE id = $1 AND revoked_at IS NULL AND ($4::bigint < 0 OR revision = $4::bigint)
 			RETURNING *)
-		SELECT old.id IS NOT NULL, `+keyColumns+`
-		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, id, h[:], at).
-		Scan(append([]any{&exists}, n.dest()...)...)
+		SELECT old.id IS NOT NULL, coalesce(old.revoked, false), old.revision, `+keyColumns+`
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, id, h[:], at, rev).
+		Scan(append([]any{&exists, &revoked, &revision}, n.dest()...)...)
 	if isCode(err, uniqueViolation) {
 		return auth.Key{}, fmt.Errorf("postgres: key %q: the new hash is taken: %w", id, store.ErrConflict)
 	}
@@ -316,30 +319,61 @@ func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.T
 	}
 	r, updated := n.row()
 	switch {
-	case !updated && !exists:
+	case updated:
+		return r.key()
+	case !exists:
 		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", id, store.ErrNotFound)
-	case !updated:
+	case revoked:
 		return auth.Key{}, fmt.Errorf("postgres: key %q is revoked: %w", id, store.ErrConflict)
 	}
-	return r.key()
+	return auth.Key{}, changed(id, rev, revision)
 }
 
-// RevokeKey marks a key revoked, keeping the first revocation's moment, in one
-// statement.
-func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Key, error) {
+// RevokeKey marks a key revoked (if it still has revision rev, unless rev is
+// [auth.AnyRevision]), keeping the first revocation's moment, in one statement.
+func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
 	}
-	var r keyRow
+	// As in RotateKey, old tells a missing key from a changed one.
+	var (
+		exists   bool
+		revision *int64
+		n        nullableKeyRow
+	)
 	err := s.db.QueryRow(ctx, `
-		UPDATE tollgate_keys k SET revoked_at = coalesce(k.revoked_at, $2),
-			revision = k.revision + CASE WHEN k.revoked_at IS NULL THEN 1 ELSE 0 END
-		WHERE k.id = $1
-		RETURNING `+keyColumns, id, at).Scan(r.dest()...)
+		WITH old AS (SELECT k.id, k.revision FROM tollgate_keys k WHERE k.id = $1),
+		k AS (
+			UPDATE tollgate_keys k SET revoked_at = coalesce(k.revoked_at, $2),
+				revision = k.revision + CASE WHEN k.revoked_at IS NULL THEN 1 ELSE 0 END
+			WHERE k.id = $1 AND ($3::bigint < 0 OR k.revision = $3::bigint)
+			RETURNING *)
+		SELECT old.id IS NOT NULL, old.revision, `+keyColumns+`
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, id, at, rev).
+		Scan(append([]any{&exists, &revision}, n.dest()...)...)
 	if err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
 	}
-	return r.key()
+	r, updated := n.row()
+	switch {
+	case updated:
+		return r.key()
+	case !exists:
+		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", id, store.ErrNotFound)
+	}
+	return auth.Key{}, changed(id, rev, revision)
+}
+
+// changed is the conflict of a change decided on revision rev of a key that, as the
+// statement's snapshot read it, is at revision now (nil if unknown). When the snapshot
+// saw rev, the key was changed by a statement that committed while this one waited
+// for it: the snapshot was taken before, while the update re-checks its condition on
+// the row that statement left (READ COMMITTED).
+func changed(id string, rev int64, now *int64) error {
+	if now != nil && *now != rev {
+		return fmt.Errorf("postgres: key %q changed since revision %d (it is at %d): %w", id, rev, *now, store.ErrConflict)
+	}
+	return fmt.Errorf("postgres: key %q changed since revision %d, by a change that committed while this one waited for it: %w", id, rev, store.ErrConflict)
 }
 
 // CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one
@@ -405,11 +439,5 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 	case revoked:
 		return auth.Key{}, fmt.Errorf("postgres: key %q is revoked: %w", u.ID, store.ErrConflict)
 	}
-	if revision != nil && *revision != u.Revision {
-		return auth.Key{}, fmt.Errorf("postgres: key %q changed since revision %d (it is at %d): %w", u.ID, u.Revision, *revision, store.ErrConflict)
-	}
-	// old saw the revision asked for: old reads the statement's snapshot, taken before
-	// the update waited for a concurrent update of the row to commit, while the update
-	// re-checks its condition on the row that update left (READ COMMITTED).
-	return auth.Key{}, fmt.Errorf("postgres: key %q changed since revision %d, by an update that committed while this one waited for it: %w", u.ID, u.Revision, store.ErrConflict)
+	return auth.Key{}, changed(u.ID, u.Revision, revision)
 }

@@ -141,10 +141,10 @@ func TestRoundTrips(t *testing.T) {
 			once("InUse", func() error { _, err := s.InUse(ctx, "k", t0); return err })
 			once("Release", func() error { return s.Release(ctx, "k", h) })
 			once("RotateKey", func() error {
-				_, err := s.RotateKey(ctx, other.ID, auth.HashKey(auth.NewKeyValue()), t0.Add(time.Hour))
+				_, err := s.RotateKey(ctx, other.ID, auth.AnyRevision, auth.HashKey(auth.NewKeyValue()), t0.Add(time.Hour))
 				return err
 			})
-			once("RevokeKey", func() error { _, err := s.RevokeKey(ctx, other.ID, t0.Add(time.Hour)); return err })
+			once("RevokeKey", func() error { _, err := s.RevokeKey(ctx, other.ID, auth.AnyRevision, t0.Add(time.Hour)); return err })
 
 			b, err := s.Balance(ctx, acct.ID, t0, period, 100)
 			if err != nil || b.Remaining != 100-3+1-1+5 {

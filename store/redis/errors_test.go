@@ -39,8 +39,8 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	_, errs["Key"] = s.Key(ctx, "k")
 	_, errs["Keys"] = s.Keys(ctx, "a")
 	_, _, errs["Resolve"] = s.Resolve(ctx, key.Hash)
-	_, errs["RotateKey"] = s.RotateKey(ctx, "k", newHash(), t0)
-	_, errs["RevokeKey"] = s.RevokeKey(ctx, "k", t0)
+	_, errs["RotateKey"] = s.RotateKey(ctx, "k", auth.AnyRevision, newHash(), t0)
+	_, errs["RevokeKey"] = s.RevokeKey(ctx, "k", auth.AnyRevision, t0)
 	_, errs["CheckKey"] = s.CheckKey(ctx, auth.KeyCheck{Account: "a"})
 	errs["Open"] = s.Open(ctx, driver.Opening{Account: "a", Period: p})
 	_, errs["Reserve"] = s.Reserve(ctx, driver.Reservation{Account: "a", Request: req, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
@@ -297,7 +297,7 @@ func TestStaleHashIndex(t *testing.T) {
 	must(t, s.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "pro", CreatedAt: t0}, key))
 	must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: period}))
 	cur := newHash()
-	_, err := s.RotateKey(ctx, key.ID, cur, t0)
+	_, err := s.RotateKey(ctx, key.ID, auth.AnyRevision, cur, t0)
 	must(t, err)
 
 	index := func(h auth.Hash) string { return prefix + ":h:" + h.String() }

@@ -347,7 +347,8 @@ func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Accoun
 //
 //  1. claim the new hash in the index (SET NX; ErrConflict if it is taken);
 //  2. replace the hash in the key's record, in one script in the account's slot,
-//     which refuses a revoked or missing key (the claim is then withdrawn);
+//     which refuses a revoked or missing key, or one that no longer has revision rev
+//     (unless rev is [auth.AnyRevision]); the claim is then withdrawn;
 //  3. delete the old hash's index entry.
 //
 // The old value is dead from the moment step 2 runs, not step 3: every reader of a
@@ -356,7 +357,7 @@ func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Accoun
 // The new value works from that same moment, because its index entry was written
 // before. If the process stops between the steps, an index entry is left that resolves
 // nothing; it only keeps that (random) hash from being used again.
-func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.Time) (auth.Key, error) {
+func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, err
 	}
@@ -373,7 +374,7 @@ func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.T
 		return auth.Key{}, fmt.Errorf("redis: key %q: the new hash is taken: %w", id, store.ErrConflict)
 	}
 	moment := formatMoment(at)
-	reply, err := s.run(ctx, rotateScript, []string{s.account(acct).keys()}, id, h.String(), moment)
+	reply, err := s.run(ctx, rotateScript, []string{s.account(acct).keys()}, id, h.String(), moment, strconv.FormatInt(rev, 10))
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "rotating key %q", id)
 	}
@@ -388,6 +389,9 @@ func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.T
 	case stConflict:
 		s.withdraw(ctx, hKey, ref)
 		return auth.Key{}, fmt.Errorf("redis: key %q is revoked: %w", id, store.ErrConflict)
+	case stChanged:
+		s.withdraw(ctx, hKey, ref)
+		return auth.Key{}, changed(id, rev, r)
 	}
 	if len(r) != 4 {
 		return auth.Key{}, errReply("rotate", reply)
@@ -399,8 +403,9 @@ func (s *Store) RotateKey(ctx context.Context, id string, h auth.Hash, at time.T
 	return decodeKey(id, acct, h.String(), asString(r[2]), moment, "", asString(r[3]))
 }
 
-// RevokeKey marks a key revoked at the given moment, once.
-func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Key, error) {
+// RevokeKey marks a key revoked at the given moment, once, if it still has revision rev
+// (unless rev is [auth.AnyRevision]).
+func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, err
 	}
@@ -408,7 +413,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Ke
 	if err != nil {
 		return auth.Key{}, err
 	}
-	reply, err := s.run(ctx, revokeScript, []string{s.account(acct).keys()}, id, formatMoment(at))
+	reply, err := s.run(ctx, revokeScript, []string{s.account(acct).keys()}, id, formatMoment(at), strconv.FormatInt(rev, 10))
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "revoking key %q", id)
 	}
@@ -416,7 +421,10 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (auth.Ke
 	if len(r) == 0 {
 		return auth.Key{}, errReply("revoke", reply)
 	}
-	if asInt(r[0]) == stNotFound || len(r) != 6 {
+	switch {
+	case asInt(r[0]) == stChanged:
+		return auth.Key{}, changed(id, rev, r)
+	case asInt(r[0]) == stNotFound || len(r) != 6:
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", id, store.ErrNotFound)
 	}
 	return decodeKey(id, acct, asString(r[1]), asString(r[2]), asString(r[3]), asString(r[4]), asString(r[5]))
@@ -474,15 +482,27 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", u.ID, store.ErrNotFound)
 	case stConflict:
 		return auth.Key{}, fmt.Errorf("redis: key %q is revoked: %w", u.ID, store.ErrConflict)
-	case 3:
-		if len(r) == 2 {
-			return auth.Key{}, fmt.Errorf("redis: key %q changed since revision %d (it is at %s): %w", u.ID, u.Revision, asString(r[1]), store.ErrConflict)
-		}
+	case stChanged:
+		return auth.Key{}, changed(u.ID, u.Revision, r)
 	}
 	if asInt(r[0]) != stOK || len(r) != 4 {
 		return auth.Key{}, errReply("update", reply)
 	}
 	return decodeKey(u.ID, acct, asString(r[1]), rec, asString(r[2]), "", asString(r[3]))
+}
+
+// stChanged is the status of the rotate, revoke and update scripts for a key that no
+// longer has the revision asked for; the reply's second element is its revision.
+const stChanged = 3
+
+// changed is the conflict of a change decided on revision rev of a key that a script
+// (reply r) found at another revision.
+func changed(id string, rev int64, r []any) error {
+	now := "unknown"
+	if len(r) == 2 {
+		now = asString(r[1])
+	}
+	return fmt.Errorf("redis: key %q changed since revision %d (it is at %s): %w", id, rev, now, store.ErrConflict)
 }
 
 func keyState(n int64) auth.KeyState {

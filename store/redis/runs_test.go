@@ -226,7 +226,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		case 120: // revoke each account's second key
 			for _, a := range accounts {
 				for _, s := range stores {
-					_, err := s.RevokeKey(ctx, a.keys[1].ID, now)
+					_, err := s.RevokeKey(ctx, a.keys[1].ID, auth.AnyRevision, now)
 					must(t, err)
 				}
 			}

@@ -237,14 +237,14 @@ func wantKeyDenied(t *testing.T, s AdmitterStores, f admFixture, step driver.Ste
 
 func admKeyRotatedAway(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
-	_, err := s.Keys.RotateKey(t.Context(), f.key.ID, newHash(), at(time.Second))
+	_, err := s.Keys.RotateKey(t.Context(), f.key.ID, auth.AnyRevision, newHash(), at(time.Second))
 	must(t, "RotateKey", err)
 	wantKeyDenied(t, s, f, step, auth.KeyUnknown, "a rotated-away key")
 }
 
 func admKeyRevoked(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
-	_, err := s.Keys.RevokeKey(t.Context(), f.key.ID, at(time.Second))
+	_, err := s.Keys.RevokeKey(t.Context(), f.key.ID, auth.AnyRevision, at(time.Second))
 	must(t, "RevokeKey", err)
 	wantKeyDenied(t, s, f, step, auth.KeyRevoked, "a revoked key")
 }
@@ -448,7 +448,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, a
 				check(auth.KeyCheck{Account: acct + "-gone"}, auth.KeyUnknown)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, auth.KeyUnknown)
 				newH := newHash()
-				rotated, err := p.keys.RotateKey(ctx, key.ID, newH, at(time.Second))
+				rotated, err := p.keys.RotateKey(ctx, key.ID, auth.AnyRevision, newH, at(time.Second))
 				must(t, "RotateKey", err)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, auth.KeyUnknown)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, auth.KeyLive)
@@ -456,7 +456,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, a
 				must(t, "UpdateKey", err)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, auth.KeyUnknown)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, auth.KeyLive)
-				_, err = p.keys.RevokeKey(ctx, key.ID, at(2*time.Second))
+				_, err = p.keys.RevokeKey(ctx, key.ID, auth.AnyRevision, at(2*time.Second))
 				must(t, "RevokeKey", err)
 				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, auth.KeyRevoked)
 			}},

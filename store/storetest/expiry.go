@@ -532,9 +532,9 @@ func ksBadText(t *testing.T, s auth.KeyStore) {
 		wantRefused(t, "Keys "+quote(acct.ID), err)
 		_, err = s.Key(ctx, bad)
 		wantRefused(t, "Key "+quote(bad), err)
-		_, err = s.RotateKey(ctx, bad, newHash(), t0)
+		_, err = s.RotateKey(ctx, bad, auth.AnyRevision, newHash(), t0)
 		wantRefused(t, "RotateKey "+quote(bad), err)
-		_, err = s.RevokeKey(ctx, bad, t0)
+		_, err = s.RevokeKey(ctx, bad, auth.AnyRevision, t0)
 		wantRefused(t, "RevokeKey "+quote(bad), err)
 	}
 	good := auth.Account{ID: n.id("acct"), Plan: "p", CreatedAt: t0}

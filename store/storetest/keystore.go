@@ -77,12 +77,18 @@ var keyStoreRows = []behaviour[auth.KeyStore]{
 	{"RotateMissingKey",
 		"RotateKey of an unknown key id returns store.ErrNotFound.",
 		ksRotateMissingKey},
+	{"RotateKeyAtRevision",
+		"RotateKey naming a revision the key no longer has returns store.ErrConflict and changes nothing (the old hash still resolves, the new one does not); naming the key's revision (0 for a new key: it is a revision like any other) rotates it; auth.AnyRevision rotates whatever the revision.",
+		ksRotateKeyAtRevision},
 	{"RevokeKey",
 		"RevokeKey records RevokedAt, and the very next Resolve still returns the key, marked revoked, so the caller can refuse it.",
 		ksRevokeKey},
 	{"RevokeTwice",
 		"Revoking a revoked key is not an error and keeps the first RevokedAt.",
 		ksRevokeTwice},
+	{"RevokeKeyAtRevision",
+		"RevokeKey naming a revision the key no longer has returns store.ErrConflict and changes nothing, whether the key is live or revoked; naming the key's revision revokes it (and, once revoked, changes nothing and is not an error); auth.AnyRevision revokes whatever the revision.",
+		ksRevokeKeyAtRevision},
 	{"RevokeMissingKey",
 		"RevokeKey of an unknown key id returns store.ErrNotFound.",
 		ksRevokeMissingKey},
@@ -539,7 +545,7 @@ func ksRotateKey(t *testing.T, s auth.KeyStore) {
 	wantResolve(t, s, original, k, acct) // as a caller would, before the rotation
 
 	h1 := newHash()
-	got, err := s.RotateKey(ctx, k.ID, h1, at(time.Hour))
+	got, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, h1, at(time.Hour))
 	must(t, "RotateKey", err)
 	want := k
 	want.Hash, want.RotatedAt = h1, at(time.Hour)
@@ -549,7 +555,7 @@ func ksRotateKey(t *testing.T, s auth.KeyStore) {
 	wantKey(t, s, want)
 
 	h2 := newHash()
-	got, err = s.RotateKey(ctx, k.ID, h2, at(2*time.Hour))
+	got, err = s.RotateKey(ctx, k.ID, auth.AnyRevision, h2, at(2*time.Hour))
 	must(t, "second RotateKey", err)
 	want.Hash, want.RotatedAt = h2, at(2*time.Hour)
 	checkKey(t, "second RotateKey result", got, want)
@@ -569,9 +575,9 @@ func ksRotateToTakenHash(t *testing.T, s auth.KeyStore) {
 	other, otherPrimary := createAccount(t, s, n, "other")
 	k := createKey(t, s, n, acct, "ci", at(time.Minute))
 
-	_, err := s.RotateKey(ctx, k.ID, primary.Hash, at(time.Hour))
+	_, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, primary.Hash, at(time.Hour))
 	wantErr(t, "RotateKey to the hash of a key of the same account", err, store.ErrConflict)
-	_, err = s.RotateKey(ctx, k.ID, otherPrimary.Hash, at(time.Hour))
+	_, err = s.RotateKey(ctx, k.ID, auth.AnyRevision, otherPrimary.Hash, at(time.Hour))
 	wantErr(t, "RotateKey to the hash of a key of another account", err, store.ErrConflict)
 
 	wantKey(t, s, k)
@@ -586,7 +592,7 @@ func createRevokedKey(t *testing.T, s auth.KeyStore) (auth.Account, auth.Key, au
 	n := newIDs()
 	acct, _ := createAccount(t, s, n, "acct")
 	k := createKey(t, s, n, acct, "ci", at(time.Minute))
-	revoked, err := s.RevokeKey(t.Context(), k.ID, at(time.Hour))
+	revoked, err := s.RevokeKey(t.Context(), k.ID, auth.AnyRevision, at(time.Hour))
 	must(t, "RevokeKey", err)
 	return acct, k, revoked
 }
@@ -596,7 +602,7 @@ func ksRotateRevokedKey(t *testing.T, s auth.KeyStore) {
 	acct, k, _ := createRevokedKey(t, s)
 
 	h := newHash()
-	_, err := s.RotateKey(ctx, k.ID, h, at(2*time.Hour))
+	_, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, h, at(2*time.Hour))
 	wantErr(t, "RotateKey of a revoked key", err, store.ErrConflict)
 
 	want := k
@@ -609,9 +615,94 @@ func ksRotateMissingKey(t *testing.T, s auth.KeyStore) {
 	n := newIDs()
 	createAccount(t, s, n, "acct")
 	h := newHash()
-	_, err := s.RotateKey(t.Context(), n.id("ghost"), h, at(time.Hour))
+	_, err := s.RotateKey(t.Context(), n.id("ghost"), auth.AnyRevision, h, at(time.Hour))
 	wantErr(t, "RotateKey of a missing key", err, store.ErrNotFound)
 	wantUnresolved(t, s, h, "hash given to the refused rotation")
+}
+
+// widenKey updates key k, at its revision, to a wider set of restrictions (no API
+// list), as another writer would between a caller's reading of k and its change.
+func widenKey(t *testing.T, s auth.KeyStore, k auth.Key) auth.Key {
+	t.Helper()
+	wide, err := s.UpdateKey(t.Context(), auth.KeyUpdate{ID: k.ID, Name: k.Name, Revision: k.Revision})
+	must(t, "UpdateKey", err)
+	return wide
+}
+
+func ksRotateKeyAtRevision(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, _ := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	wide := widenKey(t, s, k)
+
+	h := newHash()
+	_, err := s.RotateKey(ctx, k.ID, k.Revision, h, at(time.Hour))
+	wantErr(t, "RotateKey at the revision before an update", err, store.ErrConflict)
+	wantKey(t, s, wide)
+	wantRevision(t, s, k.ID, wide.Revision, "a refused RotateKey")
+	wantResolve(t, s, k.Hash, wide, acct)
+	wantUnresolved(t, s, h, "hash given to the refused rotation")
+
+	got, err := s.RotateKey(ctx, k.ID, wide.Revision, h, at(time.Hour))
+	must(t, "RotateKey at the key's revision", err)
+	want := wide
+	want.Hash, want.RotatedAt = h, at(time.Hour)
+	checkKey(t, "RotateKey at the key's revision", got, want)
+	if got.Revision != wide.Revision+1 {
+		t.Errorf("RotateKey at the key's revision: Revision %d, want %d", got.Revision, wide.Revision+1)
+	}
+	wantUnresolved(t, s, k.Hash, "old hash, after the rotation at the key's revision")
+	wantResolve(t, s, h, want, acct)
+
+	// A new key is at revision 0, and 0 conditions the rotation as any revision does.
+	fresh := createKey(t, s, n, acct, "fresh", at(time.Minute))
+	if _, err := s.RotateKey(ctx, fresh.ID, 0, newHash(), at(time.Hour)); err != nil {
+		t.Errorf("RotateKey of a new key at revision 0: %v", err)
+	}
+	h2 := newHash()
+	_, err = s.RotateKey(ctx, fresh.ID, 0, h2, at(2*time.Hour))
+	wantErr(t, "RotateKey at revision 0 of a key rotated since", err, store.ErrConflict)
+	wantUnresolved(t, s, h2, "hash given to the refused rotation")
+	_, err = s.RotateKey(ctx, fresh.ID, auth.AnyRevision, h2, at(2*time.Hour))
+	must(t, "RotateKey at any revision", err)
+	wantRevision(t, s, fresh.ID, 2, "two rotations")
+}
+
+func ksRevokeKeyAtRevision(t *testing.T, s auth.KeyStore) {
+	ctx, n := t.Context(), newIDs()
+	acct, _ := createAccount(t, s, n, "acct")
+	k := createKey(t, s, n, acct, "ci", at(time.Minute))
+	wide := widenKey(t, s, k)
+
+	_, err := s.RevokeKey(ctx, k.ID, k.Revision, at(time.Hour))
+	wantErr(t, "RevokeKey at the revision before an update", err, store.ErrConflict)
+	wantKey(t, s, wide)
+	wantRevision(t, s, k.ID, wide.Revision, "a refused RevokeKey")
+	wantResolve(t, s, k.Hash, wide, acct)
+
+	got, err := s.RevokeKey(ctx, k.ID, wide.Revision, at(time.Hour))
+	must(t, "RevokeKey at the key's revision", err)
+	want := wide
+	want.RevokedAt = at(time.Hour)
+	checkKey(t, "RevokeKey at the key's revision", got, want)
+	wantRevision(t, s, k.ID, wide.Revision+1, "a revocation")
+
+	_, err = s.RevokeKey(ctx, k.ID, wide.Revision, at(2*time.Hour))
+	wantErr(t, "RevokeKey of a revoked key at the revision before its revocation", err, store.ErrConflict)
+	again, err := s.RevokeKey(ctx, k.ID, got.Revision, at(3*time.Hour))
+	must(t, "RevokeKey of a revoked key at its revision", err)
+	checkKey(t, "RevokeKey of a revoked key at its revision", again, want)
+	wantKey(t, s, want)
+	wantRevision(t, s, k.ID, got.Revision, "revocations of a revoked key")
+
+	// A new key is at revision 0, and 0 conditions the revocation as any revision does.
+	fresh := createKey(t, s, n, acct, "fresh", at(time.Minute))
+	widenKey(t, s, fresh)
+	_, err = s.RevokeKey(ctx, fresh.ID, 0, at(time.Hour))
+	wantErr(t, "RevokeKey at revision 0 of a key updated since", err, store.ErrConflict)
+	_, err = s.RevokeKey(ctx, fresh.ID, auth.AnyRevision, at(time.Hour))
+	must(t, "RevokeKey at any revision", err)
+	wantRevision(t, s, fresh.ID, 2, "an update and a revocation")
 }
 
 func ksRevokeKey(t *testing.T, s auth.KeyStore) {
@@ -620,7 +711,7 @@ func ksRevokeKey(t *testing.T, s auth.KeyStore) {
 	k := createKey(t, s, n, acct, "ci", at(time.Minute))
 	wantResolve(t, s, k.Hash, k, acct) // as a caller would, before the revocation
 
-	got, err := s.RevokeKey(ctx, k.ID, at(time.Hour))
+	got, err := s.RevokeKey(ctx, k.ID, auth.AnyRevision, at(time.Hour))
 	must(t, "RevokeKey", err)
 	want := k
 	want.RevokedAt = at(time.Hour)
@@ -644,10 +735,10 @@ func ksRevokeTwice(t *testing.T, s auth.KeyStore) {
 	ctx, n := t.Context(), newIDs()
 	acct, _ := createAccount(t, s, n, "acct")
 	k := createKey(t, s, n, acct, "ci", at(time.Minute))
-	_, err := s.RevokeKey(ctx, k.ID, at(time.Hour))
+	_, err := s.RevokeKey(ctx, k.ID, auth.AnyRevision, at(time.Hour))
 	must(t, "RevokeKey", err)
 
-	got, err := s.RevokeKey(ctx, k.ID, at(2*time.Hour))
+	got, err := s.RevokeKey(ctx, k.ID, auth.AnyRevision, at(2*time.Hour))
 	if err != nil {
 		t.Fatalf("second RevokeKey: %v, want no error", err)
 	}
@@ -661,7 +752,7 @@ func ksRevokeTwice(t *testing.T, s auth.KeyStore) {
 func ksRevokeMissingKey(t *testing.T, s auth.KeyStore) {
 	n := newIDs()
 	createAccount(t, s, n, "acct")
-	_, err := s.RevokeKey(t.Context(), n.id("ghost"), at(time.Hour))
+	_, err := s.RevokeKey(t.Context(), n.id("ghost"), auth.AnyRevision, at(time.Hour))
 	wantErr(t, "RevokeKey of a missing key", err, store.ErrNotFound)
 }
 
@@ -678,9 +769,9 @@ func ksErrorsNameTheID(t *testing.T, s auth.KeyStore) {
 	wantNamed(t, "Keys", err, store.ErrNotFound, missingAcct)
 	err = s.CreateKey(ctx, newKey(n, auth.Account{ID: missingAcct}, "orphan", t0))
 	wantNamed(t, "CreateKey for a missing account", err, store.ErrNotFound, missingAcct)
-	_, err = s.RotateKey(ctx, missingKey, newHash(), t0)
+	_, err = s.RotateKey(ctx, missingKey, auth.AnyRevision, newHash(), t0)
 	wantNamed(t, "RotateKey", err, store.ErrNotFound, missingKey)
-	_, err = s.RevokeKey(ctx, missingKey, t0)
+	_, err = s.RevokeKey(ctx, missingKey, auth.AnyRevision, t0)
 	wantNamed(t, "RevokeKey", err, store.ErrNotFound, missingKey)
 
 	dup, dupKey := plainAccount(n, "acct")
@@ -765,9 +856,9 @@ func ksCanceledContext(t *testing.T, s auth.KeyStore) {
 	wantErr(t, "Keys", err, context.Canceled)
 	_, _, err = s.Resolve(ctx, primary.Hash)
 	wantErr(t, "Resolve", err, context.Canceled)
-	_, err = s.RotateKey(ctx, primary.ID, h, at(time.Hour))
+	_, err = s.RotateKey(ctx, primary.ID, auth.AnyRevision, h, at(time.Hour))
 	wantErr(t, "RotateKey", err, context.Canceled)
-	_, err = s.RevokeKey(ctx, primary.ID, at(time.Hour))
+	_, err = s.RevokeKey(ctx, primary.ID, auth.AnyRevision, at(time.Hour))
 	wantErr(t, "RevokeKey", err, context.Canceled)
 	_, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: primary.ID, Name: "changed"})
 	wantErr(t, "UpdateKey", err, context.Canceled)
@@ -914,7 +1005,7 @@ func ksConcurrentRotate(t *testing.T, s auth.KeyStore) {
 	var wg sync.WaitGroup
 	for i := range workers {
 		wg.Go(func() {
-			if _, err := s.RotateKey(ctx, k.ID, hashes[i], when(i)); err != nil {
+			if _, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, hashes[i], when(i)); err != nil {
 				t.Errorf("RotateKey #%d: %v", i, err)
 			}
 		})
@@ -951,7 +1042,7 @@ func ksConcurrentRevoke(t *testing.T, s auth.KeyStore) {
 	for i := range workers {
 		wg.Go(func() {
 			var err error
-			got[i], err = s.RevokeKey(ctx, k.ID, at(time.Hour+time.Duration(i)*time.Second))
+			got[i], err = s.RevokeKey(ctx, k.ID, auth.AnyRevision, at(time.Hour+time.Duration(i)*time.Second))
 			if err != nil {
 				t.Errorf("RevokeKey #%d: %v", i, err)
 			}
@@ -1005,7 +1096,7 @@ func ksRotatedAwayHashDead(t *testing.T, s auth.KeyStore) {
 				}
 			})
 		}
-		_, err := s.RotateKey(ctx, k.ID, hashes[i], at(time.Duration(i)*time.Hour))
+		_, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, hashes[i], at(time.Duration(i)*time.Hour))
 		if err == nil {
 			retired.Store(int64(i))
 		}
@@ -1080,7 +1171,7 @@ func ksUpdateKeyStale(t *testing.T, s auth.KeyStore) {
 	wantKey(t, s, first)
 	wantRevision(t, s, k.ID, first.Revision, "a refused UpdateKey")
 
-	rotated, err := s.RotateKey(ctx, k.ID, newHash(), at(time.Hour))
+	rotated, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, newHash(), at(time.Hour))
 	must(t, "RotateKey", err)
 	_, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "stale", Revision: first.Revision})
 	wantErr(t, "UpdateKey from the revision before a rotation", err, store.ErrConflict)
@@ -1129,13 +1220,13 @@ func ksRevisionCountsChanges(t *testing.T, s auth.KeyStore) {
 		last = got.Revision
 		wantRevision(t, s, k.ID, last, what)
 	}
-	got, err := s.RotateKey(ctx, k.ID, newHash(), at(time.Hour))
+	got, err := s.RotateKey(ctx, k.ID, auth.AnyRevision, newHash(), at(time.Hour))
 	step("RotateKey", got, err)
 	got, err = s.UpdateKey(ctx, auth.KeyUpdate{ID: k.ID, Name: "renamed", Revision: last})
 	step("UpdateKey", got, err)
-	got, err = s.RevokeKey(ctx, k.ID, at(2*time.Hour))
+	got, err = s.RevokeKey(ctx, k.ID, auth.AnyRevision, at(2*time.Hour))
 	step("RevokeKey", got, err)
-	got, err = s.RevokeKey(ctx, k.ID, at(3*time.Hour))
+	got, err = s.RevokeKey(ctx, k.ID, auth.AnyRevision, at(3*time.Hour))
 	must(t, "second RevokeKey", err)
 	if got.Revision != last {
 		t.Errorf("second RevokeKey: Revision %d, want %d (nothing changed)", got.Revision, last)

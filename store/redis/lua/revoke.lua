@@ -1,9 +1,13 @@
--- Marks a key revoked once, increasing its revision then. KEYS: 1 keys. ARGV: key id,
--- moment. Reply: status, hash, JSON, rotated, revoked, revision.
+-- Marks a key revoked once, increasing its revision then, if the key still has the
+-- given revision (a negative one: whatever its revision). KEYS: 1 keys. ARGV: key id,
+-- moment, revision. Reply: status (0 revoked or already revoked, 1 no key, 3 another
+-- revision), then hash, JSON, rotated, revoked, revision when 0, the current revision
+-- when 3.
 
 local f = redis.call('HMGET', KEYS[1], ARGV[1] .. ':h', ARGV[1] .. ':rec', ARGV[1] .. ':rot', ARGV[1] .. ':rev', ARGV[1] .. ':v')
 if not f[1] then return {1} end
 local rev, v = f[4], f[5] or '0'
+if tonumber(ARGV[3]) >= 0 and v ~= ARGV[3] then return {3, v} end
 if not rev then
   rev = ARGV[2]
   redis.call('HSET', KEYS[1], ARGV[1] .. ':rev', rev)
