@@ -99,6 +99,8 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.HandleFunc("POST /rotate", h.form(h.rotate))
 	h.mux.HandleFunc("GET /revoke", h.page(h.confirmRevoke))
 	h.mux.HandleFunc("POST /revoke", h.form(h.revoke))
+	h.mux.HandleFunc("GET /usage", h.page(h.usagePage))
+	h.mux.HandleFunc("GET /usage.csv", h.page(h.usageCSV))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "message", &view{Title: "Page not found",
 			Message: "There is no dashboard page at this address.", Link: "./", LinkText: "Go to the overview"})
@@ -355,6 +357,7 @@ var funcs = template.FuncMap{
 	},
 	"day": func(t time.Time) string { return t.UTC().Format("2006-01-02") },
 	"num": formatInt,
+	"ms":  millis,
 }
 
 // formatInt writes n with thousands separators.

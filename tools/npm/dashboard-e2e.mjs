@@ -3,7 +3,8 @@
 //
 //   node dashboard-e2e.mjs <config.json>
 //
-// The config: {base, evil, key, chromium, out}. base is the host's root URL (the
+// The config: {base, evil, key, flush, chromium, out}; flush is a URL whose POST
+// flushes the usage recorded so far. base is the host's root URL (the
 // dashboard is at base/dashboard/), evil the root of another site's server that serves
 // a page posting a form to the dashboard, key the primary key's value, chromium the
 // browser's path, out the directory for the screenshots.
@@ -179,6 +180,51 @@ async function main() {
       return r.status;
     }, keyID);
     check("a same-origin post without the CSRF token is refused", status === 403, status);
+
+    // Usage: REST calls, then the table's totals (and the CSV's) equal GET
+    // /v1/analytics?interval=day for the same range.
+    for (const api of ["alpha", "beta", "beta"]) {
+      check(`REST call ${api} before the usage page`, (await rest(api, cfg.key)) === 200);
+    }
+    const flushed = await fetch(cfg.flush, { method: "POST" });
+    check("usage flushed", flushed.status === 204, flushed.status);
+    await page.getByRole("link", { name: "Usage", exact: true }).click();
+    await page.waitForURL(dash + "usage");
+    const from = await page.getByLabel("From (UTC)").inputValue();
+    const to = await page.getByLabel("To, included (UTC)").inputValue();
+    const toExcl = new Date(Date.parse(to + "T00:00:00Z") + 86400000).toISOString().slice(0, 10);
+    const ranged = (await (await fetch(cfg.base + `/v1/analytics?interval=day&by=api&from=${from}&to=${toExcl}`,
+      { headers: { "x-api-key": cfg.key } })).json()).data;
+    const sums = { calls: 0, credits: 0, errors: 0 };
+    for (const s of ranged.series) for (const p of s.points) {
+      sums.calls += p.calls; sums.credits += p.credits;
+      for (const n of Object.values(p.errors || {})) sums.errors += n;
+    }
+    for (const f of ["calls", "credits", "errors"]) {
+      const got = await field(page, "total-" + f);
+      check(`usage total ${f} equals /v1/analytics`, got === String(sums[f]), `page ${got}, API ${sums[f]}`);
+    }
+    check("the usage table counts the calls", sums.calls >= 6, sums.calls);
+    check("the usage page draws three charts", (await page.locator("svg.chart").count()) === 3);
+    await visit(page, "usage");
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("link", { name: "Download as CSV" }).click(),
+    ]);
+    const csvText = readFileSync(await download.path(), "utf8");
+    const lines = csvText.trim().split("\n").slice(1).map((l) => l.split(","));
+    const csvCalls = lines.reduce((n, l) => n + Number(l[3]), 0);
+    const csvCredits = lines.reduce((n, l) => n + Number(l[4]), 0);
+    check("the CSV's totals equal /v1/analytics", csvCalls === sums.calls && csvCredits === sums.credits,
+      `csv ${csvCalls}/${csvCredits}, API ${sums.calls}/${sums.credits}`);
+    check("the CSV holds no key value", !csvText.includes(cfg.key) && !csvText.includes(value) && !csvText.includes(rotated));
+    await page.getByLabel("Group by", { exact: true }).selectOption("key");
+    await page.getByLabel("Interval", { exact: true }).selectOption("hour");
+    await page.getByLabel("From (UTC)").fill(to);
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/usage\?.*by=key/);
+    check("usage by key and hour", (await field(page, "total-calls")) !== null && !(await page.content()).includes(cfg.key));
+    await visit(page, "usage-by-key");
 
     // Sign out.
     await page.getByRole("button", { name: "Sign out" }).click();
