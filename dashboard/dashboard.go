@@ -101,6 +101,7 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.HandleFunc("POST /revoke", h.form(h.revoke))
 	h.mux.HandleFunc("GET /usage", h.page(h.usagePage))
 	h.mux.HandleFunc("GET /usage.csv", h.page(h.usageCSV))
+	h.mux.HandleFunc("GET /audit", h.page(h.auditLog))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "message", &view{Title: "Page not found",
 			Message: "There is no dashboard page at this address.", Link: "./", LinkText: "Go to the overview"})

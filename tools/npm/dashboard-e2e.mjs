@@ -226,6 +226,16 @@ async function main() {
     check("usage by key and hour", (await field(page, "total-calls")) !== null && !(await page.content()).includes(cfg.key));
     await visit(page, "usage-by-key");
 
+    // The audit log: the sub-key's creation, rotation and revocation, newest first.
+    await page.getByRole("link", { name: "Audit log", exact: true }).click();
+    await page.waitForURL(dash + "audit");
+    const actions = await page.locator("tr[data-action]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-action")));
+    check("the audit log lists the key's changes, newest first",
+      actions.indexOf("key.revoke") >= 0 && actions.indexOf("key.revoke") < actions.indexOf("key.rotate") &&
+      actions.indexOf("key.rotate") < actions.indexOf("key.create"), actions.join(" "));
+    check("the audit log shows no key value", !(await page.content()).includes(cfg.key) && !(await page.content()).includes(rotated));
+    await visit(page, "audit");
+
     // Sign out.
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.waitForURL(/sign-in\?signed_out=1/);
