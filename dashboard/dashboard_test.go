@@ -60,6 +60,7 @@ func TestSecurityHeaders(t *testing.T) {
 		{"usage, bad range", b, "GET", "/dashboard/usage?from=2030-02-01&to=2030-01-01", nil, 400, true},
 		{"usage CSV", b, "GET", "/dashboard/usage.csv", nil, 200, true},
 		{"audit log", b, "GET", "/dashboard/audit", nil, 200, true},
+		{"MCP", b, "GET", "/dashboard/mcp", nil, 200, true},
 		{"usage, signed out", anon, "GET", "/dashboard/usage", nil, 303, true},
 		{"created key", b, "POST", "/dashboard/keys", url.Values{"name": {"ci"}, "csrf_token": {csrf}}, 201, true},
 		{"refused post", b, "POST", "/dashboard/keys", url.Values{"name": {"ci"}}, 403, true},

@@ -236,6 +236,20 @@ async function main() {
     check("the audit log shows no key value", !(await page.content()).includes(cfg.key) && !(await page.content()).includes(rotated));
     await visit(page, "audit");
 
+    // The MCP page: the URL of this server's endpoint, snippets with a placeholder.
+    await page.getByRole("link", { name: "MCP", exact: true }).click();
+    await page.waitForURL(dash + "mcp");
+    const mcpURL = await page.getByLabel("MCP server URL (Streamable HTTP)").inputValue();
+    check("the MCP page gives the endpoint's URL", mcpURL === cfg.base + "/v1/mcp", mcpURL);
+    const cursorCfg = JSON.parse(await page.locator("#cursor-key").inputValue());
+    check("the Cursor snippet has the URL and a key placeholder",
+      cursorCfg.mcpServers.tollgate.url === mcpURL && cursorCfg.mcpServers.tollgate.headers["x-api-key"] === "YOUR_API_KEY");
+    check("the MCP page shows no key value", !(await page.content()).includes(cfg.key));
+    await page.locator('button[data-copy="vscode-key"]').click();
+    const copied = await page.evaluate(() => navigator.clipboard.readText());
+    check("a snippet's copy button copies it", JSON.parse(copied).servers.tollgate.url === mcpURL, copied.slice(0, 80));
+    await visit(page, "mcp");
+
     // Sign out.
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.waitForURL(/sign-in\?signed_out=1/);
