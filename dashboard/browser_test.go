@@ -70,7 +70,18 @@ func TestBrowser(t *testing.T) {
 	t.Cleanup(evil.Close)
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 
-	cfg, err := json.Marshal(map[string]string{"base": e.srv.URL, "evil": evilURL, "key": e.key,
+	// The test's hook that flushes the recorded usage, so that the usage page shows the
+	// calls the script has just made (the service flushes on a timer otherwise).
+	flush := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := e.svc.FlushUsage(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(flush.Close)
+
+	cfg, err := json.Marshal(map[string]string{"base": e.srv.URL, "evil": evilURL, "key": e.key, "flush": flush.URL,
 		"chromium": browserPath, "out": out})
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,11 @@ type Options struct {
 	// Title names the portal in every page's header and title. The default is
 	// "Tollgate".
 	Title string
+	// PublicURL is the service's public root URL, such as https://api.example.com: the
+	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp". The default is the
+	// scheme and host each request came to (http unless the request came over TLS), so
+	// a host behind a proxy that ends TLS sets it.
+	PublicURL string
 }
 
 // Handler serves the dashboard. Create it with [NewHandler].
@@ -53,8 +58,10 @@ type Handler struct {
 	sessions *session.Handler
 	log      *slog.Logger
 	title    string
-	pages    map[string]*template.Template
-	mux      *http.ServeMux
+	// publicURL is Options.PublicURL without a trailing slash.
+	publicURL string
+	pages     map[string]*template.Template
+	mux       *http.ServeMux
 }
 
 // NewHandler returns the dashboard of svc. sessions is the session handler the host
@@ -81,6 +88,11 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 		h.title = "Tollgate"
 	}
 	var err error
+	if opts.PublicURL != "" {
+		if h.publicURL, err = checkPublicURL(opts.PublicURL); err != nil {
+			return nil, err
+		}
+	}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -99,6 +111,10 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.HandleFunc("POST /rotate", h.form(h.rotate))
 	h.mux.HandleFunc("GET /revoke", h.page(h.confirmRevoke))
 	h.mux.HandleFunc("POST /revoke", h.form(h.revoke))
+	h.mux.HandleFunc("GET /usage", h.page(h.usagePage))
+	h.mux.HandleFunc("GET /usage.csv", h.page(h.usageCSV))
+	h.mux.HandleFunc("GET /audit", h.page(h.auditLog))
+	h.mux.HandleFunc("GET /mcp", h.page(h.mcpPage))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "message", &view{Title: "Page not found",
 			Message: "There is no dashboard page at this address.", Link: "./", LinkText: "Go to the overview"})
@@ -355,6 +371,7 @@ var funcs = template.FuncMap{
 	},
 	"day": func(t time.Time) string { return t.UTC().Format("2006-01-02") },
 	"num": formatInt,
+	"ms":  millis,
 }
 
 // formatInt writes n with thousands separators.

@@ -15,11 +15,16 @@
 //	GET  /keys      the keys table and the form that creates a sub-key; POST /keys creates it
 //	GET  /rotate    confirm the rotation of ?key=ID;  POST /rotate rotates it
 //	GET  /revoke    confirm the revocation of ?key=ID;  POST /revoke revokes it
+//	GET  /usage     usage over a range (?from=&to= dates, interval=hour|day, by=api|key,
+//	                api=): charts of calls, credits and errors, a table with latencies
+//	GET  /usage.csv the same figures as CSV (key ids and names, never key values)
+//	GET  /audit     the account's audit log, newest first (?cursor= for older entries)
+//	GET  /mcp       the MCP endpoint's URL and configurations of common MCP clients
 //	GET  /assets/   the embedded style sheet and script
 //
 // Every figure is read through the same [tollgate.Service] methods as the
-// self-service API (OwnAccount, OwnKeys, OwnUsage, CreateOwnKey, RotateOwnKey,
-// RevokeOwnKey), with the session as the credential: the pages show what GET
+// self-service API (OwnAccount, OwnKeys, OwnUsage, OwnAuditLog, CreateOwnKey,
+// RotateOwnKey, RevokeOwnKey), with the session as the credential: the pages show what GET
 // /v1/account and GET /v1/analytics answer, and the service's rules decide who may do
 // what.
 //

@@ -3,7 +3,8 @@
 //
 //   node dashboard-e2e.mjs <config.json>
 //
-// The config: {base, evil, key, chromium, out}. base is the host's root URL (the
+// The config: {base, evil, key, flush, chromium, out}; flush is a URL whose POST
+// flushes the usage recorded so far. base is the host's root URL (the
 // dashboard is at base/dashboard/), evil the root of another site's server that serves
 // a page posting a form to the dashboard, key the primary key's value, chromium the
 // browser's path, out the directory for the screenshots.
@@ -179,6 +180,75 @@ async function main() {
       return r.status;
     }, keyID);
     check("a same-origin post without the CSRF token is refused", status === 403, status);
+
+    // Usage: REST calls, then the table's totals (and the CSV's) equal GET
+    // /v1/analytics?interval=day for the same range.
+    for (const api of ["alpha", "beta", "beta"]) {
+      check(`REST call ${api} before the usage page`, (await rest(api, cfg.key)) === 200);
+    }
+    const flushed = await fetch(cfg.flush, { method: "POST" });
+    check("usage flushed", flushed.status === 204, flushed.status);
+    await page.getByRole("link", { name: "Usage", exact: true }).click();
+    await page.waitForURL(dash + "usage");
+    const from = await page.getByLabel("From (UTC)").inputValue();
+    const to = await page.getByLabel("To, included (UTC)").inputValue();
+    const toExcl = new Date(Date.parse(to + "T00:00:00Z") + 86400000).toISOString().slice(0, 10);
+    const ranged = (await (await fetch(cfg.base + `/v1/analytics?interval=day&by=api&from=${from}&to=${toExcl}`,
+      { headers: { "x-api-key": cfg.key } })).json()).data;
+    const sums = { calls: 0, credits: 0, errors: 0 };
+    for (const s of ranged.series) for (const p of s.points) {
+      sums.calls += p.calls; sums.credits += p.credits;
+      for (const n of Object.values(p.errors || {})) sums.errors += n;
+    }
+    for (const f of ["calls", "credits", "errors"]) {
+      const got = await field(page, "total-" + f);
+      check(`usage total ${f} equals /v1/analytics`, got === String(sums[f]), `page ${got}, API ${sums[f]}`);
+    }
+    check("the usage table counts the calls", sums.calls >= 6, sums.calls);
+    check("the usage page draws three charts", (await page.locator("svg.chart").count()) === 3);
+    await visit(page, "usage");
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("link", { name: "Download as CSV" }).click(),
+    ]);
+    const csvText = readFileSync(await download.path(), "utf8");
+    const lines = csvText.trim().split("\n").slice(1).map((l) => l.split(","));
+    const csvCalls = lines.reduce((n, l) => n + Number(l[3]), 0);
+    const csvCredits = lines.reduce((n, l) => n + Number(l[4]), 0);
+    check("the CSV's totals equal /v1/analytics", csvCalls === sums.calls && csvCredits === sums.credits,
+      `csv ${csvCalls}/${csvCredits}, API ${sums.calls}/${sums.credits}`);
+    check("the CSV holds no key value", !csvText.includes(cfg.key) && !csvText.includes(value) && !csvText.includes(rotated));
+    await page.getByLabel("Group by", { exact: true }).selectOption("key");
+    await page.getByLabel("Interval", { exact: true }).selectOption("hour");
+    await page.getByLabel("From (UTC)").fill(to);
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/usage\?.*by=key/);
+    check("usage by key and hour", (await field(page, "total-calls")) !== null && !(await page.content()).includes(cfg.key));
+    await visit(page, "usage-by-key");
+
+    // The audit log: the sub-key's creation, rotation and revocation, newest first.
+    await page.getByRole("link", { name: "Audit log", exact: true }).click();
+    await page.waitForURL(dash + "audit");
+    const actions = await page.locator("tr[data-action]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-action")));
+    check("the audit log lists the key's changes, newest first",
+      actions.indexOf("key.revoke") >= 0 && actions.indexOf("key.revoke") < actions.indexOf("key.rotate") &&
+      actions.indexOf("key.rotate") < actions.indexOf("key.create"), actions.join(" "));
+    check("the audit log shows no key value", !(await page.content()).includes(cfg.key) && !(await page.content()).includes(rotated));
+    await visit(page, "audit");
+
+    // The MCP page: the URL of this server's endpoint, snippets with a placeholder.
+    await page.getByRole("link", { name: "MCP", exact: true }).click();
+    await page.waitForURL(dash + "mcp");
+    const mcpURL = await page.getByLabel("MCP server URL (Streamable HTTP)").inputValue();
+    check("the MCP page gives the endpoint's URL", mcpURL === cfg.base + "/v1/mcp", mcpURL);
+    const cursorCfg = JSON.parse(await page.locator("#cursor-key").inputValue());
+    check("the Cursor snippet has the URL and a key placeholder",
+      cursorCfg.mcpServers.tollgate.url === mcpURL && cursorCfg.mcpServers.tollgate.headers["x-api-key"] === "YOUR_API_KEY");
+    check("the MCP page shows no key value", !(await page.content()).includes(cfg.key));
+    await page.locator('button[data-copy="vscode-key"]').click();
+    const copied = await page.evaluate(() => navigator.clipboard.readText());
+    check("a snippet's copy button copies it", JSON.parse(copied).servers.tollgate.url === mcpURL, copied.slice(0, 80));
+    await visit(page, "mcp");
 
     // Sign out.
     await page.getByRole("button", { name: "Sign out" }).click();

@@ -1,0 +1,123 @@
+package dashboard_test
+
+import (
+	"encoding/csv"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// usageTotal reads a total of the usage page's table.
+func usageTotal(t *testing.T, p page, field string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`data-field="` + field + `" data-value="(\d+)"`).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("the page has no %s (%d):\n%s", field, p.status, p.body)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
+
+// TestUsage: the usage page and its CSV give the figures of OwnUsage, a sub-key sees
+// only its own calls, the CSV names keys by id and name and never by value, and a bad
+// range is the person's mistake (400 with the service's message).
+func TestUsage(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser(t)
+	csrf := b.signIn(e.key)
+	sub, subID := b.createKey(csrf, url.Values{"name": {"=evil()"}})
+	for _, c := range []struct{ api, key string }{{"alpha", e.key}, {"alpha", e.key}, {"beta", e.key}, {"beta", sub}} {
+		if got := e.call(t, c.api, c.key); got != http.StatusOK {
+			t.Fatalf("call %s: %d", c.api, got)
+		}
+	}
+	if got := e.call(t, "nothing", e.key); got != http.StatusNotFound {
+		t.Fatalf("call of an unknown API: %d", got)
+	}
+	if err := e.svc.FlushUsage(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	p := b.do("GET", "/dashboard/usage", nil)
+	if p.status != http.StatusOK {
+		t.Fatalf("usage: %d\n%s", p.status, p.body)
+	}
+	if got := usageTotal(t, p, "total-calls"); got != 4 {
+		t.Errorf("total calls %d, want 4", got)
+	}
+	if got := usageTotal(t, p, "total-credits"); got != 1+1+2+2 {
+		t.Errorf("total credits %d, want 6", got)
+	}
+	for _, want := range []string{`aria-current="page">Usage`, `<svg class="chart"`, "p95 ms", `usage.csv?api=&amp;by=api&amp;from=2029-12-17&amp;interval=day&amp;to=2030-01-15`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the usage page lacks %q\n%s", want, p.body)
+		}
+	}
+	if f := b.do("GET", "/dashboard/usage?api=beta&by=key&interval=hour&from=2030-01-15&to=2030-01-15", nil); usageTotal(t, f, "total-credits") != 4 ||
+		!strings.Contains(f.body, subID) {
+		t.Errorf("beta by key, by hour: want 4 credits and the sub-key's row\n%s", f.body)
+	}
+
+	// The CSV, grouped by key.
+	c := b.do("GET", "/dashboard/usage.csv?by=key", nil)
+	if c.status != http.StatusOK || !strings.HasPrefix(c.header.Get("Content-Type"), "text/csv") ||
+		!strings.HasPrefix(c.header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("csv: %d %q %q", c.status, c.header.Get("Content-Type"), c.header.Get("Content-Disposition"))
+	}
+	recs, err := csv.NewReader(strings.NewReader(c.body)).ReadAll()
+	if err != nil || len(recs) < 2 || strings.Join(recs[0], ",") != "start,key_id,key_name,calls,credits,errors,p50_ms,p95_ms,p99_ms" {
+		t.Fatalf("csv %v:\n%s", err, c.body)
+	}
+	var calls int64
+	for _, r := range recs[1:] {
+		n, _ := strconv.ParseInt(r[3], 10, 64)
+		calls += n
+		if r[1] == subID && r[2] != "'=evil()" {
+			t.Errorf("the sub-key's name %q is not kept from being a formula", r[2])
+		}
+	}
+	if calls != 4 {
+		t.Errorf("the CSV counts %d calls, want 4", calls)
+	}
+	for _, v := range []string{e.key, sub} {
+		if strings.Contains(c.body, v) {
+			t.Error("the CSV holds a key value")
+		}
+	}
+
+	// A sub-key's session sees only its own calls.
+	sb := e.browser(t)
+	sb.signIn(sub)
+	if sp := sb.do("GET", "/dashboard/usage", nil); usageTotal(t, sp, "total-calls") != 1 {
+		t.Errorf("the sub-key's session sees %d calls, want 1", usageTotal(t, sp, "total-calls"))
+	}
+
+	// Mistakes: 400 with a message, never 5xx.
+	tests := []struct{ name, query, says string }{
+		{"bad date", "from=yesterday", "YYYY-MM-DD"},
+		{"end before start", "from=2030-01-10&to=2030-01-01", "must be after its start"},
+		{"range too long by hour", "interval=hour&from=2029-01-01&to=2030-01-01", "at most 31 days"},
+		{"unknown interval", "interval=week", "hour or day"},
+		{"unknown grouping", "by=outcome", "api or key"},
+		{"unknown API", "api=nope", "catalog"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := b.do("GET", "/dashboard/usage?"+tt.query, nil)
+			if p.status != http.StatusBadRequest || !strings.Contains(p.body, tt.says) || !strings.Contains(p.body, `role="alert"`) {
+				t.Errorf("page: %d, want 400 saying %q\n%s", p.status, tt.says, p.body)
+			}
+			if c := b.do("GET", "/dashboard/usage.csv?"+tt.query, nil); c.status != http.StatusBadRequest || !strings.Contains(c.body, tt.says) {
+				t.Errorf("csv: %d %q, want 400 saying %q", c.status, c.body, tt.says)
+			}
+		})
+	}
+	for _, r := range e.logs.Records(t) {
+		if r.Level == "ERROR" {
+			t.Errorf("logged at ERROR: %s %v", r.Msg, r.Attrs)
+		}
+	}
+}
