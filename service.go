@@ -697,8 +697,9 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
 	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
+	voided := errors.Is(err, billing.ErrVoided)
 	switch {
-	case errors.Is(err, billing.ErrVoided):
+	case voided:
 		// The call outlived its reservation, which was voided: it is not charged.
 		s.log.WarnContext(ctx, "tollgate: a call ended after its reservation expired; it is not charged (raise Options.ReservationGrace if calls often outlive CallTimeout)",
 			"account", p.Account.ID, "request", t.Request.String())
@@ -711,7 +712,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
-	s.recordRun(p, now, invs, results, took, rc.Charged == 0)
+	s.recordRun(p, now, invs, results, took, voided)
 	return Reply{Results: results, Receipt: rc}
 }
 

@@ -318,15 +318,10 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
 	}
 	r, updated := n.row()
-	switch {
-	case updated:
-		return r.key()
-	case !exists:
-		return auth.Key{}, fmt.Errorf("postgres: key %q: %w", id, store.ErrNotFound)
-	case revoked:
+	if !updated && exists && revoked {
 		return auth.Key{}, fmt.Errorf("postgres: key %q is revoked: %w", id, store.ErrConflict)
 	}
-	return auth.Key{}, changed(id, rev, revision)
+	return changedKey(id, rev, r, updated, exists, revision)
 }
 
 // RevokeKey marks a key revoked (if it still has revision rev, unless rev is
@@ -355,6 +350,13 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
 	}
 	r, updated := n.row()
+	return changedKey(id, rev, r, updated, exists, revision)
+}
+
+// changedKey is the result of a statement that changed key id if it still had
+// revision rev: the key r as updated, or why nothing was: no such key (exists false),
+// or a change since rev (see changed).
+func changedKey(id string, rev int64, r keyRow, updated, exists bool, revision *int64) (auth.Key, error) {
 	switch {
 	case updated:
 		return r.key()
