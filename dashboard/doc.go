@@ -17,6 +17,7 @@
 //	GET  /revoke    confirm the revocation of ?key=ID;  POST /revoke revokes it
 //	GET  /usage     usage over a range (?from=&to= dates, interval=hour|day, by=api|key,
 //	                api=): charts of calls, credits and errors, a table with latencies
+//	                (500 rows a page, ?page=N)
 //	GET  /usage.csv the same figures as CSV (key ids and names, never key values)
 //	GET  /audit     the account's audit log, newest first (?cursor= for older entries)
 //	GET  /mcp       the MCP endpoint's URL and configurations of common MCP clients

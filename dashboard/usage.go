@@ -22,11 +22,27 @@ type usageForm struct {
 	APIs                        []string
 }
 
+// values returns the form's query values.
+func (f usageForm) values() url.Values {
+	return url.Values{"from": {f.From}, "to": {f.To}, "interval": {f.Interval}, "by": {f.By}, "api": {f.API}}
+}
+
 // CSVLink returns the link to the CSV of the form's figures: a relative URL whose
 // query values are encoded here.
 func (f usageForm) CSVLink() template.URL {
-	return template.URL("usage.csv?" + url.Values{"from": {f.From}, "to": {f.To}, "interval": {f.Interval}, "by": {f.By}, "api": {f.API}}.Encode())
+	return template.URL("usage.csv?" + f.values().Encode())
 }
+
+// pageLink returns the link to page n (from 1) of the form's table.
+func (f usageForm) pageLink(n int) template.URL {
+	v := f.values()
+	v.Set("page", strconv.Itoa(n))
+	return template.URL("usage?" + v.Encode())
+}
+
+// tablePage is how many rows the usage table shows at once: a month of hours of a few
+// dozen keys is tens of thousands of rows, which the CSV holds whole.
+const tablePage = 500
 
 // usageRow is one point of one group: a row of the table and of the CSV.
 type usageRow struct {
@@ -41,9 +57,14 @@ type usageRow struct {
 type usageData struct {
 	Form usageForm
 	// Off says why there are no figures ("" when there are).
-	Off                            string
-	Rows                           []usageRow
-	Calls, Credits, Errors         int64
+	Off                    string
+	Rows                   []usageRow
+	Calls, Credits, Errors int64
+	// Shown are the rows of the table's page, First and Last their positions (from 1)
+	// among the Total rows; Prev and Next link to the pages around it ("" at either end).
+	Shown                          []usageRow
+	First, Last, Total             int64
+	Prev, Next                     template.URL
 	CallsSVG, CreditsSVG, ErrorSVG template.HTML
 	Legend                         []legendEntry
 }
@@ -180,6 +201,18 @@ func (h *Handler) usagePage(w http.ResponseWriter, r *http.Request, v *visit) {
 		d.Calls += row.Calls
 		d.Credits += row.Credits
 		d.Errors += row.Errors
+	}
+	n, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if err != nil || n < 1 || (n-1)*tablePage >= len(rows) {
+		n = 1 // a page past the rows, or none: the first
+	}
+	first, last := (n-1)*tablePage, min(n*tablePage, len(rows))
+	d.Shown, d.First, d.Last, d.Total = rows[first:last], int64(first+1), int64(last), int64(len(rows))
+	if n > 1 {
+		d.Prev = form.pageLink(n - 1)
+	}
+	if last < len(rows) {
+		d.Next = form.pageLink(n + 1)
 	}
 	if d.Off == "" {
 		uq.Account = v.account

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // usageTotal reads a total of the usage page's table.
@@ -118,6 +119,67 @@ func TestUsage(t *testing.T) {
 	for _, r := range e.logs.Records(t) {
 		if r.Level == "ERROR" {
 			t.Errorf("logged at ERROR: %s %v", r.Msg, r.Attrs)
+		}
+	}
+}
+
+// TestUsagePages: a table of more rows than a page holds is shown a page at a time,
+// with links to the pages around it; the totals and the charts are those of every row.
+func TestUsagePages(t *testing.T) {
+	e := newEnv(t)
+	// 260 hours with calls of alpha and beta, from 2030-01-04: 520 rows by hour and API.
+	now := e.clock.Now()
+	e.clock.Set(time.Date(2030, 1, 4, 0, 30, 0, 0, time.UTC))
+	for range 260 {
+		for _, api := range []string{"alpha", "beta"} {
+			if got := e.call(t, api, e.key); got != http.StatusOK {
+				t.Fatalf("call %s: %d", api, got)
+			}
+		}
+		e.clock.Advance(time.Hour)
+	}
+	e.clock.Set(now)
+	if err := e.svc.FlushUsage(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e.key)
+	rowsOf := func(p page) int { return strings.Count(p.body, `<tr><th scope="row">20`) }
+	const form = "interval=hour&by=api&from=2030-01-01&to=2030-01-15"
+	for _, tt := range []struct {
+		page       string
+		rows       int
+		says       string
+		prev, next bool
+	}{
+		{"", 500, "Rows 1 to 500 of 520", false, true},
+		{"1", 500, "Rows 1 to 500 of 520", false, true},
+		{"2", 20, "Rows 501 to 520 of 520", true, false},
+		{"3", 500, "Rows 1 to 500 of 520", false, true}, // past the rows: the first page
+		{"-1", 500, "Rows 1 to 500 of 520", false, true},
+		{"x", 500, "Rows 1 to 500 of 520", false, true},
+	} {
+		p := b.do("GET", "/dashboard/usage?"+form+"&page="+tt.page, nil)
+		if p.status != http.StatusOK {
+			t.Fatalf("page %q: %d\n%s", tt.page, p.status, p.body)
+		}
+		if got := rowsOf(p); got != tt.rows {
+			t.Errorf("page %q: %d rows, want %d", tt.page, got, tt.rows)
+		}
+		if !strings.Contains(p.body, tt.says) {
+			t.Errorf("page %q does not say %q", tt.page, tt.says)
+		}
+		if got := strings.Contains(p.body, `rel="prev"`); got != tt.prev {
+			t.Errorf("page %q: a link to the previous page: %v, want %v", tt.page, got, tt.prev)
+		}
+		if got := strings.Contains(p.body, `rel="next"`); got != tt.next {
+			t.Errorf("page %q: a link to the next page: %v, want %v", tt.page, got, tt.next)
+		}
+		if tt.next && !strings.Contains(p.body, `href="usage?api=&amp;by=api&amp;from=2030-01-01&amp;interval=hour&amp;page=2&amp;to=2030-01-15"`) {
+			t.Errorf("page %q: the link to page 2 does not keep the form", tt.page)
+		}
+		if calls, credits := usageTotal(t, p, "total-calls"), usageTotal(t, p, "total-credits"); calls != 520 || credits != 260*(1+2) {
+			t.Errorf("page %q: totals %d calls, %d credits; want those of every row: 520, 780", tt.page, calls, credits)
 		}
 	}
 }

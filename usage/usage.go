@@ -199,6 +199,27 @@ func Rollup(rows []Row, res Resolution) []Row {
 	return out
 }
 
+// RollupBy returns rows rolled up to res, as [Rollup] does, with only the dimension keep
+// ([ByAPI] or [ByKey]) kept besides the account and the outcome: the key and channel of
+// every row are emptied for ByAPI, the API and channel for ByKey, and rows that then
+// share a bucket and group are summed. A store may keep such narrower rows beside the
+// full ones, so that a query that groups or filters by one dimension only reads a few
+// rows per bucket instead of one per key, API, channel and outcome. For any other keep,
+// it returns Rollup(rows, res).
+func RollupBy(rows []Row, res Resolution, keep Dimension) []Row {
+	narrow := make([]Row, len(rows))
+	for i, r := range rows {
+		switch keep {
+		case ByAPI:
+			r.Key, r.Channel = "", ""
+		case ByKey:
+			r.API, r.Channel = "", ""
+		}
+		narrow[i] = r
+	}
+	return Rollup(narrow, res)
+}
+
 func compareRows(a, b Row) int {
 	return cmp.Or(a.Bucket.Compare(b.Bucket), cmp.Compare(a.Account, b.Account), cmp.Compare(a.Key, b.Key),
 		cmp.Compare(a.API, b.API), cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Outcome, b.Outcome))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -206,5 +207,52 @@ func TestRecorderOptions(t *testing.T) {
 	record(rec, 0, "a")
 	if err := rec.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRollupBy: rows narrowed to one dimension keep it, the account, bucket and outcome,
+// empty the others, and sum the rows that then share a group, histograms and last use
+// included.
+func TestRollupBy(t *testing.T) {
+	row := func(min int, key, api, channel, outcome string, calls int64, lat int) usage.Row {
+		r := usage.Row{Bucket: t0.Add(time.Duration(min) * time.Minute), Account: "acme", Key: key, API: api, Channel: channel,
+			Outcome: outcome, Calls: calls, Credits: 2 * calls, Last: t0.Add(time.Duration(min) * time.Minute)}
+		r.Latency[lat] = calls
+		return r
+	}
+	rows := []usage.Row{
+		row(0, "k1", "echo", "rest", "ok", 1, 3),
+		row(5, "k2", "echo", "mcp", "ok", 2, 4),
+		row(7, "k1", "hash", "rest", "ok", 4, 3),
+		row(9, "k1", "echo", "graphql", "rejected", 8, 0),
+	}
+	hist := func(counts map[int]int64) (h usage.Histogram) {
+		for i, n := range counts {
+			h[i] = n
+		}
+		return h
+	}
+	for _, tt := range []struct {
+		keep usage.Dimension
+		want []usage.Row
+	}{
+		{usage.ByAPI, []usage.Row{
+			{Bucket: t0, Account: "acme", API: "echo", Outcome: "ok", Calls: 3, Credits: 6, Latency: hist(map[int]int64{3: 1, 4: 2}), Last: t0.Add(5 * time.Minute)},
+			{Bucket: t0, Account: "acme", API: "echo", Outcome: "rejected", Calls: 8, Credits: 16, Latency: hist(map[int]int64{0: 8}), Last: t0.Add(9 * time.Minute)},
+			{Bucket: t0, Account: "acme", API: "hash", Outcome: "ok", Calls: 4, Credits: 8, Latency: hist(map[int]int64{3: 4}), Last: t0.Add(7 * time.Minute)},
+		}},
+		{usage.ByKey, []usage.Row{
+			{Bucket: t0, Account: "acme", Key: "k1", Outcome: "ok", Calls: 5, Credits: 10, Latency: hist(map[int]int64{3: 5}), Last: t0.Add(7 * time.Minute)},
+			{Bucket: t0, Account: "acme", Key: "k1", Outcome: "rejected", Calls: 8, Credits: 16, Latency: hist(map[int]int64{0: 8}), Last: t0.Add(9 * time.Minute)},
+			{Bucket: t0, Account: "acme", Key: "k2", Outcome: "ok", Calls: 2, Credits: 4, Latency: hist(map[int]int64{4: 2}), Last: t0.Add(5 * time.Minute)},
+		}},
+		{usage.ByChannel, usage.Rollup(rows, usage.Hour)},
+	} {
+		if got := usage.RollupBy(rows, usage.Hour, tt.keep); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("RollupBy %q:\n got %+v\nwant %+v", tt.keep, got, tt.want)
+		}
+	}
+	if rows[0].Key != "k1" || rows[0].Channel != "rest" {
+		t.Errorf("RollupBy changed its input: %+v", rows[0])
 	}
 }

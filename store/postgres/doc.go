@@ -88,6 +88,9 @@
 //   - tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day (account_id,
 //     bucket, key_id, api, channel, outcome, calls, credits, latency bigint[], last_at):
 //     the usage buckets, kept by [UsageStore], keyed by the account and the bucket first;
+//     tollgate_usage_hour_api, tollgate_usage_day_api, tollgate_usage_hour_key and
+//     tollgate_usage_day_key (the same columns): the hour and day sums narrowed to the API
+//     or to the key ([usage.RollupBy]), which queries of one dimension read;
 //     tollgate_usage_last (account_id, key_id, last_at): the last use of each key.
 //   - tollgate_schema_migrations (version, name): the migrations applied.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // emptyPool returns a pool on a fresh schema that has not been migrated.
@@ -410,4 +412,74 @@ func TestMigrateSetupMistakes(t *testing.T) {
 			t.Fatalf("Migrate once the role may create in the schema: %v", err)
 		}
 	})
+}
+
+// TestMigrateUsageRollups upgrades a schema of version 10 that holds usage: version 11
+// fills the narrowed tables from the full ones, so every query reads the same sums as
+// before the upgrade, whichever table answers it.
+func TestMigrateUsageRollups(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for _, file := range files {
+		v, err := strconv.Atoi(strings.SplitN(filepath.Base(file), "_", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v > 10 {
+			continue
+		}
+		sql, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(sql)); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		versions = append(versions, fmt.Sprintf("(%d, 'v%d')", v, v))
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE tollgate_schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL);
+		INSERT INTO tollgate_schema_migrations VALUES `+strings.Join(versions, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	// Usage as version 10 kept it: full rows of two keys, two APIs and two channels.
+	for _, table := range []string{"tollgate_usage_hour", "tollgate_usage_day"} {
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+`
+			SELECT 'acme', $1::timestamptz, k, a, c, 'ok', 2, 3, ARRAY[0, 1, 1]::bigint[], $1::timestamptz + interval '1 minute'
+			FROM unnest(ARRAY['k1', 'k2']) k, unnest(ARRAY['echo', 'hash']) a, unnest(ARRAY['rest', 'mcp']) c`, t0.Truncate(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 10: %v", err)
+	}
+	s, err := postgres.NewUsageStore(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []usage.Resolution{usage.Hour, usage.Day} {
+		for _, by := range []usage.Dimension{usage.ByAPI, usage.ByKey} {
+			q, err := usage.Query{Account: "acme", From: t0.Truncate(24 * time.Hour), To: t0.Truncate(24 * time.Hour).Add(time.Hour),
+				Interval: res, By: by}.Normalized()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Sum(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 2 {
+				t.Fatalf("%s by %s after the upgrade: %d rows, want 2: %+v", res, by, len(rows), rows)
+			}
+			for _, r := range rows {
+				if r.Calls != 8 || r.Credits != 12 || r.Latency != (usage.Histogram{0, 4, 4}) {
+					t.Errorf("%s by %s after the upgrade: %+v; want 8 calls, 12 credits, latency {0, 4, 4}", res, by, r)
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,15 +13,19 @@ import (
 )
 
 // UsageStore is the PostgreSQL [usage.Store]: usage buckets in the tables
-// tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day, and the last use of
-// each key in tollgate_usage_last.
+// tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day, the same hour and
+// day sums narrowed to one dimension in tollgate_usage_{hour,day}_{api,key} (see
+// [usage.RollupBy]), and the last use of each key in tollgate_usage_last.
 //
-// Add is one transaction of four upserts (the minute, hour and day rows and the keys'
-// last use), additive, so flushes from any number of instances sum; each upsert writes
-// its rows in the order of their primary key, so that concurrent flushes lock rows in
-// the same order and do not deadlock. Sum is one SELECT on the primary key (account,
-// bucket, ...), whose rows are summed as they are read, so its memory is that of the
-// result; Prune is one DELETE on a BRIN index of the bucket.
+// Add is one transaction of eight upserts (the minute, hour and day rows, the narrowed
+// hour and day rows and the keys' last use), additive, so flushes from any number of
+// instances sum; each upsert writes its rows in one order (bucket, account, key, API,
+// channel, outcome), so that concurrent flushes lock rows in the same order and do not
+// deadlock. Sum is one SELECT on the primary key (account, bucket, ...) of the
+// narrowest table that holds what the query asks for (a month of an account's usage per
+// API per day reads one row per API, outcome and day, however many keys and channels
+// it used), whose rows are summed as they are read, so its memory is that of the
+// result; Prune is one statement that deletes on a BRIN index of the bucket.
 //
 // Like [Store], it holds no state besides its DB and is safe for concurrent use when
 // its DB is. Create it with [NewUsageStore], after [Migrate] has run.
@@ -51,6 +56,31 @@ func usageTable(res usage.Resolution) string {
 	return "tollgate_usage_day"
 }
 
+// narrowed are the dimensions that hour and day buckets are also kept narrowed to, and
+// the suffix of their tables' names.
+var narrowed = []struct {
+	keep   usage.Dimension
+	suffix string
+}{{usage.ByAPI, "_api"}, {usage.ByKey, "_key"}}
+
+// sumTable returns the narrowest table that holds the rows q (normalized) reads: the
+// table narrowed to the API when q neither groups nor filters by key or channel, the one
+// narrowed to the key when it neither groups nor filters by API or channel, else the
+// full table of its interval.
+func sumTable(q usage.Query) string {
+	table := usageTable(q.Interval)
+	if q.Interval == usage.Minute || q.Channel != "" || q.By == usage.ByChannel {
+		return table
+	}
+	switch {
+	case q.Key == "" && q.By != usage.ByKey:
+		return table + "_api"
+	case q.API == "" && q.By != usage.ByAPI:
+		return table + "_key"
+	}
+	return table
+}
+
 // Add adds rows to the minute, hour and day tables and raises their keys' last use, in
 // one transaction.
 func (s *UsageStore) Add(ctx context.Context, rows []usage.Row) error {
@@ -63,12 +93,19 @@ func (s *UsageStore) Add(ctx context.Context, rows []usage.Row) error {
 		return wrapErr(ctx, err, "usage: add %d rows: begin", len(minutes))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
-	for _, level := range []struct {
-		res  usage.Resolution
-		rows []usage.Row
-	}{{usage.Minute, minutes}, {usage.Hour, hours}, {usage.Day, days}} {
-		if err := upsertUsage(ctx, tx, usageTable(level.res), level.rows); err != nil {
-			return wrapErr(ctx, err, "usage: add %d %s rows for account %q", len(level.rows), level.res, level.rows[0].Account)
+	type level struct {
+		table string
+		rows  []usage.Row
+	}
+	levels := []level{{usageTable(usage.Minute), minutes}, {usageTable(usage.Hour), hours}, {usageTable(usage.Day), days}}
+	for _, n := range narrowed {
+		levels = append(levels,
+			level{usageTable(usage.Hour) + n.suffix, usage.RollupBy(hours, usage.Hour, n.keep)},
+			level{usageTable(usage.Day) + n.suffix, usage.RollupBy(days, usage.Day, n.keep)})
+	}
+	for _, l := range levels {
+		if err := upsertUsage(ctx, tx, l.table, l.rows); err != nil {
+			return wrapErr(ctx, err, "usage: add %d rows to %s for account %q", len(l.rows), l.table, l.rows[0].Account)
 		}
 	}
 	if err := upsertLastUsed(ctx, tx, minutes); err != nil {
@@ -95,7 +132,7 @@ func upsertUsage(ctx context.Context, db DB, table string, rows []usage.Row) err
 		calls[i], credits[i] = r.Calls, r.Credits
 		l[i] = histLiteral(r.Latency.Trimmed())
 	}
-	// The table name is one of three constants. unnest keeps the arrays' order, which
+	// The table name is one of the constants above. unnest keeps the arrays' order, which
 	// is the primary key's (Rollup sorted them).
 	_, err := db.Exec(ctx, `INSERT INTO `+table+` AS t (account_id, bucket, key_id, api, channel, outcome, calls, credits, latency, last_at)
 		SELECT account_id, bucket, key_id, api, channel, outcome, calls, credits, latency::bigint[], last_at
@@ -173,7 +210,7 @@ func (s *UsageStore) Sum(ctx context.Context, q usage.Query) ([]usage.Row, error
 	}
 	q = sum.Query()
 	rows, err := s.db.Query(ctx, `SELECT bucket, key_id, api, channel, outcome, calls, credits, latency, last_at
-		FROM `+usageTable(q.Interval)+`
+		FROM `+sumTable(q)+`
 		WHERE account_id = $1 AND bucket >= $2 AND bucket < $3
 		  AND ($4 = '' OR api = $4) AND ($5 = '' OR key_id = $5) AND ($6 = '' OR channel = $6)`,
 		q.Account, q.From, q.To, q.API, q.Key, q.Channel)
@@ -231,7 +268,17 @@ func (s *UsageStore) Prune(ctx context.Context, res usage.Resolution, before tim
 	if err := usage.CheckPrune(res); err != nil {
 		return 0, err
 	}
-	tag, err := s.db.Exec(ctx, `DELETE FROM `+usageTable(res)+` WHERE bucket < $1`, before)
+	// The narrowed tables of res are pruned in the same statement; the count is that
+	// of the full table's rows.
+	with := ""
+	if res != usage.Minute {
+		var ctes []string
+		for i, n := range narrowed {
+			ctes = append(ctes, fmt.Sprintf("n%d AS (DELETE FROM %s%s WHERE bucket < $1)", i, usageTable(res), n.suffix))
+		}
+		with = "WITH " + strings.Join(ctes, ", ") + " "
+	}
+	tag, err := s.db.Exec(ctx, with+`DELETE FROM `+usageTable(res)+` WHERE bucket < $1`, before)
 	if err != nil {
 		return 0, wrapErr(ctx, err, "usage: prune %s buckets before %s", res, before.Format(time.RFC3339Nano))
 	}

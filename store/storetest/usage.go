@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +50,9 @@ var usageRows = []behaviour[usage.Store]{
 	{"FiltersAndGroups",
 		"A query reads one account only, keeps the API, key and channel it filters on, and groups by the dimension asked for.",
 		usFiltersAndGroups},
+	{"EveryShape",
+		"Every query shape (each interval, each grouping, each filter and pair of filters) sums exactly the rows added, also after Prune: a store that keeps narrower tables for some shapes keeps them exact.",
+		usEveryShape},
 	{"Percentiles",
 		"The latency percentiles of a point come from the histograms summed over its rows, within the documented error.",
 		usPercentiles},
@@ -506,4 +511,88 @@ func usInvalidQueries(t *testing.T, s usage.Store) {
 	}
 	_, err := s.Prune(t.Context(), usage.Resolution(time.Second), at(0))
 	wantErr(t, "Prune of an unknown resolution", err, store.ErrInvalid)
+}
+
+func usEveryShape(t *testing.T, s usage.Store) {
+	n := newIDs()
+	acct, other := n.id("a"), n.id("b")
+	rng := rand.New(rand.NewPCG(3, 5))
+	keys := []string{"k0", "k1", "k2", ""} // "": a session's calls
+	apis := []string{"echo", "hash", "date-info"}
+	channels := []string{usage.ChannelREST, usage.ChannelGraphQL, usage.ChannelMCP}
+	outcomes := []string{usage.OK, usage.OK, "rejected", "rate_limited"}
+	// 600 minute rows over 36 hours, in three Adds, and a little of another account.
+	var rows []usage.Row
+	for i := range 600 {
+		acctOf := acct
+		if i%10 == 9 {
+			acctOf = other
+		}
+		d := time.Duration(rng.Int64N(int64(36 * time.Hour))).Truncate(time.Second)
+		r := usageRow(acctOf, d, keys[rng.IntN(len(keys))], apis[rng.IntN(len(apis))], channels[rng.IntN(len(channels))],
+			outcomes[rng.IntN(len(outcomes))], 1+rng.Int64N(3), rng.Int64N(3), time.Duration(1+rng.Int64N(500))*time.Millisecond)
+		rows = append(rows, r)
+	}
+	for i := 0; i < len(rows); i += 200 {
+		must(t, "Add", s.Add(t.Context(), rows[i:i+200]))
+	}
+
+	// check compares every shape's Sum with the sums of the rows at or after kept[res].
+	check := func(when string, kept map[usage.Resolution]time.Time) {
+		t.Helper()
+		for _, res := range []usage.Resolution{usage.Minute, usage.Hour, usage.Day} {
+			span := 48 * time.Hour
+			if res == usage.Minute {
+				span = 24 * time.Hour
+			}
+			for _, by := range []usage.Dimension{usage.ByNone, usage.ByAPI, usage.ByKey, usage.ByChannel, usage.ByOutcome} {
+				for _, f := range []struct{ api, key, channel string }{
+					{}, {api: "hash"}, {key: "k1"}, {channel: usage.ChannelMCP}, {api: "echo", key: "k0"},
+					{api: "date-info", channel: usage.ChannelREST}, {key: "k2", channel: usage.ChannelGraphQL},
+				} {
+					q, err := usage.Query{Account: acct, From: usage.Day.Start(t0), To: usage.Day.Start(t0).Add(span), Interval: res, By: by,
+						API: f.api, Key: f.key, Channel: f.channel}.Normalized()
+					must(t, "Normalized", err)
+					model, err := usage.NewSummer(q)
+					must(t, "NewSummer", err)
+					for _, r := range usage.Rollup(rows, res) {
+						if !r.Bucket.Before(kept[res]) {
+							must(t, "Summer.Add", model.Add(&r))
+						}
+					}
+					got, err := s.Sum(t.Context(), q)
+					must(t, fmt.Sprintf("Sum(%+v)", q), err)
+					if want := model.Rows(); !sameRows(got, want) {
+						t.Errorf("%s: Sum of %s buckets by %q, filters %+v:\n got %v\nwant %v", when, res, by, f, sortedRows(got), sortedRows(want))
+					}
+				}
+			}
+		}
+	}
+	check("after Add", nil)
+	hour, day := usage.Hour.Start(at(7*time.Hour)), usage.Day.Start(at(24*time.Hour))
+	_, err := s.Prune(t.Context(), usage.Hour, hour)
+	must(t, "Prune hour", err)
+	_, err = s.Prune(t.Context(), usage.Day, day)
+	must(t, "Prune day", err)
+	check("after Prune", map[usage.Resolution]time.Time{usage.Hour: hour, usage.Day: day})
+}
+
+// sortedRows returns a copy of rows in the order of their bucket and group.
+func sortedRows(rows []usage.Row) []usage.Row {
+	out := slices.Clone(rows)
+	slices.SortFunc(out, func(a, b usage.Row) int {
+		return cmp.Or(a.Bucket.Compare(b.Bucket), cmp.Compare(a.Account, b.Account), cmp.Compare(a.Key, b.Key),
+			cmp.Compare(a.API, b.API), cmp.Compare(a.Channel, b.Channel), cmp.Compare(a.Outcome, b.Outcome))
+	})
+	return out
+}
+
+// sameRows reports whether a and b hold the same rows, in any order.
+func sameRows(a, b []usage.Row) bool {
+	a, b = sortedRows(a), sortedRows(b)
+	return slices.EqualFunc(a, b, func(x, y usage.Row) bool {
+		return x.Bucket.Equal(y.Bucket) && x.Last.Equal(y.Last) && x.Account == y.Account && x.Key == y.Key && x.API == y.API &&
+			x.Channel == y.Channel && x.Outcome == y.Outcome && x.Calls == y.Calls && x.Credits == y.Credits && x.Latency == y.Latency
+	})
 }
