@@ -2,20 +2,28 @@ package tollgate_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
-// countingKeys counts the reads of key records and the key checks.
+// countingKeys counts the reads of key and account records and the key checks.
 type countingKeys struct {
 	*memory.KeyStore
-	resolves, checks atomic.Int32
+	resolves, accounts, checks atomic.Int32
+}
+
+func (c *countingKeys) Account(ctx context.Context, id string) (auth.Account, error) {
+	c.accounts.Add(1)
+	return c.KeyStore.Account(ctx, id)
 }
 
 func (c *countingKeys) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Account, error) {
@@ -258,3 +266,93 @@ func mustRestrictions(t *testing.T, spec auth.RestrictionSpec) auth.Restrictions
 	}
 	return r
 }
+
+// TestSessionTokensWithKeyCache checks session tokens (x-jwt) that act for a whole
+// account on an instance with a key cache: the account's record is read from the store
+// once and then served from the cache, and every paid call still checks in its
+// admission that the account exists; a call without admission (the analytics) checks it
+// too. A token whose account's access expired is refused on its very next call, from
+// the cached record.
+func TestSessionTokensWithKeyCache(t *testing.T) {
+	reg := &catalog.Registry{}
+	err := reg.Register(catalog.API{ID: "ok", Method: "GET", Cost: 1,
+		Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10})
+	sessions, err := auth.NewSessions([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))
+	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
+	svc, err := tollgate.New(reg, tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()},
+		plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{TTL: time.Hour}, Sessions: sessions, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	ctx := t.Context()
+	expiring := mustRestrictions(t, auth.RestrictionSpec{ExpiresAt: ptr(clock.Now().Add(time.Minute))})
+	for _, spec := range []tollgate.AccountSpec{{ID: "acct", Plan: "p"}, {ID: "brief", Plan: "p", Restrictions: expiring}} {
+		if _, _, _, err := svc.CreateAccount(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caller := func(account string) tollgate.Caller {
+		t.Helper()
+		tok, err := sessions.Issue(account, clock.Now(), 2*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tollgate.Caller{Credential: auth.Credential{Kind: auth.SessionHeader, Value: tok}, Channel: auth.ChannelREST}
+	}
+	acct, brief := caller("acct"), caller("brief")
+
+	// A good token: one read of the account, then the cache; a check per admission.
+	reads, checks := keys.accounts.Load(), keys.checks.Load()
+	for i := range 3 {
+		if err := svc.Call(ctx, acct, "ok", nil).Err; err != nil {
+			t.Fatalf("call %d with a good token: %v", i+1, err)
+		}
+	}
+	if got := keys.accounts.Load() - reads; got != 1 {
+		t.Errorf("three calls read the account %d times, want once: the others are served from the cache", got)
+	}
+	if got := keys.checks.Load() - checks; got != 2 {
+		t.Errorf("the two cached calls checked the account %d times, want once each", got)
+	}
+	p, err := svc.Authenticate(ctx, acct)
+	if err != nil || !p.Cached || p.Account.ID != "acct" || p.Key.ID != "" {
+		t.Fatalf("Authenticate: %+v, %v; want the cached account, no key", p, err)
+	}
+	checks = keys.checks.Load()
+	if _, err := svc.Status(ctx, &p); err != nil || p.Cached || keys.checks.Load() != checks+1 {
+		t.Errorf("Status of a cached session: %v, still cached %v, %d checks; want the account checked once", err, p.Cached, keys.checks.Load()-checks)
+	}
+
+	// A token whose account's access expires: served until then, refused from the
+	// very next call on, without a read of the store.
+	if err := svc.Call(ctx, brief, "ok", nil).Err; err != nil {
+		t.Fatalf("a call before the account's access expired: %v", err)
+	}
+	clock.Advance(time.Minute)
+	reads = keys.accounts.Load()
+	reply := svc.Call(ctx, brief, "ok", nil)
+	if tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden || !strings.Contains(reply.Err.Error(), "expired") {
+		t.Errorf("the next call after the account's access expired: %v, want forbidden, saying it expired", reply.Err)
+	}
+	if keys.accounts.Load() != reads {
+		t.Error("the expired account was read from the store: its cached record should refuse it")
+	}
+	if err := svc.Call(ctx, acct, "ok", nil).Err; err != nil {
+		t.Errorf("the other account's token after the expiry: %v", err)
+	}
+	info, err := svc.Account(ctx, "brief")
+	if err != nil || info.Balance.Remaining != 99 {
+		t.Errorf("brief's balance %+v (%v), want 99: the refused call is not charged", info.Balance, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -165,6 +166,76 @@ func TestOneRoundTripPerStore(t *testing.T) {
 			}
 			if got := [2]int32{one.trips(), two.trips()}; got != [2]int32{tt.admit[0] + tt.settle[0], tt.admit[1] + tt.settle[1]} {
 				t.Errorf("settlement took %v round trips in all, want %v more than admission", got, tt.settle)
+			}
+		})
+	}
+}
+
+// TestAdmitStepRateDenied checks that a rate denial answered by an Admitter's one
+// step is a refusal: a LimitError for the rate with the store's wait, a ticket that
+// holds nothing, and neither a slot nor credits taken, whether the limits share the
+// store with the credits or not. Once the wait is over, the call is admitted.
+func TestAdmitStepRateDenied(t *testing.T) {
+	plan := billing.Plan{Name: "slow", Credits: 10, RatePerMinute: 1, Concurrency: 2}
+	tests := []struct {
+		name   string
+		stores func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker)
+	}{
+		{"one store", func(one, _ *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
+			return one, one, one, one
+		}},
+		{"limits apart from keys and credits", func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
+			return two, one, one, two
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			one, two := newStepStore(), newStepStore()
+			ledger, rates, slots, keys := tt.stores(one, two)
+			key := prepare(t, ledger.(*stepStore))
+			m, err := billing.NewMeter(ledger, rates, slots, &billing.MeterOptions{Keys: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			admission := func(n byte, now time.Time) billing.Admission {
+				return billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x"}, Cost: 1, Now: now,
+					Key: &auth.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
+			}
+			first, err := m.Admit(t.Context(), admission(1, jan15))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain := one.plain.Load() + two.plain.Load()
+
+			later := jan15.Add(20 * time.Second)
+			tk, err := m.Admit(t.Context(), admission(2, later))
+			le := limitError(t, err, billing.ErrRateLimited)
+			if le.RetryAfter != 40*time.Second || !strings.Contains(le.Message, "the slow plan allows 1 calls per minute; retry in 40s") {
+				t.Errorf("refusal %q, RetryAfter %v; want the store's wait of 40s", le.Message, le.RetryAfter)
+			}
+			if tk.Rate.Allowed || tk.Rate.RetryAfter != 40*time.Second || tk.HoldsSlot() {
+				t.Errorf("ticket: rate %+v, holds a slot %v; want the denial and nothing held", tk.Rate, tk.HoldsSlot())
+			}
+			if n := one.plain.Load() + two.plain.Load(); n != plain {
+				t.Errorf("the refusal made %d calls of the plain interfaces, want none: the step decides", n-plain)
+			}
+			if n, _ := one.ConcurrencyLimiter.InUse(t.Context(), "a", later); n != 1 {
+				t.Errorf("%d slots in use after the refusal, want the first call's only", n)
+			}
+			b, _ := ledger.Balance(t.Context(), "a", later, billing.MonthOf(later), 10)
+			if b.Remaining != 9 || b.Used != 1 {
+				t.Errorf("balance after the refusal %+v, want 9 remaining and 1 used: the refused call took nothing", b)
+			}
+			if u, _ := ledger.Usage(t.Context(), "a", billing.MonthOf(later)); u["x"] != 1 {
+				t.Errorf("usage after the refusal %v, want the first call's only", u)
+			}
+
+			if _, err := m.Settle(t.Context(), &first, billing.Outcome{Now: jan15}); err != nil {
+				t.Fatal(err)
+			}
+			tk, err = m.Admit(t.Context(), admission(3, jan15.Add(time.Minute)))
+			if err != nil || !tk.Rate.Allowed {
+				t.Fatalf("a minute after the first call: %v, rate %+v; want it admitted", err, tk.Rate)
 			}
 		})
 	}

@@ -1,12 +1,15 @@
 package gql_test
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -88,40 +91,74 @@ func TestAliasesShareOneRun(t *testing.T) {
 	}
 }
 
-// TestParallel is the one wall-clock test: three echo calls of 300 ms each (three
-// copies of the echo API, since an API runs once per query) run in parallel, so the
-// query takes about 300 ms, well under the 900 ms of running them one after the other
-// (the bound, 750 ms, is generous for slow and race-instrumented runs).
+// TestParallel checks that the APIs of one query run in parallel. Three copies of the
+// echo API each wait, in their handler, until all three have started, and only then
+// echo after their delay of 300 ms: the query completes only if they run at once (run
+// one after the other, the first would wait for the others until the call's timeout and
+// the query would fail). It runs in a synctest bubble, where that wait is decided
+// without the wall clock, and the three delays take exactly 300 ms of the bubble's
+// time, not 900.
 func TestParallel(t *testing.T) {
-	echoAs := func(id string) catalog.API {
-		a := apis.Echo()
-		a.ID = id
-		return a
-	}
-	h := newHarness(t, config{sampleOnly: true, extra: []catalog.API{echoAs("echo-b"), echoAs("echo-c")}})
-	acct := h.newAccount(t, "pro", -1)
-	const q = `{ a: echo(message: "a", delay_ms: 300) { message delay_ms } b: echob(message: "b", delay_ms: 300) { message } c: echoc(message: "c", delay_ms: 300) { message } }`
-	start := time.Now()
-	r := h.query(t, acct.Key, q, nil)
-	elapsed := time.Since(start)
-	data := wantOK(t, r)
-	for _, k := range []string{"a", "b", "c"} {
-		if got := field(t, data, k, "message"); got != k {
-			t.Errorf("%s.message = %v", k, got)
+	synctest.Test(t, func(t *testing.T) {
+		all := &barrier{waiting: 3, met: make(chan struct{})}
+		echoAs := func(id string) catalog.API {
+			a := apis.Echo()
+			a.ID = id
+			next := a.Handler
+			a.Handler = catalog.HandlerFunc(func(ctx context.Context, req *catalog.Request) (any, error) {
+				if err := all.meet(ctx); err != nil {
+					return nil, err
+				}
+				return next.ServeAPI(ctx, req)
+			})
+			return a
 		}
-	}
-	if got := field(t, data, "a", "delay_ms"); got != jsonNumber("300") {
-		t.Errorf("a.delay_ms = %v", got)
-	}
-	for _, id := range []string{"echo", "echo-b", "echo-c"} {
-		if got := h.runs.get(id); got != 1 {
-			t.Errorf("%s ran %d times, want 1", id, got)
+		h := newHarness(t, config{sampleOnly: true, extra: []catalog.API{echoAs("echo-a"), echoAs("echo-b"), echoAs("echo-c")}})
+		acct := h.newAccount(t, "pro", -1)
+		const q = `{ a: echoa(message: "a", delay_ms: 300) { message delay_ms } b: echob(message: "b", delay_ms: 300) { message } c: echoc(message: "c", delay_ms: 300) { message } }`
+		start := time.Now()
+		r := h.query(t, acct.Key, q, nil)
+		elapsed := time.Since(start) // the bubble's time: only the handlers' delays move it
+		data := wantOK(t, r)
+		for _, k := range []string{"a", "b", "c"} {
+			if got := field(t, data, k, "message"); got != k {
+				t.Errorf("%s.message = %v", k, got)
+			}
 		}
+		if got := field(t, data, "a", "delay_ms"); got != jsonNumber("300") {
+			t.Errorf("a.delay_ms = %v", got)
+		}
+		for _, id := range []string{"echo-a", "echo-b", "echo-c"} {
+			if got := h.runs.get(id); got != 1 {
+				t.Errorf("%s ran %d times, want 1", id, got)
+			}
+		}
+		wantCredits(t, r, "pro", 3, 100000-3)
+		if elapsed != 300*time.Millisecond {
+			t.Errorf("three calls of 300 ms took %v of the bubble's time, want 300 ms: they ran in parallel, after meeting", elapsed)
+		}
+	})
+}
+
+// A barrier lets handlers go on only once a number of them have arrived.
+type barrier struct {
+	mu      sync.Mutex
+	waiting int
+	met     chan struct{}
+}
+
+// meet waits until every handler has arrived, or ctx ends.
+func (b *barrier) meet(ctx context.Context) error {
+	b.mu.Lock()
+	if b.waiting--; b.waiting == 0 {
+		close(b.met)
 	}
-	wantCredits(t, r, "pro", 3, 100000-3)
-	t.Logf("three 300 ms calls took %v", elapsed)
-	if elapsed < 300*time.Millisecond || elapsed >= 750*time.Millisecond {
-		t.Errorf("three 300 ms calls took %v, want 300 ms to 750 ms", elapsed)
+	b.mu.Unlock()
+	select {
+	case <-b.met:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

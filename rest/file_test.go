@@ -143,45 +143,63 @@ func imageServer(t *testing.T, png, jpg []byte) (*httptest.Server, *atomic.Int64
 
 // TestImageURL proves the URL form of the file API: with private fetches allowed, a
 // served PNG (and a redirected JPEG) is read and charged; a fetch answered 404 or
-// returning a file of the wrong type is a 400 and refunded.
+// returning a file of the wrong type is a 400 and refunded. Each case runs on an
+// account of its own.
 func TestImageURL(t *testing.T) {
 	h := newHarness(t, config{svc: tollgate.Options{Fetch: tollgate.FetchOptions{AllowPrivate: true}}})
-	acct := h.newAccount(t, "pro")
 	png, jpg := pngImage(t, 9, 10), jpegImage(t, 11, 12)
 	img, hits := imageServer(t, png, jpg)
-	remaining := int64(100000)
+	const allowance = 100000
 
-	send := func(t *testing.T, form, url string) *response {
+	send := func(t *testing.T, k, form, url string) *response {
 		switch form {
 		case "json":
 			b, _ := json.Marshal(map[string]string{"url": url})
-			return h.do(t, http.MethodPost, "/v1/image-info", bytes.NewReader(b), key(acct.Key), jsonType)
+			return h.do(t, http.MethodPost, "/v1/image-info", bytes.NewReader(b), key(k), jsonType)
 		case "multipart":
 			b, ct := multipartBody(t, formPart{field: "url", data: []byte(url)})
-			return h.do(t, http.MethodPost, "/v1/image-info", b, key(acct.Key), contentType(ct))
+			return h.do(t, http.MethodPost, "/v1/image-info", b, key(k), contentType(ct))
 		default:
-			return h.do(t, http.MethodPost, "/v1/image-info", strings.NewReader("url="+url), key(acct.Key), contentType("application/x-www-form-urlencoded"))
+			return h.do(t, http.MethodPost, "/v1/image-info", strings.NewReader("url="+url), key(k), contentType("application/x-www-form-urlencoded"))
+		}
+	}
+	// charged checks the cost of the answer r to acct's only call, its balance and its
+	// usage: 2 credits and one call counted, or nothing for a refunded call.
+	charged := func(t *testing.T, acct account, r *response, paid bool) {
+		t.Helper()
+		cost, calls := int64(0), int64(0)
+		if paid {
+			cost, calls = 2, 1
+		}
+		if r.Int(httpx.HeaderCreditsCost) != cost || r.Int(httpx.HeaderCreditsRemaining) != allowance-cost {
+			t.Errorf("cost %d remaining %d, want %d and %d", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), cost, allowance-cost)
+		}
+		if b := h.balance(t, acct.ID); b.Remaining != allowance-cost || b.Used != cost {
+			t.Errorf("balance %+v, want %d remaining and %d used", b, allowance-cost, cost)
+		}
+		if a := h.analytics(t, key(acct.Key)); a.Calls["image-info"] != calls {
+			t.Errorf("image-info counted %d times, want %d (a refunded call does not count)", a.Calls["image-info"], calls)
 		}
 	}
 	for _, form := range []string{"json", "multipart", "form"} {
 		t.Run("png/"+form, func(t *testing.T) {
-			r := send(t, form, img.URL+"/ok.png")
+			acct := h.newAccount(t, "pro")
+			r := send(t, acct.Key, form, img.URL+"/ok.png")
 			d := wantOK(t, r)
 			if d["format"] != "png" || fmt.Sprint(d["width"]) != "9" || fmt.Sprint(d["height"]) != "10" || fmt.Sprint(d["bytes"]) != fmt.Sprint(len(png)) {
 				t.Errorf("data %v", d)
 			}
-			remaining -= 2
-			if r.Int(httpx.HeaderCreditsCost) != 2 || r.Int(httpx.HeaderCreditsRemaining) != remaining {
-				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), remaining)
-			}
+			charged(t, acct, r, true)
 		})
 	}
 	t.Run("redirect", func(t *testing.T) {
-		d := wantOK(t, send(t, "json", img.URL+"/moved"))
+		acct := h.newAccount(t, "pro")
+		r := send(t, acct.Key, "json", img.URL+"/moved")
+		d := wantOK(t, r)
 		if d["format"] != "jpeg" || fmt.Sprint(d["width"]) != "11" {
 			t.Errorf("data %v", d)
 		}
-		remaining -= 2
+		charged(t, acct, r, true)
 	})
 	for _, c := range []struct {
 		name, path string
@@ -191,22 +209,15 @@ func TestImageURL(t *testing.T) {
 		{"wrong type", "/notes.txt", []string{"text/plain", "image/png, image/jpeg or image/gif"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			acct := h.newAccount(t, "pro")
 			before := hits.Load()
-			r := send(t, "json", img.URL+c.path)
+			r := send(t, acct.Key, "json", img.URL+c.path)
 			wantError(t, r, http.StatusBadRequest, "invalid_input", c.fragments...)
 			if hits.Load() == before {
 				t.Error("the file was never fetched")
 			}
-			if r.Int(httpx.HeaderCreditsCost) != 0 || r.Int(httpx.HeaderCreditsRemaining) != remaining {
-				t.Errorf("cost %d remaining %d, want 0 and %d (refunded)", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), remaining)
-			}
+			charged(t, acct, r, false)
 		})
-	}
-	if b := h.balance(t, acct.ID); b.Remaining != remaining || b.Used != 100000-remaining {
-		t.Errorf("balance %+v, want %d remaining", b, remaining)
-	}
-	if a := h.analytics(t, key(acct.Key)); a.Calls["image-info"] != 4 {
-		t.Errorf("image-info counted %d times, want 4 (refunded calls do not count)", a.Calls["image-info"])
 	}
 }
 

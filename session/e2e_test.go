@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/audit"
@@ -56,30 +59,45 @@ func backends() []backend {
 				Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, memory.NewSessionStore()
 		}},
 		{"postgres", func(t *testing.T) (tollgate.Stores, auth.SessionStore) {
-			dsn := testenv.Var(t, testenv.Postgres)
-			pool := testenv.PostgresPool(t, dsn, testenv.PostgresSchema(t, dsn), 8)
-			if err := postgres.Migrate(t.Context(), pool); err != nil {
-				t.Fatal(err)
-			}
-			s, err := postgres.New(pool, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ended, err := postgres.NewSessionStore(pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}, ended
+			stores, ended, _ := onPostgres(t)
+			return stores, ended
 		}},
 		{"redis", func(t *testing.T) (tollgate.Stores, auth.SessionStore) {
-			c := testenv.RedisClient(t, testenv.Var(t, testenv.Redis))
-			s, err := redis.New(c, &redis.Options{Prefix: testenv.RedisPrefix(t, c), CallerClock: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}, s
+			stores, ended, _, _ := onRedis(t)
+			return stores, ended
 		}},
 	}
+}
+
+// onPostgres returns every store on a fresh PostgreSQL schema, and the pool.
+func onPostgres(t *testing.T) (tollgate.Stores, auth.SessionStore, *pgxpool.Pool) {
+	t.Helper()
+	dsn := testenv.Var(t, testenv.Postgres)
+	pool := testenv.PostgresPool(t, dsn, testenv.PostgresSchema(t, dsn), 8)
+	if err := postgres.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := postgres.NewSessionStore(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}, ended, pool
+}
+
+// onRedis returns every store on a fresh Redis prefix, the client and the prefix.
+func onRedis(t *testing.T) (tollgate.Stores, auth.SessionStore, *goredis.Client, string) {
+	t.Helper()
+	c := testenv.RedisClient(t, testenv.Var(t, testenv.Redis))
+	prefix := testenv.RedisPrefix(t, c)
+	s, err := redis.New(c, &redis.Options{Prefix: prefix, CallerClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}, s, c, prefix
 }
 
 // forEachBackend runs f on every backend.

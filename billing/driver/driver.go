@@ -149,8 +149,9 @@ type Adjustment struct {
 // storetest.TestLedger.
 type Ledger interface {
 	// Open creates an account's balance. It returns an error wrapping
-	// store.ErrConflict if the account already has one, and ErrTooManyCredits if the
-	// balance or the allowance is above MaxCredits.
+	// store.ErrConflict if the account already has one, ErrTooManyCredits if the
+	// balance or the allowance is above MaxCredits, and store.ErrInvalid if the balance
+	// is negative; a refused Open opens nothing.
 	Open(ctx context.Context, o Opening) error
 
 	// Reserve takes Amount credits if the balance covers them, and counts one call to

@@ -53,11 +53,13 @@ func memoryShared() deployment {
 }
 
 // plans are the plans of the tests: "open" has no rate or concurrency limit, "tight"
-// a concurrency ceiling of 3, "busy" every limit, high.
+// a concurrency ceiling of 3, "busy" every limit, high, and "slow" one call a minute (a
+// second call within the minute is refused, on any clock, however slow the machine).
 var plans = mustPlans(
 	billing.Plan{Name: "open", Credits: 1_000_000},
 	billing.Plan{Name: "tight", Credits: 1_000_000, Concurrency: 3},
 	billing.Plan{Name: "busy", Credits: 1_000_000, RatePerMinute: 1_000_000, Concurrency: 1000},
+	billing.Plan{Name: "slow", Credits: 1_000_000, RatePerMinute: 1, Concurrency: 10},
 )
 
 func mustPlans(ps ...billing.Plan) *billing.Plans {
@@ -149,6 +151,7 @@ func (c *cluster) account(t *testing.T, plan string, credits int64) (string, aut
 type response struct {
 	status int
 	code   string // X-Error-Code
+	header http.Header
 	body   map[string]any
 }
 
@@ -168,7 +171,7 @@ func (c *cluster) call(t *testing.T, i int, path, key string) response {
 		return response{}
 	}
 	defer resp.Body.Close()
-	r := response{status: resp.StatusCode, code: resp.Header.Get("X-Error-Code")}
+	r := response{status: resp.StatusCode, code: resp.Header.Get("X-Error-Code"), header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		json.NewDecoder(resp.Body).Decode(&r.body)
 	}

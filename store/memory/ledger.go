@@ -124,7 +124,7 @@ func (l *Ledger) Open(ctx context.Context, o driver.Opening) error {
 	}
 	switch {
 	case o.Balance < 0:
-		return fmt.Errorf("memory: account %q: a balance cannot be negative", o.Account)
+		return fmt.Errorf("memory: account %q: a balance cannot be negative: %w", o.Account, store.ErrInvalid)
 	case o.Balance > driver.MaxCredits || o.Allowance > driver.MaxCredits:
 		return fmt.Errorf("memory: account %q: %w", o.Account, driver.ErrTooManyCredits)
 	}

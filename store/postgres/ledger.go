@@ -64,7 +64,7 @@ func (s *Store) Open(ctx context.Context, o driver.Opening) error {
 	}
 	switch {
 	case o.Balance < 0:
-		return fmt.Errorf("postgres: balance of account %q: a balance cannot be negative", o.Account)
+		return fmt.Errorf("postgres: balance of account %q: a balance cannot be negative: %w", o.Account, store.ErrInvalid)
 	case o.Balance > driver.MaxCredits || o.Allowance > driver.MaxCredits:
 		return fmt.Errorf("postgres: balance of account %q: %w", o.Account, driver.ErrTooManyCredits)
 	}

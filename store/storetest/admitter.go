@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/store"
 )
 
 // AdmitterStores is a store under test in the roles of [TestAdmitter]: the Admitter,
@@ -56,6 +57,7 @@ var admitterNeeds = map[string]func(AdmitterStores) bool{
 	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
 	"SlotDenied":         func(s AdmitterStores) bool { return s.Slots != nil },
 	"CreditsDenied":      func(s AdmitterStores) bool { return s.Ledger != nil },
+	"NegativeAmount":     func(s AdmitterStores) bool { return s.Ledger != nil },
 	"ConcurrentSpending": func(s AdmitterStores) bool { return s.Ledger != nil },
 	"ConcurrentCeiling":  func(s AdmitterStores) bool { return s.Slots != nil },
 }
@@ -85,6 +87,9 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"CreditsDenied",
 		"A step refused for its credits reports the current balance, holds no slot and records no rate event.",
 		admCreditsDenied},
+	{"NegativeAmount",
+		"A step that reserves a negative amount is refused with store.ErrConflict, as Reserve refuses it, and changes nothing: no credits given, no slot held, no rate event recorded.",
+		admNegativeAmount},
 	{"ReplayTakesNothingTwice",
 		"A step replayed with the same request after it was admitted is admitted again, charging once, holding one slot and recording one rate event.",
 		admReplay},
@@ -312,6 +317,14 @@ func admCreditsDenied(t *testing.T, s AdmitterStores) {
 		t.Errorf("reported balance %+v, want the current remaining 2", r.Balance)
 	}
 	wantSame(t, "after a credits denial", f.read(t, s), before)
+}
+
+func admNegativeAmount(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 10)
+	before := f.read(t, s)
+	_, err := s.Admitter.Admit(t.Context(), f.step(s, newRequest(), 10, -5))
+	wantErr(t, "Admit reserving -5 credits", err, store.ErrConflict)
+	wantSame(t, "after a step with a negative amount", f.read(t, s), before)
 }
 
 func admReplay(t *testing.T, s AdmitterStores) {

@@ -42,6 +42,9 @@ var ledgerRows = []behaviour[driver.Ledger]{
 	{"OpenTwice",
 		"Opening an account that has a balance returns store.ErrConflict and leaves the balance as it was.",
 		ledOpenTwice},
+	{"OpenNegative",
+		"Open with a negative balance returns store.ErrInvalid naming the account and opens nothing: the account has no balance until an Open with a balance of zero or more.",
+		ledOpenNegative},
 	{"UnknownAccount",
 		"Every operation on an account without a balance returns store.ErrNotFound naming the account.",
 		ledUnknownAccount},
@@ -51,6 +54,9 @@ var ledgerRows = []behaviour[driver.Ledger]{
 	{"ReserveInsufficient",
 		"Reserve over the balance returns driver.ErrInsufficientCredits, reports the current balance, changes nothing and is not remembered.",
 		ledReserveInsufficient},
+	{"ReserveNegative",
+		"Reserve with a negative amount returns store.ErrConflict and changes nothing: no credits are given, no call is counted, and the request id is not remembered.",
+		ledReserveNegative},
 	{"ReserveIdempotent",
 		"A reservation replayed with the same request id charges once and returns the current balance.",
 		ledReserveIdempotent},
@@ -236,6 +242,17 @@ func ledOpenTwice(t *testing.T, l driver.Ledger) {
 	wantBalance(t, l, acct, p0, 1000, 0)
 }
 
+func ledOpenNegative(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := n.id("acct")
+	err := l.Open(ctx, driver.Opening{Account: acct, Balance: -5, Allowance: allowance, Period: p0})
+	wantNamed(t, "Open with a balance of -5", err, store.ErrInvalid, acct)
+	_, err = l.Balance(ctx, acct, nowIn(p0), p0, allowance)
+	wantErr(t, "Balance after the refused Open", err, store.ErrNotFound)
+	must(t, "Open with a balance of 0", l.Open(ctx, driver.Opening{Account: acct, Balance: 0, Allowance: allowance, Period: p0}))
+	wantBalance(t, l, acct, p0, 0, 0)
+}
+
 func ledUnknownAccount(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	openAccount(t, l, n, "acct", 1000, p0)
@@ -293,6 +310,19 @@ func ledReserveInsufficient(t *testing.T, l driver.Ledger) {
 	_, err = l.Adjust(ctx, adjustment(acct, newRequest(), 5, p0))
 	must(t, "Adjust", err)
 	mustReserve(t, l, reservation(acct, id, 1, p0, "echo"), 4, 11, p0)
+}
+
+func ledReserveNegative(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	id := newRequest()
+	_, err := l.Reserve(ctx, reservation(acct, id, -5, p0, "hash"))
+	wantErr(t, "Reserve of -5 credits", err, store.ErrConflict)
+	wantBalance(t, l, acct, p0, 10, 0)
+	wantUsage(t, l, acct, p0, nil)
+	// The refused request was not recorded: the same id with a valid amount is charged.
+	mustReserve(t, l, reservation(acct, id, 3, p0, "hash"), 7, 3, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
 func ledReserveIdempotent(t *testing.T, l driver.Ledger) {
