@@ -318,8 +318,17 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 	}
 }
 
+// expireWithin is how soon a key must expire for expireSoon to delete it. Rate
+// timestamps and lease sets live on Redis's own clock, at most 1.3 s with this test's
+// rates and leases (the time until the bucket is full, or the lease, plus a second's
+// margin): with 2 s, every one of them left by a batch is deleted before the next, and
+// only those made within a batch could expire during it, which takes a stall of a
+// second between its two runs, not a few milliseconds as when keys that had barely a
+// second left were kept (a loaded machine failed the comparison that way).
+const expireWithin = 2 * time.Second
+
 // expireSoon deletes, under both prefixes at once, every key that would expire within
-// a second, so that no key expires between the two stores' runs of a batch: each
+// expireWithin, so that no key expires between the two stores' runs of a batch: each
 // expiry then happens at the same moment for both.
 func expireSoon(t *testing.T, c *goredis.Client, prefixes ...string) {
 	t.Helper()
@@ -329,7 +338,7 @@ func expireSoon(t *testing.T, c *goredis.Client, prefixes ...string) {
 		ttls := each(t, c, keys, func(p goredis.Pipeliner, _ int, k string) *goredis.DurationCmd { return p.PTTL(ctx, k) })
 		_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, k := range keys {
-				if ttl := ttls[i].Val(); ttl >= 0 && ttl < time.Second {
+				if ttl := ttls[i].Val(); ttl >= 0 && ttl < expireWithin {
 					for _, other := range prefixes {
 						p.Del(ctx, other+strings.TrimPrefix(k, prefix))
 					}
