@@ -41,7 +41,7 @@ func explorerPolicy(nonce string) string {
 // newNonce returns a fresh nonce for a Content-Security-Policy: 128 random bits.
 func newNonce() string {
 	b := make([]byte, 16)
-	rand.Read(b) // never fails (crypto/rand)
+	rand.Read(b)                                   // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b) // no character that HTML escapes
 }
 
