@@ -38,11 +38,12 @@ func explorerPolicy(nonce string) string {
 	return strings.Replace(ContentSecurityPolicy, "style-src 'self'", "style-src 'self' 'nonce-"+nonce+"'", 1)
 }
 
-// newNonce returns a fresh nonce for a Content-Security-Policy: 128 random bits.
+// newNonce returns a fresh nonce for a Content-Security-Policy: 128 random bits, in
+// base64url, which has no character that HTML escapes.
 func newNonce() string {
 	b := make([]byte, 16)
-	rand.Read(b)                                   // never fails (crypto/rand)
-	return base64.RawURLEncoding.EncodeToString(b) // no character that HTML escapes
+	rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // servicePath returns the path of p under the service's root: under the path of
