@@ -188,22 +188,28 @@ class Explorer {
     this.estimateTimer = setTimeout(() => this.estimate(), 250);
   }
 
+  // estimate shows the cost of the editor's query, and marks the verdict with the
+  // query it judged (data-query).
   async estimate() {
     const seq = ++this.estimateSeq;
     if (this.estimateAbort) this.estimateAbort.abort();
     this.estimateAbort = new AbortController();
     const req = this.request();
     const verdict = $('[data-field="estimate-verdict"]', this.root);
+    const say = (className, code, text) => {
+      verdict.className = className;
+      verdict.dataset.code = code;
+      verdict.dataset.query = req.query || "";
+      verdict.textContent = text;
+    };
     if (req.error) {
       this.showEstimate(null);
-      verdict.className = "error";
-      verdict.textContent = req.error;
+      say("error", "", req.error);
       return;
     }
     if (!req.query.trim()) {
       this.showEstimate(null);
-      verdict.className = "";
-      verdict.textContent = "Type a query to see its cost.";
+      say("", "", "Type a query to see its cost.");
       return;
     }
     let res, body;
@@ -217,21 +223,16 @@ class Explorer {
     if (seq !== this.estimateSeq) return; // a later estimate is on its way
     if (body.error) {
       this.showEstimate(null);
-      verdict.className = "error";
-      verdict.textContent = "The cost is unknown: " + body.error + ".";
+      say("error", "", "The cost is unknown: " + body.error + ".");
       return;
     }
     this.showEstimate(body);
     if (body.refusal) {
-      verdict.className = "error";
-      verdict.dataset.code = body.refusal.code;
-      verdict.textContent = "The gateway would refuse this query (" + body.refusal.code + "): " + body.refusal.message;
+      say("error", body.refusal.code, "The gateway would refuse this query (" + body.refusal.code + "): " + body.refusal.message);
     } else {
-      verdict.className = "notice";
-      verdict.dataset.code = "";
-      verdict.textContent = body.apis.length === 0
+      say("notice", "", body.apis.length === 0
         ? "This query names no API: it costs nothing."
-        : "The gateway would run this query for " + credits(body.credits) + ".";
+        : "The gateway would run this query for " + credits(body.credits) + ".");
     }
   }
 
