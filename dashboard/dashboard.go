@@ -26,7 +26,8 @@ var assetFS embed.FS
 
 // ContentSecurityPolicy is the Content-Security-Policy of every dashboard response:
 // only the dashboard's own script, styles and images (and data: images), no framing,
-// forms posted only to the dashboard's own origin.
+// forms posted only to the dashboard's own origin. The GraphQL explorer's adds to
+// style-src the nonce of the style element its editor writes, new on every response.
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 
