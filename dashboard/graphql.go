@@ -9,6 +9,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -53,11 +54,11 @@ func (h *Handler) servicePath(p string) string {
 	if h.publicURL == "" {
 		return p
 	}
-	i := strings.Index(h.publicURL, "://")
-	if j := strings.IndexByte(h.publicURL[i+3:], '/'); j >= 0 {
-		return h.publicURL[i+3+j:] + p
+	u, err := url.Parse(h.publicURL) // checked by NewHandler: cannot fail
+	if err != nil {
+		return p
 	}
-	return p
+	return u.Path + p
 }
 
 // explorerData is the explorer page.

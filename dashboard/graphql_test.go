@@ -3,9 +3,12 @@ package dashboard_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/dashboard"
+	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/session"
 )
 
 // postJSON posts body as JSON to path with header name/value pairs.
@@ -220,6 +225,26 @@ func TestExplorerAndReferencePages(t *testing.T) {
 			t.Errorf("the reference lacks %q", want)
 		}
 	}
+	// Under Options.PublicURL's path, the pages fetch from the service's root there.
+	sessH, err := session.NewHandler(e.svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{PublicURL: "https://api.example.com/base/", GraphQL: noEstimates{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for page, want := range map[string]string{"/graphql": `data-endpoint="/base/v1/graphql"`, "/reference": `data-spec="/base/v1/openapi.json"`} {
+		r := httptest.NewRequest("GET", page, nil)
+		for _, c := range b.c.Jar.Cookies(mustURL(t, e.srv.URL)) {
+			r.AddCookie(c)
+		}
+		w := httptest.NewRecorder()
+		under.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), want) {
+			t.Errorf("%s under a public URL with a path: %d, want %s", page, w.Code, want)
+		}
+	}
 	for _, page := range []string{"/dashboard/graphql", "/dashboard/reference"} {
 		p := b.do("GET", page, nil)
 		csp := p.header.Get("Content-Security-Policy")
@@ -284,4 +309,20 @@ func TestAssets(t *testing.T) {
 	if p := b.do("GET", "/dashboard/assets/vendor/nothing.js", nil); p.status != http.StatusNotFound {
 		t.Errorf("an unknown asset: %d", p.status)
 	}
+}
+
+// noEstimates is an Estimator for pages that never ask it.
+type noEstimates struct{}
+
+func (noEstimates) Estimate(context.Context, tollgate.Caller, gql.Request) gql.Estimate {
+	panic("not asked")
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
