@@ -115,40 +115,9 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	if err != nil || len(list) == 0 {
 		return s.refuse(ctx, &p, err, Receipt{})
 	}
-	var ids []string
-	for _, it := range list {
-		if !slices.Contains(ids, it.API) {
-			ids = append(ids, it.API)
-		}
-	}
-	if limit := p.Plan.GraphQLMaxAPIs; limit > 0 && len(ids) > limit {
-		return s.refuse(ctx, &p, newError(CodePlanLimitExceeded, fmt.Sprintf(
-			"the query names %d APIs; the %s plan allows %d per query", len(ids), p.Plan.Name, limit), nil), Receipt{})
-	}
-	invs := make([]invocation, 0, len(ids))
-	params := make([]string, 0, len(ids)) // the canonical parameters of each invocation
-	of := make([]int, len(list))          // the invocation of each item
-	for i, it := range list {
-		inv, err := s.prepareItem(ctx, &p, it)
-		if err != nil {
-			return s.refuse(ctx, &p, err, Receipt{}, it.API)
-		}
-		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
-		if err != nil {
-			return s.refuse(ctx, &p, s.internal("parameters", err), Receipt{})
-		}
-		j := slices.IndexFunc(invs, func(prev invocation) bool { return prev.API.ID == inv.API.ID })
-		switch {
-		case j < 0:
-			of[i] = len(invs)
-			invs, params = append(invs, inv), append(params, string(canonical))
-		case params[j] == string(canonical):
-			of[i] = j
-		default:
-			return s.refuse(ctx, &p, newError(CodeInvalidInput, fmt.Sprintf(
-				"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input",
-				label(it)), nil), Receipt{}, it.API)
-		}
+	invs, of, apis, err := s.invocations(ctx, &p, list)
+	if err != nil {
+		return s.refuse(ctx, &p, err, Receipt{}, apis...)
 	}
 	reply := s.run(ctx, &p, invs)
 	if reply.Results == nil || len(invs) == len(list) {
@@ -160,6 +129,50 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	}
 	reply.Results = results
 	return reply
+}
+
+// invocations turns the items of a call into the invocations to run, one per distinct
+// API, and the invocation of each item: it holds the call to the plan's APIs per
+// query, checks that the caller may call each API and validates its input, and
+// refuses an API named with different parameters. On a refusal it also returns the
+// APIs to record it for in the usage statistics.
+func (s *Service) invocations(ctx context.Context, p *Principal, list []Item) (invs []invocation, of []int, apis []string, err error) {
+	var ids []string
+	for _, it := range list {
+		if !slices.Contains(ids, it.API) {
+			ids = append(ids, it.API)
+		}
+	}
+	if limit := p.Plan.GraphQLMaxAPIs; limit > 0 && len(ids) > limit {
+		return nil, nil, nil, newError(CodePlanLimitExceeded, fmt.Sprintf(
+			"the query names %d APIs; the %s plan allows %d per query", len(ids), p.Plan.Name, limit), nil)
+	}
+	invs = make([]invocation, 0, len(ids))
+	params := make([]string, 0, len(ids)) // the canonical parameters of each invocation
+	of = make([]int, len(list))           // the invocation of each item
+	for i, it := range list {
+		inv, err := s.prepareItem(ctx, p, it)
+		if err != nil {
+			return nil, nil, []string{it.API}, err
+		}
+		canonical, err := json.Marshal(inv.Params) // map keys sorted, values as the catalog typed them
+		if err != nil {
+			return nil, nil, nil, s.internal("parameters", err)
+		}
+		j := slices.IndexFunc(invs, func(prev invocation) bool { return prev.API.ID == inv.API.ID })
+		switch {
+		case j < 0:
+			of[i] = len(invs)
+			invs, params = append(invs, inv), append(params, string(canonical))
+		case params[j] == string(canonical):
+			of[i] = j
+		default:
+			return nil, nil, []string{it.API}, newError(CodeInvalidInput, fmt.Sprintf(
+				"the query names %s several times with different arguments; name each API once per query (aliases of one API must pass the same arguments), and send one query per input",
+				label(it)), nil)
+		}
+	}
+	return invs, of, nil, nil
 }
 
 // prepareItem looks up and validates one item of CallAll, prefixing its refusals with

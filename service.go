@@ -635,12 +635,7 @@ type Result struct {
 // concurrency or credits) or that a store could not admit is answered through refuse.
 func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Reply {
 	var rc Receipt
-	cost := int64(0)
-	apis := make([]string, len(invs))
-	for i := range invs {
-		apis[i] = invs[i].API.ID
-		cost += invs[i].API.Cost
-	}
+	apis, cost := callCost(invs)
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
 	now := s.now()
@@ -714,6 +709,17 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 	}
 	s.recordRun(p, now, invs, results, took, voided)
 	return Reply{Results: results, Receipt: rc}
+}
+
+// callCost returns the APIs of a call's invocations and what the call costs: the sum
+// of their costs, which its admission reserves.
+func callCost(invs []invocation) (apis []string, cost int64) {
+	apis = make([]string, len(invs))
+	for i := range invs {
+		apis[i] = invs[i].API.ID
+		cost += invs[i].API.Cost
+	}
+	return apis, cost
 }
 
 func limitCode(le *billing.LimitError) Code {

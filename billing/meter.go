@@ -326,7 +326,7 @@ func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, 
 	case driver.DeniedSlot:
 		return slotError(a)
 	case driver.DeniedCredits:
-		return creditsError(a, r.Balance)
+		return creditsError(a.Cost, r.Balance)
 	}
 	return fmt.Errorf("billing: the admission step answered an unknown denial %d", r.Denied)
 }
@@ -366,7 +366,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 		b, err := m.ledger.Reserve(ctx, m.reservation(a, t))
 		t.Balance = b
 		if errors.Is(err, ErrInsufficientCredits) {
-			return creditsError(a, b)
+			return creditsError(a.Cost, b)
 		}
 		if err != nil {
 			return err // a reservation made in doubt is voided at its expiry
@@ -388,10 +388,22 @@ func slotError(a *Admission) error {
 		a.Plan.Name, a.Plan.Concurrency)}
 }
 
-func creditsError(a *Admission, b Balance) error {
+// CheckCredits returns the refusal that the admission of a call costing cost would get
+// from a ledger whose balance is b (a [*LimitError] for [ErrInsufficientCredits], with
+// the admission's own message), or nil if b covers the cost: for a front door that shows
+// what a call would cost before it is sent. The admission itself decides on the balance
+// it reserves from, which may have moved since b was read.
+func CheckCredits(cost int64, b Balance) error {
+	if cost <= b.Remaining {
+		return nil
+	}
+	return creditsError(cost, b)
+}
+
+func creditsError(cost int64, b Balance) error {
 	return &LimitError{Reason: ErrInsufficientCredits, Message: fmt.Sprintf(
 		"credits exhausted: this call costs %d and %d remain; the balance renews at %s",
-		a.Cost, b.Remaining, b.Period.End.Format(time.RFC3339))}
+		cost, b.Remaining, b.Period.End.Format(time.RFC3339))}
 }
 
 // An Outcome says how an admitted call ended, for settlement.

@@ -22,9 +22,14 @@ import (
 // /v1/analytics; create a sub-key limited to one API, which calls it over REST and is
 // refused another; copy its value with the copy button; rotate it, and see the old
 // value refused by the next REST call; revoke it; a cross-site form post and a
-// same-origin post without the CSRF token are refused; axe-core finds no serious or
-// critical accessibility violation on any page; and no page breaks the
-// Content-Security-Policy. It writes a screenshot of every page at desktop (1280) and
+// same-origin post without the CSRF token are refused; in the GraphQL explorer,
+// completion suggests a field, the cost shown before a query runs is the sum of its
+// APIs' catalog costs, the run shows its data and the credits charged, which is what
+// the balance lost, and queries over the plan's APIs per query, over the balance or
+// naming a file API are shown refused before they run; the API reference shows every
+// path of the OpenAPI document; axe-core finds no serious or critical accessibility
+// violation on any page; no page breaks the Content-Security-Policy, and the explorer
+// and the reference request nothing from another host. It writes a screenshot of every page at desktop (1280) and
 // phone (390) width to $TOLLGATE_TEST_OUTPUT/dashboard if that is set, else to the
 // test's t.TempDir() (removed after the test).
 //
@@ -123,7 +128,7 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("the browser script failed after %d checks: %v\n%s", checks, runErr, stderr.String())
 	}
 	t.Logf("%d checks passed in the browser; screenshots in %s", checks, out)
-	if checks < 40 {
+	if checks < 90 {
 		t.Fatalf("the script ran only %d checks", checks)
 	}
 
@@ -148,7 +153,7 @@ func TestBrowser(t *testing.T) {
 		t.Error("the primary key's value was logged")
 	}
 	shots, _ := filepath.Glob(filepath.Join(out, "*.png"))
-	if len(shots) < 14 {
+	if len(shots) < 18 {
 		t.Errorf("%d screenshots in %s, want one per page and width", len(shots), out)
 	}
 }

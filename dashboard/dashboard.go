@@ -26,7 +26,8 @@ var assetFS embed.FS
 
 // ContentSecurityPolicy is the Content-Security-Policy of every dashboard response:
 // only the dashboard's own script, styles and images (and data: images), no framing,
-// forms posted only to the dashboard's own origin.
+// forms posted only to the dashboard's own origin. The GraphQL explorer's adds to
+// style-src the nonce of the style element its editor writes, new on every response.
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 
@@ -50,6 +51,11 @@ type Options struct {
 	// scheme and host each request came to (http unless the request came over TLS), so
 	// a host behind a proxy that ends TLS sets it.
 	PublicURL string
+	// GraphQL, if set, is the service's GraphQL gateway (a *gql.Handler): the dashboard
+	// then offers the GraphQL explorer, which sends queries to /v1/graphql with the
+	// session cookie (the host mounts the gateway behind session.Handler.Cookies) and
+	// shows each query's cost, judged by the gateway's Estimate, before it runs.
+	GraphQL Estimator
 }
 
 // Handler serves the dashboard. Create it with [NewHandler].
@@ -60,6 +66,7 @@ type Handler struct {
 	title    string
 	// publicURL is Options.PublicURL without a trailing slash.
 	publicURL string
+	graphql   Estimator
 	pages     map[string]*template.Template
 	mux       *http.ServeMux
 }
@@ -80,7 +87,8 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
+		graphql: opts.GraphQL}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -100,7 +108,11 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	if err != nil {
 		return nil, err
 	}
-	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	files, err := newAssetServer(assets)
+	if err != nil {
+		return nil, err
+	}
+	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
 	h.mux.HandleFunc("GET /sign-in", h.signInPage)
 	h.mux.HandleFunc("POST /sign-in", h.signIn)
 	h.mux.HandleFunc("POST /sign-out", h.form(h.signOut))
@@ -115,6 +127,9 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.HandleFunc("GET /usage.csv", h.page(h.usageCSV))
 	h.mux.HandleFunc("GET /audit", h.page(h.auditLog))
 	h.mux.HandleFunc("GET /mcp", h.page(h.mcpPage))
+	h.mux.HandleFunc("GET /graphql", h.page(h.explorerPage))
+	h.mux.HandleFunc("POST /graphql/cost", h.queryCost)
+	h.mux.HandleFunc("GET /reference", h.page(h.referencePage))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "message", &view{Title: "Page not found",
 			Message: "There is no dashboard page at this address.", Link: "./", LinkText: "Go to the overview"})
@@ -168,12 +183,17 @@ type view struct {
 	Message, Link, LinkText string
 	// Data is the page's own data.
 	Data any
+	// GraphQL is set when the dashboard offers the GraphQL explorer.
+	GraphQL bool
+	// Nonce is the nonce of the page's Content-Security-Policy, for the style element
+	// its script writes ("" for a page without one).
+	Nonce string
 }
 
 // render writes the page with status. Pages are never cached: one may show a key's
 // value.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
-	v.Portal = h.title
+	v.Portal, v.GraphQL = h.title, h.graphql != nil
 	var buf bytes.Buffer
 	if err := h.pages[page].Execute(&buf, v); err != nil {
 		h.log.ErrorContext(r.Context(), "dashboard: a page cannot be rendered", "page", page, "error", err)

@@ -1,6 +1,7 @@
 // Package dashboard is the account holders' web portal: server-rendered pages where a
 // person signs in with an API key, reads their plan, credits and last 30 days of usage,
-// and creates, rotates and revokes their keys. It is one [http.Handler] with relative
+// and creates, rotates and revokes their keys; explores the GraphQL gateway, seeing
+// what a query costs before it runs; and reads the API reference. It is one [http.Handler] with relative
 // routes, its templates, styles and script embedded: no page loads anything from
 // another host, so it works offline and behind strict firewalls. Mount it with its
 // prefix stripped:
@@ -21,7 +22,10 @@
 //	GET  /usage.csv the same figures as CSV (key ids and names, never key values)
 //	GET  /audit     the account's audit log, newest first (?cursor= for older entries)
 //	GET  /mcp       the MCP endpoint's URL and configurations of common MCP clients
-//	GET  /assets/   the embedded style sheet and script
+//	GET  /graphql   the GraphQL explorer (when Options.GraphQL is set)
+//	POST /graphql/cost  a query's cost and the gateway's verdict, before it runs (JSON)
+//	GET  /reference the API reference: the OpenAPI document drawn by Swagger UI
+//	GET  /assets/   the embedded style sheets and scripts, and the vendored bundles
 //
 // Every figure is read through the same [tollgate.Service] methods as the
 // self-service API (OwnAccount, OwnKeys, OwnUsage, OwnAuditLog, CreateOwnKey,
@@ -40,13 +44,78 @@
 //     refused with 403. The sign-in form, which has no session yet, is checked for
 //     its origin.
 //   - Every response carries a Content-Security-Policy that allows only the
-//     dashboard's own script and styles (no inline script), forbids framing and form
+//     dashboard's own script and styles (no inline script; the explorer also allows
+//     its editor's nonce-carrying style element, see below), forbids framing and form
 //     posts to other origins; X-Content-Type-Options: nosniff and Referrer-Policy:
 //     no-referrer. Pages are Cache-Control: no-store.
 //   - A key's value is shown once, on the page that answers its creation or rotation,
 //     never put in a URL, a log, or any later page. The sign-in form posts the key in
 //     its body; the key is never echoed back, not even after a failed sign-in.
 //
-// The pages are plain HTML forms and work without JavaScript; the script only adds a
-// copy button to a new key's value.
+// The pages are plain HTML forms and work without JavaScript, but for the explorer
+// and the reference, which are drawn by their scripts; the dashboard's own script only
+// adds copy buttons.
+//
+// # GraphQL explorer
+//
+// The explorer is an editor (CodeMirror 6 with cm6-graphql) that completes fields,
+// arguments and types, marks errors and describes a name under the pointer, from the
+// schema it introspects from /v1/graphql; a browser of the schema's types and fields
+// with their descriptions; and a Run button (or Ctrl+Enter). Queries go to
+// /v1/graphql from the page, same-origin, with the session cookie and the session's
+// CSRF token in X-CSRF-Token: the host mounts the gateway behind
+// [session.Handler.Cookies], which makes the cookie a credential there (a key in a
+// header still wins over it, so key-authenticated callers see no change). The page
+// never holds a key.
+//
+// As the person types, the page shows the query's cost before it runs: the credits
+// (the sum of the REST costs of the distinct APIs it names), the number of APIs
+// against the plan's per-query ceiling, the balance, and the refusal the gateway would
+// give (more APIs than the plan allows, a balance short of the cost, a file API, a
+// syntax error, an API the session's key may not call). The figures come from POST
+// /graphql/cost, which asks the gateway's own [gql.Handler.Estimate] (through
+// [Options.GraphQL]): the same parsing, plan and limits, and the service's own rules
+// and cost sum ([tollgate.Service.QuoteAll]), so they cannot drift from what the
+// gateway then charges; computing them in the browser would duplicate those rules.
+// The endpoint runs nothing and charges nothing, and is held to the rules of a form:
+// the dashboard's origin, the session, its CSRF token (in the X-CSRF-Token header), a
+// JSON body. The rate limit and the concurrency ceiling are judged when a query is
+// sent, not before. Once a query ran, the page shows its result, the credits it cost
+// (its X-Credits-Cost header) and the balance left (X-Credits-Remaining).
+//
+// # API reference
+//
+// The reference draws the OpenAPI document of /v1/openapi.json with Swagger UI's dist
+// bundle. The page fetches the document itself (from its own origin, without
+// credentials) and hands it to Swagger UI, so Swagger UI makes no request: its
+// validator badge, which would send the document's address to validator.swagger.io,
+// is off (validatorUrl null); its configuration cannot come from the page's URL
+// (queryConfigEnabled false); "Try it out" and Authorize are off and hidden, since a
+// call needs a key the page does not hold. Its colours below WCAG AA contrast are
+// raised by the dashboard's reference.css.
+//
+// # Vendored UI pieces
+//
+// The third-party pieces (CodeMirror and its GraphQL mode with graphql-js, Swagger UI)
+// are npm packages pinned in tools/dashboard-assets/package-lock.json, bundled with the
+// glue code of tools/dashboard-assets/src by its build.mjs (esbuild, fixed options:
+// the same bytes on every run) into assets/vendor, with LICENSES.txt, the licence of
+// every package in the bundles. The output is committed, so that building and running
+// the dashboard needs no Node; a test rebuilds it and compares it byte for byte.
+// Nothing is fetched from another host: no CDN, no web font.
+//
+// Assets are served with a strong ETag and Cache-Control: no-cache (a browser keeps
+// them and revalidates with If-None-Match), gzip-compressed to browsers that accept
+// it, compressed once per process.
+//
+// # Content-Security-Policy of the explorer and the reference
+//
+// Both pages keep the dashboard's policy: scripts only from the dashboard's own files
+// (never inline, never eval), no framing, no connection to another origin. The
+// reference's styles are files too. The explorer's editor writes its styles into a
+// style element at run time (CodeMirror's style-mod, which uses constructable style
+// sheets only inside a shadow root); its page therefore allows, besides the
+// dashboard's style sheets, the style elements that carry a nonce, new on every
+// response and given to its script (the script element's nonce), which hands it to
+// the editor (EditorView.cspNonce). No style-src 'unsafe-inline' on any page.
 package dashboard

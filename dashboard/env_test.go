@@ -17,6 +17,8 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/dashboard"
+	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
@@ -24,7 +26,8 @@ import (
 )
 
 // env is a host as examples/server assembles it: REST at /v1/, the session routes,
-// the self-service API behind the session cookie, and the dashboard at /dashboard/,
+// the self-service API and GraphQL behind the session cookie, and the dashboard at
+// /dashboard/ (with the GraphQL explorer),
 // on in-memory stores with usage statistics, a clock the test moves, and a log the
 // test reads.
 type env struct {
@@ -36,11 +39,19 @@ type env struct {
 	key string
 }
 
-// newEnv starts the host. Its catalog has two APIs, alpha (1 credit) and beta (2).
+// newEnv starts the host. Its catalog has alpha (1 credit), beta (2) and vault (5,000,
+// more than the plan's allowance), which take no parameters, and two of the sample
+// APIs: hash (1) and image-info (2, a file API). Its plan allows three APIs per
+// GraphQL query.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	reg := &catalog.Registry{}
-	for id, cost := range map[string]int64{"alpha": 1, "beta": 2} {
+	for _, a := range []catalog.API{apis.Hash(), apis.ImageInfo()} {
+		if err := reg.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, cost := range map[string]int64{"alpha": 1, "beta": 2, "vault": 5000} {
 		if err := reg.Register(catalog.API{ID: id, Method: http.MethodGet, Cost: cost,
 			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
 				return map[string]any{"api": id}, nil
@@ -48,7 +59,7 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	plans, err := billing.NewPlans(billing.Plan{Name: "starter", Credits: 1000, RatePerMinute: 600, Concurrency: 4})
+	plans, err := billing.NewPlans(billing.Plan{Name: "starter", Credits: 1000, RatePerMinute: 600, Concurrency: 4, GraphQLMaxAPIs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +90,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{Logger: logger})
+	gqlH, err := gql.NewHandler(e.svc, &gql.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{Logger: logger, GraphQL: gqlH})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +103,7 @@ func newEnv(t *testing.T) *env {
 	mux.Handle("/v1/account/session", sessH)
 	mux.Handle("/v1/account", sessH.Cookies(accountH))
 	mux.Handle("/v1/account/", sessH.Cookies(accountH))
+	mux.Handle("/v1/graphql", sessH.Cookies(gqlH))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
@@ -127,18 +143,22 @@ type page struct {
 // hdr holds header name/value pairs.
 func (b *browser) do(method, path string, form url.Values, hdr ...string) page {
 	b.t.Helper()
-	var body *strings.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	} else {
-		body = strings.NewReader("")
+	if form == nil {
+		return b.send(method, path, "", "", hdr...)
 	}
-	req, err := http.NewRequestWithContext(b.t.Context(), method, b.e.srv.URL+path, body)
+	return b.send(method, path, "application/x-www-form-urlencoded", form.Encode(), hdr...)
+}
+
+// send sends a request to path with a body of the content type ct ("" for none), and
+// header name/value pairs, which may replace the content type.
+func (b *browser) send(method, path, ct, body string, hdr ...string) page {
+	b.t.Helper()
+	req, err := http.NewRequestWithContext(b.t.Context(), method, b.e.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])

@@ -87,7 +87,26 @@
 // control characters and invalid UTF-8 are rewritten, a very long message is cut, and
 // an error graphql-go reports twice is reported once (see internal/cleantext).
 //
+// # Estimates
+//
+// [Handler.Estimate] judges a query as the gateway would, without running it,
+// charging it or counting it against the rate limit: its APIs, its cost (the sum of
+// the REST costs of its distinct APIs), the caller's plan and balance, and the refusal
+// the gateway would give. It goes through steps 1 to 4 above on the same code (the
+// same plan, from the same cache) and asks the service's [tollgate.Service.QuoteAll],
+// which holds the query to the rules and the cost sum of CallAll and says whether the
+// balance covers it: so what a page shows before a query runs is what the gateway then
+// does, short of the rate limit and the concurrency ceiling, which are judged when the
+// query is sent. The dashboard's GraphQL explorer shows it as the person types.
+//
 // # Mounting
 //
 //	mux.Handle("/v1/graphql", gqlHandler)
+//
+// A host whose web pages send queries with a browser's session cookie (the dashboard's
+// explorer) wraps it in session.Handler.Cookies, which serves a request that carries
+// only the cookie as that session, with the session's CSRF token; a key or token in a
+// header still wins over the cookie:
+//
+//	mux.Handle("/v1/graphql", sessions.Cookies(gqlHandler))
 package gql

@@ -782,6 +782,18 @@ func (rw *responder) send(status int, body []byte) {
 // execute: 400 for graphql-response+json, 200 for application/json, as the
 // GraphQL-over-HTTP specification says.
 func (rw *responder) requestErrors(errs []*gqlerrors.QueryError) {
+	classify(errs)
+	status := http.StatusOK
+	if rw.media == mediaGraphQL {
+		status = http.StatusBadRequest
+	}
+	rw.write(status, &graphql.Response{Errors: errs})
+}
+
+// classify gives each error of a request that graphql-go could not parse, validate or
+// execute its extensions.code, and says in the gateway's words why an operation it does
+// not offer was refused.
+func classify(errs []*gqlerrors.QueryError) {
 	for _, e := range errs {
 		code := "GRAPHQL_VALIDATION_FAILED"
 		switch {
@@ -798,37 +810,40 @@ func (rw *responder) requestErrors(errs []*gqlerrors.QueryError) {
 			e.Extensions = map[string]any{"code": code}
 		}
 	}
-	status := http.StatusOK
-	if rw.media == mediaGraphQL {
-		status = http.StatusBadRequest
-	}
-	rw.write(status, &graphql.Response{Errors: errs})
 }
 
 // failErr answers with the refusal of a request: the gateway's own, or the service's,
 // with the status and code its Code maps to.
 func (rw *responder) failErr(err error) {
+	if e := (*tollgate.Error)(nil); errors.As(err, &e) {
+		if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
+			httpx.WriteEdge403(rw.w)
+			return
+		}
+		if e.RetryAfter > 0 {
+			httpx.SetRetryAfter(rw.w.Header(), e.RetryAfter)
+		}
+	}
+	a := rw.h.refusalOf(rw.r.Context(), err)
+	rw.failStatus(a.status, a.code, a.message)
+}
+
+// refusalOf returns how the gateway answers a request refused with err: the gateway's
+// own refusal, or the service's error with the status and code its Code maps to.
+func (h *Handler) refusalOf(ctx context.Context, err error) *refusal {
 	var (
 		e   *tollgate.Error
 		own *refusal
 	)
 	switch {
 	case errors.As(err, &own):
-		rw.failStatus(own.status, own.code, own.message)
-		return
+		return own
 	case !errors.As(err, &e):
-		rw.h.log.ErrorContext(rw.r.Context(), "gql: unexpected error", "error", err)
+		h.log.ErrorContext(ctx, "gql: unexpected error", "error", err)
 		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
 	}
-	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
-		httpx.WriteEdge403(rw.w)
-		return
-	}
-	if e.RetryAfter > 0 {
-		httpx.SetRetryAfter(rw.w.Header(), e.RetryAfter)
-	}
 	m := codeOf(e.Code)
-	rw.failStatus(m.status, m.code, e.Message)
+	return &refusal{m.status, m.code, e.Message}
 }
 
 // failStatus answers with one error and no data.

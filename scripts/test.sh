@@ -17,6 +17,9 @@ go mod download
 say "npm tools (tools/npm)"
 if command -v npm >/dev/null; then
   (cd tools/npm && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  # The dashboard's third-party UI pieces: a test rebuilds them and compares with the
+  # committed bundles.
+  (cd tools/dashboard-assets && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   export TOLLGATE_NODE_TOOLS="$root/tools/npm"
 else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"

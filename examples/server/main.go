@@ -8,7 +8,10 @@
 //	API key: 3f1c...
 //
 // The dashboard, the account holders' web pages, is at /dashboard/: sign in there with
-// the key. Its address is printed after the listening address:
+// the key. Besides the account's figures and keys it has a GraphQL explorer (queries
+// run as the signed-in session, their cost shown before they run) and the API
+// reference drawn from /v1/openapi.json. Its address is printed after the listening
+// address:
 //
 //	Dashboard: http://localhost:8080/dashboard/ (sign in with the API key)
 //
@@ -280,8 +283,8 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// Sessions: POST /v1/account/session starts one with a key, DELETE signs out. The
 	// handler's Cookies middleware makes a browser's session cookie a credential for
 	// the handlers it wraps, with a CSRF token for every change: here the account
-	// holders' self-service API. REST, GraphQL and MCP take session tokens in x-jwt
-	// only.
+	// holders' self-service API and GraphQL (for the dashboard's explorer). REST and
+	// MCP take session tokens in x-jwt only.
 	sessionHandler, err := session.NewHandler(svc, &session.Options{Logger: logger})
 	if err != nil {
 		return nil, err
@@ -295,18 +298,26 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 	mux.Handle("/v1/account", sessionHandler.Cookies(accountHandler))
 	mux.Handle("/v1/account/", sessionHandler.Cookies(accountHandler))
-	// The dashboard: the account holders' web pages (sign in with a key, the overview
-	// of credits and usage, the keys), on the same session cookie.
-	dash, err := dashboard.NewHandler(svc, sessionHandler, &dashboard.Options{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
+	// GraphQL at /v1/graphql, behind the session middleware too: a request with a key
+	// (x-api-key, Authorization: Bearer) or an x-jwt header is served as before, the
+	// header winning over any cookie; a browser's request that carries only the session
+	// cookie is served as that session, and must carry the session's CSRF token in
+	// X-CSRF-Token and come from this origin. The dashboard's explorer sends its
+	// queries that way.
 	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle("/v1/graphql", gqlHandler)
+	mux.Handle("/v1/graphql", sessionHandler.Cookies(gqlHandler))
+	// The dashboard: the account holders' web pages (sign in with a key, the overview
+	// of credits and usage, the keys, the GraphQL explorer, the API reference), on the
+	// same session cookie. Given the GraphQL gateway, it shows a query's cost before it
+	// runs with the gateway's own Estimate.
+	dash, err := dashboard.NewHandler(svc, sessionHandler, &dashboard.Options{Logger: logger, GraphQL: gqlHandler})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	if c.adminToken != "" {
 		adminHandler, err := admin.NewHandler(svc, c.adminToken, nil)
 		if err != nil {

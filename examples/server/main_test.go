@@ -816,3 +816,43 @@ func TestAssembleSessionRoutes(t *testing.T) {
 	}
 	s.noKeyInLogs(key, tok)
 }
+
+// TestAssembleGraphQLSession: the assembled server serves GraphQL to a browser's
+// session cookie with its CSRF token, as the dashboard's explorer sends it, and
+// refuses the cookie without the token; a key in a header still wins over the
+// cookie; the dashboard offers the explorer and its cost endpoint.
+func TestAssembleGraphQLSession(t *testing.T) {
+	s := start(t)
+	key := s.apiKey(1)
+	r := s.call("POST", "/v1/account/session", `{"api_key":"`+key+`"}`)
+	var env struct {
+		Data struct {
+			CSRF string `json:"csrf_token"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &env); r.status != http.StatusCreated || err != nil || env.Data.CSRF == "" {
+		t.Fatalf("starting a session: %d %s", r.status, r.body)
+	}
+	cookie := strings.Split(r.header.Get("Set-Cookie"), ";")[0]
+	const q = `{"query":"{ hash(text: \"x\") { hash } }"}`
+	if r := s.call("POST", "/v1/graphql", q, "Cookie", cookie, "X-CSRF-Token", env.Data.CSRF); r.status != 200 || r.header.Get("X-Credits-Cost") != "1" {
+		t.Errorf("GraphQL with the cookie and its token: %d %v %s", r.status, r.header, r.body)
+	}
+	if r := s.call("POST", "/v1/graphql", q, "Cookie", cookie); r.status != http.StatusForbidden {
+		t.Errorf("GraphQL with the cookie alone: %d %s", r.status, r.body)
+	}
+	if r := s.call("POST", "/v1/graphql", q, "Cookie", cookie, "x-api-key", "7c9e6679-7425-40de-944b-e07fc1f90ae7"); r.status != http.StatusUnauthorized {
+		t.Errorf("GraphQL with the cookie and an unknown key: %d, want the key's 401 %s", r.status, r.body)
+	}
+	if r := s.call("POST", "/v1/graphql", q, "x-api-key", key); r.status != 200 {
+		t.Errorf("GraphQL with the key: %d %s", r.status, r.body)
+	}
+	if r := s.call("GET", "/dashboard/graphql", "", "Cookie", cookie); r.status != 200 || !bytes.Contains(r.body, []byte(`data-cost="graphql/cost"`)) {
+		t.Errorf("the explorer: %d", r.status)
+	}
+	r = s.call("POST", "/dashboard/graphql/cost", q, "Cookie", cookie, "X-CSRF-Token", env.Data.CSRF)
+	if r.status != 200 || !bytes.Contains(r.body, []byte(`"credits":1`)) {
+		t.Errorf("the cost of a query: %d %s", r.status, r.body)
+	}
+	s.noKeyInLogs(key)
+}

@@ -59,6 +59,177 @@ async function field(page, name) {
   return page.locator(`[data-field="${name}"]`).first().getAttribute("data-value");
 }
 
+// analytics returns GET /v1/analytics of the primary key.
+async function analytics() {
+  return (await (await fetch(cfg.base + "/v1/analytics", { headers: { "x-api-key": cfg.key } })).json()).data;
+}
+
+// watch records, until its stop function is called, the page's requests to any host
+// but the server's, and the Content-Security-Policy violations its documents report
+// (securitypolicyviolation events, and console errors). stop returns both lists.
+async function watch(page) {
+  const external = [];
+  const onRequest = (r) => {
+    const u = r.url();
+    if (!u.startsWith(cfg.base + "/") && !u.startsWith("data:")) external.push(u);
+  };
+  const violations = [];
+  const onConsole = (m) => {
+    if (/Content Security Policy|Refused to (apply|load|execute)/i.test(m.text())) violations.push(m.text());
+  };
+  page.on("request", onRequest);
+  page.on("console", onConsole);
+  const read = () => page.evaluate(() => window.__cspViolations || []).catch(() => []);
+  return async () => {
+    page.off("request", onRequest);
+    page.off("console", onConsole);
+    return { external, violations: violations.concat(await read()) };
+  };
+}
+
+// fitsPhone checks that the page needs no sideways scrolling at phone width.
+async function fitsPhone(page, name) {
+  await page.setViewportSize({ width: widths.phone, height: 844 });
+  const [scroll, inner] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(`the ${name} page fits a phone's width`, scroll <= inner, `${scroll} px wide at ${inner}`);
+  await page.setViewportSize({ width: widths.desktop, height: 900 });
+}
+
+// setQuery replaces the explorer's query with text, as if pasted, and closes any
+// completion list.
+async function setQuery(page, text) {
+  await page.locator("#query-editor .cm-content").click();
+  await page.keyboard.press("ControlOrMeta+A");
+  await page.keyboard.press("Delete");
+  await page.keyboard.insertText(text);
+  await page.keyboard.press("Escape");
+}
+
+// estimate waits until the explorer's cost shows the estimate of the current query,
+// and returns its figures.
+async function estimate(page, text) {
+  const verdict = page.locator('[data-field="estimate-verdict"]');
+  await setQuery(page, text);
+  await page.waitForFunction((t) => document.querySelector('[data-field="estimate-verdict"]').dataset.query === t, text);
+  return {
+    credits: await page.locator('[data-field="estimate-credits"]').getAttribute("data-value"),
+    apis: await page.locator('[data-field="estimate-apis"]').getAttribute("data-value"),
+    balance: await page.locator('[data-field="estimate-balance"]').getAttribute("data-value"),
+    code: await verdict.getAttribute("data-code"),
+    verdict: await verdict.textContent(),
+  };
+}
+
+// explorerChecks drives the GraphQL explorer: completion from the schema, the cost
+// before running (equal to the sum of the APIs' catalog costs), a run whose charge is
+// what the balance lost, refusals shown before running (over the plan's APIs per
+// query, over the balance), the keyboard, the schema browser; no CSP violation, no
+// request elsewhere, no key in the page; axe and screenshots.
+async function explorerChecks(page) {
+  const stop = await watch(page);
+  await page.getByRole("link", { name: "GraphQL", exact: true }).click();
+  await page.waitForURL(dash + "graphql");
+  await page.locator("#schema-status").filter({ hasText: "Schema loaded" }).waitFor();
+  check("the explorer loads the schema", true);
+
+  // Completion from the schema: typing "al" inside braces suggests the field alpha.
+  await page.locator("#query-editor .cm-content").click();
+  await page.keyboard.press("ControlOrMeta+A");
+  await page.keyboard.press("Delete");
+  await page.keyboard.type("{ al");
+  const option = page.locator(".cm-tooltip-autocomplete li", { hasText: "alpha" });
+  await option.first().waitFor({ timeout: 5000 }).catch(() => {});
+  check("completion suggests a field when typing", await option.count() > 0,
+    await page.locator(".cm-tooltip-autocomplete").textContent().catch(() => "no list"));
+  await page.keyboard.press("Enter");
+  const typed = await page.locator("#query-editor .cm-content").textContent();
+  check("Enter takes the suggestion", typed.replace(/\s+/g, " ").includes("{ alpha"), typed);
+  await page.keyboard.press("Escape");
+
+  // The cost before running: the sum of the catalog's costs of the APIs named.
+  const catalog = (await (await fetch(cfg.base + "/v1/catalog")).json()).data.apis;
+  const cost = (id) => catalog.find((a) => a.id === id).cost;
+  const before = await analytics();
+  const est = await estimate(page, "{ a: alpha b: alpha beta }");
+  check("the cost before running is the sum of the APIs' costs, each once", est.credits === String(cost("alpha") + cost("beta")),
+    `shown ${est.credits}, catalog ${cost("alpha")} + ${cost("beta")}`);
+  check("the explorer counts the distinct APIs", est.apis === "2", est.apis);
+  check("the explorer shows the balance", est.balance === String(before.credits.remaining), `${est.balance} vs ${before.credits.remaining}`);
+  check("the query would run", !est.code && /would run this query/.test(est.verdict), est.verdict);
+
+  // Run it: the result, the credits charged, and the balance dropped by exactly that.
+  await page.getByRole("button", { name: "Run the query" }).click();
+  const status = page.locator('[data-field="run-status"]');
+  await status.filter({ hasText: /^Ran/ }).waitFor();
+  const charged = await status.getAttribute("data-cost");
+  const remaining = await status.getAttribute("data-remaining");
+  const result = JSON.parse(await page.locator("#result").textContent());
+  check("the run shows the data", result.data && result.data.a && result.data.a.api === "alpha" && result.data.beta.api === "beta",
+    JSON.stringify(result).slice(0, 200));
+  check("the run shows the credits charged, as estimated", charged === est.credits, `${charged} vs ${est.credits}`);
+  const after = await analytics();
+  check("the balance dropped by exactly the credits charged", before.credits.remaining - after.credits.remaining === Number(charged) &&
+    String(after.credits.remaining) === remaining, `${before.credits.remaining} -> ${after.credits.remaining}, charged ${charged}, shown ${remaining}`);
+
+  // Refused before running: over the plan's APIs per query, over the balance.
+  const ceiling = await estimate(page, '{ alpha beta hash(text: "x") { hash } vault }');
+  check("a query over the plan's APIs per query is shown refused before it runs",
+    ceiling.code === "PLAN_LIMIT_EXCEEDED" && ceiling.apis === "4" && /allows \d+ per query/.test(ceiling.verdict), ceiling.verdict);
+  const costly = await estimate(page, "{ vault }");
+  check("a query over the balance is shown refused before it runs",
+    costly.code === "INSUFFICIENT_CREDITS" && costly.credits === String(cost("vault")), costly.verdict);
+  const file = await estimate(page, '{ imageinfo(url: "https://example.com/a.png") { width } }');
+  check("a query naming a file API is shown refused before it runs", file.code === "FILE_UPLOAD_NOT_SUPPORTED", file.verdict);
+  check("estimates charge nothing", (await analytics()).credits.remaining === after.credits.remaining);
+
+  // The keyboard: Ctrl+Enter runs the query from the editor.
+  await estimate(page, "{ alpha }");
+  await page.keyboard.press("Control+Enter");
+  await status.filter({ hasText: /charged 1 credit;/ }).waitFor();
+  check("Ctrl+Enter runs the query", (await status.getAttribute("data-cost")) === "1", await status.textContent());
+
+  // The schema browser: a type's name opens it, with its fields and descriptions.
+  await page.locator("#schema-browser").getByRole("button", { name: "HashResult", exact: true }).first().click();
+  const heading = page.locator("#schema-browser h3");
+  check("the schema browser opens a type", (await heading.textContent()) === "HashResult" &&
+    (await page.locator('#schema-browser [data-field-name="hash"]').count()) === 1, await heading.textContent());
+  check("the opened type takes the focus", await heading.evaluate((h) => document.activeElement === h));
+  await page.locator("#schema-browser nav").getByRole("button", { name: "Query" }).click();
+  check("the trail leads back to the root type", (await heading.textContent()) === "Query");
+
+  check("the explorer shows no key value", !(await page.content()).includes(cfg.key));
+  await visit(page, "graphql");
+  await fitsPhone(page, "explorer");
+  const seen = await stop();
+  check("the explorer breaks no Content-Security-Policy", seen.violations.length === 0, seen.violations.join("; "));
+  check("the explorer requests nothing from another host", seen.external.length === 0, seen.external.join(" "));
+}
+
+// referenceChecks opens the API reference: Swagger UI draws every path of the OpenAPI
+// document; no CSP violation, no request elsewhere; axe and screenshots.
+async function referenceChecks(page) {
+  const stop = await watch(page);
+  await page.getByRole("link", { name: "API reference", exact: true }).click();
+  await page.waitForURL(dash + "reference");
+  await page.locator(".swagger-ui .opblock").first().waitFor();
+  const doc = await (await fetch(cfg.base + "/v1/openapi.json")).json();
+  const shown = await page.locator(".swagger-ui .opblock-summary-path").evaluateAll((els) => els.map((e) => e.getAttribute("data-path")));
+  const missing = Object.keys(doc.paths).filter((p) => !shown.includes(p));
+  check("the reference shows every path of the OpenAPI document", missing.length === 0 && shown.includes("/v1/alpha"),
+    `missing ${missing.join(" ")}; shown ${shown.join(" ")}`);
+  check("the reference warns of nothing", (await page.locator(".swagger-ui .errors-wrapper").count()) === 0,
+    await page.locator(".swagger-ui .errors-wrapper").textContent().catch(() => ""));
+  check("the reference offers no try-it-out", (await page.locator(".swagger-ui .try-out").count()) === 0);
+  await page.locator(".swagger-ui .opblock-summary-path", { hasText: "/v1/hash" }).first().click();
+  await page.locator(".swagger-ui .opblock.is-open .parameters").first().waitFor();
+  check("an operation opens with its parameters", (await page.locator(".swagger-ui .opblock.is-open").textContent()).includes("text"));
+  await visit(page, "reference");
+  await fitsPhone(page, "reference");
+  const seen = await stop();
+  check("the reference breaks no Content-Security-Policy", seen.violations.length === 0, seen.violations.join("; "));
+  check("the reference requests nothing from another host", seen.external.length === 0, seen.external.join(" "));
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: cfg.chromium,
@@ -69,6 +240,11 @@ async function main() {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: cfg.base });
     const page = await context.newPage();
+    await page.addInitScript(() => {
+      document.addEventListener("securitypolicyviolation", (e) => {
+        (window.__cspViolations = window.__cspViolations || []).push(`${e.violatedDirective} ${e.blockedURI}`);
+      });
+    });
     page.on("console", (m) => {
       if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text());
     });
@@ -249,6 +425,9 @@ async function main() {
     const copied = await page.evaluate(() => navigator.clipboard.readText());
     check("a snippet's copy button copies it", JSON.parse(copied).servers.tollgate.url === mcpURL, copied.slice(0, 80));
     await visit(page, "mcp");
+
+    await explorerChecks(page);
+    await referenceChecks(page);
 
     // Sign out.
     await page.getByRole("button", { name: "Sign out" }).click();

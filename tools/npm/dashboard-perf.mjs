@@ -1,0 +1,57 @@
+// Measures the dashboard's script-drawn pages in Debian's Chromium with playwright-core:
+// for the GraphQL explorer and the API reference, the time from the navigation's start
+// until the page is usable (the explorer: editor ready and schema loaded; the
+// reference: the operations drawn), with DOMContentLoaded and load, and the bytes the
+// page transferred. Each run starts with an empty cache; it prints the median of the
+// runs, and each run, as JSON.
+//
+//   node dashboard-perf.mjs BASE_URL API_KEY [RUNS] [CHROMIUM]
+//
+// BASE_URL is a running server's root (go run ./examples/server), API_KEY a key to
+// sign in with. Figures depend on the machine: compare them only with figures taken
+// on the same machine in the same run.
+import { chromium } from "playwright-core";
+
+const [base, key, runsArg, browserPath] = process.argv.slice(2);
+if (!base || !key) {
+  process.stderr.write("usage: node dashboard-perf.mjs BASE_URL API_KEY [RUNS] [CHROMIUM]\n");
+  process.exit(2);
+}
+const runs = Number(runsArg || 5);
+const pages = {
+  graphql: async (page) => page.locator("#schema-status").filter({ hasText: "Schema loaded" }).waitFor(),
+  reference: async (page) => page.locator(".swagger-ui .opblock").first().waitFor(),
+};
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const browser = await chromium.launch({ executablePath: browserPath || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+try {
+  for (const [name, ready] of Object.entries(pages)) {
+    const samples = [];
+    for (let i = 0; i < runs; i++) {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      const page = await context.newPage();
+      await page.goto(base + "/dashboard/sign-in");
+      await page.getByLabel("API key").fill(key);
+      await page.keyboard.press("Enter");
+      await page.waitForURL(base + "/dashboard/");
+      await page.goto(base + "/dashboard/" + name, { waitUntil: "commit" });
+      await ready(page);
+      const m = await page.evaluate(() => {
+        const nav = performance.getEntriesByType("navigation")[0];
+        let bytes = nav.transferSize;
+        for (const r of performance.getEntriesByType("resource")) bytes += r.transferSize;
+        return { interactive: performance.now(), domContentLoaded: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, bytes };
+      });
+      samples.push(m);
+      await context.close();
+    }
+    const med = {};
+    for (const k of Object.keys(samples[0])) med[k] = Math.round(median(samples.map((s) => s[k])));
+    process.stdout.write(JSON.stringify({ page: name, runs, median: med, samples: samples.map((s) => Object.fromEntries(Object.entries(s).map(([k, v]) => [k, Math.round(v)]))) }) + "\n");
+  }
+} finally {
+  await browser.close();
+}
