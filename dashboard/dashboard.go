@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
 )
@@ -50,6 +51,19 @@ type Options struct {
 	// scheme and host each request came to (http unless the request came over TLS), so
 	// a host behind a proxy that ends TLS sets it.
 	PublicURL string
+	// Packages are the names the host's generated client packages have (the flags it
+	// runs tollgate-gen with), for the examples on the APIs page. The zero value is
+	// the generator's defaults.
+	Packages PackageNames
+	// LoginFields are the fields of the host's own sign-in form, shown on the sign-in
+	// page when the session handler has a Login (session.Options.Login): the form
+	// posts them, and the Login reads them from the request (r.PostFormValue). A Login
+	// that needs no field (the host's single sign-on cookie, say) leaves it empty: the
+	// page then offers a button. Setting it without a Login is an error.
+	LoginFields []LoginField
+	// LoginTitle heads the host's sign-in form. The default is "Sign in with your
+	// account".
+	LoginTitle string
 }
 
 // Handler serves the dashboard. Create it with [NewHandler].
@@ -60,6 +74,8 @@ type Handler struct {
 	title    string
 	// publicURL is Options.PublicURL without a trailing slash.
 	publicURL string
+	packages  PackageNames
+	login     loginForm
 	pages     map[string]*template.Template
 	mux       *http.ServeMux
 }
@@ -80,7 +96,7 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, packages: opts.Packages, mux: http.NewServeMux()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -93,6 +109,12 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 			return nil, err
 		}
 	}
+	if err := opts.Packages.names().Check(); err != nil {
+		return nil, errors.New("dashboard: Options.Packages: " + err.Error())
+	}
+	if h.login, err = newLoginForm(sessions, opts.LoginFields, opts.LoginTitle); err != nil {
+		return nil, err
+	}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -103,6 +125,7 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 	h.mux.HandleFunc("GET /sign-in", h.signInPage)
 	h.mux.HandleFunc("POST /sign-in", h.signIn)
+	h.mux.HandleFunc("POST /login", h.signInLogin)
 	h.mux.HandleFunc("POST /sign-out", h.form(h.signOut))
 	h.mux.HandleFunc("GET /{$}", h.page(h.overview))
 	h.mux.HandleFunc("GET /keys", h.page(h.keys))
@@ -111,6 +134,9 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.HandleFunc("POST /rotate", h.form(h.rotate))
 	h.mux.HandleFunc("GET /revoke", h.page(h.confirmRevoke))
 	h.mux.HandleFunc("POST /revoke", h.form(h.revoke))
+	h.mux.HandleFunc("GET /apis", h.page(h.apisPage))
+	h.mux.HandleFunc("GET /api", h.page(h.apiPage))
+	h.mux.HandleFunc("POST /api", h.formUpTo(h.tryLimit, h.try))
 	h.mux.HandleFunc("GET /usage", h.page(h.usagePage))
 	h.mux.HandleFunc("GET /usage.csv", h.page(h.usageCSV))
 	h.mux.HandleFunc("GET /audit", h.page(h.auditLog))
@@ -241,15 +267,36 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 // service's own origin, with a live session and the session's CSRF token; otherwise
 // it is refused with 403 before anything is read or changed.
 func (h *Handler) form(serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
+	return h.formUpTo(nil, serve)
+}
+
+// formUpTo is form for a post that may be a multipart form (a file upload) of at most
+// limit(r) bytes; nil takes URL-encoded forms of at most 64 KiB only.
+func (h *Handler) formUpTo(limit func(*http.Request) int64, serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h.sessions.CheckOrigin(r); err != nil {
 			h.refuse(w, r, "This form was sent from another site's page, so it was refused. Use the dashboard's own pages.")
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			h.render(w, r, http.StatusBadRequest, "message", &view{Title: "The form cannot be read",
-				Message: "The form is not valid or is larger than 64 KiB.", Link: "./", LinkText: "Go to the overview"})
+		max := int64(maxForm)
+		multipart := limit != nil && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data")
+		if multipart {
+			max = limit(r)
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		var err error
+		if multipart {
+			err = r.ParseMultipartForm(max) // all in memory: the body is bounded
+		} else {
+			err = r.ParseForm()
+		}
+		if err != nil {
+			status, msg := http.StatusBadRequest, "The form is not valid."
+			if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+				status, msg = http.StatusRequestEntityTooLarge, "The form is larger than the "+paramdoc.Bytes(max)+" it may be."
+			}
+			h.render(w, r, status, "message", &view{Title: "The form cannot be read",
+				Message: msg, Link: "./", LinkText: "Go to the overview"})
 			return
 		}
 		v, ok := h.visitOf(r)
@@ -315,14 +362,14 @@ func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
 		seeOther(w, "./")
 		return
 	}
-	v := &view{Title: "Sign in"}
+	notice := ""
 	switch {
 	case r.URL.Query().Has("ended"):
-		v.Notice = "Your session has ended. Sign in again."
+		notice = "Your session has ended. Sign in again."
 	case r.URL.Query().Has("signed_out"):
-		v.Notice = "You have signed out."
+		notice = "You have signed out."
 	}
-	h.render(w, r, http.StatusOK, "sign-in", v)
+	h.renderSignIn(w, r, http.StatusOK, &view{Notice: notice}, nil)
 }
 
 // signIn starts a session with the API key of the form. The key is never echoed back,
@@ -330,14 +377,12 @@ func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		h.render(w, r, http.StatusBadRequest, "sign-in", &view{Title: "Sign in",
-			Error: "The form is not valid or is larger than 64 KiB."})
+		h.renderSignIn(w, r, http.StatusBadRequest, &view{Error: "The form is not valid or is larger than 64 KiB."}, nil)
 		return
 	}
 	key := r.PostForm.Get("api_key")
 	if strings.TrimSpace(key) == "" {
-		h.render(w, r, http.StatusBadRequest, "sign-in", &view{Title: "Sign in",
-			Error: "Enter your API key."})
+		h.renderSignIn(w, r, http.StatusBadRequest, &view{Error: "Enter your API key."}, nil)
 		return
 	}
 	_, err := h.sessions.SignIn(w, r, "The API key", key)
@@ -346,7 +391,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		if status >= 500 {
 			h.log.ErrorContext(r.Context(), "dashboard: a session cannot be started", "code", tollgate.CodeOf(err).String(), "error", err)
 		}
-		h.render(w, r, status, "sign-in", &view{Title: "Sign in", Error: msg})
+		h.renderSignIn(w, r, status, &view{Error: msg}, nil)
 		return
 	}
 	seeOther(w, "./")
