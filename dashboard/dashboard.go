@@ -47,7 +47,8 @@ type Options struct {
 	// "Tollgate".
 	Title string
 	// PublicURL is the service's public root URL, such as https://api.example.com: the
-	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp". The default is the
+	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp", and the APIs' code
+	// calls PublicURL + "/v1/<api_id>". The default is the
 	// scheme and host each request came to (http unless the request came over TLS), so
 	// a host behind a proxy that ends TLS sets it.
 	PublicURL string
