@@ -130,7 +130,7 @@ func (h *Handler) apiPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	if !ok {
 		return
 	}
-	h.renderAPI(w, r, v, api, http.StatusOK, newTryForm(api, nil, nil), nil)
+	h.renderAPI(w, r, v, api, http.StatusOK, newTryForm(api, nil), nil)
 }
 
 // apiOf returns the API that ?id= names, or answers 404.

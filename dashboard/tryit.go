@@ -66,8 +66,9 @@ type tryForm struct {
 // newTryForm returns the try-it form of api: one control per parameter (and for a
 // file API the url parameter and the upload), filled with a post's values, or for a
 // new form with the values of the generated packages' example (which obey the rules).
-func newTryForm(api *catalog.API, post url.Values, args []clientgen.Arg) tryForm {
-	if post == nil && args == nil {
+func newTryForm(api *catalog.API, post url.Values) tryForm {
+	var args []clientgen.Arg
+	if post == nil {
 		args, _ = clientgen.ExampleArgs(api) // a compiled API: its examples are made
 	}
 	example := map[string]any{}
@@ -76,10 +77,8 @@ func newTryForm(api *catalog.API, post url.Values, args []clientgen.Arg) tryForm
 	}
 	var f tryForm
 	params := api.Params
-	if api.File != nil {
-		params = append(params[:len(params):len(params)], catalog.Param{Name: catalog.URLParam, Type: catalog.String,
-			Format: catalog.FormatURL, MaxLength: catalog.Len(2048),
-			Description: "The address of the file, which the service fetches; leave it empty to upload a file instead."})
+	if u, ok := api.FileURLParam(); ok {
+		params = append(params[:len(params):len(params)], u)
 		f.File = &fileInfo{Field: api.File.Name, Types: strings.Join(api.File.Types, ", "),
 			Max: paramdoc.Bytes(api.File.MaxBytes), MaxBytes: api.File.MaxBytes}
 	}
@@ -318,7 +317,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, v *visit) {
 		h.log.ErrorContext(r.Context(), "dashboard: a tried call failed on the service's side", "account", v.account,
 			"api", api.ID, "code", hdr.Get(rest.HeaderErrorCode))
 	}
-	h.renderAPI(w, r, v, api, http.StatusOK, newTryForm(api, r.PostForm, nil), newTryResult(status, hdr, body))
+	h.renderAPI(w, r, v, api, http.StatusOK, newTryForm(api, r.PostForm), newTryResult(status, hdr, body))
 }
 
 // uploaded returns the file of a try's multipart form, or nil when it has none (the
