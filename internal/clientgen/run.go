@@ -1,4 +1,4 @@
-package main
+package clientgen
 
 import (
 	"bytes"
@@ -41,9 +41,10 @@ type config struct {
 	opts    options
 }
 
-// run executes the command with args (without the program name) and returns the exit
-// status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run executes the tollgate-gen command (see its documentation) with args, without
+// the program name, and returns the exit status: 0 on success, 1 when the catalog
+// cannot be read or the packages cannot be written, 2 for a usage mistake.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -82,13 +83,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.out, "out", "", "the `directory` of the packages (required)")
 	fs.StringVar(&langs, "lang", strings.Join(languages, ","), "the `languages`, comma-separated")
 	fs.StringVar(&cfg.opts.baseURL, "base-url", "", "the service the packages call by default (default: the catalog's, or "+defaultBaseURL+")")
-	fs.StringVar(&cfg.opts.goImport, "go-import", "example.com/tollgate/clients", "import `path` of the directory of the Go packages")
-	fs.StringVar(&cfg.opts.npmScope, "npm-scope", "@tollgate", "npm `scope` of the JavaScript packages")
-	fs.StringVar(&cfg.opts.pyPrefix, "python-prefix", "tollgate", "`prefix` of the Python distributions and modules")
-	fs.StringVar(&cfg.opts.dotnetNamespace, "dotnet-namespace", "Tollgate", ".NET `namespace` that holds the .NET packages' namespaces (and starts their NuGet ids)")
-	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", "Tollgate", "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
-	fs.StringVar(&cfg.opts.dartPrefix, "dart-prefix", "tollgate", "`prefix` of the Dart packages' names (tollgate_hash)")
-	fs.StringVar(&cfg.opts.javaPackage, "java-package", "dev.tollgate.clients", "Java `package` (and Maven group) that holds the Java packages")
+	fs.StringVar(&cfg.opts.goImport, "go-import", DefaultGoImport, "import `path` of the directory of the Go packages")
+	fs.StringVar(&cfg.opts.npmScope, "npm-scope", DefaultNPMScope, "npm `scope` of the JavaScript packages")
+	fs.StringVar(&cfg.opts.pyPrefix, "python-prefix", DefaultPythonPrefix, "`prefix` of the Python distributions and modules")
+	fs.StringVar(&cfg.opts.dotnetNamespace, "dotnet-namespace", DefaultDotnetNamespace, ".NET `namespace` that holds the .NET packages' namespaces (and starts their NuGet ids)")
+	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", DefaultPHPNamespace, "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
+	fs.StringVar(&cfg.opts.dartPrefix, "dart-prefix", DefaultDartPrefix, "`prefix` of the Dart packages' names (tollgate_hash)")
+	fs.StringVar(&cfg.opts.javaPackage, "java-package", DefaultJavaPackage, "Java `package` (and Maven group) that holds the Java packages")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate-gen -catalog URL|FILE -out DIR [flags]")
 		fs.PrintDefaults()
@@ -102,18 +103,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		problem = fmt.Sprintf("unexpected arguments %q", fs.Args())
 	case cfg.catalog == "" || cfg.out == "":
 		problem = "-catalog and -out are required"
-	case !strings.HasPrefix(cfg.opts.npmScope, "@") || strings.Contains(cfg.opts.npmScope, "/"):
-		problem = fmt.Sprintf("-npm-scope %q must look like @scope", cfg.opts.npmScope)
-	case !javaPackageName.MatchString(cfg.opts.javaPackage):
-		problem = fmt.Sprintf("-java-package %q must be dot-separated lowercase identifiers, such as com.example.clients", cfg.opts.javaPackage)
-	case !dotnetNamespaceName.MatchString(cfg.opts.dotnetNamespace):
-		problem = fmt.Sprintf("-dotnet-namespace %q must be capitalized names separated by dots, such as Acme.Clients", cfg.opts.dotnetNamespace)
-	case !phpNamespaceName.MatchString(cfg.opts.phpNamespace):
-		problem = fmt.Sprintf(`-php-namespace %q must be capitalized names separated by \, such as Acme\Clients`, cfg.opts.phpNamespace)
-	case !dartPrefixName.MatchString(cfg.opts.dartPrefix):
-		problem = fmt.Sprintf("-dart-prefix %q must be lowercase letters, digits and _, starting with a letter", cfg.opts.dartPrefix)
-	case !pyIdent.MatchString(strings.ReplaceAll(cfg.opts.pyPrefix, "-", "_")):
-		problem = fmt.Sprintf("-python-prefix %q must be letters, digits, _ and -, starting with a letter", cfg.opts.pyPrefix)
+	default:
+		problem = checkNames(cfg.opts)
 	}
 	for _, l := range strings.Split(langs, ",") {
 		if !slices.Contains(languages, l) {
@@ -134,6 +125,26 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New(problem)
 	}
 	return cfg, nil
+}
+
+// checkNames says what is wrong with the settings that name the packages, with the
+// flag's name, or returns "".
+func checkNames(o options) string {
+	switch {
+	case !strings.HasPrefix(o.npmScope, "@") || strings.Contains(o.npmScope, "/"):
+		return fmt.Sprintf("-npm-scope %q must look like @scope", o.npmScope)
+	case !javaPackageName.MatchString(o.javaPackage):
+		return fmt.Sprintf("-java-package %q must be dot-separated lowercase identifiers, such as com.example.clients", o.javaPackage)
+	case !dotnetNamespaceName.MatchString(o.dotnetNamespace):
+		return fmt.Sprintf("-dotnet-namespace %q must be capitalized names separated by dots, such as Acme.Clients", o.dotnetNamespace)
+	case !phpNamespaceName.MatchString(o.phpNamespace):
+		return fmt.Sprintf(`-php-namespace %q must be capitalized names separated by \, such as Acme\Clients`, o.phpNamespace)
+	case !dartPrefixName.MatchString(o.dartPrefix):
+		return fmt.Sprintf("-dart-prefix %q must be lowercase letters, digits and _, starting with a letter", o.dartPrefix)
+	case !pyIdent.MatchString(strings.ReplaceAll(o.pyPrefix, "-", "_")):
+		return fmt.Sprintf("-python-prefix %q must be letters, digits, _ and -, starting with a letter", o.pyPrefix)
+	}
+	return ""
 }
 
 // loadCatalog reads and compiles the catalog at src, a URL or a file, and returns the

@@ -1,4 +1,4 @@
-package main
+package clientgen
 
 import (
 	"bytes"
@@ -619,7 +619,7 @@ func generateExamples(t *testing.T, lang, baseURL string) string {
 	t.Helper()
 	out := t.TempDir()
 	var stderr bytes.Buffer
-	if code := run(t.Context(), append(examplesArgs(out), "-lang", lang, "-base-url", baseURL), io.Discard, &stderr); code != 0 {
+	if code := Run(t.Context(), append(examplesArgs(out), "-lang", lang, "-base-url", baseURL), io.Discard, &stderr); code != 0 {
 		t.Fatalf("tollgate-gen: exit %d: %s", code, stderr.String())
 	}
 	return filepath.Join(out, lang)

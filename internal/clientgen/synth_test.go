@@ -1,4 +1,4 @@
-package main
+package clientgen
 
 import (
 	"encoding/json"
@@ -201,7 +201,7 @@ func TestSyntheticCatalog(t *testing.T) {
 // catalog in every language (rendering, formatting the Go code), in memory and
 // with the files written.
 //
-//	go test -run '^$' -bench Generate -benchtime 5x ./cmd/tollgate-gen
+//	go test -run '^$' -bench Generate -benchtime 5x ./internal/clientgen
 func BenchmarkGenerate(b *testing.B) {
 	apis := syntheticCatalog(b, 300)
 	o := synthOptions

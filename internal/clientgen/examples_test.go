@@ -1,4 +1,4 @@
-package main
+package clientgen
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/client"
 	"github.com/tollgate-dev/tollgate/internal/testserver"
 )
 
@@ -23,7 +25,7 @@ const (
 	examplesDir     = "../../examples/clients"
 	examplesCatalog = examplesDir + "/catalog.json"
 	examplesGoPath  = "github.com/tollgate-dev/tollgate/examples/clients/go"
-	regenerate      = "go test ./cmd/tollgate-gen -run TestExamplesUpToDate -update"
+	regenerate      = "go test ./internal/clientgen -run TestExamplesUpToDate -update"
 )
 
 // examplesArgs are the arguments that generate the example packages into out.
@@ -66,7 +68,7 @@ func TestExamplesUpToDate(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stderr bytes.Buffer
-		if code := run(t.Context(), examplesArgs(examplesDir), io.Discard, &stderr); code != 0 {
+		if code := Run(t.Context(), examplesArgs(examplesDir), io.Discard, &stderr); code != 0 {
 			t.Fatalf("tollgate-gen: exit %d: %s", code, stderr.String())
 		}
 		return
@@ -81,7 +83,7 @@ func TestExamplesUpToDate(t *testing.T) {
 		copyTree(t, filepath.Join(examplesDir, lang), filepath.Join(tmp, lang))
 	}
 	var stderr bytes.Buffer
-	if code := run(t.Context(), examplesArgs(tmp), io.Discard, &stderr); code != 0 {
+	if code := Run(t.Context(), examplesArgs(tmp), io.Discard, &stderr); code != 0 {
 		t.Fatalf("tollgate-gen: exit %d: %s", code, stderr.String())
 	}
 	want, got := readTree(t, tmp), readTree(t, examplesDir)
@@ -148,5 +150,55 @@ func copyTree(t *testing.T, src, dst string) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestExamplesMatchREADMEs checks Examples against the committed packages of the sample
+// catalog: each language's example of each API is, byte for byte, the code of the
+// example in that package's README, and its package name is the one the README
+// names.
+func TestExamplesMatchREADMEs(t *testing.T) {
+	f, err := os.Open(examplesCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := client.DecodeCatalog(f, maxCatalogBytes)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs {
+		api, err := catalog.Compile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		examples, err := Examples(api, Names{GoImport: examplesGoPath})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(examples) != len(languages) {
+			t.Fatalf("%s: %d examples, want one per language (%d)", api.ID, len(examples), len(languages))
+		}
+		for i, ex := range examples {
+			if ex.Language != languages[i] {
+				t.Errorf("%s: example %d is %s, want %s", api.ID, i, ex.Language, languages[i])
+			}
+			readme, err := os.ReadFile(filepath.Join(examplesDir, ex.Dir, "README.md"))
+			if err != nil {
+				t.Fatalf("%s %s: %v", api.ID, ex.Language, err)
+			}
+			if !bytes.Contains(readme, []byte("\n"+ex.Code+"\n```\n")) {
+				t.Errorf("%s %s: the example is not the README's:\n%s", api.ID, ex.Language, ex.Code)
+			}
+			if !strings.Contains(string(readme), "`"+ex.Package+"`") && !strings.Contains(string(readme), "# "+ex.Package+"\n") {
+				t.Errorf("%s %s: the README does not name the package %s", api.ID, ex.Language, ex.Package)
+			}
+			if !strings.Contains(ex.Code, "TOLLGATE_API_KEY") {
+				t.Errorf("%s %s: the example does not read the key from TOLLGATE_API_KEY", api.ID, ex.Language)
+			}
+		}
+	}
+	if _, err := Examples(&catalog.API{ID: "x"}, Names{NPMScope: "no-at"}); err == nil || !strings.Contains(err.Error(), "-npm-scope") {
+		t.Errorf("Examples with a bad npm scope: %v, want the -npm-scope problem", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package clientgen
 
 import (
 	"bytes"
@@ -145,7 +145,7 @@ func TestRegenerate(t *testing.T) {
 	gen := func() {
 		t.Helper()
 		var stderr bytes.Buffer
-		if code := run(t.Context(), []string{"-catalog", cat, "-out", out}, io.Discard, &stderr); code != 0 {
+		if code := Run(t.Context(), []string{"-catalog", cat, "-out", out}, io.Discard, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 	}
@@ -268,7 +268,7 @@ func TestUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := run(t.Context(), tt.args, &stdout, &stderr); code != tt.code || !strings.Contains(stderr.String(), tt.stderr) {
+			if code := Run(t.Context(), tt.args, &stdout, &stderr); code != tt.code || !strings.Contains(stderr.String(), tt.stderr) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr.String(), tt.code, tt.stderr)
 			}
 		})
@@ -276,7 +276,7 @@ func TestUsage(t *testing.T) {
 	t.Run("from the service", func(t *testing.T) {
 		out := filepath.Join(dir, "live")
 		var stdout, stderr bytes.Buffer
-		if code := run(t.Context(), []string{"-catalog", srv.URL + "/v1/catalog", "-out", out, "-lang", "js"}, &stdout, &stderr); code != 0 {
+		if code := Run(t.Context(), []string{"-catalog", srv.URL + "/v1/catalog", "-out", out, "-lang", "js"}, &stdout, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		b, err := os.ReadFile(filepath.Join(out, "js", "hash", "index.js"))
