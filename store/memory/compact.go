@@ -2,6 +2,7 @@ package memory
 
 import (
 	"hash/maphash"
+	"math"
 	"time"
 	"unsafe"
 )
@@ -89,9 +90,42 @@ func stampOf(t time.Time) stamp {
 	return stamp{sec: t.Unix() - zeroSec, nsec: int32(t.Nanosecond())}
 }
 
+// before reports whether s is before o.
+func (s stamp) before(o stamp) bool {
+	return s.sec < o.sec || s.sec == o.sec && s.nsec < o.nsec
+}
+
 func (s stamp) time() time.Time {
 	if s == (stamp{}) {
 		return time.Time{}
 	}
 	return time.Unix(s.sec+zeroSec, int64(s.nsec)).UTC()
 }
+
+// chunkSize is the number of records in one chunk of a [table].
+const chunkSize = 1024
+
+// A table is a growing array of records that never move: they sit in chunks of
+// chunkSize, so that a pointer to a record (and the lock in it) stays valid while the
+// table grows, and a chunk of pointer-free records is one object the collector does not
+// scan. It is not safe for concurrent use: its owner locks it.
+type table[T any] struct {
+	chunks []*[chunkSize]T
+	n      uint32
+}
+
+// add appends a zero record and returns its number and address.
+func (t *table[T]) add() (uint32, *T) {
+	if t.n == math.MaxUint32 {
+		panic("memory: more than 2^32-1 records in one table")
+	}
+	i := t.n
+	if int(i/chunkSize) == len(t.chunks) {
+		t.chunks = append(t.chunks, new([chunkSize]T))
+	}
+	t.n++
+	return i, &t.chunks[i/chunkSize][i%chunkSize]
+}
+
+// at returns the address of record i, which must exist.
+func (t *table[T]) at(i uint32) *T { return &t.chunks[i/chunkSize][i%chunkSize] }

@@ -244,6 +244,7 @@ func TestRecordsAreNotScanned(t *testing.T) {
 	}
 	ctx := t.Context()
 	now := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
+	p := driver.MonthOf(now)
 	id := func(i int) string { return fmt.Sprintf("acct-%07d", i) }
 	for _, tc := range []struct {
 		name string
@@ -258,6 +259,19 @@ func TestRecordsAreNotScanned(t *testing.T) {
 					auth.Key{ID: id(i) + "-primary", AccountID: id(i), Name: "primary", Primary: true, Hash: h, CreatedAt: now}))
 			}
 			return s
+		}},
+		{"Ledger", func(t *testing.T) any {
+			l := memory.NewLedger(nil)
+			for i := range n {
+				must(t, l.Open(ctx, driver.Opening{Account: id(i), Balance: 100, Allowance: 100, Period: p}))
+				rid := driver.RequestID{byte(i), byte(i >> 8), byte(i >> 16)}
+				_, err := l.Reserve(ctx, driver.Reservation{Account: id(i), Request: rid, APIs: []string{"hash"}, Amount: 1,
+					Period: p, Allowance: 100, Now: now, Expires: now.Add(time.Minute)})
+				must(t, err)
+				_, err = l.Settle(ctx, driver.Settlement{Account: id(i), Request: rid, Period: p, Allowance: 100, Now: now})
+				must(t, err)
+			}
+			return l
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
