@@ -273,6 +273,24 @@ func TestRecordsAreNotScanned(t *testing.T) {
 			}
 			return l
 		}},
+		{"RateLimiter", func(t *testing.T) any {
+			r := memory.NewRateLimiter()
+			for i := range n {
+				_, err := r.Allow(ctx, id(i), driver.Limit{Rate: 10, Per: time.Second, Burst: 10}, now)
+				must(t, err)
+			}
+			return r
+		}},
+		{"ConcurrencyLimiter", func(t *testing.T) any {
+			c := memory.NewConcurrencyLimiter()
+			for i := range n {
+				rid := driver.RequestID{byte(i), byte(i >> 8), byte(i >> 16)}
+				_, err := c.Acquire(ctx, id(i), rid, 4, time.Minute, now)
+				must(t, err)
+				must(t, c.Release(ctx, id(i), rid))
+			}
+			return c
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := scannableHeap()
