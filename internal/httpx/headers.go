@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,8 +25,14 @@ const (
 	HeaderRateLimit          = "X-RateLimit-Limit"     // calls per minute
 	HeaderRateLimitRemaining = "X-RateLimit-Remaining" // calls that could be made now
 	HeaderRetryAfter         = "Retry-After"           // seconds, on 429
-	HeaderRateLimitPolicy    = "RateLimit-Policy"      // IETF draft: "default";q=<burst>;w=60
-	HeaderRateLimitIETF      = "RateLimit"             // IETF draft: "default";r=<remaining>;t=<seconds to full>
+)
+
+// The IETF draft's forms of the rate headers, which a front door writes only when its
+// host asks for them (see [SetIETFRateHeaders]): each costs every answer a header line
+// that most clients never read.
+const (
+	HeaderRateLimitPolicy = "RateLimit-Policy" // "default";q=<burst>;w=60
+	HeaderRateLimitIETF   = "RateLimit"        // "default";r=<remaining>;t=<seconds to full>
 )
 
 // The keys under which the headers are stored in an http.Header: the canonical forms
@@ -37,12 +44,19 @@ var (
 	keyRateLimitIETF      = http.CanonicalHeaderKey(HeaderRateLimitIETF)
 )
 
-// CreditHeaderNames lists the credit and rate headers, for CORS Expose-Headers.
+// CreditHeaderNames lists the credit and rate headers that answers carry by default.
 var CreditHeaderNames = []string{
 	HeaderCreditsCost, HeaderCreditsRemaining, HeaderCreditsUsed, HeaderCreditsLimit,
 	HeaderCreditsRenewal, HeaderPlan, HeaderRateLimit, HeaderRateLimitRemaining,
-	HeaderRetryAfter, HeaderRateLimitPolicy, HeaderRateLimitIETF,
+	HeaderRetryAfter,
 }
+
+// ExposedHeaderNames lists the headers that a browser's script may read on an answer
+// to a cross-origin request, for CORS Expose-Headers: the error code, the credit and
+// rate headers, and the IETF forms of the rate headers, for the hosts that turn them
+// on.
+var ExposedHeaderNames = append([]string{HeaderErrorCode}, append(slices.Clip(CreditHeaderNames),
+	HeaderRateLimitPolicy, HeaderRateLimitIETF)...)
 
 // SetCreditHeaders writes the credit headers for a call that spent cost credits and left
 // balance b.
@@ -73,32 +87,47 @@ func SetCreditHeaders(h http.Header, plan string, cost int64, b billing.Balance)
 	}
 }
 
-// SetRateHeaders writes the rate headers of plan p after decision d. It writes nothing
-// for a plan without a rate limit. Retry-After is written by [SetRetryAfter].
+// SetRateHeaders writes the rate headers of plan p after decision d: X-RateLimit-Limit
+// and X-RateLimit-Remaining. It writes nothing for a plan without a rate limit.
+// Retry-After is written by [SetRetryAfter], and the IETF forms by
+// [SetIETFRateHeaders].
 func SetRateHeaders(h http.Header, p billing.Plan, d billing.RateDecision) {
+	if _, ok := p.RateLimit(); !ok {
+		return
+	}
+	var buf [48]byte
+	out := strconv.AppendInt(buf[:0], int64(p.RatePerMinute), 10)
+	end := len(out)
+	out = strconv.AppendInt(out, int64(d.Remaining), 10)
+	all := string(out)
+	v := make([]string, 2)
+	v[0], v[1] = all[:end], all[end:]
+	h[keyRateLimit], h[keyRateLimitRemaining] = v[0:1:1], v[1:2:2]
+}
+
+// SetIETFRateHeaders writes the IETF draft's rate headers of plan p after decision d:
+// RateLimit-Policy ("default";q=<burst>;w=<window in seconds>) and RateLimit
+// ("default";r=<remaining>;t=<seconds until the bucket is full>). It writes nothing for
+// a plan without a rate limit.
+func SetIETFRateHeaders(h http.Header, p billing.Plan, d billing.RateDecision) {
 	l, ok := p.RateLimit()
 	if !ok {
 		return
 	}
-	var buf [128]byte
-	var end [3]int
-	out := strconv.AppendInt(buf[:0], int64(p.RatePerMinute), 10)
-	end[0] = len(out)
-	out = strconv.AppendInt(out, int64(d.Remaining), 10)
-	end[1] = len(out)
-	out = append(out, `"default";q=`...)
+	var buf [96]byte
+	out := append(buf[:0], `"default";q=`...)
 	out = strconv.AppendInt(out, int64(l.Burst), 10)
 	out = append(out, ";w="...)
 	out = strconv.AppendInt(out, int64(l.Per/time.Second), 10)
-	end[2] = len(out)
+	end := len(out)
 	out = append(out, `"default";r=`...)
 	out = strconv.AppendInt(out, int64(d.Remaining), 10)
 	out = append(out, ";t="...)
 	out = strconv.AppendInt(out, int64(ceilSeconds(d.ResetAfter)), 10)
 	all := string(out)
-	v := make([]string, 4)
-	v[0], v[1], v[2], v[3] = all[:end[0]], all[end[0]:end[1]], all[end[1]:end[2]], all[end[2]:]
-	h[keyRateLimit], h[keyRateLimitRemaining], h[keyRateLimitPolicy], h[keyRateLimitIETF] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
+	v := make([]string, 2)
+	v[0], v[1] = all[:end], all[end:]
+	h[keyRateLimitPolicy], h[keyRateLimitIETF] = v[0:1:1], v[1:2:2]
 }
 
 // SetRetryAfter writes Retry-After in whole seconds, rounded up, at least 1.

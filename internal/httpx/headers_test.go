@@ -84,88 +84,74 @@ func TestSetCreditHeaders(t *testing.T) {
 
 func TestSetRateHeaders(t *testing.T) {
 	tests := []struct {
-		name string
-		plan billing.Plan
-		d    billing.RateDecision
-		want http.Header
+		name       string
+		plan       billing.Plan
+		d          billing.RateDecision
+		want, ietf http.Header
 	}{
 		{
 			name: "burst defaults to the rate",
 			plan: billing.Plan{Name: "pro", RatePerMinute: 600},
 			d:    billing.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"600"},
-				"X-RateLimit-Remaining": {"599"},
-				"RateLimit-Policy":      {`"default";q=600;w=60`},
-				"RateLimit":             {`"default";r=599;t=1`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"600"}, "X-RateLimit-Remaining": {"599"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=600;w=60`}, "RateLimit": {`"default";r=599;t=1`}},
 		},
 		{
 			name: "explicit burst, reset rounded up",
 			plan: billing.Plan{Name: "pro", RatePerMinute: 60, Burst: 10},
 			d:    billing.RateDecision{Allowed: true, Remaining: 3, ResetAfter: 6500 * time.Millisecond},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"60"},
-				"X-RateLimit-Remaining": {"3"},
-				"RateLimit-Policy":      {`"default";q=10;w=60`},
-				"RateLimit":             {`"default";r=3;t=7`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"60"}, "X-RateLimit-Remaining": {"3"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=10;w=60`}, "RateLimit": {`"default";r=3;t=7`}},
 		},
 		{
 			name: "whole seconds stay whole",
 			plan: billing.Plan{Name: "free", RatePerMinute: 5},
 			d:    billing.RateDecision{Remaining: 0, RetryAfter: 12 * time.Second, ResetAfter: 60 * time.Second},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"5"},
-				"X-RateLimit-Remaining": {"0"},
-				"RateLimit-Policy":      {`"default";q=5;w=60`},
-				"RateLimit":             {`"default";r=0;t=60`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"5"}, "X-RateLimit-Remaining": {"0"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=5;w=60`}, "RateLimit": {`"default";r=0;t=60`}},
 		},
 		{
 			name: "one nanosecond to go is one second",
 			plan: billing.Plan{Name: "free", RatePerMinute: 5},
 			d:    billing.RateDecision{Remaining: 4, ResetAfter: time.Nanosecond},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"5"},
-				"X-RateLimit-Remaining": {"4"},
-				"RateLimit-Policy":      {`"default";q=5;w=60`},
-				"RateLimit":             {`"default";r=4;t=1`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"5"}, "X-RateLimit-Remaining": {"4"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=5;w=60`}, "RateLimit": {`"default";r=4;t=1`}},
 		},
 		{
 			name: "full bucket",
 			plan: billing.Plan{Name: "free", RatePerMinute: 5},
 			d:    billing.RateDecision{Remaining: 5},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"5"},
-				"X-RateLimit-Remaining": {"5"},
-				"RateLimit-Policy":      {`"default";q=5;w=60`},
-				"RateLimit":             {`"default";r=5;t=0`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"5"}, "X-RateLimit-Remaining": {"5"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=5;w=60`}, "RateLimit": {`"default";r=5;t=0`}},
 		},
 		{
 			name: "no rate limit",
 			plan: billing.Plan{Name: "unlimited", Burst: 10},
 			d:    billing.RateDecision{Allowed: true, Remaining: 3, ResetAfter: time.Second},
 			want: http.Header{},
+			ietf: http.Header{},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			httpx.SetRateHeaders(h, tt.plan, tt.d)
-			// Keys are stored canonically, so that Header.Get finds the names as the
-			// design spells them.
-			want := http.Header{}
-			for k, v := range tt.want {
-				want[http.CanonicalHeaderKey(k)] = v
-				if got := h.Get(k); got != v[0] {
-					t.Errorf("h.Get(%q) = %q, want %q", k, got, v[0])
+			for _, c := range []struct {
+				set  func(http.Header, billing.Plan, billing.RateDecision)
+				want http.Header
+			}{{httpx.SetRateHeaders, tt.want}, {httpx.SetIETFRateHeaders, tt.ietf}} {
+				h := http.Header{}
+				c.set(h, tt.plan, tt.d)
+				// Keys are stored canonically, so that Header.Get finds the names as the
+				// design spells them.
+				want := http.Header{}
+				for k, v := range c.want {
+					want[http.CanonicalHeaderKey(k)] = v
+					if got := h.Get(k); got != v[0] {
+						t.Errorf("h.Get(%q) = %q, want %q", k, got, v[0])
+					}
 				}
-			}
-			if !maps.EqualFunc(h, want, slices.Equal) {
-				t.Errorf("headers = %v, want %v", h, want)
+				if !maps.EqualFunc(h, want, slices.Equal) {
+					t.Errorf("headers = %v, want %v", h, want)
+				}
 			}
 		})
 	}
@@ -199,10 +185,14 @@ func TestCreditHeaderNames(t *testing.T) {
 	want := []string{
 		"X-Credits-Cost", "X-Credits-Remaining", "X-Credits-Used", "X-Credits-Limit",
 		"X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-		"Retry-After", "RateLimit-Policy", "RateLimit",
+		"Retry-After",
 	}
 	if !slices.Equal(httpx.CreditHeaderNames, want) {
 		t.Errorf("CreditHeaderNames = %q, want %q", httpx.CreditHeaderNames, want)
+	}
+	want = append([]string{"X-Error-Code"}, append(want, "RateLimit-Policy", "RateLimit")...)
+	if !slices.Equal(httpx.ExposedHeaderNames, want) {
+		t.Errorf("ExposedHeaderNames = %q, want %q", httpx.ExposedHeaderNames, want)
 	}
 }
 
