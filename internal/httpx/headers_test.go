@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
@@ -155,6 +156,46 @@ func TestSetRateHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSetReceiptHeaders checks that a receipt's headers are those of its parts: the
+// credit headers when it has the balance, the rate headers when it has a decision of a
+// plan with a rate limit, nothing for a caller that was not authenticated.
+func TestSetReceiptHeaders(t *testing.T) {
+	pro := billing.Plan{Name: "pro", RatePerMinute: 600}
+	balance := billing.Balance{Remaining: 995, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)}
+	credits := http.Header{
+		"X-Credits-Cost": {"5"}, "X-Credits-Remaining": {"995"}, "X-Credits-Used": {"5"},
+		"X-Credits-Limit": {"1000"}, "X-Credits-Renewal": {"2025-04-01T00:00:00Z"}, "X-Plan": {"pro"},
+	}
+	rate := http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"599"}}
+	decision := billing.RateDecision{Allowed: true, Remaining: 599}
+	tests := []struct {
+		name string
+		rc   tollgate.Receipt
+		want http.Header
+	}{
+		{"credits and rate", tollgate.Receipt{Plan: pro, Charged: 5, Balance: balance, Rate: decision}, merge(credits, rate)},
+		{"credits only", tollgate.Receipt{Plan: pro, Charged: 5, Balance: balance}, credits},
+		{"rate only", tollgate.Receipt{Plan: pro, Rate: decision}, rate},
+		{"plan without a rate limit", tollgate.Receipt{Plan: billing.Plan{Name: "pro"}, Charged: 5, Balance: balance, Rate: decision}, credits},
+		{"not authenticated", tollgate.Receipt{}, http.Header{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			httpx.SetReceiptHeaders(h, &tt.rc)
+			if !maps.EqualFunc(h, tt.want, slices.Equal) {
+				t.Errorf("headers = %v, want %v", h, tt.want)
+			}
+		})
+	}
+}
+
+func merge(a, b http.Header) http.Header {
+	out := a.Clone()
+	maps.Copy(out, b)
+	return out
 }
 
 func TestSetRetryAfter(t *testing.T) {
