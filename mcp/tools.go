@@ -286,13 +286,23 @@ func creditsMeta(rc *tollgate.Receipt) sdk.Meta {
 		return nil
 	}
 	b := rc.Balance
-	m := map[string]any{
-		"cost": rc.Charged, "remaining": b.Remaining, "used": b.Used, "limit": b.Allowance, "plan": rc.Plan.Name,
-	}
+	c := &credits{Cost: rc.Charged, Limit: b.Allowance, Plan: rc.Plan.Name, Remaining: b.Remaining, Used: b.Used}
 	if !b.Period.End.IsZero() {
-		m["renewal"] = b.Period.End.UTC().Format(time.RFC3339)
+		c.Renewal = b.Period.End.UTC().Format(time.RFC3339)
 	}
-	return sdk.Meta{MetaCredits: m}
+	return sdk.Meta{MetaCredits: c}
+}
+
+// credits is the credit position of a tool result, under [MetaCredits]. A struct
+// rather than a map: it encodes without reflecting over map keys and sorting them, on
+// every call's path. Its fields are in the order of their names, as a map's would be.
+type credits struct {
+	Cost      int64  `json:"cost"`
+	Limit     int64  `json:"limit"`
+	Plan      string `json:"plan"`
+	Remaining int64  `json:"remaining"`
+	Renewal   string `json:"renewal,omitempty"` // RFC 3339; absent when the period is not known
+	Used      int64  `json:"used"`
 }
 
 func plural(n int64) string {

@@ -38,8 +38,9 @@
 // is unreachable (nothing charged).
 //
 // Authenticated responses carry the credit headers (X-Credits-Cost, -Remaining, -Used,
-// -Limit, -Renewal, X-Plan) and, for plans with a rate limit, X-RateLimit-Limit,
-// X-RateLimit-Remaining and the IETF RateLimit-Policy and RateLimit headers.
+// -Limit, -Renewal, X-Plan) and, for plans with a rate limit, X-RateLimit-Limit and
+// X-RateLimit-Remaining; [Options.IETFRateHeaders] adds the IETF draft's
+// RateLimit-Policy and RateLimit headers.
 //
 // # Input
 //

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
@@ -32,6 +33,15 @@ func (h *Handler) writeEncoded(w http.ResponseWriter, r *http.Request, status in
 	envelope.WriteData(w, status, encoded)
 }
 
+// setReceiptHeaders writes the credit and rate headers of a call's receipt, with the
+// IETF rate headers when the host asked for them.
+func (h *Handler) setReceiptHeaders(hdr http.Header, rc *tollgate.Receipt) {
+	httpx.SetReceiptHeaders(hdr, rc)
+	if h.ietf && rc.Rate != (billing.RateDecision{}) {
+		httpx.SetIETFRateHeaders(hdr, rc.Plan, rc.Rate)
+	}
+}
+
 // writeError writes an error envelope with the status of the error's code (see
 // [Status]), and the credit and rate headers of its receipt (nil for a request that
 // carries no call's figures).
@@ -47,7 +57,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, 
 	}
 	hdr := w.Header()
 	if rc != nil {
-		httpx.SetReceiptHeaders(hdr, rc)
+		h.setReceiptHeaders(hdr, rc)
 	}
 	if e.RetryAfter > 0 {
 		httpx.SetRetryAfter(hdr, e.RetryAfter)

@@ -31,6 +31,12 @@ type Options struct {
 	OpenAPI OpenAPIInfo
 	// Logger receives failures to write a response. The default is slog.Default().
 	Logger *slog.Logger
+	// IETFRateHeaders adds the IETF draft's forms of the rate headers to the answers of
+	// calls whose plan has a rate limit: RateLimit-Policy ("default";q=<burst>;w=60)
+	// and RateLimit ("default";r=<remaining>;t=<seconds until the bucket is full>).
+	// They are off by default: X-RateLimit-Limit, X-RateLimit-Remaining and, on a 429,
+	// Retry-After say the same, and each header line costs every answer.
+	IETFRateHeaders bool
 }
 
 // DefaultMaxBodyBytes is the default [Options.MaxBodyBytes].
@@ -45,6 +51,7 @@ type Handler struct {
 	maxBody int64
 	openapi openAPICache
 	log     *slog.Logger
+	ietf    bool // write the IETF rate headers too
 }
 
 // NewHandler returns the REST front door of svc. Its routes are relative to where the
@@ -71,6 +78,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		trusted: opts.TrustedProxies,
 		maxBody: opts.MaxBodyBytes,
 		log:     opts.Logger,
+		ietf:    opts.IETFRateHeaders,
 	}
 	h.openapi.info = opts.OpenAPI
 	if h.maxBody <= 0 {
@@ -145,7 +153,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, res.Err, &reply.Receipt)
 		return
 	}
-	httpx.SetReceiptHeaders(w.Header(), &reply.Receipt)
+	h.setReceiptHeaders(w.Header(), &reply.Receipt)
 	h.writeEncoded(w, r, http.StatusOK, reply.Results[0].JSON)
 }
 

@@ -2,11 +2,13 @@ package rest_test
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/rest"
 )
 
 // wantCreditHeaders checks the credit headers of a response: the cost, the balance
@@ -62,8 +64,8 @@ func TestRateLimited(t *testing.T) {
 	if got := r.Int(httpx.HeaderRateLimitRemaining); got != 0 {
 		t.Errorf("X-RateLimit-Remaining = %d, want 0", got)
 	}
-	if r.Header.Get(httpx.HeaderRateLimitPolicy) == "" || r.Header.Get(httpx.HeaderRateLimitIETF) == "" {
-		t.Error("the IETF RateLimit-Policy and RateLimit headers are missing")
+	if r.Header.Get(httpx.HeaderRateLimitPolicy) != "" || r.Header.Get(httpx.HeaderRateLimitIETF) != "" {
+		t.Errorf("the IETF RateLimit-Policy and RateLimit headers are sent without Options.IETFRateHeaders: %v", r.Header)
 	}
 	wantCreditHeaders(t, r, "tiny", 0, 3, 2, 5, feb1)
 	if b := h.balance(t, acct.ID); b.Remaining != 3 {
@@ -211,5 +213,39 @@ func TestConcurrentSpending(t *testing.T) {
 	}
 	if a := h.analytics(t, key(acct.Key)); a.Calls["hash"] != 200 {
 		t.Errorf("analytics counts %d hash calls, want 200", a.Calls["hash"])
+	}
+}
+
+// TestIETFRateHeaders proves Options.IETFRateHeaders: with it, answers of a plan with a
+// rate limit carry the IETF draft's RateLimit-Policy and RateLimit headers besides
+// X-RateLimit-*, on a paid call and on its 429 alike; a plan without a rate limit gets
+// neither form.
+func TestIETFRateHeaders(t *testing.T) {
+	h := newHarness(t, config{rest: rest.Options{IETFRateHeaders: true}})
+	acct := h.newAccount(t, "tiny")
+	for i, want := range []struct {
+		status    int
+		remaining string
+	}{{http.StatusOK, "1"}, {http.StatusOK, "0"}, {http.StatusTooManyRequests, "0"}} {
+		r := h.hash(t, acct.Key)
+		if r.Status != want.status {
+			t.Fatalf("call %d: status %d, want %d: %s", i+1, r.Status, want.status, r.Body)
+		}
+		if got := r.Header.Get(httpx.HeaderRateLimitPolicy); got != `"default";q=2;w=60` {
+			t.Errorf("call %d: RateLimit-Policy = %q", i+1, got)
+		}
+		if got := r.Header.Get(httpx.HeaderRateLimitIETF); !strings.HasPrefix(got, `"default";r=`+want.remaining+";t=") {
+			t.Errorf("call %d: RateLimit = %q, want r=%s", i+1, got, want.remaining)
+		}
+		if got := r.Header.Get(httpx.HeaderRateLimitRemaining); got != want.remaining {
+			t.Errorf("call %d: X-RateLimit-Remaining = %q, want %s", i+1, got, want.remaining)
+		}
+	}
+	r := h.hash(t, h.newAccount(t, "open").Key)
+	wantOK(t, r)
+	for _, name := range []string{httpx.HeaderRateLimitPolicy, httpx.HeaderRateLimitIETF, httpx.HeaderRateLimit} {
+		if got := r.Header.Get(name); got != "" {
+			t.Errorf("plan without a rate limit: %s = %q", name, got)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
@@ -84,91 +85,117 @@ func TestSetCreditHeaders(t *testing.T) {
 
 func TestSetRateHeaders(t *testing.T) {
 	tests := []struct {
-		name string
-		plan billing.Plan
-		d    billing.RateDecision
-		want http.Header
+		name       string
+		plan       billing.Plan
+		d          billing.RateDecision
+		want, ietf http.Header
 	}{
 		{
 			name: "burst defaults to the rate",
 			plan: billing.Plan{Name: "pro", RatePerMinute: 600},
 			d:    billing.RateDecision{Allowed: true, Remaining: 599, ResetAfter: 100 * time.Millisecond},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"600"},
-				"X-RateLimit-Remaining": {"599"},
-				"RateLimit-Policy":      {`"default";q=600;w=60`},
-				"RateLimit":             {`"default";r=599;t=1`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"600"}, "X-RateLimit-Remaining": {"599"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=600;w=60`}, "RateLimit": {`"default";r=599;t=1`}},
 		},
 		{
 			name: "explicit burst, reset rounded up",
 			plan: billing.Plan{Name: "pro", RatePerMinute: 60, Burst: 10},
 			d:    billing.RateDecision{Allowed: true, Remaining: 3, ResetAfter: 6500 * time.Millisecond},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"60"},
-				"X-RateLimit-Remaining": {"3"},
-				"RateLimit-Policy":      {`"default";q=10;w=60`},
-				"RateLimit":             {`"default";r=3;t=7`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"60"}, "X-RateLimit-Remaining": {"3"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=10;w=60`}, "RateLimit": {`"default";r=3;t=7`}},
 		},
 		{
 			name: "whole seconds stay whole",
 			plan: billing.Plan{Name: "free", RatePerMinute: 5},
 			d:    billing.RateDecision{Remaining: 0, RetryAfter: 12 * time.Second, ResetAfter: 60 * time.Second},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"5"},
-				"X-RateLimit-Remaining": {"0"},
-				"RateLimit-Policy":      {`"default";q=5;w=60`},
-				"RateLimit":             {`"default";r=0;t=60`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"5"}, "X-RateLimit-Remaining": {"0"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=5;w=60`}, "RateLimit": {`"default";r=0;t=60`}},
 		},
 		{
 			name: "one nanosecond to go is one second",
 			plan: billing.Plan{Name: "free", RatePerMinute: 5},
 			d:    billing.RateDecision{Remaining: 4, ResetAfter: time.Nanosecond},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"5"},
-				"X-RateLimit-Remaining": {"4"},
-				"RateLimit-Policy":      {`"default";q=5;w=60`},
-				"RateLimit":             {`"default";r=4;t=1`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"5"}, "X-RateLimit-Remaining": {"4"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=5;w=60`}, "RateLimit": {`"default";r=4;t=1`}},
 		},
 		{
 			name: "full bucket",
 			plan: billing.Plan{Name: "free", RatePerMinute: 5},
 			d:    billing.RateDecision{Remaining: 5},
-			want: http.Header{
-				"X-RateLimit-Limit":     {"5"},
-				"X-RateLimit-Remaining": {"5"},
-				"RateLimit-Policy":      {`"default";q=5;w=60`},
-				"RateLimit":             {`"default";r=5;t=0`},
-			},
+			want: http.Header{"X-RateLimit-Limit": {"5"}, "X-RateLimit-Remaining": {"5"}},
+			ietf: http.Header{"RateLimit-Policy": {`"default";q=5;w=60`}, "RateLimit": {`"default";r=5;t=0`}},
 		},
 		{
 			name: "no rate limit",
 			plan: billing.Plan{Name: "unlimited", Burst: 10},
 			d:    billing.RateDecision{Allowed: true, Remaining: 3, ResetAfter: time.Second},
 			want: http.Header{},
+			ietf: http.Header{},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			httpx.SetRateHeaders(h, tt.plan, tt.d)
-			// Keys are stored canonically, so that Header.Get finds the names as the
-			// design spells them.
-			want := http.Header{}
-			for k, v := range tt.want {
-				want[http.CanonicalHeaderKey(k)] = v
-				if got := h.Get(k); got != v[0] {
-					t.Errorf("h.Get(%q) = %q, want %q", k, got, v[0])
+			for _, c := range []struct {
+				set  func(http.Header, billing.Plan, billing.RateDecision)
+				want http.Header
+			}{{httpx.SetRateHeaders, tt.want}, {httpx.SetIETFRateHeaders, tt.ietf}} {
+				h := http.Header{}
+				c.set(h, tt.plan, tt.d)
+				// Keys are stored canonically, so that Header.Get finds the names as the
+				// design spells them.
+				want := http.Header{}
+				for k, v := range c.want {
+					want[http.CanonicalHeaderKey(k)] = v
+					if got := h.Get(k); got != v[0] {
+						t.Errorf("h.Get(%q) = %q, want %q", k, got, v[0])
+					}
 				}
-			}
-			if !maps.EqualFunc(h, want, slices.Equal) {
-				t.Errorf("headers = %v, want %v", h, want)
+				if !maps.EqualFunc(h, want, slices.Equal) {
+					t.Errorf("headers = %v, want %v", h, want)
+				}
 			}
 		})
 	}
+}
+
+// TestSetReceiptHeaders checks that a receipt's headers are those of its parts: the
+// credit headers when it has the balance, the rate headers when it has a decision of a
+// plan with a rate limit, nothing for a caller that was not authenticated.
+func TestSetReceiptHeaders(t *testing.T) {
+	pro := billing.Plan{Name: "pro", RatePerMinute: 600}
+	balance := billing.Balance{Remaining: 995, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)}
+	credits := http.Header{
+		"X-Credits-Cost": {"5"}, "X-Credits-Remaining": {"995"}, "X-Credits-Used": {"5"},
+		"X-Credits-Limit": {"1000"}, "X-Credits-Renewal": {"2025-04-01T00:00:00Z"}, "X-Plan": {"pro"},
+	}
+	rate := http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"599"}}
+	decision := billing.RateDecision{Allowed: true, Remaining: 599}
+	tests := []struct {
+		name string
+		rc   tollgate.Receipt
+		want http.Header
+	}{
+		{"credits and rate", tollgate.Receipt{Plan: pro, Charged: 5, Balance: balance, Rate: decision}, merge(credits, rate)},
+		{"credits only", tollgate.Receipt{Plan: pro, Charged: 5, Balance: balance}, credits},
+		{"rate only", tollgate.Receipt{Plan: pro, Rate: decision}, rate},
+		{"plan without a rate limit", tollgate.Receipt{Plan: billing.Plan{Name: "pro"}, Charged: 5, Balance: balance, Rate: decision}, credits},
+		{"not authenticated", tollgate.Receipt{}, http.Header{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			httpx.SetReceiptHeaders(h, &tt.rc)
+			if !maps.EqualFunc(h, tt.want, slices.Equal) {
+				t.Errorf("headers = %v, want %v", h, tt.want)
+			}
+		})
+	}
+}
+
+func merge(a, b http.Header) http.Header {
+	out := a.Clone()
+	maps.Copy(out, b)
+	return out
 }
 
 func TestSetRetryAfter(t *testing.T) {
@@ -199,10 +226,14 @@ func TestCreditHeaderNames(t *testing.T) {
 	want := []string{
 		"X-Credits-Cost", "X-Credits-Remaining", "X-Credits-Used", "X-Credits-Limit",
 		"X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-		"Retry-After", "RateLimit-Policy", "RateLimit",
+		"Retry-After",
 	}
 	if !slices.Equal(httpx.CreditHeaderNames, want) {
 		t.Errorf("CreditHeaderNames = %q, want %q", httpx.CreditHeaderNames, want)
+	}
+	want = append([]string{"X-Error-Code"}, append(want, "RateLimit-Policy", "RateLimit")...)
+	if !slices.Equal(httpx.ExposedHeaderNames, want) {
+		t.Errorf("ExposedHeaderNames = %q, want %q", httpx.ExposedHeaderNames, want)
 	}
 }
 

@@ -47,7 +47,7 @@ func NewCORS(origins []string, methods string) CORS {
 
 var (
 	anyOrigin     = []string{"*"}
-	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode}, CreditHeaderNames...), ", ")}
+	exposeHeaders = []string{strings.Join(ExposedHeaderNames, ", ")}
 	varyOrigin    = []string{"Origin"}
 )
 

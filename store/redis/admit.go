@@ -109,9 +109,9 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 		args = append(args, "", "", "", "", s.retention, "", "", 0)
 	}
 
-	return scriptCall{admitScript, []string{
-		a.record(), a.keys(), a.tat(), a.leases(), a.balance(), a.usage(), a.open(), a.marker(st.Request),
-	}, args, 7}, res, nil
+	return scriptCall{admitScript, a.callKeys(st.Request,
+		kindRecord, kindKeys, kindTat, kindLeases, kindBalance, kindUsage, kindOpen,
+	), args, 7}, res, nil
 }
 
 // admission returns the outcome of st's step of admitScript from the step's reply, or
@@ -226,7 +226,7 @@ func (s *Store) closeCall(c driver.Closing) (scriptCall, error) {
 		release = "1"
 	}
 	args := s.settleArgs(*st, append(make([]any, 0, 11+len(st.Uncount)), c.Request.String(), release))
-	return scriptCall{closeScript, []string{a.leases(), a.balance(), a.usage(), a.open(), a.marker(c.Request)}, args, 4}, nil
+	return scriptCall{closeScript, a.callKeys(c.Request, kindLeases, kindBalance, kindUsage, kindOpen), args, 4}, nil
 }
 
 // closing returns the outcome of c from its call's reply, or from the error of its run.

@@ -179,17 +179,59 @@ func (s *Store) account(id string) acctKeys {
 
 type acctKeys string
 
-func (a acctKeys) record() string  { return string(a) + "acct" }
-func (a acctKeys) keys() string    { return string(a) + "keys" }
-func (a acctKeys) korder() string  { return string(a) + "korder" }
-func (a acctKeys) tat() string     { return string(a) + "tat" }
-func (a acctKeys) leases() string  { return string(a) + "lease" }
-func (a acctKeys) balance() string { return string(a) + "bal" }
-func (a acctKeys) usage() string   { return string(a) + "use" }
-func (a acctKeys) open() string    { return string(a) + "open" }
-func (a acctKeys) markers() string { return string(a) + "r:" }
+// The kinds of an account's keys: a key's name is the account's prefix (acctKeys)
+// followed by its kind.
+const (
+	kindRecord  = "acct"
+	kindKeys    = "keys"
+	kindKorder  = "korder"
+	kindTat     = "tat"
+	kindLeases  = "lease"
+	kindBalance = "bal"
+	kindUsage   = "use"
+	kindOpen    = "open"
+	kindMarkers = "r:" // followed by a request id in hexadecimal: the request's marker
+)
+
+func (a acctKeys) record() string  { return string(a) + kindRecord }
+func (a acctKeys) keys() string    { return string(a) + kindKeys }
+func (a acctKeys) korder() string  { return string(a) + kindKorder }
+func (a acctKeys) tat() string     { return string(a) + kindTat }
+func (a acctKeys) leases() string  { return string(a) + kindLeases }
+func (a acctKeys) balance() string { return string(a) + kindBalance }
+func (a acctKeys) usage() string   { return string(a) + kindUsage }
+func (a acctKeys) open() string    { return string(a) + kindOpen }
+func (a acctKeys) markers() string { return string(a) + kindMarkers }
 func (a acctKeys) marker(r driver.RequestID) string {
 	return a.markers() + r.String()
+}
+
+// callKeys returns the names of the account's keys of the given kinds followed by the
+// marker of request r: the keys of a call of the hot path (an admission, a closing),
+// built in one allocation rather than one per key.
+func (a acctKeys) callKeys(r driver.RequestID, kinds ...string) []string {
+	var hexID [2 * len(driver.RequestID{})]byte
+	hex.Encode(hexID[:], r[:])
+	n := (len(kinds)+1)*len(a) + len(kindMarkers) + len(hexID)
+	for _, k := range kinds {
+		n += len(k)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, k := range kinds {
+		b.WriteString(string(a))
+		b.WriteString(k)
+	}
+	b.WriteString(string(a))
+	b.WriteString(kindMarkers)
+	b.Write(hexID[:])
+	all := b.String()
+	names := make([]string, len(kinds)+1)
+	for i, k := range kinds {
+		names[i], all = all[:len(a)+len(k)], all[len(a)+len(k):]
+	}
+	names[len(kinds)] = all
+	return names
 }
 
 // The global indexes, outside any account's slot, used only by single-key commands and
