@@ -190,3 +190,16 @@ func (a *API) MarshalJSON() ([]byte, error) {
 		ResultSchema json.RawMessage `json:"result_schema,omitempty"`
 	}{(*plain)(a), a.InputSchema(), a.ResultSchema()})
 }
+
+// FileURLParam returns the "url" parameter of a compiled file API, the address of
+// its file in the URL form ([URLParam]), with its rules; false for an API that takes no
+// file or was not compiled.
+func (a *API) FileURLParam() (Param, bool) {
+	if a.File == nil || a.compiled == nil {
+		return Param{}, false
+	}
+	if p, ok := a.compiled.byName[URLParam]; ok {
+		return p.clone(), true
+	}
+	return Param{}, false
+}

@@ -450,3 +450,32 @@ func TestCompileDeepCopy(t *testing.T) {
 		t.Errorf("file field changed with the definition: %+v", fa.File)
 	}
 }
+
+// TestFileURLParam checks that a compiled file API gives the url parameter it
+// validates, a copy, and that other APIs give none.
+func TestFileURLParam(t *testing.T) {
+	def := baseDef()
+	fileBase(&def)
+	api, err := catalog.Compile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := api.FileURLParam()
+	if !ok || p.Name != catalog.URLParam || p.Type != catalog.String || p.Format != catalog.FormatURL || p.MaxLength == nil {
+		t.Fatalf("FileURLParam() = %+v, %v", p, ok)
+	}
+	*p.MaxLength = 1
+	if _, err := api.ValidateQuery(url.Values{"text": {"x"}, catalog.URLParam: {"https://example.com/a.png"}}); err != nil {
+		t.Errorf("changing the returned parameter changed the API: %v", err)
+	}
+	plain, err := catalog.Compile(baseDef())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.FileURLParam(); ok {
+		t.Error("an API without a file has a url parameter")
+	}
+	if _, ok := (&catalog.API{File: &catalog.FileField{}}).FileURLParam(); ok {
+		t.Error("an API that was not compiled has a url parameter")
+	}
+}

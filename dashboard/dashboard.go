@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
 )
@@ -47,7 +48,8 @@ type Options struct {
 	// "Tollgate".
 	Title string
 	// PublicURL is the service's public root URL, such as https://api.example.com: the
-	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp". The default is the
+	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp", and the APIs' code
+	// calls PublicURL + "/v1/<api_id>". The default is the
 	// scheme and host each request came to (http unless the request came over TLS), so
 	// a host behind a proxy that ends TLS sets it.
 	PublicURL string
@@ -56,6 +58,19 @@ type Options struct {
 	// session cookie (the host mounts the gateway behind session.Handler.Cookies) and
 	// shows each query's cost, judged by the gateway's Estimate, before it runs.
 	GraphQL Estimator
+	// Packages are the names the host's generated client packages have (the flags it
+	// runs tollgate-gen with), for the examples on the APIs page. The zero value is
+	// the generator's defaults.
+	Packages PackageNames
+	// LoginFields are the fields of the host's own sign-in form, shown on the sign-in
+	// page when the session handler has a Login (session.Options.Login): the form
+	// posts them, and the Login reads them from the request (r.PostFormValue). A Login
+	// that needs no field (the host's single sign-on cookie, say) leaves it empty: the
+	// page then offers a button. Setting it without a Login is an error.
+	LoginFields []LoginField
+	// LoginTitle heads the host's sign-in form. The default is "Sign in with your
+	// account".
+	LoginTitle string
 }
 
 // Handler serves the dashboard. Create it with [NewHandler].
@@ -67,6 +82,8 @@ type Handler struct {
 	// publicURL is Options.PublicURL without a trailing slash.
 	publicURL string
 	graphql   Estimator
+	packages  PackageNames
+	login     loginForm
 	pages     map[string]*template.Template
 	mux       *http.ServeMux
 }
@@ -88,7 +105,7 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 		opts = &Options{}
 	}
 	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
-		graphql: opts.GraphQL}
+		graphql: opts.GraphQL, packages: opts.Packages}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -100,6 +117,12 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 		if h.publicURL, err = checkPublicURL(opts.PublicURL); err != nil {
 			return nil, err
 		}
+	}
+	if err := opts.Packages.names().Check(); err != nil {
+		return nil, errors.New("dashboard: Options.Packages: " + err.Error())
+	}
+	if h.login, err = newLoginForm(sessions, opts.LoginFields, opts.LoginTitle); err != nil {
+		return nil, err
 	}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -115,6 +138,7 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
 	h.mux.HandleFunc("GET /sign-in", h.signInPage)
 	h.mux.HandleFunc("POST /sign-in", h.signIn)
+	h.mux.HandleFunc("POST /login", h.signInLogin)
 	h.mux.HandleFunc("POST /sign-out", h.form(h.signOut))
 	h.mux.HandleFunc("GET /{$}", h.page(h.overview))
 	h.mux.HandleFunc("GET /keys", h.page(h.keys))
@@ -123,6 +147,9 @@ func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options)
 	h.mux.HandleFunc("POST /rotate", h.form(h.rotate))
 	h.mux.HandleFunc("GET /revoke", h.page(h.confirmRevoke))
 	h.mux.HandleFunc("POST /revoke", h.form(h.revoke))
+	h.mux.HandleFunc("GET /apis", h.page(h.apisPage))
+	h.mux.HandleFunc("GET /api", h.page(h.apiPage))
+	h.mux.HandleFunc("POST /api", h.formUpTo(h.tryLimit, h.try))
 	h.mux.HandleFunc("GET /usage", h.page(h.usagePage))
 	h.mux.HandleFunc("GET /usage.csv", h.page(h.usageCSV))
 	h.mux.HandleFunc("GET /audit", h.page(h.auditLog))
@@ -261,15 +288,36 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 // service's own origin, with a live session and the session's CSRF token; otherwise
 // it is refused with 403 before anything is read or changed.
 func (h *Handler) form(serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
+	return h.formUpTo(nil, serve)
+}
+
+// formUpTo is form for a post that may be a multipart form (a file upload) of at most
+// limit(r) bytes; nil takes URL-encoded forms of at most 64 KiB only.
+func (h *Handler) formUpTo(limit func(*http.Request) int64, serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h.sessions.CheckOrigin(r); err != nil {
 			h.refuse(w, r, "This form was sent from another site's page, so it was refused. Use the dashboard's own pages.")
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			h.render(w, r, http.StatusBadRequest, "message", &view{Title: "The form cannot be read",
-				Message: "The form is not valid or is larger than 64 KiB.", Link: "./", LinkText: "Go to the overview"})
+		max := int64(maxForm)
+		multipart := limit != nil && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data")
+		if multipart {
+			max = limit(r)
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		var err error
+		if multipart {
+			err = r.ParseMultipartForm(max) // all in memory: the body is bounded
+		} else {
+			err = r.ParseForm()
+		}
+		if err != nil {
+			status, msg := http.StatusBadRequest, "The form is not valid."
+			if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+				status, msg = http.StatusRequestEntityTooLarge, "The form is larger than the "+paramdoc.Bytes(max)+" it may be."
+			}
+			h.render(w, r, status, "message", &view{Title: "The form cannot be read",
+				Message: msg, Link: "./", LinkText: "Go to the overview"})
 			return
 		}
 		v, ok := h.visitOf(r)
@@ -335,14 +383,14 @@ func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
 		seeOther(w, "./")
 		return
 	}
-	v := &view{Title: "Sign in"}
+	notice := ""
 	switch {
 	case r.URL.Query().Has("ended"):
-		v.Notice = "Your session has ended. Sign in again."
+		notice = "Your session has ended. Sign in again."
 	case r.URL.Query().Has("signed_out"):
-		v.Notice = "You have signed out."
+		notice = "You have signed out."
 	}
-	h.render(w, r, http.StatusOK, "sign-in", v)
+	h.renderSignIn(w, r, http.StatusOK, &view{Notice: notice}, nil)
 }
 
 // signIn starts a session with the API key of the form. The key is never echoed back,
@@ -350,14 +398,12 @@ func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		h.render(w, r, http.StatusBadRequest, "sign-in", &view{Title: "Sign in",
-			Error: "The form is not valid or is larger than 64 KiB."})
+		h.renderSignIn(w, r, http.StatusBadRequest, &view{Error: "The form is not valid or is larger than 64 KiB."}, nil)
 		return
 	}
 	key := r.PostForm.Get("api_key")
 	if strings.TrimSpace(key) == "" {
-		h.render(w, r, http.StatusBadRequest, "sign-in", &view{Title: "Sign in",
-			Error: "Enter your API key."})
+		h.renderSignIn(w, r, http.StatusBadRequest, &view{Error: "Enter your API key."}, nil)
 		return
 	}
 	_, err := h.sessions.SignIn(w, r, "The API key", key)
@@ -366,7 +412,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		if status >= 500 {
 			h.log.ErrorContext(r.Context(), "dashboard: a session cannot be started", "code", tollgate.CodeOf(err).String(), "error", err)
 		}
-		h.render(w, r, status, "sign-in", &view{Title: "Sign in", Error: msg})
+		h.renderSignIn(w, r, status, &view{Error: msg}, nil)
 		return
 	}
 	seeOther(w, "./")

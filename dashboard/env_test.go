@@ -2,7 +2,9 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -40,17 +42,17 @@ type env struct {
 }
 
 // newEnv starts the host. Its catalog has alpha (1 credit), beta (2) and vault (5,000,
-// more than the plan's allowance), which take no parameters, and two of the sample
-// APIs: hash (1) and image-info (2, a file API). Its plan allows three APIs per
-// GraphQL query.
-func newEnv(t *testing.T) *env {
+// more than the plan's allowance), which take no parameters, the sample catalog (hash,
+// hmac, uuid-generator, date-info, echo, image-info), and broken, which fails on the
+// service's side. Its plans are starter (1000 credits, three APIs per GraphQL query)
+// and tiny (1 credit, 2 calls a minute).
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith starts the host, with opts (if not nil) changing the options of the
+// session handler and the dashboard.
+func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *env {
 	t.Helper()
 	reg := &catalog.Registry{}
-	for _, a := range []catalog.API{apis.Hash(), apis.ImageInfo()} {
-		if err := reg.Register(a); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for id, cost := range map[string]int64{"alpha": 1, "beta": 2, "vault": 5000} {
 		if err := reg.Register(catalog.API{ID: id, Method: http.MethodGet, Cost: cost,
 			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
@@ -59,7 +61,18 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	plans, err := billing.NewPlans(billing.Plan{Name: "starter", Credits: 1000, RatePerMinute: 600, Concurrency: 4, GraphQLMaxAPIs: 3})
+	if err := apis.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(catalog.API{ID: "broken", Title: "Broken", Description: "Always fails on the service's side.",
+		Method: http.MethodGet, Cost: 3,
+		Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
+			return nil, errors.New("the disk is on fire")
+		})}); err != nil {
+		t.Fatal(err)
+	}
+	plans, err := billing.NewPlans(billing.Plan{Name: "starter", Credits: 1000, RatePerMinute: 600, Concurrency: 4, GraphQLMaxAPIs: 3},
+		billing.Plan{Name: "tiny", Credits: 1, RatePerMinute: 2, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,29 +85,50 @@ func newEnv(t *testing.T) *env {
 	e.svc, err = tollgate.New(reg, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans,
 		&tollgate.Options{Now: e.clock.Now, Logger: logger, Sessions: sessions, SessionStore: memory.NewSessionStore(),
-			Audit: memory.NewAuditStore(), SweepInterval: -1,
+			Audit: memory.NewAuditStore(), SweepInterval: -1, Fetch: tollgate.FetchOptions{AllowPrivate: true},
 			Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.svc.Close)
-	restH, err := rest.NewHandler(e.svc, &rest.Options{Logger: logger})
+	mux := mount(t, e.svc, logger, opts)
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+	_, _, e.key, err = e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acme", Plan: "starter"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessH, err := session.NewHandler(e.svc, &session.Options{Logger: logger})
+	return e
+}
+
+// mount returns the host's routes over svc, as examples/server mounts them: REST at
+// /v1/, the session routes, the self-service API and GraphQL behind the session
+// cookie, and the dashboard at /dashboard/. opts, if not nil, changes the options of
+// the session handler and the dashboard.
+func mount(t testing.TB, svc *tollgate.Service, logger *slog.Logger, opts func(*session.Options, *dashboard.Options)) *http.ServeMux {
+	t.Helper()
+	restH, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	accountH, err := account.NewHandler(e.svc, nil)
+	sessOpts, dashOpts := &session.Options{Logger: logger}, &dashboard.Options{Logger: logger}
+	if opts != nil {
+		opts(sessOpts, dashOpts)
+	}
+	sessH, err := session.NewHandler(svc, sessOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gqlH, err := gql.NewHandler(e.svc, &gql.Options{Logger: logger})
+	accountH, err := account.NewHandler(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{Logger: logger, GraphQL: gqlH})
+	gqlH, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dashOpts.GraphQL = gqlH
+	dash, err := dashboard.NewHandler(svc, sessH, dashOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +139,7 @@ func newEnv(t *testing.T) *env {
 	mux.Handle("/v1/account/", sessH.Cookies(accountH))
 	mux.Handle("/v1/graphql", sessH.Cookies(gqlH))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
-	e.srv = httptest.NewServer(mux)
-	t.Cleanup(e.srv.Close)
-	_, _, e.key, err = e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acme", Plan: "starter"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return mux
 }
 
 // browser is an HTTP client with a cookie jar that does not follow redirects, as a

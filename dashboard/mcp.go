@@ -25,25 +25,9 @@ func checkPublicURL(s string) (string, error) {
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
-// mcpURL returns the MCP endpoint's URL: under Options.PublicURL if set, else under
-// the scheme and host the request came to (http unless it came over TLS: a host
-// behind a proxy that ends TLS sets PublicURL). A host that is not a plain host name
-// or address with a port gives a placeholder, so that no request can put text of its
-// own into a command the person copies.
-func (h *Handler) mcpURL(r *http.Request) string {
-	if h.publicURL != "" {
-		return h.publicURL + mcpPath
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	host := r.Host
-	if host == "" || len(host) > 255 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") != "" {
-		host = "YOUR_TOLLGATE_HOST"
-	}
-	return scheme + "://" + host + mcpPath
-}
+// mcpURL returns the MCP endpoint's URL under the service's root URL (see
+// [Handler.baseURL]).
+func (h *Handler) mcpURL(r *http.Request) string { return h.baseURL(r) + mcpPath }
 
 // snippet is a configuration of one MCP client.
 type snippet struct {

@@ -494,8 +494,11 @@ func checkResponse(req *http.Request, r *response) error {
 	if want := wantMedia(req.Header.Values("Accept")); want != "" && ct != want && r.Status != http.StatusNotAcceptable && r.Status/100 == 2 {
 		return errors.New("Content-Type is " + ct + ", want " + want)
 	}
-	if r.Header.Get("Access-Control-Allow-Origin") == "" {
-		return errors.New("a JSON answer lacks Access-Control-Allow-Origin")
+	switch cross := req.Header.Get("Origin") != ""; {
+	case cross && r.Header.Get("Access-Control-Allow-Origin") == "":
+		return errors.New("a JSON answer to a cross-origin request lacks Access-Control-Allow-Origin")
+	case !cross && r.Header.Get("Access-Control-Allow-Origin") != "":
+		return errors.New("a JSON answer to a request without an Origin carries Access-Control-Allow-Origin")
 	}
 	if r.Header.Get("Cache-Control") != "no-store" {
 		return errors.New("a JSON answer lacks Cache-Control: no-store")

@@ -175,8 +175,9 @@ func TestAcceptNegotiation(t *testing.T) {
 	}
 }
 
-// TestCORS: JSON answers carry the CORS headers, exposing the error code and credit
-// headers; with a list of origins, only those are allowed.
+// TestCORS: JSON answers to cross-origin requests carry the CORS headers, exposing the
+// error code and credit headers, and answers to requests without an Origin none; with a
+// list of origins, only those are allowed.
 func TestCORS(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "pro", -1)
@@ -185,6 +186,10 @@ func TestCORS(t *testing.T) {
 		expose := r.Header.Get("Access-Control-Expose-Headers")
 		if r.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(expose, "X-Credits-Remaining") || !strings.Contains(expose, httpx.HeaderErrorCode) {
 			t.Errorf("CORS headers %v", r.Header)
+		}
+		r = h.query(t, acct.Key, q, nil)
+		if r.Header.Get("Access-Control-Allow-Origin") != "" || r.Header.Get("Access-Control-Expose-Headers") != "" {
+			t.Errorf("without an Origin: CORS headers %v", r.Header)
 		}
 	}
 

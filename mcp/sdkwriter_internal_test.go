@@ -129,6 +129,7 @@ func TestTranslate(t *testing.T) {
 			logs.Reset()
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/v1/mcp", nil)
+			req.Header.Set("Origin", "https://app.example")
 			h.translate(rec, req, json.RawMessage("7"), tt.status, tt.text)
 			var r struct {
 				ID    int `json:"id"`

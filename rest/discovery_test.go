@@ -12,29 +12,41 @@ import (
 	"github.com/tollgate-dev/tollgate/rest"
 )
 
-// TestCORS proves the CORS policy: JSON answers (successes and errors) carry
-// Access-Control-Allow-Origin * and expose the credit, rate and error headers; a
-// preflight needs no key and answers 204 with the allowed methods and headers.
+// TestCORS proves the CORS policy: JSON answers (successes and errors) to cross-origin
+// requests carry Access-Control-Allow-Origin * and expose the credit, rate and error
+// headers; answers to requests without an Origin (not cross-origin) carry no CORS
+// header, and a cacheable one varies by Origin; a preflight needs no key and answers
+// 204 with the allowed methods and headers.
 func TestCORS(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "pro")
+	origin := header{"Origin", "https://app.example.com"}
 	for _, c := range []struct {
 		name   string
-		r      func(t *testing.T) *response
+		r      func(t *testing.T, hdrs ...header) *response
 		status int
 	}{
-		{"success", func(t *testing.T) *response { return h.hash(t, acct.Key) }, 200},
-		{"401", func(t *testing.T) *response {
-			return h.hash(t, "00000000-0000-4000-8000-000000000000")
+		{"success", func(t *testing.T, hdrs ...header) *response {
+			return h.do(t, http.MethodGet, "/v1/hash?text=hello", nil, append(hdrs, key(acct.Key))...)
+		}, 200},
+		{"401", func(t *testing.T, hdrs ...header) *response {
+			return h.do(t, http.MethodGet, "/v1/hash?text=hello", nil, append(hdrs, key("00000000-0000-4000-8000-000000000000"))...)
 		}, 401},
-		{"400", func(t *testing.T) *response {
-			return h.do(t, http.MethodGet, "/v1/hash", nil, key(acct.Key))
+		{"400", func(t *testing.T, hdrs ...header) *response {
+			return h.do(t, http.MethodGet, "/v1/hash", nil, append(hdrs, key(acct.Key))...)
 		}, 400},
-		{"catalog", func(t *testing.T) *response { return h.do(t, http.MethodGet, "/v1/catalog", nil) }, 200},
-		{"analytics", func(t *testing.T) *response { return h.do(t, http.MethodGet, "/v1/analytics", nil, key(acct.Key)) }, 200},
+		{"catalog", func(t *testing.T, hdrs ...header) *response {
+			return h.do(t, http.MethodGet, "/v1/catalog", nil, hdrs...)
+		}, 200},
+		{"openapi", func(t *testing.T, hdrs ...header) *response {
+			return h.do(t, http.MethodGet, "/v1/openapi.json", nil, hdrs...)
+		}, 200},
+		{"analytics", func(t *testing.T, hdrs ...header) *response {
+			return h.do(t, http.MethodGet, "/v1/analytics", nil, append(hdrs, key(acct.Key))...)
+		}, 200},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := c.r(t)
+			r := c.r(t, origin)
 			if r.Status != c.status {
 				t.Fatalf("status %d, want %d", r.Status, c.status)
 			}
@@ -51,6 +63,18 @@ func TestCORS(t *testing.T) {
 				if !slices.Contains(exposed, name) {
 					t.Errorf("Access-Control-Expose-Headers %q does not list %s", exposed, name)
 				}
+			}
+
+			// The same request without an Origin: no CORS header (the harness checks
+			// it), and the same answer otherwise.
+			same := c.r(t)
+			if same.Status != c.status {
+				t.Fatalf("without an Origin: status %d, want %d", same.Status, c.status)
+			}
+			cacheable := !strings.Contains(same.Header.Get("Cache-Control"), "no-store")
+			if varies := slices.Contains(same.Header.Values("Vary"), "Origin"); varies != cacheable {
+				t.Errorf("without an Origin: Cache-Control %q, Vary %q; a cacheable answer must vary by Origin, others need not",
+					same.Header.Get("Cache-Control"), same.Header.Values("Vary"))
 			}
 		})
 	}
@@ -81,8 +105,8 @@ func TestCORS(t *testing.T) {
 			}
 		})
 	}
-	if b := h.balance(t, acct.ID); b.Used != 1 {
-		t.Errorf("used %d, want 1 (only the successful hash call)", b.Used)
+	if b := h.balance(t, acct.ID); b.Used != 2 {
+		t.Errorf("used %d, want 2 (only the successful hash calls, with and without an Origin)", b.Used)
 	}
 }
 

@@ -27,7 +27,9 @@
 //
 // A request without a key, or with a value that is not UUID-shaped, gets the edge's bare
 // HTML 403: no JSON body and no CORS headers. Every other answer is JSON in the envelope,
-// with CORS headers and, for errors, X-Error-Code naming the cause (see
+// with CORS headers when the request is cross-origin (it has an Origin header, as every
+// browser's cross-origin request has; other clients get none, which would serve them
+// nothing) and, for errors, X-Error-Code naming the cause (see
 // [tollgate.Code]): 401 unauthorized; 403 forbidden (scope, channel, IP, expiry,
 // revocation); 400 invalid_input (not charged) or rejected (charged); 404 unknown API;
 // 405 wrong method, with Allow; 413 body or file too large; 415 wrong content type; 429

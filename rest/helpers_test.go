@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -346,10 +347,15 @@ func (h *harness) do(t testing.TB, method, path string, body io.Reader, hdrs ...
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	if err := h.checkResponse(method, path, r); err != nil {
+	if err := h.checkResponse(method, path, hasOrigin(hdrs), r); err != nil {
 		t.Fatalf("%s %s: %v\nheaders: %v\nbody: %s", method, path, err, r.Header, truncateForLog(r.Body))
 	}
 	return r
+}
+
+// hasOrigin reports whether the headers hold an Origin: a cross-origin request.
+func hasOrigin(hdrs []header) bool {
+	return slices.ContainsFunc(hdrs, func(h header) bool { return strings.EqualFold(h.name, "Origin") })
 }
 
 // send is do without testing.TB, for goroutines: it returns what went wrong.
@@ -380,7 +386,7 @@ func (h *harness) serve(t testing.TB, req *http.Request) *response {
 	rec := httptest.NewRecorder()
 	h.handler.ServeHTTP(rec, req)
 	r := &response{Status: rec.Code, Header: rec.Result().Header, Body: rec.Body.Bytes()}
-	if err := h.checkResponse(req.Method, req.URL.Path, r); err != nil {
+	if err := h.checkResponse(req.Method, req.URL.Path, req.Header.Get("Origin") != "", r); err != nil {
 		t.Fatalf("%s %s: %v\nheaders: %v\nbody: %s", req.Method, req.URL.Path, err, r.Header, truncateForLog(r.Body))
 	}
 	return r
@@ -392,8 +398,9 @@ func (h *harness) serve(t testing.TB, req *http.Request) *response {
 //   - a preflight is 204 without a body; the OpenAPI document is JSON;
 //   - everything else is the envelope with exactly status, error and data: "ok", null
 //     and an object on 2xx, "error", a non-empty message and null otherwise, with
-//     X-Error-Code on errors only, and (with the default CORS policy) CORS headers.
-func (h *harness) checkResponse(method, path string, r *response) error {
+//     X-Error-Code on errors only, and (with the default CORS policy) CORS headers when
+//     the request is cross-origin (has an Origin), none otherwise.
+func (h *harness) checkResponse(method, path string, cross bool, r *response) error {
 	ct := r.Header.Get("Content-Type")
 	if r.Status == http.StatusForbidden && strings.HasPrefix(ct, "text/html") {
 		r.Edge = true
@@ -422,8 +429,11 @@ func (h *harness) checkResponse(method, path string, r *response) error {
 	if ct != "application/json" {
 		return errors.New("Content-Type is " + strconv.Quote(ct) + ", want application/json")
 	}
-	if len(h.cfg.rest.AllowedOrigins) == 0 && r.Header.Get("Access-Control-Allow-Origin") != "*" {
-		return errors.New("a JSON answer lacks Access-Control-Allow-Origin: *")
+	switch acao := r.Header.Get("Access-Control-Allow-Origin"); {
+	case len(h.cfg.rest.AllowedOrigins) == 0 && cross && acao != "*":
+		return errors.New("a JSON answer to a cross-origin request lacks Access-Control-Allow-Origin: *")
+	case !cross && (acao != "" || r.Header.Get("Access-Control-Expose-Headers") != ""):
+		return errors.New("a JSON answer to a request without an Origin carries CORS headers")
 	}
 	if path == "/v1/openapi.json" && r.Status == http.StatusOK {
 		if !json.Valid(r.Body) {

@@ -176,7 +176,7 @@ func TestConcurrentSpending(t *testing.T) {
 					t.Error(err)
 					continue
 				}
-				if err := h.checkResponse(http.MethodGet, "/v1/hash", r); err != nil {
+				if err := h.checkResponse(http.MethodGet, "/v1/hash", false, r); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()

@@ -62,9 +62,9 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 		h.openapi.doc.Store(d)
 	}
 	hdr := w.Header()
-	h.cors.Apply(hdr, r)
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "public, max-age=60")
+	h.cors.Apply(hdr, r) // after Cache-Control: a cacheable answer varies by Origin
 	w.Write(d.body)
 }
 

@@ -317,6 +317,34 @@ func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, field, apiKey s
 	return s, nil
 }
 
+// HasLogin reports whether sessions can start through the host's [Login]
+// ([Options.Login]).
+func (h *Handler) HasLogin() bool { return h.login != nil }
+
+// SignInWithLogin starts a cookie session through the host's [Login], for a page's own
+// sign-in form, as POST /v1/account/session does without a key: it refuses a request
+// from another origin, lets the Login read the request (the form's fields), and sets
+// the session cookie. A refusal of the Login ([ErrLoginRefused]) is a *tollgate.Error
+// with CodeUnauthorized and the Login's message; a Login that fails otherwise is logged
+// and answered with CodeUnavailable and a message that says nothing of the failure.
+// Without a Login it returns a CodeForbidden error.
+func (h *Handler) SignInWithLogin(w http.ResponseWriter, r *http.Request) (tollgate.Session, error) {
+	if err := h.origins.Check(r); err != nil {
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
+			Message: "a session cannot be started from another origin's page"}
+	}
+	if h.login == nil {
+		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
+			Message: "this service signs people in with API keys only"}
+	}
+	s, err := h.startLogin(r, h.ClientAddr(r))
+	if err != nil {
+		return tollgate.Session{}, err
+	}
+	h.setCookie(w, r, s.Token, s.Expires)
+	return s, nil
+}
+
 // SignOut ends the session of r's cookie on every instance and clears the cookie. A
 // request without the cookie, or whose session has already ended or is not one of
 // the service's, only has its cookie cleared. The cookie is kept, and the error

@@ -53,6 +53,10 @@
 //
 // Exit status: 0 on success, 1 when the catalog cannot be read or the packages cannot
 // be written, 2 for a usage mistake.
+//
+// The generator itself is package internal/clientgen, which the web dashboard also
+// uses to show each API's example call in every language exactly as the generated
+// README has it.
 package main
 
 import (
@@ -60,11 +64,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tollgate-dev/tollgate/internal/clientgen"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := clientgen.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -19,13 +19,20 @@ var (
 
 // BareHash returns a handler that does the hash API's own work (parse the query,
 // SHA-256, hex, marshal the result as a handler's map) and writes the same envelope as
-// Tollgate, with the given headers. Pass the headers of a real Tollgate answer, so that
-// both write the same bytes; the handler copies them into each response as values
+// Tollgate, with the given headers. With nil headers it writes only Content-Type, as a
+// hand-written handler does. Pass the headers of a real Tollgate answer to write the
+// same bytes as Tollgate; the handler copies them into each response as values
 // computed once, which is the least a real handler could do.
 func BareHash(headers http.Header) http.HandlerFunc {
 	headers = headers.Clone()
 	headers.Del("Date")
 	headers.Del("Content-Length")
+	if headers.Get("Content-Type") == "" {
+		if headers == nil {
+			headers = http.Header{}
+		}
+		headers["Content-Type"] = []string{"application/json"}
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {

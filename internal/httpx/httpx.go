@@ -55,24 +55,33 @@ var (
 	varyOrigin    = []string{"Origin"}
 )
 
-// Apply writes the CORS headers of a response and reports whether the request's origin
-// is allowed.
+// Apply writes the CORS headers of the response to a cross-origin request, and reports
+// whether the request's origin is allowed. A request without an Origin header is not
+// cross-origin (browsers send one with every cross-origin request): it gets no CORS
+// headers, which would serve it nothing, and Apply reports true. A response that may
+// be cached (the caller set Cache-Control before Apply) then carries Vary: Origin, so
+// that a shared cache does not answer a cross-origin request with it.
 func (c CORS) Apply(hdr http.Header, r *http.Request) bool {
+	origin, cross := r.Header["Origin"]
+	if !cross {
+		if _, cacheable := hdr["Cache-Control"]; cacheable || !c.any {
+			hdr["Vary"] = varyOrigin
+		}
+		return true
+	}
 	if c.any {
 		hdr["Access-Control-Allow-Origin"] = anyOrigin
 	} else {
 		hdr["Vary"] = varyOrigin
-		origin := r.Header.Get("Origin")
-		if !c.origins[origin] {
+		if len(origin) == 0 || !c.origins[origin[0]] {
 			return false
 		}
-		hdr["Access-Control-Allow-Origin"] = []string{origin}
+		hdr["Access-Control-Allow-Origin"] = origin[:1:1]
 	}
 	hdr["Access-Control-Expose-Headers"] = exposeHeaders
 	return true
 }
 
-// Preflight answers a CORS preflight request. It needs no key.
 func (c CORS) Preflight(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	if c.Apply(hdr, r) {

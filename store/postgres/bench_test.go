@@ -21,8 +21,8 @@ import (
 //   - accounts=1 puts every call on one hot account; accounts=256 spreads them.
 //   - shards is the number of sub-balances of each account (Options.Shards): 1 is a
 //     single balance row, 16 splits it.
-//   - batch is Options.Batch: 0 sends every call alone, 64 lets concurrent calls of one
-//     account share a function call.
+//   - batch is Options.Batch: 1 sends every call alone, 64 (the default) lets concurrent
+//     calls of one account share a function call.
 //   - serial runs one call at a time; parallel runs 64 goroutines over a pool of 32
 //     connections.
 //
@@ -34,12 +34,12 @@ func BenchmarkAdmitClose(b *testing.B) {
 	cases := []struct {
 		accounts, shards, batch int
 	}{
-		{1, 1, 0},    // the hot account, one balance row
-		{1, 16, 0},   // the hot account, split into 16 sub-balances
-		{1, 1, 64},   // the hot account, with batching
-		{256, 1, 0},  // the same load spread over many accounts
-		{256, 16, 0}, // spread, with sub-balances (their cost without a hot account)
-		{256, 1, 64}, // spread, with batching
+		{1, 1, 1},    // the hot account, one balance row, no batching
+		{1, 16, 1},   // the hot account, split into 16 sub-balances
+		{1, 1, 64},   // the hot account, with batching (the default)
+		{256, 1, 1},  // the same load spread over many accounts
+		{256, 16, 1}, // spread, with sub-balances (their cost without a hot account)
+		{256, 1, 64}, // spread, with batching (the default)
 	}
 	for _, c := range cases {
 		for _, parallel := range []bool{false, true} {

@@ -72,8 +72,12 @@
 //     each with the instant (Unix nanoseconds) it is voided if still open.
 //   - tollgate_rate_limits (key, tat): one GCRA timestamp per key, in Unix nanoseconds,
 //     decided with exactly [driver.GCRA]'s integer arithmetic.
-//   - tollgate_leases (key, holder, expires): one row per slot holder, expiry in Unix
-//     nanoseconds.
+//   - tollgate_slots (key, slot, holder, expires): a key's concurrency slots, one row
+//     each (as many as the key ever had calls at once), with the holder of a live
+//     lease and its expiry in Unix nanoseconds. A call takes a free row and frees it by
+//     updating it in place, never by inserting and deleting: these HOT updates leave no
+//     dead index entries for the next count to read, so a busy key's admissions cost
+//     the same whether or not a vacuum has run (see migration 12).
 //   - tollgate_oauth_clients, tollgate_oauth_approvals, tollgate_oauth_codes and
 //     tollgate_oauth_tokens: the grants of the OAuth authorization server (auth/oauth),
 //     kept by [OAuthStore]. Codes and tokens are stored as the SHA-256 of their values;
@@ -237,17 +241,18 @@
 // running; three rounds, calls/s, and in parentheses the ratio to the hot account's
 // single balance row measured in the same round):
 //
-//	one hot account, one balance row                    659 - 1,161
-//	one hot account, Options.Shards = 16               1,795 - 2,549   (2.2 - 2.7x)
-//	one hot account, Options.Batch = 64                8,237 - 9,421   (8.1 - 14x)
-//	256 accounts, one balance row each                 2,518 - 3,022   (2.6 - 4.5x)
+//	one hot account, one balance row, Batch = 1         659 - 1,161
+//	one hot account, Options.Shards = 16, Batch = 1    1,795 - 2,549   (2.2 - 2.7x)
+//	one hot account, Options.Batch = 64 (the default)  8,237 - 9,421   (8.1 - 14x)
+//	256 accounts, one balance row each, Batch = 1      2,518 - 3,022   (2.6 - 4.5x)
 //	one call at a time (serial), any configuration       805 - 1,390
 //
-// Two mitigations are offered; the balance stays exact with either (TestHotAccountExact,
-// TestHotAccountMixed, and the conformance suites run with each):
+// Two mitigations are offered, and the first is on by default; the balance stays exact
+// with either (TestHotAccountExact, TestHotAccountMixed, and the conformance suites run
+// with each).
 //
-//   - Options.Batch (per-instance micro-batching) lifts a hot account at least 5x here:
-//     concurrent Admit calls of one account (and, separately, Close calls) share one
+//   - Options.Batch (per-instance micro-batching, 64 by default; 1 turns it off) lifts a
+//     hot account at least 5x here: concurrent Admit calls of one account (and, separately, Close calls) share one
 //     function call and one transaction, so the account pays one round trip, one commit
 //     and one flush per batch. A call for an account with nothing in flight is sent at
 //     once, alone (no added latency, no timer); calls arriving meanwhile wait for it and
@@ -269,6 +274,21 @@
 //     account, so sub-balances alone cannot reach 5x here. They need no coordination
 //     between instances. Costs: a Balance reads K rows, a reservation near exhaustion
 //     takes the slow path, and a refund goes back to the shard that counted the call.
+//
+// A hot account's admissions must also not slow down as its calls add up. Rows that a
+// call inserts and another deletes leave dead index entries until a vacuum removes
+// them (autovacuum wakes once a minute at best, and may be off), and a statement that
+// reads all of a key's rows reads those too: before migration 12 every admission
+// counted its key's concurrency leases that way, and a busy account's admissions grew
+// slower by the minute (through the whole REST stack, restbench -compare
+// memory,postgres: 393 calls/s in its first round, 153 in its fifth). Rows read on every call are now updated in place
+// (the rate row, the balance row and shards, the slot rows), with HOT updates that
+// add no index entry and whose old versions are pruned as the page is read; the rows
+// that are inserted and deleted (reservations, ledger entries) are only ever read by
+// their unique key, except by a void of expired reservations, which runs once per
+// reservation lifetime. Old row versions can only be pruned once no transaction that
+// could see them is running: a long transaction anywhere in the database (an idle one
+// left open, a report) makes every hot row grow for as long as it runs.
 //
 // Run the figures again with (noisy on shared machines: run several rounds):
 //

@@ -29,7 +29,7 @@ func Example() {
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
-	s, err := postgres.New(pool, &postgres.Options{Batch: 64})
+	s, err := postgres.New(pool, nil) // the defaults: a hot account's concurrent calls are batched
 	if err != nil {
 		log.Fatal(err)
 	}

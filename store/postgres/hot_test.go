@@ -17,15 +17,16 @@ import (
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 
-// hotOptions are the hot-account mitigations, alone and together, and the plain store.
+// hotOptions are the hot-account mitigations, alone and together, and the store without
+// any.
 var hotOptions = []struct {
 	name string
 	opts *postgres.Options
 }{
-	{"plain", nil},
-	{"shards=16", &postgres.Options{Shards: 16}},
-	{"batch=64", &postgres.Options{Batch: 64}},
-	{"shards=16+batch=64", &postgres.Options{Shards: 16, Batch: 64}},
+	{"unbatched", &postgres.Options{Batch: 1}},
+	{"shards=16,unbatched", &postgres.Options{Shards: 16, Batch: 1}},
+	{"default (batch=64)", nil},
+	{"shards=16+batch=64", &postgres.Options{Shards: 16}},
 }
 
 // hotPool returns a pool of 16 connections on a fresh schema whose statements may wait a

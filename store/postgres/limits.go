@@ -91,7 +91,7 @@ func (s *Store) Release(ctx context.Context, key string, holder driver.RequestID
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
-	if _, err := s.db.Exec(ctx, `DELETE FROM tollgate_leases WHERE key = $1 AND holder = $2`, key, [16]byte(holder)); err != nil {
+	if _, err := s.db.Exec(ctx, `UPDATE tollgate_slots SET holder = NULL, expires = 0 WHERE key = $1 AND holder = $2`, key, [16]byte(holder)); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
 	return nil
@@ -102,7 +102,7 @@ func (s *Store) Renew(ctx context.Context, key string, holder driver.RequestID, 
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
-	tag, err := s.db.Exec(ctx, `UPDATE tollgate_leases SET expires = $3 WHERE key = $1 AND holder = $2 AND expires > $4`,
+	tag, err := s.db.Exec(ctx, `UPDATE tollgate_slots SET expires = $3 WHERE key = $1 AND holder = $2 AND expires > $4`,
 		key, [16]byte(holder), now.Add(lease).UnixNano(), now.UnixNano())
 	if err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
@@ -119,7 +119,7 @@ func (s *Store) InUse(ctx context.Context, key string, now time.Time) (int, erro
 		return 0, wrapErr(ctx, err, "slots of %q", key)
 	}
 	var n int
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM tollgate_leases WHERE key = $1 AND expires > $2`, key, now.UnixNano()).Scan(&n); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM tollgate_slots WHERE key = $1 AND holder IS NOT NULL AND expires > $2`, key, now.UnixNano()).Scan(&n); err != nil {
 		return 0, wrapErr(ctx, err, "slots of %q", key)
 	}
 	return n, nil

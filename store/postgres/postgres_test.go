@@ -121,11 +121,12 @@ func TestAdmitterSharded(t *testing.T) {
 	})
 }
 
-// And with batching: concurrent steps and closings of one account share calls.
+// And without batching (the default batches: concurrent steps and closings of one
+// account share calls): every step and closing on its own.
 
-func TestAdmitterBatched(t *testing.T) {
+func TestAdmitterUnbatched(t *testing.T) {
 	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
-		return allRoles(newStore(t, &postgres.Options{Batch: 64}))
+		return allRoles(newStore(t, &postgres.Options{Batch: 1}))
 	})
 }
 

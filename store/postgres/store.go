@@ -27,8 +27,8 @@ import (
 type Store struct {
 	db     DB
 	shards int
-	admits *batch.Combiner[*admitParams, admitRow] // nil unless Options.Batch > 1
-	closes *batch.Combiner[*closeParams, closeRow] // nil unless Options.Batch > 1
+	admits *batch.Combiner[*admitParams, admitRow] // nil when Options.Batch is 1
+	closes *batch.Combiner[*closeParams, closeRow] // nil when Options.Batch is 1
 }
 
 // Options configures a [Store]. A nil *Options is the default.
@@ -42,14 +42,17 @@ type Options struct {
 
 	// Batch is the largest number of concurrent Admit calls (and, separately, Close
 	// calls) of one account that the Store sends together, in one function call and one
-	// transaction. The default, 0 (or 1), sends every call on its own. With a batch size
-	// above 1, a call for an account that has no call in flight is still sent at once;
-	// calls for that account that arrive meanwhile wait for it and are then sent
-	// together. This is how one instance lifts the ceiling of a hot account (see the
-	// package documentation, "Hot accounts"); 64 is a good value. Batches are per
-	// instance: instances do not wait for each other.
+	// transaction. A call for an account that has no call in flight is sent at once,
+	// alone; calls for that account that arrive meanwhile wait for it and are then sent
+	// together. This is how one instance keeps a hot account from serializing on its
+	// rows (see the package documentation, "Hot accounts"), at no cost to accounts
+	// called one at a time. The default, 0, is [DefaultBatch]; 1 sends every call on its
+	// own. Batches are per instance: instances do not wait for each other.
 	Batch int
 }
+
+// DefaultBatch is the default [Options.Batch].
+const DefaultBatch = 64
 
 // MaxShards is the largest number of sub-balances an account may have.
 const MaxShards = 1024
@@ -78,11 +81,16 @@ func New(db DB, opts *Options) (*Store, error) {
 		}
 		s.shards = opts.Shards
 	}
-	if opts != nil && opts.Batch > 1 {
-		s.admits = batch.New(opts.Batch, s.admitBatch)
-		s.closes = batch.New(opts.Batch, s.closeBatch)
-	} else if opts != nil && opts.Batch < 0 {
-		return nil, fmt.Errorf("postgres: Options.Batch is %d; give 0 (no batching) or more", opts.Batch)
+	size := DefaultBatch
+	if opts != nil && opts.Batch != 0 {
+		size = opts.Batch
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("postgres: Options.Batch is %d; give 1 (no batching) or more, or 0 for the default", size)
+	}
+	if size > 1 {
+		s.admits = batch.New(size, s.admitBatch)
+		s.closes = batch.New(size, s.closeBatch)
 	}
 	return s, nil
 }

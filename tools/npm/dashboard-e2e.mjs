@@ -3,8 +3,8 @@
 //
 //   node dashboard-e2e.mjs <config.json>
 //
-// The config: {base, evil, key, flush, chromium, out}; flush is a URL whose POST
-// flushes the usage recorded so far. base is the host's root URL (the
+// The config: {base, evil, key, scoped, flush, chromium, out}; flush is a URL whose POST
+// flushes the usage recorded so far, scoped the value of a sub-key limited to one API. base is the host's root URL (the
 // dashboard is at base/dashboard/), evil the root of another site's server that serves
 // a page posting a form to the dashboard, key the primary key's value, chromium the
 // browser's path, out the directory for the screenshots.
@@ -27,6 +27,12 @@ function emit(obj) {
 }
 function check(name, ok, detail = "") {
   emit({ check: name, ok: !!ok, detail: String(detail) });
+}
+
+// balance returns the account's remaining credits, as GET /v1/account answers them.
+async function balance(key) {
+  const res = await fetch(cfg.base + "/v1/account", { headers: { "x-api-key": key } });
+  return (await res.json()).data.balance.remaining;
 }
 
 // rest calls an API over REST with a key and returns the status.
@@ -428,6 +434,7 @@ async function main() {
 
     await explorerChecks(page);
     await referenceChecks(page);
+    await apisChecks(page, browser);
 
     // Sign out.
     await page.getByRole("button", { name: "Sign out" }).click();
@@ -439,6 +446,78 @@ async function main() {
   } finally {
     await browser.close();
   }
+}
+
+// apisChecks drives the APIs page: the catalog, an API's page, a snippet's copy
+// button, the try-it form with a valid input (its cost equals the balance's drop read
+// from GET /v1/account) and an invalid one (a 400 naming the parameter, not charged),
+// and the catalog seen by a key limited to one API.
+async function apisChecks(page, browser) {
+  await page.getByRole("link", { name: "APIs", exact: true }).click();
+  await page.waitForURL(dash + "apis");
+  const rows = await page.locator("tr[data-api]").count();
+  check("the APIs page lists the catalog", rows >= 8, rows);
+  check("the primary key may call every API", (await page.locator('tr[data-usable="true"]').count()) === rows);
+  await visit(page, "apis");
+
+  await page.getByRole("link", { name: "Hash", exact: true }).click();
+  await page.waitForURL(dash + "api?id=hash");
+  check("the API page gives the method and path", (await page.locator('[data-field="rest"]').textContent()) === "GET /v1/hash");
+  await page.locator('button[data-copy="snippet-curl"]').click();
+  const curl = await page.evaluate(() => navigator.clipboard.readText());
+  check("the curl snippet is copied", curl.includes(cfg.base + "/v1/hash?") && curl.includes("$TOLLGATE_API_KEY") && !curl.includes(cfg.key), curl);
+  await page.locator('details[data-language="snippet-python"] summary').click();
+  await page.locator('button[data-copy="snippet-python"]').click();
+  const py = await page.evaluate(() => navigator.clipboard.readText());
+  check("a package's example is copied", py.includes('os.environ["TOLLGATE_API_KEY"]') && py.includes("HashClient"), py.slice(0, 80));
+  await visit(page, "api");
+
+  // A valid call: the cost shown is the balance's drop.
+  const before = await balance(cfg.key);
+  await page.getByLabel("text (required)", { exact: true }).fill("hello");
+  await page.getByLabel("algorithm", { exact: true }).selectOption("md5");
+  await page.getByRole("button", { name: "Call hash" }).click();
+  await page.locator('[data-field="envelope"]').waitFor();
+  const after = await balance(cfg.key);
+  const cost = Number(await field(page, "try-cost"));
+  const envelope = JSON.parse(await page.locator('[data-field="envelope"]').textContent());
+  check("try-it shows the envelope", envelope.status === "ok" && envelope.data.hash === "5d41402abc4b2a76b9719d911017c592", JSON.stringify(envelope));
+  check("try-it's cost equals the balance's drop", cost === 1 && before - after === cost, `cost ${cost}, ${before} -> ${after}`);
+  check("try-it's remaining equals GET /v1/account", Number(await field(page, "try-remaining")) === after);
+  check("try-it keeps the values", (await page.getByLabel("algorithm", { exact: true }).inputValue()) === "md5");
+  await visit(page, "api-result");
+
+  // An invalid call: a 400 naming the parameter, not charged.
+  await page.getByLabel("text (required)", { exact: true }).fill("");
+  await page.getByRole("button", { name: "Call hash" }).click();
+  await page.locator('[data-field="try-status"][data-value="400"]').waitFor();
+  const refused = JSON.parse(await page.locator('[data-field="envelope"]').textContent());
+  check("an invalid try is a 400 naming the parameter", refused.status === "error" && refused.error.includes('"text"'), refused.error);
+  check("an invalid try costs nothing", (await balance(cfg.key)) === after && (await field(page, "try-cost")) === "0");
+  await visit(page, "api-refused");
+
+  // A file API's page.
+  await page.goto(dash + "api?id=image-info");
+  check("a file API's try-it form takes an upload", (await page.locator('input[type="file"]').count()) === 1);
+  await visit(page, "api-file");
+
+  // A key limited to one API sees the others marked unusable.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const other = await context.newPage();
+  other.on("console", (m) => {
+    if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text());
+  });
+  await other.goto(dash + "sign-in");
+  await other.getByLabel("API key").fill(cfg.scoped);
+  await other.getByRole("button", { name: "Sign in" }).click();
+  await other.waitForURL(dash);
+  await other.goto(dash + "apis");
+  const usable = await other.locator('tr[data-usable="true"]').evaluateAll((rs) => rs.map((r) => r.getAttribute("data-api")));
+  const unusable = await other.locator('tr[data-usable="false"]').count();
+  check("a scoped key may call only its API", usable.length === 1 && usable[0] === "hash" && unusable === rows - 1, usable.join(" "));
+  check("a scoped key is told why not", (await other.locator('tr[data-api="echo"]').textContent()).includes("limited to hash"));
+  await visit(other, "apis-scoped");
+  await context.close();
 }
 
 main().then(() => process.exit(0), (err) => {

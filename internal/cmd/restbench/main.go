@@ -1,509 +1,237 @@
-// Command restbench measures the throughput of a whole REST call through Tollgate against
-// a bare net/http handler that writes the same envelope, in the same run, and prints the
-// ratio. It starts both servers on loopback, then drives them in alternating rounds so
-// that the machine's noise falls on both alike:
+// Command restbench measures Tollgate against the servers a user would write or run
+// instead, side by side on one machine: it starts two servers, each in a process of its
+// own, drives them in alternating rounds so that the machine's noise falls on both
+// alike, and prints the median of the per-round throughput ratios (with min and max)
+// and the CPU time each server process spent per call, read from /proc. Run it from
+// the module's root; it uses wrk (-t2 -c32) when wrk is on PATH, else a Go load
+// generator (-client go).
 //
-//	go run ./internal/cmd/restbench                 # uses wrk if it is on PATH
-//	go run ./internal/cmd/restbench -rounds 5 -d 5s -c 64
-//	go run ./internal/cmd/restbench -client go      # the built-in Go load generator
+// Each comparison of docs/performance.md is one command:
 //
-// The Tollgate servers serve the sample catalog with a plan whose limits never deny, so
-// every call does the full work: edge check, key lookup, restrictions, validation, rate
-// limit, concurrency slot, credit reservation, handler, settlement, envelope and headers.
-// The call is GET /v1/hash?text=hello. -compare picks the two servers: bare (the
-// baseline), memory, memory-usage (memory with usage recording on), redis (every store
-// in Redis, keys cached) or postgres:
+//	go run ./internal/cmd/restbench -compare bare,server            # REST: examples/server vs a bare handler
+//	go run ./internal/cmd/restbench -compare memory:1000,memory:1000000  # flat cost per call with the number of accounts
+//	go run ./internal/cmd/restbench -compare memory,postgres        # PostgreSQL, one hot account, default options
+//	go run ./internal/cmd/restbench -compare memory:256,postgres:256  # PostgreSQL, many accounts
+//	go run ./internal/cmd/restbench -compare memory,redis           # Redis
+//	go run ./internal/cmd/restbench -compare mcp-bare,mcp -c 16     # MCP tools/call, 16 sessions
+//	go run ./internal/cmd/restbench -compare gql-bare,gql           # GraphQL vs bare graphql-go
+//	go run ./internal/cmd/restbench -compare memory,gql             # GraphQL vs our REST
 //
-//	go run ./internal/cmd/restbench -compare memory,redis
-//	go run ./internal/cmd/restbench -compare memory,memory-usage  # the cost of usage recording
+// The servers (-compare takes two, the baseline first):
 //
-// Each round also prints the CPU time a call costs, in microseconds: in this process
-// (the servers, and the Go load generator), in wrk, and in redis-server when a server
-// uses it; and at the end the median ratio of the two servers' CPU per call. On a
-// shared machine this varies far less than throughput, and it is what sets throughput
-// once the CPUs are busy.
+//	bare          a net/http handler that does the hash API's work and writes only the
+//	              envelope and Content-Type (what a hand-written handler writes)
+//	server        go run ./examples/server (built, then run with a fixtures file whose
+//	              plan never denies): memory stores, usage statistics, audit log, sessions
+//	memory        the sample catalog over REST, GraphQL and MCP on memory stores
+//	memory-usage  the same, recording usage statistics
+//	redis         the same on every store in Redis (-redis), key records cached
+//	postgres      the same on every store in PostgreSQL (-postgres), postgres.New(pool,
+//	              nil): the default options; a new schema, 32 connections
+//	gql           memory, called with { hash(text: "hello") { algorithm hash } }
+//	gql-bare      graphql-go's own handler over a schema with the same field
+//	gql-typename  memory, called with { __typename }; json: a bare handler answering it
+//	mcp           memory, called with MCP tools/call hash over -sessions sessions
+//	mcp-bare      the go-sdk's Streamable HTTP handler over a server with the same tool,
+//	              registered with Server.AddTool (no schema check per call)
 //
-// The same comparison with wrk by hand, against go run ./examples/server (whose pro
-// plan's rate limit would deny most of a load test, so use -fixtures with a generous
-// plan):
+// A Tollgate server holds one account on a plan whose limits never deny, so that every
+// call does the full work: edge check, key, restrictions, validation, rate limit,
+// concurrency slot, credit reservation, handler, settlement, envelope and headers.
+// NAME:N gives it N accounts instead (memory:1000000), and then every request sends the
+// key of an account picked at random. REST calls are GET /v1/hash?text=hello.
 //
-//	wrk -t2 -c64 -d10s -H "x-api-key: $KEY" "http://127.0.0.1:8080/v1/hash?text=hello"
+// Each round prints, for each server, the calls per second and the CPU time per call
+// in microseconds: the server process's, the load generator's, and the database's
+// (every postgres or redis-server process on the machine, so other clients of the
+// same database count too). On a shared machine the CPU per call varies far less than
+// the throughput, and it is what sets the throughput once the CPUs are busy. For
+// postgres, each round also prints what its connections waited on (pg_stat_activity,
+// sampled every 100 ms). -profile DIR writes each server's CPU profile of the last
+// round and its allocation profile (go tool pprof DIR/memory.cpu.pprof).
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
-	"runtime/pprof"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/examples/apis"
-	"github.com/tollgate-dev/tollgate/gql"
-	"github.com/tollgate-dev/tollgate/internal/benchhttp"
-	"github.com/tollgate-dev/tollgate/rest"
-	"github.com/tollgate-dev/tollgate/store/memory"
-	"github.com/tollgate-dev/tollgate/store/postgres"
-	"github.com/tollgate-dev/tollgate/store/redis"
-	"github.com/tollgate-dev/tollgate/usage"
 )
 
-const path = "/v1/hash?text=hello"
-
 func main() {
-	rounds := flag.Int("rounds", 3, "rounds; each drives both servers once")
+	serveKind := flag.String("serve", "", "internal: serve this kind of server in this process, for the orchestrator")
+	accounts := flag.Int("accounts", 1, "internal: the number of accounts of a -serve server")
+	rounds := flag.Int("rounds", 5, "rounds; each drives both servers once")
 	dur := flag.Duration("d", 5*time.Second, "duration of each drive")
-	conns := flag.Int("c", 64, "concurrent connections")
+	conns := flag.Int("c", 32, "concurrent connections")
+	threads := flag.Int("t", 2, "wrk threads")
+	sessions := flag.Int("sessions", 16, "MCP sessions of the mcp servers")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,memory", "the two servers to compare: bare, json, memory, memory-usage, gql-typename, gql-hash, redis or postgres")
-	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for -compare with redis: host:port, or the path of a Unix socket")
-	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for -compare with postgres")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the servers (this process) to the file")
+	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, server, memory, memory-usage, redis, postgres, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
+	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
+	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server")
+	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
 	flag.Parse()
-	names := strings.Split(*compare, ",")
-	if len(names) != 2 {
-		fmt.Fprintln(os.Stderr, "restbench: -compare takes two names, such as bare,memory")
-		os.Exit(2)
-	}
-	env := &targets{redis: *redisAddr, postgres: *pgDSN}
-	defer env.close()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
+	cfg := storeConfig{redis: *redisAddr, postgres: *pgDSN}
+	if *serveKind != "" {
+		if err := serve(*serveKind, *accounts, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "restbench:", err)
 			os.Exit(1)
 		}
-		defer pprof.StopCPUProfile()
+		return
 	}
-	if err := run(env, names, *rounds, *dur, *conns, *client); err != nil {
+
+	names := strings.Split(*compare, ",")
+	if len(names) != 2 {
+		fmt.Fprintln(os.Stderr, "restbench: -compare takes two names, such as bare,server")
+		os.Exit(2)
+	}
+	if *client == "auto" {
+		*client = "go"
+		if _, err := exec.LookPath("wrk"); err == nil {
+			*client = "wrk"
+		}
+	}
+	var gen generator = goGen{conns: *conns}
+	if *client == "wrk" {
+		gen = wrkGen{threads: *threads, conns: *conns}
+	}
+	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, profile: *profile}
+	err := b.run(names)
+	b.close()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "restbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(env *targets, names []string, rounds int, dur time.Duration, conns int, client string) error {
-	if client == "auto" {
-		client = "go"
-		if _, err := exec.LookPath("wrk"); err == nil {
-			client = "wrk"
-		}
+// A bench is one comparison.
+type bench struct {
+	cfg      storeConfig
+	gen      generator
+	dur      time.Duration
+	rounds   int
+	sessions int
+	profile  string
+	servers  []*server
+}
+
+func (b *bench) close() {
+	for _, s := range b.servers {
+		s.stop()
 	}
-	var calls [2]call
-	for i, name := range names {
-		var err error
-		if calls[i], err = env.start(name); err != nil {
+}
+
+// cpuUse is CPU time in microseconds, at a point or per call.
+type cpuUse struct{ server, gen, store float64 }
+
+func (b *bench) run(names []string) error {
+	for _, name := range names {
+		s, err := b.start(name)
+		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		b.servers = append(b.servers, s)
 	}
-
-	fmt.Printf("load generator: %s, %d connections, %s per drive, %d rounds\n", client, conns, dur, rounds)
-	meter := newCPUMeter(env, names)
+	fmt.Printf("load generator: %s; %s per drive, %d rounds; load average %.2f on %d CPUs\n",
+		b.gen, b.dur, b.rounds, loadAverage(), runtime.NumCPU())
+	// A short drive of each first: connections, pools and heaps settle.
+	for _, s := range b.servers {
+		if _, err := b.gen.drive(s.call, min(b.dur, 2*time.Second)); err != nil {
+			return err
+		}
+	}
 	var ratios, cpuRatios []float64
-	for i := 1; i <= rounds; i++ {
-		// Alternate which server goes first, so that a drift in the machine's load
-		// during a round does not favour either.
+	perCall := make([][]float64, len(b.servers))
+	for round := 1; round <= b.rounds; round++ {
+		order := []int{0, 1}
+		if round%2 == 0 {
+			order = []int{1, 0} // alternate, so that a drift in load favours neither
+		}
 		var rates [2]float64
 		var cpus [2]cpuUse
-		order := []int{0, 1}
-		if i%2 == 0 {
-			order = []int{1, 0}
-		}
+		var waits [2]string
 		for _, j := range order {
-			before := meter.read()
-			var err error
-			if rates[j], err = drive(client, calls[j], dur, conns); err != nil {
-				return err
+			s := b.servers[j]
+			var stopSampling func() string
+			if s.kind == "postgres" {
+				stopSampling = sampleWaits(b.cfg.postgres)
 			}
-			cpus[j] = meter.read().since(before, rates[j]*dur.Seconds())
+			var profiled chan error
+			if b.profile != "" && round == b.rounds {
+				profiled = s.startProfile(b.profile, b.dur)
+			}
+			before := s.cpu(b.gen)
+			rate, err := b.gen.drive(s.call, b.dur)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			rates[j], cpus[j] = rate, s.cpu(b.gen).perCall(before, rate*b.dur.Seconds())
+			if stopSampling != nil {
+				waits[j] = stopSampling()
+			}
+			if profiled != nil {
+				if err := <-profiled; err != nil {
+					return fmt.Errorf("%s: profile: %w", s.name, err)
+				}
+			}
 		}
-		ratios = append(ratios, rates[1]/rates[0])
-		cpuRatios = append(cpuRatios, cpus[0].total()/cpus[1].total())
-		fmt.Printf("round %d: %s %.0f req/s, %s %.0f req/s, ratio %.3f\n", i, names[0], rates[0], names[1], rates[1], rates[1]/rates[0])
-		for j, name := range names {
-			fmt.Printf("         %s CPU per call: %s\n", name, cpus[j])
+		ratio := rates[1] / rates[0]
+		ratios = append(ratios, ratio)
+		cpuRatios = append(cpuRatios, cpus[1].server/cpus[0].server)
+		fmt.Printf("round %d (load %.2f): %s %.0f calls/s, %s %.0f calls/s, ratio %.3f\n",
+			round, loadAverage(), b.servers[0].name, rates[0], b.servers[1].name, rates[1], ratio)
+		for j, s := range b.servers {
+			perCall[j] = append(perCall[j], cpus[j].server)
+			fmt.Printf("    %-16s CPU per call: %s\n", s.name, cpus[j].describe(s))
+			if waits[j] != "" {
+				fmt.Printf("    %-16s waits: %s\n", "", waits[j])
+			}
 		}
 	}
-	slices.Sort(ratios)
-	slices.Sort(cpuRatios)
-	fmt.Printf("median ratio %s/%s: %.3f (min %.3f, max %.3f)\n", names[1], names[0], ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
-	fmt.Printf("median ratio of CPU per call %s/%s: %.3f (min %.3f, max %.3f)\n", names[0], names[1], cpuRatios[len(cpuRatios)/2], cpuRatios[0], cpuRatios[len(cpuRatios)-1])
+	fmt.Printf("throughput %s/%s: median %.3f (min %.3f, max %.3f) over %d rounds\n",
+		b.servers[1].name, b.servers[0].name, median(ratios), slices.Min(ratios), slices.Max(ratios), len(ratios))
+	fmt.Printf("server CPU per call %s/%s: median %.2fx (min %.2f, max %.2f); %s %.1f µs, %s %.1f µs (medians)\n",
+		b.servers[1].name, b.servers[0].name, median(cpuRatios), slices.Min(cpuRatios), slices.Max(cpuRatios),
+		b.servers[0].name, median(perCall[0]), b.servers[1].name, median(perCall[1]))
 	return nil
 }
 
-// A cpuMeter reads the CPU time used so far by the servers (this process), the load
-// generator (wrk, a child; the Go generator counts with the servers) and, when a
-// server uses it, redis-server (INFO cpu). On a machine where they share the CPUs,
-// the CPU a call costs in all of them sets the throughput once the CPUs are busy, and
-// it varies far less from run to run than the throughput itself.
-type cpuMeter struct {
-	redis *goredis.Client // nil when no server uses Redis
+func (u cpuUse) perCall(before cpuUse, n float64) cpuUse {
+	return cpuUse{(u.server - before.server) / n, (u.gen - before.gen) / n, (u.store - before.store) / n}
 }
 
-// cpuUse is CPU time, in microseconds: at a point, or per call.
-type cpuUse struct{ server, client, redis float64 }
-
-func newCPUMeter(env *targets, names []string) *cpuMeter {
-	m := &cpuMeter{}
-	if slices.Contains(names, "redis") {
-		m.redis = goredis.NewClient(redisOptions(env.redis))
+func (u cpuUse) describe(s *server) string {
+	out := fmt.Sprintf("server %.1f µs, load generator %.1f µs", u.server, u.gen)
+	if s.store != "" {
+		out += fmt.Sprintf(", %s %.1f µs", s.store, u.store)
 	}
-	return m
+	return out
 }
 
-func (m *cpuMeter) read() cpuUse {
-	var self, children syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	us := func(r syscall.Rusage) float64 {
-		return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e3
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	u := cpuUse{server: us(self), client: us(children)}
-	if m.redis != nil {
-		info, err := m.redis.Info(context.Background(), "cpu").Result()
-		if err == nil {
-			for _, line := range strings.Split(info, "\r\n") {
-				name, v, _ := strings.Cut(line, ":")
-				if name == "used_cpu_sys" || name == "used_cpu_user" {
-					f, _ := strconv.ParseFloat(v, 64)
-					u.redis += f * 1e6
-				}
-			}
-		}
-	}
-	return u
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// since returns the CPU used since before, per call of n calls.
-func (u cpuUse) since(before cpuUse, n float64) cpuUse {
-	return cpuUse{(u.server - before.server) / n, (u.client - before.client) / n, (u.redis - before.redis) / n}
-}
-
-func (u cpuUse) total() float64 { return u.server + u.client + u.redis }
-
-func (u cpuUse) String() string {
-	s := fmt.Sprintf("%.1f µs (servers %.1f, load generator %.1f", u.total(), u.server, u.client)
-	if u.redis != 0 {
-		s += fmt.Sprintf(", redis-server %.1f", u.redis)
+// parseName splits NAME:N into the server kind and its number of accounts.
+func parseName(name string) (kind string, accounts int, err error) {
+	kind, n, ok := strings.Cut(name, ":")
+	if !ok {
+		return kind, 1, nil
 	}
-	return s + ")"
-}
-
-// redisOptions returns the client options for the Redis at addr.
-func redisOptions(addr string) *goredis.Options {
-	ro := &goredis.Options{Addr: addr, PoolSize: 128, ContextTimeoutEnabled: true,
-		DialTimeout: time.Second, DialerRetries: 1, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2}
-	if strings.HasPrefix(addr, "/") {
-		ro.Network = "unix" // a Redis on this host, over its Unix socket
+	accounts, err = strconv.Atoi(n)
+	if err != nil || accounts < 1 {
+		return "", 0, fmt.Errorf("%q: the number of accounts after the colon must be a positive integer", name)
 	}
-	return ro
-}
-
-// A call is what the load generator sends: a GET of url, or a POST of a JSON body.
-type call struct {
-	url, key, body string
-}
-
-// targets starts the servers to compare and cleans up after them.
-type targets struct {
-	redis, postgres string
-	cleanups        []func()
-	memory          *call // the memory server's REST call, once started
-}
-
-func (e *targets) close() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
-// GraphQL queries of the gql-* targets.
-const (
-	typenameQuery = `{"query":"{ __typename }"}`
-	hashQuery     = `{"query":"{ hash(text: \"hello\") { algorithm hash } }"}`
-)
-
-// start starts the named server and returns the call to drive it with.
-func (e *targets) start(name string) (call, error) {
-	switch name {
-	case "bare":
-		// The baseline writes the headers of a real answer: start the memory server
-		// to get one.
-		m, err := e.memoryCall()
-		if err != nil {
-			return call{}, err
-		}
-		headers, err := answerHeaders(m.url, m.key)
-		if err != nil {
-			return call{}, err
-		}
-		url, err := e.serve(benchhttp.BareHash(headers))
-		return call{url: url + path}, err
-	case "json":
-		// A bare net/http handler answering a small JSON document to a POST: the
-		// baseline of the gateway's { __typename }.
-		url, err := e.serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"data":{"__typename":"Query"}}`)
-		}))
-		return call{url: url + "/v1/graphql", body: typenameQuery}, err
-	case "memory":
-		return e.memoryCall()
-	case "memory-usage":
-		// The memory server with usage recording on (tollgate.Options.Usage, on the
-		// memory usage store): -compare memory,memory-usage is its cost.
-		return e.tollgate(tollgate.Stores{
-			Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-			Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-		}, false, memory.NewUsageStore())
-	case "gql-typename", "gql-hash":
-		m, err := e.memoryCall()
-		if err != nil {
-			return call{}, err
-		}
-		c := call{url: strings.TrimSuffix(m.url, path) + "/v1/graphql", key: m.key, body: typenameQuery}
-		if name == "gql-hash" {
-			c.body = hashQuery
-		}
-		return c, nil
-	case "redis":
-		client := goredis.NewClient(redisOptions(e.redis))
-		var b [6]byte
-		rand.Read(b[:])
-		prefix := "restbench-" + hex.EncodeToString(b[:])
-		e.cleanups = append(e.cleanups, func() {
-			ctx := context.Background()
-			it := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-			for it.Next(ctx) {
-				client.Unlink(ctx, it.Val())
-			}
-			client.Close()
-		})
-		rd, err := redis.New(client, &redis.Options{Prefix: prefix})
-		if err != nil {
-			return call{}, err
-		}
-		return e.tollgate(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true, nil)
-	case "postgres":
-		ctx := context.Background()
-		var b [6]byte
-		rand.Read(b[:])
-		schema := "restbench_" + hex.EncodeToString(b[:])
-		cfg, err := pgxpool.ParseConfig(e.postgres)
-		if err != nil {
-			return call{}, err
-		}
-		cfg.ConnConfig.RuntimeParams["search_path"] = schema
-		cfg.MaxConns = 32
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return call{}, err
-		}
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			return call{}, err
-		}
-		e.cleanups = append(e.cleanups, func() {
-			pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			pool.Close()
-		})
-		if err := postgres.Migrate(ctx, pool); err != nil {
-			return call{}, err
-		}
-		pg, err := postgres.New(pool, nil)
-		if err != nil {
-			return call{}, err
-		}
-		return e.tollgate(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true, nil)
-	}
-	return call{}, fmt.Errorf("unknown server %q: use bare, json, memory, memory-usage, gql-typename, gql-hash, redis or postgres", name)
-}
-
-// memoryCall starts the memory server once.
-func (e *targets) memoryCall() (call, error) {
-	if e.memory != nil {
-		return *e.memory, nil
-	}
-	c, err := e.tollgate(tollgate.Stores{
-		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, false, nil)
-	if err == nil {
-		e.memory = &c
-	}
-	return c, err
-}
-
-// tollgate serves the sample catalog over REST and GraphQL on the given stores with a
-// plan whose limits never deny, so that every call does the full work: edge check, key,
-// restrictions, validation, rate limit, slot, credits, handler, settlement, envelope,
-// headers. On network stores the key records are cached, as a deployment does.
-func (e *targets) tollgate(stores tollgate.Stores, cacheKeys bool, us usage.Store) (call, error) {
-	reg := &catalog.Registry{}
-	if err := apis.Register(reg); err != nil {
-		return call{}, err
-	}
-	plans, err := billing.NewPlans(billing.Plan{Name: "bench", Credits: billing.MaxCredits, RatePerMinute: 1 << 30, Concurrency: 1 << 20, GraphQLMaxAPIs: 10})
-	if err != nil {
-		return call{}, err
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := &tollgate.Options{Logger: quiet}
-	if cacheKeys {
-		opts.KeyCache = &auth.KeyCacheOptions{}
-	}
-	if us != nil {
-		opts.Usage = &tollgate.UsageOptions{Store: us}
-	}
-	svc, err := tollgate.New(reg, stores, plans, opts)
-	if err != nil {
-		return call{}, err
-	}
-	_, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "bench"})
-	if err != nil {
-		return call{}, err
-	}
-	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
-	if err != nil {
-		return call{}, err
-	}
-	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: quiet})
-	if err != nil {
-		return call{}, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", restHandler)
-	mux.Handle("/v1/graphql", gqlHandler)
-	url, err := e.serve(mux)
-	return call{url: url + path, key: key}, err
-}
-
-func (e *targets) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	e.cleanups = append(e.cleanups, func() { srv.Close() })
-	return "http://" + ln.Addr().String(), nil
-}
-
-// answerHeaders makes one call to Tollgate and returns the headers of its answer, for the
-// baseline to write the same.
-func answerHeaders(url, key string) (http.Header, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("X-Api-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("tollgate answered %s", resp.Status)
-	}
-	return resp.Header, nil
-}
-
-// drive loads url for dur and returns the completed requests per second.
-func drive(client string, c call, dur time.Duration, conns int) (float64, error) {
-	if client == "wrk" {
-		return driveWrk(c, dur, conns)
-	}
-	return driveGo(c, dur, conns)
-}
-
-var wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
-
-func driveWrk(c call, dur time.Duration, conns int) (float64, error) {
-	args := []string{"-t2", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(dur.Seconds())) + "s"}
-	if c.key != "" {
-		args = append(args, "-H", "x-api-key: "+c.key)
-	}
-	if c.body != "" {
-		script, err := os.CreateTemp("", "restbench-*.lua")
-		if err != nil {
-			return 0, err
-		}
-		defer os.Remove(script.Name())
-		fmt.Fprintf(script, "wrk.method = \"POST\"\nwrk.body = %q\nwrk.headers[\"Content-Type\"] = \"application/json\"\n", c.body)
-		script.Close()
-		args = append(args, "-s", script.Name())
-	}
-	out, err := exec.Command("wrk", append(args, c.url)...).CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("wrk: %v\n%s", err, out)
-	}
-	m := wrkRate.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("wrk printed no rate:\n%s", out)
-	}
-	if regexp.MustCompile(`Non-2xx`).Match(out) {
-		return 0, fmt.Errorf("wrk saw failed calls:\n%s", out)
-	}
-	return strconv.ParseFloat(string(m[1]), 64)
-}
-
-func driveGo(c call, dur time.Duration, conns int) (float64, error) {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
-	var done, failed atomic.Int64
-	deadline := time.Now().Add(dur)
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				req, _ := http.NewRequest(http.MethodGet, c.url, nil)
-				if c.body != "" {
-					req, _ = http.NewRequest(http.MethodPost, c.url, strings.NewReader(c.body))
-					req.Header.Set("Content-Type", "application/json")
-				}
-				if c.key != "" {
-					req.Header.Set("X-Api-Key", c.key)
-				}
-				resp, err := hc.Do(req)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					failed.Add(1)
-					continue
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		return 0, fmt.Errorf("%d calls to %s failed", n, c.url)
-	}
-	return float64(done.Load()) / dur.Seconds(), nil
+	return kind, accounts, nil
 }

@@ -1,0 +1,159 @@
+package clientgen
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+
+	"github.com/tollgate-dev/tollgate/catalog"
+)
+
+// Names are the settings of the tollgate-gen flags that name the packages: the import
+// path of the Go packages' directory (-go-import), the npm scope (-npm-scope), the
+// prefix of the Python distributions (-python-prefix), the .NET namespace
+// (-dotnet-namespace), the Java package (-java-package), the PHP namespace
+// (-php-namespace) and the prefix of the Dart packages (-dart-prefix). An empty field
+// takes the flag's default.
+type Names struct {
+	GoImport, NPMScope, PythonPrefix, DotnetNamespace, JavaPackage, PHPNamespace, DartPrefix string
+}
+
+// The defaults of the flags that name the packages.
+const (
+	DefaultGoImport        = "example.com/tollgate/clients"
+	DefaultNPMScope        = "@tollgate"
+	DefaultPythonPrefix    = "tollgate"
+	DefaultDotnetNamespace = "Tollgate"
+	DefaultJavaPackage     = "dev.tollgate.clients"
+	DefaultPHPNamespace    = "Tollgate"
+	DefaultDartPrefix      = "tollgate"
+)
+
+// Check reports the first setting of n that the generator's flag would refuse, with
+// the flag's name, or nil.
+func (n Names) Check() error {
+	if p := checkNames(n.options()); p != "" {
+		return errors.New(p)
+	}
+	return nil
+}
+
+// options returns the generator's options of n, defaults filled in.
+func (n Names) options() options {
+	or := func(s, def string) string {
+		if s == "" {
+			return def
+		}
+		return s
+	}
+	return options{
+		goImport: or(n.GoImport, DefaultGoImport), npmScope: or(n.NPMScope, DefaultNPMScope),
+		pyPrefix: or(n.PythonPrefix, DefaultPythonPrefix), dotnetNamespace: or(n.DotnetNamespace, DefaultDotnetNamespace),
+		javaPackage: or(n.JavaPackage, DefaultJavaPackage), phpNamespace: or(n.PHPNamespace, DefaultPHPNamespace),
+		dartPrefix: or(n.DartPrefix, DefaultDartPrefix),
+	}
+}
+
+// An Example is the example call of one API's package in one language, as the
+// package's README has it.
+type Example struct {
+	// Language is the generator's name of the language (its -lang value): go, js,
+	// python, dotnet, java, php or dart.
+	Language string
+	// Title names the language for people: "Go", "JavaScript / TypeScript", ...
+	Title string
+	// Package is the package's name in its ecosystem: the Go import path, the npm
+	// name, the Python distribution, the NuGet id, the Maven coordinates, the
+	// Composer name or the pub name.
+	Package string
+	// Dir is the package's folder under the generator's -out directory.
+	Dir string
+	// Code is the example program. It reads the key from the TOLLGATE_API_KEY
+	// environment variable and calls the service the package was generated for.
+	Code string
+}
+
+// exampleTemplates are the templates of each language's README example.
+var exampleTemplates = map[string]struct{ title, template string }{
+	"go":     {"Go", "goExample"},
+	"js":     {"JavaScript / TypeScript", "jsExample"},
+	"python": {"Python", "pyExample"},
+	"dotnet": {".NET (C#)", "csExample"},
+	"java":   {"Java", "javaExample"},
+	"php":    {"PHP", "phpExample"},
+	"dart":   {"Dart", "dartExample"},
+}
+
+// loaded holds the parsed templates, shared by every call of Examples.
+var loaded = sync.OnceValues(loadTemplates)
+
+// Examples returns the example call of api's package in every language the generator
+// writes, in its order (Go, JavaScript, Python, .NET, Java, PHP, Dart), with the
+// package names that names give: the code of each README's example, byte for byte.
+// api must be compiled (by [catalog.Compile] or a registry).
+func Examples(api *catalog.API, names Names) ([]Example, error) {
+	if err := names.Check(); err != nil {
+		return nil, err
+	}
+	o := names.options()
+	tmpls, err := loaded()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Example, 0, len(allLanguages))
+	for _, l := range allLanguages {
+		m, err := newModel(api, o, "")
+		if err != nil {
+			return nil, err
+		}
+		if l.prepare != nil {
+			l.prepare(m, o)
+		}
+		var b bytes.Buffer
+		if err := tmpls[l.name].ExecuteTemplate(&b, exampleTemplates[l.name].template, m); err != nil {
+			return nil, err
+		}
+		out = append(out, Example{Language: l.name, Title: exampleTemplates[l.name].title,
+			Package: packageName(l.name, m), Dir: packagePath(l.name, l.dir(m)), Code: b.String()})
+	}
+	return out, nil
+}
+
+// packageName returns the name of a package in its ecosystem.
+func packageName(lang string, m *model) string {
+	switch lang {
+	case "go":
+		return m.GoImport
+	case "js":
+		return m.JSPackage
+	case "python":
+		return m.PyDist
+	}
+	return m.Package
+}
+
+// An Arg is one argument of an example call.
+type Arg struct {
+	// Name is the parameter's name in the catalog.
+	Name string
+	// Value obeys the parameter's rules: a string, int64, float64, bool, []any or
+	// map[string]any.
+	Value any
+}
+
+// ExampleArgs returns the arguments of the example call of api, as every generated
+// README passes them: each required parameter, and each one with an example in the
+// catalog, with a value that obeys its rules (its example, its default, its first
+// allowed value, or one built from its type, format and bounds). The "url" parameter
+// of a file API is never among them: the examples upload a file.
+func ExampleArgs(api *catalog.API) ([]Arg, error) {
+	m, err := newModel(api, options{}, "")
+	if err != nil {
+		return nil, err
+	}
+	args := make([]Arg, len(m.Example))
+	for i, a := range m.Example {
+		args[i] = Arg{Name: a.P.Name, Value: a.Value}
+	}
+	return args, nil
+}

@@ -1,0 +1,204 @@
+package clientgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/client"
+	"github.com/tollgate-dev/tollgate/examples/clients/go/dateinfo"
+	"github.com/tollgate-dev/tollgate/examples/clients/go/echo"
+	"github.com/tollgate-dev/tollgate/examples/clients/go/hash"
+	"github.com/tollgate-dev/tollgate/examples/clients/go/hmac"
+	"github.com/tollgate-dev/tollgate/examples/clients/go/imageinfo"
+	"github.com/tollgate-dev/tollgate/examples/clients/go/uuidgenerator"
+	"github.com/tollgate-dev/tollgate/internal/testserver"
+)
+
+// TestGoPackages runs the generated Go packages of the sample catalog against a live
+// server: a paid call of every API, the file and URL forms of the file API, a
+// validation failure of each (which never reaches the network) and the mapping of
+// refusals.
+func TestGoPackages(t *testing.T) {
+	srv := testserver.Start(t)
+	opts := &client.Options{BaseURL: srv.URL}
+	img := srv.ImageFile(t)
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		call func(ctx context.Context) (result any, cost int64, err error)
+		want string // the result, formatted with %+v
+	}{
+		{"hash", func(ctx context.Context) (any, int64, error) {
+			c, err := hash.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.Execute(ctx, hash.Params{Text: "hello", Algorithm: client.Ptr("md5")})
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Result, r.Credits.Cost, nil
+		}, "{Algorithm:md5 Hash:5d41402abc4b2a76b9719d911017c592}"},
+		{"hmac", func(ctx context.Context) (any, int64, error) {
+			c, err := hmac.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.Execute(ctx, hmac.Params{Message: "hello", Secret: "key"})
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Result, r.Credits.Cost, nil
+		}, "{Hmac:9307b3b915efb5171ff14d8cb55fbcc798c6c0ef1456d66ded1a6aa723a58b7b Algorithm:sha256 Encoding:hex}"},
+		{"uuid-generator", func(ctx context.Context) (any, int64, error) {
+			c, err := uuidgenerator.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.Execute(ctx, uuidgenerator.Params{Count: client.Ptr[int64](3)})
+			if err != nil {
+				return nil, 0, err
+			}
+			return fmt.Sprintf("%d %d", len(r.Result.Uuids), r.Result.Count), r.Credits.Cost, nil
+		}, "3 3"},
+		{"date-info", func(ctx context.Context) (any, int64, error) {
+			c, err := dateinfo.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.Execute(ctx, dateinfo.Params{Date: "2024-02-29"})
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Result, r.Credits.Cost, nil
+		}, "{Date:2024-02-29 DayOfWeek:Thursday IsoWeek:9 UnixSeconds:1709164800 QuarterYear:Q1/2024 X1stOfMonth:2024-02-01 IsLeapYear:true}"},
+		{"echo", func(ctx context.Context) (any, int64, error) {
+			c, err := echo.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.Execute(ctx, echo.Params{Message: "hi", DelayMs: client.Ptr[int64](0)})
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Result, r.Credits.Cost, nil
+		}, "{Message:hi DelayMs:0}"},
+		{"image-info/file", func(ctx context.Context) (any, int64, error) {
+			c, err := imageinfo.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.ExecuteWithFile(ctx, img, imageinfo.Params{})
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Result, r.Credits.Cost, nil
+		}, fmt.Sprintf("{Format:png Width:%d Height:%d Bytes:%d}", testserver.PNGWidth, testserver.PNGHeight, len(srv.PNG))},
+		{"image-info/url", func(ctx context.Context) (any, int64, error) {
+			c, err := imageinfo.New(testserver.PrimaryKey, opts)
+			must(t, err)
+			r, err := c.ExecuteWithURL(ctx, srv.FileURL, imageinfo.Params{})
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Result, r.Credits.Cost, nil
+		}, fmt.Sprintf("{Format:png Width:%d Height:%d Bytes:%d}", testserver.PNGWidth, testserver.PNGHeight, len(srv.PNG))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, cost, err := tt.call(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := fmt.Sprintf("%+v", got); s != tt.want {
+				t.Errorf("result %s, want %s", s, tt.want)
+			}
+			if cost < 1 {
+				t.Errorf("cost %d, want a paid call", cost)
+			}
+		})
+	}
+	calls := srv.APICalls()
+
+	invalid := []struct {
+		name  string
+		call  func(ctx context.Context) error
+		param string
+	}{
+		{"hash", func(ctx context.Context) error {
+			c, _ := hash.New(testserver.PrimaryKey, opts)
+			_, err := c.Execute(ctx, hash.Params{Text: "x", Algorithm: client.Ptr("crc32")})
+			return err
+		}, "algorithm"},
+		{"hmac", func(ctx context.Context) error {
+			c, _ := hmac.New(testserver.PrimaryKey, opts)
+			_, err := c.Execute(ctx, hmac.Params{Message: "m"})
+			return err
+		}, "secret"},
+		{"uuid-generator", func(ctx context.Context) error {
+			c, _ := uuidgenerator.New(testserver.PrimaryKey, opts)
+			_, err := c.Execute(ctx, uuidgenerator.Params{Count: client.Ptr[int64](101)})
+			return err
+		}, "count"},
+		{"date-info", func(ctx context.Context) error {
+			c, _ := dateinfo.New(testserver.PrimaryKey, opts)
+			_, err := c.Execute(ctx, dateinfo.Params{Date: "29.02.2024"})
+			return err
+		}, "date"},
+		{"echo", func(ctx context.Context) error {
+			c, _ := echo.New(testserver.PrimaryKey, opts)
+			_, err := c.Execute(ctx, echo.Params{Message: "m", DelayMs: client.Ptr[int64](5001)})
+			return err
+		}, "delay_ms"},
+		{"image-info/no file", func(ctx context.Context) error {
+			c, _ := imageinfo.New(testserver.PrimaryKey, opts)
+			_, err := c.Execute(ctx, imageinfo.Params{})
+			return err
+		}, "image"},
+		{"image-info/wrong type", func(ctx context.Context) error {
+			c, _ := imageinfo.New(testserver.PrimaryKey, opts)
+			_, err := c.ExecuteWithFile(ctx, "live_go_test.go", imageinfo.Params{})
+			return err
+		}, "image"},
+		{"image-info/url", func(ctx context.Context) error {
+			c, _ := imageinfo.New(testserver.PrimaryKey, opts)
+			_, err := c.ExecuteWithURL(ctx, "not a url", imageinfo.Params{})
+			return err
+		}, "url"},
+	}
+	for _, tt := range invalid {
+		t.Run("invalid/"+tt.name, func(t *testing.T) {
+			var ve *client.ValidationError
+			if err := tt.call(t.Context()); !errors.As(err, &ve) || ve.Param != tt.param {
+				t.Errorf("error %v, want a ValidationError for %q", err, tt.param)
+			}
+		})
+	}
+	if n := srv.APICalls(); n != calls {
+		t.Errorf("%d validation failures reached the network", n-calls)
+	}
+
+	refusals := []struct {
+		key    string
+		status int
+		code   string
+	}{
+		{testserver.UnknownKey, 401, "unauthorized"},
+		{testserver.RestrictedKey, 403, "forbidden"},
+		{testserver.NoCreditsKey, 429, "credits_exhausted"},
+	}
+	for _, tt := range refusals {
+		t.Run(fmt.Sprintf("refused/%d %s", tt.status, tt.code), func(t *testing.T) {
+			c, err := hash.New(tt.key, opts)
+			must(t, err)
+			_, err = c.Execute(t.Context(), hash.Params{Text: "x"})
+			var e *client.APIError
+			if !errors.As(err, &e) || e.StatusCode != tt.status || e.Code != tt.code || e.Message == "" {
+				t.Errorf("error %v, want %d %s", err, tt.status, tt.code)
+			}
+		})
+	}
+	for _, m := range srv.AuthModes() {
+		if m != "go-package" {
+			t.Fatalf("X-Auth-Mode %q, want go-package", m)
+		}
+	}
+	if srv.CatalogFetches() != 0 {
+		t.Errorf("the generated packages fetched the catalog; they carry their definition")
+	}
+}

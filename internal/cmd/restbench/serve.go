@@ -1,0 +1,285 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/internal/benchhttp"
+	"github.com/tollgate-dev/tollgate/mcp"
+	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// A ready line is what a server process prints once it serves: the orchestrator reads
+// it from the process's standard output.
+type ready struct {
+	URL   string `json:"url"`   // the server's base URL
+	Pprof string `json:"pprof"` // the base URL of its net/http/pprof handlers
+	Keys  int    `json:"keys"`  // how many keys (accounts) it holds; 0 for a bare server
+}
+
+// benchKey returns the value of the primary key of the i-th benchmark account. The
+// values are fixed, so that a load generator can pick one at random per request
+// without a list of them.
+func benchKey(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012x", i) }
+
+// serve runs the server kind in this process (restbench -serve KIND), for the
+// orchestrator: it prints a ready line and serves until its standard input closes.
+func serve(kind string, accounts int, cfg storeConfig) error {
+	h, closeFn, err := buildServer(kind, accounts, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	// The profiles, on a listener of their own, so that the server's handler is the
+	// one measured.
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	pmux := http.NewServeMux()
+	pmux.HandleFunc("/debug/pprof/", pprof.Index)
+	pmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	psrv := &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
+	go psrv.Serve(pln)
+	defer psrv.Close()
+
+	n := 0
+	if !strings.HasSuffix(kind, "bare") && kind != "json" {
+		n = accounts
+	}
+	// Start the measurement from a collected heap, not from the garbage of the set-up.
+	runtime.GC()
+	line, _ := json.Marshal(ready{URL: "http://" + ln.Addr().String(), Pprof: "http://" + pln.Addr().String(), Keys: n})
+	fmt.Println(string(line))
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// storeConfig is where the network stores are.
+type storeConfig struct {
+	redis, postgres string
+}
+
+// buildServer returns the handler of the server kind, and what to do when it stops.
+func buildServer(kind string, accounts int, cfg storeConfig) (http.Handler, func(), error) {
+	nop := func() {}
+	switch kind {
+	case "bare":
+		return benchhttp.BareHash(nil), nop, nil
+	case "json":
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"data":{"__typename":"Query"}}`)
+		}), nop, nil
+	case "gql-bare":
+		h, err := bareGraphQL()
+		return h, nop, err
+	case "mcp-bare":
+		h, err := bareMCP()
+		return h, nop, err
+	case "memory", "gql", "gql-typename", "mcp":
+		return tollgateServer(memoryStores(), false, nil, accounts)
+	case "memory-usage":
+		return tollgateServer(memoryStores(), false, memory.NewUsageStore(), accounts)
+	case "redis":
+		return redisServer(cfg.redis, accounts)
+	case "postgres":
+		return postgresServer(cfg.postgres, accounts)
+	}
+	return nil, nil, fmt.Errorf("unknown server %q", kind)
+}
+
+func memoryStores() tollgate.Stores {
+	return tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+}
+
+func redisServer(addr string, accounts int) (http.Handler, func(), error) {
+	client := goredis.NewClient(redisOptions(addr))
+	var b [6]byte
+	rand.Read(b[:])
+	prefix := "restbench-" + hex.EncodeToString(b[:])
+	cleanup := func() {
+		ctx := context.Background()
+		it := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for it.Next(ctx) {
+			client.Unlink(ctx, it.Val())
+		}
+		client.Close()
+	}
+	rd, err := redis.New(client, &redis.Options{Prefix: prefix})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true, nil, accounts)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return h, func() { closeFn(); cleanup() }, nil
+}
+
+// postgresServer serves on every store in a new schema of the PostgreSQL at dsn, with
+// the store's default options (postgres.New(pool, nil)) and the pool settings
+// postgres.PoolConfig recommends, but 32 connections. Its connections are named
+// restbench (application_name), for pg_stat_activity.
+func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
+	ctx := context.Background()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "restbench_" + hex.EncodeToString(b[:])
+	cfg, err := postgres.PoolConfig(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = "restbench"
+	cfg.MaxConns = 32
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	cleanup := func() {
+		pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		pool.Close()
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	pg, err := postgres.New(pool, nil)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true, nil, accounts)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return h, func() { closeFn(); cleanup() }, nil
+}
+
+// tollgateServer serves the sample catalog over REST, GraphQL and MCP on the given
+// stores, with accounts accounts on a plan whose limits never deny (the primary key of
+// account i is benchKey(i)), so that every call does the full work: edge check, key,
+// restrictions, validation, rate limit, slot, credits, handler, settlement, envelope,
+// headers. On network stores the key records are cached, as a deployment does.
+func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, accounts int) (http.Handler, func(), error) {
+	reg := &catalog.Registry{}
+	if err := apis.Register(reg); err != nil {
+		return nil, nil, err
+	}
+	plans, err := billing.NewPlans(benchPlan)
+	if err != nil {
+		return nil, nil, err
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	opts := &tollgate.Options{Logger: quiet}
+	if cacheKeys {
+		opts.KeyCache = &auth.KeyCacheOptions{}
+	}
+	if us != nil {
+		opts.Usage = &tollgate.UsageOptions{Store: us}
+	}
+	svc, err := tollgate.New(reg, stores, plans, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := createAccounts(svc, accounts); err != nil {
+		svc.Close()
+		return nil, nil, err
+	}
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
+	if err != nil {
+		return nil, nil, err
+	}
+	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: quiet})
+	if err != nil {
+		return nil, nil, err
+	}
+	mcpHandler, err := mcp.NewHandler(svc, &mcp.Options{Logger: quiet})
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", restHandler)
+	mux.Handle("/v1/graphql", gqlHandler)
+	mux.Handle("/v1/mcp", mcpHandler)
+	return mux, func() { mcpHandler.Close(); svc.Close() }, nil
+}
+
+// benchPlan is the plan of the benchmark accounts: its limits never deny, but every
+// part of an admission (rate limit, slot, credits) is taken.
+var benchPlan = billing.Plan{Name: "bench", Credits: billing.MaxCredits, RatePerMinute: 1 << 30, Concurrency: 1 << 20, GraphQLMaxAPIs: 10}
+
+// createAccounts creates n accounts on the bench plan, account i with the primary key
+// benchKey(i), with a few goroutines (a million accounts take a while).
+func createAccounts(svc *tollgate.Service, n int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range max(1, min(runtime.GOMAXPROCS(0), 8)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				_, _, _, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{
+					ID: fmt.Sprintf("acct-%d", i), Plan: benchPlan.Name, KeyValue: benchKey(i)})
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
