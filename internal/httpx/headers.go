@@ -52,10 +52,10 @@ var CreditHeaderNames = []string{
 }
 
 // ExposedHeaderNames lists the headers that a browser's script may read on an answer
-// to a cross-origin request, for CORS Expose-Headers: the error code, the credit and
-// rate headers, and the IETF forms of the rate headers, for the hosts that turn them
-// on.
-var ExposedHeaderNames = append([]string{HeaderErrorCode}, append(slices.Clip(CreditHeaderNames),
+// to a cross-origin request, for CORS Expose-Headers: the error code, the mark of a
+// replayed answer, the credit and rate headers, and the IETF forms of the rate
+// headers, for the hosts that turn them on.
+var ExposedHeaderNames = append([]string{HeaderErrorCode, HeaderIdempotentReplayed}, append(slices.Clip(CreditHeaderNames),
 	HeaderRateLimitPolicy, HeaderRateLimitIETF)...)
 
 // SetCreditHeaders writes the credit headers for a call that spent cost credits and left

@@ -231,7 +231,7 @@ func TestCreditHeaderNames(t *testing.T) {
 	if !slices.Equal(httpx.CreditHeaderNames, want) {
 		t.Errorf("CreditHeaderNames = %q, want %q", httpx.CreditHeaderNames, want)
 	}
-	want = append([]string{"X-Error-Code"}, append(want, "RateLimit-Policy", "RateLimit")...)
+	want = append([]string{"X-Error-Code", "Idempotent-Replayed"}, append(want, "RateLimit-Policy", "RateLimit")...)
 	if !slices.Equal(httpx.ExposedHeaderNames, want) {
 		t.Errorf("ExposedHeaderNames = %q, want %q", httpx.ExposedHeaderNames, want)
 	}
