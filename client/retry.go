@@ -16,7 +16,10 @@ const (
 
 // A RetryPolicy retries the answers that waiting may fix (see [IsRetryable]): 429
 // rate_limited and concurrency_limited, and 5xx. Credits exhausted, validation errors,
-// 4xx answers and transport failures are returned at once.
+// 4xx answers and transport failures are returned at once, but for a batch
+// ([Client.ExecuteBatch]): it carries an idempotency key, so that the service runs it
+// once however often it is sent, and it is also retried after a transport failure (the
+// request or its answer lost on the way) and on a 409 (the first attempt still running).
 //
 // Before retry n (n = 1, 2, ...) it waits a random duration between 0 and
 // min(MaxDelay, BaseDelay·2ⁿ⁻¹) ("full jitter"), or the answer's Retry-After if that is
@@ -63,9 +66,10 @@ func (p *RetryPolicy) withDefaults() *RetryPolicy {
 }
 
 // delay returns how long to wait after the failed attempt number attempt (1-based),
-// and false when err is not to be retried.
-func (p *RetryPolicy) delay(attempt int, err error) (time.Duration, bool) {
-	if attempt >= p.MaxAttempts || !IsRetryable(err) {
+// and false when err is not to be retried: when it is not retryable, or the attempts
+// are spent.
+func (p *RetryPolicy) delay(attempt int, err error, retryable bool) (time.Duration, bool) {
+	if attempt >= p.MaxAttempts || !retryable {
 		return 0, false
 	}
 	bound := p.MaxDelay
