@@ -222,6 +222,21 @@ func (c *Client) ExecuteBatch(ctx context.Context, apiID string, items []map[str
 	return readBatch(api.ID, resp, len(items))
 }
 
+// ValidateBatchItem checks params as one item of a batch of [Client.ExecuteBatch],
+// without calling the API: as [Client.Validate] does, and that an item of a file API
+// gives the file's "url". It returns nil, a [*ValidationError], or the error of
+// reading the catalog.
+func (c *Client) ValidateBatchItem(ctx context.Context, apiID string, params map[string]any) error {
+	api, err := c.API(ctx, apiID)
+	if err != nil {
+		return err
+	}
+	if _, err := validateItem(api, params); err != nil {
+		return err
+	}
+	return nil
+}
+
 // validateItem checks one item of a batch as [validate] does, and that a file API's
 // item gives the file's url.
 func validateItem(api *catalog.API, params map[string]any) (map[string]any, *ValidationError) {

@@ -36,8 +36,8 @@ type RetryPolicy struct {
 	BaseDelay time.Duration
 	// MaxDelay bounds every wait. The default is [DefaultMaxDelay].
 	MaxDelay time.Duration
-	// Sleep waits for d, or returns ctx's error if ctx ends first. The default uses a
-	// timer. Tests inject one that records d and returns at once.
+	// Sleep waits for d, or returns ctx's error if ctx ends first. The default is
+	// [Sleep]. Tests inject one that records d and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Rand returns a number in [0, 1) that picks the wait within its bound. The
 	// default is math/rand/v2's Float64.
@@ -57,7 +57,7 @@ func (p *RetryPolicy) withDefaults() *RetryPolicy {
 		q.MaxDelay = DefaultMaxDelay
 	}
 	if q.Sleep == nil {
-		q.Sleep = sleep
+		q.Sleep = Sleep
 	}
 	if q.Rand == nil {
 		q.Rand = rand.Float64
@@ -87,8 +87,9 @@ func (p *RetryPolicy) delay(attempt int, err error, retryable bool) (time.Durati
 	return wait, true
 }
 
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits for d, or returns ctx's error if ctx ends first: the default of
+// [RetryPolicy.Sleep], for a Sleep of yours that does more than wait.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
