@@ -87,7 +87,7 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 	if err != nil {
 		return s.refuse(ctx, &p, err, Receipt{}, id)
 	}
-	return s.run(ctx, &p, []invocation{inv})
+	return s.run(ctx, &p, []invocation{inv}, nil)
 }
 
 // CallAll runs a call to several APIs as one call, as a GraphQL query does: once the
@@ -119,7 +119,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	if err != nil {
 		return s.refuse(ctx, &p, err, Receipt{}, apis...)
 	}
-	reply := s.run(ctx, &p, invs)
+	reply := s.run(ctx, &p, invs, nil)
 	if reply.Results == nil || len(invs) == len(list) {
 		return reply // each item has an invocation of its own, in order
 	}

@@ -36,7 +36,9 @@ const (
 	CodeNotFound
 	// CodeMethodNotAllowed: the API is called with the wrong method.
 	CodeMethodNotAllowed
-	// CodeConflict: an admin change conflicts with existing records.
+	// CodeConflict: an admin change conflicts with existing records, or a batch sent
+	// with an idempotency key is still running (or ran, and its answer was too large to
+	// keep).
 	CodeConflict
 	// CodeBodyTooLarge: the request body or file exceeds its limit.
 	CodeBodyTooLarge
@@ -58,6 +60,9 @@ const (
 	CodeTimeout
 	// CodeUnavailable: a store cannot be reached. Nothing is admitted or charged.
 	CodeUnavailable
+	// CodeIdempotencyKeyReused: an idempotency key was sent again with another request
+	// (another API, other items) while the first one's answer is kept.
+	CodeIdempotencyKeyReused
 
 	numCodes
 )
@@ -83,6 +88,7 @@ var names = [numCodes]string{
 	CodeAPIFailed:            "api_failed",
 	CodeTimeout:              "timeout",
 	CodeUnavailable:          "unavailable",
+	CodeIdempotencyKeyReused: "idempotency_key_reused",
 }
 
 // Codes returns every code, for the tests of front doors' mapping tables.
@@ -92,6 +98,16 @@ func Codes() []Code {
 		all[i] = Code(i)
 	}
 	return all
+}
+
+// codeNamed returns the code with the given name, and false for an unknown name.
+func codeNamed(name string) (Code, bool) {
+	for c, n := range names {
+		if n == name {
+			return Code(c), true
+		}
+	}
+	return CodeInternal, false
 }
 
 // String returns the code's snake-case name; an unknown code is "internal".

@@ -121,6 +121,14 @@ type Options struct {
 	// Usage, if set, records the usage statistics of every call (see [UsageOptions]).
 	// Nil (the default) records none.
 	Usage *UsageOptions
+	// BatchParallelism is the most items of one batch that run at the same time (see
+	// [Service.CallBatch]); they start in the order given. The default is
+	// [DefaultBatchParallelism].
+	BatchParallelism int
+	// Idempotency, if set, keeps the answers of batches sent with an idempotency key,
+	// so that a retried batch runs and charges once (see [IdempotencyOptions]). Nil
+	// (the default) keeps none, and a batch sent with a key is refused.
+	Idempotency *IdempotencyOptions
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -210,6 +218,11 @@ type Service struct {
 	sweeper      driver.Sweeper
 	stopSweep    func() // stops the background sweep and waits for it; nil if none runs
 	closeOnce    sync.Once
+	// grace is Options.ReservationGrace; batchParallel Options.BatchParallelism, with
+	// their defaults.
+	grace         time.Duration
+	batchParallel int
+	idem          idempotencyConfig // idem.store is nil without Options.Idempotency
 }
 
 // New returns a Service that publishes the APIs of registry, on the given stores, for
@@ -280,6 +293,8 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		sessions:      opts.Sessions,
 		sessionStore:  opts.SessionStore,
 		sessionTTL:    sessionTTL,
+		grace:         grace,
+		batchParallel: cmp.Or(max(opts.BatchParallelism, 0), DefaultBatchParallelism),
 		fetcher: safefetch.New(&safefetch.Options{
 			AllowPrivate: opts.Fetch.AllowPrivate,
 			Timeout:      opts.Fetch.Timeout,
@@ -302,6 +317,9 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	}
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
+	}
+	if s.idem, err = newIdempotencyConfig(opts.Idempotency); err != nil {
+		return nil, err
 	}
 	if s.audit != nil {
 		s.auditq = newAuditQueue(s.audit, s.log, opts.AuditQueue)
@@ -631,17 +649,23 @@ type Result struct {
 // sum of their costs reserved at once), runs them in parallel, and settles: the cost of
 // an API that failed on the service's side is refunded. The invocations name distinct
 // APIs (Call has one; CallAll runs an API named twice once), so a call pays for each
-// API once. Results are in the order of invs. A call the plan refused (rate,
+// API once; a batch (batch not nil) runs each of its items, one rate-limit event each, as
+// b says. Results are in the order of invs. A call the plan refused (rate,
 // concurrency or credits) or that a store could not admit is answered through refuse.
-func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Reply {
+func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batch *batchRun) Reply {
 	var rc Receipt
 	apis, cost := callCost(invs)
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
 	now := s.now()
 	a := billing.Admission{
-		Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(),
+		Account: p.Account.ID, Plan: p.Plan,
 		APIs: apis, Cost: cost, Now: now,
+	}
+	if batch == nil {
+		a.Request = s.ids.next()
+	} else {
+		a.Request, a.Events, a.Hold = batch.request, len(invs), batch.longest+s.grace
 	}
 	if p.Cached {
 		a.Key = p.keyCheck()
@@ -681,7 +705,15 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation) Repl
 	if p.Plan.RatePerMinute > 0 {
 		rc.Rate = t.Rate
 	}
-	results, took := s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+	var (
+		results []Result
+		took    []time.Duration
+	)
+	if batch == nil {
+		results, took = s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+	} else {
+		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
+	}
 	// An API that failed on the service's side is refunded.
 	out := billing.Outcome{Now: now}
 	for i, r := range results {
@@ -746,7 +778,7 @@ func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs
 	defer cc.release()
 	var ctx context.Context = cc
 	if s.renewEvery > 0 && t.HoldsSlot() {
-		defer s.keepSlot(ctx, w, t)()
+		defer s.keepSlot(ctx, w, t, s.renewEvery)()
 	}
 	results = make([]Result, len(invs))
 	if s.usage != nil {
@@ -772,9 +804,10 @@ func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int,
 	took[i] = s.now().Sub(start)
 }
 
-// keepSlot renews the call's concurrency slot every renewEvery until the returned
-// function is called. Only calls that may outlive half a lease need it (see New).
-func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket) (stop func()) {
+// keepSlot renews the call's concurrency slot every interval until the returned
+// function is called. Only calls that may outlive half a lease need it (see New and
+// executeBatch).
+func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket, every time.Duration) (stop func()) {
 	t := *ticket // a copy, so that the caller's ticket stays on its stack
 	var (
 		mu      sync.Mutex
@@ -783,14 +816,14 @@ func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket) (
 	)
 	mu.Lock()
 	defer mu.Unlock()
-	timer = time.AfterFunc(s.renewEvery, func() {
+	timer = time.AfterFunc(every, func() {
 		if err := s.meter.Renew(ctx, &t, s.now()); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "tollgate: cannot renew a concurrency slot", "account", w.account, "error", err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
-			timer.Reset(s.renewEvery)
+			timer.Reset(every)
 		}
 	})
 	return func() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -27,6 +28,9 @@ type harness struct {
 	// release unblocks the "block" API.
 	release chan struct{}
 	ran     atomic.Int32
+	// started lists the n of each call of the "order" API, in the order they started.
+	mu      sync.Mutex
+	started []int64
 }
 
 type harnessOptions struct {
@@ -66,6 +70,24 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	})
+	// mixed answers by its n: 0 success, 1 a failure, 2 a rejection, 3 a panic.
+	api("mixed", 2, func(_ context.Context, req *catalog.Request) (any, error) {
+		switch req.Params.Int("n") {
+		case 1:
+			return nil, errors.New("upstream down")
+		case 2:
+			return nil, catalog.Reject("no such thing")
+		case 3:
+			panic("boom")
+		}
+		return map[string]any{"n": req.Params.Int("n")}, nil
+	})
+	api("order", 1, func(_ context.Context, req *catalog.Request) (any, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.started = append(h.started, req.Params.Int("n"))
+		return map[string]any{}, nil
 	})
 	api("sleep", 1, func(ctx context.Context, req *catalog.Request) (any, error) {
 		time.Sleep(time.Duration(req.Params.Int("n")) * time.Second) // fake time under synctest

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/usage"
@@ -27,7 +26,8 @@ import (
 // revoked or expired key), nor for an id that names no API, so that nobody can fill the
 // statistics with names of their choosing. A record names the key by its id (for a
 // session, the key that started it; empty for one no key started), never by its value. Its channel is the caller's ("rest",
-// "graphql", "mcp"; "other" for a call made without one).
+// "graphql", "mcp", "batch" for each item of a batch; "other" for a call made without
+// one).
 //
 // Records are summed in process and flushed in batches (see [usage.Recorder]); the
 // ledger stays the record of money.
@@ -152,7 +152,7 @@ func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, resul
 }
 
 // recordRefused records a call refused with err for each of apis that the catalog
-// has.
+// has: an API listed n times (the items of a batch) is recorded n times.
 func (s *Service) recordRefused(p *Principal, apis []string, err error) {
 	if s.usage == nil || len(apis) == 0 {
 		return
@@ -162,8 +162,8 @@ func (s *Service) recordRefused(p *Principal, apis []string, err error) {
 		code = e.Code
 	}
 	at, ch := s.now(), usageChannel(p)
-	for i, id := range apis {
-		if _, ok := s.registry.Lookup(id); !ok || slices.Contains(apis[:i], id) {
+	for _, id := range apis {
+		if _, ok := s.registry.Lookup(id); !ok {
 			continue
 		}
 		s.usage.Record(usage.Record{At: at, Account: p.Account.ID, Key: p.Key.ID, API: id, Channel: ch,

@@ -1,6 +1,7 @@
 package account
 
 import (
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 	"github.com/tollgate-dev/tollgate/rest"
 )
@@ -15,7 +16,7 @@ func OpenAPIPaths() map[string]any {
 		return map[string]any{"type": "object", "additionalProperties": false, "description": description,
 			"properties": map[string]any{
 				"apis":        map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-				"channels":    map[string]any{"type": "array", "items": map[string]any{"enum": []string{"rest", "graphql", "mcp"}}},
+				"channels":    map[string]any{"type": "array", "items": map[string]any{"enum": auth.ChannelNames()}},
 				"allowed_ips": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "CIDR prefixes or addresses."},
 				"expires_at":  map[string]any{"type": "string", "format": "date-time"},
 			}}

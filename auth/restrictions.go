@@ -17,14 +17,27 @@ const (
 	ChannelREST Channel = 1 << iota
 	ChannelGraphQL
 	ChannelMCP
+	// ChannelBatch is REST's batch requests (POST /v1/{api_id}/batch): a key limited to
+	// other channels, rest among them, cannot send many inputs in one request.
+	ChannelBatch
 )
 
 var channelNames = []struct {
 	ch   Channel
 	name string
-}{{ChannelREST, "rest"}, {ChannelGraphQL, "graphql"}, {ChannelMCP, "mcp"}}
+}{{ChannelREST, "rest"}, {ChannelGraphQL, "graphql"}, {ChannelMCP, "mcp"}, {ChannelBatch, "batch"}}
 
-// String returns the channel's name: "rest", "graphql" or "mcp".
+// ChannelNames returns the names of the channels, in their order: "rest", "graphql",
+// "mcp", "batch".
+func ChannelNames() []string {
+	names := make([]string, len(channelNames))
+	for i, n := range channelNames {
+		names[i] = n.name
+	}
+	return names
+}
+
+// String returns the channel's name: "rest", "graphql", "mcp" or "batch".
 func (c Channel) String() string {
 	for _, n := range channelNames {
 		if n.ch == c {
@@ -41,7 +54,7 @@ func ParseChannel(name string) (Channel, error) {
 			return n.ch, nil
 		}
 	}
-	return 0, invalidf("unknown channel %q: use rest, graphql or mcp", name)
+	return 0, invalidf("unknown channel %q: use rest, graphql, mcp or batch", name)
 }
 
 // Restrictions narrow what an account or a key may do: which APIs it may call, over which
@@ -65,7 +78,7 @@ type restrictions struct {
 type RestrictionSpec struct {
 	// APIs lists the API ids the key may call.
 	APIs []string `json:"apis,omitempty"`
-	// Channels lists the channels the key may use: "rest", "graphql", "mcp".
+	// Channels lists the channels the key may use: "rest", "graphql", "mcp", "batch".
 	Channels []string `json:"channels,omitempty"`
 	// AllowedIPs lists the addresses (CIDR prefixes or single addresses) that may use
 	// the key.

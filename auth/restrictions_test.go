@@ -96,8 +96,8 @@ func TestNewRestrictionsNormalizes(t *testing.T) {
 		},
 		{
 			"all channels",
-			auth.RestrictionSpec{Channels: []string{"graphql", "mcp", "rest"}},
-			auth.RestrictionSpec{Channels: []string{"rest", "graphql", "mcp"}},
+			auth.RestrictionSpec{Channels: []string{"batch", "graphql", "mcp", "rest"}},
+			auth.RestrictionSpec{Channels: []string{"rest", "graphql", "mcp", "batch"}},
 		},
 		{
 			"prefixes masked, single addresses become host prefixes, deduplicated",

@@ -43,7 +43,7 @@ func (s *stepStore) Admit(ctx context.Context, st driver.Step) (driver.StepResul
 		}
 	}
 	if st.Rate != nil {
-		if r.Rate, _ = s.RateLimiter.Allow(ctx, st.Account, *st.Rate, st.Now); !r.Rate.Allowed {
+		if r.Rate, _ = s.RateLimiter.AllowN(ctx, st.Account, *st.Rate, st.EventCount(), st.Now); !r.Rate.Allowed {
 			r.Denied = driver.DeniedRate
 			return r, nil
 		}
@@ -86,6 +86,11 @@ func (s *stepStore) Close(ctx context.Context, c driver.Closing) (billing.Balanc
 func (s *stepStore) Allow(ctx context.Context, key string, l billing.Limit, now time.Time) (billing.RateDecision, error) {
 	s.plain.Add(1)
 	return s.RateLimiter.Allow(ctx, key, l, now)
+}
+
+func (s *stepStore) AllowN(ctx context.Context, key string, l billing.Limit, n int, now time.Time) (billing.RateDecision, error) {
+	s.plain.Add(1)
+	return s.RateLimiter.AllowN(ctx, key, l, n, now)
 }
 
 func (s *stepStore) Reserve(ctx context.Context, r driver.Reservation) (billing.Balance, error) {
@@ -456,4 +461,73 @@ func TestRetriesBounded(t *testing.T) {
 			t.Errorf("%d goroutines after 50 failed settlements, %d before: want at most one more", n, before)
 		}
 	})
+}
+
+// TestAdmitEvents checks an admission of several rate-limit events (a batch), through
+// the plain interfaces and through an Admitter's one step: it records them all or none,
+// a refusal says how many calls it judged and when they fit, more events than the
+// burst is an error that takes nothing, and Hold sets the reservation's expiry.
+func TestAdmitEvents(t *testing.T) {
+	plan := billing.Plan{Name: "team", Credits: 100, RatePerMinute: 60, Burst: 5, Concurrency: 2}
+	tests := []struct {
+		name   string
+		stores func(s *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter)
+		steps  bool // the store admits in one step
+	}{
+		{"plain interfaces", func(s *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter) {
+			return s.Ledger, s.RateLimiter, s.ConcurrencyLimiter
+		}, false},
+		{"one step", func(s *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter) {
+			return s, s, s
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStepStore()
+			ledger, rates, slots := tt.stores(s)
+			m, err := billing.NewMeter(ledger, rates, slots, &billing.MeterOptions{Hold: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Ledger.Open(t.Context(), driver.Opening{Account: "a", Balance: 100, Allowance: 100, Period: billing.MonthOf(jan15)}); err != nil {
+				t.Fatal(err)
+			}
+			admission := func(n byte, events int, hold time.Duration) billing.Admission {
+				return billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x", "x", "x"},
+					Cost: 3, Events: events, Hold: hold, Now: jan15}
+			}
+			tk, err := m.Admit(t.Context(), admission(1, 3, 10*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tk.Rate.Allowed || tk.Rate.Remaining != 2 || !tk.Expires.Equal(jan15.Add(10*time.Minute)) {
+				t.Errorf("ticket of 3 events: rate %+v, expires %s; want 2 remaining and the admission's hold of 10m", tk.Rate, tk.Expires)
+			}
+			_, err = m.Admit(t.Context(), admission(2, 3, 0))
+			le := limitError(t, err, billing.ErrRateLimited)
+			if le.RetryAfter != time.Second || !strings.Contains(le.Message, "these 3 calls would pass the team plan's 60 calls per minute; retry in 1s") {
+				t.Errorf("refusal %q, RetryAfter %v; want 3 calls judged together, fitting in 1s", le.Message, le.RetryAfter)
+			}
+			_, err = m.Admit(t.Context(), admission(3, 6, 0))
+			if err == nil || errors.As(err, &le) || !strings.Contains(err.Error(), "the burst, 5") {
+				t.Errorf("6 events with a burst of 5: %v; want an error that is no refusal to retry", err)
+			}
+			two, err := m.Admit(t.Context(), admission(4, 2, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !two.Expires.Equal(jan15.Add(time.Minute)) {
+				t.Errorf("expires %s without a hold of its own, want the Meter's minute", two.Expires)
+			}
+			if n, _ := s.ConcurrencyLimiter.InUse(t.Context(), "a", jan15); n != 2 {
+				t.Errorf("%d slots in use, want one per admitted call, whatever its events", n)
+			}
+			if b, _ := s.Ledger.Balance(t.Context(), "a", jan15, billing.MonthOf(jan15), 100); b.Remaining != 94 {
+				t.Errorf("balance %+v, want 94: the refusals took nothing", b)
+			}
+			if got := s.steps.Load() > 0; got != tt.steps {
+				t.Errorf("admitted in one step: %v, want %v", got, tt.steps)
+			}
+		})
+	}
 }

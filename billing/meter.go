@@ -207,6 +207,14 @@ type Admission struct {
 	APIs []string
 	// Cost is the credits the call takes.
 	Cost int64
+	// Events is the number of rate-limit events the call counts, allowed or refused
+	// together (a batch of calls counts one per call); 0 means 1. More than the plan's
+	// burst could never be allowed, and is an error.
+	Events int
+	// Hold, when positive, is how long the reservation may stay open instead of the
+	// Meter's Hold: for a call that may run longer than one call (a batch whose items
+	// run in turn), so that its reservation is not voided while it runs.
+	Hold time.Duration
 	Now  time.Time
 	// Key, when set, is checked as part of the admission (see [auth.KeyCheck]); a key that
 	// is no longer live refuses the call with a [*auth.KeyError]. It needs
@@ -244,11 +252,18 @@ func (t *Ticket) HoldsSlot() bool { return t.held&partSlot != 0 }
 // back by the reservation's expiry and the slot's lease. The returned Ticket carries
 // what the caller reports in headers, even on refusal.
 func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
+	hold := m.hold
+	if a.Hold > 0 {
+		hold = a.Hold
+	}
 	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan,
-		Period: m.periodOf(a.Now), Expires: a.Now.Add(m.hold)}
+		Period: m.periodOf(a.Now), Expires: a.Now.Add(hold)}
 	need := partCredits
 	limit, hasRate := a.Plan.RateLimit()
 	if hasRate {
+		if err := limit.CheckEvents(a.events()); err != nil {
+			return t, fmt.Errorf("billing: the %s plan: %w", a.Plan.Name, err)
+		}
 		need |= partRate
 	}
 	if a.Plan.Concurrency > 0 {
@@ -293,7 +308,7 @@ func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, 
 		s.Key = a.Key
 	}
 	if parts&partRate != 0 {
-		s.Rate = &limit
+		s.Rate, s.Events = &limit, a.Events
 	}
 	if parts&partSlot != 0 {
 		s.Slot = &driver.SlotClaim{Ceiling: a.Plan.Concurrency, Lease: m.lease}
@@ -343,7 +358,15 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 		}
 	}
 	if parts&partRate != 0 {
-		d, err := m.rates.Allow(ctx, a.Account, limit, a.Now)
+		var (
+			d   RateDecision
+			err error
+		)
+		if n := a.events(); n > 1 {
+			d, err = m.rates.AllowN(ctx, a.Account, limit, n, a.Now)
+		} else {
+			d, err = m.rates.Allow(ctx, a.Account, limit, a.Now)
+		}
 		if err != nil {
 			return err
 		}
@@ -376,7 +399,15 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 	return nil
 }
 
+// events returns the number of rate-limit events of the admission.
+func (a *Admission) events() int { return max(a.Events, 1) }
+
 func rateError(a *Admission, d RateDecision) error {
+	if n := a.events(); n > 1 {
+		return &LimitError{Reason: ErrRateLimited, RetryAfter: d.RetryAfter, Message: fmt.Sprintf(
+			"rate limit exceeded: these %d calls would pass the %s plan's %d calls per minute; retry in %s, or send fewer at once",
+			n, a.Plan.Name, a.Plan.RatePerMinute, roundUp(d.RetryAfter))}
+	}
 	return &LimitError{Reason: ErrRateLimited, RetryAfter: d.RetryAfter, Message: fmt.Sprintf(
 		"rate limit exceeded: the %s plan allows %d calls per minute; retry in %s",
 		a.Plan.Name, a.Plan.RatePerMinute, roundUp(d.RetryAfter))}

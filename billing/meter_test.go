@@ -731,6 +731,11 @@ func (r *failingRates) Allow(context.Context, string, billing.Limit, time.Time) 
 	return billing.RateDecision{}, r.err
 }
 
+func (r *failingRates) AllowN(context.Context, string, billing.Limit, int, time.Time) (billing.RateDecision, error) {
+	r.calls.Add(1)
+	return billing.RateDecision{}, r.err
+}
+
 func (r *failingRates) Peek(context.Context, string, billing.Limit, time.Time) (billing.RateDecision, error) {
 	r.calls.Add(1)
 	return billing.RateDecision{}, r.err

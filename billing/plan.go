@@ -27,6 +27,34 @@ type Plan struct {
 	// no cap beyond the gateway's complexity limits. Free plans usually allow 1, paid
 	// ones at least 10.
 	GraphQLMaxAPIs int `json:"graphql_max_apis"`
+	// BatchMaxItems is the number of items one batch request may hold (many inputs
+	// through one API in one request); 0 means [DefaultBatchMaxItems], and it is at
+	// most [MaxBatchItems]. Free plans usually allow 10, paid ones 100. Each item is
+	// one rate-limit event, and a batch is admitted or refused whole, so a plan with a
+	// rate limit holds a batch to its burst as well (see [Plan.BatchItems]).
+	BatchMaxItems int `json:"batch_max_items"`
+}
+
+// DefaultBatchMaxItems is the number of items a batch may hold on a plan that leaves
+// [Plan.BatchMaxItems] 0.
+const DefaultBatchMaxItems = 100
+
+// MaxBatchItems bounds [Plan.BatchMaxItems]: a batch is read, validated and answered
+// as one request.
+const MaxBatchItems = 1000
+
+// BatchItems returns the most items one batch may hold on the plan: BatchMaxItems (or
+// DefaultBatchMaxItems when it is 0), and no more than the rate limit's burst, which a
+// batch larger could never pass.
+func (p Plan) BatchItems() int {
+	n := p.BatchMaxItems
+	if n <= 0 {
+		n = DefaultBatchMaxItems
+	}
+	if l, ok := p.RateLimit(); ok {
+		n = min(n, l.Burst)
+	}
+	return n
 }
 
 // RateLimit returns the plan's rate limit, and false if it has none.
@@ -51,6 +79,8 @@ func (p Plan) check() error {
 		return fmt.Errorf("plan %q: credits cannot pass the maximum of %d", p.Name, int64(MaxCredits))
 	case p.RatePerMinute < 0, p.Burst < 0, p.Concurrency < 0, p.GraphQLMaxAPIs < 0:
 		return fmt.Errorf("plan %q: limits cannot be negative (0 means unlimited)", p.Name)
+	case p.BatchMaxItems < 0 || p.BatchMaxItems > MaxBatchItems:
+		return fmt.Errorf("plan %q: batch_max_items must be between 1 and %d (0 means %d)", p.Name, MaxBatchItems, DefaultBatchMaxItems)
 	}
 	// GCRA divides by the emission interval and keeps Burst intervals in int64
 	// nanoseconds next to a Unix timestamp: the interval must be at least 1ns and the

@@ -30,6 +30,8 @@ func TestNewPlansRejects(t *testing.T) {
 		{"negative burst", []billing.Plan{with(func(p *billing.Plan) { p.Burst = -1 })}, `plan "pro": limits cannot be negative`},
 		{"negative concurrency", []billing.Plan{with(func(p *billing.Plan) { p.Concurrency = -1 })}, `plan "pro": limits cannot be negative`},
 		{"negative GraphQL cap", []billing.Plan{with(func(p *billing.Plan) { p.GraphQLMaxAPIs = -1 })}, `plan "pro": limits cannot be negative`},
+		{"negative batch size", []billing.Plan{with(func(p *billing.Plan) { p.BatchMaxItems = -1 })}, `plan "pro": batch_max_items must be between 1 and 1000 (0 means 100)`},
+		{"batch size above the maximum", []billing.Plan{with(func(p *billing.Plan) { p.BatchMaxItems = 1001 })}, `plan "pro": batch_max_items must be between 1 and 1000`},
 		// A rate above one call per nanosecond has no emission interval, and a bucket
 		// whose refill time overflows int64 would deny every call.
 		{"rate above one per nanosecond", []billing.Plan{with(func(p *billing.Plan) { p.RatePerMinute = math.MaxInt })}, `plan "pro": rate limit out of range`},
@@ -136,6 +138,28 @@ func TestPlanRateLimit(t *testing.T) {
 			got, ok := tt.plan.RateLimit()
 			if got != tt.want || ok != tt.wantOK {
 				t.Errorf("RateLimit() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestPlanBatchItems(t *testing.T) {
+	tests := []struct {
+		name string
+		plan billing.Plan
+		want int
+	}{
+		{"default", billing.Plan{Name: "p"}, billing.DefaultBatchMaxItems},
+		{"set", billing.Plan{Name: "p", BatchMaxItems: 10}, 10},
+		{"the maximum", billing.Plan{Name: "p", BatchMaxItems: billing.MaxBatchItems}, billing.MaxBatchItems},
+		{"within the burst", billing.Plan{Name: "p", BatchMaxItems: 100, RatePerMinute: 600}, 100},
+		{"held to the burst", billing.Plan{Name: "p", BatchMaxItems: 10, RatePerMinute: 5}, 5},
+		{"default held to an explicit burst", billing.Plan{Name: "p", RatePerMinute: 6000, Burst: 20}, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.plan.BatchItems(); got != tt.want {
+				t.Errorf("BatchItems() = %d, want %d", got, tt.want)
 			}
 		})
 	}

@@ -378,11 +378,11 @@ func toFloat(v any) (float64, bool) {
 }
 
 func typeErr(path, want string, got any) error {
-	return paramErr(path, "must be %s, got %s", want, jsonKind(got))
+	return paramErr(path, "must be %s, got %s", want, JSONKind(got))
 }
 
 // jsonKind names the JSON type of a value for error messages.
-func jsonKind(v any) string {
+func JSONKind(v any) string {
 	switch v.(type) {
 	case string:
 		return "a string"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -90,7 +91,23 @@ func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *
 		t.Fatal(err)
 	}
 	t.Cleanup(e.svc.Close)
-	restH, err := rest.NewHandler(e.svc, &rest.Options{Logger: logger})
+	mux := mount(t, e.svc, logger, opts)
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+	_, _, e.key, err = e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acme", Plan: "starter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// mount returns the host's routes over svc, as examples/server mounts them: REST at
+// /v1/, the session routes, the self-service API and GraphQL behind the session
+// cookie, and the dashboard at /dashboard/. opts, if not nil, changes the options of
+// the session handler and the dashboard.
+func mount(t testing.TB, svc *tollgate.Service, logger *slog.Logger, opts func(*session.Options, *dashboard.Options)) *http.ServeMux {
+	t.Helper()
+	restH, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,20 +115,20 @@ func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *
 	if opts != nil {
 		opts(sessOpts, dashOpts)
 	}
-	sessH, err := session.NewHandler(e.svc, sessOpts)
+	sessH, err := session.NewHandler(svc, sessOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	accountH, err := account.NewHandler(e.svc, nil)
+	accountH, err := account.NewHandler(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gqlH, err := gql.NewHandler(e.svc, &gql.Options{Logger: logger})
+	gqlH, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dashOpts.GraphQL = gqlH
-	dash, err := dashboard.NewHandler(e.svc, sessH, dashOpts)
+	dash, err := dashboard.NewHandler(svc, sessH, dashOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +139,7 @@ func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *
 	mux.Handle("/v1/account/", sessH.Cookies(accountH))
 	mux.Handle("/v1/graphql", sessH.Cookies(gqlH))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
-	e.srv = httptest.NewServer(mux)
-	t.Cleanup(e.srv.Close)
-	_, _, e.key, err = e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acme", Plan: "starter"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return mux
 }
 
 // browser is an HTTP client with a cookie jar that does not follow redirects, as a

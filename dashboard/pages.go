@@ -129,7 +129,7 @@ func (h *Handler) newForm(post url.Values) keyForm {
 	for _, a := range h.svc.Catalog().List() {
 		f.APIs = append(f.APIs, choice{Value: a.ID, Checked: slices.Contains(post["api"], a.ID)})
 	}
-	for _, c := range []string{"rest", "graphql", "mcp"} {
+	for _, c := range auth.ChannelNames() {
 		f.Channels = append(f.Channels, choice{Value: c, Checked: slices.Contains(post["channel"], c)})
 	}
 	return f

@@ -13,14 +13,10 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/dashboard"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
-	"github.com/tollgate-dev/tollgate/rest"
-	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -96,28 +92,7 @@ func newPGHost(tb testing.TB, records int) *pgHost {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(svc.Close)
-	restH, err := rest.NewHandler(svc, &rest.Options{Logger: logs.Logger()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sessH, err := session.NewHandler(svc, &session.Options{Logger: logs.Logger()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	accountH, err := account.NewHandler(svc, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dash, err := dashboard.NewHandler(svc, sessH, &dashboard.Options{Logger: logs.Logger()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", restH)
-	mux.Handle("/v1/account/session", sessH)
-	mux.Handle("/v1/account", sessH.Cookies(accountH))
-	mux.Handle("/v1/account/", sessH.Cookies(accountH))
-	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
+	mux := mount(tb, svc, logs.Logger(), nil)
 	h := &pgHost{svc: svc, handler: mux, calls: map[string]int64{}, credits: map[string]int64{}}
 
 	_, primary, key, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "scale"})
@@ -226,6 +201,10 @@ var pagesToRender = []struct{ name, path string }{
 	{"usage-csv-30d-hourly", "usage.csv?interval=hour"},
 	{"audit", "audit"},
 	{"mcp", "mcp"},
+	{"apis", "apis"},
+	{"api-alpha", "api?id=alpha"},
+	{"graphql", "graphql"},
+	{"reference", "reference"},
 }
 
 // TestPagesOnPostgres renders every page of BenchmarkPages once, with every store in

@@ -36,6 +36,8 @@ var codes = map[tollgate.Code]mapping{
 	tollgate.CodeAPIFailed:            {"API_ERROR", http.StatusInternalServerError},
 	tollgate.CodeTimeout:              {"API_ERROR", http.StatusGatewayTimeout},
 	tollgate.CodeUnavailable:          {"SERVICE_UNAVAILABLE", http.StatusServiceUnavailable},
+	// The gateway sends no idempotency keys; the code is REST's batches'.
+	tollgate.CodeIdempotencyKeyReused: {"BAD_USER_INPUT", http.StatusUnprocessableEntity},
 }
 
 // The gateway's own codes, for refusals of its own making.

@@ -39,6 +39,8 @@ var answers = map[tollgate.Code]answer{
 	tollgate.CodeAPIFailed:            {http.StatusInternalServerError, 0},
 	tollgate.CodeTimeout:              {http.StatusGatewayTimeout, 0},
 	tollgate.CodeUnavailable:          {http.StatusServiceUnavailable, 0},
+	// MCP sends no idempotency keys; the code is REST's batches'.
+	tollgate.CodeIdempotencyKeyReused: {http.StatusUnprocessableEntity, 0},
 }
 
 // answerOf returns the endpoint's answer to a failure of code.

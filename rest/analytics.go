@@ -23,6 +23,9 @@ type analytics struct {
 	Concurrency concurrencyInfo `json:"concurrency"`
 	// GraphQLMaxAPIs is the number of APIs one GraphQL query may name; 0 means no cap.
 	GraphQLMaxAPIs int `json:"graphql_max_apis"`
+	// BatchMaxItems is the number of items one batch may hold: the plan's
+	// batch_max_items (100 when it sets none), and no more than its rate limit's burst.
+	BatchMaxItems int `json:"batch_max_items"`
 	// Calls counts the calls per API in the current period.
 	Calls  map[string]int64 `json:"calls"`
 	Period periodInfo       `json:"period"`
@@ -92,6 +95,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 			Limit: p.Plan.Concurrency, InUse: st.SlotsInUse,
 		},
 		GraphQLMaxAPIs: p.Plan.GraphQLMaxAPIs,
+		BatchMaxItems:  p.Plan.BatchItems(),
 		Calls:          st.Usage,
 		Period:         periodInfo{Start: b.Period.Start, End: b.Period.End},
 	}

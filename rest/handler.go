@@ -27,6 +27,11 @@ type Options struct {
 	// MaxBodyBytes caps a JSON request body. The default is 1 MiB. A file upload is
 	// capped at its API's file limit plus MaxBodyBytes for the other form fields.
 	MaxBodyBytes int64
+	// BatchItemBytes is what each item of a batch adds to the cap of its body: a batch
+	// body may hold MaxBodyBytes plus the plan's batch size times BatchItemBytes (with
+	// the defaults and 100 items, 1 MiB + 1.56 MiB). The default is
+	// [DefaultBatchItemBytes].
+	BatchItemBytes int64
 	// OpenAPI describes the service in GET /v1/openapi.json.
 	OpenAPI OpenAPIInfo
 	// Logger receives failures to write a response. The default is slog.Default().
@@ -43,14 +48,17 @@ type Handler struct {
 	cors    httpx.CORS
 	trusted []netip.Prefix
 	maxBody int64
-	openapi openAPICache
-	log     *slog.Logger
+	// batchItemBytes is Options.BatchItemBytes, with its default.
+	batchItemBytes int64
+	openapi        openAPICache
+	log            *slog.Logger
 }
 
 // NewHandler returns the REST front door of svc. Its routes are relative to where the
 // host mounts it:
 //
 //	GET|POST /v1/{api_id}   call an API
+//	POST     /v1/{api_id}/batch  many inputs through the API in one call (tollgate.Service.CallBatch)
 //	GET      /v1/analytics  the caller's plan, credits, limits and usage (never billed)
 //	GET      /v1/catalog    every API with its parameters and schemas (no key needed)
 //	GET      /v1/openapi.json  the OpenAPI 3.1 document of the catalog (no key needed)
@@ -76,6 +84,10 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}
+	h.batchItemBytes = opts.BatchItemBytes
+	if h.batchItemBytes <= 0 {
+		h.batchItemBytes = DefaultBatchItemBytes
+	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -83,6 +95,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	h.mux.HandleFunc("/v1/openapi.json", h.serveOpenAPI)
 	h.mux.HandleFunc("/v1/analytics", h.serveAnalytics)
 	h.mux.HandleFunc("/v1/{api_id}", h.serveAPI)
+	h.mux.HandleFunc("/v1/{api_id}/batch", h.serveBatch)
 	h.mux.HandleFunc("/", h.serveNoRoute)
 	return h, nil
 }

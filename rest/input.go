@@ -88,7 +88,7 @@ func readJSON(r *http.Request, mt string) (tollgate.Input, error) {
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return tollgate.Input{}, invalid("the body must be a JSON object of parameters, not %s", jsonKind(v))
+		return tollgate.Input{}, invalid("the body must be a JSON object of parameters, not %s", catalog.JSONKind(v))
 	}
 	switch _, err := d.Token(); {
 	case err == io.EOF:
@@ -98,20 +98,6 @@ func readJSON(r *http.Request, mt string) (tollgate.Input, error) {
 		return tollgate.Input{}, bodyError(err, "the body must hold one JSON object and nothing after it")
 	}
 	return tollgate.Input{JSON: obj}, nil
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	}
-	return "null"
 }
 
 // readMultipart reads a file upload: one file part in the API's file field, and text

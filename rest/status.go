@@ -28,6 +28,7 @@ var statuses = map[tollgate.Code]int{
 	tollgate.CodeAPIFailed:            http.StatusInternalServerError,
 	tollgate.CodeTimeout:              http.StatusGatewayTimeout,
 	tollgate.CodeUnavailable:          http.StatusServiceUnavailable,
+	tollgate.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
 }
 
 // Status returns the HTTP status of a failure of code over REST, and over the other

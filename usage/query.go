@@ -20,7 +20,7 @@ const (
 	ByNone Dimension = ""
 	ByAPI  Dimension = "api"
 	ByKey  Dimension = "key"
-	// ByChannel groups by how calls arrived: rest, graphql, mcp.
+	// ByChannel groups by how calls arrived: rest, graphql, mcp, batch.
 	ByChannel Dimension = "channel"
 	// ByOutcome groups by outcome: ok and each error code.
 	ByOutcome Dimension = "outcome"

@@ -34,6 +34,8 @@ const (
 	ChannelREST    = "rest"
 	ChannelGraphQL = "graphql"
 	ChannelMCP     = "mcp"
+	// ChannelBatch: one record per item of a batch request.
+	ChannelBatch = "batch"
 )
 
 // OK is the Outcome of a call that succeeded. Every other outcome is the name of the
@@ -53,7 +55,8 @@ type Record struct {
 	Key string
 	// API is the id of the API called.
 	API string
-	// Channel is how the call arrived: [ChannelREST], [ChannelGraphQL] or [ChannelMCP].
+	// Channel is how the call arrived: [ChannelREST], [ChannelGraphQL], [ChannelMCP] or
+	// [ChannelBatch].
 	Channel string
 	// Outcome is [OK] or the name of the error code the invocation ended with.
 	Outcome string

@@ -7,6 +7,10 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 )
 
+// EventCount returns the number of rate-limit events of the step: Events, or 1 when it
+// is 0.
+func (s *Step) EventCount() int { return max(s.Events, 1) }
+
 // A SlotClaim asks for a concurrency slot.
 type SlotClaim struct {
 	Ceiling int
@@ -23,8 +27,12 @@ type Step struct {
 	// Account is the step's Account; a check naming another account denies the step
 	// with auth.KeyUnknown.
 	Key *auth.KeyCheck
-	// Rate, when set, is the rate limit that must allow one event for Account.
+	// Rate, when set, is the rate limit that must allow the step's events for Account.
 	Rate *Limit
+	// Events is the number of rate-limit events the step counts, allowed or refused
+	// together as [RateLimiter.AllowN] decides them (a batch of calls counts one per
+	// call); 0 means 1. With Rate set it must be at most Rate.Burst.
+	Events int
 	// Slot, when set, asks for a concurrency slot of Account held by Request.
 	Slot *SlotClaim
 	// Credits, when set, is the reservation to make.

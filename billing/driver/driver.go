@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -213,6 +214,15 @@ type Limit struct {
 // Interval returns the time between two events at the sustained rate.
 func (l Limit) Interval() time.Duration { return l.Per / time.Duration(l.Rate) }
 
+// CheckEvents returns an error unless n events may be decided together under l: n must
+// be between 1 and l.Burst, the most events the bucket holds at once.
+func (l Limit) CheckEvents(n int) error {
+	if n < 1 || n > l.Burst {
+		return fmt.Errorf("%d rate-limit events at once: the number must be between 1 and the burst, %d", n, l.Burst)
+	}
+	return nil
+}
+
 // A RateDecision is the outcome of a rate-limit check.
 type RateDecision struct {
 	// Allowed reports whether the event may go ahead.
@@ -233,8 +243,14 @@ type RateDecision struct {
 // pass storetest.TestRateLimiter.
 type RateLimiter interface {
 	// Allow decides whether one event for key may go ahead at now under limit l, and
-	// records it if so.
+	// records it if so. It is AllowN with n = 1.
 	Allow(ctx context.Context, key string, l Limit, now time.Time) (RateDecision, error)
+	// AllowN decides whether n events for key may go ahead together at now under limit
+	// l, as [GCRAN] decides, and records all of them if so; denied, it records none.
+	// (A batch of n calls is n events, allowed or refused whole.) n must be between 1
+	// and l.Burst: n events that the bucket could never hold at once are an error, not
+	// a denial to retry. The decision's Remaining counts the events left after the n.
+	AllowN(ctx context.Context, key string, l Limit, n int, now time.Time) (RateDecision, error)
 	// Peek reports what Allow would decide, without recording anything.
 	Peek(ctx context.Context, key string, l Limit, now time.Time) (RateDecision, error)
 }

@@ -145,8 +145,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// 2. The plans: from the fixtures or the defaults.
 	fx := &fixtures.File{Plans: []billing.Plan{
-		{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
-		{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
+		{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
+		{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10, BatchMaxItems: 100},
 	}}
 	if c.fixtures != "" {
 		f, err := os.Open(c.fixtures)

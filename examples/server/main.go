@@ -218,9 +218,11 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// Usage statistics are recorded too, flushed every 5 seconds and kept for the
 	// default retention (minute buckets 2 days, hour buckets 32 days, day buckets 400
 	// days); GET /v1/account/usage and /v1/analytics serve them
-	// (?from=&to=&interval=&by=).
+	// (?from=&to=&interval=&by=). Batches sent with an Idempotency-Key keep their
+	// answers in memory for a day, so that a retried batch runs and charges once.
 	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore(),
-		Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: 5 * time.Second}}
+		Usage:       &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: 5 * time.Second},
+		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}}
 	// Sessions: tokens signed with the -session-secret, or else with a random secret
 	// made now, which signs nothing after the server stops (every session ends with
 	// it). Signed-out sessions are remembered in memory until they expire.
@@ -386,6 +388,6 @@ func localURL(addr string) string {
 
 // defaultPlans are the plans of a server started without fixtures.
 var defaultPlans = []billing.Plan{
-	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
-	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
+	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
+	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10, BatchMaxItems: 100},
 }

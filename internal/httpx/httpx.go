@@ -10,6 +10,10 @@ import (
 // HeaderErrorCode carries the machine-readable code of an error response.
 const HeaderErrorCode = "X-Error-Code"
 
+// HeaderIdempotentReplayed marks an answer sent again for a request retried with the
+// same Idempotency-Key: "true".
+const HeaderIdempotentReplayed = "Idempotent-Replayed"
+
 // edge403 is the edge's answer to a request without a well-formed key: a bare HTML
 // page, no JSON and no CORS headers, so that a request without a key learns nothing
 // about the service. In a browser it surfaces as a network failure.
@@ -47,7 +51,7 @@ func NewCORS(origins []string, methods string) CORS {
 
 var (
 	anyOrigin     = []string{"*"}
-	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode}, CreditHeaderNames...), ", ")}
+	exposeHeaders = []string{strings.Join(append([]string{HeaderErrorCode, HeaderIdempotentReplayed}, CreditHeaderNames...), ", ")}
 	varyOrigin    = []string{"Origin"}
 )
 

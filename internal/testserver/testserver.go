@@ -93,9 +93,9 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	plans, err := billing.NewPlans(
-		billing.Plan{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
-		billing.Plan{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
-		billing.Plan{Name: "trickle", Credits: 1000, RatePerMinute: 1, Concurrency: 1, GraphQLMaxAPIs: 1},
+		billing.Plan{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
+		billing.Plan{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10, BatchMaxItems: 100},
+		billing.Plan{Name: "trickle", Credits: 1000, RatePerMinute: 1, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
 	)
 	if err != nil {
 		t.Fatal(err)

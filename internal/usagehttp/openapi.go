@@ -1,5 +1,7 @@
 package usagehttp
 
+import "github.com/tollgate-dev/tollgate/auth"
+
 // OpenAPIParameters returns the OpenAPI 3.1 parameter objects of a usage query.
 func OpenAPIParameters() []any {
 	param := func(name, description string, schema map[string]any) any {
@@ -13,7 +15,7 @@ func OpenAPIParameters() []any {
 		param("by", "What the series are grouped by.", map[string]any{"type": "string", "enum": []string{"none", "api", "key", "channel", "outcome"}, "default": "none"}),
 		param("api", "Only the calls of this API.", str),
 		param("key", "Only the calls of this key id.", str),
-		param("channel", "Only the calls over this channel.", map[string]any{"type": "string", "enum": []string{"rest", "graphql", "mcp"}}),
+		param("channel", "Only the calls over this channel.", map[string]any{"type": "string", "enum": auth.ChannelNames()}),
 	}
 }
 

@@ -29,25 +29,33 @@ func NewRateLimiter() *RateLimiter {
 
 // Allow decides whether one event may go ahead and records it if so.
 func (r *RateLimiter) Allow(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
-	return r.decide(ctx, key, l, now, true)
+	return r.decide(ctx, key, l, 1, now, true)
+}
+
+// AllowN decides whether n events may go ahead together and records them if so.
+func (r *RateLimiter) AllowN(ctx context.Context, key string, l driver.Limit, n int, now time.Time) (driver.RateDecision, error) {
+	return r.decide(ctx, key, l, n, now, true)
 }
 
 // Peek reports what Allow would decide, without recording anything.
 func (r *RateLimiter) Peek(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
-	return r.decide(ctx, key, l, now, false)
+	return r.decide(ctx, key, l, 1, now, false)
 }
 
-func (r *RateLimiter) decide(ctx context.Context, key string, l driver.Limit, now time.Time, record bool) (driver.RateDecision, error) {
+func (r *RateLimiter) decide(ctx context.Context, key string, l driver.Limit, n int, now time.Time, record bool) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.RateDecision{}, err
 	}
 	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 {
 		return driver.RateDecision{}, fmt.Errorf("memory: rate limit %+v: rate, period and burst must be positive", l)
 	}
+	if err := l.CheckEvents(n); err != nil {
+		return driver.RateDecision{}, fmt.Errorf("memory: rate limit of %q: %w", key, err)
+	}
 	b := r.buckets.get(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	d, tat := driver.GCRA(l, b.tat, now.UnixNano())
+	d, tat := driver.GCRAN(l, n, b.tat, now.UnixNano())
 	if d.Allowed && record {
 		b.tat = tat
 	}

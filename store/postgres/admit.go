@@ -67,7 +67,7 @@ func newAdmitParams(st *driver.Step) (*admitParams, error) {
 		p.keyAccount, p.keyID, p.keyHash = &k.Account, &k.KeyID, checkHash(k)
 	}
 	if st.Rate != nil {
-		e, w, err := gcraParams(*st.Rate)
+		e, w, err := eventsParams(*st.Rate, st.EventCount())
 		if err != nil {
 			return nil, fmt.Errorf("postgres: admission %s of account %q: %w", st.Request, st.Account, err)
 		}
@@ -115,7 +115,7 @@ func (r *admitRow) result(st *driver.Step) (driver.StepResult, error) {
 		res.Key = auth.KeyState(*r.keyState)
 	}
 	if st.Rate != nil && r.tat != nil {
-		res.Rate, _ = driver.GCRA(*st.Rate, *r.tat, st.Now.UnixNano())
+		res.Rate, _ = driver.GCRAN(*st.Rate, st.EventCount(), *r.tat, st.Now.UnixNano())
 	}
 	if r.acquired != nil {
 		res.Slot.Acquired = *r.acquired

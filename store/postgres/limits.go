@@ -19,21 +19,38 @@ func gcraParams(l driver.Limit) (e, window int64, err error) {
 	return e, e * int64(l.Burst), nil
 }
 
+// eventsParams returns the emission interval of n events at once and the window of a
+// limit, in nanoseconds: the database decides n events as one event n emission
+// intervals long (see driver.GCRAN).
+func eventsParams(l driver.Limit, n int) (e, window int64, err error) {
+	e, window, err = gcraParams(l)
+	if err == nil {
+		err = l.CheckEvents(n)
+	}
+	return e * int64(n), window, err
+}
+
 // Allow decides whether one event for key may go ahead at now and records it if so, in
 // one call. The decision is driver.GCRA's, on the stored timestamp.
 func (s *Store) Allow(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
+	return s.AllowN(ctx, key, l, 1, now)
+}
+
+// AllowN decides whether n events for key may go ahead together at now and records
+// them if so, in one call. The decision is driver.GCRAN's, on the stored timestamp.
+func (s *Store) AllowN(ctx context.Context, key string, l driver.Limit, n int, now time.Time) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
 	}
-	e, window, err := gcraParams(l)
+	e, window, err := eventsParams(l, n)
 	if err != nil {
-		return driver.RateDecision{}, fmt.Errorf("postgres: %w", err)
+		return driver.RateDecision{}, fmt.Errorf("postgres: rate limit of %q: %w", key, err)
 	}
 	var tat int64
 	if err := s.db.QueryRow(ctx, `SELECT tollgate_rate_allow($1, $2, $3, $4)`, key, now.UnixNano(), e, window).Scan(&tat); err != nil {
 		return driver.RateDecision{}, wrapErr(ctx, err, "rate limit of %q", key)
 	}
-	d, _ := driver.GCRA(l, tat, now.UnixNano())
+	d, _ := driver.GCRAN(l, n, tat, now.UnixNano())
 	return d, nil
 }
 

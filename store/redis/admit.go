@@ -75,7 +75,7 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 	}
 
 	if st.Rate != nil {
-		e, window, err := rateArgs(*st.Rate)
+		e, window, err := rateArgs(*st.Rate, st.EventCount())
 		if err != nil {
 			return scriptCall{}, res, err
 		}
@@ -162,7 +162,7 @@ func decodeAdmission(ctx context.Context, st driver.Step, reply any, err error) 
 		res.Key = keyState(asInt(r[2]))
 	}
 	if st.Rate != nil {
-		res.Rate = decodeRate(r, 3)
+		res.Rate = decodeRate(r, 3, *st.Rate, st.EventCount())
 	}
 	if st.Slot != nil {
 		res.Slot = driver.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}

@@ -13,8 +13,10 @@ import (
 // script's arithmetic, in doubles, stays exact: 2^52 ns is about 52 days.
 const maxWindow = 1 << 52
 
-// rateArgs returns a limit's emission interval and window in nanoseconds.
-func rateArgs(l driver.Limit) (e, window int64, err error) {
+// rateArgs returns the emission interval of n events at once and the window of a
+// limit, in nanoseconds: the scripts decide n events as one event n emission intervals
+// long (see driver.GCRAN), so that n = 1 is the plain case and costs nothing more.
+func rateArgs(l driver.Limit, n int) (e, window int64, err error) {
 	if l.Rate <= 0 || l.Per <= 0 || l.Burst <= 0 {
 		return 0, 0, fmt.Errorf("redis: rate limit %+v: rate, period and burst must be positive", l)
 	}
@@ -22,39 +24,57 @@ func rateArgs(l driver.Limit) (e, window int64, err error) {
 	if e <= 0 || int64(l.Burst) > maxWindow/e {
 		return 0, 0, fmt.Errorf("redis: rate limit %+v: the emission interval must be at least 1ns and Burst intervals at most %v", l, time.Duration(maxWindow))
 	}
-	return e, e * int64(l.Burst), nil
+	if err := l.CheckEvents(n); err != nil {
+		return 0, 0, fmt.Errorf("redis: %w", err)
+	}
+	return e * int64(n), e * int64(l.Burst), nil
 }
 
-// decodeRate reads a rate decision from r[i:]: allowed, remaining, retry, reset.
-func decodeRate(r []any, i int) driver.RateDecision {
+// decodeRate reads a rate decision on n events from r[i:]: allowed, remaining, retry,
+// reset. The scripts count the remaining events in units of the events they decided,
+// n emission intervals long; for n > 1 they are counted again here in events of one
+// interval, from the time until the bucket is full (exact: both are whole
+// nanoseconds).
+func decodeRate(r []any, i int, l driver.Limit, n int) driver.RateDecision {
 	if len(r) < i+4 {
 		return driver.RateDecision{}
 	}
-	return driver.RateDecision{
+	d := driver.RateDecision{
 		Allowed:    asInt(r[i]) == 1,
 		Remaining:  int(asInt(r[i+1])),
 		RetryAfter: time.Duration(asInt(r[i+2])),
 		ResetAfter: time.Duration(asInt(r[i+3])),
 	}
+	if n > 1 && d.Allowed {
+		e := int64(l.Interval())
+		d.Remaining = int(max(0, (e*int64(l.Burst)-int64(d.ResetAfter))/e))
+	}
+	return d
 }
 
 // Allow decides whether one event for key may go ahead and records it if so, by the
 // GCRA of [driver.GCRA] in one script, on the Redis server's clock unless
 // Options.CallerClock is set.
 func (s *Store) Allow(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
-	return s.decide(ctx, key, l, now, "1")
+	return s.decide(ctx, key, l, 1, now, "1")
+}
+
+// AllowN decides whether n events for key may go ahead together and records them if
+// so, by the GCRA of [driver.GCRAN] in one script, as Allow does.
+func (s *Store) AllowN(ctx context.Context, key string, l driver.Limit, n int, now time.Time) (driver.RateDecision, error) {
+	return s.decide(ctx, key, l, n, now, "1")
 }
 
 // Peek reports what Allow would decide, without recording anything.
 func (s *Store) Peek(ctx context.Context, key string, l driver.Limit, now time.Time) (driver.RateDecision, error) {
-	return s.decide(ctx, key, l, now, "")
+	return s.decide(ctx, key, l, 1, now, "")
 }
 
-func (s *Store) decide(ctx context.Context, key string, l driver.Limit, now time.Time, record string) (driver.RateDecision, error) {
+func (s *Store) decide(ctx context.Context, key string, l driver.Limit, n int, now time.Time, record string) (driver.RateDecision, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.RateDecision{}, err
 	}
-	e, window, err := rateArgs(l)
+	e, window, err := rateArgs(l, n)
 	if err != nil {
 		return driver.RateDecision{}, err
 	}
@@ -67,7 +87,7 @@ func (s *Store) decide(ctx context.Context, key string, l driver.Limit, now time
 	if len(r) != 4 {
 		return driver.RateDecision{}, errReply("rate limit of "+key, reply)
 	}
-	return decodeRate(r, 0), nil
+	return decodeRate(r, 0, l, n), nil
 }
 
 // leaseArgs returns a lease in microseconds and the time to live, in milliseconds, of

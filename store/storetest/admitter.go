@@ -55,6 +55,8 @@ var admitterNeeds = map[string]func(AdmitterStores) bool{
 	"KeyUpdated":         func(s AdmitterStores) bool { return s.Keys != nil },
 	"SessionCheck":       func(s AdmitterStores) bool { return s.Keys != nil },
 	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
+	"RateEvents":         func(s AdmitterStores) bool { return s.Rates != nil },
+	"RateEventsDenied":   func(s AdmitterStores) bool { return s.Rates != nil },
 	"SlotDenied":         func(s AdmitterStores) bool { return s.Slots != nil },
 	"CreditsDenied":      func(s AdmitterStores) bool { return s.Ledger != nil },
 	"NegativeAmount":     func(s AdmitterStores) bool { return s.Ledger != nil },
@@ -81,6 +83,12 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"RateDenied",
 		"A step whose rate limit refuses is denied with the rate decision and takes no slot and no credits.",
 		admRateDenied},
+	{"RateEvents",
+		"A step of several rate-limit events (Events) records them all at once: Remaining counts the events left, and the next event is denied when they filled the burst.",
+		admRateEvents},
+	{"RateEventsDenied",
+		"A step whose events do not all fit in the rate limit is denied whole, with the time until they fit, and records none of them, holds no slot and takes no credits.",
+		admRateEventsDenied},
 	{"SlotDenied",
 		"A step refused for its slot records no rate event and takes no credits.",
 		admSlotDenied},
@@ -294,6 +302,38 @@ func admRateDenied(t *testing.T, s AdmitterStores) {
 		t.Errorf("rate decision %+v, want denied with RetryAfter 1s", r.Rate)
 	}
 	wantSame(t, "after a rate denial", f.read(t, s), before)
+}
+
+func admRateEvents(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	step.Events = 2
+	r := admit(t, s, step)
+	wantDenied(t, r, driver.NotDenied)
+	if !r.Rate.Allowed || r.Rate.Remaining != 1 || r.Rate.ResetAfter != 2*time.Second {
+		t.Errorf("rate decision on 2 events of a burst of 3: %+v, want allowed with 1 remaining and 2s to full", r.Rate)
+	}
+	if left := f.read(t, s).rateLeft; left != 0 {
+		t.Errorf("after 2 of 3 events, Peek says %d remain after one more, want 0", left)
+	}
+	wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 1)), driver.NotDenied)
+	wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 1)), driver.DeniedRate)
+}
+
+func admRateEventsDenied(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 10)
+	wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 1)), driver.NotDenied)
+	before := f.read(t, s)
+	step := f.step(s, newRequest(), 10, 1)
+	step.Events = 3
+	r := admit(t, s, step)
+	wantDenied(t, r, driver.DeniedRate)
+	if r.Rate.Allowed || r.Rate.RetryAfter != time.Second {
+		t.Errorf("rate decision on 3 events with 2 left: %+v, want denied with RetryAfter 1s", r.Rate)
+	}
+	wantSame(t, "after a denial of 3 events", f.read(t, s), before)
+	step = f.step(s, newRequest(), 10, 1)
+	step.Events = 2
+	wantDenied(t, admit(t, s, step), driver.NotDenied)
 }
 
 func admSlotDenied(t *testing.T, s AdmitterStores) {

@@ -51,6 +51,13 @@ func (a *refAdmitter) Admit(ctx context.Context, s driver.Step) (driver.StepResu
 		if err != nil {
 			return r, err
 		}
+		// The stored timestamp, as Peek's decision on one event implies it; then the
+		// decision on the step's events.
+		tat := s.Now.UnixNano() + int64(d.ResetAfter)
+		if d.Allowed {
+			tat -= int64(s.Rate.Interval())
+		}
+		d, _ = driver.GCRAN(*s.Rate, s.EventCount(), tat, s.Now.UnixNano())
 		if r.Rate = d; !d.Allowed {
 			r.Denied = driver.DeniedRate
 			return r, nil
@@ -81,7 +88,7 @@ func (a *refAdmitter) Admit(ctx context.Context, s driver.Step) (driver.StepResu
 		}
 	}
 	if s.Rate != nil {
-		d, err := a.rates.Allow(ctx, s.Account, *s.Rate, s.Now)
+		d, err := a.rates.AllowN(ctx, s.Account, *s.Rate, s.EventCount(), s.Now)
 		if err != nil {
 			return r, err
 		}

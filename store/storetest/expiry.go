@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,9 @@ var expiryRows = []behaviour[driver.Ledger]{
 	{"SettleAfterVoid",
 		"Settling a voided reservation returns driver.ErrVoided and changes nothing; a replayed reservation of it takes nothing.",
 		ledSettleAfterVoid},
+	{"BatchVoided",
+		"A voided reservation that names an API once per call gives back all its credits and uncounts every call, once; a partial refund settled after the void changes nothing.",
+		ledBatchVoided},
 	{"SettleVoidsItsOwnExpired",
 		"A settlement made at or after the reservation's expiry finds it voided: driver.ErrVoided, and the credits are back.",
 		ledSettleVoidsExpired},
@@ -121,6 +125,24 @@ func ledExpiredVoidedBeforeReserve(t *testing.T, l driver.Ledger) {
 	r := expiring(acct, newRequest(), 95, now.Add(time.Minute), "echo")
 	mustReserve(t, l, r, 5, 95, p0)
 	wantUsage(t, l, acct, p0, map[string]int64{"echo": 1})
+}
+
+func ledBatchVoided(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	id := newRequest()
+	mustReserve(t, l, expiring(acct, id, 50, now, slices.Repeat([]string{"hash"}, 50)...), 50, 50, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 1, p0, "hash"), 49, 51, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 51})
+	balanceAt(t, l, acct, now.Add(time.Minute), 99, 1)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+	b, err := settleAt(t, l, acct, id, 2, now.Add(30*time.Second), "hash", "hash")
+	if wantErr(t, "a partial refund after the void", err, driver.ErrVoided) {
+		checkBalance(t, "a partial refund after the void", b, 99, 1, p0)
+	}
+	balanceAt(t, l, acct, now.Add(2*time.Minute), 99, 1)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 }
 
 func ledSettleAfterVoid(t *testing.T, l driver.Ledger) {

@@ -72,6 +72,9 @@ var ledgerRows = []behaviour[driver.Ledger]{
 	{"SettlePartialRefund",
 		"Settle with a partial refund gives back exactly Refund and uncounts only the listed APIs.",
 		ledSettlePartialRefund},
+	{"BatchPartialRefund",
+		"A reservation that names an API once per call (a batch of calls) counts each; a settlement refunding some of them gives back exactly their credits and uncounts each listed once, and a second settlement changes nothing.",
+		ledBatchPartialRefund},
 	{"SettleTwice",
 		"Settling a settled reservation again is not an error and refunds nothing more.",
 		ledSettleTwice},
@@ -376,6 +379,21 @@ func ledSettlePartialRefund(t *testing.T, l driver.Ledger) {
 	mustSettle(t, l, settlement(acct, id, 4, p0, "echo"), 94, 6, p0)
 	wantBalance(t, l, acct, p0, 94, 6)
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledBatchPartialRefund(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 500, p0)
+	id := newRequest()
+	apis := slices.Repeat([]string{"hash"}, 100)
+	mustReserve(t, l, reservation(acct, id, 200, p0, append(apis, "echo", "echo")...), 300, 200, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 100, "echo": 2})
+	// Three hash calls and one echo call failed on the service's side, 2 credits each.
+	mustSettle(t, l, settlement(acct, id, 8, p0, "hash", "echo", "hash", "hash"), 308, 192, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 97, "echo": 1})
+	mustSettle(t, l, settlement(acct, id, 200, p0, apis...), 308, 192, p0)
+	wantBalance(t, l, acct, p0, 308, 192)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 97, "echo": 1})
 }
 
 func ledSettleTwice(t *testing.T, l driver.Ledger) {

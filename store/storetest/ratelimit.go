@@ -55,6 +55,21 @@ var rateLimiterRows = []behaviour[driver.RateLimiter]{
 	{"ConcurrentAllowAtOneInstant",
 		"Events from many goroutines at one instant admit exactly Burst of them, each seeing a distinct Remaining.",
 		rlConcurrentAllow},
+	{"AllowNScripted",
+		"AllowN decides n events together: all of them go ahead, Remaining counting the events left, or none does, RetryAfter being the time until n fit.",
+		rlAllowNScripted},
+	{"AllowNMatchesReferences",
+		"Over long timelines mixing 1 to Burst events at once, every AllowN decision equals driver.GCRAN and agrees with x/time/rate's AllowN.",
+		rlAllowNMatchesReferences},
+	{"AllowNDeniedChangesNothing",
+		"n events denied together record none of them: a single event still goes ahead at once afterwards.",
+		rlAllowNDeniedChangesNothing},
+	{"AllowNOutOfRange",
+		"AllowN of 0 events, or of more than Burst (which no bucket could ever hold at once), is an error and records nothing.",
+		rlAllowNOutOfRange},
+	{"ConcurrentAllowN",
+		"Groups of events from many goroutines at one instant admit whole groups only, exactly as many as the burst holds.",
+		rlConcurrentAllowN},
 }
 
 // rateRef is the reference for one key: the GCRA arithmetic of package billing, and a
@@ -80,25 +95,30 @@ func (r *rateRef) peek(now time.Time) driver.RateDecision {
 // allow returns the GCRA decision at now, and what x/time/rate decides for the same
 // event; both references record it if it is allowed.
 func (r *rateRef) allow(now time.Time) (gcra, xrate driver.RateDecision) {
-	d, tat := driver.GCRA(r.l, r.tat, now.UnixNano())
+	return r.allowN(now, 1)
+}
+
+// allowN is allow for n events together.
+func (r *rateRef) allowN(now time.Time, n int) (gcra, xrate driver.RateDecision) {
+	d, tat := driver.GCRAN(r.l, n, r.tat, now.UnixNano())
 	if d.Allowed {
 		r.tat = tat
 	}
 	tokens := r.x.TokensAt(now)
-	allowed := r.x.AllowN(now, 1)
-	return d, r.fromTokens(tokens, allowed)
+	allowed := r.x.AllowN(now, n)
+	return d, r.fromTokens(tokens, n, allowed)
 }
 
-// fromTokens is the decision that a token bucket holding tokens implies.
-func (r *rateRef) fromTokens(tokens float64, allowed bool) driver.RateDecision {
+// fromTokens is the decision on n events that a token bucket holding tokens implies.
+func (r *rateRef) fromTokens(tokens float64, n int, allowed bool) driver.RateDecision {
 	dur := func(events float64) time.Duration {
 		return time.Duration(math.Round(events / r.perSec * float64(time.Second)))
 	}
 	if allowed {
-		after := tokens - 1
+		after := tokens - float64(n)
 		return driver.RateDecision{Allowed: true, Remaining: int(math.Floor(after)), ResetAfter: dur(float64(r.l.Burst) - after)}
 	}
-	return driver.RateDecision{RetryAfter: dur(1 - tokens), ResetAfter: dur(float64(r.l.Burst) - tokens)}
+	return driver.RateDecision{RetryAfter: dur(float64(n) - tokens), ResetAfter: dur(float64(r.l.Burst) - tokens)}
 }
 
 // near reports whether two decisions agree, durations within a microsecond (x/time/rate
@@ -324,37 +344,160 @@ func rlCanceledContext(t *testing.T, r driver.RateLimiter) {
 }
 
 func rlConcurrentAllow(t *testing.T, r driver.RateLimiter) {
-	ctx, key := t.Context(), newIDs().id("k")
-	const perWorker, burst = 4, 10
+	const burst = 10
 	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: burst}
+	remaining := concurrentEvents(t, l, 4, func(ctx context.Context, key string) (driver.RateDecision, error) {
+		return r.Allow(ctx, key, l, t0)
+	}, denied(time.Second, burst*time.Second))
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(remaining, want) {
+		t.Errorf("%d of %d concurrent events allowed with Remaining %v; want exactly %d, with Remaining %v",
+			len(remaining), workers*4, remaining, burst, want)
+	}
+}
+
+// concurrentEvents runs perWorker decisions by call from each of many goroutines at
+// once, on one key, checks that each denial is wantDenied, and returns the Remaining of
+// the allowed decisions, sorted.
+func concurrentEvents(t *testing.T, l driver.Limit, perWorker int, call func(ctx context.Context, key string) (driver.RateDecision, error), wantDenied driver.RateDecision) []int {
+	ctx, key := t.Context(), newIDs().id("k")
 	var (
 		mu        sync.Mutex
 		remaining []int
+		wg        sync.WaitGroup
 	)
-	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for range perWorker {
-				d, err := r.Allow(ctx, key, l, t0)
+				d, err := call(ctx, key)
 				switch {
 				case err != nil:
-					t.Errorf("Allow: %v", err)
+					t.Errorf("%v", err)
 					return
 				case d.Allowed:
 					mu.Lock()
 					remaining = append(remaining, d.Remaining)
 					mu.Unlock()
-				case d != denied(time.Second, burst*time.Second):
-					t.Errorf("denied Allow = %s, want %s", fmtDecision(d), fmtDecision(denied(time.Second, burst*time.Second)))
+				case d != wantDenied:
+					t.Errorf("denied decision %s, want %s", fmtDecision(d), fmtDecision(wantDenied))
 				}
 			}
 		})
 	}
 	wg.Wait()
 	slices.Sort(remaining)
-	want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
-	if !slices.Equal(remaining, want) {
-		t.Errorf("%d of %d concurrent events allowed with Remaining %v; want exactly %d, with Remaining %v",
-			len(remaining), workers*perWorker, remaining, burst, want)
+	return remaining
+}
+
+// allowN calls AllowN and fails the test on an error.
+func allowN(t *testing.T, r driver.RateLimiter, key string, l driver.Limit, n int, now time.Time) driver.RateDecision {
+	t.Helper()
+	d, err := r.AllowN(t.Context(), key, l, n, now)
+	must(t, "AllowN", err)
+	return d
+}
+
+func rlAllowNScripted(t *testing.T, r driver.RateLimiter) {
+	const s, ms = time.Second, time.Millisecond
+	key := newIDs().id("k")
+	steps := []struct {
+		at   time.Duration
+		n    int
+		want driver.RateDecision
+	}{
+		{0, 3, ok(2, 3*s)},
+		{0, 3, denied(1*s, 3*s)},
+		{0, 2, ok(0, 5*s)},
+		{0, 1, denied(1*s, 5*s)},
+		{1500 * ms, 2, denied(500*ms, 3500*ms)},
+		{2 * s, 2, ok(0, 5*s)},
+		{10 * s, 5, ok(0, 5*s)},
+		{time.Minute, 1, ok(4, 1*s)},
+	}
+	ref := newRateRef(perMinute5)
+	for i, st := range steps {
+		now := at(st.at)
+		if g, x := ref.allowN(now, st.n); g != st.want || !near(x, st.want) {
+			t.Fatalf("suite bug: step %d: script says %s, GCRAN %s, x/time/rate %s", i, fmtDecision(st.want), fmtDecision(g), fmtDecision(x))
+		}
+		if got := allowN(t, r, key, perMinute5, st.n, now); got != st.want {
+			t.Errorf("step %d: AllowN(%d) at +%v = %s, want %s", i, st.n, st.at, fmtDecision(got), fmtDecision(st.want))
+		}
+	}
+}
+
+func rlAllowNMatchesReferences(t *testing.T, r driver.RateLimiter) {
+	// As in MatchesReferences: exact binary fractions for x/time/rate.
+	limits := []driver.Limit{
+		{Rate: 60, Per: time.Minute, Burst: 5},
+		{Rate: 240, Per: time.Minute, Burst: 10},
+		{Rate: 30, Per: time.Minute, Burst: 3},
+		{Rate: 3600, Per: time.Hour, Burst: 4},
+	}
+	const ms = time.Millisecond
+	gaps := []time.Duration{0, 0, 0, 125 * ms, 500 * ms, time.Second, 1875 * ms, 5 * time.Second, time.Minute}
+	ids := newIDs()
+	for li, l := range limits {
+		key := ids.id(fmt.Sprintf("limit%d", li))
+		ref := newRateRef(l)
+		rng := rand.New(rand.NewPCG(uint64(li), 2031))
+		now := t0
+		for i := range 300 {
+			now = now.Add(gaps[rng.IntN(len(gaps))])
+			n := 1 + rng.IntN(l.Burst)
+			step := fmt.Sprintf("limit %d/%v burst %d, %d events (#%d) at +%v", l.Rate, l.Per, l.Burst, n, i, now.Sub(t0))
+			g, x := ref.allowN(now, n)
+			if !near(g, x) {
+				t.Fatalf("suite bug: %s: GCRAN says %s but x/time/rate %s", step, fmtDecision(g), fmtDecision(x))
+			}
+			if got := allowN(t, r, key, l, n, now); got != g {
+				t.Errorf("%s: AllowN = %s, GCRAN says %s", step, fmtDecision(got), fmtDecision(g))
+				break
+			}
+			if want := ref.peek(now); peek(t, r, key, l, now) != want {
+				t.Errorf("%s: Peek afterwards disagrees with GCRA's %s", step, fmtDecision(want))
+				break
+			}
+		}
+	}
+}
+
+func rlAllowNDeniedChangesNothing(t *testing.T, r driver.RateLimiter) {
+	key := newIDs().id("k")
+	allowN(t, r, key, perMinute5, 3, t0)
+	before := peek(t, r, key, perMinute5, t0)
+	for i := range 5 {
+		if d := allowN(t, r, key, perMinute5, 3, t0); d.Allowed {
+			t.Fatalf("AllowN(3) #%d with 2 events left = %s, want denied", i, fmtDecision(d))
+		}
+	}
+	if after := peek(t, r, key, perMinute5, t0); after != before {
+		t.Errorf("Peek after denied groups = %s, before them %s", fmtDecision(after), fmtDecision(before))
+	}
+	if d := allowN(t, r, key, perMinute5, 2, t0); d != ok(0, 5*time.Second) {
+		t.Errorf("AllowN(2) with 2 events left = %s, want %s", fmtDecision(d), fmtDecision(ok(0, 5*time.Second)))
+	}
+}
+
+func rlAllowNOutOfRange(t *testing.T, r driver.RateLimiter) {
+	key := newIDs().id("k")
+	for _, n := range []int{0, -1, perMinute5.Burst + 1, 1000} {
+		if d, err := r.AllowN(t.Context(), key, perMinute5, n, t0); err == nil {
+			t.Errorf("AllowN(%d) with a burst of %d = %s, want an error", n, perMinute5.Burst, fmtDecision(d))
+		}
+	}
+	if d := peek(t, r, key, perMinute5, t0); d != ok(4, time.Second) {
+		t.Errorf("Peek after refused AllowN calls = %s, want a full bucket %s", fmtDecision(d), fmtDecision(ok(4, time.Second)))
+	}
+}
+
+func rlConcurrentAllowN(t *testing.T, r driver.RateLimiter) {
+	const group, burst = 3, 10
+	l := driver.Limit{Rate: 60, Per: time.Minute, Burst: burst}
+	// Three groups fill 9 of the 10 events: the next group waits 2s for its third.
+	remaining := concurrentEvents(t, l, 2, func(ctx context.Context, key string) (driver.RateDecision, error) {
+		return r.AllowN(ctx, key, l, group, t0)
+	}, denied(2*time.Second, 9*time.Second))
+	if want := []int{1, 4, 7}; !slices.Equal(remaining, want) {
+		t.Errorf("groups of %d allowed with Remaining %v; want exactly %d groups, with Remaining %v", group, remaining, burst/group, want)
 	}
 }

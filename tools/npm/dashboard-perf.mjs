@@ -1,9 +1,10 @@
-// Measures the dashboard's script-drawn pages in Debian's Chromium with playwright-core:
-// for the GraphQL explorer and the API reference, the time from the navigation's start
-// until the page is usable (the explorer: editor ready and schema loaded; the
-// reference: the operations drawn), with DOMContentLoaded and load, and the bytes the
-// page transferred. Each run starts with an empty cache; it prints the median of the
-// runs, and each run, as JSON.
+// Measures the dashboard's pages in Debian's Chromium with playwright-core: for each
+// page, the time from the navigation's start until it is usable (a server-rendered
+// page: its load event, its scripts being deferred and small; the GraphQL explorer:
+// editor ready and schema loaded; the API reference: the operations drawn), with
+// DOMContentLoaded and load, and the bytes the page transferred (compressed where the
+// server compressed them) and their decoded size. Each run starts with an empty cache;
+// it prints the median of the runs, and each run, as JSON.
 //
 //   node dashboard-perf.mjs BASE_URL API_KEY [RUNS] [CHROMIUM]
 //
@@ -18,7 +19,15 @@ if (!base || !key) {
   process.exit(2);
 }
 const runs = Number(runsArg || 5);
+const loaded = async (page) => page.waitForLoadState("load");
 const pages = {
+  "": loaded,
+  keys: loaded,
+  apis: loaded,
+  "api?id=hash": loaded,
+  usage: loaded,
+  audit: loaded,
+  mcp: loaded,
   graphql: async (page) => page.locator("#schema-status").filter({ hasText: "Schema loaded" }).waitFor(),
   reference: async (page) => page.locator(".swagger-ui .opblock").first().waitFor(),
 };
@@ -41,16 +50,19 @@ try {
       await ready(page);
       const m = await page.evaluate(() => {
         const nav = performance.getEntriesByType("navigation")[0];
-        let bytes = nav.transferSize;
-        for (const r of performance.getEntriesByType("resource")) bytes += r.transferSize;
-        return { interactive: performance.now(), domContentLoaded: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, bytes };
+        let bytes = nav.transferSize, decoded = nav.decodedBodySize;
+        for (const r of performance.getEntriesByType("resource")) {
+          bytes += r.transferSize;
+          decoded += r.decodedBodySize;
+        }
+        return { interactive: performance.now(), domContentLoaded: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, bytes, decoded };
       });
       samples.push(m);
       await context.close();
     }
     const med = {};
     for (const k of Object.keys(samples[0])) med[k] = Math.round(median(samples.map((s) => s[k])));
-    process.stdout.write(JSON.stringify({ page: name, runs, median: med, samples: samples.map((s) => Object.fromEntries(Object.entries(s).map(([k, v]) => [k, Math.round(v)]))) }) + "\n");
+    process.stdout.write(JSON.stringify({ page: name || "overview", runs, median: med, samples: samples.map((s) => Object.fromEntries(Object.entries(s).map(([k, v]) => [k, Math.round(v)]))) }) + "\n");
   }
 } finally {
   await browser.close();

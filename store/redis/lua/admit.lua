@@ -28,7 +28,8 @@
 --   4 member (request id)
 --   5 key mode (empty: no key check, 'k' key, 's' session), 6 key id, 7 key hash and
 --     revision: the hash in hexadecimal (64 digits), '/', the revision
---   8 emission interval ns (empty: no rate), 9 window ns
+--   8 emission interval ns of the step's events (empty: no rate; n events at once
+--     are one event n intervals long), 9 window ns
 --   10 ceiling (empty: no slot), 11 lease us, 12 lease set TTL ms
 --   13 amount (empty: no credits), 14 period start us, 15 period end us, 16 allowance
 --   17 the marker's TTL ms (an open reservation's with credits, else the retention)

@@ -1,4 +1,5 @@
--- Decides (and with ARGV[6] = '1' records) one event.
+-- Decides (and with ARGV[6] = '1' records) one event; n events at once are one event
+-- whose emission interval is n intervals.
 --
 -- KEYS: 1 rate timestamp. ARGV: 1 clock mode, 2 now s, 3 now ns, 4 emission interval ns,
 -- 5 window ns, 6 record. Reply: allowed, remaining, retry ns, reset ns.

@@ -1,0 +1,239 @@
+package tollgate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/idempotency"
+)
+
+// IdempotencyOptions configures how the service keeps the answers of batches sent with
+// an idempotency key ([Batch.IdempotencyKey]), so that a client that retries a batch
+// (after a timeout, a dropped connection) does not run and pay for it twice, whichever
+// instance the retry reaches.
+//
+// A batch sent with a key claims the key's record in Store once its items are
+// validated, and before anything runs (see package idempotency):
+//   - the first batch runs, and its answer is kept for Retention;
+//   - a retry of the same batch (the same account, key, API and items, judged on a hash
+//     of the items as decoded) gets that answer back without running or charging
+//     anything ([BatchReply.Replayed]);
+//   - a retry while the first still runs is refused with CodeConflict: retry once it
+//     has ended;
+//   - the same key sent with another request is refused with CodeIdempotencyKeyReused;
+//   - a batch refused as a whole (credits, rate limit, concurrency) keeps nothing, and
+//     may be sent again with the same key.
+//
+// A batch with a key runs to its end even if its client hangs up, so that the retry
+// finds its answer. An answer larger than MaxAnswerBytes is not kept: a retry of its
+// batch is refused with CodeConflict (it ran, and will not run again under that key).
+//
+// If the instance dies between running a batch and keeping its answer, the record
+// stays running until its lease ends (the batch's longest run plus
+// Options.ReservationGrace); the next retry then takes it over and runs the batch again,
+// under the same request id for its credit reservation as the first run, which the
+// ledger charges once: a first run that was settled is not charged again, and one whose
+// reservation was voided at its expiry (its credits given back) leaves the retry
+// uncharged while the ledger remembers the id. Either way the retry's answer is kept and
+// nothing is charged twice; the APIs' handlers do run again, as for any retried call.
+//
+// A record is found by a hash of the account and the key, and holds the hash of the
+// request, its request id and the answer: never a key value or any other credential.
+type IdempotencyOptions struct {
+	// Store keeps the records: memory.NewIdempotencyStore for one instance,
+	// postgres.Store or redis.Store for a deployment of several. It is required.
+	Store idempotency.Store
+	// Retention is how long an answer is kept. The default is
+	// [DefaultIdempotencyRetention].
+	Retention time.Duration
+	// MaxAnswerBytes caps the size of an answer kept (its items' results, as JSON).
+	// The default is [DefaultIdempotencyMaxAnswer].
+	MaxAnswerBytes int
+}
+
+// DefaultIdempotencyRetention is the default [IdempotencyOptions.Retention].
+const DefaultIdempotencyRetention = 24 * time.Hour
+
+// DefaultIdempotencyMaxAnswer is the default [IdempotencyOptions.MaxAnswerBytes].
+const DefaultIdempotencyMaxAnswer = 1 << 20
+
+// MaxIdempotencyKeyLength is the longest idempotency key a batch may carry.
+const MaxIdempotencyKeyLength = 255
+
+// idempotencyConfig is Options.Idempotency with its defaults; store is nil without it.
+type idempotencyConfig struct {
+	store     idempotency.Store
+	retention time.Duration
+	maxAnswer int
+}
+
+func newIdempotencyConfig(o *IdempotencyOptions) (idempotencyConfig, error) {
+	if o == nil {
+		return idempotencyConfig{}, nil
+	}
+	if o.Store == nil {
+		return idempotencyConfig{}, errors.New("tollgate: Options.Idempotency needs a Store (memory.NewIdempotencyStore, postgres.Store, redis.Store)")
+	}
+	c := idempotencyConfig{store: o.Store, retention: o.Retention, maxAnswer: o.MaxAnswerBytes}
+	if c.retention <= 0 {
+		c.retention = DefaultIdempotencyRetention
+	}
+	if c.maxAnswer <= 0 {
+		c.maxAnswer = DefaultIdempotencyMaxAnswer
+	}
+	return c, nil
+}
+
+// checkIdempotencyKey refuses a key the service does not take: one that is not 1 to
+// 255 printable ASCII characters, or any key when the service keeps no answers.
+func (s *Service) checkIdempotencyKey(key string) error {
+	if s.idem.store == nil {
+		return newError(CodeInvalidInput, "this service keeps no answers for idempotency keys: send the batch without an Idempotency-Key", nil)
+	}
+	ok := len(key) <= MaxIdempotencyKeyLength
+	for i := 0; ok && i < len(key); i++ {
+		ok = key[i] >= 0x20 && key[i] <= 0x7e
+	}
+	if !ok {
+		return newError(CodeInvalidInput, fmt.Sprintf("the Idempotency-Key must be 1 to %d printable ASCII characters", MaxIdempotencyKeyLength), nil)
+	}
+	return nil
+}
+
+// runIdempotent runs a batch sent with an idempotency key: validated, then claimed, then
+// run and kept, or answered from the record (see IdempotencyOptions).
+func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.API, raw []any, key string) BatchReply {
+	pb := s.prepareBatch(ctx, p, api, raw)
+	fp, err := fingerprint(api.ID, raw)
+	if err != nil {
+		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency fingerprint", err), Receipt{}))
+	}
+	c := idempotency.Claim{ID: idempotency.NewID(p.Account.ID, key), Fingerprint: fp, Now: s.now()}
+	c.Lease = c.Now.Add(s.batchLongest(len(pb.invs)) + s.grace)
+	c.Expires = c.Now.Add(max(s.idem.retention, c.Lease.Sub(c.Now)))
+	first := s.ids.next()
+	c.Run = idempotency.Run(first)
+	if _, err := rand.Read(c.Token[:]); err != nil {
+		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency token", err), Receipt{}))
+	}
+	rec, err := s.idem.store.Claim(ctx, c)
+	if err != nil {
+		return refusedBatch(s.refuse(ctx, p, s.unavailable("idempotency", err), Receipt{}))
+	}
+	switch rec.State {
+	case idempotency.Done:
+		return s.replay(ctx, p, rec.Answer)
+	case idempotency.Running:
+		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict,
+			"a batch sent with this Idempotency-Key is still running: retry once it has ended", nil), Receipt{}))
+	case idempotency.Mismatch:
+		return refusedBatch(s.refuse(ctx, p, newError(CodeIdempotencyKeyReused, fmt.Sprintf(
+			"this Idempotency-Key was used for another request (another API or other items) in the last %s: send a new key with a new request",
+			s.idem.retention), nil), Receipt{}))
+	}
+	// Claimed: run to the end even if the client hangs up, so that a retry finds the
+	// answer; under the record's run id, which a run taken over after a crash shares
+	// with the first.
+	ctx = context.WithoutCancel(ctx)
+	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run))
+	if reply.Err != nil {
+		if err := s.idem.store.Release(ctx, c.ID, c.Token); err != nil {
+			s.log.WarnContext(ctx, "tollgate: cannot release an idempotency key after a refused batch; it is refused as running until its lease ends",
+				"account", p.Account.ID, "error", err)
+		}
+		return reply
+	}
+	answer, err := keep(&reply, s.idem.maxAnswer)
+	if err == nil {
+		err = s.idem.store.Complete(ctx, c.ID, c.Token, answer)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "tollgate: cannot keep the answer of a batch sent with an idempotency key; a retry after its lease runs it again, charged once",
+			"account", p.Account.ID, "request", billing.RequestID(rec.Run).String(), "error", err)
+	}
+	return reply
+}
+
+// fingerprint is the hash of a batch's request: its API and its items as decoded (JSON
+// objects with their keys sorted).
+func fingerprint(api string, raw []any) (idempotency.Fingerprint, error) {
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return idempotency.Fingerprint{}, err
+	}
+	h := sha256.New()
+	h.Write([]byte(api))
+	h.Write([]byte{0})
+	h.Write(b)
+	var fp idempotency.Fingerprint
+	h.Sum(fp[:0])
+	return fp, nil
+}
+
+// A keptAnswer is a batch's answer as its idempotency record keeps it.
+type keptAnswer struct {
+	Items   []keptItem `json:"items,omitempty"`
+	Charged int64      `json:"charged"`
+	// TooLarge, when not zero, is the size of an answer that was not kept.
+	TooLarge int `json:"too_large,omitempty"`
+}
+
+type keptItem struct {
+	Data    json.RawMessage `json:"data,omitempty"`
+	Code    string          `json:"code,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Credits int64           `json:"credits,omitempty"`
+}
+
+// keep encodes a batch's answer for its record, or the note that it was larger than
+// limit.
+func keep(r *BatchReply, limit int) ([]byte, error) {
+	k := keptAnswer{Items: make([]keptItem, len(r.Items)), Charged: r.Receipt.Charged}
+	for i, it := range r.Items {
+		k.Items[i] = keptItem{Data: it.JSON, Credits: it.Credits}
+		if it.Err != nil {
+			k.Items[i].Code, k.Items[i].Message = it.Err.Code.String(), it.Err.Message
+		}
+	}
+	b, err := json.Marshal(k)
+	if err != nil || len(b) <= limit {
+		return b, err
+	}
+	return json.Marshal(keptAnswer{Charged: k.Charged, TooLarge: len(b)})
+}
+
+// replay answers a batch from its kept answer: nothing runs and nothing is charged, but
+// a cached key is checked, and the receipt has the current balance.
+func (s *Service) replay(ctx context.Context, p *Principal, answer []byte) BatchReply {
+	var k keptAnswer
+	if err := json.Unmarshal(answer, &k); err != nil {
+		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency answer", err), Receipt{}))
+	}
+	if k.TooLarge > 0 {
+		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict, fmt.Sprintf(
+			"the batch sent with this Idempotency-Key ran, but its answer (%d bytes) was larger than the %d bytes kept for retries; it will not run again under this key: send it with a new key to run it again",
+			k.TooLarge, s.idem.maxAnswer), nil), Receipt{}))
+	}
+	r := s.refuse(ctx, p, nil, Receipt{Charged: k.Charged})
+	if r.Err != nil {
+		return BatchReply{Err: r.Err}
+	}
+	items := make([]BatchItem, len(k.Items))
+	for i, it := range k.Items {
+		items[i] = BatchItem{Credits: it.Credits}
+		if it.Code == "" {
+			items[i].JSON = it.Data
+			continue
+		}
+		code, _ := codeNamed(it.Code)
+		items[i].Err = &Error{Code: code, Message: it.Message}
+	}
+	return BatchReply{Items: items, Receipt: r.Receipt, Replayed: true}
+}

@@ -1,0 +1,144 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/tollgate-dev/tollgate/idempotency"
+)
+
+// IdempotencyStore is the in-memory [idempotency.Store], for one process. It holds at
+// most [IdempotencyOptions.MaxRecords] records: a record past its expiry is dropped at
+// the next claim, and when the store is full the oldest record goes first (a retry of
+// it then runs again). Use [NewIdempotencyStore] to make one.
+type IdempotencyStore struct {
+	mu      sync.Mutex
+	records map[idempotency.ID]*idemRecord
+	order   []idemEntry // the records in the order they were made, oldest first
+	seq     uint64
+	max     int
+}
+
+// An idemEntry is a record in the order of making: an entry whose record has gone, or
+// has been made again since (another seq), is skipped when it comes first.
+type idemEntry struct {
+	id  idempotency.ID
+	seq uint64
+}
+
+// IdempotencyOptions configures an [IdempotencyStore]. The zero value is the default.
+type IdempotencyOptions struct {
+	// MaxRecords is the most records kept. The default is 100000.
+	MaxRecords int
+}
+
+type idemRecord struct {
+	seq         uint64
+	fingerprint idempotency.Fingerprint
+	run         idempotency.Run
+	token       idempotency.Token
+	done        bool
+	lease       int64 // Unix nanoseconds
+	expires     int64 // Unix nanoseconds
+	answer      []byte
+}
+
+// Interface guard.
+var _ idempotency.Store = (*IdempotencyStore)(nil)
+
+// NewIdempotencyStore returns an empty IdempotencyStore. opts may be nil.
+func NewIdempotencyStore(opts *IdempotencyOptions) *IdempotencyStore {
+	s := &IdempotencyStore{records: make(map[idempotency.ID]*idemRecord), max: 100_000}
+	if opts != nil && opts.MaxRecords > 0 {
+		s.max = opts.MaxRecords
+	}
+	return s
+}
+
+// Claim claims the record of c.ID (see [idempotency.Store]).
+func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, err
+	}
+	now := c.Now.UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trim(now)
+	r, ok := s.records[c.ID]
+	switch {
+	case !ok || r.expires <= now:
+		if len(s.records) >= s.max && !ok {
+			s.dropOldest()
+		}
+		s.seq++
+		s.records[c.ID] = &idemRecord{seq: s.seq, fingerprint: c.Fingerprint, run: c.Run, token: c.Token,
+			lease: c.Lease.UnixNano(), expires: c.Expires.UnixNano()}
+		s.order = append(s.order, idemEntry{c.ID, s.seq})
+		return idempotency.Record{State: idempotency.Claimed, Run: c.Run}, nil
+	case r.fingerprint != c.Fingerprint:
+		return idempotency.Record{State: idempotency.Mismatch}, nil
+	case r.done:
+		return idempotency.Record{State: idempotency.Done, Run: r.run, Answer: slices.Clone(r.answer)}, nil
+	case r.lease > now:
+		return idempotency.Record{State: idempotency.Running, Run: r.run}, nil
+	}
+	r.token, r.lease = c.Token, c.Lease.UnixNano()
+	return idempotency.Record{State: idempotency.Claimed, Run: r.run}, nil
+}
+
+// trim forgets the oldest records while they are past their expiry, and skips the
+// entries of records that are gone. (A record made later than a live one but expiring
+// sooner waits for it, and is judged by its own expiry when it is claimed.)
+func (s *IdempotencyStore) trim(now int64) {
+	n := 0
+	for _, e := range s.order {
+		r, ok := s.records[e.id]
+		if ok && r.seq == e.seq {
+			if r.expires > now {
+				break
+			}
+			delete(s.records, e.id)
+		}
+		n++
+	}
+	s.order = s.order[n:]
+}
+
+// dropOldest forgets the oldest record, to make room.
+func (s *IdempotencyStore) dropOldest() {
+	for len(s.order) > 0 {
+		e := s.order[0]
+		s.order = s.order[1:]
+		if r, ok := s.records[e.id]; ok && r.seq == e.seq {
+			delete(s.records, e.id)
+			return
+		}
+	}
+}
+
+// Complete keeps the answer of a record its token holds.
+func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.records[id]; ok && !r.done && r.token == token {
+		r.done, r.answer = true, slices.Clone(answer)
+	}
+	return nil
+}
+
+// Release forgets a record its token holds.
+func (s *IdempotencyStore) Release(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.records[id]; ok && !r.done && r.token == token {
+		delete(s.records, id) // its entry in the order is skipped when it comes first
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/idempotency"
+)
+
+// TestIdempotencyStore checks that an [idempotency.Store] claims, completes and
+// releases records as the interface documents: one claimant at a time, a takeover
+// after the lease with the same run id, answers kept as they were given, the fingerprint
+// guarding the key, records forgotten at their expiry, and concurrent claims of one key
+// granting exactly one.
+//
+// newStore is called once per subtest and must return an empty store; it registers any
+// teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
+func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+	t.Helper()
+	run(t, newStore, idempotencyRows)
+}
+
+var idempotencyRows = []behaviour[idempotency.Store]{
+	{"ClaimNew",
+		"The first claim of an id creates its record and is Claimed with the claim's run id.",
+		idemClaimNew},
+	{"ClaimWhileRunning",
+		"A claim of a record another claimant holds, within its lease, is Running and changes nothing: the holder still completes it.",
+		idemClaimWhileRunning},
+	{"CompleteThenReplay",
+		"After Complete, every claim of the same request is Done with the answer byte for byte, and the run id of the first claim.",
+		idemCompleteThenReplay},
+	{"Mismatch",
+		"A claim with another fingerprint is Mismatch, whether the record is running or done, and changes nothing.",
+		idemMismatch},
+	{"Release",
+		"Release forgets a record its token holds: the next claim is Claimed anew, with its own run id.",
+		idemRelease},
+	{"TakeoverAfterLease",
+		"A claim after the holder's lease ended takes the record over with the same run id; the first holder can then neither complete nor release it.",
+		idemTakeover},
+	{"CompleteOnce",
+		"A completed record is not completed again, nor released: its first answer stays.",
+		idemCompleteOnce},
+	{"ForgottenAtExpiry",
+		"A record is forgotten at its Expires, running or done: a claim at that instant creates a new one, with the new claim's run id and fingerprint.",
+		idemForgottenAtExpiry},
+	{"IDsIndependent",
+		"Records of different ids do not affect each other.",
+		idemIDsIndependent},
+	{"LargeAnswer",
+		"An answer of a mebibyte, with every byte value, is kept as it was given.",
+		idemLargeAnswer},
+	{"NoAliasing",
+		"The store keeps no reference to the answer passed to Complete, and changing a returned answer changes nothing stored.",
+		idemNoAliasing},
+	{"CanceledContext",
+		"Claim, Complete and Release given a canceled context return an error matching context.Canceled and change nothing.",
+		idemCanceled},
+	{"ConcurrentClaims",
+		"Of many claims of one id at once, exactly one is Claimed; the others are Running.",
+		idemConcurrentClaims},
+	{"ConcurrentTakeovers",
+		"Of many claims at once of a record whose lease has ended, exactly one takes it over, with the record's run id.",
+		idemConcurrentTakeovers},
+}
+
+// idemRequest is a request sent with an idempotency key: its record's id and its
+// fingerprint.
+type idemRequest struct {
+	id idempotency.ID
+	fp idempotency.Fingerprint
+}
+
+func newIdemRequest() idemRequest {
+	var r idemRequest
+	rand.Read(r.id[:])
+	rand.Read(r.fp[:])
+	return r
+}
+
+// The lease and the retention of the records of the checks.
+const (
+	idemLease     = 5 * time.Minute
+	idemRetention = 24 * time.Hour
+)
+
+// claim returns a claim of r at instant now, by a new claimant with a new run id.
+func (r idemRequest) claim(now time.Time) idempotency.Claim {
+	c := idempotency.Claim{ID: r.id, Fingerprint: r.fp, Now: now, Lease: now.Add(idemLease), Expires: now.Add(idemRetention)}
+	rand.Read(c.Run[:])
+	rand.Read(c.Token[:])
+	return c
+}
+
+func claim(t *testing.T, s idempotency.Store, c idempotency.Claim) idempotency.Record {
+	t.Helper()
+	rec, err := s.Claim(t.Context(), c)
+	must(t, "Claim", err)
+	return rec
+}
+
+// wantRecord checks a claim's outcome: its state, its run id (for the states that have
+// one) and its answer (for Done).
+func wantRecord(t *testing.T, what string, got idempotency.Record, state idempotency.State, run idempotency.Run, answer []byte) {
+	t.Helper()
+	if got.State != state {
+		t.Errorf("%s: state %d, want %d", what, got.State, state)
+		return
+	}
+	if state != idempotency.Mismatch && got.Run != run {
+		t.Errorf("%s: run %x, want %x", what, got.Run, run)
+	}
+	if state == idempotency.Done && !bytes.Equal(got.Answer, answer) {
+		t.Errorf("%s: answer %.80q (%d bytes), want %.80q (%d bytes)", what, got.Answer, len(got.Answer), answer, len(answer))
+	}
+}
+
+func complete(t *testing.T, s idempotency.Store, c idempotency.Claim, answer []byte) {
+	t.Helper()
+	must(t, "Complete", s.Complete(t.Context(), c.ID, c.Token, answer))
+}
+
+func idemClaimNew(t *testing.T, s idempotency.Store) {
+	c := newIdemRequest().claim(t0)
+	wantRecord(t, "first claim", claim(t, s, c), idempotency.Claimed, c.Run, nil)
+}
+
+func idemClaimWhileRunning(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	for _, d := range []time.Duration{0, time.Minute, idemLease - time.Nanosecond} {
+		wantRecord(t, fmt.Sprintf("a retry %v into the lease", d), claim(t, s, r.claim(at(d))), idempotency.Running, first.Run, nil)
+	}
+	complete(t, s, first, []byte(`{"ok":1}`))
+	wantRecord(t, "after the holder completed", claim(t, s, r.claim(at(time.Minute))), idempotency.Done, first.Run, []byte(`{"ok":1}`))
+}
+
+func idemCompleteThenReplay(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	answer := []byte(`{"items":[{"status":"ok"}],"summary":{"ok":1}}`)
+	complete(t, s, first, answer)
+	for i, d := range []time.Duration{time.Second, idemLease, idemRetention - time.Nanosecond} {
+		wantRecord(t, fmt.Sprintf("replay %d", i), claim(t, s, r.claim(at(d))), idempotency.Done, first.Run, answer)
+	}
+}
+
+func idemMismatch(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	other := r
+	other.fp[0] ^= 1
+	wantRecord(t, "another request while the first runs", claim(t, s, other.claim(at(time.Second))), idempotency.Mismatch, idempotency.Run{}, nil)
+	wantRecord(t, "the first request again", claim(t, s, r.claim(at(time.Second))), idempotency.Running, first.Run, nil)
+	complete(t, s, first, []byte("a"))
+	wantRecord(t, "another request after the first is done", claim(t, s, other.claim(at(time.Minute))), idempotency.Mismatch, idempotency.Run{}, nil)
+	wantRecord(t, "another request after the lease", claim(t, s, other.claim(at(idemLease+time.Second))), idempotency.Mismatch, idempotency.Run{}, nil)
+	wantRecord(t, "the first request after them", claim(t, s, r.claim(at(time.Minute))), idempotency.Done, first.Run, []byte("a"))
+}
+
+func idemRelease(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	must(t, "Release", s.Release(t.Context(), first.ID, first.Token))
+	again := r.claim(at(time.Second))
+	wantRecord(t, "a claim after Release", claim(t, s, again), idempotency.Claimed, again.Run, nil)
+	// The first claimant's token no longer holds it.
+	must(t, "Release by the old token", s.Release(t.Context(), first.ID, first.Token))
+	complete(t, s, first, []byte("stale"))
+	wantRecord(t, "the new claim's record", claim(t, s, r.claim(at(2*time.Second))), idempotency.Running, again.Run, nil)
+	// Releasing a record that does not exist is no error.
+	must(t, "Release of an unknown id", s.Release(t.Context(), newIdemRequest().id, first.Token))
+	complete(t, s, newIdemRequest().claim(t0), []byte("unknown"))
+}
+
+func idemTakeover(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	second := r.claim(at(idemLease))
+	wantRecord(t, "a claim at the end of the lease", claim(t, s, second), idempotency.Claimed, first.Run, nil)
+	wantRecord(t, "a claim within the new lease", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
+	complete(t, s, first, []byte("from the first, taken over"))
+	must(t, "Release by the first", s.Release(t.Context(), first.ID, first.Token))
+	wantRecord(t, "after the first tried to complete and release", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
+	complete(t, s, second, []byte("from the second"))
+	wantRecord(t, "after the second completed", claim(t, s, r.claim(at(idemLease+2*time.Minute))), idempotency.Done, first.Run, []byte("from the second"))
+}
+
+func idemCompleteOnce(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	complete(t, s, first, []byte("first"))
+	complete(t, s, first, []byte("second"))
+	must(t, "Release after Complete", s.Release(t.Context(), first.ID, first.Token))
+	wantRecord(t, "replay", claim(t, s, r.claim(at(time.Second))), idempotency.Done, first.Run, []byte("first"))
+}
+
+func idemForgottenAtExpiry(t *testing.T, s idempotency.Store) {
+	done, running := newIdemRequest(), newIdemRequest()
+	d, rn := done.claim(t0), running.claim(t0)
+	claim(t, s, d)
+	complete(t, s, d, []byte("old"))
+	claim(t, s, rn)
+	wantRecord(t, "a nanosecond before the expiry", claim(t, s, done.claim(at(idemRetention-time.Nanosecond))), idempotency.Done, d.Run, []byte("old"))
+	for _, r := range []idemRequest{done, running} {
+		next := r
+		next.fp[0] ^= 1 // another request with the same key, once the first is forgotten
+		c := next.claim(at(idemRetention))
+		wantRecord(t, "a claim at the expiry", claim(t, s, c), idempotency.Claimed, c.Run, nil)
+		wantRecord(t, "the first request after it", claim(t, s, r.claim(at(idemRetention+time.Second))), idempotency.Mismatch, idempotency.Run{}, nil)
+	}
+}
+
+func idemIDsIndependent(t *testing.T, s idempotency.Store) {
+	a, b := newIdemRequest(), newIdemRequest()
+	b.fp = a.fp // the same request, under two keys
+	ca, cb := a.claim(t0), b.claim(t0)
+	wantRecord(t, "claim of a", claim(t, s, ca), idempotency.Claimed, ca.Run, nil)
+	wantRecord(t, "claim of b", claim(t, s, cb), idempotency.Claimed, cb.Run, nil)
+	complete(t, s, ca, []byte("a"))
+	wantRecord(t, "b after a completed", claim(t, s, b.claim(at(time.Second))), idempotency.Running, cb.Run, nil)
+	must(t, "Release b", s.Release(t.Context(), cb.ID, cb.Token))
+	wantRecord(t, "a after b was released", claim(t, s, a.claim(at(time.Second))), idempotency.Done, ca.Run, []byte("a"))
+}
+
+func idemLargeAnswer(t *testing.T, s idempotency.Store) {
+	answer := make([]byte, 1<<20)
+	for i := range answer {
+		answer[i] = byte(i * 7)
+	}
+	r := newIdemRequest()
+	c := r.claim(t0)
+	claim(t, s, c)
+	complete(t, s, c, answer)
+	wantRecord(t, "replay", claim(t, s, r.claim(at(time.Second))), idempotency.Done, c.Run, answer)
+}
+
+func idemNoAliasing(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	c := r.claim(t0)
+	claim(t, s, c)
+	answer := []byte("kept")
+	complete(t, s, c, answer)
+	answer[0] = 'X'
+	got := claim(t, s, r.claim(at(time.Second)))
+	wantRecord(t, "replay after the caller changed its slice", got, idempotency.Done, c.Run, []byte("kept"))
+	if len(got.Answer) > 0 {
+		got.Answer[0] = 'Y'
+	}
+	wantRecord(t, "replay after the caller changed the returned slice", claim(t, s, r.claim(at(time.Second))), idempotency.Done, c.Run, []byte("kept"))
+}
+
+func idemCanceled(t *testing.T, s idempotency.Store) {
+	ctx := canceled(t)
+	r := newIdemRequest()
+	_, err := s.Claim(ctx, r.claim(t0))
+	wantErr(t, "Claim", err, context.Canceled)
+	c := r.claim(t0)
+	wantRecord(t, "a claim after the canceled one", claim(t, s, c), idempotency.Claimed, c.Run, nil)
+	wantErr(t, "Complete", s.Complete(ctx, c.ID, c.Token, []byte("x")), context.Canceled)
+	wantErr(t, "Release", s.Release(ctx, c.ID, c.Token), context.Canceled)
+	wantRecord(t, "the record after both", claim(t, s, r.claim(at(time.Second))), idempotency.Running, c.Run, nil)
+}
+
+// concurrentClaims sends one claim of r at now from each of many goroutines at once
+// and returns the outcomes.
+func concurrentClaims(t *testing.T, s idempotency.Store, r idemRequest, now time.Time) []idempotency.Record {
+	var (
+		mu   sync.Mutex
+		recs []idempotency.Record
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			rec, err := s.Claim(t.Context(), r.claim(now))
+			if err != nil {
+				t.Errorf("Claim: %v", err)
+				return
+			}
+			mu.Lock()
+			recs = append(recs, rec)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return recs
+}
+
+// wantOneClaimed checks that exactly one of recs is Claimed, the others Running, all
+// with the same run id (run, when it is known).
+func wantOneClaimed(t *testing.T, recs []idempotency.Record, run *idempotency.Run) {
+	t.Helper()
+	claimed := 0
+	for _, rec := range recs {
+		if run == nil {
+			r := rec.Run
+			run = &r
+		}
+		switch {
+		case rec.Run != *run:
+			t.Errorf("a claim saw run %x, another %x: one record has one run id", rec.Run, *run)
+		case rec.State == idempotency.Claimed:
+			claimed++
+		case rec.State != idempotency.Running:
+			t.Errorf("a concurrent claim is in state %d, want Claimed or Running", rec.State)
+		}
+	}
+	if claimed != 1 {
+		t.Errorf("%d of %d concurrent claims were Claimed, want exactly 1", claimed, len(recs))
+	}
+}
+
+func idemConcurrentClaims(t *testing.T, s idempotency.Store) {
+	wantOneClaimed(t, concurrentClaims(t, s, newIdemRequest(), t0), nil)
+}
+
+func idemConcurrentTakeovers(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	wantOneClaimed(t, concurrentClaims(t, s, r, at(idemLease+time.Second)), &first.Run)
+}
