@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,17 +26,22 @@ const MaxIdempotencyKeyLen = 255
 
 // BatchOptions are the optional settings of one [Client.ExecuteBatch] call.
 type BatchOptions struct {
-	// IdempotencyKey is sent in the Idempotency-Key header: 1 to
+	// IdempotencyKey, if set, is sent in the Idempotency-Key header: 1 to
 	// [MaxIdempotencyKeyLen] printable ASCII characters, neither starting nor ending
 	// with a space. The service answers a batch sent again with the same key (same
 	// account, API and items) with its first answer, without running or charging it
-	// again ([BatchResponse.Replayed]); the same key with other items is a 422.
+	// again ([BatchResponse.Replayed]); the same key with other items is a 422, and a
+	// batch sent again while the first still runs a 409.
 	//
-	// By default each ExecuteBatch call makes a random key, which the retries of
-	// [Options.Retry] within the call reuse: a batch whose answer was lost is retried
-	// without being charged twice. Set a key of your own (derived from what the batch
-	// is, say a job id and a chunk number) to make your own retry of a whole call safe
-	// too, such as a rerun after your program crashed.
+	// With a key, [Options.Retry] also retries the batch after a transport failure (the
+	// request or its answer lost on the way) and on a 409, since the service runs it
+	// once however often it is sent. Derive the key from what the batch is (a job id
+	// and a chunk number, or a random value kept with the job), so that your own retry
+	// of the call, even after your program restarted, is safe too.
+	//
+	// A service keeps answers for keys only when its host sets it up to
+	// (tollgate.Options.Idempotency; the example server does); one that does not
+	// refuses a batch with a key (400). So no key is sent by default.
 	IdempotencyKey string
 }
 
@@ -180,22 +184,20 @@ func (e *ItemValidationError) Unwrap() error { return e.ValidationError }
 // When the service ran the batch, even if every item failed, the result is a
 // [*BatchResponse] whose items each hold their result or an [*ItemError]. A batch
 // the service refused whole (401, 403, 429 rate_limited or credits_exhausted: nothing
-// ran and nothing was charged) is an [*APIError]. The request carries an idempotency
-// key ([BatchOptions.IdempotencyKey]), so that [Options.Retry] may retry it even after
-// a transport failure without running it twice.
+// ran and nothing was charged) is an [*APIError]. With an idempotency key
+// ([BatchOptions.IdempotencyKey]), [Options.Retry] may retry the batch even after a
+// transport failure without its running twice.
 func (c *Client) ExecuteBatch(ctx context.Context, apiID string, items []map[string]any, opts *BatchOptions) (*BatchResponse, error) {
 	api, err := c.API(ctx, apiID)
 	if err != nil {
 		return nil, err
 	}
 	key := ""
-	if opts != nil {
+	if opts != nil && opts.IdempotencyKey != "" {
 		key = opts.IdempotencyKey
-	}
-	if key == "" {
-		key = rand.Text()
-	} else if reason := checkIdempotencyKey(key); reason != "" {
-		return nil, &ValidationError{APIID: api.ID, Reason: "the idempotency key " + reason}
+		if reason := checkIdempotencyKey(key); reason != "" {
+			return nil, &ValidationError{APIID: api.ID, Reason: "the idempotency key " + reason}
+		}
 	}
 	if len(items) == 0 {
 		return nil, &ValidationError{APIID: api.ID, Reason: "a batch needs at least one item"}

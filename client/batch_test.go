@@ -154,8 +154,8 @@ func TestBatchAnswer(t *testing.T) {
 	if got := jsonText(t, r.items); got != `[{"text":"a"},{"text":"b"},{"algorithm":"md5","text":"a"}]` {
 		t.Errorf("items sent %s", got)
 	}
-	if len(r.idempotencyKey) < 20 || r.idempotencyKey == reqs[2].idempotencyKey || reqs[1].idempotencyKey != "replayed" {
-		t.Errorf("idempotency keys %q, %q, %q: want a random one per call by default, and the one given", r.idempotencyKey, reqs[1].idempotencyKey, reqs[2].idempotencyKey)
+	if r.idempotencyKey != "" || reqs[2].idempotencyKey != "" || reqs[1].idempotencyKey != "replayed" {
+		t.Errorf("idempotency keys %q, %q, %q: want none by default, and the one given", r.idempotencyKey, reqs[1].idempotencyKey, reqs[2].idempotencyKey)
 	}
 
 	if len(resp.Items) != 3 || resp.StatusCode != 200 || resp.Replayed {
@@ -232,9 +232,9 @@ func TestBatchRefusedAndMalformed(t *testing.T) {
 	}
 }
 
-// TestBatchRetry checks that a batch, which carries an idempotency key, is retried
-// with the same key after a lost answer and while the first attempt still runs, when
-// a retry policy is set; and that without one, or for a single call, it is not.
+// TestBatchRetry checks that a batch with an idempotency key is retried with the key
+// after a lost answer and while the first attempt still runs, when a retry policy is
+// set; and that without a key or a policy, or for a single call, it is not.
 func TestBatchRetry(t *testing.T) {
 	var mu sync.Mutex
 	attempts := 0
@@ -268,37 +268,45 @@ func TestBatchRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	items := []map[string]any{{"text": "a"}}
-	resp, err := retrying.ExecuteBatch(t.Context(), "hash", items, nil)
+	key := &client.BatchOptions{IdempotencyKey: "job-1"}
+	resp, err := retrying.ExecuteBatch(t.Context(), "hash", items, key)
 	if err != nil || resp.Summary.OK != 1 {
 		t.Fatalf("ExecuteBatch: %v, %v", resp, err)
 	}
 	reqs := seen()
-	if len(reqs) != 3 || reqs[0].idempotencyKey == "" || reqs[1].idempotencyKey != reqs[0].idempotencyKey || reqs[2].idempotencyKey != reqs[0].idempotencyKey {
-		t.Errorf("%d attempts with keys %+v, want 3 with one key", len(reqs), reqs)
+	if len(reqs) != 3 || reqs[0].idempotencyKey != "job-1" || reqs[1].idempotencyKey != "job-1" || reqs[2].idempotencyKey != "job-1" {
+		t.Errorf("%d attempts with keys %+v, want 3 with the key", len(reqs), reqs)
 	}
 	if len(waits) != 2 || waits[0] != client.DefaultBaseDelay/2 || waits[1] != client.DefaultBaseDelay {
 		t.Errorf("waits %v", waits)
 	}
 
-	// A single call is not retried after a transport failure: it has no key.
-	if _, err := retrying.Execute(t.Context(), "hash", items[0]); err == nil || len(seen()) != 4 {
-		t.Errorf("Execute: %v after %d requests, want a transport error after 1", err, len(seen())-3)
-	}
-	// Nor is a batch without a retry policy.
+	// A single call is not retried after a transport failure, nor is a batch without
+	// a key, nor one without a retry policy.
 	plain, err := client.New(testserver.PrimaryKey, &client.Options{BaseURL: srv.URL, Catalog: apis.All(), HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	attempts = 0
-	mu.Unlock()
-	if _, err := plain.ExecuteBatch(t.Context(), "hash", items, nil); err == nil || len(seen()) != 5 {
-		t.Errorf("ExecuteBatch without a policy: %v after %d requests, want a transport error after 1", err, len(seen())-4)
+	for _, tt := range []struct {
+		name string
+		call func() error
+	}{
+		{"Execute", func() error { _, err := retrying.Execute(t.Context(), "hash", items[0]); return err }},
+		{"ExecuteBatch without a key", func() error { _, err := retrying.ExecuteBatch(t.Context(), "hash", items, nil); return err }},
+		{"ExecuteBatch without a policy", func() error { _, err := plain.ExecuteBatch(t.Context(), "hash", items, key); return err }},
+	} {
+		mu.Lock()
+		attempts = 0
+		mu.Unlock()
+		before := len(seen())
+		if err := tt.call(); err == nil || len(seen()) != before+1 {
+			t.Errorf("%s: %v after %d requests, want a transport error after 1", tt.name, err, len(seen())-before)
+		}
 	}
 	// A batch is not retried once the caller's context is done.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := retrying.ExecuteBatch(ctx, "hash", items, nil); !errors.Is(err, context.Canceled) {
+	if _, err := retrying.ExecuteBatch(ctx, "hash", items, key); !errors.Is(err, context.Canceled) {
 		t.Errorf("ExecuteBatch with a canceled context: %v", err)
 	}
 }

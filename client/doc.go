@@ -18,10 +18,9 @@
 // [Client.ExecuteBatch] calls one API with many inputs in one request
 // (POST /v1/<api_id>/batch): every item is validated first, and the answer holds each
 // item's result or [*ItemError], in order, with a summary and the credit headers of the
-// whole batch. A plan bounds the items of one batch ([Client.BatchMaxItems]). Each
-// batch carries an Idempotency-Key, random per call unless [BatchOptions] gives one, so
-// that a batch sent again (by [Options.Retry], or by you with your own key) runs and is
-// charged once.
+// whole batch. A plan bounds the items of one batch ([Client.BatchMaxItems]). A batch
+// sent with an idempotency key ([BatchOptions]) runs and is charged once however often
+// it is sent again, by [Options.Retry] or by you.
 //
 // # Validation before sending
 //

@@ -16,10 +16,10 @@ const (
 
 // A RetryPolicy retries the answers that waiting may fix (see [IsRetryable]): 429
 // rate_limited and concurrency_limited, and 5xx. Credits exhausted, validation errors,
-// 4xx answers and transport failures are returned at once, but for a batch
-// ([Client.ExecuteBatch]): it carries an idempotency key, so that the service runs it
-// once however often it is sent, and it is also retried after a transport failure (the
-// request or its answer lost on the way) and on a 409 (the first attempt still running).
+// 4xx answers and transport failures are returned at once, but for a batch sent with
+// an idempotency key ([BatchOptions.IdempotencyKey]): the service runs it once however
+// often it is sent, so it is also retried after a transport failure (the request or its
+// answer lost on the way) and on a 409 (the first attempt still running).
 //
 // Before retry n (n = 1, 2, ...) it waits a random duration between 0 and
 // min(MaxDelay, BaseDelay·2ⁿ⁻¹) ("full jitter"), or the answer's Retry-After if that is

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -66,7 +68,7 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 	}
 	maxItems, err := cl.BatchMaxItems(ctx)
 	if err != nil {
-		return c.clientError(err)
+		return c.failure(fmt.Errorf("reading the plan's batch size (GET /v1/analytics): %s", describe(err)))
 	}
 
 	out := bufio.NewWriter(c.stdout)
@@ -77,10 +79,11 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 		fmt.Fprintf(c.stderr, "tollgate: "+format+"\n", args...)
 		return exitAPI
 	}
+	run := &batchRun{cli: c, cl: cl, api: api, out: out, p: p, keys: true}
 	for {
 		chunk, readErr := r.next(ctx, maxItems)
 		if len(chunk) > 0 {
-			if err := c.runChunk(ctx, cl, api, chunk, out, p); err != nil {
+			if err := run.chunk(ctx, chunk); err != nil {
 				first := chunk[0].line
 				return stop("stopped at line %d: %v\ntollgate: standard output has the results of the lines before it; to go on, run the lines from %d on (tail -n +%d FILE)", first, err, first, first)
 			}
@@ -102,10 +105,22 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 	return exitOK
 }
 
-// runChunk sends the valid items of chunk as one batch and writes the result line of
+// A batchRun sends the batches of a run.
+type batchRun struct {
+	*cli
+	cl  *client.Client
+	api *catalog.API
+	out *bufio.Writer
+	p   *progress
+	// keys says whether batches carry an idempotency key: until the service says it
+	// keeps no answers for them.
+	keys bool
+}
+
+// chunk sends the valid items of chunk as one batch and writes the result line of
 // every item of chunk, in order. It returns an error, and writes nothing, when the
 // batch could not be run.
-func (c *cli) runChunk(ctx context.Context, cl *client.Client, api *catalog.API, chunk []lineItem, out *bufio.Writer, p *progress) error {
+func (b *batchRun) chunk(ctx context.Context, chunk []lineItem) error {
 	var items []map[string]any
 	for _, it := range chunk {
 		if it.params != nil {
@@ -115,33 +130,59 @@ func (c *cli) runChunk(ctx context.Context, cl *client.Client, api *catalog.API,
 	var resp *client.BatchResponse
 	if len(items) > 0 {
 		var err error
-		resp, err = cl.ExecuteBatch(ctx, api.ID, items, nil)
+		resp, err = b.send(ctx, items)
 		if err != nil {
-			return describeBatchError(err)
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) {
+				return errors.New("the service refused the batch: " + describe(err))
+			}
+			return errors.New(describe(err))
 		}
 	}
-	var b bytes.Buffer
+	return b.write(chunk, resp)
+}
+
+// send sends one batch, with a new idempotency key unless the service keeps no answers
+// for keys: then the batch, and the ones after it, go without one.
+func (b *batchRun) send(ctx context.Context, items []map[string]any) (*client.BatchResponse, error) {
+	if !b.keys {
+		return b.cl.ExecuteBatch(ctx, b.api.ID, items, nil)
+	}
+	resp, err := b.cl.ExecuteBatch(ctx, b.api.ID, items, &client.BatchOptions{IdempotencyKey: rand.Text()})
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && strings.Contains(strings.ToLower(apiErr.Message), "idempotency") {
+		b.keys = false
+		b.p.note("the service keeps no answers for idempotency keys (" + apiErr.Message + "): batches go without one, and one whose answer is lost is not sent again")
+		return b.cl.ExecuteBatch(ctx, b.api.ID, items, nil)
+	}
+	return resp, err
+}
+
+// write writes the result line of every item of chunk, in order: an invalid line's
+// own, or the answer's next item.
+func (b *batchRun) write(chunk []lineItem, resp *client.BatchResponse) error {
+	var line bytes.Buffer
 	next, failed := 0, 0
 	for _, it := range chunk {
-		b.Reset()
+		line.Reset()
 		if it.invalid != nil {
-			b.Write(it.invalid)
+			line.Write(it.invalid)
 			failed++
-			p.invalidLine(it.line, it.reason)
+			b.p.invalidLine(it.line, it.reason)
 		} else {
 			item := resp.Items[next]
 			next++
-			if err := json.Compact(&b, item.Envelope); err != nil {
+			if err := json.Compact(&line, item.Envelope); err != nil {
 				return fmt.Errorf("the answer of item %d is not JSON: %w", next-1, err)
 			}
 			if item.Err != nil {
 				failed++
 			}
 		}
-		b.WriteByte('\n')
-		out.Write(b.Bytes())
+		line.WriteByte('\n')
+		b.out.Write(line.Bytes())
 	}
-	if err := out.Flush(); err != nil {
+	if err := b.out.Flush(); err != nil {
 		return fmt.Errorf("writing the results: %w", err)
 	}
 	var credits int64
@@ -152,25 +193,26 @@ func (c *cli) runChunk(ctx context.Context, cl *client.Client, api *catalog.API,
 	for _, it := range chunk {
 		read += it.bytes
 	}
-	p.add(len(chunk), credits, failed, read)
+	b.p.add(len(chunk), credits, failed, read)
 	return nil
 }
 
-// describeBatchError says why a batch could not be run, and what to do.
-func describeBatchError(err error) error {
+// describe says what went wrong with a request of a batch run: the status, the code
+// and the message of a refusal, or the error.
+func describe(err error) string {
 	var apiErr *client.APIError
-	if errors.As(err, &apiErr) {
-		msg := fmt.Sprintf("the service refused the batch: %d", apiErr.StatusCode)
-		if apiErr.Code != "" {
-			msg += " (" + apiErr.Code + ")"
-		}
-		msg += ": " + apiErr.Message
-		if apiErr.StatusCode == 401 {
-			msg += fmt.Sprintf("; the key in %s is not a key of this service", envKey)
-		}
-		return errors.New(msg)
+	if !errors.As(err, &apiErr) {
+		return strings.TrimPrefix(err.Error(), "client: ")
 	}
-	return errors.New(strings.TrimPrefix(err.Error(), "client: "))
+	msg := fmt.Sprintf("%d", apiErr.StatusCode)
+	if apiErr.Code != "" {
+		msg += " (" + apiErr.Code + ")"
+	}
+	msg += ": " + apiErr.Message
+	if apiErr.StatusCode == http.StatusUnauthorized {
+		msg += fmt.Sprintf("; the key in %s is not a key of this service", envKey)
+	}
+	return msg
 }
 
 // openInput opens the input of a batch: the file at path, or standard input for "-".

@@ -330,3 +330,35 @@ func TestBatchMistakes(t *testing.T) {
 		t.Errorf("%d batches sent, want none", n)
 	}
 }
+
+// TestBatchWithoutKeys checks a run against a service that keeps no answers for
+// idempotency keys, and refuses batches that carry one: the command says so once, and
+// sends that batch and the next without a key.
+func TestBatchWithoutKeys(t *testing.T) {
+	var seen func() []contractBatch
+	base, seen := contractServer(t, 2, func(w http.ResponseWriter, n int) bool {
+		if seen()[n-1].key == "" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Error-Code", "invalid_input")
+		w.WriteHeader(400)
+		io.WriteString(w, `{"status":"error","error":"this service keeps no answers for idempotency keys: send the batch without an Idempotency-Key","data":null}`)
+		return true
+	})
+	file := writeLines(t, `{"text": "a"}`, `{"text": "b"}`, `{"text": "c"}`)
+	r := runSys(t, batchSys(base, nil, false, nil), "hash", "--batch", file)
+	if r.code != exitOK || len(resultLines(t, r.stdout)) != 3 {
+		t.Fatalf("exit %d, stdout %s, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if want := "tollgate: the service keeps no answers for idempotency keys (this service keeps no answers for idempotency keys: send the batch without an Idempotency-Key): batches go without one, and one whose answer is lost is not sent again\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+	var keys []string
+	for _, b := range seen() {
+		keys = append(keys, fmt.Sprintf("%d:%v", len(b.items), b.key != ""))
+	}
+	if got := strings.Join(keys, " "); got != "2:true 2:false 1:false" {
+		t.Errorf("batches (items:with a key) %s, want the first refused with its key, then sent without, and the next without", got)
+	}
+}

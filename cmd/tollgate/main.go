@@ -37,14 +37,16 @@
 // sent: its result line is an error envelope with code invalid_input, and standard error
 // names the line (the first ten such lines).
 //
-// Each batch carries an Idempotency-Key, so that a batch whose answer was lost is sent
-// again without being run or charged twice; one refused for the rate or concurrency
-// limit is sent again when the service says. When standard error is a terminal, a
-// progress line there shows the items done, the credits spent and the errors; on a
-// pipe or a file, nothing but the reports of invalid lines is written there. When a
-// batch cannot be run (no credits left, the key refused, the service unreachable), the
-// run stops: standard output has the results of the lines before that batch, and
-// standard error says which line to go on from.
+// Each batch carries an Idempotency-Key of its own, so that a batch whose answer was
+// lost is sent again without being run or charged twice; one refused for the rate or
+// concurrency limit is sent again when the service says. (A service whose host keeps
+// no answers for keys refuses them: the command then says so once and sends its
+// batches without a key, and does not send again a batch whose answer was lost.) When
+// standard error is a terminal, a progress line there shows the items done, the credits
+// spent and the errors; on a pipe or a file, nothing is written there but the reports of
+// invalid lines and of what went wrong. When a batch cannot be run (no credits left, the
+// key refused, the service unreachable), the run stops: standard output has the results
+// of the lines before that batch, and standard error says which line to go on from.
 //
 // Exit status of a batch run: 0 when every item succeeded, 1 when some item failed or
 // the run stopped, 2 for a usage mistake (no key, a file that cannot be opened, other

@@ -50,13 +50,18 @@ func (p *progress) wait(d time.Duration) {
 // invalidLine reports a line that was not sent, the first maxReportedLines of them.
 func (p *progress) invalidLine(line int, reason string) {
 	p.invalid++
-	if p.invalid > maxReportedLines {
-		return
+	if p.invalid <= maxReportedLines {
+		p.note(fmt.Sprintf("line %d was not sent: %s", line, reason))
 	}
+}
+
+// note writes a line of its own, on a terminal in place of the progress line, which
+// the next update draws again.
+func (p *progress) note(s string) {
 	if p.drawn {
 		io.WriteString(p.w, "\r\x1b[K")
 	}
-	fmt.Fprintf(p.w, "tollgate: line %d was not sent: %s\n", line, reason)
+	fmt.Fprintf(p.w, "tollgate: %s\n", s)
 	p.drawn = false
 }
 

@@ -115,6 +115,7 @@ type liveResult struct {
 			Cost      int64 `json:"cost"`
 			Remaining int64 `json:"remaining"`
 		} `json:"credits"`
+		Replayed *bool `json:"replayed"` // of a batch
 	} `json:"response"`
 	Error struct {
 		Class      string `json:"class"`
@@ -127,6 +128,7 @@ type liveResult struct {
 		HTTPStatus int    `json:"httpStatus"`
 		Code       string `json:"code"`
 		RetryAfter *int   `json:"retryAfter"`
+		Index      *int   `json:"index"` // of a ValidationError in a batch
 	} `json:"error"`
 }
 
@@ -251,9 +253,9 @@ func readmeBlock(t *testing.T, path, lang string) string {
 	return string(m[1])
 }
 
-// checkNetwork checks that exactly the calls that should reach the service did, with
-// the ecosystem's auth mode.
-func checkNetwork(t *testing.T, srv *testserver.Server, cases []liveCase, extra int, mode string) {
+// checkNetwork checks that exactly the calls that should reach the service did, after
+// extra others, with the ecosystem's auth mode.
+func checkNetwork[C interface{ sent() bool }](t *testing.T, srv *testserver.Server, cases []C, extra int, mode string) {
 	t.Helper()
 	want := extra
 	for _, c := range cases {
@@ -324,6 +326,22 @@ func TestJavaScriptPackages(t *testing.T) {
 		})
 	}
 	checkNetwork(t, srv, expect, 0, "js-package")
+
+	// Batches.
+	bcases := batchCases(srv)
+	var batches []jsCase
+	for _, c := range bcases {
+		args := []any{c.items}
+		if c.idempotencyKey != "" {
+			args = append(args, map[string]any{"idempotencyKey": c.idempotencyKey})
+		}
+		batches = append(batches, jsCase{Name: c.name, Module: filepath.Join(dirs[c.api], "index.js"), Class: pascal(c.api) + "Client",
+			Options: map[string]any{"api_key": c.accountKey(), "base_url": srv.URL}, Method: "executeBatch", Args: args})
+	}
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	report = runDriver(t, exec.CommandContext(t.Context(), node, "testdata/drive.mjs"), batches)
+	checkBatchReport(t, srv, bcases, report, "ValidationError", "APIError", balance)
+	checkNetwork(t, srv, bcases, before, "js-package")
 
 	// Each README's example, run as written: the package is installed under its npm
 	// name, and fetch is pointed at the test server instead of the default base URL.
@@ -487,6 +505,19 @@ func TestPythonPackages(t *testing.T) {
 		}
 	}
 	checkNetwork(t, srv, liveCases, 0, "python-package")
+
+	// Batches.
+	bcases := batchCases(srv)
+	var batches []pyCase
+	for _, c := range bcases {
+		batches = append(batches, pyCase{Name: c.name, Module: "tollgate_" + strings.ReplaceAll(c.api, "-", "_"), Class: pascal(c.api) + "Client",
+			Args: []any{c.accountKey()}, Kwargs: map[string]any{"base_url": srv.URL}, Method: "execute_batch", CallArgs: batchArgs(c)})
+	}
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	cmd = exec.CommandContext(t.Context(), python, "testdata/drive.py")
+	cmd.Env = env
+	checkBatchReport(t, srv, bcases, runDriver(t, cmd, batches), "ValidationError", "APIError", balance)
+	checkNetwork(t, srv, bcases, before, "python-package")
 
 	// Each README's example, run as written, with the module's default base URL
 	// pointed at the test server.
