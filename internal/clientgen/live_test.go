@@ -404,6 +404,16 @@ await images.executeWithUrl('https://example.com/a.png', {});
 const dates = new DateInfoClient({ api_key: 'k' });
 const leap: boolean = (await dates.execute({ date: '2024-02-29' })).data['is leap year'];
 console.log(hash, result, remaining, width, leap);
+const batch = await client.executeBatch([{ text: 'a' }, { text: 'b', algorithm: 'md5' }], { idempotencyKey: 'job-1' });
+for (const item of batch.data.items) {
+  if (item.status === 'ok') console.log(item.data.hash, item.credits);
+  else console.log(item.code, item.error);
+}
+const spent: number = batch.data.summary.credits + (batch.credits?.cost ?? 0);
+const replayed: boolean = batch.replayed;
+await images.executeBatch([{ url: 'https://example.com/a.png' }]);
+client.executeBatch([{ text: 'a' }], (err, res) => console.log(err instanceof ValidationError ? err.index : res?.data.summary.ok));
+console.log(spent, replayed);
 
 // @ts-expect-error the option is api_key
 new HashClient({ apiKey: 'k' });
@@ -415,6 +425,14 @@ await client.execute({ text: 'x', algorithm: 'crc32' });
 await client.executeWithFile('a.png');
 // @ts-expect-error the result has no such field
 console.log(r.data.digest);
+// @ts-expect-error a batch's items are the API's parameters
+await client.executeBatch([{ txt: 'a' }]);
+// @ts-expect-error a file API's batch takes the URL form: each item gives its url
+await images.executeBatch([{}]);
+// @ts-expect-error the option is idempotencyKey
+await client.executeBatch([{ text: 'a' }], { key: 'k' });
+// @ts-expect-error a failed item's data is null
+console.log((await client.executeBatch([{ text: 'a' }])).data.items[0].data.hash);
 `, imp("hash"), imp("image-info"), imp("date-info"))
 	if err := os.WriteFile(filepath.Join(work, "check.ts"), []byte(program), 0o600); err != nil {
 		t.Fatal(err)
