@@ -110,30 +110,26 @@ func ExampleRetryPolicy() {
 
 // A batch calls one API with many inputs in one request. Each item has its own
 // outcome: a result, or an *ItemError with the code and message a call of it alone
-// would have had. The batch is charged the items that ran.
+// would have had. The batch is charged the items that ran. The README shows this
+// example.
 func ExampleClient_ExecuteBatch() {
 	c, err := client.New(os.Getenv("TOLLGATE_API_KEY"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	items := []map[string]any{{"text": "hello"}, {"text": "world", "algorithm": "md5"}}
-	resp, err := c.ExecuteBatch(context.Background(), "hash", items, nil)
+	opts := &client.BatchOptions{IdempotencyKey: "job-42/chunk-1"} // optional: sent again, it runs and charges once
+	resp, err := c.ExecuteBatch(context.Background(), "hash", items, opts)
 	if err != nil {
-		log.Fatal(err) // nothing ran: an invalid item, a refused key, no credits, ...
+		log.Fatal(err) // nothing ran: an invalid item (*client.ItemValidationError), no credits, ...
 	}
-	for i, it := range resp.Items {
-		var result struct {
-			Hash string `json:"hash"`
+	for i, item := range resp.Items {
+		var out struct{ Hash string }
+		if err := item.Decode(&out); err != nil {
+			fmt.Println(i, err) // a *client.ItemError, with the item's Code and Message
+			continue
 		}
-		var itemErr *client.ItemError
-		switch err := it.Decode(&result); {
-		case errors.As(err, &itemErr):
-			fmt.Println(i, "failed:", itemErr.Code, itemErr.Message)
-		case err != nil:
-			log.Fatal(err)
-		default:
-			fmt.Println(i, result.Hash)
-		}
+		fmt.Println(i, out.Hash)
 	}
 	fmt.Println(resp.Summary.OK, "ok,", resp.Summary.Failed, "failed,", resp.Credits.Cost, "credits")
 }
