@@ -48,7 +48,8 @@ import (
 // request, its request id and the answer: never a key value or any other credential.
 type IdempotencyOptions struct {
 	// Store keeps the records: memory.NewIdempotencyStore for one instance,
-	// postgres.Store or redis.Store for a deployment of several. It is required.
+	// postgres.NewIdempotencyStore or a redis.Store for a deployment of several. It is
+	// required.
 	Store idempotency.Store
 	// Retention is how long an answer is kept. The default is
 	// [DefaultIdempotencyRetention].
@@ -79,7 +80,7 @@ func newIdempotencyConfig(o *IdempotencyOptions) (idempotencyConfig, error) {
 		return idempotencyConfig{}, nil
 	}
 	if o.Store == nil {
-		return idempotencyConfig{}, errors.New("tollgate: Options.Idempotency needs a Store (memory.NewIdempotencyStore, postgres.Store, redis.Store)")
+		return idempotencyConfig{}, errors.New("tollgate: Options.Idempotency needs a Store (memory.NewIdempotencyStore, postgres.NewIdempotencyStore, a redis.Store)")
 	}
 	c := idempotencyConfig{store: o.Store, retention: o.Retention, maxAnswer: o.MaxAnswerBytes}
 	if c.retention <= 0 {
@@ -144,8 +145,8 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	ctx = context.WithoutCancel(ctx)
 	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run))
 	if reply.Err != nil {
-		if err := s.idem.store.Release(ctx, c.ID, c.Token); err != nil {
-			s.log.WarnContext(ctx, "tollgate: cannot release an idempotency key after a refused batch; it is refused as running until its lease ends",
+		if err := s.idem.store.Abandon(ctx, c.ID, c.Token); err != nil {
+			s.log.WarnContext(ctx, "tollgate: cannot abandon the idempotency record of a refused batch; it is refused as running until its lease ends",
 				"account", p.Account.ID, "error", err)
 		}
 		return reply

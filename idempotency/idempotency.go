@@ -6,7 +6,7 @@
 // A request with a key first claims its [Record] in a [Store]. The claim is one atomic
 // step that says what to do:
 //
-//	Claim --> Claimed: run the request, then Complete with the answer (or Release
+//	Claim --> Claimed: run the request, then Complete with the answer (or Abandon
 //	  |                when the request was refused as a whole and may be sent again)
 //	  +-----> Running: another claimant runs it now (a retry that came too early)
 //	  +-----> Done: the answer of the first run, to send again
@@ -64,7 +64,7 @@ type Fingerprint [32]byte
 type Run [16]byte
 
 // A Token identifies one claimant, so that only the claimant that holds the record may
-// complete or release it: one that took it over after another's lease ended shuts the
+// complete or abandon it: one that took it over after another's lease ended shuts the
 // first one out.
 type Token [16]byte
 
@@ -132,8 +132,8 @@ type Store interface {
 	// not an error (the record was taken over, or has expired). The record keeps its
 	// Expires.
 	Complete(ctx context.Context, id ID, token Token, answer []byte) error
-	// Release forgets the record of id if token still holds it (Running under token),
+	// Abandon forgets the record of id if token still holds it (Running under token),
 	// so that the request may be sent again with the same key; otherwise it changes
 	// nothing and is not an error.
-	Release(ctx context.Context, id ID, token Token) error
+	Abandon(ctx context.Context, id ID, token Token) error
 }

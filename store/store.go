@@ -4,7 +4,8 @@
 // The store interfaces themselves live next to their consumers: [auth.KeyStore] in auth,
 // the billing stores' contract ([driver.Ledger], [driver.RateLimiter],
 // [driver.ConcurrencyLimiter] and the optional ones) in billing/driver, and the audit
-// log's ([audit.Store]) in audit, the usage statistics' ([usage.Store]) in usage.
+// log's ([audit.Store]) in audit, the usage statistics' ([usage.Store]) in usage, the
+// idempotency records' ([idempotency.Store]) in idempotency.
 // Implementations are in store/memory (the in-process reference), store/postgres and
 // store/redis; every implementation runs the conformance suites in store/storetest.
 //

@@ -297,10 +297,18 @@ func instance(ctx context.Context, c config, plans *billing.Plans, logger *slog.
 	if err := apis.Register(reg); err != nil {
 		return nil, nil, nil, err
 	}
+	// Batches sent with an Idempotency-Key keep their answers in PostgreSQL, so that a
+	// retry that reaches another instance gets the first answer.
+	answers, err := postgres.NewIdempotencyStore(pool)
+	if err != nil {
+		closeStores()
+		return nil, nil, nil, err
+	}
 	// Key records are cached: every paid call checks its key in its admission step, so a
 	// revocation on one instance is refused by the next call on any other.
 	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
-		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease})
+		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
+		Idempotency: &tollgate.IdempotencyOptions{Store: answers}})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -3,6 +3,7 @@ package multiinstance_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -28,6 +30,8 @@ type deployment struct {
 	// stores returns the stores of one more instance: its own connections to the
 	// deployment's shared servers. The first call may prepare the servers (migrate).
 	stores func(t *testing.T) tollgate.Stores
+	// answers returns the idempotency store of one more instance, as stores does.
+	answers func(t *testing.T) idempotency.Store
 	// serverClock is set when leases and rate limits run on the store's own clock, so
 	// tests cannot move them with the service's clock.
 	serverClock bool
@@ -43,23 +47,29 @@ func deployments() []deployment {
 func memoryShared() deployment {
 	var once sync.Once
 	var s tollgate.Stores
-	return deployment{name: "memory", stores: func(*testing.T) tollgate.Stores {
+	var answers idempotency.Store
+	shared := func() {
 		once.Do(func() {
 			s = tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 				Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+			answers = memory.NewIdempotencyStore(nil)
 		})
-		return s
-	}}
+	}
+	return deployment{name: "memory",
+		stores:  func(*testing.T) tollgate.Stores { shared(); return s },
+		answers: func(*testing.T) idempotency.Store { shared(); return answers }}
 }
 
 // plans are the plans of the tests: "open" has no rate or concurrency limit, "tight"
-// a concurrency ceiling of 3, "busy" every limit, high, and "slow" one call a minute (a
+// a concurrency ceiling of 3, "busy" every limit, high, "batchy" a rate limit whose
+// burst (5) holds a batch to 5 items, and "slow" one call a minute (a
 // second call within the minute is refused, on any clock, however slow the machine).
 var plans = mustPlans(
 	billing.Plan{Name: "open", Credits: 1_000_000},
 	billing.Plan{Name: "tight", Credits: 1_000_000, Concurrency: 3},
 	billing.Plan{Name: "busy", Credits: 1_000_000, RatePerMinute: 1_000_000, Concurrency: 1000},
 	billing.Plan{Name: "slow", Credits: 1_000_000, RatePerMinute: 1, Concurrency: 10},
+	billing.Plan{Name: "batchy", Credits: 1_000_000, RatePerMinute: 6, Burst: 5, Concurrency: 2, BatchMaxItems: 10},
 )
 
 func mustPlans(ps ...billing.Plan) *billing.Plans {
@@ -102,6 +112,16 @@ func blockAPI(b *blocker) catalog.API {
 		})}
 }
 
+// flakyAPI fails on the service's side when its n is odd, and answers n otherwise.
+var flakyAPI = catalog.API{ID: "flaky", Method: http.MethodGet, Cost: 1,
+	Params: []catalog.Param{{Name: "n", Type: catalog.Integer, Required: true}},
+	Handler: catalog.HandlerFunc(func(_ context.Context, req *catalog.Request) (any, error) {
+		if n := req.Params.Int("n"); n%2 == 1 {
+			return nil, fmt.Errorf("flaky: %d is odd", n)
+		}
+		return map[string]any{"n": req.Params.Int("n")}, nil
+	})}
+
 // start runs n instances of d with key caches (the configuration of a real deployment
 // on network stores).
 func start(t *testing.T, d deployment, n int) *cluster {
@@ -117,8 +137,12 @@ func start(t *testing.T, d deployment, n int) *cluster {
 		if err := reg.Register(blockAPI(c.block)); err != nil {
 			t.Fatal(err)
 		}
+		if err := reg.Register(flakyAPI); err != nil {
+			t.Fatal(err)
+		}
 		svc, err := tollgate.New(reg, d.stores(t), plans, &tollgate.Options{
 			Now: c.clock.Now, Logger: quiet, KeyCache: &auth.KeyCacheOptions{}, Lease: time.Minute,
+			Idempotency: &tollgate.IdempotencyOptions{Store: d.answers(t)},
 		})
 		if err != nil {
 			t.Fatal(err)

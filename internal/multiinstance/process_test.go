@@ -410,3 +410,77 @@ func TestRefundsDueWhileStoreDown(t *testing.T) {
 		t.Errorf("ledger %v: want exactly %d expired reservations and no settlement", kinds, calls)
 	}
 }
+
+// postBatch sends a batch through url with an Idempotency-Key, and returns the answer,
+// or the error of a call whose instance died.
+func postBatch(ctx context.Context, url, key, idemKey, api, body string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/"+api+"/batch", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", idemKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b, err
+}
+
+// TestKilledInstanceMidBatch kills an instance with SIGKILL while a batch sent with an
+// Idempotency-Key runs on it. The batch's one reservation is voided at its expiry (one
+// round of items, a call timeout, plus the grace) and every credit comes back, once.
+// Its retry on the surviving instance is refused as running until the claim's lease
+// ends; then it runs again, under the same request id, which the ledger does not charge
+// again since its reservation was voided; and a third try gets the retry's answer.
+func TestKilledInstanceMidBatch(t *testing.T) {
+	dsn := testenv.Var(t, testenv.Postgres)
+	redisAddr := testenv.Var(t, testenv.Redis)
+	schema := testenv.PostgresSchema(t, dsn)
+	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+	const account, credits, items = "batch-crash", 1000, 8
+	key := auth.NewKeyValue()
+	common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", "redis"}, processTimings...)
+	survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
+	victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+
+	// One round of items of 3s each (the default parallelism is 8).
+	body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
+	lost := make(chan error, 1)
+	go func() {
+		status, _, b, err := postBatch(t.Context(), victim.url, key, "crash-1", "echo", body)
+		if err == nil {
+			err = fmt.Errorf("answered %d: %s", status, b)
+		}
+		lost <- err
+	}()
+	waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
+	victim.kill()
+	if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+		t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
+	}
+	if status, _, b, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body); err != nil || status != http.StatusConflict {
+		t.Errorf("a retry at once: %d %s (%v), want 409: the batch is still running as far as anyone knows", status, b, err)
+	}
+	_, took := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == 0 && p.inUse == 0 })
+	t.Logf("the killed batch's credits were back %v after the kill", took.Round(time.Millisecond))
+
+	// The claim's lease ended with the reservation: the retry runs the batch again.
+	status, hdr, retry, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body)
+	if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "" || !strings.Contains(string(retry), `"summary":{"ok":8,"failed":0,"credits":0}`) {
+		t.Fatalf("the retry after the lease: %d %s (%v), want the batch run again and charged nothing", status, retry, err)
+	}
+	status, hdr, third, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body)
+	if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "true" || !bytes.Equal(third, retry) {
+		t.Errorf("a third try: %d %s (%v), want the retry's answer replayed", status, third, err)
+	}
+	if p, err := analytics(t.Context(), survivor.url, key); err != nil || p.remaining != credits || p.used != 0 {
+		t.Errorf("position %+v (%v), want the whole balance: the killed batch was never charged", p, err)
+	}
+	if kinds := ledgerKinds(t, dsn, schema, account); kinds["reserve"] != 1 || kinds["expire"] != 1 || kinds["settle"]+kinds["refund"] != 0 {
+		t.Errorf("ledger %v: want the batch's one reservation, voided once, and nothing settled", kinds)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
@@ -16,31 +17,51 @@ import (
 
 // onPostgres puts everything in PostgreSQL.
 func onPostgres() deployment {
-	return deployment{name: "postgres", stores: perTest(func(t *testing.T, pg pgTarget, _ redisTarget) tollgate.Stores {
-		s := pg.store(t)
-		return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
-	}, true, false)}
+	tg := perTest(true, false)
+	return deployment{name: "postgres",
+		stores: func(t *testing.T) tollgate.Stores {
+			s := tg(t).pg.store(t)
+			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
+		},
+		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) }}
 }
 
 // onRedisAndPostgres puts keys and money in PostgreSQL and the limits in Redis: the
-// composition the Redis store recommends.
+// composition the Redis store recommends. The answers of idempotent batches are kept
+// with the money.
 func onRedisAndPostgres() deployment {
-	return deployment{name: "redis+postgres", serverClock: true, stores: perTest(func(t *testing.T, pg pgTarget, rd redisTarget) tollgate.Stores {
-		s, r := pg.store(t), rd.store(t)
-		return tollgate.Stores{Keys: s, Ledger: s, Rates: r, Slots: r}
-	}, true, true)}
+	tg := perTest(true, true)
+	return deployment{name: "redis+postgres", serverClock: true,
+		stores: func(t *testing.T) tollgate.Stores {
+			s, r := tg(t).pg.store(t), tg(t).rd.store(t)
+			return tollgate.Stores{Keys: s, Ledger: s, Rates: r, Slots: r}
+		},
+		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) }}
 }
 
 // onRedis puts everything in Redis.
 func onRedis() deployment {
-	return deployment{name: "redis", serverClock: true, stores: perTest(func(t *testing.T, _ pgTarget, rd redisTarget) tollgate.Stores {
-		r := rd.store(t)
-		return tollgate.Stores{Keys: r, Ledger: r, Rates: r, Slots: r}
-	}, false, true)}
+	tg := perTest(false, true)
+	return deployment{name: "redis", serverClock: true,
+		stores: func(t *testing.T) tollgate.Stores {
+			r := tg(t).rd.store(t)
+			return tollgate.Stores{Keys: r, Ledger: r, Rates: r, Slots: r}
+		},
+		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.store(t) }}
 }
 
 // pgTarget is a test's PostgreSQL schema.
 type pgTarget struct{ dsn, schema string }
+
+// answers returns an idempotency store on the schema, with a pool of its own.
+func (p pgTarget) answers(t *testing.T) *postgres.IdempotencyStore {
+	t.Helper()
+	s, err := postgres.NewIdempotencyStore(testenv.PostgresPool(t, p.dsn, p.schema, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 func (p pgTarget) store(t *testing.T) *postgres.Store {
 	t.Helper()
@@ -63,18 +84,22 @@ func (r redisTarget) store(t *testing.T) *redis.Store {
 	return s
 }
 
-// perTest returns an instance factory that prepares the test's schema and prefix on its
-// first call (per test), then gives every instance its own connections.
-func perTest(build func(*testing.T, pgTarget, redisTarget) tollgate.Stores, usePG, useRedis bool) func(*testing.T) tollgate.Stores {
+// targets are a test's schema and prefix.
+type targets struct {
+	pg pgTarget
+	rd redisTarget
+}
+
+// perTest returns the targets of a test, prepared on its first call (per test): the
+// instances then open their own connections to them.
+func perTest(usePG, useRedis bool) func(*testing.T) targets {
 	var mu sync.Mutex
-	targets := map[*testing.T]struct {
-		pg pgTarget
-		rd redisTarget
-	}{}
-	return func(t *testing.T) tollgate.Stores {
+	all := map[*testing.T]targets{}
+	return func(t *testing.T) targets {
 		t.Helper()
 		mu.Lock()
-		tg, ok := targets[t]
+		defer mu.Unlock()
+		tg, ok := all[t]
 		if !ok {
 			if usePG {
 				dsn := testenv.Var(t, testenv.Postgres)
@@ -87,9 +112,8 @@ func perTest(build func(*testing.T, pgTarget, redisTarget) tollgate.Stores, useP
 				addr := testenv.Var(t, testenv.Redis)
 				tg.rd = redisTarget{addr: addr, prefix: testenv.RedisPrefix(t, testenv.RedisClient(t, addr))}
 			}
-			targets[t] = tg
+			all[t] = tg
 		}
-		mu.Unlock()
-		return build(t, tg.pg, tg.rd)
+		return tg
 	}
 }

@@ -1,8 +1,9 @@
 // Package memory keeps all of a Tollgate service's state in the memory of one process:
 // accounts and keys ([KeyStore]), credit balances ([Ledger]), rate limits
 // ([RateLimiter]), concurrency slots ([ConcurrencyLimiter]), the grants of the OAuth authorization
-// server ([OAuthStore]), the audit log ([AuditStore]) and the signed-out sessions
-// ([SessionStore]). It is the reference implementation of every store
+// server ([OAuthStore]), the audit log ([AuditStore]), the signed-out sessions
+// ([SessionStore]) and the answers kept for batches sent with an idempotency key
+// ([IdempotencyStore]). It is the reference implementation of every store
 // interface, for a service that runs as a single instance, for trying Tollgate out and
 // for tests:
 //

@@ -130,8 +130,8 @@ func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, toke
 	return nil
 }
 
-// Release forgets a record its token holds.
-func (s *IdempotencyStore) Release(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+// Abandon forgets a record its token holds.
+func (s *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

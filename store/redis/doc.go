@@ -5,7 +5,11 @@
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
 // to settle, and the [driver.Sweeper], through which every instance voids expired
 // reservations. It is also an [auth.SessionStore]: a signed-out session is one key,
-// "<prefix>:ended-session:<id>", which Redis deletes at the session's expiry.
+// "<prefix>:ended-session:<id>", which Redis deletes at the session's expiry; and an
+// [idempotency.Store]: the record of a batch sent with an idempotency key is one hash,
+// "<prefix>:idem:<id>" (the hash of the account and the client's key, never the key
+// itself), claimed, completed and abandoned by one script each, judged on the caller's
+// clock, and deleted by Redis a second after its expiry.
 //
 // # Compositions
 //

@@ -18,7 +18,7 @@ var Scripts = map[string]*goredis.Script{
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
-	"reindex": reindexScript, "update": updateScript,
+	"reindex": reindexScript, "update": updateScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
 }
 
 // LuaFiles returns the files of lua/, each with its text as written (includes not

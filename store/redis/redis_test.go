@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -210,4 +211,17 @@ var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
 func TestSessionStore(t *testing.T) {
 	t.Parallel()
 	storetest.TestSessionStore(t, func(t *testing.T) auth.SessionStore { return newStore(t, nil) })
+}
+
+func TestIdempotencyStore(t *testing.T) {
+	client(t)
+	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStore(t, nil) })
+}
+
+// TestIdempotencyStoreRESP3 runs the suite over RESP3: the records' binary fields and
+// answers must come back byte for byte under both protocols.
+func TestIdempotencyStoreRESP3(t *testing.T) {
+	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
+	t.Cleanup(func() { c.Close() })
+	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStoreOn(t, c, nil) })
 }

@@ -57,6 +57,8 @@ var (
 	checkKeyScript      = luaScript("check_key.lua")
 	updateScript        = luaScript("update.lua")
 	delIfScript         = luaScript("del_if.lua")
+	idemClaimScript     = luaScript("idem_claim.lua")
+	idemCloseScript     = luaScript("idem_close.lua")
 )
 
 // luaScript returns the script of a file of lua/, its includes expanded.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
@@ -200,6 +201,19 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		must(t, err)
 		if n, err := s.Sweep(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
 			t.Errorf("account %q: Sweep voided %d reservations (%v), want 1", acct, n, err)
+		}
+
+		// An idempotency record, claimed, completed, and one abandoned: a key of its
+		// own, outside any account's slot.
+		for _, done := range []bool{true, false} {
+			c := idempotency.Claim{ID: idempotency.NewID(acct, fmt.Sprint(done)), Now: t0, Lease: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}
+			_, err = s.Claim(ctx, c)
+			must(t, err)
+			if done {
+				must(t, s.Complete(ctx, c.ID, c.Token, []byte("{}")))
+			} else {
+				must(t, s.Abandon(ctx, c.ID, c.Token))
+			}
 		}
 	}
 

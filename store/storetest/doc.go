@@ -1,12 +1,13 @@
 // Package storetest provides conformance suites for implementations of the store
 // interfaces: [auth.KeyStore], [driver.Ledger], [driver.RateLimiter],
-// [driver.ConcurrencyLimiter], [oauthstore.Store] and [audit.Store]. Every store in this
+// [driver.ConcurrencyLimiter], [driver.Admitter], [oauthstore.Store], [audit.Store],
+// [usage.Store], [auth.SessionStore] and [idempotency.Store]. Every store in this
 // repository runs them, and custom stores should too: the suites are the executable form
 // of the interfaces' documented contracts and of the invariants the rest of Tollgate
 // relies on (a balance never below zero, no charge lost or taken twice, a refund at most
 // once, a concurrency ceiling never exceeded, a revoked or rotated-away key refused by
 // the very next call, an authorization code or refresh token used once, an audit entry
-// never lost).
+// never lost, a request sent with an idempotency key run once).
 //
 // # Hooking in
 //

@@ -13,7 +13,7 @@ import (
 )
 
 // TestIdempotencyStore checks that an [idempotency.Store] claims, completes and
-// releases records as the interface documents: one claimant at a time, a takeover
+// abandons records as the interface documents: one claimant at a time, a takeover
 // after the lease with the same run id, answers kept as they were given, the fingerprint
 // guarding the key, records forgotten at their expiry, and concurrent claims of one key
 // granting exactly one.
@@ -38,14 +38,14 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 	{"Mismatch",
 		"A claim with another fingerprint is Mismatch, whether the record is running or done, and changes nothing.",
 		idemMismatch},
-	{"Release",
-		"Release forgets a record its token holds: the next claim is Claimed anew, with its own run id.",
+	{"Abandon",
+		"Abandon forgets a record its token holds: the next claim is Claimed anew, with its own run id.",
 		idemRelease},
 	{"TakeoverAfterLease",
-		"A claim after the holder's lease ended takes the record over with the same run id; the first holder can then neither complete nor release it.",
+		"A claim after the holder's lease ended takes the record over with the same run id; the first holder can then neither complete nor abandon it.",
 		idemTakeover},
 	{"CompleteOnce",
-		"A completed record is not completed again, nor released: its first answer stays.",
+		"A completed record is not completed again, nor abandoned: its first answer stays.",
 		idemCompleteOnce},
 	{"ForgottenAtExpiry",
 		"A record is forgotten at its Expires, running or done: a claim at that instant creates a new one, with the new claim's run id and fingerprint.",
@@ -60,7 +60,7 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 		"The store keeps no reference to the answer passed to Complete, and changing a returned answer changes nothing stored.",
 		idemNoAliasing},
 	{"CanceledContext",
-		"Claim, Complete and Release given a canceled context return an error matching context.Canceled and change nothing.",
+		"Claim, Complete and Abandon given a canceled context return an error matching context.Canceled and change nothing.",
 		idemCanceled},
 	{"ConcurrentClaims",
 		"Of many claims of one id at once, exactly one is Claimed; the others are Running.",
@@ -171,15 +171,15 @@ func idemRelease(t *testing.T, s idempotency.Store) {
 	r := newIdemRequest()
 	first := r.claim(t0)
 	claim(t, s, first)
-	must(t, "Release", s.Release(t.Context(), first.ID, first.Token))
+	must(t, "Abandon", s.Abandon(t.Context(), first.ID, first.Token))
 	again := r.claim(at(time.Second))
-	wantRecord(t, "a claim after Release", claim(t, s, again), idempotency.Claimed, again.Run, nil)
+	wantRecord(t, "a claim after Abandon", claim(t, s, again), idempotency.Claimed, again.Run, nil)
 	// The first claimant's token no longer holds it.
-	must(t, "Release by the old token", s.Release(t.Context(), first.ID, first.Token))
+	must(t, "Abandon by the old token", s.Abandon(t.Context(), first.ID, first.Token))
 	complete(t, s, first, []byte("stale"))
 	wantRecord(t, "the new claim's record", claim(t, s, r.claim(at(2*time.Second))), idempotency.Running, again.Run, nil)
 	// Releasing a record that does not exist is no error.
-	must(t, "Release of an unknown id", s.Release(t.Context(), newIdemRequest().id, first.Token))
+	must(t, "Abandon of an unknown id", s.Abandon(t.Context(), newIdemRequest().id, first.Token))
 	complete(t, s, newIdemRequest().claim(t0), []byte("unknown"))
 }
 
@@ -191,8 +191,8 @@ func idemTakeover(t *testing.T, s idempotency.Store) {
 	wantRecord(t, "a claim at the end of the lease", claim(t, s, second), idempotency.Claimed, first.Run, nil)
 	wantRecord(t, "a claim within the new lease", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
 	complete(t, s, first, []byte("from the first, taken over"))
-	must(t, "Release by the first", s.Release(t.Context(), first.ID, first.Token))
-	wantRecord(t, "after the first tried to complete and release", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
+	must(t, "Abandon by the first", s.Abandon(t.Context(), first.ID, first.Token))
+	wantRecord(t, "after the first tried to complete and abandon", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
 	complete(t, s, second, []byte("from the second"))
 	wantRecord(t, "after the second completed", claim(t, s, r.claim(at(idemLease+2*time.Minute))), idempotency.Done, first.Run, []byte("from the second"))
 }
@@ -203,7 +203,7 @@ func idemCompleteOnce(t *testing.T, s idempotency.Store) {
 	claim(t, s, first)
 	complete(t, s, first, []byte("first"))
 	complete(t, s, first, []byte("second"))
-	must(t, "Release after Complete", s.Release(t.Context(), first.ID, first.Token))
+	must(t, "Abandon after Complete", s.Abandon(t.Context(), first.ID, first.Token))
 	wantRecord(t, "replay", claim(t, s, r.claim(at(time.Second))), idempotency.Done, first.Run, []byte("first"))
 }
 
@@ -231,8 +231,8 @@ func idemIDsIndependent(t *testing.T, s idempotency.Store) {
 	wantRecord(t, "claim of b", claim(t, s, cb), idempotency.Claimed, cb.Run, nil)
 	complete(t, s, ca, []byte("a"))
 	wantRecord(t, "b after a completed", claim(t, s, b.claim(at(time.Second))), idempotency.Running, cb.Run, nil)
-	must(t, "Release b", s.Release(t.Context(), cb.ID, cb.Token))
-	wantRecord(t, "a after b was released", claim(t, s, a.claim(at(time.Second))), idempotency.Done, ca.Run, []byte("a"))
+	must(t, "Abandon b", s.Abandon(t.Context(), cb.ID, cb.Token))
+	wantRecord(t, "a after b was abandoned", claim(t, s, a.claim(at(time.Second))), idempotency.Done, ca.Run, []byte("a"))
 }
 
 func idemLargeAnswer(t *testing.T, s idempotency.Store) {
@@ -270,7 +270,7 @@ func idemCanceled(t *testing.T, s idempotency.Store) {
 	c := r.claim(t0)
 	wantRecord(t, "a claim after the canceled one", claim(t, s, c), idempotency.Claimed, c.Run, nil)
 	wantErr(t, "Complete", s.Complete(ctx, c.ID, c.Token, []byte("x")), context.Canceled)
-	wantErr(t, "Release", s.Release(ctx, c.ID, c.Token), context.Canceled)
+	wantErr(t, "Abandon", s.Abandon(ctx, c.ID, c.Token), context.Canceled)
 	wantRecord(t, "the record after both", claim(t, s, r.claim(at(time.Second))), idempotency.Running, c.Run, nil)
 }
 

@@ -1,0 +1,83 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Interface guard.
+var _ idempotency.Store = (*Store)(nil)
+
+// idemKey is the key of an idempotency record: "<prefix>:idem:<id in hexadecimal>".
+func (s *Store) idemKey(id idempotency.ID) string { return s.prefix + ":idem:" + id.String() }
+
+// idemTime writes an instant for the idempotency scripts: Unix nanoseconds in 20
+// digits, which compare as strings as the instants do.
+func idemTime(what string, t time.Time) (string, error) {
+	ns := t.UnixNano()
+	if ns < 0 {
+		return "", fmt.Errorf("redis: idempotency record: the %s %s is before 1970: %w", what, t, store.ErrInvalid)
+	}
+	return fmt.Sprintf("%020d", ns), nil
+}
+
+// Claim claims the record of c.ID in one script (see [idempotency.Store]). The record
+// lives in Redis until a second after its expiry, on the caller's clock; a claim
+// judges expiry and leases on the caller's clock too.
+func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, err
+	}
+	var args [3]string
+	for i, t := range []struct {
+		what string
+		t    time.Time
+	}{{"now", c.Now}, {"lease", c.Lease}, {"expiry", c.Expires}} {
+		var err error
+		if args[i], err = idemTime(t.what, t.t); err != nil {
+			return idempotency.Record{}, err
+		}
+	}
+	ttl := ms(c.Expires.Sub(c.Now)) + 1000
+	reply, err := s.run(ctx, idemClaimScript, []string{s.idemKey(c.ID)},
+		c.Fingerprint[:], c.Run[:], c.Token[:], args[0], args[1], args[2], ttl)
+	if err != nil {
+		return idempotency.Record{}, fail(ctx, err, "idempotency record %s", c.ID)
+	}
+	r := asSlice(reply)
+	if len(r) == 0 {
+		return idempotency.Record{}, errReply("idempotency record "+c.ID.String(), reply)
+	}
+	rec := idempotency.Record{State: idempotency.State(asInt(r[0]))}
+	if len(r) > 1 {
+		copy(rec.Run[:], asString(r[1]))
+	}
+	if len(r) > 2 {
+		rec.Answer = []byte(asString(r[2]))
+	}
+	return rec, nil
+}
+
+// Complete keeps the answer of a record its token holds, in one script.
+func (s *Store) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	return s.closeIdem(ctx, id, token, "1", answer)
+}
+
+// Abandon forgets a record its token holds, in one script.
+func (s *Store) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	return s.closeIdem(ctx, id, token, "", nil)
+}
+
+func (s *Store) closeIdem(ctx context.Context, id idempotency.ID, token idempotency.Token, complete string, answer []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := s.run(ctx, idemCloseScript, []string{s.idemKey(id)}, token[:], complete, answer); err != nil {
+		return fail(ctx, err, "idempotency record %s", id)
+	}
+	return nil
+}
