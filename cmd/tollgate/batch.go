@@ -95,6 +95,7 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 			return stop("reading %s: %v; standard output has the results of the lines before it", inputName(path), readErr)
 		}
 	}
+	p.read = p.size // all of it, blank lines and line ends included
 	p.done()
 	if p.invalid > maxReportedLines {
 		fmt.Fprintf(c.stderr, "tollgate: %d invalid lines in all were not sent; their result lines say why\n", p.invalid)

@@ -235,6 +235,16 @@ func TestBatchProgress(t *testing.T) {
 		t.Errorf("waits %v, want the Retry-After", waits)
 	}
 
+	// Blank lines and CRLF line ends are part of the file: the bar ends full.
+	crlf := filepath.Join(t.TempDir(), "crlf.jsonl")
+	if err := os.WriteFile(crlf, []byte("\n \r\n{\"text\": \"a\"}\r\n\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runSys(t, batchSys(base, nil, true, nil), "hash", "--batch", crlf)
+	if want := "\r\x1b[K[########################] 100% 1 item, 1 credit, 0 errors\n"; r.code != exitOK || !strings.HasSuffix(r.stderr, want) {
+		t.Errorf("exit %d, stderr %q, want it to end with %q", r.code, r.stderr, want)
+	}
+
 	// From a pipe, whose size is not known: the counts without a bar.
 	r = runSys(t, batchSys(base, strings.NewReader(`{"text": "a"}`+"\n"), true, nil), "hash", "--batch", "-")
 	if want := "\r\x1b[K1 item, 1 credit, 0 errors\r\x1b[K1 item, 1 credit, 0 errors\n"; r.code != exitOK || r.stderr != want {
