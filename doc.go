@@ -28,6 +28,13 @@
 //  6. settle: keep the charge, or refund it when the call failed on the service's side
 //     (an error, a panic, a timeout), and release the slot.
 //
+// [Service.CallBatch] runs many inputs through one API (REST's batches) on the same
+// steps: each item validated on its own, the valid ones admitted together (one
+// rate-limit event each, one concurrency slot, one reservation of their total cost),
+// run with bounded parallelism, and settled in one step that refunds each item that
+// failed on the service's side; with an idempotency key, a retried batch runs and
+// charges once ([IdempotencyOptions]).
+//
 // The front door answers from the [Reply]: the results, or the refusal, and the
 // [Receipt] of the credit and rate headers. The duties no front door may forget live in
 // the Service: a refusal of a caller whose key came from the cache is answered only

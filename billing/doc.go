@@ -1,5 +1,6 @@
 // Package billing meters calls against an account's plan: its monthly credits, its rate
-// limit and its concurrency ceiling. A [Plan] says what an account may spend and how
+// limit and its concurrency ceiling. A call is one rate-limit event, or several for a
+// batch of calls ([Admission.Events]), allowed or refused together. A [Plan] says what an account may spend and how
 // fast; a [Meter] admits each call (checks the rate limit, takes a concurrency slot,
 // reserves the credits) and settles it when it ends (keeps the charge, or refunds what
 // failed on the service's side, and frees the slot).
@@ -19,8 +20,9 @@
 // credit control (granted units have a validity time) or TigerBeetle's pending
 // transfers with a timeout. Admission reserves them until the reservation's expiry: the
 // admission's time, plus the call's timeout, plus a grace (the Service's
-// Options.ReservationGrace, the Meter's [MeterOptions.Hold]). A reservation ends
-// exactly once:
+// Options.ReservationGrace, the Meter's [MeterOptions.Hold]; a batch, whose items run in
+// rounds, holds its reservation for its longest run instead: [Admission.Hold]). A
+// reservation ends exactly once:
 //
 //	admit: reserve --> open --+-- settle, before the expiry --> settled: the charge
 //	                          |                                 kept, or refunded

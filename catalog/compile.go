@@ -15,6 +15,8 @@ import (
 var ErrInvalidAPI = errors.New("catalog: invalid API definition")
 
 // ReservedIDs are the API ids that would shadow the service's own endpoints under /v1/.
+// ("batch" is not one: an API named batch is called at /v1/batch, its batches sent to
+// /v1/batch/batch.)
 var ReservedIDs = []string{"analytics", "catalog", "graphql", "mcp"}
 
 var (

@@ -14,7 +14,7 @@ import (
 // not.
 type access struct {
 	OK bool
-	// Channels lists the channels it may use, "REST, GraphQL, MCP".
+	// Channels lists the channels it may use, "REST, GraphQL, MCP, batch".
 	Channels string
 	// Why is the refusal's reason when it may not call the API.
 	Why string
@@ -46,7 +46,7 @@ func (h *Handler) keyAccess(r *http.Request, v *visit) (func(*catalog.API) acces
 		for _, c := range []struct {
 			ch   auth.Channel
 			name string
-		}{{auth.ChannelREST, "REST"}, {auth.ChannelGraphQL, "GraphQL"}, {auth.ChannelMCP, "MCP"}} {
+		}{{auth.ChannelREST, "REST"}, {auth.ChannelGraphQL, "GraphQL"}, {auth.ChannelMCP, "MCP"}, {auth.ChannelBatch, "batch"}} {
 			switch err := p.CheckAccess(c.ch, v.caller.Addr); {
 			case err != nil:
 				why = err.Error()

@@ -22,6 +22,10 @@ const DefaultBatchItemBytes = 16 << 10
 // HeaderIdempotencyKey carries the client's idempotency key of a batch.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
+// HeaderIdempotentReplayed is "true" on the answer of a batch sent again with the
+// Idempotency-Key of one that ran: the first answer, sent again.
+const HeaderIdempotentReplayed = httpx.HeaderIdempotentReplayed
+
 // serveBatch runs many inputs through one API: POST /v1/{api_id}/batch with the body
 // {"items": [{params}, ...]}. The service runs the batch (tollgate.Service.CallBatch);
 // the handler reads the items and writes the answer:
@@ -60,7 +64,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	httpx.SetReceiptHeaders(hdr, &reply.Receipt)
 	if reply.Replayed {
-		hdr.Set(httpx.HeaderIdempotentReplayed, "true")
+		hdr.Set(HeaderIdempotentReplayed, "true")
 	}
 	h.writeEncoded(w, r, http.StatusOK, encodeBatch(&reply))
 }

@@ -1,6 +1,6 @@
 // Package rest is the REST front door of a Tollgate service: GET or POST
-// /v1/{api_id} for every API of the catalog, plus /v1/analytics, /v1/catalog and
-// /v1/openapi.json.
+// /v1/{api_id} for every API of the catalog, POST /v1/{api_id}/batch for many inputs at
+// once, plus /v1/analytics, /v1/catalog and /v1/openapi.json.
 //
 // It is a thin adapter over [tollgate.Service]: it reads the credential, the parameters
 // and the file from HTTP, asks the service to authenticate, validate and run the call,
@@ -48,4 +48,27 @@
 // multipart/form-data upload with the file in its file field and the other parameters
 // as text fields, or, in the URL form, a "url" parameter that the service fetches
 // (public addresses only, unless the service allows private ones).
+//
+// # Batches
+//
+// POST /v1/{api_id}/batch runs many inputs through one API (tollgate.Service.CallBatch):
+// the body is {"items": [...]}, application/json, each item the object of parameters a
+// JSON body of a call to the API takes (a GET API's too; a file API's url, since a batch
+// takes no upload: a multipart body is a 415 that says to use the URL form). It may hold
+// MaxBodyBytes plus BatchItemBytes per item the caller's plan allows in a batch. The
+// answer is 200 with
+//
+//	{"status": "ok", "error": null, "data": {
+//	  "items": [{"status": "ok", "error": null, "data": {...}, "credits": 1},
+//	            {"status": "error", "error": "...", "data": null, "code": "invalid_input", "credits": 0}],
+//	  "summary": {"ok": 1, "failed": 1, "credits": 1}}}
+//
+// one envelope per item in the items' order, with the credit and rate headers of the
+// batch, or a refusal of the batch as a whole in the usual envelope: 400 for a body that
+// is not {"items": [...]}, for no items or for more than the plan allows; 403 for a key
+// without the batch channel; 413; 429 when the valid items' cost passes the balance, or
+// their rate-limit events (one each) the rate limit. With an Idempotency-Key (1 to 255
+// printable ASCII characters), a retry of a batch that ran gets the first answer,
+// byte for byte, with Idempotent-Replayed: true and nothing charged; the key sent with
+// another body is a 422 (idempotency_key_reused), a retry while the first runs a 409.
 package rest

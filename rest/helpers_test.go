@@ -45,8 +45,8 @@ var sessionSecret = []byte("0123456789abcdef0123456789abcdef")
 // testPlans are the plans of every test service. tiny is small enough to hit each of
 // its limits in a few calls; open has no rate or concurrency limit.
 var testPlans = []billing.Plan{
-	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1},
-	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
+	{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
+	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10, BatchMaxItems: 100},
 	{Name: "tiny", Credits: 5, RatePerMinute: 2, Concurrency: 1, GraphQLMaxAPIs: 1},
 	{Name: "open", Credits: 1000, GraphQLMaxAPIs: 10},
 }
@@ -536,6 +536,7 @@ type analytics struct {
 		InUse int `json:"in_use"`
 	} `json:"concurrency"`
 	GraphQLMaxAPIs int              `json:"graphql_max_apis"`
+	BatchMaxItems  int              `json:"batch_max_items"`
 	Calls          map[string]int64 `json:"calls"`
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
@@ -72,7 +74,8 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 // operation per API with its parameters (query parameters for GET, a JSON body for POST,
 // and a multipart upload for file APIs), the envelope of each response with the API's
 // result schema, the error statuses with their X-Error-Code values, the credit and rate
-// headers, and the analytics and catalog endpoints. It is built from the same
+// headers, the batch operation of each API (POST /v1/{api_id}/batch), and the analytics
+// and catalog endpoints. It is built from the same
 // definitions that validate calls, so it cannot drift from them.
 //
 // The document lives here rather than in package catalog because it describes REST:
@@ -129,6 +132,7 @@ func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 	}
 	for _, a := range apis {
 		paths["/v1/"+a.ID] = map[string]any{strings.ToLower(a.Method): operation(a)}
+		paths["/v1/"+a.ID+"/batch"] = map[string]any{"post": batchOperation(a)}
 	}
 	for p, item := range info.Paths {
 		paths[p] = item
@@ -206,6 +210,84 @@ func operation(a *catalog.API) map[string]any {
 	}
 	op["requestBody"] = map[string]any{"required": false, "content": content}
 	return op
+}
+
+// batchOperation is the batch operation of an API: its items are the objects of
+// parameters that a JSON body of a call takes, its answer an envelope per item and a
+// summary.
+func batchOperation(a *catalog.API) map[string]any {
+	description := "Runs many inputs through " + a.ID + " in one call: each item is one call (one rate-limit event) of the API, " +
+		"at most the plan's batch_max_items per batch (GET /v1/analytics reports it). Every item is validated first: an invalid one " +
+		"is answered with its own error and never charged, the others run. The valid items' cost is reserved at once (a balance short " +
+		"of it refuses the batch: 429 credits_exhausted) and the items that fail on the service's side are refunded. " +
+		"With an Idempotency-Key, a retry gets the first answer (Idempotent-Replayed: true) without running or charging again."
+	item := withoutDialect(a.InputSchema())
+	if a.File != nil {
+		description += " A file API takes the URL form only: give each item the file's address in url."
+		item["required"] = append(requiredOf(item), catalog.URLParam)
+	}
+	result := withoutDialect(a.ResultSchema())
+	integer := map[string]any{"type": "integer", "minimum": 0}
+	ok := map[string]any{"type": "object", "required": []string{"status", "error", "data", "credits"},
+		"properties": map[string]any{"status": map[string]any{"const": "ok"}, "error": map[string]any{"type": "null"},
+			"data": result, "credits": integer}}
+	failed := map[string]any{"type": "object", "required": []string{"status", "error", "data", "code", "credits"},
+		"properties": map[string]any{"status": map[string]any{"const": "error"},
+			"error":   map[string]any{"type": "string", "description": "What went wrong with this item, naming the parameter."},
+			"data":    map[string]any{"type": "null"},
+			"code":    map[string]any{"type": "string", "description": "The item's error code, as X-Error-Code names a call's."},
+			"credits": integer}}
+	answer := okResponse(map[string]any{"type": "object", "required": []string{"items", "summary"}, "properties": map[string]any{
+		"items": map[string]any{"type": "array", "description": "One envelope per item, in the items' order.",
+			"items": map[string]any{"oneOf": []any{ok, failed}}},
+		"summary": map[string]any{"type": "object", "required": []string{"ok", "failed", "credits"}, "properties": map[string]any{
+			"ok": integer, "failed": integer, "credits": integer}},
+	}}, "The batch ran: each item's answer, and the summary.")
+	answer["headers"].(map[string]any)[HeaderIdempotentReplayed] = map[string]any{
+		"description": "true on the answer of a batch that ran before with this Idempotency-Key, sent again.",
+		"schema":      map[string]any{"type": "string", "enum": []string{"true"}}}
+	op := map[string]any{
+		"operationId": a.ID + "_batch",
+		"summary":     a.Title + ", many inputs at once",
+		"description": description,
+		"parameters": []any{map[string]any{"name": HeaderIdempotencyKey, "in": "header", "required": false,
+			"description": "Makes a retried batch run and charge once.",
+			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": tollgate.MaxIdempotencyKeyLength, "pattern": "^[ -~]+$"}}},
+		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
+			"type": "object", "required": []string{"items"}, "additionalProperties": false,
+			"properties": map[string]any{"items": map[string]any{"type": "array", "minItems": 1, "maxItems": billing.MaxBatchItems, "items": item}},
+		}}}},
+		"responses": map[string]any{
+			"200":     answer,
+			"400":     ref("#/components/responses/BadRequest"),
+			"401":     ref("#/components/responses/Unauthorized"),
+			"403":     ref("#/components/responses/Forbidden"),
+			"409":     errorResponse("A batch sent with this Idempotency-Key is still running, or ran and its answer was too large to keep.", "conflict"),
+			"413":     ref("#/components/responses/TooLarge"),
+			"422":     errorResponse("This Idempotency-Key was used for another request.", "idempotency_key_reused"),
+			"429":     ref("#/components/responses/TooManyRequests"),
+			"default": ref("#/components/responses/Error"),
+		},
+	}
+	if a.Category != "" {
+		op["tags"] = []string{a.Category}
+	}
+	return op
+}
+
+// requiredOf returns the required properties of a schema.
+func requiredOf(schema map[string]any) []any {
+	switch r := schema["required"].(type) {
+	case []any:
+		return r
+	case []string:
+		out := make([]any, len(r))
+		for i, s := range r {
+			out[i] = s
+		}
+		return out
+	}
+	return nil
 }
 
 // withoutDialect decodes a schema and drops its $schema, which the document sets once.

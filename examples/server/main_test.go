@@ -352,6 +352,44 @@ func TestAssembleFixtures(t *testing.T) {
 	}
 }
 
+// TestAssembleBatch checks batches on the example server as it is assembled: the
+// fixtures' plans give the batch sizes analytics reports (pro 100; free 10, held to its
+// rate limit's burst of 5), a batch runs and charges its valid items, and one sent again
+// with its Idempotency-Key is answered from the memory store without a second charge.
+func TestAssembleBatch(t *testing.T) {
+	s := start(t, "-fixtures", "testdata/fixtures.json", "-admin-token", testAdminToken)
+	r := s.call("POST", "/admin/v1/accounts", `{"id":"small","plan":"free"}`, "Authorization", "Bearer "+testAdminToken)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create a free account: %d: %s", r.status, r.body)
+	}
+	free, _ := r.data(t)["value"].(string)
+	for k, want := range map[string]float64{fixturePrimary: 100, free: 5} {
+		if got := s.call("GET", "/v1/analytics", "", "x-api-key", k).data(t)["batch_max_items"]; got != want {
+			t.Errorf("batch_max_items %v, want %v", got, want)
+		}
+	}
+	body := `{"items":[{"text":"hello"},{"text":"hello","algorithm":"md5"},{"algorithm":"sha1"}]}`
+	first := s.call("POST", "/v1/hash/batch", body, "x-api-key", fixturePrimary, "Idempotency-Key", "k-1")
+	d := first.data(t)
+	items, _ := d["items"].([]any)
+	if len(items) != 3 || first.header.Get("X-Credits-Cost") != "2" || first.header.Get("X-Credits-Remaining") != "998" {
+		t.Fatalf("the batch: %d %s, cost %q, remaining %q", first.status, first.body, first.header.Get("X-Credits-Cost"), first.header.Get("X-Credits-Remaining"))
+	}
+	if got, _ := items[0].(map[string]any)["data"].(map[string]any)["hash"].(string); got != helloSHA256 {
+		t.Errorf("the first item's hash %q, want %s", got, helloSHA256)
+	}
+	again := s.call("POST", "/v1/hash/batch", body, "x-api-key", fixturePrimary, "Idempotency-Key", "k-1")
+	if !bytes.Equal(again.body, first.body) || again.header.Get("Idempotent-Replayed") != "true" || again.header.Get("X-Credits-Remaining") != "998" {
+		t.Errorf("the retry: %s (replayed %q, remaining %q), want the first answer and no charge", again.body,
+			again.header.Get("Idempotent-Replayed"), again.header.Get("X-Credits-Remaining"))
+	}
+	if r := s.call("POST", "/v1/hash/batch", `{"items":[`+strings.Repeat(`{"text":"a"},`, 5)+`{"text":"a"}]}`, "x-api-key", free); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "at most 5 per batch") {
+		t.Errorf("six items on the free plan: %d %s, want 400 saying the limit", r.status, r.body)
+	}
+	s.noKeyInLogs(fixturePrimary, free)
+}
+
 func TestAssembleAdmin(t *testing.T) {
 	s := start(t, "-admin-token", testAdminToken)
 	key := s.apiKey(1)

@@ -108,22 +108,7 @@ func TestREADMEAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := shellBlock(t, string(readme), "/v1/account/usage")
-	port := testenv.FreePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	serverOut := t.TempDir() + "/server"
-	// Try it: the server in the background, and KEY the key it prints.
-	start := fmt.Sprintf(`go run ./examples/server -addr 127.0.0.1:%d > %s 2>&1 &
-until grep -q '^API key: ' %[2]s && curl -sf -o /dev/null %[3]s/v1/catalog; do
-  kill -0 $! 2>/dev/null || { cat %[2]s; exit 1; }
-  sleep 0.2
-done
-KEY=$(grep '^API key: ' %[2]s | cut -d' ' -f3)
-cd "$(mktemp -d)"
-`, port, serverOut, base)
-	script := start + strings.ReplaceAll(block, "http://localhost:8080", base)
-	if strings.Contains(block, "8080") && strings.Contains(strings.ReplaceAll(block, "http://localhost:8080", ""), "8080") {
-		t.Fatalf("the README's account block names :8080 in a form this test does not rewrite:\n%s", block)
-	}
+	script, _ := tryIt(t, block)
 	output := runScript(t, script)
 	okAnswers(t, script, output)
 
@@ -197,6 +182,92 @@ cd "$(mktemp -d)"
 		if strings.Contains(auditLine, m) {
 			t.Errorf("the audit log holds the key value %s", m)
 		}
+	}
+}
+
+// tryIt returns the script that runs a README block as Try it would: the example server
+// started in the background on a port of its own, KEY set to the key it prints, in an
+// empty directory; the block follows, its http://localhost:8080 rewritten to the
+// server's address, which tryIt returns too.
+func tryIt(t *testing.T, block string) (script, base string) {
+	t.Helper()
+	testenv.Program(t, "bash")
+	testenv.Program(t, "curl")
+	testenv.Program(t, "go")
+	port := testenv.FreePort(t)
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	serverOut := t.TempDir() + "/server"
+	start := fmt.Sprintf(`go run ./examples/server -addr 127.0.0.1:%d > %s 2>&1 &
+until grep -q '^API key: ' %[2]s && curl -sf -o /dev/null %[3]s/v1/catalog; do
+  kill -0 $! 2>/dev/null || { cat %[2]s; exit 1; }
+  sleep 0.2
+done
+KEY=$(grep '^API key: ' %[2]s | cut -d' ' -f3)
+cd "$(mktemp -d)"
+`, port, serverOut, base)
+	if strings.Contains(strings.ReplaceAll(block, "http://localhost:8080", ""), "8080") {
+		t.Fatalf("the README block names :8080 in a form this test does not rewrite:\n%s", block)
+	}
+	return start + strings.ReplaceAll(block, "http://localhost:8080", base), base
+}
+
+// TestREADMEBatch runs the README's batch sequence as it is written but for the
+// address, against the example server as Try it starts it: the first batch answers its
+// two valid items and the invalid one in order, charging 2; the batch sent twice with
+// one Idempotency-Key answers the same UUIDs twice and is charged once; the same key
+// with another body is refused with 422. The account then has spent 4 credits.
+func TestREADMEBatch(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := shellBlock(t, string(readme), "/batch")
+	script, base := tryIt(t, block)
+	output := runScript(t, script+"\ncurl -s -w '\\n' "+base+`/v1/analytics -H "x-api-key: $KEY"`+"\n")
+	// The answers, one a line: the first batch, the batch sent twice, the analytics.
+	var answers []string
+	for line := range strings.Lines(output) {
+		if strings.HasPrefix(line, "{") {
+			answers = append(answers, strings.TrimSpace(line))
+			if !strings.HasPrefix(line, `{"status":"ok","error":null,`) {
+				t.Errorf("an answer that is not an ok envelope: %s", line)
+			}
+		}
+	}
+	if len(answers) != 4 {
+		t.Fatalf("%d answers, want 4:\n%s", len(answers), output)
+	}
+	type item struct {
+		Status, Code string
+		Credits      int64
+		Data         map[string]any
+	}
+	var first struct {
+		Data struct {
+			Items   []item
+			Summary struct{ OK, Failed, Credits int64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(answers[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	items := first.Data.Items
+	if len(items) != 3 || items[0].Data["hash"] != "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" ||
+		items[1].Data["hash"] != "5d41402abc4b2a76b9719d911017c592" || items[2].Code != "invalid_input" ||
+		first.Data.Summary != (struct{ OK, Failed, Credits int64 }{2, 1, 2}) {
+		t.Errorf("the first batch: %s", answers[0])
+	}
+	if answers[1] != answers[2] || !strings.Contains(answers[1], `"summary":{"ok":2,"failed":0,"credits":2}`) {
+		t.Errorf("the batch sent twice with one key: %s, then %s; want the same answer twice", answers[1], answers[2])
+	}
+	if !regexp.MustCompile(`(?m)^422$`).MatchString(output) {
+		t.Errorf("the key with another body: want 422 in\n%s", output)
+	}
+	var analytics struct {
+		Data struct{ Credits struct{ Used int64 } }
+	}
+	if err := json.Unmarshal([]byte(answers[3]), &analytics); err != nil || analytics.Data.Credits.Used != 4 {
+		t.Errorf("analytics %s: want 4 credits used, the idempotent batch charged once", answers[3])
 	}
 }
 

@@ -8,16 +8,22 @@ import (
 	"github.com/tollgate-dev/tollgate/idempotency"
 )
 
-// IdempotencyStore is the in-memory [idempotency.Store], for one process. It holds at
-// most [IdempotencyOptions.MaxRecords] records: a record past its expiry is dropped at
-// the next claim, and when the store is full the oldest record goes first (a retry of
-// it then runs again). Use [NewIdempotencyStore] to make one.
+// IdempotencyStore is the in-memory [idempotency.Store], for one process. A record past
+// its expiry is dropped at the next claim. The store is bounded, for every account
+// together: it holds at most [IdempotencyOptions.MaxRecords] records and
+// [IdempotencyOptions.MaxBytes] bytes of answers, and past either bound it drops the
+// oldest records first. A retry of a request whose record was dropped is not recognised:
+// it runs, and is charged, again, as a replay older than the memory ledger's window is
+// (see [LedgerOptions.Remember]). Size the bounds above what the accounts send with keys
+// in one retention. Use [NewIdempotencyStore] to make one.
 type IdempotencyStore struct {
-	mu      sync.Mutex
-	records map[idempotency.ID]*idemRecord
-	order   []idemEntry // the records in the order they were made, oldest first
-	seq     uint64
-	max     int
+	mu       sync.Mutex
+	records  map[idempotency.ID]*idemRecord
+	order    []idemEntry // the records in the order they were made, oldest first
+	seq      uint64
+	max      int
+	maxBytes int
+	bytes    int // the answers' bytes held
 }
 
 // An idemEntry is a record in the order of making: an entry whose record has gone, or
@@ -31,6 +37,8 @@ type idemEntry struct {
 type IdempotencyOptions struct {
 	// MaxRecords is the most records kept. The default is 100000.
 	MaxRecords int
+	// MaxBytes is the most bytes of answers kept. The default is 256 MiB.
+	MaxBytes int
 }
 
 type idemRecord struct {
@@ -49,9 +57,12 @@ var _ idempotency.Store = (*IdempotencyStore)(nil)
 
 // NewIdempotencyStore returns an empty IdempotencyStore. opts may be nil.
 func NewIdempotencyStore(opts *IdempotencyOptions) *IdempotencyStore {
-	s := &IdempotencyStore{records: make(map[idempotency.ID]*idemRecord), max: 100_000}
+	s := &IdempotencyStore{records: make(map[idempotency.ID]*idemRecord), max: 100_000, maxBytes: 256 << 20}
 	if opts != nil && opts.MaxRecords > 0 {
 		s.max = opts.MaxRecords
+	}
+	if opts != nil && opts.MaxBytes > 0 {
+		s.maxBytes = opts.MaxBytes
 	}
 	return s
 }
@@ -68,8 +79,13 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 	r, ok := s.records[c.ID]
 	switch {
 	case !ok || r.expires <= now:
-		if len(s.records) >= s.max && !ok {
-			s.dropOldest()
+		if ok {
+			s.forget(c.ID)
+		}
+		for len(s.records) >= s.max {
+			if !s.dropOldest() {
+				break
+			}
 		}
 		s.seq++
 		s.records[c.ID] = &idemRecord{seq: s.seq, fingerprint: c.Fingerprint, run: c.Run, token: c.Token,
@@ -98,22 +114,33 @@ func (s *IdempotencyStore) trim(now int64) {
 			if r.expires > now {
 				break
 			}
-			delete(s.records, e.id)
+			s.forget(e.id)
 		}
 		n++
 	}
 	s.order = s.order[n:]
 }
 
-// dropOldest forgets the oldest record, to make room.
-func (s *IdempotencyStore) dropOldest() {
+// dropOldest forgets the oldest record, to make room, and reports whether there was
+// one.
+func (s *IdempotencyStore) dropOldest() bool {
 	for len(s.order) > 0 {
 		e := s.order[0]
 		s.order = s.order[1:]
 		if r, ok := s.records[e.id]; ok && r.seq == e.seq {
-			delete(s.records, e.id)
-			return
+			s.forget(e.id)
+			return true
 		}
+	}
+	return false
+}
+
+// forget deletes the record of id, and counts its answer's bytes out. (Its entry in the
+// order is skipped when it comes first.)
+func (s *IdempotencyStore) forget(id idempotency.ID) {
+	if r, ok := s.records[id]; ok {
+		s.bytes -= len(r.answer)
+		delete(s.records, id)
 	}
 }
 
@@ -124,8 +151,17 @@ func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, toke
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.records[id]; ok && !r.done && r.token == token {
-		r.done, r.answer = true, slices.Clone(answer)
+	r, ok := s.records[id]
+	if !ok || r.done || r.token != token {
+		return nil
+	}
+	r.done, r.answer = true, slices.Clone(answer)
+	s.bytes += len(answer)
+	// Room for the answer: the oldest records go first, this one last.
+	for s.bytes > s.maxBytes {
+		if !s.dropOldest() {
+			break
+		}
 	}
 	return nil
 }
@@ -138,7 +174,7 @@ func (s *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.records[id]; ok && !r.done && r.token == token {
-		delete(s.records, id) // its entry in the order is skipped when it comes first
+		s.forget(id)
 	}
 	return nil
 }

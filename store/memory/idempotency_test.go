@@ -62,3 +62,42 @@ func TestIdempotencyStoreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyStoreBytesBounded checks the bound on the answers' bytes: an answer
+// that takes the store past MaxBytes pushes the oldest records out, and the store never
+// holds more.
+func TestIdempotencyStoreBytesBounded(t *testing.T) {
+	t0 := time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
+	s := memory.NewIdempotencyStore(&memory.IdempotencyOptions{MaxBytes: 1000})
+	complete := func(key string, size int) {
+		t.Helper()
+		c := idempotency.Claim{ID: idempotency.NewID("acct", key), Now: t0, Lease: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}
+		if _, err := s.Claim(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(t.Context(), c.ID, c.Token, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(key string) idempotency.State {
+		t.Helper()
+		c := idempotency.Claim{ID: idempotency.NewID("acct", key), Now: t0, Lease: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}
+		c.Fingerprint[0] = 1 // another request: a kept record is a Mismatch, a forgotten one Claimed
+		rec, err := s.Claim(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.State
+	}
+	complete("a", 400)
+	complete("b", 400)
+	complete("c", 400) // 1200 bytes: a goes
+	if got := state("a"); got != idempotency.Claimed {
+		t.Errorf("a after the bound was passed: state %d, want it forgotten (Claimed anew)", got)
+	}
+	for _, k := range []string{"b", "c"} {
+		if got := state(k); got != idempotency.Mismatch {
+			t.Errorf("%s: state %d, want it kept (Mismatch for another request)", k, got)
+		}
+	}
+}

@@ -27,6 +27,9 @@ type call struct {
 	// sessions are MCP session ids: the requests take them in turn, each with a
 	// JSON-RPC id of its own.
 	sessions []string
+	// items, when above 1, is the number of calls one request makes (a batch's items):
+	// the rates and the CPU per call count each of them.
+	items int
 }
 
 // The protocol version the MCP calls are made with.

@@ -16,6 +16,7 @@
 //	go run ./internal/cmd/restbench -compare mcp-bare,mcp -c 16     # MCP tools/call, 16 sessions
 //	go run ./internal/cmd/restbench -compare gql-bare,gql           # GraphQL vs bare graphql-go
 //	go run ./internal/cmd/restbench -compare memory,gql             # GraphQL vs our REST
+//	go run ./internal/cmd/restbench -compare memory,batch           # batches of 100 vs one call a request
 //
 // The servers (-compare takes two, the baseline first):
 //
@@ -28,6 +29,8 @@
 //	redis         the same on every store in Redis (-redis), key records cached
 //	postgres      the same on every store in PostgreSQL (-postgres), postgres.New(pool,
 //	              nil): the default options; a new schema, 32 connections
+//	batch         memory, called with POST /v1/hash/batch of 100 items {"text": "hello"}:
+//	              its calls per second and CPU per call count each item
 //	gql           memory, called with { hash(text: "hello") { algorithm hash } }
 //	gql-bare      graphql-go's own handler over a schema with the same field
 //	gql-typename  memory, called with { __typename }; json: a bare handler answering it
@@ -72,7 +75,7 @@ func main() {
 	threads := flag.Int("t", 2, "wrk threads")
 	sessions := flag.Int("sessions", 16, "MCP sessions of the mcp servers")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, server, memory, memory-usage, redis, postgres, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
+	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, server, memory, memory-usage, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
@@ -171,6 +174,7 @@ func (b *bench) run(names []string) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
+			rate *= float64(max(s.call.items, 1)) // calls, a batch's items each one
 			rates[j], cpus[j] = rate, s.cpu(b.gen).perCall(before, rate*b.dur.Seconds())
 			if stopSampling != nil {
 				waits[j] = stopSampling()

@@ -114,7 +114,7 @@ func buildServer(kind string, accounts int, cfg storeConfig) (http.Handler, func
 	case "mcp-bare":
 		h, err := bareMCP()
 		return h, nop, err
-	case "memory", "gql", "gql-typename", "mcp":
+	case "memory", "gql", "gql-typename", "mcp", "batch":
 		return tollgateServer(memoryStores(), false, nil, accounts)
 	case "memory-usage":
 		return tollgateServer(memoryStores(), false, memory.NewUsageStore(), accounts)

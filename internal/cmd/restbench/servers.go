@@ -68,6 +68,9 @@ func (b *bench) start(name string) (*server, error) {
 	case "gql", "gql-bare":
 		s.call = &call{url: base + "/v1/graphql", method: http.MethodPost, body: hashQuery,
 			header: map[string]string{"Content-Type": "application/json"}}
+	case "batch":
+		s.call = &call{url: base + "/v1/hash/batch", method: http.MethodPost, body: batchBody, items: batchItems,
+			header: map[string]string{"Content-Type": "application/json", "X-Api-Key": benchKey(0)}}
 	case "mcp", "mcp-bare":
 		s.call = &call{url: base + "/v1/mcp", method: http.MethodPost, body: mcpCallBody,
 			header: map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
@@ -90,6 +93,12 @@ func (b *bench) start(name string) (*server, error) {
 	}
 	return s, nil
 }
+
+// batchItems is the number of items of the batch server's calls, each the hash of
+// "hello", as restPath asks for it.
+const batchItems = 100
+
+var batchBody = `{"items":[` + strings.TrimSuffix(strings.Repeat(`{"text":"hello"},`, batchItems), ",") + `]}`
 
 const (
 	restPath      = "/v1/hash?text=hello"
