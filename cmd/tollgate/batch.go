@@ -25,11 +25,14 @@ const maxLineBytes = 1 << 20
 // standard error; the others are counted.
 const maxReportedLines = 10
 
-// batchRetry is the retry policy of a batch run: a batch refused for the rate or the
-// concurrency limit is sent again when the service says (a per-minute limit asks for
-// at most a minute), and a batch whose answer was lost is sent again with the same
-// idempotency key, which the service runs once.
-var batchRetry = client.RetryPolicy{MaxAttempts: 6, MaxDelay: 90 * time.Second}
+// The retry policy of a batch run: a batch refused for the rate or the concurrency
+// limit is sent again when the service says (a per-minute limit asks for at most a
+// minute), and a batch whose answer was lost is sent again with the same idempotency
+// key, which the service runs once.
+const (
+	batchAttempts = 6
+	batchMaxDelay = 90 * time.Second
+)
 
 // A lineItem is one non-blank line of a batch's input.
 type lineItem struct {
@@ -52,16 +55,15 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 	}
 	defer closeInput()
 	p := &progress{w: c.stderr, tty: c.stderrIsTerminal, size: size}
-	retry := batchRetry
 	sleep := c.sleep
 	if sleep == nil {
 		sleep = client.Sleep
 	}
-	retry.Sleep = func(ctx context.Context, d time.Duration) error {
-		p.wait(d)
-		return sleep(ctx, d)
-	}
-	c.opts.Retry = &retry
+	c.opts.Retry = &client.RetryPolicy{MaxAttempts: batchAttempts, MaxDelay: batchMaxDelay,
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			p.wait(d)
+			return sleep(ctx, d)
+		}}
 	cl, api, code := c.connect(ctx, id)
 	if cl == nil {
 		return code
@@ -71,7 +73,6 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 		return c.failure(fmt.Errorf("reading the plan's batch size (GET /v1/analytics): %s", describe(err)))
 	}
 
-	out := bufio.NewWriter(c.stdout)
 	r := &itemReader{sc: bufio.NewScanner(in), api: api, cl: cl}
 	r.sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
 	stop := func(format string, args ...any) int {
@@ -79,7 +80,7 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 		fmt.Fprintf(c.stderr, "tollgate: "+format+"\n", args...)
 		return exitAPI
 	}
-	run := &batchRun{cli: c, cl: cl, api: api, out: out, p: p, keys: true}
+	run := &batchRun{cl: cl, api: api, out: c.stdout, p: p, keys: true}
 	for {
 		chunk, readErr := r.next(ctx, maxItems)
 		if len(chunk) > 0 {
@@ -108,10 +109,9 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 
 // A batchRun sends the batches of a run.
 type batchRun struct {
-	*cli
 	cl  *client.Client
 	api *catalog.API
-	out *bufio.Writer
+	out io.Writer // standard output
 	p   *progress
 	// keys says whether batches carry an idempotency key: until the service says it
 	// keeps no answers for them.
@@ -162,28 +162,30 @@ func (b *batchRun) send(ctx context.Context, items []map[string]any) (*client.Ba
 // write writes the result line of every item of chunk, in order: an invalid line's
 // own, or the answer's next item.
 func (b *batchRun) write(chunk []lineItem, resp *client.BatchResponse) error {
-	var line bytes.Buffer
+	var lines bytes.Buffer
 	next, failed := 0, 0
 	for _, it := range chunk {
-		line.Reset()
 		if it.invalid != nil {
-			line.Write(it.invalid)
+			lines.Write(it.invalid)
 			failed++
-			b.p.invalidLine(it.line, it.reason)
 		} else {
 			item := resp.Items[next]
 			next++
-			if err := json.Compact(&line, item.Envelope); err != nil {
+			if err := json.Compact(&lines, item.Envelope); err != nil {
 				return fmt.Errorf("the answer of item %d is not JSON: %w", next-1, err)
 			}
 			if item.Err != nil {
 				failed++
 			}
 		}
-		line.WriteByte('\n')
-		b.out.Write(line.Bytes())
+		lines.WriteByte('\n')
 	}
-	if err := b.out.Flush(); err != nil {
+	for _, it := range chunk {
+		if it.invalid != nil {
+			b.p.invalidLine(it.line, it.reason)
+		}
+	}
+	if _, err := b.out.Write(lines.Bytes()); err != nil {
 		return fmt.Errorf("writing the results: %w", err)
 	}
 	var credits int64
