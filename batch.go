@@ -214,11 +214,15 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 }
 
 // prepareBatchItem validates one item of a batch: a JSON object of parameters, as a
-// JSON body of a call to api would hold them.
+// JSON body of a call to api would hold them; a file API's file given by its url.
 func (s *Service) prepareBatchItem(ctx context.Context, api *catalog.API, v any) (invocation, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return invocation{}, newError(CodeInvalidInput, "the item must be a JSON object of parameters, not "+catalog.JSONKind(v), nil)
+	}
+	if url, _ := obj[catalog.URLParam].(string); api.File != nil && url == "" {
+		return invocation{}, newError(CodeInvalidInput, fmt.Sprintf(
+			"parameter %q: a batch takes the %s API's file by its address: give each item the file's url", catalog.URLParam, api.ID), nil)
 	}
 	return s.prepare(ctx, api, Input{JSON: obj})
 }

@@ -486,3 +486,16 @@ func TestCallBatchIdempotentAfterACrash(t *testing.T) {
 		})
 	}
 }
+
+// TestCallBatchIdempotencyRetentionInMessage checks that the refusal of a key sent with
+// another request says for how long the key is kept, in plain units.
+func TestCallBatchIdempotencyRetentionInMessage(t *testing.T) {
+	for retention, want := range map[time.Duration]string{0: "in the last 24h:", 90 * time.Minute: "in the last 1h30m:", 45 * time.Second: "in the last 45s:"} {
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{
+			Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil), Retention: retention}}})
+		h.batch(t.Context(), "ok", "k", ns(1)...)
+		if r := h.batch(t.Context(), "ok", "k", ns(2)...); r.Err == nil || !strings.Contains(r.Err.Error(), want) {
+			t.Errorf("retention %v: %v, want it to say %q", retention, r.Err, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
@@ -119,11 +120,8 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	c := idempotency.Claim{ID: idempotency.NewID(p.Account.ID, key), Fingerprint: fp, Now: s.now()}
 	c.Lease = c.Now.Add(s.batchLongest(len(pb.invs)) + s.grace)
 	c.Expires = c.Now.Add(max(s.idem.retention, c.Lease.Sub(c.Now)))
-	first := s.ids.next()
-	c.Run = idempotency.Run(first)
-	if _, err := rand.Read(c.Token[:]); err != nil {
-		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency token", err), Receipt{}))
-	}
+	c.Run = idempotency.Run(s.ids.next())
+	rand.Read(c.Token[:]) // never fails (crypto/rand)
 	rec, err := s.idem.store.Claim(ctx, c)
 	if err != nil {
 		return refusedBatch(s.refuse(ctx, p, s.unavailable("idempotency", err), Receipt{}))
@@ -137,7 +135,7 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	case idempotency.Mismatch:
 		return refusedBatch(s.refuse(ctx, p, newError(CodeIdempotencyKeyReused, fmt.Sprintf(
 			"this Idempotency-Key was used for another request (another API or other items) in the last %s: send a new key with a new request",
-			s.idem.retention), nil), Receipt{}))
+			shortDuration(s.idem.retention)), nil), Receipt{}))
 	}
 	// Claimed: run to the end even if the client hangs up, so that a retry finds the
 	// answer; under the record's run id, which a run taken over after a crash shares
@@ -160,6 +158,18 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 			"account", p.Account.ID, "request", billing.RequestID(rec.Run).String(), "error", err)
 	}
 	return reply
+}
+
+// shortDuration writes d without its trailing zero units: 24h, 1h30m, 45s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // fingerprint is the hash of a batch's request: its API and its items as decoded (JSON

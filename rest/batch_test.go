@@ -237,8 +237,8 @@ func TestBatchFileURLForm(t *testing.T) {
 	if !strings.Contains(string(d.Items[0].Data), `"width":9`) || !strings.Contains(string(d.Items[3].Data), `"format":"jpeg"`) {
 		t.Errorf("items %s and %s", d.Items[0].Data, d.Items[3].Data)
 	}
-	if !strings.Contains(*d.Items[2].Error, "url") {
-		t.Errorf("the item without a url: %q, want it to name url", *d.Items[2].Error)
+	if msg := *d.Items[2].Error; !strings.Contains(msg, `"url"`) || !strings.Contains(msg, "by its address") {
+		t.Errorf("the item without a url: %q, want it to name url and say a batch takes the file by its address", msg)
 	}
 	if b := h.balance(t, acct.ID); b.Remaining != 100000-4 {
 		t.Errorf("balance %d, want %d: the failed fetch refunded", b.Remaining, 100000-4)

@@ -30,7 +30,8 @@ type deployment struct {
 	// stores returns the stores of one more instance: its own connections to the
 	// deployment's shared servers. The first call may prepare the servers (migrate).
 	stores func(t *testing.T) tollgate.Stores
-	// answers returns the idempotency store of one more instance, as stores does.
+	// answers returns the idempotency store of one more instance, as stores does; nil
+	// for a deployment whose instances keep no answers.
 	answers func(t *testing.T) idempotency.Store
 	// serverClock is set when leases and rate limits run on the store's own clock, so
 	// tests cannot move them with the service's clock.
@@ -140,10 +141,11 @@ func start(t *testing.T, d deployment, n int) *cluster {
 		if err := reg.Register(flakyAPI); err != nil {
 			t.Fatal(err)
 		}
-		svc, err := tollgate.New(reg, d.stores(t), plans, &tollgate.Options{
-			Now: c.clock.Now, Logger: quiet, KeyCache: &auth.KeyCacheOptions{}, Lease: time.Minute,
-			Idempotency: &tollgate.IdempotencyOptions{Store: d.answers(t)},
-		})
+		opts := &tollgate.Options{Now: c.clock.Now, Logger: quiet, KeyCache: &auth.KeyCacheOptions{}, Lease: time.Minute}
+		if d.answers != nil {
+			opts.Idempotency = &tollgate.IdempotencyOptions{Store: d.answers(t)}
+		}
+		svc, err := tollgate.New(reg, d.stores(t), plans, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,8 +38,19 @@
 //     recognised and applied once, within a window of the last [LedgerOptions.Remember]
 //     closed request ids of each account; a replay older than that is not recognised.
 //
-// Every value is safe for concurrent use. Accounts never contend with each other: the
-// ledger, the rate limiter and the concurrency limiter lock each account (or limiter key)
-// on its own. The limiters keep a small record for every key they have seen, for the
-// life of the process.
+// Every value is safe for concurrent use. Accounts rarely contend with each other: the
+// ledger and the concurrency limiter spread accounts (or limiter keys) over 64 locks,
+// each held for the few map operations of one call, and the rate limiter locks each
+// key on its own. The rate limiter keeps a small record for every key it has seen, for
+// the life of the process; the concurrency limiter keeps only the slots held.
+//
+// # Memory
+//
+// The key store, the ledger and the rate limiter keep their per-account records
+// without pointers (ids and names are strings kept back to back in one byte array and
+// referred to by number; records are pointer-free structs in slices; indexes are maps
+// of hashes and numbers), so that the garbage collector, which follows every pointer
+// of the live heap on each cycle, has nothing to follow in them: a million accounts
+// cost memory (about 560 bytes each with a key and a balance) but add almost nothing to
+// the time of a collection. Times are kept to the nanosecond and given back in UTC.
 package memory

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,15 +11,47 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// KeyStore is the in-memory [auth.KeyStore]. Records are immutable values replaced on
-// every change, so lookups return them without copying. Its zero value is not usable;
-// call [NewKeyStore].
+// KeyStore is the in-memory [auth.KeyStore]. It keeps its records in pointer-free
+// tables (see [names]), so that a store of a million keys adds nothing to what the
+// garbage collector scans: account and key ids, plan and key names are numbered
+// strings, times are kept to the nanosecond and given back in UTC, and only the
+// restrictions of the accounts and keys that have some are kept aside as values. Its
+// zero value is not usable; call [NewKeyStore].
 type KeyStore struct {
-	mu        sync.RWMutex
-	accounts  map[string]*auth.Account
-	keys      map[string]*auth.Key    // by id
-	byHash    map[auth.Hash]*auth.Key // current hashes only
-	byAccount map[string][]string     // key ids, oldest first
+	mu         sync.RWMutex
+	accountIDs names // account i has id accountIDs.name(i)
+	accounts   []accountRecord
+	keyIDs     names // key i has id keyIDs.name(i)
+	keys       []keyRecord
+	labels     names                     // plan and key names
+	byHash     map[auth.Hash]uint32      // current hashes only -> key number
+	restricted map[ref]auth.Restrictions // of the accounts and keys that have some
+}
+
+// accountRecord is an account, but for its id (accountIDs) and restrictions.
+type accountRecord struct {
+	plan    uint32 // in labels
+	created stamp
+	// The account's keys, oldest first, are first-1, then each key's nextOfAccount-1,
+	// to last-1.
+	first, last uint32
+}
+
+// keyRecord is a key, but for its id (keyIDs) and restrictions.
+type keyRecord struct {
+	hash                      auth.Hash
+	account                   uint32
+	name                      uint32 // in labels
+	nextOfAccount             uint32 // 1 + the account's next key, 0 for none
+	primary                   bool
+	revision                  int64
+	created, rotated, revoked stamp
+}
+
+// A ref names an account or a key record of a KeyStore.
+type ref struct {
+	key bool
+	i   uint32
 }
 
 // Interface guards.
@@ -30,11 +63,33 @@ var (
 // NewKeyStore returns an empty KeyStore.
 func NewKeyStore() *KeyStore {
 	return &KeyStore{
-		accounts:  make(map[string]*auth.Account),
-		keys:      make(map[string]*auth.Key),
-		byHash:    make(map[auth.Hash]*auth.Key),
-		byAccount: make(map[string][]string),
+		byHash:     make(map[auth.Hash]uint32),
+		restricted: make(map[ref]auth.Restrictions),
 	}
+}
+
+// account returns account i.
+func (s *KeyStore) account(i uint32) auth.Account {
+	r := &s.accounts[i]
+	return auth.Account{ID: s.accountIDs.name(i), Plan: s.labels.name(r.plan),
+		Restrictions: s.restricted[ref{i: i}], CreatedAt: r.created.time()}
+}
+
+// key returns key i.
+func (s *KeyStore) key(i uint32) auth.Key {
+	r := &s.keys[i]
+	return auth.Key{ID: s.keyIDs.name(i), AccountID: s.accountIDs.name(r.account), Name: s.labels.name(r.name),
+		Primary: r.primary, Hash: r.hash, Restrictions: s.restricted[ref{key: true, i: i}],
+		CreatedAt: r.created.time(), RotatedAt: r.rotated.time(), RevokedAt: r.revoked.time(), Revision: r.revision}
+}
+
+// restrict keeps the restrictions of the record at rf (none deletes them).
+func (s *KeyStore) restrict(rf ref, r auth.Restrictions) {
+	if r.IsZero() {
+		delete(s.restricted, rf)
+		return
+	}
+	s.restricted[rf] = r
 }
 
 // CreateAccount stores an account with its primary key.
@@ -47,7 +102,7 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.accounts[account.ID]; ok {
+	if _, ok := s.accountIDs.lookup(account.ID); ok {
 		return fmt.Errorf("memory: account %q: %w", account.ID, store.ErrConflict)
 	}
 	if err := s.checkNewKey(&primary); err != nil {
@@ -56,8 +111,10 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	if primary.AccountID != account.ID {
 		return fmt.Errorf("memory: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
 	}
-	s.accounts[account.ID] = &account
-	s.insertKey(&primary)
+	a := s.accountIDs.add(account.ID)
+	s.accounts = append(s.accounts, accountRecord{plan: s.labels.intern(account.Plan), created: stampOf(account.CreatedAt)})
+	s.restrict(ref{i: a}, account.Restrictions)
+	s.insertKey(a, &primary)
 	return nil
 }
 
@@ -68,11 +125,11 @@ func (s *KeyStore) Account(ctx context.Context, id string) (auth.Account, error)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	a, ok := s.accounts[id]
+	a, ok := s.accountIDs.lookup(id)
 	if !ok {
 		return auth.Account{}, fmt.Errorf("memory: account %q: %w", id, store.ErrNotFound)
 	}
-	return *a, nil
+	return s.account(a), nil
 }
 
 // CreateKey stores a new key of an existing account.
@@ -85,13 +142,14 @@ func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.accounts[key.AccountID]; !ok {
+	a, ok := s.accountIDs.lookup(key.AccountID)
+	if !ok {
 		return fmt.Errorf("memory: account %q: %w", key.AccountID, store.ErrNotFound)
 	}
 	if err := s.checkNewKey(&key); err != nil {
 		return err
 	}
-	s.insertKey(&key)
+	s.insertKey(a, &key)
 	return nil
 }
 
@@ -109,7 +167,7 @@ func checkText(a auth.Account, k auth.Key) error {
 }
 
 func (s *KeyStore) checkNewKey(k *auth.Key) error {
-	if _, ok := s.keys[k.ID]; ok {
+	if _, ok := s.keyIDs.lookup(k.ID); ok {
 		return fmt.Errorf("memory: key %q: %w", k.ID, store.ErrConflict)
 	}
 	if _, ok := s.byHash[k.Hash]; ok {
@@ -118,10 +176,20 @@ func (s *KeyStore) checkNewKey(k *auth.Key) error {
 	return nil
 }
 
-func (s *KeyStore) insertKey(k *auth.Key) {
-	s.keys[k.ID] = k
-	s.byHash[k.Hash] = k
-	s.byAccount[k.AccountID] = append(s.byAccount[k.AccountID], k.ID)
+// insertKey adds k as the newest key of account a.
+func (s *KeyStore) insertKey(a uint32, k *auth.Key) {
+	i := s.keyIDs.add(k.ID)
+	s.keys = append(s.keys, keyRecord{hash: k.Hash, account: a, name: s.labels.intern(k.Name), primary: k.Primary,
+		created: stampOf(k.CreatedAt), rotated: stampOf(k.RotatedAt), revoked: stampOf(k.RevokedAt)})
+	s.restrict(ref{key: true, i: i}, k.Restrictions)
+	s.byHash[k.Hash] = i
+	acct := &s.accounts[a]
+	if acct.last == 0 {
+		acct.first = i + 1
+	} else {
+		s.keys[acct.last-1].nextOfAccount = i + 1
+	}
+	acct.last = i + 1
 }
 
 // Key returns the key with the given id.
@@ -131,11 +199,11 @@ func (s *KeyStore) Key(ctx context.Context, id string) (auth.Key, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	k, ok := s.keys[id]
+	i, ok := s.keyIDs.lookup(id)
 	if !ok {
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
 	}
-	return *k, nil
+	return s.key(i), nil
 }
 
 // Keys returns the keys of an account, oldest first.
@@ -145,13 +213,13 @@ func (s *KeyStore) Keys(ctx context.Context, accountID string) ([]auth.Key, erro
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if _, ok := s.accounts[accountID]; !ok {
+	a, ok := s.accountIDs.lookup(accountID)
+	if !ok {
 		return nil, fmt.Errorf("memory: account %q: %w", accountID, store.ErrNotFound)
 	}
-	ids := s.byAccount[accountID]
-	out := make([]auth.Key, len(ids))
-	for i, id := range ids {
-		out[i] = *s.keys[id]
+	out := []auth.Key{}
+	for i := s.accounts[a].first; i != 0; i = s.keys[i-1].nextOfAccount {
+		out = append(out, s.key(i-1))
 	}
 	return out, nil
 }
@@ -163,89 +231,96 @@ func (s *KeyStore) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Acc
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	k, ok := s.byHash[h]
+	i, ok := s.byHash[h]
 	if !ok {
 		return auth.Key{}, auth.Account{}, fmt.Errorf("memory: key hash %.8s: %w", h, store.ErrNotFound)
 	}
-	return *k, *s.accounts[k.AccountID], nil
+	return s.key(i), s.account(s.keys[i].account), nil
 }
 
-// RotateKey replaces the hash of a key (that still has revision rev, unless rev is
-// [auth.AnyRevision]).
-func (s *KeyStore) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
+// change applies a change to the record of key id, under the write lock: check
+// refuses it (the key missing, revoked, at another revision; errUnchanged leaves the
+// key as it is, without an error), apply makes it to key i.
+func (s *KeyStore) change(ctx context.Context, id string, check func(auth.Key) error, apply func(i uint32, k *keyRecord)) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.keys[id]
-	switch {
-	case !ok:
+	i, ok := s.keyIDs.lookup(id)
+	if !ok {
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
-	case old.Revoked():
-		return auth.Key{}, fmt.Errorf("memory: key %q is revoked: %w", id, store.ErrConflict)
-	case rev != auth.AnyRevision && old.Revision != rev:
-		return auth.Key{}, changed(id, rev, old.Revision)
 	}
-	if _, taken := s.byHash[h]; taken {
-		return auth.Key{}, fmt.Errorf("memory: key %q: the new hash is taken: %w", id, store.ErrConflict)
+	switch err := check(s.key(i)); {
+	case errors.Is(err, errUnchanged):
+		return s.key(i), nil
+	case err != nil:
+		return auth.Key{}, err
 	}
-	k := *old
-	k.Hash, k.RotatedAt = h, at
-	k.Revision++
-	delete(s.byHash, old.Hash)
-	s.keys[id], s.byHash[h] = &k, &k
-	return k, nil
+	apply(i, &s.keys[i])
+	return s.key(i), nil
+}
+
+// errUnchanged tells change that the key is left as it is, and is not an error.
+var errUnchanged = errors.New("unchanged")
+
+// RotateKey replaces the hash of a key (that still has revision rev, unless rev is
+// [auth.AnyRevision]).
+func (s *KeyStore) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
+	return s.change(ctx, id, func(old auth.Key) error {
+		switch {
+		case old.Revoked():
+			return fmt.Errorf("memory: key %q is revoked: %w", id, store.ErrConflict)
+		case rev != auth.AnyRevision && old.Revision != rev:
+			return changed(id, rev, old.Revision)
+		}
+		if _, taken := s.byHash[h]; taken {
+			return fmt.Errorf("memory: key %q: the new hash is taken: %w", id, store.ErrConflict)
+		}
+		return nil
+	}, func(i uint32, k *keyRecord) {
+		delete(s.byHash, k.hash)
+		s.byHash[h] = i
+		k.hash, k.rotated = h, stampOf(at)
+		k.revision++
+	})
 }
 
 // RevokeKey marks a key revoked (if it still has revision rev, unless rev is
 // [auth.AnyRevision]).
 func (s *KeyStore) RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (auth.Key, error) {
-	if err := ctx.Err(); err != nil {
-		return auth.Key{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, ok := s.keys[id]
-	switch {
-	case !ok:
-		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
-	case rev != auth.AnyRevision && old.Revision != rev:
-		return auth.Key{}, changed(id, rev, old.Revision)
-	case old.Revoked():
-		return *old, nil
-	}
-	k := *old
-	k.RevokedAt = at
-	k.Revision++
-	s.keys[id], s.byHash[k.Hash] = &k, &k
-	return k, nil
+	return s.change(ctx, id, func(old auth.Key) error {
+		switch {
+		case rev != auth.AnyRevision && old.Revision != rev:
+			return changed(id, rev, old.Revision)
+		case old.Revoked():
+			return errUnchanged
+		}
+		return nil
+	}, func(_ uint32, k *keyRecord) {
+		k.revoked = stampOf(at)
+		k.revision++
+	})
 }
 
 // UpdateKey replaces the name and restrictions of a key that still has u.Revision.
 func (s *KeyStore) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, error) {
-	if err := ctx.Err(); err != nil {
-		return auth.Key{}, err
-	}
 	if err := store.CheckText("memory: key name", u.Name); err != nil {
 		return auth.Key{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, ok := s.keys[u.ID]
-	switch {
-	case !ok:
-		return auth.Key{}, fmt.Errorf("memory: key %q: %w", u.ID, store.ErrNotFound)
-	case old.Revoked():
-		return auth.Key{}, fmt.Errorf("memory: key %q is revoked: %w", u.ID, store.ErrConflict)
-	case old.Revision != u.Revision:
-		return auth.Key{}, changed(u.ID, u.Revision, old.Revision)
-	}
-	k := *old
-	k.Name, k.Restrictions = u.Name, u.Restrictions
-	k.Revision++
-	s.keys[u.ID], s.byHash[k.Hash] = &k, &k
-	return k, nil
+	return s.change(ctx, u.ID, func(old auth.Key) error {
+		switch {
+		case old.Revoked():
+			return fmt.Errorf("memory: key %q is revoked: %w", u.ID, store.ErrConflict)
+		case old.Revision != u.Revision:
+			return changed(u.ID, u.Revision, old.Revision)
+		}
+		return nil
+	}, func(i uint32, k *keyRecord) {
+		k.name = s.labels.intern(u.Name)
+		s.restrict(ref{key: true, i: i}, u.Restrictions)
+		k.revision++
+	})
 }
 
 // changed is the conflict of a change decided on revision rev of a key now at revision
@@ -261,19 +336,23 @@ func (s *KeyStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if _, ok := s.accounts[c.Account]; !ok {
+	a, ok := s.accountIDs.lookup(c.Account)
+	if !ok {
 		return auth.KeyUnknown, nil
 	}
 	if c.KeyID == "" {
 		return auth.KeyLive, nil
 	}
-	k, ok := s.keys[c.KeyID]
-	switch {
-	case !ok || k.AccountID != c.Account || k.Hash != auth.Hash(c.Hash):
+	i, ok := s.keyIDs.lookup(c.KeyID)
+	if !ok {
 		return auth.KeyUnknown, nil
-	case k.Revoked():
+	}
+	switch k := &s.keys[i]; {
+	case k.account != a || k.hash != auth.Hash(c.Hash):
+		return auth.KeyUnknown, nil
+	case k.revoked != stamp{}:
 		return auth.KeyRevoked, nil
-	case k.Revision != c.Revision:
+	case k.revision != c.Revision:
 		return auth.KeyUnknown, nil // changed since the caller read it
 	}
 	return auth.KeyLive, nil

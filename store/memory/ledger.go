@@ -3,9 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,30 +12,41 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// Ledger is the in-memory [driver.Ledger] and [driver.Sweeper]. Each account has its
-// own lock, so accounts never contend with each other.
+// Ledger is the in-memory [driver.Ledger] and [driver.Sweeper]. Its accounts are
+// spread over ledgerShards locks, so that accounts rarely contend with each other, and
+// its records hold no pointers (see [names]), so that a million accounts add nothing
+// to what the garbage collector scans.
 //
-// A reservation lives in its account's table of open reservations until it is settled
+// A reservation lives in its shard's table of open reservations until it is settled
 // or voided:
 //
 //	Reserve --> open --+-- Settle --------------> settled (remembered)
 //	                   |
 //	                   +-- Expires <= now ------> voided (remembered): the credits come
-//	                       (the account's next        back, the APIs are uncounted, and a
-//	                       operation, or Sweep)       later Settle gets driver.ErrVoided
+//	                       (the next operation        back, the APIs are uncounted, and a
+//	                       of the shard, or Sweep)    later Settle gets driver.ErrVoided
 //
-// Every operation on an account first voids its reservations that are open past their
-// expiry; an account keeps a lower bound of their expiries, so that this costs one
-// comparison while none is due. [Ledger.Sweep] voids those of accounts nobody touches.
+// Every operation on an account first voids the reservations of its shard that are
+// open past their expiry; a shard keeps a lower bound of their expiries, so that this
+// costs one comparison while none is due. [Ledger.Sweep] voids those of shards nobody
+// touches.
 //
 // Idempotency records are kept per account: every open reservation, and the ids of the
 // last [LedgerOptions.Remember] settled or voided reservations and adjustments. A replay
 // older than that is not recognised. Use [NewLedger] to make one.
 type Ledger struct {
+	// mu guards ids and the growth of accounts; an operation holds it for reading
+	// throughout, and its account's shard lock.
 	mu       sync.RWMutex
-	accounts map[string]*account
+	ids      names // account i has id ids.name(i)
+	accounts table[balance]
+	shards   [ledgerShards]ledgerShard // account i is in shards[i%ledgerShards]
+	apis     apiNames
 	remember int
 }
+
+// ledgerShards is the number of a Ledger's locks.
+const ledgerShards = 64
 
 // LedgerOptions configures a [Ledger]. The zero value is the default.
 type LedgerOptions struct {
@@ -46,49 +55,60 @@ type LedgerOptions struct {
 	Remember int
 }
 
-type account struct {
-	mu        sync.Mutex
-	balance   int64
-	used      int64
-	allowance int64
-	period    driver.Period
-	usage     map[string]int64
-	open      map[driver.RequestID]reservation
+// balance is an account's record. Its shard's lock guards it.
+type balance struct {
+	balance, used, allowance int64
+	start, end               stamp // the period
+	// counted is whether the account has usage counts in its shard since its last
+	// renewal.
+	counted bool
+	// The remembered request ids, oldest first: oldest, then each one's newer, to
+	// newest.
+	remembered     int
+	oldest, newest driver.RequestID
+}
+
+func (a *balance) snapshot() driver.Balance {
+	return driver.Balance{Remaining: a.balance, Used: a.used, Allowance: a.allowance,
+		Period: driver.Period{Start: a.start.time(), End: a.end.time()}}
+}
+
+// ledgerShard holds the open reservations, the remembered request ids and the usage
+// counts of its accounts, in maps that hold no pointers but for more.
+type ledgerShard struct {
+	mu sync.Mutex
 	// due is at most the earliest expiry among the open reservations (Unix
 	// nanoseconds), math.MaxInt64 when there are none. Written under mu; read by Sweep
 	// without it.
-	due  atomic.Int64
-	done map[driver.RequestID]closed
-	ring []driver.RequestID // the ids in done, oldest at next
-	next int
+	due   atomic.Int64
+	open  map[request]reservation
+	more  map[request][]uint32 // the APIs after the first of open calls of several APIs
+	done  map[request]closedID
+	usage map[apiCount]int64 // calls per account and API in the account's period
 }
+
+// A request is an account's request id.
+type request struct {
+	account uint32
+	id      driver.RequestID
+}
+
+// An apiCount is the usage count of an API (in apiNames) by an account.
+type apiCount struct{ account, api uint32 }
 
 type reservation struct {
 	amount  int64
-	start   int64 // Unix seconds of the period it was made in
+	start   stamp // the start of the period it was made in
 	expires int64 // Unix nanoseconds
-	// The APIs it counted: none (counted false), or api and the others, more (a call
-	// of one API, the common case, keeps its APIs without an allocation).
-	counted bool
-	api     string
-	more    []string
+	// The APIs it counted: the first is api, the others are in the shard's more.
+	apis, api uint32
 }
 
-// uncount takes one call off the usage count of each of r's APIs, never below zero.
-func (a *account) uncount(r reservation) {
-	if !r.counted {
-		return
-	}
-	a.uncountAPI(r.api)
-	for _, api := range r.more {
-		a.uncountAPI(api)
-	}
-}
-
-func (a *account) uncountAPI(api string) {
-	if a.usage[api] > 0 {
-		a.usage[api]--
-	}
+// closedID is how a remembered request id ended, and the account's next remembered
+// id.
+type closedID struct {
+	how   closed
+	newer driver.RequestID
 }
 
 // closed is how a remembered request id ended.
@@ -99,6 +119,45 @@ const (
 	voided                // a reservation voided at its expiry
 )
 
+// apiNames numbers the API ids the ledger has counted calls of. Finding the number of
+// a known API takes no lock.
+type apiNames struct {
+	numbers sync.Map // API id -> uint32
+	mu      sync.Mutex
+	ids     []string // by number
+}
+
+// lookup returns the number of api, if it was counted before.
+func (n *apiNames) lookup(api string) (uint32, bool) {
+	i, ok := n.numbers.Load(api)
+	if !ok {
+		return 0, false
+	}
+	return i.(uint32), true
+}
+
+func (n *apiNames) intern(api string) uint32 {
+	if i, ok := n.lookup(api); ok {
+		return i
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if i, ok := n.lookup(api); ok {
+		return i
+	}
+	i := uint32(len(n.ids))
+	n.ids = append(n.ids, api)
+	n.numbers.Store(api, i)
+	return i
+}
+
+// all returns the APIs, in the order of their numbers.
+func (n *apiNames) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ids[:len(n.ids):len(n.ids)]
+}
+
 // Interface guards.
 var (
 	_ driver.Ledger  = (*Ledger)(nil)
@@ -107,9 +166,14 @@ var (
 
 // NewLedger returns an empty Ledger. opts may be nil.
 func NewLedger(opts *LedgerOptions) *Ledger {
-	l := &Ledger{accounts: make(map[string]*account), remember: 4096}
+	l := &Ledger{remember: 4096}
 	if opts != nil && opts.Remember > 0 {
 		l.remember = opts.Remember
+	}
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.open, sh.more, sh.done, sh.usage = map[request]reservation{}, map[request][]uint32{}, map[request]closedID{}, map[apiCount]int64{}
+		sh.due.Store(math.MaxInt64)
 	}
 	return l
 }
@@ -130,114 +194,168 @@ func (l *Ledger) Open(ctx context.Context, o driver.Opening) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.accounts[o.Account]; ok {
+	if _, ok := l.ids.lookup(o.Account); ok {
 		return fmt.Errorf("memory: balance of account %q: %w", o.Account, store.ErrConflict)
 	}
-	a := &account{
-		balance: o.Balance, allowance: o.Allowance, period: o.Period,
-		usage: make(map[string]int64), open: make(map[driver.RequestID]reservation),
-		done: make(map[driver.RequestID]closed), // ring grows as ids are settled, up to l.remember
-	}
-	a.due.Store(math.MaxInt64)
-	l.accounts[o.Account] = a
+	l.ids.add(o.Account)
+	_, a := l.accounts.add()
+	*a = balance{balance: o.Balance, allowance: o.Allowance, start: stampOf(o.Period.Start), end: stampOf(o.Period.End)}
 	return nil
 }
 
-// lock finds an account and locks it, applying a due renewal and voiding the
-// reservations that are open past their expiry at now.
-func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance int64, now time.Time) (*account, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	l.mu.RLock()
-	a, ok := l.accounts[id]
-	l.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("memory: balance of account %q: %w", id, store.ErrNotFound)
-	}
-	a.mu.Lock()
-	if p.Start.After(a.period.Start) {
-		a.balance, a.used, a.allowance, a.period = allowance, 0, allowance, p
-		clear(a.usage)
-	}
-	if t := now.UnixNano(); !now.IsZero() && t >= a.due.Load() {
-		a.expire(t, math.MaxInt, l.remember)
-	}
-	return a, nil
+// An op is an operation on one account, which holds the ledger's read lock and the
+// account's shard lock until done.
+type op struct {
+	l  *Ledger
+	sh *ledgerShard
+	i  uint32
+	a  *balance
 }
 
-// expire voids up to limit reservations that are open past their expiry at now (Unix
-// nanoseconds), and returns how many it voided. The account is locked.
-func (a *account) expire(now int64, limit, remember int) int {
+func (o op) done() {
+	o.sh.mu.Unlock()
+	o.l.mu.RUnlock()
+}
+
+// find finds an account and locks it, without renewing it or voiding anything.
+func (l *Ledger) find(ctx context.Context, id string) (op, error) {
+	if err := ctx.Err(); err != nil {
+		return op{}, err
+	}
+	l.mu.RLock()
+	i, ok := l.ids.lookup(id)
+	if !ok {
+		l.mu.RUnlock()
+		return op{}, fmt.Errorf("memory: balance of account %q: %w", id, store.ErrNotFound)
+	}
+	o := op{l: l, sh: &l.shards[i%ledgerShards], i: i, a: l.accounts.at(i)}
+	o.sh.mu.Lock()
+	return o, nil
+}
+
+// lock finds an account and locks it, applying a due renewal and voiding the
+// reservations of its shard that are open past their expiry at now.
+func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance int64, now time.Time) (op, error) {
+	o, err := l.find(ctx, id)
+	if err != nil {
+		return op{}, err
+	}
+	if start := stampOf(p.Start); o.a.start.before(start) {
+		o.a.balance, o.a.used, o.a.allowance, o.a.start, o.a.end = allowance, 0, allowance, start, stampOf(p.End)
+		o.uncountAll()
+	}
+	if t := now.UnixNano(); !now.IsZero() && t >= o.sh.due.Load() {
+		l.expire(o.sh, t, math.MaxInt)
+	}
+	return o, nil
+}
+
+// uncountAll forgets the account's usage counts.
+func (o op) uncountAll() {
+	if !o.a.counted {
+		return
+	}
+	for api := range o.l.apis.all() {
+		delete(o.sh.usage, apiCount{o.i, uint32(api)})
+	}
+	o.a.counted = false
+}
+
+// expire voids up to limit reservations of shard sh that are open past their expiry
+// at now (Unix nanoseconds), and returns how many it voided. The ledger is read-locked
+// and the shard locked.
+func (l *Ledger) expire(sh *ledgerShard, now int64, limit int) int {
 	n, due := 0, int64(math.MaxInt64)
-	for id, r := range a.open {
+	for k, r := range sh.open {
 		if r.expires > now || n == limit {
 			due = min(due, r.expires)
 			continue
 		}
-		delete(a.open, id)
-		a.forget(id, voided, remember)
-		if a.credit(r, r.amount) {
-			a.uncount(r)
+		o := op{l: l, sh: sh, i: k.account, a: l.accounts.at(k.account)}
+		more := sh.more[k]
+		delete(sh.open, k)
+		delete(sh.more, k)
+		o.forget(k.id, voided)
+		if o.credit(r, r.amount) && r.apis > 0 {
+			o.uncount(r.api)
+			for _, api := range more {
+				o.uncount(api)
+			}
 		}
 		n++
 	}
-	a.due.Store(due)
+	sh.due.Store(due)
 	return n
 }
 
 // credit gives back amount credits of reservation r, unless the balance has been
 // renewed since r was made (the credits went with the old period), and reports whether
 // it did.
-func (a *account) credit(r reservation, amount int64) bool {
-	if r.start != a.period.Start.Unix() {
+func (o op) credit(r reservation, amount int64) bool {
+	if r.start != o.a.start {
 		return false
 	}
-	a.balance += amount
-	a.used -= amount
+	o.a.balance += amount
+	o.a.used -= amount
 	return true
 }
 
-func (a *account) snapshot() driver.Balance {
-	return driver.Balance{Remaining: a.balance, Used: a.used, Allowance: a.allowance, Period: a.period}
+// uncount takes one call off the usage count of an API, never below zero.
+func (o op) uncount(api uint32) {
+	k := apiCount{o.i, api}
+	if o.sh.usage[k] > 0 {
+		o.sh.usage[k]--
+	}
 }
 
 // seen reports whether id was reserved, settled, voided or adjusted before.
-func (a *account) seen(id driver.RequestID) bool {
-	if _, ok := a.open[id]; ok {
+func (o op) seen(id driver.RequestID) bool {
+	k := request{o.i, id}
+	if _, ok := o.sh.open[k]; ok {
 		return true
 	}
-	_, ok := a.done[id]
+	_, ok := o.sh.done[k]
 	return ok
 }
 
 // forget records how id, which was open or not seen before, ended, forgetting the
-// oldest id when the ring is full.
-func (a *account) forget(id driver.RequestID, how closed, limit int) {
-	if len(a.ring) < limit {
-		a.ring = append(a.ring, id)
+// oldest id when the account remembers the most it may.
+func (o op) forget(id driver.RequestID, how closed) {
+	a, done := o.a, o.sh.done
+	if a.remembered == 0 {
+		a.oldest = id
 	} else {
-		delete(a.done, a.ring[a.next])
-		a.ring[a.next] = id
-		a.next = (a.next + 1) % limit
+		k := request{o.i, a.newest}
+		c := done[k]
+		c.newer = id
+		done[k] = c
 	}
-	a.done[id] = how
+	done[request{o.i, id}] = closedID{how: how}
+	a.newest = id
+	a.remembered++
+	if a.remembered > o.l.remember {
+		k := request{o.i, a.oldest}
+		a.oldest = done[k].newer
+		delete(done, k)
+		a.remembered--
+	}
 }
 
 // Reserve takes credits for a call.
 func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Balance, error) {
-	a, err := l.lock(ctx, r.Account, r.Period, r.Allowance, r.Now)
+	o, err := l.lock(ctx, r.Account, r.Period, r.Allowance, r.Now)
 	if err != nil {
 		return driver.Balance{}, err
 	}
-	defer a.mu.Unlock()
+	defer o.done()
+	a := o.a
 	switch {
 	case r.Amount < 0:
 		return a.snapshot(), fmt.Errorf("memory: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
 	case !r.Expires.After(r.Now):
 		return a.snapshot(), fmt.Errorf("memory: reservation %s: it expires at %s, not after it is made: %w", r.Request, r.Expires, store.ErrConflict)
 	}
-	if a.seen(r.Request) {
+	if o.seen(r.Request) {
 		return a.snapshot(), nil
 	}
 	if a.balance < r.Amount {
@@ -245,52 +363,58 @@ func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Bala
 	}
 	a.balance -= r.Amount
 	a.used += r.Amount
-	for _, api := range r.APIs {
-		a.usage[api]++
-	}
 	expires := r.Expires.UnixNano()
-	res := reservation{amount: r.Amount, start: a.period.Start.Unix(), expires: expires}
-	if len(r.APIs) > 0 {
-		res.counted, res.api = true, r.APIs[0]
-		if len(r.APIs) > 1 {
-			res.more = slices.Clone(r.APIs[1:])
+	res := reservation{amount: r.Amount, start: a.start, expires: expires, apis: uint32(len(r.APIs))}
+	k := request{o.i, r.Request}
+	for j, name := range r.APIs {
+		api := l.apis.intern(name)
+		o.sh.usage[apiCount{o.i, api}]++
+		if j == 0 {
+			res.api = api
+		} else {
+			o.sh.more[k] = append(o.sh.more[k], api)
 		}
 	}
-	a.open[r.Request] = res
-	if expires < a.due.Load() {
-		a.due.Store(expires)
+	a.counted = a.counted || len(r.APIs) > 0
+	o.sh.open[k] = res
+	if expires < o.sh.due.Load() {
+		o.sh.due.Store(expires)
 	}
 	return a.snapshot(), nil
 }
 
 // Settle closes a reservation.
 func (l *Ledger) Settle(ctx context.Context, s driver.Settlement) (driver.Balance, error) {
-	a, err := l.lock(ctx, s.Account, s.Period, s.Allowance, s.Now)
+	o, err := l.lock(ctx, s.Account, s.Period, s.Allowance, s.Now)
 	if err != nil {
 		return driver.Balance{}, err
 	}
-	defer a.mu.Unlock()
-	res, ok := a.open[s.Request]
+	defer o.done()
+	k := request{o.i, s.Request}
+	res, ok := o.sh.open[k]
 	if !ok {
-		switch how, done := a.done[s.Request]; {
-		case done && how == voided:
-			return a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, driver.ErrVoided)
+		switch c, done := o.sh.done[k]; {
+		case done && c.how == voided:
+			return o.a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, driver.ErrVoided)
 		case done:
-			return a.snapshot(), nil
+			return o.a.snapshot(), nil
 		}
-		return a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, store.ErrNotFound)
+		return o.a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, store.ErrNotFound)
 	}
 	if s.Refund < 0 || s.Refund > res.amount {
-		return a.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is outside 0..%d: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
+		return o.a.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is outside 0..%d: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
 	}
-	delete(a.open, s.Request)
-	a.forget(s.Request, settled, l.remember)
-	if a.credit(res, s.Refund) {
-		for _, api := range s.Uncount {
-			a.uncountAPI(api)
+	delete(o.sh.open, k)
+	delete(o.sh.more, k)
+	o.forget(s.Request, settled)
+	if o.credit(res, s.Refund) {
+		for _, name := range s.Uncount {
+			if api, ok := l.apis.lookup(name); ok {
+				o.uncount(api)
+			}
 		}
 	}
-	return a.snapshot(), nil
+	return o.a.snapshot(), nil
 }
 
 // Adjust adds credits to, or takes them from, the balance.
@@ -298,12 +422,13 @@ func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Bala
 	if err := store.CheckText("memory: the reason of an adjustment", adj.Reason); err != nil {
 		return driver.Balance{}, err
 	}
-	a, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance, adj.Now)
+	o, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance, adj.Now)
 	if err != nil {
 		return driver.Balance{}, err
 	}
-	defer a.mu.Unlock()
-	if a.seen(adj.Request) {
+	defer o.done()
+	a := o.a
+	if o.seen(adj.Request) {
 		return a.snapshot(), nil
 	}
 	if adj.Amount > driver.MaxCredits-(a.balance+a.used) {
@@ -313,66 +438,64 @@ func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Bala
 		return a.snapshot(), driver.ErrInsufficientCredits
 	}
 	a.balance += adj.Amount
-	a.forget(adj.Request, settled, l.remember)
+	o.forget(adj.Request, settled)
 	return a.snapshot(), nil
 }
 
 // Balance returns the account's balance.
 func (l *Ledger) Balance(ctx context.Context, account string, now time.Time, p driver.Period, allowance int64) (driver.Balance, error) {
-	a, err := l.lock(ctx, account, p, allowance, now)
+	o, err := l.lock(ctx, account, p, allowance, now)
 	if err != nil {
 		return driver.Balance{}, err
 	}
-	defer a.mu.Unlock()
-	return a.snapshot(), nil
+	defer o.done()
+	return o.a.snapshot(), nil
 }
 
 // Usage returns the calls per API counted in period p.
 func (l *Ledger) Usage(ctx context.Context, account string, p driver.Period) (map[string]int64, error) {
-	if err := ctx.Err(); err != nil {
+	o, err := l.find(ctx, account)
+	if err != nil {
 		return nil, err
 	}
-	l.mu.RLock()
-	a, ok := l.accounts[account]
-	l.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("memory: balance of account %q: %w", account, store.ErrNotFound)
+	defer o.done()
+	out := map[string]int64{}
+	if o.a.start != stampOf(p.Start) || !o.a.counted {
+		return out, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.period.Start.Equal(p.Start) {
-		return map[string]int64{}, nil
+	for api, name := range l.apis.all() {
+		if n, ok := o.sh.usage[apiCount{o.i, uint32(api)}]; ok {
+			out[name] = n
+		}
 	}
-	return maps.Clone(a.usage), nil
+	return out, nil
 }
 
 // Sweep voids up to limit reservations open past their expiry at now, of any accounts.
-// It finds them without locking accounts that have none due, and locks each account
+// It finds them without locking the shards that have none due, and locks each shard
 // that has some only while it voids them.
 func (l *Ledger) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	t := now.UnixNano()
-	var due []*account
 	l.mu.RLock()
-	for _, a := range l.accounts {
-		if a.due.Load() <= t {
-			due = append(due, a)
-		}
-	}
-	l.mu.RUnlock()
+	defer l.mu.RUnlock()
 	n := 0
-	for _, a := range due {
+	for i := range l.shards {
+		sh := &l.shards[i]
 		if n >= limit {
 			break
+		}
+		if sh.due.Load() > t {
+			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		a.mu.Lock()
-		n += a.expire(t, limit-n, l.remember)
-		a.mu.Unlock()
+		sh.mu.Lock()
+		n += l.expire(sh, t, limit-n)
+		sh.mu.Unlock()
 	}
 	return n, nil
 }

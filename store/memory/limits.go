@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 
@@ -62,20 +64,38 @@ func (r *RateLimiter) decide(ctx context.Context, key string, l driver.Limit, n 
 	return d, nil
 }
 
-// ConcurrencyLimiter is the in-memory [driver.ConcurrencyLimiter]: per key, the set of
-// holders with their lease expiries. Use [NewConcurrencyLimiter] to make one.
+// ConcurrencyLimiter is the in-memory [driver.ConcurrencyLimiter]: the holders of
+// slots with their lease ends, spread over slotShards locks by key. A key with no
+// holders takes no memory. Use [NewConcurrencyLimiter] to make one.
 type ConcurrencyLimiter struct {
-	slots lockedMap[slots]
+	seed   maphash.Seed
+	shards [slotShards]slotShard
 }
 
-type slots struct {
-	mu      sync.Mutex
-	holders map[driver.RequestID]int64 // lease end, Unix nanoseconds
+// slotShards is the number of a ConcurrencyLimiter's locks.
+const slotShards = 64
+
+type slotShard struct {
+	mu sync.Mutex
+	// due is at most the earliest lease end among holders (Unix nanoseconds).
+	due     int64
+	holders map[slot]int64 // lease end, Unix nanoseconds
+	inUse   map[string]int // the number of holders of each key that has some
+}
+
+// A slot is a holder's slot of a key.
+type slot struct {
+	key    string
+	holder driver.RequestID
 }
 
 // NewConcurrencyLimiter returns an empty ConcurrencyLimiter.
 func NewConcurrencyLimiter() *ConcurrencyLimiter {
-	return &ConcurrencyLimiter{}
+	c := &ConcurrencyLimiter{seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].holders, c.shards[i].inUse = map[slot]int64{}, map[string]int{}
+	}
+	return c
 }
 
 // Interface guards.
@@ -84,92 +104,138 @@ var (
 	_ driver.ConcurrencyLimiter = (*ConcurrencyLimiter)(nil)
 )
 
-func (c *ConcurrencyLimiter) lock(ctx context.Context, key string) (*slots, error) {
+// lock locks the shard of key, after dropping the ended leases of the shard at now
+// (Unix nanoseconds), so that a key's count is of live slots only and a holder whose
+// lease has ended competes like a new one.
+func (c *ConcurrencyLimiter) lock(ctx context.Context, key string, now int64) (*slotShard, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := c.slots.get(key)
-	s.mu.Lock()
-	if s.holders == nil {
-		s.holders = make(map[driver.RequestID]int64)
+	sh := &c.shards[maphash.String(c.seed, key)%slotShards]
+	sh.mu.Lock()
+	if now >= sh.due {
+		due := int64(math.MaxInt64)
+		for s, e := range sh.holders {
+			if e <= now {
+				sh.drop(s)
+			} else {
+				due = min(due, e)
+			}
+		}
+		sh.due = due
 	}
-	return s, nil
+	return sh, nil
+}
+
+// hold gives s a lease that ends at end.
+func (sh *slotShard) hold(s slot, end int64) {
+	if _, held := sh.holders[s]; !held {
+		sh.inUse[s.key]++
+	}
+	sh.holders[s] = end
+	sh.due = min(sh.due, end)
+}
+
+// drop frees s, if it is held.
+func (sh *slotShard) drop(s slot) {
+	if _, held := sh.holders[s]; !held {
+		return
+	}
+	delete(sh.holders, s)
+	if sh.inUse[s.key] <= 1 {
+		delete(sh.inUse, s.key)
+	} else {
+		sh.inUse[s.key]--
+	}
 }
 
 // Acquire grants holder a slot if fewer than ceiling live slots are held.
 func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder driver.RequestID, ceiling int, lease time.Duration, now time.Time) (driver.SlotDecision, error) {
-	s, err := c.lock(ctx, key)
+	sh, err := c.lock(ctx, key, now.UnixNano())
 	if err != nil {
 		return driver.SlotDecision{}, err
 	}
-	defer s.mu.Unlock()
-	// Drop ended leases first, so that InUse counts live slots only and a holder whose
-	// lease has ended competes like a new one.
-	t := now.UnixNano()
-	for h, e := range s.holders {
-		if e <= t {
-			delete(s.holders, h)
-		}
+	defer sh.mu.Unlock()
+	s := slot{key, holder}
+	if _, held := sh.holders[s]; !held && sh.inUse[key] >= ceiling {
+		return driver.SlotDecision{InUse: sh.inUse[key]}, nil
 	}
-	if _, held := s.holders[holder]; !held && len(s.holders) >= ceiling {
-		return driver.SlotDecision{InUse: len(s.holders)}, nil
-	}
-	s.holders[holder] = now.Add(lease).UnixNano()
-	return driver.SlotDecision{Acquired: true, InUse: len(s.holders)}, nil
+	sh.hold(s, now.Add(lease).UnixNano())
+	return driver.SlotDecision{Acquired: true, InUse: sh.inUse[key]}, nil
 }
 
 // Release frees holder's slot.
 func (c *ConcurrencyLimiter) Release(ctx context.Context, key string, holder driver.RequestID) error {
-	s, err := c.lock(ctx, key)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
-	delete(s.holders, holder)
+	sh := &c.shards[maphash.String(c.seed, key)%slotShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.drop(slot{key, holder})
 	return nil
 }
 
 // Renew extends holder's lease.
 func (c *ConcurrencyLimiter) Renew(ctx context.Context, key string, holder driver.RequestID, lease time.Duration, now time.Time) error {
-	s, err := c.lock(ctx, key)
+	sh, err := c.lock(ctx, key, now.UnixNano())
 	if err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
-	if e, ok := s.holders[holder]; !ok || e <= now.UnixNano() {
-		delete(s.holders, holder)
+	defer sh.mu.Unlock()
+	s := slot{key, holder}
+	if _, ok := sh.holders[s]; !ok { // never held, released, or ended (lock dropped it)
 		return fmt.Errorf("memory: slot of %s: %w", holder, store.ErrNotFound)
 	}
-	s.holders[holder] = now.Add(lease).UnixNano()
+	sh.hold(s, now.Add(lease).UnixNano())
 	return nil
 }
 
 // InUse returns the number of live slots of key.
 func (c *ConcurrencyLimiter) InUse(ctx context.Context, key string, now time.Time) (int, error) {
-	s, err := c.lock(ctx, key)
+	sh, err := c.lock(ctx, key, now.UnixNano())
 	if err != nil {
 		return 0, err
 	}
-	defer s.mu.Unlock()
-	n, t := 0, now.UnixNano()
-	for _, e := range s.holders {
-		if e > t {
-			n++
-		}
-	}
-	return n, nil
+	defer sh.mu.Unlock()
+	return sh.inUse[key], nil
 }
 
 // lockedMap is a map of per-key state that is created on first use and never removed.
-// Lookups of existing keys take no lock.
+// T must hold no pointers: the states sit in tables, found by [names] indexes, so that
+// the collector scans nothing of them however many keys there are. The keys are spread
+// over lockedMapShards read-write locks, so that lookups of existing keys (which take
+// a read lock) on different cores rarely share one. Its zero value is ready to use.
 type lockedMap[T any] struct {
-	m sync.Map // string -> *T
+	seedOnce sync.Once
+	seed     maphash.Seed
+	shards   [lockedMapShards]struct {
+		mu     sync.RWMutex
+		keys   names
+		states table[T]
+	}
 }
 
+// lockedMapShards is the number of a lockedMap's locks.
+const lockedMapShards = 64
+
 func (l *lockedMap[T]) get(key string) *T {
-	if v, ok := l.m.Load(key); ok {
-		return v.(*T)
+	l.seedOnce.Do(func() { l.seed = maphash.MakeSeed() })
+	sh := &l.shards[maphash.String(l.seed, key)%lockedMapShards]
+	sh.mu.RLock()
+	i, ok := sh.keys.lookup(key)
+	if ok {
+		t := sh.states.at(i)
+		sh.mu.RUnlock()
+		return t
 	}
-	v, _ := l.m.LoadOrStore(key, new(T))
-	return v.(*T)
+	sh.mu.RUnlock()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if i, ok := sh.keys.lookup(key); ok {
+		return sh.states.at(i)
+	}
+	sh.keys.add(key)
+	_, t := sh.states.add()
+	return t
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -228,4 +229,88 @@ func TestLedgerOpenIsSmall(t *testing.T) {
 // BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
 func BenchmarkSweep(b *testing.B) {
 	storetest.BenchmarkSweep(b, func(*testing.B) driver.Ledger { return memory.NewLedger(nil) }, 1000, 100_000)
+}
+
+// TestRecordsAreNotScanned checks that the records of many accounts add (almost)
+// nothing to the heap that the garbage collector scans on every cycle: the stores keep
+// them in pointer-free tables, so that a million accounts in memory do not slow every
+// collection down. Each store holds 100,000 accounts (10,000 with -short), each used
+// once as a call uses it; the scannable heap (runtime/metrics /gc/scan/heap:bytes) may
+// grow by at most a few bytes per account.
+func TestRecordsAreNotScanned(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	ctx := t.Context()
+	now := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
+	p := driver.MonthOf(now)
+	id := func(i int) string { return fmt.Sprintf("acct-%07d", i) }
+	for _, tc := range []struct {
+		name string
+		fill func(t *testing.T) any // returns the store, kept alive until measured
+	}{
+		{"KeyStore", func(t *testing.T) any {
+			s := memory.NewKeyStore()
+			for i := range n {
+				var h auth.Hash
+				copy(h[:], fmt.Sprintf("%032d", i))
+				must(t, s.CreateAccount(ctx, auth.Account{ID: id(i), Plan: "free", CreatedAt: now},
+					auth.Key{ID: id(i) + "-primary", AccountID: id(i), Name: "primary", Primary: true, Hash: h, CreatedAt: now}))
+			}
+			return s
+		}},
+		{"Ledger", func(t *testing.T) any {
+			l := memory.NewLedger(nil)
+			for i := range n {
+				must(t, l.Open(ctx, driver.Opening{Account: id(i), Balance: 100, Allowance: 100, Period: p}))
+				rid := driver.RequestID{byte(i), byte(i >> 8), byte(i >> 16)}
+				_, err := l.Reserve(ctx, driver.Reservation{Account: id(i), Request: rid, APIs: []string{"hash"}, Amount: 1,
+					Period: p, Allowance: 100, Now: now, Expires: now.Add(time.Minute)})
+				must(t, err)
+				_, err = l.Settle(ctx, driver.Settlement{Account: id(i), Request: rid, Period: p, Allowance: 100, Now: now})
+				must(t, err)
+			}
+			return l
+		}},
+		{"RateLimiter", func(t *testing.T) any {
+			r := memory.NewRateLimiter()
+			for i := range n {
+				_, err := r.Allow(ctx, id(i), driver.Limit{Rate: 10, Per: time.Second, Burst: 10}, now)
+				must(t, err)
+			}
+			return r
+		}},
+		{"ConcurrencyLimiter", func(t *testing.T) any {
+			c := memory.NewConcurrencyLimiter()
+			for i := range n {
+				rid := driver.RequestID{byte(i), byte(i >> 8), byte(i >> 16)}
+				_, err := c.Acquire(ctx, id(i), rid, 4, time.Minute, now)
+				must(t, err)
+				must(t, c.Release(ctx, id(i), rid))
+			}
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := scannableHeap()
+			s := tc.fill(t)
+			after := scannableHeap()
+			runtime.KeepAlive(s)
+			per := (float64(after) - float64(before)) / float64(n)
+			t.Logf("%d accounts: the scannable heap grew by %.1f bytes per account", n, per)
+			if per > 8 {
+				t.Errorf("the scannable heap grew by %.1f bytes per account, want at most 8", per)
+			}
+		})
+	}
+}
+
+// scannableHeap returns the bytes of the heap that the collector scans, after a
+// collection.
+func scannableHeap() uint64 {
+	runtime.GC()
+	m := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }

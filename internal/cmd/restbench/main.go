@@ -51,7 +51,15 @@
 // the throughput, and it is what sets the throughput once the CPUs are busy. For
 // postgres, each round also prints what its connections waited on (pg_stat_activity,
 // sampled every 100 ms). -profile DIR writes each server's CPU profile of the last
-// round and its allocation profile (go tool pprof DIR/memory.cpu.pprof).
+// round and its allocation profile (go tool pprof DIR/memory.cpu.pprof). Each server
+// process also prints its heap after the set-up and after the run: the live bytes, the
+// bytes the garbage collector scans for pointers on every cycle, and the objects.
+//
+// -baseline-exe runs the baseline server from another build of restbench, so that a
+// change is compared with the code before it, in the same run:
+//
+//	git stash; go build -o /tmp/restbench-before ./internal/cmd/restbench; git stash pop
+//	go run ./internal/cmd/restbench -compare memory:1000,memory:1000 -baseline-exe /tmp/restbench-before
 package main
 
 import (
@@ -79,6 +87,7 @@ func main() {
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
+	baselineExe := flag.String("baseline-exe", "", "run the baseline server from this build of restbench (one built from another commit), to compare a change with the code before it")
 	flag.Parse()
 	cfg := storeConfig{redis: *redisAddr, postgres: *pgDSN}
 	if *serveKind != "" {
@@ -104,7 +113,7 @@ func main() {
 	if *client == "wrk" {
 		gen = wrkGen{threads: *threads, conns: *conns}
 	}
-	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, profile: *profile}
+	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, profile: *profile, baselineExe: *baselineExe}
 	err := b.run(names)
 	b.close()
 	if err != nil {
@@ -121,7 +130,18 @@ type bench struct {
 	rounds   int
 	sessions int
 	profile  string
-	servers  []*server
+	// baselineExe, if not "", is the restbench the baseline server (the first) runs
+	// from.
+	baselineExe string
+	servers     []*server
+}
+
+// exe returns the program the i-th server runs from: "" for this one.
+func (b *bench) exe(i int) string {
+	if i == 0 {
+		return b.baselineExe
+	}
+	return ""
 }
 
 func (b *bench) close() {

@@ -14,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,10 +86,23 @@ func serve(kind string, accounts int, cfg storeConfig) error {
 	}
 	// Start the measurement from a collected heap, not from the garbage of the set-up.
 	runtime.GC()
+	fmt.Fprintf(os.Stderr, "    %s:%d heap after set-up: %s\n", kind, accounts, heapFigures())
 	line, _ := json.Marshal(ready{URL: "http://" + ln.Addr().String(), Pprof: "http://" + pln.Addr().String(), Keys: n})
 	fmt.Println(string(line))
 	io.Copy(io.Discard, os.Stdin)
+	runtime.GC()
+	fmt.Fprintf(os.Stderr, "    %s:%d heap after the run: %s\n", kind, accounts, heapFigures())
 	return nil
+}
+
+// heapFigures describes the heap as the last garbage collection left it: the live
+// bytes, the bytes the collector scans for pointers (those of objects that hold
+// pointers, up to their last one), and the number of objects.
+func heapFigures() string {
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/heap:bytes"}, {Name: "/gc/heap/objects:objects"}}
+	metrics.Read(m)
+	return fmt.Sprintf("live %.1f MB, scannable %.1f MB, %d objects",
+		float64(m[0].Value.Uint64())/1e6, float64(m[1].Value.Uint64())/1e6, m[2].Value.Uint64())
 }
 
 // storeConfig is where the network stores are.

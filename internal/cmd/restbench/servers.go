@@ -53,7 +53,7 @@ func (b *bench) start(name string) (*server, error) {
 	if kind == "server" {
 		base, err = s.startExample()
 	} else {
-		base, err = s.startChild(b.cfg, accounts)
+		base, err = s.startChild(b.cfg, accounts, b.exe(len(b.servers)))
 	}
 	if err != nil {
 		return nil, err
@@ -106,12 +106,14 @@ const (
 	hashQuery     = `{"query":"{ hash(text: \"hello\") { algorithm hash } }"}`
 )
 
-// startChild starts this program again as the server process (-serve) and returns the
-// server's base URL.
-func (s *server) startChild(cfg storeConfig, accounts int) (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", err
+// startChild starts this program again (or exe, if not "", another build of it) as the
+// server process (-serve) and returns the server's base URL.
+func (s *server) startChild(cfg storeConfig, accounts int, exe string) (string, error) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return "", err
+		}
 	}
 	s.cmd = exec.Command(exe, "-serve", s.kind, "-accounts", strconv.Itoa(accounts), "-redis", cfg.redis, "-postgres", cfg.postgres)
 	s.cmd.Stderr = os.Stderr
