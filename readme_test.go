@@ -36,6 +36,29 @@ func TestREADMEExample(t *testing.T) {
 	}
 }
 
+// TestREADMEBatchExample keeps the Go block of the README's batch section equal to the
+// body of client's ExampleClient_ExecuteBatch, which compiles.
+func TestREADMEBatchExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const heading = "### Batches from the command line and Go"
+	_, section, found := strings.Cut(string(readme), "\n"+heading+"\n")
+	_, block, _ := strings.Cut(section, "\n```go\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	if !found || !closed || strings.Contains(block, "\n#") {
+		t.Fatalf("README.md has no ```go block in the section %q", heading)
+	}
+	body, _, err := exampleBody("client/example_test.go", "ExampleClient_ExecuteBatch")
+	if body == nil {
+		t.Fatal(err)
+	}
+	if d := diffLines("README.md", strings.Split(block, "\n"), "ExampleClient_ExecuteBatch", body); d != "" {
+		t.Errorf("the Go block of README.md's batch section differs from client's ExampleClient_ExecuteBatch; make them equal again:\n%s", d)
+	}
+}
+
 // readmeBlocks returns the lines of the first ```go block of the README section that
 // starts with heading, and those of the first ```text block after it in that section.
 func readmeBlocks(readme, heading string) (code, output []string, err error) {
@@ -72,7 +95,8 @@ func readmeBlocks(readme, heading string) (code, output []string, err error) {
 }
 
 // exampleBody returns the lines of the body of the function name in the Go file path, up
-// to its "// Output:" comment, and the output lines that comment lists.
+// to its "// Output:" comment, and the output lines that comment lists; the whole body
+// and an error when it has none.
 func exampleBody(path, name string) (code, output []string, err error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -98,7 +122,7 @@ func exampleBody(path, name string) (code, output []string, err error) {
 				return lines[:i], output, nil
 			}
 		}
-		return nil, nil, fmt.Errorf("func %s has no // Output: comment", name)
+		return lines, nil, fmt.Errorf("func %s has no // Output: comment", name)
 	}
 	return nil, nil, fmt.Errorf("no func %s", name)
 }

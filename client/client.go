@@ -222,18 +222,22 @@ func (c *Client) Execute(ctx context.Context, apiID string, params map[string]an
 		return nil, &ValidationError{APIID: api.ID, Param: api.File.Name,
 			Reason: "is required: the " + api.ID + " API needs a file; call ExecuteWithFile with its path, or ExecuteWithURL with its address"}
 	}
+	u := c.base + "/v1/" + api.ID
 	if api.Method == http.MethodGet {
 		q := url.Values{}
 		for name, v := range sent {
 			q.Set(name, textValue(v))
 		}
-		return c.send(ctx, api, q.Encode(), nil, "")
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+		return c.send(ctx, request{apiID: api.ID, method: http.MethodGet, url: u})
 	}
 	body, err := json.Marshal(sent)
 	if err != nil {
 		return nil, fmt.Errorf("client: encoding the parameters of %s: %w", api.ID, err)
 	}
-	return c.send(ctx, api, "", body, "application/json")
+	return c.send(ctx, request{apiID: api.ID, method: http.MethodPost, url: u, body: body, contentType: "application/json"})
 }
 
 // ExecuteWithFile calls the file API apiID with the file at path, uploaded as
@@ -272,7 +276,7 @@ func (c *Client) ExecuteWithFile(ctx context.Context, apiID, path string, fields
 	if err := mw.Close(); err != nil {
 		return nil, err
 	}
-	return c.send(ctx, api, "", b.Bytes(), mw.FormDataContentType())
+	return c.send(ctx, request{apiID: api.ID, method: http.MethodPost, url: c.base + "/v1/" + api.ID, body: b.Bytes(), contentType: mw.FormDataContentType()})
 }
 
 // ExecuteWithURL calls the file API apiID with the address of the file, which the
@@ -408,54 +412,83 @@ func (c *Client) Validate(ctx context.Context, apiID string, params map[string]a
 	return err
 }
 
-// send makes the call, with the retries of the policy.
-func (c *Client) send(ctx context.Context, api *catalog.API, query string, body []byte, contentType string) (*Response, error) {
-	u := c.base + "/v1/" + api.ID
-	if query != "" {
-		u += "?" + query
-	}
+// request is one request to the service.
+type request struct {
+	apiID       string // the API it calls, for messages
+	method, url string
+	body        []byte
+	contentType string
+	// idempotencyKey, when set, is sent in the Idempotency-Key header. The service
+	// runs a request with a key at most once, so such a request is also retried after a
+	// transport failure and while the first attempt still runs (409).
+	idempotencyKey string
+}
+
+// send makes the request, with the retries of the policy.
+func (c *Client) send(ctx context.Context, r request) (*Response, error) {
 	for attempt := 1; ; attempt++ {
-		resp, err := c.attempt(ctx, api, u, body, contentType)
+		resp, err := c.attempt(ctx, r)
 		if err == nil || c.retry == nil {
 			return resp, err
 		}
-		wait, ok := c.retry.delay(attempt, err)
+		wait, ok := c.retry.delay(attempt, err, r.retryable(ctx, err))
 		if !ok {
 			return nil, err
 		}
 		if serr := c.retry.Sleep(ctx, wait); serr != nil {
-			return nil, fmt.Errorf("client: stopped retrying the %s API: %w (last answer: %w)", api.ID, serr, err)
+			return nil, fmt.Errorf("client: stopped retrying the %s API: %w (last answer: %w)", r.apiID, serr, err)
 		}
 	}
 }
 
+// retryable reports whether the failed request may be sent again: an answer that
+// waiting may fix ([IsRetryable]), and for a request with an idempotency key, also a
+// transport failure and a 409 (the first attempt still running), as the service runs it
+// at most once. A failure because ctx ended is not retried.
+func (r request) retryable(ctx context.Context, err error) bool {
+	if IsRetryable(err) {
+		return true
+	}
+	if r.idempotencyKey == "" || ctx.Err() != nil {
+		return false
+	}
+	var e *APIError
+	if errors.As(err, &e) {
+		return e.StatusCode == http.StatusConflict
+	}
+	return true
+}
+
 // attempt makes one request and reads its answer.
-func (c *Client) attempt(ctx context.Context, api *catalog.API, u string, body []byte, contentType string) (*Response, error) {
+func (c *Client) attempt(ctx context.Context, r request) (*Response, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+	if r.body != nil {
+		rd = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, api.Method, u, rd)
+	req, err := http.NewRequestWithContext(ctx, r.method, r.url, rd)
 	if err != nil {
-		return nil, fmt.Errorf("client: building the request to the %s API: %w", api.ID, err)
+		return nil, fmt.Errorf("client: building the request to the %s API: %w", r.apiID, err)
 	}
 	req.Header.Set("X-Api-Key", c.key.value)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	if r.contentType != "" {
+		req.Header.Set("Content-Type", r.contentType)
+	}
+	if r.idempotencyKey != "" {
+		req.Header.Set(HeaderIdempotencyKey, r.idempotencyKey)
 	}
 	c.setHeaders(req)
 	hr, err := c.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("client: calling the %s API: %w", api.ID, err)
+		return nil, fmt.Errorf("client: calling the %s API: %w", r.apiID, err)
 	}
 	defer hr.Body.Close()
 	raw, err := c.readBody(hr.Body)
 	if err != nil {
-		return nil, fmt.Errorf("client: reading the answer of the %s API: %w", api.ID, err)
+		return nil, fmt.Errorf("client: reading the answer of the %s API: %w", r.apiID, err)
 	}
-	return answer(api.ID, hr, raw)
+	return answer(r.apiID, hr, raw)
 }
 
 // setHeaders sets the headers every request carries.

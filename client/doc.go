@@ -13,6 +13,15 @@
 // generated per-API packages (cmd/tollgate-gen) and the command-line client
 // (cmd/tollgate) are built on this package.
 //
+// # Batches
+//
+// [Client.ExecuteBatch] calls one API with many inputs in one request
+// (POST /v1/<api_id>/batch): every item is validated first, and the answer holds each
+// item's result or [*ItemError], in order, with a summary and the credit headers of the
+// whole batch. A plan bounds the items of one batch ([Client.BatchMaxItems]). A batch
+// sent with an idempotency key ([BatchOptions]) runs and is charged once however often
+// it is sent again, by [Options.Retry] or by you.
+//
 // # Validation before sending
 //
 // Every call is validated on the client, with the catalog's own rules (package

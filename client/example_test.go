@@ -107,3 +107,48 @@ func ExampleRetryPolicy() {
 	}
 	fmt.Printf("%s\n", resp.Data)
 }
+
+// A batch calls one API with many inputs in one request. Each item has its own
+// outcome: a result, or an *ItemError with the code and message a call of it alone
+// would have had. The batch is charged the items that ran. The README shows this
+// example.
+func ExampleClient_ExecuteBatch() {
+	c, err := client.New(os.Getenv("TOLLGATE_API_KEY"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	items := []map[string]any{{"text": "hello"}, {"text": "world", "algorithm": "md5"}}
+	opts := &client.BatchOptions{IdempotencyKey: "job-42/chunk-1"} // optional: sent again, it runs and charges once
+	resp, err := c.ExecuteBatch(context.Background(), "hash", items, opts)
+	if err != nil {
+		log.Fatal(err) // nothing ran: an invalid item (*client.ItemValidationError), no credits, ...
+	}
+	for i, item := range resp.Items {
+		var out struct{ Hash string }
+		if err := item.Decode(&out); err != nil {
+			fmt.Println(i, err) // a *client.ItemError, with the item's Code and Message
+			continue
+		}
+		fmt.Println(i, out.Hash)
+	}
+	fmt.Println(resp.Summary.OK, "ok,", resp.Summary.Failed, "failed,", resp.Credits.Cost, "credits")
+}
+
+// An item that breaks the API's rules fails the whole batch before anything is sent,
+// with an error naming the item (from 0) and the parameter.
+func ExampleItemValidationError() {
+	c, err := client.New("1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", &client.Options{Catalog: apis.All()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	items := []map[string]any{{"count": 5}, {"count": 500}}
+	_, err = c.ExecuteBatch(context.Background(), "uuid-generator", items, nil)
+	var ie *client.ItemValidationError
+	if errors.As(err, &ie) {
+		fmt.Println(ie.Index, ie.Param)
+		fmt.Println(err)
+	}
+	// Output:
+	// 1 count
+	// client: uuid-generator: item 1: parameter "count": must be at most 100, got 500
+}

@@ -16,7 +16,10 @@ const (
 
 // A RetryPolicy retries the answers that waiting may fix (see [IsRetryable]): 429
 // rate_limited and concurrency_limited, and 5xx. Credits exhausted, validation errors,
-// 4xx answers and transport failures are returned at once.
+// 4xx answers and transport failures are returned at once, but for a batch sent with
+// an idempotency key ([BatchOptions.IdempotencyKey]): the service runs it once however
+// often it is sent, so it is also retried after a transport failure (the request or its
+// answer lost on the way) and on a 409 (the first attempt still running).
 //
 // Before retry n (n = 1, 2, ...) it waits a random duration between 0 and
 // min(MaxDelay, BaseDelay·2ⁿ⁻¹) ("full jitter"), or the answer's Retry-After if that is
@@ -33,8 +36,8 @@ type RetryPolicy struct {
 	BaseDelay time.Duration
 	// MaxDelay bounds every wait. The default is [DefaultMaxDelay].
 	MaxDelay time.Duration
-	// Sleep waits for d, or returns ctx's error if ctx ends first. The default uses a
-	// timer. Tests inject one that records d and returns at once.
+	// Sleep waits for d, or returns ctx's error if ctx ends first. The default is
+	// [Sleep]. Tests inject one that records d and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Rand returns a number in [0, 1) that picks the wait within its bound. The
 	// default is math/rand/v2's Float64.
@@ -54,7 +57,7 @@ func (p *RetryPolicy) withDefaults() *RetryPolicy {
 		q.MaxDelay = DefaultMaxDelay
 	}
 	if q.Sleep == nil {
-		q.Sleep = sleep
+		q.Sleep = Sleep
 	}
 	if q.Rand == nil {
 		q.Rand = rand.Float64
@@ -63,9 +66,10 @@ func (p *RetryPolicy) withDefaults() *RetryPolicy {
 }
 
 // delay returns how long to wait after the failed attempt number attempt (1-based),
-// and false when err is not to be retried.
-func (p *RetryPolicy) delay(attempt int, err error) (time.Duration, bool) {
-	if attempt >= p.MaxAttempts || !IsRetryable(err) {
+// and false when err is not to be retried: when it is not retryable, or the attempts
+// are spent.
+func (p *RetryPolicy) delay(attempt int, err error, retryable bool) (time.Duration, bool) {
+	if attempt >= p.MaxAttempts || !retryable {
 		return 0, false
 	}
 	bound := p.MaxDelay
@@ -83,8 +87,9 @@ func (p *RetryPolicy) delay(attempt int, err error) (time.Duration, bool) {
 	return wait, true
 }
 
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits for d, or returns ctx's error if ctx ends first: the default of
+// [RetryPolicy.Sleep], for a Sleep of yours that does more than wait.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -18,8 +18,15 @@ type result struct {
 // runWith runs the command with args and the given environment.
 func runWith(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return runSys(t, system{getenv: func(k string) string { return env[k] }}, args...)
+}
+
+// runSys runs the command with args and sys, whose outputs are replaced by buffers.
+func runSys(t *testing.T, sys system, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	sys.stdout, sys.stderr = &stdout, &stderr
+	code := run(t.Context(), args, sys)
 	r := result{code, stdout.String(), stderr.String()}
 	for _, key := range []string{testserver.PrimaryKey, testserver.UnknownKey, testserver.RestrictedKey, testserver.RateLimitedKey, testserver.NoCreditsKey} {
 		if strings.Contains(r.stdout+r.stderr, key) {

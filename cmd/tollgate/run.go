@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/client"
@@ -31,6 +32,8 @@ const usage = `Usage:
   tollgate <api_id> --<name> <value> ...   call an API (also --name=value)
   tollgate <api_id> --file PATH ...        call a file API with a local file
   tollgate <api_id> --url URL ...          call a file API with the file's address
+  tollgate <api_id> --batch FILE           call an API once per line of FILE, a JSON
+                                           object of parameters (- for standard input)
   tollgate <api_id> --help                 show the API's parameters, rules and cost
   tollgate list                            list the APIs of the catalog
 
@@ -39,20 +42,31 @@ Environment:
   TOLLGATE_BASE_URL   the service (default http://localhost:8080)
 `
 
+// system is what a run of the command reads and writes, besides its arguments.
+type system struct {
+	getenv         func(string) string // reads the environment
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// stderrIsTerminal says whether standard error is a terminal: the progress of a
+	// batch is drawn there only then.
+	stderrIsTerminal bool
+	// sleep waits before a batch is retried, or returns ctx's error if ctx ends first;
+	// nil means a timer.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
 // cli is one run of the command.
 type cli struct {
-	getenv         func(string) string
-	stdout, stderr io.Writer
-	opts           client.Options
+	system
+	opts client.Options
 }
 
 // run executes the command with args (without the program name) and returns the exit
-// status. getenv reads the environment.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr,
-		opts: client.Options{BaseURL: getenv(envBaseURL), AuthMode: "cli"}}
+// status.
+func run(ctx context.Context, args []string, sys system) int {
+	c := &cli{system: sys, opts: client.Options{BaseURL: sys.getenv(envBaseURL), AuthMode: "cli"}}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(c.stderr, usage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -60,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if len(args) > 1 && args[0] == "help" {
 			return c.apiHelp(ctx, args[1])
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(c.stdout, usage)
 		return exitOK
 	case "list":
 		if len(args) > 1 {
@@ -180,17 +194,16 @@ func (c *cli) call(ctx context.Context, id string, args []string) int {
 			return c.apiHelp(ctx, id)
 		}
 	}
-	key := c.getenv(envKey)
-	if strings.TrimSpace(key) == "" {
-		return c.usageError("%s is not set: export the key of your account, as in\n  export %s=<your key>\n(`tollgate %s --help` works without it)", envKey, envKey, id)
+	file, isBatch, err := batchFile(args)
+	switch {
+	case err != nil:
+		return c.usageError("%v", err)
+	case isBatch:
+		return c.batch(ctx, id, file)
 	}
-	cl, err := client.New(key, &c.opts)
-	if err != nil {
-		return c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
-	}
-	api, err := cl.API(ctx, id)
-	if err != nil {
-		return c.clientError(err)
+	cl, api, code := c.connect(ctx, id)
+	if cl == nil {
+		return code
 	}
 	in, err := parseArgs(api, args)
 	if err != nil {
@@ -218,6 +231,25 @@ func (c *cli) call(ctx context.Context, id string, args []string) int {
 	}
 	c.printBody(resp.Body)
 	return exitOK
+}
+
+// connect returns the client of a call of the API id, with the key of the
+// environment, and the API's definition; or nil and the exit status of what went
+// wrong.
+func (c *cli) connect(ctx context.Context, id string) (*client.Client, *catalog.API, int) {
+	key := c.getenv(envKey)
+	if strings.TrimSpace(key) == "" {
+		return nil, nil, c.usageError("%s is not set: export the key of your account, as in\n  export %s=<your key>\n(`tollgate %s --help` works without it)", envKey, envKey, id)
+	}
+	cl, err := client.New(key, &c.opts)
+	if err != nil {
+		return nil, nil, c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
+	}
+	api, err := cl.API(ctx, id)
+	if err != nil {
+		return nil, nil, c.clientError(err)
+	}
+	return cl, api, exitOK
 }
 
 // clientError reports an error of the client package with the right exit status, and
@@ -265,6 +297,32 @@ func (c *cli) printBody(b []byte) {
 	if len(b) == 0 || b[len(b)-1] != '\n' {
 		io.WriteString(c.stdout, "\n")
 	}
+}
+
+// batchFile returns the file of a batch run (--batch FILE or --batch=FILE), and
+// whether the arguments ask for one; a batch run takes no other option.
+func batchFile(args []string) (string, bool, error) {
+	for i, a := range args {
+		var file string
+		switch {
+		case a == "--batch" && i+1 < len(args):
+			file = args[i+1]
+		case a == "--batch":
+			return "", false, errors.New("--batch needs a file: the path of a JSON Lines file, or - for standard input")
+		case strings.HasPrefix(a, "--batch="):
+			file = strings.TrimPrefix(a, "--batch=")
+		default:
+			continue
+		}
+		if len(args) > 2 || (len(args) == 2 && a != "--batch") {
+			return "", false, errors.New("--batch takes no other option: each line of the file gives the parameters of one call, as a JSON object")
+		}
+		if file == "" {
+			return "", false, errors.New("--batch needs a file: the path of a JSON Lines file, or - for standard input")
+		}
+		return file, true, nil
+	}
+	return "", false, nil
 }
 
 // input is what the options of a call give.

@@ -26,6 +26,7 @@ var javaLanguage = language{
 		{javaSource("Client"), "Client.java.tmpl", nil},
 		{javaSource("Params"), "Params.java.tmpl", nil},
 		{javaFile("Response"), "Response.java.tmpl", nil},
+		{javaFile("BatchResponse"), "BatchResponse.java.tmpl", nil},
 		{javaFile("TollgateException"), "TollgateException.java.tmpl", nil},
 		{javaFile("ValidationException"), "ValidationException.java.tmpl", nil},
 		{javaFile("ApiException"), "ApiException.java.tmpl", nil},

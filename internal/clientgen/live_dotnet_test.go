@@ -89,6 +89,11 @@ func TestDotnetPackages(t *testing.T) {
 	report := runDriver(t, m.driver(t, out), cases)
 	checkTypedReport(t, report, "ValidationException", "ApiException", "ArgumentException")
 	checkNetwork(t, srv, liveCases, 0, "dotnet-package")
+	bcases := batchCases(srv)
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	report = runDriver(t, exec.CommandContext(t.Context(), m.mono, filepath.Join(out, "drive.exe")), typedBatchCases(srv, bcases, dotnetClass("Tollgate"), "ExecuteBatchAsync"))
+	checkBatchReport(t, srv, bcases, report, "ValidationException", "ApiException", balance)
+	checkNetwork(t, srv, bcases, before, "dotnet-package")
 
 	// Each README's example, compiled and run as written, against packages that call
 	// the test server by default.

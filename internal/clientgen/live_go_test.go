@@ -193,6 +193,7 @@ func TestGoPackages(t *testing.T) {
 			}
 		})
 	}
+	t.Run("batches", func(t *testing.T) { goBatches(t, srv, opts) })
 	for _, m := range srv.AuthModes() {
 		if m != "go-package" {
 			t.Fatalf("X-Auth-Mode %q, want go-package", m)
@@ -200,5 +201,91 @@ func TestGoPackages(t *testing.T) {
 	}
 	if srv.CatalogFetches() != 0 {
 		t.Errorf("the generated packages fetched the catalog; they carry their definition")
+	}
+}
+
+// goBatches runs batches of the generated Go packages against a live server: the
+// decoded results of items that succeeded, an item the API rejected, the URL form of a
+// file API, a batch sent again with its idempotency key, and items that fail
+// validation before anything is sent.
+func goBatches(t *testing.T, srv *testserver.Server, opts *client.Options) {
+	ctx := t.Context()
+	balance := srv.Balance(t, "acme")
+	hc, err := hash.New(testserver.PrimaryKey, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := hc.ExecuteBatch(ctx, []hash.Params{{Text: "hello"}, {Text: "hello", Algorithm: client.Ptr("md5")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%+v", hr.Results); got != "[{Algorithm:sha256 Hash:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824} {Algorithm:md5 Hash:5d41402abc4b2a76b9719d911017c592}]" ||
+		hr.Credits.Cost != 2 || hr.Summary != (client.BatchSummary{OK: 2, Credits: 2}) || hr.Replayed {
+		t.Errorf("hash batch: results %s, credits %+v, summary %+v", got, hr.Credits, hr.Summary)
+	}
+
+	dc, err := dateinfo.New(testserver.PrimaryKey, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, err := dc.ExecuteBatch(ctx, []dateinfo.Params{{Date: "2024-02-29"}, {Date: "2026-02-30"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ie *client.ItemError
+	if dr.Results[0].DayOfWeek != "Thursday" || !errors.As(dr.Items[1].Err, &ie) || ie.Code != "rejected" || ie.Index != 1 || dr.Items[1].Credits != 1 ||
+		dr.Results[1] != (dateinfo.Result{}) || dr.Summary != (client.BatchSummary{OK: 1, Failed: 1, Credits: 2}) {
+		t.Errorf("date-info batch: results %+v, items %+v, summary %+v", dr.Results, dr.Items, dr.Summary)
+	}
+
+	ic, err := imageinfo.New(testserver.PrimaryKey, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir, err := ic.ExecuteBatch(ctx, []imageinfo.Params{{URL: &srv.FileURL}}, nil)
+	if err != nil || ir.Results[0].Format != "png" || ir.Credits.Cost != 2 {
+		t.Errorf("image-info batch: %+v, %v", ir, err)
+	}
+
+	uc, err := uuidgenerator.New(testserver.PrimaryKey, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := &client.BatchOptions{IdempotencyKey: "job-7/chunk-1"}
+	first, err := uc.ExecuteBatch(ctx, []uuidgenerator.Params{{Count: client.Ptr[int64](2)}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := uc.ExecuteBatch(ctx, []uuidgenerator.Params{{Count: client.Ptr[int64](2)}}, key)
+	if err != nil || first.Replayed || !again.Replayed || fmt.Sprint(again.Results) != fmt.Sprint(first.Results) || len(first.Results[0].Uuids) != 2 {
+		t.Errorf("uuid-generator batch sent twice: %+v then %+v (%v), want the first answer replayed", first.Results, again, err)
+	}
+	if got, want := srv.Balance(t, "acme"), balance-2-2-2-1; got != want {
+		t.Errorf("balance %d, want %d: the batch sent again is not charged", got, want)
+	}
+
+	calls := srv.APICalls()
+	for _, tt := range []struct {
+		name  string
+		call  func() error
+		index int
+		param string
+	}{
+		{"hash", func() error {
+			_, err := hc.ExecuteBatch(ctx, []hash.Params{{Text: "a"}, {Text: "b", Algorithm: client.Ptr("crc32")}}, nil)
+			return err
+		}, 1, "algorithm"},
+		{"image-info without a url", func() error {
+			_, err := ic.ExecuteBatch(ctx, []imageinfo.Params{{}}, nil)
+			return err
+		}, 0, "image"},
+	} {
+		var ve *client.ItemValidationError
+		if err := tt.call(); !errors.As(err, &ve) || ve.Index != tt.index || ve.Param != tt.param {
+			t.Errorf("%s: error %v, want an ItemValidationError of item %d, parameter %q", tt.name, err, tt.index, tt.param)
+		}
+	}
+	if n := srv.APICalls(); n != calls {
+		t.Errorf("%d invalid batches reached the network", n-calls)
 	}
 }

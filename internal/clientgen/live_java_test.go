@@ -73,6 +73,11 @@ func TestJavaPackages(t *testing.T) {
 	report := runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), cases)
 	checkTypedReport(t, report, "ValidationException", "ApiException", "IllegalArgumentException")
 	checkNetwork(t, srv, liveCases, 0, "java-package")
+	bcases := batchCases(srv)
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	report = runDriver(t, exec.CommandContext(t.Context(), j.java, "-cp", cp, "Drive"), typedBatchCases(srv, bcases, javaClass("dev.tollgate.clients"), "executeBatchMaps"))
+	checkBatchReport(t, srv, bcases, report, "ValidationException", "ApiException", balance)
+	checkNetwork(t, srv, bcases, before, "java-package")
 
 	// Each README's example, compiled and run as written, against packages that call
 	// the test server by default.

@@ -67,6 +67,11 @@ func TestPHPPackages(t *testing.T) {
 	report := runDriver(t, phpDriver(t, php, dirs), cases)
 	checkTypedReport(t, report, "ValidationException", "ApiException", "InvalidArgumentException")
 	checkNetwork(t, srv, liveCases, 0, "php-package")
+	bcases := batchCases(srv)
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	report = runDriver(t, phpDriver(t, php, dirs), typedBatchCases(srv, bcases, phpClass("Tollgate"), "executeBatch"))
+	checkBatchReport(t, srv, bcases, report, "ValidationException", "ApiException", balance)
+	checkNetwork(t, srv, bcases, before, "php-package")
 
 	// Each README's example, run as written, with a vendor/autoload.php that loads the
 	// package (generated to call the test server) as Composer's would.

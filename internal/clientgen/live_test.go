@@ -115,6 +115,7 @@ type liveResult struct {
 			Cost      int64 `json:"cost"`
 			Remaining int64 `json:"remaining"`
 		} `json:"credits"`
+		Replayed *bool `json:"replayed"` // of a batch
 	} `json:"response"`
 	Error struct {
 		Class      string `json:"class"`
@@ -127,6 +128,7 @@ type liveResult struct {
 		HTTPStatus int    `json:"httpStatus"`
 		Code       string `json:"code"`
 		RetryAfter *int   `json:"retryAfter"`
+		Index      *int   `json:"index"` // of a ValidationError in a batch
 	} `json:"error"`
 }
 
@@ -251,9 +253,9 @@ func readmeBlock(t *testing.T, path, lang string) string {
 	return string(m[1])
 }
 
-// checkNetwork checks that exactly the calls that should reach the service did, with
-// the ecosystem's auth mode.
-func checkNetwork(t *testing.T, srv *testserver.Server, cases []liveCase, extra int, mode string) {
+// checkNetwork checks that exactly the calls that should reach the service did, after
+// extra others, with the ecosystem's auth mode.
+func checkNetwork[C interface{ sent() bool }](t *testing.T, srv *testserver.Server, cases []C, extra int, mode string) {
 	t.Helper()
 	want := extra
 	for _, c := range cases {
@@ -325,6 +327,22 @@ func TestJavaScriptPackages(t *testing.T) {
 	}
 	checkNetwork(t, srv, expect, 0, "js-package")
 
+	// Batches.
+	bcases := batchCases(srv)
+	var batches []jsCase
+	for _, c := range bcases {
+		args := []any{c.items}
+		if c.idempotencyKey != "" {
+			args = append(args, map[string]any{"idempotencyKey": c.idempotencyKey})
+		}
+		batches = append(batches, jsCase{Name: c.name, Module: filepath.Join(dirs[c.api], "index.js"), Class: pascal(c.api) + "Client",
+			Options: map[string]any{"api_key": c.accountKey(), "base_url": srv.URL}, Method: "executeBatch", Args: args})
+	}
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	report = runDriver(t, exec.CommandContext(t.Context(), node, "testdata/drive.mjs"), batches)
+	checkBatchReport(t, srv, bcases, report, "ValidationError", "APIError", balance)
+	checkNetwork(t, srv, bcases, before, "js-package")
+
 	// Each README's example, run as written: the package is installed under its npm
 	// name, and fetch is pointed at the test server instead of the default base URL.
 	for id, dir := range dirs {
@@ -386,6 +404,16 @@ await images.executeWithUrl('https://example.com/a.png', {});
 const dates = new DateInfoClient({ api_key: 'k' });
 const leap: boolean = (await dates.execute({ date: '2024-02-29' })).data['is leap year'];
 console.log(hash, result, remaining, width, leap);
+const batch = await client.executeBatch([{ text: 'a' }, { text: 'b', algorithm: 'md5' }], { idempotencyKey: 'job-1' });
+for (const item of batch.data.items) {
+  if (item.status === 'ok') console.log(item.data.hash, item.credits);
+  else console.log(item.code, item.error);
+}
+const spent: number = batch.data.summary.credits + (batch.credits?.cost ?? 0);
+const replayed: boolean = batch.replayed;
+await images.executeBatch([{ url: 'https://example.com/a.png' }]);
+client.executeBatch([{ text: 'a' }], (err, res) => console.log(err instanceof ValidationError ? err.index : res?.data.summary.ok));
+console.log(spent, replayed);
 
 // @ts-expect-error the option is api_key
 new HashClient({ apiKey: 'k' });
@@ -397,6 +425,14 @@ await client.execute({ text: 'x', algorithm: 'crc32' });
 await client.executeWithFile('a.png');
 // @ts-expect-error the result has no such field
 console.log(r.data.digest);
+// @ts-expect-error a batch's items are the API's parameters
+await client.executeBatch([{ txt: 'a' }]);
+// @ts-expect-error a file API's batch takes the URL form: each item gives its url
+await images.executeBatch([{}]);
+// @ts-expect-error the option is idempotencyKey
+await client.executeBatch([{ text: 'a' }], { key: 'k' });
+// @ts-expect-error a failed item's data is null
+console.log((await client.executeBatch([{ text: 'a' }])).data.items[0].data.hash);
 `, imp("hash"), imp("image-info"), imp("date-info"))
 	if err := os.WriteFile(filepath.Join(work, "check.ts"), []byte(program), 0o600); err != nil {
 		t.Fatal(err)
@@ -487,6 +523,19 @@ func TestPythonPackages(t *testing.T) {
 		}
 	}
 	checkNetwork(t, srv, liveCases, 0, "python-package")
+
+	// Batches.
+	bcases := batchCases(srv)
+	var batches []pyCase
+	for _, c := range bcases {
+		batches = append(batches, pyCase{Name: c.name, Module: "tollgate_" + strings.ReplaceAll(c.api, "-", "_"), Class: pascal(c.api) + "Client",
+			Args: []any{c.accountKey()}, Kwargs: map[string]any{"base_url": srv.URL}, Method: "execute_batch", CallArgs: batchArgs(c)})
+	}
+	before, balance := srv.APICalls(), srv.Balance(t, "acme")
+	cmd = exec.CommandContext(t.Context(), python, "testdata/drive.py")
+	cmd.Env = env
+	checkBatchReport(t, srv, bcases, runDriver(t, cmd, batches), "ValidationError", "APIError", balance)
+	checkNetwork(t, srv, bcases, before, "python-package")
 
 	// Each README's example, run as written, with the module's default base URL
 	// pointed at the test server.

@@ -22,6 +22,7 @@ var phpLanguage = language{
 		{fixed("README.md"), "php/README.md.tmpl", nil},
 		{func(m *model) string { return "src/" + m.Class + ".php" }, "Client.php.tmpl", nil},
 		{fixed("src/Response.php"), "Response.php.tmpl", nil},
+		{fixed("src/BatchResponse.php"), "BatchResponse.php.tmpl", nil},
 		{fixed("src/Credits.php"), "Credits.php.tmpl", nil},
 		{fixed("src/RateLimit.php"), "RateLimit.php.tmpl", nil},
 		{fixed("src/TollgateException.php"), "TollgateException.php.tmpl", nil},

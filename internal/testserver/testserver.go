@@ -5,9 +5,11 @@
 //
 // Its accounts are those of the example server's fixtures (examples/server/testdata),
 // plus one account for each answer a client must map: a rate-limited one, one without
-// credits, and a key that matches no account. The clock is fixed, so rate limits never
-// refill during a test, and URL-form fetches may reach loopback addresses (the option the
-// REST tests use), so that the file server the package starts is reachable.
+// credits, and a key that matches no account; and one without a rate limit, for runs of
+// many calls. The clock is fixed, so rate limits never refill during a test, and
+// URL-form fetches may reach loopback addresses (the option the REST tests use), so
+// that the file server the package starts is reachable. Batches sent with an
+// idempotency key keep their answers.
 //
 // The server counts what reaches it, so that a test can prove that a call that failed
 // validation never touched the network.
@@ -54,6 +56,10 @@ const (
 	NoCreditsKey = "c0ffee00-1234-4abc-9def-0123456789ab"
 	// UnknownKey is well-formed but matches no account: a JSON 401.
 	UnknownKey = "00000000-0000-4000-8000-000000000000"
+	// BulkKey belongs to an account whose plan has no rate limit, with 100,000
+	// credits: for runs of many calls (batches of 100 items), which the fixed clock
+	// would otherwise hold to the pro plan's 600 calls.
+	BulkKey = "b0b0b0b0-5a5a-4c4c-8d8d-0123456789ab"
 )
 
 // PNGWidth and PNGHeight are the dimensions of [Server.PNG].
@@ -96,6 +102,7 @@ func Start(t testing.TB) *Server {
 		billing.Plan{Name: "free", Credits: 50, RatePerMinute: 5, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
 		billing.Plan{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10, BatchMaxItems: 100},
 		billing.Plan{Name: "trickle", Credits: 1000, RatePerMinute: 1, Concurrency: 1, GraphQLMaxAPIs: 1, BatchMaxItems: 10},
+		billing.Plan{Name: "bulk", Credits: 100000, Concurrency: 10, GraphQLMaxAPIs: 10, BatchMaxItems: 100},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +116,9 @@ func Start(t testing.TB) *Server {
 		Now:    testenv.NewClock(now).Now,
 		Logger: slog.New(slog.DiscardHandler),
 		Fetch:  tollgate.FetchOptions{AllowPrivate: true},
+		// Batches sent with an idempotency key keep their answers, as on the example
+		// server.
+		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +163,7 @@ func createAccounts(t testing.TB, svc *tollgate.Service) {
 	for _, a := range []tollgate.AccountSpec{
 		{ID: "trickle", Plan: "trickle", KeyValue: RateLimitedKey},
 		{ID: "broke", Plan: "pro", Credits: &zero, KeyValue: NoCreditsKey},
+		{ID: "bulk", Plan: "bulk", KeyValue: BulkKey},
 	} {
 		if _, _, _, err := svc.CreateAccount(ctx, a); err != nil {
 			t.Fatal(err)
@@ -197,7 +208,8 @@ func (s *Server) AuthModes() []string {
 	return append([]string(nil), s.authModes...)
 }
 
-// Balance returns the credit balance of an account ("acme", "trickle", "broke").
+// Balance returns the credit balance of an account ("acme", "trickle", "broke",
+// "bulk").
 func (s *Server) Balance(t testing.TB, account string) int64 {
 	t.Helper()
 	info, err := s.Service.Account(t.Context(), account)

@@ -6,7 +6,8 @@
 // The packages are assemblies next to drive.exe. cases.json is a list of {name, class,
 // key, baseUrl, method, args}: the driver constructs new class(key, new ClientOptions
 // { BaseUrl = baseUrl }) and calls method(...args, CancellationToken.None), where args are
-// the parameters or a path or URL and the fields.
+// the parameters, a path or URL and the fields, or for a batch the items and the
+// idempotency key.
 using System;
 using System.Collections.Generic;
 using System.IO;
@@ -49,6 +50,11 @@ public static class Drive
             var types = callArgs.Count == 1
                 ? new[] { typeof(IDictionary<string, object>), typeof(CancellationToken) }
                 : new[] { typeof(string), typeof(IDictionary<string, object>), typeof(CancellationToken) };
+            if ((string)c["method"] == "ExecuteBatchAsync")
+            {
+                callArgs[0] = ((List<object>)callArgs[0]).Select(i => (IDictionary<string, object>)i).ToList();
+                types = new[] { typeof(IEnumerable<IDictionary<string, object>>), typeof(string), typeof(CancellationToken) };
+            }
             callArgs.Add(CancellationToken.None);
             try
             {
@@ -64,6 +70,7 @@ public static class Drive
                     ["data"] = (JObject)Get(response, "Data"),
                     ["httpStatus"] = (int)Get(response, "HttpStatus"),
                     ["credits"] = credits == null ? null : new JObject { ["cost"] = (long)Get(credits, "Cost"), ["remaining"] = (long)Get(credits, "Remaining") },
+                    ["replayed"] = Get(response, "Replayed") == null ? null : new JValue(Get(response, "Replayed")),
                 };
             }
             catch (Exception e)
@@ -113,6 +120,7 @@ public static class Drive
             ["httpStatus"] = Get(e, "HttpStatus") == null ? null : new JValue(Get(e, "HttpStatus")),
             ["code"] = (string)Get(e, "Code"),
             ["retryAfter"] = Get(Get(e, "RateLimit"), "RetryAfter") == null ? null : new JValue(Get(Get(e, "RateLimit"), "RetryAfter")),
+            ["index"] = Get(e, "Index") == null ? null : new JValue(Get(e, "Index")),
         };
     }
 }

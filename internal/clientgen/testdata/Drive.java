@@ -5,7 +5,8 @@
 //
 // cases.json is a list of {name, class, key, baseUrl, method, args}: the driver
 // constructs new class(key, new class.Options().baseUrl(baseUrl)) and calls
-// method(...args), where args are the parameters (a map) or a path or URL and the fields.
+// method(...args), where args are the parameters (a map), a path or URL and the fields,
+// or for a batch the items (a list of maps) and the idempotency key.
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -41,9 +42,12 @@ public class Drive {
             }
             List<?> a = (List<?>) c.get("args");
             try {
-                Object response = a.size() == 1
-                    ? cls.getMethod((String) c.get("method"), Map.class).invoke(client, a.get(0))
-                    : cls.getMethod((String) c.get("method"), String.class, Map.class).invoke(client, a.get(0), a.get(1));
+                String method = (String) c.get("method");
+                Object response = method.startsWith("executeBatch")
+                    ? cls.getMethod(method, List.class, String.class).invoke(client, a.get(0), a.get(1))
+                    : a.size() == 1
+                    ? cls.getMethod(method, Map.class).invoke(client, a.get(0))
+                    : cls.getMethod(method, String.class, Map.class).invoke(client, a.get(0), a.get(1));
                 r.put("ok", true).set("response", describeResponse(response));
             } catch (InvocationTargetException e) {
                 r.put("ok", false).put("stage", "call").set("error", describe(e.getCause()));
@@ -77,6 +81,7 @@ public class Drive {
         if (credits != null) {
             n.putObject("credits").put("cost", (Long) get(credits, "getCost")).put("remaining", (Long) get(credits, "getRemaining"));
         }
+        n.set("replayed", JSON.valueToTree(get(r, "isReplayed")));
         return n;
     }
 
@@ -92,6 +97,7 @@ public class Drive {
         n.set("httpStatus", JSON.valueToTree(get(e, "getHttpStatus")));
         n.set("code", JSON.valueToTree(get(e, "getCode")));
         n.set("retryAfter", JSON.valueToTree(get(get(e, "getRateLimit"), "getRetryAfter")));
+        n.set("index", JSON.valueToTree(get(e, "getIndex")));
         return n;
     }
 }

@@ -20,6 +20,7 @@ function describeError(e) {
     httpStatus: e?.httpStatus ?? null,
     code: e?.code ?? null,
     retryAfter: e?.rateLimit?.retryAfter ?? null,
+    index: e?.index ?? null,
   };
 }
 

@@ -29,6 +29,7 @@ function describe(Throwable $e): array
         'httpStatus' => $e->httpStatus ?? null,
         'code' => $e->errorCode ?? null,
         'retryAfter' => isset($e->rateLimit) ? $e->rateLimit->retryAfter : null,
+        'index' => $e->index ?? null,
     ];
 }
 
@@ -50,6 +51,7 @@ foreach ($cases as $c) {
             'data' => (object) $r->data,
             'httpStatus' => $r->httpStatus,
             'credits' => $r->credits === null ? null : ['cost' => $r->credits->cost, 'remaining' => $r->credits->remaining],
+            'replayed' => $r->replayed ?? null,
         ]];
     } catch (Throwable $e) {
         $results[] = ['name' => $c['name'], 'ok' => false, 'stage' => 'call', 'error' => describe($e)];

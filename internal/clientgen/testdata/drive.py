@@ -25,6 +25,7 @@ def describe(e):
         "httpStatus": getattr(e, "status_code", None),
         "code": getattr(e, "code", None),
         "retryAfter": getattr(getattr(e, "rate_limit", None), "retry_after", None),
+        "index": getattr(e, "index", None),
     }
 
 

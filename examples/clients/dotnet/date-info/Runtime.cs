@@ -33,15 +33,16 @@ namespace Tollgate.DateInfo
     /// <summary>
     /// A call that breaks the API's rules, found before anything was sent: nothing was
     /// charged. Param names the parameter, or for members of lists and dictionaries its
-    /// path ("items[2].name").
+    /// path ("items[2].name"); in a batch, Index is the position of the item.
     /// </summary>
     public sealed class ValidationException : TollgateException
     {
-        internal ValidationException(string param, string reason)
-            : base(param.Length == 0 ? DateInfoClient.ApiId + ": " + reason : DateInfoClient.ApiId + ": parameter \"" + param + "\": " + reason)
+        internal ValidationException(string param, string reason, int? index = null)
+            : base(DateInfoClient.ApiId + ": " + (index == null ? "" : "item " + index + ": ") + (param.Length == 0 ? reason : "parameter \"" + param + "\": " + reason))
         {
             Param = param;
             Reason = reason;
+            Index = index;
         }
 
         /// <summary>The parameter, or its path, that breaks a rule; "" for the whole call.</summary>
@@ -49,6 +50,9 @@ namespace Tollgate.DateInfo
 
         /// <summary>What is wrong with it.</summary>
         public string Reason { get; private set; }
+
+        /// <summary>In a batch, the position of the item that breaks the rule, from 0; otherwise null.</summary>
+        public int? Index { get; private set; }
     }
 
     /// <summary>
@@ -196,6 +200,151 @@ namespace Tollgate.DateInfo
         }
     }
 
+    /// <summary>
+    /// The answer to a batch that ran: each item's outcome in the order of the items, the
+    /// summary, and the credit and rate headers of the whole batch. Some or all items may
+    /// have failed.
+    /// </summary>
+    public sealed class BatchResponse
+    {
+        private BatchResponse(Response r, List<BatchItem> items, BatchSummary summary)
+        {
+            Data = r.Data;
+            HttpStatus = r.HttpStatus;
+            Headers = r.Headers;
+            Body = r.Body;
+            Credits = r.Credits;
+            RateLimit = r.RateLimit;
+            Items = items.AsReadOnly();
+            Summary = summary;
+            string replayed;
+            Replayed = r.Headers.TryGetValue("Idempotent-Replayed", out replayed) && replayed == "true";
+        }
+
+        /// <summary>Always "ok", as the envelope's status.</summary>
+        public string Status { get { return "ok"; } }
+
+        /// <summary>Always null, as the envelope's error.</summary>
+        public string Error { get { return null; } }
+
+        /// <summary>The envelope's data: the items' envelopes ("items") and the summary ("summary").</summary>
+        public JObject Data { get; private set; }
+
+        /// <summary>Each item's outcome: Items[i] is that of the i-th item sent.</summary>
+        public IList<BatchItem> Items { get; private set; }
+
+        /// <summary>The counts of the items that succeeded and failed, and the credits charged.</summary>
+        public BatchSummary Summary { get; private set; }
+
+        /// <summary>The HTTP status.</summary>
+        public int HttpStatus { get; private set; }
+
+        /// <summary>The answer's headers (names compare without case).</summary>
+        public IDictionary<string, string> Headers { get; private set; }
+
+        /// <summary>The envelope as the service sent it.</summary>
+        public string Body { get; private set; }
+
+        /// <summary>The credit headers of the whole batch, or null when the answer had none.</summary>
+        public Credits Credits { get; private set; }
+
+        /// <summary>The rate headers, or null when the answer had none.</summary>
+        public RateLimit RateLimit { get; private set; }
+
+        /// <summary>Whether the answer is the stored one of a batch sent before with the same idempotency key: nothing ran or was charged again.</summary>
+        public bool Replayed { get; private set; }
+
+        // Read turns the answer of a batch of n items that ran into a BatchResponse.
+        internal static BatchResponse Read(Response r, int n)
+        {
+            var items = r.Data["items"] as JArray;
+            var summary = r.Data["summary"] as JObject;
+            var list = new List<BatchItem>();
+            if (items != null && items.Count == n && summary != null)
+            {
+                foreach (var item in items)
+                {
+                    var o = item as JObject;
+                    var status = o == null ? null : o["status"] as JValue;
+                    if (status == null || ((string)status != "ok" && (string)status != "error"))
+                    {
+                        break;
+                    }
+                    list.Add(new BatchItem(o));
+                }
+            }
+            if (list.Count != n)
+            {
+                throw new NetworkException("the answer to a batch of " + n + " items is malformed");
+            }
+            return new BatchResponse(r, list, new BatchSummary(summary));
+        }
+    }
+
+    /// <summary>The outcome of one item of a batch: its envelope, with what it was charged.</summary>
+    public sealed class BatchItem
+    {
+        internal BatchItem(JObject envelope)
+        {
+            Envelope = envelope;
+            Status = (string)envelope["status"];
+            var error = envelope["error"] as JValue;
+            Error = error != null && error.Type == JTokenType.String ? (string)error : null;
+            var code = envelope["code"] as JValue;
+            Code = code != null && code.Type == JTokenType.String ? (string)code : null;
+            Data = envelope["data"] as JObject;
+            var credits = envelope["credits"] as JValue;
+            Credits = credits != null && credits.Type == JTokenType.Integer ? (long)credits : 0;
+        }
+
+        /// <summary>"ok" or "error".</summary>
+        public string Status { get; private set; }
+
+        /// <summary>Whether the item succeeded.</summary>
+        public bool Ok { get { return Status == "ok"; } }
+
+        /// <summary>The message of a failed item (for invalid_input it names the parameter); null on success.</summary>
+        public string Error { get; private set; }
+
+        /// <summary>The cause of a failed item, as X-Error-Code would say for it alone (invalid_input, rejected, api_error, ...); null on success.</summary>
+        public string Code { get; private set; }
+
+        /// <summary>The API's result for this item; null when it failed.</summary>
+        public JObject Data { get; private set; }
+
+        /// <summary>What the item was charged: 0 for an invalid or a refunded item.</summary>
+        public long Credits { get; private set; }
+
+        /// <summary>The item's envelope as the service sent it.</summary>
+        public JObject Envelope { get; private set; }
+
+        /// <summary>Returns the result converted to a class of yours; null when the item failed.</summary>
+        public T DataAs<T>()
+        {
+            return Data == null ? default(T) : Data.ToObject<T>();
+        }
+    }
+
+    /// <summary>The counts of a batch.</summary>
+    public sealed class BatchSummary
+    {
+        internal BatchSummary(JObject summary)
+        {
+            Ok = (int?)(summary["ok"] as JValue) ?? 0;
+            Failed = (int?)(summary["failed"] as JValue) ?? 0;
+            Credits = (long?)(summary["credits"] as JValue) ?? 0;
+        }
+
+        /// <summary>The number of items that succeeded.</summary>
+        public int Ok { get; private set; }
+
+        /// <summary>The number of items that failed.</summary>
+        public int Failed { get; private set; }
+
+        /// <summary>What the batch was charged: the sum of the items' credits.</summary>
+        public long Credits { get; private set; }
+    }
+
     /// <summary>The credit headers of an answer.</summary>
     public sealed class Credits
     {
@@ -327,6 +476,41 @@ namespace Tollgate.DateInfo
                 Types = n["types"].Select(t => (string)t).ToList();
                 MaxBytes = (long)n["max_bytes"];
             }
+        }
+
+        // ValidateBatch checks the items of a batch and returns them as they are sent; an
+        // invalid item throws the ValidationException of its index.
+        internal static List<Dictionary<string, object>> ValidateBatch(IEnumerable<IDictionary<string, object>> items)
+        {
+            var sent = new List<Dictionary<string, object>>();
+            foreach (var item in items ?? Enumerable.Empty<IDictionary<string, object>>())
+            {
+                try
+                {
+                    var values = Validate(item);
+                    sent.Add(values);
+                }
+                catch (ValidationException e)
+                {
+                    throw new ValidationException(e.Param, e.Reason, sent.Count);
+                }
+            }
+            if (sent.Count == 0)
+            {
+                throw new ValidationException("", "a batch needs at least one item: pass a list of parameters");
+            }
+            return sent;
+        }
+
+        // CheckIdempotencyKey returns the key, or throws if it is not 1 to 255 printable
+        // ASCII characters without a space at either end.
+        internal static string CheckIdempotencyKey(string key)
+        {
+            if (key != null && (key.Length == 0 || key.Length > 255 || key.Any(c => c < 0x20 || c > 0x7e) || key.Trim() != key))
+            {
+                throw new ValidationException("", "the idempotency key must be 1 to 255 printable ASCII characters, neither starting nor ending with a space");
+            }
+            return key;
         }
 
         internal static Dictionary<string, object> Validate(IDictionary<string, object> parameters)

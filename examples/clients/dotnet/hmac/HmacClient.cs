@@ -124,6 +124,48 @@ namespace Tollgate.Hmac
             return await SendAsync(request, cancellationToken).ConfigureAwait(false);
         }
 
+        /// <summary>
+        /// Calls the hmac API once for each of items, in one request (a batch), and
+        /// returns each item&#39;s outcome in order. Every item is validated first: the
+        /// first invalid one throws a ValidationException whose Index names it, and
+        /// nothing is sent. The plan bounds the items of a batch (batch_max_items).
+        /// </summary>
+        /// <param name="items">The parameters of each call.</param>
+        /// <param name="idempotencyKey">Null, or a key (1 to 255 printable ASCII characters) with which the service answers a batch sent again with its first answer, without running or charging it again.</param>
+        /// <param name="cancellationToken">Cancels the call.</param>
+        /// <exception cref="ValidationException">An item breaks a rule (nothing was sent).</exception>
+        /// <exception cref="ApiException">The service refused the whole batch.</exception>
+        /// <exception cref="NetworkException">The service could not be reached.</exception>
+        public Task<BatchResponse> ExecuteBatchAsync(IEnumerable<HmacParams> items, string idempotencyKey = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return ExecuteBatchAsync(items == null ? null : items.Select(p => p == null ? null : p.ToDictionary()), idempotencyKey, cancellationToken);
+        }
+
+        /// <summary>
+        /// Calls the hmac API once for each of items, with parameters by their names in
+        /// the catalog, in one request (a batch).
+        /// </summary>
+        /// <param name="items">The parameters of each call.</param>
+        /// <param name="idempotencyKey">Null, or the batch's idempotency key.</param>
+        /// <param name="cancellationToken">Cancels the call.</param>
+        /// <exception cref="ValidationException">An item breaks a rule (nothing was sent).</exception>
+        /// <exception cref="ApiException">The service refused the whole batch.</exception>
+        /// <exception cref="NetworkException">The service could not be reached.</exception>
+        public async Task<BatchResponse> ExecuteBatchAsync(IEnumerable<IDictionary<string, object>> items, string idempotencyKey, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var key = Validator.CheckIdempotencyKey(idempotencyKey);
+            var sent = Validator.ValidateBatch(items);
+            var request = new HttpRequestMessage(HttpMethod.Post, _baseUrl + "/v1/" + ApiId + "/batch")
+            {
+                Content = new StringContent(JsonConvert.SerializeObject(new Dictionary<string, object> { { "items", sent } }), new UTF8Encoding(false), "application/json"),
+            };
+            if (key != null)
+            {
+                request.Headers.TryAddWithoutValidation("Idempotency-Key", key);
+            }
+            return BatchResponse.Read(await SendAsync(request, cancellationToken).ConfigureAwait(false), sent.Count);
+        }
+
         private async Task<Response> SendAsync(HttpRequestMessage request, CancellationToken cancellationToken)
         {
             request.Headers.TryAddWithoutValidation("X-Api-Key", _apiKey);

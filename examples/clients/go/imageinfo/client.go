@@ -99,6 +99,42 @@ func (c *Client) ExecuteWithURL(ctx context.Context, fileURL string, p Params) (
 	return decode(c.c.Execute(ctx, APIID, p.Values()))
 }
 
+// BatchResponse is the answer to a batch that the service ran: client.BatchResponse
+// (each item's outcome in Items, the summary, the raw envelope and the credit and rate
+// headers of the whole batch), with each item's decoded result.
+type BatchResponse struct {
+	*client.BatchResponse
+	// Results holds each item's result: Results[i] is that of the i-th item, and its
+	// zero value when the item failed (Items[i].Err, a *client.ItemError).
+	Results []Result
+}
+
+// ExecuteBatch calls the image-info API once for each of items, in one request (a batch),
+// and returns each item's outcome in order. A batch takes the URL form only: each item's
+// URL must be set. Every item is validated first: the first that breaks a rule fails the
+// call with a *client.ItemValidationError naming its index and the parameter, and nothing
+// is sent. A batch the service refused whole is a *client.APIError. opts may be nil; see
+// client.BatchOptions for its idempotency key.
+func (c *Client) ExecuteBatch(ctx context.Context, items []Params, opts *client.BatchOptions) (*BatchResponse, error) {
+	values := make([]map[string]any, len(items))
+	for i := range items {
+		values[i] = items[i].Values()
+	}
+	r, err := c.c.ExecuteBatch(ctx, APIID, values, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp := &BatchResponse{BatchResponse: r, Results: make([]Result, len(r.Items))}
+	for i := range r.Items {
+		if r.Items[i].Err == nil {
+			if err := r.Items[i].Decode(&resp.Results[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return resp, nil
+}
+
 func decode(r *client.Response, err error) (*Response, error) {
 	if err != nil {
 		return nil, err

@@ -85,6 +85,53 @@ export interface Response<T> {
   rateLimit: RateLimit | null;
 }
 
+/** The settings of a batch. */
+export interface BatchOptions {
+  /**
+   * Sent in the Idempotency-Key header (1 to 255 printable ASCII characters): the
+   * service answers a batch sent again with the same key with its first answer,
+   * without running or charging it again.
+   */
+  idempotencyKey?: string;
+}
+
+/** The outcome of one item of a batch: its envelope, with what it was charged. */
+export type BatchItem<T> =
+  | { status: 'ok'; error: null; data: T; credits: number }
+  | {
+      status: 'error';
+      /** The message; for invalid_input it names the parameter. */
+      error: string;
+      data: null;
+      /** The cause, as X-Error-Code would say for the item alone (invalid_input, rejected, api_error, ...). */
+      code: string;
+      credits: number;
+    };
+
+/** The counts of a batch. */
+export interface BatchSummary {
+  ok: number;
+  failed: number;
+  /** What the batch was charged. */
+  credits: number;
+}
+
+/** The answer to a batch that ran: each item's outcome in order, and the summary. */
+export interface BatchResponse<T> {
+  status: 'ok';
+  error: null;
+  data: { items: Array<BatchItem<T>>; summary: BatchSummary };
+  httpStatus: number;
+  /** The credit headers of the whole batch, or null when the answer had none. */
+  credits: Credits | null;
+  rateLimit: RateLimit | null;
+  /** Whether the answer is the stored one of a batch sent before with the same idempotency key. */
+  replayed: boolean;
+}
+
+/** The callback form: exactly one of error and response is null. */
+export type BatchCallback<T> = (error: TollgateError | null, response: BatchResponse<T> | null) => void;
+
 /** The callback form: exactly one of error and response is null. */
 export type Callback<T> = (error: TollgateError | null, response: Response<T> | null) => void;
 
@@ -99,6 +146,8 @@ export declare class TollgateError extends Error {
 export declare class ValidationError extends TollgateError {
   /** The parameter, or its path ("items[2].name"); "" when no one parameter is wrong. */
   readonly param: string;
+  /** In a batch, the index of the item that breaks the rule (from 0); otherwise null. */
+  readonly index: number | null;
   /** What is wrong. */
   readonly reason: string;
 }
@@ -124,6 +173,10 @@ export declare class DateInfoClient {
   /** Calls the API. */
   execute(params: DateInfoParams): Promise<Response<DateInfoResult>>;
   execute(params: DateInfoParams, callback: Callback<DateInfoResult>): void;
+  /** Calls the API once for each item, in one request. */
+  executeBatch(items: Array<DateInfoParams>, options?: BatchOptions): Promise<BatchResponse<DateInfoResult>>;
+  executeBatch(items: Array<DateInfoParams>, callback: BatchCallback<DateInfoResult>): void;
+  executeBatch(items: Array<DateInfoParams>, options: BatchOptions | undefined, callback: BatchCallback<DateInfoResult>): void;
 }
 
 export default DateInfoClient;

@@ -51,14 +51,18 @@ export class TollgateError extends Error {
 
 /**
  * A call that breaks the API's rules, found before anything was sent. param names the
- * parameter, or for members of arrays and objects its path ("items[2].name").
+ * parameter, or for members of arrays and objects its path ("items[2].name"); in a
+ * batch, index is the item's position.
  */
 export class ValidationError extends TollgateError {
-  constructor(param, reason) {
-    super(param ? `${API_ID}: parameter "${param}": ${reason}` : `${API_ID}: ${reason}`);
+  constructor(param, reason, index = null) {
+    const item = index === null ? '' : `item ${index}: `;
+    super(param ? `${API_ID}: ${item}parameter "${param}": ${reason}` : `${API_ID}: ${item}${reason}`);
     this.name = 'ValidationError';
     this.param = param;
     this.reason = reason;
+    /** The index of the item of a batch that breaks the rule (from 0), or null. */
+    this.index = index;
   }
 }
 
@@ -268,6 +272,51 @@ function textValue(v) {
   return typeof v === 'object' ? JSON.stringify(v) : String(v);
 }
 
+// validateBatch checks the items of a batch and returns them as they are sent; an
+// invalid item throws the ValidationError of its index.
+function validateBatch(items) {
+  if (!Array.isArray(items) || items.length === 0) {
+    throw new ValidationError('', 'a batch needs at least one item: pass an array of parameters');
+  }
+  return items.map((params, index) => {
+    try {
+      const sent = validate(params);
+      return sent;
+    } catch (err) {
+      throw err instanceof ValidationError ? new ValidationError(err.param, err.reason, index) : err;
+    }
+  });
+}
+
+// batchHeaders returns the headers of a batch, with its idempotency key if options
+// give one.
+function batchHeaders(options) {
+  const headers = { 'content-type': 'application/json' };
+  if (options === undefined || options === null) return headers;
+  if (typeof options !== 'object' || Array.isArray(options) || Object.keys(options).some((k) => k !== 'idempotencyKey')) {
+    throw new TypeError('executeBatch(items, options): options must be an object such as { idempotencyKey: "job-42-chunk-7" }');
+  }
+  const key = options.idempotencyKey;
+  if (key === undefined || key === null) return headers;
+  if (typeof key !== 'string' || key.length === 0 || key.length > 255 || !/^[\x20-\x7e]*$/.test(key) || key.trim() !== key) {
+    throw new ValidationError('', 'the idempotency key must be 1 to 255 printable ASCII characters, neither starting nor ending with a space');
+  }
+  headers['idempotency-key'] = key;
+  return headers;
+}
+
+// readBatch turns the answer of a batch that ran into its response: the envelope,
+// whose data holds the items' envelopes and the summary, and whether it was replayed.
+async function readBatch(res, n) {
+  const response = await readAnswer(res);
+  const items = response.data?.items;
+  if (!Array.isArray(items) || items.length !== n || typeof response.data.summary !== 'object' || items.some((it) => it?.status !== 'ok' && it?.status !== 'error')) {
+    throw new NetworkError(`the answer to a batch of ${n} items is malformed`);
+  }
+  response.replayed = res.headers.get('idempotent-replayed') === 'true';
+  return response;
+}
+
 // readAnswer turns an answer into the response of a success, or throws an APIError.
 async function readAnswer(res) {
   let text;
@@ -388,6 +437,28 @@ export class HashClient {
     return settle(this.#execute(params), callback);
   }
 
+  /**
+   * Calls the hash API once for each of items, in one request (a batch), and returns each
+   * item's outcome in order. Every item is validated first: the first invalid one throws
+   * a ValidationError naming its index and the parameter, and nothing is sent. The plan
+   * bounds the items of a batch (batch_max_items); a refusal of the whole batch is an
+   * APIError.
+   * @param {object[]} items the parameters of each call
+   * @param {{ idempotencyKey?: string }} [options] a key that makes the service run a batch sent again only once
+   * @param {Function} [callback] called with (error, response) instead of returning a promise
+   */
+  executeBatch(items, options, callback) {
+    if (typeof options === 'function') [options, callback] = [undefined, options];
+    return settle(this.#executeBatch(items, options), callback);
+  }
+
+  async #executeBatch(items, options) {
+    const headers = batchHeaders(options);
+    const sent = validateBatch(items);
+    const url = `${this.#baseUrl}/v1/${API_ID}/batch`;
+    return this.#send(url, { method: 'POST', headers, body: JSON.stringify({ items: sent }) }, (res) => readBatch(res, sent.length));
+  }
+
   async #execute(params) {
     const sent = validate(params);
     let url = `${this.#baseUrl}/v1/${API_ID}`;
@@ -398,7 +469,7 @@ export class HashClient {
     return this.#send(url, { method: 'GET', headers: {} });
   }
 
-  async #send(url, init) {
+  async #send(url, init, read = readAnswer) {
     init.headers['x-api-key'] = this.#apiKey;
     init.headers['x-auth-mode'] = 'js-package';
     init.headers.accept = 'application/json';
@@ -408,7 +479,7 @@ export class HashClient {
     } catch (err) {
       throw new NetworkError(`the service at ${this.#baseUrl} did not answer: ${err.message}`, err);
     }
-    return readAnswer(res);
+    return read(res);
   }
 }
 

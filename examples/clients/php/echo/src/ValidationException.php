@@ -9,13 +9,15 @@ namespace Tollgate\Echo;
 /**
  * A call that breaks the API's rules, found before anything was sent: nothing was
  * charged. $param names the parameter, or for members of lists and maps its path
- * ("items[2].name"); $reason says what is wrong.
+ * ("items[2].name"); $reason says what is wrong; in a batch, $index is the position of
+ * the item (from 0), and null otherwise.
  */
 final class ValidationException extends TollgateException
 {
-    public function __construct(public readonly string $param, public readonly string $reason)
+    public function __construct(public readonly string $param, public readonly string $reason, public readonly ?int $index = null)
     {
         $api = EchoClient::API_ID;
-        parent::__construct($param === '' ? "$api: $reason" : "$api: parameter \"$param\": $reason");
+        $item = $index === null ? '' : "item $index: ";
+        parent::__construct($param === '' ? "$api: $item$reason" : "$api: {$item}parameter \"$param\": $reason");
     }
 }

@@ -35,6 +35,50 @@ final class Validator
     }
 
     /**
+     * Checks the items of a batch and returns them as they are sent; an invalid item
+     * throws the ValidationException of its index.
+     *
+     * @param array<array-key, mixed> $items
+     * @return list<array<string, mixed>>
+     */
+    public static function validateBatch(array $items): array
+    {
+        if ($items === [] || !array_is_list($items)) {
+            throw new ValidationException('', 'a batch needs at least one item: pass a list of parameters');
+        }
+        $sent = [];
+        foreach ($items as $index => $item) {
+            try {
+                if (!is_array($item)) {
+                    throw new ValidationException('', 'the parameters must be an array of names and values');
+                }
+                $values = self::validate($item);
+                $sent[] = $values;
+            } catch (ValidationException $e) {
+                throw new ValidationException($e->param, $e->reason, $index);
+            }
+        }
+        return $sent;
+    }
+
+    /**
+     * Returns the header of an idempotency key, or none; throws if the key is not 1 to
+     * 255 printable ASCII characters without a space at either end.
+     *
+     * @return list<string>
+     */
+    public static function idempotencyHeader(?string $key): array
+    {
+        if ($key === null) {
+            return [];
+        }
+        if (preg_match('/^[\x20-\x7e]{1,255}\z/', $key) !== 1 || trim($key, ' ') !== $key) {
+            throw new ValidationException('', 'the idempotency key must be 1 to 255 printable ASCII characters, neither starting nor ending with a space');
+        }
+        return ['Idempotency-Key: ' . $key];
+    }
+
+    /**
      * @param array<array-key, mixed> $params
      * @param list<array<string, mixed>> $rules
      * @return array<string, mixed>

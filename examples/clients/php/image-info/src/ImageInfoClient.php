@@ -84,6 +84,31 @@ final class ImageInfoClient
     }
 
     /**
+     * Calls the image-info API once for each of $items, in one request (a batch), and
+     * returns each item's outcome in order. Every item is validated first: the first
+     * invalid one throws a ValidationException whose $index names it, and nothing is
+     * sent. A batch takes the URL form only: each item gives its url. The plan bounds the
+     * items of a batch (batch_max_items). With $idempotencyKey, the service answers a
+     * batch sent again with the same key with its first answer, without running or
+     * charging it again.
+     *
+     * @param list<Params|array<string, mixed>> $items the parameters of each call
+     * @param string|null $idempotencyKey 1 to 255 printable ASCII characters
+     * @throws ValidationException if an item or the key breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public function executeBatch(array $items, ?string $idempotencyKey = null): BatchResponse
+    {
+        $headers = Validator::idempotencyHeader($idempotencyKey);
+        $sent = array_map(static fn (array $values): object => (object) $values, Validator::validateBatch($items));
+        $body = json_encode(['items' => $sent], JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR);
+        $url = $this->baseUrl . '/v1/' . self::API_ID . '/batch';
+        $response = $this->send($url, 'POST', $body, array_merge(['Content-Type: application/json'], $headers));
+        return BatchResponse::read($response, count($sent));
+    }
+
+    /**
      * Calls the image-info API with the file at $path, uploaded in the image field
      * (image/png, image/jpeg or image/gif, at most 5 MiB), and the other parameters in
      * $fields. The file's size and type are checked before sending.

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, TypedDict
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
 API_ID = "date-info"
 """The id of the API in the catalog."""
@@ -73,16 +73,19 @@ class ValidationError(TollgateError, ValueError):
     """A call that breaks the API's rules, found before anything was sent.
 
     param names the parameter, or for members of arrays and objects its path
-    ("items[2].name"); reason says what is wrong.
+    ("items[2].name"); reason says what is wrong; index is, in a batch, the position
+    of the item that breaks the rule (from 0), and None otherwise.
     """
 
-    def __init__(self, param: str, reason: str) -> None:
+    def __init__(self, param: str, reason: str, index: Optional[int] = None) -> None:
+        item = "" if index is None else "item %d: " % index
         if param:
-            super().__init__('%s: parameter "%s": %s' % (API_ID, param, reason))
+            super().__init__('%s: %sparameter "%s": %s' % (API_ID, item, param, reason))
         else:
-            super().__init__("%s: %s" % (API_ID, reason))
+            super().__init__("%s: %s%s" % (API_ID, item, reason))
         self.param = param
         self.reason = reason
+        self.index = index
 
 
 class APIError(TollgateError):
@@ -163,6 +166,105 @@ class Response:
     """The envelope as the service sent it."""
 
 
+class BatchItem(TypedDict):
+    """The outcome of one item of a batch: its envelope, with what it was charged.
+
+    status is "ok" or "error"; on failure, error is the message and code the cause, as
+    X-Error-Code would say for the item alone (invalid_input, rejected, api_error, ...).
+    """
+
+    status: str
+    error: Optional[str]
+    data: Optional[DateInfoResult]
+    code: str
+    credits: int
+
+
+class BatchSummary(TypedDict):
+    """The counts of a batch: items ok and failed, and the credits charged."""
+
+    ok: int
+    failed: int
+    credits: int
+
+
+class BatchData(TypedDict):
+    """The data of a batch's answer: each item's outcome in order, and the summary."""
+
+    items: List[BatchItem]
+    summary: BatchSummary
+
+
+@dataclass(frozen=True)
+class BatchResponse:
+    """The answer to a batch that ran: the envelope, with the HTTP status and headers."""
+
+    status: str
+    """Always "ok"."""
+    error: None
+    """Always None."""
+    data: BatchData
+    """Each item's outcome (data["items"], in order) and the summary."""
+    http_status: int
+    """The HTTP status."""
+    credits: Optional[Credits]
+    """The credit headers of the whole batch, or None when the answer had none."""
+    rate_limit: Optional[RateLimit]
+    """The rate headers, or None when the answer had none."""
+    body: bytes
+    """The envelope as the service sent it."""
+    replayed: bool
+    """Whether the answer is the stored one of a batch sent before with the same idempotency key."""
+
+
+def _validate_batch(items: Any) -> List[Dict[str, Any]]:
+    """Check the items of a batch; an invalid item raises the ValidationError of its index."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence) or not items:
+        raise ValidationError("", "a batch needs at least one item: pass a list of parameters")
+    sent = []
+    for index, params in enumerate(items):
+        try:
+            item = _validate(params, _PARAMS, "")
+        except ValidationError as err:
+            raise ValidationError(err.param, err.reason, index) from None
+        sent.append(item)
+    return sent
+
+
+def _batch_headers(idempotency_key: Optional[str]) -> Dict[str, str]:
+    """Return the headers of a batch, with its idempotency key if one is given."""
+    if idempotency_key is None:
+        return {}
+    key = idempotency_key
+    if not isinstance(key, str) or not 0 < len(key) <= 255 or not re.fullmatch(r"[\x20-\x7e]*", key) or key.strip() != key:
+        reason = "the idempotency key must be 1 to 255 printable ASCII characters, neither starting nor ending with a space"
+        raise ValidationError("", reason)
+    return {"Idempotency-Key": key}
+
+
+def _read_batch(response: Response, headers: Any, n: int) -> BatchResponse:
+    """Turn the answer of a batch that ran into its response."""
+    data: Any = response.data
+    items = data.get("items") if isinstance(data, dict) else None
+    if (
+        not isinstance(items, list)
+        or len(items) != n
+        or not isinstance(data.get("summary"), dict)
+        or any(not isinstance(it, dict) or it.get("status") not in ("ok", "error") for it in items)
+    ):
+        raise NetworkError("the answer to a batch of %d items is malformed" % n)
+    return BatchResponse(
+        status="ok",
+        error=None,
+        data=data,
+        http_status=response.http_status,
+        credits=response.credits,
+        rate_limit=response.rate_limit,
+        body=response.body,
+        replayed=headers.get("Idempotent-Replayed") == "true",
+    )
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Refuses redirects, so that the key is never sent to another host."""
 
@@ -203,20 +305,32 @@ class _Settings:
         return "_Settings(base_url=%r)" % self.base_url
 
     def send(self, url: str, method: str, body: Optional[bytes], content_type: Optional[str]) -> Response:
+        return self.exchange(url, method, body, content_type, {})[0]
+
+    def exchange(
+        self,
+        url: str,
+        method: str,
+        body: Optional[bytes],
+        content_type: Optional[str],
+        extra: Mapping[str, str],
+    ) -> tuple[Response, Any]:
+        """Send a request with the extra headers; return the response and the answer's headers."""
         headers = {
             "X-Api-Key": self._key,
             "X-Auth-Mode": "python-package",
             "Accept": "application/json",
         }
+        headers.update(extra)
         if content_type is not None:
             headers["Content-Type"] = content_type
         request = urllib.request.Request(url, data=body, method=method, headers=headers)
         try:
             with self._opener.open(request, timeout=self.timeout) as answer:
-                return _read_answer(answer.status, answer.headers, _read_body(answer))
+                return _read_answer(answer.status, answer.headers, _read_body(answer)), answer.headers
         except urllib.error.HTTPError as err:
             with err:
-                return _read_answer(err.code, err.headers, _read_body(err))
+                return _read_answer(err.code, err.headers, _read_body(err)), err.headers
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             message = "the service at %s did not answer: %s" % (self.base_url, reason)
@@ -497,3 +611,25 @@ class DateInfoClient:
         if query:
             url += "?" + query
         return self._settings.send(url, "GET", None, None)
+
+    def execute_batch(
+        self,
+        items: Sequence[DateInfoParams],
+        idempotency_key: Optional[str] = None,
+    ) -> BatchResponse:
+        """Call the date-info API once for each of items, in one request (a batch).
+
+        Every item is validated first: the first invalid one raises a ValidationError
+        whose index names it, and nothing is sent. The answer holds each item's outcome in
+        order (data['items']: status, error, data, code, credits) and data['summary']. The
+        plan bounds the items of a batch (batch_max_items). With idempotency_key, the
+        service answers a batch sent again with the same key with its first answer,
+        without running or charging it again. Raises ValidationError, APIError (the whole
+        batch refused) or NetworkError.
+        """
+        headers = _batch_headers(idempotency_key)
+        sent = _validate_batch(items)
+        body = json.dumps({"items": sent}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        url = self._settings.base_url + "/v1/" + API_ID + "/batch"
+        response, answer_headers = self._settings.exchange(url, "POST", body, "application/json", headers)
+        return _read_batch(response, answer_headers, len(sent))

@@ -114,7 +114,33 @@ class HmacClient {
     return _send('POST', '$_baseUrl/v1/$apiId', utf8.encode(jsonEncode(sent)), 'application/json');
   }
 
-  Future<Response> _send(String method, String url, List<int>? body, String? contentType) async {
+
+  /// Calls the hmac API once for each of [items], in one request (a batch), and returns
+  /// each item's outcome in order. Every item is validated first: the first invalid one
+  /// throws a [ValidationException] whose index names it, and nothing is sent. The plan
+  /// bounds the items of a batch (batch_max_items). With [idempotencyKey], the service
+  /// answers a batch sent again with the same key with its first answer, without running
+  /// or charging it again.
+  ///
+  /// Throws a [ValidationException] (nothing was sent), an [ApiException] (the whole
+  /// batch refused) or a [NetworkException].
+  Future<BatchResponse> executeBatch(List<HmacParams> items, {String? idempotencyKey}) =>
+      executeBatchMaps([for (final p in items) p.toJson()], idempotencyKey: idempotencyKey);
+
+  /// Calls the hmac API once for each of [items], parameters by their names in the
+  /// catalog, in one request (a batch).
+  ///
+  /// Throws a [ValidationException] (nothing was sent), an [ApiException] (the whole
+  /// batch refused) or a [NetworkException].
+  Future<BatchResponse> executeBatchMaps(List<Map<String, Object?>> items, {String? idempotencyKey}) async {
+    final key = _rules.checkIdempotencyKey(idempotencyKey);
+    final sent = _rules.validateBatch(items);
+    final response = await _send('POST', '$_baseUrl/v1/$apiId/batch', utf8.encode(jsonEncode({'items': sent})), 'application/json',
+        {if (key != null) 'idempotency-key': key});
+    return BatchResponse.read(response, sent.length);
+  }
+
+  Future<Response> _send(String method, String url, List<int>? body, String? contentType, [Map<String, String> extra = const {}]) async {
     final int status;
     final Map<String, String> headers = {};
     final List<int> answer;
@@ -124,6 +150,7 @@ class HmacClient {
       request.headers.set('x-api-key', _apiKey);
       request.headers.set('x-auth-mode', authMode);
       request.headers.set(HttpHeaders.acceptHeader, 'application/json');
+      extra.forEach(request.headers.set);
       if (body != null) {
         request.headers.set(HttpHeaders.contentTypeHeader, contentType!);
         request.contentLength = body.length;

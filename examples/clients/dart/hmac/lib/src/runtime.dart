@@ -23,7 +23,7 @@ abstract class TollgateException implements Exception {
 
 /// A call that breaks the API's rules, found before anything was sent: nothing was
 /// charged. [param] names the parameter, or for members of lists and maps its path
-/// ("items[2].name").
+/// ("items[2].name"); in a batch, [index] is the position of the item.
 class ValidationException extends TollgateException {
   /// The parameter, or its path, that breaks a rule; '' for the whole call.
   final String param;
@@ -31,13 +31,19 @@ class ValidationException extends TollgateException {
   /// What is wrong with it.
   final String reason;
 
+  /// In a batch, the position of the item that breaks the rule (from 0); otherwise null.
+  final int? index;
+
   final String _api;
 
-  /// Creates the exception of [param] in the API [api].
-  ValidationException(this._api, this.param, this.reason);
+  /// Creates the exception of [param] in the API [api], of the item [index] of a batch.
+  ValidationException(this._api, this.param, this.reason, [this.index]);
 
   @override
-  String get error => param.isEmpty ? '$_api: $reason' : '$_api: parameter "$param": $reason';
+  String get error {
+    final item = index == null ? '' : 'item $index: ';
+    return param.isEmpty ? '$_api: $item$reason' : '$_api: ${item}parameter "$param": $reason';
+  }
 }
 
 /// An answer of the service that is not a success.
@@ -135,6 +141,104 @@ class Response {
     }
     throw ApiException(status, message, envelope, headers);
   }
+}
+
+/// The answer to a batch that ran: each item's outcome in the order of the items, the
+/// summary, and the credit and rate headers of the whole batch. Some or all items may
+/// have failed.
+class BatchResponse {
+  /// Always 'ok'.
+  final String status = 'ok';
+
+  /// Always null.
+  final Object? error = null;
+
+  /// The envelope's data: the items' envelopes ('items') and the summary ('summary').
+  final Map<String, Object?> data;
+
+  /// Each item's outcome: the i-th is that of the i-th item sent.
+  final List<BatchItem> items;
+
+  /// The counts of the items that succeeded and failed, and the credits charged.
+  final BatchSummary summary;
+
+  /// The HTTP status.
+  final int httpStatus;
+
+  /// The answer's headers, by lowercase name.
+  final Map<String, String> headers;
+
+  /// The envelope as the service sent it.
+  final String body;
+
+  BatchResponse._(this.data, this.items, this.summary, this.httpStatus, this.headers, this.body);
+
+  /// The credit headers of the whole batch, or null when the answer had none.
+  Credits? get credits => Credits.read(headers);
+
+  /// The rate headers, or null when the answer had none.
+  RateLimit? get rateLimit => RateLimit.read(headers);
+
+  /// Whether the answer is the stored one of a batch sent before with the same
+  /// idempotency key: nothing ran or was charged again.
+  bool get replayed => headers['idempotent-replayed'] == 'true';
+
+  /// Turns the answer of a batch of [n] items that ran into a [BatchResponse].
+  static BatchResponse read(Response r, int n) {
+    final items = r.data['items'];
+    final summary = r.data['summary'];
+    if (items is! List<Object?> || items.length != n || summary is! Map<String, Object?> ||
+        items.any((it) => it is! Map<String, Object?> || (it['status'] != 'ok' && it['status'] != 'error'))) {
+      throw NetworkException('the answer to a batch of $n items is malformed');
+    }
+    return BatchResponse._(r.data, [for (final it in items) BatchItem._(it as Map<String, Object?>)],
+        BatchSummary._(summary), r.httpStatus, r.headers, r.body);
+  }
+}
+
+/// The outcome of one item of a batch: its envelope, with what it was charged.
+class BatchItem {
+  /// The item's envelope as the service sent it.
+  final Map<String, Object?> envelope;
+
+  BatchItem._(this.envelope);
+
+  /// 'ok' or 'error'.
+  String get status => envelope['status'] as String;
+
+  /// Whether the item succeeded.
+  bool get ok => status == 'ok';
+
+  /// The message of a failed item (for invalid_input it names the parameter); null on
+  /// success.
+  String? get error => envelope['error'] is String ? envelope['error'] as String : null;
+
+  /// The cause of a failed item, as X-Error-Code would say for it alone (invalid_input,
+  /// rejected, api_error, ...); null on success.
+  String? get code => envelope['code'] is String ? envelope['code'] as String : null;
+
+  /// The API's result for this item; null when it failed.
+  Map<String, Object?>? get data => envelope['data'] is Map<String, Object?> ? envelope['data'] as Map<String, Object?> : null;
+
+  /// What the item was charged: 0 for an invalid or a refunded item.
+  int get credits => envelope['credits'] is int ? envelope['credits'] as int : 0;
+}
+
+/// The counts of a batch.
+class BatchSummary {
+  /// The number of items that succeeded.
+  final int ok;
+
+  /// The number of items that failed.
+  final int failed;
+
+  /// What the batch was charged: the sum of the items' credits.
+  final int credits;
+
+  BatchSummary._(Map<String, Object?> s)
+      : ok = s['ok'] is int ? s['ok'] as int : 0,
+        failed = s['failed'] is int ? s['failed'] as int : 0,
+        credits = s['credits'] is int ? s['credits'] as int : 0;
 }
 
 int? _headerInt(Map<String, String> headers, String name) {
@@ -276,6 +380,33 @@ class Rules {
   /// Checks [params] and returns the parameters to send: the given ones, converted to
   /// their types, without the absent (null).
   Map<String, Object?> validate(Map<String, Object?> values) => _object(values, params, '');
+
+  /// Checks the items of a batch and returns them as they are sent; an invalid item
+  /// throws the [ValidationException] of its index.
+  List<Map<String, Object?>> validateBatch(List<Map<String, Object?>> items) {
+    if (items.isEmpty) {
+      throw _fail('', 'a batch needs at least one item: pass a list of parameters');
+    }
+    final sent = <Map<String, Object?>>[];
+    for (final item in items) {
+      try {
+        final values = validate(item);
+        sent.add(values);
+      } on ValidationException catch (e) {
+        throw ValidationException(api, e.param, e.reason, sent.length);
+      }
+    }
+    return sent;
+  }
+
+  /// Returns [key], or throws if it is not 1 to 255 printable ASCII characters without
+  /// a space at either end.
+  String? checkIdempotencyKey(String? key) {
+    if (key != null && (!RegExp(r'^[\x20-\x7e]{1,255}$').hasMatch(key) || key.trim() != key)) {
+      throw _fail('', 'the idempotency key must be 1 to 255 printable ASCII characters, neither starting nor ending with a space');
+    }
+    return key;
+  }
 
   Map<String, Object?> _object(Map<Object?, Object?> members, List<Rule> rules, String path) {
     String? unknown;

@@ -5,18 +5,30 @@ package dev.tollgate.clients.dateinfo;
 /**
  * A call that breaks the API's rules, found before anything was sent: nothing was
  * charged. {@link #getParam()} names the parameter, or for members of lists and maps
- * its path ("items[2].name").
+ * its path ("items[2].name"); in a batch, {@link #getIndex()} is the item's position.
  */
 public final class ValidationException extends TollgateException {
     private static final long serialVersionUID = 1L;
 
     private final String param;
     private final String reason;
+    private final Integer index;
 
     ValidationException(String param, String reason) {
-        super(param.isEmpty() ? DateInfoClient.API_ID + ": " + reason : DateInfoClient.API_ID + ": parameter \"" + param + "\": " + reason, null);
+        this(param, reason, null);
+    }
+
+    ValidationException(String param, String reason, Integer index) {
+        super(DateInfoClient.API_ID + ": " + (index == null ? "" : "item " + index + ": ")
+            + (param.isEmpty() ? reason : "parameter \"" + param + "\": " + reason), null);
         this.param = param;
         this.reason = reason;
+        this.index = index;
+    }
+
+    /** Returns, in a batch, the position of the item that breaks the rule (from 0); otherwise null. */
+    public Integer getIndex() {
+        return index;
     }
 
     /** Returns the parameter, or its path, that breaks a rule; "" for the whole call. */

@@ -174,6 +174,68 @@ public final class HmacClient {
         return send(url, "POST", body, "application/json");
     }
 
+    /**
+     * Calls the hmac API once for each of items, in one request (a batch), and returns
+     * each item's outcome in order. Every item is validated first: the first invalid one
+     * throws a ValidationException whose getIndex() names it, and nothing is sent. The
+     * plan bounds the items of a batch (batch_max_items).
+     *
+     * @param items the parameters of each call
+     * @return the answer
+     * @throws ValidationException if an item breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public BatchResponse executeBatch(java.util.List<HmacParams> items) {
+        return executeBatch(items, null);
+    }
+
+    /**
+     * Calls the hmac API once for each of items, in one request, with an
+     * idempotency key: the service answers a batch sent again with the same key with its
+     * first answer, without running or charging it again.
+     *
+     * @param items the parameters of each call
+     * @param idempotencyKey null, or 1 to 255 printable ASCII characters
+     * @return the answer
+     * @throws ValidationException if an item or the key breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public BatchResponse executeBatch(java.util.List<HmacParams> items, String idempotencyKey) {
+        java.util.List<Map<String, ?>> maps = new java.util.ArrayList<Map<String, ?>>();
+        if (items != null) {
+            for (HmacParams p : items) {
+                maps.add(p == null ? null : p.toMap());
+            }
+        }
+        return executeBatchMaps(maps, idempotencyKey);
+    }
+
+    /**
+     * Calls the hmac API once for each of items, parameters by their names in the
+     * catalog, in one request (a batch).
+     *
+     * @param items the parameters of each call
+     * @param idempotencyKey null, or 1 to 255 printable ASCII characters
+     * @return the answer
+     * @throws ValidationException if an item or the key breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public BatchResponse executeBatchMaps(java.util.List<? extends Map<String, ?>> items, String idempotencyKey) {
+        String key = Validator.checkIdempotencyKey(idempotencyKey);
+        java.util.List<Map<String, Object>> sent = Validator.validateBatch(items);
+        byte[] body;
+        try {
+            body = Validator.JSON.writeValueAsBytes(Collections.singletonMap("items", sent));
+        } catch (IOException e) {
+            throw new ValidationException("", "the items cannot be written as JSON: " + e.getMessage());
+        }
+        Map<String, String> headers = key == null ? Collections.<String, String>emptyMap() : Collections.singletonMap("Idempotency-Key", key);
+        return BatchResponse.read(send(baseUrl + "/v1/" + API_ID + "/batch", "POST", body, "application/json", headers), sent.size());
+    }
+
     private static String formEncode(String s) {
         try {
             return URLEncoder.encode(s, "UTF-8");
@@ -183,6 +245,10 @@ public final class HmacClient {
     }
 
     private Response send(String url, String method, byte[] body, String contentType) {
+        return send(url, method, body, contentType, Collections.<String, String>emptyMap());
+    }
+
+    private Response send(String url, String method, byte[] body, String contentType, Map<String, String> extra) {
         HttpURLConnection c = null;
         try {
             c = (HttpURLConnection) new URL(url).openConnection();
@@ -194,6 +260,9 @@ public final class HmacClient {
             c.setRequestProperty("X-Api-Key", apiKey);
             c.setRequestProperty("X-Auth-Mode", AUTH_MODE);
             c.setRequestProperty("Accept", "application/json");
+            for (Map.Entry<String, String> e : extra.entrySet()) {
+                c.setRequestProperty(e.getKey(), e.getValue());
+            }
             if (body != null) {
                 c.setDoOutput(true);
                 c.setRequestProperty("Content-Type", contentType);

@@ -179,6 +179,69 @@ public final class ImageInfoClient {
     }
 
     /**
+     * Calls the image-info API once for each of items, in one request (a batch), and
+     * returns each item's outcome in order. Every item is validated first: the first
+     * invalid one throws a ValidationException whose getIndex() names it, and nothing is
+     * sent. A batch takes the URL form only: each item's url must be set. The plan bounds
+     * the items of a batch (batch_max_items).
+     *
+     * @param items the parameters of each call
+     * @return the answer
+     * @throws ValidationException if an item breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public BatchResponse executeBatch(java.util.List<ImageInfoParams> items) {
+        return executeBatch(items, null);
+    }
+
+    /**
+     * Calls the image-info API once for each of items, in one request, with an
+     * idempotency key: the service answers a batch sent again with the same key with its
+     * first answer, without running or charging it again.
+     *
+     * @param items the parameters of each call
+     * @param idempotencyKey null, or 1 to 255 printable ASCII characters
+     * @return the answer
+     * @throws ValidationException if an item or the key breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public BatchResponse executeBatch(java.util.List<ImageInfoParams> items, String idempotencyKey) {
+        java.util.List<Map<String, ?>> maps = new java.util.ArrayList<Map<String, ?>>();
+        if (items != null) {
+            for (ImageInfoParams p : items) {
+                maps.add(p == null ? null : p.toMap());
+            }
+        }
+        return executeBatchMaps(maps, idempotencyKey);
+    }
+
+    /**
+     * Calls the image-info API once for each of items, parameters by their names in the
+     * catalog, in one request (a batch).
+     *
+     * @param items the parameters of each call
+     * @param idempotencyKey null, or 1 to 255 printable ASCII characters
+     * @return the answer
+     * @throws ValidationException if an item or the key breaks a rule (nothing was sent)
+     * @throws ApiException if the service refused the whole batch
+     * @throws NetworkException if the service could not be reached
+     */
+    public BatchResponse executeBatchMaps(java.util.List<? extends Map<String, ?>> items, String idempotencyKey) {
+        String key = Validator.checkIdempotencyKey(idempotencyKey);
+        java.util.List<Map<String, Object>> sent = Validator.validateBatch(items);
+        byte[] body;
+        try {
+            body = Validator.JSON.writeValueAsBytes(Collections.singletonMap("items", sent));
+        } catch (IOException e) {
+            throw new ValidationException("", "the items cannot be written as JSON: " + e.getMessage());
+        }
+        Map<String, String> headers = key == null ? Collections.<String, String>emptyMap() : Collections.singletonMap("Idempotency-Key", key);
+        return BatchResponse.read(send(baseUrl + "/v1/" + API_ID + "/batch", "POST", body, "application/json", headers), sent.size());
+    }
+
+    /**
      * Calls the image-info API with the file at path, uploaded in the image field
      * (image/png, image/jpeg or image/gif, at most 5 MiB). The file's size and type are
      * checked before sending.
@@ -310,6 +373,10 @@ public final class ImageInfoClient {
     }
 
     private Response send(String url, String method, byte[] body, String contentType) {
+        return send(url, method, body, contentType, Collections.<String, String>emptyMap());
+    }
+
+    private Response send(String url, String method, byte[] body, String contentType, Map<String, String> extra) {
         HttpURLConnection c = null;
         try {
             c = (HttpURLConnection) new URL(url).openConnection();
@@ -321,6 +388,9 @@ public final class ImageInfoClient {
             c.setRequestProperty("X-Api-Key", apiKey);
             c.setRequestProperty("X-Auth-Mode", AUTH_MODE);
             c.setRequestProperty("Accept", "application/json");
+            for (Map.Entry<String, String> e : extra.entrySet()) {
+                c.setRequestProperty(e.getKey(), e.getValue());
+            }
             if (body != null) {
                 c.setDoOutput(true);
                 c.setRequestProperty("Content-Type", contentType);

@@ -107,6 +107,35 @@ final class Validator {
         }
     }
 
+    // validateBatch checks the items of a batch and returns them as they are sent; an
+    // invalid item throws the ValidationException of its index.
+    static List<Map<String, Object>> validateBatch(List<? extends Map<String, ?>> items) {
+        List<Map<String, Object>> sent = new ArrayList<Map<String, Object>>();
+        if (items != null) {
+            for (Map<String, ?> item : items) {
+                try {
+                    Map<String, Object> values = validate(item);
+                    sent.add(values);
+                } catch (ValidationException e) {
+                    throw new ValidationException(e.getParam(), e.getReason(), sent.size());
+                }
+            }
+        }
+        if (sent.isEmpty()) {
+            throw new ValidationException("", "a batch needs at least one item: pass a list of parameters");
+        }
+        return sent;
+    }
+
+    // checkIdempotencyKey returns the key, or throws if it is not 1 to 255 printable
+    // ASCII characters without a space at either end.
+    static String checkIdempotencyKey(String key) {
+        if (key != null && (key.isEmpty() || key.length() > 255 || !key.matches("[\\x20-\\x7e]*") || !key.trim().equals(key))) {
+            throw new ValidationException("", "the idempotency key must be 1 to 255 printable ASCII characters, neither starting nor ending with a space");
+        }
+        return key;
+    }
+
     static Map<String, Object> validate(Map<String, ?> params) {
         return validate(params, PARAMS, "");
     }
