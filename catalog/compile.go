@@ -14,10 +14,11 @@ import (
 // ErrInvalidAPI is wrapped by every error that reports a wrong API definition.
 var ErrInvalidAPI = errors.New("catalog: invalid API definition")
 
-// ReservedIDs are the API ids that would shadow the service's own endpoints under /v1/.
+// ReservedIDs are the API ids that would shadow the service's own endpoints under /v1/
+// (account: the account holders' self-service API under /v1/account/).
 // ("batch" is not one: an API named batch is called at /v1/batch, its batches sent to
 // /v1/batch/batch.)
-var ReservedIDs = []string{"analytics", "catalog", "graphql", "mcp"}
+var ReservedIDs = []string{"account", "analytics", "catalog", "graphql", "mcp"}
 
 var (
 	idPattern    = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$`)

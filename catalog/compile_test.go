@@ -61,6 +61,7 @@ func TestCompileRefuses(t *testing.T) {
 		{"id with space", func(a *catalog.API) { a.ID = "date info" }, []string{"id must be"}},
 		{"id with dot", func(a *catalog.API) { a.ID = "date.info" }, []string{"id must be"}},
 		{"non-ASCII id", func(a *catalog.API) { a.ID = "héllo" }, []string{"id must be"}},
+		{"reserved account", func(a *catalog.API) { a.ID = "account" }, []string{"reserved", "/v1/account"}},
 		{"reserved analytics", func(a *catalog.API) { a.ID = "analytics" }, []string{"reserved", "/v1/analytics"}},
 		{"reserved catalog", func(a *catalog.API) { a.ID = "catalog" }, []string{"reserved", "/v1/catalog"}},
 		{"reserved graphql", func(a *catalog.API) { a.ID = "graphql" }, []string{"reserved", "/v1/graphql"}},
