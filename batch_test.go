@@ -423,6 +423,23 @@ func (forgetfulStore) Complete(context.Context, idempotency.ID, idempotency.Toke
 	return errors.New("the instance died")
 }
 
+// successor is another instance of h's service, on the same key store, ledger and
+// idempotency records but limiters of its own, with opts: the instance that a client
+// reaches once h's has died.
+func (h *harness) successor(t *testing.T, keys auth.KeyStore, ledger driver.Ledger, records idempotency.Store, opts tollgate.Options) *harness {
+	t.Helper()
+	opts.Idempotency = &tollgate.IdempotencyOptions{Store: records}
+	other := &harness{key: h.key, release: make(chan struct{}), slots: h.slots}
+	var err error
+	other.svc, err = tollgate.New(h.svc.Catalog(), tollgate.Stores{Keys: keys, Ledger: ledger,
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, h.svc.Plans(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.svc.Close)
+	return other
+}
+
 // TestCallBatchIdempotentAfterACrash checks a retry of a batch whose instance died after
 // running it, before keeping its answer: refused as running until the claim's lease
 // ends, then run again under the same request id, which the ledger charges once. Died
@@ -448,16 +465,7 @@ func TestCallBatchIdempotentAfterACrash(t *testing.T) {
 			}
 			h.svc.Close() // the instance is gone: its retries of the settlement with it
 
-			live := opts
-			live.Idempotency = &tollgate.IdempotencyOptions{Store: records}
-			other := &harness{key: h.key, release: make(chan struct{}), slots: h.slots}
-			var err error
-			other.svc, err = tollgate.New(h.svc.Catalog(), tollgate.Stores{Keys: keys, Ledger: ledger,
-				Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, h.svc.Plans(), &live)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(other.svc.Close)
+			other := h.successor(t, keys, ledger, records, opts)
 
 			now = now.Add(10 * time.Second)
 			if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); tollgate.CodeOf(r.Err) != tollgate.CodeConflict {
@@ -497,5 +505,77 @@ func TestCallBatchIdempotencyRetentionInMessage(t *testing.T) {
 		if r := h.batch(t.Context(), "ok", "k", ns(2)...); r.Err == nil || !strings.Contains(r.Err.Error(), want) {
 			t.Errorf("retention %v: %v, want it to say %q", retention, r.Err, want)
 		}
+	}
+}
+
+// TestCallBatchIdempotentAllInvalidKeepsNothing checks that a batch sent with a key
+// whose items are all invalid, which nothing meters (no rate event, no credit), keeps
+// no record: such batches cannot fill the store, nor push out the records of batches
+// that ran and were charged, whose retries would then run and be charged again.
+func TestCallBatchIdempotentAllInvalidKeepsNothing(t *testing.T) {
+	records := memory.NewIdempotencyStore(&memory.IdempotencyOptions{MaxRecords: 2})
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{
+		Idempotency: &tollgate.IdempotencyOptions{Store: records}}})
+	if r := h.batch(t.Context(), "ok", "paid", ns(1, 2)...); r.Err != nil || r.Receipt.Charged != 2 {
+		t.Fatalf("the paid batch: %v, charged %d", r.Err, r.Receipt.Charged)
+	}
+	for i := range 5 {
+		r := h.batch(t.Context(), "ok", "junk"+strconv.Itoa(i), map[string]any{"n": "x"})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		wantItems(t, r.Items, []tollgate.Code{tollgate.CodeInvalidInput}, []int64{0})
+	}
+	retry := h.batch(t.Context(), "ok", "paid", ns(1, 2)...)
+	if retry.Err != nil || !retry.Replayed {
+		t.Errorf("the paid batch's retry: %v, replayed %v; want the kept answer", retry.Err, retry.Replayed)
+	}
+	if got := h.remaining(t); got != 98 || h.ran.Load() != 2 {
+		t.Errorf("balance %d after %d runs, want 98 after 2: the paid batch charged once", got, h.ran.Load())
+	}
+	// An invalid batch with a key left nothing behind: the key is free.
+	if r := h.batch(t.Context(), "ok", "junk0", ns(3)...); r.Err != nil || r.Replayed {
+		t.Errorf("a valid batch with the key of an invalid one: %v, replayed %v; want it run", r.Err, r.Replayed)
+	}
+}
+
+// TestCallBatchIdempotentTakeoverRefused checks a retry that takes over the record of a
+// batch whose instance died after settling it, and is refused as a whole (here by the
+// rate limit): the record keeps its run id, so that the retry that follows is still
+// charged once, rather than run under a new id and charged a second time.
+func TestCallBatchIdempotentTakeoverRefused(t *testing.T) {
+	now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ledger := memory.NewLedger(nil)
+	keys := memory.NewKeyStore()
+	records := memory.NewIdempotencyStore(nil)
+	plan := billing.Plan{Name: "p", Credits: 100, RatePerMinute: 3, Concurrency: 10}
+	opts := tollgate.Options{Now: clock, SweepInterval: -1, CallTimeout: 30 * time.Second, ReservationGrace: 30 * time.Second}
+	dying := opts
+	dying.Idempotency = &tollgate.IdempotencyOptions{Store: forgetfulStore{records}}
+	h := newHarness(t, harnessOptions{plan: plan, ledger: ledger, keys: keys, opts: dying})
+	if r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil || r.Receipt.Charged != 3 {
+		t.Fatalf("first: %v, charged %d", r.Err, r.Receipt.Charged)
+	}
+	h.svc.Close() // settled, then died before keeping the answer
+
+	other := h.successor(t, keys, ledger, records, opts)
+
+	now = now.Add(61 * time.Second) // past the lease
+	if r := other.call(t.Context(), []string{"ok"}); r.Err != nil {
+		t.Fatal(r.Err) // one of the 3 rate events: the batch's 3 no longer fit
+	}
+	if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); tollgate.CodeOf(r.Err) != tollgate.CodeRateLimited {
+		t.Fatalf("the takeover: %v, want rate_limited", r.Err)
+	}
+	for range 2 { // its own lease, then the next one's
+		now = now.Add(2 * time.Minute)
+		if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil && tollgate.CodeOf(r.Err) != tollgate.CodeConflict {
+			t.Fatalf("the retry: %v", r.Err)
+		}
+	}
+	// The first run's 3 credits and the single call's 1, and nothing more.
+	if got := other.remaining(t); got != 96 {
+		t.Errorf("balance %d, want 96: the batch charged once", got)
 	}
 }

@@ -30,7 +30,10 @@ import (
 //     has ended;
 //   - the same key sent with another request is refused with CodeIdempotencyKeyReused;
 //   - a batch refused as a whole (credits, rate limit, concurrency) keeps nothing, and
-//     may be sent again with the same key.
+//     may be sent again with the same key;
+//   - a batch none of whose items is valid keeps nothing either (nothing ran, nothing
+//     was charged, and nothing meters it): its retry is validated again, and gets the
+//     same answer, not marked as replayed.
 //
 // A batch with a key runs to its end even if its client hangs up, so that the retry
 // finds its answer. An answer larger than MaxAnswerBytes is not kept: a retry of its
@@ -44,6 +47,9 @@ import (
 // reservation was voided at its expiry (its credits given back) leaves the retry
 // uncharged while the ledger remembers the id. Either way the retry's answer is kept and
 // nothing is charged twice; the APIs' handlers do run again, as for any retried call.
+// A retry that takes a record over and is refused as a whole keeps the record, and its
+// run id, until its own lease ends: only then may the batch be sent again, under that
+// id.
 //
 // A record is found by a hash of the account and the key, and holds the hash of the
 // request, its request id and the answer: never a key value or any other credential.
@@ -113,6 +119,12 @@ func (s *Service) checkIdempotencyKey(key string) error {
 // run and kept, or answered from the record (see IdempotencyOptions).
 func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.API, raw []any, key string) BatchReply {
 	pb := s.prepareBatch(ctx, p, api, raw)
+	if len(pb.invs) == 0 {
+		// Nothing would run or be charged, and nothing meters such a batch: it keeps
+		// no record (which would fill the store, and push out the records of batches
+		// that were charged), and a retry gets the same answer by validating again.
+		return s.runPrepared(ctx, p, pb, billing.RequestID{})
+	}
 	fp, err := fingerprint(api.ID, raw)
 	if err != nil {
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency fingerprint", err), Receipt{}))
@@ -142,6 +154,13 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	// with the first.
 	ctx = context.WithoutCancel(ctx)
 	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run))
+	if reply.Err != nil && rec.Run != c.Run {
+		// A record taken over after its claimant died keeps its run id, which an
+		// earlier run may have been charged under: forgetting it would let the next
+		// retry run under a new id and be charged again. It stays running until this
+		// claim's lease ends, and is then taken over again.
+		return reply
+	}
 	if reply.Err != nil {
 		if err := s.idem.store.Abandon(ctx, c.ID, c.Token); err != nil {
 			s.log.WarnContext(ctx, "tollgate: cannot abandon the idempotency record of a refused batch; it is refused as running until its lease ends",
