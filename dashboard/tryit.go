@@ -3,7 +3,6 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/clientgen"
-	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
@@ -225,32 +223,6 @@ type tryResult struct {
 
 type header struct{ Name, Value string }
 
-// restAnswer returns what the REST front door answers a call's reply with: the status
-// of the error's code (rest.Status), the credit and rate headers of the receipt, the
-// error code and Retry-After, and the envelope. A test checks it against REST's own
-// answers.
-func restAnswer(reply tollgate.Reply) (int, http.Header, []byte) {
-	hdr := http.Header{}
-	httpx.SetReceiptHeaders(hdr, &reply.Receipt)
-	err := reply.Err
-	if err == nil {
-		if res := reply.Results[0]; res.Err != nil {
-			err = res.Err
-		} else {
-			return http.StatusOK, hdr, envelope.Data(res.JSON)
-		}
-	}
-	var e *tollgate.Error
-	if !errors.As(err, &e) {
-		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
-	}
-	if e.RetryAfter > 0 {
-		httpx.SetRetryAfter(hdr, e.RetryAfter)
-	}
-	hdr.Set(rest.HeaderErrorCode, e.Code.String())
-	return rest.Status(e.Code), hdr, envelope.Error(e.Message)
-}
-
 // shownHeaders are the headers a try's result lists, in this order.
 var shownHeaders = []string{
 	httpx.HeaderCreditsCost, httpx.HeaderCreditsRemaining, httpx.HeaderCreditsUsed, httpx.HeaderCreditsLimit,
@@ -312,7 +284,8 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, v *visit) {
 		seeOther(w, "sign-in?ended=1")
 		return
 	}
-	status, hdr, body := restAnswer(reply)
+	hdr := http.Header{}
+	status, body := rest.Answer(hdr, reply)
 	if status >= 500 {
 		h.log.ErrorContext(r.Context(), "dashboard: a tried call failed on the service's side", "account", v.account,
 			"api", api.ID, "code", hdr.Get(rest.HeaderErrorCode))

@@ -46,10 +46,9 @@ func (h *Handler) setReceiptHeaders(hdr http.Header, rc *tollgate.Receipt) {
 // [Status]), and the credit and rate headers of its receipt (nil for a request that
 // carries no call's figures).
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, rc *tollgate.Receipt) {
-	var e *tollgate.Error
-	if !errors.As(err, &e) {
+	e, ok := asError(err)
+	if !ok {
 		h.log.ErrorContext(r.Context(), "rest: unexpected error", "path", r.URL.Path, "error", err)
-		e = &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
 	}
 	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
 		httpx.WriteEdge403(w)
@@ -59,10 +58,48 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, 
 	if rc != nil {
 		h.setReceiptHeaders(hdr, rc)
 	}
+	status := setErrorHeaders(hdr, e)
+	h.cors.Apply(hdr, r)
+	envelope.WriteError(w, status, e.Message)
+}
+
+// asError returns err's *tollgate.Error, or an internal error and false when err has
+// none (a failure the pipeline did not expect, which the caller logs).
+func asError(err error) (*tollgate.Error, bool) {
+	var e *tollgate.Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}, false
+}
+
+// setErrorHeaders sets the headers of a refusal, Retry-After when it has one and
+// X-Error-Code, and returns its status.
+func setErrorHeaders(hdr http.Header, e *tollgate.Error) int {
 	if e.RetryAfter > 0 {
 		httpx.SetRetryAfter(hdr, e.RetryAfter)
 	}
 	hdr[HeaderErrorCode] = []string{e.Code.String()}
-	h.cors.Apply(hdr, r)
-	envelope.WriteError(w, Status(e.Code), e.Message)
+	return Status(e.Code)
+}
+
+// Answer sets in hdr the headers that the REST front door answers the reply of a call
+// of one API ([tollgate.Service.Call]) with, the credit and rate headers of its receipt
+// and, for a refusal or a failure, Retry-After and X-Error-Code, and returns the status
+// and the envelope. It leaves out what depends on the request rather than the reply:
+// CORS, the IETF rate headers a host may turn on, and the edge's HTML 403 for a
+// request without a well-formed key. A page that shows what REST answers a call (the
+// dashboard's try-it form) builds it with Answer, so that it cannot drift from REST.
+func Answer(hdr http.Header, reply tollgate.Reply) (int, []byte) {
+	httpx.SetReceiptHeaders(hdr, &reply.Receipt)
+	err := reply.Err
+	if err == nil {
+		res := reply.Results[0]
+		if res.Err == nil {
+			return http.StatusOK, envelope.Data(res.JSON)
+		}
+		err = res.Err
+	}
+	e, _ := asError(err)
+	return setErrorHeaders(hdr, e), envelope.Error(e.Message)
 }

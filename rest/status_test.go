@@ -1,7 +1,11 @@
 package rest_test
 
 import (
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/rest"
@@ -35,5 +39,41 @@ func TestStatusOfEveryCode(t *testing.T) {
 		if s := rest.Status(c); (s == 500) != internal || s < 400 || s > 599 {
 			t.Errorf("code %s has REST status %d", c, s)
 		}
+	}
+}
+
+// TestAnswer: Answer gives a reply's status, headers and envelope as the REST front door
+// writes them: data on success; on a refusal or a failure, the status of its code, its
+// X-Error-Code and Retry-After, and an internal error for an error of no known code.
+func TestAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		reply      tollgate.Reply
+		status     int
+		body, code string
+		retry      string
+	}{
+		{"ok", tollgate.Reply{Results: []tollgate.Result{{JSON: []byte(`{"a":1}`)}}},
+			http.StatusOK, `{"status":"ok","error":null,"data":{"a":1}}`, "", ""},
+		{"refused", tollgate.Reply{Err: &tollgate.Error{Code: tollgate.CodeRateLimited, Message: "slow down", RetryAfter: 3 * time.Second}},
+			http.StatusTooManyRequests, `{"status":"error","error":"slow down","data":null}`, "rate_limited", "3"},
+		{"API failed", tollgate.Reply{Results: []tollgate.Result{{Err: &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: "parameter \"text\": is required"}}}},
+			http.StatusBadRequest, `{"status":"error","error":"parameter \"text\": is required","data":null}`, "invalid_input", ""},
+		{"unknown error", tollgate.Reply{Err: errors.New("disk on fire")},
+			http.StatusInternalServerError, `{"status":"error","error":"internal error","data":null}`, "internal", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := http.Header{}
+			status, body := rest.Answer(hdr, tt.reply)
+			if status != tt.status || strings.TrimSpace(string(body)) != tt.body {
+				t.Errorf("Answer: %d %s, want %d %s", status, body, tt.status, tt.body)
+			}
+			if got := hdr.Get(rest.HeaderErrorCode); got != tt.code {
+				t.Errorf("X-Error-Code %q, want %q", got, tt.code)
+			}
+			if got := hdr.Get("Retry-After"); got != tt.retry {
+				t.Errorf("Retry-After %q, want %q", got, tt.retry)
+			}
+		})
 	}
 }
