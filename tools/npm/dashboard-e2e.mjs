@@ -147,7 +147,12 @@ async function explorerChecks(page) {
   await option.first().waitFor({ timeout: 5000 }).catch(() => {});
   check("completion suggests a field when typing", await option.count() > 0,
     await page.locator(".cm-tooltip-autocomplete").textContent().catch(() => "no list"));
+  // Enter takes the selected option: wait until the list has one selected (the list
+  // may still be filling on a busy machine), and for the editor to show the change.
+  await page.locator(".cm-tooltip-autocomplete li[aria-selected=true]").first().waitFor({ timeout: 5000 }).catch(() => {});
   await page.keyboard.press("Enter");
+  await page.waitForFunction(() => /\{\s*alpha/.test(document.querySelector("#query-editor .cm-content")?.textContent ?? ""),
+    null, { timeout: 5000 }).catch(() => {});
   const typed = await page.locator("#query-editor .cm-content").textContent();
   check("Enter takes the suggestion", typed.replace(/\s+/g, " ").includes("{ alpha"), typed);
   await page.keyboard.press("Escape");
@@ -304,6 +309,8 @@ async function main() {
     const value = await page.locator("#key-value").inputValue();
     check("the new key's value is shown", /^[0-9a-f-]{36}$/.test(value), "");
     const copy = page.getByRole("button", { name: "Copy" });
+    // The button is added by the page's script once it has run.
+    await copy.waitFor({ state: "visible", timeout: 5000 }).catch(() => {});
     check("the copy button appears with the script", await copy.isVisible());
     await copy.click();
     await page.locator("[data-copy-status]").filter({ hasText: /./ }).waitFor();
