@@ -89,6 +89,11 @@ type BatchItem struct {
 //   - Every item is validated before anything runs. An invalid item is answered with
 //     its own error, which names the parameter, and is never charged; the valid items
 //     still run. A file API takes the URL form only: an item gives the file's url.
+//     The urls of the items valid otherwise are then checked together, as a single
+//     call checks its url before admission: each distinct host is resolved once, a few
+//     at a time, and all of them within one [FetchOptions.Timeout], not one per item.
+//     An item whose host is refused, or was not resolved within that time, is invalid
+//     like any other, with an error that names its url.
 //   - The valid items are admitted together: each is one rate-limit event, and a batch
 //     whose events do not all fit is refused whole, with the time until they do; the
 //     batch holds one concurrency slot; the sum of their costs is reserved at once,
@@ -170,17 +175,33 @@ func (s *Service) runBatch(ctx context.Context, p *Principal, api *catalog.API, 
 }
 
 // prepareBatch validates every item of a batch, and records the invalid ones in the
-// usage statistics as refused.
+// usage statistics as refused. The items are validated without the network first; then
+// the addresses of the valid items of a file API are checked all together, each host
+// resolved once and all within one fetch timeout (safefetch's CheckAll), so that a
+// batch holds the resolver no longer than a single call does.
 func (s *Service) prepareBatch(ctx context.Context, p *Principal, api *catalog.API, raw []any) preparedBatch {
-	pb := preparedBatch{items: make([]BatchItem, len(raw)), invs: make([]invocation, 0, len(raw)), of: make([]int, 0, len(raw))}
+	invs, errs := make([]invocation, len(raw)), make([]error, len(raw))
+	var urls []string
+	var urlOf []int // the item of each url
 	for i, v := range raw {
-		inv, err := s.prepareBatchItem(ctx, api, v)
+		invs[i], errs[i] = prepareBatchItem(api, v)
+		if errs[i] == nil && invs[i].FileURL != "" {
+			urls, urlOf = append(urls, invs[i].FileURL), append(urlOf, i)
+		}
+	}
+	for j, err := range s.fetcher.CheckAll(ctx, urls) {
+		if err != nil {
+			errs[urlOf[j]] = fetchError(err)
+		}
+	}
+	pb := preparedBatch{items: make([]BatchItem, len(raw)), invs: make([]invocation, 0, len(raw)), of: make([]int, 0, len(raw))}
+	for i, err := range errs {
 		if err != nil {
 			pb.items[i].Err = asError(err)
 			s.recordRefused(p, []string{api.ID}, err)
 			continue
 		}
-		pb.invs, pb.of = append(pb.invs, inv), append(pb.of, i)
+		pb.invs, pb.of = append(pb.invs, invs[i]), append(pb.of, i)
 	}
 	return pb
 }
@@ -213,9 +234,10 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 	return BatchReply{Items: items, Receipt: reply.Receipt}
 }
 
-// prepareBatchItem validates one item of a batch: a JSON object of parameters, as a
-// JSON body of a call to api would hold them; a file API's file given by its url.
-func (s *Service) prepareBatchItem(ctx context.Context, api *catalog.API, v any) (invocation, error) {
+// prepareBatchItem validates one item of a batch without the network (see validate): a
+// JSON object of parameters, as a JSON body of a call to api would hold them; a file
+// API's file given by its url, whose address prepareBatch checks.
+func prepareBatchItem(api *catalog.API, v any) (invocation, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return invocation{}, newError(CodeInvalidInput, "the item must be a JSON object of parameters, not "+catalog.JSONKind(v), nil)
@@ -224,7 +246,7 @@ func (s *Service) prepareBatchItem(ctx context.Context, api *catalog.API, v any)
 		return invocation{}, newError(CodeInvalidInput, fmt.Sprintf(
 			"parameter %q: a batch takes the %s API's file by its address: give each item the file's url", catalog.URLParam, api.ID), nil)
 	}
-	return s.prepare(ctx, api, Input{JSON: obj})
+	return validate(api, Input{JSON: obj})
 }
 
 // batchLongest is the longest that n items of a batch may run: their rounds of

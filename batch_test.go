@@ -4,9 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -577,5 +584,146 @@ func TestCallBatchIdempotentTakeoverRefused(t *testing.T) {
 	// The first run's 3 credits and the single call's 1, and nothing more.
 	if got := other.remaining(t); got != 96 {
 		t.Errorf("balance %d, want 96: the batch charged once", got)
+	}
+}
+
+// pngServer serves a file that the harness's file API takes (a PNG signature), each
+// answer closing its connection, so that no connection outlives a test's bubble.
+func pngServer(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.Write([]byte("\x89PNG\r\n\x1a\n"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// lookupCounter counts a resolver hook's lookups of each host.
+type lookupCounter struct {
+	mu      sync.Mutex
+	lookups map[string]int
+	answer  func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+func (c *lookupCounter) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	c.mu.Lock()
+	if c.lookups == nil {
+		c.lookups = make(map[string]int)
+	}
+	c.lookups[host]++
+	c.mu.Unlock()
+	return c.answer(ctx, host)
+}
+
+func (c *lookupCounter) count(host string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lookups[host]
+}
+
+// TestCallBatchFileURLsHang checks a batch of a file API whose items' hosts do not
+// answer DNS, more of them than are resolved at once: the batch's checks end within one
+// fetch timeout (not one per item, nor one per host), each hanging host is looked up
+// once, its items are invalid with an error naming their url and never charged, and the
+// valid items still run.
+func TestCallBatchFileURLsHang(t *testing.T) {
+	srv := pngServer(t)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	synctest.Test(t, func(t *testing.T) {
+		dns := &lookupCounter{answer: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if host == "files.test" {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			<-ctx.Done() // a name server that never answers
+			return nil, ctx.Err()
+		}}
+		const timeout = 10 * time.Second
+		h := newHarness(t, harnessOptions{resolve: dns.resolve,
+			opts: tollgate.Options{Fetch: tollgate.FetchOptions{AllowPrivate: true, Timeout: timeout}}})
+		good := "http://files.test:" + strconv.Itoa(port) + "/a.png"
+		// Three items on each of 19 hanging hosts, and three good items among them (the
+		// first, so that their host is resolved before the hanging ones take every
+		// lookup).
+		var (
+			items   []any
+			codes   []tollgate.Code
+			credits []int64
+		)
+		for i := range 60 {
+			if i%20 == 0 {
+				items, codes, credits = append(items, map[string]any{"url": good}), append(codes, success), append(credits, 1)
+				continue
+			}
+			u := "http://hang" + strconv.Itoa(i%20) + ".test/" + strconv.Itoa(i) + ".png"
+			items, codes, credits = append(items, map[string]any{"url": u}), append(codes, tollgate.CodeInvalidInput), append(credits, 0)
+		}
+		start := time.Now()
+		reply := h.batch(t.Context(), "file", "", items...)
+		if took := time.Since(start); took != timeout {
+			t.Errorf("the batch took %v, want one fetch timeout, %v", took, timeout)
+		}
+		if reply.Err != nil {
+			t.Fatal(reply.Err)
+		}
+		wantItems(t, reply.Items, codes, credits)
+		for i, it := range reply.Items {
+			host, u := "hang"+strconv.Itoa(i%20)+".test", items[i].(map[string]any)["url"].(string)
+			want := fmt.Sprintf("url %q: the host %q could not be resolved within 10s; try again later", u, host)
+			if it.Err != nil && !strings.HasPrefix(it.Err.Message, want) {
+				t.Errorf("item %d: %q, want it to start %q", i, it.Err.Message, want)
+			}
+		}
+		if h.ran.Load() != 3 || reply.Receipt.Charged != 3 || h.remaining(t) != 97 {
+			t.Errorf("%d items ran, %d charged, balance %d; want the 3 good items run and charged",
+				h.ran.Load(), reply.Receipt.Charged, h.remaining(t))
+		}
+		for i := 1; i < 20; i++ {
+			if host := "hang" + strconv.Itoa(i) + ".test"; dns.count(host) > 1 {
+				t.Errorf("%s looked up %d times, want at most once", host, dns.count(host))
+			}
+		}
+	})
+}
+
+// TestCallBatchFileURLsOneHost checks that a batch of 100 items on one host resolves it
+// once, whether the host is refused (each item answered with the error naming its url,
+// nothing charged) or not (the batch, here short of credits, refused whole before any
+// fetch).
+func TestCallBatchFileURLsOneHost(t *testing.T) {
+	items := make([]any, 100)
+	for i := range items {
+		items[i] = map[string]any{"url": "https://one.test/" + strconv.Itoa(i) + ".png"}
+	}
+	for _, addr := range []string{"10.0.0.1", "8.8.8.8"} {
+		t.Run(addr, func(t *testing.T) {
+			dns := &lookupCounter{answer: func(context.Context, string) ([]netip.Addr, error) {
+				return []netip.Addr{netip.MustParseAddr(addr)}, nil
+			}}
+			h := newHarness(t, harnessOptions{resolve: dns.resolve, plan: billing.Plan{Name: "p", Credits: 50},
+				opts: tollgate.Options{Logger: slog.New(slog.DiscardHandler)}})
+			reply := h.batch(t.Context(), "file", "", items...)
+			if n := dns.count("one.test"); n != 1 {
+				t.Errorf("one.test looked up %d times, want once", n)
+			}
+			if h.ran.Load() != 0 || h.remaining(t) != 50 {
+				t.Errorf("%d items ran, balance %d; want none run and nothing charged", h.ran.Load(), h.remaining(t))
+			}
+			if addr == "8.8.8.8" {
+				if e := (*tollgate.Error)(nil); !errors.As(reply.Err, &e) || e.Code != tollgate.CodeCreditsExhausted {
+					t.Errorf("reply %v, want the batch refused for its 100 credits", reply.Err)
+				}
+				return
+			}
+			if reply.Err != nil {
+				t.Fatal(reply.Err)
+			}
+			wantItems(t, reply.Items, slices.Repeat([]tollgate.Code{tollgate.CodeInvalidInput}, 100), make([]int64, 100))
+			for i, it := range reply.Items {
+				want := `url "https://one.test/` + strconv.Itoa(i) + `.png": the host "one.test" cannot be fetched from`
+				if !strings.HasPrefix(it.Err.Message, want) {
+					t.Errorf("item %d: %q, want it to start %q", i, it.Err.Message, want)
+				}
+			}
+		})
 	}
 }

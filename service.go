@@ -136,10 +136,17 @@ type FetchOptions struct {
 	// AllowPrivate lets fetches reach loopback, private, link-local and other
 	// non-public addresses. Leave it off in production: it opens the service to SSRF.
 	AllowPrivate bool
-	// Timeout bounds one fetch, redirects included. The default is 10s.
+	// Timeout bounds one fetch, redirects included, and the resolution of the host of
+	// a file's url, which is checked before a call is admitted: of one url for a call,
+	// of all the urls of a batch together for a batch. The default is 10s.
 	Timeout time.Duration
 	// MaxRedirects is the number of redirects followed. The default is 3.
 	MaxRedirects int
+}
+
+// fetcherOptions are the options of the fetcher of the URL form of file APIs.
+func fetcherOptions(o FetchOptions, log *slog.Logger) *safefetch.Options {
+	return &safefetch.Options{AllowPrivate: o.AllowPrivate, Timeout: o.Timeout, MaxRedirects: o.MaxRedirects, Logger: log}
 }
 
 // DefaultMaxOwnKeys is the default [Options.MaxOwnKeys].
@@ -295,12 +302,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		sessionTTL:    sessionTTL,
 		grace:         grace,
 		batchParallel: cmp.Or(max(opts.BatchParallelism, 0), DefaultBatchParallelism),
-		fetcher: safefetch.New(&safefetch.Options{
-			AllowPrivate: opts.Fetch.AllowPrivate,
-			Timeout:      opts.Fetch.Timeout,
-			MaxRedirects: opts.Fetch.MaxRedirects,
-			Logger:       opts.Logger,
-		}),
+		fetcher:       safefetch.New(fetcherOptions(opts.Fetch, opts.Logger)),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -564,10 +566,24 @@ type invocation struct {
 	FileURL string
 }
 
-// prepare validates the input of a call to api. It never charges anything. For a file API it checks the uploaded file's size and type, or, for
-// the URL form, that the address is one the service may fetch; the fetch itself happens
-// after admission.
+// prepare validates the input of a call to api (see validate) and, for the URL form of
+// a file API, checks that the address is one the service may fetch, resolving its host.
+// It never charges anything; the fetch itself happens after admission.
 func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (invocation, error) {
+	inv, err := validate(api, in)
+	if err != nil || inv.FileURL == "" {
+		return inv, err
+	}
+	if err := s.fetcher.Check(ctx, inv.FileURL); err != nil {
+		return invocation{}, fetchError(err)
+	}
+	return inv, nil
+}
+
+// validate validates the input of a call to api without the network: its parameters,
+// and for a file API the uploaded file's size and type, or the presence of a url for the
+// URL form, whose address prepare checks.
+func validate(api *catalog.API, in Input) (invocation, error) {
 	var (
 		params catalog.Params
 		err    error
@@ -595,9 +611,6 @@ func (s *Service) prepare(ctx context.Context, api *catalog.API, in Input) (invo
 	case in.File != nil:
 		return inv, checkFile(api, in.File)
 	case inv.FileURL != "":
-		if err := s.fetcher.Check(ctx, inv.FileURL); err != nil {
-			return invocation{}, fetchError(err)
-		}
 		return inv, nil
 	}
 	return invocation{}, newError(CodeInvalidInput, fmt.Sprintf(

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,8 @@ type harnessOptions struct {
 	opts   tollgate.Options
 	ledger driver.Ledger
 	keys   auth.KeyStore // nil: memory.NewKeyStore()
+	// resolve, if set, resolves the hosts of file urls instead of DNS.
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 func newHarness(t *testing.T, ho harnessOptions) *harness {
@@ -93,6 +96,16 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 		time.Sleep(time.Duration(req.Params.Int("n")) * time.Second) // fake time under synctest
 		return map[string]any{}, nil
 	})
+	// file takes a PNG file (by its content, as the service detects it: a PNG signature is
+	// enough) and answers its size.
+	if err := reg.Register(catalog.API{ID: "file", Method: "POST", Cost: 1,
+		File: &catalog.FileField{Name: "file", Types: []string{"image/png"}, MaxBytes: 1 << 10},
+		Handler: catalog.HandlerFunc(func(_ context.Context, req *catalog.Request) (any, error) {
+			h.ran.Add(1)
+			return map[string]any{"bytes": len(req.File.Data)}, nil
+		})}); err != nil {
+		t.Fatal(err)
+	}
 	plan := ho.plan
 	if plan.Name == "" {
 		plan = billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10}
@@ -117,6 +130,9 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.svc.Close)
+	if ho.resolve != nil {
+		tollgate.SetFetchResolver(h.svc, ho.opts.Fetch, ho.resolve)
+	}
 	if _, _, h.key, err = h.svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acct", Plan: plan.Name}); err != nil {
 		t.Fatal(err)
 	}

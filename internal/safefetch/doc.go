@@ -38,6 +38,10 @@
 // [Fetcher.Check] validates a URL and resolves and checks its host without
 // connecting; it is a cheap pre-check before admitting work. It does not
 // replace the dial-time check, which [Fetcher.Fetch] always makes.
+// [Fetcher.CheckAll] checks many URLs as Check checks one, but bounded as
+// one: each distinct host is resolved once, [LookupParallelism] at a time,
+// and all within one timeout, so that a list of URLs on hosts whose name
+// servers never answer holds the caller no longer than a single URL does.
 //
 // # AllowPrivate
 //

@@ -26,7 +26,8 @@ const (
 	ReasonTooManyRedirects
 	// ReasonTooLarge means the file is larger than the size cap.
 	ReasonTooLarge
-	// ReasonTimeout means the fetch, or the caller's context, ran out of time.
+	// ReasonTimeout means the fetch, or the caller's context, ran out of time,
+	// or that a check's host name was not resolved within the timeout.
 	ReasonTimeout
 	// ReasonStatus means the final response status was not 2xx.
 	ReasonStatus
@@ -63,8 +64,8 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason(%d)", int(r))
 }
 
-// Error is the only error type returned by [Fetcher.Check] and
-// [Fetcher.Fetch]. Its message is meant for the user who supplied the URL: it
+// Error is the only error type returned by [Fetcher.Check],
+// [Fetcher.CheckAll] and [Fetcher.Fetch]. Its message is meant for the user who supplied the URL: it
 // names the URL and says what to change. It never contains response bodies or
 // the addresses a host name resolved to, nor says why a host name was refused
 // (see the package documentation).

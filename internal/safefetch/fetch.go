@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -41,7 +42,8 @@ type Options struct {
 	// DefaultMaxRedirects (3); a negative value refuses every redirect.
 	MaxRedirects int
 	// Timeout bounds a whole fetch, redirects and body included, and the
-	// name resolution of a Check. Zero or negative means DefaultTimeout (10s).
+	// name resolution of a Check, or of all the hosts of a CheckAll together.
+	// Zero or negative means DefaultTimeout (10s).
 	Timeout time.Duration
 	// MaxBytes is the size cap used when Fetch is called with maxBytes <= 0.
 	// Zero or negative means DefaultMaxBytes (10 MiB).
@@ -56,9 +58,11 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// resolve replaces DNS resolution in tests. It is not called for IP
-	// literals. Nil means net.DefaultResolver.
-	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Resolve returns the addresses of a host name; it is never called for an
+	// IP literal. It should return once ctx is done: a fetch waits for it
+	// (CheckAll does not). Nil means net.DefaultResolver. Tests give their
+	// own, so that no lookup reaches DNS.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// blocked replaces Blocked as the address policy in tests.
 	blocked func(netip.Addr) (string, bool)
 }
@@ -105,7 +109,7 @@ func New(opts *Options) *Fetcher {
 		timeout:      o.Timeout,
 		maxBytes:     o.MaxBytes,
 		userAgent:    o.UserAgent,
-		resolve:      o.resolve,
+		resolve:      o.Resolve,
 		blocked:      o.blocked,
 		log:          o.Logger,
 	}
@@ -153,28 +157,136 @@ func New(opts *Options) *Fetcher {
 	return f
 }
 
+// LookupParallelism is how many host names [Fetcher.CheckAll] resolves at once.
+const LookupParallelism = 8
+
 // Check validates rawURL and resolves and checks its host, without
 // connecting to it. A nil result does not promise that Fetch will succeed:
-// Fetch checks every connection again when it dials.
+// Fetch checks every connection again when it dials. Check is CheckAll of the
+// one URL.
 func (f *Fetcher) Check(ctx context.Context, rawURL string) error {
-	u, e := parseURL(rawURL)
-	if e != nil {
-		return e.forURL(rawURL, "")
+	return f.CheckAll(ctx, []string{rawURL})[0]
+}
+
+// CheckAll checks many URLs as [Fetcher.Check] checks one, and returns their
+// errors in their order: nil for a URL that passes, an [*Error] naming the
+// URL otherwise, the one Check would give it.
+//
+// Each distinct host, as written in the URLs, is resolved once, at most
+// [LookupParallelism] at a time, and all of them within one [Options.Timeout]
+// (not one per URL): CheckAll returns by then, whatever the resolver does.
+// Every URL whose host was not resolved in that time (its lookup had not
+// answered, or had not started) fails with [ReasonTimeout]; a canceled ctx
+// fails the unresolved ones with [ReasonCanceled]. A URL that is not valid
+// fails on its own, without a lookup.
+func (f *Fetcher) CheckAll(ctx context.Context, urls []string) []error {
+	errs := make([]error, len(urls))
+	hostOf := make([]string, len(urls)) // "" for a URL that is not valid
+	var names []string                  // the distinct host names to resolve
+	verdicts := make(map[string]*Error) // the outcome of each distinct host
+	for i, raw := range urls {
+		u, e := parseURL(raw)
+		if e != nil {
+			errs[i] = e.forURL(raw, "")
+			continue
+		}
+		host := u.Hostname()
+		hostOf[i] = host
+		if _, seen := verdicts[host]; seen {
+			continue
+		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			verdicts[host] = f.checkAddrs(host, []netip.Addr{a})
+			continue
+		}
+		verdicts[host] = nil
+		names = append(names, host)
+	}
+	f.resolveAll(ctx, names, verdicts)
+	for i, host := range hostOf {
+		if e := verdicts[host]; host != "" && e != nil {
+			errs[i] = e.forURL(urls[i], "")
+		}
+	}
+	return errs
+}
+
+// A hostVerdict is the outcome of the check of one host name: nil if it may
+// be fetched from.
+type hostVerdict struct {
+	host string
+	err  *Error
+}
+
+// resolveAll resolves and checks the host names, at most LookupParallelism
+// at a time and all within the Fetcher's timeout, and records the outcome of
+// each in verdicts. It returns by the timeout even if lookups have not: those
+// are canceled, and their hosts fail as unresolved.
+func (f *Fetcher) resolveAll(ctx context.Context, names []string, verdicts map[string]*Error) {
+	if len(names) == 0 {
+		return
 	}
 	tctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	host := u.Hostname()
+	// Buffered for every host, so that no lookup that ends after the timeout
+	// waits to be heard.
+	done := make(chan hostVerdict, len(names))
+	var next atomic.Int64
+	work := func() {
+		for tctx.Err() == nil {
+			i := int(next.Add(1) - 1)
+			if i >= len(names) {
+				return
+			}
+			done <- hostVerdict{names[i], f.checkHost(ctx, tctx, names[i])}
+		}
+	}
+	for range min(LookupParallelism, len(names)) {
+		go work()
+	}
+	pending := make(map[string]bool, len(names))
+	for _, n := range names {
+		pending[n] = true
+	}
+	for len(pending) > 0 {
+		var v hostVerdict
+		select {
+		case v = <-done:
+		case <-tctx.Done():
+			select {
+			case v = <-done: // one that ended meanwhile still counts
+			default:
+				for host := range pending {
+					verdicts[host] = f.unresolved(ctx, tctx, host)
+				}
+				return
+			}
+		}
+		verdicts[v.host] = v.err
+		delete(pending, v.host)
+	}
+}
+
+// checkHost resolves the host name host under tctx, derived from parent with
+// the Fetcher's timeout, and applies the address policy to its addresses.
+func (f *Fetcher) checkHost(parent, tctx context.Context, host string) *Error {
 	addrs, e := f.lookup(tctx, host)
 	if e != nil {
-		if ce := f.contextError(ctx, tctx); ce != nil {
-			e = ce
+		if tctx.Err() != nil {
+			return f.unresolved(parent, tctx, host)
 		}
-		return e.forURL(rawURL, "")
+		return e
 	}
-	if e := f.checkAddrs(host, addrs); e != nil {
-		return e.forURL(rawURL, "")
+	return f.checkAddrs(host, addrs)
+}
+
+// unresolved is the error of a host name whose lookup did not end before
+// tctx, derived from parent with the Fetcher's timeout, was done.
+func (f *Fetcher) unresolved(parent, tctx context.Context, host string) *Error {
+	if parent.Err() != nil {
+		return f.contextError(parent, tctx)
 	}
-	return nil
+	return newError(ReasonTimeout, tctx.Err(), "the host %q could not be resolved within %s; try again later, or use a url on a host whose name resolves promptly", host, f.timeout)
 }
 
 // Fetch downloads rawURL, following redirects, and returns the body if the

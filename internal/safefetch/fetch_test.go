@@ -56,8 +56,8 @@ func testFetcher(o Options) *Fetcher {
 	if o.blocked == nil {
 		o.blocked = allowLoopback1
 	}
-	if o.resolve == nil {
-		o.resolve = fakeDNS(nil)
+	if o.Resolve == nil {
+		o.Resolve = fakeDNS(nil)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -344,7 +344,7 @@ func TestFetch(t *testing.T) {
 		},
 		{
 			name: "redirect to a name resolving to a blocked address",
-			opts: Options{resolve: fakeDNS(map[string][]string{"internal.test": {"127.0.0.2"}})},
+			opts: Options{Resolve: fakeDNS(map[string][]string{"internal.test": {"127.0.0.2"}})},
 			url:  redirectTo(base, "http://internal.test:"+strconv.Itoa(port)+"/files/x"),
 			want: ReasonBlocked,
 			check: func(t *testing.T, _ *File, e *Error) {
@@ -443,7 +443,7 @@ func TestDNSRebinding(t *testing.T) {
 		hits.Add(1)
 	}))
 	var lookups atomic.Int32
-	f := testFetcher(Options{resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+	f := testFetcher(Options{Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 		if host != "rebind.test" {
 			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 		}
@@ -603,7 +603,7 @@ func TestCheck(t *testing.T) {
 		{url: "http://empty.test/", want: ReasonNetwork, contain: refusedText},
 		{url: "http://broken.test/", want: ReasonNetwork, contain: refusedText},
 	}
-	f := testFetcher(Options{blocked: Blocked, resolve: dns})
+	f := testFetcher(Options{blocked: Blocked, Resolve: dns})
 	for _, tt := range tests {
 		err := f.Check(context.Background(), tt.url)
 		if tt.want == 0 {
@@ -633,7 +633,7 @@ func TestCheck(t *testing.T) {
 	}
 
 	t.Run("allow private", func(t *testing.T) {
-		f := testFetcher(Options{blocked: Blocked, resolve: dns, AllowPrivate: true})
+		f := testFetcher(Options{blocked: Blocked, Resolve: dns, AllowPrivate: true})
 		for _, u := range []string{"http://10.0.0.1/", "http://internal.test/", "http://[::1]:8080/"} {
 			if err := f.Check(context.Background(), u); err != nil {
 				t.Errorf("Check(%q) = %v, want nil", u, err)

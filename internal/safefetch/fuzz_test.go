@@ -48,7 +48,7 @@ func FuzzCheck(f *testing.F) {
 
 	// A resolver that never touches DNS: it blocks names containing
 	// "internal" and lets everything else resolve to a public address.
-	fetcher := New(&Options{resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+	fetcher := New(&Options{Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 		if strings.Contains(host, "internal") {
 			return []netip.Addr{netip.MustParseAddr("10.0.0.1")}, nil
 		}

@@ -45,7 +45,7 @@ func TestRefusedDestinationsLookAlike(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			var logs testenv.Logs
-			f := testFetcher(Options{blocked: Blocked, resolve: dns, Logger: logs.Logger()})
+			f := testFetcher(Options{blocked: Blocked, Resolve: dns, Logger: logs.Logger()})
 			want := ""
 			for _, tt := range tests {
 				u := "http://" + tt.host + "/file.png"
