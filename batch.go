@@ -75,8 +75,10 @@ type BatchItem struct {
 	// the service's side (refunded). Nil on success.
 	Err *Error
 	// Credits is what the item was charged: its API's cost when it succeeded or was
-	// rejected, 0 otherwise (and 0 for every item of a batch whose reservation was
-	// voided before it was settled, which is not charged).
+	// rejected, 0 otherwise (and 0 for every item of a batch that is not charged: one
+	// whose reservation was voided before it was settled, or one sent with an
+	// idempotency key whose record could not be marked before it was charged, see
+	// [IdempotencyOptions]).
 	Credits int64
 }
 
@@ -171,7 +173,7 @@ type preparedBatch struct {
 // runBatch validates the items, and runs the valid ones as one call under the request
 // id req (see CallBatch).
 func (s *Service) runBatch(ctx context.Context, p *Principal, api *catalog.API, raw []any, req billing.RequestID) BatchReply {
-	return s.runPrepared(ctx, p, s.prepareBatch(ctx, p, api, raw), req)
+	return s.runPrepared(ctx, p, s.prepareBatch(ctx, p, api, raw), req, nil)
 }
 
 // prepareBatch validates every item of a batch, and records the invalid ones in the
@@ -206,8 +208,9 @@ func (s *Service) prepareBatch(ctx context.Context, p *Principal, api *catalog.A
 	return pb
 }
 
-// runPrepared runs the valid items of a batch as one call under the request id req.
-func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatch, req billing.RequestID) BatchReply {
+// runPrepared runs the valid items of a batch as one call under the request id req,
+// with settling, if not nil, as its batchRun's.
+func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatch, req billing.RequestID, settling func(context.Context) error) BatchReply {
 	items := pb.items
 	if len(pb.invs) == 0 {
 		// Nothing to run: no admission, but the answer is the caller's only once a
@@ -218,7 +221,7 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 		}
 		return BatchReply{Items: items, Receipt: r.Receipt}
 	}
-	run := &batchRun{request: req, parallel: s.batchParallel, longest: s.batchLongest(len(pb.invs))}
+	run := &batchRun{request: req, parallel: s.batchParallel, longest: s.batchLongest(len(pb.invs)), settling: settling}
 	reply := s.run(ctx, p, pb.invs, run)
 	if reply.Err != nil {
 		return BatchReply{Err: reply.Err, Receipt: reply.Receipt}
@@ -226,7 +229,8 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 	for j, r := range reply.Results {
 		it := &items[pb.of[j]]
 		it.JSON, it.Err = r.JSON, r.Err
-		// A batch charged nothing (its reservation was voided) charges no item.
+		// A batch charged nothing (its reservation was voided, or it was refunded
+		// whole because its idempotency record could not be marked) charges no item.
 		if reply.Receipt.Charged > 0 && (r.Err == nil || r.Err.Code.Charged()) {
 			it.Credits = pb.invs[j].API.Cost
 		}
@@ -263,6 +267,11 @@ type batchRun struct {
 	request  billing.RequestID
 	parallel int
 	longest  time.Duration
+	// settling, if not nil, is called once the invocations have run, before the
+	// settlement; if it fails, the settlement refunds the whole batch, which is then
+	// charged nothing. (A batch with an idempotency key marks its record settling
+	// there: see runIdempotent.)
+	settling func(context.Context) error
 }
 
 // executeBatch runs the invocations of a batch: at most b.parallel at a time, started

@@ -447,61 +447,6 @@ func (h *harness) successor(t *testing.T, keys auth.KeyStore, ledger driver.Ledg
 	return other
 }
 
-// TestCallBatchIdempotentAfterACrash checks a retry of a batch whose instance died after
-// running it, before keeping its answer: refused as running until the claim's lease
-// ends, then run again under the same request id, which the ledger charges once. Died
-// before the settlement, the first run's reservation is voided at its expiry (its
-// credits come back) and the retry, under the voided id, is not charged; died after
-// it, the first run's charge stands and the retry adds none.
-func TestCallBatchIdempotentAfterACrash(t *testing.T) {
-	for _, settled := range []bool{false, true} {
-		name := map[bool]string{false: "died before settling", true: "died after settling"}[settled]
-		t.Run(name, func(t *testing.T) {
-			now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
-			clock := func() time.Time { return now }
-			ledger := memory.NewLedger(nil)
-			keys := memory.NewKeyStore()
-			records := memory.NewIdempotencyStore(nil)
-			opts := tollgate.Options{Now: clock, SweepInterval: -1, CallTimeout: 30 * time.Second, ReservationGrace: 30 * time.Second}
-			dying := opts
-			dying.Idempotency = &tollgate.IdempotencyOptions{Store: forgetfulStore{records}}
-			h := newHarness(t, harnessOptions{ledger: &crashingLedger{Ledger: ledger, settle: settled}, keys: keys, opts: dying})
-			first := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
-			if first.Err != nil {
-				t.Fatal(first.Err)
-			}
-			h.svc.Close() // the instance is gone: its retries of the settlement with it
-
-			other := h.successor(t, keys, ledger, records, opts)
-
-			now = now.Add(10 * time.Second)
-			if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); tollgate.CodeOf(r.Err) != tollgate.CodeConflict {
-				t.Fatalf("a retry within the lease: %v, want conflict (still running)", r.Err)
-			}
-			// One round of items (30s) and the grace (30s): the lease, and the
-			// reservation, end a minute after the first run.
-			now = now.Add(51 * time.Second)
-			retry := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
-			if retry.Err != nil || retry.Replayed {
-				t.Fatalf("a retry after the lease: %v, replayed %v; want the batch run again", retry.Err, retry.Replayed)
-			}
-			want := int64(100) // voided, and the retry under the voided id charged nothing
-			if settled {
-				want = 97 // the first run's charge, once
-			}
-			if got := other.remaining(t); got != want {
-				t.Errorf("balance %d, want %d: charged at most once", got, want)
-			}
-			if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); !r.Replayed {
-				t.Errorf("a third try: %+v, want the kept answer of the retry", r)
-			}
-			if got := other.remaining(t); got != want {
-				t.Errorf("balance %d after the third try, want %d", got, want)
-			}
-		})
-	}
-}
-
 // TestCallBatchIdempotencyRetentionInMessage checks that the refusal of a key sent with
 // another request says for how long the key is kept, in plain units.
 func TestCallBatchIdempotencyRetentionInMessage(t *testing.T) {
@@ -547,9 +492,10 @@ func TestCallBatchIdempotentAllInvalidKeepsNothing(t *testing.T) {
 }
 
 // TestCallBatchIdempotentTakeoverRefused checks a retry that takes over the record of a
-// batch whose instance died after settling it, and is refused as a whole (here by the
-// rate limit): the record keeps its run id, so that the retry that follows is still
-// charged once, rather than run under a new id and charged a second time.
+// batch whose instance, of an earlier release that did not mark records settling, died
+// after settling it, and is refused as a whole (here by the rate limit): the record
+// keeps its run id, so that the retry that follows is still charged once by a ledger
+// that remembers the id, rather than run under a new id and charged a second time.
 func TestCallBatchIdempotentTakeoverRefused(t *testing.T) {
 	now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -559,7 +505,7 @@ func TestCallBatchIdempotentTakeoverRefused(t *testing.T) {
 	plan := billing.Plan{Name: "p", Credits: 100, RatePerMinute: 3, Concurrency: 10}
 	opts := tollgate.Options{Now: clock, SweepInterval: -1, CallTimeout: 30 * time.Second, ReservationGrace: 30 * time.Second}
 	dying := opts
-	dying.Idempotency = &tollgate.IdempotencyOptions{Store: forgetfulStore{records}}
+	dying.Idempotency = &tollgate.IdempotencyOptions{Store: unmarkingStore{forgetfulStore{records}}}
 	h := newHarness(t, harnessOptions{plan: plan, ledger: ledger, keys: keys, opts: dying})
 	if r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil || r.Receipt.Charged != 3 {
 		t.Fatalf("first: %v, charged %d", r.Err, r.Receipt.Charged)
@@ -726,4 +672,12 @@ func TestCallBatchFileURLsOneHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unmarkingStore is the idempotency store of an instance of an earlier release, which
+// did not mark records settling before it charged their runs.
+type unmarkingStore struct{ idempotency.Store }
+
+func (unmarkingStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token) error {
+	return nil
 }

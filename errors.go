@@ -38,7 +38,7 @@ const (
 	CodeMethodNotAllowed
 	// CodeConflict: an admin change conflicts with existing records, or a batch sent
 	// with an idempotency key is still running (or ran, and its answer was too large to
-	// keep).
+	// keep, or was lost with the instance that ran it).
 	CodeConflict
 	// CodeBodyTooLarge: the request body or file exceeds its limit.
 	CodeBodyTooLarge

@@ -39,14 +39,41 @@ import (
 // finds its answer. An answer larger than MaxAnswerBytes is not kept: a retry of its
 // batch is refused with CodeConflict (it ran, and will not run again under that key).
 //
-// If the instance dies between running a batch and keeping its answer, the record
-// stays running until its lease ends (the batch's longest run plus
-// Options.ReservationGrace); the next retry then takes it over and runs the batch again,
-// under the same request id for its credit reservation as the first run, which the
-// ledger charges once: a first run that was settled is not charged again, and one whose
-// reservation was voided at its expiry (its credits given back) leaves the retry
-// uncharged while the ledger remembers the id. Either way the retry's answer is kept and
-// nothing is charged twice; the APIs' handlers do run again, as for any retried call.
+// A batch's record is held for a lease (the batch's longest run plus
+// Options.ReservationGrace, which its credit reservation lasts too); its run's
+// reservation is made under the record's run id; and once its items have run, the
+// record is marked settling before the run is charged:
+//
+//	claim --> reserve --> run the items --> mark settling --> settle --> keep the answer
+//
+// A record still running when its lease ends was left by an instance that died (or was
+// cut off from its stores). Where it died decides what its retries get:
+//
+//	died                            its run                   a retry after the lease
+//	before the mark                 not charged: the          takes the record over and runs the
+//	                                reservation is voided     batch again under the same run id,
+//	                                at its expiry             charged once (nothing while the ledger
+//	                                                          remembers the voided id)
+//	after the mark, before the      not charged: voided       refused with CodeConflict: it ran, and
+//	settlement                      at its expiry             will not run again under that key
+//	after the settlement, before    charged once              refused with CodeConflict, as above
+//	keeping the answer
+//	after keeping the answer        charged once              the kept answer
+//
+// A marked record is never taken over: a ledger remembers a request id only for a
+// while after its settlement (see driver.Ledger), and a second run under an id it has
+// forgotten would be charged again. Its retries are refused until the record expires,
+// and the batch may be sent with a new key. A retry before the lease ends is refused
+// as running, whichever the case. The APIs' handlers of a batch taken over do run
+// again, as for any retried call.
+//
+// If the mark fails (Store is unavailable, or the record was taken over because the
+// run outlived its lease), the run is settled with every item refunded: its answer
+// says it was charged nothing (every item's Credits 0), the statistics count no
+// credits, and a WARN is logged. A later run of the batch under the same id then
+// charges once at most. Its answer is kept if Store takes it; otherwise a retry after
+// the lease takes the record over and runs the batch again.
+//
 // A retry that takes a record over and is refused as a whole keeps the record, and its
 // run id, until its own lease ends: only then may the batch be sent again, under that
 // id.
@@ -123,7 +150,7 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 		// Nothing would run or be charged, and nothing meters such a batch: it keeps
 		// no record (which would fill the store, and push out the records of batches
 		// that were charged), and a retry gets the same answer by validating again.
-		return s.runPrepared(ctx, p, pb, billing.RequestID{})
+		return s.runPrepared(ctx, p, pb, billing.RequestID{}, nil)
 	}
 	fp, err := fingerprint(api.ID, raw)
 	if err != nil {
@@ -148,17 +175,31 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 		return refusedBatch(s.refuse(ctx, p, newError(CodeIdempotencyKeyReused, fmt.Sprintf(
 			"this Idempotency-Key was used for another request (another API or other items) in the last %s: send a new key with a new request",
 			shortDuration(s.idem.retention)), nil), Receipt{}))
+	case idempotency.AnswerLost:
+		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict,
+			"the batch sent with this Idempotency-Key ran, but its answer was lost before it was kept (the instance running it stopped, or lost its store); it will not run again under this key (see your usage for what it was charged): send it with a new key to run it again", nil), Receipt{}))
+	case idempotency.Claimed:
+	default:
+		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency claim", fmt.Errorf("unknown state %d", rec.State)), Receipt{}))
 	}
 	// Claimed: run to the end even if the client hangs up, so that a retry finds the
 	// answer; under the record's run id, which a run taken over after a crash shares
-	// with the first.
+	// with the first. The record is marked settling before the run is charged: from
+	// then on it is never taken over, so no second run can be charged under an id the
+	// ledger may have forgotten.
 	ctx = context.WithoutCancel(ctx)
-	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run))
+	marked := false
+	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run), func(ctx context.Context) error {
+		err := s.idem.store.MarkSettling(ctx, c.ID, c.Token)
+		marked = err == nil
+		return err
+	})
 	if reply.Err != nil && rec.Run != c.Run {
-		// A record taken over after its claimant died keeps its run id, which an
-		// earlier run may have been charged under: forgetting it would let the next
-		// retry run under a new id and be charged again. It stays running until this
-		// claim's lease ends, and is then taken over again.
+		// A record taken over after its claimant died keeps its run id. An unmarked
+		// record's earlier run was charged nothing, but one run by an instance of an
+		// earlier release, which did not mark records, may have been: forgetting the
+		// id would let the next retry run under a new one and be charged again. It
+		// stays running until this claim's lease ends, and is then taken over again.
 		return reply
 	}
 	if reply.Err != nil {
@@ -173,7 +214,11 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 		err = s.idem.store.Complete(ctx, c.ID, c.Token, answer)
 	}
 	if err != nil {
-		s.log.WarnContext(ctx, "tollgate: cannot keep the answer of a batch sent with an idempotency key; a retry after its lease runs it again, charged once",
+		next := "a retry after its lease is refused: it ran, and will not run again under its key"
+		if !marked {
+			next = "a retry after its lease runs it again, charged at most once (this run was charged nothing)"
+		}
+		s.log.WarnContext(ctx, "tollgate: cannot keep the answer of a batch sent with an idempotency key; "+next,
 			"account", p.Account.ID, "request", billing.RequestID(rec.Run).String(), "error", err)
 	}
 	return reply

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 	"github.com/tollgate-dev/tollgate/store"
@@ -735,6 +736,21 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 			out.Failed = append(out.Failed, apis[i])
 		}
 	}
+	refunded := false // the whole call, by a failed settling hook
+	if batch != nil && batch.settling != nil {
+		if err := batch.settling(ctx); err != nil {
+			// Without the mark, a retry may run the batch again under the same request
+			// id, which a ledger that has forgotten it would charge again: this run
+			// charges nothing.
+			out.Refund, out.Failed, refunded = cost, apis, true
+			why := "its idempotency record cannot be marked (the store is unavailable)"
+			if errors.Is(err, idempotency.ErrNotHeld) {
+				why = "its idempotency record was taken over by a retry (the batch outlived its lease)"
+			}
+			s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but "+why+"; it is not charged, so that a retry that runs it again cannot charge it twice",
+				"account", p.Account.ID, "request", t.Request.String(), "error", err)
+		}
+	}
 	b, err := s.meter.Settle(ctx, &t, out)
 	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
 	voided := errors.Is(err, billing.ErrVoided)
@@ -752,7 +768,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
-	s.recordRun(p, now, invs, results, took, voided)
+	s.recordRun(p, now, invs, results, took, voided || refunded)
 	return Reply{Results: results, Receipt: rc}
 }
 

@@ -131,9 +131,10 @@ func usageChannel(p *Principal) string {
 	return p.Channel.String()
 }
 
-// recordRun records the invocations of a call that ran. voided reports a call whose
-// reservation was voided, which is charged nothing.
-func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, results []Result, took []time.Duration, voided bool) {
+// recordRun records the invocations of a call that ran. uncharged reports a call
+// charged nothing whatever its results: its reservation was voided, or it was refunded
+// whole.
+func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, results []Result, took []time.Duration, uncharged bool) {
 	if s.usage == nil {
 		return
 	}
@@ -144,7 +145,7 @@ func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, resul
 		if e := results[i].Err; e != nil {
 			r.Outcome = e.Code.String()
 		}
-		if !voided && (results[i].Err == nil || results[i].Err.Code.Charged()) {
+		if !uncharged && (results[i].Err == nil || results[i].Err.Code.Charged()) {
 			r.Credits = invs[i].API.Cost
 		}
 		s.usage.Record(r)

@@ -6,16 +6,34 @@
 // A request with a key first claims its [Record] in a [Store]. The claim is one atomic
 // step that says what to do:
 //
-//	Claim --> Claimed: run the request, then Complete with the answer (or Abandon
-//	  |                when the request was refused as a whole and may be sent again)
-//	  +-----> Running: another claimant runs it now (a retry that came too early)
+//	Claim --> Claimed: run the request; once it has run, and before it is charged,
+//	  |                MarkSettling; then Complete with the answer (or Abandon, when the
+//	  |                request was refused as a whole before it ran, and may be sent again)
+//	  +-----> Running: another claimant holds it, within its lease (a retry that came
+//	  |                too early)
 //	  +-----> Done: the answer of the first run, to send again
+//	  +-----> AnswerLost: the request ran to its charge, but its claimant stopped before
+//	  |                it kept the answer: it must not run again under this key
 //	  +-----> Mismatch: the key was used for another request
 //
-// A claimant that dies leaves its record Running until the claim's lease ends; the next
-// claim of the same request then takes it over, with the same [Run] id. The service uses
-// that id as the request id of the run's credit reservation, so that the ledger charges
-// a run taken over after a crash at most once (see tollgate.Service.CallBatch).
+// A record's life, under the token of the claimant that holds it:
+//
+//	(none) --Claim--> running --MarkSettling--> settling --Complete--> done
+//	                   |   |                      |
+//	                   |   +--Abandon--> (none)   +--lease ends--> every claim is AnswerLost
+//	                   |
+//	                   +--lease ends--> the next claim takes it over: running, same Run
+//
+// and every record is forgotten at its Expires, whatever its state.
+//
+// A claimant that dies leaves its record running until the claim's lease ends. If it
+// died before it marked the record settling, nothing of its run was charged (the
+// service charges a run only after the mark), and the next claim of the same request
+// takes the record over, with the same [Run] id, which the service uses as the request
+// id of the run's credit reservation. Once marked, the record is never taken over: the
+// run may have been charged, and a ledger remembers a request id only for a while, so
+// a second run under the same id could be charged again. Claims of it then answer
+// AnswerLost until it expires (see tollgate.IdempotencyOptions).
 //
 // A record never holds the client's key itself, nor any credential: it is found by an
 // [ID], a hash of the account and the key, and holds the request's [Fingerprint] (a
@@ -31,8 +49,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"time"
 )
+
+// ErrNotHeld is returned by [Store.MarkSettling] when the token no longer holds the
+// record: another claimant took it over after the token's lease ended, or it is done,
+// abandoned or forgotten. The record is left as it is; the caller must not charge its
+// run, which the new holder may run and charge again.
+var ErrNotHeld = errors.New("idempotency: the record is no longer held by this claimant")
 
 // An ID identifies a record: the SHA-256 of the account and the client's idempotency
 // key (see [NewID]). Keys are scoped to their account: two accounts that pick the same
@@ -79,8 +104,9 @@ type Claim struct {
 	// Now is when the claim is made.
 	Now time.Time
 	// Lease is until when the claimant may run the request: a record still Running
-	// after its lease is taken over by the next claim of the same request. It must
-	// cover the longest run, or a live run could be taken over.
+	// after its lease is taken over by the next claim of the same request, unless it
+	// was marked settling. It must cover the longest run, or a live run could be taken
+	// over.
 	Lease time.Time
 	// Expires is when a record the claim creates is forgotten, whatever its state; it
 	// must not be before Lease. A claim of a forgotten record creates a new one.
@@ -101,12 +127,17 @@ const (
 	Done
 	// Mismatch: the record was made for a request with another fingerprint.
 	Mismatch
+	// AnswerLost: the record was marked settling, and its claimant's lease ended
+	// before it kept the answer (it died, most likely). The request ran and may have
+	// been charged; it must not run again under this record, which stays until its
+	// Expires.
+	AnswerLost
 )
 
 // A Record is the outcome of a claim.
 type Record struct {
 	State State
-	// Run is the run id of the record (Claimed, Running, Done).
+	// Run is the run id of the record (Claimed, Running, Done, AnswerLost).
 	Run Run
 	// Answer is the answer kept by Complete (Done only).
 	Answer []byte
@@ -116,24 +147,40 @@ type Record struct {
 // state across every instance that uses the same store. Errors other than those
 // documented mean the store is unavailable. Every implementation should pass
 // storetest.TestIdempotencyStore.
+//
+// A token holds a record while the record is running (marked settling or not) under
+// that token: from the claim that gave it the token until Complete or Abandon, a
+// takeover by another claim, or the record's Expires.
 type Store interface {
 	// Claim performs c in one atomic step:
-	//   - no record of c.ID, or one past its Expires: create it, Running under c's
-	//     Token, Run, Lease, Expires and Fingerprint, and return Claimed with c.Run;
+	//   - no record of c.ID, or one past its Expires: create it, running under c's
+	//     Token, Run, Lease, Expires and Fingerprint, not marked, and return Claimed
+	//     with c.Run;
 	//   - a record with another fingerprint: return Mismatch;
-	//   - a Done record: return Done with its answer;
-	//   - a Running record whose lease has not ended at c.Now: return Running;
-	//   - a Running record whose lease has ended: give it c's Token and Lease (its
-	//     Run and Expires stay), and return Claimed with its Run.
+	//   - a done record: return Done with its answer;
+	//   - a running record whose lease has not ended at c.Now (marked or not): return
+	//     Running with its Run;
+	//   - a running record whose lease has ended, marked settling: return AnswerLost
+	//     with its Run, and change nothing;
+	//   - a running record whose lease has ended, not marked: give it c's Token and
+	//     Lease (its Run and Expires stay), and return Claimed with its Run.
 	// Of concurrent claims of one ID, at most one is Claimed.
 	Claim(ctx context.Context, c Claim) (Record, error)
-	// Complete keeps answer as the answer of the record of id, which becomes Done, if
-	// token still holds it (Running under token); otherwise it changes nothing and is
-	// not an error (the record was taken over, or has expired). The record keeps its
+	// MarkSettling marks the record of id, if token holds it, as settling: its run has
+	// ended and is about to be charged, so that once its lease ends it is never taken
+	// over (claims answer AnswerLost). It is atomic with Claim, whatever the lease: a
+	// takeover either comes first, and the mark returns ErrNotHeld, or finds the mark.
+	// Marking a record twice is not an error. If token does not hold the record, it
+	// changes nothing and returns ErrNotHeld.
+	MarkSettling(ctx context.Context, id ID, token Token) error
+	// Complete keeps answer as the answer of the record of id, which becomes done, if
+	// token still holds it (marked settling or not); otherwise it changes nothing and
+	// is not an error (the record was taken over, or has expired). The record keeps its
 	// Expires.
 	Complete(ctx context.Context, id ID, token Token, answer []byte) error
-	// Abandon forgets the record of id if token still holds it (Running under token),
-	// so that the request may be sent again with the same key; otherwise it changes
-	// nothing and is not an error.
+	// Abandon forgets the record of id if token still holds it and it is not marked
+	// settling, so that the request may be sent again with the same key (it is for a
+	// request refused as a whole, before it ran); otherwise it changes nothing and is
+	// not an error: a marked record stays, since its run may have been charged.
 	Abandon(ctx context.Context, id ID, token Token) error
 }

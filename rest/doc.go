@@ -71,5 +71,7 @@
 // their rate-limit events (one each) the rate limit. With an Idempotency-Key (1 to 255
 // printable ASCII characters), a retry of a batch that ran gets the first answer,
 // byte for byte, with Idempotent-Replayed: true and nothing charged; the key sent with
-// another body is a 422 (idempotency_key_reused), a retry while the first runs a 409.
+// another body is a 422 (idempotency_key_reused), a retry while the first runs a 409,
+// and so is a retry of a batch that ran but whose answer was not kept (too large, or
+// lost with the instance that ran it), which does not run again under that key.
 package rest

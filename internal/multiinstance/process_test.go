@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -431,11 +433,12 @@ func postBatch(ctx context.Context, url, key, idemKey, api, body string) (int, h
 }
 
 // TestKilledInstanceMidBatch kills an instance with SIGKILL while a batch sent with an
-// Idempotency-Key runs on it. The batch's one reservation is voided at its expiry (one
-// round of items, a call timeout, plus the grace) and every credit comes back, once.
-// Its retry on the surviving instance is refused as running until the claim's lease
-// ends; then it runs again, under the same request id, which the ledger does not charge
-// again since its reservation was voided; and a third try gets the retry's answer.
+// Idempotency-Key runs on it, before it marks its record settling. The batch's one
+// reservation is voided at its expiry (one round of items, a call timeout, plus the
+// grace) and every credit comes back, once. Its retry on the surviving instance is
+// refused as running until the claim's lease ends; then it runs again, under the same
+// request id, which the ledger does not charge again since its reservation was voided;
+// and a third try gets the retry's answer.
 func TestKilledInstanceMidBatch(t *testing.T) {
 	dsn := testenv.Var(t, testenv.Postgres)
 	redisAddr := testenv.Var(t, testenv.Redis)
@@ -482,5 +485,171 @@ func TestKilledInstanceMidBatch(t *testing.T) {
 	}
 	if kinds := ledgerKinds(t, dsn, schema, account); kinds["reserve"] != 1 || kinds["expire"] != 1 || kinds["settle"]+kinds["refund"] != 0 {
 		t.Errorf("ledger %v: want the batch's one reservation, voided once, and nothing settled", kinds)
+	}
+}
+
+// TestKilledInstanceAfterBatchRan kills an instance with SIGKILL once a batch sent with
+// an Idempotency-Key has run on it and marked its record settling: held, by a row lock
+// the test takes in PostgreSQL, before its settlement, or after its settlement, before
+// it keeps the answer. (The statement the lock holds dies with the instance: the test
+// ends its backend before it lets the lock go, as PostgreSQL would once it noticed the
+// connection gone.) Either way the retry on the surviving instance is refused as
+// running until the claim's lease ends, then refused for good, saying the batch will
+// not run again under its key: killed before its settlement, the batch is charged
+// nothing (its reservation is voided at its expiry); after it, once.
+func TestKilledInstanceAfterBatchRan(t *testing.T) {
+	for _, settled := range []bool{false, true} {
+		name := map[bool]string{false: "before its settlement", true: "before keeping its answer"}[settled]
+		t.Run(name, func(t *testing.T) {
+			dsn := testenv.Var(t, testenv.Postgres)
+			redisAddr := testenv.Var(t, testenv.Redis)
+			schema := testenv.PostgresSchema(t, dsn)
+			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+			const account, credits, items, idemKey = "batch-ran", 1000, 4, "ran-1"
+			key := auth.NewKeyValue()
+			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", "redis"}, processTimings...)
+			survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
+			victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+			table := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+			record := idempotency.NewID(account, idemKey)
+			admin := connect(t, dsn)
+
+			body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
+			lost := make(chan error, 1)
+			go func() {
+				status, _, b, err := postBatch(t.Context(), victim.url, key, idemKey, "echo", body)
+				if err == nil {
+					err = fmt.Errorf("answered %d: %s", status, b)
+				}
+				lost <- err
+			}()
+			waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
+			// The items run for 3s: the reservation's row is locked before they end, and
+			// the settlement waits for it.
+			reservation, holder := lockRow(t, dsn, `SELECT 1 FROM `+table("tollgate_reservations")+` WHERE account_id = $1 FOR UPDATE`, account)
+			waitBlocked(t, admin, holder)
+			var marked bool
+			if err := admin.QueryRow(t.Context(), `SELECT settling FROM `+table("tollgate_idempotency")+` WHERE id = $1`, record[:]).Scan(&marked); err != nil || !marked {
+				t.Fatalf("the record while the settlement waits: settling %v (%v), want it marked", marked, err)
+			}
+			held := reservation
+			if settled {
+				// Hold the record instead, and let the settlement go: the answer waits.
+				held, holder = lockRow(t, dsn, `SELECT 1 FROM `+table("tollgate_idempotency")+` WHERE id = $1 FOR UPDATE`, record[:])
+				if err := reservation.Rollback(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				waitBlocked(t, admin, holder)
+				if kinds := ledgerKinds(t, dsn, schema, account); kinds["settle"] != 1 {
+					t.Fatalf("ledger %v while the answer waits: want the batch settled", kinds)
+				}
+			}
+			victim.kill()
+			var ended int
+			if err := admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&ended); err != nil || ended != 1 {
+				t.Fatalf("ending the killed instance's statement: %d backends (%v), want 1", ended, err)
+			}
+			if err := held.Rollback(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+				t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
+			}
+
+			retry := func() (int, string) {
+				t.Helper()
+				status, _, b, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return status, string(b)
+			}
+			if status, b := retry(); status != http.StatusConflict || !strings.Contains(b, "still running") {
+				t.Errorf("a retry at once: %d %s, want 409: the batch is still running as far as anyone knows", status, b)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			var status int
+			var answer string
+			err := testenv.Wait(ctx, func() error {
+				if status, answer = retry(); status == http.StatusConflict && strings.Contains(answer, "still running") {
+					return errors.New("still running")
+				}
+				return nil
+			})
+			if err != nil || status != http.StatusConflict || !strings.Contains(answer, "will not run again under this key") {
+				t.Fatalf("the retry after the lease: %d %s (%v), want 409: it ran, and will not run again", status, answer, err)
+			}
+			if status, b := retry(); status != http.StatusConflict || b != answer {
+				t.Errorf("another retry: %d %s, want the same refusal", status, b)
+			}
+			want := position{remaining: credits, used: 0}
+			if settled {
+				want = position{remaining: credits - items, used: items}
+			}
+			if p, _ := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.inUse == 0 && p.used == want.used }); p != want {
+				t.Errorf("position %+v, want %+v", p, want)
+			}
+			kinds := ledgerKinds(t, dsn, schema, account)
+			if settled && (kinds["reserve"] != 1 || kinds["settle"] != 1 || kinds["expire"]+kinds["refund"] != 0) {
+				t.Errorf("ledger %v: want the batch's one reservation, settled once", kinds)
+			}
+			if !settled && (kinds["reserve"] != 1 || kinds["expire"] != 1 || kinds["settle"]+kinds["refund"] != 0) {
+				t.Errorf("ledger %v: want the batch's one reservation, voided once, and nothing settled", kinds)
+			}
+		})
+	}
+}
+
+// connect opens a connection to dsn, closed when the test ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// lockRow runs query, a SELECT ... FOR UPDATE of one row, in a transaction of a
+// connection of its own, and returns the transaction, which holds the lock until it
+// ends, and the process id of its backend.
+func lockRow(t *testing.T, dsn, query string, args ...any) (pgx.Tx, int) {
+	t.Helper()
+	conn := connect(t, dsn)
+	var pid int
+	if err := conn.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := tx.Exec(t.Context(), query, args...)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("%s: %v rows (%v), want 1 locked", query, tag.RowsAffected(), err)
+	}
+	return tx, pid
+}
+
+// waitBlocked waits until a statement of another backend waits for a lock that the
+// backend pid holds.
+func waitBlocked(t *testing.T, admin *pgx.Conn, pid int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err := testenv.Wait(ctx, func() error {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("nothing waits for the lock")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the killed instance's statement to wait for the lock: %v", err)
 	}
 }

@@ -47,6 +47,7 @@ type idemRecord struct {
 	run         idempotency.Run
 	token       idempotency.Token
 	done        bool
+	settling    bool  // marked by MarkSettling
 	lease       int64 // Unix nanoseconds
 	expires     int64 // Unix nanoseconds
 	answer      []byte
@@ -98,6 +99,8 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 		return idempotency.Record{State: idempotency.Done, Run: r.run, Answer: slices.Clone(r.answer)}, nil
 	case r.lease > now:
 		return idempotency.Record{State: idempotency.Running, Run: r.run}, nil
+	case r.settling:
+		return idempotency.Record{State: idempotency.AnswerLost, Run: r.run}, nil
 	}
 	r.token, r.lease = c.Token, c.Lease.UnixNano()
 	return idempotency.Record{State: idempotency.Claimed, Run: r.run}, nil
@@ -144,37 +147,52 @@ func (s *IdempotencyStore) forget(id idempotency.ID) {
 	}
 }
 
+// MarkSettling marks a record its token holds as settling.
+func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	held, err := s.withHeld(ctx, id, token, func(r *idemRecord) { r.settling = true })
+	if err == nil && !held {
+		err = idempotency.ErrNotHeld
+	}
+	return err
+}
+
 // Complete keeps the answer of a record its token holds.
 func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	_, err := s.withHeld(ctx, id, token, func(r *idemRecord) {
+		r.done, r.answer = true, slices.Clone(answer)
+		s.bytes += len(answer)
+		// Room for the answer: the oldest records go first, this one last.
+		for s.bytes > s.maxBytes {
+			if !s.dropOldest() {
+				break
+			}
+		}
+	})
+	return err
+}
+
+// Abandon forgets a record its token holds, unless it is marked settling.
+func (s *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	_, err := s.withHeld(ctx, id, token, func(r *idemRecord) {
+		if !r.settling {
+			s.forget(id)
+		}
+	})
+	return err
+}
+
+// withHeld calls f, under the store's lock, with the record of id if token holds it
+// (running under token), and reports whether it did.
+func (s *IdempotencyStore) withHeld(ctx context.Context, id idempotency.ID, token idempotency.Token, f func(*idemRecord)) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.records[id]
 	if !ok || r.done || r.token != token {
-		return nil
+		return false, nil
 	}
-	r.done, r.answer = true, slices.Clone(answer)
-	s.bytes += len(answer)
-	// Room for the answer: the oldest records go first, this one last.
-	for s.bytes > s.maxBytes {
-		if !s.dropOldest() {
-			break
-		}
-	}
-	return nil
-}
-
-// Abandon forgets a record its token holds.
-func (s *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r, ok := s.records[id]; ok && !r.done && r.token == token {
-		s.forget(id)
-	}
-	return nil
+	f(r)
+	return true, nil
 }

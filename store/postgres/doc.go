@@ -90,10 +90,10 @@
 //     id, restrictions in their plain JSON form, verbatim.
 //   - tollgate_ended_sessions (id, expires): the sessions signed out before their
 //     expiry, kept by [SessionStore] until it; each EndSession deletes the rows past it.
-//   - tollgate_idempotency (id, fingerprint, run, token, done, lease, expires, answer):
-//     the records of [IdempotencyStore], found by the hash of the account and the
-//     client's key (never the key itself); each claim deletes a few rows past their
-//     expiry.
+//   - tollgate_idempotency (id, fingerprint, run, token, done, lease, expires, answer,
+//     settling): the records of [IdempotencyStore], found by the hash of the account
+//     and the client's key (never the key itself); each claim deletes a few rows past
+//     their expiry.
 //   - tollgate_usage_minute, tollgate_usage_hour and tollgate_usage_day (account_id,
 //     bucket, key_id, api, channel, outcome, calls, credits, latency bigint[], last_at):
 //     the usage buckets, kept by [UsageStore], keyed by the account and the bucket first;

@@ -10,8 +10,8 @@ import (
 // IdempotencyStore is the PostgreSQL [idempotency.Store]: the records of requests sent
 // with an idempotency key, in the table tollgate_idempotency, shared by every instance
 // on the database. A claim is one call of the function tollgate_idem_claim (which also
-// deletes a few records past their expiry); completing or abandoning a record is one
-// statement.
+// deletes a few records past their expiry); marking, completing or abandoning a record
+// is one statement.
 //
 // It holds no state besides its DB and is safe for concurrent use when its DB is.
 // Create it with [NewIdempotencyStore], after [Migrate] has run.
@@ -51,6 +51,19 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 	return rec, nil
 }
 
+// MarkSettling marks a record its token holds as settling, in one statement.
+func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	tag, err := s.db.Exec(ctx, `UPDATE tollgate_idempotency SET settling = true WHERE id = $1 AND token = $2 AND NOT done`,
+		id[:], [16]byte(token))
+	if err != nil {
+		return wrapErr(ctx, err, "idempotency record %s", id)
+	}
+	if tag.RowsAffected() == 0 {
+		return idempotency.ErrNotHeld
+	}
+	return nil
+}
+
 // Complete keeps the answer of a record its token holds, in one statement.
 func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
 	if answer == nil {
@@ -64,9 +77,11 @@ func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, toke
 	return nil
 }
 
-// Abandon forgets a record its token holds, in one statement.
+// Abandon forgets a record its token holds, unless it is marked settling, in one
+// statement.
 func (s *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	_, err := s.db.Exec(ctx, `DELETE FROM tollgate_idempotency WHERE id = $1 AND token = $2 AND NOT done`, id[:], [16]byte(token))
+	_, err := s.db.Exec(ctx, `DELETE FROM tollgate_idempotency WHERE id = $1 AND token = $2 AND NOT done AND NOT settling`,
+		id[:], [16]byte(token))
 	if err != nil {
 		return wrapErr(ctx, err, "idempotency record %s", id)
 	}

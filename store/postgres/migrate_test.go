@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -414,11 +415,10 @@ func TestMigrateSetupMistakes(t *testing.T) {
 	})
 }
 
-// TestMigrateUsageRollups upgrades a schema of version 10 that holds usage: version 11
-// fills the narrowed tables from the full ones, so every query reads the same sums as
-// before the upgrade, whichever table answers it.
-func TestMigrateUsageRollups(t *testing.T) {
-	pool, _ := emptyPool(t)
+// migrateTo brings an empty schema to version last, as a release whose last migration
+// it was did: the migration files up to it, applied in order and recorded.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, last int) {
+	t.Helper()
 	ctx := t.Context()
 	files, err := filepath.Glob("migrations/*.sql")
 	if err != nil {
@@ -430,7 +430,7 @@ func TestMigrateUsageRollups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v > 10 {
+		if v > last {
 			continue
 		}
 		sql, err := os.ReadFile(file)
@@ -446,6 +446,15 @@ func TestMigrateUsageRollups(t *testing.T) {
 		INSERT INTO tollgate_schema_migrations VALUES `+strings.Join(versions, ", ")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMigrateUsageRollups upgrades a schema of version 10 that holds usage: version 11
+// fills the narrowed tables from the full ones, so every query reads the same sums as
+// before the upgrade, whichever table answers it.
+func TestMigrateUsageRollups(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 10)
 	// Usage as version 10 kept it: full rows of two keys, two APIs and two channels.
 	for _, table := range []string{"tollgate_usage_hour", "tollgate_usage_day"} {
 		if _, err := pool.Exec(ctx, `INSERT INTO `+table+`
@@ -481,5 +490,59 @@ func TestMigrateUsageRollups(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMigrateIdempotencySettling upgrades a schema of version 13 that holds idempotency
+// records, one running and one done: version 14 keeps both as they were (the running
+// one, unmarked, is taken over after its lease; the done one answers), and marks and
+// claims then work as the store documents.
+func TestMigrateIdempotencySettling(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 13)
+	s, err := postgres.NewIdempotencyStore(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(key string, now time.Time) (idempotency.Claim, idempotency.Record) {
+		t.Helper()
+		c := idempotency.Claim{ID: idempotency.NewID("acct", key), Now: now, Lease: now.Add(time.Minute), Expires: now.Add(time.Hour)}
+		rand.Read(c.Run[:])
+		rand.Read(c.Token[:])
+		rec, err := s.Claim(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, rec
+	}
+	running, _ := claim("running", t0)
+	done, _ := claim("done", t0)
+	if err := s.Complete(ctx, done.ID, done.Token, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 13: %v", err)
+	}
+	if got := applied(t, pool); !slices.Equal(got, allVersions(t)) {
+		t.Fatalf("applied versions %v, want %v", got, allVersions(t))
+	}
+	later := t0.Add(2 * time.Minute)
+	if _, rec := claim("running", later); rec.State != idempotency.Claimed || rec.Run != running.Run {
+		t.Errorf("the running record after its lease: %+v, want it taken over with its run id", rec)
+	}
+	if _, rec := claim("done", later); rec.State != idempotency.Done || string(rec.Answer) != "kept" {
+		t.Errorf("the done record: %+v, want its answer", rec)
+	}
+	if err := s.MarkSettling(ctx, done.ID, done.Token); !errors.Is(err, idempotency.ErrNotHeld) {
+		t.Errorf("MarkSettling of the done record: %v, want ErrNotHeld", err)
+	}
+	fresh, _ := claim("fresh", later)
+	if err := s.MarkSettling(ctx, fresh.ID, fresh.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, rec := claim("fresh", later.Add(2*time.Minute)); rec.State != idempotency.AnswerLost || rec.Run != fresh.Run {
+		t.Errorf("a marked record after its lease: %+v, want AnswerLost with its run id", rec)
 	}
 }

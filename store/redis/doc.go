@@ -8,8 +8,8 @@
 // "<prefix>:ended-session:<id>", which Redis deletes at the session's expiry; and an
 // [idempotency.Store]: the record of a batch sent with an idempotency key is one hash,
 // "<prefix>:idem:<id>" (the hash of the account and the client's key, never the key
-// itself), claimed, completed and abandoned by one script each, judged on the caller's
-// clock, and deleted by Redis a second after its expiry.
+// itself), claimed by one script and marked, completed or abandoned by another, judged
+// on the caller's clock, and deleted by Redis a second after its expiry.
 //
 // # Compositions
 //

@@ -62,22 +62,37 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Rec
 	return rec, nil
 }
 
+// MarkSettling marks a record its token holds as settling, in one script.
+func (s *Store) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	held, err := s.closeIdem(ctx, id, token, "settling", nil)
+	if err == nil && !held {
+		err = idempotency.ErrNotHeld
+	}
+	return err
+}
+
 // Complete keeps the answer of a record its token holds, in one script.
 func (s *Store) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
-	return s.closeIdem(ctx, id, token, "1", answer)
+	_, err := s.closeIdem(ctx, id, token, "complete", answer)
+	return err
 }
 
-// Abandon forgets a record its token holds, in one script.
+// Abandon forgets a record its token holds, unless it is marked settling, in one
+// script.
 func (s *Store) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	return s.closeIdem(ctx, id, token, "", nil)
+	_, err := s.closeIdem(ctx, id, token, "abandon", nil)
+	return err
 }
 
-func (s *Store) closeIdem(ctx context.Context, id idempotency.ID, token idempotency.Token, complete string, answer []byte) error {
+// closeIdem runs idem_close.lua on the record of id in mode op, and reports whether
+// token held the record.
+func (s *Store) closeIdem(ctx context.Context, id idempotency.ID, token idempotency.Token, op string, answer []byte) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
-	if _, err := s.run(ctx, idemCloseScript, []string{s.idemKey(id)}, token[:], complete, answer); err != nil {
-		return fail(ctx, err, "idempotency record %s", id)
+	reply, err := s.run(ctx, idemCloseScript, []string{s.idemKey(id)}, token[:], op, answer)
+	if err != nil {
+		return false, fail(ctx, err, "idempotency record %s", id)
 	}
-	return nil
+	return asInt(reply) == 1, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,11 +13,12 @@ import (
 	"github.com/tollgate-dev/tollgate/idempotency"
 )
 
-// TestIdempotencyStore checks that an [idempotency.Store] claims, completes and
+// TestIdempotencyStore checks that an [idempotency.Store] claims, marks, completes and
 // abandons records as the interface documents: one claimant at a time, a takeover
-// after the lease with the same run id, answers kept as they were given, the fingerprint
-// guarding the key, records forgotten at their expiry, and concurrent claims of one key
-// granting exactly one.
+// after the lease with the same run id, never of a record marked settling (AnswerLost
+// instead), marks only by the holder, answers kept as they were given, the fingerprint
+// guarding the key, records forgotten at their expiry, concurrent claims of one key
+// granting exactly one, and a mark racing takeovers deciding with them one at a time.
 //
 // newStore is called once per subtest and must return an empty store; it registers any
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
@@ -68,6 +70,27 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 	{"ConcurrentTakeovers",
 		"Of many claims at once of a record whose lease has ended, exactly one takes it over, with the record's run id.",
 		idemConcurrentTakeovers},
+	{"MarkSettlingThenClaim",
+		"A record marked settling is Running to claims within its lease, and AnswerLost with its run id after it, until its expiry: never taken over.",
+		idemMarkThenClaim},
+	{"MarkSettlingNotHeld",
+		"MarkSettling by a token that does not hold the record (another's, one taken over, of a done, abandoned or unknown record) returns ErrNotHeld and changes nothing.",
+		idemMarkNotHeld},
+	{"MarkSettlingTwice",
+		"Marking a record twice is not an error, and it stays marked.",
+		idemMarkTwice},
+	{"CompleteAfterMark",
+		"The holder completes a marked record, before or after its lease ended: every claim then gets the answer.",
+		idemCompleteAfterMark},
+	{"AbandonAfterMark",
+		"Abandon leaves a marked record as it is: Running within its lease, AnswerLost after it.",
+		idemAbandonAfterMark},
+	{"MarkedForgottenAtExpiry",
+		"A marked record is forgotten at its Expires: a claim then creates a new one, with its own run id, not marked (taken over after its lease).",
+		idemMarkedForgotten},
+	{"ConcurrentClaimsAndMark",
+		"A mark and many claims at once of a record whose lease has ended: either the mark comes first (every claim AnswerLost) or a takeover does (the mark ErrNotHeld, one claim Claimed, the others Running).",
+		idemConcurrentClaimsAndMark},
 }
 
 // idemRequest is a request sent with an idempotency key: its record's id and its
@@ -124,6 +147,11 @@ func wantRecord(t *testing.T, what string, got idempotency.Record, state idempot
 func complete(t *testing.T, s idempotency.Store, c idempotency.Claim, answer []byte) {
 	t.Helper()
 	must(t, "Complete", s.Complete(t.Context(), c.ID, c.Token, answer))
+}
+
+func markSettling(t *testing.T, s idempotency.Store, c idempotency.Claim) {
+	t.Helper()
+	must(t, "MarkSettling", s.MarkSettling(t.Context(), c.ID, c.Token))
 }
 
 func idemClaimNew(t *testing.T, s idempotency.Store) {
@@ -271,7 +299,10 @@ func idemCanceled(t *testing.T, s idempotency.Store) {
 	wantRecord(t, "a claim after the canceled one", claim(t, s, c), idempotency.Claimed, c.Run, nil)
 	wantErr(t, "Complete", s.Complete(ctx, c.ID, c.Token, []byte("x")), context.Canceled)
 	wantErr(t, "Abandon", s.Abandon(ctx, c.ID, c.Token), context.Canceled)
-	wantRecord(t, "the record after both", claim(t, s, r.claim(at(time.Second))), idempotency.Running, c.Run, nil)
+	wantErr(t, "MarkSettling", s.MarkSettling(ctx, c.ID, c.Token), context.Canceled)
+	wantRecord(t, "the record after them", claim(t, s, r.claim(at(time.Second))), idempotency.Running, c.Run, nil)
+	next := r.claim(at(idemLease))
+	wantRecord(t, "a claim after the lease (the record was not marked)", claim(t, s, next), idempotency.Claimed, c.Run, nil)
 }
 
 // concurrentClaims sends one claim of r at now from each of many goroutines at once
@@ -331,4 +362,138 @@ func idemConcurrentTakeovers(t *testing.T, s idempotency.Store) {
 	first := r.claim(t0)
 	claim(t, s, first)
 	wantOneClaimed(t, concurrentClaims(t, s, r, at(idemLease+time.Second)), &first.Run)
+}
+
+func idemMarkThenClaim(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	markSettling(t, s, first)
+	for _, d := range []time.Duration{0, time.Minute, idemLease - time.Nanosecond} {
+		wantRecord(t, fmt.Sprintf("a claim %v into the lease", d), claim(t, s, r.claim(at(d))), idempotency.Running, first.Run, nil)
+	}
+	for _, d := range []time.Duration{idemLease, idemLease + time.Second, idemRetention - time.Nanosecond} {
+		wantRecord(t, fmt.Sprintf("a claim %v after the claim", d), claim(t, s, r.claim(at(d))), idempotency.AnswerLost, first.Run, nil)
+	}
+	other := r
+	other.fp[0] ^= 1
+	wantRecord(t, "another request after the lease", claim(t, s, other.claim(at(idemLease))), idempotency.Mismatch, idempotency.Run{}, nil)
+	// The refused claims took nothing: the holder still completes it.
+	complete(t, s, first, []byte("late"))
+	wantRecord(t, "after the holder completed", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Done, first.Run, []byte("late"))
+}
+
+func idemMarkNotHeld(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	stranger := r.claim(t0) // a token that never held it
+	wantErr(t, "MarkSettling by another token", s.MarkSettling(t.Context(), first.ID, stranger.Token), idempotency.ErrNotHeld)
+	second := r.claim(at(idemLease))
+	wantRecord(t, "a claim after the lease (not marked)", claim(t, s, second), idempotency.Claimed, first.Run, nil)
+	wantErr(t, "MarkSettling by the first, taken over", s.MarkSettling(t.Context(), first.ID, first.Token), idempotency.ErrNotHeld)
+	third := r.claim(at(2 * idemLease))
+	wantRecord(t, "a claim after the second's lease (still not marked)", claim(t, s, third), idempotency.Claimed, first.Run, nil)
+
+	done := newIdemRequest()
+	d := done.claim(t0)
+	claim(t, s, d)
+	complete(t, s, d, []byte("kept"))
+	wantErr(t, "MarkSettling of a done record", s.MarkSettling(t.Context(), d.ID, d.Token), idempotency.ErrNotHeld)
+	wantRecord(t, "the done record after it", claim(t, s, done.claim(at(idemLease))), idempotency.Done, d.Run, []byte("kept"))
+
+	abandoned := newIdemRequest()
+	a := abandoned.claim(t0)
+	claim(t, s, a)
+	must(t, "Abandon", s.Abandon(t.Context(), a.ID, a.Token))
+	wantErr(t, "MarkSettling of an abandoned record", s.MarkSettling(t.Context(), a.ID, a.Token), idempotency.ErrNotHeld)
+	again := abandoned.claim(at(time.Second))
+	wantRecord(t, "a claim after it", claim(t, s, again), idempotency.Claimed, again.Run, nil)
+
+	unknown := newIdemRequest().claim(t0)
+	wantErr(t, "MarkSettling of an unknown record", s.MarkSettling(t.Context(), unknown.ID, unknown.Token), idempotency.ErrNotHeld)
+	wantRecord(t, "a claim of it after", claim(t, s, unknown), idempotency.Claimed, unknown.Run, nil)
+}
+
+func idemMarkTwice(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	markSettling(t, s, first)
+	markSettling(t, s, first)
+	wantRecord(t, "a claim after the lease", claim(t, s, r.claim(at(idemLease))), idempotency.AnswerLost, first.Run, nil)
+	// The holder's lease has ended, but nobody could take the record over: it still
+	// holds it.
+	markSettling(t, s, first)
+}
+
+func idemCompleteAfterMark(t *testing.T, s idempotency.Store) {
+	for _, late := range []bool{false, true} {
+		r := newIdemRequest()
+		first := r.claim(t0)
+		claim(t, s, first)
+		markSettling(t, s, first)
+		when := at(time.Second)
+		if late {
+			when = at(idemLease + time.Second)
+			wantRecord(t, "a claim after the lease", claim(t, s, r.claim(when)), idempotency.AnswerLost, first.Run, nil)
+		}
+		complete(t, s, first, []byte("answer"))
+		for _, d := range []time.Duration{0, idemLease, idemLease + time.Minute} {
+			wantRecord(t, fmt.Sprintf("a claim %v later (completed after the lease: %v)", d, late), claim(t, s, r.claim(when.Add(d))), idempotency.Done, first.Run, []byte("answer"))
+		}
+	}
+}
+
+func idemAbandonAfterMark(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	markSettling(t, s, first)
+	must(t, "Abandon of a marked record", s.Abandon(t.Context(), first.ID, first.Token))
+	wantRecord(t, "a claim within the lease", claim(t, s, r.claim(at(time.Second))), idempotency.Running, first.Run, nil)
+	wantRecord(t, "a claim after the lease", claim(t, s, r.claim(at(idemLease))), idempotency.AnswerLost, first.Run, nil)
+}
+
+func idemMarkedForgotten(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	first := r.claim(t0)
+	claim(t, s, first)
+	markSettling(t, s, first)
+	wantRecord(t, "a nanosecond before the expiry", claim(t, s, r.claim(at(idemRetention-time.Nanosecond))), idempotency.AnswerLost, first.Run, nil)
+	fresh := r.claim(at(idemRetention))
+	wantRecord(t, "a claim at the expiry", claim(t, s, fresh), idempotency.Claimed, fresh.Run, nil)
+	wantErr(t, "MarkSettling by the first claimant", s.MarkSettling(t.Context(), first.ID, first.Token), idempotency.ErrNotHeld)
+	next := r.claim(at(idemRetention + idemLease))
+	wantRecord(t, "a claim after the new record's lease", claim(t, s, next), idempotency.Claimed, fresh.Run, nil)
+}
+
+func idemConcurrentClaimsAndMark(t *testing.T, s idempotency.Store) {
+	marked := 0
+	for range 16 {
+		r := newIdemRequest()
+		first := r.claim(t0)
+		claim(t, s, first)
+		var (
+			mark error
+			wg   sync.WaitGroup
+		)
+		wg.Go(func() { mark = s.MarkSettling(t.Context(), first.ID, first.Token) })
+		recs := concurrentClaims(t, s, r, at(idemLease+time.Second))
+		wg.Wait()
+		switch {
+		case mark == nil:
+			marked++
+			for _, rec := range recs {
+				if rec.State != idempotency.AnswerLost || rec.Run != first.Run {
+					t.Errorf("a claim racing a mark that succeeded: %+v, want AnswerLost with run %x", rec, first.Run)
+				}
+			}
+		case errors.Is(mark, idempotency.ErrNotHeld):
+			wantOneClaimed(t, recs, &first.Run)
+		default:
+			t.Errorf("MarkSettling racing claims: %v", mark)
+		}
+	}
+	t.Logf("%d of 16 marks came before the takeovers", marked)
 }

@@ -1,0 +1,263 @@
+package tollgate_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// TestCallBatchIdempotentChargedThenForgotten checks a batch whose instance died after
+// settling it, before keeping its answer, retried once the ledger has forgotten its
+// request id (here a memory ledger that remembers one id, pushed out by one call; a
+// Redis ledger forgets after its retention): the retry is refused, not run again under
+// that id, which the ledger would have charged a second time.
+func TestCallBatchIdempotentChargedThenForgotten(t *testing.T) {
+	now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ledger := memory.NewLedger(&memory.LedgerOptions{Remember: 1})
+	keys := memory.NewKeyStore()
+	records := memory.NewIdempotencyStore(nil)
+	opts := tollgate.Options{Now: clock, SweepInterval: -1, CallTimeout: 30 * time.Second, ReservationGrace: 30 * time.Second}
+	dying := opts
+	dying.Idempotency = &tollgate.IdempotencyOptions{Store: forgetfulStore{records}}
+	h := newHarness(t, harnessOptions{ledger: ledger, keys: keys, opts: dying})
+	if r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil || r.Receipt.Charged != 3 {
+		t.Fatalf("first: %v, charged %d", r.Err, r.Receipt.Charged)
+	}
+	h.svc.Close() // settled, then died before keeping the answer
+
+	other := h.successor(t, keys, ledger, records, opts)
+	now = now.Add(time.Minute)
+	if r := other.call(t.Context(), []string{"ok"}); r.Err != nil {
+		t.Fatal(r.Err) // its settlement pushes the batch's id out of the ledger's memory
+	}
+	now = now.Add(15 * time.Minute)
+	r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
+	if tollgate.CodeOf(r.Err) != tollgate.CodeConflict || !strings.Contains(r.Err.Error(), "will not run again") {
+		t.Errorf("the retry: %v (charged %d), want conflict: the batch ran, and must not run again", r.Err, r.Receipt.Charged)
+	}
+	if got := other.remaining(t); got != 96 {
+		t.Errorf("balance %d, want 96: the batch's 3 credits once, and the call's 1", got)
+	}
+}
+
+// errDied is what the stores of an instance that died answer: its requests never
+// reach them.
+var errDied = errors.New("the instance died")
+
+// deadBeforeMarkStore is the idempotency store of an instance that dies once a batch
+// has run, before it marks the record settling: neither the mark nor the answer
+// reaches the store.
+type deadBeforeMarkStore struct{ forgetfulStore }
+
+func (deadBeforeMarkStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token) error {
+	return errDied
+}
+
+// downStore is an idempotency store that cannot be reached to mark a record, and,
+// unless up, to keep an answer either.
+type downStore struct {
+	idempotency.Store
+	up bool
+}
+
+func (downStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token) error {
+	return fmt.Errorf("dial tcp 10.0.0.7:5432: connection refused: %w", store.ErrUnavailable)
+}
+
+func (d downStore) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	if !d.up {
+		return fmt.Errorf("dial tcp 10.0.0.7:5432: connection refused: %w", store.ErrUnavailable)
+	}
+	return d.Store.Complete(ctx, id, token, answer)
+}
+
+// overtakenStore is an idempotency store in which a retry, on another instance, takes
+// the record over just before the batch marks it (the batch outlived its lease).
+type overtakenStore struct {
+	idempotency.Store
+	last idempotency.Claim
+}
+
+func (o *overtakenStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	o.last = c
+	return o.Store.Claim(ctx, c)
+}
+
+func (o *overtakenStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	c := o.last
+	c.Now, c.Lease = c.Lease, c.Lease.Add(c.Lease.Sub(c.Now))
+	rand.Read(c.Token[:])
+	if rec, err := o.Store.Claim(ctx, c); err != nil || rec.State != idempotency.Claimed {
+		return fmt.Errorf("the retry's takeover: %+v, %v", rec, err)
+	}
+	return o.Store.MarkSettling(ctx, id, token)
+}
+
+// TestCallBatchIdempotentCrashPoints checks, for each point where the instance running
+// a batch sent with an idempotency key may die, and for a mark of its record that
+// fails, what the batch is charged and what its retries get, on a ledger that forgets
+// the batch's request id as soon as it can (it remembers one id; one call pushes the
+// batch's out). The batch, 3 items of 1 credit, runs at t0; its lease and its
+// reservation end at t0+60s; a retry comes at t0+10s, one call at t0+70s, a retry
+// at t0+16m10s and another after it. A run is charged at most once, and never run
+// again once it may have been charged.
+func TestCallBatchIdempotentCrashPoints(t *testing.T) {
+	type outcome string
+	const (
+		running  outcome = "still running"
+		replayed outcome = "replayed"
+		ran      outcome = "ran"
+		refused  outcome = "will not run again"
+	)
+	for _, tc := range []struct {
+		name string
+		// records is the first instance's idempotency store on the records; settles
+		// whether its settlement reaches the ledger; dies whether it is gone after the
+		// batch.
+		records func(idempotency.Store) idempotency.Store
+		settles bool
+		dies    bool
+		// warn is what the first instance logs at WARN, if it lives.
+		warn string
+		// soon is what the retry within the lease gets, later what the retry after the
+		// call gets, then what the try after it gets.
+		soon, later, last outcome
+		// balance is the balance at the end (100 credits, the call's 1 taken).
+		balance int64
+	}{
+		{name: "dies before marking the record",
+			records: func(r idempotency.Store) idempotency.Store { return deadBeforeMarkStore{forgetfulStore{r}} },
+			dies:    true, soon: running, later: ran, last: replayed,
+			balance: 96}, // voided at its expiry; the retry, under the forgotten id, charged once
+		{name: "dies after marking, before settling",
+			records: func(r idempotency.Store) idempotency.Store { return forgetfulStore{r} },
+			dies:    true, soon: running, later: refused, last: refused,
+			balance: 99}, // voided at its expiry, never run again
+		{name: "dies after settling, before keeping the answer",
+			records: func(r idempotency.Store) idempotency.Store { return forgetfulStore{r} },
+			settles: true, dies: true, soon: running, later: refused, last: refused,
+			balance: 96}, // charged once, never run again
+		{name: "the mark fails, the store down until the lease ends",
+			records: func(r idempotency.Store) idempotency.Store { return downStore{Store: r} },
+			settles: true, warn: "cannot be marked", soon: running, later: ran, last: replayed,
+			balance: 96}, // refunded whole; the retry, under the forgotten id, charged once
+		{name: "the mark fails, the store back to keep the answer",
+			records: func(r idempotency.Store) idempotency.Store { return downStore{Store: r, up: true} },
+			settles: true, warn: "cannot be marked", soon: replayed, later: replayed, last: replayed,
+			balance: 99}, // refunded whole, and answered so
+		{name: "the mark is refused, a retry took the record over",
+			records: func(r idempotency.Store) idempotency.Store { return &overtakenStore{Store: r} },
+			settles: true, warn: "taken over", soon: running, later: ran, last: replayed,
+			balance: 96}, // refunded whole; the retry after the taker's lease, charged once
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+			clock := func() time.Time { return now }
+			ledger := memory.NewLedger(&memory.LedgerOptions{Remember: 1})
+			keys := memory.NewKeyStore()
+			records := memory.NewIdempotencyStore(nil)
+			var logs bytes.Buffer
+			opts := tollgate.Options{Now: clock, SweepInterval: -1, CallTimeout: 30 * time.Second, ReservationGrace: 30 * time.Second,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+			first := opts
+			first.Idempotency = &tollgate.IdempotencyOptions{Store: tc.records(records)}
+			first.Usage = &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1, PruneInterval: -1}
+			h := newHarness(t, harnessOptions{ledger: &crashingLedger{Ledger: ledger, settle: tc.settles}, keys: keys, opts: first})
+			r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if tc.dies {
+				h.svc.Close() // the instance is gone: its retries of the settlement with it
+			} else {
+				// It lived, and answered: charged nothing, as its ledger says.
+				wantItems(t, r.Items, []tollgate.Code{success, success, success}, []int64{0, 0, 0})
+				if r.Receipt.Charged != 0 || h.remaining(t) != 100 {
+					t.Errorf("the first answer: charged %d, balance %d; want 0 and 100", r.Receipt.Charged, h.remaining(t))
+				}
+				if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), tc.warn) {
+					t.Errorf("the first instance logged %q, want a WARN saying %q", logs.String(), tc.warn)
+				}
+				if err := h.svc.FlushUsage(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				res, err := h.svc.Usage(t.Context(), usage.Query{Account: "acct", From: now, To: now.Add(time.Hour), Interval: usage.Hour})
+				if err != nil || len(res.Series) != 1 || len(res.Series[0].Points) != 1 ||
+					res.Series[0].Points[0].Calls != 3 || res.Series[0].Points[0].Credits != 0 {
+					t.Errorf("the usage statistics: %+v, %v; want 3 calls, 0 credits", res.Series, err)
+				}
+			}
+			other := h.successor(t, keys, ledger, records, opts)
+			retry := func(when string, want outcome) {
+				t.Helper()
+				r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
+				var got outcome
+				switch {
+				case r.Err == nil && r.Replayed:
+					got = replayed
+				case r.Err == nil:
+					got = ran
+				case tollgate.CodeOf(r.Err) == tollgate.CodeConflict && strings.Contains(r.Err.Error(), string(running)):
+					got = running
+				case tollgate.CodeOf(r.Err) == tollgate.CodeConflict && strings.Contains(r.Err.Error(), string(refused)):
+					got = refused
+				default:
+					t.Fatalf("the retry %s: %v", when, r.Err)
+				}
+				if got != want {
+					t.Errorf("the retry %s: %s (%v), want %s", when, got, r.Err, want)
+				}
+				if got == ran && r.Receipt.Charged != 3 {
+					t.Errorf("the retry %s ran, charged %d, want 3", when, r.Receipt.Charged)
+				}
+			}
+			now = now.Add(10 * time.Second)
+			retry("within the lease", tc.soon)
+			now = now.Add(time.Minute)
+			if r := other.call(t.Context(), []string{"ok"}); r.Err != nil {
+				t.Fatal(r.Err) // it voids what has expired, and its settlement pushes the batch's id out
+			}
+			now = now.Add(15 * time.Minute)
+			retry("after the lease", tc.later)
+			retry("after that", tc.last)
+			if got := other.remaining(t); got != tc.balance {
+				t.Errorf("balance %d, want %d", got, tc.balance)
+			}
+		})
+	}
+}
+
+// futureStore is an idempotency store that answers claims with a state this release
+// does not know.
+type futureStore struct{ idempotency.Store }
+
+func (futureStore) Claim(context.Context, idempotency.Claim) (idempotency.Record, error) {
+	return idempotency.Record{State: idempotency.AnswerLost + 1}, nil
+}
+
+// TestCallBatchIdempotentUnknownState checks that a claim answered with a state the
+// service does not know refuses the batch rather than run it: it may be one that must
+// not run again.
+func TestCallBatchIdempotentUnknownState(t *testing.T) {
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: slog.New(slog.DiscardHandler),
+		Idempotency: &tollgate.IdempotencyOptions{Store: futureStore{memory.NewIdempotencyStore(nil)}}}})
+	if r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); tollgate.CodeOf(r.Err) != tollgate.CodeInternal {
+		t.Errorf("the batch: %v, want internal", r.Err)
+	}
+	if h.ran.Load() != 0 || h.remaining(t) != 100 {
+		t.Errorf("%d runs, balance %d; want none and 100", h.ran.Load(), h.remaining(t))
+	}
+}
