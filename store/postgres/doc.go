@@ -266,7 +266,16 @@
 //     batch fails or commits as a whole, so an error (a lost connection, a deadline)
 //     fails every call in it, while a denial only denies its own step; a call sent in a
 //     batch with others reports the batch's outcome even if its context ends meanwhile
-//     (the batch ends at the latest deadline of its calls).
+//     (the batch ends at the latest deadline of its calls). A batch is decided as a
+//     whole: the rate row, the key's slots and the balance are read once, each step is
+//     judged in order against the running figures as single calls would be one after
+//     the other, and the outcome is written with one statement per table (one update of
+//     the rate row, the slots and the balance, one multi-row insert of the ledger
+//     entries and the reservations; for closings, one delete, one insert, one update),
+//     so that its cost grows little with its size. A batch that holds a replay or a
+//     request id twice, an account split into several shards, a void that is due, a
+//     lease that ends within the batch, or, for closings, a refund, runs its steps one
+//     after the other instead, with the same answers.
 //   - Options.Shards (sub-balances; [Store.SetShards] for an existing account) splits
 //     the balance into K rows: a reservation takes from a random shard that covers it
 //     and is free (FOR UPDATE SKIP LOCKED), else waits for one; when no single shard

@@ -1,0 +1,52 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/tollgate-dev/tollgate/billing/driver"
+)
+
+// AdmitBatch performs steps of one account in one call of tollgate_admit_batch, as a
+// batch of Options.Batch sends them, so that the tests can choose what a batch holds.
+// It returns each step's result and error, as Admit would report them.
+func (s *Store) AdmitBatch(ctx context.Context, account string, steps []driver.Step) ([]driver.StepResult, []error, error) {
+	ps := make([]*admitParams, len(steps))
+	for i := range steps {
+		p, err := newAdmitParams(&steps[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		ps[i] = p
+	}
+	rows, err := s.admitBatch(ctx, account, ps)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, errs := make([]driver.StepResult, len(steps)), make([]error, len(steps))
+	for i := range rows {
+		res[i], errs[i] = rows[i].result(&steps[i])
+	}
+	return res, errs, nil
+}
+
+// CloseBatch performs closings of one account in one call of tollgate_close_batch, and
+// returns each one's balance and error, as Close would report them.
+func (s *Store) CloseBatch(ctx context.Context, account string, cs []driver.Closing) ([]driver.Balance, []error, error) {
+	ps := make([]*closeParams, len(cs))
+	for i := range cs {
+		ps[i] = newCloseParams(&cs[i])
+	}
+	rows, err := s.closeBatch(ctx, account, ps)
+	if err != nil {
+		return nil, nil, err
+	}
+	bs, errs := make([]driver.Balance, len(cs)), make([]error, len(cs))
+	for i, r := range rows {
+		c := cs[i]
+		if c.Settlement != nil {
+			bs[i] = r.b.balance()
+			errs[i] = settleErr(r.status, c.Settlement.Account, c.Request, c.Settlement.Refund, r.reserved)
+		}
+	}
+	return bs, errs, nil
+}
