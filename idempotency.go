@@ -177,7 +177,7 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 			shortDuration(s.idem.retention)), nil), Receipt{}))
 	case idempotency.AnswerLost:
 		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict,
-			"the batch sent with this Idempotency-Key ran, but its answer was lost before it was kept (the instance running it stopped, or lost its store); it will not run again under this key (see your usage for what it was charged): send it with a new key to run it again", nil), Receipt{}))
+			"the batch sent with this Idempotency-Key ran, but its answer was not kept before its lease ended (the instance running it stopped, stalled, or lost its store); it will not run again under this key: retry later with this key in case its answer is still kept, and check your usage for what it was charged before you send it with a new key", nil), Receipt{}))
 	case idempotency.Claimed:
 	default:
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency claim", fmt.Errorf("unknown state %d", rec.State)), Receipt{}))

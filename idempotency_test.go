@@ -261,3 +261,65 @@ func TestCallBatchIdempotentUnknownState(t *testing.T) {
 		t.Errorf("%d runs, balance %d; want none and 100", h.ran.Load(), h.remaining(t))
 	}
 }
+
+// slowComplete is the idempotency store of an instance that is alive but slow between
+// the mark and keeping the answer (its ledger was slow to settle, say): a retry after
+// the lease comes before it keeps the answer.
+type slowComplete struct {
+	idempotency.Store
+	before func()
+}
+
+func (s slowComplete) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	s.before()
+	return s.Store.Complete(ctx, id, token, answer)
+}
+
+// twoInstances starts two instances of a service on one memory ledger, key store and
+// idempotency store, at a clock the test moves: the first reaches the records through
+// wrap (given the records and the clock), the second directly; both keep answers for
+// retention (0: the default).
+func twoInstances(t *testing.T, retention time.Duration, wrap func(idempotency.Store, *time.Time) idempotency.Store) (first, second *harness, now *time.Time) {
+	t.Helper()
+	now = new(time.Time)
+	*now = time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+	ledger := memory.NewLedger(nil)
+	keys := memory.NewKeyStore()
+	records := memory.NewIdempotencyStore(nil)
+	opts := tollgate.Options{Now: func() time.Time { return *now }, SweepInterval: -1, CallTimeout: 30 * time.Second,
+		ReservationGrace: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+	firstOpts := opts
+	firstOpts.Idempotency = &tollgate.IdempotencyOptions{Store: wrap(records, now), Retention: retention}
+	first = newHarness(t, harnessOptions{ledger: ledger, keys: keys, opts: firstOpts})
+	second = first.successor(t, keys, ledger, records, opts)
+	return first, second, now
+}
+
+// TestCallBatchIdempotentAnswerLostWhileAlive checks a retry after the lease of a
+// marked record whose instance is alive, only slow to keep the answer: it is refused,
+// but not told that the answer is gone for good, since the next retry gets it (a
+// client told to send the batch with a new key would pay for it twice).
+func TestCallBatchIdempotentAnswerLostWhileAlive(t *testing.T) {
+	var early tollgate.BatchReply
+	var other *harness
+	h, other, _ := twoInstances(t, 0, func(records idempotency.Store, now *time.Time) idempotency.Store {
+		return slowComplete{Store: records, before: func() {
+			*now = now.Add(2 * time.Minute)
+			early = other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
+		}}
+	})
+	if r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	later := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
+	t.Logf("retry during the slow completion: %v", early.Err)
+	t.Logf("retry after it: replayed %v, err %v", later.Replayed, later.Err)
+	if tollgate.CodeOf(early.Err) != tollgate.CodeConflict || !later.Replayed {
+		t.Fatalf("the retries: %v, then replayed %v; want a conflict, then the kept answer", early.Err, later.Replayed)
+	}
+	// The first retry may not be told the answer is gone for good: it is kept a moment
+	// later, and a client that sent the batch with a new key would pay twice.
+	if msg := early.Err.Error(); strings.Contains(msg, "was lost") || !strings.Contains(msg, "retry later with this key") {
+		t.Errorf("the retry during the slow completion was told %q; want it to say the answer may still be kept", msg)
+	}
+}
