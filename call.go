@@ -70,8 +70,8 @@ type Item struct {
 // [Reply.Err] as they were returned: a front door that returns errors of its own types
 // recognises them there.
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
-	p, err := s.Authenticate(ctx, c)
-	if err != nil {
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Reply{Err: err}
 	}
 	api, err := s.lookup(&p, id)
@@ -122,8 +122,8 @@ type single struct {
 // the schema, say): the reply then has no results, and its receipt the balance. Refusals
 // are answered as for [Service.Call].
 func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
-	p, err := s.Authenticate(ctx, c)
-	if err != nil {
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Reply{Err: err}
 	}
 	list, err := items()

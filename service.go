@@ -477,16 +477,27 @@ type Principal struct {
 // revoked key is still refused on its very next call; a front door that answers a
 // cached principal outside Call uses [Service.Check].
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
-	var (
-		ap  auth.Principal
-		err error
-	)
-	if c.KeyID != "" {
-		ap, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
-	} else {
-		ap, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
+		return Principal{}, err
 	}
-	return s.principal(ap, err, c)
+	return p, nil
+}
+
+// authenticate is Authenticate into *p, for the calls, which keep their Principal (a
+// few hundred bytes) where they made it rather than copy it from call to call. On
+// failure p is left unfinished.
+func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) error {
+	var err error
+	if c.KeyID != "" {
+		p.Principal, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
+	} else {
+		p.Principal, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+	}
+	if err != nil {
+		return s.authError(err)
+	}
+	return s.complete(p, c)
 }
 
 // Check authenticates a caller as [Service.Authenticate] does, and checks a key that
@@ -502,21 +513,18 @@ func (s *Service) Check(ctx context.Context, c Caller) (Principal, error) {
 	return p, err
 }
 
-// principal completes an authentication: the account's plan and the restrictions that
-// depend on how the caller arrived.
-func (s *Service) principal(ap auth.Principal, err error, c Caller) (Principal, error) {
-	if err != nil {
-		return Principal{}, s.authError(err)
-	}
-	plan, ok := s.plans.Lookup(ap.Account.Plan)
+// complete completes an authentication whose p.Principal is set: the account's plan
+// and the restrictions that depend on how the caller arrived.
+func (s *Service) complete(p *Principal, c Caller) error {
+	plan, ok := s.plans.Lookup(p.Account.Plan)
 	if !ok {
-		return Principal{}, s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", ap.Account.ID, ap.Account.Plan))
+		return s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", p.Account.ID, p.Account.Plan))
 	}
-	p := Principal{Principal: ap, Plan: plan, Channel: c.Channel, Addr: c.Addr}
+	p.Plan, p.Channel, p.Addr = plan, c.Channel, c.Addr
 	if err := p.CheckAccess(c.Channel, c.Addr); err != nil {
-		return Principal{}, s.authError(err)
+		return s.authError(err)
 	}
-	return p, nil
+	return nil
 }
 
 func (s *Service) authError(err error) *Error {
@@ -967,8 +975,8 @@ func (s *Service) refresh(ctx context.Context, p *Principal) error {
 	if err != nil {
 		return s.authError(err)
 	}
-	fresh, err := s.principal(ap, nil, Caller{Channel: p.Channel, Addr: p.Addr})
-	if err != nil {
+	fresh := Principal{Principal: ap}
+	if err := s.complete(&fresh, Caller{Channel: p.Channel, Addr: p.Addr}); err != nil {
 		return err
 	}
 	*p = fresh
