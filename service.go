@@ -791,7 +791,9 @@ type who struct{ account, key string }
 // calling goroutine, the others on goroutines of their own. A handler is expected to
 // return once its context is done; one that does not delays the answer but not the
 // accounting, because invoke judges by the context, not by the clock. When usage is
-// recorded, took holds how long each invocation ran (nil otherwise).
+// recorded, took holds how long each invocation ran (nil otherwise). For a call of one
+// API, one (not nil) holds the results, the timing, the context and the handler's
+// request.
 func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation, one *single) (results []Result, took []time.Duration) {
 	var (
 		cc  *callContext
