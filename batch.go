@@ -222,7 +222,7 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 		return BatchReply{Items: items, Receipt: r.Receipt}
 	}
 	run := &batchRun{request: req, parallel: s.batchParallel, longest: s.batchLongest(len(pb.invs)), settling: settling}
-	reply := s.run(ctx, p, pb.invs, run)
+	reply := s.run(ctx, p, pb.invs, run, nil)
 	if reply.Err != nil {
 		return BatchReply{Err: reply.Err, Receipt: reply.Receipt}
 	}
@@ -295,7 +295,7 @@ func (s *Service) executeBatch(parent context.Context, w who, t *billing.Ticket,
 				return
 			}
 			cc := newCallContext(ctx, s.timeout)
-			s.invokeAt(cc, w, invs, i, results, took)
+			s.invokeAt(cc, w, invs, i, results, took, nil)
 			cc.release()
 		}
 	}

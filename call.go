@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -69,8 +70,8 @@ type Item struct {
 // [Reply.Err] as they were returned: a front door that returns errors of its own types
 // recognises them there.
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
-	p, err := s.Authenticate(ctx, c)
-	if err != nil {
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Reply{Err: err}
 	}
 	api, err := s.lookup(&p, id)
@@ -83,11 +84,25 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 			return s.refuse(ctx, &p, err, Receipt{}, id)
 		}
 	}
-	inv, err := s.prepare(ctx, api, in)
-	if err != nil {
+	one := new(single)
+	if one.inv[0], err = s.prepare(ctx, api, in); err != nil {
 		return s.refuse(ctx, &p, err, Receipt{}, id)
 	}
-	return s.run(ctx, &p, []invocation{inv}, nil)
+	return s.run(ctx, &p, one.inv[:], nil, one)
+}
+
+// single is what a call of one API keeps while it runs, in one allocation rather than
+// one for each piece: its invocation, its API's id for the admission, its result and
+// how long it took, the context its handler runs under and the request the handler
+// gets. The reply's Results refer to it, and a handler may keep its context and its
+// request, so it is never reused.
+type single struct {
+	inv    [1]invocation
+	api    [1]string
+	result [1]Result
+	took   [1]time.Duration
+	ctx    callContext
+	req    catalog.Request
 }
 
 // CallAll runs a call to several APIs as one call, as a GraphQL query does: once the
@@ -107,8 +122,8 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 // the schema, say): the reply then has no results, and its receipt the balance. Refusals
 // are answered as for [Service.Call].
 func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
-	p, err := s.Authenticate(ctx, c)
-	if err != nil {
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Reply{Err: err}
 	}
 	list, err := items()
@@ -119,7 +134,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	if err != nil {
 		return s.refuse(ctx, &p, err, Receipt{}, apis...)
 	}
-	reply := s.run(ctx, &p, invs, nil)
+	reply := s.run(ctx, &p, invs, nil, nil)
 	if reply.Results == nil || len(invs) == len(list) {
 		return reply // each item has an invocation of its own, in order
 	}

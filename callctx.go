@@ -24,11 +24,17 @@ type callContext struct {
 // newCallContext returns the context of a call that may last timeout. Timeouts run on
 // the real clock (time.Now), not on the service's injectable business clock.
 func newCallContext(parent context.Context, timeout time.Duration) *callContext {
-	c := &callContext{Context: parent, deadline: time.Now().Add(timeout)}
+	c := new(callContext)
+	c.init(parent, timeout)
+	return c
+}
+
+// init makes c, which was never used, the context of a call that may last timeout.
+func (c *callContext) init(parent context.Context, timeout time.Duration) {
+	c.Context, c.deadline = parent, time.Now().Add(timeout)
 	if d, ok := parent.Deadline(); ok && d.Before(c.deadline) {
 		c.deadline = d
 	}
-	return c
 }
 
 // Deadline returns the call's deadline.

@@ -480,16 +480,27 @@ type Principal struct {
 // revoked key is still refused on its very next call; a front door that answers a
 // cached principal outside Call uses [Service.Check].
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
-	var (
-		ap  auth.Principal
-		err error
-	)
-	if c.KeyID != "" {
-		ap, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
-	} else {
-		ap, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
+		return Principal{}, err
 	}
-	return s.principal(ap, err, c)
+	return p, nil
+}
+
+// authenticate is Authenticate into *p, for the calls, which keep their Principal (a
+// few hundred bytes) where they made it rather than copy it from call to call. On
+// failure p is left unfinished.
+func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) error {
+	var err error
+	if c.KeyID != "" {
+		p.Principal, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
+	} else {
+		p.Principal, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+	}
+	if err != nil {
+		return s.authError(err)
+	}
+	return s.complete(p, c)
 }
 
 // Check authenticates a caller as [Service.Authenticate] does, and checks a key that
@@ -505,21 +516,18 @@ func (s *Service) Check(ctx context.Context, c Caller) (Principal, error) {
 	return p, err
 }
 
-// principal completes an authentication: the account's plan and the restrictions that
-// depend on how the caller arrived.
-func (s *Service) principal(ap auth.Principal, err error, c Caller) (Principal, error) {
-	if err != nil {
-		return Principal{}, s.authError(err)
-	}
-	plan, ok := s.plans.Lookup(ap.Account.Plan)
+// complete completes an authentication whose p.Principal is set: the account's plan
+// and the restrictions that depend on how the caller arrived.
+func (s *Service) complete(p *Principal, c Caller) error {
+	plan, ok := s.plans.Lookup(p.Account.Plan)
 	if !ok {
-		return Principal{}, s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", ap.Account.ID, ap.Account.Plan))
+		return s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", p.Account.ID, p.Account.Plan))
 	}
-	p := Principal{Principal: ap, Plan: plan, Channel: c.Channel, Addr: c.Addr}
+	p.Plan, p.Channel, p.Addr = plan, c.Channel, c.Addr
 	if err := p.CheckAccess(c.Channel, c.Addr); err != nil {
-		return Principal{}, s.authError(err)
+		return s.authError(err)
 	}
-	return p, nil
+	return nil
 }
 
 func (s *Service) authError(err error) *Error {
@@ -666,9 +674,20 @@ type Result struct {
 // API once; a batch (batch not nil) runs each of its items, one rate-limit event each, as
 // b says. Results are in the order of invs. A call the plan refused (rate,
 // concurrency or credits) or that a store could not admit is answered through refuse.
-func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batch *batchRun) Reply {
+// one, when not nil, holds the call's single invocation (invs is one.inv[:]) and is
+// where the call keeps what it would otherwise allocate piece by piece.
+func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batch *batchRun, one *single) Reply {
 	var rc Receipt
-	apis, cost := callCost(invs)
+	var (
+		apis []string
+		cost int64
+	)
+	if one != nil {
+		one.api[0] = invs[0].API.ID
+		apis, cost = one.api[:], invs[0].API.Cost
+	} else {
+		apis, cost = callCost(invs)
+	}
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
 	now := s.now()
@@ -724,7 +743,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		took    []time.Duration
 	)
 	if batch == nil {
-		results, took = s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs)
+		results, took = s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, one)
 	} else {
 		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
 	}
@@ -801,23 +820,37 @@ type who struct{ account, key string }
 // calling goroutine, the others on goroutines of their own. A handler is expected to
 // return once its context is done; one that does not delays the answer but not the
 // accounting, because invoke judges by the context, not by the clock. When usage is
-// recorded, took holds how long each invocation ran (nil otherwise).
-func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation) (results []Result, took []time.Duration) {
-	cc := newCallContext(parent, s.timeout)
+// recorded, took holds how long each invocation ran (nil otherwise). For a call of one
+// API, one (not nil) holds the results, the timing, the context and the handler's
+// request.
+func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation, one *single) (results []Result, took []time.Duration) {
+	var (
+		cc  *callContext
+		req *catalog.Request
+	)
+	if one != nil {
+		cc, req, results = &one.ctx, &one.req, one.result[:]
+		cc.init(parent, s.timeout)
+		if s.usage != nil {
+			took = one.took[:]
+		}
+	} else {
+		cc = newCallContext(parent, s.timeout)
+		results = make([]Result, len(invs))
+		if s.usage != nil {
+			took = make([]time.Duration, len(invs))
+		}
+	}
 	defer cc.release()
 	var ctx context.Context = cc
 	if s.renewEvery > 0 && t.HoldsSlot() {
 		defer s.keepSlot(ctx, w, t, s.renewEvery)()
 	}
-	results = make([]Result, len(invs))
-	if s.usage != nil {
-		took = make([]time.Duration, len(invs))
-	}
 	var others *sync.WaitGroup
 	if len(invs) > 1 {
 		others = s.startOthers(ctx, w, invs, results, took)
 	}
-	s.invokeAt(ctx, w, invs, 0, results, took)
+	s.invokeAt(ctx, w, invs, 0, results, took, req)
 	if others != nil {
 		others.Wait()
 	}
@@ -830,19 +863,20 @@ func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs
 func (s *Service) startOthers(ctx context.Context, w who, invs []invocation, results []Result, took []time.Duration) *sync.WaitGroup {
 	wg := new(sync.WaitGroup)
 	for i := 1; i < len(invs); i++ {
-		wg.Go(func() { s.invokeAt(ctx, w, invs, i, results, took) })
+		wg.Go(func() { s.invokeAt(ctx, w, invs, i, results, took, nil) })
 	}
 	return wg
 }
 
 // invokeAt runs invs[i] into results[i], and times it into took[i] if took is not nil.
-func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration) {
+// req, if not nil, is where the handler's request is made (see invoke).
+func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration, req *catalog.Request) {
 	if took == nil {
-		results[i] = s.invoke(ctx, w, &invs[i])
+		results[i] = s.invoke(ctx, w, &invs[i], req)
 		return
 	}
 	start := s.now()
-	results[i] = s.invoke(ctx, w, &invs[i])
+	results[i] = s.invoke(ctx, w, &invs[i], req)
 	took[i] = s.now().Sub(start)
 }
 
@@ -877,8 +911,9 @@ func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket, e
 }
 
 // invoke runs one invocation: fetches its file in the URL form, then calls the handler,
-// turning a panic into a failure on the service's side.
-func (s *Service) invoke(ctx context.Context, w who, inv *invocation) (r Result) {
+// turning a panic into a failure on the service's side. The handler's request is made
+// in req, or in a new one when req is nil.
+func (s *Service) invoke(ctx context.Context, w who, inv *invocation, req *catalog.Request) (r Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.ErrorContext(ctx, "tollgate: API handler panicked", "api", inv.API.ID, "panic", v, "stack", string(debug.Stack()))
@@ -896,10 +931,14 @@ func (s *Service) invoke(ctx context.Context, w who, inv *invocation) (r Result)
 			return Result{Err: asError(err)}
 		}
 	}
-	data, err := inv.API.Handler.ServeAPI(ctx, &catalog.Request{
+	if req == nil {
+		req = new(catalog.Request)
+	}
+	*req = catalog.Request{
 		API: inv.API, Params: inv.Params, File: file,
 		AccountID: w.account, KeyID: w.key,
-	})
+	}
+	data, err := inv.API.Handler.ServeAPI(ctx, req)
 	if err == nil {
 		if data == nil {
 			data = struct{}{}
@@ -967,8 +1006,8 @@ func (s *Service) refresh(ctx context.Context, p *Principal) error {
 	if err != nil {
 		return s.authError(err)
 	}
-	fresh, err := s.principal(ap, nil, Caller{Channel: p.Channel, Addr: p.Addr})
-	if err != nil {
+	fresh := Principal{Principal: ap}
+	if err := s.complete(&fresh, Caller{Channel: p.Channel, Addr: p.Addr}); err != nil {
 		return err
 	}
 	*p = fresh

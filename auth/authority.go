@@ -90,7 +90,7 @@ func (a *Authority) Authenticate(ctx context.Context, cred Credential, now time.
 	h := HashKey(cred.Value)
 	if a.cache != nil {
 		if key, acct, ok := a.cache.get(h, now); ok {
-			return checkKey(Principal{Account: acct, Key: key, Cached: true}, now)
+			return checked(&Principal{Account: acct, Key: key, Cached: true}, now)
 		}
 	}
 	return a.resolve(ctx, h, now)
@@ -105,7 +105,7 @@ func (a *Authority) resolve(ctx context.Context, h Hash, now time.Time) (Princip
 		}
 		return Principal{}, err
 	}
-	p, err := checkKey(Principal{Account: acct, Key: key}, now)
+	p, err := checked(&Principal{Account: acct, Key: key}, now)
 	if err == nil && a.cache != nil {
 		a.cache.put(key, acct, now)
 	}
@@ -120,7 +120,7 @@ func (a *Authority) resolve(ctx context.Context, h Hash, now time.Time) (Princip
 func (a *Authority) AuthenticateKeyID(ctx context.Context, id string, now time.Time) (Principal, error) {
 	if a.cache != nil {
 		if key, acct, ok := a.cache.getByID(id, now); ok {
-			return checkKey(Principal{Account: acct, Key: key, Cached: true, ByID: true}, now)
+			return checked(&Principal{Account: acct, Key: key, Cached: true, ByID: true}, now)
 		}
 	}
 	return a.resolveID(ctx, id, now)
@@ -133,7 +133,7 @@ func (a *Authority) resolveID(ctx context.Context, id string, now time.Time) (Pr
 	if err == nil {
 		var acct Account
 		if acct, err = a.keys.Account(ctx, key.AccountID); err == nil {
-			p, err := checkKey(Principal{Account: acct, Key: key, ByID: true}, now)
+			p, err := checked(&Principal{Account: acct, Key: key, ByID: true}, now)
 			if err == nil && a.cache != nil {
 				a.cache.put(key, acct, now)
 			}
@@ -183,9 +183,11 @@ func (a *Authority) Refresh(ctx context.Context, p Principal, now time.Time) (Pr
 	return fresh, err
 }
 
-// checkKey refuses a revoked or expired key or account.
-func checkKey(p Principal, now time.Time) (Principal, error) {
-	key, acct := p.Key, p.Account
+// checked returns *p if its key and account may call, else the refusal. (p is a
+// pointer, and the key and account are read in place: a Principal is a few hundred
+// bytes, copied on every call.)
+func checked(p *Principal, now time.Time) (Principal, error) {
+	key, acct := &p.Key, &p.Account
 	switch {
 	case key.Revoked():
 		return Principal{}, denied(ErrKeyRevoked, "the API key has been revoked; use another key of the account")
@@ -194,7 +196,7 @@ func checkKey(p Principal, now time.Time) (Principal, error) {
 	case acct.Restrictions.Expired(now):
 		return Principal{}, denied(ErrKeyExpired, "the account's access expired at "+acct.Restrictions.ExpiresAt().Format(time.RFC3339))
 	}
-	return p, nil
+	return *p, nil
 }
 
 func (a *Authority) authenticateSession(ctx context.Context, token string, now time.Time) (Principal, error) {

@@ -42,21 +42,30 @@ const maxSessionToken = 4096
 // the chosen form's value is not a UUID (for keys) or not three base64url segments (for
 // session tokens).
 func CredentialFrom(h http.Header) (Credential, error) {
-	if v := strings.TrimSpace(h.Get("X-Api-Key")); v != "" {
+	if v := strings.TrimSpace(first(h, "X-Api-Key")); v != "" {
 		return keyCredential(APIKeyHeader, v)
 	}
-	if v := h.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+	if v := first(h, "Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
 		if tok := strings.TrimSpace(v[7:]); tok != "" {
 			return keyCredential(BearerHeader, tok)
 		}
 	}
-	if v := strings.TrimSpace(h.Get("X-Jwt")); v != "" {
+	if v := strings.TrimSpace(first(h, "X-Jwt")); v != "" {
 		if !jwtShaped(v) {
 			return Credential{}, ErrMalformedCredential
 		}
 		return Credential{Kind: SessionHeader, Value: v}, nil
 	}
 	return Credential{}, ErrNoCredential
+}
+
+// first returns the first value of the header with the canonical name key, as
+// h.Get(key) does without canonicalizing key again on every request.
+func first(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func keyCredential(kind CredentialKind, v string) (Credential, error) {

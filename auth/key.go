@@ -42,25 +42,20 @@ func ParseKey(s string) (string, bool) {
 	if len(s) != 36 {
 		return "", false
 	}
-	lower := true
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
+	if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return "", false
+	}
+	var kinds byte // the union of the kinds of the hex digits
+	for _, span := range [...]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
+		for i := 0; i < len(span); i++ {
+			k := hexKind[span[i]]
+			if k == 0 {
 				return "", false
 			}
-			continue
-		}
-		switch {
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
-		case 'A' <= c && c <= 'F':
-			lower = false
-		default:
-			return "", false
+			kinds |= k
 		}
 	}
-	if lower {
+	if kinds&upperHex == 0 {
 		return s, true
 	}
 	b := []byte(s)
@@ -71,6 +66,24 @@ func ParseKey(s string) (string, bool) {
 	}
 	return string(b), true
 }
+
+// The kinds of the bytes of a key's hex digits, in hexKind; 0 is not a hex digit.
+const (
+	lowerHex = 1 << iota // 0-9, a-f
+	upperHex             // A-F
+)
+
+// hexKind is the kind of each byte (a table, since every call parses its key).
+var hexKind = func() (t [256]byte) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = lowerHex
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = lowerHex
+		t[c-'a'+'A'] = upperHex
+	}
+	return t
+}()
 
 // NewKeyValue returns a new random key value: a version 4 UUID from crypto/rand.
 func NewKeyValue() string { return uuid.NewString() }

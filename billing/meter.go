@@ -506,7 +506,10 @@ func (m *Meter) closeGroup(ctx context.Context, adm driver.Admitter, held part, 
 	if adm != nil {
 		c := driver.Closing{Account: account, Request: request, ReleaseSlot: held&partSlot != 0}
 		if held&partCredits != 0 {
-			c.Settlement = s
+			// A copy, so that s, which the Admitter may keep, stays on its owner's
+			// stack when the ledger is no Admitter.
+			settlement := *s
+			c.Settlement = &settlement
 		}
 		return adm.Close(ctx, c)
 	}

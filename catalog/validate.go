@@ -41,21 +41,26 @@ func paramErr(path, format string, args ...any) error {
 // The API must have been compiled by [Compile] or a [Registry].
 func (a *API) ValidateJSON(in map[string]any) (Params, error) {
 	c := a.compiled
-	if err := checkNames(c, in); err != nil {
-		return nil, err
-	}
 	out := make(Params, len(c.params))
+	known := 0 // the parameters given, to tell whether in holds any other name
 	for i := range c.params {
 		p := &c.params[i]
-		if v := in[p.Name]; v != nil {
+		v, given := in[p.Name]
+		if given {
+			known++
+		}
+		if v != nil {
 			got, err := p.fromJSON(v, p.Name)
 			if err != nil {
-				return nil, err
+				return nil, unknownFirst(c, in, err)
 			}
 			out[p.Name] = got
 		} else if err := p.absent(out, ""); err != nil {
-			return nil, err
+			return nil, unknownFirst(c, in, err)
 		}
+	}
+	if known != len(in) {
+		return nil, checkNames(c, in)
 	}
 	return out, nil
 }
@@ -67,23 +72,36 @@ func (a *API) ValidateJSON(in map[string]any) (Params, error) {
 // JSON text. Errors are reported as by [API.ValidateJSON].
 func (a *API) ValidateQuery(in url.Values) (Params, error) {
 	c := a.compiled
-	if err := checkNames(c, in); err != nil {
-		return nil, err
-	}
 	out := make(Params, len(c.params))
+	known := 0 // the parameters given, to tell whether in holds any other name
 	for i := range c.params {
 		p := &c.params[i]
 		if vs, ok := in[p.Name]; ok {
+			known++
 			got, err := p.fromText(vs, p.Name)
 			if err != nil {
-				return nil, err
+				return nil, unknownFirst(c, in, err)
 			}
 			out[p.Name] = got
 		} else if err := p.absent(out, ""); err != nil {
-			return nil, err
+			return nil, unknownFirst(c, in, err)
 		}
 	}
+	if known != len(in) {
+		return nil, checkNames(c, in)
+	}
 	return out, nil
+}
+
+// unknownFirst returns the error of an unknown name in in, if there is one, and else
+// err: an unknown name is reported before a wrong parameter. (The validations count
+// the parameters given rather than look every given name up, and look for the unknown
+// one only on failure.)
+func unknownFirst[V any](c *compiled, in map[string]V, err error) error {
+	if uerr := checkNames(c, in); uerr != nil {
+		return uerr
+	}
+	return err
 }
 
 // checkNames reports the first given name, in sorted order, that is not a parameter.

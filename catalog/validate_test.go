@@ -196,6 +196,7 @@ func TestValidateQuery(t *testing.T) {
 		{withName("bogus", "1"), validateCase{name: "unknown parameter", param: "bogus", reason: "unknown parameter; this API accepts name, color"}},
 		{withName("Name", "abc"), validateCase{name: "names are case-sensitive", param: "Name", reason: "unknown parameter"}},
 		{qv("zeta", "1", "alpha", "2"), validateCase{name: "unknown before missing required", param: "alpha", reason: "unknown parameter"}},
+		{withName("color", "purple", "zeta", "1"), validateCase{name: "unknown before a wrong value", param: "zeta", reason: "unknown parameter"}},
 		{withName("", "1"), validateCase{name: "empty name", param: "", reason: "unknown parameter"}},
 	}
 	for _, tt := range tests {
@@ -315,6 +316,7 @@ var jsonCases = []struct {
 	{`{"name":"abc","bogus":null}`, validateCase{name: "unknown null parameter", param: "bogus", reason: "unknown parameter"}},
 	{`{"zzz":1,"name":"abc","mmm":2,"aaa":3}`, validateCase{name: "first unknown in sorted order", param: "aaa", reason: "unknown parameter"}},
 	{`{"zzz":1}`, validateCase{name: "unknown before missing required", param: "zzz", reason: "unknown parameter"}},
+	{`{"name":"abc","color":"purple","zzz":1}`, validateCase{name: "unknown before a wrong value", param: "zzz", reason: "unknown parameter"}},
 	{`{"name":"a","count":0}`, validateCase{name: "first wrong in declaration order", param: "name", reason: "at least 2"}},
 }
 

@@ -62,6 +62,9 @@ type balance struct {
 	// counted is whether the account has usage counts in its shard since its last
 	// renewal.
 	counted bool
+	// newestHow is how newest ended, so that linking a newer id to it writes its
+	// entry without reading it first.
+	newestHow closed
 	// The remembered request ids, oldest first: oldest, then each one's newer, to
 	// newest.
 	remembered     int
@@ -325,13 +328,10 @@ func (o op) forget(id driver.RequestID, how closed) {
 	if a.remembered == 0 {
 		a.oldest = id
 	} else {
-		k := request{o.i, a.newest}
-		c := done[k]
-		c.newer = id
-		done[k] = c
+		done[request{o.i, a.newest}] = closedID{how: a.newestHow, newer: id}
 	}
 	done[request{o.i, id}] = closedID{how: how}
-	a.newest = id
+	a.newest, a.newestHow = id, how
 	a.remembered++
 	if a.remembered > o.l.remember {
 		k := request{o.i, a.oldest}

@@ -127,25 +127,24 @@ func (c *ConcurrencyLimiter) lock(ctx context.Context, key string, now int64) (*
 	return sh, nil
 }
 
-// hold gives s a lease that ends at end.
+// hold gives s, which is held or counted in inUse already, a lease that ends at end.
 func (sh *slotShard) hold(s slot, end int64) {
-	if _, held := sh.holders[s]; !held {
-		sh.inUse[s.key]++
-	}
 	sh.holders[s] = end
 	sh.due = min(sh.due, end)
 }
 
-// drop frees s, if it is held.
+// drop frees s, if it is held. (Each map is visited as few times as it can be: this
+// runs on every call.)
 func (sh *slotShard) drop(s slot) {
-	if _, held := sh.holders[s]; !held {
-		return
-	}
+	n := len(sh.holders)
 	delete(sh.holders, s)
-	if sh.inUse[s.key] <= 1 {
+	if len(sh.holders) == n {
+		return // s was not held
+	}
+	if c := sh.inUse[s.key]; c <= 1 {
 		delete(sh.inUse, s.key)
 	} else {
-		sh.inUse[s.key]--
+		sh.inUse[s.key] = c - 1
 	}
 }
 
@@ -157,11 +156,17 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string, holder dri
 	}
 	defer sh.mu.Unlock()
 	s := slot{key, holder}
-	if _, held := sh.holders[s]; !held && sh.inUse[key] >= ceiling {
-		return driver.SlotDecision{InUse: sh.inUse[key]}, nil
+	_, held := sh.holders[s]
+	n := sh.inUse[key]
+	if !held {
+		if n >= ceiling {
+			return driver.SlotDecision{InUse: n}, nil
+		}
+		n++
+		sh.inUse[key] = n
 	}
 	sh.hold(s, now.Add(lease).UnixNano())
-	return driver.SlotDecision{Acquired: true, InUse: sh.inUse[key]}, nil
+	return driver.SlotDecision{Acquired: true, InUse: n}, nil
 }
 
 // Release frees holder's slot.
