@@ -99,59 +99,22 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	h.mux.HandleFunc(patternCatalog, h.serveCatalog)
-	h.mux.HandleFunc(patternOpenAPI, h.serveOpenAPI)
-	h.mux.HandleFunc(patternAnalytics, h.serveAnalytics)
-	h.mux.HandleFunc(patternAPI, func(w http.ResponseWriter, r *http.Request) {
-		h.serveAPI(w, r, r.PathValue("api_id"))
-	})
-	h.mux.HandleFunc(patternBatch, h.serveBatch)
-	h.mux.HandleFunc(patternNoRoute, h.serveNoRoute)
+	h.mux.HandleFunc("/v1/catalog", h.serveCatalog)
+	h.mux.HandleFunc("/v1/openapi.json", h.serveOpenAPI)
+	h.mux.HandleFunc("/v1/analytics", h.serveAnalytics)
+	h.mux.HandleFunc("/v1/{api_id}", h.serveAPI)
+	h.mux.HandleFunc("/v1/{api_id}/batch", h.serveBatch)
+	h.mux.HandleFunc("/", h.serveNoRoute)
 	return h, nil
 }
 
-// The patterns of the handler's routes.
-const (
-	patternCatalog   = "/v1/catalog"
-	patternOpenAPI   = "/v1/openapi.json"
-	patternAnalytics = "/v1/analytics"
-	patternAPI       = "/v1/{api_id}"
-	patternBatch     = "/v1/{api_id}/batch"
-	patternNoRoute   = "/"
-)
-
 // ServeHTTP answers CORS preflights (which need no key) and routes every other request.
-// A call of an API, by far the most common request, is routed without the mux when its
-// path is one that the mux would route to the call as it is (see apiPath): the mux's
-// matching costs a call about as much as its rate limit.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
 		h.cors.Preflight(w, r)
 		return
 	}
-	if id, ok := apiPath(r); ok {
-		r.Pattern = patternAPI
-		h.serveAPI(w, r, id)
-		return
-	}
 	h.mux.ServeHTTP(w, r)
-}
-
-// apiPath returns the API id of a request that the mux would route to patternAPI
-// without a redirect, and false for any other request (which the mux then routes): a
-// path /v1/{id} that needs no cleaning, whose id holds no slash, escaped or not, and is
-// not the name of another endpoint. A method the mux treats apart (CONNECT) is left to
-// it.
-func apiPath(r *http.Request) (string, bool) {
-	id, ok := strings.CutPrefix(r.URL.Path, "/v1/")
-	if !ok || r.URL.RawPath != "" || r.Method == http.MethodConnect || strings.IndexByte(id, '/') >= 0 {
-		return "", false
-	}
-	switch id {
-	case "", ".", "..", "catalog", "openapi.json", "analytics": // the mux's other routes under /v1/
-		return "", false
-	}
-	return id, true
 }
 
 // caller performs the edge check and returns how the request arrived. On failure it has
@@ -180,14 +143,14 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.C
 	return p, true
 }
 
-// serveAPI calls the API with the given id. The service runs the call; the handler
-// reads the input the way the API takes it (its method, its query or body, its file).
-func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request, id string) {
+// serveAPI calls one API. The service runs the call; the handler reads the input the
+// way the API takes it (its method, its query or body, its file).
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.caller(w, r, auth.ChannelREST)
 	if !ok {
 		return
 	}
-	reply := h.svc.Call(r.Context(), c, id, func(api *catalog.API) (tollgate.Input, error) {
+	reply := h.svc.Call(r.Context(), c, r.PathValue("api_id"), func(api *catalog.API) (tollgate.Input, error) {
 		if r.Method != api.Method {
 			w.Header().Set("Allow", api.Method+", OPTIONS")
 			return tollgate.Input{}, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
