@@ -158,3 +158,52 @@ func BenchmarkKeyStoreResolve(b *testing.B) {
 func BenchmarkSweep(b *testing.B) {
 	storetest.BenchmarkSweep(b, func(b *testing.B) driver.Ledger { return newStore(b, nil) }, 1000, 100_000)
 }
+
+// BenchmarkRuns measures the calls of one account sent together, as a busy service
+// sends them: each op is n admissions with every part in Redis, in one run of the
+// admission script, then their n closings, in one run of the closing script (the
+// pipelines' runs, made deterministic). Divide by n for a call: what a call costs
+// Redis here (counted with callgrind) does not depend on the load, unlike the runs of
+// BenchmarkAdmitClose/parallel.
+func BenchmarkRuns(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
+			s := newStore(b, &redis.Options{})
+			tmpl := benchAccounts(b, s, 1, true)[0]
+			ops := make([]any, n)
+			var next uint64
+			run := func() {
+				now := time.Now()
+				for i := range ops {
+					next++
+					st := tmpl
+					binary.BigEndian.PutUint64(st.Request[8:], next)
+					c := *st.Credits
+					c.Request = st.Request
+					st.Credits, st.Now = &c, now
+					ops[i] = st
+				}
+				res, errs, _ := s.Together(b.Context(), ops)
+				for i, r := range res {
+					if errs[i] != nil || r.(driver.StepResult).Denied != driver.NotDenied {
+						b.Fatalf("Admit: %+v, %v", r, errs[i])
+					}
+					st := ops[i].(driver.Step)
+					ops[i] = driver.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true,
+						Settlement: &driver.Settlement{Account: st.Account, Request: st.Request,
+							Period: st.Credits.Period, Allowance: st.Credits.Allowance}}
+				}
+				_, errs, _ = s.Together(b.Context(), ops)
+				for _, err := range errs {
+					if err != nil {
+						b.Fatalf("Close: %v", err)
+					}
+				}
+			}
+			run() // loads the scripts
+			for b.Loop() {
+				run()
+			}
+		})
+	}
+}
