@@ -200,13 +200,6 @@ func pair(hi, lo any) int64 {
 	return asInt(hi)*1_000_000_000 + asInt(lo)
 }
 
-func creditsAPIs(c *driver.Reservation) []string {
-	if c == nil {
-		return nil
-	}
-	return c.APIs
-}
-
 // Close frees the slot and settles the reservation of an admitted call in one script,
 // one round trip; freeing the slot alone is one ZREM. The slot is freed even if the
 // settlement is refused (an unknown reservation, a refund above the amount reserved),
