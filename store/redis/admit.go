@@ -2,9 +2,11 @@ package redis
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -53,25 +55,35 @@ func (s *Store) admitted(ctx context.Context, st driver.Step, reply any, runErr 
 // admitCall returns the call of admitScript that performs st, or, with none (no
 // arguments), the result of a step decided without a round trip, or an error. claim is
 // the step's claim to an indexed account (see [Store.indexFirst]), or empty.
+//
+// A step's arguments are two: its member (the request id) and its parameters, one
+// string (see lua/admit.lua), which the calls of one account nearly always share: the
+// script reads a step's parameters only when they differ from the step's before, and
+// Redis and the client pass two arguments a step instead of twenty.
 func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.StepResult, error) {
 	var res driver.StepResult
-	a := s.account(st.Account)
-	mode, sec, nsec := s.clock(st.Now)
-	args := make([]any, 0, 20+len(creditsAPIs(st.Credits)))
-	args = append(args, mode, sec, nsec, st.Request.String())
+	var buf [256]byte
+	p := buf[:0]
+	p = s.appendClock(p, st.Now)
 
+	keyID := ""
 	switch {
 	case st.Key == nil:
-		args = append(args, "", "", "")
+		p = append(p, fieldSep, fieldSep)
 	case st.Key.Account != st.Account:
 		// A key admits calls of its own account only, and its record lives in its
 		// account's slot, which one script over the step's account cannot read.
 		res.Denied, res.Key = driver.DeniedKey, auth.KeyUnknown
 		return scriptCall{}, res, nil
 	case st.Key.KeyID == "":
-		args = append(args, "s", "", "")
+		p = append(p, 's', fieldSep, fieldSep)
 	default:
-		args = append(args, "k", st.Key.KeyID, auth.Hash(st.Key.Hash).String()+"/"+strconv.FormatInt(st.Key.Revision, 10))
+		keyID = st.Key.KeyID
+		p = append(p, 'k', fieldSep)
+		p = hex.AppendEncode(p, st.Key.Hash[:])
+		p = append(p, '/')
+		p = strconv.AppendInt(p, st.Key.Revision, 10)
+		p = append(p, fieldSep)
 	}
 
 	if st.Rate != nil {
@@ -79,18 +91,19 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 		if err != nil {
 			return scriptCall{}, res, err
 		}
-		args = append(args, e, window)
+		p = appendFields(p, e, window)
 	} else {
-		args = append(args, "", "")
+		p = append(p, fieldSep, fieldSep)
 	}
 
 	if st.Slot != nil {
 		us, ttl := leaseArgs(st.Slot.Lease)
-		args = append(args, st.Slot.Ceiling, us, ttl)
+		p = appendFields(p, int64(st.Slot.Ceiling), us, ttl)
 	} else {
-		args = append(args, "", "", "")
+		p = append(p, fieldSep, fieldSep, fieldSep)
 	}
 
+	var apis []string
 	if c := st.Credits; c != nil {
 		switch {
 		case c.Account != st.Account || c.Request != st.Request:
@@ -99,19 +112,27 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 		if err := checkReservation(c); err != nil {
 			return scriptCall{}, res, err
 		}
-		ps, pe := periodArgs(c.Period)
 		// The marker of an open reservation lives until it is settled or voided.
-		args = append(args, c.Amount, ps, pe, c.Allowance, s.open, holdArg(c), claim, len(c.APIs))
-		for _, api := range c.APIs {
-			args = append(args, api)
-		}
+		p = appendFields(p, c.Amount, c.Period.Start.UnixMicro(), c.Period.End.UnixMicro(), c.Allowance)
+		p = append(p, s.open...)
+		p = append(p, fieldSep)
+		p = appendFields(p, c.Expires.Sub(c.Now).Microseconds())
+		apis = c.APIs
 	} else {
-		args = append(args, "", "", "", "", s.retention, "", "", 0)
+		p = append(p, fieldSep, fieldSep, fieldSep, fieldSep)
+		p = append(p, s.retention...)
+		p = append(p, fieldSep, fieldSep)
 	}
+	p = append(p, claim...)
+	p = append(p, fieldSep)
+	p = strconv.AppendInt(p, int64(len(keyID)), 10)
+	p = append(p, fieldSep)
+	p = append(p, keyID...)
+	p = appendList(p, apis)
 
-	return scriptCall{admitScript, a.callKeys(st.Request,
-		kindRecord, kindKeys, kindTat, kindLeases, kindBalance, kindUsage, kindOpen,
-	), args, 7}, res, nil
+	keys := s.account(st.Account).callKeys(st.Request,
+		kindRecord, kindKeys, kindTat, kindLeases, kindBalance, kindUsage, kindOpen)
+	return scriptCall{admitScript, keys, []any{memberOf(keys[len(keys)-1]), string(p)}, 7}, res, nil
 }
 
 // admission returns the outcome of st's step of admitScript from the step's reply, or
@@ -179,13 +200,6 @@ func pair(hi, lo any) int64 {
 	return asInt(hi)*1_000_000_000 + asInt(lo)
 }
 
-func creditsAPIs(c *driver.Reservation) []string {
-	if c == nil {
-		return nil
-	}
-	return c.APIs
-}
-
 // Close frees the slot and settles the reservation of an admitted call in one script,
 // one round trip; freeing the slot alone is one ZREM. The slot is freed even if the
 // settlement is refused (an unknown reservation, a refund above the amount reserved),
@@ -221,12 +235,29 @@ func (s *Store) closeCall(c driver.Closing) (scriptCall, error) {
 	case st.Refund < 0:
 		return scriptCall{}, fmt.Errorf("redis: reservation %s: negative refund: %w", st.Request, store.ErrConflict)
 	}
-	release := ""
-	if c.ReleaseSlot {
-		release = "1"
+	for _, api := range st.Uncount {
+		if strings.IndexByte(api, apiSeparator) >= 0 {
+			return scriptCall{}, fmt.Errorf("redis: reservation %s: API %q: %w", st.Request, api, store.ErrInvalid)
+		}
 	}
-	args := s.settleArgs(*st, append(make([]any, 0, 11+len(st.Uncount)), c.Request.String(), release))
-	return scriptCall{closeScript, a.callKeys(c.Request, kindLeases, kindBalance, kindUsage, kindOpen), args, 4}, nil
+	var buf [160]byte
+	p := buf[:0]
+	if c.ReleaseSlot {
+		p = append(p, '1')
+	}
+	p = append(p, fieldSep)
+	p = appendFields(p, st.Refund, -st.Refund, st.Period.Start.UnixMicro(), st.Period.End.UnixMicro(), st.Allowance)
+	p = append(p, s.retention...)
+	p = append(p, fieldSep)
+	p = append(p, s.open...)
+	p = append(p, fieldSep)
+	if !s.serverClock && !st.Now.IsZero() {
+		p = strconv.AppendInt(p, st.Now.UnixMicro(), 10)
+	}
+	p = append(p, fieldSep)
+	p = appendList(p, st.Uncount)
+	keys := a.callKeys(c.Request, kindLeases, kindBalance, kindUsage, kindOpen)
+	return scriptCall{closeScript, keys, []any{memberOf(keys[len(keys)-1]), string(p)}, 4}, nil
 }
 
 // closing returns the outcome of c from its call's reply, or from the error of its run.

@@ -14,8 +14,8 @@ import (
 )
 
 // What the scripts cost Redis, measured in instructions of Redis 7.0 with callgrind
-// (valgrind --tool=callgrind on redis-server, counting what it spends in EVALSHA while
-// BenchmarkAdmitClose runs), and why the hot path's scripts (lua/admit.lua and
+// (valgrind --tool=callgrind on redis-server, counting what it spends while
+// BenchmarkRuns or BenchmarkAdmitClose runs), and why the hot path's scripts (lua/admit.lua and
 // lua/close.lua) are written as they are.
 //
 // Redis runs a script's whole text on every call, so every function it defines is
@@ -32,11 +32,22 @@ import (
 // read the account's state once for all of them (see lua/admit.lua), reply one flat
 // list, define few helpers, read numbers by arithmetic (s + 0) and format the numbers
 // they send with '%d', which is exact for integers below 2^53, negative ones too, on
-// the 64-bit builds Redis runs on. A paid call (an admission and its closing, every
-// part in Redis) costs about 130,000 instructions in runs of 10 steps and 123,000 in
-// runs of 30, against 246,000 for the scripts of one step each that these replaced; a
-// run of one step costs 269,000, the price of carrying state that it does not share.
-// The other scripts include only the helper groups they call (lua/lib_*.lua).
+// the 64-bit builds Redis runs on. A step passes two arguments, its request id and one
+// string of its parameters, which a run reads (one string.match) only when they
+// differ from the step's before: the calls of one account share them, so a run of 10
+// passes 20 arguments where it passed 200, and parses one set of numbers. A new step's
+// marker is written with SET NX GET, which is also its replay check (see
+// lua/admit.lua). The other scripts include only the helper groups they call
+// (lua/lib_*.lua).
+//
+// A paid call (an admission and its closing, every part in Redis) costs Redis, in all
+// (reading the commands, EVALSHA, writing the replies), about 150,000 instructions in
+// runs of 10 steps (125,000 in EVALSHA) and 385,000 in runs of one step, measured
+// with BenchmarkRuns: before the parameters were one string and the replay check rode
+// on the marker's write, 194,000 (152,000) and 391,000. Start a redis-server under
+// valgrind --tool=callgrind, zero its counts (callgrind_control -z), run
+// BenchmarkRuns/steps=10 with -benchtime=30x and then 230x against it, dump the counts
+// after each (callgrind_control -d), and divide the difference by 2,000 calls.
 
 // BenchmarkAdmitClose measures a call's Redis traffic, one Admit and one Close (two
 // round trips), on the server's clock as in production:
@@ -157,4 +168,53 @@ func BenchmarkKeyStoreResolve(b *testing.B) {
 // BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.
 func BenchmarkSweep(b *testing.B) {
 	storetest.BenchmarkSweep(b, func(b *testing.B) driver.Ledger { return newStore(b, nil) }, 1000, 100_000)
+}
+
+// BenchmarkRuns measures the calls of one account sent together, as a busy service
+// sends them: each op is n admissions with every part in Redis, in one run of the
+// admission script, then their n closings, in one run of the closing script (the
+// pipelines' runs, made deterministic). Divide by n for a call: what a call costs
+// Redis here (counted with callgrind) does not depend on the load, unlike the runs of
+// BenchmarkAdmitClose/parallel.
+func BenchmarkRuns(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
+			s := newStore(b, &redis.Options{})
+			tmpl := benchAccounts(b, s, 1, true)[0]
+			ops := make([]any, n)
+			var next uint64
+			run := func() {
+				now := time.Now()
+				for i := range ops {
+					next++
+					st := tmpl
+					binary.BigEndian.PutUint64(st.Request[8:], next)
+					c := *st.Credits
+					c.Request = st.Request
+					st.Credits, st.Now = &c, now
+					ops[i] = st
+				}
+				res, errs, _ := s.Together(b.Context(), ops)
+				for i, r := range res {
+					if errs[i] != nil || r.(driver.StepResult).Denied != driver.NotDenied {
+						b.Fatalf("Admit: %+v, %v", r, errs[i])
+					}
+					st := ops[i].(driver.Step)
+					ops[i] = driver.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true,
+						Settlement: &driver.Settlement{Account: st.Account, Request: st.Request,
+							Period: st.Credits.Period, Allowance: st.Credits.Allowance}}
+				}
+				_, errs, _ = s.Together(b.Context(), ops)
+				for _, err := range errs {
+					if err != nil {
+						b.Fatalf("Close: %v", err)
+					}
+				}
+			}
+			run() // loads the scripts
+			for b.Loop() {
+				run()
+			}
+		})
+	}
 }

@@ -104,7 +104,16 @@
 //     leases are written step by step, and a step that voids first writes what the
 //     steps before it changed, as they would have. No step reads what is written at the
 //     end, and the run is atomic, so it does exactly what the steps would do one after
-//     the other.
+//     the other. The replay check costs no command of its own where it can: a step is
+//     decided first as a new one; if every part allows it, its marker is written with
+//     SET NX GET, which also says whether it existed; if a part refuses it, EXISTS
+//     looks the marker up. A marker that exists makes the step a replay, decided again
+//     as one (nothing was written for it yet, and what the first decision may have done,
+//     dropping ended leases, voiding, renewing, a replay does as well). A step's
+//     arguments are its request id and one string of its parameters (the key, the
+//     limits, the reservation), which the calls of one account nearly always share: a
+//     run reads them again only when they differ from the step's before (a closing's
+//     arguments likewise).
 //   - Close, the settlement: ZREM the lease and the deadline, and settle the reservation
 //     at most once. One SET of the marker to "d" with XX and GET settles it and reads
 //     what it held: an unknown reservation stays unknown; a voided one ("v") stays
@@ -130,15 +139,15 @@
 // numbers and strings as little as Lua allows, and take many calls' steps in one run,
 // which pays once for what the steps share: the script's invocation, the account's
 // reads and most of its writes (see lua/admit.lua, and the notes in bench_test.go).
-// Measured with callgrind on Redis 7.0, counting the instructions Redis spends in
-// EVALSHA, a paid call with every part in
-// Redis (key check, rate, slot, credits, then its closing) costs about 130,000
-// instructions when its account's calls go out in runs of 10 and 123,000 in runs of
-// 30, against 246,000 for the scripts of one step each that the runs replaced; a run
-// of one step costs 269,000, about 9% more than before, the price of carrying state
-// that it does not share. With calls spread over 1,000 accounts, where runs hold one
-// step, Redis's whole CPU per paid call did not change measurably (63 to 67 µs against
-// 67 to 69 µs, BenchmarkAdmitClose/step=full/accounts=1000/parallel). Redis Functions
+// Measured with callgrind on Redis 7.0 (BenchmarkRuns), a paid call with every part
+// in Redis (key check, rate, slot, credits, then its closing) costs Redis about 150,000
+// instructions in all (125,000 of them in EVALSHA) when its account's calls go out in
+// runs of 10, and 385,000 in runs of one step; before the steps passed their
+// parameters as one string and the replay check rode on the marker's write, 194,000
+// and 391,000. When the runs replaced scripts of one step each, Redis's whole CPU per
+// paid call with calls spread over 1,000 accounts, where runs hold one step, did not
+// change measurably (63 to 67 µs against 67 to 69 µs,
+// BenchmarkAdmitClose/step=full/accounts=1000/parallel). Redis Functions
 // (FUNCTION LOAD, FCALL), whose helpers are created once, saved about 2% on the
 // scripts of one step: not worth loading them on every node and again after every
 // restart or failover.

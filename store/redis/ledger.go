@@ -178,18 +178,6 @@ func parseEntry(entry string) (account, epoch string) {
 	return account, epoch
 }
 
-// settleArgs returns a step's arguments of closeScript after the member and the release
-// flag: refund, -refund, period, allowance, retention, open reservation TTL, now, then
-// the number of APIs to uncount and the APIs.
-func (s *Store) settleArgs(st driver.Settlement, args []any) []any {
-	ps, pe := periodArgs(st.Period)
-	args = append(args, st.Refund, -st.Refund, ps, pe, st.Allowance, s.retention, s.open, s.nowArg(st.Now), len(st.Uncount))
-	for _, api := range st.Uncount {
-		args = append(args, api)
-	}
-	return args
-}
-
 // settleResult maps a settlement's status.
 func settleResult(st int64, b driver.Balance, s driver.Settlement) (driver.Balance, error) {
 	switch st {

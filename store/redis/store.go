@@ -397,13 +397,46 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args
 	return sc.Run(ctx, s.c, keys, args...).Result()
 }
 
-// nowArg returns a closing's now for closeScript: the caller's, in microseconds, on the
-// caller's clock; empty on the server's (a closing then voids nothing).
-func (s *Store) nowArg(now time.Time) string {
-	if s.serverClock || now.IsZero() {
-		return ""
+// fieldSep separates the fields of a step's parameters, the one string a step of
+// admitScript or closeScript passes besides its member (see lua/admit.lua and
+// lua/close.lua). It is byte 30, which no number holds; the one field that could hold
+// it, a key id, is given by its length and the bytes that follow.
+const fieldSep = '\x1e'
+
+// appendFields appends each number in decimal, followed by fieldSep.
+func appendFields(p []byte, ns ...int64) []byte {
+	for _, n := range ns {
+		p = strconv.AppendInt(p, n, 10)
+		p = append(p, fieldSep)
 	}
-	return strconv.FormatInt(now.UnixMicro(), 10)
+	return p
+}
+
+// appendList appends the APIs joined by apiSeparator.
+func appendList(p []byte, apis []string) []byte {
+	for i, api := range apis {
+		if i > 0 {
+			p = append(p, apiSeparator)
+		}
+		p = append(p, api...)
+	}
+	return p
+}
+
+// appendClock appends the clock fields of a step's parameters: the mode, and the
+// caller's now in Unix seconds and nanoseconds (empty on the server's clock).
+func (s *Store) appendClock(p []byte, now time.Time) []byte {
+	if s.serverClock {
+		return append(p, 's', fieldSep, fieldSep, fieldSep)
+	}
+	p = append(p, 'c', fieldSep)
+	return appendFields(p, now.Unix(), int64(now.Nanosecond()))
+}
+
+// memberOf returns the request id of a request's marker key, in hexadecimal: the
+// member by which the request's lease and reservation are known.
+func memberOf(marker string) string {
+	return marker[len(marker)-2*len(driver.RequestID{}):]
 }
 
 // holdArg returns a reservation's hold, Expires-Now, in microseconds.
