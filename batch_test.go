@@ -678,6 +678,6 @@ func TestCallBatchFileURLsOneHost(t *testing.T) {
 // did not mark records settling before it charged their runs.
 type unmarkingStore struct{ idempotency.Store }
 
-func (unmarkingStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token) error {
+func (unmarkingStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token, time.Time) error {
 	return nil
 }

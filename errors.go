@@ -38,7 +38,8 @@ const (
 	CodeMethodNotAllowed
 	// CodeConflict: an admin change conflicts with existing records, or a batch sent
 	// with an idempotency key is still running (or ran, and its answer was too large to
-	// keep, or was lost with the instance that ran it).
+	// keep, or was lost with the instance that ran it, or ran past its lease while
+	// another run of its key took over, and was not charged).
 	CodeConflict
 	// CodeBodyTooLarge: the request body or file exceeds its limit.
 	CodeBodyTooLarge

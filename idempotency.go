@@ -67,12 +67,31 @@ import (
 // as running, whichever the case. The APIs' handlers of a batch taken over do run
 // again, as for any retried call.
 //
-// If the mark fails (Store is unavailable, or the record was taken over because the
-// run outlived its lease), the run is settled with every item refunded: its answer
-// says it was charged nothing (every item's Credits 0), the statistics count no
-// credits, and a WARN is logged. A later run of the batch under the same id then
-// charges once at most. Its answer is kept if Store takes it; otherwise a retry after
-// the lease takes the record over and runs the batch again.
+// If the mark fails, the run is not settled, so that what each answer says is what the
+// ledger does: only its concurrency slot is freed, and its reservation stays open,
+// until a retry that takes the record over (under the same run id) settles it with its
+// own answer, or until it expires and is voided. The run is charged nothing, and the
+// statistics count its items with no credits; a WARN is logged:
+//
+//	the mark fails because          the batch's answer         a retry after the lease
+//	Store is unavailable            its items, charged 0,      takes the record over and runs the
+//	                                every item's Credits 0     batch under the same run id: its
+//	                                                           answer says what its settlement of
+//	                                                           the reservation charged (nothing if
+//	                                                           the ledger remembers the id as voided)
+//	the run outlived its lease:     CodeConflict: it ran,      gets the taker's answer (or is refused
+//	a retry took the record over    another run took over,     as running while the taker runs); or,
+//	(ErrNotHeld), or it expired     this run is not charged    the record expired, runs the batch
+//	                                                           once under a new record
+//
+// The answer of a run whose mark failed for an unavailable Store is kept if Store takes
+// it (its retries then get "charged 0", and the reservation is voided at its expiry).
+//
+// A record is kept for Retention, and at least for Options.ReservationGrace after its
+// lease ends: a run marked (and charged) just before its lease ended is refused or
+// replayed for that grace, rather than run again under a new run id once the record
+// is forgotten; and a run that marks its record after the record expired fails its
+// mark (ErrNotHeld, above) and is not charged.
 //
 // A retry that takes a record over and is refused as a whole keeps the record, and its
 // run id, until its own lease ends: only then may the batch be sent again, under that
@@ -85,8 +104,9 @@ type IdempotencyOptions struct {
 	// postgres.NewIdempotencyStore or a redis.Store for a deployment of several. It is
 	// required.
 	Store idempotency.Store
-	// Retention is how long an answer is kept. The default is
-	// [DefaultIdempotencyRetention].
+	// Retention is how long an answer is kept: a record is kept for Retention, and at
+	// least until Options.ReservationGrace after its batch's lease ends. The default
+	// is [DefaultIdempotencyRetention].
 	Retention time.Duration
 	// MaxAnswerBytes caps the size of an answer kept (its items' results, as JSON).
 	// The default is [DefaultIdempotencyMaxAnswer].
@@ -158,7 +178,10 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	}
 	c := idempotency.Claim{ID: idempotency.NewID(p.Account.ID, key), Fingerprint: fp, Now: s.now()}
 	c.Lease = c.Now.Add(s.batchLongest(len(pb.invs)) + s.grace)
-	c.Expires = c.Now.Add(max(s.idem.retention, c.Lease.Sub(c.Now)))
+	// The record outlives the lease by a grace at least, so that a run marked just
+	// before its lease ended (and charged) is refused for that grace rather than run
+	// again under a new run id when a short Retention would forget it at the lease.
+	c.Expires = c.Now.Add(max(s.idem.retention, c.Lease.Sub(c.Now)+s.grace))
 	c.Run = idempotency.Run(s.ids.next())
 	rand.Read(c.Token[:]) // never fails (crypto/rand)
 	rec, err := s.idem.store.Claim(ctx, c)
@@ -188,12 +211,17 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	// then on it is never taken over, so no second run can be charged under an id the
 	// ledger may have forgotten.
 	ctx = context.WithoutCancel(ctx)
-	marked := false
+	marked, lost := false, false
 	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run), func(ctx context.Context) error {
-		err := s.idem.store.MarkSettling(ctx, c.ID, c.Token)
-		marked = err == nil
+		err := s.idem.store.MarkSettling(ctx, c.ID, c.Token, s.now())
+		marked, lost = err == nil, errors.Is(err, idempotency.ErrNotHeld)
 		return err
 	})
+	if lost {
+		// It ran, but outlived its lease: the record is another run's now (or expired),
+		// and this run was not settled (see Service.unsettled).
+		return reply
+	}
 	if reply.Err != nil && rec.Run != c.Run {
 		// A record taken over after its claimant died keeps its run id. An unmarked
 		// record's earlier run was charged nothing, but one run by an instance of an

@@ -62,7 +62,7 @@ var errDied = errors.New("the instance died")
 // reaches the store.
 type deadBeforeMarkStore struct{ forgetfulStore }
 
-func (deadBeforeMarkStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token) error {
+func (deadBeforeMarkStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token, time.Time) error {
 	return errDied
 }
 
@@ -73,7 +73,7 @@ type downStore struct {
 	up bool
 }
 
-func (downStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token) error {
+func (downStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token, time.Time) error {
 	return fmt.Errorf("dial tcp 10.0.0.7:5432: connection refused: %w", store.ErrUnavailable)
 }
 
@@ -96,14 +96,14 @@ func (o *overtakenStore) Claim(ctx context.Context, c idempotency.Claim) (idempo
 	return o.Store.Claim(ctx, c)
 }
 
-func (o *overtakenStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+func (o *overtakenStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
 	c := o.last
 	c.Now, c.Lease = c.Lease, c.Lease.Add(c.Lease.Sub(c.Now))
 	rand.Read(c.Token[:])
 	if rec, err := o.Store.Claim(ctx, c); err != nil || rec.State != idempotency.Claimed {
 		return fmt.Errorf("the retry's takeover: %+v, %v", rec, err)
 	}
-	return o.Store.MarkSettling(ctx, id, token)
+	return o.Store.MarkSettling(ctx, id, token, now)
 }
 
 // TestCallBatchIdempotentCrashPoints checks, for each point where the instance running
@@ -130,8 +130,11 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 		records func(idempotency.Store) idempotency.Store
 		settles bool
 		dies    bool
-		// warn is what the first instance logs at WARN, if it lives.
-		warn string
+		// warn is what the first instance logs at WARN, if it lives; conflict whether
+		// it answers the batch as a whole with CodeConflict (its record was taken
+		// over), rather than with its items.
+		warn     string
+		conflict bool
 		// soon is what the retry within the lease gets, later what the retry after the
 		// call gets, then what the try after it gets.
 		soon, later, last outcome
@@ -153,15 +156,15 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 		{name: "the mark fails, the store down until the lease ends",
 			records: func(r idempotency.Store) idempotency.Store { return downStore{Store: r} },
 			settles: true, warn: "cannot be marked", soon: running, later: ran, last: replayed,
-			balance: 96}, // refunded whole; the retry, under the forgotten id, charged once
+			balance: 96}, // not settled: voided at its expiry; the retry, under the forgotten id, charged once
 		{name: "the mark fails, the store back to keep the answer",
 			records: func(r idempotency.Store) idempotency.Store { return downStore{Store: r, up: true} },
 			settles: true, warn: "cannot be marked", soon: replayed, later: replayed, last: replayed,
-			balance: 99}, // refunded whole, and answered so
+			balance: 99}, // not settled: voided at its expiry, and answered so
 		{name: "the mark is refused, a retry took the record over",
 			records: func(r idempotency.Store) idempotency.Store { return &overtakenStore{Store: r} },
-			settles: true, warn: "taken over", soon: running, later: ran, last: replayed,
-			balance: 96}, // refunded whole; the retry after the taker's lease, charged once
+			settles: true, warn: "taken over", conflict: true, soon: running, later: ran, last: replayed,
+			balance: 96}, // not settled: voided at its expiry; the retry after the taker's lease, charged once
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
@@ -177,16 +180,26 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 			first.Usage = &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1, PruneInterval: -1}
 			h := newHarness(t, harnessOptions{ledger: &crashingLedger{Ledger: ledger, settle: tc.settles}, keys: keys, opts: first})
 			r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
-			if r.Err != nil {
+			switch {
+			case tc.conflict:
+				if tollgate.CodeOf(r.Err) != tollgate.CodeConflict || r.Items != nil || r.Receipt.Charged != 0 ||
+					!strings.Contains(r.Err.Error(), "not charged") {
+					t.Errorf("the first answer: %v, %d items, charged %d; want a conflict saying it is not charged, no items",
+						r.Err, len(r.Items), r.Receipt.Charged)
+				}
+			case r.Err != nil:
 				t.Fatal(r.Err)
 			}
 			if tc.dies {
 				h.svc.Close() // the instance is gone: its retries of the settlement with it
 			} else {
-				// It lived, and answered: charged nothing, as its ledger says.
-				wantItems(t, r.Items, []tollgate.Code{success, success, success}, []int64{0, 0, 0})
-				if r.Receipt.Charged != 0 || h.remaining(t) != 100 {
-					t.Errorf("the first answer: charged %d, balance %d; want 0 and 100", r.Receipt.Charged, h.remaining(t))
+				// It lived, and answered: charged nothing, as its ledger says once its
+				// reservation, left open, is voided.
+				if !tc.conflict {
+					wantItems(t, r.Items, []tollgate.Code{success, success, success}, []int64{0, 0, 0})
+				}
+				if r.Receipt.Charged != 0 {
+					t.Errorf("the first answer: charged %d, want 0", r.Receipt.Charged)
 				}
 				if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), tc.warn) {
 					t.Errorf("the first instance logged %q, want a WARN saying %q", logs.String(), tc.warn)
@@ -278,7 +291,7 @@ func (s slowComplete) Complete(ctx context.Context, id idempotency.ID, token ide
 // twoInstances starts two instances of a service on one memory ledger, key store and
 // idempotency store, at a clock the test moves: the first reaches the records through
 // wrap (given the records and the clock), the second directly; both keep answers for
-// retention (0: the default).
+// retention (0: the default), and record usage in one store.
 func twoInstances(t *testing.T, retention time.Duration, wrap func(idempotency.Store, *time.Time) idempotency.Store) (first, second *harness, now *time.Time) {
 	t.Helper()
 	now = new(time.Time)
@@ -287,7 +300,8 @@ func twoInstances(t *testing.T, retention time.Duration, wrap func(idempotency.S
 	keys := memory.NewKeyStore()
 	records := memory.NewIdempotencyStore(nil)
 	opts := tollgate.Options{Now: func() time.Time { return *now }, SweepInterval: -1, CallTimeout: 30 * time.Second,
-		ReservationGrace: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+		ReservationGrace: 30 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1, PruneInterval: -1}}
 	firstOpts := opts
 	firstOpts.Idempotency = &tollgate.IdempotencyOptions{Store: wrap(records, now), Retention: retention}
 	first = newHarness(t, harnessOptions{ledger: ledger, keys: keys, opts: firstOpts})
@@ -321,5 +335,193 @@ func TestCallBatchIdempotentAnswerLostWhileAlive(t *testing.T) {
 	// later, and a client that sent the batch with a new key would pay twice.
 	if msg := early.Err.Error(); strings.Contains(msg, "was lost") || !strings.Contains(msg, "retry later with this key") {
 		t.Errorf("the retry during the slow completion was told %q; want it to say the answer may still be kept", msg)
+	}
+}
+
+// scriptedStore is the idempotency store of a first instance whose timing a test
+// scripts: its claim takes claimTakes (so that its reservation, made after the claim,
+// ends that long after its lease); it marks the record markAt after the claim, once
+// meanwhile (a retry on another instance, say), if not nil, has run; and, if down, it
+// cannot reach the store to mark the record nor to keep the answer.
+type scriptedStore struct {
+	idempotency.Store
+	now                *time.Time
+	claimTakes, markAt time.Duration
+	meanwhile          func()
+	down               bool
+	claimed            time.Time
+}
+
+func (s *scriptedStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	s.claimed = c.Now
+	rec, err := s.Store.Claim(ctx, c)
+	*s.now = s.now.Add(s.claimTakes)
+	return rec, err
+}
+
+func (s *scriptedStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, _ time.Time) error {
+	*s.now = s.claimed.Add(s.markAt)
+	if s.meanwhile != nil {
+		s.meanwhile()
+	}
+	if s.down {
+		return fmt.Errorf("dial tcp 10.0.0.7:5432: connection refused: %w", store.ErrUnavailable)
+	}
+	return s.Store.MarkSettling(ctx, id, token, *s.now)
+}
+
+func (s *scriptedStore) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	if s.down {
+		return fmt.Errorf("dial tcp 10.0.0.7:5432: connection refused: %w", store.ErrUnavailable)
+	}
+	return s.Store.Complete(ctx, id, token, answer)
+}
+
+// TestCallBatchIdempotentReceiptsMatchLedger checks, for the orderings of a first run
+// and a retry of a batch sent with an idempotency key that a failed mark, a slow or
+// stalled instance, or a retention shorter than the lease allow, that every answer
+// (the first, the retries, a replay of the kept answer) says what the ledger did: an
+// answer with items says what it was charged, the sum of its items' credits; one
+// refused as a whole says 0; the charges of the runs, and the credits of the usage
+// statistics, add up to what the balance lost; and a replay says what the run it
+// replays said. The batch is 3 items of 1 credit, on a balance of 100; its lease is
+// 60 s (a call timeout of 30 s and a grace of 30 s), its record kept for a grace of
+// 30 s after the lease at least.
+func TestCallBatchIdempotentReceiptsMatchLedger(t *testing.T) {
+	const (
+		ran      = "ran"
+		replayed = "replayed"
+		conflict = "conflict"
+	)
+	type answer struct {
+		who, what string
+		charged   int64
+	}
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		first     scriptedStore // its now and meanwhile are filled in
+		// overtakes says whether the retry runs meanwhile (before the first marks);
+		// after is when the retries that follow come, each after the previous step.
+		overtakes bool
+		after     []time.Duration
+		want      []answer // the first's, the one meanwhile if any, then the retries'
+		balance   int64
+	}{
+		{name: "the mark fails (store down); a retry after the reservation's expiry runs under the voided id",
+			first: scriptedStore{down: true},
+			after: []time.Duration{2 * time.Minute, time.Minute},
+			want:  []answer{{"first", ran, 0}, {"retry", ran, 0}, {"its replay", replayed, 0}},
+			// The first run is not settled: its reservation is voided at its expiry;
+			// the retry's admission under the same id takes nothing while the ledger
+			// remembers the id as voided.
+			balance: 100},
+		{name: "the mark fails (store down); a retry takes the record over while the reservation is open",
+			first: scriptedStore{down: true, claimTakes: 5 * time.Second, markAt: 61 * time.Second}, overtakes: true,
+			after: []time.Duration{time.Minute},
+			want:  []answer{{"first", ran, 0}, {"retry meanwhile", ran, 3}, {"its replay", replayed, 3}},
+			// The retry settles the reservation the first left open, with its own
+			// receipt.
+			balance: 97},
+		{name: "a slow first instance is taken over while its reservation is open",
+			first: scriptedStore{claimTakes: 5 * time.Second, markAt: 61 * time.Second}, overtakes: true,
+			after:   []time.Duration{time.Minute},
+			want:    []answer{{"first", conflict, 0}, {"retry meanwhile", ran, 3}, {"its replay", replayed, 3}},
+			balance: 97},
+		{name: "a short retention; a run stalled past its lease, before its record's expiry",
+			retention: time.Second, first: scriptedStore{markAt: 61 * time.Second},
+			after: []time.Duration{time.Second},
+			want:  []answer{{"first", ran, 3}, {"retry", replayed, 3}},
+			// Nobody took the record over: the run marks it, is charged, and keeps its
+			// answer, which the record, kept a grace after the lease, gives the retry.
+			balance: 97},
+		{name: "a short retention; a run stalled past its record's expiry",
+			retention: time.Second, first: scriptedStore{markAt: 91 * time.Second},
+			after: []time.Duration{time.Second, time.Second},
+			want:  []answer{{"first", conflict, 0}, {"retry", ran, 3}, {"its replay", replayed, 3}},
+			// The mark of the expired record fails: the first run is not charged
+			// (voided at its expiry); the retry makes a new record, charged once.
+			balance: 97},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var other *harness
+			var got []tollgate.BatchReply
+			batch := func() tollgate.BatchReply { return other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...) }
+			h, other, now := twoInstances(t, tc.retention, func(records idempotency.Store, now *time.Time) idempotency.Store {
+				s := tc.first
+				s.Store, s.now = records, now
+				if tc.overtakes {
+					s.meanwhile = func() { got = append(got, batch()) }
+				}
+				return &s
+			})
+			got = append([]tollgate.BatchReply{h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)}, got...)
+			for _, d := range tc.after {
+				*now = now.Add(d)
+				got = append(got, batch())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d answers, want %d", len(got), len(tc.want))
+			}
+			var charged, lastRun int64
+			for i, r := range got {
+				w := tc.want[i]
+				what := ran
+				switch {
+				case r.Err != nil:
+					what = conflict
+					if tollgate.CodeOf(r.Err) != tollgate.CodeConflict {
+						t.Errorf("%s: %v, want a conflict", w.who, r.Err)
+					}
+					if r.Items != nil {
+						t.Errorf("%s: refused as a whole with %d items", w.who, len(r.Items))
+					}
+				case r.Replayed:
+					what = replayed
+					if r.Receipt.Charged != lastRun {
+						t.Errorf("%s says charged %d; the run it replays said %d", w.who, r.Receipt.Charged, lastRun)
+					}
+				default:
+					charged += r.Receipt.Charged
+					lastRun = r.Receipt.Charged
+				}
+				var items int64
+				for _, it := range r.Items {
+					items += it.Credits
+				}
+				if what != w.what || r.Receipt.Charged != w.charged || items != r.Receipt.Charged {
+					t.Errorf("%s: %s (%v), charged %d, its items %d; want %s, charged %d",
+						w.who, what, r.Err, r.Receipt.Charged, items, w.what, w.charged)
+				}
+			}
+			// Any expired reservation is voided by the next admission: one call, on
+			// another account's behalf, would do, but a call of this account, charged
+			// 1, settles the books.
+			*now = now.Add(2 * time.Minute)
+			if r := other.call(t.Context(), []string{"ok"}); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if lost := 100 - 1 - other.remaining(t); lost != charged || other.remaining(t) != tc.balance-1 {
+				t.Errorf("the balance lost %d (balance %d), the receipts said %d; want balance %d", lost, other.remaining(t), charged, tc.balance-1)
+			}
+			var credits int64
+			for _, in := range []*harness{h, other} {
+				if err := in.svc.FlushUsage(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := other.svc.Usage(t.Context(), usage.Query{Account: "acct", From: now.Add(-time.Hour), To: now.Add(time.Hour), Interval: usage.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ser := range res.Series {
+				for _, pt := range ser.Points {
+					credits += pt.Credits
+				}
+			}
+			if credits != charged+1 {
+				t.Errorf("the usage statistics count %d credits, the receipts %d (and the call's 1)", credits, charged)
+			}
+		})
 	}
 }

@@ -755,19 +755,9 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 			out.Failed = append(out.Failed, apis[i])
 		}
 	}
-	refunded := false // the whole call, by a failed settling hook
 	if batch != nil && batch.settling != nil {
 		if err := batch.settling(ctx); err != nil {
-			// Without the mark, a retry may run the batch again under the same request
-			// id, which a ledger that has forgotten it would charge again: this run
-			// charges nothing.
-			out.Refund, out.Failed, refunded = cost, apis, true
-			why := "its idempotency record cannot be marked (the store is unavailable)"
-			if errors.Is(err, idempotency.ErrNotHeld) {
-				why = "its idempotency record was taken over by a retry (the batch outlived its lease)"
-			}
-			s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but "+why+"; it is not charged, so that a retry that runs it again cannot charge it twice",
-				"account", p.Account.ID, "request", t.Request.String(), "error", err)
+			return s.unsettled(ctx, p, now, invs, results, took, &t, rc, err)
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
@@ -787,7 +777,39 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
-	s.recordRun(p, now, invs, results, took, voided || refunded)
+	s.recordRun(p, now, invs, results, took, voided)
+	return Reply{Results: results, Receipt: rc}
+}
+
+// unsettled answers a batch that ran but whose settling hook failed with err (its
+// idempotency record could not be marked): it is not settled, since a retry may run it
+// again under the same request id, and a settlement now would either charge a run the
+// retry may repeat under an id the ledger has forgotten, or leave the ledger remembering
+// the id as settled with a refund while the retry's receipt says it was charged. Only
+// its slot is freed; its reservation stays open until a run of the same request id
+// settles it with its own receipt, or until its expiry voids it. Its run is charged
+// nothing: the items ran (and are recorded so in the statistics, with no credits).
+//
+// A record taken over by a retry, or expired (ErrNotHeld: the batch outlived its
+// lease), answers the batch as a whole with CodeConflict: another run of its key
+// answers for it. A store that could not be reached answers the items, charged
+// nothing.
+func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
+	t *billing.Ticket, rc Receipt, err error) Reply {
+	if rerr := s.meter.Release(ctx, t); rerr != nil {
+		s.log.WarnContext(ctx, "tollgate: cannot free the concurrency slot of a batch; it is freed when its lease ends",
+			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
+	}
+	s.recordRun(p, now, invs, results, took, true)
+	rc.Plan, rc.Balance = p.Plan, t.Balance
+	if errors.Is(err, idempotency.ErrNotHeld) {
+		s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but outlived its lease: its idempotency record was taken over by a retry, or expired; it is not charged, and its reservation is left to the retry's settlement or to its expiry",
+			"account", p.Account.ID, "request", t.Request.String())
+		return Reply{Err: newError(CodeConflict,
+			"the batch sent with this Idempotency-Key ran, but outlived its lease, and another run of the same key took over (or its record expired): this run is not charged; retry with the same Idempotency-Key for the answer", err), Receipt: rc}
+	}
+	s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but its idempotency record cannot be marked (the store is unavailable); it is not charged, and its reservation stays held until a retry of the batch settles it or it expires",
+		"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	return Reply{Results: results, Receipt: rc}
 }
 

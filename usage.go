@@ -132,8 +132,8 @@ func usageChannel(p *Principal) string {
 }
 
 // recordRun records the invocations of a call that ran. uncharged reports a call
-// charged nothing whatever its results: its reservation was voided, or it was refunded
-// whole.
+// charged nothing whatever its results: its reservation was voided, or it was not
+// settled (an idempotent batch whose record could not be marked).
 func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, results []Result, took []time.Duration, uncharged bool) {
 	if s.usage == nil {
 		return

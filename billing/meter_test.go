@@ -783,3 +783,51 @@ func (l failingLedger) Reserve(ctx context.Context, r driver.Reservation) (billi
 func (l failingLedger) Settle(context.Context, driver.Settlement) (billing.Balance, error) {
 	return billing.Balance{}, l.err
 }
+
+// TestRelease checks that Release frees a ticket's slot and leaves its reservation
+// open: a run of the same request id is admitted again without a second reservation,
+// and its settlement closes the reservation once; without one, the reservation's
+// expiry gives the credits back.
+func TestRelease(t *testing.T) {
+	plan := billing.Plan{Name: "pro", Credits: 100, Concurrency: 1}
+	for _, settled := range []bool{true, false} {
+		f := newFixture(t, nil)
+		f.open(t, "acct", plan, 100, t0)
+		a := billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 5, Now: t0}
+		tk := f.admit(t, a)
+		if err := f.meter.Release(t.Context(), &tk); err != nil {
+			t.Fatal(err)
+		}
+		if tk.HoldsSlot() || f.inUse(t, "acct", t0) != 0 {
+			t.Errorf("after Release: the ticket holds a slot %v, %d in use; want none", tk.HoldsSlot(), f.inUse(t, "acct", t0))
+		}
+		if err := f.meter.Release(t.Context(), &tk); err != nil {
+			t.Errorf("a second Release: %v", err)
+		}
+		if got := f.balance(t, "acct", plan, t0).Remaining; got != 95 {
+			t.Errorf("remaining %d after Release, want 95: the reservation stays open", got)
+		}
+		if !settled {
+			// The reservation's expiry voids it, at the next admission.
+			later := tk.Expires.Add(time.Second)
+			other := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: later})
+			f.settle(t, &other, billing.Outcome{Now: later})
+			if got := f.balance(t, "acct", plan, later).Remaining; got != 99 {
+				t.Errorf("remaining %d after the expiry and another call of 1, want 99", got)
+			}
+			continue
+		}
+		// The next run of the same request id takes the slot, but reserves nothing more.
+		a.Now = t0.Add(time.Second)
+		again := f.admit(t, a)
+		if got := f.balance(t, "acct", plan, a.Now).Remaining; got != 95 || f.inUse(t, "acct", a.Now) != 1 {
+			t.Errorf("the run again: remaining %d, %d slots in use; want 95 and 1", got, f.inUse(t, "acct", a.Now))
+		}
+		if b := f.settle(t, &again, billing.Outcome{Refund: 2, Failed: []string{"geo"}, Now: a.Now}); b.Remaining != 97 {
+			t.Errorf("its settlement: remaining %d, want 97", b.Remaining)
+		}
+		if f.inUse(t, "acct", a.Now) != 0 {
+			t.Errorf("a slot still in use after the settlement")
+		}
+	}
+}

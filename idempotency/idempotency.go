@@ -55,7 +55,7 @@ import (
 
 // ErrNotHeld is returned by [Store.MarkSettling] when the token no longer holds the
 // record: another claimant took it over after the token's lease ended, or it is done,
-// abandoned or forgotten. The record is left as it is; the caller must not charge its
+// abandoned, past its Expires or forgotten. The record is left as it is; the caller must not charge its
 // run, which the new holder may run and charge again.
 var ErrNotHeld = errors.New("idempotency: the record is no longer held by this claimant")
 
@@ -109,7 +109,10 @@ type Claim struct {
 	// over.
 	Lease time.Time
 	// Expires is when a record the claim creates is forgotten, whatever its state; it
-	// must not be before Lease. A claim of a forgotten record creates a new one.
+	// must not be before Lease (the service sets it a grace after the lease at least,
+	// so that a run marked just before its lease ended is refused, not run again under
+	// a new run id, for that grace). A claim of a forgotten record creates a new one,
+	// and a mark of it fails.
 	Expires time.Time
 }
 
@@ -166,13 +169,14 @@ type Store interface {
 	//     Lease (its Run and Expires stay), and return Claimed with its Run.
 	// Of concurrent claims of one ID, at most one is Claimed.
 	Claim(ctx context.Context, c Claim) (Record, error)
-	// MarkSettling marks the record of id, if token holds it, as settling: its run has
-	// ended and is about to be charged, so that once its lease ends it is never taken
-	// over (claims answer AnswerLost). It is atomic with Claim, whatever the lease: a
-	// takeover either comes first, and the mark returns ErrNotHeld, or finds the mark.
-	// Marking a record twice is not an error. If token does not hold the record, it
-	// changes nothing and returns ErrNotHeld.
-	MarkSettling(ctx context.Context, id ID, token Token) error
+	// MarkSettling marks the record of id, if token holds it at now, as settling: its
+	// run has ended and is about to be charged, so that once its lease ends it is never
+	// taken over (claims answer AnswerLost). It is atomic with Claim, whatever the
+	// lease: a takeover either comes first, and the mark returns ErrNotHeld, or finds
+	// the mark. Marking a record twice is not an error. If token does not hold the
+	// record, or the record is past its Expires at now (a claim would replace it, under
+	// a new run id), it changes nothing and returns ErrNotHeld.
+	MarkSettling(ctx context.Context, id ID, token Token, now time.Time) error
 	// Complete keeps answer as the answer of the record of id, which becomes done, if
 	// token still holds it (marked settling or not); otherwise it changes nothing and
 	// is not an error (the record was taken over, or has expired). The record keeps its

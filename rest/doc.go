@@ -73,5 +73,7 @@
 // byte for byte, with Idempotent-Replayed: true and nothing charged; the key sent with
 // another body is a 422 (idempotency_key_reused), a retry while the first runs a 409,
 // and so is a retry of a batch that ran but whose answer was not kept (too large, or
-// lost with the instance that ran it), which does not run again under that key.
+// lost with the instance that ran it), which does not run again under that key, and a
+// batch that ran past its lease while a retry of the key took it over (not charged:
+// the retry's answer is the key's).
 package rest

@@ -262,7 +262,7 @@ func batchOperation(a *catalog.API) map[string]any {
 			"400":     ref("#/components/responses/BadRequest"),
 			"401":     ref("#/components/responses/Unauthorized"),
 			"403":     ref("#/components/responses/Forbidden"),
-			"409":     errorResponse("A batch sent with this Idempotency-Key is still running, or ran and its answer was too large to keep or was lost with the instance that ran it (it will not run again under this key).", "conflict"),
+			"409":     errorResponse("A batch sent with this Idempotency-Key is still running, or ran and its answer was too large to keep or was lost with the instance that ran it (it will not run again under this key), or ran past its lease while another run of the key took over (this run is not charged: retry with the key for the answer).", "conflict"),
 			"413":     ref("#/components/responses/TooLarge"),
 			"422":     errorResponse("This Idempotency-Key was used for another request.", "idempotency_key_reused"),
 			"429":     ref("#/components/responses/TooManyRequests"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/idempotency"
 )
@@ -147,10 +148,16 @@ func (s *IdempotencyStore) forget(id idempotency.ID) {
 	}
 }
 
-// MarkSettling marks a record its token holds as settling.
-func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	held, err := s.withHeld(ctx, id, token, func(r *idemRecord) { r.settling = true })
-	if err == nil && !held {
+// MarkSettling marks a record its token holds, and that has not expired at now, as
+// settling.
+func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
+	live := false
+	held, err := s.withHeld(ctx, id, token, func(r *idemRecord) {
+		if live = r.expires > now.UnixNano(); live {
+			r.settling = true
+		}
+	})
+	if err == nil && (!held || !live) {
 		err = idempotency.ErrNotHeld
 	}
 	return err

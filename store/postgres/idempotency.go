@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/idempotency"
 )
@@ -51,10 +52,12 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 	return rec, nil
 }
 
-// MarkSettling marks a record its token holds as settling, in one statement.
-func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	tag, err := s.db.Exec(ctx, `UPDATE tollgate_idempotency SET settling = true WHERE id = $1 AND token = $2 AND NOT done`,
-		id[:], [16]byte(token))
+// MarkSettling marks a record its token holds, and that has not expired at now, as
+// settling, in one statement. (The row lock it takes orders it with
+// tollgate_idem_claim, which locks the row it decides on.)
+func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
+	tag, err := s.db.Exec(ctx, `UPDATE tollgate_idempotency SET settling = true WHERE id = $1 AND token = $2 AND NOT done AND expires > $3`,
+		id[:], [16]byte(token), now.UnixNano())
 	if err != nil {
 		return wrapErr(ctx, err, "idempotency record %s", id)
 	}

@@ -535,11 +535,11 @@ func TestMigrateIdempotencySettling(t *testing.T) {
 	if _, rec := claim("done", later); rec.State != idempotency.Done || string(rec.Answer) != "kept" {
 		t.Errorf("the done record: %+v, want its answer", rec)
 	}
-	if err := s.MarkSettling(ctx, done.ID, done.Token); !errors.Is(err, idempotency.ErrNotHeld) {
+	if err := s.MarkSettling(ctx, done.ID, done.Token, later); !errors.Is(err, idempotency.ErrNotHeld) {
 		t.Errorf("MarkSettling of the done record: %v, want ErrNotHeld", err)
 	}
 	fresh, _ := claim("fresh", later)
-	if err := s.MarkSettling(ctx, fresh.ID, fresh.Token); err != nil {
+	if err := s.MarkSettling(ctx, fresh.ID, fresh.Token, later); err != nil {
 		t.Fatal(err)
 	}
 	if _, rec := claim("fresh", later.Add(2*time.Minute)); rec.State != idempotency.AnswerLost || rec.Run != fresh.Run {

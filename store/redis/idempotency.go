@@ -62,9 +62,14 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Rec
 	return rec, nil
 }
 
-// MarkSettling marks a record its token holds as settling, in one script.
-func (s *Store) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	held, err := s.closeIdem(ctx, id, token, "settling", nil)
+// MarkSettling marks a record its token holds, and that has not expired at now, as
+// settling, in one script.
+func (s *Store) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
+	at, err := idemTime("time of the mark", now)
+	if err != nil {
+		return err
+	}
+	held, err := s.closeIdem(ctx, id, token, "settling", []byte(at))
 	if err == nil && !held {
 		err = idempotency.ErrNotHeld
 	}

@@ -62,6 +62,7 @@ var admitterNeeds = map[string]func(AdmitterStores) bool{
 	"NegativeAmount":     func(s AdmitterStores) bool { return s.Ledger != nil },
 	"ConcurrentSpending": func(s AdmitterStores) bool { return s.Ledger != nil },
 	"ConcurrentCeiling":  func(s AdmitterStores) bool { return s.Slots != nil },
+	"ReleaseSlotAlone":   func(s AdmitterStores) bool { return s.Slots != nil },
 }
 
 var admitterRows = []behaviour[AdmitterStores]{
@@ -104,6 +105,9 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"CloseSettlesOnceAndReleases",
 		"Close settles the reservation once and frees the slot; closing again refunds nothing more.",
 		admCloseOnce},
+	{"ReleaseSlotAlone",
+		"Close with ReleaseSlot and no Settlement frees the slot and leaves the reservation open: a later Close settles it once.",
+		admReleaseSlotAlone},
 	{"ConcurrentSpending",
 		"Concurrent steps against one balance admit exactly as many calls as it covers.",
 		admConcurrentSpending},
@@ -398,6 +402,35 @@ func admCloseOnce(t *testing.T, s AdmitterStores) {
 	after := f.read(t, s)
 	if after.remaining != before.remaining || after.inUse != 0 {
 		t.Errorf("after Close: %+v, want remaining %d and no slot", after, before.remaining)
+	}
+}
+
+func admReleaseSlotAlone(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	before := f.read(t, s)
+	wantDenied(t, admit(t, s, step), driver.NotDenied)
+	for range 2 {
+		_, err := s.Admitter.Close(t.Context(), driver.Closing{Account: f.account, Request: step.Request, ReleaseSlot: true})
+		must(t, "Close freeing the slot alone", err)
+	}
+	after := f.read(t, s)
+	if after.inUse != 0 {
+		t.Errorf("after freeing the slot: %d slots in use, want 0", after.inUse)
+	}
+	if s.Ledger == nil {
+		return
+	}
+	if after.remaining != before.remaining-1 {
+		t.Errorf("after freeing the slot: remaining %d, want %d (the reservation open)", after.remaining, before.remaining-1)
+	}
+	settle := driver.Closing{Account: f.account, Request: step.Request, Settlement: &driver.Settlement{Account: f.account,
+		Request: step.Request, Refund: 1, Uncount: []string{"hash"}, Period: f.period, Allowance: admAllowance, Now: t0}}
+	for range 2 {
+		b, err := s.Admitter.Close(t.Context(), settle)
+		must(t, "Close settling the open reservation", err)
+		if b.Remaining != before.remaining {
+			t.Errorf("Close returned remaining %d, want %d", b.Remaining, before.remaining)
+		}
 	}
 }
 

@@ -88,6 +88,9 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 	{"MarkedForgottenAtExpiry",
 		"A marked record is forgotten at its Expires: a claim then creates a new one, with its own run id, not marked (taken over after its lease).",
 		idemMarkedForgotten},
+	{"MarkSettlingAfterExpiry",
+		"MarkSettling of a record past its Expires at the time passed (its holder stalled, nobody claimed it) returns ErrNotHeld and changes nothing: a claim then creates a new record, with its own run id; a nanosecond before its Expires, the mark is taken.",
+		idemMarkAfterExpiry},
 	{"ConcurrentClaimsAndMark",
 		"A mark and many claims at once of a record whose lease has ended: either the mark comes first (every claim AnswerLost) or a takeover does (the mark ErrNotHeld, one claim Claimed, the others Running).",
 		idemConcurrentClaimsAndMark},
@@ -149,9 +152,10 @@ func complete(t *testing.T, s idempotency.Store, c idempotency.Claim, answer []b
 	must(t, "Complete", s.Complete(t.Context(), c.ID, c.Token, answer))
 }
 
-func markSettling(t *testing.T, s idempotency.Store, c idempotency.Claim) {
+// markSettling marks c's record at now.
+func markSettling(t *testing.T, s idempotency.Store, c idempotency.Claim, now time.Time) {
 	t.Helper()
-	must(t, "MarkSettling", s.MarkSettling(t.Context(), c.ID, c.Token))
+	must(t, "MarkSettling", s.MarkSettling(t.Context(), c.ID, c.Token, now))
 }
 
 func idemClaimNew(t *testing.T, s idempotency.Store) {
@@ -299,7 +303,7 @@ func idemCanceled(t *testing.T, s idempotency.Store) {
 	wantRecord(t, "a claim after the canceled one", claim(t, s, c), idempotency.Claimed, c.Run, nil)
 	wantErr(t, "Complete", s.Complete(ctx, c.ID, c.Token, []byte("x")), context.Canceled)
 	wantErr(t, "Abandon", s.Abandon(ctx, c.ID, c.Token), context.Canceled)
-	wantErr(t, "MarkSettling", s.MarkSettling(ctx, c.ID, c.Token), context.Canceled)
+	wantErr(t, "MarkSettling", s.MarkSettling(ctx, c.ID, c.Token, t0), context.Canceled)
 	wantRecord(t, "the record after them", claim(t, s, r.claim(at(time.Second))), idempotency.Running, c.Run, nil)
 	next := r.claim(at(idemLease))
 	wantRecord(t, "a claim after the lease (the record was not marked)", claim(t, s, next), idempotency.Claimed, c.Run, nil)
@@ -368,7 +372,7 @@ func idemMarkThenClaim(t *testing.T, s idempotency.Store) {
 	r := newIdemRequest()
 	first := r.claim(t0)
 	claim(t, s, first)
-	markSettling(t, s, first)
+	markSettling(t, s, first, at(time.Second))
 	for _, d := range []time.Duration{0, time.Minute, idemLease - time.Nanosecond} {
 		wantRecord(t, fmt.Sprintf("a claim %v into the lease", d), claim(t, s, r.claim(at(d))), idempotency.Running, first.Run, nil)
 	}
@@ -388,10 +392,10 @@ func idemMarkNotHeld(t *testing.T, s idempotency.Store) {
 	first := r.claim(t0)
 	claim(t, s, first)
 	stranger := r.claim(t0) // a token that never held it
-	wantErr(t, "MarkSettling by another token", s.MarkSettling(t.Context(), first.ID, stranger.Token), idempotency.ErrNotHeld)
+	wantErr(t, "MarkSettling by another token", s.MarkSettling(t.Context(), first.ID, stranger.Token, t0), idempotency.ErrNotHeld)
 	second := r.claim(at(idemLease))
 	wantRecord(t, "a claim after the lease (not marked)", claim(t, s, second), idempotency.Claimed, first.Run, nil)
-	wantErr(t, "MarkSettling by the first, taken over", s.MarkSettling(t.Context(), first.ID, first.Token), idempotency.ErrNotHeld)
+	wantErr(t, "MarkSettling by the first, taken over", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease)), idempotency.ErrNotHeld)
 	third := r.claim(at(2 * idemLease))
 	wantRecord(t, "a claim after the second's lease (still not marked)", claim(t, s, third), idempotency.Claimed, first.Run, nil)
 
@@ -399,19 +403,19 @@ func idemMarkNotHeld(t *testing.T, s idempotency.Store) {
 	d := done.claim(t0)
 	claim(t, s, d)
 	complete(t, s, d, []byte("kept"))
-	wantErr(t, "MarkSettling of a done record", s.MarkSettling(t.Context(), d.ID, d.Token), idempotency.ErrNotHeld)
+	wantErr(t, "MarkSettling of a done record", s.MarkSettling(t.Context(), d.ID, d.Token, at(time.Second)), idempotency.ErrNotHeld)
 	wantRecord(t, "the done record after it", claim(t, s, done.claim(at(idemLease))), idempotency.Done, d.Run, []byte("kept"))
 
 	abandoned := newIdemRequest()
 	a := abandoned.claim(t0)
 	claim(t, s, a)
 	must(t, "Abandon", s.Abandon(t.Context(), a.ID, a.Token))
-	wantErr(t, "MarkSettling of an abandoned record", s.MarkSettling(t.Context(), a.ID, a.Token), idempotency.ErrNotHeld)
+	wantErr(t, "MarkSettling of an abandoned record", s.MarkSettling(t.Context(), a.ID, a.Token, at(time.Second)), idempotency.ErrNotHeld)
 	again := abandoned.claim(at(time.Second))
 	wantRecord(t, "a claim after it", claim(t, s, again), idempotency.Claimed, again.Run, nil)
 
 	unknown := newIdemRequest().claim(t0)
-	wantErr(t, "MarkSettling of an unknown record", s.MarkSettling(t.Context(), unknown.ID, unknown.Token), idempotency.ErrNotHeld)
+	wantErr(t, "MarkSettling of an unknown record", s.MarkSettling(t.Context(), unknown.ID, unknown.Token, t0), idempotency.ErrNotHeld)
 	wantRecord(t, "a claim of it after", claim(t, s, unknown), idempotency.Claimed, unknown.Run, nil)
 }
 
@@ -419,12 +423,12 @@ func idemMarkTwice(t *testing.T, s idempotency.Store) {
 	r := newIdemRequest()
 	first := r.claim(t0)
 	claim(t, s, first)
-	markSettling(t, s, first)
-	markSettling(t, s, first)
+	markSettling(t, s, first, at(time.Second))
+	markSettling(t, s, first, at(2*time.Second))
 	wantRecord(t, "a claim after the lease", claim(t, s, r.claim(at(idemLease))), idempotency.AnswerLost, first.Run, nil)
 	// The holder's lease has ended, but nobody could take the record over: it still
 	// holds it.
-	markSettling(t, s, first)
+	markSettling(t, s, first, at(idemLease+time.Second))
 }
 
 func idemCompleteAfterMark(t *testing.T, s idempotency.Store) {
@@ -432,7 +436,7 @@ func idemCompleteAfterMark(t *testing.T, s idempotency.Store) {
 		r := newIdemRequest()
 		first := r.claim(t0)
 		claim(t, s, first)
-		markSettling(t, s, first)
+		markSettling(t, s, first, at(time.Second))
 		when := at(time.Second)
 		if late {
 			when = at(idemLease + time.Second)
@@ -449,7 +453,7 @@ func idemAbandonAfterMark(t *testing.T, s idempotency.Store) {
 	r := newIdemRequest()
 	first := r.claim(t0)
 	claim(t, s, first)
-	markSettling(t, s, first)
+	markSettling(t, s, first, at(time.Second))
 	must(t, "Abandon of a marked record", s.Abandon(t.Context(), first.ID, first.Token))
 	wantRecord(t, "a claim within the lease", claim(t, s, r.claim(at(time.Second))), idempotency.Running, first.Run, nil)
 	wantRecord(t, "a claim after the lease", claim(t, s, r.claim(at(idemLease))), idempotency.AnswerLost, first.Run, nil)
@@ -459,13 +463,38 @@ func idemMarkedForgotten(t *testing.T, s idempotency.Store) {
 	r := newIdemRequest()
 	first := r.claim(t0)
 	claim(t, s, first)
-	markSettling(t, s, first)
+	markSettling(t, s, first, at(time.Second))
 	wantRecord(t, "a nanosecond before the expiry", claim(t, s, r.claim(at(idemRetention-time.Nanosecond))), idempotency.AnswerLost, first.Run, nil)
 	fresh := r.claim(at(idemRetention))
 	wantRecord(t, "a claim at the expiry", claim(t, s, fresh), idempotency.Claimed, fresh.Run, nil)
-	wantErr(t, "MarkSettling by the first claimant", s.MarkSettling(t.Context(), first.ID, first.Token), idempotency.ErrNotHeld)
+	wantErr(t, "MarkSettling by the first claimant", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemRetention)), idempotency.ErrNotHeld)
 	next := r.claim(at(idemRetention + idemLease))
 	wantRecord(t, "a claim after the new record's lease", claim(t, s, next), idempotency.Claimed, fresh.Run, nil)
+}
+
+func idemMarkAfterExpiry(t *testing.T, s idempotency.Store) {
+	// A record that expires when its lease ends (a retention shorter than the lease).
+	short := func(r idemRequest, now time.Time) idempotency.Claim {
+		c := r.claim(now)
+		c.Expires = c.Lease
+		return c
+	}
+	r := newIdemRequest()
+	first := short(r, t0)
+	claim(t, s, first)
+	wantErr(t, "MarkSettling at the record's expiry", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease)), idempotency.ErrNotHeld)
+	fresh := short(r, at(idemLease))
+	wantRecord(t, "a claim at the expiry (the record was not marked)", claim(t, s, fresh), idempotency.Claimed, fresh.Run, nil)
+	wantErr(t, "MarkSettling by the first claimant, after the new claim", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease+time.Second)), idempotency.ErrNotHeld)
+	wantRecord(t, "a claim within the new record's lease", claim(t, s, short(r, at(idemLease+time.Second))), idempotency.Running, fresh.Run, nil)
+
+	live := newIdemRequest()
+	l := short(live, t0)
+	claim(t, s, l)
+	markSettling(t, s, l, at(idemLease-time.Nanosecond))
+	wantRecord(t, "a claim a nanosecond before the expiry of the marked record", claim(t, s, short(live, at(idemLease-time.Nanosecond))), idempotency.Running, l.Run, nil)
+	next := short(live, at(idemLease))
+	wantRecord(t, "a claim at its expiry", claim(t, s, next), idempotency.Claimed, next.Run, nil)
 }
 
 func idemConcurrentClaimsAndMark(t *testing.T, s idempotency.Store) {
@@ -478,7 +507,7 @@ func idemConcurrentClaimsAndMark(t *testing.T, s idempotency.Store) {
 			mark error
 			wg   sync.WaitGroup
 		)
-		wg.Go(func() { mark = s.MarkSettling(t.Context(), first.ID, first.Token) })
+		wg.Go(func() { mark = s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease+time.Second)) })
 		recs := concurrentClaims(t, s, r, at(idemLease+time.Second))
 		wg.Wait()
 		switch {
