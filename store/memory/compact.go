@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"time"
@@ -16,64 +17,125 @@ import (
 // map is not scanned either). The types of this file are those pieces.
 
 // names numbers distinct strings in the order they were added (0, 1, 2, ...) and finds
-// a string's number. The strings are kept back to back in one byte array, and the
-// index holds only their hashes, so that a million names cost the collector nothing to
-// scan. Its zero value is empty and ready to use. It is not safe for concurrent use: its
-// owner locks it (reads may run together).
+// a string's number. The strings are kept back to back in one byte array, each between
+// its length and its number, and the index is an open-addressing table of their hashes
+// and offsets, so that a million names cost the collector nothing to scan, and finding
+// a name reads one slot of the index and then one place of the array (a Go map would
+// read its table's header, a control word and a slot). A name's offset is how its owner
+// gets it back ([names.at]): records that need their name keep its offset. Its zero
+// value is empty and ready to use. It is not safe for concurrent use: its owner locks it
+// (reads may run together).
 type names struct {
 	seed  maphash.Seed
-	text  []byte            // every name, back to back; bytes once written never change
-	spans []span            // name i is text[spans[i].off:][:spans[i].n]
-	first map[uint64]uint32 // hash of a name -> 1 + the first name with that hash
-	next  []uint32          // per name: 1 + the next name with the same hash, 0 for none
+	text  []byte     // per name: its length (uvarint), its bytes, its number (4 bytes); bytes once written never change
+	slots []nameSlot // a power of two of them, at most 3/4 used; a name hashed h is at h&mask or after
+	n     uint32     // the number of names
 }
 
-type span struct{ off, n int }
+// A nameSlot is a slot of the index of [names]: a name's hash and 1 + its offset in
+// text, or 0 for an empty slot.
+type nameSlot struct {
+	hash, off uint64
+}
 
-// lookup returns the number of s, if it was added.
-func (ns *names) lookup(s string) (uint32, bool) {
-	if ns.first == nil {
-		return 0, false
+// A nameRef is a name's number and the offset of its length in text.
+type nameRef struct {
+	off uint64
+	i   uint32
+}
+
+// lookup returns the number and the offset of s, if it was added.
+func (ns *names) lookup(s string) (nameRef, bool) {
+	if ns.slots == nil {
+		return nameRef{}, false
 	}
-	for i := ns.first[maphash.String(ns.seed, s)]; i != 0; i = ns.next[i-1] {
-		if ns.name(i-1) == s {
-			return i - 1, true
+	return ns.lookupHashed(s, maphash.String(ns.seed, s))
+}
+
+// lookupHashed is lookup of s, whose hash is h.
+func (ns *names) lookupHashed(s string, h uint64) (nameRef, bool) {
+	mask := uint64(len(ns.slots) - 1)
+	for j := h & mask; len(ns.slots) > 0; j = (j + 1) & mask {
+		sl := ns.slots[j]
+		if sl.off == 0 {
+			break
+		}
+		if sl.hash != h {
+			continue
+		}
+		off := sl.off - 1
+		n, k := binary.Uvarint(ns.text[off:])
+		if b := ns.text[off+uint64(k):]; n == uint64(len(s)) && string(b[:n]) == s {
+			return nameRef{off: off, i: binary.LittleEndian.Uint32(b[n:])}, true
 		}
 	}
-	return 0, false
+	return nameRef{}, false
 }
 
-// add adds s, which the caller has looked up and not found, and returns its number.
-func (ns *names) add(s string) uint32 {
-	if ns.first == nil {
-		ns.seed, ns.first = maphash.MakeSeed(), make(map[uint64]uint32)
+// add adds s, which the caller has looked up and not found, and returns its number and
+// offset.
+func (ns *names) add(s string) nameRef {
+	if ns.slots == nil {
+		ns.seed = maphash.MakeSeed()
 	}
-	i := uint32(len(ns.spans))
-	h := maphash.String(ns.seed, s)
-	ns.spans = append(ns.spans, span{off: len(ns.text), n: len(s)})
-	ns.text = append(ns.text, s...)
-	ns.next = append(ns.next, ns.first[h]) // a name added later is found first
-	ns.first[h] = i + 1
-	return i
+	return ns.addHashed(s, maphash.String(ns.seed, s))
 }
 
-// intern returns the number of s, adding it if it is new.
-func (ns *names) intern(s string) uint32 {
-	if i, ok := ns.lookup(s); ok {
-		return i
+// addHashed is add of s, whose hash is h.
+func (ns *names) addHashed(s string, h uint64) nameRef {
+	if ns.n == math.MaxUint32 {
+		panic("memory: more than 2^32-1 names in one table")
+	}
+	if 4*(uint64(ns.n)+1) > 3*uint64(len(ns.slots)) {
+		ns.grow()
+	}
+	r := nameRef{off: uint64(len(ns.text)), i: ns.n}
+	ns.n++
+	ns.text = binary.AppendUvarint(ns.text, uint64(len(s)))
+	ns.text = append(ns.text, s...)
+	ns.text = binary.LittleEndian.AppendUint32(ns.text, r.i)
+	ns.put(nameSlot{hash: h, off: r.off + 1})
+	return r
+}
+
+// put puts sl in the first free slot from its hash on.
+func (ns *names) put(sl nameSlot) {
+	mask := uint64(len(ns.slots) - 1)
+	j := sl.hash & mask
+	for ns.slots[j].off != 0 {
+		j = (j + 1) & mask
+	}
+	ns.slots[j] = sl
+}
+
+// grow doubles the index (from 16 slots), moving every name to its new slot.
+func (ns *names) grow() {
+	old := ns.slots
+	ns.slots = make([]nameSlot, max(16, 2*len(old)))
+	for _, sl := range old {
+		if sl.off != 0 {
+			ns.put(sl)
+		}
+	}
+}
+
+// intern returns the number and offset of s, adding it if it is new.
+func (ns *names) intern(s string) nameRef {
+	if r, ok := ns.lookup(s); ok {
+		return r
 	}
 	return ns.add(s)
 }
 
-// name returns name i, without copying it: the string shares the bytes of text, which
-// are never written again (a growing text moves to a new array and leaves the old one,
-// still referred to by the strings made from it, as it was).
-func (ns *names) name(i uint32) string {
-	sp := ns.spans[i]
-	if sp.n == 0 {
+// at returns the name at offset off, without copying it: the string shares the bytes of
+// text, which are never written again (a growing text moves to a new array and leaves
+// the old one, still referred to by the strings made from it, as it was).
+func (ns *names) at(off uint64) string {
+	n, k := binary.Uvarint(ns.text[off:])
+	if n == 0 {
 		return ""
 	}
-	return unsafe.String(&ns.text[sp.off], sp.n)
+	return unsafe.String(&ns.text[off+uint64(k)], n)
 }
 
 // A stamp is a time.Time without its location and monotonic reading (which hold or

@@ -38,7 +38,7 @@ type Ledger struct {
 	// mu guards ids and the growth of accounts; an operation holds it for reading
 	// throughout, and its account's shard lock.
 	mu       sync.RWMutex
-	ids      names // account i has id ids.name(i)
+	ids      names // account i is numbered i in ids
 	accounts table[balance]
 	shards   [ledgerShards]ledgerShard // account i is in shards[i%ledgerShards]
 	apis     apiNames
@@ -223,12 +223,12 @@ func (l *Ledger) find(ctx context.Context, id string) (op, error) {
 		return op{}, err
 	}
 	l.mu.RLock()
-	i, ok := l.ids.lookup(id)
+	r, ok := l.ids.lookup(id)
 	if !ok {
 		l.mu.RUnlock()
 		return op{}, fmt.Errorf("memory: balance of account %q: %w", id, store.ErrNotFound)
 	}
-	o := op{l: l, sh: &l.shards[i%ledgerShards], i: i, a: l.accounts.at(i)}
+	o := op{l: l, sh: &l.shards[r.i%ledgerShards], i: r.i, a: l.accounts.at(r.i)}
 	o.sh.mu.Lock()
 	return o, nil
 }

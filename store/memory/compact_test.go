@@ -1,0 +1,76 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestNames checks that names numbers strings in order, finds each by its number and
+// offset, gives the empty and long strings back whole, and keeps strings whose hashes
+// collide apart (the collision forced by adding them under one hash).
+func TestNames(t *testing.T) {
+	var ns names
+	if _, ok := ns.lookup("a"); ok {
+		t.Fatal("the empty names found \"a\"")
+	}
+	words := []string{"acct-1", "", strings.Repeat("x", 300), "ünïcode", "acct-10"}
+	refs := make([]nameRef, len(words))
+	for i, w := range words {
+		refs[i] = ns.intern(w)
+		if refs[i].i != uint32(i) {
+			t.Errorf("intern(%q) numbered it %d, want %d", w, refs[i].i, i)
+		}
+	}
+	for i, w := range words {
+		if r := ns.intern(w); r != refs[i] {
+			t.Errorf("intern(%q) again = %+v, want %+v", w, r, refs[i])
+		}
+		if got := ns.at(refs[i].off); got != w {
+			t.Errorf("at(offset of %q) = %q", w, got)
+		}
+	}
+	if _, ok := ns.lookup("acct-2"); ok {
+		t.Error("lookup found acct-2, which was never added")
+	}
+
+	// Three strings under one hash: each is found, a fourth is not.
+	const h = 42
+	var collided []nameRef
+	for i := range 3 {
+		s := fmt.Sprintf("same-hash-%d", i)
+		if _, ok := ns.lookupHashed(s, h); ok {
+			t.Fatalf("%s found before it was added", s)
+		}
+		collided = append(collided, ns.addHashed(s, h))
+	}
+	for i, want := range collided {
+		s := fmt.Sprintf("same-hash-%d", i)
+		if r, ok := ns.lookupHashed(s, h); !ok || r != want {
+			t.Errorf("lookupHashed(%s) = %+v, %v; want %+v", s, r, ok, want)
+		}
+	}
+	if r, ok := ns.lookupHashed("same-hash-3", h); ok {
+		t.Errorf("lookupHashed(same-hash-3), never added, found %+v", r)
+	}
+}
+
+// TestNamesGrow checks that names finds every one of many strings after its index has
+// grown many times, with each string's number and offset.
+func TestNamesGrow(t *testing.T) {
+	var ns names
+	const n = 50_000
+	refs := make([]nameRef, n)
+	for i := range n {
+		refs[i] = ns.add(fmt.Sprintf("acct-%d", i))
+	}
+	for i := range n {
+		s := fmt.Sprintf("acct-%d", i)
+		if r, ok := ns.lookup(s); !ok || r != refs[i] || r.i != uint32(i) || ns.at(r.off) != s {
+			t.Fatalf("lookup(%s) = %+v, %v; want %+v", s, r, ok, refs[i])
+		}
+	}
+	if r, ok := ns.lookup(fmt.Sprintf("acct-%d", n)); ok {
+		t.Errorf("lookup of a string never added found %+v", r)
+	}
+}
