@@ -16,26 +16,97 @@ import (
 // to by number, and indexes are maps whose keys and values hold no pointers (such a
 // map is not scanned either). The types of this file are those pieces.
 
-// names numbers distinct strings in the order they were added (0, 1, 2, ...) and finds
-// a string's number. The strings are kept back to back in one byte array, each between
-// its length and its number, and the index is an open-addressing table of their hashes
-// and offsets, so that a million names cost the collector nothing to scan, and finding
-// a name reads one slot of the index and then one place of the array (a Go map would
-// read its table's header, a control word and a slot). A name's offset is how its owner
-// gets it back ([names.at]): records that need their name keep its offset. Its zero
-// value is empty and ready to use. It is not safe for concurrent use: its owner locks it
-// (reads may run together).
-type names struct {
-	seed  maphash.Seed
-	text  []byte     // per name: its length (uvarint), its bytes, its number (4 bytes); bytes once written never change
-	slots []nameSlot // a power of two of them, at most 3/4 used; a name hashed h is at h&mask or after
-	n     uint32     // the number of names
+// A hashIndex maps hashes to values (below 2^64-1), several values possibly under one
+// hash: an open-addressing table with linear probing, which holds no pointers, and in
+// which finding a value reads one slot (a Go map reads its table's header, a control
+// word and a slot, each a cache miss in a table larger than the CPU's caches). Its owner
+// checks a candidate value (its record's key) with the match function of find. Its zero
+// value is empty and ready to use. It is not safe for concurrent use.
+type hashIndex struct {
+	slots []hashSlot // a power of two of them, at most 3/4 used; hash h is at h&mask or after
+	n     int        // the slots used
 }
 
-// A nameSlot is a slot of the index of [names]: a name's hash and 1 + its offset in
-// text, or 0 for an empty slot.
-type nameSlot struct {
-	hash, off uint64
+// A hashSlot is a slot of a [hashIndex]: a hash and 1 + its value, or 0 for an empty
+// slot.
+type hashSlot struct {
+	hash, v uint64
+}
+
+// find returns the first value under hash h that match accepts, and the number of its
+// slot (for remove).
+func (x *hashIndex) find(h uint64, match func(v uint64) bool) (v uint64, slot int, ok bool) {
+	mask := uint64(len(x.slots) - 1)
+	for j := h & mask; len(x.slots) > 0; j = (j + 1) & mask {
+		sl := x.slots[j]
+		if sl.v == 0 {
+			break
+		}
+		if sl.hash == h && match(sl.v-1) {
+			return sl.v - 1, int(j), true
+		}
+	}
+	return 0, 0, false
+}
+
+// put adds value v under hash h.
+func (x *hashIndex) put(h, v uint64) {
+	if v == math.MaxUint64 {
+		panic("memory: a hashIndex value must be below 2^64-1")
+	}
+	if 4*(x.n+1) > 3*len(x.slots) {
+		old := x.slots
+		x.slots = make([]hashSlot, max(16, 2*len(old)))
+		for _, sl := range old {
+			if sl.v != 0 {
+				x.place(sl)
+			}
+		}
+	}
+	x.place(hashSlot{hash: h, v: v + 1})
+	x.n++
+}
+
+// place puts sl in the first free slot from its hash on.
+func (x *hashIndex) place(sl hashSlot) {
+	mask := uint64(len(x.slots) - 1)
+	j := sl.hash & mask
+	for x.slots[j].v != 0 {
+		j = (j + 1) & mask
+	}
+	x.slots[j] = sl
+}
+
+// remove empties slot j (as find returned it), moving back the slots after it that
+// would no longer be found past the gap.
+func (x *hashIndex) remove(slot int) {
+	mask := uint64(len(x.slots) - 1)
+	j := uint64(slot)
+	x.slots[j] = hashSlot{}
+	x.n--
+	for k := (j + 1) & mask; x.slots[k].v != 0; k = (k + 1) & mask {
+		// Slot k may move to the gap at j if its hash's first slot is not after j
+		// (cyclically, between j and k).
+		if home := x.slots[k].hash & mask; (k-home)&mask >= (k-j)&mask {
+			x.slots[j], x.slots[k] = x.slots[k], hashSlot{}
+			j = k
+		}
+	}
+}
+
+// names numbers distinct strings in the order they were added (0, 1, 2, ...) and finds
+// a string's number. The strings are kept back to back in one byte array, each between
+// its length and its number, and indexed by their hashes in a [hashIndex] of their
+// offsets, so that a million names cost the collector nothing to scan, and finding a
+// name reads one slot of the index and one place of the array. A name's offset is how
+// its owner gets it back ([names.at]): records that need their name keep its offset.
+// Its zero value is empty and ready to use. It is not safe for concurrent use: its owner
+// locks it (reads may run together).
+type names struct {
+	seed  maphash.Seed
+	text  []byte    // per name: its length (uvarint), its bytes, its number (4 bytes); bytes once written never change
+	index hashIndex // the hash of each name -> its offset
+	n     uint32    // the number of names
 }
 
 // A nameRef is a name's number and the offset of its length in text.
@@ -46,7 +117,7 @@ type nameRef struct {
 
 // lookup returns the number and the offset of s, if it was added.
 func (ns *names) lookup(s string) (nameRef, bool) {
-	if ns.slots == nil {
+	if ns.n == 0 {
 		return nameRef{}, false
 	}
 	return ns.lookupHashed(s, maphash.String(ns.seed, s))
@@ -54,28 +125,22 @@ func (ns *names) lookup(s string) (nameRef, bool) {
 
 // lookupHashed is lookup of s, whose hash is h.
 func (ns *names) lookupHashed(s string, h uint64) (nameRef, bool) {
-	mask := uint64(len(ns.slots) - 1)
-	for j := h & mask; len(ns.slots) > 0; j = (j + 1) & mask {
-		sl := ns.slots[j]
-		if sl.off == 0 {
-			break
-		}
-		if sl.hash != h {
-			continue
-		}
-		off := sl.off - 1
+	var r nameRef
+	_, _, ok := ns.index.find(h, func(off uint64) bool {
 		n, k := binary.Uvarint(ns.text[off:])
 		if b := ns.text[off+uint64(k):]; n == uint64(len(s)) && string(b[:n]) == s {
-			return nameRef{off: off, i: binary.LittleEndian.Uint32(b[n:])}, true
+			r = nameRef{off: off, i: binary.LittleEndian.Uint32(b[n:])}
+			return true
 		}
-	}
-	return nameRef{}, false
+		return false
+	})
+	return r, ok
 }
 
 // add adds s, which the caller has looked up and not found, and returns its number and
 // offset.
 func (ns *names) add(s string) nameRef {
-	if ns.slots == nil {
+	if ns.n == 0 {
 		ns.seed = maphash.MakeSeed()
 	}
 	return ns.addHashed(s, maphash.String(ns.seed, s))
@@ -86,37 +151,13 @@ func (ns *names) addHashed(s string, h uint64) nameRef {
 	if ns.n == math.MaxUint32 {
 		panic("memory: more than 2^32-1 names in one table")
 	}
-	if 4*(uint64(ns.n)+1) > 3*uint64(len(ns.slots)) {
-		ns.grow()
-	}
 	r := nameRef{off: uint64(len(ns.text)), i: ns.n}
 	ns.n++
 	ns.text = binary.AppendUvarint(ns.text, uint64(len(s)))
 	ns.text = append(ns.text, s...)
 	ns.text = binary.LittleEndian.AppendUint32(ns.text, r.i)
-	ns.put(nameSlot{hash: h, off: r.off + 1})
+	ns.index.put(h, r.off)
 	return r
-}
-
-// put puts sl in the first free slot from its hash on.
-func (ns *names) put(sl nameSlot) {
-	mask := uint64(len(ns.slots) - 1)
-	j := sl.hash & mask
-	for ns.slots[j].off != 0 {
-		j = (j + 1) & mask
-	}
-	ns.slots[j] = sl
-}
-
-// grow doubles the index (from 16 slots), moving every name to its new slot.
-func (ns *names) grow() {
-	old := ns.slots
-	ns.slots = make([]nameSlot, max(16, 2*len(old)))
-	for _, sl := range old {
-		if sl.off != 0 {
-			ns.put(sl)
-		}
-	}
 }
 
 // intern returns the number and offset of s, adding it if it is new.

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,38 @@ func TestNamesGrow(t *testing.T) {
 	}
 	if r, ok := ns.lookup(fmt.Sprintf("acct-%d", n)); ok {
 		t.Errorf("lookup of a string never added found %+v", r)
+	}
+}
+
+// TestHashIndex puts and removes values under few hashes, so that they crowd into runs
+// that wrap around the end of the table, and checks after each step that every value
+// left is found under its hash and no removed one is.
+func TestHashIndex(t *testing.T) {
+	var x hashIndex
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := map[uint64]uint64{}                                 // value -> hash
+	hashOf := func(v uint64) uint64 { return ^uint64(0) - v%7 } // the last slots, then the first
+	for step := range 5000 {
+		v := uint64(rng.IntN(200))
+		if _, held := want[v]; held {
+			_, slot, ok := x.find(hashOf(v), func(c uint64) bool { return c == v })
+			if !ok {
+				t.Fatalf("step %d: value %d not found before its removal", step, v)
+			}
+			x.remove(slot)
+			delete(want, v)
+		} else {
+			x.put(hashOf(v), v)
+			want[v] = hashOf(v)
+		}
+		for c := range uint64(200) {
+			_, _, ok := x.find(hashOf(c), func(got uint64) bool { return got == c })
+			if _, held := want[c]; ok != held {
+				t.Fatalf("step %d: find(%d) found it: %v, want %v", step, c, ok, held)
+			}
+		}
+	}
+	if x.n != len(want) {
+		t.Errorf("the index counts %d values, want %d", x.n, len(want))
 	}
 }

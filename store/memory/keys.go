@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -24,7 +25,8 @@ type KeyStore struct {
 	keyIDs     names // key i is numbered i in keyIDs
 	keys       []keyRecord
 	labels     names                     // plan and key names
-	byHash     map[auth.Hash]uint32      // current hashes only -> key number
+	seed       maphash.Seed              // of hashOf
+	byHash     hashIndex                 // hashOf(the current hash of key i) -> i
 	restricted map[ref]auth.Restrictions // of the accounts and keys that have some
 }
 
@@ -65,9 +67,19 @@ var (
 // NewKeyStore returns an empty KeyStore.
 func NewKeyStore() *KeyStore {
 	return &KeyStore{
-		byHash:     make(map[auth.Hash]uint32),
+		seed:       maphash.MakeSeed(),
 		restricted: make(map[ref]auth.Restrictions),
 	}
+}
+
+// hashOf returns the index hash of a key's hash: seeded, so that nobody can pick key
+// values whose hashes crowd one part of the index.
+func (s *KeyStore) hashOf(h auth.Hash) uint64 { return maphash.Bytes(s.seed, h[:]) }
+
+// withHash returns the key whose current hash is h, and its slot in byHash.
+func (s *KeyStore) withHash(h auth.Hash) (i uint32, slot int, ok bool) {
+	v, slot, ok := s.byHash.find(s.hashOf(h), func(v uint64) bool { return s.keys[v].hash == h })
+	return uint32(v), slot, ok
 }
 
 // account returns account i.
@@ -172,7 +184,7 @@ func (s *KeyStore) checkNewKey(k *auth.Key) error {
 	if _, ok := s.keyIDs.lookup(k.ID); ok {
 		return fmt.Errorf("memory: key %q: %w", k.ID, store.ErrConflict)
 	}
-	if _, ok := s.byHash[k.Hash]; ok {
+	if _, _, ok := s.withHash(k.Hash); ok {
 		return fmt.Errorf("memory: key %q: the hash is taken: %w", k.ID, store.ErrConflict)
 	}
 	return nil
@@ -185,7 +197,7 @@ func (s *KeyStore) insertKey(a uint32, k *auth.Key) {
 	s.keys = append(s.keys, keyRecord{hash: k.Hash, id: id.off, account: a, name: s.labels.intern(k.Name).off, primary: k.Primary,
 		created: stampOf(k.CreatedAt), rotated: stampOf(k.RotatedAt), revoked: stampOf(k.RevokedAt)})
 	s.restrict(ref{key: true, i: i}, k.Restrictions)
-	s.byHash[k.Hash] = i
+	s.byHash.put(s.hashOf(k.Hash), uint64(i))
 	acct := &s.accounts[a]
 	if acct.last == 0 {
 		acct.first = i + 1
@@ -234,7 +246,7 @@ func (s *KeyStore) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Acc
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	i, ok := s.byHash[h]
+	i, _, ok := s.withHash(h)
 	if !ok {
 		return auth.Key{}, auth.Account{}, fmt.Errorf("memory: key hash %.8s: %w", h, store.ErrNotFound)
 	}
@@ -278,13 +290,14 @@ func (s *KeyStore) RotateKey(ctx context.Context, id string, rev int64, h auth.H
 		case rev != auth.AnyRevision && old.Revision != rev:
 			return changed(id, rev, old.Revision)
 		}
-		if _, taken := s.byHash[h]; taken {
+		if _, _, taken := s.withHash(h); taken {
 			return fmt.Errorf("memory: key %q: the new hash is taken: %w", id, store.ErrConflict)
 		}
 		return nil
 	}, func(i uint32, k *keyRecord) {
-		delete(s.byHash, k.hash)
-		s.byHash[h] = i
+		_, slot, _ := s.withHash(k.hash)
+		s.byHash.remove(slot)
+		s.byHash.put(s.hashOf(h), uint64(i))
 		k.hash, k.rotated = h, stampOf(at)
 		k.revision++
 	})
