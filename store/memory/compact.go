@@ -103,8 +103,11 @@ func (x *hashIndex) remove(slot int) {
 // Its zero value is empty and ready to use. It is not safe for concurrent use: its owner
 // locks it (reads may run together).
 type names struct {
-	seed  maphash.Seed
-	text  []byte    // per name: its length (uvarint), its bytes, its number (4 bytes); bytes once written never change
+	seed maphash.Seed
+	// text holds, per name, its length (uvarint), its bytes and its number (4 bytes);
+	// bytes once written never change. Several names may share one text (see
+	// [names.share]); a zero names makes its own.
+	text  *[]byte
 	index hashIndex // the hash of each name -> its offset
 	n     uint32    // the number of names
 }
@@ -127,8 +130,9 @@ func (ns *names) lookup(s string) (nameRef, bool) {
 func (ns *names) lookupHashed(s string, h uint64) (nameRef, bool) {
 	var r nameRef
 	_, _, ok := ns.index.find(h, func(off uint64) bool {
-		n, k := binary.Uvarint(ns.text[off:])
-		if b := ns.text[off+uint64(k):]; n == uint64(len(s)) && string(b[:n]) == s {
+		text := *ns.text
+		n, k := binary.Uvarint(text[off:])
+		if b := text[off+uint64(k):]; n == uint64(len(s)) && string(b[:n]) == s {
 			r = nameRef{off: off, i: binary.LittleEndian.Uint32(b[n:])}
 			return true
 		}
@@ -151,11 +155,15 @@ func (ns *names) addHashed(s string, h uint64) nameRef {
 	if ns.n == math.MaxUint32 {
 		panic("memory: more than 2^32-1 names in one table")
 	}
-	r := nameRef{off: uint64(len(ns.text)), i: ns.n}
+	if ns.text == nil {
+		ns.text = new([]byte)
+	}
+	text := *ns.text
+	r := nameRef{off: uint64(len(text)), i: ns.n}
 	ns.n++
-	ns.text = binary.AppendUvarint(ns.text, uint64(len(s)))
-	ns.text = append(ns.text, s...)
-	ns.text = binary.LittleEndian.AppendUint32(ns.text, r.i)
+	text = binary.AppendUvarint(text, uint64(len(s)))
+	text = append(text, s...)
+	*ns.text = binary.LittleEndian.AppendUint32(text, r.i)
 	ns.index.put(h, r.off)
 	return r
 }
@@ -172,11 +180,23 @@ func (ns *names) intern(s string) nameRef {
 // text, which are never written again (a growing text moves to a new array and leaves
 // the old one, still referred to by the strings made from it, as it was).
 func (ns *names) at(off uint64) string {
-	n, k := binary.Uvarint(ns.text[off:])
+	text := *ns.text
+	n, k := binary.Uvarint(text[off:])
 	if n == 0 {
 		return ""
 	}
-	return unsafe.String(&ns.text[off+uint64(k)], n)
+	return unsafe.String(&text[off+uint64(k)], n)
+}
+
+// share makes ns and other, both empty, keep their names in one text, in the order
+// they are added to either: names added one after the other sit side by side, and are
+// read with one cache miss where two texts would take two.
+func (ns *names) share(other *names) {
+	if ns.n != 0 || other.n != 0 {
+		panic("memory: names can share a text only while empty")
+	}
+	ns.text = new([]byte)
+	other.text = ns.text
 }
 
 // A stamp is a time.Time without its location and monotonic reading (which hold or

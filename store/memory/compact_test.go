@@ -108,3 +108,34 @@ func TestHashIndex(t *testing.T) {
 		t.Errorf("the index counts %d values, want %d", x.n, len(want))
 	}
 }
+
+// TestNamesShare checks that two names sharing one text keep their own numbers and find
+// only their own strings, the same string in both included.
+func TestNamesShare(t *testing.T) {
+	var accounts, keys names
+	accounts.share(&keys)
+	a0, k0 := accounts.add("acct-1"), keys.add("acct-1-primary")
+	a1, k1 := accounts.add("acct-2"), keys.add("acct-2") // one string in both
+	if a0.i != 0 || a1.i != 1 || k0.i != 0 || k1.i != 1 {
+		t.Errorf("numbers %d, %d and %d, %d; want 0, 1 in each", a0.i, a1.i, k0.i, k1.i)
+	}
+	if k0.off <= a0.off || a1.off <= k0.off {
+		t.Errorf("offsets %d, %d, %d are not in the order the names were added", a0.off, k0.off, a1.off)
+	}
+	for _, c := range []struct {
+		ns   *names
+		s    string
+		want nameRef
+		ok   bool
+	}{
+		{&accounts, "acct-1", a0, true}, {&accounts, "acct-2", a1, true}, {&accounts, "acct-1-primary", nameRef{}, false},
+		{&keys, "acct-1-primary", k0, true}, {&keys, "acct-2", k1, true}, {&keys, "acct-1", nameRef{}, false},
+	} {
+		if r, ok := c.ns.lookup(c.s); r != c.want || ok != c.ok {
+			t.Errorf("lookup(%q) = %+v, %v; want %+v, %v", c.s, r, ok, c.want, c.ok)
+		}
+		if c.ok && c.ns.at(c.want.off) != c.s {
+			t.Errorf("at(%d) = %q, want %q", c.want.off, c.ns.at(c.want.off), c.s)
+		}
+	}
+}

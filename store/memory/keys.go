@@ -66,10 +66,14 @@ var (
 
 // NewKeyStore returns an empty KeyStore.
 func NewKeyStore() *KeyStore {
-	return &KeyStore{
+	s := &KeyStore{
 		seed:       maphash.MakeSeed(),
 		restricted: make(map[ref]auth.Restrictions),
 	}
+	// An account's id and its primary key's are added together, and read together by
+	// Resolve.
+	s.accountIDs.share(&s.keyIDs)
+	return s
 }
 
 // hashOf returns the index hash of a key's hash: seeded, so that nobody can pick key
