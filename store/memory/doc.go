@@ -50,7 +50,7 @@
 // without pointers (ids and names are strings kept back to back in one byte array,
 // each with its length, and referred to by offset; records are pointer-free structs in
 // slices; the indexes of ids and key hashes are open-addressing tables of hashes and
-// numbers, the others maps of numbers), so that the garbage collector, which follows
+// offsets or numbers, the others maps of numbers), so that the garbage collector, which follows
 // every pointer of the live heap on each cycle, has nothing to follow in them: a
 // million accounts cost memory (about 500 bytes each with a key and a balance) but add
 // almost nothing to the time of a collection. Finding an account by its id or its key's
