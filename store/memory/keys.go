@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -19,29 +20,32 @@ import (
 // zero value is not usable; call [NewKeyStore].
 type KeyStore struct {
 	mu         sync.RWMutex
-	accountIDs names // account i has id accountIDs.name(i)
+	accountIDs names // account i is numbered i in accountIDs
 	accounts   []accountRecord
-	keyIDs     names // key i has id keyIDs.name(i)
+	keyIDs     names // key i is numbered i in keyIDs
 	keys       []keyRecord
 	labels     names                     // plan and key names
-	byHash     map[auth.Hash]uint32      // current hashes only -> key number
+	seed       maphash.Seed              // of hashOf
+	byHash     hashIndex                 // hashOf(the current hash of key i) -> i
 	restricted map[ref]auth.Restrictions // of the accounts and keys that have some
 }
 
-// accountRecord is an account, but for its id (accountIDs) and restrictions.
+// accountRecord is an account, but for its restrictions.
 type accountRecord struct {
-	plan    uint32 // in labels
+	id      uint64 // offset in accountIDs
+	plan    uint64 // offset in labels
 	created stamp
 	// The account's keys, oldest first, are first-1, then each key's nextOfAccount-1,
 	// to last-1.
 	first, last uint32
 }
 
-// keyRecord is a key, but for its id (keyIDs) and restrictions.
+// keyRecord is a key, but for its restrictions.
 type keyRecord struct {
 	hash                      auth.Hash
+	id                        uint64 // offset in keyIDs
+	name                      uint64 // offset in labels
 	account                   uint32
-	name                      uint32 // in labels
 	nextOfAccount             uint32 // 1 + the account's next key, 0 for none
 	primary                   bool
 	revision                  int64
@@ -62,23 +66,37 @@ var (
 
 // NewKeyStore returns an empty KeyStore.
 func NewKeyStore() *KeyStore {
-	return &KeyStore{
-		byHash:     make(map[auth.Hash]uint32),
+	s := &KeyStore{
+		seed:       maphash.MakeSeed(),
 		restricted: make(map[ref]auth.Restrictions),
 	}
+	// An account's id and its primary key's are added together, and read together by
+	// Resolve.
+	s.accountIDs.share(&s.keyIDs)
+	return s
+}
+
+// hashOf returns the index hash of a key's hash: seeded, so that nobody can pick key
+// values whose hashes crowd one part of the index.
+func (s *KeyStore) hashOf(h auth.Hash) uint64 { return maphash.Bytes(s.seed, h[:]) }
+
+// withHash returns the key whose current hash is h, and its slot in byHash.
+func (s *KeyStore) withHash(h auth.Hash) (i uint32, slot int, ok bool) {
+	v, slot, ok := s.byHash.find(s.hashOf(h), func(v uint64) bool { return s.keys[v].hash == h })
+	return uint32(v), slot, ok
 }
 
 // account returns account i.
 func (s *KeyStore) account(i uint32) auth.Account {
 	r := &s.accounts[i]
-	return auth.Account{ID: s.accountIDs.name(i), Plan: s.labels.name(r.plan),
+	return auth.Account{ID: s.accountIDs.at(r.id), Plan: s.labels.at(r.plan),
 		Restrictions: s.restricted[ref{i: i}], CreatedAt: r.created.time()}
 }
 
 // key returns key i.
 func (s *KeyStore) key(i uint32) auth.Key {
 	r := &s.keys[i]
-	return auth.Key{ID: s.keyIDs.name(i), AccountID: s.accountIDs.name(r.account), Name: s.labels.name(r.name),
+	return auth.Key{ID: s.keyIDs.at(r.id), AccountID: s.accountIDs.at(s.accounts[r.account].id), Name: s.labels.at(r.name),
 		Primary: r.primary, Hash: r.hash, Restrictions: s.restricted[ref{key: true, i: i}],
 		CreatedAt: r.created.time(), RotatedAt: r.rotated.time(), RevokedAt: r.revoked.time(), Revision: r.revision}
 }
@@ -112,9 +130,9 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 		return fmt.Errorf("memory: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
 	}
 	a := s.accountIDs.add(account.ID)
-	s.accounts = append(s.accounts, accountRecord{plan: s.labels.intern(account.Plan), created: stampOf(account.CreatedAt)})
-	s.restrict(ref{i: a}, account.Restrictions)
-	s.insertKey(a, &primary)
+	s.accounts = append(s.accounts, accountRecord{id: a.off, plan: s.labels.intern(account.Plan).off, created: stampOf(account.CreatedAt)})
+	s.restrict(ref{i: a.i}, account.Restrictions)
+	s.insertKey(a.i, &primary)
 	return nil
 }
 
@@ -129,7 +147,7 @@ func (s *KeyStore) Account(ctx context.Context, id string) (auth.Account, error)
 	if !ok {
 		return auth.Account{}, fmt.Errorf("memory: account %q: %w", id, store.ErrNotFound)
 	}
-	return s.account(a), nil
+	return s.account(a.i), nil
 }
 
 // CreateKey stores a new key of an existing account.
@@ -149,7 +167,7 @@ func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key) error {
 	if err := s.checkNewKey(&key); err != nil {
 		return err
 	}
-	s.insertKey(a, &key)
+	s.insertKey(a.i, &key)
 	return nil
 }
 
@@ -170,7 +188,7 @@ func (s *KeyStore) checkNewKey(k *auth.Key) error {
 	if _, ok := s.keyIDs.lookup(k.ID); ok {
 		return fmt.Errorf("memory: key %q: %w", k.ID, store.ErrConflict)
 	}
-	if _, ok := s.byHash[k.Hash]; ok {
+	if _, _, ok := s.withHash(k.Hash); ok {
 		return fmt.Errorf("memory: key %q: the hash is taken: %w", k.ID, store.ErrConflict)
 	}
 	return nil
@@ -178,11 +196,12 @@ func (s *KeyStore) checkNewKey(k *auth.Key) error {
 
 // insertKey adds k as the newest key of account a.
 func (s *KeyStore) insertKey(a uint32, k *auth.Key) {
-	i := s.keyIDs.add(k.ID)
-	s.keys = append(s.keys, keyRecord{hash: k.Hash, account: a, name: s.labels.intern(k.Name), primary: k.Primary,
+	id := s.keyIDs.add(k.ID)
+	i := id.i
+	s.keys = append(s.keys, keyRecord{hash: k.Hash, id: id.off, account: a, name: s.labels.intern(k.Name).off, primary: k.Primary,
 		created: stampOf(k.CreatedAt), rotated: stampOf(k.RotatedAt), revoked: stampOf(k.RevokedAt)})
 	s.restrict(ref{key: true, i: i}, k.Restrictions)
-	s.byHash[k.Hash] = i
+	s.byHash.put(s.hashOf(k.Hash), uint64(i))
 	acct := &s.accounts[a]
 	if acct.last == 0 {
 		acct.first = i + 1
@@ -199,11 +218,11 @@ func (s *KeyStore) Key(ctx context.Context, id string) (auth.Key, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	i, ok := s.keyIDs.lookup(id)
+	k, ok := s.keyIDs.lookup(id)
 	if !ok {
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
 	}
-	return s.key(i), nil
+	return s.key(k.i), nil
 }
 
 // Keys returns the keys of an account, oldest first.
@@ -218,7 +237,7 @@ func (s *KeyStore) Keys(ctx context.Context, accountID string) ([]auth.Key, erro
 		return nil, fmt.Errorf("memory: account %q: %w", accountID, store.ErrNotFound)
 	}
 	out := []auth.Key{}
-	for i := s.accounts[a].first; i != 0; i = s.keys[i-1].nextOfAccount {
+	for i := s.accounts[a.i].first; i != 0; i = s.keys[i-1].nextOfAccount {
 		out = append(out, s.key(i-1))
 	}
 	return out, nil
@@ -231,7 +250,7 @@ func (s *KeyStore) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Acc
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	i, ok := s.byHash[h]
+	i, _, ok := s.withHash(h)
 	if !ok {
 		return auth.Key{}, auth.Account{}, fmt.Errorf("memory: key hash %.8s: %w", h, store.ErrNotFound)
 	}
@@ -247,10 +266,11 @@ func (s *KeyStore) change(ctx context.Context, id string, check func(auth.Key) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.keyIDs.lookup(id)
+	k, ok := s.keyIDs.lookup(id)
 	if !ok {
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)
 	}
+	i := k.i
 	switch err := check(s.key(i)); {
 	case errors.Is(err, errUnchanged):
 		return s.key(i), nil
@@ -274,13 +294,14 @@ func (s *KeyStore) RotateKey(ctx context.Context, id string, rev int64, h auth.H
 		case rev != auth.AnyRevision && old.Revision != rev:
 			return changed(id, rev, old.Revision)
 		}
-		if _, taken := s.byHash[h]; taken {
+		if _, _, taken := s.withHash(h); taken {
 			return fmt.Errorf("memory: key %q: the new hash is taken: %w", id, store.ErrConflict)
 		}
 		return nil
 	}, func(i uint32, k *keyRecord) {
-		delete(s.byHash, k.hash)
-		s.byHash[h] = i
+		_, slot, _ := s.withHash(k.hash)
+		s.byHash.remove(slot)
+		s.byHash.put(s.hashOf(h), uint64(i))
 		k.hash, k.rotated = h, stampOf(at)
 		k.revision++
 	})
@@ -317,7 +338,7 @@ func (s *KeyStore) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, e
 		}
 		return nil
 	}, func(i uint32, k *keyRecord) {
-		k.name = s.labels.intern(u.Name)
+		k.name = s.labels.intern(u.Name).off
 		s.restrict(ref{key: true, i: i}, u.Restrictions)
 		k.revision++
 	})
@@ -343,12 +364,12 @@ func (s *KeyStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState
 	if c.KeyID == "" {
 		return auth.KeyLive, nil
 	}
-	i, ok := s.keyIDs.lookup(c.KeyID)
+	kr, ok := s.keyIDs.lookup(c.KeyID)
 	if !ok {
 		return auth.KeyUnknown, nil
 	}
-	switch k := &s.keys[i]; {
-	case k.account != a || k.hash != auth.Hash(c.Hash):
+	switch k := &s.keys[kr.i]; {
+	case k.account != a.i || k.hash != auth.Hash(c.Hash):
 		return auth.KeyUnknown, nil
 	case k.revoked != stamp{}:
 		return auth.KeyRevoked, nil

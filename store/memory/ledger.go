@@ -38,7 +38,7 @@ type Ledger struct {
 	// mu guards ids and the growth of accounts; an operation holds it for reading
 	// throughout, and its account's shard lock.
 	mu       sync.RWMutex
-	ids      names // account i has id ids.name(i)
+	ids      names // account i is numbered i in ids
 	accounts table[balance]
 	shards   [ledgerShards]ledgerShard // account i is in shards[i%ledgerShards]
 	apis     apiNames
@@ -59,8 +59,12 @@ type LedgerOptions struct {
 type balance struct {
 	balance, used, allowance int64
 	start, end               stamp // the period
-	// counted is whether the account has usage counts in its shard since its last
-	// renewal.
+	// The usage count of the first API the account called since its last renewal is
+	// kept here, where a call finds it without another lookup: 1 + the API (in
+	// apiNames), 0 for none, and its count. counted is whether the account has counts
+	// of other APIs in its shard.
+	api     uint32
+	calls   int64
 	counted bool
 	// newestHow is how newest ended, so that linking a newer id to it writes its
 	// entry without reading it first.
@@ -87,7 +91,7 @@ type ledgerShard struct {
 	open  map[request]reservation
 	more  map[request][]uint32 // the APIs after the first of open calls of several APIs
 	done  map[request]closedID
-	usage map[apiCount]int64 // calls per account and API in the account's period
+	usage map[apiCount]int64 // calls per account and API in the account's period, but for its first API
 }
 
 // A request is an account's request id.
@@ -226,12 +230,12 @@ func (l *Ledger) find(ctx context.Context, id string) (op, error) {
 		return op{}, err
 	}
 	l.mu.RLock()
-	i, ok := l.ids.lookup(id)
+	r, ok := l.ids.lookup(id)
 	if !ok {
 		l.mu.RUnlock()
 		return op{}, fmt.Errorf("memory: balance of account %q: %w", id, store.ErrNotFound)
 	}
-	o := op{l: l, sh: &l.shards[i%ledgerShards], i: i, a: l.accounts.at(i)}
+	o := op{l: l, sh: &l.shards[r.i%ledgerShards], i: r.i, a: l.accounts.at(r.i)}
 	o.sh.mu.Lock()
 	return o, nil
 }
@@ -255,6 +259,7 @@ func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance
 
 // uncountAll forgets the account's usage counts.
 func (o op) uncountAll() {
+	o.a.api, o.a.calls = 0, 0
 	if !o.a.counted {
 		return
 	}
@@ -303,8 +308,25 @@ func (o op) credit(r reservation, amount int64) bool {
 	return true
 }
 
+// count adds one call to the usage count of an API.
+func (o op) count(api uint32) {
+	switch a := o.a; {
+	case a.api == api+1:
+		a.calls++
+	case a.api == 0:
+		a.api, a.calls = api+1, 1
+	default:
+		o.sh.usage[apiCount{o.i, api}]++
+		a.counted = true
+	}
+}
+
 // uncount takes one call off the usage count of an API, never below zero.
 func (o op) uncount(api uint32) {
+	if o.a.api == api+1 {
+		o.a.calls = max(o.a.calls-1, 0)
+		return
+	}
 	k := apiCount{o.i, api}
 	if o.sh.usage[k] > 0 {
 		o.sh.usage[k]--
@@ -368,14 +390,13 @@ func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Bala
 	k := request{o.i, r.Request}
 	for j, name := range r.APIs {
 		api := l.apis.intern(name)
-		o.sh.usage[apiCount{o.i, api}]++
+		o.count(api)
 		if j == 0 {
 			res.api = api
 		} else {
 			o.sh.more[k] = append(o.sh.more[k], api)
 		}
 	}
-	a.counted = a.counted || len(r.APIs) > 0
 	o.sh.open[k] = res
 	if expires < o.sh.due.Load() {
 		o.sh.due.Store(expires)
@@ -460,7 +481,13 @@ func (l *Ledger) Usage(ctx context.Context, account string, p driver.Period) (ma
 	}
 	defer o.done()
 	out := map[string]int64{}
-	if o.a.start != stampOf(p.Start) || !o.a.counted {
+	if o.a.start != stampOf(p.Start) {
+		return out, nil
+	}
+	if o.a.api != 0 {
+		out[l.apis.all()[o.a.api-1]] = o.a.calls
+	}
+	if !o.a.counted {
 		return out, nil
 	}
 	for api, name := range l.apis.all() {

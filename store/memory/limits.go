@@ -228,17 +228,17 @@ func (l *lockedMap[T]) get(key string) *T {
 	l.seedOnce.Do(func() { l.seed = maphash.MakeSeed() })
 	sh := &l.shards[maphash.String(l.seed, key)%lockedMapShards]
 	sh.mu.RLock()
-	i, ok := sh.keys.lookup(key)
+	r, ok := sh.keys.lookup(key)
 	if ok {
-		t := sh.states.at(i)
+		t := sh.states.at(r.i)
 		sh.mu.RUnlock()
 		return t
 	}
 	sh.mu.RUnlock()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if i, ok := sh.keys.lookup(key); ok {
-		return sh.states.at(i)
+	if r, ok := sh.keys.lookup(key); ok {
+		return sh.states.at(r.i)
 	}
 	sh.keys.add(key)
 	_, t := sh.states.add()
