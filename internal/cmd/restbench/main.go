@@ -9,6 +9,7 @@
 // Each comparison of docs/performance.md is one command:
 //
 //	go run ./internal/cmd/restbench -compare bare,server            # REST: examples/server vs a bare handler
+//	go run ./internal/cmd/restbench -compare bare,bare-headers      # what a paid call's headers cost net/http
 //	go run ./internal/cmd/restbench -compare memory:1000,memory:1000000  # flat cost per call with the number of accounts
 //	go run ./internal/cmd/restbench -compare memory,postgres        # PostgreSQL, one hot account, default options
 //	go run ./internal/cmd/restbench -compare memory:256,postgres:256  # PostgreSQL, many accounts
@@ -22,6 +23,9 @@
 //
 //	bare          a net/http handler that does the hash API's work and writes only the
 //	              envelope and Content-Type (what a hand-written handler writes)
+//	bare-headers  the bare handler writing the headers of a real Tollgate answer (credit
+//	              and rate headers, Cache-Control) as values computed once: what the
+//	              headers a paid call must carry cost net/http alone
 //	server        go run ./examples/server (built, then run with a fixtures file whose
 //	              plan never denies): memory stores, usage statistics, audit log, sessions
 //	memory        the sample catalog over REST, GraphQL and MCP on memory stores
@@ -55,6 +59,15 @@
 // process also prints its heap after the set-up and after the run: the live bytes, the
 // bytes the garbage collector scans for pointers on every cycle, and the objects.
 //
+// -callgrind DIR runs both servers under valgrind's callgrind and prints, for each
+// drive, the instructions each server process executed in user space per call (the
+// handler, net/http, the scheduler and the garbage collector, every thread; not the
+// kernel's work), which the load on the machine does not change as it changes CPU
+// time. The servers answer about 30 times slower under callgrind, so that the drives
+// make fewer calls; the figures need no more rounds than three:
+//
+//	go run ./internal/cmd/restbench -compare bare,server -callgrind /tmp/cg -rounds 3 -c 8
+//
 // -baseline-exe runs the baseline server from another build of restbench, so that a
 // change is compared with the code before it, in the same run:
 //
@@ -83,10 +96,11 @@ func main() {
 	threads := flag.Int("t", 2, "wrk threads")
 	sessions := flag.Int("sessions", 16, "MCP sessions of the mcp servers")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, server, memory, memory-usage, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
+	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, bare-headers, server, memory, memory-usage, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
+	callgrind := flag.String("callgrind", "", "run each server under valgrind's callgrind, its profiles written into this directory, and print the instructions it executed per call in each drive")
 	baselineExe := flag.String("baseline-exe", "", "run the baseline server from this build of restbench (one built from another commit), to compare a change with the code before it")
 	flag.Parse()
 	cfg := storeConfig{redis: *redisAddr, postgres: *pgDSN}
@@ -113,7 +127,7 @@ func main() {
 	if *client == "wrk" {
 		gen = wrkGen{threads: *threads, conns: *conns}
 	}
-	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, profile: *profile, baselineExe: *baselineExe}
+	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, profile: *profile, baselineExe: *baselineExe, callgrind: *callgrind}
 	err := b.run(names)
 	b.close()
 	if err != nil {
@@ -133,7 +147,10 @@ type bench struct {
 	// baselineExe, if not "", is the restbench the baseline server (the first) runs
 	// from.
 	baselineExe string
-	servers     []*server
+	// callgrind, if not "", is the directory of the servers' callgrind profiles: they run
+	// under callgrind, and each drive counts their instructions per call.
+	callgrind string
+	servers   []*server
 }
 
 // exe returns the program the i-th server runs from: "" for this one.
@@ -169,8 +186,9 @@ func (b *bench) run(names []string) error {
 			return err
 		}
 	}
-	var ratios, cpuRatios []float64
+	var ratios, cpuRatios, insRatios []float64
 	perCall := make([][]float64, len(b.servers))
+	insPerCall := make([][]float64, len(b.servers))
 	for round := 1; round <= b.rounds; round++ {
 		order := []int{0, 1}
 		if round%2 == 0 {
@@ -178,6 +196,7 @@ func (b *bench) run(names []string) error {
 		}
 		var rates [2]float64
 		var cpus [2]cpuUse
+		var ins [2]float64
 		var waits [2]string
 		for _, j := range order {
 			s := b.servers[j]
@@ -189,6 +208,11 @@ func (b *bench) run(names []string) error {
 			if b.profile != "" && round == b.rounds {
 				profiled = s.startProfile(b.profile, b.dur)
 			}
+			if b.callgrind != "" {
+				if err := s.zeroInstructions(); err != nil {
+					return fmt.Errorf("%s: callgrind_control -z: %w", s.name, err)
+				}
+			}
 			before := s.cpu(b.gen)
 			rate, err := b.gen.drive(s.call, b.dur)
 			if err != nil {
@@ -196,6 +220,13 @@ func (b *bench) run(names []string) error {
 			}
 			rate *= float64(max(s.call.items, 1)) // calls, a batch's items each one
 			rates[j], cpus[j] = rate, s.cpu(b.gen).perCall(before, rate*b.dur.Seconds())
+			if b.callgrind != "" {
+				n, err := s.instructions(b.callgrind)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
+				ins[j] = n / (rate * b.dur.Seconds())
+			}
 			if stopSampling != nil {
 				waits[j] = stopSampling()
 			}
@@ -210,9 +241,16 @@ func (b *bench) run(names []string) error {
 		cpuRatios = append(cpuRatios, cpus[1].server/cpus[0].server)
 		fmt.Printf("round %d (load %.2f): %s %.0f calls/s, %s %.0f calls/s, ratio %.3f\n",
 			round, loadAverage(), b.servers[0].name, rates[0], b.servers[1].name, rates[1], ratio)
+		if b.callgrind != "" {
+			insRatios = append(insRatios, ins[1]/ins[0])
+		}
 		for j, s := range b.servers {
 			perCall[j] = append(perCall[j], cpus[j].server)
+			insPerCall[j] = append(insPerCall[j], ins[j])
 			fmt.Printf("    %-16s CPU per call: %s\n", s.name, cpus[j].describe(s))
+			if b.callgrind != "" {
+				fmt.Printf("    %-16s instructions per call (callgrind, user space): %.0f\n", "", ins[j])
+			}
 			if waits[j] != "" {
 				fmt.Printf("    %-16s waits: %s\n", "", waits[j])
 			}
@@ -223,6 +261,11 @@ func (b *bench) run(names []string) error {
 	fmt.Printf("server CPU per call %s/%s: median %.2fx (min %.2f, max %.2f); %s %.1f µs, %s %.1f µs (medians)\n",
 		b.servers[1].name, b.servers[0].name, median(cpuRatios), slices.Min(cpuRatios), slices.Max(cpuRatios),
 		b.servers[0].name, median(perCall[0]), b.servers[1].name, median(perCall[1]))
+	if b.callgrind != "" {
+		fmt.Printf("instructions per call %s/%s: median %.3fx (min %.3f, max %.3f); %s %.0f, %s %.0f (medians)\n",
+			b.servers[1].name, b.servers[0].name, median(insRatios), slices.Min(insRatios), slices.Max(insRatios),
+			b.servers[0].name, median(insPerCall[0]), b.servers[1].name, median(insPerCall[1]))
+	}
 	return nil
 }
 

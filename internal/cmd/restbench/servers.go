@@ -51,16 +51,16 @@ func (b *bench) start(name string) (*server, error) {
 	}
 	var base string
 	if kind == "server" {
-		base, err = s.startExample()
+		base, err = s.startExample(b.callgrind)
 	} else {
-		base, err = s.startChild(b.cfg, accounts, b.exe(len(b.servers)))
+		base, err = s.startChild(b.cfg, accounts, b.exe(len(b.servers)), b.callgrind)
 	}
 	if err != nil {
 		return nil, err
 	}
 	key := map[string]string{"X-Api-Key": benchKey(0)}
 	switch kind {
-	case "bare":
+	case "bare", "bare-headers":
 		s.call = &call{url: base + restPath, method: http.MethodGet}
 	case "json", "gql-typename":
 		s.call = &call{url: base + "/v1/graphql", method: http.MethodPost, body: typenameQuery,
@@ -107,15 +107,20 @@ const (
 )
 
 // startChild starts this program again (or exe, if not "", another build of it) as the
-// server process (-serve) and returns the server's base URL.
-func (s *server) startChild(cfg storeConfig, accounts int, exe string) (string, error) {
+// server process (-serve) and returns the server's base URL. With callgrind not "", the
+// process runs under callgrind, its profiles written there.
+func (s *server) startChild(cfg storeConfig, accounts int, exe, callgrind string) (string, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return "", err
 		}
 	}
-	s.cmd = exec.Command(exe, "-serve", s.kind, "-accounts", strconv.Itoa(accounts), "-redis", cfg.redis, "-postgres", cfg.postgres)
+	args := []string{"-serve", s.kind, "-accounts", strconv.Itoa(accounts), "-redis", cfg.redis, "-postgres", cfg.postgres}
+	s.cmd = exec.Command(exe, args...)
+	if callgrind != "" {
+		s.cmd = callgrindCommand(callgrind, s.name, exe, args...)
+	}
 	s.cmd.Stderr = os.Stderr
 	stdin, err := s.cmd.StdinPipe()
 	if err != nil {
@@ -148,8 +153,9 @@ func (s *server) startChild(cfg storeConfig, accounts int, exe string) (string, 
 }
 
 // startExample builds examples/server and runs it with a fixtures file that holds one
-// account, whose primary key is benchKey(0), on the bench plan.
-func (s *server) startExample() (string, error) {
+// account, whose primary key is benchKey(0), on the bench plan; under callgrind, as
+// startChild, if callgrind is not "".
+func (s *server) startExample(callgrind string) (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return "", fmt.Errorf("run restbench from the module's root: it builds ./examples/server (%v)", err)
@@ -176,7 +182,11 @@ func (s *server) startExample() (string, error) {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	s.cmd = exec.Command(filepath.Join(dir, "server"), "-addr", "127.0.0.1:0", "-fixtures", fx)
+	args := []string{"-addr", "127.0.0.1:0", "-fixtures", fx}
+	s.cmd = exec.Command(filepath.Join(dir, "server"), args...)
+	if callgrind != "" {
+		s.cmd = callgrindCommand(callgrind, s.name, filepath.Join(dir, "server"), args...)
+	}
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
 		return "", err
