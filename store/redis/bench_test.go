@@ -29,25 +29,32 @@ import (
 // script's reply, about 3,000 beyond its values.
 //
 // The two scripts of the hot path therefore take the steps of many calls in one run and
-// read the account's state once for all of them (see lua/admit.lua), reply one flat
-// list, define few helpers, read numbers by arithmetic (s + 0) and format the numbers
-// they send with '%d', which is exact for integers below 2^53, negative ones too, on
-// the 64-bit builds Redis runs on. A step passes two arguments, its request id and one
-// string of its parameters, which a run reads (one string.match) only when they
-// differ from the step's before: the calls of one account share them, so a run of 10
-// passes 20 arguments where it passed 200, and parses one set of numbers. A new step's
-// marker is written with SET NX GET, which is also its replay check (see
-// lua/admit.lua). The other scripts include only the helper groups they call
-// (lua/lib_*.lua).
+// read the account's state once for all of them (see lua/admit.lua), reply a list of
+// the steps' own tables (copying them into one flat list cost Lua 8,000 a step, more
+// than Redis's conversion of the nested list saves), define few helpers, read numbers
+// by arithmetic (s + 0) and format the numbers they send with '%d', which is exact for
+// integers below 2^53, negative ones too, on the 64-bit builds Redis runs on. A step
+// passes two arguments, its request id and one string of its parameters, which a run
+// reads (one string.match) only when they differ from the step's before: the calls of
+// one account share them, so a run of 10 passes 20 arguments where it passed 200, and
+// parses one set of numbers. A step whose parameters are the step's before passes an
+// empty string instead: Redis reads, copies and interns a 200-byte argument for about
+// 2,800 instructions even when it is the same string. A new step's marker is written
+// with SET NX GET, which is also its replay check (see lua/admit.lua). The other
+// scripts include only the helper groups they call (lua/lib_*.lua).
 //
 // A paid call (an admission and its closing, every part in Redis) costs Redis, in all
 // (reading the commands, EVALSHA, writing the replies), about 150,000 instructions in
-// runs of 10 steps (125,000 in EVALSHA) and 385,000 in runs of one step, measured
-// with BenchmarkRuns: before the parameters were one string and the replay check rode
-// on the marker's write, 194,000 (152,000) and 391,000. Start a redis-server under
-// valgrind --tool=callgrind, zero its counts (callgrind_control -z), run
-// BenchmarkRuns/steps=10 with -benchtime=30x and then 230x against it, dump the counts
-// after each (callgrind_control -d), and divide the difference by 2,000 calls.
+// runs of 10 steps (125,000 in EVALSHA) and 385,000 in runs of one step, measured with
+// BenchmarkRuns: before the parameters were one string and the replay check rode on the
+// marker's write, 194,000 (152,000) and 391,000. Counted inside processInputBuffer
+// alone (valgrind --toggle-collect=processInputBuffer, which leaves out the server's
+// cron, whose share depends on how long the run takes), runs of 10 cost 139,000 a paid
+// call since the parameters are sent once a run and the runs answer lists of their
+// steps' replies, against 145,000 before. Start a redis-server under valgrind
+// --tool=callgrind, zero its counts (callgrind_control -z), run BenchmarkRuns/steps=10
+// with -benchtime=30x and then 230x against it, dump the counts after each
+// (callgrind_control -d), and divide the difference by 2,000 calls.
 
 // BenchmarkAdmitClose measures a call's Redis traffic, one Admit and one Close (two
 // round trips), on the server's clock as in production:

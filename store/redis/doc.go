@@ -112,8 +112,9 @@
 //     dropping ended leases, voiding, renewing, a replay does as well). A step's
 //     arguments are its request id and one string of its parameters (the key, the
 //     limits, the reservation), which the calls of one account nearly always share: a
-//     run reads them again only when they differ from the step's before (a closing's
-//     arguments likewise).
+//     step passes them only when they differ from the step's before in its run (an
+//     empty string otherwise), and the run reads them only then (a closing's arguments
+//     likewise).
 //   - Close, the settlement: ZREM the lease and the deadline, and settle the reservation
 //     at most once. One SET of the marker to "d" with XX and GET settles it and reads
 //     what it held: an unknown reservation stays unknown; a voided one ("v") stays

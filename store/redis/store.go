@@ -284,30 +284,36 @@ func (s *Store) runBatched(ctx context.Context, c scriptCall) (any, error) {
 	return r.val, r.err
 }
 
-// stepReply returns the reply of step i of a run of n steps: the run's reply lists the
-// steps' replies in order, each of the same length. A reply of another shape is
-// returned whole, for the step's decoding to report.
+// stepReply returns the reply of step i of a run of n steps: a run of one step
+// answers the step's reply, a run of several the list of its steps' replies, in order
+// (see lua/admit.lua). A reply of another shape is returned whole, for the step's
+// decoding to report.
 func stepReply(v any, i, n int) any {
-	r := asSlice(v)
-	if per := len(r) / n; per > 0 && per*n == len(r) {
-		return r[i*per : (i+1)*per]
+	if n == 1 {
+		return v
+	}
+	if r := asSlice(v); len(r) == n {
+		return r[i]
 	}
 	return v
 }
 
 // A run is a call sent in a pipeline: a batch's call, or the steps of several of its
 // calls (of one script on one account) merged into one call; of lists those calls'
-// places in the batch.
+// places in the batch, and params the parameters of its last step.
 type run struct {
-	call scriptCall
-	of   []int
+	call   scriptCall
+	of     []int
+	params string
 }
 
 // runs merges the steps of a batch's calls into runs, one per script and account, in
 // the order of their first call; other calls run as they are. Steps of one account
 // keep their order. Runs of different accounts, or of different scripts, touch
 // different keys or are concurrent calls that could have run in either order, so
-// their order does not matter.
+// their order does not matter. A step whose parameters are those of the step before
+// it in its run passes an empty string in their place (see lua/admit.lua): Redis
+// then neither receives nor interns them again.
 func runs(calls []scriptCall) []run {
 	out := make([]run, 0, len(calls))
 next:
@@ -322,13 +328,23 @@ next:
 						r.call.args = slices.Clone(r.call.args)
 					}
 					r.call.keys = append(r.call.keys, c.keys[c.shared:]...)
-					r.call.args = append(r.call.args, c.args...)
+					member, params := c.args[0], c.args[1].(string)
+					if params == r.params {
+						r.call.args = append(r.call.args, member, "")
+					} else {
+						r.call.args = append(r.call.args, member, params)
+						r.params = params
+					}
 					r.of = append(r.of, i)
 					continue next
 				}
 			}
 		}
-		out = append(out, run{call: c, of: []int{i}})
+		r := run{call: c, of: []int{i}}
+		if c.shared > 0 {
+			r.params = c.args[1].(string)
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -25,9 +25,10 @@
 -- 6 usage, 7 open reservations, then the marker of each step (7 + i for step i).
 --
 -- ARGV: two per step, in order: 2i - 1 the member (request id), 2i the step's
--- parameters, one string of fields separated by byte 30 (a step's parameters are
--- nearly always those of the step before, which the script then does not read again:
--- Lua compares two strings by reference):
+-- parameters, one string of fields separated by byte 30, or, for any step but the
+-- first, an empty string if they are those of the step before (as they nearly always
+-- are: the script then does not read them again, and Redis does not receive them
+-- again):
 --   1 clock mode ('s': the server's clock; else the caller's now, in 2 and 3)
 --   2 now s, 3 now ns
 --   4 key mode (empty: no key check, 'k' key, 's' session), 5 key hash and revision:
@@ -43,12 +44,14 @@
 --   18 the length of the key id, then, after the last separator, the key id and the
 --      APIs (joined by byte 31), with nothing between them
 --
--- Reply: for each step in turn, 16 values: status, denial, key state, rate allowed,
--- remaining, retry ns, reset ns, slot acquired, in use, then the balance: remaining and
--- used as pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end. A step
--- refused until the account is indexed (denial 5) has the deadline (us) to index it by
--- in place of the remaining credits' hi, and the epoch to index it under in place of
--- their lo.
+-- Reply: a step's 16 values, for a run of one step; for a run of several, a list of
+-- their replies, one list of 16 values each (Redis converts a step's table as it is,
+-- where copying it into one flat list cost a run more than the list of lists does).
+-- A step's values: status, denial, key state, rate allowed, remaining, retry ns, reset
+-- ns, slot acquired, in use, then the balance: remaining and used as pairs (hi, lo: hi
+-- * 10^9 + lo, see below), allowance, start, end. A step refused until the account is
+-- indexed (denial 5) has the deadline (us) to index it by in place of the remaining
+-- credits' hi, and the epoch to index it under in place of their lo.
 
 --#include lib_idiv.lua
 -- Numbers: a string becomes a number by arithmetic (x + 0 parses it once, tonumber
@@ -124,8 +127,9 @@ local keyOK, leaseAt, leaseEnd, dlAt, dl, dlText, mPs, m
 
 for i = 1, n do
   local member, marker = ARGV[2 * i - 1], KEYS[7 + i]
-  if ARGV[2 * i] ~= P then
-    P = ARGV[2 * i]
+  local a = ARGV[2 * i]
+  if a ~= '' and a ~= P then
+    P = a
     local s, ns, rW, sLease, hld, klen, tail
     cmode, s, ns, kmode, kwant, rE, rW, sCeil, sLease, sTTL, cAmt, cPs, cPe, cAllow, mTTL, hld, cClaim, klen, tail = string.match(P,
       '^([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30(%d+)\30(.*)$')
@@ -379,12 +383,7 @@ for i = 1, n do
     if not again then break end
     replay, again = true, false
   end
-  if n == 1 then
-    out = r
-  else
-    local b0 = (i - 1) * 16
-    for k = 1, 16 do out[b0 + k] = r[k] end
-  end
+  if n == 1 then out = r else out[i] = r end
 end
 
 -- nx lowered to the earliest of the new reservations if it is earlier (or there was

@@ -13,7 +13,8 @@
 --
 -- ARGV: two per step, in order: 2i - 1 the member (request id), 2i the step's
 -- parameters, one string of fields separated by byte 30 (read only when they differ
--- from the step's before, as in admit.lua):
+-- from the step's before; empty, for any step but the first, when they are the same,
+-- as in admit.lua):
 --   1 release ('1' or empty)
 --   2 refund, 3 -refund
 --   4 period start us, 5 period end us, 6 allowance
@@ -21,10 +22,11 @@
 --   9 now us (empty: the server's clock)
 --   then, after the last separator, the APIs to uncount, joined by byte 31
 --
--- Reply: for each step in turn, 6 values: status, then the balance (remaining, used,
--- allowance, start, end). Status 0 ok, 1 no balance, 2 refund too large, 4 unknown
--- reservation, 5 refund beyond what the balance can hold, 6 voided; with 1 and 4, the
--- balance is zeros.
+-- Reply: a step's 6 values, for a run of one step; for a run of several, a list of
+-- their replies, one list of 6 values each (as in admit.lua). A step's values: status,
+-- then the balance (remaining, used, allowance, start, end). Status 0 ok, 1 no
+-- balance, 2 refund too large, 4 unknown reservation, 5 refund beyond what the balance
+-- can hold, 6 voided; with 1 and 4, the balance is zeros.
 
 local n = #KEYS - 4
 if n == 1 then
@@ -32,7 +34,8 @@ if n == 1 then
 else
   local free, P, rel = {}, nil, false
   for i = 1, n do
-    if ARGV[2 * i] ~= P then P = ARGV[2 * i]; rel = string.byte(P) == 49 end
+    local a = ARGV[2 * i]
+    if a ~= '' and a ~= P then P = a; rel = string.byte(P) == 49 end
     if rel then free[#free + 1] = ARGV[2 * i - 1] end
   end
   if #free > 0 then redis.call('ZREM', KEYS[1], unpack(free)) end
@@ -45,8 +48,9 @@ local out, b, closed, nx = {}, nil, {}, false
 local P, refund, negRefund, ps, pe, allow, retention, openTTL, now, apis
 for i = 1, n do
   local member, marker, st = ARGV[2 * i - 1], KEYS[4 + i], 0
-  if ARGV[2 * i] ~= P then
-    P = ARGV[2 * i]
+  local a = ARGV[2 * i]
+  if a ~= '' and a ~= P then
+    P = a
     local rel
     rel, refund, negRefund, ps, pe, allow, retention, openTTL, now, apis = string.match(P,
       '^([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30([^\30]*)\30(.*)$')
@@ -129,12 +133,7 @@ for i = 1, n do
   else
     r = {st, b[1], b[2], b[3], b[4], b[5]}
   end
-  if n == 1 then
-    out = r
-  else
-    local b0 = (i - 1) * 6
-    for k = 1, 6 do out[b0 + k] = r[k] end
-  end
+  if n == 1 then out = r else out[i] = r end
 end
 if #closed > 0 then redis.call('ZREM', KEYS[4], unpack(closed)) end
 return out
