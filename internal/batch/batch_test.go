@@ -191,3 +191,55 @@ func TestCombinerSentCallWaitsForOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestCombinerTake checks how a batch is made from a lane's queue: a call sent on an
+// idle lane leads the calls that queued while it let other goroutines run, and a batch
+// never holds more than the maximum; the calls taken are marked sent, in order, and the
+// rest stay queued, in order.
+func TestCombinerTake(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		first     bool
+		queued    int
+		want      []int // params of the batch
+		wantQueue []int // params left queued
+	}{
+		{name: "lone call, nothing queued", first: true, queued: 0, want: []int{0}},
+		{name: "lone call leads the queue", first: true, queued: 2, want: []int{0, 1, 2}},
+		{name: "lone call, queue over the maximum", first: true, queued: 5, want: []int{0, 1, 2}, wantQueue: []int{3, 4, 5}},
+		{name: "next batch from the queue", queued: 5, want: []int{1, 2, 3}, wantQueue: []int{4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(3, (&fakeRuns{}).run)
+			l := &lane[int, int]{}
+			for p := 1; p <= tc.queued; p++ {
+				l.queue = append(l.queue, &pending[int, int]{params: p})
+			}
+			var first *pending[int, int]
+			if tc.first {
+				first = &pending[int, int]{params: 0}
+			}
+			got := c.take(l, first)
+			params := func(ps []*pending[int, int]) []int {
+				var out []int
+				for _, p := range ps {
+					out = append(out, p.params)
+				}
+				return out
+			}
+			if !slices.Equal(params(got), tc.want) || !slices.Equal(params(l.queue), tc.wantQueue) {
+				t.Errorf("batch %v, queue %v; want %v, %v", params(got), params(l.queue), tc.want, tc.wantQueue)
+			}
+			for _, p := range got {
+				if !p.sent {
+					t.Errorf("call %d taken but not marked sent", p.params)
+				}
+			}
+			for _, p := range l.queue {
+				if p.sent {
+					t.Errorf("call %d still queued but marked sent", p.params)
+				}
+			}
+		})
+	}
+}

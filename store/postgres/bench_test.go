@@ -26,8 +26,10 @@ import (
 //   - serial runs one call at a time; parallel runs 64 goroutines over a pool of 32
 //     connections.
 //
-// Besides ns/op it reports calls/s (admissions and settlements per second). Run it with
-// TOLLGATE_TEST_POSTGRES set:
+// Besides ns/op it reports calls/s (admissions and settlements per second) and
+// WAL-bytes/call, the write-ahead log the database wrote during the loop divided by the
+// calls (on a server that only this benchmark uses, the WAL the store writes per call).
+// Run it with TOLLGATE_TEST_POSTGRES set:
 //
 //	go test -run='^$' -bench=. -benchtime=3s ./store/postgres/
 func BenchmarkAdmitClose(b *testing.B) {
@@ -55,7 +57,8 @@ func BenchmarkAdmitClose(b *testing.B) {
 }
 
 func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, parallel bool) {
-	s, err := postgres.New(newPool(b, 32), opts)
+	pool := newPool(b, 32)
+	s, err := postgres.New(pool, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,6 +100,7 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 			Settlement: &driver.Settlement{Account: f.account, Request: req, Period: period, Allowance: credits}})
 		return err
 	}
+	walBefore := walLSN(b, pool)
 	b.ResetTimer()
 	if parallel {
 		b.SetParallelism(32) // 64 goroutines on 2 CPUs
@@ -115,7 +119,22 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 			}
 		}
 	}
+	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	var wal float64
+	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)`, walBefore).Scan(&wal); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(wal/float64(b.N), "WAL-bytes/call")
+}
+
+// walLSN returns the database's current WAL insert position.
+func walLSN(b *testing.B, db postgres.DB) string {
+	var lsn string
+	if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+		b.Fatal(err)
+	}
+	return lsn
 }
 
 // BenchmarkSweep measures voiding 100,000 expired reservations of 1,000 accounts.

@@ -260,8 +260,9 @@
 //     hot account at least 5x here: concurrent Admit calls of one account (and, separately, Close calls) share one
 //     function call and one transaction, so the account pays one round trip, one commit
 //     and one flush per batch. A call for an account with nothing in flight is sent at
-//     once, alone (no added latency, no timer); calls arriving meanwhile wait for it and
-//     go together, up to Batch per call. Trade-offs: batches are per instance; a call
+//     once (no added latency, no timer), after letting the goroutines ready to run go
+//     first, so that the calls of its account among them go with it; calls arriving
+//     meanwhile wait for it and go together, up to Batch per call. Trade-offs: batches are per instance; a call
 //     waits for its account's batch in flight (about one call's time) before its own; a
 //     batch fails or commits as a whole, so an error (a lost connection, a deadline)
 //     fails every call in it, while a denial only denies its own step; a call sent in a

@@ -43,8 +43,9 @@ type Options struct {
 	// Batch is the largest number of concurrent Admit calls (and, separately, Close
 	// calls) of one account that the Store sends together, in one function call and one
 	// transaction. A call for an account that has no call in flight is sent at once,
-	// alone; calls for that account that arrive meanwhile wait for it and are then sent
-	// together. This is how one instance keeps a hot account from serializing on its
+	// with the calls of that account that the goroutines ready to run make as it lets
+	// them go first (alone, on an idle service); calls for that account that arrive
+	// meanwhile wait for it and are then sent together. This is how one instance keeps a hot account from serializing on its
 	// rows (see the package documentation, "Hot accounts"), at no cost to accounts
 	// called one at a time. The default, 0, is [DefaultBatch]; 1 sends every call on its
 	// own. Batches are per instance: instances do not wait for each other.

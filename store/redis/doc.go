@@ -213,7 +213,8 @@
 // Admissions and closings are the hot path, two scripts per paid call (a script and a
 // ZREM with only the limits in Redis). Under load they are pipelined, like a
 // database's group commit: a call that finds no pipeline in flight on its lane goes
-// out at once, alone; calls that arrive while one is in flight go out together, up to
+// out at once, with the calls of its lane that the goroutines ready to run make as it
+// lets them go first; calls that arrive while one is in flight go out together, up to
 // Options.Batch ([DefaultBatch]), when it returns. A call's lane (one of four) is
 // chosen by its first key, so the calls of one account share a lane, and its
 // admissions and its closings (whose first keys differ) most often have a lane each.

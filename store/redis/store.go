@@ -75,7 +75,8 @@ type Options struct {
 	CallerClock bool
 
 	// Batch is the most admissions and closings sent to Redis in one pipeline. A call
-	// that finds no pipeline in flight on its lane is sent at once, alone; calls that
+	// that finds no pipeline in flight on its lane is sent at once (with the calls of
+	// its lane that the goroutines ready to run make as it lets them go first); calls that
 	// arrive while one is in flight are sent together when it returns, so a busy
 	// service makes far fewer round trips and system calls (on both sides) and an idle
 	// one pays no delay. The admissions (or closings) of one account in a pipeline are
