@@ -2,6 +2,7 @@ package tollgate_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -36,28 +37,39 @@ func (c *countingKeys) CheckKey(ctx context.Context, k auth.KeyCheck) (auth.KeyS
 	return c.KeyStore.CheckKey(ctx, k)
 }
 
-// TestKeyCacheAcrossInstances runs two services on the same stores, as two instances of
-// a deployment do, with key caches: a rotation or revocation made through one is refused
-// by the very next call on the other, whose cache still holds the key.
-func TestKeyCacheAcrossInstances(t *testing.T) {
+// cachedInstances returns two services on the same stores with key caches, as two
+// instances of a deployment: APIs of the given ids that answer {} for 1 credit, and
+// plan "p" with 100 credits, a rate limit and a concurrency ceiling that the tests do
+// not reach.
+func cachedInstances(t *testing.T, keys auth.KeyStore, cache *auth.KeyCacheOptions, apis ...string) (a, b *tollgate.Service) {
+	t.Helper()
 	reg := &catalog.Registry{}
-	err := reg.Register(catalog.API{ID: "ok", Method: "GET", Cost: 1,
-		Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })})
-	if err != nil {
-		t.Fatal(err)
+	for _, id := range apis {
+		err := reg.Register(catalog.API{ID: id, Method: "GET", Cost: 1,
+			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10})
-	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
 	stores := tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
 	newInstance := func() *tollgate.Service {
-		svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{}})
+		svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{KeyCache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
 		return svc
 	}
-	a, b := newInstance(), newInstance()
+	return newInstance(), newInstance()
+}
+
+// TestKeyCacheAcrossInstances runs two services on the same stores, as two instances of
+// a deployment do, with key caches: a rotation or revocation made through one is refused
+// by the very next call on the other, whose cache still holds the key.
+func TestKeyCacheAcrossInstances(t *testing.T) {
+	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
+	a, b := cachedInstances(t, keys, &auth.KeyCacheOptions{}, "ok")
 	ctx := t.Context()
 	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
 	if err != nil {
@@ -356,3 +368,58 @@ func TestSessionTokensWithKeyCache(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCallAs checks Service.CallAs, which runs a call for a principal the front door
+// authenticated: the call is held to the key as the key store has it (a key from the
+// cache is checked in the admission, refreshed when it changed, and refused when it
+// may no longer call the API), and the front door's principal is left as it was, since
+// several calls of one request may share it.
+func TestCallAs(t *testing.T) {
+	a, b := cachedInstances(t, memory.NewKeyStore(), &auth.KeyCacheOptions{TTL: time.Hour}, "a", "b")
+	ctx := context.Background()
+	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelMCP}
+	if reply := a.Call(ctx, caller, "a", nil); reply.Err != nil { // puts the key in a's cache
+		t.Fatal(reply.Err)
+	}
+	p, err := a.Authenticate(ctx, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Cached {
+		t.Fatal("the principal did not come from the key cache")
+	}
+	kept := p
+	if reply := a.CallAs(ctx, &p, "a", nil); reply.Err != nil || reply.Receipt.Charged != 1 {
+		t.Fatalf("a call as the principal: %v, charged %d", reply.Err, reply.Receipt.Charged)
+	}
+	// Narrowed through the other instance: a's cache still holds the old record.
+	only, err := auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UpdateKey(ctx, key.ID, tollgate.KeyChange{Restrictions: &only}); err != nil {
+		t.Fatal(err)
+	}
+	if reply := a.CallAs(ctx, &p, "a", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+		t.Fatalf("a call of an API the key may no longer call: %v; want forbidden", reply.Err)
+	}
+	if reply := a.CallAs(ctx, &p, "b", nil); reply.Err != nil {
+		t.Fatalf("a call of the API the key may still call: %v", reply.Err)
+	}
+	if _, err := b.RevokeKey(ctx, key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if reply := a.CallAs(ctx, &p, "b", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+		t.Fatalf("a call with a revoked key: %v; want forbidden", reply.Err)
+	}
+	if !reflect.DeepEqual(p, kept) {
+		t.Fatalf("CallAs changed the principal:\n%+v\nwas\n%+v", p, kept)
+	}
+	if bal, err := a.Account(ctx, "acct"); err != nil || bal.Balance.Used != 3 {
+		t.Fatalf("used %d credits (%v); want 3: the refused calls charge nothing", bal.Balance.Used, err)
+	}
+}

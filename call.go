@@ -74,21 +74,45 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Reply{Err: err}
 	}
-	api, err := s.lookup(&p, id)
+	return s.call(ctx, &p, id, input)
+}
+
+// CallAs is [Service.Call] for a caller that the front door authenticated itself, with
+// [Service.Authenticate] or [Service.Check], while serving the same request: a front
+// door that must know its caller before it can route a request (an MCP session, bound
+// to the key that opened it) calls the API without authenticating the caller a second
+// time. Everything after the authentication is Call's: the key's restrictions on the
+// API, the input, the validation, the admission (which checks a key that came from the
+// key cache against the key store, so that a rotated or revoked key is still refused
+// on its next call), the call and its settlement. p is not changed: the call works on
+// a copy, which it may refresh from the key store.
+//
+// A principal is good for the request it was authenticated for, and no other: a front
+// door that kept one from request to request would miss a revocation, an expiry or a
+// change of the key's restrictions made between them.
+func (s *Service) CallAs(ctx context.Context, p *Principal, id string, input func(*catalog.API) (Input, error)) Reply {
+	q := *p
+	return s.call(ctx, &q, id, input)
+}
+
+// call runs a call to the API with the given id for an authenticated principal (see
+// [Service.Call]).
+func (s *Service) call(ctx context.Context, p *Principal, id string, input func(*catalog.API) (Input, error)) Reply {
+	api, err := s.lookup(p, id)
 	if err != nil {
-		return s.refuse(ctx, &p, err, Receipt{}, id)
+		return s.refuse(ctx, p, err, Receipt{}, id)
 	}
 	var in Input
 	if input != nil {
 		if in, err = input(api); err != nil {
-			return s.refuse(ctx, &p, err, Receipt{}, id)
+			return s.refuse(ctx, p, err, Receipt{}, id)
 		}
 	}
 	one := new(single)
 	if one.inv[0], err = s.prepare(ctx, api, in); err != nil {
-		return s.refuse(ctx, &p, err, Receipt{}, id)
+		return s.refuse(ctx, p, err, Receipt{}, id)
 	}
-	return s.run(ctx, &p, one.inv[:], nil, one)
+	return s.run(ctx, p, one.inv[:], nil, one)
 }
 
 // single is what a call of one API keeps while it runs, in one allocation rather than

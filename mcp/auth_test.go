@@ -267,4 +267,24 @@ func TestCORS(t *testing.T) {
 	if resp3.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("an origin that is not allowed got %q", resp3.Header.Get("Access-Control-Allow-Origin"))
 	}
+	// A request without Origin is not cross-origin: no CORS header would serve it, on a
+	// session's start, a paid call or a refusal.
+	for _, allowed := range [][]string{{"https://app.example"}, nil} {
+		h := newHarness(t, config{mcp: mcp.Options{AllowedOrigins: allowed}})
+		cl := h.raw(t, keyHeader(h.key))
+		resp, _ := cl.post(initBody)
+		cl.sid = resp.Header.Get("Mcp-Session-Id")
+		call, _ := cl.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`)
+		refused, _ := h.raw(t, nil).post(initBody)
+		for _, r := range []*http.Response{resp, call, refused} {
+			for name := range r.Header {
+				if strings.HasPrefix(name, "Access-Control-") {
+					t.Errorf("allowed origins %v: a %d answer to a request without Origin has %s: %q", allowed, r.StatusCode, name, r.Header.Get(name))
+				}
+			}
+		}
+		if call.Header.Get("X-Credits-Remaining") == "" {
+			t.Errorf("allowed origins %v: the paid call's answer lacks X-Credits-Remaining", allowed)
+		}
+	}
 }

@@ -24,6 +24,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -38,6 +40,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/baremcp"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -246,4 +249,66 @@ func BenchmarkToolCallInProcess(b *testing.B) {
 	if cpu1, ok := cpuTime(); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "process-cpu-µs/call")
 	}
+}
+
+// BenchmarkToolCallServer measures the server's side of a tool call alone, for
+// allocations and instruction counts: the handler's ServeHTTP, called directly with a
+// recorder, on a session initialized beforehand. bare is the go-sdk's Streamable HTTP
+// handler over a server with the same tool, registered with Server.AddTool (no schema
+// check per call) and answering with text only, as a hand-written server would
+// (package baremcp, restbench's baseline too);
+// tollgate is the MCP handler in front of the service.
+func BenchmarkToolCallServer(b *testing.B) {
+	const body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hash","arguments":{"text":"hello"}}}`
+	run := func(b *testing.B, h http.Handler, hdr http.Header) {
+		hdr = hdr.Clone()
+		hdr.Set("Content-Type", "application/json")
+		hdr.Set("Accept", "application/json, text/event-stream")
+		post := func(body string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+			req.Header = hdr.Clone()
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			return w
+		}
+		w := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+		if w.Code != http.StatusOK {
+			b.Fatalf("initialize: %d %s", w.Code, w.Body)
+		}
+		hdr.Set("Mcp-Session-Id", w.Header().Get("Mcp-Session-Id"))
+		hdr.Set("Mcp-Protocol-Version", "2025-11-25")
+		if w := post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); w.Code != http.StatusAccepted {
+			b.Fatalf("initialized: %d %s", w.Code, w.Body)
+		}
+		if w := post(body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824") {
+			b.Fatalf("tools/call: %d %s", w.Code, w.Body)
+		}
+		u, err := neturl.Parse(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd := strings.NewReader(body)
+		b.ReportAllocs()
+		for b.Loop() {
+			rd.Reset(body)
+			req := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: hdr, Body: io.NopCloser(rd), ContentLength: int64(len(body)), Host: "localhost", RemoteAddr: "127.0.0.1:1234"}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != http.StatusOK {
+				b.Fatalf("tools/call: %d %s", w.Code, w.Body)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		run(b, baremcp.Handler(), http.Header{})
+	})
+	b.Run("tollgate", func(b *testing.B) {
+		h := newHarness(b, config{sampleOnly: true, noHTTP: true})
+		_, key := h.newAccount(b, "bench", "open")
+		if _, err := h.svc.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
+			b.Fatal(err)
+		}
+		run(b, h.handler, keyHeader(key))
+	})
 }

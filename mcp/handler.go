@@ -455,12 +455,16 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 }
 
 // applyCORS writes the CORS headers of a response, exposing the transport's headers and
-// the challenge besides the credit, rate and error headers of the other front doors.
+// the challenge besides the credit, rate and error headers of the other front doors. A
+// request without an Origin header is not cross-origin, and gets none: they would serve
+// it nothing (see httpx.CORS.Apply).
 func (h *Handler) applyCORS(hdr http.Header, r *http.Request) bool {
 	if !h.cors.Apply(hdr, r) {
 		return false
 	}
-	hdr["Access-Control-Expose-Headers"] = exposeHeaders
+	if _, cross := r.Header["Origin"]; cross {
+		hdr["Access-Control-Expose-Headers"] = exposeHeaders
+	}
 	return true
 }
 

@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -447,5 +448,84 @@ func TestSignOutClosesStreams(t *testing.T) {
 	case <-ended[1]:
 		t.Fatal("a sign-out ended the stream of another session of the same key")
 	default:
+	}
+}
+
+// TestEveryToolCallChecksItsKey checks that a tool call is held to its key as it is
+// when the call arrives, not as it was when the session began or at the session's
+// last call: a change made through another instance on the same stores (which this
+// instance's key cache does not hear of) refuses the very next tools/call of an open
+// session, with a key cache and without one. The handler authenticates each request
+// once and the call runs on that principal; one kept from an earlier request would
+// let these calls through.
+func TestEveryToolCallChecksItsKey(t *testing.T) {
+	const callBody = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`
+	narrowed, err := auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"uuid-generator"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noMCP, err := auth.NewRestrictions(auth.RestrictionSpec{Channels: []string{"rest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := t0.Add(time.Hour)
+	// status is the HTTP status of the refusal without a key cache, and cached with
+	// one: a key from the cache is checked in the call's admission, whose refusal is
+	// the tool call's JSON-RPC error in a 200 (see TestKeyCache).
+	tests := []struct {
+		name           string
+		change         func(t *testing.T, a, b *harness, keyID string)
+		status, cached int
+		code           int64
+	}{
+		{"revoked", func(t *testing.T, _, b *harness, id string) {
+			if _, err := b.svc.RevokeKey(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+		}, 403, 200, mcp.CodeForbidden},
+		{"expired", func(t *testing.T, a, _ *harness, _ string) { a.clock.Set(expiry.Add(time.Second)) }, 403, 403, mcp.CodeForbidden},
+		{"channel taken away", func(t *testing.T, _, b *harness, id string) {
+			if _, err := b.svc.UpdateKey(context.Background(), id, tollgate.KeyChange{Restrictions: &noMCP}); err != nil {
+				t.Fatal(err)
+			}
+		}, 403, 200, mcp.CodeForbidden},
+		{"API taken away", func(t *testing.T, _, b *harness, id string) {
+			if _, err := b.svc.UpdateKey(context.Background(), id, tollgate.KeyChange{Restrictions: &narrowed}); err != nil {
+				t.Fatal(err)
+			}
+		}, 200, 200, -32602},
+	}
+	for _, cache := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s, key cache %v", tt.name, cache), func(t *testing.T) {
+				var svc tollgate.Options
+				if cache {
+					svc.KeyCache = &auth.KeyCacheOptions{TTL: time.Hour}
+				}
+				a := newHarness(t, config{svc: svc})
+				b := newHarness(t, config{noHTTP: true, stores: &a.stores})
+				keyID, key := a.subKey(t, a.account, "expiring", auth.RestrictionSpec{ExpiresAt: &expiry})
+				cl := a.raw(t, keyHeader(key))
+				cl.initialize()
+				for i := range 2 { // the second call finds the key's record in the cache, if there is one
+					if resp, body := cl.post(callBody); resp.StatusCode != 200 || decodeResponse(t, body).Error != nil {
+						t.Fatalf("call %d before the change: %d %s", i+1, resp.StatusCode, body)
+					}
+				}
+				before := a.balance(t, a.account)
+				tt.change(t, a, b, keyID)
+				status := tt.status
+				if cache {
+					status = tt.cached
+				}
+				resp, body := cl.post(callBody)
+				if r := decodeResponse(t, body); resp.StatusCode != status || r.Error == nil || r.Error.Code != tt.code {
+					t.Fatalf("the call after the change: %d %s; want %d with JSON-RPC error %d", resp.StatusCode, body, status, tt.code)
+				}
+				if after := a.balance(t, a.account); after != before {
+					t.Fatalf("the refused call changed the balance from %d to %d", before, after)
+				}
+			})
+		}
 	}
 }

@@ -178,7 +178,9 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	if c == nil {
 		return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 	}
-	reply := h.svc.Call(ctx, c.as, req.Params.Name, func(api *catalog.API) (tollgate.Input, error) {
+	// The request was authenticated when it arrived (see ServeHTTP), for the session's
+	// binding; its tool calls present that principal rather than authenticate again.
+	reply := h.svc.CallAs(ctx, &c.p, req.Params.Name, func(api *catalog.API) (tollgate.Input, error) {
 		args, err := decodeArgs(req.Params.Arguments)
 		if err != nil {
 			return tollgate.Input{}, newRPCError(codeInvalidParams, "invalid_input", err.Error())

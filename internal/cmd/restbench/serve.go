@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/internal/baremcp"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/rest"
@@ -150,8 +151,7 @@ func buildServer(kind string, accounts int, cfg storeConfig) (http.Handler, func
 		h, err := bareGraphQL()
 		return h, nop, err
 	case "mcp-bare":
-		h, err := bareMCP()
-		return h, nop, err
+		return baremcp.Handler(), nop, nil
 	case "memory", "gql", "gql-typename", "mcp", "batch":
 		return tollgateServer(memoryStores(), false, nil, accounts)
 	case "memory-usage":
