@@ -183,7 +183,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 		return
 	}
 	hdr := w.Header()
-	h.applyCORS(hdr, r)
+	h.cors.Apply(hdr, r)
 	a := answerOf(e.Code)
 	code := a.rpc
 	if code == codeInvalidParams || code == 0 {
@@ -197,7 +197,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 // error="invalid_token") rather than missing.
 func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request, id []byte, invalid bool, name, message string) {
 	hdr := w.Header()
-	h.applyCORS(hdr, r)
+	h.cors.Apply(hdr, r)
 	ch := h.challenge
 	if invalid {
 		ch += `, error="invalid_token"`

@@ -124,7 +124,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	}
 	h := &Handler{
 		svc:       svc,
-		cors:      httpx.NewCORS(opts.AllowedOrigins, "GET, POST, DELETE, OPTIONS"),
+		cors:      httpx.NewCORS(opts.AllowedOrigins, "GET, POST, DELETE, OPTIONS").Expose(exposedHeaders...),
 		trusted:   opts.TrustedProxies,
 		maxBody:   opts.MaxBodyBytes,
 		verify:    opts.VerifyToken,
@@ -291,12 +291,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodPost, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
-		h.applyCORS(w.Header(), r)
+		h.cors.Apply(w.Header(), r)
 		writeRPCError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method_not_allowed", msgMethods)
 		return
 	}
 	if h.closed.Load() {
-		h.applyCORS(w.Header(), r)
+		h.cors.Apply(w.Header(), r)
 		writeRPCError(w, http.StatusServiceUnavailable, nil, codeInternal, "unavailable", "the MCP endpoint is shutting down; reconnect shortly")
 		return
 	}
@@ -328,7 +328,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		if status, code, text := h.misuse(r, msg); status != 0 {
 			if !h.keyRefused(w, r, c, msg) {
-				h.applyCORS(w.Header(), r)
+				h.cors.Apply(w.Header(), r)
 				writeRPCError(w, status, msg.id, code, rpcCodeName(code), text)
 			}
 			return
@@ -337,7 +337,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.sync()
 
 	hdr := w.Header()
-	h.applyCORS(hdr, r)
+	h.cors.Apply(hdr, r)
 	c.hdr = hdr
 	defer c.finish() // also on a panic: a tool call must not write headers after the response
 
@@ -446,7 +446,7 @@ const sessionHeader = "Mcp-Session-Id"
 // preflight answers a CORS preflight request, which needs no credential.
 func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
-	if h.applyCORS(hdr, r) {
+	if h.cors.Apply(hdr, r) {
 		hdr.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 		hdr.Set("Access-Control-Allow-Headers", "X-Api-Key, Authorization, X-Jwt, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id")
 		hdr.Set("Access-Control-Max-Age", "600")
@@ -454,23 +454,12 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// applyCORS writes the CORS headers of a response, exposing the transport's headers and
-// the challenge besides the credit, rate and error headers of the other front doors. A
-// request without an Origin header is not cross-origin, and gets none: they would serve
-// it nothing (see httpx.CORS.Apply).
-func (h *Handler) applyCORS(hdr http.Header, r *http.Request) bool {
-	if !h.cors.Apply(hdr, r) {
-		return false
-	}
-	if _, cross := r.Header["Origin"]; cross {
-		hdr["Access-Control-Expose-Headers"] = exposeHeaders
-	}
-	return true
-}
-
-var exposeHeaders = []string{strings.Join(append([]string{
+// exposedHeaders are the headers an answer exposes to cross-origin scripts: the
+// transport's headers and the challenge besides the credit, rate and error headers of
+// the other front doors.
+var exposedHeaders = append([]string{
 	sessionHeader, "Mcp-Protocol-Version", "WWW-Authenticate", httpx.HeaderErrorCode,
-}, httpx.CreditHeaderNames...), ", ")}
+}, httpx.CreditHeaderNames...)
 
 // Interface guard.
 var _ http.Handler = (*Handler)(nil)

@@ -33,12 +33,13 @@ type CORS struct {
 	any     bool
 	origins map[string]bool
 	methods string
+	expose  []string // the Access-Control-Expose-Headers value
 }
 
 // NewCORS returns the policy that allows origins (every origin if the list is empty or
 // holds "*") to call the given methods.
 func NewCORS(origins []string, methods string) CORS {
-	c := CORS{any: len(origins) == 0, methods: methods}
+	c := CORS{any: len(origins) == 0, methods: methods, expose: exposeHeaders}
 	c.origins = make(map[string]bool, len(origins))
 	for _, o := range origins {
 		if o == "*" {
@@ -46,6 +47,13 @@ func NewCORS(origins []string, methods string) CORS {
 		}
 		c.origins[strings.TrimSuffix(o, "/")] = true
 	}
+	return c
+}
+
+// Expose returns the policy exposing names to cross-origin scripts in place of
+// [ExposedHeaderNames], for a front door whose answers carry headers of their own.
+func (c CORS) Expose(names ...string) CORS {
+	c.expose = []string{strings.Join(names, ", ")}
 	return c
 }
 
@@ -78,7 +86,7 @@ func (c CORS) Apply(hdr http.Header, r *http.Request) bool {
 		}
 		hdr["Access-Control-Allow-Origin"] = origin[:1:1]
 	}
-	hdr["Access-Control-Expose-Headers"] = exposeHeaders
+	hdr["Access-Control-Expose-Headers"] = c.expose
 	return true
 }
 
