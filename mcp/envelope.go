@@ -48,8 +48,10 @@ type message struct {
 	single    bool   // the body is one JSON object
 	valid     bool   // the body is JSON
 	// batch holds the messages of a batch, a JSON array of them (protocol 2025-03-26
-	// and earlier), which is neither single nor has an id.
-	batch []message
+	// and earlier), which is neither single nor has an id, and batchSize their number.
+	// A batch larger than the handler takes is not read: its batch is nil.
+	batch     []message
+	batchSize int
 }
 
 // isCall reports whether the message is one request, which the answer to a refusal of
@@ -57,16 +59,19 @@ type message struct {
 // answer, so its refusal refuses the HTTP request (400).
 func (m message) isCall() bool { return m.single && m.id != nil }
 
-// peek reads the envelope of a POSTed message, or of each message of a batch, without
-// their params.
-func peek(body []byte) message {
+// peek reads the envelope of a POSTed message, or of each message of a batch of at
+// most maxBatch messages, without their params.
+func peek(body []byte, maxBatch int) message {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var raw []json.RawMessage
 		if err := json.Unmarshal(trimmed, &raw); err != nil {
 			return message{}
 		}
-		m := message{valid: true, batch: make([]message, len(raw))}
+		if len(raw) > maxBatch {
+			return message{valid: true, batchSize: len(raw)}
+		}
+		m := message{valid: true, batch: make([]message, len(raw)), batchSize: len(raw)}
 		for i, r := range raw {
 			m.batch[i] = peekOne(r)
 		}
@@ -117,33 +122,46 @@ func validID(id json.RawMessage) bool {
 }
 
 // misuse finds the misuses of a POST that the handler answers itself (see above), and
-// returns the HTTP status, JSON-RPC code and message to answer them with; status 0
-// lets the message through to the SDK.
-func (h *Handler) misuse(r *http.Request, m message) (int, int64, string) {
+// returns the HTTP status, JSON-RPC code, the cause's name ("" for the code's) and
+// message to answer them with; status 0 lets the message through to the SDK.
+func (h *Handler) misuse(r *http.Request, m message) (int, int64, string, string) {
 	switch {
 	case !m.valid:
-		return http.StatusBadRequest, codeParseError, "the body is not JSON; send one JSON-RPC message"
-	case m.batch != nil:
-		return h.batchMisuse(r, m.batch)
+		return http.StatusBadRequest, codeParseError, "", "the body is not JSON; send one JSON-RPC message"
+	case m.batchSize > 0 || m.batch != nil:
+		return h.batchMisuse(r, m)
 	case !m.single:
-		return http.StatusBadRequest, codeInvalidRequest, "the body is not a JSON-RPC message: send one JSON object"
+		return http.StatusBadRequest, codeInvalidRequest, "", "the body is not a JSON-RPC message: send one JSON object"
 	}
-	return h.messageMisuse(r, m)
+	status, code, text := h.messageMisuse(r, m)
+	return status, code, "", text
 }
 
-// batchMisuse checks a batch (protocol 2025-03-26 and earlier) message by message, as
-// messageMisuse checks a single one. A batch has no id to answer a misuse with, so
-// every misuse refuses the whole batch, with 400. initialize, which the protocol keeps
-// out of batches, is refused too: in a batch the SDK would start a session with it and
-// run the rest before the session is initialized.
-func (h *Handler) batchMisuse(r *http.Request, batch []message) (int, int64, string) {
-	if r.Header.Get("Mcp-Protocol-Version") >= "2025-06-18" {
-		return 0, 0, "" // the SDK refuses batches in these versions
+// batchMisuse checks a batch (protocol 2025-03-26 and earlier): its size, the
+// session's protocol version, and then message by message, as messageMisuse checks a
+// single one. A batch has no id to answer a misuse with, so every misuse refuses the
+// whole batch, with 400. A batch larger than MaxBatchMessages is refused before its
+// messages are read, and so is a batch on a session that agreed on a version without
+// batches (2025-06-18 and later), whatever the request's Mcp-Protocol-Version says.
+// initialize, which the protocol keeps out of batches, is refused too: in a batch the
+// SDK would start a session with it and run the rest before the session is
+// initialized.
+func (h *Handler) batchMisuse(r *http.Request, m message) (int, int64, string, string) {
+	if m.batchSize > h.limits.maxBatch {
+		return http.StatusBadRequest, codeInvalidRequest, "batch_too_large", "the batch holds " + strconv.Itoa(m.batchSize) +
+			" messages, more than the " + strconv.Itoa(h.limits.maxBatch) + " a batch may hold; send them in smaller batches, or one message per POST"
 	}
-	if len(batch) == 0 {
-		return http.StatusBadRequest, codeInvalidRequest, "the batch is empty; send one JSON-RPC message, or a batch of them"
+	if v, ok := h.sessions.version(r.Header.Get(sessionHeader)); ok && v >= versionWithoutBatches {
+		return http.StatusBadRequest, codeInvalidRequest, "", "JSON-RPC batches were removed in protocol version " + versionWithoutBatches +
+			", and this session agreed on version " + v + ": send one message per POST"
 	}
-	for i, m := range batch {
+	if r.Header.Get("Mcp-Protocol-Version") >= versionWithoutBatches {
+		return 0, 0, "", "" // the SDK refuses batches in these versions
+	}
+	if len(m.batch) == 0 {
+		return http.StatusBadRequest, codeInvalidRequest, "", "the batch is empty; send one JSON-RPC message, or a batch of them"
+	}
+	for i, m := range m.batch {
 		status, code, text := 0, int64(0), ""
 		switch {
 		case m.method == methodInitialize:
@@ -154,11 +172,14 @@ func (h *Handler) batchMisuse(r *http.Request, batch []message) (int, int64, str
 			status, code, text = h.messageMisuse(r, m)
 		}
 		if status != 0 {
-			return http.StatusBadRequest, code, "message " + strconv.Itoa(i+1) + " of the batch: " + text
+			return http.StatusBadRequest, code, "", "message " + strconv.Itoa(i+1) + " of the batch: " + text
 		}
 	}
-	return 0, 0, ""
+	return 0, 0, "", ""
 }
+
+// versionWithoutBatches is the first protocol version without JSON-RPC batches.
+const versionWithoutBatches = "2025-06-18"
 
 // The methods the handler names: a session begins with initialize, tools/call is the
 // method of the calls the service charges, and server/discover is how a client of the

@@ -72,6 +72,29 @@ type Options struct {
 	Name, Version string
 	// Instructions, if set, is sent to clients at initialization, for their models.
 	Instructions string
+	// MaxBatchMessages is the most messages a JSON-RPC batch (protocol 2025-03-26 and
+	// earlier) may hold; a larger one is refused as a whole. The default is
+	// [DefaultMaxBatchMessages]; more than [MaxBatchMessagesLimit] is an error.
+	MaxBatchMessages int
+	// MaxAnswerBytes bounds the answer to one HTTP request, as the handler counts its
+	// results before they are encoded: a result that does not fit is replaced by an
+	// error, and so is every message of the request after it (see the package
+	// documentation, Limits). Set it above the largest result an API returns, twice
+	// over: a tool result carries the API's data as text and as structured content.
+	// The default is [DefaultMaxAnswerBytes].
+	MaxAnswerBytes int64
+	// UnbilledBurst and UnbilledPerMinute limit, per key, the requests that are not
+	// billed (every method but tools/call: initialize, ping, tools/list, ...): a key
+	// may send UnbilledBurst of them at once, and UnbilledPerMinute a minute after
+	// that. The plan's rate limit counts tool calls only. The defaults are
+	// [DefaultUnbilledBurst] and [DefaultUnbilledPerMinute]; UnbilledBurst may not be
+	// smaller than MaxBatchMessages.
+	UnbilledBurst, UnbilledPerMinute int
+	// MaxSessionsPerKey and MaxSessions cap the live sessions of one key (or of one
+	// account's session token that names no key) and of the handler. An initialize
+	// beyond either is refused. The defaults are [DefaultMaxSessionsPerKey] and
+	// [DefaultMaxSessions].
+	MaxSessionsPerKey, MaxSessions int
 	// Logger receives failures inside the handler and the MCP SDK's warnings and
 	// errors, and at Info the clients' mistakes (see the package documentation). The
 	// default is slog.Default(). Keys and tokens are never logged.
@@ -103,7 +126,12 @@ type Handler struct {
 	synced  atomic.Uint64           // catalog version + 1 of the registered tools; 0: none
 	tools   map[string]*catalog.API // the registered tools, by id (guarded by toolsMu)
 
-	streams streams
+	streams  streams
+	limits   limits
+	sessions *sessions
+	// toolSizes are the encoded sizes of the registered tools, by name, which the
+	// answer's budget counts for a tool list (replaced whole by sync).
+	toolSizes atomic.Pointer[map[string]int64]
 
 	closed  atomic.Bool
 	cancels []func()
@@ -122,8 +150,13 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if opts.VerifyToken != nil && opts.Challenge == "" {
 		return nil, errors.New("mcp: Options.VerifyToken needs Options.Challenge, the WWW-Authenticate value that points OAuth clients at the resource metadata the host serves (auth/oauth: Server.Challenge and Server.ProtectedResourceMetadata)")
 	}
+	lim, err := newLimits(opts)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		svc:       svc,
+		limits:    lim,
 		cors:      httpx.NewCORS(opts.AllowedOrigins, "GET, POST, DELETE, OPTIONS").Expose(exposedHeaders...),
 		trusted:   opts.TrustedProxies,
 		maxBody:   opts.MaxBodyBytes,
@@ -146,6 +179,8 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if timeout <= 0 {
 		timeout = DefaultSessionTimeout
 	}
+	h.sessions = newSessions(opts.MaxSessionsPerKey, opts.MaxSessions, timeout, h.log)
+	h.toolSizes.Store(&map[string]int64{})
 	name, version := opts.Name, opts.Version
 	if name == "" {
 		name = "tollgate"
@@ -226,6 +261,10 @@ type caller struct {
 	done    bool
 	charged int64            // what the request's tool calls were charged so far
 	balance *billing.Balance // the lowest balance they left
+
+	slot       *slot // the session slot of an initialize that starts a session (see limit)
+	answered   int64 // the bytes of answer counted so far (see spend)
+	overBudget bool  // a result did not fit the answer's budget
 }
 
 // receipt writes the credit and rate headers of a tool call to the HTTP response, if
@@ -265,6 +304,9 @@ func (c *caller) finish() {
 
 // callerFrom returns the caller of an MCP request.
 func callerFrom(req sdk.Request) *caller {
+	if req == nil {
+		return nil
+	}
 	extra := req.GetExtra()
 	if extra == nil || extra.TokenInfo == nil {
 		return nil
@@ -313,7 +355,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid_input", "the request body cannot be read")
 			return
 		}
-		msg = peek(body)
+		msg = peek(body, h.limits.maxBatch)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 
@@ -326,13 +368,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost {
-		if status, code, text := h.misuse(r, msg); status != 0 {
+		if status, code, name, text := h.misuse(r, msg); status != 0 {
 			if !h.keyRefused(w, r, c, msg) {
 				h.cors.Apply(w.Header(), r)
-				writeRPCError(w, status, msg.id, code, rpcCodeName(code), text)
+				if name == "" {
+					name = rpcCodeName(code)
+				}
+				writeRPCError(w, status, msg.id, code, name, text)
 			}
 			return
 		}
+		sl, ok := h.limit(w, r, c, msg)
+		if !ok {
+			return
+		}
+		c.slot = sl
+		defer h.sessions.settle(sl)
 	}
 	h.sync()
 

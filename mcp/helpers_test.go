@@ -361,10 +361,20 @@ func (c *rpc) do(method, body string, hdr map[string]string) (*http.Response, []
 	return resp, b
 }
 
-// initialize starts a session.
+// initialize starts a session of protocol 2025-06-18.
 func (c *rpc) initialize() {
 	c.t.Helper()
-	resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	c.initializeVersion("2025-06-18")
+}
+
+// batchVersion is the last protocol version with JSON-RPC batches: the tests that send
+// batches start their sessions with it.
+const batchVersion = "2025-03-26"
+
+// initializeVersion starts a session that agrees on a protocol version.
+func (c *rpc) initializeVersion(version string) {
+	c.t.Helper()
+	resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if resp.StatusCode != http.StatusOK {
 		c.t.Fatalf("initialize: %s %s", resp.Status, body)
 	}

@@ -17,7 +17,7 @@ func TestClientMistakesLogAtInfo(t *testing.T) {
 	var logs testenv.Logs
 	h := newHarness(t, config{mcp: mcp.Options{Logger: logs.Logger()}})
 	c := h.raw(t, keyHeader(h.key))
-	c.initialize()
+	c.initializeVersion(batchVersion)
 	const initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
 	steps := []struct {
 		name    string

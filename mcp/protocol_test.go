@@ -49,7 +49,7 @@ func TestProtocolMisuse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := h.raw(t, keyHeader(h.key))
-			c.initialize()
+			c.initializeVersion(batchVersion)
 			if !tt.session {
 				c.sid = ""
 			}
@@ -135,7 +135,7 @@ func TestMethods(t *testing.T) {
 func TestBatch(t *testing.T) {
 	h := newHarness(t, config{})
 	c := h.raw(t, keyHeader(h.key))
-	c.initialize()
+	c.initializeVersion(batchVersion)
 	resp, body := c.post(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}]`)
 	var answers []rpcResponse
 	if err := json.Unmarshal(body, &answers); resp.StatusCode != http.StatusOK || err != nil || len(answers) != 2 {
@@ -154,7 +154,7 @@ func TestBatch(t *testing.T) {
 func TestBatchCreditHeaders(t *testing.T) {
 	h := newHarness(t, config{})
 	c := h.raw(t, keyHeader(h.key))
-	c.initialize()
+	c.initializeVersion(batchVersion)
 	before := h.balance(t, h.account)
 	resp, body := c.post(`[` +
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}},` +
@@ -185,7 +185,7 @@ func TestBatchCreditHeaders(t *testing.T) {
 func TestRequestIDs(t *testing.T) {
 	h := newHarness(t, config{})
 	c := h.raw(t, keyHeader(h.key))
-	c.initialize()
+	c.initializeVersion(batchVersion)
 	call := func(id string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`
 	}
@@ -276,7 +276,7 @@ func TestMethodRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := h.raw(t, keyHeader(h.key))
-			c.initialize()
+			c.initializeVersion(batchVersion)
 			before := h.balance(t, h.account)
 			resp, body := c.post(tt.body)
 			r := wantRPCError(t, resp, body, tt.status, tt.code, tt.id)

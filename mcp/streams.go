@@ -96,6 +96,7 @@ func (h *Handler) tick(st *openStream) {
 // just rotated or revoked: a revoked key's streams end, so do those opened with a
 // rotated key's old value; those of OAuth connections survive a rotation.
 func (h *Handler) keyChanged(keyID string) {
+	defer h.recheckSessions(keyID)
 	var affected []*openStream
 	h.streams.mu.Lock()
 	for st := range h.streams.live {

@@ -44,9 +44,11 @@ func (h *Handler) sync() {
 	}
 	apis := reg.List()
 	seen := make(map[string]bool, len(apis))
+	sizes := make(map[string]int64, len(apis))
 	for _, api := range apis {
 		seen[api.ID] = true
 		if h.tools[api.ID] == api {
+			sizes[api.ID] = (*h.toolSizes.Load())[api.ID]
 			continue
 		}
 		tool, err := toolFor(api)
@@ -58,6 +60,7 @@ func (h *Handler) sync() {
 		}
 		h.server.AddTool(tool, h.callTool)
 		h.tools[api.ID] = api
+		sizes[api.ID] = encodedLen(tool)
 	}
 	var gone []string
 	for id := range h.tools {
@@ -69,6 +72,7 @@ func (h *Handler) sync() {
 	if len(gone) > 0 {
 		h.server.RemoveTools(gone...)
 	}
+	h.toolSizes.Store(&sizes)
 	h.synced.Store(v + 1)
 }
 
@@ -118,15 +122,19 @@ func urlOnlySchema(api *catalog.API) (json.RawMessage, error) {
 }
 
 // middleware runs around every MCP method the server receives: it filters the tool
-// list down to the tools the caller's key may call, and gives every error a JSON-RPC
-// code (the SDK would send a plain Go error with code 0).
+// list down to the tools the caller's key may call, gives every error a JSON-RPC code
+// (the SDK would send a plain Go error with code 0), binds a new session to its slot
+// (sessions.go) and counts each result against the answer's budget (limits.go).
 func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		c := callerFrom(req)
+		if c != nil && c.spent() {
+			return nil, h.errAnswerSpent()
+		}
 		if method == "tools/call" {
 			if params, ok := req.GetParams().(*sdk.CallToolParamsRaw); ok && !h.known(params.Name) {
 				// Answered here rather than by the SDK, so that the key of a cached
 				// principal is checked first, as for any other refused call.
-				c := callerFrom(req)
 				if c == nil {
 					return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 				}
@@ -151,12 +159,24 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			}
 			return nil, err
 		}
-		if list, ok := res.(*sdk.ListToolsResult); ok {
-			c := callerFrom(req)
-			if c == nil {
+		if c == nil {
+			if _, ok := res.(*sdk.ListToolsResult); ok {
 				return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 			}
-			list.Tools = slices.DeleteFunc(list.Tools, func(t *sdk.Tool) bool { return c.p.CheckAPI(t.Name) != nil })
+			return res, nil
+		}
+		switch r := res.(type) {
+		case *sdk.ListToolsResult:
+			r.Tools = slices.DeleteFunc(r.Tools, func(t *sdk.Tool) bool { return c.p.CheckAPI(t.Name) != nil })
+		case *sdk.InitializeResult:
+			if ss, ok := req.GetSession().(*sdk.ServerSession); ok && c.slot != nil {
+				h.sessions.bind(c.slot, ss, r.ProtocolVersion)
+			}
+		}
+		if res != nil {
+			if size := h.answerSize(res); !c.spend(size, h.limits.maxAnswer) {
+				return h.answerTooLarge(res, size)
+			}
 		}
 		return res, nil
 	}
