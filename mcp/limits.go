@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -294,18 +295,34 @@ func encodedLen(v any) int64 {
 	return int64(len(b))
 }
 
-// jsonStringLen is at least the length of s encoded as a JSON string: quotes and
-// backslashes take two bytes, control characters and the characters an encoder may
-// escape for HTML six.
+// jsonStringLen is the length of s encoded as a JSON string by encoding/json, which
+// escapes quotes, backslashes, control characters, the characters of HTML (<, >, &),
+// U+2028 and U+2029, and writes each byte of invalid UTF-8 as \ufffd. Other encoders
+// escape no more.
 func jsonStringLen(s string) int64 {
 	n := int64(len(s)) + 2
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			n++
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
-			n += 5
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				n++
+			case c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n++
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 5
+			}
+			i++
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5
+		case r == '\u2028' || r == '\u2029':
+			n += 3
+		}
+		i += size
 	}
 	return n
 }
