@@ -82,8 +82,8 @@ func (s *sessions) reserve(c *caller) (*slot, error) {
 	defer s.mu.Unlock()
 	if s.byUser[c.user] >= s.perKey {
 		return nil, &capError{errKeySessions, fmt.Sprintf(
-			"this key already has %d live sessions, the most it may have; end one with DELETE (with its Mcp-Session-Id), or reuse one: a session closes after %s without requests",
-			s.perKey, s.idle)}
+			"this key already has %d live session%s, the most it may have; end one with DELETE (with its Mcp-Session-Id), or reuse one: a session closes after %s without requests",
+			s.perKey, plural(int64(s.perKey)), s.idle)}
 	}
 	if s.total >= s.max {
 		if !s.full {
@@ -91,7 +91,7 @@ func (s *sessions) reserve(c *caller) (*slot, error) {
 			s.log.Warn("mcp: the process holds as many sessions as it may; initialize requests are refused until one ends", "sessions", s.total)
 		}
 		return nil, &capError{errProcessSessions, fmt.Sprintf(
-			"the server holds %d live sessions, the most it may; retry later", s.max)}
+			"the server holds %d live session%s, the most it may; retry later", s.max, plural(int64(s.max)))}
 	}
 	s.total++
 	s.byUser[c.user]++
