@@ -70,7 +70,15 @@
 //   - a method other than GET, POST, DELETE and OPTIONS: 405 with Allow, -32600;
 //   - an Mcp-Protocol-Version the server does not speak: 400, -32022 (MCP's
 //     unsupported protocol version), naming the versions it speaks;
-//   - a batch in protocol 2025-06-18 or later, which has none: 400, -32600;
+//   - a batch in protocol 2025-06-18 or later, which has none, whether the request says
+//     its version in Mcp-Protocol-Version or it comes on a session that agreed on such a
+//     version: 400, -32600;
+//   - a batch of more than [Options.MaxBatchMessages] messages: 400, -32600,
+//     batch_too_large (see Limits);
+//   - a key's requests that are not billed beyond their rate: 429 with Retry-After,
+//     [CodeLimited], rate_limited; an initialize beyond the session caps: 429 (the
+//     key's) or 503 (the process's), [CodeLimited], too_many_sessions; a message whose
+//     result does not fit the answer: [CodeLimited], answer_too_large (see Limits);
 //   - Last-Event-ID (this server does not resume streams), or a second GET event
 //     stream on one session (409): -32600;
 //   - a body over [Options.MaxBodyBytes]: 413, -32600;
@@ -156,6 +164,52 @@
 // write deadline for it, and [Handler.Close] ends every stream and session: call it
 // when shutting down (http.Server.RegisterOnShutdown), since http.Server.Shutdown waits
 // for open streams.
+//
+// # Limits
+//
+// What one key can make a process build or hold through the endpoint is bounded, and
+// each bound refuses with a JSON-RPC error that names it (the defaults are the Default
+// constants; [Options] sets them):
+//
+//   - A batch (protocol 2025-03-26 and earlier) holds at most
+//     [Options.MaxBatchMessages] messages, 50 by default and never more than
+//     [MaxBatchMessagesLimit] (100); a larger one is refused as a whole, before any of
+//     its messages is read, with 400 and batch_too_large. A session that agreed on
+//     2025-06-18 or later, which have no batches, refuses them whatever the request's
+//     Mcp-Protocol-Version says: the handler looks the session up.
+//   - The answer to one HTTP request holds at most [Options.MaxAnswerBytes] (4 MiB by
+//     default) of results, which the handler counts as each leaves its method, before
+//     the SDK encodes it (a tool list by the encoded size of each tool, a tool result
+//     by its contents). A result that does not fit is replaced by an error, and every
+//     message of the request served after it is refused without running
+//     (answer_too_large, [CodeLimited]): a batch gets the results that fit and errors
+//     for the rest, and says to send those again in another request. A tool call
+//     whose result does not fit ran and was charged: its answer is a tool result with
+//     isError whose text starts with answer_too_large and that carries the call's
+//     credits. Set the bound above the largest result an API returns, twice over (a
+//     tool result carries the API's data as text and as structured content); larger
+//     results are for REST.
+//   - The requests that are not billed, every method but tools/call (initialize, ping,
+//     tools/list, resources/list, prompts/list, logging/setLevel, ...), are limited per
+//     key by a token bucket of their own: [Options.UnbilledBurst] at once (100), then
+//     [Options.UnbilledPerMinute] a minute (300). The decision: a separate rate rather
+//     than the plan's rate limit, which counts billed calls, so that listing tools never
+//     spends the calls a plan sells and a plan without a rate limit still bounds them.
+//     A request, or a batch as a whole, that needs more tokens than the bucket holds
+//     is refused with 429, Retry-After, [CodeLimited] and rate_limited. Notifications
+//     and responses are not counted. The bucket runs on the Service's clock, per
+//     process.
+//   - Live sessions are capped per key (a session token that names no key counts for
+//     its account) at [Options.MaxSessionsPerKey] (100) and per handler at
+//     [Options.MaxSessions] (10,000). An initialize beyond is refused before the SDK
+//     builds a session: 429 for the key's cap, 503 for the process's, [CodeLimited],
+//     too_many_sessions, with a message that says which cap and how to free a slot. A
+//     session's slot is freed when it ends: DELETE, [Options.SessionTimeout] without
+//     requests, [Handler.Close], or when this handler's Service revokes its key, or
+//     rotates it (the sessions opened with the old value, which can no longer be used,
+//     are closed; an OAuth session survives a rotation and keeps its slot), or ends the
+//     session token that opened it. A key revoked through another instance frees its
+//     slots as its sessions time out.
 //
 // # Proxies and browsers
 //
