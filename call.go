@@ -242,8 +242,15 @@ func label(it Item) string {
 // that a rotated or revoked key gets its own answer rather than this one; the balance
 // is read for the credit headers when the call did not get it. The refusal is recorded
 // in the usage statistics for each of apis, the APIs the call named (see
-// [Options.Usage]).
+// [Options.Usage]). A refusal because a store is unavailable (CodeUnavailable) goes to
+// the stores no more: its cause is logged where it was found, and a second read would
+// only fail, or wait, the same way.
 func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
+	if CodeOf(err) == CodeUnavailable {
+		s.recordRefused(p, apis, err)
+		rc.Plan = p.Plan
+		return Reply{Err: err, Receipt: rc}
+	}
 	if p.Cached {
 		if verr := s.verify(ctx, p); verr != nil {
 			return Reply{Err: verr}
