@@ -44,8 +44,11 @@ type Stores struct {
 type Options struct {
 	// Now returns the current time. The default is time.Now. Tests inject a clock.
 	Now func() time.Time
-	// Logger receives failures inside the service (handler panics, store errors). The
-	// default is slog.Default(). Key values are never logged.
+	// Logger receives failures inside the service (handler panics, store errors). Every
+	// answer of CodeUnavailable (503) is logged once, with the store and its error, at
+	// ERROR when the store failed, WARN when the request's deadline had passed and INFO
+	// when its client had canceled it. The default is slog.Default(). Key values are
+	// never logged.
 	Logger *slog.Logger
 	// Sessions enables session tokens (the x-jwt credential). If nil, they are refused.
 	Sessions *auth.Sessions
