@@ -19,7 +19,7 @@ import (
 )
 
 // TestEvery503UnderLoadHasAStoreCause runs three instances as processes on one
-// PostgreSQL and one Redis and makes 12,000 paid calls over 64 accounts, at 64, then
+// PostgreSQL and one Redis and makes 8,000 paid calls over 64 accounts, at 64, then
 // 256 calls at once, then 64 again. A call may be answered 503 only because a store
 // failed it: each 503 the clients got is logged once by the instance that answered it,
 // at ERROR, with the store and its error (no client cancels and no request has a
@@ -49,7 +49,7 @@ func TestEvery503UnderLoadHasAStoreCause(t *testing.T) {
 		transportErr atomic.Int64
 	)
 	var calls int
-	for _, round := range []struct{ calls, clients int }{{3000, 64}, {6000, 256}, {3000, 64}} {
+	for _, round := range []struct{ calls, clients int }{{2000, 64}, {4000, 256}, {2000, 64}} {
 		calls += round.calls
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -76,7 +76,7 @@ func TestEvery503UnderLoadHasAStoreCause(t *testing.T) {
 					case resp.StatusCode == http.StatusOK:
 						served[account].Add(1)
 					case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("X-Error-Code") == "unavailable" &&
-						resp.Header.Get("X-Credits-Cost") == "":
+						(resp.Header.Get("X-Credits-Cost") == "" || resp.Header.Get("X-Credits-Cost") == "0"):
 						unavailable.Add(1)
 					default:
 						t.Errorf("a call to %s: %s %s %s", p.url, resp.Status, resp.Header.Get("X-Credits-Cost"), body)
@@ -94,7 +94,9 @@ func TestEvery503UnderLoadHasAStoreCause(t *testing.T) {
 			if !strings.Contains(line, "answered 503") {
 				continue
 			}
-			logged++
+			if logged++; logged <= 10 {
+				t.Logf("a 503 logged: %s", line)
+			}
 			if !storeCause.MatchString(line) {
 				t.Errorf("a 503 without a store's failure for its cause: %s", line)
 			}
