@@ -68,7 +68,7 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 		ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, KeyValue: spec.KeyValue,
 	}, now)
 	if err != nil {
-		return auth.Account{}, auth.Key{}, "", s.manageError("account", spec.ID, err)
+		return auth.Account{}, auth.Key{}, "", s.manageError(ctx, "account", spec.ID, err)
 	}
 	// The account and its key exist from here on, whatever becomes of the balance.
 	s.record(ctx, now, audit.Entry{Action: audit.AccountCreate, Account: acct.ID, Target: key.ID,
@@ -81,7 +81,7 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
 	}
 	if err != nil && !errors.Is(err, store.ErrConflict) {
-		return auth.Account{}, auth.Key{}, "", s.manageError("balance of account", acct.ID, err)
+		return auth.Account{}, auth.Key{}, "", s.manageError(ctx, "balance of account", acct.ID, err)
 	}
 	return acct, key, value, nil
 }
@@ -100,17 +100,17 @@ func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
 	}
 	acct, err := s.authority.Store().Account(ctx, id)
 	if err != nil {
-		return AccountInfo{}, s.manageError("account", id, err)
+		return AccountInfo{}, s.manageError(ctx, "account", id, err)
 	}
 	keys, err := s.authority.Store().Keys(ctx, id)
 	if err != nil {
-		return AccountInfo{}, s.manageError("account", id, err)
+		return AccountInfo{}, s.manageError(ctx, "account", id, err)
 	}
 	plan, _ := s.plans.Lookup(acct.Plan)
 	now := s.now()
 	b, err := s.meter.Ledger().Balance(ctx, id, now, billing.MonthOf(now), plan.Credits)
 	if err != nil {
-		return AccountInfo{}, s.manageError("balance of account", id, err)
+		return AccountInfo{}, s.manageError(ctx, "balance of account", id, err)
 	}
 	return AccountInfo{Account: acct, Balance: b, Keys: keys}, nil
 }
@@ -127,7 +127,7 @@ func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.New
 	now := s.now()
 	key, value, err := s.authority.CreateKey(ctx, accountID, spec, now)
 	if err != nil {
-		return auth.Key{}, "", s.manageError("account", accountID, err)
+		return auth.Key{}, "", s.manageError(ctx, "account", accountID, err)
 	}
 	s.record(ctx, now, audit.Entry{Action: audit.KeyCreate, Account: key.AccountID, Target: key.ID,
 		After: restrictionsJSON(key.Restrictions)})
@@ -149,7 +149,7 @@ func (s *Service) rotateKey(ctx context.Context, keyID string, rev int64) (auth.
 	now := s.now()
 	key, value, err := s.authority.RotateKey(ctx, keyID, rev, now)
 	if err != nil {
-		return auth.Key{}, "", s.changeError(keyID, err)
+		return auth.Key{}, "", s.changeError(ctx, keyID, err)
 	}
 	s.keyHooks.notify(keyID)
 	s.record(ctx, now, audit.Entry{Action: audit.KeyRotate, Account: key.AccountID, Target: key.ID})
@@ -177,7 +177,7 @@ func (s *Service) revokeKey(ctx context.Context, keyID string, rev int64) (auth.
 	now := s.now()
 	key, err := s.authority.RevokeKey(ctx, keyID, rev, now)
 	if err != nil {
-		return auth.Key{}, s.changeError(keyID, err)
+		return auth.Key{}, s.changeError(ctx, keyID, err)
 	}
 	s.keyHooks.notify(keyID)
 	s.record(ctx, now, audit.Entry{Action: audit.KeyRevoke, Account: key.AccountID, Target: key.ID})
@@ -217,7 +217,7 @@ func (s *Service) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 		// The key is revoked (by the time the update was tried, if not when read).
 		return auth.Key{}, newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), err)
 	case err != nil:
-		return auth.Key{}, s.manageError("key", keyID, err)
+		return auth.Key{}, s.manageError(ctx, "key", keyID, err)
 	}
 	s.keyHooks.notify(keyID)
 	e := audit.Entry{Action: audit.KeyUpdate, Account: after.AccountID, Target: after.ID,
@@ -250,7 +250,7 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 	}
 	acct, err := s.authority.Store().Account(ctx, accountID)
 	if err != nil {
-		return billing.Balance{}, s.manageError("account", accountID, err)
+		return billing.Balance{}, s.manageError(ctx, "account", accountID, err)
 	}
 	plan, _ := s.plans.Lookup(acct.Plan)
 	id := s.ids.next()
@@ -277,7 +277,7 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 			b.Remaining, b.Used, int64(billing.MaxCredits)), err)
 	}
 	if err != nil {
-		return b, s.manageError("balance of account", accountID, err)
+		return b, s.manageError(ctx, "balance of account", accountID, err)
 	}
 	e := audit.Entry{Action: audit.CreditsAdjust, Account: accountID, Credits: amount, Reason: reason}
 	if idempotencyKey != "" {
@@ -290,7 +290,7 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 }
 
 // manageError maps the errors of account and key management to codes.
-func (s *Service) manageError(what, id string, err error) error {
+func (s *Service) manageError(ctx context.Context, what, id string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return newError(CodeNotFound, fmt.Sprintf("no %s has the id %q", what, id), err)
@@ -299,16 +299,16 @@ func (s *Service) manageError(what, id string, err error) error {
 	case errors.Is(err, auth.ErrInvalid), errors.Is(err, auth.ErrWidens):
 		return newError(CodeInvalidInput, err.Error(), err)
 	}
-	return s.unavailable(what, err)
+	return s.unavailable(ctx, what, err)
 }
 
 // changeError is manageError for a rotation or revocation of a key, which may have been
 // conditioned on the key's revision.
-func (s *Service) changeError(keyID string, err error) error {
+func (s *Service) changeError(ctx context.Context, keyID string, err error) error {
 	if errors.Is(err, auth.ErrChangeConflict) {
 		return newError(CodeConflict, "the key changed while you were changing it; read it again and retry", err)
 	}
-	return s.manageError("key", keyID, err)
+	return s.manageError(ctx, "key", keyID, err)
 }
 
 // The longest texts that management accepts, in characters.

@@ -146,7 +146,7 @@ func (s *Service) AuditLog(ctx context.Context, q audit.Query) (audit.Page, erro
 		return audit.Page{}, newError(CodeInvalidInput, err.Error(), err)
 	}
 	if err != nil {
-		return audit.Page{}, s.unavailable("audit log", err)
+		return audit.Page{}, s.unavailable(ctx, "audit log", err)
 	}
 	return p, nil
 }

@@ -66,7 +66,8 @@ type Item struct {
 // Whatever refuses the call after the caller is authenticated (a validation, the plan,
 // an error input returns), the reply carries the balance for the credit headers, and a
 // key that came from the key cache is checked first, so that a rotated or revoked key is
-// answered as such rather than with the refusal. input's errors come back in
+// answered as such rather than with the refusal; but for a store that is unavailable
+// (CodeUnavailable), whose refusal carries neither and asks the stores nothing more. input's errors come back in
 // [Reply.Err] as they were returned: a front door that returns errors of its own types
 // recognises them there.
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
@@ -242,8 +243,15 @@ func label(it Item) string {
 // that a rotated or revoked key gets its own answer rather than this one; the balance
 // is read for the credit headers when the call did not get it. The refusal is recorded
 // in the usage statistics for each of apis, the APIs the call named (see
-// [Options.Usage]).
+// [Options.Usage]). A refusal because a store is unavailable (CodeUnavailable) goes to
+// the stores no more: its cause is logged where it was found, and a second read would
+// only fail, or wait, the same way.
 func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
+	if CodeOf(err) == CodeUnavailable {
+		s.recordRefused(p, apis, err)
+		rc.Plan = p.Plan
+		return Reply{Err: err, Receipt: rc}
+	}
 	if p.Cached {
 		if verr := s.verify(ctx, p); verr != nil {
 			return Reply{Err: verr}

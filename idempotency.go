@@ -186,7 +186,7 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	rand.Read(c.Token[:]) // never fails (crypto/rand)
 	rec, err := s.idem.store.Claim(ctx, c)
 	if err != nil {
-		return refusedBatch(s.refuse(ctx, p, s.unavailable("idempotency", err), Receipt{}))
+		return refusedBatch(s.refuse(ctx, p, s.unavailable(ctx, "idempotency", err), Receipt{}))
 	}
 	switch rec.State {
 	case idempotency.Done:

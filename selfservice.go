@@ -135,7 +135,7 @@ func (s *Service) ownKey(ctx context.Context, p *Principal, keyID string) (auth.
 	case err == nil || errors.Is(err, store.ErrNotFound):
 		return auth.Key{}, newError(CodeNotFound, fmt.Sprintf("your account has no key with the id %q", keyID), err)
 	}
-	return auth.Key{}, s.manageError("key", keyID, err)
+	return auth.Key{}, s.manageError(ctx, "key", keyID, err)
 }
 
 // managed authenticates a self-service caller and returns the key of its account with
@@ -214,7 +214,7 @@ func (s *Service) lastUsed(ctx context.Context, account string, keys []auth.Key)
 func (s *Service) visibleKeys(ctx context.Context, p *Principal) ([]auth.Key, error) {
 	all, err := s.authority.Store().Keys(ctx, p.Account.ID)
 	if err != nil {
-		return nil, s.manageError("account", p.Account.ID, err)
+		return nil, s.manageError(ctx, "account", p.Account.ID, err)
 	}
 	if managesAll(p) {
 		return all, nil
@@ -263,7 +263,7 @@ func (s *Service) belowKeyCap(ctx context.Context, account string) error {
 	}
 	keys, err := s.authority.Store().Keys(ctx, account)
 	if err != nil {
-		return s.manageError("account", account, err)
+		return s.manageError(ctx, "account", account, err)
 	}
 	live := 0
 	for _, k := range keys {

@@ -44,8 +44,11 @@ type Stores struct {
 type Options struct {
 	// Now returns the current time. The default is time.Now. Tests inject a clock.
 	Now func() time.Time
-	// Logger receives failures inside the service (handler panics, store errors). The
-	// default is slog.Default(). Key values are never logged.
+	// Logger receives failures inside the service (handler panics, store errors). Every
+	// answer of CodeUnavailable (503) is logged once, with the store and its error, at
+	// ERROR when the store failed, WARN when the request's deadline had passed and INFO
+	// when its client had canceled it. The default is slog.Default(). Key values are
+	// never logged.
 	Logger *slog.Logger
 	// Sessions enables session tokens (the x-jwt credential). If nil, they are refused.
 	Sessions *auth.Sessions
@@ -498,9 +501,9 @@ func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) erro
 		p.Principal, err = s.authority.Authenticate(ctx, c.Credential, s.now())
 	}
 	if err != nil {
-		return s.authError(err)
+		return s.authError(ctx, err)
 	}
-	return s.complete(p, c)
+	return s.complete(ctx, p, c)
 }
 
 // Check authenticates a caller as [Service.Authenticate] does, and checks a key that
@@ -518,19 +521,19 @@ func (s *Service) Check(ctx context.Context, c Caller) (Principal, error) {
 
 // complete completes an authentication whose p.Principal is set: the account's plan
 // and the restrictions that depend on how the caller arrived.
-func (s *Service) complete(p *Principal, c Caller) error {
+func (s *Service) complete(ctx context.Context, p *Principal, c Caller) error {
 	plan, ok := s.plans.Lookup(p.Account.Plan)
 	if !ok {
 		return s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", p.Account.ID, p.Account.Plan))
 	}
 	p.Plan, p.Channel, p.Addr = plan, c.Channel, c.Addr
 	if err := p.CheckAccess(c.Channel, c.Addr); err != nil {
-		return s.authError(err)
+		return s.authError(ctx, err)
 	}
 	return nil
 }
 
-func (s *Service) authError(err error) *Error {
+func (s *Service) authError(ctx context.Context, err error) *Error {
 	switch {
 	case errors.Is(err, auth.ErrUnknownKey):
 		return newError(CodeUnauthorized, "unauthorized", err)
@@ -539,7 +542,7 @@ func (s *Service) authError(err error) *Error {
 	case errors.Is(err, auth.ErrForbidden):
 		return newError(CodeForbidden, err.Error(), err)
 	}
-	return s.unavailable("key store", err)
+	return s.unavailable(ctx, "key store", err)
 }
 
 // lookup returns the API with the given id, if it exists and the principal may call it.
@@ -723,7 +726,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	if err != nil {
 		var le *billing.LimitError
 		if !errors.As(err, &le) {
-			return s.refuse(ctx, p, s.unavailable("admission", err), rc, apis...)
+			return s.refuse(ctx, p, s.unavailable(ctx, "admission", err), rc, apis...)
 		}
 		// The admission checked a cached key before it judged the plan's limits.
 		p.Cached = false
@@ -1006,7 +1009,7 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	}
 	state, err := s.keys.CheckKey(ctx, *p.keyCheck())
 	if err != nil {
-		return s.unavailable("key store", err)
+		return s.unavailable(ctx, "key store", err)
 	}
 	if state != auth.KeyLive {
 		return s.refresh(ctx, p)
@@ -1026,10 +1029,10 @@ func (p *Principal) keyCheck() *auth.KeyCheck {
 func (s *Service) refresh(ctx context.Context, p *Principal) error {
 	ap, err := s.authority.Refresh(ctx, p.Principal, s.now())
 	if err != nil {
-		return s.authError(err)
+		return s.authError(ctx, err)
 	}
 	fresh := Principal{Principal: ap}
-	if err := s.complete(&fresh, Caller{Channel: p.Channel, Addr: p.Addr}); err != nil {
+	if err := s.complete(ctx, &fresh, Caller{Channel: p.Channel, Addr: p.Addr}); err != nil {
 		return err
 	}
 	*p = fresh
@@ -1042,7 +1045,7 @@ func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, e
 	now := s.now()
 	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, now, billing.MonthOf(now), p.Plan.Credits)
 	if err != nil {
-		return b, s.unavailable("ledger", err)
+		return b, s.unavailable(ctx, "ledger", err)
 	}
 	return b, nil
 }
@@ -1055,28 +1058,39 @@ func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, err
 	}
 	st, err := s.meter.Status(ctx, p.Account.ID, p.Plan, s.now())
 	if err != nil {
-		return st, s.unavailable("meter", err)
+		return st, s.unavailable(ctx, "meter", err)
 	}
 	return st, nil
 }
 
-// unavailable is the error of a store that failed: an outage, logged at ERROR and
-// answered 503, unless it is the caller's mistake (a value the store cannot hold) or
-// the caller's request ended. Nothing the request asked for was done.
-func (s *Service) unavailable(what string, err error) *Error {
+// unavailable is the error of a store that failed with err while serving ctx, and
+// which is answered 503 (CodeUnavailable): nothing the request asked for was done. It
+// logs every such answer with its reason, at the level its kind deserves, judged by the
+// request's context rather than by err (a store's own timeout wraps
+// context.DeadlineExceeded too, and is an outage): INFO when the client canceled the
+// request, WARN when the request's deadline passed, ERROR when the store failed while
+// the request was live. A value the store cannot hold is the caller's mistake
+// (CodeInvalidInput, INFO), and an err that is already an *Error is returned as it is
+// (its maker answered for it).
+func (s *Service) unavailable(ctx context.Context, what string, err error) *Error {
 	if e := (*Error)(nil); errors.As(err, &e) {
 		return e
 	}
 	if errors.Is(err, store.ErrInvalid) {
 		// The store cannot hold a value the caller sent: the caller's mistake, which
 		// the checks at the edge should have caught.
-		s.log.Info("tollgate: a store refused a value it cannot hold", "store", what, "error", err)
+		s.log.InfoContext(ctx, "tollgate: a store refused a value it cannot hold", "store", what, "error", err)
 		return newError(CodeInvalidInput, "a value in the request cannot be stored: use valid UTF-8 text without NUL or control characters", err)
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return newError(CodeUnavailable, "the request was canceled before the service could answer", err)
+	switch cause := ctx.Err(); {
+	case errors.Is(cause, context.Canceled):
+		s.log.InfoContext(ctx, "tollgate: answered 503: the client canceled the request before the store answered", "store", what, "error", err)
+		return newError(CodeUnavailable, "the request was canceled before the service could answer; nothing was done and nothing was charged", err)
+	case cause != nil:
+		s.log.WarnContext(ctx, "tollgate: answered 503: the request's deadline passed before the store answered", "store", what, "error", err)
+		return newError(CodeUnavailable, "the request's deadline passed before the service could answer; nothing was done and nothing was charged", err)
 	}
-	s.log.Error("tollgate: store unavailable", "store", what, "error", err)
+	s.log.ErrorContext(ctx, "tollgate: answered 503: store unavailable", "store", what, "error", err)
 	return newError(CodeUnavailable, "the service cannot reach its data store; nothing was done and nothing was charged; try again shortly", err)
 }
 

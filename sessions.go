@@ -91,7 +91,7 @@ func (s *Service) StartLoginSession(ctx context.Context, accountID string, addr 
 	}
 	keys, err := s.authority.Store().Keys(ctx, accountID)
 	if err != nil {
-		return Session{}, s.manageError("account", accountID, err)
+		return Session{}, s.manageError(ctx, "account", accountID, err)
 	}
 	for _, k := range keys {
 		if k.Primary {
@@ -143,7 +143,7 @@ func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr)
 		return nil
 	}
 	if err != nil {
-		return s.authError(err)
+		return s.authError(ctx, err)
 	}
 	if s.sessionStore == nil {
 		return newError(CodeNotFound, "this service cannot end sessions before their expiry (tollgate.Options.SessionStore is not set)", nil)
@@ -153,13 +153,13 @@ func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr)
 	}
 	ended, err := s.sessionStore.SessionEnded(ctx, c.ID)
 	if err != nil {
-		return s.unavailable("session store", err)
+		return s.unavailable(ctx, "session store", err)
 	}
 	if ended {
 		return nil
 	}
 	if err := s.authority.EndSession(ctx, c, now); err != nil {
-		return s.unavailable("session store", err)
+		return s.unavailable(ctx, "session store", err)
 	}
 	// Front doors check again the connections of the key the session acted as (the
 	// sessions that named no key, for ""): the ended session's are refused and end,

@@ -194,7 +194,7 @@ func (s *Service) Usage(ctx context.Context, q usage.Query) (usage.Result, error
 		return usage.Result{}, newError(CodeInvalidInput, fmt.Sprintf("%s: %s", qe.Param, qe.Reason), err)
 	}
 	if err != nil {
-		return usage.Result{}, s.unavailable("usage", err)
+		return usage.Result{}, s.unavailable(ctx, "usage", err)
 	}
 	return res, nil
 }
@@ -211,7 +211,7 @@ func (s *Service) KeysLastUsed(ctx context.Context, account string) (map[string]
 	}
 	last, err := s.usageStore.LastUsed(ctx, account)
 	if err != nil {
-		return nil, s.unavailable("usage", err)
+		return nil, s.unavailable(ctx, "usage", err)
 	}
 	return last, nil
 }

@@ -175,13 +175,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	errc := make(chan error, c.instances)
 	for i := range c.instances {
-		svc, handler, closeStores, err := instance(ctx, c, plans, logger)
+		in, err := newInstance(ctx, c, plans, logger)
 		if err != nil {
 			return err
 		}
-		defer closeStores()
-		defer svc.Close() // before the stores close (defers run last first)
-		services = append(services, svc)
+		defer in.close()
+		services = append(services, in.svc)
 		addr := "127.0.0.1:0"
 		if c.port != 0 {
 			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port+i))
@@ -190,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		srv := &http.Server{Handler: in.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 		servers = append(servers, srv)
@@ -236,7 +235,7 @@ func serve(ctx context.Context, servers []*http.Server, errc chan error, logger 
 
 // prepare creates the schema if it is missing and migrates it.
 func prepare(ctx context.Context, c config) error {
-	pool, err := newPool(ctx, c)
+	pool, err := newPool(ctx, c, 1)
 	if err != nil {
 		return err
 	}
@@ -247,88 +246,212 @@ func prepare(ctx context.Context, c config) error {
 	return postgres.Migrate(ctx, pool)
 }
 
-// newPool opens a pool whose connections use the schema. The limits keep an instance
-// from exhausting the server and make a down server fail fast rather than pile up calls.
-func newPool(ctx context.Context, c config) (*pgxpool.Pool, error) {
+// The connections of each instance: to PostgreSQL (keys, credits, idempotency records,
+// and limits with -limits postgres) and to Redis (limits).
+const (
+	pgConns    = 16
+	redisConns = 64
+)
+
+// newPool opens a pool of size connections whose sessions use the schema. The limits
+// keep an instance from exhausting the server and make a down server fail fast rather
+// than pile up calls. The pool never shrinks (MinConns is its size): a pool that grows
+// on demand connects on the call's path, and under load a connection can take longer
+// than the connect timeout to open, which fails the call with 503. Connections are
+// replaced after an hour or so, at times spread over half an hour, so that they do not
+// all expire at once.
+func newPool(ctx context.Context, c config, size int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(c.postgres)
 	if err != nil {
 		return nil, fmt.Errorf("-postgres: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = c.schema
-	cfg.MaxConns = 16
+	cfg.MaxConns, cfg.MinConns = size, size
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	cfg.MaxConnIdleTime = time.Minute
+	cfg.MaxConnLifetime, cfg.MaxConnLifetimeJitter = time.Hour, 30*time.Minute
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// instance builds one instance: its own pool and Redis client, its stores, its service
-// and its handler with every front door.
-func instance(ctx context.Context, c config, plans *billing.Plans, logger *slog.Logger) (*tollgate.Service, http.Handler, func(), error) {
-	pool, err := newPool(ctx, c)
-	if err != nil {
-		return nil, nil, nil, err
+// fillPool opens every connection of the pool before the instance serves, so that no
+// call waits for one to open. It tries until ctx ends: an instance that starts with
+// its database under load (or still starting) waits for it.
+func fillPool(ctx context.Context, pool *pgxpool.Pool) error {
+	conns := make([]*pgxpool.Conn, 0, pool.Config().MaxConns)
+	defer func() {
+		for _, conn := range conns {
+			conn.Release()
+		}
+	}()
+	for len(conns) < cap(conns) {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			if pause(ctx) != nil {
+				return fmt.Errorf("opening the %d connections to PostgreSQL: %w", cap(conns), err)
+			}
+			continue
+		}
+		conns = append(conns, conn)
 	}
-	pg, err := postgres.New(pool, nil)
+	return nil
+}
+
+// pause waits a tenth of a second before a connection is tried again, and returns
+// ctx's error if it ends first.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// newRedis returns a client of Redis whose pool is full before the instance serves
+// (MinIdleConns is its size, and fillRedis opens them), for the same reason as the
+// PostgreSQL pool's: a call never dials.
+func newRedis(c config) *goredis.Client {
+	// Fail fast: a down Redis makes a call fail in a fraction of a second (503,
+	// nothing charged) rather than hold it for go-redis's multi-second defaults.
+	return goredis.NewClient(&goredis.Options{
+		Addr: c.redis, PoolSize: redisConns, MinIdleConns: redisConns, PoolTimeout: 500 * time.Millisecond,
+		DialTimeout: 250 * time.Millisecond, DialerRetries: 1, ReadTimeout: 250 * time.Millisecond,
+		WriteTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: 1,
+		Protocol: 2,
+	})
+}
+
+// fillRedis opens every connection of the client's pool, trying until ctx ends, as
+// fillPool does.
+func fillRedis(ctx context.Context, client *goredis.Client) error {
+	conns := make([]*goredis.Conn, 0, client.Options().PoolSize)
+	defer func() {
+		for _, conn := range conns {
+			conn.Close() // back to the pool
+		}
+	}()
+	for len(conns) < cap(conns) {
+		conn := client.Conn()
+		if err := conn.Ping(ctx).Err(); err != nil {
+			conn.Close()
+			if pause(ctx) != nil {
+				return fmt.Errorf("opening the %d connections to Redis: %w", cap(conns), err)
+			}
+			continue
+		}
+		conns = append(conns, conn)
+	}
+	return nil
+}
+
+// An instance is one service and what it runs on.
+type instance struct {
+	svc     *tollgate.Service
+	handler http.Handler
+	pool    *pgxpool.Pool
+	redis   *goredis.Client // nil with -limits postgres
+}
+
+// close closes the service, then its connections.
+func (in *instance) close() {
+	in.svc.Close()
+	if in.redis != nil {
+		in.redis.Close()
+	}
+	in.pool.Close()
+}
+
+// startTimeout bounds how long an instance waits for its connections to open.
+const startTimeout = time.Minute
+
+// newInstance builds one instance: its own pool and Redis client, both full, its
+// stores, its service and its handler with every front door.
+func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *slog.Logger) (_ *instance, err error) {
+	in := &instance{}
+	closeStores := func() {
+		if in.redis != nil {
+			in.redis.Close()
+		}
+		if in.pool != nil {
+			in.pool.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeStores()
+		}
+	}()
+	if in.pool, err = newPool(ctx, c, pgConns); err != nil {
+		return nil, err
+	}
+	fillCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := fillPool(fillCtx, in.pool); err != nil {
+		return nil, err
+	}
+	pg, err := postgres.New(in.pool, nil)
 	if err != nil {
-		pool.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
-	closeStores := pool.Close
 	if c.limits == "redis" {
-		// Fail fast: a down Redis makes a call fail in a fraction of a second (503,
-		// nothing charged) rather than hold it for go-redis's multi-second defaults.
-		client := goredis.NewClient(&goredis.Options{
-			Addr: c.redis, PoolSize: 64, MinIdleConns: 8, PoolTimeout: 500 * time.Millisecond,
-			DialTimeout: 250 * time.Millisecond, DialerRetries: 1, ReadTimeout: 250 * time.Millisecond,
-			WriteTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: 1,
-			Protocol: 2,
-		})
-		rd, err := redis.New(client, &redis.Options{Prefix: c.prefix})
+		in.redis = newRedis(c)
+		if err := fillRedis(fillCtx, in.redis); err != nil {
+			return nil, err
+		}
+		rd, err := redis.New(in.redis, &redis.Options{Prefix: c.prefix})
 		if err != nil {
-			pool.Close()
-			return nil, nil, nil, err
+			return nil, err
 		}
 		stores.Rates, stores.Slots = rd, rd
-		closeStores = func() { client.Close(); pool.Close() }
 	}
 
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	// Batches sent with an Idempotency-Key keep their answers in PostgreSQL, so that a
 	// retry that reaches another instance gets the first answer.
-	answers, err := postgres.NewIdempotencyStore(pool)
+	answers, err := postgres.NewIdempotencyStore(in.pool)
 	if err != nil {
-		closeStores()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	// Key records are cached: every paid call checks its key in its admission step, so a
 	// revocation on one instance is refused by the next call on any other.
-	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
+	in.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
 		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
 		Idempotency: &tollgate.IdempotencyOptions{Store: answers}})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
+	if in.handler, err = handler(in.svc, c, logger); err != nil {
+		in.svc.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// handler returns the front doors of an instance: REST, GraphQL and, with an admin
+// token, the admin API.
+func handler(svc *tollgate.Service, c config, logger *slog.Logger) (http.Handler, error) {
 	mux := http.NewServeMux()
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	mux.Handle("/v1/", restHandler)
 	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
 	if c.adminToken != "" {
 		adminHandler, err := admin.NewHandler(svc, c.adminToken, nil)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		mux.Handle("/admin/", adminHandler)
 	}
-	return svc, mux, closeStores, nil
+	return mux, nil
 }

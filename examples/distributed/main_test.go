@@ -5,11 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -77,4 +86,89 @@ func TestRun(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return after its context ended")
 	}
+}
+
+// TestCallsNeedNoNewConnection starts an instance and makes paid calls on it, more at
+// once than its pools hold connections: its pools are full when it starts, and no call
+// opens a connection, to PostgreSQL or to Redis. (A pool that grows on demand connects
+// on the call's path, and under load a connect that outlives its timeout fails the
+// call with 503.)
+func TestCallsNeedNoNewConnection(t *testing.T) {
+	dsn := testenv.Var(t, testenv.Postgres)
+	redisAddr := testenv.Var(t, testenv.Redis)
+	c, err := parseFlags([]string{"-postgres", dsn, "-schema", testenv.PostgresSchema(t, dsn), "-redis", redisAddr,
+		"-prefix", testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prepare(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	plans, err := billing.NewPlans(billing.Plan{Name: "busy", Credits: 1_000_000, Concurrency: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := newInstance(t.Context(), c, plans, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.close()
+	srv := httptest.NewServer(in.handler)
+	defer srv.Close()
+	_, _, key, err := in.svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pg, rd := in.pool.Stat(), in.redis.PoolStats()
+	if pg.TotalConns() != pgConns || rd.TotalConns != redisConns {
+		t.Fatalf("after start: %d connections to PostgreSQL and %d to Redis, want %d and %d", pg.TotalConns(), rd.TotalConns, pgConns, redisConns)
+	}
+	dials := &dialCounter{}
+	in.redis.AddHook(dials)
+	const clients, calls = 4 * redisConns, 8
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range calls {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/hash?text=x", nil)
+				req.Header.Set("X-Api-Key", key)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("a call: %s", resp.Status)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := in.pool.Stat().NewConnsCount() - pg.NewConnsCount(); n != 0 {
+		t.Errorf("%d calls opened %d connections to PostgreSQL, want none", clients*calls, n)
+	}
+	if n := dials.n.Load(); n != 0 {
+		t.Errorf("%d calls opened %d connections to Redis, want none", clients*calls, n)
+	}
+}
+
+// dialCounter counts the connections a Redis client opens.
+type dialCounter struct{ n atomic.Int64 }
+
+func (d *dialCounter) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (d *dialCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (d *dialCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
 }

@@ -217,7 +217,10 @@
 //     connections per core of the database carry the load, and several instances stay
 //     below the server's max_connections (100 by default). A caller waiting for a free
 //     connection waits within its own context's deadline (pgxpool has no other acquire
-//     timeout).
+//     timeout). Under load, set MinConns to MaxConns and open the connections before
+//     serving (acquire them all once; examples/distributed does): a pool that grows on
+//     demand connects on the call's path, and a connection that takes longer than
+//     ConnectTimeout to open fails the call with 503.
 //   - ConnectTimeout 5s, HealthCheckPeriod 10s: an unreachable server fails calls
 //     quickly, and connections an outage broke are replaced soon after it ends (pgxpool
 //     also pings a connection idle for more than a second before handing it out).

@@ -314,7 +314,7 @@
 //	client := goredis.NewClient(&goredis.Options{
 //		Addr:                  "redis:6379",
 //		PoolSize:              64,                     // at least the calls in flight on one instance
-//		MinIdleConns:          8,                      // warm connections: no dial after a quiet spell
+//		MinIdleConns:          64,                     // the whole pool, kept open: no call dials
 //		PoolTimeout:           500 * time.Millisecond, // wait for a busy pool, then fail
 //		DialTimeout:           250 * time.Millisecond, // a down Redis fails the call quickly
 //		DialerRetries:         1,                      // one dial per attempt (default 5, 100ms apart)
