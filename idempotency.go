@@ -206,28 +206,23 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency claim", fmt.Errorf("unknown state %d", rec.State)), Receipt{}))
 	}
 	// Claimed: run to the end even if the client hangs up, so that a retry finds the
-	// answer; under the record's run id, which a run taken over after a crash shares
-	// with the first. The record is marked settling before the run is charged: from
-	// then on it is never taken over, so no second run can be charged under an id the
-	// ledger may have forgotten.
+	// answer; under this claim's own run id, new or taking the record over from a
+	// claimant that stopped before its mark. A run taken over gets a reservation and a
+	// concurrency slot of its own, and is charged for what it runs: the earlier run's
+	// reservation (never settled, since it was not marked) is voided at its expiry, and
+	// reusing its id would have the ledger admit this run as a replay of it, taking
+	// nothing. The record is marked settling before the run is charged: from then on it
+	// is never taken over, so a run that may have been charged never runs again.
 	ctx = context.WithoutCancel(ctx)
 	marked, lost := false, false
-	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run), func(ctx context.Context) error {
+	reply := s.runPrepared(ctx, p, pb, billing.RequestID(c.Run), func(ctx context.Context) error {
 		err := s.idem.store.MarkSettling(ctx, c.ID, c.Token, s.now())
 		marked, lost = err == nil, errors.Is(err, idempotency.ErrNotHeld)
 		return err
 	})
 	if lost {
 		// It ran, but outlived its lease: the record is another run's now (or expired),
-		// and this run was not settled (see Service.unsettled).
-		return reply
-	}
-	if reply.Err != nil && rec.Run != c.Run {
-		// A record taken over after its claimant died keeps its run id. An unmarked
-		// record's earlier run was charged nothing, but one run by an instance of an
-		// earlier release, which did not mark records, may have been: forgetting the
-		// id would let the next retry run under a new one and be charged again. It
-		// stays running until this claim's lease ends, and is then taken over again.
+		// and this run was refunded (see Service.unsettled).
 		return reply
 	}
 	if reply.Err != nil {
@@ -244,10 +239,10 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	if err != nil {
 		next := "a retry after its lease is refused: it ran, and will not run again under its key"
 		if !marked {
-			next = "a retry after its lease runs it again, charged at most once (this run was charged nothing)"
+			next = "a retry after its lease runs it again, and is charged for it (this run was charged nothing)"
 		}
 		s.log.WarnContext(ctx, "tollgate: cannot keep the answer of a batch sent with an idempotency key; "+next,
-			"account", p.Account.ID, "request", billing.RequestID(rec.Run).String(), "error", err)
+			"account", p.Account.ID, "request", billing.RequestID(c.Run).String(), "error", err)
 	}
 	return reply
 }
