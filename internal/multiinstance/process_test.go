@@ -139,7 +139,13 @@ func (p *process) kill() {
 // given balance and key value. It returns the file's path.
 func fixtures(t *testing.T, account string, credits int64, key string) string {
 	t.Helper()
-	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": 1000}}}
+	return fixturesOn(t, 1000, account, credits, key)
+}
+
+// fixturesOn is fixtures with a plan "busy" that allows concurrency calls at once.
+func fixturesOn(t *testing.T, concurrency int, account string, credits int64, key string) string {
+	t.Helper()
+	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": concurrency}}}
 	if account != "" {
 		f["accounts"] = []any{map[string]any{"id": account, "plan": "busy", "credits": credits,
 			"keys": []any{map[string]any{"name": "primary", "value": key, "primary": true}}}}
@@ -438,59 +444,153 @@ func postBatch(ctx context.Context, url, key, idemKey, api, body string) (int, h
 }
 
 // TestKilledInstanceMidBatch kills an instance with SIGKILL while a batch sent with an
-// Idempotency-Key runs on it, before it marks its record settling. The batch's one
-// reservation is voided at its expiry (one round of items, a call timeout, plus the
-// grace) and every credit comes back, once. Its retry on the surviving instance is
-// refused as running until the claim's lease ends; then it runs again, under the same
-// request id, which the ledger does not charge again since its reservation was voided;
-// and a third try gets the retry's answer.
+// Idempotency-Key runs on it, before it marks its record settling, with the limits
+// (rate limits and concurrency slots) in Redis and in PostgreSQL. The batch's one
+// reservation is voided at its expiry (its two rounds of items, a call timeout each,
+// plus the grace) and every credit comes back, once. Its retry on the surviving
+// instance is refused as running until the claim's lease ends; then it runs the batch
+// again as a run of its own: it holds a concurrency slot while its items run (the
+// plan's ceiling of one refuses a call meanwhile), and is charged for every item, once
+// (X-Credits-Cost, each item's credits, the balance and the ledger); a third try gets
+// its answer.
 func TestKilledInstanceMidBatch(t *testing.T) {
-	dsn := testenv.Var(t, testenv.Postgres)
-	redisAddr := testenv.Var(t, testenv.Redis)
-	schema := testenv.PostgresSchema(t, dsn)
-	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
-	const account, credits, items = "batch-crash", 1000, 8
-	key := auth.NewKeyValue()
-	common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", "redis"}, processTimings...)
-	survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
-	victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+	for _, limits := range []string{"redis", "postgres"} {
+		t.Run("limits="+limits, func(t *testing.T) {
+			dsn := testenv.Var(t, testenv.Postgres)
+			redisAddr := testenv.Var(t, testenv.Redis)
+			schema := testenv.PostgresSchema(t, dsn)
+			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+			const account, credits, items, idemKey = "batch-crash", 1000, 16, "crash-1"
+			key := auth.NewKeyValue()
+			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", limits}, processTimings...)
+			survivor := startProcess(t, append(common, "-fixtures", fixturesOn(t, 1, account, credits, key))...)
+			victim := startProcess(t, append(common, "-fixtures", fixturesOn(t, 1, "", 0, key))...)
 
-	// One round of items of 3s each (the default parallelism is 8).
-	body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
-	lost := make(chan error, 1)
-	go func() {
-		status, _, b, err := postBatch(t.Context(), victim.url, key, "crash-1", "echo", body)
-		if err == nil {
-			err = fmt.Errorf("answered %d: %s", status, b)
-		}
-		lost <- err
-	}()
-	waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
-	victim.kill()
-	if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
-		t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
-	}
-	if status, _, b, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body); err != nil || status != http.StatusConflict {
-		t.Errorf("a retry at once: %d %s (%v), want 409: the batch is still running as far as anyone knows", status, b, err)
-	}
-	_, took := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == 0 && p.inUse == 0 })
-	t.Logf("the killed batch's credits were back %v after the kill", took.Round(time.Millisecond))
+			// Two rounds of items of 3s each (the default parallelism is 8).
+			body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
+			lost := make(chan error, 1)
+			go func() {
+				status, _, b, err := postBatch(t.Context(), victim.url, key, idemKey, "echo", body)
+				if err == nil {
+					err = fmt.Errorf("answered %d: %s", status, b)
+				}
+				lost <- err
+			}()
+			waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
+			victim.kill()
+			if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+				t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
+			}
+			if status, _, b, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body); err != nil || status != http.StatusConflict {
+				t.Errorf("a retry at once: %d %s (%v), want 409: the batch is still running as far as anyone knows", status, b, err)
+			}
+			_, took := waitPosition(t, survivor.url, key, 60*time.Second, func(p position) bool { return p.used == 0 && p.inUse == 0 })
+			t.Logf("the killed batch's credits were back %v after the kill", took.Round(time.Millisecond))
 
-	// The claim's lease ended with the reservation: the retry runs the batch again.
-	status, hdr, retry, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body)
-	if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "" || !strings.Contains(string(retry), `"summary":{"ok":8,"failed":0,"credits":0}`) {
-		t.Fatalf("the retry after the lease: %d %s (%v), want the batch run again and charged nothing", status, retry, err)
+			// The claim's lease ended before the reservation expired: the retry runs the
+			// batch again. While it runs, it holds the plan's one slot.
+			type answer struct {
+				status int
+				header http.Header
+				body   []byte
+				err    error
+			}
+			retried := make(chan answer, 1)
+			go func() {
+				var a answer
+				a.status, a.header, a.body, a.err = postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+				retried <- a
+			}()
+			var during position
+			var single int
+			var singleCode string
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			err := testenv.Wait(ctx, func() error {
+				select {
+				case a := <-retried:
+					retried <- a
+					return nil // it ended: what was seen while it ran is judged below
+				default:
+				}
+				p, err := analytics(ctx, survivor.url, key)
+				if err != nil {
+					return err
+				}
+				during = p
+				if p.inUse == 0 || p.used == 0 {
+					return errors.New("not admitted yet") // a slot and credits may be taken in two steps
+				}
+				single, singleCode, err = echoCall(ctx, survivor.url, key)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("while the retry ran: %v (position %+v)", err, during)
+			}
+			if during.inUse != 1 || during.used != items || single != http.StatusTooManyRequests || singleCode != "concurrency_limited" {
+				t.Errorf("while the retry ran: position %+v, a single call answered %d %q; want 1 slot in use, %d credits used, and the call refused 429 concurrency_limited",
+					during, single, singleCode, items)
+			}
+			a := <-retried
+			if a.err != nil || a.status != http.StatusOK || a.header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("the retry after the lease: %d %s (%v), want the batch run again", a.status, a.body, a.err)
+			}
+			if cost := a.header.Get("X-Credits-Cost"); cost != strconv.Itoa(items) {
+				t.Errorf("the retry: X-Credits-Cost %q, want %d: every item it ran charged once", cost, items)
+			}
+			var env struct {
+				Data struct {
+					Items []struct {
+						Status  string `json:"status"`
+						Credits int64  `json:"credits"`
+					} `json:"items"`
+					Summary struct {
+						OK      int   `json:"ok"`
+						Credits int64 `json:"credits"`
+					} `json:"summary"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(a.body, &env); err != nil || len(env.Data.Items) != items || env.Data.Summary.OK != items || env.Data.Summary.Credits != items {
+				t.Errorf("the retry's answer: %s (%v), want %d items, all ok, %d credits", a.body, err, items, items)
+			}
+			t.Logf("the retry: %d, X-Credits-Cost %s, summary %+v; while it ran: position %+v, a single call %d %q",
+				a.status, a.header.Get("X-Credits-Cost"), env.Data.Summary, during, single, singleCode)
+			for i, it := range env.Data.Items {
+				if it.Status != "ok" || it.Credits != 1 {
+					t.Errorf("the retry's item %d: %+v, want ok, charged 1", i, it)
+				}
+			}
+			status, hdr, third, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+			if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "true" || !bytes.Equal(third, a.body) {
+				t.Errorf("a third try: %d %s (%v), want the retry's answer replayed", status, third, err)
+			}
+			want := position{remaining: credits - items, used: items}
+			if p, _ := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.inUse == 0 }); p != want {
+				t.Errorf("position %+v, want %+v: the killed run's credits back, the retry's kept", p, want)
+			}
+			if kinds := ledgerKinds(t, dsn, schema, account); kinds["reserve"] != 2 || kinds["expire"] != 1 || kinds["settle"] != 1 || kinds["refund"] != 0 {
+				t.Errorf("ledger %v: want two reservations, the killed run's voided once and the retry's settled once", kinds)
+			}
+		})
 	}
-	status, hdr, third, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body)
-	if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "true" || !bytes.Equal(third, retry) {
-		t.Errorf("a third try: %d %s (%v), want the retry's answer replayed", status, third, err)
+}
+
+// echoCall makes a call of echo that returns at once through url, and returns its
+// status and X-Error-Code.
+func echoCall(ctx context.Context, url, key string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/echo", strings.NewReader(`{"message":"now"}`))
+	if err != nil {
+		return 0, "", err
 	}
-	if p, err := analytics(t.Context(), survivor.url, key); err != nil || p.remaining != credits || p.used != 0 {
-		t.Errorf("position %+v (%v), want the whole balance: the killed batch was never charged", p, err)
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
 	}
-	if kinds := ledgerKinds(t, dsn, schema, account); kinds["reserve"] != 1 || kinds["expire"] != 1 || kinds["settle"]+kinds["refund"] != 0 {
-		t.Errorf("ledger %v: want the batch's one reservation, voided once, and nothing settled", kinds)
-	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Error-Code"), nil
 }
 
 // TestKilledInstanceAfterBatchRan kills an instance with SIGKILL once a batch sent with
