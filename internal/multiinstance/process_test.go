@@ -443,6 +443,54 @@ func postBatch(ctx context.Context, url, key, idemKey, api, body string) (int, h
 	return resp.StatusCode, resp.Header, b, err
 }
 
+// A batchCrash is two instances of examples/distributed on one PostgreSQL schema and
+// one Redis prefix, and a batch of slow echo items sent with an Idempotency-Key to one
+// of them, the victim, which the test kills while the batch runs.
+type batchCrash struct {
+	dsn, schema, key, idemKey, body string
+	survivor, victim                *process
+	lost                            chan error // the victim's answer to the batch
+}
+
+// startBatchCrash starts the survivor, with the account and its balance, and the
+// victim, their rate limits and slots in limits (redis or postgres) and the plan busy
+// allowing concurrency calls at once; sends the victim a batch of items echo calls of
+// 3s each with idemKey; and waits until the batch is admitted (its credits reserved
+// and its slot taken).
+func startBatchCrash(t *testing.T, limits string, concurrency int, account string, credits int64, items int, idemKey string) *batchCrash {
+	t.Helper()
+	b := &batchCrash{dsn: testenv.Var(t, testenv.Postgres), key: auth.NewKeyValue(), idemKey: idemKey, lost: make(chan error, 1)}
+	redisAddr := testenv.Var(t, testenv.Redis)
+	b.schema = testenv.PostgresSchema(t, b.dsn)
+	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+	common := append([]string{"-postgres", b.dsn, "-schema", b.schema, "-redis", redisAddr, "-prefix", prefix, "-limits", limits}, processTimings...)
+	b.survivor = startProcess(t, append(common, "-fixtures", fixturesOn(t, concurrency, account, credits, b.key))...)
+	b.victim = startProcess(t, append(common, "-fixtures", fixturesOn(t, concurrency, "", 0, b.key))...)
+	b.body = `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
+	go func() {
+		status, _, answer, err := postBatch(t.Context(), b.victim.url, b.key, idemKey, "echo", b.body)
+		if err == nil {
+			err = fmt.Errorf("answered %d: %s", status, answer)
+		}
+		b.lost <- err
+	}()
+	waitPosition(t, b.survivor.url, b.key, 30*time.Second, func(p position) bool { return p.used == int64(items) && p.inUse == 1 })
+	return b
+}
+
+// retry sends the batch again, to the survivor.
+func (b *batchCrash) retry(ctx context.Context) (int, http.Header, []byte, error) {
+	return postBatch(ctx, b.survivor.url, b.key, b.idemKey, "echo", b.body)
+}
+
+// wantLost checks that the victim's answer to the batch was lost with it.
+func (b *batchCrash) wantLost(t *testing.T) {
+	t.Helper()
+	if err := <-b.lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+		t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
+	}
+}
+
 // TestKilledInstanceMidBatch kills an instance with SIGKILL while a batch sent with an
 // Idempotency-Key runs on it, before it marks its record settling, with the limits
 // (rate limits and concurrency slots) in Redis and in PostgreSQL. The batch's one
@@ -456,32 +504,14 @@ func postBatch(ctx context.Context, url, key, idemKey, api, body string) (int, h
 func TestKilledInstanceMidBatch(t *testing.T) {
 	for _, limits := range []string{"redis", "postgres"} {
 		t.Run("limits="+limits, func(t *testing.T) {
-			dsn := testenv.Var(t, testenv.Postgres)
-			redisAddr := testenv.Var(t, testenv.Redis)
-			schema := testenv.PostgresSchema(t, dsn)
-			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
-			const account, credits, items, idemKey = "batch-crash", 1000, 16, "crash-1"
-			key := auth.NewKeyValue()
-			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", limits}, processTimings...)
-			survivor := startProcess(t, append(common, "-fixtures", fixturesOn(t, 1, account, credits, key))...)
-			victim := startProcess(t, append(common, "-fixtures", fixturesOn(t, 1, "", 0, key))...)
-
-			// Two rounds of items of 3s each (the default parallelism is 8).
-			body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
-			lost := make(chan error, 1)
-			go func() {
-				status, _, b, err := postBatch(t.Context(), victim.url, key, idemKey, "echo", body)
-				if err == nil {
-					err = fmt.Errorf("answered %d: %s", status, b)
-				}
-				lost <- err
-			}()
-			waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
-			victim.kill()
-			if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
-				t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
-			}
-			if status, _, b, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body); err != nil || status != http.StatusConflict {
+			// Two rounds of items of 3s each (the default parallelism is 8), on a plan
+			// of one call at a time.
+			const account, credits, items = "batch-crash", 1000, 16
+			bc := startBatchCrash(t, limits, 1, account, credits, items, "crash-1")
+			survivor, key := bc.survivor, bc.key
+			bc.victim.kill()
+			bc.wantLost(t)
+			if status, _, b, err := bc.retry(t.Context()); err != nil || status != http.StatusConflict {
 				t.Errorf("a retry at once: %d %s (%v), want 409: the batch is still running as far as anyone knows", status, b, err)
 			}
 			_, took := waitPosition(t, survivor.url, key, 60*time.Second, func(p position) bool { return p.used == 0 && p.inUse == 0 })
@@ -498,7 +528,7 @@ func TestKilledInstanceMidBatch(t *testing.T) {
 			retried := make(chan answer, 1)
 			go func() {
 				var a answer
-				a.status, a.header, a.body, a.err = postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+				a.status, a.header, a.body, a.err = bc.retry(t.Context())
 				retried <- a
 			}()
 			var during position
@@ -561,7 +591,7 @@ func TestKilledInstanceMidBatch(t *testing.T) {
 					break
 				}
 			}
-			status, hdr, third, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+			status, hdr, third, err := bc.retry(t.Context())
 			if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "true" || !bytes.Equal(third, a.body) {
 				t.Errorf("a third try: %d %s (%v), want the retry's answer replayed", status, third, err)
 			}
@@ -569,7 +599,7 @@ func TestKilledInstanceMidBatch(t *testing.T) {
 			if p, _ := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.inUse == 0 }); p != want {
 				t.Errorf("position %+v, want %+v: the killed run's credits back, the retry's kept", p, want)
 			}
-			if kinds := ledgerKinds(t, dsn, schema, account); kinds["reserve"] != 2 || kinds["expire"] != 1 || kinds["settle"] != 1 || kinds["refund"] != 0 {
+			if kinds := ledgerKinds(t, bc.dsn, bc.schema, account); kinds["reserve"] != 2 || kinds["expire"] != 1 || kinds["settle"] != 1 || kinds["refund"] != 0 {
 				t.Errorf("ledger %v: want two reservations, the killed run's voided once and the retry's settled once", kinds)
 			}
 		})
@@ -607,29 +637,13 @@ func TestKilledInstanceAfterBatchRan(t *testing.T) {
 	for _, settled := range []bool{false, true} {
 		name := map[bool]string{false: "before its settlement", true: "before keeping its answer"}[settled]
 		t.Run(name, func(t *testing.T) {
-			dsn := testenv.Var(t, testenv.Postgres)
-			redisAddr := testenv.Var(t, testenv.Redis)
-			schema := testenv.PostgresSchema(t, dsn)
-			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
 			const account, credits, items, idemKey = "batch-ran", 1000, 4, "ran-1"
-			key := auth.NewKeyValue()
-			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", "redis"}, processTimings...)
-			survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
-			victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+			bc := startBatchCrash(t, "redis", 1000, account, credits, items, idemKey)
+			dsn, schema, survivor, key := bc.dsn, bc.schema, bc.survivor, bc.key
 			table := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 			record := idempotency.NewID(account, idemKey)
 			admin := connect(t, dsn)
 
-			body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
-			lost := make(chan error, 1)
-			go func() {
-				status, _, b, err := postBatch(t.Context(), victim.url, key, idemKey, "echo", body)
-				if err == nil {
-					err = fmt.Errorf("answered %d: %s", status, b)
-				}
-				lost <- err
-			}()
-			waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
 			// The items run for 3s: the reservation's row is locked before they end, and
 			// the settlement waits for it.
 			reservation, holder := lockRow(t, dsn, `SELECT 1 FROM `+table("tollgate_reservations")+` WHERE account_id = $1 FOR UPDATE`, account)
@@ -650,7 +664,7 @@ func TestKilledInstanceAfterBatchRan(t *testing.T) {
 					t.Fatalf("ledger %v while the answer waits: want the batch settled", kinds)
 				}
 			}
-			victim.kill()
+			bc.victim.kill()
 			var ended int
 			if err := admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&ended); err != nil || ended != 1 {
 				t.Fatalf("ending the killed instance's statement: %d backends (%v), want 1", ended, err)
@@ -658,13 +672,11 @@ func TestKilledInstanceAfterBatchRan(t *testing.T) {
 			if err := held.Rollback(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
-				t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
-			}
+			bc.wantLost(t)
 
 			retry := func() (int, string) {
 				t.Helper()
-				status, _, b, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+				status, _, b, err := bc.retry(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}
