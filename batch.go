@@ -77,8 +77,8 @@ type BatchItem struct {
 	// Credits is what the item was charged: its API's cost when it succeeded or was
 	// rejected, 0 otherwise (and 0 for every item of a batch that is not charged: one
 	// whose reservation was voided before it was settled, or one sent with an
-	// idempotency key whose record could not be marked once it had run, which is not
-	// settled, see [IdempotencyOptions]).
+	// idempotency key whose record could not be marked once it had run, which is
+	// refunded whole, see [IdempotencyOptions]).
 	Credits int64
 }
 
@@ -229,7 +229,7 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 	for j, r := range reply.Results {
 		it := &items[pb.of[j]]
 		it.JSON, it.Err = r.JSON, r.Err
-		// A batch charged nothing (its reservation was voided, or it was not settled
+		// A batch charged nothing (its reservation was voided, or it was refunded
 		// because its idempotency record could not be marked) charges no item.
 		if reply.Receipt.Charged > 0 && (r.Err == nil || r.Err.Code.Charged()) {
 			it.Credits = pb.invs[j].API.Cost
@@ -268,9 +268,9 @@ type batchRun struct {
 	parallel int
 	longest  time.Duration
 	// settling, if not nil, is called once the invocations have run, before the
-	// settlement; if it fails, the batch is not settled and is charged nothing: its
-	// slot is freed and its reservation left open (see Service.unsettled). (A batch
-	// with an idempotency key marks its record settling there: see runIdempotent.)
+	// settlement; if it fails, the batch is charged nothing: its reservation is
+	// refunded whole and its slot freed (see Service.unsettled). (A batch with an
+	// idempotency key marks its record settling there: see runIdempotent.)
 	settling func(context.Context) error
 }
 

@@ -492,10 +492,10 @@ func TestCallBatchIdempotentAllInvalidKeepsNothing(t *testing.T) {
 }
 
 // TestCallBatchIdempotentTakeoverRefused checks a retry that takes over the record of a
-// batch whose instance, of an earlier release that did not mark records settling, died
-// after settling it, and is refused as a whole (here by the rate limit): the record
-// keeps its run id, so that the retry that follows is still charged once by a ledger
-// that remembers the id, rather than run under a new id and charged a second time.
+// batch whose instance died before marking it (so its run was never charged), and is
+// refused as a whole (here by the rate limit): like any batch refused as a whole, it
+// keeps nothing, so the retry that follows runs at once, under a run id of its own,
+// and is charged once, whatever the ledger remembers of the dead run's voided id.
 func TestCallBatchIdempotentTakeoverRefused(t *testing.T) {
 	now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -505,31 +505,28 @@ func TestCallBatchIdempotentTakeoverRefused(t *testing.T) {
 	plan := billing.Plan{Name: "p", Credits: 100, RatePerMinute: 3, Concurrency: 10}
 	opts := tollgate.Options{Now: clock, SweepInterval: -1, CallTimeout: 30 * time.Second, ReservationGrace: 30 * time.Second}
 	dying := opts
-	dying.Idempotency = &tollgate.IdempotencyOptions{Store: unmarkingStore{forgetfulStore{records}}}
+	dying.Idempotency = &tollgate.IdempotencyOptions{Store: deadBeforeMarkStore{forgetfulStore{records}}}
 	h := newHarness(t, harnessOptions{plan: plan, ledger: ledger, keys: keys, opts: dying})
-	if r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil || r.Receipt.Charged != 3 {
-		t.Fatalf("first: %v, charged %d", r.Err, r.Receipt.Charged)
-	}
-	h.svc.Close() // settled, then died before keeping the answer
+	h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...) // ran, then died before the mark
+	h.svc.Close()
 
 	other := h.successor(t, keys, ledger, records, opts)
-
-	now = now.Add(61 * time.Second) // past the lease
+	now = now.Add(61 * time.Second) // past the lease and the reservation's expiry
 	if r := other.call(t.Context(), []string{"ok"}); r.Err != nil {
 		t.Fatal(r.Err) // one of the 3 rate events: the batch's 3 no longer fit
 	}
 	if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); tollgate.CodeOf(r.Err) != tollgate.CodeRateLimited {
 		t.Fatalf("the takeover: %v, want rate_limited", r.Err)
 	}
-	for range 2 { // its own lease, then the next one's
-		now = now.Add(2 * time.Minute)
-		if r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...); r.Err != nil && tollgate.CodeOf(r.Err) != tollgate.CodeConflict {
-			t.Fatalf("the retry: %v", r.Err)
-		}
+	now = now.Add(time.Minute) // the rate limit's events are back; the takeover's lease has not ended
+	r := other.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
+	if r.Err != nil || r.Replayed || r.Receipt.Charged != 3 {
+		t.Fatalf("the retry after the refused takeover: %v (replayed %v), charged %d; want it run and charged 3", r.Err, r.Replayed, r.Receipt.Charged)
 	}
-	// The first run's 3 credits and the single call's 1, and nothing more.
+	wantItems(t, r.Items, []tollgate.Code{success, success, success}, []int64{1, 1, 1})
+	// The dead run's 3 credits came back; the single call's 1 and the retry's 3 are kept.
 	if got := other.remaining(t); got != 96 {
-		t.Errorf("balance %d, want 96: the batch charged once", got)
+		t.Errorf("balance %d, want 96: the call and the batch's retry, each charged once", got)
 	}
 }
 
@@ -672,12 +669,4 @@ func TestCallBatchFileURLsOneHost(t *testing.T) {
 			}
 		})
 	}
-}
-
-// unmarkingStore is the idempotency store of an instance of an earlier release, which
-// did not mark records settling before it charged their runs.
-type unmarkingStore struct{ idempotency.Store }
-
-func (unmarkingStore) MarkSettling(context.Context, idempotency.ID, idempotency.Token, time.Time) error {
-	return nil
 }

@@ -41,8 +41,8 @@ import (
 //
 // A batch's record is held for a lease (the batch's longest run plus
 // Options.ReservationGrace, which its credit reservation lasts too); its run's
-// reservation is made under the record's run id; and once its items have run, the
-// record is marked settling before the run is charged:
+// reservation and concurrency slot are taken under the run id of its claim; and once
+// its items have run, the record is marked settling before the run is charged:
 //
 //	claim --> reserve --> run the items --> mark settling --> settle --> keep the answer
 //
@@ -51,51 +51,53 @@ import (
 //
 //	died                            its run                   a retry after the lease
 //	before the mark                 not charged: the          takes the record over and runs the
-//	                                reservation is voided     batch again under the same run id,
-//	                                at its expiry             charged once (nothing while the ledger
-//	                                                          remembers the voided id)
+//	                                reservation is voided     batch again as a run of its own (a new
+//	                                at its expiry             run id): admitted with a concurrency
+//	                                                          slot and a reservation, charged for
+//	                                                          the items it runs
 //	after the mark, before the      not charged: voided       refused with CodeConflict: it ran, and
 //	settlement                      at its expiry             will not run again under that key
 //	after the settlement, before    charged once              refused with CodeConflict, as above
 //	keeping the answer
 //	after keeping the answer        charged once              the kept answer
 //
-// A marked record is never taken over: a ledger remembers a request id only for a
-// while after its settlement (see driver.Ledger), and a second run under an id it has
-// forgotten would be charged again. Its retries are refused until the record expires,
-// and the batch may be sent with a new key. A retry before the lease ends is refused
-// as running, whichever the case. The APIs' handlers of a batch taken over do run
-// again, as for any retried call.
+// A marked record is never taken over: its run may have been charged, and would be
+// charged again. Its retries are refused until the record expires, and the batch may
+// be sent with a new key. A retry before the lease ends is refused as running,
+// whichever the case. The APIs' handlers of a batch taken over do run again, as for
+// any retried call. A run taken over never shares its run id with the run before it:
+// the earlier run's reservation may have been voided (and a ledger remembers a voided
+// id for a while), so a run under the same id would be admitted as a replay of it,
+// with no slot and nothing reserved, and charged nothing.
 //
-// If the mark fails, the run is not settled, so that what each answer says is what the
-// ledger does: only its concurrency slot is freed, and its reservation stays open,
-// until a retry that takes the record over (under the same run id) settles it with its
-// own answer, or until it expires and is voided. The run is charged nothing, and the
-// statistics count its items with no credits; a WARN is logged:
+// If the mark fails, the run is not charged, so that what each answer says is what the
+// ledger does: its reservation is refunded at once, whole, and its concurrency slot
+// freed (a refund the ledger cannot take now is retried in the background until the
+// reservation expires, when it is voided instead). The statistics count its items with
+// no credits; a WARN is logged:
 //
 //	the mark fails because          the batch's answer         a retry after the lease
 //	Store is unavailable            its items, charged 0,      takes the record over and runs the
-//	                                every item's Credits 0     batch under the same run id: its
-//	                                                           answer says what its settlement of
-//	                                                           the reservation charged (nothing if
-//	                                                           the ledger remembers the id as voided)
+//	                                every item's Credits 0     batch as a run of its own, charged
+//	                                                           for the items it runs
 //	the run outlived its lease:     CodeConflict: it ran,      gets the taker's answer (or is refused
 //	a retry took the record over    another run took over,     as running while the taker runs); or,
 //	(ErrNotHeld), or it expired     this run is not charged    the record expired, runs the batch
 //	                                                           once under a new record
 //
 // The answer of a run whose mark failed for an unavailable Store is kept if Store takes
-// it (its retries then get "charged 0", and the reservation is voided at its expiry).
+// it (its retries then get "charged 0", as the refund of its reservation says).
 //
-// A record is kept for Retention, and at least for Options.ReservationGrace after its
-// lease ends: a run marked (and charged) just before its lease ended is refused or
-// replayed for that grace, rather than run again under a new run id once the record
-// is forgotten; and a run that marks its record after the record expired fails its
-// mark (ErrNotHeld, above) and is not charged.
+// A record is kept for Retention, and at least for Options.ReservationGrace after the
+// lease of the claim that last held it ends (a takeover keeps it for its own lease
+// too): a run marked (and charged) just before its lease ended is refused or replayed
+// for that grace, rather than run again under a new record once the record is
+// forgotten; and a run that marks its record after the record expired fails its mark
+// (ErrNotHeld, above) and is not charged.
 //
-// A retry that takes a record over and is refused as a whole keeps the record, and its
-// run id, until its own lease ends: only then may the batch be sent again, under that
-// id.
+// A retry that takes a record over and is refused as a whole (its credits, the rate
+// limit, the concurrency ceiling) keeps nothing, as any batch refused as a whole: the
+// batch may be sent again at once with its key.
 //
 // A record is found by a hash of the account and the key, and holds the hash of the
 // request, its request id and the answer: never a key value or any other credential.
@@ -206,28 +208,23 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency claim", fmt.Errorf("unknown state %d", rec.State)), Receipt{}))
 	}
 	// Claimed: run to the end even if the client hangs up, so that a retry finds the
-	// answer; under the record's run id, which a run taken over after a crash shares
-	// with the first. The record is marked settling before the run is charged: from
-	// then on it is never taken over, so no second run can be charged under an id the
-	// ledger may have forgotten.
+	// answer; under this claim's own run id, new or taking the record over from a
+	// claimant that stopped before its mark. A run taken over gets a reservation and a
+	// concurrency slot of its own, and is charged for what it runs: the earlier run's
+	// reservation (never settled, since it was not marked) is voided at its expiry, and
+	// reusing its id would have the ledger admit this run as a replay of it, taking
+	// nothing. The record is marked settling before the run is charged: from then on it
+	// is never taken over, so a run that may have been charged never runs again.
 	ctx = context.WithoutCancel(ctx)
 	marked, lost := false, false
-	reply := s.runPrepared(ctx, p, pb, billing.RequestID(rec.Run), func(ctx context.Context) error {
+	reply := s.runPrepared(ctx, p, pb, billing.RequestID(c.Run), func(ctx context.Context) error {
 		err := s.idem.store.MarkSettling(ctx, c.ID, c.Token, s.now())
 		marked, lost = err == nil, errors.Is(err, idempotency.ErrNotHeld)
 		return err
 	})
 	if lost {
 		// It ran, but outlived its lease: the record is another run's now (or expired),
-		// and this run was not settled (see Service.unsettled).
-		return reply
-	}
-	if reply.Err != nil && rec.Run != c.Run {
-		// A record taken over after its claimant died keeps its run id. An unmarked
-		// record's earlier run was charged nothing, but one run by an instance of an
-		// earlier release, which did not mark records, may have been: forgetting the
-		// id would let the next retry run under a new one and be charged again. It
-		// stays running until this claim's lease ends, and is then taken over again.
+		// and this run was refunded (see Service.unsettled).
 		return reply
 	}
 	if reply.Err != nil {
@@ -244,10 +241,10 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	if err != nil {
 		next := "a retry after its lease is refused: it ran, and will not run again under its key"
 		if !marked {
-			next = "a retry after its lease runs it again, charged at most once (this run was charged nothing)"
+			next = "a retry after its lease runs it again, and is charged for it (this run was charged nothing)"
 		}
 		s.log.WarnContext(ctx, "tollgate: cannot keep the answer of a batch sent with an idempotency key; "+next,
-			"account", p.Account.ID, "request", billing.RequestID(rec.Run).String(), "error", err)
+			"account", p.Account.ID, "request", billing.RequestID(c.Run).String(), "error", err)
 	}
 	return reply
 }

@@ -144,7 +144,7 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 		{name: "dies before marking the record",
 			records: func(r idempotency.Store) idempotency.Store { return deadBeforeMarkStore{forgetfulStore{r}} },
 			dies:    true, soon: running, later: ran, last: replayed,
-			balance: 96}, // voided at its expiry; the retry, under the forgotten id, charged once
+			balance: 96}, // voided at its expiry; the retry, under its own id, charged once
 		{name: "dies after marking, before settling",
 			records: func(r idempotency.Store) idempotency.Store { return forgetfulStore{r} },
 			dies:    true, soon: running, later: refused, last: refused,
@@ -156,15 +156,15 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 		{name: "the mark fails, the store down until the lease ends",
 			records: func(r idempotency.Store) idempotency.Store { return downStore{Store: r} },
 			settles: true, warn: "cannot be marked", soon: running, later: ran, last: replayed,
-			balance: 96}, // not settled: voided at its expiry; the retry, under the forgotten id, charged once
+			balance: 96}, // refunded at once; the retry, under its own id, charged once
 		{name: "the mark fails, the store back to keep the answer",
 			records: func(r idempotency.Store) idempotency.Store { return downStore{Store: r, up: true} },
 			settles: true, warn: "cannot be marked", soon: replayed, later: replayed, last: replayed,
-			balance: 99}, // not settled: voided at its expiry, and answered so
+			balance: 99}, // refunded at once, and answered so
 		{name: "the mark is refused, a retry took the record over",
 			records: func(r idempotency.Store) idempotency.Store { return &overtakenStore{Store: r} },
 			settles: true, warn: "taken over", conflict: true, soon: running, later: ran, last: replayed,
-			balance: 96}, // not settled: voided at its expiry; the retry after the taker's lease, charged once
+			balance: 96}, // refunded at once; the retry after the taker's lease, charged once
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
@@ -193,8 +193,8 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 			if tc.dies {
 				h.svc.Close() // the instance is gone: its retries of the settlement with it
 			} else {
-				// It lived, and answered: charged nothing, as its ledger says once its
-				// reservation, left open, is voided.
+				// It lived, and answered: charged nothing, as its ledger says (its
+				// reservation refunded at once).
 				if !tc.conflict {
 					wantItems(t, r.Items, []tollgate.Code{success, success, success}, []int64{0, 0, 0})
 				}
@@ -408,20 +408,19 @@ func TestCallBatchIdempotentReceiptsMatchLedger(t *testing.T) {
 		want      []answer // the first's, the one meanwhile if any, then the retries'
 		balance   int64
 	}{
-		{name: "the mark fails (store down); a retry after the reservation's expiry runs under the voided id",
+		{name: "the mark fails (store down); a retry after the lease runs, charged",
 			first: scriptedStore{down: true},
 			after: []time.Duration{2 * time.Minute, time.Minute},
-			want:  []answer{{"first", ran, 0}, {"retry", ran, 0}, {"its replay", replayed, 0}},
-			// The first run is not settled: its reservation is voided at its expiry;
-			// the retry's admission under the same id takes nothing while the ledger
-			// remembers the id as voided.
-			balance: 100},
+			want:  []answer{{"first", ran, 0}, {"retry", ran, 3}, {"its replay", replayed, 3}},
+			// The first run is refunded at once; the retry runs under a request id of
+			// its own, and is charged for it.
+			balance: 97},
 		{name: "the mark fails (store down); a retry takes the record over while the reservation is open",
 			first: scriptedStore{down: true, claimTakes: 5 * time.Second, markAt: 61 * time.Second}, overtakes: true,
 			after: []time.Duration{time.Minute},
 			want:  []answer{{"first", ran, 0}, {"retry meanwhile", ran, 3}, {"its replay", replayed, 3}},
-			// The retry settles the reservation the first left open, with its own
-			// receipt.
+			// The retry reserves and settles under its own request id; the first's
+			// reservation is refunded.
 			balance: 97},
 		{name: "a slow first instance is taken over while its reservation is open",
 			first: scriptedStore{claimTakes: 5 * time.Second, markAt: 61 * time.Second}, overtakes: true,
@@ -440,7 +439,15 @@ func TestCallBatchIdempotentReceiptsMatchLedger(t *testing.T) {
 			after: []time.Duration{time.Second, time.Second},
 			want:  []answer{{"first", conflict, 0}, {"retry", ran, 3}, {"its replay", replayed, 3}},
 			// The mark of the expired record fails: the first run is not charged
-			// (voided at its expiry); the retry makes a new record, charged once.
+			// (refunded); the retry makes a new record, charged once.
+			balance: 97},
+		{name: "a short retention; a slow first instance is taken over: the record is kept until the taker's expiry",
+			retention: time.Second, first: scriptedStore{claimTakes: 5 * time.Second, markAt: 61 * time.Second}, overtakes: true,
+			after: []time.Duration{time.Minute},
+			want:  []answer{{"first", conflict, 0}, {"retry meanwhile", ran, 3}, {"its replay", replayed, 3}},
+			// The takeover keeps the record until its own expiry (a grace after its
+			// lease), past the first claim's: the taker's answer is replayed a minute
+			// after the first claim's record would have been forgotten.
 			balance: 97},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

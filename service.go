@@ -785,13 +785,12 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 }
 
 // unsettled answers a batch that ran but whose settling hook failed with err (its
-// idempotency record could not be marked): it is not settled, since a retry may run it
-// again under the same request id, and a settlement now would either charge a run the
-// retry may repeat under an id the ledger has forgotten, or leave the ledger remembering
-// the id as settled with a refund while the retry's receipt says it was charged. Only
-// its slot is freed; its reservation stays open until a run of the same request id
-// settles it with its own receipt, or until its expiry voids it. Its run is charged
-// nothing: the items ran (and are recorded so in the statistics, with no credits).
+// idempotency record could not be marked): its run is not charged, since a retry may
+// run the batch again (under a request id of its own) and be charged for it. Its
+// reservation is refunded at once, whole, and its slot freed; a refund the ledger
+// cannot take now is retried in the background until the reservation expires, when it
+// is voided instead. The items ran, and are recorded so in the statistics, with no
+// credits.
 //
 // A record taken over by a retry, or expired (ErrNotHeld: the batch outlived its
 // lease), answers the batch as a whole with CodeConflict: another run of its key
@@ -799,19 +798,20 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 // nothing.
 func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
 	t *billing.Ticket, rc Receipt, err error) Reply {
-	if rerr := s.meter.Release(ctx, t); rerr != nil {
-		s.log.WarnContext(ctx, "tollgate: cannot free the concurrency slot of a batch; it is freed when its lease ends",
+	b, rerr := s.meter.Settle(ctx, t, billing.Outcome{Refund: t.Cost, Failed: t.APIs, Now: now})
+	if rerr != nil && !errors.Is(rerr, billing.ErrVoided) {
+		s.log.WarnContext(ctx, "tollgate: cannot refund a batch that is not charged now; retrying in the background until its reservation expires, when it is voided",
 			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
 	}
 	s.recordRun(p, now, invs, results, took, true)
-	rc.Plan, rc.Balance = p.Plan, t.Balance
+	rc.Plan, rc.Balance = p.Plan, b
 	if errors.Is(err, idempotency.ErrNotHeld) {
-		s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but outlived its lease: its idempotency record was taken over by a retry, or expired; it is not charged, and its reservation is left to the retry's settlement or to its expiry",
+		s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but outlived its lease: its idempotency record was taken over by a retry, or expired; it is not charged (its reservation is refunded)",
 			"account", p.Account.ID, "request", t.Request.String())
 		return Reply{Err: newError(CodeConflict,
 			"the batch sent with this Idempotency-Key ran, but outlived its lease, and another run of the same key took over (or its record expired): this run is not charged; retry with the same Idempotency-Key for the answer", err), Receipt: rc}
 	}
-	s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but its idempotency record cannot be marked (the store is unavailable); it is not charged, and its reservation stays held until a retry of the batch settles it or it expires",
+	s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but its idempotency record cannot be marked (the store is unavailable); it is not charged (its reservation is refunded), and a retry after its lease runs it again",
 		"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	return Reply{Results: results, Receipt: rc}
 }

@@ -530,33 +530,6 @@ func (m *Meter) closeGroup(ctx context.Context, adm driver.Admitter, held part, 
 	return b, err
 }
 
-// Release frees the call's concurrency slot and leaves its reservation open: the
-// credits stay reserved until whoever next runs the call's request id settles them (an
-// admission of the same request id while the reservation is open takes nothing twice,
-// and that run's settlement closes it), or until its Expires, when it is voided and
-// the credits given back. It is for a call that ran but must not be settled by its own
-// run (the service's idempotent batch whose record could not be marked). It runs even
-// if ctx is canceled. A slot the store cannot free now is not retried: it is freed by
-// its lease (a retry could free the slot of a later run of the same request id). The
-// ticket must not be settled afterwards by this caller.
-func (m *Meter) Release(ctx context.Context, t *Ticket) error {
-	if !t.HoldsSlot() {
-		return nil
-	}
-	ctx = context.WithoutCancel(ctx)
-	var firstErr error
-	for _, g := range m.groups {
-		if g.parts&partSlot == 0 {
-			continue
-		}
-		if _, err := m.closeGroup(ctx, g.adm, partSlot, t.Account, t.Request, nil); err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	t.held &^= partSlot
-	return firstErr
-}
-
 // Renew extends the lease of the call's concurrency slot, for calls that run longer
 // than half a lease.
 func (m *Meter) Renew(ctx context.Context, t *Ticket, now time.Time) error {

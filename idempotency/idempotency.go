@@ -22,18 +22,21 @@
 //	                   |   |                      |
 //	                   |   +--Abandon--> (none)   +--lease ends--> every claim is AnswerLost
 //	                   |
-//	                   +--lease ends--> the next claim takes it over: running, same Run
+//	                   +--lease ends--> the next claim takes it over: running, under
+//	                                    the taker's token, Run and lease
 //
 // and every record is forgotten at its Expires, whatever its state.
 //
 // A claimant that dies leaves its record running until the claim's lease ends. If it
 // died before it marked the record settling, nothing of its run was charged (the
 // service charges a run only after the mark), and the next claim of the same request
-// takes the record over, with the same [Run] id, which the service uses as the request
-// id of the run's credit reservation. Once marked, the record is never taken over: the
-// run may have been charged, and a ledger remembers a request id only for a while, so
-// a second run under the same id could be charged again. Claims of it then answer
-// AnswerLost until it expires (see tollgate.IdempotencyOptions).
+// takes the record over under its own [Run] id, which the service uses as the request
+// id of the new run's credit reservation and concurrency slot: the new run is admitted,
+// and charged, as a run of its own, whatever became of the dead run's reservation
+// (voided at its expiry, and remembered so by the ledger for a while). Once marked,
+// the record is never taken over: the run may have been charged, and must not run
+// again. Claims of it then answer AnswerLost until it expires (see
+// tollgate.IdempotencyOptions).
 //
 // A record never holds the client's key itself, nor any credential: it is found by an
 // [ID], a hash of the account and the key, and holds the request's [Fingerprint] (a
@@ -83,9 +86,10 @@ func (id ID) String() string { return hex.EncodeToString(id[:]) }
 // to tell a retry of the request from another request sent with the same key.
 type Fingerprint [32]byte
 
-// A Run identifies the run of a request: chosen by its first claimant and kept by the
-// record, so that a claimant that takes over the record after a crash runs it under the
-// same id.
+// A Run identifies one run of a request: chosen by each claimant, and kept by the
+// record while that claimant holds it. A claimant that takes the record over after
+// another's lease ended replaces it with its own, so that each run is admitted and
+// charged under an id of its own.
 type Run [16]byte
 
 // A Token identifies one claimant, so that only the claimant that holds the record may
@@ -97,7 +101,7 @@ type Token [16]byte
 type Claim struct {
 	ID          ID
 	Fingerprint Fingerprint
-	// Run is the run id to keep if the claim creates the record.
+	// Run is the run id to keep if the claim creates the record or takes it over.
 	Run Run
 	// Token identifies the claimant.
 	Token Token
@@ -111,8 +115,9 @@ type Claim struct {
 	// Expires is when a record the claim creates is forgotten, whatever its state; it
 	// must not be before Lease (the service sets it a grace after the lease at least,
 	// so that a run marked just before its lease ended is refused, not run again under
-	// a new run id, for that grace). A claim of a forgotten record creates a new one,
-	// and a mark of it fails.
+	// a new record, for that grace). A record the claim takes over is kept until the
+	// later of its own Expires and this one. A claim of a forgotten record creates a
+	// new one, and a mark of it fails.
 	Expires time.Time
 }
 
@@ -122,7 +127,7 @@ type State uint8
 // The states.
 const (
 	// Claimed: the claimant holds the record (new, or taken over after the previous
-	// claimant's lease ended) and runs the request under Record.Run.
+	// claimant's lease ended) and runs the request under Record.Run, its own Claim.Run.
 	Claimed State = iota
 	// Running: another claimant holds the record and its lease has not ended.
 	Running
@@ -165,8 +170,9 @@ type Store interface {
 	//     Running with its Run;
 	//   - a running record whose lease has ended, marked settling: return AnswerLost
 	//     with its Run, and change nothing;
-	//   - a running record whose lease has ended, not marked: give it c's Token and
-	//     Lease (its Run and Expires stay), and return Claimed with its Run.
+	//   - a running record whose lease has ended, not marked: give it c's Token, Run
+	//     and Lease, and c's Expires if that is later than its own (its fingerprint
+	//     stays), and return Claimed with c.Run.
 	// Of concurrent claims of one ID, at most one is Claimed.
 	Claim(ctx context.Context, c Claim) (Record, error)
 	// MarkSettling marks the record of id, if token holds it at now, as settling: its

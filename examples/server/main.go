@@ -96,6 +96,9 @@ type config struct {
 	sessionSecret     string
 	allowPrivateFetch bool
 	publicURL         string
+	// clock is the service's clock, which no flag sets: nil is the time of day (tests
+	// move it).
+	clock interface{ Now() time.Time }
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -223,6 +226,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore(),
 		Usage:       &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: 5 * time.Second},
 		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}}
+	if c.clock != nil {
+		opts.Now = c.clock.Now
+	}
 	// Sessions: tokens signed with the -session-secret, or else with a random secret
 	// made now, which signs nothing after the server stops (every session ends with
 	// it). Signed-out sessions are remembered in memory until they expire.

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
@@ -131,10 +132,17 @@ type server struct {
 // start parses args, assembles the server and serves it.
 func start(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startClocked(t, nil, args...)
+}
+
+// startClocked is start with the service on clock, when it is not nil.
+func startClocked(t *testing.T, clock interface{ Now() time.Time }, args ...string) *server {
+	t.Helper()
 	c, err := parseFlags(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.clock = clock
 	var stdout bytes.Buffer
 	logs := &syncBuffer{}
 	// The test server's address is the public URL, as run makes it: known before

@@ -139,7 +139,13 @@ func (p *process) kill() {
 // given balance and key value. It returns the file's path.
 func fixtures(t *testing.T, account string, credits int64, key string) string {
 	t.Helper()
-	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": 1000}}}
+	return fixturesOn(t, 1000, account, credits, key)
+}
+
+// fixturesOn is fixtures with a plan "busy" that allows concurrency calls at once.
+func fixturesOn(t *testing.T, concurrency int, account string, credits int64, key string) string {
+	t.Helper()
+	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": concurrency}}}
 	if account != "" {
 		f["accounts"] = []any{map[string]any{"id": account, "plan": "busy", "credits": credits,
 			"keys": []any{map[string]any{"name": "primary", "value": key, "primary": true}}}}
@@ -437,60 +443,185 @@ func postBatch(ctx context.Context, url, key, idemKey, api, body string) (int, h
 	return resp.StatusCode, resp.Header, b, err
 }
 
-// TestKilledInstanceMidBatch kills an instance with SIGKILL while a batch sent with an
-// Idempotency-Key runs on it, before it marks its record settling. The batch's one
-// reservation is voided at its expiry (one round of items, a call timeout, plus the
-// grace) and every credit comes back, once. Its retry on the surviving instance is
-// refused as running until the claim's lease ends; then it runs again, under the same
-// request id, which the ledger does not charge again since its reservation was voided;
-// and a third try gets the retry's answer.
-func TestKilledInstanceMidBatch(t *testing.T) {
-	dsn := testenv.Var(t, testenv.Postgres)
-	redisAddr := testenv.Var(t, testenv.Redis)
-	schema := testenv.PostgresSchema(t, dsn)
-	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
-	const account, credits, items = "batch-crash", 1000, 8
-	key := auth.NewKeyValue()
-	common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", "redis"}, processTimings...)
-	survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
-	victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+// A batchCrash is two instances of examples/distributed on one PostgreSQL schema and
+// one Redis prefix, and a batch of slow echo items sent with an Idempotency-Key to one
+// of them, the victim, which the test kills while the batch runs.
+type batchCrash struct {
+	dsn, schema, key, idemKey, body string
+	survivor, victim                *process
+	lost                            chan error // the victim's answer to the batch
+}
 
-	// One round of items of 3s each (the default parallelism is 8).
-	body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
-	lost := make(chan error, 1)
+// startBatchCrash starts the survivor, with the account and its balance, and the
+// victim, their rate limits and slots in limits (redis or postgres) and the plan busy
+// allowing concurrency calls at once; sends the victim a batch of items echo calls of
+// 3s each with idemKey; and waits until the batch is admitted (its credits reserved
+// and its slot taken).
+func startBatchCrash(t *testing.T, limits string, concurrency int, account string, credits int64, items int, idemKey string) *batchCrash {
+	t.Helper()
+	b := &batchCrash{dsn: testenv.Var(t, testenv.Postgres), key: auth.NewKeyValue(), idemKey: idemKey, lost: make(chan error, 1)}
+	redisAddr := testenv.Var(t, testenv.Redis)
+	b.schema = testenv.PostgresSchema(t, b.dsn)
+	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+	common := append([]string{"-postgres", b.dsn, "-schema", b.schema, "-redis", redisAddr, "-prefix", prefix, "-limits", limits}, processTimings...)
+	b.survivor = startProcess(t, append(common, "-fixtures", fixturesOn(t, concurrency, account, credits, b.key))...)
+	b.victim = startProcess(t, append(common, "-fixtures", fixturesOn(t, concurrency, "", 0, b.key))...)
+	b.body = `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
 	go func() {
-		status, _, b, err := postBatch(t.Context(), victim.url, key, "crash-1", "echo", body)
+		status, _, answer, err := postBatch(t.Context(), b.victim.url, b.key, idemKey, "echo", b.body)
 		if err == nil {
-			err = fmt.Errorf("answered %d: %s", status, b)
+			err = fmt.Errorf("answered %d: %s", status, answer)
 		}
-		lost <- err
+		b.lost <- err
 	}()
-	waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
-	victim.kill()
-	if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+	waitPosition(t, b.survivor.url, b.key, 30*time.Second, func(p position) bool { return p.used == int64(items) && p.inUse == 1 })
+	return b
+}
+
+// retry sends the batch again, to the survivor.
+func (b *batchCrash) retry(ctx context.Context) (int, http.Header, []byte, error) {
+	return postBatch(ctx, b.survivor.url, b.key, b.idemKey, "echo", b.body)
+}
+
+// wantLost checks that the victim's answer to the batch was lost with it.
+func (b *batchCrash) wantLost(t *testing.T) {
+	t.Helper()
+	if err := <-b.lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
 		t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
 	}
-	if status, _, b, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body); err != nil || status != http.StatusConflict {
-		t.Errorf("a retry at once: %d %s (%v), want 409: the batch is still running as far as anyone knows", status, b, err)
-	}
-	_, took := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == 0 && p.inUse == 0 })
-	t.Logf("the killed batch's credits were back %v after the kill", took.Round(time.Millisecond))
+}
 
-	// The claim's lease ended with the reservation: the retry runs the batch again.
-	status, hdr, retry, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body)
-	if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "" || !strings.Contains(string(retry), `"summary":{"ok":8,"failed":0,"credits":0}`) {
-		t.Fatalf("the retry after the lease: %d %s (%v), want the batch run again and charged nothing", status, retry, err)
+// TestKilledInstanceMidBatch kills an instance with SIGKILL while a batch sent with an
+// Idempotency-Key runs on it, before it marks its record settling, with the limits
+// (rate limits and concurrency slots) in Redis and in PostgreSQL. The batch's one
+// reservation is voided at its expiry (its two rounds of items, a call timeout each,
+// plus the grace) and every credit comes back, once. Its retry on the surviving
+// instance is refused as running until the claim's lease ends; then it runs the batch
+// again as a run of its own: it holds a concurrency slot while its items run (the
+// plan's ceiling of one refuses a call meanwhile), and is charged for every item, once
+// (X-Credits-Cost, each item's credits, the balance and the ledger); a third try gets
+// its answer.
+func TestKilledInstanceMidBatch(t *testing.T) {
+	for _, limits := range []string{"redis", "postgres"} {
+		t.Run("limits="+limits, func(t *testing.T) {
+			// Two rounds of items of 3s each (the default parallelism is 8), on a plan
+			// of one call at a time.
+			const account, credits, items = "batch-crash", 1000, 16
+			bc := startBatchCrash(t, limits, 1, account, credits, items, "crash-1")
+			survivor, key := bc.survivor, bc.key
+			bc.victim.kill()
+			bc.wantLost(t)
+			if status, _, b, err := bc.retry(t.Context()); err != nil || status != http.StatusConflict {
+				t.Errorf("a retry at once: %d %s (%v), want 409: the batch is still running as far as anyone knows", status, b, err)
+			}
+			_, took := waitPosition(t, survivor.url, key, 60*time.Second, func(p position) bool { return p.used == 0 && p.inUse == 0 })
+			t.Logf("the killed batch's credits were back %v after the kill", took.Round(time.Millisecond))
+
+			// The claim's lease ended before the reservation expired: the retry runs the
+			// batch again. While it runs, it holds the plan's one slot.
+			type answer struct {
+				status int
+				header http.Header
+				body   []byte
+				err    error
+			}
+			retried := make(chan answer, 1)
+			go func() {
+				var a answer
+				a.status, a.header, a.body, a.err = bc.retry(t.Context())
+				retried <- a
+			}()
+			var during position
+			var single int
+			var singleCode string
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			err := testenv.Wait(ctx, func() error {
+				select {
+				case a := <-retried:
+					retried <- a
+					return nil // it ended: what was seen while it ran is judged below
+				default:
+				}
+				p, err := analytics(ctx, survivor.url, key)
+				if err != nil {
+					return err
+				}
+				during = p
+				if p.inUse == 0 || p.used == 0 {
+					return errors.New("not admitted yet") // a slot and credits may be taken in two steps
+				}
+				single, singleCode, err = echoCall(ctx, survivor.url, key)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("while the retry ran: %v (position %+v)", err, during)
+			}
+			if during.inUse != 1 || during.used != items || single != http.StatusTooManyRequests || singleCode != "concurrency_limited" {
+				t.Errorf("while the retry ran: position %+v, a single call answered %d %q; want 1 slot in use, %d credits used, and the call refused 429 concurrency_limited",
+					during, single, singleCode, items)
+			}
+			a := <-retried
+			if a.err != nil || a.status != http.StatusOK || a.header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("the retry after the lease: %d %s (%v), want the batch run again", a.status, a.body, a.err)
+			}
+			if cost := a.header.Get("X-Credits-Cost"); cost != strconv.Itoa(items) {
+				t.Errorf("the retry: X-Credits-Cost %q, want %d: every item it ran charged once", cost, items)
+			}
+			var env struct {
+				Data struct {
+					Items []struct {
+						Status  string `json:"status"`
+						Credits int64  `json:"credits"`
+					} `json:"items"`
+					Summary struct {
+						OK      int   `json:"ok"`
+						Credits int64 `json:"credits"`
+					} `json:"summary"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(a.body, &env); err != nil || len(env.Data.Items) != items || env.Data.Summary.OK != items || env.Data.Summary.Credits != items {
+				t.Errorf("the retry's answer: %.300s (%v), want %d items, all ok, %d credits", a.body, err, items, items)
+			}
+			t.Logf("the retry: %d, X-Credits-Cost %s, summary %+v; while it ran: position %+v, a single call %d %q",
+				a.status, a.header.Get("X-Credits-Cost"), env.Data.Summary, during, single, singleCode)
+			for i, it := range env.Data.Items {
+				if it.Status != "ok" || it.Credits != 1 {
+					t.Errorf("the retry's item %d: %+v, want ok, charged 1 (and so every item)", i, it)
+					break
+				}
+			}
+			status, hdr, third, err := bc.retry(t.Context())
+			if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "true" || !bytes.Equal(third, a.body) {
+				t.Errorf("a third try: %d %s (%v), want the retry's answer replayed", status, third, err)
+			}
+			want := position{remaining: credits - items, used: items}
+			if p, _ := waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.inUse == 0 }); p != want {
+				t.Errorf("position %+v, want %+v: the killed run's credits back, the retry's kept", p, want)
+			}
+			if kinds := ledgerKinds(t, bc.dsn, bc.schema, account); kinds["reserve"] != 2 || kinds["expire"] != 1 || kinds["settle"] != 1 || kinds["refund"] != 0 {
+				t.Errorf("ledger %v: want two reservations, the killed run's voided once and the retry's settled once", kinds)
+			}
+		})
 	}
-	status, hdr, third, err := postBatch(t.Context(), survivor.url, key, "crash-1", "echo", body)
-	if err != nil || status != http.StatusOK || hdr.Get("Idempotent-Replayed") != "true" || !bytes.Equal(third, retry) {
-		t.Errorf("a third try: %d %s (%v), want the retry's answer replayed", status, third, err)
+}
+
+// echoCall makes a call of echo that returns at once through url, and returns its
+// status and X-Error-Code.
+func echoCall(ctx context.Context, url, key string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/echo", strings.NewReader(`{"message":"now"}`))
+	if err != nil {
+		return 0, "", err
 	}
-	if p, err := analytics(t.Context(), survivor.url, key); err != nil || p.remaining != credits || p.used != 0 {
-		t.Errorf("position %+v (%v), want the whole balance: the killed batch was never charged", p, err)
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
 	}
-	if kinds := ledgerKinds(t, dsn, schema, account); kinds["reserve"] != 1 || kinds["expire"] != 1 || kinds["settle"]+kinds["refund"] != 0 {
-		t.Errorf("ledger %v: want the batch's one reservation, voided once, and nothing settled", kinds)
-	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Error-Code"), nil
 }
 
 // TestKilledInstanceAfterBatchRan kills an instance with SIGKILL once a batch sent with
@@ -506,29 +637,13 @@ func TestKilledInstanceAfterBatchRan(t *testing.T) {
 	for _, settled := range []bool{false, true} {
 		name := map[bool]string{false: "before its settlement", true: "before keeping its answer"}[settled]
 		t.Run(name, func(t *testing.T) {
-			dsn := testenv.Var(t, testenv.Postgres)
-			redisAddr := testenv.Var(t, testenv.Redis)
-			schema := testenv.PostgresSchema(t, dsn)
-			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
 			const account, credits, items, idemKey = "batch-ran", 1000, 4, "ran-1"
-			key := auth.NewKeyValue()
-			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix, "-limits", "redis"}, processTimings...)
-			survivor := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
-			victim := startProcess(t, append(common, "-fixtures", fixtures(t, "", 0, key))...)
+			bc := startBatchCrash(t, "redis", 1000, account, credits, items, idemKey)
+			dsn, schema, survivor, key := bc.dsn, bc.schema, bc.survivor, bc.key
 			table := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 			record := idempotency.NewID(account, idemKey)
 			admin := connect(t, dsn)
 
-			body := `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
-			lost := make(chan error, 1)
-			go func() {
-				status, _, b, err := postBatch(t.Context(), victim.url, key, idemKey, "echo", body)
-				if err == nil {
-					err = fmt.Errorf("answered %d: %s", status, b)
-				}
-				lost <- err
-			}()
-			waitPosition(t, survivor.url, key, 30*time.Second, func(p position) bool { return p.used == items && p.inUse == 1 })
 			// The items run for 3s: the reservation's row is locked before they end, and
 			// the settlement waits for it.
 			reservation, holder := lockRow(t, dsn, `SELECT 1 FROM `+table("tollgate_reservations")+` WHERE account_id = $1 FOR UPDATE`, account)
@@ -549,7 +664,7 @@ func TestKilledInstanceAfterBatchRan(t *testing.T) {
 					t.Fatalf("ledger %v while the answer waits: want the batch settled", kinds)
 				}
 			}
-			victim.kill()
+			bc.victim.kill()
 			var ended int
 			if err := admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&ended); err != nil || ended != 1 {
 				t.Fatalf("ending the killed instance's statement: %d backends (%v), want 1", ended, err)
@@ -557,13 +672,11 @@ func TestKilledInstanceAfterBatchRan(t *testing.T) {
 			if err := held.Rollback(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-lost; !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
-				t.Errorf("the batch on the killed instance: %v, want its connection lost", err)
-			}
+			bc.wantLost(t)
 
 			retry := func() (int, string) {
 				t.Helper()
-				status, _, b, err := postBatch(t.Context(), survivor.url, key, idemKey, "echo", body)
+				status, _, b, err := bc.retry(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}

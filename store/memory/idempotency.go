@@ -103,8 +103,9 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 	case r.settling:
 		return idempotency.Record{State: idempotency.AnswerLost, Run: r.run}, nil
 	}
-	r.token, r.lease = c.Token, c.Lease.UnixNano()
-	return idempotency.Record{State: idempotency.Claimed, Run: r.run}, nil
+	r.token, r.run, r.lease = c.Token, c.Run, c.Lease.UnixNano()
+	r.expires = max(r.expires, c.Expires.UnixNano())
+	return idempotency.Record{State: idempotency.Claimed, Run: c.Run}, nil
 }
 
 // trim forgets the oldest records while they are past their expiry, and skips the

@@ -495,8 +495,8 @@ func TestMigrateUsageRollups(t *testing.T) {
 
 // TestMigrateIdempotencySettling upgrades a schema of version 13 that holds idempotency
 // records, one running and one done: version 14 keeps both as they were (the running
-// one, unmarked, is taken over after its lease; the done one answers), and marks and
-// claims then work as the store documents.
+// one, unmarked, is taken over after its lease, under the taker's run id since version
+// 17; the done one answers), and marks and claims then work as the store documents.
 func TestMigrateIdempotencySettling(t *testing.T) {
 	pool, _ := emptyPool(t)
 	ctx := t.Context()
@@ -529,8 +529,8 @@ func TestMigrateIdempotencySettling(t *testing.T) {
 		t.Fatalf("applied versions %v, want %v", got, allVersions(t))
 	}
 	later := t0.Add(2 * time.Minute)
-	if _, rec := claim("running", later); rec.State != idempotency.Claimed || rec.Run != running.Run {
-		t.Errorf("the running record after its lease: %+v, want it taken over with its run id", rec)
+	if taker, rec := claim("running", later); rec.State != idempotency.Claimed || rec.Run != taker.Run || rec.Run == running.Run {
+		t.Errorf("the running record after its lease: %+v, want it taken over under the taker's run id %x", rec, taker.Run)
 	}
 	if _, rec := claim("done", later); rec.State != idempotency.Done || string(rec.Answer) != "kept" {
 		t.Errorf("the done record: %+v, want its answer", rec)

@@ -15,7 +15,8 @@ import (
 
 // TestIdempotencyStore checks that an [idempotency.Store] claims, marks, completes and
 // abandons records as the interface documents: one claimant at a time, a takeover
-// after the lease with the same run id, never of a record marked settling (AnswerLost
+// after the lease under the taker's own run id (and an expiry at least the taker's),
+// never of a record marked settling (AnswerLost
 // instead), marks only by the holder, answers kept as they were given, the fingerprint
 // guarding the key, records forgotten at their expiry, concurrent claims of one key
 // granting exactly one, and a mark racing takeovers deciding with them one at a time.
@@ -44,8 +45,11 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 		"Abandon forgets a record its token holds: the next claim is Claimed anew, with its own run id.",
 		idemRelease},
 	{"TakeoverAfterLease",
-		"A claim after the holder's lease ended takes the record over with the same run id; the first holder can then neither complete nor abandon it.",
+		"A claim after the holder's lease ended takes the record over under its own run id, which every later claim sees; the first holder can then neither mark, complete nor abandon it.",
 		idemTakeover},
+	{"TakeoverKeepsLaterExpiry",
+		"A takeover keeps the later of the record's Expires and its own: a record taken over is kept until the taker's Expires when that is later, and is not shortened when it is earlier.",
+		idemTakeoverExpiry},
 	{"CompleteOnce",
 		"A completed record is not completed again, nor abandoned: its first answer stays.",
 		idemCompleteOnce},
@@ -68,7 +72,7 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 		"Of many claims of one id at once, exactly one is Claimed; the others are Running.",
 		idemConcurrentClaims},
 	{"ConcurrentTakeovers",
-		"Of many claims at once of a record whose lease has ended, exactly one takes it over, with the record's run id.",
+		"Of many claims at once of a record whose lease has ended, exactly one takes it over, under its own run id, which the others see.",
 		idemConcurrentTakeovers},
 	{"MarkSettlingThenClaim",
 		"A record marked settling is Running to claims within its lease, and AnswerLost with its run id after it, until its expiry: never taken over.",
@@ -220,13 +224,46 @@ func idemTakeover(t *testing.T, s idempotency.Store) {
 	first := r.claim(t0)
 	claim(t, s, first)
 	second := r.claim(at(idemLease))
-	wantRecord(t, "a claim at the end of the lease", claim(t, s, second), idempotency.Claimed, first.Run, nil)
-	wantRecord(t, "a claim within the new lease", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
+	// The taker runs under its own run id: the first run's (its reservation, its slot)
+	// may have been settled, voided or forgotten meanwhile.
+	wantRecord(t, "a claim at the end of the lease", claim(t, s, second), idempotency.Claimed, second.Run, nil)
+	wantRecord(t, "a claim within the new lease", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, second.Run, nil)
+	wantErr(t, "MarkSettling by the first", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease+time.Minute)), idempotency.ErrNotHeld)
 	complete(t, s, first, []byte("from the first, taken over"))
 	must(t, "Abandon by the first", s.Abandon(t.Context(), first.ID, first.Token))
-	wantRecord(t, "after the first tried to complete and abandon", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, first.Run, nil)
-	complete(t, s, second, []byte("from the second"))
-	wantRecord(t, "after the second completed", claim(t, s, r.claim(at(idemLease+2*time.Minute))), idempotency.Done, first.Run, []byte("from the second"))
+	wantRecord(t, "after the first tried to mark, complete and abandon", claim(t, s, r.claim(at(idemLease+time.Minute))), idempotency.Running, second.Run, nil)
+	third := r.claim(at(2 * idemLease))
+	wantRecord(t, "a claim after the second's lease (not marked)", claim(t, s, third), idempotency.Claimed, third.Run, nil)
+	complete(t, s, third, []byte("from the third"))
+	wantRecord(t, "after the third completed", claim(t, s, r.claim(at(2*idemLease+time.Minute))), idempotency.Done, third.Run, []byte("from the third"))
+}
+
+func idemTakeoverExpiry(t *testing.T, s idempotency.Store) {
+	// A record whose expiry is a minute after its lease (a short retention): taken over
+	// at the end of the lease by a claim that would keep it a day.
+	r := newIdemRequest()
+	first := r.claim(t0)
+	first.Expires = first.Lease.Add(time.Minute)
+	claim(t, s, first)
+	second := r.claim(at(idemLease))
+	wantRecord(t, "the takeover", claim(t, s, second), idempotency.Claimed, second.Run, nil)
+	past := at(idemLease + 2*time.Minute) // past the first claim's Expires, within the second's lease
+	wantRecord(t, "a claim past the first claim's expiry", claim(t, s, r.claim(past)), idempotency.Running, second.Run, nil)
+	markSettling(t, s, second, past)
+	complete(t, s, second, []byte("kept"))
+	wantRecord(t, "a claim a nanosecond before the taker's expiry", claim(t, s, r.claim(second.Expires.Add(-time.Nanosecond))), idempotency.Done, second.Run, []byte("kept"))
+	fresh := r.claim(second.Expires)
+	wantRecord(t, "a claim at the taker's expiry", claim(t, s, fresh), idempotency.Claimed, fresh.Run, nil)
+
+	// A takeover whose own expiry is earlier leaves the record's.
+	long := newIdemRequest()
+	l := long.claim(t0)
+	claim(t, s, l)
+	short := long.claim(at(idemLease))
+	short.Expires = short.Lease
+	wantRecord(t, "a takeover with an earlier expiry", claim(t, s, short), idempotency.Claimed, short.Run, nil)
+	complete(t, s, short, []byte("long"))
+	wantRecord(t, "a claim past the taker's own expiry", claim(t, s, long.claim(at(2*idemLease+time.Minute))), idempotency.Done, short.Run, []byte("long"))
 }
 
 func idemCompleteOnce(t *testing.T, s idempotency.Store) {
@@ -306,54 +343,68 @@ func idemCanceled(t *testing.T, s idempotency.Store) {
 	wantErr(t, "MarkSettling", s.MarkSettling(ctx, c.ID, c.Token, t0), context.Canceled)
 	wantRecord(t, "the record after them", claim(t, s, r.claim(at(time.Second))), idempotency.Running, c.Run, nil)
 	next := r.claim(at(idemLease))
-	wantRecord(t, "a claim after the lease (the record was not marked)", claim(t, s, next), idempotency.Claimed, c.Run, nil)
+	wantRecord(t, "a claim after the lease (the record was not marked)", claim(t, s, next), idempotency.Claimed, next.Run, nil)
+}
+
+// A claimOutcome is a claim and what it got.
+type claimOutcome struct {
+	claim idempotency.Claim
+	rec   idempotency.Record
 }
 
 // concurrentClaims sends one claim of r at now from each of many goroutines at once
 // and returns the outcomes.
-func concurrentClaims(t *testing.T, s idempotency.Store, r idemRequest, now time.Time) []idempotency.Record {
+func concurrentClaims(t *testing.T, s idempotency.Store, r idemRequest, now time.Time) []claimOutcome {
 	var (
 		mu   sync.Mutex
-		recs []idempotency.Record
+		outs []claimOutcome
 		wg   sync.WaitGroup
 	)
 	for range workers {
 		wg.Go(func() {
-			rec, err := s.Claim(t.Context(), r.claim(now))
+			c := r.claim(now)
+			rec, err := s.Claim(t.Context(), c)
 			if err != nil {
 				t.Errorf("Claim: %v", err)
 				return
 			}
 			mu.Lock()
-			recs = append(recs, rec)
+			outs = append(outs, claimOutcome{c, rec})
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return recs
+	return outs
 }
 
-// wantOneClaimed checks that exactly one of recs is Claimed, the others Running, all
-// with the same run id (run, when it is known).
-func wantOneClaimed(t *testing.T, recs []idempotency.Record, run *idempotency.Run) {
+// wantOneClaimed checks that exactly one of outs is Claimed, under its own claim's run
+// id, and the others Running, with that run id (the record has one), which differs
+// from old (the run id of the claimant the record was taken from, if any).
+func wantOneClaimed(t *testing.T, outs []claimOutcome, old *idempotency.Run) {
 	t.Helper()
-	claimed := 0
-	for _, rec := range recs {
-		if run == nil {
-			r := rec.Run
-			run = &r
-		}
-		switch {
-		case rec.Run != *run:
-			t.Errorf("a claim saw run %x, another %x: one record has one run id", rec.Run, *run)
-		case rec.State == idempotency.Claimed:
-			claimed++
-		case rec.State != idempotency.Running:
-			t.Errorf("a concurrent claim is in state %d, want Claimed or Running", rec.State)
+	var winner *claimOutcome
+	for i, o := range outs {
+		switch o.rec.State {
+		case idempotency.Claimed:
+			if winner != nil {
+				t.Errorf("two concurrent claims were Claimed")
+			}
+			winner = &outs[i]
+		case idempotency.Running:
+		default:
+			t.Errorf("a concurrent claim is in state %d, want Claimed or Running", o.rec.State)
 		}
 	}
-	if claimed != 1 {
-		t.Errorf("%d of %d concurrent claims were Claimed, want exactly 1", claimed, len(recs))
+	if winner == nil {
+		t.Fatalf("none of %d concurrent claims was Claimed, want exactly 1", len(outs))
+	}
+	if winner.rec.Run != winner.claim.Run || (old != nil && winner.rec.Run == *old) {
+		t.Errorf("the claim that won has run %x, want its own %x (the record's before: %x)", winner.rec.Run, winner.claim.Run, old)
+	}
+	for _, o := range outs {
+		if o.rec.Run != winner.rec.Run {
+			t.Errorf("a claim saw run %x, the one that won %x: one record has one run id", o.rec.Run, winner.rec.Run)
+		}
 	}
 }
 
@@ -394,10 +445,10 @@ func idemMarkNotHeld(t *testing.T, s idempotency.Store) {
 	stranger := r.claim(t0) // a token that never held it
 	wantErr(t, "MarkSettling by another token", s.MarkSettling(t.Context(), first.ID, stranger.Token, t0), idempotency.ErrNotHeld)
 	second := r.claim(at(idemLease))
-	wantRecord(t, "a claim after the lease (not marked)", claim(t, s, second), idempotency.Claimed, first.Run, nil)
+	wantRecord(t, "a claim after the lease (not marked)", claim(t, s, second), idempotency.Claimed, second.Run, nil)
 	wantErr(t, "MarkSettling by the first, taken over", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease)), idempotency.ErrNotHeld)
 	third := r.claim(at(2 * idemLease))
-	wantRecord(t, "a claim after the second's lease (still not marked)", claim(t, s, third), idempotency.Claimed, first.Run, nil)
+	wantRecord(t, "a claim after the second's lease (still not marked)", claim(t, s, third), idempotency.Claimed, third.Run, nil)
 
 	done := newIdemRequest()
 	d := done.claim(t0)
@@ -469,7 +520,7 @@ func idemMarkedForgotten(t *testing.T, s idempotency.Store) {
 	wantRecord(t, "a claim at the expiry", claim(t, s, fresh), idempotency.Claimed, fresh.Run, nil)
 	wantErr(t, "MarkSettling by the first claimant", s.MarkSettling(t.Context(), first.ID, first.Token, at(idemRetention)), idempotency.ErrNotHeld)
 	next := r.claim(at(idemRetention + idemLease))
-	wantRecord(t, "a claim after the new record's lease", claim(t, s, next), idempotency.Claimed, fresh.Run, nil)
+	wantRecord(t, "a claim after the new record's lease", claim(t, s, next), idempotency.Claimed, next.Run, nil)
 }
 
 func idemMarkAfterExpiry(t *testing.T, s idempotency.Store) {
@@ -508,18 +559,18 @@ func idemConcurrentClaimsAndMark(t *testing.T, s idempotency.Store) {
 			wg   sync.WaitGroup
 		)
 		wg.Go(func() { mark = s.MarkSettling(t.Context(), first.ID, first.Token, at(idemLease+time.Second)) })
-		recs := concurrentClaims(t, s, r, at(idemLease+time.Second))
+		outs := concurrentClaims(t, s, r, at(idemLease+time.Second))
 		wg.Wait()
 		switch {
 		case mark == nil:
 			marked++
-			for _, rec := range recs {
-				if rec.State != idempotency.AnswerLost || rec.Run != first.Run {
-					t.Errorf("a claim racing a mark that succeeded: %+v, want AnswerLost with run %x", rec, first.Run)
+			for _, o := range outs {
+				if o.rec.State != idempotency.AnswerLost || o.rec.Run != first.Run {
+					t.Errorf("a claim racing a mark that succeeded: %+v, want AnswerLost with run %x", o.rec, first.Run)
 				}
 			}
 		case errors.Is(mark, idempotency.ErrNotHeld):
-			wantOneClaimed(t, recs, &first.Run)
+			wantOneClaimed(t, outs, &first.Run)
 		default:
 			t.Errorf("MarkSettling racing claims: %v", mark)
 		}
