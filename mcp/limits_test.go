@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,16 +14,11 @@ import (
 
 // batchOf returns a batch of n copies of a message, each with its own id.
 func batchOf(n int, method string) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"` + method + `"}`)
+	msgs := make([]string, n)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+1, method)
 	}
-	b.WriteByte(']')
-	return b.String()
+	return "[" + strings.Join(msgs, ",") + "]"
 }
 
 // decodeBatch decodes the answer to a batch.

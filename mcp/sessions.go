@@ -185,13 +185,6 @@ func (s *sessions) ofKey(keyID string) []*liveSession {
 	return out
 }
 
-// counts returns the slots taken in all and by a user, for the tests.
-func (s *sessions) counts(user string) (total, byUser int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total, s.byUser[user]
-}
-
 // recheckTimeout bounds the checks of a key's sessions after it changed.
 const recheckTimeout = 10 * time.Second
 
