@@ -127,7 +127,7 @@ func TestHostileMCPBatchAmplification(t *testing.T) {
 			t.Fatalf("a batch of 14,000 tools/list: %d, %d bytes: %.300s", a.status, len(a.body), a.body)
 		}
 		code, name, message := a.rpcError(t)
-		if code != -32600 || name != "batch_too_large" || !strings.Contains(message, strconv.Itoa(mcp.DefaultMaxBatchMessages)) {
+		if code != -32600 || name != "batch_too_large" || !strings.Contains(message, "more than "+strconv.Itoa(mcp.DefaultMaxBatchMessages)+" messages") {
 			t.Errorf("a batch of 14,000 tools/list: %s", a.body)
 		}
 	}
