@@ -49,7 +49,8 @@ type message struct {
 	valid     bool   // the body is JSON
 	// batch holds the messages of a batch, a JSON array of them (protocol 2025-03-26
 	// and earlier), which is neither single nor has an id, and batchSize their number.
-	// A batch larger than the handler takes is not read: its batch is nil.
+	// A batch larger than the handler takes is not read: its batch is nil, and its
+	// batchSize one more than the handler takes.
 	batch     []message
 	batchSize int
 }
@@ -64,12 +65,13 @@ func (m message) isCall() bool { return m.single && m.id != nil }
 func peek(body []byte, maxBatch int) message {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if n := countElements(trimmed, maxBatch); n > maxBatch {
+			// Refused for its size (see batchMisuse) before anything else is read.
+			return message{valid: true, batchSize: n}
+		}
 		var raw []json.RawMessage
 		if err := json.Unmarshal(trimmed, &raw); err != nil {
 			return message{}
-		}
-		if len(raw) > maxBatch {
-			return message{valid: true, batchSize: len(raw)}
 		}
 		m := message{valid: true, batch: make([]message, len(raw)), batchSize: len(raw)}
 		for i, r := range raw {
@@ -78,6 +80,49 @@ func peek(body []byte, maxBatch int) message {
 		return m
 	}
 	return peekOne(trimmed)
+}
+
+// countElements counts the elements of a JSON array, b, up to limit+1: it stops at the
+// first element past limit. It reads b as JSON without checking it, so that a batch
+// too large is refused for its size after a scan of its first limit+1 elements, without
+// decoding anything; what it counts in a body that is not JSON is refused anyway.
+func countElements(b []byte, limit int) int {
+	n, depth, started, inString, escaped := 0, 0, false, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		if depth == 1 && !started && c != ']' {
+			started, n = true, 1 // the first element begins
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		}
+		if n > limit {
+			break
+		}
+	}
+	return n
 }
 
 // peekOne reads the envelope of one message.
@@ -148,8 +193,8 @@ func (h *Handler) misuse(r *http.Request, m message) (int, int64, string, string
 // initialized.
 func (h *Handler) batchMisuse(r *http.Request, m message) (int, int64, string, string) {
 	if m.batchSize > h.limits.maxBatch {
-		return http.StatusBadRequest, codeInvalidRequest, "batch_too_large", "the batch holds " + strconv.Itoa(m.batchSize) +
-			" messages, more than the " + strconv.Itoa(h.limits.maxBatch) + " a batch may hold; send them in smaller batches, or one message per POST"
+		return http.StatusBadRequest, codeInvalidRequest, "batch_too_large", "the batch holds more than " + strconv.Itoa(h.limits.maxBatch) +
+			" messages, the most a batch may hold; send them in smaller batches, or one message per POST"
 	}
 	if v, ok := h.sessions.version(r.Header.Get(sessionHeader)); ok && v >= versionWithoutBatches {
 		return http.StatusBadRequest, codeInvalidRequest, "", "JSON-RPC batches were removed in protocol version " + versionWithoutBatches +

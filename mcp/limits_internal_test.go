@@ -55,3 +55,27 @@ func TestUnbilledBucket(t *testing.T) {
 		t.Fatalf("%d buckets kept after a sweep; want 1, the newest", n)
 	}
 }
+
+// TestCountElements checks the count of a batch's messages that refuses a batch too
+// large before it is decoded: nested arrays, objects and strings with brackets and
+// commas do not count, and the count stops past the limit.
+func TestCountElements(t *testing.T) {
+	tests := []struct {
+		body  string
+		limit int
+		want  int
+	}{
+		{`[]`, 5, 0},
+		{` [ ] `, 5, 0},
+		{`[1]`, 5, 1},
+		{`[{"a":[1,2,3],"b":{"c":","}},"x,]\"[",[[],[]]]`, 5, 3},
+		{"[\n{\"id\":1} ,\t{\"id\":2}\r\n]", 5, 2},
+		{`[1,2,3,4,5,6,7,8,9]`, 5, 6},
+		{`[1,2,3,4,5]`, 5, 5},
+	}
+	for _, tt := range tests {
+		if got := countElements([]byte(tt.body), tt.limit); got != tt.want {
+			t.Errorf("countElements(%s, %d) = %d, want %d", tt.body, tt.limit, got, tt.want)
+		}
+	}
+}

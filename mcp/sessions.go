@@ -32,7 +32,7 @@ type sessions struct {
 	total  int                     // slots taken: reserved or bound
 	byUser map[string]int          // slots taken, by caller's user
 	live   map[string]*liveSession // bound, by session id
-	full   bool                    // the process cap was reached (logged once until a slot frees)
+	full   bool                    // the process cap was reached (logged once, until a tenth of the slots free)
 }
 
 // A slot is one session's place under the caps.
@@ -124,7 +124,9 @@ func (s *sessions) settle(sl *slot) {
 func (s *sessions) free(sl *slot) {
 	sl.state = freed
 	s.total--
-	s.full = false
+	if s.total <= s.max-max(1, s.max/10) {
+		s.full = false
+	}
 	if s.byUser[sl.user]--; s.byUser[sl.user] <= 0 {
 		delete(s.byUser, sl.user)
 	}
@@ -183,13 +185,6 @@ func (s *sessions) ofKey(keyID string) []*liveSession {
 		}
 	}
 	return out
-}
-
-// counts returns the slots taken in all and by a user, for the tests.
-func (s *sessions) counts(user string) (total, byUser int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total, s.byUser[user]
 }
 
 // recheckTimeout bounds the checks of a key's sessions after it changed.

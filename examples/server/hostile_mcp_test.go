@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -99,16 +99,11 @@ func (h *hostile) mcpSession(key, version string) string {
 
 // batchOf returns a JSON-RPC batch of n requests of a method without params.
 func batchOf(n int, method string) string {
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"` + method + `"}`)
+	msgs := make([]string, n)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+1, method)
 	}
-	b.WriteByte(']')
-	return b.String()
+	return "[" + strings.Join(msgs, ",") + "]"
 }
 
 // TestHostileMCPBatchAmplification: a batch of 14,000 tools/list (0.79 MB, any key) was
@@ -132,7 +127,7 @@ func TestHostileMCPBatchAmplification(t *testing.T) {
 			t.Fatalf("a batch of 14,000 tools/list: %d, %d bytes: %.300s", a.status, len(a.body), a.body)
 		}
 		code, name, message := a.rpcError(t)
-		if code != -32600 || name != "batch_too_large" || !strings.Contains(message, strconv.Itoa(mcp.DefaultMaxBatchMessages)) {
+		if code != -32600 || name != "batch_too_large" || !strings.Contains(message, "more than "+strconv.Itoa(mcp.DefaultMaxBatchMessages)+" messages") {
 			t.Errorf("a batch of 14,000 tools/list: %s", a.body)
 		}
 	}
