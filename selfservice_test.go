@@ -101,7 +101,10 @@ func TestSelfServiceRules(t *testing.T) {
 				_, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
 				return err
 			}, tollgate.CodeInvalidInput},
-			{"unknown key value", func() error { _, err := h.svc.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr), auth.KeyQuery{}); return err }, tollgate.CodeUnauthorized},
+			{"unknown key value", func() error {
+				_, err := h.svc.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr), auth.KeyQuery{})
+				return err
+			}, tollgate.CodeUnauthorized},
 			{"primary narrows a key", func() error {
 				_, err := h.svc.UpdateOwnKey(ctx, primary, wide.ID, tollgate.KeyChange{Restrictions: &okOnly})
 				return err

@@ -106,9 +106,9 @@ type Options struct {
 	// for ever (and they count for MaxOwnKeys for ever).
 	RevokedKeyRetention time.Duration
 	// KeyPruneInterval is how often the service deletes the keys revoked longer than
-	// RevokedKeyRetention ago: once at New, then at this interval, so a revoked key
-	// outlives the retention by at most one interval. Any number of instances may
-	// prune the same key store. The default is a tenth of the retention, at least a
+	// RevokedKeyRetention ago: an interval after New, then at every interval, so a
+	// revoked key outlives the retention by at most one interval of a running
+	// instance. Any number of instances may prune the same key store. The default is a tenth of the retention, at least a
 	// second and at most [DefaultKeyPruneInterval]; a negative value turns the schedule
 	// off (call [Service.PruneKeys] yourself then). [Service.Close] stops it.
 	KeyPruneInterval time.Duration
@@ -396,7 +396,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		if interval == 0 {
 			interval = min(max(s.keyRetention/10, time.Second), DefaultKeyPruneInterval)
 		}
-		s.stopKeyPrune = every.StartNow(interval, s.pruneKeysOnce)
+		s.stopKeyPrune = every.Start(interval, s.pruneKeysOnce)
 	}
 	if u := opts.Usage; u != nil && u.PruneInterval >= 0 {
 		interval := u.PruneInterval
