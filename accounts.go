@@ -86,14 +86,18 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 	return acct, key, value, nil
 }
 
-// AccountInfo is an account with its balance and its keys (never their values).
+// AccountInfo is an account with its balance and the first page of its keys (never
+// their values).
 type AccountInfo struct {
 	Account auth.Account
 	Balance billing.Balance
-	Keys    []auth.Key
+	// Keys are the account's first [auth.DefaultKeyPage] keys, oldest first; KeysNext
+	// continues the listing ([Service.AccountKeys]), empty when they are all of them.
+	Keys     []auth.Key
+	KeysNext string
 }
 
-// Account returns an account with its balance and keys.
+// Account returns an account with its balance and the first page of its keys.
 func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
 	if err := checkText("account_id", id, maxIDLength); err != nil {
 		return AccountInfo{}, err
@@ -102,7 +106,7 @@ func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
 	if err != nil {
 		return AccountInfo{}, s.manageError(ctx, "account", id, err)
 	}
-	keys, err := s.authority.Store().Keys(ctx, id)
+	keys, err := s.authority.Store().Keys(ctx, auth.KeyQuery{Account: id})
 	if err != nil {
 		return AccountInfo{}, s.manageError(ctx, "account", id, err)
 	}
@@ -112,12 +116,18 @@ func (s *Service) Account(ctx context.Context, id string) (AccountInfo, error) {
 	if err != nil {
 		return AccountInfo{}, s.manageError(ctx, "balance of account", id, err)
 	}
-	return AccountInfo{Account: acct, Balance: b, Keys: keys}, nil
+	return AccountInfo{Account: acct, Balance: b, Keys: keys.Keys, KeysNext: keys.Next}, nil
 }
 
 // CreateKey creates a sub-key of an account and returns it with its value. Its
-// restrictions must be within the account's.
+// restrictions must be within the account's. It is not held to [Options.MaxOwnKeys].
 func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.NewKey) (auth.Key, string, error) {
+	return s.createKey(ctx, accountID, spec, auth.KeyLimit{})
+}
+
+// createKey is CreateKey under a limit on the account's keys; a key it refuses is an
+// error wrapping [auth.ErrTooManyKeys].
+func (s *Service) createKey(ctx context.Context, accountID string, spec auth.NewKey, limit auth.KeyLimit) (auth.Key, string, error) {
 	if err := checkText("account_id", accountID, maxIDLength); err != nil {
 		return auth.Key{}, "", err
 	}
@@ -125,7 +135,10 @@ func (s *Service) CreateKey(ctx context.Context, accountID string, spec auth.New
 		return auth.Key{}, "", err
 	}
 	now := s.now()
-	key, value, err := s.authority.CreateKey(ctx, accountID, spec, now)
+	key, value, err := s.authority.CreateKey(ctx, accountID, spec, limit, now)
+	if errors.Is(err, auth.ErrTooManyKeys) {
+		return auth.Key{}, "", err
+	}
 	if err != nil {
 		return auth.Key{}, "", s.manageError(ctx, "account", accountID, err)
 	}

@@ -1,6 +1,7 @@
 package tollgate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,8 +38,10 @@ import (
 //   - Usage statistics: the caller reads its own account's only. The primary key (a
 //     session acting as it, or one that names no key) reads the whole account; any
 //     other key, or a session it started, reads only its own key's calls.
-//   - An account holds at most [Options.MaxOwnKeys] live keys for self-service to
-//     create another: creation is free, and every listing reads all the keys.
+//   - An account holds at most [Options.MaxOwnKeys] keys (live, or revoked within
+//     [Options.RevokedKeyRetention]) for self-service to create another; listings are
+//     paged; creating, rotating and changing a key spend the account's self-service
+//     budget ([Options.SelfServiceLimit]). See the bounds in bounds.go.
 //   - Every change goes through the management methods, so it is in the audit log with
 //     the caller's key id ([audit.SessionActor] for a session without a key) as its
 //     actor and the caller's address. Only the caller that sees every key (the primary
@@ -49,16 +52,20 @@ import (
 // do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key,
 // a key that changed between its reading and its change (read it again and retry: a
 // rotation, revocation or update applies only to the record it was judged on), or an
-// account at its cap of keys.
+// account at its cap of keys; CodeRateLimited, with RetryAfter, for an account that
+// spent its self-service budget.
 
 // OwnAccount is what an account holder sees of their account.
 type OwnAccount struct {
 	Account auth.Account
 	Plan    billing.Plan
 	Balance billing.Balance
-	// Keys are the keys the caller may see: every key for the primary key (or a
-	// session acting as it); for a sub-key, itself and the keys it may manage.
-	Keys []auth.Key
+	// Keys are the first page ([auth.DefaultKeyPage] keys) of the keys the caller may
+	// see: every key for the primary key (or a session acting as it); for a sub-key,
+	// itself and the keys it may manage. KeysNext continues the listing
+	// ([Service.OwnKeys]); it is empty when Keys are all of them.
+	Keys     []auth.Key
+	KeysNext string
 	// LastUsed holds, for each of Keys that was used, the last time it was (see
 	// [Service.KeysLastUsed]). It is nil when the service records no usage, and when
 	// the usage store cannot answer: then the keys are answered without it, and the
@@ -152,14 +159,14 @@ func (s *Service) managed(ctx context.Context, c Caller, keyID string) (context.
 	return ctx, p, k, err
 }
 
-// OwnAccount returns the caller's account, plan, balance and the keys it may see (never
-// their values). It is free and no rate-limit event.
+// OwnAccount returns the caller's account, plan, balance and the first page of the keys
+// it may see (never their values). It is free and no rate-limit event.
 func (s *Service) OwnAccount(ctx context.Context, c Caller) (OwnAccount, error) {
 	_, p, err := s.self(ctx, c)
 	if err != nil {
 		return OwnAccount{}, err
 	}
-	keys, err := s.visibleKeys(ctx, &p)
+	page, err := s.visibleKeys(ctx, &p, auth.KeyQuery{})
 	if err != nil {
 		return OwnAccount{}, err
 	}
@@ -167,22 +174,46 @@ func (s *Service) OwnAccount(ctx context.Context, c Caller) (OwnAccount, error) 
 	if err != nil {
 		return OwnAccount{}, err
 	}
-	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: keys,
-		LastUsed: s.lastUsed(ctx, p.Account.ID, keys), Caller: p.Key}, nil
+	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: page.Keys, KeysNext: page.Next,
+		LastUsed: s.lastUsed(ctx, p.Account.ID, page.Keys), Caller: p.Key}, nil
 }
 
-// OwnKeys returns the keys the caller may see (see [OwnAccount.Keys]), never their
-// values, and when each of them was last used (see [OwnAccount.LastUsed]).
-func (s *Service) OwnKeys(ctx context.Context, c Caller) ([]auth.Key, map[string]time.Time, error) {
+// OwnKeys returns a page of the keys the caller may see (see [OwnAccount.Keys]), oldest
+// first, never their values, and when each of them was last used (see
+// [OwnAccount.LastUsed]). q.Account is set to the caller's account; q.Limit is at
+// most [auth.MaxKeyPage] ([auth.DefaultKeyPage] for 0), and q.After the Next of the
+// page before. A limit out of bounds, or a cursor that names no key of the account
+// (one deleted since, say), is CodeInvalidInput naming the parameter.
+func (s *Service) OwnKeys(ctx context.Context, c Caller, q auth.KeyQuery) (KeyPage, error) {
+	if err := checkKeyQuery(q); err != nil {
+		return KeyPage{}, err
+	}
 	_, p, err := s.self(ctx, c)
 	if err != nil {
-		return nil, nil, err
+		return KeyPage{}, err
 	}
-	keys, err := s.visibleKeys(ctx, &p)
+	page, err := s.visibleKeys(ctx, &p, q)
 	if err != nil {
-		return nil, nil, err
+		return KeyPage{}, err
 	}
-	return keys, s.lastUsed(ctx, p.Account.ID, keys), nil
+	return KeyPage{Keys: page.Keys, Next: page.Next, LastUsed: s.lastUsed(ctx, p.Account.ID, page.Keys)}, nil
+}
+
+// OwnKey returns the key of the caller's account with the given id, if the caller may
+// see it (see [OwnAccount.Keys]), never its value; any other key is CodeNotFound.
+func (s *Service) OwnKey(ctx context.Context, c Caller, keyID string) (auth.Key, error) {
+	_, p, err := s.self(ctx, c)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	k, err := s.ownKey(ctx, &p, keyID)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	if !s.visible(&p, k) {
+		return auth.Key{}, newError(CodeNotFound, fmt.Sprintf("your account has no key with the id %q that you may see", keyID), nil)
+	}
+	return k, nil
 }
 
 // lastUsed returns when each of keys (of account) was last used, or nil when the
@@ -211,21 +242,46 @@ func (s *Service) lastUsed(ctx context.Context, account string, keys []auth.Key)
 	return out
 }
 
-func (s *Service) visibleKeys(ctx context.Context, p *Principal) ([]auth.Key, error) {
-	all, err := s.authority.Store().Keys(ctx, p.Account.ID)
-	if err != nil {
-		return nil, s.manageError(ctx, "account", p.Account.ID, err)
-	}
+// visible reports whether the principal may see key k of its account.
+func (s *Service) visible(p *Principal, k auth.Key) bool {
+	return managesAll(p) || k.ID == p.Key.ID || s.mayManage(p, k) == nil
+}
+
+// visibleKeys returns the page of the keys of p's account that q selects, of those p
+// may see. For a caller that sees only some keys, the store is read a page at a time
+// until the page is full or the keys end; the page continues after its last key.
+func (s *Service) visibleKeys(ctx context.Context, p *Principal, q auth.KeyQuery) (auth.KeyPage, error) {
+	q.Account = p.Account.ID
 	if managesAll(p) {
-		return all, nil
-	}
-	keys := all[:0]
-	for _, k := range all {
-		if k.ID == p.Key.ID || s.mayManage(p, k) == nil {
-			keys = append(keys, k)
+		page, err := s.authority.Store().Keys(ctx, q)
+		if err != nil {
+			return auth.KeyPage{}, s.keyQueryError(ctx, q, err)
 		}
+		return page, nil
 	}
-	return keys, nil
+	size := cmp.Or(q.Limit, auth.DefaultKeyPage)
+	out := auth.KeyPage{Keys: []auth.Key{}}
+	read := auth.KeyQuery{Account: q.Account, After: q.After, Limit: auth.MaxKeyPage}
+	for {
+		page, err := s.authority.Store().Keys(ctx, read)
+		if err != nil {
+			return auth.KeyPage{}, s.keyQueryError(ctx, q, err)
+		}
+		for _, k := range page.Keys {
+			if !s.visible(p, k) {
+				continue
+			}
+			if len(out.Keys) == size {
+				out.Next = out.Keys[size-1].ID
+				return out, nil
+			}
+			out.Keys = append(out.Keys, k)
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		read.After = page.Next
+	}
 }
 
 // CreateOwnKey creates a sub-key of the caller's account and returns it with its value,
@@ -246,35 +302,32 @@ func (s *Service) CreateOwnKey(ctx context.Context, c Caller, spec auth.NewKey) 
 	if err := s.narrowing(&p, spec.Restrictions); err != nil {
 		return auth.Key{}, "", err
 	}
-	if err := s.belowKeyCap(ctx, p.Account.ID); err != nil {
+	if err := s.spend(ctx, p.Account.ID); err != nil {
 		return auth.Key{}, "", err
 	}
-	return s.CreateKey(ctx, p.Account.ID, spec)
+	k, v, err := s.createKey(ctx, p.Account.ID, spec, s.ownKeyLimit())
+	if errors.Is(err, auth.ErrTooManyKeys) {
+		what := "keys"
+		if s.keyRetention > 0 {
+			what = fmt.Sprintf("keys, counting those revoked within the last %s", days(s.keyRetention))
+		}
+		return auth.Key{}, "", newError(CodeConflict, fmt.Sprintf(
+			"the account holds %d %s, the most self-service lets it hold: revoke keys it no longer uses (a revoked key stops counting once it is older than that), or ask the operator",
+			s.maxOwnKeys, what), err)
+	}
+	return k, v, err
 }
 
-// belowKeyCap refuses a new key to an account that holds [Options.MaxOwnKeys] live
-// keys or more. Creation is free and no rate-limit event, and every listing and
-// session start reads all the keys: without a cap, an account holder could grow them
-// without bound. (The count and the creation are two steps: calls that race may pass
-// the cap by as many as run at once; the cap bounds the growth, not the exact count.)
-func (s *Service) belowKeyCap(ctx context.Context, account string) error {
-	if s.maxOwnKeys < 0 {
-		return nil
+// days writes a duration in days when it is a whole number of them.
+func days(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d == day:
+		return "day"
+	case d%day == 0:
+		return fmt.Sprintf("%d days", d/day)
 	}
-	keys, err := s.authority.Store().Keys(ctx, account)
-	if err != nil {
-		return s.manageError(ctx, "account", account, err)
-	}
-	live := 0
-	for _, k := range keys {
-		if !k.Revoked() {
-			live++
-		}
-	}
-	if live >= s.maxOwnKeys {
-		return newError(CodeConflict, fmt.Sprintf("the account holds %d live keys, the most self-service lets it hold: revoke keys it no longer uses, then try again", live), nil)
-	}
-	return nil
+	return d.String()
 }
 
 // narrowing refuses restrictions wider than the caller's own key's or the account's.
@@ -300,6 +353,9 @@ func (s *Service) RotateOwnKey(ctx context.Context, c Caller, keyID string) (aut
 	}
 	if k.Revoked() {
 		return auth.Key{}, "", newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be rotated", keyID), nil)
+	}
+	if err := s.spend(ctx, k.AccountID); err != nil {
+		return auth.Key{}, "", err
 	}
 	// The rotation applies only to the record the rules were judged on: a key widened
 	// meanwhile (whose value the caller may not have) is left as it is.
@@ -333,6 +389,9 @@ func (s *Service) UpdateOwnKey(ctx context.Context, c Caller, keyID string, chan
 	}
 	if k.Revoked() {
 		return auth.Key{}, newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), nil)
+	}
+	if err := s.spend(ctx, k.AccountID); err != nil {
+		return auth.Key{}, err
 	}
 	// The check runs on the record the update applies to, read again if it changed.
 	return s.updateKey(ctx, keyID, change, func(old, updated auth.Key) error {

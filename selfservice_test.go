@@ -101,7 +101,10 @@ func TestSelfServiceRules(t *testing.T) {
 				_, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
 				return err
 			}, tollgate.CodeInvalidInput},
-			{"unknown key value", func() error { _, _, err := h.svc.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr)); return err }, tollgate.CodeUnauthorized},
+			{"unknown key value", func() error {
+				_, err := h.svc.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr), auth.KeyQuery{})
+				return err
+			}, tollgate.CodeUnauthorized},
 			{"primary narrows a key", func() error {
 				_, err := h.svc.UpdateOwnKey(ctx, primary, wide.ID, tollgate.KeyChange{Restrictions: &okOnly})
 				return err
@@ -155,10 +158,10 @@ func TestSelfServiceIgnoresChannelsButNotAddresses(t *testing.T) {
 	}
 	c := keyCaller(value, inside)
 	c.Channel = auth.ChannelREST // a front door naming a channel does not change the rule
-	if _, _, err := h.svc.OwnKeys(ctx, c); err != nil {
+	if _, err := h.svc.OwnKeys(ctx, c, auth.KeyQuery{}); err != nil {
 		t.Errorf("an MCP-only key from an allowed address: %v, want access", err)
 	}
-	if _, _, err := h.svc.OwnKeys(ctx, keyCaller(value, netip.MustParseAddr("192.0.2.1"))); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+	if _, err := h.svc.OwnKeys(ctx, keyCaller(value, netip.MustParseAddr("192.0.2.1")), auth.KeyQuery{}); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("from an address outside the allow-list: %v, want forbidden", err)
 	}
 }

@@ -96,11 +96,34 @@ type Options struct {
 	// sub-key itself, never the primary key. By default only the primary key or a
 	// session token may manage an account's keys; a sub-key may only read its own record.
 	SubKeysManageKeys bool
-	// MaxOwnKeys is the most live (not revoked) keys an account may hold for its
-	// holder to create another through self-service ([Service.CreateOwnKey]); the
-	// operator's CreateKey is not held to it. The default is [DefaultMaxOwnKeys]; a
-	// negative value sets no cap.
+	// MaxOwnKeys is the most keys an account may hold for its holder to create another
+	// through self-service ([Service.CreateOwnKey]): its live keys, and the keys
+	// revoked within RevokedKeyRetention, count. The operator's CreateKey is not held
+	// to it. The default is [DefaultMaxOwnKeys]; a negative value sets no cap.
 	MaxOwnKeys int
+	// RevokedKeyRetention is how long a revoked key is kept: it is listed (revoked),
+	// counts for MaxOwnKeys, and its value is answered as a revoked key's, for that
+	// long after its revocation; then the service deletes it (see KeyPruneInterval),
+	// and its value is answered as an unknown key's. Primary keys are never deleted.
+	// The default is [DefaultRevokedKeyRetention]; a negative value keeps revoked keys
+	// for ever (and they count for MaxOwnKeys for ever).
+	RevokedKeyRetention time.Duration
+	// KeyPruneInterval is how often the service deletes the keys revoked longer than
+	// RevokedKeyRetention ago: an interval after New, then at every interval, so a
+	// revoked key outlives the retention by at most one interval of a running
+	// instance. Any number of instances may prune the same key store. The default is a tenth of the retention, at least a
+	// second and at most [DefaultKeyPruneInterval]; a negative value turns the schedule
+	// off (call [Service.PruneKeys] yourself then). [Service.Close] stops it.
+	KeyPruneInterval time.Duration
+	// SelfServiceLimit bounds, per account, what its holders can make the service
+	// store with requests that are free: each start of a session and each key that
+	// self-service creates, rotates or changes spends one event of this token bucket
+	// (Burst events at once, refilled at Rate per Per), kept in the rate limiter
+	// (Stores.Rates), so that it holds across every instance. A request beyond it is
+	// refused with CodeRateLimited and a RetryAfter. Revocations and sign-outs are
+	// never refused: each ends what a spent event made. The zero value is
+	// [DefaultSelfServiceLimit]; a negative Rate sets no bound.
+	SelfServiceLimit driver.Limit
 	// Audit, if set, keeps the audit log: every change the management methods make
 	// (accounts, keys, credits) is appended to it once it is stored, with the actor
 	// that [WithActor] names. Nil (the default) keeps no audit log.
@@ -155,6 +178,16 @@ func fetcherOptions(o FetchOptions, log *slog.Logger) *safefetch.Options {
 
 // DefaultMaxOwnKeys is the default [Options.MaxOwnKeys].
 const DefaultMaxOwnKeys = 100
+
+// DefaultRevokedKeyRetention is the default [Options.RevokedKeyRetention].
+const DefaultRevokedKeyRetention = 7 * 24 * time.Hour
+
+// DefaultKeyPruneInterval is the longest default [Options.KeyPruneInterval].
+const DefaultKeyPruneInterval = time.Hour
+
+// DefaultSelfServiceLimit is the default [Options.SelfServiceLimit]: 100 at once, then
+// 30 an hour.
+var DefaultSelfServiceLimit = driver.Limit{Rate: 30, Per: time.Hour, Burst: 100}
 
 // DefaultCallTimeout is the default [Options.CallTimeout].
 const DefaultCallTimeout = 30 * time.Second
@@ -221,6 +254,14 @@ type Service struct {
 	stopUsagePrune func() // stops the background prune of the usage statistics; nil if none runs
 	subKeysManage  bool   // Options.SubKeysManageKeys
 	maxOwnKeys     int    // Options.MaxOwnKeys, with its default
+	// keyRetention is Options.RevokedKeyRetention, with its default (negative: for
+	// ever); stopKeyPrune stops the background prune of revoked keys (nil if none runs).
+	keyRetention time.Duration
+	stopKeyPrune func()
+	// rates keeps the self-service budgets; selfLimit is Options.SelfServiceLimit,
+	// with its default (Rate 0: no budget).
+	rates     driver.RateLimiter
+	selfLimit driver.Limit
 	// sessions signs session tokens (nil: none); sessionStore keeps the ended ones
 	// (nil: sessions cannot be ended); sessionTTL is a new session's lifetime.
 	sessions     *auth.Sessions
@@ -250,6 +291,10 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		return nil, errors.New("tollgate: Options.SessionStore needs Options.Sessions")
 	case opts.SessionTTL > MaxSessionTTL:
 		return nil, fmt.Errorf("tollgate: Options.SessionTTL %s is longer than the maximum, %s", opts.SessionTTL, MaxSessionTTL)
+	}
+	selfLimit, err := selfServiceLimit(opts.SelfServiceLimit)
+	if err != nil {
+		return nil, err
 	}
 	sessionTTL := opts.SessionTTL
 	if sessionTTL <= 0 {
@@ -301,6 +346,9 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		audit:         opts.Audit,
 		subKeysManage: opts.SubKeysManageKeys,
 		maxOwnKeys:    cmp.Or(opts.MaxOwnKeys, DefaultMaxOwnKeys),
+		keyRetention:  cmp.Or(opts.RevokedKeyRetention, DefaultRevokedKeyRetention),
+		rates:         stores.Rates,
+		selfLimit:     selfLimit,
 		sessions:      opts.Sessions,
 		sessionStore:  opts.SessionStore,
 		sessionTTL:    sessionTTL,
@@ -347,6 +395,12 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		}
 		s.stopPrune = every.StartNow(interval, s.pruneOnce)
 	}
+	if interval := opts.KeyPruneInterval; s.keyRetention > 0 && interval >= 0 {
+		if interval == 0 {
+			interval = min(max(s.keyRetention/10, time.Second), DefaultKeyPruneInterval)
+		}
+		s.stopKeyPrune = every.Start(interval, s.pruneKeysOnce)
+	}
 	if u := opts.Usage; u != nil && u.PruneInterval >= 0 {
 		interval := u.PruneInterval
 		if interval == 0 {
@@ -358,8 +412,8 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 }
 
 // Close stops the service's background work and finishes what it holds:
-//   - the sweep of expired reservations and the prunes of the audit log and of the
-//     usage statistics stop;
+//   - the sweep of expired reservations and the prunes of the audit log, of the
+//     usage statistics and of revoked keys stop;
 //   - the retries of settlements stop (what they still held is left to the
 //     reservations' expiry and the slots' leases);
 //   - the audit entries still queued get a last attempt of a few seconds (those the
@@ -372,7 +426,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 // usage is flushed only by [Service.FlushUsage].
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
-		for _, stop := range []func(){s.stopSweep, s.stopPrune, s.stopUsagePrune} {
+		for _, stop := range []func(){s.stopSweep, s.stopPrune, s.stopUsagePrune, s.stopKeyPrune} {
 			if stop != nil {
 				stop()
 			}

@@ -24,6 +24,9 @@ import (
 //   - A session started through a login acts for the account as its primary key does,
 //     by the key's id: revoking the primary key ends it, rotating it does not (the
 //     person did not sign in with its value).
+//   - Each start spends one event of the account's self-service budget
+//     ([Options.SelfServiceLimit]); beyond it, the start is CodeRateLimited with
+//     RetryAfter. Ending a session spends nothing and is never refused.
 //   - A session lasts [Options.SessionTTL], never past its key's or its account's
 //     expiry, and can be ended before ([Service.EndSession]): its id is kept in
 //     [Options.SessionStore] until its expiry, and every instance sharing that store
@@ -73,6 +76,9 @@ func (s *Service) StartSession(ctx context.Context, c Caller) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
+	if err := s.spend(ctx, p.Account.ID); err != nil {
+		return Session{}, err
+	}
 	h := p.Key.Hash
 	return s.startSession(ctx, &p, &h, "", c.Addr)
 }
@@ -89,20 +95,22 @@ func (s *Service) StartLoginSession(ctx context.Context, accountID string, addr 
 	if err := checkText("account_id", accountID, maxIDLength); err != nil {
 		return Session{}, err
 	}
-	keys, err := s.authority.Store().Keys(ctx, accountID)
+	// The primary key is created with its account: it is the account's first key.
+	first, err := s.authority.Store().Keys(ctx, auth.KeyQuery{Account: accountID, Limit: 1})
 	if err != nil {
 		return Session{}, s.manageError(ctx, "account", accountID, err)
 	}
-	for _, k := range keys {
-		if k.Primary {
-			p, err := s.Check(ctx, Caller{KeyID: k.ID, Addr: addr})
-			if err != nil {
-				return Session{}, err
-			}
-			return s.startSession(ctx, &p, nil, "login", addr)
-		}
+	if len(first.Keys) == 0 || !first.Keys[0].Primary {
+		return Session{}, newError(CodeNotFound, fmt.Sprintf("account %q has no primary key to act as", accountID), nil)
 	}
-	return Session{}, newError(CodeNotFound, fmt.Sprintf("account %q has no primary key to act as", accountID), nil)
+	p, err := s.Check(ctx, Caller{KeyID: first.Keys[0].ID, Addr: addr})
+	if err != nil {
+		return Session{}, err
+	}
+	if err := s.spend(ctx, p.Account.ID); err != nil {
+		return Session{}, err
+	}
+	return s.startSession(ctx, &p, nil, "login", addr)
 }
 
 // startSession issues the token of a session for p, bound to keyHash if it is set, and

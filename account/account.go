@@ -7,8 +7,8 @@
 //
 // Routes, as the host mounts the handler (both "/v1/account" and "/v1/account/"):
 //
-//	GET    /v1/account                        the account, its plan and balance, the keys the caller may see
-//	GET    /v1/account/keys                   the keys the caller may see (never their values)
+//	GET    /v1/account                        the account, its plan and balance, the first page of the keys the caller may see
+//	GET    /v1/account/keys                   a page of the keys the caller may see (never their values): ?limit=&cursor=
 //	POST   /v1/account/keys                   create a sub-key: {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	PATCH  /v1/account/keys/{key_id}          rename a sub-key or narrow it: {"name"?, "restrictions"?: {"apis"?, ...}}
 //	DELETE /v1/account/keys/{key_id}          revoke a sub-key (as POST .../revoke)
@@ -32,13 +32,25 @@
 // the audit log with the acting key and the client's address) are the service's, in
 // [tollgate.Service.CreateOwnKey] and its siblings; this package only translates HTTP.
 //
+// Listings of keys are paged, oldest key first: GET /v1/account/keys answers
+// {"keys": [...], "next": cursor or null} with at most limit keys (1 to 200, default
+// 50); pass next as cursor for the page after. GET /v1/account answers the first page,
+// with keys_next. A cursor whose key was deleted since (a revoked key is deleted after
+// the service's retention) is a 400: list from the first page.
+//
+// Creating, rotating and changing a key spend the account's self-service budget (see
+// [tollgate.Options.SelfServiceLimit]); beyond it they are answered 429 with
+// Retry-After and a message that says when to retry. An account holds at most
+// [tollgate.Options.MaxOwnKeys] keys for self-service to create one, counting the keys
+// revoked within the service's retention: beyond it, 409.
+//
 // A new or rotated key's value appears once, in data.value, and never again: it is not
 // stored. Listings show each key's id, name, primary flag, restrictions, created_at,
 // rotated_at, revoked and revoked_at, and last_used: when the key was last used, null
 // if never, or if the service records no usage (or its usage store cannot answer: the
 // keys are listed all the same); never a value or a hash. Refusals carry the
 // status of their cause and say why: 400 naming the field, 401, 403 with what the
-// caller may not do, 404, 409, 413 for a body over 64 KiB, 415.
+// caller may not do, 404, 409, 413 for a body over 64 KiB, 415, 429.
 package account
 
 import (
@@ -126,17 +138,22 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	manage.Write(w, http.StatusOK, map[string]any{
 		"account": manage.AccountJSON(info.Account), "plan": plan, "balance": manage.BalanceJSON(info.Balance),
-		"keys": keysJSON(info.Keys, info.LastUsed), "key_id": caller,
+		"keys": keysJSON(info.Keys, info.LastUsed), "keys_next": manage.Nullable(info.KeysNext), "key_id": caller,
 	})
 }
 
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
-	keys, last, err := h.svc.OwnKeys(r.Context(), h.caller(r))
+	q, problem := manage.KeyQuery(r.URL.Query())
+	if problem != "" {
+		envelope.WriteError(w, http.StatusBadRequest, problem)
+		return
+	}
+	page, err := h.svc.OwnKeys(r.Context(), h.caller(r), q)
 	if err != nil {
 		manage.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"keys": keysJSON(keys, last)})
+	manage.Write(w, http.StatusOK, map[string]any{"keys": keysJSON(page.Keys, page.LastUsed), "next": manage.Nullable(page.Next)})
 }
 
 // keysJSON is the JSON form of a list of keys, each with its last_used time (null if

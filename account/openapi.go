@@ -39,7 +39,8 @@ func OpenAPIPaths() map[string]any {
 		return map[string]any{"type": "object", "required": required, "properties": props}
 	}
 	keys := map[string]any{"type": "object", "properties": map[string]any{
-		"keys": map[string]any{"type": "array", "items": keySchema()}}}
+		"keys": map[string]any{"type": "array", "items": keySchema(), "maxItems": auth.MaxKeyPage},
+		"next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page; null on the last."}}}
 	op := func(id, summary string, data map[string]any, status string, extra ...string) map[string]any {
 		responses := map[string]any{
 			status:    rest.OpenAPIOK(data, summary),
@@ -53,6 +54,8 @@ func OpenAPIPaths() map[string]any {
 				responses[code] = ref("#/components/responses/BadRequest")
 			case "413":
 				responses[code] = ref("#/components/responses/TooLarge")
+			case "429":
+				responses[code] = ref("#/components/responses/TooManyRequests")
 			}
 		}
 		return map[string]any{
@@ -81,6 +84,22 @@ func OpenAPIPaths() map[string]any {
 		map[string]any{"name": "from", "in": "query", "schema": map[string]any{"type": "string", "format": "date-time"}},
 		map[string]any{"name": "to", "in": "query", "schema": map[string]any{"type": "string", "format": "date-time"}},
 	}
+	listKeys := op("accountKeys", "A page of the keys of the account the caller may see, oldest first", keys, "200", "400")
+	listKeys["parameters"] = []any{
+		map[string]any{"name": "limit", "in": "query", "description": "The most keys on the page; 50 by default.",
+			"schema": map[string]any{"type": "integer", "minimum": 1, "maximum": auth.MaxKeyPage}},
+		map[string]any{"name": "cursor", "in": "query", "description": "The next of the page before.",
+			"schema": map[string]any{"type": "string", "maxLength": 64}},
+	}
+	budget := " Creating, rotating and changing a key spend the account's self-service budget: beyond it, 429 with Retry-After."
+	create := withBody(op("accountCreateKey", "Create a sub-key", withKey(true), "201", "400", "413", "429"), createBody)
+	create["description"] = create["description"].(string) + budget +
+		" The account holds at most a number of keys for self-service to create one (100 by default), counting the keys revoked within the service's retention (7 days by default): beyond it, 409."
+	create["responses"].(map[string]any)["409"] = ref("#/components/responses/Error")
+	update := withParams(withBody(op("accountUpdateKey", "Rename a sub-key or narrow its restrictions", withKey(false), "200", "400", "413", "429"), updateBody))
+	update["description"] = update["description"].(string) + budget
+	rotate := withParams(op("accountRotateKey", "Give a key a new value", withKey(true), "200", "429"))
+	rotate["description"] = rotate["description"].(string) + budget
 	use := op("accountUsage", "The account's usage over time", usagehttp.OpenAPISchema(), "200", "400")
 	use["parameters"] = usagehttp.OpenAPIParameters()
 	use["description"] = "Self-service: never billed, no rate-limit event. One series per group, a point per bucket that has calls, " +
@@ -89,26 +108,27 @@ func OpenAPIPaths() map[string]any {
 		"Bounds: 1 day by minute, 31 days by hour, 400 days by day; a bad parameter is a 400 whose message begins with its name; a service that records no usage answers 404."
 	use["responses"].(map[string]any)["404"] = ref("#/components/responses/Error")
 	return map[string]any{
-		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and its keys",
+		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and the first page of its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
 				"account": map[string]any{"type": "object"}, "plan": map[string]any{"type": "object"},
 				"balance": map[string]any{"type": "object", "properties": map[string]any{
 					"remaining": map[string]any{"type": "integer"}, "used": map[string]any{"type": "integer"},
 					"limit": map[string]any{"type": "integer"}, "renewal": map[string]any{"type": "string", "format": "date-time"},
 				}},
-				"keys":   map[string]any{"type": "array", "items": keySchema()},
-				"key_id": map[string]any{"type": []string{"string", "null"}, "description": "The key the request authenticated with."},
+				"keys":      map[string]any{"type": "array", "items": keySchema(), "maxItems": auth.DefaultKeyPage},
+				"keys_next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page of keys (GET /v1/account/keys?cursor=); null when keys are all of them."},
+				"key_id":    map[string]any{"type": []string{"string", "null"}, "description": "The key the request authenticated with."},
 			}}, "200")},
 		"/v1/account/keys": map[string]any{
-			"get":  op("accountKeys", "The keys of the account the caller may see", keys, "200"),
-			"post": withBody(op("accountCreateKey", "Create a sub-key", withKey(true), "201", "400", "413"), createBody),
+			"get":  listKeys,
+			"post": create,
 		},
 		"/v1/account/keys/{key_id}": map[string]any{
-			"patch":  withParams(withBody(op("accountUpdateKey", "Rename a sub-key or narrow its restrictions", withKey(false), "200", "400", "413"), updateBody)),
+			"patch":  update,
 			"delete": withParams(op("accountDeleteKey", "Revoke a sub-key", withKey(false), "200")),
 		},
 		"/v1/account/keys/{key_id}/rotate": map[string]any{
-			"post": withParams(op("accountRotateKey", "Give a key a new value", withKey(true), "200")),
+			"post": rotate,
 		},
 		"/v1/account/keys/{key_id}/revoke": map[string]any{
 			"post": withParams(op("accountRevokeKey", "Revoke a sub-key", withKey(false), "200")),

@@ -6,11 +6,18 @@
 //
 //	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	GET  /admin/v1/accounts/{account_id}
+//	GET  /admin/v1/accounts/{account_id}/keys      ?limit=&cursor=
 //	POST /admin/v1/accounts/{account_id}/keys      {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	POST /admin/v1/keys/{key_id}/rotate
 //	POST /admin/v1/keys/{key_id}/revoke
 //	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
 //	GET  /admin/v1/accounts/{account_id}/audit     ?limit=&cursor=&from=&to=
+//
+// GET /admin/v1/accounts/{account_id} answers the account, its balance and the first
+// page of its keys (keys_next continues it); the keys route lists them a page at a
+// time, oldest first: {"keys": [...], "next": cursor or null}, limit 1 to 200 (default
+// 50), cursor the "next" of the page before. The operator's key creation is not held to
+// the cap of self-service (tollgate.Options.MaxOwnKeys).
 //
 // The audit route lists the account's audit log newest first (with tollgate.Options.Audit
 // set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,
@@ -87,6 +94,7 @@ func NewHandler(svc *tollgate.Service, token string, opts *Options) (*Handler, e
 	manage.Mount(h.mux, "/admin/", "admin", []manage.Route{
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
+		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/keys", Serve: h.listKeys},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts/{account_id}/keys", Serve: h.createKey},
 		{Method: http.MethodPost, Path: "/admin/v1/keys/{key_id}/rotate", Serve: h.rotateKey},
 		{Method: http.MethodPost, Path: "/admin/v1/keys/{key_id}/revoke", Serve: h.revokeKey},
@@ -151,7 +159,23 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	manage.Write(w, http.StatusOK, map[string]any{
 		"account": manage.AccountJSON(info.Account), "balance": manage.BalanceJSON(info.Balance), "keys": manage.KeysJSON(info.Keys),
+		"keys_next": manage.Nullable(info.KeysNext),
 	})
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	q, problem := manage.KeyQuery(r.URL.Query())
+	if problem != "" {
+		envelope.WriteError(w, http.StatusBadRequest, problem)
+		return
+	}
+	q.Account = r.PathValue("account_id")
+	page, err := h.svc.AccountKeys(r.Context(), q)
+	if err != nil {
+		manage.WriteError(w, err)
+		return
+	}
+	manage.Write(w, http.StatusOK, map[string]any{"keys": manage.KeysJSON(page.Keys), "next": manage.Nullable(page.Next)})
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {

@@ -729,7 +729,7 @@ func TestRoutes(t *testing.T) {
 		{http.MethodGet, "/admin/v1/accounts", 405, "POST"},
 		{http.MethodDelete, "/admin/v1/accounts/acme", 405, "GET, HEAD"},
 		{http.MethodPut, "/admin/v1/accounts/acme", 405, "GET, HEAD"},
-		{http.MethodGet, "/admin/v1/accounts/acme/keys", 405, "POST"},
+		{http.MethodDelete, "/admin/v1/accounts/acme/keys", 405, "GET, HEAD, POST"},
 		{http.MethodGet, "/admin/v1/keys/" + acme.Key.ID + "/rotate", 405, "POST"},
 		{http.MethodDelete, "/admin/v1/keys/" + acme.Key.ID + "/revoke", 405, "POST"},
 		{http.MethodGet, "/admin/v1/accounts/acme/credits", 405, "POST"},

@@ -383,10 +383,11 @@ type NewKey struct {
 	Value string
 }
 
-// CreateKey creates a sub-key of an account and returns it with its value. The key's
-// restrictions must be within the account's (see [Restrictions.Within]); otherwise the
-// error wraps [ErrWidens].
-func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey, now time.Time) (Key, string, error) {
+// CreateKey creates a sub-key of an account, if limit lets the account hold it (see
+// [KeyStore.CreateKey]), and returns it with its value. The key's restrictions must be
+// within the account's (see [Restrictions.Within]); otherwise the error wraps
+// [ErrWidens]. A key the limit refuses is an error wrapping [ErrTooManyKeys].
+func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey, limit KeyLimit, now time.Time) (Key, string, error) {
 	name := strings.TrimSpace(spec.Name)
 	if name == "" || utf8.RuneCountInString(name) > 64 {
 		return Key{}, "", invalidf("a key needs a name of 1 to 64 characters")
@@ -407,7 +408,7 @@ func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey
 	}
 	key := Key{ID: newKeyID(), AccountID: accountID, Name: name, Hash: HashKey(value),
 		Restrictions: spec.Restrictions, CreatedAt: now}
-	if err := a.keys.CreateKey(ctx, key); err != nil {
+	if err := a.keys.CreateKey(ctx, key, limit); err != nil {
 		return Key{}, "", err
 	}
 	return key, value, nil

@@ -258,7 +258,7 @@ func TestAuthorityCreateKey(t *testing.T) {
 	subR := mustRestrictions(t, auth.RestrictionSpec{
 		APIs: []string{"weather"}, Channels: []string{"rest"}, AllowedIPs: []string{"10.0.0.0/8"}, ExpiresAt: at(t0.Add(24 * time.Hour)),
 	})
-	sub, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "  ci  ", Restrictions: subR}, t0)
+	sub, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "  ci  ", Restrictions: subR}, auth.KeyLimit{}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestAuthorityCreateKey(t *testing.T) {
 	wantDenied(t, pp.CheckAPI("stocks"), auth.ErrAPINotAllowed, "stocks")
 
 	// A fixture value.
-	fixed, fixedValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "fixture", Restrictions: subR, Value: upperKey}, t0)
+	fixed, fixedValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "fixture", Restrictions: subR, Value: upperKey}, auth.KeyLimit{}, t0)
 	if err != nil || fixedValue != lowerKey {
 		t.Fatalf("CreateKey with a fixture value = %q, %v", fixedValue, err)
 	}
@@ -309,9 +309,9 @@ func TestAuthorityCreateKey(t *testing.T) {
 		t.Errorf("fixture sub-key: %+v, %v", p, err)
 	}
 
-	keys, err := ks.Keys(ctx, acct.ID)
-	if err != nil || len(keys) != 3 {
-		t.Fatalf("Keys = %d keys, %v; want 3", len(keys), err)
+	keys, err := ks.Keys(ctx, auth.KeyQuery{Account: acct.ID})
+	if err != nil || len(keys.Keys) != 3 {
+		t.Fatalf("Keys = %d keys, %v; want 3", len(keys.Keys), err)
 	}
 
 	// Refusals: none of them stores a key.
@@ -335,7 +335,7 @@ func TestAuthorityCreateKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			key, value, err := a.CreateKey(ctx, tt.account, tt.spec, t0)
+			key, value, err := a.CreateKey(ctx, tt.account, tt.spec, auth.KeyLimit{}, t0)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("CreateKey = %v; want %v", err, tt.wantErr)
 			}
@@ -345,9 +345,9 @@ func TestAuthorityCreateKey(t *testing.T) {
 			if key != (auth.Key{}) || value != "" {
 				t.Errorf("a refused CreateKey returned %+v, %q", key, value)
 			}
-			keys, _ := ks.Keys(ctx, acct.ID)
-			if len(keys) != 3 {
-				t.Errorf("a refused sub-key was stored: %d keys", len(keys))
+			keys, _ := ks.Keys(ctx, auth.KeyQuery{Account: acct.ID})
+			if len(keys.Keys) != 3 {
+				t.Errorf("a refused sub-key was stored: %d keys", len(keys.Keys))
 			}
 		})
 	}
@@ -358,7 +358,7 @@ func TestAuthorityRotateKey(t *testing.T) {
 	ctx := t.Context()
 	r := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"weather"}})
 	acct, _, primaryValue := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
-	key, oldValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci", Restrictions: r}, t0)
+	key, oldValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci", Restrictions: r}, auth.KeyLimit{}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestAuthorityRevokeKey(t *testing.T) {
 	a, _ := newAuthority(t, nil)
 	ctx := t.Context()
 	acct, primary, primaryValue := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
-	sub, subValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, t0)
+	sub, subValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, auth.KeyLimit{}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func TestAuthorityExpiry(t *testing.T) {
 	ctx := t.Context()
 	acct, _, _ := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
 	exp := t0.Add(time.Hour)
-	_, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "temp", Restrictions: mustRestrictions(t, auth.RestrictionSpec{ExpiresAt: at(exp)})}, t0)
+	_, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "temp", Restrictions: mustRestrictions(t, auth.RestrictionSpec{ExpiresAt: at(exp)})}, auth.KeyLimit{}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +589,7 @@ func TestPrincipalCheckAccess(t *testing.T) {
 	})})
 	_, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "office", Restrictions: mustRestrictions(t, auth.RestrictionSpec{
 		Channels: []string{"rest"}, AllowedIPs: []string{"10.1.0.0/16"},
-	})}, t0)
+	})}, auth.KeyLimit{}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +689,7 @@ func TestAuthorityConcurrent(t *testing.T) {
 	a, _ := newAuthority(t, nil)
 	ctx := t.Context()
 	acct, _, primaryValue := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
-	key, oldValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, t0)
+	key, oldValue, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, auth.KeyLimit{}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

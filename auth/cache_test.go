@@ -85,7 +85,7 @@ func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 			a, cache, ks := newCachedAuthority(t, nil)
 			ctx := t.Context()
 			acct, _, _ := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
-			key, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, t0)
+			key, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, auth.KeyLimit{}, t0)
 			if err != nil {
 				t.Fatal(err)
 			}

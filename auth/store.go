@@ -2,7 +2,10 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/store"
 )
 
 // A KeyStore persists accounts and their keys. Keys are stored by hash only.
@@ -25,18 +28,30 @@ type KeyStore interface {
 	// store.ErrNotFound.
 	Account(ctx context.Context, id string) (Account, error)
 
-	// CreateKey stores a new key of an existing account. It returns an error wrapping
-	// store.ErrNotFound if the account does not exist, and store.ErrConflict if the key
-	// id or hash is taken.
-	CreateKey(ctx context.Context, key Key) error
+	// CreateKey stores a new key of an existing account, unless limit refuses it: with
+	// limit.Max set, the account must hold fewer than limit.Max keys that count (see
+	// [KeyLimit]), judged and stored in one atomic step, so that creations that race
+	// never pass the limit together. It returns an error wrapping store.ErrNotFound if
+	// the account does not exist, [ErrTooManyKeys] (which wraps store.ErrConflict) if
+	// the limit refuses the key, and store.ErrConflict if the key id or hash is taken.
+	CreateKey(ctx context.Context, key Key, limit KeyLimit) error
 
 	// Key returns the key with the given id, or an error wrapping store.ErrNotFound.
 	Key(ctx context.Context, id string) (Key, error)
 
-	// Keys returns the keys of an account in the order they were created, the primary
-	// key first. It returns an error wrapping store.ErrNotFound if the account does not
-	// exist.
-	Keys(ctx context.Context, accountID string) ([]Key, error)
+	// Keys returns a page of the keys of account q.Account, in the order they were
+	// created (the primary key, created with its account, first): at most q.Limit keys
+	// (see [KeyQuery]), after the key q.After names. It returns an error wrapping
+	// store.ErrNotFound if the account does not exist, and [ErrBadKeyQuery] (which wraps
+	// store.ErrInvalid) for a limit out of bounds or an After that names no key of the
+	// account (a key pruned since, say).
+	Keys(ctx context.Context, q KeyQuery) (KeyPage, error)
+
+	// PruneKeys deletes every key that was revoked before before, but primary keys,
+	// and returns how many it deleted: afterwards Key, Keys and Resolve find them no
+	// more, as if they had never existed. Any number of callers may prune at once, and
+	// at the same time as every other operation.
+	PruneKeys(ctx context.Context, before time.Time) (int64, error)
 
 	// Resolve returns the key whose current hash is h, with its account. A revoked key
 	// is returned (the caller refuses it); the old hash of a rotated key matches nothing.
@@ -68,6 +83,66 @@ type KeyStore interface {
 	// again) or store.ErrInvalid (a name the store cannot hold).
 	UpdateKey(ctx context.Context, u KeyUpdate) (Key, error)
 }
+
+// A KeyLimit bounds the keys an account may hold for [KeyStore.CreateKey] to add one.
+// Its zero value sets no bound.
+type KeyLimit struct {
+	// Max is the most keys that count that the account may hold with the new one:
+	// the new key is refused when the account already holds Max of them. Zero (or
+	// less) sets no bound.
+	Max int
+	// RevokedSince says which revoked keys count: those revoked at or after it. A
+	// live key always counts; a key revoked before RevokedSince does not (it is kept
+	// until [KeyStore.PruneKeys] deletes it). The zero time counts every revoked key.
+	RevokedSince time.Time
+}
+
+// A KeyQuery selects a page of an account's keys for [KeyStore.Keys].
+type KeyQuery struct {
+	// Account is the account whose keys are listed.
+	Account string
+	// After continues a listing: the id of the last key of the page before (its
+	// [KeyPage.Next]). Empty starts with the oldest key.
+	After string
+	// Limit is the most keys a page holds: 0 means [DefaultKeyPage]; less than 0 or
+	// more than [MaxKeyPage] is invalid.
+	Limit int
+}
+
+// Bounds of [KeyQuery.Limit].
+const (
+	DefaultKeyPage = 50
+	MaxKeyPage     = 200
+)
+
+// PageSize returns the number of keys a page of q holds: q.Limit, or [DefaultKeyPage]
+// for 0. It returns an error wrapping [ErrBadKeyQuery] for a limit out of bounds.
+func (q KeyQuery) PageSize() (int, error) {
+	switch {
+	case q.Limit == 0:
+		return DefaultKeyPage, nil
+	case q.Limit < 0 || q.Limit > MaxKeyPage:
+		return 0, fmt.Errorf("%w: a page holds 1 to %d keys, not %d", ErrBadKeyQuery, MaxKeyPage, q.Limit)
+	}
+	return q.Limit, nil
+}
+
+// A KeyPage is one page of an account's keys, oldest first.
+type KeyPage struct {
+	Keys []Key
+	// Next is the cursor of the next page (the id of the page's last key, for
+	// [KeyQuery.After]); empty when no key follows.
+	Next string
+}
+
+// ErrTooManyKeys reports a key that [KeyStore.CreateKey] refused because its account
+// holds as many keys as the [KeyLimit] allows. It wraps store.ErrConflict.
+var ErrTooManyKeys = fmt.Errorf("auth: the account holds as many keys as it may: %w", store.ErrConflict)
+
+// ErrBadKeyQuery reports a [KeyQuery] out of bounds: a limit below 0 or above
+// [MaxKeyPage], or an After that names no key of the account. It wraps
+// store.ErrInvalid.
+var ErrBadKeyQuery = fmt.Errorf("auth: the key listing's query is not valid: %w", store.ErrInvalid)
 
 // AnyRevision, as the revision given to [KeyStore.RotateKey] or [KeyStore.RevokeKey],
 // applies the change whatever the key's revision is. Revisions are never negative.

@@ -55,12 +55,7 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, v *visit) {
 		}
 		return
 	}
-	names := map[string]string{}
-	if keys, _, err := h.svc.OwnKeys(r.Context(), v.caller); err == nil {
-		for _, k := range keys {
-			names[k.ID] = k.Name
-		}
-	}
+	names := h.keyNames(r, v)
 	for _, e := range res.Entries {
 		row := auditRow{At: e.At, Actor: e.Actor, ActorName: names[e.Actor], Action: string(e.Action),
 			Target: e.Target, TargetName: names[e.Target], Reason: e.Reason, Credits: e.Credits,

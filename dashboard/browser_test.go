@@ -146,7 +146,8 @@ func TestBrowser(t *testing.T) {
 
 	// What the browser did, seen from the service: the sub-key is revoked, the primary
 	// key survived the cross-site post, and no key value reached the log.
-	keys, _, err := e.svc.OwnKeys(t.Context(), e.caller())
+	page, err := e.svc.OwnKeys(t.Context(), e.caller(), auth.KeyQuery{Limit: auth.MaxKeyPage})
+	keys := page.Keys
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
@@ -353,9 +354,18 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, v *visit, err e
 	if status >= 500 {
 		h.log.ErrorContext(r.Context(), "dashboard: the service failed", "account", v.account, "code", code.String(), "error", err)
 	}
+	setRetryAfter(w, err)
 	page := v.view("Something went wrong", "")
 	page.Message, page.Link, page.LinkText = msg, "./", "Go to the overview"
 	h.render(w, r, status, "message", page)
+}
+
+// setRetryAfter sets Retry-After for a refusal that says when to try again (an account
+// past its self-service budget).
+func setRetryAfter(w http.ResponseWriter, err error) {
+	if e := (*tollgate.Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
+		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
+	}
 }
 
 // statusOf returns the HTTP status of a service error (the REST front door's, see
@@ -408,6 +418,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := h.sessions.SignIn(w, r, "The API key", key)
 	if err != nil {
+		setRetryAfter(w, err)
 		status, msg := statusOf(err)
 		if status >= 500 {
 			h.log.ErrorContext(r.Context(), "dashboard: a session cannot be started", "code", tollgate.CodeOf(err).String(), "error", err)

@@ -15,7 +15,7 @@
 //	GET  /sign-in   the sign-in form;  POST /sign-in starts a session with an API key
 //	POST /login     starts a session through the host's Login (the host's form)
 //	POST /sign-out  ends the session
-//	GET  /keys      the keys table and the form that creates a sub-key; POST /keys creates it
+//	GET  /keys      the keys table, 50 keys a page (?cursor= for the next), and the form that creates a sub-key; POST /keys creates it
 //	GET  /rotate    confirm the rotation of ?key=ID;  POST /rotate rotates it
 //	GET  /revoke    confirm the revocation of ?key=ID;  POST /revoke revokes it
 //	GET  /apis      the catalog: each API's cost, whether it takes a file, and whether

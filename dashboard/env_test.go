@@ -249,7 +249,8 @@ func (e *env) caller() tollgate.Caller {
 // primaryID returns the id of the account's primary key.
 func (e *env) primaryID(t *testing.T) string {
 	t.Helper()
-	keys, _, err := e.svc.OwnKeys(t.Context(), e.caller())
+	page, err := e.svc.OwnKeys(t.Context(), e.caller(), auth.KeyQuery{Limit: auth.MaxKeyPage})
+	keys := page.Keys
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,27 @@ type keyForm struct {
 type keysData struct {
 	Keys []keyRow
 	Form keyForm
+	// Next is the link to the next page of keys; empty on the last. Paged is set on a
+	// page after the first.
+	Next  string
+	Paged bool
+}
+
+// keysPageSize is the number of keys a page of the keys page shows.
+const keysPageSize = auth.DefaultKeyPage
+
+// keyNames returns the names of the keys the session may see, by id, for the pages
+// that name keys (the audit log, usage by key): those of the first
+// [auth.MaxKeyPage] keys, oldest first; a key after them is shown by its id. It is
+// empty if the keys cannot be read.
+func (h *Handler) keyNames(r *http.Request, v *visit) map[string]string {
+	names := map[string]string{}
+	if page, err := h.svc.OwnKeys(r.Context(), v.caller, auth.KeyQuery{Limit: auth.MaxKeyPage}); err == nil {
+		for _, k := range page.Keys {
+			names[k.ID] = k.Name
+		}
+	}
+	return names
 }
 
 // keys serves the keys page.
@@ -82,16 +103,35 @@ func (h *Handler) keys(w http.ResponseWriter, r *http.Request, v *visit) {
 	h.renderKeys(w, r, v, v.view("Keys", "keys"), http.StatusOK, h.newForm(nil))
 }
 
-// renderKeys renders the keys page with the form given.
+// renderKeys renders the keys page with the form given: the page of keys that ?cursor=
+// names on a GET, the first page after a post.
 func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, page *view, status int, form keyForm) {
-	keys, last, err := h.svc.OwnKeys(r.Context(), v.caller)
+	var cursor string
+	if r.Method == http.MethodGet {
+		cursor = r.URL.Query().Get("cursor")
+	}
+	keys, err := h.svc.OwnKeys(r.Context(), v.caller, auth.KeyQuery{After: cursor, Limit: keysPageSize})
+	if tollgate.CodeOf(err) == tollgate.CodeInvalidInput && cursor != "" {
+		// A cursor whose key was deleted since, or one made up: the first page.
+		seeOther(w, "keys")
+		return
+	}
 	if err != nil {
 		h.failed(w, r, v, err)
 		return
 	}
+	if id := r.URL.Query().Get("revoked"); id != "" && r.Method == http.MethodGet {
+		if k, err := h.svc.OwnKey(r.Context(), v.caller, id); err == nil && k.Revoked() {
+			page.Notice = "The key " + k.Name + " is revoked: the next call made with it is refused."
+		}
+	}
 	now := h.svc.Now()
-	d := keysData{Form: form}
-	for _, k := range keys {
+	d := keysData{Form: form, Paged: cursor != ""}
+	if keys.Next != "" {
+		d.Next = "keys?" + url.Values{"cursor": {keys.Next}}.Encode()
+	}
+	last := keys.LastUsed
+	for _, k := range keys.Keys {
 		s := k.Restrictions.Spec()
 		row := keyRow{ID: k.ID, Name: k.Name, Primary: k.Primary, Current: k.ID == v.claims.KeyID,
 			APIs: listOr(s.APIs, "all APIs"), Channels: listOr(s.Channels, "all channels"),
@@ -102,9 +142,6 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 			row.State = "revoked"
 		case k.Restrictions.Expired(now):
 			row.State = "expired"
-		}
-		if k.Revoked() && k.ID == r.URL.Query().Get("revoked") && r.Method == http.MethodGet {
-			page.Notice = "The key " + k.Name + " is revoked: the next call made with it is refused."
 		}
 		row.CanRotate = !k.Revoked()
 		row.CanRevoke = !k.Revoked() && !k.Primary
@@ -202,18 +239,16 @@ type confirmData struct {
 	Current bool
 }
 
-// ownKey returns the row of the key that ?key= (or the form's key_id) names, or
-// answers 404.
+// ownKey returns the key that ?key= (or the form's key_id) names, if the session may
+// see it, or answers 404.
 func (h *Handler) ownKey(w http.ResponseWriter, r *http.Request, v *visit, id string) (auth.Key, bool) {
-	keys, _, err := h.svc.OwnKeys(r.Context(), v.caller)
-	if err != nil {
+	k, err := h.svc.OwnKey(r.Context(), v.caller, id)
+	switch code := tollgate.CodeOf(err); {
+	case err == nil:
+		return k, true
+	case code != tollgate.CodeNotFound && code != tollgate.CodeInvalidInput:
 		h.failed(w, r, v, err)
 		return auth.Key{}, false
-	}
-	for _, k := range keys {
-		if k.ID == id {
-			return k, true
-		}
 	}
 	page := v.view("Key not found", "keys")
 	page.Message, page.Link, page.LinkText = "Your account has no key with this id that you may manage.", "keys", "Go to the keys"

@@ -139,11 +139,7 @@ func (h *Handler) usageRows(r *http.Request, v *visit, uq usage.Query) ([]usageR
 	}
 	names := map[string]string{}
 	if uq.By == usage.ByKey {
-		if keys, _, err := h.svc.OwnKeys(r.Context(), v.caller); err == nil {
-			for _, k := range keys {
-				names[k.ID] = k.Name
-			}
-		}
+		names = h.keyNames(r, v)
 	}
 	var rows []usageRow
 	for _, s := range res.Series {

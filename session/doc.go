@@ -17,7 +17,9 @@
 // field says what the client wants: "cookie" (the default) sets the session cookie and
 // answers the CSRF token; "token" sets no cookie and answers the session token, for a
 // client that sends it as x-jwt. The key's value is never kept, logged, or put in the
-// cookie, the token or a URL.
+// cookie, the token or a URL. Each start spends one event of the account's self-service
+// budget ([tollgate.Options.SelfServiceLimit]): beyond it, 429 with Retry-After and a
+// message that says when to try again. Signing out is never refused for it.
 //
 // # Cookies
 //

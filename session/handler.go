@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/rest"
 )
 
@@ -498,11 +499,14 @@ func writeData(w http.ResponseWriter, status int, data any) {
 	envelope.WriteData(w, status, b)
 }
 
-// writeError writes an error envelope with the status of its code, and the code in
-// X-Error-Code.
+// writeError writes an error envelope with the status of its code, the code in
+// X-Error-Code, and Retry-After when the error says when to try again.
 func writeError(w http.ResponseWriter, err error) {
 	e := &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
 	errors.As(err, &e)
+	if e.RetryAfter > 0 {
+		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
+	}
 	w.Header().Set(rest.HeaderErrorCode, e.Code.String())
 	status := rest.Status(e.Code)
 	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {

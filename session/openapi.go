@@ -39,7 +39,8 @@ func OpenAPIPaths() map[string]any {
 	start := op("sessionStart", "Start a session",
 		"Starts a session with the API key in x-api-key, Authorization: Bearer or the body's api_key; without a key, the host's sign-in decides, where it has one. "+
 			`kind "cookie" (the default) sets the HttpOnly, SameSite=Strict session cookie and answers the CSRF token; kind "token" answers the session token for x-jwt instead. `+
-			"A session started with a sub-key has that key's rights, never more; rotating or revoking the key ends the session. Refused from another origin's page.",
+			"A session started with a sub-key has that key's rights, never more; rotating or revoking the key ends the session. Refused from another origin's page. "+
+			"Each start spends one event of the account's self-service budget: beyond it, 429 with Retry-After.",
 		info(true), "201", byKey)
 	start["requestBody"] = map[string]any{"required": false, "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
 		"type": "object", "properties": map[string]any{
@@ -47,9 +48,9 @@ func OpenAPIPaths() map[string]any {
 			"kind":    map[string]any{"enum": []string{"cookie", "token"}, "default": "cookie"},
 		}}}}}
 	responses := start["responses"].(map[string]any)
-	responses["400"], responses["413"] = ref("BadRequest"), ref("TooLarge")
+	responses["400"], responses["413"], responses["429"] = ref("BadRequest"), ref("TooLarge"), ref("TooManyRequests")
 	end := op("sessionEnd", "Sign out",
-		"Ends the session on every instance and clears the cookie. With the cookie, it needs the "+CSRFHeader+" header. An expired session is answered as ended.",
+		"Ends the session on every instance and clears the cookie. With the cookie, it needs the "+CSRFHeader+" header. An expired session is answered as ended. Signing out is never refused for the account's self-service budget.",
 		map[string]any{"type": "object", "properties": map[string]any{"ended": map[string]any{"type": "boolean"}}}, "200", bySession)
 	return map[string]any{"/v1/account/session": map[string]any{
 		"post": start,

@@ -65,17 +65,30 @@ func TestKeyNameLengthInCharacters(t *testing.T) {
 }
 
 // TestSelfServiceKeyCap checks that an account holder may not grow the account's
-// keys without bound: at Options.MaxOwnKeys live keys, self-service creates no more
-// (409, saying what to do), and a revocation makes room again.
+// keys without bound: at Options.MaxOwnKeys keys, self-service creates no more (409,
+// saying what to do); a revoked key counts until it is older than
+// Options.RevokedKeyRetention, then no more, and the prune deletes it.
 func TestSelfServiceKeyCap(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		d := deployWith(t, b, nil, func(o *tollgate.Options) { o.MaxOwnKeys = 3 }, false)
+		d := deployWith(t, b, nil, func(o *tollgate.Options) {
+			o.MaxOwnKeys, o.RevokedKeyRetention, o.KeyPruneInterval = 3, 24*time.Hour, -1
+		}, false, true)
 		primary, sub, _ := d.account("acct") // two live keys
 		d.createKey(0, `{"name":"third"}`, "X-Api-Key", primary)
 		body := `{"name":"fourth"}`
 		d.want(d.do(0, "POST", "/v1/account/keys", body, "X-Api-Key", primary, "Content-Type", "application/json"), 409, "revoke keys")
 		d.want(d.do(0, "POST", "/v1/account/keys/"+sub.ID+"/revoke", "", "X-Api-Key", primary), 200, sub.ID)
-		d.createKey(0, body, "X-Api-Key", primary)
+		d.want(d.do(0, "POST", "/v1/account/keys", body, "X-Api-Key", primary, "Content-Type", "application/json"), 409, "within the last day")
+		d.clock.advance(24*time.Hour + time.Second)
+		d.want(d.do(1, "GET", "/v1/account/keys", "", "X-Api-Key", primary), 200, sub.ID)
+		d.createKey(1, body, "X-Api-Key", primary)
+		if n, err := d.instances[0].svc.PruneKeys(t.Context()); n != 1 || err != nil {
+			t.Errorf("PruneKeys: %d, %v; want 1 (the revoked key), nil", n, err)
+		}
+		r := d.do(1, "GET", "/v1/account/keys", "", "X-Api-Key", primary)
+		if d.want(r, 200, "fourth"); strings.Contains(r.body, sub.ID) {
+			t.Errorf("the pruned key is still listed: %s", r.body)
+		}
 	})
 }
 

@@ -418,10 +418,12 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		return nil, err
 	}
 	// Key records are cached: every paid call checks its key in its admission step, so a
-	// revocation on one instance is refused by the next call on any other.
+	// revocation on one instance is refused by the next call on any other. A revoked key
+	// is kept 7 days, then deleted by whichever instance prunes first.
 	in.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
 		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
-		Idempotency: &tollgate.IdempotencyOptions{Store: answers}})
+		RevokedKeyRetention: 7 * 24 * time.Hour,
+		Idempotency:         &tollgate.IdempotencyOptions{Store: answers}})
 	if err != nil {
 		return nil, err
 	}

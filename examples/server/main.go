@@ -223,7 +223,12 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// days); GET /v1/account/usage and /v1/analytics serve them
 	// (?from=&to=&interval=&by=). Batches sent with an Idempotency-Key keep their
 	// answers in memory for a day, so that a retried batch runs and charges once.
+	// What account holders can make the server keep is bounded (see README, Bounds):
+	// audit entries are kept 30 days, revoked keys 7 days (they count for the cap of
+	// 100 keys per account until then), and session starts and key changes spend a
+	// budget of 100 at once, then 30 an hour, per account.
 	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore(),
+		AuditRetention: 30 * 24 * time.Hour, RevokedKeyRetention: 7 * 24 * time.Hour,
 		Usage:       &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: 5 * time.Second},
 		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}}
 	if c.clock != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/rest"
 )
 
@@ -135,11 +136,15 @@ func Write(w http.ResponseWriter, status int, data any) {
 	envelope.WriteData(w, status, b)
 }
 
-// WriteError writes a service error with the status of its code (see rest.Status).
+// WriteError writes a service error with the status of its code (see rest.Status), and
+// Retry-After when it has a RetryAfter.
 func WriteError(w http.ResponseWriter, err error) {
 	var e *tollgate.Error
 	switch {
 	case errors.As(err, &e):
+		if e.RetryAfter > 0 {
+			httpx.SetRetryAfter(w.Header(), e.RetryAfter)
+		}
 		w.Header().Set(rest.HeaderErrorCode, e.Code.String())
 		envelope.WriteError(w, rest.Status(e.Code), e.Message)
 	case errors.Is(err, auth.ErrInvalid):
@@ -192,17 +197,46 @@ func AuditQuery(params url.Values) (audit.Query, string) {
 	return q, ""
 }
 
+// KeyQuery reads the parameters of a listing of keys (limit, cursor) into a query. On
+// failure it returns a message that names the parameter.
+func KeyQuery(params url.Values) (auth.KeyQuery, string) {
+	var q auth.KeyQuery
+	for name := range params {
+		if name != "limit" && name != "cursor" {
+			return q, fmt.Sprintf("unknown parameter %q: a listing of keys takes limit and cursor", name)
+		}
+		if len(params[name]) > 1 {
+			return q, fmt.Sprintf("parameter %q is given more than once", name)
+		}
+	}
+	if v := params.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > auth.MaxKeyPage {
+			return q, fmt.Sprintf("limit must be a whole number from 1 to %d", auth.MaxKeyPage)
+		}
+		q.Limit = n
+	}
+	if q.After = params.Get("cursor"); len(q.After) > maxCursor {
+		return q, "cursor is not one a page of keys returned: pass its next as it is"
+	}
+	return q, ""
+}
+
 // AuditPageJSON is the JSON form of a page of the audit log.
 func AuditPageJSON(page audit.Page) map[string]any {
 	entries := make([]map[string]any, len(page.Entries))
 	for i, e := range page.Entries {
 		entries[i] = AuditJSON(e)
 	}
-	var next any
-	if page.Next != "" {
-		next = page.Next
+	return map[string]any{"entries": entries, "next": Nullable(page.Next)}
+}
+
+// Nullable is s, or JSON null for "".
+func Nullable(s string) any {
+	if s == "" {
+		return nil
 	}
-	return map[string]any{"entries": entries, "next": next}
+	return s
 }
 
 // AuditJSON is the JSON form of an audit entry.

@@ -168,6 +168,21 @@ func (ns *names) addHashed(s string, h uint64) nameRef {
 	return r
 }
 
+// remove takes s out of the index, if it was added: lookup finds it no more. Its bytes
+// stay in text (strings made from them may still be in use) and its number is not
+// given again; the owner rebuilds its tables when enough of them are dead.
+func (ns *names) remove(s string) {
+	if ns.n == 0 {
+		return
+	}
+	r, ok := ns.lookup(s)
+	if !ok {
+		return
+	}
+	_, slot, _ := ns.index.find(maphash.String(ns.seed, s), func(off uint64) bool { return off == r.off })
+	ns.index.remove(slot)
+}
+
 // intern returns the number and offset of s, adding it if it is new.
 func (ns *names) intern(s string) nameRef {
 	if r, ok := ns.lookup(s); ok {

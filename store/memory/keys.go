@@ -28,6 +28,9 @@ type KeyStore struct {
 	seed       maphash.Seed              // of hashOf
 	byHash     hashIndex                 // hashOf(the current hash of key i) -> i
 	restricted map[ref]auth.Restrictions // of the accounts and keys that have some
+	// dead counts the records of keys that PruneKeys deleted: unlinked from their
+	// account and from every index, but still in keys until the tables are rebuilt.
+	dead int
 }
 
 // accountRecord is an account, but for its restrictions.
@@ -129,11 +132,16 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	if primary.AccountID != account.ID {
 		return fmt.Errorf("memory: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
 	}
+	s.insertKey(s.insertAccount(&account), &primary)
+	return nil
+}
+
+// insertAccount adds account, without keys, and returns its number.
+func (s *KeyStore) insertAccount(account *auth.Account) uint32 {
 	a := s.accountIDs.add(account.ID)
 	s.accounts = append(s.accounts, accountRecord{id: a.off, plan: s.labels.intern(account.Plan).off, created: stampOf(account.CreatedAt)})
 	s.restrict(ref{i: a.i}, account.Restrictions)
-	s.insertKey(a.i, &primary)
-	return nil
+	return a.i
 }
 
 // Account returns the account with the given id.
@@ -150,8 +158,8 @@ func (s *KeyStore) Account(ctx context.Context, id string) (auth.Account, error)
 	return s.account(a.i), nil
 }
 
-// CreateKey stores a new key of an existing account.
-func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key) error {
+// CreateKey stores a new key of an existing account, if limit lets it hold one more.
+func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -167,8 +175,23 @@ func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key) error {
 	if err := s.checkNewKey(&key); err != nil {
 		return err
 	}
+	if limit.Max > 0 && s.counted(a.i, stampOf(limit.RevokedSince), limit.Max) >= limit.Max {
+		return fmt.Errorf("account %q holds %d keys that count, the most it may: %w", key.AccountID, limit.Max, auth.ErrTooManyKeys)
+	}
 	s.insertKey(a.i, &key)
 	return nil
+}
+
+// counted returns the number of keys of account a that count for a [auth.KeyLimit]
+// (live, or revoked at or after since), counting no further than upTo.
+func (s *KeyStore) counted(a uint32, since stamp, upTo int) int {
+	n := 0
+	for i := s.accounts[a].first; i != 0 && n < upTo; i = s.keys[i-1].nextOfAccount {
+		if r := s.keys[i-1].revoked; r == (stamp{}) || !r.before(since) {
+			n++
+		}
+	}
+	return n
 }
 
 // checkText refuses text that a store cannot hold (see [store.CheckText]), as every
@@ -225,22 +248,111 @@ func (s *KeyStore) Key(ctx context.Context, id string) (auth.Key, error) {
 	return s.key(k.i), nil
 }
 
-// Keys returns the keys of an account, oldest first.
-func (s *KeyStore) Keys(ctx context.Context, accountID string) ([]auth.Key, error) {
+// Keys returns a page of the keys of an account, oldest first.
+func (s *KeyStore) Keys(ctx context.Context, q auth.KeyQuery) (auth.KeyPage, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return auth.KeyPage{}, err
+	}
+	size, err := q.PageSize()
+	if err != nil {
+		return auth.KeyPage{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	a, ok := s.accountIDs.lookup(accountID)
+	a, ok := s.accountIDs.lookup(q.Account)
 	if !ok {
-		return nil, fmt.Errorf("memory: account %q: %w", accountID, store.ErrNotFound)
+		return auth.KeyPage{}, fmt.Errorf("memory: account %q: %w", q.Account, store.ErrNotFound)
 	}
-	out := []auth.Key{}
-	for i := s.accounts[a.i].first; i != 0; i = s.keys[i-1].nextOfAccount {
-		out = append(out, s.key(i-1))
+	i := s.accounts[a.i].first
+	if q.After != "" {
+		k, ok := s.keyIDs.lookup(q.After)
+		if !ok || s.keys[k.i].account != a.i {
+			return auth.KeyPage{}, fmt.Errorf("%w: account %q has no key %q to list after", auth.ErrBadKeyQuery, q.Account, q.After)
+		}
+		i = s.keys[k.i].nextOfAccount
 	}
-	return out, nil
+	page := auth.KeyPage{Keys: []auth.Key{}}
+	for ; i != 0; i = s.keys[i-1].nextOfAccount {
+		if len(page.Keys) == size {
+			page.Next = page.Keys[size-1].ID
+			break
+		}
+		page.Keys = append(page.Keys, s.key(i-1))
+	}
+	return page, nil
+}
+
+// PruneKeys deletes the keys revoked before before, but primary keys. It walks every
+// key under the write lock; the records it frees are reclaimed by rebuilding the
+// tables once they are as many as the live ones (and at least minDead), so that a
+// store where keys come and go keeps a size in proportion to the keys it holds.
+func (s *KeyStore) PruneKeys(ctx context.Context, before time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	cut := stampOf(before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for ai := range s.accounts {
+		acct := &s.accounts[ai]
+		var prev uint32 // 1 + the last key kept, 0 for none
+		for i := acct.first; i != 0; {
+			k := &s.keys[i-1]
+			next := k.nextOfAccount
+			if k.primary || k.revoked == (stamp{}) || !k.revoked.before(cut) {
+				prev, i = i, next
+				continue
+			}
+			if prev == 0 {
+				acct.first = next
+			} else {
+				s.keys[prev-1].nextOfAccount = next
+			}
+			if acct.last == i {
+				acct.last = prev
+			}
+			s.forget(i - 1)
+			n++
+			i = next
+		}
+	}
+	s.dead += int(n)
+	if s.dead >= minDead && s.dead >= len(s.keys)-s.dead {
+		s.rebuild()
+	}
+	return n, nil
+}
+
+// minDead is the fewest records of pruned keys for which PruneKeys rebuilds the tables.
+const minDead = 1024
+
+// forget takes key i, unlinked from its account, out of every index.
+func (s *KeyStore) forget(i uint32) {
+	k := &s.keys[i]
+	s.keyIDs.remove(s.keyIDs.at(k.id))
+	if _, slot, ok := s.withHash(k.hash); ok {
+		s.byHash.remove(slot)
+	}
+	delete(s.restricted, ref{key: true, i: i})
+	k.nextOfAccount = 0
+}
+
+// rebuild replaces the tables with new ones that hold only the accounts and the keys
+// still linked to them, in the same order, each key with its revision.
+func (s *KeyStore) rebuild() {
+	n := NewKeyStore()
+	for ai := range s.accounts {
+		acct := s.account(uint32(ai))
+		a := n.insertAccount(&acct)
+		for i := s.accounts[ai].first; i != 0; i = s.keys[i-1].nextOfAccount {
+			k := s.key(i - 1)
+			n.insertKey(a, &k)
+			n.keys[len(n.keys)-1].revision = k.Revision
+		}
+	}
+	s.accountIDs, s.accounts, s.keyIDs, s.keys, s.labels = n.accountIDs, n.accounts, n.keyIDs, n.keys, n.labels
+	s.seed, s.byHash, s.restricted, s.dead = n.seed, n.byHash, n.restricted, 0
 }
 
 // Resolve returns the key whose current hash is h, with its account.

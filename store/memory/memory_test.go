@@ -3,6 +3,7 @@ package memory_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"testing"
@@ -313,4 +314,89 @@ func scannableHeap() uint64 {
 	m := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
 	metrics.Read(m)
 	return m[0].Value.Uint64()
+}
+
+// TestPruneKeysRebuilds prunes most keys of a store, so that it rebuilds its tables,
+// and checks that every key left is found whole (by id, by hash, in its account's
+// order, with its restrictions, rotation and revision), that the pruned ones are found
+// by none of them, and that keys can still be created, rotated and pruned.
+func TestPruneKeysRebuilds(t *testing.T) {
+	ctx := t.Context()
+	s := memory.NewKeyStore()
+	t0 := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
+	r, err := auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"hash"}})
+	must(t, err)
+	type kept struct {
+		key  auth.Key
+		hash auth.Hash
+	}
+	var keep []kept
+	var gone []auth.Key
+	for a := range 10 {
+		acct := fmt.Sprintf("acct-%d", a)
+		must(t, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "free", Restrictions: r, CreatedAt: t0},
+			auth.Key{ID: acct + "-primary", AccountID: acct, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}))
+		for i := range 300 {
+			k := auth.Key{ID: fmt.Sprintf("%s-k%03d", acct, i), AccountID: acct, Name: fmt.Sprintf("k%d", i), Restrictions: r,
+				Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+			must(t, s.CreateKey(ctx, k, auth.KeyLimit{}))
+			switch {
+			case i%10 == 0: // kept, rotated
+				h := auth.HashKey(auth.NewKeyValue())
+				k, err = s.RotateKey(ctx, k.ID, auth.AnyRevision, h, t0.Add(time.Hour))
+				must(t, err)
+				keep = append(keep, kept{k, h})
+			case i%10 == 1: // kept, revoked after the instant
+				k, err = s.RevokeKey(ctx, k.ID, auth.AnyRevision, t0.Add(3*time.Hour))
+				must(t, err)
+				keep = append(keep, kept{k, k.Hash})
+			default:
+				_, err = s.RevokeKey(ctx, k.ID, auth.AnyRevision, t0.Add(time.Hour))
+				must(t, err)
+				gone = append(gone, k)
+			}
+		}
+	}
+	n, err := s.PruneKeys(ctx, t0.Add(2*time.Hour))
+	must(t, err)
+	if n != int64(len(gone)) {
+		t.Fatalf("PruneKeys: %d, want %d", n, len(gone))
+	}
+	for _, k := range gone {
+		if _, err := s.Key(ctx, k.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Key of pruned %s: %v", k.ID, err)
+		}
+		if _, _, err := s.Resolve(ctx, k.Hash); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Resolve of pruned %s: %v", k.ID, err)
+		}
+	}
+	for _, kk := range keep {
+		got, err := s.Key(ctx, kk.key.ID)
+		must(t, err)
+		if !reflect.DeepEqual(got, kk.key) {
+			t.Fatalf("Key %s after the rebuild:\n%+v\nwant\n%+v", kk.key.ID, got, kk.key)
+		}
+		if got, _, err := s.Resolve(ctx, kk.hash); err != nil || got.ID != kk.key.ID {
+			t.Fatalf("Resolve of %s: %s, %v", kk.key.ID, got.ID, err)
+		}
+	}
+	page, err := s.Keys(ctx, auth.KeyQuery{Account: "acct-3", Limit: auth.MaxKeyPage})
+	must(t, err)
+	if len(page.Keys) != 61 || page.Keys[0].ID != "acct-3-primary" || page.Keys[1].ID != "acct-3-k000" || page.Keys[60].ID != "acct-3-k291" {
+		t.Errorf("Keys of acct-3 after the rebuild: %d keys, want the primary key and 60 others in order", len(page.Keys))
+	}
+	a, err := s.Account(ctx, "acct-3")
+	if must(t, err); !reflect.DeepEqual(a.Restrictions, r) {
+		t.Errorf("the account's restrictions after the rebuild: %+v", a.Restrictions)
+	}
+	k := auth.Key{ID: "acct-3-new", AccountID: "acct-3", Name: "new", Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
+	must(t, s.CreateKey(ctx, k, auth.KeyLimit{Max: 62}))
+	if err := s.CreateKey(ctx, auth.Key{ID: "acct-3-over", AccountID: "acct-3", Name: "over", Hash: auth.HashKey(auth.NewKeyValue())}, auth.KeyLimit{Max: 62}); !errors.Is(err, auth.ErrTooManyKeys) {
+		t.Errorf("CreateKey past the limit after the rebuild: %v", err)
+	}
+	n, err = s.PruneKeys(ctx, t0.Add(4*time.Hour))
+	must(t, err)
+	if n != 300 {
+		t.Errorf("the second PruneKeys: %d, want 300 (the keys revoked after the first instant)", n)
+	}
 }

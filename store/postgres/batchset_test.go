@@ -303,7 +303,7 @@ func newBatchFixture(t *testing.T, db postgres.DB, s *postgres.Store, id string,
 	a, k := fixture(id)
 	must(t, s.CreateAccount(ctx, a, k))
 	revoked := auth.Key{ID: id + "-revoked", AccountID: id, Name: "old", Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
-	must(t, s.CreateKey(ctx, revoked))
+	must(t, s.CreateKey(ctx, revoked, auth.KeyLimit{}))
 	if _, err := s.RevokeKey(ctx, revoked.ID, 0, t0); err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestErrorMapping(t *testing.T) {
 
 	dup := key
 	dup.ID = "mapped-other"
-	err = s.CreateKey(ctx, dup)
+	err = s.CreateKey(ctx, dup, auth.KeyLimit{})
 	if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("CreateKey with a taken hash: %v, want store.ErrConflict only", err)
 	}

@@ -54,7 +54,11 @@
 //     account_id, name, is_primary, hash bytea UNIQUE, restrictions jsonb, created_at,
 //     rotated_at, revoked_at, revision; ordered by an identity column). Only the SHA-256 of a key
 //     is stored; restrictions are stored as their JSON form (auth.Restrictions'
-//     MarshalJSON), NULL for none.
+//     MarshalJSON), NULL for none. A listing reads a page on the index of an account's
+//     keys in creation order, after its cursor's key; a creation under a limit
+//     (tollgate_create_key) counts and inserts under a transaction-level advisory lock
+//     of the account; PruneKeys is one DELETE on a partial index of the revoked keys
+//     that are not primary.
 //   - tollgate_balances (account_id, allowance, period, number of shards) and
 //     tollgate_balance_shards (account_id, shard, balance with CHECK (balance >= 0),
 //     used, usage jsonb of calls per API): an account's remaining credits, used credits

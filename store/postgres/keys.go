@@ -183,8 +183,10 @@ func (s *Store) Account(ctx context.Context, id string) (auth.Account, error) {
 	return r.account()
 }
 
-// CreateKey stores a new key of an existing account, in one statement.
-func (s *Store) CreateKey(ctx context.Context, key auth.Key) error {
+// CreateKey stores a new key of an existing account, if limit lets it hold one more, in
+// one statement: tollgate_create_key counts the account's keys and inserts the new one
+// under a lock of the account (see migration 16).
+func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "key %q", key.ID)
 	}
@@ -192,16 +194,18 @@ func (s *Store) CreateKey(ctx context.Context, key auth.Key) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.Exec(ctx, `
-		INSERT INTO tollgate_keys (id, account_id, name, is_primary, hash, restrictions, created_at, rotated_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
+	var st int
+	err = s.db.QueryRow(ctx, `SELECT tollgate_create_key($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		append(args, max(limit.Max, 0), limit.RevokedSince)...).Scan(&st)
 	switch {
-	case isCode(err, foreignKeyViolation):
+	case isCode(err, foreignKeyViolation) || err == nil && st == 1:
 		return fmt.Errorf("postgres: account %q of key %q: %w", key.AccountID, key.ID, store.ErrNotFound)
 	case isCode(err, uniqueViolation):
 		return keyConflict(err, &key, key.AccountID)
 	case err != nil:
 		return wrapErr(ctx, err, "key %q", key.ID)
+	case st == 2:
+		return fmt.Errorf("account %q holds %d keys that count, the most it may: %w", key.AccountID, limit.Max, auth.ErrTooManyKeys)
 	}
 	return nil
 }
@@ -218,49 +222,78 @@ func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
 	return r.key()
 }
 
-// Keys returns the keys of an account, the primary key first, then in the order they
-// were created.
-func (s *Store) Keys(ctx context.Context, accountID string) ([]auth.Key, error) {
+// Keys returns a page of the keys of an account, in the order they were created, in
+// one statement. The cursor's key is looked up in the account (by the index of its id),
+// and the page read on the index of the account's keys in creation order.
+func (s *Store) Keys(ctx context.Context, q auth.KeyQuery) (auth.KeyPage, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+		return auth.KeyPage{}, wrapErr(ctx, err, "keys of account %q", q.Account)
 	}
-	// The account is joined so that an account without keys (there is none: CreateAccount
-	// stores the primary key with it) and a missing account are told apart.
-	rows, err := s.db.Query(ctx, `
-		SELECT a.id IS NOT NULL, `+keyColumns+`
-		FROM tollgate_accounts a LEFT JOIN tollgate_keys k ON k.account_id = a.id
-		WHERE a.id = $1
-		ORDER BY k.is_primary DESC, k.seq`, accountID)
+	size, err := q.PageSize()
 	if err != nil {
-		return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+		return auth.KeyPage{}, err
+	}
+	// The account is joined so that an account without keys (there is none:
+	// CreateAccount stores the primary key with it) and a missing account are told
+	// apart; c.seq is NULL when the cursor names no key of the account.
+	rows, err := s.db.Query(ctx, `
+		WITH c AS (SELECT CASE WHEN $2 = '' THEN 0::bigint
+			ELSE (SELECT x.seq FROM tollgate_keys x WHERE x.id = $2 AND x.account_id = $1) END AS seq)
+		SELECT a.id IS NOT NULL, c.seq IS NOT NULL, `+keyColumns+`
+		FROM c LEFT JOIN tollgate_accounts a ON a.id = $1
+		LEFT JOIN LATERAL (
+			SELECT * FROM tollgate_keys k WHERE k.account_id = a.id AND k.seq > c.seq ORDER BY k.seq LIMIT $3) k ON true
+		ORDER BY k.seq`, q.Account, q.After, size+1)
+	if err != nil {
+		return auth.KeyPage{}, wrapErr(ctx, err, "keys of account %q", q.Account)
 	}
 	defer rows.Close()
 	var (
-		keys  []auth.Key
-		found bool
+		page          = auth.KeyPage{Keys: []auth.Key{}}
+		found, cursor bool
 	)
 	for rows.Next() {
 		var n nullableKeyRow
-		if err := rows.Scan(append([]any{&found}, n.dest()...)...); err != nil {
-			return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+		if err := rows.Scan(append([]any{&found, &cursor}, n.dest()...)...); err != nil {
+			return auth.KeyPage{}, wrapErr(ctx, err, "keys of account %q", q.Account)
 		}
 		r, ok := n.row()
 		if !ok {
-			continue // the account has no keys
+			continue // no key on the page
+		}
+		if len(page.Keys) == size {
+			page.Next = page.Keys[size-1].ID
+			continue
 		}
 		k, err := r.key()
 		if err != nil {
-			return nil, err
+			return auth.KeyPage{}, err
 		}
-		keys = append(keys, k)
+		page.Keys = append(page.Keys, k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrapErr(ctx, err, "keys of account %q", accountID)
+		return auth.KeyPage{}, wrapErr(ctx, err, "keys of account %q", q.Account)
 	}
-	if !found {
-		return nil, fmt.Errorf("postgres: account %q: %w", accountID, store.ErrNotFound)
+	switch {
+	case !found:
+		return auth.KeyPage{}, fmt.Errorf("postgres: account %q: %w", q.Account, store.ErrNotFound)
+	case !cursor:
+		return auth.KeyPage{}, fmt.Errorf("%w: account %q has no key %q to list after", auth.ErrBadKeyQuery, q.Account, q.After)
 	}
-	return keys, nil
+	return page, nil
+}
+
+// PruneKeys deletes the keys revoked before before, but primary keys, in one statement
+// on the index of the keys a prune may delete.
+func (s *Store) PruneKeys(ctx context.Context, before time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrapErr(ctx, err, "prune keys")
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM tollgate_keys WHERE revoked_at IS NOT NULL AND revoked_at < $1 AND NOT is_primary`, before)
+	if err != nil {
+		return 0, wrapErr(ctx, err, "prune keys")
+	}
+	return tag.RowsAffected(), nil
 }
 
 // Resolve returns the key whose current hash is h, with its account.

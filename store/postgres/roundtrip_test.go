@@ -72,10 +72,10 @@ func TestRoundTrips(t *testing.T) {
 			limit := driver.Limit{Rate: 60, Per: time.Minute, Burst: 10}
 
 			once("CreateAccount", func() error { return s.CreateAccount(ctx, acct, key) })
-			once("CreateKey", func() error { return s.CreateKey(ctx, other) })
+			once("CreateKey", func() error { return s.CreateKey(ctx, other, auth.KeyLimit{}) })
 			once("Account", func() error { _, err := s.Account(ctx, acct.ID); return err })
 			once("Key", func() error { _, err := s.Key(ctx, key.ID); return err })
-			once("Keys", func() error { _, err := s.Keys(ctx, acct.ID); return err })
+			once("Keys", func() error { _, err := s.Keys(ctx, auth.KeyQuery{Account: acct.ID}); return err })
 			once("Resolve", func() error { _, _, err := s.Resolve(ctx, key.Hash); return err })
 			once("CheckKey", func() error {
 				_, err := s.CheckKey(ctx, auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})

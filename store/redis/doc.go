@@ -34,8 +34,10 @@
 //	<prefix>:{<account>}:acct        string  the account record (JSON)
 //	<prefix>:{<account>}:keys        hash    the key records: <id>:h (current hash, hex),
 //	                                         <id>:rec (JSON), <id>:rot and <id>:rev (RFC 3339),
-//	                                         <id>:v (the revision; absent for 0)
+//	                                         <id>:v (the revision; absent for 0); and krev
+//	                                         ("1"), once krev holds every revoked key
 //	<prefix>:{<account>}:korder      list    the key ids, oldest first
+//	<prefix>:{<account>}:krev        zset    revoked key id -> its revocation (Unix µs)
 //	<prefix>:{<account>}:bal         hash    rem, used, allow, the period (ps, pe, Unix µs),
 //	                                         nx: at most the earliest deadline of an
 //	                                         open reservation (Unix µs), if there is one,
@@ -53,6 +55,9 @@
 //	                                         "a" (admitted without credits)
 //	<prefix>:kid:<key id>            string  key id -> account
 //	<prefix>:h:<key hash, hex>       string  key hash -> account and key id
+//	<prefix>:revoked                 zset    account and key id (as in :h:) -> the
+//	                                         revocation (Unix µs) of a key, but a primary
+//	                                         key: the keys a prune must look at
 //	<prefix>:expiring                zset    "<account>\x00<epoch>" -> at most its
 //	                                         earliest deadline: the accounts a sweep
 //	                                         must look at
@@ -75,6 +80,20 @@
 // key), then deletes the old hash's entry: the old value is dead from the moment the
 // record changes, since every reader compares with the record, and the new value works
 // from that same moment, since its entry was written first.
+//
+// Bounds on an account's keys. Keys lists a page in one script: the cursor's key is
+// found in korder with LPOS (Redis 6.0.6 or later), and the page read after it.
+// CreateKey under a limit counts the account's keys that count in the script that
+// writes the record: LLEN of korder less the keys that krev holds with a revocation
+// before the limit's instant. A revocation adds the key to krev in its script, then to
+// :revoked with a command of its own (if Redis fails in between, the key is left out of
+// :revoked and never pruned, though it stops counting all the same). PruneKeys reads
+// :revoked in batches, deletes each account's keys revoked before its instant in one
+// script (their fields, korder and krev entries; never a primary key), then their :kid:
+// and :h: entries, then the batch's entries of :revoked. An account stored by an older
+// version of this package has no field krev: its first creation under a limit indexes
+// its revoked keys, at their own revocation moments, in krev and :revoked (once), then
+// creates the key.
 //
 // # Scripts
 //

@@ -34,10 +34,10 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	req := newRequest()
 	errs := map[string]error{}
 	errs["CreateAccount"] = s.CreateAccount(ctx, auth.Account{ID: "a"}, key)
-	errs["CreateKey"] = s.CreateKey(ctx, key)
+	errs["CreateKey"] = s.CreateKey(ctx, key, auth.KeyLimit{})
 	_, errs["Account"] = s.Account(ctx, "a")
 	_, errs["Key"] = s.Key(ctx, "k")
-	_, errs["Keys"] = s.Keys(ctx, "a")
+	_, errs["Keys"] = s.Keys(ctx, auth.KeyQuery{Account: "a"})
 	_, _, errs["Resolve"] = s.Resolve(ctx, key.Hash)
 	_, errs["RotateKey"] = s.RotateKey(ctx, "k", auth.AnyRevision, newHash(), t0)
 	_, errs["RevokeKey"] = s.RevokeKey(ctx, "k", auth.AnyRevision, t0)

@@ -207,9 +207,10 @@ func (s *Store) Account(ctx context.Context, id string) (auth.Account, error) {
 	return decodeAccount(id, rec)
 }
 
-// CreateKey stores a new key of an existing account, claiming its id and hash first
-// as CreateAccount does.
-func (s *Store) CreateKey(ctx context.Context, key auth.Key) error {
+// CreateKey stores a new key of an existing account, if limit lets it hold one more,
+// claiming its id and hash first as CreateAccount does. The limit is judged in the
+// script that writes the record, on the account's korder and krev.
+func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -224,20 +225,155 @@ func (s *Store) CreateKey(ctx context.Context, key auth.Key) error {
 	if err != nil {
 		return err
 	}
-	a := s.account(key.AccountID)
-	st, err := s.run(ctx, createKeyScript, []string{a.record(), a.keys(), a.korder()}, key.ID, key.Hash.String(), krec)
-	if err != nil {
-		return fail(ctx, err, "creating key %q", key.ID)
+	since := "-inf"
+	if !limit.RevokedSince.IsZero() {
+		since = strconv.FormatInt(limit.RevokedSince.UnixMicro(), 10)
 	}
-	switch asInt(st) {
-	case stNotFound:
-		undo()
-		return fmt.Errorf("redis: account %q of key %q: %w", key.AccountID, key.ID, store.ErrNotFound)
-	case stConflict:
-		undo()
-		return fmt.Errorf("redis: key %q: %w", key.ID, store.ErrConflict)
+	a := s.account(key.AccountID)
+	for indexed := false; ; indexed = true {
+		st, err := s.run(ctx, createKeyScript, []string{a.record(), a.keys(), a.korder(), a.krev()},
+			key.ID, key.Hash.String(), krec, max(limit.Max, 0), since)
+		if err != nil {
+			return fail(ctx, err, "creating key %q", key.ID)
+		}
+		switch asInt(st) {
+		case stOK:
+			return nil
+		case stNotFound:
+			undo()
+			return fmt.Errorf("redis: account %q of key %q: %w", key.AccountID, key.ID, store.ErrNotFound)
+		case stConflict:
+			undo()
+			return fmt.Errorf("redis: key %q: %w", key.ID, store.ErrConflict)
+		case stKeyLimit:
+			undo()
+			return fmt.Errorf("account %q holds %d keys that count, the most it may: %w", key.AccountID, limit.Max, auth.ErrTooManyKeys)
+		case stNotIndexed:
+			if indexed {
+				return errReply("creating key "+strconv.Quote(key.ID), st)
+			}
+			if err := s.indexRevoked(ctx, key.AccountID); err != nil {
+				undo()
+				return err
+			}
+		default:
+			return errReply("creating key "+strconv.Quote(key.ID), st)
+		}
+	}
+}
+
+// The statuses of create_key.lua beyond stOK, stNotFound and stConflict.
+const (
+	stKeyLimit   = 3 // the limit refuses the key
+	stNotIndexed = 4 // the account's revoked keys are not in krev yet
+)
+
+// indexRevoked indexes the revoked keys of an account created before krev was kept, in
+// krev and in the index of revoked keys, once (see krev_init.lua).
+func (s *Store) indexRevoked(ctx context.Context, account string) error {
+	var args []any
+	q := auth.KeyQuery{Account: account, Limit: auth.MaxKeyPage}
+	for {
+		page, err := s.Keys(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, k := range page.Keys {
+			if k.Revoked() {
+				args = append(args, k.ID, k.RevokedAt.UnixMicro())
+				s.indexRevocation(ctx, k)
+			}
+		}
+		if q.After = page.Next; q.After == "" {
+			break
+		}
+	}
+	a := s.account(account)
+	if _, err := s.run(ctx, krevInitScript, []string{a.keys(), a.krev()}, args...); err != nil {
+		return fail(ctx, err, "indexing the revoked keys of account %q", account)
 	}
 	return nil
+}
+
+// indexRevocation adds a revoked key, but a primary key, to the index of revoked keys,
+// which PruneKeys reads. It is a command of its own, after the revocation: if Redis
+// fails in between, the key is left out of the index, and kept (counted by the limits
+// of CreateKey only until its revocation is older than their instant).
+func (s *Store) indexRevocation(ctx context.Context, k auth.Key) {
+	if k.Primary || !k.Revoked() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.c.ZAdd(ctx, s.revoked(), goredis.Z{Score: float64(k.RevokedAt.UnixMicro()), Member: hashRef(k.AccountID, k.ID)})
+}
+
+// pruneBatch is the most entries of the index of revoked keys that PruneKeys reads at
+// once.
+const pruneBatch = 500
+
+// PruneKeys deletes the keys revoked before before, but primary keys: it reads the
+// index of revoked keys in batches, deletes each account's keys revoked before before
+// in one script in the account's slot, then the index entries of the keys deleted
+// (their id and hash), then the batch's entries of the index of revoked keys.
+func (s *Store) PruneKeys(ctx context.Context, before time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	cut := strconv.FormatInt(before.UnixMicro(), 10)
+	var total int64
+	for {
+		members, err := s.c.ZRangeByScore(ctx, s.revoked(), &goredis.ZRangeBy{Min: "-inf", Max: "(" + cut, Count: pruneBatch}).Result()
+		if err != nil {
+			return total, fail(ctx, err, "reading the revoked keys")
+		}
+		done := map[string]bool{}
+		for _, m := range members {
+			acct, _, ok := parseHashRef(m)
+			if !ok || done[acct] {
+				continue
+			}
+			done[acct] = true
+			n, err := s.pruneAccount(ctx, acct, cut)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+		if len(members) > 0 {
+			if err := s.c.ZRem(ctx, s.revoked(), anySlice(members)...).Err(); err != nil {
+				return total, fail(ctx, err, "updating the index of revoked keys")
+			}
+		}
+		if len(members) < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// pruneAccount deletes the keys of an account revoked before cut (Unix µs), and their
+// index entries, and returns how many it deleted.
+func (s *Store) pruneAccount(ctx context.Context, acct, cut string) (int64, error) {
+	a := s.account(acct)
+	reply, err := s.run(ctx, pruneKeysScript, []string{a.keys(), a.korder(), a.krev()}, cut)
+	if err != nil {
+		return 0, fail(ctx, err, "pruning the keys of account %q", acct)
+	}
+	r := asSlice(reply)
+	for i := 0; i+1 < len(r); i += 2 {
+		id, h := asString(r[i]), asString(r[i+1])
+		s.withdraw(ctx, s.keyIDIndex(id), acct)
+		s.withdraw(ctx, s.prefix+":h:"+h, hashRef(acct, id))
+	}
+	return int64(len(r) / 2), nil
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // accountOf looks a key id up in its index.
@@ -273,32 +409,44 @@ func (s *Store) Key(ctx context.Context, id string) (auth.Key, error) {
 	return decodeKey(id, acct, asString(f[0]), asString(f[1]), asString(f[2]), asString(f[3]), asString(f[4]))
 }
 
-// Keys returns the keys of an account in the order they were created.
-func (s *Store) Keys(ctx context.Context, accountID string) ([]auth.Key, error) {
+// Keys returns a page of the keys of an account in the order they were created, in one
+// script: the cursor's key is found in korder (LPOS), and the page read after it.
+func (s *Store) Keys(ctx context.Context, q auth.KeyQuery) (auth.KeyPage, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return auth.KeyPage{}, err
 	}
-	a := s.account(accountID)
-	reply, err := s.run(ctx, listKeysScript, []string{a.record(), a.keys(), a.korder()})
+	size, err := q.PageSize()
 	if err != nil {
-		return nil, fail(ctx, err, "reading the keys of account %q", accountID)
+		return auth.KeyPage{}, err
+	}
+	a := s.account(q.Account)
+	reply, err := s.run(ctx, listKeysScript, []string{a.record(), a.keys(), a.korder()}, q.After, size+1)
+	if err != nil {
+		return auth.KeyPage{}, fail(ctx, err, "reading the keys of account %q", q.Account)
 	}
 	r := asSlice(reply)
 	if len(r) == 0 || (len(r)-1)%6 != 0 {
-		return nil, errReply("keys of account "+strconv.Quote(accountID), reply)
+		return auth.KeyPage{}, errReply("keys of account "+strconv.Quote(q.Account), reply)
 	}
-	if asInt(r[0]) == stNotFound {
-		return nil, fmt.Errorf("redis: account %q: %w", accountID, store.ErrNotFound)
+	switch asInt(r[0]) {
+	case stNotFound:
+		return auth.KeyPage{}, fmt.Errorf("redis: account %q: %w", q.Account, store.ErrNotFound)
+	case stConflict: // the cursor names no key of the account
+		return auth.KeyPage{}, fmt.Errorf("%w: account %q has no key %q to list after", auth.ErrBadKeyQuery, q.Account, q.After)
 	}
-	keys := make([]auth.Key, 0, (len(r)-1)/6)
+	page := auth.KeyPage{Keys: make([]auth.Key, 0, min(size, (len(r)-1)/6))}
 	for i := 1; i < len(r); i += 6 {
-		k, err := decodeKey(asString(r[i]), accountID, asString(r[i+1]), asString(r[i+2]), asString(r[i+3]), asString(r[i+4]), asString(r[i+5]))
-		if err != nil {
-			return nil, err
+		if len(page.Keys) == size {
+			page.Next = page.Keys[size-1].ID
+			break
 		}
-		keys = append(keys, k)
+		k, err := decodeKey(asString(r[i]), q.Account, asString(r[i+1]), asString(r[i+2]), asString(r[i+3]), asString(r[i+4]), asString(r[i+5]))
+		if err != nil {
+			return auth.KeyPage{}, err
+		}
+		page.Keys = append(page.Keys, k)
 	}
-	return keys, nil
+	return page, nil
 }
 
 // Resolve returns the key whose current hash is h, with its account. The hash index
@@ -413,7 +561,8 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 	if err != nil {
 		return auth.Key{}, err
 	}
-	reply, err := s.run(ctx, revokeScript, []string{s.account(acct).keys()}, id, formatMoment(at), strconv.FormatInt(rev, 10))
+	a := s.account(acct)
+	reply, err := s.run(ctx, revokeScript, []string{a.keys(), a.krev()}, id, formatMoment(at), strconv.FormatInt(rev, 10), at.UnixMicro())
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "revoking key %q", id)
 	}
@@ -427,7 +576,12 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 	case asInt(r[0]) == stNotFound || len(r) != 6:
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", id, store.ErrNotFound)
 	}
-	return decodeKey(id, acct, asString(r[1]), asString(r[2]), asString(r[3]), asString(r[4]), asString(r[5]))
+	k, err := decodeKey(id, acct, asString(r[1]), asString(r[2]), asString(r[3]), asString(r[4]), asString(r[5]))
+	if err != nil {
+		return auth.Key{}, err
+	}
+	s.indexRevocation(ctx, k)
+	return k, nil
 }
 
 // CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one

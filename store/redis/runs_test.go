@@ -86,7 +86,7 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		}
 		for i, s := range stores {
 			must(t, s.CreateAccount(ctx, auth.Account{ID: a.id, Plan: "p", CreatedAt: now}, a.keys[0]))
-			must(t, s.CreateKey(ctx, a.keys[1]))
+			must(t, s.CreateKey(ctx, a.keys[1], auth.KeyLimit{}))
 			must(t, s.Open(ctx, driver.Opening{Account: a.id, Balance: 1, Allowance: 1, Period: periods[0]}))
 			// Balances beyond driver.MaxCredits, which only data from before that bound
 			// can hold, are written directly.

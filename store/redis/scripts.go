@@ -51,6 +51,8 @@ var (
 	createAccountScript = luaScript("create_account.lua")
 	createKeyScript     = luaScript("create_key.lua")
 	listKeysScript      = luaScript("list_keys.lua")
+	krevInitScript      = luaScript("krev_init.lua")
+	pruneKeysScript     = luaScript("prune_keys.lua")
 	resolveScript       = luaScript("resolve.lua")
 	rotateScript        = luaScript("rotate.lua")
 	revokeScript        = luaScript("revoke.lua")

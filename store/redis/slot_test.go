@@ -137,10 +137,10 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		key := auth.Key{ID: "k-" + acct, AccountID: acct, Name: "primary", Primary: true, Hash: h, CreatedAt: t0}
 		must(t, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
 		second := auth.Key{ID: "k2-" + acct, AccountID: acct, Name: "ci", Hash: newHash(), CreatedAt: t0}
-		must(t, s.CreateKey(ctx, second))
+		must(t, s.CreateKey(ctx, second, auth.KeyLimit{}))
 		_, err := s.Key(ctx, key.ID)
 		must(t, err)
-		_, err = s.Keys(ctx, acct)
+		_, err = s.Keys(ctx, auth.KeyQuery{Account: acct})
 		must(t, err)
 		_, _, err = s.Resolve(ctx, h)
 		must(t, err)

@@ -186,6 +186,7 @@ const (
 	kindRecord  = "acct"
 	kindKeys    = "keys"
 	kindKorder  = "korder"
+	kindKrev    = "krev"
 	kindTat     = "tat"
 	kindLeases  = "lease"
 	kindBalance = "bal"
@@ -197,6 +198,7 @@ const (
 func (a acctKeys) record() string  { return string(a) + kindRecord }
 func (a acctKeys) keys() string    { return string(a) + kindKeys }
 func (a acctKeys) korder() string  { return string(a) + kindKorder }
+func (a acctKeys) krev() string    { return string(a) + kindKrev }
 func (a acctKeys) tat() string     { return string(a) + kindTat }
 func (a acctKeys) leases() string  { return string(a) + kindLeases }
 func (a acctKeys) balance() string { return string(a) + kindBalance }
@@ -240,6 +242,7 @@ func (a acctKeys) callKeys(r driver.RequestID, kinds ...string) []string {
 func (s *Store) keyIDIndex(id string) string  { return s.prefix + ":kid:" + id }
 func (s *Store) hashIndex(h auth.Hash) string { return s.prefix + ":h:" + h.String() }
 func (s *Store) expiring() string             { return s.prefix + ":expiring" }
+func (s *Store) revoked() string              { return s.prefix + ":revoked" }
 
 // A scriptCall is a script to run with its keys and arguments, or, with no script, a
 // plain command (its name and arguments in args); a scriptReply its outcome.

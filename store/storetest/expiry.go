@@ -550,7 +550,7 @@ func ksBadText(t *testing.T, s auth.KeyStore) {
 		wantErr(t, "CreateAccount "+quote(acct.ID), s.CreateAccount(ctx, acct, key), store.ErrInvalid)
 		_, err := s.Account(ctx, acct.ID)
 		wantRefused(t, "Account "+quote(acct.ID), err)
-		_, err = s.Keys(ctx, acct.ID)
+		_, err = allKeys(ctx, s, acct.ID)
 		wantRefused(t, "Keys "+quote(acct.ID), err)
 		_, err = s.Key(ctx, bad)
 		wantRefused(t, "Key "+quote(bad), err)
@@ -564,9 +564,9 @@ func ksBadText(t *testing.T, s auth.KeyStore) {
 	must(t, "CreateAccount", s.CreateAccount(ctx, good, primary))
 	for _, bad := range badTexts {
 		k := auth.Key{ID: n.id("sub"), AccountID: good.ID, Name: bad, Hash: newHash(), CreatedAt: t0}
-		wantErr(t, "CreateKey named "+quote(bad), s.CreateKey(ctx, k), store.ErrInvalid)
+		wantErr(t, "CreateKey named "+quote(bad), s.CreateKey(ctx, k, auth.KeyLimit{}), store.ErrInvalid)
 	}
-	keys, err := s.Keys(ctx, good.ID)
+	keys, err := allKeys(ctx, s, good.ID)
 	must(t, "Keys", err)
 	if len(keys) != 1 {
 		t.Errorf("the account has %d keys after refused creations, want 1", len(keys))

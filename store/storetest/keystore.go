@@ -22,7 +22,7 @@ import (
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 func TestKeyStore(t *testing.T, newStore func(t *testing.T) auth.KeyStore) {
 	t.Helper()
-	run(t, newStore, keyStoreRows)
+	run(t, newStore, slices.Concat(keyStoreRows, keyBoundRows))
 }
 
 var keyStoreRows = []behaviour[auth.KeyStore]{
@@ -212,7 +212,7 @@ func createKey(t *testing.T, s auth.KeyStore, n ids, acct auth.Account, label st
 	t.Helper()
 	k := newKey(n, acct, label, created)
 	k.Restrictions = restrictions(t, auth.RestrictionSpec{APIs: []string{"echo"}})
-	must(t, "CreateKey", s.CreateKey(t.Context(), k))
+	must(t, "CreateKey", s.CreateKey(t.Context(), k, auth.KeyLimit{}))
 	return k
 }
 
@@ -382,7 +382,7 @@ func ksCreateAccountThenRead(t *testing.T, s auth.KeyStore) {
 	must(t, "Account", err)
 	checkAccount(t, "Account", got, acct)
 	wantKey(t, s, primary)
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary})
 	wantResolve(t, s, primary.Hash, primary, acct)
@@ -410,7 +410,7 @@ func ksCreateAccountDuplicateID(t *testing.T, s auth.KeyStore) {
 	checkAccount(t, "Account after the refused duplicate", got, acct)
 	wantNoKey(t, s, dupKey.ID)
 	wantUnresolved(t, s, dupKey.Hash, "hash of the refused primary key")
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary})
 }
@@ -451,7 +451,7 @@ func ksCreateKeyThenRead(t *testing.T, s auth.KeyStore) {
 
 	wantKey(t, s, k)
 	wantResolve(t, s, k.Hash, k, acct)
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary, k})
 }
@@ -462,7 +462,7 @@ func ksCreateKeyMissingAccount(t *testing.T, s auth.KeyStore) {
 	ghost := auth.Account{ID: n.id("ghost")}
 	k := newKey(n, ghost, "orphan", t0)
 
-	err := s.CreateKey(ctx, k)
+	err := s.CreateKey(ctx, k, auth.KeyLimit{})
 	wantErr(t, "CreateKey for a missing account", err, store.ErrNotFound)
 	wantNoKey(t, s, k.ID)
 	wantUnresolved(t, s, k.Hash, "hash of the refused key")
@@ -476,12 +476,12 @@ func ksCreateKeyDuplicateID(t *testing.T, s auth.KeyStore) {
 
 	dup := newKey(n, acct, "ci", at(2*time.Minute))
 	dup.Name = "impostor"
-	err := s.CreateKey(ctx, dup)
+	err := s.CreateKey(ctx, dup, auth.KeyLimit{})
 	wantErr(t, "CreateKey with a taken id", err, store.ErrConflict)
 
 	wantKey(t, s, k)
 	wantUnresolved(t, s, dup.Hash, "hash of the refused key")
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary, k})
 }
@@ -493,12 +493,12 @@ func ksCreateKeyDuplicateHash(t *testing.T, s auth.KeyStore) {
 
 	dup := newKey(n, acct, "dup", at(time.Minute))
 	dup.Hash = otherPrimary.Hash
-	err := s.CreateKey(ctx, dup)
+	err := s.CreateKey(ctx, dup, auth.KeyLimit{})
 	wantErr(t, "CreateKey with a hash of another account's key", err, store.ErrConflict)
 
 	dup2 := newKey(n, acct, "dup2", at(time.Minute))
 	dup2.Hash = primary.Hash
-	err = s.CreateKey(ctx, dup2)
+	err = s.CreateKey(ctx, dup2, auth.KeyLimit{})
 	wantErr(t, "CreateKey with a hash of the same account's key", err, store.ErrConflict)
 
 	wantNoKey(t, s, dup.ID)
@@ -516,7 +516,7 @@ func ksKeysOldestFirst(t *testing.T, s auth.KeyStore) {
 		want = append(want, createKey(t, s, n, acct, fmt.Sprintf("k%d", i), at(time.Duration(i)*time.Minute)))
 		createKey(t, s, n, other, fmt.Sprintf("other-k%d", i), at(time.Duration(i)*time.Minute))
 	}
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, want)
 }
@@ -524,7 +524,7 @@ func ksKeysOldestFirst(t *testing.T, s auth.KeyStore) {
 func ksKeysMissingAccount(t *testing.T, s auth.KeyStore) {
 	n := newIDs()
 	createAccount(t, s, n, "acct")
-	keys, err := s.Keys(t.Context(), n.id("ghost"))
+	keys, err := allKeys(t.Context(), s, n.id("ghost"))
 	if wantErr(t, "Keys of a missing account", err, store.ErrNotFound) && len(keys) != 0 {
 		t.Errorf("Keys of a missing account returned %d keys along with the error", len(keys))
 	}
@@ -563,7 +563,7 @@ func ksRotateKey(t *testing.T, s auth.KeyStore) {
 	wantUnresolved(t, s, h1, "second hash, after two rotations")
 	wantResolve(t, s, h2, want, acct)
 
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary, want})
 	wantResolve(t, s, primary.Hash, primary, acct)
@@ -726,7 +726,7 @@ func ksRevokeKey(t *testing.T, s auth.KeyStore) {
 	}
 	wantResolve(t, s, k.Hash, want, acct)
 	wantKey(t, s, want)
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary, want})
 }
@@ -765,9 +765,9 @@ func ksErrorsNameTheID(t *testing.T, s auth.KeyStore) {
 	wantNamed(t, "Account", err, store.ErrNotFound, missingAcct)
 	_, err = s.Key(ctx, missingKey)
 	wantNamed(t, "Key", err, store.ErrNotFound, missingKey)
-	_, err = s.Keys(ctx, missingAcct)
+	_, err = allKeys(ctx, s, missingAcct)
 	wantNamed(t, "Keys", err, store.ErrNotFound, missingAcct)
-	err = s.CreateKey(ctx, newKey(n, auth.Account{ID: missingAcct}, "orphan", t0))
+	err = s.CreateKey(ctx, newKey(n, auth.Account{ID: missingAcct}, "orphan", t0), auth.KeyLimit{})
 	wantNamed(t, "CreateKey for a missing account", err, store.ErrNotFound, missingAcct)
 	_, err = s.RotateKey(ctx, missingKey, auth.AnyRevision, newHash(), t0)
 	wantNamed(t, "RotateKey", err, store.ErrNotFound, missingKey)
@@ -784,7 +784,7 @@ func ksErrorsNameTheID(t *testing.T, s auth.KeyStore) {
 	wantNamed(t, "CreateAccount with a taken key id", err, store.ErrConflict, primary.ID)
 	k := newKey(n, acct, "k", t0)
 	k.ID = primary.ID
-	err = s.CreateKey(ctx, k)
+	err = s.CreateKey(ctx, k, auth.KeyLimit{})
 	wantNamed(t, "CreateKey with a taken key id", err, store.ErrConflict, primary.ID)
 }
 
@@ -795,7 +795,7 @@ func ksNoAliasing(t *testing.T, s auth.KeyStore) {
 	k.Restrictions = restrictions(t, auth.RestrictionSpec{APIs: []string{"echo"}, Channels: []string{"graphql"}})
 	wantAcct, wantPrimary, wantK := acct, primary, k
 	must(t, "CreateAccount", s.CreateAccount(ctx, acct, primary))
-	must(t, "CreateKey", s.CreateKey(ctx, k))
+	must(t, "CreateKey", s.CreateKey(ctx, k, auth.KeyLimit{}))
 
 	// Change the values that were passed in.
 	acct.Plan, acct.CreatedAt = "changed", at(time.Hour)
@@ -803,7 +803,7 @@ func ksNoAliasing(t *testing.T, s auth.KeyStore) {
 	k.Name, k.Primary, k.Restrictions = "changed", true, auth.Restrictions{}
 
 	// Change the values that were returned.
-	keys, err := s.Keys(ctx, wantAcct.ID)
+	keys, err := allKeys(ctx, s, wantAcct.ID)
 	must(t, "Keys", err)
 	if len(keys) == 2 {
 		keys[0].Name, keys[0].Hash[1] = "changed", keys[0].Hash[1]^0xff
@@ -831,7 +831,7 @@ func ksNoAliasing(t *testing.T, s auth.KeyStore) {
 	ga, err = s.Account(ctx, wantAcct.ID)
 	must(t, "Account", err)
 	checkAccount(t, "Account after changing passed and returned values", ga, wantAcct)
-	keys, err = s.Keys(ctx, wantAcct.ID)
+	keys, err = allKeys(ctx, s, wantAcct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys after changing passed and returned values", keys, []auth.Key{wantPrimary, wantK})
 	wantResolve(t, s, wantPrimary.Hash, wantPrimary, wantAcct)
@@ -849,10 +849,10 @@ func ksCanceledContext(t *testing.T, s auth.KeyStore) {
 	wantErr(t, "CreateAccount", s.CreateAccount(ctx, newAcct, newPrimary), context.Canceled)
 	_, err := s.Account(ctx, acct.ID)
 	wantErr(t, "Account", err, context.Canceled)
-	wantErr(t, "CreateKey", s.CreateKey(ctx, k), context.Canceled)
+	wantErr(t, "CreateKey", s.CreateKey(ctx, k, auth.KeyLimit{}), context.Canceled)
 	_, err = s.Key(ctx, primary.ID)
 	wantErr(t, "Key", err, context.Canceled)
-	_, err = s.Keys(ctx, acct.ID)
+	_, err = allKeys(ctx, s, acct.ID)
 	wantErr(t, "Keys", err, context.Canceled)
 	_, _, err = s.Resolve(ctx, primary.Hash)
 	wantErr(t, "Resolve", err, context.Canceled)
@@ -883,7 +883,7 @@ func ksConcurrentCreateDistinct(t *testing.T, s auth.KeyStore) {
 	var wg sync.WaitGroup
 	for i := range workers {
 		wg.Go(func() {
-			if err := s.CreateKey(ctx, keys[i]); err != nil {
+			if err := s.CreateKey(ctx, keys[i], auth.KeyLimit{}); err != nil {
 				t.Errorf("CreateKey(%q): %v", keys[i].ID, err)
 			}
 			if err := s.CreateAccount(ctx, accts[i], primaries[i]); err != nil {
@@ -893,7 +893,7 @@ func ksConcurrentCreateDistinct(t *testing.T, s auth.KeyStore) {
 	}
 	wg.Wait()
 
-	got, err := s.Keys(ctx, acct.ID)
+	got, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	wantIDs := append(keyIDs(keys), primary.ID)
 	gotIDs := keyIDs(got)
@@ -919,7 +919,7 @@ func ksConcurrentCreateSameKeyID(t *testing.T, s auth.KeyStore) {
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for i := range workers {
-		wg.Go(func() { errs[i] = s.CreateKey(ctx, cands[i]) })
+		wg.Go(func() { errs[i] = s.CreateKey(ctx, cands[i], auth.KeyLimit{}) })
 	}
 	wg.Wait()
 
@@ -933,7 +933,7 @@ func ksConcurrentCreateSameKeyID(t *testing.T, s auth.KeyStore) {
 			wantUnresolved(t, s, c.Hash, fmt.Sprintf("hash of losing candidate %d", i))
 		}
 	}
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary, cands[winner]})
 }
@@ -961,7 +961,7 @@ func ksConcurrentCreateSameAccountID(t *testing.T, s auth.KeyStore) {
 	got, err := s.Account(ctx, accts[winner].ID)
 	must(t, "Account", err)
 	checkAccount(t, "Account", got, accts[winner])
-	ks, err := s.Keys(ctx, accts[winner].ID)
+	ks, err := allKeys(ctx, s, accts[winner].ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", ks, []auth.Key{keys[winner]})
 	for i := range workers {
@@ -1142,7 +1142,7 @@ func ksUpdateKey(t *testing.T, s auth.KeyStore) {
 	}
 	wantKey(t, s, want)
 	wantResolve(t, s, k.Hash, want, acct)
-	keys, err := s.Keys(ctx, acct.ID)
+	keys, err := allKeys(ctx, s, acct.ID)
 	must(t, "Keys", err)
 	checkKeys(t, "Keys", keys, []auth.Key{primary, want})
 	wantRevision(t, s, k.ID, got.Revision, "UpdateKey")

@@ -1,6 +1,7 @@
 -- Marks a key revoked once, increasing its revision then, if the key still has the
--- given revision (a negative one: whatever its revision). KEYS: 1 keys. ARGV: key id,
--- moment, revision. Reply: status (0 revoked or already revoked, 1 no key, 3 another
+-- given revision (a negative one: whatever its revision), and adds it to krev with the
+-- moment of its revocation. KEYS: 1 keys, 2 krev. ARGV: key id, moment, revision, the
+-- moment as Unix µs. Reply: status (0 revoked or already revoked, 1 no key, 3 another
 -- revision), then hash, JSON, rotated, revoked, revision when 0, the current revision
 -- when 3.
 
@@ -12,5 +13,6 @@ if not rev then
   rev = ARGV[2]
   redis.call('HSET', KEYS[1], ARGV[1] .. ':rev', rev)
   v = tostring(redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':v', 1))
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 end
 return {0, f[1], f[2], f[3] or '', rev, v}
