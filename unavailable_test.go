@@ -53,11 +53,11 @@ func (k downKeys) Account(ctx context.Context, id string) (auth.Account, error) 
 	return k.KeyStore.Account(ctx, id)
 }
 
-func (k downKeys) Keys(ctx context.Context, account string) ([]auth.Key, error) {
+func (k downKeys) Keys(ctx context.Context, q auth.KeyQuery) (auth.KeyPage, error) {
 	if err := k.err("listing keys"); err != nil {
-		return nil, err
+		return auth.KeyPage{}, err
 	}
-	return k.KeyStore.Keys(ctx, account)
+	return k.KeyStore.Keys(ctx, q)
 }
 
 func (k downKeys) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
