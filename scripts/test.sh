@@ -89,7 +89,10 @@ say "go test -race"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-go test -race -count=1 -json ./... >"$log"
+# go test stops a package's tests after 10 minutes by default; internal/multiinstance,
+# which runs instances as processes on PostgreSQL and Redis, takes about that long with
+# the race detector on two cores.
+go test -race -count=1 -timeout 20m -json ./... >"$log"
 status=$?
 set -e
 # Print the failures and skips readably; the full log is in JSON.
