@@ -14,7 +14,9 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -154,30 +156,44 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 }
 
-// maxCursor bounds the cursor parameter of an audit listing; a cursor is far shorter.
+// maxCursor bounds the cursor parameter of a listing; a cursor is far shorter.
 const maxCursor = 64
+
+// pageParams reads the parameters of a listing a page at a time: each given at most
+// once and named in more (besides limit and cursor), limit a whole number from 1 to
+// maxLimit (0 when not given), cursor at most maxCursor bytes. what names the listing
+// in the messages ("the audit log"). On failure it returns a message that names the
+// parameter.
+func pageParams(params url.Values, what string, maxLimit int, more ...string) (limit int, cursor, problem string) {
+	names := append([]string{"limit", "cursor"}, more...)
+	for name := range params {
+		if !slices.Contains(names, name) {
+			return 0, "", fmt.Sprintf("unknown parameter %q: a listing of %s takes %s", name, what, strings.Join(names, ", "))
+		}
+		if len(params[name]) > 1 {
+			return 0, "", fmt.Sprintf("parameter %q is given more than once", name)
+		}
+	}
+	if v := params.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return 0, "", fmt.Sprintf("limit must be a whole number from 1 to %d", maxLimit)
+		}
+		limit = n
+	}
+	if cursor = params.Get("cursor"); len(cursor) > maxCursor {
+		return 0, "", fmt.Sprintf("cursor is not one a page of %s returned: pass its next as it is", what)
+	}
+	return limit, cursor, ""
+}
 
 // AuditQuery reads the parameters of an audit listing (limit, cursor, from, to) into
 // a query. On failure it returns a message that names the parameter.
 func AuditQuery(params url.Values) (audit.Query, string) {
 	var q audit.Query
-	for name := range params {
-		if name != "limit" && name != "cursor" && name != "from" && name != "to" {
-			return q, fmt.Sprintf("unknown parameter %q: the audit route takes limit, cursor, from and to", name)
-		}
-		if len(params[name]) > 1 {
-			return q, fmt.Sprintf("parameter %q is given more than once", name)
-		}
-	}
-	if v := params.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > audit.MaxLimit {
-			return q, fmt.Sprintf("limit must be a whole number from 1 to %d", audit.MaxLimit)
-		}
-		q.Limit = n
-	}
-	if q.Cursor = params.Get("cursor"); len(q.Cursor) > maxCursor {
-		return q, "cursor is not one a page of the audit log returned: pass its next as it is"
+	var problem string
+	if q.Limit, q.Cursor, problem = pageParams(params, "the audit log", audit.MaxLimit, "from", "to"); problem != "" {
+		return q, problem
 	}
 	for _, p := range []struct {
 		name string
@@ -201,25 +217,9 @@ func AuditQuery(params url.Values) (audit.Query, string) {
 // failure it returns a message that names the parameter.
 func KeyQuery(params url.Values) (auth.KeyQuery, string) {
 	var q auth.KeyQuery
-	for name := range params {
-		if name != "limit" && name != "cursor" {
-			return q, fmt.Sprintf("unknown parameter %q: a listing of keys takes limit and cursor", name)
-		}
-		if len(params[name]) > 1 {
-			return q, fmt.Sprintf("parameter %q is given more than once", name)
-		}
-	}
-	if v := params.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > auth.MaxKeyPage {
-			return q, fmt.Sprintf("limit must be a whole number from 1 to %d", auth.MaxKeyPage)
-		}
-		q.Limit = n
-	}
-	if q.After = params.Get("cursor"); len(q.After) > maxCursor {
-		return q, "cursor is not one a page of keys returned: pass its next as it is"
-	}
-	return q, ""
+	var problem string
+	q.Limit, q.After, problem = pageParams(params, "keys", auth.MaxKeyPage)
+	return q, problem
 }
 
 // AuditPageJSON is the JSON form of a page of the audit log.

@@ -62,7 +62,7 @@ func allKeys(ctx context.Context, s auth.KeyStore, account string) ([]auth.Key, 
 			return all, nil
 		}
 		if q.After == page.Next {
-			return nil, fmt.Errorf("Keys after %q gave the same cursor again", page.Next)
+			return nil, fmt.Errorf("the page after %q has the same cursor", page.Next)
 		}
 		q.After = page.Next
 	}
