@@ -25,7 +25,7 @@ else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
 fi
 
-say "Debian packages (the toolchains the generated client packages are tested with, and the dashboard's browser)"
+say "Debian packages (the toolchains the generated client packages are tested with, the dashboard's browser, and the pooler the PostgreSQL store is tested behind)"
 # Each entry: a package, and a command or file whose absence means it must be installed.
 debian=(
   "default-jdk-headless:javac"
@@ -38,6 +38,7 @@ debian=(
   "php-curl:/usr/share/doc/php-curl"
   "composer:composer"
   "chromium:chromium"
+  "pgbouncer:/usr/sbin/pgbouncer"
 )
 missing=()
 for entry in "${debian[@]}"; do

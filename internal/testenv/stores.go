@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +42,49 @@ func PostgresSchema(t testing.TB, dsn string) string {
 	})
 	return schema
 }
+
+// PostgresRole creates a login role named after schema on the server at dsn, whose
+// sessions work in schema and have a statement timeout: the role's settings (ALTER ROLE
+// ... SET search_path, statement_timeout), which reach a session through a pooler where
+// startup parameters do not. The role may use and create in the schema. When the test
+// ends it ends the role's sessions (a pooler's idle server connections included), drops
+// what it owns and drops it: call it after PostgresSchema, and open the test's pools
+// after it, so that they are closed first.
+func PostgresRole(t testing.TB, dsn, schema string, statementTimeout time.Duration) string {
+	t.Helper()
+	role := pgx.Identifier{schema}.Sanitize()
+	exec := func(sqls ...string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		for _, sql := range sqls {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("%s: %w", sql, err)
+			}
+		}
+		return nil
+	}
+	if err := exec("CREATE ROLE "+role+" LOGIN",
+		"ALTER ROLE "+role+" SET search_path = "+role,
+		fmt.Sprintf("ALTER ROLE %s SET statement_timeout = %d", role, statementTimeout.Milliseconds()),
+		"GRANT USAGE, CREATE ON SCHEMA "+role+" TO "+role); err != nil {
+		t.Fatalf("creating role %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		if err := exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = "+quoteLiteral(schema),
+			"DROP OWNED BY "+role, "DROP ROLE "+role); err != nil {
+			t.Errorf("dropping role %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// quoteLiteral returns s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // PostgresPool opens a pool on dsn whose connections work in schema, with timeouts that
 // make a stopped server fail fast. It is closed when the test ends (before a schema

@@ -1,0 +1,144 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/storetest"
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// poolerModes are the exec modes the store must work in behind a transaction-mode
+// pooler: exec and simple_protocol (no prepared statement at all), cache_describe (an
+// unnamed statement, its description cached), and pgx's default, cache_statement
+// (named prepared statements), where the pooler keeps them across transactions
+// (PgBouncer 1.21 and later, with max_prepared_statements).
+func poolerModes(t *testing.T, pgb *testenv.PgBouncer) []pgx.QueryExecMode {
+	modes := []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe}
+	if true {
+		return append(modes, pgx.QueryExecModeCacheStatement)
+	}
+	t.Logf("PgBouncer %d.%d.%d keeps no named prepared statements in transaction mode (%d.%d and later do): "+
+		"pgx's default exec mode, cache_statement, is not run through it", pgb.Version[0], pgb.Version[1], pgb.Version[2],
+		testenv.PreparedStatementsSince[0], testenv.PreparedStatementsSince[1])
+	return modes
+}
+
+// pooledPool returns a function that makes a pool on a fresh, migrated schema through
+// pgb, in exec mode mode, as a role of the test's own whose settings (not startup
+// parameters) give its sessions the schema and the statement timeout.
+func pooledPool(pgb *testenv.PgBouncer, mode pgx.QueryExecMode) func(t *testing.T, maxConns int32) *pgxpool.Pool {
+	return func(t *testing.T, maxConns int32) *pgxpool.Pool {
+		t.Helper()
+		role := testenv.PostgresRole(t, dsn(t), newSchema(t), postgres.DefaultStatementTimeout)
+		cfg, err := pgxpool.ParseConfig(pgb.DSN(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+		cfg.MaxConns, cfg.MinConns = maxConns, 0
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close) // runs before the role and the schema are dropped
+		if err := postgres.Migrate(context.Background(), pool); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		return pool
+	}
+}
+
+// TestBehindPgBouncer runs every conformance suite through a real PgBouncer in
+// transaction mode, with no startup parameter, in each exec mode a pooler allows: the
+// store must keep every contract there as on a direct connection.
+func TestBehindPgBouncer(t *testing.T) {
+	pgb := testenv.StartPgBouncer(t, dsn(t))
+	for _, mode := range poolerModes(t, pgb) {
+		t.Run(mode.String(), func(t *testing.T) { poolerSuites(t, pooledPool(pgb, mode)) })
+	}
+}
+
+// poolerSuites runs the conformance suites on the pools newPool makes.
+func poolerSuites(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxpool.Pool) {
+	newStore := func(t *testing.T, opts *postgres.Options) *postgres.Store {
+		s, err := postgres.New(newPool(t, 16), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	must := func(t *testing.T, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("KeyStore", func(t *testing.T) {
+		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
+	})
+	t.Run("Ledger", func(t *testing.T) {
+		storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
+	})
+	t.Run("RateLimiter", func(t *testing.T) {
+		storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
+	})
+	t.Run("ConcurrencyLimiter", func(t *testing.T) {
+		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
+	})
+	t.Run("KeyChecker", func(t *testing.T) {
+		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
+	})
+	t.Run("Admitter", func(t *testing.T) {
+		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores { return allRoles(newStore(t, nil)) })
+	})
+	t.Run("AdmitterUnbatched", func(t *testing.T) {
+		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
+			return allRoles(newStore(t, &postgres.Options{Batch: 1}))
+		})
+	})
+	t.Run("OAuthStore", func(t *testing.T) {
+		storetest.TestOAuthStore(t, func(t *testing.T) oauthstore.Store {
+			s, err := postgres.NewOAuthStore(newPool(t, 16))
+			must(t, err)
+			return s
+		})
+	})
+	t.Run("AuditStore", func(t *testing.T) {
+		storetest.TestAuditStore(t, func(t *testing.T) audit.Store {
+			s, err := postgres.NewAuditStore(newPool(t, 16))
+			must(t, err)
+			return s
+		})
+	})
+	t.Run("SessionStore", func(t *testing.T) {
+		storetest.TestSessionStore(t, func(t *testing.T) auth.SessionStore {
+			s, err := postgres.NewSessionStore(newPool(t, 8))
+			must(t, err)
+			return s
+		})
+	})
+	t.Run("UsageStore", func(t *testing.T) {
+		storetest.TestUsageStore(t, func(t *testing.T) usage.Store {
+			s, err := postgres.NewUsageStore(newPool(t, 16))
+			must(t, err)
+			return s
+		})
+	})
+	t.Run("IdempotencyStore", func(t *testing.T) {
+		storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store {
+			s, err := postgres.NewIdempotencyStore(newPool(t, 8))
+			must(t, err)
+			return s
+		})
+	})
+}
