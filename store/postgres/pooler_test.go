@@ -25,7 +25,7 @@ import (
 // (PgBouncer 1.21 and later, with max_prepared_statements).
 func poolerModes(t *testing.T, pgb *testenv.PgBouncer) []pgx.QueryExecMode {
 	modes := []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe}
-	if true {
+	if pgb.PreparedStatements() {
 		return append(modes, pgx.QueryExecModeCacheStatement)
 	}
 	t.Logf("PgBouncer %d.%d.%d keeps no named prepared statements in transaction mode (%d.%d and later do): "+
@@ -41,7 +41,7 @@ func pooledPool(pgb *testenv.PgBouncer, mode pgx.QueryExecMode) func(t *testing.
 	return func(t *testing.T, maxConns int32) *pgxpool.Pool {
 		t.Helper()
 		role := testenv.PostgresRole(t, dsn(t), newSchema(t), postgres.DefaultStatementTimeout)
-		cfg, err := pgxpool.ParseConfig(pgb.DSN(role))
+		cfg, err := postgres.PoolerConfig(pgb.DSN(role))
 		if err != nil {
 			t.Fatal(err)
 		}
