@@ -17,24 +17,18 @@ import (
 // The deployments on the real stores. Each test gets a fresh PostgreSQL schema and a
 // fresh Redis prefix; each instance its own pool and client.
 
-// onPostgres puts everything in PostgreSQL.
-func onPostgres() deployment {
-	tg := perTest(directly, false)
-	return deployment{name: "postgres",
-		stores: func(t *testing.T) tollgate.Stores {
-			s := tg(t).pg.store(t)
-			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
-		},
-		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) }}
-}
-
-// onPgBouncer puts everything in PostgreSQL, reached through a PgBouncer in transaction
-// mode, wired as the package documentation of store/postgres says ("Behind a pooler"):
-// postgres.PoolerConfig (no startup parameter, pgx's exec mode), and the schema and the
-// statement timeout in the settings of the role the instances log in as.
-func onPgBouncer() deployment {
-	tg := perTest(throughPgBouncer, false)
-	return deployment{name: "postgres-pgbouncer",
+// onPostgres puts everything in PostgreSQL, reached directly or through a PgBouncer in
+// transaction mode. Behind PgBouncer the instances are wired as the package
+// documentation of store/postgres says ("Behind a pooler"): postgres.PoolerConfig (no
+// startup parameter, pgx's exec mode), and the schema and the statement timeout in the
+// settings of the role they log in as.
+func onPostgres(via pgVia) deployment {
+	tg := perTest(via, false)
+	name := "postgres"
+	if via == throughPgBouncer {
+		name = "postgres-pgbouncer"
+	}
+	return deployment{name: name,
 		stores: func(t *testing.T) tollgate.Stores {
 			s := tg(t).pg.store(t)
 			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}

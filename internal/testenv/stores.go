@@ -21,17 +21,7 @@ func PostgresSchema(t testing.TB, dsn string) string {
 	var b [8]byte
 	rand.Read(b[:])
 	schema := "tollgate_test_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
+	exec := func(sql string) error { return postgresExec(dsn, sql) }
 	if err := exec("CREATE SCHEMA " + schema); err != nil {
 		t.Fatalf("creating schema %s: %v", schema, err)
 	}
@@ -53,21 +43,7 @@ func PostgresSchema(t testing.TB, dsn string) string {
 func PostgresRole(t testing.TB, dsn, schema string, statementTimeout time.Duration) string {
 	t.Helper()
 	role := pgx.Identifier{schema}.Sanitize()
-	exec := func(sqls ...string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		for _, sql := range sqls {
-			if _, err := conn.Exec(ctx, sql); err != nil {
-				return fmt.Errorf("%s: %w", sql, err)
-			}
-		}
-		return nil
-	}
+	exec := func(sqls ...string) error { return postgresExec(dsn, sqls...) }
 	if err := exec("CREATE ROLE "+role+" LOGIN",
 		"ALTER ROLE "+role+" SET search_path = "+role,
 		fmt.Sprintf("ALTER ROLE %s SET statement_timeout = %d", role, statementTimeout.Milliseconds()),
@@ -81,6 +57,24 @@ func PostgresRole(t testing.TB, dsn, schema string, statementTimeout time.Durati
 		}
 	})
 	return schema
+}
+
+// postgresExec runs the statements on a connection of its own to dsn, in order, and
+// stops at the first error.
+func postgresExec(dsn string, sqls ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: %w", sql, err)
+		}
+	}
+	return nil
 }
 
 // quoteLiteral returns s as an SQL string literal.

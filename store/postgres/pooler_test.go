@@ -78,11 +78,6 @@ func poolerSuites(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxp
 		}
 		return s
 	}
-	must := func(t *testing.T, err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Run("KeyStore", func(t *testing.T) {
 		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
 	})
@@ -107,38 +102,54 @@ func poolerSuites(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxp
 		})
 	})
 	t.Run("OAuthStore", func(t *testing.T) {
-		storetest.TestOAuthStore(t, func(t *testing.T) oauthstore.Store {
-			s, err := postgres.NewOAuthStore(newPool(t, 16))
-			must(t, err)
-			return s
-		})
+		storetest.TestOAuthStore(t, on[oauthstore.Store](newPool, 16, postgres.NewOAuthStore))
 	})
-	t.Run("AuditStore", func(t *testing.T) {
-		storetest.TestAuditStore(t, func(t *testing.T) audit.Store {
-			s, err := postgres.NewAuditStore(newPool(t, 16))
-			must(t, err)
-			return s
-		})
-	})
+	t.Run("AuditStore", func(t *testing.T) { storetest.TestAuditStore(t, on[audit.Store](newPool, 16, postgres.NewAuditStore)) })
 	t.Run("SessionStore", func(t *testing.T) {
-		storetest.TestSessionStore(t, func(t *testing.T) auth.SessionStore {
-			s, err := postgres.NewSessionStore(newPool(t, 8))
-			must(t, err)
-			return s
-		})
+		storetest.TestSessionStore(t, on[auth.SessionStore](newPool, 8, postgres.NewSessionStore))
 	})
-	t.Run("UsageStore", func(t *testing.T) {
-		storetest.TestUsageStore(t, func(t *testing.T) usage.Store {
-			s, err := postgres.NewUsageStore(newPool(t, 16))
-			must(t, err)
-			return s
-		})
-	})
+	t.Run("UsageStore", func(t *testing.T) { storetest.TestUsageStore(t, on[usage.Store](newPool, 16, postgres.NewUsageStore)) })
 	t.Run("IdempotencyStore", func(t *testing.T) {
-		storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store {
-			s, err := postgres.NewIdempotencyStore(newPool(t, 8))
-			must(t, err)
-			return s
-		})
+		storetest.TestIdempotencyStore(t, on[idempotency.Store](newPool, 8, postgres.NewIdempotencyStore))
 	})
+}
+
+// on returns a function that makes a store with newStore on a pool of maxConns
+// connections from newPool, as the interface I a suite tests.
+func on[I, S any](newPool func(t *testing.T, maxConns int32) *pgxpool.Pool, maxConns int32, newStore func(postgres.DB) (S, error)) func(*testing.T) I {
+	return func(t *testing.T) I {
+		s, err := newStore(newPool(t, maxConns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return any(s).(I)
+	}
+}
+
+// TestPoolerConfig checks what a pooler gets from PoolerConfig: no startup parameter
+// but the connection string's own, the exec mode unless the string names one, and
+// PoolConfig's pool settings.
+func TestPoolerConfig(t *testing.T) {
+	cfg, err := postgres.PoolerConfig("postgres://app@127.0.0.1:6432/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.ConnConfig.RuntimeParams; len(p) != 0 {
+		t.Errorf("startup parameters %v; want none", p)
+	}
+	if m := cfg.ConnConfig.DefaultQueryExecMode; m != pgx.QueryExecModeExec {
+		t.Errorf("exec mode %v; want exec", m)
+	}
+	if cfg.MaxConns != postgres.DefaultMaxConns || cfg.ConnConfig.ConnectTimeout != postgres.DefaultConnectTimeout ||
+		cfg.ConnConfig.BuildContextWatcherHandler == nil {
+		t.Errorf("MaxConns %d, ConnectTimeout %s, cancel requests %t; want PoolConfig's", cfg.MaxConns,
+			cfg.ConnConfig.ConnectTimeout, cfg.ConnConfig.BuildContextWatcherHandler != nil)
+	}
+	cfg, err = postgres.PoolerConfig("postgres://app@127.0.0.1:6432/db?default_query_exec_mode=cache_statement&application_name=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, p := cfg.ConnConfig.DefaultQueryExecMode, cfg.ConnConfig.RuntimeParams; m != pgx.QueryExecModeCacheStatement || len(p) != 1 || p["application_name"] != "x" {
+		t.Errorf("exec mode %v, startup parameters %v; want the string's: cache_statement, application_name x", m, p)
+	}
 }
