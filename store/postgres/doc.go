@@ -261,8 +261,8 @@
 // substituted: it drops the client's connection rather than rolling back one statement.
 //
 // The exec modes: exec (PoolerConfig's default: one round trip, an unnamed statement,
-// the parameters sent as text and typed by the server), simple_protocol (the arguments
-// quoted into the statement's text) and cache_describe work through any pooler. pgx's
+// the parameters sent as text and typed by the server) and simple_protocol (the
+// arguments quoted into the statement's text) work through any pooler. pgx's
 // default, cache_statement (named prepared statements, kept per session), needs a
 // pooler that carries them across transactions: PgBouncer 1.21 or later with
 // max_prepared_statements above 0 (200, say); set default_query_exec_mode=cache_statement
@@ -276,8 +276,9 @@
 //
 // [Migrate] works through the pooler too (it runs in one transaction, which holds its
 // advisory lock), and so does a Store on a pgx.Tx. The tests run every conformance
-// suite through a real PgBouncer in transaction mode, in each of these exec modes
-// (TestBehindPgBouncer), and the multi-instance tests run a deployment through it
+// suite through a real PgBouncer in transaction mode, in the exec and simple_protocol
+// modes, and in cache_statement when the PgBouncer installed keeps prepared statements
+// (TestBehindPgBouncer); the multi-instance tests run a deployment through it
 // (internal/multiinstance).
 //
 // # Hot accounts

@@ -81,9 +81,9 @@ func PoolConfig(connString string) (*pgxpool.Config, error) {
 //   - Statements run in pgx's exec mode ([pgx.QueryExecModeExec]: one round trip, an
 //     unnamed statement, parameters sent as text and typed by the server), which needs
 //     no prepared statement to outlive its transaction, unless the string sets
-//     default_query_exec_mode. simple_protocol and cache_describe work too, and so does
-//     pgx's default, cache_statement, behind a pooler that keeps named prepared
-//     statements (PgBouncer 1.21 or later with max_prepared_statements above 0).
+//     default_query_exec_mode. simple_protocol works too, and so does pgx's default,
+//     cache_statement, behind a pooler that keeps named prepared statements (PgBouncer
+//     1.21 or later with max_prepared_statements above 0).
 //   - Everything else as PoolConfig sets it: the pool's size, timeouts, health checks
 //     and cancel requests (a pooler forwards them to the session running the
 //     statement).

@@ -19,12 +19,12 @@ import (
 )
 
 // poolerModes are the exec modes the store must work in behind a transaction-mode
-// pooler: exec and simple_protocol (no prepared statement at all), cache_describe (an
-// unnamed statement, its description cached), and pgx's default, cache_statement
-// (named prepared statements), where the pooler keeps them across transactions
-// (PgBouncer 1.21 and later, with max_prepared_statements).
+// pooler: exec (PoolerConfig's) and simple_protocol, which need no prepared statement,
+// and pgx's default, cache_statement (named prepared statements), where the pooler
+// keeps them across transactions (PgBouncer 1.21 and later, with
+// max_prepared_statements).
 func poolerModes(t *testing.T, pgb *testenv.PgBouncer) []pgx.QueryExecMode {
-	modes := []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe}
+	modes := []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol}
 	if pgb.PreparedStatements() {
 		return append(modes, pgx.QueryExecModeCacheStatement)
 	}
