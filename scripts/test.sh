@@ -25,7 +25,7 @@ else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
 fi
 
-say "Debian packages (the toolchains the generated client packages are tested with, and the dashboard's browser)"
+say "Debian packages (the toolchains the generated client packages are tested with, the dashboard's browser, and the pooler the PostgreSQL store is tested behind)"
 # Each entry: a package, and a command or file whose absence means it must be installed.
 debian=(
   "default-jdk-headless:javac"
@@ -38,6 +38,7 @@ debian=(
   "php-curl:/usr/share/doc/php-curl"
   "composer:composer"
   "chromium:chromium"
+  "pgbouncer:/usr/sbin/pgbouncer"
 )
 missing=()
 for entry in "${debian[@]}"; do
@@ -89,10 +90,11 @@ say "go test -race"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-# go test stops a package's tests after 10 minutes by default; internal/multiinstance,
-# which runs instances as processes on PostgreSQL and Redis, takes about that long with
-# the race detector on two cores.
-go test -race -count=1 -timeout 20m -json ./... >"$log"
+# go test stops a package's tests after 10 minutes by default; on a loaded machine with
+# the race detector, internal/multiinstance (instances as processes on PostgreSQL and
+# Redis) and store/postgres (its conformance suites directly and again through PgBouncer)
+# may take longer.
+go test -race -count=1 -timeout 30m -json ./... >"$log"
 status=$?
 set -e
 # Print the failures and skips readably; the full log is in JSON.

@@ -6,4 +6,7 @@
 // calls, a concurrency ceiling held across instances, a rotation or revocation on one
 // instance refused by the very next call on every other, a crashed holder's slot
 // returning after its lease, and failing closed while a store is down, then resuming.
+// Each runs on every deployment: memory stores shared in one process, PostgreSQL, the
+// same through a PgBouncer in transaction mode (the wiring of store/postgres's "Behind a
+// pooler"), PostgreSQL with the limits in Redis, and Redis.
 package multiinstance

@@ -40,7 +40,7 @@ type deployment struct {
 
 // deployments returns the deployments to test, one per way to share the stores.
 func deployments() []deployment {
-	return []deployment{memoryShared(), onPostgres(), onRedisAndPostgres(), onRedis()}
+	return []deployment{memoryShared(), onPostgres(directly), onPostgres(throughPgBouncer), onRedisAndPostgres(), onRedis()}
 }
 
 // memoryShared shares one set of memory stores between instances in one process. It

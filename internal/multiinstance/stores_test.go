@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
@@ -15,10 +17,18 @@ import (
 // The deployments on the real stores. Each test gets a fresh PostgreSQL schema and a
 // fresh Redis prefix; each instance its own pool and client.
 
-// onPostgres puts everything in PostgreSQL.
-func onPostgres() deployment {
-	tg := perTest(true, false)
-	return deployment{name: "postgres",
+// onPostgres puts everything in PostgreSQL, reached directly or through a PgBouncer in
+// transaction mode. Behind PgBouncer the instances are wired as the package
+// documentation of store/postgres says ("Behind a pooler"): postgres.PoolerConfig (no
+// startup parameter, pgx's exec mode), and the schema and the statement timeout in the
+// settings of the role they log in as.
+func onPostgres(via pgVia) deployment {
+	tg := perTest(via, false)
+	name := "postgres"
+	if via == throughPgBouncer {
+		name = "postgres-pgbouncer"
+	}
+	return deployment{name: name,
 		stores: func(t *testing.T) tollgate.Stores {
 			s := tg(t).pg.store(t)
 			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
@@ -30,7 +40,7 @@ func onPostgres() deployment {
 // composition the Redis store recommends. The answers of idempotent batches are kept
 // with the money.
 func onRedisAndPostgres() deployment {
-	tg := perTest(true, true)
+	tg := perTest(directly, true)
 	return deployment{name: "redis+postgres", serverClock: true,
 		stores: func(t *testing.T) tollgate.Stores {
 			s, r := tg(t).pg.store(t), tg(t).rd.store(t)
@@ -41,7 +51,7 @@ func onRedisAndPostgres() deployment {
 
 // onRedis puts everything in Redis.
 func onRedis() deployment {
-	tg := perTest(false, true)
+	tg := perTest(noPostgres, true)
 	return deployment{name: "redis", serverClock: true,
 		stores: func(t *testing.T) tollgate.Stores {
 			r := tg(t).rd.store(t)
@@ -50,13 +60,33 @@ func onRedis() deployment {
 		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.store(t) }}
 }
 
-// pgTarget is a test's PostgreSQL schema.
-type pgTarget struct{ dsn, schema string }
+// pgTarget is a test's PostgreSQL schema, and, for a deployment behind a pooler, the
+// connection string through its PgBouncer of a role whose settings name the schema.
+type pgTarget struct{ dsn, schema, pooled string }
+
+// pool returns a pool of its own on the schema, of one instance's.
+func (p pgTarget) pool(t *testing.T, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	if p.pooled == "" {
+		return testenv.PostgresPool(t, p.dsn, p.schema, maxConns)
+	}
+	cfg, err := postgres.PoolerConfig(p.pooled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns, cfg.MinConns = maxConns, 0
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
 
 // answers returns an idempotency store on the schema, with a pool of its own.
 func (p pgTarget) answers(t *testing.T) *postgres.IdempotencyStore {
 	t.Helper()
-	s, err := postgres.NewIdempotencyStore(testenv.PostgresPool(t, p.dsn, p.schema, 4))
+	s, err := postgres.NewIdempotencyStore(p.pool(t, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +95,7 @@ func (p pgTarget) answers(t *testing.T) *postgres.IdempotencyStore {
 
 func (p pgTarget) store(t *testing.T) *postgres.Store {
 	t.Helper()
-	s, err := postgres.New(testenv.PostgresPool(t, p.dsn, p.schema, 16), nil)
+	s, err := postgres.New(p.pool(t, 16), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +120,18 @@ type targets struct {
 	rd redisTarget
 }
 
+// How a deployment reaches PostgreSQL.
+type pgVia int
+
+const (
+	noPostgres       pgVia = iota
+	directly               // the schema in the connections' search_path
+	throughPgBouncer       // through a PgBouncer of the test's, in transaction mode
+)
+
 // perTest returns the targets of a test, prepared on its first call (per test): the
 // instances then open their own connections to them.
-func perTest(usePG, useRedis bool) func(*testing.T) targets {
+func perTest(pg pgVia, useRedis bool) func(*testing.T) targets {
 	var mu sync.Mutex
 	all := map[*testing.T]targets{}
 	return func(t *testing.T) targets {
@@ -101,10 +140,14 @@ func perTest(usePG, useRedis bool) func(*testing.T) targets {
 		defer mu.Unlock()
 		tg, ok := all[t]
 		if !ok {
-			if usePG {
+			if pg != noPostgres {
 				dsn := testenv.Var(t, testenv.Postgres)
 				tg.pg = pgTarget{dsn: dsn, schema: testenv.PostgresSchema(t, dsn)}
-				if err := postgres.Migrate(context.Background(), testenv.PostgresPool(t, dsn, tg.pg.schema, 2)); err != nil {
+				if pg == throughPgBouncer {
+					role := testenv.PostgresRole(t, dsn, tg.pg.schema, postgres.DefaultStatementTimeout)
+					tg.pg.pooled = testenv.StartPgBouncer(t, dsn).DSN(role)
+				}
+				if err := postgres.Migrate(context.Background(), tg.pg.pool(t, 2)); err != nil {
 					t.Fatal(err)
 				}
 			}

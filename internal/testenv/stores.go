@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +21,7 @@ func PostgresSchema(t testing.TB, dsn string) string {
 	var b [8]byte
 	rand.Read(b[:])
 	schema := "tollgate_test_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
+	exec := func(sql string) error { return postgresExec(dsn, sql) }
 	if err := exec("CREATE SCHEMA " + schema); err != nil {
 		t.Fatalf("creating schema %s: %v", schema, err)
 	}
@@ -40,6 +32,53 @@ func PostgresSchema(t testing.TB, dsn string) string {
 	})
 	return schema
 }
+
+// PostgresRole creates a login role named after schema on the server at dsn, whose
+// sessions work in schema and have a statement timeout: the role's settings (ALTER ROLE
+// ... SET search_path, statement_timeout), which reach a session through a pooler where
+// startup parameters do not. The role may use and create in the schema. When the test
+// ends it ends the role's sessions (a pooler's idle server connections included), drops
+// what it owns and drops it: call it after PostgresSchema, and open the test's pools
+// after it, so that they are closed first.
+func PostgresRole(t testing.TB, dsn, schema string, statementTimeout time.Duration) string {
+	t.Helper()
+	role := pgx.Identifier{schema}.Sanitize()
+	exec := func(sqls ...string) error { return postgresExec(dsn, sqls...) }
+	if err := exec("CREATE ROLE "+role+" LOGIN",
+		"ALTER ROLE "+role+" SET search_path = "+role,
+		fmt.Sprintf("ALTER ROLE %s SET statement_timeout = %d", role, statementTimeout.Milliseconds()),
+		"GRANT USAGE, CREATE ON SCHEMA "+role+" TO "+role); err != nil {
+		t.Fatalf("creating role %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		if err := exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = "+quoteLiteral(schema),
+			"DROP OWNED BY "+role, "DROP ROLE "+role); err != nil {
+			t.Errorf("dropping role %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// postgresExec runs the statements on a connection of its own to dsn, in order, and
+// stops at the first error.
+func postgresExec(dsn string, sqls ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: %w", sql, err)
+		}
+	}
+	return nil
+}
+
+// quoteLiteral returns s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // PostgresPool opens a pool on dsn whose connections work in schema, with timeouts that
 // make a stopped server fail fast. It is closed when the test ends (before a schema

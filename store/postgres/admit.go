@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Admit performs the parts of an admission step in one call of the database function
@@ -47,7 +48,7 @@ func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, e
 // admitParams are the arguments of tollgate_admit for one step, NULL (nil) for the
 // parts the step does not have.
 type admitParams struct {
-	request           [16]byte
+	request           pgtype.UUID
 	now               int64
 	keyAccount, keyID *string
 	keyHash           []byte
@@ -62,7 +63,7 @@ type admitParams struct {
 }
 
 func newAdmitParams(st *driver.Step) (*admitParams, error) {
-	p := &admitParams{request: st.Request, now: st.Now.UnixNano()}
+	p := &admitParams{request: uuidArg(st.Request), now: st.Now.UnixNano()}
 	if k := st.Key; k != nil {
 		p.keyAccount, p.keyID, p.keyHash = &k.Account, &k.KeyID, checkHash(k)
 	}
@@ -150,7 +151,7 @@ func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParam
 	}
 	n := len(ps)
 	var (
-		request                   = make([][16]byte, n)
+		request                   = make([]pgtype.UUID, n)
 		now                       = make([]int64, n)
 		keyAccount, keyID, credit = make([]*string, n), make([]*string, n), make([]*string, n)
 		keyHash                   = make([][]byte, n)
@@ -240,7 +241,7 @@ func (s *Store) Close(ctx context.Context, c driver.Closing) (driver.Balance, er
 
 // closeParams are the arguments of tollgate_close for one closing.
 type closeParams struct {
-	request       [16]byte
+	request       pgtype.UUID
 	release       bool
 	settleAccount *string
 	refund        *int64
@@ -251,7 +252,7 @@ type closeParams struct {
 }
 
 func newCloseParams(c *driver.Closing) *closeParams {
-	p := &closeParams{request: c.Request, release: c.ReleaseSlot}
+	p := &closeParams{request: uuidArg(c.Request), release: c.ReleaseSlot}
 	if st := c.Settlement; st != nil {
 		p.settleAccount, p.refund, p.uncount, p.allowance = &st.Account, &st.Refund, st.Uncount, &st.Allowance
 		p.start, p.end, p.now = &st.Period.Start, &st.Period.End, nanos(st.Now)
@@ -288,7 +289,7 @@ func (s *Store) closeBatch(ctx context.Context, account string, ps []*closeParam
 	}
 	n := len(ps)
 	var (
-		request       = make([][16]byte, n)
+		request       = make([]pgtype.UUID, n)
 		release       = make([]bool, n)
 		settle        = make([]*string, n)
 		refund, allow = make([]*int64, n), make([]*int64, n)

@@ -15,6 +15,7 @@
 //	cfg, err := postgres.PoolConfig(os.Getenv("DATABASE_URL")) // recommended settings
 //	if err != nil { ... }
 //	cfg.ConnConfig.RuntimeParams["search_path"] = "tollgate"  // a schema of its own, if wanted: it must exist
+//	                                                           // (behind a pooler: PoolerConfig and the role's settings)
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //	if err != nil { ... }
 //	defer pool.Close()
@@ -229,7 +230,8 @@
 //     quickly, and connections an outage broke are replaced soon after it ends (pgxpool
 //     also pings a connection idle for more than a second before handing it out).
 //   - statement_timeout 5s on every session: the server-side bound on any one call,
-//     waiting for locks included, so that nothing holds a hot row indefinitely.
+//     waiting for locks included, so that nothing holds a hot row indefinitely (behind
+//     a pooler, the role's setting: see "Behind a pooler").
 //   - On a canceled or expired context, a cancel request to the server
 //     (pgconn.CancelRequestContextWatcherHandler) rather than pgx's default of only
 //     dropping the connection: the server then aborts the statement and rolls it back
@@ -238,6 +240,53 @@
 // Give every call a context with a deadline (a second or two for Admit and Close): the
 // deadline bounds the wait for a connection, for locks and for the network, which is
 // what turns an unresponsive store into a prompt 503.
+//
+// # Behind a pooler
+//
+// The store works through a connection pooler in transaction mode (PgBouncer's
+// pool_mode = transaction, and the managed poolers that work the same way), where each
+// transaction may run on another server session: every method is one statement or one
+// transaction, and nothing it relies on outlives its transaction on the session (no
+// session SET, session advisory lock or temporary table; prepared statements only in
+// the exec mode that needs them, below). What changes is the wiring.
+//
+// Build the pool with [PoolerConfig] rather than [PoolConfig]: it sends no startup
+// parameter (a pooler refuses statement_timeout and search_path at connection time,
+// PgBouncer with "unsupported startup parameter", or drops them when told to ignore
+// them) and runs statements in pgx's exec mode. Give the role the settings instead,
+// once, as the database's owner; the server applies them to every session it opens
+// for the role, whatever the pooler:
+//
+//	ALTER ROLE tollgate SET search_path = tollgate;    -- the schema (created beforehand, see Wiring)
+//	ALTER ROLE tollgate SET statement_timeout = '5s';  -- DefaultStatementTimeout
+//
+// ALTER ROLE ... IN DATABASE ... SET limits them to one database. Sessions already open
+// keep their old settings: a pooler's server connections take them when they are
+// replaced (PgBouncer: RECONNECT, or server_lifetime). Without a schema of its own the
+// store works in the role's default search_path ("$user", public), and only the
+// timeout is needed. A pooler's own bound (PgBouncer's query_timeout) may be added, not
+// substituted: it drops the client's connection rather than rolling back one statement.
+//
+// The exec modes: exec (PoolerConfig's default: one round trip, an unnamed statement,
+// the parameters sent as text and typed by the server) and simple_protocol (the
+// arguments quoted into the statement's text) work through any pooler. pgx's
+// default, cache_statement (named prepared statements, kept per session), needs a
+// pooler that carries them across transactions: PgBouncer 1.21 or later with
+// max_prepared_statements above 0 (200, say); set default_query_exec_mode=cache_statement
+// in the connection string then.
+//
+// PgBouncer itself: pool_mode = transaction; default_pool_size (per role and database,
+// 20 by default) is the number of server sessions that every instance shares: keep it,
+// times the poolers, below the server's max_connections. An instance's MaxConns are
+// then client connections, which wait in the pooler's queue while every server session
+// is busy (within the call's context deadline).
+//
+// [Migrate] works through the pooler too (it runs in one transaction, which holds its
+// advisory lock), and so does a Store on a pgx.Tx. The tests run every conformance
+// suite through a real PgBouncer in transaction mode, in the exec and simple_protocol
+// modes, and in cache_statement when the PgBouncer installed keeps prepared statements
+// (TestBehindPgBouncer); the multi-instance tests run a deployment through it
+// (internal/multiinstance).
 //
 // # Hot accounts
 //

@@ -40,7 +40,7 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 		run   *[16]byte
 	)
 	err := s.db.QueryRow(ctx, `SELECT o_state, o_run, o_answer FROM tollgate_idem_claim($1, $2, $3, $4, $5, $6, $7)`,
-		c.ID[:], c.Fingerprint[:], [16]byte(c.Run), [16]byte(c.Token),
+		c.ID[:], c.Fingerprint[:], uuidArg(c.Run), uuidArg(c.Token),
 		c.Now.UnixNano(), c.Lease.UnixNano(), c.Expires.UnixNano()).Scan(&state, &run, &rec.Answer)
 	if err != nil {
 		return idempotency.Record{}, wrapErr(ctx, err, "idempotency record %s", c.ID)
@@ -57,7 +57,7 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 // tollgate_idem_claim, which locks the row it decides on.)
 func (s *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
 	tag, err := s.db.Exec(ctx, `UPDATE tollgate_idempotency SET settling = true WHERE id = $1 AND token = $2 AND NOT done AND expires > $3`,
-		id[:], [16]byte(token), now.UnixNano())
+		id[:], uuidArg(token), now.UnixNano())
 	if err != nil {
 		return wrapErr(ctx, err, "idempotency record %s", id)
 	}
@@ -73,7 +73,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, toke
 		answer = []byte{}
 	}
 	_, err := s.db.Exec(ctx, `UPDATE tollgate_idempotency SET done = true, answer = $3 WHERE id = $1 AND token = $2 AND NOT done`,
-		id[:], [16]byte(token), answer)
+		id[:], uuidArg(token), answer)
 	if err != nil {
 		return wrapErr(ctx, err, "idempotency record %s", id)
 	}
@@ -84,7 +84,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, toke
 // statement.
 func (s *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
 	_, err := s.db.Exec(ctx, `DELETE FROM tollgate_idempotency WHERE id = $1 AND token = $2 AND NOT done AND NOT settling`,
-		id[:], [16]byte(token))
+		id[:], uuidArg(token))
 	if err != nil {
 		return wrapErr(ctx, err, "idempotency record %s", id)
 	}

@@ -92,8 +92,10 @@ func (r *accountRow) account() (auth.Account, error) {
 	return a, nil
 }
 
-// encodeRestrictions returns restrictions as JSON, or nil (SQL NULL) for none.
-func encodeRestrictions(r auth.Restrictions) ([]byte, error) {
+// encodeRestrictions returns restrictions as JSON, or nil (SQL NULL) for none. It is a
+// json.RawMessage, which pgx sends as JSON in every exec mode (a []byte is bytea to
+// the modes that do not ask the server the parameter's type: exec, simple_protocol).
+func encodeRestrictions(r auth.Restrictions) (json.RawMessage, error) {
 	if r.IsZero() {
 		return nil, nil
 	}

@@ -91,7 +91,7 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
 		FROM tollgate_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		r.Account, [16]byte(r.Request), r.Amount, r.APIs, r.Period.Start, r.Period.End, r.Allowance,
+		r.Account, uuidArg(r.Request), r.Amount, r.APIs, r.Period.Start, r.Period.End, r.Allowance,
 		nanos(r.Now), r.Expires.UnixNano()).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
@@ -141,7 +141,7 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_reserved
 		FROM tollgate_settle($1, $2, $3, $4, $5, $6, $7, $8)`,
-		st.Account, [16]byte(st.Request), st.Refund, st.Uncount, st.Period.Start, st.Period.End, st.Allowance,
+		st.Account, uuidArg(st.Request), st.Refund, st.Uncount, st.Period.Start, st.Period.End, st.Allowance,
 		nanos(st.Now)).
 		Scan(append(append([]any{&status}, b.dest()...), &reserved)...)
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
 		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		a.Account, [16]byte(a.Request), max(a.Amount, -driver.MaxCredits-1), a.Reason, a.Period.Start, a.Period.End, a.Allowance,
+		a.Account, uuidArg(a.Request), max(a.Amount, -driver.MaxCredits-1), a.Reason, a.Period.Start, a.Period.End, a.Allowance,
 		nanos(a.Now), int64(driver.MaxCredits)).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {

@@ -79,7 +79,7 @@ func (s *Store) Acquire(ctx context.Context, key string, holder driver.RequestID
 	}
 	var d driver.SlotDecision
 	err := s.db.QueryRow(ctx, `SELECT o_acquired, o_in_use FROM tollgate_slot_acquire($1, $2, $3, $4, $5)`,
-		key, [16]byte(holder), ceiling, int64(lease), now.UnixNano()).Scan(&d.Acquired, &d.InUse)
+		key, uuidArg(holder), ceiling, int64(lease), now.UnixNano()).Scan(&d.Acquired, &d.InUse)
 	if err != nil {
 		return driver.SlotDecision{}, wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
@@ -91,7 +91,7 @@ func (s *Store) Release(ctx context.Context, key string, holder driver.RequestID
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
-	if _, err := s.db.Exec(ctx, `UPDATE tollgate_slots SET holder = NULL, expires = 0 WHERE key = $1 AND holder = $2`, key, [16]byte(holder)); err != nil {
+	if _, err := s.db.Exec(ctx, `UPDATE tollgate_slots SET holder = NULL, expires = 0 WHERE key = $1 AND holder = $2`, key, uuidArg(holder)); err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
 	return nil
@@ -103,7 +103,7 @@ func (s *Store) Renew(ctx context.Context, key string, holder driver.RequestID, 
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}
 	tag, err := s.db.Exec(ctx, `UPDATE tollgate_slots SET expires = $3 WHERE key = $1 AND holder = $2 AND expires > $4`,
-		key, [16]byte(holder), now.Add(lease).UnixNano(), now.UnixNano())
+		key, uuidArg(holder), now.Add(lease).UnixNano(), now.UnixNano())
 	if err != nil {
 		return wrapErr(ctx, err, "slot of %s under %q", holder, key)
 	}

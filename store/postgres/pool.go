@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,8 +48,62 @@ const (
 //
 // Nothing else is changed: synchronous_commit stays as the server has it (on, durable,
 // by default). Give the pool's sessions a search_path (RuntimeParams["search_path"], or
-// the role's or database's setting) to put the store in a schema of its own.
+// the role's or database's setting) to put the store in a schema of its own. Through a
+// connection pooler in transaction mode, use [PoolerConfig]: it sends no startup
+// parameter.
 func PoolConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := poolConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	params := cfg.ConnConfig.RuntimeParams
+	if _, ok := params["statement_timeout"]; !ok {
+		params["statement_timeout"] = DefaultStatementTimeout.String()
+	}
+	if _, ok := params["application_name"]; !ok {
+		params["application_name"] = "tollgate"
+	}
+	return cfg, nil
+}
+
+// PoolerConfig is [PoolConfig] for a server reached through a connection pooler in
+// transaction mode (PgBouncer with pool_mode = transaction, and the managed poolers
+// built like it), where consecutive transactions of one client connection may run on
+// different server sessions, and where session state set at connection time does not
+// follow the client:
+//
+//   - No startup parameter besides the role and the database (a pooler refuses the
+//     ones it does not know, or drops them): no statement_timeout, no application_name.
+//     Give the role the settings the store needs, which the server applies to every
+//     session it opens for the role, pooled or not: ALTER ROLE ... SET statement_timeout
+//     = '5s' ([DefaultStatementTimeout]) and, for a schema of its own, ALTER ROLE ... SET
+//     search_path = tollgate (see the package documentation, "Behind a pooler").
+//   - Statements run in pgx's exec mode ([pgx.QueryExecModeExec]: one round trip, an
+//     unnamed statement, parameters sent as text and typed by the server), which needs
+//     no prepared statement to outlive its transaction, unless the string sets
+//     default_query_exec_mode. simple_protocol works too, and so does pgx's default,
+//     cache_statement, behind a pooler that keeps named prepared statements (PgBouncer
+//     1.21 or later with max_prepared_statements above 0).
+//   - Everything else as PoolConfig sets it: the pool's size, timeouts, health checks
+//     and cancel requests (a pooler forwards them to the session running the
+//     statement).
+//
+// The connection string's own parameters are sent as given: set none that the pooler
+// does not accept.
+func PoolerConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := poolConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(connString, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return cfg, nil
+}
+
+// poolConfig parses connString with the pool settings of PoolConfig that need no
+// startup parameter.
+func poolConfig(connString string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, err
@@ -65,13 +120,6 @@ func PoolConfig(connString string) (*pgxpool.Config, error) {
 	}
 	if !set("connect_timeout") {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
-	}
-	params := cfg.ConnConfig.RuntimeParams
-	if _, ok := params["statement_timeout"]; !ok {
-		params["statement_timeout"] = DefaultStatementTimeout.String()
-	}
-	if _, ok := params["application_name"]; !ok {
-		params["application_name"] = "tollgate"
 	}
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}

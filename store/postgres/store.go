@@ -133,9 +133,11 @@ func wrapErr(ctx context.Context, err error, format string, args ...any) error {
 		return fmt.Errorf("postgres: %s: %w", what, store.ErrNotFound)
 	case isCode(err, uniqueViolation):
 		return fmt.Errorf("postgres: %s: %w", what, store.ErrConflict)
-	case isClass(err, dataException), isClass(err, integrityViolation):
+	case isClass(err, dataException), isClass(err, integrityViolation), isStatementError(err, protocolViolation):
 		// A value the database cannot hold (invalid UTF-8, a NUL byte, a number out of
-		// range) or a constraint it breaks: the caller's doing, not an outage.
+		// range) or a constraint it breaks: the caller's doing, not an outage. In pgx's
+		// simple_protocol mode the arguments are part of the query's text, and a NUL
+		// byte in one makes the server refuse the message as malformed (08P01).
 		return fmt.Errorf("postgres: %s: %w: %w", what, store.ErrInvalid, err)
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
@@ -153,6 +155,7 @@ const (
 	foreignKeyViolation   = "23503"
 	invalidSchemaName     = "3F000" // "no schema has been selected to create in"
 	insufficientPrivilege = "42501"
+	protocolViolation     = "08P01" // "invalid message format": a NUL byte in a simple query
 )
 
 // SQLSTATE classes the store tells apart: their first two characters.
@@ -171,6 +174,13 @@ func isClass(err error, class string) bool {
 func isCode(err error, code string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == code
+}
+
+// isStatementError reports whether err is a server error with the given SQLSTATE that
+// failed one statement, not the session (severity ERROR, not FATAL).
+func isStatementError(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code && pe.Severity == "ERROR"
 }
 
 // constraint returns the name of the constraint a server error violated, or "".

@@ -1,0 +1,155 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/storetest"
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// poolerModes are the exec modes the store must work in behind a transaction-mode
+// pooler: exec (PoolerConfig's) and simple_protocol, which need no prepared statement,
+// and pgx's default, cache_statement (named prepared statements), where the pooler
+// keeps them across transactions (PgBouncer 1.21 and later, with
+// max_prepared_statements).
+func poolerModes(t *testing.T, pgb *testenv.PgBouncer) []pgx.QueryExecMode {
+	modes := []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol}
+	if pgb.PreparedStatements() {
+		return append(modes, pgx.QueryExecModeCacheStatement)
+	}
+	t.Logf("PgBouncer %d.%d.%d keeps no named prepared statements in transaction mode (%d.%d and later do): "+
+		"pgx's default exec mode, cache_statement, is not run through it", pgb.Version[0], pgb.Version[1], pgb.Version[2],
+		testenv.PreparedStatementsSince[0], testenv.PreparedStatementsSince[1])
+	return modes
+}
+
+// pooledPool returns a function that makes a pool on a fresh, migrated schema through
+// pgb, in exec mode mode, as a role of the test's own whose settings (not startup
+// parameters) give its sessions the schema and the statement timeout.
+func pooledPool(pgb *testenv.PgBouncer, mode pgx.QueryExecMode) func(t *testing.T, maxConns int32) *pgxpool.Pool {
+	return func(t *testing.T, maxConns int32) *pgxpool.Pool {
+		t.Helper()
+		role := testenv.PostgresRole(t, dsn(t), newSchema(t), postgres.DefaultStatementTimeout)
+		cfg, err := postgres.PoolerConfig(pgb.DSN(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+		cfg.MaxConns, cfg.MinConns = maxConns, 0
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close) // runs before the role and the schema are dropped
+		if err := postgres.Migrate(context.Background(), pool); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		return pool
+	}
+}
+
+// TestBehindPgBouncer runs every conformance suite through a real PgBouncer in
+// transaction mode, with no startup parameter, in each exec mode a pooler allows: the
+// store must keep every contract there as on a direct connection.
+func TestBehindPgBouncer(t *testing.T) {
+	pgb := testenv.StartPgBouncer(t, dsn(t))
+	for _, mode := range poolerModes(t, pgb) {
+		t.Run(mode.String(), func(t *testing.T) { poolerSuites(t, pooledPool(pgb, mode)) })
+	}
+}
+
+// poolerSuites runs the conformance suites on the pools newPool makes.
+func poolerSuites(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxpool.Pool) {
+	newStore := func(t *testing.T, opts *postgres.Options) *postgres.Store {
+		s, err := postgres.New(newPool(t, 16), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Run("KeyStore", func(t *testing.T) {
+		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
+	})
+	t.Run("Ledger", func(t *testing.T) {
+		storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
+	})
+	t.Run("RateLimiter", func(t *testing.T) {
+		storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
+	})
+	t.Run("ConcurrencyLimiter", func(t *testing.T) {
+		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
+	})
+	t.Run("KeyChecker", func(t *testing.T) {
+		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
+	})
+	t.Run("Admitter", func(t *testing.T) {
+		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores { return allRoles(newStore(t, nil)) })
+	})
+	t.Run("AdmitterUnbatched", func(t *testing.T) {
+		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
+			return allRoles(newStore(t, &postgres.Options{Batch: 1}))
+		})
+	})
+	t.Run("OAuthStore", func(t *testing.T) {
+		storetest.TestOAuthStore(t, on[oauthstore.Store](newPool, 16, postgres.NewOAuthStore))
+	})
+	t.Run("AuditStore", func(t *testing.T) { storetest.TestAuditStore(t, on[audit.Store](newPool, 16, postgres.NewAuditStore)) })
+	t.Run("SessionStore", func(t *testing.T) {
+		storetest.TestSessionStore(t, on[auth.SessionStore](newPool, 8, postgres.NewSessionStore))
+	})
+	t.Run("UsageStore", func(t *testing.T) { storetest.TestUsageStore(t, on[usage.Store](newPool, 16, postgres.NewUsageStore)) })
+	t.Run("IdempotencyStore", func(t *testing.T) {
+		storetest.TestIdempotencyStore(t, on[idempotency.Store](newPool, 8, postgres.NewIdempotencyStore))
+	})
+}
+
+// on returns a function that makes a store with newStore on a pool of maxConns
+// connections from newPool, as the interface I a suite tests.
+func on[I, S any](newPool func(t *testing.T, maxConns int32) *pgxpool.Pool, maxConns int32, newStore func(postgres.DB) (S, error)) func(*testing.T) I {
+	return func(t *testing.T) I {
+		s, err := newStore(newPool(t, maxConns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return any(s).(I)
+	}
+}
+
+// TestPoolerConfig checks what a pooler gets from PoolerConfig: no startup parameter
+// but the connection string's own, the exec mode unless the string names one, and
+// PoolConfig's pool settings.
+func TestPoolerConfig(t *testing.T) {
+	cfg, err := postgres.PoolerConfig("postgres://app@127.0.0.1:6432/db?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.ConnConfig.RuntimeParams; len(p) != 0 {
+		t.Errorf("startup parameters %v; want none", p)
+	}
+	if m := cfg.ConnConfig.DefaultQueryExecMode; m != pgx.QueryExecModeExec {
+		t.Errorf("exec mode %v; want exec", m)
+	}
+	if cfg.MaxConns != postgres.DefaultMaxConns || cfg.ConnConfig.ConnectTimeout != postgres.DefaultConnectTimeout ||
+		cfg.ConnConfig.BuildContextWatcherHandler == nil {
+		t.Errorf("MaxConns %d, ConnectTimeout %s, cancel requests %t; want PoolConfig's", cfg.MaxConns,
+			cfg.ConnConfig.ConnectTimeout, cfg.ConnConfig.BuildContextWatcherHandler != nil)
+	}
+	cfg, err = postgres.PoolerConfig("postgres://app@127.0.0.1:6432/db?default_query_exec_mode=cache_statement&application_name=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, p := cfg.ConnConfig.DefaultQueryExecMode, cfg.ConnConfig.RuntimeParams; m != pgx.QueryExecModeCacheStatement || len(p) != 1 || p["application_name"] != "x" {
+		t.Errorf("exec mode %v, startup parameters %v; want the string's: cache_statement, application_name x", m, p)
+	}
+}
