@@ -66,10 +66,10 @@ type Item struct {
 // Whatever refuses the call after the caller is authenticated (a validation, the plan,
 // an error input returns), the reply carries the balance for the credit headers, and a
 // key that came from the key cache is checked first, so that a rotated or revoked key is
-// answered as such rather than with the refusal; but for a store that is unavailable
-// (CodeUnavailable), whose refusal carries neither and asks the stores nothing more. input's errors come back in
-// [Reply.Err] as they were returned: a front door that returns errors of its own types
-// recognises them there.
+// answered as such rather than with the refusal. A refusal because a store is
+// unavailable (CodeUnavailable) does neither: it asks the stores nothing more. input's
+// errors come back in [Reply.Err] as they were returned: a front door that returns
+// errors of its own types recognises them there.
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
 	var p Principal
 	if err := s.authenticate(ctx, c, &p); err != nil {
