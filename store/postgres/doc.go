@@ -208,8 +208,9 @@
 // context.DeadlineExceeded, which errors.Is still matches; a canceled context is
 // reported as context.Canceled). Messages start with "postgres: " and name the id. A
 // value the server cannot hold or a constraint it breaks (SQLSTATE classes 22 and 23:
-// invalid UTF-8, a NUL byte, a number out of range) wraps store.ErrInvalid: the caller's
-// mistake, never an outage. With the server unreachable nothing is admitted and nothing
+// invalid UTF-8, a NUL byte, a number out of range; and 08P01 at statement level, a NUL
+// byte in pgx's simple_protocol mode) wraps store.ErrInvalid: the caller's mistake,
+// never an outage. With the server unreachable nothing is admitted and nothing
 // is charged: the service answers 503. The store holds no state of its own, so once the
 // server is back the pool reconnects and service resumes without a restart.
 //
