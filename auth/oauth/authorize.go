@@ -118,7 +118,7 @@ func (s *Server) checkRequest(r *http.Request, v url.Values) (authzRequest, clie
 	} else if q.resource, _ = s.resource(res); q.resource == "" {
 		return q, c, refuseRequest("invalid_target", "the resource %q is not protected by this authorization server", truncate(res, 200))
 	}
-	if q.scope = v.Get("scope"); len(q.scope) > maxScope || !printable(q.scope) {
+	if q.scope = v.Get("scope"); len(q.scope) > maxScope || !cleantext.Printable(q.scope) {
 		return q, c, refuseRequest("invalid_scope", "scope must be printable text of at most %d bytes", maxScope)
 	}
 	return q, c, nil
