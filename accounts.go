@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -331,8 +332,11 @@ const (
 	maxReasonLength = 500
 )
 
-// checkText returns a CodeInvalidInput error naming field unless value is valid UTF-8
-// without NUL or other control characters, and at most max characters long.
+// checkText returns a CodeInvalidInput error naming field unless value is at most max
+// characters of printable text ([cleantext.Printable]): valid UTF-8 without NUL or
+// other control characters, invisible formatting characters (bidirectional controls,
+// zero-width characters) or stacks of combining marks, which would let a key's name
+// or a reason display as other text.
 func checkText(field, value string, max int) error {
 	switch {
 	case !utf8.ValidString(value):
@@ -341,6 +345,10 @@ func checkText(field, value string, max int) error {
 		return newError(CodeInvalidInput, fmt.Sprintf("%s: longer than %d characters", field, max), nil)
 	case strings.IndexFunc(value, unicode.IsControl) >= 0:
 		return newError(CodeInvalidInput, field+": contains a control character (a NUL byte, a line break, ...); use printable text", nil)
+	case !cleantext.Printable(value):
+		return newError(CodeInvalidInput, fmt.Sprintf(
+			"%s: contains an invisible formatting character (a bidirectional control, a zero-width character) or more than %d combining marks on a letter, which could make it display as other text; use printable text",
+			field, cleantext.MaxMarks), nil)
 	}
 	return nil
 }

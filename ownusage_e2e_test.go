@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -160,6 +161,31 @@ func TestOwnUsage(t *testing.T) {
 
 			subToken, _, _ := env.startSession(t, subValue, "token")
 			primaryToken, _, _ := env.startSession(t, primaryValue, "token")
+
+			// The summary form of GET /v1/analytics counts the calls of the period the
+			// same way: the whole account's for the primary key, its own for a sub-key
+			// or a session acting as it (a call the API rejected counts: it was
+			// charged).
+			for _, c := range []struct {
+				hdr  []string
+				want map[string]int64
+			}{
+				{[]string{"X-Api-Key", primaryValue}, map[string]int64{"sleep": 3, "reject": 1}},
+				{[]string{"X-Jwt", primaryToken}, map[string]int64{"sleep": 3, "reject": 1}},
+				{[]string{"X-Api-Key", subValue}, map[string]int64{"reject": 1}},
+				{[]string{"X-Jwt", subToken}, map[string]int64{"reject": 1}},
+				{[]string{"X-Api-Key", otherValue}, map[string]int64{"sleep": 1}},
+			} {
+				status, raw, _ := env.do(t, http.MethodGet, "/v1/analytics", "", "", c.hdr...)
+				var b struct {
+					Data struct {
+						Calls map[string]int64 `json:"calls"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal([]byte(raw), &b); status != http.StatusOK || err != nil || !maps.Equal(b.Data.Calls, c.want) {
+					t.Errorf("GET /v1/analytics with %s: %d %s; want calls %v", c.hdr[0], status, raw, c.want)
+				}
+			}
 			_, cookie, _ := env.startSession(t, primaryValue, "cookie")
 			_, subCookieValue, _ := env.startSession(t, subValue, "cookie")
 			byKey := url.Values{"from": {"2030-01-15"}, "to": {"2030-01-16"}, "by": {"key"}}
@@ -283,8 +309,15 @@ func TestOwnUsage(t *testing.T) {
 // /v1/analytics with 404 saying so, and lists keys with last_used null.
 func TestOwnUsageOff(t *testing.T) {
 	env := newUsageEnv(t, sharedStores(), nil)
-	_, _, value, _, _ := env.account(t, "pro")
+	_, _, value, _, subValue := env.account(t, "pro")
 	env.do(t, http.MethodGet, "/v1/sleep", value, "")
+	// The summary form of /v1/analytics: the account's calls for the primary key,
+	// and null for a sub-key, whose own calls only the usage statistics count.
+	for key, want := range map[string]string{value: `"calls":{"sleep":1}`, subValue: `"calls":null`} {
+		if status, raw, _ := env.do(t, http.MethodGet, "/v1/analytics", key, ""); status != 200 || !strings.Contains(raw, want) {
+			t.Errorf("GET /v1/analytics without usage: %d %s, want %s", status, raw, want)
+		}
+	}
 	for _, path := range []string{"/v1/account/usage", "/v1/analytics?interval=day"} {
 		status, raw, hdr := env.do(t, http.MethodGet, path, value, "")
 		if status != 404 || hdr.Get("X-Error-Code") != "not_found" || !strings.Contains(raw, "records no usage") {

@@ -1105,7 +1105,11 @@ func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, e
 }
 
 // Status returns the principal's account position, for the analytics endpoint. It
-// changes nothing and costs nothing.
+// changes nothing and costs nothing. Its Usage counts the whole account's calls for
+// a principal that sees the whole account (the primary key, a session acting as it,
+// a session that names no key), and only its key's own calls for any other (see
+// [Service.OwnUsage]): those come from the usage statistics, and Usage is nil when
+// the service records none.
 func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, error) {
 	if err := s.verify(ctx, p); err != nil {
 		return billing.Status{}, err
@@ -1113,6 +1117,14 @@ func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, err
 	st, err := s.meter.Status(ctx, p.Account.ID, p.Plan, s.now())
 	if err != nil {
 		return st, s.unavailable(ctx, "meter", err)
+	}
+	switch {
+	case !managesAll(p):
+		if st.Usage, err = s.keyCalls(ctx, p, st.Balance.Period); err != nil {
+			return st, err
+		}
+	case st.Usage == nil:
+		st.Usage = map[string]int64{}
 	}
 	return st, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/usage"
 )
 
@@ -170,6 +171,36 @@ func (s *Service) recordRefused(p *Principal, apis []string, err error) {
 		s.usage.Record(usage.Record{At: at, Account: p.Account.ID, Key: p.Key.ID, API: id, Channel: ch,
 			Outcome: code.String(), Refused: true})
 	}
+}
+
+// keyCalls returns the calls per API that p's key made in period, counted as the
+// ledger counts an account's: the calls that ran and kept their charge (they
+// succeeded, or the API rejected their input), read from the usage statistics. It is
+// nil when the service records no usage.
+func (s *Service) keyCalls(ctx context.Context, p *Principal, period billing.Period) (map[string]int64, error) {
+	if s.usage == nil {
+		return nil, nil
+	}
+	res, err := s.Usage(ctx, usage.Query{Account: p.Account.ID, Key: p.Key.ID, From: period.Start, To: period.End,
+		Interval: usage.Day, By: usage.ByAPI})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(res.Series))
+	for _, series := range res.Series {
+		for _, pt := range series.Points {
+			n := pt.Calls
+			for code, k := range pt.Errors {
+				if code != CodeRejected.String() {
+					n -= k
+				}
+			}
+			if n > 0 {
+				out[series.Group] += n
+			}
+		}
+	}
+	return out, nil
 }
 
 // errNoUsage is the error of the usage methods of a service that records none.

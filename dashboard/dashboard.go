@@ -273,12 +273,19 @@ func (h *Handler) visitOf(r *http.Request) (*visit, bool) {
 }
 
 // page makes a handler of a GET page for signed-in people: others are sent to the
-// sign-in page.
+// sign-in page. The session is checked with the service before any page is served,
+// whether or not the page asks the service for anything else, so that every page
+// sends the person to sign in once the session has ended (signed out elsewhere, or
+// its key rotated, revoked or expired).
 func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v, ok := h.visitOf(r)
 		if !ok {
 			seeOther(w, "sign-in")
+			return
+		}
+		if _, err := h.svc.Check(r.Context(), v.caller); err != nil {
+			h.failed(w, r, v, err)
 			return
 		}
 		serve(w, r, v)

@@ -26,7 +26,10 @@ type analytics struct {
 	// BatchMaxItems is the number of items one batch may hold: the plan's
 	// batch_max_items (100 when it sets none), and no more than its rate limit's burst.
 	BatchMaxItems int `json:"batch_max_items"`
-	// Calls counts the calls per API in the current period.
+	// Calls counts the calls per API in the current period: the whole account's for
+	// the primary key (or a session acting as it, or one that names no key), only its
+	// own for any other key (or a session acting as it), from the usage statistics,
+	// and null for such a key on a service that records no usage statistics.
 	Calls  map[string]int64 `json:"calls"`
 	Period periodInfo       `json:"period"`
 }
@@ -108,9 +111,6 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 			remaining = st.Rate.Remaining + 1 // Peek reports what is left after one more call
 		}
 		out.RateLimit = &rateInfo{PerMinute: l.Rate, Burst: l.Burst, Remaining: remaining}
-	}
-	if out.Calls == nil {
-		out.Calls = map[string]int64{}
 	}
 	httpx.SetCreditHeaders(w.Header(), p.Plan.Name, 0, b)
 	h.writeData(w, r, http.StatusOK, out)

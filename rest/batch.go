@@ -62,7 +62,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hdr := w.Header()
-	httpx.SetReceiptHeaders(hdr, &reply.Receipt)
+	h.setReceiptHeaders(hdr, &reply.Receipt)
 	if reply.Replayed {
 		hdr.Set(HeaderIdempotentReplayed, "true")
 	}

@@ -218,7 +218,7 @@ func TestConcurrentSpending(t *testing.T) {
 
 // TestIETFRateHeaders proves Options.IETFRateHeaders: with it, answers of a plan with a
 // rate limit carry the IETF draft's RateLimit-Policy and RateLimit headers besides
-// X-RateLimit-*, on a paid call and on its 429 alike; a plan without a rate limit gets
+// X-RateLimit-*, on a paid call, its 429 and a batch alike; a plan without a rate limit gets
 // neither form.
 func TestIETFRateHeaders(t *testing.T) {
 	h := newHarness(t, config{rest: rest.Options{IETFRateHeaders: true}})
@@ -241,7 +241,17 @@ func TestIETFRateHeaders(t *testing.T) {
 			t.Errorf("call %d: X-RateLimit-Remaining = %q, want %s", i+1, got, want.remaining)
 		}
 	}
-	r := h.hash(t, h.newAccount(t, "open").Key)
+	// A batch's answer carries them as a single call's does: its two items are two
+	// events of the limit.
+	r := h.postBatch(t, "hash", `{"items": [{"text": "a"}, {"text": "b"}]}`, key(h.newAccount(t, "tiny").Key))
+	wantBatch(t, r, []string{"", ""}, []int64{1, 1})
+	if got := r.Header.Get(httpx.HeaderRateLimitPolicy); got != `"default";q=2;w=60` {
+		t.Errorf("batch: RateLimit-Policy = %q", got)
+	}
+	if got := r.Header.Get(httpx.HeaderRateLimitIETF); !strings.HasPrefix(got, `"default";r=0;t=`) {
+		t.Errorf("batch: RateLimit = %q, want r=0", got)
+	}
+	r = h.hash(t, h.newAccount(t, "open").Key)
 	wantOK(t, r)
 	for _, name := range []string{httpx.HeaderRateLimitPolicy, httpx.HeaderRateLimitIETF, httpx.HeaderRateLimit} {
 		if got := r.Header.Get(name); got != "" {

@@ -118,7 +118,7 @@ func (s *Server) checkRequest(r *http.Request, v url.Values) (authzRequest, clie
 	} else if q.resource, _ = s.resource(res); q.resource == "" {
 		return q, c, refuseRequest("invalid_target", "the resource %q is not protected by this authorization server", truncate(res, 200))
 	}
-	if q.scope = v.Get("scope"); len(q.scope) > maxScope || !printable(q.scope) {
+	if q.scope = v.Get("scope"); len(q.scope) > maxScope || !cleantext.Printable(q.scope) {
 		return q, c, refuseRequest("invalid_scope", "scope must be printable text of at most %d bytes", maxScope)
 	}
 	return q, c, nil
@@ -143,7 +143,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 
 // serveConsent receives the consent form.
 func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
-	if !fromConsentPage(r) {
+	if !s.fromConsentPage(r) {
 		s.writeErrorPage(w, http.StatusForbidden, "The consent form must be submitted from the consent page itself.")
 		return
 	}
@@ -233,14 +233,28 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 // the page's is same-origin ("none" is the person's own doing, such as a reload). A
 // page of another site may not decide for the person, not even a sibling site, which
 // can plant a consent cookie of its own (cookies may be set for a parent domain) and
-// so pass the form's check. A request without the header, from a browser too old to
-// send it, relies on that check alone.
-func fromConsentPage(r *http.Request) bool {
+// so pass the form's check. A browser too old to send Sec-Fetch-Site still names the
+// origin of a form's POST in Origin, which must then be the server's own (the issuer's
+// scheme, with its host or the request's); "null", sent from a sandboxed or opaque page, is another
+// site's. A request with neither header relies on the form's check alone.
+func (s *Server) fromConsentPage(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
 		return true
 	}
-	return false
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.Path != "" || u.User != nil {
+		return false
+	}
+	return strings.EqualFold(u.Scheme, s.issuerURL.Scheme) &&
+		(strings.EqualFold(u.Host, s.issuerURL.Host) || strings.EqualFold(u.Host, r.Host))
 }
 
 // loginKey asks the host's Login hook, if any, which key the person is logged in with.

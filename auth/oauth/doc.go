@@ -72,7 +72,9 @@
 // ([ConsentTTL]). A submission that the browser says comes from another site
 // (Sec-Fetch-Site same-site or cross-site) is refused even when it passes that check: a
 // page of a sibling site, which can set a cookie for the parent domain unless the
-// cookie is __Host-, may not decide for the person. The page may not be framed
+// cookie is __Host-, may not decide for the person. From a browser that does not send
+// Sec-Fetch-Site, a submission whose Origin is not the server's own (the issuer's
+// scheme and host, or the request's host), "null" included, is refused likewise. The page may not be framed
 // (X-Frame-Options and Content-Security-Policy frame-ancestors), is never cached, and
 // runs no script.
 //
@@ -121,10 +123,16 @@
 // redeems the code: the code is live, the client_id is the one the code was issued
 // to, redirect_uri is exactly the one of the authorization request, the PKCE
 // code_verifier matches the code_challenge, a resource named is the grant's, and the
-// approving key may still be used. An exchange that fails any check is refused and
-// changes nothing, so that someone who saw a code but lacks its verifier cannot spoil
-// the real client's exchange. Only then is the code redeemed, atomically in the
-// store. A second exchange that passes every check means that someone else holds the
+// approving key may still be used. An exchange of a code not yet redeemed that names
+// another client or redirect_uri, or sends a verifier that does not match, comes from
+// someone who holds the code without being the client it was issued to: it is refused
+// and burns the code (its approval, which has no tokens yet, is revoked), as RFC 9700
+// favours, so that the code is not left to anyone who can guess or steal its
+// verifier; the real client's exchange then fails too, and it authorizes again. The
+// same mistakes with a code already redeemed revoke nothing. Any other refusal (a
+// malformed request, a resource that is not the grant's, a key that may no longer be
+// used) changes nothing. Only once every check passed is the code redeemed, atomically
+// in the store. A second exchange that passes every check means that someone else holds the
 // code and its verifier: the store revokes the approval in the same step as it finds
 // the code redeemed, which ends every token the code gave (RFC 6749 section 4.1.2). Of
 // concurrent exchanges of one code, one redeems it and the others are replays, so no

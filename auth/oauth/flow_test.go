@@ -156,9 +156,10 @@ func TestFullFlow(t *testing.T) {
 }
 
 // TestCodeRefused checks that a code is refused when anything about its exchange is
-// wrong, and that a refused exchange does not use the code up: whoever saw the code
-// but lacks the verifier (or sends it from another client, to another redirect URI or
-// for another resource) cannot spoil the real client's exchange, which follows.
+// wrong. An exchange from someone who holds the code but is not its client (a wrong
+// verifier, client or redirect URI) burns the code, as RFC 9700 favours: the real
+// client's exchange that follows fails too, and it must authorize again. A malformed
+// exchange, or one for another resource, leaves the code to the real client.
 func TestCodeRefused(t *testing.T) {
 	h := newHarness(t, func(o *oauth.Options) { o.Resources = []string{o.Issuer + "/v1/mcp", o.Issuer + "/v2/mcp"} })
 	client := h.register(t, callback, "http://127.0.0.1:9000/other")
@@ -167,16 +168,17 @@ func TestCodeRefused(t *testing.T) {
 		name   string
 		change func(f url.Values)
 		code   string
+		burns  bool
 	}{
-		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, "invalid_grant"},
-		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, "invalid_request"},
-		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, "invalid_request"},
-		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, "invalid_grant"},
-		{"other client", func(f url.Values) { f.Set("client_id", other) }, "invalid_grant"},
-		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, "invalid_target"},
-		{"unknown resource", func(f url.Values) { f.Set("resource", h.issuer+"/v3/mcp") }, "invalid_target"},
-		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, "invalid_grant"},
-		{"not a code", func(f url.Values) { f.Set("code", "hello") }, "invalid_grant"},
+		{"bad verifier", func(f url.Values) { f.Set("code_verifier", randomString(50)) }, "invalid_grant", true},
+		{"missing verifier", func(f url.Values) { f.Del("code_verifier") }, "invalid_request", false},
+		{"short verifier", func(f url.Values) { f.Set("code_verifier", "abc") }, "invalid_request", false},
+		{"other redirect URI", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9000/other") }, "invalid_grant", true},
+		{"other client", func(f url.Values) { f.Set("client_id", other) }, "invalid_grant", true},
+		{"other resource", func(f url.Values) { f.Set("resource", h.issuer+"/v2/mcp") }, "invalid_target", false},
+		{"unknown resource", func(f url.Values) { f.Set("resource", h.issuer+"/v3/mcp") }, "invalid_target", false},
+		{"forged code", func(f url.Values) { f.Set("code", "tgac_"+randomString(43)) }, "invalid_grant", false},
+		{"not a code", func(f url.Values) { f.Set("code", "hello") }, "invalid_grant", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,10 +187,18 @@ func TestCodeRefused(t *testing.T) {
 			form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {q.redirectURI},
 				"code_verifier": {q.verifier}, "client_id": {q.clientID}, "resource": {q.resource}}
 			tt.change(form)
-			for range 3 {
-				wantOAuthError(t, h.token(t, "/oauth/token", form), http.StatusBadRequest, tt.code)
+			for i := range 3 {
+				r := h.token(t, "/oauth/token", form)
+				wantOAuthError(t, r, http.StatusBadRequest, tt.code)
+				if i == 0 && tt.burns && !strings.Contains(r.json["error_description"].(string), "authorize again") {
+					t.Errorf("the answer %s does not say that the code is burnt", r.body)
+				}
 			}
 			a := h.exchange(t, q, code)
+			if tt.burns {
+				wantOAuthError(t, a, http.StatusBadRequest, "invalid_grant")
+				return
+			}
 			if a.status != http.StatusOK {
 				t.Fatalf("the real exchange after refused ones: %d %s, want tokens", a.status, a.body)
 			}
@@ -759,6 +769,46 @@ func TestLogin(t *testing.T) {
 	}
 }
 
+// TestConsentOrigin checks the consent form's check of Origin, for a browser that
+// does not send Sec-Fetch-Site: a submission whose Origin is another site, or the
+// opaque "null", is refused even though it carries the consent cookie and a key; one
+// from the server's own origin, or with no Origin at all, is accepted.
+func TestConsentOrigin(t *testing.T) {
+	h := newHarness(t)
+	client := h.register(t, callback)
+	u, _ := url.Parse(h.issuer)
+	for _, tt := range []struct {
+		origin string
+		ok     bool
+	}{
+		{"https://evil.example", false},
+		{"null", false},
+		{"http://" + u.Host + ".evil.example", false},
+		{"https://" + u.Host, false}, // another scheme is another origin
+		{"http://" + u.Host + "/path", false},
+		{h.issuer, true},
+		{"", true},
+	} {
+		b := h.browser(t)
+		q := h.newRequest(client, callback)
+		form := approved(formOf(t, b.open(t, q.query())), h.acct.Key)
+		req, err := http.NewRequest(http.MethodPost, h.issuer+"/oauth/authorize", strings.NewReader(form.Encode()))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tt.origin != "" {
+			req.Header.Set("Origin", tt.origin)
+		}
+		resp, err := b.client.Do(req)
+		must(t, err)
+		a := read(t, resp)
+		if tt.ok {
+			redirected(t, a, q)
+		} else if a.status != http.StatusForbidden || a.header.Get("Location") != "" {
+			t.Errorf("a consent with Origin %q and no Sec-Fetch-Site: got %d (Location %q), want 403", tt.origin, a.status, a.header.Get("Location"))
+		}
+	}
+}
+
 // TestTokenEndpointErrors checks the answers to malformed token requests.
 func TestTokenEndpointErrors(t *testing.T) {
 	h := newHarness(t)
@@ -839,22 +889,26 @@ func TestRedirectURIMatching(t *testing.T) {
 	for _, uri := range accepted {
 		t.Run("accepted "+uri, func(t *testing.T) {
 			q := h.newRequest(client, uri)
-			b := h.browser(t)
-			a := b.submit(t, approved(formOf(t, b.open(t, q.query())), h.acct.Key))
-			loc := a.header.Get("Location")
-			if a.status != http.StatusSeeOther || !strings.HasPrefix(loc, uri+sep(uri)) {
-				t.Fatalf("approval: %d, Location %q; want a redirect to %s", a.status, loc, uri)
+			approve := func() string {
+				b := h.browser(t)
+				a := b.submit(t, approved(formOf(t, b.open(t, q.query())), h.acct.Key))
+				loc := a.header.Get("Location")
+				if a.status != http.StatusSeeOther || !strings.HasPrefix(loc, uri+sep(uri)) {
+					t.Fatalf("approval: %d, Location %q; want a redirect to %s", a.status, loc, uri)
+				}
+				u, err := url.Parse(loc)
+				must(t, err)
+				return u.Query().Get("code")
 			}
-			u, err := url.Parse(loc)
-			must(t, err)
-			code := u.Query().Get("code")
+			if tok := h.exchange(t, q, approve()); tok.status != http.StatusOK {
+				t.Errorf("exchange with the redirect URI of the request: %d %s", tok.status, tok.body)
+			}
+			// The token request must repeat the request's URI, not another
+			// registered one (which burns the code).
 			if other := "http://127.0.0.1:9999/cb"; uri != other {
 				wrong := q
 				wrong.redirectURI = other
-				wantOAuthError(t, h.exchange(t, wrong, code), http.StatusBadRequest, "invalid_grant")
-			}
-			if tok := h.exchange(t, q, code); tok.status != http.StatusOK {
-				t.Errorf("exchange with the redirect URI of the request: %d %s", tok.status, tok.body)
+				wantOAuthError(t, h.exchange(t, wrong, approve()), http.StatusBadRequest, "invalid_grant")
 			}
 		})
 	}
@@ -901,17 +955,20 @@ func TestRedirectURIMatching(t *testing.T) {
 	t.Run("token request", func(t *testing.T) {
 		q := h.newRequest(client, "http://127.0.0.1:9999/cb")
 		code := h.authorize(t, q)
-		for _, uri := range []string{"http://127.0.0.1:9999/cb#frag", "http://evil.example@127.0.0.1:9999/cb", "http://127.0.0.1:9998/cb"} {
+		for _, uri := range []string{"http://127.0.0.1:9999/cb#frag", "http://evil.example@127.0.0.1:9999/cb"} {
 			wrong := q
 			wrong.redirectURI = uri
-			a := h.exchange(t, wrong, code)
-			if a.status != http.StatusBadRequest || (a.json["error"] != "invalid_request" && a.json["error"] != "invalid_grant") {
-				t.Errorf("exchange with redirect_uri %q: %d %s", uri, a.status, a.body)
-			}
+			wantOAuthError(t, h.exchange(t, wrong, code), http.StatusBadRequest, "invalid_request")
 		}
 		if a := h.exchange(t, q, code); a.status != http.StatusOK {
 			t.Errorf("exchange with the redirect URI of the request: %d %s", a.status, a.body)
 		}
+		// Another port than the request's: refused, and the code is burnt.
+		code = h.authorize(t, q)
+		wrong := q
+		wrong.redirectURI = "http://127.0.0.1:9998/cb"
+		wantOAuthError(t, h.exchange(t, wrong, code), http.StatusBadRequest, "invalid_grant")
+		wantOAuthError(t, h.exchange(t, q, code), http.StatusBadRequest, "invalid_grant")
 	})
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 )
 
 // FuzzRedirectURI checks the parser and the matching of redirect URIs, which every
@@ -98,7 +100,7 @@ func FuzzClientMetadataDocument(f *testing.F) {
 			return
 		}
 		if c.id != id || !c.document || len(c.redirectURIs) == 0 || len(c.redirectURIs) > maxRedirectURIs ||
-			len(c.name) > maxClientName || !printable(c.name) {
+			len(c.name) > maxClientName || !cleantext.Printable(c.name) {
 			t.Fatalf("document %q accepted as %+v", body, c)
 		}
 		for _, r := range c.redirectURIs {

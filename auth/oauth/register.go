@@ -7,10 +7,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
 )
 
 // Bounds of untrusted input.
@@ -68,8 +68,8 @@ func (m *metadata) validate(strict bool) error {
 	if len(m.ClientName) > maxClientName {
 		return badMetadata("client_name is longer than %d bytes", maxClientName)
 	}
-	if !printable(m.ClientName) {
-		return badMetadata("client_name must be printable UTF-8 text, without control characters, invisible formatting characters such as bidirectional controls, or more than %d combining marks on a letter", maxMarks)
+	if !cleantext.Printable(m.ClientName) {
+		return badMetadata("client_name must be %s", cleantext.PrintableRule)
 	}
 	switch m.TokenEndpointAuthMethod {
 	case "", "none":
@@ -112,35 +112,6 @@ func decodeJSON(r io.Reader, v any) error {
 	default:
 		return err
 	}
-}
-
-// maxMarks is the most combining marks printable allows on one character: enough for
-// the languages that write several (Vietnamese, the Indic scripts), too few to draw
-// across the lines around.
-const maxMarks = 4
-
-// printable reports whether s is valid UTF-8 without control characters, formatting
-// characters (Unicode category Cf: bidirectional controls, zero-width characters) or a
-// stack of more than maxMarks combining marks on one character, any of which would let
-// a client's name reorder, hide or draw over the consent page's own text around it.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	marks := 0 // the combining marks on the current character
-	for _, r := range s {
-		switch {
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
-			return false
-		case unicode.In(r, unicode.Mn, unicode.Me):
-			if marks++; marks > maxMarks {
-				return false
-			}
-		default:
-			marks = 0
-		}
-	}
-	return true
 }
 
 // truncate shortens s to about n bytes, for messages that repeat input.

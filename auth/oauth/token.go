@@ -136,10 +136,13 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 }
 
 // exchangeCode serves the authorization_code grant. It checks the exchange against a
-// read of the code first, and redeems the code only when every check passed, so that
-// an exchange that fails (a wrong verifier, client, redirect URI or resource) leaves
-// the code to the client it was issued to. Redeeming a code that was redeemed before
-// is a replay: the store revokes the approval, and with it every token the code gave.
+// read of the code first, and redeems the code only when every check passed. An
+// exchange of a live code with the wrong client, redirect URI or verifier comes from
+// someone who holds the code without being its client: it burns the code (revokes its
+// approval, which has no tokens yet). Other refusals (a malformed request, a resource
+// that is not the grant's, a key that may no longer approve) leave the code as it is.
+// Redeeming a code that was redeemed before is a replay: the store revokes the
+// approval, and with it every token the code gave.
 func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.Values) *tokenError {
 	for _, name := range []string{"code", "redirect_uri", "code_verifier"} {
 		if form.Get(name) == "" {
@@ -164,13 +167,28 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	case err != nil:
 		return s.unavailable(ctx, "reading a code", err)
 	}
+	var wrong string
 	switch {
 	case form.Get("client_id") != a.ClientID:
-		return invalidGrant("the code was issued to another client")
+		wrong = "the code was issued to another client"
 	case form.Get("redirect_uri") != c.RedirectURI:
-		return invalidGrant("redirect_uri differs from the one of the authorization request")
+		wrong = "redirect_uri differs from the one of the authorization request"
 	case !verifierMatches(verifier, c.Challenge):
-		return invalidGrant("code_verifier does not match the code_challenge")
+		wrong = "code_verifier does not match the code_challenge"
+	}
+	if wrong != "" {
+		if c.Redeemed {
+			// The client it was issued to has its tokens: someone who saw the code
+			// later spoils nothing.
+			return invalidGrant("%s", wrong)
+		}
+		// Whoever sent it holds the code but is not the client that asked for it:
+		// the code is burnt, as RFC 9700 favours, so that it is no longer worth
+		// guessing a verifier for, and the client must ask again.
+		s.log.LogAttrs(ctx, slog.LevelInfo, "oauth: an authorization code was presented by someone other than its client; its approval is revoked",
+			slog.String("approval", a.ID), slog.String("client_id", a.ClientID), slog.String("why", wrong))
+		s.revoke(ctx, a.ID, now)
+		return invalidGrant("%s; the code can no longer be used: authorize again", wrong)
 	}
 	if terr := s.checkGrant(ctx, form, &a); terr != nil {
 		return terr
@@ -279,13 +297,14 @@ func (s *Server) writeTokens(w http.ResponseWriter, access, refresh string) {
 }
 
 // revoke revokes an approval, logging a failure: it is called where a copied refresh
-// token shows that the approval's tokens may be in the wrong hands. The revocation is
+// token shows that the approval's tokens may be in the wrong hands, or a code was
+// presented by someone other than its client. The revocation is
 // the server's decision: the request's end, if its client leaves, does not cut it
 // short.
 func (s *Server) revoke(ctx context.Context, approvalID string, now time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.store.RevokeApproval(ctx, approvalID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.ErrorContext(ctx, "oauth: revoking an approval after a reused refresh token", "approval", approvalID, "error", err)
+		s.log.ErrorContext(ctx, "oauth: cannot revoke an approval; its tokens (or its code) stay usable until they expire", "approval", approvalID, "error", err)
 	}
 }
 

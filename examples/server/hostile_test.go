@@ -389,11 +389,13 @@ func (h *hostile) registerClient() []*attack {
 var hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
 
 // codeExchanges runs the authorization code flow as a person and an MCP client do, with
-// a real consent, and attacks the code on its way: exchanges that each get one thing
-// wrong (the code_verifier above all, but also the client, the redirect URI and the
-// resource) must be refused without using the code up, so that the real client's
-// exchange still succeeds (issue 13, item 3); its token then opens an MCP session, and
-// the code presented again is a replay, which revokes that token. Every answer but the
+// a real consent, and attacks the code on its way. An exchange that gets the request
+// wrong (no verifier, a repeated one, another resource) is refused without using the
+// code up, so that the real client's exchange still succeeds; its token then opens an
+// MCP session, and the code presented again is a replay, which revokes that token. An
+// exchange by someone who holds the code but is not its client (a wrong verifier,
+// client or redirect URI) is refused and burns the code, so that the real client's
+// exchange that follows is refused too (issue 28, item 12). Every answer but the
 // consent's redirect is checked as an attack's is.
 func (h *hostile) codeExchanges(ctx context.Context) {
 	h.t.Helper()
@@ -414,62 +416,76 @@ func (h *hostile) codeExchanges(ctx context.Context) {
 		"resource": {resource},
 	}
 
-	// The person's browser: it keeps the consent cookie and does not follow the
-	// redirect to the client.
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		h.t.Fatal(err)
+	// approve approves the request in the person's browser, which keeps the consent
+	// cookie and does not follow the redirect to the client, and returns the code.
+	approve := func() string {
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		browser := &http.Client{Transport: h.client.Transport, Jar: jar, Timeout: h.client.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := browser.Get(h.s.srv.URL + "/oauth/authorize?" + query.Encode())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		form := url.Values{}
+		for _, m := range hiddenField.FindAllStringSubmatch(string(page), -1) {
+			form.Set(m[1], html.UnescapeString(m[2]))
+		}
+		if resp.StatusCode != http.StatusOK || form.Get("consent") == "" {
+			h.t.Fatalf("the consent page: %d %s", resp.StatusCode, page)
+		}
+		form.Set("api_key", keyBeta)
+		form.Set("action", "approve")
+		if resp, err = browser.PostForm(h.s.srv.URL+"/oauth/authorize", form); err != nil {
+			h.t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if resp.StatusCode != http.StatusSeeOther || err != nil || !strings.HasPrefix(loc.String(), redirectURI+"?") || loc.Query().Get("state") != "s-1" {
+			h.t.Fatalf("the approval: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		return loc.Query().Get("code")
 	}
-	browser := &http.Client{Transport: h.client.Transport, Jar: jar, Timeout: h.client.Timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := browser.Get(h.s.srv.URL + "/oauth/authorize?" + query.Encode())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	form := url.Values{}
-	for _, m := range hiddenField.FindAllStringSubmatch(string(page), -1) {
-		form.Set(m[1], html.UnescapeString(m[2]))
-	}
-	if resp.StatusCode != http.StatusOK || form.Get("consent") == "" {
-		h.t.Fatalf("the consent page: %d %s", resp.StatusCode, page)
-	}
-	form.Set("api_key", keyBeta)
-	form.Set("action", "approve")
-	if resp, err = browser.PostForm(h.s.srv.URL+"/oauth/authorize", form); err != nil {
-		h.t.Fatal(err)
-	}
-	resp.Body.Close()
-	loc, err := url.Parse(resp.Header.Get("Location"))
-	if resp.StatusCode != http.StatusSeeOther || err != nil || !strings.HasPrefix(loc.String(), redirectURI+"?") || loc.Query().Get("state") != "s-1" {
-		h.t.Fatalf("the approval: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
-	}
-	code := loc.Query().Get("code")
-
-	exchange := func(name string, change func(url.Values)) *attack {
+	exchange := func(name, code string, change func(url.Values)) *attack {
 		v := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {reg.ClientID},
 			"redirect_uri": {redirectURI}, "code_verifier": {verifier}, "resource": {resource}}
 		change(v)
 		return oauthCall(name, "POST", "/oauth/token", "application/x-www-form-urlencoded", v.Encode())
 	}
+
+	// Exchanges by someone who is not the client: each burns its code.
+	for name, change := range map[string]func(url.Values){
+		"a code with another verifier":          func(v url.Values) { v.Set("code_verifier", strings.Repeat("w", 43)) },
+		"a code with the verifier cut short":    func(v url.Values) { v.Set("code_verifier", verifier[:43]) },
+		"a code with the challenge as verifier": func(v url.Values) { v.Set("code_verifier", query.Get("code_challenge")) },
+		"a code for another client":             func(v url.Values) { v.Set("client_id", "tgcl_"+strings.Repeat("A", 43)) },
+		"a code for another redirect URI":       func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9998/cb") },
+	} {
+		code := approve()
+		if status := h.send(ctx, exchange(name, code, change)); status != http.StatusBadRequest {
+			h.fail("%s: %d, want 400", name, status)
+		}
+		if status := h.send(ctx, exchange("the real exchange after "+name, code, func(url.Values) {})); status != http.StatusBadRequest {
+			h.fail("the real exchange after %s: %d, want 400: the code is burnt", name, status)
+		}
+	}
+
+	// Exchanges that get the request wrong leave the code to the real client.
+	code := approve()
 	for _, a := range []*attack{
-		exchange("a code with another verifier", func(v url.Values) { v.Set("code_verifier", strings.Repeat("w", 43)) }),
-		exchange("a code with the verifier cut short", func(v url.Values) { v.Set("code_verifier", verifier[:43]) }),
-		exchange("a code with the challenge as verifier", func(v url.Values) { v.Set("code_verifier", query.Get("code_challenge")) }),
-		exchange("a code without a verifier", func(v url.Values) { v.Del("code_verifier") }),
-		exchange("a code with the verifier twice", func(v url.Values) { v["code_verifier"] = []string{strings.Repeat("w", 43), verifier} }),
-		exchange("a code for another client", func(v url.Values) { v.Set("client_id", "tgcl_"+strings.Repeat("A", 43)) }),
-		exchange("a code for another redirect URI", func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9998/cb") }),
-		exchange("a code for another resource", func(v url.Values) { v.Set("resource", h.s.srv.URL+"/v1/other") }),
+		exchange("a code without a verifier", code, func(v url.Values) { v.Del("code_verifier") }),
+		exchange("a code with the verifier twice", code, func(v url.Values) { v["code_verifier"] = []string{strings.Repeat("w", 43), verifier} }),
+		exchange("a code for another resource", code, func(v url.Values) { v.Set("resource", h.s.srv.URL+"/v1/other") }),
 	} {
 		if status := h.send(ctx, a); status != http.StatusBadRequest {
 			h.fail("%s: %d, want 400", a.name, status)
 		}
 	}
-
-	// The real client's exchange still succeeds: no failed exchange used the code up.
-	real := exchange("the real exchange", func(url.Values) {})
+	real := exchange("the real exchange", code, func(url.Values) {})
 	r = h.s.call(http.MethodPost, real.target, string(real.body), "Content-Type", "application/x-www-form-urlencoded")
 	var tokens struct {
 		AccessToken string `json:"access_token"`
@@ -488,7 +504,7 @@ func (h *hostile) codeExchanges(ctx context.Context) {
 		h.fail("an MCP session with the access token: %d", status)
 	}
 	// The code again, with everything right: a replay, which revokes the token.
-	if status := h.send(ctx, exchange("the code replayed", func(url.Values) {})); status != http.StatusBadRequest {
+	if status := h.send(ctx, exchange("the code replayed", code, func(url.Values) {})); status != http.StatusBadRequest {
 		h.fail("the code replayed: %d, want 400", status)
 	}
 	if status := h.send(ctx, initialize()); status != http.StatusUnauthorized {

@@ -35,6 +35,8 @@
 //	-allow-private-fetch   let URL-form file fetches reach private and loopback addresses
 //	-public-url URL        the origin clients reach the server at, the OAuth issuer
 //	                       (default http://localhost:PORT, PORT the one listened on)
+//	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
+//	                       REST answers, besides X-RateLimit-*
 //
 // Everything lives in memory: stop the server and it is gone.
 package main
@@ -98,7 +100,8 @@ type config struct {
 	publicURL         string
 	// clock is the service's clock, which no flag sets: nil is the time of day (tests
 	// move it).
-	clock interface{ Now() time.Time }
+	clock           interface{ Now() time.Time }
+	ietfRateHeaders bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -111,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.sessionSecret, "session-secret", "", "accept x-jwt session tokens signed with this secret")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
+	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to REST answers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -288,7 +292,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	docPaths := selfservice.OpenAPIPaths()
 	maps.Copy(docPaths, session.OpenAPIPaths())
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger,
-		OpenAPI: rest.OpenAPIInfo{Paths: docPaths}})
+		OpenAPI: rest.OpenAPIInfo{Paths: docPaths}, IETFRateHeaders: c.ietfRateHeaders})
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,7 @@ func TestParseFlags(t *testing.T) {
 		{"allow private fetch", []string{"-allow-private-fetch"}, config{addr: ":8080", allowPrivateFetch: true}, ""},
 		{"allow private fetch false", []string{"-allow-private-fetch=false"}, defaults, ""},
 		{"public URL", []string{"-public-url", "https://api.example.com"}, config{addr: ":8080", publicURL: "https://api.example.com"}, ""},
+		{"IETF rate headers", []string{"-ietf-rate-headers"}, config{addr: ":8080", ietfRateHeaders: true}, ""},
 		{"all", []string{"-addr", ":1", "-fixtures", "f.json", "-admin-token", "t", "-session-secret", "s", "-allow-private-fetch"},
 			config{addr: ":1", fixtures: "f.json", adminToken: "t", sessionSecret: "s", allowPrivateFetch: true}, ""},
 		{"unknown flag", []string{"-port", "80"}, config{}, "-port"},
@@ -113,7 +114,7 @@ func TestParseFlags(t *testing.T) {
 	// The usage lists every flag.
 	var stderr bytes.Buffer
 	parseFlags([]string{"-h"}, &stderr)
-	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url"} {
+	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url", "-ietf-rate-headers"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("the usage does not mention %s:\n%s", f, stderr.String())
 		}

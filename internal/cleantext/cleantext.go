@@ -1,9 +1,14 @@
-// Package cleantext makes the text of an error message fit to show a client. The front
-// doors build their messages from libraries' errors (graphql-go's validation, the MCP
-// SDK's refusals) and from what the client sent, and either may carry what is not
-// clean text: the marks package fmt writes for an argument it cannot format
-// (graphql-go writes "%!q(<nil>)" for a type the schema does not have), control and
-// invisible formatting characters, invalid UTF-8, or a long echo of the input.
+// Package cleantext makes text fit to show: [Printable] tells whether text that a
+// client chose to be shown to others (a key's name, an OAuth client's name) can be
+// shown as it is, and [Message] makes the text of an error message fit to show a
+// client.
+//
+// The front doors build their error messages from libraries' errors (graphql-go's
+// validation, the MCP SDK's refusals) and from what the client sent, and either may
+// carry what is not clean text: the marks package fmt writes for an argument it
+// cannot format (graphql-go writes "%!q(<nil>)" for a type the schema does not have),
+// control and invisible formatting characters, invalid UTF-8, or a long echo of the
+// input.
 // [Message] rewrites those; a clean message passes unchanged and unallocated.
 package cleantext
 
@@ -93,6 +98,40 @@ func clean(msg string) bool {
 			return false
 		}
 		i += size
+	}
+	return true
+}
+
+// MaxMarks is the most combining marks [Printable] allows on one character: enough for
+// the languages that write several (Vietnamese, the Indic scripts), too few to draw
+// across the lines around.
+const MaxMarks = 4
+
+// PrintableRule says what [Printable] text is, for the message that refuses other
+// text: "<field> must be " followed by it.
+const PrintableRule = "printable UTF-8 text, without control characters, invisible formatting characters such as bidirectional controls and zero-width characters, or more than 4 combining marks on a letter"
+
+// Printable reports whether s is valid UTF-8 without control characters, formatting
+// characters (Unicode category Cf: bidirectional controls, zero-width characters) or a
+// stack of more than [MaxMarks] combining marks on one character, any of which would
+// let text that a client chose reorder, hide or draw over the text of the page around
+// it, or pass for other text ("primary" followed by a zero-width space).
+func Printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	marks := 0 // the combining marks on the current character
+	for _, r := range s {
+		switch {
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			return false
+		case unicode.In(r, unicode.Mn, unicode.Me):
+			if marks++; marks > MaxMarks {
+				return false
+			}
+		default:
+			marks = 0
+		}
 	}
 	return true
 }

@@ -82,3 +82,33 @@ func FuzzMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestPrintable(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{"", true},
+		{"primary", true},
+		{"ordinateur portable", true},
+		{"笔记本电脑", true},
+		{"Tiếng Việt", true},
+		{"a" + strings.Repeat("\u0301", MaxMarks), true},
+		{"a" + strings.Repeat("\u0301", MaxMarks+1), false},
+		{"a\u0301b\u0301\u0301\u0301\u0301", true}, // the count restarts at each letter
+		{"line\nbreak", false},
+		{"nul\x00", false},
+		{"\u202Eyramirp", false},   // right-to-left override
+		{"ci\u2067x\u2069", false}, // right-to-left isolate
+		{"primary\u200B", false},   // zero-width space
+		{"pri\u200Dmary", false},   // zero-width joiner
+		{"\uFEFFprimary", false},   // byte order mark
+		{"pri\u00ADmary", false},   // soft hyphen
+		{"\xff", false},            // invalid UTF-8
+		{"a\u0085b", false},        // next line (C1 control)
+	} {
+		if got := Printable(tt.in); got != tt.want {
+			t.Errorf("Printable(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
