@@ -307,13 +307,13 @@ func (s *Service) CreateOwnKey(ctx context.Context, c Caller, spec auth.NewKey) 
 	}
 	k, v, err := s.createKey(ctx, p.Account.ID, spec, s.ownKeyLimit())
 	if errors.Is(err, auth.ErrTooManyKeys) {
-		what := "keys"
+		msg := fmt.Sprintf("the account holds %d keys, the most self-service lets it hold", s.maxOwnKeys)
 		if s.keyRetention > 0 {
-			what = fmt.Sprintf("keys, counting those revoked within the last %s", days(s.keyRetention))
+			msg += fmt.Sprintf(" (keys revoked within the last %s count too): revoke keys it no longer uses, or ask the operator; a revoked key stops counting once its revocation is older than that", days(s.keyRetention))
+		} else {
+			msg += " (revoked keys count too): ask the operator"
 		}
-		return auth.Key{}, "", newError(CodeConflict, fmt.Sprintf(
-			"the account holds %d %s, the most self-service lets it hold: revoke keys it no longer uses (a revoked key stops counting once it is older than that), or ask the operator",
-			s.maxOwnKeys, what), err)
+		return auth.Key{}, "", newError(CodeConflict, msg, err)
 	}
 	return k, v, err
 }

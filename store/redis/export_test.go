@@ -19,6 +19,7 @@ var Scripts = map[string]*goredis.Script{
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
 	"reindex": reindexScript, "update": updateScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
+	"krevInit": krevInitScript, "pruneKeys": pruneKeysScript,
 }
 
 // LuaFiles returns the files of lua/, each with its text as written (includes not
