@@ -309,7 +309,8 @@ func (s *Service) manageError(ctx context.Context, what, id string, err error) e
 	case errors.Is(err, store.ErrNotFound):
 		return newError(CodeNotFound, fmt.Sprintf("no %s has the id %q", what, id), err)
 	case errors.Is(err, store.ErrConflict):
-		return newError(CodeConflict, fmt.Sprintf("the %s %q conflicts with an existing record: %v", what, id, err), err)
+		// The store's words name the store: they stay in Err, for the logs.
+		return newError(CodeConflict, fmt.Sprintf("the %s %q conflicts with an existing record: read it again, or choose another id", what, id), err)
 	case errors.Is(err, auth.ErrInvalid), errors.Is(err, auth.ErrWidens):
 		return newError(CodeInvalidInput, err.Error(), err)
 	}

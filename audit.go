@@ -142,8 +142,12 @@ func (s *Service) AuditLog(ctx context.Context, q audit.Query) (audit.Page, erro
 		return audit.Page{}, err
 	}
 	p, err := s.audit.List(ctx, q)
-	if errors.Is(err, store.ErrInvalid) {
-		return audit.Page{}, newError(CodeInvalidInput, err.Error(), err)
+	switch {
+	case errors.Is(err, audit.ErrBadCursor):
+		return audit.Page{}, newError(CodeInvalidInput, "cursor is not one a page of the audit log returned: pass its next as it is", err)
+	case errors.Is(err, store.ErrInvalid):
+		// The store's words name the store and its packages: they stay in Err.
+		return audit.Page{}, newError(CodeInvalidInput, "the audit query cannot be answered: give a limit from 1 to 1000 and a cursor from a page's next", err)
 	}
 	if err != nil {
 		return audit.Page{}, s.unavailable(ctx, "audit log", err)

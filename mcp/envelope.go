@@ -43,10 +43,11 @@ type message struct {
 	id        json.RawMessage // nil for a notification, a batch, a body that is not JSON or an id that is not valid
 	badID     bool            // the id is not one the SDK answers as it was sent (see validID)
 	method    string
-	version   string // the jsonrpc member
-	badParams bool   // params that are present and not a JSON object
-	single    bool   // the body is one JSON object
-	valid     bool   // the body is JSON
+	version   string          // the jsonrpc member
+	badParams bool            // params that are present and not a JSON object
+	params    json.RawMessage // the params, for paramsMisuse
+	single    bool            // the body is one JSON object
+	valid     bool            // the body is JSON
 	// batch holds the messages of a batch, a JSON array of them (protocol 2025-03-26
 	// and earlier), which is neither single nor has an id, and batchSize their number.
 	// A batch larger than the handler takes is not read: its batch is nil, and its
@@ -147,7 +148,7 @@ func peekOne(b []byte) message {
 		m.ID = nil // answered with a null id, as JSON-RPC asks of an id that cannot be read
 	}
 	return message{id: m.ID, badID: badID, method: m.Method, version: m.JSONRPC,
-		badParams: len(m.Params) > 0 && m.Params[0] != '{', single: true, valid: true}
+		badParams: len(m.Params) > 0 && m.Params[0] != '{', params: m.Params, single: true, valid: true}
 }
 
 // maxID is the largest magnitude of an integer request id: a float64 holds every
@@ -252,6 +253,9 @@ func (h *Handler) messageMisuse(r *http.Request, m message) (int, int64, string)
 	if m.badParams {
 		// JSON-RPC allows params to be left out, and MCP's params are objects.
 		return refusalStatus(m), codeInvalidParams, "the params of " + quote(m.method) + " must be a JSON object"
+	}
+	if text := paramsMisuse(m); text != "" {
+		return refusalStatus(m), codeInvalidParams, text
 	}
 	sid := r.Header.Get(sessionHeader)
 	// A request of the sessionless protocol (2026-07-28) is answered by the SDK, which

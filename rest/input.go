@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -105,7 +106,7 @@ func readJSON(r *http.Request, mt string) (tollgate.Input, error) {
 func readMultipart(r *http.Request, api *catalog.API) (tollgate.Input, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return tollgate.Input{}, invalid("the multipart body cannot be read: %v", err)
+		return tollgate.Input{}, bodyError(err, "the multipart body cannot be read")
 	}
 	fields := url.Values{}
 	var file *catalog.File
@@ -162,7 +163,15 @@ func bodyError(err error, what string) error {
 		return &tollgate.Error{Code: tollgate.CodeBodyTooLarge, Err: err,
 			Message: fmt.Sprintf("the request body is larger than the %d bytes allowed", tooBig.Limit)}
 	}
-	return &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: what + ": " + err.Error(), Err: err}
+	why := err.Error()
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		why = "it ends too soon"
+	case strings.HasPrefix(why, "multipart: "):
+		// mime/multipart's words name the package.
+		why = "it is not a well-formed multipart/form-data body"
+	}
+	return &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: what + ": " + why, Err: err}
 }
 
 func invalid(format string, args ...any) error {

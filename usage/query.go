@@ -90,9 +90,10 @@ func (e *QueryError) Error() string { return "usage: " + e.Param + ": " + e.Reas
 // Unwrap returns store.ErrInvalid.
 func (e *QueryError) Unwrap() error { return store.ErrInvalid }
 
-// Normalized checks q and returns it with From and To moved out to whole buckets of its
-// interval (From down to the start of its bucket, To up to the end of the bucket of the
-// last instant before it), in UTC. Its errors are [*QueryError].
+// Normalized checks q (From and To within [MinTime, MaxTime], so that the length of
+// any range is a Duration) and returns it with From and To moved out to whole buckets
+// of its interval (From down to the start of its bucket, To up to the end of the
+// bucket of the last instant before it), in UTC. Its errors are [*QueryError].
 func (q Query) Normalized() (Query, error) {
 	switch {
 	case q.Account == "":
@@ -103,6 +104,10 @@ func (q Query) Normalized() (Query, error) {
 		return q, &QueryError{Param: "from", Reason: "a query needs the start of its range"}
 	case q.To.IsZero():
 		return q, &QueryError{Param: "to", Reason: "a query needs the end of its range"}
+	case q.From.Before(MinTime) || !q.From.Before(MaxTime):
+		return q, &QueryError{Param: "from", Reason: outOfRange}
+	case q.To.Before(MinTime) || q.To.After(MaxTime):
+		return q, &QueryError{Param: "to", Reason: outOfRange}
 	case !q.To.After(q.From):
 		return q, &QueryError{Param: "to", Reason: fmt.Sprintf("the end of the range (%s) must be after its start (%s)",
 			q.To.UTC().Format(time.RFC3339), q.From.UTC().Format(time.RFC3339))}
@@ -130,6 +135,15 @@ func (q Query) Normalized() (Query, error) {
 	}
 	return q, nil
 }
+
+// The bounds of the instants a query may name: [MinTime, MaxTime].
+var (
+	MinTime = time.Date(1970, time.January, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(2200, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// outOfRange is the reason of a bound of a range outside [MinTime, MaxTime].
+const outOfRange = "use a time from 1970-01-01 to 2200-01-01"
 
 // days writes d in days when it is a whole number of them.
 func days(d time.Duration) string {

@@ -194,6 +194,20 @@ func TestNormalized(t *testing.T) {
 	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "coarser interval") {
 		t.Errorf("too long a range: %v, want ErrInvalid saying what to do", err)
 	}
+	// A range whose length is no Duration: refused by its bounds, never with an
+	// overflowed length (2562047h47m16.854775807s).
+	far := time.Date(9999, time.January, 1, 0, 0, 0, 0, time.UTC)
+	for _, q := range []usage.Query{
+		{Account: "a", From: t0, To: far, Interval: usage.Minute},
+		{Account: "a", From: time.Date(1, time.January, 1, 0, 0, 1, 0, time.UTC), To: t0, Interval: usage.Day},
+		{Account: "a", From: far, To: far.Add(time.Hour), Interval: usage.Day},
+	} {
+		_, err := q.Normalized()
+		var qe *usage.QueryError
+		if !errors.As(err, &qe) || qe.Reason != "use a time from 1970-01-01 to 2200-01-01" || strings.Contains(err.Error(), "2562047h") {
+			t.Errorf("[%v, %v): %v, want the bounds of a time", q.From, q.To, err)
+		}
+	}
 }
 
 func TestRecorderOptions(t *testing.T) {

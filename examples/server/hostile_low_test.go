@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,62 @@ func TestHostileBatchRateHeaders(t *testing.T) {
 		}
 		if got, want := r.header.Get("RateLimit"), `"default";r=`+r.header.Get("X-RateLimit-Remaining")+";t="; got == "" || !strings.HasPrefix(got, want) {
 			t.Errorf("%s: RateLimit %q, want it to begin %q", name, got, want)
+		}
+	}
+}
+
+// implementation matches what an error message must never show: Go's names of types
+// and packages, encoding/json's own words, a store's name, and a duration that
+// overflowed (time.Duration's largest, 2562047h47m16.854775807s).
+var implementation = regexp.MustCompile(`Go (struct|value)|\bu?int(8|16|32|64)\b|float64|\*?\b(mcp|manage|auth|tollgate|oauth)\.[A-Z]|\bjson:|UnmarshalJSON|unmarshaling|parsing time|\b(memory|postgres|redis|store|audit|multipart|strconv|bufio):|2562047h`)
+
+// TestHostileErrorMessages sends the requests whose error messages once showed Go type
+// names, a store's name or an overflowed duration, and checks that each message names
+// the field and the rule instead.
+func TestHostileErrorMessages(t *testing.T) {
+	s := start(t, "-fixtures", "testdata/hostile.json", "-admin-token", testAdminToken)
+	admin := []string{"Authorization", "Bearer " + testAdminToken}
+	for _, c := range []struct {
+		method, path, body string
+		hdr                []string
+		status             int
+		want               string // the message's beginning
+	}{
+		{"POST", "/admin/v1/accounts", `{"id":1,"plan":"open"}`, admin, 400, "id must be a string, not a number"},
+		{"POST", "/admin/v1/accounts", `{"id":"x","plan":"open","credits":"a"}`, admin, 400, "credits must be a whole number, not a string"},
+		{"POST", "/admin/v1/accounts", `{"id":"alpha","plan":"open"}`, admin, 409, `the account "alpha" conflicts with an existing record`},
+		{"POST", "/admin/v1/accounts/alpha/credits", `{"amount":1e30,"reason":"x"}`, admin, 400, "amount must be a whole number, not 1e30"},
+		{"POST", "/admin/v1/accounts/alpha/keys", `{"name":"x","apis":[1]}`, admin, 400, "apis must be an array of strings: an item is a number"},
+		{"POST", "/admin/v1/accounts/alpha/keys", `{"name":"x","expires_at":"99999-01-01"}`, admin, 400, "expires_at must be an RFC 3339 time"},
+		{"POST", "/v1/account/keys", `{"name":{"a":1}}`, []string{"x-api-key", keyAlpha}, 400, "name must be a string, not an object"},
+		{"PATCH", "/v1/account/keys/key_x", `{"restrictions":{"expires_at":5}}`, []string{"x-api-key", keyAlpha}, 400, "restrictions.expires_at must be an RFC 3339 time"},
+		{"PATCH", "/v1/account/keys/key_x", `{"restrictions":[]}`, []string{"x-api-key", keyAlpha}, 400, "restrictions must be an object, not an array"},
+		{"GET", "/v1/analytics?interval=minute&from=2026-01-01&to=9999-01-01", "", []string{"x-api-key", keyAlpha}, 400, "to: "},
+		{"GET", "/v1/account/usage?from=0001-01-01", "", []string{"x-api-key", keyAlpha}, 400, "from: "},
+		{"GET", "/v1/account/audit?cursor=garbage", "", []string{"x-api-key", keyAlpha}, 400, "cursor is not one a page of the audit log returned"},
+		{"GET", "/admin/v1/accounts/alpha/audit?cursor=garbage", "", admin, 400, "cursor is not one a page of the audit log returned"},
+		{"POST", "/v1/image-info", "xx", []string{"x-api-key", keyAlpha, "Content-Type", "multipart/form-data; boundary=zz"}, 400,
+			"the multipart body cannot be read: it ends too soon"},
+	} {
+		r := s.call(c.method, c.path, c.body, c.hdr...)
+		msgs := errorMessages(r.body)
+		if r.status != c.status || len(msgs) != 1 || !strings.HasPrefix(msgs[0], c.want) || implementation.MatchString(msgs[0]) {
+			t.Errorf("%s %s %s: %d %s; want %d with a message beginning %q", c.method, c.path, c.body, r.status, r.body, c.status, c.want)
+		}
+	}
+	// MCP params of the wrong type, which the SDK's own message answered.
+	hdr := []string{"X-Api-Key", keyBeta, "Accept", "application/json, text/event-stream"}
+	r := s.call(http.MethodPost, "/v1/mcp", mcpInit, hdr...)
+	hdr = append(hdr, "Mcp-Session-Id", r.header.Get("Mcp-Session-Id"))
+	s.call(http.MethodPost, "/v1/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr...)
+	for body, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}`:    `the params of "tools/call": name must be a string, not a number`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":5}}`:  `the params of "tools/list": cursor must be a string, not a number`,
+		`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":5}}`: `the params of "resources/read": uri must be a string, not a number`,
+	} {
+		r := s.call(http.MethodPost, "/v1/mcp", body, hdr...)
+		if msgs := errorMessages(r.body); len(msgs) != 1 || msgs[0] != want || implementation.MatchString(msgs[0]) {
+			t.Errorf("%s: %d %s; want %q", body, r.status, r.body, want)
 		}
 	}
 }

@@ -228,6 +228,9 @@ func (h *hostile) check(name, path, acct string, resp *http.Response, body []byt
 			if m == "" || cleantext.Message(m) != m {
 				h.fail("%s: the error message %q is not clean text", name, m)
 			}
+			if implementation.MatchString(m) {
+				h.fail("%s: the error message %q names an implementation", name, m)
+			}
 		}
 	}
 }

@@ -73,17 +73,19 @@ func Mount(mux *http.ServeMux, root, label string, routes []Route) {
 
 // RestrictionFields are the optional restriction fields of accounts and keys.
 type RestrictionFields struct {
-	APIs       []string   `json:"apis"`
-	Channels   []string   `json:"channels"`
-	AllowedIPs []string   `json:"allowed_ips"`
-	ExpiresAt  *time.Time `json:"expires_at"`
+	APIs       []string `json:"apis"`
+	Channels   []string `json:"channels"`
+	AllowedIPs []string `json:"allowed_ips"`
+	ExpiresAt  *Instant `json:"expires_at"`
 }
 
 // Build checks the fields and builds the restrictions.
 func (f RestrictionFields) Build() (auth.Restrictions, error) {
-	return auth.NewRestrictions(auth.RestrictionSpec{
-		APIs: f.APIs, Channels: f.Channels, AllowedIPs: f.AllowedIPs, ExpiresAt: f.ExpiresAt,
-	})
+	spec := auth.RestrictionSpec{APIs: f.APIs, Channels: f.Channels, AllowedIPs: f.AllowedIPs}
+	if f.ExpiresAt != nil {
+		spec.ExpiresAt = &f.ExpiresAt.Time
+	}
+	return auth.NewRestrictions(spec)
 }
 
 // Decode reads a JSON object body into v, refusing unknown fields, a body larger than
@@ -117,7 +119,7 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		case err == io.EOF:
 			envelope.WriteError(w, http.StatusBadRequest, "the request needs a JSON object body")
 		default:
-			envelope.WriteError(w, http.StatusBadRequest, "the body is not a valid request: "+err.Error())
+			envelope.WriteError(w, http.StatusBadRequest, bodyError(v, err))
 		}
 		return false
 	}

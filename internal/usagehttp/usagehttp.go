@@ -6,11 +6,11 @@
 //
 // The query parameters:
 //
-//   - from, to: the range [from, to), as RFC 3339 instants or dates (midnight UTC). The
-//     default to is now, the default from is to less 30 days (interval day), 24 hours
-//     (hour) or 1 hour (minute). The service widens the range to whole buckets of the
-//     interval (UTC), and it may cover at most 400 days by day, 31 days by hour, 1 day
-//     by minute.
+//   - from, to: the range [from, to), as RFC 3339 instants or dates (midnight UTC),
+//     from 1970-01-01 to 2200-01-01. The default to is now, the default from is to
+//     less 30 days (interval day), 24 hours (hour) or 1 hour (minute). The service
+//     widens the range to whole buckets of the interval (UTC), and it may cover at
+//     most 400 days by day, 31 days by hour, 1 day by minute.
 //   - interval: minute, hour or day (the default).
 //   - by: api, key, channel, outcome or none (the default): one series per group.
 //   - api, key, channel: keep only the calls of that API, key id or channel.
@@ -45,15 +45,19 @@ func invalid(param, reason string) error {
 	return &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: param + ": " + reason, Err: qe}
 }
 
-// parseInstant reads a bound of the range: an RFC 3339 instant or a date.
+// parseInstant reads a bound of the range: an RFC 3339 instant or a date, within
+// [usage.MinTime, usage.MaxTime].
 func parseInstant(param, v string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t.UTC(), nil
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		if t, err = time.Parse(time.DateOnly, v); err != nil {
+			return time.Time{}, invalid(param, fmt.Sprintf("%.40q is not a time: use RFC 3339 (2030-01-15T12:00:00Z) or a date (2030-01-15)", v))
+		}
 	}
-	if t, err := time.Parse(time.DateOnly, v); err == nil {
-		return t, nil
+	if t.Before(usage.MinTime) || t.After(usage.MaxTime) {
+		return time.Time{}, invalid(param, fmt.Sprintf("%.40q is out of range: use a time from 1970-01-01 to 2200-01-01", v))
 	}
-	return time.Time{}, invalid(param, fmt.Sprintf("%.40q is not a time: use RFC 3339 (2030-01-15T12:00:00Z) or a date (2030-01-15)", v))
+	return t.UTC(), nil
 }
 
 // Query reads the query parameters of a usage query (see the package comment), with

@@ -43,6 +43,7 @@ func TestQueryDefaults(t *testing.T) {
 func TestQueryErrors(t *testing.T) {
 	for _, c := range []struct{ params, param string }{
 		{"from=yesterday", "from"}, {"to=2030-02-30", "to"}, {"interval=week", "interval"}, {"by=plan", "by"},
+		{"from=0001-01-01", "from"}, {"to=9999-01-01", "to"}, {"from=1969-12-31T23:59:59Z", "from"},
 	} {
 		v, _ := url.ParseQuery(c.params)
 		_, err := usagehttp.Query(v, now)
