@@ -77,7 +77,8 @@ func pgbouncerBin() string {
 // pg_authid: the pooler looks up the roles clients log in as with it), or calls
 // [Unavailable] when PgBouncer is not installed (Debian package pgbouncer;
 // scripts/test.sh installs it). On PgBouncer 1.21 and later it keeps named prepared
-// statements (max_prepared_statements = 200).
+// statements (max_prepared_statements = 200). The test's cleanup stops it, and it stops
+// with the test's process if that dies first.
 func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 	t.Helper()
 	bin := pgbouncerBin()
