@@ -77,7 +77,8 @@ func pgbouncerBin() string {
 // pg_authid: the pooler looks up the roles clients log in as with it), or calls
 // [Unavailable] when PgBouncer is not installed (Debian package pgbouncer;
 // scripts/test.sh installs it). On PgBouncer 1.21 and later it keeps named prepared
-// statements (max_prepared_statements = 200).
+// statements (max_prepared_statements = 200). The test's cleanup stops it, and it stops
+// with the test's process if that dies first.
 func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 	t.Helper()
 	bin := pgbouncerBin()
@@ -137,8 +138,10 @@ func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 			t.Fatal(err)
 		}
 	}
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if os.Geteuid() == 0 { // PgBouncer refuses to run as root: it switches to postgres
+	// SIGTERM when the test's process dies, even without its cleanups (a panic, a
+	// timeout, a kill): no pooler outlives its tests.
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if os.Geteuid() == 0 { // PgBouncer refuses to run as root: it runs as postgres
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			Unavailable(t, "running as root, and there is no postgres user to run PgBouncer as: %v", err)
@@ -150,7 +153,9 @@ func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 				t.Fatal(err)
 			}
 		}
-		args = append([]string{"-u", "postgres"}, args...)
+		// Not pgbouncer -u, which would change user after the exec, and so clear
+		// the parent-death signal.
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	logPath := filepath.Join(dir, "log")
 	log, err := os.Create(logPath)
@@ -158,8 +163,8 @@ func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 		t.Fatal(err)
 	}
 	defer log.Close() // the child has its own descriptor
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
+	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+	cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = log, log, attr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting pgbouncer: %v", err)
 	}
