@@ -159,3 +159,22 @@ func TestHostileErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileReusedKeyInvalidBody checks that an Idempotency-Key used for one batch,
+// sent again with another body none of whose items is valid, is answered 422 as any
+// other body is, not 200 with the items' errors; and that the first batch's answer is
+// still replayed.
+func TestHostileReusedKeyInvalidBody(t *testing.T) {
+	s := start(t, "-fixtures", "testdata/hostile.json")
+	hdr := []string{"x-api-key", keyAlpha, "Idempotency-Key", "order-42"}
+	if r := s.call(http.MethodPost, "/v1/hash/batch", `{"items":[{"text":"a"}]}`, hdr...); r.status != http.StatusOK {
+		t.Fatalf("the first batch: %d %s", r.status, r.body)
+	}
+	r := s.call(http.MethodPost, "/v1/hash/batch", `{"items":[{"algorithm":"sha1"}]}`, hdr...)
+	if r.status != http.StatusUnprocessableEntity || r.header.Get("X-Error-Code") != "idempotency_key_reused" {
+		t.Errorf("the key again with only invalid items: %d %s; want 422 idempotency_key_reused", r.status, r.body)
+	}
+	if r := s.call(http.MethodPost, "/v1/hash/batch", `{"items":[{"text":"a"}]}`, hdr...); r.status != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the first batch again: %d %v; want its answer replayed", r.status, r.header)
+	}
+}
