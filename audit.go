@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit"
@@ -42,6 +43,30 @@ type actorKey struct{}
 // for the audit log.
 func WithActor(ctx context.Context, a Actor) context.Context {
 	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// holderView returns e as an account holder sees it in their audit log. A change made
+// by an operator ([audit.Operator], or "operator:" and a name) or by the host's own
+// code ([audit.Host], or another name the host gave) is shown with what changed and
+// when, its actor as "operator" or "host", without the address it was made from, and,
+// for a credit adjustment, without the free-text reason the operator gave: the
+// operator's name, network and notes are theirs. Reasons the service writes (a key's
+// rename) stay. A change made by one of the account's keys, or a session of the
+// account, is shown whole.
+func holderView(e audit.Entry) audit.Entry {
+	switch {
+	case e.Actor == audit.Operator || strings.HasPrefix(e.Actor, audit.Operator+":"):
+		e.Actor = audit.Operator
+	case e.Actor == audit.Session || strings.HasPrefix(e.Actor, audit.Session+":") || strings.HasPrefix(e.Actor, auth.KeyIDPrefix):
+		return e
+	default:
+		e.Actor = audit.Host
+	}
+	e.Addr = netip.Addr{}
+	if e.Action == audit.CreditsAdjust {
+		e.Reason = ""
+	}
+	return e
 }
 
 // actorOf returns the actor ctx names, or [audit.Host].

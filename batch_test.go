@@ -491,6 +491,38 @@ func TestCallBatchIdempotentAllInvalidKeepsNothing(t *testing.T) {
 	}
 }
 
+// TestCallBatchIdempotentAllInvalidKeyReused checks that a key used for one batch, sent
+// again with another body none of whose items is valid, is refused as reused (422), as
+// any other body is, while the record of the first is kept and replayed; and that a
+// key used only for invalid batches is free (they keep nothing).
+func TestCallBatchIdempotentAllInvalidKeyReused(t *testing.T) {
+	records := memory.NewIdempotencyStore(&memory.IdempotencyOptions{MaxRecords: 1})
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{
+		Idempotency: &tollgate.IdempotencyOptions{Store: records}}})
+	if r := h.batch(t.Context(), "ok", "k", ns(1, 2)...); r.Err != nil || r.Receipt.Charged != 2 {
+		t.Fatalf("the first batch: %v, charged %d", r.Err, r.Receipt.Charged)
+	}
+	for range 3 {
+		if r := h.batch(t.Context(), "ok", "k", map[string]any{"n": "x"}); tollgate.CodeOf(r.Err) != tollgate.CodeIdempotencyKeyReused {
+			t.Fatalf("the key again with only invalid items: %v, items %v; want idempotency_key_reused", r.Err, r.Items)
+		}
+	}
+	// The refusals made no record and dropped none (the store holds one).
+	if r := h.batch(t.Context(), "ok", "k", ns(1, 2)...); r.Err != nil || !r.Replayed {
+		t.Errorf("the first batch again: %v, replayed %v; want its kept answer", r.Err, r.Replayed)
+	}
+	for range 2 {
+		r := h.batch(t.Context(), "ok", "fresh", map[string]any{"n": "x"})
+		if r.Err != nil {
+			t.Fatalf("a fresh key with only invalid items: %v", r.Err)
+		}
+		wantItems(t, r.Items, []tollgate.Code{tollgate.CodeInvalidInput}, []int64{0})
+	}
+	if got := h.remaining(t); got != 98 || h.ran.Load() != 2 {
+		t.Errorf("balance %d after %d runs, want 98 after 2", got, h.ran.Load())
+	}
+}
+
 // TestCallBatchIdempotentTakeoverRefused checks a retry that takes over the record of a
 // batch whose instance died before marking it (so its run was never charged), and is
 // refused as a whole (here by the rate limit): like any batch refused as a whole, it

@@ -33,7 +33,10 @@ import (
 //     may be sent again with the same key;
 //   - a batch none of whose items is valid keeps nothing either (nothing ran, nothing
 //     was charged, and nothing meters it): its retry is validated again, and gets the
-//     same answer, not marked as replayed.
+//     same answer, not marked as replayed. Its key is still checked against the record
+//     without claiming it ([idempotency.Store.Preview]): a key used for another
+//     request is refused with CodeIdempotencyKeyReused, one whose batch runs with
+//     CodeConflict, and one whose batch ran gets that batch's answer.
 //
 // A batch with a key runs to its end even if its client hangs up, so that the retry
 // finds its answer. An answer larger than MaxAnswerBytes is not kept: a retry of its
@@ -168,12 +171,6 @@ func (s *Service) checkIdempotencyKey(key string) error {
 // run and kept, or answered from the record (see IdempotencyOptions).
 func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.API, raw []any, key string) BatchReply {
 	pb := s.prepareBatch(ctx, p, api, raw)
-	if len(pb.invs) == 0 {
-		// Nothing would run or be charged, and nothing meters such a batch: it keeps
-		// no record (which would fill the store, and push out the records of batches
-		// that were charged), and a retry gets the same answer by validating again.
-		return s.runPrepared(ctx, p, pb, billing.RequestID{}, nil)
-	}
 	fp, err := fingerprint(api.ID, raw)
 	if err != nil {
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency fingerprint", err), Receipt{}))
@@ -186,7 +183,16 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	c.Expires = c.Now.Add(max(s.idem.retention, c.Lease.Sub(c.Now)+s.grace))
 	c.Run = idempotency.Run(s.ids.next())
 	rand.Read(c.Token[:]) // never fails (crypto/rand)
-	rec, err := s.idem.store.Claim(ctx, c)
+	claim := s.idem.store.Claim
+	nothingToRun := len(pb.invs) == 0
+	if nothingToRun {
+		// Nothing would run or be charged, and nothing meters such a batch: it makes
+		// no record (which would fill the store, and push out the records of batches
+		// that were charged), and a retry gets the same answer by validating again.
+		// Its key is still checked: one used for another request is refused.
+		claim = s.idem.store.Preview
+	}
+	rec, err := claim(ctx, c)
 	if err != nil {
 		return refusedBatch(s.refuse(ctx, p, s.unavailable(ctx, "idempotency", err), Receipt{}))
 	}
@@ -206,6 +212,9 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	case idempotency.Claimed:
 	default:
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency claim", fmt.Errorf("unknown state %d", rec.State)), Receipt{}))
+	}
+	if nothingToRun {
+		return s.runPrepared(ctx, p, pb, billing.RequestID{}, nil)
 	}
 	// Claimed: run to the end even if the client hangs up, so that a retry finds the
 	// answer; under this claim's own run id, new or taking the record over from a

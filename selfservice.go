@@ -410,7 +410,10 @@ func (s *Service) UpdateOwnKey(ctx context.Context, c Caller, keyID string, chan
 // restrictions, the addresses they were changed from, the sessions of the primary
 // key), so only the caller that may see every key reads it: the primary key, a session
 // acting as it, or a session that names no key. A sub-key may not, even with
-// [Options.SubKeysManageKeys].
+// [Options.SubKeysManageKeys]. Of a change made by an operator or by the host's code,
+// the account holder sees what changed and when, and who made it as "operator" or
+// "host", but not the operator's name, the address it came from, nor the reason given
+// for a credit adjustment, which are the operator's own notes (see holderView).
 func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (audit.Page, error) {
 	_, p, err := s.self(ctx, c)
 	if err != nil {
@@ -420,7 +423,11 @@ func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (aud
 		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log, which tells of every key of the account: use the account's primary key, or a session started with it", nil)
 	}
 	q.Account = p.Account.ID
-	return s.AuditLog(ctx, q)
+	page, err := s.AuditLog(ctx, q)
+	for i := range page.Entries {
+		page.Entries[i] = holderView(page.Entries[i])
+	}
+	return page, err
 }
 
 // OwnUsage answers a usage query (see [Service.Usage]) about the caller's account:

@@ -563,7 +563,10 @@ func keyValue(given string) (string, error) {
 	return v, nil
 }
 
-func newKeyID() string { return "key_" + randomHex(10) }
+func newKeyID() string { return KeyIDPrefix + randomHex(10) }
+
+// KeyIDPrefix begins the id of every key.
+const KeyIDPrefix = "key_"
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -175,6 +175,14 @@ type Store interface {
 	//     stays), and return Claimed with c.Run.
 	// Of concurrent claims of one ID, at most one is Claimed.
 	Claim(ctx context.Context, c Claim) (Record, error)
+	// Preview returns the Record that Claim(ctx, c) would return at c.Now, and changes
+	// nothing: no record is made, taken over or dropped to make room. Its State is
+	// Claimed where a claim would claim (no record, one past its Expires, or a running
+	// one whose lease has ended, not marked), with the Run it would run under. It is
+	// for a request that will not run whatever the record says (a batch none of whose
+	// items is valid), whose key must still not be one used for another request; see
+	// [Stored.Preview], which decides it from what the store holds.
+	Preview(ctx context.Context, c Claim) (Record, error)
 	// MarkSettling marks the record of id, if token holds it at now, as settling: its
 	// run has ended and is about to be charged, so that once its lease ends it is never
 	// taken over (claims answer AnswerLost). It is atomic with Claim, whatever the
@@ -193,4 +201,36 @@ type Store interface {
 	// request refused as a whole, before it ran); otherwise it changes nothing and is
 	// not an error: a marked record stays, since its run may have been charged.
 	Abandon(ctx context.Context, id ID, token Token) error
+}
+
+// Stored is what a store holds of a record, for [Stored.Preview].
+type Stored struct {
+	Fingerprint Fingerprint
+	Run         Run
+	// Done and Settling report a record completed, or marked settling.
+	Done, Settling bool
+	// Lease and Expires are the record's, in Unix nanoseconds.
+	Lease, Expires int64
+	// Answer is the answer of a done record.
+	Answer []byte
+}
+
+// Preview returns the Record that a claim c of the record s would get (s nil for no
+// record), without changing anything: the decision of [Store.Claim], for the stores'
+// [Store.Preview].
+func (s *Stored) Preview(c Claim) Record {
+	now := c.Now.UnixNano()
+	switch {
+	case s == nil || s.Expires <= now:
+		return Record{State: Claimed, Run: c.Run}
+	case s.Fingerprint != c.Fingerprint:
+		return Record{State: Mismatch}
+	case s.Done:
+		return Record{State: Done, Run: s.Run, Answer: s.Answer}
+	case s.Lease > now:
+		return Record{State: Running, Run: s.Run}
+	case s.Settling:
+		return Record{State: AnswerLost, Run: s.Run}
+	}
+	return Record{State: Claimed, Run: s.Run}
 }

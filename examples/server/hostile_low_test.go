@@ -159,3 +159,61 @@ func TestHostileErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileReusedKeyInvalidBody checks that an Idempotency-Key used for one batch,
+// sent again with another body none of whose items is valid, is answered 422 as any
+// other body is, not 200 with the items' errors; and that the first batch's answer is
+// still replayed.
+func TestHostileReusedKeyInvalidBody(t *testing.T) {
+	s := start(t, "-fixtures", "testdata/hostile.json")
+	hdr := []string{"x-api-key", keyAlpha, "Idempotency-Key", "order-42"}
+	if r := s.call(http.MethodPost, "/v1/hash/batch", `{"items":[{"text":"a"}]}`, hdr...); r.status != http.StatusOK {
+		t.Fatalf("the first batch: %d %s", r.status, r.body)
+	}
+	r := s.call(http.MethodPost, "/v1/hash/batch", `{"items":[{"algorithm":"sha1"}]}`, hdr...)
+	if r.status != http.StatusUnprocessableEntity || r.header.Get("X-Error-Code") != "idempotency_key_reused" {
+		t.Errorf("the key again with only invalid items: %d %s; want 422 idempotency_key_reused", r.status, r.body)
+	}
+	if r := s.call(http.MethodPost, "/v1/hash/batch", `{"items":[{"text":"a"}]}`, hdr...); r.status != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the first batch again: %d %v; want its answer replayed", r.status, r.header)
+	}
+}
+
+// TestHostileAuditOperatorNotes checks what an account holder reads of an operator's
+// credit grant in GET /v1/account/audit: the grant, its time and that the operator made
+// it, but neither the operator's address nor the reason they gave, which the admin
+// API's audit log keeps.
+func TestHostileAuditOperatorNotes(t *testing.T) {
+	s := start(t, "-fixtures", "testdata/hostile.json", "-admin-token", testAdminToken)
+	const reason = "goodwill: ticket 4411, the customer threatened to leave"
+	admin := []string{"Authorization", "Bearer " + testAdminToken}
+	if r := s.call(http.MethodPost, "/admin/v1/accounts/alpha/credits", `{"amount":100,"reason":"`+reason+`"}`, admin...); r.status != http.StatusOK {
+		t.Fatalf("the grant: %d %s", r.status, r.body)
+	}
+	entry := func(r reply) map[string]any {
+		t.Helper()
+		var env struct {
+			Data struct {
+				Entries []map[string]any `json:"entries"`
+			} `json:"data"`
+		}
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &env) != nil {
+			t.Fatalf("the audit log: %d %s", r.status, r.body)
+		}
+		for _, e := range env.Data.Entries {
+			if e["action"] == "credits.adjust" {
+				return e
+			}
+		}
+		t.Fatalf("no credits.adjust entry in %s", r.body)
+		return nil
+	}
+	held := entry(s.call(http.MethodGet, "/v1/account/audit", "", "x-api-key", keyAlpha))
+	if held["actor"] != "operator" || held["address"] != nil || held["reason"] != nil || held["credits"] != 100.0 {
+		t.Errorf("the holder's entry %v: want actor operator, credits 100, no address and no reason", held)
+	}
+	kept := entry(s.call(http.MethodGet, "/admin/v1/accounts/alpha/audit", "", admin...))
+	if kept["actor"] != "operator" || kept["address"] == nil || kept["reason"] != reason {
+		t.Errorf("the operator's entry %v: want the address and the reason", kept)
+	}
+}

@@ -108,6 +108,21 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 	return idempotency.Record{State: idempotency.Claimed, Run: c.Run}, nil
 }
 
+// Preview returns what a claim c would get, changing nothing (see [idempotency.Store]).
+func (s *IdempotencyStore) Preview(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[c.ID]
+	if !ok {
+		return (*idempotency.Stored)(nil).Preview(c), nil
+	}
+	return (&idempotency.Stored{Fingerprint: r.fingerprint, Run: r.run, Done: r.done, Settling: r.settling,
+		Lease: r.lease, Expires: r.expires, Answer: slices.Clone(r.answer)}).Preview(c), nil
+}
+
 // trim forgets the oldest records while they are past their expiry, and skips the
 // entries of records that are gone. (A record made later than a live one but expiring
 // sooner waits for it, and is judged by its own expiry when it is claimed.)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tollgate-dev/tollgate/idempotency"
 )
 
@@ -50,6 +52,27 @@ func (s *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idem
 		rec.Run = *run
 	}
 	return rec, nil
+}
+
+// Preview returns what a claim c would get, in one read that changes nothing (see
+// [idempotency.Store]).
+func (s *IdempotencyStore) Preview(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	var (
+		st          idempotency.Stored
+		fingerprint []byte
+		run         [16]byte
+	)
+	err := s.db.QueryRow(ctx, `SELECT fingerprint, run, done, settling, lease, expires, answer FROM tollgate_idempotency WHERE id = $1`,
+		c.ID[:]).Scan(&fingerprint, &run, &st.Done, &st.Settling, &st.Lease, &st.Expires, &st.Answer)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return (*idempotency.Stored)(nil).Preview(c), nil
+	case err != nil:
+		return idempotency.Record{}, wrapErr(ctx, err, "idempotency record %s", c.ID)
+	}
+	copy(st.Fingerprint[:], fingerprint)
+	st.Run = run
+	return st.Preview(c), nil
 }
 
 // MarkSettling marks a record its token holds, and that has not expired at now, as

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/idempotency"
@@ -60,6 +61,35 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Rec
 		rec.Answer = []byte(asString(r[2]))
 	}
 	return rec, nil
+}
+
+// Preview returns what a claim c would get, in one read that changes nothing (see
+// [idempotency.Store]).
+func (s *Store) Preview(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, err
+	}
+	if _, err := idemTime("now", c.Now); err != nil {
+		return idempotency.Record{}, err
+	}
+	v, err := s.c.HMGet(ctx, s.idemKey(c.ID), "f", "r", "l", "e", "d", "s", "a").Result()
+	if err != nil {
+		return idempotency.Record{}, fail(ctx, err, "idempotency record %s", c.ID)
+	}
+	if v[0] == nil {
+		return (*idempotency.Stored)(nil).Preview(c), nil
+	}
+	field := func(i int) string { s, _ := v[i].(string); return s }
+	var st idempotency.Stored
+	copy(st.Fingerprint[:], field(0))
+	copy(st.Run[:], field(1))
+	st.Lease, _ = strconv.ParseInt(field(2), 10, 64)
+	st.Expires, _ = strconv.ParseInt(field(3), 10, 64)
+	st.Done, st.Settling = field(4) == "1", field(5) == "1"
+	if st.Done {
+		st.Answer = []byte(field(6))
+	}
+	return st.Preview(c), nil
 }
 
 // MarkSettling marks a record its token holds, and that has not expired at now, as

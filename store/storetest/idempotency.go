@@ -95,6 +95,9 @@ var idempotencyRows = []behaviour[idempotency.Store]{
 	{"MarkSettlingAfterExpiry",
 		"MarkSettling of a record past its Expires at the time passed (its holder stalled, nobody claimed it) returns ErrNotHeld and changes nothing: a claim then creates a new record, with its own run id; a nanosecond before its Expires, the mark is taken.",
 		idemMarkAfterExpiry},
+	{"Preview",
+		"Preview returns what a claim would get (Claimed for no record, one past its Expires or one whose lease ended unmarked; Mismatch, Done with the answer, Running, AnswerLost) and changes nothing: it makes no record, takes none over and keeps none alive.",
+		idemPreview},
 	{"ConcurrentClaimsAndMark",
 		"A mark and many claims at once of a record whose lease has ended: either the mark comes first (every claim AnswerLost) or a takeover does (the mark ErrNotHeld, one claim Claimed, the others Running).",
 		idemConcurrentClaimsAndMark},
@@ -576,4 +579,45 @@ func idemConcurrentClaimsAndMark(t *testing.T, s idempotency.Store) {
 		}
 	}
 	t.Logf("%d of 16 marks came before the takeovers", marked)
+}
+
+func preview(t *testing.T, s idempotency.Store, c idempotency.Claim) idempotency.Record {
+	t.Helper()
+	rec, err := s.Preview(t.Context(), c)
+	must(t, "Preview", err)
+	return rec
+}
+
+func idemPreview(t *testing.T, s idempotency.Store) {
+	r := newIdemRequest()
+	other := r
+	other.fp[0] ^= 1
+	// No record: a claim would claim it, under its own run id; the preview makes none.
+	p := r.claim(t0)
+	wantRecord(t, "a preview of no record", preview(t, s, p), idempotency.Claimed, p.Run, nil)
+	first := r.claim(at(time.Second))
+	wantRecord(t, "the claim after the preview", claim(t, s, first), idempotency.Claimed, first.Run, nil)
+	// Running, and another request's preview.
+	wantRecord(t, "a preview within the lease", preview(t, s, r.claim(at(time.Minute))), idempotency.Running, first.Run, nil)
+	wantRecord(t, "another request's preview", preview(t, s, other.claim(at(time.Minute))), idempotency.Mismatch, idempotency.Run{}, nil)
+	// After the lease, unmarked: a claim would take it over; the preview does not.
+	late := at(time.Second + idemLease)
+	wantRecord(t, "a preview after the lease", preview(t, s, r.claim(late)), idempotency.Claimed, first.Run, nil)
+	markSettling(t, s, first, late) // still the first claimant's: nobody took it over
+	wantRecord(t, "a preview of the marked record after its lease", preview(t, s, r.claim(late)), idempotency.AnswerLost, first.Run, nil)
+	complete(t, s, first, []byte("answer"))
+	wantRecord(t, "a preview of the done record", preview(t, s, r.claim(late)), idempotency.Done, first.Run, []byte("answer"))
+	wantRecord(t, "another request's preview of the done record", preview(t, s, other.claim(late)), idempotency.Mismatch, idempotency.Run{}, nil)
+	// At its Expires the record is as good as gone.
+	expired := r.claim(at(time.Second + idemRetention))
+	wantRecord(t, "a preview at the record's Expires", preview(t, s, expired), idempotency.Claimed, expired.Run, nil)
+	// Previews of many ids make no records: each id is still free to claim.
+	for range 3 {
+		n := newIdemRequest()
+		preview(t, s, n.claim(t0))
+		c := n.claim(at(time.Second))
+		wantRecord(t, "a claim of a previewed id", claim(t, s, c), idempotency.Claimed, c.Run, nil)
+	}
+	_, err := s.Preview(canceled(t), r.claim(t0))
+	wantErr(t, "Preview with a canceled context", err, context.Canceled)
 }
