@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
@@ -415,6 +416,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := h.sessions.SignIn(w, r, "The API key", key)
 	if err != nil {
+		retryAfter(w, err)
 		status, msg := statusOf(err)
 		if status >= 500 {
 			h.log.ErrorContext(r.Context(), "dashboard: a session cannot be started", "code", tollgate.CodeOf(err).String(), "error", err)
@@ -423,6 +425,14 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seeOther(w, "./")
+}
+
+// retryAfter writes the Retry-After of a refusal that has one (failed sign-ins
+// throttled, see session.FailedSignIns).
+func retryAfter(w http.ResponseWriter, err error) {
+	if e := (*tollgate.Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
+		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
+	}
 }
 
 // signOut ends the session.

@@ -112,6 +112,7 @@ func (h *Handler) signInLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := h.sessions.SignInWithLogin(w, r); err != nil {
+		retryAfter(w, err)
 		status, msg := statusOf(err)
 		if tollgate.CodeOf(err) == tollgate.CodeUnauthorized {
 			msg = "You were not signed in: " + strings.TrimPrefix(msg, session.ErrLoginRefused.Error()+": ")
