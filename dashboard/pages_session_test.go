@@ -1,10 +1,12 @@
 package dashboard_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
 )
@@ -67,4 +69,40 @@ func TestPagesCheckSession(t *testing.T) {
 		}
 		ended(t, b, "after the session's key was revoked")
 	})
+}
+
+// TestSignInThrottled checks that failed sign-ins on the dashboard's form are counted:
+// after the burst of failures (10 by default) from an address, its next sign-in, with
+// the right key too, is answered 429 on the sign-in page with Retry-After, and every
+// failure is logged without the key.
+func TestSignInThrottled(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser(t)
+	const wrong = "00000000-0000-4000-8000-000000000000"
+	for i := range 10 {
+		if p := b.do("POST", "/dashboard/sign-in", url.Values{"api_key": {wrong}}); p.status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i+1, p.status)
+		}
+	}
+	p := b.do("POST", "/dashboard/sign-in", url.Values{"api_key": {e.key}})
+	if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") == "" || !strings.Contains(p.body, "too many failed sign-ins") ||
+		!strings.Contains(p.body, `name="api_key"`) {
+		t.Fatalf("the right key after ten failures: %d %v\n%.500s", p.status, p.header, p.body)
+	}
+	e.clock.Advance(time.Minute)
+	b.signIn(e.key)
+	failed := 0
+	for _, r := range e.logs.Records(t) {
+		if r.Msg == "session: a sign-in failed" {
+			failed++
+		}
+		for _, v := range r.Attrs {
+			if strings.Contains(fmt.Sprint(v), wrong) || strings.Contains(fmt.Sprint(v), e.key) {
+				t.Errorf("a log record holds a key: %s %v", r.Msg, r.Attrs)
+			}
+		}
+	}
+	if failed != 10 {
+		t.Errorf("%d failed sign-ins logged, want 10", failed)
+	}
 }

@@ -55,9 +55,13 @@ type Options struct {
 	// TrustedOrigins lists other origins ("https://dashboard.example.com") allowed to
 	// make cookie requests and to start sessions, besides the service's own.
 	TrustedOrigins []string
-	// Logger receives the failures of the Login. The default is slog.Default().
-	// Neither key values nor session tokens are ever logged.
+	// Logger receives the failures of the Login, and every failed sign-in. The
+	// default is slog.Default(). Neither key values nor session tokens are ever
+	// logged.
 	Logger *slog.Logger
+	// FailedSignIns throttles the failed sign-ins of each address and each key; the
+	// zero value is the default (see [FailedSignIns]).
+	FailedSignIns FailedSignIns
 }
 
 // Cookie names: with the __Host- prefix for a Secure cookie, without it over plain
@@ -82,6 +86,7 @@ type Handler struct {
 	secure   bool
 	trusted  []netip.Prefix
 	origins  *http.CrossOriginProtection
+	failures *failures // nil when the throttle is off
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -107,7 +112,8 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		opts = &Options{}
 	}
 	h := &Handler{svc: svc, sessions: svc.Sessions(), login: opts.Login, secure: opts.SecureCookies,
-		trusted: opts.TrustedProxies, origins: http.NewCrossOriginProtection(), log: opts.Logger, mux: http.NewServeMux()}
+		trusted: opts.TrustedProxies, origins: http.NewCrossOriginProtection(), failures: newFailures(opts.FailedSignIns),
+		log: opts.Logger, mux: http.NewServeMux()}
 	for _, o := range opts.TrustedOrigins {
 		if err := h.origins.AddTrustedOrigin(o); err != nil {
 			return nil, errors.New("session: Options.TrustedOrigins: " + err.Error())
@@ -258,8 +264,22 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := auth.ClientAddr(r, h.trusted)
+	cred, cerr := tollgate.CredentialFrom(r.Header)
+	// What is tried, for the throttle of failed sign-ins: the key (a header's, or the
+	// body's), or the host's Login.
+	tried, with := strings.TrimSpace(req.APIKey), "key"
+	switch {
+	case cerr == nil:
+		tried = cred.Value
+	case tollgate.CodeOf(cerr) != tollgate.CodeMalformedCredential && tried == "" && h.login != nil:
+		with = "login"
+	}
+	if err := h.signInAllowed(addr, tried); err != nil {
+		writeError(w, err)
+		return
+	}
 	var s tollgate.Session
-	switch cred, cerr := tollgate.CredentialFrom(r.Header); {
+	switch {
 	case cerr == nil:
 		s, err = h.svc.StartSession(r.Context(), tollgate.Caller{Credential: cred, Addr: addr})
 	case tollgate.CodeOf(cerr) == tollgate.CodeMalformedCredential:
@@ -274,6 +294,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 			Message: "send an API key to start a session: in x-api-key, in Authorization: Bearer, or in the body's api_key field"}
 	}
 	if err != nil {
+		h.signInFailed(r, addr, tried, with, err)
 		writeError(w, err)
 		return
 	}
@@ -310,8 +331,14 @@ func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, field, apiKey s
 		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
 			Message: "a session cannot be started from another origin's page"}
 	}
-	s, err := h.startWithKey(r, apiKey, field, h.ClientAddr(r))
+	addr := h.ClientAddr(r)
+	tried := strings.TrimSpace(apiKey)
+	if err := h.signInAllowed(addr, tried); err != nil {
+		return tollgate.Session{}, err
+	}
+	s, err := h.startWithKey(r, apiKey, field, addr)
 	if err != nil {
+		h.signInFailed(r, addr, tried, "key", err)
 		return tollgate.Session{}, err
 	}
 	h.setCookie(w, r, s.Token, s.Expires)
@@ -338,8 +365,13 @@ func (h *Handler) SignInWithLogin(w http.ResponseWriter, r *http.Request) (tollg
 		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
 			Message: "this service signs people in with API keys only"}
 	}
-	s, err := h.startLogin(r, h.ClientAddr(r))
+	addr := h.ClientAddr(r)
+	if err := h.signInAllowed(addr, ""); err != nil {
+		return tollgate.Session{}, err
+	}
+	s, err := h.startLogin(r, addr)
 	if err != nil {
+		h.signInFailed(r, addr, "", "login", err)
 		return tollgate.Session{}, err
 	}
 	h.setCookie(w, r, s.Token, s.Expires)
@@ -508,6 +540,9 @@ func writeError(w http.ResponseWriter, err error) {
 		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
 	}
 	w.Header().Set(rest.HeaderErrorCode, e.Code.String())
+	if e.RetryAfter > 0 {
+		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
+	}
 	status := rest.Status(e.Code)
 	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
 		status = http.StatusUnauthorized // an envelope here, not the edge's bare page
