@@ -21,22 +21,24 @@ import (
 
 // paramTypes are the SDK's types of the params of the methods a server serves.
 var paramTypes = map[string]reflect.Type{
-	methodInitialize:                   reflect.TypeFor[sdk.InitializeParams](),
-	methodCallTool:                     reflect.TypeFor[sdk.CallToolParamsRaw](),
-	"ping":                             reflect.TypeFor[sdk.PingParams](),
-	"tools/list":                       reflect.TypeFor[sdk.ListToolsParams](),
-	"prompts/list":                     reflect.TypeFor[sdk.ListPromptsParams](),
-	"prompts/get":                      reflect.TypeFor[sdk.GetPromptParams](),
-	"resources/list":                   reflect.TypeFor[sdk.ListResourcesParams](),
-	"resources/templates/list":         reflect.TypeFor[sdk.ListResourceTemplatesParams](),
-	"resources/read":                   reflect.TypeFor[sdk.ReadResourceParams](),
-	"resources/subscribe":              reflect.TypeFor[sdk.SubscribeParams](),
-	"resources/unsubscribe":            reflect.TypeFor[sdk.UnsubscribeParams](),
-	"logging/setLevel":                 reflect.TypeFor[sdk.SetLoggingLevelParams](),
-	"completion/complete":              reflect.TypeFor[sdk.CompleteParams](),
-	"notifications/initialized":        reflect.TypeFor[sdk.InitializedParams](),
-	"notifications/cancelled":          reflect.TypeFor[sdk.CancelledParams](),
-	"notifications/progress":           reflect.TypeFor[sdk.ProgressNotificationParams](),
+	methodInitialize:           reflect.TypeFor[sdk.InitializeParams](),
+	methodCallTool:             reflect.TypeFor[sdk.CallToolParamsRaw](),
+	"ping":                     reflect.TypeFor[sdk.PingParams](),
+	"tools/list":               reflect.TypeFor[sdk.ListToolsParams](),
+	"prompts/list":             reflect.TypeFor[sdk.ListPromptsParams](),
+	"prompts/get":              reflect.TypeFor[sdk.GetPromptParams](),
+	"resources/list":           reflect.TypeFor[sdk.ListResourcesParams](),
+	"resources/templates/list": reflect.TypeFor[sdk.ListResourceTemplatesParams](),
+	"resources/read":           reflect.TypeFor[sdk.ReadResourceParams](),
+	"resources/subscribe":      reflect.TypeFor[sdk.SubscribeParams](),
+	"resources/unsubscribe":    reflect.TypeFor[sdk.UnsubscribeParams](),
+	//lint:ignore SA1019 the SDK serves the deprecated method still, reading its params with this type
+	"logging/setLevel":          reflect.TypeFor[sdk.SetLoggingLevelParams](),
+	"completion/complete":       reflect.TypeFor[sdk.CompleteParams](),
+	"notifications/initialized": reflect.TypeFor[sdk.InitializedParams](),
+	"notifications/cancelled":   reflect.TypeFor[sdk.CancelledParams](),
+	"notifications/progress":    reflect.TypeFor[sdk.ProgressNotificationParams](),
+	//lint:ignore SA1019 the SDK serves the deprecated method still, reading its params with this type
 	"notifications/roots/list_changed": reflect.TypeFor[sdk.RootsListChangedParams](),
 }
 
