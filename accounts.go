@@ -10,10 +10,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/store"
 )
@@ -72,7 +72,7 @@ func (s *Service) CreateAccount(ctx context.Context, spec AccountSpec) (auth.Acc
 		return auth.Account{}, auth.Key{}, "", s.manageError(ctx, "account", spec.ID, err)
 	}
 	// The account and its key exist from here on, whatever becomes of the balance.
-	s.record(ctx, now, audit.Entry{Action: audit.AccountCreate, Account: acct.ID, Target: key.ID,
+	s.changed(ctx, now, event.Change{Type: event.AccountCreated, Account: acct.ID, Key: key.ID, Plan: acct.Plan,
 		After: restrictionsJSON(acct.Restrictions), Credits: credits})
 	err = s.meter.Ledger().Open(ctx, driver.Opening{
 		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
@@ -143,7 +143,7 @@ func (s *Service) createKey(ctx context.Context, accountID string, spec auth.New
 	if err != nil {
 		return auth.Key{}, "", s.manageError(ctx, "account", accountID, err)
 	}
-	s.record(ctx, now, audit.Entry{Action: audit.KeyCreate, Account: key.AccountID, Target: key.ID,
+	s.changed(ctx, now, event.Change{Type: event.KeyCreated, Account: key.AccountID, Key: key.ID, Name: key.Name,
 		After: restrictionsJSON(key.Restrictions)})
 	return key, value, nil
 }
@@ -165,8 +165,7 @@ func (s *Service) rotateKey(ctx context.Context, keyID string, rev int64) (auth.
 	if err != nil {
 		return auth.Key{}, "", s.changeError(ctx, keyID, err)
 	}
-	s.keyHooks.notify(keyID)
-	s.record(ctx, now, audit.Entry{Action: audit.KeyRotate, Account: key.AccountID, Target: key.ID})
+	s.changed(ctx, now, event.Change{Type: event.KeyRotated, Account: key.AccountID, Key: key.ID})
 	return key, value, nil
 }
 
@@ -193,8 +192,7 @@ func (s *Service) revokeKey(ctx context.Context, keyID string, rev int64) (auth.
 	if err != nil {
 		return auth.Key{}, s.changeError(ctx, keyID, err)
 	}
-	s.keyHooks.notify(keyID)
-	s.record(ctx, now, audit.Entry{Action: audit.KeyRevoke, Account: key.AccountID, Target: key.ID})
+	s.changed(ctx, now, event.Change{Type: event.KeyRevoked, Account: key.AccountID, Key: key.ID})
 	return key, nil
 }
 
@@ -233,13 +231,9 @@ func (s *Service) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 	case err != nil:
 		return auth.Key{}, s.manageError(ctx, "key", keyID, err)
 	}
-	s.keyHooks.notify(keyID)
-	e := audit.Entry{Action: audit.KeyUpdate, Account: after.AccountID, Target: after.ID,
-		Before: restrictionsJSON(before.Restrictions), After: restrictionsJSON(after.Restrictions)}
-	if before.Name != after.Name {
-		e.Reason = fmt.Sprintf("name: %s -> %s", before.Name, after.Name)
-	}
-	s.record(ctx, now, e)
+	s.changed(ctx, now, event.Change{Type: event.KeyUpdated, Account: after.AccountID, Key: after.ID,
+		Before: restrictionsJSON(before.Restrictions), After: restrictionsJSON(after.Restrictions),
+		OldName: before.Name, Name: after.Name})
 	return after, nil
 }
 
@@ -293,13 +287,13 @@ func (s *Service) AdjustCredits(ctx context.Context, accountID string, amount in
 	if err != nil {
 		return b, s.manageError(ctx, "balance of account", accountID, err)
 	}
-	e := audit.Entry{Action: audit.CreditsAdjust, Account: accountID, Credits: amount, Reason: reason}
+	c := event.Change{Type: event.CreditsAdjusted, Account: accountID, Credits: amount, Reason: reason}
 	if idempotencyKey != "" {
-		// A replay changes nothing: its entry has the first one's ID, which the audit
+		// A replay changes nothing: its event has the first one's ID, which the audit
 		// log stores once.
-		e.ID = "credits-" + hex.EncodeToString(id[:])
+		c.ID = "credits-" + hex.EncodeToString(id[:])
 	}
-	s.record(ctx, now, e)
+	s.changed(ctx, now, c)
 	return b, nil
 }
 

@@ -2,16 +2,13 @@ package tollgate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -27,14 +24,11 @@ import (
 // Each entry has a random ID, so a retry after an append whose outcome is unknown
 // stores it once. Entries older than [Options.AuditRetention] are pruned on a schedule.
 
-// Actor is who makes a change, as the audit log records it.
-type Actor struct {
-	// ID is the id of the key that authenticated the change, [audit.Operator] (or
-	// "operator:" and a name), or another name the host gives. Empty is [audit.Host].
-	ID string
-	// Addr is the address the change was requested from, if known.
-	Addr netip.Addr
-}
+// Actor is who makes a change, as the audit log records it and events tell it: the id
+// of the key that authenticated the change, [audit.Operator] (or "operator:" and a
+// name), or another name the host gives (empty is [audit.Host]), and the address the
+// change was requested from, if known.
+type Actor = event.Actor
 
 // actorKey is the context key of the Actor.
 type actorKey struct{}
@@ -78,82 +72,33 @@ func actorOf(ctx context.Context) Actor {
 	return a
 }
 
-// record appends e, made now by the actor ctx names, to the audit log, if there is one,
-// with a new random ID unless e has one. The change is already stored, so a failure does not undo it nor
-// fail the request (a rotation's new value would be lost): an entry the audit log cannot
-// take now is queued and retried in the background (see [Service.PendingAuditEntries]).
-func (s *Service) record(ctx context.Context, now time.Time, e audit.Entry) {
-	if s.audit == nil {
-		return
-	}
-	actor := actorOf(ctx)
-	e.At, e.Actor, e.Addr = now, actor.ID, actor.Addr
-	if e.ID == "" {
-		e.ID = rand.Text()
-	}
-	s.auditq.add(ctx, e)
-}
-
 // PendingAuditEntries returns the number of audit entries that the audit log could not
 // take when they were recorded and that the service is still retrying in the background.
 // It is at most [Options.AuditQueue]; it is zero without an audit log.
 func (s *Service) PendingAuditEntries() int {
-	if s.auditq == nil {
+	if s.audit == nil {
 		return 0
 	}
-	return s.auditq.pending()
+	return s.audit.Pending()
 }
 
 // DroppedAuditEntries returns the number of audit entries that the audit log will never
-// hold: recorded while [Options.AuditQueue] entries were already waiting for it, still
-// waiting when [Service.Close] made its last attempt, or refused by it as invalid. Each
-// was logged (at WARN, or at ERROR for an invalid one) with everything it held, which is
-// never a key value. The changes they record are stored all the same.
+// hold (see [audit.Log.Dropped]); zero without an audit log.
 func (s *Service) DroppedAuditEntries() int64 {
-	if s.auditq == nil {
+	if s.audit == nil {
 		return 0
 	}
-	return s.auditq.droppedCount()
+	return s.audit.Dropped()
 }
 
 // PruneAuditLog deletes the audit log's entries older than [Options.AuditRetention],
-// now, and returns how many it deleted. The service calls it every
-// [Options.AuditPruneInterval]; a host that turned that off may call it on its own
-// schedule. It does nothing without an audit log or a retention. Its error is the
-// store's (store.ErrUnavailable while the audit log is down). Any number of
-// instances may prune the same log at once: each deletes what the others have not.
+// now, and returns how many it deleted (see [audit.Log.Prune]). It does nothing without
+// an audit log or a retention.
 func (s *Service) PruneAuditLog(ctx context.Context) (int64, error) {
-	if s.audit == nil || s.retention <= 0 {
+	if s.audit == nil {
 		return 0, nil
 	}
-	n, err := s.audit.Prune(ctx, s.now().Add(-s.retention))
-	if err != nil {
-		return n, fmt.Errorf("tollgate: prune the audit log: %w", err)
-	}
-	return n, nil
-}
-
-// pruneOnce is one run of the background prune of the audit log.
-func (s *Service) pruneOnce(ctx context.Context) {
-	n, err := s.PruneAuditLog(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		s.log.Warn("tollgate: cannot prune the audit log; the next prune tries again", "error", err)
-	case n > 0:
-		s.log.Info("tollgate: pruned the audit log's entries older than the retention", "count", n, "retention", s.retention.String())
-	}
-}
-
-// restrictionsJSON is r's plain JSON form for an audit entry; nil for no restrictions.
-func restrictionsJSON(r auth.Restrictions) json.RawMessage {
-	if r.IsZero() {
-		return nil
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil // Spec is plain data: this does not happen
-	}
-	return b
+	return s.audit.Prune(ctx)
 }
 
 // AuditLog returns a page of the audit log that q selects, newest first. It is
@@ -166,7 +111,7 @@ func (s *Service) AuditLog(ctx context.Context, q audit.Query) (audit.Page, erro
 	if err := checkText("account_id", q.Account, maxIDLength); err != nil {
 		return audit.Page{}, err
 	}
-	p, err := s.audit.List(ctx, q)
+	p, err := s.audit.Store().List(ctx, q)
 	switch {
 	case errors.Is(err, audit.ErrBadCursor):
 		return audit.Page{}, newError(CodeInvalidInput, "cursor is not one a page of the audit log returned: pass its next as it is", err)

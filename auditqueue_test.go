@@ -207,7 +207,7 @@ func TestAuditQueueFull(t *testing.T) {
 		for _, r := range logs.Records(t) {
 			if r.Level == "WARN" && strings.Contains(r.Msg, "audit queue is full") {
 				dropped = append(dropped, fmt.Sprint(r.Attrs["action"], " ", r.Attrs["target"]))
-				if r.Attrs["id"] == "" || r.Attrs["account"] != "acct" || r.Attrs["actor"] != audit.Host || !strings.Contains(r.Msg, "AuditQueue") {
+				if r.Attrs["id"] == "" || r.Attrs["account"] != "acct" || r.Attrs["actor"] != audit.Host || !strings.Contains(r.Msg, "LogOptions.Queue") {
 					t.Errorf("the log of a dropped entry does not say what it held and what to do: %s %v", r.Msg, r.Attrs)
 				}
 			}
@@ -250,7 +250,7 @@ func TestAuditQueueClose(t *testing.T) {
 				pending, dropped := h.svc.PendingAuditEntries(), h.svc.DroppedAuditEntries()
 				lost := 0
 				for _, r := range logs.Records(t) {
-					if r.Level == "WARN" && strings.Contains(r.Msg, "before the service closed") {
+					if r.Level == "WARN" && strings.Contains(r.Msg, "before it closed") {
 						lost++
 					}
 				}

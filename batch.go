@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
 )
 
 // DefaultBatchParallelism is the default [Options.BatchParallelism].
@@ -200,7 +201,7 @@ func (s *Service) prepareBatch(ctx context.Context, p *Principal, api *catalog.A
 	for i, err := range errs {
 		if err != nil {
 			pb.items[i].Err = asError(err)
-			s.recordRefused(p, []string{api.ID}, err)
+			s.refused(ctx, p, []string{api.ID}, err)
 			continue
 		}
 		pb.invs, pb.of = append(pb.invs, invs[i]), append(pb.of, i)
@@ -284,7 +285,7 @@ func (s *Service) executeBatch(parent context.Context, w who, t *billing.Ticket,
 		defer s.keepSlot(ctx, w, t, every)()
 	}
 	results = make([]Result, len(invs))
-	if s.usage != nil {
+	if s.events.Wants(event.CallFinished) {
 		took = make([]time.Duration, len(invs))
 	}
 	var next atomic.Int64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
 )
 
 // A Reply is everything a front door needs to answer a call: the results of the APIs
@@ -128,6 +129,9 @@ type single struct {
 	took   [1]time.Duration
 	ctx    callContext
 	req    catalog.Request
+	// event and eventAPIs are the call's event, for its observers (see Service.finished).
+	event     event.Call
+	eventAPIs [1]event.APIResult
 }
 
 // CallAll runs a call to several APIs as one call, as a GraphQL query does: once the
@@ -248,7 +252,7 @@ func label(it Item) string {
 // only fail, or wait, the same way.
 func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
 	if CodeOf(err) == CodeUnavailable {
-		s.recordRefused(p, apis, err)
+		s.refused(ctx, p, apis, err)
 		rc.Plan = p.Plan
 		return Reply{Err: err, Receipt: rc}
 	}
@@ -258,7 +262,7 @@ func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receip
 		}
 	}
 	if err != nil {
-		s.recordRefused(p, apis, err)
+		s.refused(ctx, p, apis, err)
 	}
 	rc.Plan = p.Plan
 	if rc.Balance == (billing.Balance{}) {

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
@@ -199,7 +200,10 @@ const DefaultReservationGrace = 30 * time.Second
 const DefaultSweepInterval = 15 * time.Second
 
 // DefaultAuditPruneInterval is the longest default [Options.AuditPruneInterval].
-const DefaultAuditPruneInterval = time.Hour
+const DefaultAuditPruneInterval = audit.DefaultPruneInterval
+
+// DefaultAuditQueue is the default [Options.AuditQueue].
+const DefaultAuditQueue = audit.DefaultQueue
 
 // sweepBatch is how many reservations one sweep call voids at most.
 const sweepBatch = 1000
@@ -243,11 +247,8 @@ type Service struct {
 	// the call timeout ends every call well within a lease.
 	renewEvery     time.Duration
 	ids            requestIDs
-	keyHooks       keyHooks        // see OnKeyChange
-	audit          audit.Store     // nil: no audit log
-	auditq         *auditQueue     // appends to audit, and retries; nil without an audit log
-	retention      time.Duration   // Options.AuditRetention
-	stopPrune      func()          // stops the background prune of the audit log; nil if none runs
+	events         event.Bus       // the seam: see Events
+	audit          *audit.Log      // nil: no audit log
 	usage          *usage.Recorder // nil: no usage statistics
 	usageStore     usage.Store
 	usageRetention UsageRetention
@@ -343,7 +344,6 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		now:           now,
 		log:           opts.Logger,
 		timeout:       timeout,
-		audit:         opts.Audit,
 		subKeysManage: opts.SubKeysManageKeys,
 		maxOwnKeys:    cmp.Or(opts.MaxOwnKeys, DefaultMaxOwnKeys),
 		keyRetention:  cmp.Or(opts.RevokedKeyRetention, DefaultRevokedKeyRetention),
@@ -359,6 +359,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.events.Logger = s.log
 	if u := opts.Usage; u != nil {
 		if u.Store == nil {
 			return nil, errors.New("tollgate: Options.Usage needs a Store (memory.NewUsageStore, postgres.NewUsageStore)")
@@ -368,6 +369,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 			FlushInterval: u.FlushInterval, MaxPending: u.MaxPending, Logger: s.log}); err != nil {
 			return nil, fmt.Errorf("tollgate: %w", err)
 		}
+		s.events.Subscribe(s.usage, s.usage.Kinds()...)
 	}
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
@@ -375,9 +377,10 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if s.idem, err = newIdempotencyConfig(opts.Idempotency); err != nil {
 		return nil, err
 	}
-	if s.audit != nil {
-		s.auditq = newAuditQueue(s.audit, s.log, opts.AuditQueue)
-		s.retention = max(opts.AuditRetention, 0)
+	if opts.Audit != nil {
+		s.audit = audit.NewLog(opts.Audit, &audit.LogOptions{Queue: opts.AuditQueue, Retention: opts.AuditRetention,
+			PruneInterval: opts.AuditPruneInterval, Now: now, Logger: s.log})
+		s.events.Subscribe(s.audit, s.audit.Kinds()...)
 	}
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
@@ -388,12 +391,6 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 			interval = DefaultSweepInterval
 		}
 		s.stopSweep = every.Start(interval, s.sweepOnce)
-	}
-	if interval := opts.AuditPruneInterval; s.retention > 0 && interval >= 0 {
-		if interval == 0 {
-			interval = min(max(s.retention/10, time.Second), DefaultAuditPruneInterval)
-		}
-		s.stopPrune = every.StartNow(interval, s.pruneOnce)
 	}
 	if interval := opts.KeyPruneInterval; s.keyRetention > 0 && interval >= 0 {
 		if interval == 0 {
@@ -426,14 +423,14 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 // usage is flushed only by [Service.FlushUsage].
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
-		for _, stop := range []func(){s.stopSweep, s.stopPrune, s.stopUsagePrune, s.stopKeyPrune} {
+		for _, stop := range []func(){s.stopSweep, s.stopUsagePrune, s.stopKeyPrune} {
 			if stop != nil {
 				stop()
 			}
 		}
 		s.meter.Close()
-		if s.auditq != nil {
-			s.auditq.close()
+		if s.audit != nil {
+			s.audit.Close()
 		}
 		if s.usage != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), usage.DefaultFlushTimeout)
@@ -453,8 +450,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		n, err := s.sweeper.Sweep(ctx, s.now(), sweepBatch)
+		now := s.now()
+		n, err := s.sweeper.Sweep(ctx, now, sweepBatch)
 		total += n
+		if n > 0 && s.events.Wants(event.ReservationsVoided) {
+			s.events.Publish(ctx, &event.Sweep{At: now, Voided: n})
+		}
 		if err != nil || n < sweepBatch {
 			return total, err
 		}
@@ -748,6 +749,8 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	// One instant for admission and settlement: a refund lands in the period of its
 	// reservation, even for a call that straddles the end of a month.
 	now := s.now()
+	var st steps
+	st.begin(s)
 	a := billing.Admission{
 		Account: p.Account.ID, Plan: p.Plan,
 		APIs: apis, Cost: cost, Now: now,
@@ -795,6 +798,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	if p.Plan.RatePerMinute > 0 {
 		rc.Rate = t.Rate
 	}
+	st.admittedNow()
 	var (
 		results []Result
 		took    []time.Duration
@@ -804,6 +808,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	} else {
 		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
 	}
+	st.ranNow()
 	// An API that failed on the service's side is refunded.
 	out := billing.Outcome{Now: now}
 	for i, r := range results {
@@ -814,19 +819,22 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	}
 	if batch != nil && batch.settling != nil {
 		if err := batch.settling(ctx); err != nil {
-			return s.unsettled(ctx, p, now, invs, results, took, &t, rc, err)
+			return s.unsettled(ctx, p, now, invs, results, took, &st, &t, rc, err)
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
+	st.settledNow()
 	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
-	voided := errors.Is(err, billing.ErrVoided)
+	how := event.Settled
 	switch {
-	case voided:
+	case errors.Is(err, billing.ErrVoided):
+		how = event.Voided
 		// The call outlived its reservation, which was voided: it is not charged.
 		s.log.WarnContext(ctx, "tollgate: a call ended after its reservation expired; it is not charged (raise Options.ReservationGrace if calls often outlive CallTimeout)",
 			"account", p.Account.ID, "request", t.Request.String())
 		rc.Charged = 0
 	case err != nil:
+		how = event.Deferred
 		// The call ran; its answer stands. The Meter retries the settlement in the
 		// background while the reservation lasts (settling is idempotent, so nothing
 		// is charged twice); if the store does not take it by then, the expiry voids
@@ -834,7 +842,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
-	s.recordRun(p, now, invs, results, took, voided)
+	s.finished(ctx, p, now, invs, results, took, &st, how, b.Remaining, one)
 	return Reply{Results: results, Receipt: rc}
 }
 
@@ -851,13 +859,14 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 // answers for it. A store that could not be reached answers the items, charged
 // nothing.
 func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
-	t *billing.Ticket, rc Receipt, err error) Reply {
+	st *steps, t *billing.Ticket, rc Receipt, err error) Reply {
 	b, rerr := s.meter.Settle(ctx, t, billing.Outcome{Refund: t.Cost, Failed: t.APIs, Now: now})
 	if rerr != nil && !errors.Is(rerr, billing.ErrVoided) {
 		s.log.WarnContext(ctx, "tollgate: cannot refund a batch that is not charged now; retrying in the background until its reservation expires, when it is voided",
 			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
 	}
-	s.recordRun(p, now, invs, results, took, true)
+	st.settledNow()
+	s.finished(ctx, p, now, invs, results, took, st, event.Unsettled, b.Remaining, nil)
 	rc.Plan, rc.Balance = p.Plan, b
 	if errors.Is(err, idempotency.ErrNotHeld) {
 		s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but outlived its lease: its idempotency record was taken over by a retry, or expired; it is not charged (its reservation is refunded)",
@@ -898,8 +907,8 @@ type who struct{ account, key string }
 // execute runs the invocations in parallel under the call timeout: the first on the
 // calling goroutine, the others on goroutines of their own. A handler is expected to
 // return once its context is done; one that does not delays the answer but not the
-// accounting, because invoke judges by the context, not by the clock. When usage is
-// recorded, took holds how long each invocation ran (nil otherwise). For a call of one
+// accounting, because invoke judges by the context, not by the clock. When an observer
+// wants calls, took holds how long each invocation ran (nil otherwise). For a call of one
 // API, one (not nil) holds the results, the timing, the context and the handler's
 // request.
 func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation, one *single) (results []Result, took []time.Duration) {
@@ -910,13 +919,13 @@ func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs
 	if one != nil {
 		cc, req, results = &one.ctx, &one.req, one.result[:]
 		cc.init(parent, s.timeout)
-		if s.usage != nil {
+		if s.events.Wants(event.CallFinished) {
 			took = one.took[:]
 		}
 	} else {
 		cc = newCallContext(parent, s.timeout)
 		results = make([]Result, len(invs))
-		if s.usage != nil {
+		if s.events.Wants(event.CallFinished) {
 			took = make([]time.Duration, len(invs))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
 )
 
 // Sessions. A session is started with an API key ([Service.StartSession]) or for an
@@ -129,8 +130,8 @@ func (s *Service) startSession(ctx context.Context, p *Principal, keyHash *auth.
 		// The key expires within the second: it is refused, as on its next call.
 		return Session{}, newError(CodeForbidden, "the API key expires now; use another key of the account", err)
 	}
-	s.record(WithActor(ctx, Actor{ID: p.Key.ID, Addr: addr}), now, audit.Entry{
-		Action: audit.SessionStart, Account: c.Account, Target: c.ID, Reason: reason})
+	s.changed(ctx, now, event.Change{Type: event.SessionStarted, Actor: Actor{ID: p.Key.ID, Addr: addr},
+		Account: c.Account, Key: c.KeyID, Session: c.ID, Reason: reason})
 	return Session{Token: tok, ID: c.ID, Account: c.Account, KeyID: c.KeyID, Expires: c.Expires,
 		CSRFToken: s.sessions.CSRFToken(c.ID)}, nil
 }
@@ -138,9 +139,9 @@ func (s *Service) startSession(ctx context.Context, p *Principal, keyHash *auth.
 // EndSession ends the session whose token is given (signs it out): every instance that
 // shares [Options.SessionStore] refuses the token from the next request on. Ending an
 // ended or expired session does nothing and is not an error; a token that is not one of
-// the service's is CodeUnauthorized. The end is recorded in the audit log, with the key
-// the session acted as and addr, and the functions of [Service.OnKeyChange] are called
-// with that key's id, so that the session's open connections end at once.
+// the service's is CodeUnauthorized. The end is published ([event.SessionEnded]) with
+// the key the session acted as and addr, so that the audit log records it and front
+// doors end the session's open connections at once.
 func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr) error {
 	if s.sessions == nil {
 		return errSessionsOff
@@ -169,16 +170,15 @@ func (s *Service) EndSession(ctx context.Context, token string, addr netip.Addr)
 	if err := s.authority.EndSession(ctx, c, now); err != nil {
 		return s.unavailable(ctx, "session store", err)
 	}
-	// Front doors check again the connections of the key the session acted as (the
-	// sessions that named no key, for ""): the ended session's are refused and end,
-	// the others pass.
-	s.keyHooks.notify(c.KeyID)
+	// Front doors that hold connections check again those of the key the session
+	// acted as (Key is "" for the sessions that named no key): the ended session's
+	// are refused and end, the others pass.
 	actor := c.KeyID
 	if actor == "" {
 		actor = audit.SessionActor(c.ID)
 	}
-	s.record(WithActor(ctx, Actor{ID: actor, Addr: addr}), now, audit.Entry{
-		Action: audit.SessionEnd, Account: c.Account, Target: c.ID})
+	s.changed(ctx, now, event.Change{Type: event.SessionEnded, Actor: Actor{ID: actor, Addr: addr},
+		Account: c.Account, Key: c.KeyID, Session: c.ID})
 	return nil
 }
 

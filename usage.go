@@ -2,7 +2,6 @@ package tollgate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -121,55 +120,6 @@ func (s *Service) pruneUsageOnce(ctx context.Context) {
 		s.log.Warn("tollgate: cannot prune the usage statistics; the next prune tries again", "error", err)
 	case n > 0:
 		s.log.Info("tollgate: pruned the usage buckets older than their retention", "count", n)
-	}
-}
-
-// usageChannel returns the name of p's channel for a usage record.
-func usageChannel(p *Principal) string {
-	if p.Channel == 0 {
-		return "other"
-	}
-	return p.Channel.String()
-}
-
-// recordRun records the invocations of a call that ran. uncharged reports a call
-// charged nothing whatever its results: its reservation was voided, or it was not
-// settled (an idempotent batch whose record could not be marked).
-func (s *Service) recordRun(p *Principal, at time.Time, invs []invocation, results []Result, took []time.Duration, uncharged bool) {
-	if s.usage == nil {
-		return
-	}
-	ch := usageChannel(p)
-	for i := range invs {
-		r := usage.Record{At: at, Account: p.Account.ID, Key: p.Key.ID, API: invs[i].API.ID, Channel: ch,
-			Outcome: usage.OK, Duration: took[i]}
-		if e := results[i].Err; e != nil {
-			r.Outcome = e.Code.String()
-		}
-		if !uncharged && (results[i].Err == nil || results[i].Err.Code.Charged()) {
-			r.Credits = invs[i].API.Cost
-		}
-		s.usage.Record(r)
-	}
-}
-
-// recordRefused records a call refused with err for each of apis that the catalog
-// has: an API listed n times (the items of a batch) is recorded n times.
-func (s *Service) recordRefused(p *Principal, apis []string, err error) {
-	if s.usage == nil || len(apis) == 0 {
-		return
-	}
-	code := CodeInvalidInput // what a front door's own input errors are about
-	if e := (*Error)(nil); errors.As(err, &e) {
-		code = e.Code
-	}
-	at, ch := s.now(), usageChannel(p)
-	for _, id := range apis {
-		if _, ok := s.registry.Lookup(id); !ok {
-			continue
-		}
-		s.usage.Record(usage.Record{At: at, Account: p.Account.ID, Key: p.Key.ID, API: id, Channel: ch,
-			Outcome: code.String(), Refused: true})
 	}
 }
 

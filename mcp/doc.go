@@ -149,7 +149,8 @@
 // checked, so the next one is refused; and the open streams of the key, GET event
 // streams and POSTs whose answer is pending, are ended: each open request is
 // registered with its credential, and when the handler's Service rotates or revokes a
-// key, or ends a session ([tollgate.Service.OnKeyChange]), the key's open requests are
+// key, or ends a session (the handler subscribes to those events of
+// [tollgate.Service.Events]), the key's open requests are
 // authenticated again at once, and those refused are ended (a pending POST is answered
 // with the refusal). So a revocation ends the key's streams, a rotation ends those
 // opened with the old value but not the OAuth ones, and a sign-out ends the streams of

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
@@ -218,7 +219,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	h.sync()
 	h.cancels = append(h.cancels,
 		svc.Catalog().Subscribe(h.sync),
-		svc.OnKeyChange(h.keyChanged),
+		svc.Events().Subscribe(event.ObserverFunc(h.keyEvent), keyEvents...),
 	)
 	return h, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/event"
 )
 
 // streams are the open requests of sessions: GET event streams, and POSTs whose answer
@@ -92,9 +94,23 @@ func (h *Handler) tick(st *openStream) {
 	st.mu.Unlock()
 }
 
+// keyEvents are the changes after which the open streams of a key are checked again: a
+// key rotated, updated or revoked, or a session that acted as it ended (a session that
+// named no key has Key ""). They are this instance's changes; those made by other
+// instances are noticed by the periodic checks.
+var keyEvents = []event.Kind{event.KeyRotated, event.KeyUpdated, event.KeyRevoked, event.SessionEnded}
+
+// keyEvent checks again the open streams of the key e is about.
+func (h *Handler) keyEvent(_ context.Context, e event.Event) {
+	if c, ok := e.(*event.Change); ok {
+		h.keyChanged(c.Key)
+	}
+}
+
 // keyChanged checks again, at once, every open stream of a key that the Service has
-// just rotated or revoked: a revoked key's streams end, so do those opened with a
-// rotated key's old value; those of OAuth connections survive a rotation.
+// just rotated or revoked, and the sessions bound to it: a revoked key's streams end,
+// so do those opened with a rotated key's old value; those of OAuth connections
+// survive a rotation.
 func (h *Handler) keyChanged(keyID string) {
 	defer h.recheckSessions(keyID)
 	var affected []*openStream

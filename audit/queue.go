@@ -1,4 +1,4 @@
-package tollgate
+package audit
 
 import (
 	"context"
@@ -8,28 +8,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// DefaultAuditQueue is the default [Options.AuditQueue].
-const DefaultAuditQueue = 10_000
-
 // Bounds of the audit queue's work.
 const (
-	// auditAttempt bounds one append to the audit store. An append that times out may
+	// appendBound bounds one append to the audit store. An append that times out may
 	// still have landed; the entry's ID makes its retry store nothing then.
-	auditAttempt = 2 * time.Second
-	// auditCloseBound bounds the last attempt that Close makes for queued entries.
-	auditCloseBound = 5 * time.Second
-	// auditBatch is the most queued entries one append carries.
-	auditBatch = 100
-	// The worker waits auditRetryFirst after a failure, doubling up to auditRetryMax.
-	auditRetryFirst = time.Second
-	auditRetryMax   = 30 * time.Second
+	appendBound = 2 * time.Second
+	// closeBound bounds the last attempt that Close makes for queued entries.
+	closeBound = 5 * time.Second
+	// appendBatch is the most queued entries one append carries.
+	appendBatch = 100
+	// The worker waits retryFirst after a failure, doubling up to retryMax.
+	retryFirst = time.Second
+	retryMax   = 30 * time.Second
 )
 
-// An auditQueue appends the service's audit entries to the audit store, and keeps those
+// A queue appends a [Log]'s entries to the audit store, and keeps those
 // the store cannot take (it is down, or slow) to retry them in the background until it
 // takes them. The management call whose change an entry records never waits for more
 // than one attempt, and never fails for its entry: the change is already stored.
@@ -42,8 +38,8 @@ const (
 // wait on a store that is known to be down, and entries reach the store in the order
 // they were recorded. Every entry carries an ID, so an append retried after an attempt
 // whose outcome is unknown stores it once.
-type auditQueue struct {
-	store audit.Store
+type queue struct {
+	store Store
 	log   *slog.Logger
 	size  int
 	// first and max bound the worker's wait between failed rounds.
@@ -53,29 +49,26 @@ type auditQueue struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	items   []audit.Entry
+	items   []Entry
 	dropped int64
 	running bool          // a worker runs
 	done    chan struct{} // closed when the running worker exits
 	closed  bool
 }
 
-func newAuditQueue(s audit.Store, log *slog.Logger, size int) *auditQueue {
-	if size <= 0 {
-		size = DefaultAuditQueue
-	}
+func newQueue(s Store, log *slog.Logger, size int) *queue {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &auditQueue{store: s, log: log, size: size, first: auditRetryFirst, max: auditRetryMax, ctx: ctx, cancel: cancel}
+	return &queue{store: s, log: log, size: size, first: retryFirst, max: retryMax, ctx: ctx, cancel: cancel}
 }
 
 // add stores e, or queues it if the store cannot take it now. ctx carries the request's
 // values (for the logger) but not its end: a change that is stored is recorded even if
 // its client has gone.
-func (q *auditQueue) add(ctx context.Context, e audit.Entry) {
+func (q *queue) add(ctx context.Context, e Entry) {
 	ctx = context.WithoutCancel(ctx)
 	if err := e.Validate(); err != nil {
 		q.countDrop()
-		q.lose(ctx, slog.LevelError, "tollgate: the audit log cannot hold an entry; the change itself is stored", e, err)
+		q.lose(ctx, slog.LevelError, "audit: the audit log cannot hold an entry; the change itself is stored", e, err)
 		return
 	}
 	q.mu.Lock()
@@ -85,14 +78,14 @@ func (q *auditQueue) add(ctx context.Context, e audit.Entry) {
 		return
 	}
 	q.mu.Unlock()
-	actx, cancel := context.WithTimeout(ctx, auditAttempt)
+	actx, cancel := context.WithTimeout(ctx, appendBound)
 	err := q.store.Append(actx, e)
 	cancel()
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrInvalid):
 		q.countDrop()
-		q.lose(ctx, slog.LevelError, "tollgate: the audit log refused an entry as invalid; the change itself is stored", e, err)
+		q.lose(ctx, slog.LevelError, "audit: the audit log refused an entry as invalid; the change itself is stored", e, err)
 	default:
 		q.mu.Lock()
 		q.queueLocked(ctx, e, err)
@@ -103,20 +96,20 @@ func (q *auditQueue) add(ctx context.Context, e audit.Entry) {
 // queueLocked queues e, behind the entries queued before it, and starts the worker;
 // or drops e when the queue is full or closed. cause is the store's error, if the
 // store refused e itself. q.mu is held.
-func (q *auditQueue) queueLocked(ctx context.Context, e audit.Entry, cause error) {
+func (q *queue) queueLocked(ctx context.Context, e Entry, cause error) {
 	switch {
 	case q.closed:
 		q.dropped++
-		q.lose(ctx, slog.LevelWarn, "tollgate: the audit log did not take an entry after the service was closed; it is dropped, the change itself is stored", e, cause)
+		q.lose(ctx, slog.LevelWarn, "audit: the audit log did not take an entry after it was closed; it is dropped, the change itself is stored", e, cause)
 		return
 	case len(q.items) >= q.size:
 		q.dropped++
-		q.lose(ctx, slog.LevelWarn, "tollgate: the audit queue is full while the audit log is unavailable; an entry is dropped, the change itself is stored (raise tollgate.Options.AuditQueue to keep more)", e, cause,
+		q.lose(ctx, slog.LevelWarn, "audit: the audit queue is full while the audit log is unavailable; an entry is dropped, the change itself is stored (raise audit.LogOptions.Queue to keep more)", e, cause,
 			"queued", len(q.items))
 		return
 	}
 	if len(q.items) == 0 {
-		q.log.WarnContext(ctx, "tollgate: the audit log is unavailable; its entries are queued and retried in the background until it takes them",
+		q.log.WarnContext(ctx, "audit: the audit log is unavailable; its entries are queued and retried in the background until it takes them",
 			"error", cause, "capacity", q.size)
 	}
 	q.items = append(q.items, e)
@@ -129,7 +122,7 @@ func (q *auditQueue) queueLocked(ctx context.Context, e audit.Entry, cause error
 
 // lose logs an entry that the audit log will not hold, with every field it has, at
 // level; the caller has counted it if it must be.
-func (q *auditQueue) lose(ctx context.Context, level slog.Level, msg string, e audit.Entry, cause error, attrs ...any) {
+func (q *queue) lose(ctx context.Context, level slog.Level, msg string, e Entry, cause error, attrs ...any) {
 	var addr string
 	if e.Addr.IsValid() {
 		addr = e.Addr.String()
@@ -145,7 +138,7 @@ func (q *auditQueue) lose(ctx context.Context, level slog.Level, msg string, e a
 
 // work retries the queued entries until the queue is empty or closed, waiting between
 // failed rounds from q.first, doubling up to q.max.
-func (q *auditQueue) work(done chan struct{}) {
+func (q *queue) work(done chan struct{}) {
 	defer close(done)
 	wait := q.first
 	for {
@@ -168,12 +161,12 @@ func (q *auditQueue) work(done chan struct{}) {
 	}
 }
 
-// drain appends the queued entries, oldest first and auditBatch at a time, until the
+// drain appends the queued entries, oldest first and appendBatch at a time, until the
 // queue is empty (nil) or the store fails (its error). It drops an entry the store
 // refuses as invalid, which no retry fixes. With worker set, finding the queue empty
 // ends the worker, under the same lock, so that the next queued entry starts another.
-func (q *auditQueue) drain(ctx context.Context, worker bool) (progressed bool, err error) {
-	batch, took := auditBatch, 0
+func (q *queue) drain(ctx context.Context, worker bool) (progressed bool, err error) {
+	batch, took := appendBatch, 0
 	for {
 		q.mu.Lock()
 		if len(q.items) == 0 {
@@ -182,7 +175,7 @@ func (q *auditQueue) drain(ctx context.Context, worker bool) (progressed bool, e
 			}
 			q.mu.Unlock()
 			if took > 0 {
-				q.log.Info("tollgate: the audit log is back and took the queued entries", "count", took)
+				q.log.Info("audit: the audit log is back and took the queued entries", "count", took)
 			}
 			return progressed, nil
 		}
@@ -190,7 +183,7 @@ func (q *auditQueue) drain(ctx context.Context, worker bool) (progressed bool, e
 		entries := slices.Clone(q.items[:n])
 		q.mu.Unlock()
 
-		actx, cancel := context.WithTimeout(ctx, auditAttempt)
+		actx, cancel := context.WithTimeout(ctx, appendBound)
 		err := q.store.Append(actx, entries...)
 		cancel()
 		switch {
@@ -199,7 +192,7 @@ func (q *auditQueue) drain(ctx context.Context, worker bool) (progressed bool, e
 			continue
 		case errors.Is(err, store.ErrInvalid):
 			q.countDrop()
-			q.lose(ctx, slog.LevelError, "tollgate: the audit log refused a queued entry as invalid; it is dropped, the change itself is stored", entries[0], err)
+			q.lose(ctx, slog.LevelError, "audit: the audit log refused a queued entry as invalid; it is dropped, the change itself is stored", entries[0], err)
 		case err != nil:
 			return progressed, err
 		default:
@@ -215,30 +208,30 @@ func (q *auditQueue) drain(ctx context.Context, worker bool) (progressed bool, e
 }
 
 // countDrop counts an entry that the audit log will never hold.
-func (q *auditQueue) countDrop() {
+func (q *queue) countDrop() {
 	q.mu.Lock()
 	q.dropped++
 	q.mu.Unlock()
 }
 
 // pending returns the number of queued entries.
-func (q *auditQueue) pending() int {
+func (q *queue) pending() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.items)
 }
 
 // droppedCount returns the number of entries the audit log will never hold.
-func (q *auditQueue) droppedCount() int64 {
+func (q *queue) droppedCount() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.dropped
 }
 
-// close stops the worker, then makes a last attempt, bounded by auditCloseBound, to
+// close stops the worker, then makes a last attempt, bounded by closeBound, to
 // append the queued entries; those left are dropped, counted and logged. Entries
 // recorded after close are still appended, but not queued.
-func (q *auditQueue) close() {
+func (q *queue) close() {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -251,7 +244,7 @@ func (q *auditQueue) close() {
 	if done != nil {
 		<-done
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), auditCloseBound)
+	ctx, cancel := context.WithTimeout(context.Background(), closeBound)
 	defer cancel()
 	_, err := q.drain(ctx, false)
 	if err == nil {
@@ -263,6 +256,6 @@ func (q *auditQueue) close() {
 	q.dropped += int64(len(left))
 	q.mu.Unlock()
 	for _, e := range left {
-		q.lose(ctx, slog.LevelWarn, "tollgate: the audit log did not take a queued entry before the service closed; it is dropped, the change itself is stored", e, err)
+		q.lose(ctx, slog.LevelWarn, "audit: the audit log did not take a queued entry before it closed; it is dropped, the change itself is stored", e, err)
 	}
 }

@@ -1,0 +1,157 @@
+package tollgate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
+)
+
+// Events returns the service's seam: the bus on which it publishes what happens (see
+// package event). Subscribe an observer to it to hear of calls that ran or were
+// refused, of sweeps, and of the changes made to accounts, keys, credits and sessions:
+//
+//	svc.Events().Subscribe(observer, event.KeyRevoked, event.SessionEnded)
+//
+// The service publishes each event on the goroutine of the change, after the change is
+// stored and before the method that made it returns; an event of a kind nobody
+// subscribed to is not built. Changes made by other instances on the same stores are
+// published on those instances.
+func (s *Service) Events() *event.Bus { return &s.events }
+
+// channelName returns the name of p's channel for an event.
+func channelName(p *Principal) event.Channel {
+	if p.Channel == 0 {
+		return "other"
+	}
+	return p.Channel.String()
+}
+
+// steps are how long a call's admission, run and settlement took, measured only when
+// an observer wants the call.
+type steps struct {
+	observed               bool
+	now                    func() time.Time
+	start, admitted, ran   time.Time
+	admission, run, settle time.Duration
+}
+
+// begin starts the measure, on the service's clock, if an observer wants calls.
+func (st *steps) begin(s *Service) {
+	if st.observed = s.events.Wants(event.CallFinished); st.observed {
+		st.now = s.now
+		st.start = st.now()
+	}
+}
+
+func (st *steps) admittedNow() {
+	if st.observed {
+		st.admitted = st.now()
+		st.admission = st.admitted.Sub(st.start)
+	}
+}
+
+func (st *steps) ranNow() {
+	if st.observed {
+		st.ran = st.now()
+		st.run = st.ran.Sub(st.admitted)
+	}
+}
+
+func (st *steps) settledNow() {
+	if st.observed {
+		st.settle = st.now().Sub(st.ran)
+	}
+}
+
+// finished publishes the call of invs that ran at now with results, each of which took
+// what took says. A call whose settlement is not Settled or Deferred is charged
+// nothing whatever its results. one, when not nil, holds the event, so that a call of
+// one API allocates nothing more for it.
+func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
+	st *steps, how event.Settlement, remaining int64, one *single) {
+	if !st.observed {
+		return
+	}
+	var e *event.Call
+	if one != nil {
+		e = &one.event
+		e.APIs = one.eventAPIs[:0]
+	} else {
+		e = &event.Call{APIs: make([]event.APIResult, 0, len(invs))}
+	}
+	e.At, e.Account, e.Key, e.Channel = now, p.Account.ID, p.Key.ID, channelName(p)
+	e.Settlement, e.Remaining = how, remaining
+	e.Admission, e.Run, e.Settle = st.admission, st.run, st.settle
+	charges := how == event.Settled || how == event.Deferred
+	for i := range invs {
+		a := event.APIResult{API: invs[i].API.ID}
+		if took != nil { // nil when the observer subscribed while the call ran
+			a.Duration = took[i]
+		}
+		if err := results[i].Err; err != nil {
+			a.Code = err.Code.String()
+		}
+		if charges && (results[i].Err == nil || results[i].Err.Code.Charged()) {
+			a.Credits = invs[i].API.Cost
+		}
+		e.Charged += a.Credits
+		e.APIs = append(e.APIs, a)
+	}
+	s.events.Publish(ctx, e)
+}
+
+// refused publishes a call of p refused with err, for each of apis that the catalog
+// has: an API listed n times (the items of a batch) is listed n times.
+func (s *Service) refused(ctx context.Context, p *Principal, apis []string, err error) {
+	if len(apis) == 0 || !s.events.Wants(event.CallRefused) {
+		return
+	}
+	code := CodeInvalidInput // what a front door's own input errors are about
+	if e := (*Error)(nil); errors.As(err, &e) {
+		code = e.Code
+	}
+	known := make([]string, 0, len(apis))
+	for _, id := range apis {
+		if _, ok := s.registry.Lookup(id); ok {
+			known = append(known, id)
+		}
+	}
+	if len(known) == 0 {
+		return
+	}
+	s.events.Publish(ctx, &event.Refusal{At: s.now(), Account: p.Account.ID, Key: p.Key.ID,
+		Channel: channelName(p), APIs: known, Code: code.String()})
+}
+
+// changed publishes c, a change made at now by the actor ctx names (unless c names
+// its own), with a random ID unless c has one.
+func (s *Service) changed(ctx context.Context, now time.Time, c event.Change) {
+	if !s.events.Wants(c.Type) {
+		return
+	}
+	if c.Actor.ID == "" {
+		c.Actor = actorOf(ctx)
+	}
+	if c.ID == "" {
+		c.ID = rand.Text()
+	}
+	c.At = now
+	s.events.Publish(ctx, &c)
+}
+
+// restrictionsJSON is r's plain JSON form for an event; nil for no restrictions.
+func restrictionsJSON(r auth.Restrictions) json.RawMessage {
+	if r.IsZero() {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil // Spec is plain data: this does not happen
+	}
+	return b
+}
