@@ -113,17 +113,6 @@ func (s *Service) PruneKeys(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// pruneKeysOnce is one run of the background prune of revoked keys.
-func (s *Service) pruneKeysOnce(ctx context.Context) {
-	n, err := s.PruneKeys(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		s.log.Warn("tollgate: cannot prune revoked keys; the next prune tries again", "error", err)
-	case n > 0:
-		s.log.Info("tollgate: deleted the keys revoked longer ago than the retention", "count", n, "retention", s.keyRetention.String())
-	}
-}
-
 // KeyPage is a page of the keys of an account, oldest first.
 type KeyPage struct {
 	Keys []auth.Key

@@ -390,20 +390,31 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		if interval == 0 {
 			interval = DefaultSweepInterval
 		}
-		s.stopSweep = every.Start(interval, s.sweepOnce)
+		s.stopSweep = every.Start(interval, every.Chore{
+			Do:     func(ctx context.Context) (int64, error) { n, err := s.Sweep(ctx); return int64(n), err },
+			Failed: "tollgate: cannot sweep expired reservations; the next sweep tries again",
+			Done:   "tollgate: voided expired reservations, their credits given back",
+		}.Run(s.log))
 	}
 	if interval := opts.KeyPruneInterval; s.keyRetention > 0 && interval >= 0 {
 		if interval == 0 {
-			interval = min(max(s.keyRetention/10, time.Second), DefaultKeyPruneInterval)
+			interval = every.TenthOf(s.keyRetention, DefaultKeyPruneInterval)
 		}
-		s.stopKeyPrune = every.Start(interval, s.pruneKeysOnce)
+		s.stopKeyPrune = every.Start(interval, every.Chore{Do: s.PruneKeys,
+			Failed: "tollgate: cannot prune revoked keys; the next prune tries again",
+			Done:   "tollgate: deleted the keys revoked longer ago than the retention",
+			Attrs:  []any{"retention", s.keyRetention.String()},
+		}.Run(s.log))
 	}
 	if u := opts.Usage; u != nil && u.PruneInterval >= 0 {
 		interval := u.PruneInterval
 		if interval == 0 {
 			interval = DefaultUsagePruneInterval
 		}
-		s.stopUsagePrune = every.StartNow(interval, s.pruneUsageOnce)
+		s.stopUsagePrune = every.StartNow(interval, every.Chore{Do: s.PruneUsage,
+			Failed: "tollgate: cannot prune the usage statistics; the next prune tries again",
+			Done:   "tollgate: pruned the usage buckets older than their retention",
+		}.Run(s.log))
 	}
 	return s, nil
 }
@@ -459,17 +470,6 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		if err != nil || n < sweepBatch {
 			return total, err
 		}
-	}
-}
-
-// sweepOnce is one run of the background sweep.
-func (s *Service) sweepOnce(ctx context.Context) {
-	n, err := s.Sweep(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		s.log.Warn("tollgate: cannot sweep expired reservations; the next sweep tries again", "error", err)
-	case n > 0:
-		s.log.Info("tollgate: voided expired reservations, their credits given back", "count", n)
 	}
 }
 

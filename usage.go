@@ -112,17 +112,6 @@ func (s *Service) PruneUsage(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// pruneUsageOnce is one run of the background prune of the usage statistics.
-func (s *Service) pruneUsageOnce(ctx context.Context) {
-	n, err := s.PruneUsage(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		s.log.Warn("tollgate: cannot prune the usage statistics; the next prune tries again", "error", err)
-	case n > 0:
-		s.log.Info("tollgate: pruned the usage buckets older than their retention", "count", n)
-	}
-}
-
 // keyCalls returns the calls per API that p's key made in period, counted as the
 // ledger counts an account's: the calls that ran and kept their charge (they
 // succeeded, or the API rejected their input), read from the usage statistics. It is

@@ -85,9 +85,13 @@ func NewLog(store Store, opts *LogOptions) *Log {
 	l.q = newQueue(store, l.log, size)
 	if interval := opts.PruneInterval; l.retention > 0 && interval >= 0 {
 		if interval == 0 {
-			interval = min(max(l.retention/10, time.Second), DefaultPruneInterval)
+			interval = every.TenthOf(l.retention, DefaultPruneInterval)
 		}
-		l.stopPrune = every.StartNow(interval, l.pruneOnce)
+		l.stopPrune = every.StartNow(interval, every.Chore{Do: l.Prune,
+			Failed: "audit: cannot prune the audit log; the next prune tries again",
+			Done:   "audit: pruned the audit log's entries older than the retention",
+			Attrs:  []any{"retention", l.retention.String()},
+		}.Run(l.log))
 	}
 	return l
 }
@@ -174,17 +178,6 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 		return n, fmt.Errorf("audit: prune the audit log: %w", err)
 	}
 	return n, nil
-}
-
-// pruneOnce is one run of the background prune.
-func (l *Log) pruneOnce(ctx context.Context) {
-	n, err := l.Prune(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		l.log.Warn("audit: cannot prune the audit log; the next prune tries again", "error", err)
-	case n > 0:
-		l.log.Info("audit: pruned the audit log's entries older than the retention", "count", n, "retention", l.retention.String())
-	}
 }
 
 // Close stops the prune schedule and the background retries, then makes a last attempt

@@ -5,6 +5,7 @@ package every
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -44,4 +45,36 @@ func start(interval time.Duration, now bool, f func(ctx context.Context)) (stop 
 		cancel()
 		<-done
 	}
+}
+
+// A Chore is periodic housekeeping that reports how much it did: a sweep, a prune.
+type Chore struct {
+	// Do does the chore once and returns how many things it did.
+	Do func(ctx context.Context) (int64, error)
+	// Failed and Done are the messages logged when Do fails (at WARN, with the error,
+	// unless the chore was stopped) and when it did something (at INFO, with the
+	// count and Attrs).
+	Failed, Done string
+	Attrs        []any
+}
+
+// Run runs c once, logging to log what became of it; it is the function to give
+// [Start] or [StartNow].
+func (c Chore) Run(log *slog.Logger) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		n, err := c.Do(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn(c.Failed, "error", err)
+		case n > 0:
+			log.Info(c.Done, append([]any{"count", n}, c.Attrs...)...)
+		}
+	}
+}
+
+// TenthOf is the default interval of a prune that keeps things for retention: a tenth
+// of it, at least a second and at most longest, so that a thing outlives the retention
+// by little.
+func TenthOf(retention, longest time.Duration) time.Duration {
+	return min(max(retention/10, time.Second), longest)
 }
