@@ -72,25 +72,6 @@ func actorOf(ctx context.Context) Actor {
 	return a
 }
 
-// PendingAuditEntries returns the number of audit entries that the audit log could not
-// take when they were recorded and that the service is still retrying in the background.
-// It is at most [Options.AuditQueue]; it is zero without an audit log.
-func (s *Service) PendingAuditEntries() int {
-	if s.audit == nil {
-		return 0
-	}
-	return s.audit.Pending()
-}
-
-// DroppedAuditEntries returns the number of audit entries that the audit log will never
-// hold (see [audit.Log.Dropped]); zero without an audit log.
-func (s *Service) DroppedAuditEntries() int64 {
-	if s.audit == nil {
-		return 0
-	}
-	return s.audit.Dropped()
-}
-
 // PruneAuditLog deletes the audit log's entries older than [Options.AuditRetention],
 // now, and returns how many it deleted (see [audit.Log.Prune]). It does nothing without
 // an audit log or a retention.

@@ -139,7 +139,7 @@ func TestAuditQueueOutage(t *testing.T) {
 				if n := flaky.tries() - tried; n != 1 {
 					t.Errorf("%d appends tried while the calls ran, want 1: entries behind a queue must not try the store first", n)
 				}
-				if n := h.svc.PendingAuditEntries(); n != 4 {
+				if n := h.svc.Stats().AuditPending; n != 4 {
 					t.Errorf("PendingAuditEntries = %d, want 4", n)
 				}
 
@@ -149,20 +149,20 @@ func TestAuditQueueOutage(t *testing.T) {
 				if n := flaky.tries() - tried; n < 5 || n > 30 {
 					t.Errorf("%d appends tried in 10 minutes down, want a backoff (between 5 and 30)", n)
 				}
-				if n := h.svc.PendingAuditEntries(); n != 4 {
+				if n := h.svc.Stats().AuditPending; n != 4 {
 					t.Errorf("PendingAuditEntries after 10 minutes down = %d, want 4", n)
 				}
 
 				flaky.set(false, false)
 				time.Sleep(31 * time.Second)
 				synctest.Wait()
-				if n := h.svc.PendingAuditEntries(); n != 0 {
+				if n := h.svc.Stats().AuditPending; n != 0 {
 					t.Errorf("PendingAuditEntries after recovery = %d, want 0", n)
 				}
 				if got := auditActions(t, h.svc, "acct"); !slices.Equal(got, append(before, want...)) {
 					t.Errorf("audit log after recovery:\n got %q\nwant %q", got, append(before, want...))
 				}
-				if n := h.svc.DroppedAuditEntries(); n != 0 {
+				if n := h.svc.Stats().AuditDropped; n != 0 {
 					t.Errorf("DroppedAuditEntries = %d, want 0", n)
 				}
 				var warned, recovered bool
@@ -200,7 +200,7 @@ func TestAuditQueueFull(t *testing.T) {
 		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: flaky, Logger: logs.Logger(), AuditQueue: 2}})
 		flaky.set(true, false)
 		want, values := changes(t, h)
-		if n, d := h.svc.PendingAuditEntries(), h.svc.DroppedAuditEntries(); n != 2 || d != 2 {
+		if n, d := h.svc.Stats().AuditPending, h.svc.Stats().AuditDropped; n != 2 || d != 2 {
 			t.Errorf("PendingAuditEntries %d, DroppedAuditEntries %d; want 2 and 2", n, d)
 		}
 		var dropped []string
@@ -247,7 +247,7 @@ func TestAuditQueueClose(t *testing.T) {
 					t.Errorf("Close took %v, want at most its 5s bound", took)
 				}
 				got := auditActions(t, h.svc, "acct")[1:]
-				pending, dropped := h.svc.PendingAuditEntries(), h.svc.DroppedAuditEntries()
+				pending, dropped := h.svc.Stats().AuditPending, h.svc.Stats().AuditDropped
 				lost := 0
 				for _, r := range logs.Records(t) {
 					if r.Level == "WARN" && strings.Contains(r.Msg, "before it closed") {
@@ -266,10 +266,10 @@ func TestAuditQueueClose(t *testing.T) {
 				if _, err := h.svc.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
 					t.Fatal(err)
 				}
-				if n := h.svc.PendingAuditEntries(); n != 0 {
+				if n := h.svc.Stats().AuditPending; n != 0 {
 					t.Errorf("PendingAuditEntries after Close = %d, want 0", n)
 				}
-				if d := h.svc.DroppedAuditEntries(); d != dropped+1 {
+				if d := h.svc.Stats().AuditDropped; d != dropped+1 {
 					t.Errorf("DroppedAuditEntries after a failed append after Close = %d, want %d", d, dropped+1)
 				}
 			})
@@ -287,7 +287,7 @@ func TestAuditInvalidEntry(t *testing.T) {
 	if _, err := h.svc.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
 		t.Fatalf("AdjustCredits: %v; the change must be stored whatever its entry", err)
 	}
-	if n, d := h.svc.PendingAuditEntries(), h.svc.DroppedAuditEntries(); n != 0 || d != 1 {
+	if n, d := h.svc.Stats().AuditPending, h.svc.Stats().AuditDropped; n != 0 || d != 1 {
 		t.Errorf("PendingAuditEntries %d, DroppedAuditEntries %d; want 0 and 1", n, d)
 	}
 	reported := false

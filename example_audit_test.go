@@ -15,7 +15,7 @@ import (
 
 // This example keeps an audit log for 90 days. The service prunes it on a schedule
 // (here turned off, to prune by hand); an entry the audit log cannot take while it is
-// down waits in a bounded queue, which PendingAuditEntries and DroppedAuditEntries
+// down waits in a bounded queue, which Stats().AuditPending and AuditDropped
 // report.
 func ExampleService_PruneAuditLog() {
 	ctx := context.Background()
@@ -59,7 +59,7 @@ func ExampleService_PruneAuditLog() {
 	for _, e := range page.Entries {
 		fmt.Println(e.Action, e.Credits, e.Reason)
 	}
-	fmt.Println("pending", svc.PendingAuditEntries(), "dropped", svc.DroppedAuditEntries())
+	fmt.Println("pending", svc.Stats().AuditPending, "dropped", svc.Stats().AuditDropped)
 	// Output:
 	// pruned 1
 	// credits.adjust 50 goodwill

@@ -132,7 +132,7 @@ type Options struct {
 	// AuditQueue is the most audit entries kept in memory while the audit log cannot
 	// take them (it is down), to be retried in the background until it does. An entry
 	// recorded while the queue is full is dropped: counted
-	// ([Service.DroppedAuditEntries]) and logged at WARN with what it held. The default
+	// ([Stats].AuditDropped) and logged at WARN with what it held. The default
 	// is [DefaultAuditQueue].
 	AuditQueue int
 	// AuditRetention is how long the audit log keeps an entry: the service prunes the
@@ -225,7 +225,7 @@ const sweepBatch = 1000
 //	               down) ---> voided: the credits come back, the call is not charged
 //
 // No refund lives only in memory: a settlement the store cannot take is retried for a
-// while in the background (a bounded queue, see [Service.PendingSettlements]) and,
+// while in the background (a bounded queue, see [Stats].PendingSettlements) and,
 // failing that, left to the reservation's expiry, which refunds it. A call that
 // succeeded but whose charge could not be written is therefore not charged either: an
 // outage or a crash errs in the customer's favour, never against them. The expired
@@ -479,12 +479,37 @@ func (s *Service) Catalog() catalog.APIRegistry { return s.registry }
 // Plans returns the service's plans.
 func (s *Service) Plans() *billing.Plans { return s.plans }
 
-// PendingSettlements returns the number of settlements (kept or refunded charges, freed
-// slots) the service is still retrying in the background because a store could not
-// take them when they were due. It is zero when the stores are healthy, and bounded
-// (see [billing.MeterOptions.Retries]): a settlement that does not fit is left to the
-// reservation's expiry.
-func (s *Service) PendingSettlements() int { return s.meter.Pending() }
+// Stats are figures of the work a service keeps in the background, for health checks
+// and metrics. Each is zero while the stores are healthy.
+type Stats struct {
+	// PendingSettlements is the number of settlements (kept or refunded charges, freed
+	// slots) being retried because a store could not take them when they were due. It
+	// is bounded (see [billing.MeterOptions.Retries]): a settlement that does not fit
+	// is left to the reservation's expiry.
+	PendingSettlements int
+	// AuditPending is the number of audit entries the audit log could not take when
+	// they were recorded and that are being retried, at most [Options.AuditQueue];
+	// AuditDropped is the number it will never hold (see [audit.Log.Dropped]).
+	AuditPending int
+	AuditDropped int64
+	// UsagePending is the number of usage rows waiting for the usage store;
+	// UsageDropped the number of calls whose statistics were dropped because it
+	// refused flushes for too long (see [usage.Recorder.Dropped]).
+	UsagePending int
+	UsageDropped int64
+}
+
+// Stats returns the figures of the service's background work now.
+func (s *Service) Stats() Stats {
+	st := Stats{PendingSettlements: s.meter.Pending()}
+	if s.audit != nil {
+		st.AuditPending, st.AuditDropped = s.audit.Pending(), s.audit.Dropped()
+	}
+	if s.usage != nil {
+		st.UsagePending, st.UsageDropped = s.usage.Pending(), s.usage.Dropped()
+	}
+	return st
+}
 
 // Now returns the service's current time.
 func (s *Service) Now() time.Time { return s.now() }

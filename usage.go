@@ -195,13 +195,3 @@ func (s *Service) FlushUsage(ctx context.Context) error {
 	}
 	return s.usage.Flush(ctx)
 }
-
-// UsageDropped returns the number of calls whose usage statistics were dropped because
-// the store refused flushes for too long (see [usage.Recorder.Dropped]), and the number
-// of rows still waiting for the store. Both are zero when the service records no usage.
-func (s *Service) UsageDropped() (dropped int64, pending int) {
-	if s.usage == nil {
-		return 0, 0
-	}
-	return s.usage.Dropped(), s.usage.Pending()
-}

@@ -437,8 +437,8 @@ func TestUsageSeveralInstances(t *testing.T) {
 			wg.Wait()
 			for _, env := range envs {
 				env.svc.Close() // flushes
-				if dropped, pending := env.svc.UsageDropped(); dropped != 0 || pending != 0 {
-					t.Errorf("instance: %d dropped, %d pending", dropped, pending)
+				if st := env.svc.Stats(); st.UsageDropped != 0 || st.UsagePending != 0 {
+					t.Errorf("instance: %d dropped, %d pending", st.UsageDropped, st.UsagePending)
 				}
 			}
 			res, err := usage.Run(t.Context(), us, usage.Query{Account: acct.ID, From: usageT0, To: usageT0.Add(time.Hour), Interval: usage.Hour, By: usage.ByAPI})

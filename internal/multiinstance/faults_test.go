@@ -129,7 +129,7 @@ func TestStoreOutages(t *testing.T) {
 			defer cancel()
 			err := testenv.Wait(ctx, func() error {
 				for _, in := range c.instances {
-					if in.svc.PendingSettlements() > 0 {
+					if in.svc.Stats().PendingSettlements > 0 {
 						return context.DeadlineExceeded
 					}
 				}
@@ -297,7 +297,7 @@ func TestOutageBounded(t *testing.T) {
 	// No entry for a refused call; every settlement taken; the balance exact.
 	waitFor("settlements retried", time.Minute, func() bool {
 		for _, in := range c.instances {
-			if in.svc.PendingSettlements() > 0 {
+			if in.svc.Stats().PendingSettlements > 0 {
 				return false
 			}
 		}
