@@ -25,7 +25,7 @@ else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
 fi
 
-say "Debian packages (the toolchains the generated client packages are tested with, the dashboard's browser, and the pooler the PostgreSQL store is tested behind)"
+say "Debian packages (the toolchains the generated client packages are tested with, the dashboard's browser, the pooler the PostgreSQL store is tested behind, and the Redis the tests start clusters of)"
 # Each entry: a package, and a command or file whose absence means it must be installed.
 debian=(
   "default-jdk-headless:javac"
@@ -39,6 +39,7 @@ debian=(
   "composer:composer"
   "chromium:chromium"
   "pgbouncer:/usr/sbin/pgbouncer"
+  "redis-server:redis-server"
 )
 missing=()
 for entry in "${debian[@]}"; do

@@ -2,9 +2,14 @@ package redis_test
 
 import (
 	"context"
-	"os/exec"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,66 +18,47 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
 
-// startCluster starts a private redis-server in cluster mode that owns every slot, a
-// cluster of one node, and returns a cluster client on it. Redis Cluster refuses a
-// command or a script whose keys hash to different slots (CROSSSLOT) whatever the
-// number of nodes, so one node is enough to prove that every script keeps to one slot.
-// The server runs without persistence in a temporary directory and is killed (by its
-// process, which the test started) when the test ends.
-func startCluster(t *testing.T) *goredis.ClusterClient {
+// startCluster starts a private Redis Cluster of 3 masters and 3 replicas (see
+// testenv.StartRedisCluster) and returns it with a client on it, configured with
+// redis.ClusterOptions, the package's recommendation, and longer timeouts for a noisy
+// test machine. Redis Cluster refuses a command or a script whose keys hash to
+// different slots (CROSSSLOT), and routes each slot to its master, so the suites run
+// on it prove that every script keeps to one slot and that the client finds it.
+func startCluster(t *testing.T) (*testenv.RedisCluster, *goredis.ClusterClient) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		testenv.Unavailable(t, "redis-server is not installed: %v", err)
-	}
-	a := freeAddr(t)
-	_, port, _ := strings.Cut(a, ":")
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-		"--cluster-config-file", dir+"/nodes.conf", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-
-	node := goredis.NewClient(&goredis.Options{Addr: a, DialTimeout: time.Second})
-	defer node.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	must(t, testenv.Wait(ctx, func() error { return node.Ping(ctx).Err() }))
-	must(t, node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", strconv.Itoa(16383)).Err())
-	must(t, testenv.Wait(ctx, func() error {
-		info, err := node.ClusterInfo(ctx).Result()
-		if err == nil && !strings.Contains(info, "cluster_state:ok") {
-			err = errNotReady
-		}
-		return err
-	}))
-
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{a}, DialTimeout: time.Second,
-		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
+	cl := testenv.StartRedisCluster(t, testenv.RedisClusterConfig{})
+	c := newClusterClient(t, cl, nil)
 	// A multi-slot command is refused: the cluster enforces what the test relies on.
-	if err := c.Do(ctx, "MSET", "a", "1", "b", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+	if err := c.Do(t.Context(), "MSET", "a", "1", "b", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("MSET on two slots: %v, want CROSSSLOT", err)
 	}
+	return cl, c
+}
+
+// newClusterClient returns a client of cl with redis.ClusterOptions, timeouts for a
+// noisy machine, and adjust's changes. The test's cleanup closes it.
+func newClusterClient(t *testing.T, cl *testenv.RedisCluster, adjust func(*goredis.ClusterOptions)) *goredis.ClusterClient {
+	o := redis.ClusterOptions(cl.Addrs()...)
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = time.Second, 2*time.Second, 2*time.Second, 3*time.Second
+	if adjust != nil {
+		adjust(o)
+	}
+	c := goredis.NewClusterClient(o)
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-type notReady struct{}
-
-func (notReady) Error() string { return "cluster_state is not ok yet" }
-
-var errNotReady error = notReady{}
-
-// TestCluster runs the conformance suites on Redis Cluster, where any script touching
-// two slots would fail with CROSSSLOT.
+// TestCluster runs the conformance suites on a Redis Cluster of 3 masters and 3
+// replicas, where any script touching two slots would fail with CROSSSLOT and every
+// account's keys live on the master of its slot.
 func TestCluster(t *testing.T) {
 	addr(t) // the cluster tests run where the others do
-	c := startCluster(t)
+	_, c := startCluster(t)
 	t.Run("KeyStore", func(t *testing.T) {
 		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStoreOn(t, c, nil) })
 	})
@@ -97,4 +83,602 @@ func TestCluster(t *testing.T) {
 			return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
 		})
 	})
+}
+
+// A paidLoad drives paid calls through a Store as the billing.Meter does: an
+// admission step that takes a concurrency slot and reserves credits, then a closing
+// that settles the reservation (keeping all or part of the charge) and frees the slot.
+// A closing that fails is sent again until it is acknowledged, since the admission
+// was. It counts what every account was charged by acknowledged settlements: after a
+// fault, each balance must be its opening balance less exactly that, once the
+// reservations of admissions in doubt (whose reply was lost) are voided at their
+// deadline, as the store's contract says; but for the writes a failover loses (see
+// [paidLoad.lost]).
+type paidLoad struct {
+	t      *testing.T
+	s      *redis.Store
+	now    time.Time // the caller's clock, fixed while calls run: no reservation expires
+	period driver.Period
+
+	mu      sync.Mutex
+	charged map[string]int64
+	calls   []paidCall
+	fails   []paidCall // every failed attempt: admissions, and closings sent again
+	// lost are the admissions acknowledged and then unknown to the store when
+	// settled: Redis replicates asynchronously, so a failover loses what the
+	// master acknowledged last and its replica had not received yet (see
+	// "Durability" in the package documentation). Such a call is not charged.
+	lost   []paidCall
+	faults []string // what must not happen: a refused step, a settlement never acknowledged
+	// diagnose, if set, logs what may explain a wait that failed.
+	diagnose func()
+}
+
+// A paidCall is one call of a paidLoad: its account, when it began and ended, and
+// whether it was admitted (and then settled), or failed with err.
+type paidCall struct {
+	account    string
+	start, end time.Time
+	err        error
+}
+
+const loadBalance = 1_000_000_000
+
+func newPaidLoad(t *testing.T, s *redis.Store, accounts []string) *paidLoad {
+	l := &paidLoad{t: t, s: s, now: testNow, period: driver.MonthOf(testNow), charged: map[string]int64{}}
+	for _, a := range accounts {
+		must(t, s.Open(t.Context(), driver.Opening{Account: a, Balance: loadBalance, Allowance: loadBalance, Period: l.period}))
+	}
+	return l
+}
+
+// call makes one paid call on account, and records it.
+func (l *paidLoad) call(ctx context.Context, account string, rng *rand.Rand) {
+	start := time.Now()
+	req := newRequest()
+	amount := 1 + rng.Int64N(5)
+	refund := rng.Int64N(amount + 1)
+	r, err := l.s.Admit(ctx, driver.Step{Account: account, Request: req, Now: l.now,
+		Slot: &driver.SlotClaim{Ceiling: 1000, Lease: time.Minute},
+		Credits: &driver.Reservation{Account: account, Request: req, APIs: []string{"api"}, Amount: amount,
+			Period: l.period, Allowance: loadBalance, Now: l.now, Expires: l.now.Add(time.Minute)}})
+	if err == nil && r.Denied != driver.NotDenied {
+		l.fault("admission %s of %s refused: %+v", req, account, r)
+		return
+	}
+	if err != nil {
+		// In doubt: the step may have been taken. Its reservation is voided at its
+		// deadline; the Meter answers 503 and does not settle.
+		c := paidCall{account, start, time.Now(), err}
+		l.record(c, 0)
+		if ctx.Err() == nil { // not a call the end of the load canceled
+			l.mu.Lock()
+			l.fails = append(l.fails, c)
+			l.mu.Unlock()
+		}
+		return
+	}
+	admitted := time.Now()
+	c := driver.Closing{Account: account, Request: req, ReleaseSlot: true, Settlement: &driver.Settlement{
+		Account: account, Request: req, Refund: refund, Period: l.period, Allowance: loadBalance, Now: l.now}}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		closing := time.Now()
+		_, err := l.s.Close(context.WithoutCancel(ctx), c)
+		switch {
+		case err == nil:
+			l.record(paidCall{account, start, time.Now(), nil}, amount-refund)
+			return
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, driver.ErrVoided):
+			l.mu.Lock()
+			l.lost = append(l.lost, paidCall{account, start, admitted, err})
+			l.mu.Unlock()
+			return
+		case time.Now().After(deadline):
+			l.fault("the settlement of %s of %s was not acknowledged in a minute: %v", req, account, err)
+			return
+		}
+		l.mu.Lock()
+		l.fails = append(l.fails, paidCall{account, closing, time.Now(), err})
+		l.mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // the store is failing over: try again
+	}
+}
+
+func (l *paidLoad) record(c paidCall, charge int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+	if c.err == nil {
+		l.charged[c.account] += charge
+	}
+}
+
+func (l *paidLoad) fault(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.faults = append(l.faults, fmt.Sprintf(format, args...))
+}
+
+// run makes calls on each account in its own goroutine, one after the other, until
+// ctx ends, and returns a function that waits for them.
+func (l *paidLoad) run(ctx context.Context, accounts []string, perAccount int) (wait func()) {
+	var wg sync.WaitGroup
+	for i, a := range accounts {
+		for j := range perAccount {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(i), uint64(j)))
+				for ctx.Err() == nil {
+					l.call(ctx, a, rng)
+				}
+			})
+		}
+	}
+	return wg.Wait
+}
+
+// snapshot returns the calls recorded so far.
+func (l *paidLoad) snapshot() []paidCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// waitCalls waits until ok says the calls recorded so far are enough.
+func (l *paidLoad) waitCalls(what string, d time.Duration, ok func([]paidCall) bool) {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(l.t.Context(), d)
+	defer cancel()
+	if err := testenv.Wait(ctx, func() error {
+		if !ok(l.snapshot()) {
+			return errors.New(what)
+		}
+		return nil
+	}); err != nil {
+		l.mu.Lock()
+		last := map[string]paidCall{}
+		for _, c := range l.fails {
+			last[c.account] = c
+		}
+		for a, c := range last {
+			l.t.Logf("the last failed attempt of %s ended %v ago: %v", a, time.Since(c.end), c.err)
+		}
+		l.mu.Unlock()
+		if l.diagnose != nil {
+			l.diagnose()
+		}
+		l.t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
+
+// check voids the reservations still open (those of admissions in doubt) by moving
+// past their deadline, then compares every balance with its opening balance less what
+// acknowledged settlements charged, and reports the faults the calls met. The
+// accounts of failed masters (failed) may have been charged less, never more, by the
+// writes their failover lost: check returns those credits, by account.
+func (l *paidLoad) check(ctx context.Context, accounts []string, failed map[string]bool) (free map[string]int64) {
+	t := l.t
+	t.Helper()
+	for _, f := range l.faults {
+		t.Error(f)
+	}
+	for _, c := range l.lost {
+		if !failed[c.account] {
+			t.Errorf("account %s, on a master that did not fail: an admitted reservation is lost: %v", c.account, c.err)
+		}
+	}
+	later := l.now.Add(2 * time.Minute)
+	for {
+		n, err := l.s.Sweep(ctx, later, 1000)
+		must(t, err)
+		if n < 1000 {
+			break
+		}
+	}
+	free = map[string]int64{}
+	wrong := 0
+	for _, a := range accounts {
+		b, err := l.s.Balance(ctx, a, later, l.period, loadBalance)
+		must(t, err)
+		want := l.charged[a]
+		if b.Remaining+b.Used != loadBalance {
+			t.Errorf("account %s: remaining %d plus used %d is not its opening balance %d", a, b.Remaining, b.Used, int64(loadBalance))
+		}
+		switch {
+		case b.Used == want:
+		case failed[a] && b.Used < want:
+			free[a] = want - b.Used
+		default:
+			wrong++
+			t.Errorf("account %s: remaining %d, used %d; acknowledged settlements charged %d: want %d and %d",
+				a, b.Remaining, b.Used, want, loadBalance-want, want)
+		}
+	}
+	ok, inDoubt := 0, 0
+	for _, c := range l.calls {
+		if c.err == nil {
+			ok++
+		} else {
+			inDoubt++
+		}
+	}
+	t.Logf("%d accounts: %d calls settled, %d admissions failed (in doubt, voided at their deadline); %d balances wrong",
+		len(accounts), ok, inDoubt, wrong)
+	return free
+}
+
+// accountsBySlot returns n account ids whose slots are spread over the cluster's
+// masters, and the master of each.
+func accountsBySlot(t *testing.T, cl *testenv.RedisCluster, n int) ([]string, map[string]*testenv.RedisNode) {
+	t.Helper()
+	owner := map[string]*testenv.RedisNode{}
+	per := map[*testenv.RedisNode]int{}
+	var accounts []string
+	for i := range n {
+		a := "acct-" + strconv.Itoa(i)
+		m, err := cl.MasterOf(t.Context(), slot("{"+a+"}"))
+		must(t, err)
+		owner[a] = m
+		per[m]++
+		accounts = append(accounts, a)
+	}
+	if len(per) != cl.Masters {
+		t.Fatalf("the accounts' slots are on %d masters of %d", len(per), cl.Masters)
+	}
+	return accounts, owner
+}
+
+// TestClusterFailover kills (kill -9) a master of a Redis Cluster while paid calls run
+// on accounts of every master, with the client options the package recommends. After
+// the master's replica takes over: every balance is its opening balance less what
+// acknowledged settlements charged, once admissions in doubt are voided at their
+// deadline, but for the last writes the dead master acknowledged and had not
+// replicated (replication is asynchronous), which the test finds one by one and which
+// only ever make a call free; the failed master's accounts are served again (the test
+// logs how long after the promotion); the other masters' accounts kept being served
+// during the outage, but for a few calls at the instant of the kill.
+func TestClusterFailover(t *testing.T) {
+	addr(t)
+	cl, c := startCluster(t)
+	s, _ := newStorePrefix(t, c, nil)
+	accounts, owner := accountsBySlot(t, cl, 24)
+	l := newPaidLoad(t, s, accounts)
+
+	ctx, stop := context.WithCancel(t.Context())
+	wait := l.run(ctx, accounts, 1)
+	defer func() { stop(); wait() }()
+	// Every account is being served.
+	l.waitCalls("every account has 20 settled calls", time.Minute, func(calls []paidCall) bool {
+		n := map[string]int{}
+		for _, c := range calls {
+			if c.err == nil {
+				n[c.account]++
+			}
+		}
+		for _, a := range accounts {
+			if n[a] < 20 {
+				return false
+			}
+		}
+		return true
+	})
+
+	victim := owner[accounts[0]]
+	replicas, err := cl.ReplicasOf(t.Context(), victim)
+	must(t, err)
+	if len(replicas) != 1 {
+		t.Fatalf("master %s has %d replicas, want 1", victim.Addr, len(replicas))
+	}
+	heir := replicas[0]
+	affected := map[string]bool{}
+	for _, a := range accounts {
+		affected[a] = owner[a] == victim
+	}
+	killed := time.Now()
+	victim.Kill()
+	t.Logf("killed master %s; its replica is %s", victim.Addr, heir.Addr)
+
+	l.diagnose = func() {
+		ctx := context.WithoutCancel(t.Context())
+		for _, n := range cl.Nodes {
+			if n.Alive() {
+				nodes, err := n.Client.ClusterNodes(ctx).Result()
+				t.Logf("CLUSTER NODES on %s: %v\n%s", n.Addr, err, nodes)
+			}
+		}
+		shards, err := c.ClusterShards(ctx).Result()
+		t.Logf("CLUSTER SHARDS through the client: %+v %v", shards, err)
+	}
+	pctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	must(t, testenv.Wait(pctx, func() error {
+		role, err := heir.Role(pctx)
+		if err == nil && role != "master" {
+			err = errors.New("the replica is still a replica: " + role)
+		}
+		return err
+	}))
+	promoted := time.Now()
+	t.Logf("the replica was promoted %v after the kill", promoted.Sub(killed).Round(time.Millisecond))
+
+	// The failed master's accounts are served again: each has a call begun after the
+	// promotion and settled. The client reloads the topology every 2 seconds
+	// (redis.ClusterStateReloadInterval): half a minute is plenty, where go-redis's
+	// default interval, a minute, kept them failing 55 seconds after the promotion.
+	l.waitCalls("every account of the failed master has a call settled after the promotion", 30*time.Second, func(calls []paidCall) bool {
+		served := map[string]bool{}
+		for _, c := range calls {
+			if c.err == nil && c.start.After(promoted) {
+				served[c.account] = true
+			}
+		}
+		for a, aff := range affected {
+			if aff && !served[a] {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	wait()
+
+	// When the failed master's accounts came back: the end of their last failed
+	// attempt, and of the first call of each begun after the promotion and settled.
+	var lastFailed, recovered time.Time
+	var firstErr error
+	for _, c := range l.fails {
+		if affected[c.account] {
+			if firstErr == nil {
+				firstErr = c.err
+			}
+			if c.end.After(lastFailed) {
+				lastFailed = c.end
+			}
+		}
+	}
+	first := map[string]time.Time{}
+	for _, c := range l.calls {
+		if affected[c.account] && c.err == nil && c.start.After(promoted) && (first[c.account].IsZero() || c.end.Before(first[c.account])) {
+			first[c.account] = c.end
+		}
+	}
+	for _, end := range first {
+		if end.After(recovered) {
+			recovered = end
+		}
+	}
+	t.Logf("the failed master's accounts: their last failed attempt ended %v after the promotion; each had a call settled %v after it (first error: %v)",
+		lastFailed.Sub(promoted).Round(time.Millisecond), recovered.Sub(promoted).Round(time.Millisecond), firstErr)
+
+	// The other masters' accounts, between the kill and the promotion.
+	okDuring := map[string]int{}
+	failedDuring, settledDuring := 0, 0
+	var otherErrs []error
+	for _, c := range l.fails {
+		if !affected[c.account] && c.end.After(killed) && c.start.Before(promoted) {
+			failedDuring++
+			otherErrs = append(otherErrs, c.err)
+		}
+	}
+	for _, c := range l.calls {
+		if !affected[c.account] && c.err == nil && c.end.After(killed) && c.start.Before(promoted) {
+			settledDuring++
+			okDuring[c.account]++
+		}
+	}
+	t.Logf("the other masters' accounts during the outage: %d calls settled, %d attempts failed %v", settledDuring, failedDuring, otherErrs)
+	if failedDuring > 5+settledDuring/100 {
+		t.Errorf("the other masters' accounts failed %d attempts against %d calls settled during the outage: they must be unaffected but for the instant of the kill",
+			failedDuring, settledDuring)
+	}
+	for _, a := range accounts {
+		if !affected[a] && okDuring[a] == 0 {
+			t.Errorf("account %s of a live master settled no call during the outage", a)
+		}
+	}
+
+	hctx, hcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer hcancel()
+	must(t, cl.WaitHealthy(hctx))
+	free := l.check(t.Context(), accounts, affected)
+	// What the failover lost: the last writes the master acknowledged before it was
+	// killed, which its replica had not received. Each lost admission was admitted
+	// before the kill; each account of the failed master lost at most its last two
+	// writes (an admission or a settlement of at most 5 credits each), in the
+	// customer's favour: a call free, never one charged twice.
+	for _, c := range l.lost {
+		if c.end.After(killed) {
+			t.Errorf("account %s: an admission acknowledged %v after the kill was lost", c.account, c.end.Sub(killed))
+		}
+	}
+	var freeCredits int64
+	for a, n := range free {
+		freeCredits += n
+		if n > 2*5 {
+			t.Errorf("account %s was charged %d credits less than its acknowledged settlements: more than its last writes", a, n)
+		}
+	}
+	t.Logf("lost by the failover (asynchronous replication): %d acknowledged admissions, %d credits of acknowledged charges (%v)",
+		len(l.lost), freeCredits, free)
+}
+
+// A refusals hook counts the commands a cluster's nodes refused because their slot was
+// moving (TRYAGAIN, ASK, MOVED), and when the first and the last were.
+type refusals struct {
+	mu          sync.Mutex
+	n           map[string]int
+	first, last time.Time
+}
+
+func (r *refusals) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (r *refusals) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		r.note(cmd.Err())
+		return err
+	}
+}
+
+func (r *refusals) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			r.note(cmd.Err())
+		}
+		return err
+	}
+}
+
+func (r *refusals) note(err error) {
+	if err == nil {
+		return
+	}
+	kind, _, _ := strings.Cut(err.Error(), " ")
+	if kind != "TRYAGAIN" && kind != "ASK" && kind != "MOVED" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if r.first.IsZero() {
+		r.first = now
+	}
+	r.last = now
+	r.n[kind]++
+}
+
+// TestClusterResharding moves the slot of a hot account to another master
+// (CLUSTER SETSLOT IMPORTING and MIGRATING, MIGRATE of its keys, SETSLOT NODE) while
+// calls run on it. The nodes refuse the account's scripts while its keys are split
+// between them (TRYAGAIN) and redirect them (ASK, then MOVED); the client and the
+// Store send them again, so that every call succeeds, and the balance is exact.
+func TestClusterResharding(t *testing.T) {
+	addr(t)
+	cl := testenv.StartRedisCluster(t, testenv.RedisClusterConfig{})
+	seen := &refusals{n: map[string]int{}}
+	var retried atomic.Int64
+	c := newClusterClient(t, cl, nil)
+	// Every node's client counts the refusals it received (before any node's
+	// client exists: they are made on first use).
+	c.OnNewNode(func(n *goredis.Client) { n.AddHook(seen) })
+	c.AddHook(&countTryAgain{&retried})
+	s, _ := newStorePrefix(t, c, nil)
+	const hot = "hot"
+	hotSlot := slot("{" + hot + "}")
+	l := newPaidLoad(t, s, []string{hot})
+
+	ctx, stop := context.WithCancel(t.Context())
+	wait := l.run(ctx, []string{hot}, 8)
+	defer func() { stop(); wait() }()
+	settled := func(n int) func([]paidCall) bool {
+		return func(calls []paidCall) bool {
+			k := 0
+			for _, c := range calls {
+				if c.err == nil {
+					k++
+				}
+			}
+			return k >= n
+		}
+	}
+	l.waitCalls("2000 calls are settled", 2*time.Minute, settled(2000))
+
+	src, err := cl.MasterOf(t.Context(), hotSlot)
+	must(t, err)
+	var dst *testenv.RedisNode
+	for _, n := range cl.Nodes[:cl.Masters] {
+		if n != src {
+			dst = n
+			break
+		}
+	}
+	mctx, mcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer mcancel()
+	began := time.Now()
+	moved := migrateSlot(t, mctx, cl, hotSlot, src, dst)
+	took := time.Since(began)
+	before := len(l.snapshot())
+	l.waitCalls("500 more calls are settled", 2*time.Minute, settled(before+500))
+	stop()
+	wait()
+
+	if m, err := cl.MasterOf(t.Context(), hotSlot); err != nil || m != dst {
+		t.Fatalf("the hot slot's master is %v (%v), want %s", m, err, dst.Addr)
+	}
+	failed := len(l.fails)
+	for _, c := range l.fails[:min(failed, 5)] {
+		t.Errorf("a call failed while the slot moved: %v", c.err)
+	}
+	seen.mu.Lock()
+	t.Logf("moved slot %d (%d keys) from %s to %s in %v; the nodes refused %v commands over %v; the client returned %d refusals to the Store, which sent them again",
+		hotSlot, moved, src.Addr, dst.Addr, took.Round(time.Millisecond), seen.n, seen.last.Sub(seen.first).Round(time.Millisecond), retried.Load())
+	if seen.n["TRYAGAIN"]+seen.n["ASK"] == 0 {
+		t.Errorf("no call met the slot while it moved: the test proves nothing")
+	}
+	seen.mu.Unlock()
+	if failed > 0 {
+		t.Errorf("%d calls of %d failed while the slot moved; a refusal must be retried", failed, len(l.calls))
+	}
+	l.check(t.Context(), []string{hot}, nil)
+}
+
+// countTryAgain counts the commands the cluster client returns with a refusal of a
+// moving slot, which the Store must send again.
+type countTryAgain struct{ n *atomic.Int64 }
+
+func (h *countTryAgain) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *countTryAgain) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd)
+		return err
+	}
+}
+
+func (h *countTryAgain) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return err
+	}
+}
+
+func (h *countTryAgain) count(cmd goredis.Cmder) {
+	if err := cmd.Err(); err != nil && (goredis.IsTryAgainError(err) || strings.HasPrefix(err.Error(), "ASK ") || strings.HasPrefix(err.Error(), "MOVED ")) {
+		h.n.Add(1)
+	}
+}
+
+// migrateSlot moves slot from src to dst as redis-cli --cluster reshard does, and
+// returns the number of keys moved: dst imports it, src migrates it, src's keys of
+// the slot are moved 10 at a time (MIGRATE ... KEYS, redis-cli's default
+// --cluster-pipeline), then every master is told that dst owns it.
+func migrateSlot(t *testing.T, ctx context.Context, cl *testenv.RedisCluster, slot int, src, dst *testenv.RedisNode) int {
+	t.Helper()
+	must(t, dst.Client.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", src.ID).Err())
+	must(t, src.Client.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dst.ID).Err())
+	host, port, _ := strings.Cut(dst.Addr, ":")
+	moved := 0
+	for {
+		keys, err := src.Client.ClusterGetKeysInSlot(ctx, slot, 10).Result()
+		must(t, err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 10000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(t, src.Client.Do(ctx, args...).Err())
+		moved += len(keys)
+	}
+	others := slices.DeleteFunc(slices.Clone(cl.Nodes[:cl.Masters]), func(n *testenv.RedisNode) bool { return n == src || n == dst })
+	for _, n := range append([]*testenv.RedisNode{dst, src}, others...) {
+		must(t, n.Client.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dst.ID).Err())
+	}
+	return moved
 }

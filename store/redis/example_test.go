@@ -38,3 +38,20 @@ func ExampleNew() {
 	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil), Rates: limits, Slots: limits}
 	_ = stores // tollgate.New(registry, stores, plans, opts)
 }
+
+// On a Redis Cluster, a host starts from the options the package recommends:
+// fail-fast timeouts, and a topology reloaded every 2 seconds, so that the calls of a
+// failed master's accounts are served again within seconds of its replica's promotion.
+func ExampleClusterOptions() {
+	o := redis.ClusterOptions("10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379")
+	o.PoolSize = 128 // per node, if an instance has more calls in flight
+	client := goredis.NewClusterClient(o)
+	defer client.Close()
+
+	rs, err := redis.New(client, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	stores := tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs}
+	_ = stores // tollgate.New(registry, stores, plans, opts)
+}

@@ -355,8 +355,9 @@ next:
 
 // pipeline runs a batch of calls: as runs (see [runs]); one run alone, as runCall
 // does; several together, in one pipeline (scripts as EVALSHAs), with a script Redis
-// did not have yet sent again on its own with EVAL (it did not run). A failed round
-// trip fails every call of the batch, in doubt, as a lone call's would.
+// did not have yet, or one refused while its Cluster slot moves, sent again on its own
+// as runCall sends it (it did not run). A failed round trip fails every call of the
+// batch, in doubt, as a lone call's would.
 func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]scriptReply, error) {
 	rs := runs(calls)
 	out := make([]scriptReply, len(calls))
@@ -380,7 +381,7 @@ func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]s
 	})
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
-		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err != nil && (goredis.HasErrorPrefix(err, "NOSCRIPT") || slotMoving(err)) {
 			v, err = s.runCall(ctx, rs[i].call)
 		}
 		rs[i].deliver(out, v, err)
@@ -412,9 +413,10 @@ func (s *Store) runCall(ctx context.Context, c scriptCall) (any, error) {
 	return s.run(ctx, c.sc, c.keys, c.args...)
 }
 
-// run runs a script: EVALSHA, and EVAL if Redis does not have it yet.
+// run runs a script: EVALSHA, and EVAL if Redis does not have it yet; again while a
+// Redis Cluster refuses it because its slot is moving (see [whileSlotMoves]).
 func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
-	return sc.Run(ctx, s.c, keys, args...).Result()
+	return whileSlotMoves(ctx, func() (any, error) { return sc.Run(ctx, s.c, keys, args...).Result() })
 }
 
 // fieldSep separates the fields of a step's parameters, the one string a step of
