@@ -159,3 +159,16 @@ func (s *Service) AccountKeys(ctx context.Context, q auth.KeyQuery) (KeyPage, er
 	}
 	return KeyPage{Keys: page.Keys, Next: page.Next}, nil
 }
+
+// DefaultMaxOwnKeys is the default [Options.MaxOwnKeys].
+const DefaultMaxOwnKeys = 100
+
+// DefaultRevokedKeyRetention is the default [Options.RevokedKeyRetention].
+const DefaultRevokedKeyRetention = 7 * 24 * time.Hour
+
+// DefaultKeyPruneInterval is the longest default [Options.KeyPruneInterval].
+const DefaultKeyPruneInterval = time.Hour
+
+// DefaultSelfServiceLimit is the default [Options.SelfServiceLimit]: 100 at once, then
+// 30 an hour.
+var DefaultSelfServiceLimit = driver.Limit{Rate: 30, Per: time.Hour, Burst: 100}

@@ -1,0 +1,163 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+)
+
+// CredentialFrom performs the edge check on a request's headers (see
+// [auth.CredentialFrom]). Its errors have code CodeNoCredential or
+// CodeMalformedCredential.
+func CredentialFrom(h http.Header) (auth.Credential, error) {
+	c, err := auth.CredentialFrom(h)
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, auth.ErrNoCredential):
+		return c, newError(CodeNoCredential, err.Error(), err)
+	default:
+		return c, newError(CodeMalformedCredential, err.Error(), err)
+	}
+}
+
+// A Caller describes how a request arrived: the credential it presented (see
+// [CredentialFrom]), the channel and the client's address (see [auth.ClientAddr]).
+type Caller struct {
+	Credential auth.Credential
+	// KeyID, if set, names the caller's key by its stable id instead of Credential: an
+	// OAuth access token, say, which the front door verified itself. The key's
+	// restrictions apply as for a credential; a rotation of the key's value does not
+	// affect the caller, a revocation or an expiry refuses it on its next call.
+	KeyID   string
+	Channel auth.Channel
+	Addr    netip.Addr
+}
+
+// A Principal is an authenticated caller: the account, the key it used, the account's
+// plan and how it arrived.
+type Principal struct {
+	auth.Principal
+	Plan    billing.Plan
+	Channel auth.Channel
+	Addr    netip.Addr
+}
+
+// Authenticate checks a caller's credential (or key id) and the restrictions that depend
+// on how it arrived (channel and address), for a front door that must know its caller
+// before it can route a request (an MCP session, say); [Service.Call] and
+// [Service.CallAll] authenticate on their own. A zero Channel skips the channel check,
+// for endpoints that any valid key may use.
+//
+// Without [Options.KeyCache] the key store is read on every call. With it, the record
+// may come from the cache (the principal is then marked Cached): a call checks such a
+// key in its admission, and a refusal checks it before it is answered, so a rotated or
+// revoked key is still refused on its very next call; a front door that answers a
+// cached principal outside Call uses [Service.Check].
+func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
+	var p Principal
+	if err := s.authenticate(ctx, c, &p); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
+// authenticate is Authenticate into *p, for the calls, which keep their Principal (a
+// few hundred bytes) where they made it rather than copy it from call to call. On
+// failure p is left unfinished.
+func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) error {
+	var err error
+	if c.KeyID != "" {
+		p.Principal, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
+	} else {
+		p.Principal, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+	}
+	if err != nil {
+		return s.authError(ctx, err)
+	}
+	return s.complete(ctx, p, c)
+}
+
+// Check authenticates a caller as [Service.Authenticate] does, and checks a key that
+// came from the key cache against the key store, so that the principal it returns is
+// current: for a front door that grants something on the strength of a key (package
+// oauth's consent), or that holds a connection open and checks its caller again
+// (package mcp's streams).
+func (s *Service) Check(ctx context.Context, c Caller) (Principal, error) {
+	p, err := s.Authenticate(ctx, c)
+	if err == nil {
+		err = s.verify(ctx, &p)
+	}
+	return p, err
+}
+
+// complete completes an authentication whose p.Principal is set: the account's plan
+// and the restrictions that depend on how the caller arrived.
+func (s *Service) complete(ctx context.Context, p *Principal, c Caller) error {
+	plan, ok := s.plans.Lookup(p.Account.Plan)
+	if !ok {
+		return s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", p.Account.ID, p.Account.Plan))
+	}
+	p.Plan, p.Channel, p.Addr = plan, c.Channel, c.Addr
+	if err := p.CheckAccess(c.Channel, c.Addr); err != nil {
+		return s.authError(ctx, err)
+	}
+	return nil
+}
+
+func (s *Service) authError(ctx context.Context, err error) *Error {
+	switch {
+	case errors.Is(err, auth.ErrUnknownKey):
+		return newError(CodeUnauthorized, "unauthorized", err)
+	case errors.Is(err, auth.ErrInvalidSession), errors.Is(err, auth.ErrSessionsDisabled):
+		return newError(CodeUnauthorized, err.Error(), err)
+	case errors.Is(err, auth.ErrForbidden):
+		return newError(CodeForbidden, err.Error(), err)
+	}
+	return s.unavailable(ctx, "key store", err)
+}
+
+// verify checks, for a principal authenticated from the key cache, that its key is
+// still live, and returns the error the key now deserves if it is not. For other
+// principals it does nothing. Paid calls need not call it: their admission checks the
+// key.
+func (s *Service) verify(ctx context.Context, p *Principal) error {
+	if !p.Cached {
+		return nil
+	}
+	state, err := s.keys.CheckKey(ctx, *p.keyCheck())
+	if err != nil {
+		return s.unavailable(ctx, "key store", err)
+	}
+	if state != auth.KeyLive {
+		return s.refresh(ctx, p)
+	}
+	p.Cached = false
+	return nil
+}
+
+// keyCheck returns the check of the principal's key (or, for a session, its account)
+// as its record has it.
+func (p *Principal) keyCheck() *auth.KeyCheck {
+	return &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
+}
+
+// refresh re-reads a cached principal whose key check failed. It returns the error the
+// key now deserves, or updates p with the fresh record if the caller still may call.
+func (s *Service) refresh(ctx context.Context, p *Principal) error {
+	ap, err := s.authority.Refresh(ctx, p.Principal, s.now())
+	if err != nil {
+		return s.authError(ctx, err)
+	}
+	fresh := Principal{Principal: ap}
+	if err := s.complete(ctx, &fresh, Caller{Channel: p.Channel, Addr: p.Addr}); err != nil {
+		return err
+	}
+	*p = fresh
+	return nil
+}

@@ -1,0 +1,201 @@
+package tollgate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/idempotency"
+)
+
+// A Result is the outcome of one invocation that was admitted and run.
+type Result struct {
+	// Data is what the handler returned; nil on failure.
+	Data any
+	// JSON is Data encoded as a JSON object. The result is encoded while the call runs,
+	// so that one that cannot be encoded (a NaN, a channel) or is not an object is a
+	// failure on the service's side, refunded, rather than an error after the charge was
+	// kept.
+	JSON []byte
+	// Err is nil on success. Its code says whether the call was charged
+	// ([Code.Charged]).
+	Err *Error
+}
+
+// run admits the invocations as one call (one rate-limit event, one concurrency slot, the
+// sum of their costs reserved at once), runs them in parallel, and settles: the cost of
+// an API that failed on the service's side is refunded. The invocations name distinct
+// APIs (Call has one; CallAll runs an API named twice once), so a call pays for each
+// API once; a batch (batch not nil) runs each of its items, one rate-limit event each, as
+// b says. Results are in the order of invs. A call the plan refused (rate,
+// concurrency or credits) or that a store could not admit is answered through refuse.
+// one, when not nil, holds the call's single invocation (invs is one.inv[:]) and is
+// where the call keeps what it would otherwise allocate piece by piece.
+func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batch *batchRun, one *single) Reply {
+	var rc Receipt
+	var (
+		apis []string
+		cost int64
+	)
+	if one != nil {
+		one.api[0] = invs[0].API.ID
+		apis, cost = one.api[:], invs[0].API.Cost
+	} else {
+		apis, cost = callCost(invs)
+	}
+	// One instant for admission and settlement: a refund lands in the period of its
+	// reservation, even for a call that straddles the end of a month.
+	now := s.now()
+	var st steps
+	st.begin(s)
+	a := billing.Admission{
+		Account: p.Account.ID, Plan: p.Plan,
+		APIs: apis, Cost: cost, Now: now,
+	}
+	if batch == nil {
+		a.Request = s.ids.next()
+	} else {
+		a.Request, a.Events, a.Hold = batch.request, len(invs), batch.longest+s.grace
+	}
+	if p.Cached {
+		a.Key = p.keyCheck()
+	}
+	t, err := s.meter.Admit(ctx, a)
+	if errors.Is(err, auth.ErrKeyChanged) {
+		// The cached record is stale. Read the key again; if it still may call (its
+		// restrictions changed, or a caller by key id saw a rotation), admit once more
+		// with the fresh record. Its restrictions may have been narrowed: the APIs are
+		// checked again.
+		if err = s.refresh(ctx, p); err != nil {
+			return Reply{Err: err}
+		}
+		for i := range invs {
+			if err := p.CheckAPI(invs[i].API.ID); err != nil {
+				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
+			}
+		}
+		a.Key = nil
+		t, err = s.meter.Admit(ctx, a)
+	}
+	if err != nil {
+		var le *billing.LimitError
+		if !errors.As(err, &le) {
+			return s.refuse(ctx, p, s.unavailable(ctx, "admission", err), rc, apis...)
+		}
+		// The admission checked a cached key before it judged the plan's limits.
+		p.Cached = false
+		if p.Plan.RatePerMinute > 0 && !errors.Is(err, billing.ErrConcurrencyLimited) {
+			rc.Rate = t.Rate
+		}
+		if errors.Is(err, billing.ErrInsufficientCredits) {
+			rc.Balance = t.Balance
+		}
+		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc, apis...)
+	}
+	if p.Plan.RatePerMinute > 0 {
+		rc.Rate = t.Rate
+	}
+	st.admittedNow()
+	var (
+		results []Result
+		took    []time.Duration
+	)
+	if batch == nil {
+		results, took = s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, one)
+	} else {
+		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
+	}
+	st.ranNow()
+	// An API that failed on the service's side is refunded.
+	out := billing.Outcome{Now: now}
+	for i, r := range results {
+		if r.Err != nil && !r.Err.Code.Charged() {
+			out.Refund += invs[i].API.Cost
+			out.Failed = append(out.Failed, apis[i])
+		}
+	}
+	if batch != nil && batch.settling != nil {
+		if err := batch.settling(ctx); err != nil {
+			return s.unsettled(ctx, p, now, invs, results, took, &st, &t, rc, err)
+		}
+	}
+	b, err := s.meter.Settle(ctx, &t, out)
+	st.settledNow()
+	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
+	how := event.Settled
+	switch {
+	case errors.Is(err, billing.ErrVoided):
+		how = event.Voided
+		// The call outlived its reservation, which was voided: it is not charged.
+		s.log.WarnContext(ctx, "tollgate: a call ended after its reservation expired; it is not charged (raise Options.ReservationGrace if calls often outlive CallTimeout)",
+			"account", p.Account.ID, "request", t.Request.String())
+		rc.Charged = 0
+	case err != nil:
+		how = event.Deferred
+		// The call ran; its answer stands. The Meter retries the settlement in the
+		// background while the reservation lasts (settling is idempotent, so nothing
+		// is charged twice); if the store does not take it by then, the expiry voids
+		// the reservation and the call is not charged.
+		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
+			"account", p.Account.ID, "request", t.Request.String(), "error", err)
+	}
+	s.finished(ctx, p, now, invs, results, took, &st, how, b.Remaining, one)
+	return Reply{Results: results, Receipt: rc}
+}
+
+// unsettled answers a batch that ran but whose settling hook failed with err (its
+// idempotency record could not be marked): its run is not charged, since a retry may
+// run the batch again (under a request id of its own) and be charged for it. Its
+// reservation is refunded at once, whole, and its slot freed; a refund the ledger
+// cannot take now is retried in the background until the reservation expires, when it
+// is voided instead. The items ran, and are recorded so in the statistics, with no
+// credits.
+//
+// A record taken over by a retry, or expired (ErrNotHeld: the batch outlived its
+// lease), answers the batch as a whole with CodeConflict: another run of its key
+// answers for it. A store that could not be reached answers the items, charged
+// nothing.
+func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
+	st *steps, t *billing.Ticket, rc Receipt, err error) Reply {
+	b, rerr := s.meter.Settle(ctx, t, billing.Outcome{Refund: t.Cost, Failed: t.APIs, Now: now})
+	if rerr != nil && !errors.Is(rerr, billing.ErrVoided) {
+		s.log.WarnContext(ctx, "tollgate: cannot refund a batch that is not charged now; retrying in the background until its reservation expires, when it is voided",
+			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
+	}
+	st.settledNow()
+	s.finished(ctx, p, now, invs, results, took, st, event.Unsettled, b.Remaining, nil)
+	rc.Plan, rc.Balance = p.Plan, b
+	if errors.Is(err, idempotency.ErrNotHeld) {
+		s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but outlived its lease: its idempotency record was taken over by a retry, or expired; it is not charged (its reservation is refunded)",
+			"account", p.Account.ID, "request", t.Request.String())
+		return Reply{Err: newError(CodeConflict,
+			"the batch sent with this Idempotency-Key ran, but outlived its lease, and another run of the same key took over (or its record expired): this run is not charged; retry with the same Idempotency-Key for the answer", err), Receipt: rc}
+	}
+	s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but its idempotency record cannot be marked (the store is unavailable); it is not charged (its reservation is refunded), and a retry after its lease runs it again",
+		"account", p.Account.ID, "request", t.Request.String(), "error", err)
+	return Reply{Results: results, Receipt: rc}
+}
+
+// callCost returns the APIs of a call's invocations and what the call costs: the sum
+// of their costs, which its admission reserves.
+func callCost(invs []invocation) (apis []string, cost int64) {
+	apis = make([]string, len(invs))
+	for i := range invs {
+		apis[i] = invs[i].API.ID
+		cost += invs[i].API.Cost
+	}
+	return apis, cost
+}
+
+func limitCode(le *billing.LimitError) Code {
+	switch {
+	case errors.Is(le, billing.ErrRateLimited):
+		return CodeRateLimited
+	case errors.Is(le, billing.ErrConcurrencyLimited):
+		return CodeConcurrencyLimited
+	}
+	return CodeCreditsExhausted
+}
