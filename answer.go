@@ -40,18 +40,6 @@ func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receip
 	return Reply{Err: err, Receipt: rc}
 }
 
-// Refuse answers a request that the front door refuses itself, with err, once it knows
-// the caller (a path that names no API, say): it authenticates the caller and, as for a
-// refused call, checks a key that came from the key cache and reads the balance for the
-// credit headers. The reply's Err is err, or the caller's own refusal.
-func (s *Service) Refuse(ctx context.Context, c Caller, err error) Reply {
-	p, aerr := s.Authenticate(ctx, c)
-	if aerr != nil {
-		return Reply{Err: aerr}
-	}
-	return s.refuse(ctx, &p, err, Receipt{})
-}
-
 // balance returns the principal's account balance, for the credit headers of calls
 // that did not reach admission.
 func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, error) {

@@ -37,6 +37,25 @@ type Caller struct {
 	KeyID   string
 	Channel auth.Channel
 	Addr    netip.Addr
+	// Verify, with [Options.KeyCache], has [Service.Authenticate] check a key that
+	// came from the cache against the key store before it returns, so that the
+	// principal is current: for a front door that grants something on the strength of
+	// a key (package oauth's consent), or that holds a connection open and checks its
+	// caller again (package mcp's streams). Calls need not set it: their admission
+	// checks a cached key in the same round trip.
+	Verify bool
+	// As, if set, is the principal that the front door authenticated itself, with
+	// [Service.Authenticate], while serving the same request: a door that must know its
+	// caller before it can route a request (an MCP session, bound to the key that
+	// opened it) then calls without authenticating the caller a second time. The call
+	// works on a copy, which it may refresh from the key store; everything after the
+	// authentication is the call's as for any caller (the key's restrictions on the
+	// API, the admission's check of a cached key). The other fields are ignored.
+	//
+	// A principal is good for the request it was authenticated for, and no other: a
+	// door that kept one from request to request would miss a revocation, an expiry or
+	// a change of the key's restrictions made between them.
+	As *Principal
 }
 
 // A Principal is an authenticated caller: the account, the key it used, the account's
@@ -58,11 +77,16 @@ type Principal struct {
 // may come from the cache (the principal is then marked Cached): a call checks such a
 // key in its admission, and a refusal checks it before it is answered, so a rotated or
 // revoked key is still refused on its very next call; a front door that answers a
-// cached principal outside Call uses [Service.Check].
+// cached principal outside a call sets [Caller.Verify].
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
 	var p Principal
 	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Principal{}, err
+	}
+	if c.Verify {
+		if err := s.verify(ctx, &p); err != nil {
+			return Principal{}, err
+		}
 	}
 	return p, nil
 }
@@ -71,6 +95,10 @@ func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error)
 // few hundred bytes) where they made it rather than copy it from call to call. On
 // failure p is left unfinished.
 func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) error {
+	if c.As != nil {
+		*p = *c.As
+		return nil
+	}
 	var err error
 	if c.KeyID != "" {
 		p.Principal, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
@@ -81,19 +109,6 @@ func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) erro
 		return s.authError(ctx, err)
 	}
 	return s.complete(ctx, p, c)
-}
-
-// Check authenticates a caller as [Service.Authenticate] does, and checks a key that
-// came from the key cache against the key store, so that the principal it returns is
-// current: for a front door that grants something on the strength of a key (package
-// oauth's consent), or that holds a connection open and checks its caller again
-// (package mcp's streams).
-func (s *Service) Check(ctx context.Context, c Caller) (Principal, error) {
-	p, err := s.Authenticate(ctx, c)
-	if err == nil {
-		err = s.verify(ctx, &p)
-	}
-	return p, err
 }
 
 // complete completes an authentication whose p.Principal is set: the account's plan

@@ -113,7 +113,8 @@ type BatchItem struct {
 // invalid item as refused. With b.IdempotencyKey, a retry of a batch that ran gets the
 // first answer (see [IdempotencyOptions]). Refusals are answered as for Call.
 func (s *Service) CallBatch(ctx context.Context, c Caller, b Batch) BatchReply {
-	p, err := s.Authenticate(ctx, c)
+	var p Principal
+	err := s.authenticate(ctx, c, &p)
 	if err != nil {
 		return BatchReply{Err: err}
 	}

@@ -156,10 +156,13 @@ func TestVerifyChecksCachedPrincipals(t *testing.T) {
 	if _, err := a.Status(ctx, &p); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("Status of a revoked cached key: %v, want forbidden", err)
 	}
-	if _, err := a.Check(ctx, cred); tollgate.CodeOf(err) != tollgate.CodeForbidden {
-		t.Errorf("Check of a revoked cached key: %v, want forbidden", err)
+	verified := cred
+	verified.Verify = true
+	if _, err := a.Authenticate(ctx, verified); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("a verified authentication of a revoked cached key: %v, want forbidden", err)
 	}
-	if reply := a.Refuse(ctx, cred, &tollgate.Error{Code: tollgate.CodeNotFound}); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+	refusal := func() ([]tollgate.Item, error) { return nil, &tollgate.Error{Code: tollgate.CodeNotFound} }
+	if reply := a.CallAll(ctx, cred, refusal); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
 		t.Errorf("a refusal of a revoked cached key: %v, want forbidden", reply.Err)
 	}
 }
@@ -393,7 +396,7 @@ func TestCallAs(t *testing.T) {
 		t.Fatal("the principal did not come from the key cache")
 	}
 	kept := p
-	if reply := a.CallAs(ctx, &p, "a", nil); reply.Err != nil || reply.Receipt.Charged != 1 {
+	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "a", nil); reply.Err != nil || reply.Receipt.Charged != 1 {
 		t.Fatalf("a call as the principal: %v, charged %d", reply.Err, reply.Receipt.Charged)
 	}
 	// Narrowed through the other instance: a's cache still holds the old record.
@@ -404,16 +407,16 @@ func TestCallAs(t *testing.T) {
 	if _, err := b.UpdateKey(ctx, key.ID, tollgate.KeyChange{Restrictions: &only}); err != nil {
 		t.Fatal(err)
 	}
-	if reply := a.CallAs(ctx, &p, "a", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "a", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
 		t.Fatalf("a call of an API the key may no longer call: %v; want forbidden", reply.Err)
 	}
-	if reply := a.CallAs(ctx, &p, "b", nil); reply.Err != nil {
+	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "b", nil); reply.Err != nil {
 		t.Fatalf("a call of the API the key may still call: %v", reply.Err)
 	}
 	if _, err := b.RevokeKey(ctx, key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if reply := a.CallAs(ctx, &p, "b", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "b", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
 		t.Fatalf("a call with a revoked key: %v; want forbidden", reply.Err)
 	}
 	if !reflect.DeepEqual(p, kept) {

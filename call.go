@@ -79,24 +79,6 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 	return s.call(ctx, &p, id, input)
 }
 
-// CallAs is [Service.Call] for a caller that the front door authenticated itself, with
-// [Service.Authenticate] or [Service.Check], while serving the same request: a front
-// door that must know its caller before it can route a request (an MCP session, bound
-// to the key that opened it) calls the API without authenticating the caller a second
-// time. Everything after the authentication is Call's: the key's restrictions on the
-// API, the input, the validation, the admission (which checks a key that came from the
-// key cache against the key store, so that a rotated or revoked key is still refused
-// on its next call), the call and its settlement. p is not changed: the call works on
-// a copy, which it may refresh from the key store.
-//
-// A principal is good for the request it was authenticated for, and no other: a front
-// door that kept one from request to request would miss a revocation, an expiry or a
-// change of the key's restrictions made between them.
-func (s *Service) CallAs(ctx context.Context, p *Principal, id string, input func(*catalog.API) (Input, error)) Reply {
-	q := *p
-	return s.call(ctx, &q, id, input)
-}
-
 // call runs a call to the API with the given id for an authenticated principal (see
 // [Service.Call]).
 func (s *Service) call(ctx context.Context, p *Principal, id string, input func(*catalog.API) (Input, error)) Reply {
@@ -149,7 +131,11 @@ type single struct {
 //
 // items returning no items and no error is a call with nothing to run (a request for
 // the schema, say): the reply then has no results, and its receipt the balance. Refusals
-// are answered as for [Service.Call].
+// are answered as for [Service.Call]; items' error is such a refusal, so a front door
+// that refuses a request itself once it knows the caller (a path that names no API)
+// answers it through CallAll with items that return its error: the caller's key is
+// then judged first (a rotated or revoked key gets its own answer), and the receipt
+// carries the balance.
 func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
 	var p Principal
 	if err := s.authenticate(ctx, c, &p); err != nil {

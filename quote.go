@@ -49,7 +49,8 @@ type QuotedAPI struct {
 // before it is sent: its figures come from the code that admits and charges the call,
 // so that they cannot drift from it.
 func (s *Service) QuoteAll(ctx context.Context, c Caller, items func() ([]Item, error)) Quote {
-	p, err := s.Check(ctx, c)
+	c.Verify = true
+	p, err := s.Authenticate(ctx, c)
 	if err != nil {
 		return Quote{Err: err}
 	}

@@ -80,7 +80,8 @@ type OwnAccount struct {
 // changes made with the returned context.
 func (s *Service) self(ctx context.Context, c Caller) (context.Context, Principal, error) {
 	c.Channel = 0 // channel restrictions do not apply to self-service
-	p, err := s.Check(ctx, c)
+	c.Verify = true
+	p, err := s.Authenticate(ctx, c)
 	if err != nil {
 		return ctx, Principal{}, err
 	}

@@ -73,7 +73,8 @@ func (s *Service) StartSession(ctx context.Context, c Caller) (Session, error) {
 	if c.KeyID == "" && c.Credential.Kind == auth.SessionHeader {
 		return Session{}, newError(CodeForbidden, "a session cannot start another session; start it with an API key", nil)
 	}
-	p, err := s.Check(ctx, c)
+	c.Verify = true
+	p, err := s.Authenticate(ctx, c)
 	if err != nil {
 		return Session{}, err
 	}
@@ -104,7 +105,7 @@ func (s *Service) StartLoginSession(ctx context.Context, accountID string, addr 
 	if len(first.Keys) == 0 || !first.Keys[0].Primary {
 		return Session{}, newError(CodeNotFound, fmt.Sprintf("account %q has no primary key to act as", accountID), nil)
 	}
-	p, err := s.Check(ctx, Caller{KeyID: first.Keys[0].ID, Addr: addr})
+	p, err := s.Authenticate(ctx, Caller{KeyID: first.Keys[0].ID, Addr: addr, Verify: true})
 	if err != nil {
 		return Session{}, err
 	}

@@ -171,7 +171,9 @@ func TestEvery503IsLogged(t *testing.T) {
 			return h.batch(ctx, "ok", "k-1", ns(1, 2)...).Err
 		}},
 		{"refusal, key store", keysDown, plain, func(ctx context.Context, h *harness) error {
-			return h.svc.Refuse(ctx, h.caller(), &tollgate.Error{Code: tollgate.CodeNotFound, Message: "no such path"}).Err
+			return h.svc.CallAll(ctx, h.caller(), func() ([]tollgate.Item, error) {
+				return nil, &tollgate.Error{Code: tollgate.CodeNotFound, Message: "no such path"}
+			}).Err
 		}},
 		{"analytics, ledger", ledgerDown, plain, func(ctx context.Context, h *harness) error {
 			p, err := h.svc.Authenticate(context.Background(), h.caller())

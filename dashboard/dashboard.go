@@ -284,7 +284,9 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 			seeOther(w, "sign-in")
 			return
 		}
-		if _, err := h.svc.Check(r.Context(), v.caller); err != nil {
+		c := v.caller
+		c.Verify = true
+		if _, err := h.svc.Authenticate(r.Context(), c); err != nil {
 			h.failed(w, r, v, err)
 			return
 		}

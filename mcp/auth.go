@@ -37,7 +37,7 @@ var errInvalidToken = errors.New("mcp: invalid access token")
 
 // authenticate reads the request's credential, performing the edge check, and
 // authenticates it for the mcp channel. current asks for a key from the service's key
-// cache to be checked against the key store too (see [tollgate.Service.Check]): for
+// cache to be checked against the key store too (see [tollgate.Caller.Verify]): for
 // every request but a tool call, whose admission checks it.
 func (h *Handler) authenticate(r *http.Request, current bool) (*caller, error) {
 	cred, err := h.credentialFrom(r)
@@ -119,11 +119,8 @@ func (h *Handler) authenticateAs(ctx context.Context, cred credential, current b
 		p   tollgate.Principal
 		err error
 	)
-	if current {
-		p, err = h.svc.Check(ctx, as)
-	} else {
-		p, err = h.svc.Authenticate(ctx, as)
-	}
+	as.Verify = current
+	p, err = h.svc.Authenticate(ctx, as)
 	return p, as, err
 }
 

@@ -440,7 +440,9 @@ func (h *Handler) keyRefused(w http.ResponseWriter, r *http.Request, c *caller, 
 	if m.method != methodCallTool {
 		return false
 	}
-	if _, err := h.svc.Check(r.Context(), c.as); err != nil {
+	as := c.as
+	as.Verify = true
+	if _, err := h.svc.Authenticate(r.Context(), as); err != nil {
 		h.refuse(w, r, m.id, err)
 		return true
 	}

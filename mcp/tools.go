@@ -138,8 +138,8 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				if c == nil {
 					return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 				}
-				reply := h.svc.Refuse(ctx, c.as, newRPCError(codeInvalidParams, "not_found",
-					fmt.Sprintf("unknown tool %q; tools/list lists the tools", params.Name)))
+				refusal := newRPCError(codeInvalidParams, "not_found", fmt.Sprintf("unknown tool %q; tools/list lists the tools", params.Name))
+				reply := h.svc.CallAll(ctx, c.as, func() ([]tollgate.Item, error) { return nil, refusal })
 				return nil, h.rpcError(ctx, reply.Err)
 			}
 		}
@@ -200,7 +200,7 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	}
 	// The request was authenticated when it arrived (see ServeHTTP), for the session's
 	// binding; its tool calls present that principal rather than authenticate again.
-	reply := h.svc.CallAs(ctx, &c.p, req.Params.Name, func(api *catalog.API) (tollgate.Input, error) {
+	reply := h.svc.Call(ctx, tollgate.Caller{As: &c.p}, req.Params.Name, func(api *catalog.API) (tollgate.Input, error) {
 		args, err := decodeArgs(req.Params.Arguments)
 		if err != nil {
 			return tollgate.Input{}, newRPCError(codeInvalidParams, "invalid_input", err.Error())

@@ -178,8 +178,9 @@ func (h *Handler) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	reply := h.svc.Refuse(r.Context(), c, &tollgate.Error{Code: tollgate.CodeNotFound,
-		Message: "no endpoint has this path; APIs are called at /v1/{api_id}, and GET /v1/catalog lists them"})
+	refusal := &tollgate.Error{Code: tollgate.CodeNotFound,
+		Message: "no endpoint has this path; APIs are called at /v1/{api_id}, and GET /v1/catalog lists them"}
+	reply := h.svc.CallAll(r.Context(), c, func() ([]tollgate.Item, error) { return nil, refusal })
 	h.writeError(w, r, reply.Err, &reply.Receipt)
 }
 

@@ -207,7 +207,7 @@ func deployWith(t *testing.T, b backend, login session.Login, opt func(*tollgate
 				http.Error(w, "no credential", http.StatusUnauthorized)
 				return
 			}
-			p, err := svc.Check(r.Context(), tollgate.Caller{Credential: cred})
+			p, err := svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Verify: true})
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusUnauthorized)
 				return

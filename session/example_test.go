@@ -44,7 +44,7 @@ func Example() {
 	// The host's own page: it sees the session as the x-jwt credential.
 	mux.Handle("/v1/account/whoami", h.Cookies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cred, _ := tollgate.CredentialFrom(r.Header)
-		p, err := svc.Check(r.Context(), tollgate.Caller{Credential: cred})
+		p, err := svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Verify: true})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return

@@ -476,7 +476,7 @@ func (h *Handler) sessionOf(r *http.Request, check bool) (string, auth.SessionCl
 			Message: "this request carries no session: send its token in x-jwt, or its cookie"}
 	}
 	if check {
-		if _, err := h.svc.Check(r.Context(), tollgate.Caller{Credential: cred, Addr: auth.ClientAddr(r, h.trusted)}); err != nil {
+		if _, err := h.svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Addr: auth.ClientAddr(r, h.trusted), Verify: true}); err != nil {
 			return "", auth.SessionClaims{}, err
 		}
 	}

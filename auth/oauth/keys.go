@@ -23,7 +23,7 @@ func (k serviceKeys) ApproveKey(ctx context.Context, value string, addr netip.Ad
 	if !ok {
 		return "", "", refused("that is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", nil)
 	}
-	p, err := k.svc.Check(ctx, tollgate.Caller{
+	p, err := k.svc.Authenticate(ctx, tollgate.Caller{Verify: true,
 		Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: v},
 		Channel:    auth.ChannelMCP,
 		Addr:       addr,
@@ -38,7 +38,7 @@ func (k serviceKeys) ApproveKey(ctx context.Context, value string, addr netip.Ad
 }
 
 func (k serviceKeys) ApproveKeyID(ctx context.Context, keyID string, addr netip.Addr) (string, error) {
-	p, err := k.svc.Check(ctx, tollgate.Caller{KeyID: keyID, Channel: auth.ChannelMCP, Addr: addr})
+	p, err := k.svc.Authenticate(ctx, tollgate.Caller{Verify: true, KeyID: keyID, Channel: auth.ChannelMCP, Addr: addr})
 	if err != nil {
 		return "", keyError(err)
 	}
@@ -46,7 +46,7 @@ func (k serviceKeys) ApproveKeyID(ctx context.Context, keyID string, addr netip.
 }
 
 func (k serviceKeys) CheckKeyID(ctx context.Context, keyID string) error {
-	_, err := k.svc.Check(ctx, tollgate.Caller{KeyID: keyID, Channel: auth.ChannelMCP})
+	_, err := k.svc.Authenticate(ctx, tollgate.Caller{Verify: true, KeyID: keyID, Channel: auth.ChannelMCP})
 	if err != nil && !errors.Is(err, auth.ErrIPNotAllowed) {
 		return keyError(err)
 	}
