@@ -59,7 +59,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	selfservice "github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/auth/oauth"
@@ -71,6 +70,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )

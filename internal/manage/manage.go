@@ -1,5 +1,5 @@
 // Package manage holds what the management front doors (package admin for operators,
-// package account for account holders) share: reading a JSON request body, writing the
+// package selfservice for account holders) share: reading a JSON request body, writing the
 // envelope and the status of a service error, routing with 405 and 404 answers, the
 // query of an audit listing, and the JSON forms of accounts, keys, balances and audit
 // entries. Key values never appear in these forms.

@@ -1,4 +1,4 @@
-// Package account is the self-service API of account holders: their account, plan and
+// Package selfservice is the self-service API of account holders: their account, plan and
 // balance, their keys, and their audit log, managed with their own credentials. It
 // serves JSON in the envelope of the REST front door:
 //
@@ -51,7 +51,7 @@
 // keys are listed all the same); never a value or a hash. Refusals carry the
 // status of their cause and say why: 400 naming the field, 401, 403 with what the
 // caller may not do, 404, 409, 413 for a body over 64 KiB, 415, 429.
-package account
+package selfservice
 
 import (
 	"errors"
@@ -86,7 +86,7 @@ type Handler struct {
 // "/v1/account" and "/v1/account/".
 func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if svc == nil {
-		return nil, errors.New("account: NewHandler needs a Service")
+		return nil, errors.New("selfservice: NewHandler needs a Service")
 	}
 	if opts == nil {
 		opts = &Options{}
