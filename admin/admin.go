@@ -52,7 +52,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
-	"github.com/tollgate-dev/tollgate/internal/manage"
+	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 )
 
 // MinTokenLength is the shortest admin token [NewHandler] accepts.
@@ -91,7 +91,7 @@ func NewHandler(svc *tollgate.Service, token string, opts *Options) (*Handler, e
 	}
 	h := &Handler{svc: svc, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
 		trusted: slices.Clone(opts.TrustedProxies)}
-	manage.Mount(h.mux, "/admin/", "admin", []manage.Route{
+	mgmtapi.Mount(h.mux, "/admin/", "admin", []mgmtapi.Route{
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/keys", Serve: h.listKeys},
@@ -131,40 +131,40 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		ID      string `json:"id"`
 		Plan    string `json:"plan"`
 		Credits *int64 `json:"credits"`
-		manage.RestrictionFields
+		mgmtapi.RestrictionFields
 	}
-	if !manage.Decode(w, r, &body) {
+	if !mgmtapi.Decode(w, r, &body) {
 		return
 	}
 	rs, err := body.Build()
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
 	acct, key, value, err := h.svc.CreateAccount(r.Context(), tollgate.AccountSpec{
 		ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs,
 	})
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusCreated, map[string]any{"account": manage.AccountJSON(acct), "key": manage.KeyJSON(key), "value": value})
+	mgmtapi.Write(w, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	info, err := h.svc.Account(r.Context(), r.PathValue("account_id"))
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{
-		"account": manage.AccountJSON(info.Account), "balance": manage.BalanceJSON(info.Balance), "keys": manage.KeysJSON(info.Keys),
-		"keys_next": manage.Nullable(info.KeysNext),
+	mgmtapi.Write(w, http.StatusOK, map[string]any{
+		"account": mgmtapi.AccountJSON(info.Account), "balance": mgmtapi.BalanceJSON(info.Balance), "keys": mgmtapi.KeysJSON(info.Keys),
+		"keys_next": mgmtapi.Nullable(info.KeysNext),
 	})
 }
 
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
-	q, problem := manage.KeyQuery(r.URL.Query())
+	q, problem := mgmtapi.KeyQuery(r.URL.Query())
 	if problem != "" {
 		envelope.WriteError(w, http.StatusBadRequest, problem)
 		return
@@ -172,49 +172,49 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 	q.Account = r.PathValue("account_id")
 	page, err := h.svc.AccountKeys(r.Context(), q)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"keys": manage.KeysJSON(page.Keys), "next": manage.Nullable(page.Next)})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"keys": mgmtapi.KeysJSON(page.Keys), "next": mgmtapi.Nullable(page.Next)})
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"name"`
-		manage.RestrictionFields
+		mgmtapi.RestrictionFields
 	}
-	if !manage.Decode(w, r, &body) {
+	if !mgmtapi.Decode(w, r, &body) {
 		return
 	}
 	rs, err := body.Build()
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
 	key, value, err := h.svc.CreateKey(r.Context(), r.PathValue("account_id"), auth.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusCreated, map[string]any{"key": manage.KeyJSON(key), "value": value})
+	mgmtapi.Write(w, http.StatusCreated, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
 	key, value, err := h.svc.RotateKey(r.Context(), r.PathValue("key_id"))
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key), "value": value})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 	key, err := h.svc.RevokeKey(r.Context(), r.PathValue("key_id"))
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key)})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
 }
 
 func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
@@ -222,7 +222,7 @@ func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 		Amount *int64 `json:"amount"`
 		Reason string `json:"reason"`
 	}
-	if !manage.Decode(w, r, &body) {
+	if !mgmtapi.Decode(w, r, &body) {
 		return
 	}
 	if body.Amount == nil || *body.Amount == 0 {
@@ -240,14 +240,14 @@ func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := h.svc.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, idem)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"balance": manage.BalanceJSON(b)})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"balance": mgmtapi.BalanceJSON(b)})
 }
 
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
-	q, problem := manage.AuditQuery(r.URL.Query())
+	q, problem := mgmtapi.AuditQuery(r.URL.Query())
 	if problem != "" {
 		envelope.WriteError(w, http.StatusBadRequest, problem)
 		return
@@ -255,8 +255,8 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 	q.Account = r.PathValue("account_id")
 	page, err := h.svc.AuditLog(r.Context(), q)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, manage.AuditPageJSON(page))
+	mgmtapi.Write(w, http.StatusOK, mgmtapi.AuditPageJSON(page))
 }

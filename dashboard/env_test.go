@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -23,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -119,7 +119,7 @@ func mount(t testing.TB, svc *tollgate.Service, logger *slog.Logger, opts func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	accountH, err := account.NewHandler(svc, nil)
+	accountH, err := selfservice.NewHandler(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

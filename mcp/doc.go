@@ -225,7 +225,7 @@
 //
 // # Mounting
 //
-// With the embedded authorization server of package auth/oauth (authServer), which
+// With the embedded authorization server of package oauth (authServer), which
 // this package does not import; examples/server is the whole assembly:
 //
 //	resource := "https://api.example.com/v1/mcp"

@@ -28,7 +28,7 @@ type OpenAPIInfo struct {
 	License string
 	// Paths, if set, are further path items that other handlers mounted on the same
 	// server serve, added to the document as they are: the self-service routes of
-	// package account (account.OpenAPIPaths), say. They may refer to this document's
+	// package selfservice (selfservice.OpenAPIPaths), say. They may refer to this document's
 	// components: the responses BadRequest, Unauthorized, Forbidden, TooLarge and Error,
 	// and the security schemes apiKey, bearer, session (the x-jwt session token) and
 	// cookie (the browser's session cookie).

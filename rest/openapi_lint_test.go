@@ -8,16 +8,16 @@ import (
 	"path/filepath"
 	"testing"
 
-	selfservice "github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 )
 
 // TestOpenAPILint validates the OpenAPI document of the sample catalog, with the
-// self-service routes of package account and the session routes of package session,
+// self-service routes of package selfservice and the session routes of package session,
 // with Redocly's recommended rules (the
 // structure of OpenAPI 3.1, the JSON Schemas inside it, and good-practice rules) and
 // requires no error and no warning.

@@ -22,13 +22,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -195,7 +195,7 @@ func deployWith(t *testing.T, b backend, login session.Login, opt func(*tollgate
 		mux := http.NewServeMux()
 		mux.Handle("/v1/", restH)
 		mux.Handle("/v1/account/session", sessH)
-		accountH, err := account.NewHandler(svc, nil)
+		accountH, err := selfservice.NewHandler(svc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

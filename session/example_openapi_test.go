@@ -5,15 +5,15 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 )
 
 // ExampleOpenAPIPaths adds the session routes and the self-service routes to the REST
 // front door's OpenAPI document, served at /v1/openapi.json.
 func ExampleOpenAPIPaths() {
-	paths := account.OpenAPIPaths()
+	paths := selfservice.OpenAPIPaths()
 	maps.Copy(paths, session.OpenAPIPaths())
 	info := rest.OpenAPIInfo{Title: "Example", Paths: paths} // pass it as rest.Options.OpenAPI
 	doc := rest.OpenAPI(info, nil)

@@ -5,7 +5,7 @@ import "github.com/tollgate-dev/tollgate/rest"
 // OpenAPIPaths returns the OpenAPI 3.1 path item of the session routes
 // (/v1/account/session), for the REST front door's document (rest.OpenAPIInfo.Paths),
 // which holds the components they refer to. Merge it with the self-service routes'
-// (account.OpenAPIPaths) when both are mounted.
+// (selfservice.OpenAPIPaths) when both are mounted.
 func OpenAPIPaths() map[string]any {
 	str := map[string]any{"type": "string"}
 	info := func(token bool) map[string]any {

@@ -59,10 +59,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	selfservice "github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/auth/oauth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/dashboard"
@@ -70,7 +68,9 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/mcp"
+	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )

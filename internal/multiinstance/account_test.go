@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -52,7 +52,7 @@ func startSelfService(t *testing.T, d deployment, manage ...bool) *selfService {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ah, err := account.NewHandler(svc, nil)
+		ah, err := selfservice.NewHandler(svc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 // Package usagehttp is the HTTP form of usage queries, shared by the front doors that
 // serve them (the time-series form of GET /v1/analytics in package rest, and
-// GET /v1/account/usage in package account): the query parameters, the JSON body of
+// GET /v1/account/usage in package selfservice): the query parameters, the JSON body of
 // the answer, and their OpenAPI description. Who may read which usage is the
 // service's rule ([tollgate.Service.OwnUsage]); this package only translates.
 //

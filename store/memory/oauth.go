@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 )
 

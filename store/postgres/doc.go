@@ -85,7 +85,7 @@
 //     dead index entries for the next count to read, so a busy key's admissions cost
 //     the same whether or not a vacuum has run (see migration 12).
 //   - tollgate_oauth_clients, tollgate_oauth_approvals, tollgate_oauth_codes and
-//     tollgate_oauth_tokens: the grants of the OAuth authorization server (auth/oauth),
+//     tollgate_oauth_tokens: the grants of the OAuth authorization server (oauth),
 //     kept by [OAuthStore]. Codes and tokens are stored as the SHA-256 of their values;
 //     deleting an approval deletes its codes and tokens.
 //   - tollgate_audit (seq, at, actor, action, account_id, target, before and after json,

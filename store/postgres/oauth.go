@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // OAuthStore is the PostgreSQL [oauthstore.Store]: the grants of the embedded OAuth
-// authorization server (package auth/oauth), in the tables tollgate_oauth_clients,
+// authorization server (package oauth), in the tables tollgate_oauth_clients,
 // tollgate_oauth_approvals, tollgate_oauth_codes and tollgate_oauth_tokens. Codes and
 // tokens are kept as hashes only. Each method is one statement or one function call;
 // redeeming a code and rotating a refresh token lock the approval's row, so that of

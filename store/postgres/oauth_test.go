@@ -3,7 +3,7 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )

@@ -9,10 +9,10 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 	"github.com/tollgate-dev/tollgate/usage"

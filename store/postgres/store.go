@@ -10,7 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
-	"github.com/tollgate-dev/tollgate/internal/batch"
+	"github.com/tollgate-dev/tollgate/internal/groupcommit"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -27,8 +27,8 @@ import (
 type Store struct {
 	db     DB
 	shards int
-	admits *batch.Combiner[*admitParams, admitRow] // nil when Options.Batch is 1
-	closes *batch.Combiner[*closeParams, closeRow] // nil when Options.Batch is 1
+	admits *groupcommit.Combiner[*admitParams, admitRow] // nil when Options.Batch is 1
+	closes *groupcommit.Combiner[*closeParams, closeRow] // nil when Options.Batch is 1
 }
 
 // Options configures a [Store]. A nil *Options is the default.
@@ -90,8 +90,8 @@ func New(db DB, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: Options.Batch is %d; give 1 (no batching) or more, or 0 for the default", size)
 	}
 	if size > 1 {
-		s.admits = batch.New(size, s.admitBatch)
-		s.closes = batch.New(size, s.closeBatch)
+		s.admits = groupcommit.New(size, s.admitBatch)
+		s.closes = groupcommit.New(size, s.closeBatch)
 	}
 	return s, nil
 }

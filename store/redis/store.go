@@ -14,7 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
-	"github.com/tollgate-dev/tollgate/internal/batch"
+	"github.com/tollgate-dev/tollgate/internal/groupcommit"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -36,7 +36,7 @@ type Store struct {
 
 	// batches pipelines concurrent admissions and closings; nil when Options.Batch
 	// is 1.
-	batches *batch.Combiner[scriptCall, scriptReply]
+	batches *groupcommit.Combiner[scriptCall, scriptReply]
 }
 
 // Interface guards.
@@ -157,7 +157,7 @@ func New(client goredis.UniversalClient, opts *Options) (*Store, error) {
 		open:        strconv.FormatInt(OpenReservationTTL.Milliseconds(), 10),
 	}
 	if o.Batch > 1 {
-		s.batches = batch.New(o.Batch, s.pipeline)
+		s.batches = groupcommit.New(o.Batch, s.pipeline)
 	}
 	return s, nil
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 )
 

@@ -27,11 +27,11 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/auth/oauth"
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/oauth"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 )
 

@@ -1,5 +1,5 @@
 // Package oauthstore holds what the authorization server of package
-// [github.com/tollgate-dev/tollgate/auth/oauth] keeps: the [Store] interface and its
+// [github.com/tollgate-dev/tollgate/oauth] keeps: the [Store] interface and its
 // records. It is apart from package oauth, which depends on the service, so that store
 // implementations (store/memory, store/postgres) and their conformance suite
 // (storetest.TestOAuthStore) depend on nothing but these records.

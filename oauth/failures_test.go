@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth"
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 )
 
 // TestFailureLogLevels checks what the server logs when a request fails on its side:

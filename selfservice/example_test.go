@@ -1,4 +1,4 @@
-package account_test
+package selfservice_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -48,7 +48,7 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	accountHandler, err := account.NewHandler(svc, nil)
+	accountHandler, err := selfservice.NewHandler(svc, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

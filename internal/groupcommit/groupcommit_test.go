@@ -1,4 +1,4 @@
-package batch
+package groupcommit
 
 import (
 	"context"
@@ -9,19 +9,19 @@ import (
 	"testing"
 )
 
-// fakeRuns is a combiner's run function for tests: it records each batch and, for the
-// batches it is told to, waits to be released before answering each call with its
+// fakeRuns is a combiner's run function for tests: it records each group and, for the
+// groups it is told to, waits to be released before answering each call with its
 // parameter doubled.
 type fakeRuns struct {
-	mu      sync.Mutex
-	batches [][]int
-	hold    chan struct{} // when not nil, a run waits for it to be closed
-	fail    error         // when not nil, a run fails with it
+	mu     sync.Mutex
+	groups [][]int
+	hold   chan struct{} // when not nil, a run waits for it to be closed
+	fail   error         // when not nil, a run fails with it
 }
 
 func (f *fakeRuns) run(ctx context.Context, lane string, ps []int) ([]int, error) {
 	f.mu.Lock()
-	f.batches = append(f.batches, slices.Clone(ps))
+	f.groups = append(f.groups, slices.Clone(ps))
 	hold := f.hold
 	f.mu.Unlock()
 	if hold != nil {
@@ -43,17 +43,17 @@ func (f *fakeRuns) run(ctx context.Context, lane string, ps []int) ([]int, error
 func (f *fakeRuns) sent() [][]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.batches)
+	return slices.Clone(f.groups)
 }
 
-// waitQueued waits until n calls wait for a batch in flight.
+// waitQueued waits until n calls wait for a group in flight.
 func waitQueued(c *Combiner[int, int], n int) {
 	for c.Queued() != n {
 		runtime.Gosched()
 	}
 }
 
-// waitSent waits until the fake has received n batches.
+// waitSent waits until the fake has received n groups.
 func waitSent(f *fakeRuns, n int) {
 	for len(f.sent()) < n {
 		runtime.Gosched()
@@ -62,10 +62,10 @@ func waitSent(f *fakeRuns, n int) {
 
 type result struct{ out, want int }
 
-// TestCombinerBatches checks that a call for an idle lane is sent alone and at once,
+// TestCombinerGroups checks that a call for an idle lane is sent alone and at once,
 // that calls arriving while it is in flight are sent together, in order, up to the
 // maximum, each receiving its own answer, and that nothing is left behind.
-func TestCombinerBatches(t *testing.T) {
+func TestCombinerGroups(t *testing.T) {
 	f := &fakeRuns{hold: make(chan struct{})}
 	c := New(3, f.run)
 	ctx := t.Context()
@@ -92,7 +92,7 @@ func TestCombinerBatches(t *testing.T) {
 	}
 	want := [][]int{{1}, {2, 3, 4}, {5}}
 	if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("batches %v, want %v", got, want)
+		t.Errorf("groups %v, want %v", got, want)
 	}
 	if len(c.lanes) != 0 {
 		t.Errorf("%d lanes left after the calls", len(c.lanes))
@@ -100,7 +100,7 @@ func TestCombinerBatches(t *testing.T) {
 }
 
 // TestCombinerLanesIndependent checks that a call for one lane does not wait for
-// another lane's batch.
+// another lane's group.
 func TestCombinerLanesIndependent(t *testing.T) {
 	first := make(chan struct{})
 	f := &fakeRuns{hold: first}
@@ -152,13 +152,13 @@ func TestCombinerCanceledWhileQueued(t *testing.T) {
 		runtime.Gosched()
 	}
 	if got := f.sent(); len(got) != 1 {
-		t.Errorf("batches %v, want only the first call's", got)
+		t.Errorf("groups %v, want only the first call's", got)
 	}
 }
 
-// TestCombinerSentCallWaitsForOutcome checks that a call already sent in a batch with
-// others reports the batch's outcome even if its context ends meanwhile, and that a
-// failed batch fails each of its calls.
+// TestCombinerSentCallWaitsForOutcome checks that a call already sent in a group with
+// others reports the group's outcome even if its context ends meanwhile, and that a
+// failed group fails each of its calls.
 func TestCombinerSentCallWaitsForOutcome(t *testing.T) {
 	first := make(chan struct{})
 	f := &fakeRuns{hold: first}
@@ -179,21 +179,21 @@ func TestCombinerSentCallWaitsForOutcome(t *testing.T) {
 	f.mu.Lock()
 	second := make(chan struct{})
 	f.hold = second
-	f.fail = errors.New("the batch failed")
+	f.fail = errors.New("the group failed")
 	f.mu.Unlock()
 	close(first)
 	waitSent(f, 2) // calls 2 and 3 are in flight together
-	cancel()       // call 3's context ends while its batch runs
+	cancel()       // call 3's context ends while its group runs
 	close(second)
 	for range 2 {
-		if o := <-outs; o.err == nil || o.err.Error() != "the batch failed" {
-			t.Errorf("call of a failed batch: %d, %v; want the batch's error", o.out, o.err)
+		if o := <-outs; o.err == nil || o.err.Error() != "the group failed" {
+			t.Errorf("call of a failed group: %d, %v; want the group's error", o.out, o.err)
 		}
 	}
 }
 
-// TestCombinerTake checks how a batch is made from a lane's queue: a call sent on an
-// idle lane leads the calls that queued while it let other goroutines run, and a batch
+// TestCombinerTake checks how a group is made from a lane's queue: a call sent on an
+// idle lane leads the calls that queued while it let other goroutines run, and a group
 // never holds more than the maximum; the calls taken are marked sent, in order, and the
 // rest stay queued, in order.
 func TestCombinerTake(t *testing.T) {
@@ -201,13 +201,13 @@ func TestCombinerTake(t *testing.T) {
 		name      string
 		first     bool
 		queued    int
-		want      []int // params of the batch
+		want      []int // params of the group
 		wantQueue []int // params left queued
 	}{
 		{name: "lone call, nothing queued", first: true, queued: 0, want: []int{0}},
 		{name: "lone call leads the queue", first: true, queued: 2, want: []int{0, 1, 2}},
 		{name: "lone call, queue over the maximum", first: true, queued: 5, want: []int{0, 1, 2}, wantQueue: []int{3, 4, 5}},
-		{name: "next batch from the queue", queued: 5, want: []int{1, 2, 3}, wantQueue: []int{4, 5}},
+		{name: "next group from the queue", queued: 5, want: []int{1, 2, 3}, wantQueue: []int{4, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := New(3, (&fakeRuns{}).run)
@@ -228,7 +228,7 @@ func TestCombinerTake(t *testing.T) {
 				return out
 			}
 			if !slices.Equal(params(got), tc.want) || !slices.Equal(params(l.queue), tc.wantQueue) {
-				t.Errorf("batch %v, queue %v; want %v, %v", params(got), params(l.queue), tc.want, tc.wantQueue)
+				t.Errorf("group %v, queue %v; want %v, %v", params(got), params(l.queue), tc.want, tc.wantQueue)
 			}
 			for _, p := range got {
 				if !p.sent {

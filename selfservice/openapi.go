@@ -1,4 +1,4 @@
-package account
+package selfservice
 
 import (
 	"github.com/tollgate-dev/tollgate/auth"

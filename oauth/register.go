@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"unicode/utf8"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 )
 
 // Bounds of untrusted input.

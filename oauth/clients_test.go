@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth"
+	"github.com/tollgate-dev/tollgate/oauth"
 )
 
 func TestRegister(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package account is the self-service API of account holders: their account, plan and
+// Package selfservice is the self-service API of account holders: their account, plan and
 // balance, their keys, and their audit log, managed with their own credentials. It
 // serves JSON in the envelope of the REST front door:
 //
@@ -51,7 +51,7 @@
 // keys are listed all the same); never a value or a hash. Refusals carry the
 // status of their cause and say why: 400 naming the field, 401, 403 with what the
 // caller may not do, 404, 409, 413 for a body over 64 KiB, 415, 429.
-package account
+package selfservice
 
 import (
 	"errors"
@@ -63,7 +63,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/internal/manage"
+	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
@@ -86,13 +86,13 @@ type Handler struct {
 // "/v1/account" and "/v1/account/".
 func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if svc == nil {
-		return nil, errors.New("account: NewHandler needs a Service")
+		return nil, errors.New("selfservice: NewHandler needs a Service")
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
 	h := &Handler{svc: svc, mux: http.NewServeMux(), trusted: opts.TrustedProxies}
-	manage.Mount(h.mux, "/v1/account/", "account", []manage.Route{
+	mgmtapi.Mount(h.mux, "/v1/account/", "account", []mgmtapi.Route{
 		{Method: http.MethodGet, Path: "/v1/account", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/v1/account/keys", Serve: h.listKeys},
 		{Method: http.MethodPost, Path: "/v1/account/keys", Serve: h.createKey},
@@ -125,7 +125,7 @@ func (h *Handler) caller(r *http.Request) tollgate.Caller {
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	info, err := h.svc.OwnAccount(r.Context(), h.caller(r))
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
 	plan := map[string]any{
@@ -136,30 +136,30 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	if info.Caller.ID != "" {
 		caller = info.Caller.ID
 	}
-	manage.Write(w, http.StatusOK, map[string]any{
-		"account": manage.AccountJSON(info.Account), "plan": plan, "balance": manage.BalanceJSON(info.Balance),
-		"keys": keysJSON(info.Keys, info.LastUsed), "keys_next": manage.Nullable(info.KeysNext), "key_id": caller,
+	mgmtapi.Write(w, http.StatusOK, map[string]any{
+		"account": mgmtapi.AccountJSON(info.Account), "plan": plan, "balance": mgmtapi.BalanceJSON(info.Balance),
+		"keys": keysJSON(info.Keys, info.LastUsed), "keys_next": mgmtapi.Nullable(info.KeysNext), "key_id": caller,
 	})
 }
 
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
-	q, problem := manage.KeyQuery(r.URL.Query())
+	q, problem := mgmtapi.KeyQuery(r.URL.Query())
 	if problem != "" {
 		envelope.WriteError(w, http.StatusBadRequest, problem)
 		return
 	}
 	page, err := h.svc.OwnKeys(r.Context(), h.caller(r), q)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"keys": keysJSON(page.Keys, page.LastUsed), "next": manage.Nullable(page.Next)})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"keys": keysJSON(page.Keys, page.LastUsed), "next": mgmtapi.Nullable(page.Next)})
 }
 
 // keysJSON is the JSON form of a list of keys, each with its last_used time (null if
 // unknown).
 func keysJSON(keys []auth.Key, lastUsed map[string]time.Time) []map[string]any {
-	out := manage.KeysJSON(keys)
+	out := mgmtapi.KeysJSON(keys)
 	for i, k := range keys {
 		var last *time.Time
 		if t, ok := lastUsed[k.ID]; ok {
@@ -173,30 +173,30 @@ func keysJSON(keys []auth.Key, lastUsed map[string]time.Time) []map[string]any {
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"name"`
-		manage.RestrictionFields
+		mgmtapi.RestrictionFields
 	}
-	if !manage.Decode(w, r, &body) {
+	if !mgmtapi.Decode(w, r, &body) {
 		return
 	}
 	rs, err := body.Build()
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
 	key, value, err := h.svc.CreateOwnKey(r.Context(), h.caller(r), auth.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusCreated, map[string]any{"key": manage.KeyJSON(key), "value": value})
+	mgmtapi.Write(w, http.StatusCreated, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Name         *string                   `json:"name"`
-		Restrictions *manage.RestrictionFields `json:"restrictions"`
+		Name         *string                    `json:"name"`
+		Restrictions *mgmtapi.RestrictionFields `json:"restrictions"`
 	}
-	if !manage.Decode(w, r, &body) {
+	if !mgmtapi.Decode(w, r, &body) {
 		return
 	}
 	if body.Name == nil && body.Restrictions == nil {
@@ -207,61 +207,61 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
 	if body.Restrictions != nil {
 		rs, err := body.Restrictions.Build()
 		if err != nil {
-			manage.WriteError(w, err)
+			mgmtapi.WriteError(w, err)
 			return
 		}
 		change.Restrictions = &rs
 	}
 	key, err := h.svc.UpdateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"), change)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key)})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
 }
 
 func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
 	key, value, err := h.svc.RotateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key), "value": value})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 	key, err := h.svc.RevokeOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, map[string]any{"key": manage.KeyJSON(key)})
+	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
 }
 
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
-	q, problem := manage.AuditQuery(r.URL.Query())
+	q, problem := mgmtapi.AuditQuery(r.URL.Query())
 	if problem != "" {
 		envelope.WriteError(w, http.StatusBadRequest, problem)
 		return
 	}
 	page, err := h.svc.OwnAuditLog(r.Context(), h.caller(r), q)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, manage.AuditPageJSON(page))
+	mgmtapi.Write(w, http.StatusOK, mgmtapi.AuditPageJSON(page))
 }
 
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 	q, err := usagehttp.Query(r.URL.Query(), h.svc.Now())
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
 	res, err := h.svc.OwnUsage(r.Context(), h.caller(r), q)
 	if err != nil {
-		manage.WriteError(w, err)
+		mgmtapi.WriteError(w, err)
 		return
 	}
-	manage.Write(w, http.StatusOK, usagehttp.NewBody(res))
+	mgmtapi.Write(w, http.StatusOK, usagehttp.NewBody(res))
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth"
+	"github.com/tollgate-dev/tollgate/oauth"
 )
 
 // FuzzAuthorize sends arbitrary queries to the authorization endpoint, as a GET and as

@@ -1,6 +1,6 @@
 package oauth
 
-import "github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+import "github.com/tollgate-dev/tollgate/oauth/oauthstore"
 
 // Store keeps the server's clients, approvals, codes and tokens; see
 // [oauthstore.Store] for its contract, and store/memory and store/postgres for

@@ -1,9 +1,9 @@
-// Package manage holds what the management front doors (package admin for operators,
-// package account for account holders) share: reading a JSON request body, writing the
-// envelope and the status of a service error, routing with 405 and 404 answers, the
-// query of an audit listing, and the JSON forms of accounts, keys, balances and audit
-// entries. Key values never appear in these forms.
-package manage
+// Package mgmtapi is the JSON API that the management front doors share (package admin
+// for operators, package selfservice for account holders): reading a JSON request body,
+// writing the envelope and the status of a service error, routing with 405 and 404
+// answers, the query of an audit listing, and the JSON forms of accounts, keys, balances
+// and audit entries. Key values never appear in these forms.
+package mgmtapi
 
 import (
 	"bytes"

@@ -7,9 +7,9 @@ import (
 	"net/http"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/auth/oauth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 

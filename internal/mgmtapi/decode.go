@@ -1,4 +1,4 @@
-package manage
+package mgmtapi
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package manage
+package mgmtapi
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 
 // implementation matches what a message must never show: Go's type and package names
 // and encoding/json's own wording.
-var implementation = regexp.MustCompile(`Go (struct|value)|\bu?int(8|16|32|64)\b|float64|\bmanage\.|\bjson:|UnmarshalJSON|RestrictionFields|parsing time|2006-01-02`)
+var implementation = regexp.MustCompile(`Go (struct|value)|\bu?int(8|16|32|64)\b|float64|\bmgmtapi\.|\bjson:|UnmarshalJSON|RestrictionFields|parsing time|2006-01-02`)
 
 // TestDecodeMessages checks that a body that does not decode is answered with a message
 // that names the field and what it must be, never a Go type.

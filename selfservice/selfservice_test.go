@@ -1,4 +1,4 @@
-package account_test
+package selfservice_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/account"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -33,11 +33,11 @@ func TestRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := account.NewHandler(svc, nil)
+	h, err := selfservice.NewHandler(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := account.NewHandler(nil, nil); err == nil {
+	if _, err := selfservice.NewHandler(nil, nil); err == nil {
 		t.Error("NewHandler(nil) succeeded")
 	}
 	for _, tc := range []struct {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/auth/oauth"
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 )
 
 const callback = "http://127.0.0.1:9000/callback"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
