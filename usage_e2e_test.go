@@ -22,7 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/rest"
-	account "github.com/tollgate-dev/tollgate/selfservice"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -121,7 +121,7 @@ func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	ah, err := account.NewHandler(svc, nil)
+	ah, err := selfservice.NewHandler(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ type Options struct {
 	// Challenge is the WWW-Authenticate value of 401 answers. With OAuth on
 	// (VerifyToken set) it is required, and points OAuth clients at the endpoint's
 	// RFC 9728 protected resource metadata, which the host must serve at that URL
-	// (auth/oauth's Server.Challenge builds the value and its
+	// (package oauth's Server.Challenge builds the value and its
 	// ProtectedResourceMetadata serves the document), for example
 	//
 	//	Bearer resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/v1/mcp", scope="mcp"
@@ -149,7 +149,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		opts = &Options{}
 	}
 	if opts.VerifyToken != nil && opts.Challenge == "" {
-		return nil, errors.New("mcp: Options.VerifyToken needs Options.Challenge, the WWW-Authenticate value that points OAuth clients at the resource metadata the host serves (auth/oauth: Server.Challenge and Server.ProtectedResourceMetadata)")
+		return nil, errors.New("mcp: Options.VerifyToken needs Options.Challenge, the WWW-Authenticate value that points OAuth clients at the resource metadata the host serves (package oauth: Server.Challenge and Server.ProtectedResourceMetadata)")
 	}
 	lim, err := newLimits(opts)
 	if err != nil {
