@@ -15,7 +15,7 @@ import (
 )
 
 // Self-service: account holders reading their account and managing their own keys with
-// their own credentials (package account serves these methods over HTTP). The rules
+// their own credentials (package selfservice serves these methods over HTTP). The rules
 // live here, so they hold whichever front door asks:
 //
 //   - The caller is authenticated by its API key or session token, and checked against
