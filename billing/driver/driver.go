@@ -196,9 +196,13 @@ type Ledger interface {
 type Sweeper interface {
 	// Sweep voids up to limit reservations that are open past their expiry at now,
 	// of any accounts, and returns how many it voided: fewer than limit only when it
-	// found no more (the Service sweeps until then). Any number of callers, on any
-	// instances, may sweep at the same time as each other and as every other
-	// operation: each reservation is voided once, and never after it was settled.
+	// found no more but those another instance's sweep is voiding at that moment (the
+	// Service sweeps until then). Any number of callers, on any instances, may sweep at
+	// the same time as each other and as every other operation: each reservation is
+	// voided once, and never after it was settled. Instances should share the work
+	// rather than repeat it (a store may divide the accounts among concurrent sweeps),
+	// and a sweep that finds nothing due should cost a bounded number of round trips,
+	// whatever the number of accounts.
 	Sweep(ctx context.Context, now time.Time, limit int) (int, error)
 }
 

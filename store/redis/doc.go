@@ -58,9 +58,15 @@
 //	<prefix>:revoked                 zset    account and key id (as in :h:) -> the
 //	                                         revocation (Unix µs) of a key, but a primary
 //	                                         key: the keys a prune must look at
-//	<prefix>:expiring                zset    "<account>\x00<epoch>" -> at most its
-//	                                         earliest deadline: the accounts a sweep
-//	                                         must look at
+//	<prefix>:{~x<n>}:expiring        zset    a shard of the index of expiring accounts
+//	                                         (16, each account's in the one a hash of
+//	                                         its id picks): "<account>\x00<epoch>" -> at
+//	                                         most its earliest deadline, the accounts a
+//	                                         sweep must look at
+//	<prefix>:{~x<n>}:sweeping        string  the shard's lease: the token of the
+//	                                         instance sweeping it (expires after 10s)
+//	<prefix>:expiring                zset    the index of earlier versions, one key:
+//	                                         sweeps still drain it
 //
 // For the rate and concurrency limiters, <account> is their key argument. An id that
 // cannot be a hash tag as it is (empty, or containing '}') or that begins with '~' is
@@ -193,26 +199,44 @@
 // none has); a closing does too on the caller's clock, and on the server's clock leaves
 // it to them, so that a closing reads no clock.
 //
-// [Store.Sweep] finds the accounts that nobody touches through :expiring, a global
-// sorted set, outside every account's Cluster slot, read and written with commands and
-// scripts of that one key: its entries whose score (at most their account's earliest
-// deadline) has passed. For each, it voids the account's due reservations in a script
-// of the account's, then replaces the entry with one at the account's next deadline,
-// or removes it when the account has no open reservation left (the usual case: its
-// calls were settled). So every open reservation must be found by an entry no later
-// than its deadline, whatever instance dies between which two commands. An entry is
-// written before the reservation it covers, never after:
+// [Store.Sweep] finds the accounts that nobody touches through the index of expiring
+// accounts, 16 sorted sets (shards), each with a hash tag of its own chosen so that
+// the shards spread evenly over a Cluster's slots, outside every account's slot, and
+// each read and written with scripts of its own slot; an account's entries live in the
+// shard a hash of its id picks, so that no key is written by every account. A sweep
+// reads, in one pipeline, whether each shard has an entry whose score (at most its
+// account's earliest deadline) has passed: with nothing due, that is the whole sweep,
+// one round trip (one per node on a Cluster), however many accounts are active. A shard
+// with due entries is claimed with a lease (a key in the shard's slot holding the
+// sweeping Store's token for 10 seconds, renewed with every page): the sweeps of other
+// instances leave it alone meanwhile and take other shards, so that instances divide
+// the work instead of repeating it. A sweep that stops at its limit keeps the lease, so
+// that its next sweep goes on with the shard; one that empties the shard gives it up.
+// For each page of entries, it voids the accounts' due reservations with one script of
+// each account's, sent together in one pipeline, then replaces the entries in one
+// script of the shard: each with one at the account's next deadline, or none when the
+// account has no open reservation left (the usual case: its calls were settled). The
+// reservations a page may void are shared out among its accounts so that a sweep never
+// voids more than its limit. A sweep of 1,000 accounts whose reservations were all
+// settled takes 65 round trips (the earlier single index took 2,004: two per account),
+// and the next sweep, with nothing due, one (TestSweepRoundTrips). Entries of the single
+// index of earlier versions are still read, voided and moved to their shards, so that an
+// upgrade loses no reservation. So every open reservation must be found by an entry no
+// later than its deadline, whatever instance dies between which two commands. An entry
+// is written before the reservation it covers, never after:
 //
 //   - The balance keeps the account's epoch (ie) and a bound (ix): an entry of the
-//     account under that epoch is in :expiring at a score no later than ix. An
+//     account under that epoch is in the index (its shard, or the earlier index for
+//     an entry written before an upgrade) at a score no later than ix. An
 //     admission or a reservation whose deadline is no earlier than nx or ix is covered
 //     by the entry already there, and opens at once: the common case, which costs the
 //     fields the admission reads anyway.
 //   - Any other (the account's first reservation after all of its were settled and
 //     swept, or one due earlier than all the others) is refused by its script, changing
-//     nothing; the caller writes the entry "<account>\x00<epoch>" at the deadline (ZADD
-//     LT, which only lowers a score), and sends the step again with that claim, which
-//     the script accepts while the epoch is still the account's, and lowers ix to it.
+//     nothing; the caller writes the entry "<account>\x00<epoch>" in the account's
+//     shard at the deadline (ZADD LT, which only lowers a score), and sends the step
+//     again with that claim, which the script accepts while the epoch is still the
+//     account's, and lowers ix to it.
 //     Two more round trips, once in a while for an account (after a sweep found none of
 //     its reservations open).
 //   - A sweep removes only the entry it read. If that entry is of the account's epoch,
@@ -224,7 +248,7 @@
 //
 // A sweep goes on past the entries of accounts whose reservations were all settled,
 // removing them, so that it voids fewer than its limit only when it found no more to
-// void; it looks at an account at most twice, so that entries it cannot move past now
+// void outside the shards other instances hold; it looks at an account at most twice, so that entries it cannot move past now
 // (the account's clock behind the index's, on a Cluster) do not keep it busy.
 //
 // # Pipelines

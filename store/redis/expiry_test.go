@@ -161,7 +161,7 @@ func TestKilledBetweenCommands(t *testing.T) {
 // with the accounts that ever made a call, and no sweep stops at them.
 func TestSweepRemovesSettledEntries(t *testing.T) {
 	c := client(t)
-	s, prefix := newStorePrefix(t, c, nil)
+	s := newStoreOn(t, c, nil)
 	ctx := t.Context()
 	period := driver.MonthOf(testNow)
 	const accounts = 300 // more than a page of the index
@@ -175,7 +175,7 @@ func TestSweepRemovesSettledEntries(t *testing.T) {
 		_, err = s.Settle(ctx, driver.Settlement{Account: acct, Request: req, Period: period, Allowance: 100, Now: testNow})
 		must(t, err)
 	}
-	if n := c.ZCard(ctx, prefix+":expiring").Val(); n != accounts {
+	if n := indexSize(t, c, s); n != accounts {
 		t.Fatalf("the index holds %d entries, want one per account, %d", n, accounts)
 	}
 	voided, err := s.Sweep(ctx, testNow.Add(time.Hour), 10)
@@ -183,7 +183,7 @@ func TestSweepRemovesSettledEntries(t *testing.T) {
 	if voided != 0 {
 		t.Errorf("Sweep voided %d settled reservations", voided)
 	}
-	if n := c.ZCard(ctx, prefix+":expiring").Val(); n != 0 {
+	if n := indexSize(t, c, s); n != 0 {
 		t.Errorf("after the sweep, the index holds %d entries of accounts with no open reservation, want 0", n)
 	}
 	// The accounts are indexed again by their next reservations.
@@ -273,8 +273,7 @@ func TestIndexCoversOpenReservations(t *testing.T) {
 	close(open)
 	settlers.Wait()
 
-	entries, err := c.ZRangeWithScores(ctx, prefix+":expiring", 0, -1).Result()
-	must(t, err)
+	entries := indexEntries(t, c, s)
 	for _, acct := range accounts {
 		first, err := c.ZRangeWithScores(ctx, prefix+":{"+acct+"}:open", 0, 0).Result()
 		must(t, err)
@@ -299,7 +298,24 @@ func TestIndexCoversOpenReservations(t *testing.T) {
 			t.Errorf("account %s: %d reservations still open after a sweep past every deadline", acct, n)
 		}
 	}
-	if n := c.ZCard(ctx, prefix+":expiring").Val(); n != 0 {
+	if n := indexSize(t, c, s); n != 0 {
 		t.Errorf("the index holds %d entries after every reservation ended, want 0", n)
 	}
+}
+
+// indexSize returns the number of entries in the shards of the index of expiring
+// accounts.
+func indexSize(t *testing.T, c goredis.UniversalClient, s *redis.Store) int64 {
+	return int64(len(indexEntries(t, c, s)))
+}
+
+// indexEntries returns the entries of every shard of the index of expiring accounts.
+func indexEntries(t *testing.T, c goredis.UniversalClient, s *redis.Store) []goredis.Z {
+	var all []goredis.Z
+	for _, k := range s.IndexKeys() {
+		e, err := c.ZRangeWithScores(t.Context(), k, 0, -1).Result()
+		must(t, err)
+		all = append(all, e...)
+	}
+	return all
 }

@@ -18,7 +18,7 @@ var Scripts = map[string]*goredis.Script{
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
-	"reindex": reindexScript, "update": updateScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
+	"reindex": reindexScript, "sweepClaim": sweepClaimScript, "update": updateScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
 	"krevInit": krevInitScript, "pruneKeys": pruneKeysScript,
 }
 
@@ -106,3 +106,23 @@ func (s *Store) Together(ctx context.Context, ops []any) ([]any, []error, []int)
 	}
 	return results, errs, order
 }
+
+// IndexKeys returns the names of the shards of the index of expiring accounts, and
+// then the index of earlier versions.
+func (s *Store) IndexKeys() []string {
+	keys := make([]string, 0, sweepShards+1)
+	for i := range sweepShards {
+		keys = append(keys, s.expiring(i))
+	}
+	return append(keys, s.legacyExpiring())
+}
+
+// IndexKeyOf returns the name of the shard of the index that holds an account's entries.
+func (s *Store) IndexKeyOf(account string) string { return s.expiring(s.shardOf(account)) }
+
+// LegacyIndexKey returns the name of the index of expiring accounts of earlier versions.
+func (s *Store) LegacyIndexKey() string { return s.legacyExpiring() }
+
+// CRC16 is the CRC-16/XMODEM of Redis Cluster's key slots, by which the Store spreads
+// the shards of the index of expiring accounts.
+var CRC16 = crc16

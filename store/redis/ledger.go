@@ -161,7 +161,7 @@ type indexNeed struct {
 // the reservation's script then checks: the epoch and the deadline.
 func (s *Store) indexFirst(ctx context.Context, account string, need indexNeed) (string, error) {
 	d := strconv.FormatInt(need.deadline, 10)
-	if err := s.c.ZAddLT(ctx, s.expiring(), goredis.Z{Score: float64(need.deadline), Member: indexEntry(account, need.epoch)}).Err(); err != nil {
+	if err := s.c.ZAddLT(ctx, s.expiring(s.shardOf(account)), goredis.Z{Score: float64(need.deadline), Member: indexEntry(account, need.epoch)}).Err(); err != nil {
 		return "", err
 	}
 	return need.epoch + " " + d, nil
@@ -282,64 +282,3 @@ func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map
 	}
 	return u, nil
 }
-
-// Sweep voids up to limit reservations past their deadline at now (on the server's
-// clock unless Options.CallerClock), of any accounts, and returns how many it voided;
-// it voids fewer than limit only when it found no more. It reads the entries of the
-// index of expiring accounts whose score has passed, a page at a time; for each, it
-// voids the account's due reservations in one script of the account's, and then
-// replaces the entry with one at the account's earliest deadline left, or removes it
-// when the account has no open reservation left (every reservation settled). Concurrent
-// sweeps, on any instances, void each reservation once: the void runs in the account's
-// script, atomically with every admission and closing. A sweep looks at an account at
-// most twice, so that entries it cannot move past now (the account's clock behind the
-// index's, on a Cluster) do not keep it busy.
-func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	mode, sec, nsec := s.clock(now)
-	total := 0
-	visits := map[string]int{}
-	for total < limit {
-		reply, err := s.run(ctx, dueScript, []string{s.expiring()}, mode, sec, nsec, sweepPage)
-		if err != nil {
-			return total, fail(ctx, err, "sweep of expired reservations")
-		}
-		due := asSlice(reply)
-		progressed := false
-		for _, e := range due {
-			entry := asString(e)
-			account, epoch := parseEntry(entry)
-			if visits[account] >= 2 {
-				continue
-			}
-			visits[account]++
-			progressed = true
-			a := s.account(account)
-			reply, err := s.run(ctx, voidScript, []string{a.open(), a.balance(), a.usage()},
-				mode, sec, nsec, limit-total, a.markers(), s.open, epoch)
-			if err != nil {
-				return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
-			}
-			r := asSlice(reply)
-			if len(r) != 3 {
-				return total, errReply("sweep of account "+strconv.Quote(account), reply)
-			}
-			total += int(asInt(r[0]))
-			if _, err := s.run(ctx, reindexScript, []string{s.expiring()}, entry, indexEntry(account, asString(r[2])), asString(r[1])); err != nil {
-				return total, fail(ctx, err, "sweep of the expired reservations of account %q", account)
-			}
-			if total >= limit {
-				return total, nil
-			}
-		}
-		if !progressed || len(due) < sweepPage {
-			return total, nil
-		}
-	}
-	return total, nil
-}
-
-// sweepPage is the number of entries of the index a sweep reads at once.
-const sweepPage = 256

@@ -46,6 +46,7 @@ var (
 	balanceScript       = luaScript("balance.lua")
 	voidScript          = luaScript("void.lua")
 	dueScript           = luaScript("due.lua")
+	sweepClaimScript    = luaScript("sweep_claim.lua")
 	reindexScript       = luaScript("reindex.lua")
 	usageScript         = luaScript("usage.lua")
 	createAccountScript = luaScript("create_account.lua")

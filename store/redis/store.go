@@ -31,8 +31,10 @@ type Store struct {
 	c           goredis.UniversalClient
 	prefix      string
 	serverClock bool
-	retention   string // milliseconds, for PX
-	open        string // milliseconds, for PX
+	retention   string   // milliseconds, for PX
+	open        string   // milliseconds, for PX
+	shards      []string // the hash tags of the shards of the index of expiring accounts
+	token       string   // names this Store's sweeps in the shards' leases
 
 	// batches pipelines concurrent admissions and closings; nil when Options.Batch
 	// is 1.
@@ -98,13 +100,7 @@ const DefaultBatch = 32
 const lanes = 4
 
 // laneOf returns the lane of a call whose first key is key: FNV-1a of the key.
-func laneOf(key string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * 16777619
-	}
-	return int(h % lanes)
-}
+func laneOf(key string) int { return int(fnv32(key) % lanes) }
 
 // DefaultRetention is the default [Options.Retention]: long enough for any retry of a
 // call or of an operator's adjustment, short enough that 1,000 calls a second keep
@@ -155,6 +151,8 @@ func New(client goredis.UniversalClient, opts *Options) (*Store, error) {
 		serverClock: !o.CallerClock,
 		retention:   strconv.FormatInt(o.Retention.Milliseconds(), 10),
 		open:        strconv.FormatInt(OpenReservationTTL.Milliseconds(), 10),
+		shards:      shardTags(),
+		token:       newToken(),
 	}
 	if o.Batch > 1 {
 		s.batches = groupcommit.New(o.Batch, s.pipeline)
@@ -241,7 +239,6 @@ func (a acctKeys) callKeys(r driver.RequestID, kinds ...string) []string {
 // scripts of one key.
 func (s *Store) keyIDIndex(id string) string  { return s.prefix + ":kid:" + id }
 func (s *Store) hashIndex(h auth.Hash) string { return s.prefix + ":h:" + h.String() }
-func (s *Store) expiring() string             { return s.prefix + ":expiring" }
 func (s *Store) revoked() string              { return s.prefix + ":revoked" }
 
 // A scriptCall is a script to run with its keys and arguments, or, with no script, a

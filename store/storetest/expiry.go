@@ -73,6 +73,9 @@ var sweepRows = []behaviour[driver.Ledger]{
 	{"ConcurrentSweeps",
 		"Sweeps from many goroutines at once void each expired reservation exactly once.",
 		ledConcurrentSweeps},
+	{"SweepersTogether",
+		"Two sweepers that each sweep until a sweep voids fewer than its limit, at the same time, void each expired reservation exactly once and, together, all of them.",
+		ledSweepersTogether},
 	{"SettleRacesSweep",
 		"Settlements racing sweeps end each reservation once: settled (charged) or voided (refunded, and the settlement gets driver.ErrVoided), never both.",
 		ledSettleRacesSweep},
@@ -486,6 +489,52 @@ func ledConcurrentSweeps(t *testing.T, l driver.Ledger) {
 	for _, acct := range accts {
 		balanceAt(t, l, acct, later, 100, 0)
 		wantUsage(t, l, acct, p0, nil)
+	}
+}
+
+func ledSweepersTogether(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
+	n := newIDs()
+	now := nowIn(p0)
+	const accounts, each, limit = 24, 3, 7
+	var accts []string
+	for i := range accounts {
+		acct := openAccount(t, l, n, "acct"+strconv.Itoa(i), 100, p0)
+		accts = append(accts, acct)
+		for j := range each {
+			mustReserve(t, l, expiring(acct, newRequest(), 2, now, "hash"), int64(98-2*j), int64(2*j+2), p0)
+		}
+	}
+	later := now.Add(time.Hour)
+	var voided [2]int
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range voided {
+		wg.Go(func() {
+			<-start
+			for { // as the Service sweeps
+				n, err := sw.Sweep(t.Context(), later, limit)
+				if err != nil {
+					t.Errorf("Sweep: %v", err)
+					return
+				}
+				voided[i] += n
+				if n < limit {
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := voided[0] + voided[1]; got != accounts*each {
+		t.Errorf("the sweepers voided %d and %d reservations, %d in all; want exactly %d", voided[0], voided[1], got, accounts*each)
+	}
+	if n, err := sw.Sweep(t.Context(), later, limit); err != nil || n != 0 {
+		t.Errorf("a sweep after both: %d voided (%v), want none left", n, err)
+	}
+	for _, acct := range accts {
+		balanceAt(t, l, acct, later, 100, 0)
 	}
 }
 
