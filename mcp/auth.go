@@ -106,6 +106,7 @@ func (h *Handler) authenticateAs(ctx context.Context, cred credential, current b
 			var e *tollgate.Error
 			switch {
 			case ctx.Err() != nil:
+				h.log.InfoContext(ctx, "mcp: answered 503: the request was canceled while its access token was checked", "error", err)
 				return tollgate.Principal{}, as, &tollgate.Error{Code: tollgate.CodeUnavailable, Err: err,
 					Message: "the request was canceled before the token could be checked"}
 			case errors.As(err, &e) && e.Code == tollgate.CodeUnavailable:

@@ -339,6 +339,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.closed.Load() {
+		h.log.InfoContext(r.Context(), "mcp: answered 503: the endpoint is shutting down (Handler.Close was called)")
 		h.cors.Apply(w.Header(), r)
 		writeRPCError(w, http.StatusServiceUnavailable, nil, codeInternal, "unavailable", "the MCP endpoint is shutting down; reconnect shortly")
 		return
