@@ -56,3 +56,22 @@ func TestClientMistakesLogAtInfo(t *testing.T) {
 		t.Errorf("the SDK's record of the duplicate notification did not reach the log at Info: %+v", logs.Records(t))
 	}
 }
+
+// TestClosedHandlerLogs503 checks that a request to a closed handler, answered 503,
+// leaves a line in the log, as every other 503 does.
+func TestClosedHandlerLogs503(t *testing.T) {
+	var logs testenv.Logs
+	h := newHarness(t, config{mcp: mcp.Options{Logger: logs.Logger()}})
+	c := h.raw(t, keyHeader(h.key))
+	h.handler.Close()
+	resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if resp.StatusCode != 503 {
+		t.Fatalf("a request to a closed handler: %d %s", resp.StatusCode, body)
+	}
+	for _, r := range logs.Records(t) {
+		if strings.Contains(r.Msg, "answered 503") && strings.Contains(r.Msg, "shutting down") {
+			return
+		}
+	}
+	t.Errorf("the 503 of a closed handler was not logged: %+v", logs.Records(t))
+}
