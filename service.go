@@ -89,7 +89,7 @@ type Options struct {
 	// paid call then checks its key in its admission step, in the same round trip, so a
 	// rotated or revoked key is still refused on the very next call; a refused call
 	// checks it before it is answered. It needs a key store that implements
-	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
+	// [driver.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
 	// SubKeysManageKeys lets account holders manage keys through a sub-key (see
 	// [Service.CreateOwnKey]): create, rotate, revoke and change keys no wider than the
@@ -233,7 +233,7 @@ type Service struct {
 	registry  catalog.APIRegistry
 	authority *auth.Authority
 	meter     *billing.Meter
-	keys      auth.KeyChecker // set when key records are cached
+	keys      driver.KeyChecker // set when key records are cached
 	plans     *billing.Plans
 	fetcher   *safefetch.Fetcher
 	now       func() time.Time
@@ -301,11 +301,11 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		sessionTTL = DefaultSessionTTL
 	}
 	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions, Ended: opts.SessionStore}
-	var checker auth.KeyChecker
+	var checker driver.KeyChecker
 	if opts.KeyCache != nil {
 		var ok bool
-		if checker, ok = stores.Keys.(auth.KeyChecker); !ok {
-			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (auth.KeyChecker); %T does not", stores.Keys)
+		if checker, ok = stores.Keys.(driver.KeyChecker); !ok {
+			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (driver.KeyChecker); %T does not", stores.Keys)
 		}
 		authOpts.Cache = auth.NewKeyCache(opts.KeyCache)
 	}
@@ -761,7 +761,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		a.Key = p.keyCheck()
 	}
 	t, err := s.meter.Admit(ctx, a)
-	if errors.Is(err, auth.ErrKeyChanged) {
+	if errors.Is(err, billing.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
 		// with the fresh record. Its restrictions may have been narrowed: the APIs are
@@ -1065,7 +1065,7 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if err != nil {
 		return s.unavailable(ctx, "key store", err)
 	}
-	if state != auth.KeyLive {
+	if state != driver.KeyLive {
 		return s.refresh(ctx, p)
 	}
 	p.Cached = false
@@ -1074,8 +1074,8 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 
 // keyCheck returns the check of the principal's key (or, for a session, its account)
 // as its record has it.
-func (p *Principal) keyCheck() *auth.KeyCheck {
-	return &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
+func (p *Principal) keyCheck() *driver.KeyCheck {
+	return &driver.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
 }
 
 // refresh re-reads a cached principal whose key check failed. It returns the error the

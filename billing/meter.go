@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
@@ -37,6 +36,26 @@ func (e *LimitError) Error() string { return e.Message }
 // Unwrap returns the reason.
 func (e *LimitError) Unwrap() error { return e.Reason }
 
+// ErrKeyChanged is the reason of a [*KeyError]: the key a call authenticated with was
+// rotated, revoked or updated since its record was read (from a cache).
+var ErrKeyChanged = errors.New("billing: the key is no longer valid")
+
+// A KeyError reports a key check ([Admission.Key]) that failed in admission: read the
+// key's record again. It matches [ErrKeyChanged].
+type KeyError struct {
+	State driver.KeyState
+}
+
+func (e *KeyError) Error() string {
+	if e.State == driver.KeyRevoked {
+		return "billing: the key has been revoked"
+	}
+	return "billing: the key has been rotated or deleted"
+}
+
+// Unwrap returns ErrKeyChanged.
+func (e *KeyError) Unwrap() error { return ErrKeyChanged }
+
 // A Meter admits and settles calls against an account's plan: it is the policy that the
 // stores (ledger, rate limiter, concurrency limiter, and a key checker when key records
 // are cached) carry out. Admission is one step per store: the rate limit, then the slot,
@@ -52,7 +71,7 @@ type Meter struct {
 	ledger driver.Ledger
 	rates  driver.RateLimiter
 	slots  driver.ConcurrencyLimiter
-	keys   auth.KeyChecker
+	keys   driver.KeyChecker
 	lease  time.Duration
 	groups []group // the stores in the order admission visits them
 	hold   time.Duration
@@ -72,7 +91,7 @@ type MeterOptions struct {
 	// that cache key records. When it is the same store as one of the others and an
 	// Admitter, the check is part of that store's admission step. Nil means admissions
 	// carry no key check.
-	Keys auth.KeyChecker
+	Keys driver.KeyChecker
 	// Hold is how long a reservation may stay open: one still open Hold after its
 	// admission is voided, its credits given back. It must be longer than any call
 	// runs, plus the time its settlement takes, plus the clock skew between the
@@ -151,7 +170,7 @@ func NewMeter(ledger driver.Ledger, rates driver.RateLimiter, slots driver.Concu
 // credits: the parts of one Admitter form one group, visited where its first part
 // falls. A key check whose store is no Admitter among the others goes first, so that a
 // stale key takes nothing.
-func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys auth.KeyChecker) []group {
+func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys driver.KeyChecker) []group {
 	stores := []struct {
 		p part
 		s any
@@ -216,10 +235,10 @@ type Admission struct {
 	// run in turn), so that its reservation is not voided while it runs.
 	Hold time.Duration
 	Now  time.Time
-	// Key, when set, is checked as part of the admission (see [auth.KeyCheck]); a key that
-	// is no longer live refuses the call with a [*auth.KeyError]. It needs
+	// Key, when set, is checked as part of the admission (see [KeyCheck]); a key that
+	// is no longer live refuses the call with a [*KeyError]. It needs
 	// MeterOptions.Keys.
-	Key *auth.KeyCheck
+	Key *KeyCheck
 }
 
 // A Ticket is an admitted call, to be settled exactly once with [Meter.Settle].
@@ -246,7 +265,7 @@ func (t *Ticket) HoldsSlot() bool { return t.held&partSlot != 0 }
 
 // Admit checks the key (if the admission carries a key check), the rate limit, takes a
 // concurrency slot and reserves the credits until the ticket's Expires. A refusal by the
-// plan is a [*LimitError]; a stale key a [*auth.KeyError]; any other error comes from a
+// plan is a [*LimitError]; a stale key a [*KeyError]; any other error comes from a
 // store. After any error the caller holds nothing: what earlier stores took is given
 // back, and what a store that failed may still have taken (its answer lost) is given
 // back by the reservation's expiry and the slot's lease. The returned Ticket carries
@@ -335,7 +354,7 @@ func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, 
 		t.held |= parts & (partSlot | partCredits)
 		return nil
 	case driver.DeniedKey:
-		return &auth.KeyError{State: r.Key}
+		return &KeyError{State: r.Key}
 	case driver.DeniedRate:
 		return rateError(a, r.Rate)
 	case driver.DeniedSlot:
@@ -353,8 +372,8 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 		if err != nil {
 			return err
 		}
-		if state != auth.KeyLive {
-			return &auth.KeyError{State: state}
+		if state != driver.KeyLive {
+			return &KeyError{State: state}
 		}
 	}
 	if parts&partRate != 0 {

@@ -10,6 +10,8 @@
 //   - [ConcurrencyLimiter]: leased concurrency slots per key;
 //   - [Sweeper]: voids the expired reservations of every account, for a ledger that
 //     several instances share;
+//   - [KeyChecker]: verifies that a key ([KeyCheck]) is still live, for a key store whose
+//     records a service caches;
 //   - [Admitter]: performs the parts of an admission it holds (key check, rate, slot,
 //     credits) in one atomic step and closes them in another.
 //

@@ -21,7 +21,7 @@ func TestKeyStore(t *testing.T) {
 }
 
 func TestKeyChecker(t *testing.T) {
-	storetest.TestKeyChecker(t, func(*testing.T) (auth.KeyStore, auth.KeyChecker) {
+	storetest.TestKeyChecker(t, func(*testing.T) (auth.KeyStore, driver.KeyChecker) {
 		s := memory.NewKeyStore()
 		return s, s
 	})

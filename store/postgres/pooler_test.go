@@ -91,7 +91,7 @@ func poolerSuites(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxp
 		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
 	})
 	t.Run("KeyChecker", func(t *testing.T) {
-		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
+		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) { s := newStore(t, nil); return s, s })
 	})
 	t.Run("Admitter", func(t *testing.T) {
 		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores { return allRoles(newStore(t, nil)) })

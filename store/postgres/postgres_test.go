@@ -101,7 +101,7 @@ func TestConcurrencyLimiter(t *testing.T) {
 }
 
 func TestKeyChecker(t *testing.T) {
-	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
+	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) { s := newStore(t, nil); return s, s })
 }
 
 func TestAdmitter(t *testing.T) {

@@ -78,7 +78,7 @@ func TestRoundTrips(t *testing.T) {
 			once("Keys", func() error { _, err := s.Keys(ctx, auth.KeyQuery{Account: acct.ID}); return err })
 			once("Resolve", func() error { _, _, err := s.Resolve(ctx, key.Hash); return err })
 			once("CheckKey", func() error {
-				_, err := s.CheckKey(ctx, auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})
+				_, err := s.CheckKey(ctx, driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})
 				return err
 			})
 			once("Open", func() error {
@@ -86,7 +86,7 @@ func TestRoundTrips(t *testing.T) {
 			})
 
 			step := driver.Step{Account: acct.ID, Request: req, Now: t0,
-				Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+				Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 				Rate:    &limit,
 				Slot:    &driver.SlotClaim{Ceiling: 2, Lease: time.Minute},
 				Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 3, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}

@@ -77,7 +77,7 @@ func TestCluster(t *testing.T) {
 		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStoreOn(t, c, nil) })
 	})
 	t.Run("KeyChecker", func(t *testing.T) {
-		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) {
+		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) {
 			s := newStoreOn(t, c, nil)
 			return s, s
 		})

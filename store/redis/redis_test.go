@@ -155,7 +155,7 @@ func TestKeyStore(t *testing.T) {
 
 func TestKeyChecker(t *testing.T) {
 	client(t)
-	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
+	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) { s := newStore(t, nil); return s, s })
 }
 
 func TestLedger(t *testing.T) {

@@ -50,24 +50,24 @@ func TestOneRoundTripEach(t *testing.T) {
 	compositions := []struct {
 		name   string
 		settle string // the command that settles
-		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck)
+		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck)
 	}{
-		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck) {
+		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 			m, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
 			must(t, err)
-			return m, &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
-		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck) {
+		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
 			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, keys.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, ledger.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 			m, err := billing.NewMeter(ledger, s, s, &billing.MeterOptions{Keys: keys})
 			must(t, err)
-			return m, &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
 	}
 	for _, comp := range compositions {
