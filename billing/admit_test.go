@@ -103,6 +103,21 @@ func (s *stepStore) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.Key
 	return s.KeyStore.CheckKey(ctx, c)
 }
 
+func (s *stepStore) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (driver.SlotDecision, error) {
+	s.plain.Add(1)
+	return s.ConcurrencyLimiter.Acquire(ctx, key, holder, ceiling, lease, now)
+}
+
+func (s *stepStore) Release(ctx context.Context, key string, holder billing.RequestID) error {
+	s.plain.Add(1)
+	return s.ConcurrencyLimiter.Release(ctx, key, holder)
+}
+
+func (s *stepStore) Settle(ctx context.Context, st driver.Settlement) (billing.Balance, error) {
+	s.plain.Add(1)
+	return s.Ledger.Settle(ctx, st)
+}
+
 var roundTripPlan = billing.Plan{Name: "pro", Credits: 10, RatePerMinute: 600, Concurrency: 5}
 
 // prepare gives account "a" a key and a balance in s.

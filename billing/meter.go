@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,7 +65,10 @@ func (e *KeyError) Unwrap() error { return ErrKeyChanged }
 // store that holds something: keep or refund the charge, free the slot.
 //
 // Stores that implement [driver.Admitter] perform all the parts they hold in one round trip;
-// the others are called part by part.
+// the others are called part by part. The Meter knows the parts one store holds by the
+// value given in their roles: a decorated store (metrics, tracing) keeps its one round
+// trip when one decorator value plays every role (see [driver.Wrapper]); a decorator per
+// role costs a round trip per part, and the Meter logs a warning when it is made.
 //
 // A Meter is safe for concurrent use.
 type Meter struct {
@@ -105,8 +109,9 @@ type MeterOptions struct {
 	// closing that finds the queue full is left to the reservation's expiry and the
 	// slot's lease. The default is [DefaultRetries].
 	Retries int
-	// Logger receives the closings the Meter leaves to expiry. The default is
-	// slog.Default().
+	// Logger receives the closings the Meter leaves to expiry, and the warning about a
+	// store whose one-step admission its decorators split (see [driver.Wrapper]). The
+	// default is slog.Default().
 	Logger *slog.Logger
 }
 
@@ -162,40 +167,48 @@ func NewMeter(ledger driver.Ledger, rates driver.RateLimiter, slots driver.Concu
 		}
 	}
 	m.retry = newRetryQueue(m.log, m.now, retries)
-	m.groups = planGroups(m.rates, m.slots, m.ledger, m.keys)
+	rs := roles(m.rates, m.slots, m.ledger, m.keys)
+	m.groups = planGroups(rs)
+	m.warnSplits(rs)
 	return m, nil
+}
+
+// A role is a part of an admission and the value that holds it.
+type role struct {
+	p part
+	s any
+}
+
+// roles returns the parts and the values that hold them, in the order rate, slot,
+// credits, key.
+func roles(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys driver.KeyChecker) []role {
+	rs := []role{{partRate, rates}, {partSlot, slots}, {partCredits, ledger}}
+	if keys != nil {
+		rs = append(rs, role{partKey, keys})
+	}
+	return rs
 }
 
 // planGroups groups the parts by the store that holds them, in the order rate, slot,
 // credits: the parts of one Admitter form one group, visited where its first part
 // falls. A key check whose store is no Admitter among the others goes first, so that a
 // stale key takes nothing.
-func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys driver.KeyChecker) []group {
-	stores := []struct {
-		p part
-		s any
-	}{{partRate, rates}, {partSlot, slots}, {partCredits, ledger}}
-	if keys != nil {
-		stores = append(stores, struct {
-			p part
-			s any
-		}{partKey, keys})
-	}
+func planGroups(rs []role) []group {
 	var groups []group
-	for _, st := range stores {
-		adm, ok := st.s.(driver.Admitter)
+	for _, r := range rs {
+		adm, ok := r.s.(driver.Admitter)
 		if ok {
 			if i := slices.IndexFunc(groups, func(g group) bool { return g.adm != nil && sameStore(g.adm, adm) }); i >= 0 {
-				groups[i].parts |= st.p
+				groups[i].parts |= r.p
 				continue
 			}
 		}
-		if st.p == partKey {
+		if r.p == partKey {
 			// A key store that holds no other part: a plain check, first.
 			groups = append([]group{{parts: partKey}}, groups...)
 			continue
 		}
-		groups = append(groups, group{adm: adm, parts: st.p})
+		groups = append(groups, group{adm: adm, parts: r.p})
 	}
 	return groups
 }
@@ -205,6 +218,93 @@ func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledge
 func sameStore(a, b any) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// unwrap returns the store that s decorates, through any number of [driver.Wrapper]s
+// (up to a bound, should wrappers form a cycle).
+func unwrap(s any) any {
+	for range 100 {
+		w, ok := s.(driver.Wrapper)
+		if !ok {
+			break
+		}
+		inner := w.Unwrap()
+		if inner == nil {
+			break
+		}
+		s = inner
+	}
+	return s
+}
+
+// A split is an Admitter whose parts the Meter performs in several steps, because they
+// reach it through distinct wrappers, or through a wrapper that is no Admitter.
+type split struct {
+	parts part
+	steps int // the steps (round trips) they take
+}
+
+// splits returns the splits of the plan.
+func splits(rs []role, groups []group) []split {
+	type store struct {
+		s      any
+		parts  part
+		groups []int
+	}
+	var stores []store
+	for _, r := range rs {
+		inner := unwrap(r.s)
+		if _, ok := inner.(driver.Admitter); !ok {
+			continue
+		}
+		g := slices.IndexFunc(groups, func(g group) bool { return g.parts&r.p != 0 })
+		i := slices.IndexFunc(stores, func(st store) bool { return sameStore(st.s, inner) })
+		if i < 0 {
+			stores = append(stores, store{s: inner})
+			i = len(stores) - 1
+		}
+		stores[i].parts |= r.p
+		if !slices.Contains(stores[i].groups, g) {
+			stores[i].groups = append(stores[i].groups, g)
+		}
+	}
+	var out []split
+	for _, st := range stores {
+		if len(st.groups) > 1 {
+			out = append(out, split{parts: st.parts, steps: len(st.groups)})
+		}
+	}
+	return out
+}
+
+// warnSplits logs, once, each store whose one-step admission is lost to its wrappers.
+func (m *Meter) warnSplits(rs []role) {
+	for _, sp := range splits(rs, m.groups) {
+		m.log.Warn(fmt.Sprintf("billing: %s are one store that admits in one step, but reach the Meter through distinct values "+
+			"(a wrapper per role, or a wrapper that is no driver.Admitter): each admission takes %d round trips to it instead of 1. "+
+			"Decorate the whole store with one value that forwards Admit and Close, and pass it in every role (see driver.Wrapper)",
+			sp.parts, sp.steps), "round_trips", sp.steps)
+	}
+}
+
+// String names the parts, for messages: "the rate limiter, the ledger and the key checker".
+func (p part) String() string {
+	var names []string
+	for _, n := range []struct {
+		p    part
+		name string
+	}{{partRate, "the rate limiter"}, {partSlot, "the concurrency limiter"}, {partCredits, "the ledger"}, {partKey, "the key checker"}} {
+		if p&n.p != 0 {
+			names = append(names, n.name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "no part"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // Lease returns the lease of concurrency slots.
