@@ -10,8 +10,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
@@ -69,32 +67,9 @@ func (notReady) Error() string { return "cluster_state is not ok yet" }
 var errNotReady error = notReady{}
 
 // TestCluster runs the conformance suites on Redis Cluster, where any script touching
-// two slots would fail with CROSSSLOT.
+// two slots would fail with CROSSSLOT: every suite the Store's interfaces call for.
 func TestCluster(t *testing.T) {
 	addr(t) // the cluster tests run where the others do
 	c := startCluster(t)
-	t.Run("KeyStore", func(t *testing.T) {
-		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStoreOn(t, c, nil) })
-	})
-	t.Run("KeyChecker", func(t *testing.T) {
-		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) {
-			s := newStoreOn(t, c, nil)
-			return s, s
-		})
-	})
-	t.Run("Ledger", func(t *testing.T) {
-		storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStoreOn(t, c, nil) })
-	})
-	t.Run("RateLimiter", func(t *testing.T) {
-		storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStoreOn(t, c, nil) })
-	})
-	t.Run("ConcurrencyLimiter", func(t *testing.T) {
-		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStoreOn(t, c, nil) })
-	})
-	t.Run("Admitter", func(t *testing.T) {
-		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
-			s := newStoreOn(t, c, nil)
-			return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
-		})
-	})
+	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, c, nil) })
 }
