@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
 // CredentialFrom performs the edge check on a request's headers (see
@@ -149,7 +150,7 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 	if err != nil {
 		return s.unavailable(ctx, "key store", err)
 	}
-	if state != auth.KeyLive {
+	if state != driver.KeyLive {
 		return s.refresh(ctx, p)
 	}
 	p.Cached = false
@@ -158,8 +159,8 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 
 // keyCheck returns the check of the principal's key (or, for a session, its account)
 // as its record has it.
-func (p *Principal) keyCheck() *auth.KeyCheck {
-	return &auth.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
+func (p *Principal) keyCheck() *driver.KeyCheck {
+	return &driver.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
 }
 
 // refresh re-reads a cached principal whose key check failed. It returns the error the

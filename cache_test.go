@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -32,7 +33,7 @@ func (c *countingKeys) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth
 	return c.KeyStore.Resolve(ctx, h)
 }
 
-func (c *countingKeys) CheckKey(ctx context.Context, k auth.KeyCheck) (auth.KeyState, error) {
+func (c *countingKeys) CheckKey(ctx context.Context, k driver.KeyCheck) (driver.KeyState, error) {
 	c.checks.Add(1)
 	return c.KeyStore.CheckKey(ctx, k)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/idempotency"
@@ -64,7 +63,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		a.Key = p.keyCheck()
 	}
 	t, err := s.meter.Admit(ctx, a)
-	if errors.Is(err, auth.ErrKeyChanged) {
+	if errors.Is(err, billing.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
 		// with the fresh record. Its restrictions may have been narrowed: the APIs are

@@ -82,7 +82,7 @@ type Options struct {
 	// paid call then checks its key in its admission step, in the same round trip, so a
 	// rotated or revoked key is still refused on the very next call; a refused call
 	// checks it before it is answered. It needs a key store that implements
-	// [auth.KeyChecker]. Nil (the default) reads the key store on every call.
+	// [driver.KeyChecker]. Nil (the default) reads the key store on every call.
 	KeyCache *auth.KeyCacheOptions
 	// SubKeysManageKeys lets account holders manage keys through a sub-key (see
 	// [Service.CreateOwnKey]): create, rotate, revoke and change keys no wider than the
@@ -213,7 +213,7 @@ type Service struct {
 	registry  catalog.APIRegistry
 	authority *auth.Authority
 	meter     *billing.Meter
-	keys      auth.KeyChecker // set when key records are cached
+	keys      driver.KeyChecker // set when key records are cached
 	plans     *billing.Plans
 	fetcher   *safefetch.Fetcher
 	now       func() time.Time
@@ -278,11 +278,11 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		sessionTTL = DefaultSessionTTL
 	}
 	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions, Ended: opts.SessionStore}
-	var checker auth.KeyChecker
+	var checker driver.KeyChecker
 	if opts.KeyCache != nil {
 		var ok bool
-		if checker, ok = stores.Keys.(auth.KeyChecker); !ok {
-			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (auth.KeyChecker); %T does not", stores.Keys)
+		if checker, ok = stores.Keys.(driver.KeyChecker); !ok {
+			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (driver.KeyChecker); %T does not", stores.Keys)
 		}
 		authOpts.Cache = auth.NewKeyCache(opts.KeyCache)
 	}

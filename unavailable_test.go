@@ -60,7 +60,7 @@ func (k downKeys) Keys(ctx context.Context, q auth.KeyQuery) (auth.KeyPage, erro
 	return k.KeyStore.Keys(ctx, q)
 }
 
-func (k downKeys) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
+func (k downKeys) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyState, error) {
 	if err := k.err("checking a key"); err != nil {
 		return 0, err
 	}

@@ -65,7 +65,7 @@ type Principal struct {
 	// API key, and for a session token issued without an id.
 	SessionID string
 	// Cached reports that the key's record came from the authority's cache, so the key
-	// may have been rotated or revoked since: check it (KeyCheck) before
+	// may have been rotated or revoked since: check it (a key check, see billing/driver's KeyChecker) before
 	// serving the call, or call [Authority.Refresh].
 	Cached bool
 	// ByID reports that the caller was authenticated by the key's stable id rather than

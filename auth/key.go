@@ -120,7 +120,7 @@ type Key struct {
 	CreatedAt, RotatedAt, RevokedAt time.Time
 	// Revision counts the changes made to the key's record since it was created: every
 	// rotation, revocation and update ([KeyStore.UpdateKey]) increases it. A key check
-	// ([KeyCheck]) carries the revision its record was read at, so that a record cached
+	// (billing/driver's KeyCheck) carries the revision its record was read at, so that a record cached
 	// before a change (a narrowing of its restrictions, say) is noticed on the very next
 	// call, on any instance. Stores set it; it is ignored on creation (a new key has
 	// revision 0).

@@ -14,7 +14,7 @@ import (
 // passed in, and must make every change visible to the very next read on any instance
 // sharing the store: a rotated-away or revoked key must never be served from a cache.
 // Every change to a key (rotation, revocation, update) increases its [Key.Revision],
-// which a [KeyChecker] compares.
+// which a key check (billing/driver's KeyChecker) compares.
 // Errors that report well-known conditions wrap the sentinels of package store
 // (store.ErrNotFound, store.ErrConflict); any other error means the store is unavailable.
 // Every implementation should pass storetest.TestKeyStore.

@@ -37,7 +37,7 @@ func (s *stepStore) Admit(ctx context.Context, st driver.Step) (driver.StepResul
 	s.steps.Add(1)
 	var r driver.StepResult
 	if st.Key != nil {
-		if r.Key, _ = s.KeyStore.CheckKey(ctx, *st.Key); r.Key != auth.KeyLive {
+		if r.Key, _ = s.KeyStore.CheckKey(ctx, *st.Key); r.Key != driver.KeyLive {
 			r.Denied = driver.DeniedKey
 			return r, nil
 		}
@@ -98,9 +98,24 @@ func (s *stepStore) Reserve(ctx context.Context, r driver.Reservation) (billing.
 	return s.Ledger.Reserve(ctx, r)
 }
 
-func (s *stepStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
+func (s *stepStore) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyState, error) {
 	s.plain.Add(1)
 	return s.KeyStore.CheckKey(ctx, c)
+}
+
+func (s *stepStore) Acquire(ctx context.Context, key string, holder billing.RequestID, ceiling int, lease time.Duration, now time.Time) (driver.SlotDecision, error) {
+	s.plain.Add(1)
+	return s.ConcurrencyLimiter.Acquire(ctx, key, holder, ceiling, lease, now)
+}
+
+func (s *stepStore) Release(ctx context.Context, key string, holder billing.RequestID) error {
+	s.plain.Add(1)
+	return s.ConcurrencyLimiter.Release(ctx, key, holder)
+}
+
+func (s *stepStore) Settle(ctx context.Context, st driver.Settlement) (billing.Balance, error) {
+	s.plain.Add(1)
+	return s.Ledger.Settle(ctx, st)
 }
 
 var roundTripPlan = billing.Plan{Name: "pro", Credits: 10, RatePerMinute: 600, Concurrency: 5}
@@ -127,16 +142,16 @@ func TestOneRoundTripPerStore(t *testing.T) {
 	tests := []struct {
 		name string
 		// stores returns ledger, rates, slots, keys and the stores to count.
-		stores         func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker)
+		stores         func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, driver.KeyChecker)
 		admit, settle  [2]int32 // round trips to one and two
 		withKeyCheck   bool
 		ledgerInTwo    bool
 		keysInTwoStore bool
 	}{
-		{"one store", func(one, _ *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
+		{"one store", func(one, _ *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, driver.KeyChecker) {
 			return one, one, one, one
 		}, [2]int32{1, 0}, [2]int32{1, 0}, true, false, false},
-		{"limits apart from keys and credits", func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
+		{"limits apart from keys and credits", func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, driver.KeyChecker) {
 			return two, one, one, two
 		}, [2]int32{1, 1}, [2]int32{1, 1}, true, true, true},
 	}
@@ -157,7 +172,7 @@ func TestOneRoundTripPerStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, APIs: []string{"x"}, Cost: 1, Now: jan15,
-				Key: &auth.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
+				Key: &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
 			tk, err := m.Admit(t.Context(), a)
 			if err != nil {
 				t.Fatal(err)
@@ -184,12 +199,12 @@ func TestAdmitStepRateDenied(t *testing.T) {
 	plan := billing.Plan{Name: "slow", Credits: 10, RatePerMinute: 1, Concurrency: 2}
 	tests := []struct {
 		name   string
-		stores func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker)
+		stores func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, driver.KeyChecker)
 	}{
-		{"one store", func(one, _ *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
+		{"one store", func(one, _ *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, driver.KeyChecker) {
 			return one, one, one, one
 		}},
-		{"limits apart from keys and credits", func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, auth.KeyChecker) {
+		{"limits apart from keys and credits", func(one, two *stepStore) (driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter, driver.KeyChecker) {
 			return two, one, one, two
 		}},
 	}
@@ -204,7 +219,7 @@ func TestAdmitStepRateDenied(t *testing.T) {
 			}
 			admission := func(n byte, now time.Time) billing.Admission {
 				return billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x"}, Cost: 1, Now: now,
-					Key: &auth.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
+					Key: &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
 			}
 			first, err := m.Admit(t.Context(), admission(1, jan15))
 			if err != nil {
@@ -255,7 +270,7 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := &auth.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}
+	check := &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}
 	// Credits short: the slot taken by the limits store is released.
 	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, Cost: 11, Now: jan15, Key: check})
 	if !errors.Is(err, billing.ErrInsufficientCredits) {
@@ -269,8 +284,8 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{2}, Cost: 1, Now: jan15, Key: check})
-	var ke *auth.KeyError
-	if !errors.As(err, &ke) || ke.State != auth.KeyRevoked || !errors.Is(err, auth.ErrKeyChanged) {
+	var ke *billing.KeyError
+	if !errors.As(err, &ke) || ke.State != driver.KeyRevoked || !errors.Is(err, billing.ErrKeyChanged) {
 		t.Fatalf("Admit with a revoked key: %v, want a KeyError with KeyRevoked", err)
 	}
 	if n, _ := limits.InUse(t.Context(), "a", jan15); n != 0 {
@@ -288,7 +303,7 @@ func TestAdmitKeyCheckNeedsAChecker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Cost: 1, Now: jan15, Key: &auth.KeyCheck{Account: "a"}})
+	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Cost: 1, Now: jan15, Key: &driver.KeyCheck{Account: "a"}})
 	if err == nil {
 		t.Error("an admission with a key check passed without a key checker")
 	}

@@ -12,7 +12,7 @@
 // and the values they exchange, is package [driver], as database/sql's is
 // database/sql/driver: users of billing never need it, store authors need nothing else
 // (and store/storetest, which checks an implementation). A key store that can check a
-// cached key in the same step as an admission implements [auth.KeyChecker].
+// cached key in the same step as an admission implements [driver.KeyChecker].
 //
 // # A reservation's life
 //

@@ -8,10 +8,10 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
@@ -37,6 +37,26 @@ func (e *LimitError) Error() string { return e.Message }
 // Unwrap returns the reason.
 func (e *LimitError) Unwrap() error { return e.Reason }
 
+// ErrKeyChanged is the reason of a [*KeyError]: the key a call authenticated with was
+// rotated, revoked or updated since its record was read (from a cache).
+var ErrKeyChanged = errors.New("billing: the key is no longer valid")
+
+// A KeyError reports a key check ([Admission.Key]) that failed in admission: read the
+// key's record again. It matches [ErrKeyChanged].
+type KeyError struct {
+	State driver.KeyState
+}
+
+func (e *KeyError) Error() string {
+	if e.State == driver.KeyRevoked {
+		return "billing: the key has been revoked"
+	}
+	return "billing: the key has been rotated or deleted"
+}
+
+// Unwrap returns ErrKeyChanged.
+func (e *KeyError) Unwrap() error { return ErrKeyChanged }
+
 // A Meter admits and settles calls against an account's plan: it is the policy that the
 // stores (ledger, rate limiter, concurrency limiter, and a key checker when key records
 // are cached) carry out. Admission is one step per store: the rate limit, then the slot,
@@ -45,14 +65,17 @@ func (e *LimitError) Unwrap() error { return e.Reason }
 // store that holds something: keep or refund the charge, free the slot.
 //
 // Stores that implement [driver.Admitter] perform all the parts they hold in one round trip;
-// the others are called part by part.
+// the others are called part by part. The Meter knows the parts one store holds by the
+// value given in their roles: a decorated store (metrics, tracing) keeps its one round
+// trip when one decorator value plays every role (see [driver.Wrapper]); a decorator per
+// role costs a round trip per part, and the Meter logs a warning when it is made.
 //
 // A Meter is safe for concurrent use.
 type Meter struct {
 	ledger driver.Ledger
 	rates  driver.RateLimiter
 	slots  driver.ConcurrencyLimiter
-	keys   auth.KeyChecker
+	keys   driver.KeyChecker
 	lease  time.Duration
 	groups []group // the stores in the order admission visits them
 	hold   time.Duration
@@ -72,7 +95,7 @@ type MeterOptions struct {
 	// that cache key records. When it is the same store as one of the others and an
 	// Admitter, the check is part of that store's admission step. Nil means admissions
 	// carry no key check.
-	Keys auth.KeyChecker
+	Keys driver.KeyChecker
 	// Hold is how long a reservation may stay open: one still open Hold after its
 	// admission is voided, its credits given back. It must be longer than any call
 	// runs, plus the time its settlement takes, plus the clock skew between the
@@ -86,8 +109,9 @@ type MeterOptions struct {
 	// closing that finds the queue full is left to the reservation's expiry and the
 	// slot's lease. The default is [DefaultRetries].
 	Retries int
-	// Logger receives the closings the Meter leaves to expiry. The default is
-	// slog.Default().
+	// Logger receives the closings the Meter leaves to expiry, and the warning about a
+	// store whose one-step admission its decorators split (see [driver.Wrapper]). The
+	// default is slog.Default().
 	Logger *slog.Logger
 }
 
@@ -143,40 +167,48 @@ func NewMeter(ledger driver.Ledger, rates driver.RateLimiter, slots driver.Concu
 		}
 	}
 	m.retry = newRetryQueue(m.log, m.now, retries)
-	m.groups = planGroups(m.rates, m.slots, m.ledger, m.keys)
+	rs := roles(m.rates, m.slots, m.ledger, m.keys)
+	m.groups = planGroups(rs)
+	m.warnSplits(rs)
 	return m, nil
+}
+
+// A role is a part of an admission and the value that holds it.
+type role struct {
+	p part
+	s any
+}
+
+// roles returns the parts and the values that hold them, in the order rate, slot,
+// credits, key.
+func roles(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys driver.KeyChecker) []role {
+	rs := []role{{partRate, rates}, {partSlot, slots}, {partCredits, ledger}}
+	if keys != nil {
+		rs = append(rs, role{partKey, keys})
+	}
+	return rs
 }
 
 // planGroups groups the parts by the store that holds them, in the order rate, slot,
 // credits: the parts of one Admitter form one group, visited where its first part
 // falls. A key check whose store is no Admitter among the others goes first, so that a
 // stale key takes nothing.
-func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledger driver.Ledger, keys auth.KeyChecker) []group {
-	stores := []struct {
-		p part
-		s any
-	}{{partRate, rates}, {partSlot, slots}, {partCredits, ledger}}
-	if keys != nil {
-		stores = append(stores, struct {
-			p part
-			s any
-		}{partKey, keys})
-	}
+func planGroups(rs []role) []group {
 	var groups []group
-	for _, st := range stores {
-		adm, ok := st.s.(driver.Admitter)
+	for _, r := range rs {
+		adm, ok := r.s.(driver.Admitter)
 		if ok {
 			if i := slices.IndexFunc(groups, func(g group) bool { return g.adm != nil && sameStore(g.adm, adm) }); i >= 0 {
-				groups[i].parts |= st.p
+				groups[i].parts |= r.p
 				continue
 			}
 		}
-		if st.p == partKey {
+		if r.p == partKey {
 			// A key store that holds no other part: a plain check, first.
 			groups = append([]group{{parts: partKey}}, groups...)
 			continue
 		}
-		groups = append(groups, group{adm: adm, parts: st.p})
+		groups = append(groups, group{adm: adm, parts: r.p})
 	}
 	return groups
 }
@@ -186,6 +218,93 @@ func planGroups(rates driver.RateLimiter, slots driver.ConcurrencyLimiter, ledge
 func sameStore(a, b any) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// unwrap returns the store that s decorates, through any number of [driver.Wrapper]s
+// (up to a bound, should wrappers form a cycle).
+func unwrap(s any) any {
+	for range 100 {
+		w, ok := s.(driver.Wrapper)
+		if !ok {
+			break
+		}
+		inner := w.Unwrap()
+		if inner == nil {
+			break
+		}
+		s = inner
+	}
+	return s
+}
+
+// A split is an Admitter whose parts the Meter performs in several steps, because they
+// reach it through distinct wrappers, or through a wrapper that is no Admitter.
+type split struct {
+	parts part
+	steps int // the steps (round trips) they take
+}
+
+// splits returns the splits of the plan.
+func splits(rs []role, groups []group) []split {
+	type store struct {
+		s      any
+		parts  part
+		groups []int
+	}
+	var stores []store
+	for _, r := range rs {
+		inner := unwrap(r.s)
+		if _, ok := inner.(driver.Admitter); !ok {
+			continue
+		}
+		g := slices.IndexFunc(groups, func(g group) bool { return g.parts&r.p != 0 })
+		i := slices.IndexFunc(stores, func(st store) bool { return sameStore(st.s, inner) })
+		if i < 0 {
+			stores = append(stores, store{s: inner})
+			i = len(stores) - 1
+		}
+		stores[i].parts |= r.p
+		if !slices.Contains(stores[i].groups, g) {
+			stores[i].groups = append(stores[i].groups, g)
+		}
+	}
+	var out []split
+	for _, st := range stores {
+		if len(st.groups) > 1 {
+			out = append(out, split{parts: st.parts, steps: len(st.groups)})
+		}
+	}
+	return out
+}
+
+// warnSplits logs, once, each store whose one-step admission is lost to its wrappers.
+func (m *Meter) warnSplits(rs []role) {
+	for _, sp := range splits(rs, m.groups) {
+		m.log.Warn(fmt.Sprintf("billing: %s are one store that admits in one step, but reach the Meter through distinct values "+
+			"(a wrapper per role, or a wrapper that is no driver.Admitter): each admission takes %d round trips to it instead of 1. "+
+			"Decorate the whole store with one value that forwards Admit and Close, and pass it in every role (see driver.Wrapper)",
+			sp.parts, sp.steps), "round_trips", sp.steps)
+	}
+}
+
+// String names the parts, for messages: "the rate limiter, the ledger and the key checker".
+func (p part) String() string {
+	var names []string
+	for _, n := range []struct {
+		p    part
+		name string
+	}{{partRate, "the rate limiter"}, {partSlot, "the concurrency limiter"}, {partCredits, "the ledger"}, {partKey, "the key checker"}} {
+		if p&n.p != 0 {
+			names = append(names, n.name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "no part"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // Lease returns the lease of concurrency slots.
@@ -216,10 +335,10 @@ type Admission struct {
 	// run in turn), so that its reservation is not voided while it runs.
 	Hold time.Duration
 	Now  time.Time
-	// Key, when set, is checked as part of the admission (see [auth.KeyCheck]); a key that
-	// is no longer live refuses the call with a [*auth.KeyError]. It needs
+	// Key, when set, is checked as part of the admission (see [KeyCheck]); a key that
+	// is no longer live refuses the call with a [*KeyError]. It needs
 	// MeterOptions.Keys.
-	Key *auth.KeyCheck
+	Key *KeyCheck
 }
 
 // A Ticket is an admitted call, to be settled exactly once with [Meter.Settle].
@@ -246,7 +365,7 @@ func (t *Ticket) HoldsSlot() bool { return t.held&partSlot != 0 }
 
 // Admit checks the key (if the admission carries a key check), the rate limit, takes a
 // concurrency slot and reserves the credits until the ticket's Expires. A refusal by the
-// plan is a [*LimitError]; a stale key a [*auth.KeyError]; any other error comes from a
+// plan is a [*LimitError]; a stale key a [*KeyError]; any other error comes from a
 // store. After any error the caller holds nothing: what earlier stores took is given
 // back, and what a store that failed may still have taken (its answer lost) is given
 // back by the reservation's expiry and the slot's lease. The returned Ticket carries
@@ -335,7 +454,7 @@ func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, 
 		t.held |= parts & (partSlot | partCredits)
 		return nil
 	case driver.DeniedKey:
-		return &auth.KeyError{State: r.Key}
+		return &KeyError{State: r.Key}
 	case driver.DeniedRate:
 		return rateError(a, r.Rate)
 	case driver.DeniedSlot:
@@ -353,8 +472,8 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 		if err != nil {
 			return err
 		}
-		if state != auth.KeyLive {
-			return &auth.KeyError{State: state}
+		if state != driver.KeyLive {
+			return &KeyError{State: state}
 		}
 	}
 	if parts&partRate != 0 {

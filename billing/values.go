@@ -19,6 +19,8 @@ type (
 	RateDecision = driver.RateDecision
 	// RequestID identifies a call across instances (see [driver.RequestID]).
 	RequestID = driver.RequestID
+	// KeyCheck names the key an admission verifies (see [driver.KeyCheck]).
+	KeyCheck = driver.KeyCheck
 )
 
 // MaxCredits bounds every balance, grant and refund (see [driver.MaxCredits]).

@@ -1,13 +1,38 @@
 // Package store holds the vocabulary shared by every storage implementation in Tollgate:
 // the sentinel errors that store methods wrap to report well-known conditions.
 //
-// The store interfaces themselves live next to their consumers: [auth.KeyStore] in auth,
-// the billing stores' contract ([driver.Ledger], [driver.RateLimiter],
-// [driver.ConcurrencyLimiter] and the optional ones) in billing/driver, and the audit
-// log's ([audit.Store]) in audit, the usage statistics' ([usage.Store]) in usage, the
-// idempotency records' ([idempotency.Store]) in idempotency.
+// # The store interfaces
+//
+// The store interfaces live next to their consumers. A store implements those of the
+// state it keeps; these are all of them:
+//
+//   - auth.KeyStore: accounts and their keys, by hash, paged listings, a bound on an
+//     account's keys, and the prune of revoked keys (PruneKeys);
+//   - auth.SessionStore: the sessions signed out before their expiry;
+//   - driver.KeyChecker (billing/driver): whether a cached key is still live, for a
+//     key store whose records a service caches;
+//   - driver.Ledger: balances, reservations and their settlement, usage counts;
+//   - driver.Sweeper: voids the expired reservations of every account, for a ledger
+//     that several instances share;
+//   - driver.RateLimiter: rate limits, by the generic cell rate algorithm;
+//   - driver.ConcurrencyLimiter: leased concurrency slots;
+//   - driver.Admitter: the parts of an admission a store holds (key check, rate,
+//     slot, credits) in one round trip, and their closing in another;
+//   - audit.Store: the audit log, pruned by the host's retention (Prune);
+//   - usage.Store: usage statistics by minute, hour and day, pruned per resolution
+//     (Prune);
+//   - idempotency.Store: the records that make a request sent with an idempotency key
+//     run once;
+//   - oauthstore.Store (oauth/oauthstore): the OAuth authorization server's
+//     clients, approvals, codes and tokens.
+//
+// A decorator of a store (metrics, tracing) implements driver.Wrapper as well, and
+// forwards every interface of the store it wraps: see the package documentation of
+// billing/driver.
+//
 // Implementations are in store/memory (the in-process reference), store/postgres and
-// store/redis; every implementation runs the conformance suites in store/storetest.
+// store/redis. Every implementation runs the conformance suites of store/storetest;
+// storetest.Run runs each suite a store value's interfaces call for.
 //
 // # Error contract
 //

@@ -3,8 +3,6 @@ package driver
 import (
 	"context"
 	"time"
-
-	"github.com/tollgate-dev/tollgate/auth"
 )
 
 // EventCount returns the number of rate-limit events of the step: Events, or 1 when it
@@ -25,8 +23,8 @@ type Step struct {
 	Now     time.Time
 	// Key, when set, is verified first; a key that is not live denies the step. Its
 	// Account is the step's Account; a check naming another account denies the step
-	// with auth.KeyUnknown.
-	Key *auth.KeyCheck
+	// with KeyUnknown.
+	Key *KeyCheck
 	// Rate, when set, is the rate limit that must allow the step's events for Account.
 	Rate *Limit
 	// Events is the number of rate-limit events the step counts, allowed or refused
@@ -57,7 +55,7 @@ type StepResult struct {
 	// that refused; a denied step changes nothing.
 	Denied Denial
 	// Key is the key's state, when the step checked a key.
-	Key auth.KeyState
+	Key KeyState
 	// Rate is the rate decision, when the step had a rate limit (also on a later
 	// part's denial, as the decision that would have been recorded).
 	Rate RateDecision

@@ -10,8 +10,39 @@
 //   - [ConcurrencyLimiter]: leased concurrency slots per key;
 //   - [Sweeper]: voids the expired reservations of every account, for a ledger that
 //     several instances share;
+//   - [KeyChecker]: verifies that a key ([KeyCheck]) is still live, for a key store whose
+//     records a service caches;
 //   - [Admitter]: performs the parts of an admission it holds (key check, rate, slot,
 //     credits) in one atomic step and closes them in another.
+//
+// # Decorating a store
+//
+// A decorator (metrics, tracing, a circuit breaker) wraps the whole store in one value
+// that plays every role the store plays, forwards every method, [Admitter] and
+// [Sweeper] included, and says what it wraps ([Wrapper]). Passed in every role, it keeps
+// the store's admission in one round trip: the Meter sends the parts that one value
+// holds in one step. Embedding the store's type forwards every method; the decorator
+// overrides those it observes:
+//
+//	type metered struct {
+//		*postgres.Store
+//		admits atomic.Int64
+//	}
+//
+//	func (m *metered) Admit(ctx context.Context, s driver.Step) (driver.StepResult, error) {
+//		m.admits.Add(1)
+//		return m.Store.Admit(ctx, s)
+//	}
+//
+//	func (m *metered) Unwrap() any { return m.Store }
+//
+//	s := &metered{Store: pg}
+//	meter, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
+//
+// A wrapper per role (one value around the store's Ledger, another around its
+// RateLimiter) still works, but hides that the roles are one store: the Meter performs
+// each part in a step of its own, one round trip each, and, when the wrappers say what
+// they wrap, logs a warning when it is made.
 //
 // # Rules every store keeps
 //

@@ -7,12 +7,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/store/memory"
-	"github.com/tollgate-dev/tollgate/store/storetest"
 )
-
-func TestIdempotencyStore(t *testing.T) {
-	storetest.TestIdempotencyStore(t, func(*testing.T) idempotency.Store { return memory.NewIdempotencyStore(nil) })
-}
 
 // TestIdempotencyStoreBounded checks the memory store's own bound: at most MaxRecords
 // records, the oldest forgotten first to make room (a retry of it then runs again), and

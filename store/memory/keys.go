@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -63,8 +64,8 @@ type ref struct {
 
 // Interface guards.
 var (
-	_ auth.KeyStore   = (*KeyStore)(nil)
-	_ auth.KeyChecker = (*KeyStore)(nil)
+	_ auth.KeyStore     = (*KeyStore)(nil)
+	_ driver.KeyChecker = (*KeyStore)(nil)
 )
 
 // NewKeyStore returns an empty KeyStore.
@@ -462,8 +463,8 @@ func changed(id string, rev, now int64) error {
 	return fmt.Errorf("memory: key %q changed since revision %d (it is at %d): %w", id, rev, now, store.ErrConflict)
 }
 
-// CheckKey reports whether a key is still live (see [auth.KeyChecker]).
-func (s *KeyStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
+// CheckKey reports whether a key is still live (see [driver.KeyChecker]).
+func (s *KeyStore) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -471,22 +472,22 @@ func (s *KeyStore) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState
 	defer s.mu.RUnlock()
 	a, ok := s.accountIDs.lookup(c.Account)
 	if !ok {
-		return auth.KeyUnknown, nil
+		return driver.KeyUnknown, nil
 	}
 	if c.KeyID == "" {
-		return auth.KeyLive, nil
+		return driver.KeyLive, nil
 	}
 	kr, ok := s.keyIDs.lookup(c.KeyID)
 	if !ok {
-		return auth.KeyUnknown, nil
+		return driver.KeyUnknown, nil
 	}
 	switch k := &s.keys[kr.i]; {
 	case k.account != a.i || k.hash != auth.Hash(c.Hash):
-		return auth.KeyUnknown, nil
+		return driver.KeyUnknown, nil
 	case k.revoked != stamp{}:
-		return auth.KeyRevoked, nil
+		return driver.KeyRevoked, nil
 	case k.revision != c.Revision:
-		return auth.KeyUnknown, nil // changed since the caller read it
+		return driver.KeyUnknown, nil // changed since the caller read it
 	}
-	return auth.KeyLive, nil
+	return driver.KeyLive, nil
 }

@@ -16,27 +16,18 @@ import (
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
 
-func TestKeyStore(t *testing.T) {
-	storetest.TestKeyStore(t, func(*testing.T) auth.KeyStore { return memory.NewKeyStore() })
-}
-
-func TestKeyChecker(t *testing.T) {
-	storetest.TestKeyChecker(t, func(*testing.T) (auth.KeyStore, auth.KeyChecker) {
-		s := memory.NewKeyStore()
-		return s, s
-	})
-}
-
-func TestLedger(t *testing.T) {
-	storetest.TestLedger(t, func(*testing.T) driver.Ledger { return memory.NewLedger(nil) })
-}
-
-func TestRateLimiter(t *testing.T) {
-	storetest.TestRateLimiter(t, func(*testing.T) driver.RateLimiter { return memory.NewRateLimiter() })
-}
-
-func TestConcurrencyLimiter(t *testing.T) {
-	storetest.TestConcurrencyLimiter(t, func(*testing.T) driver.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+// TestStores runs the conformance suites on every store of the package, each those its
+// interfaces call for (see storetest.Run).
+func TestStores(t *testing.T) {
+	storetest.Run(t, func(*testing.T) any { return memory.NewKeyStore() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewLedger(nil) })
+	storetest.Run(t, func(*testing.T) any { return memory.NewRateLimiter() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewConcurrencyLimiter() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewSessionStore() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewAuditStore() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewUsageStore() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewIdempotencyStore(nil) })
+	storetest.Run(t, func(*testing.T) any { return memory.NewOAuthStore() })
 }
 
 // TestLedgerRememberWindow documents the memory ledger's own limit on idempotency. Each

@@ -6,12 +6,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/store/memory"
-	"github.com/tollgate-dev/tollgate/store/storetest"
 )
-
-func TestSessionStore(t *testing.T) {
-	storetest.TestSessionStore(t, func(*testing.T) auth.SessionStore { return memory.NewSessionStore() })
-}
 
 // TestSessionStoreForgets checks the store's own bound: ending a session forgets the
 // records whose expiry has passed.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 
 	"github.com/jackc/pgx/v5"
@@ -113,7 +112,7 @@ func (r *admitRow) result(st *driver.Step) (driver.StepResult, error) {
 	}
 	res := driver.StepResult{Denied: driver.Denial(r.denied)}
 	if r.keyState != nil {
-		res.Key = auth.KeyState(*r.keyState)
+		res.Key = driver.KeyState(*r.keyState)
 	}
 	if st.Rate != nil && r.tat != nil {
 		res.Rate, _ = driver.GCRAN(*st.Rate, st.EventCount(), *r.tat, st.Now.UnixNano())

@@ -21,7 +21,7 @@ import (
 // are kept per account).
 type batchFixture struct {
 	acct                   string
-	live, revoked, foreign auth.KeyCheck
+	live, revoked, foreign driver.KeyCheck
 	reqs                   []driver.RequestID
 }
 
@@ -131,9 +131,9 @@ var batchCases = []batchCase{
 		admits: func(f batchFixture) [][]driver.Step {
 			ss := f.steps(span(0, 7))
 			ss[1].Key = &f.revoked
-			ss[2].Key = &auth.KeyCheck{Account: f.acct, KeyID: f.live.KeyID, Hash: auth.HashKey("wrong")}
+			ss[2].Key = &driver.KeyCheck{Account: f.acct, KeyID: f.live.KeyID, Hash: auth.HashKey("wrong")}
 			ss[3].Key = &f.foreign
-			ss[4].Key = &auth.KeyCheck{Account: f.acct} // a session's check: the account exists
+			ss[4].Key = &driver.KeyCheck{Account: f.acct} // a session's check: the account exists
 			ss[5].Key = nil
 			return [][]driver.Step{ss}
 		}},
@@ -318,9 +318,9 @@ func newBatchFixture(t *testing.T, db postgres.DB, s *postgres.Store, id string,
 	}
 	must(t, s.Open(ctx, driver.Opening{Account: id, Balance: c.balance, Allowance: 1000, Period: opened}))
 	return batchFixture{acct: id, reqs: reqs,
-		live:    auth.KeyCheck{Account: id, KeyID: k.ID, Hash: k.Hash},
-		revoked: auth.KeyCheck{Account: id, KeyID: revoked.ID, Hash: revoked.Hash},
-		foreign: auth.KeyCheck{Account: foreign.AccountID, KeyID: foreign.ID, Hash: foreign.Hash}}
+		live:    driver.KeyCheck{Account: id, KeyID: k.ID, Hash: k.Hash},
+		revoked: driver.KeyCheck{Account: id, KeyID: revoked.ID, Hash: revoked.Hash},
+		foreign: driver.KeyCheck{Account: foreign.AccountID, KeyID: foreign.ID, Hash: foreign.Hash}}
 }
 
 // errClass names the sentinel an error of the store wraps, or "" for no error.

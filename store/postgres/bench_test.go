@@ -87,7 +87,7 @@ func benchAdmitClose(b *testing.B, accounts int, opts *postgres.Options, paralle
 		rand.Read(req[:])
 		r, err := s.Admit(ctx, driver.Step{
 			Account: f.account, Request: req, Now: t0,
-			Key:     &auth.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash},
+			Key:     &driver.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash},
 			Credits: &driver.Reservation{Account: f.account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
 		})
 		if err != nil {

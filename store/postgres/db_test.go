@@ -31,7 +31,7 @@ func scenario(t *testing.T, s *postgres.Store, id string) {
 	}
 	req := driver.RequestID{9}
 	r, err := s.Admit(ctx, driver.Step{Account: id, Request: req, Now: t0,
-		Key:     &auth.KeyCheck{Account: id, KeyID: key.ID, Hash: key.Hash},
+		Key:     &driver.KeyCheck{Account: id, KeyID: key.ID, Hash: key.Hash},
 		Slot:    &driver.SlotClaim{Ceiling: 1, Lease: time.Minute},
 		Credits: &driver.Reservation{Account: id, Request: req, APIs: []string{"hash"}, Amount: 4, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
 	if err != nil || r.Denied != driver.NotDenied || r.Balance.Remaining != 6 {

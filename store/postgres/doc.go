@@ -2,7 +2,7 @@
 // credit ledger, rate limits and concurrency slots, in one database that any number of
 // service instances share. One [Store] value implements every store interface
 // ([auth.KeyStore], [driver.Ledger], [driver.RateLimiter],
-// [driver.ConcurrencyLimiter], [auth.KeyChecker]) and [driver.Admitter], so that a
+// [driver.ConcurrencyLimiter], [driver.KeyChecker]) and [driver.Admitter], so that a
 // paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
 // database, [AuditStore] the audit log ([audit.Store]), [SessionStore] the sessions

@@ -100,7 +100,7 @@ func TestHotAccountExact(t *testing.T) {
 			}
 			step := func(req driver.RequestID, p driver.Period, amount, allowance int64) driver.Step {
 				return driver.Step{Account: acct.ID, Request: req, Now: p.Start,
-					Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+					Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 					Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance, Now: p.Start, Expires: p.Start.Add(90 * 24 * time.Hour)}}
 			}
 
@@ -312,8 +312,8 @@ func TestAccountsIndependent(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A key of one account does not pass the check of another.
-		st, err := s.CheckKey(ctx, auth.KeyCheck{Account: "acct9", KeyID: k.ID, Hash: k.Hash})
-		if err != nil || st != auth.KeyUnknown {
+		st, err := s.CheckKey(ctx, driver.KeyCheck{Account: "acct9", KeyID: k.ID, Hash: k.Hash})
+		if err != nil || st != driver.KeyUnknown {
 			t.Errorf("CheckKey of %s's key under another account: %d, %v", a.ID, st, err)
 		}
 	}
@@ -345,9 +345,9 @@ func TestKeyOfAnotherAccount(t *testing.T) {
 	}
 	req := newRequest()
 	r, err := s.Admit(ctx, driver.Step{Account: mine.ID, Request: req, Now: t0,
-		Key:     &auth.KeyCheck{Account: theirs.ID, KeyID: theirKey.ID, Hash: theirKey.Hash},
+		Key:     &driver.KeyCheck{Account: theirs.ID, KeyID: theirKey.ID, Hash: theirKey.Hash},
 		Credits: &driver.Reservation{Account: mine.ID, Request: req, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}})
-	if err != nil || r.Denied != driver.DeniedKey || r.Key != auth.KeyUnknown {
+	if err != nil || r.Denied != driver.DeniedKey || r.Key != driver.KeyUnknown {
 		t.Errorf("Admit with another account's key: %+v, %v; want DeniedKey, KeyUnknown", r, err)
 	}
 	wantBalance(t, s, mine.ID, period, 10, 10, 0, 0)
@@ -450,7 +450,7 @@ func TestHotAccountMixed(t *testing.T) {
 					for i := range 25 {
 						req := newRequest()
 						r, err := s.Admit(ctx, driver.Step{Account: acct.ID, Request: req, Now: t0,
-							Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+							Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 							Rate:    &limit,
 							Slot:    &driver.SlotClaim{Ceiling: 1000, Lease: time.Minute},
 							Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)}})

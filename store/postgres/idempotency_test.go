@@ -7,18 +7,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/store/postgres"
-	"github.com/tollgate-dev/tollgate/store/storetest"
 )
-
-func TestIdempotencyStore(t *testing.T) {
-	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store {
-		s, err := postgres.NewIdempotencyStore(newPool(t, 8))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
-}
 
 // TestIdempotencyStoreForgets checks the table's own bound: each claim deletes records
 // past their expiry, a few at a time, and keeps the others.

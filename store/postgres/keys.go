@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -413,9 +414,9 @@ func changed(id string, rev int64, now *int64) error {
 	return fmt.Errorf("postgres: key %q changed since revision %d, by a change that committed while this one waited for it: %w", id, rev, store.ErrConflict)
 }
 
-// CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one
+// CheckKey reports whether a key is still live (see [driver.KeyChecker]), in one
 // statement.
-func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
+func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
@@ -423,12 +424,12 @@ func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, e
 	if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, c.Account, c.KeyID, checkHash(&c)).Scan(&state); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
-	return auth.KeyState(state), nil
+	return driver.KeyState(state), nil
 }
 
 // checkHash is the p_hash argument of tollgate_key_state for a key check: the key's
 // hash followed by its revision, 8 bytes in big-endian order (see migration 7).
-func checkHash(c *auth.KeyCheck) []byte {
+func checkHash(c *driver.KeyCheck) []byte {
 	b := make([]byte, 0, len(c.Hash)+8)
 	b = append(b, c.Hash[:]...)
 	return binary.BigEndian.AppendUint64(b, uint64(c.Revision))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
@@ -47,7 +46,7 @@ func TestOutage(t *testing.T) {
 	}
 	step := func(req driver.RequestID) driver.Step {
 		return driver.Step{Account: acct.ID, Request: req, Now: t0,
-			Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+			Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 			Slot:    &driver.SlotClaim{Ceiling: 5, Lease: time.Minute},
 			Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: t0, Expires: t0.Add(time.Hour)}}
 	}

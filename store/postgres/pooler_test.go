@@ -7,15 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate-dev/tollgate/audit"
-	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing/driver"
-	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
-	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
-	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // poolerModes are the exec modes the store must work in behind a transaction-mode
@@ -71,59 +65,16 @@ func TestBehindPgBouncer(t *testing.T) {
 
 // poolerSuites runs the conformance suites on the pools newPool makes.
 func poolerSuites(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxpool.Pool) {
-	newStore := func(t *testing.T, opts *postgres.Options) *postgres.Store {
-		s, err := postgres.New(newPool(t, 16), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	t.Run("KeyStore", func(t *testing.T) {
-		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
-	})
-	t.Run("Ledger", func(t *testing.T) {
-		storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
-	})
-	t.Run("RateLimiter", func(t *testing.T) {
-		storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
-	})
-	t.Run("ConcurrencyLimiter", func(t *testing.T) {
-		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
-	})
-	t.Run("KeyChecker", func(t *testing.T) {
-		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
-	})
-	t.Run("Admitter", func(t *testing.T) {
-		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores { return allRoles(newStore(t, nil)) })
-	})
+	runStores(t, newPool)
 	t.Run("AdmitterUnbatched", func(t *testing.T) {
 		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
-			return allRoles(newStore(t, &postgres.Options{Batch: 1}))
+			s, err := postgres.New(newPool(t, 16), &postgres.Options{Batch: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return allRoles(s)
 		})
 	})
-	t.Run("OAuthStore", func(t *testing.T) {
-		storetest.TestOAuthStore(t, on[oauthstore.Store](newPool, 16, postgres.NewOAuthStore))
-	})
-	t.Run("AuditStore", func(t *testing.T) { storetest.TestAuditStore(t, on[audit.Store](newPool, 16, postgres.NewAuditStore)) })
-	t.Run("SessionStore", func(t *testing.T) {
-		storetest.TestSessionStore(t, on[auth.SessionStore](newPool, 8, postgres.NewSessionStore))
-	})
-	t.Run("UsageStore", func(t *testing.T) { storetest.TestUsageStore(t, on[usage.Store](newPool, 16, postgres.NewUsageStore)) })
-	t.Run("IdempotencyStore", func(t *testing.T) {
-		storetest.TestIdempotencyStore(t, on[idempotency.Store](newPool, 8, postgres.NewIdempotencyStore))
-	})
-}
-
-// on returns a function that makes a store with newStore on a pool of maxConns
-// connections from newPool, as the interface I a suite tests.
-func on[I, S any](newPool func(t *testing.T, maxConns int32) *pgxpool.Pool, maxConns int32, newStore func(postgres.DB) (S, error)) func(*testing.T) I {
-	return func(t *testing.T) I {
-		s, err := newStore(newPool(t, maxConns))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return any(s).(I)
-	}
 }
 
 // TestPoolerConfig checks what a pooler gets from PoolerConfig: no startup parameter

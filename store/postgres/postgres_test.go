@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -81,31 +80,32 @@ func newStore(t testing.TB, opts *postgres.Options) *postgres.Store {
 	return s
 }
 
-// The conformance suites, each on a fresh schema per subtest, and with every role of
-// the Admitter played by the one Store.
-
-func TestKeyStore(t *testing.T) {
-	storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
+// TestStores runs the conformance suites on every store of the package, each on a
+// fresh schema per subtest, the Store in every role it plays (see storetest.Run).
+func TestStores(t *testing.T) {
+	runStores(t, func(t *testing.T, maxConns int32) *pgxpool.Pool { return newPool(t, maxConns) })
 }
 
-func TestLedger(t *testing.T) {
-	storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
+// runStores runs storetest.Run on every store of the package, on pools from newPool.
+func runStores(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxpool.Pool) {
+	storetest.Run(t, on(newPool, 16, func(db postgres.DB) (*postgres.Store, error) { return postgres.New(db, nil) }))
+	storetest.Run(t, on(newPool, 16, postgres.NewOAuthStore))
+	storetest.Run(t, on(newPool, 16, postgres.NewAuditStore))
+	storetest.Run(t, on(newPool, 8, postgres.NewSessionStore))
+	storetest.Run(t, on(newPool, 16, postgres.NewUsageStore))
+	storetest.Run(t, on(newPool, 8, postgres.NewIdempotencyStore))
 }
 
-func TestRateLimiter(t *testing.T) {
-	storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
-}
-
-func TestConcurrencyLimiter(t *testing.T) {
-	storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
-}
-
-func TestKeyChecker(t *testing.T) {
-	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
-}
-
-func TestAdmitter(t *testing.T) {
-	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores { return allRoles(newStore(t, nil)) })
+// on returns a function that makes a store with newStore on a pool of maxConns
+// connections from newPool.
+func on[S any](newPool func(t *testing.T, maxConns int32) *pgxpool.Pool, maxConns int32, newStore func(postgres.DB) (S, error)) func(*testing.T) any {
+	return func(t *testing.T) any {
+		s, err := newStore(newPool(t, maxConns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 }
 
 // The ledger and admission suites again with every account split into sub-balances, the

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -78,7 +79,7 @@ func TestRoundTrips(t *testing.T) {
 			once("Keys", func() error { _, err := s.Keys(ctx, auth.KeyQuery{Account: acct.ID}); return err })
 			once("Resolve", func() error { _, _, err := s.Resolve(ctx, key.Hash); return err })
 			once("CheckKey", func() error {
-				_, err := s.CheckKey(ctx, auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})
+				_, err := s.CheckKey(ctx, driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash})
 				return err
 			})
 			once("Open", func() error {
@@ -86,7 +87,7 @@ func TestRoundTrips(t *testing.T) {
 			})
 
 			step := driver.Step{Account: acct.ID, Request: req, Now: t0,
-				Key:     &auth.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+				Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
 				Rate:    &limit,
 				Slot:    &driver.SlotClaim{Ceiling: 2, Lease: time.Minute},
 				Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: 3, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
@@ -164,4 +165,69 @@ func optsName(o *postgres.Options) string {
 		return "unbatched"
 	}
 	return "options"
+}
+
+// decorated decorates the whole Store, as a metrics wrapper does (see driver.Wrapper):
+// it embeds it, so that it plays every role the Store plays, and counts the steps it
+// forwards.
+type decorated struct {
+	*postgres.Store
+	steps atomic.Int64
+}
+
+func (d *decorated) Admit(ctx context.Context, s driver.Step) (driver.StepResult, error) {
+	d.steps.Add(1)
+	return d.Store.Admit(ctx, s)
+}
+
+func (d *decorated) Close(ctx context.Context, c driver.Closing) (driver.Balance, error) {
+	d.steps.Add(1)
+	return d.Store.Close(ctx, c)
+}
+
+func (d *decorated) Unwrap() any { return d.Store }
+
+// TestDecoratedRoundTrips checks that a decorator of the whole Store, given to a
+// billing.Meter in every role, keeps the round-trip budget of a paid call: one call to
+// the database to admit it (key check, rate, slot, credits) and one to settle it, both
+// through the decorator.
+func TestDecoratedRoundTrips(t *testing.T) {
+	db := &countingDB{DB: newPool(t, 4)}
+	s, err := postgres.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decorated{Store: s}
+	ctx := t.Context()
+	acct, key := fixture("acct")
+	if err := s.CreateAccount(ctx, acct, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: 100, Allowance: 100, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := billing.NewMeter(d, d, d, &billing.MeterOptions{Keys: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	plan := billing.Plan{Name: "pro", Credits: 100, RatePerMinute: 600, Concurrency: 10}
+	for i := range 3 {
+		before := db.calls.Load()
+		tk, err := m.Admit(ctx, billing.Admission{Account: acct.ID, Plan: plan, Request: driver.RequestID{byte(i + 1)}, APIs: []string{"hash"}, Cost: 1, Now: t0,
+			Key: &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted := db.calls.Load()
+		if _, err := m.Settle(ctx, &tk, billing.Outcome{Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if a, s := admitted-before, db.calls.Load()-admitted; a != 1 || s != 1 {
+			t.Errorf("call %d: %d calls to the database to admit and %d to settle, want 1 and 1", i+1, a, s)
+		}
+	}
+	if n := d.steps.Load(); n != 6 {
+		t.Errorf("%d steps through the decorator, want 6: it sees every admission and settlement", n)
+	}
 }

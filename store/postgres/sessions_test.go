@@ -6,7 +6,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/store/postgres"
-	"github.com/tollgate-dev/tollgate/store/storetest"
 )
 
 func newSessionStore(t *testing.T) *postgres.SessionStore {
@@ -15,10 +14,6 @@ func newSessionStore(t *testing.T) *postgres.SessionStore {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func TestSessionStore(t *testing.T) {
-	storetest.TestSessionStore(t, func(t *testing.T) auth.SessionStore { return newSessionStore(t) })
 }
 
 // TestSessionStoreForgets checks the table's own bound: ending a session deletes the

@@ -64,7 +64,7 @@ var (
 	_ driver.Ledger             = (*Store)(nil)
 	_ driver.RateLimiter        = (*Store)(nil)
 	_ driver.ConcurrencyLimiter = (*Store)(nil)
-	_ auth.KeyChecker           = (*Store)(nil)
+	_ driver.KeyChecker         = (*Store)(nil)
 	_ driver.Admitter           = (*Store)(nil)
 	_ driver.Sweeper            = (*Store)(nil)
 )

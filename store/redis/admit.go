@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
@@ -18,7 +17,7 @@ import (
 // credits are each checked, in that order, and only if all of them allow the call are
 // they recorded. A denied step changes nothing (beyond dropping ended leases and
 // applying a due credit renewal, which change no observable state). A key check that
-// names another account than the step's denies the step with auth.KeyUnknown,
+// names another account than the step's denies the step with driver.KeyUnknown,
 // without a round trip: a key admits calls of its own account only.
 func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, error) {
 	if err := ctx.Err(); err != nil {
@@ -73,7 +72,7 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 	case st.Key.Account != st.Account:
 		// A key admits calls of its own account only, and its record lives in its
 		// account's slot, which one script over the step's account cannot read.
-		res.Denied, res.Key = driver.DeniedKey, auth.KeyUnknown
+		res.Denied, res.Key = driver.DeniedKey, driver.KeyUnknown
 		return scriptCall{}, res, nil
 	case st.Key.KeyID == "":
 		p = append(p, 's', fieldSep, fieldSep)

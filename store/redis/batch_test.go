@@ -168,7 +168,7 @@ func TestBatchedAdmissions(t *testing.T) {
 	step := func(i int, req driver.RequestID) driver.Step {
 		acct := accountOf(i)
 		return driver.Step{Account: acct, Request: req, Now: time.Now(),
-			Key:     &auth.KeyCheck{Account: acct, KeyID: keys[acct].ID, Hash: keys[acct].Hash},
+			Key:     &driver.KeyCheck{Account: acct, KeyID: keys[acct].ID, Hash: keys[acct].Hash},
 			Slot:    &driver.SlotClaim{Ceiling: lanes + queued, Lease: time.Minute},
 			Credits: &driver.Reservation{Account: acct, Request: req, Amount: cost, APIs: []string{"hash"}, Period: period, Allowance: 1000, Now: testNow, Expires: testNow.Add(time.Hour)}}
 	}

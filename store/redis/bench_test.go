@@ -146,7 +146,7 @@ func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []driver.Step
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(b, s.CreateAccount(ctx, auth.Account{ID: acct, Plan: "pro"}, key))
 			must(b, s.Open(ctx, driver.Opening{Account: acct, Balance: 1 << 50, Allowance: 1 << 50, Period: period}))
-			st.Key = &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			st.Key = &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 			st.Credits = &driver.Reservation{Account: acct, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 1 << 50, Now: testNow, Expires: testNow.Add(time.Hour)}
 		}
 		steps[i] = st

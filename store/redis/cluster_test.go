@@ -15,7 +15,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
@@ -55,34 +54,12 @@ func newClusterClient(t *testing.T, cl *testenv.RedisCluster, adjust func(*gored
 
 // TestCluster runs the conformance suites on a Redis Cluster of 3 masters and 3
 // replicas, where any script touching two slots would fail with CROSSSLOT and every
-// account's keys live on the master of its slot.
+// account's keys live on the master of its slot: every suite the Store's interfaces
+// call for.
 func TestCluster(t *testing.T) {
 	addr(t) // the cluster tests run where the others do
 	_, c := startCluster(t)
-	t.Run("KeyStore", func(t *testing.T) {
-		storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStoreOn(t, c, nil) })
-	})
-	t.Run("KeyChecker", func(t *testing.T) {
-		storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) {
-			s := newStoreOn(t, c, nil)
-			return s, s
-		})
-	})
-	t.Run("Ledger", func(t *testing.T) {
-		storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStoreOn(t, c, nil) })
-	})
-	t.Run("RateLimiter", func(t *testing.T) {
-		storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStoreOn(t, c, nil) })
-	})
-	t.Run("ConcurrencyLimiter", func(t *testing.T) {
-		storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStoreOn(t, c, nil) })
-	})
-	t.Run("Admitter", func(t *testing.T) {
-		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
-			s := newStoreOn(t, c, nil)
-			return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
-		})
-	})
+	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, c, nil) })
 }
 
 // A paidLoad drives paid calls through a Store as the billing.Meter does: an

@@ -1,6 +1,6 @@
 // Package redis keeps Tollgate's state in Redis (go-redis v9): rate limits, concurrency
 // leases, and, if the host wants, accounts, keys and credit balances. One [*Store]
-// implements every store interface ([auth.KeyStore], [auth.KeyChecker],
+// implements every store interface ([auth.KeyStore], [driver.KeyChecker],
 // [driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter]), the
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
 // to settle, and the [driver.Sweeper], through which every instance voids expired

@@ -41,7 +41,7 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	_, _, errs["Resolve"] = s.Resolve(ctx, key.Hash)
 	_, errs["RotateKey"] = s.RotateKey(ctx, "k", auth.AnyRevision, newHash(), t0)
 	_, errs["RevokeKey"] = s.RevokeKey(ctx, "k", auth.AnyRevision, t0)
-	_, errs["CheckKey"] = s.CheckKey(ctx, auth.KeyCheck{Account: "a"})
+	_, errs["CheckKey"] = s.CheckKey(ctx, driver.KeyCheck{Account: "a"})
 	errs["Open"] = s.Open(ctx, driver.Opening{Account: "a", Period: p})
 	_, errs["Reserve"] = s.Reserve(ctx, driver.Reservation{Account: "a", Request: req, Period: p, Now: testNow, Expires: testNow.Add(time.Hour)})
 	_, errs["Settle"] = s.Settle(ctx, driver.Settlement{Account: "a", Request: req, Period: p})
@@ -169,7 +169,7 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 	step := func() driver.Step {
 		req := newRequest()
 		return driver.Step{Account: "acct", Request: req, Now: time.Now(),
-			Key:     &auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
+			Key:     &driver.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
 			Rate:    &l,
 			Slot:    &driver.SlotClaim{Ceiling: 5, Lease: time.Minute},
 			Credits: &driver.Reservation{Account: "acct", Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}}
@@ -318,14 +318,14 @@ func TestStaleHashIndex(t *testing.T) {
 		if k, _, err := s.Resolve(ctx, h); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Resolve(%s hash) = key %q, %v; want store.ErrNotFound", name, k.ID, err)
 		}
-		if st, err := s.CheckKey(ctx, auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h}); err != nil || st != auth.KeyUnknown {
+		if st, err := s.CheckKey(ctx, driver.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h}); err != nil || st != driver.KeyUnknown {
 			t.Errorf("CheckKey(%s hash) = %d, %v; want KeyUnknown", name, st, err)
 		}
 		req := newRequest()
 		r, err := s.Admit(ctx, driver.Step{Account: "acct", Request: req, Now: t0,
-			Key:     &auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h},
+			Key:     &driver.KeyCheck{Account: "acct", KeyID: key.ID, Hash: h},
 			Credits: &driver.Reservation{Account: "acct", Request: req, Amount: 1, Period: period, Allowance: 10, Now: testNow, Expires: testNow.Add(time.Hour)}})
-		if err != nil || r.Denied != driver.DeniedKey || r.Key != auth.KeyUnknown {
+		if err != nil || r.Denied != driver.DeniedKey || r.Key != driver.KeyUnknown {
 			t.Errorf("Admit with the %s hash: %+v, %v; want denied, KeyUnknown", name, r, err)
 		}
 	}

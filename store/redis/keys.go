@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -584,9 +585,9 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 	return k, nil
 }
 
-// CheckKey reports whether a key is still live (see [auth.KeyChecker]), in one
+// CheckKey reports whether a key is still live (see [driver.KeyChecker]), in one
 // script in the account's slot.
-func (s *Store) CheckKey(ctx context.Context, c auth.KeyCheck) (auth.KeyState, error) {
+func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -659,12 +660,12 @@ func changed(id string, rev int64, r []any) error {
 	return fmt.Errorf("redis: key %q changed since revision %d (it is at %s): %w", id, rev, now, store.ErrConflict)
 }
 
-func keyState(n int64) auth.KeyState {
+func keyState(n int64) driver.KeyState {
 	switch n {
 	case 0:
-		return auth.KeyLive
+		return driver.KeyLive
 	case 2:
-		return auth.KeyRevoked
+		return driver.KeyRevoked
 	}
-	return auth.KeyUnknown
+	return driver.KeyUnknown
 }

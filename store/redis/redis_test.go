@@ -10,8 +10,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/redis"
@@ -148,39 +146,10 @@ func openStore(t testing.TB, c goredis.UniversalClient, prefix string, opts *red
 	return s
 }
 
-func TestKeyStore(t *testing.T) {
-	client(t)
-	storetest.TestKeyStore(t, func(t *testing.T) auth.KeyStore { return newStore(t, nil) })
-}
-
-func TestKeyChecker(t *testing.T) {
-	client(t)
-	storetest.TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, auth.KeyChecker) { s := newStore(t, nil); return s, s })
-}
-
-func TestLedger(t *testing.T) {
-	client(t)
-	storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, nil) })
-}
-
-func TestRateLimiter(t *testing.T) {
-	client(t)
-	storetest.TestRateLimiter(t, func(t *testing.T) driver.RateLimiter { return newStore(t, nil) })
-}
-
-func TestConcurrencyLimiter(t *testing.T) {
-	client(t)
-	storetest.TestConcurrencyLimiter(t, func(t *testing.T) driver.ConcurrencyLimiter { return newStore(t, nil) })
-}
-
-// TestAdmitter runs the suite with the Store in every role: keys, credits and limits
-// in Redis.
-func TestAdmitter(t *testing.T) {
-	client(t)
-	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
-		s := newStore(t, nil)
-		return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
-	})
+// TestStore runs the conformance suites on the Store, in every role it plays: keys,
+// credits and limits, sessions and idempotency records in Redis (see storetest.Run).
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) any { return newStore(t, nil) })
 }
 
 // TestAdmitterRESP3 runs the suite over a client speaking RESP3, go-redis's default,
@@ -207,16 +176,6 @@ func TestAdmitterLimits(t *testing.T) {
 // testNow is the instant of the operations of the tests that are not about expiry: their
 // reservations are open for an hour after it.
 var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
-
-func TestSessionStore(t *testing.T) {
-	t.Parallel()
-	storetest.TestSessionStore(t, func(t *testing.T) auth.SessionStore { return newStore(t, nil) })
-}
-
-func TestIdempotencyStore(t *testing.T) {
-	client(t)
-	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStore(t, nil) })
-}
 
 // TestIdempotencyStoreRESP3 runs the suite over RESP3: the records' binary fields and
 // answers must come back byte for byte under both protocols.

@@ -25,7 +25,7 @@ func TestReplayWhereANewStepIsRefused(t *testing.T) {
 		want   driver.Denial // what a new step is refused by
 	}{
 		{"key", func(t *testing.T, s *redis.Store, first driver.Step) driver.Step {
-			first.Key = &auth.KeyCheck{Account: first.Account, KeyID: first.Key.KeyID, Hash: newHash()}
+			first.Key = &driver.KeyCheck{Account: first.Account, KeyID: first.Key.KeyID, Hash: newHash()}
 			return first
 		}, driver.DeniedKey},
 		{"rate", func(t *testing.T, s *redis.Store, first driver.Step) driver.Step {
@@ -60,7 +60,7 @@ func TestReplayWhereANewStepIsRefused(t *testing.T) {
 			must(t, s.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "pro"}, key))
 			must(t, s.Open(ctx, driver.Opening{Account: "acct", Balance: 100, Allowance: 100, Period: period}))
 			first := driver.Step{Account: "acct", Now: testNow,
-				Key:  &auth.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
+				Key:  &driver.KeyCheck{Account: "acct", KeyID: key.ID, Hash: key.Hash},
 				Rate: &driver.Limit{Rate: 1, Per: time.Hour, Burst: 10},
 				Slot: &driver.SlotClaim{Ceiling: 2, Lease: time.Minute},
 				Credits: &driver.Reservation{Account: "acct", APIs: []string{"hash"}, Amount: 10, Period: period,

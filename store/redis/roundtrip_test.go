@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func countingClient(t *testing.T) (*goredis.Client, *recorder) {
 // TestOneRoundTripEach checks the round-trip budget of a paid call through a
 // billing.Meter: exactly one command to admit (one EVALSHA) and one to settle, both
 // with every role in Redis (key check, rate, slot, credits; the settlement is a script
-// too) and with only the limits in Redis (keys and credits elsewhere, here in memory;
+// too), also through a decorator of the whole Store, and with only the limits in Redis (keys and credits elsewhere, here in memory;
 // freeing the slot is a ZREM). The scripts are loaded by a first call; the counted
 // calls run after it.
 func TestOneRoundTripEach(t *testing.T) {
@@ -50,24 +51,38 @@ func TestOneRoundTripEach(t *testing.T) {
 	compositions := []struct {
 		name   string
 		settle string // the command that settles
-		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck)
+		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck)
 	}{
-		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck) {
+		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 			m, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
 			must(t, err)
-			return m, &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
-		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *auth.KeyCheck) {
+		{"everything in Redis, decorated", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
+			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
+			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
+			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
+			d := &decorated{Store: s}
+			t.Cleanup(func() {
+				if n := d.steps.Load(); n != 8 {
+					t.Errorf("%d steps through the decorator, want 8: it sees every admission and settlement", n)
+				}
+			})
+			m, err := billing.NewMeter(d, d, d, &billing.MeterOptions{Keys: d})
+			must(t, err)
+			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+		}},
+		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
 			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, keys.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, ledger.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
 			m, err := billing.NewMeter(ledger, s, s, &billing.MeterOptions{Keys: keys})
 			must(t, err)
-			return m, &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
 	}
 	for _, comp := range compositions {
@@ -102,6 +117,26 @@ func TestOneRoundTripEach(t *testing.T) {
 		})
 	}
 }
+
+// decorated decorates the whole Store, as a metrics wrapper does (see driver.Wrapper):
+// it embeds it, so that it plays every role the Store plays, and counts the steps it
+// forwards.
+type decorated struct {
+	*redis.Store
+	steps atomic.Int64
+}
+
+func (d *decorated) Admit(ctx context.Context, s driver.Step) (driver.StepResult, error) {
+	d.steps.Add(1)
+	return d.Store.Admit(ctx, s)
+}
+
+func (d *decorated) Close(ctx context.Context, c driver.Closing) (driver.Balance, error) {
+	d.steps.Add(1)
+	return d.Store.Close(ctx, c)
+}
+
+func (d *decorated) Unwrap() any { return d.Store }
 
 // TestCanceledContextSendsNothing checks that a method given a canceled context sends
 // no command at all: it fails before it uses the connection, and so cannot have

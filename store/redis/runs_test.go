@@ -124,19 +124,19 @@ func runsMatchSteps(t *testing.T, seed uint64, paths map[string]int) {
 		st := driver.Step{Account: a.id, Request: id, Now: at}
 		switch pick(10) {
 		case 0, 1, 2, 3, 4:
-			st.Key = &auth.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: a.keys[0].Hash}
+			st.Key = &driver.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: a.keys[0].Hash}
 		case 5:
-			st.Key = &auth.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: newHash()}
+			st.Key = &driver.KeyCheck{Account: a.id, KeyID: a.keys[0].ID, Hash: newHash()}
 		case 6:
-			st.Key = &auth.KeyCheck{Account: a.id, KeyID: a.keys[1].ID, Hash: a.keys[1].Hash}
+			st.Key = &driver.KeyCheck{Account: a.id, KeyID: a.keys[1].ID, Hash: a.keys[1].Hash}
 		case 7:
-			st.Key = &auth.KeyCheck{Account: a.id} // a session
+			st.Key = &driver.KeyCheck{Account: a.id} // a session
 		case 8:
 			other := accounts[0]
 			if other == a {
 				other = accounts[1]
 			}
-			st.Key = &auth.KeyCheck{Account: other.id, KeyID: other.keys[0].ID, Hash: other.keys[0].Hash}
+			st.Key = &driver.KeyCheck{Account: other.id, KeyID: other.keys[0].ID, Hash: other.keys[0].Hash}
 		}
 		if pick(5) > 0 {
 			st.Rate = &driver.Limit{Rate: 20, Per: time.Second, Burst: 3}

@@ -137,7 +137,7 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		must(t, err)
 		updated, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: key.ID, Name: "main", Revision: rotated.Revision})
 		must(t, err)
-		_, err = s.CheckKey(ctx, auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2, Revision: updated.Revision})
+		_, err = s.CheckKey(ctx, driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2, Revision: updated.Revision})
 		must(t, err)
 		_, err = s.RevokeKey(ctx, second.ID, auth.AnyRevision, t0)
 		must(t, err)
@@ -175,7 +175,7 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 
 		req := newRequest()
 		step := driver.Step{Account: acct, Request: req, Now: t0,
-			Key:     &auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2, Revision: updated.Revision},
+			Key:     &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: h2, Revision: updated.Revision},
 			Rate:    &l,
 			Slot:    &driver.SlotClaim{Ceiling: 2, Lease: time.Minute},
 			Credits: &driver.Reservation{Account: acct, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}}

@@ -19,7 +19,7 @@ import (
 )
 
 // Store keeps Tollgate's state in Redis: accounts and keys ([auth.KeyStore] and
-// [auth.KeyChecker]), balances ([driver.Ledger]), rate limits
+// [driver.KeyChecker]), balances ([driver.Ledger]), rate limits
 // ([driver.RateLimiter]) and concurrency leases ([driver.ConcurrencyLimiter]), and
 // admits a call in one script ([driver.Admitter]). Hand the one *Store to every role it
 // should play; the Meter then admits with one round trip and settles with another. See
@@ -44,7 +44,7 @@ type Store struct {
 // Interface guards.
 var (
 	_ auth.KeyStore             = (*Store)(nil)
-	_ auth.KeyChecker           = (*Store)(nil)
+	_ driver.KeyChecker         = (*Store)(nil)
 	_ driver.Ledger             = (*Store)(nil)
 	_ driver.RateLimiter        = (*Store)(nil)
 	_ driver.ConcurrencyLimiter = (*Store)(nil)

@@ -153,7 +153,7 @@ func setup(t *testing.T, s AdmitterStores, credits int64) (admFixture, driver.St
 func (f admFixture) step(s AdmitterStores, req driver.RequestID, ceiling int, cost int64) driver.Step {
 	st := driver.Step{Account: f.account, Request: req, Now: t0}
 	if s.Keys != nil {
-		st.Key = &auth.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash}
+		st.Key = &driver.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash}
 	}
 	if s.Rates != nil {
 		l := f.limit
@@ -241,7 +241,7 @@ func admAdmitEveryPart(t *testing.T, s AdmitterStores) {
 
 // wantKeyDenied admits step and checks that its key check denies it with the given
 // state, changing nothing.
-func wantKeyDenied(t *testing.T, s AdmitterStores, f admFixture, step driver.Step, want auth.KeyState, after string) {
+func wantKeyDenied(t *testing.T, s AdmitterStores, f admFixture, step driver.Step, want driver.KeyState, after string) {
 	t.Helper()
 	before := f.read(t, s)
 	r := admit(t, s, step)
@@ -256,14 +256,14 @@ func admKeyRotatedAway(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	_, err := s.Keys.RotateKey(t.Context(), f.key.ID, auth.AnyRevision, newHash(), at(time.Second))
 	must(t, "RotateKey", err)
-	wantKeyDenied(t, s, f, step, auth.KeyUnknown, "a rotated-away key")
+	wantKeyDenied(t, s, f, step, driver.KeyUnknown, "a rotated-away key")
 }
 
 func admKeyRevoked(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
 	_, err := s.Keys.RevokeKey(t.Context(), f.key.ID, auth.AnyRevision, at(time.Second))
 	must(t, "RevokeKey", err)
-	wantKeyDenied(t, s, f, step, auth.KeyRevoked, "a revoked key")
+	wantKeyDenied(t, s, f, step, driver.KeyRevoked, "a revoked key")
 }
 
 func admKeyUpdated(t *testing.T, s AdmitterStores) {
@@ -271,7 +271,7 @@ func admKeyUpdated(t *testing.T, s AdmitterStores) {
 	updated, err := s.Keys.UpdateKey(t.Context(), auth.KeyUpdate{ID: f.key.ID, Name: "narrowed",
 		Restrictions: restrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}}), Revision: f.key.Revision})
 	must(t, "UpdateKey", err)
-	wantKeyDenied(t, s, f, step, auth.KeyUnknown, "an updated key (the check names its old revision)")
+	wantKeyDenied(t, s, f, step, driver.KeyUnknown, "an updated key (the check names its old revision)")
 
 	fresh := f.step(s, newRequest(), 3, 1)
 	fresh.Key.Revision = updated.Revision
@@ -280,15 +280,15 @@ func admKeyUpdated(t *testing.T, s AdmitterStores) {
 
 func admSessionCheck(t *testing.T, s AdmitterStores) {
 	f, step := setup(t, s, 10)
-	step.Key = &auth.KeyCheck{Account: f.account}
+	step.Key = &driver.KeyCheck{Account: f.account}
 	wantDenied(t, admit(t, s, step), driver.NotDenied)
 
 	g, other := setup(t, s, 10)
-	other.Key = &auth.KeyCheck{Account: g.account + "-gone"}
+	other.Key = &driver.KeyCheck{Account: g.account + "-gone"}
 	before := g.read(t, s)
 	r := admit(t, s, other)
 	wantDenied(t, r, driver.DeniedKey)
-	if r.Key != auth.KeyUnknown {
+	if r.Key != driver.KeyUnknown {
 		t.Errorf("Key = %d, want KeyUnknown", r.Key)
 	}
 	wantSame(t, "after an unknown account", g.read(t, s), before)
@@ -502,15 +502,15 @@ func admCanceled(t *testing.T, s AdmitterStores) {
 	}
 }
 
-// TestKeyChecker checks that an [auth.KeyChecker] reports the state of keys as the
+// TestKeyChecker checks that an [driver.KeyChecker] reports the state of keys as the
 // [auth.KeyStore] it checks knows them, on the very next call after a change.
 //
 // newStores is called once per subtest and must return an empty store in both roles.
-func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, auth.KeyChecker)) {
+func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, driver.KeyChecker)) {
 	t.Helper()
 	type pair struct {
 		keys    auth.KeyStore
-		checker auth.KeyChecker
+		checker driver.KeyChecker
 	}
 	newPair := func(t *testing.T) pair { k, c := newStores(t); return pair{k, c} }
 	run(t, newPair, []behaviour[pair]{
@@ -521,7 +521,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, a
 				acct := n.id("acct")
 				key := auth.Key{ID: n.id("key"), AccountID: acct, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
 				must(t, "CreateAccount", p.keys.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
-				check := func(c auth.KeyCheck, want auth.KeyState) {
+				check := func(c driver.KeyCheck, want driver.KeyState) {
 					t.Helper()
 					got, err := p.checker.CheckKey(ctx, c)
 					must(t, "CheckKey", err)
@@ -529,27 +529,27 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, a
 						t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
 					}
 				}
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, auth.KeyLive)
-				check(auth.KeyCheck{Account: acct}, auth.KeyLive)
-				check(auth.KeyCheck{Account: acct + "-gone"}, auth.KeyUnknown)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, auth.KeyUnknown)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, driver.KeyLive)
+				check(driver.KeyCheck{Account: acct}, driver.KeyLive)
+				check(driver.KeyCheck{Account: acct + "-gone"}, driver.KeyUnknown)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID + "-gone", Hash: key.Hash}, driver.KeyUnknown)
 				newH := newHash()
 				rotated, err := p.keys.RotateKey(ctx, key.ID, auth.AnyRevision, newH, at(time.Second))
 				must(t, "RotateKey", err)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, auth.KeyUnknown)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, auth.KeyLive)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, driver.KeyUnknown)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, driver.KeyLive)
 				updated, err := p.keys.UpdateKey(ctx, auth.KeyUpdate{ID: key.ID, Name: "renamed", Revision: rotated.Revision})
 				must(t, "UpdateKey", err)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, auth.KeyUnknown)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, auth.KeyLive)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: rotated.Revision}, driver.KeyUnknown)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, driver.KeyLive)
 				_, err = p.keys.RevokeKey(ctx, key.ID, auth.AnyRevision, at(2*time.Second))
 				must(t, "RevokeKey", err)
-				check(auth.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, auth.KeyRevoked)
+				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, driver.KeyRevoked)
 			}},
 		{"CanceledContext",
 			"CheckKey with a canceled context returns an error matching context.Canceled.",
 			func(t *testing.T, p pair) {
-				_, err := p.checker.CheckKey(canceled(t), auth.KeyCheck{Account: "a"})
+				_, err := p.checker.CheckKey(canceled(t), driver.KeyCheck{Account: "a"})
 				if !errors.Is(err, context.Canceled) {
 					t.Errorf("CheckKey: %v, want context.Canceled", err)
 				}

@@ -41,7 +41,7 @@ func (a *refAdmitter) Admit(ctx context.Context, s driver.Step) (driver.StepResu
 	}
 	if s.Key != nil {
 		state, err := a.keys.CheckKey(ctx, *s.Key)
-		if err != nil || state != auth.KeyLive {
+		if err != nil || state != driver.KeyLive {
 			r.Denied, r.Key = driver.DeniedKey, state
 			return r, err
 		}

@@ -1,7 +1,8 @@
 // Package storetest provides conformance suites for implementations of the store
-// interfaces: [auth.KeyStore], [driver.Ledger], [driver.RateLimiter],
-// [driver.ConcurrencyLimiter], [driver.Admitter], [oauthstore.Store], [audit.Store],
-// [usage.Store], [auth.SessionStore] and [idempotency.Store]. Every store in this
+// interfaces: [auth.KeyStore], [driver.KeyChecker], [driver.Ledger] (and
+// [driver.Sweeper]), [driver.RateLimiter], [driver.ConcurrencyLimiter], [driver.Admitter],
+// [oauthstore.Store], [audit.Store], [usage.Store], [auth.SessionStore] and
+// [idempotency.Store]. Every store in this
 // repository runs them, and custom stores should too: the suites are the executable form
 // of the interfaces' documented contracts and of the invariants the rest of Tollgate
 // relies on (a balance never below zero, no charge lost or taken twice, a refund at most
@@ -11,23 +12,24 @@
 //
 // # Hooking in
 //
-// An implementation runs each suite with one line, giving a factory that returns an
-// empty store:
+// An implementation runs every suite its interfaces call for with one line per store
+// value, giving [Run] a factory that returns an empty store:
 //
-//	func TestKeyStore(t *testing.T) {
-//		storetest.TestKeyStore(t, func(*testing.T) auth.KeyStore { return memory.NewKeyStore() })
+//	func TestStores(t *testing.T) {
+//		storetest.Run(t, func(*testing.T) any { return memory.NewKeyStore() })
+//		storetest.Run(t, func(*testing.T) any { return memory.NewLedger(nil) })
 //	}
 //
-//	func TestLedger(t *testing.T) {
-//		storetest.TestLedger(t, func(*testing.T) driver.Ledger { return memory.NewLedger(nil) })
-//	}
+// Run learns the store's interfaces and runs the suite of each (a store that is a
+// KeyStore and a KeyChecker runs both; an Admitter runs TestAdmitter in every role it
+// plays), so that no suite is forgotten. Each suite also runs alone, for a store value
+// in fewer roles than its type implements, or with options of its own:
 //
-//	func TestRateLimiter(t *testing.T) {
-//		storetest.TestRateLimiter(t, func(*testing.T) driver.RateLimiter { return memory.NewRateLimiter() })
-//	}
-//
-//	func TestConcurrencyLimiter(t *testing.T) {
-//		storetest.TestConcurrencyLimiter(t, func(*testing.T) driver.ConcurrencyLimiter { return memory.NewConcurrencyLimiter() })
+//	func TestAdmitterLimits(t *testing.T) {
+//		storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
+//			s := newStore(t)
+//			return storetest.AdmitterStores{Admitter: s, Rates: s, Slots: s}
+//		})
 //	}
 //
 // The factory is called once per subtest, with that subtest's t. It must return a store

@@ -1,13 +1,6 @@
-package auth
+package driver
 
-import (
-	"context"
-	"errors"
-)
-
-// ErrKeyChanged is the reason of a [*KeyError]: the key a call authenticated with was
-// rotated, revoked or updated since its record was read (from a cache).
-var ErrKeyChanged = errors.New("auth: the key is no longer valid")
+import "context"
 
 // A KeyCheck names the key a call authenticated with, so that the store that admits the
 // call verifies, in the same step, that it is still live: that a key with this id
@@ -19,11 +12,11 @@ type KeyCheck struct {
 	// KeyID is the key's id; empty for a session token, when only the account must
 	// exist.
 	KeyID string
-	// Hash is the SHA-256 of the key's value ([Hash]).
+	// Hash is the SHA-256 of the key's value (auth.HashKey).
 	Hash [32]byte
-	// Revision is the key's revision ([Key.Revision]) as the caller's record has it: a
-	// key whose revision differs has changed since, and is reported KeyUnknown, so that
-	// the caller reads it again.
+	// Revision is the key's revision (auth.Key.Revision) as the caller's record has it:
+	// a key whose revision differs has changed since, and is reported KeyUnknown, so
+	// that the caller reads it again.
 	Revision int64
 }
 
@@ -42,24 +35,11 @@ const (
 	KeyRevoked
 )
 
-// A KeyError reports a key check that failed in admission. It matches [ErrKeyChanged].
-type KeyError struct {
-	State KeyState
-}
-
-func (e *KeyError) Error() string {
-	if e.State == KeyRevoked {
-		return "auth: the key has been revoked"
-	}
-	return "auth: the key has been rotated or deleted"
-}
-
-// Unwrap returns ErrKeyChanged.
-func (e *KeyError) Unwrap() error { return ErrKeyChanged }
-
 // A KeyChecker verifies that a key is still live. Key stores offer it so that a service
 // may cache key records: the check then runs in the admission step (see [Admitter]) or,
-// for a store that is not an Admitter, as a call of its own.
+// for a store that is not an Admitter, as a call of its own. It answers as the key
+// store it checks knows the keys, on the very next call after a change. Every
+// implementation should pass storetest.TestKeyChecker.
 type KeyChecker interface {
 	// CheckKey returns the state of the key (or account) named by c.
 	CheckKey(ctx context.Context, c KeyCheck) (KeyState, error)

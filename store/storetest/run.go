@@ -1,0 +1,105 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/usage"
+)
+
+// Run runs every suite that the interfaces of a store call for, as fstest.TestFS checks
+// a file system: newStore returns the store, as any, and Run runs a suite, as a subtest
+// named after it, for each interface it implements:
+//
+//	auth.KeyStore                       KeyStore
+//	driver.KeyChecker                   KeyChecker (with the KeyStore it must also be)
+//	driver.Ledger (and driver.Sweeper)  Ledger
+//	driver.RateLimiter                  RateLimiter
+//	driver.ConcurrencyLimiter           ConcurrencyLimiter
+//	driver.Admitter                     Admitter, in every role the store plays
+//	auth.SessionStore                   SessionStore
+//	audit.Store                         AuditStore
+//	usage.Store                         UsageStore
+//	idempotency.Store                   IdempotencyStore
+//	oauthstore.Store                    OAuthStore
+//
+// so that a store's test is one call per store value, and adding an interface to a store
+// adds its suite. Run calls newStore once to learn the interfaces, and then once per
+// subtest, as every suite does; the suites run one after the other, the subtests of each
+// in parallel. A store that implements none of the interfaces, or a KeyChecker that is
+// not the KeyStore it checks, fails the test: run the suites it needs one by one then.
+//
+// The suites also run alone (TestKeyStore, TestLedger, ...), for a store value in fewer
+// roles than its type implements: an Admitter holding only the limits, say.
+func Run(t *testing.T, newStore func(t *testing.T) any) {
+	t.Helper()
+	probe := newStore(t)
+	if is[driver.KeyChecker](probe) && !is[auth.KeyStore](probe) {
+		t.Fatalf("storetest.Run: %T is a driver.KeyChecker but no auth.KeyStore: run TestKeyChecker with the key store it checks", probe)
+	}
+	ran := false
+	for _, s := range suites {
+		if s.is(probe) {
+			ran = true
+			t.Run(s.name, func(t *testing.T) { s.run(t, newStore) })
+		}
+	}
+	if !ran {
+		t.Fatalf("storetest.Run: %T implements none of the store interfaces (auth.KeyStore, driver.Ledger, audit.Store, ...)", probe)
+	}
+}
+
+// suites are the suites Run knows, in the order it runs them.
+var suites = []struct {
+	name string
+	is   func(s any) bool
+	run  func(t *testing.T, newStore func(*testing.T) any)
+}{
+	{"KeyStore", is[auth.KeyStore], func(t *testing.T, n func(*testing.T) any) { TestKeyStore(t, as[auth.KeyStore](n)) }},
+	{"KeyChecker", is[driver.KeyChecker], func(t *testing.T, n func(*testing.T) any) {
+		TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) {
+			s := n(t)
+			return s.(auth.KeyStore), s.(driver.KeyChecker)
+		})
+	}},
+	{"Ledger", is[driver.Ledger], func(t *testing.T, n func(*testing.T) any) { TestLedger(t, as[driver.Ledger](n)) }},
+	{"RateLimiter", is[driver.RateLimiter], func(t *testing.T, n func(*testing.T) any) { TestRateLimiter(t, as[driver.RateLimiter](n)) }},
+	{"ConcurrencyLimiter", is[driver.ConcurrencyLimiter], func(t *testing.T, n func(*testing.T) any) {
+		TestConcurrencyLimiter(t, as[driver.ConcurrencyLimiter](n))
+	}},
+	{"Admitter", is[driver.Admitter], func(t *testing.T, n func(*testing.T) any) {
+		TestAdmitter(t, func(t *testing.T) AdmitterStores { return rolesOf(n(t)) })
+	}},
+	{"SessionStore", is[auth.SessionStore], func(t *testing.T, n func(*testing.T) any) { TestSessionStore(t, as[auth.SessionStore](n)) }},
+	{"AuditStore", is[audit.Store], func(t *testing.T, n func(*testing.T) any) { TestAuditStore(t, as[audit.Store](n)) }},
+	{"UsageStore", is[usage.Store], func(t *testing.T, n func(*testing.T) any) { TestUsageStore(t, as[usage.Store](n)) }},
+	{"IdempotencyStore", is[idempotency.Store], func(t *testing.T, n func(*testing.T) any) {
+		TestIdempotencyStore(t, as[idempotency.Store](n))
+	}},
+	{"OAuthStore", is[oauthstore.Store], func(t *testing.T, n func(*testing.T) any) { TestOAuthStore(t, as[oauthstore.Store](n)) }},
+}
+
+// is reports whether s implements I.
+func is[I any](s any) bool {
+	_, ok := s.(I)
+	return ok
+}
+
+// as returns newStore's stores as I.
+func as[I any](newStore func(*testing.T) any) func(*testing.T) I {
+	return func(t *testing.T) I { return newStore(t).(I) }
+}
+
+// rolesOf returns an Admitter in every role it plays.
+func rolesOf(s any) AdmitterStores {
+	r := AdmitterStores{Admitter: s.(driver.Admitter)}
+	r.Keys, _ = s.(auth.KeyStore)
+	r.Ledger, _ = s.(driver.Ledger)
+	r.Rates, _ = s.(driver.RateLimiter)
+	r.Slots, _ = s.(driver.ConcurrencyLimiter)
+	return r
+}
