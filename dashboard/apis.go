@@ -33,7 +33,7 @@ type apiRow struct {
 // the principal the session authenticates as. Its reasons are the service's own
 // messages.
 func (h *Handler) keyAccess(r *http.Request, v *visit) (func(*catalog.API) access, error) {
-	p, err := h.svc.Authenticate(r.Context(), v.caller)
+	p, err := h.svc.Authenticate(r.Context(), v.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (h *Handler) keyAccess(r *http.Request, v *visit) (func(*catalog.API) acces
 			ch   auth.Channel
 			name string
 		}{{auth.ChannelREST, "REST"}, {auth.ChannelGraphQL, "GraphQL"}, {auth.ChannelMCP, "MCP"}, {auth.ChannelBatch, "batch"}} {
-			switch err := p.CheckAccess(c.ch, v.caller.Addr); {
+			switch err := p.CheckAccess(c.ch, v.Caller.Addr); {
 			case err != nil:
 				why = err.Error()
 			case c.ch == auth.ChannelGraphQL && api.File != nil:

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
@@ -244,32 +243,21 @@ func seeOther(w http.ResponseWriter, to string) {
 
 // A visit is a request of a signed-in person.
 type visit struct {
-	caller  tollgate.Caller
-	claims  auth.SessionClaims
-	account string
-	csrf    string
+	session.Visit
 }
 
 // view returns a view of a page for the visit.
 func (v *visit) view(title, nav string) *view {
-	return &view{Title: title, Nav: nav, Account: v.account, CSRF: v.csrf}
+	return &view{Title: title, Nav: nav, Account: v.Claims.Account, CSRF: v.CSRFToken}
 }
 
 // visitOf returns the visit of r, or false if r carries no live session cookie.
 func (h *Handler) visitOf(r *http.Request) (*visit, bool) {
-	token := h.sessions.CookieToken(r)
-	if token == "" {
+	sv, ok := h.sessions.Visit(r)
+	if !ok {
 		return nil, false
 	}
-	c, err := h.svc.Sessions().Parse(token, h.svc.Now())
-	if err != nil {
-		return nil, false
-	}
-	return &visit{
-		caller: tollgate.Caller{Credential: auth.Credential{Kind: auth.SessionHeader, Value: token},
-			Addr: h.sessions.ClientAddr(r)},
-		claims: c, account: c.Account, csrf: h.svc.Sessions().CSRFToken(c.ID),
-	}, true
+	return &visit{Visit: sv}, true
 }
 
 // page makes a handler of a GET page for signed-in people: others are sent to the
@@ -284,7 +272,7 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 			seeOther(w, "sign-in")
 			return
 		}
-		c := v.caller
+		c := v.Caller
 		c.Verify = true
 		if _, err := h.svc.Authenticate(r.Context(), c); err != nil {
 			h.failed(w, r, v, err)
@@ -335,7 +323,7 @@ func (h *Handler) formUpTo(limit func(*http.Request) int64, serve func(http.Resp
 			h.refuse(w, r, "You are not signed in, or your session has ended. Sign in again, then retry.")
 			return
 		}
-		if !h.svc.Sessions().CheckCSRF(v.claims.ID, r.PostForm.Get(CSRFField)) {
+		if !h.sessions.CheckCSRF(v.Visit, r.PostForm.Get(CSRFField)) {
 			h.refuse(w, r, "This form does not carry your session's security token, so it was refused. Reload the page and send it again.")
 			return
 		}
@@ -361,7 +349,7 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, v *visit, err e
 	}
 	status, msg := statusOf(err)
 	if status >= 500 {
-		h.log.ErrorContext(r.Context(), "dashboard: the service failed", "account", v.account, "code", code.String(), "error", err)
+		h.log.ErrorContext(r.Context(), "dashboard: the service failed", "account", v.Claims.Account, "code", code.String(), "error", err)
 	}
 	setRetryAfter(w, err)
 	page := v.view("Something went wrong", "")

@@ -143,7 +143,7 @@ func (h *Handler) queryCost(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusUnauthorized, "you are not signed in, or your session has ended: sign in again")
 		return
 	}
-	if !h.svc.Sessions().CheckCSRF(v.claims.ID, r.Header.Get(session.CSRFHeader)) {
+	if !h.sessions.CheckCSRF(v.Visit, r.Header.Get(session.CSRFHeader)) {
 		writeJSONError(w, http.StatusForbidden, "this request does not carry your session's security token in "+session.CSRFHeader+": reload the page")
 		return
 	}
@@ -161,7 +161,7 @@ func (h *Handler) queryCost(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, `the body must be a JSON object such as {"query": "{ ... }", "variables": {}}`)
 		return
 	}
-	e := h.graphql.Estimate(r.Context(), v.caller, gql.Request{Query: req.Query, OperationName: req.OperationName, Variables: req.Variables})
+	e := h.graphql.Estimate(r.Context(), v.Caller, gql.Request{Query: req.Query, OperationName: req.OperationName, Variables: req.Variables})
 	a := costAnswer{APIs: []costAPI{}, Credits: e.Credits, Plan: e.Plan.Name, MaxAPIs: e.Plan.GraphQLMaxAPIs, Balance: e.Balance.Remaining}
 	for _, api := range e.APIs {
 		a.APIs = append(a.APIs, costAPI{ID: api.ID, Field: api.Field, Cost: api.Cost})
@@ -172,7 +172,7 @@ func (h *Handler) queryCost(w http.ResponseWriter, r *http.Request) {
 	if e.Refusal != nil {
 		a.Refusal = &costRefusal{Status: e.Refusal.Status, Code: e.Refusal.Code, Message: e.Refusal.Message}
 		if e.Refusal.Status >= 500 && e.Refusal.Status != http.StatusServiceUnavailable {
-			h.log.ErrorContext(r.Context(), "dashboard: a query's cost cannot be judged", "account", v.account, "code", e.Refusal.Code)
+			h.log.ErrorContext(r.Context(), "dashboard: a query's cost cannot be judged", "account", v.Claims.Account, "code", e.Refusal.Code)
 		}
 	}
 	writeJSON(w, http.StatusOK, a)

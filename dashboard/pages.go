@@ -27,7 +27,7 @@ type overviewData struct {
 
 // overview serves the overview page.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v *visit) {
-	acct, err := h.svc.OwnAccount(r.Context(), v.caller)
+	acct, err := h.svc.OwnAccount(r.Context(), v.Caller)
 	if err != nil {
 		h.failed(w, r, v, err)
 		return
@@ -90,7 +90,7 @@ const keysPageSize = auth.DefaultKeyPage
 // empty if the keys cannot be read.
 func (h *Handler) keyNames(r *http.Request, v *visit) map[string]string {
 	names := map[string]string{}
-	if page, err := h.svc.OwnKeys(r.Context(), v.caller, auth.KeyQuery{Limit: auth.MaxKeyPage}); err == nil {
+	if page, err := h.svc.OwnKeys(r.Context(), v.Caller, auth.KeyQuery{Limit: auth.MaxKeyPage}); err == nil {
 		for _, k := range page.Keys {
 			names[k.ID] = k.Name
 		}
@@ -110,7 +110,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 	if r.Method == http.MethodGet {
 		cursor = r.URL.Query().Get("cursor")
 	}
-	keys, err := h.svc.OwnKeys(r.Context(), v.caller, auth.KeyQuery{After: cursor, Limit: keysPageSize})
+	keys, err := h.svc.OwnKeys(r.Context(), v.Caller, auth.KeyQuery{After: cursor, Limit: keysPageSize})
 	if tollgate.CodeOf(err) == tollgate.CodeInvalidInput && cursor != "" {
 		// A cursor whose key was deleted since, or one made up: the first page.
 		seeOther(w, "keys")
@@ -121,7 +121,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 		return
 	}
 	if id := r.URL.Query().Get("revoked"); id != "" && r.Method == http.MethodGet {
-		if k, err := h.svc.OwnKey(r.Context(), v.caller, id); err == nil && k.Revoked() {
+		if k, err := h.svc.OwnKey(r.Context(), v.Caller, id); err == nil && k.Revoked() {
 			page.Notice = "The key " + k.Name + " is revoked: the next call made with it is refused."
 		}
 	}
@@ -133,7 +133,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 	last := keys.LastUsed
 	for _, k := range keys.Keys {
 		s := k.Restrictions.Spec()
-		row := keyRow{ID: k.ID, Name: k.Name, Primary: k.Primary, Current: k.ID == v.claims.KeyID,
+		row := keyRow{ID: k.ID, Name: k.Name, Primary: k.Primary, Current: k.ID == v.Claims.KeyID,
 			APIs: listOr(s.APIs, "all APIs"), Channels: listOr(s.Channels, "all channels"),
 			IPs: listOr(s.AllowedIPs, "any address"), Created: k.CreatedAt, LastUsed: last[k.ID],
 			Until: k.Restrictions.ExpiresAt(), State: "active"}
@@ -194,7 +194,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, v *visit) {
 		if rerr != nil {
 			problem = rerr.Error()
 		} else {
-			key, value, err = h.svc.CreateOwnKey(r.Context(), v.caller, auth.NewKey{Name: strings.TrimSpace(form.Name), Restrictions: rs})
+			key, value, err = h.svc.CreateOwnKey(r.Context(), v.Caller, auth.NewKey{Name: strings.TrimSpace(form.Name), Restrictions: rs})
 		}
 	}
 	status := http.StatusBadRequest
@@ -242,7 +242,7 @@ type confirmData struct {
 // ownKey returns the key that ?key= (or the form's key_id) names, if the session may
 // see it, or answers 404.
 func (h *Handler) ownKey(w http.ResponseWriter, r *http.Request, v *visit, id string) (auth.Key, bool) {
-	k, err := h.svc.OwnKey(r.Context(), v.caller, id)
+	k, err := h.svc.OwnKey(r.Context(), v.Caller, id)
 	switch code := tollgate.CodeOf(err); {
 	case err == nil:
 		return k, true
@@ -267,7 +267,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, v *visit, acti
 		title = "Revoke the key " + k.Name
 	}
 	page := v.view(title, "keys")
-	page.Data = confirmData{Key: keyRow{ID: k.ID, Name: k.Name, Primary: k.Primary}, Current: k.ID == v.claims.KeyID}
+	page.Data = confirmData{Key: keyRow{ID: k.ID, Name: k.Name, Primary: k.Primary}, Current: k.ID == v.Claims.KeyID}
 	h.render(w, r, http.StatusOK, action, page)
 }
 
@@ -281,19 +281,19 @@ func (h *Handler) confirmRevoke(w http.ResponseWriter, r *http.Request, v *visit
 
 // rotate rotates the key of the form and shows its new value, this once.
 func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, v *visit) {
-	key, value, err := h.svc.RotateOwnKey(r.Context(), v.caller, r.PostForm.Get("key_id"))
+	key, value, err := h.svc.RotateOwnKey(r.Context(), v.Caller, r.PostForm.Get("key_id"))
 	if err != nil {
 		h.failed(w, r, v, err)
 		return
 	}
 	page := v.view("The key's new value", "keys")
-	page.Data = secretData{Name: key.Name, ID: key.ID, Value: value, Rotated: true, Current: key.ID == v.claims.KeyID}
+	page.Data = secretData{Name: key.Name, ID: key.ID, Value: value, Rotated: true, Current: key.ID == v.Claims.KeyID}
 	h.render(w, r, http.StatusOK, "secret", page)
 }
 
 // revoke revokes the key of the form.
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, v *visit) {
-	key, err := h.svc.RevokeOwnKey(r.Context(), v.caller, r.PostForm.Get("key_id"))
+	key, err := h.svc.RevokeOwnKey(r.Context(), v.Caller, r.PostForm.Get("key_id"))
 	if err != nil {
 		h.failed(w, r, v, err)
 		return

@@ -267,7 +267,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, v *visit) {
 	if !ok {
 		return
 	}
-	caller := v.caller
+	caller := v.Caller
 	caller.Channel = auth.ChannelREST
 	reply := h.svc.Call(r.Context(), caller, api.ID, func(api *catalog.API) (tollgate.Input, error) {
 		in := tollgate.Input{Query: tryInput(api, r.PostForm)}
@@ -287,7 +287,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, v *visit) {
 	hdr := http.Header{}
 	status, body := rest.Answer(hdr, reply)
 	if status >= 500 {
-		h.log.ErrorContext(r.Context(), "dashboard: a tried call failed on the service's side", "account", v.account,
+		h.log.ErrorContext(r.Context(), "dashboard: a tried call failed on the service's side", "account", v.Claims.Account,
 			"api", api.ID, "code", hdr.Get(rest.HeaderErrorCode))
 	}
 	h.renderAPI(w, r, v, api, http.StatusOK, newTryForm(api, r.PostForm), newTryResult(status, hdr, body))

@@ -133,7 +133,7 @@ func (h *Handler) usageQuery(r *http.Request) (usage.Query, usageForm, string) {
 // first, then by group. Key groups are named with the account's key names when the
 // caller may list the keys; a key's value is never read.
 func (h *Handler) usageRows(r *http.Request, v *visit, uq usage.Query) ([]usageRow, error) {
-	res, err := h.svc.OwnUsage(r.Context(), v.caller, uq)
+	res, err := h.svc.OwnUsage(r.Context(), v.Caller, uq)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (h *Handler) usagePage(w http.ResponseWriter, r *http.Request, v *visit) {
 		d.Next = form.pageLink(n + 1)
 	}
 	if d.Off == "" {
-		uq.Account = v.account
+		uq.Account = v.Claims.Account
 		nq, _ := uq.Normalized() // the service accepted it: whole buckets
 		d.Legend, d.CallsSVG, d.CreditsSVG, d.ErrorSVG = lineCharts(rows, nq.From, nq.To, time.Duration(uq.Interval))
 	}

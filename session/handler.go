@@ -407,6 +407,40 @@ func (h *Handler) CookieToken(r *http.Request) string {
 	return c.Value
 }
 
+// A Visit is the live session that a request's session cookie carries, for the host's
+// own pages (package dashboard's): its claims, the Caller that acts as it (the cookie's
+// token as the x-jwt credential, from the client's address), and its CSRF token, which
+// the page's forms and scripts send back.
+type Visit struct {
+	Claims    auth.SessionClaims
+	Caller    tollgate.Caller
+	CSRFToken string
+}
+
+// Visit returns the visit of r, or false if r carries no session cookie, or one whose
+// token is not a live session's. It does not read the stores: the session's end, the
+// key's revocation and the account's limits are the service's to judge when the
+// visit's Caller calls it.
+func (h *Handler) Visit(r *http.Request) (Visit, bool) {
+	token := h.CookieToken(r)
+	if token == "" {
+		return Visit{}, false
+	}
+	c, err := h.sessions.Parse(token, h.svc.Now())
+	if err != nil {
+		return Visit{}, false
+	}
+	return Visit{Claims: c,
+		Caller:    tollgate.Caller{Credential: auth.Credential{Kind: auth.SessionHeader, Value: token}, Addr: h.ClientAddr(r)},
+		CSRFToken: h.sessions.CSRFToken(c.ID)}, true
+}
+
+// CheckCSRF reports whether token is the CSRF token of the visit's session, as a
+// state-changing request of the visit's page must send it (a form field, a header).
+func (h *Handler) CheckCSRF(v Visit, token string) bool {
+	return h.sessions.CheckCSRF(v.Claims.ID, token)
+}
+
 // CheckOrigin returns an error if r comes from another origin than the service's own
 // (or one of [Options.TrustedOrigins]), by the browser's Sec-Fetch-Site or Origin
 // header, as [http.CrossOriginProtection] decides. A page's state-changing forms are

@@ -152,3 +152,54 @@ func TestStartRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestVisit checks what a host's page reads of a request through the session handler:
+// the live session its cookie carries, with the Caller that acts as it and its CSRF
+// token; nothing for a request without a cookie, or with a token that is not a
+// session's.
+func TestVisit(t *testing.T) {
+	svc, key := newService(t, sessionOptions(t))
+	h, err := session.NewHandler(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/account/session", strings.NewReader(`{"api_key":"`+key+`"}`)))
+	if rec.Code != http.StatusCreated && rec.Code != http.StatusOK {
+		t.Fatalf("start: %d %s", rec.Code, rec.Body)
+	}
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("start set %d cookies", len(cookies))
+	}
+	page := func(cookie *http.Cookie) *http.Request {
+		r := httptest.NewRequest("GET", "/account", nil)
+		r.RemoteAddr = "192.0.2.7:1234"
+		if cookie != nil {
+			r.AddCookie(cookie)
+		}
+		return r
+	}
+	v, ok := h.Visit(page(cookies[0]))
+	if !ok {
+		t.Fatal("the session's cookie makes no visit")
+	}
+	if v.Claims.Account != "acct" || v.Claims.ID == "" || v.CSRFToken == "" ||
+		v.Caller.Credential.Kind != auth.SessionHeader || v.Caller.Credential.Value != cookies[0].Value || v.Caller.Addr.String() != "192.0.2.7" {
+		t.Fatalf("visit %+v", v)
+	}
+	if p, err := svc.Authenticate(t.Context(), v.Caller); err != nil || p.Account.ID != "acct" {
+		t.Fatalf("the visit's caller: %v", err)
+	}
+	if !h.CheckCSRF(v, v.CSRFToken) || h.CheckCSRF(v, "") || h.CheckCSRF(v, v.CSRFToken+"x") {
+		t.Error("CheckCSRF does not accept exactly the session's token")
+	}
+	if _, ok := h.Visit(page(nil)); ok {
+		t.Error("a request without a cookie makes a visit")
+	}
+	forged := *cookies[0]
+	forged.Value = "not-a-session-token"
+	if _, ok := h.Visit(page(&forged)); ok {
+		t.Error("a cookie that is not a session's makes a visit")
+	}
+}
