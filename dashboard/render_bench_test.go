@@ -133,7 +133,7 @@ func newPGHost(tb testing.TB, records int) *pgHost {
 	rng := rand.New(rand.NewPCG(16, 16))
 	from := usage.Day.Start(now).AddDate(0, 0, -29)
 	span := now.Sub(from)
-	channels := []string{usage.ChannelREST, usage.ChannelGraphQL, usage.ChannelMCP}
+	channels := []string{"rest", "graphql", "mcp"}
 	for i := range records {
 		n := rng.IntN(len(apis))
 		r := usage.Record{At: from.Add(time.Duration(rng.Int64N(int64(span)))), Account: "acme",

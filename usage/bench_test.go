@@ -29,7 +29,7 @@ func BenchmarkRecord(b *testing.B) {
 		for pb.Next() {
 			i++
 			rec.Record(usage.Record{At: t0, Account: "acct_0123456789abcdef", Key: keys[i%4], API: apis[i%5],
-				Channel: usage.ChannelREST, Outcome: usage.OK, Credits: 1, Duration: time.Duration(i%1000) * time.Microsecond})
+				Channel: "rest", Outcome: usage.OK, Credits: 1, Duration: time.Duration(i%1000) * time.Microsecond})
 		}
 	})
 }

@@ -22,7 +22,7 @@ func Example() {
 			outcome, credits = "timeout", 0
 		}
 		rec.Record(usage.Record{At: t0.Add(time.Duration(i) * 10 * time.Minute), Account: "acme", Key: "key_1",
-			API: "geocode", Channel: usage.ChannelREST, Outcome: outcome, Credits: credits, Duration: 40 * time.Millisecond})
+			API: "geocode", Channel: "rest", Outcome: outcome, Credits: credits, Duration: 40 * time.Millisecond})
 	}
 	_ = rec.Close(ctx) // flushes
 	res, _ := usage.Run(ctx, s, usage.Query{Account: "acme", From: t0, To: t0.Add(24 * time.Hour), Interval: usage.Hour, By: usage.ByAPI})

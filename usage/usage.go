@@ -29,15 +29,6 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// Channels of a record: how the call arrived.
-const (
-	ChannelREST    = "rest"
-	ChannelGraphQL = "graphql"
-	ChannelMCP     = "mcp"
-	// ChannelBatch: one record per item of a batch request.
-	ChannelBatch = "batch"
-)
-
 // OK is the Outcome of a call that succeeded. Every other outcome is the name of the
 // error code the call ended with (tollgate.Code's String: "rejected", "timeout",
 // "rate_limited", ...), and counts as an error of that code.
@@ -55,8 +46,9 @@ type Record struct {
 	Key string
 	// API is the id of the API called.
 	API string
-	// Channel is how the call arrived: [ChannelREST], [ChannelGraphQL], [ChannelMCP] or
-	// [ChannelBatch].
+	// Channel is how the call arrived: the name of its auth.Channel ("rest",
+	// "graphql", "mcp", or "batch" for each item of a batch request), or "other" for a
+	// call made without one (as package event names it).
 	Channel string
 	// Outcome is [OK] or the name of the error code the invocation ended with.
 	Outcome string

@@ -101,7 +101,7 @@ func (s *downStore) Add(ctx context.Context, rows []usage.Row) error {
 
 func record(rec *usage.Recorder, minute int, api string) {
 	rec.Record(usage.Record{At: t0.Add(time.Duration(minute) * time.Minute), Account: "acme", Key: "key_1", API: api,
-		Channel: usage.ChannelREST, Outcome: usage.OK, Credits: 1, Duration: time.Millisecond})
+		Channel: "rest", Outcome: usage.OK, Credits: 1, Duration: time.Millisecond})
 }
 
 func calls(t *testing.T, s usage.Store) int64 {

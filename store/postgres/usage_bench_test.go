@@ -32,7 +32,7 @@ func seedUsage(tb testing.TB, s usage.Store, account string, day0 time.Time, n i
 		r := usage.Record{
 			At:      day0.Add(time.Duration(rng.Int64N(int64(30 * 24 * time.Hour)))),
 			Account: account, Key: fmt.Sprint("key", rng.IntN(3)), API: api,
-			Channel: []string{usage.ChannelREST, usage.ChannelGraphQL, usage.ChannelMCP}[rng.IntN(3)],
+			Channel: []string{"rest", "graphql", "mcp"}[rng.IntN(3)],
 			Outcome: usage.OK, Credits: 1, Duration: time.Duration(rng.Int64N(int64(200 * time.Millisecond))),
 		}
 		if rng.IntN(20) == 0 {
@@ -135,7 +135,7 @@ func BenchmarkUsageFlush(b *testing.B) {
 		minute++
 		for i := range 10_000 {
 			rec.Record(usage.Record{At: at, Account: "acme", Key: fmt.Sprint("key", i%4), API: fmt.Sprint("api", i%5),
-				Channel: usage.ChannelREST, Outcome: []string{usage.OK, "rejected"}[i%2], Credits: 1, Duration: time.Millisecond})
+				Channel: "rest", Outcome: []string{usage.OK, "rejected"}[i%2], Credits: 1, Duration: time.Millisecond})
 		}
 		if err := rec.Flush(b.Context()); err != nil {
 			b.Fatal(err)

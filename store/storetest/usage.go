@@ -102,9 +102,9 @@ func totals(t *testing.T, s usage.Store, q usage.Query) (calls, credits int64, l
 func usAddThenSum(t *testing.T, s usage.Store) {
 	acct := newIDs().id("a")
 	rows := []usage.Row{
-		usageRow(acct, 0, "k1", "echo", usage.ChannelREST, usage.OK, 3, 2, time.Millisecond),
-		usageRow(acct, 10*time.Second, "k1", "echo", usage.ChannelREST, "rejected", 1, 2, 3*time.Millisecond),
-		usageRow(acct, 0, "k2", "hash", usage.ChannelMCP, "rate_limited", 2, 0, 0),
+		usageRow(acct, 0, "k1", "echo", "rest", usage.OK, 3, 2, time.Millisecond),
+		usageRow(acct, 10*time.Second, "k1", "echo", "rest", "rejected", 1, 2, 3*time.Millisecond),
+		usageRow(acct, 0, "k2", "hash", "mcp", "rate_limited", 2, 0, 0),
 	}
 	rows[2].Latency = usage.Histogram{} // refused: no latency
 	must(t, "Add", s.Add(t.Context(), rows))
@@ -146,7 +146,7 @@ func randomRows(rng *rand.Rand, account string, n int) []usage.Row {
 	for i := range rows {
 		d := time.Duration(rng.IntN(3*24*60))*time.Minute + time.Duration(rng.IntN(60))*time.Second
 		rows[i] = usageRow(account, d, fmt.Sprint("k", rng.IntN(3)), fmt.Sprint("api", rng.IntN(4)),
-			[]string{usage.ChannelREST, usage.ChannelGraphQL, usage.ChannelMCP}[rng.IntN(3)],
+			[]string{"rest", "graphql", "mcp"}[rng.IntN(3)],
 			[]string{usage.OK, usage.OK, "rejected", "timeout"}[rng.IntN(4)],
 			int64(1+rng.IntN(5)), int64(rng.IntN(4)), time.Duration(rng.IntN(int(5*time.Second))))
 	}
@@ -195,7 +195,7 @@ func usRollupsExact(t *testing.T, s usage.Store) {
 
 func usAddsUp(t *testing.T, s usage.Store) {
 	acct := newIDs().id("a")
-	r := usageRow(acct, 0, "k", "echo", usage.ChannelREST, usage.OK, 2, 3, time.Millisecond)
+	r := usageRow(acct, 0, "k", "echo", "rest", usage.OK, 2, 3, time.Millisecond)
 	for range 3 {
 		must(t, "Add", s.Add(t.Context(), []usage.Row{r, r})) // twice in one Add, too
 	}
@@ -220,7 +220,7 @@ func usConcurrentRecorders(t *testing.T, s usage.Store) {
 			wg.Go(func() {
 				for i := range each {
 					rec.Record(usage.Record{At: at(time.Duration(i%3) * time.Minute), Account: acct, Key: fmt.Sprint("k", g%2),
-						API: "echo", Channel: usage.ChannelREST, Outcome: usage.OK, Credits: 2, Duration: time.Millisecond})
+						API: "echo", Channel: "rest", Outcome: usage.OK, Credits: 2, Duration: time.Millisecond})
 					if i%50 == 49 {
 						if err := rec.Flush(t.Context()); err != nil {
 							t.Errorf("Flush: %v", err)
@@ -252,7 +252,7 @@ func usRetention(t *testing.T, s usage.Store) {
 	var rows []usage.Row
 	for h := range 4 {
 		for _, acct := range []string{a, b} {
-			rows = append(rows, usageRow(acct, time.Duration(h)*time.Hour, "k", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond))
+			rows = append(rows, usageRow(acct, time.Duration(h)*time.Hour, "k", "echo", "rest", usage.OK, 1, 1, time.Millisecond))
 		}
 	}
 	must(t, "Add", s.Add(t.Context(), rows))
@@ -292,7 +292,7 @@ func usRetention(t *testing.T, s usage.Store) {
 func usBucketBoundaries(t *testing.T, s usage.Store) {
 	acct := newIDs().id("a")
 	r := func(d time.Duration, n int64) usage.Row {
-		return usageRow(acct, d, "k", "echo", usage.ChannelREST, usage.OK, n, 1, time.Millisecond)
+		return usageRow(acct, d, "k", "echo", "rest", usage.OK, n, 1, time.Millisecond)
 	}
 	// 1 call in the hour before t0's, 2 at t0, 4 at the end of t0's hour, 8 in the next.
 	must(t, "Add", s.Add(t.Context(), []usage.Row{r(-time.Second, 1), r(0, 2), r(time.Hour-time.Second, 4), r(time.Hour, 8)}))
@@ -331,11 +331,11 @@ func usFiltersAndGroups(t *testing.T, s usage.Store) {
 	n := newIDs()
 	a, b := n.id("a"), n.id("b")
 	must(t, "Add", s.Add(t.Context(), []usage.Row{
-		usageRow(a, 0, "k1", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond),
-		usageRow(a, 0, "k1", "hash", usage.ChannelGraphQL, usage.OK, 2, 1, time.Millisecond),
-		usageRow(a, 0, "k2", "echo", usage.ChannelMCP, "timeout", 4, 0, time.Second),
-		usageRow(a, 0, "", "echo", usage.ChannelREST, usage.OK, 8, 1, time.Millisecond),
-		usageRow(b, 0, "k1", "echo", usage.ChannelREST, usage.OK, 16, 1, time.Millisecond),
+		usageRow(a, 0, "k1", "echo", "rest", usage.OK, 1, 1, time.Millisecond),
+		usageRow(a, 0, "k1", "hash", "graphql", usage.OK, 2, 1, time.Millisecond),
+		usageRow(a, 0, "k2", "echo", "mcp", "timeout", 4, 0, time.Second),
+		usageRow(a, 0, "", "echo", "rest", usage.OK, 8, 1, time.Millisecond),
+		usageRow(b, 0, "k1", "echo", "rest", usage.OK, 16, 1, time.Millisecond),
 	}))
 	calls := func(res usage.Result) map[string]int64 {
 		m := map[string]int64{}
@@ -359,7 +359,7 @@ func usFiltersAndGroups(t *testing.T, s usage.Store) {
 		{"by outcome", func(q *usage.Query) { q.By = usage.ByOutcome }, map[string]int64{"ok": 11, "timeout": 4}},
 		{"api echo by key", func(q *usage.Query) { q.API, q.By = "echo", usage.ByKey }, map[string]int64{"k1": 1, "k2": 4, "": 8}},
 		{"key k1 by api", func(q *usage.Query) { q.Key, q.By = "k1", usage.ByAPI }, map[string]int64{"echo": 1, "hash": 2}},
-		{"channel mcp", func(q *usage.Query) { q.Channel = usage.ChannelMCP }, map[string]int64{"": 4}},
+		{"channel mcp", func(q *usage.Query) { q.Channel = "mcp" }, map[string]int64{"": 4}},
 		{"no such key", func(q *usage.Query) { q.Key = "k9" }, map[string]int64{}},
 		{"other account", func(q *usage.Query) { q.Account = b }, map[string]int64{"": 16}},
 		{"unknown account", func(q *usage.Query) { q.Account = n.id("none") }, map[string]int64{}},
@@ -384,8 +384,8 @@ func usPercentiles(t *testing.T, s usage.Store) {
 		n   int64
 		lat time.Duration
 	}{{45, 2 * time.Millisecond}, {4, 50 * time.Millisecond}, {1, time.Second}} {
-		rows = append(rows, usageRow(acct, 0, "k", "echo", usage.ChannelREST, usage.OK, c.n, 1, c.lat),
-			usageRow(acct, time.Minute, "k", "echo", usage.ChannelGraphQL, usage.OK, c.n, 1, c.lat))
+		rows = append(rows, usageRow(acct, 0, "k", "echo", "rest", usage.OK, c.n, 1, c.lat),
+			usageRow(acct, time.Minute, "k", "echo", "graphql", usage.OK, c.n, 1, c.lat))
 	}
 	must(t, "Add", s.Add(t.Context(), rows))
 	res := sum(t, s, usage.Query{Account: acct, From: at(0), To: at(time.Hour), Interval: usage.Hour})
@@ -410,13 +410,13 @@ func usLastUsed(t *testing.T, s usage.Store) {
 	n := newIDs()
 	a, b := n.id("a"), n.id("b")
 	must(t, "Add", s.Add(t.Context(), []usage.Row{
-		usageRow(a, time.Hour, "k1", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond),
-		usageRow(a, 2*time.Hour+5*time.Second, "k2", "echo", usage.ChannelREST, "rate_limited", 1, 0, 0),
-		usageRow(a, 3*time.Hour, "", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond),
-		usageRow(b, 4*time.Hour, "k3", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond),
+		usageRow(a, time.Hour, "k1", "echo", "rest", usage.OK, 1, 1, time.Millisecond),
+		usageRow(a, 2*time.Hour+5*time.Second, "k2", "echo", "rest", "rate_limited", 1, 0, 0),
+		usageRow(a, 3*time.Hour, "", "echo", "rest", usage.OK, 1, 1, time.Millisecond),
+		usageRow(b, 4*time.Hour, "k3", "echo", "rest", usage.OK, 1, 1, time.Millisecond),
 	}))
 	// An older flush arriving later does not move the last use back.
-	must(t, "Add", s.Add(t.Context(), []usage.Row{usageRow(a, 0, "k1", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond)}))
+	must(t, "Add", s.Add(t.Context(), []usage.Row{usageRow(a, 0, "k1", "echo", "rest", usage.OK, 1, 1, time.Millisecond)}))
 	got, err := s.LastUsed(t.Context(), a)
 	must(t, "LastUsed", err)
 	want := map[string]time.Time{"k1": at(time.Hour), "k2": at(2*time.Hour + 5*time.Second)}
@@ -437,7 +437,7 @@ func usLastUsed(t *testing.T, s usage.Store) {
 
 func usInvalidRows(t *testing.T, s usage.Store) {
 	acct := newIDs().id("a")
-	good := usageRow(acct, 0, "k", "echo", usage.ChannelREST, usage.OK, 1, 1, time.Millisecond)
+	good := usageRow(acct, 0, "k", "echo", "rest", usage.OK, 1, 1, time.Millisecond)
 	for _, tc := range []struct {
 		name string
 		bad  func(*usage.Row)
@@ -519,7 +519,7 @@ func usEveryShape(t *testing.T, s usage.Store) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	keys := []string{"k0", "k1", "k2", ""} // "": a session's calls
 	apis := []string{"echo", "hash", "date-info"}
-	channels := []string{usage.ChannelREST, usage.ChannelGraphQL, usage.ChannelMCP}
+	channels := []string{"rest", "graphql", "mcp"}
 	outcomes := []string{usage.OK, usage.OK, "rejected", "rate_limited"}
 	// 600 minute rows over 36 hours, in three Adds, and a little of another account.
 	var rows []usage.Row
@@ -547,8 +547,8 @@ func usEveryShape(t *testing.T, s usage.Store) {
 			}
 			for _, by := range []usage.Dimension{usage.ByNone, usage.ByAPI, usage.ByKey, usage.ByChannel, usage.ByOutcome} {
 				for _, f := range []struct{ api, key, channel string }{
-					{}, {api: "hash"}, {key: "k1"}, {channel: usage.ChannelMCP}, {api: "echo", key: "k0"},
-					{api: "date-info", channel: usage.ChannelREST}, {key: "k2", channel: usage.ChannelGraphQL},
+					{}, {api: "hash"}, {key: "k1"}, {channel: "mcp"}, {api: "echo", key: "k0"},
+					{api: "date-info", channel: "rest"}, {key: "k2", channel: "graphql"},
 				} {
 					q, err := usage.Query{Account: acct, From: usage.Day.Start(t0), To: usage.Day.Start(t0).Add(span), Interval: res, By: by,
 						API: f.api, Key: f.key, Channel: f.channel}.Normalized()
