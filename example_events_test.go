@@ -1,0 +1,51 @@
+package tollgate_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// This example hears of the keys rotated and revoked through the service, as the
+// README shows: an observer subscribed to the kinds it wants, in one line.
+func ExampleService_Events() {
+	ctx := tollgate.WithActor(context.Background(), tollgate.Actor{ID: "operator:ann"})
+	plans, err := billing.NewPlans(billing.Plan{Name: "pro", Credits: 1000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+	}, plans, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close()
+
+	svc.Events().Subscribe(event.ObserverFunc(func(ctx context.Context, e event.Event) {
+		if c, ok := e.(*event.Change); ok {
+			fmt.Printf("%s: account %s, by %s\n", c.Kind(), c.Account, c.Actor.ID)
+		}
+	}), event.KeyRotated, event.KeyRevoked)
+
+	_, key, _, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "pro"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, _, err := svc.RotateKey(ctx, key.ID); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := svc.RevokeKey(ctx, key.ID); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// key.rotated: account acme, by operator:ann
+	// key.revoked: account acme, by operator:ann
+}
