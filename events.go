@@ -31,40 +31,26 @@ func channelName(p *Principal) event.Channel {
 	return p.Channel.String()
 }
 
-// steps are how long a call's admission, run and settlement took, measured only when
-// an observer wants the call.
+// steps are the instants at which a call began, was admitted, ran and was settled,
+// taken on the service's clock only when an observer wants the call (now is nil
+// otherwise).
 type steps struct {
-	observed               bool
-	now                    func() time.Time
-	start, admitted, ran   time.Time
-	admission, run, settle time.Duration
+	now                           func() time.Time
+	start, admitted, ran, settled time.Time
 }
 
-// begin starts the measure, on the service's clock, if an observer wants calls.
+// begin takes the start, if an observer wants calls.
 func (st *steps) begin(s *Service) {
-	if st.observed = s.events.Wants(event.CallFinished); st.observed {
+	if s.events.Wants(event.CallFinished) {
 		st.now = s.now
 		st.start = st.now()
 	}
 }
 
-func (st *steps) admittedNow() {
-	if st.observed {
-		st.admitted = st.now()
-		st.admission = st.admitted.Sub(st.start)
-	}
-}
-
-func (st *steps) ranNow() {
-	if st.observed {
-		st.ran = st.now()
-		st.run = st.ran.Sub(st.admitted)
-	}
-}
-
-func (st *steps) settledNow() {
-	if st.observed {
-		st.settle = st.now().Sub(st.ran)
+// mark sets *at to now, if the call is measured.
+func (st *steps) mark(at *time.Time) {
+	if st.now != nil {
+		*at = st.now()
 	}
 }
 
@@ -74,7 +60,7 @@ func (st *steps) settledNow() {
 // one API allocates nothing more for it.
 func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
 	st *steps, how event.Settlement, remaining int64, one *single) {
-	if !st.observed {
+	if st.now == nil {
 		return
 	}
 	var e *event.Call
@@ -86,7 +72,7 @@ func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, inv
 	}
 	e.At, e.Account, e.Key, e.Channel = now, p.Account.ID, p.Key.ID, channelName(p)
 	e.Settlement, e.Remaining = how, remaining
-	e.Admission, e.Run, e.Settle = st.admission, st.run, st.settle
+	e.Admission, e.Run, e.Settle = st.admitted.Sub(st.start), st.ran.Sub(st.admitted), st.settled.Sub(st.ran)
 	charges := how == event.Settled || how == event.Deferred
 	for i := range invs {
 		a := event.APIResult{API: invs[i].API.ID}

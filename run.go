@@ -97,7 +97,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	if p.Plan.RatePerMinute > 0 {
 		rc.Rate = t.Rate
 	}
-	st.admittedNow()
+	st.mark(&st.admitted)
 	var (
 		results []Result
 		took    []time.Duration
@@ -107,7 +107,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	} else {
 		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
 	}
-	st.ranNow()
+	st.mark(&st.ran)
 	// An API that failed on the service's side is refunded.
 	out := billing.Outcome{Now: now}
 	for i, r := range results {
@@ -122,7 +122,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		}
 	}
 	b, err := s.meter.Settle(ctx, &t, out)
-	st.settledNow()
+	st.mark(&st.settled)
 	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
 	how := event.Settled
 	switch {
@@ -164,7 +164,7 @@ func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, in
 		s.log.WarnContext(ctx, "tollgate: cannot refund a batch that is not charged now; retrying in the background until its reservation expires, when it is voided",
 			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
 	}
-	st.settledNow()
+	st.mark(&st.settled)
 	s.finished(ctx, p, now, invs, results, took, st, event.Unsettled, b.Remaining, nil)
 	rc.Plan, rc.Balance = p.Plan, b
 	if errors.Is(err, idempotency.ErrNotHeld) {

@@ -269,47 +269,46 @@ func (vn viewNode) owns(slot int) bool {
 	return false
 }
 
+// liveView returns the cluster as the first live node sees it, and that node.
+func (c *RedisCluster) liveView(ctx context.Context) (clusterView, *RedisNode, error) {
+	for _, n := range c.Nodes {
+		if n.Alive() {
+			v, err := c.view(ctx, n)
+			return v, n, err
+		}
+	}
+	return nil, nil, errors.New("no node of the cluster is running")
+}
+
 // MasterOf returns the node that a live node says is the master of slot now.
 func (c *RedisCluster) MasterOf(ctx context.Context, slot int) (*RedisNode, error) {
-	for _, n := range c.Nodes {
-		if !n.Alive() {
-			continue
-		}
-		v, err := c.view(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		for id, vn := range v {
-			if vn.is("master") && vn.owns(slot) {
-				if m := c.ByID(id); m != nil {
-					return m, nil
-				}
+	v, n, err := c.liveView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for id, vn := range v {
+		if vn.is("master") && vn.owns(slot) {
+			if m := c.ByID(id); m != nil {
+				return m, nil
 			}
 		}
-		return nil, fmt.Errorf("%s knows no master of slot %d", n.Addr, slot)
 	}
-	return nil, errors.New("no node of the cluster is running")
+	return nil, fmt.Errorf("%s knows no master of slot %d", n.Addr, slot)
 }
 
 // ReplicasOf returns the live nodes that a live node says replicate m now.
 func (c *RedisCluster) ReplicasOf(ctx context.Context, m *RedisNode) ([]*RedisNode, error) {
-	for _, n := range c.Nodes {
-		if !n.Alive() {
-			continue
-		}
-		v, err := c.view(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		var out []*RedisNode
-		for id, vn := range v {
-			if r := c.ByID(id); vn.master == m.ID && r != nil && r.Alive() {
-				out = append(out, r)
-			}
-		}
-		return out, nil
+	v, _, err := c.liveView(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New("no node of the cluster is running")
+	var out []*RedisNode
+	for id, vn := range v {
+		if r := c.ByID(id); vn.master == m.ID && r != nil && r.Alive() {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Role returns what the node says it is: "master" or "slave" (INFO replication).
