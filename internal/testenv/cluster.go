@@ -296,15 +296,20 @@ func (c *RedisCluster) MasterOf(ctx context.Context, slot int) (*RedisNode, erro
 	return nil, fmt.Errorf("%s knows no master of slot %d", n.Addr, slot)
 }
 
-// ReplicasOf returns the live nodes that a live node says replicate m now.
+// ReplicasOf returns the live nodes that say they replicate m now. Each node is asked
+// about itself: another node's view of who replicates whom lags behind by a gossip
+// round.
 func (c *RedisCluster) ReplicasOf(ctx context.Context, m *RedisNode) ([]*RedisNode, error) {
-	v, _, err := c.liveView(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var out []*RedisNode
-	for id, vn := range v {
-		if r := c.ByID(id); vn.master == m.ID && r != nil && r.Alive() {
+	for _, r := range c.Nodes {
+		if !r.Alive() {
+			continue
+		}
+		v, err := c.view(ctx, r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Addr, err)
+		}
+		if v[r.ID].master == m.ID {
 			out = append(out, r)
 		}
 	}
@@ -322,10 +327,24 @@ func (n *RedisNode) Role(ctx context.Context) (string, error) {
 
 // WaitHealthy waits, until ctx ends, for the live nodes to agree that every slot has
 // a live master: each reports cluster_state:ok, sees no node it has not flagged as
-// failed (fail) disconnected, names one live master per slot, and each live replica
-// has finished its synchronisation with its master (master_link_status:up).
+// failed (fail) disconnected, names one live master per slot, agrees with each live
+// node about what that node replicates, and each live replica has finished its
+// synchronisation with its master (master_link_status:up).
 func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 	return Wait(ctx, func() error {
+		// What each live node says it replicates ("" for a master): every other live
+		// node must agree.
+		selves := map[string]string{}
+		for _, n := range c.Nodes {
+			if !n.Alive() {
+				continue
+			}
+			v, err := c.view(ctx, n)
+			if err != nil {
+				return fmt.Errorf("%s: %w", n.Addr, err)
+			}
+			selves[n.ID] = v[n.ID].master
+		}
 		for _, n := range c.Nodes {
 			if !n.Alive() {
 				continue
@@ -350,6 +369,9 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 				}
 				if node.Alive() != !vn.is("fail") {
 					return fmt.Errorf("%s: node %s is flagged %s", n.Addr, node.Addr, vn.flags)
+				}
+				if node.Alive() && vn.master != selves[id] {
+					return fmt.Errorf("%s sees node %s replicate %q, the node says %q", n.Addr, node.Addr, vn.master, selves[id])
 				}
 				if vn.is("master") && node.Alive() {
 					for s := range 16384 {
