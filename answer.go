@@ -5,16 +5,15 @@ import (
 	"errors"
 
 	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/internal/outage"
 )
 
 // refuse makes the reply of a call refused after its caller was authenticated, with
 // err (nil for a call with nothing to run) and the receipt as far as the call got.
 // A key that came from the key cache and that no admission checked is checked first, so
 // that a rotated or revoked key gets its own answer rather than this one; the balance
-// is read for the credit headers when the call did not get it. The refusal is recorded
-// in the usage statistics for each of apis, the APIs the call named (see
-// [Options.Usage]). A refusal because a store is unavailable (CodeUnavailable) goes to
+// is read for the credit headers when the call did not get it. The refusal is published
+// ([event.CallRefused]) with apis, the APIs the call named. A refusal because a store is unavailable (CodeUnavailable) goes to
 // the stores no more: its cause is logged where it was found, and a second read would
 // only fail, or wait, the same way.
 func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
@@ -52,11 +51,11 @@ func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, e
 }
 
 // Status returns the principal's account position, for the analytics endpoint. It
-// changes nothing and costs nothing. Its Usage counts the whole account's calls for
-// a principal that sees the whole account (the primary key, a session acting as it,
-// a session that names no key), and only its key's own calls for any other (see
-// [Service.OwnUsage]): those come from the usage statistics, and Usage is nil when
-// the service records none.
+// changes nothing and costs nothing. Its Usage, the calls per API of the period as the
+// ledger counts them, is the whole account's, so it is set only for a principal that
+// sees the whole account (the primary key, a session acting as it, a session that
+// names no key); for any other it is nil (package accounts counts a key's own calls
+// from the usage statistics).
 func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, error) {
 	if err := s.verify(ctx, p); err != nil {
 		return billing.Status{}, err
@@ -66,10 +65,8 @@ func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, err
 		return st, s.unavailable(ctx, "meter", err)
 	}
 	switch {
-	case !managesAll(p):
-		if st.Usage, err = s.keyCalls(ctx, p, st.Balance.Period); err != nil {
-			return st, err
-		}
+	case !p.WholeAccount():
+		st.Usage = nil
 	case st.Usage == nil:
 		st.Usage = map[string]int64{}
 	}
@@ -89,22 +86,12 @@ func (s *Service) unavailable(ctx context.Context, what string, err error) *Erro
 	if e := (*Error)(nil); errors.As(err, &e) {
 		return e
 	}
-	if errors.Is(err, store.ErrInvalid) {
-		// The store cannot hold a value the caller sent: the caller's mistake, which
-		// the checks at the edge should have caught.
-		s.log.InfoContext(ctx, "tollgate: a store refused a value it cannot hold", "store", what, "error", err)
-		return newError(CodeInvalidInput, "a value in the request cannot be stored: use valid UTF-8 text without NUL or control characters", err)
+	v := outage.Judge(ctx, err)
+	s.log.Log(ctx, v.Level, v.Log, "store", what, "error", err)
+	if v.Invalid {
+		return newError(CodeInvalidInput, v.Message, err)
 	}
-	switch cause := ctx.Err(); {
-	case errors.Is(cause, context.Canceled):
-		s.log.InfoContext(ctx, "tollgate: answered 503: the client canceled the request before the store answered", "store", what, "error", err)
-		return newError(CodeUnavailable, "the request was canceled before the service could answer; nothing was done and nothing was charged", err)
-	case cause != nil:
-		s.log.WarnContext(ctx, "tollgate: answered 503: the request's deadline passed before the store answered", "store", what, "error", err)
-		return newError(CodeUnavailable, "the request's deadline passed before the service could answer; nothing was done and nothing was charged", err)
-	}
-	s.log.ErrorContext(ctx, "tollgate: answered 503: store unavailable", "store", what, "error", err)
-	return newError(CodeUnavailable, "the service cannot reach its data store; nothing was done and nothing was charged; try again shortly", err)
+	return newError(CodeUnavailable, v.Message, err)
 }
 
 func (s *Service) internal(what string, err error) *Error {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -203,7 +204,7 @@ func TestCallBatchChannel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, value, err := h.svc.CreateKey(t.Context(), "acct", auth.NewKey{Name: "sub", Restrictions: r})
+		_, value, err := h.mgr.CreateKey(t.Context(), "acct", auth.NewKey{Name: "sub", Restrictions: r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +344,7 @@ func testCallBatchIdempotent(t *testing.T) {
 		}
 	}
 	// The key is the account's: another account's batch with the same key runs.
-	_, _, value, err := h.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "other", Plan: "p"})
+	_, _, value, err := h.mgr.CreateAccount(t.Context(), accounts.Spec{ID: "other", Plan: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func testCallBatchIdempotent(t *testing.T) {
 	if r := h.batch(t.Context(), "mixed", "k3", big...); tollgate.CodeOf(r.Err) != tollgate.CodeCreditsExhausted {
 		t.Fatalf("a batch over the balance: %v", r.Err)
 	}
-	if _, err := h.svc.AdjustCredits(t.Context(), "acct", 100, "top-up", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(t.Context(), "acct", 100, "top-up", ""); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.batch(t.Context(), "mixed", "k3", big...); r.Err != nil || r.Replayed || r.Receipt.Charged != 120 {
@@ -430,20 +431,16 @@ func (forgetfulStore) Complete(context.Context, idempotency.ID, idempotency.Toke
 	return errors.New("the instance died")
 }
 
-// successor is another instance of h's service, on the same key store, ledger and
-// idempotency records but limiters of its own, with opts: the instance that a client
-// reaches once h's has died.
+// successor is another instance of h's service, on the same key store, ledger,
+// idempotency records and usage store (if h records usage) but limiters of its own,
+// with opts: the instance that a client reaches once h's has died. It has a manager of
+// its own, and a recorder of its own if h has one.
 func (h *harness) successor(t *testing.T, keys auth.KeyStore, ledger driver.Ledger, records idempotency.Store, opts tollgate.Options) *harness {
 	t.Helper()
 	opts.Idempotency = &tollgate.IdempotencyOptions{Store: records}
 	other := &harness{key: h.key, release: make(chan struct{}), slots: h.slots}
-	var err error
-	other.svc, err = tollgate.New(h.svc.Catalog(), tollgate.Stores{Keys: keys, Ledger: ledger,
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, h.svc.Plans(), &opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(other.svc.Close)
+	other.start(t, h.svc.Catalog(), tollgate.Stores{Keys: keys, Ledger: ledger,
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, h.svc.Plans(), harnessOptions{opts: opts, usage: h.usage})
 	return other
 }
 

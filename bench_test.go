@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -83,23 +84,34 @@ func benchService(b *testing.B) (*Service, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	now := time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC)
+	keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 	s, err := New(reg, Stores{
-		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Keys: keys, Ledger: ledger,
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, &Options{Now: func() time.Time { return time.Date(2030, 1, 15, 0, 0, 0, 0, time.UTC) }})
+	}, plans, &Options{Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(s.Close)
+	// The account is made as package accounts makes it (which this package cannot
+	// import): the account and its key in the key store, its balance in the ledger.
 	ctx := context.Background()
-	if _, _, _, err := s.CreateAccount(ctx, AccountSpec{ID: "acct", Plan: "bench"}); err != nil {
+	authority, err := auth.NewAuthority(keys, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, _, err := authority.CreateAccount(ctx, auth.NewAccount{ID: "acct", Plan: "bench"}, now); err != nil {
+		b.Fatal(err)
+	}
+	if err := ledger.Open(ctx, driver.Opening{Account: "acct", Balance: billing.MaxCredits, Allowance: billing.MaxCredits, Period: billing.MonthOf(now)}); err != nil {
 		b.Fatal(err)
 	}
 	rs, err := auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"hash", "echo"}, Channels: []string{"rest"}, AllowedIPs: []string{"203.0.113.0/24"}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, value, err := s.CreateKey(ctx, "acct", auth.NewKey{Name: "bench", Restrictions: rs})
+	_, value, err := authority.CreateKey(ctx, "acct", auth.NewKey{Name: "bench", Restrictions: rs}, auth.KeyLimit{}, now)
 	if err != nil {
 		b.Fatal(err)
 	}

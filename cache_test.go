@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -38,11 +39,12 @@ func (c *countingKeys) CheckKey(ctx context.Context, k driver.KeyCheck) (driver.
 	return c.KeyStore.CheckKey(ctx, k)
 }
 
-// cachedInstances returns two services on the same stores with key caches, as two
-// instances of a deployment: APIs of the given ids that answer {} for 1 credit, and
+// cachedInstances returns the account managers of two services on the same stores with
+// key caches, as two instances of a deployment (each manager publishes its changes on
+// its own service's events): APIs of the given ids that answer {} for 1 credit, and
 // plan "p" with 100 credits, a rate limit and a concurrency ceiling that the tests do
 // not reach.
-func cachedInstances(t *testing.T, keys auth.KeyStore, cache *auth.KeyCacheOptions, apis ...string) (a, b *tollgate.Service) {
+func cachedInstances(t *testing.T, keys auth.KeyStore, cache *auth.KeyCacheOptions, apis ...string) (a, b *accounts.Manager) {
 	t.Helper()
 	reg := &catalog.Registry{}
 	for _, id := range apis {
@@ -54,13 +56,13 @@ func cachedInstances(t *testing.T, keys auth.KeyStore, cache *auth.KeyCacheOptio
 	}
 	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100, RatePerMinute: 600, Concurrency: 10})
 	stores := tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
-	newInstance := func() *tollgate.Service {
+	newInstance := func() *accounts.Manager {
 		svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{KeyCache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
-		return svc
+		return newManager(t, svc, stores)
 	}
 	return newInstance(), newInstance()
 }
@@ -72,18 +74,18 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
 	a, b := cachedInstances(t, keys, &auth.KeyCacheOptions{}, "ok")
 	ctx := t.Context()
-	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	_, key, value, err := a.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(svc *tollgate.Service, value string) error {
+	call := func(m *accounts.Manager, value string) error {
 		t.Helper()
-		return svc.Call(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST}, "ok", nil).Err
+		return m.Service().Call(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST}, "ok", nil).Err
 	}
 
 	// Warm both caches; then calls read no key record.
-	for _, svc := range []*tollgate.Service{a, b} {
-		if err := call(svc, value); err != nil {
+	for _, m := range []*accounts.Manager{a, b} {
+		if err := call(m, value); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,8 +139,10 @@ func TestVerifyChecksCachedPrincipals(t *testing.T) {
 	}
 	t.Cleanup(a.Close)
 	b, _ := tollgate.New(reg, stores, plans, nil)
+	t.Cleanup(b.Close)
+	mgrA, mgrB := newManager(t, a, stores), newManager(t, b, stores)
 	ctx := t.Context()
-	_, key, value, _ := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	_, key, value, _ := mgrA.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"})
 	cred := tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}}
 	if _, err := a.Authenticate(ctx, cred); err != nil { // fills the cache
 		t.Fatal(err)
@@ -150,7 +154,7 @@ func TestVerifyChecksCachedPrincipals(t *testing.T) {
 	if _, err := a.Status(ctx, &p); err != nil || p.Cached {
 		t.Fatalf("Status: %v; the principal is verified after it: %v", err, !p.Cached)
 	}
-	if _, err := b.RevokeKey(ctx, key.ID); err != nil { // through the other instance
+	if _, err := mgrB.RevokeKey(ctx, key.ID); err != nil { // through the other instance
 		t.Fatal(err)
 	}
 	p, _ = a.Authenticate(ctx, cred)
@@ -200,12 +204,13 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 		}
 	}
 	a, b := instances[0], instances[1]
+	mgrA := newManager(t, a, stores) // changes through a: a's cache hears of them
 	ctx := t.Context()
-	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	_, key, value, err := mgrA.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, _, err := a.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}})})
+	sub, _, err := mgrA.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +251,7 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := a.RotateKey(ctx, key.ID); err != nil {
+	if _, _, err := mgrA.RotateKey(ctx, key.ID); err != nil {
 		t.Fatal(err)
 	}
 	checks := keys.checks.Load()
@@ -262,16 +267,28 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 	}
 
 	// Revoke through a: b refuses the very next call by id.
-	if _, err := a.RevokeKey(ctx, key.ID); err != nil {
+	if _, err := mgrA.RevokeKey(ctx, key.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := call(b, key.ID, auth.ChannelMCP); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("call by key id after revocation on the other instance: %v, want forbidden", err)
 	}
-	if info, err := a.Account(ctx, "acct"); err != nil || info.Balance.Remaining != 100-4 {
+	if info, err := mgrA.Account(ctx, "acct"); err != nil || info.Balance.Remaining != 100-4 {
 		bal := info.Balance
 		t.Errorf("balance %+v (%v), want %d: four calls went through", bal, err, 100-4)
 	}
+}
+
+// newManager returns the account manager of svc, on stores, svc's own; the test's end
+// closes it.
+func newManager(t *testing.T, svc *tollgate.Service, stores tollgate.Stores) *accounts.Manager {
+	t.Helper()
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	return mgr
 }
 
 func mustRestrictions(t *testing.T, spec auth.RestrictionSpec) auth.Restrictions {
@@ -303,16 +320,18 @@ func TestSessionTokensWithKeyCache(t *testing.T) {
 	}
 	clock := testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))
 	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
-	svc, err := tollgate.New(reg, tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()},
+	stores := tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil), Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	svc, err := tollgate.New(reg, stores,
 		plans, &tollgate.Options{KeyCache: &auth.KeyCacheOptions{TTL: time.Hour}, Sessions: sessions, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	mgr := newManager(t, svc, stores)
 	ctx := t.Context()
 	expiring := mustRestrictions(t, auth.RestrictionSpec{ExpiresAt: ptr(clock.Now().Add(time.Minute))})
-	for _, spec := range []tollgate.AccountSpec{{ID: "acct", Plan: "p"}, {ID: "brief", Plan: "p", Restrictions: expiring}} {
-		if _, _, _, err := svc.CreateAccount(ctx, spec); err != nil {
+	for _, spec := range []accounts.Spec{{ID: "acct", Plan: "p"}, {ID: "brief", Plan: "p", Restrictions: expiring}} {
+		if _, _, _, err := mgr.CreateAccount(ctx, spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -365,7 +384,7 @@ func TestSessionTokensWithKeyCache(t *testing.T) {
 	if err := svc.Call(ctx, acct, "ok", nil).Err; err != nil {
 		t.Errorf("the other account's token after the expiry: %v", err)
 	}
-	info, err := svc.Account(ctx, "brief")
+	info, err := mgr.Account(ctx, "brief")
 	if err != nil || info.Balance.Remaining != 99 {
 		t.Errorf("brief's balance %+v (%v), want 99: the refused call is not charged", info.Balance, err)
 	}
@@ -381,15 +400,16 @@ func ptr[T any](v T) *T { return &v }
 func TestCallAs(t *testing.T) {
 	a, b := cachedInstances(t, memory.NewKeyStore(), &auth.KeyCacheOptions{TTL: time.Hour}, "a", "b")
 	ctx := context.Background()
-	_, key, value, err := a.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	_, key, value, err := a.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	svc := a.Service()
 	caller := tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelMCP}
-	if reply := a.Call(ctx, caller, "a", nil); reply.Err != nil { // puts the key in a's cache
+	if reply := svc.Call(ctx, caller, "a", nil); reply.Err != nil { // puts the key in a's cache
 		t.Fatal(reply.Err)
 	}
-	p, err := a.Authenticate(ctx, caller)
+	p, err := svc.Authenticate(ctx, caller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +417,7 @@ func TestCallAs(t *testing.T) {
 		t.Fatal("the principal did not come from the key cache")
 	}
 	kept := p
-	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "a", nil); reply.Err != nil || reply.Receipt.Charged != 1 {
+	if reply := svc.Call(ctx, tollgate.Caller{As: &p}, "a", nil); reply.Err != nil || reply.Receipt.Charged != 1 {
 		t.Fatalf("a call as the principal: %v, charged %d", reply.Err, reply.Receipt.Charged)
 	}
 	// Narrowed through the other instance: a's cache still holds the old record.
@@ -405,19 +425,19 @@ func TestCallAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.UpdateKey(ctx, key.ID, tollgate.KeyChange{Restrictions: &only}); err != nil {
+	if _, err := b.UpdateKey(ctx, key.ID, accounts.KeyChange{Restrictions: &only}); err != nil {
 		t.Fatal(err)
 	}
-	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "a", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+	if reply := svc.Call(ctx, tollgate.Caller{As: &p}, "a", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
 		t.Fatalf("a call of an API the key may no longer call: %v; want forbidden", reply.Err)
 	}
-	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "b", nil); reply.Err != nil {
+	if reply := svc.Call(ctx, tollgate.Caller{As: &p}, "b", nil); reply.Err != nil {
 		t.Fatalf("a call of the API the key may still call: %v", reply.Err)
 	}
 	if _, err := b.RevokeKey(ctx, key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if reply := a.Call(ctx, tollgate.Caller{As: &p}, "b", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
+	if reply := svc.Call(ctx, tollgate.Caller{As: &p}, "b", nil); tollgate.CodeOf(reply.Err) != tollgate.CodeForbidden {
 		t.Fatalf("a call with a revoked key: %v; want forbidden", reply.Err)
 	}
 	if !reflect.DeepEqual(p, kept) {

@@ -43,10 +43,19 @@
 // [*Error] values with a [Code], a kind of failure that knows no protocol; each front
 // door owns the table that maps every code to its protocol.
 //
+// # What is not here
+//
+// The Service is the metered call and nothing else. Accounts, keys, credits and
+// sessions are managed by package accounts, which publishes each change on the
+// service's events ([Service.Events]); the audit log (package audit), the usage
+// statistics (package usage) and any other cross-cutting feature are observers
+// subscribed to those events.
+//
 // # Assembly
 //
 // The package Example is the whole assembly: a registry with an API, plans, stores on
-// memory, the Service, the REST front door on a mux, an account and a key, and a call.
+// memory, the Service, the REST front door on a mux, an account and a key (package
+// accounts), and a call.
 // examples/server is the full assembly on in-memory stores (go run ./examples/server),
 // and examples/distributed the same on PostgreSQL and Redis.
 package tollgate

@@ -2,22 +2,20 @@ package tollgate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 )
 
 // Events returns the service's seam: the bus on which it publishes what happens (see
 // package event). Subscribe an observer to it to hear of calls that ran or were
-// refused, of sweeps, and of the changes made to accounts, keys, credits and sessions:
+// refused and of sweeps, which the service publishes, and of the changes made to
+// accounts, keys, credits and sessions, which package accounts publishes here:
 //
 //	svc.Events().Subscribe(observer, event.KeyRevoked, event.SessionEnded)
 //
-// The service publishes each event on the goroutine of the change, after the change is
+// Each event is published on the goroutine of what it tells of, after the change is
 // stored and before the method that made it returns; an event of a kind nobody
 // subscribed to is not built. Changes made by other instances on the same stores are
 // published on those instances.
@@ -112,32 +110,4 @@ func (s *Service) refused(ctx context.Context, p *Principal, apis []string, err 
 	}
 	s.events.Publish(ctx, &event.Refusal{At: s.now(), Account: p.Account.ID, Key: p.Key.ID,
 		Channel: channelName(p), APIs: known, Code: code.String()})
-}
-
-// changed publishes c, a change made at now by the actor ctx names (unless c names
-// its own), with a random ID unless c has one.
-func (s *Service) changed(ctx context.Context, now time.Time, c event.Change) {
-	if !s.events.Wants(c.Type) {
-		return
-	}
-	if c.Actor.ID == "" {
-		c.Actor = actorOf(ctx)
-	}
-	if c.ID == "" {
-		c.ID = rand.Text()
-	}
-	c.At = now
-	s.events.Publish(ctx, &c)
-}
-
-// restrictionsJSON is r's plain JSON form for an event; nil for no restrictions.
-func restrictionsJSON(r auth.Restrictions) json.RawMessage {
-	if r.IsZero() {
-		return nil
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil // Spec is plain data: this does not happen
-	}
-	return b
 }

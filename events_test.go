@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 )
@@ -46,22 +47,22 @@ func (o *events) take() []event.Event {
 	return got
 }
 
-// TestChangeEvents checks that every change made through the service is published
-// once stored, before the method returns, with its kind, account, key and actor, that
-// a change that fails is not, and that canceling a subscription stops it, even from
-// inside the observer.
+// TestChangeEvents checks that every change made through the manager is published on
+// the service's events once stored, before the method returns, with its kind, account,
+// key and actor, that a change that fails is not, and that canceling a subscription
+// stops it, even from inside the observer.
 func TestChangeEvents(t *testing.T) {
-	ctx := tollgate.WithActor(context.Background(), tollgate.Actor{ID: "operator:ann"})
+	ctx := accounts.WithActor(context.Background(), event.Actor{ID: "operator:ann"})
 	h := newHarness(t, harnessOptions{})
 	obs := &events{}
 	cancel := h.svc.Events().Subscribe(obs) // every kind
-	info, err := h.svc.Account(ctx, "acct")
+	info, err := h.mgr.Account(ctx, "acct")
 	if err != nil {
 		t.Fatal(err)
 	}
 	primary := info.Keys[0].ID
 
-	sub, _, err := h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: "sub"})
+	sub, _, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "sub"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,18 +73,18 @@ func TestChangeEvents(t *testing.T) {
 		want event.Change // its ID and At are checked apart
 	}{
 		{"create account", func() error {
-			_, _, _, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "other", Plan: "p"})
+			_, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "other", Plan: "p"})
 			return err
 		}, event.Change{Type: event.AccountCreated, Account: "other", Plan: "p", Credits: 100}},
-		{"rotate", func() error { _, _, err := h.svc.RotateKey(ctx, primary); return err },
+		{"rotate", func() error { _, _, err := h.mgr.RotateKey(ctx, primary); return err },
 			event.Change{Type: event.KeyRotated, Account: "acct", Key: primary}},
 		{"update", func() error {
-			_, err := h.svc.UpdateKey(ctx, sub.ID, tollgate.KeyChange{Name: &name})
+			_, err := h.mgr.UpdateKey(ctx, sub.ID, accounts.KeyChange{Name: &name})
 			return err
 		}, event.Change{Type: event.KeyUpdated, Account: "acct", Key: sub.ID, OldName: "sub", Name: "renamed"}},
-		{"adjust", func() error { _, err := h.svc.AdjustCredits(ctx, "acct", 5, "goodwill", ""); return err },
+		{"adjust", func() error { _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); return err },
 			event.Change{Type: event.CreditsAdjusted, Account: "acct", Credits: 5, Reason: "goodwill"}},
-		{"revoke", func() error { _, err := h.svc.RevokeKey(ctx, sub.ID); return err },
+		{"revoke", func() error { _, err := h.mgr.RevokeKey(ctx, sub.ID); return err },
 			event.Change{Type: event.KeyRevoked, Account: "acct", Key: sub.ID}},
 	}
 	obs.take() // the key's creation
@@ -113,13 +114,13 @@ func TestChangeEvents(t *testing.T) {
 	}
 
 	// Changes that fail publish nothing; revoking a revoked key changes nothing.
-	if _, err := h.svc.RevokeKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if _, err := h.mgr.RevokeKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Fatalf("revoking a missing key: %v", err)
 	}
-	if _, _, err := h.svc.RotateKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if _, _, err := h.mgr.RotateKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Fatalf("rotating a missing key: %v", err)
 	}
-	if _, err := h.svc.RevokeKey(ctx, sub.ID); err != nil {
+	if _, err := h.mgr.RevokeKey(ctx, sub.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := obs.take(); len(got) != 0 {
@@ -132,7 +133,7 @@ func TestChangeEvents(t *testing.T) {
 	selfCancel = h.svc.Events().Subscribe(event.ObserverFunc(func(context.Context, event.Event) { calls++; selfCancel() }), event.KeyRotated)
 	cancel()
 	for range 2 {
-		if _, _, err := h.svc.RotateKey(ctx, primary); err != nil {
+		if _, _, err := h.mgr.RotateKey(ctx, primary); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,7 +181,7 @@ func TestCallEvents(t *testing.T) {
 	if got := obs.take(); len(got) != 0 {
 		t.Fatalf("a made-up id was published: %v", got)
 	}
-	if _, err := h.svc.AdjustCredits(ctx, "acct", -94, "test", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", -94, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	r = h.call(ctx, []string{"two"})

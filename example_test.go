@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -19,7 +20,7 @@ import (
 )
 
 // This example assembles a service with one API on in-memory stores, creates an account
-// and a sub-key, serves the REST front door and calls the API with the sub-key. The
+// and a sub-key with the service's account manager, serves the REST front door and calls the API with the sub-key. The
 // README's "Using the library" shows the same code; a test keeps the two equal.
 func Example() {
 	ctx := context.Background()
@@ -44,20 +45,28 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, plans, nil)
+	}
+	svc, err := tollgate.New(reg, stores, plans, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer svc.Close() // stops the background sweep of expired reservations
 
+	// The manager of the service's accounts, on the same stores.
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mgr.Close() // stops the background prune of revoked keys
+
 	// An account on the pro plan, with its primary key, and a sub-key that may call only
 	// hash, only over REST. A key's value is returned once; only its hash is stored.
-	acct, _, _, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "pro"})
+	acct, _, _, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "pro"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,7 +74,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, key, err := svc.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci", Restrictions: scope})
+	_, key, err := mgr.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci", Restrictions: scope})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -177,8 +177,8 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			first := opts
 			first.Idempotency = &tollgate.IdempotencyOptions{Store: tc.records(records)}
-			first.Usage = &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1, PruneInterval: -1}
-			h := newHarness(t, harnessOptions{ledger: &crashingLedger{Ledger: ledger, settle: tc.settles}, keys: keys, opts: first})
+			h := newHarness(t, harnessOptions{ledger: &crashingLedger{Ledger: ledger, settle: tc.settles}, keys: keys, opts: first,
+				usage: memory.NewUsageStore()})
 			r := h.batch(t.Context(), "ok", "k", ns(1, 2, 3)...)
 			switch {
 			case tc.conflict:
@@ -204,10 +204,8 @@ func TestCallBatchIdempotentCrashPoints(t *testing.T) {
 				if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), tc.warn) {
 					t.Errorf("the first instance logged %q, want a WARN saying %q", logs.String(), tc.warn)
 				}
-				if err := h.svc.FlushUsage(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				res, err := h.svc.Usage(t.Context(), usage.Query{Account: "acct", From: now, To: now.Add(time.Hour), Interval: usage.Hour})
+				h.flushUsage(t)
+				res, err := h.mgr.Usage(t.Context(), usage.Query{Account: "acct", From: now, To: now.Add(time.Hour), Interval: usage.Hour})
 				if err != nil || len(res.Series) != 1 || len(res.Series[0].Points) != 1 ||
 					res.Series[0].Points[0].Calls != 3 || res.Series[0].Points[0].Credits != 0 {
 					t.Errorf("the usage statistics: %+v, %v; want 3 calls, 0 credits", res.Series, err)
@@ -300,11 +298,10 @@ func twoInstances(t *testing.T, retention time.Duration, wrap func(idempotency.S
 	keys := memory.NewKeyStore()
 	records := memory.NewIdempotencyStore(nil)
 	opts := tollgate.Options{Now: func() time.Time { return *now }, SweepInterval: -1, CallTimeout: 30 * time.Second,
-		ReservationGrace: 30 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1, PruneInterval: -1}}
+		ReservationGrace: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 	firstOpts := opts
 	firstOpts.Idempotency = &tollgate.IdempotencyOptions{Store: wrap(records, now), Retention: retention}
-	first = newHarness(t, harnessOptions{ledger: ledger, keys: keys, opts: firstOpts})
+	first = newHarness(t, harnessOptions{ledger: ledger, keys: keys, opts: firstOpts, usage: memory.NewUsageStore()})
 	second = first.successor(t, keys, ledger, records, opts)
 	return first, second, now
 }
@@ -513,11 +510,9 @@ func TestCallBatchIdempotentReceiptsMatchLedger(t *testing.T) {
 			}
 			var credits int64
 			for _, in := range []*harness{h, other} {
-				if err := in.svc.FlushUsage(t.Context()); err != nil {
-					t.Fatal(err)
-				}
+				in.flushUsage(t)
 			}
-			res, err := other.svc.Usage(t.Context(), usage.Query{Account: "acct", From: now.Add(-time.Hour), To: now.Add(time.Hour), Interval: usage.Hour})
+			res, err := other.mgr.Usage(t.Context(), usage.Query{Account: "acct", From: now.Add(-time.Hour), To: now.Add(time.Hour), Interval: usage.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,17 +13,25 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
-// harness is a service on memory stores with a few test APIs, one account and its key.
+// harness is a service on memory stores with a few test APIs, one account and its key,
+// and the manager of its accounts on the same stores.
 type harness struct {
-	svc   *tollgate.Service
+	svc *tollgate.Service
+	mgr *accounts.Manager
+	// rec records the usage statistics of the service's calls, nil unless
+	// harnessOptions.usage is set; the test flushes it (see flushUsage).
+	rec   *usage.Recorder
+	usage usage.Store
 	key   string
 	slots *countingSlots
 	// release unblocks the "block" API.
@@ -39,6 +47,12 @@ type harnessOptions struct {
 	opts   tollgate.Options
 	ledger driver.Ledger
 	keys   auth.KeyStore // nil: memory.NewKeyStore()
+	// accounts configures the manager; its Logger defaults to opts.Logger, its Usage to
+	// usage.
+	accounts accounts.Options
+	// usage, if set, keeps the usage statistics: a recorder subscribed to the service's
+	// events writes it, flushed only by flushUsage, and the manager reads it.
+	usage usage.Store
 	// resolve, if set, resolves the hosts of file urls instead of DNS.
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
@@ -123,20 +137,63 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 	if keys == nil {
 		keys = memory.NewKeyStore()
 	}
-	h.svc, err = tollgate.New(reg, tollgate.Stores{
+	h.start(t, reg, tollgate.Stores{
 		Keys: keys, Ledger: ledger, Rates: memory.NewRateLimiter(), Slots: h.slots,
-	}, plans, &ho.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.svc.Close)
+	}, plans, ho)
 	if ho.resolve != nil {
 		tollgate.SetFetchResolver(h.svc, ho.opts.Fetch, ho.resolve)
 	}
-	if _, _, h.key, err = h.svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acct", Plan: plan.Name}); err != nil {
+	if _, _, h.key, err = h.mgr.CreateAccount(context.Background(), accounts.Spec{ID: "acct", Plan: plan.Name}); err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// start starts h's service on stores with ho's options, the manager of its accounts on
+// the same stores and, with ho.usage, the recorder of its usage statistics; the test's
+// end stops them.
+func (h *harness) start(t *testing.T, reg catalog.APIRegistry, stores tollgate.Stores, plans *billing.Plans, ho harnessOptions) {
+	t.Helper()
+	var err error
+	if h.svc, err = tollgate.New(reg, stores, plans, &ho.opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.svc.Close)
+	ao := ho.accounts
+	if ao.Logger == nil {
+		ao.Logger = ho.opts.Logger
+	}
+	if ho.usage != nil {
+		h.usage = ho.usage
+		if ao.Usage == nil {
+			ao.Usage = ho.usage
+		}
+		h.rec, err = usage.NewRecorder(ho.usage, &usage.RecorderOptions{FlushInterval: -1, PruneInterval: -1, Now: ho.opts.Now, Logger: ho.opts.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Events().Subscribe(h.rec, h.rec.Kinds()...)
+		t.Cleanup(func() {
+			if err := h.rec.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if h.mgr, err = accounts.New(h.svc, stores, &ao); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.mgr.Close)
+}
+
+// flushUsage writes the usage statistics that h's recorder holds to its store.
+func (h *harness) flushUsage(t *testing.T) {
+	t.Helper()
+	if h.rec == nil {
+		t.Fatal("the harness records no usage statistics (harnessOptions.usage)")
+	}
+	if err := h.rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // countingSlots counts lease renewals.
@@ -172,7 +229,7 @@ func (h *harness) call(ctx context.Context, ids []string, ns ...int64) tollgate.
 
 func (h *harness) remaining(t *testing.T) int64 {
 	t.Helper()
-	info, err := h.svc.Account(context.Background(), "acct")
+	info, err := h.mgr.Account(context.Background(), "acct")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,36 +456,36 @@ func TestPrepareNeverCharges(t *testing.T) {
 func TestAccountManagement(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	ctx := t.Context()
-	if _, _, _, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "nope"}); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
+	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{Plan: "nope"}); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
 		t.Errorf("unknown plan: %v, want invalid_input", err)
 	}
-	if _, _, _, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acct", Plan: "p"}); tollgate.CodeOf(err) != tollgate.CodeConflict {
+	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"}); tollgate.CodeOf(err) != tollgate.CodeConflict {
 		t.Errorf("duplicate account: %v, want conflict", err)
 	}
 	credits := int64(7)
-	acct, key, value, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "p", Credits: &credits})
+	acct, key, value, err := h.mgr.CreateAccount(ctx, accounts.Spec{Plan: "p", Credits: &credits})
 	if err != nil || !key.Primary || value == "" {
 		t.Fatalf("CreateAccount: %v %+v %q", err, key, value)
 	}
-	info, err := h.svc.Account(ctx, acct.ID)
+	info, err := h.mgr.Account(ctx, acct.ID)
 	if err != nil || info.Balance.Remaining != 7 || len(info.Keys) != 1 {
 		t.Fatalf("Account: %v %+v", err, info)
 	}
 
 	// A retried grant with the same idempotency key applies once.
 	for range 2 {
-		b, err := h.svc.AdjustCredits(ctx, acct.ID, 10, "goodwill", "grant-1")
+		b, err := h.mgr.AdjustCredits(ctx, acct.ID, 10, "goodwill", "grant-1")
 		if err != nil || b.Remaining != 17 {
 			t.Fatalf("AdjustCredits: %v, remaining %d, want 17", err, b.Remaining)
 		}
 	}
-	if _, err := h.svc.AdjustCredits(ctx, acct.ID, -100, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
+	if _, err := h.mgr.AdjustCredits(ctx, acct.ID, -100, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
 		t.Errorf("negative below zero: %v, want conflict", err)
 	}
-	if _, err := h.svc.AdjustCredits(ctx, "nobody", 1, "x", ""); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if _, err := h.mgr.AdjustCredits(ctx, "nobody", 1, "x", ""); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Errorf("unknown account: %v, want not_found", err)
 	}
-	if _, err := h.svc.RevokeKey(ctx, "key_nope"); tollgate.CodeOf(err) != tollgate.CodeNotFound || !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.mgr.RevokeKey(ctx, "key_nope"); tollgate.CodeOf(err) != tollgate.CodeNotFound || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown key: %v, want not_found", err)
 	}
 }

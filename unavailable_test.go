@@ -192,15 +192,15 @@ func TestEvery503IsLogged(t *testing.T) {
 			return err
 		}},
 		{"operator's account read, key store", keysDown, plain, func(ctx context.Context, h *harness) error {
-			_, err := h.svc.Account(ctx, "acct")
+			_, err := h.mgr.Account(ctx, "acct")
 			return err
 		}},
 		{"account holder's read, ledger", ledgerDown, plain, func(ctx context.Context, h *harness) error {
-			_, err := h.svc.OwnAccount(ctx, h.caller())
+			_, err := h.mgr.OwnAccount(ctx, h.caller())
 			return err
 		}},
 		{"credit grant, ledger", ledgerDown, plain, func(ctx context.Context, h *harness) error {
-			_, err := h.svc.AdjustCredits(ctx, "acct", 10, "goodwill", "")
+			_, err := h.mgr.AdjustCredits(ctx, "acct", 10, "goodwill", "")
 			return err
 		}},
 	}

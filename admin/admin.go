@@ -17,9 +17,9 @@
 // page of its keys (keys_next continues it); the keys route lists them a page at a
 // time, oldest first: {"keys": [...], "next": cursor or null}, limit 1 to 200 (default
 // 50), cursor the "next" of the page before. The operator's key creation is not held to
-// the cap of self-service (tollgate.Options.MaxOwnKeys).
+// the cap of self-service (accounts.Options.MaxOwnKeys).
 //
-// The audit route lists the account's audit log newest first (with tollgate.Options.Audit
+// The audit route lists the account's audit log newest first (with accounts.Options.Audit
 // set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,
 // from and to RFC 3339 instants (from <= at < to). Every change made through this
 // handler is recorded with the actor "operator" and the client's address: the TCP peer,
@@ -48,9 +48,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 )
@@ -70,18 +71,18 @@ type Options struct {
 
 // Handler serves the admin API. Create it with [NewHandler].
 type Handler struct {
-	svc     *tollgate.Service
+	mgr     *accounts.Manager
 	token   [sha256.Size]byte
 	mux     *http.ServeMux
 	trusted []netip.Prefix
 }
 
-// NewHandler returns the admin API of svc, protected by token, which callers send as
+// NewHandler returns the admin API of the accounts that mgr manages, protected by token, which callers send as
 // "Authorization: Bearer <token>". The token must be at least [MinTokenLength]
 // characters. opts may be nil.
-func NewHandler(svc *tollgate.Service, token string, opts *Options) (*Handler, error) {
-	if svc == nil {
-		return nil, errors.New("admin: NewHandler needs a Service")
+func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, error) {
+	if mgr == nil {
+		return nil, errors.New("admin: NewHandler needs an accounts.Manager")
 	}
 	if len(token) < MinTokenLength {
 		return nil, fmt.Errorf("admin: the admin token needs at least %d characters", MinTokenLength)
@@ -89,7 +90,7 @@ func NewHandler(svc *tollgate.Service, token string, opts *Options) (*Handler, e
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{svc: svc, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
+	h := &Handler{mgr: mgr, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
 		trusted: slices.Clone(opts.TrustedProxies)}
 	mgmtapi.Mount(h.mux, "/admin/", "admin", []mgmtapi.Route{
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
@@ -111,8 +112,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
 		return
 	}
-	actor := tollgate.Actor{ID: audit.Operator, Addr: auth.ClientAddr(r, h.trusted)}
-	h.mux.ServeHTTP(w, r.WithContext(tollgate.WithActor(r.Context(), actor)))
+	actor := event.Actor{ID: audit.Operator, Addr: auth.ClientAddr(r, h.trusted)}
+	h.mux.ServeHTTP(w, r.WithContext(accounts.WithActor(r.Context(), actor)))
 }
 
 // authorized compares the bearer token with the admin token in constant time. Both are
@@ -141,7 +142,7 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		mgmtapi.WriteError(w, err)
 		return
 	}
-	acct, key, value, err := h.svc.CreateAccount(r.Context(), tollgate.AccountSpec{
+	acct, key, value, err := h.mgr.CreateAccount(r.Context(), accounts.Spec{
 		ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs,
 	})
 	if err != nil {
@@ -152,7 +153,7 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
-	info, err := h.svc.Account(r.Context(), r.PathValue("account_id"))
+	info, err := h.mgr.Account(r.Context(), r.PathValue("account_id"))
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -170,7 +171,7 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Account = r.PathValue("account_id")
-	page, err := h.svc.AccountKeys(r.Context(), q)
+	page, err := h.mgr.AccountKeys(r.Context(), q)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -191,7 +192,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		mgmtapi.WriteError(w, err)
 		return
 	}
-	key, value, err := h.svc.CreateKey(r.Context(), r.PathValue("account_id"), auth.NewKey{Name: body.Name, Restrictions: rs})
+	key, value, err := h.mgr.CreateKey(r.Context(), r.PathValue("account_id"), auth.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -200,7 +201,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
-	key, value, err := h.svc.RotateKey(r.Context(), r.PathValue("key_id"))
+	key, value, err := h.mgr.RotateKey(r.Context(), r.PathValue("key_id"))
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -209,7 +210,7 @@ func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
-	key, err := h.svc.RevokeKey(r.Context(), r.PathValue("key_id"))
+	key, err := h.mgr.RevokeKey(r.Context(), r.PathValue("key_id"))
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -238,7 +239,7 @@ func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusBadRequest, "the Idempotency-Key header is longer than 255 characters")
 		return
 	}
-	b, err := h.svc.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, idem)
+	b, err := h.mgr.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, idem)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -253,7 +254,7 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Account = r.PathValue("account_id")
-	page, err := h.svc.AuditLog(r.Context(), q)
+	page, err := h.mgr.AuditLog(r.Context(), q)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -21,29 +22,35 @@ func TestNewHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, ps, nil)
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, ps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
 	tests := []struct {
 		name    string
-		svc     *tollgate.Service
+		mgr     *accounts.Manager
 		token   string
 		wantErr bool
 	}{
-		{"nil service", nil, adminToken, true},
-		{"empty token", svc, "", true},
-		{"token one short", svc, strings.Repeat("t", admin.MinTokenLength-1), true},
-		{"token of the minimum length", svc, strings.Repeat("t", admin.MinTokenLength), false},
-		{"long token", svc, adminToken, false},
+		{"nil manager", nil, adminToken, true},
+		{"empty token", mgr, "", true},
+		{"token one short", mgr, strings.Repeat("t", admin.MinTokenLength-1), true},
+		{"token of the minimum length", mgr, strings.Repeat("t", admin.MinTokenLength), false},
+		{"long token", mgr, adminToken, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := admin.NewHandler(tt.svc, tt.token, nil)
+			h, err := admin.NewHandler(tt.mgr, tt.token, nil)
 			if gotErr := err != nil; gotErr != tt.wantErr {
 				t.Fatalf("NewHandler: error %v, want error %v", err, tt.wantErr)
 			}

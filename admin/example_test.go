@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -24,15 +25,26 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{Audit: memory.NewAuditStore()})
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer svc.Close()
-	h, err := admin.NewHandler(svc, "an-admin-token-of-32-characters!", &admin.Options{
+	// The audit log records every change the service publishes; the manager reads it.
+	auditStore := memory.NewAuditStore()
+	auditLog := audit.NewLog(auditStore, nil)
+	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+	defer auditLog.Close()
+	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mgr.Close()
+	h, err := admin.NewHandler(mgr, "an-admin-token-of-32-characters!", &admin.Options{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
 	})
 	if err != nil {
@@ -57,7 +69,7 @@ func ExampleNewHandler() {
 	}
 	resp.Body.Close()
 
-	page, err := svc.AuditLog(context.Background(), audit.Query{Account: "acme"})
+	page, err := mgr.AuditLog(context.Background(), audit.Query{Account: "acme"})
 	if err != nil {
 		log.Fatal(err)
 	}

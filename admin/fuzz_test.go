@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
 )
@@ -83,11 +83,11 @@ func FuzzRequest(f *testing.F) {
 // account acme.
 func newAdminHandler(tb testing.TB) http.Handler {
 	tb.Helper()
-	svc := newService(tb, nil, slog.New(slog.DiscardHandler))
-	if _, _, _, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acme", Plan: "pro"}); err != nil {
+	mgr := newManager(tb, nil, slog.New(slog.DiscardHandler))
+	if _, _, _, err := mgr.CreateAccount(context.Background(), accounts.Spec{ID: "acme", Plan: "pro"}); err != nil {
 		tb.Fatal(err)
 	}
-	h, err := admin.NewHandler(svc, adminToken, nil)
+	h, err := admin.NewHandler(mgr, adminToken, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -38,12 +40,13 @@ var plans = []billing.Plan{
 	{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10, GraphQLMaxAPIs: 10},
 }
 
-// env is a service on memory stores with the sample catalog, and the admin and REST
-// handlers on one mux behind a test server.
+// env is a service on memory stores with the sample catalog, its manager, and the
+// admin and REST handlers on one mux behind a test server.
 type env struct {
 	t     *testing.T
 	clock *testenv.Clock
 	svc   *tollgate.Service
+	mgr   *accounts.Manager
 	srv   *httptest.Server
 	logs  *testenv.Logs // everything the service logged
 }
@@ -59,12 +62,13 @@ func newEnvWith(t *testing.T, opts *admin.Options) *env {
 	clk := testenv.NewClock(t0)
 	logs := &testenv.Logs{}
 	logger := logs.Logger()
-	svc := newService(t, clk.Now, logger)
-	ah, err := admin.NewHandler(svc, adminToken, opts)
+	mgr := newManager(t, clk.Now, logger)
+	svc := mgr.Service()
+	ah, err := admin.NewHandler(mgr, adminToken, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rh, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+	rh, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +77,12 @@ func newEnvWith(t *testing.T, opts *admin.Options) *env {
 	mux.Handle("/v1/", rh)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{t: t, clock: clk, svc: svc, srv: srv, logs: logs}
+	return &env{t: t, clock: clk, svc: svc, mgr: mgr, srv: srv, logs: logs}
 }
 
-// newService returns a service on memory stores, with an audit log, the sample catalog
-// and plans.
-func newService(tb testing.TB, now func() time.Time, logger *slog.Logger) *tollgate.Service {
+// newManager returns the manager of a service on memory stores, with an audit log, the
+// sample catalog and plans.
+func newManager(tb testing.TB, now func() time.Time, logger *slog.Logger) *accounts.Manager {
 	tb.Helper()
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
@@ -88,17 +92,27 @@ func newService(tb testing.TB, now func() time.Time, logger *slog.Logger) *tollg
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, ps, &tollgate.Options{Now: now, Logger: logger, Audit: memory.NewAuditStore()})
+	}
+	svc, err := tollgate.New(reg, stores, ps, &tollgate.Options{Now: now, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(svc.Close)
-	return svc
+	auditStore := memory.NewAuditStore()
+	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Now: now, Logger: logger})
+	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+	tb.Cleanup(auditLog.Close)
+	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore, Logger: logger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(mgr.Close)
+	return mgr
 }
 
 // envelope is the response envelope.

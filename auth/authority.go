@@ -53,6 +53,15 @@ func NewAuthority(keys KeyStore, opts *AuthorityOptions) (*Authority, error) {
 	return a, nil
 }
 
+// Forget drops the key with the given id from the authority's cache, if it has one,
+// so that its next authentication reads the store: for a key changed by another
+// authority over the same store.
+func (a *Authority) Forget(keyID string) {
+	if a.cache != nil {
+		a.cache.forget(keyID)
+	}
+}
+
 // Store returns the authority's key store.
 func (a *Authority) Store() KeyStore { return a.keys }
 
@@ -76,6 +85,12 @@ type Principal struct {
 
 // Session reports whether the principal authenticated with a session token.
 func (p *Principal) Session() bool { return p.Key.ID == "" || p.SessionID != "" }
+
+// WholeAccount reports whether the principal acts for its whole account: the primary
+// key, a session that acts as it, or a session that names no key (a token the host
+// issued for the whole account). It sees and manages every key of the account; any
+// other principal acts as a sub-key, with that key's rights and never more.
+func (p *Principal) WholeAccount() bool { return p.Key.Primary || p.Key.ID == "" }
 
 // Authenticate resolves a credential (see [CredentialFrom]) to a principal. Without a
 // cache it reads the key from the store on every call; with one

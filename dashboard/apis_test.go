@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/dashboard"
 	"github.com/tollgate-dev/tollgate/internal/clientgen"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
@@ -423,7 +423,7 @@ func TestTryItRefusals(t *testing.T) {
 
 	// An account with one credit: the second call is refused for credits, with the
 	// envelope and the headers REST gives.
-	_, _, tinyKey, err := e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "tiny", Plan: "tiny"})
+	_, _, tinyKey, err := e.mgr.CreateAccount(t.Context(), accounts.Spec{ID: "tiny", Plan: "tiny"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ type auditData struct {
 // service's OwnAuditLog: a sub-key's session is refused, and the page says why.
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, v *visit) {
 	cursor := r.URL.Query().Get("cursor")
-	res, err := h.svc.OwnAuditLog(r.Context(), v.Caller, audit.Query{Limit: auditPageSize, Cursor: cursor})
+	res, err := h.mgr.OwnAuditLog(r.Context(), v.Caller, audit.Query{Limit: auditPageSize, Cursor: cursor})
 	page := v.view("Audit log", "audit")
 	d := auditData{Paged: cursor != ""}
 	page.Data = &d

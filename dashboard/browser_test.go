@@ -67,7 +67,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("call %s: %d", api, got)
 		}
 	}
-	if err := e.svc.FlushUsage(t.Context()); err != nil {
+	if err := e.rec.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// Another site: a page whose form posts to the dashboard, without a CSRF token.
@@ -82,9 +82,9 @@ func TestBrowser(t *testing.T) {
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 
 	// The test's hook that flushes the recorded usage, so that the usage page shows the
-	// calls the script has just made (the service flushes on a timer otherwise).
+	// calls the script has just made (a host's recorder flushes on a timer).
 	flush := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := e.svc.FlushUsage(r.Context()); err != nil {
+		if err := e.rec.Flush(r.Context()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -93,7 +93,7 @@ func TestBrowser(t *testing.T) {
 	t.Cleanup(flush.Close)
 
 	// A sub-key limited to hash, for the APIs page.
-	_, scoped, err := e.svc.CreateOwnKey(t.Context(), e.caller(), auth.NewKey{Name: "hash only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}})})
+	_, scoped, err := e.mgr.CreateOwnKey(t.Context(), e.caller(), auth.NewKey{Name: "hash only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestBrowser(t *testing.T) {
 
 	// What the browser did, seen from the service: the sub-key is revoked, the primary
 	// key survived the cross-site post, and no key value reached the log.
-	page, err := e.svc.OwnKeys(t.Context(), e.caller(), auth.KeyQuery{Limit: auth.MaxKeyPage})
+	page, err := e.mgr.OwnKeys(t.Context(), e.caller(), auth.KeyQuery{Limit: auth.MaxKeyPage})
 	keys := page.Keys
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ type usageChart struct {
 func (h *Handler) lastDays(r *http.Request, v *visit) (usageChart, error) {
 	now := h.svc.Now().UTC()
 	today := usage.Day.Start(now)
-	res, err := h.svc.OwnUsage(r.Context(), v.Caller, usage.Query{
+	res, err := h.mgr.OwnUsage(r.Context(), v.Caller, usage.Query{
 		From: today.AddDate(0, 0, -(chartDays - 1)), To: today.AddDate(0, 0, 1), Interval: usage.Day})
 	if err != nil {
 		if tollgate.CodeOf(err) == tollgate.CodeNotFound {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 	"github.com/tollgate-dev/tollgate/rest"
@@ -75,6 +76,7 @@ type Options struct {
 
 // Handler serves the dashboard. Create it with [NewHandler].
 type Handler struct {
+	mgr      *accounts.Manager
 	svc      *tollgate.Service
 	sessions *session.Handler
 	log      *slog.Logger
@@ -88,23 +90,23 @@ type Handler struct {
 	mux       *http.ServeMux
 }
 
-// NewHandler returns the dashboard of svc. sessions is the session handler the host
+// NewHandler returns the dashboard of the accounts that mgr manages. sessions is the session handler the host
 // mounts for /v1/account/session (the dashboard signs in and out through it, so that
-// one cookie serves both). svc must have sessions (tollgate.Options.Sessions and
+// one cookie serves both). Its service must have sessions (tollgate.Options.Sessions and
 // SessionStore), which [session.NewHandler] has checked. opts may be nil.
-func NewHandler(svc *tollgate.Service, sessions *session.Handler, opts *Options) (*Handler, error) {
+func NewHandler(mgr *accounts.Manager, sessions *session.Handler, opts *Options) (*Handler, error) {
 	switch {
-	case svc == nil:
-		return nil, errors.New("dashboard: NewHandler needs a Service")
+	case mgr == nil:
+		return nil, errors.New("dashboard: NewHandler needs an accounts.Manager")
 	case sessions == nil:
 		return nil, errors.New("dashboard: NewHandler needs the session handler (session.NewHandler)")
-	case svc.Sessions() == nil:
+	case !mgr.CanEndSessions():
 		return nil, errors.New("dashboard: the service has no session tokens: set tollgate.Options.Sessions")
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{svc: svc, sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
+	h := &Handler{mgr: mgr, svc: mgr.Service(), sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
 		graphql: opts.GraphQL, packages: opts.Packages}
 	if h.log == nil {
 		h.log = slog.Default()

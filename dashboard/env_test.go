@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -25,15 +27,19 @@ import (
 	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // env is a host as examples/server assembles it: REST at /v1/, the session routes,
 // the self-service API and GraphQL behind the session cookie, and the dashboard at
 // /dashboard/ (with the GraphQL explorer),
-// on in-memory stores with usage statistics, a clock the test moves, and a log the
-// test reads.
+// on in-memory stores with an audit log and usage statistics, a clock the test moves,
+// and a log the test reads.
 type env struct {
-	svc   *tollgate.Service
+	svc *tollgate.Service
+	mgr *accounts.Manager
+	// rec records the usage statistics; it flushes only when a test calls Flush.
+	rec   *usage.Recorder
 	srv   *httptest.Server
 	clock *testenv.Clock
 	logs  *testenv.Logs
@@ -82,32 +88,61 @@ func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *
 	}
 	e := &env{clock: testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)), logs: &testenv.Logs{}}
 	logger := e.logs.Logger()
-	e.svc, err = tollgate.New(reg, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans,
+	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	e.svc, err = tollgate.New(reg, stores, plans,
 		&tollgate.Options{Now: e.clock.Now, Logger: logger, Sessions: sessions, SessionStore: memory.NewSessionStore(),
-			Audit: memory.NewAuditStore(), SweepInterval: -1, Fetch: tollgate.FetchOptions{AllowPrivate: true},
-			Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: -1}})
+			SweepInterval: -1, Fetch: tollgate.FetchOptions{AllowPrivate: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.svc.Close)
-	mux := mount(t, e.svc, logger, opts)
+	e.mgr, e.rec = manage(t, e.svc, stores, memory.NewAuditStore(), memory.NewUsageStore(), e.clock.Now, logger)
+	mux := mount(t, e.mgr, logger, opts)
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
-	_, _, e.key, err = e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acme", Plan: "starter"})
+	_, _, e.key, err = e.mgr.CreateAccount(t.Context(), accounts.Spec{ID: "acme", Plan: "starter"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-// mount returns the host's routes over svc, as examples/server mounts them: REST at
-// /v1/, the session routes, the self-service API and GraphQL behind the session
-// cookie, and the dashboard at /dashboard/. opts, if not nil, changes the options of
-// the session handler and the dashboard.
-func mount(t testing.TB, svc *tollgate.Service, logger *slog.Logger, opts func(*session.Options, *dashboard.Options)) *http.ServeMux {
+// manage subscribes to svc's events an audit log and a usage recorder (which flushes
+// only when told, and prunes with the clock now), as examples/server does, and returns
+// the manager of svc's accounts that reads them. The test's cleanup closes them.
+func manage(t testing.TB, svc *tollgate.Service, stores tollgate.Stores, auditStore audit.Store, usageStore usage.Store,
+	now func() time.Time, logger *slog.Logger) (*accounts.Manager, *usage.Recorder) {
 	t.Helper()
-	restH, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Now: now, Logger: logger})
+	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+	t.Cleanup(auditLog.Close)
+	rec, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: -1, Now: now, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Events().Subscribe(rec, rec.Kinds()...)
+	t.Cleanup(func() {
+		if err := rec.Close(context.Background()); err != nil {
+			t.Errorf("closing the usage recorder: %v", err)
+		}
+	})
+	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore, Usage: usageStore, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	return mgr, rec
+}
+
+// mount returns the host's routes over the service mgr manages, as examples/server
+// mounts them: REST at /v1/, the session routes, the self-service API and GraphQL
+// behind the session cookie, and the dashboard at /dashboard/. opts, if not nil,
+// changes the options of the session handler and the dashboard.
+func mount(t testing.TB, mgr *accounts.Manager, logger *slog.Logger, opts func(*session.Options, *dashboard.Options)) *http.ServeMux {
+	t.Helper()
+	svc := mgr.Service()
+	restH, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +150,11 @@ func mount(t testing.TB, svc *tollgate.Service, logger *slog.Logger, opts func(*
 	if opts != nil {
 		opts(sessOpts, dashOpts)
 	}
-	sessH, err := session.NewHandler(svc, sessOpts)
+	sessH, err := session.NewHandler(mgr, sessOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	accountH, err := selfservice.NewHandler(svc, nil)
+	accountH, err := selfservice.NewHandler(mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +163,7 @@ func mount(t testing.TB, svc *tollgate.Service, logger *slog.Logger, opts func(*
 		t.Fatal(err)
 	}
 	dashOpts.GraphQL = gqlH
-	dash, err := dashboard.NewHandler(svc, sessH, dashOpts)
+	dash, err := dashboard.NewHandler(mgr, sessH, dashOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +284,7 @@ func (e *env) caller() tollgate.Caller {
 // primaryID returns the id of the account's primary key.
 func (e *env) primaryID(t *testing.T) string {
 	t.Helper()
-	page, err := e.svc.OwnKeys(t.Context(), e.caller(), auth.KeyQuery{Limit: auth.MaxKeyPage})
+	page, err := e.mgr.OwnKeys(t.Context(), e.caller(), auth.KeyQuery{Limit: auth.MaxKeyPage})
 	keys := page.Keys
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -17,29 +18,34 @@ import (
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
-// exampleService returns a service on in-memory stores with sessions, as a host
-// assembles it.
-func exampleService() *tollgate.Service {
+// exampleManager returns the manager of a service on in-memory stores with sessions,
+// as a host assembles it, and a function that closes both.
+func exampleManager() (*accounts.Manager, func()) {
 	plans, _ := billing.NewPlans(billing.Plan{Name: "free", Credits: 100})
 	sessions, _ := auth.NewSessions([]byte("a secret of at least thirty-two bytes!"))
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans,
+	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans,
 		&tollgate.Options{Sessions: sessions, SessionStore: memory.NewSessionStore()})
 	if err != nil {
 		panic(err)
 	}
-	return svc
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		panic(err)
+	}
+	return mgr, func() { mgr.Close(); svc.Close() }
 }
 
 // A host mounts the dashboard next to the session handler it signs in through.
 func ExampleNewHandler() {
-	svc := exampleService()
-	defer svc.Close()
-	sessionHandler, err := session.NewHandler(svc, nil)
+	mgr, closeAll := exampleManager()
+	defer closeAll()
+	sessionHandler, err := session.NewHandler(mgr, nil)
 	if err != nil {
 		panic(err)
 	}
-	dash, err := dashboard.NewHandler(svc, sessionHandler, nil)
+	dash, err := dashboard.NewHandler(mgr, sessionHandler, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -62,9 +68,9 @@ func ExampleNewHandler() {
 // dashboard shows its sign-in form, with the fields the Login reads, beside the form
 // that takes an API key.
 func ExampleOptions_loginFields() {
-	svc := exampleService()
-	defer svc.Close()
-	if _, _, _, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acme", Plan: "free"}); err != nil {
+	mgr, closeAll := exampleManager()
+	defer closeAll()
+	if _, _, _, err := mgr.CreateAccount(context.Background(), accounts.Spec{ID: "acme", Plan: "free"}); err != nil {
 		panic(err)
 	}
 	// The host's Login reads the fields the dashboard posts and says which account
@@ -75,11 +81,11 @@ func ExampleOptions_loginFields() {
 		}
 		return "", fmt.Errorf("%w: the email or the password is wrong", session.ErrLoginRefused)
 	})
-	sessionHandler, err := session.NewHandler(svc, &session.Options{Login: login})
+	sessionHandler, err := session.NewHandler(mgr, &session.Options{Login: login})
 	if err != nil {
 		panic(err)
 	}
-	dash, err := dashboard.NewHandler(svc, sessionHandler, &dashboard.Options{
+	dash, err := dashboard.NewHandler(mgr, sessionHandler, &dashboard.Options{
 		LoginTitle: "Sign in with your Acme account",
 		LoginFields: []dashboard.LoginField{
 			{Name: "email", Label: "Email", Type: "email"},

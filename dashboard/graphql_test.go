@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/dashboard"
 	"github.com/tollgate-dev/tollgate/gql"
@@ -29,7 +30,7 @@ func (b *browser) postJSON(path, body string, hdr ...string) page {
 // balance returns the remaining credits of the env's account.
 func (e *env) balance(t *testing.T) int64 {
 	t.Helper()
-	a, err := e.svc.OwnAccount(t.Context(), e.caller())
+	a, err := e.mgr.OwnAccount(t.Context(), e.caller())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestGraphQLWithTheSessionCookie(t *testing.T) {
 	e := newEnv(t)
 	b := e.browser(t)
 	csrf := b.signIn(e.key)
-	_, _, otherKey, err := e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "other", Plan: "starter"})
+	_, _, otherKey, err := e.mgr.CreateAccount(t.Context(), accounts.Spec{ID: "other", Plan: "starter"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestGraphQLWithTheSessionCookie(t *testing.T) {
 	if p.status != http.StatusOK || p.header.Get("X-Credits-Remaining") != "998" {
 		t.Fatalf("with a key: %d remaining %q\n%s", p.status, p.header.Get("X-Credits-Remaining"), p.body)
 	}
-	other, err := e.svc.OwnAccount(t.Context(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: otherKey}})
+	other, err := e.mgr.OwnAccount(t.Context(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: otherKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +227,11 @@ func TestExplorerAndReferencePages(t *testing.T) {
 		}
 	}
 	// Under Options.PublicURL's path, the pages fetch from the service's root there.
-	sessH, err := session.NewHandler(e.svc, nil)
+	sessH, err := session.NewHandler(e.mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	under, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{PublicURL: "https://api.example.com/base/", GraphQL: noEstimates{}})
+	under, err := dashboard.NewHandler(e.mgr, sessH, &dashboard.Options{PublicURL: "https://api.example.com/base/", GraphQL: noEstimates{}})
 	if err != nil {
 		t.Fatal(err)
 	}

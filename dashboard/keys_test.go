@@ -18,7 +18,7 @@ import (
 func TestKeysPaged(t *testing.T) {
 	e := newEnv(t)
 	for i := range 70 {
-		if _, _, err := e.svc.CreateKey(t.Context(), "acme", auth.NewKey{Name: fmt.Sprintf("k%03d", i)}); err != nil {
+		if _, _, err := e.mgr.CreateKey(t.Context(), "acme", auth.NewKey{Name: fmt.Sprintf("k%03d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -118,11 +118,11 @@ func TestSignInWithoutLogin(t *testing.T) {
 
 func TestLoginFieldsChecked(t *testing.T) {
 	e := newEnv(t)
-	withLogin, err := session.NewHandler(e.svc, &session.Options{Login: session.LoginFunc(hostLogin)})
+	withLogin, err := session.NewHandler(e.mgr, &session.Options{Login: session.LoginFunc(hostLogin)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, err := session.NewHandler(e.svc, nil)
+	without, err := session.NewHandler(e.mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +140,14 @@ func TestLoginFieldsChecked(t *testing.T) {
 		{"bad type", withLogin, []dashboard.LoginField{{Name: "a", Label: "A", Type: "hidden"}}, "text, email or password"},
 	}
 	for _, tt := range tests {
-		if _, err := dashboard.NewHandler(e.svc, tt.sessions, &dashboard.Options{LoginFields: tt.fields}); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := dashboard.NewHandler(e.mgr, tt.sessions, &dashboard.Options{LoginFields: tt.fields}); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error with %q", tt.name, err, tt.want)
 		}
 	}
-	if _, err := dashboard.NewHandler(e.svc, withLogin, nil); err != nil {
+	if _, err := dashboard.NewHandler(e.mgr, withLogin, nil); err != nil {
 		t.Errorf("a Login without fields: %v", err)
 	}
-	if _, err := dashboard.NewHandler(e.svc, withLogin, &dashboard.Options{Packages: dashboard.PackageNames{NPMScope: "acme"}}); err == nil {
+	if _, err := dashboard.NewHandler(e.mgr, withLogin, &dashboard.Options{Packages: dashboard.PackageNames{NPMScope: "acme"}}); err == nil {
 		t.Error("a bad npm scope is accepted")
 	}
 }

@@ -45,16 +45,16 @@ func TestMCPPage(t *testing.T) {
 
 	// Options.PublicURL; without it, a forged Host header cannot put text of its own
 	// into the commands.
-	sessH, err := session.NewHandler(e.svc, nil)
+	sessH, err := session.NewHandler(e.mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"ftp://x", "api.example.com", "https://u:p@api.example.com", "https://api.example.com/?q=1"} {
-		if _, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{PublicURL: bad}); err == nil {
+		if _, err := dashboard.NewHandler(e.mgr, sessH, &dashboard.Options{PublicURL: bad}); err == nil {
 			t.Errorf("PublicURL %q was accepted", bad)
 		}
 	}
-	dash, err := dashboard.NewHandler(e.svc, sessH, &dashboard.Options{PublicURL: "https://api.example.com/"})
+	dash, err := dashboard.NewHandler(e.mgr, sessH, &dashboard.Options{PublicURL: "https://api.example.com/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestMCPPage(t *testing.T) {
 		r.AddCookie(c)
 	}
 	w = httptest.NewRecorder()
-	noURL, err := dashboard.NewHandler(e.svc, sessH, nil)
+	noURL, err := dashboard.NewHandler(e.mgr, sessH, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

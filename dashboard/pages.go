@@ -27,7 +27,7 @@ type overviewData struct {
 
 // overview serves the overview page.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v *visit) {
-	acct, err := h.svc.OwnAccount(r.Context(), v.Caller)
+	acct, err := h.mgr.OwnAccount(r.Context(), v.Caller)
 	if err != nil {
 		h.failed(w, r, v, err)
 		return
@@ -90,7 +90,7 @@ const keysPageSize = auth.DefaultKeyPage
 // empty if the keys cannot be read.
 func (h *Handler) keyNames(r *http.Request, v *visit) map[string]string {
 	names := map[string]string{}
-	if page, err := h.svc.OwnKeys(r.Context(), v.Caller, auth.KeyQuery{Limit: auth.MaxKeyPage}); err == nil {
+	if page, err := h.mgr.OwnKeys(r.Context(), v.Caller, auth.KeyQuery{Limit: auth.MaxKeyPage}); err == nil {
 		for _, k := range page.Keys {
 			names[k.ID] = k.Name
 		}
@@ -110,7 +110,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 	if r.Method == http.MethodGet {
 		cursor = r.URL.Query().Get("cursor")
 	}
-	keys, err := h.svc.OwnKeys(r.Context(), v.Caller, auth.KeyQuery{After: cursor, Limit: keysPageSize})
+	keys, err := h.mgr.OwnKeys(r.Context(), v.Caller, auth.KeyQuery{After: cursor, Limit: keysPageSize})
 	if tollgate.CodeOf(err) == tollgate.CodeInvalidInput && cursor != "" {
 		// A cursor whose key was deleted since, or one made up: the first page.
 		seeOther(w, "keys")
@@ -121,7 +121,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 		return
 	}
 	if id := r.URL.Query().Get("revoked"); id != "" && r.Method == http.MethodGet {
-		if k, err := h.svc.OwnKey(r.Context(), v.Caller, id); err == nil && k.Revoked() {
+		if k, err := h.mgr.OwnKey(r.Context(), v.Caller, id); err == nil && k.Revoked() {
 			page.Notice = "The key " + k.Name + " is revoked: the next call made with it is refused."
 		}
 	}
@@ -194,7 +194,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, v *visit) {
 		if rerr != nil {
 			problem = rerr.Error()
 		} else {
-			key, value, err = h.svc.CreateOwnKey(r.Context(), v.Caller, auth.NewKey{Name: strings.TrimSpace(form.Name), Restrictions: rs})
+			key, value, err = h.mgr.CreateOwnKey(r.Context(), v.Caller, auth.NewKey{Name: strings.TrimSpace(form.Name), Restrictions: rs})
 		}
 	}
 	status := http.StatusBadRequest
@@ -242,7 +242,7 @@ type confirmData struct {
 // ownKey returns the key that ?key= (or the form's key_id) names, if the session may
 // see it, or answers 404.
 func (h *Handler) ownKey(w http.ResponseWriter, r *http.Request, v *visit, id string) (auth.Key, bool) {
-	k, err := h.svc.OwnKey(r.Context(), v.Caller, id)
+	k, err := h.mgr.OwnKey(r.Context(), v.Caller, id)
 	switch code := tollgate.CodeOf(err); {
 	case err == nil:
 		return k, true
@@ -281,7 +281,7 @@ func (h *Handler) confirmRevoke(w http.ResponseWriter, r *http.Request, v *visit
 
 // rotate rotates the key of the form and shows its new value, this once.
 func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, v *visit) {
-	key, value, err := h.svc.RotateOwnKey(r.Context(), v.Caller, r.PostForm.Get("key_id"))
+	key, value, err := h.mgr.RotateOwnKey(r.Context(), v.Caller, r.PostForm.Get("key_id"))
 	if err != nil {
 		h.failed(w, r, v, err)
 		return
@@ -293,7 +293,7 @@ func (h *Handler) rotate(w http.ResponseWriter, r *http.Request, v *visit) {
 
 // revoke revokes the key of the form.
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, v *visit) {
-	key, err := h.svc.RevokeOwnKey(r.Context(), v.Caller, r.PostForm.Get("key_id"))
+	key, err := h.mgr.RevokeOwnKey(r.Context(), v.Caller, r.PostForm.Get("key_id"))
 	if err != nil {
 		h.failed(w, r, v, err)
 		return

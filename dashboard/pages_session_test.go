@@ -55,7 +55,7 @@ func TestPagesCheckSession(t *testing.T) {
 	})
 
 	t.Run("key revoked", func(t *testing.T) {
-		k, value, err := e.svc.CreateKey(t.Context(), "acme", auth.NewKey{Name: "laptop"})
+		k, value, err := e.mgr.CreateKey(t.Context(), "acme", auth.NewKey{Name: "laptop"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestPagesCheckSession(t *testing.T) {
 		if p := b.do("GET", "/dashboard/reference", nil); p.status != http.StatusOK {
 			t.Fatalf("GET /dashboard/reference signed in: %d", p.status)
 		}
-		if _, err := e.svc.RevokeKey(t.Context(), k.ID); err != nil {
+		if _, err := e.mgr.RevokeKey(t.Context(), k.ID); err != nil {
 			t.Fatal(err)
 		}
 		ended(t, b, "after the session's key was revoked")

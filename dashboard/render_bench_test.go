@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -28,7 +29,7 @@ var usageRecords = flag.Int("usage.records", 20_000, "usage records BenchmarkPag
 // pgHost is the dashboard of a host whose every store is PostgreSQL, for an account
 // ("acme") with usage records, keys and audit entries, and a person signed in to it.
 type pgHost struct {
-	svc     *tollgate.Service
+	mgr     *accounts.Manager
 	handler http.Handler
 	// cookie is the signed-in session's cookie; key the primary key's value.
 	cookie *http.Cookie
@@ -85,17 +86,18 @@ func newPGHost(tb testing.TB, records int) *pgHost {
 	now := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now)
 	logs := &testenv.Logs{}
-	svc, err := tollgate.New(reg, tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, plans,
-		&tollgate.Options{Now: clock.Now, Logger: logs.Logger(), Sessions: sessions, SessionStore: sessionStore,
-			Audit: auditStore, SweepInterval: -1, Usage: &tollgate.UsageOptions{Store: usageStore, FlushInterval: -1}})
+	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
+	svc, err := tollgate.New(reg, stores, plans,
+		&tollgate.Options{Now: clock.Now, Logger: logs.Logger(), Sessions: sessions, SessionStore: sessionStore, SweepInterval: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(svc.Close)
-	mux := mount(tb, svc, logs.Logger(), nil)
-	h := &pgHost{svc: svc, handler: mux, calls: map[string]int64{}, credits: map[string]int64{}}
+	mgr, _ := manage(tb, svc, stores, auditStore, usageStore, clock.Now, logs.Logger())
+	mux := mount(tb, mgr, logs.Logger(), nil)
+	h := &pgHost{mgr: mgr, handler: mux, calls: map[string]int64{}, credits: map[string]int64{}}
 
-	_, primary, key, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "scale"})
+	_, primary, key, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "scale"})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -109,24 +111,26 @@ func newPGHost(tb testing.TB, records int) *pgHost {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		k, _, err := svc.CreateOwnKey(ctx, caller, auth.NewKey{Name: fmt.Sprintf("service %02d", i), Restrictions: scope})
+		k, _, err := mgr.CreateOwnKey(ctx, caller, auth.NewKey{Name: fmt.Sprintf("service %02d", i), Restrictions: scope})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		keyIDs = append(keyIDs, k.ID)
 		switch i % 7 {
 		case 3:
-			if _, _, err := svc.RotateOwnKey(ctx, caller, k.ID); err != nil {
+			if _, _, err := mgr.RotateOwnKey(ctx, caller, k.ID); err != nil {
 				tb.Fatal(err)
 			}
 		case 5:
-			if _, err := svc.RevokeOwnKey(ctx, caller, k.ID); err != nil {
+			if _, err := mgr.RevokeOwnKey(ctx, caller, k.ID); err != nil {
 				tb.Fatal(err)
 			}
 		}
 	}
 
-	rec, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: -1})
+	// The seeding recorder writes records of the clock's last 30 days; it does not
+	// prune (the host's recorder does, with the clock).
+	rec, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: -1, PruneInterval: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func (h *Handler) usageQuery(r *http.Request) (usage.Query, usageForm, string) {
 // first, then by group. Key groups are named with the account's key names when the
 // caller may list the keys; a key's value is never read.
 func (h *Handler) usageRows(r *http.Request, v *visit, uq usage.Query) ([]usageRow, error) {
-	res, err := h.svc.OwnUsage(r.Context(), v.Caller, uq)
+	res, err := h.mgr.OwnUsage(r.Context(), v.Caller, uq)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func TestUsage(t *testing.T) {
 	if got := e.call(t, "nothing", e.key); got != http.StatusNotFound {
 		t.Fatalf("call of an unknown API: %d", got)
 	}
-	if err := e.svc.FlushUsage(t.Context()); err != nil {
+	if err := e.rec.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -139,7 +139,7 @@ func TestUsagePages(t *testing.T) {
 		e.clock.Advance(time.Hour)
 	}
 	e.clock.Set(now)
-	if err := e.svc.FlushUsage(t.Context()); err != nil {
+	if err := e.rec.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	b := e.browser(t)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -34,13 +35,19 @@ func TestGraphQLHTTPAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	plans, _ := billing.NewPlans(billing.Plan{Name: "pro", Credits: 1000, GraphQLMaxAPIs: 10})
-	svc, err := tollgate.New(reg, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, nil)
+	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	svc, err := tollgate.New(reg, stores, plans, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	acct, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "pro"})
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	acct, _, key, err := mgr.CreateAccount(context.Background(), accounts.Spec{Plan: "pro"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +84,7 @@ func TestGraphQLHTTPAudit(t *testing.T) {
 		t.Errorf("only %d audits passed: %v", counts["ok"], counts)
 	}
 	t.Logf("audit results: %v", counts)
-	info, err := svc.Account(context.Background(), acct.ID)
+	info, err := mgr.Account(context.Background(), acct.ID)
 	if err != nil || info.Balance.Remaining != 1000 {
 		t.Errorf("the audit spent credits: %+v (%v)", info.Balance, err)
 	}

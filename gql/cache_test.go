@@ -50,7 +50,7 @@ func TestPlanCacheKeepsEveryCheck(t *testing.T) {
 
 	// An answer cached for a query that names no API is still refused to a revoked key.
 	wantOK(t, h.query(t, pro.Key, `{ __typename }`, nil))
-	if _, err := h.svc.RevokeKey(t.Context(), hashOnly.KeyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), hashOnly.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	wantGatewayError(t, h.query(t, hashOnly.Key, `{ __typename }`, nil), http.StatusForbidden, "FORBIDDEN", "revoked")

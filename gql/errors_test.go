@@ -109,7 +109,7 @@ func TestForbidden(t *testing.T) {
 	expired := h.newSubKey(t, acct, "expired", auth.RestrictionSpec{ExpiresAt: &soon})
 	h.clock.Advance(2 * time.Hour) // the expired key's hour is over
 	revoked := h.newSubKey(t, acct, "revoked", auth.RestrictionSpec{})
-	if _, err := h.svc.RevokeKey(context.Background(), revoked.KeyID); err != nil {
+	if _, err := h.mgr.RevokeKey(context.Background(), revoked.KeyID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -32,15 +33,21 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, nil)
+	}
+	svc, err := tollgate.New(reg, stores, plans, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer svc.Close()
-	acct, _, _, err := svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "pro"})
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mgr.Close()
+	acct, _, _, err := mgr.CreateAccount(ctx, accounts.Spec{Plan: "pro"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,7 +55,7 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, key, err := svc.CreateKey(ctx, acct.ID, auth.NewKey{Name: "dashboard", Restrictions: graphqlOnly})
+	_, key, err := mgr.CreateKey(ctx, acct.ID, auth.NewKey{Name: "dashboard", Restrictions: graphqlOnly})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -67,6 +68,7 @@ type harness struct {
 	stores  tollgate.Stores
 	ps      *billing.Plans
 	svc     *tollgate.Service
+	mgr     *accounts.Manager // manages svc's accounts
 	handler *gql.Handler
 	block   *blocker
 	runs    *runCounter
@@ -234,6 +236,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 		t.Fatal(err)
 	}
 	h.svc = h.newService(t, cfg.svc)
+	h.mgr = h.newManager(t, h.svc)
 	opts := cfg.gql
 	opts.Logger = slog.New(slog.DiscardHandler)
 	if h.handler, err = gql.NewHandler(h.svc, &opts); err != nil {
@@ -259,6 +262,17 @@ func (h *harness) newService(t testing.TB, opts tollgate.Options) *tollgate.Serv
 	return svc
 }
 
+// newManager returns a manager of the accounts of svc, a service of the harness.
+func (h *harness) newManager(t testing.TB, svc *tollgate.Service) *accounts.Manager {
+	t.Helper()
+	mgr, err := accounts.New(svc, h.stores, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	return mgr
+}
+
 // account is a test account with a key.
 type account struct {
 	ID    string
@@ -266,15 +280,15 @@ type account struct {
 	Key   string
 }
 
-// newAccount creates an account on plan through the Service, with credits as its
+// newAccount creates an account on plan through the Manager, with credits as its
 // starting balance when it is not negative (else the plan's allowance).
 func (h *harness) newAccount(t testing.TB, plan string, credits int64) account {
 	t.Helper()
-	spec := tollgate.AccountSpec{Plan: plan}
+	spec := accounts.Spec{Plan: plan}
 	if credits >= 0 {
 		spec.Credits = &credits
 	}
-	acct, key, value, err := h.svc.CreateAccount(context.Background(), spec)
+	acct, key, value, err := h.mgr.CreateAccount(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("CreateAccount(%s): %v", plan, err)
 	}
@@ -288,17 +302,17 @@ func (h *harness) newSubKey(t testing.TB, acct account, name string, spec auth.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, value, err := h.svc.CreateKey(context.Background(), acct.ID, auth.NewKey{Name: name, Restrictions: r})
+	key, value, err := h.mgr.CreateKey(context.Background(), acct.ID, auth.NewKey{Name: name, Restrictions: r})
 	if err != nil {
 		t.Fatalf("CreateKey(%s): %v", name, err)
 	}
 	return account{ID: acct.ID, KeyID: key.ID, Key: value}
 }
 
-// balance reads an account's remaining credits through the Service.
+// balance reads an account's remaining credits through the Manager.
 func (h *harness) balance(t testing.TB, acctID string) int64 {
 	t.Helper()
-	info, err := h.svc.Account(context.Background(), acctID)
+	info, err := h.mgr.Account(context.Background(), acctID)
 	if err != nil {
 		t.Fatalf("Account(%s): %v", acctID, err)
 	}

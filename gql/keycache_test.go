@@ -16,7 +16,7 @@ import (
 // one, one refused for its body or its Accept header.
 func TestKeyCacheRevocation(t *testing.T) {
 	h := newHarness(t, config{svc: tollgate.Options{KeyCache: &auth.KeyCacheOptions{}}})
-	other := h.newService(t, tollgate.Options{})
+	other := h.newManager(t, h.newService(t, tollgate.Options{}))
 	acct := h.newAccount(t, "pro", 100)
 	sub := h.newSubKey(t, acct, "sub", auth.RestrictionSpec{})
 	wantOK(t, h.query(t, acct.Key, hashQuery, nil))

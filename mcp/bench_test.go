@@ -37,6 +37,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -72,14 +73,20 @@ func serveBench() error {
 	if err != nil {
 		return err
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{Logger: slog.New(slog.DiscardHandler)})
+	}
+	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
-	_, _, key, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "bench"})
+	mgr, err := accounts.New(svc, stores, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	_, _, key, err := mgr.CreateAccount(context.Background(), accounts.Spec{Plan: "bench"})
 	if err != nil {
 		return err
 	}
@@ -234,7 +241,7 @@ func BenchmarkToolCallInProcess(b *testing.B) {
 	h := newHarness(b, config{sampleOnly: true, mcp: mcp.Options{}})
 	_, key := h.newAccount(b, "bench", "open")
 	// A balance that lasts the benchmark.
-	if _, err := h.svc.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
 		b.Fatal(err)
 	}
 	cs := benchSession(b, h.url, key, h.srv.Client().Transport.(*http.Transport))
@@ -306,7 +313,7 @@ func BenchmarkToolCallServer(b *testing.B) {
 	b.Run("tollgate", func(b *testing.B) {
 		h := newHarness(b, config{sampleOnly: true, noHTTP: true})
 		_, key := h.newAccount(b, "bench", "open")
-		if _, err := h.svc.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
 			b.Fatal(err)
 		}
 		run(b, h.handler, keyHeader(key))

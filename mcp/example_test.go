@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -35,14 +36,20 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	plans, _ := billing.NewPlans(billing.Plan{Name: "pro", Credits: 100000, RatePerMinute: 600, Concurrency: 10})
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, nil)
+	}
+	svc, err := tollgate.New(reg, stores, plans, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, _, key, err := svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "pro"})
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mgr.Close()
+	_, _, key, err := mgr.CreateAccount(ctx, accounts.Spec{Plan: "pro"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -64,6 +65,7 @@ type harness struct {
 	reg     *catalog.Registry
 	stores  stores
 	svc     *tollgate.Service
+	mgr     *accounts.Manager // manages svc's accounts
 	handler *mcp.Handler
 	srv     *httptest.Server
 	url     string
@@ -153,6 +155,10 @@ func newHarness(t testing.TB, cfg config) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.svc.Close)
+	if h.mgr, err = accounts.New(h.svc, h.stores.Stores, &accounts.Options{Logger: opts.Logger}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.mgr.Close)
 	mopts := cfg.mcp
 	if mopts.Logger == nil {
 		mopts.Logger = slog.New(slog.DiscardHandler)
@@ -162,7 +168,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 	}
 	t.Cleanup(h.handler.Close)
 	if cfg.stores == nil {
-		acct, key, value, err := h.svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acme", Plan: "pro"})
+		acct, key, value, err := h.mgr.CreateAccount(context.Background(), accounts.Spec{ID: "acme", Plan: "pro"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +188,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 // account creates an account on a plan and returns its primary key.
 func (h *harness) newAccount(t testing.TB, id, plan string) (keyID, value string) {
 	t.Helper()
-	_, key, value, err := h.svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: id, Plan: plan})
+	_, key, value, err := h.mgr.CreateAccount(context.Background(), accounts.Spec{ID: id, Plan: plan})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +202,7 @@ func (h *harness) subKey(t testing.TB, account, name string, spec auth.Restricti
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, value, err := h.svc.CreateKey(context.Background(), account, auth.NewKey{Name: name, Restrictions: r})
+	key, value, err := h.mgr.CreateKey(context.Background(), account, auth.NewKey{Name: name, Restrictions: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +212,7 @@ func (h *harness) subKey(t testing.TB, account, name string, spec auth.Restricti
 // balance returns an account's remaining credits.
 func (h *harness) balance(t testing.TB, account string) int64 {
 	t.Helper()
-	info, err := h.svc.Account(context.Background(), account)
+	info, err := h.mgr.Account(context.Background(), account)
 	if err != nil {
 		t.Fatal(err)
 	}

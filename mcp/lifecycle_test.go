@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -29,7 +30,7 @@ func TestRotationHeaderClient(t *testing.T) {
 	if r := call(t, cs, "hash", map[string]any{"text": "a"}); r.IsError {
 		t.Fatal(text(t, r))
 	}
-	_, newValue, err := h.svc.RotateKey(t.Context(), h.keyID)
+	_, newValue, err := h.mgr.RotateKey(t.Context(), h.keyID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,14 +61,14 @@ func TestOAuthConnection(t *testing.T) {
 		t.Fatal(text(t, r))
 	}
 	for range 2 {
-		if _, _, err := h.svc.RotateKey(t.Context(), h.keyID); err != nil {
+		if _, _, err := h.mgr.RotateKey(t.Context(), h.keyID); err != nil {
 			t.Fatal(err)
 		}
 		if r := call(t, cs, "hash", map[string]any{"text": "b"}); r.IsError {
 			t.Fatalf("the OAuth connection after a rotation: %s", text(t, r))
 		}
 	}
-	if _, err := h.svc.RevokeKey(t.Context(), h.keyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), h.keyID); err != nil {
 		t.Fatal(err)
 	}
 	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "hash", Arguments: map[string]any{"text": "a"}})
@@ -103,7 +104,7 @@ func TestRevocationClosesStreams(t *testing.T) {
 	bystanderEnded, _ := bystander.openStream()
 
 	// A rotation ends the stream opened with the old value, not the OAuth one.
-	if _, _, err := h.svc.RotateKey(t.Context(), h.keyID); err != nil {
+	if _, _, err := h.mgr.RotateKey(t.Context(), h.keyID); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, headerEnded, "the end of the header client's stream after rotation")
@@ -125,7 +126,7 @@ func TestRevocationClosesStreams(t *testing.T) {
 	}()
 	<-h.block.entered
 
-	if _, err := h.svc.RevokeKey(t.Context(), h.keyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), h.keyID); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, oauthEnded, "the end of the OAuth stream after revocation")
@@ -257,7 +258,7 @@ func TestRevocationOnAnotherInstance(t *testing.T) {
 		if !isOpen(ended) {
 			t.Fatal("the periodic check ended a live key's stream")
 		}
-		if _, err := b.svc.RevokeKey(context.Background(), a.keyID); err != nil {
+		if _, err := b.mgr.RevokeKey(context.Background(), a.keyID); err != nil {
 			t.Fatal(err)
 		}
 		if !isOpen(ended) {
@@ -291,8 +292,8 @@ func TestKeyCache(t *testing.T) {
 		status int   // of a tools/list
 		code   int64 // of the tool calls
 	}{
-		{"revoked", func(b *harness, id string) error { _, err := b.svc.RevokeKey(context.Background(), id); return err }, 403, mcp.CodeForbidden},
-		{"rotated", func(b *harness, id string) error { _, _, err := b.svc.RotateKey(context.Background(), id); return err }, 401, mcp.CodeUnauthorized},
+		{"revoked", func(b *harness, id string) error { _, err := b.mgr.RevokeKey(context.Background(), id); return err }, 403, mcp.CodeForbidden},
+		{"rotated", func(b *harness, id string) error { _, _, err := b.mgr.RotateKey(context.Background(), id); return err }, 401, mcp.CodeUnauthorized},
 	}
 	calls := []struct{ name, body string }{
 		{"a paid call", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`},
@@ -377,8 +378,8 @@ func TestKeyCacheBeforeRefusals(t *testing.T) {
 		status int
 		code   int64
 	}{
-		{"revoked", func(b *harness, id string) error { _, err := b.svc.RevokeKey(context.Background(), id); return err }, 403, mcp.CodeForbidden},
-		{"rotated", func(b *harness, id string) error { _, _, err := b.svc.RotateKey(context.Background(), id); return err }, 401, mcp.CodeUnauthorized},
+		{"revoked", func(b *harness, id string) error { _, err := b.mgr.RevokeKey(context.Background(), id); return err }, 403, mcp.CodeForbidden},
+		{"rotated", func(b *harness, id string) error { _, _, err := b.mgr.RotateKey(context.Background(), id); return err }, 401, mcp.CodeUnauthorized},
 	}
 	const call = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a"}}}`
 	refusals := []struct {
@@ -427,7 +428,7 @@ func TestSignOutClosesStreams(t *testing.T) {
 		mcp: mcp.Options{RecheckInterval: time.Hour}})
 	var toks []string
 	for range 2 {
-		s, err := h.svc.StartSession(t.Context(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: h.key}})
+		s, err := h.mgr.StartSession(t.Context(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: h.key}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +441,7 @@ func TestSignOutClosesStreams(t *testing.T) {
 		ch, _ := c.openStream()
 		ended = append(ended, ch)
 	}
-	if err := h.svc.EndSession(t.Context(), toks[0], netip.Addr{}); err != nil {
+	if err := h.mgr.EndSession(t.Context(), toks[0], netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, ended[0], "the end of the signed-out session's stream")
@@ -479,18 +480,18 @@ func TestEveryToolCallChecksItsKey(t *testing.T) {
 		code           int64
 	}{
 		{"revoked", func(t *testing.T, _, b *harness, id string) {
-			if _, err := b.svc.RevokeKey(context.Background(), id); err != nil {
+			if _, err := b.mgr.RevokeKey(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
 		}, 403, 200, mcp.CodeForbidden},
 		{"expired", func(t *testing.T, a, _ *harness, _ string) { a.clock.Set(expiry.Add(time.Second)) }, 403, 403, mcp.CodeForbidden},
 		{"channel taken away", func(t *testing.T, _, b *harness, id string) {
-			if _, err := b.svc.UpdateKey(context.Background(), id, tollgate.KeyChange{Restrictions: &noMCP}); err != nil {
+			if _, err := b.mgr.UpdateKey(context.Background(), id, accounts.KeyChange{Restrictions: &noMCP}); err != nil {
 				t.Fatal(err)
 			}
 		}, 403, 200, mcp.CodeForbidden},
 		{"API taken away", func(t *testing.T, _, b *harness, id string) {
-			if _, err := b.svc.UpdateKey(context.Background(), id, tollgate.KeyChange{Restrictions: &narrowed}); err != nil {
+			if _, err := b.mgr.UpdateKey(context.Background(), id, accounts.KeyChange{Restrictions: &narrowed}); err != nil {
 				t.Fatal(err)
 			}
 		}, 200, 200, -32602},

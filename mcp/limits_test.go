@@ -309,7 +309,7 @@ func TestSessionSlotFreedOnKeyChange(t *testing.T) {
 	for range 2 {
 		waitInitialize(t, h, h.key, "a session")
 	}
-	_, newValue, err := h.svc.RotateKey(t.Context(), h.keyID)
+	_, newValue, err := h.mgr.RotateKey(t.Context(), h.keyID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestSessionSlotFreedOnKeyChange(t *testing.T) {
 	}
 	oauth := h.raw(t, bearerHeader("token"))
 	oauth.sid = resp.Header.Get("Mcp-Session-Id")
-	if _, _, err := h.svc.RotateKey(t.Context(), h.keyID); err != nil {
+	if _, _, err := h.mgr.RotateKey(t.Context(), h.keyID); err != nil {
 		t.Fatal(err)
 	}
 	if resp, body := oauth.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Protocol-Version", "2025-06-18"); resp.StatusCode != http.StatusOK {
@@ -331,7 +331,7 @@ func TestSessionSlotFreedOnKeyChange(t *testing.T) {
 	}
 
 	// Revocation: every session of the key ends, and the process's slots free.
-	if _, err := h.svc.RevokeKey(t.Context(), h.keyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), h.keyID); err != nil {
 		t.Fatal(err)
 	}
 	_, other := h.newAccount(t, "other", "pro")

@@ -22,7 +22,7 @@ func TestSubKeySessionCannotJoinPrimarySession(t *testing.T) {
 	h := newHarness(t, config{svc: tollgate.Options{Sessions: sessions}})
 	_, subValue := h.subKey(t, h.account, "alpha-only", auth.RestrictionSpec{APIs: []string{"echo"}})
 	start := func(value string) string {
-		s, err := h.svc.StartSession(context.Background(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}})
+		s, err := h.mgr.StartSession(context.Background(), tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -347,7 +347,7 @@ func TestKeyLifecycle(t *testing.T) {
 	q := h.newRequest(h.register(t, callback), callback)
 	access, refresh := h.tokens(t, q)
 
-	if _, _, err := h.svc.RotateKey(t.Context(), h.acct.KeyID); err != nil {
+	if _, _, err := h.mgr.RotateKey(t.Context(), h.acct.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	g := h.wantValid(t, access)
@@ -359,7 +359,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatalf("refresh after rotation: %d %s", r.status, r.body)
 	}
 
-	if _, err := h.svc.RevokeKey(t.Context(), h.acct.KeyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), h.acct.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	wantOAuthError(t, h.refresh(t, q.clientID, r.json["refresh_token"].(string)), http.StatusBadRequest, "invalid_grant")

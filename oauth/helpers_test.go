@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -59,11 +60,12 @@ func TestMain(m *testing.M) {
 // t0 is the instant every test clock starts at.
 var t0 = time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 
-// harness is a service with accounts, an authorization server on a recording memory
-// store, and an httptest server that mounts it as a host would.
+// harness is a service with accounts (managed by mgr), an authorization server on a
+// recording memory store, and an httptest server that mounts it as a host would.
 type harness struct {
 	clock    *testenv.Clock
 	svc      *tollgate.Service
+	mgr      *accounts.Manager
 	store    *recordingStore
 	srv      *oauth.Server
 	ts       *httptest.Server
@@ -87,14 +89,18 @@ func newHarness(t testing.TB, adjust ...func(*oauth.Options)) *harness {
 	must(t, err)
 	plans, err := billing.NewPlans(billing.Plan{Name: "pro", Credits: 1000})
 	must(t, err)
-	h.svc, err = tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	}
+	h.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
 	t.Cleanup(h.svc.Close)
+	h.mgr, err = accounts.New(h.svc, stores, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	t.Cleanup(h.mgr.Close)
 	h.acct = h.newAccount(t, auth.Restrictions{})
 
 	var handler http.Handler
@@ -119,9 +125,9 @@ func newHarness(t testing.TB, adjust ...func(*oauth.Options)) *harness {
 // newAccount creates an account whose primary key has the given restrictions.
 func (h *harness) newAccount(t testing.TB, r auth.Restrictions) account {
 	t.Helper()
-	a, _, _, err := h.svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "pro"})
+	a, _, _, err := h.mgr.CreateAccount(t.Context(), accounts.Spec{Plan: "pro"})
 	must(t, err)
-	k, value, err := h.svc.CreateKey(t.Context(), a.ID, auth.NewKey{Name: "mcp", Restrictions: r})
+	k, value, err := h.mgr.CreateKey(t.Context(), a.ID, auth.NewKey{Name: "mcp", Restrictions: r})
 	must(t, err)
 	return account{ID: a.ID, KeyID: k.ID, Key: value}
 }

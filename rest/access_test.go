@@ -31,7 +31,7 @@ func TestForbiddenCauses(t *testing.T) {
 	// Before the expiry and the revocation, both keys work.
 	wantOK(t, h.hash(t, expiring.Key))
 	wantOK(t, h.hash(t, revoked.Key))
-	if _, err := h.svc.RevokeKey(t.Context(), revoked.KeyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), revoked.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.Advance(2 * time.Hour)
@@ -138,7 +138,7 @@ func TestRotationAndRevocation(t *testing.T) {
 	values := map[string]string{}
 	for _, k := range []account{acct, sub} {
 		wantOK(t, h.hash(t, k.Key))
-		rotated, value, err := h.svc.RotateKey(t.Context(), k.KeyID)
+		rotated, value, err := h.mgr.RotateKey(t.Context(), k.KeyID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,14 +171,14 @@ func TestRotationAndRevocation(t *testing.T) {
 	}
 
 	// Revocation: the very next call is refused with 403; the other key still works.
-	if _, err := h.svc.RevokeKey(t.Context(), sub.KeyID); err != nil {
+	if _, err := h.mgr.RevokeKey(t.Context(), sub.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	wantError(t, h.hash(t, values[sub.KeyID]), http.StatusForbidden, "forbidden", "revoked")
 	wantError(t, h.do(t, http.MethodGet, "/v1/analytics", nil, key(values[sub.KeyID])), http.StatusForbidden, "forbidden", "revoked")
 	wantOK(t, h.hash(t, values[acct.KeyID]))
 	// A revoked key cannot be rotated back to life.
-	if _, _, err := h.svc.RotateKey(t.Context(), sub.KeyID); tollgate.CodeOf(err) != tollgate.CodeConflict {
+	if _, _, err := h.mgr.RotateKey(t.Context(), sub.KeyID); tollgate.CodeOf(err) != tollgate.CodeConflict {
 		t.Errorf("RotateKey of a revoked key: %v, want a conflict", err)
 	}
 	if b := h.balance(t, acct.ID); b.Used != 5 {
@@ -197,7 +197,7 @@ func TestSubKeyCannotWiden(t *testing.T) {
 		{APIs: []string{"echo"}},     // disjoint
 		{Channels: []string{"rest"}}, // narrows channels, but widens APIs
 	} {
-		_, _, err := h.svc.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "wider", Restrictions: restrictions(t, spec)})
+		_, _, err := h.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "wider", Restrictions: restrictions(t, spec)})
 		if !errors.Is(err, auth.ErrWidens) {
 			t.Errorf("CreateKey(%+v): %v, want an error wrapping auth.ErrWidens", spec, err)
 		}
@@ -205,7 +205,7 @@ func TestSubKeyCannotWiden(t *testing.T) {
 			t.Errorf("CreateKey(%+v): code %v, want invalid_input", spec, tollgate.CodeOf(err))
 		}
 	}
-	info, err := h.svc.Account(t.Context(), acct.ID)
+	info, err := h.mgr.Account(t.Context(), acct.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -84,7 +86,15 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := h.svc.Status(r.Context(), &p)
+	var (
+		st  billing.Status
+		err error
+	)
+	if h.mgr != nil {
+		st, err = h.mgr.Status(r.Context(), &p)
+	} else {
+		st, err = h.svc.Status(r.Context(), &p)
+	}
 	if err != nil {
 		h.writeError(w, r, err, nil)
 		return
@@ -140,13 +150,13 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 // its own account only. The account's primary key (or a session it started, or one
 // that no key started) sees the whole account; any other key, or a session it started,
 // sees only that key's calls: the key filter is its id, and naming another key is a
-// 403 (the rule is the service's: tollgate.Service.OwnUsage). A bad parameter is a 400
+// 403 (the rule is the service's: accounts.Manager.OwnUsage). A bad parameter is a 400
 // invalid_input whose message begins with the parameter's name; a service that records
 // no usage answers 404. The parameters and the body are those of GET /v1/account/usage
 // (package internal/usagehttp reads and writes both).
 
 // serveUsage answers the time-series form of GET /v1/analytics. The service applies
-// who may read which usage (tollgate.Service.OwnUsage).
+// who may read which usage (accounts.Manager.OwnUsage).
 func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Values) {
 	c, ok := h.caller(w, r, 0)
 	if !ok {
@@ -155,7 +165,9 @@ func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Value
 	uq, err := usagehttp.Query(q, h.svc.Now())
 	if err == nil {
 		var res usage.Result
-		if res, err = h.svc.OwnUsage(r.Context(), c, uq); err == nil {
+		if h.mgr == nil {
+			err = &tollgate.Error{Code: tollgate.CodeNotFound, Message: "this service records no usage statistics (rest.Options.Accounts is not set)"}
+		} else if res, err = h.mgr.OwnUsage(r.Context(), c, uq); err == nil {
 			h.writeData(w, r, http.StatusOK, usagehttp.NewBody(res))
 			return
 		}

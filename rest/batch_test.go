@@ -277,14 +277,14 @@ func TestBatchIdempotencyKey(t *testing.T) {
 // TestBatchUsage proves the usage records of a batch: one per item, channel batch, the
 // invalid ones as refused.
 func TestBatchUsage(t *testing.T) {
-	h := newHarness(t, config{svc: tollgate.Options{Usage: &tollgate.UsageOptions{Store: memory.NewUsageStore()}}})
+	h := newHarness(t, config{usage: memory.NewUsageStore()})
 	acct := h.newAccount(t, "pro")
 	wantBatch(t, h.postBatch(t, "hash", `{"items": [{"text": "a"}, {"text": "b"}, {"text": 1}]}`, key(acct.Key)), []string{"", "", "invalid_input"}, []int64{1, 1, 0})
 	wantOK(t, h.hash(t, acct.Key))
-	if err := h.svc.FlushUsage(t.Context()); err != nil {
+	if err := h.rec.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.svc.Usage(t.Context(), usage.Query{Account: acct.ID, From: t0.Add(-time.Hour), To: t0.Add(time.Hour),
+	res, err := h.mgr.Usage(t.Context(), usage.Query{Account: acct.ID, From: t0.Add(-time.Hour), To: t0.Add(time.Hour),
 		Interval: usage.Hour, By: usage.ByChannel})
 	if err != nil {
 		t.Fatal(err)

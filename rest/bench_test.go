@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
@@ -132,10 +131,11 @@ func BenchmarkREST(b *testing.B) {
 	}
 }
 
-// BenchmarkRESTUsage measures the cost of usage recording (tollgate.Options.Usage, on the
-// memory usage store, flushed every 10 seconds) on GET /v1/hash?text=hello through the
-// full REST handler: usage=off and usage=on alternate within one run, one call at a
-// time (serial) and from every core at once (parallel). Compare them with
+// BenchmarkRESTUsage measures the cost of usage recording (a usage.Recorder observing
+// the service's events, on the memory usage store, flushed every 10 seconds) on GET
+// /v1/hash?text=hello through the full REST handler: usage=off and usage=on alternate
+// within one run, one call at a time (serial) and from every core at once (parallel).
+// Compare them with
 //
 //	go test -run='^$' -bench=RESTUsage -count=10 ./rest/ | tee usage.txt
 //	benchstat -col /usage usage.txt
@@ -146,7 +146,7 @@ func BenchmarkRESTUsage(b *testing.B) {
 			cfg := config{noServer: true, sampleOnly: true, realClock: true, plans: benchPlans}
 			if on {
 				name = "usage=on"
-				cfg.svc.Usage = &tollgate.UsageOptions{Store: memory.NewUsageStore()}
+				cfg.usage = memory.NewUsageStore()
 			}
 			b.Run(mode+"/"+name, func(b *testing.B) {
 				h := newHarness(b, cfg)

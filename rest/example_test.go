@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -30,15 +31,21 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, nil)
+	}
+	svc, err := tollgate.New(reg, stores, plans, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer svc.Close()
-	_, _, key, err := svc.CreateAccount(ctx, tollgate.AccountSpec{Plan: "free"})
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mgr.Close()
+	_, _, key, err := mgr.CreateAccount(ctx, accounts.Spec{Plan: "free"})
 	if err != nil {
 		log.Fatal(err)
 	}

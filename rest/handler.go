@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
@@ -32,6 +33,10 @@ type Options struct {
 	// the defaults and 100 items, 1 MiB + 1.56 MiB). The default is
 	// [DefaultBatchItemBytes].
 	BatchItemBytes int64
+	// Accounts, if set, is the manager of the service's accounts, which answers what
+	// GET /v1/analytics tells of usage: a sub-key's own calls, and the time series.
+	// Without it a sub-key's calls are null and the time series is a 404.
+	Accounts *accounts.Manager
 	// OpenAPI describes the service in GET /v1/openapi.json.
 	OpenAPI OpenAPIInfo
 	// Logger receives failures to write a response. The default is slog.Default().
@@ -50,6 +55,7 @@ const DefaultMaxBodyBytes = 1 << 20
 // Handler serves the REST front door. Create it with [NewHandler].
 type Handler struct {
 	svc     *tollgate.Service
+	mgr     *accounts.Manager // nil: no usage in the analytics
 	mux     *http.ServeMux
 	cors    httpx.CORS
 	trusted []netip.Prefix
@@ -81,6 +87,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	}
 	h := &Handler{
 		svc:     svc,
+		mgr:     opts.Accounts,
 		mux:     http.NewServeMux(),
 		cors:    httpx.NewCORS(opts.AllowedOrigins, "GET, POST, OPTIONS"),
 		trusted: opts.TrustedProxies,

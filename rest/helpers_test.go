@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -33,6 +34,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 // t0 is the instant every test clock starts at: the middle of a month, so that a
@@ -55,6 +57,12 @@ var testPlans = []billing.Plan{
 type config struct {
 	// svc is passed to tollgate.New; its Now and Logger are replaced.
 	svc tollgate.Options
+	// accounts is passed to accounts.New; its Logger is replaced.
+	accounts accounts.Options
+	// usage, if set, records the service's usage statistics: a usage.Recorder on it
+	// (with the defaults but the test clock) observes the service's events, and the
+	// manager reads it (accounts.Options.Usage).
+	usage usage.Store
 	// rest is passed to rest.NewHandler; its Logger is replaced.
 	rest rest.Options
 	// sessions turns on x-jwt (tollgate.Options.Sessions).
@@ -69,10 +77,13 @@ type config struct {
 	realClock bool
 }
 
-// harness is one service with the REST handler in front of it.
+// harness is one service, with the manager of its accounts, and the REST handler in
+// front of it.
 type harness struct {
 	clock    *testenv.Clock
 	svc      *tollgate.Service
+	mgr      *accounts.Manager
+	rec      *usage.Recorder // nil unless config.usage is set
 	handler  *rest.Handler
 	srv      *httptest.Server
 	client   *http.Client
@@ -191,18 +202,37 @@ func newHarness(t testing.TB, cfg config) *harness {
 		}
 		opts.Sessions = h.sessions
 	}
-	h.svc, err = tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, ps, &opts)
+	}
+	h.svc, err = tollgate.New(reg, stores, ps, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.svc.Close)
+	aopts := cfg.accounts
+	aopts.Logger = logger
+	if cfg.usage != nil {
+		h.rec, err = usage.NewRecorder(cfg.usage, &usage.RecorderOptions{Now: opts.Now, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Events().Subscribe(h.rec, h.rec.Kinds()...)
+		t.Cleanup(func() { _ = h.rec.Close(context.Background()) })
+		aopts.Usage = cfg.usage
+	}
+	if h.mgr, err = accounts.New(h.svc, stores, &aopts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.mgr.Close)
 	ropts := cfg.rest
 	ropts.Logger = logger
+	if ropts.Accounts == nil {
+		ropts.Accounts = h.mgr
+	}
 	h.handler, err = rest.NewHandler(h.svc, &ropts)
 	if err != nil {
 		t.Fatal(err)
@@ -235,15 +265,15 @@ type accountOpts struct {
 	restrictions auth.RestrictionSpec
 }
 
-// newAccount creates an account on plan through the Service.
+// newAccount creates an account on plan through the Manager.
 func (h *harness) newAccount(t testing.TB, plan string, opts ...accountOpts) account {
 	t.Helper()
-	spec := tollgate.AccountSpec{Plan: plan}
+	spec := accounts.Spec{Plan: plan}
 	for _, o := range opts {
 		spec.Credits = o.credits
 		spec.Restrictions = restrictions(t, o.restrictions)
 	}
-	acct, key, value, err := h.svc.CreateAccount(t.Context(), spec)
+	acct, key, value, err := h.mgr.CreateAccount(t.Context(), spec)
 	if err != nil {
 		t.Fatalf("CreateAccount(%s): %v", plan, err)
 	}
@@ -256,7 +286,7 @@ func credits(n int64) *int64 { return &n }
 // newSubKey creates a sub-key of the account with the given restrictions.
 func (h *harness) newSubKey(t testing.TB, acct account, name string, spec auth.RestrictionSpec) account {
 	t.Helper()
-	key, value, err := h.svc.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: name, Restrictions: restrictions(t, spec)})
+	key, value, err := h.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: name, Restrictions: restrictions(t, spec)})
 	if err != nil {
 		t.Fatalf("CreateKey(%s, %+v): %v", name, spec, err)
 	}
@@ -272,10 +302,10 @@ func restrictions(t testing.TB, spec auth.RestrictionSpec) auth.Restrictions {
 	return r
 }
 
-// balance reads an account's balance through the Service.
+// balance reads an account's balance through the Manager.
 func (h *harness) balance(t testing.TB, acctID string) billing.Balance {
 	t.Helper()
-	info, err := h.svc.Account(t.Context(), acctID)
+	info, err := h.mgr.Account(t.Context(), acctID)
 	if err != nil {
 		t.Fatalf("Account(%s): %v", acctID, err)
 	}

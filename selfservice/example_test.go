@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -31,24 +33,35 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{Audit: memory.NewAuditStore()})
+	}
+	svc, err := tollgate.New(reg, stores, plans, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer svc.Close()
-	_, _, primary, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "free"})
+	// The audit log records the changes; the manager reads it for the account holder.
+	auditStore := memory.NewAuditStore()
+	auditLog := audit.NewLog(auditStore, nil)
+	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+	defer auditLog.Close()
+	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mgr.Close()
+	_, _, primary, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "free"})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	restHandler, err := rest.NewHandler(svc, nil)
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr})
 	if err != nil {
 		log.Fatal(err)
 	}
-	accountHandler, err := selfservice.NewHandler(svc, nil)
+	accountHandler, err := selfservice.NewHandler(mgr, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

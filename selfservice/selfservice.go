@@ -21,7 +21,7 @@
 // time-series form of GET /v1/analytics: one series per group, a point per bucket with
 // calls, credits, errors by code and latency percentiles. The primary key (or a session
 // acting as it) sees the whole account; a sub-key, or a session it started, only its own
-// calls, and naming another key is a 403 ([tollgate.Service.OwnUsage]). A bad
+// calls, and naming another key is a 403 ([accounts.Manager.OwnUsage]). A bad
 // parameter is a 400 whose message begins with its name; a service that records no
 // usage answers 404.
 //
@@ -30,7 +30,7 @@
 // rate-limit event. The rules (who may manage which key, narrowing only, the primary
 // key rotated but never revoked, another account's key answered 404, every change in
 // the audit log with the acting key and the client's address) are the service's, in
-// [tollgate.Service.CreateOwnKey] and its siblings; this package only translates HTTP.
+// [accounts.Manager.CreateOwnKey] and its siblings; this package only translates HTTP.
 //
 // Listings of keys are paged, oldest key first: GET /v1/account/keys answers
 // {"keys": [...], "next": cursor or null} with at most limit keys (1 to 200, default
@@ -39,9 +39,9 @@
 // the service's retention) is a 400: list from the first page.
 //
 // Creating, rotating and changing a key spend the account's self-service budget (see
-// [tollgate.Options.SelfServiceLimit]); beyond it they are answered 429 with
+// [accounts.Options.SelfServiceLimit]); beyond it they are answered 429 with
 // Retry-After and a message that says when to retry. An account holds at most
-// [tollgate.Options.MaxOwnKeys] keys for self-service to create one, counting the keys
+// [accounts.Options.MaxOwnKeys] keys for self-service to create one, counting the keys
 // revoked within the service's retention: beyond it, 409.
 //
 // A new or rotated key's value appears once, in data.value, and never again: it is not
@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
@@ -77,21 +78,21 @@ type Options struct {
 
 // Handler serves the self-service API. Create it with [NewHandler].
 type Handler struct {
-	svc     *tollgate.Service
+	mgr     *accounts.Manager
 	mux     *http.ServeMux
 	trusted []netip.Prefix
 }
 
-// NewHandler returns the self-service API of svc. opts may be nil. Mount it at both
+// NewHandler returns the self-service API of the accounts that mgr manages. opts may be nil. Mount it at both
 // "/v1/account" and "/v1/account/".
-func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
-	if svc == nil {
-		return nil, errors.New("selfservice: NewHandler needs a Service")
+func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
+	if mgr == nil {
+		return nil, errors.New("selfservice: NewHandler needs an accounts.Manager")
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{svc: svc, mux: http.NewServeMux(), trusted: opts.TrustedProxies}
+	h := &Handler{mgr: mgr, mux: http.NewServeMux(), trusted: opts.TrustedProxies}
 	mgmtapi.Mount(h.mux, "/v1/account/", "account", []mgmtapi.Route{
 		{Method: http.MethodGet, Path: "/v1/account", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/v1/account/keys", Serve: h.listKeys},
@@ -123,7 +124,7 @@ func (h *Handler) caller(r *http.Request) tollgate.Caller {
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
-	info, err := h.svc.OwnAccount(r.Context(), h.caller(r))
+	info, err := h.mgr.OwnAccount(r.Context(), h.caller(r))
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -148,7 +149,7 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusBadRequest, problem)
 		return
 	}
-	page, err := h.svc.OwnKeys(r.Context(), h.caller(r), q)
+	page, err := h.mgr.OwnKeys(r.Context(), h.caller(r), q)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -183,7 +184,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		mgmtapi.WriteError(w, err)
 		return
 	}
-	key, value, err := h.svc.CreateOwnKey(r.Context(), h.caller(r), auth.NewKey{Name: body.Name, Restrictions: rs})
+	key, value, err := h.mgr.CreateOwnKey(r.Context(), h.caller(r), auth.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -203,7 +204,7 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusBadRequest, "give name, restrictions or both: the body changes nothing")
 		return
 	}
-	change := tollgate.KeyChange{Name: body.Name}
+	change := accounts.KeyChange{Name: body.Name}
 	if body.Restrictions != nil {
 		rs, err := body.Restrictions.Build()
 		if err != nil {
@@ -212,7 +213,7 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
 		}
 		change.Restrictions = &rs
 	}
-	key, err := h.svc.UpdateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"), change)
+	key, err := h.mgr.UpdateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"), change)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -221,7 +222,7 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
-	key, value, err := h.svc.RotateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
+	key, value, err := h.mgr.RotateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -230,7 +231,7 @@ func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
-	key, err := h.svc.RevokeOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
+	key, err := h.mgr.RevokeOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -244,7 +245,7 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 		envelope.WriteError(w, http.StatusBadRequest, problem)
 		return
 	}
-	page, err := h.svc.OwnAuditLog(r.Context(), h.caller(r), q)
+	page, err := h.mgr.OwnAuditLog(r.Context(), h.caller(r), q)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
@@ -253,12 +254,12 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
-	q, err := usagehttp.Query(r.URL.Query(), h.svc.Now())
+	q, err := usagehttp.Query(r.URL.Query(), h.mgr.Service().Now())
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return
 	}
-	res, err := h.svc.OwnUsage(r.Context(), h.caller(r), q)
+	res, err := h.mgr.OwnUsage(r.Context(), h.caller(r), q)
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return

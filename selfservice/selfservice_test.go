@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/selfservice"
@@ -21,19 +22,25 @@ func TestRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, nil)
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	_, key, value, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{Plan: "free"})
+	mgr, err := accounts.New(svc, stores, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := selfservice.NewHandler(svc, nil)
+	t.Cleanup(mgr.Close)
+	_, key, value, err := mgr.CreateAccount(context.Background(), accounts.Spec{Plan: "free"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := selfservice.NewHandler(mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

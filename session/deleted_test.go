@@ -53,7 +53,8 @@ func TestDeletedAccountSession(t *testing.T) {
 			d.account("gone")
 			d.account("kept")
 			token := func(account string) string {
-				tok, err := d.instances[0].svc.Sessions().Issue(account, d.clock.now(), 2*time.Hour)
+				signer, _ := d.instances[0].svc.Sessions()
+				tok, err := signer.Issue(account, d.clock.now(), 2*time.Hour)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -66,7 +67,7 @@ func TestDeletedAccountSession(t *testing.T) {
 					d.want(d.do(i, "GET", "/v1/analytics", "", "X-Jwt", gone), 200, `"account":"gone"`)
 				}
 			}
-			before, err := d.instances[0].svc.Account(t.Context(), "gone")
+			before, err := d.instances[0].mgr.Account(t.Context(), "gone")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,7 @@
 // cookie into the x-jwt credential for the handlers it wraps.
 //
 // A session is started with an API key, or through a [Login] the host implements (its
-// own users say which account a person may act for); see [tollgate.Service.StartSession]
+// own users say which account a person may act for); see [accounts.Manager.StartSession]
 // for what a session may do and when it ends. The [Handler] serves, relative to where
 // the host mounts it:
 //
@@ -18,7 +18,7 @@
 // answers the CSRF token; "token" sets no cookie and answers the session token, for a
 // client that sends it as x-jwt. The key's value is never kept, logged, or put in the
 // cookie, the token or a URL. Each start spends one event of the account's self-service
-// budget ([tollgate.Options.SelfServiceLimit]): beyond it, 429 with Retry-After and a
+// budget ([accounts.Options.SelfServiceLimit]): beyond it, 429 with Retry-After and a
 // message that says when to try again. Signing out is never refused for it.
 //
 // # Cookies

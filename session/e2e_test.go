@@ -22,6 +22,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -110,9 +111,10 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-// instance is one service of a deployment, served over httptest.
+// instance is one service of a deployment, with its manager, served over httptest.
 type instance struct {
 	svc *tollgate.Service
+	mgr *accounts.Manager
 	srv *httptest.Server
 }
 
@@ -147,9 +149,9 @@ func deploy(t *testing.T, b backend, login session.Login, caches ...bool) *deplo
 	return deployWith(t, b, login, nil, caches...)
 }
 
-// deployWith is deploy with the service options changed by opt (SubKeysManageKeys,
+// deployWith is deploy with the managers' options changed by opt (SubKeysManageKeys,
 // say), if it is not nil.
-func deployWith(t *testing.T, b backend, login session.Login, opt func(*tollgate.Options), caches ...bool) *deployment {
+func deployWith(t *testing.T, b backend, login session.Login, opt func(*accounts.Options), caches ...bool) *deployment {
 	t.Helper()
 	stores, ended := b.stores(t)
 	reg := &catalog.Registry{}
@@ -172,30 +174,40 @@ func deployWith(t *testing.T, b backend, login session.Login, opt func(*tollgate
 	logger := slog.New(slog.NewTextHandler(lockedWriter{d.logMu, d.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, cached := range caches {
 		opts := &tollgate.Options{Now: d.clock.now, Logger: logger, Sessions: sessions, SessionStore: ended,
-			Audit: d.audit, SweepInterval: -1}
+			SweepInterval: -1}
 		if cached {
 			opts.KeyCache = &auth.KeyCacheOptions{TTL: time.Hour}
-		}
-		if opt != nil {
-			opt(opts)
 		}
 		svc, err := tollgate.New(reg, stores, plans, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
-		restH, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
+		// Each instance records its changes in the one audit log.
+		auditLog := audit.NewLog(d.audit, &audit.LogOptions{Now: d.clock.now, Logger: logger})
+		svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+		t.Cleanup(auditLog.Close)
+		mgrOpts := &accounts.Options{Audit: d.audit, Logger: logger}
+		if opt != nil {
+			opt(mgrOpts)
+		}
+		mgr, err := accounts.New(svc, stores, mgrOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sessH, err := session.NewHandler(svc, &session.Options{Login: login, Logger: logger})
+		t.Cleanup(mgr.Close)
+		restH, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessH, err := session.NewHandler(mgr, &session.Options{Login: login, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/v1/", restH)
 		mux.Handle("/v1/account/session", sessH)
-		accountH, err := selfservice.NewHandler(svc, nil)
+		accountH, err := selfservice.NewHandler(mgr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +228,7 @@ func deployWith(t *testing.T, b backend, login session.Login, opt func(*tollgate
 		})))
 		srv := httptest.NewServer(mux)
 		t.Cleanup(srv.Close)
-		d.instances = append(d.instances, instance{svc: svc, srv: srv})
+		d.instances = append(d.instances, instance{svc: svc, mgr: mgr, srv: srv})
 	}
 	return d
 }
@@ -273,8 +285,8 @@ func (d *deployment) want(r reply, status int, contains string) {
 // sub-key limited to the API alpha with its value.
 func (d *deployment) account(id string) (primary string, sub auth.Key, subValue string) {
 	d.t.Helper()
-	svc := d.instances[0].svc
-	_, _, primary, err := svc.CreateAccount(d.t.Context(), tollgate.AccountSpec{ID: id, Plan: "p"})
+	mgr := d.instances[0].mgr
+	_, _, primary, err := mgr.CreateAccount(d.t.Context(), accounts.Spec{ID: id, Plan: "p"})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -282,7 +294,7 @@ func (d *deployment) account(id string) (primary string, sub auth.Key, subValue 
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	sub, subValue, err = svc.CreateKey(d.t.Context(), id, auth.NewKey{Name: "alpha only", Restrictions: r})
+	sub, subValue, err = mgr.CreateKey(d.t.Context(), id, auth.NewKey{Name: "alpha only", Restrictions: r})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -368,15 +380,15 @@ func TestSessionWithKey(t *testing.T) {
 func TestKeyChangeEndsSession(t *testing.T) {
 	changes := []struct {
 		name   string
-		change func(svc *tollgate.Service, keyID string) error
+		change func(mgr *accounts.Manager, keyID string) error
 		why    string
 	}{
-		{"rotate", func(svc *tollgate.Service, id string) error {
-			_, _, err := svc.RotateKey(context.Background(), id)
+		{"rotate", func(mgr *accounts.Manager, id string) error {
+			_, _, err := mgr.RotateKey(context.Background(), id)
 			return err
 		}, "rotated"},
-		{"revoke", func(svc *tollgate.Service, id string) error {
-			_, err := svc.RevokeKey(context.Background(), id)
+		{"revoke", func(mgr *accounts.Manager, id string) error {
+			_, err := mgr.RevokeKey(context.Background(), id)
 			return err
 		}, "revoked"},
 	}
@@ -395,7 +407,7 @@ func TestKeyChangeEndsSession(t *testing.T) {
 					}
 					// The key changes through instance 0; instance 1 refuses the
 					// session on its very next request, paid or not.
-					if err := ch.change(d.instances[0].svc, sub.ID); err != nil {
+					if err := ch.change(d.instances[0].mgr, sub.ID); err != nil {
 						t.Fatal(err)
 					}
 					d.want(d.do(1, "GET", "/v1/alpha", "", "X-Jwt", tok), 401, ch.why)
@@ -413,7 +425,7 @@ func TestKeyExpiryEndsSession(t *testing.T) {
 		d := deploy(t, b, nil, true, false)
 		d.account("acct")
 		r, _ := auth.NewRestrictions(auth.RestrictionSpec{ExpiresAt: ptr(d.clock.now().Add(time.Hour))})
-		_, value, err := d.instances[0].svc.CreateKey(t.Context(), "acct", auth.NewKey{Name: "short", Restrictions: r})
+		_, value, err := d.instances[0].mgr.CreateKey(t.Context(), "acct", auth.NewKey{Name: "short", Restrictions: r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +444,7 @@ func TestSessionExpires(t *testing.T) {
 		d := deploy(t, b, nil, true, false)
 		primary, _, _ := d.account("acct")
 		tok, _ := d.startToken(0, primary)
-		d.clock.advance(tollgate.DefaultSessionTTL - time.Second)
+		d.clock.advance(accounts.DefaultSessionTTL - time.Second)
 		d.want(d.do(1, "GET", "/v1/alpha", "", "X-Jwt", tok), 200, "alpha")
 		d.clock.advance(time.Second)
 		for i := range d.instances {
@@ -564,7 +576,7 @@ func TestSelfServiceWithSessions(t *testing.T) {
 		d.want(d.do(0, "GET", "/v1/beta", "", "X-Api-Key", value), 403, "")
 
 		// The audit log names the key the session acts as, never a value.
-		page, err := d.instances[0].svc.AuditLog(t.Context(), audit.Query{Account: "acct"})
+		page, err := d.instances[0].mgr.AuditLog(t.Context(), audit.Query{Account: "acct"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -671,7 +683,7 @@ func TestLogin(t *testing.T) {
 		d.want(d.do(1, "GET", "/v1/beta", "", "X-Jwt", tok), 200, "beta")
 		// Rotating the primary key does not end it (the person did not use its
 		// value); revoking does.
-		if _, _, err := d.instances[0].svc.RotateKey(t.Context(), keyID); err != nil {
+		if _, _, err := d.instances[0].mgr.RotateKey(t.Context(), keyID); err != nil {
 			t.Fatal(err)
 		}
 		d.want(d.do(1, "GET", "/v1/alpha", "", "X-Jwt", tok), 200, "alpha")
@@ -692,7 +704,7 @@ func TestLogin(t *testing.T) {
 		if !found {
 			t.Errorf("no session.start with reason login by %s in %+v", keyID, page.Entries)
 		}
-		if _, err := d.instances[0].svc.RevokeKey(t.Context(), keyID); err != nil {
+		if _, err := d.instances[0].mgr.RevokeKey(t.Context(), keyID); err != nil {
 			t.Fatal(err)
 		}
 		d.want(d.do(1, "GET", "/v1/alpha", "", "X-Jwt", tok), 401, "revoked")

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -25,17 +26,24 @@ func Example() {
 		panic(err)
 	}
 	plans, _ := billing.NewPlans(billing.Plan{Name: "free", Credits: 100})
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{Sessions: sessions, SessionStore: memory.NewSessionStore()})
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, &tollgate.Options{Sessions: sessions, SessionStore: memory.NewSessionStore()})
 	if err != nil {
 		panic(err)
 	}
 	defer svc.Close()
-	_, _, key, _ := svc.CreateAccount(context.Background(), tollgate.AccountSpec{ID: "acme", Plan: "free"})
+	// The manager starts and ends sessions with the service's session tokens.
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer mgr.Close()
+	_, _, key, _ := mgr.CreateAccount(context.Background(), accounts.Spec{ID: "acme", Plan: "free"})
 
-	h, err := session.NewHandler(svc, nil)
+	h, err := session.NewHandler(mgr, nil)
 	if err != nil {
 		panic(err)
 	}

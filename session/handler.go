@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
@@ -80,6 +81,7 @@ const maxBody = 16 << 10
 // Handler serves the session routes and makes the [Handler.Cookies] middleware. Create
 // it with [NewHandler].
 type Handler struct {
+	mgr      *accounts.Manager
 	svc      *tollgate.Service
 	sessions *auth.Sessions
 	login    Login
@@ -91,27 +93,29 @@ type Handler struct {
 	mux      *http.ServeMux
 }
 
-// NewHandler returns the session handler of svc, whose routes are relative to where
+// NewHandler returns the session handler of the accounts that mgr manages, whose routes are relative to where
 // the host mounts it:
 //
 //	POST|GET|DELETE /v1/account/session
 //
-// svc must have session tokens (tollgate.Options.Sessions) and a store of ended
+// Its service must have session tokens (tollgate.Options.Sessions) and a store of ended
 // sessions (tollgate.Options.SessionStore), so that signing out ends a session on every
 // instance. opts may be nil.
-func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
+func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
+	if mgr == nil {
+		return nil, errors.New("session: NewHandler needs an accounts.Manager")
+	}
+	signer, _ := mgr.Service().Sessions()
 	switch {
-	case svc == nil:
-		return nil, errors.New("session: NewHandler needs a Service")
-	case svc.Sessions() == nil:
+	case signer == nil:
 		return nil, errors.New("session: the service has no session tokens: set tollgate.Options.Sessions")
-	case !svc.CanEndSessions():
+	case !mgr.CanEndSessions():
 		return nil, errors.New("session: the service cannot end sessions: set tollgate.Options.SessionStore")
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{svc: svc, sessions: svc.Sessions(), login: opts.Login, secure: opts.SecureCookies,
+	h := &Handler{mgr: mgr, svc: mgr.Service(), sessions: signer, login: opts.Login, secure: opts.SecureCookies,
 		trusted: opts.TrustedProxies, origins: http.NewCrossOriginProtection(), failures: newFailures(opts.FailedSignIns),
 		log: opts.Logger, mux: http.NewServeMux()}
 	for _, o := range opts.TrustedOrigins {
@@ -278,10 +282,10 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var s tollgate.Session
+	var s accounts.Session
 	switch {
 	case cerr == nil:
-		s, err = h.svc.StartSession(r.Context(), tollgate.Caller{Credential: cred, Addr: addr})
+		s, err = h.mgr.StartSession(r.Context(), tollgate.Caller{Credential: cred, Addr: addr})
 	case tollgate.CodeOf(cerr) == tollgate.CodeMalformedCredential:
 		err = &tollgate.Error{Code: tollgate.CodeUnauthorized,
 			Message: "the credential header is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
@@ -309,13 +313,13 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 
 // startWithKey starts a session with the key value a body or a form gave in the named
 // field.
-func (h *Handler) startWithKey(r *http.Request, value, field string, addr netip.Addr) (tollgate.Session, error) {
+func (h *Handler) startWithKey(r *http.Request, value, field string, addr netip.Addr) (accounts.Session, error) {
 	key, ok := auth.ParseKey(strings.TrimSpace(value))
 	if !ok {
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeUnauthorized,
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeUnauthorized,
 			Message: field + " is not an API key, which has the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
 	}
-	return h.svc.StartSession(r.Context(), tollgate.Caller{
+	return h.mgr.StartSession(r.Context(), tollgate.Caller{
 		Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: key}, Addr: addr})
 }
 
@@ -326,20 +330,20 @@ func (h *Handler) startWithKey(r *http.Request, value, field string, addr netip.
 // *tollgate.Error values whose message says what to fix (CodeUnauthorized for a value
 // that is not a valid key, CodeForbidden for another origin or a key that may not be
 // used from the caller's address).
-func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, field, apiKey string) (tollgate.Session, error) {
+func (h *Handler) SignIn(w http.ResponseWriter, r *http.Request, field, apiKey string) (accounts.Session, error) {
 	if err := h.origins.Check(r); err != nil {
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
 			Message: "a session cannot be started from another origin's page"}
 	}
 	addr := h.ClientAddr(r)
 	tried := strings.TrimSpace(apiKey)
 	if err := h.signInAllowed(addr, tried); err != nil {
-		return tollgate.Session{}, err
+		return accounts.Session{}, err
 	}
 	s, err := h.startWithKey(r, apiKey, field, addr)
 	if err != nil {
 		h.signInFailed(r, addr, tried, "key", err)
-		return tollgate.Session{}, err
+		return accounts.Session{}, err
 	}
 	h.setCookie(w, r, s.Token, s.Expires)
 	return s, nil
@@ -356,23 +360,23 @@ func (h *Handler) HasLogin() bool { return h.login != nil }
 // with CodeUnauthorized and the Login's message; a Login that fails otherwise is logged
 // and answered with CodeUnavailable and a message that says nothing of the failure.
 // Without a Login it returns a CodeForbidden error.
-func (h *Handler) SignInWithLogin(w http.ResponseWriter, r *http.Request) (tollgate.Session, error) {
+func (h *Handler) SignInWithLogin(w http.ResponseWriter, r *http.Request) (accounts.Session, error) {
 	if err := h.origins.Check(r); err != nil {
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
 			Message: "a session cannot be started from another origin's page"}
 	}
 	if h.login == nil {
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeForbidden,
 			Message: "this service signs people in with API keys only"}
 	}
 	addr := h.ClientAddr(r)
 	if err := h.signInAllowed(addr, ""); err != nil {
-		return tollgate.Session{}, err
+		return accounts.Session{}, err
 	}
 	s, err := h.startLogin(r, addr)
 	if err != nil {
 		h.signInFailed(r, addr, "", "login", err)
-		return tollgate.Session{}, err
+		return accounts.Session{}, err
 	}
 	h.setCookie(w, r, s.Token, s.Expires)
 	return s, nil
@@ -388,7 +392,7 @@ func (h *Handler) SignOut(w http.ResponseWriter, r *http.Request) error {
 	if token == "" {
 		return nil
 	}
-	err := h.svc.EndSession(r.Context(), token, h.ClientAddr(r))
+	err := h.mgr.EndSession(r.Context(), token, h.ClientAddr(r))
 	if c := tollgate.CodeOf(err); err != nil && (c == tollgate.CodeUnavailable || c == tollgate.CodeInternal) {
 		return err
 	}
@@ -477,25 +481,25 @@ func readStart(r *http.Request) (startRequest, error) {
 }
 
 // startLogin starts a session through the host's Login.
-func (h *Handler) startLogin(r *http.Request, addr netip.Addr) (tollgate.Session, error) {
+func (h *Handler) startLogin(r *http.Request, addr netip.Addr) (accounts.Session, error) {
 	account, err := h.login.Login(r.Context(), r)
 	switch {
 	case errors.Is(err, ErrLoginRefused):
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeUnauthorized, Message: err.Error(), Err: err}
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeUnauthorized, Message: err.Error(), Err: err}
 	case err != nil:
 		h.log.ErrorContext(r.Context(), "session: the login failed", "error", err)
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeUnavailable,
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeUnavailable,
 			Message: "the sign-in cannot be checked now; try again shortly", Err: err}
 	case account == "":
 		h.log.ErrorContext(r.Context(), "session: the login named no account and no error")
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the sign-in named no account"}
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the sign-in named no account"}
 	}
-	s, err := h.svc.StartLoginSession(r.Context(), account, addr)
+	s, err := h.mgr.StartLoginSession(r.Context(), account, addr)
 	if tollgate.CodeOf(err) == tollgate.CodeNotFound {
 		// The host vouched for an account that does not exist: its mistake, not the
 		// person's, and nothing to show them about which accounts exist.
 		h.log.ErrorContext(r.Context(), "session: the login named an account that cannot be used", "account", account, "error", err)
-		return tollgate.Session{}, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the sign-in named an account that cannot be used"}
+		return accounts.Session{}, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error: the sign-in named an account that cannot be used"}
 	}
 	return s, err
 }
@@ -538,7 +542,7 @@ func (h *Handler) current(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) end(w http.ResponseWriter, r *http.Request) {
 	token, _, err := h.sessionOf(r, false)
 	if err == nil {
-		err = h.svc.EndSession(r.Context(), token, auth.ClientAddr(r, h.trusted))
+		err = h.mgr.EndSession(r.Context(), token, auth.ClientAddr(r, h.trusted))
 	}
 	if e := (*tollgate.Error)(nil); err != nil && !errors.Is(err, auth.ErrSessionExpired) &&
 		(!errors.As(err, &e) || e.Code == tollgate.CodeUnavailable || e.Code == tollgate.CodeInternal) {

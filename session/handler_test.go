@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -14,21 +15,28 @@ import (
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
-// newService returns a service on memory stores with an account "acct" and its key.
-func newService(t *testing.T, opts *tollgate.Options) (*tollgate.Service, string) {
+// newManager returns the manager of a service on memory stores with an account "acct",
+// and the account's key.
+func newManager(t *testing.T, opts *tollgate.Options) (*accounts.Manager, string) {
 	t.Helper()
 	plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 10})
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, opts)
+	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	_, _, key, err := svc.CreateAccount(t.Context(), tollgate.AccountSpec{ID: "acct", Plan: "p"})
+	mgr, err := accounts.New(svc, stores, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc, key
+	t.Cleanup(mgr.Close)
+	_, _, key, err := mgr.CreateAccount(t.Context(), accounts.Spec{ID: "acct", Plan: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr, key
 }
 
 func sessionOptions(t *testing.T) *tollgate.Options {
@@ -41,18 +49,18 @@ func sessionOptions(t *testing.T) *tollgate.Options {
 
 func TestNewHandlerNeeds(t *testing.T) {
 	s, _ := auth.NewSessions(secret)
-	noSessions, _ := newService(t, nil)
-	noStore, _ := newService(t, &tollgate.Options{Sessions: s})
-	for name, svc := range map[string]*tollgate.Service{"nil": nil, "no sessions": noSessions, "no store": noStore} {
-		if _, err := session.NewHandler(svc, nil); err == nil {
+	noSessions, _ := newManager(t, nil)
+	noStore, _ := newManager(t, &tollgate.Options{Sessions: s})
+	for name, mgr := range map[string]*accounts.Manager{"nil": nil, "no sessions": noSessions, "no store": noStore} {
+		if _, err := session.NewHandler(mgr, nil); err == nil {
 			t.Errorf("%s: NewHandler succeeded", name)
 		}
 	}
 	if _, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{}, &billing.Plans{}, &tollgate.Options{SessionStore: memory.NewSessionStore()}); err == nil {
 		t.Error("a SessionStore without Sessions was accepted")
 	}
-	svc, _ := newService(t, sessionOptions(t))
-	if _, err := session.NewHandler(svc, &session.Options{TrustedOrigins: []string{"not an origin"}}); err == nil {
+	mgr, _ := newManager(t, sessionOptions(t))
+	if _, err := session.NewHandler(mgr, &session.Options{TrustedOrigins: []string{"not an origin"}}); err == nil {
 		t.Error("a malformed trusted origin was accepted")
 	}
 }
@@ -70,8 +78,8 @@ func TestSecureCookie(t *testing.T) {
 		{"SecureCookies", false, &session.Options{SecureCookies: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			svc, key := newService(t, sessionOptions(t))
-			h, err := session.NewHandler(svc, tt.opts)
+			mgr, key := newManager(t, sessionOptions(t))
+			h, err := session.NewHandler(mgr, tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,8 +124,8 @@ func TestSecureCookie(t *testing.T) {
 }
 
 func TestStartRefusals(t *testing.T) {
-	svc, key := newService(t, sessionOptions(t))
-	h, err := session.NewHandler(svc, nil)
+	mgr, key := newManager(t, sessionOptions(t))
+	h, err := session.NewHandler(mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +166,8 @@ func TestStartRefusals(t *testing.T) {
 // token; nothing for a request without a cookie, or with a token that is not a
 // session's.
 func TestVisit(t *testing.T) {
-	svc, key := newService(t, sessionOptions(t))
-	h, err := session.NewHandler(svc, nil)
+	mgr, key := newManager(t, sessionOptions(t))
+	h, err := session.NewHandler(mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +196,7 @@ func TestVisit(t *testing.T) {
 		v.Caller.Credential.Kind != auth.SessionHeader || v.Caller.Credential.Value != cookies[0].Value || v.Caller.Addr.String() != "192.0.2.7" {
 		t.Fatalf("visit %+v", v)
 	}
-	if p, err := svc.Authenticate(t.Context(), v.Caller); err != nil || p.Account.ID != "acct" {
+	if p, err := mgr.Service().Authenticate(t.Context(), v.Caller); err != nil || p.Account.ID != "acct" {
 		t.Fatalf("the visit's caller: %v", err)
 	}
 	if !h.CheckCSRF(v, v.CSRFToken) || h.CheckCSRF(v, "") || h.CheckCSRF(v, v.CSRFToken+"x") {

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/session"
@@ -20,7 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
-func subKeysManage(o *tollgate.Options) { o.SubKeysManageKeys = true }
+func subKeysManage(o *accounts.Options) { o.SubKeysManageKeys = true }
 
 // createKey creates a key through the self-service API with the credential header
 // given, and returns its id and value.
@@ -40,7 +41,7 @@ func (d *deployment) createKey(i int, body string, hdr ...string) (id, value str
 // primary key may.
 func TestSubKeyCannotReadAuditLog(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		for _, manage := range []func(*tollgate.Options){nil, subKeysManage} {
+		for _, manage := range []func(*accounts.Options){nil, subKeysManage} {
 			d := deployWith(t, b, nil, manage, false)
 			primary, _, subValue := d.account("acct")
 			d.createKey(0, `{"name":"ops","allowed_ips":["198.51.100.0/24"]}`, "X-Api-Key", primary)
@@ -65,12 +66,12 @@ func TestKeyNameLengthInCharacters(t *testing.T) {
 }
 
 // TestSelfServiceKeyCap checks that an account holder may not grow the account's
-// keys without bound: at Options.MaxOwnKeys keys, self-service creates no more (409,
-// saying what to do); a revoked key counts until it is older than
+// keys without bound: at accounts.Options.MaxOwnKeys keys, self-service creates no
+// more (409, saying what to do); a revoked key counts until it is older than
 // Options.RevokedKeyRetention, then no more, and the prune deletes it.
 func TestSelfServiceKeyCap(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		d := deployWith(t, b, nil, func(o *tollgate.Options) {
+		d := deployWith(t, b, nil, func(o *accounts.Options) {
 			o.MaxOwnKeys, o.RevokedKeyRetention, o.KeyPruneInterval = 3, 24*time.Hour, -1
 		}, false, true)
 		primary, sub, _ := d.account("acct") // two live keys
@@ -82,7 +83,7 @@ func TestSelfServiceKeyCap(t *testing.T) {
 		d.clock.advance(24*time.Hour + time.Second)
 		d.want(d.do(1, "GET", "/v1/account/keys", "", "X-Api-Key", primary), 200, sub.ID)
 		d.createKey(1, body, "X-Api-Key", primary)
-		if n, err := d.instances[0].svc.PruneKeys(t.Context()); n != 1 || err != nil {
+		if n, err := d.instances[0].mgr.PruneKeys(t.Context()); n != 1 || err != nil {
 			t.Errorf("PruneKeys: %d, %v; want 1 (the revoked key), nil", n, err)
 		}
 		r := d.do(1, "GET", "/v1/account/keys", "", "X-Api-Key", primary)
@@ -98,7 +99,8 @@ func TestSelfServiceKeyCap(t *testing.T) {
 func TestKeylessSessionActor(t *testing.T) {
 	d := deployWith(t, backends()[0], nil, nil, false)
 	d.account("acct")
-	tok, err := d.instances[0].svc.Sessions().Issue("acct", d.clock.now(), time.Hour)
+	signer, _ := d.instances[0].svc.Sessions()
+	tok, err := signer.Issue("acct", d.clock.now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

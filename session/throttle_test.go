@@ -29,7 +29,7 @@ func TestFailedSignInsThrottled(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	opts := sessionOptions(t)
 	opts.Now = clock
-	svc, key := newService(t, opts)
+	mgr, key := newManager(t, opts)
 	logs := &testenv.Logs{}
 	login := session.LoginFunc(func(ctx context.Context, r *http.Request) (string, error) {
 		if r.FormValue("password") == "right" {
@@ -37,7 +37,7 @@ func TestFailedSignInsThrottled(t *testing.T) {
 		}
 		return "", fmt.Errorf("%w: the password is wrong", session.ErrLoginRefused)
 	})
-	h, err := session.NewHandler(svc, &session.Options{Login: login, Logger: logs.Logger(),
+	h, err := session.NewHandler(mgr, &session.Options{Login: login, Logger: logs.Logger(),
 		FailedSignIns: session.FailedSignIns{Burst: 3, Every: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +141,8 @@ func TestFailedSignInsThrottled(t *testing.T) {
 
 // TestFailedSignInsOff checks that a negative Burst turns the throttle off.
 func TestFailedSignInsOff(t *testing.T) {
-	svc, key := newService(t, sessionOptions(t))
-	h, err := session.NewHandler(svc, &session.Options{Logger: (&testenv.Logs{}).Logger(), FailedSignIns: session.FailedSignIns{Burst: -1}})
+	mgr, key := newManager(t, sessionOptions(t))
+	h, err := session.NewHandler(mgr, &session.Options{Logger: (&testenv.Logs{}).Logger(), FailedSignIns: session.FailedSignIns{Burst: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package usage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -25,8 +26,52 @@ type RecorderOptions struct {
 	// past it the oldest rows are dropped and counted ([Recorder.Dropped]). The default
 	// is [DefaultMaxPending].
 	MaxPending int
-	// Logger receives the flushes that failed, at WARN. The default is slog.Default().
+	// Retention is how long the buckets of each resolution are kept; see
+	// [Retention] for the defaults.
+	Retention Retention
+	// PruneInterval is how often the recorder deletes the buckets older than their
+	// retention: once at NewRecorder, then at this interval. Any number of instances
+	// may prune the same store. The default is [DefaultPruneInterval]; a negative
+	// value turns the schedule off (call [Recorder.Prune] yourself then).
+	// [Recorder.Close] stops it.
+	PruneInterval time.Duration
+	// Now returns the current time, for the prune. The default is time.Now.
+	Now func() time.Time
+	// Logger receives the flushes and prunes that failed, at WARN. The default is
+	// slog.Default().
 	Logger *slog.Logger
+}
+
+// Retention is how long the usage statistics keep the buckets of each resolution.
+// A zero field is its default, which keeps a little more than the longest range a
+// query of that interval may cover (see [Query]): minute buckets for 2 days, hour
+// buckets for 32 days, day buckets for 400 days. A negative field keeps that
+// resolution's buckets for ever.
+type Retention struct {
+	Minute, Hour, Day time.Duration
+}
+
+// The default [Retention], and the default [RecorderOptions].PruneInterval.
+const (
+	DefaultMinuteRetention = 2 * 24 * time.Hour
+	DefaultHourRetention   = 32 * 24 * time.Hour
+	DefaultDayRetention    = MaxDayRange
+	DefaultPruneInterval   = time.Hour
+)
+
+// of returns how long the buckets of res are kept; negative for ever.
+func (r Retention) of(res Resolution) time.Duration {
+	keep, def := r.Day, DefaultDayRetention
+	switch res {
+	case Minute:
+		keep, def = r.Minute, DefaultMinuteRetention
+	case Hour:
+		keep, def = r.Hour, DefaultHourRetention
+	}
+	if keep == 0 {
+		return def
+	}
+	return keep
 }
 
 // Defaults of [RecorderOptions].
@@ -64,8 +109,11 @@ type Recorder struct {
 	npend   atomic.Int64
 	dropped atomic.Int64
 
-	stop      func()
-	closeOnce sync.Once
+	retention Retention
+	now       func() time.Time
+
+	stop, stopPrune func()
+	closeOnce       sync.Once
 }
 
 // A shard is one of the maps records are summed in.
@@ -96,7 +144,11 @@ func NewRecorder(s Store, opts *RecorderOptions) (*Recorder, error) {
 	if opts == nil {
 		opts = &RecorderOptions{}
 	}
-	r := &Recorder{store: s, log: opts.Logger, maxPending: opts.MaxPending, timeout: opts.FlushTimeout}
+	r := &Recorder{store: s, log: opts.Logger, maxPending: opts.MaxPending, timeout: opts.FlushTimeout,
+		retention: opts.Retention, now: opts.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -116,7 +168,35 @@ func NewRecorder(s Store, opts *RecorderOptions) (*Recorder, error) {
 	if interval > 0 {
 		r.stop = r.flushEvery(interval)
 	}
+	if interval := opts.PruneInterval; interval >= 0 {
+		if interval == 0 {
+			interval = DefaultPruneInterval
+		}
+		r.stopPrune = every.StartNow(interval, every.Chore{Do: r.Prune,
+			Failed: "tollgate: cannot prune the usage statistics; the next prune tries again",
+			Done:   "tollgate: pruned the usage buckets older than their retention",
+		}.Run(r.log))
+	}
 	return r, nil
+}
+
+// Prune deletes the buckets older than their retention ([RecorderOptions].Retention)
+// now, and returns how many it deleted. The background prune calls it every
+// PruneInterval.
+func (r *Recorder) Prune(ctx context.Context) (int64, error) {
+	now, total := r.now(), int64(0)
+	for _, res := range Resolutions {
+		keep := r.retention.of(res)
+		if keep < 0 {
+			continue
+		}
+		n, err := r.store.Prune(ctx, res, now.Add(-keep))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("usage: pruning the %s buckets: %w", res, err)
+		}
+	}
+	return total, nil
 }
 
 // Record counts one record. It never blocks on the store.
@@ -217,13 +297,15 @@ func (r *Recorder) Pending() int { return int(r.npend.Load()) }
 // can hold.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
-// Close stops the background flush and flushes what is left, within ctx. Records made
+// Close stops the background flush and prune, and flushes what is left, within ctx. Records made
 // after Close are kept until a [Recorder.Flush].
 func (r *Recorder) Close(ctx context.Context) error {
 	var err error
 	r.closeOnce.Do(func() {
-		if r.stop != nil {
-			r.stop()
+		for _, stop := range []func(){r.stop, r.stopPrune} {
+			if stop != nil {
+				stop()
+			}
 		}
 		err = r.Flush(ctx)
 	})

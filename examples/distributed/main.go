@@ -59,6 +59,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -166,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// 3. The instances, each with its own connections, service and server.
 	var servers []*http.Server
-	var services []*tollgate.Service
+	var managers []*accounts.Manager
 	var addrs []string
 	defer func() {
 		for _, s := range servers {
@@ -180,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer in.close()
-		services = append(services, in.svc)
+		managers = append(managers, in.mgr)
 		addr := "127.0.0.1:0"
 		if c.port != 0 {
 			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port+i))
@@ -199,11 +200,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// 4. Accounts: the fixtures', or a new demo account whose key is printed.
 	if c.fixtures != "" {
-		if err := fx.Load(ctx, services[0]); err != nil {
+		if err := fx.Load(ctx, managers[0]); err != nil {
 			return err
 		}
 	} else {
-		_, _, value, err := services[0].CreateAccount(ctx, tollgate.AccountSpec{Plan: "pro"})
+		_, _, value, err := managers[0].CreateAccount(ctx, accounts.Spec{Plan: "pro"})
 		if err != nil {
 			return err
 		}
@@ -348,6 +349,7 @@ func fillRedis(ctx context.Context, client *goredis.Client) error {
 // An instance is one service and what it runs on.
 type instance struct {
 	svc     *tollgate.Service
+	mgr     *accounts.Manager
 	handler http.Handler
 	pool    *pgxpool.Pool
 	redis   *goredis.Client // nil with -limits postgres
@@ -355,6 +357,7 @@ type instance struct {
 
 // close closes the service, then its connections.
 func (in *instance) close() {
+	in.mgr.Close()
 	in.svc.Close()
 	if in.redis != nil {
 		in.redis.Close()
@@ -422,12 +425,16 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	// is kept 7 days, then deleted by whichever instance prunes first.
 	in.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
 		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
-		RevokedKeyRetention: 7 * 24 * time.Hour,
-		Idempotency:         &tollgate.IdempotencyOptions{Store: answers}})
+		Idempotency: &tollgate.IdempotencyOptions{Store: answers}})
 	if err != nil {
 		return nil, err
 	}
-	if in.handler, err = handler(in.svc, c, logger); err != nil {
+	if in.mgr, err = accounts.New(in.svc, stores, &accounts.Options{RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger}); err != nil {
+		in.svc.Close()
+		return nil, err
+	}
+	if in.handler, err = handler(in.mgr, c, logger); err != nil {
+		in.mgr.Close()
 		in.svc.Close()
 		return nil, err
 	}
@@ -436,7 +443,8 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 
 // handler returns the front doors of an instance: REST, GraphQL and, with an admin
 // token, the admin API.
-func handler(svc *tollgate.Service, c config, logger *slog.Logger) (http.Handler, error) {
+func handler(mgr *accounts.Manager, c config, logger *slog.Logger) (http.Handler, error) {
+	svc := mgr.Service()
 	mux := http.NewServeMux()
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
 	if err != nil {
@@ -449,7 +457,7 @@ func handler(svc *tollgate.Service, c config, logger *slog.Logger) (http.Handler
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
 	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(svc, c.adminToken, nil)
+		adminHandler, err := admin.NewHandler(mgr, c.adminToken, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -17,7 +17,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
@@ -115,7 +115,7 @@ func TestCallsNeedNoNewConnection(t *testing.T) {
 	defer in.close()
 	srv := httptest.NewServer(in.handler)
 	defer srv.Close()
-	_, _, key, err := in.svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "busy"})
+	_, _, key, err := in.mgr.CreateAccount(t.Context(), accounts.Spec{Plan: "busy"})
 	if err != nil {
 		t.Fatal(err)
 	}

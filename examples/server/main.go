@@ -59,7 +59,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -73,6 +75,7 @@ import (
 	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/usage"
 )
 
 func main() {
@@ -219,21 +222,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 
-	// 3. The service, on in-memory stores.
-	// Every change to keys and credits is recorded in an audit log, in memory like the
-	// rest; the admin API serves it at /admin/v1/accounts/{account_id}/audit.
-	// Usage statistics are recorded too, flushed every 5 seconds and kept for the
-	// default retention (minute buckets 2 days, hour buckets 32 days, day buckets 400
-	// days); GET /v1/account/usage and /v1/analytics serve them
-	// (?from=&to=&interval=&by=). Batches sent with an Idempotency-Key keep their
-	// answers in memory for a day, so that a retried batch runs and charges once.
-	// What account holders can make the server keep is bounded (see README, Bounds):
-	// audit entries are kept 30 days, revoked keys 7 days (they count for the cap of
-	// 100 keys per account until then), and session starts and key changes spend a
-	// budget of 100 at once, then 30 an hour, per account.
-	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}, Audit: memory.NewAuditStore(),
-		AuditRetention: 30 * 24 * time.Hour, RevokedKeyRetention: 7 * 24 * time.Hour,
-		Usage:       &tollgate.UsageOptions{Store: memory.NewUsageStore(), FlushInterval: 5 * time.Second},
+	// 3. The service, on in-memory stores. Batches sent with an Idempotency-Key keep
+	// their answers in memory for a day, so that a retried batch runs and charges once.
+	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch},
 		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}}
 	if c.clock != nil {
 		opts.Now = c.clock.Now
@@ -251,27 +242,60 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 	opts.SessionStore = memory.NewSessionStore()
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, plans, opts)
+	}
+	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
 		return nil, err
 	}
-	// The service sweeps expired reservations and prunes its usage statistics in the
-	// background (see tollgate.Options.SweepInterval and UsageOptions.PruneInterval);
-	// it stops when the server does.
+	// The service sweeps expired reservations in the background (see
+	// tollgate.Options.SweepInterval); it stops when the server does.
 	context.AfterFunc(ctx, svc.Close)
+
+	// Observers of the service's events. Every change to accounts, keys, credits and
+	// sessions is recorded in an audit log, in memory like the rest, and kept 30 days;
+	// the admin API serves it at /admin/v1/accounts/{account_id}/audit. Usage
+	// statistics are recorded too, flushed every 5 seconds and kept for the default
+	// retention (minute buckets 2 days, hour buckets 32 days, day buckets 400 days);
+	// GET /v1/account/usage and /v1/analytics serve them (?from=&to=&interval=&by=).
+	auditStore, usageStore := memory.NewAuditStore(), memory.NewUsageStore()
+	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Retention: 30 * 24 * time.Hour, Now: opts.Now, Logger: logger})
+	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+	context.AfterFunc(ctx, auditLog.Close)
+	recorder, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: 5 * time.Second, Now: opts.Now, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	svc.Events().Subscribe(recorder, recorder.Kinds()...)
+	context.AfterFunc(ctx, func() {
+		flush, cancel := context.WithTimeout(context.Background(), usage.DefaultFlushTimeout)
+		defer cancel()
+		_ = recorder.Close(flush) // the recorder logs a failed flush
+	})
+
+	// The management of accounts: for operators (the admin API), account holders
+	// (self-service, the dashboard) and sessions. What account holders can make the
+	// server keep is bounded (see README, Bounds): revoked keys are kept 7 days (they
+	// count for the cap of 100 keys per account until then), and session starts and
+	// key changes spend a budget of 100 at once, then 30 an hour, per account.
+	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore, Usage: usageStore,
+		RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, mgr.Close)
 
 	// 4. Accounts: the fixtures', or a demo account whose key is printed.
 	if c.fixtures != "" {
-		if err := fx.Load(ctx, svc); err != nil {
+		if err := fx.Load(ctx, mgr); err != nil {
 			return nil, err
 		}
 	} else {
-		acct, _, value, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "demo", Plan: "pro"})
+		acct, _, value, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "demo", Plan: "pro"})
 		if err != nil {
 			return nil, err
 		}
@@ -291,7 +315,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// routes too.
 	docPaths := selfservice.OpenAPIPaths()
 	maps.Copy(docPaths, session.OpenAPIPaths())
-	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger,
+	restHandler, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger,
 		OpenAPI: rest.OpenAPIInfo{Paths: docPaths}, IETFRateHeaders: c.ietfRateHeaders})
 	if err != nil {
 		return nil, err
@@ -302,14 +326,14 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// the handlers it wraps, with a CSRF token for every change: here the account
 	// holders' self-service API and GraphQL (for the dashboard's explorer). REST and
 	// MCP take session tokens in x-jwt only.
-	sessionHandler, err := session.NewHandler(svc, &session.Options{Logger: logger})
+	sessionHandler, err := session.NewHandler(mgr, &session.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	mux.Handle("/v1/account/session", sessionHandler)
 	// The account holders' self-service API: their account, keys and audit log,
 	// with their key, a session token or the session cookie.
-	accountHandler, err := selfservice.NewHandler(svc, nil)
+	accountHandler, err := selfservice.NewHandler(mgr, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -330,13 +354,13 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// of credits and usage, the keys, the GraphQL explorer, the API reference), on the
 	// same session cookie. Given the GraphQL gateway, it shows a query's cost before it
 	// runs with the gateway's own Estimate.
-	dash, err := dashboard.NewHandler(svc, sessionHandler, &dashboard.Options{Logger: logger, GraphQL: gqlHandler})
+	dash, err := dashboard.NewHandler(mgr, sessionHandler, &dashboard.Options{Logger: logger, GraphQL: gqlHandler})
 	if err != nil {
 		return nil, err
 	}
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(svc, c.adminToken, nil)
+		adminHandler, err := admin.NewHandler(mgr, c.adminToken, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -23,13 +25,14 @@ import (
 // selfService is a deployment's instances serving REST and the self-service API, with
 // key caches, one audit log and one log capture.
 type selfService struct {
-	svcs []*tollgate.Service
+	mgrs []*accounts.Manager // the managers of the instances' services
 	urls []string
 	logs *testenv.Logs
 }
 
-// startSelfService runs one instance per entry of manage (its
-// Options.SubKeysManageKeys) on d's shared stores.
+// startSelfService runs one instance per entry of manage (its manager's
+// accounts.Options.SubKeysManageKeys) on d's shared stores. Every instance's audit log
+// writes to the same audit store.
 func startSelfService(t *testing.T, d deployment, manage ...bool) *selfService {
 	t.Helper()
 	s := &selfService{logs: &testenv.Logs{}}
@@ -40,19 +43,27 @@ func startSelfService(t *testing.T, d deployment, manage ...bool) *selfService {
 		if err := apis.Register(reg); err != nil {
 			t.Fatal(err)
 		}
-		svc, err := tollgate.New(reg, d.stores(t), plans, &tollgate.Options{
+		stores := d.stores(t)
+		svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{
 			Now: clock.Now, Logger: s.logs.Logger(), KeyCache: &auth.KeyCacheOptions{},
-			Audit: log, SubKeysManageKeys: m,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
-		rh, err := rest.NewHandler(svc, &rest.Options{Logger: s.logs.Logger()})
+		auditLog := audit.NewLog(log, &audit.LogOptions{Now: clock.Now, Logger: s.logs.Logger()})
+		svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
+		t.Cleanup(auditLog.Close)
+		mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: log, SubKeysManageKeys: m, Logger: s.logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ah, err := selfservice.NewHandler(svc, nil)
+		t.Cleanup(mgr.Close)
+		rh, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: s.logs.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ah, err := selfservice.NewHandler(mgr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +73,7 @@ func startSelfService(t *testing.T, d deployment, manage ...bool) *selfService {
 		mux.Handle("/v1/account/", ah)
 		srv := httptest.NewServer(mux)
 		t.Cleanup(srv.Close)
-		s.svcs, s.urls = append(s.svcs, svc), append(s.urls, srv.URL)
+		s.mgrs, s.urls = append(s.mgrs, mgr), append(s.urls, srv.URL)
 	}
 	return s
 }
@@ -152,11 +163,11 @@ func TestSelfServiceOnEveryStore(t *testing.T) {
 	for _, d := range deployments() {
 		t.Run(d.name, func(t *testing.T) {
 			s := startSelfService(t, d, false, false, true)
-			_, _, primary, err := s.svcs[0].CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "open"})
+			_, _, primary, err := s.mgrs[0].CreateAccount(t.Context(), accounts.Spec{Plan: "open"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _, otherValue, err := s.svcs[0].CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "open"})
+			_, _, otherValue, err := s.mgrs[0].CreateAccount(t.Context(), accounts.Spec{Plan: "open"})
 			if err != nil {
 				t.Fatal(err)
 			}

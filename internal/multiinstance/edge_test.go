@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -35,17 +36,23 @@ func TestBadInputOnEveryStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-			svc, err := tollgate.New(reg, d.stores(t), plans, &tollgate.Options{Logger: quiet})
+			stores := d.stores(t)
+			svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(svc.Close)
-			const token = "edge-test-admin-token"
-			adm, err := admin.NewHandler(svc, token, nil)
+			mgr, err := accounts.New(svc, stores, &accounts.Options{Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
-			api, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
+			t.Cleanup(mgr.Close)
+			const token = "edge-test-admin-token"
+			adm, err := admin.NewHandler(mgr, token, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +81,7 @@ func TestBadInputOnEveryStore(t *testing.T) {
 				return resp.StatusCode, string(b), resp.Header
 			}
 
-			acct, key, value, err := svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "open"})
+			acct, key, value, err := mgr.CreateAccount(t.Context(), accounts.Spec{Plan: "open"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +107,7 @@ func TestBadInputOnEveryStore(t *testing.T) {
 					t.Errorf("%s: %d %s, want 400 naming %q", tc.name, status, body, tc.mention)
 				}
 			}
-			info, err := svc.Account(t.Context(), acct.ID)
+			info, err := mgr.Account(t.Context(), acct.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -81,9 +82,11 @@ func mustPlans(ps ...billing.Plan) *billing.Plans {
 	return p
 }
 
-// An instance is one service instance behind its own HTTP server.
+// An instance is one service instance, with the manager of its accounts, behind its
+// own HTTP server.
 type instance struct {
 	svc *tollgate.Service
+	mgr *accounts.Manager
 	srv *httptest.Server
 }
 
@@ -145,18 +148,24 @@ func start(t *testing.T, d deployment, n int) *cluster {
 		if d.answers != nil {
 			opts.Idempotency = &tollgate.IdempotencyOptions{Store: d.answers(t)}
 		}
-		svc, err := tollgate.New(reg, d.stores(t), plans, opts)
+		stores := d.stores(t)
+		svc, err := tollgate.New(reg, stores, plans, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
-		h, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
+		mgr, err := accounts.New(svc, stores, &accounts.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mgr.Close)
+		h, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
-		c.instances = append(c.instances, &instance{svc: svc, srv: srv})
+		c.instances = append(c.instances, &instance{svc: svc, mgr: mgr, srv: srv})
 	}
 	t.Cleanup(func() { close(c.block.release) })
 	return c
@@ -166,7 +175,7 @@ func start(t *testing.T, d deployment, n int) *cluster {
 // returns its id and key.
 func (c *cluster) account(t *testing.T, plan string, credits int64) (string, auth.Key, string) {
 	t.Helper()
-	acct, key, value, err := c.instances[0].svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: plan, Credits: &credits})
+	acct, key, value, err := c.instances[0].mgr.CreateAccount(t.Context(), accounts.Spec{Plan: plan, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +216,7 @@ func (c *cluster) call(t *testing.T, i int, path, key string) response {
 // balance reads an account's balance through instance i.
 func (c *cluster) balance(t *testing.T, i int, account string) billing.Balance {
 	t.Helper()
-	info, err := c.instances[i].svc.Account(t.Context(), account)
+	info, err := c.instances[i].mgr.Account(t.Context(), account)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func TestRotateAndRevokeAcrossInstances(t *testing.T) {
 					t.Fatalf("warming instance %d: %d %s", i, r.status, r.code)
 				}
 			}
-			_, newValue, err := c.instances[0].svc.RotateKey(t.Context(), key.ID)
+			_, newValue, err := c.instances[0].mgr.RotateKey(t.Context(), key.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestRotateAndRevokeAcrossInstances(t *testing.T) {
 					t.Errorf("new value on instance %d: %d %s, want 200", i, r.status, r.code)
 				}
 			}
-			if _, err := c.instances[0].svc.RevokeKey(t.Context(), key.ID); err != nil {
+			if _, err := c.instances[0].mgr.RevokeKey(t.Context(), key.ID); err != nil {
 				t.Fatal(err)
 			}
 			for i := 1; i < len(c.instances); i++ {

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -84,6 +85,8 @@ type Server struct {
 	PNG []byte
 	// Service is the service behind the front door.
 	Service *tollgate.Service
+	// Accounts manages the service's accounts.
+	Accounts *accounts.Manager
 
 	mu        sync.Mutex
 	apiCalls  int
@@ -107,12 +110,13 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := tollgate.New(reg, tollgate.Stores{
+	stores := tollgate.Stores{
 		Keys:   memory.NewKeyStore(),
 		Ledger: memory.NewLedger(nil),
 		Rates:  memory.NewRateLimiter(),
 		Slots:  memory.NewConcurrencyLimiter(),
-	}, plans, &tollgate.Options{
+	}
+	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{
 		Now:    testenv.NewClock(now).Now,
 		Logger: slog.New(slog.DiscardHandler),
 		Fetch:  tollgate.FetchOptions{AllowPrivate: true},
@@ -124,12 +128,17 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	createAccounts(t, svc)
-	h, err := rest.NewHandler(svc, &rest.Options{Logger: slog.New(slog.DiscardHandler)})
+	mgr, err := accounts.New(svc, stores, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Service: svc, PNG: PNG(t, PNGWidth, PNGHeight)}
+	t.Cleanup(mgr.Close)
+	createAccounts(t, mgr)
+	h, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Service: svc, Accounts: mgr, PNG: PNG(t, PNGWidth, PNGHeight)}
 	srv := httptest.NewServer(s.count(h))
 	t.Cleanup(srv.Close)
 	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -143,11 +152,11 @@ func Start(t testing.TB) *Server {
 
 // createAccounts creates the fixtures' account and keys and the accounts of the other
 // answers.
-func createAccounts(t testing.TB, svc *tollgate.Service) {
+func createAccounts(t testing.TB, mgr *accounts.Manager) {
 	t.Helper()
 	ctx := t.Context()
 	thousand, zero := int64(1000), int64(0)
-	if _, _, _, err := svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "acme", Plan: "pro", Credits: &thousand, KeyValue: PrimaryKey}); err != nil {
+	if _, _, _, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "pro", Credits: &thousand, KeyValue: PrimaryKey}); err != nil {
 		t.Fatal(err)
 	}
 	expires := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -157,15 +166,15 @@ func createAccounts(t testing.TB, svc *tollgate.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.CreateKey(ctx, "acme", auth.NewKey{Name: "ci", Restrictions: rs, Value: RestrictedKey}); err != nil {
+	if _, _, err := mgr.CreateKey(ctx, "acme", auth.NewKey{Name: "ci", Restrictions: rs, Value: RestrictedKey}); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []tollgate.AccountSpec{
+	for _, a := range []accounts.Spec{
 		{ID: "trickle", Plan: "trickle", KeyValue: RateLimitedKey},
 		{ID: "broke", Plan: "pro", Credits: &zero, KeyValue: NoCreditsKey},
 		{ID: "bulk", Plan: "bulk", KeyValue: BulkKey},
 	} {
-		if _, _, _, err := svc.CreateAccount(ctx, a); err != nil {
+		if _, _, _, err := mgr.CreateAccount(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,7 +221,7 @@ func (s *Server) AuthModes() []string {
 // "bulk").
 func (s *Server) Balance(t testing.TB, account string) int64 {
 	t.Helper()
-	info, err := s.Service.Account(t.Context(), account)
+	info, err := s.Accounts.Account(t.Context(), account)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // serve them (the time-series form of GET /v1/analytics in package rest, and
 // GET /v1/account/usage in package selfservice): the query parameters, the JSON body of
 // the answer, and their OpenAPI description. Who may read which usage is the
-// service's rule ([tollgate.Service.OwnUsage]); this package only translates.
+// service's rule ([accounts.Manager.OwnUsage]); this package only translates.
 //
 // The query parameters:
 //

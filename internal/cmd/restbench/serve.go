@@ -25,6 +25,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -245,7 +246,7 @@ func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
 // account i is benchKey(i)), so that every call does the full work: edge check, key,
 // restrictions, validation, rate limit, slot, credits, handler, settlement, envelope,
 // headers. On network stores the key records are cached, as a deployment does.
-func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, accounts int) (http.Handler, func(), error) {
+func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, naccounts int) (http.Handler, func(), error) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		return nil, nil, err
@@ -259,15 +260,30 @@ func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, acco
 	if cacheKeys {
 		opts.KeyCache = &auth.KeyCacheOptions{}
 	}
-	if us != nil {
-		opts.Usage = &tollgate.UsageOptions{Store: us}
-	}
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := createAccounts(svc, accounts); err != nil {
+	closeUsage := func() {}
+	if us != nil {
+		rec, err := usage.NewRecorder(us, &usage.RecorderOptions{Logger: quiet})
+		if err != nil {
+			svc.Close()
+			return nil, nil, err
+		}
+		svc.Events().Subscribe(rec, rec.Kinds()...)
+		closeUsage = func() { _ = rec.Close(context.Background()) }
+	}
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
 		svc.Close()
+		closeUsage()
+		return nil, nil, err
+	}
+	if err := createAccounts(mgr, naccounts); err != nil {
+		mgr.Close()
+		svc.Close()
+		closeUsage()
 		return nil, nil, err
 	}
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: quiet})
@@ -286,7 +302,7 @@ func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, acco
 	mux.Handle("/v1/", restHandler)
 	mux.Handle("/v1/graphql", gqlHandler)
 	mux.Handle("/v1/mcp", mcpHandler)
-	return mux, func() { mcpHandler.Close(); svc.Close() }, nil
+	return mux, func() { mcpHandler.Close(); mgr.Close(); svc.Close(); closeUsage() }, nil
 }
 
 // benchPlan is the plan of the benchmark accounts: its limits never deny, but every
@@ -295,7 +311,7 @@ var benchPlan = billing.Plan{Name: "bench", Credits: billing.MaxCredits, RatePer
 
 // createAccounts creates n accounts on the bench plan, account i with the primary key
 // benchKey(i), with a few goroutines (a million accounts take a while).
-func createAccounts(svc *tollgate.Service, n int) error {
+func createAccounts(mgr *accounts.Manager, n int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -307,7 +323,7 @@ func createAccounts(svc *tollgate.Service, n int) error {
 				if i >= n {
 					return
 				}
-				_, _, _, err := svc.CreateAccount(context.Background(), tollgate.AccountSpec{
+				_, _, _, err := mgr.CreateAccount(context.Background(), accounts.Spec{
 					ID: fmt.Sprintf("acct-%d", i), Plan: benchPlan.Name, KeyValue: benchKey(i)})
 				if err != nil {
 					mu.Lock()

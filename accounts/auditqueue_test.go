@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -62,9 +64,9 @@ func (f *flakyAudit) Append(ctx context.Context, entries ...audit.Entry) error {
 
 // auditActions returns the actions and targets of acct's audit log, oldest first, and
 // checks that no entry is there twice.
-func auditActions(t *testing.T, svc *tollgate.Service, acct string) []string {
+func auditActions(t *testing.T, mgr *accounts.Manager, acct string) []string {
 	t.Helper()
-	page, err := svc.AuditLog(context.Background(), audit.Query{Account: acct, Limit: audit.MaxLimit})
+	page, err := mgr.AuditLog(context.Background(), audit.Query{Account: acct, Limit: audit.MaxLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,18 +87,18 @@ func auditActions(t *testing.T, svc *tollgate.Service, acct string) []string {
 func changes(t *testing.T, h *harness) (want, values []string) {
 	t.Helper()
 	ctx := context.Background()
-	sub, v1, err := h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
+	sub, v1, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatalf("CreateKey with the audit log down: %v", err)
 	}
-	_, v2, err := h.svc.RotateKey(ctx, sub.ID)
+	_, v2, err := h.mgr.RotateKey(ctx, sub.ID)
 	if err != nil || v2 == "" {
 		t.Fatalf("RotateKey with the audit log down: %q, %v; want the new value", v2, err)
 	}
-	if _, err := h.svc.RevokeKey(ctx, sub.ID); err != nil {
+	if _, err := h.mgr.RevokeKey(ctx, sub.ID); err != nil {
 		t.Fatalf("RevokeKey with the audit log down: %v", err)
 	}
-	if _, err := h.svc.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
 		t.Fatalf("AdjustCredits with the audit log down: %v", err)
 	}
 	return []string{"key.create " + sub.ID, "key.rotate " + sub.ID, "key.revoke " + sub.ID, "credits.adjust "}, []string{v1, v2}
@@ -126,8 +128,8 @@ func TestAuditQueueOutage(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var logs testenv.Logs
 				flaky := newFlakyAudit()
-				h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: flaky, Logger: logs.Logger()}})
-				before := auditActions(t, h.svc, "acct") // the account's creation
+				h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: flaky})
+				before := auditActions(t, h.mgr, "acct") // the account's creation
 				flaky.set(true, tt.lands)
 				tried := flaky.tries()
 				start := time.Now()
@@ -139,8 +141,8 @@ func TestAuditQueueOutage(t *testing.T) {
 				if n := flaky.tries() - tried; n != 1 {
 					t.Errorf("%d appends tried while the calls ran, want 1: entries behind a queue must not try the store first", n)
 				}
-				if n := h.svc.Stats().AuditPending; n != 4 {
-					t.Errorf("PendingAuditEntries = %d, want 4", n)
+				if n := h.audit.Pending(); n != 4 {
+					t.Errorf("Log.Pending = %d, want 4", n)
 				}
 
 				// Ten minutes of outage: the worker backs off (1s, 2s, 4s ... up to 30s).
@@ -149,21 +151,21 @@ func TestAuditQueueOutage(t *testing.T) {
 				if n := flaky.tries() - tried; n < 5 || n > 30 {
 					t.Errorf("%d appends tried in 10 minutes down, want a backoff (between 5 and 30)", n)
 				}
-				if n := h.svc.Stats().AuditPending; n != 4 {
-					t.Errorf("PendingAuditEntries after 10 minutes down = %d, want 4", n)
+				if n := h.audit.Pending(); n != 4 {
+					t.Errorf("Log.Pending after 10 minutes down = %d, want 4", n)
 				}
 
 				flaky.set(false, false)
 				time.Sleep(31 * time.Second)
 				synctest.Wait()
-				if n := h.svc.Stats().AuditPending; n != 0 {
-					t.Errorf("PendingAuditEntries after recovery = %d, want 0", n)
+				if n := h.audit.Pending(); n != 0 {
+					t.Errorf("Log.Pending after recovery = %d, want 0", n)
 				}
-				if got := auditActions(t, h.svc, "acct"); !slices.Equal(got, append(before, want...)) {
+				if got := auditActions(t, h.mgr, "acct"); !slices.Equal(got, append(before, want...)) {
 					t.Errorf("audit log after recovery:\n got %q\nwant %q", got, append(before, want...))
 				}
-				if n := h.svc.Stats().AuditDropped; n != 0 {
-					t.Errorf("DroppedAuditEntries = %d, want 0", n)
+				if n := h.audit.Dropped(); n != 0 {
+					t.Errorf("Log.Dropped = %d, want 0", n)
 				}
 				var warned, recovered bool
 				for _, r := range logs.Records(t) {
@@ -179,10 +181,10 @@ func TestAuditQueueOutage(t *testing.T) {
 				noKeyValues(t, &logs, append(values, h.key)...)
 
 				// The queue is empty: the next change goes to the store at once.
-				if _, err := h.svc.AdjustCredits(context.Background(), "acct", 1, "after", ""); err != nil {
+				if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after", ""); err != nil {
 					t.Fatal(err)
 				}
-				if got := auditActions(t, h.svc, "acct"); len(got) != len(before)+5 {
+				if got := auditActions(t, h.mgr, "acct"); len(got) != len(before)+5 {
 					t.Errorf("a change after recovery is not in the log at once: %q", got)
 				}
 			})
@@ -197,11 +199,11 @@ func TestAuditQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs testenv.Logs
 		flaky := newFlakyAudit()
-		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: flaky, Logger: logs.Logger(), AuditQueue: 2}})
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: flaky, auditOpts: audit.LogOptions{Queue: 2}})
 		flaky.set(true, false)
 		want, values := changes(t, h)
-		if n, d := h.svc.Stats().AuditPending, h.svc.Stats().AuditDropped; n != 2 || d != 2 {
-			t.Errorf("PendingAuditEntries %d, DroppedAuditEntries %d; want 2 and 2", n, d)
+		if n, d := h.audit.Pending(), h.audit.Dropped(); n != 2 || d != 2 {
+			t.Errorf("Log.Pending %d, Log.Dropped %d; want 2 and 2", n, d)
 		}
 		var dropped []string
 		for _, r := range logs.Records(t) {
@@ -220,13 +222,13 @@ func TestAuditQueueFull(t *testing.T) {
 		flaky.set(false, false)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := auditActions(t, h.svc, "acct"); !slices.Equal(got[1:], want[:2]) {
+		if got := auditActions(t, h.mgr, "acct"); !slices.Equal(got[1:], want[:2]) {
 			t.Errorf("audit log after recovery: %q, want the creation then %q", got, want[:2])
 		}
 	})
 }
 
-// TestAuditQueueClose checks that Close makes a last attempt for the queued entries:
+// TestAuditQueueClose checks that Log.Close makes a last attempt for the queued entries:
 // they are stored if the log is back, and dropped, counted and logged if it is not.
 func TestAuditQueueClose(t *testing.T) {
 	for _, tt := range []struct {
@@ -237,17 +239,17 @@ func TestAuditQueueClose(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var logs testenv.Logs
 				flaky := newFlakyAudit()
-				h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: flaky, Logger: logs.Logger()}})
+				h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: flaky})
 				flaky.set(true, false)
 				want, _ := changes(t, h)
 				flaky.set(!tt.back, false)
 				start := time.Now()
-				h.svc.Close() // before the worker's first retry
+				h.audit.Close() // before the worker's first retry
 				if took := time.Since(start); took > 5*time.Second {
 					t.Errorf("Close took %v, want at most its 5s bound", took)
 				}
-				got := auditActions(t, h.svc, "acct")[1:]
-				pending, dropped := h.svc.Stats().AuditPending, h.svc.Stats().AuditDropped
+				got := auditActions(t, h.mgr, "acct")[1:]
+				pending, dropped := h.audit.Pending(), h.audit.Dropped()
 				lost := 0
 				for _, r := range logs.Records(t) {
 					if r.Level == "WARN" && strings.Contains(r.Msg, "before it closed") {
@@ -263,14 +265,14 @@ func TestAuditQueueClose(t *testing.T) {
 
 				// After Close an entry is still appended, but no longer queued.
 				flaky.set(true, false)
-				if _, err := h.svc.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
+				if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
 					t.Fatal(err)
 				}
-				if n := h.svc.Stats().AuditPending; n != 0 {
-					t.Errorf("PendingAuditEntries after Close = %d, want 0", n)
+				if n := h.audit.Pending(); n != 0 {
+					t.Errorf("Log.Pending after Close = %d, want 0", n)
 				}
-				if d := h.svc.Stats().AuditDropped; d != dropped+1 {
-					t.Errorf("DroppedAuditEntries after a failed append after Close = %d, want %d", d, dropped+1)
+				if d := h.audit.Dropped(); d != dropped+1 {
+					t.Errorf("Log.Dropped after a failed append after Close = %d, want %d", d, dropped+1)
 				}
 			})
 		})
@@ -282,13 +284,13 @@ func TestAuditQueueClose(t *testing.T) {
 // while its change is stored.
 func TestAuditInvalidEntry(t *testing.T) {
 	var logs testenv.Logs
-	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: memory.NewAuditStore(), Logger: logs.Logger()}})
-	ctx := tollgate.WithActor(context.Background(), tollgate.Actor{ID: "bad\x00actor"})
-	if _, err := h.svc.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: memory.NewAuditStore()})
+	ctx := accounts.WithActor(context.Background(), event.Actor{ID: "bad\x00actor"})
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
 		t.Fatalf("AdjustCredits: %v; the change must be stored whatever its entry", err)
 	}
-	if n, d := h.svc.Stats().AuditPending, h.svc.Stats().AuditDropped; n != 0 || d != 1 {
-		t.Errorf("PendingAuditEntries %d, DroppedAuditEntries %d; want 0 and 1", n, d)
+	if n, d := h.audit.Pending(), h.audit.Dropped(); n != 0 || d != 1 {
+		t.Errorf("Log.Pending %d, Log.Dropped %d; want 0 and 1", n, d)
 	}
 	reported := false
 	for _, r := range logs.Records(t) {

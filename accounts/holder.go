@@ -1,4 +1,4 @@
-package tollgate
+package accounts
 
 import (
 	"cmp"
@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -48,42 +50,21 @@ import (
 //     key, a session acting as it, or one that names no key) reads the audit log, which
 //     tells of every key; a sub-key does not, whatever the options.
 //
-// Refusals are *Error values that say why: CodeForbidden for what the caller may not
-// do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for a revoked key,
+// Refusals are *Error values that say why: tollgate.CodeForbidden for what the caller may not
+// do, tollgate.CodeNotFound, tollgate.CodeInvalidInput naming the field, tollgate.CodeConflict for a revoked key,
 // a key that changed between its reading and its change (read it again and retry: a
 // rotation, revocation or update applies only to the record it was judged on), or an
-// account at its cap of keys; CodeRateLimited, with RetryAfter, for an account that
+// account at its cap of keys; tollgate.CodeRateLimited, with RetryAfter, for an account that
 // spent its self-service budget.
-
-// OwnAccount is what an account holder sees of their account.
-type OwnAccount struct {
-	Account auth.Account
-	Plan    billing.Plan
-	Balance billing.Balance
-	// Keys are the first page ([auth.DefaultKeyPage] keys) of the keys the caller may
-	// see: every key for the primary key (or a session acting as it); for a sub-key,
-	// itself and the keys it may manage. KeysNext continues the listing
-	// ([Service.OwnKeys]); it is empty when Keys are all of them.
-	Keys     []auth.Key
-	KeysNext string
-	// LastUsed holds, for each of Keys that was used, the last time it was (see
-	// [Service.KeysLastUsed]). It is nil when the service records no usage, and when
-	// the usage store cannot answer: then the keys are answered without it, and the
-	// failure is logged at WARN.
-	LastUsed map[string]time.Time
-	// Caller is the key the caller authenticated with, or that its session acts as
-	// (the zero Key for a session token that names no key).
-	Caller auth.Key
-}
 
 // self authenticates a self-service caller (see above) and names it as the actor of the
 // changes made with the returned context.
-func (s *Service) self(ctx context.Context, c Caller) (context.Context, Principal, error) {
+func (m *Manager) self(ctx context.Context, c tollgate.Caller) (context.Context, tollgate.Principal, error) {
 	c.Channel = 0 // channel restrictions do not apply to self-service
 	c.Verify = true
-	p, err := s.Authenticate(ctx, c)
+	p, err := m.svc.Authenticate(ctx, c)
 	if err != nil {
-		return ctx, Principal{}, err
+		return ctx, tollgate.Principal{}, err
 	}
 	actor := p.Key.ID
 	switch {
@@ -93,29 +74,23 @@ func (s *Service) self(ctx context.Context, c Caller) (context.Context, Principa
 	default:
 		actor = audit.Session // a token issued before sessions had ids
 	}
-	return WithActor(ctx, Actor{ID: actor, Addr: c.Addr}), p, nil
+	return WithActor(ctx, event.Actor{ID: actor, Addr: c.Addr}), p, nil
 }
-
-// managesAll reports whether the principal manages every key of its account: the
-// primary key, a session that acts as it, or a session that names no key (a token
-// the host issued for the whole account). A session started with a sub-key acts as
-// that sub-key: it has that sub-key's rights, never more.
-func managesAll(p *Principal) bool { return p.Key.Primary || p.Key.ID == "" }
 
 // mayManage returns nil if the principal may manage key k of its account, or the
 // refusal that says why.
-func (s *Service) mayManage(p *Principal, k auth.Key) error {
-	if managesAll(p) {
+func (m *Manager) mayManage(p *tollgate.Principal, k auth.Key) error {
+	if p.WholeAccount() {
 		return nil
 	}
-	if !s.subKeysManage {
-		return newError(CodeForbidden, "a sub-key cannot manage keys on this service: use the account's primary key, or a session started with it", nil)
+	if !m.subKeysManage {
+		return newError(tollgate.CodeForbidden, "a sub-key cannot manage keys on this service: use the account's primary key, or a session started with it", nil)
 	}
 	if k.Primary {
-		return newError(CodeForbidden, "a sub-key cannot manage the account's primary key", nil)
+		return newError(tollgate.CodeForbidden, "a sub-key cannot manage the account's primary key", nil)
 	}
 	if err := k.Restrictions.WithinOf(p.Key.Restrictions, "your key"); err != nil {
-		return newError(CodeForbidden, fmt.Sprintf("key %q is wider than the key you use, so you cannot manage it: %v", k.ID, unwrapWidens(err)), err)
+		return newError(tollgate.CodeForbidden, fmt.Sprintf("key %q is wider than the key you use, so you cannot manage it: %v", k.ID, unwrapWidens(err)), err)
 	}
 	return nil
 }
@@ -131,88 +106,88 @@ func unwrapWidens(err error) string {
 }
 
 // ownKey returns the key with the given id if it belongs to the principal's account;
-// a key of another account is CodeNotFound, as one that does not exist.
-func (s *Service) ownKey(ctx context.Context, p *Principal, keyID string) (auth.Key, error) {
+// a key of another account is tollgate.CodeNotFound, as one that does not exist.
+func (m *Manager) ownKey(ctx context.Context, p *tollgate.Principal, keyID string) (auth.Key, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
 	}
-	k, err := s.authority.Store().Key(ctx, keyID)
+	k, err := m.keys.Key(ctx, keyID)
 	switch {
 	case err == nil && k.AccountID == p.Account.ID:
 		return k, nil
 	case err == nil || errors.Is(err, store.ErrNotFound):
-		return auth.Key{}, newError(CodeNotFound, fmt.Sprintf("your account has no key with the id %q", keyID), err)
+		return auth.Key{}, newError(tollgate.CodeNotFound, fmt.Sprintf("your account has no key with the id %q", keyID), err)
 	}
-	return auth.Key{}, s.manageError(ctx, "key", keyID, err)
+	return auth.Key{}, m.manageError(ctx, "key", keyID, err)
 }
 
 // managed authenticates a self-service caller and returns the key of its account with
 // the given id if the caller may manage it.
-func (s *Service) managed(ctx context.Context, c Caller, keyID string) (context.Context, Principal, auth.Key, error) {
-	ctx, p, err := s.self(ctx, c)
+func (m *Manager) managed(ctx context.Context, c tollgate.Caller, keyID string) (context.Context, tollgate.Principal, auth.Key, error) {
+	ctx, p, err := m.self(ctx, c)
 	if err != nil {
-		return ctx, Principal{}, auth.Key{}, err
+		return ctx, tollgate.Principal{}, auth.Key{}, err
 	}
-	k, err := s.ownKey(ctx, &p, keyID)
+	k, err := m.ownKey(ctx, &p, keyID)
 	if err == nil {
-		err = s.mayManage(&p, k)
+		err = m.mayManage(&p, k)
 	}
 	return ctx, p, k, err
 }
 
 // OwnAccount returns the caller's account, plan, balance and the first page of the keys
 // it may see (never their values). It is free and no rate-limit event.
-func (s *Service) OwnAccount(ctx context.Context, c Caller) (OwnAccount, error) {
-	_, p, err := s.self(ctx, c)
+func (m *Manager) OwnAccount(ctx context.Context, c tollgate.Caller) (Info, error) {
+	_, p, err := m.self(ctx, c)
 	if err != nil {
-		return OwnAccount{}, err
+		return Info{}, err
 	}
-	page, err := s.visibleKeys(ctx, &p, auth.KeyQuery{})
+	page, err := m.visibleKeys(ctx, &p, auth.KeyQuery{})
 	if err != nil {
-		return OwnAccount{}, err
+		return Info{}, err
 	}
-	b, err := s.balance(ctx, &p)
+	b, err := m.balance(ctx, &p)
 	if err != nil {
-		return OwnAccount{}, err
+		return Info{}, err
 	}
-	return OwnAccount{Account: p.Account, Plan: p.Plan, Balance: b, Keys: page.Keys, KeysNext: page.Next,
-		LastUsed: s.lastUsed(ctx, p.Account.ID, page.Keys), Caller: p.Key}, nil
+	return Info{Account: p.Account, Plan: p.Plan, Balance: b, Keys: page.Keys, KeysNext: page.Next,
+		LastUsed: m.lastUsed(ctx, p.Account.ID, page.Keys), Caller: p.Key}, nil
 }
 
-// OwnKeys returns a page of the keys the caller may see (see [OwnAccount.Keys]), oldest
+// OwnKeys returns a page of the keys the caller may see (see [Info].Keys), oldest
 // first, never their values, and when each of them was last used (see
-// [OwnAccount.LastUsed]). q.Account is set to the caller's account; q.Limit is at
+// [Info].LastUsed). q.Account is set to the caller's account; q.Limit is at
 // most [auth.MaxKeyPage] ([auth.DefaultKeyPage] for 0), and q.After the Next of the
 // page before. A limit out of bounds, or a cursor that names no key of the account
-// (one deleted since, say), is CodeInvalidInput naming the parameter.
-func (s *Service) OwnKeys(ctx context.Context, c Caller, q auth.KeyQuery) (KeyPage, error) {
+// (one deleted since, say), is tollgate.CodeInvalidInput naming the parameter.
+func (m *Manager) OwnKeys(ctx context.Context, c tollgate.Caller, q auth.KeyQuery) (KeyPage, error) {
 	if err := checkKeyQuery(q); err != nil {
 		return KeyPage{}, err
 	}
-	_, p, err := s.self(ctx, c)
+	_, p, err := m.self(ctx, c)
 	if err != nil {
 		return KeyPage{}, err
 	}
-	page, err := s.visibleKeys(ctx, &p, q)
+	page, err := m.visibleKeys(ctx, &p, q)
 	if err != nil {
 		return KeyPage{}, err
 	}
-	return KeyPage{Keys: page.Keys, Next: page.Next, LastUsed: s.lastUsed(ctx, p.Account.ID, page.Keys)}, nil
+	return KeyPage{Keys: page.Keys, Next: page.Next, LastUsed: m.lastUsed(ctx, p.Account.ID, page.Keys)}, nil
 }
 
 // OwnKey returns the key of the caller's account with the given id, if the caller may
-// see it (see [OwnAccount.Keys]), never its value; any other key is CodeNotFound.
-func (s *Service) OwnKey(ctx context.Context, c Caller, keyID string) (auth.Key, error) {
-	_, p, err := s.self(ctx, c)
+// see it (see [Info].Keys), never its value; any other key is tollgate.CodeNotFound.
+func (m *Manager) OwnKey(ctx context.Context, c tollgate.Caller, keyID string) (auth.Key, error) {
+	_, p, err := m.self(ctx, c)
 	if err != nil {
 		return auth.Key{}, err
 	}
-	k, err := s.ownKey(ctx, &p, keyID)
+	k, err := m.ownKey(ctx, &p, keyID)
 	if err != nil {
 		return auth.Key{}, err
 	}
-	if !s.visible(&p, k) {
-		return auth.Key{}, newError(CodeNotFound, fmt.Sprintf("your account has no key with the id %q that you may see", keyID), nil)
+	if !m.visible(&p, k) {
+		return auth.Key{}, newError(tollgate.CodeNotFound, fmt.Sprintf("your account has no key with the id %q that you may see", keyID), nil)
 	}
 	return k, nil
 }
@@ -221,16 +196,16 @@ func (s *Service) OwnKey(ctx context.Context, c Caller, keyID string) (auth.Key,
 // service records no usage or the usage store cannot say: a listing of keys does not
 // fail for want of statistics. The map holds only keys, not every key of the account:
 // the caller may not know the others.
-func (s *Service) lastUsed(ctx context.Context, account string, keys []auth.Key) map[string]time.Time {
-	if s.usage == nil {
+func (m *Manager) lastUsed(ctx context.Context, account string, keys []auth.Key) map[string]time.Time {
+	if m.usageDB == nil {
 		return nil
 	}
-	all, err := s.usageStore.LastUsed(ctx, account)
+	all, err := m.usageDB.LastUsed(ctx, account)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.WarnContext(ctx, "tollgate: the usage store cannot say when keys were last used; the keys are listed without it",
+		m.log.WarnContext(ctx, "tollgate: the usage store cannot say when keys were last used; the keys are listed without it",
 			"account", account, "error", err)
 		return nil
 	}
@@ -244,19 +219,19 @@ func (s *Service) lastUsed(ctx context.Context, account string, keys []auth.Key)
 }
 
 // visible reports whether the principal may see key k of its account.
-func (s *Service) visible(p *Principal, k auth.Key) bool {
-	return managesAll(p) || k.ID == p.Key.ID || s.mayManage(p, k) == nil
+func (m *Manager) visible(p *tollgate.Principal, k auth.Key) bool {
+	return p.WholeAccount() || k.ID == p.Key.ID || m.mayManage(p, k) == nil
 }
 
 // visibleKeys returns the page of the keys of p's account that q selects, of those p
 // may see. For a caller that sees only some keys, the store is read a page at a time
 // until the page is full or the keys end; the page continues after its last key.
-func (s *Service) visibleKeys(ctx context.Context, p *Principal, q auth.KeyQuery) (auth.KeyPage, error) {
+func (m *Manager) visibleKeys(ctx context.Context, p *tollgate.Principal, q auth.KeyQuery) (auth.KeyPage, error) {
 	q.Account = p.Account.ID
-	if managesAll(p) {
-		page, err := s.authority.Store().Keys(ctx, q)
+	if p.WholeAccount() {
+		page, err := m.keys.Keys(ctx, q)
 		if err != nil {
-			return auth.KeyPage{}, s.keyQueryError(ctx, q, err)
+			return auth.KeyPage{}, m.keyQueryError(ctx, q, err)
 		}
 		return page, nil
 	}
@@ -264,12 +239,12 @@ func (s *Service) visibleKeys(ctx context.Context, p *Principal, q auth.KeyQuery
 	out := auth.KeyPage{Keys: []auth.Key{}}
 	read := auth.KeyQuery{Account: q.Account, After: q.After, Limit: auth.MaxKeyPage}
 	for {
-		page, err := s.authority.Store().Keys(ctx, read)
+		page, err := m.keys.Keys(ctx, read)
 		if err != nil {
-			return auth.KeyPage{}, s.keyQueryError(ctx, q, err)
+			return auth.KeyPage{}, m.keyQueryError(ctx, q, err)
 		}
 		for _, k := range page.Keys {
-			if !s.visible(p, k) {
+			if !m.visible(p, k) {
 				continue
 			}
 			if len(out.Keys) == size {
@@ -287,34 +262,34 @@ func (s *Service) visibleKeys(ctx context.Context, p *Principal, q auth.KeyQuery
 
 // CreateOwnKey creates a sub-key of the caller's account and returns it with its value,
 // shown this once. Its restrictions must be within the caller's own key's and the
-// account's; a wider one is CodeForbidden naming the field that widens. spec.Value must
+// account's; a wider one is tollgate.CodeForbidden naming the field that widens. spec.Value must
 // be empty: the value is always random.
-func (s *Service) CreateOwnKey(ctx context.Context, c Caller, spec auth.NewKey) (auth.Key, string, error) {
-	ctx, p, err := s.self(ctx, c)
+func (m *Manager) CreateOwnKey(ctx context.Context, c tollgate.Caller, spec auth.NewKey) (auth.Key, string, error) {
+	ctx, p, err := m.self(ctx, c)
 	if err != nil {
 		return auth.Key{}, "", err
 	}
 	if spec.Value != "" {
-		return auth.Key{}, "", newError(CodeInvalidInput, "value: a key's value is chosen at random; leave it out", nil)
+		return auth.Key{}, "", newError(tollgate.CodeInvalidInput, "value: a key's value is chosen at random; leave it out", nil)
 	}
-	if !managesAll(&p) && !s.subKeysManage {
-		return auth.Key{}, "", s.mayManage(&p, auth.Key{})
+	if !p.WholeAccount() && !m.subKeysManage {
+		return auth.Key{}, "", m.mayManage(&p, auth.Key{})
 	}
-	if err := s.narrowing(&p, spec.Restrictions); err != nil {
+	if err := m.narrowing(&p, spec.Restrictions); err != nil {
 		return auth.Key{}, "", err
 	}
-	if err := s.spend(ctx, p.Account.ID); err != nil {
+	if err := m.spend(ctx, p.Account.ID); err != nil {
 		return auth.Key{}, "", err
 	}
-	k, v, err := s.createKey(ctx, p.Account.ID, spec, s.ownKeyLimit())
+	k, v, err := m.createKey(ctx, p.Account.ID, spec, m.ownKeyLimit())
 	if errors.Is(err, auth.ErrTooManyKeys) {
-		msg := fmt.Sprintf("the account holds %d keys, the most self-service lets it hold", s.maxOwnKeys)
-		if s.keyRetention > 0 {
-			msg += fmt.Sprintf(" (keys revoked within the last %s count too): revoke keys it no longer uses, or ask the operator; a revoked key stops counting once its revocation is older than that", days(s.keyRetention))
+		msg := fmt.Sprintf("the account holds %d keys, the most self-service lets it hold", m.maxOwnKeys)
+		if m.keyRetention > 0 {
+			msg += fmt.Sprintf(" (keys revoked within the last %s count too): revoke keys it no longer uses, or ask the operator; a revoked key stops counting once its revocation is older than that", days(m.keyRetention))
 		} else {
 			msg += " (revoked keys count too): ask the operator"
 		}
-		return auth.Key{}, "", newError(CodeConflict, msg, err)
+		return auth.Key{}, "", newError(tollgate.CodeConflict, msg, err)
 	}
 	return k, v, err
 }
@@ -332,13 +307,13 @@ func days(d time.Duration) string {
 }
 
 // narrowing refuses restrictions wider than the caller's own key's or the account's.
-func (s *Service) narrowing(p *Principal, r auth.Restrictions) error {
+func (m *Manager) narrowing(p *tollgate.Principal, r auth.Restrictions) error {
 	for _, outer := range []struct {
 		r     auth.Restrictions
 		owner string
 	}{{p.Key.Restrictions, "your key"}, {p.Account.Restrictions, "your account"}} {
 		if err := r.WithinOf(outer.r, outer.owner); err != nil {
-			return newError(CodeForbidden, "the restrictions are wider than "+outer.owner+"'s: "+unwrapWidens(err), err)
+			return newError(tollgate.CodeForbidden, "the restrictions are wider than "+outer.owner+"'s: "+unwrapWidens(err), err)
 		}
 	}
 	return nil
@@ -347,62 +322,62 @@ func (s *Service) narrowing(p *Principal, r auth.Restrictions) error {
 // RotateOwnKey gives a key of the caller's account a new value, returned this once; the
 // old value stops working at once. The primary key may be rotated (by itself or a
 // session).
-func (s *Service) RotateOwnKey(ctx context.Context, c Caller, keyID string) (auth.Key, string, error) {
-	ctx, _, k, err := s.managed(ctx, c, keyID)
+func (m *Manager) RotateOwnKey(ctx context.Context, c tollgate.Caller, keyID string) (auth.Key, string, error) {
+	ctx, _, k, err := m.managed(ctx, c, keyID)
 	if err != nil {
 		return auth.Key{}, "", err
 	}
 	if k.Revoked() {
-		return auth.Key{}, "", newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be rotated", keyID), nil)
+		return auth.Key{}, "", newError(tollgate.CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be rotated", keyID), nil)
 	}
-	if err := s.spend(ctx, k.AccountID); err != nil {
+	if err := m.spend(ctx, k.AccountID); err != nil {
 		return auth.Key{}, "", err
 	}
 	// The rotation applies only to the record the rules were judged on: a key widened
 	// meanwhile (whose value the caller may not have) is left as it is.
-	return s.rotateKey(ctx, k.ID, k.Revision)
+	return m.rotateKey(ctx, k.ID, k.Revision)
 }
 
 // RevokeOwnKey revokes a sub-key of the caller's account; the very next call with it is
 // refused. The primary key cannot be revoked through self-service.
-func (s *Service) RevokeOwnKey(ctx context.Context, c Caller, keyID string) (auth.Key, error) {
-	ctx, _, k, err := s.managed(ctx, c, keyID)
+func (m *Manager) RevokeOwnKey(ctx context.Context, c tollgate.Caller, keyID string) (auth.Key, error) {
+	ctx, _, k, err := m.managed(ctx, c, keyID)
 	if err != nil {
 		return auth.Key{}, err
 	}
 	if k.Primary {
-		return auth.Key{}, newError(CodeForbidden, "the primary key cannot be revoked through self-service: rotate it instead, or ask the operator", nil)
+		return auth.Key{}, newError(tollgate.CodeForbidden, "the primary key cannot be revoked through self-service: rotate it instead, or ask the operator", nil)
 	}
-	return s.revokeKey(ctx, k.ID, k.Revision)
+	return m.revokeKey(ctx, k.ID, k.Revision)
 }
 
 // UpdateOwnKey renames a sub-key of the caller's account or narrows its restrictions.
 // New restrictions must be within the key's current ones (and so within the caller's
-// and the account's); a widening is CodeForbidden naming the field that widens. The
+// and the account's); a widening is tollgate.CodeForbidden naming the field that widens. The
 // primary key cannot be changed through self-service.
-func (s *Service) UpdateOwnKey(ctx context.Context, c Caller, keyID string, change KeyChange) (auth.Key, error) {
-	ctx, p, k, err := s.managed(ctx, c, keyID)
+func (m *Manager) UpdateOwnKey(ctx context.Context, c tollgate.Caller, keyID string, change KeyChange) (auth.Key, error) {
+	ctx, p, k, err := m.managed(ctx, c, keyID)
 	if err != nil {
 		return auth.Key{}, err
 	}
 	if k.Primary {
-		return auth.Key{}, newError(CodeForbidden, "the primary key cannot be changed through self-service; create a sub-key with the name and restrictions you want", nil)
+		return auth.Key{}, newError(tollgate.CodeForbidden, "the primary key cannot be changed through self-service; create a sub-key with the name and restrictions you want", nil)
 	}
 	if k.Revoked() {
-		return auth.Key{}, newError(CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), nil)
+		return auth.Key{}, newError(tollgate.CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), nil)
 	}
-	if err := s.spend(ctx, k.AccountID); err != nil {
+	if err := m.spend(ctx, k.AccountID); err != nil {
 		return auth.Key{}, err
 	}
 	// The check runs on the record the update applies to, read again if it changed.
-	return s.updateKey(ctx, keyID, change, func(old, updated auth.Key) error {
+	return m.updateKey(ctx, keyID, change, func(old, updated auth.Key) error {
 		if old.Primary || old.AccountID != p.Account.ID {
-			return newError(CodeForbidden, "the key cannot be changed through self-service", nil)
+			return newError(tollgate.CodeForbidden, "the key cannot be changed through self-service", nil)
 		}
 		if err := updated.Restrictions.WithinOf(old.Restrictions, "the key now"); err != nil {
-			return newError(CodeForbidden, "an update may only narrow a key: "+unwrapWidens(err), err)
+			return newError(tollgate.CodeForbidden, "an update may only narrow a key: "+unwrapWidens(err), err)
 		}
-		return s.mayManage(&p, old)
+		return m.mayManage(&p, old)
 	})
 }
 
@@ -415,41 +390,51 @@ func (s *Service) UpdateOwnKey(ctx context.Context, c Caller, keyID string, chan
 // the account holder sees what changed and when, and who made it as "operator" or
 // "host", but not the operator's name, the address it came from, nor the reason given
 // for a credit adjustment, which are the operator's own notes (see holderView).
-func (s *Service) OwnAuditLog(ctx context.Context, c Caller, q audit.Query) (audit.Page, error) {
-	_, p, err := s.self(ctx, c)
+func (m *Manager) OwnAuditLog(ctx context.Context, c tollgate.Caller, q audit.Query) (audit.Page, error) {
+	_, p, err := m.self(ctx, c)
 	if err != nil {
 		return audit.Page{}, err
 	}
-	if !managesAll(&p) {
-		return audit.Page{}, newError(CodeForbidden, "a sub-key cannot read the audit log, which tells of every key of the account: use the account's primary key, or a session started with it", nil)
+	if !p.WholeAccount() {
+		return audit.Page{}, newError(tollgate.CodeForbidden, "a sub-key cannot read the audit log, which tells of every key of the account: use the account's primary key, or a session started with it", nil)
 	}
 	q.Account = p.Account.ID
-	page, err := s.AuditLog(ctx, q)
+	page, err := m.AuditLog(ctx, q)
 	for i := range page.Entries {
 		page.Entries[i] = holderView(page.Entries[i])
 	}
 	return page, err
 }
 
-// OwnUsage answers a usage query (see [Service.Usage]) about the caller's account:
+// OwnUsage answers a usage query (see [Manager.Usage]) about the caller's account:
 // q.Account is set to it. The primary key, a session acting as it, and a session that
 // names no key see the whole account; any other key, or a session it started, sees only
-// its own calls: q.Key is set to its id, and naming another key is CodeForbidden (the
+// its own calls: q.Key is set to its id, and naming another key is tollgate.CodeForbidden (the
 // message begins with "key:"). Reading usage is free and no rate-limit event, and the
 // key's channel and API lists do not apply. Its other errors are those of
-// [Service.Usage]: CodeNotFound when the service records no usage.
-func (s *Service) OwnUsage(ctx context.Context, c Caller, q usage.Query) (usage.Result, error) {
-	_, p, err := s.self(ctx, c)
+// [Manager.Usage]: tollgate.CodeNotFound when the service records no usage.
+func (m *Manager) OwnUsage(ctx context.Context, c tollgate.Caller, q usage.Query) (usage.Result, error) {
+	_, p, err := m.self(ctx, c)
 	if err != nil {
 		return usage.Result{}, err
 	}
 	q.Account = p.Account.ID
-	if !managesAll(&p) {
+	if !p.WholeAccount() {
 		if q.Key != "" && q.Key != p.Key.ID {
-			return usage.Result{}, newError(CodeForbidden,
+			return usage.Result{}, newError(tollgate.CodeForbidden,
 				"key: this key sees only its own usage; ask with the account's primary key, or a session started with it, to see other keys", nil)
 		}
 		q.Key = p.Key.ID
 	}
-	return s.Usage(ctx, q)
+	return m.Usage(ctx, q)
+}
+
+// balance returns the principal's account balance.
+func (m *Manager) balance(ctx context.Context, p *tollgate.Principal) (billing.Balance, error) {
+	now := m.now()
+	b, err := m.ledger.Balance(ctx, p.Account.ID, now, billing.MonthOf(now), p.Plan.Credits)
+	if err != nil {
+		return b, m.unavailable(ctx, "ledger", err)
+	}
+	return b, nil
 }

@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -81,11 +81,11 @@ func TestOwnUsage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			env := newUsageEnv(t, sharedStores(), newStore(t))
 			acct, primary, primaryValue, sub, subValue := env.account(t, "pro")
-			other, otherValue, err := env.svc.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "other"})
+			other, otherValue, err := env.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "other"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			idle, _, err := env.svc.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "idle"})
+			idle, _, err := env.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "idle"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,10 +133,10 @@ func TestOwnUsage(t *testing.T) {
 					t.Errorf("before the flush, key %s was last used %v; want null", id, last)
 				}
 			}
-			if err := env.svc.FlushUsage(t.Context()); err != nil {
+			if err := env.rec.Flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			want, err := env.svc.KeysLastUsed(t.Context(), acct.ID)
+			want, err := env.mgr.KeysLastUsed(t.Context(), acct.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,7 +354,7 @@ func TestOwnKeysUsageStoreDown(t *testing.T) {
 	env := newUsageEnv(t, sharedStores(), us)
 	acct, _, value, _, _ := env.account(t, "pro")
 	env.do(t, http.MethodGet, "/v1/sleep", value, "")
-	if err := env.svc.FlushUsage(t.Context()); err != nil {
+	if err := env.rec.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if status, raw, _ := env.do(t, http.MethodGet, "/v1/account/keys", value, ""); status != 200 || !strings.Contains(raw, `"last_used":"`) {

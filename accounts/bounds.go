@@ -1,4 +1,4 @@
-package tollgate
+package accounts
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
@@ -18,13 +19,13 @@ import (
 //     create another; its live keys and the keys revoked within
 //     [Options.RevokedKeyRetention] count, judged and stored by the key store in one
 //     atomic step. A revoked key older than the retention is deleted on a schedule
-//     ([Options.KeyPruneInterval], [Service.PruneKeys]).
+//     ([Options.KeyPruneInterval], [Manager.PruneKeys]).
 //   - Listings: every listing of keys is a page ([auth.KeyQuery]): at most
 //     [auth.MaxKeyPage] keys, [auth.DefaultKeyPage] unless the caller asks for fewer.
 //   - Changes and sessions: each start of a session and each key that self-service
 //     creates, rotates or changes spends one event of the account's self-service
 //     budget ([Options.SelfServiceLimit]), kept in the rate limiter so that it holds
-//     across instances; beyond it, CodeRateLimited with RetryAfter. A request refused
+//     across instances; beyond it, tollgate.CodeRateLimited with RetryAfter. A request refused
 //     before it would change anything (unauthenticated, forbidden, invalid) spends
 //     nothing. Revocations and sign-outs spend nothing and are never refused: each
 //     ends something a spent event made (a key is revoked once, a session ends once),
@@ -39,7 +40,7 @@ func selfServiceLimit(l driver.Limit) (driver.Limit, error) {
 	case l.Rate < 0:
 		return driver.Limit{}, nil
 	case l.Rate == 0 || l.Per <= 0 || l.Burst <= 0:
-		return driver.Limit{}, fmt.Errorf("tollgate: Options.SelfServiceLimit %+v: give Rate, Per and Burst all positive (or a negative Rate for no bound)", l)
+		return driver.Limit{}, fmt.Errorf("accounts: Options.SelfServiceLimit %+v: give Rate, Per and Burst all positive (or a negative Rate for no bound)", l)
 	}
 	return l, nil
 }
@@ -50,21 +51,21 @@ func selfServiceLimit(l driver.Limit) (driver.Limit, error) {
 func selfServiceKey(account string) string { return account + "\x1fself-service" }
 
 // spend takes one event from the self-service budget of account, or returns the
-// CodeRateLimited refusal that says when to try again.
-func (s *Service) spend(ctx context.Context, account string) error {
-	l := s.selfLimit
+// tollgate.CodeRateLimited refusal that says when to try again.
+func (m *Manager) spend(ctx context.Context, account string) error {
+	l := m.selfLimit
 	if l.Rate <= 0 {
 		return nil
 	}
-	d, err := s.rates.Allow(ctx, selfServiceKey(account), l, s.now())
+	d, err := m.rates.Allow(ctx, selfServiceKey(account), l, m.now())
 	if err != nil {
-		return s.unavailable(ctx, "rate limiter", err)
+		return m.unavailable(ctx, "rate limiter", err)
 	}
 	if d.Allowed {
 		return nil
 	}
 	wait := max(d.RetryAfter.Round(time.Second), time.Second)
-	e := newError(CodeRateLimited, fmt.Sprintf(
+	e := newError(tollgate.CodeRateLimited, fmt.Sprintf(
 		"this account has started as many sessions and made as many key changes as it may for now (%d at once, then %s); try again in %s",
 		l.Burst, rateText(l), wait), nil)
 	e.RetryAfter = wait
@@ -85,13 +86,13 @@ func rateText(l driver.Limit) string {
 }
 
 // ownKeyLimit is the limit on the keys of an account for self-service to create one.
-func (s *Service) ownKeyLimit() auth.KeyLimit {
-	if s.maxOwnKeys < 0 {
+func (m *Manager) ownKeyLimit() auth.KeyLimit {
+	if m.maxOwnKeys < 0 {
 		return auth.KeyLimit{}
 	}
-	l := auth.KeyLimit{Max: s.maxOwnKeys}
-	if s.keyRetention > 0 {
-		l.RevokedSince = s.now().Add(-s.keyRetention)
+	l := auth.KeyLimit{Max: m.maxOwnKeys}
+	if m.keyRetention > 0 {
+		l.RevokedSince = m.now().Add(-m.keyRetention)
 	}
 	return l
 }
@@ -102,13 +103,13 @@ func (s *Service) ownKeyLimit() auth.KeyLimit {
 // schedule. It does nothing when revoked keys are kept for ever. Its error is the
 // store's (store.ErrUnavailable while the key store is down). Any number of instances
 // may prune the same key store at once.
-func (s *Service) PruneKeys(ctx context.Context) (int64, error) {
-	if s.keyRetention <= 0 {
+func (m *Manager) PruneKeys(ctx context.Context) (int64, error) {
+	if m.keyRetention <= 0 {
 		return 0, nil
 	}
-	n, err := s.authority.Store().PruneKeys(ctx, s.now().Add(-s.keyRetention))
+	n, err := m.keys.PruneKeys(ctx, m.now().Add(-m.keyRetention))
 	if err != nil {
-		return n, fmt.Errorf("tollgate: prune revoked keys: %w", err)
+		return n, fmt.Errorf("accounts: prune revoked keys: %w", err)
 	}
 	return n, nil
 }
@@ -125,37 +126,37 @@ type KeyPage struct {
 
 // keyQueryError is the error of a key listing the store refused as out of bounds, or
 // a store's error.
-func (s *Service) keyQueryError(ctx context.Context, q auth.KeyQuery, err error) error {
+func (m *Manager) keyQueryError(ctx context.Context, q auth.KeyQuery, err error) error {
 	if errors.Is(err, auth.ErrBadKeyQuery) {
 		if q.Limit < 0 || q.Limit > auth.MaxKeyPage {
-			return newError(CodeInvalidInput, fmt.Sprintf("limit: a page holds 1 to %d keys", auth.MaxKeyPage), err)
+			return newError(tollgate.CodeInvalidInput, fmt.Sprintf("limit: a page holds 1 to %d keys", auth.MaxKeyPage), err)
 		}
-		return newError(CodeInvalidInput, "cursor: it names no key of the account (its key may have been deleted since); list from the first page", err)
+		return newError(tollgate.CodeInvalidInput, "cursor: it names no key of the account (its key may have been deleted since); list from the first page", err)
 	}
-	return s.manageError(ctx, "account", q.Account, err)
+	return m.manageError(ctx, "account", q.Account, err)
 }
 
 // checkKeyQuery refuses a query of keys out of bounds before any store is asked.
 func checkKeyQuery(q auth.KeyQuery) error {
 	if q.Limit < 0 || q.Limit > auth.MaxKeyPage {
-		return newError(CodeInvalidInput, fmt.Sprintf("limit: a page holds 1 to %d keys", auth.MaxKeyPage), nil)
+		return newError(tollgate.CodeInvalidInput, fmt.Sprintf("limit: a page holds 1 to %d keys", auth.MaxKeyPage), nil)
 	}
 	return checkText("cursor", q.After, maxIDLength)
 }
 
 // AccountKeys returns a page of the keys of account q.Account (never their values),
 // oldest first, for an operator. A limit out of bounds or a cursor that names no key
-// of the account is CodeInvalidInput; an unknown account CodeNotFound.
-func (s *Service) AccountKeys(ctx context.Context, q auth.KeyQuery) (KeyPage, error) {
+// of the account is tollgate.CodeInvalidInput; an unknown account tollgate.CodeNotFound.
+func (m *Manager) AccountKeys(ctx context.Context, q auth.KeyQuery) (KeyPage, error) {
 	if err := checkText("account_id", q.Account, maxIDLength); err != nil {
 		return KeyPage{}, err
 	}
 	if err := checkKeyQuery(q); err != nil {
 		return KeyPage{}, err
 	}
-	page, err := s.authority.Store().Keys(ctx, q)
+	page, err := m.keys.Keys(ctx, q)
 	if err != nil {
-		return KeyPage{}, s.keyQueryError(ctx, q, err)
+		return KeyPage{}, m.keyQueryError(ctx, q, err)
 	}
 	return KeyPage{Keys: page.Keys, Next: page.Next}, nil
 }

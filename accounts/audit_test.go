@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -18,32 +20,32 @@ import (
 // names none), and that a refused change records nothing.
 func TestAuditLogActors(t *testing.T) {
 	log := memory.NewAuditStore()
-	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	h := newHarness(t, harnessOptions{audit: log})
 	addr := netip.MustParseAddr("192.0.2.7")
-	ctx := tollgate.WithActor(context.Background(), tollgate.Actor{ID: "key_self", Addr: addr})
+	ctx := accounts.WithActor(context.Background(), event.Actor{ID: "key_self", Addr: addr})
 
-	sub, _, err := h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
+	sub, _, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.svc.RotateKey(ctx, sub.ID); err != nil {
+	if _, _, err := h.mgr.RotateKey(ctx, sub.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.svc.RevokeKey(ctx, sub.ID); err != nil {
+	if _, err := h.mgr.RevokeKey(ctx, sub.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.svc.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
 		t.Fatal(err)
 	}
 	// Refused: nothing is recorded.
-	if _, err := h.svc.RevokeKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if _, err := h.mgr.RevokeKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Fatalf("revoking a missing key: %v", err)
 	}
-	if _, err := h.svc.AdjustCredits(ctx, "acct", -1000, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", -1000, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
 		t.Fatalf("taking more than the balance: %v", err)
 	}
 
-	page, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	page, err := h.mgr.AuditLog(context.Background(), audit.Query{Account: "acct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestAuditLogActors(t *testing.T) {
 	}
 
 	for _, q := range []audit.Query{{Account: "acct", Limit: audit.MaxLimit + 1}, {Account: "acct", Cursor: "x"}, {Account: "a\x00"}} {
-		if _, err := h.svc.AuditLog(context.Background(), q); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
+		if _, err := h.mgr.AuditLog(context.Background(), q); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
 			t.Errorf("AuditLog(%+v): %v, want invalid input", q, err)
 		}
 	}
@@ -86,10 +88,10 @@ func TestAuditLogActors(t *testing.T) {
 // and says so when asked for the log.
 func TestAuditLogOff(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	if _, _, err := h.svc.CreateKey(context.Background(), "acct", auth.NewKey{Name: "ci"}); err != nil {
+	if _, _, err := h.mgr.CreateKey(context.Background(), "acct", auth.NewKey{Name: "ci"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	_, err := h.mgr.AuditLog(context.Background(), audit.Query{Account: "acct"})
 	if tollgate.CodeOf(err) != tollgate.CodeNotFound || !strings.Contains(err.Error(), "Options.Audit") {
 		t.Errorf("AuditLog without an audit log: %v, want not found naming Options.Audit", err)
 	}
@@ -99,16 +101,16 @@ func TestAuditLogOff(t *testing.T) {
 // key, which changes nothing, is recorded once.
 func TestAuditCreditsReplay(t *testing.T) {
 	log := memory.NewAuditStore()
-	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	h := newHarness(t, harnessOptions{audit: log})
 	for range 3 {
-		if _, err := h.svc.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-12"); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-12"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.svc.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-13"); err != nil {
+	if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-13"); err != nil {
 		t.Fatal(err)
 	}
-	page, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	page, err := h.mgr.AuditLog(context.Background(), audit.Query{Account: "acct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestAuditCreditsReplay(t *testing.T) {
 			adjusts++
 		}
 	}
-	if info, _ := h.svc.Account(context.Background(), "acct"); adjusts != 2 || info.Balance.Remaining != 110 {
+	if info, _ := h.mgr.Account(context.Background(), "acct"); adjusts != 2 || info.Balance.Remaining != 110 {
 		t.Errorf("%d credits entries and a balance of %d after three replays of one adjustment and another; want 2 and 110", adjusts, info.Balance.Remaining)
 	}
 }

@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -62,9 +63,12 @@ func usageRegistry(t testing.TB, clock *testenv.Clock) *catalog.Registry {
 }
 
 // usageEnv is a service with usage recording (unless its usage store is nil) behind
-// the three front doors, the self-service API and the session routes.
+// the three front doors, and the manager of its accounts behind the self-service API and
+// the session routes.
 type usageEnv struct {
 	svc   *tollgate.Service
+	mgr   *accounts.Manager
+	rec   *usage.Recorder // nil without a usage store
 	url   string
 	clock *testenv.Clock
 	logs  *testenv.Logs
@@ -95,17 +99,28 @@ func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv
 	}
 	opts := &tollgate.Options{Now: env.clock.Now, Logger: env.logs.Logger(),
 		Sessions: sessions, SessionStore: memory.NewSessionStore()}
-	if us != nil {
-		opts.Usage = &tollgate.UsageOptions{Store: us, FlushInterval: -1}
-	}
 	svc, err := tollgate.New(usageRegistry(t, env.clock), stores, usagePlans, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
 	env.svc = svc
+	mo := &accounts.Options{Logger: env.logs.Logger()}
+	if us != nil {
+		env.rec, err = usage.NewRecorder(us, &usage.RecorderOptions{FlushInterval: -1, Now: env.clock.Now, Logger: env.logs.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { env.rec.Close(context.Background()) })
+		svc.Events().Subscribe(env.rec, env.rec.Kinds()...)
+		mo.Usage = us
+	}
+	if env.mgr, err = accounts.New(svc, stores, mo); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.mgr.Close)
 	mux := http.NewServeMux()
-	rh, err := rest.NewHandler(svc, &rest.Options{Logger: env.logs.Logger()})
+	rh, err := rest.NewHandler(svc, &rest.Options{Logger: env.logs.Logger(), Accounts: env.mgr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +132,11 @@ func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := session.NewHandler(svc, &session.Options{Logger: env.logs.Logger()})
+	sh, err := session.NewHandler(env.mgr, &session.Options{Logger: env.logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ah, err := selfservice.NewHandler(svc, nil)
+	ah, err := selfservice.NewHandler(env.mgr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +155,11 @@ func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv
 // account creates an account on plan, with its primary key and a sub-key "ci".
 func (e *usageEnv) account(t *testing.T, plan string) (acct auth.Account, primary auth.Key, primaryValue string, sub auth.Key, subValue string) {
 	t.Helper()
-	acct, primary, primaryValue, err := e.svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: plan})
+	acct, primary, primaryValue, err := e.mgr.CreateAccount(t.Context(), accounts.Spec{Plan: plan})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, subValue, err = e.svc.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "ci"})
+	sub, subValue, err = e.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +293,7 @@ func TestUsageEndToEnd(t *testing.T) {
 			if body := env.mcpCall(t, primaryValue, "sleep", `{"ms":700}`); strings.Contains(body, `"isError":true`) {
 				t.Fatalf("MCP sleep: %s", body)
 			}
-			if err := env.svc.FlushUsage(ctx); err != nil {
+			if err := env.rec.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
 
@@ -287,7 +302,7 @@ func TestUsageEndToEnd(t *testing.T) {
 				t.Helper()
 				uq := day
 				edit(&uq)
-				res, err := env.svc.Usage(ctx, uq)
+				res, err := env.mgr.Usage(ctx, uq)
 				if err != nil {
 					t.Fatalf("Usage(%+v): %v", uq, err)
 				}
@@ -361,14 +376,14 @@ func TestUsageEndToEnd(t *testing.T) {
 				t.Errorf("REST sleep latencies: %d, want 1 (the refused call has none)", lat.Count())
 			}
 			// The credits in the statistics are the ledger's.
-			info, err := env.svc.Account(ctx, acct.ID)
+			info, err := env.mgr.Account(ctx, acct.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := sums(q(func(*usage.Query) {}))[""].Credits; got != info.Balance.Used {
 				t.Errorf("usage counts %d credits; the ledger %d", got, info.Balance.Used)
 			}
-			last, err := env.svc.KeysLastUsed(ctx, acct.ID)
+			last, err := env.mgr.KeysLastUsed(ctx, acct.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -409,7 +424,7 @@ func TestUsageSeveralInstances(t *testing.T) {
 			for i := range envs {
 				envs[i] = newUsageEnv(t, stores, us)
 			}
-			acct, _, value, err := envs[0].svc.CreateAccount(t.Context(), tollgate.AccountSpec{Plan: "pro"})
+			acct, _, value, err := envs[0].mgr.CreateAccount(t.Context(), accounts.Spec{Plan: "pro"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,8 +441,8 @@ func TestUsageSeveralInstances(t *testing.T) {
 								t.Errorf("GET %s: %d %s", path, status, body)
 							}
 							if i%10 == 9 {
-								if err := env.svc.FlushUsage(t.Context()); err != nil {
-									t.Errorf("FlushUsage: %v", err)
+								if err := env.rec.Flush(t.Context()); err != nil {
+									t.Errorf("Flush: %v", err)
 								}
 							}
 						}
@@ -436,9 +451,11 @@ func TestUsageSeveralInstances(t *testing.T) {
 			}
 			wg.Wait()
 			for _, env := range envs {
-				env.svc.Close() // flushes
-				if st := env.svc.Stats(); st.UsageDropped != 0 || st.UsagePending != 0 {
-					t.Errorf("instance: %d dropped, %d pending", st.UsageDropped, st.UsagePending)
+				if err := env.rec.Close(t.Context()); err != nil { // flushes
+					t.Errorf("Close: %v", err)
+				}
+				if d, p := env.rec.Dropped(), env.rec.Pending(); d != 0 || p != 0 {
+					t.Errorf("instance: %d dropped, %d pending", d, p)
 				}
 			}
 			res, err := usage.Run(t.Context(), us, usage.Query{Account: acct.ID, From: usageT0, To: usageT0.Add(time.Hour), Interval: usage.Hour, By: usage.ByAPI})
@@ -465,10 +482,10 @@ func TestUsageAnalyticsREST(t *testing.T) {
 	env.do(t, http.MethodGet, "/v1/sleep?ms=5", primaryValue, "")
 	env.do(t, http.MethodGet, "/v1/reject", subValue, "")
 	env.do(t, http.MethodGet, "/v1/sleep", otherValue, "")
-	if err := env.svc.FlushUsage(ctx); err != nil {
+	if err := env.rec.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before, err := env.svc.Account(ctx, acct.ID)
+	before, err := env.mgr.Account(ctx, acct.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,28 +587,35 @@ func TestUsageAnalyticsREST(t *testing.T) {
 	if status, raw, _ := env.do(t, http.MethodGet, "/v1/analytics", primaryValue, ""); status != 200 || !strings.Contains(raw, `"calls":{`) {
 		t.Errorf("plain form: %d %s", status, raw)
 	}
-	after, err := env.svc.Account(ctx, acct.ID)
+	after, err := env.mgr.Account(ctx, acct.ID)
 	if err != nil || after.Balance.Used != before.Balance.Used {
 		t.Errorf("analytics calls were billed: used %d, then %d (%v)", before.Balance.Used, after.Balance.Used, err)
 	}
 }
 
-// A service without Options.Usage answers usage queries with CodeNotFound, and the
-// time-series form with 404.
+// A manager without Options.Usage answers usage queries with CodeNotFound (and the
+// time-series form of /v1/analytics is a 404: see TestOwnUsageOff); a recorder needs a
+// store.
 func TestUsageOff(t *testing.T) {
-	svc, err := tollgate.New(usageRegistry(t, nil), sharedStores(), usagePlans, nil)
+	stores := sharedStores()
+	svc, err := tollgate.New(usageRegistry(t, nil), stores, usagePlans, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	_, err = svc.Usage(t.Context(), usage.Query{})
+	mgr, err := accounts.New(svc, stores, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	_, err = mgr.Usage(t.Context(), usage.Query{})
 	if tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Errorf("Usage without Options.Usage: %v, want not_found", err)
 	}
-	if _, err := svc.KeysLastUsed(t.Context(), "a"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if _, err := mgr.KeysLastUsed(t.Context(), "a"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Errorf("KeysLastUsed without Options.Usage: %v, want not_found", err)
 	}
-	if _, err := tollgate.New(usageRegistry(t, nil), sharedStores(), usagePlans, &tollgate.Options{Usage: &tollgate.UsageOptions{}}); err == nil {
-		t.Error("Options.Usage without a Store: no error")
+	if _, err := usage.NewRecorder(nil, &usage.RecorderOptions{}); err == nil {
+		t.Error("a Recorder without a Store: no error")
 	}
 }

@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -26,27 +27,27 @@ func TestSelfServiceRules(t *testing.T) {
 	addr := netip.MustParseAddr("192.0.2.10")
 	for _, subKeysManage := range []bool{false, true} {
 		log := memory.NewAuditStore()
-		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log, SubKeysManageKeys: subKeysManage}})
+		h := newHarness(t, harnessOptions{audit: log, accounts: accounts.Options{SubKeysManageKeys: subKeysManage}})
 		primary := keyCaller(h.key, addr)
 		okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
-		sub, subValue, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
+		sub, subValue, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wide, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "wide"})
+		wide, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "wide"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		narrow, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
+		narrow, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := h.svc.OwnAccount(ctx, primary)
+		info, err := h.mgr.OwnAccount(ctx, primary)
 		if err != nil || len(info.Keys) != 4 {
 			t.Fatalf("OwnAccount of the primary key: %d keys, %v; want 4", len(info.Keys), err)
 		}
 		primaryID := info.Keys[0].ID
-		_, _, otherValue, err := h.svc.CreateAccount(ctx, tollgate.AccountSpec{ID: "other", Plan: "p"})
+		_, _, otherValue, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "other", Plan: "p"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,52 +66,52 @@ func TestSelfServiceRules(t *testing.T) {
 			want tollgate.Code
 		}{
 			{"sub-key creates a key within itself", func() error {
-				_, _, err := h.svc.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x", Restrictions: sameRestrictions})
+				_, _, err := h.mgr.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x", Restrictions: sameRestrictions})
 				return err
 			}, manage(success)},
 			{"sub-key creates a wider key", func() error {
-				_, _, err := h.svc.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x"})
+				_, _, err := h.mgr.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x"})
 				return err
 			}, tollgate.CodeForbidden},
-			{"sub-key rotates a wider key", func() error { _, _, err := h.svc.RotateOwnKey(ctx, subCaller, wide.ID); return err }, tollgate.CodeForbidden},
-			{"sub-key revokes the primary key", func() error { _, err := h.svc.RevokeOwnKey(ctx, subCaller, primaryID); return err }, tollgate.CodeForbidden},
-			{"sub-key rotates a key as narrow", func() error { _, _, err := h.svc.RotateOwnKey(ctx, subCaller, narrow.ID); return err }, manage(success)},
-			{"sub-key reads the audit log", func() error { _, err := h.svc.OwnAuditLog(ctx, subCaller, audit.Query{}); return err }, tollgate.CodeForbidden}, // the log tells of every key
-			{"sub-key reads its account", func() error { _, err := h.svc.OwnAccount(ctx, subCaller); return err }, success},
-			{"primary revokes the primary key", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, primaryID); return err }, tollgate.CodeForbidden},
+			{"sub-key rotates a wider key", func() error { _, _, err := h.mgr.RotateOwnKey(ctx, subCaller, wide.ID); return err }, tollgate.CodeForbidden},
+			{"sub-key revokes the primary key", func() error { _, err := h.mgr.RevokeOwnKey(ctx, subCaller, primaryID); return err }, tollgate.CodeForbidden},
+			{"sub-key rotates a key as narrow", func() error { _, _, err := h.mgr.RotateOwnKey(ctx, subCaller, narrow.ID); return err }, manage(success)},
+			{"sub-key reads the audit log", func() error { _, err := h.mgr.OwnAuditLog(ctx, subCaller, audit.Query{}); return err }, tollgate.CodeForbidden}, // the log tells of every key
+			{"sub-key reads its account", func() error { _, err := h.mgr.OwnAccount(ctx, subCaller); return err }, success},
+			{"primary revokes the primary key", func() error { _, err := h.mgr.RevokeOwnKey(ctx, primary, primaryID); return err }, tollgate.CodeForbidden},
 			{"primary changes the primary key", func() error {
 				name := "renamed"
-				_, err := h.svc.UpdateOwnKey(ctx, primary, primaryID, tollgate.KeyChange{Name: &name})
+				_, err := h.mgr.UpdateOwnKey(ctx, primary, primaryID, accounts.KeyChange{Name: &name})
 				return err
 			}, tollgate.CodeForbidden},
 			{"primary widens a key", func() error {
-				_, err := h.svc.UpdateOwnKey(ctx, primary, narrow.ID, tollgate.KeyChange{Restrictions: &auth.Restrictions{}})
+				_, err := h.mgr.UpdateOwnKey(ctx, primary, narrow.ID, accounts.KeyChange{Restrictions: &auth.Restrictions{}})
 				return err
 			}, tollgate.CodeForbidden},
 			{"primary revokes another account's key", func() error {
-				info, err := h.svc.OwnAccount(ctx, keyCaller(otherValue, addr))
+				info, err := h.mgr.OwnAccount(ctx, keyCaller(otherValue, addr))
 				if err != nil {
 					return err
 				}
-				_, err = h.svc.RevokeOwnKey(ctx, primary, info.Keys[0].ID)
+				_, err = h.mgr.RevokeOwnKey(ctx, primary, info.Keys[0].ID)
 				return err
 			}, tollgate.CodeNotFound},
-			{"primary revokes a key that does not exist", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, "key_nope"); return err }, tollgate.CodeNotFound},
-			{"primary names a key id with a NUL", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, "key\x00"); return err }, tollgate.CodeInvalidInput},
+			{"primary revokes a key that does not exist", func() error { _, err := h.mgr.RevokeOwnKey(ctx, primary, "key_nope"); return err }, tollgate.CodeNotFound},
+			{"primary names a key id with a NUL", func() error { _, err := h.mgr.RevokeOwnKey(ctx, primary, "key\x00"); return err }, tollgate.CodeInvalidInput},
 			{"primary picks a key value", func() error {
-				_, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
+				_, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
 				return err
 			}, tollgate.CodeInvalidInput},
 			{"unknown key value", func() error {
-				_, err := h.svc.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr), auth.KeyQuery{})
+				_, err := h.mgr.OwnKeys(ctx, keyCaller(auth.NewKeyValue(), addr), auth.KeyQuery{})
 				return err
 			}, tollgate.CodeUnauthorized},
 			{"primary narrows a key", func() error {
-				_, err := h.svc.UpdateOwnKey(ctx, primary, wide.ID, tollgate.KeyChange{Restrictions: &okOnly})
+				_, err := h.mgr.UpdateOwnKey(ctx, primary, wide.ID, accounts.KeyChange{Restrictions: &okOnly})
 				return err
 			}, success},
-			{"primary revokes a sub-key", func() error { _, err := h.svc.RevokeOwnKey(ctx, primary, sub.ID); return err }, success},
-			{"the revoked sub-key reads its account", func() error { _, err := h.svc.OwnAccount(ctx, subCaller); return err }, tollgate.CodeForbidden},
+			{"primary revokes a sub-key", func() error { _, err := h.mgr.RevokeOwnKey(ctx, primary, sub.ID); return err }, success},
+			{"the revoked sub-key reads its account", func() error { _, err := h.mgr.OwnAccount(ctx, subCaller); return err }, tollgate.CodeForbidden},
 		} {
 			err := tc.do()
 			got := success
@@ -125,12 +126,12 @@ func TestSelfServiceRules(t *testing.T) {
 			}
 		}
 		// The widening refusal names the field.
-		_, err = h.svc.UpdateOwnKey(ctx, primary, narrow.ID, tollgate.KeyChange{Restrictions: &auth.Restrictions{}})
+		_, err = h.mgr.UpdateOwnKey(ctx, primary, narrow.ID, accounts.KeyChange{Restrictions: &auth.Restrictions{}})
 		if err == nil || !strings.Contains(err.Error(), "apis") {
 			t.Errorf("widening refusal %v does not name apis", err)
 		}
 		// Every change is recorded with the acting key and the address.
-		page, err := h.svc.AuditLog(ctx, audit.Query{Account: "acct"})
+		page, err := h.mgr.AuditLog(ctx, audit.Query{Account: "acct"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,16 +153,16 @@ func TestSelfServiceIgnoresChannelsButNotAddresses(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	inside := netip.MustParseAddr("10.0.0.1")
 	r := mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}, AllowedIPs: []string{"10.0.0.0/8"}})
-	_, value, err := h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp-only", Restrictions: r})
+	_, value, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp-only", Restrictions: r})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := keyCaller(value, inside)
 	c.Channel = auth.ChannelREST // a front door naming a channel does not change the rule
-	if _, err := h.svc.OwnKeys(ctx, c, auth.KeyQuery{}); err != nil {
+	if _, err := h.mgr.OwnKeys(ctx, c, auth.KeyQuery{}); err != nil {
 		t.Errorf("an MCP-only key from an allowed address: %v, want access", err)
 	}
-	if _, err := h.svc.OwnKeys(ctx, keyCaller(value, netip.MustParseAddr("192.0.2.1")), auth.KeyQuery{}); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+	if _, err := h.mgr.OwnKeys(ctx, keyCaller(value, netip.MustParseAddr("192.0.2.1")), auth.KeyQuery{}); tollgate.CodeOf(err) != tollgate.CodeForbidden {
 		t.Errorf("from an address outside the allow-list: %v, want forbidden", err)
 	}
 }
@@ -205,20 +206,20 @@ func TestUpdateKeyConflicts(t *testing.T) {
 			keys := &racingKeyStore{KeyStore: memory.NewKeyStore()}
 			h := newHarness(t, harnessOptions{keys: keys})
 			primary := keyCaller(h.key, netip.Addr{})
-			k, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+			k, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.revoked {
-				if _, err := h.svc.RevokeKey(ctx, k.ID); err != nil {
+				if _, err := h.mgr.RevokeKey(ctx, k.ID); err != nil {
 					t.Fatal(err)
 				}
 			}
 			name := "renamed"
 			for _, update := range []func() error{
-				func() error { _, err := h.svc.UpdateKey(ctx, k.ID, tollgate.KeyChange{Name: &name}); return err },
+				func() error { _, err := h.mgr.UpdateKey(ctx, k.ID, accounts.KeyChange{Name: &name}); return err },
 				func() error {
-					_, err := h.svc.UpdateOwnKey(ctx, primary, k.ID, tollgate.KeyChange{Name: &name})
+					_, err := h.mgr.UpdateOwnKey(ctx, primary, k.ID, accounts.KeyChange{Name: &name})
 					return err
 				},
 			} {
@@ -242,9 +243,9 @@ func TestUpdateKeyConflicts(t *testing.T) {
 func TestRevokeTwiceRecordsOnce(t *testing.T) {
 	ctx := context.Background()
 	log := memory.NewAuditStore()
-	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	h := newHarness(t, harnessOptions{audit: log})
 	primary := keyCaller(h.key, netip.Addr{})
-	k, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+	k, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +253,15 @@ func TestRevokeTwiceRecordsOnce(t *testing.T) {
 		name string
 		do   func() (auth.Key, error)
 	}{
-		{"self-service", func() (auth.Key, error) { return h.svc.RevokeOwnKey(ctx, primary, k.ID) }},
-		{"self-service again", func() (auth.Key, error) { return h.svc.RevokeOwnKey(ctx, primary, k.ID) }},
-		{"operator", func() (auth.Key, error) { return h.svc.RevokeKey(ctx, k.ID) }},
+		{"self-service", func() (auth.Key, error) { return h.mgr.RevokeOwnKey(ctx, primary, k.ID) }},
+		{"self-service again", func() (auth.Key, error) { return h.mgr.RevokeOwnKey(ctx, primary, k.ID) }},
+		{"operator", func() (auth.Key, error) { return h.mgr.RevokeKey(ctx, k.ID) }},
 	} {
 		if got, err := revoke.do(); err != nil || !got.Revoked() {
 			t.Errorf("%s revocation: %+v, %v; want the revoked key", revoke.name, got, err)
 		}
 	}
-	page, err := h.svc.AuditLog(ctx, audit.Query{Account: "acct"})
+	page, err := h.mgr.AuditLog(ctx, audit.Query{Account: "acct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,14 +312,14 @@ func TestSubKeyChangeOfWidenedKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keys := &wideningKeyStore{KeyStore: memory.NewKeyStore()}
-			h := newHarness(t, harnessOptions{keys: keys, opts: tollgate.Options{SubKeysManageKeys: true}})
+			h := newHarness(t, harnessOptions{keys: keys, accounts: accounts.Options{SubKeysManageKeys: true}})
 			primary := keyCaller(h.key, netip.Addr{})
 			okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
-			_, subValue, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
+			_, subValue, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
 			if err != nil {
 				t.Fatal(err)
 			}
-			target, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
+			target, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,11 +355,11 @@ func TestSubKeyChangeOfWidenedKey(t *testing.T) {
 }
 
 func rotateOwn(h *harness, c tollgate.Caller, id string) (string, error) {
-	_, value, err := h.svc.RotateOwnKey(context.Background(), c, id)
+	_, value, err := h.mgr.RotateOwnKey(context.Background(), c, id)
 	return value, err
 }
 
 func revokeOwn(h *harness, c tollgate.Caller, id string) (string, error) {
-	_, err := h.svc.RevokeOwnKey(context.Background(), c, id)
+	_, err := h.mgr.RevokeOwnKey(context.Background(), c, id)
 	return "", err
 }

@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -6,9 +6,10 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -18,25 +19,25 @@ import (
 // operator's own view keeps everything, and the holder's own changes are shown whole.
 func TestOwnAuditLogOperator(t *testing.T) {
 	log := memory.NewAuditStore()
-	h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log}})
+	h := newHarness(t, harnessOptions{audit: log})
 	office := netip.MustParseAddr("203.0.113.7")
-	operator := tollgate.WithActor(context.Background(), tollgate.Actor{ID: audit.Operator + ":alice", Addr: office})
-	if _, err := h.svc.AdjustCredits(operator, "acct", 50, "goodwill for ticket #4411, customer angry", ""); err != nil {
+	operator := accounts.WithActor(context.Background(), event.Actor{ID: audit.Operator + ":alice", Addr: office})
+	if _, err := h.mgr.AdjustCredits(operator, "acct", 50, "goodwill for ticket #4411, customer angry", ""); err != nil {
 		t.Fatal(err)
 	}
-	sub, _, err := h.svc.CreateKey(operator, "acct", auth.NewKey{Name: "from support"})
+	sub, _, err := h.mgr.CreateKey(operator, "acct", auth.NewKey{Name: "from support"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := "renamed by support"
-	if _, err := h.svc.UpdateKey(operator, sub.ID, tollgate.KeyChange{Name: &name}); err != nil {
+	if _, err := h.mgr.UpdateKey(operator, sub.ID, accounts.KeyChange{Name: &name}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.svc.AdjustCredits(context.Background(), "acct", 1, "host's batch job", ""); err != nil { // the host's code
+	if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "host's batch job", ""); err != nil { // the host's code
 		t.Fatal(err)
 	}
 	home := netip.MustParseAddr("192.0.2.10")
-	if _, _, err := h.svc.CreateOwnKey(context.Background(), keyCaller(h.key, home), auth.NewKey{Name: "laptop"}); err != nil {
+	if _, _, err := h.mgr.CreateOwnKey(context.Background(), keyCaller(h.key, home), auth.NewKey{Name: "laptop"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -53,7 +54,7 @@ func TestOwnAuditLogOperator(t *testing.T) {
 		}
 		return out
 	}
-	held, err := h.svc.OwnAuditLog(context.Background(), keyCaller(h.key, home), audit.Query{})
+	held, err := h.mgr.OwnAuditLog(context.Background(), keyCaller(h.key, home), audit.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestOwnAuditLogOperator(t *testing.T) {
 	if held.Entries[len(held.Entries)-2].Credits != 50 {
 		t.Errorf("the holder sees the credits granted: %+v", held.Entries)
 	}
-	all, err := h.svc.AuditLog(context.Background(), audit.Query{Account: "acct"})
+	all, err := h.mgr.AuditLog(context.Background(), audit.Query{Account: "acct"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"context"
@@ -32,9 +32,10 @@ func reasonsOf(t *testing.T, s audit.Store, acct string) []string {
 	return got
 }
 
-// TestAuditRetentionSchedule checks that, with a retention set, the service prunes the
-// audit log at New and then on its schedule, deleting exactly the entries older than
-// the retention, and that Close stops the schedule.
+// TestAuditRetentionSchedule checks that, with a retention set, the audit log a host
+// subscribes to the service's events prunes its store at NewLog and then on its
+// schedule, deleting exactly the entries older than the retention, and that Close
+// stops the schedule.
 func TestAuditRetentionSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs testenv.Logs
@@ -51,12 +52,13 @@ func TestAuditRetentionSchedule(t *testing.T) {
 			}
 		}
 		// A retention of a day prunes every hour (a tenth of it, at most an hour).
-		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: log, AuditRetention: 24 * time.Hour, Logger: logs.Logger()}})
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()},
+			audit: log, auditOpts: audit.LogOptions{Retention: 24 * time.Hour}})
 		synctest.Wait()
 		if got, want := reasonsOf(t, log, "acct"), []string{"recent", ""}; !slices.Equal(got, want) {
 			t.Fatalf("after New: %q, want %q (the stale entry pruned at once, the account's creation kept)", got, want)
 		}
-		if _, err := h.svc.AdjustCredits(context.Background(), "acct", 1, "later", ""); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "later", ""); err != nil {
 			t.Fatal(err)
 		}
 
@@ -86,8 +88,8 @@ func TestAuditRetentionSchedule(t *testing.T) {
 			t.Errorf("the logs report %d entries pruned, want 4:\n%s", pruned, logs.String())
 		}
 
-		h.svc.Close()
-		if _, err := h.svc.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
+		h.audit.Close()
+		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(48 * time.Hour)
@@ -99,26 +101,26 @@ func TestAuditRetentionSchedule(t *testing.T) {
 }
 
 // TestAuditRetentionOff checks that without a retention nothing is pruned, and that
-// PruneAuditLog does nothing then; and that a negative interval turns the schedule
-// off, leaving PruneAuditLog to the host.
+// Log.Prune does nothing then; and that a negative interval turns the schedule off,
+// leaving Log.Prune to the host.
 func TestAuditRetentionOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		forever := memory.NewAuditStore()
-		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: forever}})
+		h := newHarness(t, harnessOptions{audit: forever})
 		manual := memory.NewAuditStore()
-		m := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: manual, AuditRetention: time.Hour, AuditPruneInterval: -1}})
+		m := newHarness(t, harnessOptions{audit: manual, auditOpts: audit.LogOptions{Retention: time.Hour, PruneInterval: -1}})
 		time.Sleep(48 * time.Hour)
 		synctest.Wait()
-		if n, err := h.svc.PruneAuditLog(context.Background()); n != 0 || err != nil {
-			t.Errorf("PruneAuditLog without a retention: %d, %v; want 0, nil", n, err)
+		if n, err := h.audit.Prune(context.Background()); n != 0 || err != nil {
+			t.Errorf("Prune without a retention: %d, %v; want 0, nil", n, err)
 		}
 		for name, s := range map[string]audit.Store{"no retention": forever, "no schedule": manual} {
 			if got := reasonsOf(t, s, "acct"); len(got) != 1 {
 				t.Errorf("%s: %d entries after two days, want the account's creation", name, len(got))
 			}
 		}
-		if n, err := m.svc.PruneAuditLog(context.Background()); n != 1 || err != nil {
-			t.Errorf("PruneAuditLog with the schedule off: %d, %v; want 1, nil", n, err)
+		if n, err := m.audit.Prune(context.Background()); n != 1 || err != nil {
+			t.Errorf("Prune with the schedule off: %d, %v; want 1, nil", n, err)
 		}
 	})
 }
@@ -131,14 +133,15 @@ func (downAudit) Prune(context.Context, time.Time) (int64, error) {
 }
 
 // TestAuditRetentionStoreDown checks that a prune the store cannot do is logged at WARN
-// and returned to a host that calls PruneAuditLog.
+// and returned to a host that calls Log.Prune.
 func TestAuditRetentionStoreDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs testenv.Logs
-		h := newHarness(t, harnessOptions{opts: tollgate.Options{Audit: downAudit{memory.NewAuditStore()}, AuditRetention: time.Hour, Logger: logs.Logger()}})
+		h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()},
+			audit: downAudit{memory.NewAuditStore()}, auditOpts: audit.LogOptions{Retention: time.Hour}})
 		synctest.Wait()
-		if _, err := h.svc.PruneAuditLog(context.Background()); !errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("PruneAuditLog with the store down: %v, want store.ErrUnavailable", err)
+		if _, err := h.audit.Prune(context.Background()); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Prune with the store down: %v, want store.ErrUnavailable", err)
 		}
 		warned := false
 		for _, r := range logs.Records(t) {
@@ -153,8 +156,9 @@ func TestAuditRetentionStoreDown(t *testing.T) {
 	})
 }
 
-// TestAuditRetentionPostgres checks retention on PostgreSQL: several instances pruning
-// one log at once delete exactly the entries older than the retention, each once.
+// TestAuditRetentionPostgres checks retention on PostgreSQL: several instances (each a
+// service with an audit log of its own) pruning one store at once delete exactly the
+// entries older than the retention, each once.
 func TestAuditRetentionPostgres(t *testing.T) {
 	dsn := testenv.Var(t, testenv.Postgres)
 	pool := testenv.PostgresPool(t, dsn, testenv.PostgresSchema(t, dsn), 8)
@@ -169,13 +173,13 @@ func TestAuditRetentionPostgres(t *testing.T) {
 	clock := testenv.NewClock(day0)
 	var instances []*harness
 	for range 4 {
-		instances = append(instances, newHarness(t, harnessOptions{opts: tollgate.Options{
-			Audit: log, Now: clock.Now, AuditRetention: 30 * 24 * time.Hour, AuditPruneInterval: -1}}))
+		instances = append(instances, newHarness(t, harnessOptions{opts: tollgate.Options{Now: clock.Now},
+			audit: log, auditOpts: audit.LogOptions{Retention: 30 * 24 * time.Hour, PruneInterval: -1}}))
 	}
 	// Each instance's account creation is at day0; add entries 10 and 40 days later.
 	for _, d := range []int{10, 40} {
 		clock.Set(day0.Add(time.Duration(d) * 24 * time.Hour))
-		if _, err := instances[0].svc.AdjustCredits(context.Background(), "acct", 1, "day "+string(rune('0'+d/10)), ""); err != nil {
+		if _, err := instances[0].mgr.AdjustCredits(context.Background(), "acct", 1, "day "+string(rune('0'+d/10)), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,7 +189,7 @@ func TestAuditRetentionPostgres(t *testing.T) {
 	for i, h := range instances {
 		wg.Go(func() {
 			var err error
-			if counts[i], err = h.svc.PruneAuditLog(context.Background()); err != nil {
+			if counts[i], err = h.audit.Prune(context.Background()); err != nil {
 				t.Error(err)
 			}
 		})

@@ -1,4 +1,4 @@
-package tollgate_test
+package accounts_test
 
 import (
 	"net/netip"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 )
 
@@ -19,7 +20,7 @@ func TestDisplayTextIsPrintable(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	ctx := t.Context()
 	primary := keyCaller(h.key, netip.Addr{})
-	own, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: "laptop"})
+	own, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "laptop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,18 +41,18 @@ func TestDisplayTextIsPrintable(t *testing.T) {
 					t.Errorf("%s with %q: %v, want invalid_input naming %s", what, tt.text, err, field)
 				}
 			}
-			_, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: tt.text})
+			_, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: tt.text})
 			wantRefused("CreateOwnKey", err, "name")
-			_, _, err = h.svc.CreateKey(ctx, "acct", auth.NewKey{Name: tt.text})
+			_, _, err = h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: tt.text})
 			wantRefused("CreateKey", err, "name")
-			_, err = h.svc.UpdateOwnKey(ctx, primary, own.ID, tollgate.KeyChange{Name: &tt.text})
+			_, err = h.mgr.UpdateOwnKey(ctx, primary, own.ID, accounts.KeyChange{Name: &tt.text})
 			wantRefused("UpdateOwnKey", err, "name")
-			_, err = h.svc.AdjustCredits(ctx, "acct", 1, tt.text, "")
+			_, err = h.mgr.AdjustCredits(ctx, "acct", 1, tt.text, "")
 			wantRefused("AdjustCredits", err, "reason")
 		})
 	}
 	for _, name := range []string{"ordinateur portable", "ноутбук", "笔记本电脑", "Tiếng Việt", "CI (nightly) — build #4"} {
-		if _, _, err := h.svc.CreateOwnKey(ctx, primary, auth.NewKey{Name: name}); err != nil {
+		if _, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: name}); err != nil {
 			t.Errorf("CreateOwnKey(%q): %v", name, err)
 		}
 	}

@@ -1,0 +1,336 @@
+package accounts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Operators' management: accounts, keys and credits, for the admin API and for
+// hosts that seed accounts at start-up. Key values are returned only by the calls that
+// create them.
+
+// Spec describes an account to create with [Manager.CreateAccount].
+type Spec struct {
+	// ID is the account's id; if empty, one is generated.
+	ID string
+	// Plan names one of the service's plans.
+	Plan string
+	// Credits, if set, is the starting balance; by default it is the plan's allowance.
+	Credits *int64
+	// Restrictions apply to every key of the account.
+	Restrictions auth.Restrictions
+	// KeyValue, if set, is the primary key's value (for fixtures); else it is random.
+	KeyValue string
+}
+
+// CreateAccount creates an account, its primary key and its balance, and returns the
+// account, the key and the key's value.
+func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, auth.Key, string, error) {
+	plan, ok := m.plans.Lookup(spec.Plan)
+	if !ok {
+		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput,
+			fmt.Sprintf("plan %q does not exist; the plans are %v", spec.Plan, m.plans.Names()), nil)
+	}
+	credits := plan.Credits
+	if spec.Credits != nil {
+		switch {
+		case *spec.Credits < 0:
+			return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput, "credits cannot be negative", nil)
+		case *spec.Credits > billing.MaxCredits:
+			return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput,
+				fmt.Sprintf("credits cannot pass the maximum of %d", int64(billing.MaxCredits)), nil)
+		}
+		credits = *spec.Credits
+	}
+	if spec.ID != "" {
+		if err := checkText("id", spec.ID, maxIDLength); err != nil {
+			return auth.Account{}, auth.Key{}, "", err
+		}
+	}
+	now := m.now()
+	acct, key, value, err := m.authority.CreateAccount(ctx, auth.NewAccount{
+		ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, KeyValue: spec.KeyValue,
+	}, now)
+	if err != nil {
+		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
+	}
+	// The account and its key exist from here on, whatever becomes of the balance.
+	m.changed(ctx, now, event.Change{Type: event.AccountCreated, Account: acct.ID, Key: key.ID, Plan: acct.Plan,
+		After: restrictionsJSON(acct.Restrictions), Credits: credits})
+	err = m.ledger.Open(ctx, driver.Opening{
+		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
+	})
+	if errors.Is(err, billing.ErrTooManyCredits) {
+		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
+	}
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "balance of account", acct.ID, err)
+	}
+	return acct, key, value, nil
+}
+
+// Info is what [Manager.Account] tells an operator of an account, and
+// [Manager.OwnAccount] its holder: the account, its plan and balance, and the first
+// page of the keys the reader may see (never their values).
+type Info struct {
+	Account auth.Account
+	Plan    billing.Plan
+	Balance billing.Balance
+	// Keys are the first page ([auth.DefaultKeyPage] keys), oldest first, of the
+	// account's keys: every key for an operator, the primary key (or a session acting
+	// as it); for a sub-key, itself and the keys it may manage. KeysNext continues the
+	// listing ([Manager.AccountKeys], [Manager.OwnKeys]); it is empty when Keys are
+	// all of them.
+	Keys     []auth.Key
+	KeysNext string
+	// LastUsed holds, for each of Keys that was used, the last time it was (see
+	// [Manager.KeysLastUsed]). It is nil when the service records no usage, and when
+	// the usage store cannot answer: then the keys are answered without it, and the
+	// failure is logged at WARN.
+	LastUsed map[string]time.Time
+	// Caller, for a holder, is the key the holder authenticated with, or that its
+	// session acts as (the zero Key for a session token that names no key). It is the
+	// zero Key for an operator.
+	Caller auth.Key
+}
+
+// Account returns an account with its plan, its balance and the first page of its keys.
+func (m *Manager) Account(ctx context.Context, id string) (Info, error) {
+	if err := checkText("account_id", id, maxIDLength); err != nil {
+		return Info{}, err
+	}
+	acct, err := m.keys.Account(ctx, id)
+	if err != nil {
+		return Info{}, m.manageError(ctx, "account", id, err)
+	}
+	keys, err := m.keys.Keys(ctx, auth.KeyQuery{Account: id})
+	if err != nil {
+		return Info{}, m.manageError(ctx, "account", id, err)
+	}
+	plan, _ := m.plans.Lookup(acct.Plan)
+	now := m.now()
+	b, err := m.ledger.Balance(ctx, id, now, billing.MonthOf(now), plan.Credits)
+	if err != nil {
+		return Info{}, m.manageError(ctx, "balance of account", id, err)
+	}
+	return Info{Account: acct, Plan: plan, Balance: b, Keys: keys.Keys, KeysNext: keys.Next,
+		LastUsed: m.lastUsed(ctx, id, keys.Keys)}, nil
+}
+
+// CreateKey creates a sub-key of an account and returns it with its value. Its
+// restrictions must be within the account's. It is not held to [Options.MaxOwnKeys].
+func (m *Manager) CreateKey(ctx context.Context, accountID string, spec auth.NewKey) (auth.Key, string, error) {
+	return m.createKey(ctx, accountID, spec, auth.KeyLimit{})
+}
+
+// createKey is CreateKey under a limit on the account's keys; a key it refuses is an
+// error wrapping [auth.ErrTooManyKeys].
+func (m *Manager) createKey(ctx context.Context, accountID string, spec auth.NewKey, limit auth.KeyLimit) (auth.Key, string, error) {
+	if err := checkText("account_id", accountID, maxIDLength); err != nil {
+		return auth.Key{}, "", err
+	}
+	if err := checkText("name", spec.Name, maxNameLength); err != nil {
+		return auth.Key{}, "", err
+	}
+	now := m.now()
+	key, value, err := m.authority.CreateKey(ctx, accountID, spec, limit, now)
+	if errors.Is(err, auth.ErrTooManyKeys) {
+		return auth.Key{}, "", err
+	}
+	if err != nil {
+		return auth.Key{}, "", m.manageError(ctx, "account", accountID, err)
+	}
+	m.changed(ctx, now, event.Change{Type: event.KeyCreated, Account: key.AccountID, Key: key.ID, Name: key.Name,
+		After: restrictionsJSON(key.Restrictions)})
+	return key, value, nil
+}
+
+// RotateKey gives a key a new value, returned once; the old value stops working at once.
+func (m *Manager) RotateKey(ctx context.Context, keyID string) (auth.Key, string, error) {
+	return m.rotateKey(ctx, keyID, auth.AnyRevision)
+}
+
+// rotateKey is RotateKey of a key that still has revision rev (the one a decision to
+// rotate it was made on), unless rev is [auth.AnyRevision]: a key that changed since is
+// tollgate.CodeConflict, and is left as it is.
+func (m *Manager) rotateKey(ctx context.Context, keyID string, rev int64) (auth.Key, string, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, "", err
+	}
+	now := m.now()
+	key, value, err := m.authority.RotateKey(ctx, keyID, rev, now)
+	if err != nil {
+		return auth.Key{}, "", m.changeError(ctx, keyID, err)
+	}
+	m.changed(ctx, now, event.Change{Type: event.KeyRotated, Account: key.AccountID, Key: key.ID})
+	return key, value, nil
+}
+
+// RevokeKey revokes a key; the very next call with it is refused. Revoking a revoked
+// key changes nothing: it returns the key as it is, and adds no audit entry. (Two
+// revocations of a live key at the same moment may both be recorded: the key is read
+// before it is revoked, and the stores do not say which revocation was first.)
+func (m *Manager) RevokeKey(ctx context.Context, keyID string) (auth.Key, error) {
+	return m.revokeKey(ctx, keyID, auth.AnyRevision)
+}
+
+// revokeKey is RevokeKey of a key that still has revision rev, unless rev is
+// [auth.AnyRevision]: a key that changed since (revoked or not) is tollgate.CodeConflict, and is
+// left as it is.
+func (m *Manager) revokeKey(ctx context.Context, keyID string, rev int64) (auth.Key, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, err
+	}
+	if k, err := m.keys.Key(ctx, keyID); err == nil && k.Revoked() && (rev == auth.AnyRevision || k.Revision == rev) {
+		return k, nil // a store error, or a changed key, is the revocation's to report
+	}
+	now := m.now()
+	key, err := m.authority.RevokeKey(ctx, keyID, rev, now)
+	if err != nil {
+		return auth.Key{}, m.changeError(ctx, keyID, err)
+	}
+	m.changed(ctx, now, event.Change{Type: event.KeyRevoked, Account: key.AccountID, Key: key.ID})
+	return key, nil
+}
+
+// KeyChange is a change of a key's name or restrictions, for [Manager.UpdateKey]: nil
+// fields are left as they are.
+type KeyChange = auth.KeyChange
+
+// UpdateKey changes the name or the restrictions of a key (within its account's) and
+// returns the key as changed. The very next call with the key is held to the new
+// restrictions, on every instance, key cache or not. A revoked key is tollgate.CodeConflict.
+func (m *Manager) UpdateKey(ctx context.Context, keyID string, c KeyChange) (auth.Key, error) {
+	return m.updateKey(ctx, keyID, c, nil)
+}
+
+// updateKey is UpdateKey with a policy check (see [auth.Authority.UpdateKey]).
+func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, check func(old, updated auth.Key) error) (auth.Key, error) {
+	if err := checkText("key_id", keyID, maxIDLength); err != nil {
+		return auth.Key{}, err
+	}
+	if c.Name != nil {
+		if err := checkText("name", *c.Name, maxNameLength); err != nil {
+			return auth.Key{}, err
+		}
+	}
+	now := m.now()
+	before, after, err := m.authority.UpdateKey(ctx, keyID, c, now, check)
+	if e := (*tollgate.Error)(nil); errors.As(err, &e) {
+		return auth.Key{}, e
+	}
+	switch {
+	case errors.Is(err, auth.ErrUpdateConflict):
+		return auth.Key{}, newError(tollgate.CodeConflict, "the key changed while it was being updated; read it again and retry", err)
+	case errors.Is(err, store.ErrConflict):
+		// The key is revoked (by the time the update was tried, if not when read).
+		return auth.Key{}, newError(tollgate.CodeConflict, fmt.Sprintf("key %q is revoked; a revoked key cannot be changed", keyID), err)
+	case err != nil:
+		return auth.Key{}, m.manageError(ctx, "key", keyID, err)
+	}
+	m.changed(ctx, now, event.Change{Type: event.KeyUpdated, Account: after.AccountID, Key: after.ID,
+		Before: restrictionsJSON(before.Restrictions), After: restrictionsJSON(after.Restrictions),
+		OldName: before.Name, Name: after.Name})
+	return after, nil
+}
+
+// AdjustCredits adds amount credits to an account's balance (a negative amount takes
+// them away, never below zero; a grant never takes the remaining plus used credits past
+// [billing.MaxCredits]). The reason is required. A non-empty idempotencyKey makes a
+// retried adjustment apply once (the audit log records each attempt that succeeds,
+// retries included: the ledger does not tell them apart).
+func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount int64, reason, idempotencyKey string) (billing.Balance, error) {
+	if err := checkText("account_id", accountID, maxIDLength); err != nil {
+		return billing.Balance{}, err
+	}
+	if err := checkText("reason", reason, maxReasonLength); err != nil {
+		return billing.Balance{}, err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return billing.Balance{}, newError(tollgate.CodeInvalidInput, "reason is required: say why the balance changes", nil)
+	}
+	if amount < -billing.MaxCredits || amount > billing.MaxCredits {
+		return billing.Balance{}, newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"amount must be between -%d and %d", int64(billing.MaxCredits), int64(billing.MaxCredits)), nil)
+	}
+	acct, err := m.keys.Account(ctx, accountID)
+	if err != nil {
+		return billing.Balance{}, m.manageError(ctx, "account", accountID, err)
+	}
+	plan, _ := m.plans.Lookup(acct.Plan)
+	// The adjustment's id: random, or, with an idempotency key, the same for every
+	// retry, so that the ledger applies it once.
+	var id billing.RequestID
+	if idempotencyKey != "" {
+		sum := sha256.Sum256([]byte("adjust\x00" + accountID + "\x00" + idempotencyKey))
+		copy(id[:], sum[:])
+	} else {
+		rand.Read(id[:])
+	}
+	now := m.now()
+	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Reason: reason,
+		Period: billing.MonthOf(now), Allowance: plan.Credits, Now: now}
+	b, err := m.ledger.Adjust(ctx, adj)
+	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
+		// The account has no balance (its creation was interrupted): open it.
+		if err = m.ledger.Open(ctx, driver.Opening{Account: accountID, Allowance: plan.Credits, Period: adj.Period}); err == nil || errors.Is(err, store.ErrConflict) {
+			b, err = m.ledger.Adjust(ctx, adj)
+		}
+	}
+	if errors.Is(err, billing.ErrInsufficientCredits) {
+		return b, newError(tollgate.CodeConflict, fmt.Sprintf("the balance is %d; it cannot go below zero", b.Remaining), err)
+	}
+	if errors.Is(err, billing.ErrTooManyCredits) {
+		return b, newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"the balance is %d with %d used this period; together they cannot pass the maximum of %d credits",
+			b.Remaining, b.Used, int64(billing.MaxCredits)), err)
+	}
+	if err != nil {
+		return b, m.manageError(ctx, "balance of account", accountID, err)
+	}
+	c := event.Change{Type: event.CreditsAdjusted, Account: accountID, Credits: amount, Reason: reason}
+	if idempotencyKey != "" {
+		// A replay changes nothing: its event has the first one's ID, which the audit
+		// log stores once.
+		c.ID = "credits-" + hex.EncodeToString(id[:])
+	}
+	m.changed(ctx, now, c)
+	return b, nil
+}
+
+// manageError maps the errors of account and key management to codes.
+func (m *Manager) manageError(ctx context.Context, what, id string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return newError(tollgate.CodeNotFound, fmt.Sprintf("no %s has the id %q", what, id), err)
+	case errors.Is(err, store.ErrConflict):
+		// The store's words name the store: they stay in Err, for the logs.
+		return newError(tollgate.CodeConflict, fmt.Sprintf("the %s %q conflicts with an existing record: read it again, or choose another id", what, id), err)
+	case errors.Is(err, auth.ErrInvalid), errors.Is(err, auth.ErrWidens):
+		return newError(tollgate.CodeInvalidInput, err.Error(), err)
+	}
+	return m.unavailable(ctx, what, err)
+}
+
+// changeError is manageError for a rotation or revocation of a key, which may have been
+// conditioned on the key's revision.
+func (m *Manager) changeError(ctx context.Context, keyID string, err error) error {
+	if errors.Is(err, auth.ErrChangeConflict) {
+		return newError(tollgate.CodeConflict, "the key changed while you were changing it; read it again and retry", err)
+	}
+	return m.manageError(ctx, "key", keyID, err)
+}
