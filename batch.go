@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // DefaultBatchParallelism is the default [Options.BatchParallelism].
@@ -279,7 +280,7 @@ type batchRun struct {
 // executeBatch runs the invocations of a batch: at most b.parallel at a time, started
 // in their order, each under the call timeout and all within b.longest. The concurrency
 // slot is renewed while they run when they may outlive half a lease.
-func (s *Service) executeBatch(parent context.Context, w who, t *billing.Ticket, invs []invocation, b *batchRun) (results []Result, took []time.Duration) {
+func (s *Service) executeBatch(parent context.Context, w who, t *meter.Ticket, invs []invocation, b *batchRun) (results []Result, took []time.Duration) {
 	ctx, cancel := context.WithTimeout(parent, b.longest)
 	defer cancel()
 	if every := s.meter.Lease() / 2; b.longest > every && t.HoldsSlot() {

@@ -204,7 +204,7 @@ func TestCallBatchChannel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, value, err := h.mgr.CreateKey(t.Context(), "acct", auth.NewKey{Name: "sub", Restrictions: r})
+		_, value, err := h.mgr.CreateKey(t.Context(), "acct", accounts.NewKey{Name: "sub", Restrictions: r})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -41,13 +42,13 @@ func BenchmarkAdmission(b *testing.B) {
 					b.Fatal(err)
 				}
 				now := s.now()
-				t, err := s.meter.Admit(ctx, billing.Admission{
+				t, err := s.meter.Admit(ctx, meter.Admission{
 					Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(), APIs: apis, Cost: 1, Now: now,
 				})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.meter.Settle(ctx, &t, billing.Outcome{Now: now}); err != nil {
+				if _, err := s.meter.Settle(ctx, &t, meter.Outcome{Now: now}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -97,11 +98,9 @@ func benchService(b *testing.B) (*Service, string) {
 	// The account is made as package accounts makes it (which this package cannot
 	// import): the account and its key in the key store, its balance in the ledger.
 	ctx := context.Background()
-	authority, err := auth.NewAuthority(keys, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, _, _, err := authority.CreateAccount(ctx, auth.NewAccount{ID: "acct", Plan: "bench"}, now); err != nil {
+	primary := auth.Key{ID: auth.KeyIDPrefix + "primary", AccountID: "acct", Name: "primary", Primary: true,
+		Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: now}
+	if err := keys.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "bench", CreatedAt: now}, primary); err != nil {
 		b.Fatal(err)
 	}
 	if err := ledger.Open(ctx, driver.Opening{Account: "acct", Balance: billing.MaxCredits, Allowance: billing.MaxCredits, Period: billing.MonthOf(now)}); err != nil {
@@ -111,8 +110,9 @@ func benchService(b *testing.B) (*Service, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, value, err := authority.CreateKey(ctx, "acct", auth.NewKey{Name: "bench", Restrictions: rs}, auth.KeyLimit{}, now)
-	if err != nil {
+	value := auth.NewKeyValue()
+	if err := keys.CreateKey(ctx, auth.Key{ID: auth.KeyIDPrefix + "bench", AccountID: "acct", Name: "bench",
+		Hash: auth.HashKey(value), Restrictions: rs, CreatedAt: now}, auth.KeyLimit{}); err != nil {
 		b.Fatal(err)
 	}
 	return s, value

@@ -210,7 +210,7 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, _, err := mgrA.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}})})
+	sub, _, err := mgrA.CreateKey(ctx, "acct", accounts.NewKey{Name: "mcp only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}})})
 	if err != nil {
 		t.Fatal(err)
 	}

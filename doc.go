@@ -22,8 +22,8 @@
 //  2. authorize: the restrictions of the account and the key (channel, address, API);
 //  3. look up the API, let the front door read the input the way the API takes it, and
 //     validate it; a failure here is never charged;
-//  4. admit: rate limit, concurrency slot and credit reservation, one step
-//     ([billing.Meter]);
+//  4. admit: rate limit, concurrency slot and credit reservation, one step (the
+//     service's meter, package internal/meter);
 //  5. run the handler(s), in parallel when a call names several APIs;
 //  6. settle: keep the charge, or refund it when the call failed on the service's side
 //     (an error, a panic, a timeout), and release the slot.

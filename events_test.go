@@ -8,7 +8,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 )
 
@@ -62,7 +61,7 @@ func TestChangeEvents(t *testing.T) {
 	}
 	primary := info.Keys[0].ID
 
-	sub, _, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "sub"})
+	sub, _, err := h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "sub"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, key, err := mgr.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci", Restrictions: scope})
+	_, key, err := mgr.CreateKey(ctx, acct.ID, accounts.NewKey{Name: "ci", Restrictions: scope})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // who identifies the caller of a running call, for handlers and logs. (Passing it
@@ -25,7 +25,7 @@ type who struct{ account, key string }
 // wants calls, took holds how long each invocation ran (nil otherwise). For a call of one
 // API, one (not nil) holds the results, the timing, the context and the handler's
 // request.
-func (s *Service) execute(parent context.Context, w who, t *billing.Ticket, invs []invocation, one *single) (results []Result, took []time.Duration) {
+func (s *Service) execute(parent context.Context, w who, t *meter.Ticket, invs []invocation, one *single) (results []Result, took []time.Duration) {
 	var (
 		cc  *callContext
 		req *catalog.Request
@@ -85,7 +85,7 @@ func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int,
 // keepSlot renews the call's concurrency slot every interval until the returned
 // function is called. Only calls that may outlive half a lease need it (see New and
 // executeBatch).
-func (s *Service) keepSlot(ctx context.Context, w who, ticket *billing.Ticket, every time.Duration) (stop func()) {
+func (s *Service) keepSlot(ctx context.Context, w who, ticket *meter.Ticket, every time.Duration) (stop func()) {
 	t := *ticket // a copy, so that the caller's ticket stays on its stack
 	var (
 		mu      sync.Mutex

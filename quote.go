@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // A Quote is what a call would cost and whether the service would admit it, judged
@@ -83,8 +84,8 @@ func (s *Service) QuoteAll(ctx context.Context, c Caller, items func() ([]Item, 
 		return q
 	}
 	_, q.Cost = callCost(invs)
-	if err := billing.CheckCredits(q.Cost, q.Balance); err != nil {
-		le := (*billing.LimitError)(nil)
+	if err := meter.CheckCredits(q.Cost, q.Balance); err != nil {
+		le := (*meter.LimitError)(nil)
 		errors.As(err, &le)
 		q.Err = &Error{Code: CodeCreditsExhausted, Message: le.Message, Err: err}
 	}

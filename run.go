@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // A Result is the outcome of one invocation that was admitted and run.
@@ -50,7 +51,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	now := s.now()
 	var st steps
 	st.begin(s)
-	a := billing.Admission{
+	a := meter.Admission{
 		Account: p.Account.ID, Plan: p.Plan,
 		APIs: apis, Cost: cost, Now: now,
 	}
@@ -63,7 +64,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		a.Key = p.keyCheck()
 	}
 	t, err := s.meter.Admit(ctx, a)
-	if errors.Is(err, billing.ErrKeyChanged) {
+	if errors.Is(err, meter.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
 		// restrictions changed, or a caller by key id saw a rotation), admit once more
 		// with the fresh record. Its restrictions may have been narrowed: the APIs are
@@ -80,13 +81,13 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		t, err = s.meter.Admit(ctx, a)
 	}
 	if err != nil {
-		var le *billing.LimitError
+		var le *meter.LimitError
 		if !errors.As(err, &le) {
 			return s.refuse(ctx, p, s.unavailable(ctx, "admission", err), rc, apis...)
 		}
 		// The admission checked a cached key before it judged the plan's limits.
 		p.Cached = false
-		if p.Plan.RatePerMinute > 0 && !errors.Is(err, billing.ErrConcurrencyLimited) {
+		if p.Plan.RatePerMinute > 0 && !errors.Is(err, meter.ErrConcurrencyLimited) {
 			rc.Rate = t.Rate
 		}
 		if errors.Is(err, billing.ErrInsufficientCredits) {
@@ -109,7 +110,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	}
 	st.mark(&st.ran)
 	// An API that failed on the service's side is refunded.
-	out := billing.Outcome{Now: now}
+	out := meter.Outcome{Now: now}
 	for i, r := range results {
 		if r.Err != nil && !r.Err.Code.Charged() {
 			out.Refund += invs[i].API.Cost
@@ -158,8 +159,8 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 // answers for it. A store that could not be reached answers the items, charged
 // nothing.
 func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
-	st *steps, t *billing.Ticket, rc Receipt, err error) Reply {
-	b, rerr := s.meter.Settle(ctx, t, billing.Outcome{Refund: t.Cost, Failed: t.APIs, Now: now})
+	st *steps, t *meter.Ticket, rc Receipt, err error) Reply {
+	b, rerr := s.meter.Settle(ctx, t, meter.Outcome{Refund: t.Cost, Failed: t.APIs, Now: now})
 	if rerr != nil && !errors.Is(rerr, billing.ErrVoided) {
 		s.log.WarnContext(ctx, "tollgate: cannot refund a batch that is not charged now; retrying in the background until its reservation expires, when it is voided",
 			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
@@ -189,11 +190,11 @@ func callCost(invs []invocation) (apis []string, cost int64) {
 	return apis, cost
 }
 
-func limitCode(le *billing.LimitError) Code {
+func limitCode(le *meter.LimitError) Code {
 	switch {
-	case errors.Is(le, billing.ErrRateLimited):
+	case errors.Is(le, meter.ErrRateLimited):
 		return CodeRateLimited
-	case errors.Is(le, billing.ErrConcurrencyLimited):
+	case errors.Is(le, meter.ErrConcurrencyLimited):
 		return CodeConcurrencyLimited
 	}
 	return CodeCreditsExhausted

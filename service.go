@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/every"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 )
 
@@ -54,9 +55,9 @@ type Options struct {
 	// A call that takes longer is answered with 504 and refunded. The default is 30s.
 	CallTimeout time.Duration
 	// Lease is how long a concurrency slot lasts without renewal; a crashed instance's
-	// slots come back after at most one lease (see [billing.MeterOptions]). The default
-	// is twice CallTimeout, at least [billing.DefaultLease], so that no call outlives
-	// its lease; with a shorter lease, calls that run longer than half of it renew it.
+	// slots come back after at most one lease. The default is twice CallTimeout, at
+	// least 30 seconds, so that no call outlives its lease; with a shorter lease, calls
+	// that run longer than half of it renew it.
 	Lease time.Duration
 	// Fetch configures the fetcher of the URL form of file APIs.
 	Fetch FetchOptions
@@ -146,7 +147,7 @@ const DefaultSweepInterval = 15 * time.Second
 type Service struct {
 	registry  catalog.APIRegistry
 	authority *auth.Authority
-	meter     *billing.Meter
+	meter     *meter.Meter
 	keys      driver.KeyChecker // set when key records are cached
 	plans     *billing.Plans
 	fetcher   *safefetch.Fetcher
@@ -178,6 +179,9 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if registry == nil || plans == nil {
 		return nil, errors.New("tollgate: New needs a registry and plans")
 	}
+	if stores.Keys == nil || stores.Ledger == nil || stores.Rates == nil || stores.Slots == nil {
+		return nil, errors.New("tollgate: New needs every store: Stores.Keys, Ledger, Rates and Slots")
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -204,7 +208,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	}
 	lease := opts.Lease
 	if lease <= 0 {
-		lease = max(billing.DefaultLease, 2*timeout)
+		lease = max(meter.DefaultLease, 2*timeout)
 	}
 	grace := opts.ReservationGrace
 	if grace <= 0 {
@@ -214,7 +218,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if now == nil {
 		now = time.Now
 	}
-	meter, err := billing.NewMeter(stores.Ledger, stores.Rates, stores.Slots, &billing.MeterOptions{
+	m, err := meter.New(stores.Ledger, stores.Rates, stores.Slots, &meter.Options{
 		Lease: lease, Hold: timeout + grace, Now: now, Keys: checker, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
@@ -222,7 +226,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	s := &Service{
 		registry:      registry,
 		authority:     authority,
-		meter:         meter,
+		meter:         m,
 		keys:          checker,
 		plans:         plans,
 		now:           now,
@@ -300,8 +304,8 @@ func (s *Service) Sessions() (*auth.Sessions, auth.SessionStore) { return s.sess
 type Stats struct {
 	// PendingSettlements is the number of settlements (kept or refunded charges, freed
 	// slots) being retried because a store could not take them when they were due. It
-	// is bounded (see [billing.MeterOptions.Retries]): a settlement that does not fit
-	// is left to the reservation's expiry.
+	// is bounded (at most 1024 are queued): a settlement that does not fit is left to
+	// the reservation's expiry.
 	PendingSettlements int
 }
 

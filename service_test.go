@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -496,5 +497,38 @@ func TestCodes(t *testing.T) {
 	}
 	if !tollgate.CodeRejected.Charged() || tollgate.CodeAPIFailed.Charged() {
 		t.Error("only rejections are charged")
+	}
+}
+
+// TestNewNeedsEveryStore checks that a missing store is refused by New, naming the
+// field of Stores to set, rather than failing a call later.
+func TestNewNeedsEveryStore(t *testing.T) {
+	plans, err := billing.NewPlans(billing.Plan{Name: "p", Credits: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	for _, tt := range []struct {
+		name  string
+		strip func(*tollgate.Stores)
+	}{
+		{"keys", func(s *tollgate.Stores) { s.Keys = nil }},
+		{"ledger", func(s *tollgate.Stores) { s.Ledger = nil }},
+		{"rates", func(s *tollgate.Stores) { s.Rates = nil }},
+		{"slots", func(s *tollgate.Stores) { s.Slots = nil }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stores := full
+			tt.strip(&stores)
+			svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
+			if err == nil {
+				svc.Close()
+				t.Fatal("New accepted a missing store")
+			}
+			if !strings.Contains(err.Error(), "Stores.Keys, Ledger, Rates and Slots") {
+				t.Errorf("error %q does not name the Stores fields", err)
+			}
+		})
 	}
 }

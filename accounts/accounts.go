@@ -107,10 +107,8 @@ type Manager struct {
 	rates   driver.RateLimiter
 	auditDB audit.Store // nil: no audit log
 	usageDB usage.Store // nil: no usage statistics
-	// authority holds the policy of keys (hashing, generation, restriction checks);
 	// sessions signs session tokens and ended keeps the ended ones (each nil when the
 	// service has none).
-	authority     *auth.Authority
 	sessions      *auth.Sessions
 	ended         auth.SessionStore
 	sessionTTL    time.Duration
@@ -147,15 +145,10 @@ func New(svc *tollgate.Service, stores tollgate.Stores, opts *Options) (*Manager
 	if err != nil {
 		return nil, err
 	}
-	authority, err := auth.NewAuthority(stores.Keys, nil)
-	if err != nil {
-		return nil, fmt.Errorf("accounts: %w", err)
-	}
 	m := &Manager{
 		svc: svc, events: svc.Events(), plans: svc.Plans(),
 		keys: stores.Keys, ledger: stores.Ledger, rates: stores.Rates,
 		auditDB: opts.Audit, usageDB: opts.Usage,
-		authority:     authority,
 		sessionTTL:    cmp.Or(max(opts.SessionTTL, 0), DefaultSessionTTL),
 		subKeysManage: opts.SubKeysManageKeys,
 		maxOwnKeys:    cmp.Or(opts.MaxOwnKeys, DefaultMaxOwnKeys),

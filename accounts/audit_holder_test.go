@@ -8,7 +8,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -25,7 +24,7 @@ func TestOwnAuditLogOperator(t *testing.T) {
 	if _, err := h.mgr.AdjustCredits(operator, "acct", 50, "goodwill for ticket #4411, customer angry", ""); err != nil {
 		t.Fatal(err)
 	}
-	sub, _, err := h.mgr.CreateKey(operator, "acct", auth.NewKey{Name: "from support"})
+	sub, _, err := h.mgr.CreateKey(operator, "acct", accounts.NewKey{Name: "from support"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +36,7 @@ func TestOwnAuditLogOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	home := netip.MustParseAddr("192.0.2.10")
-	if _, _, err := h.mgr.CreateOwnKey(context.Background(), keyCaller(h.key, home), auth.NewKey{Name: "laptop"}); err != nil {
+	if _, _, err := h.mgr.CreateOwnKey(context.Background(), keyCaller(h.key, home), accounts.NewKey{Name: "laptop"}); err != nil {
 		t.Fatal(err)
 	}
 

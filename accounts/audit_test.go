@@ -10,7 +10,6 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -24,7 +23,7 @@ func TestAuditLogActors(t *testing.T) {
 	addr := netip.MustParseAddr("192.0.2.7")
 	ctx := accounts.WithActor(context.Background(), event.Actor{ID: "key_self", Addr: addr})
 
-	sub, _, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
+	sub, _, err := h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func TestAuditLogActors(t *testing.T) {
 // and says so when asked for the log.
 func TestAuditLogOff(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	if _, _, err := h.mgr.CreateKey(context.Background(), "acct", auth.NewKey{Name: "ci"}); err != nil {
+	if _, _, err := h.mgr.CreateKey(context.Background(), "acct", accounts.NewKey{Name: "ci"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := h.mgr.AuditLog(context.Background(), audit.Query{Account: "acct"})

@@ -13,7 +13,6 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
@@ -87,7 +86,7 @@ func auditActions(t *testing.T, mgr *accounts.Manager, acct string) []string {
 func changes(t *testing.T, h *harness) (want, values []string) {
 	t.Helper()
 	ctx := context.Background()
-	sub, v1, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "ci"})
+	sub, v1, err := h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatalf("CreateKey with the audit log down: %v", err)
 	}

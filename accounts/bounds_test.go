@@ -51,7 +51,7 @@ func TestSelfServiceBudget(t *testing.T) {
 		primary := keyCaller(h.key, addr)
 		ses, err := h.mgr.StartSession(ctx, primary)
 		wantCode(t, "StartSession, 1 of 3", err, success)
-		k, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+		k, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "ci"})
 		wantCode(t, "CreateOwnKey, 2 of 3", err, success)
 		_, _, err = h.mgr.RotateOwnKey(ctx, primary, k.ID)
 		wantCode(t, "RotateOwnKey, 3 of 3", err, success)
@@ -67,7 +67,7 @@ func TestSelfServiceBudget(t *testing.T) {
 		wantCode(t, "StartSession past the budget", err, tollgate.CodeRateLimited)
 		_, err = h.mgr.StartLoginSession(ctx, "acct", addr)
 		wantCode(t, "StartLoginSession past the budget", err, tollgate.CodeRateLimited)
-		_, _, err = h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "more"})
+		_, _, err = h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "more"})
 		wantCode(t, "CreateOwnKey past the budget", err, tollgate.CodeRateLimited)
 
 		_, err = h.mgr.RevokeOwnKey(ctx, primary, k.ID)
@@ -98,12 +98,12 @@ func TestSelfServiceBudgetRefusalsSpendNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{accounts: accounts.Options{SelfServiceLimit: driver.Limit{Rate: 1, Per: time.Hour, Burst: 1}}})
 	primary := keyCaller(h.key, netip.Addr{})
 	for range 5 {
-		_, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
+		_, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "x", Value: auth.NewKeyValue()})
 		wantCode(t, "CreateOwnKey with a value", err, tollgate.CodeInvalidInput)
-		_, _, err = h.mgr.CreateOwnKey(ctx, keyCaller(auth.NewKeyValue(), netip.Addr{}), auth.NewKey{Name: "x"})
+		_, _, err = h.mgr.CreateOwnKey(ctx, keyCaller(auth.NewKeyValue(), netip.Addr{}), accounts.NewKey{Name: "x"})
 		wantCode(t, "CreateOwnKey with an unknown key", err, tollgate.CodeUnauthorized)
 	}
-	_, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x"})
+	_, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "x"})
 	wantCode(t, "CreateOwnKey after the refusals", err, success)
 }
 
@@ -141,13 +141,13 @@ func TestOwnKeysPaged(t *testing.T) {
 	h := newHarness(t, harnessOptions{accounts: accounts.Options{SubKeysManageKeys: true}})
 	primary := keyCaller(h.key, netip.Addr{})
 	okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
-	sub, subValue, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "sub", Restrictions: okOnly})
+	sub, subValue, err := h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "sub", Restrictions: okOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
 	narrow := []string{sub.ID}
 	for i := range 120 { // every other key within the sub-key
-		spec := auth.NewKey{Name: fmt.Sprintf("k%03d", i)}
+		spec := accounts.NewKey{Name: fmt.Sprintf("k%03d", i)}
 		if i%2 == 0 {
 			spec.Restrictions = okOnly
 		}
@@ -231,23 +231,23 @@ func TestOwnKeyCapCountsRevoked(t *testing.T) {
 		var logs testenv.Logs
 		h := newHarness(t, harnessOptions{accounts: accounts.Options{MaxOwnKeys: 3, RevokedKeyRetention: 24 * time.Hour, Logger: logs.Logger()}})
 		primary := keyCaller(h.key, netip.Addr{})
-		a, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "a"})
+		a, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "a"})
 		wantCode(t, "CreateOwnKey a", err, success)
-		_, _, err = h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "b"})
+		_, _, err = h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "b"})
 		wantCode(t, "CreateOwnKey b", err, success)
-		_, _, err = h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "c"})
+		_, _, err = h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "c"})
 		wantCode(t, "CreateOwnKey c, past the cap", err, tollgate.CodeConflict)
 		if _, err := h.mgr.RevokeOwnKey(ctx, primary, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "c"})
+		_, _, err = h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "c"})
 		wantCode(t, "CreateOwnKey c, a revoked within the retention", err, tollgate.CodeConflict)
 		if err == nil || !strings.Contains(err.Error(), "revoked within the last day") {
 			t.Errorf("the refusal %q does not say that revoked keys count", err)
 		}
 
 		time.Sleep(24*time.Hour + time.Second)
-		_, _, err = h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "c"})
+		_, _, err = h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "c"})
 		wantCode(t, "CreateOwnKey c, a revoked a day ago", err, success)
 		// The schedule, every tenth of the retention, prunes it within one interval.
 		time.Sleep(24 * time.Hour / 10)
@@ -274,12 +274,12 @@ func TestRevokedKeysKeptForEver(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, harnessOptions{accounts: accounts.Options{MaxOwnKeys: 2, RevokedKeyRetention: -1}})
 	primary := keyCaller(h.key, netip.Addr{})
-	a, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "a"})
+	a, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "a"})
 	wantCode(t, "CreateOwnKey a", err, success)
 	if _, err := h.mgr.RevokeOwnKey(ctx, primary, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "b"})
+	_, _, err = h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "b"})
 	wantCode(t, "CreateOwnKey b, a revoked", err, tollgate.CodeConflict)
 	if n, err := h.mgr.PruneKeys(ctx); n != 0 || err != nil {
 		t.Errorf("PruneKeys without a retention: %d, %v; want 0, nil", n, err)

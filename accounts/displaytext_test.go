@@ -7,7 +7,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/auth"
 )
 
 // TestDisplayTextIsPrintable checks that the text a key holder or an operator gives
@@ -20,7 +19,7 @@ func TestDisplayTextIsPrintable(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	ctx := t.Context()
 	primary := keyCaller(h.key, netip.Addr{})
-	own, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "laptop"})
+	own, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "laptop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +40,9 @@ func TestDisplayTextIsPrintable(t *testing.T) {
 					t.Errorf("%s with %q: %v, want invalid_input naming %s", what, tt.text, err, field)
 				}
 			}
-			_, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: tt.text})
+			_, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: tt.text})
 			wantRefused("CreateOwnKey", err, "name")
-			_, _, err = h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: tt.text})
+			_, _, err = h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: tt.text})
 			wantRefused("CreateKey", err, "name")
 			_, err = h.mgr.UpdateOwnKey(ctx, primary, own.ID, accounts.KeyChange{Name: &tt.text})
 			wantRefused("UpdateOwnKey", err, "name")
@@ -52,7 +51,7 @@ func TestDisplayTextIsPrintable(t *testing.T) {
 		})
 	}
 	for _, name := range []string{"ordinateur portable", "ноутбук", "笔记本电脑", "Tiếng Việt", "CI (nightly) — build #4"} {
-		if _, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: name}); err != nil {
+		if _, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: name}); err != nil {
 			t.Errorf("CreateOwnKey(%q): %v", name, err)
 		}
 	}

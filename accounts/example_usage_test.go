@@ -58,7 +58,7 @@ func ExampleManager_OwnUsage() {
 	defer rec.Close(ctx)
 	defer mgr.Close()
 	acct, primary, primaryValue, _ := mgr.CreateAccount(ctx, accounts.Spec{Plan: "pro"})
-	_, subValue, _ := mgr.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"})
+	_, subValue, _ := mgr.CreateKey(ctx, acct.ID, accounts.NewKey{Name: "ci"})
 	as := func(value string) tollgate.Caller {
 		return tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST}
 	}

@@ -264,7 +264,7 @@ func (m *Manager) visibleKeys(ctx context.Context, p *tollgate.Principal, q auth
 // shown this once. Its restrictions must be within the caller's own key's and the
 // account's; a wider one is tollgate.CodeForbidden naming the field that widens. spec.Value must
 // be empty: the value is always random.
-func (m *Manager) CreateOwnKey(ctx context.Context, c tollgate.Caller, spec auth.NewKey) (auth.Key, string, error) {
+func (m *Manager) CreateOwnKey(ctx context.Context, c tollgate.Caller, spec NewKey) (auth.Key, string, error) {
 	ctx, p, err := m.self(ctx, c)
 	if err != nil {
 		return auth.Key{}, "", err

@@ -61,9 +61,7 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 		}
 	}
 	now := m.now()
-	acct, key, value, err := m.authority.CreateAccount(ctx, auth.NewAccount{
-		ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, KeyValue: spec.KeyValue,
-	}, now)
+	acct, key, value, err := m.storeAccount(ctx, spec, now)
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
 	}
@@ -133,13 +131,13 @@ func (m *Manager) Account(ctx context.Context, id string) (Info, error) {
 
 // CreateKey creates a sub-key of an account and returns it with its value. Its
 // restrictions must be within the account's. It is not held to [Options.MaxOwnKeys].
-func (m *Manager) CreateKey(ctx context.Context, accountID string, spec auth.NewKey) (auth.Key, string, error) {
+func (m *Manager) CreateKey(ctx context.Context, accountID string, spec NewKey) (auth.Key, string, error) {
 	return m.createKey(ctx, accountID, spec, auth.KeyLimit{})
 }
 
 // createKey is CreateKey under a limit on the account's keys; a key it refuses is an
 // error wrapping [auth.ErrTooManyKeys].
-func (m *Manager) createKey(ctx context.Context, accountID string, spec auth.NewKey, limit auth.KeyLimit) (auth.Key, string, error) {
+func (m *Manager) createKey(ctx context.Context, accountID string, spec NewKey, limit auth.KeyLimit) (auth.Key, string, error) {
 	if err := checkText("account_id", accountID, maxIDLength); err != nil {
 		return auth.Key{}, "", err
 	}
@@ -147,7 +145,7 @@ func (m *Manager) createKey(ctx context.Context, accountID string, spec auth.New
 		return auth.Key{}, "", err
 	}
 	now := m.now()
-	key, value, err := m.authority.CreateKey(ctx, accountID, spec, limit, now)
+	key, value, err := m.storeKey(ctx, accountID, spec, limit, now)
 	if errors.Is(err, auth.ErrTooManyKeys) {
 		return auth.Key{}, "", err
 	}
@@ -172,7 +170,14 @@ func (m *Manager) rotateKey(ctx context.Context, keyID string, rev int64) (auth.
 		return auth.Key{}, "", err
 	}
 	now := m.now()
-	key, value, err := m.authority.RotateKey(ctx, keyID, rev, now)
+	key, value, err := m.storeRotation(ctx, keyID, rev, now)
+	if errors.Is(err, store.ErrConflict) && !errors.Is(err, errChangeConflict) {
+		// The key is revoked (a taken hash, the other conflict, is one in 2^122).
+		if k, kerr := m.keys.Key(ctx, keyID); kerr == nil && k.Revoked() {
+			return auth.Key{}, "", newError(tollgate.CodeConflict,
+				fmt.Sprintf("key %q is revoked; a revoked key cannot be rotated: create a new key", keyID), err)
+		}
+	}
 	if err != nil {
 		return auth.Key{}, "", m.changeError(ctx, keyID, err)
 	}
@@ -199,17 +204,13 @@ func (m *Manager) revokeKey(ctx context.Context, keyID string, rev int64) (auth.
 		return k, nil // a store error, or a changed key, is the revocation's to report
 	}
 	now := m.now()
-	key, err := m.authority.RevokeKey(ctx, keyID, rev, now)
+	key, err := m.storeRevocation(ctx, keyID, rev, now)
 	if err != nil {
 		return auth.Key{}, m.changeError(ctx, keyID, err)
 	}
 	m.changed(ctx, now, event.Change{Type: event.KeyRevoked, Account: key.AccountID, Key: key.ID})
 	return key, nil
 }
-
-// KeyChange is a change of a key's name or restrictions, for [Manager.UpdateKey]: nil
-// fields are left as they are.
-type KeyChange = auth.KeyChange
 
 // UpdateKey changes the name or the restrictions of a key (within its account's) and
 // returns the key as changed. The very next call with the key is held to the new
@@ -218,7 +219,7 @@ func (m *Manager) UpdateKey(ctx context.Context, keyID string, c KeyChange) (aut
 	return m.updateKey(ctx, keyID, c, nil)
 }
 
-// updateKey is UpdateKey with a policy check (see [auth.Authority.UpdateKey]).
+// updateKey is UpdateKey with a policy check (see storeUpdate).
 func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, check func(old, updated auth.Key) error) (auth.Key, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
@@ -229,12 +230,12 @@ func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 		}
 	}
 	now := m.now()
-	before, after, err := m.authority.UpdateKey(ctx, keyID, c, now, check)
+	before, after, err := m.storeUpdate(ctx, keyID, c, now, check)
 	if e := (*tollgate.Error)(nil); errors.As(err, &e) {
 		return auth.Key{}, e
 	}
 	switch {
-	case errors.Is(err, auth.ErrUpdateConflict):
+	case errors.Is(err, errUpdateConflict):
 		return auth.Key{}, newError(tollgate.CodeConflict, "the key changed while it was being updated; read it again and retry", err)
 	case errors.Is(err, store.ErrConflict):
 		// The key is revoked (by the time the update was tried, if not when read).
@@ -320,7 +321,7 @@ func (m *Manager) manageError(ctx context.Context, what, id string, err error) e
 	case errors.Is(err, store.ErrConflict):
 		// The store's words name the store: they stay in Err, for the logs.
 		return newError(tollgate.CodeConflict, fmt.Sprintf("the %s %q conflicts with an existing record: read it again, or choose another id", what, id), err)
-	case errors.Is(err, auth.ErrInvalid), errors.Is(err, auth.ErrWidens):
+	case errors.Is(err, errInvalid), errors.Is(err, auth.ErrInvalid), errors.Is(err, auth.ErrWidens):
 		return newError(tollgate.CodeInvalidInput, err.Error(), err)
 	}
 	return m.unavailable(ctx, what, err)
@@ -329,7 +330,7 @@ func (m *Manager) manageError(ctx context.Context, what, id string, err error) e
 // changeError is manageError for a rotation or revocation of a key, which may have been
 // conditioned on the key's revision.
 func (m *Manager) changeError(ctx context.Context, keyID string, err error) error {
-	if errors.Is(err, auth.ErrChangeConflict) {
+	if errors.Is(err, errChangeConflict) {
 		return newError(tollgate.CodeConflict, "the key changed while you were changing it; read it again and retry", err)
 	}
 	return m.manageError(ctx, "key", keyID, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -81,11 +82,11 @@ func TestOwnUsage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			env := newUsageEnv(t, sharedStores(), newStore(t))
 			acct, primary, primaryValue, sub, subValue := env.account(t, "pro")
-			other, otherValue, err := env.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "other"})
+			other, otherValue, err := env.mgr.CreateKey(t.Context(), acct.ID, accounts.NewKey{Name: "other"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			idle, _, err := env.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "idle"})
+			idle, _, err := env.mgr.CreateKey(t.Context(), acct.ID, accounts.NewKey{Name: "idle"})
 			if err != nil {
 				t.Fatal(err)
 			}

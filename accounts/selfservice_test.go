@@ -30,15 +30,15 @@ func TestSelfServiceRules(t *testing.T) {
 		h := newHarness(t, harnessOptions{audit: log, accounts: accounts.Options{SubKeysManageKeys: subKeysManage}})
 		primary := keyCaller(h.key, addr)
 		okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
-		sub, subValue, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
+		sub, subValue, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "ci", Restrictions: okOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wide, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "wide"})
+		wide, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "wide"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		narrow, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
+		narrow, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "narrow", Restrictions: okOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,11 +66,11 @@ func TestSelfServiceRules(t *testing.T) {
 			want tollgate.Code
 		}{
 			{"sub-key creates a key within itself", func() error {
-				_, _, err := h.mgr.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x", Restrictions: sameRestrictions})
+				_, _, err := h.mgr.CreateOwnKey(ctx, subCaller, accounts.NewKey{Name: "x", Restrictions: sameRestrictions})
 				return err
 			}, manage(success)},
 			{"sub-key creates a wider key", func() error {
-				_, _, err := h.mgr.CreateOwnKey(ctx, subCaller, auth.NewKey{Name: "x"})
+				_, _, err := h.mgr.CreateOwnKey(ctx, subCaller, accounts.NewKey{Name: "x"})
 				return err
 			}, tollgate.CodeForbidden},
 			{"sub-key rotates a wider key", func() error { _, _, err := h.mgr.RotateOwnKey(ctx, subCaller, wide.ID); return err }, tollgate.CodeForbidden},
@@ -99,7 +99,7 @@ func TestSelfServiceRules(t *testing.T) {
 			{"primary revokes a key that does not exist", func() error { _, err := h.mgr.RevokeOwnKey(ctx, primary, "key_nope"); return err }, tollgate.CodeNotFound},
 			{"primary names a key id with a NUL", func() error { _, err := h.mgr.RevokeOwnKey(ctx, primary, "key\x00"); return err }, tollgate.CodeInvalidInput},
 			{"primary picks a key value", func() error {
-				_, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "x", Value: auth.NewKeyValue()})
+				_, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "x", Value: auth.NewKeyValue()})
 				return err
 			}, tollgate.CodeInvalidInput},
 			{"unknown key value", func() error {
@@ -153,7 +153,7 @@ func TestSelfServiceIgnoresChannelsButNotAddresses(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	inside := netip.MustParseAddr("10.0.0.1")
 	r := mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"mcp"}, AllowedIPs: []string{"10.0.0.0/8"}})
-	_, value, err := h.mgr.CreateKey(ctx, "acct", auth.NewKey{Name: "mcp-only", Restrictions: r})
+	_, value, err := h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "mcp-only", Restrictions: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestUpdateKeyConflicts(t *testing.T) {
 			keys := &racingKeyStore{KeyStore: memory.NewKeyStore()}
 			h := newHarness(t, harnessOptions{keys: keys})
 			primary := keyCaller(h.key, netip.Addr{})
-			k, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+			k, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "ci"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +245,7 @@ func TestRevokeTwiceRecordsOnce(t *testing.T) {
 	log := memory.NewAuditStore()
 	h := newHarness(t, harnessOptions{audit: log})
 	primary := keyCaller(h.key, netip.Addr{})
-	k, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci"})
+	k, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,11 +315,11 @@ func TestSubKeyChangeOfWidenedKey(t *testing.T) {
 			h := newHarness(t, harnessOptions{keys: keys, accounts: accounts.Options{SubKeysManageKeys: true}})
 			primary := keyCaller(h.key, netip.Addr{})
 			okOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
-			_, subValue, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "ci", Restrictions: okOnly})
+			_, subValue, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "ci", Restrictions: okOnly})
 			if err != nil {
 				t.Fatal(err)
 			}
-			target, _, err := h.mgr.CreateOwnKey(ctx, primary, auth.NewKey{Name: "narrow", Restrictions: okOnly})
+			target, _, err := h.mgr.CreateOwnKey(ctx, primary, accounts.NewKey{Name: "narrow", Restrictions: okOnly})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -159,7 +159,7 @@ func (e *usageEnv) account(t *testing.T, plan string) (acct auth.Account, primar
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, subValue, err = e.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "ci"})
+	sub, subValue, err = e.mgr.CreateKey(t.Context(), acct.ID, accounts.NewKey{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		mgmtapi.WriteError(w, err)
 		return
 	}
-	key, value, err := h.mgr.CreateKey(r.Context(), r.PathValue("account_id"), auth.NewKey{Name: body.Name, Restrictions: rs})
+	key, value, err := h.mgr.CreateKey(r.Context(), r.PathValue("account_id"), accounts.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return

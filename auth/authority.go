@@ -2,22 +2,18 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// An Authority verifies credentials and manages accounts and keys over a [KeyStore]. It
-// holds the policy (hashing, key generation, restriction checks); the store only keeps
-// records.
+// An Authority verifies credentials over a [KeyStore]: keys (by value or by id) and
+// session tokens, with a cache of key records if it is given one. Accounts and keys are
+// made and changed elsewhere (package accounts); the store only keeps records.
 //
 // An Authority is safe for concurrent use.
 type Authority struct {
@@ -32,8 +28,8 @@ type AuthorityOptions struct {
 	// Sessions verifies session tokens (x-jwt). If nil, session tokens are refused
 	// with ErrSessionsDisabled.
 	Sessions *Sessions
-	// Ended, if set, remembers the sessions that were ended ([Authority.EndSession]);
-	// every session token with an id is checked against it. If nil, sessions cannot be
+	// Ended, if set, remembers the sessions that were ended; every session token with
+	// an id is checked against it. If nil, sessions cannot be
 	// ended before their expiry.
 	Ended SessionStore
 	// Cache, if set, keeps key records between calls; principals authenticated from it
@@ -54,8 +50,8 @@ func NewAuthority(keys KeyStore, opts *AuthorityOptions) (*Authority, error) {
 }
 
 // Forget drops the key with the given id from the authority's cache, if it has one,
-// so that its next authentication reads the store: for a key changed by another
-// authority over the same store.
+// so that its next authentication reads the store: call it when the key was rotated,
+// revoked or changed (the Service does, on the key events of its bus).
 func (a *Authority) Forget(keyID string) {
 	if a.cache != nil {
 		a.cache.forget(keyID)
@@ -281,19 +277,6 @@ func sessionKeyError(err error) error {
 	return err
 }
 
-// EndSession ends the session that c describes, at now, on every instance that shares
-// the authority's [SessionStore]: its token is refused from the next request on. It
-// needs a SessionStore ([AuthorityOptions.Ended]) and a session with an id.
-func (a *Authority) EndSession(ctx context.Context, c SessionClaims, now time.Time) error {
-	switch {
-	case a.ended == nil:
-		return errors.New("auth: sessions cannot be ended: the authority has no SessionStore")
-	case c.ID == "":
-		return invalidSession("it has no session id, so it cannot be ended; it lasts until it expires")
-	}
-	return a.ended.EndSession(ctx, c.ID, c.Expires, now)
-}
-
 // resolveAccount reads the account of a session from the store, and caches it.
 func (a *Authority) resolveAccount(ctx context.Context, id string, now time.Time) (Principal, error) {
 	acct, err := a.keys.Account(ctx, id)
@@ -349,242 +332,5 @@ func (p *Principal) CheckAPI(id string) error {
 	return nil
 }
 
-var accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// NewAccount describes an account to create.
-type NewAccount struct {
-	// ID is the account's id; if empty, one is generated.
-	ID string
-	// Plan names the account's plan. The caller checks that it exists.
-	Plan string
-	// Restrictions apply to every key of the account.
-	Restrictions Restrictions
-	// KeyValue, if set, is the primary key's value (a UUID), for loading fixtures. If
-	// empty, a random value is generated. Either way it is stored only as a hash.
-	KeyValue string
-}
-
-// CreateAccount creates an account with its primary key and returns them with the key's
-// value, which is not stored and cannot be read again.
-func (a *Authority) CreateAccount(ctx context.Context, spec NewAccount, now time.Time) (Account, Key, string, error) {
-	if spec.ID == "" {
-		spec.ID = "acct_" + randomHex(8)
-	}
-	if !accountIDPattern.MatchString(spec.ID) {
-		return Account{}, Key{}, "", invalidf("account id %q: use 1 to 64 letters, digits, _ and -", spec.ID)
-	}
-	if spec.Plan == "" {
-		return Account{}, Key{}, "", invalidf("an account needs a plan")
-	}
-	value, err := keyValue(spec.KeyValue)
-	if err != nil {
-		return Account{}, Key{}, "", err
-	}
-	acct := Account{ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, CreatedAt: now}
-	key := Key{ID: newKeyID(), AccountID: acct.ID, Name: "primary", Primary: true, Hash: HashKey(value), CreatedAt: now}
-	if err := a.keys.CreateAccount(ctx, acct, key); err != nil {
-		return Account{}, Key{}, "", err
-	}
-	return acct, key, value, nil
-}
-
-// NewKey describes a sub-key to create.
-type NewKey struct {
-	// Name labels the key; it is required.
-	Name string
-	// Restrictions narrow the key within its account's restrictions.
-	Restrictions Restrictions
-	// Value, if set, is the key's value (for loading fixtures); else one is generated.
-	Value string
-}
-
-// CreateKey creates a sub-key of an account, if limit lets the account hold it (see
-// [KeyStore.CreateKey]), and returns it with its value. The key's restrictions must be
-// within the account's (see [Restrictions.Within]); otherwise the error wraps
-// [ErrWidens]. A key the limit refuses is an error wrapping [ErrTooManyKeys].
-func (a *Authority) CreateKey(ctx context.Context, accountID string, spec NewKey, limit KeyLimit, now time.Time) (Key, string, error) {
-	name := strings.TrimSpace(spec.Name)
-	if name == "" || utf8.RuneCountInString(name) > 64 {
-		return Key{}, "", invalidf("a key needs a name of 1 to 64 characters")
-	}
-	acct, err := a.keys.Account(ctx, accountID)
-	if err != nil {
-		return Key{}, "", err
-	}
-	if err := spec.Restrictions.Within(acct.Restrictions); err != nil {
-		return Key{}, "", err
-	}
-	if spec.Restrictions.Expired(now) {
-		return Key{}, "", invalidf("expires_at is in the past")
-	}
-	value, err := keyValue(spec.Value)
-	if err != nil {
-		return Key{}, "", err
-	}
-	key := Key{ID: newKeyID(), AccountID: accountID, Name: name, Hash: HashKey(value),
-		Restrictions: spec.Restrictions, CreatedAt: now}
-	if err := a.keys.CreateKey(ctx, key, limit); err != nil {
-		return Key{}, "", err
-	}
-	return key, value, nil
-}
-
-// ErrChangeConflict reports a rotation or revocation conditioned on a revision of the key
-// ([Authority.RotateKey], [Authority.RevokeKey]) that was refused because the key
-// changed since that revision was read: read it again, decide again, and retry. It
-// wraps store.ErrConflict.
-var ErrChangeConflict = fmt.Errorf("auth: the key changed since it was read: %w", store.ErrConflict)
-
-// RotateKey gives a key a new random value and returns it. The old value stops working
-// at once; the key keeps its id, name and restrictions. Unless rev is [AnyRevision], the
-// key is rotated only if it still has the revision rev (the one a decision to rotate it
-// was made on); otherwise nothing changes, no value is returned, and the error wraps
-// [ErrChangeConflict].
-func (a *Authority) RotateKey(ctx context.Context, keyID string, rev int64, now time.Time) (Key, string, error) {
-	value := NewKeyValue()
-	key, err := a.keys.RotateKey(ctx, keyID, rev, HashKey(value), now)
-	if a.cache != nil {
-		a.cache.forget(keyID)
-	}
-	if err != nil {
-		return Key{}, "", a.changed(ctx, keyID, rev, err)
-	}
-	return key, value, nil
-}
-
-// RevokeKey revokes a key; it is refused from the next call on. Unless rev is
-// [AnyRevision], the key is revoked only if it still has the revision rev; otherwise
-// nothing changes and the error wraps [ErrChangeConflict].
-func (a *Authority) RevokeKey(ctx context.Context, keyID string, rev int64, now time.Time) (Key, error) {
-	if a.cache != nil {
-		defer a.cache.forget(keyID)
-	}
-	key, err := a.keys.RevokeKey(ctx, keyID, rev, now)
-	if err != nil {
-		return Key{}, a.changed(ctx, keyID, rev, err)
-	}
-	return key, nil
-}
-
-// changed returns err, wrapped with [ErrChangeConflict] if it is the conflict of a change
-// conditioned on revision rev of a key that no longer has it. (The key is read again
-// to tell that conflict from the others, a revoked key or a taken hash; revisions only
-// rise, so a key read at another revision did not have rev when the change was tried.)
-func (a *Authority) changed(ctx context.Context, keyID string, rev int64, err error) error {
-	if rev == AnyRevision || !errors.Is(err, store.ErrConflict) {
-		return err
-	}
-	if k, kerr := a.keys.Key(ctx, keyID); kerr == nil && k.Revision != rev {
-		return fmt.Errorf("%w: %w", ErrChangeConflict, err)
-	}
-	return err
-}
-
-// KeyChange describes a change of a key's name or restrictions, for
-// [Authority.UpdateKey]. A nil field is left as it is.
-type KeyChange struct {
-	// Name, if set, replaces the key's name.
-	Name *string
-	// Restrictions, if set, replace the key's restrictions; they must be within the
-	// account's.
-	Restrictions *Restrictions
-}
-
-// updateAttempts is how many times [Authority.UpdateKey] reads a key and updates it
-// before it gives up on a key that keeps changing.
-const updateAttempts = 8
-
-// Errors of [Authority.UpdateKey] that wrap store.ErrConflict.
-var (
-	// ErrUpdateConflict reports a key that other updates kept changing while it was being
-	// updated, on every attempt: read it again and retry.
-	ErrUpdateConflict = fmt.Errorf("auth: the key changed while it was being updated: %w", store.ErrConflict)
-	// ErrRevokedKeyChange reports a change of a revoked key, which cannot be changed.
-	ErrRevokedKeyChange = fmt.Errorf("auth: a revoked key cannot be changed: %w", store.ErrConflict)
-)
-
-// UpdateKey changes the name or the restrictions of a key and returns the key before
-// and after the change. check, if not nil, is given the key as it is and as it would be,
-// and may refuse the change (a policy of the caller's: that it only narrows, say); its
-// error is returned as it is. The new restrictions must be within the account's
-// (otherwise the error wraps [ErrWidens]). A key that changed between its reading and
-// the update is read again and the change decided anew, a few times; a revoked key is
-// refused with store.ErrConflict.
-func (a *Authority) UpdateKey(ctx context.Context, keyID string, c KeyChange, now time.Time, check func(old, updated Key) error) (before, after Key, err error) {
-	if c.Name != nil {
-		name := strings.TrimSpace(*c.Name)
-		if name == "" || utf8.RuneCountInString(name) > 64 {
-			return Key{}, Key{}, invalidf("a key needs a name of 1 to 64 characters")
-		}
-		c.Name = &name
-	}
-	if a.cache != nil {
-		defer a.cache.forget(keyID)
-	}
-	for attempt := 0; ; attempt++ {
-		old, err := a.keys.Key(ctx, keyID)
-		if err != nil {
-			return Key{}, Key{}, err
-		}
-		if old.Revoked() {
-			return Key{}, Key{}, fmt.Errorf("auth: key %q is revoked and cannot be changed: %w", keyID, ErrRevokedKeyChange)
-		}
-		updated := old
-		if c.Name != nil {
-			updated.Name = *c.Name
-		}
-		if c.Restrictions != nil {
-			acct, err := a.keys.Account(ctx, old.AccountID)
-			if err != nil {
-				return Key{}, Key{}, err
-			}
-			if err := c.Restrictions.Within(acct.Restrictions); err != nil {
-				return Key{}, Key{}, err
-			}
-			if c.Restrictions.Expired(now) {
-				return Key{}, Key{}, invalidf("expires_at is in the past")
-			}
-			updated.Restrictions = *c.Restrictions
-		}
-		if check != nil {
-			if err := check(old, updated); err != nil {
-				return Key{}, Key{}, err
-			}
-		}
-		after, err := a.keys.UpdateKey(ctx, KeyUpdate{ID: keyID, Name: updated.Name, Restrictions: updated.Restrictions, Revision: old.Revision})
-		if err == nil {
-			return old, after, nil
-		}
-		if !errors.Is(err, store.ErrConflict) {
-			return Key{}, Key{}, err
-		}
-		// The key changed since it was read (or was revoked, which the next read
-		// tells): another update of it was stored, so every attempt lost to one that
-		// made progress. Read it again, a few times.
-		if attempt == updateAttempts-1 {
-			return Key{}, Key{}, fmt.Errorf("%w: %w", ErrUpdateConflict, err)
-		}
-	}
-}
-
-func keyValue(given string) (string, error) {
-	if given == "" {
-		return NewKeyValue(), nil
-	}
-	v, ok := ParseKey(given)
-	if !ok {
-		return "", invalidf("a key value must be a UUID (8-4-4-4-12 hexadecimal digits)")
-	}
-	return v, nil
-}
-
-func newKeyID() string { return KeyIDPrefix + randomHex(10) }
-
 // KeyIDPrefix begins the id of every key.
 const KeyIDPrefix = "key_"
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}

@@ -10,8 +10,9 @@ import (
 // may be stale: it is marked so ([Principal.Cached]) and the caller must check the key's
 // liveness before serving the call. Tollgate's Service does it in the admission step of
 // paid calls, in the same round trip, so a rotated or revoked key is still refused on the
-// very next call on every instance; records are dropped at once when the key is rotated
-// or revoked through this process, and after TTL in any case.
+// very next call on every instance; a record is dropped at once when its key is
+// rotated, revoked or changed on this instance (the Service hears it on its events and
+// calls [Authority.Forget]), and after TTL in any case.
 //
 // A KeyCache is safe for concurrent use.
 type KeyCache struct {

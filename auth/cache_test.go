@@ -20,38 +20,36 @@ func newCachedAuthority(t *testing.T, sessions *auth.Sessions) (*auth.Authority,
 	return a, cache, ks
 }
 
-// TestKeyCacheForgetsChangedKeys checks that a key rotated, revoked or updated through
-// an Authority leaves its in-process cache at once: the next authentication reads the
-// store and gets the key's new verdict, not the cached record (which admission would
-// still refuse, one step later). A key changed elsewhere (another instance) stays
-// cached, marked Cached, for the caller to check.
+// TestKeyCacheForgetsChangedKeys checks that a key rotated, revoked or updated, and
+// then forgotten (Authority.Forget, which the service calls on the key events of its
+// own bus when package accounts changes a key), leaves the in-process cache at once: the
+// next authentication reads the store and gets the key's new verdict, not the cached
+// record (which admission would still refuse, one step later). A key changed elsewhere
+// (another instance), and not forgotten here, stays cached, marked Cached, for the
+// caller to check.
 func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 	r := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"weather"}})
 	tests := []struct {
 		name string
-		// change changes the key through a (or, for the last row, through its store
-		// directly) and returns the new value that authenticates it ("" for none).
-		change func(t *testing.T, a *auth.Authority, ks *memory.KeyStore, key auth.Key) string
+		// change changes the key in the store and returns the new value that
+		// authenticates it ("" for none).
+		change func(t *testing.T, ks *memory.KeyStore, key auth.Key) string
 		// check judges the authentication of the old value after the change.
 		check func(t *testing.T, p auth.Principal, err error)
-		// forgotten is whether the change empties the cache.
+		// forgotten is whether the authority is told to forget the key after the
+		// change, which empties the cache.
 		forgotten bool
 	}{
-		{"rotated", func(t *testing.T, a *auth.Authority, _ *memory.KeyStore, key auth.Key) string {
-			_, value, err := a.RotateKey(t.Context(), key.ID, auth.AnyRevision, t0.Add(time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
+		{"rotated", func(t *testing.T, ks *memory.KeyStore, key auth.Key) string {
+			_, value := rotate(t, ks, key.ID, t0.Add(time.Minute))
 			return value
 		}, func(t *testing.T, p auth.Principal, err error) {
 			if !errors.Is(err, auth.ErrUnknownKey) {
 				t.Errorf("the old value after a rotation: %+v, %v; want ErrUnknownKey from the store", p, err)
 			}
 		}, true},
-		{"revoked", func(t *testing.T, a *auth.Authority, _ *memory.KeyStore, key auth.Key) string {
-			if _, err := a.RevokeKey(t.Context(), key.ID, auth.AnyRevision, t0.Add(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+		{"revoked", func(t *testing.T, ks *memory.KeyStore, key auth.Key) string {
+			revoke(t, ks, key.ID, t0.Add(time.Minute))
 			return ""
 		}, func(t *testing.T, p auth.Principal, err error) {
 			if p.Cached {
@@ -59,8 +57,8 @@ func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 			}
 			wantDenied(t, err, auth.ErrKeyRevoked, "revoked")
 		}, true},
-		{"updated", func(t *testing.T, a *auth.Authority, _ *memory.KeyStore, key auth.Key) string {
-			if _, _, err := a.UpdateKey(t.Context(), key.ID, auth.KeyChange{Restrictions: &r}, t0.Add(time.Minute), nil); err != nil {
+		{"updated", func(t *testing.T, ks *memory.KeyStore, key auth.Key) string {
+			if _, err := ks.UpdateKey(t.Context(), auth.KeyUpdate{ID: key.ID, Name: key.Name, Restrictions: r, Revision: key.Revision}); err != nil {
 				t.Fatal(err)
 			}
 			return "" // the value is unchanged: the check reads it
@@ -69,10 +67,8 @@ func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 				t.Errorf("an updated key: %+v, %v; want its new restrictions read from the store", p, err)
 			}
 		}, true},
-		{"rotated on another instance", func(t *testing.T, _ *auth.Authority, ks *memory.KeyStore, key auth.Key) string {
-			if _, err := ks.RotateKey(t.Context(), key.ID, auth.AnyRevision, auth.HashKey(auth.NewKeyValue()), t0.Add(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+		{"rotated on another instance", func(t *testing.T, ks *memory.KeyStore, key auth.Key) string {
+			rotate(t, ks, key.ID, t0.Add(time.Minute))
 			return ""
 		}, func(t *testing.T, p auth.Principal, err error) {
 			if err != nil || !p.Cached {
@@ -84,11 +80,8 @@ func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, cache, ks := newCachedAuthority(t, nil)
 			ctx := t.Context()
-			acct, _, _ := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
-			key, value, err := a.CreateKey(ctx, acct.ID, auth.NewKey{Name: "ci"}, auth.KeyLimit{}, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			acct, _, _ := seedAccount(t, ks, auth.Account{ID: "acct_1"})
+			key, value := seedKey(t, ks, acct.ID, "ci", auth.Restrictions{})
 			if p, err := a.Authenticate(ctx, apiKey(value), t0); err != nil || p.Cached {
 				t.Fatalf("first authentication: %+v, %v; want it read from the store", p, err)
 			}
@@ -97,7 +90,10 @@ func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 			}
 
 			now := t0.Add(time.Minute)
-			current := tt.change(t, a, ks, key)
+			current := tt.change(t, ks, key)
+			if tt.forgotten {
+				a.Forget(key.ID)
+			}
 			if got, want := cache.Len(), map[bool]int{true: 0, false: 1}[tt.forgotten]; got != want {
 				t.Errorf("%d records cached after the change, want %d", got, want)
 			}
@@ -118,21 +114,20 @@ func TestKeyCacheForgetsChangedKeys(t *testing.T) {
 }
 
 // TestKeyCacheForgetsByID checks the same for callers bound to a key's id (OAuth
-// grants): after a rotation through the Authority they read the rotated record from
-// the store, and after a revocation they are refused by the store's verdict.
+// grants): after a rotation that the authority is told to forget they read the rotated
+// record from the store, and after a revocation they are refused by the store's
+// verdict.
 func TestKeyCacheForgetsByID(t *testing.T) {
-	a, cache, _ := newCachedAuthority(t, nil)
+	a, cache, ks := newCachedAuthority(t, nil)
 	ctx := t.Context()
-	_, key, _ := createAccount(t, a, auth.NewAccount{ID: "acct_1"})
+	_, key, _ := seedAccount(t, ks, auth.Account{ID: "acct_1"})
 	for i, cached := range []bool{false, true} {
 		if p, err := a.AuthenticateKeyID(ctx, key.ID, t0); err != nil || p.Cached != cached || !p.ByID {
 			t.Fatalf("authentication %d by id: %+v, %v; want Cached %v", i+1, p, err, cached)
 		}
 	}
-	rotated, _, err := a.RotateKey(ctx, key.ID, auth.AnyRevision, t0.Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rotated, _ := rotate(t, ks, key.ID, t0.Add(time.Minute))
+	a.Forget(key.ID)
 	if cache.Len() != 0 {
 		t.Errorf("%d records cached after the rotation, want 0", cache.Len())
 	}
@@ -140,9 +135,8 @@ func TestKeyCacheForgetsByID(t *testing.T) {
 	if err != nil || p.Cached || p.Key.Hash != rotated.Hash {
 		t.Errorf("by id after the rotation: %+v, %v; want the rotated record from the store", p, err)
 	}
-	if _, err := a.RevokeKey(ctx, key.ID, auth.AnyRevision, t0.Add(2*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	revoke(t, ks, key.ID, t0.Add(2*time.Minute))
+	a.Forget(key.ID)
 	if cache.Len() != 0 {
 		t.Errorf("%d records cached after the revocation, want 0", cache.Len())
 	}

@@ -63,8 +63,8 @@ func (e *DeniedError) Unwrap() []error { return []error{e.Reason, ErrForbidden} 
 
 func denied(reason error, msg string) error { return &DeniedError{Reason: reason, Message: msg} }
 
-// ErrInvalid is matched by the errors of account and key management that report a
-// wrong request (a bad id, a missing name). Their messages say what to fix.
+// ErrInvalid is matched by the errors that report a wrong request, such as
+// restrictions that cannot be parsed. Their messages say what to fix.
 var ErrInvalid = errors.New("auth: invalid request")
 
 type invalidError struct{ msg string }

@@ -24,8 +24,8 @@ import (
 // account, and its key if it has one, are looked up for every call (with a [KeyCache],
 // checked as a cached key is), so a deleted account's sessions stop working at once, and
 // so do the sessions of a revoked key, or of a rotated key they are bound to. A session
-// that was ended ([Authority.EndSession]) is refused on every instance that shares the
-// [SessionStore].
+// that was ended is refused on every instance that shares the [SessionStore] that
+// recorded its end.
 //
 // A Sessions is safe for concurrent use.
 type Sessions struct {

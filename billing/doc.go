@@ -1,48 +1,36 @@
-// Package billing meters calls against an account's plan: its monthly credits, its rate
-// limit and its concurrency ceiling. A call is one rate-limit event, or several for a
-// batch of calls ([Admission.Events]), allowed or refused together. A [Plan] says what an account may spend and how
-// fast; a [Meter] admits each call (checks the rate limit, takes a concurrency slot,
-// reserves the credits) and settles it when it ends (keeps the charge, or refunds what
-// failed on the service's side, and frees the slot).
+// Package billing says what an account may spend and how fast, and names the values of
+// its credits. A [Plan] fixes an account's monthly credits, its rate limit and its
+// concurrency ceiling, shared by all the account's keys; [Plans] is the set of plans a
+// deployment is configured with. A call is one rate-limit event, or several for a batch
+// of calls ([Plan.BatchItems]), allowed or refused together.
 //
-// The Meter is the policy. The stores it runs on keep the state, in one process
-// (store/memory) or shared by many (store/postgres, store/redis). Their contract, the
-// interfaces a store implements ([driver.Ledger], [driver.RateLimiter],
-// [driver.ConcurrencyLimiter], and the optional [driver.Admitter] and [driver.Sweeper])
-// and the values they exchange, is package [driver], as database/sql's is
-// database/sql/driver: users of billing never need it, store authors need nothing else
-// (and store/storetest, which checks an implementation). A key store that can check a
-// cached key in the same step as an admission implements [driver.KeyChecker].
+// The service (package tollgate) enforces the plans: it admits each call (checks the
+// rate limit, takes a concurrency slot, reserves the credits) and settles it when it
+// ends (keeps the charge, or refunds what failed on the service's side, and frees the
+// slot). That policy is internal to the service; what it reports is named here: an
+// account's [Balance] in its credit [Period] ([MonthOf]), a rate limiter's
+// [RateDecision], the [Status] of the analytics, and the errors of the credits
+// ([ErrInsufficientCredits], [ErrVoided], [ErrTooManyCredits]).
 //
-// # A reservation's life
+// The stores keep the state, in one process (store/memory) or shared by many
+// (store/postgres, store/redis). Their contract, the interfaces a store implements
+// ([driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter], and the optional
+// [driver.Admitter] and [driver.Sweeper]) and the values they exchange, is package
+// [driver], as database/sql's is database/sql/driver: users of billing never need it,
+// store authors need nothing else (and store/storetest, which checks an
+// implementation). A key store that can check a cached key in the same step as an
+// admission implements [driver.KeyChecker].
 //
-// The credits of a call are a pending transfer with a deadline, as in RFC 4006's
-// credit control (granted units have a validity time) or TigerBeetle's pending
-// transfers with a timeout. Admission reserves them until the reservation's expiry: the
-// admission's time, plus the call's timeout, plus a grace (the Service's
-// Options.ReservationGrace, the Meter's [MeterOptions.Hold]; a batch, whose items run in
-// rounds, holds its reservation for its longest run instead: [Admission.Hold]). A
-// reservation ends exactly once:
+// # Reservations
 //
-//	admit: reserve --> open --+-- settle, before the expiry --> settled: the charge
-//	                          |                                 kept, or refunded
-//	                          |
-//	                          +-- still open at the expiry ---> voided: the credits
-//	                              (the instance died, the       come back and the
-//	                              store was down)               calls are uncounted
-//
-// Whichever gets there first wins, and the other changes nothing: a settlement that
-// arrives after the void gets [ErrVoided]; a void never follows a settlement. Every
-// ledger operation on an account voids its expired reservations first, and a
-// [driver.Sweeper] voids those of accounts nobody touches, from any instance, concurrently
-// with every other.
-//
-// So no credit lives only in a process's memory. A settlement the store cannot take
-// (an outage) is retried by one worker from a bounded queue while the reservation
-// lasts, and otherwise left to the expiry, which refunds it; an admission whose answer
-// was lost is left to the expiry too. The consequence for operators: a call that
-// succeeded but whose charge could not be written before its reservation expired is
-// not charged. An outage or a crash errs in the customer's favour, never against them.
+// The credits of a call are reserved when it is admitted, until an expiry: its
+// timeout plus a grace (the Service's Options.ReservationGrace). A reservation ends
+// exactly once: settled when the call ends, or voided, its credits given back and its
+// calls uncounted, if it is still open at its expiry (the instance died, the store was
+// down); a settlement that arrives after the void gets [ErrVoided]. So an outage or a
+// crash errs in the customer's favour, never against them: a call whose charge could
+// not be written before its reservation expired is not charged. [driver.Reservation]
+// and [driver.Ledger] state the rules every store keeps.
 //
 // # Bounds
 //

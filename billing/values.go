@@ -6,8 +6,9 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
-// The values a Meter and its stores exchange, named here for the users of billing.
-// Store authors find them, with the interfaces they implement, in package driver.
+// The values the service's meter and its stores exchange, named here for the users
+// of billing. Store authors find them, with the interfaces they implement, in package
+// driver.
 type (
 	// Balance is an account's credits in the current period (see [driver.Balance]).
 	Balance = driver.Balance

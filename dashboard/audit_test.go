@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/accounts"
 )
 
 // TestAuditLog: the account's entries, newest first, a page of 50 at a time with a
@@ -21,7 +21,7 @@ func TestAuditLog(t *testing.T) {
 	csrf := b.signIn(e.key)
 	sub, subID := b.createKey(csrf, url.Values{"name": {"limited"}, "api": {"alpha"}, "allowed_ips": {"127.0.0.1"}})
 	for i := range 55 {
-		if _, _, err := e.mgr.CreateOwnKey(t.Context(), e.caller(), auth.NewKey{Name: "bulk-" + strconv.Itoa(i)}); err != nil {
+		if _, _, err := e.mgr.CreateOwnKey(t.Context(), e.caller(), accounts.NewKey{Name: "bulk-" + strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

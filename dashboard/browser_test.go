@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
@@ -93,7 +94,7 @@ func TestBrowser(t *testing.T) {
 	t.Cleanup(flush.Close)
 
 	// A sub-key limited to hash, for the APIs page.
-	_, scoped, err := e.mgr.CreateOwnKey(t.Context(), e.caller(), auth.NewKey{Name: "hash only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}})})
+	_, scoped, err := e.mgr.CreateOwnKey(t.Context(), e.caller(), accounts.NewKey{Name: "hash only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestKeysPaged(t *testing.T) {
 	e := newEnv(t)
 	for i := range 70 {
-		if _, _, err := e.mgr.CreateKey(t.Context(), "acme", auth.NewKey{Name: fmt.Sprintf("k%03d", i)}); err != nil {
+		if _, _, err := e.mgr.CreateKey(t.Context(), "acme", accounts.NewKey{Name: fmt.Sprintf("k%03d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

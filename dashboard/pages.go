@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 )
 
@@ -194,7 +195,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, v *visit) {
 		if rerr != nil {
 			problem = rerr.Error()
 		} else {
-			key, value, err = h.mgr.CreateOwnKey(r.Context(), v.Caller, auth.NewKey{Name: strings.TrimSpace(form.Name), Restrictions: rs})
+			key, value, err = h.mgr.CreateOwnKey(r.Context(), v.Caller, accounts.NewKey{Name: strings.TrimSpace(form.Name), Restrictions: rs})
 		}
 	}
 	status := http.StatusBadRequest

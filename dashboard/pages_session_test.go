@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/accounts"
 )
 
 // signedInPages are the dashboard's GET pages for a signed-in person.
@@ -55,7 +55,7 @@ func TestPagesCheckSession(t *testing.T) {
 	})
 
 	t.Run("key revoked", func(t *testing.T) {
-		k, value, err := e.mgr.CreateKey(t.Context(), "acme", auth.NewKey{Name: "laptop"})
+		k, value, err := e.mgr.CreateKey(t.Context(), "acme", accounts.NewKey{Name: "laptop"})
 		if err != nil {
 			t.Fatal(err)
 		}

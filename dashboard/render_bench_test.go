@@ -111,7 +111,7 @@ func newPGHost(tb testing.TB, records int) *pgHost {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		k, _, err := mgr.CreateOwnKey(ctx, caller, auth.NewKey{Name: fmt.Sprintf("service %02d", i), Restrictions: scope})
+		k, _, err := mgr.CreateOwnKey(ctx, caller, accounts.NewKey{Name: fmt.Sprintf("service %02d", i), Restrictions: scope})
 		if err != nil {
 			tb.Fatal(err)
 		}

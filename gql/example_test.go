@@ -55,7 +55,7 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, key, err := mgr.CreateKey(ctx, acct.ID, auth.NewKey{Name: "dashboard", Restrictions: graphqlOnly})
+	_, key, err := mgr.CreateKey(ctx, acct.ID, accounts.NewKey{Name: "dashboard", Restrictions: graphqlOnly})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -302,7 +302,7 @@ func (h *harness) newSubKey(t testing.TB, acct account, name string, spec auth.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, value, err := h.mgr.CreateKey(context.Background(), acct.ID, auth.NewKey{Name: name, Restrictions: r})
+	key, value, err := h.mgr.CreateKey(context.Background(), acct.ID, accounts.NewKey{Name: name, Restrictions: r})
 	if err != nil {
 		t.Fatalf("CreateKey(%s): %v", name, err)
 	}

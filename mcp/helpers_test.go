@@ -202,7 +202,7 @@ func (h *harness) subKey(t testing.TB, account, name string, spec auth.Restricti
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, value, err := h.mgr.CreateKey(context.Background(), account, auth.NewKey{Name: name, Restrictions: r})
+	key, value, err := h.mgr.CreateKey(context.Background(), account, accounts.NewKey{Name: name, Restrictions: r})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func (h *harness) newAccount(t testing.TB, r auth.Restrictions) account {
 	t.Helper()
 	a, _, _, err := h.mgr.CreateAccount(t.Context(), accounts.Spec{Plan: "pro"})
 	must(t, err)
-	k, value, err := h.mgr.CreateKey(t.Context(), a.ID, auth.NewKey{Name: "mcp", Restrictions: r})
+	k, value, err := h.mgr.CreateKey(t.Context(), a.ID, accounts.NewKey{Name: "mcp", Restrictions: r})
 	must(t, err)
 	return account{ID: a.ID, KeyID: k.ID, Key: value}
 }

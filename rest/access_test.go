@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/rest"
 )
@@ -197,7 +198,7 @@ func TestSubKeyCannotWiden(t *testing.T) {
 		{APIs: []string{"echo"}},     // disjoint
 		{Channels: []string{"rest"}}, // narrows channels, but widens APIs
 	} {
-		_, _, err := h.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: "wider", Restrictions: restrictions(t, spec)})
+		_, _, err := h.mgr.CreateKey(t.Context(), acct.ID, accounts.NewKey{Name: "wider", Restrictions: restrictions(t, spec)})
 		if !errors.Is(err, auth.ErrWidens) {
 			t.Errorf("CreateKey(%+v): %v, want an error wrapping auth.ErrWidens", spec, err)
 		}

@@ -286,7 +286,7 @@ func credits(n int64) *int64 { return &n }
 // newSubKey creates a sub-key of the account with the given restrictions.
 func (h *harness) newSubKey(t testing.TB, acct account, name string, spec auth.RestrictionSpec) account {
 	t.Helper()
-	key, value, err := h.mgr.CreateKey(t.Context(), acct.ID, auth.NewKey{Name: name, Restrictions: restrictions(t, spec)})
+	key, value, err := h.mgr.CreateKey(t.Context(), acct.ID, accounts.NewKey{Name: name, Restrictions: restrictions(t, spec)})
 	if err != nil {
 		t.Fatalf("CreateKey(%s, %+v): %v", name, spec, err)
 	}

@@ -184,7 +184,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		mgmtapi.WriteError(w, err)
 		return
 	}
-	key, value, err := h.mgr.CreateOwnKey(r.Context(), h.caller(r), auth.NewKey{Name: body.Name, Restrictions: rs})
+	key, value, err := h.mgr.CreateOwnKey(r.Context(), h.caller(r), accounts.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
 		mgmtapi.WriteError(w, err)
 		return

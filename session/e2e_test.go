@@ -294,7 +294,7 @@ func (d *deployment) account(id string) (primary string, sub auth.Key, subValue 
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	sub, subValue, err = mgr.CreateKey(d.t.Context(), id, auth.NewKey{Name: "alpha only", Restrictions: r})
+	sub, subValue, err = mgr.CreateKey(d.t.Context(), id, accounts.NewKey{Name: "alpha only", Restrictions: r})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestKeyExpiryEndsSession(t *testing.T) {
 		d := deploy(t, b, nil, true, false)
 		d.account("acct")
 		r, _ := auth.NewRestrictions(auth.RestrictionSpec{ExpiresAt: ptr(d.clock.now().Add(time.Hour))})
-		_, value, err := d.instances[0].mgr.CreateKey(t.Context(), "acct", auth.NewKey{Name: "short", Restrictions: r})
+		_, value, err := d.instances[0].mgr.CreateKey(t.Context(), "acct", accounts.NewKey{Name: "short", Restrictions: r})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,9 @@
-// Package driver is the contract between billing.Meter and the stores that keep its
-// state, as database/sql/driver is database/sql's: the interfaces a store implements and
-// the values they exchange. Users of billing never import it; a store author needs
-// nothing else, and checks an implementation with the suites of store/storetest.
+// Package driver is the contract between the service's meter (the policy that admits
+// and settles calls against the plans of package billing, internal to the service:
+// internal/meter) and the stores that keep its state, as database/sql/driver is
+// database/sql's: the interfaces a store implements and the values they exchange. Users
+// of billing never import it; a store author needs nothing else, and checks an
+// implementation with the suites of store/storetest.
 //
 // A store implements some of:
 //
@@ -37,7 +39,7 @@
 //	func (m *metered) Unwrap() any { return m.Store }
 //
 //	s := &metered{Store: pg}
-//	meter, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
+//	stores := tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
 //
 // A wrapper per role (one value around the store's Ledger, another around its
 // RateLimiter) still works, but hides that the roles are one store: the Meter performs

@@ -6,10 +6,11 @@ package driver
 //
 // A Wrapper decorates a whole store, as one value: it implements every interface of
 // this package the store implements ([Admitter], [Sweeper] and [KeyChecker] included)
-// by forwarding, and is passed to billing.NewMeter (and billing.MeterOptions.Keys) in
-// every role the store plays. The Meter groups the parts of an admission by the value
-// that holds them, so that the one value admits in one step, as the store it wraps
-// does. Embedding the store's type is the short way to forward every method.
+// by forwarding, and is passed in every role the store plays (each field of
+// tollgate.Stores the store fills, the key store included). The service's meter
+// (the Meter) groups the parts of an admission by the value that holds them, so that
+// the one value admits in one step, as the store it wraps does. Embedding the store's
+// type is the short way to forward every method.
 //
 // Unwrap is what lets the Meter notice a decoration that costs round trips: when the
 // parts held by one [Admitter] reach it through distinct values (a wrapper per role),

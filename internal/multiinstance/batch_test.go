@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 )
 
@@ -164,12 +165,12 @@ func TestBatchOnEveryStore(t *testing.T) {
 				want(t, "more items than the burst", 400, "invalid_input")
 
 			// The batch channel.
-			_, restOnly, err := c.instances[0].mgr.CreateKey(t.Context(), acct, auth.NewKey{Name: "rest", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"rest"}})})
+			_, restOnly, err := c.instances[0].mgr.CreateKey(t.Context(), acct, accounts.NewKey{Name: "rest", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"rest"}})})
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.batch(t, 1, "hash", restOnly, `{"items": [{"text": "a"}]}`).want(t, "a key limited to rest", 403, "forbidden")
-			_, batchToo, err := c.instances[0].mgr.CreateKey(t.Context(), acct, auth.NewKey{Name: "batch", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"rest", "batch"}})})
+			_, batchToo, err := c.instances[0].mgr.CreateKey(t.Context(), acct, accounts.NewKey{Name: "batch", Restrictions: mustRestrictions(t, auth.RestrictionSpec{Channels: []string{"rest", "batch"}})})
 			if err != nil {
 				t.Fatal(err)
 			}

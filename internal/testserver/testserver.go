@@ -166,7 +166,7 @@ func createAccounts(t testing.TB, mgr *accounts.Manager) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mgr.CreateKey(ctx, "acme", auth.NewKey{Name: "ci", Restrictions: rs, Value: RestrictedKey}); err != nil {
+	if _, _, err := mgr.CreateKey(ctx, "acme", accounts.NewKey{Name: "ci", Restrictions: rs, Value: RestrictedKey}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []accounts.Spec{

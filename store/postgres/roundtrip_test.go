@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 
@@ -188,7 +189,7 @@ func (d *decorated) Close(ctx context.Context, c driver.Closing) (driver.Balance
 func (d *decorated) Unwrap() any { return d.Store }
 
 // TestDecoratedRoundTrips checks that a decorator of the whole Store, given to a
-// billing.Meter in every role, keeps the round-trip budget of a paid call: one call to
+// meter.Meter in every role, keeps the round-trip budget of a paid call: one call to
 // the database to admit it (key check, rate, slot, credits) and one to settle it, both
 // through the decorator.
 func TestDecoratedRoundTrips(t *testing.T) {
@@ -206,7 +207,7 @@ func TestDecoratedRoundTrips(t *testing.T) {
 	if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: 100, Allowance: 100, Period: period}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := billing.NewMeter(d, d, d, &billing.MeterOptions{Keys: d})
+	m, err := meter.New(d, d, d, &meter.Options{Keys: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +215,13 @@ func TestDecoratedRoundTrips(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 100, RatePerMinute: 600, Concurrency: 10}
 	for i := range 3 {
 		before := db.calls.Load()
-		tk, err := m.Admit(ctx, billing.Admission{Account: acct.ID, Plan: plan, Request: driver.RequestID{byte(i + 1)}, APIs: []string{"hash"}, Cost: 1, Now: t0,
+		tk, err := m.Admit(ctx, meter.Admission{Account: acct.ID, Plan: plan, Request: driver.RequestID{byte(i + 1)}, APIs: []string{"hash"}, Cost: 1, Now: t0,
 			Key: &billing.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		admitted := db.calls.Load()
-		if _, err := m.Settle(ctx, &tk, billing.Outcome{Now: t0}); err != nil {
+		if _, err := m.Settle(ctx, &tk, meter.Outcome{Now: t0}); err != nil {
 			t.Fatal(err)
 		}
 		if a, s := admitted-before, db.calls.Load()-admitted; a != 1 || s != 1 {

@@ -62,7 +62,7 @@ func TestCluster(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, c, nil) })
 }
 
-// A paidLoad drives paid calls through a Store as the billing.Meter does: an
+// A paidLoad drives paid calls through a Store as the meter (internal/meter) does: an
 // admission step that takes a concurrency slot and reserves credits, then a closing
 // that settles the reservation (keeping all or part of the charge) and frees the slot.
 // A closing that fails is sent again until it is acknowledged, since the admission

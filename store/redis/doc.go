@@ -21,7 +21,7 @@
 //	// Everything in Redis (read "Durability" first):
 //	stores = tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs}
 //
-// The billing.Meter sends all the parts one Store holds in one step: with limits only,
+// The Service's meter sends all the parts one Store holds in one step: with limits only,
 // the Redis step is the rate limit and the slot; with everything, it is also the key
 // check and the credit reservation.
 //

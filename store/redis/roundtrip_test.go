@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
@@ -39,7 +40,7 @@ func countingClient(t *testing.T) (*goredis.Client, *recorder) {
 }
 
 // TestOneRoundTripEach checks the round-trip budget of a paid call through a
-// billing.Meter: exactly one command to admit (one EVALSHA) and one to settle, both
+// meter.Meter: exactly one command to admit (one EVALSHA) and one to settle, both
 // with every role in Redis (key check, rate, slot, credits; the settlement is a script
 // too), also through a decorator of the whole Store, and with only the limits in Redis (keys and credits elsewhere, here in memory;
 // freeing the slot is a ZREM). The scripts are loaded by a first call; the counted
@@ -51,17 +52,17 @@ func TestOneRoundTripEach(t *testing.T) {
 	compositions := []struct {
 		name   string
 		settle string // the command that settles
-		meter  func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck)
+		meter  func(t *testing.T, s *redis.Store, acct string) (*meter.Meter, *driver.KeyCheck)
 	}{
-		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
+		{"everything in Redis", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*meter.Meter, *driver.KeyCheck) {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
-			m, err := billing.NewMeter(s, s, s, &billing.MeterOptions{Keys: s})
+			m, err := meter.New(s, s, s, &meter.Options{Keys: s})
 			must(t, err)
 			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
-		{"everything in Redis, decorated", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
+		{"everything in Redis, decorated", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*meter.Meter, *driver.KeyCheck) {
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
@@ -71,16 +72,16 @@ func TestOneRoundTripEach(t *testing.T) {
 					t.Errorf("%d steps through the decorator, want 8: it sees every admission and settlement", n)
 				}
 			})
-			m, err := billing.NewMeter(d, d, d, &billing.MeterOptions{Keys: d})
+			m, err := meter.New(d, d, d, &meter.Options{Keys: d})
 			must(t, err)
 			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
-		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*billing.Meter, *driver.KeyCheck) {
+		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*meter.Meter, *driver.KeyCheck) {
 			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
 			must(t, keys.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
 			must(t, ledger.Open(t.Context(), driver.Opening{Account: acct, Balance: 1000, Allowance: 1000, Period: period}))
-			m, err := billing.NewMeter(ledger, s, s, &billing.MeterOptions{Keys: keys})
+			m, err := meter.New(ledger, s, s, &meter.Options{Keys: keys})
 			must(t, err)
 			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
@@ -91,7 +92,7 @@ func TestOneRoundTripEach(t *testing.T) {
 			s := newStoreOn(t, c, &redis.Options{}) // the server's clock, as in production
 			m, key := comp.meter(t, s, "acct")
 			call := func(i int) ([]string, []string) {
-				a := billing.Admission{Account: "acct", Plan: plan, Request: driver.RequestID{byte(i), 1}, APIs: []string{"hash"},
+				a := meter.Admission{Account: "acct", Plan: plan, Request: driver.RequestID{byte(i), 1}, APIs: []string{"hash"},
 					Cost: 1, Now: time.Now(), Key: key}
 				rec.take()
 				tk, err := m.Admit(t.Context(), a)
@@ -100,7 +101,7 @@ func TestOneRoundTripEach(t *testing.T) {
 				if !tk.HoldsSlot() {
 					t.Fatalf("call %d holds no slot", i)
 				}
-				b, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: time.Now()})
+				b, err := m.Settle(t.Context(), &tk, meter.Outcome{Now: time.Now()})
 				must(t, err)
 				if b.Remaining != int64(1000-i) {
 					t.Errorf("call %d: remaining %d after settlement, want %d", i, b.Remaining, 1000-i)

@@ -1,4 +1,4 @@
-package billing_test
+package meter_test
 
 import (
 	"context"
@@ -12,22 +12,23 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 // fixture is a Meter over memory stores that the test can also inspect directly.
 type fixture struct {
-	meter  *billing.Meter
+	meter  *meter.Meter
 	ledger *memory.Ledger
 	rates  *memory.RateLimiter
 	slots  *memory.ConcurrencyLimiter
 }
 
-func newFixture(t testing.TB, opts *billing.MeterOptions) *fixture {
+func newFixture(t testing.TB, opts *meter.Options) *fixture {
 	t.Helper()
 	f := &fixture{ledger: memory.NewLedger(nil), rates: memory.NewRateLimiter(), slots: memory.NewConcurrencyLimiter()}
-	m, err := billing.NewMeter(f.ledger, f.rates, f.slots, opts)
+	m, err := meter.New(f.ledger, f.rates, f.slots, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func (f *fixture) peek(t testing.TB, account string, plan billing.Plan, now time
 }
 
 // admit admits one call and fails the test if it is refused.
-func (f *fixture) admit(t testing.TB, a billing.Admission) billing.Ticket {
+func (f *fixture) admit(t testing.TB, a meter.Admission) meter.Ticket {
 	t.Helper()
 	tk, err := f.meter.Admit(t.Context(), a)
 	if err != nil {
@@ -96,7 +97,7 @@ func (f *fixture) admit(t testing.TB, a billing.Admission) billing.Ticket {
 	return tk
 }
 
-func (f *fixture) settle(t testing.TB, tk *billing.Ticket, o billing.Outcome) billing.Balance {
+func (f *fixture) settle(t testing.TB, tk *meter.Ticket, o meter.Outcome) billing.Balance {
 	t.Helper()
 	b, err := f.meter.Settle(t.Context(), tk, o)
 	if err != nil {
@@ -114,13 +115,13 @@ func rid(n uint64) billing.RequestID {
 
 // limitError returns err as a *LimitError, failing the test if it is not one or does not
 // match reason.
-func limitError(t *testing.T, err, reason error) *billing.LimitError {
+func limitError(t *testing.T, err, reason error) *meter.LimitError {
 	t.Helper()
-	var le *billing.LimitError
+	var le *meter.LimitError
 	if !errors.As(err, &le) {
-		t.Fatalf("error %v (%T) is not a *billing.LimitError", err, err)
+		t.Fatalf("error %v (%T) is not a *meter.LimitError", err, err)
 	}
-	for _, r := range []error{billing.ErrRateLimited, billing.ErrConcurrencyLimited, billing.ErrInsufficientCredits} {
+	for _, r := range []error{meter.ErrRateLimited, meter.ErrConcurrencyLimited, billing.ErrInsufficientCredits} {
 		if got, want := errors.Is(err, r), r == reason; got != want {
 			t.Errorf("errors.Is(%v, %v) = %v, want %v", err, r, got, want)
 		}
@@ -134,7 +135,7 @@ func limitError(t *testing.T, err, reason error) *billing.LimitError {
 	return le
 }
 
-func TestNewMeterRefusesNilStores(t *testing.T) {
+func TestNewRefusesNilStores(t *testing.T) {
 	l, r, c := memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter()
 	tests := []struct {
 		name   string
@@ -149,9 +150,9 @@ func TestNewMeterRefusesNilStores(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := billing.NewMeter(tt.ledger, tt.rates, tt.slots, nil)
+			m, err := meter.New(tt.ledger, tt.rates, tt.slots, nil)
 			if err == nil || m != nil {
-				t.Fatalf("NewMeter = %v, %v; want nil and an error", m, err)
+				t.Fatalf("New = %v, %v; want nil and an error", m, err)
 			}
 		})
 	}
@@ -160,13 +161,13 @@ func TestNewMeterRefusesNilStores(t *testing.T) {
 func TestMeterLease(t *testing.T) {
 	tests := []struct {
 		name string
-		opts *billing.MeterOptions
+		opts *meter.Options
 		want time.Duration
 	}{
-		{"nil options", nil, billing.DefaultLease},
-		{"zero lease", &billing.MeterOptions{}, billing.DefaultLease},
-		{"negative lease", &billing.MeterOptions{Lease: -time.Second}, billing.DefaultLease},
-		{"explicit lease", &billing.MeterOptions{Lease: 10 * time.Second}, 10 * time.Second},
+		{"nil options", nil, meter.DefaultLease},
+		{"zero lease", &meter.Options{}, meter.DefaultLease},
+		{"negative lease", &meter.Options{Lease: -time.Second}, meter.DefaultLease},
+		{"explicit lease", &meter.Options{Lease: 10 * time.Second}, 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,12 +176,12 @@ func TestMeterLease(t *testing.T) {
 				t.Errorf("Lease() = %s, want %s", got, tt.want)
 			}
 			if f.meter.Ledger() != driver.Ledger(f.ledger) {
-				t.Error("Ledger() is not the ledger given to NewMeter")
+				t.Error("Ledger() is not the ledger given to New")
 			}
 		})
 	}
-	if billing.DefaultLease != 30*time.Second {
-		t.Errorf("DefaultLease = %s, want 30s", billing.DefaultLease)
+	if meter.DefaultLease != 30*time.Second {
+		t.Errorf("DefaultLease = %s, want 30s", meter.DefaultLease)
 	}
 }
 
@@ -189,7 +190,7 @@ func TestAdmitCharges(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 1000, RatePerMinute: 60, Concurrency: 2}
 	f.open(t, "acct", plan, 1000, t0)
 
-	tk := f.admit(t, billing.Admission{
+	tk := f.admit(t, meter.Admission{
 		Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo", "weather"}, Cost: 3, Now: t0,
 	})
 	wantBalance := billing.Balance{Remaining: 997, Used: 3, Allowance: 1000, Period: billing.MonthOf(t0)}
@@ -216,15 +217,15 @@ func TestAdmitRateLimited(t *testing.T) {
 	f.open(t, "acct", plan, 100, t0)
 
 	// Two calls empty the bucket (burst 2); the first one stays open.
-	held := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 1, Now: t0})
-	done := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: t0})
-	f.settle(t, &done, billing.Outcome{Now: t0})
+	held := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 1, Now: t0})
+	done := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: t0})
+	f.settle(t, &done, meter.Outcome{Now: t0})
 
 	now := t0.Add(time.Second)
 	before := f.balance(t, "acct", plan, now)
 	rateBefore := f.peek(t, "acct", plan, now)
-	tk, err := f.meter.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: now})
-	le := limitError(t, err, billing.ErrRateLimited)
+	tk, err := f.meter.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: now})
+	le := limitError(t, err, meter.ErrRateLimited)
 
 	// Interval 30s, bucket of 2 emptied at t0: the next token is back at t0+30s.
 	if le.RetryAfter != 29*time.Second {
@@ -252,17 +253,17 @@ func TestAdmitRateLimited(t *testing.T) {
 	}
 
 	// Once the token is back, the call goes through.
-	f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: t0.Add(30 * time.Second)})
-	f.settle(t, &held, billing.Outcome{Now: now})
+	f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: t0.Add(30 * time.Second)})
+	f.settle(t, &held, meter.Outcome{Now: now})
 }
 
 func TestAdmitRateLimitMessageRoundsUp(t *testing.T) {
 	f := newFixture(t, nil)
 	plan := billing.Plan{Name: "free", Credits: 10, RatePerMinute: 1}
 	f.open(t, "acct", plan, 10, t0)
-	f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
-	_, err := f.meter.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(2), Cost: 1, Now: t0.Add(59*time.Second + 500*time.Millisecond)})
-	le := limitError(t, err, billing.ErrRateLimited)
+	f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
+	_, err := f.meter.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(2), Cost: 1, Now: t0.Add(59*time.Second + 500*time.Millisecond)})
+	le := limitError(t, err, meter.ErrRateLimited)
 	if le.RetryAfter != 500*time.Millisecond {
 		t.Errorf("RetryAfter = %s, want the exact 500ms", le.RetryAfter)
 	}
@@ -276,13 +277,13 @@ func TestAdmitConcurrencyLimited(t *testing.T) {
 	plan := billing.Plan{Name: "team", Credits: 100, RatePerMinute: 60, Concurrency: 1}
 	f.open(t, "acct", plan, 100, t0)
 
-	held := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 1, Now: t0})
+	held := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 1, Now: t0})
 
 	now := t0.Add(time.Second)
 	before := f.balance(t, "acct", plan, now)
 	rateBefore := f.peek(t, "acct", plan, now)
-	tk, err := f.meter.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: now})
-	le := limitError(t, err, billing.ErrConcurrencyLimited)
+	tk, err := f.meter.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: now})
+	le := limitError(t, err, meter.ErrConcurrencyLimited)
 	if le.RetryAfter != time.Second {
 		t.Errorf("RetryAfter = %s, want 1s", le.RetryAfter)
 	}
@@ -311,9 +312,9 @@ func TestAdmitConcurrencyLimited(t *testing.T) {
 	}
 
 	// With the slot freed, the next call gets it.
-	f.settle(t, &held, billing.Outcome{Now: now})
-	tk = f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: now})
-	f.settle(t, &tk, billing.Outcome{Now: now})
+	f.settle(t, &held, meter.Outcome{Now: now})
+	tk = f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: now})
+	f.settle(t, &tk, meter.Outcome{Now: now})
 }
 
 func TestAdmitInsufficientCredits(t *testing.T) {
@@ -321,11 +322,11 @@ func TestAdmitInsufficientCredits(t *testing.T) {
 	plan := billing.Plan{Name: "free", Credits: 3, Concurrency: 1}
 	f.open(t, "acct", plan, 3, t0)
 
-	tk := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 2, Now: t0})
-	f.settle(t, &tk, billing.Outcome{Now: t0})
+	tk := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 2, Now: t0})
+	f.settle(t, &tk, meter.Outcome{Now: t0})
 
 	before := f.balance(t, "acct", plan, t0)
-	tk, err := f.meter.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 2, Now: t0})
+	tk, err := f.meter.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 2, Now: t0})
 	le := limitError(t, err, billing.ErrInsufficientCredits)
 	if want := "credits exhausted: this call costs 2 and 1 remain; the balance renews at 2025-04-01T00:00:00Z"; le.Message != want {
 		t.Errorf("message = %q, want %q", le.Message, want)
@@ -346,33 +347,33 @@ func TestAdmitInsufficientCredits(t *testing.T) {
 		t.Errorf("slots in use = %d, want 0: the slot taken for the refused call is released", got)
 	}
 	// The only slot is free for a call the balance covers.
-	tk = f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: t0})
+	tk = f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(3), APIs: []string{"geo"}, Cost: 1, Now: t0})
 	if tk.Balance.Remaining != 0 {
 		t.Errorf("balance after the last credit = %d, want 0", tk.Balance.Remaining)
 	}
-	f.settle(t, &tk, billing.Outcome{Now: t0})
+	f.settle(t, &tk, meter.Outcome{Now: t0})
 }
 
 func TestSettle(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 100, RatePerMinute: 60, Concurrency: 2}
 	tests := []struct {
 		name      string
-		outcome   billing.Outcome
+		outcome   meter.Outcome
 		want      billing.Balance
 		wantUsage map[string]int64
 	}{
-		{"charge kept", billing.Outcome{},
+		{"charge kept", meter.Outcome{},
 			billing.Balance{Remaining: 95, Used: 5}, map[string]int64{"geo": 1, "weather": 1}},
-		{"part refunded", billing.Outcome{Refund: 2, Failed: []string{"geo"}},
+		{"part refunded", meter.Outcome{Refund: 2, Failed: []string{"geo"}},
 			billing.Balance{Remaining: 97, Used: 3}, map[string]int64{"geo": 0, "weather": 1}},
-		{"all refunded", billing.Outcome{Refund: 5, Failed: []string{"geo", "weather"}},
+		{"all refunded", meter.Outcome{Refund: 5, Failed: []string{"geo", "weather"}},
 			billing.Balance{Remaining: 100, Used: 0}, map[string]int64{"geo": 0, "weather": 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			f.open(t, "acct", plan, 100, t0)
-			tk := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo", "weather"}, Cost: 5, Now: t0})
+			tk := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo", "weather"}, Cost: 5, Now: t0})
 
 			now := t0.Add(2 * time.Second)
 			tt.outcome.Now = now
@@ -409,7 +410,7 @@ func TestSettleWithCanceledContext(t *testing.T) {
 	f := newFixture(t, nil)
 	plan := billing.Plan{Name: "pro", Credits: 100, Concurrency: 1}
 	f.open(t, "acct", plan, 100, t0)
-	tk := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 4, Now: t0})
+	tk := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 4, Now: t0})
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -418,7 +419,7 @@ func TestSettleWithCanceledContext(t *testing.T) {
 	if _, err := f.ledger.Balance(ctx, "acct", t0, billing.MonthOf(t0), plan.Credits); !errors.Is(err, context.Canceled) {
 		t.Fatalf("memory ledger with a canceled context: %v, want context.Canceled", err)
 	}
-	b, err := f.meter.Settle(ctx, &tk, billing.Outcome{Refund: 4, Failed: []string{"geo"}, Now: t0.Add(time.Second)})
+	b, err := f.meter.Settle(ctx, &tk, meter.Outcome{Refund: 4, Failed: []string{"geo"}, Now: t0.Add(time.Second)})
 	if err != nil {
 		t.Fatalf("Settle with a canceled context: %v", err)
 	}
@@ -440,11 +441,11 @@ func TestAdmitReleasesSlotOnCanceledContext(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 100, Concurrency: 1}
 	f.open(t, "acct", plan, 100, t0)
 	ctx, cancel := context.WithCancel(t.Context())
-	m, err := billing.NewMeter(cancelOnReserve{f.ledger, cancel}, f.rates, f.slots, nil)
+	m, err := meter.New(cancelOnReserve{f.ledger, cancel}, f.rates, f.slots, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Admit(ctx, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0}); !errors.Is(err, context.Canceled) {
+	if _, err := m.Admit(ctx, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Admit = %v, want context.Canceled", err)
 	}
 	if got := f.inUse(t, "acct", t0); got != 0 {
@@ -477,25 +478,25 @@ func TestRenew(t *testing.T) {
 		wantSecond error
 	}{
 		{"not renewed, the lease ends", 0, nil},
-		{"renewed before the lease ends", 8 * time.Second, billing.ErrConcurrencyLimited},
+		{"renewed before the lease ends", 8 * time.Second, meter.ErrConcurrencyLimited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, &billing.MeterOptions{Lease: lease})
+			f := newFixture(t, &meter.Options{Lease: lease})
 			f.open(t, "acct", plan, 100, t0)
-			first := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
+			first := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
 			if tt.renewAt > 0 {
 				if err := f.meter.Renew(t.Context(), &first, t0.Add(tt.renewAt)); err != nil {
 					t.Fatalf("Renew: %v", err)
 				}
 			}
 			at := t0.Add(12 * time.Second)
-			second, err := f.meter.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(2), Cost: 1, Now: at})
+			second, err := f.meter.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(2), Cost: 1, Now: at})
 			if tt.wantSecond == nil {
 				if err != nil {
 					t.Fatalf("second call at +12s: %v, want admitted", err)
 				}
-				f.settle(t, &second, billing.Outcome{Now: at})
+				f.settle(t, &second, meter.Outcome{Now: at})
 			} else {
 				limitError(t, err, tt.wantSecond)
 				if got := f.inUse(t, "acct", t0.Add(17*time.Second)); got != 1 {
@@ -519,13 +520,13 @@ func TestRenewWithoutSlot(t *testing.T) {
 	limited := billing.Plan{Name: "pro", Credits: 100, Concurrency: 1}
 	f.open(t, "acct", unlimited, 100, t0)
 
-	tk := f.admit(t, billing.Admission{Account: "acct", Plan: unlimited, Request: rid(1), Cost: 1, Now: t0})
+	tk := f.admit(t, meter.Admission{Account: "acct", Plan: unlimited, Request: rid(1), Cost: 1, Now: t0})
 	if err := f.meter.Renew(t.Context(), &tk, t0.Add(time.Hour)); err != nil {
 		t.Errorf("Renew of a call without a slot = %v, want nil", err)
 	}
 	// After Settle the slot is gone, and renewing is a no-op rather than an error.
-	tk = f.admit(t, billing.Admission{Account: "acct", Plan: limited, Request: rid(2), Cost: 1, Now: t0})
-	f.settle(t, &tk, billing.Outcome{Now: t0})
+	tk = f.admit(t, meter.Admission{Account: "acct", Plan: limited, Request: rid(2), Cost: 1, Now: t0})
+	f.settle(t, &tk, meter.Outcome{Now: t0})
 	if err := f.meter.Renew(t.Context(), &tk, t0.Add(time.Second)); err != nil {
 		t.Errorf("Renew after Settle = %v, want nil", err)
 	}
@@ -539,9 +540,9 @@ func TestStatus(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 100, RatePerMinute: 60, Concurrency: 3}
 	f.open(t, "acct", plan, 100, t0)
 
-	done := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo", "weather"}, Cost: 3, Now: t0})
-	f.settle(t, &done, billing.Outcome{Refund: 1, Failed: []string{"weather"}, Now: t0})
-	held := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 2, Now: t0})
+	done := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo", "weather"}, Cost: 3, Now: t0})
+	f.settle(t, &done, meter.Outcome{Refund: 1, Failed: []string{"weather"}, Now: t0})
+	held := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 2, Now: t0})
 
 	now := t0.Add(500 * time.Millisecond)
 	want := billing.Status{
@@ -568,12 +569,12 @@ func TestStatus(t *testing.T) {
 	if got := f.balance(t, "acct", plan, now); got != want.Balance {
 		t.Errorf("balance after Status = %+v, want %+v", got, want.Balance)
 	}
-	f.settle(t, &held, billing.Outcome{Now: now})
+	f.settle(t, &held, meter.Outcome{Now: now})
 
 	// A plan without limits reports no rate and no slots, even if the stores hold some
 	// for the account.
 	unlimited := billing.Plan{Name: "unlimited", Credits: 100}
-	held = f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(3), Cost: 0, Now: now})
+	held = f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(3), Cost: 0, Now: now})
 	got, err := f.meter.Status(t.Context(), "acct", unlimited, now)
 	if err != nil {
 		t.Fatal(err)
@@ -581,15 +582,15 @@ func TestStatus(t *testing.T) {
 	if got.Rate != (billing.RateDecision{}) || got.SlotsInUse != 0 {
 		t.Errorf("Status on a plan without limits = %+v, want no rate and no slots", got)
 	}
-	f.settle(t, &held, billing.Outcome{Now: now})
+	f.settle(t, &held, meter.Outcome{Now: now})
 }
 
 func TestStatusRenewsDuePeriod(t *testing.T) {
 	f := newFixture(t, nil)
 	plan := billing.Plan{Name: "pro", Credits: 100}
 	f.open(t, "acct", plan, 100, t0)
-	tk := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 30, Now: t0})
-	f.settle(t, &tk, billing.Outcome{Now: t0})
+	tk := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 30, Now: t0})
+	f.settle(t, &tk, meter.Outcome{Now: t0})
 
 	april := time.Date(2025, time.April, 1, 0, 0, 0, 0, time.UTC)
 	got, err := f.meter.Status(t.Context(), "acct", plan, april)
@@ -608,7 +609,7 @@ func TestUnlimitedPlanSkipsLimiters(t *testing.T) {
 	rates := &failingRates{err: errConnRefused}
 	slots := &failingSlots{err: errConnRefused}
 	ledger := memory.NewLedger(nil)
-	m, err := billing.NewMeter(ledger, rates, slots, nil)
+	m, err := meter.New(ledger, rates, slots, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +617,7 @@ func TestUnlimitedPlanSkipsLimiters(t *testing.T) {
 	if err := ledger.Open(t.Context(), driver.Opening{Account: "acct", Balance: 10, Allowance: 10, Period: billing.MonthOf(t0)}); err != nil {
 		t.Fatal(err)
 	}
-	tk, err := m.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
+	tk, err := m.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 1, Now: t0})
 	if err != nil {
 		t.Fatalf("Admit: %v", err)
 	}
@@ -626,7 +627,7 @@ func TestUnlimitedPlanSkipsLimiters(t *testing.T) {
 	if err := m.Renew(t.Context(), &tk, t0); err != nil {
 		t.Errorf("Renew: %v", err)
 	}
-	if _, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: t0}); err != nil {
+	if _, err := m.Settle(t.Context(), &tk, meter.Outcome{Now: t0}); err != nil {
 		t.Errorf("Settle: %v", err)
 	}
 	if _, err := m.Status(t.Context(), "acct", plan, t0); err != nil {
@@ -662,16 +663,16 @@ func TestStoreFailures(t *testing.T) {
 			f := newFixture(t, nil)
 			f.open(t, "acct", plan, 100, t0)
 			ledger, rates, slots := tt.wrap(f)
-			m, err := billing.NewMeter(ledger, rates, slots, nil)
+			m, err := meter.New(ledger, rates, slots, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			before := f.balance(t, "acct", plan, t0)
-			_, err = m.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 1, Now: t0})
+			_, err = m.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo"}, Cost: 1, Now: t0})
 			if !errors.Is(err, errConnRefused) {
 				t.Fatalf("Admit = %v, want the store's error", err)
 			}
-			if le := (*billing.LimitError)(nil); errors.As(err, &le) {
+			if le := (*meter.LimitError)(nil); errors.As(err, &le) {
 				t.Errorf("a store failure came back as a refusal: %v", le)
 			}
 			if got := f.balance(t, "acct", plan, t0); got != before {
@@ -688,8 +689,8 @@ func TestStoreFailures(t *testing.T) {
 				t.Errorf("rate remaining = %d, want %d", got.Remaining, wantRemaining)
 			}
 			// Nothing is held: the real stores admit the next call.
-			tk := f.admit(t, billing.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: t0})
-			f.settle(t, &tk, billing.Outcome{Now: t0})
+			tk := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(2), APIs: []string{"geo"}, Cost: 1, Now: t0})
+			f.settle(t, &tk, meter.Outcome{Now: t0})
 		})
 	}
 }
@@ -699,15 +700,15 @@ func TestSettleLedgerFailureReleasesSlot(t *testing.T) {
 	plan := billing.Plan{Name: "pro", Credits: 100, Concurrency: 1}
 	f.open(t, "acct", plan, 100, t0)
 	failing := failingLedger{Ledger: f.ledger, err: errConnRefused, settleOnly: true}
-	m, err := billing.NewMeter(failing, f.rates, f.slots, nil)
+	m, err := meter.New(failing, f.rates, f.slots, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := m.Admit(t.Context(), billing.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 5, Now: t0})
+	tk, err := m.Admit(t.Context(), meter.Admission{Account: "acct", Plan: plan, Request: rid(1), Cost: 5, Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := m.Settle(t.Context(), &tk, billing.Outcome{Refund: 5, Now: t0})
+	b, err := m.Settle(t.Context(), &tk, meter.Outcome{Refund: 5, Now: t0})
 	if !errors.Is(err, errConnRefused) {
 		t.Fatalf("Settle = %v, want the ledger's error", err)
 	}

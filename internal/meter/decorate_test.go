@@ -1,4 +1,4 @@
-package billing_test
+package meter_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // decorated decorates a whole store as a metrics wrapper does: one value that embeds
@@ -111,7 +112,7 @@ func TestDecoratedStore(t *testing.T) {
 			key := prepare(t, s)
 			r := tt.roles(s, d)
 			var logs bytes.Buffer
-			m, err := billing.NewMeter(r.ledger, r.rates, r.slots, &billing.MeterOptions{Keys: r.keys,
+			m, err := meter.New(r.ledger, r.rates, r.slots, &meter.Options{Keys: r.keys,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)
@@ -119,14 +120,14 @@ func TestDecoratedStore(t *testing.T) {
 			t.Cleanup(m.Close)
 			warnings := strings.Count(logs.String(), "level=WARN")
 			if warnings != tt.warnings {
-				t.Errorf("NewMeter logged %d warnings, want %d:\n%s", warnings, tt.warnings, logs.String())
+				t.Errorf("New logged %d warnings, want %d:\n%s", warnings, tt.warnings, logs.String())
 			}
 			if tt.warnings > 0 && !strings.Contains(logs.String(), "each admission takes 4 round trips to it instead of 1") {
 				t.Errorf("the warning does not say what the split costs:\n%s", logs.String())
 			}
 			for i := range 2 {
 				before := s.trips()
-				a := billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{byte(i + 1)}, APIs: []string{"x"}, Cost: 1, Now: jan15,
+				a := meter.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{byte(i + 1)}, APIs: []string{"x"}, Cost: 1, Now: jan15,
 					Key: &billing.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
 				tk, err := m.Admit(t.Context(), a)
 				if err != nil {
@@ -136,7 +137,7 @@ func TestDecoratedStore(t *testing.T) {
 				if n := admitted - before; n != tt.admit {
 					t.Errorf("admission %d took %d round trips, want %d", i+1, n, tt.admit)
 				}
-				if _, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: jan15}); err != nil {
+				if _, err := m.Settle(t.Context(), &tk, meter.Outcome{Now: jan15}); err != nil {
 					t.Fatal(err)
 				}
 				if n := s.trips() - admitted; n != tt.settle {

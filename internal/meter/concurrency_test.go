@@ -1,4 +1,4 @@
-package billing_test
+package meter_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // TestConcurrentAdmitNeverOverspends races 200 cost-1 calls for 100 credits.
@@ -19,12 +20,12 @@ func TestConcurrentAdmitNeverOverspends(t *testing.T) {
 	f.open(t, "acct", plan, credits, t0)
 
 	var admitted, refused atomic.Int64
-	tickets := make([]billing.Ticket, callers)
+	tickets := make([]meter.Ticket, callers)
 	ok := make([]bool, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			tk, err := f.meter.Admit(t.Context(), billing.Admission{
+			tk, err := f.meter.Admit(t.Context(), meter.Admission{
 				Account: "acct", Plan: plan, Request: rid(uint64(i + 1)), APIs: []string{"geo"}, Cost: 1, Now: t0,
 			})
 			switch {
@@ -54,7 +55,7 @@ func TestConcurrentAdmitNeverOverspends(t *testing.T) {
 	for i := range tickets {
 		if ok[i] {
 			wg.Go(func() {
-				if _, err := f.meter.Settle(t.Context(), &tickets[i], billing.Outcome{Now: t0}); err != nil {
+				if _, err := f.meter.Settle(t.Context(), &tickets[i], meter.Outcome{Now: t0}); err != nil {
 					t.Errorf("Settle #%d: %v", i, err)
 				}
 			})
@@ -77,13 +78,13 @@ func TestConcurrentAdmitCeiling(t *testing.T) {
 		f.open(t, "acct", plan, plan.Credits, t0)
 		var (
 			mu      sync.Mutex
-			held    []billing.Ticket
+			held    []meter.Ticket
 			limited atomic.Int64
 			wg      sync.WaitGroup
 		)
 		for i := range callers {
 			wg.Go(func() {
-				tk, err := f.meter.Admit(t.Context(), billing.Admission{
+				tk, err := f.meter.Admit(t.Context(), meter.Admission{
 					Account: "acct", Plan: plan, Request: rid(uint64(i + 1)), Cost: 1, Now: t0,
 				})
 				switch {
@@ -91,7 +92,7 @@ func TestConcurrentAdmitCeiling(t *testing.T) {
 					mu.Lock()
 					held = append(held, tk)
 					mu.Unlock()
-				case errors.Is(err, billing.ErrConcurrencyLimited):
+				case errors.Is(err, meter.ErrConcurrencyLimited):
 					limited.Add(1)
 				default:
 					t.Errorf("Admit #%d: %v", i, err)
@@ -111,7 +112,7 @@ func TestConcurrentAdmitCeiling(t *testing.T) {
 		}
 		for i := range held {
 			wg.Go(func() {
-				if _, err := f.meter.Settle(t.Context(), &held[i], billing.Outcome{Now: t0}); err != nil {
+				if _, err := f.meter.Settle(t.Context(), &held[i], meter.Outcome{Now: t0}); err != nil {
 					t.Errorf("Settle: %v", err)
 				}
 			})
@@ -135,10 +136,10 @@ func TestConcurrentAdmitCeiling(t *testing.T) {
 			wg.Go(func() {
 				for r := range rounds {
 					now := t0.Add(time.Duration(r) * time.Millisecond)
-					tk, err := f.meter.Admit(t.Context(), billing.Admission{
+					tk, err := f.meter.Admit(t.Context(), meter.Admission{
 						Account: "acct", Plan: plan, Request: rid(next.Add(1)), Cost: 1, Now: now,
 					})
-					if errors.Is(err, billing.ErrConcurrencyLimited) {
+					if errors.Is(err, meter.ErrConcurrencyLimited) {
 						continue
 					}
 					if err != nil {
@@ -156,7 +157,7 @@ func TestConcurrentAdmitCeiling(t *testing.T) {
 					}
 					runtime.Gosched()
 					running.Add(-1)
-					if _, err := f.meter.Settle(t.Context(), &tk, billing.Outcome{Now: now}); err != nil {
+					if _, err := f.meter.Settle(t.Context(), &tk, meter.Outcome{Now: now}); err != nil {
 						t.Errorf("Settle: %v", err)
 						return
 					}

@@ -1,4 +1,4 @@
-package billing_test
+package meter_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -167,11 +168,11 @@ func TestOneRoundTripPerStore(t *testing.T) {
 			if tt.ledgerInTwo && !tt.keysInTwoStore {
 				prepare(t, two)
 			}
-			m, err := billing.NewMeter(ledger, rates, slots, &billing.MeterOptions{Keys: keys})
+			m, err := meter.New(ledger, rates, slots, &meter.Options{Keys: keys})
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, APIs: []string{"x"}, Cost: 1, Now: jan15,
+			a := meter.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, APIs: []string{"x"}, Cost: 1, Now: jan15,
 				Key: &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
 			tk, err := m.Admit(t.Context(), a)
 			if err != nil {
@@ -180,7 +181,7 @@ func TestOneRoundTripPerStore(t *testing.T) {
 			if got := [2]int32{one.trips(), two.trips()}; got != tt.admit {
 				t.Errorf("admission took %v round trips, want %v", got, tt.admit)
 			}
-			b, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: jan15})
+			b, err := m.Settle(t.Context(), &tk, meter.Outcome{Now: jan15})
 			if err != nil || b.Remaining != 9 {
 				t.Fatalf("Settle: %v, remaining %d", err, b.Remaining)
 			}
@@ -213,12 +214,12 @@ func TestAdmitStepRateDenied(t *testing.T) {
 			one, two := newStepStore(), newStepStore()
 			ledger, rates, slots, keys := tt.stores(one, two)
 			key := prepare(t, ledger.(*stepStore))
-			m, err := billing.NewMeter(ledger, rates, slots, &billing.MeterOptions{Keys: keys})
+			m, err := meter.New(ledger, rates, slots, &meter.Options{Keys: keys})
 			if err != nil {
 				t.Fatal(err)
 			}
-			admission := func(n byte, now time.Time) billing.Admission {
-				return billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x"}, Cost: 1, Now: now,
+			admission := func(n byte, now time.Time) meter.Admission {
+				return meter.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x"}, Cost: 1, Now: now,
 					Key: &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}}
 			}
 			first, err := m.Admit(t.Context(), admission(1, jan15))
@@ -229,7 +230,7 @@ func TestAdmitStepRateDenied(t *testing.T) {
 
 			later := jan15.Add(20 * time.Second)
 			tk, err := m.Admit(t.Context(), admission(2, later))
-			le := limitError(t, err, billing.ErrRateLimited)
+			le := limitError(t, err, meter.ErrRateLimited)
 			if le.RetryAfter != 40*time.Second || !strings.Contains(le.Message, "the slow plan allows 1 calls per minute; retry in 40s") {
 				t.Errorf("refusal %q, RetryAfter %v; want the store's wait of 40s", le.Message, le.RetryAfter)
 			}
@@ -250,7 +251,7 @@ func TestAdmitStepRateDenied(t *testing.T) {
 				t.Errorf("usage after the refusal %v, want the first call's only", u)
 			}
 
-			if _, err := m.Settle(t.Context(), &first, billing.Outcome{Now: jan15}); err != nil {
+			if _, err := m.Settle(t.Context(), &first, meter.Outcome{Now: jan15}); err != nil {
 				t.Fatal(err)
 			}
 			tk, err = m.Admit(t.Context(), admission(3, jan15.Add(time.Minute)))
@@ -266,13 +267,13 @@ func TestAdmitStepRateDenied(t *testing.T) {
 func TestAdmitUndoesEarlierStores(t *testing.T) {
 	limits, money := newStepStore(), newStepStore()
 	key := prepare(t, money)
-	m, err := billing.NewMeter(money, limits, limits, &billing.MeterOptions{Keys: money})
+	m, err := meter.New(money, limits, limits, &meter.Options{Keys: money})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}
 	// Credits short: the slot taken by the limits store is released.
-	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, Cost: 11, Now: jan15, Key: check})
+	_, err = m.Admit(t.Context(), meter.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{1}, Cost: 11, Now: jan15, Key: check})
 	if !errors.Is(err, billing.ErrInsufficientCredits) {
 		t.Fatalf("Admit: %v, want insufficient credits", err)
 	}
@@ -283,9 +284,9 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 	if _, err := money.RevokeKey(t.Context(), key.ID, auth.AnyRevision, jan15); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{2}, Cost: 1, Now: jan15, Key: check})
-	var ke *billing.KeyError
-	if !errors.As(err, &ke) || ke.State != driver.KeyRevoked || !errors.Is(err, billing.ErrKeyChanged) {
+	_, err = m.Admit(t.Context(), meter.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{2}, Cost: 1, Now: jan15, Key: check})
+	var ke *meter.KeyError
+	if !errors.As(err, &ke) || ke.State != driver.KeyRevoked || !errors.Is(err, meter.ErrKeyChanged) {
 		t.Fatalf("Admit with a revoked key: %v, want a KeyError with KeyRevoked", err)
 	}
 	if n, _ := limits.InUse(t.Context(), "a", jan15); n != 0 {
@@ -299,11 +300,11 @@ func TestAdmitUndoesEarlierStores(t *testing.T) {
 // TestAdmitKeyCheckNeedsAChecker checks that an admission with a key check and no key
 // checker is an error, not a silent pass.
 func TestAdmitKeyCheckNeedsAChecker(t *testing.T) {
-	m, err := billing.NewMeter(memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter(), nil)
+	m, err := meter.New(memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Cost: 1, Now: jan15, Key: &driver.KeyCheck{Account: "a"}})
+	_, err = m.Admit(t.Context(), meter.Admission{Account: "a", Plan: roundTripPlan, Cost: 1, Now: jan15, Key: &driver.KeyCheck{Account: "a"}})
 	if err == nil {
 		t.Error("an admission with a key check passed without a key checker")
 	}
@@ -334,9 +335,9 @@ func (f *flakyStore) Close(ctx context.Context, c driver.Closing) (billing.Balan
 
 // meterOver returns a Meter over f whose clock is the bubble's, holding reservations a
 // minute and slots for a lease of 30s.
-func meterOver(t *testing.T, f *flakyStore, retries int) *billing.Meter {
+func meterOver(t *testing.T, f *flakyStore, retries int) *meter.Meter {
 	t.Helper()
-	m, err := billing.NewMeter(f, f, f, &billing.MeterOptions{Hold: time.Minute, Lease: 30 * time.Second, Retries: retries})
+	m, err := meter.New(f, f, f, &meter.Options{Hold: time.Minute, Lease: 30 * time.Second, Retries: retries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestAdmissionInDoubtExpires(t *testing.T) {
 		prepare(t, f.stepStore)
 		m := meterOver(t, f, 0)
 		now := time.Now()
-		_, err := m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: now})
+		_, err := m.Admit(t.Context(), meter.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: now})
 		if err == nil {
 			t.Fatal("Admit succeeded over a broken connection")
 		}
@@ -378,13 +379,13 @@ func TestAdmissionInDoubtExpires(t *testing.T) {
 // admitThenBreak admits a call of 4 credits through a Meter over a flaky store, and then
 // breaks the store's closings. It returns the store, the Meter, the call's ticket and
 // the admission's instant.
-func admitThenBreak(t *testing.T) (*flakyStore, *billing.Meter, billing.Ticket, time.Time) {
+func admitThenBreak(t *testing.T) (*flakyStore, *meter.Meter, meter.Ticket, time.Time) {
 	t.Helper()
 	f := &flakyStore{stepStore: newStepStore()}
 	prepare(t, f.stepStore)
 	m := meterOver(t, f, 0)
 	now := time.Now()
-	tk, err := m.Admit(t.Context(), billing.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: now})
+	tk, err := m.Admit(t.Context(), meter.Admission{Account: "a", Plan: roundTripPlan, Request: billing.RequestID{9}, APIs: []string{"x"}, Cost: 4, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +399,7 @@ func admitThenBreak(t *testing.T) (*flakyStore, *billing.Meter, billing.Ticket, 
 func TestSettlementRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, m, tk, now := admitThenBreak(t)
-		if _, err := m.Settle(t.Context(), &tk, billing.Outcome{Now: now}); err == nil {
+		if _, err := m.Settle(t.Context(), &tk, meter.Outcome{Now: now}); err == nil {
 			t.Fatal("Settle succeeded over a broken connection")
 		}
 		time.Sleep(10 * time.Second) // the store is still down: retries fail
@@ -427,7 +428,7 @@ func TestSettlementRetried(t *testing.T) {
 func TestSettlementLeftToExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, m, tk, now := admitThenBreak(t)
-		m.Settle(t.Context(), &tk, billing.Outcome{Now: now})
+		m.Settle(t.Context(), &tk, meter.Outcome{Now: now})
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		if m.Pending() != 0 {
@@ -442,7 +443,7 @@ func TestSettlementLeftToExpiry(t *testing.T) {
 	})
 }
 
-// TestRetriesBounded checks that the retries hold at most MeterOptions.Retries
+// TestRetriesBounded checks that the retries hold at most Options.Retries
 // settlements, whatever the number that fail, and use one goroutine: an outage adds no
 // goroutine per request.
 func TestRetriesBounded(t *testing.T) {
@@ -456,9 +457,9 @@ func TestRetriesBounded(t *testing.T) {
 		m := meterOver(t, f, 3)
 		plan := roundTripPlan
 		plan.Concurrency = 0
-		var tickets []billing.Ticket
+		var tickets []meter.Ticket
 		for i := range 50 {
-			tk, err := m.Admit(t.Context(), billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{byte(i)}, Cost: 1, Now: time.Now()})
+			tk, err := m.Admit(t.Context(), meter.Admission{Account: "a", Plan: plan, Request: billing.RequestID{byte(i)}, Cost: 1, Now: time.Now()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -467,7 +468,7 @@ func TestRetriesBounded(t *testing.T) {
 		before := runtime.NumGoroutine()
 		f.broken.Store(true)
 		for i := range tickets {
-			m.Settle(t.Context(), &tickets[i], billing.Outcome{Now: time.Now()})
+			m.Settle(t.Context(), &tickets[i], meter.Outcome{Now: time.Now()})
 		}
 		if m.Pending() != 3 {
 			t.Errorf("%d settlements pending, want the bound of 3", m.Pending())
@@ -500,15 +501,15 @@ func TestAdmitEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStepStore()
 			ledger, rates, slots := tt.stores(s)
-			m, err := billing.NewMeter(ledger, rates, slots, &billing.MeterOptions{Hold: time.Minute})
+			m, err := meter.New(ledger, rates, slots, &meter.Options{Hold: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Ledger.Open(t.Context(), driver.Opening{Account: "a", Balance: 100, Allowance: 100, Period: billing.MonthOf(jan15)}); err != nil {
 				t.Fatal(err)
 			}
-			admission := func(n byte, events int, hold time.Duration) billing.Admission {
-				return billing.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x", "x", "x"},
+			admission := func(n byte, events int, hold time.Duration) meter.Admission {
+				return meter.Admission{Account: "a", Plan: plan, Request: billing.RequestID{n}, APIs: []string{"x", "x", "x"},
 					Cost: 3, Events: events, Hold: hold, Now: jan15}
 			}
 			tk, err := m.Admit(t.Context(), admission(1, 3, 10*time.Minute))
@@ -519,7 +520,7 @@ func TestAdmitEvents(t *testing.T) {
 				t.Errorf("ticket of 3 events: rate %+v, expires %s; want 2 remaining and the admission's hold of 10m", tk.Rate, tk.Expires)
 			}
 			_, err = m.Admit(t.Context(), admission(2, 3, 0))
-			le := limitError(t, err, billing.ErrRateLimited)
+			le := limitError(t, err, meter.ErrRateLimited)
 			if le.RetryAfter != time.Second || !strings.Contains(le.Message, "these 3 calls would pass the team plan's 60 calls per minute; retry in 1s") {
 				t.Errorf("refusal %q, RetryAfter %v; want 3 calls judged together, fitting in 1s", le.Message, le.RetryAfter)
 			}

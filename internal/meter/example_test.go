@@ -1,4 +1,4 @@
-package billing_test
+package meter_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 func ExampleMeter() {
 	ctx := context.Background()
-	meter, err := billing.NewMeter(memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter(), nil)
+	m, err := meter.New(memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func ExampleMeter() {
 	now := time.Date(2025, time.March, 14, 12, 0, 0, 0, time.UTC)
 
 	// The account starts the month with the plan's allowance.
-	err = meter.Ledger().Open(ctx, driver.Opening{
+	err = m.Ledger().Open(ctx, driver.Opening{
 		Account: "acct_42", Balance: plan.Credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
 	})
 	if err != nil {
@@ -29,7 +30,7 @@ func ExampleMeter() {
 	}
 
 	// Admit a call to two APIs costing 3 credits in all...
-	ticket, err := meter.Admit(ctx, billing.Admission{
+	ticket, err := m.Admit(ctx, meter.Admission{
 		Account: "acct_42", Plan: plan, Request: billing.RequestID{1},
 		APIs: []string{"geo", "weather"}, Cost: 3, Now: now,
 	})
@@ -39,7 +40,7 @@ func ExampleMeter() {
 	fmt.Println("admitted, remaining:", ticket.Balance.Remaining)
 
 	// ...run it; "weather" (1 credit) failed on the service's side and is refunded.
-	b, err := meter.Settle(ctx, &ticket, billing.Outcome{Refund: 1, Failed: []string{"weather"}, Now: now.Add(time.Second)})
+	b, err := m.Settle(ctx, &ticket, meter.Outcome{Refund: 1, Failed: []string{"weather"}, Now: now.Add(time.Second)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package billing
+package meter
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -129,7 +130,7 @@ func (q *retryQueue) round() (progressed, empty bool) {
 // before, moot, or refused for good.
 func final(err error) bool {
 	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) ||
-		errors.Is(err, ErrVoided) || errors.Is(err, store.ErrInvalid)
+		errors.Is(err, billing.ErrVoided) || errors.Is(err, store.ErrInvalid)
 }
 
 // pending returns the number of queued closings.
@@ -157,7 +158,7 @@ func (q *retryQueue) close() {
 
 // Pending returns the number of closings (keeping or refunding a charge, freeing a
 // slot) the Meter is still retrying in the background because a store could not take
-// them when they were due. It is at most [MeterOptions.Retries].
+// them when they were due. It is at most [Options.Retries].
 func (m *Meter) Pending() int { return m.retry.pending() }
 
 // Close stops the Meter's background retries. What they still held is left to expiry:

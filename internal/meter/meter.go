@@ -1,4 +1,4 @@
-package billing
+package meter
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
@@ -24,7 +25,7 @@ var (
 // A LimitError reports a call refused by the plan: its rate limit, its concurrency
 // ceiling or its credits. It matches its Reason with [errors.Is].
 type LimitError struct {
-	// Reason is ErrRateLimited, ErrConcurrencyLimited or ErrInsufficientCredits.
+	// Reason is ErrRateLimited, ErrConcurrencyLimited or billing.ErrInsufficientCredits.
 	Reason error
 	// Message tells the caller what happened and what to do.
 	Message string
@@ -80,13 +81,13 @@ type Meter struct {
 	groups []group // the stores in the order admission visits them
 	hold   time.Duration
 	now    func() time.Time
-	period atomic.Pointer[Period] // the last period computed, to spare the calendar math
+	period atomic.Pointer[billing.Period] // the last period computed, to spare the calendar math
 	log    *slog.Logger
 	retry  *retryQueue // closings a store could not take when they were due
 }
 
-// MeterOptions configures a [Meter]. The zero value is the default.
-type MeterOptions struct {
+// Options configures a [Meter]. The zero value is the default.
+type Options struct {
 	// Lease is how long a concurrency slot lasts without renewal. Calls that run longer
 	// renew it (see [Meter.Renew]); a crashed holder's slot is free after at most one
 	// lease. The default is 30 seconds.
@@ -115,13 +116,13 @@ type MeterOptions struct {
 	Logger *slog.Logger
 }
 
-// DefaultLease is the default [MeterOptions.Lease].
+// DefaultLease is the default [Options.Lease].
 const DefaultLease = 30 * time.Second
 
-// DefaultHold is the default [MeterOptions.Hold].
+// DefaultHold is the default [Options.Hold].
 const DefaultHold = time.Minute
 
-// DefaultRetries is the default [MeterOptions.Retries].
+// DefaultRetries is the default [Options.Retries].
 const DefaultRetries = 1024
 
 // The parts of an admission.
@@ -140,10 +141,10 @@ type group struct {
 	parts part
 }
 
-// NewMeter returns a Meter over the three stores. opts may be nil.
-func NewMeter(ledger driver.Ledger, rates driver.RateLimiter, slots driver.ConcurrencyLimiter, opts *MeterOptions) (*Meter, error) {
+// New returns a Meter over the three stores. opts may be nil.
+func New(ledger driver.Ledger, rates driver.RateLimiter, slots driver.ConcurrencyLimiter, opts *Options) (*Meter, error) {
 	if ledger == nil || rates == nil || slots == nil {
-		return nil, errors.New("billing: NewMeter needs a driver.Ledger, a driver.RateLimiter and a driver.ConcurrencyLimiter")
+		return nil, errors.New("billing: meter.New needs a driver.Ledger, a driver.RateLimiter and a driver.ConcurrencyLimiter")
 	}
 	m := &Meter{ledger: ledger, rates: rates, slots: slots, lease: DefaultLease, hold: DefaultHold,
 		now: time.Now, log: slog.Default()}
@@ -319,8 +320,8 @@ func (m *Meter) Ledger() driver.Ledger { return m.ledger }
 // An Admission asks to admit one call.
 type Admission struct {
 	Account string
-	Plan    Plan
-	Request RequestID
+	Plan    billing.Plan
+	Request billing.RequestID
 	// APIs are the APIs the call runs (one for REST and MCP; the distinct APIs of a
 	// GraphQL query).
 	APIs []string
@@ -335,27 +336,27 @@ type Admission struct {
 	// run in turn), so that its reservation is not voided while it runs.
 	Hold time.Duration
 	Now  time.Time
-	// Key, when set, is checked as part of the admission (see [KeyCheck]); a key that
-	// is no longer live refuses the call with a [*KeyError]. It needs
-	// MeterOptions.Keys.
-	Key *KeyCheck
+	// Key, when set, is checked as part of the admission (see [billing.KeyCheck]); a
+	// key that is no longer live refuses the call with a [*KeyError]. It needs
+	// Options.Keys.
+	Key *billing.KeyCheck
 }
 
 // A Ticket is an admitted call, to be settled exactly once with [Meter.Settle].
 type Ticket struct {
 	Account string
-	Request RequestID
+	Request billing.RequestID
 	APIs    []string
 	Cost    int64
-	Plan    Plan
-	Period  Period
+	Plan    billing.Plan
+	Period  billing.Period
 	// Expires is when the reservation is voided if it is still open.
 	Expires time.Time
 	// Balance is the balance after the reservation (or, when the credits were short,
 	// the balance that was short).
-	Balance Balance
+	Balance billing.Balance
 	// Rate is the rate-limit decision, meaningful when the plan has a rate limit.
-	Rate RateDecision
+	Rate billing.RateDecision
 	// held records what the admission took: a slot, a reservation.
 	held part
 }
@@ -390,7 +391,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	}
 	if a.Key != nil {
 		if m.keys == nil {
-			return t, errors.New("billing: an admission with a key check needs MeterOptions.Keys")
+			return t, errors.New("billing: an admission with a key check needs meter.Options.Keys")
 		}
 		need |= partKey
 	}
@@ -421,7 +422,7 @@ func (m *Meter) reservation(a *Admission, t *Ticket) driver.Reservation {
 }
 
 // admitStep sends the parts one Admitter holds in one step.
-func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, a *Admission, limit Limit, t *Ticket) error {
+func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, a *Admission, limit billing.Limit, t *Ticket) error {
 	s := driver.Step{Account: a.Account, Request: a.Request, Now: a.Now}
 	if parts&partKey != 0 {
 		s.Key = a.Key
@@ -466,7 +467,7 @@ func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, 
 }
 
 // admitParts performs parts one by one through the plain interfaces.
-func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit Limit, t *Ticket) error {
+func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit billing.Limit, t *Ticket) error {
 	if parts&partKey != 0 {
 		state, err := m.keys.CheckKey(ctx, *a.Key)
 		if err != nil {
@@ -478,7 +479,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 	}
 	if parts&partRate != 0 {
 		var (
-			d   RateDecision
+			d   billing.RateDecision
 			err error
 		)
 		if n := a.events(); n > 1 {
@@ -507,7 +508,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 	if parts&partCredits != 0 {
 		b, err := m.ledger.Reserve(ctx, m.reservation(a, t))
 		t.Balance = b
-		if errors.Is(err, ErrInsufficientCredits) {
+		if errors.Is(err, billing.ErrInsufficientCredits) {
 			return creditsError(a.Cost, b)
 		}
 		if err != nil {
@@ -521,7 +522,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 // events returns the number of rate-limit events of the admission.
 func (a *Admission) events() int { return max(a.Events, 1) }
 
-func rateError(a *Admission, d RateDecision) error {
+func rateError(a *Admission, d billing.RateDecision) error {
 	if n := a.events(); n > 1 {
 		return &LimitError{Reason: ErrRateLimited, RetryAfter: d.RetryAfter, Message: fmt.Sprintf(
 			"rate limit exceeded: these %d calls would pass the %s plan's %d calls per minute; retry in %s, or send fewer at once",
@@ -539,19 +540,20 @@ func slotError(a *Admission) error {
 }
 
 // CheckCredits returns the refusal that the admission of a call costing cost would get
-// from a ledger whose balance is b (a [*LimitError] for [ErrInsufficientCredits], with
-// the admission's own message), or nil if b covers the cost: for a front door that shows
-// what a call would cost before it is sent. The admission itself decides on the balance
-// it reserves from, which may have moved since b was read.
-func CheckCredits(cost int64, b Balance) error {
+// from a ledger whose balance is b (a [*LimitError] for
+// [billing.ErrInsufficientCredits], with the admission's own message), or nil if b
+// covers the cost: for a quote (Service.QuoteAll) that shows what a call would cost
+// before it is sent. The admission itself decides on the balance it reserves from,
+// which may have moved since b was read.
+func CheckCredits(cost int64, b billing.Balance) error {
 	if cost <= b.Remaining {
 		return nil
 	}
 	return creditsError(cost, b)
 }
 
-func creditsError(cost int64, b Balance) error {
-	return &LimitError{Reason: ErrInsufficientCredits, Message: fmt.Sprintf(
+func creditsError(cost int64, b billing.Balance) error {
+	return &LimitError{Reason: billing.ErrInsufficientCredits, Message: fmt.Sprintf(
 		"credits exhausted: this call costs %d and %d remain; the balance renews at %s",
 		cost, b.Remaining, b.Period.End.Format(time.RFC3339))}
 }
@@ -573,19 +575,19 @@ type Outcome struct {
 // the concurrency slot is freed. It runs even if ctx is canceled (a client that hangs up
 // must not leave its call unsettled). It returns the balance after settlement.
 //
-// An error wrapping [ErrVoided] means the reservation had expired and was voided: the
-// call was not charged. Any other error means a store could not take the closing: the
-// Meter retries it in the background (see [Meter.Pending]) until the reservation
-// expires; what it cannot close by then is settled by the expiry itself, in the
-// customer's favour (the reservation is voided, the call not charged).
-func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (Balance, error) {
+// An error wrapping [billing.ErrVoided] means the reservation had expired and was
+// voided: the call was not charged. Any other error means a store could not take the
+// closing: the Meter retries it in the background (see [Meter.Pending]) until the
+// reservation expires; what it cannot close by then is settled by the expiry itself,
+// in the customer's favour (the reservation is voided, the call not charged).
+func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (billing.Balance, error) {
 	return m.close(context.WithoutCancel(ctx), t, &driver.Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now), Now: o.Now})
 }
 
 // close settles the reservation with s (whose account, request and allowance it fills
 // in) and frees the slot, one step per store that holds one of them. ctx must not be
 // canceled by the client.
-func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (Balance, error) {
+func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (billing.Balance, error) {
 	s.Account, s.Request, s.Allowance = t.Account, t.Request, t.Plan.Credits
 	if s.Period.Start.IsZero() {
 		s.Period = t.Period
@@ -621,7 +623,7 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (Bal
 
 // closeGroup settles the reservation (if held has credits) and frees the slot (if held
 // has a slot) that one store holds: in one step for an Admitter, part by part otherwise.
-func (m *Meter) closeGroup(ctx context.Context, adm driver.Admitter, held part, account string, request RequestID, s *driver.Settlement) (Balance, error) {
+func (m *Meter) closeGroup(ctx context.Context, adm driver.Admitter, held part, account string, request billing.RequestID, s *driver.Settlement) (billing.Balance, error) {
 	if adm != nil {
 		c := driver.Closing{Account: account, Request: request, ReleaseSlot: held&partSlot != 0}
 		if held&partCredits != 0 {
@@ -633,7 +635,7 @@ func (m *Meter) closeGroup(ctx context.Context, adm driver.Admitter, held part, 
 		return adm.Close(ctx, c)
 	}
 	var (
-		b   Balance
+		b   billing.Balance
 		err error
 	)
 	if held&partCredits != 0 {
@@ -658,33 +660,19 @@ func (m *Meter) Renew(ctx context.Context, t *Ticket, now time.Time) error {
 	return m.slots.Renew(ctx, t.Account, t.Request, m.lease, now)
 }
 
-// periodOf returns MonthOf(now), from a cache while the month lasts.
-func (m *Meter) periodOf(now time.Time) Period {
+// periodOf returns billing.MonthOf(now), from a cache while the month lasts.
+func (m *Meter) periodOf(now time.Time) billing.Period {
 	if p := m.period.Load(); p != nil && !now.Before(p.Start) && now.Before(p.End) {
 		return *p
 	}
-	p := MonthOf(now)
+	p := billing.MonthOf(now)
 	m.period.Store(&p)
 	return p
 }
 
-// Status is what an account's plan allows and what it has used, for the analytics
-// endpoint.
-type Status struct {
-	Balance Balance
-	// Usage counts the calls per API in the current period.
-	Usage map[string]int64
-	// Rate is what the rate limiter would decide now, meaningful when the plan has a
-	// rate limit.
-	Rate RateDecision
-	// SlotsInUse is the number of calls running now, meaningful when the plan has a
-	// concurrency ceiling.
-	SlotsInUse int
-}
-
 // Status reads an account's position without changing anything but a due renewal.
-func (m *Meter) Status(ctx context.Context, account string, plan Plan, now time.Time) (Status, error) {
-	var s Status
+func (m *Meter) Status(ctx context.Context, account string, plan billing.Plan, now time.Time) (billing.Status, error) {
+	var s billing.Status
 	period := m.periodOf(now)
 	b, err := m.ledger.Balance(ctx, account, now, period, plan.Credits)
 	if err != nil {

@@ -1,4 +1,4 @@
-package billing_test
+package meter_test
 
 import (
 	"strconv"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 )
 
 // benchPlan is a pro-like plan whose rate limit never denies within a benchmark.
@@ -24,13 +25,13 @@ func BenchmarkAdmitSettle(b *testing.B) {
 	for b.Loop() {
 		n++
 		now := t0.Add(time.Duration(n) * time.Microsecond)
-		tk, err := f.meter.Admit(ctx, billing.Admission{
+		tk, err := f.meter.Admit(ctx, meter.Admission{
 			Account: "acct", Plan: benchPlan, Request: rid(n), APIs: apis, Cost: 1, Now: now,
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := f.meter.Settle(ctx, &tk, billing.Outcome{Now: now}); err != nil {
+		if _, err := f.meter.Settle(ctx, &tk, meter.Outcome{Now: now}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,14 +57,14 @@ func BenchmarkAdmitSettleParallel(b *testing.B) {
 		for pb.Next() {
 			n := requests.Add(1)
 			now := t0.Add(time.Duration(n) * time.Microsecond)
-			tk, err := f.meter.Admit(ctx, billing.Admission{
+			tk, err := f.meter.Admit(ctx, meter.Admission{
 				Account: account, Plan: benchPlan, Request: rid(n), APIs: apis, Cost: 1, Now: now,
 			})
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			if _, err := f.meter.Settle(ctx, &tk, billing.Outcome{Now: now}); err != nil {
+			if _, err := f.meter.Settle(ctx, &tk, meter.Outcome{Now: now}); err != nil {
 				b.Error(err)
 				return
 			}
