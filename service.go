@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/authn"
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
@@ -146,7 +147,7 @@ const DefaultSweepInterval = 15 * time.Second
 // A Service is safe for concurrent use.
 type Service struct {
 	registry  catalog.APIRegistry
-	authority *auth.Authority
+	authority *authn.Authority
 	meter     *meter.Meter
 	keys      driver.KeyChecker // set when key records are cached
 	plans     *billing.Plans
@@ -189,16 +190,16 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	case opts.SessionStore != nil && opts.Sessions == nil:
 		return nil, errors.New("tollgate: Options.SessionStore needs Options.Sessions")
 	}
-	authOpts := &auth.AuthorityOptions{Sessions: opts.Sessions, Ended: opts.SessionStore}
+	authOpts := &authn.Options{Sessions: opts.Sessions, Ended: opts.SessionStore}
 	var checker driver.KeyChecker
 	if opts.KeyCache != nil {
 		var ok bool
 		if checker, ok = stores.Keys.(driver.KeyChecker); !ok {
 			return nil, fmt.Errorf("tollgate: Options.KeyCache needs a key store that checks keys (driver.KeyChecker); %T does not", stores.Keys)
 		}
-		authOpts.Cache = auth.NewKeyCache(opts.KeyCache)
+		authOpts.Cache = authn.NewKeyCache(opts.KeyCache)
 	}
-	authority, err := auth.NewAuthority(stores.Keys, authOpts)
+	authority, err := authn.New(stores.Keys, authOpts)
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}

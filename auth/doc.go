@@ -1,6 +1,10 @@
-// Package auth decides who a request acts for: it holds accounts and their API keys,
+// Package auth is what a request's identity is made of: accounts and their API keys,
 // the restrictions that narrow them, the credential forms a request may present, session
-// tokens, and the [KeyStore] interface through which all of it is kept.
+// tokens, and the stores through which they are kept ([KeyStore], [SessionStore]). The
+// call core (package tollgate's Service) verifies a request's credential against them
+// and gives a [Principal], the account and key the request acts for; this package says
+// what a principal may do ([Principal.CheckAccess], [Principal.CheckAPI]) and what the
+// verdicts are.
 //
 // # Accounts and keys
 //
@@ -21,8 +25,8 @@
 // Rotation gives a key a new value and refuses the old one at once, with no grace period;
 // the key keeps its id, name and restrictions. Revocation refuses the key from its very
 // next call on. Credentials bound to a key's stable id rather than its value, such as the
-// OAuth access tokens of the MCP connection ([Authority.AuthenticateKeyID]), survive a
-// rotation and end with a revocation.
+// OAuth access tokens of the MCP connection (tollgate.Caller.KeyID), survive a rotation
+// and end with a revocation ([Principal.ByID]).
 //
 // # Credentials and the edge check
 //
@@ -51,16 +55,15 @@
 //
 // # Checking keys
 //
-// An [Authority] holds the policy (hashing, key generation, the restriction checks) over
-// a [KeyStore] that only keeps records. Without a cache, it reads the key from the store
-// on every call, so a rotation or a revocation refuses the very next call, on every
-// instance that shares the store. With a [KeyCache], key records are kept in memory
-// between calls; a principal authenticated from the cache is marked [Principal.Cached],
-// and the caller must check that its key is still live before it serves the call or
-// answers it ([Authority.Refresh] reads the store again). The Service of package tollgate
-// checks it in the admission step of every paid call, in the same round trip to the
-// store, and checks it before any other answer is sent, so a rotated or revoked key is
-// refused on its very next call with a cache too.
+// The Service of package tollgate verifies credentials over a [KeyStore] that only
+// keeps records. Without a key cache, it reads the key from the store on every call, so
+// a rotation or a revocation refuses the very next call, on every instance that shares
+// the store. With one (tollgate.Options.KeyCache, configured by [KeyCacheOptions]), key
+// records are kept in memory between calls; a principal authenticated from the cache is
+// marked [Principal.Cached], and its key must be checked as still live before the call
+// is served or answered. The Service checks it in the admission step of every paid
+// call, in the same round trip to the store, and checks it before any other answer is
+// sent, so a rotated or revoked key is refused on its very next call with a cache too.
 //
 // A client's address, for IP allow-lists, is the TCP peer; X-Forwarded-For is believed
 // only as far as it was written by proxies the host trusts ([ClientAddr]).

@@ -101,6 +101,9 @@ type Account struct {
 	CreatedAt time.Time
 }
 
+// KeyIDPrefix begins the id of every key.
+const KeyIDPrefix = "key_"
+
 // A Key is the stored record of an API key: everything but its value.
 type Key struct {
 	// ID identifies the key; it does not change when the key is rotated.

@@ -21,7 +21,7 @@ import (
 //
 // A session without a key acts for the whole account, within the account's
 // restrictions; one with a key acts as that key, within the key's restrictions. Its
-// account, and its key if it has one, are looked up for every call (with a [KeyCache],
+// account, and its key if it has one, are looked up for every call (with a key cache,
 // checked as a cached key is), so a deleted account's sessions stop working at once, and
 // so do the sessions of a revoked key, or of a rotated key they are bound to. A session
 // that was ended is refused on every instance that shares the [SessionStore] that
@@ -185,7 +185,7 @@ func (s *Sessions) CheckCSRF(sessionID, token string) bool {
 
 // Verify checks a token's signature and lifetime at now and returns the account id it
 // names. Every failure wraps [ErrInvalidSession]. Only HS256 is accepted, whatever the
-// token's header claims. It does not look at stores: [Authority.Authenticate] also
+// token's header claims. It does not look at stores: the service's authentication also
 // refuses an ended session and a changed key.
 func (s *Sessions) Verify(token string, now time.Time) (string, error) {
 	c, err := s.Parse(token, now)

@@ -1,4 +1,4 @@
-package auth_test
+package authn_test
 
 import (
 	"errors"
@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/authn"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 // newCachedAuthority returns an Authority with a key cache over a memory key store.
-func newCachedAuthority(t *testing.T, sessions *auth.Sessions) (*auth.Authority, *auth.KeyCache, *memory.KeyStore) {
+func newCachedAuthority(t *testing.T, sessions *auth.Sessions) (*authn.Authority, *authn.KeyCache, *memory.KeyStore) {
 	t.Helper()
-	ks, cache := memory.NewKeyStore(), auth.NewKeyCache(nil)
-	a, err := auth.NewAuthority(ks, &auth.AuthorityOptions{Sessions: sessions, Cache: cache})
+	ks, cache := memory.NewKeyStore(), authn.NewKeyCache(nil)
+	a, err := authn.New(ks, &authn.Options{Sessions: sessions, Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}

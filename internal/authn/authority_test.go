@@ -1,24 +1,24 @@
-package auth_test
+package authn_test
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/internal/authn"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
-func newAuthority(t *testing.T, sessions *auth.Sessions) (*auth.Authority, *memory.KeyStore) {
+func newAuthority(t *testing.T, sessions *auth.Sessions) (*authn.Authority, *memory.KeyStore) {
 	t.Helper()
 	ks := memory.NewKeyStore()
-	a, err := auth.NewAuthority(ks, &auth.AuthorityOptions{Sessions: sessions})
+	a, err := authn.New(ks, &authn.Options{Sessions: sessions})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +110,12 @@ func wantDenied(t *testing.T, err, reason error, parts ...string) {
 	}
 }
 
-func TestNewAuthority(t *testing.T) {
-	if _, err := auth.NewAuthority(nil, nil); err == nil {
-		t.Error("NewAuthority(nil, nil) succeeded")
+func TestNew(t *testing.T) {
+	if _, err := authn.New(nil, nil); err == nil {
+		t.Error("New(nil, nil) succeeded")
 	}
 	ks := memory.NewKeyStore()
-	a, err := auth.NewAuthority(ks, nil)
+	a, err := authn.New(ks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,105 +410,6 @@ func TestAuthoritySessions(t *testing.T) {
 	seedAccount(t, noSessions.Store(), auth.Account{ID: "acct_1"})
 	if _, err := noSessions.Authenticate(ctx, auth.Credential{Kind: auth.SessionHeader, Value: tok}, t0); !errors.Is(err, auth.ErrSessionsDisabled) {
 		t.Errorf("sessions disabled: %v; want ErrSessionsDisabled", err)
-	}
-}
-
-func TestPrincipalCheckAccess(t *testing.T) {
-	a, _ := newAuthority(t, nil)
-	ctx := t.Context()
-	acct, _, primaryValue := seedAccount(t, a.Store(), auth.Account{ID: "acct_1", Restrictions: mustRestrictions(t, auth.RestrictionSpec{
-		Channels: []string{"rest", "mcp"}, AllowedIPs: []string{"10.0.0.0/8", "2001:db8::/32"},
-	})})
-	_, value := seedKey(t, a.Store(), acct.ID, "office", mustRestrictions(t, auth.RestrictionSpec{
-		Channels: []string{"rest"}, AllowedIPs: []string{"10.1.0.0/16"},
-	}))
-	sub, err := a.Authenticate(ctx, apiKey(value), t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	primary, err := a.Authenticate(ctx, apiKey(primaryValue), t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	tests := []struct {
-		name    string
-		p       *auth.Principal
-		ch      auth.Channel
-		addr    netip.Addr
-		reason  error    // nil when allowed
-		mention []string // parts of the message
-	}{
-		{"sub: allowed", &sub, auth.ChannelREST, addr("10.1.2.3"), nil, nil},
-		{"sub: IPv4-mapped address allowed", &sub, auth.ChannelREST, addr("::ffff:10.1.2.3"), nil, nil},
-		{"sub: zero channel skips the channel check", &sub, 0, addr("10.1.2.3"), nil, nil},
-		{"sub: graphql refused by the account", &sub, auth.ChannelGraphQL, addr("10.1.2.3"), auth.ErrChannelNotAllowed, []string{"graphql", "rest, mcp"}},
-		{"sub: mcp refused by the key", &sub, auth.ChannelMCP, addr("10.1.2.3"), auth.ErrChannelNotAllowed, []string{"mcp", "channels are rest"}},
-		{"sub: address outside the key's list", &sub, auth.ChannelREST, addr("10.2.0.1"), auth.ErrIPNotAllowed, []string{"10.2.0.1", "10.1.0.0/16"}},
-		{"sub: address outside the account's list", &sub, auth.ChannelREST, addr("192.0.2.1"), auth.ErrIPNotAllowed, []string{"192.0.2.1", "10.0.0.0/8"}},
-		{"sub: zero channel still checks the address", &sub, 0, addr("192.0.2.1"), auth.ErrIPNotAllowed, []string{"192.0.2.1"}},
-		{"sub: unknown address", &sub, auth.ChannelREST, netip.Addr{}, auth.ErrIPNotAllowed, []string{"an unknown address"}},
-		{"primary: mcp allowed", &primary, auth.ChannelMCP, addr("10.200.0.1"), nil, nil},
-		{"primary: IPv6 allowed", &primary, auth.ChannelREST, addr("2001:db8::5"), nil, nil},
-		{"primary: graphql refused", &primary, auth.ChannelGraphQL, addr("10.0.0.1"), auth.ErrChannelNotAllowed, []string{"graphql"}},
-		{"primary: address refused", &primary, auth.ChannelREST, addr("2001:db9::5"), auth.ErrIPNotAllowed, []string{"2001:db9::5"}},
-		{"no restrictions at all", &auth.Principal{}, auth.ChannelGraphQL, netip.Addr{}, nil, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.p.CheckAccess(tt.ch, tt.addr)
-			if tt.reason == nil {
-				if err != nil {
-					t.Fatalf("CheckAccess(%v, %v) = %v; want nil", tt.ch, tt.addr, err)
-				}
-				return
-			}
-			wantDenied(t, err, tt.reason, tt.mention...)
-		})
-	}
-}
-
-func TestPrincipalCheckAPI(t *testing.T) {
-	acctR := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"geo", "weather"}})
-	keyR := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"weather"}})
-	tests := []struct {
-		name    string
-		p       auth.Principal
-		api     string
-		ok      bool
-		mention []string
-	}{
-		{"unrestricted", auth.Principal{}, "anything", true, nil},
-		{"account allows", auth.Principal{Account: auth.Account{Restrictions: acctR}}, "geo", true, nil},
-		{"account refuses", auth.Principal{Account: auth.Account{Restrictions: acctR}}, "stocks", false, []string{"stocks", "geo, weather"}},
-		{"key allows", auth.Principal{Account: auth.Account{Restrictions: acctR}, Key: auth.Key{ID: "k", Restrictions: keyR}}, "weather", true, nil},
-		{"key refuses what the account allows", auth.Principal{Account: auth.Account{Restrictions: acctR}, Key: auth.Key{ID: "k", Restrictions: keyR}}, "geo", false, []string{"geo", "limited to weather"}},
-		{"account refuses what the key lists", auth.Principal{Account: auth.Account{Restrictions: keyR}, Key: auth.Key{ID: "k", Restrictions: acctR}}, "geo", false, []string{"geo"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.p.CheckAPI(tt.api)
-			if tt.ok {
-				if err != nil {
-					t.Fatalf("CheckAPI(%q) = %v", tt.api, err)
-				}
-				return
-			}
-			wantDenied(t, err, auth.ErrAPINotAllowed, tt.mention...)
-		})
-	}
-}
-
-func TestDeniedError(t *testing.T) {
-	err := error(&auth.DeniedError{Reason: auth.ErrKeyRevoked, Message: "nope"})
-	if err.Error() != "nope" {
-		t.Errorf("Error() = %q", err.Error())
-	}
-	if !errors.Is(err, auth.ErrKeyRevoked) || !errors.Is(err, auth.ErrForbidden) {
-		t.Error("DeniedError does not match its reason and ErrForbidden")
-	}
-	if errors.Is(err, auth.ErrKeyExpired) || errors.Is(err, auth.ErrUnknownKey) {
-		t.Error("DeniedError matches another reason")
 	}
 }
 
