@@ -283,7 +283,7 @@ func TestAuthenticateKeyIDAcrossInstances(t *testing.T) {
 // closes it.
 func newManager(t *testing.T, svc *tollgate.Service, stores tollgate.Stores) *accounts.Manager {
 	t.Helper()
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func ExampleService_Events() {
 		log.Fatal(err)
 	}
 	defer svc.Close()
-	mgr, err := accounts.New(svc, stores, nil) // publishes its changes on svc.Events()
+	mgr, err := accounts.New(svc, nil) // publishes its changes on svc.Events()
 	if err != nil {
 		log.Fatal(err)
 	}

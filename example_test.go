@@ -57,8 +57,8 @@ func Example() {
 	}
 	defer svc.Close() // stops the background sweep of expired reservations
 
-	// The manager of the service's accounts, on the same stores.
-	mgr, err := accounts.New(svc, stores, nil)
+	// The manager of the service's accounts, on the service's stores.
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

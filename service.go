@@ -147,6 +147,7 @@ const DefaultSweepInterval = 15 * time.Second
 // A Service is safe for concurrent use.
 type Service struct {
 	registry  catalog.APIRegistry
+	stores    Stores
 	authority *authn.Authority
 	meter     *meter.Meter
 	keys      driver.KeyChecker // set when key records are cached
@@ -226,6 +227,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	}
 	s := &Service{
 		registry:      registry,
+		stores:        stores,
 		authority:     authority,
 		meter:         m,
 		keys:          checker,
@@ -291,6 +293,10 @@ func (s *Service) Close() {
 
 // Catalog returns the registry of the service's APIs.
 func (s *Service) Catalog() catalog.APIRegistry { return s.registry }
+
+// Stores returns the stores the service was made with (package accounts manages the
+// accounts on them).
+func (s *Service) Stores() Stores { return s.stores }
 
 // Plans returns the service's plans.
 func (s *Service) Plans() *billing.Plans { return s.plans }

@@ -180,7 +180,7 @@ func (h *harness) start(t *testing.T, reg catalog.APIRegistry, stores tollgate.S
 			}
 		})
 	}
-	if h.mgr, err = accounts.New(h.svc, stores, &ao); err != nil {
+	if h.mgr, err = accounts.New(h.svc, &ao); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.mgr.Close)

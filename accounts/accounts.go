@@ -123,20 +123,27 @@ type Manager struct {
 	closeOnce    sync.Once
 }
 
-// New returns a Manager of svc's accounts. stores are svc's own, the ones given to
-// [tollgate.New]: the manager changes accounts, keys and balances in the key store and
-// the ledger, and keeps the self-service budgets in the rate limiter. It starts and
-// ends sessions with svc's session tokens ([tollgate.Options.Sessions]). opts may be
-// nil.
-func New(svc *tollgate.Service, stores tollgate.Stores, opts *Options) (*Manager, error) {
-	switch {
-	case svc == nil:
+// New returns a Manager of svc's accounts, on svc's stores ([tollgate.Service.Stores]):
+// it changes accounts, keys and balances in the key store and the ledger, and keeps the
+// self-service budgets in the rate limiter. It starts and ends sessions with svc's
+// session tokens ([tollgate.Options.Sessions]). opts may be nil.
+//
+// An audit log or usage statistics read through opts (Audit, Usage) are written by an
+// [audit.Log] or a [usage.Recorder] subscribed to svc's events: subscribe them before
+// New, which refuses a store that nothing writes, and before any change is made.
+func New(svc *tollgate.Service, opts *Options) (*Manager, error) {
+	if svc == nil {
 		return nil, errors.New("accounts: New needs a service")
-	case stores.Keys == nil || stores.Ledger == nil || stores.Rates == nil:
-		return nil, errors.New("accounts: New needs the service's key store, ledger and rate limiter (Stores.Keys, Ledger and Rates)")
 	}
+	stores := svc.Stores()
 	if opts == nil {
 		opts = &Options{}
+	}
+	switch {
+	case opts.Audit != nil && !svc.Events().Wants(event.AccountCreated):
+		return nil, errors.New("accounts: Options.Audit is set but nothing records changes in it: subscribe its audit.Log to the service's events (svc.Events().Subscribe(log, log.Kinds()...)) before accounts.New")
+	case opts.Usage != nil && !svc.Events().Wants(event.CallFinished):
+		return nil, errors.New("accounts: Options.Usage is set but nothing records calls in it: subscribe its usage.Recorder to the service's events (svc.Events().Subscribe(rec, rec.Kinds()...)) before accounts.New")
 	}
 	if opts.SessionTTL > MaxSessionTTL {
 		return nil, fmt.Errorf("accounts: Options.SessionTTL %s is longer than the maximum, %s", opts.SessionTTL, MaxSessionTTL)

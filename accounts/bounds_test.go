@@ -117,7 +117,7 @@ func TestSelfServiceBudgetOptions(t *testing.T) {
 			t.Fatalf("StartSession %d without a budget: %v", i, err)
 		}
 	}
-	_, err := accounts.New(h.svc, h.stores, &accounts.Options{SelfServiceLimit: driver.Limit{Per: time.Hour, Burst: 3}})
+	_, err := accounts.New(h.svc, &accounts.Options{SelfServiceLimit: driver.Limit{Per: time.Hour, Burst: 3}})
 	if err == nil || !strings.Contains(err.Error(), "SelfServiceLimit") {
 		t.Errorf("New with a budget without a rate: %v, want an error naming SelfServiceLimit", err)
 	}

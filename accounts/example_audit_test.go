@@ -45,7 +45,7 @@ func ExampleManager_AuditLog() {
 	})
 	defer auditLog.Close() // a last attempt for queued entries
 	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore})
+	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func usageExample(now time.Time) (*tollgate.Service, *accounts.Manager, *usage.R
 		log.Fatal(err)
 	}
 	svc.Events().Subscribe(rec, rec.Kinds()...)
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Usage: usageStore})
+	mgr, err := accounts.New(svc, &accounts.Options{Usage: usageStore})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 		h.svc.Events().Subscribe(h.usage, h.usage.Kinds()...)
 		mo.Usage = ho.usage
 	}
-	if h.mgr, err = accounts.New(h.svc, h.stores, &mo); err != nil {
+	if h.mgr, err = accounts.New(h.svc, &mo); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.mgr.Close)

@@ -95,10 +95,10 @@ type Info struct {
 	// all of them.
 	Keys     []auth.Key
 	KeysNext string
-	// LastUsed holds, for each of Keys that was used, the last time it was (see
-	// [Manager.KeysLastUsed]). It is nil when the service records no usage, and when
-	// the usage store cannot answer: then the keys are answered without it, and the
-	// failure is logged at WARN.
+	// LastUsed holds, for a holder, when each of Keys that was used was last used (see
+	// [Manager.KeysLastUsed]). It is nil for an operator (who reads it with
+	// KeysLastUsed), when the service records no usage, and when the usage store cannot
+	// answer: then the keys are answered without it, and the failure is logged at WARN.
 	LastUsed map[string]time.Time
 	// Caller, for a holder, is the key the holder authenticated with, or that its
 	// session acts as (the zero Key for a session token that names no key). It is the
@@ -125,8 +125,7 @@ func (m *Manager) Account(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, m.manageError(ctx, "balance of account", id, err)
 	}
-	return Info{Account: acct, Plan: plan, Balance: b, Keys: keys.Keys, KeysNext: keys.Next,
-		LastUsed: m.lastUsed(ctx, id, keys.Keys)}, nil
+	return Info{Account: acct, Plan: plan, Balance: b, Keys: keys.Keys, KeysNext: keys.Next}, nil
 }
 
 // CreateKey creates a sub-key of an account and returns it with its value. Its

@@ -115,7 +115,7 @@ func newUsageEnv(t *testing.T, stores tollgate.Stores, us usage.Store) *usageEnv
 		svc.Events().Subscribe(env.rec, env.rec.Kinds()...)
 		mo.Usage = us
 	}
-	if env.mgr, err = accounts.New(svc, stores, mo); err != nil {
+	if env.mgr, err = accounts.New(svc, mo); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(env.mgr.Close)
@@ -603,7 +603,7 @@ func TestUsageOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func ExampleNewHandler() {
 	auditLog := audit.NewLog(auditStore, nil)
 	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
 	defer auditLog.Close()
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore})
+	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore})
 	if err != nil {
 		log.Fatal(err)
 	}

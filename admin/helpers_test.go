@@ -107,7 +107,7 @@ func newManager(tb testing.TB, now func() time.Time, logger *slog.Logger) *accou
 	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Now: now, Logger: logger})
 	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
 	tb.Cleanup(auditLog.Close)
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore, Logger: logger})
+	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}

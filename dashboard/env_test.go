@@ -127,7 +127,7 @@ func manage(t testing.TB, svc *tollgate.Service, stores tollgate.Stores, auditSt
 			t.Errorf("closing the usage recorder: %v", err)
 		}
 	})
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore, Usage: usageStore, Logger: logger})
+	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore, Usage: usageStore, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func exampleManager() (*accounts.Manager, func()) {
 	if err != nil {
 		panic(err)
 	}
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -265,7 +265,7 @@ func (h *harness) newService(t testing.TB, opts tollgate.Options) *tollgate.Serv
 // newManager returns a manager of the accounts of svc, a service of the harness.
 func (h *harness) newManager(t testing.TB, svc *tollgate.Service) *accounts.Manager {
 	t.Helper()
-	mgr, err := accounts.New(svc, h.stores, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
+	mgr, err := accounts.New(svc, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

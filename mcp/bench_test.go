@@ -81,7 +81,7 @@ func serveBench() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
+	mgr, err := accounts.New(svc, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

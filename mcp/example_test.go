@@ -44,7 +44,7 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

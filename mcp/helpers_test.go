@@ -155,7 +155,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.svc.Close)
-	if h.mgr, err = accounts.New(h.svc, h.stores.Stores, &accounts.Options{Logger: opts.Logger}); err != nil {
+	if h.mgr, err = accounts.New(h.svc, &accounts.Options{Logger: opts.Logger}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.mgr.Close)

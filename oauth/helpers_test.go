@@ -98,7 +98,7 @@ func newHarness(t testing.TB, adjust ...func(*oauth.Options)) *harness {
 	h.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
 	t.Cleanup(h.svc.Close)
-	h.mgr, err = accounts.New(h.svc, stores, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
+	h.mgr, err = accounts.New(h.svc, &accounts.Options{Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
 	t.Cleanup(h.mgr.Close)
 	h.acct = h.newAccount(t, auth.Restrictions{})

@@ -166,7 +166,11 @@ func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Value
 	if err == nil {
 		var res usage.Result
 		if h.mgr == nil {
-			err = &tollgate.Error{Code: tollgate.CodeNotFound, Message: "this service records no usage statistics (rest.Options.Accounts is not set)"}
+			// Who asks is known before what the service lacks is told.
+			c.Verify = true
+			if _, err = h.svc.Authenticate(r.Context(), c); err == nil {
+				err = &tollgate.Error{Code: tollgate.CodeNotFound, Message: "this service records no usage statistics (rest.Options.Accounts is not set)"}
+			}
 		} else if res, err = h.mgr.OwnUsage(r.Context(), c, uq); err == nil {
 			h.writeData(w, r, http.StatusOK, usagehttp.NewBody(res))
 			return

@@ -40,7 +40,7 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	defer svc.Close()
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

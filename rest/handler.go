@@ -85,6 +85,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if opts.Accounts != nil && opts.Accounts.Service() != svc {
+		return nil, errors.New("rest: Options.Accounts manages the accounts of another service; give the manager of this one")
+	}
 	h := &Handler{
 		svc:     svc,
 		mgr:     opts.Accounts,

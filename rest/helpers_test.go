@@ -224,7 +224,7 @@ func newHarness(t testing.TB, cfg config) *harness {
 		t.Cleanup(func() { _ = h.rec.Close(context.Background()) })
 		aopts.Usage = cfg.usage
 	}
-	if h.mgr, err = accounts.New(h.svc, stores, &aopts); err != nil {
+	if h.mgr, err = accounts.New(h.svc, &aopts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.mgr.Close)

@@ -191,7 +191,7 @@ func deployWith(t *testing.T, b backend, login session.Login, opt func(*accounts
 		if opt != nil {
 			opt(mgrOpts)
 		}
-		mgr, err := accounts.New(svc, stores, mgrOpts)
+		mgr, err := accounts.New(svc, mgrOpts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func Example() {
 	}
 	defer svc.Close()
 	// The manager starts and ends sessions with the service's session tokens.
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -27,7 +27,7 @@ func newManager(t *testing.T, opts *tollgate.Options) (*accounts.Manager, string
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	s := memory.NewUsageStore()
-	rec, _ := usage.NewRecorder(s, &usage.RecorderOptions{FlushInterval: -1}) // flush by hand
+	rec, _ := usage.NewRecorder(s, &usage.RecorderOptions{FlushInterval: -1, PruneInterval: -1}) // flush by hand, never prune
 	t0 := time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
 	for i := range 10 {
 		outcome, credits := usage.OK, int64(2)

@@ -35,7 +35,9 @@ type RecorderOptions struct {
 	// value turns the schedule off (call [Recorder.Prune] yourself then).
 	// [Recorder.Close] stops it.
 	PruneInterval time.Duration
-	// Now returns the current time, for the prune. The default is time.Now.
+	// Now returns the current time, for the prune: give the service's clock
+	// (tollgate.Options.Now), so that the retention counts on the clock the buckets
+	// were recorded by. The default is time.Now.
 	Now func() time.Time
 	// Logger receives the flushes and prunes that failed, at WARN. The default is
 	// slog.Default().
@@ -135,8 +137,10 @@ type shardState struct {
 	lastG group
 }
 
-// NewRecorder returns a Recorder that flushes to s, and starts its background flush.
-// opts may be nil. Stop it with [Recorder.Close].
+// NewRecorder returns a Recorder that flushes to s, and starts its background flush
+// and prune: by default it deletes the buckets older than their retention from s at
+// once and then every hour (see [RecorderOptions].PruneInterval; a negative one keeps
+// everything). opts may be nil. Stop it with [Recorder.Close].
 func NewRecorder(s Store, opts *RecorderOptions) (*Recorder, error) {
 	if s == nil {
 		return nil, errors.New("usage: NewRecorder needs a Store")

@@ -429,7 +429,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	if in.mgr, err = accounts.New(in.svc, stores, &accounts.Options{RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger}); err != nil {
+	if in.mgr, err = accounts.New(in.svc, &accounts.Options{RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger}); err != nil {
 		in.svc.Close()
 		return nil, err
 	}

@@ -155,10 +155,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.publicURL == "" {
 		c.publicURL = localURL(ln.Addr().String())
 	}
-	handler, err := assemble(ctx, c, stdout, logger)
+	handler, closeAll, err := assemble(ctx, c, stdout, logger)
 	if err != nil {
 		return err
 	}
+	// Once the server has stopped (calls in flight finished), the service and its
+	// observers close: the last usage is flushed and the audit log's queue gets its last
+	// attempt.
+	defer closeAll()
 
 	// The host owns the server: its timeouts bound slow clients, the REST handler
 	// bounds bodies.
@@ -194,12 +198,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// assemble builds the handler that serves everything, printing the demo credentials.
-func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logger) (http.Handler, error) {
+// assemble builds the handler that serves everything, printing the demo credentials,
+// and the function that closes what it started, in the reverse order (observers after
+// the service and the manager that feed them).
+func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logger) (_ http.Handler, closeAll func(), err error) {
+	var closers []func()
+	closeEverything := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeEverything()
+		}
+	}()
 	// 1. The catalog: the six sample APIs.
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// 2. Plans, from the fixtures or the two default plans.
@@ -207,19 +224,19 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if c.fixtures != "" {
 		f, err := os.Open(c.fixtures)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fx, err = fixtures.Read(f)
 		f.Close()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		fx = &fixtures.File{Plans: defaultPlans}
 	}
 	plans, err := fx.PlanSet()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// 3. The service, on in-memory stores. Batches sent with an Idempotency-Key keep
@@ -239,7 +256,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		logger.Info("sessions are signed with a random secret made at start: they end when the server stops; pass -session-secret to keep them across restarts")
 	}
 	if opts.Sessions, err = auth.NewSessions(secret); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts.SessionStore = memory.NewSessionStore()
 	stores := tollgate.Stores{
@@ -250,11 +267,11 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The service sweeps expired reservations in the background (see
 	// tollgate.Options.SweepInterval); it stops when the server does.
-	context.AfterFunc(ctx, svc.Close)
+	closers = append(closers, svc.Close)
 
 	// Observers of the service's events. Every change to accounts, keys, credits and
 	// sessions is recorded in an audit log, in memory like the rest, and kept 30 days;
@@ -265,13 +282,13 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	auditStore, usageStore := memory.NewAuditStore(), memory.NewUsageStore()
 	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Retention: 30 * 24 * time.Hour, Now: opts.Now, Logger: logger})
 	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
-	context.AfterFunc(ctx, auditLog.Close)
+	closers = append(closers, auditLog.Close)
 	recorder, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: 5 * time.Second, Now: opts.Now, Logger: logger})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	svc.Events().Subscribe(recorder, recorder.Kinds()...)
-	context.AfterFunc(ctx, func() {
+	closers = append(closers, func() {
 		flush, cancel := context.WithTimeout(context.Background(), usage.DefaultFlushTimeout)
 		defer cancel()
 		_ = recorder.Close(flush) // the recorder logs a failed flush
@@ -282,28 +299,28 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// server keep is bounded (see README, Bounds): revoked keys are kept 7 days (they
 	// count for the cap of 100 keys per account until then), and session starts and
 	// key changes spend a budget of 100 at once, then 30 an hour, per account.
-	mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: auditStore, Usage: usageStore,
+	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore, Usage: usageStore,
 		RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	context.AfterFunc(ctx, mgr.Close)
+	closers = append(closers, mgr.Close)
 
 	// 4. Accounts: the fixtures', or a demo account whose key is printed.
 	if c.fixtures != "" {
 		if err := fx.Load(ctx, mgr); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		acct, _, value, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "demo", Plan: "pro"})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fmt.Fprintf(stdout, "API key: %s\n", value)
 		if c.sessionSecret != "" {
 			tok, err := opts.Sessions.Issue(acct.ID, svc.Now(), 24*time.Hour)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			fmt.Fprintf(stdout, "Session token: %s\n", tok)
 		}
@@ -318,7 +335,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger,
 		OpenAPI: rest.OpenAPIInfo{Paths: docPaths}, IETFRateHeaders: c.ietfRateHeaders})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/v1/", restHandler)
 	// Sessions: POST /v1/account/session starts one with a key, DELETE signs out. The
@@ -328,14 +345,14 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// MCP take session tokens in x-jwt only.
 	sessionHandler, err := session.NewHandler(mgr, &session.Options{Logger: logger})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/v1/account/session", sessionHandler)
 	// The account holders' self-service API: their account, keys and audit log,
 	// with their key, a session token or the session cookie.
 	accountHandler, err := selfservice.NewHandler(mgr, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/v1/account", sessionHandler.Cookies(accountHandler))
 	mux.Handle("/v1/account/", sessionHandler.Cookies(accountHandler))
@@ -347,7 +364,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// queries that way.
 	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/v1/graphql", sessionHandler.Cookies(gqlHandler))
 	// The dashboard: the account holders' web pages (sign in with a key, the overview
@@ -356,13 +373,13 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// runs with the gateway's own Estimate.
 	dash, err := dashboard.NewHandler(mgr, sessionHandler, &dashboard.Options{Logger: logger, GraphQL: gqlHandler})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	if c.adminToken != "" {
 		adminHandler, err := admin.NewHandler(mgr, c.adminToken, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		mux.Handle("/admin/", adminHandler)
 	}
@@ -385,7 +402,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		Fetch:     oauth.FetchOptions{AllowPrivate: c.allowPrivateFetch},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/", authServer.Handler())
 	mux.Handle(oauth.ResourceMetadataPath(resource), authServer.ProtectedResourceMetadata(resource))
@@ -403,13 +420,13 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		Logger:    logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mux.Handle("/v1/mcp", mcpHandler)
 	// A client's event stream stays open as long as its session, so the handler ends
 	// them all when the server stops (ctx is done); the shutdown would wait for them.
 	context.AfterFunc(ctx, mcpHandler.Close)
-	return mux, nil
+	return mux, closeEverything, nil
 }
 
 // localURL returns the origin of a listen address (host:port) for clients on this

@@ -150,11 +150,12 @@ func startClocked(t *testing.T, clock interface{ Now() time.Time }, args ...stri
 	// assembling, for the OAuth issuer.
 	srv := httptest.NewUnstartedServer(nil)
 	c.publicURL = "http://" + srv.Listener.Addr().String()
-	h, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(logs, nil)))
+	h, closeAll, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		srv.Close()
 		t.Fatalf("assemble(%q): %v", args, err)
 	}
+	t.Cleanup(closeAll) // after the server's Close: cleanups run last first
 	srv.Config.Handler = h
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -530,7 +531,7 @@ func TestAssembleErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout bytes.Buffer
-			h, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			h, _, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err == nil {
 				t.Fatalf("assemble accepted it: %v", h)
 			}

@@ -54,7 +54,7 @@ func startSelfService(t *testing.T, d deployment, manage ...bool) *selfService {
 		auditLog := audit.NewLog(log, &audit.LogOptions{Now: clock.Now, Logger: s.logs.Logger()})
 		svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
 		t.Cleanup(auditLog.Close)
-		mgr, err := accounts.New(svc, stores, &accounts.Options{Audit: log, SubKeysManageKeys: m, Logger: s.logs.Logger()})
+		mgr, err := accounts.New(svc, &accounts.Options{Audit: log, SubKeysManageKeys: m, Logger: s.logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func TestBadInputOnEveryStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(svc.Close)
-			mgr, err := accounts.New(svc, stores, &accounts.Options{Logger: quiet})
+			mgr, err := accounts.New(svc, &accounts.Options{Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -154,7 +154,7 @@ func start(t *testing.T, d deployment, n int) *cluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
-		mgr, err := accounts.New(svc, stores, &accounts.Options{Logger: quiet})
+		mgr, err := accounts.New(svc, &accounts.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

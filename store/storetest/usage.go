@@ -213,7 +213,7 @@ func usConcurrentRecorders(t *testing.T, s usage.Store) {
 	var wg sync.WaitGroup
 	recs := make([]*usage.Recorder, recorders)
 	for i := range recs {
-		rec, err := usage.NewRecorder(s, &usage.RecorderOptions{FlushInterval: -1})
+		rec, err := usage.NewRecorder(s, &usage.RecorderOptions{FlushInterval: -1, PruneInterval: -1})
 		must(t, "NewRecorder", err)
 		recs[i] = rec
 		for g := range goroutines {

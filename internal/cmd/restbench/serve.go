@@ -274,7 +274,7 @@ func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, nacc
 		svc.Events().Subscribe(rec, rec.Kinds()...)
 		closeUsage = func() { _ = rec.Close(context.Background()) }
 	}
-	mgr, err := accounts.New(svc, stores, nil)
+	mgr, err := accounts.New(svc, nil)
 	if err != nil {
 		svc.Close()
 		closeUsage()
