@@ -13,9 +13,9 @@ import (
 // A key that came from the key cache and that no admission checked is checked first, so
 // that a rotated or revoked key gets its own answer rather than this one; the balance
 // is read for the credit headers when the call did not get it. The refusal is published
-// ([event.CallRefused]) with apis, the APIs the call named. A refusal because a store is unavailable (CodeUnavailable) goes to
-// the stores no more: its cause is logged where it was found, and a second read would
-// only fail, or wait, the same way.
+// ([event.CallRefused]) with apis, the APIs the call named. A refusal because a store
+// is unavailable (CodeUnavailable) goes to the stores no more: its cause is logged
+// where it was found, and a second read would only fail, or wait, the same way.
 func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
 	if CodeOf(err) == CodeUnavailable {
 		s.refused(ctx, p, apis, err)

@@ -187,8 +187,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if opts == nil {
 		opts = &Options{}
 	}
-	switch {
-	case opts.SessionStore != nil && opts.Sessions == nil:
+	if opts.SessionStore != nil && opts.Sessions == nil {
 		return nil, errors.New("tollgate: Options.SessionStore needs Options.Sessions")
 	}
 	authOpts := &authn.Options{Sessions: opts.Sessions, Ended: opts.SessionStore}

@@ -64,8 +64,8 @@ func actorOf(ctx context.Context) event.Actor {
 }
 
 // AuditLog returns a page of the audit log that q selects, newest first. It is
-// tollgate.CodeNotFound when the service keeps no audit log ([Options].Audit), and
-// tollgate.CodeInvalidInput for a query out of bounds (see [audit.Query]).
+// CodeNotFound when the service keeps no audit log ([Options].Audit), and
+// CodeInvalidInput for a query out of bounds (see [audit.Query]).
 func (m *Manager) AuditLog(ctx context.Context, q audit.Query) (audit.Page, error) {
 	if m.auditDB == nil {
 		return audit.Page{}, newError(tollgate.CodeNotFound, "this service keeps no audit log (accounts.Options.Audit is not set)", nil)

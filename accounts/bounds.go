@@ -25,7 +25,7 @@ import (
 //   - Changes and sessions: each start of a session and each key that self-service
 //     creates, rotates or changes spends one event of the account's self-service
 //     budget ([Options.SelfServiceLimit]), kept in the rate limiter so that it holds
-//     across instances; beyond it, tollgate.CodeRateLimited with RetryAfter. A request refused
+//     across instances; beyond it, CodeRateLimited with RetryAfter. A request refused
 //     before it would change anything (unauthenticated, forbidden, invalid) spends
 //     nothing. Revocations and sign-outs spend nothing and are never refused: each
 //     ends something a spent event made (a key is revoked once, a session ends once),
@@ -51,7 +51,7 @@ func selfServiceLimit(l driver.Limit) (driver.Limit, error) {
 func selfServiceKey(account string) string { return account + "\x1fself-service" }
 
 // spend takes one event from the self-service budget of account, or returns the
-// tollgate.CodeRateLimited refusal that says when to try again.
+// CodeRateLimited refusal that says when to try again.
 func (m *Manager) spend(ctx context.Context, account string) error {
 	l := m.selfLimit
 	if l.Rate <= 0 {
@@ -146,7 +146,7 @@ func checkKeyQuery(q auth.KeyQuery) error {
 
 // AccountKeys returns a page of the keys of account q.Account (never their values),
 // oldest first, for an operator. A limit out of bounds or a cursor that names no key
-// of the account is tollgate.CodeInvalidInput; an unknown account tollgate.CodeNotFound.
+// of the account is CodeInvalidInput; an unknown account CodeNotFound.
 func (m *Manager) AccountKeys(ctx context.Context, q auth.KeyQuery) (KeyPage, error) {
 	if err := checkText("account_id", q.Account, maxIDLength); err != nil {
 		return KeyPage{}, err

@@ -50,12 +50,12 @@ import (
 //     key, a session acting as it, or one that names no key) reads the audit log, which
 //     tells of every key; a sub-key does not, whatever the options.
 //
-// Refusals are *Error values that say why: tollgate.CodeForbidden for what the caller may not
-// do, tollgate.CodeNotFound, tollgate.CodeInvalidInput naming the field, tollgate.CodeConflict for a revoked key,
-// a key that changed between its reading and its change (read it again and retry: a
-// rotation, revocation or update applies only to the record it was judged on), or an
-// account at its cap of keys; tollgate.CodeRateLimited, with RetryAfter, for an account that
-// spent its self-service budget.
+// Refusals are [*tollgate.Error] values that say why: CodeForbidden for what the
+// caller may not do, CodeNotFound, CodeInvalidInput naming the field, CodeConflict for
+// a revoked key, a key that changed between its reading and its change (read it again
+// and retry: a rotation, revocation or update applies only to the record it was judged
+// on), or an account at its cap of keys; CodeRateLimited, with RetryAfter, for an
+// account that spent its self-service budget.
 
 // self authenticates a self-service caller (see above) and names it as the actor of the
 // changes made with the returned context.
@@ -106,7 +106,7 @@ func unwrapWidens(err error) string {
 }
 
 // ownKey returns the key with the given id if it belongs to the principal's account;
-// a key of another account is tollgate.CodeNotFound, as one that does not exist.
+// a key of another account is CodeNotFound, as one that does not exist.
 func (m *Manager) ownKey(ctx context.Context, p *tollgate.Principal, keyID string) (auth.Key, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
@@ -159,7 +159,7 @@ func (m *Manager) OwnAccount(ctx context.Context, c tollgate.Caller) (Info, erro
 // [Info].LastUsed). q.Account is set to the caller's account; q.Limit is at
 // most [auth.MaxKeyPage] ([auth.DefaultKeyPage] for 0), and q.After the Next of the
 // page before. A limit out of bounds, or a cursor that names no key of the account
-// (one deleted since, say), is tollgate.CodeInvalidInput naming the parameter.
+// (one deleted since, say), is CodeInvalidInput naming the parameter.
 func (m *Manager) OwnKeys(ctx context.Context, c tollgate.Caller, q auth.KeyQuery) (KeyPage, error) {
 	if err := checkKeyQuery(q); err != nil {
 		return KeyPage{}, err
@@ -176,7 +176,7 @@ func (m *Manager) OwnKeys(ctx context.Context, c tollgate.Caller, q auth.KeyQuer
 }
 
 // OwnKey returns the key of the caller's account with the given id, if the caller may
-// see it (see [Info].Keys), never its value; any other key is tollgate.CodeNotFound.
+// see it (see [Info].Keys), never its value; any other key is CodeNotFound.
 func (m *Manager) OwnKey(ctx context.Context, c tollgate.Caller, keyID string) (auth.Key, error) {
 	_, p, err := m.self(ctx, c)
 	if err != nil {
@@ -262,7 +262,7 @@ func (m *Manager) visibleKeys(ctx context.Context, p *tollgate.Principal, q auth
 
 // CreateOwnKey creates a sub-key of the caller's account and returns it with its value,
 // shown this once. Its restrictions must be within the caller's own key's and the
-// account's; a wider one is tollgate.CodeForbidden naming the field that widens. spec.Value must
+// account's; a wider one is CodeForbidden naming the field that widens. spec.Value must
 // be empty: the value is always random.
 func (m *Manager) CreateOwnKey(ctx context.Context, c tollgate.Caller, spec NewKey) (auth.Key, string, error) {
 	ctx, p, err := m.self(ctx, c)
@@ -353,7 +353,7 @@ func (m *Manager) RevokeOwnKey(ctx context.Context, c tollgate.Caller, keyID str
 
 // UpdateOwnKey renames a sub-key of the caller's account or narrows its restrictions.
 // New restrictions must be within the key's current ones (and so within the caller's
-// and the account's); a widening is tollgate.CodeForbidden naming the field that widens. The
+// and the account's); a widening is CodeForbidden naming the field that widens. The
 // primary key cannot be changed through self-service.
 func (m *Manager) UpdateOwnKey(ctx context.Context, c tollgate.Caller, keyID string, change KeyChange) (auth.Key, error) {
 	ctx, p, k, err := m.managed(ctx, c, keyID)
@@ -409,10 +409,10 @@ func (m *Manager) OwnAuditLog(ctx context.Context, c tollgate.Caller, q audit.Qu
 // OwnUsage answers a usage query (see [Manager.Usage]) about the caller's account:
 // q.Account is set to it. The primary key, a session acting as it, and a session that
 // names no key see the whole account; any other key, or a session it started, sees only
-// its own calls: q.Key is set to its id, and naming another key is tollgate.CodeForbidden (the
+// its own calls: q.Key is set to its id, and naming another key is CodeForbidden (the
 // message begins with "key:"). Reading usage is free and no rate-limit event, and the
 // key's channel and API lists do not apply. Its other errors are those of
-// [Manager.Usage]: tollgate.CodeNotFound when the service records no usage.
+// [Manager.Usage]: CodeNotFound when the service records no usage.
 func (m *Manager) OwnUsage(ctx context.Context, c tollgate.Caller, q usage.Query) (usage.Result, error) {
 	_, p, err := m.self(ctx, c)
 	if err != nil {

@@ -100,16 +100,13 @@ func keyName(name string) (string, error) {
 
 // storeAccount stores a new account with its primary key, and returns them with the
 // key's value, which is not stored and cannot be read again. An empty id is
-// generated; plan must be set.
+// generated; the plan is the caller's to check.
 func (m *Manager) storeAccount(ctx context.Context, spec Spec, now time.Time) (auth.Account, auth.Key, string, error) {
 	if spec.ID == "" {
 		spec.ID = "acct_" + randomHex(8)
 	}
 	if !accountIDPattern.MatchString(spec.ID) {
 		return auth.Account{}, auth.Key{}, "", invalid(fmt.Sprintf("account id %q: use 1 to 64 letters, digits, _ and -", spec.ID))
-	}
-	if spec.Plan == "" {
-		return auth.Account{}, auth.Key{}, "", invalid("an account needs a plan")
 	}
 	value, err := keyValue(spec.KeyValue)
 	if err != nil {

@@ -163,7 +163,7 @@ func (m *Manager) RotateKey(ctx context.Context, keyID string) (auth.Key, string
 
 // rotateKey is RotateKey of a key that still has revision rev (the one a decision to
 // rotate it was made on), unless rev is [auth.AnyRevision]: a key that changed since is
-// tollgate.CodeConflict, and is left as it is.
+// CodeConflict, and is left as it is.
 func (m *Manager) rotateKey(ctx context.Context, keyID string, rev int64) (auth.Key, string, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, "", err
@@ -193,7 +193,7 @@ func (m *Manager) RevokeKey(ctx context.Context, keyID string) (auth.Key, error)
 }
 
 // revokeKey is RevokeKey of a key that still has revision rev, unless rev is
-// [auth.AnyRevision]: a key that changed since (revoked or not) is tollgate.CodeConflict, and is
+// [auth.AnyRevision]: a key that changed since (revoked or not) is CodeConflict, and is
 // left as it is.
 func (m *Manager) revokeKey(ctx context.Context, keyID string, rev int64) (auth.Key, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
@@ -213,7 +213,7 @@ func (m *Manager) revokeKey(ctx context.Context, keyID string, rev int64) (auth.
 
 // UpdateKey changes the name or the restrictions of a key (within its account's) and
 // returns the key as changed. The very next call with the key is held to the new
-// restrictions, on every instance, key cache or not. A revoked key is tollgate.CodeConflict.
+// restrictions, on every instance, key cache or not. A revoked key is CodeConflict.
 func (m *Manager) UpdateKey(ctx context.Context, keyID string, c KeyChange) (auth.Key, error) {
 	return m.updateKey(ctx, keyID, c, nil)
 }

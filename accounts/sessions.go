@@ -27,13 +27,13 @@ import (
 //     by the key's id: revoking the primary key ends it, rotating it does not (the
 //     person did not sign in with its value).
 //   - Each start spends one event of the account's self-service budget
-//     ([Options.SelfServiceLimit]); beyond it, the start is tollgate.CodeRateLimited with
+//     ([Options.SelfServiceLimit]); beyond it, the start is CodeRateLimited with
 //     RetryAfter. Ending a session spends nothing and is never refused.
 //   - A session lasts [Options.SessionTTL], never past its key's or its account's
 //     expiry, and can be ended before ([Manager.EndSession]): its id is kept in
-//     [tollgate.Options.SessionStore] until its expiry, and every instance sharing that store
-//     refuses it from the next request on. That is one read of the store for every
-//     request made with a session token.
+//     [tollgate.Options.SessionStore] until its expiry, and every instance sharing
+//     that store refuses it from the next request on. That is one read of the store
+//     for every request made with a session token.
 
 // DefaultSessionTTL is the default [Options.SessionTTL].
 const DefaultSessionTTL = 12 * time.Hour
@@ -131,11 +131,11 @@ func (m *Manager) startSession(ctx context.Context, p *tollgate.Principal, keyHa
 }
 
 // EndSession ends the session whose token is given (signs it out): every instance that
-// shares [tollgate.Options.SessionStore] refuses the token from the next request on. Ending an
-// ended or expired session does nothing and is not an error; a token that is not one of
-// the service's is tollgate.CodeUnauthorized. The end is published ([event.SessionEnded]) with
-// the key the session acted as and addr, so that the audit log records it and front
-// doors end the session's open connections at once.
+// shares [tollgate.Options.SessionStore] refuses the token from the next request on.
+// Ending an ended or expired session does nothing and is not an error; a token that is
+// not one of the service's is CodeUnauthorized. The end is published
+// ([event.SessionEnded]) with the key the session acted as and addr, so that the audit
+// log records it and front doors end the session's open connections at once.
 func (m *Manager) EndSession(ctx context.Context, token string, addr netip.Addr) error {
 	if m.sessions == nil {
 		return errSessionsOff

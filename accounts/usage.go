@@ -50,9 +50,9 @@ func (m *Manager) keyCalls(ctx context.Context, p *tollgate.Principal, period bi
 // errors by code and latency percentiles of one account. It applies no access rule: it
 // is the operator's read; an account holder's goes through [Manager.OwnUsage], which
 // holds them to their own account (and a sub-key to its own calls). It is
-// tollgate.CodeNotFound when the service records no usage, tollgate.CodeInvalidInput for a query to fix
+// CodeNotFound when the service records no usage, CodeInvalidInput for a query to fix
 // (its message begins with the field: from, to, interval, by, api, key, channel or
-// account), and tollgate.CodeUnavailable when the store cannot answer. Calls of the last
+// account), and CodeUnavailable when the store cannot answer. Calls of the last
 // [usage.RecorderOptions].FlushInterval may not be in it yet.
 func (m *Manager) Usage(ctx context.Context, q usage.Query) (usage.Result, error) {
 	if m.usageDB == nil {

@@ -77,9 +77,9 @@ type Handler struct {
 	trusted []netip.Prefix
 }
 
-// NewHandler returns the admin API of the accounts that mgr manages, protected by token, which callers send as
-// "Authorization: Bearer <token>". The token must be at least [MinTokenLength]
-// characters. opts may be nil.
+// NewHandler returns the admin API of the accounts that mgr manages, protected by
+// token, which callers send as "Authorization: Bearer <token>". The token must be at
+// least [MinTokenLength] characters. opts may be nil.
 func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, error) {
 	if mgr == nil {
 		return nil, errors.New("admin: NewHandler needs an accounts.Manager")

@@ -90,10 +90,11 @@ type Handler struct {
 	mux       *http.ServeMux
 }
 
-// NewHandler returns the dashboard of the accounts that mgr manages. sessions is the session handler the host
-// mounts for /v1/account/session (the dashboard signs in and out through it, so that
-// one cookie serves both). Its service must have sessions (tollgate.Options.Sessions and
-// SessionStore), which [session.NewHandler] has checked. opts may be nil.
+// NewHandler returns the dashboard of the accounts that mgr manages. sessions is the
+// session handler the host mounts for /v1/account/session (the dashboard signs in and
+// out through it, so that one cookie serves both). Its service must have sessions
+// (tollgate.Options.Sessions and SessionStore), which [session.NewHandler] has
+// checked. opts may be nil.
 func NewHandler(mgr *accounts.Manager, sessions *session.Handler, opts *Options) (*Handler, error) {
 	switch {
 	case mgr == nil:

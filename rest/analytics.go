@@ -150,13 +150,13 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 // its own account only. The account's primary key (or a session it started, or one
 // that no key started) sees the whole account; any other key, or a session it started,
 // sees only that key's calls: the key filter is its id, and naming another key is a
-// 403 (the rule is the service's: accounts.Manager.OwnUsage). A bad parameter is a 400
-// invalid_input whose message begins with the parameter's name; a service that records
-// no usage answers 404. The parameters and the body are those of GET /v1/account/usage
+// 403 (the rule is the accounts manager's: accounts.Manager.OwnUsage). A bad
+// parameter is a 400 invalid_input whose message begins with the parameter's name; a
+// service that records no usage answers 404. The parameters and the body are those of GET /v1/account/usage
 // (package internal/usagehttp reads and writes both).
 
-// serveUsage answers the time-series form of GET /v1/analytics. The service applies
-// who may read which usage (accounts.Manager.OwnUsage).
+// serveUsage answers the time-series form of GET /v1/analytics. The accounts manager
+// applies who may read which usage (accounts.Manager.OwnUsage).
 func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Values) {
 	c, ok := h.caller(w, r, 0)
 	if !ok {

@@ -83,8 +83,8 @@ type Handler struct {
 	trusted []netip.Prefix
 }
 
-// NewHandler returns the self-service API of the accounts that mgr manages. opts may be nil. Mount it at both
-// "/v1/account" and "/v1/account/".
+// NewHandler returns the self-service API of the accounts that mgr manages. opts may
+// be nil. Mount it at both "/v1/account" and "/v1/account/".
 func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 	if mgr == nil {
 		return nil, errors.New("selfservice: NewHandler needs an accounts.Manager")
