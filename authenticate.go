@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 
 	"github.com/tollgate-dev/tollgate/auth"
@@ -12,23 +11,9 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
-// CredentialFrom performs the edge check on a request's headers (see
-// [auth.CredentialFrom]). Its errors have code CodeNoCredential or
-// CodeMalformedCredential.
-func CredentialFrom(h http.Header) (auth.Credential, error) {
-	c, err := auth.CredentialFrom(h)
-	switch {
-	case err == nil:
-		return c, nil
-	case errors.Is(err, auth.ErrNoCredential):
-		return c, newError(CodeNoCredential, err.Error(), err)
-	default:
-		return c, newError(CodeMalformedCredential, err.Error(), err)
-	}
-}
-
-// A Caller describes how a request arrived: the credential it presented (see
-// [CredentialFrom]), the channel and the client's address (see [auth.ClientAddr]).
+// A Caller describes how a request arrived: the credential it presented, the channel
+// and the client's address. A front door reads it from the request at the HTTP edge
+// (package edge).
 type Caller struct {
 	Credential auth.Credential
 	// KeyID, if set, names the caller's key by its stable id instead of Credential: an

@@ -12,8 +12,9 @@
 //
 // # One call, one method
 //
-// Every front door is a thin protocol adapter over one [Service]. It performs the edge
-// check ([CredentialFrom]) and hands the call to [Service.Call] (one API) or
+// Every front door is a thin protocol adapter over one [Service]. Its HTTP edge
+// (package edge) reads the request into a [Caller] and it hands the call to
+// [Service.Call] (one API) or
 // [Service.CallAll] (several, as a GraphQL query names them), which run the whole
 // pipeline:
 //

@@ -3,6 +3,8 @@ package tollgate
 import (
 	"errors"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // A Code is a kind of failure of a call: what went wrong, in the domain's terms. Codes
@@ -68,28 +70,28 @@ const (
 	numCodes
 )
 
-// names are the codes' names, snake case.
+// names are the codes' names on the wire, snake case.
 var names = [numCodes]string{
-	CodeInternal:             "internal",
-	CodeNoCredential:         "no_credential",
-	CodeMalformedCredential:  "malformed_credential",
-	CodeUnauthorized:         "unauthorized",
-	CodeForbidden:            "forbidden",
-	CodeInvalidInput:         "invalid_input",
-	CodeRejected:             "rejected",
-	CodeNotFound:             "not_found",
-	CodeMethodNotAllowed:     "method_not_allowed",
-	CodeConflict:             "conflict",
-	CodeBodyTooLarge:         "body_too_large",
-	CodeUnsupportedMediaType: "unsupported_media_type",
-	CodeRateLimited:          "rate_limited",
-	CodeConcurrencyLimited:   "concurrency_limited",
-	CodeCreditsExhausted:     "credits_exhausted",
-	CodePlanLimitExceeded:    "plan_limit_exceeded",
-	CodeAPIFailed:            "api_failed",
-	CodeTimeout:              "timeout",
-	CodeUnavailable:          "unavailable",
-	CodeIdempotencyKeyReused: "idempotency_key_reused",
+	CodeInternal:             wire.CodeInternal,
+	CodeNoCredential:         wire.CodeNoCredential,
+	CodeMalformedCredential:  wire.CodeMalformedCredential,
+	CodeUnauthorized:         wire.CodeUnauthorized,
+	CodeForbidden:            wire.CodeForbidden,
+	CodeInvalidInput:         wire.CodeInvalidInput,
+	CodeRejected:             wire.CodeRejected,
+	CodeNotFound:             wire.CodeNotFound,
+	CodeMethodNotAllowed:     wire.CodeMethodNotAllowed,
+	CodeConflict:             wire.CodeConflict,
+	CodeBodyTooLarge:         wire.CodeBodyTooLarge,
+	CodeUnsupportedMediaType: wire.CodeUnsupportedMediaType,
+	CodeRateLimited:          wire.CodeRateLimited,
+	CodeConcurrencyLimited:   wire.CodeConcurrencyLimited,
+	CodeCreditsExhausted:     wire.CodeCreditsExhausted,
+	CodePlanLimitExceeded:    wire.CodePlanLimitExceeded,
+	CodeAPIFailed:            wire.CodeAPIFailed,
+	CodeTimeout:              wire.CodeTimeout,
+	CodeUnavailable:          wire.CodeUnavailable,
+	CodeIdempotencyKeyReused: wire.CodeIdempotencyKeyReused,
 }
 
 // Codes returns every code, for the tests of front doors' mapping tables.

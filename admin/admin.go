@@ -22,9 +22,8 @@
 // The audit route lists the account's audit log newest first (with accounts.Options.Audit
 // set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,
 // from and to RFC 3339 instants (from <= at < to). Every change made through this
-// handler is recorded with the actor "operator" and the client's address: the TCP peer,
-// or, when the peer is one of [Options.TrustedProxies], the client that its
-// X-Forwarded-For names (read as the REST front door reads it, auth.ClientAddr).
+// handler is recorded with the actor "operator" and the client's address, read through
+// the trusted proxies of the edge ([Options.Edge]) as every door reads it.
 //
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
@@ -44,16 +43,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
-	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/event"
-	"github.com/tollgate-dev/tollgate/internal/envelope"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // MinTokenLength is the shortest admin token [NewHandler] accepts.
@@ -62,19 +59,19 @@ const MinTokenLength = 16
 // Options configures the admin handler. The zero value is the default; every field is
 // optional.
 type Options struct {
-	// TrustedProxies lists the addresses of reverse proxies whose X-Forwarded-For
-	// header is believed, for the address the audit log records for a change. By default
-	// none is: the address is the TCP peer, and an X-Forwarded-For header is ignored.
-	// List the proxies in front of the admin API, the same as rest.Options'.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares; the admin API reads the client's
+	// address through its trusted proxies, for the address the audit log records for a
+	// change. The default is [edge.Default]: the address is the TCP peer. The admin API
+	// answers no cross-origin call, whatever the edge's origins.
+	Edge *edge.Edge
 }
 
 // Handler serves the admin API. Create it with [NewHandler].
 type Handler struct {
-	mgr     *accounts.Manager
-	token   [sha256.Size]byte
-	mux     *http.ServeMux
-	trusted []netip.Prefix
+	mgr   *accounts.Manager
+	token [sha256.Size]byte
+	mux   *http.ServeMux
+	door  *edge.Door
 }
 
 // NewHandler returns the admin API of the accounts that mgr manages, protected by
@@ -90,8 +87,12 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 	if opts == nil {
 		opts = &Options{}
 	}
+	e := opts.Edge
+	if e == nil {
+		e = edge.Default()
+	}
 	h := &Handler{mgr: mgr, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
-		trusted: slices.Clone(opts.TrustedProxies)}
+		door: e.Door(edge.DoorSpec{})}
 	mgmtapi.Mount(h.mux, "/admin/", "admin", []mgmtapi.Route{
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
@@ -109,10 +110,10 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
-		envelope.WriteError(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
+		edge.WriteEnvelopeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "send the admin token as Authorization: Bearer <token>")
 		return
 	}
-	actor := event.Actor{ID: audit.Operator, Addr: auth.ClientAddr(r, h.trusted)}
+	actor := event.Actor{ID: audit.Operator, Addr: h.door.Addr(r)}
 	h.mux.ServeHTTP(w, r.WithContext(accounts.WithActor(r.Context(), actor)))
 }
 
@@ -134,31 +135,32 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		Credits *int64 `json:"credits"`
 		mgmtapi.RestrictionFields
 	}
-	if !mgmtapi.Decode(w, r, &body) {
+	if err := mgmtapi.Decode(w, r, &body); err != nil {
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	rs, err := body.Build()
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	acct, key, value, err := h.mgr.CreateAccount(r.Context(), accounts.Spec{
 		ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs,
 	})
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": value})
+	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	info, err := h.mgr.Account(r.Context(), r.PathValue("account_id"))
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{
 		"account": mgmtapi.AccountJSON(info.Account), "balance": mgmtapi.BalanceJSON(info.Balance), "keys": mgmtapi.KeysJSON(info.Keys),
 		"keys_next": mgmtapi.Nullable(info.KeysNext),
 	})
@@ -167,16 +169,16 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 	q, problem := mgmtapi.KeyQuery(r.URL.Query())
 	if problem != "" {
-		envelope.WriteError(w, http.StatusBadRequest, problem)
+		h.door.WriteError(w, r, mgmtapi.Invalid(problem), nil)
 		return
 	}
 	q.Account = r.PathValue("account_id")
 	page, err := h.mgr.AccountKeys(r.Context(), q)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"keys": mgmtapi.KeysJSON(page.Keys), "next": mgmtapi.Nullable(page.Next)})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"keys": mgmtapi.KeysJSON(page.Keys), "next": mgmtapi.Nullable(page.Next)})
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
@@ -184,38 +186,39 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		Name string `json:"name"`
 		mgmtapi.RestrictionFields
 	}
-	if !mgmtapi.Decode(w, r, &body) {
+	if err := mgmtapi.Decode(w, r, &body); err != nil {
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	rs, err := body.Build()
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	key, value, err := h.mgr.CreateKey(r.Context(), r.PathValue("account_id"), accounts.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusCreated, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
+	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
 	key, value, err := h.mgr.RotateKey(r.Context(), r.PathValue("key_id"))
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 	key, err := h.mgr.RevokeKey(r.Context(), r.PathValue("key_id"))
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
 }
 
 func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
@@ -223,41 +226,42 @@ func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 		Amount *int64 `json:"amount"`
 		Reason string `json:"reason"`
 	}
-	if !mgmtapi.Decode(w, r, &body) {
+	if err := mgmtapi.Decode(w, r, &body); err != nil {
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	if body.Amount == nil || *body.Amount == 0 {
-		envelope.WriteError(w, http.StatusBadRequest, "amount is required: a positive number grants credits, a negative one takes them away")
+		h.door.WriteError(w, r, mgmtapi.Invalid("amount is required: a positive number grants credits, a negative one takes them away"), nil)
 		return
 	}
 	if strings.TrimSpace(body.Reason) == "" || len(body.Reason) > 500 {
-		envelope.WriteError(w, http.StatusBadRequest, "reason is required (at most 500 characters): say why the balance changes")
+		h.door.WriteError(w, r, mgmtapi.Invalid("reason is required (at most 500 characters): say why the balance changes"), nil)
 		return
 	}
 	idem := r.Header.Get("Idempotency-Key")
 	if len(idem) > 255 {
-		envelope.WriteError(w, http.StatusBadRequest, "the Idempotency-Key header is longer than 255 characters")
+		h.door.WriteError(w, r, mgmtapi.Invalid("the Idempotency-Key header is longer than 255 characters"), nil)
 		return
 	}
 	b, err := h.mgr.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, idem)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"balance": mgmtapi.BalanceJSON(b)})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"balance": mgmtapi.BalanceJSON(b)})
 }
 
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 	q, problem := mgmtapi.AuditQuery(r.URL.Query())
 	if problem != "" {
-		envelope.WriteError(w, http.StatusBadRequest, problem)
+		h.door.WriteError(w, r, mgmtapi.Invalid(problem), nil)
 		return
 	}
 	q.Account = r.PathValue("account_id")
 	page, err := h.mgr.AuditLog(r.Context(), q)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, mgmtapi.AuditPageJSON(page))
+	h.door.WriteJSON(w, r, http.StatusOK, mgmtapi.AuditPageJSON(page))
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/admin"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 )
 
 // auditEntryJSON is one entry of data.entries of the audit route.
@@ -188,7 +190,7 @@ func TestAuditAddressBehindProxy(t *testing.T) {
 		{"untrusted peer, spoofed header ignored", elsewhere, []string{"198.51.100.7"}, "127.0.0.1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnvWith(t, &admin.Options{TrustedProxies: tt.trusted})
+			e := newEnvWith(t, &admin.Options{Edge: doortest.NewEdge(t, edge.Options{TrustedProxies: tt.trusted})})
 			var hdr []string
 			for _, v := range tt.xff {
 				hdr = append(hdr, "X-Forwarded-For", v)

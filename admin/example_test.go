@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -44,9 +45,15 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	defer mgr.Close()
-	h, err := admin.NewHandler(mgr, "an-admin-token-of-32-characters!", &admin.Options{
+	// The proxies in front of the service, whose X-Forwarded-For names the client: one
+	// edge serves every door.
+	httpEdge, err := edge.New(&edge.Options{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := admin.NewHandler(mgr, "an-admin-token-of-32-characters!", &admin.Options{Edge: httpEdge})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // adminToken is the admin token of every test service.
@@ -120,6 +121,7 @@ type envelope struct {
 	Status string          `json:"status"`
 	Error  *string         `json:"error"`
 	Data   json.RawMessage `json:"data"`
+	Code   *string         `json:"code"`
 }
 
 // response is a decoded HTTP response.
@@ -155,6 +157,10 @@ func (e *env) do(method, path string, body io.Reader, hdr ...string) response {
 		d.DisallowUnknownFields()
 		if err := d.Decode(&r.env); err != nil {
 			e.t.Fatalf("%s %s: the body is not an envelope: %v\n%s", method, path, err, b)
+		}
+		// An error envelope carries its code, the same as X-Error-Code; a success none.
+		if code := r.header.Get(wire.HeaderErrorCode); (r.env.Status == "error") != (r.env.Code != nil) || r.env.Code != nil && *r.env.Code != code {
+			e.t.Fatalf("%s %s: the envelope's code is not X-Error-Code %q\n%s", method, path, code, b)
 		}
 	}
 	return r

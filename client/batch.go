@@ -9,20 +9,21 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // The headers of a batch's idempotency.
 const (
 	// HeaderIdempotencyKey carries the idempotency key of a batch
 	// ([BatchOptions.IdempotencyKey]).
-	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
 	// HeaderIdempotentReplayed is "true" on the stored answer of a batch that the
 	// service had already run with the same idempotency key ([BatchResponse.Replayed]).
-	HeaderIdempotentReplayed = "Idempotent-Replayed"
+	HeaderIdempotentReplayed = wire.HeaderIdempotentReplayed
 )
 
 // MaxIdempotencyKeyLen is the length limit of an idempotency key.
-const MaxIdempotencyKeyLen = 255
+const MaxIdempotencyKeyLen = wire.MaxIdempotencyKeyLen
 
 // BatchOptions are the optional settings of one [Client.ExecuteBatch] call.
 type BatchOptions struct {
@@ -81,15 +82,9 @@ func (r *BatchResponse) Err() error {
 	return nil
 }
 
-// A BatchSummary counts the outcomes of a batch's items.
-type BatchSummary struct {
-	// OK is the number of items that succeeded.
-	OK int `json:"ok"`
-	// Failed is the number of items that failed.
-	Failed int `json:"failed"`
-	// Credits is what the batch was charged: the sum of the items' credits.
-	Credits int64 `json:"credits"`
-}
+// A BatchSummary counts the outcomes of a batch's items: OK succeeded, Failed failed,
+// and Credits is what the batch was charged, the sum of the items' credits.
+type BatchSummary = wire.BatchSummary
 
 // A BatchItem is the outcome of one item of a batch: its result, or its error.
 type BatchItem struct {
@@ -291,13 +286,7 @@ func readBatch(apiID string, resp *Response, n int) (*BatchResponse, error) {
 		Replayed: resp.Header.Get(HeaderIdempotentReplayed) == "true",
 	}
 	for i, raw := range data.Items {
-		var env struct {
-			Status  string          `json:"status"`
-			Error   string          `json:"error"`
-			Data    json.RawMessage `json:"data"`
-			Code    string          `json:"code"`
-			Credits int64           `json:"credits"`
-		}
+		var env wire.BatchItem
 		if err := json.Unmarshal(raw, &env); err != nil {
 			return nil, malformed("item %d: %v", i, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // Defaults of [Options].
@@ -38,7 +39,7 @@ const (
 
 // HeaderAuthMode names the client's ecosystem in every request ("go-package" for this
 // one), so that the service can tell how its callers reach it.
-const HeaderAuthMode = "X-Auth-Mode"
+const HeaderAuthMode = wire.HeaderAuthMode
 
 // Options configures a [Client]. The zero value is the default; every field is
 // optional.
@@ -471,7 +472,7 @@ func (c *Client) attempt(ctx context.Context, r request) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: building the request to the %s API: %w", r.apiID, err)
 	}
-	req.Header.Set("X-Api-Key", c.key.value)
+	req.Header.Set(wire.HeaderAPIKey, c.key.value)
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}

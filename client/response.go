@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // A Response is the answer to a successful call.
@@ -36,15 +38,10 @@ func (r *Response) Decode(v any) error {
 	return nil
 }
 
-// An Envelope is the body of every JSON answer of the service.
-type Envelope struct {
-	// Status is "ok" on success and "error" on failure.
-	Status string `json:"status"`
-	// Error is the human-readable message of a failure; empty on success.
-	Error string `json:"error"`
-	// Data is the API's result on success; null on failure.
-	Data json.RawMessage `json:"data"`
-}
+// An Envelope is the body of every JSON answer of the service: Status "ok" with the
+// API's result in Data, or "error" with the message in Error and the machine-readable
+// cause in Code (see package wire).
+type Envelope = wire.Envelope
 
 // Credits reports the credit headers of an answer (X-Credits-*, X-Plan). Reported is
 // false, and the other fields zero, when the answer carried none: the edge's 403 and
@@ -78,38 +75,24 @@ type RateLimit struct {
 	RetryAfter time.Duration
 }
 
-// The headers the service reports a call's credits and rate limit in. (The client
-// imports no package of the server's: it reads what any Tollgate service sends.)
-const (
-	headerCreditsCost        = "X-Credits-Cost"
-	headerCreditsRemaining   = "X-Credits-Remaining"
-	headerCreditsUsed        = "X-Credits-Used"
-	headerCreditsLimit       = "X-Credits-Limit"
-	headerCreditsRenewal     = "X-Credits-Renewal"
-	headerPlan               = "X-Plan"
-	headerRateLimit          = "X-RateLimit-Limit"
-	headerRateLimitRemaining = "X-RateLimit-Remaining"
-	headerRetryAfter         = "Retry-After"
-)
-
 func creditsFrom(h http.Header) Credits {
-	remaining, ok := headerInt(h, headerCreditsRemaining)
+	remaining, ok := headerInt(h, wire.HeaderCreditsRemaining)
 	if !ok {
 		return Credits{}
 	}
-	c := Credits{Reported: true, Remaining: remaining, Plan: h.Get(headerPlan)}
-	c.Cost, _ = headerInt(h, headerCreditsCost)
-	c.Used, _ = headerInt(h, headerCreditsUsed)
-	c.Limit, _ = headerInt(h, headerCreditsLimit)
-	c.Renewal, _ = time.Parse(time.RFC3339, h.Get(headerCreditsRenewal))
+	c := Credits{Reported: true, Remaining: remaining, Plan: h.Get(wire.HeaderPlan)}
+	c.Cost, _ = headerInt(h, wire.HeaderCreditsCost)
+	c.Used, _ = headerInt(h, wire.HeaderCreditsUsed)
+	c.Limit, _ = headerInt(h, wire.HeaderCreditsLimit)
+	c.Renewal, _ = time.Parse(time.RFC3339, h.Get(wire.HeaderCreditsRenewal))
 	return c
 }
 
 func rateFrom(h http.Header) RateLimit {
 	var r RateLimit
-	r.Limit, _ = headerInt(h, headerRateLimit)
-	r.Remaining, _ = headerInt(h, headerRateLimitRemaining)
-	r.RetryAfter = retryAfter(h.Get(headerRetryAfter))
+	r.Limit, _ = headerInt(h, wire.HeaderRateLimit)
+	r.Remaining, _ = headerInt(h, wire.HeaderRateLimitRemaining)
+	r.RetryAfter = retryAfter(h.Get(wire.HeaderRetryAfter))
 	return r
 }
 
@@ -148,6 +131,9 @@ func answer(apiID string, hr *http.Response, body []byte) (*Response, error) {
 	switch {
 	case isJSON && env.Error != "":
 		e.Envelope, e.Message = env, env.Error
+		if e.Code == "" {
+			e.Code = env.Code
+		}
 	case hr.StatusCode == http.StatusForbidden:
 		e.Message = "the request was refused before it reached the API (a bare 403 from the edge): the key is missing or not UUID-shaped"
 	case hr.StatusCode >= 300 && hr.StatusCode < 400:
@@ -165,7 +151,7 @@ func answer(apiID string, hr *http.Response, body []byte) (*Response, error) {
 
 // HeaderErrorCode is the header that carries the machine-readable code of an error
 // answer; [APIError.Code] holds its value.
-const HeaderErrorCode = "X-Error-Code"
+const HeaderErrorCode = wire.HeaderErrorCode
 
 // An APIError is an answer of the service that is not a success: an error envelope
 // (401, 403, 404, 429, 5xx, ...) or, rarely, an answer without one (the edge's bare
@@ -175,9 +161,10 @@ type APIError struct {
 	APIID string
 	// StatusCode is the HTTP status.
 	StatusCode int
-	// Code is the machine-readable cause from the X-Error-Code header, such as
-	// unauthorized, forbidden, invalid_input, rate_limited, concurrency_limited or
-	// credits_exhausted; empty when the answer had none.
+	// Code is the machine-readable cause from the X-Error-Code header (or the
+	// envelope's code), such as unauthorized, forbidden, invalid_input, rate_limited,
+	// concurrency_limited or credits_exhausted: the wire.Code constants. Empty when
+	// the answer had none.
 	Code string
 	// Message is the envelope's error message, or a description of an answer that had
 	// no envelope.

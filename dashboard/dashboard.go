@@ -14,9 +14,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
-	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/session"
 )
 
@@ -364,18 +363,18 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, v *visit, err e
 // past its self-service budget).
 func setRetryAfter(w http.ResponseWriter, err error) {
 	if e := (*tollgate.Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
-		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
+		edge.SetRetryAfter(w.Header(), e.RetryAfter)
 	}
 }
 
-// statusOf returns the HTTP status of a service error (the REST front door's, see
-// rest.Status) and the message for a person.
+// statusOf returns the HTTP status of a service error (the envelope's, see
+// edge.Status) and the message for a person.
 func statusOf(err error) (int, string) {
 	var e *tollgate.Error
 	if !errors.As(err, &e) {
 		return http.StatusInternalServerError, "Internal error: the request could not be completed. Try again later."
 	}
-	switch status := rest.Status(e.Code); {
+	switch status := edge.Status(e.Code); {
 	case e.Code == tollgate.CodeUnavailable:
 		return status, "The service cannot answer now; try again shortly."
 	case status >= 500:

@@ -14,10 +14,10 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/clientgen"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // paramPrefix starts the name of each parameter's form field, so that no parameter
@@ -225,15 +225,15 @@ type header struct{ Name, Value string }
 
 // shownHeaders are the headers a try's result lists, in this order.
 var shownHeaders = []string{
-	httpx.HeaderCreditsCost, httpx.HeaderCreditsRemaining, httpx.HeaderCreditsUsed, httpx.HeaderCreditsLimit,
-	httpx.HeaderCreditsRenewal, httpx.HeaderPlan, httpx.HeaderRateLimit, httpx.HeaderRateLimitRemaining,
-	httpx.HeaderRetryAfter, rest.HeaderErrorCode,
+	wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsUsed, wire.HeaderCreditsLimit,
+	wire.HeaderCreditsRenewal, wire.HeaderPlan, wire.HeaderRateLimit, wire.HeaderRateLimitRemaining,
+	wire.HeaderRetryAfter, wire.HeaderErrorCode,
 }
 
 // newTryResult makes the result of a try from REST's answer.
 func newTryResult(status int, hdr http.Header, body []byte) *tryResult {
 	res := &tryResult{Status: status, StatusText: http.StatusText(status),
-		Cost: hdr.Get(httpx.HeaderCreditsCost), Remaining: hdr.Get(httpx.HeaderCreditsRemaining)}
+		Cost: hdr.Get(wire.HeaderCreditsCost), Remaining: hdr.Get(wire.HeaderCreditsRemaining)}
 	var b bytes.Buffer
 	if err := json.Indent(&b, body, "", "  "); err != nil {
 		b.Reset()
@@ -285,10 +285,10 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, v *visit) {
 		return
 	}
 	hdr := http.Header{}
-	status, body := rest.Answer(hdr, reply)
+	status, body := edge.Answer(hdr, reply)
 	if status >= 500 {
 		h.log.ErrorContext(r.Context(), "dashboard: a tried call failed on the service's side", "account", v.Claims.Account,
-			"api", api.ID, "code", hdr.Get(rest.HeaderErrorCode))
+			"api", api.ID, "code", hdr.Get(wire.HeaderErrorCode))
 	}
 	h.renderAPI(w, r, v, api, http.StatusOK, newTryForm(api, r.PostForm), newTryResult(status, hdr, body))
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 )
 
 // TestCredentialForms: the three credential forms (x-api-key, Authorization: Bearer and
@@ -73,7 +75,7 @@ func TestCredentialForms(t *testing.T) {
 // TestTrustedProxies: the IP allow-list applies to the client behind a trusted proxy,
 // and X-Forwarded-For from anyone else is ignored.
 func TestTrustedProxies(t *testing.T) {
-	h := newHarness(t, config{gql: gql.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}})
+	h := newHarness(t, config{gql: gql.Options{Edge: doortest.NewEdge(t, edge.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})}})
 	acct := h.newAccount(t, "pro", -1)
 	office := h.newSubKey(t, acct, "office", auth.RestrictionSpec{AllowedIPs: []string{"10.0.0.0/8"}})
 	tests := []struct {

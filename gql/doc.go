@@ -79,7 +79,10 @@
 // Parse and validation errors are 400 for application/graphql-response+json and 200 for
 // application/json, as the GraphQL-over-HTTP specification says; the gateway's own
 // refusals (401, 402, 403, 429, 503) use their status with either media type. Every
-// answer to an authenticated request carries the credit headers.
+// refusal carries the extensions.code of its first error in X-Error-Code too, and every
+// answer to an authenticated request carries the credit headers. The HTTP edge
+// (trusted proxies, CORS, the bare 403 for a request without a well-formed key, the
+// IETF rate headers) is the one every door shares: [Options.Edge].
 //
 // Every error message is clean text, whatever graphql-go wrote: its marks for a value
 // it could not format (a fragment on an unknown type is "... can never be of type

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/gql"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 const (
@@ -381,8 +381,8 @@ func TestRateLimited(t *testing.T) {
 			t.Errorf("Retry-After %q, want 1..60 seconds", r.Header.Get("Retry-After"))
 		}
 		wantCredits(t, r, "tiny", 0, 3)
-		if r.Header.Get(httpx.HeaderRateLimit) != "2" {
-			t.Errorf("%s = %q, want 2", httpx.HeaderRateLimit, r.Header.Get(httpx.HeaderRateLimit))
+		if r.Header.Get(wire.HeaderRateLimit) != "2" {
+			t.Errorf("%s = %q, want 2", wire.HeaderRateLimit, r.Header.Get(wire.HeaderRateLimit))
 		}
 	}
 	if got := h.balance(t, acct.ID); got != 3 {
@@ -484,8 +484,8 @@ func TestAPIError(t *testing.T) {
 						t.Errorf("data.%s = %v, want null", name, v)
 					}
 				}
-				if r.Header.Get(httpx.HeaderErrorCode) != "" {
-					t.Errorf("a partial answer carries X-Error-Code %s", r.Header.Get(httpx.HeaderErrorCode))
+				if r.Header.Get(wire.HeaderErrorCode) != "" {
+					t.Errorf("a partial answer carries X-Error-Code %s", r.Header.Get(wire.HeaderErrorCode))
 				}
 				balance -= tt.cost
 				wantCredits(t, r, "pro", tt.cost, balance)

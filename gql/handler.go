@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -22,8 +21,9 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // Options configures the GraphQL handler. The zero value is the default; every field is
@@ -32,11 +32,9 @@ type Options struct {
 	// Disabled turns the gateway off: every request is answered with
 	// GRAPHQL_NOT_SUPPORTED (403), without authentication.
 	Disabled bool
-	// AllowedOrigins lists the origins allowed by CORS; nil allows every origin.
-	AllowedOrigins []string
-	// TrustedProxies lists reverse proxies whose X-Forwarded-For is believed, for IP
-	// allow-lists.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares: the trusted proxies, the
+	// origins CORS allows, the IETF rate headers. The default is [edge.Default].
+	Edge *edge.Edge
 	// Limits bound the queries the gateway accepts.
 	Limits Limits
 	// Logger receives failures inside the gateway. The default is slog.Default().
@@ -85,8 +83,7 @@ type Handler struct {
 	requests *requestCache
 	disabled bool
 	limits   Limits
-	trusted  []netip.Prefix
-	cors     httpx.CORS
+	door     *edge.Door
 	log      *slog.Logger
 
 	mu     sync.Mutex // serializes schema builds
@@ -110,13 +107,16 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		requests: newRequestCache(1024),
 		disabled: opts.Disabled,
 		limits:   opts.Limits.withDefaults(),
-		trusted:  opts.TrustedProxies,
-		cors:     httpx.NewCORS(opts.AllowedOrigins, "POST, OPTIONS"),
 		log:      opts.Logger,
 	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	e := opts.Edge
+	if e == nil {
+		e = edge.Default()
+	}
+	h.door = e.Door(edge.DoorSpec{Methods: "POST, OPTIONS", Logger: h.log})
 	if _, err := h.current(); err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ type request struct {
 // are then written into the shape of the answer.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
-		h.cors.Preflight(w, r)
+		h.door.Preflight(w, r)
 		return
 	}
 	// Negotiate first, so that every answer uses the media type the client accepts;
@@ -203,15 +203,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rw.failStatus(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GraphQL queries are sent with POST")
 		return
 	}
-	cred, err := tollgate.CredentialFrom(r.Header)
-	if err != nil {
-		httpx.WriteEdge403(w)
+	caller, ok := h.door.Caller(w, r, auth.ChannelGraphQL)
+	if !ok {
 		return
 	}
 	var q query
-	reply := h.svc.CallAll(r.Context(), tollgate.Caller{
-		Credential: cred, Channel: auth.ChannelGraphQL, Addr: auth.ClientAddr(r, h.trusted),
-	}, func() ([]tollgate.Item, error) {
+	reply := h.svc.CallAll(r.Context(), caller, func() ([]tollgate.Item, error) {
 		if !acceptable {
 			return nil, &refusal{http.StatusNotAcceptable, "NOT_ACCEPTABLE", "the gateway answers with application/graphql-response+json or application/json; accept one of them"}
 		}
@@ -767,9 +764,9 @@ func cleanErrors(errs []*gqlerrors.QueryError) []*gqlerrors.QueryError {
 
 func (rw *responder) send(status int, body []byte) {
 	hdr := rw.w.Header()
-	rw.h.cors.Apply(hdr, rw.r)
+	rw.h.door.CORS(hdr, rw.r)
 	if rw.rc != nil {
-		httpx.SetReceiptHeaders(hdr, rw.rc)
+		rw.h.door.Receipt(hdr, rw.rc)
 	}
 	// Canonical keys, set directly: this is on every answer's path.
 	hdr["Content-Type"] = []string{rw.media}
@@ -783,6 +780,10 @@ func (rw *responder) send(status int, body []byte) {
 // GraphQL-over-HTTP specification says.
 func (rw *responder) requestErrors(errs []*gqlerrors.QueryError) {
 	classify(errs)
+	if code, ok := errs[0].Extensions["code"].(string); ok {
+		// As every refusal of the gateway: the code in X-Error-Code too.
+		rw.w.Header()[wire.HeaderErrorCode] = []string{code}
+	}
 	status := http.StatusOK
 	if rw.media == mediaGraphQL {
 		status = http.StatusBadRequest
@@ -817,11 +818,11 @@ func classify(errs []*gqlerrors.QueryError) {
 func (rw *responder) failErr(err error) {
 	if e := (*tollgate.Error)(nil); errors.As(err, &e) {
 		if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
-			httpx.WriteEdge403(rw.w)
+			edge.Deny(rw.w)
 			return
 		}
 		if e.RetryAfter > 0 {
-			httpx.SetRetryAfter(rw.w.Header(), e.RetryAfter)
+			edge.SetRetryAfter(rw.w.Header(), e.RetryAfter)
 		}
 	}
 	a := rw.h.refusalOf(rw.r.Context(), err)
@@ -848,7 +849,7 @@ func (h *Handler) refusalOf(ctx context.Context, err error) *refusal {
 
 // failStatus answers with one error and no data.
 func (rw *responder) failStatus(status int, code, message string) {
-	rw.w.Header()[httpx.HeaderErrorCode] = []string{code}
+	rw.w.Header()[wire.HeaderErrorCode] = []string{code}
 	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
 		"message": cleantext.Message(message), "extensions": map[string]any{"code": code},
 	}}})

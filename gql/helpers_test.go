@@ -24,9 +24,9 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // t0 is the instant every test clock starts at: the middle of a month, so that no
@@ -491,7 +491,7 @@ func checkResponse(req *http.Request, r *response) error {
 				return errors.New("the edge 403 carries the CORS header " + name)
 			}
 		}
-		if r.Header.Get(httpx.HeaderErrorCode) != "" || r.Header.Get(httpx.HeaderCreditsRemaining) != "" {
+		if r.Header.Get(wire.HeaderErrorCode) != "" || r.Header.Get(wire.HeaderCreditsRemaining) != "" {
 			return errors.New("the edge 403 carries service headers")
 		}
 		return nil
@@ -561,7 +561,7 @@ func checkResponse(req *http.Request, r *response) error {
 	} else if r.Status == http.StatusOK && ct == mediaGraphQL {
 		return errors.New("a graphql-response+json answer without data has status 200")
 	}
-	if code := r.Header.Get(httpx.HeaderErrorCode); code != "" && (len(r.Errors) == 0 || r.Errors[0].Code() != code) {
+	if code := r.Header.Get(wire.HeaderErrorCode); code != "" && (len(r.Errors) == 0 || r.Errors[0].Code() != code) {
 		return errors.New("X-Error-Code " + code + " is not the code of the first error")
 	}
 	return nil
@@ -617,7 +617,7 @@ func wantGatewayError(t testing.TB, r *response, status int, code string, fragme
 	if len(r.Errors) != 1 {
 		t.Errorf("%d errors, want one: %s", len(r.Errors), r.Body)
 	}
-	if got := r.Header.Get(httpx.HeaderErrorCode); got != code {
+	if got := r.Header.Get(wire.HeaderErrorCode); got != code {
 		t.Errorf("X-Error-Code is %q, want %q", got, code)
 	}
 	return e
@@ -629,8 +629,8 @@ func wantOK(t testing.TB, r *response) map[string]any {
 	if r.Status != http.StatusOK || len(r.Errors) != 0 || !r.HasData {
 		t.Fatalf("got %d %v: %s, want 200 with data and no errors", r.Status, r.Codes(), truncate(r.Body))
 	}
-	if r.Header.Get(httpx.HeaderErrorCode) != "" {
-		t.Errorf("a success carries X-Error-Code %q", r.Header.Get(httpx.HeaderErrorCode))
+	if r.Header.Get(wire.HeaderErrorCode) != "" {
+		t.Errorf("a success carries X-Error-Code %q", r.Header.Get(wire.HeaderErrorCode))
 	}
 	return r.DataMap(t)
 }
@@ -639,24 +639,24 @@ func wantOK(t testing.TB, r *response) map[string]any {
 // request and the balance left.
 func wantCredits(t testing.TB, r *response, plan string, cost, remaining int64) {
 	t.Helper()
-	if got := r.Int(httpx.HeaderCreditsCost); got != cost {
-		t.Errorf("%s is %d, want %d (headers %v)", httpx.HeaderCreditsCost, got, cost, r.Header)
+	if got := r.Int(wire.HeaderCreditsCost); got != cost {
+		t.Errorf("%s is %d, want %d (headers %v)", wire.HeaderCreditsCost, got, cost, r.Header)
 	}
-	if got := r.Int(httpx.HeaderCreditsRemaining); got != remaining {
-		t.Errorf("%s is %d, want %d", httpx.HeaderCreditsRemaining, got, remaining)
+	if got := r.Int(wire.HeaderCreditsRemaining); got != remaining {
+		t.Errorf("%s is %d, want %d", wire.HeaderCreditsRemaining, got, remaining)
 	}
-	if r.Int(httpx.HeaderCreditsLimit) < 0 || r.Header.Get(httpx.HeaderCreditsRenewal) == "" {
+	if r.Int(wire.HeaderCreditsLimit) < 0 || r.Header.Get(wire.HeaderCreditsRenewal) == "" {
 		t.Errorf("the credit headers are incomplete: %v", r.Header)
 	}
-	if got := r.Header.Get(httpx.HeaderPlan); got != plan {
-		t.Errorf("%s is %q, want %q", httpx.HeaderPlan, got, plan)
+	if got := r.Header.Get(wire.HeaderPlan); got != plan {
+		t.Errorf("%s is %q, want %q", wire.HeaderPlan, got, plan)
 	}
 }
 
 // wantNoCredits checks that an answer carries no credit header.
 func wantNoCredits(t testing.TB, r *response) {
 	t.Helper()
-	for _, name := range []string{httpx.HeaderCreditsCost, httpx.HeaderCreditsRemaining, httpx.HeaderPlan} {
+	for _, name := range []string{wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderPlan} {
 		if r.Header.Get(name) != "" {
 			t.Errorf("an unauthenticated answer carries %s", name)
 		}

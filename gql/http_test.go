@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/gql"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // TestMethods: POST only; every other method is 405 with Allow: POST (with or without
@@ -184,7 +186,7 @@ func TestCORS(t *testing.T) {
 	for _, q := range []string{hashQuery, `{ nope }`} {
 		r := h.query(t, acct.Key, q, nil, header{"Origin", "https://anywhere.example"})
 		expose := r.Header.Get("Access-Control-Expose-Headers")
-		if r.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(expose, "X-Credits-Remaining") || !strings.Contains(expose, httpx.HeaderErrorCode) {
+		if r.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(expose, "X-Credits-Remaining") || !strings.Contains(expose, wire.HeaderErrorCode) {
 			t.Errorf("CORS headers %v", r.Header)
 		}
 		r = h.query(t, acct.Key, q, nil)
@@ -193,7 +195,7 @@ func TestCORS(t *testing.T) {
 		}
 	}
 
-	h = newHarness(t, config{gql: gql.Options{AllowedOrigins: []string{"https://app.example"}}})
+	h = newHarness(t, config{gql: gql.Options{Edge: doortest.NewEdge(t, edge.Options{AllowedOrigins: []string{"https://app.example"}})}})
 	acct = h.newAccount(t, "pro", -1)
 	for _, c := range []struct {
 		origin, want string

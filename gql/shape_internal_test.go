@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // shapeAPIs declare a result of every kind an answer writes: each scalar, nested
@@ -120,7 +121,7 @@ var shapeQueries = []struct {
 
 // newShapeSchema builds the schema of shapeAPIs with the handler's resolvers.
 func newShapeSchema(t testing.TB) (*Handler, *schema) {
-	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), door: edge.Default().Door(edge.DoorSpec{Methods: "POST, OPTIONS"})}
 	s, err := buildSchema(shapeAPIs(), 1, h.resolve)
 	if err != nil {
 		t.Fatal(err)

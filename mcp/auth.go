@@ -10,7 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // A credKind is the form of a request's credential.
@@ -51,7 +51,7 @@ func (h *Handler) authenticate(r *http.Request, current bool) (*caller, error) {
 	// An MCP session belongs to the key it was opened with (a session token acts as
 	// the key that started it), so no other key's requests may use it; only a session
 	// token that names no key acts for the whole account.
-	c := &caller{p: p, as: as, cred: cred, user: "key:" + p.Key.ID}
+	c := &caller{door: h.door, p: p, as: as, cred: cred, user: "key:" + p.Key.ID}
 	if p.Key.ID == "" {
 		c.user = "account:" + p.Account.ID
 	}
@@ -59,11 +59,11 @@ func (h *Handler) authenticate(r *http.Request, current bool) (*caller, error) {
 }
 
 // credentialFrom extracts the credential of a request. The key forms are those of
-// REST ([tollgate.CredentialFrom]); with OAuth on, an Authorization: Bearer value that
+// REST ([edge.CredentialFrom]); with OAuth on, an Authorization: Bearer value that
 // is not UUID-shaped is an access token.
 func (h *Handler) credentialFrom(r *http.Request) (credential, error) {
-	addr := auth.ClientAddr(r, h.trusted)
-	cred, err := tollgate.CredentialFrom(r.Header)
+	addr := h.door.Addr(r)
+	cred, err := edge.CredentialFrom(r.Header)
 	if err == nil {
 		kind := credKey
 		switch cred.Kind {
@@ -166,7 +166,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 	e := h.pipelineError(r.Context(), err)
 	switch e.Code {
 	case tollgate.CodeMalformedCredential:
-		httpx.WriteEdge403(w)
+		edge.Deny(w)
 		return
 	case tollgate.CodeNoCredential:
 		message := "no credential: send an API key in the x-api-key header (or as Authorization: Bearer)"
@@ -181,7 +181,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 		return
 	}
 	hdr := w.Header()
-	h.cors.Apply(hdr, r)
+	h.door.CORS(hdr, r)
 	a := answerOf(e.Code)
 	code := a.rpc
 	if code == codeInvalidParams || code == 0 {
@@ -195,7 +195,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id []byte, err 
 // error="invalid_token") rather than missing.
 func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request, id []byte, invalid bool, name, message string) {
 	hdr := w.Header()
-	h.cors.Apply(hdr, r)
+	h.door.CORS(hdr, r)
 	ch := h.challenge
 	if invalid {
 		ch += `, error="invalid_token"`
@@ -213,25 +213,7 @@ func (h *Handler) hostAllowed(r *http.Request) bool {
 	if !ok || local == nil || !isLoopback(local.String()) {
 		return true
 	}
-	return isLoopback(r.Host) || h.fromTrustedProxy(r)
-}
-
-// fromTrustedProxy reports whether the TCP peer of r is a trusted proxy.
-func (h *Handler) fromTrustedProxy(r *http.Request) bool {
-	if len(h.trusted) == 0 {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	addr := ap.Addr().Unmap()
-	for _, p := range h.trusted {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
+	return isLoopback(r.Host) || h.door.Edge().FromTrustedProxy(r)
 }
 
 // isLoopback reports whether a host, with or without a port, is localhost or a

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 	"github.com/tollgate-dev/tollgate/mcp"
 )
 
@@ -179,7 +181,7 @@ func TestChallenge(t *testing.T) {
 // TestDNSRebinding checks the Host check on a loopback socket: a foreign Host is
 // refused before anything else, unless a trusted proxy forwards it.
 func TestDNSRebinding(t *testing.T) {
-	trusted := mcp.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	trusted := mcp.Options{Edge: doortest.NewEdge(t, edge.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})}
 	tests := []struct {
 		name   string
 		opts   mcp.Options
@@ -240,7 +242,7 @@ func TestSessionToken(t *testing.T) {
 // TestCORS checks the preflight, which needs no credential, and the headers a browser
 // client needs to read.
 func TestCORS(t *testing.T) {
-	h := newHarness(t, config{mcp: mcp.Options{AllowedOrigins: []string{"https://app.example"}}})
+	h := newHarness(t, config{mcp: mcp.Options{Edge: doortest.NewEdge(t, edge.Options{AllowedOrigins: []string{"https://app.example"}})}})
 	req, _ := http.NewRequest(http.MethodOptions, h.url, nil)
 	req.Header.Set("Origin", "https://app.example")
 	req.Header.Set("Access-Control-Request-Method", "POST")
@@ -270,7 +272,7 @@ func TestCORS(t *testing.T) {
 	// A request without Origin is not cross-origin: no CORS header would serve it, on a
 	// session's start, a paid call or a refusal.
 	for _, allowed := range [][]string{{"https://app.example"}, nil} {
-		h := newHarness(t, config{mcp: mcp.Options{AllowedOrigins: allowed}})
+		h := newHarness(t, config{mcp: mcp.Options{Edge: doortest.NewEdge(t, edge.Options{AllowedOrigins: allowed})}})
 		cl := h.raw(t, keyHeader(h.key))
 		resp, _ := cl.post(initBody)
 		cl.sid = resp.Header.Get("Mcp-Session-Id")

@@ -217,11 +217,11 @@
 // The SDK's protection against DNS rebinding refuses a request that arrives on a
 // loopback socket with a Host that is not loopback, which also refuses every request
 // that a reverse proxy on the same host forwards with the public Host. The handler
-// makes that check itself instead, and lets through requests from the proxies listed
-// in [Options.TrustedProxies], which are also the only ones whose X-Forwarded-For (IP
-// allow-lists) is believed. CORS is as for REST: every origin by default, preflights without a key,
-// and the transport's headers (Mcp-Session-Id, WWW-Authenticate) exposed besides the
-// credit headers. Bodies are bounded by [Options.MaxBodyBytes].
+// makes that check itself instead, and lets through requests from the trusted proxies
+// of the edge ([Options.Edge], edge.Options.TrustedProxies), which are also the only
+// ones whose X-Forwarded-For (IP allow-lists) is believed. CORS is the edge's, as for
+// REST: every origin by default, preflights without a key, and the transport's headers
+// (Mcp-Session-Id, WWW-Authenticate) exposed besides the credit headers. Bodies are bounded by [Options.MaxBodyBytes].
 //
 // # Mounting
 //

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // writeRPCError answers an HTTP request with a JSON-RPC error response: the status,
@@ -26,7 +26,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 		Error   rpcError        `json:"error"`
 	}{"2.0", id, rpcError{Code: code, Message: cleantext.Message(message), Data: errorData{Code: name}}})
 	hdr := w.Header()
-	hdr[httpx.HeaderErrorCode] = []string{name}
+	hdr[wire.HeaderErrorCode] = []string{name}
 	hdr["Content-Type"] = []string{"application/json"}
 	hdr["Cache-Control"] = []string{"no-store"}
 	w.WriteHeader(status)

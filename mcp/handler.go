@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +19,8 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/event"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // Options configures the MCP handler. The zero value is the default; every field is
@@ -59,12 +58,12 @@ type Options struct {
 	// client that comes back gets 404 and starts a new session, as the protocol
 	// says. The default is [DefaultSessionTimeout].
 	SessionTimeout time.Duration
-	// AllowedOrigins lists the origins allowed by CORS; nil allows every origin.
-	AllowedOrigins []string
-	// TrustedProxies lists reverse proxies whose X-Forwarded-For is believed, for IP
-	// allow-lists, and whose requests pass the DNS-rebinding check (see the package
-	// documentation) with the public Host they forward.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares: the origins CORS allows, the
+	// IETF rate headers, and the trusted proxies, whose X-Forwarded-For is believed
+	// for IP allow-lists and whose requests pass the DNS-rebinding check (see the
+	// package documentation) with the public Host they forward. The default is
+	// [edge.Default].
+	Edge *edge.Edge
 	// MaxBodyBytes caps a request body. The default is 1 MiB; file APIs take files by
 	// URL, so no body holds a file.
 	MaxBodyBytes int64
@@ -115,8 +114,7 @@ type Handler struct {
 	svc       *tollgate.Service
 	server    *sdk.Server
 	inner     http.Handler // the SDK's streamable handler behind its bearer middleware (see handOver)
-	cors      httpx.CORS
-	trusted   []netip.Prefix
+	door      *edge.Door
 	maxBody   int64
 	verify    func(context.Context, string) (string, error)
 	challenge string
@@ -158,8 +156,6 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	h := &Handler{
 		svc:       svc,
 		limits:    lim,
-		cors:      httpx.NewCORS(opts.AllowedOrigins, "GET, POST, DELETE, OPTIONS").Expose(exposedHeaders...),
-		trusted:   opts.TrustedProxies,
 		maxBody:   opts.MaxBodyBytes,
 		verify:    opts.VerifyToken,
 		challenge: opts.Challenge,
@@ -176,6 +172,13 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	e := opts.Edge
+	if e == nil {
+		e = edge.Default()
+	}
+	spec := doorSpec
+	spec.Logger = h.log
+	h.door = e.Door(spec)
 	timeout := opts.SessionTimeout
 	if timeout <= 0 {
 		timeout = DefaultSessionTimeout
@@ -252,6 +255,7 @@ const callerExtra = "tollgate.caller"
 // A caller is an authenticated request: the principal, the credential (to check it
 // again while a stream is open) and the response headers its tool calls write to.
 type caller struct {
+	door *edge.Door // writes the receipt
 	p    tollgate.Principal
 	as   tollgate.Caller // how its tool calls present it to the service
 	cred credential
@@ -290,10 +294,10 @@ func (c *caller) receipt(rc *tollgate.Receipt, retryAfter time.Duration) {
 		if c.balance != nil {
 			sum.Balance = *c.balance
 		}
-		httpx.SetReceiptHeaders(c.hdr, &sum)
+		c.door.Receipt(c.hdr, &sum)
 	}
 	if retryAfter > 0 {
-		httpx.SetRetryAfter(c.hdr, retryAfter)
+		edge.SetRetryAfter(c.hdr, retryAfter)
 	}
 }
 
@@ -334,13 +338,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodPost, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
-		h.cors.Apply(w.Header(), r)
+		h.door.CORS(w.Header(), r)
 		writeRPCError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method_not_allowed", msgMethods)
 		return
 	}
 	if h.closed.Load() {
 		h.log.InfoContext(r.Context(), "mcp: answered 503: the endpoint is shutting down (Handler.Close was called)")
-		h.cors.Apply(w.Header(), r)
+		h.door.CORS(w.Header(), r)
 		writeRPCError(w, http.StatusServiceUnavailable, nil, codeInternal, "unavailable", "the MCP endpoint is shutting down; reconnect shortly")
 		return
 	}
@@ -372,7 +376,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		if status, code, name, text := h.misuse(r, msg); status != 0 {
 			if !h.keyRefused(w, r, c, msg) {
-				h.cors.Apply(w.Header(), r)
+				h.door.CORS(w.Header(), r)
 				if name == "" {
 					name = rpcCodeName(code)
 				}
@@ -390,7 +394,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.sync()
 
 	hdr := w.Header()
-	h.cors.Apply(hdr, r)
+	h.door.CORS(hdr, r)
 	c.hdr = hdr
 	defer c.finish() // also on a panic: a tool call must not write headers after the response
 
@@ -499,22 +503,16 @@ const handedOver = "Bearer handed-over"
 const sessionHeader = "Mcp-Session-Id"
 
 // preflight answers a CORS preflight request, which needs no credential.
-func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
-	hdr := w.Header()
-	if h.cors.Apply(hdr, r) {
-		hdr.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-		hdr.Set("Access-Control-Allow-Headers", "X-Api-Key, Authorization, X-Jwt, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id")
-		hdr.Set("Access-Control-Max-Age", "600")
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
+func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) { h.door.Preflight(w, r) }
 
-// exposedHeaders are the headers an answer exposes to cross-origin scripts: the
-// transport's headers and the challenge besides the credit, rate and error headers of
-// the other front doors.
-var exposedHeaders = append([]string{
-	sessionHeader, "Mcp-Protocol-Version", "WWW-Authenticate", httpx.HeaderErrorCode,
-}, httpx.CreditHeaderNames...)
+// doorSpec is what the MCP door asks of the edge: the transport's methods, its headers
+// besides the other doors' (the session, the protocol version, the stream to resume),
+// and the challenge that a script may read.
+var doorSpec = edge.DoorSpec{
+	Methods:       "GET, POST, DELETE, OPTIONS",
+	AllowHeaders:  []string{sessionHeader, "Mcp-Protocol-Version", "Last-Event-Id"},
+	ExposeHeaders: []string{sessionHeader, "Mcp-Protocol-Version", "WWW-Authenticate"},
+}
 
 // Interface guard.
 var _ http.Handler = (*Handler)(nil)

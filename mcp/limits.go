@@ -12,7 +12,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // The limits of the endpoint bound what one key can make a process hold or build,
@@ -88,7 +88,7 @@ func (h *Handler) limit(w http.ResponseWriter, r *http.Request, c *caller, m mes
 	if m.isCall() && m.method == methodInitialize && r.Header.Get(sessionHeader) == "" {
 		var err error
 		if sl, err = h.sessions.reserve(c); err != nil {
-			h.cors.Apply(w.Header(), r)
+			h.door.CORS(w.Header(), r)
 			status := http.StatusTooManyRequests
 			if errors.Is(err, errProcessSessions) {
 				status = http.StatusServiceUnavailable
@@ -101,8 +101,8 @@ func (h *Handler) limit(w http.ResponseWriter, r *http.Request, c *caller, m mes
 		if wait, ok := h.limits.unbilled.take(c.user, n, h.svc.Now()); !ok {
 			h.sessions.settle(sl)
 			hdr := w.Header()
-			h.cors.Apply(hdr, r)
-			httpx.SetRetryAfter(hdr, wait)
+			h.door.CORS(hdr, r)
+			edge.SetRetryAfter(hdr, wait)
 			writeRPCError(w, http.StatusTooManyRequests, m.id, CodeLimited, "rate_limited", fmt.Sprintf(
 				"too many requests that are not billed (every method but tools/call): a key may send %d a minute, in bursts of at most %d; retry in %ds. Tool calls count against the plan's rate limit instead",
 				h.limits.unbilled.perMinute, h.limits.unbilled.burst, ceilSeconds(wait)))

@@ -167,7 +167,7 @@ const msgMethods = "the MCP endpoint takes POST (messages), GET (the event strea
 // SDK's text; a failure of the SDK itself (5xx) is logged and reported as internal.
 func (h *Handler) translate(w http.ResponseWriter, r *http.Request, id json.RawMessage, status int, text string) {
 	text = strings.TrimSpace(text)
-	h.cors.Apply(w.Header(), r)
+	h.door.CORS(w.Header(), r)
 	for _, ref := range sdkRefusals {
 		if !strings.HasPrefix(text, ref.prefix) {
 			continue

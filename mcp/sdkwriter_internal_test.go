@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // TestSDKWriter checks what the writer between the SDK and the client passes on and
@@ -104,7 +104,7 @@ func TestTranslate(t *testing.T) {
 	var logs bytes.Buffer
 	h := &Handler{
 		log:  slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		cors: httpx.NewCORS(nil, "GET, POST, DELETE, OPTIONS"),
+		door: edge.Default().Door(doorSpec),
 	}
 	tests := []struct {
 		name           string

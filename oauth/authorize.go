@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
@@ -182,7 +181,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	addr := auth.ClientAddr(r, s.trusted)
+	addr := s.edge.Addr(r)
 	var keyID, accountID string
 	if value := strings.TrimSpace(form.Get("api_key")); value != "" {
 		keyID, accountID, err = s.keys.ApproveKey(r.Context(), value, addr)

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 )
 
@@ -105,9 +106,12 @@ type Options struct {
 	Login func(r *http.Request) (keyID string, ok bool)
 	// ServiceName is shown on the consent page. The default is "Tollgate".
 	ServiceName string
-	// TrustedProxies lists reverse proxies whose X-Forwarded-For is believed, for the
-	// IP allow-lists of keys typed on the consent page.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares; the server reads the client's
+	// address through its trusted proxies, for the IP allow-lists of keys typed on the
+	// consent page. The default is [edge.Default]. The discovery, registration and
+	// token endpoints answer every origin whatever the edge's CORS origins: they take no
+	// cookies, and OAuth clients in browsers must reach them.
+	Edge *edge.Edge
 	// RegistrationsPerMinute bounds dynamic client registrations, server-wide. The
 	// default is DefaultRegistrationsPerMinute; a negative value means no limit.
 	RegistrationsPerMinute int
@@ -139,7 +143,7 @@ type Server struct {
 	refreshTTL time.Duration
 	login      func(*http.Request) (string, bool)
 	name       string
-	trusted    []netip.Prefix
+	edge       *edge.Edge
 	registry   *rate.Limiter // nil: unlimited
 	fetcher    *safefetch.Fetcher
 	documents  documentCache
@@ -175,8 +179,11 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 		refreshTTL: opts.RefreshTokenTTL,
 		login:      opts.Login,
 		name:       opts.ServiceName,
-		trusted:    opts.TrustedProxies,
+		edge:       opts.Edge,
 		cookie:     newCookieAttrs(issuer.Scheme == "https"),
+	}
+	if s.edge == nil {
+		s.edge = edge.Default()
 	}
 	resources := opts.Resources
 	if len(resources) == 0 {

@@ -11,7 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // TestForbiddenCauses proves each cause of the JSON 403 (scope, channel, IP allow-list,
@@ -87,7 +87,7 @@ func TestForbiddenCauses(t *testing.T) {
 }
 
 // TestIPAllowListForwardedFor proves that X-Forwarded-For is believed only from
-// rest.Options.TrustedProxies: from a trusted peer the forwarded client address is
+// edge.Options.TrustedProxies: from a trusted peer the forwarded client address is
 // checked against the allow-list; from an untrusted one the header is ignored and the
 // TCP peer is checked.
 func TestIPAllowListForwardedFor(t *testing.T) {
@@ -111,7 +111,7 @@ func TestIPAllowListForwardedFor(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, config{rest: rest.Options{TrustedProxies: c.trusted}})
+			h := newHarness(t, config{edge: edge.Options{TrustedProxies: c.trusted}})
 			acct := h.newAccount(t, "pro")
 			office := h.newSubKey(t, acct, "office", auth.RestrictionSpec{AllowedIPs: []string{"10.0.0.0/8"}})
 			hdrs := []header{key(office.Key)}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -96,7 +96,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 		st, err = h.svc.Status(r.Context(), &p)
 	}
 	if err != nil {
-		h.writeError(w, r, err, nil)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	b := st.Balance
@@ -122,8 +122,8 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 		}
 		out.RateLimit = &rateInfo{PerMinute: l.Rate, Burst: l.Burst, Remaining: remaining}
 	}
-	httpx.SetCreditHeaders(w.Header(), p.Plan.Name, 0, b)
-	h.writeData(w, r, http.StatusOK, out)
+	edge.SetCreditHeaders(w.Header(), p.Plan.Name, 0, b)
+	h.door.WriteJSON(w, r, http.StatusOK, out)
 }
 
 // The time-series form of GET /v1/analytics:
@@ -158,7 +158,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 // serveUsage answers the time-series form of GET /v1/analytics. The accounts manager
 // applies who may read which usage (accounts.Manager.OwnUsage).
 func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Values) {
-	c, ok := h.caller(w, r, 0)
+	c, ok := h.door.Caller(w, r, 0)
 	if !ok {
 		return
 	}
@@ -172,9 +172,9 @@ func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request, q url.Value
 				err = &tollgate.Error{Code: tollgate.CodeNotFound, Message: "this service records no usage statistics (rest.Options.Accounts is not set)"}
 			}
 		} else if res, err = h.mgr.OwnUsage(r.Context(), c, uq); err == nil {
-			h.writeData(w, r, http.StatusOK, usagehttp.NewBody(res))
+			h.door.WriteJSON(w, r, http.StatusOK, usagehttp.NewBody(res))
 			return
 		}
 	}
-	h.writeError(w, r, err, nil)
+	h.door.WriteError(w, r, err, nil)
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // TestEdgeRejectsMissingOrMalformedKey proves the edge rule: no key header, or a value
@@ -81,7 +81,7 @@ func TestUnknownKeyIs401(t *testing.T) {
 			if r.Error != "unauthorized" {
 				t.Errorf("error = %q, want exactly \"unauthorized\"", r.Error)
 			}
-			if r.Header.Get(httpx.HeaderCreditsRemaining) != "" {
+			if r.Header.Get(wire.HeaderCreditsRemaining) != "" {
 				t.Error("a 401 reveals an account's credit headers")
 			}
 		})
@@ -117,7 +117,7 @@ func TestCredentialForms(t *testing.T) {
 			r := h.do(t, http.MethodGet, "/v1/hash?text=hello", nil, f.hdrs...)
 			wantOK(t, r)
 			want--
-			if got := r.Int(httpx.HeaderCreditsRemaining); got != want {
+			if got := r.Int(wire.HeaderCreditsRemaining); got != want {
 				t.Errorf("X-Credits-Remaining = %d, want %d (the same account's balance)", got, want)
 			}
 			if a := h.analytics(t, f.hdrs...); a.Account != acct.ID {
@@ -153,7 +153,7 @@ func TestHeaderNamesCaseInsensitiveOnTheWire(t *testing.T) {
 			if status != http.StatusOK {
 				t.Fatalf("got %d: %s", status, body)
 			}
-			if got, want := hdr.Get(httpx.HeaderCreditsRemaining), fmt.Sprint(100000-i-1); got != want {
+			if got, want := hdr.Get(wire.HeaderCreditsRemaining), fmt.Sprint(100000-i-1); got != want {
 				t.Errorf("X-Credits-Remaining = %s, want %s", got, want)
 			}
 		})

@@ -1,30 +1,21 @@
 package rest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // DefaultBatchItemBytes is the default [Options.BatchItemBytes].
 const DefaultBatchItemBytes = 16 << 10
-
-// HeaderIdempotencyKey carries the client's idempotency key of a batch.
-const HeaderIdempotencyKey = "Idempotency-Key"
-
-// HeaderIdempotentReplayed is "true" on the answer of a batch sent again with the
-// Idempotency-Key of one that ran: the first answer, sent again.
-const HeaderIdempotentReplayed = httpx.HeaderIdempotentReplayed
 
 // serveBatch runs many inputs through one API: POST /v1/{api_id}/batch with the body
 // {"items": [{params}, ...]}. The service runs the batch (tollgate.Service.CallBatch);
@@ -41,13 +32,13 @@ const HeaderIdempotentReplayed = httpx.HeaderIdempotentReplayed
 // and Idempotent-Replayed: true on an answer sent again for an Idempotency-Key. A batch
 // refused as a whole gets the usual error envelope.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.caller(w, r, auth.ChannelBatch)
+	c, ok := h.door.Caller(w, r, auth.ChannelBatch)
 	if !ok {
 		return
 	}
 	reply := h.svc.CallBatch(r.Context(), c, tollgate.Batch{
 		API:            r.PathValue("api_id"),
-		IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
+		IdempotencyKey: r.Header.Get(wire.HeaderIdempotencyKey),
 		Items: func(api *catalog.API, max int) ([]any, error) {
 			if r.Method != http.MethodPost {
 				w.Header().Set("Allow", "POST, OPTIONS")
@@ -58,15 +49,15 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request) {
 		},
 	})
 	if reply.Err != nil {
-		h.writeError(w, r, reply.Err, &reply.Receipt)
+		h.door.WriteError(w, r, reply.Err, &reply.Receipt)
 		return
 	}
 	hdr := w.Header()
-	h.setReceiptHeaders(hdr, &reply.Receipt)
+	h.door.Receipt(hdr, &reply.Receipt)
 	if reply.Replayed {
-		hdr.Set(HeaderIdempotentReplayed, "true")
+		hdr.Set(wire.HeaderIdempotentReplayed, "true")
 	}
-	h.writeEncoded(w, r, http.StatusOK, encodeBatch(&reply))
+	h.door.WriteData(w, r, http.StatusOK, encodeBatch(&reply))
 }
 
 // readBatch reads a batch's body: a JSON object whose only field, items, is an array
@@ -154,28 +145,19 @@ func expectDelim(d *json.Decoder, want json.Delim, msg string) error {
 // encodeBatch writes the data of a batch's answer: the envelope of each item, in
 // order, and the summary.
 func encodeBatch(reply *tollgate.BatchReply) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"items":[`)
+	b := append(make([]byte, 0, 64*len(reply.Items)+64), `{"items":[`...)
 	for i, it := range reply.Items {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		if it.Err == nil {
-			b.WriteString(`{"status":"ok","error":null,"data":`)
-			b.Write(it.JSON)
+			b = wire.AppendBatchItem(b, it.JSON, "", "", it.Credits)
 		} else {
-			msg, _ := json.Marshal(cleantext.Message(it.Err.Message)) // a string always encodes
-			b.WriteString(`{"status":"error","error":`)
-			b.Write(msg)
-			b.WriteString(`,"data":null,"code":"`)
-			b.WriteString(it.Err.Code.String())
-			b.WriteByte('"')
+			b = wire.AppendBatchItem(b, nil, it.Err.Code.String(), cleantext.Message(it.Err.Message), it.Credits)
 		}
-		b.WriteString(`,"credits":`)
-		b.WriteString(strconv.FormatInt(it.Credits, 10))
-		b.WriteByte('}')
 	}
 	ok, failed := reply.Summary()
-	fmt.Fprintf(&b, `],"summary":{"ok":%d,"failed":%d,"credits":%d}}`, ok, failed, reply.Receipt.Charged)
-	return b.Bytes()
+	b = append(b, `],"summary":`...)
+	b = wire.AppendBatchSummary(b, wire.BatchSummary{OK: ok, Failed: failed, Credits: reply.Receipt.Charged})
+	return append(b, '}')
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // batchData is the data of a batch's answer.
@@ -72,7 +72,7 @@ func wantBatch(t *testing.T, r *response, codes []string, credits []int64) batch
 	if s.OK == nil || *s.OK != ok || s.Failed == nil || *s.Failed != int64(len(codes))-ok || s.Credits == nil || *s.Credits != charged {
 		t.Errorf("summary %s, want ok %d, failed %d, credits %d", r.Data, ok, int64(len(codes))-ok, charged)
 	}
-	if got := r.Int(httpx.HeaderCreditsCost); got != charged {
+	if got := r.Int(wire.HeaderCreditsCost); got != charged {
 		t.Errorf("X-Credits-Cost %d, want %d", got, charged)
 	}
 	return d
@@ -100,7 +100,7 @@ func TestBatch(t *testing.T) {
 		t.Errorf("the number item's error %q", *d.Items[5].Error)
 	}
 	wantCreditHeaders(t, r, "pro", 2, 99998, 2, 100000, feb1)
-	if got := r.Int(httpx.HeaderRateLimitRemaining); got != 598 {
+	if got := r.Int(wire.HeaderRateLimitRemaining); got != 598 {
 		t.Errorf("X-RateLimit-Remaining %d, want 598: two items, two events", got)
 	}
 	if b := h.balance(t, acct.ID); b.Remaining != 99998 {
@@ -167,7 +167,7 @@ func TestBatchRefused(t *testing.T) {
 				t.Errorf("Allow %q, want POST, OPTIONS", r.Header.Get("Allow"))
 			}
 			// The key itself refused (401, or 403 for its channel) carries no figures.
-			if tt.status != 401 && tt.code != "forbidden" && r.Header.Get(httpx.HeaderCreditsRemaining) == "" {
+			if tt.status != 401 && tt.code != "forbidden" && r.Header.Get(wire.HeaderCreditsRemaining) == "" {
 				t.Error("a refusal of a known caller without the credit headers")
 			}
 		})
@@ -256,12 +256,12 @@ func TestBatchIdempotencyKey(t *testing.T) {
 	wantBatch(t, first, []string{"", "invalid_input"}, []int64{1, 0})
 	// Whitespace and the order of an item's fields do not make another request.
 	again := h.postBatch(t, "hash", `{"items":[{"text":"a"},{"algorithm":"md5"}]}`, key(acct.Key), header{"Idempotency-Key", "7c1d0b6e-retry"})
-	if !bytes.Equal(again.Body, first.Body) || again.Header.Get(rest.HeaderIdempotentReplayed) != "true" || first.Header.Get(rest.HeaderIdempotentReplayed) != "" {
-		t.Errorf("the retry %s (replayed %q), want the first answer %s replayed", again.Body, again.Header.Get(rest.HeaderIdempotentReplayed), first.Body)
+	if !bytes.Equal(again.Body, first.Body) || again.Header.Get(wire.HeaderIdempotentReplayed) != "true" || first.Header.Get(wire.HeaderIdempotentReplayed) != "" {
+		t.Errorf("the retry %s (replayed %q), want the first answer %s replayed", again.Body, again.Header.Get(wire.HeaderIdempotentReplayed), first.Body)
 	}
-	if again.Int(httpx.HeaderCreditsCost) != 1 || again.Int(httpx.HeaderCreditsRemaining) != 99999 {
+	if again.Int(wire.HeaderCreditsCost) != 1 || again.Int(wire.HeaderCreditsRemaining) != 99999 {
 		t.Errorf("the retry's headers: cost %d, remaining %d; want the first charge, 1, and the balance, 99999",
-			again.Int(httpx.HeaderCreditsCost), again.Int(httpx.HeaderCreditsRemaining))
+			again.Int(wire.HeaderCreditsCost), again.Int(wire.HeaderCreditsRemaining))
 	}
 	wantError(t, h.postBatch(t, "hash", `{"items": [{"text": "b"}]}`, key(acct.Key), header{"Idempotency-Key", "7c1d0b6e-retry"}),
 		422, "idempotency_key_reused", "another request")

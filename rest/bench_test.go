@@ -9,8 +9,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // benchPlans has one plan whose limits never deny a benchmark call.
@@ -62,8 +62,8 @@ func TestBareMatchesTollgate(t *testing.T) {
 	}
 	// In-process consumers (middleware, recorders) find every credit and rate header
 	// with Header.Get, which canonicalizes the name it looks up.
-	for _, name := range httpx.CreditHeaderNames {
-		if name != httpx.HeaderRetryAfter && want.Header().Get(name) == "" {
+	for _, name := range wire.CreditHeaders() {
+		if name != wire.HeaderRetryAfter && want.Header().Get(name) == "" {
 			t.Errorf("Header.Get(%q) finds nothing in %v", name, want.Header())
 		}
 	}

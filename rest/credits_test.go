@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // TestCharges proves how each outcome of an admitted call is billed: a success costs
@@ -72,8 +72,8 @@ func TestCharges(t *testing.T) {
 				}
 			}
 			wantCreditHeaders(t, r, "pro", c.cost, allowance-c.cost, c.cost, allowance, feb1)
-			if r.Int(httpx.HeaderRateLimit) != 600 || r.Int(httpx.HeaderRateLimitRemaining) < 0 {
-				t.Errorf("rate headers %q / %q, want 600 and a count", r.Header.Get(httpx.HeaderRateLimit), r.Header.Get(httpx.HeaderRateLimitRemaining))
+			if r.Int(wire.HeaderRateLimit) != 600 || r.Int(wire.HeaderRateLimitRemaining) < 0 {
+				t.Errorf("rate headers %q / %q, want 600 and a count", r.Header.Get(wire.HeaderRateLimit), r.Header.Get(wire.HeaderRateLimitRemaining))
 			}
 			if b := h.balance(t, acct.ID); b.Remaining != allowance-c.cost || b.Used != c.cost {
 				t.Errorf("balance %d used %d, want %d used %d", b.Remaining, b.Used, allowance-c.cost, c.cost)
@@ -209,8 +209,8 @@ func TestClientGoneRefunds(t *testing.T) {
 	}
 	cancel()
 	rec := <-done
-	if rec.Code < 500 || rec.Header().Get(httpx.HeaderCreditsCost) != "0" {
-		t.Errorf("got %d with cost %q, want a 5xx with cost 0", rec.Code, rec.Header().Get(httpx.HeaderCreditsCost))
+	if rec.Code < 500 || rec.Header().Get(wire.HeaderCreditsCost) != "0" {
+		t.Errorf("got %d with cost %q, want a 5xx with cost 0", rec.Code, rec.Header().Get(wire.HeaderCreditsCost))
 	}
 	if b := h.balance(t, acct.ID); b.Remaining != 5 || b.Used != 0 {
 		t.Errorf("balance %+v after the client left, want the charge refunded", b)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // TestCORS proves the CORS policy: JSON answers (successes and errors) to cross-origin
@@ -55,10 +55,10 @@ func TestCORS(t *testing.T) {
 			}
 			exposed := strings.Split(r.Header.Get("Access-Control-Expose-Headers"), ", ")
 			for _, name := range []string{
-				httpx.HeaderCreditsCost, httpx.HeaderCreditsRemaining, httpx.HeaderCreditsUsed,
-				httpx.HeaderCreditsLimit, httpx.HeaderCreditsRenewal, httpx.HeaderPlan,
-				httpx.HeaderRateLimit, httpx.HeaderRateLimitRemaining, httpx.HeaderRetryAfter,
-				rest.HeaderErrorCode,
+				wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsUsed,
+				wire.HeaderCreditsLimit, wire.HeaderCreditsRenewal, wire.HeaderPlan,
+				wire.HeaderRateLimit, wire.HeaderRateLimitRemaining, wire.HeaderRetryAfter,
+				wire.HeaderErrorCode,
 			} {
 				if !slices.Contains(exposed, name) {
 					t.Errorf("Access-Control-Expose-Headers %q does not list %s", exposed, name)
@@ -110,12 +110,12 @@ func TestCORS(t *testing.T) {
 	}
 }
 
-// TestCORSAllowedOrigins proves rest.Options.AllowedOrigins: an allowed Origin is echoed
+// TestCORSAllowedOrigins proves edge.Options.AllowedOrigins: an allowed Origin is echoed
 // with Vary: Origin; another gets no Allow-Origin (answer and preflight alike); the edge
 // 403 carries no CORS header whatever the Origin.
 func TestCORSAllowedOrigins(t *testing.T) {
 	const app, evil = "https://app.example.com", "https://evil.example.net"
-	h := newHarness(t, config{rest: rest.Options{AllowedOrigins: []string{app, "https://admin.example.com/"}}})
+	h := newHarness(t, config{edge: edge.Options{AllowedOrigins: []string{app, "https://admin.example.com/"}}})
 	acct := h.newAccount(t, "pro")
 
 	r := h.do(t, http.MethodGet, "/v1/hash?text=a", nil, key(acct.Key), header{"Origin", app})
@@ -171,7 +171,7 @@ func TestAnalytics(t *testing.T) {
 	wantOK(t, h.do(t, http.MethodGet, "/v1/hash?text=b&algorithm=sha1", nil, bearer(acct.Key)))
 	last := h.do(t, http.MethodPost, "/v1/echo", strings.NewReader(`{"message":"x"}`), key(acct.Key), jsonType)
 	wantOK(t, last)
-	rateAfterCalls := int(last.Int(httpx.HeaderRateLimitRemaining))
+	rateAfterCalls := int(last.Int(wire.HeaderRateLimitRemaining))
 
 	var first analytics
 	for i := range 5 {
@@ -186,8 +186,8 @@ func TestAnalytics(t *testing.T) {
 		} else if !analyticsEqual(a, first) {
 			t.Errorf("analytics call %d changed the account: %+v, then %+v", i+1, first, a)
 		}
-		if r.Int(httpx.HeaderCreditsCost) != 0 || r.Int(httpx.HeaderCreditsRemaining) != 99997 {
-			t.Errorf("analytics credit headers: cost %q remaining %q", r.Header.Get(httpx.HeaderCreditsCost), r.Header.Get(httpx.HeaderCreditsRemaining))
+		if r.Int(wire.HeaderCreditsCost) != 0 || r.Int(wire.HeaderCreditsRemaining) != 99997 {
+			t.Errorf("analytics credit headers: cost %q remaining %q", r.Header.Get(wire.HeaderCreditsCost), r.Header.Get(wire.HeaderCreditsRemaining))
 		}
 	}
 	a := first
@@ -216,8 +216,8 @@ func TestAnalytics(t *testing.T) {
 		t.Errorf("used %d after analytics, want 3", b.Used)
 	}
 	// The next real call sees the rate limit exactly where the last one left it.
-	if r := h.hash(t, acct.Key); int(r.Int(httpx.HeaderRateLimitRemaining)) != rateAfterCalls-1 {
-		t.Errorf("X-RateLimit-Remaining %d, want %d", r.Int(httpx.HeaderRateLimitRemaining), rateAfterCalls-1)
+	if r := h.hash(t, acct.Key); int(r.Int(wire.HeaderRateLimitRemaining)) != rateAfterCalls-1 {
+		t.Errorf("X-RateLimit-Remaining %d, want %d", r.Int(wire.HeaderRateLimitRemaining), rateAfterCalls-1)
 	}
 
 	// A session token: the same account, and key null.

@@ -90,7 +90,7 @@ func ExampleNewHandler() {
 	// 200 OK {"status":"ok","error":null,"data":{"algorithm":"sha256","encoding":"hex","hmac":"9307b3b915efb5171ff14d8cb55fbcc798c6c0ef1456d66ded1a6aa723a58b7b"}}
 	//   X-Credits-Cost: 1
 	//   X-Credits-Remaining: 49
-	// 400 Bad Request {"status":"error","error":"parameter \"count\": must be at most 100, got 500","data":null}
+	// 400 Bad Request {"status":"error","error":"parameter \"count\": must be at most 100, got 500","data":null,"code":"invalid_input"}
 	//   X-Error-Code: invalid_input
 	//   X-Credits-Cost: 0
 	//   X-Credits-Remaining: 49

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // TestImageUpload proves the file API over multipart: real PNG, JPEG and GIF uploads
@@ -42,8 +42,8 @@ func TestImageUpload(t *testing.T) {
 				}
 			}
 			remaining -= 2
-			if r.Int(httpx.HeaderCreditsCost) != 2 || r.Int(httpx.HeaderCreditsRemaining) != remaining {
-				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), remaining)
+			if r.Int(wire.HeaderCreditsCost) != 2 || r.Int(wire.HeaderCreditsRemaining) != remaining {
+				t.Errorf("cost %d remaining %d, want 2 and %d", r.Int(wire.HeaderCreditsCost), r.Int(wire.HeaderCreditsRemaining), remaining)
 			}
 		})
 	}
@@ -106,8 +106,8 @@ func TestImageUpload(t *testing.T) {
 			r := h.do(t, http.MethodPost, c.path, strings.NewReader(body), key(acct.Key), contentType(ct))
 			wantError(t, r, c.status, c.code, c.fragments...)
 			remaining -= c.cost
-			if r.Int(httpx.HeaderCreditsCost) != c.cost {
-				t.Errorf("X-Credits-Cost = %d, want %d", r.Int(httpx.HeaderCreditsCost), c.cost)
+			if r.Int(wire.HeaderCreditsCost) != c.cost {
+				t.Errorf("X-Credits-Cost = %d, want %d", r.Int(wire.HeaderCreditsCost), c.cost)
 			}
 			if b := h.balance(t, acct.ID); b.Remaining != remaining {
 				t.Errorf("balance %d, want %d", b.Remaining, remaining)
@@ -171,8 +171,8 @@ func TestImageURL(t *testing.T) {
 		if paid {
 			cost, calls = 2, 1
 		}
-		if r.Int(httpx.HeaderCreditsCost) != cost || r.Int(httpx.HeaderCreditsRemaining) != allowance-cost {
-			t.Errorf("cost %d remaining %d, want %d and %d", r.Int(httpx.HeaderCreditsCost), r.Int(httpx.HeaderCreditsRemaining), cost, allowance-cost)
+		if r.Int(wire.HeaderCreditsCost) != cost || r.Int(wire.HeaderCreditsRemaining) != allowance-cost {
+			t.Errorf("cost %d remaining %d, want %d and %d", r.Int(wire.HeaderCreditsCost), r.Int(wire.HeaderCreditsRemaining), cost, allowance-cost)
 		}
 		if b := h.balance(t, acct.ID); b.Remaining != allowance-cost || b.Used != cost {
 			t.Errorf("balance %+v, want %d remaining and %d used", b, allowance-cost, cost)

@@ -4,27 +4,21 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // Options configures the REST handler. The zero value is the default; every field is
 // optional.
 type Options struct {
-	// AllowedOrigins lists the origins allowed by CORS. The default, nil, allows every
-	// origin ("*"), which suits a key-authenticated API: a browser never sends cookies
-	// to it. List origins to narrow it.
-	AllowedOrigins []string
-	// TrustedProxies lists the addresses of reverse proxies whose X-Forwarded-For
-	// header is believed, for IP allow-lists. By default none is: the client address is
-	// the TCP peer.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares: the trusted proxies, the
+	// origins CORS allows, the IETF rate headers. The default is [edge.Default].
+	Edge *edge.Edge
 	// MaxBodyBytes caps a JSON request body. The default is 1 MiB. A file upload is
 	// capped at its API's file limit plus MaxBodyBytes for the other form fields.
 	MaxBodyBytes int64
@@ -41,12 +35,6 @@ type Options struct {
 	OpenAPI OpenAPIInfo
 	// Logger receives failures to write a response. The default is slog.Default().
 	Logger *slog.Logger
-	// IETFRateHeaders adds the IETF draft's forms of the rate headers to the answers of
-	// calls whose plan has a rate limit: RateLimit-Policy ("default";q=<burst>;w=60)
-	// and RateLimit ("default";r=<remaining>;t=<seconds until the bucket is full>).
-	// They are off by default: X-RateLimit-Limit, X-RateLimit-Remaining and, on a 429,
-	// Retry-After say the same, and each header line costs every answer.
-	IETFRateHeaders bool
 }
 
 // DefaultMaxBodyBytes is the default [Options.MaxBodyBytes].
@@ -57,14 +45,12 @@ type Handler struct {
 	svc     *tollgate.Service
 	mgr     *accounts.Manager // nil: no usage in the analytics
 	mux     *http.ServeMux
-	cors    httpx.CORS
-	trusted []netip.Prefix
+	door    *edge.Door
 	maxBody int64
 	// batchItemBytes is Options.BatchItemBytes, with its default.
 	batchItemBytes int64
 	openapi        openAPICache
 	log            *slog.Logger
-	ietf           bool // write the IETF rate headers too
 }
 
 // NewHandler returns the REST front door of svc. Its routes are relative to where the
@@ -92,11 +78,8 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		svc:     svc,
 		mgr:     opts.Accounts,
 		mux:     http.NewServeMux(),
-		cors:    httpx.NewCORS(opts.AllowedOrigins, "GET, POST, OPTIONS"),
-		trusted: opts.TrustedProxies,
 		maxBody: opts.MaxBodyBytes,
 		log:     opts.Logger,
-		ietf:    opts.IETFRateHeaders,
 	}
 	h.openapi.info = opts.OpenAPI
 	if h.maxBody <= 0 {
@@ -109,6 +92,11 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	e := opts.Edge
+	if e == nil {
+		e = edge.Default()
+	}
+	h.door = e.Door(edge.DoorSpec{Methods: "GET, POST, OPTIONS", Logger: h.log})
 	h.mux.HandleFunc("/v1/catalog", h.serveCatalog)
 	h.mux.HandleFunc("/v1/openapi.json", h.serveOpenAPI)
 	h.mux.HandleFunc("/v1/analytics", h.serveAnalytics)
@@ -121,33 +109,22 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 // ServeHTTP answers CORS preflights (which need no key) and routes every other request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodOptions {
-		h.cors.Preflight(w, r)
+		h.door.Preflight(w, r)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
 }
 
-// caller performs the edge check and returns how the request arrived. On failure it has
-// written the edge's answer and returns false.
-func (h *Handler) caller(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Caller, bool) {
-	cred, err := tollgate.CredentialFrom(r.Header)
-	if err != nil {
-		httpx.WriteEdge403(w)
-		return tollgate.Caller{}, false
-	}
-	return tollgate.Caller{Credential: cred, Channel: ch, Addr: auth.ClientAddr(r, h.trusted)}, true
-}
-
 // authenticate performs the edge check and authenticates the caller, for the endpoints
 // that are not calls. On failure it has written the response and returns false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.Channel) (tollgate.Principal, bool) {
-	c, ok := h.caller(w, r, ch)
+	c, ok := h.door.Caller(w, r, ch)
 	if !ok {
 		return tollgate.Principal{}, false
 	}
 	p, err := h.svc.Authenticate(r.Context(), c)
 	if err != nil {
-		h.writeError(w, r, err, nil)
+		h.door.WriteError(w, r, err, nil)
 		return tollgate.Principal{}, false
 	}
 	return p, true
@@ -156,7 +133,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.C
 // serveAPI calls one API. The service runs the call; the handler reads the input the
 // way the API takes it (its method, its query or body, its file).
 func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.caller(w, r, auth.ChannelREST)
+	c, ok := h.door.Caller(w, r, auth.ChannelREST)
 	if !ok {
 		return
 	}
@@ -169,29 +146,29 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return h.readInput(w, r, api)
 	})
 	if reply.Err != nil {
-		h.writeError(w, r, reply.Err, &reply.Receipt)
+		h.door.WriteError(w, r, reply.Err, &reply.Receipt)
 		return
 	}
 	if res := reply.Results[0]; res.Err != nil {
-		h.writeError(w, r, res.Err, &reply.Receipt)
+		h.door.WriteError(w, r, res.Err, &reply.Receipt)
 		return
 	}
-	h.setReceiptHeaders(w.Header(), &reply.Receipt)
-	h.writeEncoded(w, r, http.StatusOK, reply.Results[0].JSON)
+	h.door.Receipt(w.Header(), &reply.Receipt)
+	h.door.WriteData(w, r, http.StatusOK, reply.Results[0].JSON)
 }
 
 // serveNoRoute answers a path that names no endpoint (/v1/, /v1/hash/extra) as an
 // unknown API is answered: the edge check, then a 404 envelope, so that every answer but
 // the edge's is JSON.
 func (h *Handler) serveNoRoute(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.caller(w, r, auth.ChannelREST)
+	c, ok := h.door.Caller(w, r, auth.ChannelREST)
 	if !ok {
 		return
 	}
 	refusal := &tollgate.Error{Code: tollgate.CodeNotFound,
 		Message: "no endpoint has this path; APIs are called at /v1/{api_id}, and GET /v1/catalog lists them"}
 	reply := h.svc.CallAll(r.Context(), c, func() ([]tollgate.Item, error) { return nil, refusal })
-	h.writeError(w, r, reply.Err, &reply.Receipt)
+	h.door.WriteError(w, r, reply.Err, &reply.Receipt)
 }
 
 // methodOnly answers a request to an endpoint that takes only GET. It returns false
@@ -201,7 +178,7 @@ func (h *Handler) methodOnly(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("Allow", "GET, OPTIONS")
-	h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
+	h.door.WriteError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
 		Message: strings.TrimPrefix(r.URL.Path, "/") + " takes GET only"}, nil)
 	return false
 }
@@ -216,5 +193,5 @@ func (h *Handler) serveCatalog(w http.ResponseWriter, r *http.Request) {
 		apis = []*catalog.API{}
 	}
 	w.Header().Set("Cache-Control", "public, max-age=60")
-	h.writeData(w, r, http.StatusOK, map[string]any{"apis": apis})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"apis": apis})
 }

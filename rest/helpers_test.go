@@ -29,12 +29,13 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/examples/apis"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // t0 is the instant every test clock starts at: the middle of a month, so that a
@@ -65,6 +66,8 @@ type config struct {
 	usage usage.Store
 	// rest is passed to rest.NewHandler; its Logger is replaced.
 	rest rest.Options
+	// edge is the edge of the door (rest.Options.Edge).
+	edge edge.Options
 	// sessions turns on x-jwt (tollgate.Options.Sessions).
 	sessions bool
 	// sampleOnly leaves out the test APIs (block, fail, nan, list, panic).
@@ -230,6 +233,11 @@ func newHarness(t testing.TB, cfg config) *harness {
 	t.Cleanup(h.mgr.Close)
 	ropts := cfg.rest
 	ropts.Logger = logger
+	e, err := edge.New(&cfg.edge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ropts.Edge = e
 	if ropts.Accounts == nil {
 		ropts.Accounts = h.mgr
 	}
@@ -336,7 +344,7 @@ type response struct {
 }
 
 // Code returns the X-Error-Code header.
-func (r *response) Code() string { return r.Header.Get(rest.HeaderErrorCode) }
+func (r *response) Code() string { return r.Header.Get(wire.HeaderErrorCode) }
 
 // Int returns an integer header, or -1 if it is absent or not a number.
 func (r *response) Int(name string) int64 {
@@ -445,7 +453,7 @@ func (h *harness) checkResponse(method, path string, cross bool, r *response) er
 				return errors.New("the edge 403 carries the CORS header " + name)
 			}
 		}
-		if r.Header.Get(rest.HeaderErrorCode) != "" || r.Header.Get(httpx.HeaderCreditsRemaining) != "" {
+		if r.Header.Get(wire.HeaderErrorCode) != "" || r.Header.Get(wire.HeaderCreditsRemaining) != "" {
 			return errors.New("the edge 403 carries service headers")
 		}
 		return nil
@@ -460,7 +468,7 @@ func (h *harness) checkResponse(method, path string, cross bool, r *response) er
 		return errors.New("Content-Type is " + strconv.Quote(ct) + ", want application/json")
 	}
 	switch acao := r.Header.Get("Access-Control-Allow-Origin"); {
-	case len(h.cfg.rest.AllowedOrigins) == 0 && cross && acao != "*":
+	case len(h.cfg.edge.AllowedOrigins) == 0 && cross && acao != "*":
 		return errors.New("a JSON answer to a cross-origin request lacks Access-Control-Allow-Origin: *")
 	case !cross && (acao != "" || r.Header.Get("Access-Control-Expose-Headers") != ""):
 		return errors.New("a JSON answer to a request without an Origin carries CORS headers")
@@ -475,14 +483,17 @@ func (h *harness) checkResponse(method, path string, cross bool, r *response) er
 	if err := json.Unmarshal(r.Body, &env); err != nil {
 		return errors.New("the body is not a JSON object: " + err.Error())
 	}
-	if len(env) != 3 || env["status"] == nil || env["error"] == nil || env["data"] == nil {
-		return errors.New("the envelope must have exactly the fields status, error and data")
+	ok := r.Status >= 200 && r.Status < 300
+	switch {
+	case ok && (len(env) != 3 || env["status"] == nil || env["error"] == nil || env["data"] == nil):
+		return errors.New("a success envelope must have exactly the fields status, error and data")
+	case !ok && (len(env) != 4 || env["status"] == nil || env["error"] == nil || env["data"] == nil || env["code"] == nil):
+		return errors.New("an error envelope must have exactly the fields status, error, data and code")
 	}
 	var status string
 	if err := json.Unmarshal(env["status"], &status); err != nil {
 		return errors.New("status is not a string")
 	}
-	ok := r.Status >= 200 && r.Status < 300
 	if ok {
 		switch {
 		case status != "ok":
@@ -491,7 +502,7 @@ func (h *harness) checkResponse(method, path string, cross bool, r *response) er
 			return errors.New("error is not null on success")
 		case !bytes.HasPrefix(env["data"], []byte("{")):
 			return errors.New("data is not an object on success")
-		case r.Header.Get(rest.HeaderErrorCode) != "":
+		case r.Header.Get(wire.HeaderErrorCode) != "":
 			return errors.New("a success carries X-Error-Code")
 		}
 		r.Data = env["data"]
@@ -502,8 +513,10 @@ func (h *harness) checkResponse(method, path string, cross bool, r *response) er
 		return errors.New(`status is ` + strconv.Quote(status) + ` on failure, want "error"`)
 	case string(env["data"]) != "null":
 		return errors.New("data is not null on failure")
-	case r.Header.Get(rest.HeaderErrorCode) == "":
+	case r.Header.Get(wire.HeaderErrorCode) == "":
 		return errors.New("a failure lacks X-Error-Code")
+	case string(env["code"]) != strconv.Quote(r.Header.Get(wire.HeaderErrorCode)):
+		return errors.New("the envelope's code " + string(env["code"]) + " is not X-Error-Code's " + r.Header.Get(wire.HeaderErrorCode))
 	}
 	if err := json.Unmarshal(env["error"], &r.Error); err != nil || r.Error == "" {
 		return errors.New("error is not a non-empty string on failure")

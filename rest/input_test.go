@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // TestBadInput proves that every kind of bad input gets the right status, X-Error-Code
@@ -104,9 +104,9 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 			// The caller still learns its position, and that this cost nothing.
-			if r.Int(httpx.HeaderCreditsCost) != 0 || r.Int(httpx.HeaderCreditsRemaining) != before.Remaining {
+			if r.Int(wire.HeaderCreditsCost) != 0 || r.Int(wire.HeaderCreditsRemaining) != before.Remaining {
 				t.Errorf("credit headers cost %q remaining %q, want 0 and %d",
-					r.Header.Get(httpx.HeaderCreditsCost), r.Header.Get(httpx.HeaderCreditsRemaining), before.Remaining)
+					r.Header.Get(wire.HeaderCreditsCost), r.Header.Get(wire.HeaderCreditsRemaining), before.Remaining)
 			}
 			if after := h.balance(t, acct.ID); after != before {
 				t.Errorf("balance changed from %+v to %+v", before, after)
@@ -119,7 +119,7 @@ func TestBadInput(t *testing.T) {
 	// The account is intact: a good call goes through and is the first one charged.
 	r := h.hash(t, acct.Key)
 	wantOK(t, r)
-	if r.Int(httpx.HeaderCreditsUsed) != 1 {
-		t.Errorf("used %d after the bad calls and one good one, want 1", r.Int(httpx.HeaderCreditsUsed))
+	if r.Int(wire.HeaderCreditsUsed) != 1 {
+		t.Errorf("used %d after the bad calls and one good one, want 1", r.Int(wire.HeaderCreditsUsed))
 	}
 }

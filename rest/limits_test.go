@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // wantCreditHeaders checks the credit headers of a response: the cost, the balance
@@ -19,21 +19,21 @@ func wantCreditHeaders(t testing.TB, r *response, plan string, cost, remaining, 
 		name      string
 		got, want int64
 	}{
-		{httpx.HeaderCreditsCost, r.Int(httpx.HeaderCreditsCost), cost},
-		{httpx.HeaderCreditsRemaining, r.Int(httpx.HeaderCreditsRemaining), remaining},
-		{httpx.HeaderCreditsUsed, r.Int(httpx.HeaderCreditsUsed), used},
-		{httpx.HeaderCreditsLimit, r.Int(httpx.HeaderCreditsLimit), limit},
+		{wire.HeaderCreditsCost, r.Int(wire.HeaderCreditsCost), cost},
+		{wire.HeaderCreditsRemaining, r.Int(wire.HeaderCreditsRemaining), remaining},
+		{wire.HeaderCreditsUsed, r.Int(wire.HeaderCreditsUsed), used},
+		{wire.HeaderCreditsLimit, r.Int(wire.HeaderCreditsLimit), limit},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
 		}
 	}
-	got, err := time.Parse(time.RFC3339, r.Header.Get(httpx.HeaderCreditsRenewal))
+	got, err := time.Parse(time.RFC3339, r.Header.Get(wire.HeaderCreditsRenewal))
 	if err != nil || !got.Equal(renewal) {
-		t.Errorf("%s = %q, want %s in RFC 3339", httpx.HeaderCreditsRenewal, r.Header.Get(httpx.HeaderCreditsRenewal), renewal.Format(time.RFC3339))
+		t.Errorf("%s = %q, want %s in RFC 3339", wire.HeaderCreditsRenewal, r.Header.Get(wire.HeaderCreditsRenewal), renewal.Format(time.RFC3339))
 	}
-	if p := r.Header.Get(httpx.HeaderPlan); p != plan {
-		t.Errorf("%s = %q, want %q", httpx.HeaderPlan, p, plan)
+	if p := r.Header.Get(wire.HeaderPlan); p != plan {
+		t.Errorf("%s = %q, want %q", wire.HeaderPlan, p, plan)
 	}
 }
 
@@ -49,7 +49,7 @@ func TestRateLimited(t *testing.T) {
 	for i := range 2 {
 		r := h.hash(t, acct.Key)
 		wantOK(t, r)
-		if got := r.Int(httpx.HeaderRateLimitRemaining); got != int64(1-i) {
+		if got := r.Int(wire.HeaderRateLimitRemaining); got != int64(1-i) {
 			t.Errorf("call %d: X-RateLimit-Remaining = %d, want %d", i+1, got, 1-i)
 		}
 	}
@@ -58,14 +58,14 @@ func TestRateLimited(t *testing.T) {
 	if ra := r.Int("Retry-After"); ra < 1 || ra > 60 {
 		t.Errorf("Retry-After = %q, want 1..60 seconds", r.Header.Get("Retry-After"))
 	}
-	if got := r.Int(httpx.HeaderRateLimit); got != 2 {
+	if got := r.Int(wire.HeaderRateLimit); got != 2 {
 		t.Errorf("X-RateLimit-Limit = %d, want 2", got)
 	}
-	if got := r.Int(httpx.HeaderRateLimitRemaining); got != 0 {
+	if got := r.Int(wire.HeaderRateLimitRemaining); got != 0 {
 		t.Errorf("X-RateLimit-Remaining = %d, want 0", got)
 	}
-	if r.Header.Get(httpx.HeaderRateLimitPolicy) != "" || r.Header.Get(httpx.HeaderRateLimitIETF) != "" {
-		t.Errorf("the IETF RateLimit-Policy and RateLimit headers are sent without Options.IETFRateHeaders: %v", r.Header)
+	if r.Header.Get(wire.HeaderRateLimitPolicy) != "" || r.Header.Get(wire.HeaderRateLimitIETF) != "" {
+		t.Errorf("the IETF RateLimit-Policy and RateLimit headers are sent without edge.Options.IETFRateHeaders: %v", r.Header)
 	}
 	wantCreditHeaders(t, r, "tiny", 0, 3, 2, 5, feb1)
 	if b := h.balance(t, acct.ID); b.Remaining != 3 {
@@ -185,7 +185,7 @@ func TestConcurrentSpending(t *testing.T) {
 				statuses[r.Status]++
 				codes[r.Code()]++
 				// Every response reports one consistent snapshot of the ledger.
-				if rem, used := r.Int(httpx.HeaderCreditsRemaining), r.Int(httpx.HeaderCreditsUsed); rem < 0 || rem+used != 200 {
+				if rem, used := r.Int(wire.HeaderCreditsRemaining), r.Int(wire.HeaderCreditsUsed); rem < 0 || rem+used != 200 {
 					torn++
 				}
 				mu.Unlock()
@@ -216,12 +216,12 @@ func TestConcurrentSpending(t *testing.T) {
 	}
 }
 
-// TestIETFRateHeaders proves Options.IETFRateHeaders: with it, answers of a plan with a
+// TestIETFRateHeaders proves edge.Options.IETFRateHeaders: with it, answers of a plan with a
 // rate limit carry the IETF draft's RateLimit-Policy and RateLimit headers besides
 // X-RateLimit-*, on a paid call, its 429 and a batch alike; a plan without a rate limit gets
 // neither form.
 func TestIETFRateHeaders(t *testing.T) {
-	h := newHarness(t, config{rest: rest.Options{IETFRateHeaders: true}})
+	h := newHarness(t, config{edge: edge.Options{IETFRateHeaders: true}})
 	acct := h.newAccount(t, "tiny")
 	for i, want := range []struct {
 		status    int
@@ -231,13 +231,13 @@ func TestIETFRateHeaders(t *testing.T) {
 		if r.Status != want.status {
 			t.Fatalf("call %d: status %d, want %d: %s", i+1, r.Status, want.status, r.Body)
 		}
-		if got := r.Header.Get(httpx.HeaderRateLimitPolicy); got != `"default";q=2;w=60` {
+		if got := r.Header.Get(wire.HeaderRateLimitPolicy); got != `"default";q=2;w=60` {
 			t.Errorf("call %d: RateLimit-Policy = %q", i+1, got)
 		}
-		if got := r.Header.Get(httpx.HeaderRateLimitIETF); !strings.HasPrefix(got, `"default";r=`+want.remaining+";t=") {
+		if got := r.Header.Get(wire.HeaderRateLimitIETF); !strings.HasPrefix(got, `"default";r=`+want.remaining+";t=") {
 			t.Errorf("call %d: RateLimit = %q, want r=%s", i+1, got, want.remaining)
 		}
-		if got := r.Header.Get(httpx.HeaderRateLimitRemaining); got != want.remaining {
+		if got := r.Header.Get(wire.HeaderRateLimitRemaining); got != want.remaining {
 			t.Errorf("call %d: X-RateLimit-Remaining = %q, want %s", i+1, got, want.remaining)
 		}
 	}
@@ -245,15 +245,15 @@ func TestIETFRateHeaders(t *testing.T) {
 	// events of the limit.
 	r := h.postBatch(t, "hash", `{"items": [{"text": "a"}, {"text": "b"}]}`, key(h.newAccount(t, "tiny").Key))
 	wantBatch(t, r, []string{"", ""}, []int64{1, 1})
-	if got := r.Header.Get(httpx.HeaderRateLimitPolicy); got != `"default";q=2;w=60` {
+	if got := r.Header.Get(wire.HeaderRateLimitPolicy); got != `"default";q=2;w=60` {
 		t.Errorf("batch: RateLimit-Policy = %q", got)
 	}
-	if got := r.Header.Get(httpx.HeaderRateLimitIETF); !strings.HasPrefix(got, `"default";r=0;t=`) {
+	if got := r.Header.Get(wire.HeaderRateLimitIETF); !strings.HasPrefix(got, `"default";r=0;t=`) {
 		t.Errorf("batch: RateLimit = %q, want r=0", got)
 	}
 	r = h.hash(t, h.newAccount(t, "open").Key)
 	wantOK(t, r)
-	for _, name := range []string{httpx.HeaderRateLimitPolicy, httpx.HeaderRateLimitIETF, httpx.HeaderRateLimit} {
+	for _, name := range []string{wire.HeaderRateLimitPolicy, wire.HeaderRateLimitIETF, wire.HeaderRateLimit} {
 		if got := r.Header.Get(name); got != "" {
 			t.Errorf("plan without a rate limit: %s = %q", name, got)
 		}

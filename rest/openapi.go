@@ -9,8 +9,9 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // OpenAPIInfo describes the service in its OpenAPI document. Empty fields get defaults.
@@ -57,7 +58,7 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	if d == nil || d.version != v {
 		body, err := json.Marshal(OpenAPI(h.openapi.info, reg.List()))
 		if err != nil {
-			h.writeError(w, r, err, nil)
+			h.door.WriteError(w, r, err, nil)
 			return
 		}
 		d = &openAPIDoc{version: v, body: body}
@@ -66,7 +67,7 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "public, max-age=60")
-	h.cors.Apply(hdr, r) // after Cache-Control: a cacheable answer varies by Origin
+	h.door.CORS(hdr, r) // after Cache-Control: a cacheable answer varies by Origin
 	w.Write(d.body)
 }
 
@@ -243,14 +244,14 @@ func batchOperation(a *catalog.API) map[string]any {
 		"summary": map[string]any{"type": "object", "required": []string{"ok", "failed", "credits"}, "properties": map[string]any{
 			"ok": integer, "failed": integer, "credits": integer}},
 	}}, "The batch ran: each item's answer, and the summary.")
-	answer["headers"].(map[string]any)[HeaderIdempotentReplayed] = map[string]any{
+	answer["headers"].(map[string]any)[wire.HeaderIdempotentReplayed] = map[string]any{
 		"description": "true on the answer of a batch that ran before with this Idempotency-Key, sent again.",
 		"schema":      map[string]any{"type": "string", "enum": []string{"true"}}}
 	op := map[string]any{
 		"operationId": a.ID + "_batch",
 		"summary":     a.Title + ", many inputs at once",
 		"description": description,
-		"parameters": []any{map[string]any{"name": HeaderIdempotencyKey, "in": "header", "required": false,
+		"parameters": []any{map[string]any{"name": wire.HeaderIdempotencyKey, "in": "header", "required": false,
 			"description": "Makes a retried batch run and charge once.",
 			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": tollgate.MaxIdempotencyKeyLength, "pattern": "^[ -~]+$"}}},
 		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
@@ -301,69 +302,53 @@ func withoutDialect(raw json.RawMessage) map[string]any {
 }
 
 func okResponse(data map[string]any, description string) map[string]any {
-	r := OpenAPIOK(data, description)
+	r := edge.OpenAPIOK(data, description)
 	r["headers"] = creditHeaders()
 	return r
-}
-
-// OpenAPIOK returns the OpenAPI response object of a success: the envelope around data
-// (a JSON Schema), for the path items of other handlers that answer with this package's
-// envelope (see [OpenAPIInfo.Paths]).
-func OpenAPIOK(data map[string]any, description string) map[string]any {
-	return map[string]any{
-		"description": description,
-		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
-			"type":     "object",
-			"required": []string{"status", "error", "data"},
-			"properties": map[string]any{
-				"status": map[string]any{"const": "ok"},
-				"error":  map[string]any{"type": "null"},
-				"data":   data,
-			},
-		}}},
-	}
 }
 
 func creditHeaders() map[string]any {
 	h := map[string]any{}
 	for name, desc := range map[string]string{
-		httpx.HeaderCreditsCost:        "Credits this call spent.",
-		httpx.HeaderCreditsRemaining:   "Credits left.",
-		httpx.HeaderCreditsUsed:        "Credits spent this period.",
-		httpx.HeaderCreditsLimit:       "The plan's monthly credits.",
-		httpx.HeaderPlan:               "The account's plan.",
-		httpx.HeaderRateLimit:          "Calls per minute the plan allows.",
-		httpx.HeaderRateLimitRemaining: "Calls that could be made now.",
+		wire.HeaderCreditsCost:        "Credits this call spent.",
+		wire.HeaderCreditsRemaining:   "Credits left.",
+		wire.HeaderCreditsUsed:        "Credits spent this period.",
+		wire.HeaderCreditsLimit:       "The plan's monthly credits.",
+		wire.HeaderPlan:               "The account's plan.",
+		wire.HeaderRateLimit:          "Calls per minute the plan allows.",
+		wire.HeaderRateLimitRemaining: "Calls that could be made now.",
 	} {
 		typ := "integer"
-		if name == httpx.HeaderPlan {
+		if name == wire.HeaderPlan {
 			typ = "string"
 		}
 		h[name] = map[string]any{"description": desc, "schema": map[string]any{"type": typ}}
 	}
-	h[httpx.HeaderCreditsRenewal] = map[string]any{"description": "When the balance renews.",
+	h[wire.HeaderCreditsRenewal] = map[string]any{"description": "When the balance renews.",
 		"schema": map[string]any{"type": "string", "format": "date-time"}}
 	return h
 }
 
 func errorResponse(description string, codes ...string) map[string]any {
+	code := map[string]any{"type": "string"}
+	field := map[string]any{"type": "string", "description": "The machine-readable cause, as in X-Error-Code."}
+	if len(codes) > 0 {
+		code["enum"], field["enum"] = codes, codes
+	}
 	schema := map[string]any{
 		"type":     "object",
-		"required": []string{"status", "error", "data"},
+		"required": []string{"status", "error", "data", "code"},
 		"properties": map[string]any{
 			"status": map[string]any{"const": "error"},
 			"error":  map[string]any{"type": "string", "description": "What went wrong, for people."},
 			"data":   map[string]any{"type": "null"},
+			"code":   field,
 		},
-	}
-	code := map[string]any{"type": "string"}
-	if len(codes) > 0 {
-		code["enum"] = codes
 	}
 	return map[string]any{
 		"description": description,
 		"headers": map[string]any{
-			HeaderErrorCode: map[string]any{"description": "The machine-readable cause.", "schema": code},
+			wire.HeaderErrorCode: map[string]any{"description": "The machine-readable cause.", "schema": code},
 		},
 		"content": map[string]any{"application/json": map[string]any{"schema": schema}},
 	}

@@ -2,8 +2,8 @@ package selfservice
 
 import (
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
-	"github.com/tollgate-dev/tollgate/rest"
 )
 
 // OpenAPIPaths returns the OpenAPI 3.1 path items of the self-service routes, for the
@@ -43,7 +43,7 @@ func OpenAPIPaths() map[string]any {
 		"next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page; null on the last."}}}
 	op := func(id, summary string, data map[string]any, status string, extra ...string) map[string]any {
 		responses := map[string]any{
-			status:    rest.OpenAPIOK(data, summary),
+			status:    edge.OpenAPIOK(data, summary),
 			"401":     ref("#/components/responses/Unauthorized"),
 			"403":     ref("#/components/responses/Forbidden"),
 			"default": ref("#/components/responses/Error"),

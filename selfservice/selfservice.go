@@ -54,33 +54,33 @@
 package selfservice
 
 import (
+	"context"
 	"errors"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/internal/envelope"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
 // Options configures the handler. The zero value is the default.
 type Options struct {
-	// TrustedProxies lists the addresses of reverse proxies whose X-Forwarded-For
-	// header is believed, for IP allow-lists and the audit log's addresses. By default
-	// none is: the client address is the TCP peer.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares; the API reads the client's
+	// address through its trusted proxies, for IP allow-lists and the audit log's
+	// addresses. The default is [edge.Default]: the address is the TCP peer. The API
+	// answers no cross-origin call, whatever the edge's origins.
+	Edge *edge.Edge
 }
 
 // Handler serves the self-service API. Create it with [NewHandler].
 type Handler struct {
-	mgr     *accounts.Manager
-	mux     *http.ServeMux
-	trusted []netip.Prefix
+	mgr  *accounts.Manager
+	mux  *http.ServeMux
+	door *edge.Door
 }
 
 // NewHandler returns the self-service API of the accounts that mgr manages. opts may
@@ -92,7 +92,11 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	h := &Handler{mgr: mgr, mux: http.NewServeMux(), trusted: opts.TrustedProxies}
+	e := opts.Edge
+	if e == nil {
+		e = edge.Default()
+	}
+	h := &Handler{mgr: mgr, mux: http.NewServeMux(), door: e.Door(edge.DoorSpec{})}
 	mgmtapi.Mount(h.mux, "/v1/account/", "account", []mgmtapi.Route{
 		{Method: http.MethodGet, Path: "/v1/account", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/v1/account/keys", Serve: h.listKeys},
@@ -110,23 +114,26 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 // ServeHTTP performs the edge check (a well-formed credential, else the bare 403 every
 // front door answers) and routes the request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, err := tollgate.CredentialFrom(r.Header); err != nil {
-		httpx.WriteEdge403(w)
+	c, ok := h.door.Caller(w, r, 0)
+	if !ok {
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 }
 
-// caller is how the request arrived. The credential was checked in ServeHTTP.
+// callerKey is the context key of the caller that ServeHTTP read.
+type callerKey struct{}
+
+// caller is how the request arrived, as ServeHTTP read it.
 func (h *Handler) caller(r *http.Request) tollgate.Caller {
-	cred, _ := tollgate.CredentialFrom(r.Header)
-	return tollgate.Caller{Credential: cred, Addr: auth.ClientAddr(r, h.trusted)}
+	c, _ := r.Context().Value(callerKey{}).(tollgate.Caller)
+	return c
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	info, err := h.mgr.OwnAccount(r.Context(), h.caller(r))
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	plan := map[string]any{
@@ -137,7 +144,7 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	if info.Caller.ID != "" {
 		caller = info.Caller.ID
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{
 		"account": mgmtapi.AccountJSON(info.Account), "plan": plan, "balance": mgmtapi.BalanceJSON(info.Balance),
 		"keys": keysJSON(info.Keys, info.LastUsed), "keys_next": mgmtapi.Nullable(info.KeysNext), "key_id": caller,
 	})
@@ -146,15 +153,15 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 	q, problem := mgmtapi.KeyQuery(r.URL.Query())
 	if problem != "" {
-		envelope.WriteError(w, http.StatusBadRequest, problem)
+		h.door.WriteError(w, r, mgmtapi.Invalid(problem), nil)
 		return
 	}
 	page, err := h.mgr.OwnKeys(r.Context(), h.caller(r), q)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"keys": keysJSON(page.Keys, page.LastUsed), "next": mgmtapi.Nullable(page.Next)})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"keys": keysJSON(page.Keys, page.LastUsed), "next": mgmtapi.Nullable(page.Next)})
 }
 
 // keysJSON is the JSON form of a list of keys, each with its last_used time (null if
@@ -176,20 +183,21 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		Name string `json:"name"`
 		mgmtapi.RestrictionFields
 	}
-	if !mgmtapi.Decode(w, r, &body) {
+	if err := mgmtapi.Decode(w, r, &body); err != nil {
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	rs, err := body.Build()
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	key, value, err := h.mgr.CreateOwnKey(r.Context(), h.caller(r), accounts.NewKey{Name: body.Name, Restrictions: rs})
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusCreated, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
+	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
@@ -197,72 +205,73 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request) {
 		Name         *string                    `json:"name"`
 		Restrictions *mgmtapi.RestrictionFields `json:"restrictions"`
 	}
-	if !mgmtapi.Decode(w, r, &body) {
+	if err := mgmtapi.Decode(w, r, &body); err != nil {
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	if body.Name == nil && body.Restrictions == nil {
-		envelope.WriteError(w, http.StatusBadRequest, "give name, restrictions or both: the body changes nothing")
+		h.door.WriteError(w, r, mgmtapi.Invalid("give name, restrictions or both: the body changes nothing"), nil)
 		return
 	}
 	change := accounts.KeyChange{Name: body.Name}
 	if body.Restrictions != nil {
 		rs, err := body.Restrictions.Build()
 		if err != nil {
-			mgmtapi.WriteError(w, err)
+			h.door.WriteError(w, r, err, nil)
 			return
 		}
 		change.Restrictions = &rs
 	}
 	key, err := h.mgr.UpdateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"), change)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
 }
 
 func (h *Handler) rotateKey(w http.ResponseWriter, r *http.Request) {
 	key, value, err := h.mgr.RotateOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key), "value": value})
 }
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 	key, err := h.mgr.RevokeOwnKey(r.Context(), h.caller(r), r.PathValue("key_id"))
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"key": mgmtapi.KeyJSON(key)})
 }
 
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 	q, problem := mgmtapi.AuditQuery(r.URL.Query())
 	if problem != "" {
-		envelope.WriteError(w, http.StatusBadRequest, problem)
+		h.door.WriteError(w, r, mgmtapi.Invalid(problem), nil)
 		return
 	}
 	page, err := h.mgr.OwnAuditLog(r.Context(), h.caller(r), q)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, mgmtapi.AuditPageJSON(page))
+	h.door.WriteJSON(w, r, http.StatusOK, mgmtapi.AuditPageJSON(page))
 }
 
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 	q, err := usagehttp.Query(r.URL.Query(), h.mgr.Service().Now())
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
 	res, err := h.mgr.OwnUsage(r.Context(), h.caller(r), q)
 	if err != nil {
-		mgmtapi.WriteError(w, err)
+		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	mgmtapi.Write(w, http.StatusOK, usagehttp.NewBody(res))
+	h.door.WriteJSON(w, r, http.StatusOK, usagehttp.NewBody(res))
 }

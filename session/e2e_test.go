@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/selfservice"
@@ -34,6 +35,7 @@ import (
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 var secret = []byte("session-test-secret-0123456789abcdef")
@@ -214,7 +216,7 @@ func deployWith(t *testing.T, b backend, login session.Login, opt func(*accounts
 		mux.Handle("/v1/account", sessH.Cookies(accountH))
 		mux.Handle("/v1/account/", sessH.Cookies(accountH))
 		mux.Handle("/v1/account/whoami", sessH.Cookies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			cred, err := tollgate.CredentialFrom(r.Header)
+			cred, err := edge.CredentialFrom(r.Header)
 			if err != nil {
 				http.Error(w, "no credential", http.StatusUnauthorized)
 				return
@@ -534,7 +536,7 @@ func TestCSRF(t *testing.T) {
 			if r.status != tt.status || !strings.Contains(r.body, tt.says) {
 				t.Errorf("%s: got %d %q; want %d saying %q", tt.name, r.status, r.body, tt.status, tt.says)
 			}
-			if tt.status == 403 && r.header.Get(rest.HeaderErrorCode) != "forbidden" {
+			if tt.status == 403 && r.header.Get(wire.HeaderErrorCode) != "forbidden" {
 				t.Errorf("%s: a refusal without the forbidden code: %v", tt.name, r.header)
 			}
 		}

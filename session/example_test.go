@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -51,7 +52,7 @@ func Example() {
 	mux.Handle("/v1/account/session", h)
 	// The host's own page: it sees the session as the x-jwt credential.
 	mux.Handle("/v1/account/whoami", h.Cookies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cred, _ := tollgate.CredentialFrom(r.Header)
+		cred, _ := edge.CredentialFrom(r.Header)
 		p, err := svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Verify: true})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
@@ -95,7 +96,7 @@ func Example() {
 	fmt.Println(read(send("GET", "/v1/account/whoami", "", "Cookie", c)))
 	// Output:
 	// cookie: tollgate-session HttpOnly: true
-	// 403 Forbidden {"status":"error","error":"this request is authenticated by the session cookie, so it needs the X-CSRF-Token header: send the csrf_token of the session (POST or GET /v1/account/session answer it)","data":null}
+	// 403 Forbidden {"status":"error","error":"this request is authenticated by the session cookie, so it needs the X-CSRF-Token header: send the csrf_token of the session (POST or GET /v1/account/session answer it)","data":null,"code":"forbidden"}
 	// 200 OK POST acts for acme
 	// 200 OK {"status":"ok","error":null,"data":{"ended":true}}
 	// 401 Unauthorized the session token is not valid: it was signed out; start a new session

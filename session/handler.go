@@ -14,9 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/internal/envelope"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // A Login is the host's own sign-in: from a request (a form, the host's cookie, a
@@ -50,9 +48,11 @@ type Options struct {
 	// for a service behind a proxy that terminates TLS. By default a cookie is Secure
 	// when its request came over TLS.
 	SecureCookies bool
-	// TrustedProxies lists the proxies whose X-Forwarded-For is believed, for the
-	// address of the caller (IP allow-lists, the audit log). By default none is.
-	TrustedProxies []netip.Prefix
+	// Edge holds the HTTP settings every door shares; the handler reads the caller's
+	// address through its trusted proxies (IP allow-lists, the audit log, the throttle
+	// of failed sign-ins). The default is [edge.Default]: the address is the TCP peer.
+	// Cookie requests are guarded by TrustedOrigins, not by the edge's CORS origins.
+	Edge *edge.Edge
 	// TrustedOrigins lists other origins ("https://dashboard.example.com") allowed to
 	// make cookie requests and to start sessions, besides the service's own.
 	TrustedOrigins []string
@@ -86,7 +86,7 @@ type Handler struct {
 	sessions *auth.Sessions
 	login    Login
 	secure   bool
-	trusted  []netip.Prefix
+	door     *edge.Door
 	origins  *http.CrossOriginProtection
 	failures *failures // nil when the throttle is off
 	log      *slog.Logger
@@ -115,8 +115,12 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	e := opts.Edge
+	if e == nil {
+		e = edge.Default()
+	}
 	h := &Handler{mgr: mgr, svc: mgr.Service(), sessions: signer, login: opts.Login, secure: opts.SecureCookies,
-		trusted: opts.TrustedProxies, origins: http.NewCrossOriginProtection(), failures: newFailures(opts.FailedSignIns),
+		door: e.Door(edge.DoorSpec{Logger: opts.Logger}), origins: http.NewCrossOriginProtection(), failures: newFailures(opts.FailedSignIns),
 		log: opts.Logger, mux: http.NewServeMux()}
 	for _, o := range opts.TrustedOrigins {
 		if err := h.origins.AddTrustedOrigin(o); err != nil {
@@ -131,7 +135,7 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 	h.mux.Handle("DELETE /v1/account/session", h.Cookies(http.HandlerFunc(h.end)))
 	h.mux.HandleFunc("/v1/account/session", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeError(w, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
+		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeMethodNotAllowed,
 			Message: "/v1/account/session takes POST (sign in), GET (the session) and DELETE (sign out)"})
 	})
 	return h, nil
@@ -204,7 +208,7 @@ func (h *Handler) Cookies(next http.Handler) http.Handler {
 		}
 		if !safeMethod(r.Method) {
 			if msg := h.checkCSRF(r, c.Value); msg != "" {
-				writeError(w, &tollgate.Error{Code: tollgate.CodeForbidden, Message: msg})
+				h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeForbidden, Message: msg})
 				return
 			}
 		}
@@ -258,17 +262,17 @@ type sessionInfo struct {
 // start serves POST /v1/account/session.
 func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 	if err := h.origins.Check(r); err != nil {
-		writeError(w, &tollgate.Error{Code: tollgate.CodeForbidden,
+		h.writeError(w, r, &tollgate.Error{Code: tollgate.CodeForbidden,
 			Message: "a session cannot be started from another origin's page"})
 		return
 	}
 	req, err := readStart(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	addr := auth.ClientAddr(r, h.trusted)
-	cred, cerr := tollgate.CredentialFrom(r.Header)
+	addr := h.door.Addr(r)
+	cred, cerr := edge.CredentialFrom(r.Header)
 	// What is tried, for the throttle of failed sign-ins: the key (a header's, or the
 	// body's), or the host's Login.
 	tried, with := strings.TrimSpace(req.APIKey), "key"
@@ -279,7 +283,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		with = "login"
 	}
 	if err := h.signInAllowed(addr, tried); err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	var s accounts.Session
@@ -299,7 +303,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.signInFailed(r, addr, tried, with, err)
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	info := sessionInfo{ID: s.ID, Account: s.Account, KeyID: s.KeyID, ExpiresAt: s.Expires, CSRFToken: s.CSRFToken}
@@ -308,7 +312,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.setCookie(w, r, s.Token, s.Expires)
 	}
-	writeData(w, http.StatusCreated, info)
+	h.door.WriteJSON(w, r, http.StatusCreated, info)
 }
 
 // startWithKey starts a session with the key value a body or a form gave in the named
@@ -451,9 +455,9 @@ func (h *Handler) CheckCSRF(v Visit, token string) bool {
 // checked with it, besides their CSRF token.
 func (h *Handler) CheckOrigin(r *http.Request) error { return h.origins.Check(r) }
 
-// ClientAddr returns the address of r's client, believing X-Forwarded-For only from
-// [Options.TrustedProxies].
-func (h *Handler) ClientAddr(r *http.Request) netip.Addr { return auth.ClientAddr(r, h.trusted) }
+// ClientAddr returns the address of r's client, believing X-Forwarded-For only from the
+// trusted proxies of the edge ([Options.Edge]).
+func (h *Handler) ClientAddr(r *http.Request) netip.Addr { return h.door.Addr(r) }
 
 // readStart reads the optional JSON body of POST /v1/account/session.
 func readStart(r *http.Request) (startRequest, error) {
@@ -508,13 +512,13 @@ func (h *Handler) startLogin(r *http.Request, addr netip.Addr) (accounts.Session
 // through Cookies, the cookie) and returns its token and claims. It refuses a request
 // with an API key instead.
 func (h *Handler) sessionOf(r *http.Request, check bool) (string, auth.SessionClaims, error) {
-	cred, err := tollgate.CredentialFrom(r.Header)
+	cred, err := edge.CredentialFrom(r.Header)
 	if err != nil || cred.Kind != auth.SessionHeader {
 		return "", auth.SessionClaims{}, &tollgate.Error{Code: tollgate.CodeUnauthorized,
 			Message: "this request carries no session: send its token in x-jwt, or its cookie"}
 	}
 	if check {
-		if _, err := h.svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Addr: auth.ClientAddr(r, h.trusted), Verify: true}); err != nil {
+		if _, err := h.svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Addr: h.door.Addr(r), Verify: true}); err != nil {
 			return "", auth.SessionClaims{}, err
 		}
 	}
@@ -529,10 +533,10 @@ func (h *Handler) sessionOf(r *http.Request, check bool) (string, auth.SessionCl
 func (h *Handler) current(w http.ResponseWriter, r *http.Request) {
 	_, c, err := h.sessionOf(r, true)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	writeData(w, http.StatusOK, sessionInfo{ID: c.ID, Account: c.Account, KeyID: c.KeyID, ExpiresAt: c.Expires,
+	h.door.WriteJSON(w, r, http.StatusOK, sessionInfo{ID: c.ID, Account: c.Account, KeyID: c.KeyID, ExpiresAt: c.Expires,
 		CSRFToken: h.sessions.CSRFToken(c.ID)})
 }
 
@@ -542,48 +546,31 @@ func (h *Handler) current(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) end(w http.ResponseWriter, r *http.Request) {
 	token, _, err := h.sessionOf(r, false)
 	if err == nil {
-		err = h.mgr.EndSession(r.Context(), token, auth.ClientAddr(r, h.trusted))
+		err = h.mgr.EndSession(r.Context(), token, h.door.Addr(r))
 	}
 	if e := (*tollgate.Error)(nil); err != nil && !errors.Is(err, auth.ErrSessionExpired) &&
 		(!errors.As(err, &e) || e.Code == tollgate.CodeUnavailable || e.Code == tollgate.CodeInternal) {
-		writeError(w, err) // the service failed: the session may still be alive
+		h.writeError(w, r, err) // the service failed: the session may still be alive
 		return
 	}
 	if _, cerr := r.Cookie(h.cookieName(r)); cerr == nil {
 		h.setCookie(w, r, "", time.Time{}) // a session that ended, or a cookie that names none
 	}
 	if err != nil && !errors.Is(err, auth.ErrSessionExpired) {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	writeData(w, http.StatusOK, map[string]bool{"ended": true})
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]bool{"ended": true})
 }
 
-// writeData writes a success envelope.
-func writeData(w http.ResponseWriter, status int, data any) {
-	b, err := envelope.Encode(data)
-	if err != nil { // plain data: this does not happen
-		writeError(w, &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"})
+// writeError answers a refusal or a failure as the edge does, but for a missing or
+// malformed credential: a 401 envelope with its code, not the edge's bare page, because
+// a session may start without a credential header (a key in the body, the host's login)
+// and a page must be able to read why it was refused.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if e := (*tollgate.Error)(nil); edge.Denied(err) && errors.As(err, &e) {
+		edge.WriteEnvelopeError(w, http.StatusUnauthorized, e.Code.String(), e.Message)
 		return
 	}
-	envelope.WriteData(w, status, b)
-}
-
-// writeError writes an error envelope with the status of its code, the code in
-// X-Error-Code, and Retry-After when the error says when to try again.
-func writeError(w http.ResponseWriter, err error) {
-	e := &tollgate.Error{Code: tollgate.CodeInternal, Message: "internal error"}
-	errors.As(err, &e)
-	if e.RetryAfter > 0 {
-		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
-	}
-	w.Header().Set(rest.HeaderErrorCode, e.Code.String())
-	if e.RetryAfter > 0 {
-		httpx.SetRetryAfter(w.Header(), e.RetryAfter)
-	}
-	status := rest.Status(e.Code)
-	if e.Code == tollgate.CodeNoCredential || e.Code == tollgate.CodeMalformedCredential {
-		status = http.StatusUnauthorized // an envelope here, not the edge's bare page
-	}
-	envelope.WriteError(w, status, e.Message)
+	h.door.WriteError(w, r, err, nil)
 }

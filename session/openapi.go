@@ -1,6 +1,6 @@
 package session
 
-import "github.com/tollgate-dev/tollgate/rest"
+import "github.com/tollgate-dev/tollgate/edge"
 
 // OpenAPIPaths returns the OpenAPI 3.1 path item of the session routes
 // (/v1/account/session), for the REST front door's document (rest.OpenAPIInfo.Paths),
@@ -27,7 +27,7 @@ func OpenAPIPaths() map[string]any {
 			"operationId": id, "summary": summary, "description": description, "tags": []string{"Account"},
 			"security": security,
 			"responses": map[string]any{
-				status:    rest.OpenAPIOK(data, summary),
+				status:    edge.OpenAPIOK(data, summary),
 				"401":     ref("Unauthorized"),
 				"403":     ref("Forbidden"),
 				"default": ref("Error"),

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // The hostile-input suite lives here, beside the example server, because it attacks
@@ -184,7 +184,7 @@ func (h *hostile) check(name, path, acct string, resp *http.Response, body []byt
 		return
 	}
 	cost := int64(0)
-	if v := resp.Header.Get(httpx.HeaderCreditsCost); v != "" {
+	if v := resp.Header.Get(wire.HeaderCreditsCost); v != "" {
 		var err error
 		if cost, err = strconv.ParseInt(v, 10, 64); err != nil || cost < 0 {
 			h.fail("%s: X-Credits-Cost %q", name, v)

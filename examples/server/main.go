@@ -49,7 +49,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -60,20 +59,15 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/dashboard"
+	"github.com/tollgate-dev/tollgate/doors"
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
-	"github.com/tollgate-dev/tollgate/gql"
-	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/oauth"
-	"github.com/tollgate-dev/tollgate/rest"
-	"github.com/tollgate-dev/tollgate/selfservice"
-	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -326,106 +320,33 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		}
 	}
 
-	// 5. The front doors on one mux.
+	// 5. Every front door on one mux, sharing one HTTP edge (no trusted proxy here,
+	// every origin for the doors that answer scripts): REST and batches at /v1/,
+	// GraphQL, MCP, the account holders' API and sessions (the session cookie serves
+	// the account API and GraphQL to browsers, with a CSRF token for every change), the
+	// dashboard at /dashboard/, the admin API with -admin-token, and the OAuth
+	// authorization server that sends MCP clients without a key through a person's
+	// approval (its grants in memory, like the rest).
+	publicURL := strings.TrimSuffix(c.publicURL, "/")
+	if publicURL == "" {
+		publicURL = localURL(c.addr)
+	}
 	mux := http.NewServeMux()
-	// The OpenAPI document at /v1/openapi.json describes the self-service and session
-	// routes too.
-	docPaths := selfservice.OpenAPIPaths()
-	maps.Copy(docPaths, session.OpenAPIPaths())
-	restHandler, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger,
-		OpenAPI: rest.OpenAPIInfo{Paths: docPaths}, IETFRateHeaders: c.ietfRateHeaders})
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/v1/", restHandler)
-	// Sessions: POST /v1/account/session starts one with a key, DELETE signs out. The
-	// handler's Cookies middleware makes a browser's session cookie a credential for
-	// the handlers it wraps, with a CSRF token for every change: here the account
-	// holders' self-service API and GraphQL (for the dashboard's explorer). REST and
-	// MCP take session tokens in x-jwt only.
-	sessionHandler, err := session.NewHandler(mgr, &session.Options{Logger: logger})
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/v1/account/session", sessionHandler)
-	// The account holders' self-service API: their account, keys and audit log,
-	// with their key, a session token or the session cookie.
-	accountHandler, err := selfservice.NewHandler(mgr, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/v1/account", sessionHandler.Cookies(accountHandler))
-	mux.Handle("/v1/account/", sessionHandler.Cookies(accountHandler))
-	// GraphQL at /v1/graphql, behind the session middleware too: a request with a key
-	// (x-api-key, Authorization: Bearer) or an x-jwt header is served as before, the
-	// header winning over any cookie; a browser's request that carries only the session
-	// cookie is served as that session, and must carry the session's CSRF token in
-	// X-CSRF-Token and come from this origin. The dashboard's explorer sends its
-	// queries that way.
-	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/v1/graphql", sessionHandler.Cookies(gqlHandler))
-	// The dashboard: the account holders' web pages (sign in with a key, the overview
-	// of credits and usage, the keys, the GraphQL explorer, the API reference), on the
-	// same session cookie. Given the GraphQL gateway, it shows a query's cost before it
-	// runs with the gateway's own Estimate.
-	dash, err := dashboard.NewHandler(mgr, sessionHandler, &dashboard.Options{Logger: logger, GraphQL: gqlHandler})
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
-	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(mgr, c.adminToken, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		mux.Handle("/admin/", adminHandler)
-	}
-
-	// 6. MCP: every API is a tool at /v1/mcp. A client sends a key in x-api-key, or
-	// connects without one and is sent through OAuth by the 401's challenge: the
-	// embedded authorization server (its endpoints at the root, the resource's
-	// metadata at /.well-known/oauth-protected-resource/v1/mcp) asks the person to
-	// approve with a key, and issues tokens bound to that key's id, which the MCP
-	// handler checks on every request. The grants live in memory, like the rest.
-	issuer := strings.TrimSuffix(c.publicURL, "/")
-	if issuer == "" {
-		issuer = localURL(c.addr)
-	}
-	resource := issuer + "/v1/mcp"
-	authServer, err := oauth.New(memory.NewOAuthStore(), oauth.ServiceKeys(svc), &oauth.Options{
-		Issuer:    issuer,
-		Resources: []string{resource},
-		Logger:    logger,
-		Fetch:     oauth.FetchOptions{AllowPrivate: c.allowPrivateFetch},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/", authServer.Handler())
-	mux.Handle(oauth.ResourceMetadataPath(resource), authServer.ProtectedResourceMetadata(resource))
-	mcpHandler, err := mcp.NewHandler(svc, &mcp.Options{
-		VerifyToken: func(ctx context.Context, token string) (string, error) {
-			grant, err := authServer.VerifyAccessToken(ctx, token, resource)
-			if err != nil && !errors.Is(err, oauth.ErrInvalidToken) {
-				// The grants cannot be read: not a verdict on the token.
-				return "", &tollgate.Error{Code: tollgate.CodeUnavailable, Err: err,
-					Message: "the authorization server cannot check the token now; try again shortly"}
-			}
-			return grant.KeyID, err
-		},
-		Challenge: authServer.Challenge(resource),
+	mounted, err := doors.Mount(mux, svc, &doors.Options{
+		Edge:       edge.Options{IETFRateHeaders: c.ietfRateHeaders},
+		Accounts:   mgr,
+		AdminToken: c.adminToken,
+		OAuth: &doors.OAuth{Store: memory.NewOAuthStore(),
+			Options: oauth.Options{Fetch: oauth.FetchOptions{AllowPrivate: c.allowPrivateFetch}}},
+		PublicURL: publicURL,
 		Logger:    logger,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	mux.Handle("/v1/mcp", mcpHandler)
-	// A client's event stream stays open as long as its session, so the handler ends
-	// them all when the server stops (ctx is done); the shutdown would wait for them.
-	context.AfterFunc(ctx, mcpHandler.Close)
+	// MCP's event streams stay open as long as their sessions, so they end when the
+	// server stops (ctx is done); the shutdown would wait for them.
+	context.AfterFunc(ctx, mounted.Close)
 	return mux, closeEverything, nil
 }
 

@@ -1,13 +1,14 @@
 package mgmtapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate"
 )
 
 // implementation matches what a message must never show: Go's type and package names
@@ -48,16 +49,16 @@ func TestDecodeMessages(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.in))
 		r.Header.Set("Content-Type", "application/json")
 		var b body
-		if Decode(w, r, &b) {
+		err := Decode(w, r, &b)
+		if err == nil {
 			t.Errorf("%s: decoded", tt.in)
 			continue
 		}
-		var env struct{ Error string }
-		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || w.Code != http.StatusBadRequest {
-			t.Fatalf("%s: %d %s", tt.in, w.Code, w.Body)
+		if c := tollgate.CodeOf(err); c != tollgate.CodeInvalidInput {
+			t.Errorf("%s: code %s, want invalid_input", tt.in, c)
 		}
-		if !strings.HasPrefix(env.Error, tt.want) || implementation.MatchString(env.Error) {
-			t.Errorf("%s: %q, want it to begin %q and name no Go type", tt.in, env.Error, tt.want)
+		if msg := err.Error(); !strings.HasPrefix(msg, tt.want) || implementation.MatchString(msg) {
+			t.Errorf("%s: %q, want it to begin %q and name no Go type", tt.in, msg, tt.want)
 		}
 	}
 
@@ -65,7 +66,7 @@ func TestDecodeMessages(t *testing.T) {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"restrictions":{"expires_at":"2030-01-15T12:00:00Z"}}`))
 	var b body
-	if !Decode(w, r, &b) || b.Restrictions == nil || b.Restrictions.ExpiresAt == nil {
+	if Decode(w, r, &b) != nil || b.Restrictions == nil || b.Restrictions.ExpiresAt == nil {
 		t.Fatalf("a good body: %s", w.Body)
 	}
 	rs, err := b.Restrictions.Build()

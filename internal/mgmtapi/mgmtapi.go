@@ -1,7 +1,6 @@
 // Package mgmtapi is the JSON API that the management front doors share (package admin
 // for operators, package selfservice for account holders): reading a JSON request body,
-// writing the envelope and the status of a service error, routing with 405 and 404
-// answers, the query of an audit listing, and the JSON forms of accounts, keys, balances
+// routing with 405 and 404 answers, the query of an audit listing, and the JSON forms of accounts, keys, balances
 // and audit entries. Key values never appear in these forms.
 package mgmtapi
 
@@ -24,9 +23,8 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/internal/envelope"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // MaxBody caps a management request body.
@@ -63,11 +61,11 @@ func Mount(mux *http.ServeMux, root, label string, routes []Route) {
 		allow := allows[path]
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			envelope.WriteError(w, http.StatusMethodNotAllowed, r.URL.Path+" takes "+allow+", not "+r.Method)
+			edge.WriteEnvelopeError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.URL.Path+" takes "+allow+", not "+r.Method)
 		})
 	}
 	mux.HandleFunc(root, func(w http.ResponseWriter, r *http.Request) {
-		envelope.WriteError(w, http.StatusNotFound, "no "+label+" route "+r.Method+" "+r.URL.Path)
+		edge.WriteEnvelopeError(w, http.StatusNotFound, wire.CodeNotFound, "no "+label+" route "+r.Method+" "+r.URL.Path)
 	})
 }
 
@@ -89,73 +87,44 @@ func (f RestrictionFields) Build() (auth.Restrictions, error) {
 }
 
 // Decode reads a JSON object body into v, refusing unknown fields, a body larger than
-// [MaxBody], one that is not valid UTF-8, and anything after the object. On failure it has written the response.
-func Decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// [MaxBody], one that is not valid UTF-8, and anything after the object. It fails with
+// a [*tollgate.Error] that says what is wrong with the body.
+func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			envelope.WriteError(w, http.StatusUnsupportedMediaType, "send the body as application/json")
-			return false
+			return &tollgate.Error{Code: tollgate.CodeUnsupportedMediaType, Message: "send the body as application/json"}
 		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			envelope.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBody))
-		} else {
-			envelope.WriteError(w, http.StatusBadRequest, "the body could not be read")
+			return &tollgate.Error{Code: tollgate.CodeBodyTooLarge, Message: fmt.Sprintf("the body is larger than %d bytes", MaxBody)}
 		}
-		return false
+		return Invalid("the body could not be read")
 	}
 	// encoding/json would replace invalid UTF-8 in strings silently; refuse it instead.
 	if !utf8.Valid(body) {
-		envelope.WriteError(w, http.StatusBadRequest, "the body is not valid UTF-8: send text fields (name, ...) as UTF-8")
-		return false
+		return Invalid("the body is not valid UTF-8: send text fields (name, ...) as UTF-8")
 	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		switch {
-		case err == io.EOF:
-			envelope.WriteError(w, http.StatusBadRequest, "the request needs a JSON object body")
-		default:
-			envelope.WriteError(w, http.StatusBadRequest, bodyError(v, err))
+		if err == io.EOF {
+			return Invalid("the request needs a JSON object body")
 		}
-		return false
+		return Invalid(bodyError(v, err))
 	}
 	if _, err := d.Token(); err != io.EOF {
-		envelope.WriteError(w, http.StatusBadRequest, "the body must hold one JSON object and nothing after it")
-		return false
+		return Invalid("the body must hold one JSON object and nothing after it")
 	}
-	return true
+	return nil
 }
 
-// Write writes a success envelope around data.
-func Write(w http.ResponseWriter, status int, data any) {
-	b, err := envelope.Encode(data)
-	if err != nil {
-		envelope.WriteError(w, http.StatusInternalServerError, "internal error")
-		return
-	}
-	envelope.WriteData(w, status, b)
-}
-
-// WriteError writes a service error with the status of its code (see rest.Status), and
-// Retry-After when it has a RetryAfter.
-func WriteError(w http.ResponseWriter, err error) {
-	var e *tollgate.Error
-	switch {
-	case errors.As(err, &e):
-		if e.RetryAfter > 0 {
-			httpx.SetRetryAfter(w.Header(), e.RetryAfter)
-		}
-		w.Header().Set(rest.HeaderErrorCode, e.Code.String())
-		envelope.WriteError(w, rest.Status(e.Code), e.Message)
-	case errors.Is(err, auth.ErrInvalid):
-		envelope.WriteError(w, http.StatusBadRequest, err.Error())
-	default:
-		envelope.WriteError(w, http.StatusInternalServerError, "internal error")
-	}
+// Invalid is the refusal of a request with a wrong parameter or body: a 400 whose
+// message, msg, names what is wrong.
+func Invalid(msg string) error {
+	return &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: msg}
 }
 
 // maxCursor bounds the cursor parameter of a listing; a cursor is far shorter.

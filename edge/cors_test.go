@@ -1,4 +1,4 @@
-package httpx_test
+package edge_test
 
 import (
 	"net/http"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // TestCORSApply checks which CORS headers each kind of request gets: none without an
@@ -34,7 +34,11 @@ func TestCORSApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := httpx.NewCORS(tt.origins, "GET")
+			e, err := edge.New(&edge.Options{AllowedOrigins: tt.origins})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := e.Door(edge.DoorSpec{Methods: "GET"})
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			if tt.origin != nil {
 				r.Header["Origin"] = []string{*tt.origin}
@@ -43,7 +47,7 @@ func TestCORSApply(t *testing.T) {
 			if tt.cacheable {
 				hdr.Set("Cache-Control", "public, max-age=60")
 			}
-			if got := c.Apply(hdr, r); got != tt.allowed {
+			if got := d.CORS(hdr, r); got != tt.allowed {
 				t.Errorf("Apply = %v, want %v", got, tt.allowed)
 			}
 			if got := hdr.Get("Access-Control-Allow-Origin"); got != tt.acao {

@@ -1,4 +1,4 @@
-package rest_test
+package edge_test
 
 import (
 	"errors"
@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 func TestStatusOfEveryCode(t *testing.T) {
@@ -28,7 +29,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 		{tollgate.Code(200), 500, "internal"},
 	}
 	for _, tt := range tests {
-		if got := rest.Status(tt.code); got != tt.status || tt.code.String() != tt.name {
+		if got := edge.Status(tt.code); got != tt.status || tt.code.String() != tt.name {
 			t.Errorf("code %d maps to %d %s, want %d %s", tt.code, got, tt.code, tt.status, tt.name)
 		}
 	}
@@ -36,7 +37,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 	// failures answer 500.
 	for _, c := range tollgate.Codes() {
 		internal := c == tollgate.CodeInternal || c == tollgate.CodeAPIFailed
-		if s := rest.Status(c); (s == 500) != internal || s < 400 || s > 599 {
+		if s := edge.Status(c); (s == 500) != internal || s < 400 || s > 599 {
 			t.Errorf("code %s has REST status %d", c, s)
 		}
 	}
@@ -56,19 +57,19 @@ func TestAnswer(t *testing.T) {
 		{"ok", tollgate.Reply{Results: []tollgate.Result{{JSON: []byte(`{"a":1}`)}}},
 			http.StatusOK, `{"status":"ok","error":null,"data":{"a":1}}`, "", ""},
 		{"refused", tollgate.Reply{Err: &tollgate.Error{Code: tollgate.CodeRateLimited, Message: "slow down", RetryAfter: 3 * time.Second}},
-			http.StatusTooManyRequests, `{"status":"error","error":"slow down","data":null}`, "rate_limited", "3"},
+			http.StatusTooManyRequests, `{"status":"error","error":"slow down","data":null,"code":"rate_limited"}`, "rate_limited", "3"},
 		{"API failed", tollgate.Reply{Results: []tollgate.Result{{Err: &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: "parameter \"text\": is required"}}}},
-			http.StatusBadRequest, `{"status":"error","error":"parameter \"text\": is required","data":null}`, "invalid_input", ""},
+			http.StatusBadRequest, `{"status":"error","error":"parameter \"text\": is required","data":null,"code":"invalid_input"}`, "invalid_input", ""},
 		{"unknown error", tollgate.Reply{Err: errors.New("disk on fire")},
-			http.StatusInternalServerError, `{"status":"error","error":"internal error","data":null}`, "internal", ""},
+			http.StatusInternalServerError, `{"status":"error","error":"internal error","data":null,"code":"internal"}`, "internal", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			hdr := http.Header{}
-			status, body := rest.Answer(hdr, tt.reply)
+			status, body := edge.Answer(hdr, tt.reply)
 			if status != tt.status || strings.TrimSpace(string(body)) != tt.body {
 				t.Errorf("Answer: %d %s, want %d %s", status, body, tt.status, tt.body)
 			}
-			if got := hdr.Get(rest.HeaderErrorCode); got != tt.code {
+			if got := hdr.Get(wire.HeaderErrorCode); got != tt.code {
 				t.Errorf("X-Error-Code %q, want %q", got, tt.code)
 			}
 			if got := hdr.Get("Retry-After"); got != tt.retry {

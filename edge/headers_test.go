@@ -1,4 +1,4 @@
-package httpx_test
+package edge_test
 
 import (
 	"maps"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/internal/httpx"
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 func TestSetCreditHeaders(t *testing.T) {
@@ -75,7 +75,7 @@ func TestSetCreditHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{"X-Credits-Cost": {"stale"}}
-			httpx.SetCreditHeaders(h, tt.plan, tt.cost, tt.b)
+			edge.SetCreditHeaders(h, tt.plan, tt.cost, tt.b)
 			if !maps.EqualFunc(h, tt.want, slices.Equal) {
 				t.Errorf("headers = %v, want %v", h, tt.want)
 			}
@@ -138,7 +138,7 @@ func TestSetRateHeaders(t *testing.T) {
 			for _, c := range []struct {
 				set  func(http.Header, billing.Plan, billing.RateDecision)
 				want http.Header
-			}{{httpx.SetRateHeaders, tt.want}, {httpx.SetIETFRateHeaders, tt.ietf}} {
+			}{{edge.SetRateHeaders, tt.want}, {edge.SetIETFRateHeaders, tt.ietf}} {
 				h := http.Header{}
 				c.set(h, tt.plan, tt.d)
 				// Keys are stored canonically, so that Header.Get finds the names as the
@@ -184,7 +184,7 @@ func TestSetReceiptHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			httpx.SetReceiptHeaders(h, &tt.rc)
+			edge.SetReceiptHeaders(h, &tt.rc)
 			if !maps.EqualFunc(h, tt.want, slices.Equal) {
 				t.Errorf("headers = %v, want %v", h, tt.want)
 			}
@@ -215,25 +215,10 @@ func TestSetRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		h := http.Header{}
-		httpx.SetRetryAfter(h, tt.d)
+		edge.SetRetryAfter(h, tt.d)
 		if want := (http.Header{"Retry-After": {tt.want}}); !maps.EqualFunc(h, want, slices.Equal) {
 			t.Errorf("SetRetryAfter(%s) = %v, want %v", tt.d, h, want)
 		}
-	}
-}
-
-func TestCreditHeaderNames(t *testing.T) {
-	want := []string{
-		"X-Credits-Cost", "X-Credits-Remaining", "X-Credits-Used", "X-Credits-Limit",
-		"X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-		"Retry-After",
-	}
-	if !slices.Equal(httpx.CreditHeaderNames, want) {
-		t.Errorf("CreditHeaderNames = %q, want %q", httpx.CreditHeaderNames, want)
-	}
-	want = append([]string{"X-Error-Code", "Idempotent-Replayed"}, append(want, "RateLimit-Policy", "RateLimit")...)
-	if !slices.Equal(httpx.ExposedHeaderNames, want) {
-		t.Errorf("ExposedHeaderNames = %q, want %q", httpx.ExposedHeaderNames, want)
 	}
 }
 

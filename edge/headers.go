@@ -1,62 +1,23 @@
-package httpx
+package edge
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
-)
-
-// The credit headers on every response to an authenticated call.
-const (
-	HeaderCreditsCost      = "X-Credits-Cost"      // credits this call spent (0 if refunded or refused)
-	HeaderCreditsRemaining = "X-Credits-Remaining" // balance after the call
-	HeaderCreditsUsed      = "X-Credits-Used"      // credits spent this period
-	HeaderCreditsLimit     = "X-Credits-Limit"     // the plan's monthly allowance
-	HeaderCreditsRenewal   = "X-Credits-Renewal"   // when the balance renews, RFC 3339
-	HeaderPlan             = "X-Plan"              // the account's plan
-)
-
-// The rate headers, on responses to calls of accounts whose plan has a rate limit.
-const (
-	HeaderRateLimit          = "X-RateLimit-Limit"     // calls per minute
-	HeaderRateLimitRemaining = "X-RateLimit-Remaining" // calls that could be made now
-	HeaderRetryAfter         = "Retry-After"           // seconds, on 429
-)
-
-// The IETF draft's forms of the rate headers, which a front door writes only when its
-// host asks for them (see [SetIETFRateHeaders]): each costs every answer a header line
-// that most clients never read.
-const (
-	HeaderRateLimitPolicy = "RateLimit-Policy" // "default";q=<burst>;w=60
-	HeaderRateLimitIETF   = "RateLimit"        // "default";r=<remaining>;t=<seconds to full>
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // The keys under which the headers are stored in an http.Header: the canonical forms
-// of the names above, so that Header.Get finds them.
+// of the names in package wire, so that Header.Get finds them.
 var (
-	keyRateLimit          = http.CanonicalHeaderKey(HeaderRateLimit)
-	keyRateLimitRemaining = http.CanonicalHeaderKey(HeaderRateLimitRemaining)
-	keyRateLimitPolicy    = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
-	keyRateLimitIETF      = http.CanonicalHeaderKey(HeaderRateLimitIETF)
+	keyRateLimit          = http.CanonicalHeaderKey(wire.HeaderRateLimit)
+	keyRateLimitRemaining = http.CanonicalHeaderKey(wire.HeaderRateLimitRemaining)
+	keyRateLimitPolicy    = http.CanonicalHeaderKey(wire.HeaderRateLimitPolicy)
+	keyRateLimitIETF      = http.CanonicalHeaderKey(wire.HeaderRateLimitIETF)
 )
-
-// CreditHeaderNames lists the credit and rate headers that answers carry by default.
-var CreditHeaderNames = []string{
-	HeaderCreditsCost, HeaderCreditsRemaining, HeaderCreditsUsed, HeaderCreditsLimit,
-	HeaderCreditsRenewal, HeaderPlan, HeaderRateLimit, HeaderRateLimitRemaining,
-	HeaderRetryAfter,
-}
-
-// ExposedHeaderNames lists the headers that a browser's script may read on an answer
-// to a cross-origin request, for CORS Expose-Headers: the error code, the mark of a
-// replayed answer, the credit and rate headers, and the IETF forms of the rate
-// headers, for the hosts that turn them on.
-var ExposedHeaderNames = append([]string{HeaderErrorCode, HeaderIdempotentReplayed}, append(slices.Clip(CreditHeaderNames),
-	HeaderRateLimitPolicy, HeaderRateLimitIETF)...)
 
 // SetCreditHeaders writes the credit headers for a call that spent cost credits and left
 // balance b.
@@ -91,19 +52,19 @@ func setHeaders(h http.Header, plan string, cost int64, b *billing.Balance, p bi
 	}
 	if b != nil {
 		out = strconv.AppendInt(out, cost, 10)
-		end(HeaderCreditsCost)
+		end(wire.HeaderCreditsCost)
 		out = strconv.AppendInt(out, b.Remaining, 10)
-		end(HeaderCreditsRemaining)
+		end(wire.HeaderCreditsRemaining)
 		out = strconv.AppendInt(out, b.Used, 10)
-		end(HeaderCreditsUsed)
+		end(wire.HeaderCreditsUsed)
 		out = strconv.AppendInt(out, b.Allowance, 10)
-		end(HeaderCreditsLimit)
+		end(wire.HeaderCreditsLimit)
 		if !b.Period.End.IsZero() {
 			out = b.Period.End.UTC().AppendFormat(out, time.RFC3339)
-			end(HeaderCreditsRenewal)
+			end(wire.HeaderCreditsRenewal)
 		}
 		out = append(out, plan...)
-		end(HeaderPlan)
+		end(wire.HeaderPlan)
 	}
 	if _, limited := p.RateLimit(); d != nil && limited {
 		out = strconv.AppendInt(out, int64(p.RatePerMinute), 10)
@@ -151,7 +112,7 @@ func SetIETFRateHeaders(h http.Header, p billing.Plan, d billing.RateDecision) {
 
 // SetRetryAfter writes Retry-After in whole seconds, rounded up, at least 1.
 func SetRetryAfter(h http.Header, d time.Duration) {
-	h[HeaderRetryAfter] = []string{strconv.Itoa(max(1, ceilSeconds(d)))}
+	h[wire.HeaderRetryAfter] = []string{strconv.Itoa(max(1, ceilSeconds(d)))}
 }
 
 func ceilSeconds(d time.Duration) int {

@@ -1,0 +1,274 @@
+package doortest
+
+import (
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/wire"
+)
+
+// loopback are the addresses of the suite's own requests, trusted as proxies by the
+// rows that forward an address.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// A row is one contract of the edge.
+type row struct {
+	name string
+	// contract is the row's one-sentence contract, reported when it fails.
+	contract string
+	// applies reports whether the contract concerns the door; nil: every door.
+	applies func(Door) bool
+	run     func(t *testing.T, d Door)
+}
+
+var rows = []row{
+	{
+		name:     "NoCredential",
+		contract: "A request without a credential gets the edge's bare 403 (HTML, no JSON, no CORS, no code), or the door's documented answer in its own shape.",
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{AllowedOrigins: []string{Origin}})
+			resp, body := s.as().send(d.Call, "Origin", Origin)
+			if d.Auth == AuthKey && d.NoCredential == 0 {
+				wantBare403(t, resp, body)
+				return
+			}
+			want := d.NoCredential
+			if want == 0 {
+				want = http.StatusUnauthorized
+			}
+			if resp.StatusCode != want {
+				t.Fatalf("answered %s %s, want %d", resp.Status, body, want)
+			}
+			if _, err := d.Code(resp.StatusCode, resp.Header, body); err != nil {
+				t.Errorf("the answer is not in the door's shape: %v\n%s", err, body)
+			}
+			wantCORS(t, d, resp, Origin)
+		},
+	},
+	{
+		name:     "MalformedKey",
+		contract: "A request whose key is not shaped as one gets the edge's bare 403, whatever else it carries.",
+		applies:  func(d Door) bool { return d.Auth == AuthKey },
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{})
+			for _, pairs := range [][]string{
+				{wire.HeaderAPIKey, "not-a-key"},
+				{"Authorization", "Bearer " + Key + "x"},
+				{wire.HeaderSession, "not.a.token!"},
+			} {
+				resp, body := s.as().send(d.Call, append(pairs, "Origin", Origin)...)
+				wantBare403(t, resp, body)
+			}
+		},
+	},
+	{
+		name:     "Receipt",
+		contract: "A successful call carries the credit and rate headers of its receipt (and only a door that meters calls writes them), and no error code.",
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{})
+			resp, body := s.withKey(Key).send(d.Call)
+			wantSuccess(t, resp, body)
+			wantReceipt(t, d, resp.Header, false)
+		},
+	},
+	{
+		name:     "IETFRateHeaders",
+		contract: "With the edge's IETF rate headers on, every successful call of a door that meters calls carries RateLimit and RateLimit-Policy too.",
+		applies:  func(d Door) bool { return d.Receipts },
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{IETFRateHeaders: true})
+			resp, body := s.withKey(Key).send(d.Call)
+			wantSuccess(t, resp, body)
+			wantReceipt(t, d, resp.Header, true)
+		},
+	},
+	{
+		name:     "Refusal",
+		contract: "A refusal after authentication is in the door's documented shape, with its code, X-Error-Code and Cache-Control: no-store.",
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{})
+			resp, body := s.withKey(Key).send(d.Refused)
+			wantRefusal(t, d, resp, body, d.RefusedCode)
+		},
+	},
+	{
+		name:     "CORS",
+		contract: "A door that answers cross-origin calls lets the edge's allowed origins read its answers, successes and refusals alike, and no other origin; a door that does not writes no CORS header.",
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{AllowedOrigins: []string{Origin}})
+			c := s.withKey(Key)
+			resp, body := c.send(d.Call, "Origin", Origin)
+			wantSuccess(t, resp, body)
+			wantCORS(t, d, resp, Origin)
+			resp, body = c.send(d.Refused, "Origin", Origin)
+			wantRefusal(t, d, resp, body, d.RefusedCode)
+			wantCORS(t, d, resp, Origin)
+			resp, body = c.send(d.Call, "Origin", Elsewhere)
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "" {
+				t.Errorf("an origin the edge does not allow may read the answer (Access-Control-Allow-Origin %q)\n%s", got, body)
+			}
+		},
+	},
+	{
+		name:     "Preflight",
+		contract: "A CORS preflight needs no credential: a door that answers cross-origin calls allows the edge's origins its methods and the credential headers; a door that does not allows nothing.",
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{AllowedOrigins: []string{Origin}})
+			resp, body := s.as().send(Request{Method: http.MethodOptions, Path: d.Call.Path,
+				Header: http.Header{"Access-Control-Request-Method": {d.Call.Method}}}, "Origin", Origin)
+			acao, methods := resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Methods")
+			if !d.CORS {
+				if acao != "" || methods != "" {
+					t.Errorf("a door without CORS allows a preflight: %s %v", resp.Status, resp.Header)
+				}
+				return
+			}
+			allow := resp.Header.Get("Access-Control-Allow-Headers")
+			if resp.StatusCode != http.StatusNoContent || acao != Origin || !strings.Contains(methods, d.Call.Method) ||
+				!strings.Contains(allow, wire.HeaderAPIKey) || !strings.Contains(allow, wire.HeaderAuthorization) {
+				t.Errorf("preflight answered %s %v %s", resp.Status, resp.Header, body)
+			}
+		},
+	},
+	{
+		name:     "TrustedProxies",
+		contract: "The client's address is the TCP peer's, unless the peer is one of the edge's trusted proxies: then it is the address the proxy forwards, for IP allow-lists and the audit log.",
+		run: func(t *testing.T, d Door) {
+			forwarded := []string{"X-Forwarded-For", OfficeAddr.String()}
+			if d.Auth == AuthAdminToken {
+				for _, trusted := range []bool{true, false} {
+					opts := edge.Options{}
+					want := netip.MustParseAddr("127.0.0.1")
+					if trusted {
+						opts.TrustedProxies, want = loopback, OfficeAddr
+					}
+					s := start(t, d, opts)
+					_, before := s.env.changes.last()
+					resp, body := s.withKey("", forwarded...).send(d.Call)
+					wantSuccess(t, resp, body)
+					got, after := s.env.changes.last()
+					if after == before || got != want {
+						t.Errorf("trusted %v: the change was recorded from %v (%d changes), want %v", trusted, got, after-before, want)
+					}
+				}
+				return
+			}
+			s := start(t, d, edge.Options{TrustedProxies: loopback})
+			resp, body := s.withKey(OfficeKey, forwarded...).send(d.Call)
+			wantSuccess(t, resp, body)
+
+			s = start(t, d, edge.Options{})
+			// An untrusted peer's X-Forwarded-For is ignored: the key is refused for the
+			// peer's address, before any session could be opened.
+			c := &caller{s: s, hdr: http.Header{}}
+			c.hdr.Set(wire.HeaderAPIKey, OfficeKey)
+			c.hdr.Set(forwarded[0], forwarded[1])
+			resp, body = c.send(d.Call)
+			wantRefusal(t, d, resp, body, d.ForbiddenCode)
+		},
+	},
+}
+
+// Run runs every row that concerns d.
+func Run(t *testing.T, d Door) {
+	for _, r := range rows {
+		if r.applies != nil && !r.applies(d) {
+			continue
+		}
+		t.Run(r.name, func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("the contract: %s", r.contract)
+				}
+			}()
+			r.run(t, d)
+		})
+	}
+}
+
+func wantBare403(t *testing.T, resp *http.Response, body []byte) {
+	t.Helper()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Content-Type") != "text/html" ||
+		!strings.Contains(string(body), "403 Forbidden") || strings.Contains(string(body), "{") {
+		t.Errorf("answered %s %q %s, want the edge's bare 403", resp.Status, resp.Header.Get("Content-Type"), body)
+	}
+	for name := range resp.Header {
+		if strings.HasPrefix(name, "Access-Control-") || name == wire.HeaderErrorCode || strings.HasPrefix(name, "X-Credits-") {
+			t.Errorf("the edge's bare 403 carries %s", name)
+		}
+	}
+}
+
+func wantSuccess(t *testing.T, resp *http.Response, body []byte) {
+	t.Helper()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		t.Fatalf("the call answered %s %s, want a success", resp.Status, body)
+	}
+	if code := resp.Header.Get(wire.HeaderErrorCode); code != "" {
+		t.Errorf("a success carries X-Error-Code %q", code)
+	}
+}
+
+func wantReceipt(t *testing.T, d Door, hdr http.Header, ietf bool) {
+	t.Helper()
+	for _, name := range []string{wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsUsed,
+		wire.HeaderCreditsLimit, wire.HeaderCreditsRenewal, wire.HeaderPlan, wire.HeaderRateLimit, wire.HeaderRateLimitRemaining} {
+		if got := hdr.Get(name) != ""; got != d.Receipts {
+			t.Errorf("%s written: %v, want %v", name, got, d.Receipts)
+		}
+	}
+	for _, name := range []string{wire.HeaderRateLimitIETF, wire.HeaderRateLimitPolicy} {
+		if got := hdr.Get(name) != ""; got != (ietf && d.Receipts) {
+			t.Errorf("%s written: %v, want %v", name, got, ietf && d.Receipts)
+		}
+	}
+}
+
+func wantRefusal(t *testing.T, d Door, resp *http.Response, body []byte, code string) {
+	t.Helper()
+	if resp.StatusCode < 400 {
+		t.Fatalf("answered %s %s, want a refusal", resp.Status, body)
+	}
+	got, err := d.Code(resp.StatusCode, resp.Header, body)
+	if err != nil {
+		t.Fatalf("the refusal is not in the door's shape: %v\n%s %s", err, resp.Status, body)
+	}
+	if got != code {
+		t.Errorf("the refusal's code is %q, want %q\n%s", got, code, body)
+	}
+	if resp.Header.Get(wire.HeaderErrorCode) == "" {
+		t.Errorf("the refusal lacks X-Error-Code: %v", resp.Header)
+	}
+	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("the refusal's Cache-Control is %q, want no-store", cc)
+	}
+}
+
+// wantCORS checks the CORS headers of an answer to a request from origin, which the
+// edge allows.
+func wantCORS(t *testing.T, d Door, resp *http.Response, origin string) {
+	t.Helper()
+	acao := resp.Header.Get("Access-Control-Allow-Origin")
+	if !d.CORS {
+		if acao != "" {
+			t.Errorf("a door without CORS writes Access-Control-Allow-Origin %q", acao)
+		}
+		return
+	}
+	if acao != origin {
+		t.Errorf("Access-Control-Allow-Origin %q, want %q", acao, origin)
+	}
+	exposed := strings.Split(resp.Header.Get("Access-Control-Expose-Headers"), ", ")
+	for _, name := range []string{wire.HeaderErrorCode, wire.HeaderCreditsRemaining, wire.HeaderRateLimitRemaining} {
+		if !slices.Contains(exposed, name) {
+			t.Errorf("%s is not exposed to scripts: %v", name, exposed)
+		}
+	}
+	if !slices.Contains(resp.Header.Values("Vary"), "Origin") {
+		t.Errorf("an answer for a list of origins lacks Vary: Origin")
+	}
+}
