@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -523,6 +526,35 @@ func TestCallBatchIdempotentReceiptsMatchLedger(t *testing.T) {
 			}
 			if credits != charged+1 {
 				t.Errorf("the usage statistics count %d credits, the receipts %d (and the call's 1)", credits, charged)
+			}
+		})
+	}
+}
+
+// TestIdempotencyDefault: a service given no idempotency store keeps the answers of
+// batches in its memory, and warns when its ledger is not this process's memory, where
+// a retry that reaches another instance would run again.
+func TestIdempotencyDefault(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		ledger driver.Ledger
+		warn   bool
+	}{
+		{"memory", memory.NewLedger(nil), false},
+		{"another ledger", struct{ driver.Ledger }{memory.NewLedger(nil)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plans, _ := billing.NewPlans(billing.Plan{Name: "p", Credits: 100})
+			var logs bytes.Buffer
+			svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: tt.ledger,
+				Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans,
+				&tollgate.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), SweepInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.Close()
+			if got := strings.Contains(logs.String(), "Options.Idempotency is not set"); got != tt.warn {
+				t.Errorf("warned %v, want %v: %s", got, tt.warn, logs.String())
 			}
 		})
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
+	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 // Stores are the storage a [Service] runs on. All four are required. store/memory
@@ -87,9 +88,11 @@ type Options struct {
 	// [Service.CallBatch]); they start in the order given. The default is
 	// [DefaultBatchParallelism].
 	BatchParallelism int
-	// Idempotency, if set, keeps the answers of batches sent with an idempotency key,
-	// so that a retried batch runs and charges once (see [IdempotencyOptions]). Nil
-	// (the default) keeps none, and a batch sent with a key is refused.
+	// Idempotency keeps the answers of batches sent with an idempotency key, so that
+	// a retried batch runs and charges once (see [IdempotencyOptions]). Nil keeps them
+	// in this process's memory (store/memory's store, with the defaults): right for one
+	// instance; several instances need a shared store (store/postgres, store/redis),
+	// or a retry that reaches another instance runs again.
 	Idempotency *IdempotencyOptions
 }
 
@@ -256,7 +259,14 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2
 	}
-	if s.idem, err = newIdempotencyConfig(opts.Idempotency); err != nil {
+	idem := opts.Idempotency
+	if idem == nil {
+		idem = &IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}
+		if _, local := stores.Ledger.(*memory.Ledger); !local {
+			s.log.Warn("tollgate: Options.Idempotency is not set: the answers of batches sent with an Idempotency-Key are kept in this instance's memory, so a retry that reaches another instance runs again; give a shared store")
+		}
+	}
+	if s.idem, err = newIdempotencyConfig(idem); err != nil {
 		return nil, err
 	}
 	if _, err := rand.Read(s.ids.prefix[:]); err != nil {

@@ -234,9 +234,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 
 	// 3. The service, on in-memory stores. Batches sent with an Idempotency-Key keep
-	// their answers in memory for a day, so that a retried batch runs and charges once.
-	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch},
-		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}}
+	// their answers in memory for a day (the service's default), so that a retried
+	// batch runs and charges once.
+	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}}
 	if c.clock != nil {
 		opts.Now = c.clock.Now
 	}
