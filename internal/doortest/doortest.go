@@ -105,6 +105,12 @@ type Door struct {
 	// credential: 0 for the edge's bare 403; else the status of the door's documented
 	// answer (MCP's 401 with its OAuth challenge, say), in the door's shape.
 	NoCredential int
+	// Sessions: the door needs the service's session tokens (tollgate.Options.Sessions
+	// and SessionStore).
+	Sessions bool
+	// MalformedKey is, in the same way, the status of the door's answer to a key that
+	// is not shaped as one: 0 for the edge's bare 403.
+	MalformedKey int
 }
 
 // Env is what a door is built on: a service on memory stores with the sample catalog
@@ -121,8 +127,9 @@ type Env struct {
 // now is the suite's fixed clock: rate limits never refill during a row.
 var now = time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 
-// newEnv builds the service, its accounts and the edge of opts.
-func newEnv(t *testing.T, opts edge.Options) *Env {
+// newEnv builds the service (with session tokens if asked), its accounts and the edge
+// of opts.
+func newEnv(t *testing.T, opts edge.Options, sessions bool) *Env {
 	t.Helper()
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
@@ -135,10 +142,14 @@ func newEnv(t *testing.T, opts edge.Options) *Env {
 	}
 	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
-	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{
-		Now: testenv.NewClock(now).Now, Logger: slog.New(slog.DiscardHandler),
-		Idempotency: &tollgate.IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)},
-	})
+	so := &tollgate.Options{Now: testenv.NewClock(now).Now, Logger: slog.New(slog.DiscardHandler)}
+	if sessions {
+		if so.Sessions, err = auth.NewSessions([]byte(strings.Repeat("k", auth.MinSessionSecret))); err != nil {
+			t.Fatal(err)
+		}
+		so.SessionStore = memory.NewSessionStore()
+	}
+	svc, err := tollgate.New(reg, stores, plans, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +210,7 @@ type server struct {
 
 func start(t *testing.T, d Door, opts edge.Options) *server {
 	t.Helper()
-	env := newEnv(t, opts)
+	env := newEnv(t, opts, d.Sessions)
 	srv := httptest.NewServer(d.New(t, env))
 	t.Cleanup(srv.Close)
 	return &server{t: t, door: d, env: env, srv: srv}
