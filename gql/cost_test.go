@@ -287,7 +287,7 @@ func TestAliasesOneSlot(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "solo", -1) // one call at a time, 100 credits
 	first := h.goQuery(t, acct.Key, `{ a: block { released } b: block { released } }`)
-	h.block.waitEntered(t)
+	h.block.WaitEntered(t)
 	if n, err := h.stores.Slots.(*memory.ConcurrencyLimiter).InUse(t.Context(), acct.ID, h.clock.Now()); err != nil || n != 1 {
 		t.Errorf("%d slots in use (%v), want 1", n, err)
 	}

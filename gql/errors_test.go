@@ -401,7 +401,7 @@ func TestConcurrencyLimited(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "solo", -1) // one call at a time, 100 credits
 	first := h.goQuery(t, acct.Key, `{ block { released } }`)
-	h.block.waitEntered(t)
+	h.block.WaitEntered(t)
 	for _, media := range []string{mediaGraphQL, mediaJSON} {
 		r := h.query(t, acct.Key, hashQuery, nil, accept(media))
 		wantGatewayError(t, r, http.StatusTooManyRequests, "CONCURRENCY_LIMITED", "concurren")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 )
 
 // fuzzStatuses are the statuses a POST with a good key and a JSON body may get.
@@ -59,7 +60,7 @@ func FuzzQuery(f *testing.F) {
 		f.Add(s.query, s.vars)
 	}
 	extra := richAPIs()
-	for _, a := range testAPIs(&blocker{}) {
+	for _, a := range testAPIs(doortest.NewBlocker()) {
 		if a.ID != "block" { // it would wait for the test to release it
 			extra = append(extra, a)
 		}

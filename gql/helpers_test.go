@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/wire"
@@ -70,7 +71,7 @@ type harness struct {
 	svc     *tollgate.Service
 	mgr     *accounts.Manager // manages svc's accounts
 	handler *gql.Handler
-	block   *blocker
+	block   *doortest.Blocker
 	runs    *runCounter
 	cfg     config
 }
@@ -115,63 +116,12 @@ func (c *runCounter) counted(a catalog.API) catalog.API {
 	return a
 }
 
-// blocker controls the "block" test API: a call signals entered, then waits until the
-// test releases it (or its context ends).
-type blocker struct {
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-// Release lets every blocked call (now and later) return.
-func (b *blocker) Release() { b.once.Do(func() { close(b.release) }) }
-
-// waitEntered waits until a call is running inside the block API.
-func (b *blocker) waitEntered(t testing.TB) {
-	t.Helper()
-	select {
-	case <-b.entered:
-	case <-t.Context().Done():
-		t.Fatal("the block API was never entered")
-	}
-}
-
 // testAPIs are the APIs the harness adds to the sample catalog.
-func testAPIs(b *blocker) []catalog.API {
+func testAPIs(b *doortest.Blocker) []catalog.API {
 	return []catalog.API{
-		{
-			ID: "block", Title: "Block", Description: "Waits until the test releases it.",
-			Method: http.MethodGet, Cost: 1,
-			Result: []catalog.Field{{Name: "released", Type: catalog.Boolean}},
-			Handler: catalog.HandlerFunc(func(ctx context.Context, _ *catalog.Request) (any, error) {
-				select {
-				case b.entered <- struct{}{}:
-				default:
-				}
-				select {
-				case <-b.release:
-					return map[string]any{"released": true}, nil
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}),
-		},
-		{
-			ID: "fail", Title: "Fail", Description: "Fails on the service's side.",
-			Method: http.MethodGet, Cost: 1,
-			Result: []catalog.Field{{Name: "never", Type: catalog.String}},
-			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
-				return nil, errors.New("secret internal detail: disk on fire")
-			}),
-		},
-		{
-			ID: "panic", Title: "Panic", Description: "Panics.",
-			Method: http.MethodGet, Cost: 1,
-			Result: []catalog.Field{{Name: "never", Type: catalog.String}},
-			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
-				panic("secret internal detail: nil map")
-			}),
-		},
+		b.API(),
+		doortest.FailAPI(1),
+		doortest.PanicAPI(),
 		{
 			ID: "costly", Title: "Costly", Description: "Costs three credits.",
 			Method: http.MethodGet, Cost: 3,
@@ -205,10 +155,8 @@ func newHarness(t testing.TB, cfg config) *harness {
 	t.Helper()
 	h := &harness{
 		clock: testenv.NewClock(t0), cfg: cfg, reg: &catalog.Registry{},
-		runs: &runCounter{n: map[string]int{}},
-		block: &blocker{
-			entered: make(chan struct{}, 64), release: make(chan struct{}),
-		},
+		runs:  &runCounter{n: map[string]int{}},
+		block: doortest.NewBlocker(),
 		stores: tollgate.Stores{
 			Keys:   memory.NewKeyStore(),
 			Ledger: memory.NewLedger(nil),

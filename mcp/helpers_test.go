@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -72,7 +72,7 @@ type harness struct {
 	account string
 	key     string // the account's primary key
 	keyID   string
-	block   *blocker
+	block   *doortest.Blocker
 }
 
 type config struct {
@@ -84,17 +84,7 @@ type config struct {
 	sampleOnly bool
 }
 
-// blocker controls the "block" test API: a call signals entered, then waits until the
-// test releases it or its context ends.
-type blocker struct {
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (b *blocker) Release() { b.once.Do(func() { close(b.release) }) }
-
-func newRegistry(t testing.TB, b *blocker, sampleOnly bool) *catalog.Registry {
+func newRegistry(t testing.TB, b *doortest.Blocker, sampleOnly bool) *catalog.Registry {
 	t.Helper()
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
@@ -104,29 +94,8 @@ func newRegistry(t testing.TB, b *blocker, sampleOnly bool) *catalog.Registry {
 		return reg
 	}
 	for _, a := range []catalog.API{
-		{
-			ID: "block", Title: "Block", Description: "Waits until the test releases it.",
-			Method: http.MethodGet, Cost: 1,
-			Handler: catalog.HandlerFunc(func(ctx context.Context, _ *catalog.Request) (any, error) {
-				select {
-				case b.entered <- struct{}{}:
-				default:
-				}
-				select {
-				case <-b.release:
-					return map[string]any{"released": true}, nil
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}),
-		},
-		{
-			ID: "fail", Title: "Fail", Description: "Fails on the service's side.",
-			Method: http.MethodGet, Cost: 2,
-			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
-				return nil, errors.New("secret internal detail: disk on fire")
-			}),
-		},
+		b.API(),
+		doortest.FailAPI(2),
 	} {
 		if err := reg.Register(a); err != nil {
 			t.Fatal(err)
@@ -137,7 +106,7 @@ func newRegistry(t testing.TB, b *blocker, sampleOnly bool) *catalog.Registry {
 
 func newHarness(t testing.TB, cfg config) *harness {
 	t.Helper()
-	h := &harness{clock: testenv.NewClock(t0), block: &blocker{entered: make(chan struct{}, 16), release: make(chan struct{})}}
+	h := &harness{clock: testenv.NewClock(t0), block: doortest.NewBlocker()}
 	h.reg = newRegistry(t, h.block, cfg.sampleOnly)
 	if cfg.stores != nil {
 		h.stores = *cfg.stores

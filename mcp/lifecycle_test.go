@@ -124,7 +124,7 @@ func TestRevocationClosesStreams(t *testing.T) {
 		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "block", Arguments: map[string]any{}})
 		inflight <- err
 	}()
-	<-h.block.entered
+	<-h.block.Entered()
 
 	if _, err := h.mgr.RevokeKey(t.Context(), h.keyID); err != nil {
 		t.Fatal(err)

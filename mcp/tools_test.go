@@ -324,7 +324,7 @@ func TestLimits(t *testing.T) {
 		res, _ := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "block", Arguments: map[string]any{}})
 		done <- res
 	}()
-	<-h.block.entered
+	<-h.block.Entered()
 	r = call(t, cs, "hash", map[string]any{"text": "a"})
 	if !r.IsError || !strings.HasPrefix(text(t, r), "concurrency_limited: ") {
 		t.Fatalf("a call beside a running one: %+v; want concurrency_limited", r.Content)

@@ -269,9 +269,15 @@ func TestBatchIdempotencyKey(t *testing.T) {
 	if b := h.balance(t, acct.ID); b.Used != 1 {
 		t.Errorf("used %d, want 1: the batch charged once", b.Used)
 	}
+	// A service given no idempotency store keeps the answers in its memory.
 	plain := newHarness(t, config{})
-	wantError(t, plain.postBatch(t, "hash", body, key(plain.newAccount(t, "pro").Key), header{"Idempotency-Key", "k"}),
-		400, "invalid_input", "without an Idempotency-Key")
+	plainKey := plain.newAccount(t, "pro").Key
+	first = plain.postBatch(t, "hash", body, key(plainKey), header{"Idempotency-Key", "k"})
+	again = plain.postBatch(t, "hash", body, key(plainKey), header{"Idempotency-Key", "k"})
+	if first.Status != 200 || again.Header.Get(wire.HeaderIdempotentReplayed) != "true" || !bytes.Equal(again.Body, first.Body) {
+		t.Errorf("a key on a service given no store: %d then %d replayed %q, want the first answer again",
+			first.Status, again.Status, again.Header.Get(wire.HeaderIdempotentReplayed))
+	}
 }
 
 // TestBatchUsage proves the usage records of a batch: one per item, channel batch, the

@@ -203,7 +203,7 @@ func TestClientGoneRefunds(t *testing.T) {
 		h.handler.ServeHTTP(rec, req)
 		done <- rec
 	}()
-	h.block.waitEntered(t)
+	h.block.WaitEntered(t)
 	if b := h.balance(t, acct.ID); b.Remaining != 4 {
 		t.Errorf("while the call runs the balance is %d, want 4 (reserved)", b.Remaining)
 	}

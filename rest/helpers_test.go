@@ -20,7 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/doortest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -91,57 +91,15 @@ type harness struct {
 	srv      *httptest.Server
 	client   *http.Client
 	sessions *auth.Sessions
-	block    *blocker
+	block    *doortest.Blocker
 	cfg      config
 }
 
-// blocker controls the "block" test API: a call signals entered, then waits until the
-// test releases it (or its context ends).
-type blocker struct {
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-// Release lets every blocked call (now and later) return.
-func (b *blocker) Release() { b.once.Do(func() { close(b.release) }) }
-
-// waitEntered waits until a call is running inside the block API.
-func (b *blocker) waitEntered(t testing.TB) {
-	t.Helper()
-	select {
-	case <-b.entered:
-	case <-t.Context().Done():
-		t.Fatal("the block API was never entered")
-	}
-}
-
 // testAPIs are the APIs the harness adds to the sample catalog.
-func testAPIs(b *blocker) []catalog.API {
+func testAPIs(b *doortest.Blocker) []catalog.API {
 	return []catalog.API{
-		{
-			ID: "block", Title: "Block", Description: "Waits until the test releases it.",
-			Method: http.MethodGet, Cost: 1,
-			Handler: catalog.HandlerFunc(func(ctx context.Context, _ *catalog.Request) (any, error) {
-				select {
-				case b.entered <- struct{}{}:
-				default:
-				}
-				select {
-				case <-b.release:
-					return map[string]any{"released": true}, nil
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}),
-		},
-		{
-			ID: "fail", Title: "Fail", Description: "Fails with a plain error.",
-			Method: http.MethodGet, Cost: 1,
-			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
-				return nil, errors.New("secret internal detail: disk on fire")
-			}),
-		},
+		b.API(),
+		doortest.FailAPI(1),
 		{
 			ID: "nan", Title: "NaN", Description: "Returns a result that JSON cannot encode.",
 			Method: http.MethodGet, Cost: 1,
@@ -156,13 +114,7 @@ func testAPIs(b *blocker) []catalog.API {
 				return []int{1, 2, 3}, nil
 			}),
 		},
-		{
-			ID: "panic", Title: "Panic", Description: "Panics.",
-			Method: http.MethodGet, Cost: 1,
-			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
-				panic("secret internal detail: nil map")
-			}),
-		},
+		doortest.PanicAPI(),
 	}
 }
 
@@ -170,9 +122,7 @@ func testAPIs(b *blocker) []catalog.API {
 // cfg.sampleOnly, the test APIs), its REST handler and an httptest.Server in front.
 func newHarness(t testing.TB, cfg config) *harness {
 	t.Helper()
-	h := &harness{clock: testenv.NewClock(t0), cfg: cfg, block: &blocker{
-		entered: make(chan struct{}, 64), release: make(chan struct{}),
-	}}
+	h := &harness{clock: testenv.NewClock(t0), cfg: cfg, block: doortest.NewBlocker()}
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		t.Fatal(err)

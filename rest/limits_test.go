@@ -92,7 +92,7 @@ func TestConcurrencyLimited(t *testing.T) {
 		}
 		first <- r
 	}()
-	h.block.waitEntered(t)
+	h.block.WaitEntered(t)
 
 	if a := h.analytics(t, key(acct.Key)); a.Concurrency.InUse != 1 || a.Concurrency.Limit != 1 {
 		t.Errorf("analytics concurrency = %+v, want 1 of 1 in use", a.Concurrency)
