@@ -21,89 +21,18 @@ import (
 // instance the retry reaches.
 //
 // A batch sent with a key claims the key's record in Store once its items are
-// validated, and before anything runs (see package idempotency):
-//   - the first batch runs, and its answer is kept for Retention;
-//   - a retry of the same batch (the same account, key, API and items, judged on a hash
-//     of the items as decoded) gets that answer back without running or charging
-//     anything ([BatchReply.Replayed]);
-//   - a retry while the first still runs is refused with CodeConflict: retry once it
-//     has ended;
-//   - the same key sent with another request is refused with CodeIdempotencyKeyReused;
-//   - a batch refused as a whole (credits, rate limit, concurrency) keeps nothing, and
-//     may be sent again with the same key;
-//   - a batch none of whose items is valid keeps nothing either (nothing ran, nothing
-//     was charged, and nothing meters it): its retry is validated again, and gets the
-//     same answer, not marked as replayed. Its key is still checked against the record
-//     without claiming it ([idempotency.Store.Preview]): a key used for another
-//     request is refused with CodeIdempotencyKeyReused, one whose batch runs with
-//     CodeConflict, and one whose batch ran gets that batch's answer.
+// validated, and before anything runs (see package idempotency). The first batch runs
+// and its answer is kept for Retention; a retry of the same batch gets that answer
+// without running or charging anything ([BatchReply.Replayed]); a retry while the first
+// still runs, or of a batch that ran but whose answer was not kept (larger than
+// MaxAnswerBytes, or lost with an instance that died after marking its record), is
+// refused with CodeConflict; the same key with another request is refused with
+// CodeIdempotencyKeyReused. A batch refused as a whole, or none of whose items is
+// valid, keeps nothing. A batch whose record cannot be marked before it is charged is
+// not charged. A record holds hashes, a request id and the answer, never a key value.
 //
-// A batch with a key runs to its end even if its client hangs up, so that the retry
-// finds its answer. An answer larger than MaxAnswerBytes is not kept: a retry of its
-// batch is refused with CodeConflict (it ran, and will not run again under that key).
-//
-// A batch's record is held for a lease (the batch's longest run plus
-// Options.ReservationGrace, which its credit reservation lasts too); its run's
-// reservation and concurrency slot are taken under the run id of its claim; and once
-// its items have run, the record is marked settling before the run is charged:
-//
-//	claim --> reserve --> run the items --> mark settling --> settle --> keep the answer
-//
-// A record still running when its lease ends was left by an instance that died (or was
-// cut off from its stores). Where it died decides what its retries get:
-//
-//	died                            its run                   a retry after the lease
-//	before the mark                 not charged: the          takes the record over and runs the
-//	                                reservation is voided     batch again as a run of its own (a new
-//	                                at its expiry             run id): admitted with a concurrency
-//	                                                          slot and a reservation, charged for
-//	                                                          the items it runs
-//	after the mark, before the      not charged: voided       refused with CodeConflict: it ran, and
-//	settlement                      at its expiry             will not run again under that key
-//	after the settlement, before    charged once              refused with CodeConflict, as above
-//	keeping the answer
-//	after keeping the answer        charged once              the kept answer
-//
-// A marked record is never taken over: its run may have been charged, and would be
-// charged again. Its retries are refused until the record expires, and the batch may
-// be sent with a new key. A retry before the lease ends is refused as running,
-// whichever the case. The APIs' handlers of a batch taken over do run again, as for
-// any retried call. A run taken over never shares its run id with the run before it:
-// the earlier run's reservation may have been voided (and a ledger remembers a voided
-// id for a while), so a run under the same id would be admitted as a replay of it,
-// with no slot and nothing reserved, and charged nothing.
-//
-// If the mark fails, the run is not charged, so that what each answer says is what the
-// ledger does: its reservation is refunded at once, whole, and its concurrency slot
-// freed (a refund the ledger cannot take now is retried in the background until the
-// reservation expires, when it is voided instead). The statistics count its items with
-// no credits; a WARN is logged:
-//
-//	the mark fails because          the batch's answer         a retry after the lease
-//	Store is unavailable            its items, charged 0,      takes the record over and runs the
-//	                                every item's Credits 0     batch as a run of its own, charged
-//	                                                           for the items it runs
-//	the run outlived its lease:     CodeConflict: it ran,      gets the taker's answer (or is refused
-//	a retry took the record over    another run took over,     as running while the taker runs); or,
-//	(ErrNotHeld), or it expired     this run is not charged    the record expired, runs the batch
-//	                                                           once under a new record
-//
-// The answer of a run whose mark failed for an unavailable Store is kept if Store takes
-// it (its retries then get "charged 0", as the refund of its reservation says).
-//
-// A record is kept for Retention, and at least for Options.ReservationGrace after the
-// lease of the claim that last held it ends (a takeover keeps it for its own lease
-// too): a run marked (and charged) just before its lease ended is refused or replayed
-// for that grace, rather than run again under a new record once the record is
-// forgotten; and a run that marks its record after the record expired fails its mark
-// (ErrNotHeld, above) and is not charged.
-//
-// A retry that takes a record over and is refused as a whole (its credits, the rate
-// limit, the concurrency ceiling) keeps nothing, as any batch refused as a whole: the
-// batch may be sent again at once with its key.
-//
-// A record is found by a hash of the account and the key, and holds the hash of the
-// request, its request id and the answer: never a key value or any other credential.
+// See docs/idempotency.md for the lease of a record, what a retry gets when an instance
+// dies at each step, what happens when the mark fails, and how long records are kept.
 type IdempotencyOptions struct {
 	// Store keeps the records: memory.NewIdempotencyStore for one instance,
 	// postgres.NewIdempotencyStore or a redis.Store for a deployment of several. It is
