@@ -14,7 +14,7 @@ import (
 )
 
 // This example hears of the keys rotated and revoked through the service's account
-// manager, as the README shows: an observer subscribed to the kinds it wants, in one line.
+// manager, as docs/library.md shows: an observer subscribed to the kinds it wants, in one line.
 func ExampleService_Events() {
 	ctx := accounts.WithActor(context.Background(), event.Actor{ID: "operator:ann"})
 	plans, err := billing.NewPlans(billing.Plan{Name: "pro", Credits: 1000})

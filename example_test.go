@@ -15,7 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
-	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/doors"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -79,14 +79,16 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// The REST front door on the host's mux, served here by httptest (a host serves the
-	// mux with its own http.Server).
-	restHandler, err := rest.NewHandler(svc, nil)
+	// Every front door on the host's mux (REST and batches, GraphQL, MCP, the account
+	// holders' API), sharing one HTTP edge: Options.Edge lists the proxies in front of
+	// the service and the origins whose scripts may call it (none and all, here). Served
+	// here by httptest; a host serves the mux with its own http.Server.
+	mux := http.NewServeMux()
+	mounted, err := doors.Mount(mux, svc, &doors.Options{Accounts: mgr})
 	if err != nil {
 		log.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", restHandler)
+	defer mounted.Close() // ends MCP's event streams
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

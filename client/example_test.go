@@ -110,7 +110,7 @@ func ExampleRetryPolicy() {
 
 // A batch calls one API with many inputs in one request. Each item has its own
 // outcome: a result, or an *ItemError with the code and message a call of it alone
-// would have had. The batch is charged the items that ran. The README shows this
+// would have had. The batch is charged the items that ran. docs/tour.md shows this
 // example.
 func ExampleClient_ExecuteBatch() {
 	c, err := client.New(os.Getenv("TOLLGATE_API_KEY"), nil)

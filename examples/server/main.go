@@ -290,7 +290,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 
 	// The management of accounts: for operators (the admin API), account holders
 	// (self-service, the dashboard) and sessions. What account holders can make the
-	// server keep is bounded (see README, Bounds): revoked keys are kept 7 days (they
+	// server keep is bounded (see docs/behaviour.md, Bounds): revoked keys are kept 7 days (they
 	// count for the cap of 100 keys per account until then), and session starts and
 	// key changes spend a budget of 100 at once, then 30 an hour, per account.
 	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore, Usage: usageStore,
