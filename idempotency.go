@@ -56,7 +56,7 @@ const DefaultIdempotencyMaxAnswer = 1 << 20
 // MaxIdempotencyKeyLength is the longest idempotency key a batch may carry.
 const MaxIdempotencyKeyLength = 255
 
-// idempotencyConfig is Options.Idempotency with its defaults.
+// idempotencyConfig is Options.Idempotency with its defaults; store is nil without it.
 type idempotencyConfig struct {
 	store     idempotency.Store
 	retention time.Duration
@@ -64,6 +64,9 @@ type idempotencyConfig struct {
 }
 
 func newIdempotencyConfig(o *IdempotencyOptions) (idempotencyConfig, error) {
+	if o == nil {
+		return idempotencyConfig{}, nil
+	}
 	if o.Store == nil {
 		return idempotencyConfig{}, errors.New("tollgate: Options.Idempotency needs a Store (memory.NewIdempotencyStore, postgres.NewIdempotencyStore, a redis.Store)")
 	}
@@ -78,8 +81,11 @@ func newIdempotencyConfig(o *IdempotencyOptions) (idempotencyConfig, error) {
 }
 
 // checkIdempotencyKey refuses a key the service does not take: one that is not 1 to
-// 255 printable ASCII characters.
+// 255 printable ASCII characters, or any key when the service keeps no answers.
 func (s *Service) checkIdempotencyKey(key string) error {
+	if s.idem.store == nil {
+		return newError(CodeInvalidInput, "this service keeps no answers for idempotency keys: send the batch without an Idempotency-Key", nil)
+	}
 	ok := len(key) <= MaxIdempotencyKeyLength
 	for i := 0; ok && i < len(key); i++ {
 		ok = key[i] >= 0x20 && key[i] <= 0x7e

@@ -532,8 +532,9 @@ func TestCallBatchIdempotentReceiptsMatchLedger(t *testing.T) {
 }
 
 // TestIdempotencyDefault: a service given no idempotency store keeps the answers of
-// batches in its memory, and warns when its ledger is not this process's memory, where
-// a retry that reaches another instance would run again.
+// batches in its memory when its ledger is this process's (seen through decorators);
+// on another ledger, where a retry that reached another instance would run again, it
+// keeps none, refuses keys, and says so when it starts.
 func TestIdempotencyDefault(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -541,6 +542,7 @@ func TestIdempotencyDefault(t *testing.T) {
 		warn   bool
 	}{
 		{"memory", memory.NewLedger(nil), false},
+		{"memory, decorated", wrappedLedger{memory.NewLedger(nil)}, false},
 		{"another ledger", struct{ driver.Ledger }{memory.NewLedger(nil)}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -552,10 +554,23 @@ func TestIdempotencyDefault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc.Close()
+			defer svc.Close()
 			if got := strings.Contains(logs.String(), "Options.Idempotency is not set"); got != tt.warn {
 				t.Errorf("warned %v, want %v: %s", got, tt.warn, logs.String())
+			}
+			h := newHarness(t, harnessOptions{ledger: tt.ledger})
+			first, again := h.batch(t.Context(), "ok", "k", ns(0)...), h.batch(t.Context(), "ok", "k", ns(0)...)
+			switch {
+			case tt.warn && (tollgate.CodeOf(first.Err) != tollgate.CodeInvalidInput || !strings.Contains(first.Err.Error(), "without an Idempotency-Key")):
+				t.Errorf("a key on a shared ledger: %v, want it refused", first.Err)
+			case !tt.warn && (first.Err != nil || again.Err != nil || !again.Replayed):
+				t.Errorf("a key in memory: %v then %v (replayed %v), want a run then its answer again", first.Err, again.Err, again.Replayed)
 			}
 		})
 	}
 }
+
+// wrappedLedger decorates a ledger, as a host's metrics wrapper would.
+type wrappedLedger struct{ driver.Ledger }
+
+func (w wrappedLedger) Unwrap() any { return w.Ledger }

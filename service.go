@@ -89,10 +89,12 @@ type Options struct {
 	// [DefaultBatchParallelism].
 	BatchParallelism int
 	// Idempotency keeps the answers of batches sent with an idempotency key, so that
-	// a retried batch runs and charges once (see [IdempotencyOptions]). Nil keeps them
-	// in this process's memory (store/memory's store, with the defaults): right for one
-	// instance; several instances need a shared store (store/postgres, store/redis),
-	// or a retry that reaches another instance runs again.
+	// a retried batch runs and charges once (see [IdempotencyOptions]). Nil, on the
+	// in-memory ledger of one process (store/memory), keeps them in that process's
+	// memory (store/memory's store, with its defaults); on any other ledger, nil keeps
+	// none and a batch sent with a key is refused, since a retry that reached another
+	// instance would run again: give the instances a shared store (store/postgres,
+	// store/redis).
 	Idempotency *IdempotencyOptions
 }
 
@@ -260,11 +262,10 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		s.renewEvery = lease / 2
 	}
 	idem := opts.Idempotency
-	if idem == nil {
+	if idem == nil && inMemory(stores.Ledger) {
 		idem = &IdempotencyOptions{Store: memory.NewIdempotencyStore(nil)}
-		if _, local := stores.Ledger.(*memory.Ledger); !local {
-			s.log.Warn("tollgate: Options.Idempotency is not set: the answers of batches sent with an Idempotency-Key are kept in this instance's memory, so a retry that reaches another instance runs again; give a shared store")
-		}
+	} else if idem == nil {
+		s.log.Warn("tollgate: Options.Idempotency is not set and the ledger is shared: batches sent with an Idempotency-Key are refused until the service is given a shared idempotency store")
 	}
 	if s.idem, err = newIdempotencyConfig(idem); err != nil {
 		return nil, err
@@ -346,4 +347,20 @@ func (g *requestIDs) next() billing.RequestID {
 	copy(id[:8], g.prefix[:])
 	binary.BigEndian.PutUint64(id[8:], g.n.Add(1))
 	return id
+}
+
+// inMemory reports whether ledger is store/memory's, seen through decorators
+// (driver.Wrapper): the ledger of one process.
+func inMemory(ledger driver.Ledger) bool {
+	var v any = ledger
+	for {
+		switch l := v.(type) {
+		case *memory.Ledger:
+			return true
+		case driver.Wrapper:
+			v = l.Unwrap()
+		default:
+			return false
+		}
+	}
 }

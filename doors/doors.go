@@ -25,6 +25,8 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
@@ -53,17 +55,17 @@ const (
 	Dashboard                  // the account holders' web pages
 	Admin                      // the operators' API
 
-	// Default is what Mount mounts when [Options.Doors] is zero: every door the
-	// service can serve. Sessions and the dashboard need the service's session tokens
+	// All are the doors. When [Options.Doors] is zero, Mount mounts those of them the
+	// service can serve: sessions and the dashboard need the service's session tokens
 	// (tollgate.Options.Sessions and SessionStore), and the admin API an admin token.
-	Default = REST | GraphQL | MCP | Account | Sessions | Dashboard | Admin
+	All = REST | GraphQL | MCP | Account | Sessions | Dashboard | Admin
 )
 
 // Options configures Mount. The zero value mounts every door the service can serve,
 // on the default edge.
 type Options struct {
-	// Doors are the doors to mount. Zero is [Default], leaving out those the service
-	// cannot serve; a door named here that cannot be served is an error.
+	// Doors are the doors to mount. Zero mounts every door the service can serve
+	// (see [All]); a door named here that cannot be served is an error.
 	Doors Door
 	// Edge is the HTTP edge every door shares: the trusted proxies, the origins CORS
 	// allows, the IETF rate headers.
@@ -129,8 +131,9 @@ type Mounted struct {
 }
 
 // Mount mounts the doors of svc on mux (see the package documentation for the
-// routes). opts may be nil. A door that cannot be built fails Mount with the mux left as
-// it was; a route the mux already has panics, as http.ServeMux.Handle does. Call
+// routes). opts may be nil. A door that cannot be built, or a route the mux already
+// has, fails Mount with the mux left as it was (a pattern of the host's that conflicts
+// with a route in another way panics, as http.ServeMux.Handle does). Call
 // [Mounted.Close] when the server stops, before http.Server.Shutdown: MCP's event
 // streams stay open until it ends them.
 func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted, err error) {
@@ -250,8 +253,14 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		}
 		routes["/v1/mcp"] = m.MCP
 	}
-	for pattern, h := range routes {
-		mux.Handle(pattern, h)
+	patterns := slices.Sorted(maps.Keys(routes))
+	for _, pattern := range patterns {
+		if _, taken := mux.Handler(&http.Request{Method: http.MethodGet, URL: &url.URL{Path: pattern}}); taken == pattern {
+			return nil, fmt.Errorf("doors: the mux already has a handler for %s", pattern)
+		}
+	}
+	for _, pattern := range patterns {
+		mux.Handle(pattern, routes[pattern])
 	}
 	return m, nil
 }
@@ -291,10 +300,13 @@ func (m *Mounted) mountOAuth(routes map[string]http.Handler, svc *tollgate.Servi
 // doorsFor returns the doors to mount: those asked for, or the default ones the
 // service can serve.
 func doorsFor(svc *tollgate.Service, opts *Options) (Door, error) {
+	if opts.OAuth != nil && (opts.MCP.VerifyToken != nil || opts.MCP.Challenge != "") {
+		return 0, errors.New("doors: Options.OAuth verifies MCP's tokens itself: leave Options.MCP.VerifyToken and Challenge unset")
+	}
 	signer, sessions := svc.Sessions()
 	canSessions := signer != nil && sessions != nil
 	if opts.Doors == 0 {
-		want := Default
+		want := All
 		if !canSessions {
 			want &^= Sessions | Dashboard
 		}
@@ -305,8 +317,8 @@ func doorsFor(svc *tollgate.Service, opts *Options) (Door, error) {
 	}
 	want := opts.Doors
 	switch {
-	case want&^Default != 0:
-		return 0, fmt.Errorf("doors: Options.Doors names an unknown door (%#x)", uint16(want&^Default))
+	case want&^All != 0:
+		return 0, fmt.Errorf("doors: Options.Doors names an unknown door (%#x)", uint16(want&^All))
 	case want&(Sessions|Dashboard) != 0 && !canSessions:
 		return 0, errors.New("doors: sessions and the dashboard need the service's session tokens: set tollgate.Options.Sessions and SessionStore")
 	case want&Dashboard != 0 && want&Sessions == 0:

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
@@ -18,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/doors"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/wire"
 )
@@ -86,7 +89,7 @@ func TestMountRoutes(t *testing.T) {
 		want     doors.Door
 	}{
 		{"default, no sessions", false, doors.Options{}, doors.REST | doors.GraphQL | doors.MCP | doors.Account},
-		{"default with sessions and a token", true, doors.Options{AdminToken: token}, doors.Default},
+		{"default with sessions and a token", true, doors.Options{AdminToken: token}, doors.All},
 		{"REST alone", true, doors.Options{Doors: doors.REST}, doors.REST},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,6 +212,8 @@ func TestMountRefuses(t *testing.T) {
 		{"another service's manager", plain, doors.Options{Accounts: otherMgr}, "another service"},
 		{"a bad origin", plain, doors.Options{Edge: edge.Options{AllowedOrigins: []string{"app.example"}}}, "not an origin"},
 		{"an unknown door", plain, doors.Options{Doors: 1 << 12}, "unknown door"},
+		{"OAuth and the host's own tokens", plain, doors.Options{PublicURL: "https://api.example", OAuth: &doors.OAuth{Store: memory.NewOAuthStore()},
+			MCP: mcp.Options{Challenge: `Bearer resource_metadata="https://elsewhere.example"`}}, "leave Options.MCP.VerifyToken and Challenge unset"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			mux := http.NewServeMux()
@@ -256,5 +261,35 @@ func TestMountOAuth(t *testing.T) {
 	}
 	if resp, body := get(t, srv, "/.well-known/oauth-authorization-server"); resp.StatusCode != 200 || !strings.Contains(body, `"token_endpoint"`) {
 		t.Errorf("server metadata: %s %s", resp.Status, body)
+	}
+}
+
+// TestMountRouteTaken: a route the host's mux already has fails Mount, and leaves the
+// mux as it was: none of the other routes is registered.
+func TestMountRouteTaken(t *testing.T) {
+	svc := newService(t, false)
+	mux := http.NewServeMux()
+	mine := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	mux.Handle("/admin/", mine)
+	before := runtime.NumGoroutine()
+	m, err := doors.Mount(mux, svc, &doors.Options{AdminToken: token})
+	if err == nil || !strings.Contains(err.Error(), "already has a handler for /admin/") {
+		if m != nil {
+			m.Close()
+		}
+		t.Fatalf("Mount: %v, want the taken route named", err)
+	}
+	for _, path := range []string{"/v1/catalog", "/v1/graphql", "/v1/account", "/v1/mcp"} {
+		if _, pattern := mux.Handler(httptest.NewRequest(http.MethodGet, path, nil)); pattern != "" {
+			t.Errorf("%s is routed to %q after a failed Mount", path, pattern)
+		}
+	}
+	// The manager Mount made is closed: its goroutines end.
+	deadline := time.Now().Add(time.Minute)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after a failed Mount, %d before", n, before)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -51,8 +52,9 @@ type Edge struct {
 }
 
 // New returns the edge with the given settings. opts may be nil. An allowed origin is
-// a scheme and a host, with a port if it is not the scheme's default, such as
-// https://app.example; "*" allows every origin.
+// a scheme (http or https) and a host, with a port if it is not the scheme's default,
+// such as https://app.example; it is compared as a browser writes it (the scheme and
+// host in lower case, no default port). "*" anywhere in the list allows every origin.
 func New(opts *Options) (*Edge, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -63,16 +65,45 @@ func New(opts *Options) (*Edge, error) {
 			return nil, errors.New("edge: Options.TrustedProxies holds an invalid prefix")
 		}
 	}
+	anyOrigin := false
 	for _, o := range opts.AllowedOrigins {
 		if o == "*" {
-			return e, nil
+			anyOrigin = true
+			continue
 		}
-		if o == "" || strings.ContainsAny(o, " ,\t\r\n") || !strings.Contains(o, "://") {
+		origin, ok := canonicalOrigin(o)
+		if !ok {
 			return nil, errors.New("edge: Options.AllowedOrigins: " + quote(o) + " is not an origin; write it as scheme://host[:port], such as https://app.example")
 		}
-		e.origins = append(e.origins, strings.TrimSuffix(o, "/"))
+		e.origins = append(e.origins, origin)
+	}
+	if anyOrigin {
+		e.origins = nil
 	}
 	return e, nil
+}
+
+// canonicalOrigin returns o as a browser sends it in Origin: the scheme and host in
+// lower case, without the scheme's default port, or false if o is not an http or
+// https origin (it has a path beyond "/", a query, a fragment or user information).
+func canonicalOrigin(o string) (string, bool) {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" ||
+		u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" ||
+		strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+		return "", false
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host, true
 }
 
 func quote(s string) string { return `"` + strings.ToValidUTF8(s, "\uFFFD") + `"` }

@@ -30,6 +30,11 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		{"list in one", edge.Options{AllowedOrigins: []string{"https://a.example, https://b.example"}}, "is not an origin"},
 		{"empty", edge.Options{AllowedOrigins: []string{""}}, `"" is not an origin`},
 		{"bad prefix", edge.Options{TrustedProxies: []netip.Prefix{{}}}, "invalid prefix"},
+		{"star first, then a bad one", edge.Options{AllowedOrigins: []string{"*", "bogus value"}}, "is not an origin"},
+		{"a path", edge.Options{AllowedOrigins: []string{"https://a.example/app"}}, "is not an origin"},
+		{"no host", edge.Options{AllowedOrigins: []string{"https://"}}, "is not an origin"},
+		{"another scheme", edge.Options{AllowedOrigins: []string{"ftp://a.example"}}, "is not an origin"},
+		{"user information", edge.Options{AllowedOrigins: []string{"https://me@a.example"}}, "is not an origin"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := edge.New(&tt.opts)
@@ -172,5 +177,37 @@ func TestReceipt(t *testing.T) {
 		if got := hdr.Get(wire.HeaderRateLimitIETF) != ""; got != ietf {
 			t.Errorf("IETF %v: RateLimit written %v (%v)", ietf, got, hdr)
 		}
+	}
+}
+
+// TestAllowedOrigins: an origin is compared as a browser sends it (lower case, no
+// default port, no trailing slash), and "*" anywhere in the list allows every origin.
+func TestAllowedOrigins(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		list    []string
+		origin  string
+		allowed string // the Access-Control-Allow-Origin written, "" for none
+	}{
+		{"as written", []string{"https://app.example"}, "https://app.example", "https://app.example"},
+		{"upper case and default port", []string{"HTTPS://App.Example:443/"}, "https://app.example", "https://app.example"},
+		{"another port", []string{"http://localhost:3000"}, "http://localhost:3000", "http://localhost:3000"},
+		{"not listed", []string{"https://app.example"}, "https://b.example", ""},
+		{"star after an origin", []string{"https://a.example", "*"}, "https://b.example", "*"},
+		{"IPv6", []string{"http://[::1]:8080"}, "http://[::1]:8080", "http://[::1]:8080"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := edge.New(&edge.Options{AllowedOrigins: tt.list})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("Origin", tt.origin)
+			hdr := http.Header{}
+			e.Door(edge.DoorSpec{Methods: "GET"}).CORS(hdr, r)
+			if got := hdr.Get("Access-Control-Allow-Origin"); got != tt.allowed {
+				t.Errorf("Access-Control-Allow-Origin %q, want %q", got, tt.allowed)
+			}
+		})
 	}
 }

@@ -36,7 +36,7 @@
 //	-public-url URL        the origin clients reach the server at, the OAuth issuer
 //	                       (default http://localhost:PORT, PORT the one listened on)
 //	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
-//	                       REST answers, besides X-RateLimit-*
+//	                       every door's answers (REST, batches, GraphQL, MCP), besides X-RateLimit-*
 //
 // Everything lives in memory: stop the server and it is gone.
 package main
@@ -111,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.sessionSecret, "session-secret", "", "accept x-jwt session tokens signed with this secret")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
-	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to REST answers")
+	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
