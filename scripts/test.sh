@@ -5,6 +5,17 @@
 # the Debian packages of the client packages' toolchains when they are missing) and
 # starts PostgreSQL and Redis if they are stopped. With CI=true, a test that would skip
 # for want of a tool or a server fails instead, and so does the run if anything skipped.
+#
+# Full and fast runs: a plain `go test ./...` is the developer's fast default (a few
+# minutes): it skips the slow tests, each saying so (testenv.SkipUnlessFull in
+# internal/testenv): the generated client packages built and run with the toolchains
+# of the languages other than Go, instances run as processes and killed with kill -9,
+# database servers stopped under load, Redis Clusters failed over or resharded, the
+# PostgreSQL suites repeated behind PgBouncer and with each option, the memory stores
+# filled with 100,000 accounts rather than 10,000. TOLLGATE_TEST_FULL=1 runs them, and
+# CI=true always does. This script sets TOLLGATE_TEST_FULL=1 unless it is set:
+# `TOLLGATE_TEST_FULL=0 scripts/test.sh` runs the fast selection, with the npm tools and
+# the servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -88,6 +99,7 @@ say "staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 say "go test -race"
+export TOLLGATE_TEST_FULL="${TOLLGATE_TEST_FULL:-1}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -51,6 +51,7 @@ func dartSyntaxErrors(t *testing.T, files []string) []string {
 // 3 error must not pass. Nothing is compiled or run: no Dart SDK can be installed
 // here, as each package's README says.
 func TestDartPackages(t *testing.T) {
+	toolchain(t, "Dart")
 	work := t.TempDir()
 	bad := filepath.Join(work, "bad.dart")
 	if err := os.WriteFile(bad, []byte("class A { final int? x = ; }\nvoid main() { print('unclosed); }\n"), 0o600); err != nil {

@@ -80,6 +80,7 @@ func dotnetMethod(m string) string { return strings.ToUpper(m[:1]) + m[1:] + "As
 // mono runs every live case and the constructor's checks against a live server, then
 // each README's example as written.
 func TestDotnetPackages(t *testing.T) {
+	toolchain(t, ".NET")
 	m := findMono(t)
 	srv := testserver.Start(t)
 	img := srv.ImageFile(t)

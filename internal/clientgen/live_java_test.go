@@ -63,6 +63,7 @@ func javaClass(pkg string) func(api string) string {
 // and the constructor's checks against a live server, then each README's example as
 // written.
 func TestJavaPackages(t *testing.T) {
+	toolchain(t, "Java")
 	j := findJDK(t)
 	srv := testserver.Start(t)
 	img := srv.ImageFile(t)

@@ -55,6 +55,7 @@ func phpClass(namespace string) func(api string) string {
 // a live server with Debian's php-cli and php-curl, then each README's example as
 // written.
 func TestPHPPackages(t *testing.T) {
+	toolchain(t, "PHP")
 	php := findPHP(t)
 	srv := testserver.Start(t)
 	img := srv.ImageFile(t)

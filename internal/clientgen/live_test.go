@@ -138,6 +138,15 @@ type driverOutput struct {
 	Unhandled int          `json:"unhandled"`
 }
 
+// toolchain skips the test unless the full suite runs ([testenv.Full]): building and
+// running the generated packages of lang with its toolchain (node, python3, mcs and
+// mono, javac and java, php and composer, the Dart grammar) takes minutes on two cores.
+// A plain go test runs the Go packages, and every check of the generated text.
+func toolchain(t *testing.T, lang string) {
+	t.Helper()
+	testenv.SkipUnlessFull(t, "runs the generated %s packages with their toolchain; the Go packages run in every run", lang)
+}
+
 // runDriver runs a driver program on the cases and decodes its report.
 func runDriver(t *testing.T, cmd *exec.Cmd, cases any) driverOutput {
 	t.Helper()
@@ -277,6 +286,7 @@ func checkNetwork[C interface{ sent() bool }](t *testing.T, srv *testserver.Serv
 // catalog with node and runs every live case, the callback form, the constructor's
 // checks and each README's example against a live server.
 func TestJavaScriptPackages(t *testing.T) {
+	toolchain(t, "JavaScript")
 	node := testenv.Program(t, "node")
 	srv := testserver.Start(t)
 	img := srv.ImageFile(t)
@@ -379,6 +389,7 @@ func TestJavaScriptPackages(t *testing.T) {
 // @ts-expect-error, wrongly: so the declarations are checked to be both valid and
 // precise.
 func TestTypeScriptDeclarations(t *testing.T) {
+	toolchain(t, "TypeScript")
 	tsc := testenv.NodeTool(t, "tsc")
 	dirs := packageDirs(t, "js")
 	work := t.TempDir()
@@ -464,6 +475,7 @@ console.log((await client.executeBatch([{ text: 'a' }])).data.items[0].data.hash
 // python3 and runs every live case, the constructor's checks and each README's example
 // against a live server. It also checks that the code parses as Python 3.9.
 func TestPythonPackages(t *testing.T) {
+	toolchain(t, "Python")
 	python := testenv.Program(t, "python3")
 	srv := testserver.Start(t)
 	img := srv.ImageFile(t)

@@ -16,6 +16,7 @@ import (
 // package in under its npm name, and importing that name finds the client. Nothing
 // reaches a registry (the packages have no dependencies, and npm runs offline).
 func TestREADMEInstallJavaScript(t *testing.T) {
+	toolchain(t, "JavaScript")
 	node := testenv.Program(t, "node")
 	testenv.Program(t, "npm")
 	for id, dir := range packageDirs(t, "js") {
@@ -41,6 +42,7 @@ func TestREADMEInstallJavaScript(t *testing.T) {
 // written, with Composer's own autoloader, against a test server. The one step the
 // README does not have switches Packagist off, so that nothing leaves the machine.
 func TestREADMEInstallPHP(t *testing.T) {
+	toolchain(t, "PHP")
 	php := findPHP(t)
 	testenv.Program(t, "composer")
 	srv := testserver.Start(t)

@@ -94,7 +94,7 @@ func noPrevious(string) (*meta, error) { return nil, nil }
 // checks that each language accepts them: Go vets them in a module of their own, node
 // imports the JavaScript and tsc checks its declarations, python3 imports the Python,
 // mcs and javac compile the .NET and Java, php lints and loads the PHP, and the Dart
-// grammar parses the Dart.
+// grammar parses the Dart. The languages but Go run in the full suite ([toolchain]).
 func TestSyntheticCatalog(t *testing.T) {
 	apis := syntheticCatalog(t, 4)
 	out := t.TempDir()
@@ -138,6 +138,7 @@ func TestSyntheticCatalog(t *testing.T) {
 		}
 	})
 	t.Run("js", func(t *testing.T) {
+		toolchain(t, "JavaScript")
 		node := testenv.Program(t, "node")
 		var imports []string
 		for _, a := range apis {
@@ -156,19 +157,23 @@ func TestSyntheticCatalog(t *testing.T) {
 		}
 	})
 	t.Run("dart", func(t *testing.T) {
+		toolchain(t, "Dart")
 		if errs := dartSyntaxErrors(t, sourceFiles(t, filepath.Join(out, "dart"), ".dart")); len(errs) > 0 {
 			t.Fatalf("syntax errors:\n\t%s", strings.Join(errs, "\n\t"))
 		}
 	})
 	t.Run("dotnet", func(t *testing.T) {
+		toolchain(t, ".NET")
 		m := findMono(t)
 		m.compilePackages(t, filepath.Join(out, "dotnet"), t.TempDir())
 	})
 	t.Run("java", func(t *testing.T) {
+		toolchain(t, "Java")
 		j := findJDK(t)
 		j.compile(t, t.TempDir(), j.classpath, sourceFiles(t, filepath.Join(out, "java"), ".java"))
 	})
 	t.Run("php", func(t *testing.T) {
+		toolchain(t, "PHP")
 		php := findPHP(t)
 		phpLint(t, php, filepath.Join(out, "php"))
 		var dirs []string
@@ -183,6 +188,7 @@ func TestSyntheticCatalog(t *testing.T) {
 		}
 	})
 	t.Run("python", func(t *testing.T) {
+		toolchain(t, "Python")
 		python := testenv.Program(t, "python3")
 		var paths, imports []string
 		for _, a := range apis {
@@ -239,7 +245,8 @@ func BenchmarkGenerate(b *testing.B) {
 // package of each language that runs here (against a server that accepts anything),
 // and each must accept the same inputs and name the same parameter for the others.
 // The formats' inputs probe the edges of the service's parsers (Go's net/url and
-// net/netip) and string lengths past U+FFFF.
+// net/netip) and string lengths past U+FFFF. The languages run in the full suite
+// ([toolchain]).
 func TestValidationAgrees(t *testing.T) {
 	api := syntheticCatalog(t, 2)[1] // POST, every rule
 	out := t.TempDir()
@@ -328,6 +335,7 @@ func TestValidationAgrees(t *testing.T) {
 	}
 	for _, lang := range agreeLanguages {
 		t.Run(lang, func(t *testing.T) {
+			toolchain(t, lang)
 			accepted.Store(0)
 			inputs, want, ok := inputs, want, ok
 			if lang == "js" || lang == "python" {

@@ -9,4 +9,9 @@
 // Each runs on every deployment: memory stores shared in one process, PostgreSQL, the
 // same through a PgBouncer in transaction mode (the wiring of store/postgres's "Behind a
 // pooler"), PostgreSQL with the limits in Redis, and Redis.
+//
+// The slowest tests run only in the full suite (testenv.Full: CI, scripts/test.sh, or
+// TOLLGATE_TEST_FULL=1): those that run instances as processes and kill one with
+// kill -9, put thousands of calls on them, or stop and restart private database
+// servers under load. A plain go test runs the others.
 package multiinstance

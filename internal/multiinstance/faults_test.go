@@ -21,6 +21,7 @@ import (
 // instances serve again without a restart; and in the end the balance is exactly the
 // starting balance minus the calls that were served, with no lost and no double charge.
 func TestStoreOutages(t *testing.T) {
+	testenv.SkipUnlessFull(t, "stops and restarts private database servers under load")
 	tests := []struct {
 		name  string
 		redis bool // limits in Redis, keys and money in PostgreSQL
@@ -161,6 +162,7 @@ func TestStoreOutages(t *testing.T) {
 // least nine in ten succeed: there is no backlog to drain. In the end the balance is
 // exactly the starting one less what the answered calls were charged.
 func TestOutageBounded(t *testing.T) {
+	testenv.SkipUnlessFull(t, "a 30-second outage of a private PostgreSQL under 100 clients")
 	const (
 		clients = 100
 		outage  = 30 * time.Second

@@ -27,6 +27,7 @@ import (
 // end each account has used exactly as many credits as it had calls answered 200.
 // Transport errors are failures too. The test counts; it times nothing.
 func TestEvery503UnderLoadHasAStoreCause(t *testing.T) {
+	testenv.SkipUnlessFull(t, "8,000 paid calls on instances run as processes")
 	dsn := testenv.Var(t, testenv.Postgres)
 	redisAddr := testenv.Var(t, testenv.Redis)
 	schema := testenv.PostgresSchema(t, dsn)

@@ -289,6 +289,7 @@ var processTimings = []string{"-call-timeout", "6s", "-reservation-grace", "2s",
 // exactly what the answered calls were charged (the sum of X-Credits-Cost over the 200
 // answers).
 func TestKilledInstance(t *testing.T) {
+	testenv.SkipUnlessFull(t, "instances as processes, one killed with kill -9")
 	for _, limits := range []string{"redis", "postgres"} {
 		t.Run("limits="+limits, func(t *testing.T) {
 			dsn := testenv.Var(t, testenv.Postgres)
@@ -381,6 +382,7 @@ func TestKilledInstance(t *testing.T) {
 // restarts the store: every refund comes back all the same, by the reservations'
 // expiry, through the instance that survived.
 func TestRefundsDueWhileStoreDown(t *testing.T) {
+	testenv.SkipUnlessFull(t, "instances as processes, a private PostgreSQL stopped, one instance killed with kill -9")
 	pg := testenv.StartPostgres(t)
 	const account, credits, calls = "outage", 10_000, 20
 	key := auth.NewKeyValue()
@@ -501,6 +503,7 @@ func (b *batchCrash) wantLost(t *testing.T) {
 // (X-Credits-Cost, each item's credits, the balance and the ledger); a third try gets
 // its answer.
 func TestKilledInstanceMidBatch(t *testing.T) {
+	testenv.SkipUnlessFull(t, "instances as processes, one killed with kill -9 mid-batch")
 	for _, limits := range []string{"redis", "postgres"} {
 		t.Run("limits="+limits, func(t *testing.T) {
 			// Two rounds of items of 3s each (the default parallelism is 8), on a plan
@@ -633,6 +636,7 @@ func echoCall(ctx context.Context, url, key string) (int, string, error) {
 // not run again under its key: killed before its settlement, the batch is charged
 // nothing (its reservation is voided at its expiry); after it, once.
 func TestKilledInstanceAfterBatchRan(t *testing.T) {
+	testenv.SkipUnlessFull(t, "instances as processes, one killed with kill -9 after a batch ran")
 	for _, settled := range []bool{false, true} {
 		name := map[bool]string{false: "before its settlement", true: "before keeping its answer"}[settled]
 		t.Run(name, func(t *testing.T) {

@@ -33,6 +33,7 @@ func TestServers(t *testing.T) {
 // TestRedisCluster starts a cluster of 3 masters and 3 replicas, kills a master, and
 // waits for its replica to take over its slots.
 func TestRedisCluster(t *testing.T) {
+	testenv.SkipUnlessFull(t, "a Redis Cluster started, a master killed with kill -9, the failover awaited")
 	c := testenv.StartRedisCluster(t, testenv.RedisClusterConfig{})
 	if len(c.Nodes) != 6 {
 		t.Fatalf("%d nodes, want 6", len(c.Nodes))

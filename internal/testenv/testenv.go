@@ -2,12 +2,18 @@
 // enforces the project's rule for them: on a developer's machine a test whose tool is
 // missing skips, but in CI (CI=true) it fails, so that nothing CI is meant to prove is
 // silently skipped.
+//
+// It also decides which tests are too slow for a developer's default run (see [Full]):
+// go test ./... runs a representative fast selection, and CI, scripts/test.sh or
+// TOLLGATE_TEST_FULL=1 run everything.
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +29,46 @@ const (
 	Postgres = "TOLLGATE_TEST_POSTGRES"
 	// Redis is a Redis address (host:port) for store tests.
 	Redis = "TOLLGATE_TEST_REDIS"
+	// FullSuite, set to 1 (or true), runs the slow tests too; see [Full].
+	FullSuite = "TOLLGATE_TEST_FULL"
 )
 
 // InCI reports whether the tests run in CI.
 func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Full reports whether the full test suite runs: in CI (CI=true), or when
+// TOLLGATE_TEST_FULL is 1 or true, as scripts/test.sh sets it unless told otherwise.
+// Otherwise, as in a plain go test ./..., the slow tests skip, each saying why (see
+// [SkipUnlessFull]): the generated client packages built and run with the toolchains
+// of the languages other than Go, Tollgate instances run as processes and killed with
+// kill -9, private database servers stopped under load, Redis Clusters failed over or
+// resharded, and the PostgreSQL conformance suites run again behind PgBouncer and with
+// each store option; and the memory stores' load tests hold 10,000 accounts rather than
+// 100,000. What stays is a representative selection that finishes in a few minutes:
+// every package's own tests, the Go client packages, the generation checks of every
+// language, and the store suites on the memory stores, and on PostgreSQL and Redis when
+// TOLLGATE_TEST_POSTGRES and TOLLGATE_TEST_REDIS name servers.
+//
+// CI=true always runs everything, whatever TOLLGATE_TEST_FULL says: in CI nothing may
+// skip. A test that is slow on a busy machine must still pass there: tests poll with
+// generous deadlines and time nothing.
+func Full() bool {
+	if InCI() {
+		return true
+	}
+	full, _ := strconv.ParseBool(os.Getenv(FullSuite))
+	return full
+}
+
+// SkipUnlessFull skips the test unless the full suite runs ([Full]). The format and
+// its arguments say, for the skip's message, what makes the test slow.
+func SkipUnlessFull(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if !Full() {
+		t.Skipf("slow (%s): runs in the full suite, with %s=1 (scripts/test.sh and CI run it)",
+			fmt.Sprintf(format, args...), FullSuite)
+	}
+}
 
 // Unavailable skips the test, or fails it in CI, because what it needs is missing.
 func Unavailable(t testing.TB, format string, args ...any) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -132,10 +133,12 @@ func must(t *testing.T, err error) {
 }
 
 // TestLoadManyKeys fills a KeyStore with many accounts and checks that every key
-// resolves to its own account afterwards. BenchmarkLoadKeys1M times the same load.
+// resolves to its own account afterwards: 100,000 accounts in the full suite
+// (testenv.Full), 10,000 otherwise or with -short. BenchmarkLoadKeys1M times the same
+// load.
 func TestLoadManyKeys(t *testing.T) {
 	n := 100_000
-	if testing.Short() {
+	if testing.Short() || !testenv.Full() {
 		n = 10_000
 	}
 	ctx := t.Context()
@@ -226,12 +229,12 @@ func BenchmarkSweep(b *testing.B) {
 // TestRecordsAreNotScanned checks that the records of many accounts add (almost)
 // nothing to the heap that the garbage collector scans on every cycle: the stores keep
 // them in pointer-free tables, so that a million accounts in memory do not slow every
-// collection down. Each store holds 100,000 accounts (10,000 with -short), each used
-// once as a call uses it; the scannable heap (runtime/metrics /gc/scan/heap:bytes) may
-// grow by at most a few bytes per account.
+// collection down. Each store holds 100,000 accounts in the full suite (testenv.Full),
+// 10,000 otherwise or with -short, each used once as a call uses it; the scannable heap
+// (runtime/metrics /gc/scan/heap:bytes) may grow by at most a few bytes per account.
 func TestRecordsAreNotScanned(t *testing.T) {
 	n := 100_000
-	if testing.Short() {
+	if testing.Short() || !testenv.Full() {
 		n = 10_000
 	}
 	ctx := t.Context()

@@ -55,8 +55,10 @@ func pooledPool(pgb *testenv.PgBouncer, mode pgx.QueryExecMode) func(t *testing.
 
 // TestBehindPgBouncer runs every conformance suite through a real PgBouncer in
 // transaction mode, with no startup parameter, in each exec mode a pooler allows: the
-// store must keep every contract there as on a direct connection.
+// store must keep every contract there as on a direct connection. It runs in the full
+// suite (testenv.Full).
 func TestBehindPgBouncer(t *testing.T) {
+	testenv.SkipUnlessFull(t, "every conformance suite again behind PgBouncer, in each exec mode; TestStores runs them directly")
 	pgb := testenv.StartPgBouncer(t, dsn(t))
 	for _, mode := range poolerModes(t, pgb) {
 		t.Run(mode.String(), func(t *testing.T) { poolerSuites(t, pooledPool(pgb, mode)) })

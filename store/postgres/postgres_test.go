@@ -109,13 +109,16 @@ func on[S any](newPool func(t *testing.T, maxConns int32) *pgxpool.Pool, maxConn
 }
 
 // The ledger and admission suites again with every account split into sub-balances, the
-// hot-account mitigation: the contracts hold just the same.
+// hot-account mitigation: the contracts hold just the same. These repetitions run in
+// the full suite (testenv.Full); the hot-account tests run each option in every run.
 
 func TestLedgerSharded(t *testing.T) {
+	testenv.SkipUnlessFull(t, "the ledger suite again, on sharded balances")
 	storetest.TestLedger(t, func(t *testing.T) driver.Ledger { return newStore(t, &postgres.Options{Shards: 8}) })
 }
 
 func TestAdmitterSharded(t *testing.T) {
+	testenv.SkipUnlessFull(t, "the admission suite again, on sharded balances")
 	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
 		return allRoles(newStore(t, &postgres.Options{Shards: 8}))
 	})
@@ -125,6 +128,7 @@ func TestAdmitterSharded(t *testing.T) {
 // account share calls): every step and closing on its own.
 
 func TestAdmitterUnbatched(t *testing.T) {
+	testenv.SkipUnlessFull(t, "the admission suite again, unbatched")
 	storetest.TestAdmitter(t, func(t *testing.T) storetest.AdmitterStores {
 		return allRoles(newStore(t, &postgres.Options{Batch: 1}))
 	})

@@ -316,6 +316,7 @@ func accountsBySlot(t *testing.T, cl *testenv.RedisCluster, n int) ([]string, ma
 // during the outage, but for a few calls at the instant of the kill.
 func TestClusterFailover(t *testing.T) {
 	addr(t)
+	testenv.SkipUnlessFull(t, "paid calls while a master of a Redis Cluster is killed with kill -9 and fails over")
 	cl, c := startCluster(t)
 	s, _ := newStorePrefix(t, c, nil)
 	accounts, owner := accountsBySlot(t, cl, 24)
@@ -532,6 +533,7 @@ func (r *refusals) note(err error) {
 // Store send them again, so that every call succeeds, and the balance is exact.
 func TestClusterResharding(t *testing.T) {
 	addr(t)
+	testenv.SkipUnlessFull(t, "paid calls while a Redis Cluster moves a slot")
 	cl := testenv.StartRedisCluster(t, testenv.RedisClusterConfig{})
 	seen := &refusals{n: map[string]int{}}
 	var retried atomic.Int64

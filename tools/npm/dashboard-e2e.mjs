@@ -22,6 +22,16 @@ const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const cfg = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const dash = cfg.base + "/dashboard/";
 
+// patience is how long, in milliseconds, a wait lasts before it fails: every wait of
+// the browser's (a navigation, an element, a function) and the browser's start. A busy
+// machine may be slow, and a test must not fail for it: a wait ends as soon as what it
+// waits for comes, and fails only when it does not come for minutes. (Playwright's own
+// default is 30 seconds, which a loaded CI machine has exceeded.)
+const patience = 5 * 60_000;
+// retryAfter is how long an attempt that may have been lost (a key CodeMirror ignored)
+// waits before it is made again.
+const retryAfter = 60_000;
+
 function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + "\n");
 }
@@ -59,6 +69,14 @@ async function visit(page, name) {
     await page.screenshot({ path: join(cfg.out, `${name}-${label}.png`), fullPage: true });
   }
   await page.setViewportSize({ width: widths.desktop, height: 900 });
+}
+
+// textNow returns the text of the locator's elements as they are now, or none when
+// there is none: for a check's detail, which must not wait (a locator's textContent
+// waits for its element as long as patience).
+async function textNow(locator, none) {
+  const texts = await locator.allTextContents();
+  return texts.length ? texts.join(" ") : none;
 }
 
 async function field(page, name) {
@@ -150,17 +168,17 @@ async function explorerChecks(page) {
     await page.keyboard.press("ControlOrMeta+A");
     await page.keyboard.press("Delete");
     await page.keyboard.type("{ al");
-    await option.first().waitFor({ timeout: 5000 }).catch(() => {});
+    await option.first().waitFor({ timeout: retryAfter }).catch(() => {});
     suggested = suggested || await option.count() > 0;
-    await page.locator(".cm-tooltip-autocomplete li[aria-selected=true]").first().waitFor({ timeout: 5000 }).catch(() => {});
+    await page.locator(".cm-tooltip-autocomplete li[aria-selected=true]").first().waitFor({ timeout: retryAfter }).catch(() => {});
     await page.waitForTimeout(250);
     await page.keyboard.press("Enter");
     await page.waitForFunction(() => /\{\s*alpha/.test(document.querySelector("#query-editor .cm-content")?.textContent ?? ""),
-      null, { timeout: 3000 }).catch(() => {});
+      null, { timeout: retryAfter }).catch(() => {});
     typed = (await page.locator("#query-editor .cm-content").textContent()).replace(/\s+/g, " ");
   }
   check("completion suggests a field when typing", suggested,
-    await page.locator(".cm-tooltip-autocomplete").textContent().catch(() => "no list"));
+    await textNow(page.locator(".cm-tooltip-autocomplete"), "no list"));
   check("Enter takes the suggestion", typed.includes("{ alpha"), typed);
   await page.keyboard.press("Escape");
 
@@ -236,7 +254,7 @@ async function referenceChecks(page) {
   check("the reference shows every path of the OpenAPI document", missing.length === 0 && shown.includes("/v1/alpha"),
     `missing ${missing.join(" ")}; shown ${shown.join(" ")}`);
   check("the reference warns of nothing", (await page.locator(".swagger-ui .errors-wrapper").count()) === 0,
-    await page.locator(".swagger-ui .errors-wrapper").textContent().catch(() => ""));
+    await textNow(page.locator(".swagger-ui .errors-wrapper"), ""));
   check("the reference offers no try-it-out", (await page.locator(".swagger-ui .try-out").count()) === 0);
   await page.locator(".swagger-ui .opblock-summary-path", { hasText: "/v1/hash" }).first().click();
   await page.locator(".swagger-ui .opblock.is-open .parameters").first().waitFor();
@@ -248,14 +266,23 @@ async function referenceChecks(page) {
   check("the reference requests nothing from another host", seen.external.length === 0, seen.external.join(" "));
 }
 
+// newContext opens a browser context whose waits last patience.
+async function newContext(browser) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(patience);
+  context.setDefaultNavigationTimeout(patience);
+  return context;
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: cfg.chromium,
+    timeout: patience,
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
       "--disable-component-update", "--no-first-run"],
   });
   try {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const context = await newContext(browser);
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: cfg.base });
     const page = await context.newPage();
     await page.addInitScript(() => {
@@ -317,7 +344,7 @@ async function main() {
     check("the new key's value is shown", /^[0-9a-f-]{36}$/.test(value), "");
     const copy = page.getByRole("button", { name: "Copy" });
     // The button is added by the page's script once it has run.
-    await copy.waitFor({ state: "visible", timeout: 5000 }).catch(() => {});
+    await copy.waitFor({ state: "visible" }).catch(() => {});
     check("the copy button appears with the script", await copy.isVisible());
     await copy.click();
     await page.locator("[data-copy-status]").filter({ hasText: /./ }).waitFor();
@@ -516,7 +543,7 @@ async function apisChecks(page, browser) {
   await visit(page, "api-file");
 
   // A key limited to one API sees the others marked unusable.
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const context = await newContext(browser);
   const other = await context.newPage();
   other.on("console", (m) => {
     if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text());

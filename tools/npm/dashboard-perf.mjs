@@ -19,6 +19,9 @@ if (!base || !key) {
   process.exit(2);
 }
 const runs = Number(runsArg || 5);
+// patience is how long, in milliseconds, a wait lasts before it fails (Playwright's
+// default is 30 seconds): a busy machine may be slow, and then its figures say so.
+const patience = 5 * 60_000;
 const loaded = async (page) => page.waitForLoadState("load");
 const pages = {
   "": loaded,
@@ -35,12 +38,14 @@ const pages = {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const browser = await chromium.launch({ executablePath: browserPath || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"], timeout: patience });
 try {
   for (const [name, ready] of Object.entries(pages)) {
     const samples = [];
     for (let i = 0; i < runs; i++) {
       const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      context.setDefaultTimeout(patience);
+      context.setDefaultNavigationTimeout(patience);
       const page = await context.newPage();
       await page.goto(base + "/dashboard/sign-in");
       await page.getByLabel("API key").fill(key);

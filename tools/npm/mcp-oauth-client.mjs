@@ -8,6 +8,8 @@
 // It prints one JSON line per check ({"check", "ok", "detail"}), then
 // {"event":"ready"} and reads commands from stdin, one per line: "call" calls hash
 // and reports it as check "call-<n>"; "quit" (or the end of stdin) closes the client.
+// Every request waits up to five minutes for its answer (the SDK's own default is a
+// minute): a busy machine may be slow, and a test must not fail for it.
 import readline from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -15,6 +17,7 @@ import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 
 const [url, key] = process.argv.slice(2);
 const report = (check, ok, detail = '') => console.log(JSON.stringify({ check, ok: !!ok, detail: String(detail) }));
+const opts = { timeout: 5 * 60_000 }; // milliseconds
 
 // approve plays the user's browser: it opens the consent page at authUrl, fills in the
 // API key, submits the form, and returns the code of the redirect.
@@ -95,7 +98,7 @@ try {
   let transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
   client = new Client({ name: 'tollgate-oauth-check', version: '1.0.0' });
   try {
-    await client.connect(transport);
+    await client.connect(transport, opts);
     report('challenged', false, 'connected without authorization');
   } catch (e) {
     report('challenged', e instanceof UnauthorizedError && provider.code, e);
@@ -105,8 +108,8 @@ try {
 
   transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
   client = new Client({ name: 'tollgate-oauth-check', version: '1.0.0' });
-  await client.connect(transport);
-  const { tools } = await client.listTools();
+  await client.connect(transport, opts);
+  const { tools } = await client.listTools(undefined, opts);
   report('list-tools', tools.length > 0, `${tools.length} tools`);
 } catch (e) {
   report('unexpected-error', false, e?.stack ?? e);
@@ -120,7 +123,7 @@ for await (const line of readline.createInterface({ input: process.stdin })) {
   if (line.trim() !== 'call') continue;
   n++;
   try {
-    const res = await client.callTool({ name: 'hash', arguments: { text: 'hello' } });
+    const res = await client.callTool({ name: 'hash', arguments: { text: 'hello' } }, undefined, opts);
     report(`call-${n}`, !res.isError && res.structuredContent?.hash?.length === 64, JSON.stringify(res.content));
   } catch (e) {
     report(`call-${n}`, false, e?.message ?? e);
