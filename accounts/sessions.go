@@ -13,6 +13,10 @@ import (
 	"github.com/tollgate-dev/tollgate/event"
 )
 
+// ErrLoginRefused is wrapped by the error of a host's login that refuses a person
+// (session.Login): its text says why, for the person to read.
+var ErrLoginRefused = errors.New("sign-in refused")
+
 // Sessions. A session is started with an API key ([Manager.StartSession]) or for an
 // account that the host's own login vouches for ([Manager.StartLoginSession]), and
 // yields a session token: the x-jwt credential, which package session also carries in

@@ -16,7 +16,6 @@ import (
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
-	"github.com/tollgate-dev/tollgate/session"
 )
 
 //go:embed templates/*.html
@@ -53,10 +52,11 @@ type Options struct {
 	// scheme and host each request came to (http unless the request came over TLS), so
 	// a host behind a proxy that ends TLS sets it.
 	PublicURL string
-	// GraphQL, if set, is the service's GraphQL gateway (a *gql.Handler): the dashboard
-	// then offers the GraphQL explorer, which sends queries to /v1/graphql with the
-	// session cookie (the host mounts the gateway behind session.Handler.Cookies) and
-	// shows each query's cost, judged by the gateway's Estimate, before it runs.
+	// GraphQL, if set, judges queries as the service's GraphQL gateway does
+	// (doors.QueryCosts of the *gql.Handler): the dashboard then offers the GraphQL
+	// explorer, which sends queries to /v1/graphql with the session cookie (the host
+	// mounts the gateway behind session.Handler.Cookies) and shows each query's cost,
+	// judged by the gateway's Estimate, before it runs. doors.Mount sets it.
 	GraphQL Estimator
 	// Packages are the names the host's generated client packages have (the flags it
 	// runs tollgate-gen with), for the examples on the APIs page. The zero value is
@@ -77,7 +77,7 @@ type Options struct {
 type Handler struct {
 	mgr      *accounts.Manager
 	svc      *tollgate.Service
-	sessions *session.Handler
+	sessions Sessions
 	log      *slog.Logger
 	title    string
 	// publicURL is Options.PublicURL without a trailing slash.
@@ -89,12 +89,32 @@ type Handler struct {
 	mux       *http.ServeMux
 }
 
+// Sessions is the session door as the dashboard's pages use it: a *session.Handler, the
+// one the host mounts for /v1/account/session, so that one cookie serves both.
+type Sessions interface {
+	// Visit returns the live session r's cookie carries.
+	Visit(r *http.Request) (edge.Visit, bool)
+	// CheckCSRF reports whether token is the visit's CSRF token.
+	CheckCSRF(v edge.Visit, token string) bool
+	// CheckOrigin refuses a request from another origin than the service's own.
+	CheckOrigin(r *http.Request) error
+	// SignIn starts a session with an API key and sets its cookie; field names the
+	// form's field in messages.
+	SignIn(w http.ResponseWriter, r *http.Request, field, apiKey string) (accounts.Session, error)
+	// HasLogin reports whether the host has its own sign-in, and SignInWithLogin
+	// starts a session through it (its refusals wrap accounts.ErrLoginRefused).
+	HasLogin() bool
+	SignInWithLogin(w http.ResponseWriter, r *http.Request) (accounts.Session, error)
+	// SignOut ends the session r's cookie carries, and clears the cookie.
+	SignOut(w http.ResponseWriter, r *http.Request) error
+}
+
 // NewHandler returns the dashboard of the accounts that mgr manages. sessions is the
 // session handler the host mounts for /v1/account/session (the dashboard signs in and
 // out through it, so that one cookie serves both). Its service must have sessions
-// (tollgate.Options.Sessions and SessionStore), which [session.NewHandler] has
+// (tollgate.Options.Sessions and SessionStore), which session.NewHandler has
 // checked. opts may be nil.
-func NewHandler(mgr *accounts.Manager, sessions *session.Handler, opts *Options) (*Handler, error) {
+func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handler, error) {
 	switch {
 	case mgr == nil:
 		return nil, errors.New("dashboard: NewHandler needs an accounts.Manager")
@@ -245,7 +265,7 @@ func seeOther(w http.ResponseWriter, to string) {
 
 // A visit is a request of a signed-in person.
 type visit struct {
-	session.Visit
+	edge.Visit
 }
 
 // view returns a view of a page for the visit.

@@ -132,10 +132,11 @@
 // against the plan's per-query ceiling, the balance, and the refusal the gateway would
 // give (more APIs than the plan allows, a balance short of the cost, a file API, a
 // syntax error, an API the session's key may not call). The figures come from POST
-// /graphql/cost, which asks the gateway's own [gql.Handler.Estimate] (through
-// [Options.GraphQL]): the same parsing, plan and limits, and the service's own rules
-// and cost sum ([tollgate.Service.QuoteAll]), so they cannot drift from what the
-// gateway then charges; computing them in the browser would duplicate those rules.
+// /graphql/cost, which asks the gateway's own judgement (gql.Handler.Estimate, through
+// [Options.GraphQL] and doors.QueryCosts): the same parsing, plan and limits, and the
+// service's own rules and cost sum ([tollgate.Service.QuoteAll]), so they cannot
+// drift from what the gateway then charges; computing them in the browser would
+// duplicate those rules.
 // The endpoint runs nothing and charges nothing, and is held to the rules of a form:
 // the dashboard's origin, the session, its CSRF token (in the X-CSRF-Token header), a
 // JSON body. The rate limit and the concurrency ceiling are judged when a query is

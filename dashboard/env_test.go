@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/dashboard"
+	"github.com/tollgate-dev/tollgate/doors"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
@@ -162,7 +163,7 @@ func mount(t testing.TB, mgr *accounts.Manager, logger *slog.Logger, opts func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	dashOpts.GraphQL = gqlH
+	dashOpts.GraphQL = doors.QueryCosts(gqlH)
 	dash, err := dashboard.NewHandler(mgr, sessH, dashOpts)
 	if err != nil {
 		t.Fatal(err)

@@ -14,14 +14,22 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/gql"
-	"github.com/tollgate-dev/tollgate/session"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
-// An Estimator judges a GraphQL query before it runs: the GraphQL gateway,
-// [*gql.Handler], is one (see [gql.Handler.Estimate]).
+// An Estimator judges a GraphQL query before it runs, as the service's GraphQL gateway
+// would: what it would cost and how the gateway would refuse it. doors.Mount gives the
+// dashboard the gateway's own judgement (doors.QueryCosts adapts a *gql.Handler).
 type Estimator interface {
-	Estimate(ctx context.Context, c tollgate.Caller, req gql.Request) gql.Estimate
+	QueryCost(ctx context.Context, c tollgate.Caller, q Query) QueryCost
+}
+
+// A Query is a GraphQL query as the explorer sends it (the body of POST /graphql/cost):
+// its text, the operation to run (empty when the text has one) and the variables.
+type Query struct {
+	Query         string         `json:"query"`
+	OperationName string         `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
 }
 
 // graphqlPath is where the service's GraphQL gateway is, under its root.
@@ -86,19 +94,11 @@ func (h *Handler) explorerPage(w http.ResponseWriter, r *http.Request, v *visit)
 	h.render(w, r, http.StatusOK, "graphql", page)
 }
 
-// costRequest is the body of POST /graphql/cost: a GraphQL request, as the gateway
-// takes it.
-type costRequest struct {
-	Query         string         `json:"query"`
-	OperationName string         `json:"operationName"`
-	Variables     map[string]any `json:"variables"`
-}
-
-// costAnswer is the answer of POST /graphql/cost: what the query would cost and how
-// the gateway would answer it, judged by the gateway's own Estimate.
-type costAnswer struct {
+// QueryCost is what a query would cost and how the gateway would answer it, judged
+// by the gateway before it runs; its JSON is the answer of POST /graphql/cost.
+type QueryCost struct {
 	// APIs are the distinct APIs the query names, with their costs.
-	APIs []costAPI `json:"apis"`
+	APIs []QueryAPI `json:"apis"`
 	// Credits is the sum of their costs.
 	Credits int64 `json:"credits"`
 	// Plan is the plan's name; MaxAPIs the number of distinct APIs a query may name
@@ -110,16 +110,20 @@ type costAnswer struct {
 	Balance int64      `json:"balance"`
 	Renewal *time.Time `json:"renewal,omitempty"`
 	// Refusal is how the gateway would refuse the query; null when it would run it.
-	Refusal *costRefusal `json:"refusal"`
+	Refusal *QueryRefusal `json:"refusal"`
 }
 
-type costAPI struct {
+// A QueryAPI is one API a query names: its id, the query's root field that names it,
+// and its cost in credits.
+type QueryAPI struct {
 	ID    string `json:"id"`
 	Field string `json:"field"`
 	Cost  int64  `json:"cost"`
 }
 
-type costRefusal struct {
+// A QueryRefusal is how the gateway would refuse a query: the HTTP status of its
+// answer, the GraphQL code of its error, and the message.
+type QueryRefusal struct {
 	Status  int    `json:"status"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -143,15 +147,15 @@ func (h *Handler) queryCost(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusUnauthorized, "you are not signed in, or your session has ended: sign in again")
 		return
 	}
-	if !h.sessions.CheckCSRF(v.Visit, r.Header.Get(session.CSRFHeader)) {
-		writeJSONError(w, http.StatusForbidden, "this request does not carry your session's security token in "+session.CSRFHeader+": reload the page")
+	if !h.sessions.CheckCSRF(v.Visit, r.Header.Get(wire.HeaderCSRFToken)) {
+		writeJSONError(w, http.StatusForbidden, "this request does not carry your session's security token in "+wire.HeaderCSRFToken+": reload the page")
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeJSONError(w, http.StatusUnsupportedMediaType, "send the query as application/json")
 		return
 	}
-	var req costRequest
+	var req Query
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCostBody))
 	if err := dec.Decode(&req); err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
@@ -161,19 +165,12 @@ func (h *Handler) queryCost(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, `the body must be a JSON object such as {"query": "{ ... }", "variables": {}}`)
 		return
 	}
-	e := h.graphql.Estimate(r.Context(), v.Caller, gql.Request{Query: req.Query, OperationName: req.OperationName, Variables: req.Variables})
-	a := costAnswer{APIs: []costAPI{}, Credits: e.Credits, Plan: e.Plan.Name, MaxAPIs: e.Plan.GraphQLMaxAPIs, Balance: e.Balance.Remaining}
-	for _, api := range e.APIs {
-		a.APIs = append(a.APIs, costAPI{ID: api.ID, Field: api.Field, Cost: api.Cost})
+	a := h.graphql.QueryCost(r.Context(), v.Caller, req)
+	if a.APIs == nil {
+		a.APIs = []QueryAPI{}
 	}
-	if end := e.Balance.Period.End; !end.IsZero() {
-		a.Renewal = &end
-	}
-	if e.Refusal != nil {
-		a.Refusal = &costRefusal{Status: e.Refusal.Status, Code: e.Refusal.Code, Message: e.Refusal.Message}
-		if e.Refusal.Status >= 500 && e.Refusal.Status != http.StatusServiceUnavailable {
-			h.log.ErrorContext(r.Context(), "dashboard: a query's cost cannot be judged", "account", v.Claims.Account, "code", e.Refusal.Code)
-		}
+	if a.Refusal != nil && a.Refusal.Status >= 500 && a.Refusal.Status != http.StatusServiceUnavailable {
+		h.log.ErrorContext(r.Context(), "dashboard: a query's cost cannot be judged", "account", v.Claims.Account, "code", a.Refusal.Code)
 	}
 	writeJSON(w, http.StatusOK, a)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/dashboard"
-	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/session"
 )
 
@@ -315,7 +314,7 @@ func TestAssets(t *testing.T) {
 // noEstimates is an Estimator for pages that never ask it.
 type noEstimates struct{}
 
-func (noEstimates) Estimate(context.Context, tollgate.Caller, gql.Request) gql.Estimate {
+func (noEstimates) QueryCost(context.Context, tollgate.Caller, dashboard.Query) dashboard.QueryCost {
 	panic("not asked")
 }
 

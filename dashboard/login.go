@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
-	"github.com/tollgate-dev/tollgate/session"
+	"github.com/tollgate-dev/tollgate/accounts"
 )
 
 // A LoginField is one field of the host's own sign-in form (see [Options.LoginFields]).
@@ -39,7 +39,7 @@ type loginForm struct {
 var loginFieldName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 
 // newLoginForm checks the host's sign-in fields against the session handler.
-func newLoginForm(sessions *session.Handler, fields []LoginField, title string) (loginForm, error) {
+func newLoginForm(sessions Sessions, fields []LoginField, title string) (loginForm, error) {
 	if !sessions.HasLogin() {
 		if len(fields) > 0 {
 			return loginForm{}, errors.New("dashboard: Options.LoginFields is set, but the session handler has no Login (session.Options.Login)")
@@ -115,7 +115,7 @@ func (h *Handler) signInLogin(w http.ResponseWriter, r *http.Request) {
 		setRetryAfter(w, err)
 		status, msg := statusOf(err)
 		if tollgate.CodeOf(err) == tollgate.CodeUnauthorized {
-			msg = "You were not signed in: " + strings.TrimPrefix(msg, session.ErrLoginRefused.Error()+": ")
+			msg = "You were not signed in: " + strings.TrimPrefix(msg, accounts.ErrLoginRefused.Error()+": ")
 		}
 		h.renderSignIn(w, r, status, &view{Error: msg}, r.PostForm)
 		return

@@ -227,7 +227,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 			dopts.PublicURL = opts.PublicURL
 		}
 		if m.GraphQL != nil && dopts.GraphQL == nil {
-			dopts.GraphQL = m.GraphQL
+			dopts.GraphQL = QueryCosts(m.GraphQL)
 		}
 		if m.Dashboard, err = dashboard.NewHandler(m.Accounts, m.Sessions, &dopts); err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // A Login is the host's own sign-in: from a request (a form, the host's cookie, a
@@ -35,8 +36,9 @@ type LoginFunc func(ctx context.Context, r *http.Request) (string, error)
 // Login calls f.
 func (f LoginFunc) Login(ctx context.Context, r *http.Request) (string, error) { return f(ctx, r) }
 
-// ErrLoginRefused is wrapped by the error of a [Login] that refuses a person.
-var ErrLoginRefused = errors.New("sign-in refused")
+// ErrLoginRefused is wrapped by the error of a [Login] that refuses a person. It is
+// accounts.ErrLoginRefused.
+var ErrLoginRefused = accounts.ErrLoginRefused
 
 // Options configures a [Handler]. The zero value is the default; every field is
 // optional.
@@ -72,8 +74,8 @@ const (
 	InsecureCookieName = "tollgate-session"
 )
 
-// CSRFHeader is the header that carries a session's CSRF token.
-const CSRFHeader = "X-CSRF-Token"
+// CSRFHeader is the header that carries a session's CSRF token (wire.HeaderCSRFToken).
+const CSRFHeader = wire.HeaderCSRFToken
 
 // maxBody bounds the body of POST /v1/account/session.
 const maxBody = 16 << 10
@@ -418,12 +420,9 @@ func (h *Handler) CookieToken(r *http.Request) string {
 // A Visit is the live session that a request's session cookie carries, for the host's
 // own pages (package dashboard's): its claims, the Caller that acts as it (the cookie's
 // token as the x-jwt credential, from the client's address), and its CSRF token, which
-// the page's forms and scripts send back.
-type Visit struct {
-	Claims    auth.SessionClaims
-	Caller    tollgate.Caller
-	CSRFToken string
-}
+// the page's forms and scripts send back. It is edge.Visit, which pages built on this
+// door name without importing it.
+type Visit = edge.Visit
 
 // Visit returns the visit of r, or false if r carries no session cookie, or one whose
 // token is not a live session's. It does not read the stores: the session's end, the

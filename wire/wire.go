@@ -29,6 +29,9 @@ const (
 	// HeaderIdempotencyKey carries the client's idempotency key of a batch: 1 to
 	// [MaxIdempotencyKeyLen] printable ASCII characters.
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderCSRFToken carries a browser session's CSRF token, which a request that
+	// the session cookie authenticates needs to change anything.
+	HeaderCSRFToken = "X-CSRF-Token"
 )
 
 // MaxIdempotencyKeyLen is the length limit of an idempotency key.
