@@ -29,7 +29,10 @@ type API struct {
 	// multipart upload for file APIs). File APIs must use POST.
 	Method string `json:"method"`
 
-	// Cost is the number of credits one call spends. It must be at least 1.
+	// Cost is the number of credits one call spends. Zero makes a free API: its calls
+	// are authenticated, rate-limited and counted in the usage as any other, and never
+	// charged, so they are served even when the balance is spent. It must not be
+	// negative.
 	Cost int64 `json:"cost"`
 
 	// Params declares the parameters, in the order they are documented.

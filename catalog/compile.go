@@ -89,8 +89,8 @@ func (a *API) check() error {
 		return fmt.Errorf("the id is reserved for the service's own endpoint /v1/%s", a.ID)
 	case a.Method != http.MethodGet && a.Method != http.MethodPost:
 		return fmt.Errorf("method %q: must be GET or POST", a.Method)
-	case a.Cost < 1:
-		return fmt.Errorf("cost %d: must be at least 1 credit", a.Cost)
+	case a.Cost < 0:
+		return fmt.Errorf("cost %d: must be 0 (a free API) or more credits", a.Cost)
 	case a.File != nil && a.Method != http.MethodPost:
 		return errors.New("a file API must use POST")
 	}

@@ -71,7 +71,7 @@ func TestCompileRefuses(t *testing.T) {
 		{"empty method", func(a *catalog.API) { a.Method = "" }, []string{"method", "GET or POST"}},
 		{"PUT", func(a *catalog.API) { a.Method = http.MethodPut }, []string{`method "PUT"`}},
 		{"lowercase get", func(a *catalog.API) { a.Method = "get" }, []string{`method "get"`}},
-		{"cost 0", func(a *catalog.API) { a.Cost = 0 }, []string{"cost 0", "at least 1"}},
+		{"cost -1", func(a *catalog.API) { a.Cost = -1 }, []string{"cost -1", "must be 0 (a free API) or more"}},
 		{"negative cost", func(a *catalog.API) { a.Cost = -5 }, []string{"cost -5"}},
 
 		// File APIs.

@@ -89,7 +89,11 @@ func toolFor(api *catalog.API) (*sdk.Tool, error) {
 		desc += fmt.Sprintf(" Takes the file by address: pass its http(s) URL in url (%s, at most %d bytes) and the service fetches it; files cannot be uploaded over MCP.",
 			strings.Join(api.File.Types, ", "), api.File.MaxBytes)
 	}
-	desc += fmt.Sprintf(" Costs %d credit%s per call.", api.Cost, plural(api.Cost))
+	if api.Cost == 0 {
+		desc += " Free: a call costs no credits."
+	} else {
+		desc += fmt.Sprintf(" Costs %d credit%s per call.", api.Cost, plural(api.Cost))
+	}
 	tool := &sdk.Tool{
 		Name:        api.ID,
 		Title:       api.Title,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -217,4 +218,25 @@ func TestClientGoneRefunds(t *testing.T) {
 	}
 	// The slot is free: with concurrency 1, the next call goes through.
 	wantOK(t, h.hash(t, acct.Key))
+}
+
+// TestFreeAPI: a call of an API that costs 0 is authenticated, rate-limited and
+// counted as any other, and never charged: it is served when the balance is spent, and
+// answers X-Credits-Cost: 0 with the balance as it was.
+func TestFreeAPI(t *testing.T) {
+	h := newHarness(t, config{usage: memory.NewUsageStore()})
+	acct := h.newAccount(t, "tiny", accountOpts{credits: credits(0)})
+	r := h.do(t, http.MethodGet, "/v1/free", nil, key(acct.Key))
+	if r.Status != http.StatusOK || r.Int(wire.HeaderCreditsCost) != 0 || r.Int(wire.HeaderCreditsRemaining) != 0 {
+		t.Fatalf("a free call at a zero balance: %d cost %q remaining %q %s", r.Status,
+			r.Header.Get(wire.HeaderCreditsCost), r.Header.Get(wire.HeaderCreditsRemaining), r.Body)
+	}
+	// A paid call is refused at that balance; the free one is not.
+	wantError(t, h.hash(t, acct.Key), http.StatusTooManyRequests, "credits_exhausted")
+	// The plan's rate limit (2 a minute) holds for free calls too.
+	wantError(t, h.do(t, http.MethodGet, "/v1/free", nil, key(acct.Key)), http.StatusTooManyRequests, "rate_limited")
+	wantError(t, h.do(t, http.MethodGet, "/v1/free", nil, bearer("00000000-0000-4000-8000-000000000000")), http.StatusUnauthorized, "unauthorized")
+	if b := h.balance(t, acct.ID); b.Remaining != 0 || b.Used != 0 {
+		t.Errorf("balance %+v, want nothing charged", b)
+	}
 }

@@ -115,6 +115,13 @@ func testAPIs(b *doortest.Blocker) []catalog.API {
 			}),
 		},
 		doortest.PanicAPI(),
+		{
+			ID: "free", Title: "Free", Description: "Costs nothing.",
+			Method: http.MethodGet, Cost: 0,
+			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
+				return map[string]any{"ok": true}, nil
+			}),
+		},
 	}
 }
 

@@ -140,11 +140,14 @@ func writeHelp(w io.Writer, a *catalog.API) {
 	if a.Description != "" {
 		fmt.Fprintf(w, "%s\n", a.Description)
 	}
-	credits := "credits"
-	if a.Cost == 1 {
-		credits = "credit"
+	cost := fmt.Sprintf("%d credits", a.Cost)
+	switch a.Cost {
+	case 0:
+		cost = "free, no credits"
+	case 1:
+		cost = "1 credit"
 	}
-	fmt.Fprintf(w, "\nCost: %d %s per call (%s /v1/%s).\n", a.Cost, credits, a.Method, a.ID)
+	fmt.Fprintf(w, "\nCost: %s per call (%s /v1/%s).\n", cost, a.Method, a.ID)
 	synopsis := []string{"tollgate", a.ID}
 	if a.File != nil {
 		synopsis = append(synopsis, "(--file PATH | --url URL)")

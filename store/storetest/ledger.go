@@ -54,6 +54,9 @@ var ledgerRows = []behaviour[driver.Ledger]{
 	{"ReserveInsufficient",
 		"Reserve over the balance returns driver.ErrInsufficientCredits, reports the current balance, changes nothing and is not remembered.",
 		ledReserveInsufficient},
+	{"ReserveFree",
+		"A reservation of zero credits (a free API) is taken even at a zero balance: it counts its calls, charges nothing, and settles like any other.",
+		ledReserveFree},
 	{"ReserveNegative",
 		"Reserve with a negative amount returns store.ErrConflict and changes nothing: no credits are given, no call is counted, and the request id is not remembered.",
 		ledReserveNegative},
@@ -313,6 +316,20 @@ func ledReserveInsufficient(t *testing.T, l driver.Ledger) {
 	_, err = l.Adjust(ctx, adjustment(acct, newRequest(), 5, p0))
 	must(t, "Adjust", err)
 	mustReserve(t, l, reservation(acct, id, 1, p0, "echo"), 4, 11, p0)
+}
+
+func ledReserveFree(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 0, p0)
+	id := newRequest()
+	mustReserve(t, l, reservation(acct, id, 0, p0, "status"), 0, 0, p0)
+	mustReserve(t, l, reservation(acct, newRequest(), 0, p0, "status"), 0, 0, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"status": 2})
+	if _, err := l.Settle(ctx, settlement(acct, id, 0, p0)); err != nil {
+		t.Fatalf("Settle of a free reservation: %v", err)
+	}
+	wantBalance(t, l, acct, p0, 0, 0)
+	wantUsage(t, l, acct, p0, map[string]int64{"status": 2})
 }
 
 func ledReserveNegative(t *testing.T, l driver.Ledger) {
