@@ -96,6 +96,9 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"CreditsDenied",
 		"A step refused for its credits reports the current balance, holds no slot and records no rate event.",
 		admCreditsDenied},
+	{"FreeAtZeroBalance",
+		"A step that reserves zero credits (a free API) is admitted at a zero balance: its slot is held and its rate event recorded, and nothing is charged.",
+		admFreeAtZeroBalance},
 	{"NegativeAmount",
 		"A step that reserves a negative amount is refused with store.ErrConflict, as Reserve refuses it, and changes nothing: no credits given, no slot held, no rate event recorded.",
 		admNegativeAmount},
@@ -361,6 +364,22 @@ func admCreditsDenied(t *testing.T, s AdmitterStores) {
 		t.Errorf("reported balance %+v, want the current remaining 2", r.Balance)
 	}
 	wantSame(t, "after a credits denial", f.read(t, s), before)
+}
+
+func admFreeAtZeroBalance(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 0)
+	before := f.read(t, s)
+	wantDenied(t, admit(t, s, f.step(s, newRequest(), 10, 0)), driver.NotDenied)
+	after := f.read(t, s)
+	if after.remaining != before.remaining {
+		t.Errorf("a free step changed the balance: %+v, then %+v", before, after)
+	}
+	if s.Slots != nil && after.inUse != before.inUse+1 {
+		t.Errorf("a free step holds %d slots, want %d", after.inUse, before.inUse+1)
+	}
+	if s.Rates != nil && after.rateLeft != before.rateLeft-1 {
+		t.Errorf("a free step left %d rate events, want %d", after.rateLeft, before.rateLeft-1)
+	}
 }
 
 func admNegativeAmount(t *testing.T, s AdmitterStores) {
