@@ -190,6 +190,9 @@ func (m *Manager) Close() {
 // Service returns the service whose accounts m manages.
 func (m *Manager) Service() *tollgate.Service { return m.svc }
 
+// Plans returns the plans an account may be on, sorted by name.
+func (m *Manager) Plans() []billing.Plan { return m.plans.All() }
+
 func (m *Manager) now() time.Time { return m.svc.Now() }
 
 // newError returns the error of a refusal: code, and a message that says what to fix.

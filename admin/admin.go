@@ -4,6 +4,7 @@
 //
 // Routes, relative to where the host mounts the handler (JSON in, the envelope out):
 //
+//	GET  /admin/v1/plans                           the plans an account may be on
 //	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	GET  /admin/v1/accounts/{account_id}
 //	GET  /admin/v1/accounts/{account_id}/keys      ?limit=&cursor=
@@ -94,6 +95,7 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 	h := &Handler{mgr: mgr, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
 		door: e.Door(edge.DoorSpec{})}
 	mgmtapi.Mount(h.mux, "/admin/", "admin", []mgmtapi.Route{
+		{Method: http.MethodGet, Path: "/admin/v1/plans", Serve: h.listPlans},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/keys", Serve: h.listKeys},
@@ -126,6 +128,12 @@ func (h *Handler) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(v[7:])))
 	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
+}
+
+// listPlans answers the plans, sorted by name: {"plans": [{"name", "credits",
+// "rate_per_minute", "burst"?, "concurrency", "graphql_max_apis", "batch_max_items"}]}.
+func (h *Handler) listPlans(w http.ResponseWriter, r *http.Request) {
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"plans": h.mgr.Plans()})
 }
 
 func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -767,4 +768,29 @@ func TestMessagesAreCleanText(t *testing.T) {
 	e := newEnv(t)
 	r := e.do(http.MethodGet, "/admin/v1/x%00y%ffz%0Aw", nil, "Authorization", "Bearer "+adminToken)
 	wantError(t, "an unknown route", r, http.StatusNotFound, "no admin route", "x\uFFFDy\uFFFDz w")
+}
+
+// TestPlans: GET /admin/v1/plans lists the plans an account may be on, sorted by name,
+// with their limits; it takes GET only.
+func TestPlans(t *testing.T) {
+	e := newEnv(t)
+	r := e.admin(http.MethodGet, "/admin/v1/plans", "")
+	wantStatus(t, "GET /admin/v1/plans", r, http.StatusOK)
+	var data struct {
+		Plans []billing.Plan `json:"plans"`
+	}
+	if err := json.Unmarshal(r.env.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	want := e.mgr.Service().Plans().All()
+	if len(data.Plans) == 0 || !reflect.DeepEqual(data.Plans, want) {
+		t.Errorf("plans %+v, want %+v", data.Plans, want)
+	}
+	for i := 1; i < len(data.Plans); i++ {
+		if data.Plans[i-1].Name >= data.Plans[i].Name {
+			t.Errorf("plans not sorted by name: %q before %q", data.Plans[i-1].Name, data.Plans[i].Name)
+		}
+	}
+	wantStatus(t, "POST /admin/v1/plans", e.admin(http.MethodPost, "/admin/v1/plans", "{}"), http.StatusMethodNotAllowed)
+	wantStatus(t, "GET /admin/v1/plans without the token", e.do(http.MethodGet, "/admin/v1/plans", nil), http.StatusUnauthorized)
 }

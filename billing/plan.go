@@ -125,6 +125,15 @@ func (ps *Plans) Lookup(name string) (Plan, bool) {
 	return p, ok
 }
 
+// All returns the plans, sorted by name.
+func (ps *Plans) All() []Plan {
+	all := make([]Plan, 0, len(ps.byName))
+	for _, n := range ps.Names() {
+		all = append(all, ps.byName[n])
+	}
+	return all
+}
+
 // Names returns the plans' names, sorted.
 func (ps *Plans) Names() []string {
 	names := make([]string, 0, len(ps.byName))
