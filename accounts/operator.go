@@ -37,7 +37,11 @@ type Spec struct {
 }
 
 // CreateAccount creates an account, its primary key and its balance, and returns the
-// account, the key and the key's value.
+// account, the key and the key's value. It is idempotent, for a host that seeds its
+// accounts at every start: an account that exists with the same plan, restrictions
+// and (when spec gives it) primary key value is returned as it is, with the value spec
+// gave (none when it gave none), and no change is published; with another definition
+// it is a conflict that says what differs. The opening credits are not compared.
 func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, auth.Key, string, error) {
 	plan, ok := m.plans.Lookup(spec.Plan)
 	if !ok {
@@ -62,6 +66,9 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 	}
 	now := m.now()
 	acct, key, value, err := m.storeAccount(ctx, spec, now)
+	if errors.Is(err, store.ErrConflict) && spec.ID != "" {
+		return m.existingAccount(ctx, spec, plan, credits, now)
+	}
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
 	}
@@ -130,6 +137,10 @@ func (m *Manager) Account(ctx context.Context, id string) (Info, error) {
 
 // CreateKey creates a sub-key of an account and returns it with its value. Its
 // restrictions must be within the account's. It is not held to [Options.MaxOwnKeys].
+// Given a value (NewKey.Value), it is idempotent: a key of the account with that value,
+// the same name and the same restrictions is returned as it is (revoked, if it was
+// revoked since), and no change is published; any other key with the value is a
+// conflict.
 func (m *Manager) CreateKey(ctx context.Context, accountID string, spec NewKey) (auth.Key, string, error) {
 	return m.createKey(ctx, accountID, spec, auth.KeyLimit{})
 }
@@ -145,6 +156,15 @@ func (m *Manager) createKey(ctx context.Context, accountID string, spec NewKey, 
 	}
 	now := m.now()
 	key, value, err := m.storeKey(ctx, accountID, spec, limit, now)
+	if errors.Is(err, store.ErrConflict) && spec.Value != "" {
+		if value, err = keyValue(spec.Value); err != nil {
+			return auth.Key{}, "", err
+		}
+		if spec.Name, err = keyName(spec.Name); err != nil {
+			return auth.Key{}, "", err
+		}
+		return m.existingKey(ctx, accountID, spec, value)
+	}
 	if errors.Is(err, auth.ErrTooManyKeys) {
 		return auth.Key{}, "", err
 	}

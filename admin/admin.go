@@ -159,7 +159,10 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": value})
+	// An account that existed with this definition is answered as created (creation is
+	// idempotent), its key's value null unless the request gave it: values are never
+	// stored.
+	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": mgmtapi.Nullable(value)})
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {

@@ -123,7 +123,7 @@ func TestHostileErrorMessages(t *testing.T) {
 	}{
 		{"POST", "/admin/v1/accounts", `{"id":1,"plan":"open"}`, admin, 400, "id must be a string, not a number"},
 		{"POST", "/admin/v1/accounts", `{"id":"x","plan":"open","credits":"a"}`, admin, 400, "credits must be a whole number, not a string"},
-		{"POST", "/admin/v1/accounts", `{"id":"alpha","plan":"open"}`, admin, 409, `the account "alpha" conflicts with an existing record`},
+		{"POST", "/admin/v1/accounts", `{"id":"alpha","plan":"tiny"}`, admin, 409, `account "alpha" exists with another definition (its plan is "open", not "tiny")`},
 		{"POST", "/admin/v1/accounts/alpha/credits", `{"amount":1e30,"reason":"x"}`, admin, 400, "amount must be a whole number, not 1e30"},
 		{"POST", "/admin/v1/accounts/alpha/keys", `{"name":"x","apis":[1]}`, admin, 400, "apis must be an array of strings: an item is a number"},
 		{"POST", "/admin/v1/accounts/alpha/keys", `{"name":"x","expires_at":"99999-01-01"}`, admin, 400, "expires_at must be an RFC 3339 time"},

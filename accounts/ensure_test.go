@@ -1,0 +1,144 @@
+package accounts_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/event"
+)
+
+const (
+	seedValue  = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
+	otherValue = "6fa459ea-ee8a-4ca4-894e-db77e160355e"
+)
+
+// countChanges counts the changes the service publishes.
+func countChanges(h *harness) *atomic.Int64 {
+	var n atomic.Int64
+	h.svc.Events().Subscribe(event.ObserverFunc(func(context.Context, event.Event) { n.Add(1) }),
+		event.AccountCreated, event.KeyCreated, event.KeyRevoked)
+	return &n
+}
+
+// TestCreateAccountIdempotent: creating an account that exists with the same plan,
+// restrictions and primary key value returns it as it is (its balance as it moved,
+// nothing published); another definition is a conflict that says what differs.
+func TestCreateAccountIdempotent(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := t.Context()
+	office := mustRestrictions(t, auth.RestrictionSpec{AllowedIPs: []string{"10.0.0.0/8"}})
+	spec := accounts.Spec{ID: "seeded", Plan: "p", Restrictions: office, KeyValue: seedValue}
+	acct, key, value, err := h.mgr.CreateAccount(ctx, spec)
+	if err != nil || value != seedValue {
+		t.Fatalf("CreateAccount: %v, value %q", err, value)
+	}
+	if _, err := h.mgr.AdjustCredits(ctx, acct.ID, -30, "spent", ""); err != nil {
+		t.Fatal(err)
+	}
+	published := countChanges(h)
+
+	again, againKey, againValue, err := h.mgr.CreateAccount(ctx, spec)
+	if err != nil || again.ID != acct.ID || againKey.ID != key.ID || againValue != seedValue {
+		t.Fatalf("the same creation again: %+v %+v %q %v, want the account, its key and the value", again, againKey, againValue, err)
+	}
+	// Without the value in the spec, the value is not known: it is not stored.
+	spec.KeyValue = ""
+	if _, k, v, err := h.mgr.CreateAccount(ctx, spec); err != nil || k.ID != key.ID || v != "" {
+		t.Errorf("the same creation without the value: key %s value %q %v, want the key and no value", k.ID, v, err)
+	}
+	if info, err := h.mgr.Account(ctx, acct.ID); err != nil || info.Balance.Remaining != 70 {
+		t.Errorf("balance %+v %v, want the 70 left, untouched by the creations", info.Balance, err)
+	}
+	if n := published.Load(); n != 0 {
+		t.Errorf("%d changes published for creations that changed nothing", n)
+	}
+
+	for _, tt := range []struct {
+		name string
+		spec accounts.Spec
+		want string
+	}{
+		{"another value", accounts.Spec{ID: "seeded", Plan: "p", Restrictions: office, KeyValue: otherValue}, "its primary key has another value"},
+		{"other restrictions", accounts.Spec{ID: "seeded", Plan: "p", KeyValue: seedValue}, "its restrictions differ"},
+	} {
+		_, _, _, err := h.mgr.CreateAccount(ctx, tt.spec)
+		if tollgate.CodeOf(err) != tollgate.CodeConflict || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want a conflict saying %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestCreateAccountHealsACutShortCreation: an account whose creation stopped before its
+// balance was opened gets it when it is created again.
+func TestCreateAccountHealsACutShortCreation(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := t.Context()
+	now := h.svc.Now()
+	if err := h.stores.Keys.CreateAccount(ctx, auth.Account{ID: "half", Plan: "p", CreatedAt: now},
+		auth.Key{ID: "key_half", AccountID: "half", Name: "primary", Primary: true, Hash: auth.HashKey(seedValue), CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.mgr.Account(ctx, "half"); err == nil {
+		t.Fatal("the half-created account has a balance")
+	}
+	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "half", Plan: "p", KeyValue: seedValue}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := h.mgr.Account(ctx, "half"); err != nil || info.Balance.Remaining != 100 {
+		t.Errorf("balance %+v %v, want the plan's 100", info.Balance, err)
+	}
+}
+
+// TestCreateKeyIdempotent: creating a key with a value a key of the account has, with
+// the same name and restrictions, returns it (revoked, once revoked); another name,
+// other restrictions or another account's value is a conflict.
+func TestCreateKeyIdempotent(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := t.Context()
+	hashOnly := mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"ok"}})
+	spec := accounts.NewKey{Name: "ci", Restrictions: hashOnly, Value: seedValue}
+	key, value, err := h.mgr.CreateKey(ctx, "acct", spec)
+	if err != nil || value != seedValue {
+		t.Fatalf("CreateKey: %v", err)
+	}
+	published := countChanges(h)
+	if again, v, err := h.mgr.CreateKey(ctx, "acct", spec); err != nil || again.ID != key.ID || v != seedValue {
+		t.Fatalf("the same key again: %+v %q %v", again, v, err)
+	}
+	if n := published.Load(); n != 0 {
+		t.Errorf("%d changes published for a creation that changed nothing", n)
+	}
+	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "other", Plan: "p", KeyValue: otherValue}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		account string
+		spec    accounts.NewKey
+		want    string
+	}{
+		{"another name", "acct", accounts.NewKey{Name: "cd", Restrictions: hashOnly, Value: seedValue}, "another name or other restrictions"},
+		{"other restrictions", "acct", accounts.NewKey{Name: "ci", Value: seedValue}, "another name or other restrictions"},
+		{"another account's value", "acct", accounts.NewKey{Name: "x", Value: otherValue}, "the key's value is taken"},
+		{"this key's value, from another account", "other", accounts.NewKey{Name: "ci", Value: seedValue}, "the key's value is taken"},
+	} {
+		_, _, err := h.mgr.CreateKey(ctx, tt.account, tt.spec)
+		if tollgate.CodeOf(err) != tollgate.CodeConflict || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want a conflict saying %q", tt.name, err, tt.want)
+		}
+		if tt.spec.Value == otherValue && strings.Contains(err.Error(), `"other"`) {
+			t.Errorf("%s: the conflict names the account that holds the value: %v", tt.name, err)
+		}
+	}
+	if _, err := h.mgr.RevokeKey(ctx, key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if again, _, err := h.mgr.CreateKey(ctx, "acct", spec); err != nil || again.ID != key.ID || !again.Revoked() {
+		t.Errorf("the same key after its revocation: %+v %v, want it, revoked", again, err)
+	}
+}
