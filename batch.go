@@ -234,8 +234,8 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 		it.JSON, it.Err = r.JSON, r.Err
 		// A batch charged nothing (its reservation was voided, or it was refunded
 		// because its idempotency record could not be marked) charges no item.
-		if reply.Receipt.Charged > 0 && (r.Err == nil || r.Err.Code.Charged()) {
-			it.Credits = pb.invs[j].API.Cost
+		if reply.Receipt.Charged > 0 && r.kept() {
+			it.Credits = r.credits
 		}
 	}
 	return BatchReply{Items: items, Receipt: reply.Receipt}

@@ -80,8 +80,8 @@ func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, inv
 		if err := results[i].Err; err != nil {
 			a.Code = err.Code.String()
 		}
-		if charges && (results[i].Err == nil || results[i].Err.Code.Charged()) {
-			a.Credits = invs[i].API.Cost
+		if charges && results[i].kept() {
+			a.Credits = results[i].credits
 		}
 		e.Charged += a.Credits
 		e.APIs = append(e.APIs, a)

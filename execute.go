@@ -141,6 +141,7 @@ func (s *Service) invoke(ctx context.Context, w who, inv *invocation, req *catal
 		AccountID: w.account, KeyID: w.key,
 	}
 	data, err := inv.API.Handler.ServeAPI(ctx, req)
+	defer func() { r.credits = req.Charged() }()
 	if err == nil {
 		if data == nil {
 			data = struct{}{}

@@ -23,7 +23,13 @@ type Result struct {
 	// Err is nil on success. Its code says whether the call was charged
 	// ([Code.Charged]).
 	Err *Error
+	// credits is what the API is charged if its result is kept (a success or a
+	// rejection): its cost, or less if the handler charged less (catalog.Request.Charge).
+	credits int64
 }
+
+// kept reports whether r keeps its charge: a success, or a rejection.
+func (r *Result) kept() bool { return r.Err == nil || r.Err.Code.Charged() }
 
 // run admits the invocations as one call (one rate-limit event, one concurrency slot, the
 // sum of their costs reserved at once), runs them in parallel, and settles: the cost of
@@ -109,12 +115,15 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
 	}
 	st.mark(&st.ran)
-	// An API that failed on the service's side is refunded.
+	// An API that failed on the service's side is refunded, and one that charged less
+	// than its cost is refunded the rest.
 	out := meter.Outcome{Now: now}
-	for i, r := range results {
-		if r.Err != nil && !r.Err.Code.Charged() {
+	for i := range results {
+		if !results[i].kept() {
 			out.Refund += invs[i].API.Cost
 			out.Failed = append(out.Failed, apis[i])
+		} else {
+			out.Refund += invs[i].API.Cost - results[i].credits
 		}
 	}
 	if batch != nil && batch.settling != nil {

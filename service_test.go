@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -100,6 +102,16 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 			panic("boom")
 		}
 		return map[string]any{"n": req.Params.Int("n")}, nil
+	})
+	// metered costs at most 10 and charges n (catalog.Request.Charge), n out of range
+	// leaving the charge at 10; a negative n fails after charging.
+	api("metered", 10, func(_ context.Context, req *catalog.Request) (any, error) {
+		n := req.Params.Int("n")
+		err := req.Charge(n)
+		if n < 0 {
+			return nil, errors.New("upstream down")
+		}
+		return map[string]any{"charged": err == nil}, nil
 	})
 	api("order", 1, func(_ context.Context, req *catalog.Request) (any, error) {
 		h.mu.Lock()
@@ -460,8 +472,16 @@ func TestAccountManagement(t *testing.T) {
 	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{Plan: "nope"}); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
 		t.Errorf("unknown plan: %v, want invalid_input", err)
 	}
-	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"}); tollgate.CodeOf(err) != tollgate.CodeConflict {
-		t.Errorf("duplicate account: %v, want conflict", err)
+	// An id that exists: the same definition returns the account, another is a conflict.
+	if a, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"}); err != nil || a.ID != "acct" {
+		t.Errorf("the same account again: %+v %v, want it", a, err)
+	}
+	office, err := auth.NewRestrictions(auth.RestrictionSpec{AllowedIPs: []string{"10.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := h.mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p", Restrictions: office}); tollgate.CodeOf(err) != tollgate.CodeConflict {
+		t.Errorf("duplicate account with other restrictions: %v, want conflict", err)
 	}
 	credits := int64(7)
 	acct, key, value, err := h.mgr.CreateAccount(ctx, accounts.Spec{Plan: "p", Credits: &credits})
@@ -530,5 +550,65 @@ func TestNewNeedsEveryStore(t *testing.T) {
 				t.Errorf("error %q does not name the Stores fields", err)
 			}
 		})
+	}
+}
+
+// TestChargeLess: a handler may charge less than its API's cost
+// (catalog.Request.Charge): admission reserves the cost, and the settlement keeps what
+// the handler charged and refunds the rest, in the receipt, the balance, the events and
+// each item of a batch. A charge out of range changes nothing; a failure is refunded
+// whole, whatever the handler charged.
+func TestChargeLess(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		n       int64
+		charged int64
+	}{
+		{"charges 3 of 10", 3, 3},
+		{"charges nothing", 0, 0},
+		{"charges the cost", 10, 10},
+		{"charges more than the cost: refused, the cost", 11, 10},
+		{"fails after charging: refunded", -1, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			var calls []*event.Call
+			var mu sync.Mutex
+			h.svc.Events().Subscribe(event.ObserverFunc(func(_ context.Context, e event.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				c := *e.(*event.Call)
+				c.APIs = slices.Clone(c.APIs)
+				calls = append(calls, &c)
+			}), event.CallFinished)
+			reply := h.call(t.Context(), []string{"metered"}, tt.n)
+			if reply.Err != nil {
+				t.Fatal(reply.Err)
+			}
+			if rc := reply.Receipt; rc.Charged != tt.charged || rc.Balance.Remaining != 100-tt.charged {
+				t.Errorf("receipt charged %d remaining %d, want %d and %d", rc.Charged, rc.Balance.Remaining, tt.charged, 100-tt.charged)
+			}
+			if got := h.remaining(t); got != 100-tt.charged {
+				t.Errorf("balance %d, want %d", got, 100-tt.charged)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(calls) != 1 || calls[0].Charged != tt.charged || calls[0].APIs[0].Credits != tt.charged {
+				t.Errorf("events %+v, want one call charged %d", calls, tt.charged)
+			}
+		})
+	}
+	// Each item of a batch is charged what its handler charged.
+	h := newHarness(t, harnessOptions{})
+	reply := h.batch(t.Context(), "metered", "", ns(2, 5, -1)...)
+	if reply.Err != nil {
+		t.Fatal(reply.Err)
+	}
+	var got []int64
+	for _, it := range reply.Items {
+		got = append(got, it.Credits)
+	}
+	if !slices.Equal(got, []int64{2, 5, 0}) || reply.Receipt.Charged != 7 || h.remaining(t) != 93 {
+		t.Errorf("items charged %v, batch %d, balance %d; want [2 5 0], 7 and 93", got, reply.Receipt.Charged, h.remaining(t))
 	}
 }

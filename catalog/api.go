@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -120,6 +121,40 @@ type Request struct {
 	File *File
 	// AccountID and KeyID identify the caller. KeyID is empty for session tokens.
 	AccountID, KeyID string
+
+	charge  int64 // what Charge set
+	charged bool  // whether Charge set it
+}
+
+// ErrChargeOutOfRange is the error of a [Request.Charge] below zero or above the API's
+// cost.
+var ErrChargeOutOfRange = errors.New("catalog: a call may be charged from 0 to its API's cost")
+
+// Charge sets what the call is charged if it succeeds (or is rejected): from 0 to the
+// API's Cost, which its admission reserved; the rest is refunded when the call is
+// settled. A handler whose price depends on the work (a cost per item, per unit it
+// reports) declares the most a call may cost as the API's Cost, and charges less. A
+// call that fails on the service's side is refunded whole, whatever it set. Charge
+// out of range returns [ErrChargeOutOfRange] and changes nothing. Call it before the
+// handler returns.
+func (r *Request) Charge(credits int64) error {
+	if credits < 0 || r.API == nil || credits > r.API.Cost {
+		return ErrChargeOutOfRange
+	}
+	r.charge, r.charged = credits, true
+	return nil
+}
+
+// Charged returns what the call is charged if it succeeds: what [Request.Charge] set,
+// or the API's cost.
+func (r *Request) Charged() int64 {
+	if r.charged {
+		return r.charge
+	}
+	if r.API == nil {
+		return 0
+	}
+	return r.API.Cost
 }
 
 // A File is the content of a file passed to a file API.
