@@ -10,6 +10,9 @@ import (
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
 const (
@@ -140,5 +143,65 @@ func TestCreateKeyIdempotent(t *testing.T) {
 	}
 	if again, _, err := h.mgr.CreateKey(ctx, "acct", spec); err != nil || again.ID != key.ID || !again.Revoked() {
 		t.Errorf("the same key after its revocation: %+v %v, want it, revoked", again, err)
+	}
+}
+
+// TestSeedingOnStores: a host that seeds its account and key at every start, on the
+// shared key stores (a restart is a new manager on the same stores), gets them back
+// unchanged, and a conflict for another definition.
+func TestSeedingOnStores(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		keys func(t *testing.T) auth.KeyStore
+	}{
+		{"postgres", func(t *testing.T) auth.KeyStore {
+			dsn := testenv.Var(t, testenv.Postgres)
+			pool := testenv.PostgresPool(t, dsn, testenv.PostgresSchema(t, dsn), 4)
+			if err := postgres.Migrate(t.Context(), pool); err != nil {
+				t.Fatal(err)
+			}
+			s, err := postgres.New(pool, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"redis", func(t *testing.T) auth.KeyStore {
+			c := testenv.RedisClient(t, testenv.Var(t, testenv.Redis))
+			s, err := redis.New(c, &redis.Options{Prefix: testenv.RedisPrefix(t, c)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			keys := tt.keys(t)
+			ctx := t.Context()
+			spec := accounts.Spec{ID: "seeded", Plan: "p", KeyValue: seedValue}
+			key := accounts.NewKey{Name: "ci", Value: otherValue}
+			var first auth.Key
+			for start := range 2 {
+				h := newHarness(t, harnessOptions{keys: keys})
+				acct, primary, _, err := h.mgr.CreateAccount(ctx, spec)
+				if err != nil || acct.ID != "seeded" {
+					t.Fatalf("start %d: CreateAccount: %v", start, err)
+				}
+				k, _, err := h.mgr.CreateKey(ctx, "seeded", key)
+				if err != nil {
+					t.Fatalf("start %d: CreateKey: %v", start, err)
+				}
+				if start == 0 {
+					first = k
+				} else if k.ID != first.ID || !primary.Primary {
+					t.Errorf("start %d: key %s, want %s", start, k.ID, first.ID)
+				}
+			}
+			h := newHarness(t, harnessOptions{keys: keys})
+			spec.Plan, spec.KeyValue = "p", otherValue
+			if _, _, _, err := h.mgr.CreateAccount(ctx, spec); tollgate.CodeOf(err) != tollgate.CodeConflict {
+				t.Errorf("another primary value: %v, want a conflict", err)
+			}
+		})
 	}
 }
