@@ -76,7 +76,8 @@ type BatchItem struct {
 	// charged), the API judged it wrong (CodeRejected, charged), or the API failed on
 	// the service's side (refunded). Nil on success.
 	Err *Error
-	// Credits is what the item was charged: its API's cost when it succeeded or was
+	// Credits is what the item was charged: its API's cost (or less, when its handler
+	// charged less: catalog.Request.Charge) when it succeeded or was
 	// rejected, 0 otherwise (and 0 for every item of a batch that is not charged: one
 	// whose reservation was voided before it was settled, or one sent with an
 	// idempotency key whose record could not be marked once it had run, which is

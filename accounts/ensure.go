@@ -30,14 +30,14 @@ func (m *Manager) existingAccount(ctx context.Context, spec Spec, plan billing.P
 	acct, err := m.keys.Account(ctx, spec.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		// No account has the id: what conflicts is the primary key's value.
-		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeConflict, "the primary key's value is taken: give another value, or none", err)
+		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeConflict, "the primary key's value is taken: give another value, or none", nil)
 	}
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
 	}
 	primary, err := m.primaryKey(ctx, acct.ID)
 	if err != nil {
-		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
+		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "primary key of account", spec.ID, err)
 	}
 	var differs []string
 	if acct.Plan != spec.Plan {
@@ -62,6 +62,10 @@ func (m *Manager) existingAccount(ctx context.Context, spec Spec, plan billing.P
 			"account %q exists with another definition (%s): choose another id, or change the account", spec.ID, strings.Join(differs, "; ")), nil)
 	}
 	err = m.ledger.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now)})
+	if errors.Is(err, billing.ErrTooManyCredits) {
+		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
+	}
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "balance of account", acct.ID, err)
 	}
@@ -80,7 +84,7 @@ func (m *Manager) primaryKey(ctx context.Context, accountID string) (auth.Key, e
 			return page.Keys[i], nil
 		}
 		if page.Next == "" {
-			return auth.Key{}, fmt.Errorf("account %q has no primary key: %w", accountID, store.ErrNotFound)
+			return auth.Key{}, fmt.Errorf("account %q has no primary key", accountID)
 		}
 		q.After = page.Next
 	}
@@ -93,7 +97,7 @@ func (m *Manager) primaryKey(ctx context.Context, accountID string) (auth.Key, e
 func (m *Manager) existingKey(ctx context.Context, accountID string, spec NewKey, value string) (auth.Key, string, error) {
 	key, _, err := m.keys.Resolve(ctx, auth.HashKey(value))
 	if errors.Is(err, store.ErrNotFound) {
-		return auth.Key{}, "", newError(tollgate.CodeConflict, "the key's value is taken: give another value, or none", err)
+		return auth.Key{}, "", newError(tollgate.CodeConflict, "the key's value is taken: give another value, or none", nil)
 	}
 	if err != nil {
 		return auth.Key{}, "", m.manageError(ctx, "account", accountID, err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
@@ -203,5 +204,29 @@ func TestSeedingOnStores(t *testing.T) {
 				t.Errorf("another primary value: %v, want a conflict", err)
 			}
 		})
+	}
+}
+
+// TestSeedingAnExpiredKey: a seeded key that has expired since is answered as it is
+// when it is seeded again, not refused for its expiry.
+func TestSeedingAnExpiredKey(t *testing.T) {
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, harnessOptions{opts: tollgate.Options{Now: clock.Now}})
+	expires := clock.Now().Add(time.Hour)
+	spec := accounts.NewKey{Name: "trial", Value: seedValue,
+		Restrictions: mustRestrictions(t, auth.RestrictionSpec{ExpiresAt: &expires})}
+	key, _, err := h.mgr.CreateKey(t.Context(), "acct", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Hour)
+	again, _, err := h.mgr.CreateKey(t.Context(), "acct", spec)
+	if err != nil || again.ID != key.ID {
+		t.Errorf("the expired key seeded again: %+v %v, want it as it is", again, err)
+	}
+	// A new key that would expire in the past is still refused.
+	spec.Value = otherValue
+	if _, _, err := h.mgr.CreateKey(t.Context(), "acct", spec); tollgate.CodeOf(err) != tollgate.CodeInvalidInput {
+		t.Errorf("a new key already expired: %v, want invalid_input", err)
 	}
 }

@@ -155,6 +155,18 @@ func (m *Manager) createKey(ctx context.Context, accountID string, spec NewKey, 
 		return auth.Key{}, "", err
 	}
 	now := m.now()
+	if spec.Value != "" && spec.Restrictions.Expired(now) {
+		// A seeded key that has expired since it was created is answered as it is.
+		if v, err := keyValue(spec.Value); err == nil {
+			if name, err := keyName(spec.Name); err == nil {
+				seed := spec
+				seed.Name = name
+				if key, value, err := m.existingKey(ctx, accountID, seed, v); err == nil {
+					return key, value, nil
+				}
+			}
+		}
+	}
 	key, value, err := m.storeKey(ctx, accountID, spec, limit, now)
 	if errors.Is(err, store.ErrConflict) && spec.Value != "" {
 		if value, err = keyValue(spec.Value); err != nil {

@@ -159,10 +159,14 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	// An account that existed with this definition is answered as created (creation is
-	// idempotent), its key's value null unless the request gave it: values are never
-	// stored.
-	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": mgmtapi.Nullable(value)})
+	// An account that existed with this definition (creation is idempotent) is answered
+	// 200 with created false and no value: values are never stored. A new account has
+	// a value, since the request gives none.
+	if value == "" {
+		h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "created": false})
+		return
+	}
+	h.door.WriteJSON(w, r, http.StatusCreated, map[string]any{"account": mgmtapi.AccountJSON(acct), "key": mgmtapi.KeyJSON(key), "value": value, "created": true})
 }
 
 func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {

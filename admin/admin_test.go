@@ -794,3 +794,26 @@ func TestPlans(t *testing.T) {
 	wantStatus(t, "POST /admin/v1/plans", e.admin(http.MethodPost, "/admin/v1/plans", "{}"), http.StatusMethodNotAllowed)
 	wantStatus(t, "GET /admin/v1/plans without the token", e.do(http.MethodGet, "/admin/v1/plans", nil), http.StatusUnauthorized)
 }
+
+// TestCreateAccountAgain: creating an account whose id exists with the same plan and
+// restrictions answers 200 with created false and no key value (values are not
+// stored); another plan is a 409 that says what differs.
+func TestCreateAccountAgain(t *testing.T) {
+	e := newEnv(t)
+	first := e.admin(http.MethodPost, "/admin/v1/accounts", `{"id":"cust1","plan":"pro"}`)
+	wantStatus(t, "the first creation", first, http.StatusCreated)
+	again := e.admin(http.MethodPost, "/admin/v1/accounts", `{"id":"cust1","plan":"pro"}`)
+	wantStatus(t, "the same creation again", again, http.StatusOK)
+	var data map[string]json.RawMessage
+	if err := json.Unmarshal(again.env.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if string(data["created"]) != "false" || data["value"] != nil || data["account"] == nil {
+		t.Errorf("the same creation again: %s, want the account, created false and no value", again.env.Data)
+	}
+	other := e.admin(http.MethodPost, "/admin/v1/accounts", `{"id":"cust1","plan":"free"}`)
+	wantStatus(t, "another plan", other, http.StatusConflict)
+	if !strings.Contains(*other.env.Error, `its plan is "pro", not "free"`) {
+		t.Errorf("another plan: %q, want it to say what differs", *other.env.Error)
+	}
+}

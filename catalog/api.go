@@ -135,8 +135,9 @@ var ErrChargeOutOfRange = errors.New("catalog: a call may be charged from 0 to i
 // settled. A handler whose price depends on the work (a cost per item, per unit it
 // reports) declares the most a call may cost as the API's Cost, and charges less. A
 // call that fails on the service's side is refunded whole, whatever it set. Charge
-// out of range returns [ErrChargeOutOfRange] and changes nothing. Call it before the
-// handler returns.
+// out of range returns [ErrChargeOutOfRange] and changes nothing. Like the rest of the
+// Request it is not safe for concurrent use: call it before the handler returns, from
+// one goroutine at a time, as the service reads it then.
 func (r *Request) Charge(credits int64) error {
 	if credits < 0 || r.API == nil || credits > r.API.Cost {
 		return ErrChargeOutOfRange

@@ -111,8 +111,9 @@ type Call struct {
 	// APIs are the APIs the call ran, each with its outcome.
 	APIs []APIResult
 	// Charged is what the call was charged in the end: the cost of its APIs less the
-	// refunds of those that failed on the service's side; zero when Settlement is
-	// Voided or Unsettled.
+	// refunds of those that failed on the service's side, and of what handlers did not
+	// charge of their cost (catalog.Request.Charge); zero when Settlement is Voided or
+	// Unsettled.
 	Charged int64
 	// Remaining is the account's balance after the settlement; meaningful only when
 	// Settlement is Settled.

@@ -258,7 +258,11 @@ func (b *builder) root(a *catalog.API, query *strings.Builder) (*root, error) {
 			Description: "Address of the file. File APIs cannot be called through GraphQL; use REST."})
 	}
 	desc := strings.TrimSpace(a.Description)
-	desc += fmt.Sprintf(" Costs %d credit%s.", a.Cost, plural(a.Cost))
+	if a.Cost == 0 {
+		desc += " Free: costs no credits."
+	} else {
+		desc += fmt.Sprintf(" Costs %d credit%s.", a.Cost, plural(a.Cost))
+	}
 	if a.File != nil {
 		desc += " A file API: call it over REST; GraphQL answers FILE_UPLOAD_NOT_SUPPORTED."
 	}

@@ -561,7 +561,8 @@ func creditsError(cost int64, b billing.Balance) error {
 // An Outcome says how an admitted call ended, for settlement.
 type Outcome struct {
 	// Refund is the number of credits to give back: the cost of the APIs that failed on
-	// the service's side. Zero keeps the whole charge.
+	// the service's side, and what the others did not charge of their cost. Zero keeps
+	// the whole charge.
 	Refund int64
 	// Failed lists those APIs, which then do not count in the period's usage.
 	Failed []string
