@@ -120,6 +120,9 @@ type Env struct {
 	Service  *tollgate.Service
 	Accounts *accounts.Manager
 	Edge     *edge.Edge
+	// EdgeOptions are the options Edge was made of, for a door that makes its own
+	// (doors.Mount).
+	EdgeOptions edge.Options
 	// Changes records the actors of the account changes the service publishes.
 	changes *actors
 }
@@ -171,6 +174,7 @@ func newEnv(t *testing.T, opts edge.Options, sessions bool) *Env {
 	if _, _, err := env.Accounts.CreateKey(t.Context(), "acme", accounts.NewKey{Name: "office", Restrictions: rs, Value: OfficeKey}); err != nil {
 		t.Fatal(err)
 	}
+	env.EdgeOptions = opts
 	if env.Edge, err = edge.New(&opts); err != nil {
 		t.Fatal(err)
 	}
