@@ -96,6 +96,12 @@ func newRegistry(t testing.TB, b *doortest.Blocker, sampleOnly bool) *catalog.Re
 	for _, a := range []catalog.API{
 		b.API(),
 		doortest.FailAPI(2),
+		{
+			ID: "free", Title: "Free", Description: "Costs nothing.", Method: http.MethodGet, Cost: 0,
+			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
+				return map[string]any{"ok": true}, nil
+			}),
+		},
 	} {
 		if err := reg.Register(a); err != nil {
 			t.Fatal(err)

@@ -48,7 +48,11 @@ func TestToolsList(t *testing.T) {
 		api, _ := h.reg.Lookup(tool.Name)
 		t.Run(tool.Name, func(t *testing.T) {
 			cost := "Costs 1 credit per call."
-			if api.Cost != 1 {
+			switch api.Cost {
+			case 0:
+				cost = "Free: a call costs no credits."
+			case 1:
+			default:
 				cost = "Costs " + itoa(api.Cost) + " credits per call."
 			}
 			if !strings.HasPrefix(tool.Description, api.Description) || !strings.HasSuffix(tool.Description, cost) {
@@ -403,5 +407,24 @@ func waitNotified(t *testing.T, ch <-chan struct{}) {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notifications/tools/list_changed arrived")
+	}
+}
+
+// TestFreeTool: a tool whose API costs 0 is served at a zero balance and charges
+// nothing: its result's _meta says cost 0 and the balance as it was.
+func TestFreeTool(t *testing.T) {
+	h := newHarness(t, config{})
+	_, key := h.newAccount(t, "broke", "pro")
+	info, err := h.mgr.Account(t.Context(), "broke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.mgr.AdjustCredits(t.Context(), "broke", -info.Balance.Remaining, "spent", ""); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, h.mustConnect(t, key), "free", map[string]any{})
+	credits, _ := res.Meta[mcp.MetaCredits].(map[string]any)
+	if res.IsError || credits["cost"] != float64(0) || credits["remaining"] != float64(0) {
+		t.Errorf("the free tool at a zero balance: error %v, _meta %v; want a result costing 0", res.IsError, res.Meta)
 	}
 }

@@ -1,7 +1,9 @@
 package rest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -238,5 +240,43 @@ func TestFreeAPI(t *testing.T) {
 	wantError(t, h.do(t, http.MethodGet, "/v1/free", nil, bearer("00000000-0000-4000-8000-000000000000")), http.StatusUnauthorized, "unauthorized")
 	if b := h.balance(t, acct.ID); b.Remaining != 0 || b.Used != 0 {
 		t.Errorf("balance %+v, want nothing charged", b)
+	}
+}
+
+// TestChargeLess: over REST, a call whose handler charged less than its API's cost
+// answers what it charged in X-Credits-Cost and takes only that from the balance; each
+// item of a batch is charged its own, and the batch's answer sent again for its
+// Idempotency-Key is the first, charged once.
+func TestChargeLess(t *testing.T) {
+	h := newHarness(t, config{})
+	acct := h.newAccount(t, "pro")
+	r := h.do(t, http.MethodGet, "/v1/metered?n=3", nil, key(acct.Key))
+	if r.Status != http.StatusOK || r.Int(wire.HeaderCreditsCost) != 3 || r.Int(wire.HeaderCreditsRemaining) != 99997 {
+		t.Fatalf("a call charged 3 of 10: %d cost %q remaining %q %s", r.Status, r.Header.Get(wire.HeaderCreditsCost),
+			r.Header.Get(wire.HeaderCreditsRemaining), r.Body)
+	}
+	body := `{"items": [{"n": 2}, {"n": 5}, {"n": 0}]}`
+	first := h.postBatch(t, "metered", body, key(acct.Key), header{"Idempotency-Key", "metered-1"})
+	again := h.postBatch(t, "metered", body, key(acct.Key), header{"Idempotency-Key", "metered-1"})
+	var data struct {
+		Items []struct {
+			Credits int64 `json:"credits"`
+		} `json:"items"`
+		Summary struct {
+			Credits int64 `json:"credits"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(first.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if len(data.Items) != 3 || data.Items[0].Credits != 2 || data.Items[1].Credits != 5 || data.Items[2].Credits != 0 ||
+		data.Summary.Credits != 7 || first.Int(wire.HeaderCreditsCost) != 7 {
+		t.Errorf("the batch: %s cost %q, want items charged 2, 5 and 0, 7 in all", first.Data, first.Header.Get(wire.HeaderCreditsCost))
+	}
+	if !bytes.Equal(again.Body, first.Body) || again.Header.Get(wire.HeaderIdempotentReplayed) != "true" {
+		t.Errorf("the batch sent again: %s, want the first answer replayed", again.Body)
+	}
+	if b := h.balance(t, acct.ID); b.Used != 10 {
+		t.Errorf("used %d, want 10: 3, then 7 for the batch, once", b.Used)
 	}
 }

@@ -116,6 +116,14 @@ func testAPIs(b *doortest.Blocker) []catalog.API {
 		},
 		doortest.PanicAPI(),
 		{
+			ID: "metered", Title: "Metered", Description: "Costs at most 10 credits, and charges n.",
+			Method: http.MethodGet, Cost: 10,
+			Params: []catalog.Param{{Name: "n", Type: catalog.Integer, Required: true}},
+			Handler: catalog.HandlerFunc(func(_ context.Context, req *catalog.Request) (any, error) {
+				return map[string]any{"charged": req.Charge(req.Params.Int("n")) == nil}, nil
+			}),
+		},
+		{
 			ID: "free", Title: "Free", Description: "Costs nothing.",
 			Method: http.MethodGet, Cost: 0,
 			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) {
