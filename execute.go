@@ -141,7 +141,7 @@ func (s *Service) invoke(ctx context.Context, w who, inv *invocation, req *catal
 		AccountID: w.account, KeyID: w.key,
 	}
 	data, err := inv.API.Handler.ServeAPI(ctx, req)
-	defer func() { r.credits = req.Charged() }()
+	credits := req.Charged() // what a kept result (a success, a rejection) is charged
 	if err == nil {
 		if data == nil {
 			data = struct{}{}
@@ -154,12 +154,12 @@ func (s *Service) invoke(ctx context.Context, w who, inv *invocation, req *catal
 			s.log.ErrorContext(ctx, "tollgate: API result cannot be encoded", "api", inv.API.ID, "error", err)
 			return Result{Err: newError(CodeAPIFailed, "the API failed; you were not charged", err)}
 		}
-		return Result{Data: data, JSON: b}
+		return Result{Data: data, JSON: b, credits: credits}
 	}
 	var rej *catalog.RejectError
 	switch {
 	case errors.As(err, &rej):
-		return Result{Err: newError(CodeRejected, rej.Message, err)}
+		return Result{Err: newError(CodeRejected, rej.Message, err), credits: credits}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return Result{Err: newError(CodeTimeout, fmt.Sprintf("the API did not answer within %s; you were not charged", s.timeout), err)}
 	case ctx.Err() != nil:

@@ -11,7 +11,6 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -61,13 +60,8 @@ func (m *Manager) existingAccount(ctx context.Context, spec Spec, plan billing.P
 		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeConflict, fmt.Sprintf(
 			"account %q exists with another definition (%s): choose another id, or change the account", spec.ID, strings.Join(differs, "; ")), nil)
 	}
-	err = m.ledger.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now)})
-	if errors.Is(err, billing.ErrTooManyCredits) {
-		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput, fmt.Sprintf(
-			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
-	}
-	if err != nil && !errors.Is(err, store.ErrConflict) {
-		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "balance of account", acct.ID, err)
+	if err := m.openBalance(ctx, acct.ID, plan, credits, now); err != nil {
+		return auth.Account{}, auth.Key{}, "", err
 	}
 	return acct, primary, value, nil
 }
@@ -90,11 +84,18 @@ func (m *Manager) primaryKey(ctx context.Context, accountID string) (auth.Key, e
 	}
 }
 
-// existingKey answers the creation of a key whose value a key already has. A key of
-// the same account with the same name and restrictions is returned as it is, with the
-// value (revoked, if it was revoked since); anything else is a conflict, which does not
-// say whose key holds the value when it is another account's.
-func (m *Manager) existingKey(ctx context.Context, accountID string, spec NewKey, value string) (auth.Key, string, error) {
+// existingKey answers the creation of a key whose value (spec.Value) a key already
+// has. A key of the same account with the same name and restrictions is returned as it
+// is, with the value (revoked, if it was revoked since); anything else is a conflict,
+// which does not say whose key holds the value when it is another account's.
+func (m *Manager) existingKey(ctx context.Context, accountID string, spec NewKey) (auth.Key, string, error) {
+	value, err := keyValue(spec.Value)
+	if err != nil {
+		return auth.Key{}, "", err
+	}
+	if spec.Name, err = keyName(spec.Name); err != nil {
+		return auth.Key{}, "", err
+	}
 	key, _, err := m.keys.Resolve(ctx, auth.HashKey(value))
 	if errors.Is(err, store.ErrNotFound) {
 		return auth.Key{}, "", newError(tollgate.CodeConflict, "the key's value is taken: give another value, or none", nil)

@@ -75,17 +75,25 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 	// The account and its key exist from here on, whatever becomes of the balance.
 	m.changed(ctx, now, event.Change{Type: event.AccountCreated, Account: acct.ID, Key: key.ID, Plan: acct.Plan,
 		After: restrictionsJSON(acct.Restrictions), Credits: credits})
-	err = m.ledger.Open(ctx, driver.Opening{
-		Account: acct.ID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
-	})
-	if errors.Is(err, billing.ErrTooManyCredits) {
-		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeInvalidInput, fmt.Sprintf(
-			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
-	}
-	if err != nil && !errors.Is(err, store.ErrConflict) {
-		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "balance of account", acct.ID, err)
+	if err := m.openBalance(ctx, acct.ID, plan, credits, now); err != nil {
+		return auth.Account{}, auth.Key{}, "", err
 	}
 	return acct, key, value, nil
+}
+
+// openBalance opens an account's balance with credits on plan, unless it has one.
+func (m *Manager) openBalance(ctx context.Context, accountID string, plan billing.Plan, credits int64, now time.Time) error {
+	err := m.ledger.Open(ctx, driver.Opening{
+		Account: accountID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
+	})
+	switch {
+	case errors.Is(err, billing.ErrTooManyCredits):
+		return newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
+	case err != nil && !errors.Is(err, store.ErrConflict):
+		return m.manageError(ctx, "balance of account", accountID, err)
+	}
+	return nil
 }
 
 // Info is what [Manager.Account] tells an operator of an account, and
@@ -156,26 +164,15 @@ func (m *Manager) createKey(ctx context.Context, accountID string, spec NewKey, 
 	}
 	now := m.now()
 	if spec.Value != "" && spec.Restrictions.Expired(now) {
-		// A seeded key that has expired since it was created is answered as it is.
-		if v, err := keyValue(spec.Value); err == nil {
-			if name, err := keyName(spec.Name); err == nil {
-				seed := spec
-				seed.Name = name
-				if key, value, err := m.existingKey(ctx, accountID, seed, v); err == nil {
-					return key, value, nil
-				}
-			}
+		// A seeded key that has expired since it was created is answered as it is;
+		// a new one is refused for its expiry below.
+		if key, value, err := m.existingKey(ctx, accountID, spec); err == nil {
+			return key, value, nil
 		}
 	}
 	key, value, err := m.storeKey(ctx, accountID, spec, limit, now)
 	if errors.Is(err, store.ErrConflict) && spec.Value != "" {
-		if value, err = keyValue(spec.Value); err != nil {
-			return auth.Key{}, "", err
-		}
-		if spec.Name, err = keyName(spec.Name); err != nil {
-			return auth.Key{}, "", err
-		}
-		return m.existingKey(ctx, accountID, spec, value)
+		return m.existingKey(ctx, accountID, spec)
 	}
 	if errors.Is(err, auth.ErrTooManyKeys) {
 		return auth.Key{}, "", err
