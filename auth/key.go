@@ -99,6 +99,121 @@ type Account struct {
 	Restrictions Restrictions
 	// CreatedAt is when the account was created.
 	CreatedAt time.Time
+	// State is the account's state: [AccountActive], [AccountSuspended] or
+	// [AccountClosed]. It is AccountActive on creation; stores answer the empty state of
+	// a record written before states existed as AccountActive. StateChangedAt is when
+	// it last changed (zero if never).
+	State          AccountState
+	StateChangedAt time.Time
+	// BillingAnchor is the instant the account's credit periods are counted from
+	// (billing.PeriodAt): each period begins on the anchor's day and time of day,
+	// monthly or yearly as its plan renews. The zero anchor counts calendar months in
+	// UTC, as accounts created before anchors existed do.
+	BillingAnchor time.Time
+	// PendingPlan, when set, is the plan the account moves to at PendingPlanAt (a
+	// renewal): until then Plan applies, from then on PendingPlan does, whether or not
+	// the record has been rewritten since (see [Account.PlanAt]).
+	PendingPlan   string
+	PendingPlanAt time.Time
+	// Revision counts the changes made to the account's record since it was created
+	// ([KeyStore.UpdateAccount] increases it). A key check (billing/driver's KeyCheck)
+	// carries the revision its record was read at, so that a suspension, a closure or
+	// a plan change is noticed on the very next call on any instance, key cache or not.
+	// Stores set it; it is ignored on creation (a new account has revision 0).
+	Revision int64
+}
+
+// PlanAt returns the plan that applies to the account at t: PendingPlan from
+// PendingPlanAt on, else Plan.
+func (a *Account) PlanAt(t time.Time) string {
+	if a.PendingPlan != "" && !t.Before(a.PendingPlanAt) {
+		return a.PendingPlan
+	}
+	return a.Plan
+}
+
+// An AccountState is the state of an account.
+type AccountState string
+
+// The states of an account.
+const (
+	// AccountActive: the account's keys call as their plan allows.
+	AccountActive AccountState = "active"
+	// AccountSuspended: every call of the account is refused (403, code
+	// account_suspended) until an operator reactivates it; its keys, balance and
+	// history are kept, and its holder may still sign in and read them.
+	AccountSuspended AccountState = "suspended"
+	// AccountClosed: the account's keys are revoked and answer as revoked keys do; its
+	// records are kept for a retention, then may be deleted. A closed account is never
+	// reopened.
+	AccountClosed AccountState = "closed"
+)
+
+// Valid reports whether s is one of the states.
+func (s AccountState) Valid() bool {
+	return s == AccountActive || s == AccountSuspended || s == AccountClosed
+}
+
+// An AccountUpdate replaces the mutable fields of an account's record, for
+// [KeyStore.UpdateAccount]: the caller reads the account, changes what it decides to
+// change, and writes every field back with the revision it read.
+type AccountUpdate struct {
+	// ID is the account's id; Revision the revision of the record the change was
+	// decided on.
+	ID       string
+	Revision int64
+	// The fields that replace the account's.
+	Plan           string
+	Restrictions   Restrictions
+	State          AccountState
+	StateChangedAt time.Time
+	BillingAnchor  time.Time
+	PendingPlan    string
+	PendingPlanAt  time.Time
+}
+
+// Update returns the update that writes a back as it is, to be changed and passed to
+// [KeyStore.UpdateAccount].
+func (a *Account) Update() AccountUpdate {
+	return AccountUpdate{ID: a.ID, Revision: a.Revision, Plan: a.Plan, Restrictions: a.Restrictions,
+		State: a.State, StateChangedAt: a.StateChangedAt, BillingAnchor: a.BillingAnchor,
+		PendingPlan: a.PendingPlan, PendingPlanAt: a.PendingPlanAt}
+}
+
+// An AccountQuery selects a page of accounts for [KeyStore.Accounts], in the order of
+// their ids (byte-wise). Every filter set must hold; a zero filter selects every account.
+type AccountQuery struct {
+	// Plan, if set, selects the accounts whose Plan field is this plan.
+	Plan string
+	// State, if set, selects the accounts in this state.
+	State AccountState
+	// CreatedFrom and CreatedBefore, if set, select the accounts created at or after
+	// CreatedFrom and before CreatedBefore.
+	CreatedFrom, CreatedBefore time.Time
+	// IDPrefix, if set, selects the accounts whose id begins with it.
+	IDPrefix string
+	// After continues a listing: the [AccountPage.Next] of the page before. Empty
+	// starts with the first id.
+	After string
+	// Limit is the most accounts a page holds: 0 means [DefaultAccountPage]; less than 0
+	// or more than [MaxAccountPage] is invalid.
+	Limit int
+}
+
+// Bounds of [AccountQuery.Limit].
+const (
+	DefaultAccountPage = 50
+	MaxAccountPage     = 200
+)
+
+// An AccountPage is one page of accounts, in the order of their ids.
+type AccountPage struct {
+	Accounts []Account
+	// Next is the cursor of the next page, for [AccountQuery.After]; empty when no
+	// account follows. A page may hold fewer than the limit, even none, while Next is
+	// set: a store bounds the records one page examines, and a listing goes on until
+	// Next is empty.
+	Next string
 }
 
 // KeyIDPrefix begins the id of every key.

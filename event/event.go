@@ -50,6 +50,17 @@ const (
 	SessionStarted
 	// SessionEnded: a session was ended (signed out) before its expiry.
 	SessionEnded
+	// AccountSuspended: an operator suspended an account: its calls are refused until
+	// it is reactivated. [Change.Reason] says why.
+	AccountSuspended
+	// AccountReactivated: a suspended account was made active again.
+	AccountReactivated
+	// AccountClosed: an account was closed: its keys are revoked and its data kept for
+	// the retention the service documents.
+	AccountClosed
+	// PlanChanged: an account's plan changed ([Change.OldPlan] to [Change.Plan]), now or
+	// from the renewal at [Change.Effective].
+	PlanChanged
 
 	numKinds
 )
@@ -66,6 +77,10 @@ var kindNames = [numKinds]string{
 	CreditsAdjusted:    "credits.adjusted",
 	SessionStarted:     "session.started",
 	SessionEnded:       "session.ended",
+	AccountSuspended:   "account.suspended",
+	AccountReactivated: "account.reactivated",
+	AccountClosed:      "account.closed",
+	PlanChanged:        "plan.changed",
 }
 
 // String returns the kind's stable name, a noun and a verb in the past ("key.rotated").
@@ -212,13 +227,17 @@ type Change struct {
 	Key string
 	// Session is the session's id, for SessionStarted and SessionEnded.
 	Session string
-	// Plan is the plan of a created account.
-	Plan string
+	// Plan is the plan of a created account, or the new plan of a PlanChanged;
+	// OldPlan the plan it had before.
+	Plan, OldPlan string
+	// Effective is when a PlanChanged takes effect: its moment for a change made now,
+	// or the renewal it waits for.
+	Effective time.Time
 	// Credits is the opening balance of a created account, or the amount of a credit
 	// adjustment (negative when credits were taken).
 	Credits int64
-	// Reason is the reason given for a credit adjustment; "login" for a session
-	// started through the host's login.
+	// Reason is the reason given for a credit adjustment, a suspension or a closure;
+	// "login" for a session started through the host's login.
 	Reason string
 	// Before and After are the key's (or a created account's) restrictions before and
 	// after the change, in their plain JSON form; nil where there are none.

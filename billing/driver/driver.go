@@ -59,6 +59,19 @@ type Opening struct {
 	Period    Period
 }
 
+// A Part names one of the two parts of a balance.
+type Part uint8
+
+// The parts of a balance. Calls spend the allowance first, then the grants, the one
+// that lapses first first (those that never lapse last, oldest first).
+const (
+	// PartGrants: credits granted or bought, which carry over from period to period
+	// until they are spent or until their grant lapses.
+	PartGrants Part = iota
+	// PartAllowance: the plan's allowance for the current period, renewed each period.
+	PartAllowance
+)
+
 // A Reservation takes credits for a call before it runs. It is a pending transfer with
 // a deadline: it stays open until it is settled, and one still open at Expires is
 // voided, exactly once, by whichever operation or sweep gets there first.
@@ -108,10 +121,20 @@ type Settlement struct {
 // An Adjustment grants (positive Amount) or takes away (negative) credits outside of any
 // call, for operators. Request makes it idempotent.
 type Adjustment struct {
-	Account   string
-	Request   RequestID
-	Amount    int64
-	Reason    string
+	Account string
+	Request RequestID
+	Amount  int64
+	// Part is the part of the balance the adjustment changes. With [PartGrants] (the
+	// zero value) a positive Amount is a grant: credits that carry over from period to
+	// period until they are spent or until Expires; a negative Amount takes credits in
+	// the order calls spend them. With [PartAllowance] the Amount changes what is left
+	// of the current period's allowance (a plan changed during the period): a negative
+	// Amount takes at most what is left of it, never an error.
+	Part Part
+	// Expires, for a grant, is when what is left of it lapses; zero for never. It must
+	// be after Now.
+	Expires time.Time
+	Reason  string
 	Period    Period
 	Allowance int64
 	// Now is when the adjustment is made. Expired reservations of the account are

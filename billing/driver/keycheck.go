@@ -18,6 +18,10 @@ type KeyCheck struct {
 	// a key whose revision differs has changed since, and is reported KeyUnknown, so
 	// that the caller reads it again.
 	Revision int64
+	// AccountRevision is the account's revision (auth.Account.Revision) as the caller's
+	// record has it: an account whose revision differs (it was suspended, closed, or
+	// its plan changed) is reported KeyUnknown too, so that the caller reads it again.
+	AccountRevision int64
 }
 
 // A KeyState is the verdict of a key check.
