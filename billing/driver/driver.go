@@ -133,8 +133,8 @@ type Adjustment struct {
 	Part Part
 	// Expires, for a grant, is when what is left of it lapses; zero for never. It must
 	// be after Now.
-	Expires time.Time
-	Reason  string
+	Expires   time.Time
+	Reason    string
 	Period    Period
 	Allowance int64
 	// Now is when the adjustment is made. Expired reservations of the account are
