@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
@@ -12,10 +13,14 @@ import (
 // path of the Go packages' directory (-go-import), the npm scope (-npm-scope), the
 // prefix of the Python distributions (-python-prefix), the .NET namespace
 // (-dotnet-namespace), the Java package (-java-package), the PHP namespace
-// (-php-namespace) and the prefix of the Dart packages (-dart-prefix). An empty field
-// takes the flag's default.
+// (-php-namespace) and the prefix of the Dart packages (-dart-prefix); and those of the
+// operator's brand (package brand): its command, which names the packages' base error
+// class (-brand-command: acme gives AcmeError and AcmeException), and the prefix of the
+// environment variable their examples and messages read the key from (-brand-env: ACME
+// gives ACME_API_KEY). An empty field takes the flag's default.
 type Names struct {
 	GoImport, NPMScope, PythonPrefix, DotnetNamespace, JavaPackage, PHPNamespace, DartPrefix string
+	BrandCommand, BrandEnv                                                                   string
 }
 
 // The defaults of the flags that name the packages.
@@ -51,6 +56,7 @@ func (n Names) options() options {
 		pyPrefix: or(n.PythonPrefix, DefaultPythonPrefix), dotnetNamespace: or(n.DotnetNamespace, DefaultDotnetNamespace),
 		javaPackage: or(n.JavaPackage, DefaultJavaPackage), phpNamespace: or(n.PHPNamespace, DefaultPHPNamespace),
 		dartPrefix: or(n.DartPrefix, DefaultDartPrefix),
+		command:    or(n.BrandCommand, brand.Default().Command), envPrefix: or(n.BrandEnv, brand.Default().EnvPrefix),
 	}
 }
 
@@ -68,8 +74,8 @@ type Example struct {
 	Package string
 	// Dir is the package's folder under the generator's -out directory.
 	Dir string
-	// Code is the example program. It reads the key from the TOLLGATE_API_KEY
-	// environment variable and calls the service the package was generated for.
+	// Code is the example program. It reads the key from the brand's environment
+	// variable (TOLLGATE_API_KEY) and calls the service the package was generated for.
 	Code string
 }
 

@@ -259,11 +259,18 @@ func TestUsage(t *testing.T) {
 		{"unknown language", []string{"-catalog", "c.json", "-out", dir, "-lang", "go,rust"}, 2, `"rust" is not one of go, js, python`},
 		{"npm scope", []string{"-catalog", "c.json", "-out", dir, "-npm-scope", "tollgate"}, 2, "must look like @scope"},
 		{"base URL", []string{"-catalog", "c.json", "-out", dir, "-base-url", "localhost"}, 2, "http or https"},
+		{"brand command with a space", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "acme cli"}, 2, `-brand-command: the Command "acme cli" is not allowed: it must be 1 to 32 characters, lowercase letters`},
+		{"brand command with a quote", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "acme'"}, 2, "-brand-command: the Command"},
+		{"brand command naming another class", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "validation"}, 2, `-brand-command "validation" would name the packages' base error class ValidationError`},
+		{"brand command naming a built-in class", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "runtime"}, 2, "base error class RuntimeException"},
+		{"lowercase brand prefix", []string{"-catalog", "c.json", "-out", dir, "-brand-env", "acme"}, 2, `-brand-env: the EnvPrefix "acme" is not allowed: it must be 1 to 32 characters, uppercase letters`},
+		{"brand prefix with a $", []string{"-catalog", "c.json", "-out", dir, "-brand-env", "A$B"}, 2, "-brand-env: the EnvPrefix"},
 		{"stray argument", []string{"-catalog", "c.json", "-out", dir, "now"}, 2, "unexpected arguments"},
 		{"missing catalog", []string{"-catalog", filepath.Join(dir, "none.json"), "-out", dir}, 1, "no such file"},
 		{"invalid catalog", []string{"-catalog", bad, "-out", dir}, 1, "invalid API definition"},
 		{"no service", []string{"-catalog", "http://127.0.0.1:1/v1/catalog", "-out", dir}, 1, "reading the catalog"},
 		{"help", []string{"-h"}, 0, "-python-prefix"},
+		{"help names the brand's flags", []string{"-h"}, 0, "-brand-env"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
