@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 )
@@ -43,8 +44,13 @@ type Options struct {
 	// person's mistake (a store that is down). The default is slog.Default(). Neither
 	// key values, session tokens nor form contents are ever logged.
 	Logger *slog.Logger
-	// Title names the portal in every page's header and title. The default is
-	// "Tollgate".
+	// Brand is the operator's brand: its Name is the default Title, its command and
+	// environment variables those of the command-line client and of the packages'
+	// examples in the snippets. The zero value is brand.Default(); an invalid brand
+	// is an error.
+	Brand brand.Brand
+	// Title names the portal in every page's header and title. The default is the
+	// brand's Name ("Tollgate").
 	Title string
 	// PublicURL is the service's public root URL, such as https://api.example.com: the
 	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp", and the APIs' code
@@ -80,6 +86,7 @@ type Handler struct {
 	sessions Sessions
 	log      *slog.Logger
 	title    string
+	brand    brand.Brand
 	// publicURL is Options.PublicURL without a trailing slash.
 	publicURL string
 	graphql   Estimator
@@ -126,13 +133,16 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 	if opts == nil {
 		opts = &Options{}
 	}
+	if err := opts.Brand.Check(); err != nil {
+		return nil, errors.New("dashboard: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
+	}
 	h := &Handler{mgr: mgr, svc: mgr.Service(), sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
-		graphql: opts.GraphQL, packages: opts.Packages}
+		graphql: opts.GraphQL, packages: opts.Packages, brand: opts.Brand.OrDefault()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	if h.title == "" {
-		h.title = "Tollgate"
+		h.title = h.brand.Name
 	}
 	var err error
 	if opts.PublicURL != "" {
@@ -140,7 +150,7 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 			return nil, err
 		}
 	}
-	if err := opts.Packages.names().Check(); err != nil {
+	if err := h.names().Check(); err != nil {
 		return nil, errors.New("dashboard: Options.Packages: " + err.Error())
 	}
 	if h.login, err = newLoginForm(sessions, opts.LoginFields, opts.LoginTitle); err != nil {

@@ -72,8 +72,9 @@
 //   - The code to copy calls the service's root URL: Options.PublicURL, or the scheme
 //     and host of the request, with a placeholder for a Host header that is not a plain
 //     host name (so no request puts its own text in a command). The key is read from
-//     the TOLLGATE_API_KEY environment variable in every snippet, never written in;
-//     the command-line client also takes the service from TOLLGATE_BASE_URL. curl
+//     the brand's environment variable (Options.Brand: TOLLGATE_API_KEY by default) in
+//     every snippet, never written in; the command-line client, named by the brand's
+//     command, also takes the service from its TOLLGATE_BASE_URL. curl
 //     sends a GET's parameters in the query string, a POST's as a JSON body, and a file
 //     API's as a multipart upload (another snippet gives the file by its address).
 //   - The example values are those of the generated packages' READMEs: each required

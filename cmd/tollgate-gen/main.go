@@ -58,7 +58,9 @@
 //	                    TOLLGATE: TOLLGATE_API_KEY)
 //
 // A host that sells its API under a brand of its own passes the brand's command and
-// prefix (those of its brand.Brand), and names the packages with the flags above.
+// prefix (those of its brand.Brand). The defaults of the names above then follow the
+// command: -brand-command acme gives example.com/acme/clients, @acme, acme, Acme,
+// dev.acme.clients, Acme and acme; a flag above still sets its name.
 // Exit status: 0 on success, 1 when the catalog cannot be read or the packages cannot
 // be written, 2 for a usage mistake.
 //

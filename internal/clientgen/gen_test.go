@@ -242,6 +242,29 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// TestBrandNames checks that the default brand's command gives the default names, and
+// that another gives names of its own that the flags accept.
+func TestBrandNames(t *testing.T) {
+	def := Names{GoImport: DefaultGoImport, NPMScope: DefaultNPMScope, PythonPrefix: DefaultPythonPrefix, DotnetNamespace: DefaultDotnetNamespace,
+		JavaPackage: DefaultJavaPackage, PHPNamespace: DefaultPHPNamespace, DartPrefix: DefaultDartPrefix, BrandCommand: "tollgate"}
+	if got := BrandNames("tollgate"); got != def {
+		t.Errorf("BrandNames(tollgate) = %+v, want %+v", got, def)
+	}
+	want := Names{GoImport: "example.com/acme-2-cloud/clients", NPMScope: "@acme-2-cloud", PythonPrefix: "acme-2-cloud", DotnetNamespace: "Acme2Cloud",
+		JavaPackage: "dev.acme2cloud.clients", PHPNamespace: "Acme2Cloud", DartPrefix: "acme_2_cloud", BrandCommand: "acme-2-cloud"}
+	if got := BrandNames("acme-2-cloud"); got != want {
+		t.Errorf("BrandNames(acme-2-cloud) = %+v, want %+v", got, want)
+	}
+	for _, command := range []string{"acme-2-cloud", "int", "new-1"} {
+		if err := BrandNames(command).Check(); err != nil {
+			t.Errorf("the names of %s: %v", command, err)
+		}
+	}
+	if got := BrandNames("int").JavaPackage; got != "dev.intapi.clients" {
+		t.Errorf("the Java package of the command int is %s, a keyword", got)
+	}
+}
+
 // TestUsage checks the command line: mistakes exit with 2 and say what to fix, an
 // unreadable catalog exits with 1, and a catalog URL is read from the service.
 func TestUsage(t *testing.T) {
@@ -280,6 +303,27 @@ func TestUsage(t *testing.T) {
 			}
 		})
 	}
+	t.Run("brand", func(t *testing.T) {
+		out := filepath.Join(dir, "brand")
+		var stdout, stderr bytes.Buffer
+		args := []string{"-catalog", "../../examples/clients/catalog.json", "-out", out, "-lang", "js,python,php",
+			"-brand-command", "acme", "-brand-env", "ACME", "-npm-scope", "@shop"}
+		if code := Run(t.Context(), args, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		for file, want := range map[string]string{
+			"js/hash/package.json":                 `"name": "@shop/hash"`, // the flag's name
+			"js/hash/README.md":                    "process.env.ACME_API_KEY",
+			"python/hash/pyproject.toml":           `name = "acme-hash"`, // the brand's
+			"python/hash/README.md":                `os.environ["ACME_API_KEY"]`,
+			"php/hash/src/AcmeException.php":       `namespace Acme\Hash;`,
+			"php/hash/src/ValidationException.php": "extends AcmeException",
+		} {
+			if b, err := os.ReadFile(filepath.Join(out, file)); err != nil || !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %s (%v)", file, want, err)
+			}
+		}
+	})
 	t.Run("from the service", func(t *testing.T) {
 		out := filepath.Join(dir, "live")
 		var stdout, stderr bytes.Buffer

@@ -92,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", DefaultPHPNamespace, "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
 	fs.StringVar(&cfg.opts.dartPrefix, "dart-prefix", DefaultDartPrefix, "`prefix` of the Dart packages' names (tollgate_hash)")
 	fs.StringVar(&cfg.opts.javaPackage, "java-package", DefaultJavaPackage, "Java `package` (and Maven group) that holds the Java packages")
-	fs.StringVar(&cfg.opts.command, "brand-command", brand.Default().Command, "the brand's `command`, which names the base error class (acme: AcmeError, AcmeException)")
+	fs.StringVar(&cfg.opts.command, "brand-command", brand.Default().Command, "the brand's `command`, which names the base error class (acme: AcmeError, AcmeException) and the packages, unless the flags above name them (acme: @acme, Acme, ...)")
 	fs.StringVar(&cfg.opts.envPrefix, "brand-env", brand.Default().EnvPrefix, "the brand's `prefix` of environment variables (ACME: the examples read ACME_API_KEY)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate-gen -catalog URL|FILE -out DIR [flags]")
@@ -100,6 +100,25 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	// The names that no flag set follow the brand's command.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := brand.CheckCommand(cfg.opts.command); err == nil {
+		def := BrandNames(cfg.opts.command)
+		for _, n := range []struct {
+			flag       string
+			name, from *string
+		}{
+			{"go-import", &cfg.opts.goImport, &def.GoImport}, {"npm-scope", &cfg.opts.npmScope, &def.NPMScope},
+			{"python-prefix", &cfg.opts.pyPrefix, &def.PythonPrefix}, {"dotnet-namespace", &cfg.opts.dotnetNamespace, &def.DotnetNamespace},
+			{"php-namespace", &cfg.opts.phpNamespace, &def.PHPNamespace}, {"dart-prefix", &cfg.opts.dartPrefix, &def.DartPrefix},
+			{"java-package", &cfg.opts.javaPackage, &def.JavaPackage},
+		} {
+			if !set[n.flag] {
+				*n.name = *n.from
+			}
+		}
 	}
 	problem := ""
 	switch {
