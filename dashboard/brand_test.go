@@ -125,7 +125,7 @@ func TestBrandRefused(t *testing.T) {
 		{brand.Brand{Name: "Acme", Command: "acme", EnvPrefix: "ACME$(id)"}, "dashboard: Options.Brand: the EnvPrefix"},
 		{brand.Brand{Name: "Acme\n", Command: "acme", EnvPrefix: "ACME"}, "not printable"},
 		{brand.Brand{Name: "Acme"}, "Command"},
-		{brand.Brand{Name: "Acme", Command: "validation", EnvPrefix: "ACME"}, "base error class ValidationError"},
+		{brand.Brand{Name: "Acme", Command: "validation", EnvPrefix: "ACME"}, `dashboard: Options.Brand: -brand-command "validation" would name the packages' base error class ValidationError`},
 	} {
 		_, err := dashboard.NewHandler(e.mgr, sessH, &dashboard.Options{Brand: tt.b})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

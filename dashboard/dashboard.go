@@ -151,7 +151,11 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 		}
 	}
 	if err := h.names().Check(); err != nil {
-		return nil, errors.New("dashboard: Options.Packages: " + err.Error())
+		field := "Packages"
+		if strings.HasPrefix(err.Error(), "-brand-") {
+			field = "Brand" // a command that would name the packages' base error class as another
+		}
+		return nil, errors.New("dashboard: Options." + field + ": " + err.Error())
 	}
 	if h.login, err = newLoginForm(sessions, opts.LoginFields, opts.LoginTitle); err != nil {
 		return nil, err
