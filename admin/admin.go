@@ -13,6 +13,7 @@
 //	POST /admin/v1/keys/{key_id}/revoke
 //	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
 //	GET  /admin/v1/accounts/{account_id}/audit     ?limit=&cursor=&from=&to=
+//	GET  /admin/v1/usage                           ?from=&to=&group_by=&order=&account=&api=&channel=&outcome=&limit=&cursor=
 //
 // GET /admin/v1/accounts/{account_id} answers the account, its balance and the first
 // page of its keys (keys_next continues it); the keys route lists them a page at a
@@ -25,6 +26,14 @@
 // from and to RFC 3339 instants (from <= at < to). Every change made through this
 // handler is recorded with the actor "operator" and the client's address, read through
 // the trusted proxies of the edge ([Options.Edge]) as every door reads it.
+//
+// The usage route ranks the usage of every account over a range (with
+// accounts.Options.Usage set; else 404): the calls, credits and errors summed per
+// account, API, channel or outcome (group_by), largest first by calls or credits
+// (order), filtered by account, api, channel or outcome, a page at a time (limit 1 to
+// 200, default 50; cursor the "next" of the page before). from and to are RFC 3339
+// instants or dates, by default the 30 days to the end of today (UTC); see
+// docs/tour.md for the bounds of the range and the body.
 //
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
@@ -104,6 +113,7 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 		{Method: http.MethodPost, Path: "/admin/v1/keys/{key_id}/revoke", Serve: h.revokeKey},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts/{account_id}/credits", Serve: h.adjustCredits},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/audit", Serve: h.auditLog},
+		{Method: http.MethodGet, Path: "/admin/v1/usage", Serve: h.usageTotals},
 	})
 	return h, nil
 }
