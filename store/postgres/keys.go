@@ -86,7 +86,7 @@ func (r *accountRow) dest() []any {
 }
 
 func (r *accountRow) account() (auth.Account, error) {
-	a := auth.Account{ID: r.id, Plan: r.plan, CreatedAt: r.created.UTC()}
+	a := auth.Account{ID: r.id, Plan: r.plan, CreatedAt: r.created.UTC(), State: auth.AccountActive}
 	if err := decodeRestrictions(r.restrictions, &a.Restrictions); err != nil {
 		return auth.Account{}, fmt.Errorf("postgres: account %q: %w", r.id, err)
 	}

@@ -90,7 +90,7 @@ func decodeKey(id, account, hash, rec, rotated, revoked, revision string) (auth.
 }
 
 func decodeAccount(id, rec string) (auth.Account, error) {
-	a := auth.Account{ID: id}
+	a := auth.Account{ID: id, State: auth.AccountActive}
 	var r accountRecord
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
 		return a, fmt.Errorf("redis: account %q: decoding the record: %w", id, err)
