@@ -235,6 +235,7 @@ func AuditJSON(e audit.Entry) map[string]any {
 func AccountJSON(a auth.Account) map[string]any {
 	m := map[string]any{"id": a.ID, "plan": a.Plan, "created_at": a.CreatedAt}
 	addRestrictions(m, a.Restrictions)
+	addState(m, a)
 	return m
 }
 

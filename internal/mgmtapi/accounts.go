@@ -1,0 +1,67 @@
+package mgmtapi
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+)
+
+// maxFilter bounds the text filters of a listing of accounts (plan, id_prefix), as
+// long as an id may be.
+const maxFilter = 64
+
+// AccountQuery reads the parameters of a listing of accounts (limit, cursor, plan,
+// state, created_from, created_before, id_prefix) into a query. On failure it returns a
+// message that names the parameter.
+func AccountQuery(params url.Values) (auth.AccountQuery, string) {
+	var q auth.AccountQuery
+	var problem string
+	q.Limit, q.After, problem = pageParams(params, "accounts", auth.MaxAccountPage,
+		"plan", "state", "created_from", "created_before", "id_prefix")
+	if problem != "" {
+		return q, problem
+	}
+	if s := params.Get("state"); s != "" {
+		q.State = auth.AccountState(s)
+		if !q.State.Valid() {
+			return q, "state must be active, suspended or closed"
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    *string
+	}{{"plan", &q.Plan}, {"id_prefix", &q.IDPrefix}} {
+		if *p.v = params.Get(p.name); len(*p.v) > maxFilter {
+			return q, fmt.Sprintf("%s must be at most %d bytes long", p.name, maxFilter)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		t    *time.Time
+	}{{"created_from", &q.CreatedFrom}, {"created_before", &q.CreatedBefore}} {
+		if v := params.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return q, p.name + " must be an RFC 3339 instant, for example 2030-01-15T12:00:00Z"
+			}
+			*p.t = t
+		}
+	}
+	if !q.CreatedFrom.IsZero() && !q.CreatedBefore.IsZero() && !q.CreatedFrom.Before(q.CreatedBefore) {
+		return q, "created_from must be before created_before"
+	}
+	return q, ""
+}
+
+// addState adds an account's state to its JSON form: "state" (active, suspended or
+// closed) and "state_changed_at" (null if it never changed).
+func addState(m map[string]any, a auth.Account) {
+	m["state"] = a.State.OrActive()
+	if a.StateChangedAt.IsZero() {
+		m["state_changed_at"] = nil
+	} else {
+		m["state_changed_at"] = a.StateChangedAt
+	}
+}
