@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/store"
@@ -104,7 +103,7 @@ func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Account
 		// first string after all of them (byte-wise): no LIKE pattern, so nothing in
 		// the prefix needs escaping.
 		ranged = append(ranged, `a.id COLLATE "C" >= `+arg(q.IDPrefix))
-		if end, ok := prefixEnd(q.IDPrefix); ok {
+		if end, ok := store.PrefixEnd(q.IDPrefix); ok {
 			ranged = append(ranged, `a.id COLLATE "C" < `+arg(end))
 		}
 	}
@@ -177,31 +176,6 @@ func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Account
 		page.Next = *last
 	}
 	return page, nil
-}
-
-// prefixEnd returns the first string, in byte-wise order, after every string that
-// begins with p (valid UTF-8, whose byte-wise order is that of its code points): p
-// with its last character replaced by the next one, or, if that is the last code
-// point, the same of p without it. ok is false when there is no such string (p is
-// empty or made of the last code point only).
-func prefixEnd(p string) (string, bool) {
-	for p != "" {
-		r, n := utf8.DecodeLastRuneInString(p)
-		p = p[:len(p)-n]
-		if r == utf8.RuneError && n == 1 {
-			// Not UTF-8: the server refuses such text anyway.
-			return p + string(utf8.MaxRune), true
-		}
-		switch next := r + 1; {
-		case next > utf8.MaxRune:
-			continue
-		case next >= 0xD800 && next <= 0xDFFF: // surrogates are not characters
-			return p + string(rune(0xE000)), true
-		default:
-			return p + string(next), true
-		}
-	}
-	return "", false
 }
 
 // DeleteAccount deletes a closed account and its keys, in one call of

@@ -1,8 +1,10 @@
-package postgres
+package store_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/store"
 )
 
 // TestPrefixEnd checks the upper bound of the ids that begin with a prefix: the first
@@ -21,10 +23,11 @@ func TestPrefixEnd(t *testing.T) {
 		{"a\U0010FFFF\U0010FFFF", "b", true},
 		{"\U0010FFFF", "", false},
 		{"a\uD7FF", "a\uE000", true},
+		{"a\xff", "", false},
 	} {
-		end, ok := prefixEnd(c.prefix)
+		end, ok := store.PrefixEnd(c.prefix)
 		if end != c.end || ok != c.ok {
-			t.Errorf("prefixEnd(%q) = %q, %v; want %q, %v", c.prefix, end, ok, c.end, c.ok)
+			t.Errorf("store.PrefixEnd(%q) = %q, %v; want %q, %v", c.prefix, end, ok, c.end, c.ok)
 		}
 		if !ok {
 			continue
@@ -33,11 +36,11 @@ func TestPrefixEnd(t *testing.T) {
 		// it do not have the prefix.
 		for _, s := range []string{c.prefix, c.prefix + "\x00", c.prefix + "z", c.prefix + "\U0010FFFF\U0010FFFF"} {
 			if s >= end {
-				t.Errorf("prefixEnd(%q) = %q, which is not after %q", c.prefix, end, s)
+				t.Errorf("store.PrefixEnd(%q) = %q, which is not after %q", c.prefix, end, s)
 			}
 		}
 		if strings.HasPrefix(end, c.prefix) {
-			t.Errorf("prefixEnd(%q) = %q has the prefix", c.prefix, end)
+			t.Errorf("store.PrefixEnd(%q) = %q has the prefix", c.prefix, end)
 		}
 	}
 }
