@@ -262,7 +262,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 			if c, ok := e.(*event.Change); ok && c.Account != "" {
 				authority.ForgetAccount(c.Account)
 			}
-		}), event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.PlanChanged)
+		}), event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted, event.PlanChanged)
 	}
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2

@@ -6,12 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/billing"
-	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/selfservice"
-	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
 // TestSuspendedAccount: the holder of a suspended account reads its account, whose
@@ -19,22 +15,7 @@ import (
 // that says what to do; revoking one works. A closed account is answered as a revoked
 // key.
 func TestSuspendedAccount(t *testing.T) {
-	plans, err := billing.NewPlans(billing.Plan{Name: "free", Credits: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
-	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	mgr, err := accounts.New(svc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mgr.Close)
+	mgr := newManager(t)
 	ctx := t.Context()
 	_, primary, value, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "free"})
 	if err != nil {

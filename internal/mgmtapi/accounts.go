@@ -3,7 +3,6 @@ package mgmtapi
 import (
 	"fmt"
 	"net/url"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
 )
@@ -37,22 +36,7 @@ func AccountQuery(params url.Values) (auth.AccountQuery, string) {
 			return q, fmt.Sprintf("%s must be at most %d bytes long", p.name, maxFilter)
 		}
 	}
-	for _, p := range []struct {
-		name string
-		t    *time.Time
-	}{{"created_from", &q.CreatedFrom}, {"created_before", &q.CreatedBefore}} {
-		if v := params.Get(p.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return q, p.name + " must be an RFC 3339 instant, for example 2030-01-15T12:00:00Z"
-			}
-			*p.t = t
-		}
-	}
-	if !q.CreatedFrom.IsZero() && !q.CreatedBefore.IsZero() && !q.CreatedFrom.Before(q.CreatedBefore) {
-		return q, "created_from must be before created_before"
-	}
-	return q, ""
+	return q, timeRange(params, "created_from", "created_before", &q.CreatedFrom, &q.CreatedBefore)
 }
 
 // addState adds an account's state to its JSON form: "state" (active, suspended or
