@@ -62,7 +62,9 @@ type Item struct {
 // it authenticates the caller, checks that the caller may call the API, reads the call's
 // input with input (which the front door gives the API, so that it can read the request
 // as the API takes it), validates it, admits the call against the plan, runs the API and
-// settles its credits. input may be nil for an API without parameters.
+// settles its credits. input may be nil for an API without parameters. A call of a
+// suspended account is refused with CodeAccountSuspended before its input is read (see
+// suspend.go).
 //
 // Whatever refuses the call after the caller is authenticated (a validation, the plan,
 // an error input returns), the reply carries the balance for the credit headers, and a

@@ -1,5 +1,6 @@
-// Package accounts manages what a [tollgate.Service] meters: accounts, their keys and
-// credits for operators, the same for account holders within their own account
+// Package accounts manages what a [tollgate.Service] meters: accounts (their listing
+// and lifecycle: suspension, closure, deletion), their keys and credits for operators,
+// the same for account holders within their own account
 // (self-service), sessions, and the reads of the audit log and of the usage
 // statistics. Every rule of management is written here once, whichever front door
 // (the admin API, the account holders' API, the dashboard, a host's own code) asks.

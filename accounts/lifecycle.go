@@ -45,7 +45,7 @@ import (
 const DefaultClosedRetention = 90 * 24 * time.Hour
 
 // Accounts returns a page of the accounts that q selects, in the order of their ids,
-// never their keys' values. q.Limit is at most [auth.MaxAccountPage]
+// for operators. q.Limit is at most [auth.MaxAccountPage]
 // ([auth.DefaultAccountPage] for 0); q.After is the Next of the page before. A page
 // may hold fewer accounts than the limit, even none, while Next is set: the key store
 // bounds the accounts one page examines, so that a selective filter does not read

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/accounts"
 )
 
 // TestSuspendedAccount: the holder of a suspended account signs in and reads every
@@ -21,6 +23,9 @@ func TestSuspendedAccount(t *testing.T) {
 	if p := b.do("GET", "/dashboard/", nil); strings.Contains(p.body, banner) {
 		t.Fatal("an active account's overview shows the suspension banner")
 	}
+	if _, _, err := e.mgr.CreateKey(ctx, "acme", accounts.NewKey{Name: "ci"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.mgr.SuspendAccount(ctx, "acme", "unpaid invoice"); err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +37,10 @@ func TestSuspendedAccount(t *testing.T) {
 		if strings.Contains(p.body, "unpaid invoice") {
 			t.Errorf("%s shows the operator's reason", path)
 		}
+	}
+	keys := b.do("GET", "/dashboard/keys", nil)
+	if strings.Contains(keys.body, `action="keys"`) || strings.Contains(keys.body, `href="rotate?`) || !strings.Contains(keys.body, `href="revoke?`) {
+		t.Errorf("the keys page of a suspended account offers to create or rotate keys, or not to revoke them:\n%s", keys.body)
 	}
 	p := b.do("POST", "/dashboard/keys", url.Values{"name": {"new"}, "csrf_token": {csrf}})
 	if p.status != http.StatusForbidden || !strings.Contains(p.body, "The key was not created") || !strings.Contains(p.body, "suspended") {
