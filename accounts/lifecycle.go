@@ -173,7 +173,7 @@ func (m *Manager) DeleteAccount(ctx context.Context, id string) error {
 		}
 		return m.manageError(ctx, "account", id, err)
 	}
-	m.changed(ctx, now, event.Change{Type: event.AccountDeleted, Account: id, Plan: acct.Plan})
+	m.changed(ctx, now, event.Change{Type: event.AccountDeleted, Account: id})
 	return nil
 }
 
@@ -220,7 +220,7 @@ func (m *Manager) changeState(ctx context.Context, id string, to auth.AccountSta
 		updated, err := m.keys.UpdateAccount(ctx, u)
 		switch {
 		case err == nil:
-			m.changed(ctx, now, event.Change{Type: stateEvent(to), Account: id, Plan: updated.Plan, Reason: reason})
+			m.changed(ctx, now, event.Change{Type: stateEvent(to), Account: id, Reason: reason})
 			return updated, nil
 		case errors.Is(err, auth.ErrAccountClosed):
 			return auth.Account{}, closedError(id, to, err)
