@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
@@ -251,6 +252,8 @@ type view struct {
 	// Nonce is the nonce of the page's Content-Security-Policy, for the style element
 	// its script writes ("" for a page without one).
 	Nonce string
+	// Suspended is set when the account is suspended: the page says so in a banner.
+	Suspended bool
 }
 
 // render writes the page with status. Pages are never cached: one may show a key's
@@ -280,11 +283,14 @@ func seeOther(w http.ResponseWriter, to string) {
 // A visit is a request of a signed-in person.
 type visit struct {
 	edge.Visit
+	// suspended is set when the account is suspended, as the page's check of the
+	// session read it (see page): every page then says so.
+	suspended bool
 }
 
 // view returns a view of a page for the visit.
 func (v *visit) view(title, nav string) *view {
-	return &view{Title: title, Nav: nav, Account: v.Claims.Account, CSRF: v.CSRFToken}
+	return &view{Title: title, Nav: nav, Account: v.Claims.Account, CSRF: v.CSRFToken, Suspended: v.suspended}
 }
 
 // visitOf returns the visit of r, or false if r carries no live session cookie.
@@ -310,10 +316,12 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 		}
 		c := v.Caller
 		c.Verify = true
-		if _, err := h.svc.Authenticate(r.Context(), c); err != nil {
+		p, err := h.svc.Authenticate(r.Context(), c)
+		if err != nil {
 			h.failed(w, r, v, err)
 			return
 		}
+		v.suspended = p.Account.State == auth.AccountSuspended
 		serve(w, r, v)
 	}
 }

@@ -40,6 +40,11 @@
 // /v1/account and GET /v1/analytics answer, and the service's rules decide who may do
 // what.
 //
+// The holder of an account the operator suspended signs in and reads every page, each
+// with a banner that says the account is suspended, that its calls are refused and to
+// contact the operator; creating or rotating a key is refused meanwhile, revoking one
+// is not. A closed account cannot sign in, and its sessions end, as a revoked key's do.
+//
 // # Security
 //
 //   - Sessions are those of package session: the cookie is HttpOnly and SameSite=Strict;

@@ -368,7 +368,7 @@ func errorResponse(description string, codes ...string) map[string]any {
 }
 
 func components() map[string]any {
-	forbidden := errorResponse("A valid key whose scope, channel, IP allow-list, expiry or revocation blocks the call (JSON); or, with a text/html body, a request without a well-formed key, refused at the edge.", "forbidden")
+	forbidden := errorResponse("A valid key whose scope, channel, IP allow-list, expiry or revocation (or its account's closure) blocks the call, or whose account the operator suspended (account_suspended: contact the operator; nothing is charged); or, with a text/html body, a request without a well-formed key, refused at the edge.", "forbidden", "account_suspended")
 	forbidden["content"].(map[string]any)["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
 	tooMany := errorResponse("The plan refused the call; X-Error-Code tells why.", "rate_limited", "concurrency_limited", "credits_exhausted")
 	tooMany["headers"].(map[string]any)["Retry-After"] = map[string]any{
