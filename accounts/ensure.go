@@ -121,3 +121,19 @@ func sameRestrictions(a, b auth.Restrictions) bool {
 	}
 	return slices.Equal(x.APIs, y.APIs) && slices.Equal(x.Channels, y.Channels) && slices.Equal(x.AllowedIPs, y.AllowedIPs)
 }
+
+// checkIDUnused refuses the id of an account that was deleted: deletion removes the
+// account and its keys, while its balance, usage and audit log keep their own
+// retention, and a new account with the id would inherit them. An account that exists
+// passes (CreateAccount compares it with the spec), and so does a store that cannot
+// answer (the creation reports the outage).
+func (m *Manager) checkIDUnused(ctx context.Context, id string) error {
+	if _, err := m.keys.Account(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if _, err := m.ledger.Usage(ctx, id, billing.Period{}); err != nil {
+		return nil
+	}
+	return newError(tollgate.CodeConflict, fmt.Sprintf(
+		"the id %q belonged to an account that was deleted; choose another id", id), nil)
+}

@@ -145,7 +145,8 @@ func (m *Manager) CloseAccount(ctx context.Context, id, reason string) (auth.Acc
 // account that is not closed, it is CodeConflict, saying when the account may be
 // deleted (or that it must be closed first). The ledger's records of its credits, the
 // audit log and the usage statistics are kept under their own retention. Afterwards the
-// account is CodeNotFound, and its id may be given to a new account.
+// account is CodeNotFound, and [Manager.CreateAccount] refuses its id (CodeConflict)
+// while the ledger keeps its balance: a new account would inherit it.
 func (m *Manager) DeleteAccount(ctx context.Context, id string) error {
 	if err := checkText("account_id", id, maxIDLength); err != nil {
 		return err
