@@ -3,6 +3,7 @@ package selfservice
 import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
@@ -111,10 +112,7 @@ func OpenAPIPaths() map[string]any {
 		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and the first page of its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
 				"account": map[string]any{"type": "object"}, "plan": map[string]any{"type": "object"},
-				"balance": map[string]any{"type": "object", "properties": map[string]any{
-					"remaining": map[string]any{"type": "integer"}, "used": map[string]any{"type": "integer"},
-					"limit": map[string]any{"type": "integer"}, "renewal": map[string]any{"type": "string", "format": "date-time"},
-				}},
+				"balance":   mgmtapi.BalanceSchema(),
 				"keys":      map[string]any{"type": "array", "items": keySchema(), "maxItems": auth.DefaultKeyPage},
 				"keys_next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page of keys (GET /v1/account/keys?cursor=); null when keys are all of them."},
 				"key_id":    map[string]any{"type": []string{"string", "null"}, "description": "The key the request authenticated with."},
