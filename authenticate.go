@@ -145,7 +145,8 @@ func (s *Service) verify(ctx context.Context, p *Principal) error {
 // keyCheck returns the check of the principal's key (or, for a session, its account)
 // as its record has it.
 func (p *Principal) keyCheck() *driver.KeyCheck {
-	return &driver.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision}
+	return &driver.KeyCheck{Account: p.Account.ID, KeyID: p.Key.ID, Hash: p.Key.Hash, Revision: p.Key.Revision,
+		AccountRevision: p.Account.Revision}
 }
 
 // refresh re-reads a cached principal whose key check failed. It returns the error the

@@ -83,6 +83,9 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
 			}
 		}
+		if err := s.callable(ctx, p); err != nil {
+			return s.refuse(ctx, p, err, rc, apis...)
+		}
 		a.Key = nil
 		t, err = s.meter.Admit(ctx, a)
 	}

@@ -63,13 +63,19 @@ func newEnvWith(t *testing.T, opts *admin.Options) *env {
 	clk := testenv.NewClock(t0)
 	logs := &testenv.Logs{}
 	logger := logs.Logger()
-	mgr := newManager(t, clk.Now, logger)
+	return serve(t, clk, logs, newManager(t, clk.Now, logger), opts)
+}
+
+// serve returns the env of mgr's service, whose clock is clk and logs logs: its admin
+// handler (with opts) and REST handler behind a test server.
+func serve(t *testing.T, clk *testenv.Clock, logs *testenv.Logs, mgr *accounts.Manager, opts *admin.Options) *env {
+	t.Helper()
 	svc := mgr.Service()
 	ah, err := admin.NewHandler(mgr, adminToken, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rh, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger})
+	rh, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

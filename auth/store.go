@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/store"
@@ -14,19 +15,59 @@ import (
 // passed in, and must make every change visible to the very next read on any instance
 // sharing the store: a rotated-away or revoked key must never be served from a cache.
 // Every change to a key (rotation, revocation, update) increases its [Key.Revision],
-// which a key check (billing/driver's KeyChecker) compares.
+// and every change to an account ([KeyStore.UpdateAccount]) its [Account.Revision]:
+// a key check (billing/driver's KeyChecker) compares both.
 // Errors that report well-known conditions wrap the sentinels of package store
 // (store.ErrNotFound, store.ErrConflict); any other error means the store is unavailable.
 // Every implementation should pass storetest.TestKeyStore.
 type KeyStore interface {
 	// CreateAccount stores a new account together with its primary key, atomically.
-	// It returns an error wrapping store.ErrConflict if the account id, the key id or
-	// the key hash is taken.
+	// The account's State (the empty state is stored as [AccountActive]),
+	// StateChangedAt, BillingAnchor, PendingPlan and PendingPlanAt are stored as
+	// given; its Revision is 0, whatever the account says. It returns an error
+	// wrapping store.ErrConflict if the account id, the key id or the key hash is
+	// taken, and store.ErrInvalid for a state that is neither empty nor valid.
 	CreateAccount(ctx context.Context, account Account, primary Key) error
 
 	// Account returns the account with the given id, or an error wrapping
-	// store.ErrNotFound.
+	// store.ErrNotFound. Every method that returns an account returns every field of
+	// it; an account stored before states existed is active, at revision 0, with a
+	// zero BillingAnchor and no PendingPlan.
 	Account(ctx context.Context, id string) (Account, error)
+
+	// UpdateAccount replaces the mutable fields of an account (Plan, Restrictions,
+	// State, StateChangedAt, BillingAnchor, PendingPlan, PendingPlanAt) with those of
+	// u, if the account still has the revision u.Revision (so that a change decided on
+	// a record that changed since is not applied), increases its revision and returns
+	// the account as stored. Of updates decided on one revision, one is applied. It
+	// returns an error wrapping store.ErrNotFound (no such account),
+	// [ErrAccountClosed] (the account is closed: closure is final),
+	// [ErrAccountChanged] (its revision is not u.Revision: read it again), both of
+	// which wrap store.ErrConflict, or store.ErrInvalid (text the store cannot hold,
+	// or a State that is not [AccountState.Valid]); a refused update changes nothing.
+	UpdateAccount(ctx context.Context, u AccountUpdate) (Account, error)
+
+	// Accounts returns a page of the accounts that q selects, in the order of their
+	// ids (byte-wise), after the id q.After (which need not name an account): at most
+	// q.Limit of them, and the cursor of the next page, the id of the page's last
+	// account, when more may follow. A store may bound the accounts one page
+	// examines: its page then holds fewer than q.Limit accounts, even none, with Next
+	// set (the last id examined); a listing goes on until Next is empty. Every account
+	// that exists throughout a listing is listed once; one created or deleted during
+	// it may or may not be. It returns an error wrapping [ErrBadAccountQuery] (which
+	// wraps store.ErrInvalid) for a limit out of bounds or a state filter that is not
+	// valid (see [AccountQuery.PageSize]).
+	Accounts(ctx context.Context, q AccountQuery) (AccountPage, error)
+
+	// DeleteAccount deletes a closed account with all its keys: afterwards Account,
+	// Key, Keys, Resolve and Accounts find neither, and a key check of them answers
+	// unknown. The account's id, and its keys' ids and hashes, are free again: an
+	// account with that id may be created afterwards, with none of the deleted one's
+	// keys. It deletes the key store's records only: what other stores keep under the
+	// account's id (a ledger's balance) is theirs to delete. It returns an error
+	// wrapping store.ErrNotFound if there is no such account, and
+	// [ErrAccountNotClosed] (which wraps store.ErrConflict) if it is not closed.
+	DeleteAccount(ctx context.Context, id string) error
 
 	// CreateKey stores a new key of an existing account, unless limit refuses it: with
 	// limit.Max set, the account must hold fewer than limit.Max keys that count (see
@@ -134,6 +175,63 @@ type KeyPage struct {
 	// [KeyQuery.After]); empty when no key follows.
 	Next string
 }
+
+// PageSize returns the number of accounts a page of q holds: q.Limit, or
+// [DefaultAccountPage] for 0. It returns an error wrapping [ErrBadAccountQuery] for a
+// limit out of bounds or a State filter that is neither empty nor valid.
+func (q AccountQuery) PageSize() (int, error) {
+	if q.State != "" && !q.State.Valid() {
+		return 0, fmt.Errorf("%w: %q is not an account state (active, suspended or closed)", ErrBadAccountQuery, q.State)
+	}
+	switch {
+	case q.Limit == 0:
+		return DefaultAccountPage, nil
+	case q.Limit < 0 || q.Limit > MaxAccountPage:
+		return 0, fmt.Errorf("%w: a page holds 1 to %d accounts, not %d", ErrBadAccountQuery, MaxAccountPage, q.Limit)
+	}
+	return q.Limit, nil
+}
+
+// Selects reports whether q's filters (all but After and Limit) select a.
+func (q *AccountQuery) Selects(a *Account) bool {
+	switch {
+	case q.Plan != "" && a.Plan != q.Plan:
+		return false
+	case q.State != "" && a.State.OrActive() != q.State:
+		return false
+	case !q.CreatedFrom.IsZero() && a.CreatedAt.Before(q.CreatedFrom):
+		return false
+	case !q.CreatedBefore.IsZero() && !a.CreatedAt.Before(q.CreatedBefore):
+		return false
+	}
+	return strings.HasPrefix(a.ID, q.IDPrefix)
+}
+
+// OrActive returns s, or [AccountActive] for the empty state (of a record written before
+// states existed).
+func (s AccountState) OrActive() AccountState {
+	if s == "" {
+		return AccountActive
+	}
+	return s
+}
+
+// Errors of the account lifecycle, for [KeyStore.UpdateAccount] and
+// [KeyStore.DeleteAccount]. Each wraps store.ErrConflict.
+var (
+	// ErrAccountChanged reports an update decided on a revision the account no longer
+	// has: read it again.
+	ErrAccountChanged = fmt.Errorf("auth: the account changed since it was read: %w", store.ErrConflict)
+	// ErrAccountClosed reports a change of a closed account: closure is final.
+	ErrAccountClosed = fmt.Errorf("auth: the account is closed: %w", store.ErrConflict)
+	// ErrAccountNotClosed reports the deletion of an account that is not closed.
+	ErrAccountNotClosed = fmt.Errorf("auth: only a closed account can be deleted: %w", store.ErrConflict)
+)
+
+// ErrBadAccountQuery reports an [AccountQuery] that is not valid: a limit below 0 or
+// above [MaxAccountPage], or a State filter that is not a state. It wraps
+// store.ErrInvalid.
+var ErrBadAccountQuery = fmt.Errorf("auth: the account listing's query is not valid: %w", store.ErrInvalid)
 
 // ErrTooManyKeys reports a key that [KeyStore.CreateKey] refused because its account
 // holds as many keys as the [KeyLimit] allows. It wraps store.ErrConflict.

@@ -111,7 +111,12 @@ func OpenAPIPaths() map[string]any {
 	return map[string]any{
 		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and the first page of its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
-				"account": map[string]any{"type": "object"}, "plan": map[string]any{"type": "object"},
+				"account": map[string]any{"type": "object", "properties": map[string]any{
+					"state": map[string]any{"enum": []string{"active", "suspended", "closed"},
+						"description": "A suspended account's calls are refused (403 account_suspended) until the operator reactivates it; its holder still reads the account, its keys, usage and audit log, and revokes keys, but creates, rotates and changes none."},
+					"state_changed_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
+				}},
+				"plan":      map[string]any{"type": "object"},
 				"balance":   mgmtapi.BalanceSchema(),
 				"keys":      map[string]any{"type": "array", "items": keySchema(), "maxItems": auth.DefaultKeyPage},
 				"keys_next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page of keys (GET /v1/account/keys?cursor=); null when keys are all of them."},

@@ -29,19 +29,57 @@ type KeyStore struct {
 	seed       maphash.Seed              // of hashOf
 	byHash     hashIndex                 // hashOf(the current hash of key i) -> i
 	restricted map[ref]auth.Restrictions // of the accounts and keys that have some
-	// dead counts the records of keys that PruneKeys deleted: unlinked from their
-	// account and from every index, but still in keys until the tables are rebuilt.
-	dead int
+	// dead counts the records of keys that PruneKeys or DeleteAccount deleted:
+	// unlinked from their account and from every index, but still in keys until the
+	// tables are rebuilt. deadAccounts counts the records of deleted accounts.
+	dead, deadAccounts int
+
+	// byID lists the account numbers in the order of their ids, for Accounts: those
+	// numbered below sorted, some of which may have been deleted since. Accounts merges
+	// the ones added since into it, under orderMu (and the read lock).
+	orderMu sync.Mutex
+	byID    []uint32
+	sorted  uint32
 }
 
 // accountRecord is an account, but for its restrictions.
 type accountRecord struct {
-	id      uint64 // offset in accountIDs
-	plan    uint64 // offset in labels
-	created stamp
+	id          uint64 // offset in accountIDs
+	plan        uint64 // offset in labels
+	pendingPlan uint64 // offset in labels
+	created     stamp
 	// The account's keys, oldest first, are first-1, then each key's nextOfAccount-1,
 	// to last-1.
-	first, last uint32
+	first, last                       uint32
+	state                             stateCode
+	deleted                           bool
+	stateChanged, anchor, pendingFrom stamp
+	revision                          int64
+}
+
+// A stateCode is an [auth.AccountState] in an accountRecord.
+type stateCode uint8
+
+const (
+	stateActive stateCode = iota
+	stateSuspended
+	stateClosed
+)
+
+var stateNames = [...]auth.AccountState{stateActive: auth.AccountActive, stateSuspended: auth.AccountSuspended, stateClosed: auth.AccountClosed}
+
+// codeOf returns the code of a state, the empty state being active; ok is false for
+// any other text.
+func codeOf(st auth.AccountState) (c stateCode, ok bool) {
+	switch st {
+	case "", auth.AccountActive:
+		return stateActive, true
+	case auth.AccountSuspended:
+		return stateSuspended, true
+	case auth.AccountClosed:
+		return stateClosed, true
+	}
+	return 0, false
 }
 
 // keyRecord is a key, but for its restrictions.
@@ -94,7 +132,9 @@ func (s *KeyStore) withHash(h auth.Hash) (i uint32, slot int, ok bool) {
 func (s *KeyStore) account(i uint32) auth.Account {
 	r := &s.accounts[i]
 	return auth.Account{ID: s.accountIDs.at(r.id), Plan: s.labels.at(r.plan),
-		Restrictions: s.restricted[ref{i: i}], CreatedAt: r.created.time()}
+		Restrictions: s.restricted[ref{i: i}], CreatedAt: r.created.time(),
+		State: stateNames[r.state], StateChangedAt: r.stateChanged.time(), BillingAnchor: r.anchor.time(),
+		PendingPlan: s.labels.at(r.pendingPlan), PendingPlanAt: r.pendingFrom.time(), Revision: r.revision}
 }
 
 // key returns key i.
@@ -122,6 +162,9 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	if err := checkText(account, primary); err != nil {
 		return err
 	}
+	if _, ok := codeOf(account.State); !ok {
+		return fmt.Errorf("memory: account %q: %q is not an account state: %w", account.ID, account.State, store.ErrInvalid)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.accountIDs.lookup(account.ID); ok {
@@ -137,10 +180,13 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	return nil
 }
 
-// insertAccount adds account, without keys, and returns its number.
+// insertAccount adds account, without keys, at revision 0, and returns its number.
 func (s *KeyStore) insertAccount(account *auth.Account) uint32 {
 	a := s.accountIDs.add(account.ID)
-	s.accounts = append(s.accounts, accountRecord{id: a.off, plan: s.labels.intern(account.Plan).off, created: stampOf(account.CreatedAt)})
+	st, _ := codeOf(account.State)
+	s.accounts = append(s.accounts, accountRecord{id: a.off, plan: s.labels.intern(account.Plan).off,
+		pendingPlan: s.labels.intern(account.PendingPlan).off, created: stampOf(account.CreatedAt), state: st,
+		stateChanged: stampOf(account.StateChangedAt), anchor: stampOf(account.BillingAnchor), pendingFrom: stampOf(account.PendingPlanAt)})
 	s.restrict(ref{i: a.i}, account.Restrictions)
 	return a.i
 }
@@ -199,7 +245,7 @@ func (s *KeyStore) counted(a uint32, since stamp, upTo int) int {
 // store does.
 func checkText(a auth.Account, k auth.Key) error {
 	for _, f := range []struct{ what, value string }{
-		{"account id", a.ID}, {"plan", a.Plan}, {"key id", k.ID}, {"key name", k.Name},
+		{"account id", a.ID}, {"plan", a.Plan}, {"pending plan", a.PendingPlan}, {"key id", k.ID}, {"key name", k.Name},
 	} {
 		if err := store.CheckText("memory: "+f.what, f.value); err != nil {
 			return err
@@ -319,13 +365,21 @@ func (s *KeyStore) PruneKeys(ctx context.Context, before time.Time) (int64, erro
 		}
 	}
 	s.dead += int(n)
-	if s.dead >= minDead && s.dead >= len(s.keys)-s.dead {
-		s.rebuild()
-	}
+	s.reclaim()
 	return n, nil
 }
 
-// minDead is the fewest records of pruned keys for which PruneKeys rebuilds the tables.
+// reclaim rebuilds the tables once the records of deleted keys, or of deleted
+// accounts, are as many as the live ones (and at least minDead).
+func (s *KeyStore) reclaim() {
+	if s.dead >= minDead && s.dead >= len(s.keys)-s.dead ||
+		s.deadAccounts >= minDead && s.deadAccounts >= len(s.accounts)-s.deadAccounts {
+		s.rebuild()
+	}
+}
+
+// minDead is the fewest records of deleted keys (or accounts) for which the tables are
+// rebuilt.
 const minDead = 1024
 
 // forget takes key i, unlinked from its account, out of every index.
@@ -339,13 +393,17 @@ func (s *KeyStore) forget(i uint32) {
 	k.nextOfAccount = 0
 }
 
-// rebuild replaces the tables with new ones that hold only the accounts and the keys
-// still linked to them, in the same order, each key with its revision.
+// rebuild replaces the tables with new ones that hold only the accounts not deleted
+// and the keys still linked to them, in the same order, each with its revision.
 func (s *KeyStore) rebuild() {
 	n := NewKeyStore()
 	for ai := range s.accounts {
+		if s.accounts[ai].deleted {
+			continue
+		}
 		acct := s.account(uint32(ai))
 		a := n.insertAccount(&acct)
+		n.accounts[a].revision = acct.Revision
 		for i := s.accounts[ai].first; i != 0; i = s.keys[i-1].nextOfAccount {
 			k := s.key(i - 1)
 			n.insertKey(a, &k)
@@ -353,7 +411,8 @@ func (s *KeyStore) rebuild() {
 		}
 	}
 	s.accountIDs, s.accounts, s.keyIDs, s.keys, s.labels = n.accountIDs, n.accounts, n.keyIDs, n.keys, n.labels
-	s.seed, s.byHash, s.restricted, s.dead = n.seed, n.byHash, n.restricted, 0
+	s.seed, s.byHash, s.restricted, s.dead, s.deadAccounts = n.seed, n.byHash, n.restricted, 0, 0
+	s.byID, s.sorted = nil, 0
 }
 
 // Resolve returns the key whose current hash is h, with its account.
@@ -471,8 +530,8 @@ func (s *KeyStore) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyS
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	a, ok := s.accountIDs.lookup(c.Account)
-	if !ok {
-		return driver.KeyUnknown, nil
+	if !ok || s.accounts[a.i].revision != c.AccountRevision {
+		return driver.KeyUnknown, nil // gone, or changed since the caller read it
 	}
 	if c.KeyID == "" {
 		return driver.KeyLive, nil

@@ -56,6 +56,7 @@ var admitterNeeds = map[string]func(AdmitterStores) bool{
 	"KeyRotatedAway":     func(s AdmitterStores) bool { return s.Keys != nil },
 	"KeyRevoked":         func(s AdmitterStores) bool { return s.Keys != nil },
 	"KeyUpdated":         func(s AdmitterStores) bool { return s.Keys != nil },
+	"AccountUpdated":     func(s AdmitterStores) bool { return s.Keys != nil },
 	"SessionCheck":       func(s AdmitterStores) bool { return s.Keys != nil },
 	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
 	"RateEvents":         func(s AdmitterStores) bool { return s.Rates != nil },
@@ -81,6 +82,9 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"KeyUpdated",
 		"A key check with the revision a key had before UpdateKey denies the step with KeyUnknown and changes nothing; with the new revision it is admitted.",
 		admKeyUpdated},
+	{"AccountUpdated",
+		"A key check, of a key or of a session, with the revision an account had before UpdateAccount denies the step with KeyUnknown and changes nothing; with the new revision it is admitted.",
+		admAccountUpdated},
 	{"SessionCheck",
 		"A key check without a key id passes when the account exists and denies with KeyUnknown when it does not.",
 		admSessionCheck},
@@ -282,6 +286,27 @@ func admKeyUpdated(t *testing.T, s AdmitterStores) {
 	fresh := f.step(s, newRequest(), 3, 1)
 	fresh.Key.Revision = updated.Revision
 	wantDenied(t, admit(t, s, fresh), driver.NotDenied)
+}
+
+func admAccountUpdated(t *testing.T, s AdmitterStores) {
+	f, step := setup(t, s, 10)
+	acct, err := s.Keys.Account(t.Context(), f.account)
+	must(t, "Account", err)
+	u := acct.Update()
+	u.Plan = "other"
+	updated, err := s.Keys.UpdateAccount(t.Context(), u)
+	must(t, "UpdateAccount", err)
+	wantKeyDenied(t, s, f, step, driver.KeyUnknown, "an updated account (the check names its old revision)")
+	session := f.step(s, newRequest(), 3, 1)
+	session.Key = &driver.KeyCheck{Account: f.account}
+	wantKeyDenied(t, s, f, session, driver.KeyUnknown, "an updated account (the session check names its old revision)")
+
+	fresh := f.step(s, newRequest(), 3, 1)
+	fresh.Key.AccountRevision = updated.Revision
+	wantDenied(t, admit(t, s, fresh), driver.NotDenied)
+	session = f.step(s, newRequest(), 3, 1)
+	session.Key = &driver.KeyCheck{Account: f.account, AccountRevision: updated.Revision}
+	wantDenied(t, admit(t, s, session), driver.NotDenied)
 }
 
 func admSessionCheck(t *testing.T, s AdmitterStores) {
@@ -543,14 +568,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 				acct := n.id("acct")
 				key := auth.Key{ID: n.id("key"), AccountID: acct, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
 				must(t, "CreateAccount", p.keys.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
-				check := func(c driver.KeyCheck, want driver.KeyState) {
-					t.Helper()
-					got, err := p.checker.CheckKey(ctx, c)
-					must(t, "CheckKey", err)
-					if got != want {
-						t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
-					}
-				}
+				check := checkKeyState(t, p.checker)
 				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, driver.KeyLive)
 				check(driver.KeyCheck{Account: acct}, driver.KeyLive)
 				check(driver.KeyCheck{Account: acct + "-gone"}, driver.KeyUnknown)
@@ -568,6 +586,38 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 				must(t, "RevokeKey", err)
 				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: newH, Revision: updated.Revision}, driver.KeyRevoked)
 			}},
+		{"AccountRevision",
+			"CheckKey reports a key, or a session, whose check names a revision its account no longer has (it was updated since) unknown, and live with the account's revision; once the account is deleted, both are unknown.",
+			func(t *testing.T, p pair) {
+				ctx, n := t.Context(), newIDs()
+				acct, key := plainAccount(n, "acct")
+				must(t, "CreateAccount", p.keys.CreateAccount(ctx, acct, key))
+				check := checkKeyState(t, p.checker)
+				keyAt := func(rev int64) driver.KeyCheck {
+					return driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash, AccountRevision: rev}
+				}
+				sessionAt := func(rev int64) driver.KeyCheck { return driver.KeyCheck{Account: acct.ID, AccountRevision: rev} }
+				check(keyAt(0), driver.KeyLive)
+				check(sessionAt(0), driver.KeyLive)
+				check(keyAt(1), driver.KeyUnknown)
+				u := acct.Update()
+				u.State = auth.AccountSuspended
+				suspended, err := p.keys.UpdateAccount(ctx, u)
+				must(t, "UpdateAccount", err)
+				check(keyAt(0), driver.KeyUnknown)
+				check(sessionAt(0), driver.KeyUnknown)
+				check(keyAt(suspended.Revision), driver.KeyLive)
+				check(sessionAt(suspended.Revision), driver.KeyLive)
+				u = suspended.Update()
+				u.State = auth.AccountClosed
+				closed, err := p.keys.UpdateAccount(ctx, u)
+				must(t, "UpdateAccount", err)
+				check(keyAt(suspended.Revision), driver.KeyUnknown)
+				check(keyAt(closed.Revision), driver.KeyLive)
+				must(t, "DeleteAccount", p.keys.DeleteAccount(ctx, acct.ID))
+				check(keyAt(closed.Revision), driver.KeyUnknown)
+				check(sessionAt(closed.Revision), driver.KeyUnknown)
+			}},
 		{"CanceledContext",
 			"CheckKey with a canceled context returns an error matching context.Canceled.",
 			func(t *testing.T, p pair) {
@@ -577,4 +627,16 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 				}
 			}},
 	})
+}
+
+// checkKeyState returns a function that checks that CheckKey answers want to c.
+func checkKeyState(t *testing.T, checker driver.KeyChecker) func(c driver.KeyCheck, want driver.KeyState) {
+	return func(c driver.KeyCheck, want driver.KeyState) {
+		t.Helper()
+		got, err := checker.CheckKey(t.Context(), c)
+		must(t, "CheckKey", err)
+		if got != want {
+			t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
+		}
+	}
 }

@@ -22,7 +22,7 @@ import (
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 func TestKeyStore(t *testing.T, newStore func(t *testing.T) auth.KeyStore) {
 	t.Helper()
-	run(t, newStore, slices.Concat(keyStoreRows, keyBoundRows))
+	run(t, newStore, slices.Concat(keyStoreRows, keyBoundRows, accountRows))
 }
 
 var keyStoreRows = []behaviour[auth.KeyStore]{
@@ -253,8 +253,24 @@ func diffAccount(got, want auth.Account) string {
 	if s := diffSpec(got.Restrictions.Spec(), want.Restrictions.Spec()); s != "" {
 		d = append(d, "Restrictions: "+s)
 	}
-	if s := diffTime("CreatedAt", got.CreatedAt, want.CreatedAt); s != "" {
-		d = append(d, s)
+	if got.State != want.State.OrActive() {
+		d = append(d, fmt.Sprintf("State %q, want %q", got.State, want.State.OrActive()))
+	}
+	if got.PendingPlan != want.PendingPlan {
+		d = append(d, fmt.Sprintf("PendingPlan %q, want %q", got.PendingPlan, want.PendingPlan))
+	}
+	if got.Revision != want.Revision {
+		d = append(d, fmt.Sprintf("Revision %d, want %d", got.Revision, want.Revision))
+	}
+	for _, s := range []string{
+		diffTime("CreatedAt", got.CreatedAt, want.CreatedAt),
+		diffTime("StateChangedAt", got.StateChangedAt, want.StateChangedAt),
+		diffTime("BillingAnchor", got.BillingAnchor, want.BillingAnchor),
+		diffTime("PendingPlanAt", got.PendingPlanAt, want.PendingPlanAt),
+	} {
+		if s != "" {
+			d = append(d, s)
+		}
 	}
 	return strings.Join(d, "; ")
 }
