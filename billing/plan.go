@@ -12,8 +12,10 @@ import (
 type Plan struct {
 	// Name identifies the plan ("free", "pro").
 	Name string `json:"name"`
-	// Credits is the monthly allowance. The balance is reset to it at the first call
-	// after each calendar month (UTC) ends.
+	// Credits is the monthly allowance. The allowance renews: what is left of it is
+	// reset to Credits at the first call after each calendar month (UTC) ends. Credits
+	// granted or bought (accounts.Manager.AdjustCredits) carry over from month to month
+	// until they are spent or lapse; calls spend the allowance first.
 	Credits int64 `json:"credits"`
 	// RatePerMinute is the sustained number of calls per minute; 0 means unlimited.
 	RatePerMinute int `json:"rate_per_minute"`

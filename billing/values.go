@@ -12,6 +12,8 @@ import (
 type (
 	// Balance is an account's credits in the current period (see [driver.Balance]).
 	Balance = driver.Balance
+	// Parts divides credits between the allowance and the grants (see [driver.Parts]).
+	Parts = driver.Parts
 	// Period is a credit period (see [driver.Period]).
 	Period = driver.Period
 	// Limit is a rate limit (see [driver.Limit]).
@@ -35,6 +37,9 @@ var (
 	ErrVoided = driver.ErrVoided
 	// ErrTooManyCredits: a grant would take the balance past MaxCredits.
 	ErrTooManyCredits = driver.ErrTooManyCredits
+	// ErrTooManyGrants: a grant would give the account more lots than
+	// driver.MaxGrantLots.
+	ErrTooManyGrants = driver.ErrTooManyGrants
 )
 
 // MonthOf returns the calendar month (UTC) that t falls in, the credit period of every

@@ -3,6 +3,7 @@ package selfservice
 import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
@@ -115,11 +116,8 @@ func OpenAPIPaths() map[string]any {
 						"description": "A suspended account's calls are refused (403 account_suspended) until the operator reactivates it; its holder still reads the account, its keys, usage and audit log, and revokes keys, but creates, rotates and changes none."},
 					"state_changed_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
 				}},
-				"plan": map[string]any{"type": "object"},
-				"balance": map[string]any{"type": "object", "properties": map[string]any{
-					"remaining": map[string]any{"type": "integer"}, "used": map[string]any{"type": "integer"},
-					"limit": map[string]any{"type": "integer"}, "renewal": map[string]any{"type": "string", "format": "date-time"},
-				}},
+				"plan":      map[string]any{"type": "object"},
+				"balance":   mgmtapi.BalanceSchema(),
 				"keys":      map[string]any{"type": "array", "items": keySchema(), "maxItems": auth.DefaultKeyPage},
 				"keys_next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page of keys (GET /v1/account/keys?cursor=); null when keys are all of them."},
 				"key_id":    map[string]any{"type": []string{"string", "null"}, "description": "The key the request authenticated with."},
