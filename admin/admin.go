@@ -5,7 +5,7 @@
 // Routes, relative to where the host mounts the handler (JSON in, the envelope out):
 //
 //	GET  /admin/v1/plans                           the plans an account may be on
-//	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
+//	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "billing_anchor"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	GET  /admin/v1/accounts/{account_id}
 //	GET  /admin/v1/accounts/{account_id}/keys      ?limit=&cursor=
 //	POST /admin/v1/accounts/{account_id}/keys      {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
@@ -138,9 +138,10 @@ func (h *Handler) listPlans(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		ID      string `json:"id"`
-		Plan    string `json:"plan"`
-		Credits *int64 `json:"credits"`
+		ID            string           `json:"id"`
+		Plan          string           `json:"plan"`
+		Credits       *int64           `json:"credits"`
+		BillingAnchor *mgmtapi.Instant `json:"billing_anchor"`
 		mgmtapi.RestrictionFields
 	}
 	if err := mgmtapi.Decode(w, r, &body); err != nil {
@@ -152,9 +153,11 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	acct, key, value, err := h.mgr.CreateAccount(r.Context(), accounts.Spec{
-		ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs,
-	})
+	spec := accounts.Spec{ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs}
+	if body.BillingAnchor != nil {
+		spec.BillingAnchor = &body.BillingAnchor.Time
+	}
+	acct, key, value, err := h.mgr.CreateAccount(r.Context(), spec)
 	if err != nil {
 		h.door.WriteError(w, r, err, nil)
 		return

@@ -37,6 +37,6 @@ var (
 	ErrTooManyCredits = driver.ErrTooManyCredits
 )
 
-// MonthOf returns the calendar month (UTC) that t falls in, the credit period of every
-// plan.
+// MonthOf returns the calendar month (UTC) that t falls in: the credit period of an
+// account on a monthly plan with no billing anchor ([PeriodAt] with the zero anchor).
 func MonthOf(t time.Time) Period { return driver.MonthOf(t) }
