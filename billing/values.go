@@ -12,6 +12,8 @@ import (
 type (
 	// Balance is an account's credits in the current period (see [driver.Balance]).
 	Balance = driver.Balance
+	// Parts divides credits between the allowance and the grants (see [driver.Parts]).
+	Parts = driver.Parts
 	// Period is a credit period (see [driver.Period]).
 	Period = driver.Period
 	// Limit is a rate limit (see [driver.Limit]).

@@ -37,23 +37,53 @@ type RequestID [16]byte
 // String returns the id in hexadecimal.
 func (id RequestID) String() string { return hex.EncodeToString(id[:]) }
 
-// Balance is an account's credit position in its current period.
+// Balance is an account's credit position in its current period. Its credits are in two
+// parts: what is left of the plan's allowance for the period, which renews each
+// period, and the grants (credits granted or bought), which carry over from period to
+// period until they are spent or lapse. See [Part].
 type Balance struct {
-	// Remaining is the number of credits left.
+	// Remaining is the number of credits left: what is left of the allowance plus
+	// Granted.
 	Remaining int64
-	// Used is the number of credits spent in the period, net of refunds.
+	// Granted is the part of Remaining that live grants hold.
+	Granted int64
+	// GrantsLapse is the earliest expiry among the grant lots that hold credits, zero
+	// when none lapses; GrantsLapsing is the number of credits that lapse then.
+	GrantsLapse   time.Time
+	GrantsLapsing int64
+	// Used is the number of credits spent in the period, from either part, net of
+	// refunds.
 	Used int64
-	// Allowance is the plan's monthly credits, which the balance is reset to when the
-	// period ends.
+	// Allowance is the plan's credits per period, which the allowance part is renewed
+	// to when the period ends.
 	Allowance int64
 	// Period is the current period; Period.End is the renewal date.
 	Period Period
+	// Charge, when the operation took or kept credits, divides them between the parts:
+	// for a Reserve (and an Admit) that took credits, what the reservation took; for a
+	// Settle (and a Close) that closed an open reservation, the charge it kept. It is
+	// zero for every other result: a refused, replayed or voided operation, an
+	// adjustment or a read.
+	Charge Parts
 }
+
+// AllowanceLeft returns the part of Remaining that is left of the period's allowance.
+func (b Balance) AllowanceLeft() int64 { return b.Remaining - b.Granted }
+
+// Parts divides a number of credits between the two parts of a balance.
+type Parts struct {
+	// Allowance is the number from the period's allowance, Grants from grant lots.
+	Allowance, Grants int64
+}
+
+// Total returns Allowance + Grants.
+func (p Parts) Total() int64 { return p.Allowance + p.Grants }
 
 // Opening creates an account's balance.
 type Opening struct {
 	Account string
-	// Balance is the starting balance, usually the plan's allowance.
+	// Balance is the starting balance, usually the plan's allowance. Up to Allowance
+	// it is the period's allowance; the credits above it are a grant that never lapses.
 	Balance   int64
 	Allowance int64
 	Period    Period
@@ -62,8 +92,21 @@ type Opening struct {
 // A Part names one of the two parts of a balance.
 type Part uint8
 
-// The parts of a balance. Calls spend the allowance first, then the grants, the one
-// that lapses first first (those that never lapse last, oldest first).
+// The parts of a balance.
+//
+// The allowance renews each period (lazily: an operation given a later Period resets
+// it to the Allowance passed in); grants carry over. Each grant is a lot with its own
+// expiry; grants that lapse at the same instant are one lot. From its expiry on (at a
+// Now at or after it) what is left of a lot is gone: every operation given a Now first
+// drops the lots lapsed at it, or at the latest Now the account has seen, as it voids
+// expired reservations.
+//
+// Calls spend the allowance first, then the grants, the lot that lapses first first
+// (those that never lapse last). A refund, or a reservation voided at its expiry,
+// gives back in the reverse order of what the reservation took: to the lots it took
+// from (what it took from a lot that has lapsed since is lost, as it would have been),
+// then to the allowance (unless the period has been renewed since: see
+// [Ledger.Settle]). So the charge a settlement keeps is from the allowance first.
 const (
 	// PartGrants: credits granted or bought, which carry over from period to period
 	// until they are spent or until their grant lapses.
@@ -71,6 +114,15 @@ const (
 	// PartAllowance: the plan's allowance for the current period, renewed each period.
 	PartAllowance
 )
+
+// MaxGrantLots is the most grant lots that hold credits an account may have at once:
+// lots that lapse at distinct instants. A grant that would start one more is refused
+// with [ErrTooManyGrants].
+const MaxGrantLots = 64
+
+// ErrTooManyGrants is returned by [Ledger.Adjust] for a grant that would give the
+// account more than [MaxGrantLots] lots. The balance is left unchanged.
+var ErrTooManyGrants = errors.New("billing: the account holds the most grants that lapse at distinct times (64): grant credits that lapse when an existing grant does, or never")
 
 // A Reservation takes credits for a call before it runs. It is a pending transfer with
 // a deadline: it stays open until it is settled, and one still open at Expires is
@@ -127,28 +179,58 @@ type Adjustment struct {
 	// Part is the part of the balance the adjustment changes. With [PartGrants] (the
 	// zero value) a positive Amount is a grant: credits that carry over from period to
 	// period until they are spent or until Expires; a negative Amount takes credits in
-	// the order calls spend them. With [PartAllowance] the Amount changes what is left
-	// of the current period's allowance (a plan changed during the period): a negative
-	// Amount takes at most what is left of it, never an error.
+	// the order calls spend them (the allowance, then the grants). With [PartAllowance]
+	// the Amount changes what is left of the current period's allowance (a plan changed
+	// during the period): a negative Amount takes at most what is left of it, never an
+	// error.
 	Part Part
 	// Expires, for a grant, is when what is left of it lapses; zero for never. It must
-	// be after Now.
+	// be after Now. It is ignored for every other adjustment.
 	Expires   time.Time
 	Reason    string
 	Period    Period
 	Allowance int64
 	// Now is when the adjustment is made. Expired reservations of the account are
-	// voided first.
+	// voided and lapsed grants dropped first.
 	Now time.Time
+}
+
+// Check says why a is not an adjustment a ledger can make: a Part it does not know, or
+// a grant whose Expires is not after its Now (a zero Now checks no expiry). Ledgers
+// return it wrapped with store.ErrInvalid, and change nothing.
+func (a Adjustment) Check() error {
+	switch {
+	case a.Part != PartGrants && a.Part != PartAllowance:
+		return fmt.Errorf("adjustment %s of account %q: unknown part %d", a.Request, a.Account, a.Part)
+	case a.Grant() && !a.Expires.IsZero() && !a.Now.IsZero() && !a.Expires.After(a.Now):
+		return fmt.Errorf("adjustment %s of account %q: the grant lapses at %s, not after it is made", a.Request, a.Account, a.Expires.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Grant reports whether a is a grant: a positive Amount to [PartGrants].
+func (a Adjustment) Grant() bool { return a.Part == PartGrants && a.Amount > 0 }
+
+// Lot returns the lot a grant goes to: its Expires in Unix nanoseconds, or 0 for a
+// grant that never lapses.
+func (a Adjustment) Lot() int64 {
+	if a.Expires.IsZero() {
+		return 0
+	}
+	return a.Expires.UnixNano()
 }
 
 // A Ledger keeps each account's credit balance. Every operation is atomic, and the
 // balance never goes below zero.
 //
 // Implementations must be safe for concurrent use and share state across every instance
-// that uses the same store. Renewal is lazy: any operation given a Period later than the
-// stored one first resets the balance to the Allowance, zeroes Used and the usage counts,
-// and moves to that period; an earlier Period (a lagging clock) never moves it back.
+// that uses the same store. A balance has two parts, the period's allowance and the
+// grants (see [Part]). Renewal is lazy: any operation given a Period later than the
+// stored one first resets the allowance part to the Allowance (less what the grants
+// hold past MaxCredits-Allowance, so that the bound holds), zeroes Used and the usage
+// counts, and moves to that period, leaving the grants as they are; an earlier Period
+// (a lagging clock) never moves it back. Every operation given a Now drops the grant
+// lots lapsed at it first, before renewing.
 //
 // Request ids are one namespace for reservations and adjustments. An open reservation is
 // remembered until it is settled or voided; a settled or voided reservation or an
@@ -163,8 +245,8 @@ type Adjustment struct {
 // renewed since, as for a refund) and uncounts the reservation's APIs, once: a voided
 // reservation is never settled, and a settled one never voided.
 //
-// Credits are bounded by [MaxCredits]: an account's remaining plus used credits never
-// pass it.
+// Credits are bounded by [MaxCredits]: an account's remaining (both parts) plus used
+// credits never pass it.
 //
 // Errors that report well-known conditions wrap [ErrInsufficientCredits],
 // [ErrTooManyCredits], [ErrVoided] or the sentinels of package store (text the store
@@ -178,8 +260,9 @@ type Ledger interface {
 	// is negative; a refused Open opens nothing.
 	Open(ctx context.Context, o Opening) error
 
-	// Reserve takes Amount credits if the balance covers them, and counts one call to
-	// each of the APIs, until the reservation is settled or expires. It is idempotent:
+	// Reserve takes Amount credits if the balance covers them, the allowance first and
+	// then the grants (see [Part]), and counts one call to each of the APIs, until the
+	// reservation is settled or expires. The result's Charge says what it took. It is idempotent:
 	// a reservation whose Request was already reserved returns the current balance and
 	// changes nothing. It returns ErrInsufficientCredits, together with the current
 	// balance, if the balance is short, store.ErrNotFound if the account has no
@@ -188,17 +271,23 @@ type Ledger interface {
 
 	// Settle closes a reservation, giving back Refund credits. A reservation is settled
 	// at most once; settling it again returns the current balance and changes nothing.
-	// A refund of a reservation made in an earlier period is not credited, because the
-	// balance has been renewed since. It returns store.ErrNotFound for an unknown
+	// The refund is given back in the reverse order of what the reservation took (see
+	// [Part]): what it took from grant lots goes back to them, unless they have lapsed
+	// since (even after a renewal, up to MaxCredits), and then what it took from the
+	// allowance, unless the period has been renewed since (the allowance went with the
+	// old period, and the APIs are not uncounted then). The result's Charge divides
+	// the charge kept. It returns store.ErrNotFound for an unknown
 	// reservation, store.ErrConflict if Refund exceeds the reserved amount, and
 	// ErrVoided, with the current balance, for a reservation voided at its expiry.
 	Settle(ctx context.Context, s Settlement) (Balance, error)
 
-	// Adjust adds Amount (which may be negative) to the balance, idempotently by
-	// Request; Used is not changed. It returns ErrInsufficientCredits if a negative
-	// amount exceeds the balance, ErrTooManyCredits if a positive one would take the
-	// remaining plus used credits past MaxCredits, and store.ErrNotFound if the
-	// account has no balance.
+	// Adjust adds Amount (which may be negative) to the part of the balance that Part
+	// names, as [Adjustment] says, idempotently by Request; Used is not changed. It
+	// returns ErrInsufficientCredits if a negative amount to PartGrants exceeds the
+	// balance (both parts), ErrTooManyCredits if a positive one would take the
+	// remaining plus used credits past MaxCredits, ErrTooManyGrants if a grant would
+	// start a lot past MaxGrantLots, store.ErrInvalid for an adjustment that
+	// [Adjustment.Check] refuses, and store.ErrNotFound if the account has no balance.
 	Adjust(ctx context.Context, a Adjustment) (Balance, error)
 
 	// Balance returns the account's balance at now, in period p, renewing it if due and

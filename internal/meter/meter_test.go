@@ -193,7 +193,7 @@ func TestAdmitCharges(t *testing.T) {
 	tk := f.admit(t, meter.Admission{
 		Account: "acct", Plan: plan, Request: rid(1), APIs: []string{"geo", "weather"}, Cost: 3, Now: t0,
 	})
-	wantBalance := billing.Balance{Remaining: 997, Used: 3, Allowance: 1000, Period: billing.MonthOf(t0)}
+	wantBalance := billing.Balance{Remaining: 997, Used: 3, Allowance: 1000, Period: billing.MonthOf(t0), Charge: billing.Parts{Allowance: 3}}
 	if tk.Balance != wantBalance {
 		t.Errorf("Ticket.Balance = %+v, want %+v", tk.Balance, wantBalance)
 	}
@@ -363,9 +363,9 @@ func TestSettle(t *testing.T) {
 		wantUsage map[string]int64
 	}{
 		{"charge kept", meter.Outcome{},
-			billing.Balance{Remaining: 95, Used: 5}, map[string]int64{"geo": 1, "weather": 1}},
+			billing.Balance{Remaining: 95, Used: 5, Charge: billing.Parts{Allowance: 5}}, map[string]int64{"geo": 1, "weather": 1}},
 		{"part refunded", meter.Outcome{Refund: 2, Failed: []string{"geo"}},
-			billing.Balance{Remaining: 97, Used: 3}, map[string]int64{"geo": 0, "weather": 1}},
+			billing.Balance{Remaining: 97, Used: 3, Charge: billing.Parts{Allowance: 3}}, map[string]int64{"geo": 0, "weather": 1}},
 		{"all refunded", meter.Outcome{Refund: 5, Failed: []string{"geo", "weather"}},
 			billing.Balance{Remaining: 100, Used: 0}, map[string]int64{"geo": 0, "weather": 0}},
 	}
@@ -385,6 +385,9 @@ func TestSettle(t *testing.T) {
 			if tk.Balance != want {
 				t.Errorf("Ticket.Balance = %+v, want %+v", tk.Balance, want)
 			}
+			// A read carries no charge.
+			kept := want
+			want.Charge = billing.Parts{}
 			if got := f.balance(t, "acct", plan, now); got != want {
 				t.Errorf("ledger balance = %+v, want %+v", got, want)
 			}
@@ -396,8 +399,8 @@ func TestSettle(t *testing.T) {
 			}
 
 			// Settling again changes nothing: no second refund.
-			if got := f.settle(t, &tk, tt.outcome); got != want {
-				t.Errorf("second Settle = %+v, want %+v", got, want)
+			if got := f.settle(t, &tk, tt.outcome); got != kept {
+				t.Errorf("second Settle = %+v, want %+v", got, kept)
 			}
 			if got := f.balance(t, "acct", plan, now); got != want {
 				t.Errorf("ledger balance after a second Settle = %+v, want %+v", got, want)

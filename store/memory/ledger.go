@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ import (
 // costs one comparison while none is due. [Ledger.Sweep] voids those of shards nobody
 // touches.
 //
+// An account's grant lots, and what each open reservation took from them, are kept in
+// its shard, only for the accounts and reservations that have some.
+//
 // Idempotency records are kept per account: every open reservation, and the ids of the
 // last [LedgerOptions.Remember] settled or voided reservations and adjustments. A replay
 // older than that is not recognised. Use [NewLedger] to make one.
@@ -57,8 +61,14 @@ type LedgerOptions struct {
 
 // balance is an account's record. Its shard's lock guards it.
 type balance struct {
-	balance, used, allowance int64
-	start, end               stamp // the period
+	// left is what is left of the period's allowance; grants is what its grant lots
+	// (in the shard's lots) hold.
+	left, grants, used, allowance int64
+	start, end                    stamp // the period
+	// lapse is the earliest expiry among the lots that lapse (Unix nanoseconds), 0
+	// for none; clock is the latest Now an operation gave, at which the lots that
+	// lapse by then are gone.
+	lapse, clock int64
 	// The usage count of the first API the account called since its last renewal is
 	// kept here, where a call finds it without another lookup: 1 + the API (in
 	// apiNames), 0 for none, and its count. counted is whether the account has counts
@@ -75,10 +85,25 @@ type balance struct {
 	oldest, newest driver.RequestID
 }
 
-func (a *balance) snapshot() driver.Balance {
-	return driver.Balance{Remaining: a.balance, Used: a.used, Allowance: a.allowance,
+// snapshot returns the account's balance.
+func (o op) snapshot() driver.Balance {
+	a := o.a
+	b := driver.Balance{Remaining: a.left + a.grants, Granted: a.grants, Used: a.used, Allowance: a.allowance,
 		Period: driver.Period{Start: a.start.time(), End: a.end.time()}}
+	if a.lapse != 0 {
+		b.GrantsLapse = time.Unix(0, a.lapse).UTC()
+		b.GrantsLapsing = o.sh.lots[o.i][0].credits
+	}
+	return b
 }
+
+// A lot is the credits of the grants of an account that lapse at the same instant
+// (Unix nanoseconds; 0 for never), or what a reservation took from them.
+type lot struct{ expires, credits int64 }
+
+// spentBefore reports whether calls spend lot x before lot y: the one that lapses
+// first first, those that never lapse last.
+func spentBefore(x, y int64) bool { return x != 0 && (y == 0 || x < y) }
 
 // ledgerShard holds the open reservations, the remembered request ids and the usage
 // counts of its accounts, in maps that hold no pointers but for more.
@@ -90,6 +115,8 @@ type ledgerShard struct {
 	due   atomic.Int64
 	open  map[request]reservation
 	more  map[request][]uint32 // the APIs after the first of open calls of several APIs
+	took  map[request][]lot    // what open reservations took from grant lots, in the order taken
+	lots  map[uint32][]lot     // the grant lots that hold credits, per account, in spending order
 	done  map[request]closedID
 	usage map[apiCount]int64 // calls per account and API in the account's period, but for its first API
 }
@@ -105,6 +132,7 @@ type apiCount struct{ account, api uint32 }
 
 type reservation struct {
 	amount  int64
+	left    int64 // taken from the allowance; the rest is in the shard's took
 	start   stamp // the start of the period it was made in
 	expires int64 // Unix nanoseconds
 	// The APIs it counted: the first is api, the others are in the shard's more.
@@ -180,6 +208,7 @@ func NewLedger(opts *LedgerOptions) *Ledger {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.open, sh.more, sh.done, sh.usage = map[request]reservation{}, map[request][]uint32{}, map[request]closedID{}, map[apiCount]int64{}
+		sh.took, sh.lots = map[request][]lot{}, map[uint32][]lot{}
 		sh.due.Store(math.MaxInt64)
 	}
 	return l
@@ -205,8 +234,15 @@ func (l *Ledger) Open(ctx context.Context, o driver.Opening) error {
 		return fmt.Errorf("memory: balance of account %q: %w", o.Account, store.ErrConflict)
 	}
 	l.ids.add(o.Account)
-	_, a := l.accounts.add()
-	*a = balance{balance: o.Balance, allowance: o.Allowance, start: stampOf(o.Period.Start), end: stampOf(o.Period.End)}
+	i, a := l.accounts.add()
+	left := min(o.Balance, max(o.Allowance, 0))
+	*a = balance{left: left, allowance: o.Allowance, start: stampOf(o.Period.Start), end: stampOf(o.Period.End)}
+	if extra := o.Balance - left; extra > 0 {
+		sh := &l.shards[i%ledgerShards]
+		sh.mu.Lock()
+		op{l: l, sh: sh, i: i, a: a}.addLot(0, extra)
+		sh.mu.Unlock()
+	}
 	return nil
 }
 
@@ -247,8 +283,9 @@ func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance
 	if err != nil {
 		return op{}, err
 	}
+	o.tick(now)
 	if start := stampOf(p.Start); o.a.start.before(start) {
-		o.a.balance, o.a.used, o.a.allowance, o.a.start, o.a.end = allowance, 0, allowance, start, stampOf(p.End)
+		o.a.left, o.a.used, o.a.allowance, o.a.start, o.a.end = min(allowance, driver.MaxCredits-o.a.grants), 0, allowance, start, stampOf(p.End)
 		o.uncountAll()
 	}
 	if t := now.UnixNano(); !now.IsZero() && t >= o.sh.due.Load() {
@@ -280,11 +317,12 @@ func (l *Ledger) expire(sh *ledgerShard, now int64, limit int) int {
 			continue
 		}
 		o := op{l: l, sh: sh, i: k.account, a: l.accounts.at(k.account)}
+		o.tick(time.Unix(0, now))
 		more := sh.more[k]
 		delete(sh.open, k)
 		delete(sh.more, k)
 		o.forget(k.id, voided)
-		if o.credit(r, r.amount) && r.apis > 0 {
+		if o.giveBack(k, r, r.amount) && r.apis > 0 {
 			o.uncount(r.api)
 			for _, api := range more {
 				o.uncount(api)
@@ -296,16 +334,134 @@ func (l *Ledger) expire(sh *ledgerShard, now int64, limit int) int {
 	return n
 }
 
-// credit gives back amount credits of reservation r, unless the balance has been
-// renewed since r was made (the credits went with the old period), and reports whether
-// it did.
-func (o op) credit(r reservation, amount int64) bool {
-	if r.start != o.a.start {
+// tick moves the account's clock to now, if it is later, and drops the grant lots
+// lapsed by then. A zero now changes nothing.
+func (o op) tick(now time.Time) {
+	a := o.a
+	if now.IsZero() {
+		return
+	}
+	a.clock = max(a.clock, now.UnixNano())
+	if a.lapse == 0 || a.lapse > a.clock {
+		return
+	}
+	lots := o.sh.lots[o.i]
+	n := 0
+	for n < len(lots) && o.lapsed(lots[n].expires) {
+		a.grants -= lots[n].credits
+		n++
+	}
+	o.setLots(lots[n:])
+}
+
+// lapsed reports whether the lot that lapses at expires has lapsed.
+func (o op) lapsed(expires int64) bool { return expires != 0 && expires <= o.a.clock }
+
+// setLots stores the account's lots and the earliest lapse among them.
+func (o op) setLots(lots []lot) {
+	o.a.lapse = 0
+	if len(lots) == 0 {
+		delete(o.sh.lots, o.i)
+		return
+	}
+	o.sh.lots[o.i] = lots
+	o.a.lapse = lots[0].expires
+}
+
+// addLot adds credits to the lot that lapses at expires, starting it if there is none.
+func (o op) addLot(expires, credits int64) {
+	if credits <= 0 {
+		return
+	}
+	lots := o.sh.lots[o.i]
+	j := 0
+	for j < len(lots) && spentBefore(lots[j].expires, expires) {
+		j++
+	}
+	if j < len(lots) && lots[j].expires == expires {
+		lots[j].credits += credits
+	} else {
+		lots = slices.Insert(lots, j, lot{expires, credits})
+	}
+	o.a.grants += credits
+	o.setLots(lots)
+}
+
+// lotCount returns the number of the account's lots, and whether one lapses at
+// expires.
+func (o op) lotCount(expires int64) (int, bool) {
+	lots := o.sh.lots[o.i]
+	for _, l := range lots {
+		if l.expires == expires {
+			return len(lots), true
+		}
+	}
+	return len(lots), false
+}
+
+// take takes amount credits, which the balance covers, in the order calls spend them:
+// the allowance, then the lots. It returns what it took from the allowance and from
+// each lot.
+func (o op) take(amount int64) (left int64, took []lot) {
+	a := o.a
+	left = min(a.left, amount)
+	a.left -= left
+	amount -= left
+	if amount == 0 {
+		return left, nil
+	}
+	lots := o.sh.lots[o.i]
+	n := 0
+	for amount > 0 {
+		c := min(lots[n].credits, amount)
+		took = append(took, lot{lots[n].expires, c})
+		lots[n].credits -= c
+		a.grants -= c
+		amount -= c
+		if lots[n].credits == 0 {
+			n++
+		}
+	}
+	o.setLots(lots[n:])
+	return left, took
+}
+
+// giveBack gives back refund credits of reservation r, in the reverse order of what
+// it took: to the grant lots it took from, unless they have lapsed since, and then to
+// the allowance, unless the balance has been renewed since r was made (the allowance
+// went with the old period). It reports whether r was made in the current period, so
+// that the refund counts: Used is net of it.
+func (o op) giveBack(k request, r reservation, refund int64) bool {
+	a := o.a
+	took := o.sh.took[k]
+	delete(o.sh.took, k)
+	same := r.start == a.start
+	rest := refund
+	for i := len(took) - 1; i >= 0 && rest > 0; i-- {
+		c := min(rest, took[i].credits)
+		rest -= c
+		if o.lapsed(took[i].expires) {
+			continue
+		}
+		if !same {
+			c = min(c, driver.MaxCredits-(a.left+a.grants+a.used))
+		}
+		o.addLot(took[i].expires, c)
+	}
+	if !same {
 		return false
 	}
-	o.a.balance += amount
-	o.a.used -= amount
+	a.left += rest
+	a.used -= refund
 	return true
+}
+
+// kept divides the charge that reservation r keeps after a refund: the allowance
+// first, as the refund goes back to the grants first.
+func kept(r reservation, refund int64) driver.Parts {
+	k := r.amount - refund
+	left := min(r.left, k)
+	return driver.Parts{Allowance: left, Grants: k - left}
 }
 
 // count adds one call to the usage count of an API.
@@ -373,21 +529,24 @@ func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Bala
 	a := o.a
 	switch {
 	case r.Amount < 0:
-		return a.snapshot(), fmt.Errorf("memory: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
+		return o.snapshot(), fmt.Errorf("memory: reservation %s: negative amount: %w", r.Request, store.ErrConflict)
 	case !r.Expires.After(r.Now):
-		return a.snapshot(), fmt.Errorf("memory: reservation %s: it expires at %s, not after it is made: %w", r.Request, r.Expires, store.ErrConflict)
+		return o.snapshot(), fmt.Errorf("memory: reservation %s: it expires at %s, not after it is made: %w", r.Request, r.Expires, store.ErrConflict)
 	}
 	if o.seen(r.Request) {
-		return a.snapshot(), nil
+		return o.snapshot(), nil
 	}
-	if a.balance < r.Amount {
-		return a.snapshot(), driver.ErrInsufficientCredits
+	if a.left+a.grants < r.Amount {
+		return o.snapshot(), driver.ErrInsufficientCredits
 	}
-	a.balance -= r.Amount
+	k := request{o.i, r.Request}
+	left, took := o.take(r.Amount)
+	if took != nil {
+		o.sh.took[k] = took
+	}
 	a.used += r.Amount
 	expires := r.Expires.UnixNano()
-	res := reservation{amount: r.Amount, start: a.start, expires: expires, apis: uint32(len(r.APIs))}
-	k := request{o.i, r.Request}
+	res := reservation{amount: r.Amount, left: left, start: a.start, expires: expires, apis: uint32(len(r.APIs))}
 	for j, name := range r.APIs {
 		api := l.apis.intern(name)
 		o.count(api)
@@ -401,7 +560,9 @@ func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Bala
 	if expires < o.sh.due.Load() {
 		o.sh.due.Store(expires)
 	}
-	return a.snapshot(), nil
+	b := o.snapshot()
+	b.Charge = driver.Parts{Allowance: left, Grants: r.Amount - left}
+	return b, nil
 }
 
 // Settle closes a reservation.
@@ -416,32 +577,37 @@ func (l *Ledger) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 	if !ok {
 		switch c, done := o.sh.done[k]; {
 		case done && c.how == voided:
-			return o.a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, driver.ErrVoided)
+			return o.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, driver.ErrVoided)
 		case done:
-			return o.a.snapshot(), nil
+			return o.snapshot(), nil
 		}
-		return o.a.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, store.ErrNotFound)
+		return o.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, store.ErrNotFound)
 	}
 	if s.Refund < 0 || s.Refund > res.amount {
-		return o.a.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is outside 0..%d: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
+		return o.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is outside 0..%d: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
 	}
 	delete(o.sh.open, k)
 	delete(o.sh.more, k)
 	o.forget(s.Request, settled)
-	if o.credit(res, s.Refund) {
+	if o.giveBack(k, res, s.Refund) {
 		for _, name := range s.Uncount {
 			if api, ok := l.apis.lookup(name); ok {
 				o.uncount(api)
 			}
 		}
 	}
-	return o.a.snapshot(), nil
+	b := o.snapshot()
+	b.Charge = kept(res, s.Refund)
+	return b, nil
 }
 
-// Adjust adds credits to, or takes them from, the balance.
+// Adjust changes a part of the balance.
 func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balance, error) {
 	if err := store.CheckText("memory: the reason of an adjustment", adj.Reason); err != nil {
 		return driver.Balance{}, err
+	}
+	if err := adj.Check(); err != nil {
+		return driver.Balance{}, fmt.Errorf("memory: %w: %w", err, store.ErrInvalid)
 	}
 	o, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance, adj.Now)
 	if err != nil {
@@ -450,17 +616,26 @@ func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Bala
 	defer o.done()
 	a := o.a
 	if o.seen(adj.Request) {
-		return a.snapshot(), nil
+		return o.snapshot(), nil
 	}
-	if adj.Amount > driver.MaxCredits-(a.balance+a.used) {
-		return a.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyCredits)
+	if adj.Amount > driver.MaxCredits-(a.left+a.grants+a.used) {
+		return o.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyCredits)
 	}
-	if adj.Amount < -a.balance {
-		return a.snapshot(), driver.ErrInsufficientCredits
+	switch {
+	case adj.Part == driver.PartAllowance:
+		a.left = max(a.left+max(adj.Amount, -a.left), 0)
+	case adj.Grant():
+		if n, ok := o.lotCount(adj.Lot()); !ok && n >= driver.MaxGrantLots {
+			return o.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyGrants)
+		}
+		o.addLot(adj.Lot(), adj.Amount)
+	case adj.Amount < -(a.left + a.grants):
+		return o.snapshot(), driver.ErrInsufficientCredits
+	default:
+		o.take(-adj.Amount)
 	}
-	a.balance += adj.Amount
 	o.forget(adj.Request, settled)
-	return a.snapshot(), nil
+	return o.snapshot(), nil
 }
 
 // Balance returns the account's balance.
@@ -470,7 +645,7 @@ func (l *Ledger) Balance(ctx context.Context, account string, now time.Time, p d
 		return driver.Balance{}, err
 	}
 	defer o.done()
-	return o.a.snapshot(), nil
+	return o.snapshot(), nil
 }
 
 // Usage returns the calls per API counted in period p.

@@ -1,0 +1,647 @@
+package storetest
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// The rows of TestLedger about the two parts of a balance: the period's allowance, which
+// renews, and the grants, which carry over until spent or lapsed (see driver.Part).
+var grantRows = []behaviour[driver.Ledger]{
+	{"GrantsCarryOver",
+		"Credits granted with PartGrants carry over at renewal: the allowance part is reset to the allowance, the grants are left as they are, and Granted reports them.",
+		ledGrantsCarryOver},
+	{"OpenAboveAllowance",
+		"An opening balance above the allowance is the allowance plus a grant that never lapses.",
+		ledOpenAboveAllowance},
+	{"SpendingOrder",
+		"Calls spend the allowance first, then the grant lots, the one that lapses first first, those that never lapse last; Charge says what each reservation took.",
+		ledSpendingOrder},
+	{"RefundReverseOrder",
+		"A refund gives back in the reverse order of what the reservation took, to the lots and then to the allowance; the charge kept is from the allowance first, as Charge says.",
+		ledRefundReverseOrder},
+	{"RefundToLapsedLot",
+		"What a reservation took from a lot that has lapsed since is lost when it is refunded; the allowance part still comes back.",
+		ledRefundToLapsedLot},
+	{"VoidGivesBackToLots",
+		"A reservation voided at its expiry gives back to the lots it took from, unless they have lapsed, and then to the allowance.",
+		ledVoidGivesBackToLots},
+	{"LapseAtTheInstant",
+		"A lot lapses at its expiry: an operation a second before still spends it, one at that instant finds it gone, and a later operation with a lagging clock does not bring it back.",
+		ledLapseAtTheInstant},
+	{"LapseAtRenewal",
+		"A lot that lapses at the very instant of a renewal is gone from the renewed balance; the others carry over.",
+		ledLapseAtRenewal},
+	{"RenewalWithLotLapsing",
+		"After a renewal the lot that lapses in the new period is spent after the allowance and lapses with what is left of it; GrantsLapse and GrantsLapsing report it.",
+		ledRenewalWithLotLapsing},
+	{"RefundAcrossRenewalToLots",
+		"A reservation open across a renewal gives back to its live lots, not to the renewed allowance, and uncounts nothing; a lot that lapses after that loses the credits then.",
+		ledRefundAcrossRenewalToLots},
+	{"AdjustTakesInSpendingOrder",
+		"A negative adjustment to PartGrants takes the allowance and then the lots in the spending order; one above both parts is refused with ErrInsufficientCredits and takes nothing.",
+		ledAdjustTakesInSpendingOrder},
+	{"AdjustAllowance",
+		"An adjustment to PartAllowance changes what is left of the period's allowance: a negative one takes at most what is left of it, without an error, and never a grant.",
+		ledAdjustAllowance},
+	{"GrantIdempotent",
+		"A grant replayed with the same request id is applied once, whatever amount or expiry the replay carries.",
+		ledGrantIdempotent},
+	{"GrantRefused",
+		"A grant whose expiry is not after Now, or an adjustment of an unknown part, is refused with store.ErrInvalid and changes nothing.",
+		ledGrantRefused},
+	{"MaxCreditsWithGrants",
+		"Remaining (both parts) plus Used never pass MaxCredits: not by a grant, not by a renewal of the allowance (which is cut), not by a refund to a lot after a renewal.",
+		ledMaxCreditsWithGrants},
+	{"MaxGrantLots",
+		"An account holds at most driver.MaxGrantLots lots: a grant that would start one more is refused with ErrTooManyGrants; one to an existing lot is taken.",
+		ledMaxGrantLots},
+	{"ConcurrentGrantSpending",
+		"Concurrent reservations and settlements against the allowance and several lots never take any part below zero, and the kept charges add up, part by part, to what the balance lost.",
+		ledConcurrentGrantSpending},
+	{"ConcurrentGrantReplay",
+		"Grants with expiries replayed from many goroutines at once are each applied exactly once.",
+		ledConcurrentGrantReplay},
+}
+
+// grant makes a grant of amount credits that lapse at expires (zero for never), at now.
+func grant(t *testing.T, l driver.Ledger, acct string, id driver.RequestID, amount int64, expires, now time.Time) driver.Balance {
+	t.Helper()
+	b, err := l.Adjust(t.Context(), grantAt(acct, id, amount, expires, now))
+	must(t, "Adjust granting credits", err)
+	return b
+}
+
+func grantAt(acct string, id driver.RequestID, amount int64, expires, now time.Time) driver.Adjustment {
+	return driver.Adjustment{Account: acct, Request: id, Amount: amount, Part: driver.PartGrants, Expires: expires,
+		Reason: "storetest", Period: driver.MonthOf(now), Allowance: allowance, Now: now}
+}
+
+// reserveAt reserves amount credits at now, open for hold, and checks what it took.
+func reserveAt(t *testing.T, l driver.Ledger, acct string, id driver.RequestID, amount int64, now time.Time, took driver.Parts) driver.Balance {
+	t.Helper()
+	r := driver.Reservation{Account: acct, Request: id, APIs: []string{"hash"}, Amount: amount, Period: driver.MonthOf(now),
+		Allowance: allowance, Now: now, Expires: now.Add(hold)}
+	b, err := l.Reserve(t.Context(), r)
+	must(t, "Reserve", err)
+	if b.Charge != took {
+		t.Errorf("Reserve of %d took %+v, want %+v", amount, b.Charge, took)
+	}
+	return b
+}
+
+// parts is what a check expects of a balance's parts: Remaining, Granted, Used, and the
+// next lapse (zero for none) with its credits.
+type parts struct {
+	remaining, granted, used int64
+	lapse                    time.Time
+	lapsing                  int64
+}
+
+func wantParts(t *testing.T, op string, b driver.Balance, want parts) {
+	t.Helper()
+	got := parts{b.Remaining, b.Granted, b.Used, b.GrantsLapse, b.GrantsLapsing}
+	if got.remaining != want.remaining || got.granted != want.granted || got.used != want.used ||
+		!got.lapse.Equal(want.lapse) || got.lapsing != want.lapsing {
+		t.Errorf("%s: {Remaining %d, Granted %d, Used %d, GrantsLapse %v, GrantsLapsing %d}, want {%d, %d, %d, %v, %d}",
+			op, got.remaining, got.granted, got.used, got.lapse, got.lapsing,
+			want.remaining, want.granted, want.used, want.lapse, want.lapsing)
+	}
+}
+
+// partsAt checks the balance read at now.
+func partsAt(t *testing.T, l driver.Ledger, acct string, now time.Time, want parts) {
+	t.Helper()
+	b, err := l.Balance(t.Context(), acct, now, driver.MonthOf(now), allowance)
+	if err != nil {
+		t.Errorf("Balance(%q) at %s: %v", acct, now.Format(time.DateTime), err)
+		return
+	}
+	wantParts(t, "Balance at "+now.Format(time.DateTime), b, want)
+}
+
+func settleParts(t *testing.T, l driver.Ledger, acct string, id driver.RequestID, refund int64, now time.Time, kept driver.Parts) driver.Balance {
+	t.Helper()
+	b, err := settleAt(t, l, acct, id, refund, now)
+	must(t, "Settle", err)
+	if b.Charge != kept {
+		t.Errorf("Settle refunding %d kept %+v, want %+v", refund, b.Charge, kept)
+	}
+	return b
+}
+
+var never time.Time
+
+func ledGrantsCarryOver(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	b := grant(t, l, acct, newRequest(), 50, never, now)
+	wantParts(t, "grant of 50", b, parts{remaining: 150, granted: 50})
+	reserveAt(t, l, acct, newRequest(), 30, now, driver.Parts{Allowance: 30})
+	partsAt(t, l, acct, now, parts{remaining: 120, granted: 50, used: 30})
+	partsAt(t, l, acct, nowIn(p1), parts{remaining: allowance + 50, granted: 50})
+	partsAt(t, l, acct, nowIn(p2), parts{remaining: allowance + 50, granted: 50})
+}
+
+func ledOpenAboveAllowance(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", allowance+200, p0)
+	partsAt(t, l, acct, nowIn(p0), parts{remaining: allowance + 200, granted: 200})
+	reserveAt(t, l, acct, newRequest(), allowance+50, nowIn(p0), driver.Parts{Allowance: allowance, Grants: 50})
+	partsAt(t, l, acct, nowIn(p1), parts{remaining: allowance + 150, granted: 150})
+}
+
+func ledSpendingOrder(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	early, late := now.Add(48*time.Hour), now.Add(30*24*time.Hour)
+	grant(t, l, acct, newRequest(), 20, never, now)
+	grant(t, l, acct, newRequest(), 20, late, now)
+	grant(t, l, acct, newRequest(), 20, early, now)
+	b := grant(t, l, acct, newRequest(), 5, never, now)
+	wantParts(t, "after four grants", b, parts{remaining: 75, granted: 65, lapse: early, lapsing: 20})
+
+	b = reserveAt(t, l, acct, newRequest(), 15, now, driver.Parts{Allowance: 10, Grants: 5})
+	wantParts(t, "Reserve 15", b, parts{remaining: 60, granted: 60, used: 15, lapse: early, lapsing: 15})
+	b = reserveAt(t, l, acct, newRequest(), 30, now, driver.Parts{Grants: 30})
+	wantParts(t, "Reserve 30", b, parts{remaining: 30, granted: 30, used: 45, lapse: late, lapsing: 5})
+	b = reserveAt(t, l, acct, newRequest(), 10, now, driver.Parts{Grants: 10})
+	wantParts(t, "Reserve 10", b, parts{remaining: 20, granted: 20, used: 55})
+	_, err := l.Reserve(t.Context(), reservation(acct, newRequest(), 21, p0, "hash"))
+	wantErr(t, "Reserve over both parts", err, driver.ErrInsufficientCredits)
+	partsAt(t, l, acct, early, parts{remaining: 20, granted: 20, used: 55})
+}
+
+func ledRefundReverseOrder(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	lapse := now.Add(24 * time.Hour)
+	grant(t, l, acct, newRequest(), 20, lapse, now)
+	grant(t, l, acct, newRequest(), 20, never, now)
+	id := newRequest()
+	reserveAt(t, l, acct, id, 40, now, driver.Parts{Allowance: 10, Grants: 30})
+	// 15 back: 10 to the lot that never lapses, 5 to the lapsing one; the 25 kept are 10
+	// of the allowance and 15 of the grants.
+	b := settleParts(t, l, acct, id, 15, now, driver.Parts{Allowance: 10, Grants: 15})
+	wantParts(t, "Settle refunding 15", b, parts{remaining: 25, granted: 25, used: 25, lapse: lapse, lapsing: 5})
+	b = settleParts(t, l, acct, id, 15, now, driver.Parts{})
+	wantParts(t, "the settlement replayed", b, parts{remaining: 25, granted: 25, used: 25, lapse: lapse, lapsing: 5})
+
+	// A refund larger than the grants taken reaches the allowance.
+	id = newRequest()
+	reserveAt(t, l, acct, newRequest(), 10, now, driver.Parts{Grants: 10})
+	grantBack := grant(t, l, acct, newRequest(), 0, never, now)
+	wantParts(t, "a grant of 0", grantBack, parts{remaining: 15, granted: 15, used: 35})
+	_, err := l.Adjust(t.Context(), driver.Adjustment{Account: acct, Request: newRequest(), Amount: 30, Part: driver.PartAllowance,
+		Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
+	must(t, "Adjust of the allowance", err)
+	reserveAt(t, l, acct, id, 40, now, driver.Parts{Allowance: 30, Grants: 10})
+	b = settleParts(t, l, acct, id, 25, now, driver.Parts{Allowance: 15})
+	wantParts(t, "Settle refunding 25 of 30+10", b, parts{remaining: 30, granted: 15, used: 50})
+}
+
+func ledRefundToLapsedLot(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	lapse := now.Add(time.Hour)
+	grant(t, l, acct, newRequest(), 20, lapse, now)
+	id, other := newRequest(), newRequest()
+	reserveAt(t, l, acct, id, 25, now, driver.Parts{Allowance: 10, Grants: 15})
+	reserveAt(t, l, acct, other, 5, now, driver.Parts{Grants: 5})
+	partsAt(t, l, acct, lapse, parts{used: 30})
+	b := settleParts(t, l, acct, id, 25, lapse.Add(time.Hour), driver.Parts{})
+	wantParts(t, "Settle after the lot lapsed", b, parts{remaining: 10, used: 5})
+	b = settleParts(t, l, acct, other, 3, lapse.Add(time.Hour), driver.Parts{Grants: 2})
+	wantParts(t, "Settle refunding 3 of 5 taken from the lapsed lot", b, parts{remaining: 10, used: 2})
+}
+
+func ledVoidGivesBackToLots(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	soon, later := now.Add(30*time.Second), now.Add(time.Hour)
+	grant(t, l, acct, newRequest(), 10, soon, now)
+	grant(t, l, acct, newRequest(), 10, later, now)
+	grant(t, l, acct, newRequest(), 10, never, now)
+	b, err := l.Reserve(ctx, expiring(acct, newRequest(), 35, now, "hash"))
+	must(t, "Reserve", err)
+	if want := (driver.Parts{Allowance: 10, Grants: 25}); b.Charge != want {
+		t.Errorf("Reserve took %+v, want %+v", b.Charge, want)
+	}
+	// At the expiry the lot that lapsed at now+30s loses its 10; the others get theirs.
+	partsAt(t, l, acct, now.Add(time.Minute), parts{remaining: 30, granted: 20, lapse: later, lapsing: 10})
+	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledLapseAtTheInstant(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	lapse := now.Add(time.Hour)
+	grant(t, l, acct, newRequest(), 20, lapse, now)
+	partsAt(t, l, acct, lapse.Add(-time.Second), parts{remaining: 30, granted: 20, lapse: lapse, lapsing: 20})
+	reserveAt(t, l, acct, newRequest(), 15, lapse.Add(-time.Second), driver.Parts{Allowance: 10, Grants: 5})
+	r := expiring(acct, newRequest(), 1, lapse, "hash")
+	_, err := l.Reserve(ctx, r)
+	wantErr(t, "Reserve at the instant the lot lapses", err, driver.ErrInsufficientCredits)
+	partsAt(t, l, acct, lapse, parts{used: 15})
+	// A clock that lags behind the one that saw the lapse does not bring the lot back.
+	partsAt(t, l, acct, lapse.Add(-2*time.Second), parts{used: 15})
+}
+
+func ledLapseAtRenewal(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	grant(t, l, acct, newRequest(), 20, p1.Start, now)
+	grant(t, l, acct, newRequest(), 30, never, now)
+	reserveAt(t, l, acct, newRequest(), 110, now, driver.Parts{Allowance: 100, Grants: 10})
+	partsAt(t, l, acct, p1.Start.Add(-time.Second), parts{remaining: 40, granted: 40, used: 110, lapse: p1.Start, lapsing: 10})
+	partsAt(t, l, acct, p1.Start, parts{remaining: allowance + 30, granted: 30})
+}
+
+func ledRenewalWithLotLapsing(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now, then := nowIn(p0), nowIn(p1)
+	lapse := then.Add(time.Hour)
+	grant(t, l, acct, newRequest(), 20, lapse, now)
+	grant(t, l, acct, newRequest(), 30, never, now)
+	partsAt(t, l, acct, then, parts{remaining: allowance + 50, granted: 50, lapse: lapse, lapsing: 20})
+	reserveAt(t, l, acct, newRequest(), allowance+10, then, driver.Parts{Allowance: allowance, Grants: 10})
+	partsAt(t, l, acct, then, parts{remaining: 40, granted: 40, used: allowance + 10, lapse: lapse, lapsing: 10})
+	partsAt(t, l, acct, lapse, parts{remaining: 30, granted: 30, used: allowance + 10})
+}
+
+func ledRefundAcrossRenewalToLots(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now, then := nowIn(p0), nowIn(p1)
+	lapse := then.Add(time.Hour)
+	grant(t, l, acct, newRequest(), 20, lapse, now)
+	grant(t, l, acct, newRequest(), 20, never, now)
+	id, late := newRequest(), newRequest()
+	reserveAt(t, l, acct, id, 20, now, driver.Parts{Allowance: 10, Grants: 10})
+	reserveAt(t, l, acct, late, 20, now, driver.Parts{Grants: 20})
+	partsAt(t, l, acct, now, parts{remaining: 10, granted: 10, used: 40})
+	reserveAt(t, l, acct, newRequest(), 5, then, driver.Parts{Allowance: 5})
+	// The refund goes back to the lot (live until then+1h), not to the renewed allowance.
+	b := settleParts(t, l, acct, id, 20, then, driver.Parts{})
+	wantParts(t, "Settle across the renewal", b, parts{remaining: allowance - 5 + 20, granted: 20, used: 5, lapse: lapse, lapsing: 10})
+	wantUsage(t, l, acct, p1, map[string]int64{"hash": 1})
+	partsAt(t, l, acct, lapse, parts{remaining: allowance - 5 + 10, granted: 10, used: 5})
+	// The other reservation took 10 from the lapsed lot and 10 from the one that never
+	// lapses: only those come back.
+	b = settleParts(t, l, acct, late, 20, lapse, driver.Parts{})
+	wantParts(t, "Settle across the renewal and the lapse", b, parts{remaining: allowance - 5 + 20, granted: 20, used: 5})
+}
+
+func ledAdjustTakesInSpendingOrder(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	lapse := now.Add(time.Hour)
+	grant(t, l, acct, newRequest(), 20, lapse, now)
+	grant(t, l, acct, newRequest(), 20, never, now)
+	take := func(amount int64) (driver.Balance, error) {
+		return l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: amount, Part: driver.PartGrants,
+			Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
+	}
+	b, err := take(-15)
+	must(t, "Adjust -15", err)
+	wantParts(t, "Adjust -15", b, parts{remaining: 35, granted: 35, lapse: lapse, lapsing: 15})
+	b, err = take(-36)
+	wantErr(t, "Adjust -36 of 35", err, driver.ErrInsufficientCredits)
+	wantParts(t, "the refused Adjust -36", b, parts{remaining: 35, granted: 35, lapse: lapse, lapsing: 15})
+	b, err = take(-20)
+	must(t, "Adjust -20", err)
+	wantParts(t, "Adjust -20", b, parts{remaining: 15, granted: 15})
+	b, err = take(-15)
+	must(t, "Adjust -15", err)
+	wantParts(t, "Adjust to zero", b, parts{})
+}
+
+func ledAdjustAllowance(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	grant(t, l, acct, newRequest(), 50, never, now)
+	change := func(amount int64) driver.Balance {
+		t.Helper()
+		b, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: amount, Part: driver.PartAllowance,
+			Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
+		must(t, "Adjust of the allowance", err)
+		return b
+	}
+	wantParts(t, "the allowance +200", change(200), parts{remaining: 350, granted: 50})
+	wantParts(t, "the allowance -1000", change(-1000), parts{remaining: 50, granted: 50})
+	wantParts(t, "the allowance -1 at zero", change(-1), parts{remaining: 50, granted: 50})
+	wantParts(t, "the allowance +MinInt64", change(math.MinInt64), parts{remaining: 50, granted: 50})
+	_, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: driver.MaxCredits, Part: driver.PartAllowance,
+		Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
+	wantErr(t, "the allowance +MaxCredits", err, driver.ErrTooManyCredits)
+	partsAt(t, l, acct, nowIn(p1), parts{remaining: allowance + 50, granted: 50})
+}
+
+func ledGrantIdempotent(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	lapse := now.Add(time.Hour)
+	id := newRequest()
+	for i, g := range []struct {
+		amount  int64
+		expires time.Time
+	}{{50, lapse}, {50, lapse}, {70, never}, {-10, never}} {
+		b := grant(t, l, acct, id, g.amount, g.expires, now.Add(time.Duration(i)*time.Second))
+		wantParts(t, "a grant replayed", b, parts{remaining: 60, granted: 50, lapse: lapse, lapsing: 50})
+	}
+	partsAt(t, l, acct, lapse, parts{remaining: 10})
+	b := grant(t, l, acct, id, 50, lapse.Add(time.Hour), lapse)
+	wantParts(t, "the grant replayed after it lapsed", b, parts{remaining: 10})
+}
+
+func ledGrantRefused(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	id := newRequest()
+	for _, a := range []driver.Adjustment{
+		grantAt(acct, id, 5, now, now),
+		grantAt(acct, id, 5, now.Add(-time.Hour), now),
+		{Account: acct, Request: id, Amount: 5, Part: 7, Reason: "storetest", Period: p0, Allowance: allowance, Now: now},
+	} {
+		_, err := l.Adjust(ctx, a)
+		wantErr(t, "Adjust", err, store.ErrInvalid)
+	}
+	partsAt(t, l, acct, now, parts{remaining: 10})
+	// The refused request was not recorded.
+	b := grant(t, l, acct, id, 5, now.Add(time.Second), now)
+	wantParts(t, "the grant made right", b, parts{remaining: 15, granted: 5, lapse: now.Add(time.Second), lapsing: 5})
+}
+
+func ledMaxCreditsWithGrants(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	id := newRequest()
+	reserveAt(t, l, acct, id, 40, now, driver.Parts{Allowance: 40})
+	_, err := l.Adjust(ctx, grantAt(acct, newRequest(), driver.MaxCredits-99, never, now))
+	wantErr(t, "a grant past MaxCredits", err, driver.ErrTooManyCredits)
+	b := grant(t, l, acct, newRequest(), driver.MaxCredits-100, now.Add(60*24*time.Hour), now)
+	wantParts(t, "a grant up to MaxCredits", b, parts{remaining: driver.MaxCredits - 40, granted: driver.MaxCredits - 100, used: 40,
+		lapse: now.Add(60 * 24 * time.Hour), lapsing: driver.MaxCredits - 100})
+
+	// At renewal the allowance is cut so that the bound holds.
+	then := nowIn(p1)
+	partsAt(t, l, acct, then, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits - 100,
+		lapse: now.Add(60 * 24 * time.Hour), lapsing: driver.MaxCredits - 100})
+	other := newRequest()
+	reserveAt(t, l, acct, other, 150, then, driver.Parts{Allowance: 100, Grants: 50})
+	// The reservation of January is settled in February: its allowance part is not
+	// credited, and the bound holds.
+	b = settleParts(t, l, acct, id, 40, then, driver.Parts{})
+	wantParts(t, "the refund across the renewal", b, parts{remaining: driver.MaxCredits - 150, granted: driver.MaxCredits - 150, used: 150,
+		lapse: now.Add(60 * 24 * time.Hour), lapsing: driver.MaxCredits - 150})
+
+	// A refund to a lot after a renewal is cut at the bound.
+	fresh := openAccount(t, l, n, "fresh", 0, p0)
+	grant(t, l, fresh, newRequest(), driver.MaxCredits-allowance, never, now)
+	reserveAt(t, l, fresh, id, 100, now, driver.Parts{Grants: 100})
+	r := settlement(fresh, id, 100, p1)
+	r.Allowance = 600
+	b, err = l.Settle(ctx, r)
+	must(t, "Settle across the renewal at the bound", err)
+	wantParts(t, "the refund to a lot at the bound", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits - 600})
+}
+
+func ledMaxGrantLots(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 0, p0)
+	now := nowIn(p0)
+	for i := range driver.MaxGrantLots {
+		grant(t, l, acct, newRequest(), 1, now.Add(time.Duration(i+1)*time.Hour), now)
+	}
+	for _, expires := range []time.Time{now.Add(time.Duration(driver.MaxGrantLots+1) * time.Hour), never} {
+		b, err := l.Adjust(ctx, grantAt(acct, newRequest(), 1, expires, now))
+		wantErr(t, "one lot too many", err, driver.ErrTooManyGrants)
+		wantParts(t, "the refused grant", b, parts{remaining: driver.MaxGrantLots, granted: driver.MaxGrantLots, lapse: now.Add(time.Hour), lapsing: 1})
+	}
+	b := grant(t, l, acct, newRequest(), 5, now.Add(time.Hour), now)
+	wantParts(t, "a grant to an existing lot", b, parts{remaining: driver.MaxGrantLots + 5, granted: driver.MaxGrantLots + 5, lapse: now.Add(time.Hour), lapsing: 6})
+	// Once the first lot has lapsed, a new one fits.
+	b = grant(t, l, acct, newRequest(), 1, never, now.Add(time.Hour))
+	wantParts(t, "a grant once a lot lapsed", b, parts{remaining: driver.MaxGrantLots, granted: driver.MaxGrantLots, lapse: now.Add(2 * time.Hour), lapsing: 1})
+}
+
+func ledConcurrentGrantSpending(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	const perWorker, cost, left = 6, 3, 300
+	acct := openAccount(t, l, n, "acct", left, p0)
+	now := nowIn(p0)
+	grant(t, l, acct, newRequest(), 100, now.Add(24*time.Hour), now)
+	grant(t, l, acct, newRequest(), 101, now.Add(48*time.Hour), now)
+	grant(t, l, acct, newRequest(), 102, never, now)
+	const granted = 303
+	refund := func(i int) int64 { return []int64{cost, 1, 0}[i%3] }
+	var keptAllowance, keptGrants, refused atomic.Int64
+	check := func(op string, b driver.Balance) {
+		if b.Granted < 0 || b.Remaining < b.Granted || b.GrantsLapsing < 0 || b.GrantsLapsing > b.Granted || b.Remaining+b.Used > left+granted {
+			t.Errorf("%s observed {Remaining %d, Granted %d, GrantsLapsing %d, Used %d}: a part below zero or credits from nowhere",
+				op, b.Remaining, b.Granted, b.GrantsLapsing, b.Used)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				id := newRequest()
+				b, err := l.Reserve(ctx, reservation(acct, id, cost, p0, "hash"))
+				if errors.Is(err, driver.ErrInsufficientCredits) {
+					refused.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Errorf("Reserve: %v", err)
+					return
+				}
+				check("Reserve", b)
+				if b.Charge.Total() != cost {
+					t.Errorf("Reserve of %d took %+v", cost, b.Charge)
+				}
+				b, err = l.Settle(ctx, settlement(acct, id, refund(w+i), p0))
+				if err != nil {
+					t.Errorf("Settle: %v", err)
+					return
+				}
+				check("Settle", b)
+				if b.Charge.Total() != cost-refund(w+i) || b.Charge.Allowance < 0 || b.Charge.Grants < 0 {
+					t.Errorf("Settle refunding %d of %d kept %+v", refund(w+i), cost, b.Charge)
+				}
+				keptAllowance.Add(b.Charge.Allowance)
+				keptGrants.Add(b.Charge.Grants)
+			}
+		})
+	}
+	wg.Wait()
+	b, err := l.Balance(ctx, acct, now, p0, allowance)
+	must(t, "Balance", err)
+	check("Balance", b)
+	if got, want := b.Remaining-b.Granted, left-keptAllowance.Load(); got != want {
+		t.Errorf("the allowance part is %d, want %d - %d kept = %d", got, left, keptAllowance.Load(), want)
+	}
+	if got, want := b.Granted, granted-keptGrants.Load(); got != want {
+		t.Errorf("the grants are %d, want %d - %d kept = %d", got, granted, keptGrants.Load(), want)
+	}
+	if got, want := b.Used, keptAllowance.Load()+keptGrants.Load(); got != want {
+		t.Errorf("Used %d, want the %d kept", got, want)
+	}
+	if refused.Load() == 0 {
+		t.Errorf("no reservation was refused: the balance of %d credits covered %d reservations of %d", left+granted, workers*perWorker, cost)
+	}
+}
+
+func ledConcurrentGrantReplay(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	const distinct = 8
+	reqs := make([]driver.RequestID, distinct)
+	for i := range reqs {
+		reqs[i] = newRequest()
+	}
+	lapse := func(i int) time.Time {
+		if i%2 == 0 {
+			return never
+		}
+		return now.Add(time.Duration(i) * time.Hour)
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			if _, err := l.Adjust(ctx, grantAt(acct, reqs[i%distinct], 5, lapse(i%distinct), now)); err != nil {
+				t.Errorf("Adjust #%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	partsAt(t, l, acct, now, parts{remaining: 100 + 5*distinct, granted: 5 * distinct, lapse: now.Add(time.Hour), lapsing: 5})
+}
+
+// The rows of TestAdmitter about the two parts of a balance; they need the ledger.
+var admGrantRows = []behaviour[AdmitterStores]{
+	{"GrantsAfterAllowance",
+		"A step spends the allowance first, then the grants, as Reserve does, and its result's Charge says so; Close keeps the charge from the allowance first and gives the refund back to the grants first.",
+		admGrantsAfterAllowance},
+	{"LapsedLotAtAdmission",
+		"A step at or after a lot's expiry finds it lapsed: the step is denied for its credits when the rest does not cover it.",
+		admLapsedLotAtAdmission},
+	{"ConcurrentGrantAdmissions",
+		"Concurrent steps and closings against the allowance and several lots never take any part below zero, and the kept charges add up, part by part, to what the balance lost.",
+		admConcurrentGrantAdmissions},
+}
+
+func admGrantsAfterAllowance(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 10)
+	grant(t, s.Ledger, f.account, newRequest(), 20, t0.Add(24*time.Hour), t0)
+	step := f.step(s, newRequest(), 3, 15)
+	r := admit(t, s, step)
+	wantDenied(t, r, driver.NotDenied)
+	wantParts(t, "Admit of 15", r.Balance, parts{remaining: 15, granted: 15, used: 15, lapse: t0.Add(24 * time.Hour), lapsing: 15})
+	if want := (driver.Parts{Allowance: 10, Grants: 5}); r.Balance.Charge != want {
+		t.Errorf("Admit of 15 took %+v, want %+v", r.Balance.Charge, want)
+	}
+	b, err := s.Admitter.Close(t.Context(), driver.Closing{Account: f.account, Request: step.Request, ReleaseSlot: s.Slots != nil,
+		Settlement: &driver.Settlement{Account: f.account, Request: step.Request, Refund: 10, Period: f.period, Allowance: admAllowance, Now: t0}})
+	must(t, "Close", err)
+	wantParts(t, "Close refunding 10", b, parts{remaining: 25, granted: 20, used: 5, lapse: t0.Add(24 * time.Hour), lapsing: 20})
+	if want := (driver.Parts{Allowance: 5}); b.Charge != want {
+		t.Errorf("Close refunding 10 kept %+v, want %+v", b.Charge, want)
+	}
+}
+
+func admLapsedLotAtAdmission(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 1)
+	lapse := t0.Add(time.Minute)
+	grant(t, s.Ledger, f.account, newRequest(), 20, lapse, t0)
+	for _, c := range []struct {
+		now    time.Time
+		denied driver.Denial
+	}{{lapse.Add(-time.Second), driver.NotDenied}, {lapse, driver.DeniedCredits}} {
+		step := f.step(s, newRequest(), 3, 2)
+		step.Rate = nil
+		step.Now, step.Credits.Now, step.Credits.Expires = c.now, c.now, c.now.Add(admHold)
+		r := admit(t, s, step)
+		wantDenied(t, r, c.denied)
+		if c.denied == driver.NotDenied {
+			wantParts(t, "Admit a second before the lapse", r.Balance, parts{remaining: 19, granted: 19, used: 2, lapse: lapse, lapsing: 19})
+		} else {
+			wantParts(t, "Admit at the lapse", r.Balance, parts{used: 2})
+		}
+	}
+}
+
+func admConcurrentGrantAdmissions(t *testing.T, s AdmitterStores) {
+	ctx := t.Context()
+	const left, cost = 40, 3
+	f, _ := setup(t, s, left)
+	grant(t, s.Ledger, f.account, newRequest(), 30, t0.Add(time.Hour), t0)
+	grant(t, s.Ledger, f.account, newRequest(), 31, t0.Add(2*time.Hour), t0)
+	grant(t, s.Ledger, f.account, newRequest(), 32, never, t0)
+	const granted = 93
+	var keptAllowance, keptGrants, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 12 {
+				step := f.step(s, newRequest(), 1000, cost)
+				step.Rate = nil
+				r, err := s.Admitter.Admit(ctx, step)
+				if err != nil {
+					t.Errorf("Admit: %v", err)
+					return
+				}
+				if r.Denied == driver.DeniedCredits {
+					refused.Add(1)
+					continue
+				}
+				if b := r.Balance; b.Granted < 0 || b.Remaining < b.Granted || b.Charge.Total() != cost {
+					t.Errorf("Admit observed {Remaining %d, Granted %d} and took %+v", b.Remaining, b.Granted, b.Charge)
+				}
+				refund := int64((w + i) % (cost + 1))
+				b, err := s.Admitter.Close(ctx, driver.Closing{Account: f.account, Request: step.Request, ReleaseSlot: s.Slots != nil,
+					Settlement: &driver.Settlement{Account: f.account, Request: step.Request, Refund: refund, Period: f.period, Allowance: admAllowance, Now: t0}})
+				if err != nil {
+					t.Errorf("Close: %v", err)
+					return
+				}
+				if b.Granted < 0 || b.Remaining < b.Granted || b.Charge.Total() != cost-refund {
+					t.Errorf("Close observed {Remaining %d, Granted %d} and kept %+v of %d-%d", b.Remaining, b.Granted, b.Charge, cost, refund)
+				}
+				keptAllowance.Add(b.Charge.Allowance)
+				keptGrants.Add(b.Charge.Grants)
+			}
+		})
+	}
+	wg.Wait()
+	b, err := s.Ledger.Balance(ctx, f.account, t0, f.period, admAllowance)
+	must(t, "Balance", err)
+	if b.Remaining-b.Granted != left-keptAllowance.Load() || b.Granted != granted-keptGrants.Load() || b.Used != keptAllowance.Load()+keptGrants.Load() {
+		t.Errorf("after the admissions: {Remaining %d, Granted %d, Used %d}, want the allowance %d-%d, the grants %d-%d, and Used the sum",
+			b.Remaining, b.Granted, b.Used, left, keptAllowance.Load(), granted, keptGrants.Load())
+	}
+	if refused.Load() == 0 {
+		t.Errorf("no step was refused: %d credits covered 96 steps of %d", left+granted, cost)
+	}
+}
