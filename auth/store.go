@@ -61,9 +61,11 @@ type KeyStore interface {
 
 	// DeleteAccount deletes a closed account with all its keys: afterwards Account,
 	// Key, Keys, Resolve and Accounts find neither, and a key check of them answers
-	// unknown. The account's id is free again: an account with that id may be created
-	// afterwards, a new account that shares nothing with the deleted one. It returns
-	// an error wrapping store.ErrNotFound if there is no such account, and
+	// unknown. The account's id, and its keys' ids and hashes, are free again: an
+	// account with that id may be created afterwards, with none of the deleted one's
+	// keys. It deletes the key store's records only: what other stores keep under the
+	// account's id (a ledger's balance) is theirs to delete. It returns an error
+	// wrapping store.ErrNotFound if there is no such account, and
 	// [ErrAccountNotClosed] (which wraps store.ErrConflict) if it is not closed.
 	DeleteAccount(ctx context.Context, id string) error
 

@@ -7,7 +7,10 @@
 // state it keeps; these are all of them:
 //
 //   - auth.KeyStore: accounts and their keys, by hash, paged listings, a bound on an
-//     account's keys, and the prune of revoked keys (PruneKeys);
+//     account's keys, the prune of revoked keys (PruneKeys), and the account
+//     lifecycle: an account's state and revision, its update at the revision it was
+//     read at (UpdateAccount), the listing of accounts (Accounts) and the deletion of
+//     a closed account (DeleteAccount);
 //   - auth.SessionStore: the sessions signed out before their expiry;
 //   - driver.KeyChecker (billing/driver): whether a cached key is still live, for a
 //     key store whose records a service caches;
@@ -100,4 +103,30 @@ func CheckSessionID(id string) error {
 		return fmt.Errorf("session id: give 1 to %d bytes, got %d: %w", MaxSessionID, len(id), ErrInvalid)
 	}
 	return CheckText("session id", id)
+}
+
+// PrefixEnd returns the first string, in byte-wise order, after every string that
+// begins with p, so that a store selects the ids with a prefix as the range from p up
+// to it: p with its last character replaced by the next one (the byte-wise order of
+// UTF-8 is that of the code points), or, if that is the last code point, the same of p
+// without it. ok is false when there is no such string: p is empty, made of the last
+// code point only, or not UTF-8.
+func PrefixEnd(p string) (string, bool) {
+	for p != "" {
+		r, n := utf8.DecodeLastRuneInString(p)
+		p = p[:len(p)-n]
+		if r == utf8.RuneError && n == 1 {
+			// Not UTF-8: no character follows.
+			return "", false
+		}
+		switch next := r + 1; {
+		case next > utf8.MaxRune:
+			continue
+		case next >= 0xD800 && next <= 0xDFFF: // surrogates are not characters
+			return p + string(rune(0xE000)), true
+		default:
+			return p + string(next), true
+		}
+	}
+	return "", false
 }

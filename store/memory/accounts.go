@@ -84,7 +84,7 @@ func (s *KeyStore) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Acco
 			continue
 		}
 		id := s.accountIDs.at(r.id)
-		if id <= q.After {
+		if q.After != "" && id <= q.After {
 			continue // i is the cursor's own account
 		}
 		if !strings.HasPrefix(id, q.IDPrefix) {

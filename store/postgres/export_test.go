@@ -50,3 +50,7 @@ func (s *Store) CloseBatch(ctx context.Context, account string, cs []driver.Clos
 	}
 	return bs, errs, nil
 }
+
+// SetAccountScan sets the most accounts a page of Accounts examines, so that the tests
+// make the store return short pages.
+func (s *Store) SetAccountScan(n int) { s.scan = n }

@@ -15,7 +15,7 @@ import (
 // The columns of a key and of an account, in the order scanKey and scanAccount read them.
 const (
 	keyColumns     = `k.id, k.account_id, k.name, k.is_primary, k.hash, k.restrictions, k.created_at, k.rotated_at, k.revoked_at, k.revision`
-	accountColumns = `a.id, a.plan, a.restrictions, a.created_at`
+	accountColumns = `a.id, a.plan, a.restrictions, a.created_at, a.state, a.state_changed_at, a.billing_anchor, a.pending_plan, a.pending_plan_at, a.revision`
 )
 
 // keyRow receives the columns of a key.
@@ -76,21 +76,56 @@ func (n *nullableKeyRow) row() (keyRow, bool) {
 
 // accountRow receives the columns of an account.
 type accountRow struct {
-	id, plan     string
-	restrictions []byte
-	created      time.Time
+	id, plan, state, pendingPlan    string
+	restrictions                    []byte
+	created                         time.Time
+	stateChanged, anchor, pendingAt *time.Time
+	revision                        int64
 }
 
 func (r *accountRow) dest() []any {
-	return []any{&r.id, &r.plan, &r.restrictions, &r.created}
+	return []any{&r.id, &r.plan, &r.restrictions, &r.created, &r.state, &r.stateChanged, &r.anchor, &r.pendingPlan, &r.pendingAt, &r.revision}
 }
 
 func (r *accountRow) account() (auth.Account, error) {
-	a := auth.Account{ID: r.id, Plan: r.plan, CreatedAt: r.created.UTC(), State: auth.AccountActive}
+	a := auth.Account{ID: r.id, Plan: r.plan, CreatedAt: r.created.UTC(), State: auth.AccountState(r.state).OrActive(),
+		StateChangedAt: timeOf(r.stateChanged), BillingAnchor: timeOf(r.anchor), PendingPlan: r.pendingPlan,
+		PendingPlanAt: timeOf(r.pendingAt), Revision: r.revision}
 	if err := decodeRestrictions(r.restrictions, &a.Restrictions); err != nil {
 		return auth.Account{}, fmt.Errorf("postgres: account %q: %w", r.id, err)
 	}
 	return a, nil
+}
+
+// nullableAccountRow receives the columns of an account from an outer join, where they
+// may all be NULL.
+type nullableAccountRow struct {
+	id, plan, state, pendingPlan    *string
+	restrictions                    []byte
+	created                         *time.Time
+	stateChanged, anchor, pendingAt *time.Time
+	revision                        *int64
+}
+
+func (n *nullableAccountRow) dest() []any {
+	return []any{&n.id, &n.plan, &n.restrictions, &n.created, &n.state, &n.stateChanged, &n.anchor, &n.pendingPlan, &n.pendingAt, &n.revision}
+}
+
+// row returns the account's columns, and false if there is no account.
+func (n *nullableAccountRow) row() (accountRow, bool) {
+	if n.id == nil || n.plan == nil || n.state == nil || n.pendingPlan == nil || n.created == nil || n.revision == nil {
+		return accountRow{}, false
+	}
+	return accountRow{id: *n.id, plan: *n.plan, state: *n.state, pendingPlan: *n.pendingPlan, restrictions: n.restrictions,
+		created: *n.created, stateChanged: n.stateChanged, anchor: n.anchor, pendingAt: n.pendingAt, revision: *n.revision}, true
+}
+
+// timeOf returns *t in UTC, or the zero time for nil (SQL NULL).
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 // encodeRestrictions returns restrictions as JSON, or nil (SQL NULL) for none. It is a
@@ -149,6 +184,10 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 	if primary.AccountID != account.ID {
 		return fmt.Errorf("postgres: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
 	}
+	state := account.State.OrActive()
+	if !state.Valid() {
+		return fmt.Errorf("postgres: account %q: %q is not an account state: %w", account.ID, account.State, store.ErrInvalid)
+	}
 	ar, err := encodeRestrictions(account.Restrictions)
 	if err != nil {
 		return fmt.Errorf("postgres: account %q: %w", account.ID, err)
@@ -157,14 +196,17 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 	if err != nil {
 		return err
 	}
-	args := append([]any{account.ID, account.Plan, ar, account.CreatedAt}, kargs[:1]...)
+	args := append([]any{account.ID, account.Plan, ar, account.CreatedAt, string(state), nullTime(account.StateChangedAt),
+		nullTime(account.BillingAnchor), account.PendingPlan, nullTime(account.PendingPlanAt)}, kargs[:1]...)
 	args = append(args, kargs[2:]...)
 	_, err = s.db.Exec(ctx, `
 		WITH a AS (
-			INSERT INTO tollgate_accounts (id, plan, restrictions, created_at) VALUES ($1, $2, $3, $4)
+			INSERT INTO tollgate_accounts (id, plan, restrictions, created_at, state, state_changed_at, billing_anchor,
+				pending_plan, pending_plan_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 			RETURNING id)
 		INSERT INTO tollgate_keys (id, account_id, name, is_primary, hash, restrictions, created_at, rotated_at, revoked_at)
-		SELECT $5, a.id, $6, $7, $8, $9, $10, $11, $12 FROM a`, args...)
+		SELECT $10, a.id, $11, $12, $13, $14, $15, $16, $17 FROM a`, args...)
 	if isCode(err, uniqueViolation) {
 		return keyConflict(err, &primary, account.ID)
 	}
@@ -428,11 +470,13 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 }
 
 // checkHash is the p_hash argument of tollgate_key_state for a key check: the key's
-// hash followed by its revision, 8 bytes in big-endian order (see migration 7).
+// hash followed by its revision and its account's, 8 bytes each in big-endian order
+// (see migrations 7 and 20).
 func checkHash(c *driver.KeyCheck) []byte {
-	b := make([]byte, 0, len(c.Hash)+8)
+	b := make([]byte, 0, len(c.Hash)+16)
 	b = append(b, c.Hash[:]...)
-	return binary.BigEndian.AppendUint64(b, uint64(c.Revision))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Revision))
+	return binary.BigEndian.AppendUint64(b, uint64(c.AccountRevision))
 }
 
 // UpdateKey replaces the name and restrictions of a key that still has u.Revision, in

@@ -29,6 +29,8 @@ type Store struct {
 	shards int
 	admits *groupcommit.Combiner[*admitParams, admitRow] // nil when Options.Batch is 1
 	closes *groupcommit.Combiner[*closeParams, closeRow] // nil when Options.Batch is 1
+	// scan is the most accounts a page of Accounts examines; 0 is accountScan.
+	scan int
 }
 
 // Options configures a [Store]. A nil *Options is the default.

@@ -75,13 +75,17 @@ func (s *Store) admitCall(st driver.Step, claim string) (scriptCall, driver.Step
 		res.Denied, res.Key = driver.DeniedKey, driver.KeyUnknown
 		return scriptCall{}, res, nil
 	case st.Key.KeyID == "":
-		p = append(p, 's', fieldSep, fieldSep)
+		p = append(p, 's', fieldSep)
+		p = strconv.AppendInt(p, st.Key.AccountRevision, 10)
+		p = append(p, fieldSep)
 	default:
 		keyID = st.Key.KeyID
 		p = append(p, 'k', fieldSep)
 		p = hex.AppendEncode(p, st.Key.Hash[:])
 		p = append(p, '/')
 		p = strconv.AppendInt(p, st.Key.Revision, 10)
+		p = append(p, '/')
+		p = strconv.AppendInt(p, st.Key.AccountRevision, 10)
 		p = append(p, fieldSep)
 	}
 

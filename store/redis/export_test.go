@@ -18,7 +18,7 @@ var Scripts = map[string]*goredis.Script{
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,
 	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
-	"reindex": reindexScript, "sweepClaim": sweepClaimScript, "update": updateScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
+	"reindex": reindexScript, "sweepClaim": sweepClaimScript, "update": updateScript, "updateAccount": updateAccountScript, "deleteAccount": deleteAccountScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
 	"krevInit": krevInitScript, "pruneKeys": pruneKeysScript,
 }
 
@@ -126,3 +126,12 @@ func (s *Store) LegacyIndexKey() string { return s.legacyExpiring() }
 // CRC16 is the CRC-16/XMODEM of Redis Cluster's key slots, by which the Store spreads
 // the shards of the index of expiring accounts.
 var CRC16 = crc16
+
+// SetAccountScan sets the most accounts a page of Accounts examines, so that the tests
+// make the store return short pages.
+func (s *Store) SetAccountScan(n int) { s.scan = n }
+
+// AccountRecordKey returns the name of the key of an account's record under prefix.
+func AccountRecordKey(prefix, id string) string {
+	return (&Store{prefix: prefix}).account(id).record()
+}

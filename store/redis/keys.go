@@ -20,11 +20,28 @@ import (
 // are kept apart from these, so that scripts read and write them without decoding JSON.
 // A key's fields in its account's hash are <id>:h (the hash in hexadecimal), <id>:rec
 // (the JSON below), <id>:rot and <id>:rev (the moments of the last rotation and of the
-// revocation) and <id>:v (the revision, absent for 0).
+// revocation) and <id>:v (the revision, absent for 0). The account's revision is both
+// in its record and in the field arev of the hash (absent for 0), which the key checks
+// read with the key's fields; update_account.lua writes both. A record written before
+// the account lifecycle has no state (it is active), no anchor, no pending plan and no
+// revision.
 type accountRecord struct {
-	Plan         string            `json:"plan"`
-	Restrictions auth.Restrictions `json:"restrictions"`
-	CreatedAt    time.Time         `json:"created_at"`
+	Plan           string            `json:"plan"`
+	Restrictions   auth.Restrictions `json:"restrictions"`
+	CreatedAt      time.Time         `json:"created_at"`
+	State          auth.AccountState `json:"state,omitempty"`
+	StateChangedAt time.Time         `json:"state_changed_at,omitzero"`
+	BillingAnchor  time.Time         `json:"billing_anchor,omitzero"`
+	PendingPlan    string            `json:"pending_plan,omitempty"`
+	PendingPlanAt  time.Time         `json:"pending_plan_at,omitzero"`
+	Revision       int64             `json:"revision,omitempty"`
+}
+
+// recordOf returns the stored form of an account, at revision rev.
+func recordOf(a *auth.Account, rev int64) accountRecord {
+	return accountRecord{Plan: a.Plan, Restrictions: a.Restrictions, CreatedAt: a.CreatedAt, State: a.State.OrActive(),
+		StateChangedAt: a.StateChangedAt, BillingAnchor: a.BillingAnchor, PendingPlan: a.PendingPlan,
+		PendingPlanAt: a.PendingPlanAt, Revision: rev}
 }
 
 type keyRecord struct {
@@ -90,13 +107,21 @@ func decodeKey(id, account, hash, rec, rotated, revoked, revision string) (auth.
 }
 
 func decodeAccount(id, rec string) (auth.Account, error) {
-	a := auth.Account{ID: id, State: auth.AccountActive}
 	var r accountRecord
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return a, fmt.Errorf("redis: account %q: decoding the record: %w", id, err)
+		return auth.Account{ID: id}, fmt.Errorf("redis: account %q: decoding the record: %w", id, err)
 	}
-	a.Plan, a.Restrictions, a.CreatedAt = r.Plan, r.Restrictions, r.CreatedAt
-	return a, nil
+	return auth.Account{ID: id, Plan: r.Plan, Restrictions: r.Restrictions, CreatedAt: r.CreatedAt.UTC(),
+		State: r.State.OrActive(), StateChangedAt: utc(r.StateChangedAt), BillingAnchor: utc(r.BillingAnchor),
+		PendingPlan: r.PendingPlan, PendingPlanAt: utc(r.PendingPlanAt), Revision: r.Revision}, nil
+}
+
+// utc returns t in UTC, and the zero time as it is.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 func encodeKey(k auth.Key) (string, error) {
@@ -143,7 +168,7 @@ func (s *Store) withdraw(ctx context.Context, key, value string) {
 // every store refuses the same values.
 func checkText(a auth.Account, k auth.Key) error {
 	for _, f := range []struct{ what, value string }{
-		{"account id", a.ID}, {"plan", a.Plan}, {"key id", k.ID}, {"key name", k.Name},
+		{"account id", a.ID}, {"plan", a.Plan}, {"pending plan", a.PendingPlan}, {"key id", k.ID}, {"key name", k.Name},
 	} {
 		if err := store.CheckText("redis: "+f.what, f.value); err != nil {
 			return err
@@ -153,9 +178,11 @@ func checkText(a auth.Account, k auth.Key) error {
 }
 
 // CreateAccount stores a new account with its primary key. The key's id and hash are
-// claimed in their indexes first (SET NX); the account's record and key are then
-// written in one script, which refuses a taken account id; the claims are withdrawn
-// if it does.
+// claimed in their indexes first (SET NX); the account's id is added to the index of
+// account ids (ZADD); the account's record and key are then written in one script,
+// which refuses a taken account id; the claims are withdrawn if it does. The id is
+// added to the index of account ids again once the record is written (see
+// DeleteAccount).
 func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary auth.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -166,7 +193,10 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 	if err := checkText(account, primary); err != nil {
 		return err
 	}
-	arec, err := json.Marshal(accountRecord{Plan: account.Plan, Restrictions: account.Restrictions, CreatedAt: account.CreatedAt})
+	if !account.State.OrActive().Valid() {
+		return fmt.Errorf("redis: account %q: %q is not an account state: %w", account.ID, account.State, store.ErrInvalid)
+	}
+	arec, err := json.Marshal(recordOf(&account, 0))
 	if err != nil {
 		return fmt.Errorf("redis: account %q: %w", account.ID, err)
 	}
@@ -178,18 +208,23 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 	if err != nil {
 		return err
 	}
+	if err := s.indexAccount(ctx, account.ID); err != nil {
+		undo()
+		return err
+	}
 	a := s.account(account.ID)
 	st, err := s.run(ctx, createAccountScript, []string{a.record(), a.keys(), a.korder()},
 		string(arec), primary.ID, primary.Hash.String(), krec)
 	if err != nil {
-		// The outcome is unknown: the claims stay (if the record was not written,
-		// they refer to nothing and resolve nothing).
+		// The outcome is unknown: the claims and the index entry stay (if the record
+		// was not written, they refer to nothing and resolve nothing).
 		return fail(ctx, err, "creating account %q", account.ID)
 	}
 	if asInt(st) == stConflict {
 		undo()
 		return fmt.Errorf("redis: account %q: %w", account.ID, store.ErrConflict)
 	}
+	s.reindexAccount(ctx, account.ID)
 	return nil
 }
 
@@ -592,7 +627,8 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 		return 0, err
 	}
 	a := s.account(c.Account)
-	reply, err := s.run(ctx, checkKeyScript, []string{a.record(), a.keys()}, c.KeyID, auth.Hash(c.Hash).String(), strconv.FormatInt(c.Revision, 10))
+	reply, err := s.run(ctx, checkKeyScript, []string{a.record(), a.keys()}, c.KeyID, auth.Hash(c.Hash).String(),
+		strconv.FormatInt(c.Revision, 10), strconv.FormatInt(c.AccountRevision, 10))
 	if err != nil {
 		return 0, fail(ctx, err, "checking key %q of account %q", c.KeyID, c.Account)
 	}

@@ -59,6 +59,8 @@ var (
 	revokeScript        = luaScript("revoke.lua")
 	checkKeyScript      = luaScript("check_key.lua")
 	updateScript        = luaScript("update.lua")
+	updateAccountScript = luaScript("update_account.lua")
+	deleteAccountScript = luaScript("delete_account.lua")
 	delIfScript         = luaScript("del_if.lua")
 	idemClaimScript     = luaScript("idem_claim.lua")
 	idemCloseScript     = luaScript("idem_close.lua")

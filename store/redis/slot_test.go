@@ -99,7 +99,7 @@ func keysOf(args []any) (name string, keys []string) {
 			keys = append(keys, fmt.Sprint(k))
 		}
 		return name, keys
-	case "ping", "script", "hello", "client", "time":
+	case "ping", "script", "hello", "client", "time", "scan":
 		return name, nil
 	}
 	return name, []string{fmt.Sprint(args[1])}
@@ -212,6 +212,22 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 
 	if n, err := s.PruneKeys(ctx, t0.Add(time.Hour)); err != nil || n != 5 {
 		t.Errorf("PruneKeys: %d, %v; want the 5 revoked keys", n, err)
+	}
+
+	// The account lifecycle: a listing (and the index of account ids built again, as
+	// for accounts of an older version), an update, and the deletion of each account.
+	_, err := s.Accounts(ctx, auth.AccountQuery{Plan: "p", Limit: 2})
+	must(t, err)
+	_, err = s.IndexAccounts(ctx)
+	must(t, err)
+	for _, acct := range []string{"acme", "", "a}b", "~61", "{x}"} {
+		a, err := s.Account(ctx, acct)
+		must(t, err)
+		u := a.Update()
+		u.State = auth.AccountClosed
+		_, err = s.UpdateAccount(ctx, u)
+		must(t, err)
+		must(t, s.DeleteAccount(ctx, acct))
 	}
 
 	cmds := rec.take()

@@ -35,6 +35,7 @@ type Store struct {
 	open        string   // milliseconds, for PX
 	shards      []string // the hash tags of the shards of the index of expiring accounts
 	token       string   // names this Store's sweeps in the shards' leases
+	scan        int      // the most accounts a page of Accounts examines; 0 is accountScan
 
 	// batches pipelines concurrent admissions and closings; nil when Options.Batch
 	// is 1.

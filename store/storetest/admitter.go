@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,7 +56,7 @@ var admitterNeeds = map[string]func(AdmitterStores) bool{
 	"KeyRotatedAway":     func(s AdmitterStores) bool { return s.Keys != nil },
 	"KeyRevoked":         func(s AdmitterStores) bool { return s.Keys != nil },
 	"KeyUpdated":         func(s AdmitterStores) bool { return s.Keys != nil },
-	"AccountUpdated":     func(s AdmitterStores) bool { return s.Keys != nil && !lifecycleUnsupported(s.Keys) },
+	"AccountUpdated":     func(s AdmitterStores) bool { return s.Keys != nil },
 	"SessionCheck":       func(s AdmitterStores) bool { return s.Keys != nil },
 	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
 	"RateEvents":         func(s AdmitterStores) bool { return s.Rates != nil },
@@ -561,7 +560,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 		checker driver.KeyChecker
 	}
 	newPair := func(t *testing.T) pair { k, c := newStores(t); return pair{k, c} }
-	rows := []behaviour[pair]{
+	run(t, newPair, []behaviour[pair]{
 		{"States",
 			"CheckKey reports a live key live, the old hash of a rotated key, the old revision of an updated key and an unknown account unknown, a revoked key revoked (whatever revision the check names), and an existing account live for a session check.",
 			func(t *testing.T, p pair) {
@@ -641,9 +640,5 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 					t.Errorf("CheckKey: %v, want context.Canceled", err)
 				}
 			}},
-	}
-	if lifecycleUnsupported(newPair(t).keys) {
-		rows = slices.DeleteFunc(rows, func(r behaviour[pair]) bool { return r.name == "AccountRevision" })
-	}
-	run(t, newPair, rows)
+	})
 }

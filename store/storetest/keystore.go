@@ -22,19 +22,7 @@ import (
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 func TestKeyStore(t *testing.T, newStore func(t *testing.T) auth.KeyStore) {
 	t.Helper()
-	rows := slices.Concat(keyStoreRows, keyBoundRows, accountRows)
-	if lifecycleUnsupported(newStore(t)) {
-		rows = slices.Concat(keyStoreRows, keyBoundRows)
-	}
-	run(t, newStore, rows)
-}
-
-// lifecycleUnsupported reports a store whose account lifecycle methods answer
-// errors.ErrUnsupported: an interim state of the stores, while their implementations
-// are written.
-func lifecycleUnsupported(s auth.KeyStore) bool {
-	_, err := s.Accounts(context.Background(), auth.AccountQuery{Limit: -1})
-	return errors.Is(err, errors.ErrUnsupported)
+	run(t, newStore, slices.Concat(keyStoreRows, keyBoundRows, accountRows))
 }
 
 var keyStoreRows = []behaviour[auth.KeyStore]{

@@ -31,8 +31,9 @@
 -- again):
 --   1 clock mode ('s': the server's clock; else the caller's now, in 2 and 3)
 --   2 now s, 3 now ns
---   4 key mode (empty: no key check, 'k' key, 's' session), 5 key hash and revision:
---     the hash in hexadecimal (64 digits), '/', the revision
+--   4 key mode (empty: no key check, 'k' key, 's' session), 5 for a key, its hash and
+--     revisions: the hash in hexadecimal (64 digits), '/', the key's revision, '/', the
+--     account's; for a session, the account's revision
 --   6 emission interval ns of the step's events (empty: no rate; n events at once are
 --     one event n intervals long), 7 window ns
 --   8 ceiling (empty: no slot), 9 lease us, 10 lease set TTL ms
@@ -91,7 +92,8 @@ end
 local n = #KEYS - 7
 local out = {}
 -- Carried from step to step: the server's clock (srvS, srvNs, srvUs), read once; the
--- record of the key checked last (keyID, keyRec); whether the account exists (acct);
+-- record of the key checked last (keyID, keyRec); whether the account exists (acct)
+-- and its revision (arev);
 -- the rate timestamp (tatS, tatNs; none if tatS is nil) and, once a step moved it,
 -- its lifetime (tatPX); the live leases zN counted at zUs (nil: to count again); the
 -- lease set's lifetime to set (pexp, with GT if pexpGT; pexpN, its value once
@@ -101,7 +103,7 @@ local out = {}
 -- second one, the debit (chgHi, chgLo) and the charges by list of APIs (counts) to
 -- write.
 local srvS, srvNs, srvUs
-local keyID, keyRec, acct
+local keyID, keyRec, acct, arev
 local tatRead, tatS, tatNs, tatPX
 local zN, zUs
 local pexp, pexpN, pexpGT
@@ -182,25 +184,30 @@ for i = 1, n do
         end
       end
 
-      -- Key: the record has this hash and is not revoked; for a session, the account
-      -- exists. The records do not change during the run, so a check is made once for
-      -- each set of parameters.
+      -- Key: the record has this hash and is not revoked, and the account has the
+      -- revision asked for; for a session, the account exists, at that revision. The
+      -- records do not change during the run, so a check is made once for each set of
+      -- parameters.
       if not replay then
         if kmode == 'k' then
           if keyOK == nil then
             if kid ~= keyID then
-              keyID, keyRec = kid, redis.call('HMGET', KEYS[2], kid .. ':h', kid .. ':rev', kid .. ':v')
+              keyID, keyRec = kid, redis.call('HMGET', KEYS[2], kid .. ':h', kid .. ':rev', kid .. ':v', 'arev')
             end
             local k = keyRec
-            if k[1] ~= string.sub(kwant, 1, 64) then keyOK = 1
+            local kv, av = string.match(kwant, '^%x+/(%d+)/(%d+)$')
+            if k[1] ~= string.sub(kwant, 1, 64) or (k[4] or '0') ~= av then keyOK = 1
             elseif k[2] then keyOK = 2
-            elseif (k[3] or '0') ~= string.sub(kwant, 66) then keyOK = 1
+            elseif (k[3] or '0') ~= kv then keyOK = 1
             else keyOK = true end
           end
           if keyOK ~= true then r[2], r[3] = 1, keyOK; break end
         elseif kmode == 's' then
-          if acct == nil then acct = redis.call('EXISTS', KEYS[1]) == 1 end
-          if not acct then r[2], r[3] = 1, 1; break end
+          if acct == nil then
+            acct = redis.call('EXISTS', KEYS[1]) == 1
+            arev = redis.call('HGET', KEYS[2], 'arev') or '0'
+          end
+          if not acct or arev ~= kwant then r[2], r[3] = 1, 1; break end
         end
       end
 
