@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -99,7 +100,7 @@ func NewLog(store Store, opts *LogOptions) *Log {
 // Kinds returns the kinds of events the log records.
 func (l *Log) Kinds() []event.Kind {
 	return []event.Kind{event.AccountCreated, event.KeyCreated, event.KeyRotated, event.KeyUpdated,
-		event.KeyRevoked, event.CreditsAdjusted, event.SessionStarted, event.SessionEnded}
+		event.KeyRevoked, event.CreditsAdjusted, event.SessionStarted, event.SessionEnded, event.PlanChanged}
 }
 
 // Observe records e, if it is a change the log records (see [Log.Kinds]).
@@ -144,6 +145,10 @@ func entryOf(c *event.Change) (Entry, bool) {
 		e.Action, e.Target, e.Reason = SessionStart, c.Session, c.Reason
 	case event.SessionEnded:
 		e.Action, e.Target = SessionEnd, c.Session
+	case event.PlanChanged:
+		e.Action, e.Reason = PlanChange, c.Reason
+		e.Before, _ = json.Marshal(map[string]string{"plan": c.OldPlan})
+		e.After, _ = json.Marshal(map[string]any{"plan": c.Plan, "effective_at": c.Effective.UTC()})
 	default:
 		return Entry{}, false
 	}
