@@ -96,15 +96,16 @@ type admitRow struct {
 	acquired       *bool
 	inUse          *int
 	b              balanceRow
+	charge         chargeRow
 }
 
 func (r *admitRow) dest() []any {
-	return append([]any{&r.denied, &r.status, &r.keyState, &r.tat, &r.acquired, &r.inUse}, r.b.dest()...)
+	return append(append([]any{&r.denied, &r.status, &r.keyState, &r.tat, &r.acquired, &r.inUse}, r.b.dest()...), r.charge.dest()...)
 }
 
 // admitColumns are the result columns of the admission functions, as admitRow reads them.
-const admitColumns = `o_denied, o_status, o_key_state, o_rate_tat, o_slot_acquired, o_slot_in_use,
-	o_remaining, o_used, o_allowance, o_period_start, o_period_end`
+const admitColumns = `o_denied, o_status, o_key_state, o_rate_tat, o_slot_acquired, o_slot_in_use, ` +
+	balanceColumns + `, ` + chargeColumns
 
 func (r *admitRow) result(st *driver.Step) (driver.StepResult, error) {
 	if r.status == statusNoBalance {
@@ -125,6 +126,9 @@ func (r *admitRow) result(st *driver.Step) (driver.StepResult, error) {
 	}
 	if st.Credits != nil {
 		res.Balance = r.b.balance()
+		if r.denied == int(driver.NotDenied) {
+			res.Balance.Charge = r.charge.parts()
+		}
 	}
 	return res, nil
 }
@@ -235,7 +239,7 @@ func (s *Store) Close(ctx context.Context, c driver.Closing) (driver.Balance, er
 	if c.Settlement == nil {
 		return driver.Balance{}, nil
 	}
-	return row.b.balance(), settleErr(row.status, c.Settlement.Account, c.Request, c.Settlement.Refund, row.reserved)
+	return row.balance(), settleErr(row.status, c.Settlement.Account, c.Request, c.Settlement.Refund, row.reserved)
 }
 
 // closeParams are the arguments of tollgate_close for one closing.
@@ -264,13 +268,21 @@ type closeRow struct {
 	status   int
 	b        balanceRow
 	reserved *int64
+	charge   chargeRow
 }
 
 func (r *closeRow) dest() []any {
-	return append(append([]any{&r.status}, r.b.dest()...), &r.reserved)
+	return append(append(append([]any{&r.status}, r.b.dest()...), &r.reserved), r.charge.dest()...)
 }
 
-const closeColumns = `o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_reserved`
+// balance returns the balance the closing reports, with the charge it kept.
+func (r *closeRow) balance() driver.Balance {
+	b := r.b.balance()
+	b.Charge = r.charge.parts()
+	return b
+}
+
+const closeColumns = `o_status, ` + balanceColumns + `, o_reserved, ` + chargeColumns
 
 // closeOne performs one closing: one call of tollgate_close.
 func (s *Store) closeOne(ctx context.Context, account string, p *closeParams) (closeRow, error) {

@@ -71,6 +71,16 @@ func (f batchFixture) closings(is []int) []driver.Closing {
 	return out
 }
 
+// grantLot grants credits that lapse at expires (zero: never) to the fixture's account.
+func grantLot(t *testing.T, s *postgres.Store, f batchFixture, credits int64, expires time.Time) {
+	t.Helper()
+	_, err := s.Adjust(t.Context(), driver.Adjustment{Account: f.acct, Request: driver.RequestID{0xff, byte(credits)}, Amount: credits, Expires: expires,
+		Reason: "top-up", Period: period, Allowance: 1000, Now: t0.Add(-time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func span(from, to int) []int {
 	var is []int
 	for i := from; i < to; i++ {
@@ -110,6 +120,25 @@ var batchCases = []batchCase{
 			return [][]driver.Step{ss}
 		},
 		closes: func(f batchFixture) [][]driver.Closing { return [][]driver.Closing{f.closings(span(0, 7))} }},
+	{name: "grants reached", balance: 35,
+		before: func(t *testing.T, s *postgres.Store, f batchFixture) {
+			grantLot(t, s, f, 30, t0.Add(time.Hour))
+			grantLot(t, s, f, 20, time.Time{})
+		},
+		admits: func(f batchFixture) [][]driver.Step {
+			return [][]driver.Step{f.steps(span(0, 3)), f.steps(span(3, 9))}
+		},
+		closes: func(f batchFixture) [][]driver.Closing {
+			return [][]driver.Closing{f.closings(span(0, 3)), {f.closing(3, 10), f.closing(4, 4), f.closing(5, 0)}}
+		}},
+	{name: "a lot lapses within the batch", balance: 1000,
+		before: func(t *testing.T, s *postgres.Store, f batchFixture) {
+			grantLot(t, s, f, 30, t0.Add(2*time.Microsecond))
+		},
+		admits: func(f batchFixture) [][]driver.Step {
+			return [][]driver.Step{f.steps(span(0, 4))}
+		},
+		closes: func(f batchFixture) [][]driver.Closing { return [][]driver.Closing{f.closings(span(0, 4))} }},
 	{name: "rate limit", balance: 1000,
 		admits: func(f batchFixture) [][]driver.Step {
 			ss := f.steps(span(0, 6), func(st *driver.Step) {
@@ -349,8 +378,9 @@ func accountState(t *testing.T, db postgres.DB, acct string, shards int) string 
 		  WHERE s.account_id = $1 GROUP BY e.key ORDER BY e.key`,
 		`SELECT tat FROM tollgate_rate_limits WHERE key = $1`,
 		`SELECT holder, expires FROM tollgate_slots WHERE key = $1 AND holder IS NOT NULL ORDER BY holder`,
-		`SELECT request_id, kind, amount, period_start, apis FROM tollgate_ledger WHERE account_id = $1
+		`SELECT request_id, kind, amount, period_start, apis, lots, granted FROM tollgate_ledger WHERE account_id = $1
 		  ORDER BY request_id NULLS FIRST, kind, amount`,
+		`SELECT expires, credits FROM tollgate_grant_lots WHERE account_id = $1 ORDER BY expires`,
 		`SELECT request_id, expires FROM tollgate_reservations WHERE account_id = $1 ORDER BY request_id`,
 	}
 	if shards <= 1 {

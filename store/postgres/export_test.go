@@ -44,7 +44,7 @@ func (s *Store) CloseBatch(ctx context.Context, account string, cs []driver.Clos
 	for i, r := range rows {
 		c := cs[i]
 		if c.Settlement != nil {
-			bs[i] = r.b.balance()
+			bs[i] = r.balance()
 			errs[i] = settleErr(r.status, c.Settlement.Account, c.Request, c.Settlement.Refund, r.reserved)
 		}
 	}

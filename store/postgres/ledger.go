@@ -18,17 +18,44 @@ const (
 	statusInsufficient = 4
 	statusVoided       = 5
 	statusTooMany      = 6
+	statusTooManyLots  = 7
 )
 
 // balanceRow receives a balance from the ledger functions' o_remaining, o_used,
-// o_allowance, o_period_start and o_period_end.
+// o_allowance, o_period_start and o_period_end, and the lots' o_granted, o_lapse and
+// o_lapsing (see [balanceColumns]).
 type balanceRow struct {
 	remaining, used, allowance *int64
 	start, end                 *time.Time
+	granted, lapse, lapsing    *int64
 }
 
+// balanceColumns are the result columns of the ledger functions, as balanceRow reads
+// them.
+const balanceColumns = `o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_granted, o_lapse, o_lapsing`
+
 func (r *balanceRow) dest() []any {
-	return []any{&r.remaining, &r.used, &r.allowance, &r.start, &r.end}
+	return []any{&r.remaining, &r.used, &r.allowance, &r.start, &r.end, &r.granted, &r.lapse, &r.lapsing}
+}
+
+// chargeRow receives the o_charge_allowance and o_charge_grants of a reservation or a
+// settlement (NULL when it took or kept nothing).
+type chargeRow struct{ allowance, grants *int64 }
+
+// chargeColumns are the result columns chargeRow reads.
+const chargeColumns = `o_charge_allowance, o_charge_grants`
+
+func (c *chargeRow) dest() []any { return []any{&c.allowance, &c.grants} }
+
+func (c *chargeRow) parts() driver.Parts {
+	var p driver.Parts
+	if c.allowance != nil {
+		p.Allowance = *c.allowance
+	}
+	if c.grants != nil {
+		p.Grants = *c.grants
+	}
+	return p
 }
 
 func (r *balanceRow) balance() driver.Balance {
@@ -47,6 +74,12 @@ func (r *balanceRow) balance() driver.Balance {
 	}
 	if r.end != nil {
 		b.Period.End = r.end.UTC()
+	}
+	if r.granted != nil {
+		b.Granted = *r.granted
+	}
+	if r.lapse != nil && r.lapsing != nil {
+		b.GrantsLapse, b.GrantsLapsing = time.Unix(0, *r.lapse).UTC(), *r.lapsing
 	}
 	return b
 }
@@ -87,13 +120,14 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 	var (
 		status int
 		b      balanceRow
+		c      chargeRow
 	)
 	err := s.db.QueryRow(ctx, `
-		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
+		SELECT o_status, `+balanceColumns+`, `+chargeColumns+`
 		FROM tollgate_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		r.Account, uuidArg(r.Request), r.Amount, r.APIs, r.Period.Start, r.Period.End, r.Allowance,
 		nanos(r.Now), r.Expires.UnixNano()).
-		Scan(append([]any{&status}, b.dest()...)...)
+		Scan(append(append([]any{&status}, b.dest()...), c.dest()...)...)
 	if err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 	}
@@ -103,7 +137,9 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 	case statusInsufficient:
 		return b.balance(), driver.ErrInsufficientCredits
 	}
-	return b.balance(), nil
+	out := b.balance()
+	out.Charge = c.parts()
+	return out, nil
 }
 
 // nanos returns t in Unix nanoseconds, or nil (SQL NULL, which voids nothing) for the
@@ -137,17 +173,20 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 		status   int
 		b        balanceRow
 		reserved *int64
+		c        chargeRow
 	)
 	err := s.db.QueryRow(ctx, `
-		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end, o_reserved
+		SELECT o_status, `+balanceColumns+`, o_reserved, `+chargeColumns+`
 		FROM tollgate_settle($1, $2, $3, $4, $5, $6, $7, $8)`,
 		st.Account, uuidArg(st.Request), st.Refund, st.Uncount, st.Period.Start, st.Period.End, st.Allowance,
 		nanos(st.Now)).
-		Scan(append(append([]any{&status}, b.dest()...), &reserved)...)
+		Scan(append(append(append([]any{&status}, b.dest()...), &reserved), c.dest()...)...)
 	if err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
 	}
-	return b.balance(), settleErr(status, st.Account, st.Request, st.Refund, reserved)
+	out := b.balance()
+	out.Charge = c.parts()
+	return out, settleErr(status, st.Account, st.Request, st.Refund, reserved)
 }
 
 // settleErr returns the error that a settlement status reports.
@@ -175,15 +214,18 @@ func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance
 	if err := ctx.Err(); err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
 	}
+	if err := a.Check(); err != nil {
+		return driver.Balance{}, fmt.Errorf("postgres: %w: %w", err, store.ErrInvalid)
+	}
 	var (
 		status int
 		b      balanceRow
 	)
 	err := s.db.QueryRow(ctx, `
-		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
-		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		a.Account, uuidArg(a.Request), max(a.Amount, -driver.MaxCredits-1), a.Reason, a.Period.Start, a.Period.End, a.Allowance,
-		nanos(a.Now), int64(driver.MaxCredits)).
+		SELECT o_status, `+balanceColumns+`
+		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		a.Account, uuidArg(a.Request), max(a.Amount, -driver.MaxCredits-1), int(a.Part), a.Lot(), a.Reason,
+		a.Period.Start, a.Period.End, a.Allowance, nanos(a.Now), int64(driver.MaxCredits), driver.MaxGrantLots).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
@@ -195,6 +237,8 @@ func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance
 		return b.balance(), driver.ErrInsufficientCredits
 	case statusTooMany:
 		return b.balance(), fmt.Errorf("postgres: adjustment %s of account %q: %w", a.Request, a.Account, driver.ErrTooManyCredits)
+	case statusTooManyLots:
+		return b.balance(), fmt.Errorf("postgres: adjustment %s of account %q: %w", a.Request, a.Account, driver.ErrTooManyGrants)
 	}
 	return b.balance(), nil
 }
@@ -210,7 +254,7 @@ func (s *Store) Balance(ctx context.Context, account string, now time.Time, p dr
 		b      balanceRow
 	)
 	err := s.db.QueryRow(ctx, `
-		SELECT o_status, o_remaining, o_used, o_allowance, o_period_start, o_period_end
+		SELECT o_status, `+balanceColumns+`
 		FROM tollgate_balance($1, $2, $3, $4, $5)`, account, p.Start, p.End, allowance, nanos(now)).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {

@@ -546,3 +546,77 @@ func TestMigrateIdempotencySettling(t *testing.T) {
 		t.Errorf("a marked record after its lease: %+v, want AnswerLost with its run id", rec)
 	}
 }
+
+// TestMigrateGrantLots upgrades a schema of version 17 that holds balances: version 18
+// keeps each account's remaining credits exactly, and what the allowance does not
+// explain becomes a grant that never lapses, which a renewal leaves.
+func TestMigrateGrantLots(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 17)
+	now := t0.UnixNano()
+	far := t0.Add(time.Hour).UnixNano()
+	// Version 17's functions.
+	steps := []struct {
+		sql  string
+		args []any
+	}{
+		// plain: 100 of 100, 30 spent: the allowance explains the 70 left.
+		{`SELECT tollgate_open('plain', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
+		{`SELECT tollgate_reserve('plain', $1, 30, ARRAY['hash'], $2, $3, 100, $4, $5)`, []any{[16]byte{1}, period.Start, period.End, now, far}},
+		{`SELECT tollgate_settle('plain', $1, 0, NULL, $2, $3, 100, $4)`, []any{[16]byte{1}, period.Start, period.End, now}},
+		// granted: 100 of 100, 50 granted, 20 spent: 50 above what the allowance explains.
+		{`SELECT tollgate_open('granted', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
+		{`SELECT tollgate_adjust('granted', $1, 50, 'top-up', $2, $3, 100, $4, 9007199254740991)`, []any{[16]byte{2}, period.Start, period.End, now}},
+		{`SELECT tollgate_reserve('granted', $1, 20, ARRAY['hash'], $2, $3, 100, $4, $5)`, []any{[16]byte{3}, period.Start, period.End, now, far}},
+		{`SELECT tollgate_settle('granted', $1, 0, NULL, $2, $3, 100, $4)`, []any{[16]byte{3}, period.Start, period.End, now}},
+		// sharded: opened with 300 over 3 shards on an allowance of 100.
+		{`SELECT tollgate_open('sharded', 300, 100, $1, $2, 3)`, []any{period.Start, period.End}},
+		// open: 40 granted, a reservation of 120 still open, more than the allowance.
+		{`SELECT tollgate_open('open', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
+		{`SELECT tollgate_adjust('open', $1, 40, 'top-up', $2, $3, 100, $4, 9007199254740991)`, []any{[16]byte{4}, period.Start, period.End, now}},
+		{`SELECT tollgate_reserve('open', $1, 120, ARRAY['hash'], $2, $3, 100, $4, $5)`, []any{[16]byte{5}, period.Start, period.End, now, far}},
+	}
+	for _, st := range steps {
+		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+			t.Fatalf("%s: %v", st.sql, err)
+		}
+	}
+
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 17: %v", err)
+	}
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := driver.MonthOf(period.End)
+	for _, c := range []struct {
+		account                  string
+		remaining, granted, used int64
+		renewed                  int64
+	}{
+		{"plain", 70, 0, 30, 100},
+		{"granted", 130, 50, 20, 150},
+		{"sharded", 300, 200, 0, 300},
+		{"open", 20, 20, 120, 120},
+	} {
+		b, err := s.Balance(ctx, c.account, t0, period, 100)
+		if err != nil || b.Remaining != c.remaining || b.Granted != c.granted || b.Used != c.used || !b.GrantsLapse.IsZero() {
+			t.Errorf("%s after the upgrade: %+v, %v; want %d remaining, %d of them granted (never lapsing), %d used",
+				c.account, b, err, c.remaining, c.granted, c.used)
+		}
+		if c.account == "open" {
+			// The reservation made before the upgrade took from the allowance: its refund
+			// goes back there, and the total is exact.
+			b, err = s.Settle(ctx, driver.Settlement{Account: "open", Request: driver.RequestID{5}, Refund: 120, Period: period, Allowance: 100, Now: t0})
+			if err != nil || b.Remaining != 140 || b.Granted != 20 || b.Used != 0 {
+				t.Errorf("open: the refund of the reservation made before the upgrade: %+v, %v; want 140 remaining, 20 granted", b, err)
+			}
+		}
+		b, err = s.Balance(ctx, c.account, next.Start, next, 100)
+		if err != nil || b.Remaining != c.renewed || b.Granted != c.renewed-100 || b.Used != 0 {
+			t.Errorf("%s at the next renewal: %+v, %v; want %d remaining, %d granted", c.account, b, err, c.renewed, c.renewed-100)
+		}
+	}
+}

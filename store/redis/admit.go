@@ -160,7 +160,7 @@ func decodeAdmission(ctx context.Context, st driver.Step, reply any, err error) 
 		return res, fail(ctx, err, "admission %s of account %q", st.Request, st.Account)
 	}
 	r := asSlice(reply)
-	if len(r) != 16 {
+	if len(r) != 21 {
 		return res, errReply("admission of account "+st.Account, reply)
 	}
 	if asInt(r[0]) == stNotFound {
@@ -192,8 +192,11 @@ func decodeAdmission(ctx context.Context, st driver.Step, reply any, err error) 
 		res.Slot = driver.SlotDecision{Acquired: asInt(r[7]) == 1, InUse: int(asInt(r[8]))}
 	}
 	if st.Credits != nil && (res.Denied == driver.NotDenied || res.Denied == driver.DeniedCredits) {
-		res.Balance = driver.Balance{Remaining: pair(r[9], r[10]), Used: pair(r[11], r[12]),
-			Allowance: asInt(r[13]), Period: decodePeriod(r[14], r[15])}
+		res.Balance = withParts(driver.Balance{Remaining: pair(r[9], r[10]), Used: pair(r[11], r[12]),
+			Allowance: asInt(r[13]), Period: decodePeriod(r[14], r[15])}, r[16:])
+		if res.Denied != driver.NotDenied {
+			res.Balance.Charge = driver.Parts{}
+		}
 	}
 	return res, nil
 }

@@ -18,13 +18,38 @@ func periodArgs(p driver.Period) (string, string) {
 	return strconv.FormatInt(p.Start.UnixMicro(), 10), strconv.FormatInt(p.End.UnixMicro(), 10)
 }
 
-// decodeBalance reads the five balance fields of a reply from r[i:].
+// decodeBalance reads the balance fields of a reply from r[i:]: the allowance part
+// remaining, used, allowance, the period's start and end, the lots' g, gl and gn (see
+// lua/lib_grants.lua), and, when the reply has them, the charge's two parts.
 func decodeBalance(r []any, i int) driver.Balance {
-	if len(r) < i+5 {
+	if len(r) < i+8 {
 		return driver.Balance{}
 	}
-	return driver.Balance{Remaining: asInt(r[i]), Used: asInt(r[i+1]), Allowance: asInt(r[i+2]),
-		Period: decodePeriod(r[i+3], r[i+4])}
+	return withParts(driver.Balance{Remaining: asInt(r[i]), Used: asInt(r[i+1]), Allowance: asInt(r[i+2]),
+		Period: decodePeriod(r[i+3], r[i+4])}, r[i+5:])
+}
+
+// withParts completes b, whose Remaining is the allowance part, from the lots' g, gl and
+// gn and the charge's two parts in r (the charge when r has it).
+func withParts(b driver.Balance, r []any) driver.Balance {
+	b.Granted = asInt(r[0])
+	b.Remaining += b.Granted
+	if gl := asInt(r[1]); gl != 0 {
+		b.GrantsLapse, b.GrantsLapsing = time.UnixMicro(gl).UTC(), asInt(r[2])
+	}
+	if len(r) >= 5 {
+		b.Charge = driver.Parts{Allowance: asInt(r[3]), Grants: asInt(r[4])}
+	}
+	return b
+}
+
+// lotOf returns the lot of a grant: its expiry in Unix microseconds, rounded up so that
+// a lot never lapses before it should, or 0 for a grant that never lapses.
+func lotOf(a driver.Adjustment) int64 {
+	if a.Expires.IsZero() {
+		return 0
+	}
+	return (a.Expires.UnixNano() + 999) / 1000
 }
 
 // decodePeriod reads a credit period from a reply's start and end (Unix µs).
@@ -215,6 +240,9 @@ func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balan
 	if err := store.CheckText("redis: the reason of an adjustment", adj.Reason); err != nil {
 		return driver.Balance{}, err
 	}
+	if err := adj.Check(); err != nil {
+		return driver.Balance{}, fmt.Errorf("redis: %w: %w", err, store.ErrInvalid)
+	}
 	a := s.account(adj.Account)
 	ps, pe := periodArgs(adj.Period)
 	mode, sec, nsec := s.clock(adj.Now)
@@ -222,7 +250,7 @@ func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balan
 	// first such amount, which Lua's numbers hold exactly.
 	reply, err := s.run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
 		max(adj.Amount, -driver.MaxCredits-1), ps, pe, adj.Allowance, s.retention, mode, sec, nsec,
-		a.markers(), s.open, int64(driver.MaxCredits))
+		a.markers(), s.open, int64(driver.MaxCredits), int(adj.Part), lotOf(adj), driver.MaxGrantLots)
 	if err != nil {
 		return driver.Balance{}, fail(ctx, err, "adjustment %s of account %q", adj.Request, adj.Account)
 	}
@@ -235,6 +263,8 @@ func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balan
 		return b, driver.ErrInsufficientCredits
 	case stTooMany:
 		return b, fmt.Errorf("redis: adjustment %s of account %q: %w", adj.Request, adj.Account, driver.ErrTooManyCredits)
+	case stTooManyLots:
+		return b, fmt.Errorf("redis: adjustment %s of account %q: %w", adj.Request, adj.Account, driver.ErrTooManyGrants)
 	}
 	return b, nil
 }

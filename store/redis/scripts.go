@@ -26,7 +26,9 @@ import (
 // the difference between the stored timestamp and now, which is small; lease scores
 // and credit periods are Unix microseconds (about 1.9e15 in 2030, below 2^53). Balances
 // are changed with HINCRBY (exact 64-bit integers in Redis) from decimal strings made
-// by Go, and read back as strings, never through a Lua number. What the scripts cost
+// by Go, and read back as strings, never through a Lua number; the grant lots
+// (lua/lib_grants.lua), bounded by driver.MaxCredits, are worked on as Lua numbers,
+// exact below 2^53, off the hot path. What the scripts cost
 // Redis, and why the hot path's are written as they are, is measured in bench_test.go.
 //
 //go:embed lua/*.lua
@@ -107,4 +109,5 @@ const (
 	stVoided       = 6 // the reservation was voided at its expiry
 	stTooMany      = 7 // the remaining plus used credits would pass driver.MaxCredits
 	stIndex        = 8 // refused until the account is indexed (see Store.indexFirst)
+	stTooManyLots  = 9 // a grant would start one lot too many (driver.MaxGrantLots)
 )

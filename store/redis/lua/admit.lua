@@ -49,12 +49,21 @@
 -- their replies, one list of 16 values each (Redis converts a step's table as it is,
 -- where copying it into one flat list cost a run more than the list of lists does).
 -- A step's values: status, denial, key state, rate allowed, remaining, retry ns, reset
--- ns, slot acquired, in use, then the balance: remaining and used as pairs (hi, lo: hi
--- * 10^9 + lo, see below), allowance, start, end. A step refused until the account is
--- indexed (denial 5) has the deadline (us) to index it by in place of the remaining
--- credits' hi, and the epoch to index it under in place of their lo.
+-- ns, slot acquired, in use, then the balance: the allowance part remaining and used as
+-- pairs (hi, lo: hi * 10^9 + lo, see below), allowance, start, end, the lots' g, gl and
+-- gn (see lib_grants.lua), and what the step took from the allowance and from the lots.
+-- A step refused until the account is indexed (denial 5) has the deadline (us) to
+-- index it by in place of the remaining credits' hi, and the epoch to index it under in
+-- place of their lo.
+--
+-- A step that the allowance part does not cover but the grants do takes all of the
+-- allowance and the rest from the lots, in spending order, off the hot path: it writes
+-- what the steps before changed first, and its marker is "g <amount> <period start>
+-- <plan>[ <APIs>]" (see reserve.lua). A lot that has lapsed at a step's now is dropped
+-- first, as a void is made.
 
 --#include lib_idiv.lua
+--#include lib_grants.lua
 -- Numbers: a string becomes a number by arithmetic (x + 0 parses it once, tonumber
 -- twice), and a number sent to Redis is formatted with '%d', exact below 2^53. Credits
 -- are 64-bit integers: the script carries them exactly as pairs (hi, lo), the value
@@ -163,8 +172,9 @@ for i = 1, n do
   -- leases, voiding and renewing, a replay does too).
   local r, replay, again
   while true do
-    r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0'} -- the step's reply
+    r = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '0', '0', '0', '0', '0', '0', 0, 0} -- the step's reply
     local claimed -- the score of a claim that lowers ix, once the step is admitted
+    local viaGrants, fromA, amtN, plan -- a step that reaches the grants: what it takes from the allowance
     repeat -- a step ends early with break
 
       -- Now, for the limits: Unix seconds s, nanoseconds ns and microseconds nowus, from
@@ -268,7 +278,7 @@ for i = 1, n do
       local nuHi, nuLo
       if hasCredits then
         if not b then
-          b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix')
+          b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix', 'g', 'gl', 'gn')
           nxStored = b[6] and b[6] + 0
           nx, ie, ix = nxStored, b[7] or '0', b[8] and b[8] + 0
           if b[4] then
@@ -282,27 +292,42 @@ for i = 1, n do
           --#include flush_credits.lua
           local openK, balK, useK, base, vlimit, vttl = KEYS[7], KEYS[5], KEYS[6], string.sub(marker, 1, #marker - #member), 64, mTTL
           --#include void_block.lua
-          b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+          b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix', 'g', 'gl', 'gn')
           nxStored = b[6] and b[6] + 0
           nx = nxStored
           remHi, remLo = split(b[1] or '0')
           usedHi, usedLo = split(b[2] or '0')
         end
+        if b[10] and b[10] + 0 <= nowus and b[4] then
+          -- A lot has lapsed: write what the steps before changed and drop it.
+          --#include flush_credits.lua
+          lapse_due(KEYS[5], nowus)
+          local g = redis.call('HMGET', KEYS[5], 'g', 'gl', 'gn')
+          b[9], b[10], b[11] = g[1], g[2], g[3]
+        end
         if not b[4] then r[1] = 1; break end
         if cPs ~= b[4] and cPs + 0 > b[4] + 0 then
-          redis.call('HSET', KEYS[5], 'rem', cAllow, 'used', '0', 'allow', cAllow, 'ps', cPs, 'pe', cPe)
+          local rn = renewed(KEYS[5], cAllow)
+          redis.call('HSET', KEYS[5], 'rem', rn, 'used', '0', 'allow', cAllow, 'ps', cPs, 'pe', cPe)
           redis.call('DEL', KEYS[6])
           -- The renewal overwrites the debit and the usage counts of the steps before.
-          b = {cAllow, '0', cAllow, cPs, cPe}
-          remHi, remLo = split(cAllow)
+          b = {rn, '0', cAllow, cPs, cPe, nil, nil, nil, b[9], b[10], b[11]}
+          remHi, remLo = split(rn)
           usedHi, usedLo, charges, firstAmt, firstAPIs, chgHi, chgLo, counts = 0, 0, 0, nil, nil, 0, 0, nil
         end
         -- Short: less remaining than the amount, or a used count that would pass
         -- 2^63 - 1 (which HINCRBY would refuse).
         nuHi, nuLo = usedHi + amtHi, usedLo + amtLo
         if nuLo >= G then nuHi, nuLo = nuHi + 1, nuLo - G end
-        if replay or remHi < amtHi or (remHi == amtHi and remLo < amtLo) or
-            nuHi > 9223372036 or (nuHi == 9223372036 and nuLo > 854775807) then
+        local short = remHi < amtHi or (remHi == amtHi and remLo < amtLo)
+        local over = nuHi > 9223372036 or (nuHi == 9223372036 and nuLo > 854775807)
+        if short and not over and not replay and b[9] then
+          -- Short of the allowance: the grants may cover the rest.
+          fromA, amtN = remHi * G + remLo, amtHi * G + amtLo
+          viaGrants = fromA + b[9] >= amtN
+        end
+        r[17], r[18], r[19] = b[9] or '0', b[10] or '0', b[11] or '0'
+        if replay or ((short or over) and not viaGrants) then
           if not replay then r[2] = 4 end
           r[10], r[11], r[12], r[13], r[14], r[15], r[16] = remHi, remLo, usedHi, usedLo, b[3] or '0', b[4], b[5] or '0'
           break
@@ -322,7 +347,11 @@ for i = 1, n do
       -- rest. An open reservation's is "o <amount> <period start>[ <APIs, joined by
       -- byte 31>]"; an admission's without credits, "a".
       local mv = 'a'
-      if hasCredits then
+      if viaGrants then
+        plan = plan_take(KEYS[5], amtN - fromA)
+        mv = 'g ' .. cAmt .. ' ' .. b[4] .. ' ' .. plan
+        if apis ~= '' then mv = mv .. ' ' .. apis end
+      elseif hasCredits then
         if mPs ~= b[4] or not m then
           mPs = b[4]
           if apis == '' then m = 'o ' .. cAmt .. ' ' .. mPs else m = 'o ' .. cAmt .. ' ' .. mPs .. ' ' .. apis end
@@ -360,7 +389,21 @@ for i = 1, n do
           pexp, pexpN, pexpGT = sTTL, nil, false
         end
       end
-      if hasCredits then
+      if viaGrants then
+        -- All of the allowance and the rest from the lots, written now, after what the
+        -- steps before changed.
+        --#include flush_credits.lua
+        take_lots(KEYS[5], plan)
+        redis.call('HSET', KEYS[5], 'rem', '0')
+        redis.call('HINCRBY', KEYS[5], 'used', cAmt)
+        for api in string.gmatch(apis, '[^\31]+') do redis.call('HINCRBY', KEYS[6], api, '1') end
+        remHi, remLo = 0, 0
+        usedHi, usedLo = nuHi, nuLo
+        local g = redis.call('HMGET', KEYS[5], 'g', 'gl', 'gn')
+        b[9], b[10], b[11] = g[1], g[2], g[3]
+        r[17], r[18], r[19], r[20], r[21] = b[9] or '0', b[10] or '0', b[11] or '0', fromA, amtN - fromA
+      elseif hasCredits then
+        r[20] = amtHi * G + amtLo
         remHi, remLo = remHi - amtHi, remLo - amtLo
         if remLo < 0 then remHi, remLo = remHi - 1, remLo + G end
         usedHi, usedLo = nuHi, nuLo
@@ -376,6 +419,8 @@ for i = 1, n do
           end
           if apis ~= '' then counts[apis] = (counts[apis] or 0) + 1 end
         end
+      end
+      if hasCredits then
         -- The reservation's deadline in the open set, written at the end.
         if not dlText then dlText = string.format('%d', dl) end
         opened[#opened + 1] = dlText

@@ -8,4 +8,5 @@ if not renew(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return {1} end
 local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[3], ARGV[7], ARGV[8], 64
 local nowus = micros(clock(ARGV[4], ARGV[5], ARGV[6]))
 --#include void_due.lua
+lapse_due(KEYS[1], nowus)
 return with_balance(0, KEYS[1])

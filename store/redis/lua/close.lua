@@ -22,12 +22,19 @@
 --   9 now us (empty: the server's clock)
 --   then, after the last separator, the APIs to uncount, joined by byte 31
 --
--- Reply: a step's 6 values, for a run of one step; for a run of several, a list of
--- their replies, one list of 6 values each (as in admit.lua). A step's values: status,
--- then the balance (remaining, used, allowance, start, end). Status 0 ok, 1 no
--- balance, 2 refund too large, 4 unknown reservation, 5 refund beyond what the balance
--- can hold, 6 voided; with 1 and 4, the balance is zeros.
+-- Reply: a step's 11 values, for a run of one step; for a run of several, a list of
+-- their replies, one list of 11 values each (as in admit.lua). A step's values: status,
+-- then the balance (the allowance part remaining, used, allowance, start, end, and the
+-- lots' g, gl and gn), then the charge kept, from the allowance and from the lots (0
+-- unless the step closed an open reservation). Status 0 ok, 1 no balance, 2 refund too
+-- large, 4 unknown reservation, 5 refund beyond what the balance can hold, 6 voided;
+-- with 1 and 4, the balance is zeros.
+--
+-- A reservation that took from grant lots (marker "g", see reserve.lua) gives a refund
+-- back to them first, then to the allowance, as lib_grants.lua says; it reads the
+-- server's clock then, to know which lots have lapsed, on the server's clock.
 
+--#include lib_grants.lua
 local n = #KEYS - 4
 if n == 1 then
   if string.byte(ARGV[2]) == 49 then redis.call('ZREM', KEYS[1], ARGV[1]) end
@@ -47,7 +54,7 @@ end
 local out, b, closed, nx = {}, nil, {}, false
 local P, refund, negRefund, ps, pe, allow, retention, openTTL, now, apis
 for i = 1, n do
-  local member, marker, st = ARGV[2 * i - 1], KEYS[4 + i], 0
+  local member, marker, st, ca, cg = ARGV[2 * i - 1], KEYS[4 + i], 0, 0, 0
   local a = ARGV[2 * i]
   if a ~= '' and a ~= P then
     P = a
@@ -59,7 +66,7 @@ for i = 1, n do
   repeat -- a step ends early with break
     -- The balance, renewed first if the period starts later than the stored one.
     if not b then
-      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
       nx = b[6] and b[6] + 0
     end
     if nx and now ~= '' and nx <= now + 0 then
@@ -71,14 +78,20 @@ for i = 1, n do
       end
       local openK, balK, useK, base, nowus, vlimit, vttl = KEYS[4], KEYS[2], KEYS[3], string.sub(marker, 1, #marker - #member), now + 0, 64, openTTL
       --#include void_block.lua
-      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx')
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
       nx = b[6] and b[6] + 0
+    end
+    if now ~= '' and b[8] and b[8] + 0 <= now + 0 then
+      -- A lot has lapsed: drop it, as a closing alone would.
+      lapse_due(KEYS[2], now + 0)
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
     end
     if not b[4] then st = 1; break end
     if ps ~= b[4] and ps + 0 > b[4] + 0 then
-      redis.call('HSET', KEYS[2], 'rem', allow, 'used', '0', 'allow', allow, 'ps', ps, 'pe', pe)
+      local r = renewed(KEYS[2], allow)
+      redis.call('HSET', KEYS[2], 'rem', r, 'used', '0', 'allow', allow, 'ps', ps, 'pe', pe)
       redis.call('DEL', KEYS[3])
-      b = {allow, '0', allow, ps, pe}
+      b = {r, '0', allow, ps, pe, b[6], b[7], b[8], b[9]}
     end
 
     -- The marker becomes "d" (settled), and the reservation it held, "o <amount>
@@ -93,6 +106,8 @@ for i = 1, n do
       break
     end
     local amt, rps = string.match(m, '^o (%d+) (%-?%d+)')
+    local plan
+    if not amt then amt, rps, plan = string.match(m, '^g (%d+) (%-?%d+) ([%d:,]+)') end
     -- Settled before (or an adjustment, or an admission without credits): at most
     -- once. The marker stays done, remembered for another retention.
     if not amt then break end
@@ -100,6 +115,37 @@ for i = 1, n do
       -- Refused: the reservation is put back, open, for another open reservation TTL.
       redis.call('SET', marker, m, 'PX', openTTL)
       st = 2
+      break
+    end
+    -- The charge kept: from the allowance first, as the refund goes to the lots first.
+    local took = 0
+    if plan then
+      for _, c in string.gmatch(plan, '(%d+):(%d+)') do took = took + c end
+    end
+    ca, cg = amt - took, amt - refund
+    if cg < ca then ca = cg end
+    cg = cg - ca
+    if plan and refund ~= '0' then
+      local nowus
+      if now ~= '' then
+        nowus = now + 0
+      else
+        local t = redis.call('TIME')
+        nowus = t[1] * 1000000 + t[2]
+      end
+      local room = refund + 0
+      if rps ~= b[4] then room = room_of(KEYS[2]) end
+      local rest = give_lots(KEYS[2], plan, refund + 0, nowus, room)
+      if rps == b[4] then
+        redis.call('HINCRBY', KEYS[2], 'rem', gfmt(rest))
+        redis.call('HINCRBY', KEYS[2], 'used', negRefund)
+        for api in string.gmatch(apis, '[^\31]+') do
+          local c = redis.call('HGET', KEYS[3], api)
+          if c and c + 0 > 0 then redis.call('HINCRBY', KEYS[3], api, '-1') end
+        end
+      end
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
+      for j = 1, 9 do b[j] = b[j] or '0' end
       break
     end
     -- Nothing to give back (or the reservation's period has passed): the balance is
@@ -120,18 +166,19 @@ for i = 1, n do
     end
     if rem < 9007199254740992 and rem > -9007199254740992 and used < 9007199254740992 and used > -9007199254740992 then
       -- The new balance is the one read, with the two counters as HINCRBY answered.
-      b = {rem, used, b[3], b[4], b[5]}
+      b = {rem, used, b[3], b[4], b[5], b[6], b[7], b[8], b[9]}
     else
-      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe')
-      for j = 1, 5 do b[j] = b[j] or '0' end
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
+      for j = 1, 9 do b[j] = b[j] or '0' end
     end
   until true
   if st ~= 2 and st ~= 5 then closed[#closed + 1] = member end
   local r
   if st == 1 or st == 4 then
-    r = {st, 0, 0, 0, 0, 0}
+    r = {st, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
   else
-    r = {st, b[1], b[2], b[3], b[4], b[5]}
+    if st ~= 0 then ca, cg = 0, 0 end
+    r = {st, b[1], b[2], b[3], b[4], b[5], b[7] or '0', b[8] or '0', b[9] or '0', ca, cg}
   end
   if n == 1 then out = r else out[i] = r end
 end

@@ -9,6 +9,7 @@
 -- and the account's epoch.
 
 --#include lib_time.lua
+--#include lib_grants.lua
 if redis.call('EXISTS', KEYS[2]) == 0 then return {0, '', '0'} end
 local openK, balK, useK, base, vlimit, vttl = KEYS[1], KEYS[2], KEYS[3], ARGV[5], tonumber(ARGV[4]), ARGV[6]
 local nowus = micros(clock(ARGV[1], ARGV[2], ARGV[3]))

@@ -7,7 +7,9 @@
 -- base (the markers' names less the request id), nowus, vlimit and vttl (the voided
 -- markers' TTL in ms), and sets vcount, the number voided. A voided reservation's marker
 -- becomes "v"; its credits come back and its APIs are uncounted if it was made in the
--- balance's current period.
+-- balance's current period; what it took from grant lots (a marker "g", see
+-- lib_grants.lua) goes back to them, unless they have lapsed, in any period. It
+-- expects the helpers of lib_grants.lua.
 
 local vcount = 0
 do
@@ -17,13 +19,23 @@ do
     for _, id in ipairs(ids) do
       local mk = base .. id
       local m = redis.call('GET', mk)
-      local amt, rps, apis
-      if m then amt, rps, apis = string.match(m, '^o (%d+) (%-?%d+) ?(.*)$') end
+      local amt, rps, apis, plan
+      if m then
+        amt, rps, apis = string.match(m, '^o (%d+) (%-?%d+) ?(.*)$')
+        if not amt then amt, rps, plan, apis = string.match(m, '^g (%d+) (%-?%d+) ([%d:,]+) ?(.*)$') end
+      end
       if amt then
         redis.call('SET', mk, 'v', 'PX', vttl)
+        local back = amt
+        if plan then
+          -- What it took from lots goes back to them first (see lib_grants.lua).
+          local room = amt + 0
+          if rps ~= ps then room = room_of(balK) end
+          back = gfmt(give_lots(balK, plan, amt + 0, nowus, room))
+        end
         if rps == ps then
           if amt ~= '0' then
-            redis.call('HINCRBY', balK, 'rem', amt)
+            redis.call('HINCRBY', balK, 'rem', back)
             redis.call('HINCRBY', balK, 'used', '-' .. amt)
           end
           for api in string.gmatch(apis, '[^\31]+') do
