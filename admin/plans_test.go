@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/wire"
@@ -105,9 +106,11 @@ func utc(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h,
 // TestAnchoredPeriods: an account's periods are counted from its billing anchor, its
 // creation by default: created on January 31, it renews on February 28, then March 31,
 // April 30; on a yearly plan, a year after; with an anchor on the 1st, on the 1st.
-func TestAnchoredPeriods(t *testing.T) {
+func TestAnchoredPeriods(t *testing.T) { onEveryStore(t, anchoredPeriods) }
+
+func anchoredPeriods(t *testing.T, stores tollgate.Stores) {
 	jan31 := utc(2030, time.January, 31, 10)
-	e := newPlansEnv(t, tollgate.Stores{}, jan31)
+	e := newPlansEnv(t, stores, jan31)
 
 	monthly := e.createAccount(`{"id":"monthly","plan":"basic"}`)
 	if a, _ := e.billingOf("monthly"); a.BillingAnchor == nil || !a.BillingAnchor.Equal(jan31) || a.PendingPlan != nil || a.PendingPlanAt != nil {
@@ -213,8 +216,10 @@ func wantPlanEntry(t *testing.T, entry map[string]any, from, to string, at time.
 // TestChangePlanNow: an upgrade is made now by default: the rest of the period gets
 // the difference of the allowances, and the very next call (its key's record cached)
 // is on the new plan: its headers, its rate limit. The renewal is the new plan's.
-func TestChangePlanNow(t *testing.T) {
-	e := newPlansEnv(t, tollgate.Stores{}, t0)
+func TestChangePlanNow(t *testing.T) { onEveryStore(t, changePlanNow) }
+
+func changePlanNow(t *testing.T, stores tollgate.Stores) {
+	e := newPlansEnv(t, stores, t0)
 	acct := e.createAccount(`{"id":"up","plan":"basic"}`)
 	feb15 := t0.AddDate(0, 1, 0)
 	wantCredits(t, "before", e.spend(acct.Value, 10), credits{"basic", 1, 90, 10, 100, feb15})
@@ -252,12 +257,31 @@ func TestChangePlanNow(t *testing.T) {
 	wantCredits(t, "the renewal", e.call(acct.Value), credits{"pro", 1, 999, 1, 1000, t0.AddDate(0, 2, 0)})
 }
 
+// TestChangePlanOnEveryInstance: a change made through one instance is in force on
+// the next call through another that cached the account's record.
+func TestChangePlanOnEveryInstance(t *testing.T) { onEveryStore(t, changePlanOnEveryInstance) }
+
+func changePlanOnEveryInstance(t *testing.T, stores tollgate.Stores) {
+	a, b := newPlansEnv(t, stores, t0), newPlansEnv(t, stores, t0)
+	acct := a.createAccount(`{"id":"shared","plan":"basic"}`)
+	wantCredits(t, "a call through the other instance", b.call(acct.Value), credits{"basic", 1, 99, 1, 100, t0.AddDate(0, 1, 0)})
+	a.changePlan("shared", `{"plan":"pro"}`)
+	r := b.rest(acct.Value, "hash", map[string]string{"text": "x"})
+	wantStatus(t, "the next call through the other instance", r, http.StatusOK)
+	wantCredits(t, "the next call through the other instance", creditHeaders(t, r), credits{"pro", 1, 998, 2, 1000, t0.AddDate(0, 1, 0)})
+	if got := r.header.Get(wire.HeaderRateLimit); got != "600" {
+		t.Errorf("%s = %q on the other instance, want the pro plan's 600", wire.HeaderRateLimit, got)
+	}
+}
+
 // TestChangePlanAtRenewal: a downgrade waits for the renewal by default: nothing
 // changes until the period's last instant, and from the renewal's on the new plan is in
 // force with its allowance exactly, without anything rewriting the account's record. A
 // later change replaces a pending one; a change back to the plan in force drops it.
-func TestChangePlanAtRenewal(t *testing.T) {
-	e := newPlansEnv(t, tollgate.Stores{}, t0)
+func TestChangePlanAtRenewal(t *testing.T) { onEveryStore(t, changePlanAtRenewal) }
+
+func changePlanAtRenewal(t *testing.T, stores tollgate.Stores) {
+	e := newPlansEnv(t, stores, t0)
 	acct := e.createAccount(`{"id":"down","plan":"pro"}`)
 	feb15 := t0.AddDate(0, 1, 0)
 	e.spend(acct.Value, 3)
@@ -313,8 +337,10 @@ func TestChangePlanAtRenewal(t *testing.T) {
 
 // TestChangePlanDowngradeNow: a downgrade made now takes the difference from what is
 // left of the allowance, never below zero, and never from granted credits.
-func TestChangePlanDowngradeNow(t *testing.T) {
-	e := newPlansEnv(t, tollgate.Stores{}, t0)
+func TestChangePlanDowngradeNow(t *testing.T) { onEveryStore(t, changePlanDowngradeNow) }
+
+func changePlanDowngradeNow(t *testing.T, stores tollgate.Stores) {
+	e := newPlansEnv(t, stores, t0)
 	acct := e.createAccount(`{"id":"now","plan":"pro"}`)
 	feb15 := t0.AddDate(0, 1, 0)
 	r := e.admin(http.MethodPost, "/admin/v1/accounts/now/credits", `{"amount":-850,"reason":"spent"}`)
@@ -335,8 +361,10 @@ func TestChangePlanDowngradeNow(t *testing.T) {
 // TestChangePlanCycle: a change now between plans that renew on different cycles
 // begins a new period now, on the new plan's allowance; at the renewal, the new plan's
 // periods are counted from it.
-func TestChangePlanCycle(t *testing.T) {
-	e := newPlansEnv(t, tollgate.Stores{}, t0)
+func TestChangePlanCycle(t *testing.T) { onEveryStore(t, changePlanCycle) }
+
+func changePlanCycle(t *testing.T, stores tollgate.Stores) {
+	e := newPlansEnv(t, stores, t0)
 	acct := e.createAccount(`{"id":"cycle","plan":"pro"}`)
 	e.spend(acct.Value, 5)
 
@@ -361,8 +389,10 @@ func TestChangePlanCycle(t *testing.T) {
 
 // TestChangePlanRefused: an unknown plan or effective, a missing plan, an unknown or
 // closed account.
-func TestChangePlanRefused(t *testing.T) {
-	e := newPlansEnv(t, tollgate.Stores{}, t0)
+func TestChangePlanRefused(t *testing.T) { onEveryStore(t, changePlanRefused) }
+
+func changePlanRefused(t *testing.T, stores tollgate.Stores) {
+	e := newPlansEnv(t, stores, t0)
 	e.createAccount(`{"id":"acct","plan":"basic"}`)
 	for _, tt := range []struct {
 		name, id, body string
@@ -400,16 +430,23 @@ func TestChangePlanRefused(t *testing.T) {
 // to wait for the renewal, and the renewal. At every step its balance, as the admin API
 // reads it from the ledger, is the period's allowance (as the changes of plan left it)
 // plus the credits granted less the credits charged; the walk is logged as a table.
-func TestPlanMonthWalk(t *testing.T) {
+func TestPlanMonthWalk(t *testing.T) { onEveryStore(t, monthWalk) }
+
+// onEveryStore runs test on memory stores, and on PostgreSQL and on Redis with the
+// test variables that name their servers.
+func onEveryStore(t *testing.T, test func(t *testing.T, stores tollgate.Stores)) {
 	for _, s := range []struct {
 		name   string
 		stores func(t *testing.T) tollgate.Stores
 	}{
-		{"memory", func(*testing.T) tollgate.Stores { return tollgate.Stores{} }},
+		{"memory", func(*testing.T) tollgate.Stores {
+			return tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+				Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+		}},
 		{"postgres", postgresStores},
 		{"redis", redisStores},
 	} {
-		t.Run(s.name, func(t *testing.T) { monthWalk(t, s.stores(t)) })
+		t.Run(s.name, func(t *testing.T) { test(t, s.stores(t)) })
 	}
 }
 
