@@ -53,48 +53,89 @@ func PeriodAt(anchor time.Time, renews Cycle, t time.Time) Period {
 	if anchor.IsZero() {
 		anchor = calendar
 	}
+	// The calendar arithmetic is done on day numbers (the service computes a period
+	// for every call it authenticates).
 	a := anchorOf(anchor)
 	step := renews.months()
-	ty, tm, _ := t.UTC().Date()
-	n := floorDiv((ty-a.y)*12+int(tm-a.m), step) * step
+	tsec := t.Unix()
+	ty, tm, _ := civil(floorDiv(int(tsec), secondsPerDay))
+	n := floorDiv((ty-a.y)*12+(tm-a.m), step) * step
 	start := a.plus(n)
-	if start.After(t) {
+	if start > tsec || start == tsec && a.ns > t.Nanosecond() {
 		n -= step
 		start = a.plus(n)
 	}
-	return Period{Start: start, End: a.plus(n + step)}
+	return Period{Start: time.Unix(start, int64(a.ns)).UTC(), End: time.Unix(a.plus(n+step), int64(a.ns)).UTC()}
 }
 
-// An anchorDate is an anchor's date and time of day, in UTC.
+const secondsPerDay = 24 * 60 * 60
+
+// An anchorDate is an anchor's date (its month m from 1 to 12) and time of day, in
+// UTC.
 type anchorDate struct {
-	y, d, hh, mm, ss, ns int
-	m                    time.Month
+	y, m, d int
+	sec     int // seconds into the day
+	ns      int
 }
 
 func anchorOf(t time.Time) anchorDate {
-	t = t.UTC()
-	a := anchorDate{ns: t.Nanosecond()}
-	a.y, a.m, a.d = t.Date()
-	a.hh, a.mm, a.ss = t.Clock()
+	unix := int(t.Unix())
+	day := floorDiv(unix, secondsPerDay)
+	a := anchorDate{sec: unix - day*secondsPerDay, ns: t.Nanosecond()}
+	a.y, a.m, a.d = civil(day)
 	return a
 }
 
-// plus returns the anchor moved by n months: on its day of the month, or on the
-// month's last day if it has fewer days, at its time of day, in UTC.
-func (a anchorDate) plus(n int) time.Time {
-	months := a.y*12 + int(a.m-1) + n
+// plus returns the anchor moved by n months, in Unix seconds: on its day of the month,
+// or on the month's last day if it has fewer days, at its time of day.
+func (a anchorDate) plus(n int) int64 {
+	months := a.y*12 + (a.m - 1) + n
 	y := floorDiv(months, 12)
-	m := time.Month(months - y*12 + 1)
-	return time.Date(y, m, min(a.d, daysIn(y, m)), a.hh, a.mm, a.ss, a.ns, time.UTC)
+	m := months - y*12 + 1
+	return days(y, m, min(a.d, daysIn(y, time.Month(m))))*secondsPerDay + int64(a.sec)
+}
+
+// civil returns the date (proleptic Gregorian, month from 1 to 12) of the day that is
+// day days after 1970-01-01; days is its inverse. (The algorithms of Howard Hinnant's
+// "chrono-Compatible Low-Level Date Algorithms".)
+func civil(day int) (y, m, d int) {
+	z := day + 719468
+	era := floorDiv(z, 146097)
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = doy - (153*mp+2)/5 + 1
+	m = mp + 3
+	if m > 12 {
+		m -= 12
+	}
+	y = yoe + era*400
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+// days returns the number of days from 1970-01-01 to the date y-m-d (month from 1 to
+// 12).
+func days(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := floorDiv(y, 400)
+	yoe := y - era*400
+	doy := (153*((m+9)%12)+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era*146097 + doe - 719468)
 }
 
 // floorDiv returns a/b rounded down, for b > 0.
 func floorDiv(a, b int) int {
-	q := a / b
-	if a%b < 0 {
-		q--
+	if a < 0 {
+		return -((-a + b - 1) / b)
 	}
-	return q
+	return a / b
 }
 
 // daysIn returns the number of days of month m of year y.

@@ -110,7 +110,14 @@ func OpenAPIPaths() map[string]any {
 	return map[string]any{
 		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and the first page of its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
-				"account": map[string]any{"type": "object"}, "plan": map[string]any{"type": "object"},
+				"account": map[string]any{"type": "object", "properties": map[string]any{
+					"billing_anchor": map[string]any{"type": []string{"string", "null"}, "format": "date-time",
+						"description": "When the account's credit periods are counted from: each renews on its day of the month (or of the year) at its time of day, in UTC. Null: calendar months."},
+					"pending_plan": map[string]any{"type": []string{"string", "null"},
+						"description": "The plan the account moves to at pending_plan_at, the end of the current period; null when no change waits."},
+					"pending_plan_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
+				}},
+				"plan": map[string]any{"type": "object"},
 				"balance": map[string]any{"type": "object", "properties": map[string]any{
 					"remaining": map[string]any{"type": "integer"}, "used": map[string]any{"type": "integer"},
 					"limit": map[string]any{"type": "integer"}, "renewal": map[string]any{"type": "string", "format": "date-time"},
