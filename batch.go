@@ -121,6 +121,9 @@ func (s *Service) CallBatch(ctx context.Context, c Caller, b Batch) BatchReply {
 		return BatchReply{Err: err}
 	}
 	api, err := s.lookup(&p, b.API)
+	if err == nil {
+		err = s.callable(ctx, &p)
+	}
 	if err != nil {
 		return refusedBatch(s.refuse(ctx, &p, err, Receipt{}, b.API))
 	}

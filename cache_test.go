@@ -447,3 +447,55 @@ func TestCallAs(t *testing.T) {
 		t.Fatalf("used %d credits (%v); want 3: the refused calls charge nothing", bal.Balance.Used, err)
 	}
 }
+
+// TestKeyCacheAccountRevision checks that the key check of a cached principal names its
+// account's revision: an account whose record changed in the store (its restrictions
+// narrowed, here) is read again by the very next call on an instance whose cache
+// still holds the old record, and the call is judged on the new one.
+func TestKeyCacheAccountRevision(t *testing.T) {
+	keys := &countingKeys{KeyStore: memory.NewKeyStore()}
+	a, _ := cachedInstances(t, keys, &auth.KeyCacheOptions{}, "ok", "other")
+	ctx := t.Context()
+	_, _, value, err := a.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(api string) error {
+		t.Helper()
+		return a.Service().Call(ctx, tollgate.Caller{Credential: auth.Credential{Kind: auth.APIKeyHeader, Value: value}, Channel: auth.ChannelREST}, api, nil).Err
+	}
+	for range 2 { // the second call is served from the cache
+		if err := call("ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acct, err := keys.Account(ctx, "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := acct.Update()
+	u.Restrictions, err = auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.UpdateAccount(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	if err := call("ok"); tollgate.CodeOf(err) != tollgate.CodeForbidden {
+		t.Errorf("a call the account's new restrictions forbid, on a cached key: %v, want forbidden", err)
+	}
+	if err := call("other"); err != nil {
+		t.Errorf("a call the account's new restrictions allow: %v", err)
+	}
+	// The record read again is cached, with the account's new revision: the next calls
+	// read no record.
+	resolves, accts := keys.resolves.Load(), keys.accounts.Load()
+	for range 3 {
+		if err := call("other"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, n := keys.resolves.Load()-resolves, keys.accounts.Load()-accts; r != 0 || n != 0 {
+		t.Errorf("cached calls after the refresh read %d key and %d account records, want none", r, n)
+	}
+}

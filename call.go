@@ -62,7 +62,9 @@ type Item struct {
 // it authenticates the caller, checks that the caller may call the API, reads the call's
 // input with input (which the front door gives the API, so that it can read the request
 // as the API takes it), validates it, admits the call against the plan, runs the API and
-// settles its credits. input may be nil for an API without parameters.
+// settles its credits. input may be nil for an API without parameters. A call of a
+// suspended account is refused with CodeAccountSuspended before its input is read (see
+// suspend.go).
 //
 // Whatever refuses the call after the caller is authenticated (a validation, the plan,
 // an error input returns), the reply carries the balance for the credit headers, and a
@@ -83,6 +85,9 @@ func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*cat
 // [Service.Call]).
 func (s *Service) call(ctx context.Context, p *Principal, id string, input func(*catalog.API) (Input, error)) Reply {
 	api, err := s.lookup(p, id)
+	if err == nil {
+		err = s.callable(ctx, p)
+	}
 	if err != nil {
 		return s.refuse(ctx, p, err, Receipt{}, id)
 	}
@@ -145,6 +150,9 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	if err != nil || len(list) == 0 {
 		return s.refuse(ctx, &p, err, Receipt{})
 	}
+	if err := s.callable(ctx, &p); err != nil {
+		return s.refuse(ctx, &p, err, Receipt{}, itemAPIs(list)...)
+	}
 	invs, of, apis, err := s.invocations(ctx, &p, list)
 	if err != nil {
 		return s.refuse(ctx, &p, err, Receipt{}, apis...)
@@ -167,12 +175,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 // refuses an API named with different parameters. On a refusal it also returns the
 // APIs to record it for in the usage statistics.
 func (s *Service) invocations(ctx context.Context, p *Principal, list []Item) (invs []invocation, of []int, apis []string, err error) {
-	var ids []string
-	for _, it := range list {
-		if !slices.Contains(ids, it.API) {
-			ids = append(ids, it.API)
-		}
-	}
+	ids := itemAPIs(list)
 	if limit := p.Plan.GraphQLMaxAPIs; limit > 0 && len(ids) > limit {
 		return nil, nil, nil, newError(CodePlanLimitExceeded, fmt.Sprintf(
 			"the query names %d APIs; the %s plan allows %d per query", len(ids), p.Plan.Name, limit), nil)
@@ -218,6 +221,17 @@ func (s *Service) prepareItem(ctx context.Context, p *Principal, it Item) (invoc
 		e.Message = it.Name + ": " + e.Message
 	}
 	return inv, err
+}
+
+// itemAPIs returns the distinct APIs that list names, in the order they are first named.
+func itemAPIs(list []Item) []string {
+	var ids []string
+	for _, it := range list {
+		if !slices.Contains(ids, it.API) {
+			ids = append(ids, it.API)
+		}
+	}
+	return ids
 }
 
 func label(it Item) string {

@@ -22,7 +22,9 @@
 //  1. authenticate the credential ([Caller]) against the key store (with
 //     [Options.KeyCache], against a cached record whose key the admission checks again;
 //     the service's authority, package internal/authn);
-//  2. authorize: the restrictions of the account and the key (channel, address, API);
+//  2. authorize: the restrictions of the account and the key (channel, address, API),
+//     and the account's state: a suspended account's calls are refused
+//     (CodeAccountSuspended, never charged), a closed account's keys are revoked;
 //  3. look up the API, let the front door read the input the way the API takes it, and
 //     validate it; a failure here is never charged;
 //  4. admit: rate limit, concurrency slot and credit reservation, one step (the

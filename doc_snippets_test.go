@@ -27,8 +27,8 @@ import (
 // but for the address: the server gets a port of its own (-addr) and BASE, which the
 // tour's Try it sets, names it, so that the test never binds :8080. go run compiles the server meanwhile, which is what
 // the sequence's wait is for. Every request must succeed, and the account must end as
-// the page says: 150 credits, the sub-key rotated and revoked. The page's table of admin
-// routes must be the admin package's.
+// the page says: active after its suspension, 150 credits, the sub-key rotated and
+// revoked. The page's table of admin routes must be the admin package's.
 func TestDocTourAdmin(t *testing.T) {
 	shellTools(t)
 	tour, err := os.ReadFile("docs/tour.md")
@@ -69,6 +69,10 @@ func TestDocTourAdmin(t *testing.T) {
 	defer res.Body.Close()
 	var acct struct {
 		Data struct {
+			Account struct {
+				State          string
+				StateChangedAt *time.Time `json:"state_changed_at"`
+			}
 			Balance struct{ Remaining int64 }
 			Keys    []struct {
 				Name      string
@@ -79,6 +83,9 @@ func TestDocTourAdmin(t *testing.T) {
 	}
 	if err := json.NewDecoder(res.Body).Decode(&acct); err != nil {
 		t.Fatal(err)
+	}
+	if a := acct.Data.Account; a.State != "active" || a.StateChangedAt == nil {
+		t.Errorf("acme is %+v, want active again, its state changed by the reactivation", a)
 	}
 	if acct.Data.Balance.Remaining != 150 {
 		t.Errorf("acme has %d credits, want 150 (the free plan's 50 and the grant of 100)", acct.Data.Balance.Remaining)

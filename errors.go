@@ -66,6 +66,10 @@ const (
 	// CodeIdempotencyKeyReused: an idempotency key was sent again with another request
 	// (another API, other items) while the first one's answer is kept.
 	CodeIdempotencyKeyReused
+	// CodeAccountSuspended: the caller's account is suspended: an operator refuses
+	// every call of its keys until they reactivate it. Never charged, no rate-limit
+	// event. Its holder may still sign in and read the account, its keys and usage.
+	CodeAccountSuspended
 
 	numCodes
 )
@@ -92,6 +96,7 @@ var names = [numCodes]string{
 	CodeTimeout:              wire.CodeTimeout,
 	CodeUnavailable:          wire.CodeUnavailable,
 	CodeIdempotencyKeyReused: wire.CodeIdempotencyKeyReused,
+	CodeAccountSuspended:     wire.CodeAccountSuspended,
 }
 
 // Codes returns every code, for the tests of front doors' mapping tables.

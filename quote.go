@@ -24,12 +24,13 @@ type Quote struct {
 	// Balance is the account's balance now; zero when it could not be read.
 	Balance billing.Balance
 	// Err is why the call would be refused before it runs, as [Service.CallAll] would
-	// refuse it: an [*Error] (the caller's credential, a key's restrictions, more APIs
-	// than the plan allows per call, an input the catalog refuses, an API named with
-	// different parameters, a balance short of the cost), or an error that the front
-	// door's items function returned, untouched. Nil when the call would be admitted as
-	// far as can be known beforehand: the plan's rate limit and concurrency ceiling
-	// depend on the moment the call is sent, and are judged then.
+	// refuse it: an [*Error] (the caller's credential, a suspended account, a key's
+	// restrictions, more APIs than the plan allows per call, an input the catalog
+	// refuses, an API named with different parameters, a balance short of the cost),
+	// or an error that the front door's items function returned, untouched. Nil when
+	// the call would be admitted as far as can be known beforehand: the plan's rate
+	// limit and concurrency ceiling depend on the moment the call is sent, and are
+	// judged then.
 	Err error
 }
 
@@ -75,7 +76,10 @@ func (s *Service) QuoteAll(ctx context.Context, c Caller, items func() ([]Item, 
 		}
 		q.APIs = append(q.APIs, a)
 	}
-	invs, _, _, err := s.invocations(ctx, &p, list)
+	var invs []invocation
+	if err = s.callable(ctx, &p); err == nil {
+		invs, _, _, err = s.invocations(ctx, &p, list)
+	}
 	if err != nil {
 		for _, a := range q.APIs {
 			q.Cost += a.Cost

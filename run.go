@@ -84,6 +84,9 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
 			}
 		}
+		if err := s.callable(ctx, p); err != nil {
+			return s.refuse(ctx, p, err, rc, apis...)
+		}
 		// The account's record may have changed too (its plan).
 		a.Key = nil
 		a.Plan, a.Period = s.terms(p, now)

@@ -250,13 +250,19 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	}
 	s.events.Logger = s.log
 	if authOpts.Cache != nil {
-		// A key changed here leaves this instance's cache at once; on other instances,
-		// the admission's check of the key catches the change.
+		// A key or an account changed here leaves this instance's cache at once; on
+		// other instances, the admission's check of the key (and of its account's
+		// revision) catches the change.
 		s.events.Subscribe(event.ObserverFunc(func(_ context.Context, e event.Event) {
 			if c, ok := e.(*event.Change); ok && c.Key != "" {
 				authority.Forget(c.Key)
 			}
 		}), event.KeyRotated, event.KeyUpdated, event.KeyRevoked)
+		s.events.Subscribe(event.ObserverFunc(func(_ context.Context, e event.Event) {
+			if c, ok := e.(*event.Change); ok && c.Account != "" {
+				authority.ForgetAccount(c.Account)
+			}
+		}), event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted, event.PlanChanged)
 	}
 	if timeout > lease/2 {
 		s.renewEvery = lease / 2

@@ -1,5 +1,6 @@
-// Package accounts manages what a [tollgate.Service] meters: accounts, their keys and
-// credits for operators, the same for account holders within their own account
+// Package accounts manages what a [tollgate.Service] meters: accounts (their listing
+// and lifecycle: suspension, closure, deletion), their keys and credits for operators,
+// the same for account holders within their own account
 // (self-service), sessions, and the reads of the audit log and of the usage
 // statistics. Every rule of management is written here once, whichever front door
 // (the admin API, the account holders' API, the dashboard, a host's own code) asks.
@@ -82,6 +83,13 @@ type Options struct {
 	// a negative value turns the schedule off (call [Manager.PruneKeys] yourself then).
 	// [Manager.Close] stops it.
 	KeyPruneInterval time.Duration
+	// ClosedRetention is how long a closed account is kept before
+	// [Manager.DeleteAccount] may delete it: until then its records (the account, its
+	// revoked keys, its balance) stay, for disputes and late settlements, and a deletion
+	// is refused with CodeConflict saying when it becomes possible. Nothing deletes a
+	// closed account by itself. The default is [DefaultClosedRetention]; a negative
+	// value lets a closed account be deleted at once.
+	ClosedRetention time.Duration
 	// SelfServiceLimit bounds, per account, what its holders can make the service
 	// store with requests that are free: each start of a session and each key that
 	// self-service creates, rotates or changes spends one event of this token bucket
@@ -121,6 +129,9 @@ type Manager struct {
 	selfLimit    driver.Limit // with its default; Rate 0: no budget
 	log          *slog.Logger
 	closeOnce    sync.Once
+
+	// closedRetention is Options.ClosedRetention, with its default (negative: none).
+	closedRetention time.Duration
 }
 
 // New returns a Manager of svc's accounts, on svc's stores ([tollgate.Service.Stores]):
@@ -164,6 +175,7 @@ func New(svc *tollgate.Service, opts *Options) (*Manager, error) {
 		log:           cmp.Or(opts.Logger, slog.Default()),
 	}
 	m.sessions, m.ended = svc.Sessions()
+	m.closedRetention = cmp.Or(opts.ClosedRetention, DefaultClosedRetention)
 	if interval := opts.KeyPruneInterval; m.keyRetention > 0 && interval >= 0 {
 		if interval == 0 {
 			interval = every.TenthOf(m.keyRetention, DefaultKeyPruneInterval)

@@ -34,10 +34,10 @@ func WithActor(ctx context.Context, a event.Actor) context.Context {
 // by an operator ([audit.Operator], or "operator:" and a name) or by the host's own
 // code ([audit.Host], or another name the host gave) is shown with what changed and
 // when, its actor as "operator" or "host", without the address it was made from, and,
-// for a credit adjustment, without the free-text reason the operator gave: the
-// operator's name, network and notes are theirs. Reasons the service writes (a key's
-// rename) stay. A change made by one of the account's keys, or a session of the
-// account, is shown whole.
+// for a credit adjustment, a suspension, a reactivation or a closure, without the
+// free-text reason the operator gave: the operator's name, network and notes are
+// theirs. Reasons the service writes (a key's rename) stay. A change made by one of
+// the account's keys, or a session of the account, is shown whole.
 func holderView(e audit.Entry) audit.Entry {
 	switch {
 	case e.Actor == audit.Operator || strings.HasPrefix(e.Actor, audit.Operator+":"):
@@ -48,7 +48,8 @@ func holderView(e audit.Entry) audit.Entry {
 		e.Actor = audit.Host
 	}
 	e.Addr = netip.Addr{}
-	if e.Action == audit.CreditsAdjust {
+	switch e.Action {
+	case audit.CreditsAdjust, audit.AccountSuspend, audit.AccountReactivate, audit.AccountClose:
 		e.Reason = ""
 	}
 	return e

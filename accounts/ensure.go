@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -18,12 +19,11 @@ import (
 // conflict that says what differs.
 
 // existingAccount answers the creation of an account whose id, or primary key value, is
-// taken. With the same
-// definition (its plan, its restrictions and, when spec names them, its primary key's
-// value and its billing anchor) it returns the account as it is, with its primary key and the value spec gave
-// (none when spec gave none: values are never stored), and opens its balance if a
-// creation was cut short before it did. The opening credits are not compared: the
-// balance has moved since.
+// taken. With the same definition (its plan, its restrictions and, when spec names
+// them, its primary key's value and its billing anchor) it returns the account as it
+// is, with its primary key and the value spec gave (none when spec gave none: values
+// are never stored), and opens its balance if a creation was cut short before it did.
+// The opening credits are not compared: the balance has moved since.
 func (m *Manager) existingAccount(ctx context.Context, spec Spec, credits int64, now time.Time) (auth.Account, auth.Key, string, error) {
 	acct, err := m.keys.Account(ctx, spec.ID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -125,4 +125,20 @@ func sameRestrictions(a, b auth.Restrictions) bool {
 		return false
 	}
 	return slices.Equal(x.APIs, y.APIs) && slices.Equal(x.Channels, y.Channels) && slices.Equal(x.AllowedIPs, y.AllowedIPs)
+}
+
+// checkIDUnused refuses the id of an account that was deleted: deletion removes the
+// account and its keys, while its balance, usage and audit log keep their own
+// retention, and a new account with the id would inherit them. An account that exists
+// passes (CreateAccount compares it with the spec), and so does a store that cannot
+// answer (the creation reports the outage).
+func (m *Manager) checkIDUnused(ctx context.Context, id string) error {
+	if _, err := m.keys.Account(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if _, err := m.ledger.Usage(ctx, id, billing.Period{}); err != nil {
+		return nil
+	}
+	return newError(tollgate.CodeConflict, fmt.Sprintf(
+		"the id %q belonged to an account that was deleted; choose another id", id), nil)
 }

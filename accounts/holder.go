@@ -44,6 +44,10 @@ import (
 //     [Options.RevokedKeyRetention]) for self-service to create another; listings are
 //     paged; creating, rotating and changing a key spend the account's self-service
 //     budget ([Options.SelfServiceLimit]). See the bounds in bounds.go.
+//   - A suspended account's holder may sign in, read the account, its keys, usage and
+//     audit log, and revoke keys, but keys are not created, rotated nor changed
+//     (CodeAccountSuspended) until the operator reactivates the account. A closed
+//     account's keys are revoked: its holder is refused as a revoked key is.
 //   - Every change goes through the management methods, so it is in the audit log with
 //     the caller's key id ([audit.SessionActor] for a session without a key) as its
 //     actor and the caller's address. Only the caller that sees every key (the primary
@@ -269,6 +273,9 @@ func (m *Manager) CreateOwnKey(ctx context.Context, c tollgate.Caller, spec NewK
 	if err != nil {
 		return auth.Key{}, "", err
 	}
+	if err := notSuspended(&p, "created"); err != nil {
+		return auth.Key{}, "", err
+	}
 	if spec.Value != "" {
 		return auth.Key{}, "", newError(tollgate.CodeInvalidInput, "value: a key's value is chosen at random; leave it out", nil)
 	}
@@ -323,7 +330,10 @@ func (m *Manager) narrowing(p *tollgate.Principal, r auth.Restrictions) error {
 // old value stops working at once. The primary key may be rotated (by itself or a
 // session).
 func (m *Manager) RotateOwnKey(ctx context.Context, c tollgate.Caller, keyID string) (auth.Key, string, error) {
-	ctx, _, k, err := m.managed(ctx, c, keyID)
+	ctx, p, k, err := m.managed(ctx, c, keyID)
+	if err == nil {
+		err = notSuspended(&p, "rotated")
+	}
 	if err != nil {
 		return auth.Key{}, "", err
 	}
@@ -357,6 +367,9 @@ func (m *Manager) RevokeOwnKey(ctx context.Context, c tollgate.Caller, keyID str
 // primary key cannot be changed through self-service.
 func (m *Manager) UpdateOwnKey(ctx context.Context, c tollgate.Caller, keyID string, change KeyChange) (auth.Key, error) {
 	ctx, p, k, err := m.managed(ctx, c, keyID)
+	if err == nil {
+		err = notSuspended(&p, "changed")
+	}
 	if err != nil {
 		return auth.Key{}, err
 	}

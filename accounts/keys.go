@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/store"
 )
@@ -132,6 +133,10 @@ func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, l
 	acct, err := m.keys.Account(ctx, accountID)
 	if err != nil {
 		return auth.Key{}, "", err
+	}
+	if acct.State == auth.AccountClosed {
+		// An *Error, which the management methods answer as it is.
+		return auth.Key{}, "", newError(tollgate.CodeConflict, fmt.Sprintf("the account %q is closed; a closed account gets no new key", accountID), nil)
 	}
 	if err := spec.Restrictions.Within(acct.Restrictions); err != nil {
 		return auth.Key{}, "", err

@@ -73,6 +73,9 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 		if err := checkText("id", spec.ID, maxIDLength); err != nil {
 			return auth.Account{}, auth.Key{}, "", err
 		}
+		if err := m.checkIDUnused(ctx, spec.ID); err != nil {
+			return auth.Account{}, auth.Key{}, "", err
+		}
 	}
 	now := m.now()
 	anchor, err := billingAnchor(spec.BillingAnchor, now)

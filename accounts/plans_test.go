@@ -20,26 +20,6 @@ import (
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
-// racingKeys changes an account's record, once, between the read and the update of a
-// change: the change's update finds another revision.
-type racingKeys struct {
-	auth.KeyStore
-	raced atomic.Bool
-}
-
-func (k *racingKeys) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.Account, error) {
-	if !k.raced.Swap(true) {
-		a, err := k.KeyStore.Account(ctx, u.ID)
-		if err != nil {
-			return auth.Account{}, err
-		}
-		if _, err := k.KeyStore.UpdateAccount(ctx, a.Update()); err != nil {
-			return auth.Account{}, err
-		}
-	}
-	return k.KeyStore.UpdateAccount(ctx, u)
-}
-
 // lossyLedger applies its first lost adjustments but answers them with an error, as a
 // ledger whose answer is lost in the network; with fail set, it refuses every
 // adjustment without applying it.
@@ -103,10 +83,12 @@ func plansManager(t *testing.T, keys auth.KeyStore, ledger driver.Ledger) (*acco
 }
 
 // TestChangePlanRetriesChangedAccount: a change decided on a record that changed
-// since is decided again on the new record, and applied once.
+// since is decided again on the new record, and applied once; one that keeps losing
+// is a conflict.
 func TestChangePlanRetriesChangedAccount(t *testing.T) {
 	keys := &racingKeys{KeyStore: memory.NewKeyStore()}
 	mgr, changes := plansManager(t, keys, memory.NewLedger(nil))
+	keys.races.Store(1)
 	c, err := mgr.ChangePlan(t.Context(), "acct", "pro", "")
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +98,15 @@ func TestChangePlanRetriesChangedAccount(t *testing.T) {
 	}
 	if n := changes.n.Load(); n != 1 {
 		t.Errorf("%d changes of plan published, want 1", n)
+	}
+	// A change that keeps losing is a conflict, and changes nothing.
+	keys.races.Store(-1)
+	if _, err := mgr.ChangePlan(t.Context(), "acct", "basic", accounts.EffectiveNow); tollgate.CodeOf(err) != tollgate.CodeConflict {
+		t.Errorf("a change that keeps losing: %v, want a conflict", err)
+	}
+	keys.races.Store(0)
+	if info, err := mgr.Account(t.Context(), "acct"); err != nil || info.Account.Plan != "pro" || info.Balance.Remaining != 1000 || changes.n.Load() != 1 {
+		t.Errorf("after the lost change: %+v, %+v, %v, %d changes; want pro, 1000 credits, one change", info.Account, info.Balance, err, changes.n.Load())
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package admin is an optional http.Handler for operators: create accounts and keys,
 // read an account with its balance and keys, change an account's plan, rotate and
-// revoke keys, and grant or take away credits. It is protected by a bearer admin token, compared in constant time.
+// revoke keys, and grant or take away credits. It is protected by a bearer admin
+// token, compared in constant time.
 //
 // Routes, relative to where the host mounts the handler (JSON in, the envelope out):
 //
@@ -14,6 +15,39 @@
 //	POST /admin/v1/keys/{key_id}/revoke
 //	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
 //	GET  /admin/v1/accounts/{account_id}/audit     ?limit=&cursor=&from=&to=
+//
+// and the lifecycle of accounts:
+//
+//	GET    /admin/v1/accounts                           ?limit=&cursor=&plan=&state=&created_from=&created_before=&id_prefix=
+//	POST   /admin/v1/accounts/{account_id}/suspend      {"reason"}
+//	POST   /admin/v1/accounts/{account_id}/reactivate   {"reason"?}
+//	POST   /admin/v1/accounts/{account_id}/close        {"reason"}
+//	DELETE /admin/v1/accounts/{account_id}
+//
+// and the usage of every account:
+//
+//	GET    /admin/v1/usage                           ?from=&to=&group_by=&order=&account=&api=&channel=&outcome=&limit=&cursor=
+//
+// The listing answers {"accounts": [...], "next": cursor or null}, in the order of the
+// accounts' ids: limit 1 to 200 (default 50), cursor the "next" of the page before,
+// plan and state (active, suspended or closed) select the accounts with them,
+// created_from and created_before (RFC 3339) those created within [from, before),
+// id_prefix those whose id begins with it. A page may hold fewer accounts than the
+// limit, even none, while next is set: the store bounds what one page examines, and a
+// listing goes on until next is null. Every account in an answer carries its "state"
+// and "state_changed_at" (null if it never changed), and a closed one "deletable_at".
+//
+// Suspend refuses every call of the account's keys with 403 account_suspended until
+// reactivate, on every instance from the next call; the account holder may still sign
+// in and read the account, its keys and usage. Close revokes every key of the account
+// for good (they answer as revoked keys do); calls in flight settle normally, and
+// reservations left open are voided at their expiry. Suspend and close need a reason,
+// recorded in the audit log (reactivate takes one optionally); each answers the account
+// as it is afterwards, and a change to the state it is in already changes nothing. A
+// closed account cannot be suspended or reactivated (409). DELETE deletes a closed
+// account and its keys once accounts.Options.ClosedRetention (90 days by default) has
+// passed since its closure; before, or for an account that is not closed, it is a 409
+// saying when it becomes possible.
 //
 // GET /admin/v1/accounts/{account_id} answers the account, its balance and the first
 // page of its keys (keys_next continues it); the keys route lists them a page at a
@@ -34,6 +68,14 @@
 // from and to RFC 3339 instants (from <= at < to). Every change made through this
 // handler is recorded with the actor "operator" and the client's address, read through
 // the trusted proxies of the edge ([Options.Edge]) as every door reads it.
+//
+// The usage route ranks the usage of every account over a range (with
+// accounts.Options.Usage set; else 404): the calls, credits and errors summed per
+// account, API, channel or outcome (group_by), largest first by calls or credits
+// (order), filtered by account, api, channel or outcome, a page at a time (limit 1 to
+// 200, default 50; cursor the "next" of the page before). from and to are RFC 3339
+// instants or dates, by default the 30 days to the end of today (UTC); see
+// docs/tour.md for the bounds of the range and the body.
 //
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
@@ -103,7 +145,7 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 	}
 	h := &Handler{mgr: mgr, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
 		door: e.Door(edge.DoorSpec{})}
-	mgmtapi.Mount(h.mux, "/admin/", "admin", []mgmtapi.Route{
+	mgmtapi.Mount(h.mux, "/admin/", "admin", append(h.lifecycleRoutes(), []mgmtapi.Route{
 		{Method: http.MethodGet, Path: "/admin/v1/plans", Serve: h.listPlans},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
@@ -114,7 +156,8 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 		{Method: http.MethodPost, Path: "/admin/v1/keys/{key_id}/revoke", Serve: h.revokeKey},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts/{account_id}/credits", Serve: h.adjustCredits},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/audit", Serve: h.auditLog},
-	})
+		{Method: http.MethodGet, Path: "/admin/v1/usage", Serve: h.usageTotals},
+	}...))
 	return h, nil
 }
 
@@ -189,7 +232,7 @@ func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{
-		"account": mgmtapi.AccountJSON(info.Account), "balance": mgmtapi.BalanceJSON(info.Balance), "keys": mgmtapi.KeysJSON(info.Keys),
+		"account": h.accountJSON(info.Account), "balance": mgmtapi.BalanceJSON(info.Balance), "keys": mgmtapi.KeysJSON(info.Keys),
 		"keys_next": mgmtapi.Nullable(info.KeysNext),
 	})
 }

@@ -83,14 +83,19 @@ func newEnvOf(t *testing.T, c envConfig) *env {
 	}
 	clk := testenv.NewClock(c.start)
 	logs := &testenv.Logs{}
-	logger := logs.Logger()
-	mgr := managerOf(t, clk.Now, logger, c)
+	return serve(t, clk, logs, managerOf(t, clk.Now, logs.Logger(), c), c.admin)
+}
+
+// serve returns the env of mgr's service, whose clock is clk and logs logs: its admin
+// handler (with opts) and REST handler behind a test server.
+func serve(t *testing.T, clk *testenv.Clock, logs *testenv.Logs, mgr *accounts.Manager, opts *admin.Options) *env {
+	t.Helper()
 	svc := mgr.Service()
-	ah, err := admin.NewHandler(mgr, adminToken, c.admin)
+	ah, err := admin.NewHandler(mgr, adminToken, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rh, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logger})
+	rh, err := rest.NewHandler(svc, &rest.Options{Accounts: mgr, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,6 @@ func (h *Handler) changePlan(w http.ResponseWriter, r *http.Request) {
 	if c.Changed {
 		at = c.EffectiveAt.UTC()
 	}
-	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"account": mgmtapi.AccountJSON(c.Account), "balance": mgmtapi.BalanceJSON(c.Balance),
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"account": h.accountJSON(c.Account), "balance": mgmtapi.BalanceJSON(c.Balance),
 		"changed": c.Changed, "effective_at": at})
 }

@@ -55,6 +55,19 @@ const (
 	// SessionEnd: a session (Target, its id) was ended (signed out) before its expiry.
 	// Actor is the key it acted as.
 	SessionEnd Action = "session.end"
+	// AccountSuspend: the account was suspended, for Reason: its calls are refused
+	// until it is reactivated.
+	AccountSuspend Action = "account.suspend"
+	// AccountReactivate: the suspended account was made active again, for Reason if
+	// one was given.
+	AccountReactivate Action = "account.reactivate"
+	// AccountClose: the account was closed, for Reason. The revocations of its keys
+	// that the closure made are recorded as [KeyRevoke] entries of their own.
+	AccountClose Action = "account.close"
+	// AccountDelete: the closed account and its keys were deleted, once the closure's
+	// retention had passed. The account's entries, this one included, are kept as long
+	// as the log's own retention keeps them.
+	AccountDelete Action = "account.delete"
 )
 
 // Actors that are not a key id.

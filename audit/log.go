@@ -100,7 +100,8 @@ func NewLog(store Store, opts *LogOptions) *Log {
 // Kinds returns the kinds of events the log records.
 func (l *Log) Kinds() []event.Kind {
 	return []event.Kind{event.AccountCreated, event.KeyCreated, event.KeyRotated, event.KeyUpdated,
-		event.KeyRevoked, event.CreditsAdjusted, event.SessionStarted, event.SessionEnded, event.PlanChanged}
+		event.KeyRevoked, event.CreditsAdjusted, event.SessionStarted, event.SessionEnded,
+		event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted, event.PlanChanged}
 }
 
 // Observe records e, if it is a change the log records (see [Log.Kinds]).
@@ -145,6 +146,14 @@ func entryOf(c *event.Change) (Entry, bool) {
 		e.Action, e.Target, e.Reason = SessionStart, c.Session, c.Reason
 	case event.SessionEnded:
 		e.Action, e.Target = SessionEnd, c.Session
+	case event.AccountSuspended:
+		e.Action, e.Reason = AccountSuspend, c.Reason
+	case event.AccountReactivated:
+		e.Action, e.Reason = AccountReactivate, c.Reason
+	case event.AccountClosed:
+		e.Action, e.Reason = AccountClose, c.Reason
+	case event.AccountDeleted:
+		e.Action = AccountDelete
 	case event.PlanChanged:
 		e.Action, e.Reason = PlanChange, c.Reason
 		e.Before, _ = json.Marshal(map[string]string{"plan": c.OldPlan})

@@ -85,7 +85,7 @@ func (c *Client) API(ctx context.Context, apiID string) (*catalog.API, error) {
 	if err := snap.broken[apiID]; err != nil {
 		return nil, fmt.Errorf("client: this client cannot read the definition of the %s API in the catalog (%w); update the client", apiID, err)
 	}
-	return nil, fmt.Errorf("%w %q: the catalog of %s has no such API; GET /v1/catalog (or `tollgate list`) lists them", ErrUnknownAPI, apiID, snap.source)
+	return nil, fmt.Errorf("%w %q: the catalog of %s has no such API; GET /v1/catalog lists them", ErrUnknownAPI, apiID, snap.source)
 }
 
 // Catalog returns the definitions of every API the client can call, in the order of

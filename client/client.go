@@ -88,7 +88,7 @@ type Client struct {
 type credential struct{ value string }
 
 // ErrNoKey is returned by [New] when the key is empty.
-var ErrNoKey = errors.New("client: no API key: pass the key of your account (a UUID) to New; set it from an environment variable such as TOLLGATE_API_KEY rather than writing it in code")
+var ErrNoKey = errors.New("client: no API key: pass the key of your account (a UUID) to New; read it from an environment variable rather than writing it in code")
 
 // keyPattern is the shape of an API key: a UUID, 8-4-4-4-12 hexadecimal digits. The
 // service refuses a value of any other shape before any lookup.

@@ -139,7 +139,7 @@ func answer(apiID string, hr *http.Response, body []byte) (*Response, error) {
 	case hr.StatusCode >= 300 && hr.StatusCode < 400:
 		e.Message = fmt.Sprintf("the service redirected the call to %q; the client does not follow redirects, so that the key stays with this host: set the base URL to the service's final address", hr.Header.Get("Location"))
 	case hr.StatusCode == http.StatusOK:
-		e.Message = "the service answered 200 without an envelope of status ok; is the base URL a Tollgate service?"
+		e.Message = "the service answered 200 without an envelope of status ok; is the base URL the root of the service?"
 	default:
 		e.Message = fmt.Sprintf("the service answered %s without a JSON envelope", hr.Status)
 		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("<")) {

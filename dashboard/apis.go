@@ -113,6 +113,8 @@ type apiData struct {
 	Shell, Packages []code
 	// GenCommand is the tollgate-gen command that makes the packages.
 	GenCommand string
+	// KeyVar is the environment variable the snippets read the key from.
+	KeyVar string
 	// Form is the try-it form; Result the answer of the last try.
 	Form   tryForm
 	Result *tryResult
@@ -158,8 +160,8 @@ func (h *Handler) renderAPI(w http.ResponseWriter, r *http.Request, v *visit, ap
 		API: apiRow{ID: api.ID, Title: api.Title, Description: api.Description, Category: api.Category,
 			Method: api.Method, Cost: api.Cost, File: api.File != nil, Access: can(api)},
 		Path: "/v1/" + api.ID, GraphQL: catalog.RootFieldName(api.ID), MCP: api.ID, Base: base,
-		GenCommand: "tollgate-gen -catalog " + shellQuote(base+"/v1/catalog") + " -out clients" + h.packages.genFlags(),
-		Form:       form, Result: res,
+		GenCommand: "tollgate-gen -catalog " + shellQuote(base+"/v1/catalog") + " -out clients" + genFlags(h.names()),
+		KeyVar:     h.brand.KeyVar(), Form: form, Result: res,
 	}
 	for i := range api.Params {
 		p := &api.Params[i]

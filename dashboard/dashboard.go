@@ -14,6 +14,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
 )
@@ -43,8 +45,13 @@ type Options struct {
 	// person's mistake (a store that is down). The default is slog.Default(). Neither
 	// key values, session tokens nor form contents are ever logged.
 	Logger *slog.Logger
-	// Title names the portal in every page's header and title. The default is
-	// "Tollgate".
+	// Brand is the operator's brand: its Name is the default Title, its command and
+	// environment variables those of the command-line client and of the packages'
+	// examples in the snippets. The zero value is brand.Default(); an invalid brand
+	// is an error.
+	Brand brand.Brand
+	// Title names the portal in every page's header and title. The default is the
+	// brand's Name ("Tollgate").
 	Title string
 	// PublicURL is the service's public root URL, such as https://api.example.com: the
 	// MCP page gives its MCP endpoint as PublicURL + "/v1/mcp", and the APIs' code
@@ -80,6 +87,7 @@ type Handler struct {
 	sessions Sessions
 	log      *slog.Logger
 	title    string
+	brand    brand.Brand
 	// publicURL is Options.PublicURL without a trailing slash.
 	publicURL string
 	graphql   Estimator
@@ -126,13 +134,16 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 	if opts == nil {
 		opts = &Options{}
 	}
+	if err := opts.Brand.Check(); err != nil {
+		return nil, errors.New("dashboard: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
+	}
 	h := &Handler{mgr: mgr, svc: mgr.Service(), sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
-		graphql: opts.GraphQL, packages: opts.Packages}
+		graphql: opts.GraphQL, packages: opts.Packages, brand: opts.Brand.OrDefault()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	if h.title == "" {
-		h.title = "Tollgate"
+		h.title = h.brand.Name
 	}
 	var err error
 	if opts.PublicURL != "" {
@@ -140,8 +151,12 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 			return nil, err
 		}
 	}
-	if err := opts.Packages.names().Check(); err != nil {
-		return nil, errors.New("dashboard: Options.Packages: " + err.Error())
+	if err := h.names().Check(); err != nil {
+		field := "Packages"
+		if strings.HasPrefix(err.Error(), "-brand-") {
+			field = "Brand" // a command that would name the packages' base error class as another
+		}
+		return nil, errors.New("dashboard: Options." + field + ": " + err.Error())
 	}
 	if h.login, err = newLoginForm(sessions, opts.LoginFields, opts.LoginTitle); err != nil {
 		return nil, err
@@ -237,6 +252,8 @@ type view struct {
 	// Nonce is the nonce of the page's Content-Security-Policy, for the style element
 	// its script writes ("" for a page without one).
 	Nonce string
+	// Suspended is set when the account is suspended: the page says so in a banner.
+	Suspended bool
 }
 
 // render writes the page with status. Pages are never cached: one may show a key's
@@ -266,11 +283,14 @@ func seeOther(w http.ResponseWriter, to string) {
 // A visit is a request of a signed-in person.
 type visit struct {
 	edge.Visit
+	// suspended is set when the account is suspended, as the page's check of the
+	// session read it (see page): every page then says so.
+	suspended bool
 }
 
 // view returns a view of a page for the visit.
 func (v *visit) view(title, nav string) *view {
-	return &view{Title: title, Nav: nav, Account: v.Claims.Account, CSRF: v.CSRFToken}
+	return &view{Title: title, Nav: nav, Account: v.Claims.Account, CSRF: v.CSRFToken, Suspended: v.suspended}
 }
 
 // visitOf returns the visit of r, or false if r carries no live session cookie.
@@ -296,10 +316,12 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 		}
 		c := v.Caller
 		c.Verify = true
-		if _, err := h.svc.Authenticate(r.Context(), c); err != nil {
+		p, err := h.svc.Authenticate(r.Context(), c)
+		if err != nil {
 			h.failed(w, r, v, err)
 			return
 		}
+		v.suspended = p.Account.State == auth.AccountSuspended
 		serve(w, r, v)
 	}
 }

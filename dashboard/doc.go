@@ -40,6 +40,11 @@
 // /v1/account and GET /v1/analytics answer, and the service's rules decide who may do
 // what.
 //
+// The holder of an account the operator suspended signs in and reads every page, each
+// with a banner that says the account is suspended, that its calls are refused and to
+// contact the operator; creating or rotating a key is refused meanwhile, revoking one
+// is not. A closed account cannot sign in, and its sessions end, as a revoked key's do.
+//
 // # Security
 //
 //   - Sessions are those of package session: the cookie is HttpOnly and SameSite=Strict;
@@ -72,8 +77,9 @@
 //   - The code to copy calls the service's root URL: Options.PublicURL, or the scheme
 //     and host of the request, with a placeholder for a Host header that is not a plain
 //     host name (so no request puts its own text in a command). The key is read from
-//     the TOLLGATE_API_KEY environment variable in every snippet, never written in;
-//     the command-line client also takes the service from TOLLGATE_BASE_URL. curl
+//     the brand's environment variable (Options.Brand: TOLLGATE_API_KEY by default) in
+//     every snippet, never written in; the command-line client, named by the brand's
+//     command, also takes the service from its TOLLGATE_BASE_URL. curl
 //     sends a GET's parameters in the query string, a POST's as a JSON body, and a file
 //     API's as a multipart upload (another snippet gives the file by its address).
 //   - The example values are those of the generated packages' READMEs: each required

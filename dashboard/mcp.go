@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/brand"
 )
 
 // mcpPath is where the service's MCP endpoint is, under its root.
@@ -56,30 +58,32 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// mcpSnippets returns the configurations of common MCP clients for the endpoint u.
-func mcpSnippets(u string) []snippet {
+// mcpSnippets returns the configurations of common MCP clients for the endpoint u,
+// which name the server by the brand's command and read the key from its variable.
+func mcpSnippets(u string, b brand.Brand) []snippet {
 	header := "x-api-key: " + keyPlaceholder
 	headers := map[string]string{"x-api-key": keyPlaceholder}
 	qu := shellQuote(u)
+	name, keyVar, input := b.Command, b.KeyVar(), b.Command+"-key" // names of safe characters only
 	snips := []snippet{
 		{ID: "claude-code", Client: "Claude Code", Where: "Run in a terminal.",
-			Key:   "claude mcp add --transport http tollgate " + qu + " --header " + shellQuote(header),
-			OAuth: "claude mcp add --transport http tollgate " + qu + "\n# then, in Claude Code: /mcp, choose tollgate, Authenticate"},
+			Key:   "claude mcp add --transport http " + name + " " + qu + " --header " + shellQuote(header),
+			OAuth: "claude mcp add --transport http " + name + " " + qu + "\n# then, in Claude Code: /mcp, choose " + name + ", Authenticate"},
 		{ID: "claude-desktop", Client: "Claude Desktop", Where: "In claude_desktop_config.json (Settings, Developer, Edit Config); it runs the mcp-remote bridge with npx.",
-			Key: jsonText(map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{
-				"command": "npx", "args": []string{"mcp-remote", u, "--header", "x-api-key:${TOLLGATE_API_KEY}"},
-				"env": map[string]string{"TOLLGATE_API_KEY": keyPlaceholder}}}}),
-			OAuth: jsonText(map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{
+			Key: jsonText(map[string]any{"mcpServers": map[string]any{name: map[string]any{
+				"command": "npx", "args": []string{"mcp-remote", u, "--header", "x-api-key:${" + keyVar + "}"},
+				"env": map[string]string{keyVar: keyPlaceholder}}}}),
+			OAuth: jsonText(map[string]any{"mcpServers": map[string]any{name: map[string]any{
 				"command": "npx", "args": []string{"mcp-remote", u}}}})},
 		{ID: "cursor", Client: "Cursor", Where: "In ~/.cursor/mcp.json, or .cursor/mcp.json in a project.",
-			Key:   jsonText(map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{"url": u, "headers": headers}}}),
-			OAuth: jsonText(map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{"url": u}}})},
+			Key:   jsonText(map[string]any{"mcpServers": map[string]any{name: map[string]any{"url": u, "headers": headers}}}),
+			OAuth: jsonText(map[string]any{"mcpServers": map[string]any{name: map[string]any{"url": u}}})},
 		{ID: "vscode", Client: "VS Code", Where: "In .vscode/mcp.json; VS Code asks for the key once and keeps it in its secret storage.",
 			Key: jsonText(map[string]any{
-				"inputs": []any{map[string]any{"type": "promptString", "id": "tollgate-key", "description": "Tollgate API key", "password": true}},
-				"servers": map[string]any{"tollgate": map[string]any{"type": "http", "url": u,
-					"headers": map[string]string{"x-api-key": "${input:tollgate-key}"}}}}),
-			OAuth: jsonText(map[string]any{"servers": map[string]any{"tollgate": map[string]any{"type": "http", "url": u}}})},
+				"inputs": []any{map[string]any{"type": "promptString", "id": input, "description": b.Name + " API key", "password": true}},
+				"servers": map[string]any{name: map[string]any{"type": "http", "url": u,
+					"headers": map[string]string{"x-api-key": "${input:" + input + "}"}}}}),
+			OAuth: jsonText(map[string]any{"servers": map[string]any{name: map[string]any{"type": "http", "url": u}}})},
 		{ID: "inspector", Client: "MCP Inspector", Where: "Run in a terminal; it lists the tools. Without --cli it opens the Inspector's page, where you choose Streamable HTTP, this URL, and the header (or OAuth).",
 			Key:   "npx @modelcontextprotocol/inspector --cli " + qu + " --transport http --header " + shellQuote(header) + " --method tools/list",
 			OAuth: "npx @modelcontextprotocol/inspector\n# Transport: Streamable HTTP, URL: " + u + ", then Open Auth Settings, Quick OAuth Flow"},
@@ -95,6 +99,6 @@ func mcpSnippets(u string) []snippet {
 func (h *Handler) mcpPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	u := h.mcpURL(r)
 	page := v.view("Connect an MCP client", "mcp")
-	page.Data = mcpData{URL: u, Header: "x-api-key", Placeholder: keyPlaceholder, Snippets: mcpSnippets(u)}
+	page.Data = mcpData{URL: u, Header: "x-api-key", Placeholder: keyPlaceholder, Snippets: mcpSnippets(u, h.brand)}
 	h.render(w, r, http.StatusOK, "mcp", page)
 }

@@ -144,7 +144,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, v *visit, p
 		case k.Restrictions.Expired(now):
 			row.State = "expired"
 		}
-		row.CanRotate = !k.Revoked()
+		row.CanRotate = !k.Revoked() && !v.suspended
 		row.CanRevoke = !k.Revoked() && !k.Primary
 		d.Keys = append(d.Keys, row)
 	}

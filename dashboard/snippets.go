@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/clientgen"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
@@ -15,7 +16,9 @@ import (
 
 // PackageNames are the names the host gave the generated client packages: the
 // settings of tollgate-gen's flags of the same names. The APIs page shows each
-// package's example with them. An empty field is the flag's default.
+// package's example with them. An empty field is the flag's default, which follows
+// the command of Options.Brand (the defaults below are the default brand's; acme
+// gives @acme, Acme, ...).
 type PackageNames struct {
 	// GoImport is -go-import, the import path of the folder of the Go packages
 	// (default example.com/tollgate/clients).
@@ -36,20 +39,27 @@ type PackageNames struct {
 	DartPrefix string
 }
 
-// names returns the generator's names of n.
-func (n PackageNames) names() clientgen.Names {
-	return clientgen.Names{GoImport: n.GoImport, NPMScope: n.NPMScope, PythonPrefix: n.PythonPrefix,
+// names returns the generator's names of the packages, with the brand's command and
+// prefix of variables unless they are the default's.
+func (h *Handler) names() clientgen.Names {
+	n := h.packages
+	out := clientgen.Names{GoImport: n.GoImport, NPMScope: n.NPMScope, PythonPrefix: n.PythonPrefix,
 		DotnetNamespace: n.DotnetNamespace, JavaPackage: n.JavaPackage, PHPNamespace: n.PHPNamespace, DartPrefix: n.DartPrefix}
+	if def := brand.Default(); h.brand.Command != def.Command || h.brand.EnvPrefix != def.EnvPrefix {
+		out.BrandCommand, out.BrandEnv = h.brand.Command, h.brand.EnvPrefix
+	}
+	return out
 }
 
-// genFlags returns the tollgate-gen flags that give these names, for the command the
-// page shows.
-func (n PackageNames) genFlags() string {
+// genFlags returns the tollgate-gen flags that give the packages the names of n, for
+// the command the page shows.
+func genFlags(n clientgen.Names) string {
 	var b strings.Builder
 	for _, f := range []struct{ flag, value string }{
 		{"-go-import", n.GoImport}, {"-npm-scope", n.NPMScope}, {"-python-prefix", n.PythonPrefix},
 		{"-dotnet-namespace", n.DotnetNamespace}, {"-java-package", n.JavaPackage},
 		{"-php-namespace", n.PHPNamespace}, {"-dart-prefix", n.DartPrefix},
+		{"-brand-command", n.BrandCommand}, {"-brand-env", n.BrandEnv},
 	} {
 		if f.value != "" {
 			b.WriteString(" " + f.flag + " " + shellQuote(f.value))
@@ -57,12 +67,6 @@ func (n PackageNames) genFlags() string {
 	}
 	return b.String()
 }
-
-// Environment variables of the snippets: the key is read from one, never written in.
-const (
-	envKey     = "TOLLGATE_API_KEY"
-	envBaseURL = "TOLLGATE_BASE_URL"
-)
 
 // exampleFile is the file name the snippets of a file API upload, as the generated
 // packages' examples do.
@@ -100,7 +104,7 @@ func (h *Handler) baseURL(r *http.Request) string {
 	}
 	host := r.Host
 	if host == "" || len(host) > 255 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") != "" {
-		host = "YOUR_TOLLGATE_HOST"
+		host = "YOUR_" + h.brand.EnvPrefix + "_HOST"
 	}
 	return scheme + "://" + host
 }
@@ -114,9 +118,9 @@ func (h *Handler) snippets(api *catalog.API, base string) ([]code, []code, error
 		return nil, nil, err
 	}
 	var shell []code
-	shell = append(shell, curlSnippets(api, base, args)...)
-	shell = append(shell, cliSnippets(api, base, args)...)
-	examples, err := clientgen.Examples(api, h.packages.names())
+	shell = append(shell, curlSnippets(api, base, args, h.brand)...)
+	shell = append(shell, cliSnippets(api, base, args, h.brand)...)
+	examples, err := clientgen.Examples(api, h.names())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,11 +134,12 @@ func (h *Handler) snippets(api *catalog.API, base string) ([]code, []code, error
 
 // curlSnippets returns the curl commands of a call: the query string of a GET, a JSON
 // body for a POST, a multipart upload for a file API (and its URL form, a JSON body
-// with url). The key comes from $TOLLGATE_API_KEY; -i shows the credit headers.
-func curlSnippets(api *catalog.API, base string, args []clientgen.Arg) []code {
+// with url). The key comes from the brand's $TOLLGATE_API_KEY; -i shows the credit
+// headers.
+func curlSnippets(api *catalog.API, base string, args []clientgen.Arg, b brand.Brand) []code {
 	u := base + "/v1/" + api.ID
 	head := "curl -sS -i "
-	key := ` \` + "\n  -H \"x-api-key: $" + envKey + `"`
+	key := ` \` + "\n  -H \"x-api-key: $" + b.KeyVar() + `"`
 	if api.Method == http.MethodGet {
 		q := url.Values{}
 		for _, a := range args {
@@ -167,10 +172,11 @@ func curlSnippets(api *catalog.API, base string, args []clientgen.Arg) []code {
 	}
 }
 
-// cliSnippets returns the commands of the command-line client tollgate, which reads
-// the key from $TOLLGATE_API_KEY and the service from $TOLLGATE_BASE_URL.
-func cliSnippets(api *catalog.API, base string, args []clientgen.Arg) []code {
-	cmd := envBaseURL + "=" + shellQuote(base) + " tollgate " + api.ID
+// cliSnippets returns the commands of the brand's command-line client (tollgate), which
+// reads the key from $TOLLGATE_API_KEY and the service from $TOLLGATE_BASE_URL (the
+// brand's variables).
+func cliSnippets(api *catalog.API, base string, args []clientgen.Arg, b brand.Brand) []code {
+	cmd := b.BaseURLVar() + "=" + shellQuote(base) + " " + b.Command + " " + api.ID
 	for _, a := range args {
 		for _, v := range textValues(a.Value) {
 			if strings.HasPrefix(v, "-") {

@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 			Code:          doortest.EnvelopeCode,
 			Receipts:      true,
 			CORS:          true,
+			SuspendedCode: "account_suspended", SuspendedStatus: http.StatusForbidden,
 		},
 		{
 			Name: "account", New: mount, Sessions: true,
@@ -51,6 +52,7 @@ func TestConformance(t *testing.T) {
 			Code:          doortest.GraphQLCode,
 			Receipts:      true,
 			CORS:          true,
+			SuspendedCode: "ACCOUNT_SUSPENDED", SuspendedStatus: http.StatusForbidden,
 		},
 		{
 			Name: "admin", New: mount, Sessions: true, Auth: doortest.AuthAdminToken,

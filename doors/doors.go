@@ -32,6 +32,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/dashboard"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/gql"
@@ -87,9 +88,15 @@ type Options struct {
 	PublicURL string
 	// Logger receives the doors' failures. The default is slog.Default().
 	Logger *slog.Logger
+	// Brand is the operator's brand, what the service's customers see it called: the
+	// dashboard's title and snippets, the OpenAPI document's title, the MCP server's
+	// name and the OAuth consent page take it (see package brand). Mount gives it to
+	// each door whose own options set no Brand. The zero value is brand.Default();
+	// an invalid brand is an error.
+	Brand brand.Brand
 
-	// Each door's own settings. Mount sets their Edge, Logger, and where they are
-	// wired to another door (REST's Accounts and OpenAPI paths, the dashboard's
+	// Each door's own settings. Mount sets their Edge, Logger, Brand, and where they
+	// are wired to another door (REST's Accounts and OpenAPI paths, the dashboard's
 	// GraphQL, MCP's tokens), on a copy.
 	REST      rest.Options
 	GraphQL   gql.Options
@@ -104,7 +111,7 @@ type OAuth struct {
 	// instance).
 	Store oauth.Store
 	// Options are the server's; Mount sets Issuer (from [Options.PublicURL]),
-	// Resources, Edge and Logger.
+	// Resources, Edge and Logger, and Brand unless it is set.
 	Options oauth.Options
 }
 
@@ -146,6 +153,9 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if err := opts.Brand.Check(); err != nil {
+		return nil, errors.New("doors: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
 	}
 	want, err := doorsFor(svc, opts)
 	if err != nil {
@@ -189,7 +199,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 	}
 	if want&REST != 0 {
 		ro := opts.REST
-		ro.Edge, ro.Accounts, ro.Logger = m.Edge, m.Accounts, orLogger(ro.Logger, log)
+		ro.Edge, ro.Accounts, ro.Logger, ro.Brand = m.Edge, m.Accounts, orLogger(ro.Logger, log), orBrand(ro.Brand, opts.Brand)
 		ro.OpenAPI.Paths = maps.Clone(ro.OpenAPI.Paths)
 		if ro.OpenAPI.Paths == nil {
 			ro.OpenAPI.Paths = map[string]any{}
@@ -222,7 +232,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 	}
 	if want&Dashboard != 0 {
 		dopts := opts.Dashboard
-		dopts.Logger = orLogger(dopts.Logger, log)
+		dopts.Logger, dopts.Brand = orLogger(dopts.Logger, log), orBrand(dopts.Brand, opts.Brand)
 		if dopts.PublicURL == "" {
 			dopts.PublicURL = opts.PublicURL
 		}
@@ -242,7 +252,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 	}
 	if want&MCP != 0 {
 		mo := opts.MCP
-		mo.Edge, mo.Logger = m.Edge, orLogger(mo.Logger, log)
+		mo.Edge, mo.Logger, mo.Brand = m.Edge, orLogger(mo.Logger, log), orBrand(mo.Brand, opts.Brand)
 		if opts.OAuth != nil {
 			if err := m.mountOAuth(routes, svc, opts, &mo, log); err != nil {
 				return nil, err
@@ -276,7 +286,7 @@ func (m *Mounted) mountOAuth(routes map[string]http.Handler, svc *tollgate.Servi
 	issuer := strings.TrimSuffix(opts.PublicURL, "/")
 	resource := issuer + "/v1/mcp"
 	oo := opts.OAuth.Options
-	oo.Issuer, oo.Resources, oo.Edge, oo.Logger = issuer, []string{resource}, m.Edge, orLogger(oo.Logger, log)
+	oo.Issuer, oo.Resources, oo.Edge, oo.Logger, oo.Brand = issuer, []string{resource}, m.Edge, orLogger(oo.Logger, log), orBrand(oo.Brand, opts.Brand)
 	var err error
 	if m.OAuth, err = oauth.New(opts.OAuth.Store, oauth.ServiceKeys(svc), &oo); err != nil {
 		return err
@@ -329,6 +339,14 @@ func doorsFor(svc *tollgate.Service, opts *Options) (Door, error) {
 		return 0, errors.New("doors: Options.OAuth is for MCP clients: mount the MCP door too")
 	}
 	return want, nil
+}
+
+// orBrand returns a door's own brand, or the one of Mount's options when it has none.
+func orBrand(b, def brand.Brand) brand.Brand {
+	if b != (brand.Brand{}) {
+		return b
+	}
+	return def
 }
 
 func orLogger(l, def *slog.Logger) *slog.Logger {

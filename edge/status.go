@@ -32,6 +32,7 @@ var statuses = map[tollgate.Code]int{
 	tollgate.CodeTimeout:              http.StatusGatewayTimeout,
 	tollgate.CodeUnavailable:          http.StatusServiceUnavailable,
 	tollgate.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
+	tollgate.CodeAccountSuspended:     http.StatusForbidden,
 }
 
 // Status returns the HTTP status of a failure of code in the JSON envelope's answers

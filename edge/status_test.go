@@ -24,6 +24,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 		{tollgate.CodeConcurrencyLimited, 429, "concurrency_limited"},
 		{tollgate.CodeCreditsExhausted, 429, "credits_exhausted"},
 		{tollgate.CodePlanLimitExceeded, 403, "plan_limit_exceeded"},
+		{tollgate.CodeAccountSuspended, 403, "account_suspended"},
 		{tollgate.CodeUnavailable, 503, "unavailable"},
 		{tollgate.CodeTimeout, 504, "timeout"},
 		{tollgate.Code(200), 500, "internal"},

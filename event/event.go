@@ -61,6 +61,9 @@ const (
 	// PlanChanged: an account's plan changed ([Change.OldPlan] to [Change.Plan]), now or
 	// from the renewal at [Change.Effective].
 	PlanChanged
+	// AccountDeleted: a closed account was deleted, with its keys, once its closure's
+	// retention had passed.
+	AccountDeleted
 
 	numKinds
 )
@@ -81,6 +84,7 @@ var kindNames = [numKinds]string{
 	AccountReactivated: "account.reactivated",
 	AccountClosed:      "account.closed",
 	PlanChanged:        "plan.changed",
+	AccountDeleted:     "account.deleted",
 }
 
 // String returns the kind's stable name, a noun and a verb in the past ("key.rotated").

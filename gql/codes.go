@@ -38,6 +38,7 @@ var codes = map[tollgate.Code]mapping{
 	tollgate.CodeUnavailable:          {"SERVICE_UNAVAILABLE", http.StatusServiceUnavailable},
 	// The gateway sends no idempotency keys; the code is REST's batches'.
 	tollgate.CodeIdempotencyKeyReused: {"BAD_USER_INPUT", http.StatusUnprocessableEntity},
+	tollgate.CodeAccountSuspended:     {"ACCOUNT_SUSPENDED", http.StatusForbidden},
 }
 
 // The gateway's own codes, for refusals of its own making.

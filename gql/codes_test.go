@@ -18,6 +18,7 @@ func TestCodesMapEveryCode(t *testing.T) {
 		{tollgate.CodeConcurrencyLimited, "CONCURRENCY_LIMITED", 429},
 		{tollgate.CodeCreditsExhausted, "INSUFFICIENT_CREDITS", 402},
 		{tollgate.CodePlanLimitExceeded, "PLAN_LIMIT_EXCEEDED", 403},
+		{tollgate.CodeAccountSuspended, "ACCOUNT_SUSPENDED", 403},
 		{tollgate.CodeUnavailable, "SERVICE_UNAVAILABLE", 503},
 		{tollgate.Code(200), "INTERNAL_SERVER_ERROR", 500},
 	}

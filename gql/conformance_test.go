@@ -26,5 +26,6 @@ func TestConformance(t *testing.T) {
 		Code:          doortest.GraphQLCode,
 		Receipts:      true,
 		CORS:          true,
+		SuspendedCode: "ACCOUNT_SUSPENDED", SuspendedStatus: http.StatusForbidden,
 	})
 }

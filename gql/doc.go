@@ -24,7 +24,9 @@
 //     application/json as Accept asks (406 otherwise).
 //  2. The key, as for REST: no key or a value of the wrong shape gets the edge's HTML
 //     403; an unknown key 401 INVALID_API_KEY; a key without the graphql channel, or
-//     blocked otherwise, 403 FORBIDDEN.
+//     blocked otherwise, 403 FORBIDDEN. A query that names an API, of an account the
+//     operator suspended: 403 ACCOUNT_SUSPENDED, before its arguments are checked,
+//     charged nothing (a query that names no API is still answered).
 //  3. The plan: graphql-go parses and validates the query, expands fragments, applies
 //     @skip/@include and variables, and executes it once with every root field
 //     resolved to a probe of its API's result instead of calling the API: the root

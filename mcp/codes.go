@@ -41,6 +41,10 @@ var answers = map[tollgate.Code]answer{
 	tollgate.CodeUnavailable:          {http.StatusServiceUnavailable, 0},
 	// MCP sends no idempotency keys; the code is REST's batches'.
 	tollgate.CodeIdempotencyKeyReused: {http.StatusUnprocessableEntity, 0},
+	// A suspended account is a verdict on the caller, as a revoked key is: no other
+	// argument or a wait fixes it, so a tool call of one is a JSON-RPC error rather
+	// than a tool result.
+	tollgate.CodeAccountSuspended: {http.StatusForbidden, CodeForbidden},
 }
 
 // answerOf returns the endpoint's answer to a failure of code.

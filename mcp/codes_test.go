@@ -14,6 +14,7 @@ func TestAnswersMapEveryCode(t *testing.T) {
 	}{
 		{tollgate.CodeUnauthorized, 401, CodeUnauthorized},
 		{tollgate.CodeForbidden, 403, CodeForbidden},
+		{tollgate.CodeAccountSuspended, 403, CodeForbidden},
 		{tollgate.CodeNotFound, 404, codeInvalidParams},
 		{tollgate.CodeRateLimited, 429, 0},
 		{tollgate.CodeCreditsExhausted, 429, 0},

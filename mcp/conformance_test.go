@@ -51,6 +51,8 @@ func TestDoorConformance(t *testing.T) {
 		Receipts:      true,
 		CORS:          true,
 		NoCredential:  http.StatusUnauthorized,
+		// A tool call's JSON-RPC error is in the answer to its request, a 200.
+		SuspendedCode: "account_suspended", SuspendedStatus: http.StatusOK,
 	})
 }
 

@@ -60,6 +60,9 @@
 //   - params that are not a JSON object, or missing where the method needs them: -32602,
 //     in a 200 answer for a request and a 400 for a notification or a batch;
 //   - an unknown tool, or arguments that are not an object: 200, -32602;
+//   - a tool call of an account that the operator suspended: 200, [CodeForbidden],
+//     account_suspended, with a message that says to contact the operator (the
+//     session, tools/list and the other methods still work);
 //   - an unknown session (ended, timed out, or begun on another instance): 404, -32600,
 //     session_not_found, on which clients start a new session;
 //   - a session begun with another credential: 403, [CodeForbidden];

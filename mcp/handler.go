@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/event"
@@ -67,8 +68,12 @@ type Options struct {
 	// MaxBodyBytes caps a request body. The default is 1 MiB; file APIs take files by
 	// URL, so no body holds a file.
 	MaxBodyBytes int64
+	// Brand is the operator's brand: its command is the default Name, and its Name,
+	// when the brand is set, the server's title (serverInfo.title). The zero value is
+	// brand.Default(); an invalid brand is an error.
+	Brand brand.Brand
 	// Name and Version identify the server to clients (serverInfo). The defaults are
-	// "tollgate" and "1".
+	// the brand's command ("tollgate") and "1".
 	Name, Version string
 	// Instructions, if set, is sent to clients at initialization, for their models.
 	Instructions string
@@ -149,6 +154,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if opts.VerifyToken != nil && opts.Challenge == "" {
 		return nil, errors.New("mcp: Options.VerifyToken needs Options.Challenge, the WWW-Authenticate value that points OAuth clients at the resource metadata the host serves (package oauth: Server.Challenge and Server.ProtectedResourceMetadata)")
 	}
+	if err := opts.Brand.Check(); err != nil {
+		return nil, errors.New("mcp: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
+	}
 	lim, err := newLimits(opts)
 	if err != nil {
 		return nil, err
@@ -187,7 +195,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	h.toolSizes.Store(&map[string]int64{})
 	name, version := opts.Name, opts.Version
 	if name == "" {
-		name = "tollgate"
+		name = opts.Brand.OrDefault().Command
 	}
 	if version == "" {
 		version = "1"
@@ -196,7 +204,7 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		h.challenge = `Bearer realm="` + strings.NewReplacer(`"`, "", `\`, "").Replace(name) + `"`
 	}
 	sdkLog := slog.New(sdkLogHandler{h.log.Handler()})
-	h.server = sdk.NewServer(&sdk.Implementation{Name: name, Version: version}, &sdk.ServerOptions{
+	h.server = sdk.NewServer(&sdk.Implementation{Name: name, Title: opts.Brand.Name, Version: version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       sdkLog,
 		// Advertise tools (with list changes) even while the catalog is empty, and

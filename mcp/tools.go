@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // MetaCost is the _meta key of a tool's credit cost, and MetaCredits that of the
@@ -295,6 +296,7 @@ func (h *Handler) toolError(ctx context.Context, c *caller, err error, rc *tollg
 		return nil, newRPCError(codeInvalidParams, e.Code.String(), e.Message)
 	}
 	if answerOf(e.Code).rpc != 0 {
+		c.refusedWith(e.Code.String(), rc)
 		return nil, rpcErrorFor(e)
 	}
 	c.receipt(rc, e.RetryAfter)
@@ -303,6 +305,18 @@ func (h *Handler) toolError(ctx context.Context, c *caller, err error, rc *tollg
 		text += fmt.Sprintf(" (retry in %ds)", int((e.RetryAfter+time.Second-1)/time.Second))
 	}
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}, Meta: creditsMeta(rc)}, nil
+}
+
+// refusedWith reports a tool call refused with a JSON-RPC error in the HTTP answer's
+// headers: its receipt's credit headers, and name, the cause, in X-Error-Code (the
+// first cause, for a batch that carries several refusals).
+func (c *caller) refusedWith(name string, rc *tollgate.Receipt) {
+	c.receipt(rc, 0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done && c.hdr != nil && c.hdr.Get(wire.HeaderErrorCode) == "" {
+		c.hdr[wire.HeaderErrorCode] = []string{name}
+	}
 }
 
 // creditsMeta reports a call's cost and the balance it left in a result's _meta, for

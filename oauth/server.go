@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/safefetch"
 )
@@ -104,7 +105,11 @@ type Options struct {
 	// key with [Keys.ApproveKeyID]. The consent form is bound to the browser, so a
 	// cross-site request cannot approve on the person's behalf.
 	Login func(r *http.Request) (keyID string, ok bool)
-	// ServiceName is shown on the consent page. The default is "Tollgate".
+	// Brand is the operator's brand, whose Name is the default ServiceName. The zero
+	// value is brand.Default(); an invalid brand is an error.
+	Brand brand.Brand
+	// ServiceName is shown on the consent page. The default is the brand's Name
+	// ("Tollgate").
 	ServiceName string
 	// Edge holds the HTTP settings every door shares; the server reads the client's
 	// address through its trusted proxies, for the IP allow-lists of keys typed on the
@@ -168,6 +173,9 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.Brand.Check(); err != nil {
+		return nil, errors.New("oauth: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
+	}
 	s := &Server{
 		store:      store,
 		keys:       keys,
@@ -209,7 +217,7 @@ func New(store Store, keys Keys, opts *Options) (*Server, error) {
 		s.refreshTTL = DefaultRefreshTokenTTL
 	}
 	if s.name == "" {
-		s.name = "Tollgate"
+		s.name = opts.Brand.OrDefault().Name
 	}
 	switch n := opts.RegistrationsPerMinute; {
 	case n == 0:

@@ -1,12 +1,14 @@
 package rest_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/rest"
 )
 
@@ -50,5 +52,37 @@ func TestAnalyticsUsageWithoutAccounts(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", w.Code, tt.status, w.Body)
 			}
 		})
+	}
+}
+
+// TestNewHandlerBrand checks the brand of the REST handler: its name titles the OpenAPI
+// document unless OpenAPI.Title does, and an invalid brand is refused.
+func TestNewHandlerBrand(t *testing.T) {
+	h := newHarness(t, config{noServer: true})
+	acme := brand.Brand{Name: "Acme", Command: "acme", EnvPrefix: "ACME"}
+	for _, tt := range []struct {
+		opts rest.Options
+		want string
+	}{
+		{rest.Options{}, "Tollgate API catalog"},
+		{rest.Options{Brand: acme}, "Acme API catalog"},
+		{rest.Options{Brand: brand.Brand{Name: "Acme API", Command: "acme", EnvPrefix: "ACME"}}, "Acme API catalog"},
+		{rest.Options{Brand: acme, OpenAPI: rest.OpenAPIInfo{Title: "Acme's APIs"}}, "Acme's APIs"},
+	} {
+		rh, err := rest.NewHandler(h.svc, &tt.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		rh.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/openapi.json", nil))
+		var doc struct {
+			Info struct{ Title string } `json:"info"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil || doc.Info.Title != tt.want {
+			t.Errorf("%+v: the title is %q (%v), want %q", tt.opts, doc.Info.Title, err, tt.want)
+		}
+	}
+	if _, err := rest.NewHandler(h.svc, &rest.Options{Brand: brand.Brand{Name: "Acme"}}); err == nil || !strings.Contains(err.Error(), "rest: Options.Brand: the Command") {
+		t.Errorf("NewHandler with half a brand: %v", err)
 	}
 }

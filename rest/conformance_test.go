@@ -29,6 +29,7 @@ func TestConformance(t *testing.T) {
 			Code:          doortest.EnvelopeCode,
 			Receipts:      true,
 			CORS:          true,
+			SuspendedCode: "account_suspended", SuspendedStatus: http.StatusForbidden,
 		})
 	})
 	t.Run("batch", func(t *testing.T) {
@@ -44,6 +45,7 @@ func TestConformance(t *testing.T) {
 			Code:          doortest.EnvelopeCode,
 			Receipts:      true,
 			CORS:          true,
+			SuspendedCode: "account_suspended", SuspendedStatus: http.StatusForbidden,
 		})
 	})
 }

@@ -31,7 +31,8 @@
 // browser's cross-origin request has; other clients get none, which would serve them
 // nothing) and, for errors, X-Error-Code naming the cause (see
 // [tollgate.Code]): 401 unauthorized; 403 forbidden (scope, channel, IP, expiry,
-// revocation); 400 invalid_input (not charged) or rejected (charged); 404 unknown API;
+// revocation, or the account's closure) or account_suspended (the operator suspended
+// the account: never charged, until it is reactivated); 400 invalid_input (not charged) or rejected (charged); 404 unknown API;
 // 405 wrong method, with Allow; 413 body or file too large; 415 wrong content type; 429
 // rate_limited, concurrency_limited or credits_exhausted, with Retry-After for the first
 // two; 500 and 504 when the API failed on the service's side (refunded); 503 when a store

@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
 )
@@ -33,6 +34,10 @@ type Options struct {
 	Accounts *accounts.Manager
 	// OpenAPI describes the service in GET /v1/openapi.json.
 	OpenAPI OpenAPIInfo
+	// Brand is the operator's brand: the document's title defaults to its Name and
+	// "API catalog" ([CatalogTitle]). The zero value is brand.Default(); an invalid
+	// brand is an error.
+	Brand brand.Brand
 	// Logger receives failures to write a response. The default is slog.Default().
 	Logger *slog.Logger
 }
@@ -71,6 +76,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if err := opts.Brand.Check(); err != nil {
+		return nil, errors.New("rest: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
+	}
 	if opts.Accounts != nil && opts.Accounts.Service() != svc {
 		return nil, errors.New("rest: Options.Accounts manages the accounts of another service; give the manager of this one")
 	}
@@ -82,6 +90,9 @@ func NewHandler(svc *tollgate.Service, opts *Options) (*Handler, error) {
 		log:     opts.Logger,
 	}
 	h.openapi.info = opts.OpenAPI
+	if h.openapi.info.Title == "" {
+		h.openapi.info.Title = CatalogTitle(opts.Brand)
+	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}

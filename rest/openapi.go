@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
@@ -16,7 +17,8 @@ import (
 
 // OpenAPIInfo describes the service in its OpenAPI document. Empty fields get defaults.
 type OpenAPIInfo struct {
-	// Title defaults to "Tollgate API catalog".
+	// Title defaults to "Tollgate API catalog" ([CatalogTitle] of the default brand;
+	// a Handler's default is that of its Options.Brand).
 	Title string
 	// Version is the document's version; it defaults to "1.0.0".
 	Version string
@@ -34,6 +36,17 @@ type OpenAPIInfo struct {
 	// and the security schemes apiKey, bearer, session (the x-jwt session token) and
 	// cookie (the browser's session cookie).
 	Paths map[string]any
+}
+
+// CatalogTitle is the title of the OpenAPI document of a service sold under brand b
+// (the zero Brand is brand.Default()): its Name and "API catalog", as in "Acme API
+// catalog", and a Name that already ends with " API" ("Acme API") and "catalog".
+func CatalogTitle(b brand.Brand) string {
+	name := b.OrDefault().Name
+	if strings.HasSuffix(name, " API") {
+		return name + " catalog"
+	}
+	return name + " API catalog"
 }
 
 // The OpenAPI document is built from the catalog when it is first asked for after a
@@ -83,7 +96,7 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 // paths, statuses, headers and the envelope belong to this package.
 func OpenAPI(info OpenAPIInfo, apis []*catalog.API) map[string]any {
 	if info.Title == "" {
-		info.Title = "Tollgate API catalog"
+		info.Title = CatalogTitle(brand.Default())
 	}
 	if info.Version == "" {
 		info.Version = "1.0.0"
@@ -355,7 +368,7 @@ func errorResponse(description string, codes ...string) map[string]any {
 }
 
 func components() map[string]any {
-	forbidden := errorResponse("A valid key whose scope, channel, IP allow-list, expiry or revocation blocks the call (JSON); or, with a text/html body, a request without a well-formed key, refused at the edge.", "forbidden")
+	forbidden := errorResponse("A valid key whose scope, channel, IP allow-list, expiry or revocation (or its account's closure) blocks the call, or whose account the operator suspended (account_suspended: contact the operator; nothing is charged); or, with a text/html body, a request without a well-formed key, refused at the edge.", "forbidden", "account_suspended")
 	forbidden["content"].(map[string]any)["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
 	tooMany := errorResponse("The plan refused the call; X-Error-Code tells why.", "rate_limited", "concurrency_limited", "credits_exhausted")
 	tooMany["headers"].(map[string]any)["Retry-After"] = map[string]any{

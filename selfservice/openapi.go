@@ -111,6 +111,9 @@ func OpenAPIPaths() map[string]any {
 		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and the first page of its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
 				"account": map[string]any{"type": "object", "properties": map[string]any{
+					"state": map[string]any{"enum": []string{"active", "suspended", "closed"},
+						"description": "A suspended account's calls are refused (403 account_suspended) until the operator reactivates it; its holder still reads the account, its keys, usage and audit log, and revokes keys, but creates, rotates and changes none."},
+					"state_changed_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
 					"billing_anchor": map[string]any{"type": []string{"string", "null"}, "format": "date-time",
 						"description": "When the account's credit periods are counted from: each renews on its day of the month (or of the year) at its time of day, in UTC. Null: calendar months."},
 					"pending_plan": map[string]any{"type": []string{"string", "null"},

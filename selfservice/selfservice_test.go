@@ -18,24 +18,7 @@ import (
 // edge's bare 403 without a well-formed key, 405 with Allow, 404 for other paths, 400
 // for a body that changes nothing, 415 for a body that is not JSON.
 func TestRouting(t *testing.T) {
-	plans, err := billing.NewPlans(billing.Plan{Name: "free", Credits: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stores := tollgate.Stores{
-		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
-	}
-	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	mgr, err := accounts.New(svc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mgr.Close)
+	mgr := newManager(t)
 	_, key, value, err := mgr.CreateAccount(context.Background(), accounts.Spec{Plan: "free"})
 	if err != nil {
 		t.Fatal(err)
@@ -88,4 +71,29 @@ func TestRouting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newManager returns the manager of a service on memory stores, with no API and the
+// plan "free" (10 credits).
+func newManager(t *testing.T) *accounts.Manager {
+	t.Helper()
+	plans, err := billing.NewPlans(billing.Plan{Name: "free", Credits: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := tollgate.Stores{
+		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	mgr, err := accounts.New(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	return mgr
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/store"
@@ -79,8 +80,9 @@ type Query struct {
 }
 
 // QueryError is a query that cannot be answered: Param names the field (as the REST
-// query parameter: from, to, interval, by, api, key, channel, account) and Reason says
-// what to fix. It wraps store.ErrInvalid.
+// query parameter: from, to, interval, by, api, key, channel, account; for a
+// [TotalsQuery], as the admin API's: from, to, group_by, order, account, api, channel,
+// outcome, limit, cursor) and Reason says what to fix. It wraps store.ErrInvalid.
 type QueryError struct {
 	Param, Reason string
 }
@@ -100,17 +102,9 @@ func (q Query) Normalized() (Query, error) {
 		return q, &QueryError{Param: "account", Reason: "a query needs an account"}
 	case !q.Interval.valid():
 		return q, &QueryError{Param: "interval", Reason: "use minute, hour or day"}
-	case q.From.IsZero():
-		return q, &QueryError{Param: "from", Reason: "a query needs the start of its range"}
-	case q.To.IsZero():
-		return q, &QueryError{Param: "to", Reason: "a query needs the end of its range"}
-	case q.From.Before(MinTime) || !q.From.Before(MaxTime):
-		return q, &QueryError{Param: "from", Reason: outOfRange}
-	case q.To.Before(MinTime) || q.To.After(MaxTime):
-		return q, &QueryError{Param: "to", Reason: outOfRange}
-	case !q.To.After(q.From):
-		return q, &QueryError{Param: "to", Reason: fmt.Sprintf("the end of the range (%s) must be after its start (%s)",
-			q.To.UTC().Format(time.RFC3339), q.From.UTC().Format(time.RFC3339))}
+	}
+	if err := checkRange(q.From, q.To); err != nil {
+		return q, err
 	}
 	if _, err := ParseDimension(string(q.By)); err != nil {
 		return q, err
@@ -122,18 +116,42 @@ func (q Query) Normalized() (Query, error) {
 			return q, &QueryError{Param: f.param, Reason: "use text of at most 256 bytes, valid UTF-8 without NUL"}
 		}
 	}
-	iv := time.Duration(q.Interval)
-	q.From = q.Interval.Start(q.From)
-	if end := q.Interval.Start(q.To); end.Before(q.To.UTC()) {
-		q.To = end.Add(iv)
-	} else {
-		q.To = end
-	}
+	q.From, q.To = q.Interval.cover(q.From, q.To)
 	if d, limit := q.To.Sub(q.From), maxRange(q.Interval); d > limit {
 		return q, &QueryError{Param: "to", Reason: fmt.Sprintf("the range covers %s; with interval %s it may cover at most %s: shorten it or use a coarser interval",
 			days(d), q.Interval, days(limit))}
 	}
 	return q, nil
+}
+
+// checkRange checks the bounds of a range [from, to): both set, within [MinTime,
+// MaxTime], to after from.
+func checkRange(from, to time.Time) error {
+	switch {
+	case from.IsZero():
+		return &QueryError{Param: "from", Reason: "a query needs the start of its range"}
+	case to.IsZero():
+		return &QueryError{Param: "to", Reason: "a query needs the end of its range"}
+	case from.Before(MinTime) || !from.Before(MaxTime):
+		return &QueryError{Param: "from", Reason: outOfRange}
+	case to.Before(MinTime) || to.After(MaxTime):
+		return &QueryError{Param: "to", Reason: outOfRange}
+	case !to.After(from):
+		return &QueryError{Param: "to", Reason: fmt.Sprintf("the end of the range (%s) must be after its start (%s)",
+			to.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// cover returns the range [from, to) moved out to whole buckets of r, in UTC: from
+// down to the start of its bucket, to up to the end of the bucket of the last instant
+// before it.
+func (r Resolution) cover(from, to time.Time) (time.Time, time.Time) {
+	end := r.Start(to)
+	if end.Before(to.UTC()) {
+		end = end.Add(time.Duration(r))
+	}
+	return r.Start(from), end
 }
 
 // The bounds of the instants a query may name: [MinTime, MaxTime].
@@ -145,12 +163,25 @@ var (
 // outOfRange is the reason of a bound of a range outside [MinTime, MaxTime].
 const outOfRange = "use a time from 1970-01-01 to 2200-01-01"
 
-// days writes d in days when it is a whole number of them.
+// days writes d in days, hours and minutes when it is a whole number of minutes of
+// at least a day: "1 day", "32 days", "35 days 23 hours", "30 days 12 hours 34 minutes".
 func days(d time.Duration) string {
-	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	if d < 24*time.Hour || d%time.Minute != 0 {
+		return d.String()
 	}
-	return d.String()
+	var parts []string
+	for _, u := range []struct {
+		n    time.Duration
+		name string
+	}{{d / (24 * time.Hour), "day"}, {d % (24 * time.Hour) / time.Hour, "hour"}, {d % time.Hour / time.Minute, "minute"}} {
+		switch {
+		case u.n == 1:
+			parts = append(parts, "1 "+u.name)
+		case u.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %ss", u.n, u.name))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // ErrTooManyRows reports a query that selects more than [MaxRows] rows. It wraps

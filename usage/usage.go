@@ -2,7 +2,9 @@
 // call (its account, key, API, channel, outcome, credits and duration), aggregated in
 // process by a [Recorder] into per-minute [Row]s, flushed in batches to a [Store] that
 // adds them to buckets of a minute, an hour and a day, and read back by [Run] as time
-// series of calls, credits, errors by code and latency percentiles.
+// series of calls, credits, errors by code and latency percentiles of one account, or
+// by [Store.Totals] as the totals of a range across accounts, per account, API, channel
+// or outcome, ranked.
 //
 // Usage is statistics. The ledger (billing) stays the record of money: a flush the store
 // cannot take is retried with bounded memory and, past that bound, dropped and counted
@@ -235,6 +237,11 @@ type Store interface {
 	// (see [Query.Validate]) or one that would return more than [MaxRows] rows is
 	// store.ErrInvalid.
 	Sum(ctx context.Context, q Query) ([]Row, error)
+	// Totals returns a page of the ranking q asks for: the calls, credits and errors
+	// of its range summed per group, across accounts (see [TotalsQuery]). An invalid
+	// query (see [TotalsQuery.Normalized]), a cursor that no page returned included,
+	// is a [*QueryError] wrapping store.ErrInvalid.
+	Totals(ctx context.Context, q TotalsQuery) (TotalsPage, error)
 	// LastUsed returns, for each key of account that was used, the latest At of its
 	// records. Session calls (an empty key) are left out.
 	LastUsed(ctx context.Context, account string) (map[string]time.Time, error)

@@ -23,4 +23,5 @@ const (
 	CodeTimeout              = "timeout"                // the API did not answer in time; refunded
 	CodeUnavailable          = "unavailable"            // a store cannot be reached; nothing charged
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // an idempotency key sent again with another request
+	CodeAccountSuspended     = "account_suspended"      // the account is suspended: its calls are refused until the operator reactivates it
 )

@@ -50,7 +50,17 @@
 //	                    tollgate_hash)
 //	-php-namespace NS   namespace of the PHP packages' namespaces, which also names
 //	                    their Composer vendor (default Tollgate: Tollgate\Hash, tollgate/hash)
+//	-brand-command CMD  the operator's brand (package brand): its command, which names
+//	                    the packages' base error class (default tollgate: TollgateError,
+//	                    TollgateException; acme gives AcmeError, AcmeException)
+//	-brand-env PREFIX   the brand's prefix of environment variables: the packages'
+//	                    examples and messages read the key from PREFIX_API_KEY (default
+//	                    TOLLGATE: TOLLGATE_API_KEY)
 //
+// A host that sells its API under a brand of its own passes the brand's command and
+// prefix (those of its brand.Brand). The defaults of the names above then follow the
+// command: -brand-command acme gives example.com/acme/clients, @acme, acme, Acme,
+// dev.acme.clients, Acme and acme; a flag above still sets its name.
 // Exit status: 0 on success, 1 when the catalog cannot be read or the packages cannot
 // be written, 2 for a usage mistake.
 //

@@ -57,6 +57,16 @@ func (a *Authority) Forget(keyID string) {
 	}
 }
 
+// ForgetAccount drops the keys of the account with the given id, and the account's own
+// record, from the authority's cache, if it has one: call it when the account changed
+// (suspended, reactivated, closed, or put on another plan; the Service does, on the
+// account events of its bus).
+func (a *Authority) ForgetAccount(id string) {
+	if a.cache != nil {
+		a.cache.forgetAccountKeys(id)
+	}
+}
+
 // Store returns the authority's key store.
 func (a *Authority) Store() auth.KeyStore { return a.keys }
 
@@ -174,14 +184,22 @@ func checked(p *auth.Principal, now time.Time) (auth.Principal, error) {
 	key, acct := &p.Key, &p.Account
 	switch {
 	case key.Revoked():
-		return auth.Principal{}, denied(auth.ErrKeyRevoked, "the API key has been revoked; use another key of the account")
+		return auth.Principal{}, denied(auth.ErrKeyRevoked, msgKeyRevoked)
 	case key.Restrictions.Expired(now):
 		return auth.Principal{}, denied(auth.ErrKeyExpired, "the API key expired at "+key.Restrictions.ExpiresAt().Format(time.RFC3339))
 	case acct.Restrictions.Expired(now):
 		return auth.Principal{}, denied(auth.ErrKeyExpired, "the account's access expired at "+acct.Restrictions.ExpiresAt().Format(time.RFC3339))
+	case acct.State == auth.AccountClosed:
+		// A closed account's keys are revoked with it; one the closure has not reached
+		// yet is answered as they are.
+		return auth.Principal{}, denied(auth.ErrKeyRevoked, msgKeyRevoked)
 	}
 	return *p, nil
 }
+
+// msgKeyRevoked is what the caller of a revoked key, or of a key of a closed account,
+// is told.
+const msgKeyRevoked = "the API key has been revoked; use another key of the account"
 
 func (a *Authority) authenticateSession(ctx context.Context, token string, now time.Time) (auth.Principal, error) {
 	if a.sessions == nil {
@@ -265,10 +283,14 @@ func (a *Authority) resolveAccount(ctx context.Context, id string, now time.Time
 	return checkSession(auth.Principal{Account: acct}, now)
 }
 
-// checkSession refuses a session whose account's access has expired.
+// checkSession refuses a session whose account's access has expired, or whose account
+// is closed.
 func checkSession(p auth.Principal, now time.Time) (auth.Principal, error) {
-	if p.Account.Restrictions.Expired(now) {
+	switch {
+	case p.Account.Restrictions.Expired(now):
 		return auth.Principal{}, denied(auth.ErrKeyExpired, "the account's access expired at "+p.Account.Restrictions.ExpiresAt().Format(time.RFC3339))
+	case p.Account.State == auth.AccountClosed:
+		return auth.Principal{}, invalidSession("its account is closed")
 	}
 	return p, nil
 }

@@ -107,6 +107,20 @@ func (c *KeyCache) forget(keyID string) {
 	}
 }
 
+// forgetAccountKeys drops the records of every key of the account with the given id,
+// and the account's own record. It walks the whole cache: accounts change rarely.
+func (c *KeyCache) forgetAccountKeys(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, e := range c.byHash {
+		if e.account.ID == id {
+			delete(c.byHash, h)
+			delete(c.byID, e.key.ID)
+		}
+	}
+	delete(c.accounts, id)
+}
+
 // account returns the record of an account, for session tokens, if it is fresh at now.
 func (c *KeyCache) account(id string, now time.Time) (auth.Account, bool) {
 	c.mu.RLock()

@@ -3,8 +3,10 @@ package clientgen
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"sync"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 )
 
@@ -12,13 +14,19 @@ import (
 // path of the Go packages' directory (-go-import), the npm scope (-npm-scope), the
 // prefix of the Python distributions (-python-prefix), the .NET namespace
 // (-dotnet-namespace), the Java package (-java-package), the PHP namespace
-// (-php-namespace) and the prefix of the Dart packages (-dart-prefix). An empty field
-// takes the flag's default.
+// (-php-namespace) and the prefix of the Dart packages (-dart-prefix); and those of the
+// operator's brand (package brand): its command, which names the packages' base error
+// class (-brand-command: acme gives AcmeError and AcmeException), and the prefix of the
+// environment variable their examples and messages read the key from (-brand-env: ACME
+// gives ACME_API_KEY). An empty field takes the flag's default; the defaults of the
+// packages' names follow the brand's command ([BrandNames]).
 type Names struct {
 	GoImport, NPMScope, PythonPrefix, DotnetNamespace, JavaPackage, PHPNamespace, DartPrefix string
+	BrandCommand, BrandEnv                                                                   string
 }
 
-// The defaults of the flags that name the packages.
+// The defaults of the flags that name the packages, those of the default brand's
+// command, tollgate ([BrandNames]).
 const (
 	DefaultGoImport        = "example.com/tollgate/clients"
 	DefaultNPMScope        = "@tollgate"
@@ -46,11 +54,26 @@ func (n Names) options() options {
 		}
 		return s
 	}
+	command := or(n.BrandCommand, brand.Default().Command)
+	def := BrandNames(command)
 	return options{
-		goImport: or(n.GoImport, DefaultGoImport), npmScope: or(n.NPMScope, DefaultNPMScope),
-		pyPrefix: or(n.PythonPrefix, DefaultPythonPrefix), dotnetNamespace: or(n.DotnetNamespace, DefaultDotnetNamespace),
-		javaPackage: or(n.JavaPackage, DefaultJavaPackage), phpNamespace: or(n.PHPNamespace, DefaultPHPNamespace),
-		dartPrefix: or(n.DartPrefix, DefaultDartPrefix),
+		goImport: or(n.GoImport, def.GoImport), npmScope: or(n.NPMScope, def.NPMScope),
+		pyPrefix: or(n.PythonPrefix, def.PythonPrefix), dotnetNamespace: or(n.DotnetNamespace, def.DotnetNamespace),
+		javaPackage: or(n.JavaPackage, def.JavaPackage), phpNamespace: or(n.PHPNamespace, def.PHPNamespace),
+		dartPrefix: or(n.DartPrefix, def.DartPrefix),
+		command:    command, envPrefix: or(n.BrandEnv, brand.Default().EnvPrefix),
+	}
+}
+
+// BrandNames returns the default names of the packages for a brand's command (one
+// that brand.CheckCommand accepts): acme gives example.com/acme/clients, @acme, acme,
+// Acme, dev.acme.clients, Acme and acme; tollgate gives the Default names.
+func BrandNames(command string) Names {
+	return Names{
+		GoImport: "example.com/" + command + "/clients", NPMScope: "@" + command, PythonPrefix: command,
+		DotnetNamespace: pascal(command), JavaPackage: "dev." + javaPackageSegment(command) + ".clients",
+		PHPNamespace: pascal(command), DartPrefix: strings.ReplaceAll(command, "-", "_"),
+		BrandCommand: command,
 	}
 }
 
@@ -68,8 +91,8 @@ type Example struct {
 	Package string
 	// Dir is the package's folder under the generator's -out directory.
 	Dir string
-	// Code is the example program. It reads the key from the TOLLGATE_API_KEY
-	// environment variable and calls the service the package was generated for.
+	// Code is the example program. It reads the key from the brand's environment
+	// variable (TOLLGATE_API_KEY) and calls the service the package was generated for.
 	Code string
 }
 

@@ -242,6 +242,29 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// TestBrandNames checks that the default brand's command gives the default names, and
+// that another gives names of its own that the flags accept.
+func TestBrandNames(t *testing.T) {
+	def := Names{GoImport: DefaultGoImport, NPMScope: DefaultNPMScope, PythonPrefix: DefaultPythonPrefix, DotnetNamespace: DefaultDotnetNamespace,
+		JavaPackage: DefaultJavaPackage, PHPNamespace: DefaultPHPNamespace, DartPrefix: DefaultDartPrefix, BrandCommand: "tollgate"}
+	if got := BrandNames("tollgate"); got != def {
+		t.Errorf("BrandNames(tollgate) = %+v, want %+v", got, def)
+	}
+	want := Names{GoImport: "example.com/acme-2-cloud/clients", NPMScope: "@acme-2-cloud", PythonPrefix: "acme-2-cloud", DotnetNamespace: "Acme2Cloud",
+		JavaPackage: "dev.acme2cloud.clients", PHPNamespace: "Acme2Cloud", DartPrefix: "acme_2_cloud", BrandCommand: "acme-2-cloud"}
+	if got := BrandNames("acme-2-cloud"); got != want {
+		t.Errorf("BrandNames(acme-2-cloud) = %+v, want %+v", got, want)
+	}
+	for _, command := range []string{"acme-2-cloud", "int", "new-1"} {
+		if err := BrandNames(command).Check(); err != nil {
+			t.Errorf("the names of %s: %v", command, err)
+		}
+	}
+	if got := BrandNames("int").JavaPackage; got != "dev.intapi.clients" {
+		t.Errorf("the Java package of the command int is %s, a keyword", got)
+	}
+}
+
 // TestUsage checks the command line: mistakes exit with 2 and say what to fix, an
 // unreadable catalog exits with 1, and a catalog URL is read from the service.
 func TestUsage(t *testing.T) {
@@ -259,11 +282,18 @@ func TestUsage(t *testing.T) {
 		{"unknown language", []string{"-catalog", "c.json", "-out", dir, "-lang", "go,rust"}, 2, `"rust" is not one of go, js, python`},
 		{"npm scope", []string{"-catalog", "c.json", "-out", dir, "-npm-scope", "tollgate"}, 2, "must look like @scope"},
 		{"base URL", []string{"-catalog", "c.json", "-out", dir, "-base-url", "localhost"}, 2, "http or https"},
+		{"brand command with a space", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "acme cli"}, 2, `-brand-command: the Command "acme cli" is not allowed: it must be 1 to 32 characters, lowercase letters`},
+		{"brand command with a quote", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "acme'"}, 2, "-brand-command: the Command"},
+		{"brand command naming another class", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "validation"}, 2, `-brand-command "validation" would name the packages' base error class ValidationError`},
+		{"brand command naming a built-in class", []string{"-catalog", "c.json", "-out", dir, "-brand-command", "runtime"}, 2, "base error class RuntimeException"},
+		{"lowercase brand prefix", []string{"-catalog", "c.json", "-out", dir, "-brand-env", "acme"}, 2, `-brand-env: the EnvPrefix "acme" is not allowed: it must be 1 to 32 characters, uppercase letters`},
+		{"brand prefix with a $", []string{"-catalog", "c.json", "-out", dir, "-brand-env", "A$B"}, 2, "-brand-env: the EnvPrefix"},
 		{"stray argument", []string{"-catalog", "c.json", "-out", dir, "now"}, 2, "unexpected arguments"},
 		{"missing catalog", []string{"-catalog", filepath.Join(dir, "none.json"), "-out", dir}, 1, "no such file"},
 		{"invalid catalog", []string{"-catalog", bad, "-out", dir}, 1, "invalid API definition"},
 		{"no service", []string{"-catalog", "http://127.0.0.1:1/v1/catalog", "-out", dir}, 1, "reading the catalog"},
 		{"help", []string{"-h"}, 0, "-python-prefix"},
+		{"help names the brand's flags", []string{"-h"}, 0, "-brand-env"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,6 +303,27 @@ func TestUsage(t *testing.T) {
 			}
 		})
 	}
+	t.Run("brand", func(t *testing.T) {
+		out := filepath.Join(dir, "brand")
+		var stdout, stderr bytes.Buffer
+		args := []string{"-catalog", "../../examples/clients/catalog.json", "-out", out, "-lang", "js,python,php",
+			"-brand-command", "acme", "-brand-env", "ACME", "-npm-scope", "@shop"}
+		if code := Run(t.Context(), args, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		for file, want := range map[string]string{
+			"js/hash/package.json":                 `"name": "@shop/hash"`, // the flag's name
+			"js/hash/README.md":                    "process.env.ACME_API_KEY",
+			"python/hash/pyproject.toml":           `name = "acme-hash"`, // the brand's
+			"python/hash/README.md":                `os.environ["ACME_API_KEY"]`,
+			"php/hash/src/AcmeException.php":       `namespace Acme\Hash;`,
+			"php/hash/src/ValidationException.php": "extends AcmeException",
+		} {
+			if b, err := os.ReadFile(filepath.Join(out, file)); err != nil || !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %s (%v)", file, want, err)
+			}
+		}
+	})
 	t.Run("from the service", func(t *testing.T) {
 		out := filepath.Join(dir, "live")
 		var stdout, stderr bytes.Buffer

@@ -27,7 +27,7 @@ var javaLanguage = language{
 		{javaSource("Params"), "Params.java.tmpl", nil},
 		{javaFile("Response"), "Response.java.tmpl", nil},
 		{javaFile("BatchResponse"), "BatchResponse.java.tmpl", nil},
-		{javaFile("TollgateException"), "TollgateException.java.tmpl", nil},
+		{func(m *model) string { return javaFile(m.Brand + "Exception")(m) }, "BaseException.java.tmpl", nil},
 		{javaFile("ValidationException"), "ValidationException.java.tmpl", nil},
 		{javaFile("ApiException"), "ApiException.java.tmpl", nil},
 		{javaFile("NetworkException"), "NetworkException.java.tmpl", nil},

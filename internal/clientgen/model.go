@@ -36,6 +36,11 @@ type model struct {
 	Class string
 	// Prefix starts the names of the other types: HashParams.
 	Prefix string
+	// Brand is the brand's command in Pascal case (Tollgate), which names the base
+	// class of the package's errors: TollgateError, TollgateException. Command is the
+	// command itself (tollgate), and KeyVar the environment variable the examples read
+	// the key from (TOLLGATE_API_KEY).
+	Brand, Command, KeyVar string
 
 	// ResultStruct says whether the Go result is a struct (every field name fits a
 	// struct tag) rather than a map.
@@ -82,6 +87,8 @@ type options struct {
 	phpNamespace    string // namespace that holds the PHP packages' namespaces
 	dartPrefix      string // prefix of the Dart packages' names
 	baseURL         string
+	command         string // the brand's command (brand.Brand.Command)
+	envPrefix       string // the brand's prefix of environment variables
 }
 
 // newModel builds the model of api. version is the package's version.
@@ -94,6 +101,7 @@ func newModel(api *catalog.API, o options, version string) (*model, error) {
 	m.Class = m.Prefix + "Client"
 	m.PyDist = o.pyPrefix + "-" + api.ID
 	m.PyModule = strings.ReplaceAll(m.PyDist, "-", "_")
+	m.Command, m.Brand, m.KeyVar = o.command, pascal(o.command), o.envPrefix+"_API_KEY"
 	params := slices.Clone(api.Params)
 	if api.File != nil {
 		u, err := urlParam(api)

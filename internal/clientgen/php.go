@@ -25,7 +25,7 @@ var phpLanguage = language{
 		{fixed("src/BatchResponse.php"), "BatchResponse.php.tmpl", nil},
 		{fixed("src/Credits.php"), "Credits.php.tmpl", nil},
 		{fixed("src/RateLimit.php"), "RateLimit.php.tmpl", nil},
-		{fixed("src/TollgateException.php"), "TollgateException.php.tmpl", nil},
+		{func(m *model) string { return "src/" + m.Brand + "Exception.php" }, "BaseException.php.tmpl", nil},
 		{fixed("src/ValidationException.php"), "ValidationException.php.tmpl", nil},
 		{fixed("src/ApiException.php"), "ApiException.php.tmpl", nil},
 		{fixed("src/NetworkException.php"), "NetworkException.php.tmpl", nil},

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/client"
 )
@@ -90,12 +92,33 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.opts.phpNamespace, "php-namespace", DefaultPHPNamespace, "PHP `namespace` that holds the PHP packages' namespaces (and names their Composer vendor)")
 	fs.StringVar(&cfg.opts.dartPrefix, "dart-prefix", DefaultDartPrefix, "`prefix` of the Dart packages' names (tollgate_hash)")
 	fs.StringVar(&cfg.opts.javaPackage, "java-package", DefaultJavaPackage, "Java `package` (and Maven group) that holds the Java packages")
+	fs.StringVar(&cfg.opts.command, "brand-command", brand.Default().Command, "the brand's `command`, which names the base error class (acme: AcmeError, AcmeException) and the packages, unless the flags above name them (acme: @acme, Acme, ...)")
+	fs.StringVar(&cfg.opts.envPrefix, "brand-env", brand.Default().EnvPrefix, "the brand's `prefix` of environment variables (ACME: the examples read ACME_API_KEY)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate-gen -catalog URL|FILE -out DIR [flags]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	// The names that no flag set follow the brand's command.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := brand.CheckCommand(cfg.opts.command); err == nil {
+		def := BrandNames(cfg.opts.command)
+		for _, n := range []struct {
+			flag       string
+			name, from *string
+		}{
+			{"go-import", &cfg.opts.goImport, &def.GoImport}, {"npm-scope", &cfg.opts.npmScope, &def.NPMScope},
+			{"python-prefix", &cfg.opts.pyPrefix, &def.PythonPrefix}, {"dotnet-namespace", &cfg.opts.dotnetNamespace, &def.DotnetNamespace},
+			{"php-namespace", &cfg.opts.phpNamespace, &def.PHPNamespace}, {"dart-prefix", &cfg.opts.dartPrefix, &def.DartPrefix},
+			{"java-package", &cfg.opts.javaPackage, &def.JavaPackage},
+		} {
+			if !set[n.flag] {
+				*n.name = *n.from
+			}
+		}
 	}
 	problem := ""
 	switch {
@@ -144,8 +167,36 @@ func checkNames(o options) string {
 	case !pyIdent.MatchString(strings.ReplaceAll(o.pyPrefix, "-", "_")):
 		return fmt.Sprintf("-python-prefix %q must be letters, digits, _ and -, starting with a letter", o.pyPrefix)
 	}
+	if err := brand.CheckCommand(o.command); err != nil {
+		return "-brand-command: " + strings.TrimPrefix(err.Error(), "brand: ")
+	}
+	if err := brand.CheckEnvPrefix(o.envPrefix); err != nil {
+		return "-brand-env: " + strings.TrimPrefix(err.Error(), "brand: ")
+	}
+	for _, class := range []string{pascal(o.command) + "Error", pascal(o.command) + "Exception"} {
+		if templateClasses()[class] {
+			return fmt.Sprintf("-brand-command %q would name the packages' base error class %s, a name their code already uses for another class; choose another command", o.command, class)
+		}
+	}
 	return ""
 }
+
+// templateClasses are the names of the error and exception classes that the
+// templates name, the base class aside: no brand may give the base class one of them.
+var templateClasses = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{}
+	class := regexp.MustCompile(`\b[A-Z][A-Za-z0-9_]*(Error|Exception)\b`)
+	fs.WalkDir(templateFS, "templates", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			src, _ := templateFS.ReadFile(p) // the embedded files read
+			for _, n := range class.FindAllString(string(src), -1) {
+				names[n] = true
+			}
+		}
+		return nil
+	})
+	return names
+})
 
 // loadCatalog reads and compiles the catalog at src, a URL or a file, and returns the
 // APIs sorted by id, with the base URL of the service it came from (the default base

@@ -83,9 +83,10 @@ func syntheticCatalog(tb testing.TB, n int) []*catalog.API {
 	return apis
 }
 
-// synthOptions are the generator's options for the synthetic catalog.
+// synthOptions are the generator's options for the synthetic catalog, with an
+// operator's brand of its own (the sample catalog's packages have the default one).
 var synthOptions = options{goImport: "synth/clients/go", npmScope: "@synth", pyPrefix: "synth", javaPackage: "synth.clients", phpNamespace: "Synth", dotnetNamespace: "Synth", dartPrefix: "synth",
-	baseURL: "https://api.example.com"}
+	baseURL: "https://api.example.com", command: "acme-cloud", envPrefix: "ACME_CLOUD"}
 
 // noPrevious is the prev function of a first generation.
 func noPrevious(string) (*meta, error) { return nil, nil }
@@ -95,12 +96,34 @@ func noPrevious(string) (*meta, error) { return nil, nil }
 // imports the JavaScript and tsc checks its declarations, python3 imports the Python,
 // mcs and javac compile the .NET and Java, php lints and loads the PHP, and the Dart
 // grammar parses the Dart. The languages but Go run in the full suite ([toolchain]).
+// The packages have the brand of synthOptions: no file names Tollgate's variable or
+// error classes, and the Python package, run, has AcmeCloudError as its base error
+// class and refuses a missing key naming ACME_CLOUD_API_KEY.
 func TestSyntheticCatalog(t *testing.T) {
 	apis := syntheticCatalog(t, 4)
 	out := t.TempDir()
 	files, err := generate(apis, languages, synthOptions, noPrevious)
 	if err != nil {
 		t.Fatal(err)
+	}
+	branded := map[string]bool{}
+	for _, f := range files {
+		text := f.path + "\n" + string(f.data)
+		for _, leak := range []string{"TOLLGATE", "TollgateError", "TollgateException", "tollgate;"} {
+			if strings.Contains(text, leak) {
+				t.Errorf("%s has %q, not the brand's names", f.path, leak)
+			}
+		}
+		lang := strings.SplitN(f.path, "/", 2)[0]
+		if strings.HasSuffix(f.path, "README.md") && strings.Contains(text, "ACME_CLOUD_API_KEY") &&
+			(lang == "go" || strings.Contains(text, "AcmeCloudError") || strings.Contains(text, "AcmeCloudException")) {
+			branded[lang] = true
+		}
+	}
+	for _, l := range languages {
+		if !branded[l] {
+			t.Errorf("no %s README names ACME_CLOUD_API_KEY and the base error class of the brand", l)
+		}
 	}
 	if err := writeFiles(out, files); err != nil {
 		t.Fatal(err)
@@ -195,6 +218,16 @@ func TestSyntheticCatalog(t *testing.T) {
 			paths = append(paths, filepath.Join(out, "python", a.ID))
 			imports = append(imports, "import synth_"+strings.ReplaceAll(a.ID, "-", "_"))
 		}
+		// A client made without a key is refused with the brand's class and variable.
+		imports = append(imports, `
+if not issubclass(synth_synthetic_000.ValidationError, synth_synthetic_000.AcmeCloudError):
+    raise SystemExit("ValidationError does not extend AcmeCloudError")
+try:
+    synth_synthetic_000.Synthetic000Client("")
+    raise SystemExit("a client was made without a key")
+except TypeError as e:
+    if 'os.environ["ACME_CLOUD_API_KEY"]' not in str(e):
+        raise SystemExit("the message does not name ACME_CLOUD_API_KEY: %s" % e)`)
 		cmd := exec.CommandContext(t.Context(), python, "-c", strings.Join(imports, "\n"))
 		cmd.Env = append(os.Environ(), "PYTHONPATH="+strings.Join(paths, string(os.PathListSeparator)), "PYTHONDONTWRITEBYTECODE=1")
 		if b, err := cmd.CombinedOutput(); err != nil {

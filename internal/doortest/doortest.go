@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +112,12 @@ type Door struct {
 	// MalformedKey is, in the same way, the status of the door's answer to a key that
 	// is not shaped as one: 0 for the edge's bare 403.
 	MalformedKey int
+	// SuspendedCode is the code of the door's refusal of Call for [Key] once its
+	// account is suspended, as [Door.Code] reads it, and SuspendedStatus its HTTP
+	// status. Empty for a door that serves a suspended account's holder (the account
+	// holders' API, sessions): its Call still succeeds.
+	SuspendedCode   string
+	SuspendedStatus int
 }
 
 // Env is what a door is built on: a service on memory stores with the sample catalog
@@ -125,6 +132,8 @@ type Env struct {
 	EdgeOptions edge.Options
 	// Changes records the actors of the account changes the service publishes.
 	changes *actors
+	// refusals records the codes of the refused calls the service publishes.
+	refusals *refusals
 }
 
 // now is the suite's fixed clock: rate limits never refill during a row.
@@ -157,9 +166,10 @@ func newEnv(t *testing.T, opts edge.Options, sessions bool) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	env := &Env{Service: svc, changes: &actors{}}
+	env := &Env{Service: svc, changes: &actors{}, refusals: &refusals{}}
 	svc.Events().Subscribe(env.changes, event.AccountCreated, event.KeyCreated, event.KeyRotated,
 		event.KeyUpdated, event.KeyRevoked, event.CreditsAdjusted)
+	svc.Events().Subscribe(env.refusals, event.CallRefused)
 	if env.Accounts, err = accounts.New(svc, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +212,26 @@ func (a *actors) last() (netip.Addr, int) {
 		return netip.Addr{}, 0
 	}
 	return a.addrs[len(a.addrs)-1], len(a.addrs)
+}
+
+// refusals records the codes of the refused calls the service publishes.
+type refusals struct {
+	mu    sync.Mutex
+	codes []string
+}
+
+func (r *refusals) Observe(_ context.Context, e event.Event) {
+	if ref, ok := e.(*event.Refusal); ok {
+		r.mu.Lock()
+		r.codes = append(r.codes, ref.Code)
+		r.mu.Unlock()
+	}
+}
+
+func (r *refusals) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.codes)
 }
 
 // server is a door behind an httptest.Server, for one row.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/wire"
 )
@@ -195,6 +196,91 @@ var rows = []row{
 			wantRefusal(t, d, resp, body, d.ForbiddenCode)
 		},
 	},
+	{
+		name:     "Suspended",
+		contract: "A call of a suspended account is refused with the door's account_suspended code and status, from the next call, charged nothing, with no rate-limit decision and published as a refusal with its code; the doors of the account's holder still serve it; a reactivation lets the next call through.",
+		applies:  func(d Door) bool { return d.Auth == AuthKey },
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{})
+			c := s.withKey(Key)
+			resp, body := c.send(d.Call)
+			wantSuccess(t, resp, body)
+			before := balance(t, s.env)
+			if _, err := s.env.Accounts.SuspendAccount(t.Context(), "acme", "conformance"); err != nil {
+				t.Fatal(err)
+			}
+			resp, body = c.send(d.Call)
+			if d.SuspendedCode == "" {
+				wantSuccess(t, resp, body)
+			} else {
+				if resp.StatusCode != d.SuspendedStatus {
+					t.Fatalf("answered %s %s, want %d", resp.Status, body, d.SuspendedStatus)
+				}
+				got, err := d.Code(resp.StatusCode, resp.Header, body)
+				if err != nil || got != d.SuspendedCode {
+					t.Errorf("the refusal's code is %q (%v), want %q\n%s", got, err, d.SuspendedCode, body)
+				}
+				if resp.Header.Get(wire.HeaderErrorCode) == "" {
+					t.Errorf("the refusal lacks X-Error-Code: %v", resp.Header)
+				}
+				if !strings.Contains(string(body), "suspended") || !strings.Contains(string(body), "contact the operator") {
+					t.Errorf("the refusal does not tell the holder what to do: %s", body)
+				}
+				if v := resp.Header.Get(wire.HeaderRateLimitRemaining); v != "" {
+					t.Errorf("the refusal carries a rate-limit decision (X-RateLimit-Remaining %s): it took a rate-limit event", v)
+				}
+				if after := balance(t, s.env); after != before {
+					t.Errorf("the refusal was charged: %d credits before, %d after", before, after)
+				}
+				if codes := s.env.refusals.all(); !slices.Contains(codes, "account_suspended") {
+					t.Errorf("the refusals published are %q; want one with account_suspended", codes)
+				}
+			}
+			if _, err := s.env.Accounts.ReactivateAccount(t.Context(), "acme", ""); err != nil {
+				t.Fatal(err)
+			}
+			resp, body = c.send(d.Call)
+			wantSuccess(t, resp, body)
+		},
+	},
+	{
+		name:     "Closed",
+		contract: "A key of a closed account is answered as a revoked key is: the same status, code and body.",
+		applies:  func(d Door) bool { return d.Auth == AuthKey },
+		run: func(t *testing.T, d Door) {
+			s := start(t, d, edge.Options{})
+			const revoked = "0b0f3a4c-2d5e-4f60-8a71-92b3c4d5e6f7"
+			k, _, err := s.env.Accounts.CreateKey(t.Context(), "acme", accounts.NewKey{Name: "revoked", Value: revoked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.env.Accounts.RevokeKey(t.Context(), k.ID); err != nil {
+				t.Fatal(err)
+			}
+			// Both are sent as a first request, without what Open prepares: the door
+			// refuses them before any session.
+			wantResp, wantBody := s.as(wire.HeaderAPIKey, revoked).send(d.Call)
+			wantRefusal(t, d, wantResp, wantBody, d.ForbiddenCode)
+			if _, err := s.env.Accounts.CloseAccount(t.Context(), "acme", "conformance"); err != nil {
+				t.Fatal(err)
+			}
+			resp, body := s.as(wire.HeaderAPIKey, Key).send(d.Call)
+			wantRefusal(t, d, resp, body, d.ForbiddenCode)
+			if resp.StatusCode != wantResp.StatusCode || string(body) != string(wantBody) {
+				t.Errorf("a key of a closed account is answered\n%s %s\nand a revoked key\n%s %s", resp.Status, body, wantResp.Status, wantBody)
+			}
+		},
+	},
+}
+
+// balance returns what remains of acme's balance.
+func balance(t *testing.T, env *Env) int64 {
+	t.Helper()
+	info, err := env.Accounts.Account(t.Context(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Balance.Remaining
 }
 
 // Run runs every row that concerns d.

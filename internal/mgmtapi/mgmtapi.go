@@ -166,22 +166,29 @@ func AuditQuery(params url.Values) (audit.Query, string) {
 	if q.Limit, q.Cursor, problem = pageParams(params, "the audit log", audit.MaxLimit, "from", "to"); problem != "" {
 		return q, problem
 	}
+	return q, timeRange(params, "from", "to", &q.From, &q.To)
+}
+
+// timeRange reads the parameters named from and to, RFC 3339 instants, into *f and *t
+// (left as they are when not given), and checks that f is before t when both are
+// given. On failure it returns a message that names the parameter.
+func timeRange(params url.Values, from, to string, f, t *time.Time) string {
 	for _, p := range []struct {
 		name string
 		t    *time.Time
-	}{{"from", &q.From}, {"to", &q.To}} {
+	}{{from, f}, {to, t}} {
 		if v := params.Get(p.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
+			at, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return q, p.name + " must be an RFC 3339 instant, for example 2030-01-15T12:00:00Z"
+				return p.name + " must be an RFC 3339 instant, for example 2030-01-15T12:00:00Z"
 			}
-			*p.t = t
+			*p.t = at
 		}
 	}
-	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		return q, "from must be before to"
+	if !f.IsZero() && !t.IsZero() && !f.Before(*t) {
+		return from + " must be before " + to
 	}
-	return q, ""
+	return ""
 }
 
 // KeyQuery reads the parameters of a listing of keys (limit, cursor) into a query. On
@@ -241,6 +248,7 @@ func AccountJSON(a auth.Account) map[string]any {
 		m["pending_plan_at"] = a.PendingPlanAt.UTC()
 	}
 	addRestrictions(m, a.Restrictions)
+	addState(m, a)
 	return m
 }
 

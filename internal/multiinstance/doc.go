@@ -4,7 +4,8 @@
 // they share only the PostgreSQL database and the Redis server. The tests prove the rules
 // that only show across instances: an exact balance under thousands of concurrent paid
 // calls, a concurrency ceiling held across instances, a rotation or revocation on one
-// instance refused by the very next call on every other, a crashed holder's slot
+// instance (or the suspension or closure of its account) refused by the very next call
+// on every other, a crashed holder's slot
 // returning after its lease, and failing closed while a store is down, then resuming.
 // Each runs on every deployment: memory stores shared in one process, PostgreSQL, the
 // same through a PgBouncer in transaction mode (the wiring of store/postgres's "Behind a

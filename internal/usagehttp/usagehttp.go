@@ -45,9 +45,10 @@ func invalid(param, reason string) error {
 	return &tollgate.Error{Code: tollgate.CodeInvalidInput, Message: param + ": " + reason, Err: qe}
 }
 
-// parseInstant reads a bound of the range: an RFC 3339 instant or a date, within
-// [usage.MinTime, usage.MaxTime].
-func parseInstant(param, v string) (time.Time, error) {
+// ParseInstant reads a bound of a range, the value of the query parameter param: an
+// RFC 3339 instant or a date (midnight UTC), within [usage.MinTime, usage.MaxTime]. Its
+// errors are those of [Query]. The admin API's usage route reads its bounds with it too.
+func ParseInstant(param, v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
 		if t, err = time.Parse(time.DateOnly, v); err != nil {
@@ -78,7 +79,7 @@ func Query(q url.Values, now time.Time) (usage.Query, error) {
 	}
 	uq.To = now
 	if v := q.Get("to"); v != "" {
-		if uq.To, err = parseInstant("to", v); err != nil {
+		if uq.To, err = ParseInstant("to", v); err != nil {
 			return uq, err
 		}
 	}
@@ -91,7 +92,7 @@ func Query(q url.Values, now time.Time) (usage.Query, error) {
 	}
 	uq.From = uq.To.Add(-span)
 	if v := q.Get("from"); v != "" {
-		if uq.From, err = parseInstant("from", v); err != nil {
+		if uq.From, err = ParseInstant("from", v); err != nil {
 			return uq, err
 		}
 	}

@@ -394,3 +394,78 @@ func TestPruneKeysRebuilds(t *testing.T) {
 		t.Errorf("the second PruneKeys: %d, want 300 (the keys revoked after the first instant)", n)
 	}
 }
+
+// TestDeleteAccountsRebuilds deletes most accounts of a store, so that it rebuilds its
+// tables, and checks that every account left is found whole (with its lifecycle fields
+// and revision, its keys, in the listing, by the key check), that the deleted ones and
+// their keys are found by none of them, and that their ids can be taken again.
+func TestDeleteAccountsRebuilds(t *testing.T) {
+	ctx := t.Context()
+	s := memory.NewKeyStore()
+	t0 := time.Date(2030, time.January, 15, 0, 0, 0, 0, time.UTC)
+	type kept struct {
+		acct auth.Account
+		key  auth.Key
+	}
+	var keep []kept
+	var gone []kept
+	for i := range 2100 {
+		id := fmt.Sprintf("acct-%04d", i)
+		k := auth.Key{ID: id + "-primary", AccountID: id, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
+		must(t, s.CreateAccount(ctx, auth.Account{ID: id, Plan: "free", CreatedAt: t0, BillingAnchor: t0, PendingPlan: "pro", PendingPlanAt: t0.Add(time.Hour)}, k))
+		a, err := s.Account(ctx, id)
+		must(t, err)
+		u := a.Update()
+		u.State, u.StateChangedAt = auth.AccountSuspended, t0.Add(time.Minute)
+		if i%3 != 0 {
+			u.State = auth.AccountClosed
+		}
+		a, err = s.UpdateAccount(ctx, u)
+		must(t, err)
+		if i%3 != 0 && i < 2090 { // two thirds: more than are left, and more than minDead
+			must(t, s.DeleteAccount(ctx, id))
+			gone = append(gone, kept{a, k})
+		} else {
+			keep = append(keep, kept{a, k})
+		}
+	}
+	for _, g := range gone {
+		if _, err := s.Account(ctx, g.acct.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Account of deleted %s: %v", g.acct.ID, err)
+		}
+		if _, _, err := s.Resolve(ctx, g.key.Hash); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Resolve of a key of deleted %s: %v", g.acct.ID, err)
+		}
+	}
+	var listed []auth.Account
+	q := auth.AccountQuery{Limit: auth.MaxAccountPage}
+	for {
+		page, err := s.Accounts(ctx, q)
+		must(t, err)
+		listed = append(listed, page.Accounts...)
+		if q.After = page.Next; q.After == "" {
+			break
+		}
+	}
+	if len(listed) != len(keep) {
+		t.Fatalf("Accounts after the deletions: %d accounts, want %d", len(listed), len(keep))
+	}
+	for i, kk := range keep {
+		if !reflect.DeepEqual(listed[i], kk.acct) {
+			t.Fatalf("account #%d after the rebuild:\n%+v\nwant\n%+v", i, listed[i], kk.acct)
+		}
+		got, a, err := s.Resolve(ctx, kk.key.Hash)
+		if err != nil || got.ID != kk.key.ID || !reflect.DeepEqual(a, kk.acct) {
+			t.Fatalf("Resolve of %s: %s, %+v, %v", kk.key.ID, got.ID, a, err)
+		}
+		st, err := s.CheckKey(ctx, driver.KeyCheck{Account: kk.acct.ID, KeyID: kk.key.ID, Hash: kk.key.Hash, AccountRevision: kk.acct.Revision})
+		if err != nil || st != driver.KeyLive {
+			t.Fatalf("CheckKey of %s: %d, %v", kk.key.ID, st, err)
+		}
+	}
+	g := gone[0]
+	must(t, s.CreateAccount(ctx, auth.Account{ID: g.acct.ID, Plan: "free", CreatedAt: t0}, g.key))
+	if a, err := s.Account(ctx, g.acct.ID); err != nil || a.Revision != 0 || a.State != auth.AccountActive {
+		t.Errorf("an account created again with a deleted id: %+v, %v", a, err)
+	}
+}

@@ -113,6 +113,31 @@ func (s *UsageStore) Sum(ctx context.Context, q usage.Query) ([]usage.Row, error
 	return sum.Rows(), nil
 }
 
+// Totals returns a page of q's ranking, from a scan of the buckets of its resolution:
+// of every account, or of the one it filters on.
+func (s *UsageStore) Totals(ctx context.Context, q usage.TotalsQuery) (usage.TotalsPage, error) {
+	if err := ctx.Err(); err != nil {
+		return usage.TotalsPage{}, err
+	}
+	rk, err := usage.NewRanking(q)
+	if err != nil {
+		return usage.TotalsPage{}, err
+	}
+	q = rk.Query()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	accounts := s.buckets[rk.Resolution()]
+	if q.Account != "" {
+		accounts = map[string]map[usageGroup]*usage.Row{q.Account: accounts[q.Account]}
+	}
+	for _, groups := range accounts {
+		for _, r := range groups {
+			rk.Add(r)
+		}
+	}
+	return rk.Page(), nil
+}
+
 // LastUsed returns the last use of each of account's keys.
 func (s *UsageStore) LastUsed(ctx context.Context, account string) (map[string]time.Time, error) {
 	if err := ctx.Err(); err != nil {

@@ -74,7 +74,8 @@ const accountScan = 5000
 // statement on the index of the ids in byte-wise order (tollgate_accounts_by_id, see
 // migration 20). The cursor and the prefix bound the index range; the other filters are
 // checked on the rows the range holds, of which a page examines at most accountScan
-// (then, if the page is not full, its Next is the last id examined).
+// (then, if the page is not full, its Next is the last id examined). A page examines
+// no more rows than it returns, and one, when no other filter is set.
 func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.AccountPage, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.AccountPage{}, wrapErr(ctx, err, "accounts")
@@ -126,8 +127,9 @@ func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Account
 	const order = ` ORDER BY a.id COLLATE "C"`
 	var sql string
 	if len(where) == 0 {
-		// Every row of the range is selected: the page is its first rows.
-		sql = `SELECT NULL::text, ` + accountColumns + ` FROM tollgate_accounts a` + rangeSQL + order + ` LIMIT ` + arg(size+1)
+		// Every row of the range is selected: the page is its first rows (and one more,
+		// to tell whether a page follows), or its first scan rows.
+		sql = `SELECT NULL::text, ` + accountColumns + ` FROM tollgate_accounts a` + rangeSQL + order + ` LIMIT ` + arg(min(size+1, scan))
 	} else {
 		// last is the scan-th id of the range, if there is one: the last a page that is
 		// not full has examined. Both parts read the statement's one snapshot.
@@ -174,6 +176,8 @@ func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Account
 		page.Next = page.Accounts[size-1].ID
 	case last != nil:
 		page.Next = *last
+	case len(where) == 0 && len(page.Accounts) == scan:
+		page.Next = page.Accounts[scan-1].ID
 	}
 	return page, nil
 }

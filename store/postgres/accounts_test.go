@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/storetest"
 )
 
 // TestMigrateAccountLifecycle upgrades a schema of the version before the account
@@ -142,60 +142,12 @@ func wantState(t *testing.T, s *postgres.Store, c driver.KeyCheck, want driver.K
 	}
 }
 
-// TestAccountsShortPages lists accounts on a store whose pages examine three accounts
-// at most: a filtered listing returns short pages, even empty ones, with Next set, and
-// together they hold every account the filter selects; an unfiltered listing, which
-// examines no account it does not return, fills its pages.
-func TestAccountsShortPages(t *testing.T) {
-	s := newStore(t, nil)
-	s.SetAccountScan(3)
-	ctx := t.Context()
-	var pro, all []string
-	for i := range 20 {
-		a, k := fixture(fmt.Sprintf("acct-%02d", i))
-		if i%5 == 0 {
-			a.Plan = "free"
-		} else {
-			pro = append(pro, a.ID)
-		}
-		all = append(all, a.ID)
-		if err := s.CreateAccount(ctx, a, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range []struct {
-		q     auth.AccountQuery
-		want  []string
-		short bool
-	}{
-		{auth.AccountQuery{Plan: "pro", Limit: 3}, pro, true},
-		{auth.AccountQuery{Plan: "free", Limit: 2}, []string{"acct-00", "acct-05", "acct-10", "acct-15"}, true},
-		{auth.AccountQuery{Limit: 4}, all, false},
-		{auth.AccountQuery{IDPrefix: "acct-1", Limit: 4}, all[10:], false},
-	} {
-		var got []string
-		pages, short := 0, false
-		q := c.q
-		for {
-			page, err := s.Accounts(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pages++
-			got = append(got, idsOf(page.Accounts)...)
-			if page.Next != "" && len(page.Accounts) < q.Limit {
-				short = true
-			}
-			if page.Next == "" || pages > 100 {
-				break
-			}
-			q.After = page.Next
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("Accounts(%+v) in %d pages: %q, want %q", c.q, pages, got, c.want)
-		}
-		if short != c.short {
-			t.Errorf("Accounts(%+v): a short page with a next one: %v, want %v", c.q, short, c.short)
-		}
-	}
+// TestAccountPages runs the listing rows on stores whose pages examine three accounts
+// at most, so that they hold on short pages too.
+func TestAccountPages(t *testing.T) {
+	storetest.TestAccountPages(t, func(t *testing.T) auth.KeyStore {
+		s := newStore(t, nil)
+		s.SetAccountScan(3)
+		return s
+	}, 3)
 }

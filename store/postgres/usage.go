@@ -25,7 +25,10 @@ import (
 // narrowest table that holds what the query asks for (a month of an account's usage per
 // API per day reads one row per API, outcome and day, however many keys and channels
 // it used), whose rows are summed as they are read, so its memory is that of the
-// result; Prune is one statement that deletes on a BRIN index of the bucket.
+// result; Totals is one statement that sums a range of every account (on a btree of the
+// bucket) in the table of the coarsest buckets that cover it, narrowed to the API
+// unless it asks for channels, and ranks the groups; Prune is one statement that
+// deletes on a BRIN index of the bucket.
 //
 // Like [Store], it holds no state besides its DB and is safe for concurrent use when
 // its DB is. Create it with [NewUsageStore], after [Migrate] has run.
@@ -237,6 +240,102 @@ func (s *UsageStore) Sum(ctx context.Context, q usage.Query) ([]usage.Row, error
 		out[i].Bucket, out[i].Last = out[i].Bucket.UTC(), out[i].Last.UTC()
 	}
 	return out, nil
+}
+
+// totalsTable returns the table that a totals query (normalized) of buckets of res
+// reads: the hour or day table narrowed to the API unless it groups or filters by
+// channel, which only the full tables keep; the minute table for minutes.
+func totalsTable(q usage.TotalsQuery, res usage.Resolution) string {
+	table := usageTable(res)
+	if res == usage.Minute || q.GroupBy == usage.ByChannel || q.Channel != "" {
+		return table
+	}
+	return table + "_api"
+}
+
+// totalsColumns are the columns of the groupings and filters of totals queries.
+var totalsColumns = map[usage.Dimension]string{
+	usage.ByAccount: "account_id", usage.ByAPI: "api", usage.ByChannel: "channel", usage.ByOutcome: "outcome",
+}
+
+// Totals returns a page of q's ranking in one statement: the rows of the range and
+// filters are summed per group (a GROUP BY over the buckets of the query's resolution,
+// which the range reaches through an index on the bucket, or through the primary key
+// for one account), and the statement answers the sums of every group together and the
+// groups that rank after the cursor's position, a page and one more. Groups compare in
+// byte order (COLLATE "C"), as every store ranks them.
+func (s *UsageStore) Totals(ctx context.Context, q usage.TotalsQuery) (usage.TotalsPage, error) {
+	rk, err := usage.NewRanking(q)
+	if err != nil {
+		return usage.TotalsPage{}, err
+	}
+	q = rk.Query()
+	sql, args := totalsSQL(rk)
+	rows, err := s.db.Query(ctx, sql, args...)
+	if err != nil {
+		return usage.TotalsPage{}, wrapErr(ctx, err, "usage: totals by %s", q.GroupBy)
+	}
+	defer rows.Close()
+	var (
+		page   []usage.GroupTotals
+		sum    usage.Totals
+		groups int64
+	)
+	for rows.Next() {
+		var (
+			total bool
+			g     usage.GroupTotals
+			n     int64
+		)
+		if err := rows.Scan(&total, &g.Group, &g.Calls, &g.Credits, &g.Errors, &n); err != nil {
+			return usage.TotalsPage{}, wrapErr(ctx, err, "usage: totals by %s", q.GroupBy)
+		}
+		if total {
+			sum, groups = g.Totals, n
+			continue
+		}
+		page = append(page, g)
+	}
+	if err := rows.Err(); err != nil {
+		return usage.TotalsPage{}, wrapErr(ctx, err, "usage: totals by %s", q.GroupBy)
+	}
+	return rk.PageOf(page, sum, groups), nil
+}
+
+// totalsSQL returns the statement of a totals query and its arguments. It answers a
+// first row (true) with the sums of every group together and the number of groups,
+// then (false) the groups after the position, a page and one more.
+func totalsSQL(rk *usage.Ranking) (string, []any) {
+	q := rk.Query()
+	args := []any{q.From, q.To}
+	where := "bucket >= $1 AND bucket < $2"
+	for _, f := range []struct{ col, v string }{
+		{"account_id", q.Account}, {"api", q.API}, {"channel", q.Channel}, {"outcome", q.Outcome},
+	} {
+		if f.v != "" {
+			args = append(args, f.v)
+			where += fmt.Sprintf(" AND %s = $%d", f.col, len(args))
+		}
+	}
+	figure := string(q.Order) // calls or credits: a column of g below
+	after := ""
+	if p, ok := rk.After(); ok {
+		args = append(args, p.Value, p.Group)
+		after = fmt.Sprintf(`WHERE %[1]s < $%[2]d OR %[1]s = $%[2]d AND grp > $%[3]d COLLATE "C"`, figure, len(args)-1, len(args))
+	}
+	args = append(args, q.Limit+1)
+	// The names of the table, the columns and the figure are constants above; the
+	// values are arguments.
+	return `WITH g AS (
+			SELECT ` + totalsColumns[q.GroupBy] + ` COLLATE "C" AS grp, sum(calls)::bigint AS calls, sum(credits)::bigint AS credits,
+				coalesce(sum(calls) FILTER (WHERE outcome <> 'ok'), 0)::bigint AS errors
+			FROM ` + totalsTable(q, rk.Resolution()) + `
+			WHERE ` + where + `
+			GROUP BY 1)
+		SELECT true, '', coalesce(sum(calls), 0)::bigint, coalesce(sum(credits), 0)::bigint, coalesce(sum(errors), 0)::bigint, count(*) FROM g
+		UNION ALL
+		(SELECT false, grp, calls, credits, errors, 0 FROM g ` + after + `
+		 ORDER BY ` + figure + ` DESC, grp COLLATE "C" LIMIT $` + fmt.Sprint(len(args)) + `)`, args
 }
 
 // LastUsed returns the last use of each of account's keys, in one SELECT.

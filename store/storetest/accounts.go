@@ -703,3 +703,84 @@ func acCanceledContext(t *testing.T, s auth.KeyStore) {
 	wantAccount(t, s, closedAcct)
 	wantResolve(t, s, primary.Hash, primary, acct)
 }
+
+// TestAccountPages checks the listing of an [auth.KeyStore] that bounds the accounts
+// one page of Accounts examines (see [auth.KeyStore.Accounts]), set to examine at
+// most examined accounts (1 to auth.MaxAccountPage-1): no page holds more, a listing
+// whose limit is larger returns short pages with Next set, and the pages of a listing
+// together hold every account it selects, once, in order. A store that bounds its
+// pages runs TestKeyStore as it is, and TestAccountPages with a small bound, so that
+// the suite's listings, which its bound does not reach, are checked on short pages
+// too.
+//
+// newStore is called once per subtest and must return an empty store set so; it
+// registers any teardown with t.Cleanup. The subtests run in parallel.
+func TestAccountPages(t *testing.T, newStore func(t *testing.T) auth.KeyStore, examined int) {
+	t.Helper()
+	if examined < 1 || examined >= auth.MaxAccountPage {
+		t.Fatalf("storetest.TestAccountPages: examined is %d; give 1 to %d", examined, auth.MaxAccountPage-1)
+	}
+	rows := []behaviour[auth.KeyStore]{
+		{"ShortPages",
+			"A store that examines at most a number of accounts a page returns no more than that, with Next set while more may follow, and its pages together hold every account the query selects, once, in order.",
+			func(t *testing.T, s auth.KeyStore) { acShortPages(t, s, examined) }},
+	}
+	for _, row := range accountRows {
+		if strings.HasPrefix(row.name, "Accounts") {
+			rows = append(rows, row)
+		}
+	}
+	run(t, newStore, rows)
+}
+
+func acShortPages(t *testing.T, s auth.KeyStore, examined int) {
+	ctx, n := t.Context(), newIDs()
+	accts := createAccounts(t, s, n, "a", 3*examined+5)
+	var pro []auth.Account
+	for i := range accts {
+		if i%4 != 0 {
+			u := accts[i].Update()
+			u.Plan, u.State = "pro", auth.AccountActive
+			accts[i] = update(t, s, u)
+			pro = append(pro, accts[i])
+		}
+	}
+	for _, c := range []struct {
+		what string
+		q    auth.AccountQuery
+		want []auth.Account
+	}{
+		{"every account", auth.AccountQuery{IDPrefix: n.prefix, Limit: examined + 1}, accts},
+		{"a plan", auth.AccountQuery{IDPrefix: n.prefix, Plan: "pro", Limit: examined + 1}, pro},
+		{"a plan, a page at most as large as the bound", auth.AccountQuery{IDPrefix: n.prefix, Plan: "pro", Limit: max(examined/2, 1)}, pro},
+	} {
+		short := false
+		q := c.q
+		var got []auth.Account
+		for pages := 0; ; pages++ {
+			if pages > 10*len(accts) {
+				t.Fatalf("%s: the listing does not end", c.what)
+			}
+			page, err := s.Accounts(ctx, q)
+			must(t, "Accounts", err)
+			if len(page.Accounts) > examined {
+				t.Errorf("%s: a page of %d accounts, more than the %d a page examines", c.what, len(page.Accounts), examined)
+			}
+			if page.Next != "" && len(page.Accounts) < q.Limit {
+				short = true
+			}
+			got = append(got, page.Accounts...)
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+		if !slices.Equal(accountIDs(got), accountIDs(c.want)) {
+			t.Errorf("%s: listed %q, want %q", c.what, accountIDs(got), accountIDs(c.want))
+		}
+		if c.q.Limit > examined && !short {
+			t.Errorf("%s: no page was short, with a limit of %d and at most %d accounts examined a page", c.what, c.q.Limit, examined)
+		}
+	}
+	wantListed(t, s, n, "Accounts", auth.AccountQuery{Limit: examined + 1}, accts)
+}

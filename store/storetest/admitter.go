@@ -568,14 +568,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 				acct := n.id("acct")
 				key := auth.Key{ID: n.id("key"), AccountID: acct, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: t0}
 				must(t, "CreateAccount", p.keys.CreateAccount(ctx, auth.Account{ID: acct, Plan: "p", CreatedAt: t0}, key))
-				check := func(c driver.KeyCheck, want driver.KeyState) {
-					t.Helper()
-					got, err := p.checker.CheckKey(ctx, c)
-					must(t, "CheckKey", err)
-					if got != want {
-						t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
-					}
-				}
+				check := checkKeyState(t, p.checker)
 				check(driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}, driver.KeyLive)
 				check(driver.KeyCheck{Account: acct}, driver.KeyLive)
 				check(driver.KeyCheck{Account: acct + "-gone"}, driver.KeyUnknown)
@@ -599,14 +592,7 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 				ctx, n := t.Context(), newIDs()
 				acct, key := plainAccount(n, "acct")
 				must(t, "CreateAccount", p.keys.CreateAccount(ctx, acct, key))
-				check := func(c driver.KeyCheck, want driver.KeyState) {
-					t.Helper()
-					got, err := p.checker.CheckKey(ctx, c)
-					must(t, "CheckKey", err)
-					if got != want {
-						t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
-					}
-				}
+				check := checkKeyState(t, p.checker)
 				keyAt := func(rev int64) driver.KeyCheck {
 					return driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash, AccountRevision: rev}
 				}
@@ -641,4 +627,16 @@ func TestKeyChecker(t *testing.T, newStores func(t *testing.T) (auth.KeyStore, d
 				}
 			}},
 	})
+}
+
+// checkKeyState returns a function that checks that CheckKey answers want to c.
+func checkKeyState(t *testing.T, checker driver.KeyChecker) func(c driver.KeyCheck, want driver.KeyState) {
+	return func(c driver.KeyCheck, want driver.KeyState) {
+		t.Helper()
+		got, err := checker.CheckKey(t.Context(), c)
+		must(t, "CheckKey", err)
+		if got != want {
+			t.Errorf("CheckKey(%+v) = %d, want %d", c, got, want)
+		}
+	}
 }

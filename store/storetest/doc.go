@@ -32,6 +32,10 @@
 //		})
 //	}
 //
+// A key store that bounds the accounts one page of its listing examines (see
+// auth.KeyStore's Accounts) runs [TestAccountPages] too, with the bound set small, so
+// that the listing's rows hold on short pages.
+//
 // The factory is called once per subtest, with that subtest's t. It must return a store
 // with nothing in it, and register any teardown (closing a pool, dropping a schema,
 // deleting a key prefix) with t.Cleanup. A store backed by a server typically calls

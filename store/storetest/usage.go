@@ -19,13 +19,15 @@ import (
 // exact; flushes from several recorders at once add up; retention deletes exactly the
 // buckets due, of the resolution asked for only; queries cover whole buckets of a
 // half-open range, one account only, with their filters and grouping; last use per key;
-// an invalid row or query is store.ErrInvalid.
+// an invalid row or query is store.ErrInvalid. Totals across accounts rank every
+// grouping in every order, page by position, read the coarsest buckets that cover the
+// range, and refuse bad queries and cursors.
 //
 // newStore is called once per subtest and must return an empty store; it registers any
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 func TestUsageStore(t *testing.T, newStore func(t *testing.T) usage.Store) {
 	t.Helper()
-	run(t, newStore, usageRows)
+	run(t, newStore, slices.Concat(usageRows, totalsRows))
 }
 
 var usageRows = []behaviour[usage.Store]{

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -6,7 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/internal/testserver"
+)
+
+// The variables of the default brand, which most tests run the command with.
+var (
+	envKey     = brand.Default().KeyVar()
+	envBaseURL = brand.Default().BaseURLVar()
 )
 
 // result is what one run of the command did.
@@ -21,12 +28,20 @@ func runWith(t *testing.T, env map[string]string, args ...string) result {
 	return runSys(t, system{getenv: func(k string) string { return env[k] }}, args...)
 }
 
-// runSys runs the command with args and sys, whose outputs are replaced by buffers.
+// runSys runs the command of the default brand with args and sys, whose outputs are
+// replaced by buffers.
 func runSys(t *testing.T, sys system, args ...string) result {
+	t.Helper()
+	return runBrand(t, brand.Default(), sys, args...)
+}
+
+// runBrand runs the command of brand b with args and sys, whose outputs are replaced
+// by buffers.
+func runBrand(t *testing.T, b brand.Brand, sys system, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	sys.stdout, sys.stderr = &stdout, &stderr
-	code := run(t.Context(), args, sys)
+	code := run(t.Context(), b, args, sys)
 	r := result{code, stdout.String(), stderr.String()}
 	for _, key := range []string{testserver.PrimaryKey, testserver.UnknownKey, testserver.RestrictedKey, testserver.RateLimitedKey, testserver.NoCreditsKey} {
 		if strings.Contains(r.stdout+r.stderr, key) {

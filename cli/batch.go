@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -54,7 +54,7 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 		return c.usageError("%v", err)
 	}
 	defer closeInput()
-	p := &progress{w: c.stderr, tty: c.stderrIsTerminal, size: size}
+	p := &progress{w: c.stderr, name: c.brand.Command, tty: c.stderrIsTerminal, size: size}
 	sleep := c.sleep
 	if sleep == nil {
 		sleep = client.Sleep
@@ -70,23 +70,23 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 	}
 	maxItems, err := cl.BatchMaxItems(ctx)
 	if err != nil {
-		return c.failure(fmt.Errorf("reading the plan's batch size (GET /v1/analytics): %s", describe(err)))
+		return c.failure(fmt.Errorf("reading the plan's batch size (GET /v1/analytics): %s", describe(err, c.brand.KeyVar())))
 	}
 
 	r := &itemReader{sc: bufio.NewScanner(in), api: api, cl: cl}
 	r.sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
 	stop := func(format string, args ...any) int {
 		p.done()
-		fmt.Fprintf(c.stderr, "tollgate: "+format+"\n", args...)
+		fmt.Fprintf(c.stderr, c.brand.Command+": "+format+"\n", args...)
 		return exitAPI
 	}
-	run := &batchRun{cl: cl, api: api, out: c.stdout, p: p, keys: true}
+	run := &batchRun{cl: cl, api: api, out: c.stdout, p: p, keys: true, keyVar: c.brand.KeyVar()}
 	for {
 		chunk, readErr := r.next(ctx, maxItems)
 		if len(chunk) > 0 {
 			if err := run.chunk(ctx, chunk); err != nil {
 				first := chunk[0].line
-				return stop("stopped at line %d: %v\ntollgate: standard output has the results of the lines before it; to go on, run the lines from %d on (tail -n +%d FILE)", first, err, first, first)
+				return stop("stopped at line %d: %v\n%s: standard output has the results of the lines before it; to go on, run the lines from %d on (tail -n +%d FILE)", first, err, c.brand.Command, first, first)
 			}
 		}
 		if readErr == io.EOF {
@@ -99,7 +99,7 @@ func (c *cli) batch(ctx context.Context, id, path string) int {
 	p.read = p.size // all of it, blank lines and line ends included
 	p.done()
 	if p.invalid > maxReportedLines {
-		fmt.Fprintf(c.stderr, "tollgate: %d invalid lines in all were not sent; their result lines say why\n", p.invalid)
+		fmt.Fprintf(c.stderr, "%s: %d invalid lines in all were not sent; their result lines say why\n", c.brand.Command, p.invalid)
 	}
 	if p.errors > 0 {
 		return exitAPI
@@ -116,6 +116,8 @@ type batchRun struct {
 	// keys says whether batches carry an idempotency key: until the service says it
 	// keeps no answers for them.
 	keys bool
+	// keyVar is the environment variable of the key, for messages.
+	keyVar string
 }
 
 // chunk sends the valid items of chunk as one batch and writes the result line of
@@ -135,9 +137,9 @@ func (b *batchRun) chunk(ctx context.Context, chunk []lineItem) error {
 		if err != nil {
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) {
-				return errors.New("the service refused the batch: " + describe(err))
+				return errors.New("the service refused the batch: " + describe(err, b.keyVar))
 			}
-			return errors.New(describe(err))
+			return errors.New(describe(err, b.keyVar))
 		}
 	}
 	return b.write(chunk, resp)
@@ -202,7 +204,7 @@ func (b *batchRun) write(chunk []lineItem, resp *client.BatchResponse) error {
 
 // describe says what went wrong with a request of a batch run: the status, the code
 // and the message of a refusal, or the error.
-func describe(err error) string {
+func describe(err error, keyVar string) string {
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) {
 		return strings.TrimPrefix(err.Error(), "client: ")
@@ -213,7 +215,7 @@ func describe(err error) string {
 	}
 	msg += ": " + apiErr.Message
 	if apiErr.StatusCode == http.StatusUnauthorized {
-		msg += fmt.Sprintf("; the key in %s is not a key of this service", envKey)
+		msg += fmt.Sprintf("; the key in %s is not a key of this service", keyVar)
 	}
 	return msg
 }

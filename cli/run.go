@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,15 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/client"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
-)
-
-// Environment variables the command reads.
-const (
-	envKey     = "TOLLGATE_API_KEY"
-	envBaseURL = "TOLLGATE_BASE_URL"
 )
 
 // Exit statuses.
@@ -28,19 +23,32 @@ const (
 	exitUsage = 2 // a usage or validation mistake
 )
 
-const usage = `Usage:
-  tollgate <api_id> --<name> <value> ...   call an API (also --name=value)
-  tollgate <api_id> --file PATH ...        call a file API with a local file
-  tollgate <api_id> --url URL ...          call a file API with the file's address
-  tollgate <api_id> --batch FILE           call an API once per line of FILE, a JSON
-                                           object of parameters (- for standard input)
-  tollgate <api_id> --help                 show the API's parameters, rules and cost
-  tollgate list                            list the APIs of the catalog
-
-Environment:
-  TOLLGATE_API_KEY    the key of your account (required to call an API)
-  TOLLGATE_BASE_URL   the service (default http://localhost:8080)
-`
+// usage is the command's help, with the brand's names.
+func usage(b brand.Brand) string {
+	lines := []struct{ synopsis, what string }{
+		{"<api_id> --<name> <value> ...", "call an API (also --name=value)"},
+		{"<api_id> --file PATH ...", "call a file API with a local file"},
+		{"<api_id> --url URL ...", "call a file API with the file's address"},
+		{"<api_id> --batch FILE", "call an API once per line of FILE, a JSON"},
+		{"", "object of parameters (- for standard input)"},
+		{"<api_id> --help", "show the API's parameters, rules and cost"},
+		{"list", "list the APIs of the catalog"},
+	}
+	width := len(b.Command) + len(" <api_id> --<name> <value> ...")
+	var u strings.Builder
+	u.WriteString("Usage:\n")
+	for _, l := range lines {
+		cmd := ""
+		if l.synopsis != "" {
+			cmd = b.Command + " " + l.synopsis
+		}
+		fmt.Fprintf(&u, "  %-*s   %s\n", width, cmd, l.what)
+	}
+	vars := len(b.BaseURLVar())
+	fmt.Fprintf(&u, "\nEnvironment:\n  %-*s   the key of your account (required to call an API)\n", vars, b.KeyVar())
+	fmt.Fprintf(&u, "  %-*s   the service (default http://localhost:8080)\n", vars, b.BaseURLVar())
+	return u.String()
+}
 
 // system is what a run of the command reads and writes, besides its arguments.
 type system struct {
@@ -58,15 +66,16 @@ type system struct {
 // cli is one run of the command.
 type cli struct {
 	system
-	opts client.Options
+	brand brand.Brand // a valid one
+	opts  client.Options
 }
 
-// run executes the command with args (without the program name) and returns the exit
-// status.
-func run(ctx context.Context, args []string, sys system) int {
-	c := &cli{system: sys, opts: client.Options{BaseURL: sys.getenv(envBaseURL), AuthMode: "cli"}}
+// run executes the command of brand b (valid, not zero) with args (without the
+// program name) and returns the exit status.
+func run(ctx context.Context, b brand.Brand, args []string, sys system) int {
+	c := &cli{system: sys, brand: b, opts: client.Options{BaseURL: sys.getenv(b.BaseURLVar()), AuthMode: "cli"}}
 	if len(args) == 0 {
-		fmt.Fprint(c.stderr, usage)
+		fmt.Fprint(c.stderr, usage(b))
 		return exitUsage
 	}
 	switch args[0] {
@@ -74,7 +83,7 @@ func run(ctx context.Context, args []string, sys system) int {
 		if len(args) > 1 && args[0] == "help" {
 			return c.apiHelp(ctx, args[1])
 		}
-		fmt.Fprint(c.stdout, usage)
+		fmt.Fprint(c.stdout, usage(c.brand))
 		return exitOK
 	case "list":
 		if len(args) > 1 {
@@ -83,20 +92,20 @@ func run(ctx context.Context, args []string, sys system) int {
 		return c.list(ctx)
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return c.usageError("the first argument is the API id, not %q; `tollgate list` shows the ids", args[0])
+		return c.usageError("the first argument is the API id, not %q; `%s list` shows the ids", args[0], c.brand.Command)
 	}
 	return c.call(ctx, args[0], args[1:])
 }
 
 // usageError reports a mistake of the command line and returns exitUsage.
 func (c *cli) usageError(format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "tollgate: "+format+"\n", args...)
+	fmt.Fprintf(c.stderr, c.brand.Command+": "+format+"\n", args...)
 	return exitUsage
 }
 
 // failure reports an error that is not the user's mistake and returns exitAPI.
 func (c *cli) failure(err error) int {
-	fmt.Fprintf(c.stderr, "tollgate: %v\n", err)
+	fmt.Fprintf(c.stderr, "%s: %v\n", c.brand.Command, err)
 	return exitAPI
 }
 
@@ -127,15 +136,15 @@ func (c *cli) apiHelp(ctx context.Context, id string) int {
 	}
 	for _, a := range apis {
 		if a.ID == id {
-			writeHelp(c.stdout, a)
+			writeHelp(c.stdout, c.brand.Command, a)
 			return exitOK
 		}
 	}
-	return c.usageError("the catalog has no API %q; `tollgate list` shows them", id)
+	return c.usageError("the catalog has no API %q; `%s list` shows them", id, c.brand.Command)
 }
 
-// writeHelp writes the help of an API.
-func writeHelp(w io.Writer, a *catalog.API) {
+// writeHelp writes the help of an API, for the command of that name.
+func writeHelp(w io.Writer, command string, a *catalog.API) {
 	fmt.Fprintf(w, "%s: %s\n", a.ID, a.Title)
 	if a.Description != "" {
 		fmt.Fprintf(w, "%s\n", a.Description)
@@ -148,7 +157,7 @@ func writeHelp(w io.Writer, a *catalog.API) {
 		cost = "1 credit"
 	}
 	fmt.Fprintf(w, "\nCost: %s per call (%s /v1/%s).\n", cost, a.Method, a.ID)
-	synopsis := []string{"tollgate", a.ID}
+	synopsis := []string{command, a.ID}
 	if a.File != nil {
 		synopsis = append(synopsis, "(--file PATH | --url URL)")
 	}
@@ -210,7 +219,7 @@ func (c *cli) call(ctx context.Context, id string, args []string) int {
 	}
 	in, err := parseArgs(api, args)
 	if err != nil {
-		return c.usageError("%v\n(`tollgate %s --help` shows its parameters)", err, id)
+		return c.usageError("%v\n(`%s %s --help` shows its parameters)", err, c.brand.Command, id)
 	}
 	typed, err := api.ValidateQuery(in.values)
 	if err != nil {
@@ -240,9 +249,10 @@ func (c *cli) call(ctx context.Context, id string, args []string) int {
 // environment, and the API's definition; or nil and the exit status of what went
 // wrong.
 func (c *cli) connect(ctx context.Context, id string) (*client.Client, *catalog.API, int) {
+	envKey := c.brand.KeyVar()
 	key := c.getenv(envKey)
 	if strings.TrimSpace(key) == "" {
-		return nil, nil, c.usageError("%s is not set: export the key of your account, as in\n  export %s=<your key>\n(`tollgate %s --help` works without it)", envKey, envKey, id)
+		return nil, nil, c.usageError("%s is not set: export the key of your account, as in\n  export %s=<your key>\n(`%s %s --help` works without it)", envKey, envKey, c.brand.Command, id)
 	}
 	cl, err := client.New(key, &c.opts)
 	if err != nil {
@@ -265,11 +275,11 @@ func (c *cli) clientError(err error) int {
 	)
 	switch {
 	case errors.As(err, &catErr):
-		return c.failure(fmt.Errorf("cannot read the catalog at %s: %v; is the service running there? Set %s to its address", catErr.URL, catErr.Err, envBaseURL))
+		return c.failure(fmt.Errorf("cannot read the catalog at %s: %v; is the service running there? Set %s to its address", catErr.URL, catErr.Err, c.brand.BaseURLVar()))
 	case errors.As(err, &ve):
 		return c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
 	case errors.Is(err, client.ErrUnknownAPI):
-		return c.usageError("%s", strings.TrimPrefix(err.Error(), "client: "))
+		return c.usageError("%s, and so does `%s list`", strings.TrimPrefix(err.Error(), "client: "), c.brand.Command)
 	case errors.As(err, &apiErr):
 		if apiErr.Envelope.Status != "" {
 			c.printBody(apiErr.Body)
@@ -278,9 +288,9 @@ func (c *cli) clientError(err error) int {
 		if apiErr.Code != "" {
 			msg += " (" + apiErr.Code + ")"
 		}
-		fmt.Fprintf(c.stderr, "tollgate: %s: %s\n", msg, apiErr.Message)
+		fmt.Fprintf(c.stderr, "%s: %s: %s\n", c.brand.Command, msg, apiErr.Message)
 		if apiErr.StatusCode == 401 {
-			fmt.Fprintf(c.stderr, "tollgate: the key in %s is not a key of this service (%s); check the key and %s\n", envKey, c.baseURL(), envBaseURL)
+			fmt.Fprintf(c.stderr, "%s: the key in %s is not a key of this service (%s); check the key and %s\n", c.brand.Command, c.brand.KeyVar(), c.baseURL(), c.brand.BaseURLVar())
 		}
 		return exitAPI
 	}

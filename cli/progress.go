@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ const barWidth = 24
 // Reports of invalid lines are written on either, one line each.
 type progress struct {
 	w    io.Writer
+	name string // the command's, which starts each line
 	tty  bool
 	size int64 // the input's length in bytes, or -1 when it is not known
 
@@ -61,7 +62,7 @@ func (p *progress) note(s string) {
 	if p.drawn {
 		io.WriteString(p.w, "\r\x1b[K")
 	}
-	fmt.Fprintf(p.w, "tollgate: %s\n", s)
+	fmt.Fprintf(p.w, "%s: %s\n", p.name, s)
 	p.drawn = false
 }
 

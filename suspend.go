@@ -1,0 +1,41 @@
+package tollgate
+
+import (
+	"context"
+
+	"github.com/tollgate-dev/tollgate/auth"
+)
+
+// A suspended account ([auth.AccountSuspended]) authenticates as any other, so that
+// its holder may still sign in and read the account, its keys and its usage (package
+// accounts), but every call of its keys is refused with CodeAccountSuspended: once the
+// call is known to name an API, before its input is read, its admission or its charge.
+// The refusal takes no rate-limit event, is never charged, and is published as any
+// refusal is (event.CallRefused, with its code).
+//
+// The refusal holds on every instance from the very next call, key cache or not: a
+// principal from the cache that still says the account is active is caught by its
+// admission, whose key check carries the account's revision (a suspension changes it),
+// and is read again; one from the cache that says the account is suspended is checked
+// against the key store before it is refused, so that a reactivation holds as soon.
+
+// suspendedMessage is what a call of a suspended account is told.
+const suspendedMessage = "the account is suspended: its calls are refused until the operator reactivates it; contact the operator"
+
+// callable returns nil if p's account may call, else the refusal: CodeAccountSuspended
+// for a suspended account, or, for a principal from the key cache whose key or account
+// changed since it was cached, the error the key now deserves. It may refresh p.
+func (s *Service) callable(ctx context.Context, p *Principal) error {
+	if p.Account.State != auth.AccountSuspended {
+		return nil
+	}
+	if p.Cached {
+		if err := s.verify(ctx, p); err != nil {
+			return err
+		}
+		if p.Account.State != auth.AccountSuspended {
+			return nil
+		}
+	}
+	return newError(CodeAccountSuspended, suspendedMessage, nil)
+}
