@@ -379,7 +379,7 @@ func testCallBatchIdempotent(t *testing.T) {
 	if r := h.batch(t.Context(), "mixed", "k3", big...); tollgate.CodeOf(r.Err) != tollgate.CodeCreditsExhausted {
 		t.Fatalf("a batch over the balance: %v", r.Err)
 	}
-	if _, err := h.mgr.AdjustCredits(t.Context(), "acct", 100, "top-up", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(t.Context(), "acct", 100, "top-up", nil); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.batch(t.Context(), "mixed", "k3", big...); r.Err != nil || r.Replayed || r.Receipt.Charged != 120 {

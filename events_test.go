@@ -81,7 +81,7 @@ func TestChangeEvents(t *testing.T) {
 			_, err := h.mgr.UpdateKey(ctx, sub.ID, accounts.KeyChange{Name: &name})
 			return err
 		}, event.Change{Type: event.KeyUpdated, Account: "acct", Key: sub.ID, OldName: "sub", Name: "renamed"}},
-		{"adjust", func() error { _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); return err },
+		{"adjust", func() error { _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", nil); return err },
 			event.Change{Type: event.CreditsAdjusted, Account: "acct", Credits: 5, Reason: "goodwill"}},
 		{"revoke", func() error { _, err := h.mgr.RevokeKey(ctx, sub.ID); return err },
 			event.Change{Type: event.KeyRevoked, Account: "acct", Key: sub.ID}},
@@ -180,7 +180,7 @@ func TestCallEvents(t *testing.T) {
 	if got := obs.take(); len(got) != 0 {
 		t.Fatalf("a made-up id was published: %v", got)
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, "acct", -94, "test", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", -94, "test", nil); err != nil {
 		t.Fatal(err)
 	}
 	r = h.call(ctx, []string{"two"})

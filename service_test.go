@@ -495,15 +495,15 @@ func TestAccountManagement(t *testing.T) {
 
 	// A retried grant with the same idempotency key applies once.
 	for range 2 {
-		b, err := h.mgr.AdjustCredits(ctx, acct.ID, 10, "goodwill", "grant-1")
+		b, err := h.mgr.AdjustCredits(ctx, acct.ID, 10, "goodwill", &accounts.CreditOptions{IdempotencyKey: "grant-1"})
 		if err != nil || b.Remaining != 17 {
 			t.Fatalf("AdjustCredits: %v, remaining %d, want 17", err, b.Remaining)
 		}
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, acct.ID, -100, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
+	if _, err := h.mgr.AdjustCredits(ctx, acct.ID, -100, "too much", nil); tollgate.CodeOf(err) != tollgate.CodeConflict {
 		t.Errorf("negative below zero: %v, want conflict", err)
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, "nobody", 1, "x", ""); tollgate.CodeOf(err) != tollgate.CodeNotFound {
+	if _, err := h.mgr.AdjustCredits(ctx, "nobody", 1, "x", nil); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Errorf("unknown account: %v, want not_found", err)
 	}
 	if _, err := h.mgr.RevokeKey(ctx, "key_nope"); tollgate.CodeOf(err) != tollgate.CodeNotFound || !errors.Is(err, store.ErrNotFound) {

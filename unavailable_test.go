@@ -200,7 +200,7 @@ func TestEvery503IsLogged(t *testing.T) {
 			return err
 		}},
 		{"credit grant, ledger", ledgerDown, plain, func(ctx context.Context, h *harness) error {
-			_, err := h.mgr.AdjustCredits(ctx, "acct", 10, "goodwill", "")
+			_, err := h.mgr.AdjustCredits(ctx, "acct", 10, "goodwill", nil)
 			return err
 		}},
 	}

@@ -21,7 +21,7 @@ func TestOwnAuditLogOperator(t *testing.T) {
 	h := newHarness(t, harnessOptions{audit: log})
 	office := netip.MustParseAddr("203.0.113.7")
 	operator := accounts.WithActor(context.Background(), event.Actor{ID: audit.Operator + ":alice", Addr: office})
-	if _, err := h.mgr.AdjustCredits(operator, "acct", 50, "goodwill for ticket #4411, customer angry", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(operator, "acct", 50, "goodwill for ticket #4411, customer angry", nil); err != nil {
 		t.Fatal(err)
 	}
 	sub, _, err := h.mgr.CreateKey(operator, "acct", accounts.NewKey{Name: "from support"})
@@ -32,7 +32,7 @@ func TestOwnAuditLogOperator(t *testing.T) {
 	if _, err := h.mgr.UpdateKey(operator, sub.ID, accounts.KeyChange{Name: &name}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "host's batch job", ""); err != nil { // the host's code
+	if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "host's batch job", nil); err != nil { // the host's code
 		t.Fatal(err)
 	}
 	home := netip.MustParseAddr("192.0.2.10")

@@ -33,14 +33,14 @@ func TestAuditLogActors(t *testing.T) {
 	if _, err := h.mgr.RevokeKey(ctx, sub.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", nil); err != nil {
 		t.Fatal(err)
 	}
 	// Refused: nothing is recorded.
 	if _, err := h.mgr.RevokeKey(ctx, "key_missing"); tollgate.CodeOf(err) != tollgate.CodeNotFound {
 		t.Fatalf("revoking a missing key: %v", err)
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, "acct", -1000, "too much", ""); tollgate.CodeOf(err) != tollgate.CodeConflict {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", -1000, "too much", nil); tollgate.CodeOf(err) != tollgate.CodeConflict {
 		t.Fatalf("taking more than the balance: %v", err)
 	}
 
@@ -102,11 +102,11 @@ func TestAuditCreditsReplay(t *testing.T) {
 	log := memory.NewAuditStore()
 	h := newHarness(t, harnessOptions{audit: log})
 	for range 3 {
-		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-12"); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 5, "goodwill", &accounts.CreditOptions{IdempotencyKey: "ticket-12"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 5, "goodwill", "ticket-13"); err != nil {
+	if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 5, "goodwill", &accounts.CreditOptions{IdempotencyKey: "ticket-13"}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := h.mgr.AuditLog(context.Background(), audit.Query{Account: "acct"})

@@ -58,7 +58,7 @@ func TestAuditRetentionSchedule(t *testing.T) {
 		if got, want := reasonsOf(t, log, "acct"), []string{"recent", ""}; !slices.Equal(got, want) {
 			t.Fatalf("after New: %q, want %q (the stale entry pruned at once, the account's creation kept)", got, want)
 		}
-		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "later", ""); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "later", nil); err != nil {
 			t.Fatal(err)
 		}
 
@@ -89,7 +89,7 @@ func TestAuditRetentionSchedule(t *testing.T) {
 		}
 
 		h.audit.Close()
-		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after close", nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(48 * time.Hour)
@@ -179,7 +179,7 @@ func TestAuditRetentionPostgres(t *testing.T) {
 	// Each instance's account creation is at day0; add entries 10 and 40 days later.
 	for _, d := range []int{10, 40} {
 		clock.Set(day0.Add(time.Duration(d) * 24 * time.Hour))
-		if _, err := instances[0].mgr.AdjustCredits(context.Background(), "acct", 1, "day "+string(rune('0'+d/10)), ""); err != nil {
+		if _, err := instances[0].mgr.AdjustCredits(context.Background(), "acct", 1, "day "+string(rune('0'+d/10)), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

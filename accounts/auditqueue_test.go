@@ -97,7 +97,7 @@ func changes(t *testing.T, h *harness) (want, values []string) {
 	if _, err := h.mgr.RevokeKey(ctx, sub.ID); err != nil {
 		t.Fatalf("RevokeKey with the audit log down: %v", err)
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", nil); err != nil {
 		t.Fatalf("AdjustCredits with the audit log down: %v", err)
 	}
 	return []string{"key.create " + sub.ID, "key.rotate " + sub.ID, "key.revoke " + sub.ID, "credits.adjust "}, []string{v1, v2}
@@ -180,7 +180,7 @@ func TestAuditQueueOutage(t *testing.T) {
 				noKeyValues(t, &logs, append(values, h.key)...)
 
 				// The queue is empty: the next change goes to the store at once.
-				if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after", ""); err != nil {
+				if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after", nil); err != nil {
 					t.Fatal(err)
 				}
 				if got := auditActions(t, h.mgr, "acct"); len(got) != len(before)+5 {
@@ -264,7 +264,7 @@ func TestAuditQueueClose(t *testing.T) {
 
 				// After Close an entry is still appended, but no longer queued.
 				flaky.set(true, false)
-				if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after close", ""); err != nil {
+				if _, err := h.mgr.AdjustCredits(context.Background(), "acct", 1, "after close", nil); err != nil {
 					t.Fatal(err)
 				}
 				if n := h.audit.Pending(); n != 0 {
@@ -285,7 +285,7 @@ func TestAuditInvalidEntry(t *testing.T) {
 	var logs testenv.Logs
 	h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: memory.NewAuditStore()})
 	ctx := accounts.WithActor(context.Background(), event.Actor{ID: "bad\x00actor"})
-	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, "acct", 5, "goodwill", nil); err != nil {
 		t.Fatalf("AdjustCredits: %v; the change must be stored whatever its entry", err)
 	}
 	if n, d := h.audit.Pending(), h.audit.Dropped(); n != 0 || d != 1 {

@@ -46,7 +46,7 @@ func TestDisplayTextIsPrintable(t *testing.T) {
 			wantRefused("CreateKey", err, "name")
 			_, err = h.mgr.UpdateOwnKey(ctx, primary, own.ID, accounts.KeyChange{Name: &tt.text})
 			wantRefused("UpdateOwnKey", err, "name")
-			_, err = h.mgr.AdjustCredits(ctx, "acct", 1, tt.text, "")
+			_, err = h.mgr.AdjustCredits(ctx, "acct", 1, tt.text, nil)
 			wantRefused("AdjustCredits", err, "reason")
 		})
 	}

@@ -41,7 +41,7 @@ func TestCreateAccountIdempotent(t *testing.T) {
 	if err != nil || value != seedValue {
 		t.Fatalf("CreateAccount: %v, value %q", err, value)
 	}
-	if _, err := h.mgr.AdjustCredits(ctx, acct.ID, -30, "spent", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(ctx, acct.ID, -30, "spent", nil); err != nil {
 		t.Fatal(err)
 	}
 	published := countChanges(h)

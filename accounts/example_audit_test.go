@@ -55,7 +55,7 @@ func ExampleManager_AuditLog() {
 		log.Fatal(err)
 	}
 	now = now.Add(100 * 24 * time.Hour)
-	if _, err := mgr.AdjustCredits(ctx, "acme", 50, "goodwill", ""); err != nil {
+	if _, err := mgr.AdjustCredits(ctx, "acme", 50, "goodwill", nil); err != nil {
 		log.Fatal(err)
 	}
 	pruned, err := auditLog.Prune(ctx)

@@ -300,12 +300,34 @@ func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 	return after, nil
 }
 
-// AdjustCredits adds amount credits to an account's balance (a negative amount takes
-// them away, never below zero; a grant never takes the remaining plus used credits past
-// [billing.MaxCredits]). The reason is required. A non-empty idempotencyKey makes a
-// retried adjustment apply once (the audit log records each attempt that succeeds,
-// retries included: the ledger does not tell them apart).
-func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount int64, reason, idempotencyKey string) (billing.Balance, error) {
+// CreditOptions are the optional parts of a credit adjustment ([Manager.AdjustCredits]).
+type CreditOptions struct {
+	// IdempotencyKey, when not empty, makes a retried adjustment apply once (the audit
+	// log records each attempt that succeeds, retries included: the ledger does not
+	// tell them apart).
+	IdempotencyKey string
+	// ExpiresAt, for a grant (a positive amount), is when what is left of it lapses;
+	// zero for a grant that never lapses. It must be in the future, at most
+	// [MaxGrantLife] ahead. It is refused with a negative amount.
+	ExpiresAt time.Time
+}
+
+// MaxGrantLife is how far ahead a grant's expiry may be: ten years.
+const MaxGrantLife = 10 * 366 * 24 * time.Hour
+
+// AdjustCredits grants amount credits to an account (a negative amount takes them
+// away, never below zero; a grant never takes the remaining plus used credits past
+// [billing.MaxCredits]). A grant is credits bought or given: they carry over from
+// period to period, as the plan's allowance renews, until they are spent or until
+// opts.ExpiresAt; calls spend the allowance first, then the grants that lapse first. A
+// negative amount takes the allowance first, then the grants. The reason is required.
+// opts may be nil.
+func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount int64, reason string, opts *CreditOptions) (billing.Balance, error) {
+	var o CreditOptions
+	if opts != nil {
+		o = *opts
+	}
+	idempotencyKey := o.IdempotencyKey
 	if err := checkText("account_id", accountID, maxIDLength); err != nil {
 		return billing.Balance{}, err
 	}
@@ -319,11 +341,21 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 		return billing.Balance{}, newError(tollgate.CodeInvalidInput, fmt.Sprintf(
 			"amount must be between -%d and %d", int64(billing.MaxCredits), int64(billing.MaxCredits)), nil)
 	}
+	now := m.now()
+	if !o.ExpiresAt.IsZero() {
+		switch {
+		case amount <= 0:
+			return billing.Balance{}, newError(tollgate.CodeInvalidInput, "expires_at applies to a grant: the amount must be positive", nil)
+		case !o.ExpiresAt.After(now):
+			return billing.Balance{}, newError(tollgate.CodeInvalidInput, "expires_at must be in the future", nil)
+		case o.ExpiresAt.Sub(now) > MaxGrantLife:
+			return billing.Balance{}, newError(tollgate.CodeInvalidInput, "expires_at must be at most ten years ahead", nil)
+		}
+	}
 	acct, err := m.keys.Account(ctx, accountID)
 	if err != nil {
 		return billing.Balance{}, m.manageError(ctx, "account", accountID, err)
 	}
-	now := m.now()
 	plan, period := m.planAt(&acct, now)
 	// The adjustment's id: random, or, with an idempotency key, the same for every
 	// retry, so that the ledger applies it once.
@@ -334,8 +366,8 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	} else {
 		rand.Read(id[:])
 	}
-	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Reason: reason,
-		Period: period, Allowance: plan.Credits, Now: now}
+	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Part: driver.PartGrants,
+		Expires: o.ExpiresAt, Reason: reason, Period: period, Allowance: plan.Credits, Now: now}
 	b, err := m.ledger.Adjust(ctx, adj)
 	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
 		// The account has no balance (its creation was interrupted): open it.
@@ -346,6 +378,10 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	b.Allowance = plan.Credits
 	if errors.Is(err, billing.ErrInsufficientCredits) {
 		return b, newError(tollgate.CodeConflict, fmt.Sprintf("the balance is %d; it cannot go below zero", b.Remaining), err)
+	}
+	if errors.Is(err, billing.ErrTooManyGrants) {
+		return b, newError(tollgate.CodeConflict, fmt.Sprintf(
+			"the account holds grants that lapse at %d different times, the most it may: grant credits that lapse when one of them does, or never", driver.MaxGrantLots), err)
 	}
 	if errors.Is(err, billing.ErrTooManyCredits) {
 		return b, newError(tollgate.CodeInvalidInput, fmt.Sprintf(

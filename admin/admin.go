@@ -13,7 +13,7 @@
 //	POST /admin/v1/accounts/{account_id}/keys      {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	POST /admin/v1/keys/{key_id}/rotate
 //	POST /admin/v1/keys/{key_id}/revoke
-//	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason"}
+//	POST /admin/v1/accounts/{account_id}/credits   {"amount", "reason", "expires_at"?}
 //	GET  /admin/v1/accounts/{account_id}/audit     ?limit=&cursor=&from=&to=
 //
 // and the lifecycle of accounts:
@@ -80,9 +80,19 @@
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
 // again. The optional restriction fields of an account creation apply to the whole
-// account; every key of the account is confined within them. A credits request may carry
-// an Idempotency-Key header so that a retried grant applies once; a key that is reused
-// returns the current balance and changes nothing, whatever the amount.
+// account; every key of the account is confined within them.
+//
+// A credits request with a positive amount is a grant: credits given or bought, which
+// carry over from period to period, as the plan's allowance renews, until they are
+// spent or until expires_at (RFC 3339, in the future, at most ten years ahead; absent
+// for a grant that never lapses). Calls spend the allowance first, then the grants that
+// lapse first. A negative amount takes credits away in the same order. A balance reads
+// {"remaining", "granted", "allowance_remaining", "used", "limit", "renewal",
+// "next_lapse"}: remaining is allowance_remaining plus granted, and next_lapse, when a
+// grant lapses, is {"at", "credits"}, the earliest expiry and the credits lapsing then.
+// A credits request may carry an Idempotency-Key header so that a retried grant applies
+// once; a key that is reused returns the current balance and changes nothing, whatever
+// the amount.
 //
 // Mount it on a separate listener or behind network controls where possible:
 //
@@ -96,6 +106,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
@@ -294,8 +305,9 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Amount *int64 `json:"amount"`
-		Reason string `json:"reason"`
+		Amount    *int64     `json:"amount"`
+		Reason    string     `json:"reason"`
+		ExpiresAt *time.Time `json:"expires_at"`
 	}
 	if err := mgmtapi.Decode(w, r, &body); err != nil {
 		h.door.WriteError(w, r, err, nil)
@@ -314,7 +326,11 @@ func (h *Handler) adjustCredits(w http.ResponseWriter, r *http.Request) {
 		h.door.WriteError(w, r, mgmtapi.Invalid("the Idempotency-Key header is longer than 255 characters"), nil)
 		return
 	}
-	b, err := h.mgr.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, idem)
+	opts := &accounts.CreditOptions{IdempotencyKey: idem}
+	if body.ExpiresAt != nil {
+		opts.ExpiresAt = *body.ExpiresAt
+	}
+	b, err := h.mgr.AdjustCredits(r.Context(), r.PathValue("account_id"), *body.Amount, body.Reason, opts)
 	if err != nil {
 		h.door.WriteError(w, r, err, nil)
 		return

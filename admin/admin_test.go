@@ -720,6 +720,52 @@ func TestCredits(t *testing.T) {
 	}
 }
 
+// TestCreditGrants checks grants with an expiry: the balance shows its two parts and
+// the next lapse; a grant that lapses is gone from then on, one that never lapses
+// carries over the renewal, which resets the allowance part only.
+func TestCreditGrants(t *testing.T) {
+	e := newEnv(t)
+	e.createAccount(`{"id":"acme","plan":"pro","credits":100}`)
+	lapse := t0.Add(48 * time.Hour)
+	grant := func(body string, status int) balanceJSON {
+		t.Helper()
+		r := e.admin(http.MethodPost, "/admin/v1/accounts/acme/credits", body)
+		wantStatus(t, body, r, status)
+		if status != http.StatusOK {
+			return balanceJSON{}
+		}
+		return data[struct {
+			Balance balanceJSON `json:"balance"`
+		}](t, r).Balance
+	}
+	b := grant(`{"amount":50,"reason":"prepaid","expires_at":"`+lapse.Format(time.RFC3339)+`"}`, http.StatusOK)
+	if b.Remaining != 150 || b.Granted != 50 || b.AllowanceRemaining != 100 || b.NextLapse == nil ||
+		!b.NextLapse.At.Equal(lapse) || b.NextLapse.Credits != 50 {
+		t.Errorf("after a grant of 50 lapsing at %s: %+v", lapse, b)
+	}
+	b = grant(`{"amount":30,"reason":"bought"}`, http.StatusOK)
+	if b.Remaining != 180 || b.Granted != 80 || b.NextLapse == nil || b.NextLapse.Credits != 50 {
+		t.Errorf("after a grant of 30 that never lapses: %+v", b)
+	}
+	for _, body := range []string{
+		`{"amount":5,"reason":"past","expires_at":"` + t0.Add(-time.Second).Format(time.RFC3339) + `"}`,
+		`{"amount":5,"reason":"now","expires_at":"` + t0.Format(time.RFC3339) + `"}`,
+		`{"amount":5,"reason":"far","expires_at":"` + t0.AddDate(11, 0, 0).Format(time.RFC3339) + `"}`,
+		`{"amount":-5,"reason":"taken","expires_at":"` + lapse.Format(time.RFC3339) + `"}`,
+		`{"amount":5,"reason":"not a time","expires_at":"tomorrow"}`,
+	} {
+		grant(body, http.StatusBadRequest)
+	}
+	e.clock.Set(lapse)
+	if b := e.account("acme").Balance; b.Remaining != 130 || b.Granted != 30 || b.NextLapse != nil {
+		t.Errorf("at the lapse: %+v, want 130 remaining, 30 of them granted, nothing lapsing", b)
+	}
+	e.clock.Set(t0.AddDate(0, 1, 0))
+	if b := e.account("acme").Balance; b.Remaining != 100030 || b.Granted != 30 || b.AllowanceRemaining != 100000 || b.Used != 0 {
+		t.Errorf("after the renewal: %+v, want the allowance of 100000 and the 30 granted", b)
+	}
+}
+
 func TestRoutes(t *testing.T) {
 	e := newEnv(t)
 	acme := e.createAccount(`{"id":"acme","plan":"pro"}`)

@@ -305,10 +305,16 @@ type keyJSON struct {
 
 // balanceJSON is data.balance.
 type balanceJSON struct {
-	Remaining int64     `json:"remaining"`
-	Used      int64     `json:"used"`
-	Limit     int64     `json:"limit"`
-	Renewal   time.Time `json:"renewal"`
+	Remaining          int64     `json:"remaining"`
+	Granted            int64     `json:"granted"`
+	AllowanceRemaining int64     `json:"allowance_remaining"`
+	Used               int64     `json:"used"`
+	Limit              int64     `json:"limit"`
+	Renewal            time.Time `json:"renewal"`
+	NextLapse          *struct {
+		At      time.Time `json:"at"`
+		Credits int64     `json:"credits"`
+	} `json:"next_lapse"`
 }
 
 // createdAccount is the data of POST /admin/v1/accounts.

@@ -14,7 +14,9 @@ type Plan struct {
 	Name string `json:"name"`
 	// Credits is the allowance of each period: what is left of it lapses when the
 	// period ends, and the allowance is renewed to Credits (at the first operation on
-	// the balance after the end).
+	// the balance after the end). Credits granted or bought
+	// (accounts.Manager.AdjustCredits) carry over from period to period until they
+	// are spent or lapse; calls spend the allowance first.
 	Credits int64 `json:"credits"`
 	// Renews is how often the allowance renews: [Monthly] (the default, when empty) or
 	// [Yearly]. An account's periods are counted from its billing anchor (see

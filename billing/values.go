@@ -37,6 +37,9 @@ var (
 	ErrVoided = driver.ErrVoided
 	// ErrTooManyCredits: a grant would take the balance past MaxCredits.
 	ErrTooManyCredits = driver.ErrTooManyCredits
+	// ErrTooManyGrants: a grant would give the account more lots than
+	// driver.MaxGrantLots.
+	ErrTooManyGrants = driver.ErrTooManyGrants
 )
 
 // MonthOf returns the calendar month (UTC) that t falls in: the credit period of an

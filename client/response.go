@@ -51,13 +51,17 @@ type Credits struct {
 	Reported bool
 	// Cost is what this call spent: 0 for a refused or refunded call.
 	Cost int64
-	// Remaining is the balance after the call.
+	// Remaining is the balance after the call: what is left of the period's allowance
+	// plus Granted.
 	Remaining int64
+	// Granted is the part of Remaining that grants hold: credits granted or bought,
+	// which carry over when the allowance renews, until they lapse.
+	Granted int64
 	// Used is what the account spent in this period.
 	Used int64
 	// Limit is the plan's allowance for a period.
 	Limit int64
-	// Renewal is when the balance renews; zero if the answer did not say.
+	// Renewal is when the allowance renews; zero if the answer did not say.
 	Renewal time.Time
 	// Plan is the account's plan.
 	Plan string
@@ -82,6 +86,7 @@ func creditsFrom(h http.Header) Credits {
 	}
 	c := Credits{Reported: true, Remaining: remaining, Plan: h.Get(wire.HeaderPlan)}
 	c.Cost, _ = headerInt(h, wire.HeaderCreditsCost)
+	c.Granted, _ = headerInt(h, wire.HeaderCreditsGranted)
 	c.Used, _ = headerInt(h, wire.HeaderCreditsUsed)
 	c.Limit, _ = headerInt(h, wire.HeaderCreditsLimit)
 	c.Renewal, _ = time.Parse(time.RFC3339, h.Get(wire.HeaderCreditsRenewal))

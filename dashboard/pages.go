@@ -15,11 +15,16 @@ import (
 // overviewData is what the overview shows: the figures of GET /v1/analytics (plan,
 // credits, renewal, limits) and the chart of the last 30 days.
 type overviewData struct {
-	Plan                     string
-	Used, Remaining, Limit   int64
-	Renewal                  time.Time
-	RatePerMinute, RateBurst int
-	Concurrency              int
+	Plan                   string
+	Used, Remaining, Limit int64
+	// Granted and AllowanceLeft are the two parts of Remaining: the grants, which carry
+	// over, and what is left of the period's allowance, which renews. Lapse is when the
+	// next grant lapses (zero: none does), with Lapsing credits.
+	Granted, AllowanceLeft, Lapsing int64
+	Lapse                           time.Time
+	Renewal                         time.Time
+	RatePerMinute, RateBurst        int
+	Concurrency                     int
 	// KeyName is the key the session acts as; empty for a session of the whole account.
 	KeyName string
 	Primary bool
@@ -33,9 +38,10 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v *visit) {
 		h.failed(w, r, v, err)
 		return
 	}
-	d := overviewData{Plan: acct.Plan.Name, Used: acct.Balance.Used, Remaining: acct.Balance.Remaining,
-		Limit: acct.Balance.Allowance, Renewal: acct.Balance.Period.End, Concurrency: acct.Plan.Concurrency,
-		KeyName: acct.Caller.Name, Primary: acct.Caller.Primary}
+	b := acct.Balance
+	d := overviewData{Plan: acct.Plan.Name, Used: b.Used, Remaining: b.Remaining, Limit: b.Allowance,
+		Granted: b.Granted, AllowanceLeft: b.AllowanceLeft(), Lapse: b.GrantsLapse, Lapsing: b.GrantsLapsing,
+		Renewal: b.Period.End, Concurrency: acct.Plan.Concurrency, KeyName: acct.Caller.Name, Primary: acct.Caller.Primary}
 	if l, ok := acct.Plan.RateLimit(); ok {
 		d.RatePerMinute, d.RateBurst = l.Rate, l.Burst
 	}

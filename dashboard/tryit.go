@@ -225,7 +225,7 @@ type header struct{ Name, Value string }
 
 // shownHeaders are the headers a try's result lists, in this order.
 var shownHeaders = []string{
-	wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsUsed, wire.HeaderCreditsLimit,
+	wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsGranted, wire.HeaderCreditsUsed, wire.HeaderCreditsLimit,
 	wire.HeaderCreditsRenewal, wire.HeaderPlan, wire.HeaderRateLimit, wire.HeaderRateLimitRemaining,
 	wire.HeaderRetryAfter, wire.HeaderErrorCode,
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/accounts"
 )
 
 // usageTotal reads a total of the usage page's table.
@@ -181,5 +183,28 @@ func TestUsagePages(t *testing.T) {
 		if calls, credits := usageTotal(t, p, "total-calls"), usageTotal(t, p, "total-credits"); calls != 520 || credits != 260*(1+2) {
 			t.Errorf("page %q: totals %d calls, %d credits; want those of every row: 520, 780", tt.page, calls, credits)
 		}
+	}
+}
+
+// TestOverviewCredits: the overview shows the balance's two parts, what is left of the
+// month's allowance and the granted credits, and when the next grant lapses.
+func TestOverviewCredits(t *testing.T) {
+	e := newEnv(t)
+	lapse := e.clock.Now().Add(48 * time.Hour)
+	if _, err := e.mgr.AdjustCredits(t.Context(), "acme", 40, "prepaid", &accounts.CreditOptions{ExpiresAt: lapse}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e.key)
+	p := b.do("GET", "/dashboard/", nil)
+	if p.status != http.StatusOK {
+		t.Fatalf("overview: %d\n%s", p.status, p.body)
+	}
+	remaining, granted, allowance := usageTotal(t, p, "credits-remaining"), usageTotal(t, p, "credits-granted"), usageTotal(t, p, "credits-allowance")
+	if granted != 40 || remaining != allowance+40 {
+		t.Errorf("remaining %d, granted %d, allowance left %d: want 40 granted on top of the allowance", remaining, granted, allowance)
+	}
+	if got := usageTotal(t, p, "grants-lapsing"); got != 40 || !strings.Contains(p.body, `data-field="grants-lapse" data-value="2030-01-17T12:00:00Z"`) {
+		t.Errorf("the next lapse: %d credits, want 40 on 2030-01-17\n%s", got, p.body)
 	}
 }

@@ -41,8 +41,8 @@ func SetRateHeaders(h http.Header, p billing.Plan, d billing.RateDecision) {
 func setHeaders(h http.Header, plan string, cost int64, b *billing.Balance, p billing.Plan, d *billing.RateDecision) {
 	var (
 		buf  [160]byte
-		keys [8]string // the canonical header key of each value
-		ends [8]int    // where each value ends in out
+		keys [9]string // the canonical header key of each value
+		ends [9]int    // where each value ends in out
 		n    int
 	)
 	out := buf[:0]
@@ -55,6 +55,8 @@ func setHeaders(h http.Header, plan string, cost int64, b *billing.Balance, p bi
 		end(wire.HeaderCreditsCost)
 		out = strconv.AppendInt(out, b.Remaining, 10)
 		end(wire.HeaderCreditsRemaining)
+		out = strconv.AppendInt(out, b.Granted, 10)
+		end(wire.HeaderCreditsGranted)
 		out = strconv.AppendInt(out, b.Used, 10)
 		end(wire.HeaderCreditsUsed)
 		out = strconv.AppendInt(out, b.Allowance, 10)

@@ -23,10 +23,11 @@ func TestSetCreditHeaders(t *testing.T) {
 	}{
 		{
 			name: "charged call", plan: "pro", cost: 5,
-			b: billing.Balance{Remaining: 995, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)},
+			b: billing.Balance{Remaining: 995, Granted: 300, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)},
 			want: http.Header{
 				"X-Credits-Cost":      {"5"},
 				"X-Credits-Remaining": {"995"},
+				"X-Credits-Granted":   {"300"},
 				"X-Credits-Used":      {"5"},
 				"X-Credits-Limit":     {"1000"},
 				"X-Credits-Renewal":   {"2025-04-01T00:00:00Z"},
@@ -39,6 +40,7 @@ func TestSetCreditHeaders(t *testing.T) {
 			want: http.Header{
 				"X-Credits-Cost":      {"0"},
 				"X-Credits-Remaining": {"0"},
+				"X-Credits-Granted":   {"0"},
 				"X-Credits-Used":      {"100"},
 				"X-Credits-Limit":     {"100"},
 				"X-Credits-Renewal":   {"2026-01-01T00:00:00Z"},
@@ -54,6 +56,7 @@ func TestSetCreditHeaders(t *testing.T) {
 			want: http.Header{
 				"X-Credits-Cost":      {"1"},
 				"X-Credits-Remaining": {"1"},
+				"X-Credits-Granted":   {"0"},
 				"X-Credits-Used":      {"1"},
 				"X-Credits-Limit":     {"2"},
 				"X-Credits-Renewal":   {"2025-04-01T00:00:00Z"},
@@ -66,6 +69,7 @@ func TestSetCreditHeaders(t *testing.T) {
 			want: http.Header{
 				"X-Credits-Cost":      {"0"},
 				"X-Credits-Remaining": {"0"},
+				"X-Credits-Granted":   {"0"},
 				"X-Credits-Used":      {"0"},
 				"X-Credits-Limit":     {"0"},
 				"X-Plan":              {"pro"},
@@ -163,9 +167,9 @@ func TestSetRateHeaders(t *testing.T) {
 // plan with a rate limit, nothing for a caller that was not authenticated.
 func TestSetReceiptHeaders(t *testing.T) {
 	pro := billing.Plan{Name: "pro", RatePerMinute: 600}
-	balance := billing.Balance{Remaining: 995, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)}
+	balance := billing.Balance{Remaining: 995, Granted: 45, Used: 5, Allowance: 1000, Period: billing.MonthOf(t0)}
 	credits := http.Header{
-		"X-Credits-Cost": {"5"}, "X-Credits-Remaining": {"995"}, "X-Credits-Used": {"5"},
+		"X-Credits-Cost": {"5"}, "X-Credits-Remaining": {"995"}, "X-Credits-Granted": {"45"}, "X-Credits-Used": {"5"},
 		"X-Credits-Limit": {"1000"}, "X-Credits-Renewal": {"2025-04-01T00:00:00Z"}, "X-Plan": {"pro"},
 	}
 	rate := http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"599"}}

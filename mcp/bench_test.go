@@ -241,7 +241,7 @@ func BenchmarkToolCallInProcess(b *testing.B) {
 	h := newHarness(b, config{sampleOnly: true, mcp: mcp.Options{}})
 	_, key := h.newAccount(b, "bench", "open")
 	// A balance that lasts the benchmark.
-	if _, err := h.mgr.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", nil); err != nil {
 		b.Fatal(err)
 	}
 	cs := benchSession(b, h.url, key, h.srv.Client().Transport.(*http.Transport))
@@ -313,7 +313,7 @@ func BenchmarkToolCallServer(b *testing.B) {
 	b.Run("tollgate", func(b *testing.B) {
 		h := newHarness(b, config{sampleOnly: true, noHTTP: true})
 		_, key := h.newAccount(b, "bench", "open")
-		if _, err := h.mgr.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", ""); err != nil {
+		if _, err := h.mgr.AdjustCredits(context.Background(), "bench", 1<<40, "benchmark", nil); err != nil {
 			b.Fatal(err)
 		}
 		run(b, h.handler, keyHeader(key))

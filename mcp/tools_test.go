@@ -419,7 +419,7 @@ func TestFreeTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.mgr.AdjustCredits(t.Context(), "broke", -info.Balance.Remaining, "spent", ""); err != nil {
+	if _, err := h.mgr.AdjustCredits(t.Context(), "broke", -info.Balance.Remaining, "spent", nil); err != nil {
 		t.Fatal(err)
 	}
 	res := call(t, h.mustConnect(t, key), "free", map[string]any{})

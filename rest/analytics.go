@@ -43,10 +43,13 @@ type keyInfo struct {
 }
 
 type creditsInfo struct {
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	Limit     int64     `json:"limit"`
-	Renewal   time.Time `json:"renewal"`
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+	// Granted is the part of Remaining that grants hold: they carry over when the
+	// allowance (Limit) renews.
+	Granted int64     `json:"granted"`
+	Limit   int64     `json:"limit"`
+	Renewal time.Time `json:"renewal"`
 }
 
 type rateInfo struct {
@@ -103,7 +106,7 @@ func (h *Handler) serveAnalytics(w http.ResponseWriter, r *http.Request) {
 	out := analytics{
 		Account: p.Account.ID,
 		Plan:    p.Plan.Name,
-		Credits: creditsInfo{Used: b.Used, Remaining: b.Remaining, Limit: b.Allowance, Renewal: b.Period.End},
+		Credits: creditsInfo{Used: b.Used, Remaining: b.Remaining, Granted: b.Granted, Limit: b.Allowance, Renewal: b.Period.End},
 		Concurrency: concurrencyInfo{
 			Limit: p.Plan.Concurrency, InUse: st.SlotsInUse,
 		},

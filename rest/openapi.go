@@ -324,9 +324,10 @@ func creditHeaders() map[string]any {
 	h := map[string]any{}
 	for name, desc := range map[string]string{
 		wire.HeaderCreditsCost:        "Credits this call spent.",
-		wire.HeaderCreditsRemaining:   "Credits left.",
+		wire.HeaderCreditsRemaining:   "Credits left: what is left of the period's allowance plus the grants.",
+		wire.HeaderCreditsGranted:     "The part of the credits left that grants hold: they carry over when the allowance renews, until they lapse.",
 		wire.HeaderCreditsUsed:        "Credits spent this period.",
-		wire.HeaderCreditsLimit:       "The plan's monthly credits.",
+		wire.HeaderCreditsLimit:       "The plan's monthly credits, the allowance that renews each period.",
 		wire.HeaderPlan:               "The account's plan.",
 		wire.HeaderRateLimit:          "Calls per minute the plan allows.",
 		wire.HeaderRateLimitRemaining: "Calls that could be made now.",
@@ -337,7 +338,7 @@ func creditHeaders() map[string]any {
 		}
 		h[name] = map[string]any{"description": desc, "schema": map[string]any{"type": typ}}
 	}
-	h[wire.HeaderCreditsRenewal] = map[string]any{"description": "When the balance renews.",
+	h[wire.HeaderCreditsRenewal] = map[string]any{"description": "When the allowance renews; grants carry over.",
 		"schema": map[string]any{"type": "string", "format": "date-time"}}
 	return h
 }

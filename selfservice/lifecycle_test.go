@@ -15,7 +15,7 @@ import (
 // that says what to do; revoking one works. A closed account is answered as a revoked
 // key.
 func TestSuspendedAccount(t *testing.T) {
-	mgr := newManager(t)
+	mgr := newManager(t, nil)
 	ctx := t.Context()
 	_, primary, value, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "free"})
 	if err != nil {

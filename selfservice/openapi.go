@@ -3,6 +3,7 @@ package selfservice
 import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
 )
 
@@ -120,11 +121,8 @@ func OpenAPIPaths() map[string]any {
 						"description": "The plan the account moves to at pending_plan_at, the end of the current period; null when no change waits."},
 					"pending_plan_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"},
 				}},
-				"plan": map[string]any{"type": "object"},
-				"balance": map[string]any{"type": "object", "properties": map[string]any{
-					"remaining": map[string]any{"type": "integer"}, "used": map[string]any{"type": "integer"},
-					"limit": map[string]any{"type": "integer"}, "renewal": map[string]any{"type": "string", "format": "date-time"},
-				}},
+				"plan":      map[string]any{"type": "object"},
+				"balance":   mgmtapi.BalanceSchema(),
 				"keys":      map[string]any{"type": "array", "items": keySchema(), "maxItems": auth.DefaultKeyPage},
 				"keys_next": map[string]any{"type": []string{"string", "null"}, "description": "The cursor of the next page of keys (GET /v1/account/keys?cursor=); null when keys are all of them."},
 				"key_id":    map[string]any{"type": []string{"string", "null"}, "description": "The key the request authenticated with."},

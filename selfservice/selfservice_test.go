@@ -2,9 +2,12 @@ package selfservice_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
@@ -18,7 +21,7 @@ import (
 // edge's bare 403 without a well-formed key, 405 with Allow, 404 for other paths, 400
 // for a body that changes nothing, 415 for a body that is not JSON.
 func TestRouting(t *testing.T) {
-	mgr := newManager(t)
+	mgr := newManager(t, nil)
 	_, key, value, err := mgr.CreateAccount(context.Background(), accounts.Spec{Plan: "free"})
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +76,52 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-// newManager returns the manager of a service on memory stores, with no API and the
-// plan "free" (10 credits).
-func newManager(t *testing.T) *accounts.Manager {
+// TestBalanceParts checks that the account's balance shows its two parts: what is left
+// of the period's allowance and the grants, with the next lapse.
+func TestBalanceParts(t *testing.T) {
+	now := time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
+	mgr := newManager(t, &tollgate.Options{Now: func() time.Time { return now }})
+	acct, _, value, err := mgr.CreateAccount(t.Context(), accounts.Spec{Plan: "free"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lapse := now.Add(72 * time.Hour)
+	if _, err := mgr.AdjustCredits(t.Context(), acct.ID, 7, "prepaid", &accounts.CreditOptions{ExpiresAt: lapse}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := selfservice.NewHandler(mgr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/v1/account", nil)
+	req.Header.Set("X-Api-Key", value)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var body struct {
+		Data struct {
+			Balance struct {
+				Remaining          int64 `json:"remaining"`
+				Granted            int64 `json:"granted"`
+				AllowanceRemaining int64 `json:"allowance_remaining"`
+				NextLapse          struct {
+					At      time.Time `json:"at"`
+					Credits int64     `json:"credits"`
+				} `json:"next_lapse"`
+			} `json:"balance"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+	b := body.Data.Balance
+	if b.Remaining != 17 || b.Granted != 7 || b.AllowanceRemaining != 10 || !b.NextLapse.At.Equal(lapse) || b.NextLapse.Credits != 7 {
+		t.Errorf("balance %+v (%s), want 17 remaining, 7 granted lapsing at %s, 10 of the allowance", b, rec.Body, lapse)
+	}
+}
+
+// newManager returns the manager of a service on memory stores with one plan, "free",
+// of 10 credits a month.
+func newManager(t *testing.T, opts *tollgate.Options) *accounts.Manager {
 	t.Helper()
 	plans, err := billing.NewPlans(billing.Plan{Name: "free", Credits: 10})
 	if err != nil {
@@ -85,7 +131,7 @@ func newManager(t *testing.T) *accounts.Manager {
 		Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter(),
 	}
-	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

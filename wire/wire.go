@@ -48,6 +48,7 @@ const (
 
 	HeaderCreditsCost      = "X-Credits-Cost"      // credits this call spent (0 if refunded or refused)
 	HeaderCreditsRemaining = "X-Credits-Remaining" // balance after the call
+	HeaderCreditsGranted   = "X-Credits-Granted"   // the part of the balance from grants, which carries over
 	HeaderCreditsUsed      = "X-Credits-Used"      // credits spent this period
 	HeaderCreditsLimit     = "X-Credits-Limit"     // the plan's allowance for a period
 	HeaderCreditsRenewal   = "X-Credits-Renewal"   // when the balance renews, RFC 3339
@@ -67,9 +68,9 @@ const (
 // CreditHeaders lists the credit and rate headers that answers carry by default.
 func CreditHeaders() []string {
 	return []string{
-		HeaderCreditsCost, HeaderCreditsRemaining, HeaderCreditsUsed, HeaderCreditsLimit,
-		HeaderCreditsRenewal, HeaderPlan, HeaderRateLimit, HeaderRateLimitRemaining,
-		HeaderRetryAfter,
+		HeaderCreditsCost, HeaderCreditsRemaining, HeaderCreditsGranted, HeaderCreditsUsed,
+		HeaderCreditsLimit, HeaderCreditsRenewal, HeaderPlan, HeaderRateLimit,
+		HeaderRateLimitRemaining, HeaderRetryAfter,
 	}
 }
 

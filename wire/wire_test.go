@@ -10,9 +10,9 @@ import (
 
 func TestHeaderLists(t *testing.T) {
 	want := []string{
-		"X-Credits-Cost", "X-Credits-Remaining", "X-Credits-Used", "X-Credits-Limit",
-		"X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-		"Retry-After",
+		"X-Credits-Cost", "X-Credits-Remaining", "X-Credits-Granted", "X-Credits-Used",
+		"X-Credits-Limit", "X-Credits-Renewal", "X-Plan", "X-RateLimit-Limit",
+		"X-RateLimit-Remaining", "Retry-After",
 	}
 	if got := wire.CreditHeaders(); !slices.Equal(got, want) {
 		t.Errorf("CreditHeaders = %q, want %q", got, want)

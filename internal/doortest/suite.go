@@ -347,7 +347,7 @@ func wantSuccess(t *testing.T, resp *http.Response, body []byte) {
 
 func wantReceipt(t *testing.T, d Door, hdr http.Header, ietf bool) {
 	t.Helper()
-	for _, name := range []string{wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsUsed,
+	for _, name := range []string{wire.HeaderCreditsCost, wire.HeaderCreditsRemaining, wire.HeaderCreditsGranted, wire.HeaderCreditsUsed,
 		wire.HeaderCreditsLimit, wire.HeaderCreditsRenewal, wire.HeaderPlan, wire.HeaderRateLimit, wire.HeaderRateLimitRemaining} {
 		if got := hdr.Get(name) != ""; got != d.Receipts {
 			t.Errorf("%s written: %v, want %v", name, got, d.Receipts)

@@ -547,16 +547,16 @@ func TestMigrateIdempotencySettling(t *testing.T) {
 	}
 }
 
-// TestMigrateGrantLots upgrades a schema of version 17 that holds balances: version 18
+// TestMigrateGrantLots upgrades a schema of version 18 that holds balances: version 19
 // keeps each account's remaining credits exactly, and what the allowance does not
 // explain becomes a grant that never lapses, which a renewal leaves.
 func TestMigrateGrantLots(t *testing.T) {
 	pool, _ := emptyPool(t)
 	ctx := t.Context()
-	migrateTo(t, pool, 17)
+	migrateTo(t, pool, 18)
 	now := t0.UnixNano()
 	far := t0.Add(time.Hour).UnixNano()
-	// Version 17's functions.
+	// Version 18's functions (those of the ledger as version 5 to 17 left them).
 	steps := []struct {
 		sql  string
 		args []any
@@ -584,7 +584,7 @@ func TestMigrateGrantLots(t *testing.T) {
 	}
 
 	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatalf("Migrate from version 17: %v", err)
+		t.Fatalf("Migrate from version 18: %v", err)
 	}
 	s, err := postgres.New(pool, nil)
 	if err != nil {

@@ -132,6 +132,26 @@ func TestRoundTrips(t *testing.T) {
 				_, err := s.Adjust(ctx, driver.Adjustment{Account: acct.ID, Request: driver.RequestID{4}, Amount: 5, Period: period, Allowance: 100})
 				return err
 			})
+			// A step that reaches the grants (the 5 just granted, lapsing in a day), and a
+			// closing that gives a refund back to them: one call each too.
+			once("Adjust, a grant that lapses", func() error {
+				_, err := s.Adjust(ctx, driver.Adjustment{Account: acct.ID, Request: driver.RequestID{6}, Amount: 4, Expires: t0.Add(24 * time.Hour),
+					Reason: "top-up", Period: period, Allowance: 100, Now: t0})
+				return err
+			})
+			granted := step
+			granted.Request = driver.RequestID{7}
+			granted.Slot = nil
+			granted.Credits = &driver.Reservation{Account: acct.ID, Request: granted.Request, Amount: 100, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}
+			admit("Admit reaching the grants", granted, driver.NotDenied)
+			once("Close refunding to the grants", func() error {
+				b, err := s.Close(ctx, driver.Closing{Account: acct.ID, Request: granted.Request,
+					Settlement: &driver.Settlement{Account: acct.ID, Request: granted.Request, Refund: 100, Period: period, Allowance: 100, Now: t0}})
+				if err == nil && (b.Granted != 9 || b.Charge != (driver.Parts{})) {
+					t.Errorf("after the refund: %+v, want the 9 granted back and nothing kept", b)
+				}
+				return err
+			})
 			once("Balance", func() error { _, err := s.Balance(ctx, acct.ID, t0, period, 100); return err })
 			once("Usage", func() error { _, err := s.Usage(ctx, acct.ID, period); return err })
 			once("SetShards", func() error { return s.SetShards(ctx, acct.ID, 2) })
@@ -149,8 +169,8 @@ func TestRoundTrips(t *testing.T) {
 			once("RevokeKey", func() error { _, err := s.RevokeKey(ctx, other.ID, auth.AnyRevision, t0.Add(time.Hour)); return err })
 
 			b, err := s.Balance(ctx, acct.ID, t0, period, 100)
-			if err != nil || b.Remaining != 100-3+1-1+5 {
-				t.Errorf("balance %+v, %v; want 102 remaining", b, err)
+			if err != nil || b.Remaining != 100-3+1-1+5+4 || b.Granted != 9 {
+				t.Errorf("balance %+v, %v; want 106 remaining, 9 of them granted", b, err)
 			}
 		})
 	}

@@ -76,6 +76,24 @@ func TestOneRoundTripEach(t *testing.T) {
 			must(t, err)
 			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
 		}},
+		{"calls that reach the grants", "evalsha", func(t *testing.T, s *redis.Store, acct string) (*meter.Meter, *driver.KeyCheck) {
+			// One credit of the allowance left, and 999 granted in two lots: every call
+			// after the first takes from the lots.
+			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}
+			must(t, s.CreateAccount(t.Context(), auth.Account{ID: acct, Plan: plan.Name}, key))
+			must(t, s.Open(t.Context(), driver.Opening{Account: acct, Balance: 1, Allowance: 1000, Period: period}))
+			for i, lot := range []struct {
+				credits int64
+				expires time.Time
+			}{{2, time.Now().Add(time.Hour)}, {997, time.Time{}}} {
+				_, err := s.Adjust(t.Context(), driver.Adjustment{Account: acct, Request: driver.RequestID{0xff, byte(i)}, Amount: lot.credits,
+					Expires: lot.expires, Reason: "top-up", Period: period, Allowance: 1000, Now: time.Now()})
+				must(t, err)
+			}
+			m, err := meter.New(s, s, s, &meter.Options{Keys: s})
+			must(t, err)
+			return m, &driver.KeyCheck{Account: acct, KeyID: key.ID, Hash: key.Hash}
+		}},
 		{"limits in Redis", "zrem", func(t *testing.T, s *redis.Store, acct string) (*meter.Meter, *driver.KeyCheck) {
 			keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 			key := auth.Key{ID: acct + "-key", AccountID: acct, Name: "primary", Primary: true, Hash: newHash()}

@@ -1,4 +1,4 @@
--- Tollgate schema, version 18: a balance in two parts, the period's allowance and the
+-- Tollgate schema, version 19: a balance in two parts, the period's allowance and the
 -- grants (billing/driver.Part).
 --
 -- The shards (tollgate_balance_shards.balance) now hold what is left of the period's
