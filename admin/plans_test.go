@@ -426,8 +426,8 @@ func changePlanRefused(t *testing.T, stores tollgate.Stores) {
 }
 
 // TestPlanMonthWalk follows one account through a month of simulated time, on each
-// store: calls on its allowance, a grant, an upgrade now, a downgrade now, a change
-// to wait for the renewal, and the renewal. At every step its balance, as the admin API
+// store: calls on its allowance, a grant, an upgrade now, a downgrade now, a
+// suspension, a change to wait for the renewal, and the renewal. At every step its balance, as the admin API
 // reads it from the ledger, is the period's allowance (as the changes of plan left it)
 // plus the credits granted less the credits charged; the walk is logged as a table.
 func TestPlanMonthWalk(t *testing.T) { onEveryStore(t, monthWalk) }
@@ -483,18 +483,21 @@ func monthWalk(t *testing.T, stores tollgate.Stores) {
 	var (
 		plan                            = "basic"
 		allowance, granted, spent int64 = 100, 0, 0
-		rows                            = []string{fmt.Sprintf("%-17s %-36s %-6s %9s %7s %7s %9s %9s %5s  %s",
-			"at", "step", "plan", "allowance", "granted", "charged", "expected", "balance", "used", "renewal")}
+		rows                            = []string{fmt.Sprintf("%-13s %-36s %-6s %9s %7s %7s %8s | %7s %15s %12s %5s  %s",
+			"at", "step", "plan", "allowance", "granted", "charged", "expected", "balance", "allowance left", "grants left", "used", "renewal")}
 	)
 	acct := e.createAccount(`{"id":"walk","plan":"basic"}`)
 	check := func(step string) {
 		t.Helper()
 		a, b := e.billingOf("walk")
 		want := allowance + granted - spent
-		rows = append(rows, fmt.Sprintf("%-17s %-36s %-6s %9d %7d %7d %9d %9d %5d  %s", e.clock.Now().Format("Jan 02 15:04"), step, a.Plan,
-			allowance, granted, spent, want, b.Remaining, b.Used, b.Renewal.Format("Jan 02 15:04")))
-		if a.Plan != plan || b.Remaining != want || b.Used != spent {
-			t.Errorf("%s: plan %s, balance %+v; want plan %s, %d remaining (%d + %d - %d), %d used", step, a.Plan, b, plan, want, allowance, granted, spent, spent)
+		// Calls spend the allowance first, then the grants.
+		grantsLeft := granted - max(spent-allowance, 0)
+		rows = append(rows, fmt.Sprintf("%-13s %-36s %-6s %9d %7d %7d %8d | %7d %15d %12d %5d  %s", e.clock.Now().Format("Jan 02 15:04"), step, a.Plan,
+			allowance, granted, spent, want, b.Remaining, b.AllowanceRemaining, b.Granted, b.Used, b.Renewal.Format("Jan 02 15:04")))
+		if a.Plan != plan || b.Remaining != want || b.Used != spent || b.Granted != grantsLeft || b.AllowanceRemaining != want-grantsLeft {
+			t.Errorf("%s: plan %s, balance %+v; want plan %s, %d remaining (%d + %d - %d), %d of them granted, %d used",
+				step, a.Plan, b, plan, want, allowance, granted, spent, grantsLeft, spent)
 		}
 	}
 	day := func(d int) { e.clock.Set(start.AddDate(0, 0, d)) }
@@ -527,8 +530,17 @@ func monthWalk(t *testing.T, stores tollgate.Stores) {
 	check(fmt.Sprintf("downgrade to basic now (-%d)", taken))
 	calls(20)
 
-	// Suspending the account is the account lifecycle's (not on this branch): the walk
-	// goes on without it.
+	day(16)
+	r = e.admin(http.MethodPost, "/admin/v1/accounts/walk/suspend", `{"reason":"unpaid invoice"}`)
+	wantStatus(t, "suspend", r, http.StatusOK)
+	if r := e.rest(acct.Value, "hash", map[string]string{"text": "x"}); r.status != http.StatusForbidden || r.header.Get(wire.HeaderErrorCode) != "account_suspended" {
+		t.Errorf("a call of the suspended account: %d %q, want 403 account_suspended", r.status, r.header.Get(wire.HeaderErrorCode))
+	}
+	check("suspended: a call refused")
+	day(17)
+	r = e.admin(http.MethodPost, "/admin/v1/accounts/walk/reactivate", `{"reason":"paid"}`)
+	wantStatus(t, "reactivate", r, http.StatusOK)
+	check("reactivated")
 
 	day(20)
 	c := e.changePlan("walk", `{"plan":"pro","effective":"renewal"}`)
@@ -547,5 +559,5 @@ func monthWalk(t *testing.T, stores tollgate.Stores) {
 	check("renewal on April 1")
 	calls(5)
 
-	t.Log("the walk of account walk:\n" + strings.Join(rows, "\n"))
+	t.Log("the walk of account walk (left: the model; right: the ledger, through the admin API):\n" + strings.Join(rows, "\n"))
 }
