@@ -139,7 +139,7 @@ func (s *Service) CallBatch(ctx context.Context, c Caller, b Batch) BatchReply {
 		err = s.checkIdempotencyKey(b.IdempotencyKey)
 	}
 	if err != nil {
-		return refusedBatch(s.refuse(ctx, &p, err, Receipt{}, slices.Repeat([]string{api.ID}, max(len(raw), 1))...))
+		return refusedBatch(s.refuseLate(ctx, &p, err, Receipt{}, slices.Repeat([]string{api.ID}, max(len(raw), 1))...))
 	}
 	if b.IdempotencyKey == "" {
 		return s.runBatch(ctx, &p, api, raw, s.ids.next())
@@ -222,7 +222,7 @@ func (s *Service) runPrepared(ctx context.Context, p *Principal, pb preparedBatc
 	if len(pb.invs) == 0 {
 		// Nothing to run: no admission, but the answer is the caller's only once a
 		// cached key is checked, and it carries the balance.
-		r := s.refuse(ctx, p, nil, Receipt{})
+		r := s.refuseLate(ctx, p, nil, Receipt{})
 		if r.Err != nil {
 			return BatchReply{Err: r.Err}
 		}

@@ -94,12 +94,12 @@ func (s *Service) call(ctx context.Context, p *Principal, id string, input func(
 	var in Input
 	if input != nil {
 		if in, err = input(api); err != nil {
-			return s.refuse(ctx, p, err, Receipt{}, id)
+			return s.refuseLate(ctx, p, err, Receipt{}, id)
 		}
 	}
 	one := new(single)
 	if one.inv[0], err = s.prepare(ctx, api, in); err != nil {
-		return s.refuse(ctx, p, err, Receipt{}, id)
+		return s.refuseLate(ctx, p, err, Receipt{}, id)
 	}
 	return s.run(ctx, p, one.inv[:], nil, one)
 }
@@ -155,7 +155,7 @@ func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, e
 	}
 	invs, of, apis, err := s.invocations(ctx, &p, list)
 	if err != nil {
-		return s.refuse(ctx, &p, err, Receipt{}, apis...)
+		return s.refuseLate(ctx, &p, err, Receipt{}, apis...)
 	}
 	reply := s.run(ctx, &p, invs, nil, nil)
 	if reply.Results == nil || len(invs) == len(list) {

@@ -127,16 +127,16 @@ func (s *Service) runIdempotent(ctx context.Context, p *Principal, api *catalog.
 	}
 	switch rec.State {
 	case idempotency.Done:
-		return s.replay(ctx, p, rec.Answer)
+		return s.replay(ctx, p, rec.Answer, api.ID)
 	case idempotency.Running:
-		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict,
+		return refusedBatch(s.refuseLate(ctx, p, newError(CodeConflict,
 			"a batch sent with this Idempotency-Key is still running: retry once it has ended", nil), Receipt{}))
 	case idempotency.Mismatch:
-		return refusedBatch(s.refuse(ctx, p, newError(CodeIdempotencyKeyReused, fmt.Sprintf(
+		return refusedBatch(s.refuseLate(ctx, p, newError(CodeIdempotencyKeyReused, fmt.Sprintf(
 			"this Idempotency-Key was used for another request (another API or other items) in the last %s: send a new key with a new request",
 			shortDuration(s.idem.retention)), nil), Receipt{}))
 	case idempotency.AnswerLost:
-		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict,
+		return refusedBatch(s.refuseLate(ctx, p, newError(CodeConflict,
 			"the batch sent with this Idempotency-Key ran, but its answer was not kept before its lease ended (the instance running it stopped, stalled, or lost its store); it will not run again under this key: retry later with this key in case its answer is still kept, and check your usage for what it was charged before you send it with a new key", nil), Receipt{}))
 	case idempotency.Claimed:
 	default:
@@ -248,20 +248,23 @@ func keep(r *BatchReply, limit int) ([]byte, error) {
 }
 
 // replay answers a batch from its kept answer: nothing runs and nothing is charged, but
-// a cached key is checked, and the receipt has the current balance.
-func (s *Service) replay(ctx context.Context, p *Principal, answer []byte) BatchReply {
+// a cached key is checked, a suspended account is refused (CodeAccountSuspended, as
+// CallBatch refuses it before the claim on an instance whose record is current), and
+// the receipt has the current balance.
+func (s *Service) replay(ctx context.Context, p *Principal, answer []byte, api string) BatchReply {
 	var k keptAnswer
 	if err := json.Unmarshal(answer, &k); err != nil {
 		return refusedBatch(s.refuse(ctx, p, s.internal("idempotency answer", err), Receipt{}))
 	}
 	if k.TooLarge > 0 {
-		return refusedBatch(s.refuse(ctx, p, newError(CodeConflict, fmt.Sprintf(
+		return refusedBatch(s.refuseLate(ctx, p, newError(CodeConflict, fmt.Sprintf(
 			"the batch sent with this Idempotency-Key ran, but its answer (%d bytes) was larger than the %d bytes kept for retries; it will not run again under this key: send it with a new key to run it again",
 			k.TooLarge, s.idem.maxAnswer), nil), Receipt{}))
 	}
-	r := s.refuse(ctx, p, nil, Receipt{Charged: k.Charged})
+	r := s.refuseLate(ctx, p, nil, Receipt{Charged: k.Charged}, api)
 	if r.Err != nil {
-		return BatchReply{Err: r.Err}
+		r.Receipt.Charged = 0 // this answer charged nothing
+		return refusedBatch(r)
 	}
 	items := make([]BatchItem, len(k.Items))
 	for i, it := range k.Items {

@@ -17,7 +17,10 @@ import (
 // principal from the cache that still says the account is active is caught by its
 // admission, whose key check carries the account's revision (a suspension changes it),
 // and is read again; one from the cache that says the account is suspended is checked
-// against the key store before it is refused, so that a reactivation holds as soon.
+// against the key store before it is refused, so that a reactivation holds as soon. A
+// call answered without an admission after that (its input refused, a batch's kept
+// answer replayed) checks a principal from the cache first (refuseLate), and is refused
+// as suspended as it would be on an instance whose record is current.
 
 // suspendedMessage is what a call of a suspended account is told.
 const suspendedMessage = "the account is suspended: its calls are refused until the operator reactivates it; contact the operator"
@@ -38,4 +41,24 @@ func (s *Service) callable(ctx context.Context, p *Principal) error {
 		}
 	}
 	return newError(CodeAccountSuspended, suspendedMessage, nil)
+}
+
+// refuseLate is refuse for an answer given after callable let the call through, and
+// before its admission judged it: a refusal (an input, a batch or an idempotency key
+// that is not valid, a conflict of its idempotency record) or an answer of nothing run
+// (err nil: a batch's kept answer replayed, a batch none of whose items is valid). A
+// principal from the key cache is checked against the key store first, as refuse
+// does, and if its account is suspended, that is the answer: an instance whose cache
+// is stale answers as one whose record is current, which refused the call in
+// callable.
+func (s *Service) refuseLate(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
+	if p.Cached && CodeOf(err) != CodeUnavailable {
+		if verr := s.verify(ctx, p); verr != nil {
+			return Reply{Err: verr}
+		}
+		if serr := s.callable(ctx, p); serr != nil {
+			err = serr
+		}
+	}
+	return s.refuse(ctx, p, err, rc, apis...)
 }

@@ -135,8 +135,7 @@ func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, l
 		return auth.Key{}, "", err
 	}
 	if acct.State == auth.AccountClosed {
-		// An *Error, which the management methods answer as it is.
-		return auth.Key{}, "", newError(tollgate.CodeConflict, fmt.Sprintf("the account %q is closed; a closed account gets no new key", accountID), nil)
+		return auth.Key{}, "", closedNoKey(accountID)
 	}
 	if err := spec.Restrictions.Within(acct.Restrictions); err != nil {
 		return auth.Key{}, "", err
@@ -153,7 +152,27 @@ func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, l
 	if err := m.keys.CreateKey(ctx, key, limit); err != nil {
 		return auth.Key{}, "", err
 	}
+	// A closure changes the account's state before it lists the keys to revoke: one
+	// that raced with this creation either listed the key, or is seen now, and the key
+	// is revoked here. (A key of a closed account is refused as revoked in any case.)
+	// An account deleted since (closed, then deleted) took the key with it.
+	acct, err = m.keys.Account(ctx, accountID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return auth.Key{}, "", err
+	case err == nil && acct.State == auth.AccountClosed:
+		if _, err := m.keys.RevokeKey(ctx, key.ID, auth.AnyRevision, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return auth.Key{}, "", err
+		}
+		return auth.Key{}, "", closedNoKey(accountID)
+	}
 	return key, value, nil
+}
+
+// closedNoKey is the refusal of a new key of a closed account: an *Error, which the
+// management methods answer as it is.
+func closedNoKey(accountID string) error {
+	return newError(tollgate.CodeConflict, fmt.Sprintf("the account %q is closed; a closed account gets no new key", accountID), nil)
 }
 
 // storeRotation gives a key a new random value and returns it; the old value stops

@@ -2,6 +2,7 @@ package accounts_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -465,5 +467,71 @@ func TestLifecycleHolderAudit(t *testing.T) {
 	}
 	if len(page.Entries) != 2 || page.Entries[0].Action != audit.AccountReactivate || page.Entries[1].Action != audit.AccountSuspend {
 		t.Errorf("the holder's audit log: %+v", page.Entries)
+	}
+}
+
+// closingKeys is a key store that runs change, once, just before it stores a new key
+// (a change made between the manager's read of the account and the key's creation),
+// or just after it stored it, if after is set.
+type closingKeys struct {
+	*memory.KeyStore
+	change atomic.Pointer[func()]
+	after  bool
+}
+
+func (c *closingKeys) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
+	f := c.change.Swap(nil)
+	if f != nil && !c.after {
+		(*f)()
+	}
+	err := c.KeyStore.CreateKey(ctx, key, limit)
+	if f != nil && c.after {
+		(*f)()
+	}
+	return err
+}
+
+// TestCloseRacesKeyCreation: a key created while the account is being closed (after
+// the manager read the account, before the key is stored, the closure revoked every
+// key it found) is not left live: the creation is refused as for a closed account, and
+// every key of the account is revoked. One whose account was closed and deleted just
+// after it was stored is not answered as created either.
+func TestCloseRacesKeyCreation(t *testing.T) {
+	for _, deleted := range []bool{false, true} {
+		keys := &closingKeys{KeyStore: memory.NewKeyStore(), after: deleted}
+		h := newHarness(t, harnessOptions{keys: keys, accounts: accounts.Options{ClosedRetention: -1}})
+		ctx := t.Context()
+		closeNow := func() {
+			if _, err := h.mgr.CloseAccount(ctx, "acct", "the customer left"); err != nil {
+				t.Error(err)
+			}
+			if deleted {
+				if err := h.mgr.DeleteAccount(ctx, "acct"); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		keys.change.Store(&closeNow)
+		_, value, err := h.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "late"})
+		if deleted {
+			wantCodeSays(t, "a key created while the account was deleted", err, tollgate.CodeNotFound, "acct")
+		} else {
+			wantCodeSays(t, "a key created while the account was closed", err, tollgate.CodeConflict, "closed")
+		}
+		if value != "" {
+			t.Errorf("the refused creation returned a key value")
+		}
+		page, err := keys.Keys(ctx, auth.KeyQuery{Account: "acct", Limit: auth.MaxKeyPage})
+		if deleted && errors.Is(err, store.ErrNotFound) {
+			continue // the account and its keys are gone
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page.Keys {
+			if !k.Revoked() {
+				t.Errorf("key %s (%s) of the closed account is live", k.ID, k.Name)
+			}
+		}
 	}
 }

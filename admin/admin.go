@@ -36,6 +36,8 @@
 // limit, even none, while next is set: the store bounds what one page examines, and a
 // listing goes on until next is null. Every account in an answer carries its "state"
 // and "state_changed_at" (null if it never changed), and a closed one "deletable_at".
+// On a Redis key store upgraded from a release before this listing, the accounts it
+// held are listed once redis.Store.IndexAccounts has run (see package store/redis).
 //
 // Suspend refuses every call of the account's keys with 403 account_suspended until
 // reactivate, on every instance from the next call; the account holder may still sign

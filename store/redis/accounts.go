@@ -100,7 +100,8 @@ const accountScan = 1000
 // the index of account ids after the cursor (and within the prefix) with ZRANGE BYLEX,
 // a batch at a time, and the records of each batch in one pipeline, and examines at
 // most accountScan of them: a page that is not full then has Next set, the last id
-// examined.
+// examined. An account stored by a release before the index is not listed until
+// [Store.IndexAccounts] has run.
 func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.AccountPage, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.AccountPage{}, err

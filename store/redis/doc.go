@@ -30,6 +30,11 @@
 //     a failover may lose the last writes (a free call, a retried request charged
 //     again, a revoked or rotated key back to life, a limit loosened for a moment).
 //     Keep keys and money in PostgreSQL where that is not acceptable.
+//   - Upgrading a key store from a release before the account lifecycle: its accounts
+//     read as active, but the listing of accounts ([Store.Accounts], and with it
+//     GET /admin/v1/accounts) does not hold them until [Store.IndexAccounts] has run
+//     once, after every instance runs this release. Run it at that upgrade; it is safe
+//     to run again.
 //
 // The tests need a Redis at TOLLGATE_TEST_REDIS (they skip without it, or fail when
 // CI=true):
