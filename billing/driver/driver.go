@@ -98,8 +98,9 @@ type Part uint8
 // it to the Allowance passed in); grants carry over. Each grant is a lot with its own
 // expiry; grants that lapse at the same instant are one lot. From its expiry on (at a
 // Now at or after it) what is left of a lot is gone: every operation given a Now first
-// drops the lots lapsed at it, or at the latest Now the account has seen, as it voids
-// expired reservations.
+// drops the lots lapsed at it, as it voids expired reservations, and a lot dropped never
+// comes back, not even for an operation whose clock lags. A store may keep expiries to
+// the microsecond, never lapsing a lot before its expiry.
 //
 // Calls spend the allowance first, then the grants, the lot that lapses first first
 // (those that never lapse last). A refund, or a reservation voided at its expiry,
@@ -229,8 +230,8 @@ func (a Adjustment) Lot() int64 {
 // stored one first resets the allowance part to the Allowance (less what the grants
 // hold past MaxCredits-Allowance, so that the bound holds), zeroes Used and the usage
 // counts, and moves to that period, leaving the grants as they are; an earlier Period
-// (a lagging clock) never moves it back. Every operation given a Now drops the grant
-// lots lapsed at it first, before renewing.
+// (a lagging clock) never moves it back. Every operation given a Now also drops the
+// grant lots lapsed at it.
 //
 // Request ids are one namespace for reservations and adjustments. An open reservation is
 // remembered until it is settled or voided; a settled or voided reservation or an

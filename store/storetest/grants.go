@@ -645,3 +645,31 @@ func admConcurrentGrantAdmissions(t *testing.T, s AdmitterStores) {
 		t.Errorf("no step was refused: %d credits covered 96 steps of %d", left+granted, cost)
 	}
 }
+
+// The rows about grants that need a [driver.Sweeper].
+var grantSweepRows = []behaviour[driver.Ledger]{
+	{"SweepGivesBackToLots",
+		"A sweep voids a reservation that took from grant lots as any operation would: back to the live lots, then to the allowance; what it took from a lot lapsed since is lost.",
+		ledSweepGivesBackToLots},
+}
+
+func ledSweepGivesBackToLots(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 10, p0)
+	now := nowIn(p0)
+	grant(t, l, acct, newRequest(), 10, now.Add(30*time.Second), now)
+	grant(t, l, acct, newRequest(), 10, never, now)
+	b, err := l.Reserve(t.Context(), expiring(acct, newRequest(), 25, now, "hash"))
+	must(t, "Reserve", err)
+	if want := (driver.Parts{Allowance: 10, Grants: 15}); b.Charge != want {
+		t.Errorf("Reserve took %+v, want %+v", b.Charge, want)
+	}
+	voided, err := sw.Sweep(t.Context(), now.Add(time.Minute+time.Second), 100)
+	must(t, "Sweep", err)
+	if voided != 1 {
+		t.Errorf("Sweep voided %d reservations, want 1", voided)
+	}
+	partsAt(t, l, acct, now.Add(2*time.Minute), parts{remaining: 20, granted: 10})
+	wantUsage(t, l, acct, p0, nil)
+}

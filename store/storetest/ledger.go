@@ -30,7 +30,7 @@ func TestLedger(t *testing.T, newLedger func(t *testing.T) driver.Ledger) {
 	t.Helper()
 	rows := append(append(slices.Clone(ledgerRows), expiryRows...), grantRows...)
 	if _, ok := newLedger(t).(driver.Sweeper); ok {
-		rows = append(rows, sweepRows...)
+		rows = append(append(rows, sweepRows...), grantSweepRows...)
 	}
 	run(t, newLedger, rows)
 }

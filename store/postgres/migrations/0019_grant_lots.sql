@@ -14,15 +14,20 @@
 -- allowance, unless the period has been renewed since. So the charge kept is from the
 -- allowance first.
 --
--- Every operation given a Now first drops the lots lapsed at it (tollgate_lapse). A
--- lot's row stays, at 0, when it is spent, until it lapses, so that a refund finds it;
--- a lot whose row is gone has lapsed, and what a refund would give back to it is lost.
+-- Every operation given a Now first drops the lots lapsed at it (tollgate_lapse), when
+-- the balance row's next_lapse, the earliest expiry among the account's lot rows, says
+-- one has; and it reads the lots only when the balance row's has_lots says there are
+-- some: the hot path of an account without grants reads no more than before. A lot's
+-- row stays, at 0, when it is spent, until it lapses, so that a refund finds it and
+-- next_lapse stays exact; a lot whose row is gone has lapsed, and what a refund would
+-- give back to it is lost.
 --
 -- Lock order, as version 5 states it, with the lots between the shards and the
 -- reservation rows: whoever changes a lot (a grant, a reservation that reaches the
 -- grants, a refund or void that gives back to them, a lapse, a renewal that reads
 -- them) first holds every shard of the account, in shard order; so lot rows are never
--- waited for by a holder of a reservation row.
+-- waited for by a holder of a reservation row. Whoever adds or drops a lot row (a
+-- grant, a lapse) holds the balance row before, to keep next_lapse.
 --
 -- Existing balances stay exact: each account keeps its remaining credits; what the
 -- allowance does not explain, max(0, remaining - max(0, allowance - used)), becomes a
@@ -36,6 +41,8 @@ CREATE TABLE tollgate_grant_lots (
     CONSTRAINT tollgate_grant_lots_nonnegative CHECK (credits >= 0)
 );
 
+ALTER TABLE tollgate_balances ADD COLUMN next_lapse bigint; -- the earliest expiry (> 0) of a lot row; NULL: none
+ALTER TABLE tollgate_balances ADD COLUMN has_lots boolean NOT NULL DEFAULT false; -- whether the account has lot rows
 ALTER TABLE tollgate_ledger ADD COLUMN part text;      -- 'adjust': 'grants' or 'allowance'
 ALTER TABLE tollgate_ledger ADD COLUMN lots jsonb;     -- 'reserve': [[expires, credits], ...] taken from lots;
                                                        -- 'adjust' of a grant: [[expires, amount]]
@@ -54,6 +61,8 @@ moved AS (
      WHERE x.account_id = e.account_id AND e.g > 0)
 INSERT INTO tollgate_grant_lots (account_id, expires, credits)
 SELECT e.account_id, 0, e.g FROM extra e WHERE e.g > 0;
+UPDATE tollgate_balances b SET has_lots = true
+ WHERE EXISTS (SELECT 1 FROM tollgate_grant_lots g WHERE g.account_id = b.account_id);
 
 -- The functions whose results or arguments change are dropped and made anew.
 DROP FUNCTION tollgate_close_batch(text, uuid[], boolean[], text[], bigint[], text[], int[], timestamptz[], timestamptz[], bigint[], bigint[]);
@@ -86,11 +95,15 @@ $$;
 
 -- tollgate_totals returns an account's figures as of one snapshot: the remaining
 -- credits (the shards' and the lots'), the used ones, and the lots as tollgate_lots
--- reports them.
-CREATE FUNCTION tollgate_totals(p_account text, OUT o_remaining bigint, OUT o_used bigint,
+-- reports them; with p_lots false (the account has no lots), the shards' alone.
+CREATE FUNCTION tollgate_totals(p_account text, p_lots boolean, OUT o_remaining bigint, OUT o_used bigint,
     OUT o_granted bigint, OUT o_lapse bigint, OUT o_lapsing bigint)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+    IF NOT p_lots THEN
+        SELECT t.o_remaining, t.o_used, 0 INTO o_remaining, o_used, o_granted FROM tollgate_sums(p_account) t;
+        RETURN;
+    END IF;
     SELECT s.r + g.granted, s.u, g.granted, g.lapse, g.lapsing
       INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing
       FROM (SELECT coalesce(sum(x.balance), 0)::bigint AS r, coalesce(sum(x.used), 0)::bigint AS u
@@ -102,17 +115,22 @@ BEGIN
 END
 $$;
 
--- tollgate_lapse drops the account's lots lapsed at p_now (a NULL p_now drops nothing),
--- holding every shard of the account: the caller holds no shard, or all of them.
-CREATE FUNCTION tollgate_lapse(p_account text, p_now bigint) RETURNS void
+-- tollgate_lapse drops the account's lots lapsed at p_now when m, its balance row,
+-- says one has (a NULL p_now drops nothing), holding the balance row and every shard
+-- of the account: the caller holds no shard, or the balance row and all of them.
+CREATE FUNCTION tollgate_lapse(m tollgate_balances, p_now bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_now IS NULL OR NOT EXISTS (SELECT 1 FROM tollgate_grant_lots g
-                                     WHERE g.account_id = p_account AND g.expires > 0 AND g.expires <= p_now) THEN
+    IF p_now IS NULL OR m.next_lapse IS NULL OR m.next_lapse > p_now THEN
         RETURN;
     END IF;
-    PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
-    DELETE FROM tollgate_grant_lots g WHERE g.account_id = p_account AND g.expires > 0 AND g.expires <= p_now;
+    PERFORM 1 FROM tollgate_balances b WHERE b.account_id = m.account_id FOR UPDATE;
+    PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = m.account_id ORDER BY s.shard FOR UPDATE;
+    DELETE FROM tollgate_grant_lots g WHERE g.account_id = m.account_id AND g.expires > 0 AND g.expires <= p_now;
+    UPDATE tollgate_balances b
+       SET next_lapse = (SELECT min(g.expires) FROM tollgate_grant_lots g WHERE g.account_id = m.account_id AND g.expires > 0),
+           has_lots = EXISTS (SELECT 1 FROM tollgate_grant_lots g WHERE g.account_id = m.account_id)
+     WHERE b.account_id = m.account_id;
 END
 $$;
 
@@ -192,8 +210,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     a bigint := least(p_balance, greatest(p_allowance, 0));
 BEGIN
-    INSERT INTO tollgate_balances (account_id, allowance, period_start, period_end, shards)
-    VALUES (p_account, p_allowance, p_start, p_end, p_shards);
+    INSERT INTO tollgate_balances (account_id, allowance, period_start, period_end, shards, has_lots)
+    VALUES (p_account, p_allowance, p_start, p_end, p_shards, p_balance > a);
     INSERT INTO tollgate_balance_shards (account_id, shard, generation, period_start, balance, used)
     SELECT p_account, g, 0, p_start, a / p_shards + CASE WHEN g < a % p_shards THEN 1 ELSE 0 END, 0
       FROM generate_series(0, p_shards - 1) AS g;
@@ -488,6 +506,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     m tollgate_balances;
     c record;
+    charged boolean := false;
     next_at bigint;
 BEGIN
     m := tollgate_renew(p_account, p_start, p_end, p_allowance);
@@ -496,7 +515,7 @@ BEGIN
         RETURN;
     END IF;
     next_at := tollgate_void_due(m, p_now);
-    PERFORM tollgate_lapse(p_account, p_now);
+    PERFORM tollgate_lapse(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
@@ -505,6 +524,7 @@ BEGIN
                     WHERE e.account_id = p_account AND e.request_id = p_request AND e.kind IN ('reserve', 'adjust', 'void')) THEN
         PERFORM tollgate_expect(p_account, next_at, p_expires);
         c := tollgate_charge(p_account, m.shards, p_request, p_amount, p_apis, p_expires);
+        charged := true;
         IF c.o_outcome = 1 THEN
             o_status := 4;
         ELSE
@@ -519,7 +539,15 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account);
+    IF NOT charged THEN
+        SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account, m.has_lots);
+    ELSIF m.has_lots OR c.o_granted > 0 THEN
+        SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account, true);
+    ELSE
+        o_remaining := c.o_remaining;
+        o_used := c.o_used;
+        o_granted := 0;
+    END IF;
 END
 $$;
 
@@ -561,7 +589,7 @@ BEGIN
     known := FOUND;
     IF NOT known OR p_refund < 0 OR p_refund > -e.amount THEN
         PERFORM tollgate_void_due(m, p_now);
-        PERFORM tollgate_lapse(p_account, p_now);
+        PERFORM tollgate_lapse(m, p_now);
     END IF;
     IF NOT known THEN
         INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start)
@@ -584,12 +612,11 @@ BEGIN
         voiding := coalesce(m.next_expiry <= p_now OR due_at <= p_now, false);
         credit := e.period_start = m.period_start AND (p_refund > 0 OR coalesce(cardinality(p_uncount), 0) > 0);
         lots_back := p_refund > 0 AND coalesce(e.granted, 0) > 0;
-        lapsing := p_now IS NOT NULL AND EXISTS (SELECT 1 FROM tollgate_grant_lots g
-                                                  WHERE g.account_id = p_account AND g.expires > 0 AND g.expires <= p_now);
-        IF voiding THEN
+        lapsing := coalesce(m.next_lapse <= p_now, false);
+        IF voiding OR lapsing THEN
             PERFORM 1 FROM tollgate_balances b WHERE b.account_id = p_account FOR UPDATE;
             PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
-        ELSIF lots_back OR lapsing THEN
+        ELSIF lots_back THEN
             PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
         ELSIF credit THEN
             PERFORM 1 FROM tollgate_balance_shards s
@@ -597,7 +624,9 @@ BEGIN
                AND s.shard = CASE WHEN s.generation = e.generation THEN e.shard ELSE 0 END
                FOR UPDATE;
         END IF;
-        PERFORM tollgate_lapse(p_account, p_now);
+        IF lapsing THEN
+            PERFORM tollgate_lapse(m, p_now);
+        END IF;
         PERFORM 1 FROM tollgate_reservations r
          WHERE r.account_id = p_account AND r.request_id = p_request FOR UPDATE;
         IF voiding THEN
@@ -632,7 +661,8 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account);
+    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing
+      FROM tollgate_totals(p_account, m.has_lots OR coalesce(e.granted, 0) > 0);
 END
 $$;
 
@@ -663,11 +693,12 @@ BEGIN
         RETURN;
     END IF;
     PERFORM tollgate_void_due(m, p_now);
-    PERFORM tollgate_lapse(p_account, p_now);
+    PERFORM tollgate_lapse(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
     o_period_end := m.period_end;
+    PERFORM 1 FROM tollgate_balances b WHERE b.account_id = p_account FOR UPDATE;
     PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
     IF NOT EXISTS (SELECT 1 FROM tollgate_ledger e
                     WHERE e.account_id = p_account AND e.request_id = p_request AND e.kind IN ('reserve', 'adjust', 'void')) THEN
@@ -698,6 +729,10 @@ BEGIN
                 ELSIF p_amount > 0 THEN
                     INSERT INTO tollgate_grant_lots AS g (account_id, expires, credits) VALUES (p_account, p_expires, p_amount)
                     ON CONFLICT (account_id, expires) DO UPDATE SET credits = g.credits + excluded.credits;
+                    UPDATE tollgate_balances b
+                       SET next_lapse = CASE WHEN p_expires > 0 THEN least(coalesce(b.next_lapse, p_expires), p_expires) ELSE b.next_lapse END,
+                           has_lots = true
+                     WHERE b.account_id = p_account;
                 ELSIF p_amount < 0 THEN
                     tk := tollgate_take(p_account, m.shards, -p_amount, 0, NULL);
                     UPDATE tollgate_ledger l SET lots = tk.o_lots
@@ -706,7 +741,7 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account);
+    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account, true);
 END
 $$;
 
@@ -726,12 +761,12 @@ BEGIN
         RETURN;
     END IF;
     PERFORM tollgate_void_due(m, p_now);
-    PERFORM tollgate_lapse(p_account, p_now);
+    PERFORM tollgate_lapse(m, p_now);
     o_status := 0;
     o_allowance := m.allowance;
     o_period_start := m.period_start;
     o_period_end := m.period_end;
-    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account);
+    SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account, m.has_lots);
 END
 $$;
 
@@ -814,14 +849,20 @@ BEGIN
             RETURN;
         END IF;
         next_at := tollgate_void_due(m, p_now);
-        PERFORM tollgate_lapse(p_credit_account, p_now);
+        PERFORM tollgate_lapse(m, p_now);
         o_allowance := m.allowance;
         o_period_start := m.period_start;
         o_period_end := m.period_end;
         IF NOT replay THEN
             PERFORM tollgate_expect(p_credit_account, next_at, p_expires);
             c := tollgate_charge(p_credit_account, m.shards, p_request, p_amount, p_apis, p_expires);
-            SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_credit_account);
+            IF m.has_lots OR c.o_granted > 0 THEN
+                SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_credit_account, true);
+            ELSE
+                o_remaining := c.o_remaining;
+                o_used := c.o_used;
+                o_granted := 0;
+            END IF;
             IF c.o_outcome = 1 THEN
                 o_denied := 4;
                 RETURN;
@@ -849,7 +890,7 @@ BEGIN
             SELECT sc2.o_in_use INTO o_slot_in_use FROM tollgate_slot_count(p_account, p_request, p_now) sc2;
         END IF;
         IF p_credit_account IS NOT NULL THEN
-            SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_credit_account);
+            SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_credit_account, m.has_lots);
         END IF;
         RETURN;
     END IF;
@@ -974,8 +1015,7 @@ BEGIN
         -- A lot that lapses within the batch's instants is dropped one step after the
         -- other.
         lt := tollgate_lots(p_account);
-        IF EXISTS (SELECT 1 FROM tollgate_grant_lots g
-                    WHERE g.account_id = p_account AND g.expires > 0 AND g.expires <= hi) THEN
+        IF m.next_lapse <= hi THEN
             RETURN;
         END IF;
     END IF;
@@ -1268,7 +1308,7 @@ BEGIN
         END IF;
         INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start)
         SELECT p_account, q, 'settle', 0, m.period_start FROM unnest(settled) q;
-        lt := tollgate_totals(p_account);
+        lt := tollgate_totals(p_account, true);
         SELECT jsonb_object_agg(l.request_id::text, jsonb_build_array(-l.amount, coalesce(l.granted, 0))) INTO took
           FROM tollgate_ledger l
          WHERE l.account_id = p_account AND l.kind = 'reserve' AND l.request_id = ANY (settled);
@@ -1331,9 +1371,8 @@ BEGIN
                     WHERE p_settle_account[i] IS NOT NULL AND (p_refund[i] > 0 OR p_uncount_counts[i] > 0))
            OR EXISTS (SELECT 1 FROM tollgate_balances b
                        WHERE b.account_id = p_settle_account[last] AND b.next_expiry <= (SELECT max(t) FROM unnest(p_now) t))
-           OR EXISTS (SELECT 1 FROM tollgate_grant_lots g
-                       WHERE g.account_id = p_settle_account[last] AND g.expires > 0
-                         AND g.expires <= (SELECT max(t) FROM unnest(p_now) t))
+           OR EXISTS (SELECT 1 FROM tollgate_balances b
+                       WHERE b.account_id = p_settle_account[last] AND b.next_lapse <= (SELECT max(t) FROM unnest(p_now) t))
            OR EXISTS (SELECT 1 FROM generate_subscripts(p_request, 1) AS i
                         JOIN tollgate_reservations r ON r.account_id = p_settle_account[i] AND r.request_id = p_request[i]
                        WHERE r.expires <= p_now[i]) THEN
