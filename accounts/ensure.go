@@ -38,8 +38,9 @@ func (m *Manager) existingAccount(ctx context.Context, spec Spec, credits int64,
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "primary key of account", spec.ID, err)
 	}
 	var differs []string
-	if acct.Plan != spec.Plan {
-		differs = append(differs, fmt.Sprintf("its plan is %q, not %q", acct.Plan, spec.Plan))
+	if inForce := acct.PlanAt(now); inForce != spec.Plan {
+		// The plan in force: a change the operator scheduled counts from its renewal.
+		differs = append(differs, fmt.Sprintf("its plan is %q, not %q", inForce, spec.Plan))
 	}
 	if !sameRestrictions(acct.Restrictions, spec.Restrictions) {
 		differs = append(differs, "its restrictions differ")

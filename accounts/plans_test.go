@@ -57,12 +57,17 @@ func (p *planChanges) Observe(_ context.Context, e event.Event) {
 // plan, the changes of plan it publishes, and an account "acct" on basic.
 func plansManager(t *testing.T, keys auth.KeyStore, ledger driver.Ledger) (*accounts.Manager, *planChanges) {
 	t.Helper()
+	return plansManagerOn(t, keys, ledger, testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)))
+}
+
+// plansManagerOn is plansManager on the clock.
+func plansManagerOn(t *testing.T, keys auth.KeyStore, ledger driver.Ledger, clock *testenv.Clock) (*accounts.Manager, *planChanges) {
+	t.Helper()
 	plans, err := billing.NewPlans(billing.Plan{Name: "basic", Credits: 100}, billing.Plan{Name: "pro", Credits: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	clock := testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))
 	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: keys, Ledger: ledger,
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, &tollgate.Options{Now: clock.Now, Logger: quiet})
 	if err != nil {
