@@ -163,8 +163,13 @@ func TestGrantsAcrossRenewal(t *testing.T) {
 			// The held calls wait for the test, on a loaded machine too.
 			c := startWith(t, d, 3, func(o *tollgate.Options) { o.CallTimeout = 5 * time.Minute })
 			ctx := t.Context()
+			opened := c.clock.Now()
 			acct, _, key := c.account(t, "metered", meteredAllowance+20)
+			// The account's periods are counted from its creation, its billing anchor.
 			renewal := c.balance(t, 0, acct).Period.End
+			if want := opened.AddDate(0, 1, 0); !renewal.Equal(want) {
+				t.Fatalf("the account opened at %s renews at %s, want %s", opened, renewal, want)
+			}
 			mid := renewal.Add(10 * 24 * time.Hour)
 			for i, g := range []struct {
 				credits int64
