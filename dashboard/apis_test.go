@@ -278,10 +278,15 @@ func (b *browser) try(csrf, api string, params url.Values) page {
 }
 
 // TestTryIt calls APIs through the try-it form and through REST with the same input,
-// and checks that the form shows REST's answer: the envelope, the status, and the
-// credits the call cost, which the balance confirms.
+// and checks that the form shows REST's answer: the envelope, the status, the credits
+// the call cost, which the balance confirms, and the part of the balance that grants
+// hold, which calls do not spend while the allowance lasts.
 func TestTryIt(t *testing.T) {
 	e := newEnv(t)
+	const granted = 300
+	if _, err := e.mgr.AdjustCredits(t.Context(), "acme", granted, "a grant for try-it to show", nil); err != nil {
+		t.Fatal(err)
+	}
 	b := e.browser(t)
 	csrf := b.signIn(e.key)
 	tests := []struct {
@@ -329,6 +334,9 @@ func TestTryIt(t *testing.T) {
 			}
 			if got := dataValue(t, p, "try-remaining"); got != strconvI64(after) {
 				t.Errorf("the page says %s remain, the account has %d", got, after)
+			}
+			if got := dataValue(t, p, "try-granted"); got != strconvI(granted) {
+				t.Errorf("the page says %s of the balance is granted, want %d", got, granted)
 			}
 			// REST, with the same input, answers the same.
 			r := e.restCall(t, e.key, tt.api, tt.method, tt.params)

@@ -20,14 +20,14 @@ import (
 )
 
 // TestBrowser drives the dashboard in Debian's Chromium with playwright-core
-// (tools/npm/dashboard-e2e.mjs): sign in with a key; the overview's figures equal GET
-// /v1/analytics; create a sub-key limited to one API, which calls it over REST and is
+// (tools/npm/dashboard-e2e.mjs): sign in with a key; the overview's figures (the granted
+// part of the balance among them) equal GET /v1/analytics; create a sub-key limited to one API, which calls it over REST and is
 // refused another; copy its value with the copy button; rotate it, and see the old
 // value refused by the next REST call; revoke it; a cross-site form post and a
 // same-origin post without the CSRF token are refused; in the GraphQL explorer,
 // completion suggests a field, the cost shown before a query runs is the sum of its
 // APIs' catalog costs, the run shows its data and the credits charged, which is what
-// the balance lost, and queries over the plan's APIs per query, over the balance or
+// the balance lost, and the part of the balance that grants hold, and queries over the plan's APIs per query, over the balance or
 // naming a file API are shown refused before they run; the API reference shows every
 // path of the OpenAPI document; axe-core finds no serious or critical accessibility
 // violation on any page; no page breaks the Content-Security-Policy, and the explorer
@@ -37,7 +37,7 @@ import (
 //
 // On the APIs page it lists the catalog, opens an API, copies a snippet, calls it
 // through the try-it form (the cost shown equals the balance's drop read from GET
-// /v1/account) and with an invalid value (a 400 naming the parameter, not charged),
+// /v1/account, the granted part shown is the account's) and with an invalid value (a 400 naming the parameter, not charged),
 // and sees the catalog as a key limited to one API sees it.
 //
 // It needs chromium on PATH (scripts/test.sh installs Debian's) and the npm tools of
@@ -62,6 +62,11 @@ func TestBrowser(t *testing.T) {
 	}
 
 	e := newEnv(t)
+	// A grant beside the allowance, which the overview, the explorer and try-it show as
+	// the part of the balance that carries over.
+	if _, err := e.mgr.AdjustCredits(t.Context(), "acme", 250, "a grant for the pages to show", nil); err != nil {
+		t.Fatal(err)
+	}
 	// Some usage, flushed, for the overview's figures and chart.
 	for _, api := range []string{"alpha", "alpha", "beta"} {
 		if got := e.call(t, api, e.key); got != http.StatusOK {

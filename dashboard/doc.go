@@ -106,7 +106,8 @@
 //     credits apply as to a REST call, which it is in the usage records. The page
 //     shows what REST answers: the status of the error's code, the credit and rate
 //     headers (the credits it cost and those left are X-Credits-Cost and
-//     X-Credits-Remaining), X-Error-Code, and the envelope, indented. An upload's size
+//     X-Credits-Remaining, and the part of those left that grants hold is
+//     X-Credits-Granted), X-Error-Code, and the envelope, indented. An upload's size
 //     and type are judged by the service, as for REST.
 //
 // # Signing in through the host
@@ -147,7 +148,8 @@
 // the dashboard's origin, the session, its CSRF token (in the X-CSRF-Token header), a
 // JSON body. The rate limit and the concurrency ceiling are judged when a query is
 // sent, not before. Once a query ran, the page shows its result, the credits it cost
-// (its X-Credits-Cost header) and the balance left (X-Credits-Remaining).
+// (its X-Credits-Cost header), the balance left (X-Credits-Remaining) and the part of
+// it that grants hold (X-Credits-Granted).
 //
 // # API reference
 //

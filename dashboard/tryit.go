@@ -214,9 +214,10 @@ type tryResult struct {
 	StatusText string
 	// Envelope is the response body, indented.
 	Envelope string
-	// Cost and Remaining are the X-Credits-Cost and X-Credits-Remaining headers ("" when
-	// the answer has none).
-	Cost, Remaining string
+	// Cost, Remaining and Granted are the X-Credits-Cost, X-Credits-Remaining and
+	// X-Credits-Granted headers ("" when the answer has none): Granted is the part of
+	// Remaining that grants hold.
+	Cost, Remaining, Granted string
 	// Headers are the answer's credit, rate and error headers.
 	Headers []header
 }
@@ -233,7 +234,7 @@ var shownHeaders = []string{
 // newTryResult makes the result of a try from REST's answer.
 func newTryResult(status int, hdr http.Header, body []byte) *tryResult {
 	res := &tryResult{Status: status, StatusText: http.StatusText(status),
-		Cost: hdr.Get(wire.HeaderCreditsCost), Remaining: hdr.Get(wire.HeaderCreditsRemaining)}
+		Cost: hdr.Get(wire.HeaderCreditsCost), Remaining: hdr.Get(wire.HeaderCreditsRemaining), Granted: hdr.Get(wire.HeaderCreditsGranted)}
 	var b bytes.Buffer
 	if err := json.Indent(&b, body, "", "  "); err != nil {
 		b.Reset()

@@ -144,9 +144,7 @@ func checkBatchResponse(t *testing.T, c batchCase, r liveResult) {
 	if resp.Status != "ok" || resp.Error != nil || resp.HTTPStatus != 200 || resp.Replayed == nil || *resp.Replayed != c.replayed {
 		t.Errorf("response status %q error %v HTTP %d replayed %v, want the ok envelope, replayed %v", resp.Status, resp.Error, resp.HTTPStatus, resp.Replayed, c.replayed)
 	}
-	if resp.Credits == nil || resp.Credits.Cost != c.cost {
-		t.Errorf("credits %+v, want cost %d", resp.Credits, c.cost)
-	}
+	checkCredits(t, c.name, resp.Credits, c.cost, grantedOf(c.key))
 	var items []struct {
 		Status  string                     `json:"status"`
 		Error   *string                    `json:"error"`

@@ -32,87 +32,98 @@ func TestGoPackages(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		call func(ctx context.Context) (result any, cost int64, err error)
+		call func(ctx context.Context) (result any, credits client.Credits, err error)
 		want string // the result, formatted with %+v
 	}{
-		{"hash", func(ctx context.Context) (any, int64, error) {
+		{"hash", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := hash.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.Execute(ctx, hash.Params{Text: "hello", Algorithm: client.Ptr("md5")})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return r.Result, r.Credits.Cost, nil
+			return r.Result, r.Credits, nil
 		}, "{Algorithm:md5 Hash:5d41402abc4b2a76b9719d911017c592}"},
-		{"hmac", func(ctx context.Context) (any, int64, error) {
+		{"hmac", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := hmac.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.Execute(ctx, hmac.Params{Message: "hello", Secret: "key"})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return r.Result, r.Credits.Cost, nil
+			return r.Result, r.Credits, nil
 		}, "{Hmac:9307b3b915efb5171ff14d8cb55fbcc798c6c0ef1456d66ded1a6aa723a58b7b Algorithm:sha256 Encoding:hex}"},
-		{"uuid-generator", func(ctx context.Context) (any, int64, error) {
+		{"uuid-generator", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := uuidgenerator.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.Execute(ctx, uuidgenerator.Params{Count: client.Ptr[int64](3)})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return fmt.Sprintf("%d %d", len(r.Result.Uuids), r.Result.Count), r.Credits.Cost, nil
+			return fmt.Sprintf("%d %d", len(r.Result.Uuids), r.Result.Count), r.Credits, nil
 		}, "3 3"},
-		{"date-info", func(ctx context.Context) (any, int64, error) {
+		{"date-info", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := dateinfo.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.Execute(ctx, dateinfo.Params{Date: "2024-02-29"})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return r.Result, r.Credits.Cost, nil
+			return r.Result, r.Credits, nil
 		}, "{Date:2024-02-29 DayOfWeek:Thursday IsoWeek:9 UnixSeconds:1709164800 QuarterYear:Q1/2024 X1stOfMonth:2024-02-01 IsLeapYear:true}"},
-		{"echo", func(ctx context.Context) (any, int64, error) {
+		{"echo", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := echo.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.Execute(ctx, echo.Params{Message: "hi", DelayMs: client.Ptr[int64](0)})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return r.Result, r.Credits.Cost, nil
+			return r.Result, r.Credits, nil
 		}, "{Message:hi DelayMs:0}"},
-		{"image-info/file", func(ctx context.Context) (any, int64, error) {
+		{"image-info/file", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := imageinfo.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.ExecuteWithFile(ctx, img, imageinfo.Params{})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return r.Result, r.Credits.Cost, nil
+			return r.Result, r.Credits, nil
 		}, fmt.Sprintf("{Format:png Width:%d Height:%d Bytes:%d}", testserver.PNGWidth, testserver.PNGHeight, len(srv.PNG))},
-		{"image-info/url", func(ctx context.Context) (any, int64, error) {
+		{"image-info/url", func(ctx context.Context) (any, client.Credits, error) {
 			c, err := imageinfo.New(testserver.PrimaryKey, opts)
 			must(t, err)
 			r, err := c.ExecuteWithURL(ctx, srv.FileURL, imageinfo.Params{})
 			if err != nil {
-				return nil, 0, err
+				return nil, client.Credits{}, err
 			}
-			return r.Result, r.Credits.Cost, nil
+			return r.Result, r.Credits, nil
 		}, fmt.Sprintf("{Format:png Width:%d Height:%d Bytes:%d}", testserver.PNGWidth, testserver.PNGHeight, len(srv.PNG))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, cost, err := tt.call(t.Context())
+			got, credits, err := tt.call(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if s := fmt.Sprintf("%+v", got); s != tt.want {
 				t.Errorf("result %s, want %s", s, tt.want)
 			}
-			if cost < 1 {
-				t.Errorf("cost %d, want a paid call", cost)
+			// acme holds a grant, which its calls do not spend: they spend the allowance.
+			if !credits.Reported || credits.Cost < 1 || credits.Granted != testserver.PrimaryGranted || credits.Remaining <= credits.Granted {
+				t.Errorf("credits %+v, want a paid call, with %d of the balance granted", credits, testserver.PrimaryGranted)
 			}
 		})
 	}
+	t.Run("older service", func(t *testing.T) {
+		// A service older than X-Credits-Granted: acme's grant is not reported.
+		c, err := hash.New(testserver.PrimaryKey, &client.Options{BaseURL: srv.OlderURL})
+		must(t, err)
+		r, err := c.Execute(t.Context(), hash.Params{Text: "hello"})
+		must(t, err)
+		if !r.Credits.Reported || r.Credits.Cost != 1 || r.Credits.Granted != 0 || r.Credits.Remaining < testserver.PrimaryGranted {
+			t.Errorf("credits %+v, want a paid call, none of the balance reported granted", r.Credits)
+		}
+	})
 	calls := srv.APICalls()
 
 	invalid := []struct {
@@ -220,7 +231,7 @@ func goBatches(t *testing.T, srv *testserver.Server, opts *client.Options) {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprintf("%+v", hr.Results); got != "[{Algorithm:sha256 Hash:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824} {Algorithm:md5 Hash:5d41402abc4b2a76b9719d911017c592}]" ||
-		hr.Credits.Cost != 2 || hr.Summary != (client.BatchSummary{OK: 2, Credits: 2}) || hr.Replayed {
+		hr.Credits.Cost != 2 || hr.Credits.Granted != testserver.PrimaryGranted || hr.Summary != (client.BatchSummary{OK: 2, Credits: 2}) || hr.Replayed {
 		t.Errorf("hash batch: results %s, credits %+v, summary %+v", got, hr.Credits, hr.Summary)
 	}
 

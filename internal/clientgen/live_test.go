@@ -25,6 +25,7 @@ type liveCase struct {
 	params map[string]any // the parameters, or the fields of a file call
 	file   string         // "image" (the test image) or "url" (its address) for file calls
 	key    string         // the key; the primary key if empty
+	older  bool           // sent to the server's OlderURL, whose answers lack X-Credits-Granted
 
 	// Expectations: a success with data fields and cost, or an error.
 	want       map[string]any
@@ -75,6 +76,28 @@ var liveCases = []liveCase{
 		errClass: "APIError", httpStatus: 429, code: "rate_limited"},
 	{name: "429 no credits", api: "hash", method: "execute", params: map[string]any{"text": "a"}, key: testserver.NoCreditsKey,
 		errClass: "APIError", httpStatus: 429, code: "credits_exhausted"},
+
+	// A service older than X-Credits-Granted: acme's grant is not reported, so granted
+	// reads 0.
+	{name: "older service", api: "hash", method: "execute", params: map[string]any{"text": "hello"}, older: true,
+		want: map[string]any{"algorithm": "sha256"}, cost: 1},
+}
+
+// baseURL returns the address the case calls: srv's, or for a case of an older
+// service the address whose answers lack X-Credits-Granted.
+func (c liveCase) baseURL(srv *testserver.Server) string {
+	if c.older {
+		return srv.OlderURL
+	}
+	return srv.URL
+}
+
+// granted returns the granted credits the case's answer reports.
+func (c liveCase) granted() int64 {
+	if c.older {
+		return 0
+	}
+	return grantedOf(c.key)
 }
 
 // jsCase is a call for testdata/drive.mjs: new Module[Class](Options), then
@@ -111,11 +134,8 @@ type liveResult struct {
 		Error      any                        `json:"error"`
 		Data       map[string]json.RawMessage `json:"data"`
 		HTTPStatus int                        `json:"httpStatus"`
-		Credits    *struct {
-			Cost      int64 `json:"cost"`
-			Remaining int64 `json:"remaining"`
-		} `json:"credits"`
-		Replayed *bool `json:"replayed"` // of a batch
+		Credits    *liveCredits               `json:"credits"`
+		Replayed   *bool                      `json:"replayed"` // of a batch
 	} `json:"response"`
 	Error struct {
 		Class      string `json:"class"`
@@ -130,6 +150,42 @@ type liveResult struct {
 		RetryAfter *int   `json:"retryAfter"`
 		Index      *int   `json:"index"` // of a ValidationError in a batch
 	} `json:"error"`
+}
+
+// liveCredits is what a driver reports of an answer's credit headers, as the package
+// read them.
+type liveCredits struct {
+	Cost      int64  `json:"cost"`
+	Remaining int64  `json:"remaining"`
+	Granted   *int64 `json:"granted"` // nil if the driver reported none
+	// Text is the receipt's string form (Java's toString, Python's repr), if the
+	// driver reported it.
+	Text string `json:"text"`
+}
+
+// grantedOf returns the credits that the account of key holds in grants: acme's
+// ([testserver.PrimaryGranted]), for the primary key or "" (which stands for it); none
+// for the other accounts.
+func grantedOf(key string) int64 {
+	if key == "" || key == testserver.PrimaryKey {
+		return testserver.PrimaryGranted
+	}
+	return 0
+}
+
+// checkCredits checks the receipt of a call that succeeded: what it cost, and the part
+// of the balance that grants hold, which the call did not spend (calls spend the
+// allowance first).
+func checkCredits(t *testing.T, name string, c *liveCredits, cost, granted int64) {
+	t.Helper()
+	if c == nil || c.Cost != cost || c.Granted == nil || *c.Granted != granted || c.Remaining < granted {
+		got, _ := json.Marshal(c)
+		t.Errorf("%s: credits %s, want cost %d, %d granted of the balance", name, got, cost, granted)
+		return
+	}
+	if c.Text != "" && !strings.Contains(c.Text, fmt.Sprintf("granted=%d", granted)) {
+		t.Errorf("%s: the receipt's text %q does not say granted=%d", name, c.Text, granted)
+	}
 }
 
 // driverOutput is what a driver prints.
@@ -193,9 +249,7 @@ func checkResult(t *testing.T, c liveCase, r liveResult) {
 				t.Errorf("%s: data[%q] = %s, want %s", c.name, k, got, w)
 			}
 		}
-		if resp.Credits == nil || resp.Credits.Cost != c.cost {
-			t.Errorf("%s: credits %+v, want cost %d", c.name, resp.Credits, c.cost)
-		}
+		checkCredits(t, c.name, resp.Credits, c.cost, c.granted())
 		return
 	}
 	e := r.Error
@@ -304,7 +358,7 @@ func TestJavaScriptPackages(t *testing.T) {
 			args = append(args, c.params)
 		}
 		return jsCase{Name: c.name, Module: filepath.Join(dirs[c.api], "index.js"), Class: pascal(c.api) + "Client",
-			Options: map[string]any{"api_key": key, "base_url": srv.URL}, Method: c.method, Args: args, Callback: callback}
+			Options: map[string]any{"api_key": key, "base_url": c.baseURL(srv)}, Method: c.method, Args: args, Callback: callback}
 	}
 	var cases []jsCase
 	var expect []liveCase
@@ -499,7 +553,7 @@ func TestPythonPackages(t *testing.T) {
 			args = append(args, c.params)
 		}
 		return pyCase{Name: c.name, Module: "tollgate_" + strings.ReplaceAll(c.api, "-", "_"), Class: pascal(c.api) + "Client",
-			Args: []any{key}, Kwargs: map[string]any{"base_url": srv.URL}, Method: snake[c.method], CallArgs: args}
+			Args: []any{key}, Kwargs: map[string]any{"base_url": c.baseURL(srv)}, Method: snake[c.method], CallArgs: args}
 	}
 	var cases []pyCase
 	for _, c := range liveCases {
@@ -636,7 +690,7 @@ func typedCases(srv *testserver.Server, img string, class, method func(string) s
 		if c.file != "" && len(args) == 1 {
 			args = append(args, nil)
 		}
-		cases = append(cases, typedCase{c.name, class(c.api), key, srv.URL, method(c.method), args})
+		cases = append(cases, typedCase{c.name, class(c.api), key, c.baseURL(srv), method(c.method), args})
 	}
 	for _, cc := range typedCtorCases {
 		base := cc.baseURL

@@ -4,12 +4,15 @@
 // against.
 //
 // Its accounts are those of the example server's fixtures (examples/server/testdata),
-// plus one account for each answer a client must map: a rate-limited one, one without
-// credits, and a key that matches no account; and one without a rate limit, for runs of
-// many calls. The clock is fixed, so rate limits never refill during a test, and
+// the fixtures' account also holding a grant beside its allowance (so that its answers
+// report granted credits), plus one account for each answer a client must map: a
+// rate-limited one, one without credits, and a key that matches no account; and one
+// without a rate limit, for runs of many calls. The clock is fixed, so rate limits never refill during a test, and
 // URL-form fetches may reach loopback addresses (the option the REST tests use), so
 // that the file server the package starts is reachable. Batches sent with an
-// idempotency key keep their answers.
+// idempotency key keep their answers. A second address serves the same service with
+// its answers stripped of X-Credits-Granted, as a service older than that header
+// answers.
 //
 // The server counts what reaches it, so that a test can prove that a call that failed
 // validation never touched the network.
@@ -39,12 +42,14 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
+	"github.com/tollgate-dev/tollgate/wire"
 )
 
 // The keys of the server's accounts.
 const (
 	// PrimaryKey is the primary key of the fixtures' account "acme" (plan pro, 1000
-	// credits).
+	// credits), which also holds a grant of [PrimaryGranted] credits: its answers report
+	// them in X-Credits-Granted, since calls spend the allowance first.
 	PrimaryKey = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
 	// RestrictedKey is the fixtures' key "ci" of acme: hash only, over REST, from
 	// 10.0.0.0/8. Tests call from loopback, so every call with it is a JSON 403.
@@ -63,6 +68,11 @@ const (
 	BulkKey = "b0b0b0b0-5a5a-4c4c-8d8d-0123456789ab"
 )
 
+// PrimaryGranted is the grant acme holds beside its allowance: it never lapses, and
+// acme's calls in a test never spend it (they spend the allowance's 1000 credits
+// first). The other accounts hold no grant.
+const PrimaryGranted = 500
+
 // PNGWidth and PNGHeight are the dimensions of [Server.PNG].
 const (
 	PNGWidth  = 7
@@ -78,6 +88,10 @@ var now = time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
 type Server struct {
 	// URL is the base URL of the service (no trailing slash); APIs are at URL/v1/<id>.
 	URL string
+	// OlderURL is another base URL of the same service, whose answers lack the
+	// X-Credits-Granted header, as those of a service older than that header do: for
+	// the clients' reading of its absence. Its requests are counted as URL's.
+	OlderURL string
 	// FileURL is the address of a PNG image ([Server.PNG]) that URL-form calls can
 	// pass.
 	FileURL string
@@ -146,8 +160,30 @@ func Start(t testing.TB) *Server {
 		w.Write(s.PNG)
 	}))
 	t.Cleanup(files.Close)
-	s.URL, s.FileURL = srv.URL, files.URL+"/image.png"
+	older := httptest.NewServer(s.count(withoutGranted(h)))
+	t.Cleanup(older.Close)
+	s.URL, s.OlderURL, s.FileURL = srv.URL, older.URL, files.URL+"/image.png"
 	return s
+}
+
+// withoutGranted removes X-Credits-Granted from next's answers.
+func withoutGranted(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(grantedRemover{w}, r)
+	})
+}
+
+// grantedRemover removes X-Credits-Granted before the header is written.
+type grantedRemover struct{ http.ResponseWriter }
+
+func (w grantedRemover) WriteHeader(code int) {
+	w.Header().Del(wire.HeaderCreditsGranted)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w grantedRemover) Write(b []byte) (int, error) {
+	w.Header().Del(wire.HeaderCreditsGranted) // a no-op once the header is written
+	return w.ResponseWriter.Write(b)
 }
 
 // createAccounts creates the fixtures' account and keys and the accounts of the other
@@ -167,6 +203,9 @@ func createAccounts(t testing.TB, mgr *accounts.Manager) {
 		t.Fatal(err)
 	}
 	if _, _, err := mgr.CreateKey(ctx, "acme", accounts.NewKey{Name: "ci", Restrictions: rs, Value: RestrictedKey}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.AdjustCredits(ctx, "acme", PrimaryGranted, "fixture: a grant beside the allowance", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []accounts.Spec{

@@ -41,8 +41,13 @@ function check(name, ok, detail = "") {
 
 // balance returns the account's remaining credits, as GET /v1/account answers them.
 async function balance(key) {
+  return (await account(key)).balance.remaining;
+}
+
+// account returns GET /v1/account of a key.
+async function account(key) {
   const res = await fetch(cfg.base + "/v1/account", { headers: { "x-api-key": key } });
-  return (await res.json()).data.balance.remaining;
+  return (await res.json()).data;
 }
 
 // rest calls an API over REST with a key and returns the status.
@@ -199,6 +204,7 @@ async function explorerChecks(page) {
   await status.filter({ hasText: /^Ran/ }).waitFor();
   const charged = await status.getAttribute("data-cost");
   const remaining = await status.getAttribute("data-remaining");
+  const granted = await status.getAttribute("data-granted");
   const result = JSON.parse(await page.locator("#result").textContent());
   check("the run shows the data", result.data && result.data.a && result.data.a.api === "alpha" && result.data.beta.api === "beta",
     JSON.stringify(result).slice(0, 200));
@@ -206,6 +212,8 @@ async function explorerChecks(page) {
   const after = await analytics();
   check("the balance dropped by exactly the credits charged", before.credits.remaining - after.credits.remaining === Number(charged) &&
     String(after.credits.remaining) === remaining, `${before.credits.remaining} -> ${after.credits.remaining}, charged ${charged}, shown ${remaining}`);
+  check("the run shows the part of the balance that grants hold", after.credits.granted > 0 && String(after.credits.granted) === granted &&
+    (await status.textContent()).includes(`${after.credits.granted.toLocaleString("en-US")} of them granted`), `${granted} vs ${after.credits.granted}`);
 
   // Refused before running: over the plan's APIs per query, over the balance.
   const ceiling = await estimate(page, '{ alpha beta hash(text: "x") { hash } vault }');
@@ -317,6 +325,7 @@ async function main() {
       plan: analytics.plan,
       "credits-used": String(analytics.credits.used),
       "credits-remaining": String(analytics.credits.remaining),
+      "credits-granted": String(analytics.credits.granted),
       "credits-limit": String(analytics.credits.limit),
       renewal: new Date(analytics.credits.renewal).toISOString().replace(".000Z", "Z"),
       "rate-limit": String(analytics.rate_limit ? analytics.rate_limit.per_minute : 0),
@@ -525,6 +534,9 @@ async function apisChecks(page, browser) {
   check("try-it shows the envelope", envelope.status === "ok" && envelope.data.hash === "5d41402abc4b2a76b9719d911017c592", JSON.stringify(envelope));
   check("try-it's cost equals the balance's drop", cost === 1 && before - after === cost, `cost ${cost}, ${before} -> ${after}`);
   check("try-it's remaining equals GET /v1/account", Number(await field(page, "try-remaining")) === after);
+  const granted = (await account(cfg.key)).balance.granted;
+  check("try-it's granted part equals GET /v1/account's", granted > 0 && Number(await field(page, "try-granted")) === granted,
+    `${await field(page, "try-granted")} vs ${granted}`);
   check("try-it keeps the values", (await page.getByLabel("algorithm", { exact: true }).inputValue()) === "md5");
   await visit(page, "api-result");
 

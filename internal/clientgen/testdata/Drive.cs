@@ -69,7 +69,10 @@ public static class Drive
                     ["error"] = (string)Get(response, "Error"),
                     ["data"] = (JObject)Get(response, "Data"),
                     ["httpStatus"] = (int)Get(response, "HttpStatus"),
-                    ["credits"] = credits == null ? null : new JObject { ["cost"] = (long)Get(credits, "Cost"), ["remaining"] = (long)Get(credits, "Remaining") },
+                    ["credits"] = credits == null ? null : new JObject
+                    {
+                        ["cost"] = (long)Get(credits, "Cost"), ["remaining"] = (long)Get(credits, "Remaining"), ["granted"] = (long)Get(credits, "Granted"),
+                    },
                     ["replayed"] = Get(response, "Replayed") == null ? null : new JValue(Get(response, "Replayed")),
                 };
             }

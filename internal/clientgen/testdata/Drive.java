@@ -79,7 +79,8 @@ public class Drive {
         n.put("httpStatus", (Integer) get(r, "getHttpStatus"));
         Object credits = get(r, "getCredits");
         if (credits != null) {
-            n.putObject("credits").put("cost", (Long) get(credits, "getCost")).put("remaining", (Long) get(credits, "getRemaining"));
+            n.putObject("credits").put("cost", (Long) get(credits, "getCost")).put("remaining", (Long) get(credits, "getRemaining"))
+                .put("granted", (Long) get(credits, "getGranted")).put("text", credits.toString());
         }
         n.set("replayed", JSON.valueToTree(get(r, "isReplayed")));
         return n;

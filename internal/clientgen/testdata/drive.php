@@ -50,7 +50,9 @@ foreach ($cases as $c) {
             'error' => $r->error,
             'data' => (object) $r->data,
             'httpStatus' => $r->httpStatus,
-            'credits' => $r->credits === null ? null : ['cost' => $r->credits->cost, 'remaining' => $r->credits->remaining],
+            'credits' => $r->credits === null ? null : [
+                'cost' => $r->credits->cost, 'remaining' => $r->credits->remaining, 'granted' => $r->credits->granted,
+            ],
             'replayed' => $r->replayed ?? null,
         ]];
     } catch (Throwable $e) {

@@ -46,6 +46,8 @@ def main():
             results.append({"name": c["name"], "ok": False, "stage": "call", "error": describe(e)})
             continue
         out = dataclasses.asdict(response)
+        if response.credits is not None:
+            out["credits"]["text"] = repr(response.credits)
         out["httpStatus"] = out.pop("http_status")
         out["rateLimit"] = out.pop("rate_limit")
         out.pop("body")

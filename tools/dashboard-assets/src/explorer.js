@@ -279,12 +279,19 @@ class Explorer {
       this.result.parentElement.hidden = false;
       const cost = res.headers.get("X-Credits-Cost");
       const remaining = res.headers.get("X-Credits-Remaining");
+      // The part of the balance that grants hold: they carry over when the allowance renews.
+      const granted = res.headers.get("X-Credits-Granted");
       const charged = $('[data-field="run-status"]', this.root);
       charged.dataset.cost = cost || "0";
       charged.dataset.remaining = remaining || "";
+      charged.dataset.granted = granted || "";
       let status = `${res.ok ? "Ran" : "Refused"} (HTTP ${res.status}): `;
       status += cost && cost !== "0" ? "charged " + credits(cost) : "not charged";
-      if (remaining) status += `; ${credits(remaining)} remain.`;
+      if (remaining) {
+        status += `; ${credits(remaining)} remain`;
+        if (granted && granted !== "0") status += `, ${formatInt(granted)} of them granted`;
+        status += ".";
+      }
       if (res.status === 401) status += " Your session has ended: sign in again.";
       charged.className = res.ok ? "notice" : "error";
       charged.textContent = status;

@@ -351,8 +351,16 @@ namespace Tollgate.ImageInfo
         /// <summary>What this call spent: 0 for a refused or refunded call.</summary>
         public long Cost { get; private set; }
 
-        /// <summary>The balance after the call.</summary>
+        /// <summary>The balance after the call: what is left of the period's allowance, plus <see cref="Granted"/>.</summary>
         public long Remaining { get; private set; }
+
+        /// <summary>
+        /// The part of <see cref="Remaining"/> that grants hold: credits granted or bought, which
+        /// carry over when the allowance renews, until they lapse; the rest of the balance is what
+        /// is left of the period's allowance. 0 when the answer does not say (a service older than
+        /// the X-Credits-Granted header).
+        /// </summary>
+        public long Granted { get; private set; }
 
         /// <summary>What the account spent in this period.</summary>
         public long Used { get; private set; }
@@ -360,7 +368,7 @@ namespace Tollgate.ImageInfo
         /// <summary>The plan's allowance for a period.</summary>
         public long Limit { get; private set; }
 
-        /// <summary>When the balance renews (RFC 3339), or null.</summary>
+        /// <summary>When the allowance renews (RFC 3339), or null.</summary>
         public string Renewal { get; private set; }
 
         /// <summary>The account's plan.</summary>
@@ -380,6 +388,7 @@ namespace Tollgate.ImageInfo
             {
                 Cost = Response.HeaderLong(headers, "X-Credits-Cost") ?? 0,
                 Remaining = remaining.Value,
+                Granted = Response.HeaderLong(headers, "X-Credits-Granted") ?? 0,
                 Used = Response.HeaderLong(headers, "X-Credits-Used") ?? 0,
                 Limit = Response.HeaderLong(headers, "X-Credits-Limit") ?? 0,
                 Renewal = renewal,

@@ -49,13 +49,20 @@ export interface ClientOptions {
 export interface Credits {
   /** What this call spent: 0 for a refused or refunded call. */
   cost: number;
-  /** The balance after the call. */
+  /** The balance after the call: what is left of the period's allowance, plus granted. */
   remaining: number;
+  /**
+   * The part of remaining that grants hold: credits granted or bought, which carry over
+   * when the allowance renews, until they lapse; the rest of remaining is what is left of
+   * the period's allowance. 0 when the answer does not say (a service older than the
+   * X-Credits-Granted header).
+   */
+  granted: number;
   /** What the account spent in this period. */
   used: number;
   /** The plan's allowance for a period. */
   limit: number;
-  /** When the balance renews (RFC 3339), or null. */
+  /** When the allowance renews (RFC 3339), or null. */
   renewal: string | null;
   /** The account's plan. */
   plan: string;

@@ -392,6 +392,7 @@ function readCredits(headers) {
   return {
     cost: headerInt(headers, 'x-credits-cost') ?? 0,
     remaining,
+    granted: headerInt(headers, 'x-credits-granted') ?? 0,
     used: headerInt(headers, 'x-credits-used') ?? 0,
     limit: headerInt(headers, 'x-credits-limit') ?? 0,
     renewal: headers.get('x-credits-renewal'),

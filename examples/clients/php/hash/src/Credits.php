@@ -11,11 +11,15 @@ final class Credits
 {
     /**
      * @param int $cost what this call spent: 0 for a refused or refunded call
-     * @param int $remaining the balance after the call
+     * @param int $remaining the balance after the call: what is left of the period's allowance, plus $granted
      * @param int $used what the account spent in this period
      * @param int $limit the plan's allowance for a period
-     * @param string|null $renewal when the balance renews (RFC 3339)
+     * @param string|null $renewal when the allowance renews (RFC 3339)
      * @param string $plan the account's plan
+     * @param int $granted the part of $remaining that grants hold: credits granted or bought, which
+     *     carry over when the allowance renews, until they lapse; the rest of $remaining is what is
+     *     left of the period's allowance. 0 when the answer does not say (a service older than the
+     *     X-Credits-Granted header)
      */
     public function __construct(
         public readonly int $cost,
@@ -24,6 +28,7 @@ final class Credits
         public readonly int $limit,
         public readonly ?string $renewal,
         public readonly string $plan,
+        public readonly int $granted = 0,
     ) {
     }
 
@@ -44,6 +49,7 @@ final class Credits
             Response::headerInt($headers, 'x-credits-limit') ?? 0,
             $headers['x-credits-renewal'] ?? null,
             $headers['x-plan'] ?? '',
+            Response::headerInt($headers, 'x-credits-granted') ?? 0,
         );
     }
 }

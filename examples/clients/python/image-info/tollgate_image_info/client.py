@@ -128,15 +128,20 @@ class Credits:
     cost: int
     """What this call spent: 0 for a refused or refunded call."""
     remaining: int
-    """The balance after the call."""
+    """The balance after the call: what is left of the period's allowance, plus granted."""
     used: int
     """What the account spent in this period."""
     limit: int
     """The plan's allowance for a period."""
     renewal: Optional[str]
-    """When the balance renews (RFC 3339), or None."""
+    """When the allowance renews (RFC 3339), or None."""
     plan: str
     """The account's plan."""
+    granted: int = 0
+    """The part of remaining that grants hold: credits granted or bought, which carry over
+    when the allowance renews, until they lapse; the rest of remaining is what is left of
+    the period's allowance. 0 when the answer does not say (a service older than the
+    X-Credits-Granted header)."""
 
 
 @dataclass(frozen=True)
@@ -401,6 +406,7 @@ def _read_credits(headers: Any) -> Optional[Credits]:
     return Credits(
         cost=_header_int(headers, "X-Credits-Cost") or 0,
         remaining=remaining,
+        granted=_header_int(headers, "X-Credits-Granted") or 0,
         used=_header_int(headers, "X-Credits-Used") or 0,
         limit=_header_int(headers, "X-Credits-Limit") or 0,
         renewal=headers.get("X-Credits-Renewal"),

@@ -252,8 +252,14 @@ class Credits {
   /// What this call spent: 0 for a refused or refunded call.
   final int cost;
 
-  /// The balance after the call.
+  /// The balance after the call: what is left of the period's allowance, plus [granted].
   final int remaining;
+
+  /// The part of [remaining] that grants hold: credits granted or bought, which carry
+  /// over when the allowance renews, until they lapse; the rest of [remaining] is what is
+  /// left of the period's allowance. 0 when the answer does not say (a service older than
+  /// the X-Credits-Granted header).
+  final int granted;
 
   /// What the account spent in this period.
   final int used;
@@ -261,13 +267,13 @@ class Credits {
   /// The plan's allowance for a period.
   final int limit;
 
-  /// When the balance renews (RFC 3339), or null.
+  /// When the allowance renews (RFC 3339), or null.
   final String? renewal;
 
   /// The account's plan.
   final String plan;
 
-  const Credits._(this.cost, this.remaining, this.used, this.limit, this.renewal, this.plan);
+  const Credits._(this.cost, this.remaining, this.granted, this.used, this.limit, this.renewal, this.plan);
 
   /// Reads the credit headers, or returns null when there are none.
   static Credits? read(Map<String, String> headers) {
@@ -275,8 +281,9 @@ class Credits {
     if (remaining == null) {
       return null;
     }
-    return Credits._(_headerInt(headers, 'x-credits-cost') ?? 0, remaining, _headerInt(headers, 'x-credits-used') ?? 0,
-        _headerInt(headers, 'x-credits-limit') ?? 0, headers['x-credits-renewal'], headers['x-plan'] ?? '');
+    return Credits._(_headerInt(headers, 'x-credits-cost') ?? 0, remaining, _headerInt(headers, 'x-credits-granted') ?? 0,
+        _headerInt(headers, 'x-credits-used') ?? 0, _headerInt(headers, 'x-credits-limit') ?? 0, headers['x-credits-renewal'],
+        headers['x-plan'] ?? '');
   }
 }
 

@@ -123,14 +123,16 @@ public final class Response {
     public static final class Credits {
         private final long cost;
         private final long remaining;
+        private final long granted;
         private final long used;
         private final long limit;
         private final String renewal;
         private final String plan;
 
-        private Credits(long cost, long remaining, long used, long limit, String renewal, String plan) {
+        private Credits(long cost, long remaining, long granted, long used, long limit, String renewal, String plan) {
             this.cost = cost;
             this.remaining = remaining;
+            this.granted = granted;
             this.used = used;
             this.limit = limit;
             this.renewal = renewal;
@@ -142,8 +144,8 @@ public final class Response {
             if (remaining == null) {
                 return null;
             }
-            return new Credits(orZero(headerLong(headers, "X-Credits-Cost")), remaining, orZero(headerLong(headers, "X-Credits-Used")),
-                orZero(headerLong(headers, "X-Credits-Limit")), headers.get("X-Credits-Renewal"),
+            return new Credits(orZero(headerLong(headers, "X-Credits-Cost")), remaining, orZero(headerLong(headers, "X-Credits-Granted")),
+                orZero(headerLong(headers, "X-Credits-Used")), orZero(headerLong(headers, "X-Credits-Limit")), headers.get("X-Credits-Renewal"),
                 headers.containsKey("X-Plan") ? headers.get("X-Plan") : "");
         }
 
@@ -156,9 +158,22 @@ public final class Response {
             return cost;
         }
 
-        /** Returns the balance after the call. */
+        /**
+         * Returns the balance after the call: what is left of the period's allowance, plus
+         * {@link #getGranted()}.
+         */
         public long getRemaining() {
             return remaining;
+        }
+
+        /**
+         * Returns the part of {@link #getRemaining()} that grants hold: credits granted or
+         * bought, which carry over when the allowance renews, until they lapse; the rest of
+         * the balance is what is left of the period's allowance. 0 when the answer does not
+         * say (a service older than the X-Credits-Granted header).
+         */
+        public long getGranted() {
+            return granted;
         }
 
         /** Returns what the account spent in this period. */
@@ -171,7 +186,7 @@ public final class Response {
             return limit;
         }
 
-        /** Returns when the balance renews (RFC 3339), or null. */
+        /** Returns when the allowance renews (RFC 3339), or null. */
         public String getRenewal() {
             return renewal;
         }
@@ -183,7 +198,8 @@ public final class Response {
 
         @Override
         public String toString() {
-            return "Credits(cost=" + cost + ", remaining=" + remaining + ", used=" + used + ", limit=" + limit + ", plan=" + plan + ")";
+            return "Credits(cost=" + cost + ", remaining=" + remaining + ", granted=" + granted + ", used=" + used + ", limit=" + limit
+                + ", plan=" + plan + ")";
         }
     }
 
