@@ -43,10 +43,14 @@ func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receip
 // that did not reach admission.
 func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, error) {
 	now := s.now()
-	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, now, billing.MonthOf(now), p.Plan.Credits)
+	plan, period := s.terms(p, now)
+	b, err := s.meter.Ledger().Balance(ctx, p.Account.ID, now, period, plan.Credits)
 	if err != nil {
 		return b, s.unavailable(ctx, "ledger", err)
 	}
+	// The plan's allowance, whether or not the ledger has renewed to it yet (a plan
+	// changed during the period).
+	b.Allowance = plan.Credits
 	return b, nil
 }
 
@@ -60,7 +64,9 @@ func (s *Service) Status(ctx context.Context, p *Principal) (billing.Status, err
 	if err := s.verify(ctx, p); err != nil {
 		return billing.Status{}, err
 	}
-	st, err := s.meter.Status(ctx, p.Account.ID, p.Plan, s.now())
+	now := s.now()
+	plan, period := s.terms(p, now)
+	st, err := s.meter.Status(ctx, p.Account.ID, plan, period, now)
 	if err != nil {
 		return st, s.unavailable(ctx, "meter", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -48,9 +49,15 @@ type Caller struct {
 // plan and how it arrived.
 type Principal struct {
 	auth.Principal
+	// Plan is the account's plan in force when the caller was authenticated
+	// ([auth.Account.PlanAt]): a change of plan that waited for a renewal applies from
+	// the renewal on, whether or not the account's record was rewritten since.
 	Plan    billing.Plan
 	Channel auth.Channel
 	Addr    netip.Addr
+	// period is the account's credit period when the caller was authenticated, in
+	// which Plan is in force.
+	period billing.Period
 }
 
 // Authenticate checks a caller's credential (or key id) and the restrictions that depend
@@ -86,29 +93,50 @@ func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) erro
 		return nil
 	}
 	var err error
+	now := s.now()
 	if c.KeyID != "" {
-		p.Principal, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, s.now())
+		p.Principal, err = s.authority.AuthenticateKeyID(ctx, c.KeyID, now)
 	} else {
-		p.Principal, err = s.authority.Authenticate(ctx, c.Credential, s.now())
+		p.Principal, err = s.authority.Authenticate(ctx, c.Credential, now)
 	}
 	if err != nil {
 		return s.authError(ctx, err)
 	}
-	return s.complete(ctx, p, c)
+	return s.complete(ctx, p, c, now)
 }
 
-// complete completes an authentication whose p.Principal is set: the account's plan
-// and the restrictions that depend on how the caller arrived.
-func (s *Service) complete(ctx context.Context, p *Principal, c Caller) error {
-	plan, ok := s.plans.Lookup(p.Account.Plan)
+// complete completes an authentication at now whose p.Principal is set: the account's
+// plan and period at now, and the restrictions that depend on how the caller arrived.
+func (s *Service) complete(ctx context.Context, p *Principal, c Caller, now time.Time) error {
+	plan, period, ok := s.plans.At(termsOf(&p.Account), now)
 	if !ok {
-		return s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", p.Account.ID, p.Account.Plan))
+		return s.internal("account plan", fmt.Errorf("account %q has plan %q, which is not configured", p.Account.ID, p.Account.PlanAt(now)))
 	}
-	p.Plan, p.Channel, p.Addr = plan, c.Channel, c.Addr
+	p.Plan, p.period, p.Channel, p.Addr = plan, period, c.Channel, c.Addr
 	if err := p.CheckAccess(c.Channel, c.Addr); err != nil {
 		return s.authError(ctx, err)
 	}
 	return nil
+}
+
+// termsOf returns the billing terms that an account's record holds.
+func termsOf(a *auth.Account) billing.Terms {
+	return billing.Terms{Plan: a.Plan, Anchor: a.BillingAnchor, PendingPlan: a.PendingPlan, PendingAt: a.PendingPlanAt}
+}
+
+// terms returns the principal's plan and credit period at now: those it was
+// authenticated with while now is in that period, else (a call that straddles the end
+// of a period) those its account's record gives at now, which become the principal's.
+func (s *Service) terms(p *Principal, now time.Time) (billing.Plan, billing.Period) {
+	if !now.Before(p.period.Start) && now.Before(p.period.End) {
+		return p.Plan, p.period
+	}
+	if plan, period, ok := s.plans.At(termsOf(&p.Account), now); ok {
+		p.Plan, p.period = plan, period
+		return plan, period
+	}
+	// The plan is no longer configured: the one the principal was authenticated with.
+	return p.Plan, billing.PeriodAt(p.Account.BillingAnchor, p.Plan.Renews, now)
 }
 
 func (s *Service) authError(ctx context.Context, err error) *Error {
@@ -152,12 +180,13 @@ func (p *Principal) keyCheck() *driver.KeyCheck {
 // refresh re-reads a cached principal whose key check failed. It returns the error the
 // key now deserves, or updates p with the fresh record if the caller still may call.
 func (s *Service) refresh(ctx context.Context, p *Principal) error {
-	ap, err := s.authority.Refresh(ctx, p.Principal, s.now())
+	now := s.now()
+	ap, err := s.authority.Refresh(ctx, p.Principal, now)
 	if err != nil {
 		return s.authError(ctx, err)
 	}
 	fresh := Principal{Principal: ap}
-	if err := s.complete(ctx, &fresh, Caller{Channel: p.Channel, Addr: p.Addr}); err != nil {
+	if err := s.complete(ctx, &fresh, Caller{Channel: p.Channel, Addr: p.Addr}, now); err != nil {
 		return err
 	}
 	*p = fresh

@@ -109,7 +109,11 @@ func TestCallBatch(t *testing.T) {
 		t.Errorf("%d handlers ran, want the 5 valid items'", h.ran.Load())
 	}
 	// The ledger counts the items that were charged, one call each.
-	usage, err := ledger.Usage(t.Context(), "acct", billing.MonthOf(time.Now()))
+	info, err := h.mgr.Account(t.Context(), "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage, err := ledger.Usage(t.Context(), "acct", info.Balance.Period)
 	if err != nil || usage["mixed"] != 3 {
 		t.Errorf("usage %v (%v), want 3 calls of mixed: two successes and a rejection", usage, err)
 	}

@@ -15,9 +15,9 @@ import (
 )
 
 // BenchmarkAdmission measures the pipeline's work around a call on the memory stores:
-// key hashing and lookup, the restriction checks, the rate limit, a concurrency slot, the
-// credit reservation and the settlement. The handler is not run; see rest's benchmarks
-// for whole calls.
+// key hashing and lookup, the restriction checks, the account's plan and period, the
+// rate limit, a concurrency slot, the credit reservation and the settlement. The
+// handler is not run; see rest's benchmarks for whole calls.
 //
 //	go test -run='^$' -bench=Admission -benchmem -count=10 . | tee new.txt
 func BenchmarkAdmission(b *testing.B) {
@@ -42,8 +42,9 @@ func BenchmarkAdmission(b *testing.B) {
 					b.Fatal(err)
 				}
 				now := s.now()
+				plan, period := s.terms(&p, now)
 				t, err := s.meter.Admit(ctx, meter.Admission{
-					Account: p.Account.ID, Plan: p.Plan, Request: s.ids.next(), APIs: apis, Cost: 1, Now: now,
+					Account: p.Account.ID, Plan: plan, Period: period, Request: s.ids.next(), APIs: apis, Cost: 1, Now: now,
 				})
 				if err != nil {
 					b.Fatal(err)
@@ -100,10 +101,14 @@ func benchService(b *testing.B) (*Service, string) {
 	ctx := context.Background()
 	primary := auth.Key{ID: auth.KeyIDPrefix + "primary", AccountID: "acct", Name: "primary", Primary: true,
 		Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: now}
-	if err := keys.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "bench", CreatedAt: now}, primary); err != nil {
+	// Anchored as accounts are anchored at their creation, so that its period is its
+	// own rather than the calendar month.
+	created := now.AddDate(0, 0, -20).Add(-5 * time.Hour)
+	if err := keys.CreateAccount(ctx, auth.Account{ID: "acct", Plan: "bench", CreatedAt: created, BillingAnchor: created}, primary); err != nil {
 		b.Fatal(err)
 	}
-	if err := ledger.Open(ctx, driver.Opening{Account: "acct", Balance: billing.MaxCredits, Allowance: billing.MaxCredits, Period: billing.MonthOf(now)}); err != nil {
+	if err := ledger.Open(ctx, driver.Opening{Account: "acct", Balance: billing.MaxCredits, Allowance: billing.MaxCredits,
+		Period: billing.PeriodAt(created, billing.Monthly, now)}); err != nil {
 		b.Fatal(err)
 	}
 	rs, err := auth.NewRestrictions(auth.RestrictionSpec{APIs: []string{"hash", "echo"}, Channels: []string{"rest"}, AllowedIPs: []string{"203.0.113.0/24"}})

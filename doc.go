@@ -5,10 +5,11 @@
 // [catalog.Registry], picks stores for keys, credits and limits, and mounts the
 // http.Handlers of the front doors it wants: REST (package rest, /v1/{api_id}), a
 // read-only GraphQL gateway (/v1/graphql) and an MCP tool connection (/v1/mcp).
-// Accounts have plans ([billing.Plan]) that set their monthly credits, rate limit and
-// concurrency ceiling; keys are UUIDs, stored only as hashes, with sub-keys that narrow
-// their account by API, channel, IP allow-list and expiry, and with rotation and
-// revocation that take effect on the very next call.
+// Accounts have plans ([billing.Plan]) that set their credits for each period (a month
+// or a year, counted from the account's billing anchor), rate limit and concurrency
+// ceiling; keys are UUIDs, stored only as hashes, with sub-keys that narrow their
+// account by API, channel, IP allow-list and expiry, and with rotation and revocation
+// that take effect on the very next call.
 //
 // # One call, one method
 //

@@ -53,12 +53,13 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		apis, cost = callCost(invs)
 	}
 	// One instant for admission and settlement: a refund lands in the period of its
-	// reservation, even for a call that straddles the end of a month.
+	// reservation, even for a call that straddles the end of a period.
 	now := s.now()
 	var st steps
 	st.begin(s)
+	plan, period := s.terms(p, now)
 	a := meter.Admission{
-		Account: p.Account.ID, Plan: p.Plan,
+		Account: p.Account.ID, Plan: plan, Period: period,
 		APIs: apis, Cost: cost, Now: now,
 	}
 	if batch == nil {
@@ -72,8 +73,8 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	t, err := s.meter.Admit(ctx, a)
 	if errors.Is(err, meter.ErrKeyChanged) {
 		// The cached record is stale. Read the key again; if it still may call (its
-		// restrictions changed, or a caller by key id saw a rotation), admit once more
-		// with the fresh record. Its restrictions may have been narrowed: the APIs are
+		// restrictions or its account's plan changed, or a caller by key id saw a
+		// rotation), admit once more with the fresh record. Its restrictions may have been narrowed: the APIs are
 		// checked again.
 		if err = s.refresh(ctx, p); err != nil {
 			return Reply{Err: err}
@@ -86,7 +87,9 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		if err := s.callable(ctx, p); err != nil {
 			return s.refuse(ctx, p, err, rc, apis...)
 		}
+		// The account's record may have changed too (its plan).
 		a.Key = nil
+		a.Plan, a.Period = s.terms(p, now)
 		t, err = s.meter.Admit(ctx, a)
 	}
 	if err != nil {

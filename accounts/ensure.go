@@ -19,13 +19,12 @@ import (
 // conflict that says what differs.
 
 // existingAccount answers the creation of an account whose id, or primary key value, is
-// taken. With the same
-// definition (its plan, its restrictions and, when spec names it, its primary key's
-// value) it returns the account as it is, with its primary key and the value spec gave
-// (none when spec gave none: values are never stored), and opens its balance if a
-// creation was cut short before it did. The opening credits are not compared: the
-// balance has moved since.
-func (m *Manager) existingAccount(ctx context.Context, spec Spec, plan billing.Plan, credits int64, now time.Time) (auth.Account, auth.Key, string, error) {
+// taken. With the same definition (its plan, its restrictions and, when spec names
+// them, its primary key's value and its billing anchor) it returns the account as it
+// is, with its primary key and the value spec gave (none when spec gave none: values
+// are never stored), and opens its balance if a creation was cut short before it did.
+// The opening credits are not compared: the balance has moved since.
+func (m *Manager) existingAccount(ctx context.Context, spec Spec, credits int64, now time.Time) (auth.Account, auth.Key, string, error) {
 	acct, err := m.keys.Account(ctx, spec.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		// No account has the id: what conflicts is the primary key's value.
@@ -39,11 +38,18 @@ func (m *Manager) existingAccount(ctx context.Context, spec Spec, plan billing.P
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "primary key of account", spec.ID, err)
 	}
 	var differs []string
-	if acct.Plan != spec.Plan {
-		differs = append(differs, fmt.Sprintf("its plan is %q, not %q", acct.Plan, spec.Plan))
+	if inForce := acct.PlanAt(now); inForce != spec.Plan {
+		// The plan in force: a change the operator scheduled counts from its renewal.
+		differs = append(differs, fmt.Sprintf("its plan is %q, not %q", inForce, spec.Plan))
 	}
 	if !sameRestrictions(acct.Restrictions, spec.Restrictions) {
 		differs = append(differs, "its restrictions differ")
+	}
+	if spec.BillingAnchor != nil {
+		if anchor, _ := billingAnchor(spec.BillingAnchor, now); !anchor.Equal(acct.BillingAnchor) {
+			differs = append(differs, fmt.Sprintf("its billing anchor is %s, not %s",
+				acct.BillingAnchor.UTC().Format(time.RFC3339), anchor.Format(time.RFC3339)))
+		}
 	}
 	value := ""
 	if spec.KeyValue != "" {
@@ -60,7 +66,7 @@ func (m *Manager) existingAccount(ctx context.Context, spec Spec, plan billing.P
 		return auth.Account{}, auth.Key{}, "", newError(tollgate.CodeConflict, fmt.Sprintf(
 			"account %q exists with another definition (%s): choose another id, or change the account", spec.ID, strings.Join(differs, "; ")), nil)
 	}
-	if err := m.openBalance(ctx, acct.ID, plan, credits, now); err != nil {
+	if err := m.openBalance(ctx, &acct, credits, now); err != nil {
 		return auth.Account{}, auth.Key{}, "", err
 	}
 	return acct, primary, value, nil

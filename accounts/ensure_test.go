@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
 )
@@ -74,6 +75,32 @@ func TestCreateAccountIdempotent(t *testing.T) {
 		if tollgate.CodeOf(err) != tollgate.CodeConflict || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want a conflict saying %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestSeedingAfterAPlanChange: seeding compares the plan in force: a change the
+// operator scheduled for the renewal counts from the renewal on, whether or not the
+// account's record was written since.
+func TestSeedingAfterAPlanChange(t *testing.T) {
+	clock := testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))
+	mgr, _ := plansManagerOn(t, memory.NewKeyStore(), memory.NewLedger(nil), clock)
+	ctx := t.Context()
+	if _, err := mgr.ChangePlan(ctx, "acct", "pro", accounts.EffectiveRenewal); err != nil {
+		t.Fatal(err)
+	}
+	seed := func(plan string) error {
+		_, _, _, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: plan})
+		return err
+	}
+	if err := seed("basic"); err != nil {
+		t.Errorf("seeding on basic before the renewal: %v", err)
+	}
+	clock.Set(time.Date(2030, 2, 15, 12, 0, 0, 0, time.UTC)) // the account's renewal
+	if err := seed("pro"); err != nil {
+		t.Errorf("seeding on pro from the renewal: %v", err)
+	}
+	if err := seed("basic"); tollgate.CodeOf(err) != tollgate.CodeConflict || !strings.Contains(err.Error(), `its plan is "pro"`) {
+		t.Errorf("seeding on basic from the renewal: %v, want a conflict naming pro", err)
 	}
 }
 

@@ -154,7 +154,7 @@ func (m *Manager) OwnAccount(ctx context.Context, c tollgate.Caller) (Info, erro
 	if err != nil {
 		return Info{}, err
 	}
-	return Info{Account: p.Account, Plan: p.Plan, Balance: b, Keys: page.Keys, KeysNext: page.Next,
+	return Info{Account: m.current(p.Account, m.now()), Plan: p.Plan, Balance: b, Keys: page.Keys, KeysNext: page.Next,
 		LastUsed: m.lastUsed(ctx, p.Account.ID, page.Keys), Caller: p.Key}, nil
 }
 
@@ -444,8 +444,7 @@ func (m *Manager) OwnUsage(ctx context.Context, c tollgate.Caller, q usage.Query
 
 // balance returns the principal's account balance.
 func (m *Manager) balance(ctx context.Context, p *tollgate.Principal) (billing.Balance, error) {
-	now := m.now()
-	b, err := m.ledger.Balance(ctx, p.Account.ID, now, billing.MonthOf(now), p.Plan.Credits)
+	_, b, err := m.balanceAt(ctx, &p.Account, m.now())
 	if err != nil {
 		return b, m.unavailable(ctx, "ledger", err)
 	}

@@ -101,8 +101,8 @@ func keyName(name string) (string, error) {
 
 // storeAccount stores a new account with its primary key, and returns them with the
 // key's value, which is not stored and cannot be read again. An empty id is
-// generated; the plan is the caller's to check.
-func (m *Manager) storeAccount(ctx context.Context, spec Spec, now time.Time) (auth.Account, auth.Key, string, error) {
+// generated; the plan and the billing anchor are the caller's to check.
+func (m *Manager) storeAccount(ctx context.Context, spec Spec, anchor, now time.Time) (auth.Account, auth.Key, string, error) {
 	if spec.ID == "" {
 		spec.ID = "acct_" + randomHex(8)
 	}
@@ -113,7 +113,7 @@ func (m *Manager) storeAccount(ctx context.Context, spec Spec, now time.Time) (a
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", err
 	}
-	acct := auth.Account{ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, CreatedAt: now}
+	acct := auth.Account{ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, CreatedAt: now, BillingAnchor: anchor}
 	key := auth.Key{ID: newKeyID(), AccountID: acct.ID, Name: "primary", Primary: true, Hash: auth.HashKey(value), CreatedAt: now}
 	if err := m.keys.CreateAccount(ctx, acct, key); err != nil {
 		return auth.Account{}, auth.Key{}, "", err

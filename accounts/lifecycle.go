@@ -51,7 +51,10 @@ const DefaultClosedRetention = 90 * 24 * time.Hour
 // bounds the accounts one page examines, so that a selective filter does not read
 // every account in one request. A listing goes on until Next is empty; it lists once
 // every account that exists throughout it. A query out of bounds is CodeInvalidInput
-// naming the parameter (limit, state, plan, id_prefix, cursor, created_from).
+// naming the parameter (limit, state, plan, id_prefix, cursor, created_from). Each
+// account reads as it is now (see [Info].Account); q.Plan selects by the plan its
+// record names, which a change of plan that waited for a renewal replaces when the
+// record is written again (a change of its plan or of its state).
 func (m *Manager) Accounts(ctx context.Context, q auth.AccountQuery) (auth.AccountPage, error) {
 	if err := checkAccountQuery(q); err != nil {
 		return auth.AccountPage{}, err
@@ -66,6 +69,10 @@ func (m *Manager) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Accou
 	}
 	if page.Accounts == nil {
 		page.Accounts = []auth.Account{}
+	}
+	now := m.now()
+	for i := range page.Accounts {
+		page.Accounts[i] = m.current(page.Accounts[i], now)
 	}
 	return page, nil
 }
@@ -216,7 +223,10 @@ func (m *Manager) changeState(ctx context.Context, id string, to auth.AccountSta
 			return auth.Account{}, closedError(id, to, auth.ErrAccountClosed)
 		}
 		now := m.now()
-		u := acct.Update()
+		// The record is written as it reads now: a change of plan due at a renewal
+		// that has passed is applied.
+		cur := m.current(acct, now)
+		u := cur.Update()
 		u.State, u.StateChangedAt = to, now
 		updated, err := m.keys.UpdateAccount(ctx, u)
 		switch {

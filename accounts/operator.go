@@ -34,6 +34,12 @@ type Spec struct {
 	Restrictions auth.Restrictions
 	// KeyValue, if set, is the primary key's value (for fixtures); else it is random.
 	KeyValue string
+	// BillingAnchor, if set, is the instant the account's credit periods are counted
+	// from (see [billing.PeriodAt]): the first of a month, say, to renew on the first
+	// of every month. It is kept to the second, and must be from 1970 to a year after
+	// the creation. By default it is the creation time, so that the account's first
+	// period begins when it is created.
+	BillingAnchor *time.Time
 }
 
 // CreateAccount creates an account, its primary key and its balance, and returns the
@@ -41,7 +47,11 @@ type Spec struct {
 // accounts at every start: an account that exists with the same plan, restrictions
 // and (when spec gives it) primary key value is returned as it is, with the value spec
 // gave (none when it gave none), and no change is published; with another definition
-// it is a conflict that says what differs. The opening credits are not compared.
+// it is a conflict that says what differs. The opening credits are not compared, nor
+// the billing anchor unless spec gives one.
+//
+// The opening balance is the account's first period's: its allowance renews at the
+// end of each of its periods, counted from its billing anchor.
 func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, auth.Key, string, error) {
 	plan, ok := m.plans.Lookup(spec.Plan)
 	if !ok {
@@ -68,9 +78,13 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 		}
 	}
 	now := m.now()
-	acct, key, value, err := m.storeAccount(ctx, spec, now)
+	anchor, err := billingAnchor(spec.BillingAnchor, now)
+	if err != nil {
+		return auth.Account{}, auth.Key{}, "", err
+	}
+	acct, key, value, err := m.storeAccount(ctx, spec, anchor, now)
 	if errors.Is(err, store.ErrConflict) && spec.ID != "" {
-		return m.existingAccount(ctx, spec, plan, credits, now)
+		return m.existingAccount(ctx, spec, credits, now)
 	}
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
@@ -78,21 +92,24 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 	// The account and its key exist from here on, whatever becomes of the balance.
 	m.changed(ctx, now, event.Change{Type: event.AccountCreated, Account: acct.ID, Key: key.ID, Plan: acct.Plan,
 		After: restrictionsJSON(acct.Restrictions), Credits: credits})
-	if err := m.openBalance(ctx, acct.ID, plan, credits, now); err != nil {
+	if err := m.openBalance(ctx, &acct, credits, now); err != nil {
 		return auth.Account{}, auth.Key{}, "", err
 	}
 	return acct, key, value, nil
 }
 
-// openBalance opens an account's balance with credits on plan, unless it has one.
-func (m *Manager) openBalance(ctx context.Context, accountID string, plan billing.Plan, credits int64, now time.Time) error {
+// openBalance opens an account's balance with credits in its period at now, unless it
+// has one.
+func (m *Manager) openBalance(ctx context.Context, acct *auth.Account, credits int64, now time.Time) error {
+	accountID := acct.ID
+	plan, period := m.planAt(acct, now)
 	err := m.ledger.Open(ctx, driver.Opening{
-		Account: accountID, Balance: credits, Allowance: plan.Credits, Period: billing.MonthOf(now),
+		Account: accountID, Balance: credits, Allowance: plan.Credits, Period: period,
 	})
 	switch {
 	case errors.Is(err, billing.ErrTooManyCredits):
 		return newError(tollgate.CodeInvalidInput, fmt.Sprintf(
-			"the plan %q allows %d credits a month, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
+			"the plan %q allows %d credits a period, more than the maximum of %d", plan.Name, plan.Credits, int64(billing.MaxCredits)), err)
 	case err != nil && !errors.Is(err, store.ErrConflict):
 		return m.manageError(ctx, "balance of account", accountID, err)
 	}
@@ -103,7 +120,11 @@ func (m *Manager) openBalance(ctx context.Context, accountID string, plan billin
 // [Manager.OwnAccount] its holder: the account, its plan and balance, and the first
 // page of the keys the reader may see (never their values).
 type Info struct {
+	// Account is the account's record as it reads now: a change of plan that waited
+	// for a renewal that has passed is applied (its Plan is the plan in force, and
+	// nothing is pending), as the service applies it.
 	Account auth.Account
+	// Plan is the plan in force; Balance the balance in the account's current period.
 	Plan    billing.Plan
 	Balance billing.Balance
 	// Keys are the first page ([auth.DefaultKeyPage] keys), oldest first, of the
@@ -137,13 +158,12 @@ func (m *Manager) Account(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, m.manageError(ctx, "account", id, err)
 	}
-	plan, _ := m.plans.Lookup(acct.Plan)
 	now := m.now()
-	b, err := m.ledger.Balance(ctx, id, now, billing.MonthOf(now), plan.Credits)
+	plan, b, err := m.balanceAt(ctx, &acct, now)
 	if err != nil {
 		return Info{}, m.manageError(ctx, "balance of account", id, err)
 	}
-	return Info{Account: acct, Plan: plan, Balance: b, Keys: keys.Keys, KeysNext: keys.Next}, nil
+	return Info{Account: m.current(acct, now), Plan: plan, Balance: b, Keys: keys.Keys, KeysNext: keys.Next}, nil
 }
 
 // CreateKey creates a sub-key of an account and returns it with its value. Its
@@ -336,7 +356,7 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	if err != nil {
 		return billing.Balance{}, m.manageError(ctx, "account", accountID, err)
 	}
-	plan, _ := m.plans.Lookup(acct.Plan)
+	plan, period := m.planAt(&acct, now)
 	// The adjustment's id: random, or, with an idempotency key, the same for every
 	// retry, so that the ledger applies it once.
 	var id billing.RequestID
@@ -347,7 +367,7 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 		rand.Read(id[:])
 	}
 	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Part: driver.PartGrants,
-		Expires: o.ExpiresAt, Reason: reason, Period: billing.MonthOf(now), Allowance: plan.Credits, Now: now}
+		Expires: o.ExpiresAt, Reason: reason, Period: period, Allowance: plan.Credits, Now: now}
 	b, err := m.ledger.Adjust(ctx, adj)
 	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
 		// The account has no balance (its creation was interrupted): open it.
@@ -355,6 +375,7 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 			b, err = m.ledger.Adjust(ctx, adj)
 		}
 	}
+	b.Allowance = plan.Credits
 	if errors.Is(err, billing.ErrInsufficientCredits) {
 		return b, newError(tollgate.CodeConflict, fmt.Sprintf("the balance is %d; it cannot go below zero", b.Remaining), err)
 	}

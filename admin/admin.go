@@ -1,13 +1,15 @@
 // Package admin is an optional http.Handler for operators: create accounts and keys,
-// read an account with its balance and keys, rotate and revoke keys, and grant or take
-// away credits. It is protected by a bearer admin token, compared in constant time.
+// read an account with its balance and keys, change an account's plan, rotate and
+// revoke keys, and grant or take away credits. It is protected by a bearer admin
+// token, compared in constant time.
 //
 // Routes, relative to where the host mounts the handler (JSON in, the envelope out):
 //
 //	GET  /admin/v1/openapi.json                    the OpenAPI 3.1 document of these routes (no token)
 //	GET  /admin/v1/plans                           the plans an account may be on
-//	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
+//	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "billing_anchor"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	GET  /admin/v1/accounts/{account_id}
+//	PATCH /admin/v1/accounts/{account_id}          {"plan", "effective"?}
 //	GET  /admin/v1/accounts/{account_id}/keys      ?limit=&cursor=
 //	POST /admin/v1/accounts/{account_id}/keys      {"name", "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	POST /admin/v1/keys/{key_id}/rotate
@@ -55,6 +57,14 @@
 // time, oldest first: {"keys": [...], "next": cursor or null}, limit 1 to 200 (default
 // 50), cursor the "next" of the page before. The operator's key creation is not held to
 // the cap of self-service (accounts.Options.MaxOwnKeys).
+//
+// PATCH /admin/v1/accounts/{account_id} changes the account's plan: "effective" is
+// "now" or "renewal" (the end of the current period), by default now for an upgrade (a
+// plan with more credits) and at the renewal otherwise; it answers the account, its
+// balance, "changed" (false when nothing had to change) and "effective_at". A change
+// now adds the difference of the allowances to the current period's (or takes it from
+// what is left of it); a change at the renewal shows in the account's "pending_plan"
+// and "pending_plan_at" until then. See accounts.Manager.ChangePlan.
 //
 // The audit route lists the account's audit log newest first (with accounts.Options.Audit
 // set; else 404): limit 1 to 1000 (default 50), cursor the "next" of the page before,
@@ -167,6 +177,7 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 		{Method: http.MethodGet, Path: "/admin/v1/plans", Serve: h.listPlans},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
+		{Method: http.MethodPatch, Path: "/admin/v1/accounts/{account_id}", Serve: h.changePlan},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/keys", Serve: h.listKeys},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts/{account_id}/keys", Serve: h.createKey},
 		{Method: http.MethodPost, Path: "/admin/v1/keys/{key_id}/rotate", Serve: h.rotateKey},
@@ -214,9 +225,10 @@ func (h *Handler) listPlans(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		ID      string `json:"id"`
-		Plan    string `json:"plan"`
-		Credits *int64 `json:"credits"`
+		ID            string           `json:"id"`
+		Plan          string           `json:"plan"`
+		Credits       *int64           `json:"credits"`
+		BillingAnchor *mgmtapi.Instant `json:"billing_anchor"`
 		mgmtapi.RestrictionFields
 	}
 	if err := mgmtapi.Decode(w, r, &body); err != nil {
@@ -228,9 +240,11 @@ func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 		h.door.WriteError(w, r, err, nil)
 		return
 	}
-	acct, key, value, err := h.mgr.CreateAccount(r.Context(), accounts.Spec{
-		ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs,
-	})
+	spec := accounts.Spec{ID: body.ID, Plan: body.Plan, Credits: body.Credits, Restrictions: rs}
+	if body.BillingAnchor != nil {
+		spec.BillingAnchor = &body.BillingAnchor.Time
+	}
+	acct, key, value, err := h.mgr.CreateAccount(r.Context(), spec)
 	if err != nil {
 		h.door.WriteError(w, r, err, nil)
 		return

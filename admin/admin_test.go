@@ -186,7 +186,7 @@ func TestCreateAccount(t *testing.T) {
 			c := e.createAccount(tt.body)
 			b := e.account(c.Account.ID).Balance
 			want := balanceJSON{Remaining: tt.remaining, Used: tt.used, Limit: tt.limit,
-				Renewal: time.Date(2030, 2, 1, 0, 0, 0, 0, time.UTC)}
+				Renewal: t0.AddDate(0, 1, 0)}
 			if !b.Renewal.Equal(want.Renewal) || b.Remaining != want.Remaining || b.Used != want.Used || b.Limit != want.Limit {
 				t.Errorf("%s: balance %+v, want %+v", tt.body, b, want)
 			}
@@ -310,7 +310,7 @@ func TestGetAccount(t *testing.T) {
 	if info.Account.ID != "acme" || info.Account.Plan != "pro" {
 		t.Errorf("account = %+v", info.Account)
 	}
-	want := balanceJSON{Remaining: 99999, Used: 1, Limit: 100000, Renewal: time.Date(2030, 2, 1, 0, 0, 0, 0, time.UTC)}
+	want := balanceJSON{Remaining: 99999, Used: 1, Limit: 100000, Renewal: t0.AddDate(0, 1, 0)}
 	if b := info.Balance; b.Remaining != want.Remaining || b.Used != want.Used || b.Limit != want.Limit || !b.Renewal.Equal(want.Renewal) {
 		t.Errorf("balance = %+v, want %+v", b, want)
 	}
@@ -691,7 +691,7 @@ func TestCredits(t *testing.T) {
 			b := data[struct {
 				Balance balanceJSON `json:"balance"`
 			}](t, r).Balance
-			if b.Remaining != s.remaining || b.Limit != 100000 || !b.Renewal.Equal(time.Date(2030, 2, 1, 0, 0, 0, 0, time.UTC)) {
+			if b.Remaining != s.remaining || b.Limit != 100000 || !b.Renewal.Equal(t0.AddDate(0, 1, 0)) {
 				t.Errorf("%s: data.balance = %+v, want %d remaining", s.name, b, s.remaining)
 			}
 		}
@@ -781,7 +781,7 @@ func TestRoutes(t *testing.T) {
 		{http.MethodPost, "/admin/v1/keys/" + acme.Key.ID, 404, ""},
 		{http.MethodGet, "/admin/v1/accounts/", 404, ""},
 		{http.MethodPut, "/admin/v1/accounts", 405, "GET, HEAD, POST"},
-		{http.MethodPut, "/admin/v1/accounts/acme", 405, "DELETE, GET, HEAD"},
+		{http.MethodPut, "/admin/v1/accounts/acme", 405, "DELETE, GET, HEAD, PATCH"},
 		{http.MethodGet, "/admin/v1/accounts/acme/suspend", 405, "POST"},
 		{http.MethodDelete, "/admin/v1/accounts/acme/close", 405, "POST"},
 		{http.MethodDelete, "/admin/v1/accounts/acme/keys", 405, "GET, HEAD, POST"},

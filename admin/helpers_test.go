@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/admin"
 	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
@@ -60,10 +61,29 @@ func newEnv(t *testing.T) *env {
 // newEnvWith is newEnv with the admin handler's options.
 func newEnvWith(t *testing.T, opts *admin.Options) *env {
 	t.Helper()
-	clk := testenv.NewClock(t0)
+	return newEnvOf(t, envConfig{admin: opts})
+}
+
+// envConfig says what differs from newEnv's env: the admin handler's options, the
+// plans (default: plans), the stores (default: fresh memory stores), the service's
+// key cache (default: none) and when the clock starts (default: t0).
+type envConfig struct {
+	admin    *admin.Options
+	plans    []billing.Plan
+	stores   tollgate.Stores
+	keyCache *auth.KeyCacheOptions
+	start    time.Time
+}
+
+// newEnvOf returns the env that c describes.
+func newEnvOf(t *testing.T, c envConfig) *env {
+	t.Helper()
+	if c.start.IsZero() {
+		c.start = t0
+	}
+	clk := testenv.NewClock(c.start)
 	logs := &testenv.Logs{}
-	logger := logs.Logger()
-	return serve(t, clk, logs, newManager(t, clk.Now, logger), opts)
+	return serve(t, clk, logs, managerOf(t, clk.Now, logs.Logger(), c), c.admin)
 }
 
 // serve returns the env of mgr's service, whose clock is clk and logs logs: its admin
@@ -91,21 +111,33 @@ func serve(t *testing.T, clk *testenv.Clock, logs *testenv.Logs, mgr *accounts.M
 // sample catalog and plans.
 func newManager(tb testing.TB, now func() time.Time, logger *slog.Logger) *accounts.Manager {
 	tb.Helper()
+	return managerOf(tb, now, logger, envConfig{})
+}
+
+// managerOf is newManager with the plans, stores and key cache of c.
+func managerOf(tb testing.TB, now func() time.Time, logger *slog.Logger, c envConfig) *accounts.Manager {
+	tb.Helper()
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		tb.Fatal(err)
 	}
-	ps, err := billing.NewPlans(plans...)
+	if c.plans == nil {
+		c.plans = plans
+	}
+	ps, err := billing.NewPlans(c.plans...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	stores := tollgate.Stores{
-		Keys:   memory.NewKeyStore(),
-		Ledger: memory.NewLedger(nil),
-		Rates:  memory.NewRateLimiter(),
-		Slots:  memory.NewConcurrencyLimiter(),
+	stores := c.stores
+	if stores.Keys == nil {
+		stores = tollgate.Stores{
+			Keys:   memory.NewKeyStore(),
+			Ledger: memory.NewLedger(nil),
+			Rates:  memory.NewRateLimiter(),
+			Slots:  memory.NewConcurrencyLimiter(),
+		}
 	}
-	svc, err := tollgate.New(reg, stores, ps, &tollgate.Options{Now: now, Logger: logger})
+	svc, err := tollgate.New(reg, stores, ps, &tollgate.Options{Now: now, Logger: logger, KeyCache: c.keyCache})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -43,6 +43,11 @@ const (
 	KeyUpdate Action = "key.update"
 	// CreditsAdjust: the account's credits were changed by Credits, for Reason.
 	CreditsAdjust Action = "credits.adjust"
+	// PlanChange: the account's plan was changed: Before is {"plan": the plan before},
+	// After {"plan": the new plan, "effective_at": when it takes effect (the change's
+	// instant, or the renewal it waits for)}. Reason says when a change waiting for the
+	// renewal was dropped (a change back to the plan in force).
+	PlanChange Action = "plan.change"
 	// SessionStart: a session (Target, its id) was started. Actor is the key it acts
 	// as; Reason is "login" for a session started through the host's login, empty for
 	// one started with the key itself.
@@ -103,8 +108,8 @@ type Entry struct {
 	// Target is the id of the key the change is about, if any.
 	Target string
 	// Before and After are the target's restrictions before and after the change, in
-	// their plain JSON form (auth.Restrictions' MarshalJSON); nil where there are none
-	// to record. They must be valid JSON when set.
+	// their plain JSON form (auth.Restrictions' MarshalJSON), or what [PlanChange]
+	// says; nil where there are none to record. They must be valid JSON when set.
 	Before, After json.RawMessage
 	// Credits is the change of the account's credits, for [CreditsAdjust].
 	Credits int64

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -100,7 +101,7 @@ func NewLog(store Store, opts *LogOptions) *Log {
 func (l *Log) Kinds() []event.Kind {
 	return []event.Kind{event.AccountCreated, event.KeyCreated, event.KeyRotated, event.KeyUpdated,
 		event.KeyRevoked, event.CreditsAdjusted, event.SessionStarted, event.SessionEnded,
-		event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted}
+		event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted, event.PlanChanged}
 }
 
 // Observe records e, if it is a change the log records (see [Log.Kinds]).
@@ -153,6 +154,10 @@ func entryOf(c *event.Change) (Entry, bool) {
 		e.Action, e.Reason = AccountClose, c.Reason
 	case event.AccountDeleted:
 		e.Action = AccountDelete
+	case event.PlanChanged:
+		e.Action, e.Reason = PlanChange, c.Reason
+		e.Before, _ = json.Marshal(map[string]string{"plan": c.OldPlan})
+		e.After, _ = json.Marshal(map[string]any{"plan": c.Plan, "effective_at": c.Effective.UTC()})
 	default:
 		return Entry{}, false
 	}

@@ -1,14 +1,14 @@
 // Package billing says what an account may spend and how fast, and names the values of
-// its credits. A [Plan] fixes an account's monthly credits, its rate limit and its
-// concurrency ceiling, shared by all the account's keys; [Plans] is the set of plans a
-// deployment is configured with. A call is one rate-limit event, or several for a batch
+// its credits. A [Plan] fixes an account's credits for each period, its rate limit and
+// its concurrency ceiling, shared by all the account's keys; [Plans] is the set of plans
+// a deployment is configured with. A call is one rate-limit event, or several for a batch
 // of calls ([Plan.BatchItems]), allowed or refused together.
 //
 // The service (package tollgate) enforces the plans: it admits each call (checks the
 // rate limit, takes a concurrency slot, reserves the credits) and settles it when it
 // ends (keeps the charge, or refunds what failed on the service's side, and frees the
 // slot). That policy is internal to the service; what it reports is named here: an
-// account's [Balance] in its credit [Period] ([MonthOf]), a rate limiter's
+// account's [Balance] in its credit [Period], a rate limiter's
 // [RateDecision], the [Status] of the analytics, and the errors of the credits
 // ([ErrInsufficientCredits], [ErrVoided], [ErrTooManyCredits]).
 //
@@ -20,6 +20,24 @@
 // store authors need nothing else (and store/storetest, which checks an
 // implementation). A key store that can check a cached key in the same step as an
 // admission implements [driver.KeyChecker].
+//
+// # Periods
+//
+// An account's allowance (its plan's Credits) renews at the start of each of its
+// periods, monthly or yearly as its plan renews ([Plan.Renews]). The periods are
+// counted from the account's billing anchor, by default the instant it was created:
+// [PeriodAt] returns the period that contains an instant, and periods tile time
+// without gaps or overlaps. An account anchored on January 31 renews on February 28
+// (29 in a leap year), March 31, April 30, and so on; one with no anchor (created
+// before anchors existed) renews on the first of each calendar month, in UTC.
+//
+// A change of plan that waits for the renewal ([Terms]) takes effect at the end of the
+// period it was made in: the new plan's allowance is the next period's. A change to
+// a plan that renews on another cycle (monthly to yearly) begins the new cycle at that
+// instant. [Plans.At] returns the plan in force at an instant and the period that
+// holds it. No change of plan moves a period backwards. Renewal is lazy: the ledger
+// renews the allowance at the first operation given a period that begins later than
+// the one it holds.
 //
 // # Reservations
 //

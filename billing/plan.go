@@ -7,16 +7,21 @@ import (
 	"time"
 )
 
-// A Plan fixes what an account may spend and how fast: its monthly credits, its rate
-// limit and its concurrency ceiling, shared by all the account's keys.
+// A Plan fixes what an account may spend and how fast: the credits of each period, its
+// rate limit and its concurrency ceiling, shared by all the account's keys.
 type Plan struct {
 	// Name identifies the plan ("free", "pro").
 	Name string `json:"name"`
-	// Credits is the monthly allowance. The allowance renews: what is left of it is
-	// reset to Credits at the first call after each calendar month (UTC) ends. Credits
-	// granted or bought (accounts.Manager.AdjustCredits) carry over from month to month
-	// until they are spent or lapse; calls spend the allowance first.
+	// Credits is the allowance of each period: what is left of it lapses when the
+	// period ends, and the allowance is renewed to Credits (at the first operation on
+	// the balance after the end). Credits granted or bought
+	// (accounts.Manager.AdjustCredits) carry over from period to period until they
+	// are spent or lapse; calls spend the allowance first.
 	Credits int64 `json:"credits"`
+	// Renews is how often the allowance renews: [Monthly] (the default, when empty) or
+	// [Yearly]. An account's periods are counted from its billing anchor (see
+	// [PeriodAt]).
+	Renews Cycle `json:"renews,omitempty"`
 	// RatePerMinute is the sustained number of calls per minute; 0 means unlimited.
 	RatePerMinute int `json:"rate_per_minute"`
 	// Burst is how many calls may arrive at once after a quiet period; 0 means
@@ -59,6 +64,15 @@ func (p Plan) BatchItems() int {
 	return n
 }
 
+// Cycle returns how often the plan's allowance renews: Renews, or [Monthly] when it is
+// empty.
+func (p Plan) Cycle() Cycle {
+	if p.Renews == "" {
+		return Monthly
+	}
+	return p.Renews
+}
+
 // RateLimit returns the plan's rate limit, and false if it has none.
 func (p Plan) RateLimit() (Limit, bool) {
 	if p.RatePerMinute <= 0 {
@@ -83,6 +97,9 @@ func (p Plan) check() error {
 		return fmt.Errorf("plan %q: limits cannot be negative (0 means unlimited)", p.Name)
 	case p.BatchMaxItems < 0 || p.BatchMaxItems > MaxBatchItems:
 		return fmt.Errorf("plan %q: batch_max_items must be between 1 and %d (0 means %d)", p.Name, MaxBatchItems, DefaultBatchMaxItems)
+	}
+	if err := p.Renews.check(); err != nil {
+		return fmt.Errorf("plan %q: %w", p.Name, err)
 	}
 	// GCRA divides by the emission interval and keeps Burst intervals in int64
 	// nanoseconds next to a Unix timestamp: the interval must be at least 1ns and the

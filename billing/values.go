@@ -42,6 +42,6 @@ var (
 	ErrTooManyGrants = driver.ErrTooManyGrants
 )
 
-// MonthOf returns the calendar month (UTC) that t falls in, the credit period of every
-// plan.
+// MonthOf returns the calendar month (UTC) that t falls in: the credit period of an
+// account on a monthly plan with no billing anchor ([PeriodAt] with the zero anchor).
 func MonthOf(t time.Time) Period { return driver.MonthOf(t) }

@@ -241,7 +241,8 @@ type Change struct {
 	// adjustment (negative when credits were taken).
 	Credits int64
 	// Reason is the reason given for a credit adjustment, a suspension or a closure;
-	// "login" for a session started through the host's login.
+	// "login" for a session started through the host's login; for a PlanChanged back
+	// to the plan in force, the pending change it dropped.
 	Reason string
 	// Before and After are the key's (or a created account's) restrictions before and
 	// after the change, in their plain JSON form; nil where there are none.

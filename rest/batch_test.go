@@ -99,7 +99,7 @@ func TestBatch(t *testing.T) {
 	if !strings.Contains(*d.Items[5].Error, "JSON object") {
 		t.Errorf("the number item's error %q", *d.Items[5].Error)
 	}
-	wantCreditHeaders(t, r, "pro", 2, 99998, 2, 100000, feb1)
+	wantCreditHeaders(t, r, "pro", 2, 99998, 2, 100000, feb15)
 	if got := r.Int(wire.HeaderRateLimitRemaining); got != 598 {
 		t.Errorf("X-RateLimit-Remaining %d, want 598: two items, two events", got)
 	}

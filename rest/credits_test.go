@@ -74,7 +74,7 @@ func TestCharges(t *testing.T) {
 					t.Errorf("the message leaks the handler's error: %q", r.Error)
 				}
 			}
-			wantCreditHeaders(t, r, "pro", c.cost, allowance-c.cost, c.cost, allowance, feb1)
+			wantCreditHeaders(t, r, "pro", c.cost, allowance-c.cost, c.cost, allowance, feb15)
 			if r.Int(wire.HeaderRateLimit) != 600 || r.Int(wire.HeaderRateLimitRemaining) < 0 {
 				t.Errorf("rate headers %q / %q, want 600 and a count", r.Header.Get(wire.HeaderRateLimit), r.Header.Get(wire.HeaderRateLimitRemaining))
 			}
@@ -147,49 +147,51 @@ func TestCallTimeout(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the timed-out call took %s", d) // the one generous wall-clock bound
 	}
-	wantCreditHeaders(t, r, "tiny", 0, 5, 0, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 0, 5, 0, 5, feb15)
 	if b := h.balance(t, acct.ID); b.Remaining != 5 || b.Used != 0 {
 		t.Errorf("balance %+v, want the charge refunded", b)
 	}
 	// The slot is free again: the next call (concurrency 1) goes through.
 	r = h.hash(t, acct.Key)
 	wantOK(t, r)
-	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, feb15)
 }
 
-// TestLazyRenewal proves the monthly renewal: after a month ends, the first call sees
-// the plan's full allowance minus its own cost, Used equal to its cost, and the renewal
-// date moved to the month after.
+// TestLazyRenewal proves the monthly renewal: after the account's period ends (a month
+// after its creation, its billing anchor), the first call sees the plan's full
+// allowance minus its own cost, Used equal to its cost, and the renewal date moved to
+// a month after.
 func TestLazyRenewal(t *testing.T) {
 	h := newHarness(t, config{})
 	acct := h.newAccount(t, "tiny")
 	wantOK(t, h.hash(t, acct.Key))
 	r := h.hash(t, acct.Key)
-	wantCreditHeaders(t, r, "tiny", 1, 3, 2, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 1, 3, 2, 5, feb15)
 
-	// Still January at the last second: no renewal.
-	h.clock.Set(feb1.Add(-time.Second))
+	// Still the first period at the last second: no renewal.
+	h.clock.Set(feb15.Add(-time.Second))
 	r = h.hash(t, acct.Key)
-	wantCreditHeaders(t, r, "tiny", 1, 2, 3, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 1, 2, 3, 5, feb15)
 
-	h.clock.Set(feb1.Add(10 * 24 * time.Hour))
-	mar1 := time.Date(2030, 3, 1, 0, 0, 0, 0, time.UTC)
+	h.clock.Set(feb15.Add(10 * 24 * time.Hour))
+	mar15 := time.Date(2030, 3, 15, 12, 0, 0, 0, time.UTC)
 	// Analytics sees the renewed position without being charged.
 	a := h.analytics(t, key(acct.Key))
-	if a.Credits.Remaining != 5 || a.Credits.Used != 0 || !a.Credits.Renewal.Equal(mar1) || len(a.Calls) != 0 {
-		t.Errorf("analytics after the month ended: %+v, calls %v", a.Credits, a.Calls)
+	if a.Credits.Remaining != 5 || a.Credits.Used != 0 || !a.Credits.Renewal.Equal(mar15) || len(a.Calls) != 0 {
+		t.Errorf("analytics after the period ended: %+v, calls %v", a.Credits, a.Calls)
 	}
 	r = h.hash(t, acct.Key)
 	wantOK(t, r)
-	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, mar1)
+	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, mar15)
 
-	// An account that spent everything gets its allowance back, not its old balance.
+	// An account that spent everything gets its allowance back, not its old balance,
+	// a month after its creation (February 25).
 	broke := h.newAccount(t, "tiny", accountOpts{credits: credits(0)})
 	wantError(t, h.hash(t, broke.Key), http.StatusTooManyRequests, "credits_exhausted")
-	h.clock.Set(mar1)
+	h.clock.Set(time.Date(2030, 3, 25, 12, 0, 0, 0, time.UTC))
 	r = h.hash(t, broke.Key)
 	wantOK(t, r)
-	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, time.Date(2030, 4, 1, 0, 0, 0, 0, time.UTC))
+	wantCreditHeaders(t, r, "tiny", 1, 4, 1, 5, time.Date(2030, 4, 25, 12, 0, 0, 0, time.UTC))
 }
 
 // TestClientGoneRefunds proves that a call whose client goes away while the API runs is

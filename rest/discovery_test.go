@@ -197,7 +197,7 @@ func TestAnalytics(t *testing.T) {
 	if a.Key == nil || a.Key.ID != acct.KeyID || a.Key.Name != "primary" || !a.Key.Primary {
 		t.Errorf("key %+v, want the primary key %s", a.Key, acct.KeyID)
 	}
-	if c := a.Credits; c.Used != 3 || c.Remaining != 99997 || c.Limit != 100000 || !c.Renewal.Equal(feb1) {
+	if c := a.Credits; c.Used != 3 || c.Remaining != 99997 || c.Limit != 100000 || !c.Renewal.Equal(feb15) {
 		t.Errorf("credits %+v", c)
 	}
 	if a.RateLimit == nil || a.RateLimit.PerMinute != 600 || a.RateLimit.Burst != 600 || a.RateLimit.Remaining != rateAfterCalls {

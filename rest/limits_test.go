@@ -37,8 +37,9 @@ func wantCreditHeaders(t testing.TB, r *response, plan string, cost, remaining, 
 	}
 }
 
-// feb1 is the renewal date of the month the test clock starts in.
-var feb1 = time.Date(2030, 2, 1, 0, 0, 0, 0, time.UTC)
+// feb15 is the renewal date of an account created when the test clock starts (at t0,
+// its billing anchor): a month later.
+var feb15 = time.Date(2030, 2, 15, 12, 0, 0, 0, time.UTC)
 
 // TestRateLimited proves the rate_limited 429: on the tiny plan (2 calls a minute) the
 // third call within the minute is refused with Retry-After and the rate and credit
@@ -67,7 +68,7 @@ func TestRateLimited(t *testing.T) {
 	if r.Header.Get(wire.HeaderRateLimitPolicy) != "" || r.Header.Get(wire.HeaderRateLimitIETF) != "" {
 		t.Errorf("the IETF RateLimit-Policy and RateLimit headers are sent without edge.Options.IETFRateHeaders: %v", r.Header)
 	}
-	wantCreditHeaders(t, r, "tiny", 0, 3, 2, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 0, 3, 2, 5, feb15)
 	if b := h.balance(t, acct.ID); b.Remaining != 3 {
 		t.Errorf("balance %d after the 429, want 3", b.Remaining)
 	}
@@ -103,7 +104,7 @@ func TestConcurrencyLimited(t *testing.T) {
 		t.Errorf("Retry-After = %q, want at least 1", r.Header.Get("Retry-After"))
 	}
 	// The held call has reserved its credit; the refused one took nothing.
-	wantCreditHeaders(t, r, "tiny", 0, 4, 1, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 0, 4, 1, 5, feb15)
 	if b := h.balance(t, acct.ID); b.Remaining != 4 || b.Used != 1 {
 		t.Errorf("balance %+v after the 429, want 4 remaining (only the held call reserved)", b)
 	}
@@ -116,7 +117,7 @@ func TestConcurrencyLimited(t *testing.T) {
 	h.clock.Advance(time.Minute)
 	r = h.hash(t, acct.Key)
 	wantOK(t, r)
-	wantCreditHeaders(t, r, "tiny", 1, 3, 2, 5, feb1)
+	wantCreditHeaders(t, r, "tiny", 1, 3, 2, 5, feb15)
 	if a := h.analytics(t, key(acct.Key)); a.Concurrency.InUse != 0 {
 		t.Errorf("after the calls, %d slots are in use", a.Concurrency.InUse)
 	}
@@ -132,12 +133,12 @@ func TestCreditsExhausted(t *testing.T) {
 	body, ct := multipartBody(t, formPart{"image", "a.png", pngImage(t, 2, 2)})
 	r := h.do(t, http.MethodPost, "/v1/image-info", body, key(acct.Key), contentType(ct))
 	wantOK(t, r)
-	wantCreditHeaders(t, r, "pro", 2, 0, 3, 100000, feb1)
+	wantCreditHeaders(t, r, "pro", 2, 0, 3, 100000, feb15)
 
 	for _, path := range []string{"/v1/hash?text=a", "/v1/uuid-generator"} {
 		r := h.do(t, http.MethodGet, path, nil, key(acct.Key))
-		wantError(t, r, http.StatusTooManyRequests, "credits_exhausted", "credits exhausted", "costs 1", "0 remain", feb1.Format(time.RFC3339))
-		wantCreditHeaders(t, r, "pro", 0, 0, 3, 100000, feb1)
+		wantError(t, r, http.StatusTooManyRequests, "credits_exhausted", "credits exhausted", "costs 1", "0 remain", feb15.Format(time.RFC3339))
+		wantCreditHeaders(t, r, "pro", 0, 0, 3, 100000, feb15)
 	}
 	if b := h.balance(t, acct.ID); b.Remaining != 0 || b.Used != 3 {
 		t.Errorf("balance %+v, want 0 remaining, 3 used", b)

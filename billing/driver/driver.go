@@ -406,8 +406,8 @@ type Period struct {
 	Start, End time.Time
 }
 
-// MonthOf returns the calendar month (UTC) that t falls in, the credit period of every
-// plan.
+// MonthOf returns the calendar month (UTC) that t falls in: the credit period of an
+// account on a monthly plan with no billing anchor (see billing.PeriodAt).
 func MonthOf(t time.Time) Period {
 	t = t.UTC()
 	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)

@@ -19,6 +19,9 @@ func BenchmarkAdmitSettle(b *testing.B) {
 	f := newFixture(b, nil)
 	f.open(b, "acct", benchPlan, benchPlan.Credits, t0)
 	apis := []string{"weather"}
+	// The caller gives the account's period (the service computes it when it
+	// authenticates the call).
+	period := billing.MonthOf(t0)
 	ctx := b.Context()
 	b.ReportAllocs()
 	var n uint64
@@ -26,7 +29,7 @@ func BenchmarkAdmitSettle(b *testing.B) {
 		n++
 		now := t0.Add(time.Duration(n) * time.Microsecond)
 		tk, err := f.meter.Admit(ctx, meter.Admission{
-			Account: "acct", Plan: benchPlan, Request: rid(n), APIs: apis, Cost: 1, Now: now,
+			Account: "acct", Plan: benchPlan, Period: period, Request: rid(n), APIs: apis, Cost: 1, Now: now,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -48,6 +51,7 @@ func BenchmarkAdmitSettleParallel(b *testing.B) {
 		f.open(b, names[i], benchPlan, benchPlan.Credits, t0)
 	}
 	apis := []string{"weather"}
+	period := billing.MonthOf(t0)
 	ctx := b.Context()
 	var goroutines, requests atomic.Uint64
 	b.ReportAllocs()
@@ -58,7 +62,7 @@ func BenchmarkAdmitSettleParallel(b *testing.B) {
 			n := requests.Add(1)
 			now := t0.Add(time.Duration(n) * time.Microsecond)
 			tk, err := f.meter.Admit(ctx, meter.Admission{
-				Account: account, Plan: benchPlan, Request: rid(n), APIs: apis, Cost: 1, Now: now,
+				Account: account, Plan: benchPlan, Period: period, Request: rid(n), APIs: apis, Cost: 1, Now: now,
 			})
 			if err != nil {
 				b.Error(err)

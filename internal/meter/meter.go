@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
@@ -81,7 +80,6 @@ type Meter struct {
 	groups []group // the stores in the order admission visits them
 	hold   time.Duration
 	now    func() time.Time
-	period atomic.Pointer[billing.Period] // the last period computed, to spare the calendar math
 	log    *slog.Logger
 	retry  *retryQueue // closings a store could not take when they were due
 }
@@ -321,6 +319,11 @@ func (m *Meter) Ledger() driver.Ledger { return m.ledger }
 type Admission struct {
 	Account string
 	Plan    billing.Plan
+	// Period is the account's credit period that contains Now (see billing.Plans.At):
+	// the ledger renews the allowance to Plan's Credits when it begins later than the
+	// period the ledger holds. The zero Period is the calendar month of Now (the period
+	// of an account with no billing anchor on a monthly plan).
+	Period  billing.Period
 	Request billing.RequestID
 	// APIs are the APIs the call runs (one for REST and MCP; the distinct APIs of a
 	// GraphQL query).
@@ -353,7 +356,9 @@ type Ticket struct {
 	// Expires is when the reservation is voided if it is still open.
 	Expires time.Time
 	// Balance is the balance after the reservation (or, when the credits were short,
-	// the balance that was short).
+	// the balance that was short). Its Allowance is the Plan's Credits: a plan changed
+	// during the period changes the allowance at once, while the ledger may hold the
+	// allowance its period was renewed to until the next renewal.
 	Balance billing.Balance
 	// Rate is the rate-limit decision, meaningful when the plan has a rate limit.
 	Rate billing.RateDecision
@@ -377,7 +382,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 		hold = a.Hold
 	}
 	t := Ticket{Account: a.Account, Request: a.Request, APIs: a.APIs, Cost: a.Cost, Plan: a.Plan,
-		Period: m.periodOf(a.Now), Expires: a.Now.Add(hold)}
+		Period: periodOr(a.Period, a.Now), Expires: a.Now.Add(hold)}
 	need := partCredits
 	limit, hasRate := a.Plan.RateLimit()
 	if hasRate {
@@ -449,6 +454,7 @@ func (m *Meter) admitStep(ctx context.Context, adm driver.Admitter, parts part, 
 	}
 	if parts&partCredits != 0 {
 		t.Balance = r.Balance
+		t.Balance.Allowance = a.Plan.Credits
 	}
 	switch r.Denied {
 	case driver.NotDenied:
@@ -508,6 +514,7 @@ func (m *Meter) admitParts(ctx context.Context, parts part, a *Admission, limit 
 	if parts&partCredits != 0 {
 		b, err := m.ledger.Reserve(ctx, m.reservation(a, t))
 		t.Balance = b
+		t.Balance.Allowance = a.Plan.Credits
 		if errors.Is(err, billing.ErrInsufficientCredits) {
 			return creditsError(a.Cost, b)
 		}
@@ -566,15 +573,15 @@ type Outcome struct {
 	Refund int64
 	// Failed lists those APIs, which then do not count in the period's usage.
 	Failed []string
-	// Now is when the settlement is made, and says the period it applies to. Pass the
-	// admission's Now to keep a refund in its reservation's period when a call
-	// straddles the end of a month.
+	// Now is when the settlement is made. The settlement applies to the period of the
+	// reservation (Ticket.Period), even for a call that straddles the end of a period.
 	Now time.Time
 }
 
 // Settle closes an admitted call: the ledger keeps the charge or refunds o.Refund, and
 // the concurrency slot is freed. It runs even if ctx is canceled (a client that hangs up
-// must not leave its call unsettled). It returns the balance after settlement.
+// must not leave its call unsettled). It returns the balance after settlement (its
+// Allowance the plan's Credits, as [Ticket.Balance]'s).
 //
 // An error wrapping [billing.ErrVoided] means the reservation had expired and was
 // voided: the call was not charged. Any other error means a store could not take the
@@ -582,17 +589,14 @@ type Outcome struct {
 // reservation expires; what it cannot close by then is settled by the expiry itself,
 // in the customer's favour (the reservation is voided, the call not charged).
 func (m *Meter) Settle(ctx context.Context, t *Ticket, o Outcome) (billing.Balance, error) {
-	return m.close(context.WithoutCancel(ctx), t, &driver.Settlement{Refund: o.Refund, Uncount: o.Failed, Period: m.periodOf(o.Now), Now: o.Now})
+	return m.close(context.WithoutCancel(ctx), t, &driver.Settlement{Refund: o.Refund, Uncount: o.Failed, Now: o.Now})
 }
 
-// close settles the reservation with s (whose account, request and allowance it fills
-// in) and frees the slot, one step per store that holds one of them. ctx must not be
+// close settles the reservation with s (whose account, request, allowance and period
+// it fills in) and frees the slot, one step per store that holds one of them. ctx must not be
 // canceled by the client.
 func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (billing.Balance, error) {
-	s.Account, s.Request, s.Allowance = t.Account, t.Request, t.Plan.Credits
-	if s.Period.Start.IsZero() {
-		s.Period = t.Period
-	}
+	s.Account, s.Request, s.Allowance, s.Period = t.Account, t.Request, t.Plan.Credits, t.Period
 	var firstErr error
 	keep := func(err error) {
 		if err != nil && firstErr == nil {
@@ -607,6 +611,7 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 		b, err := m.closeGroup(ctx, g.adm, held, t.Account, t.Request, s)
 		if err == nil && held&partCredits != 0 {
 			t.Balance = b
+			t.Balance.Allowance = t.Plan.Credits
 		}
 		if err != nil && !final(err) {
 			// The store may take the closing later: closing is idempotent.
@@ -661,25 +666,26 @@ func (m *Meter) Renew(ctx context.Context, t *Ticket, now time.Time) error {
 	return m.slots.Renew(ctx, t.Account, t.Request, m.lease, now)
 }
 
-// periodOf returns billing.MonthOf(now), from a cache while the month lasts.
-func (m *Meter) periodOf(now time.Time) billing.Period {
-	if p := m.period.Load(); p != nil && !now.Before(p.Start) && now.Before(p.End) {
-		return *p
+// periodOr returns p, or the calendar month of now if p is zero.
+func periodOr(p billing.Period, now time.Time) billing.Period {
+	if p.Start.IsZero() {
+		return billing.MonthOf(now)
 	}
-	p := billing.MonthOf(now)
-	m.period.Store(&p)
 	return p
 }
 
-// Status reads an account's position without changing anything but a due renewal.
-func (m *Meter) Status(ctx context.Context, account string, plan billing.Plan, now time.Time) (billing.Status, error) {
+// Status reads an account's position without changing anything but a due renewal:
+// period is its credit period that contains now, as for [Admission.Period]. The
+// balance's Allowance is plan's Credits, as [Ticket.Balance]'s.
+func (m *Meter) Status(ctx context.Context, account string, plan billing.Plan, period billing.Period, now time.Time) (billing.Status, error) {
 	var s billing.Status
-	period := m.periodOf(now)
+	period = periodOr(period, now)
 	b, err := m.ledger.Balance(ctx, account, now, period, plan.Credits)
 	if err != nil {
 		return s, err
 	}
 	s.Balance = b
+	s.Balance.Allowance = plan.Credits
 	if s.Usage, err = m.ledger.Usage(ctx, account, b.Period); err != nil {
 		return s, err
 	}

@@ -556,7 +556,7 @@ func TestStatus(t *testing.T) {
 		SlotsInUse: 1,
 	}
 	for i := range 3 {
-		got, err := f.meter.Status(t.Context(), "acct", plan, now)
+		got, err := f.meter.Status(t.Context(), "acct", plan, billing.Period{}, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -578,7 +578,7 @@ func TestStatus(t *testing.T) {
 	// for the account.
 	unlimited := billing.Plan{Name: "unlimited", Credits: 100}
 	held = f.admit(t, meter.Admission{Account: "acct", Plan: plan, Request: rid(3), Cost: 0, Now: now})
-	got, err := f.meter.Status(t.Context(), "acct", unlimited, now)
+	got, err := f.meter.Status(t.Context(), "acct", unlimited, billing.Period{}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestStatusRenewsDuePeriod(t *testing.T) {
 	f.settle(t, &tk, meter.Outcome{Now: t0})
 
 	april := time.Date(2025, time.April, 1, 0, 0, 0, 0, time.UTC)
-	got, err := f.meter.Status(t.Context(), "acct", plan, april)
+	got, err := f.meter.Status(t.Context(), "acct", plan, billing.Period{}, april)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +633,7 @@ func TestUnlimitedPlanSkipsLimiters(t *testing.T) {
 	if _, err := m.Settle(t.Context(), &tk, meter.Outcome{Now: t0}); err != nil {
 		t.Errorf("Settle: %v", err)
 	}
-	if _, err := m.Status(t.Context(), "acct", plan, t0); err != nil {
+	if _, err := m.Status(t.Context(), "acct", plan, billing.Period{}, t0); err != nil {
 		t.Errorf("Status: %v", err)
 	}
 	if n := rates.calls.Load() + slots.calls.Load(); n != 0 {
@@ -786,4 +786,46 @@ func (l failingLedger) Reserve(ctx context.Context, r driver.Reservation) (billi
 
 func (l failingLedger) Settle(context.Context, driver.Settlement) (billing.Balance, error) {
 	return billing.Balance{}, l.err
+}
+
+// TestAdmitAccountPeriod: an admission in the account's own period (an anchored one,
+// a yearly one) renews the balance when that period begins later than the ledger's,
+// and its settlement applies to the reservation's period, even when it is made after
+// the period ended.
+func TestAdmitAccountPeriod(t *testing.T) {
+	anchor := time.Date(2025, time.January, 31, 9, 30, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		renews billing.Cycle
+	}{{"monthly", billing.Monthly}, {"yearly", billing.Yearly}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			plan := billing.Plan{Name: "pro", Credits: 100, Renews: tt.renews}
+			first := billing.PeriodAt(anchor, plan.Renews, anchor)
+			if err := f.ledger.Open(t.Context(), driver.Opening{Account: "acct", Balance: 100, Allowance: 100, Period: first}); err != nil {
+				t.Fatal(err)
+			}
+			// The last instant of the first period: no renewal, whatever the month.
+			last := first.End.Add(-time.Nanosecond)
+			tk := f.admit(t, meter.Admission{Account: "acct", Plan: plan, Period: billing.PeriodAt(anchor, plan.Renews, last),
+				Request: rid(1), APIs: []string{"geo"}, Cost: 30, Now: last})
+			if tk.Period != first || tk.Balance.Remaining != 70 || tk.Balance.Period != first {
+				t.Fatalf("admitted at the end of the first period: ticket period %+v, balance %+v", tk.Period, tk.Balance)
+			}
+			// Settled after the period ended: the refund goes to the reservation's period.
+			f.settle(t, &tk, meter.Outcome{Refund: 10, Failed: []string{"geo"}, Now: first.End})
+			second := billing.PeriodAt(anchor, plan.Renews, first.End)
+			st, err := f.meter.Status(t.Context(), "acct", plan, first, last)
+			if err != nil || st.Balance.Remaining != 80 || st.Balance.Period != first {
+				t.Fatalf("Status in the first period = %+v, %v; want 80 remaining", st.Balance, err)
+			}
+			// The first admission in the second period renews the allowance.
+			tk = f.admit(t, meter.Admission{Account: "acct", Plan: plan, Period: second, Request: rid(2), Cost: 1, Now: first.End})
+			if tk.Balance.Remaining != 99 || tk.Balance.Used != 1 || tk.Balance.Period != second {
+				t.Errorf("admitted at the start of the second period: balance %+v, want 99 remaining in %+v", tk.Balance, second)
+			}
+			f.settle(t, &tk, meter.Outcome{Now: first.End})
+		})
+	}
 }

@@ -238,12 +238,26 @@ func AuditJSON(e audit.Entry) map[string]any {
 	return m
 }
 
-// AccountJSON is the JSON form of an account.
+// AccountJSON is the JSON form of an account: billing_anchor null for an account with
+// no anchor (its periods are calendar months), pending_plan and pending_plan_at null
+// when no change of plan waits for a renewal.
 func AccountJSON(a auth.Account) map[string]any {
-	m := map[string]any{"id": a.ID, "plan": a.Plan, "created_at": a.CreatedAt}
+	m := map[string]any{"id": a.ID, "plan": a.Plan, "created_at": a.CreatedAt,
+		"billing_anchor": nullTime(a.BillingAnchor), "pending_plan": Nullable(a.PendingPlan), "pending_plan_at": nil}
+	if a.PendingPlan != "" {
+		m["pending_plan_at"] = a.PendingPlanAt.UTC()
+	}
 	addRestrictions(m, a.Restrictions)
 	addState(m, a)
 	return m
+}
+
+// nullTime is t in UTC, or JSON null for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC()
 }
 
 // KeyJSON is the JSON form of a key: never its value nor its hash.

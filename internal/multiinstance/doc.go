@@ -3,7 +3,9 @@
 // has its own Service, its own HTTP server and its own connections (pools, clients), and
 // they share only the PostgreSQL database and the Redis server. The tests prove the rules
 // that only show across instances: an exact balance under thousands of concurrent paid
-// calls, a concurrency ceiling held across instances, a rotation or revocation on one
+// calls, each of its parts too (the plan's allowance and the grant lots, spent in their
+// order, across a renewal, the lapse of lots and a kill -9), a concurrency ceiling held
+// across instances, a rotation or revocation on one
 // instance (or the suspension or closure of its account) refused by the very next call
 // on every other, a crashed holder's slot
 // returning after its lease, and failing closed while a store is down, then resuming.

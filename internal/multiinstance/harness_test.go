@@ -3,6 +3,7 @@ package multiinstance_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,15 +65,20 @@ func memoryShared() deployment {
 
 // plans are the plans of the tests: "open" has no rate or concurrency limit, "tight"
 // a concurrency ceiling of 3, "busy" every limit, high, "batchy" a rate limit whose
-// burst (5) holds a batch to 5 items, and "slow" one call a minute (a
-// second call within the minute is refused, on any clock, however slow the machine).
+// burst (5) holds a batch to 5 items, "slow" one call a minute (a second call within
+// the minute is refused, on any clock, however slow the machine), and "metered" an
+// allowance of 10 credits a period and no limit, for the tests of grants.
 var plans = mustPlans(
 	billing.Plan{Name: "open", Credits: 1_000_000},
 	billing.Plan{Name: "tight", Credits: 1_000_000, Concurrency: 3},
 	billing.Plan{Name: "busy", Credits: 1_000_000, RatePerMinute: 1_000_000, Concurrency: 1000},
 	billing.Plan{Name: "slow", Credits: 1_000_000, RatePerMinute: 1, Concurrency: 10},
 	billing.Plan{Name: "batchy", Credits: 1_000_000, RatePerMinute: 6, Burst: 5, Concurrency: 2, BatchMaxItems: 10},
+	billing.Plan{Name: "metered", Credits: meteredAllowance},
 )
+
+// meteredAllowance is the plan "metered"'s credits per period.
+const meteredAllowance = 10
 
 func mustPlans(ps ...billing.Plan) *billing.Plans {
 	p, err := billing.NewPlans(ps...)
@@ -97,7 +103,9 @@ type cluster struct {
 	clock     *testenv.Clock
 }
 
-// blocker holds the calls of the "block" API until released.
+// blocker holds the calls of the "block" API until released: each call signals entered
+// once it is admitted (its credits reserved) and running, and returns once a release is
+// sent, failing on the service's side (refunded) if its parameter fail is true.
 type blocker struct {
 	entered chan struct{}
 	release chan struct{}
@@ -105,10 +113,14 @@ type blocker struct {
 
 func blockAPI(b *blocker) catalog.API {
 	return catalog.API{ID: "block", Method: http.MethodGet, Cost: 1,
-		Handler: catalog.HandlerFunc(func(ctx context.Context, _ *catalog.Request) (any, error) {
+		Params: []catalog.Param{{Name: "fail", Type: catalog.Boolean}},
+		Handler: catalog.HandlerFunc(func(ctx context.Context, req *catalog.Request) (any, error) {
 			b.entered <- struct{}{}
 			select {
 			case <-b.release:
+				if req.Params.Bool("fail") {
+					return nil, errors.New("block: told to fail")
+				}
 				return map[string]any{}, nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -130,6 +142,12 @@ var flakyAPI = catalog.API{ID: "flaky", Method: http.MethodGet, Cost: 1,
 // on network stores).
 func start(t *testing.T, d deployment, n int) *cluster {
 	t.Helper()
+	return startWith(t, d, n, nil)
+}
+
+// startWith is start with the options of every instance changed by tune, if not nil.
+func startWith(t *testing.T, d deployment, n int, tune func(*tollgate.Options)) *cluster {
+	t.Helper()
 	c := &cluster{block: &blocker{entered: make(chan struct{}, 100), release: make(chan struct{})},
 		clock: testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -147,6 +165,9 @@ func start(t *testing.T, d deployment, n int) *cluster {
 		opts := &tollgate.Options{Now: c.clock.Now, Logger: quiet, KeyCache: &auth.KeyCacheOptions{}, Lease: time.Minute}
 		if d.answers != nil {
 			opts.Idempotency = &tollgate.IdempotencyOptions{Store: d.answers(t)}
+		}
+		if tune != nil {
+			tune(opts)
 		}
 		stores := d.stores(t)
 		svc, err := tollgate.New(reg, stores, plans, opts)

@@ -145,7 +145,14 @@ func fixtures(t *testing.T, account string, credits int64, key string) string {
 // fixturesOn is fixtures with a plan "busy" that allows concurrency calls at once.
 func fixturesOn(t *testing.T, concurrency int, account string, credits int64, key string) string {
 	t.Helper()
-	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": concurrency}}}
+	return fixturesWith(t, 1_000_000, concurrency, account, credits, key)
+}
+
+// fixturesWith is fixturesOn with a plan "busy" whose allowance is allowance credits a
+// period: an account's balance above it is a grant that never lapses.
+func fixturesWith(t *testing.T, allowance int64, concurrency int, account string, credits int64, key string) string {
+	t.Helper()
+	f := map[string]any{"plans": []any{map[string]any{"name": "busy", "credits": allowance, "concurrency": concurrency}}}
 	if account != "" {
 		f["accounts"] = []any{map[string]any{"id": account, "plan": "busy", "credits": credits,
 			"keys": []any{map[string]any{"name": "primary", "value": key, "primary": true}}}}
@@ -288,22 +295,43 @@ var processTimings = []string{"-call-timeout", "6s", "-reservation-grace", "2s",
 // slot free, voided exactly once; and in the end the balance is the starting one less
 // exactly what the answered calls were charged (the sum of X-Credits-Cost over the 200
 // answers).
+//
+// It runs with the rate limits and slots in Redis and in PostgreSQL, and each way twice:
+// with the whole balance in the plan's allowance, and with most of it in grants (an
+// allowance of 50, a grant lapsing in a year and one that never lapses, see
+// [grantedBalance]): then the calls in flight take from both parts, and in the end each
+// part is exactly what it was less what the answered calls kept of it.
 func TestKilledInstance(t *testing.T) {
 	testenv.SkipUnlessFull(t, "instances as processes, one killed with kill -9")
-	for _, limits := range []string{"redis", "postgres"} {
-		t.Run("limits="+limits, func(t *testing.T) {
+	for _, tc := range []struct {
+		limits string
+		grants bool
+	}{{"redis", false}, {"postgres", false}, {"redis", true}, {"postgres", true}} {
+		name := "limits=" + tc.limits
+		if tc.grants {
+			name += "/grants"
+		}
+		t.Run(name, func(t *testing.T) {
 			dsn := testenv.Var(t, testenv.Postgres)
 			redisAddr := testenv.Var(t, testenv.Redis)
 			schema := testenv.PostgresSchema(t, dsn)
 			prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
 			const account, credits, inFlight = "crash", 100_000, 100
+			allowance := int64(1_000_000) // the whole balance is the period's allowance
+			if tc.grants {
+				allowance = killedAllowance // the rest of the balance is a grant that never lapses
+			}
 			key := auth.NewKeyValue()
 			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
-				"-limits", limits}, processTimings...)
-			first := startProcess(t, append(common, "-fixtures", fixtures(t, account, credits, key))...)
-			plans := fixtures(t, "", 0, key)
+				"-limits", tc.limits, "-admin-token", adminToken}, processTimings...)
+			first := startProcess(t, append(common, "-fixtures", fixturesWith(t, allowance, 1000, account, credits, key))...)
+			plans := fixturesWith(t, allowance, 1000, "", 0, key)
 			second := startProcess(t, append(common, "-fixtures", plans)...)
 			victim := startProcess(t, append(common, "-fixtures", plans)...)
+			var granted *grantedBalance
+			if tc.grants {
+				granted = grantBalance(t, first.url, account, credits)
+			}
 
 			// The victim's slow calls: every one dies with the instance.
 			var lost sync.WaitGroup
@@ -315,6 +343,9 @@ func TestKilledInstance(t *testing.T) {
 				})
 			}
 			waitPosition(t, first.url, key, 30*time.Second, func(p position) bool { return p.inUse == inFlight && p.used == inFlight })
+			if granted != nil {
+				granted.wantInFlight(t, inFlight)
+			}
 
 			// Calls served by the survivors from now on, their charges summed.
 			var charged, served int64
@@ -364,13 +395,20 @@ func TestKilledInstance(t *testing.T) {
 			// polls above fail the test only if the credits never come back.
 			t.Logf("killed with %d calls in flight; their credits were back %v later (position then %+v), settled %v after the kill; survivors served %d calls",
 				inFlight, took.Round(time.Millisecond), p, time.Since(killed).Round(time.Millisecond), served)
-			if final.remaining != credits-charged || final.used != charged {
+			opening := int64(credits)
+			if granted != nil {
+				opening += granted.lapsing
+			}
+			if final.remaining != opening-charged || final.used != charged {
 				t.Errorf("balance: remaining %d, used %d; want %d and %d (start %d, less %d charged to the %d answered calls)",
-					final.remaining, final.used, credits-charged, charged, credits, charged, served)
+					final.remaining, final.used, opening-charged, charged, opening, charged, served)
 			}
 			kinds := ledgerKinds(t, dsn, schema, account)
 			if kinds["expire"] != inFlight || kinds["reserve"] != kinds["settle"]+kinds["refund"]+kinds["expire"] {
 				t.Errorf("ledger %v: want exactly %d expired reservations, one per call of the killed instance, and every other one settled", kinds, inFlight)
+			}
+			if granted != nil {
+				granted.wantSettled(t, dsn, schema, inFlight, charged, served)
 			}
 		})
 	}

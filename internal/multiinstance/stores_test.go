@@ -60,6 +60,21 @@ func onRedis() deployment {
 		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.store(t) }}
 }
 
+// onRedisCallerClock is onRedis with the Redis store on the time the service passes
+// (redis.Options.CallerClock) rather than the Redis server's clock, for the tests that
+// move the service's clock past instants the store judges: by default the store judges
+// reservation deadlines, and the lapse of grants, on the server's clock, on which a
+// lapse scripted in 2030 never comes.
+func onRedisCallerClock() deployment {
+	tg := perTest(noPostgres, true)
+	return deployment{name: "redis-caller-clock",
+		stores: func(t *testing.T) tollgate.Stores {
+			r := tg(t).rd.storeWith(t, redis.Options{CallerClock: true})
+			return tollgate.Stores{Keys: r, Ledger: r, Rates: r, Slots: r}
+		},
+		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.storeWith(t, redis.Options{CallerClock: true}) }}
+}
+
 // pgTarget is a test's PostgreSQL schema, and, for a deployment behind a pooler, the
 // connection string through its PgBouncer of a role whose settings name the schema.
 type pgTarget struct{ dsn, schema, pooled string }
@@ -107,7 +122,14 @@ type redisTarget struct{ addr, prefix string }
 
 func (r redisTarget) store(t *testing.T) *redis.Store {
 	t.Helper()
-	s, err := redis.New(testenv.RedisClient(t, r.addr), &redis.Options{Prefix: r.prefix})
+	return r.storeWith(t, redis.Options{})
+}
+
+// storeWith is store with options o (their Prefix the test's).
+func (r redisTarget) storeWith(t *testing.T, o redis.Options) *redis.Store {
+	t.Helper()
+	o.Prefix = r.prefix
+	s, err := redis.New(testenv.RedisClient(t, r.addr), &o)
 	if err != nil {
 		t.Fatal(err)
 	}

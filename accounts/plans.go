@@ -1,0 +1,307 @@
+package accounts
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// Billing periods and plans of accounts.
+
+// minAnchor is the earliest billing anchor an account may be given.
+var minAnchor = time.Date(1970, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// billingAnchor returns the billing anchor of an account created at now: anchor, or now
+// when anchor is nil, in UTC and to the second (so that every store keeps it exactly,
+// and every instance counts the same periods from it). An anchor before 1970 or more
+// than a year after now is CodeInvalidInput.
+func billingAnchor(anchor *time.Time, now time.Time) (time.Time, error) {
+	if anchor == nil {
+		return now.UTC().Truncate(time.Second), nil
+	}
+	a := anchor.UTC().Truncate(time.Second)
+	if a.Before(minAnchor) || a.After(now.AddDate(1, 0, 0)) {
+		return time.Time{}, newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"billing_anchor %s is out of range: give an instant from 1970-01-01T00:00:00Z to a year from now, such as the first of a month, or none for the creation time",
+			anchor.Format(time.RFC3339)), nil)
+	}
+	return a, nil
+}
+
+// termsOf returns the billing terms that an account's record holds.
+func termsOf(a *auth.Account) billing.Terms {
+	return billing.Terms{Plan: a.Plan, Anchor: a.BillingAnchor, PendingPlan: a.PendingPlan, PendingAt: a.PendingPlanAt}
+}
+
+// current returns the account as it reads at now: with a pending change of plan that
+// is due by now applied (its plan the pending plan, nothing pending, and on a change
+// of cycle its billing anchor at the change; see [billing.Plans.Current]), as the
+// service applies it, whether or not the record was rewritten since.
+func (m *Manager) current(a auth.Account, now time.Time) auth.Account {
+	tm := m.plans.Current(termsOf(&a), now)
+	a.Plan, a.BillingAnchor, a.PendingPlan, a.PendingPlanAt = tm.Plan, tm.Anchor, tm.PendingPlan, tm.PendingAt
+	return a
+}
+
+// balanceAt reads an account's balance at now, in its period, renewing it if due. Its
+// Allowance is the plan's in force, whether or not the ledger has renewed to it yet (a
+// plan changed during the period).
+func (m *Manager) balanceAt(ctx context.Context, a *auth.Account, now time.Time) (billing.Plan, billing.Balance, error) {
+	plan, period := m.planAt(a, now)
+	b, err := m.ledger.Balance(ctx, a.ID, now, period, plan.Credits)
+	b.Allowance = plan.Credits
+	return plan, b, err
+}
+
+// planAt returns the plan in force on an account at now and its credit period that
+// contains now. A plan that is no longer configured is answered by its name alone,
+// with no allowance, renewing monthly.
+func (m *Manager) planAt(a *auth.Account, now time.Time) (billing.Plan, billing.Period) {
+	tm := m.plans.Current(termsOf(a), now)
+	plan, ok := m.plans.Lookup(tm.Plan)
+	if !ok {
+		plan = billing.Plan{Name: tm.Plan}
+	}
+	return plan, billing.PeriodAt(tm.Anchor, plan.Renews, now)
+}
+
+// Effective says when a change of plan takes effect (see [Manager.ChangePlan]).
+type Effective string
+
+// When a change of plan takes effect.
+const (
+	// EffectiveNow: at once, for the rest of the current period.
+	EffectiveNow Effective = "now"
+	// EffectiveRenewal: at the end of the current period, when the allowance renews.
+	EffectiveRenewal Effective = "renewal"
+)
+
+// A PlanChange is what [Manager.ChangePlan] did.
+type PlanChange struct {
+	// Account is the account's record after the change, as it reads now (see
+	// [Info].Account): for a change at the renewal, its PendingPlan and PendingPlanAt.
+	Account auth.Account
+	// Plan is the plan in force now, and Balance the balance now.
+	Plan    billing.Plan
+	Balance billing.Balance
+	// Changed is false when there was nothing to change: the account is on the plan
+	// with nothing pending, or the same change already waits for the renewal.
+	Changed bool
+	// EffectiveAt is when the new plan takes effect: now, or the renewal. It is zero
+	// when nothing changed.
+	EffectiveAt time.Time
+}
+
+// maxPlanChangeAttempts bounds the attempts of a change of plan whose account changes
+// under it (each attempt reads the account again).
+const maxPlanChangeAttempts = 8
+
+// ChangePlan moves an account to another plan, now or at the renewal (the end of its
+// current period), and publishes the change ([event.PlanChanged]) once it is stored.
+// An empty effective means [EffectiveNow] for an upgrade (a plan whose Credits are
+// higher than the current plan's) and [EffectiveRenewal] otherwise.
+//
+// Now: the account is on the new plan from its next call, on every instance, key
+// cache or not (its rate limit, concurrency and allowance), and any change that waited
+// for the renewal is dropped. What is left of the current period's allowance changes by
+// the difference of the allowances: an upgrade adds it for the rest of the period; a
+// downgrade takes it from what is left of the allowance, never below zero, and never
+// from granted credits. Between plans that renew on different cycles (monthly and
+// yearly), a new period begins now instead (the account's billing anchor moves to now):
+// its allowance is the new plan's, what was left of the old period's lapses, as at any
+// renewal, and granted credits carry over.
+//
+// Renewal: nothing changes until the current period ends; from then on the new plan
+// is in force (its allowance is the next period's, its limits apply), whether or not
+// the account's record is rewritten since (see [auth.Account.PlanAt]). The account's
+// PendingPlan and PendingPlanAt say so until then. A later change replaces a pending
+// one; a change to the plan the account is on drops it. A new plan that renews on
+// another cycle counts its periods from the renewal.
+//
+// An unknown plan or effective is CodeInvalidInput (the message lists the plans), a
+// closed account CodeConflict, an unknown one CodeNotFound. A change to the plan the
+// account is on, with nothing pending, or to the change that already waits, changes
+// nothing and publishes nothing (Changed is false).
+//
+// A change made now applies the difference of the allowances once, whatever the
+// retries (its id is the account's and its new revision's); if the ledger cannot take
+// it, the plan has changed but the allowance has not: the error says so, and the
+// difference may be granted or taken with [Manager.AdjustCredits]. A plan that is no
+// longer configured counts as an upgrade: the change is made now, and what is left of
+// the allowance is kept as it is.
+func (m *Manager) ChangePlan(ctx context.Context, accountID, plan string, effective Effective) (PlanChange, error) {
+	if err := checkText("account_id", accountID, maxIDLength); err != nil {
+		return PlanChange{}, err
+	}
+	switch effective {
+	case "", EffectiveNow, EffectiveRenewal:
+	default:
+		return PlanChange{}, newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"effective must be %q or %q (or none: now for an upgrade, at the renewal otherwise), not %q", EffectiveNow, EffectiveRenewal, string(effective)), nil)
+	}
+	next, ok := m.plans.Lookup(plan)
+	if !ok {
+		return PlanChange{}, newError(tollgate.CodeInvalidInput,
+			fmt.Sprintf("plan %q does not exist; the plans are %v", plan, m.plans.Names()), nil)
+	}
+	for attempt := 1; ; attempt++ {
+		c, err := m.changePlan(ctx, accountID, next, effective)
+		if !errors.Is(err, auth.ErrAccountChanged) {
+			return c, err
+		}
+		if attempt == maxPlanChangeAttempts {
+			return PlanChange{}, newError(tollgate.CodeConflict,
+				fmt.Sprintf("account %q kept changing while its plan was being changed; retry", accountID), err)
+		}
+	}
+}
+
+// changePlan is one attempt of ChangePlan, on the account as it reads now. It returns
+// an error wrapping auth.ErrAccountChanged when the account changed since it was read.
+func (m *Manager) changePlan(ctx context.Context, accountID string, next billing.Plan, effective Effective) (PlanChange, error) {
+	acct, err := m.keys.Account(ctx, accountID)
+	if err != nil {
+		return PlanChange{}, m.manageError(ctx, "account", accountID, err)
+	}
+	if acct.State == auth.AccountClosed {
+		return PlanChange{}, newError(tollgate.CodeConflict, fmt.Sprintf("account %q is closed; a closed account's plan cannot change", accountID), auth.ErrAccountClosed)
+	}
+	now := m.now()
+	cur := m.current(acct, now)
+	old, period := m.planAt(&acct, now)
+	_, known := m.plans.Lookup(cur.Plan)
+	if effective == "" {
+		effective = EffectiveRenewal
+		if !known || next.Credits > old.Credits {
+			effective = EffectiveNow
+		}
+	}
+	// The update writes the record as it reads now (a pending change that is due
+	// applied), then the change.
+	u := cur.Update()
+	u.Revision = acct.Revision
+	c := event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now}
+	adjust := int64(0) // the change of the period's allowance, made after the update
+	switch {
+	case next.Name == cur.Plan && cur.PendingPlan == "":
+		return m.planUnchanged(ctx, &acct, now)
+	case next.Name == cur.Plan:
+		c.Reason = fmt.Sprintf("the change to %s at %s is canceled", cur.PendingPlan, cur.PendingPlanAt.UTC().Format(time.RFC3339))
+		u.PendingPlan, u.PendingPlanAt = "", time.Time{}
+	case effective == EffectiveRenewal:
+		if cur.PendingPlan == next.Name && cur.PendingPlanAt.Equal(period.End) {
+			return m.planUnchanged(ctx, &acct, now)
+		}
+		u.PendingPlan, u.PendingPlanAt = next.Name, period.End
+		c.Effective = period.End
+	case known && old.Cycle() != next.Cycle():
+		// A new period begins now, on the new cycle: later than the current one's
+		// start, to the second, so that the ledger renews to the new allowance.
+		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
+		u.BillingAnchor = now.UTC().Truncate(time.Second)
+		if !u.BillingAnchor.After(period.Start) {
+			u.BillingAnchor = period.Start.Add(time.Second)
+		}
+	default:
+		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
+		if !known {
+			break // the allowance left is kept as it is
+		}
+		adjust = next.Credits - old.Credits
+		// The ledger renews into the current period, if it has not yet, on the old
+		// plan's allowance before the record names the new plan: so no call renews it
+		// to the new allowance that the difference would then be added to.
+		if _, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
+		}
+	}
+	updated, err := m.keys.UpdateAccount(ctx, u)
+	switch {
+	case errors.Is(err, auth.ErrAccountChanged):
+		return PlanChange{}, err
+	case errors.Is(err, auth.ErrAccountClosed):
+		return PlanChange{}, newError(tollgate.CodeConflict, fmt.Sprintf("account %q is closed; a closed account's plan cannot change", accountID), err)
+	case err != nil:
+		return PlanChange{}, m.manageError(ctx, "account", accountID, err)
+	}
+	m.changed(ctx, now, c)
+	res := PlanChange{Account: m.current(updated, now), Changed: true, EffectiveAt: c.Effective}
+	if adjust != 0 {
+		if err := m.adjustAllowance(ctx, &updated, adjust, now); err != nil {
+			return res, err
+		}
+	}
+	res.Plan, res.Balance, err = m.balanceAt(ctx, &updated, now)
+	if err != nil {
+		return res, m.manageError(ctx, "balance of account", accountID, err)
+	}
+	return res, nil
+}
+
+// planUnchanged answers a change of plan that changes nothing.
+func (m *Manager) planUnchanged(ctx context.Context, acct *auth.Account, now time.Time) (PlanChange, error) {
+	plan, b, err := m.balanceAt(ctx, acct, now)
+	if err != nil {
+		return PlanChange{}, m.manageError(ctx, "balance of account", acct.ID, err)
+	}
+	return PlanChange{Account: m.current(*acct, now), Plan: plan, Balance: b}, nil
+}
+
+// adjustAttempts is the most times adjustAllowance asks the ledger.
+const adjustAttempts = 3
+
+// retryable reports whether an operation on a ledger that failed with err may succeed
+// if it is tried again: an error that is none of the ledger's verdicts (the store
+// could not be reached, or its answer was lost).
+func retryable(err error) bool {
+	for _, verdict := range []error{store.ErrNotFound, store.ErrConflict, store.ErrInvalid, billing.ErrTooManyCredits, billing.ErrInsufficientCredits} {
+		if errors.Is(err, verdict) {
+			return false
+		}
+	}
+	return err != nil
+}
+
+// adjustAllowance changes what is left of the current period's allowance of an account
+// whose plan just changed (to its revision acct.Revision) by amount, once: the
+// adjustment's id is the account's and the revision's, whatever the retries.
+func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amount int64, now time.Time) error {
+	plan, period := m.planAt(acct, now)
+	sum := sha256.Sum256(fmt.Appendf(nil, "plan\x00%s\x00%d", acct.ID, acct.Revision))
+	var id billing.RequestID
+	copy(id[:], sum[:])
+	adj := driver.Adjustment{Account: acct.ID, Request: id, Amount: amount, Part: driver.PartAllowance,
+		Reason: "plan changed to " + plan.Name, Period: period, Allowance: plan.Credits, Now: now}
+	// The change of plan is stored: the adjustment is made even if the client goes,
+	// and tried again, under the same id, if the ledger's answer is lost.
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for range adjustAttempts {
+		if _, err = m.ledger.Adjust(ctx, adj); !retryable(err) {
+			break
+		}
+	}
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		// No balance (its creation was cut short): the first call opens it on the
+		// new plan.
+		return nil
+	}
+	if errors.Is(err, billing.ErrTooManyCredits) {
+		return newError(tollgate.CodeInvalidInput, fmt.Sprintf(
+			"the plan of account %q changed to %s, but the allowance of its current period could not grow by %d credits: the balance would pass the maximum of %d",
+			acct.ID, plan.Name, amount, int64(billing.MaxCredits)), err)
+	}
+	cause := m.manageError(ctx, "balance of account", acct.ID, err)
+	return newError(tollgate.CodeOf(cause), fmt.Sprintf(
+		"the plan of account %q changed to %s, but the allowance of its current period could not be changed by %d credits (%s): grant or take them with a credit adjustment",
+		acct.ID, plan.Name, amount, cause.Error()), err)
+}
