@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
@@ -162,6 +163,12 @@ func nullable(typ, description string) map[string]any {
 	return map[string]any{"type": []string{typ, "null"}, "description": description}
 }
 
+func nullableInstant(description string) map[string]any {
+	s := nullable("string", description)
+	s["format"] = "date-time"
+	return s
+}
+
 func instant(description string) map[string]any {
 	return map[string]any{"type": "string", "format": "date-time", "description": description}
 }
@@ -231,12 +238,15 @@ func openAPIPaths() map[string]any {
 		return object(props)
 	}
 	accountBody := object(restrictionProps(), "apis", "channels", "allowed_ips", "expires_at")
+	accountBody["description"] = "The account, its plan and opening credits, and restrictions that confine every key of it."
 	props := accountBody["properties"].(map[string]any)
 	props["id"] = map[string]any{"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9_-]*$",
 		"description": "The account's id: letters, digits, _ and -. Absent or empty: one is generated."}
 	props["plan"] = map[string]any{"type": "string", "minLength": 1, "description": "One of the plans (GET /admin/v1/plans)."}
 	props["credits"] = map[string]any{"type": "integer", "minimum": 0, "maximum": billing.MaxCredits,
 		"description": "The opening balance; absent: the plan's allowance."}
+	props["billing_anchor"] = instant("When the account's credit periods are counted from (RFC 3339, from 1970 to a year from now; " +
+		"kept to the second): each renews on its day of the month, or of the year, at its time of day (UTC). Absent: the creation.")
 	accountBody["required"] = []string{"plan"}
 	accountBody["additionalProperties"] = false
 
@@ -263,6 +273,7 @@ func openAPIPaths() map[string]any {
 		return s
 	}
 	stateOp := func(id, summary, description string, required bool) map[string]any {
+		description += " An account that kept changing while it was being changed is a 409: read it again and retry."
 		return map[string]any{"post": operation(op{id: id, tag: "Accounts", summary: summary, description: description,
 			status: "200", data: object(map[string]any{"account": account}), params: []any{accountID},
 			body: stateBody(required, "Why, recorded in the audit log."), bodyRequired: required,
@@ -337,6 +348,26 @@ func openAPIPaths() map[string]any {
 					"keys":      map[string]any{"type": "array", "items": key, "maxItems": auth.DefaultKeyPage},
 					"keys_next": nullable("string", "The cursor of the next page of keys; null when keys are all of them.")}),
 				params: []any{accountID}, errors: []string{"400", "404", "503"}}),
+			"patch": operation(op{id: "adminChangePlan", tag: "Accounts", summary: "Change an account's plan",
+				description: "Now, or at the renewal (the end of the current period); by default now for an upgrade (a plan with more credits) " +
+					"and at the renewal otherwise. A change now is in force from the account's next call and changes what is left of the " +
+					"period's allowance by the difference of the allowances (never below zero, never the granted credits); between plans " +
+					"that renew on different cycles a new period begins now. A change at the renewal shows in pending_plan and " +
+					"pending_plan_at until then; a later change replaces it, and a change to the plan in force drops it. A change that " +
+					"is already made, or already waits, changes nothing (changed false). A closed account's plan cannot change (409).",
+				status: "200", data: object(map[string]any{"account": account, "balance": balance,
+					"changed":      map[string]any{"type": "boolean", "description": "Whether anything changed."},
+					"effective_at": nullableInstant("When the new plan takes effect: now, or the renewal; null when nothing changed.")}),
+				params: []any{accountID},
+				body: map[string]any{"type": "object", "required": []string{"plan"}, "additionalProperties": false,
+					"description": "The plan to move the account to, and when.",
+					"properties": map[string]any{
+						"plan": map[string]any{"type": "string", "minLength": 1, "pattern": `\S`, "description": "One of the plans (GET /admin/v1/plans)."},
+						"effective": map[string]any{"type": "string", "enum": []string{string(accounts.EffectiveNow), string(accounts.EffectiveRenewal)},
+							"description": "now, or renewal (the end of the current period); absent: now for an upgrade, renewal otherwise."},
+					}},
+				bodyRequired: true, example: map[string]any{"plan": "pro", "effective": "renewal"},
+				errors: []string{"400", "404", "409", "503"}}),
 			"delete": operation(op{id: "adminDeleteAccount", tag: "Accounts", summary: "Delete a closed account and its keys",
 				description: "Once the closure's retention has passed (deletable_at in the account); before that, or for an account that is " +
 					"not closed, 409 saying when it becomes possible. The id is not given to a new account afterwards.",
@@ -421,9 +452,8 @@ func openAPIComponents() map[string]any {
 		"apis":        strs("The APIs the keys may call; empty: every API."),
 		"channels":    strs("The channels they may call by; empty: every channel."),
 		"allowed_ips": strs("The addresses they may call from, as CIDR prefixes; empty: any."),
-		"expires_at":  nullable("string", "When they stop working; null: never."),
+		"expires_at":  nullableInstant("When they stop working; null: never."),
 	}
-	restrictions["expires_at"].(map[string]any)["format"] = "date-time"
 	with := func(props map[string]any) map[string]any {
 		maps.Copy(props, restrictions)
 		return props
@@ -432,10 +462,13 @@ func openAPIComponents() map[string]any {
 		"id": str("The account's id."), "plan": str("The account's plan."), "created_at": instant("When it was created."),
 		"state": map[string]any{"type": "string", "enum": []string{string(auth.AccountActive), string(auth.AccountSuspended), string(auth.AccountClosed)},
 			"description": "A suspended account's calls are refused until it is reactivated; a closed account's keys are revoked for good."},
-		"state_changed_at": nullable("string", "When the state last changed; null if it never did."),
+		"state_changed_at": nullableInstant("When the state last changed; null if it never did."),
 		"deletable_at":     instant("For a closed account: from when DELETE may delete it."),
+		"billing_anchor": nullableInstant("When the account's credit periods are counted from: each renews on its day of the month " +
+			"(or of the year) at its time of day, in UTC. Null: calendar months."),
+		"pending_plan":    nullable("string", "The plan the account moves to at pending_plan_at, the end of the current period; null when no change waits."),
+		"pending_plan_at": nullableInstant("When pending_plan takes effect; null when no change waits."),
 	}), "deletable_at")
-	accountSchema["properties"].(map[string]any)["state_changed_at"].(map[string]any)["format"] = "date-time"
 	accountSchema["description"] = "An account. Its restrictions confine every key of it."
 
 	keySchema := object(with(map[string]any{
@@ -449,22 +482,27 @@ func openAPIComponents() map[string]any {
 
 	planSchema := object(map[string]any{
 		"name": str("The plan's name."), "credits": count("The allowance of a period, which renews."),
+		"renews": map[string]any{"type": "string", "enum": []string{string(billing.Monthly), string(billing.Yearly)},
+			"description": "How often the allowance renews; absent: monthly."},
 		"rate_per_minute":  count("Calls per minute; 0: unlimited."),
 		"burst":            count("Calls that may arrive at once; absent: rate_per_minute."),
 		"concurrency":      count("Calls that may run at once; 0: unlimited."),
 		"graphql_max_apis": count("APIs one GraphQL query may name; 0: no cap."),
 		"batch_max_items":  count("Items one batch may hold; 0: the default."),
-	}, "burst")
+	}, "burst", "renews")
 
 	entrySchema := object(map[string]any{
 		"at": instant("When the change was made."),
 		"actor": str("Who made it: operator (or operator:<name>) for the admin API, host for the host's own code, " +
 			"a key id or session:<id> for the account holder."),
-		"action":  str("What was done: account.create, key.create, key.rotate, key.revoke, key.update, credits.adjust, session.start, session.end, account.suspend, account.reactivate, account.close, account.delete, or an action of the host's."),
+		"action": str("What was done: account.create, key.create, key.rotate, key.revoke, key.update, credits.adjust, plan.change, " +
+			"session.start, session.end, account.suspend, account.reactivate, account.close, account.delete, or an action of the host's."),
 		"account": str("The account."),
 		"target":  nullable("string", "The key (or session) the change is about; null for none."),
-		"before":  nullable("object", "The target's restrictions before the change; null where there are none to record."),
-		"after":   nullable("object", "The target's restrictions after the change; null where there are none to record."),
+		"before": nullable("object", "The target's restrictions before the change, or for plan.change {\"plan\"}, the plan before; "+
+			"null where there is nothing to record."),
+		"after": nullable("object", "The target's restrictions after the change, or for plan.change {\"plan\", \"effective_at\"}, "+
+			"the new plan and when it takes effect; null where there is nothing to record."),
 		"credits": nullable("integer", "The change of the credits, for credits.adjust; else null."),
 		"address": nullable("string", "The address the change was requested from; null if unknown."),
 		"reason":  nullable("string", "The reason given; null for none."),

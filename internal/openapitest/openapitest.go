@@ -461,9 +461,10 @@ var (
 // Invalid returns values that schema (a schema of the document) declares invalid, for
 // a check that the handler refuses each: from a pool of values of every JSON type and
 // of many shapes, and the values just past the bounds that schema sets (maximum,
-// minimum, maxLength, minLength, and those of its items). null is among them only with
-// withNull: encoding/json reads null as an absent optional field.
-func (d *Doc) Invalid(schema map[string]any, withNull bool) []any {
+// minimum, maxLength, minLength, and those of its items). For a property that is not
+// required, null and the empty string are not among them: encoding/json reads null as
+// the property not given, and a handler reads the empty string so too.
+func (d *Doc) Invalid(schema map[string]any, required bool) []any {
 	var pool []any
 	for _, s := range poolStrings {
 		pool = append(pool, s)
@@ -474,12 +475,15 @@ func (d *Doc) Invalid(schema map[string]any, withNull bool) []any {
 			pool = append(pool, []any{v})
 		}
 	}
-	if withNull {
+	if required {
 		pool = append(pool, nil)
 	}
 	var out []any
 	kinds := map[string]bool{} // the kinds of value the schema's type refuses, tried once
 	for _, v := range pool {
+		if v == "" && !required {
+			continue
+		}
 		k := kind(v)
 		if !typeAllows(schema, k) {
 			if kinds[k] {

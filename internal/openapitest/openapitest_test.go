@@ -124,12 +124,13 @@ func TestInvalidAndValid(t *testing.T) {
 	}
 	schema, _, _ := op.Body()
 	name := schema["properties"].(map[string]any)["name"].(map[string]any)
-	got := d.Invalid(name, false)
-	if !slices.Contains(got, any("aaaa")) || slices.Contains(got, nil) || slices.Contains(got, any("abc")) {
-		t.Errorf("Invalid(name): %v, want aaaa among them, and neither null nor a valid name", got)
+	got := d.Invalid(name, true)
+	if !slices.Contains(got, any("aaaa")) || !slices.Contains(got, nil) || slices.Contains(got, any("abc")) {
+		t.Errorf("Invalid(name, required): %v, want aaaa and null among them, and no valid name", got)
 	}
-	if got := d.Invalid(name, true); !slices.Contains(got, nil) {
-		t.Errorf("Invalid(name, withNull): %v, want null among them", got)
+	enum := map[string]any{"type": "string", "enum": []any{"now", "renewal"}}
+	if opt := d.Invalid(enum, false); !slices.Contains(opt, any("bogus")) || slices.Contains(opt, nil) || slices.Contains(opt, any("")) {
+		t.Errorf("Invalid(enum, not required): %v, want bogus among them, and neither null nor the empty string", opt)
 	}
 	for _, v := range got {
 		if d.Validate(name, v, false) == nil {
