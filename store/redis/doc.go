@@ -23,9 +23,9 @@
 //     call within a fraction of a second: the service then answers 503, admits nothing
 //     and charges nothing. docs/redis.md ("Connection pool and timeouts") gives the
 //     settings; [ClusterOptions] sets them for a Cluster.
-//   - Rate limits, leases and reservation deadlines run on the Redis server's clock,
-//     unless Options.CallerClock; every instance sharing a prefix must use the same
-//     clock.
+//   - Rate limits, leases, reservation deadlines and the lapse of grants run on the
+//     Redis server's clock, unless Options.CallerClock; every instance sharing a
+//     prefix must use the same clock. Credit periods come from the caller's clock.
 //   - Redis acknowledges a write in memory, and replicates it asynchronously: a crash or
 //     a failover may lose the last writes (a free call, a retried request charged
 //     again, a revoked or rotated key back to life, a limit loosened for a moment).

@@ -70,8 +70,9 @@ type Options struct {
 	// until they are settled, at most [OpenReservationTTL].
 	Retention time.Duration
 
-	// CallerClock makes rate limits and leases run on the time the caller passes
-	// (the now arguments and Step.Now) instead of the Redis server's clock. The
+	// CallerClock makes rate limits, leases, reservation deadlines and the lapse of
+	// grants run on the time the caller passes (the now arguments and Step.Now)
+	// instead of the Redis server's clock. The
 	// default, the server's clock, keeps instances whose clocks disagree consistent;
 	// the caller's clock is for tests that script time. Every instance sharing a
 	// Prefix must use the same clock. Credit periods always come from the caller.
