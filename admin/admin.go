@@ -5,6 +5,7 @@
 //
 // Routes, relative to where the host mounts the handler (JSON in, the envelope out):
 //
+//	GET  /admin/v1/openapi.json                    the OpenAPI 3.1 document of these routes (no token)
 //	GET  /admin/v1/plans                           the plans an account may be on
 //	POST /admin/v1/accounts                        {"id"?, "plan", "credits"?, "billing_anchor"?, "apis"?, "channels"?, "allowed_ips"?, "expires_at"?}
 //	GET  /admin/v1/accounts/{account_id}
@@ -96,6 +97,15 @@
 // once; a key that is reused returns the current balance and changes nothing, whatever
 // the amount.
 //
+// The OpenAPI document ([OpenAPI]) describes every route: its parameters and their
+// bounds, its body, the data of its success and each error status it answers, and the
+// admin token as a bearer scheme. GET /admin/v1/openapi.json serves it to any caller,
+// without the token: it names no secret, no account and no plan, only what this
+// package's documentation says. It is built on the first request, and carries a strong
+// ETag with Cache-Control: no-cache (If-None-Match answers 304). Like every answer of
+// the admin API it carries no CORS header; other methods on its path need the token
+// (then 405).
+//
 // Mount it on a separate listener or behind network controls where possible:
 //
 //	mux.Handle("/admin/", adminHandler)
@@ -108,6 +118,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/accounts"
@@ -133,10 +144,13 @@ type Options struct {
 
 // Handler serves the admin API. Create it with [NewHandler].
 type Handler struct {
-	mgr   *accounts.Manager
-	token [sha256.Size]byte
-	mux   *http.ServeMux
-	door  *edge.Door
+	mgr    *accounts.Manager
+	token  [sha256.Size]byte
+	mux    *http.ServeMux
+	door   *edge.Door
+	routes []mgmtapi.Route
+	// openapi returns the OpenAPI document as served, built on the first request.
+	openapi func() (openAPIDoc, error)
 }
 
 // NewHandler returns the admin API of the accounts that mgr manages, protected by
@@ -157,8 +171,9 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 		e = edge.Default()
 	}
 	h := &Handler{mgr: mgr, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
-		door: e.Door(edge.DoorSpec{})}
-	mgmtapi.Mount(h.mux, "/admin/", "admin", append(h.lifecycleRoutes(), []mgmtapi.Route{
+		door: e.Door(edge.DoorSpec{}), openapi: sync.OnceValues(buildOpenAPI)}
+	h.routes = append(h.lifecycleRoutes(), []mgmtapi.Route{
+		{Method: http.MethodGet, Path: OpenAPIPath, Serve: h.serveOpenAPI},
 		{Method: http.MethodGet, Path: "/admin/v1/plans", Serve: h.listPlans},
 		{Method: http.MethodPost, Path: "/admin/v1/accounts", Serve: h.createAccount},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}", Serve: h.getAccount},
@@ -170,12 +185,18 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 		{Method: http.MethodPost, Path: "/admin/v1/accounts/{account_id}/credits", Serve: h.adjustCredits},
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/audit", Serve: h.auditLog},
 		{Method: http.MethodGet, Path: "/admin/v1/usage", Serve: h.usageTotals},
-	}...))
+	}...)
+	mgmtapi.Mount(h.mux, "/admin/", "admin", h.routes)
 	return h, nil
 }
 
-// ServeHTTP checks the admin token, then routes the request.
+// ServeHTTP checks the admin token, then routes the request. The OpenAPI document
+// ([OpenAPIPath]) is served to GET and HEAD without a token: it names no secret.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == OpenAPIPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.serveOpenAPI(w, r)
+		return
+	}
 	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
 		edge.WriteEnvelopeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "send the admin token as Authorization: Bearer <token>")

@@ -170,8 +170,9 @@ type response struct {
 	env    envelope
 }
 
-// do sends a request to the test server. hdr holds header name/value pairs.
-func (e *env) do(method, path string, body io.Reader, hdr ...string) response {
+// roundTrip sends a request to the test server and returns the answer and its body.
+// hdr holds header name/value pairs.
+func (e *env) roundTrip(method, path string, body io.Reader, hdr ...string) (*http.Response, []byte) {
 	e.t.Helper()
 	req, err := http.NewRequestWithContext(e.t.Context(), method, e.srv.URL+path, body)
 	if err != nil {
@@ -189,6 +190,14 @@ func (e *env) do(method, path string, body io.Reader, hdr ...string) response {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return res, b
+}
+
+// do sends a request to the test server, and decodes the envelope of a JSON answer.
+// hdr holds header name/value pairs.
+func (e *env) do(method, path string, body io.Reader, hdr ...string) response {
+	e.t.Helper()
+	res, b := e.roundTrip(method, path, body, hdr...)
 	r := response{status: res.StatusCode, header: res.Header, body: b}
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") && len(b) > 0 {
 		d := json.NewDecoder(bytes.NewReader(b))

@@ -14,7 +14,7 @@
 //	/v1/account, /v1/account/  the account holders' API (package selfservice)
 //	/v1/account/session      sessions (package session), when the service has session tokens
 //	/dashboard/              the dashboard (package dashboard), with sessions
-//	/admin/                  the admin API (package admin), with an admin token
+//	/admin/                  the admin API (package admin), with an admin token; its OpenAPI document, /admin/v1/openapi.json, needs none
 //	/, /.well-known/...      the OAuth authorization server (package oauth), with [Options.OAuth]
 package doors
 

@@ -314,14 +314,16 @@ func BalanceJSON(b billing.Balance) map[string]any {
 // BalanceSchema is the JSON Schema of [BalanceJSON]'s form, for the OpenAPI documents.
 func BalanceSchema() map[string]any {
 	integer := func(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
-	return map[string]any{"type": "object", "properties": map[string]any{
-		"remaining":           integer("Credits left: allowance_remaining plus granted."),
-		"granted":             integer("The part of remaining that grants hold: credits given or bought, which carry over when the allowance renews, until they are spent or lapse."),
-		"allowance_remaining": integer("What is left of the period's allowance, which renews at renewal."),
-		"used":                integer("Credits spent this period, from either part."),
-		"limit":               integer("The plan's allowance for a period."),
-		"renewal":             map[string]any{"type": "string", "format": "date-time", "description": "When the allowance renews; grants carry over."},
-		"next_lapse": map[string]any{"type": []string{"object", "null"}, "description": "The earliest expiry among the grants, and the credits that lapse then; null when none lapses.",
-			"properties": map[string]any{"at": map[string]any{"type": "string", "format": "date-time"}, "credits": map[string]any{"type": "integer"}}},
-	}}
+	return map[string]any{"type": "object", "required": []string{"remaining", "granted", "allowance_remaining", "used", "limit", "renewal", "next_lapse"},
+		"properties": map[string]any{
+			"remaining":           integer("Credits left: allowance_remaining plus granted."),
+			"granted":             integer("The part of remaining that grants hold: credits given or bought, which carry over when the allowance renews, until they are spent or lapse."),
+			"allowance_remaining": integer("What is left of the period's allowance, which renews at renewal."),
+			"used":                integer("Credits spent this period, from either part."),
+			"limit":               integer("The plan's allowance for a period."),
+			"renewal":             map[string]any{"type": "string", "format": "date-time", "description": "When the allowance renews; grants carry over."},
+			"next_lapse": map[string]any{"type": []string{"object", "null"}, "description": "The earliest expiry among the grants, and the credits that lapse then; null when none lapses.",
+				"properties": map[string]any{"at": map[string]any{"type": "string", "format": "date-time"}, "credits": map[string]any{"type": "integer"}},
+				"required":   []string{"at", "credits"}},
+		}}
 }
