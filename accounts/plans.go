@@ -116,8 +116,9 @@ const maxPlanChangeAttempts = 8
 // the difference of the allowances: an upgrade adds it for the rest of the period; a
 // downgrade takes it from what is left of the allowance, never below zero, and never
 // from granted credits. Between plans that renew on different cycles (monthly and
-// yearly), a new period begins now instead (the account's billing anchor moves to now):
-// its allowance is the new plan's, what was left of the old period's lapses, as at any
+// yearly), a new period begins now instead (the account's billing anchor moves to now,
+// or just after the start of the period the ledger holds if a call renewed the balance
+// into the next period first): its allowance is the new plan's, what was left of the old period's lapses, as at any
 // renewal, and granted credits carry over.
 //
 // Renewal: nothing changes until the current period ends; from then on the new plan
@@ -204,12 +205,25 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		u.PendingPlan, u.PendingPlanAt = next.Name, period.End
 		c.Effective = period.End
 	case known && old.Cycle() != next.Cycle():
-		// A new period begins now, on the new cycle: later than the current one's
-		// start, to the second, so that the ledger renews to the new allowance.
+		// A new period begins now, on the new cycle: later than the start of the
+		// period the ledger holds, to the second, so that the ledger renews to the new
+		// allowance. That period may be later than the one that contains now: a call
+		// on an instance whose clock is ahead, or one made since now, may have renewed
+		// the balance into the next period already; a new period that began before
+		// that one's start would never be renewed to, and the old plan's allowance
+		// would stand for the whole of the new plan's period.
+		b, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
+		}
+		held := period.Start
+		if err == nil && b.Period.Start.After(held) {
+			held = b.Period.Start
+		}
 		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
 		u.BillingAnchor = now.UTC().Truncate(time.Second)
-		if !u.BillingAnchor.After(period.Start) {
-			u.BillingAnchor = period.Start.Add(time.Second)
+		if !u.BillingAnchor.After(held) {
+			u.BillingAnchor = held.Add(time.Second).Truncate(time.Second)
 		}
 	default:
 		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}

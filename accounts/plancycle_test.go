@@ -1,0 +1,77 @@
+package accounts_test
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/memory"
+)
+
+// cycleManager returns a manager on ledger with a monthly basic plan (100 credits) and
+// a yearly team plan (12000), its clock, and an account "acct" on basic created at
+// 2030-01-15 12:00 (its periods begin on the 15th at noon).
+func cycleManager(t *testing.T, ledger driver.Ledger) (*accounts.Manager, *testenv.Clock) {
+	t.Helper()
+	plans, err := billing.NewPlans(billing.Plan{Name: "basic", Credits: 100},
+		billing.Plan{Name: "team", Credits: 12000, Renews: billing.Yearly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	clock := testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))
+	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: ledger,
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, &tollgate.Options{Now: clock.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	mgr, err := accounts.New(svc, &accounts.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	if _, _, _, err := mgr.CreateAccount(t.Context(), accounts.Spec{ID: "acct", Plan: "basic"}); err != nil {
+		t.Fatal(err)
+	}
+	return mgr, clock
+}
+
+// TestChangePlanCycleAfterLedgerRenewed: a change now to a plan of another cycle, on an
+// instance whose clock is a second behind that of an instance which has already renewed
+// the balance into the next period (or made a moment before the renewal, while a call
+// renewed it), begins the new plan's period after the one the ledger holds: the ledger
+// renews to the new plan's allowance, rather than keep the old plan's allowance for
+// the whole of the new plan's first year.
+func TestChangePlanCycleAfterLedgerRenewed(t *testing.T) {
+	ledger := memory.NewLedger(nil)
+	mgr, clock := cycleManager(t, ledger)
+	renewal := time.Date(2030, 2, 15, 12, 0, 0, 0, time.UTC)
+	next := driver.Period{Start: renewal, End: renewal.AddDate(0, 1, 0)}
+	if _, err := ledger.Balance(t.Context(), "acct", renewal, next, 100); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(renewal.Add(-time.Second))
+	c, err := mgr.ChangePlan(t.Context(), "acct", "team", accounts.EffectiveNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Account.BillingAnchor.After(renewal) {
+		t.Errorf("the new billing anchor is %s, not after the start of the period the ledger holds, %s", c.Account.BillingAnchor, renewal)
+	}
+	clock.Set(renewal.Add(time.Hour))
+	info, err := mgr.Account(t.Context(), "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := billing.PeriodAt(c.Account.BillingAnchor, billing.Yearly, clock.Now())
+	if info.Balance.Remaining != 12000 || info.Balance.Period != want {
+		t.Errorf("an hour later, on team: %d credits in %v, want team's 12000 in %v", info.Balance.Remaining, info.Balance.Period, want)
+	}
+}
