@@ -63,6 +63,9 @@ var grantRows = []behaviour[driver.Ledger]{
 	{"MaxGrantLots",
 		"An account holds at most driver.MaxGrantLots lots: a grant that would start one more is refused with ErrTooManyGrants; one to an existing lot is taken.",
 		ledMaxGrantLots},
+	{"RefundRestoresSpentLot",
+		"A lot spent to nothing no longer counts toward MaxGrantLots, so another grant may start a lot; a refund to the spent lot restores it all the same, past MaxGrantLots, and grants that would start one more lot are refused until lots lapse or are spent.",
+		ledRefundRestoresSpentLot},
 	{"ConcurrentGrantSpending",
 		"Concurrent reservations and settlements against the allowance and several lots never take any part below zero, and the kept charges add up, part by part, to what the balance lost.",
 		ledConcurrentGrantSpending},
@@ -443,6 +446,31 @@ func ledMaxGrantLots(t *testing.T, l driver.Ledger) {
 	// Once the first lot has lapsed, a new one fits.
 	b = grant(t, l, acct, newRequest(), 1, never, now.Add(time.Hour))
 	wantParts(t, "a grant once a lot lapsed", b, parts{remaining: driver.MaxGrantLots, granted: driver.MaxGrantLots, lapse: now.Add(2 * time.Hour), lapsing: 1})
+}
+
+func ledRefundRestoresSpentLot(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 0, p0)
+	now := nowIn(p0)
+	first := now.Add(time.Hour)
+	for i := range driver.MaxGrantLots {
+		grant(t, l, acct, newRequest(), 1, now.Add(time.Duration(i+1)*time.Hour), now)
+	}
+	id := newRequest()
+	reserveAt(t, l, acct, id, 1, now, driver.Parts{Grants: 1})
+	last := now.Add(time.Duration(driver.MaxGrantLots+1) * time.Hour)
+	grant(t, l, acct, newRequest(), 1, last, now)
+	b := settleParts(t, l, acct, id, 1, now, driver.Parts{})
+	wantParts(t, "the refund to the spent lot", b, parts{remaining: driver.MaxGrantLots + 1, granted: driver.MaxGrantLots + 1, lapse: first, lapsing: 1})
+	_, err := l.Adjust(ctx, grantAt(acct, newRequest(), 1, last.Add(time.Hour), now))
+	wantErr(t, "a grant to one more lot", err, driver.ErrTooManyGrants)
+	grant(t, l, acct, newRequest(), 1, last, now)
+	// One lot lapses: 64 are left, and one more is still one too many; once a second
+	// lapses, a new lot fits.
+	_, err = l.Adjust(ctx, grantAt(acct, newRequest(), 1, last.Add(time.Hour), first))
+	wantErr(t, "a grant to one more lot once one lapsed", err, driver.ErrTooManyGrants)
+	b = grant(t, l, acct, newRequest(), 1, last.Add(time.Hour), now.Add(2*time.Hour))
+	wantParts(t, "a grant once two lots lapsed", b, parts{remaining: driver.MaxGrantLots + 1, granted: driver.MaxGrantLots + 1, lapse: now.Add(3 * time.Hour), lapsing: 1})
 }
 
 func ledConcurrentGrantSpending(t *testing.T, l driver.Ledger) {
