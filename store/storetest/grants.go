@@ -679,6 +679,9 @@ var grantSweepRows = []behaviour[driver.Ledger]{
 	{"SweepGivesBackToLots",
 		"A sweep voids a reservation that took from grant lots as any operation would: back to the live lots, then to the allowance; what it took from a lot lapsed since is lost.",
 		ledSweepGivesBackToLots},
+	{"SettleRacesSweepWithGrants",
+		"Settlements with refunds racing sweeps, over reservations that took from the allowance and from grant lots, end each reservation once, and every credit is kept or given back to the part it came from: the kept charges add up, part by part, to what the balance lost.",
+		ledSettleRacesSweepWithGrants},
 }
 
 func ledSweepGivesBackToLots(t *testing.T, l driver.Ledger) {
@@ -700,4 +703,66 @@ func ledSweepGivesBackToLots(t *testing.T, l driver.Ledger) {
 	}
 	partsAt(t, l, acct, now.Add(2*time.Minute), parts{remaining: 20, granted: 10})
 	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledSettleRacesSweepWithGrants(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
+	n := newIDs()
+	now := nowIn(p0)
+	const calls, cost, left, granted = 32, 3, 10, 100
+	acct := openAccount(t, l, n, "acct", left, p0)
+	grant(t, l, acct, newRequest(), 40, now.Add(10*time.Hour), now)
+	grant(t, l, acct, newRequest(), 25, now.Add(20*time.Hour), now)
+	grant(t, l, acct, newRequest(), 35, never, now)
+	ids := make([]driver.RequestID, calls)
+	for i := range ids {
+		ids[i] = newRequest()
+		if _, err := l.Reserve(t.Context(), expiring(acct, ids[i], cost, now, "hash")); err != nil {
+			t.Fatalf("Reserve #%d: %v", i, err)
+		}
+	}
+	var keptAllowance, keptGrants, settled, voided, swept atomic.Int64
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			// Dated before the expiry: only a sweep can void it first.
+			b, err := settleAt(t, l, acct, id, int64(i%(cost+1)), now.Add(30*time.Second))
+			switch {
+			case err == nil:
+				settled.Add(1)
+				keptAllowance.Add(b.Charge.Allowance)
+				keptGrants.Add(b.Charge.Grants)
+			case errors.Is(err, driver.ErrVoided):
+				voided.Add(1)
+			default:
+				t.Errorf("Settle: %v", err)
+			}
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			for range 8 {
+				v, err := sw.Sweep(t.Context(), now.Add(time.Minute), 3)
+				if err != nil {
+					t.Errorf("Sweep: %v", err)
+					return
+				}
+				swept.Add(int64(v))
+			}
+		})
+	}
+	wg.Wait()
+	v, err := sw.Sweep(t.Context(), now.Add(time.Minute), calls)
+	must(t, "last Sweep", err)
+	swept.Add(int64(v))
+	if settled.Load()+swept.Load() != calls || voided.Load() > swept.Load() {
+		t.Errorf("%d settled, %d voided by sweeps (%d settlements told so): want each of %d reservations ended once",
+			settled.Load(), swept.Load(), voided.Load(), calls)
+	}
+	b, err := l.Balance(t.Context(), acct, now.Add(time.Hour), p0, allowance)
+	must(t, "Balance", err)
+	if b.Remaining-b.Granted != left-keptAllowance.Load() || b.Granted != granted-keptGrants.Load() || b.Used != keptAllowance.Load()+keptGrants.Load() {
+		t.Errorf("after the race: {Remaining %d, Granted %d, Used %d}, want the allowance %d-%d, the grants %d-%d, and Used the sum",
+			b.Remaining, b.Granted, b.Used, left, keptAllowance.Load(), granted, keptGrants.Load())
+	}
 }
