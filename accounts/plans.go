@@ -126,7 +126,10 @@ const maxPlanChangeAttempts = 8
 // the account's record is rewritten since (see [auth.Account.PlanAt]). The account's
 // PendingPlan and PendingPlanAt say so until then. A later change replaces a pending
 // one; a change to the plan the account is on drops it. A new plan that renews on
-// another cycle counts its periods from the renewal.
+// another cycle counts its periods from the renewal. If the ledger has already renewed
+// the balance into the next period on the old plan (a call on an instance whose clock
+// is ahead), that period's allowance changes by the difference, as for a change made
+// now, or, on a change of cycle, the new plan's periods begin a second after its start.
 //
 // An unknown plan or effective is CodeInvalidInput (the message lists the plans), a
 // closed account CodeConflict, an unknown one CodeNotFound. A change to the plan the
@@ -192,6 +195,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	u.Revision = acct.Revision
 	c := event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now}
 	adjust := int64(0) // the change of the period's allowance, made after the update
+	adjustAt := now    // an instant of the period whose allowance changes
 	switch {
 	case next.Name == cur.Plan && cur.PendingPlan == "":
 		return m.planUnchanged(ctx, &acct, now)
@@ -204,6 +208,24 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		}
 		u.PendingPlan, u.PendingPlanAt = next.Name, period.End
 		c.Effective = period.End
+		// The ledger may hold the next period already: a call on an instance whose
+		// clock is ahead renewed the balance, on the old plan's allowance, and the
+		// ledger does not renew into the same period again. Between plans of the same
+		// cycle, that period's allowance changes by the difference, as for a change
+		// made now; on a change of cycle, the new plan's period begins a second
+		// after the one the ledger holds, so that the ledger renews to it.
+		b, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
+		}
+		switch renewed := err == nil && !b.Period.Start.Before(period.End); {
+		case !renewed || !known:
+		case old.Cycle() != next.Cycle():
+			u.PendingPlanAt = b.Period.Start.Add(time.Second).Truncate(time.Second)
+			c.Effective = u.PendingPlanAt
+		default:
+			adjust, adjustAt = next.Credits-old.Credits, period.End
+		}
 	case known && old.Cycle() != next.Cycle():
 		// A new period begins now, on the new cycle: later than the start of the
 		// period the ledger holds, to the second, so that the ledger renews to the new
@@ -250,7 +272,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	m.changed(ctx, now, c)
 	res := PlanChange{Account: m.current(updated, now), Changed: true, EffectiveAt: c.Effective}
 	if adjust != 0 {
-		if err := m.adjustAllowance(ctx, &updated, adjust, now); err != nil {
+		if err := m.adjustAllowance(ctx, &updated, adjust, adjustAt, now); err != nil {
 			return res, err
 		}
 	}
@@ -285,11 +307,11 @@ func retryable(err error) bool {
 	return err != nil
 }
 
-// adjustAllowance changes what is left of the current period's allowance of an account
-// whose plan just changed (to its revision acct.Revision) by amount, once: the
-// adjustment's id is the account's and the revision's, whatever the retries.
-func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amount int64, now time.Time) error {
-	plan, period := m.planAt(acct, now)
+// adjustAllowance changes what is left of the allowance of the period that holds at of
+// an account whose plan just changed (to its revision acct.Revision) by amount, at now,
+// once: the adjustment's id is the account's and the revision's, whatever the retries.
+func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amount int64, at, now time.Time) error {
+	plan, period := m.planAt(acct, at)
 	sum := sha256.Sum256(fmt.Appendf(nil, "plan\x00%s\x00%d", acct.ID, acct.Revision))
 	var id billing.RequestID
 	copy(id[:], sum[:])
