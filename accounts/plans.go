@@ -327,8 +327,8 @@ func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amoun
 		}
 	}
 	if err == nil || errors.Is(err, store.ErrNotFound) {
-		// No balance (its creation was cut short): the first call opens it on the
-		// new plan.
+		// No balance (its creation was cut short): the creation, made again, opens
+		// it on the new plan.
 		return nil
 	}
 	if errors.Is(err, billing.ErrTooManyCredits) {
