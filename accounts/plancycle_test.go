@@ -125,3 +125,39 @@ func TestChangePlanAtRenewalAfterLedgerRenewed(t *testing.T) {
 		})
 	}
 }
+
+// TestChangePlanCycleRenewsAtOnce: a change of cycle renews the balance into the new
+// plan's first period at once, even when that period begins a moment after the
+// manager's clock (its start must follow the start of the period the ledger holds):
+// so a change made right after, between plans of the same cycle, adds the difference
+// to the new plan's allowance, not to what was left of the old one's.
+func TestChangePlanCycleRenewsAtOnce(t *testing.T) {
+	ledger := memory.NewLedger(nil)
+	mgr, clock := cycleManager(t, ledger)
+	now := clock.Now()
+	info, err := mgr.Account(t.Context(), "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Reserve(t.Context(), driver.Reservation{Account: "acct", Request: driver.RequestID{1}, Amount: 10,
+		Period: info.Balance.Period, Allowance: 100, Now: now, Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		plan      string
+		remaining int64
+	}{
+		{"pro", 990},    // 90 left of basic, and the difference
+		{"team", 12000}, // a new period, the creation's second: it begins a second later
+		{"basic", 100},  // a new period again, a second later still
+		{"pro", 1000},   // the difference added to basic's 100
+	} {
+		ch, err := mgr.ChangePlan(t.Context(), "acct", c.plan, accounts.EffectiveNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Balance.Remaining != c.remaining {
+			t.Errorf("after the change to %s: %d credits, want %d", c.plan, ch.Balance.Remaining, c.remaining)
+		}
+	}
+}

@@ -196,6 +196,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	c := event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now}
 	adjust := int64(0) // the change of the period's allowance, made after the update
 	adjustAt := now    // an instant of the period whose allowance changes
+	newCycle := false  // whether the new plan's first period begins now
 	switch {
 	case next.Name == cur.Plan && cur.PendingPlan == "":
 		return m.planUnchanged(ctx, &acct, now)
@@ -247,6 +248,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		if !u.BillingAnchor.After(held) {
 			u.BillingAnchor = held.Add(time.Second).Truncate(time.Second)
 		}
+		newCycle = true
 	default:
 		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
 		if !known {
@@ -271,6 +273,16 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	}
 	m.changed(ctx, now, c)
 	res := PlanChange{Account: m.current(updated, now), Changed: true, EffectiveAt: c.Effective}
+	if newCycle {
+		// The new plan's first period may begin a moment after now (after the start
+		// of the period the ledger holds): the ledger renews into it at once, so that
+		// what is left of the old plan's allowance stands for no call, and no change
+		// made meanwhile. No Now: nothing is voided or lapsed ahead of time.
+		first := billing.PeriodAt(updated.BillingAnchor, next.Renews, updated.BillingAnchor)
+		if _, err := m.ledger.Balance(ctx, accountID, time.Time{}, first, next.Credits); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return res, m.manageError(ctx, "balance of account", accountID, err)
+		}
+	}
 	if adjust != 0 {
 		if err := m.adjustAllowance(ctx, &updated, adjust, adjustAt, now); err != nil {
 			return res, err
