@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,9 @@ var grantRows = []behaviour[driver.Ledger]{
 	{"MaxCreditsWithGrants",
 		"Remaining (both parts) plus Used never pass MaxCredits: not by a grant, not by a renewal of the allowance (which is cut), not by a refund to a lot after a renewal.",
 		ledMaxCreditsWithGrants},
+	{"VoidsAcrossRenewalAtTheBound",
+		"Reservations voided together, one made before a renewal and one after, both of grants, give back to the lots within MaxCredits: what the one made before the renewal would take past the bound is lost, whatever order the voids take.",
+		ledVoidsAcrossRenewalAtTheBound},
 	{"MaxGrantLots",
 		"An account holds at most driver.MaxGrantLots lots: a grant that would start one more is refused with ErrTooManyGrants; one to an existing lot is taken.",
 		ledMaxGrantLots},
@@ -427,6 +431,40 @@ func ledMaxCreditsWithGrants(t *testing.T, l driver.Ledger) {
 	b, err = l.Settle(ctx, r)
 	must(t, "Settle across the renewal at the bound", err)
 	wantParts(t, "the refund to a lot at the bound", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits - 600})
+}
+
+func ledVoidsAcrossRenewalAtTheBound(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	now, then := nowIn(p0), p1.Start.Add(time.Hour)
+	// Both orders of the two reservations' ids, for a store that voids in that order.
+	low, high := newRequest(), newRequest()
+	low[0], high[0] = 0, 0xff
+	for i, ids := range [][2]driver.RequestID{{low, high}, {high, low}} {
+		acct := openAccount(t, l, n, fmt.Sprintf("acct%d", i), 0, p0)
+		r := func(id driver.RequestID, amount int64, at time.Time) driver.Reservation {
+			return driver.Reservation{Account: acct, Request: id, Amount: amount, Period: driver.MonthOf(at), Allowance: 0,
+				Now: at, Expires: then.Add(time.Minute)}
+		}
+		adjust := func(amount int64, at time.Time) driver.Balance {
+			t.Helper()
+			b, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: amount, Reason: "storetest",
+				Period: driver.MonthOf(at), Now: at})
+			must(t, "Adjust", err)
+			return b
+		}
+		adjust(driver.MaxCredits-100, now)
+		_, err := l.Reserve(ctx, r(ids[0], 50, now))
+		must(t, "Reserve before the renewal", err)
+		// The renewal: the reservation open across it no longer counts in Used, so a
+		// grant may fill the balance to the bound.
+		b := adjust(150, then)
+		wantParts(t, "the grant after the renewal", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits})
+		_, err = l.Reserve(ctx, r(ids[1], 30, then))
+		must(t, "Reserve after the renewal", err)
+		b, err = l.Balance(ctx, acct, then.Add(2*time.Minute), p1, 0)
+		must(t, "Balance after both expired", err)
+		wantParts(t, "after both reservations were voided", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits})
+	}
 }
 
 func ledMaxGrantLots(t *testing.T, l driver.Ledger) {
