@@ -302,9 +302,11 @@ func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 
 // CreditOptions are the optional parts of a credit adjustment ([Manager.AdjustCredits]).
 type CreditOptions struct {
-	// IdempotencyKey, when not empty, makes a retried adjustment apply once (the audit
-	// log records each attempt that succeeds, retries included: the ledger does not
-	// tell them apart).
+	// IdempotencyKey, when not empty, makes a retried adjustment apply once, and be
+	// recorded once in the audit log (its events have one ID), for as long as the
+	// ledger remembers the key (see the ledger's documentation). The same key with
+	// another amount or expiry is taken for the retry it claims to be: it changes
+	// nothing and answers the current balance.
 	IdempotencyKey string
 	// ExpiresAt, for a grant (a positive amount), is when what is left of it lapses;
 	// zero for a grant that never lapses. It must be in the future, at most

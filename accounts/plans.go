@@ -116,8 +116,9 @@ const maxPlanChangeAttempts = 8
 // the difference of the allowances: an upgrade adds it for the rest of the period; a
 // downgrade takes it from what is left of the allowance, never below zero, and never
 // from granted credits. Between plans that renew on different cycles (monthly and
-// yearly), a new period begins now instead (the account's billing anchor moves to now):
-// its allowance is the new plan's, what was left of the old period's lapses, as at any
+// yearly), a new period begins now instead (the account's billing anchor moves to now,
+// or just after the start of the period the ledger holds if a call renewed the balance
+// into the next period first): its allowance is the new plan's, what was left of the old period's lapses, as at any
 // renewal, and granted credits carry over.
 //
 // Renewal: nothing changes until the current period ends; from then on the new plan
@@ -125,7 +126,10 @@ const maxPlanChangeAttempts = 8
 // the account's record is rewritten since (see [auth.Account.PlanAt]). The account's
 // PendingPlan and PendingPlanAt say so until then. A later change replaces a pending
 // one; a change to the plan the account is on drops it. A new plan that renews on
-// another cycle counts its periods from the renewal.
+// another cycle counts its periods from the renewal. If the ledger has already renewed
+// the balance into the next period on the old plan (a call on an instance whose clock
+// is ahead), that period's allowance changes by the difference, as for a change made
+// now, or, on a change of cycle, the new plan's periods begin a second after its start.
 //
 // An unknown plan or effective is CodeInvalidInput (the message lists the plans), a
 // closed account CodeConflict, an unknown one CodeNotFound. A change to the plan the
@@ -191,6 +195,8 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	u.Revision = acct.Revision
 	c := event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now}
 	adjust := int64(0) // the change of the period's allowance, made after the update
+	adjustAt := now    // an instant of the period whose allowance changes
+	newCycle := false  // whether the new plan's first period begins now
 	switch {
 	case next.Name == cur.Plan && cur.PendingPlan == "":
 		return m.planUnchanged(ctx, &acct, now)
@@ -203,14 +209,46 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		}
 		u.PendingPlan, u.PendingPlanAt = next.Name, period.End
 		c.Effective = period.End
+		// The ledger may hold the next period already: a call on an instance whose
+		// clock is ahead renewed the balance, on the old plan's allowance, and the
+		// ledger does not renew into the same period again. Between plans of the same
+		// cycle, that period's allowance changes by the difference, as for a change
+		// made now; on a change of cycle, the new plan's period begins a second
+		// after the one the ledger holds, so that the ledger renews to it.
+		b, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
+		}
+		switch renewed := err == nil && !b.Period.Start.Before(period.End); {
+		case !renewed || !known:
+		case old.Cycle() != next.Cycle():
+			u.PendingPlanAt = b.Period.Start.Add(time.Second).Truncate(time.Second)
+			c.Effective = u.PendingPlanAt
+		default:
+			adjust, adjustAt = next.Credits-old.Credits, period.End
+		}
 	case known && old.Cycle() != next.Cycle():
-		// A new period begins now, on the new cycle: later than the current one's
-		// start, to the second, so that the ledger renews to the new allowance.
+		// A new period begins now, on the new cycle: later than the start of the
+		// period the ledger holds, to the second, so that the ledger renews to the new
+		// allowance. That period may be later than the one that contains now: a call
+		// on an instance whose clock is ahead, or one made since now, may have renewed
+		// the balance into the next period already; a new period that began before
+		// that one's start would never be renewed to, and the old plan's allowance
+		// would stand for the whole of the new plan's period.
+		b, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
+		}
+		held := period.Start
+		if err == nil && b.Period.Start.After(held) {
+			held = b.Period.Start
+		}
 		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
 		u.BillingAnchor = now.UTC().Truncate(time.Second)
-		if !u.BillingAnchor.After(period.Start) {
-			u.BillingAnchor = period.Start.Add(time.Second)
+		if !u.BillingAnchor.After(held) {
+			u.BillingAnchor = held.Add(time.Second).Truncate(time.Second)
 		}
+		newCycle = true
 	default:
 		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
 		if !known {
@@ -235,8 +273,18 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	}
 	m.changed(ctx, now, c)
 	res := PlanChange{Account: m.current(updated, now), Changed: true, EffectiveAt: c.Effective}
+	if newCycle {
+		// The new plan's first period may begin a moment after now (after the start
+		// of the period the ledger holds): the ledger renews into it at once, so that
+		// what is left of the old plan's allowance stands for no call, and no change
+		// made meanwhile. No Now: nothing is voided or lapsed ahead of time.
+		first := billing.PeriodAt(updated.BillingAnchor, next.Renews, updated.BillingAnchor)
+		if _, err := m.ledger.Balance(ctx, accountID, time.Time{}, first, next.Credits); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return res, m.manageError(ctx, "balance of account", accountID, err)
+		}
+	}
 	if adjust != 0 {
-		if err := m.adjustAllowance(ctx, &updated, adjust, now); err != nil {
+		if err := m.adjustAllowance(ctx, &updated, adjust, adjustAt, now); err != nil {
 			return res, err
 		}
 	}
@@ -271,11 +319,11 @@ func retryable(err error) bool {
 	return err != nil
 }
 
-// adjustAllowance changes what is left of the current period's allowance of an account
-// whose plan just changed (to its revision acct.Revision) by amount, once: the
-// adjustment's id is the account's and the revision's, whatever the retries.
-func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amount int64, now time.Time) error {
-	plan, period := m.planAt(acct, now)
+// adjustAllowance changes what is left of the allowance of the period that holds at of
+// an account whose plan just changed (to its revision acct.Revision) by amount, at now,
+// once: the adjustment's id is the account's and the revision's, whatever the retries.
+func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amount int64, at, now time.Time) error {
+	plan, period := m.planAt(acct, at)
 	sum := sha256.Sum256(fmt.Appendf(nil, "plan\x00%s\x00%d", acct.ID, acct.Revision))
 	var id billing.RequestID
 	copy(id[:], sum[:])
@@ -291,8 +339,8 @@ func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amoun
 		}
 	}
 	if err == nil || errors.Is(err, store.ErrNotFound) {
-		// No balance (its creation was cut short): the first call opens it on the
-		// new plan.
+		// No balance (its creation was cut short): the creation, made again, opens
+		// it on the new plan.
 		return nil
 	}
 	if errors.Is(err, billing.ErrTooManyCredits) {

@@ -95,7 +95,8 @@
 // grant lapses, is {"at", "credits"}, the earliest expiry and the credits lapsing then.
 // A credits request may carry an Idempotency-Key header so that a retried grant applies
 // once; a key that is reused returns the current balance and changes nothing, whatever
-// the amount.
+// the amount, for as long as the ledger remembers it: always on PostgreSQL, 35 days on
+// Redis, the account's last 4096 requests (its calls included) on the memory ledger.
 //
 // The OpenAPI document ([OpenAPI]) describes every route: its parameters and their
 // bounds, its body, the data of its success and each error status it answers, and the

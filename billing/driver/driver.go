@@ -116,9 +116,13 @@ const (
 	PartAllowance
 )
 
-// MaxGrantLots is the most grant lots that hold credits an account may have at once:
-// lots that lapse at distinct instants. A grant that would start one more is refused
-// with [ErrTooManyGrants].
+// MaxGrantLots is the most grant lots that hold credits a grant may leave an account
+// with: lots that lapse at distinct instants. A grant that would start one more is
+// refused with [ErrTooManyGrants]. A lot spent to nothing no longer counts, so another
+// grant may start a lot in its place; a refund (or a void) that gives back to the spent
+// lot restores it all the same, since credits given back are never refused, and may
+// leave the account with more lots than MaxGrantLots, one per open reservation at most,
+// until they are spent or lapse.
 const MaxGrantLots = 64
 
 // ErrTooManyGrants is returned by [Ledger.Adjust] for a grant that would give the

@@ -35,6 +35,11 @@
 //     GET /admin/v1/accounts) does not hold them until [Store.IndexAccounts] has run
 //     once, after every instance runs this release. Run it at that upgrade; it is safe
 //     to run again.
+//   - Upgrading a ledger from a release before grant lots: a balance keeps its
+//     remaining credits, all of them in the allowance part, so credits granted before
+//     the upgrade lapse at the account's next renewal, as they did then; only grants
+//     made since carry over. (PostgreSQL's upgrade makes what the allowance does not
+//     explain a grant that never lapses.) Grant again what should carry over.
 //
 // The tests need a Redis at TOLLGATE_TEST_REDIS (they skip without it, or fail when
 // CI=true):

@@ -67,7 +67,8 @@ func TestGCRAExact(t *testing.T) {
 // operations empty (an account's open reservations, which their settlements and voids
 // remove; the index of accounts with open reservations, which sweeps prune): rate
 // timestamps and lease sets a second after they stop mattering, settled markers after
-// Retention, open reservations' markers after OpenReservationTTL. Nothing else
+// Retention, open reservations' and adjustments' markers after OpenReservationTTL
+// (an operator may retry a grant with its idempotency key hours later). Nothing else
 // accumulates.
 func TestOnlyRecordsLive(t *testing.T) {
 	ctx, c := t.Context(), client(t)
@@ -89,6 +90,9 @@ func TestOnlyRecordsLive(t *testing.T) {
 	limitsOnly := newRequest()
 	_, err = s.Admit(ctx, driver.Step{Account: "other", Request: limitsOnly, Now: t0, Rate: &l})
 	must(t, err)
+	adjusted := newRequest()
+	_, err = s.Adjust(ctx, driver.Adjustment{Account: "acct", Request: adjusted, Amount: 5, Reason: "test", Period: p, Allowance: 100, Now: t0})
+	must(t, err)
 
 	base := prefix + ":{acct}:"
 	// The shortest and longest time each kind may have left: a rate timestamp lives
@@ -99,6 +103,7 @@ func TestOnlyRecordsLive(t *testing.T) {
 		base + "lease":                               {30 * time.Second, 32 * time.Second},
 		base + "r:" + settled.String():               {9 * time.Minute, 10 * time.Minute},
 		base + "r:" + open.String():                  {34 * 24 * time.Hour, 35 * 24 * time.Hour},
+		base + "r:" + adjusted.String():              {34 * 24 * time.Hour, 35 * 24 * time.Hour},
 		prefix + ":{other}:r:" + limitsOnly.String(): {9 * time.Minute, 10 * time.Minute},
 		prefix + ":{other}:tat":                      {1 * time.Second, 2001 * time.Millisecond},
 	}

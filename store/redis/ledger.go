@@ -247,9 +247,11 @@ func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balan
 	ps, pe := periodArgs(adj.Period)
 	mode, sec, nsec := s.clock(adj.Now)
 	// An amount below -MaxCredits is short whatever the balance: it is sent as the
-	// first such amount, which Lua's numbers hold exactly.
+	// first such amount, which Lua's numbers hold exactly. The adjustment is
+	// remembered for OpenReservationTTL rather than Retention: an operator's retry of
+	// a grant with its idempotency key may come hours later, and adjustments are few.
 	reply, err := s.run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
-		max(adj.Amount, -driver.MaxCredits-1), ps, pe, adj.Allowance, s.retention, mode, sec, nsec,
+		max(adj.Amount, -driver.MaxCredits-1), ps, pe, adj.Allowance, s.open, mode, sec, nsec,
 		a.markers(), s.open, int64(driver.MaxCredits), int(adj.Part), lotOf(adj), driver.MaxGrantLots)
 	if err != nil {
 		return driver.Balance{}, fail(ctx, err, "adjustment %s of account %q", adj.Request, adj.Account)

@@ -61,13 +61,15 @@ type Options struct {
 	// which would change the keys' hash tags. The default is "tollgate".
 	Prefix string
 
-	// Retention is how long a settled reservation, an adjustment and an admission
-	// without credits are remembered, so that a replay of the same request id changes
-	// nothing. After it, a replay is no longer recognised (a replayed reservation is
-	// charged again). Redis holds one key of about 200 bytes per remembered request,
-	// so memory grows with calls per second times Retention (see the package
-	// documentation). The default is [DefaultRetention]. Open reservations are kept
-	// until they are settled, at most [OpenReservationTTL].
+	// Retention is how long a settled reservation and an admission without credits
+	// are remembered, so that a replay of the same request id changes nothing. After
+	// it, a replay is no longer recognised (a replayed reservation is charged again).
+	// Redis holds one key of about 200 bytes per remembered request, so memory grows
+	// with calls per second times Retention (see the package documentation). The
+	// default is [DefaultRetention]. Open reservations are kept until they are
+	// settled, at most [OpenReservationTTL]; adjustments (an operator's grants, sent
+	// again with their idempotency key, and changes of plan), which are few, are
+	// remembered for OpenReservationTTL too.
 	Retention time.Duration
 
 	// CallerClock makes rate limits, leases, reservation deadlines and the lapse of

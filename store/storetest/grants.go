@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -60,9 +61,15 @@ var grantRows = []behaviour[driver.Ledger]{
 	{"MaxCreditsWithGrants",
 		"Remaining (both parts) plus Used never pass MaxCredits: not by a grant, not by a renewal of the allowance (which is cut), not by a refund to a lot after a renewal.",
 		ledMaxCreditsWithGrants},
+	{"VoidsAcrossRenewalAtTheBound",
+		"Reservations voided together, one made before a renewal and one after, both of grants, give back to the lots within MaxCredits: what the one made before the renewal would take past the bound is lost, whatever order the voids take.",
+		ledVoidsAcrossRenewalAtTheBound},
 	{"MaxGrantLots",
 		"An account holds at most driver.MaxGrantLots lots: a grant that would start one more is refused with ErrTooManyGrants; one to an existing lot is taken.",
 		ledMaxGrantLots},
+	{"RefundRestoresSpentLot",
+		"A lot spent to nothing no longer counts toward MaxGrantLots, so another grant may start a lot; a refund to the spent lot restores it all the same, past MaxGrantLots, and grants that would start one more lot are refused until lots lapse or are spent.",
+		ledRefundRestoresSpentLot},
 	{"ConcurrentGrantSpending",
 		"Concurrent reservations and settlements against the allowance and several lots never take any part below zero, and the kept charges add up, part by part, to what the balance lost.",
 		ledConcurrentGrantSpending},
@@ -426,6 +433,40 @@ func ledMaxCreditsWithGrants(t *testing.T, l driver.Ledger) {
 	wantParts(t, "the refund to a lot at the bound", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits - 600})
 }
 
+func ledVoidsAcrossRenewalAtTheBound(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	now, then := nowIn(p0), p1.Start.Add(time.Hour)
+	// Both orders of the two reservations' ids, for a store that voids in that order.
+	low, high := newRequest(), newRequest()
+	low[0], high[0] = 0, 0xff
+	for i, ids := range [][2]driver.RequestID{{low, high}, {high, low}} {
+		acct := openAccount(t, l, n, fmt.Sprintf("acct%d", i), 0, p0)
+		r := func(id driver.RequestID, amount int64, at time.Time) driver.Reservation {
+			return driver.Reservation{Account: acct, Request: id, Amount: amount, Period: driver.MonthOf(at), Allowance: 0,
+				Now: at, Expires: then.Add(time.Minute)}
+		}
+		adjust := func(amount int64, at time.Time) driver.Balance {
+			t.Helper()
+			b, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: amount, Reason: "storetest",
+				Period: driver.MonthOf(at), Now: at})
+			must(t, "Adjust", err)
+			return b
+		}
+		adjust(driver.MaxCredits-100, now)
+		_, err := l.Reserve(ctx, r(ids[0], 50, now))
+		must(t, "Reserve before the renewal", err)
+		// The renewal: the reservation open across it no longer counts in Used, so a
+		// grant may fill the balance to the bound.
+		b := adjust(150, then)
+		wantParts(t, "the grant after the renewal", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits})
+		_, err = l.Reserve(ctx, r(ids[1], 30, then))
+		must(t, "Reserve after the renewal", err)
+		b, err = l.Balance(ctx, acct, then.Add(2*time.Minute), p1, 0)
+		must(t, "Balance after both expired", err)
+		wantParts(t, "after both reservations were voided", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits})
+	}
+}
+
 func ledMaxGrantLots(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 0, p0)
@@ -443,6 +484,31 @@ func ledMaxGrantLots(t *testing.T, l driver.Ledger) {
 	// Once the first lot has lapsed, a new one fits.
 	b = grant(t, l, acct, newRequest(), 1, never, now.Add(time.Hour))
 	wantParts(t, "a grant once a lot lapsed", b, parts{remaining: driver.MaxGrantLots, granted: driver.MaxGrantLots, lapse: now.Add(2 * time.Hour), lapsing: 1})
+}
+
+func ledRefundRestoresSpentLot(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 0, p0)
+	now := nowIn(p0)
+	first := now.Add(time.Hour)
+	for i := range driver.MaxGrantLots {
+		grant(t, l, acct, newRequest(), 1, now.Add(time.Duration(i+1)*time.Hour), now)
+	}
+	id := newRequest()
+	reserveAt(t, l, acct, id, 1, now, driver.Parts{Grants: 1})
+	last := now.Add(time.Duration(driver.MaxGrantLots+1) * time.Hour)
+	grant(t, l, acct, newRequest(), 1, last, now)
+	b := settleParts(t, l, acct, id, 1, now, driver.Parts{})
+	wantParts(t, "the refund to the spent lot", b, parts{remaining: driver.MaxGrantLots + 1, granted: driver.MaxGrantLots + 1, lapse: first, lapsing: 1})
+	_, err := l.Adjust(ctx, grantAt(acct, newRequest(), 1, last.Add(time.Hour), now))
+	wantErr(t, "a grant to one more lot", err, driver.ErrTooManyGrants)
+	grant(t, l, acct, newRequest(), 1, last, now)
+	// One lot lapses: 64 are left, and one more is still one too many; once a second
+	// lapses, a new lot fits.
+	_, err = l.Adjust(ctx, grantAt(acct, newRequest(), 1, last.Add(time.Hour), first))
+	wantErr(t, "a grant to one more lot once one lapsed", err, driver.ErrTooManyGrants)
+	b = grant(t, l, acct, newRequest(), 1, last.Add(time.Hour), now.Add(2*time.Hour))
+	wantParts(t, "a grant once two lots lapsed", b, parts{remaining: driver.MaxGrantLots + 1, granted: driver.MaxGrantLots + 1, lapse: now.Add(3 * time.Hour), lapsing: 1})
 }
 
 func ledConcurrentGrantSpending(t *testing.T, l driver.Ledger) {
@@ -651,6 +717,9 @@ var grantSweepRows = []behaviour[driver.Ledger]{
 	{"SweepGivesBackToLots",
 		"A sweep voids a reservation that took from grant lots as any operation would: back to the live lots, then to the allowance; what it took from a lot lapsed since is lost.",
 		ledSweepGivesBackToLots},
+	{"SettleRacesSweepWithGrants",
+		"Settlements with refunds racing sweeps, over reservations that took from the allowance and from grant lots, end each reservation once, and every credit is kept or given back to the part it came from: the kept charges add up, part by part, to what the balance lost.",
+		ledSettleRacesSweepWithGrants},
 }
 
 func ledSweepGivesBackToLots(t *testing.T, l driver.Ledger) {
@@ -672,4 +741,66 @@ func ledSweepGivesBackToLots(t *testing.T, l driver.Ledger) {
 	}
 	partsAt(t, l, acct, now.Add(2*time.Minute), parts{remaining: 20, granted: 10})
 	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledSettleRacesSweepWithGrants(t *testing.T, l driver.Ledger) {
+	sw := l.(driver.Sweeper)
+	n := newIDs()
+	now := nowIn(p0)
+	const calls, cost, left, granted = 32, 3, 10, 100
+	acct := openAccount(t, l, n, "acct", left, p0)
+	grant(t, l, acct, newRequest(), 40, now.Add(10*time.Hour), now)
+	grant(t, l, acct, newRequest(), 25, now.Add(20*time.Hour), now)
+	grant(t, l, acct, newRequest(), 35, never, now)
+	ids := make([]driver.RequestID, calls)
+	for i := range ids {
+		ids[i] = newRequest()
+		if _, err := l.Reserve(t.Context(), expiring(acct, ids[i], cost, now, "hash")); err != nil {
+			t.Fatalf("Reserve #%d: %v", i, err)
+		}
+	}
+	var keptAllowance, keptGrants, settled, voided, swept atomic.Int64
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			// Dated before the expiry: only a sweep can void it first.
+			b, err := settleAt(t, l, acct, id, int64(i%(cost+1)), now.Add(30*time.Second))
+			switch {
+			case err == nil:
+				settled.Add(1)
+				keptAllowance.Add(b.Charge.Allowance)
+				keptGrants.Add(b.Charge.Grants)
+			case errors.Is(err, driver.ErrVoided):
+				voided.Add(1)
+			default:
+				t.Errorf("Settle: %v", err)
+			}
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			for range 8 {
+				v, err := sw.Sweep(t.Context(), now.Add(time.Minute), 3)
+				if err != nil {
+					t.Errorf("Sweep: %v", err)
+					return
+				}
+				swept.Add(int64(v))
+			}
+		})
+	}
+	wg.Wait()
+	v, err := sw.Sweep(t.Context(), now.Add(time.Minute), calls)
+	must(t, "last Sweep", err)
+	swept.Add(int64(v))
+	if settled.Load()+swept.Load() != calls || voided.Load() > swept.Load() {
+		t.Errorf("%d settled, %d voided by sweeps (%d settlements told so): want each of %d reservations ended once",
+			settled.Load(), swept.Load(), voided.Load(), calls)
+	}
+	b, err := l.Balance(t.Context(), acct, now.Add(time.Hour), p0, allowance)
+	must(t, "Balance", err)
+	if b.Remaining-b.Granted != left-keptAllowance.Load() || b.Granted != granted-keptGrants.Load() || b.Used != keptAllowance.Load()+keptGrants.Load() {
+		t.Errorf("after the race: {Remaining %d, Granted %d, Used %d}, want the allowance %d-%d, the grants %d-%d, and Used the sum",
+			b.Remaining, b.Granted, b.Used, left, keptAllowance.Load(), granted, keptGrants.Load())
+	}
 }

@@ -1,6 +1,6 @@
 -- Changes a part of the balance (see lib_grants.lua). KEYS: 1 balance, 2 usage, 3
 -- marker, 4 open reservations. ARGV: 1 amount, 2 period start us, 3 period end us, 4
--- allowance, 5 retention ms, 6 clock mode, 7 now s, 8 now ns, 9 the markers' base, 10
+-- allowance, 5 how long the adjustment is remembered, ms, 6 clock mode, 7 now s, 8 now ns, 9 the markers' base, 10
 -- the voided markers' TTL ms, 11 the most remaining plus used credits may come to, 12
 -- the part ('1' the allowance, '0' the grants), 13 a grant's lot (its expiry, Unix
 -- microseconds; '0' never), 14 the most lots an account may hold. Reply: status and the
