@@ -105,6 +105,10 @@ func TestChangePlanAtRenewalAfterLedgerRenewed(t *testing.T) {
 			if _, err := mgr.ChangePlan(t.Context(), "acct", c.plan, accounts.EffectiveRenewal); err != nil {
 				t.Fatal(err)
 			}
+			// The same change again changes nothing, and adds nothing.
+			if again, err := mgr.ChangePlan(t.Context(), "acct", c.plan, accounts.EffectiveRenewal); err != nil || again.Changed {
+				t.Errorf("the same change again: changed %v, %v; want nothing changed", again.Changed, err)
+			}
 			for _, at := range []time.Time{renewal.Add(time.Hour), renewal.AddDate(0, 1, 0).Add(time.Hour)} {
 				clock.Set(at)
 				info, err := mgr.Account(t.Context(), "acct")

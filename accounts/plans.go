@@ -204,11 +204,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		c.Reason = fmt.Sprintf("the change to %s at %s is canceled", cur.PendingPlan, cur.PendingPlanAt.UTC().Format(time.RFC3339))
 		u.PendingPlan, u.PendingPlanAt = "", time.Time{}
 	case effective == EffectiveRenewal:
-		if cur.PendingPlan == next.Name && cur.PendingPlanAt.Equal(period.End) {
-			return m.planUnchanged(ctx, &acct, now)
-		}
-		u.PendingPlan, u.PendingPlanAt = next.Name, period.End
-		c.Effective = period.End
+		at := period.End
 		// The ledger may hold the next period already: a call on an instance whose
 		// clock is ahead renewed the balance, on the old plan's allowance, and the
 		// ledger does not renew into the same period again. Between plans of the same
@@ -219,14 +215,18 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
 		}
-		switch renewed := err == nil && !b.Period.Start.Before(period.End); {
-		case !renewed || !known:
-		case old.Cycle() != next.Cycle():
-			u.PendingPlanAt = b.Period.Start.Add(time.Second).Truncate(time.Second)
-			c.Effective = u.PendingPlanAt
-		default:
+		renewed := err == nil && known && !b.Period.Start.Before(period.End)
+		if renewed && old.Cycle() != next.Cycle() {
+			at = b.Period.Start.Add(time.Second).Truncate(time.Second)
+		}
+		if cur.PendingPlan == next.Name && cur.PendingPlanAt.Equal(at) {
+			return m.planUnchanged(ctx, &acct, now)
+		}
+		if renewed && old.Cycle() == next.Cycle() {
 			adjust, adjustAt = next.Credits-old.Credits, period.End
 		}
+		u.PendingPlan, u.PendingPlanAt = next.Name, at
+		c.Effective = at
 	case known && old.Cycle() != next.Cycle():
 		// A new period begins now, on the new cycle: later than the start of the
 		// period the ledger holds, to the second, so that the ledger renews to the new

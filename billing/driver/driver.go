@@ -248,7 +248,10 @@ func (a Adjustment) Lot() int64 {
 // them; [Sweeper.Sweep] voids those of
 // accounts nobody touches. Voiding gives the credits back (unless the period has been
 // renewed since, as for a refund) and uncounts the reservation's APIs, once: a voided
-// reservation is never settled, and a settled one never voided.
+// reservation is never settled, and a settled one never voided. Reservations of an
+// account voided together are voided in the order of their expiry, then of their
+// request ids (what one open across a renewal gets back within MaxCredits depends on
+// what those before it got).
 //
 // Credits are bounded by [MaxCredits]: an account's remaining (both parts) plus used
 // credits never pass it.

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -310,12 +312,32 @@ func (o op) uncountAll() {
 // at now (Unix nanoseconds), and returns how many it voided. The ledger is read-locked
 // and the shard locked.
 func (l *Ledger) expire(sh *ledgerShard, now int64, limit int) int {
-	n, due := 0, int64(math.MaxInt64)
+	// The due reservations are voided in the order of their expiry (then of their
+	// ids), as every store voids them: near MaxCredits, what a reservation open across
+	// a renewal gets back depends on what those voided before it got.
+	due := int64(math.MaxInt64)
+	var expired []request
 	for k, r := range sh.open {
-		if r.expires > now || n == limit {
+		if r.expires > now {
 			due = min(due, r.expires)
 			continue
 		}
+		expired = append(expired, k)
+	}
+	slices.SortFunc(expired, func(x, y request) int {
+		if c := cmp.Compare(sh.open[x].expires, sh.open[y].expires); c != 0 {
+			return c
+		}
+		return bytes.Compare(x.id[:], y.id[:])
+	})
+	if len(expired) > limit {
+		for _, k := range expired[limit:] {
+			due = min(due, sh.open[k].expires)
+		}
+		expired = expired[:limit]
+	}
+	for _, k := range expired {
+		r := sh.open[k]
 		o := op{l: l, sh: sh, i: k.account, a: l.accounts.at(k.account)}
 		o.tick(time.Unix(0, now))
 		more := sh.more[k]
@@ -328,10 +350,9 @@ func (l *Ledger) expire(sh *ledgerShard, now int64, limit int) int {
 				o.uncount(api)
 			}
 		}
-		n++
 	}
 	sh.due.Store(due)
-	return n
+	return len(expired)
 }
 
 // tick moves the account's clock to now, if it is later, and drops the grant lots

@@ -64,6 +64,9 @@ var grantRows = []behaviour[driver.Ledger]{
 	{"VoidsAcrossRenewalAtTheBound",
 		"Reservations voided together, one made before a renewal and one after, both of grants, give back to the lots within MaxCredits: what the one made before the renewal would take past the bound is lost, whatever order the voids take.",
 		ledVoidsAcrossRenewalAtTheBound},
+	{"VoidsAtTheBoundInExpiryOrder",
+		"Reservations open across a renewal and voided together, when the bound leaves room for part of what they took, get their credits back in the order of their expiry: the first to expire first.",
+		ledVoidsAtTheBoundInExpiryOrder},
 	{"MaxGrantLots",
 		"An account holds at most driver.MaxGrantLots lots: a grant that would start one more is refused with ErrTooManyGrants; one to an existing lot is taken.",
 		ledMaxGrantLots},
@@ -464,6 +467,37 @@ func ledVoidsAcrossRenewalAtTheBound(t *testing.T, l driver.Ledger) {
 		b, err = l.Balance(ctx, acct, then.Add(2*time.Minute), p1, 0)
 		must(t, "Balance after both expired", err)
 		wantParts(t, "after both reservations were voided", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits})
+	}
+}
+
+func ledVoidsAtTheBoundInExpiryOrder(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	now, then := nowIn(p0), p1.Start.Add(time.Hour)
+	lapse := p2.End
+	low, high := newRequest(), newRequest()
+	low[0], high[0] = 0, 0xff
+	for i, ids := range [][2]driver.RequestID{{low, high}, {high, low}} {
+		acct := openAccount(t, l, n, fmt.Sprintf("acct%d", i), 0, p0)
+		grant(t, l, acct, newRequest(), 50, lapse, now)
+		grant(t, l, acct, newRequest(), 1000, never, now)
+		// The first to expire takes the lot that lapses, the second the other.
+		for j, c := range []struct {
+			amount  int64
+			expires time.Time
+		}{{50, then.Add(time.Minute)}, {30, then.Add(2 * time.Minute)}} {
+			_, err := l.Reserve(ctx, driver.Reservation{Account: acct, Request: ids[j], Amount: c.amount, Period: p0, Allowance: 0,
+				Now: now, Expires: c.expires})
+			must(t, "Reserve", err)
+		}
+		// After the renewal, a grant leaves room for 20 credits.
+		b, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: driver.MaxCredits - 970 - 20,
+			Reason: "storetest", Period: p1, Now: then})
+		must(t, "Adjust", err)
+		wantParts(t, "the grant after the renewal", b, parts{remaining: driver.MaxCredits - 20, granted: driver.MaxCredits - 20})
+		b, err = l.Balance(ctx, acct, then.Add(3*time.Minute), p1, 0)
+		must(t, "Balance after both expired", err)
+		wantParts(t, "after both reservations were voided", b, parts{remaining: driver.MaxCredits, granted: driver.MaxCredits,
+			lapse: lapse, lapsing: 20})
 	}
 }
 

@@ -8,7 +8,8 @@
 -- lots were not given back yet had left the used credits without being in the lots:
 -- the room counted its credits as free, and the remaining plus used credits could pass
 -- 2^53-1 by them. The lots are now given back to the reservations of the current period
--- first, then to the others, in the order they were made.
+-- first, then to the others, in the order of their expiry and then of their ids, the
+-- order in which the other stores void them.
 
 CREATE OR REPLACE FUNCTION tollgate_void(p_account text, p_now bigint, p_limit int, p_request uuid DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
@@ -34,7 +35,7 @@ BEGIN
                   AND (p_request IS NULL OR x.request_id = p_request)
                 ORDER BY x.expires LIMIT p_limit
                   FOR UPDATE SKIP LOCKED)
-        RETURNING d.request_id),
+        RETURNING d.request_id, d.expires),
     e AS (
         SELECT l.request_id, -l.amount AS amount, coalesce(l.granted, 0) AS granted, l.apis, l.period_start,
                coalesce(l.period_start = m.period_start, false) AS credited,
@@ -61,13 +62,16 @@ BEGIN
                CASE WHEN e.credited THEN e.apis END
           FROM e
         RETURNING request_id)
-    SELECT count(*)::int, array_agg(closed.request_id) INTO n, ids FROM closed;
+    SELECT count(*)::int, array_agg(closed.request_id ORDER BY g.expires, closed.request_id) INTO n, ids
+      FROM closed JOIN gone g ON g.request_id = closed.request_id;
     -- Those of the current period first: the credit above has already taken their
     -- amounts off the used credits, so until their lots have them back, the room of a
-    -- reservation of an earlier period would count them as free.
+    -- reservation of an earlier period would count them as free. Then the others in
+    -- the order of their expiry (and of their ids), as every store voids them: what
+    -- each gets back within the bound depends on what those before it got.
     FOR v IN SELECT l.lots, l.granted, l.period_start FROM tollgate_ledger l
               WHERE l.account_id = p_account AND l.kind = 'reserve' AND l.request_id = ANY (ids) AND l.lots IS NOT NULL
-              ORDER BY l.period_start = m.period_start DESC, l.seq LOOP
+              ORDER BY l.period_start = m.period_start DESC, array_position(ids, l.request_id) LOOP
         PERFORM tollgate_give_lots(p_account, v.lots, v.granted, p_now,
             CASE WHEN v.period_start = m.period_start THEN v.granted ELSE tollgate_room(p_account) END);
     END LOOP;
