@@ -374,7 +374,8 @@ func (g *agreeRun) step() bool {
 		g.record("Take %d%s", -a.Amount, lag)
 		return g.adjust(a)
 	case k < 78: // the allowance changed during the period
-		a := driver.Adjustment{Account: g.account, Request: g.request(), Amount: g.amount() - g.amount(), Part: driver.PartAllowance,
+		up, down := g.amount(), g.amount()
+		a := driver.Adjustment{Account: g.account, Request: g.request(), Amount: up - down, Part: driver.PartAllowance,
 			Reason: "agree", Period: p, Allowance: g.allowance, Now: now}
 		g.record("Allowance %+d%s", a.Amount, lag)
 		return g.adjust(a)
