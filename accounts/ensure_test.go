@@ -257,3 +257,28 @@ func TestSeedingAnExpiredKey(t *testing.T) {
 		t.Errorf("a new key already expired: %v, want invalid_input", err)
 	}
 }
+
+// TestAdjustingACutShortCreation: credits adjusted on an account whose creation stopped
+// before its balance was opened open it as the creation would have, with the plan's
+// allowance, and adjust that: a grant comes on top of it, a take from it.
+func TestAdjustingACutShortCreation(t *testing.T) {
+	for _, tt := range []struct {
+		amount               int64
+		remaining, allowance int64
+	}{
+		{30, 130, 100},
+		{-10, 90, 90},
+	} {
+		h := newHarness(t, harnessOptions{})
+		ctx := t.Context()
+		now := h.svc.Now()
+		if err := h.stores.Keys.CreateAccount(ctx, auth.Account{ID: "half", Plan: "p", CreatedAt: now},
+			auth.Key{ID: "key_half", AccountID: "half", Name: "primary", Primary: true, Hash: auth.HashKey(seedValue), CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := h.mgr.AdjustCredits(ctx, "half", tt.amount, "fix", nil)
+		if err != nil || b.Remaining != tt.remaining || b.AllowanceLeft() != tt.allowance {
+			t.Errorf("adjusting %+d: %+v %v, want %d remaining, %d of them the allowance", tt.amount, b, err, tt.remaining, tt.allowance)
+		}
+	}
+}

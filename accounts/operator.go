@@ -371,11 +371,13 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Part: driver.PartGrants,
 		Expires: o.ExpiresAt, Reason: reason, Period: period, Allowance: plan.Credits, Now: now}
 	b, err := m.ledger.Adjust(ctx, adj)
-	if errors.Is(err, store.ErrNotFound) && amount >= 0 {
-		// The account has no balance (its creation was interrupted): open it.
-		if err = m.ledger.Open(ctx, driver.Opening{Account: accountID, Allowance: plan.Credits, Period: adj.Period}); err == nil || errors.Is(err, store.ErrConflict) {
-			b, err = m.ledger.Adjust(ctx, adj)
+	if errors.Is(err, store.ErrNotFound) {
+		// The account has no balance (its creation was interrupted): open it as its
+		// creation would have, with the period's allowance, then adjust it.
+		if err = m.openBalance(ctx, &acct, plan.Credits, now); err != nil {
+			return billing.Balance{}, err
 		}
+		b, err = m.ledger.Adjust(ctx, adj)
 	}
 	b.Allowance = plan.Credits
 	if errors.Is(err, billing.ErrInsufficientCredits) {
