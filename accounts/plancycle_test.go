@@ -1,15 +1,12 @@
 package accounts_test
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
-	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
@@ -19,27 +16,8 @@ import (
 // 2030-01-15 12:00 (its periods begin on the 15th at noon).
 func cycleManager(t *testing.T, ledger driver.Ledger) (*accounts.Manager, *testenv.Clock) {
 	t.Helper()
-	plans, err := billing.NewPlans(billing.Plan{Name: "basic", Credits: 100}, billing.Plan{Name: "pro", Credits: 1000},
-		billing.Plan{Name: "team", Credits: 12000, Renews: billing.Yearly})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
 	clock := testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: ledger,
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, &tollgate.Options{Now: clock.Now, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	mgr, err := accounts.New(svc, &accounts.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mgr.Close)
-	if _, _, _, err := mgr.CreateAccount(t.Context(), accounts.Spec{ID: "acct", Plan: "basic"}); err != nil {
-		t.Fatal(err)
-	}
+	mgr, _ := plansManagerOn(t, memory.NewKeyStore(), ledger, clock, billing.Plan{Name: "team", Credits: 12000, Renews: billing.Yearly})
 	return mgr, clock
 }
 

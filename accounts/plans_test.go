@@ -60,10 +60,11 @@ func plansManager(t *testing.T, keys auth.KeyStore, ledger driver.Ledger) (*acco
 	return plansManagerOn(t, keys, ledger, testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)))
 }
 
-// plansManagerOn is plansManager on the clock.
-func plansManagerOn(t *testing.T, keys auth.KeyStore, ledger driver.Ledger, clock *testenv.Clock) (*accounts.Manager, *planChanges) {
+// plansManagerOn is plansManager on the clock, with the extra plans besides basic and
+// pro.
+func plansManagerOn(t *testing.T, keys auth.KeyStore, ledger driver.Ledger, clock *testenv.Clock, extra ...billing.Plan) (*accounts.Manager, *planChanges) {
 	t.Helper()
-	plans, err := billing.NewPlans(billing.Plan{Name: "basic", Credits: 100}, billing.Plan{Name: "pro", Credits: 1000})
+	plans, err := billing.NewPlans(append([]billing.Plan{{Name: "basic", Credits: 100}, {Name: "pro", Credits: 1000}}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -565,23 +565,7 @@ func ledSettleRacesSweep(t *testing.T, l driver.Ledger) {
 			}
 		})
 	}
-	for range 4 {
-		wg.Go(func() {
-			for range 8 {
-				v, err := sw.Sweep(t.Context(), now.Add(time.Minute), 3)
-				if err != nil {
-					t.Errorf("Sweep: %v", err)
-					return
-				}
-				swept.Add(int64(v))
-			}
-		})
-	}
-	wg.Wait()
-	// Whatever the sweeps left open is voided now.
-	v, err := sw.Sweep(t.Context(), now.Add(time.Minute), calls)
-	must(t, "last Sweep", err)
-	swept.Add(int64(v))
+	raceSweeps(t, &wg, sw, now.Add(time.Minute), calls, &swept)
 	if kept.Load()+swept.Load() != calls || voided.Load() > swept.Load() {
 		t.Errorf("%d settled, %d voided by sweeps (%d settlements told so): want each of %d reservations ended once",
 			kept.Load(), swept.Load(), voided.Load(), calls)
@@ -624,3 +608,26 @@ func ksBadText(t *testing.T, s auth.KeyStore) {
 
 // quote writes s with Go's escapes, so that a message shows the bytes it is about.
 func quote(s string) string { return strconv.Quote(s) }
+
+// raceSweeps runs four sweepers at at, voiding three reservations at a time, in wg
+// beside the settlements the caller started in it; waits for them all; then voids what
+// they left open, up to limit. What the sweeps voided is added to swept.
+func raceSweeps(t *testing.T, wg *sync.WaitGroup, sw driver.Sweeper, at time.Time, limit int, swept *atomic.Int64) {
+	t.Helper()
+	for range 4 {
+		wg.Go(func() {
+			for range 8 {
+				v, err := sw.Sweep(t.Context(), at, 3)
+				if err != nil {
+					t.Errorf("Sweep: %v", err)
+					return
+				}
+				swept.Add(int64(v))
+			}
+		})
+	}
+	wg.Wait()
+	v, err := sw.Sweep(t.Context(), at, limit)
+	must(t, "last Sweep", err)
+	swept.Add(int64(v))
+}

@@ -811,22 +811,7 @@ func ledSettleRacesSweepWithGrants(t *testing.T, l driver.Ledger) {
 			}
 		})
 	}
-	for range 4 {
-		wg.Go(func() {
-			for range 8 {
-				v, err := sw.Sweep(t.Context(), now.Add(time.Minute), 3)
-				if err != nil {
-					t.Errorf("Sweep: %v", err)
-					return
-				}
-				swept.Add(int64(v))
-			}
-		})
-	}
-	wg.Wait()
-	v, err := sw.Sweep(t.Context(), now.Add(time.Minute), calls)
-	must(t, "last Sweep", err)
-	swept.Add(int64(v))
+	raceSweeps(t, &wg, sw, now.Add(time.Minute), calls, &swept)
 	if settled.Load()+swept.Load() != calls || voided.Load() > swept.Load() {
 		t.Errorf("%d settled, %d voided by sweeps (%d settlements told so): want each of %d reservations ended once",
 			settled.Load(), swept.Load(), voided.Load(), calls)
