@@ -1,0 +1,239 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// MaxEndpoints is the most endpoints one account may have; the operator's endpoints
+// (those of no account) are bounded by it too. A store refuses one more with
+// [ErrTooManyEndpoints].
+const MaxEndpoints = 16
+
+// MaxPending is the most deliveries an endpoint may have pending (not yet delivered nor
+// given up). The outbox is bounded by it: a message enqueued for an endpoint that has
+// MaxPending pending deliveries is not delivered to that endpoint, and Enqueue reports
+// the endpoint as dropped (the service counts it and tells the endpoint's owner).
+const MaxPending = 10000
+
+// MaxBody is the largest message body, in bytes.
+const MaxBody = 16 << 10
+
+// MaxTypes is the most event types an endpoint may name.
+const MaxTypes = 64
+
+// ErrTooManyEndpoints is returned by [Store.CreateEndpoint] for an account (or the
+// operator) that already has [MaxEndpoints] endpoints. It wraps store.ErrConflict.
+var ErrTooManyEndpoints = fmt.Errorf("webhook: the account has the most endpoints it may have (%d): delete one first: %w", MaxEndpoints, store.ErrConflict)
+
+// ErrClaimLost is returned by [Store.Record] when the claim it names no longer holds
+// the delivery: the lease ended and another deliverer claimed it, or the delivery was
+// resent or deleted meanwhile. The outcome is not recorded. It wraps store.ErrConflict.
+var ErrClaimLost = fmt.Errorf("webhook: the delivery is no longer held by this claim: %w", store.ErrConflict)
+
+// ErrBadCursor reports a cursor that no listing of deliveries returned. It wraps
+// store.ErrInvalid.
+var ErrBadCursor = errors.New("webhook: the cursor is not one a listing of deliveries returned")
+
+// An Endpoint is a URL that events are delivered to, signed with its secret.
+type Endpoint struct {
+	// ID names the endpoint: "ep_" and 26 characters of lower-case base32.
+	ID string
+	// Account is the account whose events the endpoint receives; empty for an
+	// operator's endpoint, which receives the events of every account.
+	Account string
+	// URL is where deliveries are posted: an absolute http or https URL.
+	URL string
+	// Types are the event types the endpoint receives, sorted and without repeats;
+	// empty for every type.
+	Types []string
+	// Secret signs the deliveries: "whsec_" and the base64 of 32 random bytes.
+	Secret string
+	// PreviousSecret is the secret a rotation replaced; deliveries are signed with it
+	// too until PreviousUntil, so that a receiver may move to the new one.
+	PreviousSecret string
+	PreviousUntil  time.Time
+	// Disabled is when the endpoint was disabled (zero while it is enabled), and
+	// DisabledReason says why: an owner disabled it, or its deliveries failed for the
+	// whole retry schedule. A disabled endpoint is given no new deliveries.
+	Disabled       time.Time
+	DisabledReason string
+	// Created is when the endpoint was created.
+	Created time.Time
+	// Revision counts the endpoint's changes: 1 when created, raised by every
+	// [Store.UpdateEndpoint], which takes effect only at the revision it was read at.
+	Revision int64
+}
+
+// A Message is one event as it is delivered: stored once, delivered to each endpoint
+// it was enqueued for.
+type Message struct {
+	// ID is the message's webhook-id, the same on every attempt and every endpoint:
+	// "msg_" and 26 characters of lower-case base32. A message whose ID a store has
+	// seen is not enqueued again (see [Store.Enqueue]).
+	ID string
+	// Type is the event type, such as "key.rotated".
+	Type string
+	// Account is the account the event is about; empty for none.
+	Account string
+	// At is when the event happened.
+	At time.Time
+	// Body is what is posted: the JSON object {"type", "timestamp", "data"}, at most
+	// MaxBody bytes.
+	Body []byte
+	// Keep is how long the store remembers the ID, to enqueue the message once: at
+	// least until Keep, and at least as long as the message has deliveries. An event
+	// that must happen once per period (a threshold) has an ID made of its cause and
+	// a Keep at the period's end.
+	Keep time.Time
+}
+
+// A State is where a delivery stands.
+type State uint8
+
+// The states of a delivery.
+const (
+	// Pending: the delivery waits for its next attempt, due at [Delivery.Due].
+	Pending State = iota + 1
+	// Delivered: an attempt was answered with a 2xx status.
+	Delivered
+	// Failed: the delivery was given up: its attempts failed for the whole retry
+	// schedule, the receiver asked for no more, or its endpoint was disabled.
+	Failed
+)
+
+// String returns the state's name: "pending", "delivered" or "failed".
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Delivered:
+		return "delivered"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// A Delivery is one message on its way to one endpoint.
+type Delivery struct {
+	Endpoint string
+	Message  Message
+	State    State
+	// Attempts is the number of attempts made.
+	Attempts int
+	// Due, for a pending delivery, is when its next attempt may be made.
+	Due time.Time
+	// Last is the last attempt's outcome; zero before the first.
+	Last Attempt
+	// Claim, in a delivery that [Store.Claim] returned, names that claim: the one
+	// [Store.Record] must give back. It is empty in listings.
+	Claim string
+}
+
+// An Attempt is the outcome of one attempt to deliver a message.
+type Attempt struct {
+	// At is when the attempt was made.
+	At time.Time
+	// Status is the HTTP status of the answer; 0 when there was none.
+	Status int
+	// Error says why the attempt failed, at most MaxError bytes; empty when it
+	// succeeded.
+	Error string
+}
+
+// MaxError is the longest [Attempt.Error] a store keeps, in bytes.
+const MaxError = 512
+
+// An Outcome is what [Store.Record] stores after an attempt.
+type Outcome struct {
+	Endpoint, Message string
+	// Claim is the claim the delivery was claimed with.
+	Claim   string
+	Attempt Attempt
+	// State is where the delivery stands now: Delivered, Failed, or Pending again,
+	// due at Due.
+	State State
+	Due   time.Time
+}
+
+// A Query selects a page of an endpoint's deliveries.
+type Query struct {
+	// Limit is the most deliveries on the page, 1 to 100; 0 is 20.
+	Limit int
+	// Cursor is a Page.Next; empty for the first page.
+	Cursor string
+}
+
+// A Page is one page of deliveries, newest message first (by Message.At, then ID).
+type Page struct {
+	Deliveries []Delivery
+	// Next is the cursor of the next page; empty on the last.
+	Next string
+}
+
+// A Store keeps the endpoints and the outbox: the messages to deliver and each
+// delivery's attempts. It is shared by every instance, so that any instance may
+// deliver what another enqueued, and it outlives them: a message enqueued is delivered
+// even if the instance that enqueued it is killed.
+//
+// Stores never read the clock: every time is passed in. Implementations must be safe for
+// concurrent use by any number of instances. Every implementation should pass
+// storetest.TestWebhooks.
+type Store interface {
+	// CreateEndpoint stores a new endpoint, with Revision 1. It returns an error
+	// wrapping store.ErrConflict if the ID is taken, and ErrTooManyEndpoints if the
+	// endpoint's account already has MaxEndpoints.
+	CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
+	// Endpoint returns the endpoint with the ID, or an error wrapping
+	// store.ErrNotFound.
+	Endpoint(ctx context.Context, id string) (Endpoint, error)
+	// Endpoints returns the endpoints of account (the operator's for ""), oldest
+	// first (by Created, then ID).
+	Endpoints(ctx context.Context, account string) ([]Endpoint, error)
+	// UpdateEndpoint replaces the endpoint (not its ID, Account or Created) if its
+	// stored Revision is e.Revision, and returns it with the Revision raised. It
+	// returns an error wrapping store.ErrNotFound if there is no such endpoint, and
+	// store.ErrConflict if it changed since it was read.
+	UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
+	// DeleteEndpoint deletes the endpoint and its deliveries, pending or not. It
+	// returns an error wrapping store.ErrNotFound if there is no such endpoint.
+	DeleteEndpoint(ctx context.Context, id string) error
+
+	// Enqueue stores m with one pending delivery, due at now, for each of endpoints,
+	// at once: all of it or nothing. A message whose ID the store remembers (see
+	// [Message.Keep]) is not stored again: Enqueue then returns fresh false and
+	// changes nothing, so that instances that see the same cause enqueue it once.
+	// An endpoint that has MaxPending pending deliveries, or that does not exist
+	// (deleted meanwhile), gets none, and is listed in dropped. A message enqueued
+	// for no endpoint is remembered all the same.
+	Enqueue(ctx context.Context, m Message, endpoints []string, now time.Time) (fresh bool, dropped []string, err error)
+	// Claim leases up to limit pending deliveries due at now, the earliest due
+	// first, to a new claim until now+lease, and returns them with the claim. A
+	// delivery whose lease has not ended is not claimed again: one attempt is made by
+	// one deliverer at a time. A delivery whose lease ended without an outcome (its
+	// deliverer died) is due again.
+	Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
+	// Record stores the outcome of an attempt at a delivery claimed with o.Claim,
+	// counting the attempt, and ends the claim. It returns ErrClaimLost if the claim
+	// no longer holds the delivery, and an error wrapping store.ErrNotFound if there is
+	// no such delivery.
+	Record(ctx context.Context, o Outcome) error
+	// Deliveries returns a page of the endpoint's deliveries.
+	Deliveries(ctx context.Context, endpoint string, q Query) (Page, error)
+	// Resend makes the delivery of message to endpoint pending again, due at now,
+	// whatever its state, ending any claim of it, and returns it. It returns an error
+	// wrapping store.ErrNotFound if there is no such delivery.
+	Resend(ctx context.Context, endpoint, message string, now time.Time) (Delivery, error)
+	// Pending returns the number of pending deliveries of every endpoint.
+	Pending(ctx context.Context) (int64, error)
+	// Prune deletes the deliveries delivered or failed whose last attempt was before
+	// before (or, with no attempt, that were enqueued before it), and the messages
+	// left with no delivery whose Keep is before before, and returns how many
+	// deliveries it deleted. Pending deliveries are never pruned.
+	Prune(ctx context.Context, before time.Time) (int64, error)
+}
