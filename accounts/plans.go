@@ -112,10 +112,12 @@ const maxPlanChangeAttempts = 8
 //
 // Now: the account is on the new plan from its next call, on every instance, key
 // cache or not (its rate limit, concurrency and allowance), and any change that waited
-// for the renewal is dropped. What is left of the current period's allowance changes by
-// the difference of the allowances: an upgrade adds it for the rest of the period; a
-// downgrade takes it from what is left of the allowance, never below zero, and never
-// from granted credits. Between plans that renew on different cycles (monthly and
+// for the renewal is dropped. The current period's allowance becomes the new plan's, so
+// what is left of it changes by the difference of the allowances: an upgrade adds it
+// for the rest of the period; a downgrade takes it from what is left of the allowance
+// at that moment, never below zero, never from granted credits, and never from what
+// calls in flight hold (a call that fails after the downgrade gets back all it took,
+// as without the change). Between plans that renew on different cycles (monthly and
 // yearly), a new period begins now instead (the account's billing anchor moves to now,
 // or just after the start of the period the ledger holds if a call renewed the balance
 // into the next period first): its allowance is the new plan's, what was left of the old period's lapses, as at any
@@ -128,20 +130,24 @@ const maxPlanChangeAttempts = 8
 // one; a change to the plan the account is on drops it. A new plan that renews on
 // another cycle counts its periods from the renewal. If the ledger has already renewed
 // the balance into the next period on the old plan (a call on an instance whose clock
-// is ahead), that period's allowance changes by the difference, as for a change made
-// now, or, on a change of cycle, the new plan's periods begin a second after its start.
+// is ahead), that period's allowance becomes the new plan's, as for a change made now,
+// or, on a change of cycle, the new plan's periods begin a second after its start.
 //
 // An unknown plan or effective is CodeInvalidInput (the message lists the plans), a
 // closed account CodeConflict, an unknown one CodeNotFound. A change to the plan the
 // account is on, with nothing pending, or to the change that already waits, changes
 // nothing and publishes nothing (Changed is false).
 //
-// A change made now applies the difference of the allowances once, whatever the
-// retries (its id is the account's and its new revision's); if the ledger cannot take
-// it, the plan has changed but the allowance has not: the error says so, and the
-// difference may be granted or taken with [Manager.AdjustCredits]. A plan that is no
-// longer configured counts as an upgrade: the change is made now, and what is left of
-// the allowance is kept as it is.
+// A change made now sets the allowance once, whatever the retries (its id is the
+// account's, its new revision's and the period's), and the ledger orders the changes
+// by the record's revision: of two changes made at once, the balance ends at the
+// allowance of the one stored last, whichever reaches the ledger first; a change that
+// reaches the ledger after a call renewed the balance into the next period leaves that
+// period with the new plan's allowance, never the difference added to it. If the
+// ledger cannot take it, the plan has changed but the allowance has not: the error
+// says so, and the difference may be granted or taken with [Manager.AdjustCredits]. A
+// plan that is no longer configured counts as an upgrade: the change is made now, and
+// what is left of the allowance is kept as it is.
 func (m *Manager) ChangePlan(ctx context.Context, accountID, plan string, effective Effective) (PlanChange, error) {
 	if err := checkText("account_id", accountID, maxIDLength); err != nil {
 		return PlanChange{}, err
@@ -194,9 +200,8 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	u := cur.Update()
 	u.Revision = acct.Revision
 	c := event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now}
-	adjust := int64(0) // the change of the period's allowance, made after the update
-	adjustAt := now    // an instant of the period whose allowance changes
-	newCycle := false  // whether the new plan's first period begins now
+	var adjustAt time.Time // an instant of the period whose allowance the change sets, if any
+	newCycle := false      // whether the new plan's first period begins now
 	switch {
 	case next.Name == cur.Plan && cur.PendingPlan == "":
 		return m.planUnchanged(ctx, &acct, now)
@@ -208,7 +213,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		// The ledger may hold the next period already: a call on an instance whose
 		// clock is ahead renewed the balance, on the old plan's allowance, and the
 		// ledger does not renew into the same period again. Between plans of the same
-		// cycle, that period's allowance changes by the difference, as for a change
+		// cycle, that period's allowance is set to the new plan's, as for a change
 		// made now; on a change of cycle, the new plan's period begins a second
 		// after the one the ledger holds, so that the ledger renews to it.
 		b, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits)
@@ -223,7 +228,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 			return m.planUnchanged(ctx, &acct, now)
 		}
 		if renewed && old.Cycle() == next.Cycle() {
-			adjust, adjustAt = next.Credits-old.Credits, period.End
+			adjustAt = period.End
 		}
 		u.PendingPlan, u.PendingPlanAt = next.Name, at
 		c.Effective = at
@@ -251,15 +256,12 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 		newCycle = true
 	default:
 		u.Plan, u.PendingPlan, u.PendingPlanAt = next.Name, "", time.Time{}
-		if !known {
-			break // the allowance left is kept as it is
-		}
-		adjust = next.Credits - old.Credits
-		// The ledger renews into the current period, if it has not yet, on the old
-		// plan's allowance before the record names the new plan: so no call renews it
-		// to the new allowance that the difference would then be added to.
-		if _, err := m.ledger.Balance(ctx, accountID, now, period, old.Credits); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return PlanChange{}, m.manageError(ctx, "balance of account", accountID, err)
+		if known { // an unknown plan's: the allowance left is kept as it is
+			// The current period's allowance is set to the new plan's once the record
+			// names it. Whoever renews the balance into the period first, this change
+			// or a call, on either plan, the ledger ends at the new plan's allowance
+			// (see adjustAllowance): nothing needs renewing before.
+			adjustAt = now
 		}
 	}
 	updated, err := m.keys.UpdateAccount(ctx, u)
@@ -283,8 +285,8 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 			return res, m.manageError(ctx, "balance of account", accountID, err)
 		}
 	}
-	if adjust != 0 {
-		if err := m.adjustAllowance(ctx, &updated, adjust, adjustAt, now); err != nil {
+	if !adjustAt.IsZero() {
+		if err := m.adjustAllowance(ctx, &updated, old.Credits, adjustAt, now); err != nil {
 			return res, err
 		}
 	}
@@ -319,23 +321,25 @@ func retryable(err error) bool {
 	return err != nil
 }
 
-// adjustAllowance changes what is left of the allowance of the period that holds at of
-// an account whose plan just changed (to its revision acct.Revision) by amount, at now,
-// once: the adjustment's id is the account's and the revision's, whatever the retries.
-func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amount int64, at, now time.Time) error {
+// adjustAllowance sets the allowance of the period that holds at of an account whose
+// plan just changed, from credits to the allowance of the plan its record (at revision
+// acct.Revision) names then, at now, once: the ledger orders the changes by the
+// record's revision, so that changes made at once end as the latest says, whatever
+// order they reach it in, and it changes nothing for a period it has left. The
+// adjustment's id is the account's, the revision's and the period's, whatever the
+// retries.
+//
+// If the ledger holds a later period (a call renewed the balance into it before the
+// change reached the ledger), that period's allowance is set too: the call may have
+// read the record before the change, and renewed on the old plan's allowance. Set to
+// the new plan's either way, it is never added twice.
+func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, from int64, at, now time.Time) error {
 	plan, period := m.planAt(acct, at)
-	sum := sha256.Sum256(fmt.Appendf(nil, "plan\x00%s\x00%d", acct.ID, acct.Revision))
-	var id billing.RequestID
-	copy(id[:], sum[:])
-	adj := driver.Adjustment{Account: acct.ID, Request: id, Amount: amount, Part: driver.PartAllowance,
-		Reason: "plan changed to " + plan.Name, Period: period, Allowance: plan.Credits, Now: now}
-	// The change of plan is stored: the adjustment is made even if the client goes,
-	// and tried again, under the same id, if the ledger's answer is lost.
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	for range adjustAttempts {
-		if _, err = m.ledger.Adjust(ctx, adj); !retryable(err) {
-			break
+	b, err := m.setAllowance(ctx, acct, plan, period, now)
+	if err == nil && b.Period.Start.After(period.Start) {
+		if p, held := m.planAt(acct, b.Period.Start); held.Start.Equal(b.Period.Start) {
+			plan = p
+			_, err = m.setAllowance(ctx, acct, plan, held, now)
 		}
 	}
 	if err == nil || errors.Is(err, store.ErrNotFound) {
@@ -345,11 +349,34 @@ func (m *Manager) adjustAllowance(ctx context.Context, acct *auth.Account, amoun
 	}
 	if errors.Is(err, billing.ErrTooManyCredits) {
 		return newError(tollgate.CodeInvalidInput, fmt.Sprintf(
-			"the plan of account %q changed to %s, but the allowance of its current period could not grow by %d credits: the balance would pass the maximum of %d",
-			acct.ID, plan.Name, amount, int64(billing.MaxCredits)), err)
+			"the plan of account %q changed to %s, but the allowance of its current period could not grow from %d to %d credits: the balance would pass the maximum of %d",
+			acct.ID, plan.Name, from, plan.Credits, int64(billing.MaxCredits)), err)
 	}
 	cause := m.manageError(ctx, "balance of account", acct.ID, err)
 	return newError(tollgate.CodeOf(cause), fmt.Sprintf(
-		"the plan of account %q changed to %s, but the allowance of its current period could not be changed by %d credits (%s): grant or take them with a credit adjustment",
-		acct.ID, plan.Name, amount, cause.Error()), err)
+		"the plan of account %q changed to %s, but the allowance of its current period could not be changed from %d to %d credits (%s): grant or take the difference, %+d credits, with a credit adjustment",
+		acct.ID, plan.Name, from, plan.Credits, cause.Error(), plan.Credits-from), err)
+}
+
+// setAllowance sets the allowance of the account's period to the plan's, at the
+// account's revision, trying again while the ledger cannot be reached.
+func (m *Manager) setAllowance(ctx context.Context, acct *auth.Account, plan billing.Plan, period billing.Period, now time.Time) (billing.Balance, error) {
+	sum := sha256.Sum256(fmt.Appendf(nil, "plan\x00%s\x00%d\x00%d", acct.ID, acct.Revision, period.Start.UnixNano()))
+	var id billing.RequestID
+	copy(id[:], sum[:])
+	adj := driver.Adjustment{Account: acct.ID, Request: id, Part: driver.PartAllowance, Revision: acct.Revision,
+		Reason: "plan changed to " + plan.Name, Period: period, Allowance: plan.Credits, Now: now}
+	// The change of plan is stored: the adjustment is made even if the client goes,
+	// and tried again, under the same id, if the ledger's answer is lost.
+	ctx = context.WithoutCancel(ctx)
+	var (
+		b   billing.Balance
+		err error
+	)
+	for range adjustAttempts {
+		if b, err = m.ledger.Adjust(ctx, adj); !retryable(err) {
+			break
+		}
+	}
+	return b, err
 }

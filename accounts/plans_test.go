@@ -133,7 +133,8 @@ func TestChangePlanAdjustsOnce(t *testing.T) {
 
 	ledger.fail.Store(true)
 	_, err = mgr.ChangePlan(t.Context(), "acct", "basic", accounts.EffectiveNow)
-	if tollgate.CodeOf(err) != tollgate.CodeUnavailable || !strings.Contains(err.Error(), "the plan of account \"acct\" changed to basic, but the allowance of its current period could not be changed by -900 credits") {
+	if tollgate.CodeOf(err) != tollgate.CodeUnavailable || !strings.Contains(err.Error(), "the plan of account \"acct\" changed to basic, but the allowance of its current period could not be changed from 1000 to 100 credits") ||
+		!strings.Contains(err.Error(), "grant or take the difference, -900 credits, with a credit adjustment") {
 		t.Errorf("a change whose adjustment fails: %v", err)
 	}
 	info, err := mgr.Account(t.Context(), "acct")

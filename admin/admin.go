@@ -62,8 +62,9 @@
 // "now" or "renewal" (the end of the current period), by default now for an upgrade (a
 // plan with more credits) and at the renewal otherwise; it answers the account, its
 // balance, "changed" (false when nothing had to change) and "effective_at". A change
-// now adds the difference of the allowances to the current period's (or takes it from
-// what is left of it); a change at the renewal shows in the account's "pending_plan"
+// now makes the current period's allowance the new plan's: it adds the difference of
+// the allowances to what is left of it (or takes it from what is left, never from what
+// calls in flight hold); a change at the renewal shows in the account's "pending_plan"
 // and "pending_plan_at" until then. See accounts.Manager.ChangePlan.
 //
 // The audit route lists the account's audit log newest first (with accounts.Options.Audit

@@ -351,7 +351,8 @@ func openAPIPaths() map[string]any {
 			"patch": operation(op{id: "adminChangePlan", tag: "Accounts", summary: "Change an account's plan",
 				description: "Now, or at the renewal (the end of the current period); by default now for an upgrade (a plan with more credits) " +
 					"and at the renewal otherwise. A change now is in force from the account's next call and changes what is left of the " +
-					"period's allowance by the difference of the allowances (never below zero, never the granted credits); between plans " +
+					"period's allowance by the difference of the allowances (never below zero, never the granted credits, never what calls " +
+					"in flight hold), once, whatever the order in which changes made at once reach the ledger; between plans " +
 					"that renew on different cycles a new period begins now. A change at the renewal shows in pending_plan and " +
 					"pending_plan_at until then; a later change replaces it, and a change to the plan in force drops it. A change that " +
 					"is already made, or already waits, changes nothing (changed false). A closed account's plan cannot change (409).",

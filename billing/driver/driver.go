@@ -54,8 +54,8 @@ type Balance struct {
 	// Used is the number of credits spent in the period, from either part, net of
 	// refunds.
 	Used int64
-	// Allowance is the plan's credits per period, which the allowance part is renewed
-	// to when the period ends.
+	// Allowance is the period's allowance: the plan's credits the balance was renewed
+	// (or opened) to, or those the last change of plan set since (see [PartAllowance]).
 	Allowance int64
 	// Period is the current period; Period.End is the renewal date.
 	Period Period
@@ -108,6 +108,16 @@ type Part uint8
 // from (what it took from a lot that has lapsed since is lost, as it would have been),
 // then to the allowance (unless the period has been renewed since: see
 // [Ledger.Settle]). So the charge a settlement keeps is from the allowance first.
+//
+// A plan changed during a period sets the period's allowance (an [Adjustment] to
+// PartAllowance): each balance keeps, with its allowance, the revision of the last such
+// change it applied (0 until one is; a renewal keeps it), so that changes applied in
+// any order, or after the balance moved to a later period, end as the latest change
+// says, once. What calls in flight hold is theirs: a change that lowers the allowance
+// takes the difference from what is left of it at that moment, never from open
+// reservations, and a refund or a void gives back what its reservation took, as
+// without the change (the allowance left may then exceed the new allowance for the
+// rest of the period).
 const (
 	// PartGrants: credits granted or bought, which carry over from period to period
 	// until they are spent or until their grant lapses.
@@ -175,40 +185,69 @@ type Settlement struct {
 	Now time.Time
 }
 
-// An Adjustment grants (positive Amount) or takes away (negative) credits outside of any
-// call, for operators. Request makes it idempotent.
+// An Adjustment changes a balance outside of any call: for operators, it grants
+// (positive Amount) or takes away (negative) credits; for a change of plan, it sets the
+// period's allowance. Request makes it idempotent.
 type Adjustment struct {
 	Account string
 	Request RequestID
-	Amount  int64
+	// Amount is the number of credits granted (positive) or taken (negative), for
+	// [PartGrants]. It must be 0 for [PartAllowance].
+	Amount int64
 	// Part is the part of the balance the adjustment changes. With [PartGrants] (the
 	// zero value) a positive Amount is a grant: credits that carry over from period to
 	// period until they are spent or until Expires; a negative Amount takes credits in
-	// the order calls spend them (the allowance, then the grants). With [PartAllowance]
-	// the Amount changes what is left of the current period's allowance (a plan changed
-	// during the period): a negative Amount takes at most what is left of it, never an
-	// error.
+	// the order calls spend them (the allowance, then the grants).
+	//
+	// With [PartAllowance] the adjustment sets the allowance of Period to Allowance (a
+	// plan changed during the period), ordered by Revision. After the usual renewal (a
+	// balance of an earlier period is renewed to Period with Allowance, which leaves
+	// nothing to change), if the balance is of Period (the same Start) and Revision is
+	// greater than the revision of the last allowance change it applied, what is left
+	// of the allowance changes by Allowance minus the stored allowance (a decrease
+	// takes at most what is left of it, never an error, never a grant, never what open
+	// reservations hold), and the stored allowance and revision become Allowance and
+	// Revision. A balance of a later period, or one that applied a revision as great,
+	// changes nothing, without an error. So changes applied in any order end at the
+	// allowance of the latest, and one made for a period the balance has left never
+	// lands on the next.
 	Part Part
+	// Revision orders the changes of the allowance ([PartAllowance]): the revision of
+	// the account's record that the change of plan wrote (see auth.Account.Revision),
+	// greater than 0. It must be 0 for [PartGrants].
+	Revision int64
 	// Expires, for a grant, is when what is left of it lapses; zero for never. It must
 	// be after Now. It is ignored for every other adjustment.
-	Expires   time.Time
-	Reason    string
-	Period    Period
+	Expires time.Time
+	Reason  string
+	Period  Period
+	// Allowance is the plan's credits per period, which a renewal renews to; for
+	// [PartAllowance] also the allowance the adjustment sets, 0 or more.
 	Allowance int64
 	// Now is when the adjustment is made. Expired reservations of the account are
 	// voided and lapsed grants dropped first.
 	Now time.Time
 }
 
-// Check says why a is not an adjustment a ledger can make: a Part it does not know, or
-// a grant whose Expires is not after its Now (a zero Now checks no expiry). Ledgers
-// return it wrapped with store.ErrInvalid, and change nothing.
+// Check says why a is not an adjustment a ledger can make: a Part it does not know, a
+// grant whose Expires is not after its Now (a zero Now checks no expiry), a change of
+// the allowance with an Amount, a Revision not above 0 or a negative Allowance, or a
+// Revision for PartGrants. Ledgers return it wrapped with store.ErrInvalid, and change
+// nothing.
 func (a Adjustment) Check() error {
 	switch {
 	case a.Part != PartGrants && a.Part != PartAllowance:
 		return fmt.Errorf("adjustment %s of account %q: unknown part %d", a.Request, a.Account, a.Part)
 	case a.Grant() && !a.Expires.IsZero() && !a.Now.IsZero() && !a.Expires.After(a.Now):
 		return fmt.Errorf("adjustment %s of account %q: the grant lapses at %s, not after it is made", a.Request, a.Account, a.Expires.UTC().Format(time.RFC3339))
+	case a.Part == PartAllowance && a.Amount != 0:
+		return fmt.Errorf("adjustment %s of account %q: a change of the allowance sets it to Allowance: its Amount must be 0, not %d", a.Request, a.Account, a.Amount)
+	case a.Part == PartAllowance && a.Revision <= 0:
+		return fmt.Errorf("adjustment %s of account %q: a change of the allowance needs the revision of the change, above 0, not %d", a.Request, a.Account, a.Revision)
+	case a.Part == PartAllowance && a.Allowance < 0:
+		return fmt.Errorf("adjustment %s of account %q: the allowance cannot be set to %d, below 0", a.Request, a.Account, a.Allowance)
+	case a.Part == PartGrants && a.Revision != 0:
+		return fmt.Errorf("adjustment %s of account %q: a revision orders changes of the allowance only, not grants", a.Request, a.Account)
 	}
 	return nil
 }
@@ -289,13 +328,16 @@ type Ledger interface {
 	// ErrVoided, with the current balance, for a reservation voided at its expiry.
 	Settle(ctx context.Context, s Settlement) (Balance, error)
 
-	// Adjust adds Amount (which may be negative) to the part of the balance that Part
-	// names, as [Adjustment] says, idempotently by Request; Used is not changed. It
-	// returns ErrInsufficientCredits if a negative amount to PartGrants exceeds the
-	// balance (both parts), ErrTooManyCredits if a positive one would take the
-	// remaining plus used credits past MaxCredits, ErrTooManyGrants if a grant would
-	// start a lot past MaxGrantLots, store.ErrInvalid for an adjustment that
-	// [Adjustment.Check] refuses, and store.ErrNotFound if the account has no balance.
+	// Adjust changes the part of the balance that Part names, as [Adjustment] says:
+	// for PartGrants it adds Amount (which may be negative), for PartAllowance it sets
+	// the period's allowance if Revision orders it after the last change applied;
+	// idempotently by Request. Used is not changed. It returns ErrInsufficientCredits
+	// if a negative amount to PartGrants exceeds the balance (both parts),
+	// ErrTooManyCredits if a grant, or a raised allowance, would take the remaining
+	// plus used credits past MaxCredits, ErrTooManyGrants if a grant would start a lot
+	// past MaxGrantLots, store.ErrInvalid for an adjustment that [Adjustment.Check]
+	// refuses, and store.ErrNotFound if the account has no balance. A refused
+	// adjustment is not remembered: its Request may be made again.
 	Adjust(ctx context.Context, a Adjustment) (Balance, error)
 
 	// Balance returns the account's balance at now, in period p, renewing it if due and

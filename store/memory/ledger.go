@@ -67,6 +67,9 @@ type balance struct {
 	// (in the shard's lots) hold.
 	left, grants, used, allowance int64
 	start, end                    stamp // the period
+	// revision is the revision of the last change of the allowance applied (see
+	// driver.PartAllowance), 0 until one is; a renewal keeps it.
+	revision int64
 	// lapse is the earliest expiry among the lots that lapse (Unix nanoseconds), 0
 	// for none; clock is the latest Now an operation gave, at which the lots that
 	// lapse by then are gone.
@@ -639,12 +642,25 @@ func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Bala
 	if o.seen(adj.Request) {
 		return o.snapshot(), nil
 	}
+	if adj.Part == driver.PartAllowance {
+		// The allowance of adj.Period is set, if the balance is of that period (a
+		// balance of an earlier one was renewed to it, with adj.Allowance, by lock)
+		// and no change as late was applied; otherwise nothing changes.
+		if a.start == stampOf(adj.Period.Start) && adj.Revision > a.revision {
+			d := adj.Allowance - a.allowance
+			if d > driver.MaxCredits-(a.left+a.grants+a.used) {
+				return o.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyCredits)
+			}
+			a.left = max(a.left+d, 0)
+			a.allowance, a.revision = adj.Allowance, adj.Revision
+		}
+		o.forget(adj.Request, settled)
+		return o.snapshot(), nil
+	}
 	if adj.Amount > driver.MaxCredits-(a.left+a.grants+a.used) {
 		return o.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyCredits)
 	}
 	switch {
-	case adj.Part == driver.PartAllowance:
-		a.left = max(a.left+max(adj.Amount, -a.left), 0)
 	case adj.Grant():
 		if n, ok := o.lotCount(adj.Lot()); !ok && n >= driver.MaxGrantLots {
 			return o.snapshot(), fmt.Errorf("memory: account %q: %w", adj.Account, driver.ErrTooManyGrants)

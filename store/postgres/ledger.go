@@ -208,8 +208,8 @@ func settleErr(status int, account string, req driver.RequestID, refund int64, r
 	return nil
 }
 
-// Adjust adds credits to, or takes them from, the balance, idempotently by request id,
-// in one call.
+// Adjust adds credits to, or takes them from, the balance, or sets the period's
+// allowance at a revision, idempotently by request id, in one call.
 func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
@@ -223,9 +223,9 @@ func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance
 	)
 	err := s.db.QueryRow(ctx, `
 		SELECT o_status, `+balanceColumns+`
-		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		a.Account, uuidArg(a.Request), max(a.Amount, -driver.MaxCredits-1), int(a.Part), a.Lot(), a.Reason,
-		a.Period.Start, a.Period.End, a.Allowance, nanos(a.Now), int64(driver.MaxCredits), driver.MaxGrantLots).
+		a.Period.Start, a.Period.End, a.Allowance, nanos(a.Now), int64(driver.MaxCredits), driver.MaxGrantLots, a.Revision).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)

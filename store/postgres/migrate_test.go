@@ -547,6 +547,35 @@ func TestMigrateIdempotencySettling(t *testing.T) {
 	}
 }
 
+// A sqlStep is a statement of an earlier version's functions, with its arguments.
+type sqlStep struct {
+	sql  string
+	args []any
+}
+
+// execSteps runs the steps in order.
+func execSteps(t *testing.T, pool *pgxpool.Pool, steps []sqlStep) {
+	t.Helper()
+	for _, st := range steps {
+		if _, err := pool.Exec(t.Context(), st.sql, st.args...); err != nil {
+			t.Fatalf("%s: %v", st.sql, err)
+		}
+	}
+}
+
+// migrated migrates the schema of pool, at version from, and returns a Store on it.
+func migrated(t *testing.T, pool *pgxpool.Pool, from int) *postgres.Store {
+	t.Helper()
+	if err := postgres.Migrate(t.Context(), pool); err != nil {
+		t.Fatalf("Migrate from version %d: %v", from, err)
+	}
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestMigrateGrantLots upgrades a schema of version 18 that holds balances: version 19
 // keeps each account's remaining credits exactly, and what the allowance does not
 // explain becomes a grant that never lapses, which a renewal leaves.
@@ -557,10 +586,7 @@ func TestMigrateGrantLots(t *testing.T) {
 	now := t0.UnixNano()
 	far := t0.Add(time.Hour).UnixNano()
 	// Version 18's functions (those of the ledger as version 5 to 17 left them).
-	steps := []struct {
-		sql  string
-		args []any
-	}{
+	execSteps(t, pool, []sqlStep{
 		// plain: 100 of 100, 30 spent: the allowance explains the 70 left.
 		{`SELECT tollgate_open('plain', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
 		{`SELECT tollgate_reserve('plain', $1, 30, ARRAY['hash'], $2, $3, 100, $4, $5)`, []any{[16]byte{1}, period.Start, period.End, now, far}},
@@ -576,20 +602,8 @@ func TestMigrateGrantLots(t *testing.T) {
 		{`SELECT tollgate_open('open', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
 		{`SELECT tollgate_adjust('open', $1, 40, 'top-up', $2, $3, 100, $4, 9007199254740991)`, []any{[16]byte{4}, period.Start, period.End, now}},
 		{`SELECT tollgate_reserve('open', $1, 120, ARRAY['hash'], $2, $3, 100, $4, $5)`, []any{[16]byte{5}, period.Start, period.End, now, far}},
-	}
-	for _, st := range steps {
-		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
-			t.Fatalf("%s: %v", st.sql, err)
-		}
-	}
-
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatalf("Migrate from version 18: %v", err)
-	}
-	s, err := postgres.New(pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
+	s := migrated(t, pool, 18)
 	next := driver.MonthOf(period.End)
 	for _, c := range []struct {
 		account                  string
@@ -619,4 +633,76 @@ func TestMigrateGrantLots(t *testing.T) {
 			t.Errorf("%s at the next renewal: %+v, %v; want %d remaining, %d granted", c.account, b, err, c.renewed, c.renewed-100)
 		}
 	}
+}
+
+// TestMigrateAllowanceRevision upgrades a schema of version 21 that holds balances, one
+// sharded, one with a reservation open: version 22 keeps each balance exactly, and
+// every balance, at revision 0, takes the first change of the allowance made after the
+// upgrade, counted from the allowance it holds. An instance of version 21 still calls
+// the ledger during a rolling upgrade: its grant is made, and its change of the
+// allowance adds its difference as before, the balance then holding the new plan's
+// allowance, from which a later change counts.
+func TestMigrateAllowanceRevision(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 21)
+	now := t0.UnixNano()
+	far := t0.Add(time.Hour).UnixNano()
+	// Version 21's functions.
+	adjust21 := `SELECT tollgate_adjust($1, $2, $3, $4, 0, 'upgrade', $5, $6, $7, $8, 9007199254740991, 64)`
+	execSteps(t, pool, []sqlStep{
+		// plain: 100 of 100, 30 spent.
+		{`SELECT tollgate_open('plain', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
+		{`SELECT tollgate_reserve('plain', $1, 30, ARRAY['hash'], $2, $3, 100, $4, $5)`, []any{[16]byte{1}, period.Start, period.End, now, far}},
+		{`SELECT tollgate_settle('plain', $1, 0, NULL, $2, $3, 100, $4)`, []any{[16]byte{1}, period.Start, period.End, now}},
+		// sharded: 300 of 300 over 3 shards, 40 held by an open reservation.
+		{`SELECT tollgate_open('sharded', 300, 300, $1, $2, 3)`, []any{period.Start, period.End}},
+		{`SELECT tollgate_reserve('sharded', $1, 40, ARRAY['hash'], $2, $3, 300, $4, $5)`, []any{[16]byte{2}, period.Start, period.End, now, far}},
+		// changed: 100 of 100, raised by 900 by version 21 (a plan of 1000).
+		{`SELECT tollgate_open('changed', 100, 100, $1, $2, 1)`, []any{period.Start, period.End}},
+		{adjust21, []any{"changed", [16]byte{3}, 900, 1, period.Start, period.End, 1000, now}},
+	})
+	s := migrated(t, pool, 21)
+	check := func(what string, b driver.Balance, err error, remaining, used, allowance int64) {
+		t.Helper()
+		if err != nil || b.Remaining != remaining || b.Used != used || b.Allowance != allowance || b.Period != period {
+			t.Errorf("%s: %+v, %v; want %d remaining, %d used, an allowance of %d, in %v", what, b, err, remaining, used, allowance, period)
+		}
+	}
+	for _, c := range []struct {
+		account                    string
+		remaining, used, allowance int64
+	}{
+		{"plain", 70, 30, 100},
+		{"sharded", 260, 40, 300},
+		{"changed", 1000, 0, 100}, // version 21 left the allowance it renewed to
+	} {
+		b, err := s.Balance(ctx, c.account, t0, period, c.allowance)
+		check(c.account+" after the upgrade", b, err, c.remaining, c.used, c.allowance)
+	}
+	change := func(account string, id byte, to, revision int64) (driver.Balance, error) {
+		return s.Adjust(ctx, driver.Adjustment{Account: account, Request: driver.RequestID{id}, Part: driver.PartAllowance,
+			Revision: revision, Reason: "upgraded", Period: period, Allowance: to, Now: t0})
+	}
+	b, err := change("plain", 10, 1000, 1)
+	check("plain raised to 1000 at revision 1", b, err, 970, 30, 1000)
+	b, err = change("plain", 11, 100, 1)
+	check("plain lowered at revision 1 again", b, err, 970, 30, 1000)
+	b, err = change("sharded", 12, 100, 1)
+	check("sharded lowered to 100", b, err, 60, 40, 100)
+	b, err = s.Settle(ctx, driver.Settlement{Account: "sharded", Request: driver.RequestID{2}, Refund: 40, Period: period, Allowance: 100, Now: t0})
+	check("sharded: the reservation made before the upgrade refunded", b, err, 100, 0, 100)
+
+	// An instance of version 21: a grant, and a change of the allowance to 2000.
+	for _, st := range []struct {
+		amount, part, allowance int64
+	}{{50, 0, 1000}, {1000, 1, 2000}} {
+		if _, err := pool.Exec(ctx, adjust21, "plain", [16]byte{byte(20 + st.part)}, st.amount, st.part, period.Start, period.End, st.allowance, now); err != nil {
+			t.Fatalf("version 21's adjustment after the upgrade: %v", err)
+		}
+	}
+	b, err = s.Balance(ctx, "plain", t0, period, 2000)
+	check("plain after version 21's grant and raise", b, err, 2020, 30, 2000)
+	b, err = change("plain", 13, 100, 2)
+	check("plain lowered to 100 at revision 2", b, err, 120, 30, 100) // 70 of the allowance, 50 granted
 }

@@ -232,7 +232,8 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 	return closing(ctx, c, reply, err)
 }
 
-// Adjust adds credits to, or takes them from, the balance, once per request id.
+// Adjust adds credits to, or takes them from, the balance, or sets the period's
+// allowance at a revision (see adjust.lua), once per request id.
 func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Balance{}, err
@@ -252,7 +253,7 @@ func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balan
 	// a grant with its idempotency key may come hours later, and adjustments are few.
 	reply, err := s.run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
 		max(adj.Amount, -driver.MaxCredits-1), ps, pe, adj.Allowance, s.open, mode, sec, nsec,
-		a.markers(), s.open, int64(driver.MaxCredits), int(adj.Part), lotOf(adj), driver.MaxGrantLots)
+		a.markers(), s.open, int64(driver.MaxCredits), int(adj.Part), lotOf(adj), driver.MaxGrantLots, adj.Revision)
 	if err != nil {
 		return driver.Balance{}, fail(ctx, err, "adjustment %s of account %q", adj.Request, adj.Account)
 	}

@@ -29,7 +29,9 @@ type NamedLedger struct {
 // so that a failure names a seed that replays it; its clock is scripted, in whole
 // seconds, moving through renewals, lapses, expiries, changes of the allowance and of
 // the billing anchor, and now and then behind the latest clock, as another instance's
-// may be. Ledgers that implement [driver.Admitter] are sometimes driven through it
+// may be. The allowance is changed as a change of plan changes it (PartAllowance, at
+// increasing revisions), now and then late (at an earlier revision), for an earlier
+// period, or in a form the ledgers must refuse. Ledgers that implement [driver.Admitter] are sometimes driven through it
 // instead of Reserve and Settle, and those that implement [driver.Sweeper] are swept.
 //
 // Every ledger's balance is also checked against the bounds every ledger keeps: no
@@ -71,7 +73,9 @@ type agreeRun struct {
 	anchor    time.Time
 	cycle     billing.Cycle
 	allowance int64
-	huge      bool // amounts near MaxCredits
+	huge      bool      // amounts near MaxCredits
+	revision  int64     // the latest revision of a change of the allowance
+	latest    time.Time // the start of the latest period an operation named
 
 	reserved []agreeReservation // the ids reserved, with the amount of the reservation made
 	tried    []agreeReservation // the ids tried, made or refused
@@ -95,6 +99,7 @@ func newAgreeRun(t *testing.T, ledgers []NamedLedger, seed uint64) *agreeRun {
 	}
 	opening := g.amount()
 	o := driver.Opening{Account: g.account, Balance: opening, Allowance: g.allowance, Period: g.period(t0)}
+	g.latest = o.Period.Start
 	g.record("Open(balance %d, allowance %d, period %s)", opening, g.allowance, fmtPeriod(o.Period))
 	g.compare("Open", func(l NamedLedger) agreeOutcome {
 		return agreeOutcome{err: l.Ledger.Open(t.Context(), o)}
@@ -303,6 +308,7 @@ func (g *agreeRun) step() bool {
 		admit := r.IntN(2) == 0
 		rv := driver.Reservation{Account: g.account, Request: res.id, APIs: res.apis, Amount: res.amount, Period: p,
 			Allowance: g.allowance, Now: now, Expires: now.Add(hold)}
+		g.named(p)
 		g.record("Reserve %s %d apis %v hold %s period %s allowance %d admit %v%s", res.id.String()[:6], res.amount, res.apis, hold, fmtPeriod(p), g.allowance, admit, lag)
 		ok := g.compare("Reserve", func(l NamedLedger) agreeOutcome {
 			if a, ok := l.Ledger.(driver.Admitter); ok && admit {
@@ -342,6 +348,7 @@ func (g *agreeRun) step() bool {
 		closeIt := r.IntN(2) == 0
 		s := driver.Settlement{Account: g.account, Request: res.id, Refund: refund, Uncount: uncount, Period: p,
 			Allowance: g.allowance, Now: now}
+		g.named(p)
 		g.record("Settle %s refund %d of %d uncount %v period %s close %v%s", res.id.String()[:6], refund, res.amount, uncount, fmtPeriod(p), closeIt, lag)
 		return g.compare("Settle", func(l NamedLedger) agreeOutcome {
 			if a, ok := l.Ledger.(driver.Admitter); ok && closeIt {
@@ -366,19 +373,17 @@ func (g *agreeRun) step() bool {
 		} else {
 			g.grants = append(g.grants, a)
 		}
+		g.named(p)
 		g.record("Grant %s %d expires %s%s", a.Request.String()[:6], a.Amount, fmtLapse(a.Expires), lag)
 		return g.adjust(a)
 	case k < 72: // credits taken
 		a := driver.Adjustment{Account: g.account, Request: g.request(), Amount: -g.amount(), Part: driver.PartGrants,
 			Reason: "agree", Period: p, Allowance: g.allowance, Now: now}
+		g.named(p)
 		g.record("Take %d%s", -a.Amount, lag)
 		return g.adjust(a)
-	case k < 78: // the allowance changed during the period
-		up, down := g.amount(), g.amount()
-		a := driver.Adjustment{Account: g.account, Request: g.request(), Amount: up - down, Part: driver.PartAllowance,
-			Reason: "agree", Period: p, Allowance: g.allowance, Now: now}
-		g.record("Allowance %+d%s", a.Amount, lag)
-		return g.adjust(a)
+	case k < 78: // the plan changed during the period: its allowance set, by revision
+		return g.allowanceChange(p, now, lag)
 	case k < 81: // the plan changes: the allowance passed from now on
 		g.allowance = g.allowanceOf()
 		g.record("the allowance becomes %d", g.allowance)
@@ -408,6 +413,7 @@ func (g *agreeRun) step() bool {
 			return agreeOutcome{err: err}
 		})
 	default: // a read
+		g.named(p)
 		g.record("Balance period %s%s", fmtPeriod(p), lag)
 		return g.compare("Balance", func(l NamedLedger) agreeOutcome {
 			b, err := l.Ledger.Balance(ctx, g.account, now, p, g.allowance)
@@ -417,6 +423,48 @@ func (g *agreeRun) step() bool {
 			}
 			return o
 		})
+	}
+}
+
+// allowanceChange sets the allowance of the period p, or of an earlier one, at the
+// next revision, or now and then at an earlier one (a change whose adjustment reaches
+// the ledger late), and sometimes makes a change the ledgers must refuse.
+func (g *agreeRun) allowanceChange(p driver.Period, now time.Time, lag string) bool {
+	r := g.rng
+	g.revision++
+	a := driver.Adjustment{Account: g.account, Request: g.request(), Part: driver.PartAllowance, Revision: g.revision,
+		Reason: "agree", Period: p, Allowance: g.allowanceOf(), Now: now}
+	late := r.IntN(5) == 0
+	if late {
+		a.Revision = 1 + r.Int64N(g.revision)
+	}
+	if r.IntN(6) == 0 {
+		a.Period = g.period(now.Add(-time.Duration(1+r.IntN(40)) * 24 * time.Hour))
+	}
+	if g.huge && !a.Period.Start.After(g.latest) {
+		// Near MaxCredits only for a period the ledgers hold or have left, which
+		// renews nothing (see LedgersAgree).
+		a.Allowance = g.amount()
+	}
+	switch r.IntN(20) {
+	case 0:
+		a.Amount = 1 + g.amount()
+	case 1:
+		a.Revision = -r.Int64N(2)
+	}
+	if !late && !g.huge && a.Period == p && r.IntN(2) == 0 {
+		g.allowance = a.Allowance // the plan's allowance from now on
+	}
+	g.named(a.Period)
+	g.record("Allowance %d revision %d amount %d period %s%s", a.Allowance, a.Revision, a.Amount, fmtPeriod(a.Period), lag)
+	return g.adjust(a)
+}
+
+// named notes that an operation names the period p, which the ledgers renew to if it
+// is later than the one they hold.
+func (g *agreeRun) named(p driver.Period) {
+	if p.Start.After(g.latest) {
+		g.latest = p.Start
 	}
 }
 

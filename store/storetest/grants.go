@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,9 +48,6 @@ var grantRows = []behaviour[driver.Ledger]{
 	{"AdjustTakesInSpendingOrder",
 		"A negative adjustment to PartGrants takes the allowance and then the lots in the spending order; one above both parts is refused with ErrInsufficientCredits and takes nothing.",
 		ledAdjustTakesInSpendingOrder},
-	{"AdjustAllowance",
-		"An adjustment to PartAllowance changes what is left of the period's allowance: a negative one takes at most what is left of it, without an error, and never a grant.",
-		ledAdjustAllowance},
 	{"GrantIdempotent",
 		"A grant replayed with the same request id is applied once, whatever amount or expiry the replay carries.",
 		ledGrantIdempotent},
@@ -212,9 +208,8 @@ func ledRefundReverseOrder(t *testing.T, l driver.Ledger) {
 	reserveAt(t, l, acct, newRequest(), 10, now, driver.Parts{Grants: 10})
 	grantBack := grant(t, l, acct, newRequest(), 0, never, now)
 	wantParts(t, "a grant of 0", grantBack, parts{remaining: 15, granted: 15, used: 35})
-	_, err := l.Adjust(t.Context(), driver.Adjustment{Account: acct, Request: newRequest(), Amount: 30, Part: driver.PartAllowance,
-		Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
-	must(t, "Adjust of the allowance", err)
+	_, err := l.Adjust(t.Context(), allowanceChange(acct, newRequest(), p0, allowance+30, 1, now))
+	must(t, "Adjust raising the allowance by 30", err)
 	reserveAt(t, l, acct, id, 40, now, driver.Parts{Allowance: 30, Grants: 10})
 	b = settleParts(t, l, acct, id, 25, now, driver.Parts{Allowance: 15})
 	wantParts(t, "Settle refunding 25 of 30+10", b, parts{remaining: 30, granted: 15, used: 50})
@@ -340,28 +335,6 @@ func ledAdjustTakesInSpendingOrder(t *testing.T, l driver.Ledger) {
 	b, err = take(-15)
 	must(t, "Adjust -15", err)
 	wantParts(t, "Adjust to zero", b, parts{})
-}
-
-func ledAdjustAllowance(t *testing.T, l driver.Ledger) {
-	ctx, n := t.Context(), newIDs()
-	acct := openAccount(t, l, n, "acct", 100, p0)
-	now := nowIn(p0)
-	grant(t, l, acct, newRequest(), 50, never, now)
-	change := func(amount int64) driver.Balance {
-		t.Helper()
-		b, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: amount, Part: driver.PartAllowance,
-			Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
-		must(t, "Adjust of the allowance", err)
-		return b
-	}
-	wantParts(t, "the allowance +200", change(200), parts{remaining: 350, granted: 50})
-	wantParts(t, "the allowance -1000", change(-1000), parts{remaining: 50, granted: 50})
-	wantParts(t, "the allowance -1 at zero", change(-1), parts{remaining: 50, granted: 50})
-	wantParts(t, "the allowance +MinInt64", change(math.MinInt64), parts{remaining: 50, granted: 50})
-	_, err := l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: driver.MaxCredits, Part: driver.PartAllowance,
-		Reason: "storetest", Period: p0, Allowance: allowance, Now: now})
-	wantErr(t, "the allowance +MaxCredits", err, driver.ErrTooManyCredits)
-	partsAt(t, l, acct, nowIn(p1), parts{remaining: allowance + 50, granted: 50})
 }
 
 func ledGrantIdempotent(t *testing.T, l driver.Ledger) {

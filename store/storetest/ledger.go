@@ -28,7 +28,7 @@ import (
 // settlements.
 func TestLedger(t *testing.T, newLedger func(t *testing.T) driver.Ledger) {
 	t.Helper()
-	rows := append(append(slices.Clone(ledgerRows), expiryRows...), grantRows...)
+	rows := append(append(append(slices.Clone(ledgerRows), expiryRows...), grantRows...), allowanceRows...)
 	if _, ok := newLedger(t).(driver.Sweeper); ok {
 		rows = append(append(rows, sweepRows...), grantSweepRows...)
 	}

@@ -3,9 +3,17 @@
 -- allowance, 5 how long the adjustment is remembered, ms, 6 clock mode, 7 now s, 8 now ns, 9 the markers' base, 10
 -- the voided markers' TTL ms, 11 the most remaining plus used credits may come to, 12
 -- the part ('1' the allowance, '0' the grants), 13 a grant's lot (its expiry, Unix
--- microseconds; '0' never), 14 the most lots an account may hold. Reply: status and the
--- balance (with_balance): 0 done (or a replay), 3 short, 7 past ARGV[11], 9 one lot
--- too many.
+-- microseconds; '0' never), 14 the most lots an account may hold, 15 the revision of a
+-- change of the allowance. Reply: status and the balance (with_balance): 0 done (or a
+-- replay, or a change of the allowance that changes nothing), 3 short, 7 past
+-- ARGV[11], 9 one lot too many.
+--
+-- A change of the allowance sets the allowance of its period to ARGV[4], if the
+-- balance is of that period (a balance of an earlier one was renewed to it above) and
+-- its revision is above 'arev', the revision of the last change applied (absent for 0;
+-- renewals keep it): 'rem' changes by the difference from 'allow', a decrease taking at
+-- most what is left, and 'allow' and 'arev' take the change's. Otherwise nothing
+-- changes; the change is remembered all the same, as a replay would change nothing.
 
 --#include lib_time.lua
 --#include lib_balance.lua
@@ -16,13 +24,18 @@ local nowus = micros(clock(ARGV[6], ARGV[7], ARGV[8]))
 lapse_due(KEYS[1], nowus)
 if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
 local amt = tonumber(ARGV[1])
-local b = redis.call('HMGET', KEYS[1], 'rem', 'used', 'g')
+local b = redis.call('HMGET', KEYS[1], 'rem', 'used', 'g', 'allow', 'ps', 'arev')
 local rem, used, g = tonumber(b[1]), tonumber(b[2] or '0'), tonumber(b[3] or '0')
-if amt > 0 and amt > tonumber(ARGV[11]) - rem - used - g then return with_balance(7, KEYS[1]) end
 if ARGV[12] == '1' then
-  -- The allowance part: a negative amount takes at most what is left of it.
-  if amt < -rem then amt = -rem end
-  redis.call('HINCRBY', KEYS[1], 'rem', fmt(amt))
+  if tonumber(b[5]) == tonumber(ARGV[2]) and tonumber(ARGV[15]) > tonumber(b[6] or '0') then
+    local d = tonumber(ARGV[4]) - tonumber(b[4] or '0')
+    if d > 0 and d > tonumber(ARGV[11]) - rem - used - g then return with_balance(7, KEYS[1]) end
+    if d < -rem then d = -rem end
+    redis.call('HINCRBY', KEYS[1], 'rem', fmt(d))
+    redis.call('HSET', KEYS[1], 'allow', ARGV[4], 'arev', ARGV[15])
+  end
+elseif amt > 0 and amt > tonumber(ARGV[11]) - rem - used - g then
+  return with_balance(7, KEYS[1])
 elseif amt > 0 then
   local f = 'L' .. ARGV[13]
   if redis.call('HEXISTS', KEYS[1], f) == 0 and #lots_of(KEYS[1]) >= tonumber(ARGV[14]) then
