@@ -92,10 +92,11 @@ type Closing struct {
 // Request after it was admitted is admitted again without taking anything twice, within
 // a window the implementation documents (as long as the reservation is open, and for
 // a bounded time after it is settled). Admit voids the account's expired reservations
-// before it reserves, as [Ledger.Reserve] does. Close is idempotent: a reservation is
-// settled at most once and releasing a free slot is not an error; it frees the slot
-// even when the settlement is refused (with ErrVoided for a reservation voided at its
-// expiry). Errors are as for the plain interfaces (store.ErrNotFound for an account
+// before it reserves, as [Ledger.Reserve] does. Close settles as [Ledger.Settle] does
+// and is idempotent: a reservation is settled at most once and releasing a free slot is
+// not an error; it frees the slot even when the settlement is refused (with ErrVoided
+// for a reservation voided at its expiry), but for a negative Refund, refused before
+// anything is done. Errors are as for the plain interfaces (store.ErrNotFound for an account
 // without a balance; anything else means the store is unavailable). Every
 // implementation should pass storetest.TestAdmitter.
 type Admitter interface {

@@ -172,7 +172,7 @@ type Reservation struct {
 type Settlement struct {
 	Account string
 	Request RequestID
-	// Refund is the number of credits to give back, at most the reserved amount.
+	// Refund is the number of credits to give back: from 0 to the reserved amount.
 	Refund int64
 	// Uncount lists APIs of the reservation whose calls failed and no longer count in
 	// the period's usage.
@@ -284,13 +284,30 @@ func (a Adjustment) Lot() int64 {
 // Reservations expire (see [Reservation]). Every operation on an account (Reserve,
 // Settle, Adjust, Balance) first voids the account's reservations that are open past
 // their expiry at its Now (a zero Now voids nothing), so what it reports never counts
-// them; [Sweeper.Sweep] voids those of
-// accounts nobody touches. Voiding gives the credits back (unless the period has been
+// them; [Sweeper.Sweep] voids those of accounts nobody touches, in their stored period
+// (a sweep knows no period). Voiding gives the credits back (unless the period has been
 // renewed since, as for a refund) and uncounts the reservation's APIs, once: a voided
 // reservation is never settled, and a settled one never voided. Reservations of an
 // account voided together are voided in the order of their expiry, then of their
 // request ids (what one open across a renewal gets back within MaxCredits depends on
 // what those before it got).
+//
+// Before its own work, an operation given a Now and a Period brings the balance to
+// them in this order, which decides what each step gives near MaxCredits:
+//
+//  1. it drops the grant lots lapsed at Now;
+//  2. if Period starts later than the stored period, it voids the reservations
+//     expired by Period.Start (and by Now) in the stored period: they give back in
+//     full, as a sweep at their expiry would have;
+//  3. it renews, the allowance cut by the grants as they are then;
+//  4. it voids the reservations expired since, up to Now, after the renewal: what
+//     they took from grant lots comes back within the room MaxCredits leaves.
+//
+// So a lot that has lapsed cuts no renewed allowance (it holds nothing at Now), a
+// reservation that expired in the old period gets back what it would have got had it
+// been voided then, whether a sweep got there first or not, and one that expired in
+// the new period comes second to the renewed allowance, as any refund after a renewal
+// does.
 //
 // Credits are bounded by [MaxCredits]: an account's remaining (both parts) plus used
 // credits never pass it.
@@ -316,16 +333,24 @@ type Ledger interface {
 	// balance, and store.ErrConflict for a negative amount or an Expires not after Now.
 	Reserve(ctx context.Context, r Reservation) (Balance, error)
 
-	// Settle closes a reservation, giving back Refund credits. A reservation is settled
-	// at most once; settling it again returns the current balance and changes nothing.
-	// The refund is given back in the reverse order of what the reservation took (see
-	// [Part]): what it took from grant lots goes back to them, unless they have lapsed
-	// since (even after a renewal, up to MaxCredits), and then what it took from the
-	// allowance, unless the period has been renewed since (the allowance went with the
-	// old period, and the APIs are not uncounted then). The result's Charge divides
-	// the charge kept. It returns store.ErrNotFound for an unknown
-	// reservation, store.ErrConflict if Refund exceeds the reserved amount, and
-	// ErrVoided, with the current balance, for a reservation voided at its expiry.
+	// Settle closes an open reservation, giving back Refund credits. The refund is
+	// given back in the reverse order of what the reservation took (see [Part]): what
+	// it took from grant lots goes back to them, unless they have lapsed since (even
+	// after a renewal, up to MaxCredits), and then what it took from the allowance,
+	// unless the period has been renewed since (the allowance went with the old
+	// period, and the APIs are not uncounted then). The result's Charge divides the
+	// charge kept.
+	//
+	// A settlement is answered by the reservation's state first, whatever its Refund:
+	// a reservation settled before is a replay, which returns the current balance and
+	// changes nothing (so is a Request that names an adjustment: request ids are one
+	// namespace); one voided at its expiry, before or by this settlement (made at or
+	// after it), returns ErrVoided with the current balance; a Request never reserved
+	// (or forgotten) returns store.ErrNotFound, changes nothing and is not remembered:
+	// a reservation or an adjustment made with it later is made as any other. Only an
+	// open reservation's Refund is checked: above the reserved amount it returns
+	// store.ErrConflict, and the reservation stays open. A negative Refund returns
+	// store.ErrConflict whatever the reservation's state, and changes nothing.
 	Settle(ctx context.Context, s Settlement) (Balance, error)
 
 	// Adjust changes the part of the balance that Part names, as [Adjustment] says:

@@ -281,8 +281,11 @@ func (l *Ledger) find(ctx context.Context, id string) (op, error) {
 	return o, nil
 }
 
-// lock finds an account and locks it, applying a due renewal and voiding the
-// reservations of its shard that are open past their expiry at now.
+// lock finds an account and locks it, bringing it to now and period p in the ledger's
+// order (see [driver.Ledger]): the grant lots lapsed at now are dropped; if p starts
+// later than the stored period, the reservations of its shard expired by p's start are
+// voided, in the old period, and the balance is renewed; then those expired at now are
+// voided.
 func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance int64, now time.Time) (op, error) {
 	o, err := l.find(ctx, id)
 	if err != nil {
@@ -290,6 +293,9 @@ func (l *Ledger) lock(ctx context.Context, id string, p driver.Period, allowance
 	}
 	o.tick(now)
 	if start := stampOf(p.Start); o.a.start.before(start) {
+		if t := min(now.UnixNano(), p.Start.UnixNano()); !now.IsZero() && t >= o.sh.due.Load() {
+			l.expire(o.sh, t, math.MaxInt)
+		}
 		o.a.left, o.a.used, o.a.allowance, o.a.start, o.a.end = min(allowance, driver.MaxCredits-o.a.grants), 0, allowance, start, stampOf(p.End)
 		o.uncountAll()
 	}
@@ -591,6 +597,9 @@ func (l *Ledger) Reserve(ctx context.Context, r driver.Reservation) (driver.Bala
 
 // Settle closes a reservation.
 func (l *Ledger) Settle(ctx context.Context, s driver.Settlement) (driver.Balance, error) {
+	if s.Refund < 0 {
+		return driver.Balance{}, fmt.Errorf("memory: reservation %s: negative refund %d: %w", s.Request, s.Refund, store.ErrConflict)
+	}
 	o, err := l.lock(ctx, s.Account, s.Period, s.Allowance, s.Now)
 	if err != nil {
 		return driver.Balance{}, err
@@ -607,8 +616,8 @@ func (l *Ledger) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		}
 		return o.snapshot(), fmt.Errorf("memory: reservation %s: %w", s.Request, store.ErrNotFound)
 	}
-	if s.Refund < 0 || s.Refund > res.amount {
-		return o.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is outside 0..%d: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
+	if s.Refund > res.amount {
+		return o.snapshot(), fmt.Errorf("memory: reservation %s: refund %d is more than the %d reserved: %w", s.Request, s.Refund, res.amount, store.ErrConflict)
 	}
 	delete(o.sh.open, k)
 	delete(o.sh.more, k)

@@ -213,7 +213,8 @@ func scanRows[T any](rows pgx.Rows, n int, dest func(*T) []any) ([]T, error) {
 // the database function tollgate_close: one round trip and one transaction. A
 // reservation is settled at most once and freeing a free slot is not an error. The slot
 // is freed even when the settlement reports an error (an unknown reservation, a refund
-// above the reserved amount). A Closing with nothing to do makes no call.
+// above the reserved amount); a negative refund is refused before anything is done. A
+// Closing with nothing to do makes no call.
 //
 // With [Options.Batch], concurrent closings of one account share one call.
 func (s *Store) Close(ctx context.Context, c driver.Closing) (driver.Balance, error) {
@@ -222,6 +223,11 @@ func (s *Store) Close(ctx context.Context, c driver.Closing) (driver.Balance, er
 	}
 	if !c.ReleaseSlot && c.Settlement == nil {
 		return driver.Balance{}, nil
+	}
+	if c.Settlement != nil {
+		if err := checkRefund(c.Settlement); err != nil {
+			return driver.Balance{}, err
+		}
 	}
 	p := newCloseParams(&c)
 	var (

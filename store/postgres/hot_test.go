@@ -358,10 +358,12 @@ func keyOf(a auth.Account) auth.Key {
 }
 
 // TestUndoInDoubt races the undoing of an admission whose answer was lost (a Close with
-// a full refund and the slot, as the Meter sends it) against the admission itself, in
-// both orders: when the undo comes first it voids the request, and the admission,
-// arriving late, takes nothing; when the admission comes first, the undo refunds it. The
-// account ends where it began every time.
+// a full refund and the slot, as a caller in doubt may send it) against the admission
+// itself, in both orders: when the undo comes first it finds no reservation
+// (store.ErrNotFound) and records nothing, and the admission, arriving late, is made as
+// any new one, its credits held until its reservation expires; when the admission comes
+// first, the undo refunds it. Once the reservations have expired, the account is where
+// it began every time, and no slot is held.
 func TestUndoInDoubt(t *testing.T) {
 	for _, h := range hotOptions {
 		t.Run(h.name, func(t *testing.T) {
@@ -385,15 +387,14 @@ func TestUndoInDoubt(t *testing.T) {
 					Settlement: &driver.Settlement{Account: acct, Request: req, Refund: 5, Uncount: []string{"hash"}, Period: period, Allowance: 1000}}
 			}
 
-			// The undo first: the request is voided, the late admission takes nothing.
+			// The undo first: it records nothing, and the late admission takes its credits.
 			req := newRequest()
 			if _, err := s.Close(ctx, undo(req)); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("undo of an admission that has not arrived: %v, want store.ErrNotFound", err)
 			}
-			if r, err := s.Admit(ctx, step(req)); err != nil || r.Denied != driver.NotDenied || r.Slot.Acquired {
-				t.Fatalf("late admission: %+v, %v; want admitted as a replay, without a slot", r, err)
+			if r, err := s.Admit(ctx, step(req)); err != nil || r.Denied != driver.NotDenied || !r.Slot.Acquired || r.Balance.Remaining != 995 {
+				t.Fatalf("late admission: %+v, %v; want admitted, with a slot, taking 5 credits", r, err)
 			}
-			wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
 
 			// Both at once, many times.
 			var wg sync.WaitGroup
@@ -411,9 +412,12 @@ func TestUndoInDoubt(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			wantBalance(t, s, acct, period, 1000, 1000, 0, 0)
-			if n, err := s.InUse(ctx, acct, t0); err != nil || n != 0 {
-				t.Errorf("%d slots held after the undos (%v), want 0", n, err)
+			later := t0.Add(2 * time.Hour) // past every reservation's expiry and every lease
+			if b, err := s.Balance(ctx, acct, later, period, 1000); err != nil || b.Remaining != 1000 || b.Used != 0 {
+				t.Errorf("once the reservations expired: %+v, %v; want 1000 remaining, none used", b, err)
+			}
+			if n, err := s.InUse(ctx, acct, later); err != nil || n != 0 {
+				t.Errorf("%d slots held once the leases ended (%v), want 0", n, err)
 			}
 		})
 	}

@@ -169,6 +169,9 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 	if err := ctx.Err(); err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "reservation %s of account %q", st.Request, st.Account)
 	}
+	if err := checkRefund(&st); err != nil {
+		return driver.Balance{}, err
+	}
 	var (
 		status   int
 		b        balanceRow
@@ -189,6 +192,15 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 	return out, settleErr(status, st.Account, st.Request, st.Refund, reserved)
 }
 
+// checkRefund refuses a settlement with a negative refund, whatever the reservation's
+// state, before anything is read.
+func checkRefund(st *driver.Settlement) error {
+	if st.Refund < 0 {
+		return fmt.Errorf("postgres: reservation %s of account %q: negative refund %d: %w", st.Request, st.Account, st.Refund, store.ErrConflict)
+	}
+	return nil
+}
+
 // settleErr returns the error that a settlement status reports.
 func settleErr(status int, account string, req driver.RequestID, refund int64, reserved *int64) error {
 	switch status {
@@ -201,7 +213,7 @@ func settleErr(status int, account string, req driver.RequestID, refund int64, r
 		if reserved != nil {
 			max = *reserved
 		}
-		return fmt.Errorf("postgres: reservation %s of account %q: refund %d is outside 0..%d: %w", req, account, refund, max, store.ErrConflict)
+		return fmt.Errorf("postgres: reservation %s of account %q: refund %d is more than the %d reserved: %w", req, account, refund, max, store.ErrConflict)
 	case statusVoided:
 		return fmt.Errorf("postgres: reservation %s of account %q: %w", req, account, driver.ErrVoided)
 	}

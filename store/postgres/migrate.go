@@ -56,7 +56,7 @@ func migrations() ([]migration, error) {
 }
 
 // SchemaVersion is the schema version this package's migrations bring a database to.
-const SchemaVersion = 22
+const SchemaVersion = 23
 
 // Migrate brings the schema that db's search_path selects (its first schema,
 // current_schema()) to [SchemaVersion], applying the embedded migrations that it lacks, in
@@ -64,7 +64,9 @@ const SchemaVersion = 22
 // running it again does nothing, and it takes a transaction-level advisory lock first,
 // so that instances starting together apply each migration once: the others wait, then
 // find nothing to do. Versions newer than this package knows (applied by a newer
-// release) are left alone.
+// release) are left alone. The migrations learn which versions the run applies from
+// the transaction's setting tollgate.migrate_applying (a migration whose data change
+// depends on where the schema comes from reads it).
 //
 // Migrate is never called by [New]: the host runs it, at deployment or at start-up, with
 // a role allowed to create tables and functions in the schema. db must support Begin
@@ -118,6 +120,19 @@ func Migrate(ctx context.Context, db DB) error {
 	}
 	if err := rows.Err(); err != nil {
 		return env.wrapErr(ctx, err, "migrate: read applied versions")
+	}
+	// The migrations this run applies, for those that change data depending on where the
+	// schema comes from (version 23 reads it).
+	var applying []string
+	for _, m := range ms {
+		if !applied[m.version] {
+			applying = append(applying, strconv.Itoa(m.version))
+		}
+	}
+	if len(applying) > 0 {
+		if _, err := tx.Exec(ctx, `SELECT set_config('tollgate.migrate_applying', $1, true)`, strings.Join(applying, ",")); err != nil {
+			return env.wrapErr(ctx, err, "migrate: note the versions to apply")
+		}
 	}
 	for _, m := range ms {
 		if applied[m.version] {

@@ -613,7 +613,7 @@ func TestMigrateGrantLots(t *testing.T) {
 		{"plain", 70, 0, 30, 100},
 		{"granted", 130, 50, 20, 150},
 		{"sharded", 300, 200, 0, 300},
-		{"open", 20, 20, 120, 120},
+		{"open", 20, 20, 120, 140},
 	} {
 		b, err := s.Balance(ctx, c.account, t0, period, 100)
 		if err != nil || b.Remaining != c.remaining || b.Granted != c.granted || b.Used != c.used || !b.GrantsLapse.IsZero() {
@@ -621,11 +621,11 @@ func TestMigrateGrantLots(t *testing.T) {
 				c.account, b, err, c.remaining, c.granted, c.used)
 		}
 		if c.account == "open" {
-			// The reservation made before the upgrade took from the allowance: its refund
-			// goes back there, and the total is exact.
+			// The reservation made before the upgrade gives back as if its refund had come
+			// before it: the allowance explains 100 of the 140, the rest is a grant.
 			b, err = s.Settle(ctx, driver.Settlement{Account: "open", Request: driver.RequestID{5}, Refund: 120, Period: period, Allowance: 100, Now: t0})
-			if err != nil || b.Remaining != 140 || b.Granted != 20 || b.Used != 0 {
-				t.Errorf("open: the refund of the reservation made before the upgrade: %+v, %v; want 140 remaining, 20 granted", b, err)
+			if err != nil || b.Remaining != 140 || b.Granted != 40 || b.Used != 0 {
+				t.Errorf("open: the refund of the reservation made before the upgrade: %+v, %v; want 140 remaining, 40 granted", b, err)
 			}
 		}
 		b, err = s.Balance(ctx, c.account, next.Start, next, 100)
@@ -705,4 +705,94 @@ func TestMigrateAllowanceRevision(t *testing.T) {
 	check("plain after version 21's grant and raise", b, err, 2020, 30, 2000)
 	b, err = change("plain", 13, 100, 2)
 	check("plain lowered to 100 at revision 2", b, err, 120, 30, 100) // 70 of the allowance, 50 granted
+}
+
+// TestMigrateGrantLotsOpenReservations upgrades a schema of version 18 whose accounts
+// have reservations open (most on an allowance of 10 and a balance of 1010 before them): a
+// reservation open at the upgrade to version 19 gives back as if its refund had come
+// just before that upgrade, to the allowance what it explains and the rest to the lot
+// that never lapses, whether it is refunded in part or in full, voided, or refunded
+// after a renewal (the allowance's share is then lost, as for any refund after a
+// renewal). No credit the upgrade made a grant lapses at the next renewal.
+func TestMigrateGrantLotsOpenReservations(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 18)
+	next := driver.MonthOf(period.End)
+	now, far := t0.UnixNano(), t0.Add(time.Hour)
+	type reservation struct {
+		amount  int64
+		expires time.Time
+	}
+	cases := []struct {
+		account            string
+		balance, allowance int64
+		shards             int
+		open               []reservation
+		// settle settles the reservations, in order, with these refunds (none: they are
+		// voided at their expiry); at the next period's start when later.
+		refunds []int64
+		later   bool
+		// What the balance is then, and at the next renewal.
+		remaining, granted, used int64
+		renewed                  int64
+	}{
+		{"refund", 1010, 10, 1, []reservation{{500, far}}, []int64{500}, false, 1010, 1000, 0, 1010},
+		{"partial", 1010, 10, 1, []reservation{{500, far}}, []int64{100}, false, 610, 610, 400, 620},
+		{"two", 1010, 10, 1, []reservation{{300, far}, {300, far}}, []int64{300, 300}, false, 1010, 1000, 0, 1010},
+		{"kept", 1010, 10, 1, []reservation{{300, far}, {300, far}}, []int64{0, 300}, false, 710, 710, 300, 720},
+		{"sharded", 1010, 10, 3, []reservation{{500, far}}, []int64{500}, false, 1010, 1000, 0, 1010},
+		{"within", 1000, 1000, 1, []reservation{{500, far}}, []int64{500}, false, 1000, 0, 0, 1000},
+		{"renewed", 1010, 10, 1, []reservation{{500, next.Start.Add(24 * time.Hour)}}, []int64{500}, true, 1010, 1000, 0, 1010},
+		// Last: the sweep voids every reservation expired by far.
+		{"void", 1010, 10, 1, []reservation{{500, far}}, nil, false, 1010, 1000, 0, 1010},
+	}
+	for _, c := range cases {
+		if _, err := pool.Exec(ctx, `SELECT tollgate_open($1, $2, $3, $4, $5, $6)`, c.account, c.balance, c.allowance, period.Start, period.End, c.shards); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range c.open {
+			if _, err := pool.Exec(ctx, `SELECT tollgate_reserve($1, $2, $3, ARRAY['hash'], $4, $5, $6, $7, $8)`,
+				c.account, [16]byte{byte(i + 1)}, r.amount, period.Start, period.End, c.allowance, now, r.expires.UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 18: %v", err)
+	}
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		at, p := t0, period
+		if c.later {
+			at, p = next.Start.Add(time.Hour), next
+		}
+		var b driver.Balance
+		for i, refund := range c.refunds {
+			b, err = s.Settle(ctx, driver.Settlement{Account: c.account, Request: driver.RequestID{byte(i + 1)}, Refund: refund,
+				Uncount: []string{"hash"}, Period: p, Allowance: c.allowance, Now: at})
+			if err != nil {
+				t.Fatalf("%s: settling reservation %d: %v", c.account, i+1, err)
+			}
+		}
+		if c.refunds == nil {
+			at = far
+			if n, err := s.Sweep(ctx, at, 100); err != nil || n == 0 {
+				t.Fatalf("%s: Sweep: %d, %v", c.account, n, err)
+			}
+		}
+		b, err = s.Balance(ctx, c.account, at, p, c.allowance)
+		if err != nil || b.Remaining != c.remaining || b.Granted != c.granted || b.Used != c.used {
+			t.Errorf("%s after the upgrade and the settlements: %+v, %v; want %d remaining, %d granted, %d used",
+				c.account, b, err, c.remaining, c.granted, c.used)
+		}
+		b, err = s.Balance(ctx, c.account, next.Start.Add(2*time.Hour), next, c.allowance)
+		if err != nil || b.Remaining != c.renewed || b.Granted != c.renewed-c.allowance {
+			t.Errorf("%s at the next renewal: %+v, %v; want %d remaining, %d granted", c.account, b, err, c.renewed, c.renewed-c.allowance)
+		}
+	}
 }

@@ -38,8 +38,11 @@
 //   - Upgrading a ledger from a release before grant lots: a balance keeps its
 //     remaining credits, all of them in the allowance part, so credits granted before
 //     the upgrade lapse at the account's next renewal, as they did then; only grants
-//     made since carry over. (PostgreSQL's upgrade makes what the allowance does not
-//     explain a grant that never lapses.) Grant again what should carry over.
+//     made since carry over. A reservation open at the upgrade took from that
+//     allowance part and gives back to it (in its period: not after a renewal), so
+//     what it gives back lapses with the rest. (PostgreSQL's upgrade makes what the
+//     allowance does not explain a grant that never lapses, and gives back the
+//     reservations open then as that split would.) Grant again what should carry over.
 //
 // The tests need a Redis at TOLLGATE_TEST_REDIS (they skip without it, or fail when
 // CI=true):

@@ -50,3 +50,36 @@ func TestRefundPastTheLimit(t *testing.T) {
 		t.Errorf("settled: %+v", b)
 	}
 }
+
+// TestReservationFromBeforeLots checks what the package documentation says of a ledger
+// upgraded from a release before grant lots: a balance then held all its credits in the
+// allowance part (written here directly: 1010 on an allowance of 10), and a reservation
+// open at the upgrade, whose marker is that of a reservation of the allowance, gives
+// back to the allowance part; at the next renewal those credits lapse with the rest, as
+// they did before the upgrade.
+func TestReservationFromBeforeLots(t *testing.T) {
+	c := client(t)
+	s, prefix := newStorePrefix(t, c, &redis.Options{CallerClock: true})
+	ctx := t.Context()
+	period := driver.MonthOf(testNow)
+	must(t, s.Open(ctx, driver.Opening{Account: "a", Balance: 10, Allowance: 10, Period: period}))
+	must(t, c.HSet(ctx, prefix+":{a}:bal", "rem", 1010).Err())
+	req := newRequest()
+	b, err := s.Reserve(ctx, driver.Reservation{Account: "a", Request: req, Amount: 500, Period: period, Allowance: 10,
+		Now: testNow, Expires: testNow.Add(time.Hour)})
+	must(t, err)
+	if b.Remaining != 510 || b.Granted != 0 || b.Charge != (driver.Parts{Allowance: 500}) {
+		t.Fatalf("the reservation: %+v", b)
+	}
+	b, err = s.Settle(ctx, driver.Settlement{Account: "a", Request: req, Refund: 500, Period: period, Allowance: 10, Now: testNow})
+	must(t, err)
+	if b.Remaining != 1010 || b.Granted != 0 || b.Used != 0 {
+		t.Errorf("the refund: %+v, want 1010 remaining, all of it the allowance part", b)
+	}
+	next := driver.MonthOf(period.End)
+	b, err = s.Balance(ctx, "a", next.Start, next, 10)
+	must(t, err)
+	if b.Remaining != 10 || b.Granted != 0 {
+		t.Errorf("at the next renewal: %+v, want the allowance of 10", b)
+	}
+}

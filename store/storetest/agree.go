@@ -33,16 +33,21 @@ type NamedLedger struct {
 // increasing revisions), now and then late (at an earlier revision), for an earlier
 // period, or in a form the ledgers must refuse. Ledgers that implement [driver.Admitter] are sometimes driven through it
 // instead of Reserve and Settle, and those that implement [driver.Sweeper] are swept.
+// Settlements now and then refund more than was reserved or a negative amount, or name
+// a request id never reserved (which a later reservation may take).
 //
 // Every ledger's balance is also checked against the bounds every ledger keeps: no
 // part below zero, and the remaining plus used credits at most MaxCredits.
 //
 // A quarter of the sequences move amounts near MaxCredits, to reach its bound by
-// grants, reservations and refunds across renewals; they pass no allowance. (Where the
-// allowance and the grants together pass MaxCredits, a renewal cuts the allowance by
-// the grants, and the stores do that at different points of an operation: before or
-// after the lots lapsed at its Now are dropped and the expired reservations voided.
-// The comparison leaves that out.)
+// grants, reservations and refunds across renewals; they pass no allowance. Another
+// quarter (the edge sequences) move allowances near MaxCredits too, so that a renewal
+// cuts the allowance by the grants and a void after it is cut by the bound, and their
+// clock dwells in the last hours of a period, where reservations expire and grants
+// lapse around the renewal, before it jumps past it: one operation then drops lapsed
+// lots, voids, renews and voids again, in the order driver.Ledger says. (In them an
+// adjustment follows a read of the balance at its instant, which does that work first:
+// the adjustments of PostgreSQL and Redis still renew before they void and drop.)
 func LedgersAgree(t *testing.T, ledgers []NamedLedger, seeds, steps int) {
 	t.Helper()
 	if len(ledgers) < 2 {
@@ -74,6 +79,7 @@ type agreeRun struct {
 	cycle     billing.Cycle
 	allowance int64
 	huge      bool      // amounts near MaxCredits
+	edge      bool      // allowances near MaxCredits too, and a clock that dwells at the renewals
 	revision  int64     // the latest revision of a change of the allowance
 	latest    time.Time // the start of the latest period an operation named
 
@@ -93,6 +99,8 @@ func newAgreeRun(t *testing.T, ledgers []NamedLedger, seed uint64) *agreeRun {
 	g := &agreeRun{t: t, ledgers: ledgers, rng: rand.New(rand.NewPCG(seed, 0x7011)), seed: seed,
 		account: newIDs().id("agree"), clock: t0, cycle: billing.Monthly}
 	g.huge = g.rng.IntN(4) == 0
+	g.edge = !g.huge && g.rng.IntN(3) == 0
+	g.huge = g.huge || g.edge
 	g.allowance = g.allowanceOf()
 	if g.rng.IntN(2) == 0 {
 		g.anchor = t0.Add(-time.Duration(g.rng.IntN(60*24)) * time.Hour)
@@ -127,10 +135,15 @@ func (g *agreeRun) amount() int64 {
 	return g.rng.Int64N(60)
 }
 
-// allowanceOf returns a plan's allowance: small, or none in a huge run (see
-// LedgersAgree).
+// allowanceOf returns a plan's allowance: small, none in a huge run, and often near
+// MaxCredits in an edge run (see LedgersAgree).
 func (g *agreeRun) allowanceOf() int64 {
-	if g.huge {
+	switch {
+	case g.edge && g.rng.IntN(3) == 0:
+		return driver.MaxCredits - g.rng.Int64N(300)
+	case g.edge && g.rng.IntN(2) == 0:
+		return driver.MaxCredits/2 - g.rng.Int64N(300)
+	case g.huge && !g.edge:
 		return 0
 	}
 	return g.rng.Int64N(60)
@@ -272,8 +285,13 @@ var agreeAPIs = []string{"hash", "geo", "mail"}
 func (g *agreeRun) step() bool {
 	ctx := g.t.Context()
 	r := g.rng
-	// The clock moves: mostly seconds, sometimes hours or days (renewals, lapses).
+	// The clock moves: mostly seconds, sometimes hours or days (renewals, lapses); in an
+	// edge run, now and then to the last hours of the period.
 	switch k := r.IntN(10); {
+	case g.edge && k == 9:
+		if late := g.period(g.clock).End.Add(-time.Duration(1+r.IntN(3*3600)) * time.Second); late.After(g.clock) {
+			g.clock = late
+		}
 	case k < 5:
 		g.clock = g.clock.Add(time.Duration(r.IntN(120)) * time.Second)
 	case k < 8:
@@ -332,13 +350,18 @@ func (g *agreeRun) step() bool {
 		}
 		res := g.reserved[r.IntN(len(g.reserved))]
 		if r.IntN(30) == 0 {
-			// One never reserved, whose id is never reserved later. (PostgreSQL
-			// remembers a settlement of an unknown id, and takes a later reservation
-			// with that id for a replay; the others do not.)
+			// One never reserved, whose id may be reserved later: a settlement of an
+			// unknown id is not remembered.
 			res = agreeReservation{id: g.request(), amount: 1}
+			g.tried = append(g.tried, res)
 		}
 		refund := int64(0)
-		if res.amount > 0 && r.IntN(3) > 0 {
+		switch k := r.IntN(40); {
+		case k == 0: // more than was reserved: refused while it is open, a replay once settled
+			refund = res.amount + 1 + r.Int64N(3)
+		case k == 1: // refused, whatever the reservation's state
+			refund = -1
+		case res.amount > 0 && k%3 > 0:
 			refund = r.Int64N(res.amount + 1)
 		}
 		var uncount []string
@@ -361,10 +384,15 @@ func (g *agreeRun) step() bool {
 	case k < 65: // a grant, new or replayed with another amount and expiry
 		a := driver.Adjustment{Account: g.account, Request: g.request(), Amount: g.amount(), Part: driver.PartGrants,
 			Reason: "agree", Period: p, Allowance: g.allowance, Now: now}
-		switch x := r.IntN(6); x {
-		case 0: // never lapses
-		case 1:
+		switch x := r.IntN(6); {
+		case x == 0: // never lapses
+		case x == 1:
 			a.Expires = p.End // lapses at the renewal
+		case g.edge && x == 2: // around the renewal
+			a.Expires = p.End.Add(time.Duration(r.IntN(4*3600)-2*3600) * time.Second)
+			if !a.Expires.After(now) {
+				a.Expires = p.End
+			}
 		default: // on the hour, so that grants share lots
 			a.Expires = now.Truncate(time.Hour).Add(time.Duration(x*r.IntN(30)+1) * time.Hour)
 		}
@@ -469,6 +497,15 @@ func (g *agreeRun) named(p driver.Period) {
 }
 
 func (g *agreeRun) adjust(a driver.Adjustment) bool {
+	if g.edge {
+		// The read renews, voids and drops first (see LedgersAgree).
+		if !g.compare("Balance before Adjust", func(l NamedLedger) agreeOutcome {
+			b, err := l.Ledger.Balance(g.t.Context(), g.account, a.Now, a.Period, a.Allowance)
+			return agreeOutcome{err: err, balance: &b}
+		}) {
+			return false
+		}
+	}
 	return g.compare("Adjust", func(l NamedLedger) agreeOutcome {
 		b, err := l.Ledger.Adjust(g.t.Context(), a)
 		return agreeOutcome{err: err, balance: &b}

@@ -63,6 +63,9 @@ var grantRows = []behaviour[driver.Ledger]{
 	{"VoidsAtTheBoundInExpiryOrder",
 		"Reservations open across a renewal and voided together, when the bound leaves room for part of what they took, get their credits back in the order of their expiry: the first to expire first.",
 		ledVoidsAtTheBoundInExpiryOrder},
+	{"RenewalOrder",
+		"An operation that renews the balance, voids reservations and drops lapsed lots does so in one order: the lots lapsed at its Now first, then the reservations expired by the new period's start, voided in the old period, then the renewal (its allowance cut by the grants so that MaxCredits holds), then the reservations expired since, whose give-back MaxCredits cuts.",
+		ledRenewalOrder},
 	{"MaxGrantLots",
 		"An account holds at most driver.MaxGrantLots lots: a grant that would start one more is refused with ErrTooManyGrants; one to an existing lot is taken.",
 		ledMaxGrantLots},
@@ -474,6 +477,66 @@ func ledVoidsAtTheBoundInExpiryOrder(t *testing.T, l driver.Ledger) {
 	}
 }
 
+// renewalOrderSetup prepares, on an account opened in January with a balance of 0, a
+// February renewal due at then (two hours into February) together with a lapse and
+// two voids, near MaxCredits: a never-lapsing lot of 1000, of which a reservation that
+// expires at February's start took 100 and one that expires half an hour later 30; a
+// lot of 50 that lapses an hour into February; and a free reservation still open, for
+// a settlement. The operation at then renews to an allowance of MaxCredits.
+//
+// In the ledger's order the lot of 50 is dropped, the first reservation gives its 100
+// back in January, the renewal gets MaxCredits-970 (what the grants leave), and the
+// second reservation, voided after the renewal, finds no room: the balance is
+// MaxCredits, 970 of it granted. (Renewing before the lapse would leave MaxCredits-50;
+// renewing before both voids, 870 granted; voiding both before the renewal, 1000.)
+func renewalOrderSetup(t *testing.T, l driver.Ledger, acct string) (then time.Time, open driver.RequestID) {
+	t.Helper()
+	ctx, now := t.Context(), nowIn(p0)
+	grant(t, l, acct, newRequest(), 1000, never, now)
+	open = newRequest()
+	for _, r := range []struct {
+		id      driver.RequestID
+		amount  int64
+		expires time.Time
+	}{{newRequest(), 100, p1.Start}, {newRequest(), 30, p1.Start.Add(30 * time.Minute)}, {open, 0, p2.End}} {
+		_, err := l.Reserve(ctx, driver.Reservation{Account: acct, Request: r.id, APIs: []string{"hash"}, Amount: r.amount,
+			Period: p0, Allowance: allowance, Now: now, Expires: r.expires})
+		must(t, "Reserve", err)
+	}
+	grant(t, l, acct, newRequest(), 50, p1.Start.Add(time.Hour), now)
+	partsAt(t, l, acct, now, parts{remaining: 920, granted: 920, used: 130, lapse: p1.Start.Add(time.Hour), lapsing: 50})
+	return p1.Start.Add(2 * time.Hour), open
+}
+
+func ledRenewalOrder(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	for _, c := range []struct {
+		name string
+		op   func(acct string, then time.Time, open driver.RequestID) (driver.Balance, error)
+		want parts
+	}{
+		{"Balance", func(acct string, then time.Time, _ driver.RequestID) (driver.Balance, error) {
+			return l.Balance(ctx, acct, then, p1, driver.MaxCredits)
+		}, parts{remaining: driver.MaxCredits, granted: 970}},
+		{"Reserve", func(acct string, then time.Time, _ driver.RequestID) (driver.Balance, error) {
+			return l.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), APIs: []string{"hash"}, Amount: 5,
+				Period: p1, Allowance: driver.MaxCredits, Now: then, Expires: then.Add(time.Hour)})
+		}, parts{remaining: driver.MaxCredits - 5, granted: 970, used: 5}},
+		{"Settle", func(acct string, then time.Time, open driver.RequestID) (driver.Balance, error) {
+			return l.Settle(ctx, driver.Settlement{Account: acct, Request: open, Period: p1, Allowance: driver.MaxCredits, Now: then})
+		}, parts{remaining: driver.MaxCredits, granted: 970}},
+	} {
+		acct := openAccount(t, l, n, c.name, 0, p0)
+		then, open := renewalOrderSetup(t, l, acct)
+		b, err := c.op(acct, then, open)
+		must(t, c.name+" renewing", err)
+		wantParts(t, c.name+" renewing", b, c.want)
+		b, err = l.Balance(ctx, acct, then, p1, driver.MaxCredits)
+		must(t, "Balance", err)
+		wantParts(t, "Balance after "+c.name, b, c.want)
+	}
+}
+
 func ledMaxGrantLots(t *testing.T, l driver.Ledger) {
 	ctx, n := t.Context(), newIDs()
 	acct := openAccount(t, l, n, "acct", 0, p0)
@@ -620,6 +683,9 @@ var admGrantRows = []behaviour[AdmitterStores]{
 	{"LapsedLotAtAdmission",
 		"A step at or after a lot's expiry finds it lapsed: the step is denied for its credits when the rest does not cover it.",
 		admLapsedLotAtAdmission},
+	{"RenewalOrderAtAdmission",
+		"A step or a closing that renews the balance, voids reservations and drops lapsed lots does so in the order every ledger operation does (see the row RenewalOrder of TestLedger).",
+		admRenewalOrder},
 	{"ConcurrentGrantAdmissions",
 		"Concurrent steps and closings against the allowance and several lots never take any part below zero, and the kept charges add up, part by part, to what the balance lost.",
 		admConcurrentGrantAdmissions},
@@ -662,6 +728,39 @@ func admLapsedLotAtAdmission(t *testing.T, s AdmitterStores) {
 		} else {
 			wantParts(t, "Admit at the lapse", r.Balance, parts{used: 2})
 		}
+	}
+}
+
+func admRenewalOrder(t *testing.T, s AdmitterStores) {
+	ctx := t.Context()
+	for _, c := range []struct {
+		name string
+		op   func(f admFixture, then time.Time, open driver.RequestID) (driver.Balance, error)
+		want parts
+	}{
+		{"Admit", func(f admFixture, then time.Time, _ driver.RequestID) (driver.Balance, error) {
+			step := f.step(s, newRequest(), 3, 5)
+			step.Now = then
+			step.Credits.Now, step.Credits.Expires, step.Credits.Period, step.Credits.Allowance = then, then.Add(time.Hour), p1, driver.MaxCredits
+			r, err := s.Admitter.Admit(ctx, step)
+			if err == nil && r.Denied != driver.NotDenied {
+				err = fmt.Errorf("denied %v", r.Denied)
+			}
+			return r.Balance, err
+		}, parts{remaining: driver.MaxCredits - 5, granted: 970, used: 5}},
+		{"Close", func(f admFixture, then time.Time, open driver.RequestID) (driver.Balance, error) {
+			return s.Admitter.Close(ctx, driver.Closing{Account: f.account, Request: open,
+				Settlement: &driver.Settlement{Account: f.account, Request: open, Period: p1, Allowance: driver.MaxCredits, Now: then}})
+		}, parts{remaining: driver.MaxCredits, granted: 970}},
+	} {
+		f, _ := setup(t, s, 0)
+		then, open := renewalOrderSetup(t, s.Ledger, f.account)
+		b, err := c.op(f, then, open)
+		must(t, c.name+" renewing", err)
+		wantParts(t, c.name+" renewing", b, c.want)
+		b, err = s.Ledger.Balance(ctx, f.account, then, p1, driver.MaxCredits)
+		must(t, "Balance", err)
+		wantParts(t, "Balance after "+c.name, b, c.want)
 	}
 }
 

@@ -87,6 +87,18 @@ var ledgerRows = []behaviour[driver.Ledger]{
 	{"SettleRefundTooLarge",
 		"Settle with a refund above the reserved amount returns store.ErrConflict and leaves the reservation open.",
 		ledSettleRefundTooLarge},
+	{"SettleUnknownRemembersNothing",
+		"Settle of an unknown request id returns store.ErrNotFound, changes nothing and leaves the id unknown: a reservation or an adjustment made with it afterwards is taken as any new one.",
+		ledSettleUnknownRemembersNothing},
+	{"SettleClosedWhateverRefund",
+		"A settlement of a reservation that is no longer open answers as the reservation ended, whatever its refund: a settled one as a replay (the current balance, no error, nothing changed), a voided one with driver.ErrVoided; only an open reservation's refund is checked against its amount.",
+		ledSettleClosedWhateverRefund},
+	{"SettleNegativeRefund",
+		"Settle with a negative refund returns store.ErrConflict whatever the reservation's state (open, settled, voided or unknown), and changes nothing.",
+		ledSettleNegativeRefund},
+	{"SettleAdjustmentID",
+		"Settle naming an adjustment's request id (request ids are one namespace) changes nothing and returns the current balance without an error, as a replay does.",
+		ledSettleAdjustmentID},
 	{"RenewalResetsBalance",
 		"An operation given a later period resets Remaining to the allowance, Used to zero and the usage to empty.",
 		ledRenewalResetsBalance},
@@ -444,6 +456,76 @@ func ledSettleRefundTooLarge(t *testing.T, l driver.Ledger) {
 	wantBalance(t, l, acct, p0, 90, 10)
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
 	mustSettle(t, l, settlement(acct, id, 10, p0, "hash"), 100, 0, p0)
+}
+
+func ledSettleUnknownRemembersNothing(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	reserved, adjusted := newRequest(), newRequest()
+	for _, id := range []driver.RequestID{reserved, adjusted} {
+		_, err := l.Settle(ctx, settlement(acct, id, 0, p0))
+		wantErr(t, "Settle of an unknown request", err, store.ErrNotFound)
+		_, err = l.Settle(ctx, settlement(acct, id, 5, p0))
+		wantErr(t, "Settle of an unknown request again", err, store.ErrNotFound)
+	}
+	wantBalance(t, l, acct, p0, 100, 0)
+	mustReserve(t, l, reservation(acct, reserved, 10, p0, "hash"), 90, 10, p0)
+	b, err := l.Adjust(ctx, adjustment(acct, adjusted, 7, p0))
+	must(t, "Adjust with the id of an unknown settlement", err)
+	checkBalance(t, "Adjust with the id of an unknown settlement", b, 97, 10, p0)
+	mustSettle(t, l, settlement(acct, reserved, 10, p0, "hash"), 107, 0, p0)
+	wantUsage(t, l, acct, p0, nil)
+}
+
+func ledSettleClosedWhateverRefund(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	settled, voided := newRequest(), newRequest()
+	mustReserve(t, l, reservation(acct, settled, 10, p0, "hash"), 90, 10, p0)
+	mustSettle(t, l, settlement(acct, settled, 4, p0), 94, 6, p0)
+	mustSettle(t, l, settlement(acct, settled, 11, p0), 94, 6, p0)
+	mustReserve(t, l, expiring(acct, voided, 20, now, "hash"), 74, 26, p0)
+	for _, at := range []time.Time{now.Add(time.Minute), now.Add(2 * time.Minute)} {
+		b, err := settleAt(t, l, acct, voided, 21, at)
+		if wantErr(t, "Settle of an expired reservation refunding past its amount", err, driver.ErrVoided) {
+			checkBalance(t, "Settle of an expired reservation", b, 94, 6, p0)
+		}
+	}
+	wantBalance(t, l, acct, p0, 94, 6)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1})
+}
+
+func ledSettleNegativeRefund(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	now := nowIn(p0)
+	open, settled, voided := newRequest(), newRequest(), newRequest()
+	mustReserve(t, l, reservation(acct, open, 10, p0, "hash"), 90, 10, p0)
+	mustReserve(t, l, reservation(acct, settled, 10, p0, "hash"), 80, 20, p0)
+	mustSettle(t, l, settlement(acct, settled, 0, p0), 80, 20, p0)
+	mustReserve(t, l, expiring(acct, voided, 10, now, "hash"), 70, 30, p0)
+	balanceAt(t, l, acct, now.Add(time.Minute), 80, 20)
+	for _, id := range []driver.RequestID{open, settled, voided, newRequest()} {
+		s := settlement(acct, id, -1, p0)
+		s.Now = now.Add(time.Minute)
+		_, err := l.Settle(ctx, s)
+		wantErr(t, "Settle refunding -1", err, store.ErrConflict)
+	}
+	wantBalance(t, l, acct, p0, 80, 20)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 2})
+	mustSettle(t, l, settlement(acct, open, 10, p0, "hash"), 90, 10, p0)
+}
+
+func ledSettleAdjustmentID(t *testing.T, l driver.Ledger) {
+	ctx, n := t.Context(), newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	id := newRequest()
+	_, err := l.Adjust(ctx, adjustment(acct, id, 5, p0))
+	must(t, "Adjust", err)
+	mustSettle(t, l, settlement(acct, id, 0, p0), 105, 0, p0)
+	mustSettle(t, l, settlement(acct, id, 5, p0), 105, 0, p0)
+	wantBalance(t, l, acct, p0, 105, 0)
 }
 
 func ledRenewalResetsBalance(t *testing.T, l driver.Ledger) {

@@ -60,7 +60,7 @@
 -- allowance and the rest from the lots, in spending order, off the hot path: it writes
 -- what the steps before changed first, and its marker is "g <amount> <period start>
 -- <plan>[ <APIs>]" (see reserve.lua). A lot that has lapsed at a step's now is dropped
--- first, as a void is made.
+-- first, before any void and any renewal, in the ledger's order (see prepare.lua).
 
 --#include lib_idiv.lua
 --#include lib_grants.lua
@@ -286,18 +286,8 @@ for i = 1, n do
             usedHi, usedLo = split(b[2] or '0')
           end
         end
-        if nx and nx <= nowus and b[4] then
-          -- A reservation is past its deadline: write what the steps before changed,
-          -- void the due ones, and read the balance again, as a step alone would.
-          --#include flush_credits.lua
-          local openK, balK, useK, base, vlimit, vttl = KEYS[7], KEYS[5], KEYS[6], string.sub(marker, 1, #marker - #member), 64, mTTL
-          --#include void_block.lua
-          b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix', 'g', 'gl', 'gn')
-          nxStored = b[6] and b[6] + 0
-          nx = nxStored
-          remHi, remLo = split(b[1] or '0')
-          usedHi, usedLo = split(b[2] or '0')
-        end
+        -- In the ledger's order (billing/driver.Ledger): the lapsed lots, the voids due by
+        -- a renewal's start and the renewal, the voids due now.
         if b[10] and b[10] + 0 <= nowus and b[4] then
           -- A lot has lapsed: write what the steps before changed and drop it.
           --#include flush_credits.lua
@@ -307,6 +297,18 @@ for i = 1, n do
         end
         if not b[4] then r[1] = 1; break end
         if cPs ~= b[4] and cPs + 0 > b[4] + 0 then
+          local upto = cPs + 0
+          if nowus < upto then upto = nowus end
+          if nx and nx <= upto then
+            -- Reservations past their deadline by the period's start: voided first, in
+            -- the old period, as a step alone would.
+            --#include flush_credits.lua
+            local openK, balK, useK, base, vlimit, vttl, vupto = KEYS[7], KEYS[5], KEYS[6], string.sub(marker, 1, #marker - #member), 64, mTTL, upto
+            --#include void_block.lua
+            b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix', 'g', 'gl', 'gn')
+            nxStored = b[6] and b[6] + 0
+            nx = nxStored
+          end
           local rn = renewed(KEYS[5], cAllow)
           redis.call('HSET', KEYS[5], 'rem', rn, 'used', '0', 'allow', cAllow, 'ps', cPs, 'pe', cPe)
           redis.call('DEL', KEYS[6])
@@ -314,6 +316,18 @@ for i = 1, n do
           b = {rn, '0', cAllow, cPs, cPe, nil, nil, nil, b[9], b[10], b[11]}
           remHi, remLo = split(rn)
           usedHi, usedLo, charges, firstAmt, firstAPIs, chgHi, chgLo, counts = 0, 0, 0, nil, nil, 0, 0, nil
+        end
+        if nx and nx <= nowus then
+          -- A reservation is past its deadline: write what the steps before changed,
+          -- void the due ones, and read the balance again, as a step alone would.
+          --#include flush_credits.lua
+          local openK, balK, useK, base, vlimit, vttl, vupto = KEYS[7], KEYS[5], KEYS[6], string.sub(marker, 1, #marker - #member), 64, mTTL, nowus
+          --#include void_block.lua
+          b = redis.call('HMGET', KEYS[5], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'ie', 'ix', 'g', 'gl', 'gn')
+          nxStored = b[6] and b[6] + 0
+          nx = nxStored
+          remHi, remLo = split(b[1] or '0')
+          usedHi, usedLo = split(b[2] or '0')
         end
         -- Short: less remaining than the amount, or a used count that would pass
         -- 2^63 - 1 (which HINCRBY would refuse).

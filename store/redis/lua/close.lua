@@ -2,11 +2,12 @@
 -- once, in order, as if each closing ran alone; Settle runs it too, freeing nothing. It
 -- is the hot path, written out for speed (see the cost notes in bench_test.go): the
 -- leases and the open reservations are removed with one ZREM each, and the balance is
--- read once. A step given the caller's now (with Options.CallerClock) first voids the
--- account's reservations past their deadline (void_block.lua), when nx says one is due;
--- on the server's clock, closings leave that to admissions, balance reads and sweeps, so
--- that a closing reads no clock. A reservation that was voided stays voided: the closing
--- answers status 6 and changes nothing.
+-- read once. A step given the caller's now (with Options.CallerClock) first drops the
+-- lapsed lots and voids the account's reservations past their deadline (void_block.lua),
+-- when gl and nx say one is due, around a renewal in the ledger's order (see
+-- prepare.lua); on the server's clock, closings leave that to admissions, balance reads
+-- and sweeps, so that a closing reads no clock. A reservation that was voided stays
+-- voided: the closing answers status 6 and changes nothing.
 --
 -- KEYS: 1 leases, 2 balance, 3 usage, 4 open reservations, then the marker of each
 -- step (4 + i for step i).
@@ -69,29 +70,41 @@ for i = 1, n do
       b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
       nx = b[6] and b[6] + 0
     end
-    if nx and now ~= '' and nx <= now + 0 then
-      -- A reservation is past its deadline: void the due ones, as a closing alone
-      -- would (after the steps before left the open set), then read again.
-      if #closed > 0 then
-        redis.call('ZREM', KEYS[4], unpack(closed))
-        closed = {}
-      end
-      local openK, balK, useK, base, nowus, vlimit, vttl = KEYS[4], KEYS[2], KEYS[3], string.sub(marker, 1, #marker - #member), now + 0, 64, openTTL
-      --#include void_block.lua
-      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
-      nx = b[6] and b[6] + 0
-    end
+    -- In the ledger's order (billing/driver.Ledger), as a closing alone would: the
+    -- lapsed lots, the voids due by a renewal's start and the renewal, the voids due now
+    -- (each void after the steps before left the open set, then reading again).
     if now ~= '' and b[8] and b[8] + 0 <= now + 0 then
-      -- A lot has lapsed: drop it, as a closing alone would.
       lapse_due(KEYS[2], now + 0)
       b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
     end
     if not b[4] then st = 1; break end
     if ps ~= b[4] and ps + 0 > b[4] + 0 then
+      local upto = ps + 0
+      if now ~= '' and now + 0 < upto then upto = now + 0 end
+      if nx and now ~= '' and nx <= upto then
+        if #closed > 0 then
+          redis.call('ZREM', KEYS[4], unpack(closed))
+          closed = {}
+        end
+        local openK, balK, useK, base, nowus, vupto, vlimit, vttl = KEYS[4], KEYS[2], KEYS[3], string.sub(marker, 1, #marker - #member), now + 0, upto, 64, openTTL
+        --#include void_block.lua
+        b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
+        nx = b[6] and b[6] + 0
+      end
       local r = renewed(KEYS[2], allow)
       redis.call('HSET', KEYS[2], 'rem', r, 'used', '0', 'allow', allow, 'ps', ps, 'pe', pe)
       redis.call('DEL', KEYS[3])
       b = {r, '0', allow, ps, pe, b[6], b[7], b[8], b[9]}
+    end
+    if nx and now ~= '' and nx <= now + 0 then
+      if #closed > 0 then
+        redis.call('ZREM', KEYS[4], unpack(closed))
+        closed = {}
+      end
+      local openK, balK, useK, base, nowus, vupto, vlimit, vttl = KEYS[4], KEYS[2], KEYS[3], string.sub(marker, 1, #marker - #member), now + 0, now + 0, 64, openTTL
+      --#include void_block.lua
+      b = redis.call('HMGET', KEYS[2], 'rem', 'used', 'allow', 'ps', 'pe', 'nx', 'g', 'gl', 'gn')
+      nx = b[6] and b[6] + 0
     end
 
     -- The marker becomes "d" (settled), and the reservation it held, "o <amount>

@@ -10,11 +10,10 @@
 
 --#include lib_time.lua
 --#include lib_balance.lua
-if not renew(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5]) then return {1} end
 local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[4], ARGV[12], ARGV[6], 64
 local nowus = micros(clock(ARGV[7], ARGV[8], ARGV[9]))
---#include void_due.lua
-lapse_due(KEYS[1], nowus)
+local pps, ppe, pallow = ARGV[3], ARGV[4], ARGV[5]
+--#include prepare.lua
 if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
 local rg = redis.call('HMGET', KEYS[1], 'rem', 'g')
 local rem, amt = tonumber(rg[1]), tonumber(ARGV[1])

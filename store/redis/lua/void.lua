@@ -13,6 +13,9 @@
 if redis.call('EXISTS', KEYS[2]) == 0 then return {0, '', '0'} end
 local openK, balK, useK, base, vlimit, vttl = KEYS[1], KEYS[2], KEYS[3], ARGV[5], tonumber(ARGV[4]), ARGV[6]
 local nowus = micros(clock(ARGV[1], ARGV[2], ARGV[3]))
+-- The lots lapsed at now first, as every operation drops them before it voids.
+lapse_due(balK, nowus)
+local vupto = nowus
 --#include void_block.lua
 local x = redis.call('HMGET', KEYS[2], 'nx', 'ie')
 local ie = x[2] or '0'

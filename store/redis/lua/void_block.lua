@@ -1,19 +1,20 @@
--- Voids the account's reservations open past their deadline at nowus (a number, in the
--- store's clock), at most vlimit of them, and then keeps in the balance's field nx the
--- earliest deadline still open (none if none). It is a block of code, not a function, so
--- that the hot path's scripts, which include it, pay nothing for it until it runs: it
--- runs only when nx says that a deadline has passed. It expects the locals openK (the
--- account's open reservations, a sorted set of request ids by deadline), balK, useK,
--- base (the markers' names less the request id), nowus, vlimit and vttl (the voided
--- markers' TTL in ms), and sets vcount, the number voided. A voided reservation's marker
--- becomes "v"; its credits come back and its APIs are uncounted if it was made in the
--- balance's current period; what it took from grant lots (a marker "g", see
--- lib_grants.lua) goes back to them, unless they have lapsed, in any period. It
+-- Voids the account's reservations open past their deadline at vupto (a number, in the
+-- store's clock: now, or, before a renewal, the new period's start if it is earlier), at
+-- most vlimit of them, and then keeps in the balance's field nx the earliest deadline
+-- still open (none if none). It is a block of code, not a function, so that the hot
+-- path's scripts, which include it, pay nothing for it until it runs: it runs only when
+-- nx says that a deadline has passed. It expects the locals openK (the account's open
+-- reservations, a sorted set of request ids by deadline), balK, useK, base (the markers'
+-- names less the request id), nowus (now, at which lots have lapsed), vupto, vlimit and
+-- vttl (the voided markers' TTL in ms), and sets vcount, the number voided. A voided
+-- reservation's marker becomes "v"; its credits come back and its APIs are uncounted if
+-- it was made in the balance's current period; what it took from grant lots (a marker
+-- "g", see lib_grants.lua) goes back to them, unless they have lapsed, in any period. It
 -- expects the helpers of lib_grants.lua.
 
 local vcount = 0
 do
-  local ids = redis.call('ZRANGEBYSCORE', openK, '-inf', string.format('%d', nowus), 'LIMIT', 0, vlimit)
+  local ids = redis.call('ZRANGEBYSCORE', openK, '-inf', string.format('%d', vupto), 'LIMIT', 0, vlimit)
   if #ids > 0 then
     local ps = redis.call('HGET', balK, 'ps')
     for _, id in ipairs(ids) do

@@ -4,5 +4,6 @@
 
 local due = redis.call('HGET', balK, 'nx')
 if due and due + 0 <= nowus then
+  local vupto = nowus
 --#include void_block.lua
 end
