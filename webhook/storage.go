@@ -142,6 +142,24 @@ func CheckMessage(m Message) error {
 	return checkOptionalTime("message's keep", m.Keep)
 }
 
+// CheckEnqueue returns an error wrapping store.ErrInvalid that says what to fix,
+// unless a store can take an Enqueue of m for endpoints at now: m passes
+// [CheckMessage], each endpoint [CheckID], and now [CheckTime].
+func CheckEnqueue(m Message, endpoints []string, now time.Time) error {
+	if err := CheckMessage(m); err != nil {
+		return err
+	}
+	if err := CheckTime("now", now); err != nil {
+		return err
+	}
+	for _, id := range endpoints {
+		if err := CheckID("endpoint id", id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CheckOutcome returns o as a store keeps it, with its Attempt.Error cut to at most
 // [MaxError] bytes at a character boundary, or an error wrapping store.ErrInvalid that
 // says what to fix: the endpoint's and message's IDs ([CheckID]), a claim that is text,
@@ -178,15 +196,15 @@ func CheckOutcome(o Outcome) (Outcome, error) {
 	if err := store.CheckText("webhook: the attempt's error", o.Attempt.Error); err != nil {
 		return Outcome{}, err
 	}
-	o.Attempt.Error = cut(o.Attempt.Error, MaxError)
+	o.Attempt.Error = cutAt(o.Attempt.Error, MaxError)
 	if o.State != Pending {
 		o.Due = time.Time{}
 	}
 	return o, nil
 }
 
-// cut returns the longest prefix of s, valid UTF-8, of at most n bytes.
-func cut(s string, n int) string {
+// cutAt returns the longest prefix of s, valid UTF-8, of at most n bytes.
+func cutAt(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// TestCut checks that an error is cut to at most n bytes at a character boundary.
-func TestCut(t *testing.T) {
+// TestCutAt checks that an error is cut to at most n bytes at a character boundary.
+func TestCutAt(t *testing.T) {
 	for _, c := range []struct {
 		s    string
 		n    int
@@ -25,8 +25,8 @@ func TestCut(t *testing.T) {
 		{"€", 2, ""},     // 3 bytes
 		{"ab€", 4, "ab"},
 	} {
-		if got := cut(c.s, c.n); got != c.want || !utf8.ValidString(got) {
-			t.Errorf("cut(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		if got := cutAt(c.s, c.n); got != c.want || !utf8.ValidString(got) {
+			t.Errorf("cutAt(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
 	}
 }

@@ -195,10 +195,11 @@ type Page struct {
 // storetest.TestWebhooks.
 //
 // A store refuses what it cannot hold with an error wrapping store.ErrInvalid, and
-// stores nothing of it: every store checks endpoints with [CheckEndpoint], messages with
-// [CheckMessage], outcomes with [CheckOutcome], ids and instants given to look up or
-// decide with [CheckID] and [CheckTime], and queries with [ParseQuery], so that all
-// refuse the same values. A method given a canceled context returns an error matching
+// stores nothing of it: every store checks endpoints with [CheckEndpoint], what it is
+// given to enqueue with [CheckEnqueue], outcomes with [CheckOutcome], claims with
+// [CheckClaim], ids, accounts and instants given to look up or decide with [CheckID],
+// [CheckAccount] and [CheckTime], and queries with [ParseQuery], so that all refuse the
+// same values. A method given a canceled context returns an error matching
 // it and changes nothing. Instants are kept to the nanosecond and returned in UTC.
 type Store interface {
 	// CreateEndpoint stores a new endpoint, with Revision 1 (whatever e.Revision

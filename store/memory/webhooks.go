@@ -203,16 +203,8 @@ func (s *WebhookStore) Enqueue(ctx context.Context, m webhook.Message, endpoints
 	if err := ctx.Err(); err != nil {
 		return false, nil, err
 	}
-	if err := webhook.CheckMessage(m); err != nil {
+	if err := webhook.CheckEnqueue(m, endpoints, now); err != nil {
 		return false, nil, err
-	}
-	if err := webhook.CheckTime("now", now); err != nil {
-		return false, nil, err
-	}
-	for _, id := range endpoints {
-		if err := webhook.CheckID("endpoint id", id); err != nil {
-			return false, nil, err
-		}
 	}
 	s.lock()
 	defer s.mu.Unlock()

@@ -29,7 +29,8 @@ import (
 //
 // The bound on an endpoint's pending deliveries is checked at webhook.MaxPending, or at
 // the store's own bound if it has a method MaxPending() int (a store configured with a
-// lower bound, so that the check needs fewer writes).
+// lower bound, so that the check needs fewer writes). Some rows enqueue up to
+// [MinPendingBound] messages for one endpoint: a lower bound fails them.
 //
 // newStore is called once per subtest and must return an empty store (the operator's
 // endpoints and Pending count the whole store); it registers any teardown with
@@ -128,6 +129,19 @@ var webhookRows = []behaviour[webhook.Store]{
 
 // whLease is the lease of the checks' claims.
 const whLease = time.Minute
+
+// MinPendingBound is the lowest bound on an endpoint's pending deliveries (see
+// webhook.MaxPending) that a store may be configured with to run [TestWebhooks].
+const MinPendingBound = 64
+
+// needRoom stops the check if the store's bound on an endpoint's pending deliveries
+// is below n, which the check enqueues for one endpoint.
+func needRoom(t *testing.T, s webhook.Store, n int) {
+	t.Helper()
+	if b := maxPending(s); b < n {
+		t.Fatalf("the store keeps at most %d pending deliveries per endpoint; the check enqueues %d for one (configure at least %d)", b, n, MinPendingBound)
+	}
+}
 
 // whEndpoint returns an endpoint of account named by label, created at t0+created,
 // with every field set but those of a rotation and a disabling.
@@ -910,6 +924,7 @@ func whClaimConcurrent(t *testing.T, s webhook.Store) {
 	a := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "a", 0)).ID
 	b := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "b", 0)).ID
 	const messages = 50
+	needRoom(t, s, messages)
 	for i := range messages {
 		enqueue(t, s, whMessage(n, fmt.Sprint(i), 0), at(time.Duration(i)*time.Millisecond), a, b)
 	}
@@ -1138,6 +1153,7 @@ func whDeliveriesPages(t *testing.T, s webhook.Store) {
 	b := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "b", 0)).ID
 	// 45 messages, three at each instant, enqueued in a shuffled order; every third
 	// also for b.
+	needRoom(t, s, 45)
 	var ms []webhook.Message
 	for i := range 45 {
 		ms = append(ms, whMessage(n, fmt.Sprintf("%02d", i), time.Duration(i/3)*time.Second))
