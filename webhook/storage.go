@@ -229,6 +229,30 @@ func CheckClaim(now time.Time, lease time.Duration, limit int) error {
 	return CheckTime("end of the claim's lease", now.Add(lease))
 }
 
+// CheckResend returns an error wrapping store.ErrInvalid that says what to fix,
+// unless a store can take a Resend of message to endpoint at now: both IDs pass
+// [CheckID], and now [CheckTime].
+func CheckResend(endpoint, message string, now time.Time) error {
+	if err := CheckID("endpoint id", endpoint); err != nil {
+		return err
+	}
+	if err := CheckID("message id", message); err != nil {
+		return err
+	}
+	return CheckTime("now", now)
+}
+
+// PageOf returns the page of a listing whose query's limit is limit (see
+// [ParseQuery]), from the deliveries found in the listing's order, up to limit+1 of
+// them: the first limit, and a Next naming the last of them if there were more.
+func PageOf(found []Delivery, limit int) Page {
+	if len(found) <= limit {
+		return Page{Deliveries: found}
+	}
+	last := found[limit-1].Message
+	return Page{Deliveries: found[:limit], Next: Position{At: last.At, Message: last.ID}.Cursor()}
+}
+
 // A Position is where a page of deliveries ends: the At and ID of its last delivery's
 // message. The next page holds the deliveries after it.
 type Position struct {

@@ -199,7 +199,7 @@ type Page struct {
 // given to enqueue with [CheckEnqueue], outcomes with [CheckOutcome], claims with
 // [CheckClaim], ids, accounts and instants given to look up or decide with [CheckID],
 // [CheckAccount] and [CheckTime], and queries with [ParseQuery], so that all refuse the
-// same values. A method given a canceled context returns an error matching
+// same values. [PageOf] makes a page of deliveries as every store does. A method given a canceled context returns an error matching
 // it and changes nothing. Instants are kept to the nanosecond and returned in UTC.
 type Store interface {
 	// CreateEndpoint stores a new endpoint, with Revision 1 (whatever e.Revision

@@ -330,14 +330,7 @@ func (s *WebhookStore) Deliveries(ctx context.Context, endpoint string, q webhoo
 	slices.SortFunc(found, func(a, b webhook.Delivery) int {
 		return cmp.Or(b.Message.At.Compare(a.Message.At), cmp.Compare(b.Message.ID, a.Message.ID))
 	})
-	var page webhook.Page
-	if len(found) > limit {
-		found = found[:limit]
-		last := found[limit-1].Message
-		page.Next = webhook.Position{At: last.At, Message: last.ID}.Cursor()
-	}
-	page.Deliveries = found
-	return page, nil
+	return webhook.PageOf(found, limit), nil
 }
 
 // Resend makes a delivery pending again, due at now, ending any claim of it.
@@ -345,12 +338,7 @@ func (s *WebhookStore) Resend(ctx context.Context, endpoint, message string, now
 	if err := ctx.Err(); err != nil {
 		return webhook.Delivery{}, err
 	}
-	for _, f := range []struct{ what, id string }{{"endpoint id", endpoint}, {"message id", message}} {
-		if err := webhook.CheckID(f.what, f.id); err != nil {
-			return webhook.Delivery{}, err
-		}
-	}
-	if err := webhook.CheckTime("now", now); err != nil {
+	if err := webhook.CheckResend(endpoint, message, now); err != nil {
 		return webhook.Delivery{}, err
 	}
 	s.lock()

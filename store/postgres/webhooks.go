@@ -334,34 +334,24 @@ func (s *WebhookStore) Deliveries(ctx context.Context, endpoint string, q webhoo
 		return webhook.Page{}, wrapErr(ctx, err, "webhook deliveries of endpoint %q", endpoint)
 	}
 	defer rows.Close()
-	var page webhook.Page
+	var found []webhook.Delivery
 	for rows.Next() {
 		d, err := scanDelivery(rows)
 		if err != nil {
 			return webhook.Page{}, wrapErr(ctx, err, "webhook deliveries of endpoint %q", endpoint)
 		}
-		page.Deliveries = append(page.Deliveries, d)
+		found = append(found, d)
 	}
 	if err := rows.Err(); err != nil {
 		return webhook.Page{}, wrapErr(ctx, err, "webhook deliveries of endpoint %q", endpoint)
 	}
-	if len(page.Deliveries) > limit {
-		page.Deliveries = page.Deliveries[:limit]
-		last := page.Deliveries[limit-1].Message
-		page.Next = webhook.Position{At: last.At, Message: last.ID}.Cursor()
-	}
-	return page, nil
+	return webhook.PageOf(found, limit), nil
 }
 
 // Resend makes a delivery pending again, due at now, ending any claim of it, in one
 // call of tollgate_webhook_resend, which returns what changes with it.
 func (s *WebhookStore) Resend(ctx context.Context, endpoint, message string, now time.Time) (webhook.Delivery, error) {
-	for _, f := range []struct{ what, id string }{{"endpoint id", endpoint}, {"message id", message}} {
-		if err := webhook.CheckID(f.what, f.id); err != nil {
-			return webhook.Delivery{}, err
-		}
-	}
-	if err := webhook.CheckTime("now", now); err != nil {
+	if err := webhook.CheckResend(endpoint, message, now); err != nil {
 		return webhook.Delivery{}, err
 	}
 	// The function's changes are not in the snapshot of the statement that called it:
