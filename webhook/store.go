@@ -199,8 +199,9 @@ type Page struct {
 // given to enqueue with [CheckEnqueue], outcomes with [CheckOutcome], claims with
 // [CheckClaim], ids, accounts and instants given to look up or decide with [CheckID],
 // [CheckAccount] and [CheckTime], and queries with [ParseQuery], so that all refuse the
-// same values. [PageOf] makes a page of deliveries as every store does. A method given a canceled context returns an error matching
-// it and changes nothing. Instants are kept to the nanosecond and returned in UTC.
+// same values; [PageOf] makes a page of deliveries as every store does. A method given
+// a canceled context returns an error matching it and changes nothing. Instants are
+// kept to the nanosecond and returned in UTC.
 type Store interface {
 	// CreateEndpoint stores a new endpoint, with Revision 1 (whatever e.Revision
 	// says), and returns it. It returns an error wrapping store.ErrConflict if the ID
@@ -266,7 +267,8 @@ type Store interface {
 	Pending(ctx context.Context) (int64, error)
 	// Prune deletes the deliveries delivered or failed whose last attempt was before
 	// before (or, with no attempt, that were enqueued before it), and the messages
-	// left with no delivery whose Keep is before before, and returns how many
-	// deliveries it deleted. Pending deliveries are never pruned.
+	// left with no delivery (by this Prune or before it) whose Keep is before before,
+	// and returns how many deliveries it deleted. Pending deliveries are never pruned.
+	// A message's ID pruned may be enqueued again.
 	Prune(ctx context.Context, before time.Time) (int64, error)
 }

@@ -19,7 +19,9 @@ import (
 // one round trip: one statement, or one call of a function of migration 24. Claim takes
 // the due deliveries with FOR UPDATE SKIP LOCKED, so that deliverers on any number of
 // instances claim side by side without waiting for each other; an endpoint's pending
-// deliveries are counted in its row, which Enqueue locks to judge the bound.
+// deliveries are counted in its row, which Enqueue locks to judge the bound. Every
+// change locks the endpoint before its deliveries, so none waits on another in a
+// cycle.
 //
 // It holds no state besides its DB and options, and is safe for concurrent use when its
 // DB is. Create it with [NewWebhookStore], after [Migrate] has run.

@@ -15,10 +15,11 @@
 -- may be attempted, or when the lease of its claim ends), claim, last attempt and when
 -- it was enqueued, with the message's time (at) for the listing's order.
 --
--- Locks are taken in one order: an endpoint's deliveries, then the endpoint (Record,
--- Resend, the deletion); Enqueue locks only endpoints, in the order of their ids, and
--- inserts; Claim locks deliveries it may skip. So no two of them wait on each other in
--- a cycle.
+-- Locks are taken in one order: the endpoint first, then its deliveries. Enqueue locks
+-- the endpoints it names, in the order of their ids, then inserts; Record, Resend and
+-- the deletion lock the endpoint, then the delivery (or all of them); Claim and Prune
+-- lock deliveries only, skipping those locked (SKIP LOCKED), so they wait on nobody.
+-- So no two of them wait on each other in a cycle.
 
 CREATE TABLE tollgate_webhook_endpoints (
     id              text COLLATE "C" NOT NULL,
@@ -103,15 +104,18 @@ BEGIN
 END
 $$;
 
--- tollgate_webhook_delete_endpoint deletes an endpoint's deliveries, then the endpoint
--- (so that it locks them in the order Record and Resend do), and returns whether there
--- was one.
+-- tollgate_webhook_delete_endpoint locks an endpoint, deletes its deliveries, then the
+-- endpoint, and returns whether there was one.
 CREATE FUNCTION tollgate_webhook_delete_endpoint(p_id text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM 1 FROM tollgate_webhook_endpoints e WHERE e.id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     DELETE FROM tollgate_webhook_deliveries d WHERE d.endpoint_id = p_id;
     DELETE FROM tollgate_webhook_endpoints e WHERE e.id = p_id;
-    RETURN FOUND;
+    RETURN true;
 END
 $$;
 
@@ -155,6 +159,10 @@ CREATE FUNCTION tollgate_webhook_record(p_endpoint text, p_message text, p_claim
     p_due bigint, p_at bigint, p_status int, p_error text) RETURNS int
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM 1 FROM tollgate_webhook_endpoints e WHERE e.id = p_endpoint FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN 2;
+    END IF;
     UPDATE tollgate_webhook_deliveries d
        SET state = p_state, due = p_due, claim = NULL, attempts = d.attempts + 1,
            last_at = p_at, last_status = p_status, last_error = p_error
@@ -182,6 +190,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     old smallint;
 BEGIN
+    PERFORM 1 FROM tollgate_webhook_endpoints e WHERE e.id = p_endpoint FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
     SELECT d.state INTO old FROM tollgate_webhook_deliveries d
      WHERE d.endpoint_id = p_endpoint AND d.message_id = p_message FOR UPDATE;
     IF NOT FOUND THEN
@@ -200,13 +212,18 @@ $$;
 -- tollgate_webhook_prune is webhook.Store.Prune: it deletes the finished deliveries
 -- whose last attempt (or, with none, their enqueueing) was before p_before, then the
 -- messages left with no delivery whose keep is before it, and returns how many
--- deliveries it deleted.
+-- deliveries it deleted. A delivery locked (being resent, or deleted with its
+-- endpoint) is left to the next prune.
 CREATE FUNCTION tollgate_webhook_prune(p_before bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     n bigint;
 BEGIN
-    DELETE FROM tollgate_webhook_deliveries d WHERE d.state <> 1 AND coalesce(d.last_at, d.enqueued) < p_before;
+    DELETE FROM tollgate_webhook_deliveries d
+     WHERE (d.endpoint_id, d.message_id) IN (
+           SELECT x.endpoint_id, x.message_id FROM tollgate_webhook_deliveries x
+            WHERE x.state <> 1 AND coalesce(x.last_at, x.enqueued) < p_before
+              FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS n = ROW_COUNT;
     DELETE FROM tollgate_webhook_messages m
      WHERE m.keep < p_before
