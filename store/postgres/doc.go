@@ -7,8 +7,10 @@
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
 // database, [AuditStore] the audit log ([audit.Store]), [SessionStore] the sessions
 // signed out before their expiry ([auth.SessionStore]), [UsageStore] the usage
-// statistics ([usage.Store]), and [IdempotencyStore] the answers kept for batches sent
-// with an idempotency key ([idempotency.Store]).
+// statistics ([usage.Store]), [IdempotencyStore] the answers kept for batches sent
+// with an idempotency key ([idempotency.Store]), and [WebhookStore] the webhook
+// endpoints and the outbox ([webhook.Store]), from which deliverers on every instance
+// claim side by side (FOR UPDATE SKIP LOCKED).
 //
 //	cfg, err := postgres.PoolConfig(os.Getenv("DATABASE_URL")) // recommended settings
 //	if err != nil { ... }

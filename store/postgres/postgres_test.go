@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // t0 is the instant the adapter's tests start from (whole seconds), and period its
@@ -94,6 +95,12 @@ func runStores(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxpool
 	storetest.Run(t, on(newPool, 8, postgres.NewSessionStore))
 	storetest.Run(t, on(newPool, 16, postgres.NewUsageStore))
 	storetest.Run(t, on(newPool, 8, postgres.NewIdempotencyStore))
+	// The webhook store with the lowest bound on an endpoint's pending deliveries the
+	// suite takes, which it fills in few writes (TestWebhooksMaxPending checks the
+	// default).
+	storetest.Run(t, on(newPool, 16, func(db postgres.DB) (*postgres.WebhookStore, error) {
+		return postgres.NewWebhookStore(db, &postgres.WebhookOptions{MaxPending: storetest.MinPendingBound})
+	}))
 }
 
 // on returns a function that makes a store with newStore on a pool of maxConns
@@ -136,4 +143,18 @@ func TestAdmitterUnbatched(t *testing.T) {
 
 func allRoles(s *postgres.Store) storetest.AdmitterStores {
 	return storetest.AdmitterStores{Admitter: s, Keys: s, Ledger: s, Rates: s, Slots: s}
+}
+
+// TestWebhooksMaxPending runs the webhook suite at the default bound on an endpoint's
+// pending deliveries, webhook.MaxPending, which its rows of the bound fill with 10,000
+// writes (TestStores runs it at storetest.MinPendingBound).
+func TestWebhooksMaxPending(t *testing.T) {
+	testenv.SkipUnlessFull(t, "the webhook suite again, at the default bound of pending deliveries")
+	storetest.TestWebhooks(t, func(t *testing.T) webhook.Store {
+		s, err := postgres.NewWebhookStore(newPool(t, 16), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
 }

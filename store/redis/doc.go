@@ -5,6 +5,9 @@
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
 // to settle, and the [driver.Sweeper], through which every instance voids expired
 // reservations. It is also an [auth.SessionStore] and an [idempotency.Store].
+// [WebhookStore], a value of its own over the same client and prefix, keeps the webhook
+// endpoints and the outbox ([webhook.Store]), all on one Cluster slot (see
+// docs/redis.md, "Webhooks").
 //
 // Give the one Store the roles it should play:
 //

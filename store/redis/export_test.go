@@ -20,6 +20,10 @@ var Scripts = map[string]*goredis.Script{
 	"checkKey": checkKeyScript, "delIf": delIfScript, "void": voidScript, "due": dueScript,
 	"reindex": reindexScript, "sweepClaim": sweepClaimScript, "update": updateScript, "updateAccount": updateAccountScript, "deleteAccount": deleteAccountScript, "idemClaim": idemClaimScript, "idemClose": idemCloseScript,
 	"krevInit": krevInitScript, "pruneKeys": pruneKeysScript,
+	"whCreate": whCreateScript, "whUpdate": whUpdateScript, "whDelete": whDeleteScript,
+	"whEndpoints": whEndpointsScript, "whEnqueue": whEnqueueScript, "whClaim": whClaimScript,
+	"whRecord": whRecordScript, "whResend": whResendScript, "whList": whListScript,
+	"whPrune": whPruneScript,
 }
 
 // LuaFiles returns the files of lua/, each with its text as written (includes not

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // addr returns the address of the test Redis ($TOLLGATE_TEST_REDIS), or skips the test
@@ -147,9 +148,38 @@ func openStore(t testing.TB, c goredis.UniversalClient, prefix string, opts *red
 }
 
 // TestStore runs the conformance suites on the Store, in every role it plays: keys,
-// credits and limits, sessions and idempotency records in Redis (see storetest.Run).
+// credits and limits, sessions and idempotency records in Redis (see storetest.Run);
+// and on the WebhookStore.
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) any { return newStore(t, nil) })
+	storetest.Run(t, func(t *testing.T) any { return newWebhookStore(t, client(t), storetest.MinPendingBound) })
+}
+
+// newWebhookStore returns a WebhookStore on c under a fresh prefix, with a bound of
+// maxPending pending deliveries per endpoint (0 for the default).
+func newWebhookStore(t testing.TB, c goredis.UniversalClient, maxPending int) *redis.WebhookStore {
+	t.Helper()
+	s, err := redis.NewWebhookStore(c, &redis.WebhookOptions{Prefix: newPrefix(t, c), MaxPending: maxPending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestWebhooksMaxPending runs the webhook suite at the default bound on an endpoint's
+// pending deliveries, webhook.MaxPending, which its rows of the bound fill with 10,000
+// writes (TestStore runs it at storetest.MinPendingBound).
+func TestWebhooksMaxPending(t *testing.T) {
+	testenv.SkipUnlessFull(t, "the webhook suite again, at the default bound of pending deliveries")
+	storetest.TestWebhooks(t, func(t *testing.T) webhook.Store { return newWebhookStore(t, client(t), 0) })
+}
+
+// TestWebhooksRESP3 runs the webhook suite over RESP3: the bodies and the records
+// must come back byte for byte under both protocols.
+func TestWebhooksRESP3(t *testing.T) {
+	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
+	t.Cleanup(func() { c.Close() })
+	storetest.TestWebhooks(t, func(t *testing.T) webhook.Store { return newWebhookStore(t, c, storetest.MinPendingBound) })
 }
 
 // TestAdmitterRESP3 runs the suite over a client speaking RESP3, go-redis's default,

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // crc16 is the CRC-16/XMODEM of Redis Cluster (polynomial 0x1021, initial value 0),
@@ -230,6 +231,9 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		must(t, s.DeleteAccount(ctx, acct))
 	}
 
+	// The webhook outbox: every script of the WebhookStore, under the same prefix.
+	driveWebhooks(t, c, prefix)
+
 	cmds := rec.take()
 	seen := map[string]bool{}
 	for _, args := range cmds {
@@ -295,4 +299,39 @@ func freeAddr(t testing.TB) string {
 	a := ln.Addr().String()
 	ln.Close()
 	return a
+}
+
+// driveWebhooks runs every script of a WebhookStore on c under prefix: endpoints
+// created, updated, listed and deleted, messages enqueued, claimed, recorded, resent,
+// listed and pruned.
+func driveWebhooks(t *testing.T, c goredis.UniversalClient, prefix string) {
+	ctx := t.Context()
+	s, err := redis.NewWebhookStore(c, &redis.WebhookOptions{Prefix: prefix})
+	must(t, err)
+	t0 := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
+	for _, acct := range []string{"acme", "", "a}b", "{x}"} {
+		e, err := s.CreateEndpoint(ctx, webhook.Endpoint{ID: "ep-" + acct, Account: acct, URL: "https://example.com/", Secret: "whsec_x", Created: t0})
+		must(t, err)
+		e.URL = "https://example.com/2"
+		_, err = s.UpdateEndpoint(ctx, e)
+		must(t, err)
+		_, err = s.Endpoints(ctx, acct)
+		must(t, err)
+		_, _, err = s.Enqueue(ctx, webhook.Message{ID: "msg-" + acct, Type: "key.rotated", Account: acct, At: t0, Body: []byte("{}")}, []string{e.ID}, t0)
+		must(t, err)
+		ds, err := s.Claim(ctx, t0, time.Minute, 10)
+		must(t, err)
+		for _, d := range ds {
+			must(t, s.Record(ctx, webhook.Outcome{Endpoint: d.Endpoint, Message: d.Message.ID, Claim: d.Claim, State: webhook.Delivered, Attempt: webhook.Attempt{At: t0, Status: 200}}))
+		}
+		_, err = s.Resend(ctx, e.ID, "msg-"+acct, t0)
+		must(t, err)
+		_, err = s.Deliveries(ctx, e.ID, webhook.Query{})
+		must(t, err)
+		_, err = s.Pending(ctx)
+		must(t, err)
+		must(t, s.DeleteEndpoint(ctx, e.ID))
+	}
+	_, err = s.Prune(ctx, t0.Add(time.Hour))
+	must(t, err)
 }

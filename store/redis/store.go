@@ -129,11 +129,9 @@ func New(client goredis.UniversalClient, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Prefix == "" {
-		o.Prefix = "tollgate"
-	}
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return nil, fmt.Errorf("redis: prefix %q: braces would change the keys' hash tags", o.Prefix)
+	var err error
+	if o.Prefix, err = checkPrefix(o.Prefix); err != nil {
+		return nil, err
 	}
 	switch {
 	case o.Retention < 0:
@@ -162,6 +160,18 @@ func New(client goredis.UniversalClient, opts *Options) (*Store, error) {
 		s.batches = groupcommit.New(o.Batch, s.pipeline)
 	}
 	return s, nil
+}
+
+// checkPrefix returns the prefix of every key: p, or "tollgate" for "". It refuses
+// one with braces.
+func checkPrefix(p string) (string, error) {
+	if p == "" {
+		return "tollgate", nil
+	}
+	if strings.ContainsAny(p, "{}") {
+		return "", fmt.Errorf("redis: prefix %q: braces would change the keys' hash tags", p)
+	}
+	return p, nil
 }
 
 // Key names. Every key of an account is <prefix>:{<tag>}:<kind>, where the tag is the
