@@ -18,7 +18,7 @@ import (
 // where it was found, and a second read would only fail, or wait, the same way.
 func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receipt, apis ...string) Reply {
 	if CodeOf(err) == CodeUnavailable {
-		s.refused(ctx, p, apis, err)
+		s.refused(ctx, p, apis, err, billing.Balance{})
 		rc.Plan = p.Plan
 		return Reply{Err: err, Receipt: rc}
 	}
@@ -27,14 +27,14 @@ func (s *Service) refuse(ctx context.Context, p *Principal, err error, rc Receip
 			return Reply{Err: verr}
 		}
 	}
-	if err != nil {
-		s.refused(ctx, p, apis, err)
-	}
 	rc.Plan = p.Plan
 	if rc.Balance == (billing.Balance{}) {
 		if b, berr := s.balance(ctx, p); berr == nil {
 			rc.Balance = b
 		}
+	}
+	if err != nil {
+		s.refused(ctx, p, apis, err, rc.Balance)
 	}
 	return Reply{Err: err, Receipt: rc}
 }

@@ -207,7 +207,7 @@ func (s *Service) prepareBatch(ctx context.Context, p *Principal, api *catalog.A
 	for i, err := range errs {
 		if err != nil {
 			pb.items[i].Err = asError(err)
-			s.refused(ctx, p, []string{api.ID}, err)
+			s.refused(ctx, p, []string{api.ID}, err, billing.Balance{})
 			continue
 		}
 		pb.invs, pb.of = append(pb.invs, invs[i]), append(pb.of, i)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/event"
 )
 
@@ -57,7 +58,7 @@ func (st *steps) mark(at *time.Time) {
 // nothing whatever its results. one, when not nil, holds the event, so that a call of
 // one API allocates nothing more for it.
 func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, invs []invocation, results []Result, took []time.Duration,
-	st *steps, how event.Settlement, remaining int64, one *single) {
+	st *steps, how event.Settlement, b billing.Balance, one *single) {
 	if st.now == nil {
 		return
 	}
@@ -69,7 +70,7 @@ func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, inv
 		e = &event.Call{APIs: make([]event.APIResult, 0, len(invs))}
 	}
 	e.At, e.Account, e.Key, e.Channel = now, p.Account.ID, p.Key.ID, channelName(p)
-	e.Settlement, e.Remaining = how, remaining
+	e.Settlement, e.Balance = how, eventBalance(b)
 	e.Admission, e.Run, e.Settle = st.admitted.Sub(st.start), st.ran.Sub(st.admitted), st.settled.Sub(st.ran)
 	charges := how == event.Settled || how == event.Deferred
 	for i := range invs {
@@ -90,8 +91,9 @@ func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, inv
 }
 
 // refused publishes a call of p refused with err, for each of apis that the catalog
-// has: an API listed n times (the items of a batch) is listed n times.
-func (s *Service) refused(ctx context.Context, p *Principal, apis []string, err error) {
+// has (an API listed n times, the items of a batch, is listed n times), with the
+// balance b the refusal found.
+func (s *Service) refused(ctx context.Context, p *Principal, apis []string, err error, b billing.Balance) {
 	if len(apis) == 0 || !s.events.Wants(event.CallRefused) {
 		return
 	}
@@ -109,5 +111,11 @@ func (s *Service) refused(ctx context.Context, p *Principal, apis []string, err 
 		return
 	}
 	s.events.Publish(ctx, &event.Refusal{At: s.now(), Account: p.Account.ID, Key: p.Key.ID,
-		Channel: channelName(p), APIs: known, Code: code.String()})
+		Channel: channelName(p), APIs: known, Code: code.String(), Balance: eventBalance(b)})
+}
+
+// eventBalance returns b as an event tells it.
+func eventBalance(b billing.Balance) event.Balance {
+	return event.Balance{Remaining: b.Remaining, Granted: b.Granted, Used: b.Used, Allowance: b.Allowance,
+		PeriodStart: b.Period.Start, PeriodEnd: b.Period.End}
 }

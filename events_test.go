@@ -168,8 +168,8 @@ func TestCallEvents(t *testing.T) {
 	for i := range c.APIs {
 		c.APIs[i].Duration = 0
 	}
-	if !slices.Equal(c.APIs, want) || c.Charged != 5 || c.Remaining != 95 {
-		t.Fatalf("call event APIs %+v, charged %d, remaining %d; want %+v, 5, 95", c.APIs, c.Charged, c.Remaining, want)
+	if !slices.Equal(c.APIs, want) || c.Charged != 5 || c.Balance.Remaining != 95 {
+		t.Fatalf("call event APIs %+v, charged %d, remaining %d; want %+v, 5, 95", c.APIs, c.Charged, c.Balance.Remaining, want)
 	}
 
 	// A refusal names the catalog's APIs, not made-up ids.

@@ -157,7 +157,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		s.log.WarnContext(ctx, "tollgate: settlement deferred; retrying in the background until the reservation expires",
 			"account", p.Account.ID, "request", t.Request.String(), "error", err)
 	}
-	s.finished(ctx, p, now, invs, results, took, &st, how, b.Remaining, one)
+	s.finished(ctx, p, now, invs, results, took, &st, how, b, one)
 	return Reply{Results: results, Receipt: rc}
 }
 
@@ -181,7 +181,7 @@ func (s *Service) unsettled(ctx context.Context, p *Principal, now time.Time, in
 			"account", p.Account.ID, "request", t.Request.String(), "error", rerr)
 	}
 	st.mark(&st.settled)
-	s.finished(ctx, p, now, invs, results, took, st, event.Unsettled, b.Remaining, nil)
+	s.finished(ctx, p, now, invs, results, took, st, event.Unsettled, b, nil)
 	rc.Plan, rc.Balance = p.Plan, b
 	if errors.Is(err, idempotency.ErrNotHeld) {
 		s.log.WarnContext(ctx, "tollgate: a batch sent with an idempotency key ran, but outlived its lease: its idempotency record was taken over by a retry, or expired; it is not charged (its reservation is refunded)",

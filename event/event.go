@@ -134,9 +134,9 @@ type Call struct {
 	// charge of their cost (catalog.Request.Charge); zero when Settlement is Voided or
 	// Unsettled.
 	Charged int64
-	// Remaining is the account's balance after the settlement; meaningful only when
+	// Balance is the account's balance after the settlement; meaningful only when
 	// Settlement is Settled.
-	Remaining int64
+	Balance Balance
 	// Settlement says what became of the call's charge.
 	Settlement Settlement
 	// Admission is how long the admission took (rate limit, concurrency slot, credit
@@ -197,7 +197,27 @@ type Refusal struct {
 	APIs []string
 	// Code is the refusal's code ("rate_limited", "credits_exhausted", ...).
 	Code string
+	// Balance is the account's balance when the call was refused; zero when the
+	// refusal did not read it (an item of a batch refused for its input, or a store
+	// that was unavailable).
+	Balance Balance
 }
+
+// Balance is an account's credit position, as a call left it or found it.
+type Balance struct {
+	// Remaining is the number of credits left, of which Granted are held by grants
+	// (the rest is what is left of the period's allowance).
+	Remaining, Granted int64
+	// Used is the number of credits spent in the period, net of refunds; Allowance is
+	// the plan's credits per period.
+	Used, Allowance int64
+	// PeriodStart and PeriodEnd bound the period: the renewal is at PeriodEnd.
+	PeriodStart, PeriodEnd time.Time
+}
+
+// AllowanceUsed returns the number of credits of the period's allowance spent:
+// Allowance less what is left of it, never below zero.
+func (b Balance) AllowanceUsed() int64 { return max(0, b.Allowance-(b.Remaining-b.Granted)) }
 
 // Sweep is a sweep that voided expired reservations (of instances that died, or of
 // settlements the store never took), giving their credits back.
@@ -240,6 +260,9 @@ type Change struct {
 	// Credits is the opening balance of a created account, or the amount of a credit
 	// adjustment (negative when credits were taken).
 	Credits int64
+	// Expires is when what is left of a grant lapses (a CreditsAdjusted of a positive
+	// amount given an expiry); zero for a grant that never lapses, and for other kinds.
+	Expires time.Time
 	// Reason is the reason given for a credit adjustment, a suspension or a closure;
 	// "login" for a session started through the host's login; for a PlanChanged back
 	// to the plan in force, the pending change it dropped.
