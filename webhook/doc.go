@@ -6,4 +6,12 @@
 // The outbox and the endpoints live in a [Store], shared by every instance: any
 // instance may deliver what another enqueued, a delivery is claimed by one deliverer at
 // a time, and a message survives the instance that enqueued it.
+//
+// A [Deliverer] delivers the outbox: run one on every instance (or on some). It claims
+// the deliveries that are due, posts each message, signed, to its endpoint's URL,
+// retries the failures on a [Schedule] (by default ten attempts over about three
+// days), and disables an endpoint that answers 410 Gone or that failed every delivery
+// for the whole schedule. It runs on goroutines of its own and never slows the
+// service's calls; the rules of an attempt (what is sent, what succeeds, which
+// destinations are refused) are [Deliverer]'s documentation.
 package webhook

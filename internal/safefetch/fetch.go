@@ -157,6 +157,28 @@ func New(opts *Options) *Fetcher {
 	return f
 }
 
+// Transport returns the Fetcher's transport, for a caller that sends requests of its
+// own (a POST, its own headers) under the Fetcher's address policy: every connection
+// it opens is checked at dial time as [Fetcher.Fetch]'s are (see the package
+// documentation), never through a proxy, with the Fetcher's timeout on the connection
+// and the TLS handshake. The rest is the caller's: the URL (see [ValidateURL]), the
+// request's timeout, redirects (its client's CheckRedirect), the size of what it
+// reads. A connection the policy refuses fails with an [*Error] the client's error
+// wraps (errors.As finds it), of Reason ReasonBlocked or ReasonNetwork, whose message
+// does not name the address. It is shared by every request of the Fetcher's.
+func (f *Fetcher) Transport() http.RoundTripper { return f.client.Transport }
+
+// ValidateURL checks what [Fetcher.Fetch] checks of a URL without the network: an
+// absolute http or https URL with a host, a valid port, no credentials, at most
+// [MaxURLLength] bytes. Its error is an [*Error] naming the URL, of Reason
+// ReasonBadURL or ReasonScheme.
+func ValidateURL(rawURL string) error {
+	if _, e := parseURL(rawURL); e != nil {
+		return e.forURL(rawURL, "")
+	}
+	return nil
+}
+
 // LookupParallelism is how many host names [Fetcher.CheckAll] resolves at once.
 const LookupParallelism = 8
 

@@ -1,0 +1,610 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/brand"
+	"github.com/tollgate-dev/tollgate/internal/every"
+	"github.com/tollgate-dev/tollgate/internal/safefetch"
+	"github.com/tollgate-dev/tollgate/store"
+)
+
+// The defaults of [DelivererOptions].
+const (
+	DefaultTimeout     = 15 * time.Second
+	DefaultLease       = time.Minute
+	DefaultConcurrency = 8
+	DefaultPoll        = time.Second
+	DefaultRetention   = 30 * 24 * time.Hour
+	// DefaultPruneInterval is the longest default interval of the prune.
+	DefaultPruneInterval = time.Hour
+)
+
+// LeaseMargin is how much longer than [DelivererOptions.Timeout] a lease must be: the
+// time an attempt may take besides the request (reading the endpoint, recording the
+// outcome).
+const LeaseMargin = 10 * time.Second
+
+// MaxConcurrency is the most attempts a [Deliverer] may make at once.
+const MaxConcurrency = 256
+
+// MaxAnswer is the most of an answer's body a [Deliverer] reads, in bytes: the start
+// of a failure's answer is kept in its [Attempt.Error]; the rest is never read.
+const MaxAnswer = 4 << 10
+
+// ErrRunning is returned by [Deliverer.Run] while the Deliverer runs already.
+var ErrRunning = errors.New("webhook: the deliverer is running already: run it once, or make another for the same store")
+
+// DelivererOptions configures a [Deliverer]. The zero value, like a nil
+// *DelivererOptions, is the default.
+type DelivererOptions struct {
+	// Schedule is when a delivery's attempts are made. The default is
+	// [DefaultSchedule]; see [Schedule.Check] for what is allowed.
+	Schedule Schedule
+	// Jitter moves each wait of the schedule at random by up to this fraction of it,
+	// up or down, so that deliveries that failed together are not retried together.
+	// The default is [DefaultJitter] (20%); a negative value turns it off; 1 or more
+	// is not allowed.
+	Jitter float64
+	// Rand returns a random number in [0, 1) for the jitter; it is called from
+	// several goroutines at once. The default is math/rand/v2's Float64. Tests give
+	// their own.
+	Rand func() float64
+	// MaxRetryAfter is the longest a receiver's Retry-After may put the next attempt
+	// off (see [Deliverer]). The default is [DefaultMaxRetryAfter] (24 hours); a
+	// negative value ignores Retry-After.
+	MaxRetryAfter time.Duration
+	// Timeout bounds an attempt: connecting, sending, and reading the answer. The
+	// default is [DefaultTimeout] (15 seconds).
+	Timeout time.Duration
+	// Lease is how long a claim holds a delivery: another deliverer may claim it once
+	// the lease ended without an outcome (its deliverer stopped or died). It must be
+	// at least Timeout plus [LeaseMargin]. The default is [DefaultLease] (a minute),
+	// or Timeout plus LeaseMargin if that is longer.
+	Lease time.Duration
+	// Concurrency is the most attempts made at once, each on a goroutine of its own.
+	// The default is [DefaultConcurrency] (8); at most [MaxConcurrency].
+	Concurrency int
+	// Poll is how often the deliverer asks the store for deliveries due while it
+	// knows of none ([Deliverer.Wake] asks at once). The default is [DefaultPoll]
+	// (a second): with it, a message's first attempt is made within about a second
+	// of its enqueueing, and a retry about a second after it is due.
+	Poll time.Duration
+	// Retention is how long a delivery delivered or failed is kept after its last
+	// attempt, for its endpoint's owner to look at and resend: [Deliverer.Prune]
+	// deletes the older ones. The default is [DefaultRetention] (30 days); a
+	// negative value keeps them all.
+	Retention time.Duration
+	// PruneInterval is how often [Deliverer.Run] prunes, with a Retention: once when
+	// it starts, then at this interval. The default is a tenth of Retention, at least a
+	// second and at most [DefaultPruneInterval]; a negative value turns it off (call
+	// Prune yourself then). Any number of deliverers may prune the same store.
+	PruneInterval time.Duration
+	// AllowPrivate lets deliveries reach loopback, private, link-local and every
+	// other address that is not a public internet address. It is for local
+	// development and tests only (the example server's -allow-private-fetch sets it):
+	// where endpoints' owners are not trusted, it lets them reach the service's own
+	// network. Default false.
+	AllowPrivate bool
+	// Resolve returns the addresses of a host name, for the check of every
+	// connection. The default is the system's resolver. Tests give their own.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Brand names the service in the user-agent of the attempts: its Command, as
+	// "tollgate-webhooks/1". The default is [brand.Default].
+	Brand brand.Brand
+	// Now returns the current time: of the attempts, their schedule, the claims and
+	// the prune. The default is time.Now.
+	Now func() time.Time
+	// Logger receives what goes wrong in the background: a store that fails, an
+	// endpoint disabled. The default is slog.Default().
+	Logger *slog.Logger
+	// OnDisabled, if set, is told of every endpoint the deliverer disables, once the
+	// endpoint is stored disabled (see [Deliverer]), on the deliverer's goroutine,
+	// with the context Run was given: it must return promptly. A panic in it is
+	// logged, not raised. Of several deliverers that disable the same endpoint at
+	// once, the one whose change is stored tells.
+	OnDisabled func(ctx context.Context, e DisabledEndpoint)
+}
+
+// Check reports what is wrong with o, or nil; a nil o is the default, which is valid.
+// [NewDeliverer] panics with this error.
+func (o *DelivererOptions) Check() error {
+	if o == nil {
+		return nil
+	}
+	if err := o.Schedule.Check(); err != nil {
+		return err
+	}
+	if o.Jitter >= 1 {
+		return errJitter
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("webhook: the timeout %s is negative; give a positive one, or 0 for the default (%s)", o.Timeout, DefaultTimeout)
+	}
+	timeout := cmp0(o.Timeout, DefaultTimeout)
+	if o.Lease != 0 && o.Lease < timeout+LeaseMargin {
+		return fmt.Errorf("webhook: the lease %s is shorter than the timeout (%s) and %s: another deliverer could claim a delivery while its attempt runs; give a longer lease", o.Lease, timeout, LeaseMargin)
+	}
+	if o.Concurrency < 0 || o.Concurrency > MaxConcurrency {
+		return fmt.Errorf("webhook: the concurrency %d is out of range: give 1 to %d, or 0 for the default (%d)", o.Concurrency, MaxConcurrency, DefaultConcurrency)
+	}
+	if o.Poll < 0 {
+		return fmt.Errorf("webhook: the poll interval %s is negative; give a positive one, or 0 for the default (%s)", o.Poll, DefaultPoll)
+	}
+	return o.Brand.Check()
+}
+
+// cmp0 returns v, or def if v is zero.
+func cmp0[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// A DisableCause is why a deliverer disabled an endpoint.
+type DisableCause uint8
+
+// The causes of disabling.
+const (
+	// DisabledGone: the endpoint answered an attempt with 410 Gone.
+	DisabledGone DisableCause = iota + 1
+	// DisabledFailing: a delivery failed every attempt of the schedule, and no
+	// delivery to the endpoint succeeded since that delivery's message.
+	DisabledFailing
+)
+
+// String returns the cause's name: "gone" or "failing".
+func (c DisableCause) String() string {
+	switch c {
+	case DisabledGone:
+		return "gone"
+	case DisabledFailing:
+		return "failing"
+	}
+	return fmt.Sprintf("DisableCause(%d)", uint8(c))
+}
+
+// A DisabledEndpoint tells that a deliverer disabled an endpoint (see
+// [DelivererOptions.OnDisabled]): what the service tells the endpoint's owner as an
+// [EndpointDisabled] event ([EndpointDisabledData]). It holds no secret.
+type DisabledEndpoint struct {
+	// Endpoint, Account and URL are the endpoint's.
+	Endpoint, Account, URL string
+	// At and Reason are the endpoint's Disabled and DisabledReason, as stored.
+	At     time.Time
+	Reason string
+	Cause  DisableCause
+	// Message is the ID of the message whose delivery's attempt led to it, and Last
+	// that attempt.
+	Message string
+	Last    Attempt
+}
+
+// DelivererStats counts what a [Deliverer] did since it was made.
+type DelivererStats struct {
+	// Attempted counts the attempts made: requests sent, or refused before they were
+	// sent (a destination the address policy refuses, a host that did not answer
+	// lately).
+	Attempted int64
+	// Delivered, Retried and Failed count the outcomes recorded: a delivery
+	// delivered, pending again for a retry, given up.
+	Delivered, Retried, Failed int64
+	// Skipped counts the deliveries given up without an attempt, their endpoint
+	// disabled or deleted; they are counted in Failed too.
+	Skipped int64
+	// ClaimLost counts the outcomes not recorded because the claim no longer held the
+	// delivery: another deliverer claimed it after the lease, or it was resent.
+	ClaimLost int64
+	// Disabled counts the endpoints this deliverer disabled.
+	Disabled int64
+	// StoreErrors counts the store's failures: to claim, to read an endpoint, to
+	// record an outcome.
+	StoreErrors int64
+}
+
+// A Deliverer delivers the outbox of a [Store]: it claims the deliveries that are
+// due, makes one attempt at each, in parallel, and records the outcome. Any number of
+// deliverers, on any number of instances, may deliver the same store: the store's
+// claim makes sure that one attempt at a delivery is made at a time, and a delivery
+// whose deliverer stopped or died is claimed again once its lease ends. A message is
+// delivered at least once: a receiver may get it again (the same webhook-id) when an
+// outcome could not be recorded.
+//
+// # An attempt
+//
+// An attempt POSTs the message's body to the endpoint's URL, with content-type
+// application/json, the Standard Webhooks headers webhook-id (the message's ID, the
+// same on every attempt), webhook-timestamp (the attempt's time, in Unix seconds) and
+// webhook-signature (over that timestamp: one signature with the endpoint's secret and,
+// while a rotation's PreviousUntil has not passed, one with its previous secret), and a
+// user-agent naming the service ("tollgate-webhooks/1"). It succeeds on a 2xx answer.
+// Everything else fails it: another status, a redirect (3xx: redirects are never
+// followed), no answer within [DelivererOptions.Timeout], a connection that fails. Of
+// an answer, at most [MaxAnswer] bytes are read; a failure's [Attempt.Error] says what
+// happened and holds the start of the answer's body, cut to [MaxError].
+//
+// The URL must be an absolute http or https URL without credentials, on a host whose
+// every address is a public internet address: the address is checked when each
+// connection is dialed, after the name is resolved, so a name that resolves to a
+// public address when it is checked and to an internal one when it is used reaches
+// nothing (see [DelivererOptions.AllowPrivate]). A refused destination fails the
+// attempt with one message, whatever the reason, so that an endpoint's owner cannot
+// map the service's network by the answers.
+//
+// # The schedule
+//
+// The first attempt is made as soon as the message is enqueued (within
+// [DelivererOptions.Poll], at once after [Deliverer.Wake]). After the n-th attempt
+// failed, the next is due after the schedule's n-th wait ([Schedule.Wait]) moved at
+// random by the jitter. A 429 or 503 answer with a Retry-After header (seconds, or an
+// HTTP date) puts the next attempt off to when it asks, if that is later than the
+// schedule's, and at most [DelivererOptions.MaxRetryAfter] after the attempt: a
+// Retry-After never brings an attempt forward, nor adds one. Once the schedule's last
+// attempt failed, the delivery is Failed. A delivery resent after its schedule ran out
+// gets one more attempt.
+//
+// A host that did not answer an attempt (it timed out, or the connection failed) is
+// not tried again for 30 seconds by the same deliverer, but for one attempt at a time:
+// the deliveries to it claimed meanwhile fail at once ("not attempted"), and are retried
+// on their schedule. So a host that never answers holds one of the deliverer's
+// attempts, not all of them.
+//
+// # Disabling an endpoint
+//
+// A deliverer disables an endpoint (it sets Disabled and DisabledReason, and tells
+// [DelivererOptions.OnDisabled]):
+//   - at once, when the endpoint answers 410 Gone: the delivery is Failed;
+//   - when a delivery failed its schedule's last attempt and no delivery to the
+//     endpoint succeeded since that delivery's message was made (Message.At): so the
+//     endpoint failed everything for at least the schedule's length. The deliverer
+//     looks for a success among the endpoint's deliveries, newest message first, back
+//     to messages older than that one by the longest a schedule can last with jitter
+//     and Retry-After, and at most 1000 deliveries: none found is none.
+//
+// A delivery whose endpoint is disabled or deleted is recorded Failed without an
+// attempt when it is claimed.
+type Deliverer struct {
+	store         Store
+	schedule      Schedule
+	jitter        float64
+	rand          func() float64
+	maxRetryAfter time.Duration
+	timeout       time.Duration
+	lease         time.Duration
+	concurrency   int
+	poll          time.Duration
+	retention     time.Duration
+	pruneInterval time.Duration
+	now           func() time.Time
+	log           *slog.Logger
+	onDisabled    func(context.Context, DisabledEndpoint)
+	userAgent     string
+	client        *http.Client
+	hosts         *breakers
+
+	wake    chan struct{}
+	running atomic.Bool
+	stats   struct {
+		attempted, delivered, retried, failed, skipped, claimLost, disabled, storeErrors atomic.Int64
+	}
+}
+
+// NewDeliverer returns a Deliverer of store's outbox, configured by opts, which may be
+// nil. It panics if opts are not valid (see [DelivererOptions.Check]). It delivers
+// nothing until [Deliverer.Run].
+func NewDeliverer(store Store, opts *DelivererOptions) *Deliverer {
+	if store == nil {
+		panic("webhook: NewDeliverer needs a Store")
+	}
+	if err := opts.Check(); err != nil {
+		panic(err)
+	}
+	var o DelivererOptions
+	if opts != nil {
+		o = *opts
+	}
+	d := &Deliverer{
+		store:         store,
+		schedule:      o.Schedule,
+		jitter:        cmp0(o.Jitter, DefaultJitter),
+		rand:          o.Rand,
+		maxRetryAfter: cmp0(o.MaxRetryAfter, DefaultMaxRetryAfter),
+		timeout:       cmp0(o.Timeout, DefaultTimeout),
+		concurrency:   cmp0(o.Concurrency, DefaultConcurrency),
+		poll:          cmp0(o.Poll, DefaultPoll),
+		retention:     cmp0(o.Retention, DefaultRetention),
+		now:           o.Now,
+		log:           o.Logger,
+		onDisabled:    o.OnDisabled,
+		userAgent:     o.Brand.OrDefault().Command + "-webhooks/1",
+		wake:          make(chan struct{}, 1),
+	}
+	if d.schedule == nil {
+		d.schedule = DefaultSchedule()
+	} else {
+		d.schedule = append(Schedule(nil), d.schedule...)
+	}
+	if d.rand == nil {
+		d.rand = rand.Float64
+	}
+	d.lease = o.Lease
+	if d.lease == 0 {
+		d.lease = max(DefaultLease, d.timeout+LeaseMargin)
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.retention > 0 {
+		d.pruneInterval = o.PruneInterval
+		if d.pruneInterval == 0 {
+			d.pruneInterval = every.TenthOf(d.retention, DefaultPruneInterval)
+		}
+	}
+	d.hosts = newBreakers(hostCooldown)
+	fetcher := safefetch.New(&safefetch.Options{
+		AllowPrivate: o.AllowPrivate,
+		MaxRedirects: -1,
+		Timeout:      d.timeout,
+		UserAgent:    d.userAgent,
+		Logger:       d.log,
+		Resolve:      o.Resolve,
+	})
+	d.client = &http.Client{
+		Transport: fetcher.Transport(),
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a redirect is the answer, never followed
+		},
+	}
+	return d
+}
+
+// Stats returns what the deliverer did since it was made.
+func (d *Deliverer) Stats() DelivererStats {
+	return DelivererStats{
+		Attempted:   d.stats.attempted.Load(),
+		Delivered:   d.stats.delivered.Load(),
+		Retried:     d.stats.retried.Load(),
+		Failed:      d.stats.failed.Load(),
+		Skipped:     d.stats.skipped.Load(),
+		ClaimLost:   d.stats.claimLost.Load(),
+		Disabled:    d.stats.disabled.Load(),
+		StoreErrors: d.stats.storeErrors.Load(),
+	}
+}
+
+// Wake tells the deliverer that deliveries may be due now (a message was just
+// enqueued), so that it claims them without waiting for its next poll. It never
+// blocks.
+func (d *Deliverer) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Prune deletes the deliveries delivered or failed whose last attempt is older than
+// [DelivererOptions.Retention], and the messages left without deliveries whose Keep has
+// passed, and returns how many deliveries it deleted. It does nothing without a
+// retention. Its error is the store's.
+func (d *Deliverer) Prune(ctx context.Context) (int64, error) {
+	if d.retention < 0 {
+		return 0, nil
+	}
+	n, err := d.store.Prune(ctx, d.now().Add(-d.retention))
+	if err != nil {
+		return n, fmt.Errorf("webhook: prune the deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// maxClaimBackoff is the longest wait after the store failed a claim.
+const maxClaimBackoff = 30 * time.Second
+
+// Run delivers until ctx ends, on goroutines of its own, [DelivererOptions.Concurrency]
+// attempts at a time; it prunes too (see [DelivererOptions.PruneInterval]). It returns
+// nil once ctx ended and the attempts in flight were abandoned: they are not recorded,
+// and another deliverer (or this one, run again) retries them when their lease ends.
+// A store that fails is logged and asked again, less and less often, up to every 30
+// seconds. It returns ErrRunning at once if the Deliverer runs already.
+func (d *Deliverer) Run(ctx context.Context) error {
+	if !d.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer d.running.Store(false)
+	if d.retention > 0 && d.pruneInterval > 0 {
+		stop := every.StartNow(d.pruneInterval, every.Chore{Do: d.Prune,
+			Failed: "webhook: cannot prune the deliveries; the next prune tries again",
+			Done:   "webhook: pruned the deliveries older than the retention",
+			Attrs:  []any{"retention", d.retention.String()},
+		}.Run(d.log))
+		defer stop()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{}, d.concurrency)
+	running := 0
+	defer func() {
+		cancel()
+		for ; running > 0; running-- {
+			<-done
+		}
+	}()
+	backoff := d.poll
+	for ctx.Err() == nil {
+		free := d.concurrency - running
+		// saturated: the deliverer has as much as it can do, and should claim again as
+		// soon as an attempt ends.
+		saturated := free == 0
+		wait := d.poll
+		if free > 0 {
+			claimed := d.now()
+			ds, err := d.store.Claim(ctx, claimed, d.lease, free)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil
+			case err != nil:
+				d.stats.storeErrors.Add(1)
+				d.log.Warn("webhook: cannot claim the deliveries due; trying again", "error", err, "in", backoff.String())
+				wait, backoff = backoff, min(backoff*2, maxClaimBackoff)
+			default:
+				backoff = d.poll
+				for _, dl := range ds {
+					running++
+					go func() {
+						defer func() { done <- struct{}{} }()
+						d.deliver(ctx, dl, claimed)
+					}()
+				}
+				saturated = len(ds) == free
+			}
+		}
+		timer := time.NewTimer(wait)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				break waiting
+			case <-timer.C:
+				break waiting
+			case <-d.wake:
+				break waiting
+			case <-done:
+				running--
+				if saturated {
+					break waiting
+				}
+			}
+		}
+		timer.Stop()
+	}
+	return nil
+}
+
+// deliver makes one attempt at dl, claimed at claimed, and records its outcome. It
+// records nothing once ctx has ended.
+func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("webhook: the delivery of a message panicked; it is retried when its lease ends",
+				"endpoint", dl.Endpoint, "message", dl.Message.ID, "panic", r)
+		}
+	}()
+	ep, err := d.store.Endpoint(ctx, dl.Endpoint)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, store.ErrNotFound):
+		d.skip(ctx, dl, "the endpoint was deleted; no attempt was made")
+		return
+	case err != nil:
+		d.stats.storeErrors.Add(1)
+		d.log.Warn("webhook: cannot read a delivery's endpoint; the delivery is retried when its lease ends",
+			"endpoint", dl.Endpoint, "message", dl.Message.ID, "error", err)
+		return
+	case !ep.Disabled.IsZero():
+		reason := "the endpoint is disabled; no attempt was made"
+		if ep.DisabledReason != "" {
+			reason = "the endpoint is disabled (" + ep.DisabledReason + "); no attempt was made"
+		}
+		d.skip(ctx, dl, reason)
+		return
+	}
+	// The attempt must end before the lease does, or another deliverer could make one
+	// at the same time: a claim whose endpoint took long to read is left to its lease.
+	if d.now().Add(d.timeout).After(claimed.Add(d.lease)) {
+		d.log.Warn("webhook: the store took too long to read a delivery's endpoint; the delivery is retried when its lease ends",
+			"endpoint", dl.Endpoint, "message", dl.Message.ID)
+		return
+	}
+	res := d.attempt(ctx, ep, dl.Message)
+	if ctx.Err() != nil {
+		return
+	}
+	d.stats.attempted.Add(1)
+	o, exhausted := d.outcome(dl, res)
+	if !d.record(ctx, o) {
+		return
+	}
+	switch {
+	case res.status == http.StatusGone:
+		d.disable(ctx, ep, DisabledGone, "the endpoint answered 410 Gone, which asks for no more deliveries; enable it again to resume them", o)
+	case exhausted:
+		d.disableIfFailing(ctx, ep, dl.Message, o)
+	}
+}
+
+// skip records dl Failed without an attempt, for why.
+func (d *Deliverer) skip(ctx context.Context, dl Delivery, why string) {
+	o := Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Failed,
+		Attempt: Attempt{At: d.now(), Error: why}}
+	if d.record(ctx, o) {
+		d.stats.skipped.Add(1)
+	}
+}
+
+// outcome returns the outcome of an attempt at dl that res tells, and whether the
+// attempt was the schedule's last and failed.
+func (d *Deliverer) outcome(dl Delivery, res result) (o Outcome, exhausted bool) {
+	o = Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim,
+		Attempt: Attempt{At: res.at, Status: res.status, Error: cutError(res.err)}}
+	switch {
+	case res.err == "":
+		o.State = Delivered
+		return o, false
+	case res.status == http.StatusGone:
+		o.State = Failed
+		return o, false
+	}
+	wait, ok := d.schedule.Wait(dl.Attempts + 1)
+	if !ok {
+		o.State = Failed
+		return o, true
+	}
+	wait = jittered(wait, d.jitter, d.rand())
+	wait = nextWait(wait, res.status, res.retryAfter, res.at, d.maxRetryAfter)
+	o.State, o.Due = Pending, res.at.Add(wait)
+	return o, false
+}
+
+// record records o and counts it; it returns whether it was recorded. A claim lost
+// or a delivery deleted meanwhile is not an error: another deliverer holds the
+// delivery, or there is nothing left to deliver.
+func (d *Deliverer) record(ctx context.Context, o Outcome) bool {
+	err := d.store.Record(ctx, o)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, ErrClaimLost):
+		d.stats.claimLost.Add(1)
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	default:
+		d.stats.storeErrors.Add(1)
+		d.log.Warn("webhook: cannot record the outcome of an attempt; the delivery is retried when its lease ends",
+			"endpoint", o.Endpoint, "message", o.Message, "state", o.State.String(), "error", err)
+		return false
+	}
+	switch o.State {
+	case Delivered:
+		d.stats.delivered.Add(1)
+	case Pending:
+		d.stats.retried.Add(1)
+	case Failed:
+		d.stats.failed.Add(1)
+	}
+	return true
+}

@@ -1,0 +1,233 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/internal/cleantext"
+	"github.com/tollgate-dev/tollgate/internal/safefetch"
+)
+
+// A result is what an attempt came to.
+type result struct {
+	// at is when the attempt was made: its webhook-timestamp.
+	at time.Time
+	// status is the answer's HTTP status; 0 without an answer.
+	status int
+	// err says why the attempt failed; empty when it succeeded.
+	err string
+	// retryAfter is the answer's Retry-After header.
+	retryAfter string
+}
+
+// refusedDestination is the error of every destination the address policy refuses,
+// whatever the reason, so that an endpoint's owner cannot map the service's network
+// by the answers.
+const refusedDestination = "the endpoint's host cannot be delivered to: deliveries go only to hosts with public internet addresses; check the endpoint's url"
+
+// attempt makes one attempt to deliver m to ep, under the deliverer's timeout. It
+// returns a result whose at is the attempt's time; the caller checks ctx.
+func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result {
+	res := result{at: d.now()}
+	if err := safefetch.ValidateURL(ep.URL); err != nil {
+		res.err = "the endpoint's url cannot be delivered to: " + err.Error()
+		return res
+	}
+	tctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(tctx, http.MethodPost, ep.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		res.err = "the endpoint's url cannot be delivered to: it cannot be used in a request"
+		return res
+	}
+	if err := Sign(req.Header, ep, m, res.at); err != nil {
+		res.err = "the delivery cannot be signed: the endpoint's secret is malformed; rotate it"
+		return res
+	}
+	host := req.URL.Host
+	probe, since := d.hosts.admit(host, res.at)
+	if !probe {
+		res.err = fmt.Sprintf("not attempted: the endpoint's host did not answer an attempt at %s; it is tried again, one attempt at a time, from %s on",
+			since.UTC().Format(time.RFC3339), since.Add(d.hosts.cooldown).UTC().Format(time.RFC3339))
+		return res
+	}
+	answered := false
+	defer func() {
+		if ctx.Err() == nil {
+			d.hosts.done(host, answered, res.at)
+		} else {
+			d.hosts.abandon(host)
+		}
+	}()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", d.userAgent)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		// A refusal says nothing of whether the host answers, unless the time ran out
+		// (a name server that does not answer holds an attempt as a host does).
+		res.err, answered = d.requestError(ctx, tctx, err), refusal(err) && tctx.Err() == nil
+		return res
+	}
+	answered = true
+	defer resp.Body.Close()
+	res.status = resp.StatusCode
+	res.retryAfter = resp.Header.Get("Retry-After")
+	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer))
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return res // delivered, whatever happened to the rest of the answer
+	}
+	res.err = "the endpoint answered " + statusText(resp.StatusCode)
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		res.err += ", a redirect, which is not followed: give the endpoint the url it redirects to"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			res.err += " (" + strconv.Quote(cleantext.Message(loc)) + ")"
+		}
+		return res
+	}
+	if text := strings.TrimSpace(cleantext.Message(string(answer))); text != "" {
+		res.err += ": " + text
+	} else if readErr != nil && tctx.Err() != nil && ctx.Err() == nil {
+		res.err += ", and did not send its answer's body within " + d.timeout.String()
+	}
+	return res
+}
+
+// refusal reports whether err is the address policy's refusal: an attempt that did
+// not reach the host.
+func refusal(err error) bool {
+	var e *safefetch.Error
+	return errors.As(err, &e)
+}
+
+// requestError describes err, the failure of a request made under tctx (ctx with the
+// deliverer's timeout), without repeating what the network said.
+func (d *Deliverer) requestError(ctx, tctx context.Context, err error) string {
+	var refused *safefetch.Error
+	var certErr *tls.CertificateVerificationError
+	var opErr *net.OpError
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &refused):
+		return refusedDestination
+	case ctx.Err() == nil && tctx.Err() != nil:
+		return "the endpoint did not answer within " + d.timeout.String()
+	case errors.As(err, &certErr):
+		return "the endpoint's tls certificate is not valid; give it a valid certificate"
+	case errors.As(err, &opErr) && opErr.Op == "dial" && errors.As(err, &errno):
+		return "could not connect to the endpoint: " + errno.Error()
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return "could not connect to the endpoint"
+	}
+	return "the connection to the endpoint failed"
+}
+
+// statusText returns "404 Not Found", or the bare code of a status without a name.
+func statusText(code int) string {
+	return strings.TrimSpace(strconv.Itoa(code) + " " + http.StatusText(code))
+}
+
+// cutError returns s cut to MaxError bytes at a character boundary, ending with "..."
+// if it was cut.
+func cutError(s string) string {
+	if len(s) <= MaxError {
+		return s
+	}
+	cut := MaxError - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// hostCooldown is how long a deliverer makes only one attempt at a time at a host that
+// did not answer.
+const hostCooldown = 30 * time.Second
+
+// maxBreakers bounds the hosts a deliverer remembers as not answering; past it, those
+// whose cooldown has passed are forgotten.
+const maxBreakers = 10_000
+
+// breakers remembers the hosts that did not answer an attempt lately: while one's
+// cooldown runs, no attempt is made at it; after, one at a time until one is
+// answered.
+type breakers struct {
+	cooldown time.Duration
+	mu       sync.Mutex
+	hosts    map[string]*breaker
+}
+
+// A breaker is the state of a host that did not answer.
+type breaker struct {
+	since   time.Time // when it last did not answer
+	probing bool      // an attempt at it is in flight
+}
+
+func newBreakers(cooldown time.Duration) *breakers {
+	return &breakers{cooldown: cooldown, hosts: make(map[string]*breaker)}
+}
+
+// admit reports whether an attempt at host may be made at now, and if not since
+// when the host has not answered. An admitted attempt must be followed by done or
+// abandon.
+func (b *breakers) admit(host string, now time.Time) (ok bool, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.hosts[host]
+	if br == nil {
+		return true, time.Time{}
+	}
+	if br.probing || now.Before(br.since.Add(b.cooldown)) {
+		return false, br.since
+	}
+	br.probing = true
+	return true, time.Time{}
+}
+
+// done tells how an admitted attempt at host, made at at, ended: answered or not.
+func (b *breakers) done(host string, answered bool, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if answered {
+		delete(b.hosts, host)
+		return
+	}
+	br := b.hosts[host]
+	if br == nil {
+		if len(b.hosts) >= maxBreakers {
+			b.forget(at)
+		}
+		br = &breaker{}
+		b.hosts[host] = br
+	}
+	br.since, br.probing = at, false
+}
+
+// abandon tells that an admitted attempt at host ended without telling anything.
+func (b *breakers) abandon(host string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if br := b.hosts[host]; br != nil {
+		br.probing = false
+	}
+}
+
+// forget forgets the hosts whose cooldown passed at now, and no attempt is at.
+func (b *breakers) forget(now time.Time) {
+	for host, br := range b.hosts {
+		if !br.probing && !now.Before(br.since.Add(b.cooldown)) {
+			delete(b.hosts, host)
+		}
+	}
+}
