@@ -91,6 +91,25 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
+// TestDocPagesLinked checks that the README links to every page of docs/, so that a
+// new page is found from the front of the repository.
+func TestDocPagesLinked(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, target := range markdownLinks(string(readme)) {
+		file, _, _ := strings.Cut(target, "#")
+		linked[path.Clean(file)] = true
+	}
+	for _, page := range docPages(t)[1:] {
+		if !linked[filepath.ToSlash(page)] {
+			t.Errorf("the README links to no %s: link it in its Documentation section", page)
+		}
+	}
+}
+
 // skipDir reports whether the walks of these tests skip the directory p: git's, the
 // installed npm tools, test data, and the folders Go ignores.
 func skipDir(p string) bool {

@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/redis/go-redis/v9 v9.22.0
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	golang.org/x/term v0.45.0
 	golang.org/x/time v0.15.0
 )

@@ -395,7 +395,7 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	if err != nil {
 		return b, m.manageError(ctx, "balance of account", accountID, err)
 	}
-	c := event.Change{Type: event.CreditsAdjusted, Account: accountID, Credits: amount, Reason: reason}
+	c := event.Change{Type: event.CreditsAdjusted, Account: accountID, Credits: amount, Reason: reason, Expires: o.ExpiresAt}
 	if idempotencyKey != "" {
 		// A replay changes nothing: its event has the first one's ID, which the audit
 		// log stores once.

@@ -50,6 +50,16 @@
 // service's Retry-After. The service refunds calls that fail on its side, so a retried
 // 5xx is not charged twice.
 //
+// # Webhooks
+//
+// A receiver of the webhooks a service sends checks each request with
+// [VerifyWebhook]: the Standard Webhooks signature (any of the tokens of the
+// webhook-signature header, compared in constant time), the timestamp within a
+// tolerance (5 minutes either way by default), then the body, returned as a
+// [WebhookEvent] whose data [WebhookEvent.Decode] reads. A request that fails is an
+// error wrapping [ErrWebhookHeaders], [ErrWebhookSignature], [ErrWebhookTooOld] or
+// [ErrWebhookTooNew]. docs/webhooks.md lists the event types and their data.
+//
 // # The key
 //
 // The key is sent in the x-api-key header of API calls, and nowhere else: not to

@@ -260,6 +260,9 @@ type Change struct {
 	// Credits is the opening balance of a created account, or the amount of a credit
 	// adjustment (negative when credits were taken).
 	Credits int64
+	// Expires is when what is left of a grant lapses (a CreditsAdjusted of a positive
+	// amount given an expiry); zero for a grant that never lapses, and for other kinds.
+	Expires time.Time
 	// Reason is the reason given for a credit adjustment, a suspension or a closure;
 	// "login" for a session started through the host's login; for a PlanChanged back
 	// to the plan in force, the pending change it dropped.

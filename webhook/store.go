@@ -74,7 +74,11 @@ type Endpoint struct {
 type Message struct {
 	// ID is the message's webhook-id, the same on every attempt and every endpoint:
 	// "msg_" and 26 characters of lower-case base32. A message whose ID a store has
-	// seen is not enqueued again (see [Store.Enqueue]).
+	// seen is not enqueued again (see [Store.Enqueue]). It is random ([NewID]) for an
+	// event that happens once by nature, and derived from the event's cause
+	// ([DerivedID]) for one that instances may see more than once and must be sent
+	// once: a threshold is named by its type, account, period and threshold, a change
+	// by its own ID ([Translate]).
 	ID string
 	// Type is the event type, such as "key.rotated".
 	Type string
@@ -87,8 +91,9 @@ type Message struct {
 	Body []byte
 	// Keep is how long the store remembers the ID, to enqueue the message once: at
 	// least until Keep, and at least as long as the message has deliveries. An event
-	// that must happen once per period (a threshold) has an ID made of its cause and
-	// a Keep at the period's end.
+	// that must happen once per period (a threshold) has an ID derived from its cause
+	// ([DerivedID]) and a Keep at the period's end; a translated change is kept for
+	// [ReplayWindow].
 	Keep time.Time
 }
 
