@@ -27,7 +27,11 @@
 //   - idempotency.Store: the records that make a request sent with an idempotency key
 //     run once;
 //   - oauthstore.Store (oauth/oauthstore): the OAuth authorization server's
-//     clients, approvals, codes and tokens.
+//     clients, approvals, codes and tokens;
+//   - webhook.Store: the webhook endpoints (a bound per account) and the outbox: the
+//     messages, each enqueued once by its ID, and their deliveries, claimed by one
+//     deliverer at a time under a lease, with their attempts, listed, resent and
+//     pruned (Prune).
 //
 // A decorator of a store (metrics, tracing) implements driver.Wrapper as well, and
 // forwards every interface of the store it wraps: see the package documentation of

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,9 +14,12 @@ import (
 const MaxEndpoints = 16
 
 // MaxPending is the most deliveries an endpoint may have pending (not yet delivered nor
-// given up). The outbox is bounded by it: a message enqueued for an endpoint that has
-// MaxPending pending deliveries is not delivered to that endpoint, and Enqueue reports
-// the endpoint as dropped (the service counts it and tells the endpoint's owner).
+// given up), claimed or not. The outbox is bounded by it: a message enqueued for an
+// endpoint that has MaxPending pending deliveries is not delivered to that endpoint, and
+// Enqueue reports the endpoint as dropped (the service counts it and tells the
+// endpoint's owner). A store may be configured with a lower bound (to bound the memory
+// a dead endpoint holds, or for tests); it then has a method MaxPending() int that
+// returns it, which storetest.TestWebhooks reads.
 const MaxPending = 10000
 
 // MaxBody is the largest message body, in bytes.
@@ -31,13 +33,15 @@ const MaxTypes = 64
 var ErrTooManyEndpoints = fmt.Errorf("webhook: the account has the most endpoints it may have (%d): delete one first: %w", MaxEndpoints, store.ErrConflict)
 
 // ErrClaimLost is returned by [Store.Record] when the claim it names no longer holds
-// the delivery: the lease ended and another deliverer claimed it, or the delivery was
-// resent or deleted meanwhile. The outcome is not recorded. It wraps store.ErrConflict.
+// the delivery: the lease ended and another deliverer claimed it, the delivery was
+// resent meanwhile, or the claim's outcome was recorded already. The outcome is not
+// recorded. (A delivery deleted meanwhile, with its endpoint or by a prune, is
+// store.ErrNotFound.) It wraps store.ErrConflict.
 var ErrClaimLost = fmt.Errorf("webhook: the delivery is no longer held by this claim: %w", store.ErrConflict)
 
 // ErrBadCursor reports a cursor that no listing of deliveries returned. It wraps
 // store.ErrInvalid.
-var ErrBadCursor = errors.New("webhook: the cursor is not one a listing of deliveries returned")
+var ErrBadCursor = fmt.Errorf("webhook: the cursor is not one a listing of deliveries returned: %w", store.ErrInvalid)
 
 // An Endpoint is a URL that events are delivered to, signed with its secret.
 type Endpoint struct {
@@ -131,7 +135,9 @@ type Delivery struct {
 	State    State
 	// Attempts is the number of attempts made.
 	Attempts int
-	// Due, for a pending delivery, is when its next attempt may be made.
+	// Due, for a pending delivery, is when its next attempt may be made; for a
+	// delivery that a claim holds, the end of its lease. It is zero for a delivery
+	// delivered or failed.
 	Due time.Time
 	// Last is the last attempt's outcome; zero before the first.
 	Last Attempt
@@ -146,8 +152,9 @@ type Attempt struct {
 	At time.Time
 	// Status is the HTTP status of the answer; 0 when there was none.
 	Status int
-	// Error says why the attempt failed, at most MaxError bytes; empty when it
-	// succeeded.
+	// Error says why the attempt failed; empty when it succeeded. A store keeps its
+	// first MaxError bytes at most (cut at a character boundary): a longer Error is
+	// cut, not refused, so that an outcome is never lost for its words.
 	Error string
 }
 
@@ -168,13 +175,15 @@ type Outcome struct {
 
 // A Query selects a page of an endpoint's deliveries.
 type Query struct {
-	// Limit is the most deliveries on the page, 1 to 100; 0 is 20.
+	// Limit is the most deliveries on the page, 1 to [MaxLimit]; 0 is [DefaultLimit].
+	// Another is store.ErrInvalid.
 	Limit int
 	// Cursor is a Page.Next; empty for the first page.
 	Cursor string
 }
 
-// A Page is one page of deliveries, newest message first (by Message.At, then ID).
+// A Page is one page of deliveries, newest message first: by Message.At, then by
+// Message.ID (compared byte-wise), both decreasing.
 type Page struct {
 	Deliveries []Delivery
 	// Next is the cursor of the next page; empty on the last.
@@ -189,10 +198,18 @@ type Page struct {
 // Stores never read the clock: every time is passed in. Implementations must be safe for
 // concurrent use by any number of instances. Every implementation should pass
 // storetest.TestWebhooks.
+//
+// A store refuses what it cannot hold with an error wrapping store.ErrInvalid, and
+// stores nothing of it: every store checks endpoints with [CheckEndpoint], messages with
+// [CheckMessage], outcomes with [CheckOutcome], ids and instants given to look up or
+// decide with [CheckID] and [CheckTime], and queries with [ParseQuery], so that all
+// refuse the same values. A method given a canceled context returns an error matching
+// it and changes nothing. Instants are kept to the nanosecond and returned in UTC.
 type Store interface {
-	// CreateEndpoint stores a new endpoint, with Revision 1. It returns an error
-	// wrapping store.ErrConflict if the ID is taken, and ErrTooManyEndpoints if the
-	// endpoint's account already has MaxEndpoints.
+	// CreateEndpoint stores a new endpoint, with Revision 1 (whatever e.Revision
+	// says), and returns it. It returns an error wrapping store.ErrConflict if the ID
+	// is taken, and ErrTooManyEndpoints if the endpoint's account already has
+	// MaxEndpoints. Concurrent creations never take an account past the bound.
 	CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
 	// Endpoint returns the endpoint with the ID, or an error wrapping
 	// store.ErrNotFound.
@@ -200,13 +217,15 @@ type Store interface {
 	// Endpoints returns the endpoints of account (the operator's for ""), oldest
 	// first (by Created, then ID).
 	Endpoints(ctx context.Context, account string) ([]Endpoint, error)
-	// UpdateEndpoint replaces the endpoint (not its ID, Account or Created) if its
-	// stored Revision is e.Revision, and returns it with the Revision raised. It
-	// returns an error wrapping store.ErrNotFound if there is no such endpoint, and
-	// store.ErrConflict if it changed since it was read.
+	// UpdateEndpoint replaces the endpoint (not its ID, Account or Created, which
+	// keep their stored values whatever e says) if its stored Revision is e.Revision,
+	// and returns it as stored, with the Revision raised by one. It returns an error
+	// wrapping store.ErrNotFound if there is no such endpoint, and store.ErrConflict if
+	// it changed since it was read.
 	UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
-	// DeleteEndpoint deletes the endpoint and its deliveries, pending or not. It
-	// returns an error wrapping store.ErrNotFound if there is no such endpoint.
+	// DeleteEndpoint deletes the endpoint and its deliveries, pending or not, claimed
+	// or not. Their messages stay, as long as Message.Keep says. It returns an error
+	// wrapping store.ErrNotFound if there is no such endpoint.
 	DeleteEndpoint(ctx context.Context, id string) error
 
 	// Enqueue stores m with one pending delivery, due at now, for each of endpoints,
@@ -214,27 +233,40 @@ type Store interface {
 	// [Message.Keep]) is not stored again: Enqueue then returns fresh false and
 	// changes nothing, so that instances that see the same cause enqueue it once.
 	// An endpoint that has MaxPending pending deliveries, or that does not exist
-	// (deleted meanwhile), gets none, and is listed in dropped. A message enqueued
-	// for no endpoint is remembered all the same.
+	// (deleted meanwhile), gets none, and is listed in dropped, in the order of
+	// endpoints. An endpoint named twice counts once. A message enqueued for no
+	// endpoint is remembered all the same. Enqueue does not look at Endpoint.Disabled:
+	// the caller picks the endpoints. A message refused (see [CheckMessage]) is not
+	// remembered.
 	Enqueue(ctx context.Context, m Message, endpoints []string, now time.Time) (fresh bool, dropped []string, err error)
-	// Claim leases up to limit pending deliveries due at now, the earliest due
-	// first, to a new claim until now+lease, and returns them with the claim. A
-	// delivery whose lease has not ended is not claimed again: one attempt is made by
-	// one deliverer at a time. A delivery whose lease ended without an outcome (its
-	// deliverer died) is due again.
+	// Claim leases up to limit pending deliveries due at now (Due not after it), the
+	// earliest due first, to a new claim until now+lease, and returns them with the
+	// claim (a random token, the same for every delivery of one call) and with their
+	// Due moved to the lease's end. A delivery whose lease has not ended is not
+	// claimed again: one attempt is made by one deliverer at a time. A delivery whose
+	// lease ended without an outcome (its deliverer died) is due again. limit is 1 to
+	// [MaxClaim] and lease positive; others are store.ErrInvalid.
 	Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
 	// Record stores the outcome of an attempt at a delivery claimed with o.Claim,
-	// counting the attempt, and ends the claim. It returns ErrClaimLost if the claim
-	// no longer holds the delivery, and an error wrapping store.ErrNotFound if there is
-	// no such delivery.
+	// counting the attempt (Attempts raised by one, Last set to o.Attempt), and ends
+	// the claim: a Pending outcome is due again at o.Due, not before. A claim holds
+	// its delivery until the delivery is claimed again, resent or recorded: a Record
+	// after the lease's end, when nobody claimed the delivery since, is taken. It
+	// returns ErrClaimLost if the claim no longer holds the delivery, and an error
+	// wrapping store.ErrNotFound if there is no such delivery.
 	Record(ctx context.Context, o Outcome) error
-	// Deliveries returns a page of the endpoint's deliveries.
+	// Deliveries returns a page of the endpoint's deliveries (see [Page]), with
+	// their messages and without their claims. An endpoint that does not exist has
+	// none: its page is empty, without an error.
 	Deliveries(ctx context.Context, endpoint string, q Query) (Page, error)
 	// Resend makes the delivery of message to endpoint pending again, due at now,
-	// whatever its state, ending any claim of it, and returns it. It returns an error
-	// wrapping store.ErrNotFound if there is no such delivery.
+	// whatever its state, ending any claim of it, and returns it; its attempts are
+	// kept. It is not bounded by MaxPending (an endpoint's deliveries are, by its
+	// retention). It returns an error wrapping store.ErrNotFound if there is no such
+	// delivery.
 	Resend(ctx context.Context, endpoint, message string, now time.Time) (Delivery, error)
-	// Pending returns the number of pending deliveries of every endpoint.
+	// Pending returns the number of pending deliveries of every endpoint, claimed or
+	// not.
 	Pending(ctx context.Context) (int64, error)
 	// Prune deletes the deliveries delivered or failed whose last attempt was before
 	// before (or, with no attempt, that were enqueued before it), and the messages

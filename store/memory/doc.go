@@ -2,8 +2,9 @@
 // accounts and keys ([KeyStore]), credit balances ([Ledger]), rate limits
 // ([RateLimiter]), concurrency slots ([ConcurrencyLimiter]), the grants of the OAuth authorization
 // server ([OAuthStore]), the audit log ([AuditStore]), the signed-out sessions
-// ([SessionStore]) and the answers kept for batches sent with an idempotency key
-// ([IdempotencyStore]). It is the reference implementation of every store
+// ([SessionStore]), the answers kept for batches sent with an idempotency key
+// ([IdempotencyStore]) and the webhook endpoints and outbox ([WebhookStore]). It is
+// the reference implementation of every store
 // interface, for a service that runs as a single instance, for trying Tollgate out and
 // for tests:
 //

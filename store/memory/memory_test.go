@@ -29,6 +29,8 @@ func TestStores(t *testing.T) {
 	storetest.Run(t, func(*testing.T) any { return memory.NewUsageStore() })
 	storetest.Run(t, func(*testing.T) any { return memory.NewIdempotencyStore(nil) })
 	storetest.Run(t, func(*testing.T) any { return memory.NewOAuthStore() })
+	storetest.Run(t, func(*testing.T) any { return memory.NewWebhookStore() })
+	storetest.Run(t, func(*testing.T) any { return new(memory.WebhookStore) }) // the zero value
 }
 
 // TestLedgerRememberWindow documents the memory ledger's own limit on idempotency. Each

@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // Run runs every suite that the interfaces of a store call for, as fstest.TestFS checks
@@ -26,6 +27,7 @@ import (
 //	usage.Store                         UsageStore
 //	idempotency.Store                   IdempotencyStore
 //	oauthstore.Store                    OAuthStore
+//	webhook.Store                       Webhooks
 //
 // so that a store's test is one call per store value, and adding an interface to a store
 // adds its suite. Run calls newStore once to learn the interfaces, and then once per
@@ -81,6 +83,7 @@ var suites = []struct {
 		TestIdempotencyStore(t, as[idempotency.Store](n))
 	}},
 	{"OAuthStore", is[oauthstore.Store], func(t *testing.T, n func(*testing.T) any) { TestOAuthStore(t, as[oauthstore.Store](n)) }},
+	{"Webhooks", is[webhook.Store], func(t *testing.T, n func(*testing.T) any) { TestWebhooks(t, as[webhook.Store](n)) }},
 }
 
 // is reports whether s implements I.
