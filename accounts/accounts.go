@@ -91,8 +91,10 @@ type Options struct {
 	// value lets a closed account be deleted at once.
 	ClosedRetention time.Duration
 	// SelfServiceLimit bounds, per account, what its holders can make the service
-	// store with requests that are free: each start of a session and each key that
-	// self-service creates, rotates or changes spends one event of this token bucket
+	// store with requests that are free: each start of a session, each key that
+	// self-service creates, rotates or changes, and each change of a webhook endpoint
+	// or message to one that the holder asks for ([Holder.Spend]) spends one event of
+	// this token bucket
 	// (Burst events at once, refilled at Rate per Per), kept in the rate limiter
 	// (Stores.Rates), so that it holds across every instance. A request beyond it is
 	// refused with CodeRateLimited and a RetryAfter. Revocations and sign-outs are

@@ -37,12 +37,14 @@ func WithActor(ctx context.Context, a event.Actor) context.Context {
 // for a credit adjustment, a suspension, a reactivation or a closure, without the
 // free-text reason the operator gave: the operator's name, network and notes are
 // theirs. Reasons the service writes (a key's rename) stay. A change made by one of
-// the account's keys, or a session of the account, is shown whole.
+// the account's keys, a session of the account, or the service itself
+// ([audit.Service]), is shown whole.
 func holderView(e audit.Entry) audit.Entry {
 	switch {
 	case e.Actor == audit.Operator || strings.HasPrefix(e.Actor, audit.Operator+":"):
 		e.Actor = audit.Operator
-	case e.Actor == audit.Session || strings.HasPrefix(e.Actor, audit.Session+":") || strings.HasPrefix(e.Actor, auth.KeyIDPrefix):
+	case e.Actor == audit.Session || strings.HasPrefix(e.Actor, audit.Session+":") || strings.HasPrefix(e.Actor, auth.KeyIDPrefix),
+		e.Actor == audit.Service:
 		return e
 	default:
 		e.Actor = audit.Host

@@ -22,9 +22,10 @@ import (
 //     ([Options.KeyPruneInterval], [Manager.PruneKeys]).
 //   - Listings: every listing of keys is a page ([auth.KeyQuery]): at most
 //     [auth.MaxKeyPage] keys, [auth.DefaultKeyPage] unless the caller asks for fewer.
-//   - Changes and sessions: each start of a session and each key that self-service
-//     creates, rotates or changes spends one event of the account's self-service
-//     budget ([Options.SelfServiceLimit]), kept in the rate limiter so that it holds
+//   - Changes and sessions: each start of a session, each key that self-service
+//     creates, rotates or changes, and each [Holder.Spend] (a webhook endpoint
+//     created, changed or rotated, a test message, a delivery sent again) spends one
+//     event of the account's self-service budget ([Options.SelfServiceLimit]), kept in the rate limiter so that it holds
 //     across instances; beyond it, CodeRateLimited with RetryAfter. A request refused
 //     before it would change anything (unauthenticated, forbidden, invalid) spends
 //     nothing. Revocations and sign-outs spend nothing and are never refused: each
@@ -66,7 +67,7 @@ func (m *Manager) spend(ctx context.Context, account string) error {
 	}
 	wait := max(d.RetryAfter.Round(time.Second), time.Second)
 	e := newError(tollgate.CodeRateLimited, fmt.Sprintf(
-		"this account has started as many sessions and made as many key changes as it may for now (%d at once, then %s); try again in %s",
+		"this account has started as many sessions and made as many changes (of keys, of webhook endpoints) as it may for now (%d at once, then %s); try again in %s",
 		l.Burst, rateText(l), wait), nil)
 	e.RetryAfter = wait
 	return e

@@ -139,6 +139,53 @@ func (m *Manager) managed(ctx context.Context, c tollgate.Caller, keyID string) 
 	return ctx, p, k, err
 }
 
+// A Holder is the caller of a self-service request that acts for its whole account, as
+// [Manager.AccountHolder] authenticated it.
+type Holder struct {
+	// Account is the caller's account.
+	Account auth.Account
+	// Actor names the caller, as the changes it makes name it in the audit log: the
+	// id of its key ([audit.SessionActor] for a session that names none) and the
+	// client's address.
+	Actor event.Actor
+
+	m *Manager
+}
+
+// AccountHolder authenticates a self-service caller as the other self-service methods
+// do (free, no rate-limit event), for what the account's holder manages for the whole
+// account outside this package (the account's webhook endpoints, which package
+// selfservice serves with package webhook): only the account's primary key, a session
+// acting as it, or a session that names no key may. Any other key, or a session it
+// started, is CodeForbidden, with a message that says to use the primary key; what
+// names what is managed in it ("webhook endpoints"). The changes made for the holder
+// name [Holder.Actor] as their actor. A suspended account's holder is not refused:
+// what it manages this way is not a call.
+func (m *Manager) AccountHolder(ctx context.Context, c tollgate.Caller, what string) (Holder, error) {
+	ctx, p, err := m.self(ctx, c)
+	if err != nil {
+		return Holder{}, err
+	}
+	if !p.WholeAccount() {
+		return Holder{}, newError(tollgate.CodeForbidden, fmt.Sprintf(
+			"a sub-key cannot manage the account's %s: use the account's primary key, or a session started with it", what), nil)
+	}
+	return Holder{Account: p.Account, Actor: actorOf(ctx), m: m}, nil
+}
+
+// Spend spends one event of the holder's account's self-service budget
+// ([Options.SelfServiceLimit]), as a change of a key does, and is CodeRateLimited with
+// RetryAfter beyond it. Call it before a request that makes the service store or send
+// something (a creation, a change, a message), once the request is judged valid, and
+// not before a read nor a deletion. A Holder that AccountHolder did not return spends
+// nothing.
+func (h Holder) Spend(ctx context.Context) error {
+	if h.m == nil {
+		return nil
+	}
+	return h.m.spend(ctx, h.Account.ID)
+}
+
 // OwnAccount returns the caller's account, plan, balance and the first page of the keys
 // it may see (never their values). It is free and no rate-limit event.
 func (m *Manager) OwnAccount(ctx context.Context, c tollgate.Caller) (Info, error) {

@@ -1,7 +1,7 @@
 // Package admin is an optional http.Handler for operators: create accounts and keys,
 // read an account with its balance and keys, change an account's plan, rotate and
-// revoke keys, and grant or take away credits. It is protected by a bearer admin
-// token, compared in constant time.
+// revoke keys, grant or take away credits, and manage webhook endpoints. It is
+// protected by a bearer admin token, compared in constant time.
 //
 // Routes, relative to where the host mounts the handler (JSON in, the envelope out):
 //
@@ -28,6 +28,21 @@
 // and the usage of every account:
 //
 //	GET    /admin/v1/usage                           ?from=&to=&group_by=&order=&account=&api=&channel=&outcome=&limit=&cursor=
+//
+// and webhook endpoints (with [Options.Webhooks]): the operator's own, which receive
+// the events of every account, and those of an account:
+//
+//	GET    /admin/v1/webhooks
+//	POST   /admin/v1/webhooks                                                 {"url", "events"?}
+//	GET    /admin/v1/webhooks/{endpoint_id}
+//	PATCH  /admin/v1/webhooks/{endpoint_id}                                   {"url"?, "events"?, "disabled"?}
+//	DELETE /admin/v1/webhooks/{endpoint_id}
+//	POST   /admin/v1/webhooks/{endpoint_id}/rotate
+//	POST   /admin/v1/webhooks/{endpoint_id}/test
+//	GET    /admin/v1/webhooks/{endpoint_id}/deliveries                        ?limit=&cursor=
+//	POST   /admin/v1/webhooks/{endpoint_id}/deliveries/{message_id}/resend
+//	GET    /admin/v1/accounts/{account_id}/webhooks
+//	PATCH  /admin/v1/accounts/{account_id}/webhooks/{endpoint_id}             {"disabled", "reason"?}
 //
 // The listing answers {"accounts": [...], "next": cursor or null}, in the order of the
 // accounts' ids: limit 1 to 200 (default 50), cursor the "next" of the page before,
@@ -81,6 +96,23 @@
 // instants or dates, by default the 30 days to the end of today (UTC); see
 // docs/tour.md for the bounds of the range and the body.
 //
+// The operator's webhook endpoints receive the events of every account (package
+// webhook has their types and the signature of every delivery); /admin/v1/webhooks
+// answers an account's endpoint as one that does not exist. An endpoint's url is an
+// absolute http or https URL of at most 2048 bytes, without a user name, password or
+// fragment, whose host is public unless the host allows others; events names the
+// types it receives (none: every type). Its secret appears in full (data.secret) only
+// when it is created (201) and rotated; every other answer masks it. The secret a
+// rotation replaced still signs for a grace (24 hours by default). There are at most 16
+// endpoints: one more is a 409 saying to delete one. test enqueues an endpoint.test
+// message for that endpoint only (202), and resend makes a delivery pending again
+// (202); both are refused (409) for a disabled endpoint. The operator lists an
+// account's endpoints and may disable one (or enable it again) with a reason, shown to
+// the account's holder with the endpoint and in its audit log; the holder manages them
+// otherwise (package selfservice). The changes of an account's endpoints are in the
+// account's audit log; those of the operator's own endpoints are in none (they are no
+// account's). A service that delivers no webhooks answers these routes 404.
+//
 // Key values appear only in the responses that create them (data.value): at account
 // creation, sub-key creation and rotation. They are never stored, so they cannot be read
 // again. The optional restriction fields of an account creation apply to the whole
@@ -124,10 +156,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/edge"
-	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
+	"github.com/tollgate-dev/tollgate/webhook"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -142,15 +173,20 @@ type Options struct {
 	// change. The default is [edge.Default]: the address is the TCP peer. The admin API
 	// answers no cross-origin call, whatever the edge's origins.
 	Edge *edge.Edge
+	// Webhooks manages the webhook endpoints (webhook.NewEndpoints, on the service's
+	// events): the operator's own, under /admin/v1/webhooks, and the accounts'. Nil:
+	// the service delivers no webhooks, and those routes answer 404.
+	Webhooks *webhook.Endpoints
 }
 
 // Handler serves the admin API. Create it with [NewHandler].
 type Handler struct {
-	mgr    *accounts.Manager
-	token  [sha256.Size]byte
-	mux    *http.ServeMux
-	door   *edge.Door
-	routes []mgmtapi.Route
+	mgr      *accounts.Manager
+	webhooks *webhook.Endpoints // nil: no webhooks
+	token    [sha256.Size]byte
+	mux      *http.ServeMux
+	door     *edge.Door
+	routes   []mgmtapi.Route
 	// openapi returns the OpenAPI document as served, built on the first request.
 	openapi func() (openAPIDoc, error)
 }
@@ -172,8 +208,9 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 	if e == nil {
 		e = edge.Default()
 	}
-	h := &Handler{mgr: mgr, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
+	h := &Handler{mgr: mgr, webhooks: opts.Webhooks, token: sha256.Sum256([]byte(token)), mux: http.NewServeMux(),
 		door: e.Door(edge.DoorSpec{}), openapi: sync.OnceValues(buildOpenAPI)}
+	hooks := &mgmtapi.Webhooks{Endpoints: opts.Webhooks, Door: h.door, Owner: h.operator, Disabled: "disabled by the operator"}
 	h.routes = append(h.lifecycleRoutes(), []mgmtapi.Route{
 		{Method: http.MethodGet, Path: OpenAPIPath, Serve: h.serveOpenAPI},
 		{Method: http.MethodGet, Path: "/admin/v1/plans", Serve: h.listPlans},
@@ -188,6 +225,7 @@ func NewHandler(mgr *accounts.Manager, token string, opts *Options) (*Handler, e
 		{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/audit", Serve: h.auditLog},
 		{Method: http.MethodGet, Path: "/admin/v1/usage", Serve: h.usageTotals},
 	}...)
+	h.routes = append(h.routes, h.webhookRoutes(hooks)...)
 	mgmtapi.Mount(h.mux, "/admin/", "admin", h.routes)
 	return h, nil
 }
@@ -204,8 +242,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		edge.WriteEnvelopeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "send the admin token as Authorization: Bearer <token>")
 		return
 	}
-	actor := event.Actor{ID: audit.Operator, Addr: h.door.Addr(r)}
-	h.mux.ServeHTTP(w, r.WithContext(accounts.WithActor(r.Context(), actor)))
+	h.mux.ServeHTTP(w, r.WithContext(accounts.WithActor(r.Context(), h.actor(r))))
 }
 
 // authorized compares the bearer token with the admin token in constant time. Both are

@@ -32,14 +32,16 @@ const OpenAPIPath = "/admin/v1/openapi.json"
 // publish it elsewhere as well. Key values appear only where they are created: the
 // "value" of account creation, key creation and rotation.
 func OpenAPI() map[string]any {
+	paths := openAPIPaths()
+	maps.Copy(paths, webhookPaths())
 	return map[string]any{
 		"openapi":           "3.1.0",
 		"jsonSchemaDialect": catalog.SchemaDialect,
 		"info": map[string]any{
 			"title":   "Tollgate admin API",
 			"version": "1.0.0",
-			"description": "The operators' API of a Tollgate service: accounts and their lifecycle, keys, credits, the audit log " +
-				"and the usage of every account. Every route but this document needs the admin token, sent as " +
+			"description": "The operators' API of a Tollgate service: accounts and their lifecycle, keys, credits, the audit log, " +
+				"the usage of every account, and webhook endpoints. Every route but this document needs the admin token, sent as " +
 				"Authorization: Bearer <token>. Answers are JSON in the envelope: {\"status\":\"ok\",\"error\":null,\"data\":...} " +
 				"on success, {\"status\":\"error\",\"error\":message,\"data\":null,\"code\":code} on failure, the code also in X-Error-Code. " +
 				"The API answers no cross-origin call. A GET route answers HEAD as well.",
@@ -52,9 +54,11 @@ func OpenAPI() map[string]any {
 			tag("Credits", "Grants of credits, and credits taken away."),
 			tag("Audit", "Every change to an account, who made it and from where."),
 			tag("Usage", "The usage of every account, ranked."),
+			tag("Webhooks", "Webhook endpoints: the operator's own, which receive the events of every account, and the accounts'. "+
+				"A secret is shown only when it is created or rotated."),
 			tag("Document", "This document."),
 		},
-		"paths":      openAPIPaths(),
+		"paths":      paths,
 		"components": openAPIComponents(),
 	}
 }
@@ -495,15 +499,18 @@ func openAPIComponents() map[string]any {
 	entrySchema := object(map[string]any{
 		"at": instant("When the change was made."),
 		"actor": str("Who made it: operator (or operator:<name>) for the admin API, host for the host's own code, " +
-			"a key id or session:<id> for the account holder."),
+			"a key id or session:<id> for the account holder, service for what the service did by itself (a webhook endpoint " +
+			"disabled after its deliveries failed for the whole retry schedule)."),
 		"action": str("What was done: account.create, key.create, key.rotate, key.revoke, key.update, credits.adjust, plan.change, " +
-			"session.start, session.end, account.suspend, account.reactivate, account.close, account.delete, or an action of the host's."),
+			"session.start, session.end, account.suspend, account.reactivate, account.close, account.delete, endpoint.create, " +
+			"endpoint.update, endpoint.rotate, endpoint.disable, endpoint.enable, endpoint.delete, or an action of the host's."),
 		"account": str("The account."),
-		"target":  nullable("string", "The key (or session) the change is about; null for none."),
-		"before": nullable("object", "The target's restrictions before the change, or for plan.change {\"plan\"}, the plan before; "+
-			"null where there is nothing to record."),
+		"target":  nullable("string", "The key (or session, or webhook endpoint) the change is about; null for none."),
+		"before": nullable("object", "The target's restrictions before the change, or for plan.change {\"plan\"}, the plan before, "+
+			"or for endpoint.update and endpoint.delete the endpoint's {\"url\", \"events\"}; null where there is nothing to record."),
 		"after": nullable("object", "The target's restrictions after the change, or for plan.change {\"plan\", \"effective_at\"}, "+
-			"the new plan and when it takes effect; null where there is nothing to record."),
+			"the new plan and when it takes effect, or for endpoint.create and endpoint.update the endpoint's {\"url\", \"events\"}, "+
+			"or for endpoint.rotate {\"previous_secret_until\"}; null where there is nothing to record."),
 		"credits": nullable("integer", "The change of the credits, for credits.adjust; else null."),
 		"address": nullable("string", "The address the change was requested from; null if unknown."),
 		"reason":  nullable("string", "The reason given; null for none."),
@@ -538,23 +545,28 @@ func openAPIComponents() map[string]any {
 		return map[string]any{"name": name, "in": "path", "required": true, "description": description,
 			"schema": map[string]any{"type": "string", "minLength": 1, "maxLength": 64}}
 	}
+	hookParams, hookSchemas := webhookComponents()
+	params := map[string]any{
+		"AccountID": param("account_id", "The account's id."),
+		"KeyID":     param("key_id", "The key's id (not its value)."),
+	}
+	maps.Copy(params, hookParams)
+	schemas := map[string]any{
+		"Account": accountSchema, "Key": keySchema, "Balance": balanceSchema, "Plan": planSchema,
+		"AuditEntry": entrySchema, "UsagePage": usagePage,
+	}
+	maps.Copy(schemas, hookSchemas)
 	return map[string]any{
 		"securitySchemes": map[string]any{
 			"adminToken": map[string]any{"type": "http", "scheme": "bearer",
 				"description": "The admin token the host configured, compared in constant time."},
 		},
-		"parameters": map[string]any{
-			"AccountID": param("account_id", "The account's id."),
-			"KeyID":     param("key_id", "The key's id (not its value)."),
-		},
-		"schemas": map[string]any{
-			"Account": accountSchema, "Key": keySchema, "Balance": balanceSchema, "Plan": planSchema,
-			"AuditEntry": entrySchema, "UsagePage": usagePage,
-		},
+		"parameters": params,
+		"schemas":    schemas,
 		"responses": map[string]any{
 			"BadRequest":           errorResponse("A parameter or the body is missing, unknown, mistyped or out of bounds; the message names it.", wire.CodeInvalidInput),
 			"Unauthorized":         unauthorized(),
-			"NotFound":             errorResponse("No account or key has the id, or the service does not keep what the route reads.", wire.CodeNotFound),
+			"NotFound":             errorResponse("No account, key, webhook endpoint or delivery has the id, or the service does not keep what the route reads; or the service delivers no webhooks.", wire.CodeNotFound),
 			"MethodNotAllowed":     methodNotAllowed(),
 			"Conflict":             errorResponse("The change conflicts with the record as it is; the message says why.", wire.CodeConflict),
 			"TooLarge":             errorResponse("The body is larger than "+strconv.Itoa(mgmtapi.MaxBody)+" bytes.", wire.CodeBodyTooLarge),

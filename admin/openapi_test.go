@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/openapitest"
@@ -32,6 +33,7 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // TestOpenAPIRoutes checks that the OpenAPI document has an operation for every route
@@ -226,9 +228,36 @@ func (u faultyUsage) Totals(ctx context.Context, q usage.TotalsQuery) (usage.Tot
 	return u.UsageStore.Totals(ctx, q)
 }
 
+// faultyHooks is a webhook store that fails while its faults are down.
+type faultyHooks struct {
+	*memory.WebhookStore
+	f *faults
+}
+
+func (h faultyHooks) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (webhook.Endpoint, error) {
+	if err := h.f.err("creating an endpoint"); err != nil {
+		return webhook.Endpoint{}, err
+	}
+	return h.WebhookStore.CreateEndpoint(ctx, e)
+}
+
+func (h faultyHooks) Endpoint(ctx context.Context, id string) (webhook.Endpoint, error) {
+	if err := h.f.err("reading an endpoint"); err != nil {
+		return webhook.Endpoint{}, err
+	}
+	return h.WebhookStore.Endpoint(ctx, id)
+}
+
+func (h faultyHooks) Endpoints(ctx context.Context, account string) ([]webhook.Endpoint, error) {
+	if err := h.f.err("listing endpoints"); err != nil {
+		return nil, err
+	}
+	return h.WebhookStore.Endpoints(ctx, account)
+}
+
 // docEnv is a service for the black-box tests of the OpenAPI document: its admin and
-// REST handlers on stores that fail as faults say, with an audit log and usage
-// statistics unless bare, and closed accounts deletable at once. It checks every answer
+// REST handlers on stores that fail as faults say, with an audit log, usage
+// statistics and webhooks unless bare, and closed accounts deletable at once. It checks every answer
 // against the document, and records the statuses each operation answered in seen.
 type docEnv struct {
 	*env
@@ -237,8 +266,10 @@ type docEnv struct {
 	rec    *usage.Recorder
 	seen   map[string]map[string]bool
 	// The fixtures: acme (pro) with its primary key's value and a sub-key, and gone, a
-	// closed account.
-	acmeKey, subKey string
+	// closed account; unless bare, an operator's webhook endpoint, opsHook, with the
+	// delivery of a test message, opsMessage, and one of acme's, acmeHook.
+	acmeKey, subKey               string
+	opsHook, opsMessage, acmeHook string
 }
 
 func newDocEnv(t *testing.T, bare bool, seen map[string]map[string]bool) *docEnv {
@@ -286,7 +317,11 @@ func newDocEnv(t *testing.T, bare bool, seen map[string]map[string]bool) *docEnv
 		t.Fatal(err)
 	}
 	t.Cleanup(mgr.Close)
-	e := &docEnv{env: serve(t, clk, logs, mgr, nil), doc: openapitest.Load(t, admin.OpenAPI()), faults: f, rec: rec, seen: seen}
+	var hooks *webhook.Endpoints
+	if !bare {
+		hooks = webhook.NewEndpoints(faultyHooks{memory.NewWebhookStore(), f}, svc.Events(), &webhook.EndpointsOptions{Now: clk.Now, Logger: logger})
+	}
+	e := &docEnv{env: serve(t, clk, logs, mgr, &admin.Options{Webhooks: hooks}), doc: openapitest.Load(t, admin.OpenAPI()), faults: f, rec: rec, seen: seen}
 
 	ctx := t.Context()
 	_, _, value, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acme", Plan: "pro"})
@@ -303,6 +338,21 @@ func newDocEnv(t *testing.T, bare bool, seen map[string]map[string]bool) *docEnv
 	}
 	if _, err := mgr.CloseAccount(ctx, "gone", "left"); err != nil {
 		t.Fatal(err)
+	}
+	if hooks != nil {
+		ops, err := hooks.Create(ctx, event.Actor{ID: audit.Operator}, "", "https://ops.example.com/hooks", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := hooks.SendTest(ctx, event.Actor{ID: audit.Operator}, "", ops.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme, err := hooks.Create(ctx, event.Actor{ID: "key_holder"}, "acme", "https://acme.example.com/hooks", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.opsHook, e.opsMessage, e.acmeHook = ops.ID, d.Message.ID, acme.ID
 	}
 	return e
 }
@@ -398,6 +448,18 @@ func (e *docEnv) served() map[string]req {
 		"POST /admin/v1/accounts/{account_id}/reactivate": {method: "POST", target: "/admin/v1/accounts/acme/reactivate", body: `{"reason":"r"}`},
 		"POST /admin/v1/accounts/{account_id}/close":      {method: "POST", target: "/admin/v1/accounts/acme/close", body: `{"reason":"r"}`},
 		"GET /admin/v1/usage":                             {method: "GET", target: "/admin/v1/usage?group_by=api"},
+
+		"GET /admin/v1/webhooks":                                               {method: "GET", target: "/admin/v1/webhooks"},
+		"POST /admin/v1/webhooks":                                              {method: "POST", target: "/admin/v1/webhooks", body: `{"url":"https://ops.example.com/more"}`},
+		"GET /admin/v1/webhooks/{endpoint_id}":                                 {method: "GET", target: "/admin/v1/webhooks/" + e.opsHook},
+		"PATCH /admin/v1/webhooks/{endpoint_id}":                               {method: "PATCH", target: "/admin/v1/webhooks/" + e.opsHook, body: `{"events":["key.revoked"]}`},
+		"DELETE /admin/v1/webhooks/{endpoint_id}":                              {method: "DELETE", target: "/admin/v1/webhooks/" + e.opsHook},
+		"POST /admin/v1/webhooks/{endpoint_id}/rotate":                         {method: "POST", target: "/admin/v1/webhooks/" + e.opsHook + "/rotate"},
+		"POST /admin/v1/webhooks/{endpoint_id}/test":                           {method: "POST", target: "/admin/v1/webhooks/" + e.opsHook + "/test"},
+		"GET /admin/v1/webhooks/{endpoint_id}/deliveries":                      {method: "GET", target: "/admin/v1/webhooks/" + e.opsHook + "/deliveries?limit=5"},
+		"POST /admin/v1/webhooks/{endpoint_id}/deliveries/{message_id}/resend": {method: "POST", target: "/admin/v1/webhooks/" + e.opsHook + "/deliveries/" + e.opsMessage + "/resend"},
+		"GET /admin/v1/accounts/{account_id}/webhooks":                         {method: "GET", target: "/admin/v1/accounts/acme/webhooks"},
+		"PATCH /admin/v1/accounts/{account_id}/webhooks/{endpoint_id}":         {method: "PATCH", target: "/admin/v1/accounts/acme/webhooks/" + e.acmeHook, body: `{"disabled":true}`},
 	}
 }
 
@@ -458,7 +520,8 @@ func TestOpenAPIAnswers(t *testing.T) {
 		takes := e.doc.PathMethods(template)
 		for _, m := range methods {
 			if !slices.Contains(takes, m) {
-				target := strings.NewReplacer("{account_id}", "acme", "{key_id}", e.subKey).Replace(template)
+				target := strings.NewReplacer("{account_id}", "acme", "{key_id}", e.subKey, "{endpoint_id}", e.opsHook,
+					"{message_id}", e.opsMessage).Replace(template)
 				a := e.want(req{method: m, target: target}, http.StatusMethodNotAllowed)
 				for _, took := range takes {
 					if !strings.Contains(a.header.Get("Allow"), took) {
@@ -557,6 +620,55 @@ func TestOpenAPIAnswers(t *testing.T) {
 		e.want(c.r, c.want)
 	}
 
+	// Webhook endpoints.
+	hooks, ops := "/admin/v1/webhooks", "/admin/v1/webhooks/"+e.opsHook
+	longID := strings.Repeat("x", webhook.MaxID+1)
+	for i := 0; i < webhook.MaxEndpoints-2; i++ { // the fixture, and the one created below
+		e.want(req{method: "POST", target: hooks, body: fmt.Sprintf(`{"url":"https://ops.example.com/%d"}`, i)}, 201)
+	}
+	for _, c := range []struct {
+		r    req
+		want int
+	}{
+		{req{method: "GET", target: hooks}, 200},
+		{req{method: "GET", target: hooks + "?all=1"}, 400},
+		{req{method: "POST", target: hooks, body: `{"url":"https://ops.example.com/last","events":["account.suspended"]}`}, 201},
+		{req{method: "POST", target: hooks, body: `{"url":"https://ops.example.com/one-more"}`}, 409},
+		{req{method: "POST", target: hooks, body: `{"url":"http://10.0.0.1/in"}`}, 400},
+		{req{method: "GET", target: ops}, 200},
+		{req{method: "GET", target: hooks + "/" + e.acmeHook}, 404},
+		{req{method: "GET", target: hooks + "/" + longID}, 400},
+		{req{method: "PATCH", target: ops, body: `{"url":"https://ops.example.com/v2","events":[]}`}, 200},
+		{req{method: "PATCH", target: ops, body: `{"events":["nope"]}`}, 400},
+		{req{method: "PATCH", target: hooks + "/ep_nothing", body: `{"disabled":true}`}, 404},
+		{req{method: "POST", target: ops + "/rotate"}, 200},
+		{req{method: "POST", target: hooks + "/ep_nothing/rotate"}, 404},
+		{req{method: "POST", target: hooks + "/" + longID + "/rotate"}, 400},
+		{req{method: "POST", target: ops + "/test"}, 202},
+		{req{method: "POST", target: hooks + "/ep_nothing/test"}, 404},
+		{req{method: "POST", target: hooks + "/" + longID + "/test"}, 400},
+		{req{method: "GET", target: ops + "/deliveries?limit=1"}, 200},
+		{req{method: "GET", target: ops + "/deliveries?limit=0"}, 400},
+		{req{method: "GET", target: hooks + "/ep_nothing/deliveries"}, 404},
+		{req{method: "POST", target: ops + "/deliveries/" + e.opsMessage + "/resend"}, 202},
+		{req{method: "POST", target: ops + "/deliveries/" + webhook.NewID() + "/resend"}, 404},
+		{req{method: "POST", target: ops + "/deliveries/" + longID + "/resend"}, 400},
+		{req{method: "PATCH", target: ops, body: `{"disabled":true}`}, 200},
+		{req{method: "POST", target: ops + "/test"}, 409},
+		{req{method: "POST", target: ops + "/deliveries/" + e.opsMessage + "/resend"}, 409},
+		{req{method: "GET", target: accts + "acme/webhooks"}, 200},
+		{req{method: "GET", target: accts + "nobody/webhooks"}, 404},
+		{req{method: "GET", target: accts + long + "/webhooks"}, 400},
+		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.acmeHook, body: `{"disabled":true,"reason":"it answers 500"}`}, 200},
+		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.acmeHook, body: `{"reason":"no flag"}`}, 400},
+		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.opsHook, body: `{"disabled":true}`}, 404},
+		{req{method: "DELETE", target: ops}, 200},
+		{req{method: "DELETE", target: ops}, 404},
+		{req{method: "DELETE", target: hooks + "/" + longID}, 400},
+	} {
+		e.want(c.r, c.want)
+	}
+
 	// An account that changes at every attempt to update it.
 	e.faults.churn.Store(true)
 	e.want(req{method: "POST", target: accts + "acme/close", body: `{"reason":"left"}`}, http.StatusConflict)
@@ -570,6 +682,8 @@ func TestOpenAPIAnswers(t *testing.T) {
 	bare := newDocEnv(t, true, seen)
 	bare.want(req{method: "GET", target: accts + "acme/audit"}, http.StatusNotFound)
 	bare.want(req{method: "GET", target: "/admin/v1/usage"}, http.StatusNotFound)
+	bare.want(req{method: "GET", target: "/admin/v1/webhooks"}, http.StatusNotFound)
+	bare.want(req{method: "POST", target: "/admin/v1/webhooks", body: `{"url":"https://ops.example.com/hooks"}`}, http.StatusNotFound)
 
 	for _, op := range e.doc.Operations() {
 		for _, s := range op.Statuses() {
@@ -599,7 +713,7 @@ func pathsOf(doc *openapitest.Doc) map[string]bool {
 // document's example), and each refusal is checked against the document.
 func TestOpenAPIRefusals(t *testing.T) {
 	e := newDocEnv(t, false, map[string]map[string]bool{})
-	ids := map[string]string{"account_id": "acme", "key_id": e.subKey}
+	ids := map[string]string{"account_id": "acme", "key_id": e.subKey, "endpoint_id": e.opsHook, "message_id": e.opsMessage}
 	for _, op := range e.doc.Operations() {
 		target := op.Path
 		for name, v := range ids {

@@ -1,9 +1,10 @@
 // Package audit defines the audit log of Tollgate: one [Entry] for every change made to
-// an account's keys or credits, saying who made it, what it was, when, and from which
-// address, and the [Store] that keeps the entries.
+// an account, its keys, credits, sessions or webhook endpoints, saying who made it,
+// what it was, when, and from which address, and the [Store] that keeps the entries.
 //
-// An entry never holds a key value: a key is named by its id, and restrictions are
-// recorded in their plain JSON form (auth.RestrictionSpec), which holds no secret.
+// An entry never holds a key value nor a webhook endpoint's secret: a key is named by
+// its id, and restrictions are recorded in their plain JSON form
+// (auth.RestrictionSpec), which holds no secret.
 //
 // Stores never read the clock: an entry carries the instant it records, and retention
 // ([Store.Prune]) is given the instant before which entries go. Implementations are in
@@ -68,6 +69,25 @@ const (
 	// retention had passed. The account's entries, this one included, are kept as long
 	// as the log's own retention keeps them.
 	AccountDelete Action = "account.delete"
+	// EndpointCreate: a webhook endpoint (Target) was created, with its settings in
+	// After: {"url", "events"} (events empty for every type). Its secret is never
+	// recorded.
+	EndpointCreate Action = "endpoint.create"
+	// EndpointUpdate: a webhook endpoint's (Target) URL or event types changed: its
+	// settings before and after in Before and After.
+	EndpointUpdate Action = "endpoint.update"
+	// EndpointRotate: a webhook endpoint (Target) was given a new signing secret; After
+	// is {"previous_secret_until"}, when the secret it replaced stops signing.
+	EndpointRotate Action = "endpoint.rotate"
+	// EndpointDisable: a webhook endpoint (Target) was disabled, for Reason: by its
+	// owner, an operator, or the service ([Service]) after its deliveries failed for
+	// the whole retry schedule.
+	EndpointDisable Action = "endpoint.disable"
+	// EndpointEnable: a disabled webhook endpoint (Target) was enabled again.
+	EndpointEnable Action = "endpoint.enable"
+	// EndpointDelete: a webhook endpoint (Target) was deleted, with its deliveries; its
+	// settings were Before.
+	EndpointDelete Action = "endpoint.delete"
 )
 
 // Actors that are not a key id.
@@ -81,6 +101,10 @@ const (
 	// token that names no key and has no id (one issued before sessions had ids);
 	// such a session with an id is named by [SessionActor].
 	Session = "session"
+	// Service is the Actor of a change the service made by itself, which no one asked
+	// for: a webhook endpoint disabled after its deliveries failed for the whole retry
+	// schedule.
+	Service = "service"
 )
 
 // SessionActor is the Actor of a change made through the session with the given id
@@ -99,13 +123,14 @@ type Entry struct {
 	At time.Time
 	// Actor is who made the change: the id of the key that authenticated it, for an
 	// account holder, [Operator] (or "operator:" followed by a name the host gives)
-	// for a change made through the admin API, or [Host]. It is required.
+	// for a change made through the admin API, [Host], or [Service]. It is required.
 	Actor string
 	// Action is what was done. It is required.
 	Action Action
 	// Account is the account the change is about. It is required.
 	Account string
-	// Target is the id of the key the change is about, if any.
+	// Target is the id of the key (or session, or webhook endpoint) the change is
+	// about, if any.
 	Target string
 	// Before and After are the target's restrictions before and after the change, in
 	// their plain JSON form (auth.Restrictions' MarshalJSON), or what [PlanChange]

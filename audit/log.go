@@ -44,8 +44,9 @@ type LogOptions struct {
 }
 
 // A Log is the audit log of a service: an [event.Observer] that appends an [Entry] to
-// its store for every change of an account, a key, credits or a session ([Log.Kinds]),
-// once the change is stored. The change's goroutine waits for one attempt of at most
+// its store for every change of an account, a key, credits, a session or an account's
+// webhook endpoint ([Log.Kinds]), once the change is stored. (The changes of an
+// operator's webhook endpoints, which are no account's, are not recorded.) The change's goroutine waits for one attempt of at most
 // two seconds; an entry the store cannot take is queued (see [LogOptions.Queue]) and
 // retried in the background with backoff, and [Log.Close] makes a last attempt. Each
 // entry has the change's ID, so a retry after an append whose outcome is unknown stores
@@ -101,7 +102,9 @@ func NewLog(store Store, opts *LogOptions) *Log {
 func (l *Log) Kinds() []event.Kind {
 	return []event.Kind{event.AccountCreated, event.KeyCreated, event.KeyRotated, event.KeyUpdated,
 		event.KeyRevoked, event.CreditsAdjusted, event.SessionStarted, event.SessionEnded,
-		event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted, event.PlanChanged}
+		event.AccountSuspended, event.AccountReactivated, event.AccountClosed, event.AccountDeleted, event.PlanChanged,
+		event.EndpointCreated, event.EndpointUpdated, event.EndpointRotated, event.EndpointDisabled, event.EndpointEnabled,
+		event.EndpointDeleted}
 }
 
 // Observe records e, if it is a change the log records (see [Log.Kinds]).
@@ -117,8 +120,12 @@ func (l *Log) Observe(ctx context.Context, e event.Event) {
 }
 
 // entryOf returns the entry that records c, and false for a change the log does not
-// record.
+// record: one of a kind it does not know, or a change of an operator's webhook
+// endpoint, which is no account's (an entry is an account's).
 func entryOf(c *event.Change) (Entry, bool) {
+	if c.Account == "" {
+		return Entry{}, false
+	}
 	e := Entry{ID: c.ID, At: c.At, Actor: c.Actor.ID, Addr: c.Actor.Addr, Account: c.Account, Target: c.Key}
 	if e.Actor == "" {
 		e.Actor = Host
@@ -158,6 +165,19 @@ func entryOf(c *event.Change) (Entry, bool) {
 		e.Action, e.Reason = PlanChange, c.Reason
 		e.Before, _ = json.Marshal(map[string]string{"plan": c.OldPlan})
 		e.After, _ = json.Marshal(map[string]any{"plan": c.Plan, "effective_at": c.Effective.UTC()})
+	case event.EndpointCreated:
+		e.Action, e.Target, e.After = EndpointCreate, c.Endpoint, c.After
+	case event.EndpointUpdated:
+		e.Action, e.Target, e.Before, e.After = EndpointUpdate, c.Endpoint, c.Before, c.After
+	case event.EndpointRotated:
+		e.Action, e.Target = EndpointRotate, c.Endpoint
+		e.After, _ = json.Marshal(map[string]any{"previous_secret_until": c.Effective.UTC()})
+	case event.EndpointDisabled:
+		e.Action, e.Target, e.Reason = EndpointDisable, c.Endpoint, c.Reason
+	case event.EndpointEnabled:
+		e.Action, e.Target = EndpointEnable, c.Endpoint
+	case event.EndpointDeleted:
+		e.Action, e.Target, e.Before = EndpointDelete, c.Endpoint, c.Before
 	default:
 		return Entry{}, false
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/session"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // A Door is one of the doors Mount can mount; a set of them is their sum.
@@ -75,6 +76,11 @@ type Options struct {
 	// them. Nil: Mount makes one with accounts.New(svc, nil), which keeps no audit log
 	// and no usage; give yours to have them.
 	Accounts *accounts.Manager
+	// Webhooks manages the webhook endpoints (webhook.NewEndpoints, on the service's
+	// events), for the account holders' API (/v1/account/webhooks) and the admin API
+	// (/admin/v1/webhooks). Nil: the service delivers no webhooks, and those routes
+	// answer 404.
+	Webhooks *webhook.Endpoints
 	// AdminToken protects the admin API, sent as Authorization: Bearer; at least
 	// admin.MinTokenLength characters. Without it the admin API is not mounted.
 	AdminToken string
@@ -216,7 +222,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		routes["/v1/"] = m.REST
 	}
 	if want&Account != 0 {
-		if m.Account, err = selfservice.NewHandler(m.Accounts, &selfservice.Options{Edge: m.Edge}); err != nil {
+		if m.Account, err = selfservice.NewHandler(m.Accounts, &selfservice.Options{Edge: m.Edge, Webhooks: opts.Webhooks}); err != nil {
 			return nil, err
 		}
 		routes["/v1/account"] = withCookies(m.Account)
@@ -245,7 +251,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		routes["/dashboard/"] = http.StripPrefix("/dashboard", m.Dashboard)
 	}
 	if want&Admin != 0 {
-		if m.Admin, err = admin.NewHandler(m.Accounts, opts.AdminToken, &admin.Options{Edge: m.Edge}); err != nil {
+		if m.Admin, err = admin.NewHandler(m.Accounts, opts.AdminToken, &admin.Options{Edge: m.Edge, Webhooks: opts.Webhooks}); err != nil {
 			return nil, err
 		}
 		routes["/admin/"] = m.Admin

@@ -1,7 +1,7 @@
 // Package event is the seam of a Tollgate service: the typed record of what happened
-// (a call ran or was refused, reservations were voided, an account, a key, credits or
-// a session changed) and the [Bus] that hands each event to the observers subscribed to
-// its kind.
+// (a call ran or was refused, reservations were voided, an account, a key, credits, a
+// session or a webhook endpoint changed) and the [Bus] that hands each event to the
+// observers subscribed to its kind.
 //
 // Cross-cutting features hang on the seam rather than in the call: the audit log
 // (audit.Log), the usage statistics (usage.Recorder), the front doors that hold
@@ -64,6 +64,25 @@ const (
 	// AccountDeleted: a closed account was deleted, with its keys, once its closure's
 	// retention had passed.
 	AccountDeleted
+	// EndpointCreated: a webhook endpoint ([Change.Endpoint], at [Change.URL]) was
+	// created, with its settings in [Change.After]. Its Account is the endpoint's, empty
+	// for an operator's endpoint (which receives every account's events).
+	EndpointCreated
+	// EndpointUpdated: a webhook endpoint's URL or event types changed, its settings
+	// before and after in [Change.Before] and [Change.After].
+	EndpointUpdated
+	// EndpointRotated: a webhook endpoint was given a new signing secret; the one it
+	// replaced still signs until the grace in [Change.Effective] ends.
+	EndpointRotated
+	// EndpointDisabled: a webhook endpoint was disabled, for [Change.Reason]: by its
+	// owner, by an operator, or by the service ([Change.Actor] "service") after its
+	// deliveries failed for the whole retry schedule. It is given no new deliveries.
+	EndpointDisabled
+	// EndpointEnabled: a disabled webhook endpoint was enabled again.
+	EndpointEnabled
+	// EndpointDeleted: a webhook endpoint was deleted, with its deliveries; its
+	// settings were [Change.Before].
+	EndpointDeleted
 
 	numKinds
 )
@@ -85,6 +104,12 @@ var kindNames = [numKinds]string{
 	AccountClosed:      "account.closed",
 	PlanChanged:        "plan.changed",
 	AccountDeleted:     "account.deleted",
+	EndpointCreated:    "endpoint.created",
+	EndpointUpdated:    "endpoint.updated",
+	EndpointRotated:    "endpoint.rotated",
+	EndpointDisabled:   "endpoint.disabled",
+	EndpointEnabled:    "endpoint.enabled",
+	EndpointDeleted:    "endpoint.deleted",
 }
 
 // String returns the kind's stable name, a noun and a verb in the past ("key.rotated").
@@ -236,8 +261,8 @@ type Actor struct {
 	Addr netip.Addr
 }
 
-// Change is a change made to an account, a key, credits or a session, once it is
-// stored. Which fields are set depends on its kind.
+// Change is a change made to an account, a key, credits, a session or a webhook
+// endpoint, once it is stored. Which fields are set depends on its kind.
 type Change struct {
 	Type Kind
 	// ID names the change: random, except that a replay of an idempotent change (a
@@ -251,11 +276,16 @@ type Change struct {
 	Key string
 	// Session is the session's id, for SessionStarted and SessionEnded.
 	Session string
+	// Endpoint is the webhook endpoint's id, and URL where it delivers (after the
+	// change), for the endpoint kinds (EndpointCreated, ...). An endpoint's secret is
+	// never in an event.
+	Endpoint, URL string
 	// Plan is the plan of a created account, or the new plan of a PlanChanged;
 	// OldPlan the plan it had before.
 	Plan, OldPlan string
 	// Effective is when a PlanChanged takes effect: its moment for a change made now,
-	// or the renewal it waits for.
+	// or the renewal it waits for. For an EndpointRotated, it is when the replaced
+	// secret stops signing deliveries.
 	Effective time.Time
 	// Credits is the opening balance of a created account, or the amount of a credit
 	// adjustment (negative when credits were taken).
@@ -265,10 +295,13 @@ type Change struct {
 	Expires time.Time
 	// Reason is the reason given for a credit adjustment, a suspension or a closure;
 	// "login" for a session started through the host's login; for a PlanChanged back
-	// to the plan in force, the pending change it dropped.
+	// to the plan in force, the pending change it dropped; for an EndpointDisabled,
+	// why the endpoint was disabled.
 	Reason string
 	// Before and After are the key's (or a created account's) restrictions before and
-	// after the change, in their plain JSON form; nil where there are none.
+	// after the change, in their plain JSON form; nil where there are none. For the
+	// endpoint kinds, they are the endpoint's settings, {"url", "events"} (events
+	// empty for every type).
 	Before, After json.RawMessage
 	// OldName and Name are a key's name before and after a KeyUpdated that renamed it.
 	OldName, Name string

@@ -1,6 +1,8 @@
 package selfservice
 
 import (
+	"maps"
+
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
@@ -108,7 +110,7 @@ func OpenAPIPaths() map[string]any {
 		"The primary key (or a session acting as it) sees the whole account; a sub-key, or a session it started, only its own calls, and naming another key is a 403. " +
 		"Bounds: 1 day by minute, 31 days by hour, 400 days by day; a bad parameter is a 400 whose message begins with its name; a service that records no usage answers 404."
 	use["responses"].(map[string]any)["404"] = ref("#/components/responses/Error")
-	return map[string]any{
+	paths := map[string]any{
 		"/v1/account": map[string]any{"get": op("account", "The account, its plan and balance, and the first page of its keys",
 			map[string]any{"type": "object", "properties": map[string]any{
 				"account": map[string]any{"type": "object", "properties": map[string]any{
@@ -144,6 +146,8 @@ func OpenAPIPaths() map[string]any {
 		"/v1/account/audit": map[string]any{"get": audit},
 		"/v1/account/usage": map[string]any{"get": use},
 	}
+	maps.Copy(paths, webhookPaths(op, withBody))
+	return paths
 }
 
 func keySchema() map[string]any {

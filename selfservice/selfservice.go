@@ -1,5 +1,6 @@
 // Package selfservice is the self-service API of account holders: their account, plan and
-// balance, their keys, and their audit log, managed with their own credentials. It
+// balance, their keys, their webhook endpoints and their audit log, managed with their
+// own credentials. It
 // serves JSON in the envelope of the REST front door:
 //
 //	{"status": "ok", "error": null, "data": ...}
@@ -16,6 +17,18 @@
 //	POST   /v1/account/keys/{key_id}/revoke   revoke a sub-key
 //	GET    /v1/account/audit                  the account's audit log (primary key only): ?limit=&cursor=&from=&to=
 //	GET    /v1/account/usage                  usage over time: ?from=&to=&interval=&by=&api=&key=&channel=
+//
+// and the account's webhook endpoints (with [Options.Webhooks]; primary key only):
+//
+//	GET    /v1/account/webhooks                                               the endpoints, their secrets masked
+//	POST   /v1/account/webhooks                                               create one: {"url", "events"?}; 201, its secret in data.secret, shown once
+//	GET    /v1/account/webhooks/{endpoint_id}                                 one endpoint
+//	PATCH  /v1/account/webhooks/{endpoint_id}                                 {"url"?, "events"?, "disabled"?}
+//	DELETE /v1/account/webhooks/{endpoint_id}                                 delete it and its deliveries
+//	POST   /v1/account/webhooks/{endpoint_id}/rotate                          a new secret, in data.secret, shown once
+//	POST   /v1/account/webhooks/{endpoint_id}/test                            202: an endpoint.test message, for that endpoint only
+//	GET    /v1/account/webhooks/{endpoint_id}/deliveries                      its deliveries, newest first: ?limit=&cursor=
+//	POST   /v1/account/webhooks/{endpoint_id}/deliveries/{message_id}/resend  202: deliver the message again
 //
 // GET /v1/account/usage takes the query parameters and answers the body of the
 // time-series form of GET /v1/analytics: one series per group, a point per bucket with
@@ -37,6 +50,23 @@
 // 50); pass next as cursor for the page after. GET /v1/account answers the first page,
 // with keys_next. A cursor whose key was deleted since (a revoked key is deleted after
 // the service's retention) is a 400: list from the first page.
+//
+// A webhook endpoint receives the account's events (package webhook has their types
+// and the signature of every delivery): the types in events (none: every type), posted
+// to url, an absolute http or https URL of at most 2048 bytes, without a user name,
+// password or fragment, whose host is public (not localhost, nor a private, loopback or
+// link-local address, unless the host allows them). Only the account's primary key, or
+// a session acting as it, manages them: a sub-key is answered 403 saying so. An
+// endpoint of another account is answered 404. The secret that signs the deliveries
+// appears in full in data.secret twice only: when the endpoint is created and when it
+// is rotated; everywhere else it is masked ("whsec_" and four characters). The secret a
+// rotation replaced still signs beside the new one for a grace (24 hours by default:
+// data.previous_secret_until). An account has at most 16 endpoints: one more is a 409
+// saying to delete one. A disabled endpoint is given no deliveries, and is refused a
+// test or a resend (409) until it is enabled ("disabled": false). Every change of an
+// endpoint is in the audit log, never a secret. Creating, changing, rotating, testing
+// and resending spend the self-service budget as key changes do; deleting and disabling
+// never do. A service that delivers no webhooks answers these routes 404.
 //
 // Creating, rotating and changing a key spend the account's self-service budget (see
 // [accounts.Options.SelfServiceLimit]); beyond it they are answered 429 with
@@ -65,6 +95,7 @@ import (
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/usagehttp"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // Options configures the handler. The zero value is the default.
@@ -74,13 +105,18 @@ type Options struct {
 	// addresses. The default is [edge.Default]: the address is the TCP peer. The API
 	// answers no cross-origin call, whatever the edge's origins.
 	Edge *edge.Edge
+	// Webhooks manages the webhook endpoints of the accounts (webhook.NewEndpoints, on
+	// the service's events); the routes under /v1/account/webhooks serve it. Nil: the
+	// service delivers no webhooks, and those routes answer 404.
+	Webhooks *webhook.Endpoints
 }
 
 // Handler serves the self-service API. Create it with [NewHandler].
 type Handler struct {
-	mgr  *accounts.Manager
-	mux  *http.ServeMux
-	door *edge.Door
+	mgr    *accounts.Manager
+	mux    *http.ServeMux
+	door   *edge.Door
+	routes []mgmtapi.Route
 }
 
 // NewHandler returns the self-service API of the accounts that mgr manages. opts may
@@ -97,7 +133,8 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 		e = edge.Default()
 	}
 	h := &Handler{mgr: mgr, mux: http.NewServeMux(), door: e.Door(edge.DoorSpec{})}
-	mgmtapi.Mount(h.mux, "/v1/account/", "account", []mgmtapi.Route{
+	hooks := &mgmtapi.Webhooks{Endpoints: opts.Webhooks, Door: h.door, Owner: h.webhookOwner, Disabled: "disabled by the account holder"}
+	h.routes = append([]mgmtapi.Route{
 		{Method: http.MethodGet, Path: "/v1/account", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/v1/account/keys", Serve: h.listKeys},
 		{Method: http.MethodPost, Path: "/v1/account/keys", Serve: h.createKey},
@@ -107,8 +144,19 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 		{Method: http.MethodPost, Path: "/v1/account/keys/{key_id}/revoke", Serve: h.revokeKey},
 		{Method: http.MethodGet, Path: "/v1/account/audit", Serve: h.auditLog},
 		{Method: http.MethodGet, Path: "/v1/account/usage", Serve: h.usage},
-	})
+	}, hooks.Routes("/v1/account/webhooks")...)
+	mgmtapi.Mount(h.mux, "/v1/account/", "account", h.routes)
 	return h, nil
+}
+
+// webhookOwner authenticates the caller of a webhook route: the account's holder (its
+// primary key, or a session acting as it), whose account's endpoints it manages.
+func (h *Handler) webhookOwner(r *http.Request) (mgmtapi.WebhookOwner, error) {
+	holder, err := h.mgr.AccountHolder(r.Context(), h.caller(r), "webhook endpoints")
+	if err != nil {
+		return mgmtapi.WebhookOwner{}, err
+	}
+	return mgmtapi.WebhookOwner{Account: holder.Account.ID, Actor: holder.Actor, Spend: holder.Spend}, nil
 }
 
 // ServeHTTP performs the edge check (a well-formed credential, else the bare 403 every

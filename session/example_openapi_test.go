@@ -29,6 +29,12 @@ func ExampleOpenAPIPaths() {
 	// /v1/account/keys/{key_id}/rotate
 	// /v1/account/session
 	// /v1/account/usage
+	// /v1/account/webhooks
+	// /v1/account/webhooks/{endpoint_id}
+	// /v1/account/webhooks/{endpoint_id}/deliveries
+	// /v1/account/webhooks/{endpoint_id}/deliveries/{message_id}/resend
+	// /v1/account/webhooks/{endpoint_id}/rotate
+	// /v1/account/webhooks/{endpoint_id}/test
 	// /v1/analytics
 	// /v1/catalog
 }

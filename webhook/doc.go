@@ -3,6 +3,12 @@
 // them in a durable outbox, and delivers them to the endpoints that asked for them,
 // signed by the Standard Webhooks scheme, at least once, retried on a schedule.
 //
+// Owners manage their endpoints through [Endpoints]: an account's holder those of the
+// account (package selfservice serves them), the operator their own, which receive
+// every account's events, and an account's (package admin). It checks what an endpoint
+// may be, shows a secret only when it makes one, sends test messages and deliveries
+// again, and publishes every change on the service's events, for the audit log.
+//
 // The outbox and the endpoints live in a [Store], shared by every instance: any
 // instance may deliver what another enqueued, a delivery is claimed by one deliverer at
 // a time, and a message survives the instance that enqueued it.

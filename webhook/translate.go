@@ -25,9 +25,10 @@ const ReplayWindow = 7 * 24 * time.Hour
 //	event.AccountSuspended    account.suspended
 //	event.AccountReactivated  account.reactivated
 //	event.AccountClosed       account.closed
+//	event.EndpointDisabled    endpoint.disabled
 //
-// Other events have none: calls, refusals and sweeps, sessions, and the deletion of a
-// closed account. The message's ID is derived from the change's type, account and ID
+// Other events have none: calls, refusals and sweeps, sessions, the deletion of a
+// closed account, and the other changes of webhook endpoints, which their owner made. The message's ID is derived from the change's type, account and ID
 // ([DerivedID]), so that a change published again with its ID is enqueued once, and its
 // Keep is its time plus [ReplayWindow]; a change with no ID gets a random one. The
 // data never holds a key's value, nor the address a change came from. Translate is a
@@ -77,6 +78,8 @@ func Translate(e event.Event) (Message, bool) {
 		d = AccountReactivatedData{Common: common, Reason: c.Reason}
 	case event.AccountClosed:
 		d = AccountClosedData{Common: common, Reason: c.Reason}
+	case event.EndpointDisabled:
+		d = EndpointDisabledData{Common: common, Endpoint: c.Endpoint, URL: c.URL, Reason: c.Reason}
 	}
 	m, err := NewMessage(c.At, d, c.At.Add(ReplayWindow))
 	if err != nil {
@@ -97,6 +100,7 @@ var translated = map[event.Kind]string{
 	event.AccountSuspended:   AccountSuspended,
 	event.AccountReactivated: AccountReactivated,
 	event.AccountClosed:      AccountClosed,
+	event.EndpointDisabled:   EndpointDisabled,
 }
 
 // expiry returns the expiry of restrictions in their plain JSON form; zero for none.

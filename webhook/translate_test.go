@@ -56,6 +56,9 @@ func TestTranslate(t *testing.T) {
 		{"account deleted", event.Change{Type: event.AccountDeleted}, "", ""},
 		{"session started", event.Change{Type: event.SessionStarted, Session: "s_1", Key: "key_ci", Reason: "login"}, "", ""},
 		{"session ended", event.Change{Type: event.SessionEnded, Session: "s_1"}, "", ""},
+		{"endpoint disabled", event.Change{Type: event.EndpointDisabled, Endpoint: "ep_1", URL: "https://example.com/hooks", Reason: "the deliveries failed for 3 days"},
+			webhook.EndpointDisabled, `"endpoint":"ep_1","url":"https://example.com/hooks","reason":"the deliveries failed for 3 days"`},
+		{"endpoint created", event.Change{Type: event.EndpointCreated, Endpoint: "ep_1", URL: "https://example.com/hooks"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.change
@@ -128,7 +131,8 @@ func TestTranslateOthers(t *testing.T) {
 		_, ok := webhook.Translate(&c)
 		switch k {
 		case event.CallFinished, event.CallRefused, event.ReservationsVoided,
-			event.SessionStarted, event.SessionEnded, event.AccountDeleted:
+			event.SessionStarted, event.SessionEnded, event.AccountDeleted,
+			event.EndpointCreated, event.EndpointUpdated, event.EndpointRotated, event.EndpointEnabled, event.EndpointDeleted:
 			if ok {
 				t.Errorf("a change of kind %s has a message", k)
 			}

@@ -1,7 +1,9 @@
 // Package mgmtapi is the JSON API that the management front doors share (package admin
 // for operators, package selfservice for account holders): reading a JSON request body,
-// routing with 405 and 404 answers, the query of an audit listing, and the JSON forms of accounts, keys, balances
-// and audit entries. Key values never appear in these forms.
+// routing with 405 and 404 answers, the query of an audit listing, the JSON forms of
+// accounts, keys, balances and audit entries, and the routes of webhook endpoints
+// ([Webhooks]). Key values never appear in these forms, nor a webhook secret but in
+// the answers that make one.
 package mgmtapi
 
 import (
