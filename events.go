@@ -69,7 +69,7 @@ func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, inv
 	} else {
 		e = &event.Call{APIs: make([]event.APIResult, 0, len(invs))}
 	}
-	e.At, e.Account, e.Key, e.Channel = now, p.Account.ID, p.Key.ID, channelName(p)
+	e.At, e.Account, e.Key, e.Channel, e.Plan = now, p.Account.ID, p.Key.ID, channelName(p), p.Plan.Name
 	e.Settlement, e.Balance = how, eventBalance(b)
 	e.Admission, e.Run, e.Settle = st.admitted.Sub(st.start), st.ran.Sub(st.admitted), st.settled.Sub(st.ran)
 	charges := how == event.Settled || how == event.Deferred
@@ -111,7 +111,7 @@ func (s *Service) refused(ctx context.Context, p *Principal, apis []string, err 
 		return
 	}
 	s.events.Publish(ctx, &event.Refusal{At: s.now(), Account: p.Account.ID, Key: p.Key.ID,
-		Channel: channelName(p), APIs: known, Code: code.String(), Balance: eventBalance(b)})
+		Channel: channelName(p), Plan: p.Plan.Name, APIs: known, Code: code.String(), Balance: eventBalance(b)})
 }
 
 // eventBalance returns b as an event tells it.

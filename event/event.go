@@ -152,6 +152,8 @@ type Call struct {
 	// started it; empty for a session that named none).
 	Key     string
 	Channel Channel
+	// Plan is the name of the account's plan in force for the call.
+	Plan string
 	// APIs are the APIs the call ran, each with its outcome.
 	APIs []APIResult
 	// Charged is what the call was charged in the end: the cost of its APIs less the
@@ -218,6 +220,8 @@ type Refusal struct {
 	Account string
 	Key     string
 	Channel Channel
+	// Plan is the name of the account's plan in force for the call.
+	Plan string
 	// APIs are the catalog's APIs the call named, one entry per item of a batch.
 	APIs []string
 	// Code is the refusal's code ("rate_limited", "credits_exhausted", ...).

@@ -1,0 +1,508 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/wire"
+)
+
+// DefaultThresholds are the percentages of a period's allowance whose use sends
+// credits.low: each once per account and period.
+var defaultThresholds = []int{80, 90, 100}
+
+// DefaultThresholds returns the percentages of a period's allowance at which a
+// Dispatcher sends credits.low by default: 80, 90 and 100.
+func DefaultThresholds() []int { return slices.Clone(defaultThresholds) }
+
+// The defaults of [DispatcherOptions].
+const (
+	DefaultRateLimitCooldown = 5 * time.Minute
+	DefaultQueue             = 4096
+	DefaultEnqueueTimeout    = 2 * time.Second
+)
+
+// DispatcherOptions are a Dispatcher's optional settings.
+type DispatcherOptions struct {
+	// Thresholds are the percentages (1 to 100) of a period's allowance whose use
+	// sends credits.low, each once per account and period. Nil is
+	// [DefaultThresholds]; empty (not nil) sends none.
+	Thresholds []int
+	// RateLimitCooldown is the shortest time between two rate_limit.exceeded of one
+	// key: one is sent for the first refusal of each window of this length. Zero is
+	// [DefaultRateLimitCooldown].
+	RateLimitCooldown time.Duration
+	// Plans looks up an account's plan for the data of rate_limit.exceeded (its rate
+	// limit) and period.renewed; nil leaves the rate at 0.
+	Plans *billing.Plans
+	// Queue bounds the messages that calls made and that wait to be enqueued: calls
+	// never wait for the store, and a message that finds the queue full is dropped
+	// and counted ([DispatchStats.Dropped]); the next call past the same threshold
+	// makes it again. Zero is [DefaultQueue].
+	Queue int
+	// EnqueueTimeout bounds each write to the store. Zero is [DefaultEnqueueTimeout].
+	EnqueueTimeout time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Logger receives what could not be enqueued; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// DispatchStats counts what a Dispatcher did since it was made.
+type DispatchStats struct {
+	// Enqueued counts messages stored; Duplicates those another instance (or an
+	// earlier event) had stored already, which were not stored again.
+	Enqueued, Duplicates int64
+	// Dropped counts messages lost: the queue was full, or the store failed them
+	// past their retries. EndpointsFull counts deliveries not made because their
+	// endpoint had MaxPending pending.
+	Dropped, EndpointsFull int64
+	// Queued is the number of messages waiting in the queue now.
+	Queued int
+}
+
+// A Dispatcher turns the service's events into webhook messages and enqueues them in
+// the outbox, for the endpoints that want them: the endpoints of the event's account
+// and the operator's, enabled, whose types name the event's (or that name none).
+// Subscribe it to the service's seam, and run it:
+//
+//	d, _ := webhook.NewDispatcher(store, nil)
+//	svc.Events().Subscribe(d)
+//	go d.Run(ctx)
+//
+// Changes (keys, credits granted, plans, accounts) are translated by [Translate] and
+// enqueued on the goroutine of the change, before the method that made it returns; one
+// the store does not take within EnqueueTimeout is queued and retried. Calls and
+// refusals make messages of their own, enqueued in the background so that a call
+// never waits for the store:
+//
+//   - credits.low: the first call after which the period's allowance used reaches a
+//     threshold (80, 90 and 100 percent by default) sends it, once per account,
+//     period and threshold, across every instance: its message ID is derived from
+//     them ([DerivedID]) and the store enqueues an ID once;
+//   - credits.exhausted: a call refused because the credits do not cover it sends it,
+//     once per account and period for as long as the credits of the period (what is
+//     left plus what was used) stay the same: credits granted, or a plan changed,
+//     make the next refusal send it again;
+//   - rate_limit.exceeded: a call refused by the rate limit sends it, once per key and
+//     cooldown window;
+//   - period.renewed: the first call of an account in a new period sends it, once per
+//     account and period, when this instance saw a call of the account in an earlier
+//     period (so that an account's first period, and a period whose calls all fell on
+//     an instance that was restarted meanwhile, send none).
+//
+// Each instance also remembers what it enqueued, so that the calls after a threshold
+// do not go to the store again. A Dispatcher is safe for concurrent use.
+type Dispatcher struct {
+	store      Store
+	thresholds []int
+	cooldown   time.Duration
+	plans      *billing.Plans
+	timeout    time.Duration
+	now        func() time.Time
+	log        *slog.Logger
+
+	queue chan Message
+
+	// sent holds the ids this instance enqueued, periods the latest period start
+	// (Unix seconds) it saw of each account; calls read them under the read lock.
+	mu      sync.RWMutex
+	sent    map[string]struct{}
+	periods map[string]int64
+	lows    map[string]lowMark // per account, the thresholds known to be enqueued
+
+	subsMu sync.Mutex
+	subs   map[*subscriber]struct{}
+
+	enqueued, duplicates, dropped, full atomic.Int64
+}
+
+// maxRemembered bounds the ids and the accounts a Dispatcher remembers: past it, it
+// forgets them all, and the store's own memory of ids keeps each event once.
+const maxRemembered = 1 << 16
+
+// NewDispatcher returns a Dispatcher that enqueues in s.
+func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
+	if s == nil {
+		return nil, errors.New("webhook: NewDispatcher needs a Store")
+	}
+	var o DispatcherOptions
+	if opts != nil {
+		o = *opts
+	}
+	d := &Dispatcher{store: s, thresholds: defaultThresholds, cooldown: o.RateLimitCooldown, plans: o.Plans,
+		timeout: o.EnqueueTimeout, now: o.Now, log: o.Logger,
+		sent: map[string]struct{}{}, periods: map[string]int64{}, lows: map[string]lowMark{}, subs: map[*subscriber]struct{}{}}
+	if o.Thresholds != nil {
+		d.thresholds = slices.Clone(o.Thresholds)
+		slices.Sort(d.thresholds)
+		d.thresholds = slices.Compact(d.thresholds)
+		for _, t := range d.thresholds {
+			if t < 1 || t > 100 {
+				return nil, fmt.Errorf("webhook: threshold %d: give a percentage from 1 to 100", t)
+			}
+		}
+	}
+	if d.cooldown < 0 || d.timeout < 0 || o.Queue < 0 {
+		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout and Queue must not be negative")
+	}
+	if d.cooldown == 0 {
+		d.cooldown = DefaultRateLimitCooldown
+	}
+	if d.timeout == 0 {
+		d.timeout = DefaultEnqueueTimeout
+	}
+	if o.Queue == 0 {
+		o.Queue = DefaultQueue
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	d.queue = make(chan Message, o.Queue)
+	return d, nil
+}
+
+// Observe makes the messages of e and enqueues them (see [Dispatcher]).
+func (d *Dispatcher) Observe(ctx context.Context, e event.Event) {
+	switch e := e.(type) {
+	case *event.Call:
+		if e.Settlement == event.Settled {
+			d.renewed(e.Account, e.Plan, e.Balance)
+			d.low(e)
+		}
+	case *event.Refusal:
+		d.renewed(e.Account, e.Plan, e.Balance)
+		d.refused(e)
+	case *event.Change:
+		m, ok := Translate(e)
+		if !ok {
+			return
+		}
+		if err := d.enqueue(context.WithoutCancel(ctx), m); err != nil {
+			d.push(m)
+		}
+	}
+}
+
+// low queues credits.low for each threshold the call's balance has reached and that
+// this instance has not sent for the period.
+func (d *Dispatcher) low(e *event.Call) {
+	b := e.Balance
+	if b.Allowance <= 0 || len(d.thresholds) == 0 {
+		return
+	}
+	used := b.AllowanceUsed()
+	// reached is the number of thresholds the use reached: used/allowance >= t/100,
+	// in floating point, since the allowance is at most 2^53-1.
+	reached := 0
+	for _, t := range d.thresholds {
+		if float64(used)*100 < float64(t)*float64(b.Allowance) {
+			break
+		}
+		reached++
+	}
+	if reached == 0 {
+		return
+	}
+	start := b.PeriodStart.Unix()
+	d.mu.RLock()
+	mark, ok := d.lows[e.Account]
+	d.mu.RUnlock()
+	if ok && mark.start == start && mark.reached >= reached {
+		return // the common case past a threshold: sent already, no hash to make
+	}
+	all := true
+	for _, t := range d.thresholds[:reached] {
+		id := DerivedID(CreditsLow, e.Account, stamp(b.PeriodStart), strconv.Itoa(t))
+		if d.remembered(id) {
+			continue
+		}
+		all = false
+		d.queueData(e.At, CreditsLowData{Common: Common{ID: id, Account: e.Account}, Threshold: t,
+			Allowance: b.Allowance, Used: used, Remaining: b.Remaining, PeriodEnd: b.PeriodEnd}, b.PeriodEnd)
+	}
+	if all {
+		d.mu.Lock()
+		if len(d.lows) >= maxRemembered {
+			clear(d.lows)
+		}
+		d.lows[e.Account] = lowMark{start: start, reached: reached}
+		d.mu.Unlock()
+	}
+}
+
+// A lowMark says that the account's first reached thresholds were enqueued for the
+// period that starts at start.
+type lowMark struct {
+	start   int64
+	reached int
+}
+
+// refused queues credits.exhausted or rate_limit.exceeded for a refusal that calls
+// for one.
+func (d *Dispatcher) refused(e *event.Refusal) {
+	switch e.Code {
+	case wire.CodeCreditsExhausted:
+		b := e.Balance
+		if b.PeriodStart.IsZero() {
+			return // the balance was not read
+		}
+		id := DerivedID(CreditsExhausted, e.Account, stamp(b.PeriodStart), strconv.FormatInt(b.Remaining+b.Used, 10))
+		if !d.remembered(id) {
+			d.queueData(e.At, CreditsExhaustedData{Common: Common{ID: id, Account: e.Account}, Remaining: b.Remaining,
+				PeriodEnd: b.PeriodEnd}, b.PeriodEnd)
+		}
+	case wire.CodeRateLimited:
+		window := e.At.UnixNano() / int64(d.cooldown)
+		id := DerivedID(RateLimitExceeded, e.Account, e.Key, strconv.FormatInt(window, 10), d.cooldown.String())
+		if !d.remembered(id) {
+			data := RateLimitExceededData{Common: Common{ID: id, Account: e.Account}, Key: e.Key, Plan: e.Plan}
+			if p, ok := d.plan(e.Plan); ok {
+				data.RatePerMinute = p.RatePerMinute
+			}
+			d.queueData(e.At, data, time.Unix(0, (window+1)*int64(d.cooldown)))
+		}
+	}
+}
+
+// renewed queues period.renewed when b is of a later period than the latest this
+// instance saw of the account.
+func (d *Dispatcher) renewed(account, plan string, b event.Balance) {
+	if b.PeriodStart.IsZero() {
+		return
+	}
+	start := b.PeriodStart.Unix()
+	d.mu.RLock()
+	seen, ok := d.periods[account]
+	d.mu.RUnlock()
+	if ok && seen >= start {
+		return
+	}
+	d.mu.Lock()
+	seen, ok = d.periods[account]
+	later := !ok || start > seen
+	if later {
+		if len(d.periods) >= maxRemembered {
+			clear(d.periods)
+		}
+		d.periods[account] = start
+	}
+	d.mu.Unlock()
+	if !ok || !later {
+		// The first period this instance sees of the account, or another call of the
+		// new period got here first.
+		return
+	}
+	id := DerivedID(PeriodRenewed, account, stamp(b.PeriodStart))
+	if d.remembered(id) {
+		return
+	}
+	// What the renewal left: what is left now and what the period's calls used.
+	data := PeriodRenewedData{Common: Common{ID: id, Account: account}, Plan: plan, Allowance: b.Allowance,
+		Remaining: b.Remaining + b.Used, PeriodStart: b.PeriodStart, PeriodEnd: b.PeriodEnd}
+	d.queueData(b.PeriodStart, data, b.PeriodEnd)
+}
+
+// plan looks up a plan by name.
+func (d *Dispatcher) plan(name string) (billing.Plan, bool) {
+	if d.plans == nil {
+		return billing.Plan{}, false
+	}
+	return d.plans.Lookup(name)
+}
+
+// remembered reports whether this instance enqueued the message id already.
+func (d *Dispatcher) remembered(id string) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	_, ok := d.sent[id]
+	return ok
+}
+
+// remember notes that the message id is in the store.
+func (d *Dispatcher) remember(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.sent) >= maxRemembered {
+		clear(d.sent)
+	}
+	d.sent[id] = struct{}{}
+}
+
+// queueData makes the message of data and queues it.
+func (d *Dispatcher) queueData(at time.Time, data Data, keep time.Time) {
+	m, err := NewMessage(at, data, keep)
+	if err != nil {
+		d.log.Error("tollgate: a webhook message could not be made", "type", data.Type(), "error", err)
+		return
+	}
+	d.push(m)
+}
+
+// push queues m for Run, or drops it if the queue is full.
+func (d *Dispatcher) push(m Message) {
+	select {
+	case d.queue <- m:
+	default:
+		d.dropped.Add(1)
+		d.log.Warn("tollgate: the webhook queue is full; a message is dropped", "type", m.Type, "account", m.Account, "id", m.ID)
+	}
+}
+
+// enqueueAttempts is the most times Run tries to enqueue a message.
+const enqueueAttempts = 5
+
+// Run enqueues the queued messages until ctx ends, then those still queued, each
+// within EnqueueTimeout. A message the store refuses enqueueAttempts times is dropped
+// and logged.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	for {
+		select {
+		case m := <-d.queue:
+			d.retry(ctx, m)
+		case <-ctx.Done():
+			for {
+				select {
+				case m := <-d.queue:
+					_ = d.enqueue(context.WithoutCancel(ctx), m)
+				default:
+					return ctx.Err()
+				}
+			}
+		}
+	}
+}
+
+// retry enqueues m, trying again with a growing pause while ctx lasts.
+func (d *Dispatcher) retry(ctx context.Context, m Message) {
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := d.enqueue(ctx, m)
+		if err == nil {
+			return
+		}
+		if attempt == enqueueAttempts || ctx.Err() != nil {
+			d.dropped.Add(1)
+			d.log.Error("tollgate: a webhook message could not be enqueued; it is dropped", "type", m.Type, "account", m.Account, "id", m.ID, "error", err)
+			return
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+		}
+		pause *= 4
+	}
+}
+
+// enqueue stores m for the endpoints that want it, and tells the subscribers if it
+// was new.
+func (d *Dispatcher) enqueue(ctx context.Context, m Message) error {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	targets, err := d.targets(ctx, m)
+	if err != nil {
+		return err
+	}
+	fresh, dropped, err := d.store.Enqueue(ctx, m, targets, d.now())
+	if err != nil {
+		return err
+	}
+	d.remember(m.ID)
+	if !fresh {
+		d.duplicates.Add(1)
+		return nil
+	}
+	d.enqueued.Add(1)
+	if len(dropped) > 0 {
+		d.full.Add(int64(len(dropped)))
+		d.log.Warn("tollgate: webhook endpoints hold the most pending deliveries; a message is not delivered to them",
+			"type", m.Type, "id", m.ID, "endpoints", dropped)
+	}
+	d.tell(ctx, m)
+	return nil
+}
+
+// targets returns the ids of the endpoints that want m: the account's and the
+// operator's, enabled, that take its type.
+func (d *Dispatcher) targets(ctx context.Context, m Message) ([]string, error) {
+	owners := []string{""}
+	if m.Account != "" {
+		owners = append(owners, m.Account)
+	}
+	var ids []string
+	for _, owner := range owners {
+		eps, err := d.store.Endpoints(ctx, owner)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range eps {
+			if e.Disabled.IsZero() && (len(e.Types) == 0 || slices.Contains(e.Types, m.Type)) {
+				ids = append(ids, e.ID)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// Stats returns what the Dispatcher did so far.
+func (d *Dispatcher) Stats() DispatchStats {
+	return DispatchStats{Enqueued: d.enqueued.Load(), Duplicates: d.duplicates.Load(), Dropped: d.dropped.Load(),
+		EndpointsFull: d.full.Load(), Queued: len(d.queue)}
+}
+
+type subscriber struct {
+	fn func(context.Context, Message)
+}
+
+// Subscribe has fn told of each message this Dispatcher enqueues anew, whether or not
+// an endpoint wants it, until cancel is called: the host's own webhook events, in Go.
+// A message that another instance enqueued first (a threshold it saw first) is told
+// there, not here, so that each is told once across the instances. fn runs on the
+// goroutine that enqueued it, after the store took it, and must return promptly; a
+// panic is recovered and logged.
+func (d *Dispatcher) Subscribe(fn func(ctx context.Context, m Message)) (cancel func()) {
+	s := &subscriber{fn: fn}
+	d.subsMu.Lock()
+	d.subs[s] = struct{}{}
+	d.subsMu.Unlock()
+	return func() {
+		d.subsMu.Lock()
+		delete(d.subs, s)
+		d.subsMu.Unlock()
+	}
+}
+
+// tell calls each subscriber with m.
+func (d *Dispatcher) tell(ctx context.Context, m Message) {
+	d.subsMu.Lock()
+	subs := make([]*subscriber, 0, len(d.subs))
+	for s := range d.subs {
+		subs = append(subs, s)
+	}
+	d.subsMu.Unlock()
+	for _, s := range subs {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					d.log.Error("tollgate: a webhook subscriber panicked", "type", m.Type, "id", m.ID, "panic", fmt.Sprint(v))
+				}
+			}()
+			s.fn(ctx, m)
+		}()
+	}
+}
+
+// stamp names a period's start in a derived id.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
