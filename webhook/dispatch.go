@@ -66,7 +66,8 @@ type DispatchStats struct {
 	// past their retries. EndpointsFull counts deliveries not made because their
 	// endpoint had MaxPending pending.
 	Dropped, EndpointsFull int64
-	// Queued is the number of messages waiting in the queue now.
+	// Queued is the number of messages waiting in the queue now, or on their way
+	// from it to the store.
 	Queued int
 }
 
@@ -124,6 +125,7 @@ type Dispatcher struct {
 	subs   map[*subscriber]struct{}
 
 	enqueued, duplicates, dropped, full atomic.Int64
+	queued                              atomic.Int64 // messages pushed and not yet enqueued nor dropped
 }
 
 // maxRemembered bounds the ids and the accounts a Dispatcher remembers: past it, it
@@ -353,9 +355,11 @@ func (d *Dispatcher) queueData(at time.Time, data Data, keep time.Time) {
 
 // push queues m for Run, or drops it if the queue is full.
 func (d *Dispatcher) push(m Message) {
+	d.queued.Add(1)
 	select {
 	case d.queue <- m:
 	default:
+		d.queued.Add(-1)
 		d.dropped.Add(1)
 		d.log.Warn("tollgate: the webhook queue is full; a message is dropped", "type", m.Type, "account", m.Account, "id", m.ID)
 	}
@@ -372,11 +376,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		select {
 		case m := <-d.queue:
 			d.retry(ctx, m)
+			d.queued.Add(-1)
 		case <-ctx.Done():
 			for {
 				select {
 				case m := <-d.queue:
-					_ = d.enqueue(context.WithoutCancel(ctx), m)
+					if err := d.enqueue(context.WithoutCancel(ctx), m); err != nil {
+						d.lost(m, err)
+					}
+					d.queued.Add(-1)
 				default:
 					return ctx.Err()
 				}
@@ -385,17 +393,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-// retry enqueues m, trying again with a growing pause while ctx lasts.
+// retry enqueues m, trying again with a growing pause while ctx lasts; each attempt
+// runs to its end (within EnqueueTimeout) even if ctx ends meanwhile.
 func (d *Dispatcher) retry(ctx context.Context, m Message) {
 	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := d.enqueue(ctx, m)
+		err := d.enqueue(context.WithoutCancel(ctx), m)
 		if err == nil {
 			return
 		}
 		if attempt == enqueueAttempts || ctx.Err() != nil {
-			d.dropped.Add(1)
-			d.log.Error("tollgate: a webhook message could not be enqueued; it is dropped", "type", m.Type, "account", m.Account, "id", m.ID, "error", err)
+			d.lost(m, err)
 			return
 		}
 		select {
@@ -404,6 +412,12 @@ func (d *Dispatcher) retry(ctx context.Context, m Message) {
 		}
 		pause *= 4
 	}
+}
+
+// lost counts and logs m, which the store did not take.
+func (d *Dispatcher) lost(m Message, err error) {
+	d.dropped.Add(1)
+	d.log.Error("tollgate: a webhook message could not be enqueued; it is dropped", "type", m.Type, "account", m.Account, "id", m.ID, "error", err)
 }
 
 // enqueue stores m for the endpoints that want it, and tells the subscribers if it
@@ -459,7 +473,7 @@ func (d *Dispatcher) targets(ctx context.Context, m Message) ([]string, error) {
 // Stats returns what the Dispatcher did so far.
 func (d *Dispatcher) Stats() DispatchStats {
 	return DispatchStats{Enqueued: d.enqueued.Load(), Duplicates: d.duplicates.Load(), Dropped: d.dropped.Load(),
-		EndpointsFull: d.full.Load(), Queued: len(d.queue)}
+		EndpointsFull: d.full.Load(), Queued: int(d.queued.Load())}
 }
 
 type subscriber struct {
