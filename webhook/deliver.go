@@ -300,14 +300,14 @@ type Deliverer struct {
 }
 
 // NewDeliverer returns a Deliverer of store's outbox, configured by opts, which may be
-// nil. It panics if opts are not valid (see [DelivererOptions.Check]). It delivers
-// nothing until [Deliverer.Run].
-func NewDeliverer(store Store, opts *DelivererOptions) *Deliverer {
+// nil, or the error [DelivererOptions.Check] finds in them. It delivers nothing until
+// [Deliverer.Run].
+func NewDeliverer(store Store, opts *DelivererOptions) (*Deliverer, error) {
 	if store == nil {
-		panic("webhook: NewDeliverer needs a Store")
+		return nil, errors.New("webhook: NewDeliverer needs a Store")
 	}
 	if err := opts.Check(); err != nil {
-		panic(err)
+		return nil, err
 	}
 	var o DelivererOptions
 	if opts != nil {
@@ -368,7 +368,7 @@ func NewDeliverer(store Store, opts *DelivererOptions) *Deliverer {
 			return http.ErrUseLastResponse // a redirect is the answer, never followed
 		},
 	}
-	return d
+	return d, nil
 }
 
 // Stats returns what the deliverer did since it was made.

@@ -44,7 +44,10 @@ func TestDelivererOptionsCheck(t *testing.T) {
 }
 
 func TestNewDelivererDefaults(t *testing.T) {
-	d := NewDeliverer(nopStore{}, nil)
+	d, err := NewDeliverer(nopStore{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if d.timeout != DefaultTimeout || d.lease != DefaultLease || d.concurrency != DefaultConcurrency ||
 		d.poll != DefaultPoll || d.retention != DefaultRetention || d.jitter != DefaultJitter ||
 		d.maxRetryAfter != DefaultMaxRetryAfter || d.pruneInterval != DefaultPruneInterval {
@@ -56,20 +59,26 @@ func TestNewDelivererDefaults(t *testing.T) {
 	if d.schedule.String() != DefaultSchedule().String() {
 		t.Errorf("schedule %s", d.schedule)
 	}
-	d = NewDeliverer(nopStore{}, &DelivererOptions{Timeout: time.Minute, Brand: brand.Brand{Name: "Acme", Command: "acme", EnvPrefix: "ACME"}})
+	d, err = NewDeliverer(nopStore{}, &DelivererOptions{Timeout: time.Minute, Brand: brand.Brand{Name: "Acme", Command: "acme", EnvPrefix: "ACME"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if d.lease != time.Minute+LeaseMargin || d.userAgent != "acme-webhooks/1" {
 		t.Errorf("lease %s, user agent %q", d.lease, d.userAgent)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("NewDeliverer took a lease shorter than the timeout")
-		}
-	}()
-	NewDeliverer(nopStore{}, &DelivererOptions{Lease: time.Second})
+	if _, err := NewDeliverer(nopStore{}, &DelivererOptions{Lease: time.Second}); err == nil {
+		t.Error("NewDeliverer took a lease shorter than the timeout")
+	}
+	if _, err := NewDeliverer(nil, nil); err == nil {
+		t.Error("NewDeliverer took no store")
+	}
 }
 
 func TestLongest(t *testing.T) {
-	d := NewDeliverer(nopStore{}, &DelivererOptions{Schedule: Schedule{time.Hour, 48 * time.Hour}, Jitter: 0.5, MaxRetryAfter: 2 * time.Hour})
+	d, err := NewDeliverer(nopStore{}, &DelivererOptions{Schedule: Schedule{time.Hour, 48 * time.Hour}, Jitter: 0.5, MaxRetryAfter: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, want := d.longest(), 2*time.Hour+72*time.Hour; got != want {
 		t.Errorf("longest = %s, want %s", got, want)
 	}

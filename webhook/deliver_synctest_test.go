@@ -74,7 +74,10 @@ func newBubble(t *testing.T, fr *fakeReceiver, adjust func(*webhook.DelivererOpt
 	if adjust != nil {
 		adjust(opts)
 	}
-	d := webhook.NewDeliverer(s, opts)
+	d, err := webhook.NewDeliverer(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	webhook.SetTransport(d, fr)
 	return &bubble{store: s, ep: ep, d: d}
 }

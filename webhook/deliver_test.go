@@ -179,7 +179,10 @@ func (f *fixture) options() *webhook.DelivererOptions {
 // run runs a deliverer of the fixture's store with opts until the test ends, or
 // until the returned stop is called; stop waits for Run to return.
 func (f *fixture) run(opts *webhook.DelivererOptions) (*webhook.Deliverer, func()) {
-	d := webhook.NewDeliverer(f.counted, opts)
+	d, err := webhook.NewDeliverer(f.counted, opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -915,7 +918,11 @@ func TestPrune(t *testing.T) {
 		t.Errorf("left %+v", page.Deliveries)
 	}
 	opts.Retention = -1
-	if n, err := webhook.NewDeliverer(f.store, opts).Prune(context.Background()); n != 0 || err != nil {
+	d, err = webhook.NewDeliverer(f.store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.Prune(context.Background()); n != 0 || err != nil {
 		t.Errorf("Prune without a retention: %d, %v", n, err)
 	}
 }

@@ -16,9 +16,9 @@ import (
 )
 
 var (
-	d0     = time.Date(2030, time.March, 1, 9, 0, 0, 0, time.UTC)
-	march  = event.Balance{Allowance: 100, PeriodStart: d0, PeriodEnd: d0.AddDate(0, 1, 0)}
-	april  = event.Balance{Allowance: 100, PeriodStart: d0.AddDate(0, 1, 0), PeriodEnd: d0.AddDate(0, 2, 0)}
+	d0             = time.Date(2030, time.March, 1, 9, 0, 0, 0, time.UTC)
+	march          = event.Balance{Allowance: 100, PeriodStart: d0, PeriodEnd: d0.AddDate(0, 1, 0)}
+	april          = event.Balance{Allowance: 100, PeriodStart: d0.AddDate(0, 1, 0), PeriodEnd: d0.AddDate(0, 2, 0)}
 	dispatchSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
@@ -209,8 +209,8 @@ func TestDispatchRefusals(t *testing.T) {
 	i1.Observe(t.Context(), exhausted(3, 100))
 	i0.Observe(t.Context(), limited("k1", 10*time.Second))
 	i1.Observe(t.Context(), limited("k1", 20*time.Second))
-	i0.Observe(t.Context(), limited("k2", 20*time.Second))   // another key
-	i1.Observe(t.Context(), limited("k1", 70*time.Second))   // the next minute
+	i0.Observe(t.Context(), limited("k2", 20*time.Second)) // another key
+	i1.Observe(t.Context(), limited("k1", 70*time.Second)) // the next minute
 	i1.Observe(t.Context(), &event.Refusal{At: d0, Account: "acme", Code: "invalid_input", Balance: march})
 	got := r.delivered(t, 5)
 	want := []string{"ep_acme credits.exhausted", "ep_acme credits.exhausted",
