@@ -29,7 +29,12 @@ const (
 	DefaultRateLimitCooldown = 5 * time.Minute
 	DefaultQueue             = 4096
 	DefaultEnqueueTimeout    = 2 * time.Second
+	DefaultDrainTimeout      = 2 * time.Second
 )
+
+// storeBackoff is how long, after an enqueue on a change's goroutine failed, the
+// changes are queued without trying the store first.
+const storeBackoff = 10 * time.Second
 
 // DispatcherOptions are a Dispatcher's optional settings.
 type DispatcherOptions struct {
@@ -51,6 +56,9 @@ type DispatcherOptions struct {
 	Queue int
 	// EnqueueTimeout bounds each write to the store. Zero is [DefaultEnqueueTimeout].
 	EnqueueTimeout time.Duration
+	// DrainTimeout bounds what Run spends, once its context ends, on the messages
+	// still queued. Zero is [DefaultDrainTimeout].
+	DrainTimeout time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what could not be enqueued; nil is slog.Default().
@@ -109,10 +117,11 @@ type Dispatcher struct {
 	cooldown   time.Duration
 	plans      *billing.Plans
 	timeout    time.Duration
+	drain      time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 
-	queue chan Message
+	queue chan queued
 
 	// sent holds the ids this instance enqueued, periods the latest period start
 	// (Unix seconds) it saw of each account; calls read them under the read lock.
@@ -120,6 +129,12 @@ type Dispatcher struct {
 	sent    map[string]struct{}
 	periods map[string]int64
 	lows    map[string]lowMark // per account, the thresholds known to be enqueued
+	limited map[string]int64   // per account, when this instance last queued rate_limit.exceeded (Unix ns)
+
+	// failingUntil (Unix ns) is when the changes may try the store on their own
+	// goroutine again after an enqueue of theirs failed: until then they are queued
+	// at once, so that a store that does not answer holds no change.
+	failingUntil atomic.Int64
 
 	subsMu sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -143,7 +158,7 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{store: s, thresholds: defaultThresholds, cooldown: o.RateLimitCooldown, plans: o.Plans,
 		timeout: o.EnqueueTimeout, now: o.Now, log: o.Logger,
-		sent: map[string]struct{}{}, periods: map[string]int64{}, lows: map[string]lowMark{}, subs: map[*subscriber]struct{}{}}
+		sent: map[string]struct{}{}, periods: map[string]int64{}, lows: map[string]lowMark{}, limited: map[string]int64{}, subs: map[*subscriber]struct{}{}}
 	if o.Thresholds != nil {
 		d.thresholds = slices.Clone(o.Thresholds)
 		slices.Sort(d.thresholds)
@@ -163,6 +178,9 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 	if d.timeout == 0 {
 		d.timeout = DefaultEnqueueTimeout
 	}
+	if d.drain = o.DrainTimeout; d.drain <= 0 {
+		d.drain = DefaultDrainTimeout
+	}
 	if o.Queue == 0 {
 		o.Queue = DefaultQueue
 	}
@@ -172,7 +190,7 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 	if d.log == nil {
 		d.log = slog.Default()
 	}
-	d.queue = make(chan Message, o.Queue)
+	d.queue = make(chan queued, o.Queue)
 	return d, nil
 }
 
@@ -192,8 +210,13 @@ func (d *Dispatcher) Observe(ctx context.Context, e event.Event) {
 		if !ok {
 			return
 		}
-		if err := d.enqueue(context.WithoutCancel(ctx), m); err != nil {
+		if d.now().UnixNano() < d.failingUntil.Load() {
 			d.push(m)
+			return
+		}
+		if err := d.enqueue(context.WithoutCancel(ctx), m, false); err != nil {
+			d.failingUntil.Store(d.now().Add(storeBackoff).UnixNano())
+			d.pushRetry(m)
 		}
 	}
 }
@@ -267,8 +290,27 @@ func (d *Dispatcher) refused(e *event.Refusal) {
 				PeriodEnd: b.PeriodEnd}, b.PeriodEnd)
 		}
 	case wire.CodeRateLimited:
-		window := e.At.UnixNano() / int64(d.cooldown)
-		id := DerivedID(RateLimitExceeded, e.Account, e.Key, strconv.FormatInt(window, 10), d.cooldown.String())
+		// At most one per account and cooldown on this instance (a sliding window),
+		// and one per account and window of the clock across the instances.
+		at := e.At.UnixNano()
+		d.mu.RLock()
+		last, ok := d.limited[e.Account]
+		d.mu.RUnlock()
+		if ok && at-last < int64(d.cooldown) && at >= last {
+			return
+		}
+		d.mu.Lock()
+		if last, ok := d.limited[e.Account]; ok && at-last < int64(d.cooldown) && at >= last {
+			d.mu.Unlock()
+			return
+		}
+		if len(d.limited) >= maxRemembered {
+			clear(d.limited)
+		}
+		d.limited[e.Account] = at
+		d.mu.Unlock()
+		window := at / int64(d.cooldown)
+		id := DerivedID(RateLimitExceeded, e.Account, strconv.FormatInt(window, 10), d.cooldown.String())
 		if !d.remembered(id) {
 			data := RateLimitExceededData{Common: Common{ID: id, Account: e.Account}, Key: e.Key, Plan: e.Plan}
 			if p, ok := d.plan(e.Plan); ok {
@@ -333,7 +375,14 @@ func (d *Dispatcher) remembered(id string) bool {
 	return ok
 }
 
-// remember notes that the message id is in the store.
+// forget undoes remember, for a message that is lost.
+func (d *Dispatcher) forget(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.sent, id)
+}
+
+// remember notes that the message id is queued or in the store.
 func (d *Dispatcher) remember(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -354,56 +403,80 @@ func (d *Dispatcher) queueData(at time.Time, data Data, keep time.Time) {
 }
 
 // push queues m for Run, or drops it if the queue is full.
-func (d *Dispatcher) push(m Message) {
+func (d *Dispatcher) push(m Message) { d.pushing(queued{m: m}) }
+
+// pushRetry queues m, whose enqueue failed on the goroutine of its change: the store
+// may have taken it all the same (its answer lost), so that finding it stored later
+// does not make it a duplicate.
+func (d *Dispatcher) pushRetry(m Message) { d.pushing(queued{m: m, retried: true}) }
+
+// A queued message waits for Run; retried says an enqueue of it failed already.
+type queued struct {
+	m       Message
+	retried bool
+}
+
+func (d *Dispatcher) pushing(q queued) {
 	d.queued.Add(1)
+	// Remembered while it waits, so that the calls that see the same cause meanwhile
+	// do not queue it again; forgotten if it is lost.
+	d.remember(q.m.ID)
 	select {
-	case d.queue <- m:
+	case d.queue <- q:
 	default:
 		d.queued.Add(-1)
+		d.forget(q.m.ID)
 		d.dropped.Add(1)
-		d.log.Warn("tollgate: the webhook queue is full; a message is dropped", "type", m.Type, "account", m.Account, "id", m.ID)
+		d.log.Warn("tollgate: the webhook queue is full; a message is dropped", "type", q.m.Type, "account", q.m.Account, "id", q.m.ID)
 	}
 }
 
 // enqueueAttempts is the most times Run tries to enqueue a message.
 const enqueueAttempts = 5
 
-// Run enqueues the queued messages until ctx ends, then those still queued, each
-// within EnqueueTimeout. A message the store refuses enqueueAttempts times is dropped
+// Run enqueues the queued messages until ctx ends, then those still queued within
+// DrainTimeout in all, each attempt within EnqueueTimeout; what is left then is
+// dropped and counted. A message the store refuses enqueueAttempts times is dropped
 // and logged.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	for {
+	for ctx.Err() == nil {
 		select {
-		case m := <-d.queue:
-			d.retry(ctx, m)
+		case q := <-d.queue:
+			d.retry(ctx, q)
 			d.queued.Add(-1)
 		case <-ctx.Done():
-			for {
-				select {
-				case m := <-d.queue:
-					if err := d.enqueue(context.WithoutCancel(ctx), m); err != nil {
-						d.lost(m, err)
-					}
-					d.queued.Add(-1)
-				default:
-					return ctx.Err()
-				}
+		}
+	}
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.drain)
+	defer cancel()
+	for {
+		select {
+		case q := <-d.queue:
+			if drain.Err() != nil {
+				d.lost(q.m, drain.Err())
+			} else if err := d.enqueue(drain, q.m, q.retried); err != nil {
+				d.lost(q.m, err)
 			}
+			d.queued.Add(-1)
+		default:
+			return ctx.Err()
 		}
 	}
 }
 
-// retry enqueues m, trying again with a growing pause while ctx lasts; each attempt
-// runs to its end (within EnqueueTimeout) even if ctx ends meanwhile.
-func (d *Dispatcher) retry(ctx context.Context, m Message) {
+// retry enqueues q's message, trying again with a growing pause while ctx lasts; each
+// attempt runs to its end (within EnqueueTimeout) even if ctx ends meanwhile.
+func (d *Dispatcher) retry(ctx context.Context, q queued) {
 	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := d.enqueue(context.WithoutCancel(ctx), m)
+		err := d.enqueue(context.WithoutCancel(ctx), q.m, q.retried)
 		if err == nil {
+			d.failingUntil.Store(0)
 			return
 		}
+		q.retried = true
 		if attempt == enqueueAttempts || ctx.Err() != nil {
-			d.lost(m, err)
+			d.lost(q.m, err)
 			return
 		}
 		select {
@@ -416,13 +489,15 @@ func (d *Dispatcher) retry(ctx context.Context, m Message) {
 
 // lost counts and logs m, which the store did not take.
 func (d *Dispatcher) lost(m Message, err error) {
+	d.forget(m.ID)
 	d.dropped.Add(1)
 	d.log.Error("tollgate: a webhook message could not be enqueued; it is dropped", "type", m.Type, "account", m.Account, "id", m.ID, "error", err)
 }
 
 // enqueue stores m for the endpoints that want it, and tells the subscribers if it
-// was new.
-func (d *Dispatcher) enqueue(ctx context.Context, m Message) error {
+// was new, or if retried (an earlier attempt of this Dispatcher failed, and may have
+// stored it: its subscribers are then told of it, maybe as another instance's are).
+func (d *Dispatcher) enqueue(ctx context.Context, m Message, retried bool) error {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	targets, err := d.targets(ctx, m)
@@ -434,7 +509,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, m Message) error {
 		return err
 	}
 	d.remember(m.ID)
-	if !fresh {
+	if !fresh && !retried {
 		d.duplicates.Add(1)
 		return nil
 	}

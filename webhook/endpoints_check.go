@@ -106,6 +106,11 @@ func checkHost(host string, allowPrivate bool) error {
 		if !allowPrivate && (name == "localhost" || strings.HasSuffix(name, ".localhost")) {
 			return invalid(fmt.Sprintf("url has the host %q, which names the service's own machine: webhooks are delivered to public hosts only", host))
 		}
+		if !allowPrivate && len(labels) == 1 {
+			// A name of one label is completed by the resolver's search domains: it
+			// names a machine of the service's own network.
+			return invalid(fmt.Sprintf("url has the host %q, a name without a domain: give a fully qualified name, such as hooks.example.com", host))
+		}
 		return nil
 	}
 	if allowPrivate {

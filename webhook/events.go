@@ -52,7 +52,7 @@ func Types() []string { return slices.Clone(types[:]) }
 // character, and ends with "…". With them, every body is well under [MaxBody].
 const (
 	// MaxIDField bounds ids: of accounts, keys, endpoints, plans, and the actor.
-	MaxIDField = 128
+	MaxIDField = 256
 	// MaxNameField bounds names (of keys).
 	MaxNameField = 128
 	// MaxReasonField bounds reasons.
@@ -373,6 +373,8 @@ func (d EndpointDisabledData) bounded() Data {
 // Keep is keep (see [Message.Keep]). d's ID must be a message id ([NewID],
 // [DerivedID]); it fails otherwise.
 func NewMessage(at time.Time, d Data, keep time.Time) (Message, error) {
+	// The message is routed by the whole account id; the data's copy is bounded.
+	account := d.common().Account
 	d = d.bounded()
 	c := d.common()
 	if !IsID(c.ID) {
@@ -395,7 +397,7 @@ func NewMessage(at time.Time, d Data, keep time.Time) (Message, error) {
 		// The bounds of the strings keep every body under MaxBody: this does not happen.
 		return Message{}, fmt.Errorf("webhook: the body of %s is %d bytes, more than %d", d.Type(), len(body), MaxBody)
 	}
-	return Message{ID: c.ID, Type: d.Type(), Account: c.Account, At: at, Body: body, Keep: keep}, nil
+	return Message{ID: c.ID, Type: d.Type(), Account: account, At: at, Body: body, Keep: keep}, nil
 }
 
 // idPrefix begins every message id.

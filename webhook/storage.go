@@ -16,7 +16,7 @@ import (
 const (
 	// MaxID is the longest endpoint ID, message ID and account a store holds, in
 	// bytes.
-	MaxID = 128
+	MaxID = 256
 	// MaxClaim is the most deliveries one [Store.Claim] leases.
 	MaxClaim = 1000
 	// DefaultLimit and MaxLimit bound a page of deliveries (see [Query]).
