@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/dashboard"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/clientgen"
 	"github.com/tollgate-dev/tollgate/session"
 )
@@ -19,7 +20,7 @@ import (
 var acme = brand.Brand{Name: `Acme <i>"Cloud"</i> & Co`, Command: "acme", EnvPrefix: "ACME"}
 
 // TestBrand checks the pages of a dashboard with a brand of its own: the pages'
-// titles carry its name, escaped; the snippets call its command and read its
+// titles carry its name, escaped, and so does the Webhooks page's text; the snippets call its command and read its
 // variables, and run so in a shell, with the host's command (built as package cli's
 // documentation shows) and curl; the packages' examples and the generator's command
 // have its names; no page names Tollgate's variables or command.
@@ -27,9 +28,13 @@ func TestBrand(t *testing.T) {
 	e := newEnvWith(t, func(_ *session.Options, o *dashboard.Options) { o.Brand = acme })
 	b := e.browser(t)
 	b.signIn(e.key)
+	ep, err := e.hooks.Create(t.Context(), event.Actor{ID: "test"}, "acme", "https://example.com/hooks", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	escaped := html.EscapeString(acme.Name)
 	for _, path := range []string{"/dashboard/", "/dashboard/apis", "/dashboard/api?id=hash", "/dashboard/api?id=image-info", "/dashboard/mcp", "/dashboard/keys",
-		"/dashboard/usage", "/dashboard/audit", "/dashboard/graphql", "/dashboard/reference"} {
+		"/dashboard/usage", "/dashboard/audit", "/dashboard/graphql", "/dashboard/reference", "/dashboard/webhooks", "/dashboard/webhook?id=" + ep.ID} {
 		p := b.do("GET", path, nil)
 		if p.status != http.StatusOK {
 			t.Fatalf("%s: %d", path, p.status)
@@ -46,6 +51,10 @@ func TestBrand(t *testing.T) {
 				t.Errorf("%s: the page names %q: …%s…", path, leak, p.body[max(0, i-80):min(len(p.body), i+80)])
 			}
 		}
+	}
+
+	if p := b.do("GET", "/dashboard/webhooks", nil); !strings.Contains(p.body, escaped+" posts your account's events") {
+		t.Error("the Webhooks page does not name the service by the brand")
 	}
 
 	p := b.do("GET", "/dashboard/api?id=hash", nil)

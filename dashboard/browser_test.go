@@ -3,20 +3,28 @@ package dashboard_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store"
+	"github.com/tollgate-dev/tollgate/webhook"
+	"github.com/tollgate-dev/tollgate/webhook/signature"
 )
 
 // TestBrowser drives the dashboard in Debian's Chromium with playwright-core
@@ -39,6 +47,12 @@ import (
 // through the try-it form (the cost shown equals the balance's drop read from GET
 // /v1/account, the granted part shown is the account's) and with an invalid value (a 400 naming the parameter, not charged),
 // and sees the catalog as a key limited to one API sees it.
+//
+// On the Webhooks page it adds an endpoint at a receiver the test starts, sees its
+// secret once, sends a test event and sees its delivery listed, then delivered (a
+// deliverer runs; the receiver checks each delivery's signature with the endpoint's
+// secret), resends it, disables and enables the endpoint, rotates its secret and
+// deletes it after a confirmation.
 //
 // It needs chromium on PATH (scripts/test.sh installs Debian's) and the npm tools of
 // tools/npm in $TOLLGATE_NODE_TOOLS; without them it skips, and under CI=true fails.
@@ -98,6 +112,51 @@ func TestBrowser(t *testing.T) {
 	}))
 	t.Cleanup(flush.Close)
 
+	// The webhook receiver: it answers 204 and records each delivery, checking its
+	// signature with the endpoint's secrets as the store holds them; and a deliverer of
+	// the outbox.
+	type received struct {
+		id, typ, endpoint, agent string
+		verified                 bool
+	}
+	var (
+		mu   sync.Mutex
+		hits []received
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, webhook.MaxBody+1))
+		var m struct {
+			Type string
+			Data struct{ Endpoint string }
+		}
+		json.Unmarshal(body, &m)
+		rec := received{id: r.Header.Get("webhook-id"), typ: m.Type, endpoint: m.Data.Endpoint, agent: r.UserAgent()}
+		if ep, err := e.hookStore.Endpoint(r.Context(), m.Data.Endpoint); err == nil {
+			for _, s := range []string{ep.Secret, ep.PreviousSecret} {
+				rec.verified = rec.verified || s != "" && signature.Verify(s, r.Header, body, e.clock.Now(), 0) == nil
+			}
+		}
+		mu.Lock()
+		hits = append(hits, rec)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
+	deliverer, err := webhook.NewDeliverer(e.hookStore, &webhook.DelivererOptions{AllowPrivate: true, Poll: 50 * time.Millisecond,
+		Now: e.clock.Now, Logger: e.logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- deliverer.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-stopped; err != nil {
+			t.Errorf("the deliverer: %v", err)
+		}
+	})
+
 	// A sub-key limited to hash, for the APIs page.
 	_, scoped, err := e.mgr.CreateOwnKey(t.Context(), e.caller(), accounts.NewKey{Name: "hash only", Restrictions: mustRestrictions(t, auth.RestrictionSpec{APIs: []string{"hash"}})})
 	if err != nil {
@@ -105,7 +164,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	cfg, err := json.Marshal(map[string]string{"base": e.srv.URL, "evil": evilURL, "key": e.key, "scoped": scoped, "flush": flush.URL,
-		"chromium": browserPath, "out": out})
+		"hook": hook.URL + "/hooks", "chromium": browserPath, "out": out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +181,7 @@ func TestBrowser(t *testing.T) {
 	checks := 0
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(nil, 1<<20)
-	var createdID string
+	var createdID, endpointID string
 	for sc.Scan() {
 		var l struct {
 			Check, Detail, Event, ID string
@@ -135,6 +194,8 @@ func TestBrowser(t *testing.T) {
 		switch {
 		case l.Event == "created":
 			createdID = l.ID
+		case l.Event == "endpoint":
+			endpointID = l.ID
 		case l.Check != "":
 			checks++
 			if !l.OK {
@@ -171,6 +232,30 @@ func TestBrowser(t *testing.T) {
 	if logs := e.logs.String(); strings.Contains(logs, e.key) || strings.Contains(logs, scoped) {
 		t.Error("a key's value was logged")
 	}
+	// The endpoint the browser added received the test event twice (sent, then resent),
+	// with the same webhook-id, signed with its secret; then it was deleted.
+	mu.Lock()
+	var tests []received
+	for _, h := range hits {
+		if h.endpoint == endpointID && h.typ == webhook.EndpointTest {
+			tests = append(tests, h)
+		}
+	}
+	mu.Unlock()
+	switch {
+	case endpointID == "":
+		t.Error("the script named no endpoint")
+	case len(tests) != 2 || tests[0].id != tests[1].id || tests[0].id == "":
+		t.Errorf("the receiver got %+v, want the test event twice, with one webhook-id", tests)
+	case !tests[0].verified || !tests[1].verified:
+		t.Errorf("a delivery is not signed with the endpoint's secret: %+v", tests)
+	case tests[0].agent != "tollgate-webhooks/1":
+		t.Errorf("the deliveries' user-agent is %q", tests[0].agent)
+	}
+	if _, err := e.hookStore.Endpoint(t.Context(), endpointID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the endpoint the browser deleted: %v", err)
+	}
+
 	shots, _ := filepath.Glob(filepath.Join(out, "*.png"))
 	if len(shots) < 30 {
 		t.Errorf("%d screenshots in %s, want one per page and width", len(shots), out)

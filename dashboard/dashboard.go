@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 //go:embed templates/*.html
@@ -78,6 +79,12 @@ type Options struct {
 	// LoginTitle heads the host's sign-in form. The default is "Sign in with your
 	// account".
 	LoginTitle string
+	// Webhooks, if set, manages the webhook endpoints (webhook.NewEndpoints, the one
+	// the account holders' API serves): the dashboard then offers the Webhooks page,
+	// where the account's holder manages the account's endpoints with the rules of
+	// /v1/account/webhooks. Nil: no Webhooks page, and no link to it. doors.Mount sets
+	// it from doors.Options.Webhooks.
+	Webhooks *webhook.Endpoints
 }
 
 // Handler serves the dashboard. Create it with [NewHandler].
@@ -91,6 +98,7 @@ type Handler struct {
 	// publicURL is Options.PublicURL without a trailing slash.
 	publicURL string
 	graphql   Estimator
+	webhooks  *webhook.Endpoints
 	packages  PackageNames
 	login     loginForm
 	pages     map[string]*template.Template
@@ -138,7 +146,7 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 		return nil, errors.New("dashboard: Options.Brand: " + strings.TrimPrefix(err.Error(), "brand: "))
 	}
 	h := &Handler{mgr: mgr, svc: mgr.Service(), sessions: sessions, log: opts.Logger, title: opts.Title, mux: http.NewServeMux(),
-		graphql: opts.GraphQL, packages: opts.Packages, brand: opts.Brand.OrDefault()}
+		graphql: opts.GraphQL, webhooks: opts.Webhooks, packages: opts.Packages, brand: opts.Brand.OrDefault()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -194,6 +202,9 @@ func NewHandler(mgr *accounts.Manager, sessions Sessions, opts *Options) (*Handl
 	h.mux.HandleFunc("GET /graphql", h.page(h.explorerPage))
 	h.mux.HandleFunc("POST /graphql/cost", h.queryCost)
 	h.mux.HandleFunc("GET /reference", h.page(h.referencePage))
+	if h.webhooks != nil {
+		h.webhookRoutes()
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "message", &view{Title: "Page not found",
 			Message: "There is no dashboard page at this address.", Link: "./", LinkText: "Go to the overview"})
@@ -247,8 +258,9 @@ type view struct {
 	Message, Link, LinkText string
 	// Data is the page's own data.
 	Data any
-	// GraphQL is set when the dashboard offers the GraphQL explorer.
-	GraphQL bool
+	// GraphQL is set when the dashboard offers the GraphQL explorer, Webhooks when it
+	// offers the Webhooks page.
+	GraphQL, Webhooks bool
 	// Nonce is the nonce of the page's Content-Security-Policy, for the style element
 	// its script writes ("" for a page without one).
 	Nonce string
@@ -259,7 +271,7 @@ type view struct {
 // render writes the page with status. Pages are never cached: one may show a key's
 // value.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
-	v.Portal, v.GraphQL = h.title, h.graphql != nil
+	v.Portal, v.GraphQL, v.Webhooks = h.title, h.graphql != nil, h.webhooks != nil
 	var buf bytes.Buffer
 	if err := h.pages[page].Execute(&buf, v); err != nil {
 		h.log.ErrorContext(r.Context(), "dashboard: a page cannot be rendered", "page", page, "error", err)

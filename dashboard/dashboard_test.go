@@ -61,6 +61,8 @@ func TestSecurityHeaders(t *testing.T) {
 		{"usage CSV", b, "GET", "/dashboard/usage.csv", nil, 200, true},
 		{"audit log", b, "GET", "/dashboard/audit", nil, 200, true},
 		{"MCP", b, "GET", "/dashboard/mcp", nil, 200, true},
+		{"webhooks", b, "GET", "/dashboard/webhooks", nil, 200, true},
+		{"added endpoint", b, "POST", "/dashboard/webhooks", url.Values{"url": {"https://example.com/hooks"}, "csrf_token": {csrf}}, 201, true},
 		{"usage, signed out", anon, "GET", "/dashboard/usage", nil, 303, true},
 		{"created key", b, "POST", "/dashboard/keys", url.Values{"name": {"ci"}, "csrf_token": {csrf}}, 201, true},
 		{"refused post", b, "POST", "/dashboard/keys", url.Values{"name": {"ci"}}, 403, true},

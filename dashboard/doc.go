@@ -1,7 +1,7 @@
 // Package dashboard is the account holders' web portal: server-rendered pages where a
 // person signs in with an API key (or through the host's own sign-in), reads their
 // plan, credits and last 30 days of usage, creates, rotates and revokes their keys,
-// browses and tries the catalog's APIs, explores the GraphQL gateway, seeing what a
+// manages the account's webhook endpoints, browses and tries the catalog's APIs, explores the GraphQL gateway, seeing what a
 // query costs before it runs, and reads the API reference. It is one [http.Handler]
 // with relative routes, its templates, styles and scripts embedded: no page loads
 // anything from another host, so it works offline and behind strict firewalls. Mount
@@ -29,6 +29,13 @@
 //	GET  /usage.csv the same figures as CSV (key ids and names, never key values)
 //	GET  /audit     the account's audit log, newest first (?cursor= for older entries)
 //	GET  /mcp       the MCP endpoint's URL and configurations of common MCP clients
+//	GET  /webhooks  the account's webhook endpoints and the form that adds one;
+//	                POST /webhooks adds it (with Options.Webhooks, as the routes below)
+//	GET  /webhook   the endpoint ?id= names, its actions and its deliveries (?cursor=)
+//	POST /webhook-test, /webhook-resend, /webhook-disable, /webhook-enable
+//	                send it a test event, deliver a message again, disable or enable it
+//	POST /webhook-rotate  gives it a new secret, shown once
+//	GET  /webhook-delete  confirm the deletion of ?id=;  POST /webhook-delete deletes it
 //	GET  /graphql   the GraphQL explorer (when Options.GraphQL is set)
 //	POST /graphql/cost  a query's cost and the gateway's verdict, before it runs (JSON)
 //	GET  /reference the API reference: the OpenAPI document drawn by Swagger UI
@@ -67,6 +74,29 @@
 // The pages are plain HTML forms and work without JavaScript, but for the explorer
 // and the reference, which are drawn by their scripts; the dashboard's own script only
 // adds copy buttons (to a new key's value and to the snippets).
+//
+// # Webhooks
+//
+// With [Options.Webhooks] (doors.Mount sets it from doors.Options.Webhooks), the
+// navigation has a Webhooks page, where the account's holder manages the endpoints
+// that receive the account's events: each endpoint's URL, the event types it receives
+// (all of them when none is ticked), whether it is enabled (or why it is disabled),
+// when it was created, and its secret masked; a form adds one, and its secret is shown
+// once, on the page that answers, as a new key's value is. Each endpoint's page sends
+// it a test event, disables or enables it, rotates its secret (the new one shown once),
+// deletes it after a confirmation, and lists its deliveries, newest first, 20 a page
+// (the event type and message id, pending, delivered or failed, the attempts, the last
+// answer's status and error, the next attempt), each with a Resend button.
+//
+// The pages act through [webhook.Endpoints] with the rules of the account holders' API
+// (/v1/account/webhooks), shared with it: the session is the holder, so only the
+// primary key's session (or one of the whole account) manages endpoints, and a
+// sub-key's sees a message saying so; the changes are made by the session's key (the
+// audit log's actor); a URL or an event type is checked before anything else; adding,
+// changing, enabling, rotating, testing and resending spend the self-service budget,
+// deleting and disabling never do. The service's refusals are shown as on the other
+// pages, with their messages and statuses. An endpoint's URL, which its owner typed,
+// is shown as text, never as a link.
 //
 // # The APIs pages
 //

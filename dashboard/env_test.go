@@ -29,12 +29,14 @@ import (
 	"github.com/tollgate-dev/tollgate/session"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // env is a host as examples/server assembles it: REST at /v1/, the session routes,
 // the self-service API and GraphQL behind the session cookie, and the dashboard at
-// /dashboard/ (with the GraphQL explorer),
-// on in-memory stores with an audit log and usage statistics, a clock the test moves,
+// /dashboard/ (with the GraphQL explorer and the Webhooks page),
+// on in-memory stores with an audit log, usage statistics and webhook endpoints (which
+// may be on private hosts, for a receiver the test starts), a clock the test moves,
 // and a log the test reads.
 type env struct {
 	svc *tollgate.Service
@@ -46,6 +48,9 @@ type env struct {
 	logs  *testenv.Logs
 	// key is the value of the primary key of account "acme".
 	key string
+	// hooks manages the webhook endpoints that hookStore keeps.
+	hooks     *webhook.Endpoints
+	hookStore *memory.WebhookStore
 }
 
 // newEnv starts the host. Its catalog has alpha (1 credit), beta (2) and vault (5,000,
@@ -56,7 +61,7 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
 
 // newEnvWith starts the host, with opts (if not nil) changing the options of the
-// session handler and the dashboard.
+// session handler and the dashboard (whose Webhooks it finds set to e.hooks).
 func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *env {
 	t.Helper()
 	reg := &catalog.Registry{}
@@ -99,7 +104,14 @@ func newEnvWith(t *testing.T, opts func(*session.Options, *dashboard.Options)) *
 	}
 	t.Cleanup(e.svc.Close)
 	e.mgr, e.rec = manage(t, e.svc, stores, memory.NewAuditStore(), memory.NewUsageStore(), e.clock.Now, logger)
-	mux := mount(t, e.mgr, logger, opts)
+	e.hookStore = memory.NewWebhookStore()
+	e.hooks = webhook.NewEndpoints(e.hookStore, e.svc.Events(), &webhook.EndpointsOptions{AllowPrivate: true, Now: e.clock.Now, Logger: logger})
+	mux := mount(t, e.mgr, logger, func(so *session.Options, do *dashboard.Options) {
+		do.Webhooks = e.hooks
+		if opts != nil {
+			opts(so, do)
+		}
+	})
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
 	_, _, e.key, err = e.mgr.CreateAccount(t.Context(), accounts.Spec{ID: "acme", Plan: "starter"})
@@ -139,7 +151,8 @@ func manage(t testing.TB, svc *tollgate.Service, stores tollgate.Stores, auditSt
 // mount returns the host's routes over the service mgr manages, as examples/server
 // mounts them: REST at /v1/, the session routes, the self-service API and GraphQL
 // behind the session cookie, and the dashboard at /dashboard/. opts, if not nil,
-// changes the options of the session handler and the dashboard.
+// changes the options of the session handler and the dashboard; the self-service API
+// serves the dashboard's Webhooks.
 func mount(t testing.TB, mgr *accounts.Manager, logger *slog.Logger, opts func(*session.Options, *dashboard.Options)) *http.ServeMux {
 	t.Helper()
 	svc := mgr.Service()
@@ -155,7 +168,7 @@ func mount(t testing.TB, mgr *accounts.Manager, logger *slog.Logger, opts func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	accountH, err := selfservice.NewHandler(mgr, nil)
+	accountH, err := selfservice.NewHandler(mgr, &selfservice.Options{Webhooks: dashOpts.Webhooks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestSuspendedAccount(t *testing.T) {
 	if _, err := e.mgr.SuspendAccount(ctx, "acme", "unpaid invoice"); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/dashboard/", "/dashboard/keys", "/dashboard/usage", "/dashboard/audit", "/dashboard/apis"} {
+	for _, path := range []string{"/dashboard/", "/dashboard/keys", "/dashboard/usage", "/dashboard/audit", "/dashboard/apis", "/dashboard/webhooks"} {
 		p := b.do("GET", path, nil)
 		if p.status != http.StatusOK || !strings.Contains(p.body, banner) || !strings.Contains(p.body, "Contact the operator") {
 			t.Errorf("%s: %d, want the page with the suspension banner\n%.600s", path, p.status, p.body)

@@ -16,6 +16,7 @@ var signedInPages = []string{
 	"/dashboard/", "/dashboard/keys", "/dashboard/apis", "/dashboard/api?id=alpha", "/dashboard/usage",
 	"/dashboard/usage.csv", "/dashboard/audit", "/dashboard/mcp", "/dashboard/graphql", "/dashboard/reference",
 	"/dashboard/rotate?key=nope", "/dashboard/revoke?key=nope",
+	"/dashboard/webhooks", "/dashboard/webhook?id=ep_nope", "/dashboard/webhook-delete?id=ep_nope",
 }
 
 // TestPagesCheckSession checks that every page, those that ask the service for nothing

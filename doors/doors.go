@@ -77,9 +77,10 @@ type Options struct {
 	// and no usage; give yours to have them.
 	Accounts *accounts.Manager
 	// Webhooks manages the webhook endpoints (webhook.NewEndpoints, on the service's
-	// events), for the account holders' API (/v1/account/webhooks) and the admin API
-	// (/admin/v1/webhooks). Nil: the service delivers no webhooks, and those routes
-	// answer 404.
+	// events), for the account holders' API (/v1/account/webhooks), the dashboard's
+	// Webhooks page (unless Dashboard.Webhooks is set) and the admin API
+	// (/admin/v1/webhooks). Nil: the service delivers no webhooks, those routes answer
+	// 404, and the dashboard has no Webhooks page.
 	Webhooks *webhook.Endpoints
 	// AdminToken protects the admin API, sent as Authorization: Bearer; at least
 	// admin.MinTokenLength characters. Without it the admin API is not mounted.
@@ -102,8 +103,8 @@ type Options struct {
 	Brand brand.Brand
 
 	// Each door's own settings. Mount sets their Edge, Logger, Brand, and where they
-	// are wired to another door (REST's Accounts and OpenAPI paths, the dashboard's
-	// GraphQL, MCP's tokens), on a copy.
+	// are wired to another door or to the options above (REST's Accounts and OpenAPI
+	// paths, the dashboard's GraphQL and Webhooks, MCP's tokens), on a copy.
 	REST      rest.Options
 	GraphQL   gql.Options
 	MCP       mcp.Options
@@ -244,6 +245,9 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		}
 		if m.GraphQL != nil && dopts.GraphQL == nil {
 			dopts.GraphQL = QueryCosts(m.GraphQL)
+		}
+		if dopts.Webhooks == nil {
+			dopts.Webhooks = opts.Webhooks
 		}
 		if m.Dashboard, err = dashboard.NewHandler(m.Accounts, m.Sessions, &dopts); err != nil {
 			return nil, err

@@ -1,8 +1,11 @@
 package doors_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -13,12 +16,13 @@ import (
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
-// TestWebhooks: Options.Webhooks reaches the account holders' API and the admin API;
-// without it, their webhook routes answer 404 saying that the service delivers none,
-// and the OpenAPI document describes them all the same.
+// TestWebhooks: Options.Webhooks reaches the account holders' API, the admin API and
+// the dashboard; without it, their webhook routes answer 404 saying that the service
+// delivers none, the OpenAPI document describes them all the same, and the dashboard
+// has no Webhooks page nor a link to it.
 func TestWebhooks(t *testing.T) {
 	for _, with := range []bool{true, false} {
-		svc := newService(t, false)
+		svc := newService(t, true)
 		opts := &doors.Options{AdminToken: token}
 		if with {
 			opts.Webhooks = webhook.NewEndpoints(memory.NewWebhookStore(), svc.Events(), nil)
@@ -48,6 +52,38 @@ func TestWebhooks(t *testing.T) {
 		}
 		if _, body := get(t, srv, "/v1/openapi.json"); !strings.Contains(body, `"/v1/account/webhooks/{endpoint_id}/test"`) {
 			t.Errorf("the OpenAPI document does not describe the webhook routes")
+		}
+
+		// The dashboard, signed in with the primary key.
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := c.PostForm(srv.URL+"/dashboard/sign-in", url.Values{"api_key": {key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("signing in to the dashboard: %d", res.StatusCode)
+		}
+		for _, path := range []string{"/dashboard/", "/dashboard/webhooks"} {
+			res, err := c.Get(srv.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			body := string(b)
+			switch linked := strings.Contains(body, `href="webhooks"`); {
+			case path == "/dashboard/webhooks" && with && (res.StatusCode != http.StatusOK || !strings.Contains(body, "Add an endpoint")):
+				t.Errorf("GET %s with webhooks: %d\n%s", path, res.StatusCode, body)
+			case path == "/dashboard/webhooks" && !with && res.StatusCode != http.StatusNotFound:
+				t.Errorf("GET %s without webhooks: %d, want 404", path, res.StatusCode)
+			case path == "/dashboard/" && linked != with:
+				t.Errorf("GET %s: the navigation links to the Webhooks page: %v, want %v", path, linked, with)
+			}
 		}
 	}
 }

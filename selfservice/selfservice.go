@@ -133,7 +133,7 @@ func NewHandler(mgr *accounts.Manager, opts *Options) (*Handler, error) {
 		e = edge.Default()
 	}
 	h := &Handler{mgr: mgr, mux: http.NewServeMux(), door: e.Door(edge.DoorSpec{})}
-	hooks := &mgmtapi.Webhooks{Endpoints: opts.Webhooks, Door: h.door, Owner: h.webhookOwner, Disabled: "disabled by the account holder"}
+	hooks := &mgmtapi.Webhooks{Endpoints: opts.Webhooks, Door: h.door, Owner: h.webhookOwner, Disabled: mgmtapi.HolderDisabled}
 	h.routes = append([]mgmtapi.Route{
 		{Method: http.MethodGet, Path: "/v1/account", Serve: h.getAccount},
 		{Method: http.MethodGet, Path: "/v1/account/keys", Serve: h.listKeys},

@@ -22,7 +22,8 @@ func NoWebhooksError() error {
 
 // Webhooks serves the routes of webhook endpoints that the account holders' API and the
 // admin API share: an owner's endpoints (an account's, or the operator's), their
-// secrets, test messages and deliveries. The doors differ in who the owner is.
+// secrets, test messages and deliveries. The doors differ in who the owner is. Its
+// changes are [WebhookActions], whose rules the dashboard keeps too.
 type Webhooks struct {
 	// Endpoints manages the endpoints; nil answers every route 404 ([NoWebhooksError]).
 	Endpoints *webhook.Endpoints
@@ -99,28 +100,9 @@ func (h *Webhooks) begin(w http.ResponseWriter, r *http.Request) (WebhookOwner, 
 	return h.owner(w, r)
 }
 
-// spend spends o's budget, if it has one, or answers the request and returns false.
-func (h *Webhooks) spend(w http.ResponseWriter, r *http.Request, o WebhookOwner) bool {
-	if o.Spend == nil {
-		return true
-	}
-	if err := o.Spend(r.Context()); err != nil {
-		h.Door.WriteError(w, r, err, nil)
-		return false
-	}
-	return true
-}
-
-// existing returns the endpoint that r names, of o, or answers the request and returns
-// false: a request that spends the owner's budget on an endpoint first finds it, so
-// that one naming no endpoint spends nothing.
-func (h *Webhooks) existing(w http.ResponseWriter, r *http.Request, o WebhookOwner) (webhook.Endpoint, bool) {
-	e, err := h.Endpoints.Get(r.Context(), o.Account, r.PathValue("endpoint_id"))
-	if err != nil {
-		h.Door.WriteError(w, r, WebhookError(err), nil)
-		return webhook.Endpoint{}, false
-	}
-	return e, true
+// actions returns the actions of o's endpoints.
+func (h *Webhooks) actions(o WebhookOwner) WebhookActions {
+	return WebhookActions{Endpoints: h.Endpoints, Owner: o}
 }
 
 // answer writes data with status, or err.
@@ -162,10 +144,10 @@ func (h *Webhooks) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, ok := h.owner(w, r)
-	if !ok || !h.spend(w, r, o) {
+	if !ok {
 		return
 	}
-	e, err := h.Endpoints.Create(r.Context(), o.Actor, o.Account, *body.URL, body.Events)
+	e, err := h.actions(o).Create(r.Context(), *body.URL, body.Events)
 	h.answer(w, r, http.StatusCreated, EndpointJSON(e), err)
 }
 
@@ -204,13 +186,7 @@ func (h *Webhooks) update(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// Disabling alone spends nothing: an owner may always stop deliveries.
-	if body.URL != nil || body.Events != nil || !*body.Disabled {
-		if _, ok := h.existing(w, r, o); !ok || !h.spend(w, r, o) {
-			return
-		}
-	}
-	e, err := h.Endpoints.Update(r.Context(), o.Actor, o.Account, r.PathValue("endpoint_id"), c)
+	e, err := h.actions(o).Update(r.Context(), r.PathValue("endpoint_id"), c)
 	h.answer(w, r, http.StatusOK, EndpointJSON(e), err)
 }
 
@@ -220,7 +196,7 @@ func (h *Webhooks) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("endpoint_id")
-	err := h.Endpoints.Delete(r.Context(), o.Actor, o.Account, id)
+	err := h.actions(o).Delete(r.Context(), id)
 	h.answer(w, r, http.StatusOK, map[string]any{"id": id, "deleted": true}, err)
 }
 
@@ -229,34 +205,16 @@ func (h *Webhooks) rotate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, ok := h.existing(w, r, o); !ok || !h.spend(w, r, o) {
-		return
-	}
-	e, err := h.Endpoints.RotateSecret(r.Context(), o.Actor, o.Account, r.PathValue("endpoint_id"))
+	e, err := h.actions(o).RotateSecret(r.Context(), r.PathValue("endpoint_id"))
 	h.answer(w, r, http.StatusOK, EndpointJSON(e), err)
 }
 
-// sending returns the owner of a request that sends an endpoint a message, having
-// spent its budget if the endpoint can be sent one (a disabled one is refused
-// without).
-func (h *Webhooks) sending(w http.ResponseWriter, r *http.Request) (WebhookOwner, bool) {
-	o, ok := h.begin(w, r)
-	if !ok {
-		return WebhookOwner{}, false
-	}
-	e, ok := h.existing(w, r, o)
-	if !ok || e.Disabled.IsZero() && !h.spend(w, r, o) {
-		return WebhookOwner{}, false
-	}
-	return o, true
-}
-
 func (h *Webhooks) test(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.sending(w, r)
+	o, ok := h.begin(w, r)
 	if !ok {
 		return
 	}
-	d, err := h.Endpoints.SendTest(r.Context(), o.Actor, o.Account, r.PathValue("endpoint_id"))
+	d, err := h.actions(o).SendTest(r.Context(), r.PathValue("endpoint_id"))
 	h.answer(w, r, http.StatusAccepted, DeliveryJSON(d), err)
 }
 
@@ -283,11 +241,11 @@ func (h *Webhooks) deliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Webhooks) resend(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.sending(w, r)
+	o, ok := h.begin(w, r)
 	if !ok {
 		return
 	}
-	d, err := h.Endpoints.Resend(r.Context(), o.Account, r.PathValue("endpoint_id"), r.PathValue("message_id"))
+	d, err := h.actions(o).Resend(r.Context(), r.PathValue("endpoint_id"), r.PathValue("message_id"))
 	h.answer(w, r, http.StatusAccepted, DeliveryJSON(d), err)
 }
 

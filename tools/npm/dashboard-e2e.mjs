@@ -3,11 +3,12 @@
 //
 //   node dashboard-e2e.mjs <config.json>
 //
-// The config: {base, evil, key, scoped, flush, chromium, out}; flush is a URL whose POST
+// The config: {base, evil, key, scoped, flush, hook, chromium, out}; flush is a URL whose POST
 // flushes the usage recorded so far, scoped the value of a sub-key limited to one API. base is the host's root URL (the
 // dashboard is at base/dashboard/), evil the root of another site's server that serves
-// a page posting a form to the dashboard, key the primary key's value, chromium the
-// browser's path, out the directory for the screenshots.
+// a page posting a form to the dashboard, key the primary key's value, hook the URL of
+// a webhook receiver that answers 204 (a deliverer delivers the service's outbox),
+// chromium the browser's path, out the directory for the screenshots.
 //
 // It prints one JSON line per check: {"check", "ok", "detail"}, and {"event", ...}
 // lines the Go test uses. It exits 0 when it ran to the end (the checks say whether
@@ -274,6 +275,118 @@ async function referenceChecks(page) {
   check("the reference requests nothing from another host", seen.external.length === 0, seen.external.join(" "));
 }
 
+// deliveryOf returns the state and attempts of the delivery of message msg on the
+// endpoint's page, reloading the page until done says they are what it waits for (or
+// patience runs out).
+async function deliveryOf(page, msg, done) {
+  const deadline = Date.now() + patience;
+  for (;;) {
+    const row = page.locator(`tr[data-message="${msg}"]`);
+    const got = (await row.count()) === 0 ? { state: "absent", attempts: "" } : {
+      state: await row.getAttribute("data-state"),
+      attempts: await row.locator('[data-field="attempts"]').textContent(),
+      status: await textNow(row.locator('[data-field="last-status"]'), ""),
+    };
+    if (done(got) || Date.now() > deadline) return got;
+    await page.waitForTimeout(200);
+    await page.reload();
+  }
+}
+
+// webhookChecks drives the Webhooks page: add an endpoint at the test's receiver with
+// two event types, its secret shown once (and copied); the list shows it with the
+// secret masked; a test event's delivery is listed, then delivered (answered 204), and
+// resent; disabling takes the test away until the endpoint is enabled again; rotating
+// shows a new secret once; deleting asks first. No later page shows a secret.
+async function webhookChecks(page) {
+  await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+  await page.waitForURL(dash + "webhooks");
+  check("the Webhooks page says there is no endpoint yet", (await page.locator('[data-field="no-endpoints"]').count()) === 1);
+  await visit(page, "webhooks-empty");
+
+  await page.getByLabel("URL", { exact: true }).fill(cfg.hook);
+  await page.getByRole("checkbox", { name: "key.created", exact: true }).check();
+  await page.getByRole("checkbox", { name: "credits.low", exact: true }).check();
+  await page.getByRole("button", { name: "Add the endpoint" }).click();
+  await page.locator("#webhook-secret").waitFor();
+  const secret = await page.locator("#webhook-secret").inputValue();
+  check("the new endpoint's secret is shown", /^whsec_[A-Za-z0-9+/]{40,}=*$/.test(secret), secret.slice(0, 6));
+  const copy = page.getByRole("button", { name: "Copy" });
+  await copy.waitFor({ state: "visible" }).catch(() => {});
+  await copy.click();
+  await page.locator("[data-copy-status]").filter({ hasText: /./ }).waitFor();
+  check("the copy button copies the secret", (await page.evaluate(() => navigator.clipboard.readText())) === secret);
+  await visit(page, "webhook-created");
+
+  await page.getByRole("link", { name: "Back to the webhooks" }).click();
+  await page.waitForURL(dash + "webhooks");
+  const row = page.locator("tr[data-endpoint-id]");
+  check("the list shows the endpoint", (await row.count()) === 1 && (await row.locator('[data-field="url"]').textContent()) === cfg.hook,
+    await textNow(row, "no row"));
+  const events = await row.locator('[data-field="events"]').textContent();
+  check("the list shows its events", events.includes("key.created") && events.includes("credits.low"), events);
+  check("the list shows it enabled", (await row.locator('[data-field="state"]').textContent()) === "enabled");
+  const masked = await row.locator('[data-field="secret"]').textContent();
+  check("the list shows the secret masked", masked === secret.slice(0, "whsec_".length + 4) + "…", masked);
+  check("the list shows no secret", !(await page.content()).includes(secret));
+  await visit(page, "webhooks");
+  await fitsPhone(page, "webhooks");
+
+  await row.getByRole("link", { name: /Manage/ }).click();
+  await page.waitForURL(/\/dashboard\/webhook\?id=ep_/);
+  const id = new URL(page.url()).searchParams.get("id");
+  emit({ event: "endpoint", id });
+
+  // A test event: listed at once, then delivered to the receiver.
+  await page.getByRole("button", { name: "Send a test event" }).click();
+  await page.waitForURL(/done=test/);
+  check("the page says the test event is queued", (await page.getByRole("status").textContent()).includes("test event"));
+  const delivery = page.locator('tr[data-type="endpoint.test"]');
+  check("the test event's delivery is listed", (await delivery.count()) === 1, await textNow(page.locator("table.deliveries"), "no table"));
+  const msg = await delivery.first().getAttribute("data-message");
+  check("the delivery shows its message id", /^msg_[a-z0-9]{26}$/.test(msg) &&
+    (await delivery.first().locator('[data-field="message-id"]').textContent()) === msg, msg);
+  let got = await deliveryOf(page, msg, (d) => d.state === "delivered");
+  check("the test event is delivered", got.state === "delivered" && got.attempts === "1" && got.status === "204", JSON.stringify(got));
+  await visit(page, "webhook");
+  await fitsPhone(page, "webhook");
+
+  // Resent: delivered again, a second attempt.
+  await page.locator(`tr[data-message="${msg}"]`).getByRole("button", { name: /Resend/ }).click();
+  await page.waitForURL(/done=resend/);
+  got = await deliveryOf(page, msg, (d) => d.state === "delivered" && d.attempts === "2");
+  check("the resent delivery is delivered again", got.state === "delivered" && got.attempts === "2", JSON.stringify(got));
+
+  // Disabled: no test until it is enabled again.
+  await page.getByRole("button", { name: "Disable", exact: true }).click();
+  await page.waitForURL(/done=disable/);
+  check("the endpoint is disabled", (await page.locator('[data-field="state"]').textContent()) === "disabled" &&
+    (await page.getByRole("button", { name: "Send a test event" }).count()) === 0);
+  await visit(page, "webhook-disabled");
+  await page.getByRole("button", { name: "Enable", exact: true }).click();
+  await page.waitForURL(/done=enable/);
+  check("the endpoint is enabled again", (await page.locator('[data-field="state"]').textContent()) === "enabled");
+
+  // Rotated: a new secret, shown once.
+  await page.getByRole("button", { name: "Rotate the secret" }).click();
+  await page.locator("#webhook-secret").waitFor();
+  const rotated = await page.locator("#webhook-secret").inputValue();
+  check("the rotated secret is shown, new", /^whsec_/.test(rotated) && rotated !== secret);
+  await visit(page, "webhook-rotated");
+  await page.goto(dash + "webhook?id=" + id);
+  const html = await page.content();
+  check("the endpoint's page shows no secret", !html.includes(secret) && !html.includes(rotated));
+
+  // Deleted, after a confirmation.
+  await page.getByRole("link", { name: /^Delete/ }).click();
+  await page.waitForURL(/\/dashboard\/webhook-delete\?id=/);
+  await visit(page, "webhook-delete");
+  await page.getByRole("button", { name: "Delete the endpoint" }).click();
+  await page.waitForURL(/\/dashboard\/webhooks\?deleted=1/);
+  check("the endpoint is deleted", (await page.locator("tr[data-endpoint-id]").count()) === 0 &&
+    (await page.getByRole("status").textContent()).includes("deleted"));
+}
+
 // newContext opens a browser context whose waits last patience.
 async function newContext(browser) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -412,6 +525,8 @@ async function main() {
       return r.status;
     }, keyID);
     check("a same-origin post without the CSRF token is refused", status === 403, status);
+
+    await webhookChecks(page);
 
     // Usage: REST calls, then the table's totals (and the CSV's) equal GET
     // /v1/analytics?interval=day for the same range.
