@@ -29,6 +29,7 @@ const (
 	DefaultRateLimitCooldown = 5 * time.Minute
 	DefaultQueue             = 4096
 	DefaultEnqueueTimeout    = 2 * time.Second
+	DefaultFlushTimeout      = 10 * time.Second
 )
 
 // DispatcherOptions are a Dispatcher's optional settings.
@@ -51,6 +52,10 @@ type DispatcherOptions struct {
 	Queue int
 	// EnqueueTimeout bounds each write to the store. Zero is [DefaultEnqueueTimeout].
 	EnqueueTimeout time.Duration
+	// FlushTimeout bounds what [Dispatcher.Run] does once its context ended: it
+	// enqueues the messages still queued until FlushTimeout has passed, then drops
+	// and counts those left ([DispatchStats.Dropped]). Zero is [DefaultFlushTimeout].
+	FlushTimeout time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what could not be enqueued; nil is slog.Default().
@@ -62,9 +67,10 @@ type DispatchStats struct {
 	// Enqueued counts messages stored; Duplicates those another instance (or an
 	// earlier event) had stored already, which were not stored again.
 	Enqueued, Duplicates int64
-	// Dropped counts messages lost: the queue was full, or the store failed them
-	// past their retries. EndpointsFull counts deliveries not made because their
-	// endpoint had MaxPending pending.
+	// Dropped counts messages lost: the queue was full, the store failed them past
+	// their retries, or they were still queued when Run's flush timed out.
+	// EndpointsFull counts deliveries not made because their endpoint had MaxPending
+	// pending.
 	Dropped, EndpointsFull int64
 	// Queued is the number of messages waiting in the queue now, or on their way
 	// from it to the store.
@@ -77,8 +83,10 @@ type DispatchStats struct {
 // Subscribe it to the service's seam, and run it:
 //
 //	d, _ := webhook.NewDispatcher(store, nil)
-//	svc.Events().Subscribe(d)
+//	svc.Events().Subscribe(d, d.Kinds()...)
 //	go d.Run(ctx)
+//
+// ([New] does this, with a [Deliverer] and the [Endpoints], wired together.)
 //
 // Changes (keys, credits granted, plans, accounts) are translated by [Translate] and
 // enqueued on the goroutine of the change, before the method that made it returns; one
@@ -109,6 +117,7 @@ type Dispatcher struct {
 	cooldown   time.Duration
 	plans      *billing.Plans
 	timeout    time.Duration
+	flush      time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -142,7 +151,7 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 		o = *opts
 	}
 	d := &Dispatcher{store: s, thresholds: defaultThresholds, cooldown: o.RateLimitCooldown, plans: o.Plans,
-		timeout: o.EnqueueTimeout, now: o.Now, log: o.Logger,
+		timeout: o.EnqueueTimeout, flush: o.FlushTimeout, now: o.Now, log: o.Logger,
 		sent: map[string]struct{}{}, periods: map[string]int64{}, lows: map[string]lowMark{}, subs: map[*subscriber]struct{}{}}
 	if o.Thresholds != nil {
 		d.thresholds = slices.Clone(o.Thresholds)
@@ -154,14 +163,17 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 			}
 		}
 	}
-	if d.cooldown < 0 || d.timeout < 0 || o.Queue < 0 {
-		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout and Queue must not be negative")
+	if d.cooldown < 0 || d.timeout < 0 || d.flush < 0 || o.Queue < 0 {
+		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout, FlushTimeout and Queue must not be negative")
 	}
 	if d.cooldown == 0 {
 		d.cooldown = DefaultRateLimitCooldown
 	}
 	if d.timeout == 0 {
 		d.timeout = DefaultEnqueueTimeout
+	}
+	if d.flush == 0 {
+		d.flush = DefaultFlushTimeout
 	}
 	if o.Queue == 0 {
 		o.Queue = DefaultQueue
@@ -174,6 +186,17 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 	}
 	d.queue = make(chan Message, o.Queue)
 	return d, nil
+}
+
+// Kinds returns the kinds of events a Dispatcher makes messages of: calls, refusals,
+// and the changes [Translate] turns into messages. Subscribe it to them.
+func (d *Dispatcher) Kinds() []event.Kind {
+	kinds := []event.Kind{event.CallFinished, event.CallRefused}
+	for k := range translated {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
 }
 
 // Observe makes the messages of e and enqueues them (see [Dispatcher]).
@@ -369,26 +392,48 @@ func (d *Dispatcher) push(m Message) {
 const enqueueAttempts = 5
 
 // Run enqueues the queued messages until ctx ends, then those still queued, each
-// within EnqueueTimeout. A message the store refuses enqueueAttempts times is dropped
-// and logged.
+// within EnqueueTimeout and all within FlushTimeout: those left when it has passed are
+// dropped, counted and logged once. A message the store refuses enqueueAttempts times
+// is dropped and logged. It returns ctx's error.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	for {
+		if ctx.Err() != nil { // before the queue, which select would pick as often
+			d.drain(ctx)
+			return ctx.Err()
+		}
 		select {
 		case m := <-d.queue:
 			d.retry(ctx, m)
 			d.queued.Add(-1)
 		case <-ctx.Done():
-			for {
-				select {
-				case m := <-d.queue:
-					if err := d.enqueue(context.WithoutCancel(ctx), m); err != nil {
-						d.lost(m, err)
-					}
-					d.queued.Add(-1)
-				default:
-					return ctx.Err()
-				}
+			d.drain(ctx)
+			return ctx.Err()
+		}
+	}
+}
+
+// drain enqueues the messages queued, until none is left or FlushTimeout has passed,
+// then drops those left.
+func (d *Dispatcher) drain(ctx context.Context) {
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.flush)
+	defer cancel()
+	left := 0
+	for {
+		select {
+		case m := <-d.queue:
+			if flush.Err() != nil {
+				left++
+				d.dropped.Add(1)
+			} else if err := d.enqueue(flush, m); err != nil {
+				d.lost(m, err)
 			}
+			d.queued.Add(-1)
+		default:
+			if left > 0 {
+				d.log.Error("tollgate: webhook messages were still queued when the dispatcher's flush timed out; they are dropped",
+					"dropped", left, "flush_timeout", d.flush.String())
+			}
+			return
 		}
 	}
 }
