@@ -115,7 +115,7 @@ type DelivererOptions struct {
 }
 
 // Check reports what is wrong with o, or nil; a nil o is the default, which is valid.
-// [NewDeliverer] panics with this error.
+// [NewDeliverer] returns this error.
 func (o *DelivererOptions) Check() error {
 	if o == nil {
 		return nil

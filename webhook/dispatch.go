@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,7 @@ const (
 	DefaultRateLimitCooldown = 5 * time.Minute
 	DefaultQueue             = 4096
 	DefaultEnqueueTimeout    = 2 * time.Second
-	DefaultDrainTimeout      = 2 * time.Second
+	DefaultFlushTimeout      = 2 * time.Second
 )
 
 // storeBackoff is how long, after an enqueue on a change's goroutine failed, the
@@ -56,9 +57,11 @@ type DispatcherOptions struct {
 	Queue int
 	// EnqueueTimeout bounds each write to the store. Zero is [DefaultEnqueueTimeout].
 	EnqueueTimeout time.Duration
-	// DrainTimeout bounds what Run spends, once its context ends, on the messages
-	// still queued. Zero is [DefaultDrainTimeout].
-	DrainTimeout time.Duration
+	// FlushTimeout bounds what [Dispatcher.Run] does once its context ended: it
+	// enqueues the messages still queued until FlushTimeout has passed, or until the
+	// store fails one, then drops and counts those left ([DispatchStats.Dropped]).
+	// Zero is [DefaultFlushTimeout].
+	FlushTimeout time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what could not be enqueued; nil is slog.Default().
@@ -70,9 +73,10 @@ type DispatchStats struct {
 	// Enqueued counts messages stored; Duplicates those another instance (or an
 	// earlier event) had stored already, which were not stored again.
 	Enqueued, Duplicates int64
-	// Dropped counts messages lost: the queue was full, or the store failed them
-	// past their retries. EndpointsFull counts deliveries not made because their
-	// endpoint had MaxPending pending.
+	// Dropped counts messages lost: the queue was full, the store failed them past
+	// their retries, or they were still queued when Run's flush timed out.
+	// EndpointsFull counts deliveries not made because their endpoint had MaxPending
+	// pending.
 	Dropped, EndpointsFull int64
 	// Queued is the number of messages waiting in the queue now, or on their way
 	// from it to the store.
@@ -85,8 +89,10 @@ type DispatchStats struct {
 // Subscribe it to the service's seam, and run it:
 //
 //	d, _ := webhook.NewDispatcher(store, nil)
-//	svc.Events().Subscribe(d)
+//	svc.Events().Subscribe(d, d.Kinds()...)
 //	go d.Run(ctx)
+//
+// ([New] does this, with a [Deliverer] and the [Endpoints], wired together.)
 //
 // Changes (keys, credits granted, plans, accounts) are translated by [Translate] and
 // enqueued on the goroutine of the change, before the method that made it returns; one
@@ -117,7 +123,7 @@ type Dispatcher struct {
 	cooldown   time.Duration
 	plans      *billing.Plans
 	timeout    time.Duration
-	drain      time.Duration
+	flush      time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -169,8 +175,8 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 			}
 		}
 	}
-	if d.cooldown < 0 || d.timeout < 0 || o.Queue < 0 {
-		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout and Queue must not be negative")
+	if d.cooldown < 0 || d.timeout < 0 || o.FlushTimeout < 0 || o.Queue < 0 {
+		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout, FlushTimeout and Queue must not be negative")
 	}
 	if d.cooldown == 0 {
 		d.cooldown = DefaultRateLimitCooldown
@@ -178,8 +184,8 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 	if d.timeout == 0 {
 		d.timeout = DefaultEnqueueTimeout
 	}
-	if d.drain = o.DrainTimeout; d.drain <= 0 {
-		d.drain = DefaultDrainTimeout
+	if d.flush = o.FlushTimeout; d.flush == 0 {
+		d.flush = DefaultFlushTimeout
 	}
 	if o.Queue == 0 {
 		o.Queue = DefaultQueue
@@ -192,6 +198,17 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 	}
 	d.queue = make(chan queued, o.Queue)
 	return d, nil
+}
+
+// Kinds returns the kinds of events a Dispatcher makes messages of: calls, refusals,
+// and the changes [Translate] turns into messages. Subscribe it to them.
+func (d *Dispatcher) Kinds() []event.Kind {
+	kinds := []event.Kind{event.CallFinished, event.CallRefused}
+	for k := range translated {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
 }
 
 // Observe makes the messages of e and enqueues them (see [Dispatcher]).
@@ -434,12 +451,12 @@ func (d *Dispatcher) pushing(q queued) {
 // enqueueAttempts is the most times Run tries to enqueue a message.
 const enqueueAttempts = 5
 
-// Run enqueues the queued messages until ctx ends, then those still queued within
-// DrainTimeout in all, each attempt within EnqueueTimeout; what is left then is
-// dropped and counted. A message the store refuses enqueueAttempts times is dropped
-// and logged.
+// Run enqueues the queued messages until ctx ends, then those still queued, each
+// within EnqueueTimeout and all within FlushTimeout; once that has passed, or the
+// store failed one, those left are dropped, counted and logged once. A message the
+// store refuses enqueueAttempts times is dropped and logged. It returns ctx's error.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil { // before the queue, which select would pick as often
 		select {
 		case q := <-d.queue:
 			d.retry(ctx, q)
@@ -447,19 +464,38 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.drain)
+	d.flushQueue(ctx)
+	return ctx.Err()
+}
+
+// flushQueue enqueues the messages queued, until none is left, FlushTimeout has
+// passed or the store failed one, then drops those left.
+func (d *Dispatcher) flushQueue(ctx context.Context) {
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.flush)
 	defer cancel()
+	var failed error
+	left := 0
 	for {
 		select {
 		case q := <-d.queue:
-			if drain.Err() != nil {
-				d.lost(q.m, drain.Err())
-			} else if err := d.enqueue(drain, q.m, q.retried); err != nil {
-				d.lost(q.m, err)
+			switch {
+			case failed != nil || flush.Err() != nil:
+				left++
+				d.forget(q.m.ID)
+				d.dropped.Add(1)
+			default:
+				if err := d.enqueue(flush, q.m, q.retried); err != nil {
+					failed = err
+					d.lost(q.m, err)
+				}
 			}
 			d.queued.Add(-1)
 		default:
-			return ctx.Err()
+			if left > 0 {
+				d.log.Error("tollgate: webhook messages still queued when the dispatcher stopped are dropped",
+					"dropped", left, "error", cmp.Or(failed, flush.Err()))
+			}
+			return
 		}
 	}
 }

@@ -3,8 +3,10 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,5 +278,75 @@ func TestDispatcherOptions(t *testing.T) {
 	}
 	if _, err := webhook.NewDispatcher(nil, nil); err == nil {
 		t.Error("NewDispatcher(nil) took it")
+	}
+}
+
+// stuckStore is a store whose Enqueue waits for its context to end.
+type stuckStore struct {
+	webhook.Store
+	calls atomic.Int32
+}
+
+func (s *stuckStore) Enqueue(ctx context.Context, _ webhook.Message, _ []string, _ time.Time) (bool, []string, error) {
+	s.calls.Add(1)
+	<-ctx.Done()
+	return false, nil, ctx.Err()
+}
+
+// TestDispatcherFlushBounded: once Run's context ended, what is queued is enqueued
+// within FlushTimeout, however slow the store: the messages left when it has passed
+// are dropped and counted without an attempt.
+func TestDispatcherFlushBounded(t *testing.T) {
+	s := &stuckStore{Store: memory.NewWebhookStore()}
+	d, err := webhook.NewDispatcher(s, &webhook.DispatcherOptions{
+		FlushTimeout: 50 * time.Millisecond, EnqueueTimeout: 200 * time.Millisecond, Now: func() time.Time { return d0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, account := range []string{"a", "b", "c"} {
+		d.Observe(t.Context(), call(account, march, 80))
+	}
+	if st := d.Stats(); st.Queued != 3 {
+		t.Fatalf("stats %+v, want 3 queued", st)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	// One attempt, which the flush's end cut short; the others were not attempted.
+	if st, calls := d.Stats(), s.calls.Load(); st.Queued != 0 || st.Dropped != 3 || st.Enqueued != 0 || calls != 1 {
+		t.Errorf("stats %+v after %d attempts to enqueue; want 3 dropped, none queued, and 1 attempt", st, calls)
+	}
+	if _, err := webhook.NewDispatcher(memory.NewWebhookStore(), &webhook.DispatcherOptions{FlushTimeout: -time.Second}); err == nil {
+		t.Error("NewDispatcher took a negative FlushTimeout")
+	}
+}
+
+func TestDispatcherKinds(t *testing.T) {
+	d, err := webhook.NewDispatcher(memory.NewWebhookStore(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := d.Kinds()
+	for _, k := range []event.Kind{event.CallFinished, event.CallRefused, event.AccountCreated, event.KeyRotated, event.CreditsAdjusted, event.EndpointDisabled} {
+		if !slices.Contains(kinds, k) {
+			t.Errorf("Kinds() %v lacks %s", kinds, k)
+		}
+	}
+	for _, k := range []event.Kind{event.SessionStarted, event.ReservationsVoided, event.AccountDeleted, event.EndpointCreated} {
+		if slices.Contains(kinds, k) {
+			t.Errorf("Kinds() %v has %s, which makes no message", kinds, k)
+		}
+	}
+	if !slices.IsSorted(kinds) {
+		t.Errorf("Kinds() %v is not sorted", kinds)
 	}
 }

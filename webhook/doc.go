@@ -20,4 +20,12 @@
 // for the whole schedule. It runs on goroutines of its own and never slows the
 // service's calls; the rules of an attempt (what is sent, what succeeds, which
 // destinations are refused) are [Deliverer]'s documentation.
+//
+// A [Dispatcher] turns the service's events into messages in the outbox: calls past a
+// threshold of the allowance, refusals, and the changes [Translate] translates.
+//
+// [New] assembles the three for a service, on its events, wired together: the
+// dispatcher's messages wake the deliverer, an endpoint the deliverer disables is
+// published (and told to the owner's other endpoints), and a deleted account's
+// endpoints are deleted. Each part stays usable on its own.
 package webhook

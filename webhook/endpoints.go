@@ -79,6 +79,9 @@ type Endpoints struct {
 	grace        time.Duration // negative: none
 	now          func() time.Time
 	log          *slog.Logger
+	// enqueued, if set, is called after a test message or a resend was stored, so
+	// that a deliverer makes its attempt at once ([New] sets it to Deliverer.Wake).
+	enqueued func()
 }
 
 // NewEndpoints returns the manager of the endpoints that st keeps, which publishes its

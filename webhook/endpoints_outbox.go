@@ -54,6 +54,7 @@ func (m *Endpoints) SendTest(ctx context.Context, actor event.Actor, account, id
 			"the webhook endpoint %q has %d deliveries pending, the most it may have (or it was deleted meanwhile): let them be delivered before you test it",
 			e.ID, MaxPending)}
 	}
+	m.wake()
 	return Delivery{Endpoint: e.ID, Message: msg, State: Pending, Due: now}, nil
 }
 
@@ -101,7 +102,15 @@ func (m *Endpoints) Resend(ctx context.Context, account, id, message string) (De
 	case err != nil:
 		return Delivery{}, m.storeError(ctx, "resending a delivery", err)
 	}
+	m.wake()
 	return d, nil
+}
+
+// wake tells the deliverer, if one is wired, that a delivery is due now.
+func (m *Endpoints) wake() {
+	if m.enqueued != nil {
+		m.enqueued()
+	}
 }
 
 // enabled returns the endpoint of account with the given id, or a store.ErrConflict if

@@ -1,7 +1,8 @@
 // Command distributed runs the sample catalog as a deployment of several instances that
 // share PostgreSQL and Redis: every instance has its own service, its own connections
 // and its own port, as separate processes would, and they agree on every key, balance,
-// rate limit and concurrency slot.
+// rate limit and concurrency slot. Each serves REST, GraphQL, the account holders' API
+// (/v1/account) and, with -admin-token, the admin API.
 //
 //	go run ./examples/distributed
 //
@@ -34,9 +35,21 @@
 //	                    account (default 15s)
 //	-lease D            how long a concurrency slot lasts without renewal (default: twice
 //	                    the call timeout, at least 30s)
+//	-allow-private-fetch
+//	                    let URL-form file fetches and webhook deliveries reach private and
+//	                    loopback addresses, and webhook endpoints have such URLs: for local
+//	                    development and tests (a receiver on this machine)
 //
 // Every instance sweeps: an instance that dies takes the settlements of its calls in
 // flight with it, and another one gives their credits back once they expire.
+//
+// Webhooks: account holders register endpoints at /v1/account/webhooks, operators at
+// /admin/v1/webhooks. The endpoints and the outbox live in PostgreSQL, beside the
+// keys and credits (postgres.WebhookStore, migration 24): PostgreSQL is the durable
+// store, so a message enqueued is delivered even if the instance that enqueued it
+// dies. Every instance turns its own events into messages and delivers the outbox:
+// any instance may deliver what another enqueued, each delivery claimed by one at a
+// time.
 package main
 
 import (
@@ -68,8 +81,10 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/rest"
+	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 func main() {
@@ -87,6 +102,7 @@ type config struct {
 	instances, port                         int
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
+	allowPrivateFetch                       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -106,6 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.grace, "reservation-grace", tollgate.DefaultReservationGrace, "how long a reservation outlives the call timeout")
 	fs.DurationVar(&c.sweep, "sweep-interval", tollgate.DefaultSweepInterval, "how often to void expired reservations")
 	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
+	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches and webhook deliveries reach private and loopback addresses")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -348,15 +365,20 @@ func fillRedis(ctx context.Context, client *goredis.Client) error {
 
 // An instance is one service and what it runs on.
 type instance struct {
-	svc     *tollgate.Service
-	mgr     *accounts.Manager
-	handler http.Handler
-	pool    *pgxpool.Pool
-	redis   *goredis.Client // nil with -limits postgres
+	svc       *tollgate.Service
+	mgr       *accounts.Manager
+	hooks     *webhook.Webhooks
+	stopHooks func() // stops the webhooks' Run and waits for it
+	handler   http.Handler
+	pool      *pgxpool.Pool
+	redis     *goredis.Client // nil with -limits postgres
 }
 
-// close closes the service, then its connections.
+// close stops the webhooks (the dispatcher flushes its queue), closes the service,
+// then its connections.
 func (in *instance) close() {
+	in.stopHooks()
+	in.hooks.Close()
 	in.mgr.Close()
 	in.svc.Close()
 	if in.redis != nil {
@@ -425,25 +447,50 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	// is kept 7 days, then deleted by whichever instance prunes first.
 	in.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
 		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
-		Idempotency: &tollgate.IdempotencyOptions{Store: answers}})
+		Idempotency: &tollgate.IdempotencyOptions{Store: answers}, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}})
 	if err != nil {
 		return nil, err
 	}
+	// Webhooks: the endpoints and the outbox in PostgreSQL, on the instance's pool, in
+	// the same schema as the other tables; every instance enqueues its events' messages
+	// and delivers the outbox.
+	hookStore, err := postgres.NewWebhookStore(in.pool, nil)
+	if err != nil {
+		in.svc.Close()
+		return nil, err
+	}
+	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans}}); err != nil {
+		in.svc.Close()
+		return nil, err
+	}
 	if in.mgr, err = accounts.New(in.svc, &accounts.Options{RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger}); err != nil {
+		in.hooks.Close()
 		in.svc.Close()
 		return nil, err
 	}
-	if in.handler, err = handler(in.mgr, c, logger); err != nil {
+	if in.handler, err = handler(in.mgr, in.hooks.Endpoints(), c, logger); err != nil {
 		in.mgr.Close()
+		in.hooks.Close()
 		in.svc.Close()
 		return nil, err
 	}
+	// The webhooks run until the instance closes, after its server has stopped.
+	hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := in.hooks.Run(hooksCtx); err != nil {
+			logger.Error("webhooks stopped", "error", err)
+		}
+	}()
+	in.stopHooks = func() { cancel(); <-done }
 	return in, nil
 }
 
-// handler returns the front doors of an instance: REST, GraphQL and, with an admin
-// token, the admin API.
-func handler(mgr *accounts.Manager, c config, logger *slog.Logger) (http.Handler, error) {
+// handler returns the front doors of an instance: REST, GraphQL, the account holders'
+// API and, with an admin token, the admin API; hooks serves their webhook routes.
+func handler(mgr *accounts.Manager, hooks *webhook.Endpoints, c config, logger *slog.Logger) (http.Handler, error) {
 	svc := mgr.Service()
 	mux := http.NewServeMux()
 	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
@@ -456,8 +503,14 @@ func handler(mgr *accounts.Manager, c config, logger *slog.Logger) (http.Handler
 		return nil, err
 	}
 	mux.Handle("/v1/graphql", gqlHandler)
+	account, err := selfservice.NewHandler(mgr, &selfservice.Options{Webhooks: hooks})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/account", account)
+	mux.Handle("/v1/account/", account)
 	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(mgr, c.adminToken, nil)
+		adminHandler, err := admin.NewHandler(mgr, c.adminToken, &admin.Options{Webhooks: hooks})
 		if err != nil {
 			return nil, err
 		}

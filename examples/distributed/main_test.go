@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,11 +20,15 @@ import (
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/client"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // TestRun starts three instances on the shared test servers (a fresh schema and prefix),
-// makes a paid call on each and checks that they share one balance, then stops them.
+// makes a paid call on each and checks that they share one balance; registers a
+// webhook endpoint on one instance, creates a key on another, and checks that the
+// receiver gets the key.created message once, signed, and that a third instance lists
+// it delivered (the outbox is in PostgreSQL); then stops them.
 func TestRun(t *testing.T) {
 	dsn := testenv.Var(t, testenv.Postgres)
 	redisAddr := testenv.Var(t, testenv.Redis)
@@ -35,7 +40,7 @@ func TestRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
-			"-instances", "3", "-port", "0"}, w, io.Discard)
+			"-instances", "3", "-port", "0", "-allow-private-fetch"}, w, io.Discard)
 		w.Close()
 	}()
 	var key string
@@ -77,6 +82,7 @@ func TestRun(t *testing.T) {
 	if status != http.StatusOK || credits["used"] != 3.0 {
 		t.Errorf("analytics after one call on each instance: %d %v, want 3 credits used", status, body)
 	}
+	checkWebhooks(t, urls, key)
 	cancel()
 	select {
 	case err := <-done:
@@ -171,4 +177,73 @@ func (d *dialCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook 
 
 func (d *dialCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return next
+}
+
+// checkWebhooks registers a webhook endpoint on the first instance, creates a sub-key
+// on the second, and waits until the receiver has verified the key.created message
+// (client.VerifyWebhook) and the third instance lists its delivery delivered. Any
+// instance may deliver it: the outbox is shared.
+func checkWebhooks(t *testing.T, urls []string, key string) {
+	t.Helper()
+	send := func(method, url, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+		req.Header.Set("X-Api-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var env struct{ Data map[string]any }
+		json.NewDecoder(resp.Body).Decode(&env)
+		return resp.StatusCode, env.Data
+	}
+	var mu sync.Mutex
+	var secret string
+	var got []client.WebhookEvent
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		ev, err := client.VerifyWebhook(secret, r.Header, body, time.Now(), 0)
+		if err != nil {
+			t.Errorf("a delivery that does not verify: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		got = append(got, ev)
+	}))
+	defer rc.Close()
+
+	status, ep := send("POST", urls[0]+"/v1/account/webhooks", `{"url":"`+rc.URL+`/hooks","events":["key.created"]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("register a webhook endpoint: %d %v", status, ep)
+	}
+	mu.Lock()
+	secret, _ = ep["secret"].(string)
+	mu.Unlock()
+	if status, k := send("POST", urls[1]+"/v1/account/keys", `{"name":"deploys"}`); status != http.StatusCreated {
+		t.Fatalf("create a sub-key: %d %v", status, k)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, page := send("GET", urls[2]+"/v1/account/webhooks/"+ep["id"].(string)+"/deliveries", "")
+		ds, _ := page["deliveries"].([]any)
+		if len(ds) == 1 && ds[0].(map[string]any)["state"] == "delivered" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the key.created delivery was not delivered: %v", page)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// One message, delivered at least once: a second request would carry its id.
+	var data struct{ Name string }
+	if len(got) == 0 || got[0].Type != "key.created" || got[0].Decode(&data) != nil || data.Name != "deploys" ||
+		slices.ContainsFunc(got, func(ev client.WebhookEvent) bool { return ev.ID != got[0].ID }) {
+		t.Errorf("the receiver got %+v, want the one key.created of the key deploys", got)
+	}
 }

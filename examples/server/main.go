@@ -15,6 +15,11 @@
 //
 //	Dashboard: http://localhost:8080/dashboard/ (sign in with the API key)
 //
+// Webhooks: account holders register endpoints at /v1/account/webhooks (with the
+// primary key), operators theirs at /admin/v1/webhooks (with -admin-token), and the
+// server posts them the account's events (keys, credits, plans, the account's state),
+// signed, retried on the default schedule; the endpoints and the outbox are in memory.
+//
 // Sessions start at /v1/account/session, with a key (POST with x-api-key) or sign out
 // (DELETE): a browser gets an HttpOnly cookie and a CSRF token, a program asks for a
 // token ({"kind":"token"}) to send as x-jwt.
@@ -32,7 +37,10 @@
 //	                       (at least 32 bytes); without fixtures, a session token for the demo
 //	                       account is printed. Without it, sessions are signed with a random
 //	                       secret made at start, so they all end when the server stops
-//	-allow-private-fetch   let URL-form file fetches reach private and loopback addresses
+//	-allow-private-fetch   let URL-form file fetches, the fetches of OAuth client metadata
+//	                       documents and webhook deliveries reach private and loopback
+//	                       addresses, and webhook endpoints have such URLs: for local
+//	                       development and tests (a receiver on this machine)
 //	-public-url URL        the origin clients reach the server at, the OAuth issuer
 //	                       (default http://localhost:PORT, PORT the one listened on)
 //	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
@@ -70,6 +78,7 @@ import (
 	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 func main() {
@@ -97,7 +106,10 @@ type config struct {
 	publicURL         string
 	// clock is the service's clock, which no flag sets: nil is the time of day (tests
 	// move it).
-	clock           interface{ Now() time.Time }
+	clock interface{ Now() time.Time }
+	// webhooks are the settings of the webhooks' deliverer, which no flag sets: nil is
+	// the default (tests shorten the retry schedule).
+	webhooks        *webhook.DelivererOptions
 	ietfRateHeaders bool
 }
 
@@ -109,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.fixtures, "fixtures", "", "load plans, accounts and keys from this JSON file")
 	fs.StringVar(&c.adminToken, "admin-token", "", "enable the admin API with this bearer token")
 	fs.StringVar(&c.sessionSecret, "session-secret", "", "accept x-jwt session tokens signed with this secret")
-	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches reach private and loopback addresses")
+	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
 	if err := fs.Parse(args); err != nil {
@@ -288,6 +300,35 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		_ = recorder.Close(flush) // the recorder logs a failed flush
 	})
 
+	// Webhooks, their endpoints and outbox in memory: the dispatcher turns the
+	// service's events into messages, the deliverer posts them (at once, then retried on
+	// the schedule), and the endpoints are managed at /v1/account/webhooks and
+	// /admin/v1/webhooks. -allow-private-fetch lets endpoints be on this machine or its
+	// network, for a receiver run locally. They run until the server has stopped, so that
+	// the last calls' events are enqueued, then the dispatcher flushes its queue.
+	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
+		Dispatcher: webhook.DispatcherOptions{Plans: plans}}
+	if c.webhooks != nil {
+		hookOpts.Deliverer = *c.webhooks
+	}
+	hooks, err := webhook.New(memory.NewWebhookStore(), svc.Events(), hookOpts)
+	if err != nil {
+		return nil, nil, err
+	}
+	hooksCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		if err := hooks.Run(hooksCtx); err != nil {
+			logger.Error("webhooks stopped", "error", err)
+		}
+	}()
+	closers = append(closers, func() {
+		stopHooks()
+		<-hooksDone
+		hooks.Close()
+	})
+
 	// The management of accounts: for operators (the admin API), account holders
 	// (self-service, the dashboard) and sessions. What account holders can make the
 	// server keep is bounded (see docs/behaviour.md, Bounds): revoked keys are kept 7 days (they
@@ -335,6 +376,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	mounted, err := doors.Mount(mux, svc, &doors.Options{
 		Edge:       edge.Options{IETFRateHeaders: c.ietfRateHeaders},
 		Accounts:   mgr,
+		Webhooks:   hooks.Endpoints(),
 		AdminToken: c.adminToken,
 		OAuth: &doors.OAuth{Store: memory.NewOAuthStore(),
 			Options: oauth.Options{Fetch: oauth.FetchOptions{AllowPrivate: c.allowPrivateFetch}}},

@@ -139,11 +139,18 @@ func start(t *testing.T, args ...string) *server {
 // startClocked is start with the service on clock, when it is not nil.
 func startClocked(t *testing.T, clock interface{ Now() time.Time }, args ...string) *server {
 	t.Helper()
+	return startConfigured(t, func(c *config) { c.clock = clock }, args...)
+}
+
+// startConfigured is start with the configuration the flags make changed by configure:
+// what no flag sets.
+func startConfigured(t *testing.T, configure func(*config), args ...string) *server {
+	t.Helper()
 	c, err := parseFlags(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.clock = clock
+	configure(&c)
 	var stdout bytes.Buffer
 	logs := &syncBuffer{}
 	// The test server's address is the public URL, as run makes it: known before
@@ -462,16 +469,22 @@ func TestAssembleAllowPrivateFetch(t *testing.T) {
 	tests := []struct {
 		name   string
 		args   []string
-		status int
+		status int // of the fetch
+		hook   int // of the creation of a webhook endpoint on loopback
 	}{
-		{"off by default", nil, http.StatusBadRequest},
-		{"explicitly off", []string{"-allow-private-fetch=false"}, http.StatusBadRequest},
-		{"on", []string{"-allow-private-fetch"}, http.StatusOK},
+		{"off by default", nil, http.StatusBadRequest, http.StatusBadRequest},
+		{"explicitly off", []string{"-allow-private-fetch=false"}, http.StatusBadRequest, http.StatusBadRequest},
+		{"on", []string{"-allow-private-fetch"}, http.StatusOK, http.StatusCreated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := start(t, tt.args...)
 			key := s.apiKey(1)
+			// A webhook endpoint on loopback, which the flag allows too.
+			hook := s.call("POST", "/v1/account/webhooks", `{"url":"`+files.URL+`/hooks"}`, "x-api-key", key)
+			if hook.status != tt.hook {
+				t.Errorf("a webhook endpoint on loopback: %d %s, want %d", hook.status, hook.body, tt.hook)
+			}
 			r := s.call("POST", "/v1/image-info", body, "x-api-key", key)
 			if r.status != tt.status {
 				t.Fatalf("image-info by URL: %d, want %d: %s", r.status, tt.status, r.body)
