@@ -149,7 +149,8 @@ type endpoint struct {
 	PreviousSecret      *string    `json:"previous_secret"`
 	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
 	Disabled            bool
-	DisabledReason      *string `json:"disabled_reason"`
+	DisabledReason      *string    `json:"disabled_reason"`
+	LastDeliveredAt     *time.Time `json:"last_delivered_at"`
 }
 
 // delivery is a delivery as the API answers it.
@@ -326,7 +327,8 @@ func TestWebhookBound(t *testing.T) {
 }
 
 // TestWebhookMessages: a test enqueues one message, for its endpoint only; a resend
-// makes a delivery pending again; both are refused for a disabled endpoint.
+// makes a delivery pending again; the endpoint shows when a delivery last succeeded;
+// both are refused for a disabled endpoint.
 func TestWebhookMessages(t *testing.T) {
 	e := newHookEnv(t, hookOptions{})
 	ctx := t.Context()
@@ -368,8 +370,21 @@ func TestWebhookMessages(t *testing.T) {
 	if d := decode[delivery](t, a); d.State != "pending" || d.MessageID != test.MessageID {
 		t.Errorf("resent: %s", a.raw)
 	}
-	if claimed, err := e.store.Claim(ctx, e.clock.Now(), time.Minute, 100); err != nil || len(claimed) != 1 || claimed[0].Message.ID != test.MessageID {
-		t.Errorf("claimed after the resend: %+v %v", claimed, err)
+	if got := decode[endpoint](t, e.send(e.acme, "GET", "/v1/account/webhooks/"+ep.ID, "")); got.LastDeliveredAt != nil {
+		t.Errorf("last delivered at %v before any success", got.LastDeliveredAt)
+	}
+	claimed, err = e.store.Claim(ctx, e.clock.Now(), time.Minute, 100)
+	if err != nil || len(claimed) != 1 || claimed[0].Message.ID != test.MessageID {
+		t.Fatalf("claimed after the resend: %+v %v", claimed, err)
+	}
+	e.clock.Advance(time.Second)
+	err = e.store.Record(ctx, webhook.Outcome{Endpoint: ep.ID, Message: test.MessageID, Claim: claimed[0].Claim,
+		Attempt: webhook.Attempt{At: e.clock.Now(), Status: 204}, State: webhook.Delivered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decode[endpoint](t, e.send(e.acme, "GET", "/v1/account/webhooks/"+ep.ID, "")); got.LastDeliveredAt == nil || !got.LastDeliveredAt.Equal(e.clock.Now()) {
+		t.Errorf("last delivered at %v, want %v", got.LastDeliveredAt, e.clock.Now())
 	}
 
 	want(t, "disable", e.send(e.acme, "PATCH", "/v1/account/webhooks/"+ep.ID, `{"disabled":true}`), http.StatusOK)

@@ -159,7 +159,7 @@ const (
 	// DisabledGone: the endpoint answered an attempt with 410 Gone.
 	DisabledGone DisableCause = iota + 1
 	// DisabledFailing: a delivery failed every attempt of the schedule, and no
-	// delivery to the endpoint succeeded since that delivery's message.
+	// attempt to the endpoint succeeded since that delivery's message was made.
 	DisabledFailing
 )
 
@@ -193,15 +193,18 @@ type DisabledEndpoint struct {
 // DelivererStats counts what a [Deliverer] did since it was made.
 type DelivererStats struct {
 	// Attempted counts the attempts made: requests sent, or refused before they were
-	// sent (a destination the address policy refuses, a host that did not answer
-	// lately).
+	// sent (a destination the address policy refuses, a secret that cannot sign).
 	Attempted int64
 	// Delivered, Retried and Failed count the outcomes recorded: a delivery
 	// delivered, pending again for a retry, given up.
 	Delivered, Retried, Failed int64
 	// Skipped counts the deliveries given up without an attempt, their endpoint
-	// disabled or deleted; they are counted in Failed too.
+	// disabled; they are counted in Failed too.
 	Skipped int64
+	// Postponed counts the deliveries given back without an attempt, pending, their
+	// host held back after it did not answer (see [Deliverer]); they keep their
+	// attempts.
+	Postponed int64
 	// ClaimLost counts the outcomes not recorded because the claim no longer held the
 	// delivery: another deliverer claimed it after the lease, or it was resent.
 	ClaimLost int64
@@ -254,25 +257,30 @@ type DelivererStats struct {
 // gets one more attempt.
 //
 // A host that did not answer an attempt (it timed out, or the connection failed) is
-// not tried again for 30 seconds by the same deliverer, but for one attempt at a time:
-// the deliveries to it claimed meanwhile fail at once ("not attempted"), and are retried
-// on their schedule. So a host that never answers holds one of the deliverer's
-// attempts, not all of them.
+// held back by the same deliverer for 30 seconds, then given one attempt at a time
+// until one is answered: the deliveries to it claimed meanwhile are given back
+// without an attempt (an [Outcome] without one), pending, due when the host may be
+// tried again: the cooldown's end, or, while an attempt is at the host after it, 30
+// seconds later. They keep their attempts and last attempt: a receiver down for a
+// while delays its deliveries, and each spends its schedule's attempts only as it is
+// tried. So a host that never answers holds one of the deliverer's attempts, not all
+// of them.
 //
 // # Disabling an endpoint
 //
 // A deliverer disables an endpoint (it sets Disabled and DisabledReason, and tells
 // [DelivererOptions.OnDisabled]):
 //   - at once, when the endpoint answers 410 Gone: the delivery is Failed;
-//   - when a delivery failed its schedule's last attempt and no delivery to the
-//     endpoint succeeded since that delivery's message was made (Message.At): so the
-//     endpoint failed everything for at least the schedule's length. The deliverer
-//     looks for a success among the endpoint's deliveries, newest message first, back
-//     to messages older than that one by the longest a schedule can last with jitter
-//     and Retry-After, and at most 1000 deliveries: none found is none.
+//   - when a delivery failed its schedule's last attempt and no attempt to the
+//     endpoint succeeded since that delivery's message was made: the endpoint's
+//     [Endpoint.LastDelivered], read once the failure is recorded, is before the
+//     message's At. So the endpoint failed everything for at least the schedule's
+//     length.
 //
-// A delivery whose endpoint is disabled or deleted is recorded Failed without an
-// attempt when it is claimed.
+// A delivery whose endpoint is disabled is recorded Failed without an attempt when it
+// is claimed: its attempts and last attempt stay those made, and the endpoint's
+// DisabledReason says why no more were. (A deleted endpoint's deliveries are deleted
+// with it.)
 type Deliverer struct {
 	store         Store
 	schedule      Schedule
@@ -295,7 +303,7 @@ type Deliverer struct {
 	wake    chan struct{}
 	running atomic.Bool
 	stats   struct {
-		attempted, delivered, retried, failed, skipped, claimLost, disabled, storeErrors atomic.Int64
+		attempted, delivered, retried, failed, skipped, postponed, claimLost, disabled, storeErrors atomic.Int64
 	}
 }
 
@@ -379,6 +387,7 @@ func (d *Deliverer) Stats() DelivererStats {
 		Retried:     d.stats.retried.Load(),
 		Failed:      d.stats.failed.Load(),
 		Skipped:     d.stats.skipped.Load(),
+		Postponed:   d.stats.postponed.Load(),
 		ClaimLost:   d.stats.claimLost.Load(),
 		Disabled:    d.stats.disabled.Load(),
 		StoreErrors: d.stats.storeErrors.Load(),
@@ -506,7 +515,9 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 	case ctx.Err() != nil:
 		return
 	case errors.Is(err, store.ErrNotFound):
-		d.skip(ctx, dl, "the endpoint was deleted; no attempt was made")
+		// Deleted: its deliveries went with it, and the store answers so; one left
+		// behind is given up.
+		d.skip(ctx, dl)
 		return
 	case err != nil:
 		d.stats.storeErrors.Add(1)
@@ -514,11 +525,7 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 			"endpoint", dl.Endpoint, "message", dl.Message.ID, "error", err)
 		return
 	case !ep.Disabled.IsZero():
-		reason := "the endpoint is disabled; no attempt was made"
-		if ep.DisabledReason != "" {
-			reason = "the endpoint is disabled (" + ep.DisabledReason + "); no attempt was made"
-		}
-		d.skip(ctx, dl, reason)
+		d.skip(ctx, dl)
 		return
 	}
 	// The attempt must end before the lease does, or another deliverer could make one
@@ -532,6 +539,10 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 	if ctx.Err() != nil {
 		return
 	}
+	if !res.held.IsZero() {
+		d.record(ctx, Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Pending, Due: res.held})
+		return
+	}
 	d.stats.attempted.Add(1)
 	o, exhausted := d.outcome(dl, res)
 	if !d.record(ctx, o) {
@@ -539,19 +550,15 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 	}
 	switch {
 	case res.status == http.StatusGone:
-		d.disable(ctx, ep, DisabledGone, "the endpoint answered 410 Gone, which asks for no more deliveries; enable it again to resume them", o)
+		d.disable(ctx, ep, DisabledGone, "the endpoint answered 410 Gone, which asks for no more deliveries; enable it again to resume them", o, time.Time{})
 	case exhausted:
 		d.disableIfFailing(ctx, ep, dl.Message, o)
 	}
 }
 
-// skip records dl Failed without an attempt, for why.
-func (d *Deliverer) skip(ctx context.Context, dl Delivery, why string) {
-	o := Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Failed,
-		Attempt: Attempt{At: d.now(), Error: why}}
-	if d.record(ctx, o) {
-		d.stats.skipped.Add(1)
-	}
+// skip gives dl up without an attempt: Failed, its attempts and last attempt kept.
+func (d *Deliverer) skip(ctx context.Context, dl Delivery) {
+	d.record(ctx, Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Failed})
 }
 
 // outcome returns the outcome of an attempt at dl that res tells, and whether the
@@ -594,17 +601,22 @@ func (d *Deliverer) record(ctx context.Context, o Outcome) bool {
 		return false
 	default:
 		d.stats.storeErrors.Add(1)
-		d.log.Warn("webhook: cannot record the outcome of an attempt; the delivery is retried when its lease ends",
-			"endpoint", o.Endpoint, "message", o.Message, "state", o.State.String(), "error", err)
+		d.log.Warn("webhook: cannot record what became of a delivery; it is claimed again when its lease ends",
+			"endpoint", o.Endpoint, "message", o.Message, "state", o.State.String(), "attempted", o.Attempted(), "error", err)
 		return false
 	}
-	switch o.State {
-	case Delivered:
+	switch {
+	case o.State == Delivered:
 		d.stats.delivered.Add(1)
-	case Pending:
+	case o.State == Pending && o.Attempted():
 		d.stats.retried.Add(1)
-	case Failed:
+	case o.State == Pending:
+		d.stats.postponed.Add(1)
+	case o.State == Failed:
 		d.stats.failed.Add(1)
+		if !o.Attempted() {
+			d.stats.skipped.Add(1)
+		}
 	}
 	return true
 }

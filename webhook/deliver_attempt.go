@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +29,9 @@ type result struct {
 	err string
 	// retryAfter is the answer's Retry-After header.
 	retryAfter string
+	// held, when it is set, tells that no attempt was made: the endpoint's host is
+	// held back (it did not answer lately), until held.
+	held time.Time
 }
 
 // refusedDestination is the error of every destination the address policy refuses,
@@ -37,8 +39,9 @@ type result struct {
 // by the answers.
 const refusedDestination = "the endpoint's host cannot be delivered to: deliveries go only to hosts with public internet addresses; check the endpoint's url"
 
-// attempt makes one attempt to deliver m to ep, under the deliverer's timeout. It
-// returns a result whose at is the attempt's time; the caller checks ctx.
+// attempt makes one attempt to deliver m to ep, under the deliverer's timeout, unless
+// ep's host is held back. It returns a result whose at is the attempt's time, or
+// whose held says until when the host is held back; the caller checks ctx.
 func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result {
 	res := result{at: d.now()}
 	if err := safefetch.ValidateURL(ep.URL); err != nil {
@@ -57,10 +60,9 @@ func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result 
 		return res
 	}
 	host := req.URL.Host
-	probe, since := d.hosts.admit(host, res.at)
+	probe, until := d.hosts.admit(host, res.at)
 	if !probe {
-		res.err = fmt.Sprintf("not attempted: the endpoint's host did not answer an attempt at %s; it is tried again, one attempt at a time, from %s on",
-			since.UTC().Format(time.RFC3339), since.Add(d.hosts.cooldown).UTC().Format(time.RFC3339))
+		res.held = until
 		return res
 	}
 	answered := false
@@ -178,18 +180,21 @@ func newBreakers(cooldown time.Duration) *breakers {
 	return &breakers{cooldown: cooldown, hosts: make(map[string]*breaker)}
 }
 
-// admit reports whether an attempt at host may be made at now, and if not since
-// when the host has not answered. An admitted attempt must be followed by done or
+// admit reports whether an attempt at host may be made at now, and if not until when
+// the host is held back: the end of its cooldown, or, while an attempt probes it after
+// the cooldown, a cooldown from now. An admitted attempt must be followed by done or
 // abandon.
-func (b *breakers) admit(host string, now time.Time) (ok bool, since time.Time) {
+func (b *breakers) admit(host string, now time.Time) (ok bool, until time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	br := b.hosts[host]
-	if br == nil {
+	switch {
+	case br == nil:
 		return true, time.Time{}
-	}
-	if br.probing || now.Before(br.since.Add(b.cooldown)) {
-		return false, br.since
+	case now.Before(br.since.Add(b.cooldown)):
+		return false, br.since.Add(b.cooldown)
+	case br.probing:
+		return false, now.Add(b.cooldown)
 	}
 	br.probing = true
 	return true, time.Time{}

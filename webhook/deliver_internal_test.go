@@ -74,16 +74,6 @@ func TestNewDelivererDefaults(t *testing.T) {
 	}
 }
 
-func TestLongest(t *testing.T) {
-	d, err := NewDeliverer(nopStore{}, &DelivererOptions{Schedule: Schedule{time.Hour, 48 * time.Hour}, Jitter: 0.5, MaxRetryAfter: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := d.longest(), 2*time.Hour+72*time.Hour; got != want {
-		t.Errorf("longest = %s, want %s", got, want)
-	}
-}
-
 func TestCutError(t *testing.T) {
 	short := strings.Repeat("a", MaxError)
 	if cutError(short) != short {
@@ -98,36 +88,40 @@ func TestCutError(t *testing.T) {
 
 func TestBreakers(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	b := newBreakers(30 * time.Second)
+	// admit returns whether it admits, and until when it holds back.
+	admit := func(now time.Duration) func() (bool, time.Time) {
+		return func() (bool, time.Time) { return b.admit("h", at(now)) }
+	}
+	none := time.Time{}
 	steps := []struct {
-		name string
-		do   func() bool
-		want bool
+		name    string
+		do      func() (bool, time.Time)
+		want    bool
+		wantTil time.Time
 	}{
-		{"a host never seen is admitted", func() bool { ok, _ := b.admit("h", t0); return ok }, true},
-		{"and again, at once", func() bool { ok, _ := b.admit("h", t0); return ok }, true},
-		{"one did not answer", func() bool { b.done("h", false, t0); return true }, true},
-		{"then none is admitted", func() bool { ok, _ := b.admit("h", t0.Add(29*time.Second)); return ok }, false},
-		{"another host is", func() bool { ok, _ := b.admit("other", t0); return ok }, true},
-		{"after the cooldown, one is", func() bool { ok, _ := b.admit("h", t0.Add(30*time.Second)); return ok }, true},
-		{"but only one", func() bool { ok, _ := b.admit("h", t0.Add(31*time.Second)); return ok }, false},
-		{"it is abandoned", func() bool { b.abandon("h"); return true }, true},
-		{"so another one is", func() bool { ok, _ := b.admit("h", t0.Add(32*time.Second)); return ok }, true},
-		{"which does not answer", func() bool { b.done("h", false, t0.Add(40*time.Second)); return true }, true},
-		{"the cooldown starts again", func() bool { ok, _ := b.admit("h", t0.Add(60*time.Second)); return ok }, false},
-		{"one is, after it", func() bool { ok, _ := b.admit("h", t0.Add(70*time.Second)); return ok }, true},
-		{"which is answered", func() bool { b.done("h", true, t0.Add(70*time.Second)); return true }, true},
-		{"so the host is forgotten", func() bool { return len(b.hosts) == 0 }, true},
-		{"and admitted freely", func() bool { ok, _ := b.admit("h", t0.Add(70*time.Second)); return ok }, true},
+		{"a host never seen is admitted", admit(0), true, none},
+		{"and again, at once", admit(0), true, none},
+		{"one did not answer", func() (bool, time.Time) { b.done("h", false, t0); return true, none }, true, none},
+		{"then none is admitted, until the cooldown's end", admit(29 * time.Second), false, at(30 * time.Second)},
+		{"another host is", func() (bool, time.Time) { return b.admit("other", t0) }, true, none},
+		{"after the cooldown, one is", admit(30 * time.Second), true, none},
+		{"but only one: the next is held a cooldown", admit(31 * time.Second), false, at(61 * time.Second)},
+		{"it is abandoned", func() (bool, time.Time) { b.abandon("h"); return true, none }, true, none},
+		{"so another one is", admit(32 * time.Second), true, none},
+		{"which does not answer", func() (bool, time.Time) { b.done("h", false, at(40*time.Second)); return true, none }, true, none},
+		{"the cooldown starts again", admit(60 * time.Second), false, at(70 * time.Second)},
+		{"one is, after it", admit(70 * time.Second), true, none},
+		{"which is answered", func() (bool, time.Time) { b.done("h", true, at(70*time.Second)); return true, none }, true, none},
+		{"so the host is forgotten", func() (bool, time.Time) { return len(b.hosts) == 0, none }, true, none},
+		{"and admitted freely", admit(70 * time.Second), true, none},
 	}
 	for _, s := range steps {
-		if got := s.do(); got != s.want {
-			t.Fatalf("%s: got %v", s.name, got)
+		got, until := s.do()
+		if got != s.want || !until.Equal(s.wantTil) {
+			t.Fatalf("%s: got %v until %v, want %v until %v", s.name, got, until, s.want, s.wantTil)
 		}
-	}
-	_, since := newBreakers(time.Second).admit("x", t0)
-	if !since.IsZero() {
-		t.Error("since of an admitted attempt")
 	}
 }
 

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -200,6 +201,78 @@ func TestRunStopsPromptly(t *testing.T) {
 		}
 		if d := b.delivery(t); d.State != webhook.Pending || d.Attempts != 0 {
 			t.Errorf("delivery %s after %d attempts", d.State, d.Attempts)
+		}
+	})
+}
+
+// TestHostDownForAWhile: while a receiver's host does not answer, the deliverer tries
+// it once a cooldown, one attempt at a time, and gives the other deliveries back
+// without an attempt: every delivery's attempts are the requests made for it, none
+// fails for attempts it did not make, and all are delivered once the host answers.
+func TestHostDownForAWhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		up := start.Add(5 * time.Minute)
+		var (
+			mu        sync.Mutex
+			requests  = map[string]int{} // by webhook-id
+			whileDown []time.Time
+		)
+		fr := &fakeReceiver{answer: func(_ int, req *http.Request) *http.Response {
+			mu.Lock()
+			defer mu.Unlock()
+			requests[req.Header.Get("webhook-id")]++
+			if time.Now().Before(up) {
+				whileDown = append(whileDown, time.Now())
+				return nil // no answer: the attempt times out
+			}
+			return answer(204)
+		}}
+		// Three attempts over an hour and a minute: the host comes back long before a
+		// delivery that is tried on its schedule runs out of them.
+		b := newBubble(t, fr, func(o *webhook.DelivererOptions) { o.Schedule = webhook.Schedule{time.Minute, time.Hour} })
+		ids := []string{"msg_00000000000000000000000001"}
+		b.enqueue(t, ids[0])
+		stop := b.run(t)
+		time.Sleep(20 * time.Second) // the first attempt timed out: the host is held back
+		synctest.Wait()
+		for i := 2; i <= 6; i++ {
+			id := fmt.Sprintf("msg_%026d", i)
+			ids = append(ids, id)
+			b.enqueue(t, id)
+		}
+		b.d.Wake()
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		stop()
+
+		page, err := b.store.Deliveries(context.Background(), b.ep.ID, webhook.Query{})
+		if err != nil || len(page.Deliveries) != len(ids) {
+			t.Fatalf("deliveries %d, %v", len(page.Deliveries), err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range page.Deliveries {
+			if d.State != webhook.Delivered || d.Attempts != requests[d.Message.ID] {
+				t.Errorf("delivery of %s: %s after %d attempts, %d requests; want delivered after as many attempts as requests",
+					d.Message.ID, d.State, d.Attempts, requests[d.Message.ID])
+			}
+		}
+		for i := 1; i < len(whileDown); i++ {
+			if gap := whileDown[i].Sub(whileDown[i-1]); gap < 30*time.Second {
+				t.Errorf("requests to the host that did not answer at +%s and +%s: one at a time, a cooldown apart, wanted",
+					whileDown[i-1].Sub(start), whileDown[i].Sub(start))
+			}
+		}
+		if len(whileDown) < 5 {
+			t.Errorf("%d requests while the host was down for 5 minutes, want one a cooldown or so", len(whileDown))
+		}
+		if ep, err := b.store.Endpoint(context.Background(), b.ep.ID); err != nil || !ep.Disabled.IsZero() {
+			t.Errorf("the endpoint: disabled %v (%q), %v", ep.Disabled, ep.DisabledReason, err)
+		}
+		s := b.d.Stats()
+		if s.Postponed == 0 || s.Failed != 0 || s.Skipped != 0 || s.Delivered != int64(len(ids)) {
+			t.Errorf("stats %+v", s)
 		}
 	})
 }

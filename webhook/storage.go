@@ -161,10 +161,12 @@ func CheckEnqueue(m Message, endpoints []string, now time.Time) error {
 }
 
 // CheckOutcome returns o as a store keeps it, with its Attempt.Error cut to at most
-// [MaxError] bytes at a character boundary, or an error wrapping store.ErrInvalid that
-// says what to fix: the endpoint's and message's IDs ([CheckID]), a claim that is text,
-// a State that is one, the attempt's time set and in range, a Status from 0 to 999,
-// an Error that is text, and for a Pending outcome a Due in range.
+// [MaxError] bytes at a character boundary and its Due zero unless it is Pending, or
+// an error wrapping store.ErrInvalid that says what to fix: the endpoint's and
+// message's IDs ([CheckID]), a claim that is text, a State that is one, for a Pending
+// outcome a Due in range, and either an attempt (its time in range, a Status from 0 to
+// 999, an Error that is text) or none (the zero Attempt) with a State other than
+// Delivered.
 func CheckOutcome(o Outcome) (Outcome, error) {
 	if err := CheckID("endpoint id", o.Endpoint); err != nil {
 		return Outcome{}, err
@@ -184,23 +186,39 @@ func CheckOutcome(o Outcome) (Outcome, error) {
 	default:
 		return Outcome{}, fmt.Errorf("webhook: outcome's state %d is none of pending, delivered and failed: %w", o.State, store.ErrInvalid)
 	}
-	if o.Attempt.At.IsZero() {
-		return Outcome{}, fmt.Errorf("webhook: the attempt has no time (At): %w", store.ErrInvalid)
-	}
-	if err := CheckTime("attempt's time", o.Attempt.At); err != nil {
+	if err := checkAttempt(o); err != nil {
 		return Outcome{}, err
 	}
-	if o.Attempt.Status < 0 || o.Attempt.Status > 999 {
-		return Outcome{}, fmt.Errorf("webhook: the attempt's status %d is no HTTP status: give 0 to 999: %w", o.Attempt.Status, store.ErrInvalid)
+	if o.Attempted() {
+		o.Attempt.Error = cutAt(o.Attempt.Error, MaxError)
+	} else {
+		o.Attempt = Attempt{}
 	}
-	if err := store.CheckText("webhook: the attempt's error", o.Attempt.Error); err != nil {
-		return Outcome{}, err
-	}
-	o.Attempt.Error = cutAt(o.Attempt.Error, MaxError)
 	if o.State != Pending {
 		o.Due = time.Time{}
 	}
 	return o, nil
+}
+
+// checkAttempt checks o's attempt, or that an outcome without one may be.
+func checkAttempt(o Outcome) error {
+	a := o.Attempt
+	if !o.Attempted() {
+		switch {
+		case a.Status != 0 || a.Error != "":
+			return fmt.Errorf("webhook: the attempt has a status or an error but no time (At): give its time, or the zero Attempt for none: %w", store.ErrInvalid)
+		case o.State == Delivered:
+			return fmt.Errorf("webhook: a delivered outcome has no attempt: give the attempt that delivered it (Attempt.At): %w", store.ErrInvalid)
+		}
+		return nil
+	}
+	if err := CheckTime("attempt's time", a.At); err != nil {
+		return err
+	}
+	if a.Status < 0 || a.Status > 999 {
+		return fmt.Errorf("webhook: the attempt's status %d is no HTTP status: give 0 to 999: %w", a.Status, store.ErrInvalid)
+	}
+	return store.CheckText("webhook: the attempt's error", a.Error)
 }
 
 // cutAt returns the longest prefix of s, valid UTF-8, of at most n bytes.

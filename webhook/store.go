@@ -68,6 +68,13 @@ type Endpoint struct {
 	DisabledReason string
 	// Created is when the endpoint was created.
 	Created time.Time
+	// LastDelivered is when an attempt to the endpoint last succeeded: the latest
+	// Attempt.At of the Delivered outcomes recorded for its deliveries; zero before the
+	// first. [Store.Record] sets it, at once with the outcome, and never moves it back;
+	// nothing else does: [Store.CreateEndpoint] stores it zero and
+	// [Store.UpdateEndpoint] keeps the stored one, whatever they are given. It is no
+	// change of the endpoint: Revision stays.
+	LastDelivered time.Time
 	// Revision counts the endpoint's changes: 1 when created, raised by every
 	// [Store.UpdateEndpoint], which takes effect only at the revision it was read at.
 	Revision int64
@@ -111,7 +118,8 @@ const (
 	// Delivered: an attempt was answered with a 2xx status.
 	Delivered
 	// Failed: the delivery was given up: its attempts failed for the whole retry
-	// schedule, the receiver asked for no more, or its endpoint was disabled.
+	// schedule, the receiver asked for no more, or its endpoint was disabled (then
+	// without a further attempt: see [Outcome]).
 	Failed
 )
 
@@ -148,7 +156,7 @@ type Delivery struct {
 
 // An Attempt is the outcome of one attempt to deliver a message.
 type Attempt struct {
-	// At is when the attempt was made.
+	// At is when the attempt was made; zero in an [Outcome] for none.
 	At time.Time
 	// Status is the HTTP status of the answer; 0 when there was none.
 	Status int
@@ -161,17 +169,26 @@ type Attempt struct {
 // MaxError is the longest [Attempt.Error] a store keeps, in bytes.
 const MaxError = 512
 
-// An Outcome is what [Store.Record] stores after an attempt.
+// An Outcome is what [Store.Record] stores when a deliverer is done with a claimed
+// delivery: most often after an attempt, sometimes without one.
 type Outcome struct {
 	Endpoint, Message string
 	// Claim is the claim the delivery was claimed with.
-	Claim   string
+	Claim string
+	// Attempt is the attempt made, or the zero Attempt for none: the deliverer gives
+	// the delivery back without making one. Without an attempt, the State is Pending
+	// (the delivery is postponed: held back, due again at Due, its attempts and Last
+	// untouched) or Failed (it is given up unattempted, as when its endpoint is
+	// disabled); Delivered needs an attempt.
 	Attempt Attempt
 	// State is where the delivery stands now: Delivered, Failed, or Pending again,
 	// due at Due.
 	State State
 	Due   time.Time
 }
+
+// Attempted reports whether o tells of an attempt: whether its Attempt.At is set.
+func (o Outcome) Attempted() bool { return !o.Attempt.At.IsZero() }
 
 // A Query selects a page of an endpoint's deliveries.
 type Query struct {
@@ -208,8 +225,8 @@ type Page struct {
 // a canceled context returns an error matching it and changes nothing. Instants are
 // kept to the nanosecond and returned in UTC.
 type Store interface {
-	// CreateEndpoint stores a new endpoint, with Revision 1 (whatever e.Revision
-	// says), and returns it. It returns an error wrapping store.ErrConflict if the ID
+	// CreateEndpoint stores a new endpoint, with Revision 1 and no LastDelivered
+	// (whatever e says), and returns it. It returns an error wrapping store.ErrConflict if the ID
 	// is taken, and ErrTooManyEndpoints if the endpoint's account already has
 	// MaxEndpoints. Concurrent creations never take an account past the bound.
 	CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
@@ -219,9 +236,10 @@ type Store interface {
 	// Endpoints returns the endpoints of account (the operator's for ""), oldest
 	// first (by Created, then ID).
 	Endpoints(ctx context.Context, account string) ([]Endpoint, error)
-	// UpdateEndpoint replaces the endpoint (not its ID, Account or Created, which
-	// keep their stored values whatever e says) if its stored Revision is e.Revision,
-	// and returns it as stored, with the Revision raised by one. It returns an error
+	// UpdateEndpoint replaces the endpoint (not its ID, Account, Created or
+	// LastDelivered, which keep their stored values whatever e says) if its stored
+	// Revision is e.Revision, and returns it as stored, with the Revision raised by
+	// one. It returns an error
 	// wrapping store.ErrNotFound if there is no such endpoint, and store.ErrConflict if
 	// it changed since it was read.
 	UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
@@ -249,13 +267,19 @@ type Store interface {
 	// lease ended without an outcome (its deliverer died) is due again. limit is 1 to
 	// [MaxClaim] and lease positive; others are store.ErrInvalid.
 	Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
-	// Record stores the outcome of an attempt at a delivery claimed with o.Claim,
-	// counting the attempt (Attempts raised by one, Last set to o.Attempt), and ends
-	// the claim: a Pending outcome is due again at o.Due, not before. A claim holds
-	// its delivery until the delivery is claimed again, resent or recorded: a Record
-	// after the lease's end, when nobody claimed the delivery since, is taken. It
-	// returns ErrClaimLost if the claim no longer holds the delivery, and an error
-	// wrapping store.ErrNotFound if there is no such delivery.
+	// Record stores the outcome o of a delivery claimed with o.Claim and ends the
+	// claim: the delivery is in o.State, and a Pending one is due again at o.Due, not
+	// before. An outcome with an attempt (o.Attempted) counts it: Attempts is raised
+	// by one and Last set to o.Attempt. One without an attempt counts none and leaves
+	// Last as it was: a Pending one postpones the delivery, a Failed one gives it up
+	// unattempted (see [Outcome]). A Delivered outcome also sets the endpoint's
+	// LastDelivered to o.Attempt.At unless it is later already, in the same atomic
+	// change as the delivery's, so that a reader of the endpoint never misses a
+	// success recorded before it read. A claim holds its delivery until the delivery
+	// is claimed again, resent or recorded: a Record after the lease's end, when
+	// nobody claimed the delivery since, is taken. It returns ErrClaimLost if the
+	// claim no longer holds the delivery, and an error wrapping store.ErrNotFound if
+	// there is no such delivery.
 	Record(ctx context.Context, o Outcome) error
 	// Deliveries returns a page of the endpoint's deliveries (see [Page]), with
 	// their messages and without their claims. An endpoint that does not exist has
@@ -271,7 +295,8 @@ type Store interface {
 	// not.
 	Pending(ctx context.Context) (int64, error)
 	// Prune deletes the deliveries delivered or failed whose last attempt was before
-	// before (or, with no attempt, that were enqueued before it), and the messages
+	// before (or, with no attempt, that were enqueued before it: a delivery given up
+	// unattempted is aged by its last attempt too), and the messages
 	// left with no delivery (by this Prune or before it) whose Keep is before before,
 	// and returns how many deliveries it deleted. Pending deliveries are never pruned.
 	// A message's ID pruned may be enqueued again.

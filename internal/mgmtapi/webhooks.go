@@ -293,14 +293,14 @@ func WebhookError(err error) error {
 }
 
 // EndpointJSON is the JSON form of a webhook endpoint: its secret as the endpoint has
-// it (in full only where it is created or rotated; masked elsewhere), and the replaced
-// one's end while it still signs.
+// it (in full only where it is created or rotated; masked elsewhere), the replaced
+// one's end while it still signs, and when a delivery to it last succeeded.
 func EndpointJSON(e webhook.Endpoint) map[string]any {
 	m := map[string]any{
 		"id": e.ID, "account": Nullable(e.Account), "url": e.URL, "events": orEmpty(e.Types),
 		"secret": e.Secret, "previous_secret": Nullable(e.PreviousSecret), "previous_secret_until": nil,
 		"disabled": !e.Disabled.IsZero(), "disabled_at": nullTime(e.Disabled), "disabled_reason": Nullable(e.DisabledReason),
-		"created_at": e.Created.UTC(),
+		"last_delivered_at": nullTime(e.LastDelivered), "created_at": e.Created.UTC(),
 	}
 	if e.PreviousSecret != "" {
 		m["previous_secret_until"] = e.PreviousUntil.UTC()
@@ -365,10 +365,12 @@ func WebhookEndpointSchema(secret string) map[string]any {
 		"disabled_at":           at(nullable("string", "When it was disabled; null while it is enabled.")),
 		"disabled_reason": nullable("string", "Why it was disabled: by its owner, by the operator, or by the service after its deliveries "+
 			"failed for the whole retry schedule; null while it is enabled."),
+		"last_delivered_at": at(nullable("string", "When an attempt to deliver to it last succeeded (answered with a 2xx status); "+
+			"null before the first.")),
 		"created_at": at(str("When it was created.")),
 	}
 	required := []string{"id", "account", "url", "events", "secret", "previous_secret", "previous_secret_until", "disabled",
-		"disabled_at", "disabled_reason", "created_at"}
+		"disabled_at", "disabled_reason", "last_delivered_at", "created_at"}
 	return map[string]any{"type": "object", "required": required, "properties": props, "description": "A webhook endpoint."}
 }
 
@@ -387,10 +389,14 @@ func WebhookDeliverySchema() map[string]any {
 		"type":        map[string]any{"type": "string", "description": "The event type, or endpoint.test for a test message."},
 		"occurred_at": at("When the event happened.", false),
 		"state": map[string]any{"type": "string", "enum": []string{webhook.Pending.String(), webhook.Delivered.String(), webhook.Failed.String()},
-			"description": "pending: an attempt is due at next_attempt_at; delivered: answered with a 2xx status; failed: given up."},
-		"attempts":        map[string]any{"type": "integer", "minimum": 0, "description": "The attempts made."},
+			"description": "pending: an attempt is due at next_attempt_at; delivered: answered with a 2xx status; failed: given up, " +
+				"after the retry schedule's last attempt failed, on a 410 Gone answer, or, without a further attempt, because the endpoint " +
+				"was disabled (its disabled_reason says why)."},
+		"attempts": map[string]any{"type": "integer", "minimum": 0, "description": "The attempts made. A delivery held back " +
+			"while the endpoint's host does not answer, or given up because the endpoint was disabled, counts no attempt for it."},
 		"next_attempt_at": at("When the next attempt is due, for a pending delivery; null otherwise.", true),
-		"last_attempt": map[string]any{"type": []string{"object", "null"}, "description": "The last attempt's outcome; null before the first.",
+		"last_attempt": map[string]any{"type": []string{"object", "null"}, "description": "The last attempt's outcome; null before the first. " +
+			"A delivery held back or given up without an attempt keeps the last one made.",
 			"required": []string{"at", "status", "error"},
 			"properties": map[string]any{
 				"at":     at("When it was made.", false),

@@ -94,7 +94,7 @@ func (s *WebhookStore) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (
 		return webhook.Endpoint{}, fmt.Errorf("memory: webhook endpoint %q of account %q: %w", e.ID, e.Account, webhook.ErrTooManyEndpoints)
 	}
 	e = cloneEndpoint(e)
-	e.Revision = 1
+	e.Revision, e.LastDelivered = 1, time.Time{}
 	s.endpoints[e.ID] = &whEndpoint{Endpoint: e, deliveries: make(map[string]*whDelivery)}
 	return cloneEndpoint(e), nil
 }
@@ -147,8 +147,9 @@ func (s *WebhookStore) UpdateEndpoint(ctx context.Context, e webhook.Endpoint) (
 	defer s.mu.Unlock()
 	ep, ok := s.endpoints[e.ID]
 	if ok {
-		// Account and Created are the stored ones: check what will be stored.
-		e.Account, e.Created = ep.Account, ep.Created
+		// Account, Created and LastDelivered are the stored ones: check what will be
+		// stored.
+		e.Account, e.Created, e.LastDelivered = ep.Account, ep.Created, ep.LastDelivered
 	}
 	if err := webhook.CheckEndpoint(e); err != nil {
 		return webhook.Endpoint{}, err
@@ -265,7 +266,8 @@ func (s *WebhookStore) Claim(ctx context.Context, now time.Time, lease time.Dura
 	return out, nil
 }
 
-// Record stores the outcome of an attempt at a delivery its claim holds.
+// Record stores the outcome of a delivery its claim holds, and a success in its
+// endpoint's LastDelivered.
 func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -283,9 +285,15 @@ func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	if d.claim == "" || d.claim != o.Claim {
 		return fmt.Errorf("memory: webhook delivery of message %q to endpoint %q: %w", o.Message, o.Endpoint, webhook.ErrClaimLost)
 	}
-	d.attempts++
-	d.last, d.claim, d.due = o.Attempt, "", o.Due
-	d.last.At = d.last.At.UTC()
+	if o.Attempted() {
+		d.attempts++
+		d.last = o.Attempt
+		d.last.At = d.last.At.UTC()
+		if o.State == webhook.Delivered && d.last.At.After(ep.LastDelivered) {
+			ep.LastDelivered = d.last.At
+		}
+	}
+	d.claim, d.due = "", o.Due
 	if o.State != webhook.Pending {
 		delete(s.pending, whKey{o.Endpoint, o.Message})
 		ep.pending--
@@ -417,7 +425,7 @@ func cloneEndpoint(e webhook.Endpoint) webhook.Endpoint {
 	if len(e.Types) == 0 {
 		e.Types = nil
 	}
-	e.Created, e.PreviousUntil, e.Disabled = utc(e.Created), utc(e.PreviousUntil), utc(e.Disabled)
+	e.Created, e.PreviousUntil, e.Disabled, e.LastDelivered = utc(e.Created), utc(e.PreviousUntil), utc(e.Disabled), utc(e.LastDelivered)
 	return e
 }
 

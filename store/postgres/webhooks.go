@@ -61,21 +61,23 @@ func NewWebhookStore(db DB, opts *WebhookOptions) (*WebhookStore, error) {
 func (s *WebhookStore) MaxPending() int { return s.maxPending }
 
 // The columns of an endpoint, in the order scanEndpoint reads them.
-const endpointColumns = `id, account_id, url, types, secret, previous_secret, previous_until, disabled, disabled_reason, created, revision`
+const endpointColumns = `id, account_id, url, types, secret, previous_secret, previous_until, disabled, disabled_reason, created,
+	last_delivered, revision`
 
 // scanEndpoint reads an endpoint's columns (endpointColumns).
 func scanEndpoint(row pgx.Row) (webhook.Endpoint, error) {
 	var (
-		e                       webhook.Endpoint
-		previousUntil, disabled *int64
-		created                 int64
+		e                                      webhook.Endpoint
+		previousUntil, disabled, lastDelivered *int64
+		created                                int64
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Types, &e.Secret, &e.PreviousSecret, &previousUntil, &disabled,
-		&e.DisabledReason, &created, &e.Revision)
+		&e.DisabledReason, &created, &lastDelivered, &e.Revision)
 	if len(e.Types) == 0 {
 		e.Types = nil
 	}
 	e.PreviousUntil, e.Disabled, e.Created = fromNanos(previousUntil), fromNanos(disabled), time.Unix(0, created).UTC()
+	e.LastDelivered = fromNanos(lastDelivered)
 	return e, err
 }
 
@@ -96,7 +98,7 @@ func (s *WebhookStore) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (
 	case status == 2:
 		return webhook.Endpoint{}, fmt.Errorf("postgres: webhook endpoint %q of account %q: %w", e.ID, e.Account, webhook.ErrTooManyEndpoints)
 	}
-	e.Revision = 1
+	e.Revision, e.LastDelivered = 1, time.Time{}
 	e.Types = types(e.Types)
 	if len(e.Types) == 0 {
 		e.Types = nil
@@ -290,8 +292,8 @@ func (s *WebhookStore) Claim(ctx context.Context, now time.Time, lease time.Dura
 	return out, nil
 }
 
-// Record stores the outcome of an attempt at a delivery its claim holds, in one call
-// of tollgate_webhook_record.
+// Record stores the outcome of a delivery its claim holds, and a success in its
+// endpoint's last_delivered, in one call of tollgate_webhook_record.
 func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	o, err := webhook.CheckOutcome(o)
 	if err != nil {
@@ -300,7 +302,7 @@ func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	var status int
 	err = s.db.QueryRow(ctx, `SELECT tollgate_webhook_record($1::text, $2::text, $3::text, $4::smallint, $5::bigint,
 			$6::bigint, $7::int, $8::text)`,
-		o.Endpoint, o.Message, o.Claim, int16(o.State), nanos(o.Due), o.Attempt.At.UnixNano(), o.Attempt.Status, o.Attempt.Error).Scan(&status)
+		o.Endpoint, o.Message, o.Claim, int16(o.State), nanos(o.Due), nanos(o.Attempt.At), o.Attempt.Status, o.Attempt.Error).Scan(&status)
 	switch {
 	case err != nil:
 		return wrapErr(ctx, err, "webhook delivery of message %q to endpoint %q", o.Message, o.Endpoint)

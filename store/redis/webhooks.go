@@ -126,7 +126,8 @@ func from20(s string) time.Time {
 }
 
 // whEndpoint is the JSON of the fields of an endpoint that change (see lua/lib_wh.lua:
-// an endpoint's value in E is its revision, creation and account, then this).
+// an endpoint's value in E is its revision, creation, account and last success, then
+// this).
 type whEndpoint struct {
 	URL            string   `json:"url"`
 	Types          []string `json:"types,omitempty"`
@@ -152,14 +153,14 @@ func endpointFields(e webhook.Endpoint) string {
 
 // parseEndpoint reads an endpoint's value in E.
 func parseEndpoint(id, v string) (webhook.Endpoint, error) {
-	f := strings.SplitN(v, "\x00", 4)
+	f := strings.SplitN(v, "\x00", 5)
 	var w whEndpoint
-	if len(f) != 4 {
+	if len(f) != 5 {
 		return webhook.Endpoint{}, fmt.Errorf("redis: webhook endpoint %q: a stored value of %d fields: %w", id, len(f), store.ErrUnavailable)
 	}
 	rev, err := strconv.ParseInt(f[0], 10, 64)
 	if err == nil {
-		err = json.Unmarshal([]byte(f[3]), &w)
+		err = json.Unmarshal([]byte(f[4]), &w)
 	}
 	if err != nil {
 		return webhook.Endpoint{}, fmt.Errorf("redis: webhook endpoint %q: the stored value: %w: %w", id, store.ErrUnavailable, err)
@@ -168,7 +169,7 @@ func parseEndpoint(id, v string) (webhook.Endpoint, error) {
 		ID: id, Account: f[2], URL: w.URL, Types: w.Types, Secret: w.Secret,
 		PreviousSecret: w.PreviousSecret, PreviousUntil: from20(w.PreviousUntil),
 		Disabled: from20(w.Disabled), DisabledReason: w.DisabledReason,
-		Created: from20(f[1]), Revision: rev,
+		Created: from20(f[1]), LastDelivered: from20(f[3]), Revision: rev,
 	}, nil
 }
 
@@ -180,7 +181,7 @@ func (s *WebhookStore) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (
 	if err := ctx.Err(); err != nil {
 		return webhook.Endpoint{}, err
 	}
-	value := "1\x00" + t20(e.Created) + "\x00" + e.Account + "\x00" + endpointFields(e)
+	value := "1\x00" + t20(e.Created) + "\x00" + e.Account + "\x00\x00" + endpointFields(e)
 	reply, err := s.run(ctx, whCreateScript, e.ID, e.Account, t20(e.Created), value, webhook.MaxEndpoints)
 	if err != nil {
 		return webhook.Endpoint{}, fail(ctx, err, "webhook endpoint %q", e.ID)
@@ -401,8 +402,8 @@ func (s *WebhookStore) Claim(ctx context.Context, now time.Time, lease time.Dura
 	return parseDeliveries(reply)
 }
 
-// Record stores the outcome of an attempt at a delivery its claim holds, in one
-// script.
+// Record stores the outcome of a delivery its claim holds, and a success in its
+// endpoint's LastDelivered, in one script.
 func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	o, err := webhook.CheckOutcome(o)
 	if err != nil {
@@ -415,8 +416,12 @@ func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	if o.State == webhook.Pending {
 		due = t20(o.Due)
 	}
+	at := ""
+	if o.Attempted() {
+		at = t20(o.Attempt.At)
+	}
 	reply, err := s.run(ctx, whRecordScript, o.Endpoint, o.Message, o.Claim, int(o.State), due,
-		t20(o.Attempt.At), o.Attempt.Status, o.Attempt.Error)
+		at, o.Attempt.Status, o.Attempt.Error)
 	if err != nil {
 		return fail(ctx, err, "webhook delivery of message %q to endpoint %q", o.Message, o.Endpoint)
 	}

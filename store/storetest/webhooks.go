@@ -101,6 +101,15 @@ var webhookRows = []behaviour[webhook.Store]{
 	{"RecordClaimLost",
 		"Record with a claim that no longer holds the delivery (claimed again after the lease, resent, recorded already, another delivery's, none) is ErrClaimLost (store.ErrConflict) and changes nothing; a Record after the lease with nobody claiming since is taken; an unknown delivery is store.ErrNotFound.",
 		whRecordClaimLost},
+	{"RecordWithoutAttempt",
+		"Record without an attempt (the zero Attempt) ends the claim without counting one: Attempts and Last stay as they were; a Pending one is due again at its Due, not a nanosecond before, a Failed one is no longer pending and is pruned by its last attempt (or its enqueueing); neither moves the endpoint's LastDelivered; a Delivered one, or an attempt with a status or an error but no time, is store.ErrInvalid and changes nothing.",
+		whRecordWithoutAttempt},
+	{"LastDelivered",
+		"A Delivered outcome sets its endpoint's LastDelivered to the attempt's At, and a later success moves it up, never back; other outcomes and other endpoints' successes leave it; it is no change of the endpoint (Revision stays, an update at the revision read is taken); CreateEndpoint stores none and UpdateEndpoint keeps the stored one, whatever they are given.",
+		whLastDelivered},
+	{"LastDeliveredConcurrent",
+		"Of many successes recorded at once for one endpoint, at different times, LastDelivered ends at the latest, whatever the order they are stored in.",
+		whLastDeliveredConcurrent},
 	{"RecordError",
 		"An Attempt.Error longer than MaxError is kept cut to at most MaxError bytes at a character boundary; an outcome a store cannot hold (bad text, no state, a Pending one without Due, no attempt time) is store.ErrInvalid and changes nothing.",
 		whRecordError},
@@ -323,7 +332,8 @@ func wantEndpoint(t *testing.T, what string, got, want webhook.Endpoint) {
 	same := got.ID == want.ID && got.Account == want.Account && got.URL == want.URL &&
 		slices.Equal(got.Types, want.Types) && got.Secret == want.Secret && got.PreviousSecret == want.PreviousSecret &&
 		got.PreviousUntil.Equal(want.PreviousUntil) && got.Disabled.Equal(want.Disabled) &&
-		got.DisabledReason == want.DisabledReason && got.Created.Equal(want.Created) && got.Revision == want.Revision
+		got.DisabledReason == want.DisabledReason && got.Created.Equal(want.Created) && got.LastDelivered.Equal(want.LastDelivered) &&
+		got.Revision == want.Revision
 	if !same {
 		t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
 	}
@@ -374,10 +384,11 @@ func whEndpointCreateRead(t *testing.T, s webhook.Store) {
 	e := whEndpoint(n, n.id("a"), "one", time.Second)
 	e.PreviousSecret, e.PreviousUntil = "whsec_b2xkIG9sZCBvbGQ=", at(time.Hour)
 	e.Disabled, e.DisabledReason = at(2*time.Hour), "disabled by its owner ✓"
-	e.Revision = 7 // a creation starts at 1 whatever it says
+	e.Revision = 7                  // a creation starts at 1 whatever it says
+	e.LastDelivered = at(time.Hour) // and with no success
 	got := createEndpoint(t, s, e)
 	want := e
-	want.Revision = 1
+	want.Revision, want.LastDelivered = 1, time.Time{}
 	wantEndpoint(t, "CreateEndpoint", got, want)
 	read, err := s.Endpoint(ctx, e.ID)
 	must(t, "Endpoint", err)
@@ -454,10 +465,11 @@ func whEndpointUpdate(t *testing.T, s webhook.Store) {
 	u.URL, u.Types, u.Secret = "https://other.example.com/h", []string{"account.suspended"}, "whsec_bmV3"
 	u.PreviousSecret, u.PreviousUntil = e.Secret, at(24*time.Hour)
 	u.Disabled, u.DisabledReason = at(time.Minute), "failed for three days"
+	u.LastDelivered = at(time.Hour) // kept as stored: none
 	got, err := s.UpdateEndpoint(ctx, u)
 	must(t, "UpdateEndpoint", err)
 	want := u
-	want.Account, want.Created, want.Revision = e.Account, e.Created, 2
+	want.Account, want.Created, want.LastDelivered, want.Revision = e.Account, e.Created, time.Time{}, 2
 	wantEndpoint(t, "UpdateEndpoint", got, want)
 	read, err := s.Endpoint(ctx, e.ID)
 	must(t, "Endpoint", err)
@@ -1105,6 +1117,190 @@ func whRecordClaimLost(t *testing.T, s webhook.Store) {
 	wantErr(t, "Record of an unknown endpoint", s.Record(ctx, ghost), store.ErrNotFound)
 }
 
+// postpone returns the outcome that gives d back without an attempt, pending, due at
+// due.
+func postpone(d webhook.Delivery, due time.Time) webhook.Outcome {
+	return webhook.Outcome{Endpoint: d.Endpoint, Message: d.Message.ID, Claim: d.Claim, State: webhook.Pending, Due: due}
+}
+
+// giveUp returns the outcome that gives d up without an attempt.
+func giveUp(d webhook.Delivery) webhook.Outcome {
+	return webhook.Outcome{Endpoint: d.Endpoint, Message: d.Message.ID, Claim: d.Claim, State: webhook.Failed}
+}
+
+func whRecordWithoutAttempt(t *testing.T, s webhook.Store) {
+	ctx, n := t.Context(), newIDs()
+	a := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "a", 0)).ID
+	fresh, tried := whMessage(n, "fresh", 0), whMessage(n, "tried", 0)
+	enqueue(t, s, fresh, t0, a)
+	enqueue(t, s, tried, t0, a)
+	by := map[string]webhook.Delivery{}
+	for _, d := range claimDue(t, s, t0, 10) {
+		by[d.Message.ID] = d
+	}
+	// tried has an attempt behind it, a success, then it is resent.
+	okAt := webhook.Attempt{At: at(time.Second), Status: 200}
+	record(t, s, outcome(by[tried.ID], webhook.Delivered, okAt.At, okAt.Status, "", time.Time{}))
+	_, err := s.Resend(ctx, a, tried.ID, at(30*time.Second))
+	must(t, "Resend", err)
+	ep, err := s.Endpoint(ctx, a)
+	must(t, "Endpoint", err)
+	by[tried.ID] = claimOne(t, s, at(30*time.Second)) // fresh's lease runs
+
+	// Postponed: pending again, due later, nothing counted; the claim has ended.
+	record(t, s, postpone(by[fresh.ID], at(time.Hour)))
+	record(t, s, postpone(by[tried.ID], at(2*time.Hour)))
+	wantDelivery(t, s, a, fresh.ID, webhook.Pending, 0, at(time.Hour), webhook.Attempt{})
+	wantDelivery(t, s, a, tried.ID, webhook.Pending, 1, at(2*time.Hour), okAt)
+	wantPending(t, s, 2, "the postponements")
+	wantErr(t, "a second Record with the claim of a postponed delivery", s.Record(ctx, postpone(by[fresh.ID], at(3*time.Hour))), webhook.ErrClaimLost)
+	if got := claimDue(t, s, at(time.Hour-time.Nanosecond), 10); len(got) != 0 {
+		t.Errorf("Claim a nanosecond before the postponed delivery is due: %q, want none", names(got))
+	}
+	again := claimOne(t, s, at(time.Hour))
+	checkDelivery(t, "the postponed delivery claimed again", again, webhook.Pending, 0, at(time.Hour+whLease), webhook.Attempt{})
+
+	// Given up unattempted: no longer pending, nothing counted.
+	record(t, s, giveUp(again))
+	wantDelivery(t, s, a, fresh.ID, webhook.Failed, 0, time.Time{}, webhook.Attempt{})
+	wantPending(t, s, 1, "a delivery given up")
+	wantErr(t, "a Record after the delivery was given up", s.Record(ctx, postpone(again, at(3*time.Hour))), webhook.ErrClaimLost)
+	second := claimOne(t, s, at(2*time.Hour))
+	record(t, s, giveUp(second))
+	wantDelivery(t, s, a, tried.ID, webhook.Failed, 1, time.Time{}, okAt)
+	wantPending(t, s, 0, "both given up")
+	if got := claimDue(t, s, at(100*time.Hour), 10); len(got) != 0 {
+		t.Errorf("Claim after both were given up: %q, want none", names(got))
+	}
+	read, err := s.Endpoint(ctx, a)
+	must(t, "Endpoint", err)
+	wantEndpoint(t, "the endpoint after outcomes without an attempt", read, ep)
+
+	// Pruned by their last attempt, or their enqueueing.
+	if got, err := s.Prune(ctx, t0); err != nil || got != 0 {
+		t.Errorf("Prune before t0: %d, %v; want none", got, err)
+	}
+	if got, err := s.Prune(ctx, at(time.Nanosecond)); err != nil || got != 1 {
+		t.Errorf("Prune after the enqueueing: %d, %v; want the delivery never attempted", got, err)
+	}
+	wantNoDelivery(t, s, a, fresh.ID)
+	if got, err := s.Prune(ctx, at(time.Second+time.Nanosecond)); err != nil || got != 1 {
+		t.Errorf("Prune after the last attempt: %d, %v; want the delivery given up after one", got, err)
+	}
+	wantNoDelivery(t, s, a, tried.ID)
+}
+
+func whLastDelivered(t *testing.T, s webhook.Store) {
+	ctx, n := t.Context(), newIDs()
+	a := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "a", 0))
+	b := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "b", 0))
+	ms := make([]webhook.Message, 6)
+	for i := range ms {
+		ms[i] = whMessage(n, fmt.Sprint(i), 0)
+		enqueue(t, s, ms[i], t0, a.ID)
+	}
+	enqueue(t, s, whMessage(n, "b", 0), t0, b.ID)
+	by := map[string]webhook.Delivery{}
+	for _, d := range claimDue(t, s, t0, 10) {
+		by[d.Endpoint+"/"+d.Message.ID] = d
+	}
+	of := func(m webhook.Message) webhook.Delivery { return by[a.ID+"/"+m.ID] }
+	want := func(what string, e webhook.Endpoint, last time.Time) webhook.Endpoint {
+		t.Helper()
+		got, err := s.Endpoint(ctx, e.ID)
+		must(t, "Endpoint", err)
+		e.LastDelivered = last
+		wantEndpoint(t, what, got, e)
+		es, err := s.Endpoints(ctx, e.Account)
+		must(t, "Endpoints", err)
+		for _, x := range es {
+			if x.ID == e.ID {
+				wantEndpoint(t, what+", listed", x, e)
+			}
+		}
+		return got
+	}
+	want("a new endpoint", a, time.Time{})
+
+	// Failures and retries are no success.
+	record(t, s, outcome(of(ms[0]), webhook.Failed, at(time.Second), 500, "boom", time.Time{}))
+	record(t, s, outcome(of(ms[1]), webhook.Pending, at(time.Second), 503, "busy", at(time.Hour)))
+	want("after a failure and a retry", a, time.Time{})
+
+	record(t, s, outcome(of(ms[2]), webhook.Delivered, at(time.Minute), 200, "", time.Time{}))
+	want("after a success", a, at(time.Minute))
+	want("another endpoint", b, time.Time{})
+	record(t, s, outcome(of(ms[3]), webhook.Delivered, at(30*time.Second), 204, "", time.Time{}))
+	want("after an earlier success, recorded later", a, at(time.Minute))
+	record(t, s, outcome(of(ms[4]), webhook.Delivered, at(2*time.Minute+time.Nanosecond), 200, "", time.Time{}))
+	read := want("after a later success", a, at(2*time.Minute+time.Nanosecond))
+
+	// An update at the revision read is taken, and keeps the success.
+	u := read
+	u.URL, u.LastDelivered = "https://moved.example.com/", at(time.Hour)
+	got, err := s.UpdateEndpoint(ctx, u)
+	must(t, "UpdateEndpoint at the revision read before the outcomes", err)
+	u.LastDelivered, u.Revision = at(2*time.Minute+time.Nanosecond), a.Revision+1
+	wantEndpoint(t, "UpdateEndpoint", got, u)
+	v := got
+	v.LastDelivered = time.Time{}
+	got, err = s.UpdateEndpoint(ctx, v)
+	must(t, "UpdateEndpoint", err)
+	if !got.LastDelivered.Equal(at(2*time.Minute + time.Nanosecond)) {
+		t.Errorf("UpdateEndpoint given no LastDelivered: %v, want the stored one", got.LastDelivered)
+	}
+	// A success of a resent delivery counts too.
+	_, err = s.Resend(ctx, a.ID, ms[2].ID, at(time.Hour))
+	must(t, "Resend", err)
+	for _, d := range claimDue(t, s, at(time.Hour), 10) { // and the leases ended
+		if d.Endpoint == a.ID && d.Message.ID == ms[2].ID {
+			record(t, s, outcome(d, webhook.Delivered, at(time.Hour+time.Second), 200, "", time.Time{}))
+		}
+	}
+	e, err := s.Endpoint(ctx, a.ID)
+	must(t, "Endpoint", err)
+	if !e.LastDelivered.Equal(at(time.Hour+time.Second)) || e.Revision != got.Revision {
+		t.Errorf("after the resent delivery's success: LastDelivered %v at revision %d, want %v at %d",
+			e.LastDelivered, e.Revision, at(time.Hour+time.Second), got.Revision)
+	}
+	if e.LastDelivered.Location() != time.UTC {
+		t.Errorf("LastDelivered in %v, want UTC", e.LastDelivered.Location())
+	}
+}
+
+func whLastDeliveredConcurrent(t *testing.T, s webhook.Store) {
+	n := newIDs()
+	a := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "a", 0)).ID
+	needRoom(t, s, workers)
+	for i := range workers {
+		enqueue(t, s, whMessage(n, fmt.Sprint(i), 0), t0, a)
+	}
+	ds := claimDue(t, s, t0, workers)
+	if len(ds) != workers {
+		t.Fatalf("Claim: %d deliveries, want %d", len(ds), workers)
+	}
+	// The latest success is in the middle of the order the goroutines start in.
+	latest := workers / 2
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Go(func() {
+			when := at(time.Duration(i) * time.Millisecond)
+			if i == latest {
+				when = at(time.Hour)
+			}
+			if err := s.Record(t.Context(), outcome(d, webhook.Delivered, when, 200, "", time.Time{})); err != nil {
+				t.Errorf("Record %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	e, err := s.Endpoint(t.Context(), a)
+	must(t, "Endpoint", err)
+	if !e.LastDelivered.Equal(at(time.Hour)) {
+		t.Errorf("after %d successes at once: LastDelivered %v, want the latest, %v", workers, e.LastDelivered, at(time.Hour))
+	}
+}
+
 func whRecordError(t *testing.T, s webhook.Store) {
 	ctx, n := t.Context(), newIDs()
 	a := createEndpoint(t, s, whEndpoint(n, n.id("acct"), "a", 0)).ID
@@ -1120,7 +1316,10 @@ func whRecordError(t *testing.T, s webhook.Store) {
 		{"no state", func(o *webhook.Outcome) { o.State = 0 }},
 		{"a state that is none", func(o *webhook.Outcome) { o.State = 9 }},
 		{"a Pending outcome without Due", func(o *webhook.Outcome) { o.State, o.Due = webhook.Pending, time.Time{} }},
-		{"no attempt time", func(o *webhook.Outcome) { o.Attempt.At = time.Time{} }},
+		{"a status but no attempt time", func(o *webhook.Outcome) { o.Attempt.At, o.Attempt.Error = time.Time{}, "" }},
+		{"an error but no attempt time", func(o *webhook.Outcome) { o.Attempt.At, o.Attempt.Status = time.Time{}, 0 }},
+		{"a delivered outcome without an attempt", func(o *webhook.Outcome) { o.State, o.Attempt = webhook.Delivered, webhook.Attempt{} }},
+		{"a postponement without Due", func(o *webhook.Outcome) { o.State, o.Attempt, o.Due = webhook.Pending, webhook.Attempt{}, time.Time{} }},
 		{"a status of 1000", func(o *webhook.Outcome) { o.Attempt.Status = 1000 }},
 		{"a claim of invalid UTF-8", func(o *webhook.Outcome) { o.Claim = "\xff" }},
 		{"an endpoint ID with a NUL byte", func(o *webhook.Outcome) { o.Endpoint = "\x00" }},

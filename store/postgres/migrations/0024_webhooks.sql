@@ -6,10 +6,11 @@
 -- none, so that "keep < before" holds for it. Ids are compared byte-wise (COLLATE "C"),
 -- as every store orders them.
 --
--- tollgate_webhook_endpoints holds each endpoint with its revision and the number of
--- its pending deliveries (pending), which Enqueue, Record, Resend and the deletion keep
--- up to date under the endpoint's row lock: the bound on pending deliveries is judged on
--- it, and Pending sums it. tollgate_webhook_messages holds each message once, by id;
+-- tollgate_webhook_endpoints holds each endpoint with its revision, when an attempt
+-- to it last succeeded (last_delivered, which only Record sets, with the outcome) and
+-- the number of its pending deliveries (pending), which Enqueue, Record, Resend and
+-- the deletion keep up to date under the endpoint's row lock: the bound on pending
+-- deliveries is judged on it, and Pending sums it. tollgate_webhook_messages holds each message once, by id;
 -- tollgate_webhook_deliveries each message's delivery to each endpoint: its state (1
 -- pending, 2 delivered, 3 failed), attempts, next due time (for a pending one: when it
 -- may be attempted, or when the lease of its claim ends), claim, last attempt and when
@@ -33,6 +34,7 @@ CREATE TABLE tollgate_webhook_endpoints (
     disabled_reason text   NOT NULL,
     created         bigint NOT NULL,
     revision        bigint NOT NULL,
+    last_delivered  bigint,
     pending         int    NOT NULL DEFAULT 0 CHECK (pending >= 0),
     CONSTRAINT tollgate_webhook_endpoints_pkey PRIMARY KEY (id)
 );
@@ -151,10 +153,13 @@ BEGIN
 END
 $$;
 
--- tollgate_webhook_record is webhook.Store.Record: it stores the outcome of an attempt
--- at a delivery that the claim holds, and ends the claim; a delivery no longer pending
--- lowers its endpoint's pending count. It returns 0 when recorded, 1 when the claim no
--- longer holds the delivery, 2 when there is no such delivery.
+-- tollgate_webhook_record is webhook.Store.Record: it stores the outcome of a delivery
+-- that the claim holds, and ends the claim. An attempt (p_at not NULL) is counted and
+-- kept as the last; without one (p_at NULL: postponed, or given up unattempted) the
+-- attempts and the last attempt stay. A delivery no longer pending lowers its
+-- endpoint's pending count, and a delivered one moves the endpoint's last_delivered up
+-- to its attempt. It returns 0 when recorded, 1 when the claim no longer holds the
+-- delivery, 2 when there is no such delivery.
 CREATE FUNCTION tollgate_webhook_record(p_endpoint text, p_message text, p_claim text, p_state smallint,
     p_due bigint, p_at bigint, p_status int, p_error text) RETURNS int
 LANGUAGE plpgsql AS $$
@@ -164,12 +169,19 @@ BEGIN
         RETURN 2;
     END IF;
     UPDATE tollgate_webhook_deliveries d
-       SET state = p_state, due = p_due, claim = NULL, attempts = d.attempts + 1,
-           last_at = p_at, last_status = p_status, last_error = p_error
+       SET state = p_state, due = p_due, claim = NULL,
+           attempts = d.attempts + CASE WHEN p_at IS NULL THEN 0 ELSE 1 END,
+           last_at = coalesce(p_at, d.last_at),
+           last_status = CASE WHEN p_at IS NULL THEN d.last_status ELSE p_status END,
+           last_error = CASE WHEN p_at IS NULL THEN d.last_error ELSE p_error END
      WHERE d.endpoint_id = p_endpoint AND d.message_id = p_message AND d.claim = p_claim;
     IF FOUND THEN
         IF p_state <> 1 THEN
-            UPDATE tollgate_webhook_endpoints e SET pending = e.pending - 1 WHERE e.id = p_endpoint;
+            -- greatest ignores NULL: the first success sets last_delivered.
+            UPDATE tollgate_webhook_endpoints e
+               SET pending = e.pending - 1,
+                   last_delivered = CASE WHEN p_state = 2 THEN greatest(e.last_delivered, p_at) ELSE e.last_delivered END
+             WHERE e.id = p_endpoint;
         END IF;
         RETURN 0;
     END IF;

@@ -2,7 +2,8 @@
 -- script runs on one Redis Cluster slot. Every webhook script takes the same KEYS, in
 -- this order:
 --
---   1 E  hash  endpoint id -> "<revision>\0<created>\0<account>\0<JSON of the rest>"
+--   1 E  hash  endpoint id -> "<revision>\0<created>\0<account>\0<last delivered, ''
+--              before the first success>\0<JSON of the rest>"
 --   2 A  zset  "<account>\0<created><endpoint id>", at score 0: an account's endpoints,
 --              oldest first ("" is the operator)
 --   3 X  set   the endpoints being deleted: out of E, their deliveries not all gone

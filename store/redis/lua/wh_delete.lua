@@ -10,7 +10,7 @@
 local v = redis.call('HGET', E, ARGV[1])
 local found = 0
 if v then
-  local e = split(v, 4)
+  local e = split(v, 5)
   redis.call('HDEL', E, ARGV[1])
   redis.call('ZREM', A, e[3] .. '\0' .. e[2] .. ARGV[1])
   redis.call('SADD', X, ARGV[1])
