@@ -45,9 +45,7 @@ type NamedLedger struct {
 // cuts the allowance by the grants and a void after it is cut by the bound, and their
 // clock dwells in the last hours of a period, where reservations expire and grants
 // lapse around the renewal, before it jumps past it: one operation then drops lapsed
-// lots, voids, renews and voids again, in the order driver.Ledger says. (In them an
-// adjustment follows a read of the balance at its instant, which does that work first:
-// the adjustments of PostgreSQL and Redis still renew before they void and drop.)
+// lots, voids, renews and voids again, in the order driver.Ledger says.
 func LedgersAgree(t *testing.T, ledgers []NamedLedger, seeds, steps int) {
 	t.Helper()
 	if len(ledgers) < 2 {
@@ -497,15 +495,6 @@ func (g *agreeRun) named(p driver.Period) {
 }
 
 func (g *agreeRun) adjust(a driver.Adjustment) bool {
-	if g.edge {
-		// The read renews, voids and drops first (see LedgersAgree).
-		if !g.compare("Balance before Adjust", func(l NamedLedger) agreeOutcome {
-			b, err := l.Ledger.Balance(g.t.Context(), g.account, a.Now, a.Period, a.Allowance)
-			return agreeOutcome{err: err, balance: &b}
-		}) {
-			return false
-		}
-	}
 	return g.compare("Adjust", func(l NamedLedger) agreeOutcome {
 		b, err := l.Ledger.Adjust(g.t.Context(), a)
 		return agreeOutcome{err: err, balance: &b}

@@ -525,6 +525,16 @@ func ledRenewalOrder(t *testing.T, l driver.Ledger) {
 		{"Settle", func(acct string, then time.Time, open driver.RequestID) (driver.Balance, error) {
 			return l.Settle(ctx, driver.Settlement{Account: acct, Request: open, Period: p1, Allowance: driver.MaxCredits, Now: then})
 		}, parts{remaining: driver.MaxCredits, granted: 970}},
+		// A change of the allowance renews to the allowance it sets, in the ledger's
+		// order, and so changes nothing more.
+		{"AdjustAllowance", func(acct string, then time.Time, _ driver.RequestID) (driver.Balance, error) {
+			return l.Adjust(ctx, allowanceChange(acct, newRequest(), p1, driver.MaxCredits, 1, then))
+		}, parts{remaining: driver.MaxCredits, granted: 970}},
+		// Credits taken back come from the renewed allowance first.
+		{"AdjustGrants", func(acct string, then time.Time, _ driver.RequestID) (driver.Balance, error) {
+			return l.Adjust(ctx, driver.Adjustment{Account: acct, Request: newRequest(), Amount: -5, Part: driver.PartGrants,
+				Reason: "storetest", Period: p1, Allowance: driver.MaxCredits, Now: then})
+		}, parts{remaining: driver.MaxCredits - 5, granted: 970}},
 	} {
 		acct := openAccount(t, l, n, c.name, 0, p0)
 		then, open := renewalOrderSetup(t, l, acct)

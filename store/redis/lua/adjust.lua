@@ -8,20 +8,21 @@
 -- replay, or a change of the allowance that changes nothing), 3 short, 7 past
 -- ARGV[11], 9 one lot too many.
 --
--- A change of the allowance sets the allowance of its period to ARGV[4], if the
--- balance is of that period (a balance of an earlier one was renewed to it above) and
--- its revision is above 'arev', the revision of the last change applied (absent for 0;
--- renewals keep it): 'rem' changes by the difference from 'allow', a decrease taking at
--- most what is left, and 'allow' and 'arev' take the change's. Otherwise nothing
--- changes; the change is remembered all the same, as a replay would change nothing.
+-- Before its own work it brings the balance to now and to its period in the ledger's
+-- order (prepare.lua), as reserve.lua and balance.lua do. A change of the allowance
+-- sets the allowance of its period to ARGV[4], if the balance is of that period (a
+-- balance of an earlier one was renewed to it by prepare.lua) and its revision is above
+-- 'arev', the revision of the last change applied (absent for 0; renewals keep it):
+-- 'rem' changes by the difference from 'allow', a decrease taking at most what is left,
+-- and 'allow' and 'arev' take the change's. Otherwise nothing changes; the change is
+-- remembered all the same, as a replay would change nothing.
 
 --#include lib_time.lua
 --#include lib_balance.lua
-if not renew(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4]) then return {1} end
 local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[4], ARGV[9], ARGV[10], 64
 local nowus = micros(clock(ARGV[6], ARGV[7], ARGV[8]))
---#include void_due.lua
-lapse_due(KEYS[1], nowus)
+local pps, ppe, pallow = ARGV[2], ARGV[3], ARGV[4]
+--#include prepare.lua
 if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
 local amt = tonumber(ARGV[1])
 local b = redis.call('HMGET', KEYS[1], 'rem', 'used', 'g', 'allow', 'ps', 'arev')

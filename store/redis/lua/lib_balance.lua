@@ -1,19 +1,7 @@
--- The balance's renewal and reading, for the plain scripts. admit.lua and close.lua have
--- their own copy of the renewal, written out.
+-- The balance's reading, for the plain scripts (which renew in prepare.lua; admit.lua and
+-- close.lua have their own copy of the renewal, written out).
 
 --#include lib_grants.lua
-
--- renew applies a due renewal of the balance (period start ps later than the stored
--- one) and reports whether the account has a balance at all.
-local function renew(bal, use, ps, pe, allowance)
-  local cur = redis.call('HGET', bal, 'ps')
-  if not cur then return false end
-  if tonumber(ps) > tonumber(cur) then
-    redis.call('HSET', bal, 'rem', renewed(bal, allowance), 'used', '0', 'allow', allowance, 'ps', ps, 'pe', pe)
-    redis.call('DEL', use)
-  end
-  return true
-end
 
 -- with_balance returns status followed by the stored balance as strings: the allowance
 -- part remaining, used, allowance, period start and end (Unix microseconds), the lots'
