@@ -33,6 +33,10 @@ func shownSecret(t *testing.T, p page) string {
 	return html.UnescapeString(m[1])
 }
 
+// escaped returns s as the dashboard's templates write it in text: HTML-escaped, with
+// "+" as &#43; (a secret's base64 may hold one).
+func escaped(s string) string { return strings.ReplaceAll(html.EscapeString(s), "+", "&#43;") }
+
 // shows reports whether the page shows the text s, however it is escaped.
 func (p page) shows(s string) bool { return strings.Contains(html.UnescapeString(p.body), s) }
 
@@ -113,7 +117,7 @@ func TestWebhooks(t *testing.T) {
 	r := row(t, list, "data-endpoint-id", id)
 	for _, want := range []string{`<code class="url" data-field="url">` + html.EscapeString(hookURL) + `</code>`,
 		"<code>credits.low</code>", "<code>key.created</code>", `data-field="state">enabled<`,
-		`data-field="secret">` + webhook.MaskSecret(secret) + `<`, "2030-01-15 12:00 UTC", `href="webhook?id=` + id + `"`} {
+		`data-field="secret">` + escaped(webhook.MaskSecret(secret)) + `<`, "2030-01-15 12:00 UTC", `href="webhook?id=` + id + `"`} {
 		if !strings.Contains(r, want) {
 			t.Errorf("the endpoint's row lacks %s:\n%s", want, r)
 		}
@@ -168,8 +172,8 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("after the rotation the store holds %q (previous %q); shown %q", stored.Secret, stored.PreviousSecret, newSecret)
 	}
 	ep = b.do("GET", "/dashboard/webhook?id="+id, nil)
-	if !strings.Contains(ep.body, `data-field="secret">`+webhook.MaskSecret(newSecret)+`<`) ||
-		!strings.Contains(ep.body, "the replaced secret <code>"+webhook.MaskSecret(secret)+"</code> still signs") {
+	if !strings.Contains(ep.body, `data-field="secret">`+escaped(webhook.MaskSecret(newSecret))+`<`) ||
+		!strings.Contains(ep.body, "the replaced secret <code>"+escaped(webhook.MaskSecret(secret))+"</code> still signs") {
 		t.Errorf("the endpoint's page after the rotation:\n%s", ep.body)
 	}
 

@@ -1410,7 +1410,7 @@ func whDeliveriesBadCursor(t *testing.T, s webhook.Store) {
 	good := p.Next
 	for _, c := range []string{
 		"x", ".", "1.", ".YQ", "1.YQ.", "!!.YQ", "1.!!", "1.YQ==", "-1.YQ", "01.YQ", "+1.YQ",
-		"zzzzzzzzzzzzzzzzz.YQ", "1._w", "1.AA", "1." + strings.Repeat("YWFh", 50), " " + good, good + " ",
+		"zzzzzzzzzzzzzzzzz.YQ", "1._w", "1.AA", "1." + strings.Repeat("YWFh", webhook.MaxID/3+1), " " + good, good + " ",
 	} {
 		_, err := s.Deliveries(ctx, a, webhook.Query{Cursor: c})
 		if wantErr(t, fmt.Sprintf("Deliveries with cursor %q", c), err, webhook.ErrBadCursor) {
