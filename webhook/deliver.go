@@ -73,6 +73,16 @@ type DelivererOptions struct {
 	// Concurrency is the most attempts made at once, each on a goroutine of its own.
 	// The default is [DefaultConcurrency] (8); at most [MaxConcurrency].
 	Concurrency int
+	// EndpointConcurrency is the most attempts made at once at one endpoint, and
+	// AccountConcurrency the most at the endpoints of one account (the operator's
+	// endpoints are one account), so that an endpoint with a backlog, or one that is
+	// slow, never holds every attempt: the deliveries claimed over these shares are
+	// given back without an attempt (see [Deliverer], "Fair shares"). The defaults
+	// are [DefaultEndpointConcurrency] (2) and [DefaultAccountConcurrency] (4); each is
+	// at most [MaxConcurrency], and neither takes more than Concurrency, nor
+	// EndpointConcurrency more than AccountConcurrency.
+	EndpointConcurrency int
+	AccountConcurrency  int
 	// Poll is how often the deliverer asks the store for deliveries due while it
 	// knows of none ([Deliverer.Wake] asks at once). The default is [DefaultPoll]
 	// (a second): with it, a message's first attempt is made within about a second
@@ -135,6 +145,12 @@ func (o *DelivererOptions) Check() error {
 	}
 	if o.Concurrency < 0 || o.Concurrency > MaxConcurrency {
 		return fmt.Errorf("webhook: the concurrency %d is out of range: give 1 to %d, or 0 for the default (%d)", o.Concurrency, MaxConcurrency, DefaultConcurrency)
+	}
+	if o.EndpointConcurrency < 0 || o.EndpointConcurrency > MaxConcurrency {
+		return fmt.Errorf("webhook: the endpoint concurrency %d is out of range: give 1 to %d, or 0 for the default (%d)", o.EndpointConcurrency, MaxConcurrency, DefaultEndpointConcurrency)
+	}
+	if o.AccountConcurrency < 0 || o.AccountConcurrency > MaxConcurrency {
+		return fmt.Errorf("webhook: the account concurrency %d is out of range: give 1 to %d, or 0 for the default (%d)", o.AccountConcurrency, MaxConcurrency, DefaultAccountConcurrency)
 	}
 	if o.Poll < 0 {
 		return fmt.Errorf("webhook: the poll interval %s is negative; give a positive one, or 0 for the default (%s)", o.Poll, DefaultPoll)
@@ -201,10 +217,11 @@ type DelivererStats struct {
 	// Skipped counts the deliveries given up without an attempt, their endpoint
 	// disabled; they are counted in Failed too.
 	Skipped int64
-	// Postponed counts the deliveries given back without an attempt, pending, their
-	// host held back after it did not answer (see [Deliverer]); they keep their
-	// attempts.
-	Postponed int64
+	// Postponed counts the deliveries given back without an attempt, pending: their
+	// endpoint held back after it did not answer, or at its share of the attempts
+	// (see [Deliverer]); they keep their attempts. Deferred counts those of them
+	// given back at their endpoint's or their account's share.
+	Postponed, Deferred int64
 	// ClaimLost counts the outcomes not recorded because the claim no longer held the
 	// delivery: another deliverer claimed it after the lease, or it was resent.
 	ClaimLost int64
@@ -256,15 +273,52 @@ type DelivererStats struct {
 // attempt failed, the delivery is Failed. A delivery resent after its schedule ran out
 // gets one more attempt.
 //
-// A host that did not answer an attempt (it timed out, or the connection failed) is
-// held back by the same deliverer for 30 seconds, then given one attempt at a time
+// An endpoint that did not answer an attempt (it timed out, or the connection failed)
+// is held back by the same deliverer for 30 seconds, then given one attempt at a time
 // until one is answered: the deliveries to it claimed meanwhile are given back
-// without an attempt (an [Outcome] without one), pending, due when the host may be
-// tried again: the cooldown's end, or, while an attempt is at the host after it, 30
-// seconds later. They keep their attempts and last attempt: a receiver down for a
-// while delays its deliveries, and each spends its schedule's attempts only as it is
-// tried. So a host that never answers holds one of the deliverer's attempts, not all
-// of them.
+// without an attempt (an [Outcome] without one), pending, due when it may be tried
+// again: the cooldown's end, or, while an attempt is at it after the cooldown, 30
+// seconds later, each behind the one given back before it by 30 seconds (see "Fair
+// shares"). They keep their attempts and last attempt: a receiver down for a while
+// delays its deliveries, and each spends its schedule's attempts only as it is tried.
+// So an endpoint that never answers holds one of the deliverer's attempts, not all of
+// them. The hold is the endpoint's (its ID at its URL's host and port), not the
+// host's: on a host that receives for many accounts (a hooks platform, each its own
+// path), one account's endpoint that does not answer holds back no other endpoint,
+// and an endpoint moved to another host starts afresh. A deliverer remembers 10,000
+// endpoints held back at most.
+//
+// # Fair shares
+//
+// The store's claim takes the deliveries due, the earliest first, whoever they are
+// for; the deliverer shares its attempts. It makes at most
+// [DelivererOptions.EndpointConcurrency] (2) attempts at once at one endpoint, and at
+// most [DelivererOptions.AccountConcurrency] (4) at the endpoints of one account (the
+// operator's endpoints are one account), of its Concurrency (8): an endpoint with a
+// backlog (thousands pending after an outage), or one whose every attempt takes the
+// whole timeout, or an account with many of them, holds at most its share, and the
+// other accounts' deliveries have the rest. A delivery claimed over a share is given
+// back without an attempt (an [Outcome] without one: it keeps its attempts), pending,
+// due when its endpoint (or account) may have a place for it: after an attempt's
+// expected length (the last attempt's at that endpoint or account; twice as long as
+// the oldest in flight has run; at least 25 ms, at most the timeout), and behind the
+// deliveries given back to it before, by that length shared among its places (for
+// an endpoint, behind its account's too), moved later by the jitter, and at most
+// [MaxPark] (5 minutes) ahead: those beyond come due in its last part, as large a
+// part as the jitter (a fifth by default). The deliverer claims again when a delivery
+// it gave back comes due.
+//
+// So a delivery given back is due after every delivery due when it was given back:
+// the claims that follow take the other endpoints' deliveries first, and an
+// endpoint's backlog is given back once, in one pass of the claims, then comes due at
+// the pace of its endpoint's attempts. It costs the store one write per delivery a
+// claim returns, its outcome or its give-back, never more; and a delivery given back
+// is given back again only when it comes due again: a few times while the pace of a
+// new endpoint is learnt, then at most about once per MaxPark, however long the
+// backlog. These shares are each deliverer's own: across several deliverers, an
+// endpoint may have EndpointConcurrency attempts at once from each, and each gives
+// its over-share deliveries back behind the others', in the store all deliverers
+// claim from.
 //
 // # Disabling an endpoint
 //
@@ -290,6 +344,8 @@ type Deliverer struct {
 	timeout       time.Duration
 	lease         time.Duration
 	concurrency   int
+	perEndpoint   int
+	perAccount    int
 	poll          time.Duration
 	retention     time.Duration
 	pruneInterval time.Duration
@@ -299,11 +355,12 @@ type Deliverer struct {
 	userAgent     string
 	client        *http.Client
 	hosts         *breakers
+	lanes         *lanes
 
 	wake    chan struct{}
 	running atomic.Bool
 	stats   struct {
-		attempted, delivered, retried, failed, skipped, postponed, claimLost, disabled, storeErrors atomic.Int64
+		attempted, delivered, retried, failed, skipped, postponed, deferred, claimLost, disabled, storeErrors atomic.Int64
 	}
 }
 
@@ -361,7 +418,10 @@ func NewDeliverer(store Store, opts *DelivererOptions) (*Deliverer, error) {
 			d.pruneInterval = every.TenthOf(d.retention, DefaultPruneInterval)
 		}
 	}
+	d.perAccount = min(cmp0(o.AccountConcurrency, DefaultAccountConcurrency), d.concurrency)
+	d.perEndpoint = min(cmp0(o.EndpointConcurrency, DefaultEndpointConcurrency), d.perAccount)
 	d.hosts = newBreakers(hostCooldown)
+	d.lanes = newLanes(d.timeout, d.perEndpoint, d.perAccount)
 	fetcher := safefetch.New(&safefetch.Options{
 		AllowPrivate: o.AllowPrivate,
 		MaxRedirects: -1,
@@ -388,6 +448,7 @@ func (d *Deliverer) Stats() DelivererStats {
 		Failed:      d.stats.failed.Load(),
 		Skipped:     d.stats.skipped.Load(),
 		Postponed:   d.stats.postponed.Load(),
+		Deferred:    d.stats.deferred.Load(),
 		ClaimLost:   d.stats.claimLost.Load(),
 		Disabled:    d.stats.disabled.Load(),
 		StoreErrors: d.stats.storeErrors.Load(),
@@ -423,9 +484,10 @@ func (d *Deliverer) Prune(ctx context.Context) (int64, error) {
 const maxClaimBackoff = 30 * time.Second
 
 // Run delivers until ctx ends, on goroutines of its own, [DelivererOptions.Concurrency]
-// attempts at a time; it prunes too (see [DelivererOptions.PruneInterval]). It returns
-// nil once ctx ended and the attempts in flight were abandoned: they are not recorded,
-// and another deliverer (or this one, run again) retries them when their lease ends.
+// attempts at a time, within the shares of the endpoints and accounts; it prunes too
+// (see [DelivererOptions.PruneInterval]). It returns nil once ctx ended and the
+// attempts in flight were abandoned: they are not recorded, and another deliverer (or
+// this one, run again) retries them when their lease ends.
 // A store that fails is logged and asked again, less and less often, up to every 30
 // seconds. It returns ErrRunning at once if the Deliverer runs already.
 func (d *Deliverer) Run(ctx context.Context) error {
@@ -451,11 +513,13 @@ func (d *Deliverer) Run(ctx context.Context) error {
 		}
 	}()
 	backoff := d.poll
+	var lastClaim time.Time // when the last claim the store answered was made
 	for ctx.Err() == nil {
 		free := d.concurrency - running
 		// saturated: the deliverer has as much as it can do, and should claim again as
 		// soon as an attempt ends.
 		saturated := free == 0
+		failing := false
 		wait := d.poll
 		if free > 0 {
 			claimed := d.now()
@@ -467,8 +531,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 				d.stats.storeErrors.Add(1)
 				d.log.Warn("webhook: cannot claim the deliveries due; trying again", "error", err, "in", backoff.String())
 				wait, backoff = backoff, min(backoff*2, maxClaimBackoff)
+				failing = true
 			default:
-				backoff = d.poll
+				backoff, lastClaim = d.poll, claimed
 				for _, dl := range ds {
 					running++
 					go func() {
@@ -479,6 +544,18 @@ func (d *Deliverer) Run(ctx context.Context) error {
 				saturated = len(ds) == free
 			}
 		}
+		// The deliveries given back come due at the times they were given: claim them
+		// then, rather than at the next poll, when there is room for them.
+		deadline := d.now().Add(wait)
+		sooner := func() bool {
+			next, ok := d.lanes.next(lastClaim)
+			if saturated || failing || !ok || !next.Before(deadline) {
+				return false
+			}
+			wait, deadline = max(next.Sub(d.now()), 0), next
+			return true
+		}
+		sooner()
 		timer := time.NewTimer(wait)
 	waiting:
 		for {
@@ -494,6 +571,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 				if saturated {
 					break waiting
 				}
+				if sooner() {
+					timer.Reset(wait)
+				}
 			}
 		}
 		timer.Stop()
@@ -501,8 +581,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	return nil
 }
 
-// deliver makes one attempt at dl, claimed at claimed, and records its outcome. It
-// records nothing once ctx has ended.
+// deliver makes one attempt at dl, claimed at claimed, and records its outcome, or
+// gives dl back without one: its endpoint or its account has its share of attempts
+// in flight, or its endpoint is held back. It records nothing once ctx has ended.
 func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -510,6 +591,14 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 				"endpoint", dl.Endpoint, "message", dl.Message.ID, "panic", r)
 		}
 	}()
+	epLane := endpointLane(dl.Endpoint)
+	entered := d.now()
+	if !d.lanes.enter(epLane, entered) {
+		d.putOff(ctx, dl, epLane, time.Time{}, 0)
+		return
+	}
+	took := time.Duration(-1) // no request made, until one is
+	defer func() { d.lanes.leave(epLane, entered, took) }()
 	ep, err := d.store.Endpoint(ctx, dl.Endpoint)
 	switch {
 	case ctx.Err() != nil:
@@ -528,6 +617,14 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 		d.skip(ctx, dl)
 		return
 	}
+	acLane := accountLane(ep.Account)
+	d.lanes.owns(acLane, epLane)
+	acEntered := d.now()
+	if !d.lanes.enter(acLane, acEntered) {
+		d.putOff(ctx, dl, acLane, time.Time{}, 0)
+		return
+	}
+	defer func() { d.lanes.leave(acLane, acEntered, took) }()
 	// The attempt must end before the lease does, or another deliverer could make one
 	// at the same time: a claim whose endpoint took long to read is left to its lease.
 	if d.now().Add(d.timeout).After(claimed.Add(d.lease)) {
@@ -540,9 +637,11 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 		return
 	}
 	if !res.held.IsZero() {
-		d.record(ctx, Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Pending, Due: res.held})
+		// One attempt at a time at an endpoint held back, a cooldown apart.
+		d.putOff(ctx, dl, epLane, res.held, hostCooldown)
 		return
 	}
+	took = max(d.now().Sub(res.at), 0)
 	d.stats.attempted.Add(1)
 	o, exhausted := d.outcome(dl, res)
 	if !d.record(ctx, o) {
@@ -553,6 +652,17 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 		d.disable(ctx, ep, DisabledGone, "the endpoint answered 410 Gone, which asks for no more deliveries; enable it again to resume them", o, time.Time{})
 	case exhausted:
 		d.disableIfFailing(ctx, ep, dl.Message, o)
+	}
+}
+
+// putOff gives dl back without an attempt, pending, due when the lane of key may take
+// it, not before atLeast, its deliveries parked step apart (0: at the lane's pace; see
+// lanes.park). A zero atLeast tells that the lane has its share in flight: dl is
+// counted as deferred.
+func (d *Deliverer) putOff(ctx context.Context, dl Delivery, key string, atLeast time.Time, step time.Duration) {
+	due := d.lanes.park(key, d.now(), atLeast, step, d.jitter, d.rand())
+	if d.record(ctx, Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Pending, Due: due}) && atLeast.IsZero() {
+		d.stats.deferred.Add(1)
 	}
 }
 

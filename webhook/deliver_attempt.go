@@ -29,8 +29,8 @@ type result struct {
 	err string
 	// retryAfter is the answer's Retry-After header.
 	retryAfter string
-	// held, when it is set, tells that no attempt was made: the endpoint's host is
-	// held back (it did not answer lately), until held.
+	// held, when it is set, tells that no attempt was made: the endpoint is held
+	// back (it did not answer lately), until held.
 	held time.Time
 }
 
@@ -40,8 +40,8 @@ type result struct {
 const refusedDestination = "the endpoint's host cannot be delivered to: deliveries go only to hosts with public internet addresses; check the endpoint's url"
 
 // attempt makes one attempt to deliver m to ep, under the deliverer's timeout, unless
-// ep's host is held back. It returns a result whose at is the attempt's time, or
-// whose held says until when the host is held back; the caller checks ctx.
+// ep is held back. It returns a result whose at is the attempt's time, or whose held
+// says until when ep is held back; the caller checks ctx.
 func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result {
 	res := result{at: d.now()}
 	if err := safefetch.ValidateURL(ep.URL); err != nil {
@@ -59,7 +59,10 @@ func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result 
 		res.err = "the delivery cannot be signed: the endpoint's secret is malformed; rotate it"
 		return res
 	}
-	host := req.URL.Host
+	// The breaker is the endpoint's at its host: whether another account's endpoint
+	// on the same host answers says nothing of this one (a receiving platform routes
+	// each path to its own customer's code), so one never holds back another.
+	host := breakerKey(ep.ID, req.URL.Host)
 	probe, until := d.hosts.admit(host, res.at)
 	if !probe {
 		res.held = until
@@ -77,8 +80,8 @@ func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result 
 	req.Header.Set("User-Agent", d.userAgent)
 	resp, err := d.client.Do(req)
 	if err != nil {
-		// A refusal says nothing of whether the host answers, unless the time ran out
-		// (a name server that does not answer holds an attempt as a host does).
+		// A refusal says nothing of whether the endpoint answers, unless the time ran
+		// out (a name server that does not answer holds an attempt as a host does).
 		res.err, answered = d.requestError(ctx, tctx, err), refusal(err) && tctx.Err() == nil
 		return res
 	}
@@ -153,24 +156,30 @@ func cutError(s string) string {
 	return s[:cut] + "..."
 }
 
-// hostCooldown is how long a deliverer makes only one attempt at a time at a host that
-// did not answer.
+// hostCooldown is how long a deliverer makes no attempt at an endpoint that did not
+// answer, after which it makes one at a time until one is answered.
 const hostCooldown = 30 * time.Second
 
-// maxBreakers bounds the hosts a deliverer remembers as not answering; past it, those
-// whose cooldown has passed are forgotten.
+// maxBreakers bounds the endpoints a deliverer remembers as not answering; past it,
+// those whose cooldown has passed are forgotten.
 const maxBreakers = 10_000
 
-// breakers remembers the hosts that did not answer an attempt lately: while one's
-// cooldown runs, no attempt is made at it; after, one at a time until one is
-// answered.
+// breakerKey returns the key of the breaker of the endpoint id at host (the URL's
+// host and port): an endpoint moved to another host starts afresh.
+func breakerKey(id, host string) string { return id + "\x00" + host }
+
+// breakers remembers the endpoints that did not answer an attempt lately, each by its
+// breakerKey (named a host below, for short): while one's cooldown runs, no attempt is
+// made at it; after, one at a time until one is answered. It holds at most
+// maxBreakers, each of a key of an endpoint's ID and a host name, so at most a few
+// megabytes.
 type breakers struct {
 	cooldown time.Duration
 	mu       sync.Mutex
 	hosts    map[string]*breaker
 }
 
-// A breaker is the state of a host that did not answer.
+// A breaker is the state of an endpoint that did not answer.
 type breaker struct {
 	since   time.Time // when it last did not answer
 	probing bool      // an attempt at it is in flight
@@ -228,10 +237,22 @@ func (b *breakers) abandon(host string) {
 	}
 }
 
-// forget forgets the hosts whose cooldown passed at now, and no attempt is at.
+// forget forgets the hosts whose cooldown passed at now, and no attempt is at; and,
+// if that leaves more than nine tenths of maxBreakers, others no attempt is at (each
+// is then tried once more before its cooldown's end), so that a deliverer remembers
+// at most maxBreakers however many endpoints fail at once, and forgets seldom. Those
+// an attempt is at are at most the deliverer's concurrency.
 func (b *breakers) forget(now time.Time) {
 	for host, br := range b.hosts {
 		if !br.probing && !now.Before(br.since.Add(b.cooldown)) {
+			delete(b.hosts, host)
+		}
+	}
+	for host, br := range b.hosts {
+		if len(b.hosts) < maxBreakers*9/10 {
+			return
+		}
+		if !br.probing {
 			delete(b.hosts, host)
 		}
 	}

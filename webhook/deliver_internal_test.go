@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,11 @@ func TestDelivererOptionsCheck(t *testing.T) {
 		{"concurrency", &DelivererOptions{Concurrency: MaxConcurrency + 1}, "concurrency"},
 		{"negative concurrency", &DelivererOptions{Concurrency: -1}, "concurrency"},
 		{"negative poll", &DelivererOptions{Poll: -1}, "poll"},
+		{"endpoint concurrency", &DelivererOptions{EndpointConcurrency: MaxConcurrency + 1}, "endpoint concurrency"},
+		{"negative endpoint concurrency", &DelivererOptions{EndpointConcurrency: -1}, "endpoint concurrency"},
+		{"account concurrency", &DelivererOptions{AccountConcurrency: MaxConcurrency + 1}, "account concurrency"},
+		{"negative account concurrency", &DelivererOptions{AccountConcurrency: -1}, "account concurrency"},
+		{"shares past the concurrency", &DelivererOptions{Concurrency: 1, EndpointConcurrency: MaxConcurrency, AccountConcurrency: MaxConcurrency}, ""},
 		{"bad schedule", &DelivererOptions{Schedule: Schedule{0}}, "wait 1"},
 		{"bad brand", &DelivererOptions{Brand: brand.Brand{Name: "X"}}, "Command"},
 	}
@@ -53,6 +59,9 @@ func TestNewDelivererDefaults(t *testing.T) {
 		d.maxRetryAfter != DefaultMaxRetryAfter || d.pruneInterval != DefaultPruneInterval {
 		t.Errorf("defaults: %+v", d)
 	}
+	if d.perEndpoint != DefaultEndpointConcurrency || d.perAccount != DefaultAccountConcurrency {
+		t.Errorf("shares %d per endpoint, %d per account", d.perEndpoint, d.perAccount)
+	}
 	if d.userAgent != "tollgate-webhooks/1" {
 		t.Errorf("user agent %q", d.userAgent)
 	}
@@ -65,6 +74,25 @@ func TestNewDelivererDefaults(t *testing.T) {
 	}
 	if d.lease != time.Minute+LeaseMargin || d.userAgent != "acme-webhooks/1" {
 		t.Errorf("lease %s, user agent %q", d.lease, d.userAgent)
+	}
+	// The shares never take more than the concurrency, nor an endpoint more than its
+	// account.
+	for _, tt := range []struct{ c, e, a, wantE, wantA int }{
+		{0, 0, 0, 2, 4},
+		{3, 0, 0, 2, 3},
+		{1, 0, 0, 1, 1},
+		{8, 6, 0, 4, 4},
+		{16, 6, 10, 6, 10},
+		{16, 20, 10, 10, 10},
+	} {
+		d, err := NewDeliverer(nopStore{}, &DelivererOptions{Concurrency: tt.c, EndpointConcurrency: tt.e, AccountConcurrency: tt.a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.perEndpoint != tt.wantE || d.perAccount != tt.wantA {
+			t.Errorf("concurrency %d, shares %d and %d: %d per endpoint, %d per account; want %d and %d",
+				tt.c, tt.e, tt.a, d.perEndpoint, d.perAccount, tt.wantE, tt.wantA)
+		}
 	}
 	if _, err := NewDeliverer(nopStore{}, &DelivererOptions{Lease: time.Second}); err == nil {
 		t.Error("NewDeliverer took a lease shorter than the timeout")
@@ -133,6 +161,141 @@ func TestBreakersBounded(t *testing.T) {
 	}
 	if len(b.hosts) > maxBreakers {
 		t.Errorf("%d hosts remembered", len(b.hosts))
+	}
+	// Endpoints that all fail within one cooldown are bounded too; those an attempt
+	// is at are kept.
+	b = newBreakers(time.Hour)
+	for i := range 3 {
+		key := breakerKey(fmt.Sprintf("ep_probing%d", i), "h")
+		b.done(key, false, t0)
+		if ok, _ := b.admit(key, t0.Add(time.Hour)); !ok {
+			t.Fatal("a probe after the cooldown was not admitted")
+		}
+	}
+	for i := range 2*maxBreakers + 10 {
+		b.done(breakerKey(fmt.Sprintf("ep_%d", i), "hooks.example.com"), false, t0.Add(time.Hour+time.Duration(i)))
+	}
+	if len(b.hosts) > maxBreakers {
+		t.Errorf("%d endpoints remembered, all within their cooldown", len(b.hosts))
+	}
+	for i := range 3 {
+		if br := b.hosts[breakerKey(fmt.Sprintf("ep_probing%d", i), "h")]; br == nil || !br.probing {
+			t.Errorf("the breaker of probing endpoint %d was forgotten", i)
+		}
+	}
+}
+
+// TestBreakerPerEndpoint: one endpoint that did not answer holds back no other
+// endpoint on its host, and an endpoint moved to another host starts afresh.
+func TestBreakerPerEndpoint(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	b := newBreakers(30 * time.Second)
+	b.done(breakerKey("ep_a", "hooks.example.com"), false, t0)
+	for _, tt := range []struct {
+		key  string
+		want bool
+	}{
+		{breakerKey("ep_a", "hooks.example.com"), false},
+		{breakerKey("ep_b", "hooks.example.com"), true},
+		{breakerKey("ep_a", "hooks.example.org"), true},
+	} {
+		if ok, _ := b.admit(tt.key, t0.Add(time.Second)); ok != tt.want {
+			t.Errorf("%q admitted %v, want %v", tt.key, ok, tt.want)
+		}
+	}
+}
+
+// TestLanes: places are taken and given back per lane; the deliveries given back are
+// due when the lane may have a place, each behind the one before, at most MaxPark on.
+func TestLanes(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	ls := newLanes(15*time.Second, 2, 3)
+	ep, other, acct := endpointLane("ep_a"), endpointLane("ep_b"), accountLane("acme")
+	// Places.
+	for i, want := range []bool{true, true, false} {
+		if got := ls.enter(ep, t0); got != want {
+			t.Fatalf("an endpoint's lane (2 places) took attempt %d: %v", i+1, got)
+		}
+	}
+	if !ls.enter(other, t0) {
+		t.Fatal("one endpoint's attempts took another's place")
+	}
+	for i := range 3 {
+		if !ls.enter(acct, t0) {
+			t.Fatalf("the account's lane refused attempt %d", i+1)
+		}
+	}
+	if ls.enter(acct, t0) {
+		t.Fatal("the account's lane took a 4th attempt")
+	}
+	ls.owns(acct, ep)
+	// Parks on the endpoint's lane, no attempt ended yet: the first is due after
+	// twice what the oldest in flight has run (at least minAttempt), the next behind
+	// it by half that (2 places).
+	steps := []struct {
+		name          string
+		now           time.Duration
+		atLeast, want time.Time
+		step          time.Duration
+		jitter, r     float64
+		key           string
+		leave         bool // leave one of ep's places, taken at t0, after 10 s, first
+	}{
+		{name: "nothing known", now: 0, key: ep, want: at(minAttempt)},
+		{name: "behind it", now: 0, key: ep, want: at(minAttempt + minAttempt/2)},
+		{name: "in flight for 4s: 8s expected, behind the line", now: 4 * time.Second, key: ep, want: at(12 * time.Second)},
+		{name: "and then 4s apart", now: 4 * time.Second, key: ep, want: at(16 * time.Second)},
+		{name: "an attempt took 10s; the other has run 11s: a timeout (15s) expected", now: 11 * time.Second, key: ep, leave: true, want: at(26 * time.Second)},
+		{name: "held back until later", now: 11 * time.Second, key: ep, step: 30 * time.Second, atLeast: at(time.Minute), want: at(time.Minute)},
+		{name: "jitter moves it later by a part of a step", now: 11 * time.Second, key: ep, step: 10 * time.Second, jitter: 0.5, r: 0.5, want: at(time.Minute + 10*time.Second + 2500*time.Millisecond)},
+		{name: "at most MaxPark on", now: 11 * time.Second, key: ep, step: 10 * time.Minute, want: at(11*time.Second + MaxPark)},
+		{name: "beyond it, in its last jitter-th", now: 11 * time.Second, key: ep, step: 10 * time.Minute, jitter: 0.2, r: 0.5, want: at(11*time.Second + MaxPark - MaxPark/10)},
+		{name: "the account's lane: its own line", now: 11 * time.Second, key: acct, want: at(26 * time.Second)},
+		{name: "its next, 5s behind (3 places)", now: 11 * time.Second, key: acct, want: at(31 * time.Second)},
+		{name: "an endpoint of the account goes behind the account's line", now: 11 * time.Second, key: other, want: at(31 * time.Second)},
+	}
+	for _, s := range steps {
+		if s.leave {
+			ls.leave(ep, t0, 10*time.Second)
+			ls.leave(acct, t0, 10*time.Second)
+		}
+		if s.key == other {
+			ls.owns(acct, other)
+		}
+		got := ls.park(s.key, at(s.now), s.atLeast, s.step, s.jitter, s.r)
+		if !got.Equal(s.want) {
+			t.Fatalf("%s: due at +%s, want +%s", s.name, got.Sub(t0), s.want.Sub(t0))
+		}
+	}
+	// The deliverer wakes up for the earliest due time after its last claim.
+	if next, ok := ls.next(at(time.Second)); !ok || !next.Equal(at(12*time.Second)) {
+		t.Errorf("next after +1s: +%s, %v", next.Sub(t0), ok)
+	}
+	if next, ok := ls.next(at(time.Hour)); ok {
+		t.Errorf("next after an hour: +%s", next.Sub(t0))
+	}
+}
+
+// TestLanesBounded: a deliverer remembers at most maxLanes lanes, keeping those with
+// attempts in flight, and at most maxParks due times.
+func TestLanesBounded(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	ls := newLanes(15*time.Second, 2, 4)
+	if !ls.enter(endpointLane("ep_busy"), t0) {
+		t.Fatal("no place")
+	}
+	for i := range 3 * maxLanes {
+		ls.park(endpointLane(fmt.Sprintf("ep_%d", i)), t0, time.Time{}, 0, 0, 0)
+	}
+	if len(ls.m) > maxLanes {
+		t.Errorf("%d lanes remembered", len(ls.m))
+	}
+	if l := ls.m[endpointLane("ep_busy")]; l == nil || len(l.starts) != 1 {
+		t.Error("a lane with an attempt in flight was forgotten")
+	}
+	if len(ls.parks) > maxParks {
+		t.Errorf("%d due times remembered", len(ls.parks))
 	}
 }
 

@@ -760,6 +760,9 @@ func TestPrivateRefusedWithoutConnecting(t *testing.T) {
 	m := f.enqueue(append(eps, bad)...)
 	opts := f.options()
 	opts.AllowPrivate = false
+	// The fixture's endpoints are one account's, and its clock does not move: give
+	// the account a share for all of them at once, or those over it would wait.
+	opts.AccountConcurrency = len(eps) + 1
 	opts.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
 		switch host {
 		case "localhost":

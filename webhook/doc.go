@@ -16,8 +16,10 @@
 // A [Deliverer] delivers the outbox: run one on every instance (or on some). It claims
 // the deliveries that are due, posts each message, signed, to its endpoint's URL,
 // retries the failures on a [Schedule] (by default ten attempts over about three
-// days), holds back the deliveries to a host that does not answer (they wait, without
-// spending their attempts: the store takes a delivery back without one), and disables
+// days), shares its attempts among the endpoints and the accounts (an endpoint with a
+// backlog or a slow receiver takes its share, never every attempt), holds back the
+// deliveries to an endpoint that does not answer (they wait, without spending their
+// attempts: the store takes a delivery back without one), and disables
 // an endpoint that answers 410 Gone or that failed every delivery for the whole
 // schedule (which the store's [Endpoint.LastDelivered] tells exactly). It runs on goroutines of its own and never slows the
 // service's calls; the rules of an attempt (what is sent, what succeeds, which
