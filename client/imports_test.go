@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -12,13 +11,8 @@ import (
 // catalog's rules and the webhook signature, and nothing else of the module, so that a
 // program that calls a service or receives its webhooks builds none of the server.
 func TestImportsNothingOfTheServer(t *testing.T) {
-	goBin := testenv.Program(t, "go")
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	allowed := map[string]bool{"client": true, "wire": true, "catalog": true, "webhook/signature": true}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range testenv.Deps(t, ".") {
 		if pkg, ok := strings.CutPrefix(dep, "github.com/tollgate-dev/tollgate/"); ok && !allowed[pkg] {
 			t.Errorf("the client imports %s", pkg)
 		}

@@ -1,7 +1,6 @@
 package doors_test
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -15,15 +14,10 @@ import (
 // GraphQL gateway it names in interfaces of its own (dashboard.Sessions,
 // dashboard.Estimator); package doors, which wires the doors together, is not one.
 func TestNoDoorImportsAnother(t *testing.T) {
-	goBin := testenv.Program(t, "go")
 	const module = "github.com/tollgate-dev/tollgate/"
 	doorPkgs := []string{"rest", "gql", "mcp", "selfservice", "session", "admin", "oauth", "dashboard"}
 	for _, door := range doorPkgs {
-		out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", "../"+door).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", door, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range testenv.Deps(t, "../"+door) {
 			other, ok := strings.CutPrefix(dep, module)
 			if !ok || other == door || !slices.Contains(doorPkgs, other) {
 				continue

@@ -33,6 +33,10 @@
 //     deliverer at a time under a lease, with their attempts, listed, resent and
 //     pruned (Prune).
 //
+// Besides, every store of this repository answers health.Pinger (Ping), which the
+// readiness check of package health calls: it is no part of the interfaces above, and
+// a store without it is only left out of the check.
+//
 // A decorator of a store (metrics, tracing) implements driver.Wrapper as well, and
 // forwards every interface of the store it wraps: see the package documentation of
 // billing/driver.

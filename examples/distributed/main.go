@@ -39,6 +39,20 @@
 //	                    let URL-form file fetches and webhook deliveries reach private and
 //	                    loopback addresses, and webhook endpoints have such URLs: for local
 //	                    development and tests (a receiver on this machine)
+//	-ops-addr ADDR      serve the operators' endpoints of the first instance on ADDR
+//	                    (host:port), the others' on the next ports, or on any free ports
+//	                    with port 0 (default: none, no operators' listener)
+//
+// Operators' endpoints: with -ops-addr, each instance serves /healthz (200 while it
+// serves) and /readyz (200 when its stores answer, else 503 naming the stores that do
+// not, by role: keys, ledger, rates, slots, idempotency, webhooks) on a listener of its
+// own, printed after the instance's:
+//
+//	Instance 1 ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz)
+//
+// /readyz pings PostgreSQL and Redis at most twice a second, however often it is
+// polled (package health). The listener is shut down after the instance's, so that it
+// answers while the calls in flight finish.
 //
 // Every instance sweeps: an instance that dies takes the settlements of its calls in
 // flight with it, and another one gives their credits back once they expire.
@@ -79,7 +93,9 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/examples/internal/ops"
 	"github.com/tollgate-dev/tollgate/gql"
+	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -103,6 +119,7 @@ type config struct {
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
 	allowPrivateFetch                       bool
+	opsAddr                                 string // "" for no operators' listener
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -123,6 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.sweep, "sweep-interval", tollgate.DefaultSweepInterval, "how often to void expired reservations")
 	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches and webhook deliveries reach private and loopback addresses")
+	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz of the first instance on this host:port, the others on the next ports (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -138,7 +156,28 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case c.callTimeout <= 0 || c.grace <= 0 || c.sweep <= 0 || c.lease < 0:
 		return c, errors.New("-call-timeout, -reservation-grace and -sweep-interval must be positive, -lease not negative")
 	}
+	if c.opsAddr != "" {
+		_, port, err := net.SplitHostPort(c.opsAddr)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || p < 0 || p > 65535 {
+			return c, fmt.Errorf("-ops-addr %q: give host:port, such as 127.0.0.1:9090", c.opsAddr)
+		}
+		if p != 0 && p+c.instances-1 > 65535 {
+			return c, fmt.Errorf("-ops-addr %q: %d instances need ports up to %d", c.opsAddr, c.instances, p+c.instances-1)
+		}
+	}
 	return c, nil
+}
+
+// opsAddrOf returns the address of instance i's operators' listener: -ops-addr's port
+// plus i, or any free port for port 0.
+func opsAddrOf(c config, i int) string {
+	host, port, _ := net.SplitHostPort(c.opsAddr) // checked by parseFlags
+	p, _ := strconv.Atoi(port)
+	if p == 0 {
+		return c.opsAddr
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+i))
 }
 
 func envOr(name, def string) string {
@@ -182,16 +221,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	// 3. The instances, each with its own connections, service and server.
-	var servers []*http.Server
+	// 3. The instances, each with its own connections, service and server, and with
+	// -ops-addr the operators' listener of each.
+	var servers, opsServers []*http.Server
 	var managers []*accounts.Manager
-	var addrs []string
+	var addrs, opsAddrs []string
 	defer func() {
-		for _, s := range servers {
+		for _, s := range append(servers, opsServers...) {
 			s.Close()
 		}
 	}()
-	errc := make(chan error, c.instances)
+	errc := make(chan error, 2*c.instances)
 	for i := range c.instances {
 		in, err := newInstance(ctx, c, plans, logger)
 		if err != nil {
@@ -213,6 +253,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		servers = append(servers, srv)
 		go func() { errc <- srv.Serve(ln) }()
 		addrs = append(addrs, ln.Addr().String())
+		if c.opsAddr != "" {
+			ln, err := net.Listen("tcp", opsAddrOf(c, i))
+			if err != nil {
+				return fmt.Errorf("-ops-addr: %w", err)
+			}
+			srv := ops.NewServer(ops.Mux(in.ready), logger)
+			opsServers = append(opsServers, srv)
+			go func() { errc <- srv.Serve(ln) }()
+			opsAddrs = append(opsAddrs, ln.Addr().String())
+		}
 	}
 
 	// 4. Accounts: the fixtures', or a new demo account whose key is printed.
@@ -229,11 +279,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for i, addr := range addrs {
 		fmt.Fprintf(stdout, "Instance %d listening on http://%s\n", i+1, addr)
+		if opsAddrs != nil {
+			fmt.Fprintf(stdout, "Instance %d ops endpoints at http://%s (/healthz, /readyz)\n", i+1, opsAddrs[i])
+		}
 	}
-	return serve(ctx, servers, errc, logger)
+	// The operators' listeners stop last: they answer while calls in flight finish.
+	return serve(ctx, append(servers, opsServers...), errc, logger)
 }
 
-// serve waits for ctx, then shuts every server down gracefully.
+// serve waits for ctx, then shuts every server down gracefully, in order.
 func serve(ctx context.Context, servers []*http.Server, errc chan error, logger *slog.Logger) error {
 	select {
 	case err := <-errc:
@@ -370,6 +424,7 @@ type instance struct {
 	hooks     *webhook.Webhooks
 	stopHooks func() // stops the webhooks' Run and waits for it
 	handler   http.Handler
+	ready     *health.Checker // pings the instance's stores, for /readyz
 	pool      *pgxpool.Pool
 	redis     *goredis.Client // nil with -limits postgres
 }
@@ -420,6 +475,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		return nil, err
 	}
 	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
+	var limits health.Pinger = pg // the store of the rates and slots
 	if c.limits == "redis" {
 		in.redis = newRedis(c)
 		if err := fillRedis(fillCtx, in.redis); err != nil {
@@ -429,7 +485,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		if err != nil {
 			return nil, err
 		}
-		stores.Rates, stores.Slots = rd, rd
+		stores.Rates, stores.Slots, limits = rd, rd, rd
 	}
 
 	reg := &catalog.Registry{}
@@ -442,6 +498,21 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	if err != nil {
 		return nil, err
 	}
+	// Webhooks: the endpoints and the outbox in PostgreSQL, on the instance's pool, in
+	// the same schema as the other tables.
+	hookStore, err := postgres.NewWebhookStore(in.pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	// The readiness of the instance: every store it uses, by role. Each store value is
+	// pinged once per check, whatever roles it plays.
+	if in.ready, err = health.New([]health.Store{
+		{Role: "keys", Pinger: pg}, {Role: "ledger", Pinger: pg},
+		{Role: "rates", Pinger: limits}, {Role: "slots", Pinger: limits},
+		{Role: "idempotency", Pinger: answers}, {Role: "webhooks", Pinger: hookStore},
+	}, &health.Options{Logger: logger}); err != nil {
+		return nil, err
+	}
 	// Key records are cached: every paid call checks its key in its admission step, so a
 	// revocation on one instance is refused by the next call on any other. A revoked key
 	// is kept 7 days, then deleted by whichever instance prunes first.
@@ -451,14 +522,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	// Webhooks: the endpoints and the outbox in PostgreSQL, on the instance's pool, in
-	// the same schema as the other tables; every instance enqueues its events' messages
-	// and delivers the outbox.
-	hookStore, err := postgres.NewWebhookStore(in.pool, nil)
-	if err != nil {
-		in.svc.Close()
-		return nil, err
-	}
+	// Every instance enqueues its events' messages and delivers the outbox.
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
 		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans}}); err != nil {
 		in.svc.Close()

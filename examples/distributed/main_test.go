@@ -35,14 +35,9 @@ func TestRun(t *testing.T) {
 	schema := testenv.PostgresSchema(t, dsn)
 	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
 
-	ctx, cancel := context.WithCancel(t.Context())
-	out, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
-			"-instances", "3", "-port", "0", "-allow-private-fetch"}, w, io.Discard)
-		w.Close()
-	}()
+	out, stop := startRun(t, []string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
+		"-instances", "3", "-port", "0", "-allow-private-fetch"}, io.Discard)
+	defer stop()
 	var key string
 	var urls []string
 	sc := bufio.NewScanner(out)
@@ -83,14 +78,33 @@ func TestRun(t *testing.T) {
 		t.Errorf("analytics after one call on each instance: %d %v, want 3 credits used", status, body)
 	}
 	checkWebhooks(t, urls, key)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return after its context ended")
+}
+
+// startRun runs run with args in the background, its logs to stderr, and returns what
+// it prints, which the caller reads (or discards) to the end, and the function that
+// cancels its context and checks that it returns nil, in time; the second call of
+// stop does nothing.
+func startRun(t *testing.T, args []string, stderr io.Writer) (out io.Reader, stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, w, stderr)
+		w.Close()
+	}()
+	var once sync.Once
+	return r, func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("run: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Error("run did not return after its context ended")
+			}
+		})
 	}
 }
 
@@ -245,5 +259,160 @@ func checkWebhooks(t *testing.T, urls []string, key string) {
 	if len(got) == 0 || got[0].Type != "key.created" || got[0].Decode(&data) != nil || data.Name != "deploys" ||
 		slices.ContainsFunc(got, func(ev client.WebhookEvent) bool { return ev.ID != got[0].ID }) {
 		t.Errorf("the receiver got %+v, want the one key.created of the key deploys", got)
+	}
+}
+
+// TestReadyz starts an instance with -ops-addr on a PostgreSQL and a Redis of the
+// test's own, which it stops and starts again (never the shared servers): /readyz
+// answers 200, turns 503 naming, by role, the stores of a server soon after it stops,
+// and 200 again once it is back; /healthz answers 200 throughout. The test logs how
+// long each change took to show (about health.DefaultCacheFor plus the time a ping
+// takes to fail, under a second) but asserts no time: each change must happen within a
+// generous deadline.
+func TestReadyz(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	rd := testenv.StartRedis(t)
+
+	logs := &testenv.Logs{}
+	out, stop := startRun(t, []string{"-postgres", pg.DSN, "-redis", rd.Addr, "-instances", "1", "-port", "0",
+		"-ops-addr", "127.0.0.1:0"}, logs)
+	defer stop() // before the servers' own cleanups stop them
+	var base, opsURL string
+	sc := bufio.NewScanner(out)
+	for opsURL == "" && sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.Contains(line, "listening on "):
+			base = line[strings.Index(line, "http://"):]
+		case strings.Contains(line, " ops endpoints at "):
+			opsURL = strings.Fields(line[strings.Index(line, "http://"):])[0]
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if base == "" || opsURL == "" {
+		t.Fatalf("printed the instance at %q and its ops endpoints at %q", base, opsURL)
+	}
+
+	type answer struct {
+		Status      string
+		Unreachable []string
+		Message     string
+	}
+	get := func(url string) (int, answer, error) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, answer{}, err
+		}
+		defer resp.Body.Close()
+		var a answer
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		return resp.StatusCode, a, err
+	}
+	// await polls /readyz until it answers status naming unreachable, and returns how
+	// long that took.
+	await := func(what string, status int, unreachable ...string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		deadline := start.Add(60 * time.Second)
+		for {
+			code, a, err := get(opsURL + "/readyz")
+			if err == nil && code == status && slices.Equal(a.Unreachable, unreachable) {
+				if status != http.StatusOK {
+					for _, internal := range []string{"postgres", "redis", "127.0.0.1", "dial", "refused"} {
+						if strings.Contains(strings.ToLower(a.Message), internal) {
+							t.Errorf("%s: the message %q names %s", what, a.Message, internal)
+						}
+					}
+				}
+				took := time.Since(start)
+				t.Logf("%s: /readyz answered %d %v after %v", what, code, unreachable, took.Round(time.Millisecond))
+				return took
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz answers %d %+v (%v), want %d naming %v", what, code, a, err, status, unreachable)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	live := func(what string) {
+		t.Helper()
+		if code, a, err := get(opsURL + "/healthz"); err != nil || code != http.StatusOK || a.Status != "ok" {
+			t.Errorf("%s: /healthz answers %d %+v %v, want 200 ok", what, code, a, err)
+		}
+	}
+	postgresRoles := []string{"keys", "ledger", "idempotency", "webhooks"}
+	redisRoles := []string{"rates", "slots"}
+
+	await("at start", http.StatusOK)
+	live("at start")
+	if code, _, _ := get(base + "/readyz"); code != http.StatusNotFound {
+		t.Errorf("the API's listener answers /readyz with %d, want 404: the probes are on the ops listener only", code)
+	}
+
+	pg.Stop()
+	await("PostgreSQL stopped", http.StatusServiceUnavailable, postgresRoles...)
+	live("PostgreSQL stopped")
+	pg.Start()
+	await("PostgreSQL back", http.StatusOK)
+
+	rd.Stop()
+	await("Redis stopped", http.StatusServiceUnavailable, redisRoles...)
+	live("Redis stopped")
+	rd.Start()
+	await("Redis back", http.StatusOK)
+
+	pg.Stop()
+	rd.Stop()
+	await("both stopped", http.StatusServiceUnavailable, "keys", "ledger", "rates", "slots", "idempotency", "webhooks")
+	pg.Start()
+	rd.Start()
+	await("both back", http.StatusOK)
+
+	stop()
+	if l := logs.String(); !strings.Contains(l, `"health: a store is not reachable" roles="[keys ledger]"`) ||
+		!strings.Contains(l, `"health: a store is reachable again" roles="[rates slots]"`) {
+		t.Errorf("the logs do not record the stores' changes:\n%s", l)
+	}
+}
+
+// TestOpsAddr checks -ops-addr: the first instance's operators' listener on the address
+// given, the others' on the next ports, or every one on a free port with port 0; an
+// address that is not host:port, or whose ports would run past 65535, is refused.
+func TestOpsAddr(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    []string // the addresses of instances 1, 2, 3
+		wantErr string
+	}{
+		{[]string{"-ops-addr", "127.0.0.1:9090"}, []string{"127.0.0.1:9090", "127.0.0.1:9091", "127.0.0.1:9092"}, ""},
+		{[]string{"-ops-addr", ":9090"}, []string{":9090", ":9091", ":9092"}, ""},
+		{[]string{"-ops-addr", "[::1]:9090"}, []string{"[::1]:9090", "[::1]:9091", "[::1]:9092"}, ""},
+		{[]string{"-ops-addr", "127.0.0.1:0"}, []string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}, ""},
+		{[]string{"-ops-addr", "127.0.0.1"}, nil, "give host:port"},
+		{[]string{"-ops-addr", "127.0.0.1:http"}, nil, "give host:port"},
+		{[]string{"-ops-addr", "127.0.0.1:70000"}, nil, "give host:port"},
+		{[]string{"-ops-addr", "127.0.0.1:65534"}, nil, "ports up to 65536"},
+	}
+	for _, tt := range tests {
+		c, err := parseFlags(tt.args, io.Discard)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseFlags(%q): %v, want an error saying %s", tt.args, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseFlags(%q): %v", tt.args, err)
+			continue
+		}
+		for i, want := range tt.want {
+			if got := opsAddrOf(c, i); got != want {
+				t.Errorf("%q: instance %d's ops address %q, want %q", tt.args, i+1, got, want)
+			}
+		}
+	}
+	if c, err := parseFlags(nil, io.Discard); err != nil || c.opsAddr != "" {
+		t.Errorf("by default: -ops-addr %q, %v; want none", c.opsAddr, err)
 	}
 }

@@ -45,6 +45,17 @@
 //	                       (default http://localhost:PORT, PORT the one listened on)
 //	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
 //	                       every door's answers (REST, batches, GraphQL, MCP), besides X-RateLimit-*
+//	-ops-addr ADDR         serve the operators' endpoints, /healthz and /readyz, on a listener
+//	                       of their own at ADDR, such as 127.0.0.1:9090 (default: none)
+//
+// With -ops-addr, /healthz answers 200 while the server serves and /readyz 200 when
+// every store answers (503 naming those that do not; in memory they always answer);
+// their address is printed after the dashboard's:
+//
+//	Ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz)
+//
+// The operators' listener is shut down after the API's, so that it answers while the
+// calls in flight finish.
 //
 // Everything lives in memory: stop the server and it is gone.
 package main
@@ -75,6 +86,8 @@ import (
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/examples/internal/ops"
+	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -111,6 +124,7 @@ type config struct {
 	// the default (tests shorten the retry schedule).
 	webhooks        *webhook.DelivererOptions
 	ietfRateHeaders bool
+	opsAddr         string // "" for no operators' listener
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -124,6 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
+	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz on a listener of their own at this address (default: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -161,19 +176,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.publicURL == "" {
 		c.publicURL = localURL(ln.Addr().String())
 	}
-	handler, closeAll, err := assemble(ctx, c, stdout, logger)
+	var opsLn net.Listener
+	if c.opsAddr != "" {
+		if opsLn, err = net.Listen("tcp", c.opsAddr); err != nil {
+			return fmt.Errorf("-ops-addr: %w", err)
+		}
+		defer opsLn.Close()
+	}
+	a, err := assemble(ctx, c, stdout, logger)
 	if err != nil {
 		return err
 	}
 	// Once the server has stopped (calls in flight finished), the service and its
 	// observers close: the last usage is flushed and the audit log's queue gets its last
 	// attempt.
-	defer closeAll()
+	defer a.close()
 
 	// The host owns the server: its timeouts bound slow clients, the REST handler
 	// bounds bodies.
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           a.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -184,9 +206,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "Listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "Dashboard: %s/dashboard/ (sign in with the API key)\n", strings.TrimSuffix(c.publicURL, "/"))
 
-	// Serve until SIGINT or SIGTERM, then let calls in flight finish.
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	// Serve until SIGINT or SIGTERM, then let calls in flight finish. The operators'
+	// listener stops last: it answers while they do.
+	servers, listeners := []*http.Server{srv}, []net.Listener{ln}
+	if opsLn != nil {
+		servers = append(servers, ops.NewServer(ops.Mux(a.ready), logger))
+		listeners = append(listeners, opsLn)
+		fmt.Fprintf(stdout, "Ops endpoints at http://%s (/healthz, /readyz)\n", opsLn.Addr())
+	}
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		go func() { errc <- s.Serve(listeners[i]) }()
+	}
+	defer func() {
+		for _, s := range servers {
+			s.Close() // after a server failed; nothing after a shutdown
+		}
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -195,19 +231,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return err
+	for _, s := range servers {
+		if err := s.Shutdown(shutdownCtx); err != nil {
+			return err
+		}
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for range servers {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	return nil
 }
 
+// assembly is what assemble builds.
+type assembly struct {
+	handler http.Handler    // every door
+	ready   *health.Checker // pings the stores, for /readyz
+	close   func()          // closes what assemble started, the observers last
+}
+
 // assemble builds the handler that serves everything, printing the demo credentials,
-// and the function that closes what it started, in the reverse order (observers after
-// the service and the manager that feed them).
-func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logger) (_ http.Handler, closeAll func(), err error) {
+// the readiness check of its stores, and the function that closes what it started, in
+// the reverse order (observers after the service and the manager that feed them).
+func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logger) (_ *assembly, err error) {
 	var closers []func()
 	closeEverything := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -222,7 +269,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// 1. The catalog: the six sample APIs.
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 
 	// 2. Plans, from the fixtures or the two default plans.
@@ -230,19 +277,19 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if c.fixtures != "" {
 		f, err := os.Open(c.fixtures)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		fx, err = fixtures.Read(f)
 		f.Close()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	} else {
 		fx = &fixtures.File{Plans: defaultPlans}
 	}
 	plans, err := fx.PlanSet()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 
 	// 3. The service, on in-memory stores. Batches sent with an Idempotency-Key keep
@@ -262,18 +309,15 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		logger.Info("sessions are signed with a random secret made at start: they end when the server stops; pass -session-secret to keep them across restarts")
 	}
 	if opts.Sessions, err = auth.NewSessions(secret); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	opts.SessionStore = memory.NewSessionStore()
-	stores := tollgate.Stores{
-		Keys:   memory.NewKeyStore(),
-		Ledger: memory.NewLedger(nil),
-		Rates:  memory.NewRateLimiter(),
-		Slots:  memory.NewConcurrencyLimiter(),
-	}
+	sessionStore := memory.NewSessionStore()
+	opts.SessionStore = sessionStore
+	keys, ledger, rates, slots := memory.NewKeyStore(), memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter()
+	stores := tollgate.Stores{Keys: keys, Ledger: ledger, Rates: rates, Slots: slots}
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// The service sweeps expired reservations in the background (see
 	// tollgate.Options.SweepInterval); it stops when the server does.
@@ -291,7 +335,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	closers = append(closers, auditLog.Close)
 	recorder, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: 5 * time.Second, Now: opts.Now, Logger: logger})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	svc.Events().Subscribe(recorder, recorder.Kinds()...)
 	closers = append(closers, func() {
@@ -311,9 +355,10 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if c.webhooks != nil {
 		hookOpts.Deliverer = *c.webhooks
 	}
-	hooks, err := webhook.New(memory.NewWebhookStore(), svc.Events(), hookOpts)
+	hookStore := memory.NewWebhookStore()
+	hooks, err := webhook.New(hookStore, svc.Events(), hookOpts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	hooksCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
 	hooksDone := make(chan struct{})
@@ -337,25 +382,25 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditStore, Usage: usageStore,
 		RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	closers = append(closers, mgr.Close)
 
 	// 4. Accounts: the fixtures', or a demo account whose key is printed.
 	if c.fixtures != "" {
 		if err := fx.Load(ctx, mgr); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	} else {
 		acct, _, value, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "demo", Plan: "pro"})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		fmt.Fprintf(stdout, "API key: %s\n", value)
 		if c.sessionSecret != "" {
 			tok, err := opts.Sessions.Issue(acct.ID, svc.Now(), 24*time.Hour)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			fmt.Fprintf(stdout, "Session token: %s\n", tok)
 		}
@@ -372,24 +417,36 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if publicURL == "" {
 		publicURL = localURL(c.addr)
 	}
+	oauthStore := memory.NewOAuthStore()
 	mux := http.NewServeMux()
 	mounted, err := doors.Mount(mux, svc, &doors.Options{
 		Edge:       edge.Options{IETFRateHeaders: c.ietfRateHeaders},
 		Accounts:   mgr,
 		Webhooks:   hooks.Endpoints(),
 		AdminToken: c.adminToken,
-		OAuth: &doors.OAuth{Store: memory.NewOAuthStore(),
+		OAuth: &doors.OAuth{Store: oauthStore,
 			Options: oauth.Options{Fetch: oauth.FetchOptions{AllowPrivate: c.allowPrivateFetch}}},
 		PublicURL: publicURL,
 		Logger:    logger,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// MCP's event streams stay open as long as their sessions, so they end when the
 	// server stops (ctx is done); the shutdown would wait for them.
 	context.AfterFunc(ctx, mounted.Close)
-	return mux, closeEverything, nil
+
+	// 6. The readiness of the stores, by role, for /readyz with -ops-addr. In memory
+	// they always answer; a host on PostgreSQL or Redis names its stores the same way.
+	ready, err := health.New([]health.Store{
+		{Role: "keys", Pinger: keys}, {Role: "ledger", Pinger: ledger}, {Role: "rates", Pinger: rates},
+		{Role: "slots", Pinger: slots}, {Role: "sessions", Pinger: sessionStore}, {Role: "audit", Pinger: auditStore},
+		{Role: "usage", Pinger: usageStore}, {Role: "webhooks", Pinger: hookStore}, {Role: "oauth", Pinger: oauthStore},
+	}, &health.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return &assembly{handler: mux, ready: ready, close: closeEverything}, nil
 }
 
 // localURL returns the origin of a listen address (host:port) for clients on this

@@ -81,6 +81,7 @@ func TestParseFlags(t *testing.T) {
 		{"allow private fetch false", []string{"-allow-private-fetch=false"}, defaults, ""},
 		{"public URL", []string{"-public-url", "https://api.example.com"}, config{addr: ":8080", publicURL: "https://api.example.com"}, ""},
 		{"IETF rate headers", []string{"-ietf-rate-headers"}, config{addr: ":8080", ietfRateHeaders: true}, ""},
+		{"ops address", []string{"-ops-addr", "127.0.0.1:9090"}, config{addr: ":8080", opsAddr: "127.0.0.1:9090"}, ""},
 		{"all", []string{"-addr", ":1", "-fixtures", "f.json", "-admin-token", "t", "-session-secret", "s", "-allow-private-fetch"},
 			config{addr: ":1", fixtures: "f.json", adminToken: "t", sessionSecret: "s", allowPrivateFetch: true}, ""},
 		{"unknown flag", []string{"-port", "80"}, config{}, "-port"},
@@ -114,7 +115,7 @@ func TestParseFlags(t *testing.T) {
 	// The usage lists every flag.
 	var stderr bytes.Buffer
 	parseFlags([]string{"-h"}, &stderr)
-	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url", "-ietf-rate-headers"} {
+	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url", "-ietf-rate-headers", "-ops-addr"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("the usage does not mention %s:\n%s", f, stderr.String())
 		}
@@ -157,13 +158,13 @@ func startConfigured(t *testing.T, configure func(*config), args ...string) *ser
 	// assembling, for the OAuth issuer.
 	srv := httptest.NewUnstartedServer(nil)
 	c.publicURL = "http://" + srv.Listener.Addr().String()
-	h, closeAll, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(logs, nil)))
+	a, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		srv.Close()
 		t.Fatalf("assemble(%q): %v", args, err)
 	}
-	t.Cleanup(closeAll) // after the server's Close: cleanups run last first
-	srv.Config.Handler = h
+	t.Cleanup(a.close) // after the server's Close: cleanups run last first
+	srv.Config.Handler = a.handler
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &server{t: t, srv: srv, stdout: stdout.String(), logs: logs}
@@ -544,9 +545,9 @@ func TestAssembleErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout bytes.Buffer
-			h, _, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			a, err := assemble(t.Context(), c, &stdout, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err == nil {
-				t.Fatalf("assemble accepted it: %v", h)
+				t.Fatalf("assemble accepted it: %v", a.handler)
 			}
 			if !strings.Contains(err.Error(), tt.fragment) {
 				t.Errorf("err %q does not mention %s", err, tt.fragment)
@@ -734,6 +735,7 @@ func TestRunErrors(t *testing.T) {
 		// run listens before it reads the fixtures: a port of its own, never :8080.
 		{"bad fixtures", []string{"-addr", "127.0.0.1:0", "-fixtures", "testdata/does-not-exist.json"}, "does-not-exist", false},
 		{"bad address", []string{"-addr", "127.0.0.1:99999"}, "99999", false},
+		{"bad ops address", []string{"-addr", "127.0.0.1:0", "-ops-addr", "127.0.0.1:99999"}, "-ops-addr", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -916,4 +918,65 @@ func TestAssembleGraphQLSession(t *testing.T) {
 		t.Errorf("the cost of a query: %d %s", r.status, r.body)
 	}
 	s.noKeyInLogs(key)
+}
+
+// TestRunOps runs the server with -ops-addr: the operators' listener answers /healthz
+// and /readyz (200: the stores are in memory), the API's listener serves neither, and
+// both listeners close when the server shuts down.
+func TestRunOps(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-ops-addr", "127.0.0.1:0"}, pw, io.Discard)
+		pw.Close()
+		done <- err
+	}()
+	sc := bufio.NewScanner(pr)
+	var base, opsBase string
+	for opsBase == "" && sc.Scan() {
+		line := sc.Text()
+		if addr, ok := strings.CutPrefix(line, "Listening on "); ok {
+			base = addr
+		} else if rest, ok := strings.CutPrefix(line, "Ops endpoints at "); ok {
+			opsBase, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if base == "" || !strings.HasPrefix(opsBase, "http://127.0.0.1:") {
+		cancel()
+		t.Fatalf("run printed the API at %q and the ops endpoints at %q (scan error %v, run %v)", base, opsBase, sc.Err(), <-done)
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, strings.TrimSpace(string(b))
+	}
+	for path, want := range map[string]string{"/healthz": `{"status":"ok"}`, "/readyz": `{"status":"ready"}`} {
+		if code, body := get(opsBase + path); code != http.StatusOK || body != want {
+			t.Errorf("GET %s on the ops listener: %d %s, want 200 %s", path, code, body, want)
+		}
+		if code, body := get(base + path); code == http.StatusOK && strings.Contains(body, `"status"`) {
+			t.Errorf("GET %s on the API's listener: %d %s; the probes are on the ops listener only", path, code, body)
+		}
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run returned %v after the context was canceled, want nil", err)
+	}
+	for _, url := range []string{base, opsBase} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url+"/healthz", nil)
+		if res, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
+			res.Body.Close()
+			t.Errorf("%s still answers after the shutdown: %s", url, res.Status)
+		}
+	}
 }

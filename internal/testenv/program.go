@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -25,4 +26,16 @@ func File(t testing.TB, path, from string) string {
 		Unavailable(t, "%s (from %s) is missing: %v", path, from, err)
 	}
 	return path
+}
+
+// Deps returns the import paths of the packages the package in dir imports, directly
+// or not, and its own (go list -deps), for the tests that bound what a package brings
+// with it.
+func Deps(t testing.TB, dir string) []string {
+	t.Helper()
+	out, err := exec.Command(Program(t, "go"), "list", "-deps", "-f", "{{.ImportPath}}", dir).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", dir, err)
+	}
+	return strings.Fields(string(out))
 }

@@ -314,7 +314,8 @@ func accountsBySlot(t *testing.T, cl *testenv.RedisCluster, n int) ([]string, ma
 // replicated (replication is asynchronous), which the test finds one by one and which
 // only ever make a call free; the failed master's accounts are served again (the test
 // logs how long after the promotion); the other masters' accounts kept being served
-// during the outage, but for a few calls at the instant of the kill.
+// during the outage, but for a few calls at the instant of the kill. Ping fails while
+// the dead master is listed, and answers nil once the replica has taken over.
 func TestClusterFailover(t *testing.T) {
 	addr(t)
 	testenv.SkipUnlessFull(t, "paid calls while a master of a Redis Cluster is killed with kill -9 and fails over")
@@ -356,6 +357,18 @@ func TestClusterFailover(t *testing.T) {
 	killed := time.Now()
 	victim.Kill()
 	t.Logf("killed master %s; its replica is %s", victim.Addr, heir.Addr)
+	// A readiness check sees the dead master (Ping pings every master the cluster
+	// lists) until its replica takes over, which takes the cluster's node timeout.
+	pingCtx, cancelPing := context.WithTimeout(t.Context(), time.Minute)
+	defer cancelPing()
+	if err := testenv.Wait(pingCtx, func() error {
+		if s.Ping(pingCtx) == nil {
+			return errors.New("Ping answers nil")
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("Ping after a master was killed: %v; want an error until its replica takes over", err)
+	}
 
 	l.diagnose = func() {
 		ctx := context.WithoutCancel(t.Context())
@@ -379,6 +392,10 @@ func TestClusterFailover(t *testing.T) {
 	}))
 	promoted := time.Now()
 	t.Logf("the replica was promoted %v after the kill", promoted.Sub(killed).Round(time.Millisecond))
+	if err := testenv.Wait(pingCtx, func() error { return s.Ping(pingCtx) }); err != nil {
+		t.Errorf("Ping after the replica took over: %v; want nil once the cluster lists the new master", err)
+	}
+	t.Logf("Ping answers nil again %v after the promotion", time.Since(promoted).Round(time.Millisecond))
 
 	// The failed master's accounts are served again: each has a call begun after the
 	// promotion and settled. The client reloads the topology every 2 seconds

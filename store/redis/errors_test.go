@@ -58,6 +58,7 @@ func everyMethod(ctx context.Context, s *redis.Store) map[string]error {
 	_, errs["Close"] = s.Close(ctx, driver.Closing{Account: "a", Request: req, ReleaseSlot: true})
 	errs["EndSession"] = s.EndSession(ctx, auth.NewSessionID(), t0.Add(time.Hour), t0)
 	_, errs["SessionEnded"] = s.SessionEnded(ctx, auth.NewSessionID())
+	errs["Ping"] = s.Ping(ctx)
 	return errs
 }
 
@@ -69,8 +70,11 @@ func TestUnreachable(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s, err := redis.New(c, &redis.Options{Prefix: "tgtest-unreachable"})
 	must(t, err)
+	hooks, err := redis.NewWebhookStore(c, &redis.WebhookOptions{Prefix: "tgtest-unreachable"})
+	must(t, err)
 	start := time.Now()
 	errs := everyMethod(t.Context(), s)
+	errs["WebhookStore.Ping"] = hooks.Ping(t.Context())
 	if per := time.Since(start) / time.Duration(len(errs)); per > 250*time.Millisecond {
 		t.Errorf("a call to an unreachable Redis took %v on average; it must fail fast", per)
 	}
@@ -152,7 +156,8 @@ func (p *proxy) restore() {
 
 // TestOutageFailsClosedAndRecovers checks the failure semantics: while Redis cannot be
 // reached, a paid call is not admitted and nothing is charged or held; when it comes
-// back, the same Store and client admit again, without a restart.
+// back, the same Store and client admit again, without a restart. Ping fails during
+// the outage and answers nil after it, as a readiness check needs.
 func TestOutageFailsClosedAndRecovers(t *testing.T) {
 	ctx := t.Context()
 	px := newProxy(t, addr(t))
@@ -196,6 +201,9 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("three admissions during the outage took %v; they must fail fast", d)
 	}
+	if err := s.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Ping during the outage: %v, want store.ErrUnavailable", err)
+	}
 	b, err := direct.Balance(ctx, "acct", testNow, period, 10)
 	must(t, err)
 	n, err := direct.InUse(ctx, "acct", time.Now())
@@ -218,6 +226,9 @@ func TestOutageFailsClosedAndRecovers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	admit("after the outage")
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping after the outage: %v", err)
+	}
 	b, err = direct.Balance(ctx, "acct", testNow, period, 10)
 	must(t, err)
 	if b.Remaining != 7 {

@@ -2,7 +2,8 @@
 // interfaces: [auth.KeyStore], [driver.KeyChecker], [driver.Ledger] (and
 // [driver.Sweeper]), [driver.RateLimiter], [driver.ConcurrencyLimiter], [driver.Admitter],
 // [oauthstore.Store], [audit.Store], [usage.Store], [auth.SessionStore],
-// [idempotency.Store] and [webhook.Store]. Every store in this
+// [idempotency.Store] and [webhook.Store], and the readiness ping of [health.Pinger]
+// that a store may answer besides. Every store in this
 // repository runs them, and custom stores should too: the suites are the executable form
 // of the interfaces' documented contracts and of the invariants the rest of Tollgate
 // relies on (a balance never below zero, no charge lost or taken twice, a refund at most

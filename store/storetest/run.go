@@ -6,6 +6,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -28,6 +29,7 @@ import (
 //	idempotency.Store                   IdempotencyStore
 //	oauthstore.Store                    OAuthStore
 //	webhook.Store                       Webhooks
+//	health.Pinger                       Pinger (besides the others: no store is only a Pinger)
 //
 // so that a store's test is one call per store value, and adding an interface to a store
 // adds its suite. Run calls newStore once to learn the interfaces, and then once per
@@ -46,7 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) any) {
 	ran := false
 	for _, s := range suites {
 		if s.is(probe) {
-			ran = true
+			ran = ran || s.name != "Pinger"
 			t.Run(s.name, func(t *testing.T) { s.run(t, newStore) })
 		}
 	}
@@ -84,6 +86,7 @@ var suites = []struct {
 	}},
 	{"OAuthStore", is[oauthstore.Store], func(t *testing.T, n func(*testing.T) any) { TestOAuthStore(t, as[oauthstore.Store](n)) }},
 	{"Webhooks", is[webhook.Store], func(t *testing.T, n func(*testing.T) any) { TestWebhooks(t, as[webhook.Store](n)) }},
+	{"Pinger", is[health.Pinger], func(t *testing.T, n func(*testing.T) any) { TestPinger(t, as[health.Pinger](n)) }},
 }
 
 // is reports whether s implements I.

@@ -1,0 +1,45 @@
+// Package ops is the operators' listener of the example servers (-ops-addr): an HTTP
+// server of its own, apart from the API's, so that the endpoints an orchestrator
+// probes are never exposed where clients call, and are not held up by calls.
+//
+// It serves:
+//
+//	/healthz   liveness: 200 while the process serves (health.Checker.Live)
+//	/readyz    readiness: 200 when every store answers, 503 naming the stores that
+//	           do not (health.Checker.Ready)
+//
+// Its mux ([Mux]) is where the other operators' endpoints are mounted (/metrics).
+package ops
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/health"
+)
+
+// Mux returns the mux of the operators' listener: /healthz and /readyz of ready.
+func Mux(ready *health.Checker) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", ready.Live())
+	mux.Handle("/readyz", ready.Ready())
+	// The metrics handler (/metrics) is mounted here, beside the health endpoints.
+	return mux
+}
+
+// NewServer returns the server of the operators' listener over h: its answers are
+// small and quick, so every timeout is short, and it logs to logger at WARN. The host
+// shuts it down after the API's server, so that the probes are answered while the
+// calls in flight finish.
+func NewServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
