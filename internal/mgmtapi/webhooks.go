@@ -306,8 +306,7 @@ func EndpointJSON(e webhook.Endpoint) map[string]any {
 		"id": e.ID, "account": Nullable(e.Account), "url": e.URL, "events": orEmpty(e.Types),
 		"secret": e.Secret, "previous_secret": Nullable(e.PreviousSecret), "previous_secret_until": nil,
 		"disabled": !e.Disabled.IsZero(), "disabled_at": nullTime(e.Disabled), "disabled_reason": Nullable(e.DisabledReason),
-		"disabled_by":       Nullable(e.DisabledBy),
-		"last_delivered_at": nullTime(e.LastDelivered), "created_at": e.Created.UTC(),
+		"disabled_by": Nullable(e.DisabledBy), "last_delivered_at": nullTime(e.LastDelivered), "created_at": e.Created.UTC(),
 	}
 	if e.PreviousSecret != "" {
 		m["previous_secret_until"] = e.PreviousUntil.UTC()
