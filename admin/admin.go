@@ -43,6 +43,7 @@
 //	POST   /admin/v1/webhooks/{endpoint_id}/deliveries/{message_id}/resend
 //	GET    /admin/v1/accounts/{account_id}/webhooks
 //	PATCH  /admin/v1/accounts/{account_id}/webhooks/{endpoint_id}             {"disabled", "reason"?}
+//	DELETE /admin/v1/accounts/{account_id}/webhooks/{endpoint_id}
 //
 // The listing answers {"accounts": [...], "next": cursor or null}, in the order of the
 // accounts' ids: limit 1 to 200 (default 50), cursor the "next" of the page before,
@@ -107,9 +108,12 @@
 // endpoints: one more is a 409 saying to delete one. test enqueues an endpoint.test
 // message for that endpoint only (202), and resend makes a delivery pending again
 // (202); both are refused (409) for a disabled endpoint. The operator lists an
-// account's endpoints and may disable one (or enable it again) with a reason, shown to
-// the account's holder with the endpoint and in its audit log; the holder manages them
-// otherwise (package selfservice). The changes of an account's endpoints are in the
+// account's endpoints, may disable one with a reason, shown to the account's holder
+// with the endpoint (disabled_by "operator") and in its audit log, enable one again
+// whoever disabled it, and delete one with its deliveries. An endpoint the operator
+// disabled stays disabled for its holder, whose enabling is a 409 saying that only
+// the operator enables it; the holder manages the account's endpoints otherwise
+// (package selfservice). The changes of an account's endpoints are in the
 // account's audit log; those of the operator's own endpoints are in none (they are no
 // account's). A service that delivers no webhooks answers these routes 404.
 //

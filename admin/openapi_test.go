@@ -460,6 +460,7 @@ func (e *docEnv) served() map[string]req {
 		"POST /admin/v1/webhooks/{endpoint_id}/deliveries/{message_id}/resend": {method: "POST", target: "/admin/v1/webhooks/" + e.opsHook + "/deliveries/" + e.opsMessage + "/resend"},
 		"GET /admin/v1/accounts/{account_id}/webhooks":                         {method: "GET", target: "/admin/v1/accounts/acme/webhooks"},
 		"PATCH /admin/v1/accounts/{account_id}/webhooks/{endpoint_id}":         {method: "PATCH", target: "/admin/v1/accounts/acme/webhooks/" + e.acmeHook, body: `{"disabled":true}`},
+		"DELETE /admin/v1/accounts/{account_id}/webhooks/{endpoint_id}":        {method: "DELETE", target: "/admin/v1/accounts/acme/webhooks/" + e.acmeHook},
 	}
 }
 
@@ -662,6 +663,12 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.acmeHook, body: `{"disabled":true,"reason":"it answers 500"}`}, 200},
 		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.acmeHook, body: `{"reason":"no flag"}`}, 400},
 		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.opsHook, body: `{"disabled":true}`}, 404},
+		{req{method: "PATCH", target: accts + "acme/webhooks/" + e.acmeHook, body: `{"disabled":false}`}, 200},
+		{req{method: "DELETE", target: accts + "acme/webhooks/" + e.opsHook}, 404},
+		{req{method: "DELETE", target: accts + "globex/webhooks/" + e.acmeHook}, 404},
+		{req{method: "DELETE", target: accts + "acme/webhooks/" + longID}, 400},
+		{req{method: "DELETE", target: accts + "acme/webhooks/" + e.acmeHook}, 200},
+		{req{method: "DELETE", target: accts + "acme/webhooks/" + e.acmeHook}, 404},
 		{req{method: "DELETE", target: ops}, 200},
 		{req{method: "DELETE", target: ops}, 404},
 		{req{method: "DELETE", target: hooks + "/" + longID}, 400},

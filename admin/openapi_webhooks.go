@@ -40,7 +40,8 @@ func webhookPaths() map[string]any {
 	accountBody := map[string]any{"type": "object", "additionalProperties": false, "required": []string{"disabled"},
 		"description": "Disable the account's endpoint, or enable it again.",
 		"properties": map[string]any{
-			"disabled": map[string]any{"type": "boolean", "description": "true disables it (no new deliveries), false enables it again."},
+			"disabled": map[string]any{"type": "boolean", "description": "true disables it (no new deliveries; its holder cannot enable it again), " +
+				"false enables it again, whoever disabled it."},
 			"reason": reasonSchema(false, "Why it is disabled, shown to the account's holder with the endpoint (after \"disabled by the operator: \") "+
 				"and in the account's audit log.")},
 	}
@@ -106,12 +107,21 @@ func webhookPaths() map[string]any {
 			summary:     "An account's webhook endpoints",
 			description: "They receive the account's events; its holder manages them. Their secrets are masked. The route takes no query parameter (400).",
 			status:      "200", data: list, params: []any{accountID}, errors: []string{"400", "404", "503"}})},
-		"/admin/v1/accounts/{account_id}/webhooks/{endpoint_id}": map[string]any{"patch": hook(op{id: "adminDisableAccountWebhook",
-			summary: "Disable an account's webhook endpoint, or enable it again",
-			description: "A disabled endpoint is given no new deliveries; its disabled_reason (\"disabled by the operator\", and the reason " +
-				"given) is shown to the account's holder, and the change is in the account's audit log.",
-			status: "200", data: endpoint, params: []any{accountID, endpointID}, body: accountBody, bodyRequired: true,
-			example: map[string]any{"disabled": true, "reason": "it answers every delivery with 500"}, errors: []string{"400", "404", "503"}})},
+		"/admin/v1/accounts/{account_id}/webhooks/{endpoint_id}": map[string]any{
+			"patch": hook(op{id: "adminDisableAccountWebhook",
+				summary: "Disable an account's webhook endpoint, or enable it again",
+				description: "A disabled endpoint is given no new deliveries; its disabled_reason (\"disabled by the operator\", and the reason " +
+					"given) and its disabled_by (operator) are shown to the account's holder, and the change is in the account's audit log. " +
+					"The operator's disabling sticks: the holder's enabling is refused (409) until the operator enables it again. The operator " +
+					"enables an endpoint whoever disabled it, and disabling one that its holder or the service disabled makes it the operator's.",
+				status: "200", data: endpoint, params: []any{accountID, endpointID}, body: accountBody, bodyRequired: true,
+				example: map[string]any{"disabled": true, "reason": "it answers every delivery with 500"}, errors: []string{"400", "404", "503"}}),
+			"delete": hook(op{id: "adminDeleteAccountWebhook", summary: "Delete an account's webhook endpoint",
+				description: "With its deliveries, pending or not; the deletion is in the account's audit log. An id that names no endpoint " +
+					"of the account is a 404.",
+				status: "200", data: object(map[string]any{"id": str("The deleted endpoint's id."), "deleted": map[string]any{"const": true}}),
+				params: []any{accountID, endpointID}, errors: []string{"400", "404", "503"}}),
+		},
 	}
 }
 

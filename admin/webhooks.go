@@ -13,20 +13,22 @@ import (
 )
 
 // Webhook endpoints (package webhook has the rules): the operator's own, which receive
-// the events of every account, and those of an account, which the operator may list
-// and disable. The package documentation lists the routes.
+// the events of every account, and those of an account, which the operator may list,
+// disable (for good: the holder cannot enable it again), enable again and delete. The
+// package documentation lists the routes.
 
 // webhookRoutes are the routes of webhook endpoints, served by hooks.
 func (h *Handler) webhookRoutes(hooks *mgmtapi.Webhooks) []mgmtapi.Route {
 	return append(hooks.Routes("/admin/v1/webhooks"),
 		mgmtapi.Route{Method: http.MethodGet, Path: "/admin/v1/accounts/{account_id}/webhooks", Serve: h.accountWebhooks},
 		mgmtapi.Route{Method: http.MethodPatch, Path: "/admin/v1/accounts/{account_id}/webhooks/{endpoint_id}", Serve: h.changeAccountWebhook},
+		mgmtapi.Route{Method: http.MethodDelete, Path: "/admin/v1/accounts/{account_id}/webhooks/{endpoint_id}", Serve: h.deleteAccountWebhook},
 	)
 }
 
 // operator is the owner of the operator's endpoints, the actor of a request's changes.
 func (h *Handler) operator(r *http.Request) (mgmtapi.WebhookOwner, error) {
-	return mgmtapi.WebhookOwner{Actor: h.actor(r)}, nil
+	return mgmtapi.WebhookOwner{Actor: h.actor(r), Operator: true}, nil
 }
 
 // actor is the actor of the changes r makes.
@@ -55,7 +57,9 @@ func (h *Handler) accountWebhooks(w http.ResponseWriter, r *http.Request) {
 }
 
 // changeAccountWebhook disables an account's endpoint, or enables it again:
-// {"disabled", "reason"?}. It answers the endpoint.
+// {"disabled", "reason"?}. It answers the endpoint. The operator's disabling sticks:
+// the account's holder cannot enable it again; the operator enables an endpoint
+// whoever disabled it.
 func (h *Handler) changeAccountWebhook(w http.ResponseWriter, r *http.Request) {
 	if !h.hooksReady(w, r) {
 		return
@@ -82,12 +86,26 @@ func (h *Handler) changeAccountWebhook(w http.ResponseWriter, r *http.Request) {
 		reason += ": " + body.Reason
 	}
 	e, err := h.webhooks.Update(r.Context(), h.actor(r), r.PathValue("account_id"), r.PathValue("endpoint_id"),
-		webhook.EndpointChange{Disabled: body.Disabled, Reason: reason})
+		webhook.EndpointChange{Disabled: body.Disabled, Reason: reason, ByOperator: true})
 	if err != nil {
 		h.door.WriteError(w, r, mgmtapi.WebhookError(err), nil)
 		return
 	}
 	h.door.WriteJSON(w, r, http.StatusOK, mgmtapi.EndpointJSON(e))
+}
+
+// deleteAccountWebhook deletes an account's endpoint and its deliveries: {"id",
+// "deleted"}. An id that names no endpoint of the account is a 404.
+func (h *Handler) deleteAccountWebhook(w http.ResponseWriter, r *http.Request) {
+	if !h.hooksReady(w, r) {
+		return
+	}
+	id := r.PathValue("endpoint_id")
+	if err := h.webhooks.Delete(r.Context(), h.actor(r), r.PathValue("account_id"), id); err != nil {
+		h.door.WriteError(w, r, mgmtapi.WebhookError(err), nil)
+		return
+	}
+	h.door.WriteJSON(w, r, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
 // hooksReady answers a request to a service that delivers no webhooks, and returns

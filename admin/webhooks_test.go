@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
@@ -23,6 +25,7 @@ type hookJSON struct {
 	Secret         string   `json:"secret"`
 	Disabled       bool     `json:"disabled"`
 	DisabledReason *string  `json:"disabled_reason"`
+	DisabledBy     *string  `json:"disabled_by"`
 }
 
 // newHookEnv returns an env whose admin API manages webhook endpoints kept in st, and
@@ -120,4 +123,67 @@ func TestAccountWebhooks(t *testing.T) {
 		t.Errorf("the audit log: %s", r.body)
 	}
 	wantStatus(t, "enable", e.admin(http.MethodPatch, "/admin/v1/accounts/acme/webhooks/"+acme.ID, `{"disabled":false}`), http.StatusOK)
+}
+
+// TestAccountWebhookOperatorDisableSticks: the operator's disabling of an account's
+// endpoint says so (disabled_by "operator"), and the holder's enabling of it is
+// refused (store.ErrConflict, saying only the operator enables it) while the
+// operator's enabling is taken; the operator deletes an account's endpoint, which is
+// in the account's audit log, and an id of another account's endpoint, or of none, is
+// a 404 that deletes nothing.
+func TestAccountWebhookOperatorDisableSticks(t *testing.T) {
+	e, st, acme := newHookEnv(t)
+	hooks := webhook.NewEndpoints(st, nil, nil) // the holder's door, on the same store
+	r := e.admin(http.MethodPatch, "/admin/v1/accounts/acme/webhooks/"+acme.ID, `{"disabled":true,"reason":"abuse"}`)
+	wantStatus(t, "disable", r, http.StatusOK)
+	if got := data[hookJSON](t, r); got.DisabledBy == nil || *got.DisabledBy != webhook.DisabledByOperator {
+		t.Errorf("disabled by the operator: %s", r.body)
+	}
+	no := false
+	_, err := hooks.Update(t.Context(), event.Actor{ID: "key_holder"}, "acme", acme.ID, webhook.EndpointChange{Disabled: &no})
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "only the operator") {
+		t.Errorf("the holder's enabling: %v, want a conflict saying only the operator enables it", err)
+	}
+	r = e.admin(http.MethodGet, "/admin/v1/accounts/acme/webhooks", "")
+	if list := data[struct{ Endpoints []hookJSON }](t, r); len(list.Endpoints) != 1 || !list.Endpoints[0].Disabled {
+		t.Errorf("after the holder's refused enabling: %s", r.body)
+	}
+	r = e.admin(http.MethodPatch, "/admin/v1/accounts/acme/webhooks/"+acme.ID, `{"disabled":false}`)
+	wantStatus(t, "enable", r, http.StatusOK)
+	if got := data[hookJSON](t, r); got.Disabled || got.DisabledBy != nil || got.DisabledReason != nil {
+		t.Errorf("enabled by the operator: %s", r.body)
+	}
+
+	other, err := hooks.Create(t.Context(), event.Actor{ID: "key_globex"}, "globex", "https://globex.example.com/hooks", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, "another account's endpoint", e.admin(http.MethodDelete, "/admin/v1/accounts/acme/webhooks/"+other.ID, ""), http.StatusNotFound, other.ID)
+	wantError(t, "the operator's route for an account's endpoint", e.admin(http.MethodDelete, "/admin/v1/webhooks/"+acme.ID, ""), http.StatusNotFound)
+	r = e.admin(http.MethodDelete, "/admin/v1/accounts/acme/webhooks/"+acme.ID, "")
+	wantStatus(t, "delete", r, http.StatusOK)
+	if got := data[struct {
+		ID      string
+		Deleted bool
+	}](t, r); got.ID != acme.ID || !got.Deleted {
+		t.Errorf("deleted: %s", r.body)
+	}
+	if _, err := st.Endpoint(t.Context(), acme.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("acme's endpoint after its deletion: %v", err)
+	}
+	if _, err := st.Endpoint(t.Context(), other.ID); err != nil {
+		t.Errorf("globex's endpoint after the refused deletion: %v", err)
+	}
+	wantError(t, "deleted again", e.admin(http.MethodDelete, "/admin/v1/accounts/acme/webhooks/"+acme.ID, ""), http.StatusNotFound)
+	r = e.admin(http.MethodGet, "/admin/v1/accounts/acme/audit", "")
+	entries := data[struct {
+		Entries []struct {
+			Actor, Action string
+			Target        *string
+		}
+	}](t, r).Entries
+	if len(entries) == 0 || entries[0].Action != string(audit.EndpointDelete) || entries[0].Actor != audit.Operator ||
+		entries[0].Target == nil || *entries[0].Target != acme.ID {
+		t.Errorf("the audit log after the deletion: %s", r.body)
+	}
 }

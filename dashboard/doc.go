@@ -82,7 +82,10 @@
 // that receive the account's events: each endpoint's URL, the event types it receives
 // (all of them when none is ticked), whether it is enabled (or why it is disabled),
 // when it was created, and its secret masked; a form adds one, and its secret is shown
-// once, on the page that answers, as a new key's value is. Each endpoint's page sends
+// once, on the page that answers, as a new key's value is. An endpoint the operator
+// disabled is shown as disabled by the operator, with the operator's reason, and
+// without Enable: only the operator enables it again (an enabling posted anyway is
+// refused with 409). Each endpoint's page sends
 // it a test event, disables or enables it, rotates its secret (the new one shown once),
 // deletes it after a confirmation, and lists its deliveries, newest first, 20 a page
 // (the event type and message id, pending, delivered or failed, the attempts, the last

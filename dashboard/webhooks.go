@@ -45,16 +45,20 @@ type endpointRow struct {
 	// while it still signs deliveries (until PreviousUntil).
 	Secret, PreviousSecret string
 	PreviousUntil          time.Time
-	// Disabled is when it was disabled (zero while it is enabled), Reason why.
-	Disabled time.Time
-	Reason   string
-	Created  time.Time
+	// Disabled is when it was disabled (zero while it is enabled), Reason why;
+	// ByOperator is set when the operator disabled it: only the operator enables it
+	// again, so the page offers no Enable.
+	Disabled   time.Time
+	Reason     string
+	ByOperator bool
+	Created    time.Time
 }
 
 // rowOf returns e as the pages show it, its secrets masked whatever e holds.
 func rowOf(e webhook.Endpoint) endpointRow {
 	row := endpointRow{ID: e.ID, URL: e.URL, Events: e.Types, Secret: webhook.MaskSecret(e.Secret),
-		Disabled: e.Disabled, Reason: e.DisabledReason, Created: e.Created}
+		Disabled: e.Disabled, Reason: e.DisabledReason, Created: e.Created,
+		ByOperator: !e.Disabled.IsZero() && e.DisabledBy == webhook.DisabledByOperator}
 	if e.PreviousSecret != "" {
 		row.PreviousSecret, row.PreviousUntil = webhook.MaskSecret(e.PreviousSecret), e.PreviousUntil
 	}

@@ -410,3 +410,44 @@ func TestWebhooksAbsent(t *testing.T) {
 		t.Errorf("POST /dashboard/webhooks: %d, want 404", p.status)
 	}
 }
+
+// TestWebhookOperatorDisabled: an endpoint the operator disabled is shown as disabled
+// by the operator, with the operator's reason and no Enable; a post that enables it
+// anyway is refused with 409 and the service's message, and changes nothing. Once the
+// operator enabled it, the holder's own disabling offers Enable again.
+func TestWebhookOperatorDisabled(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	b := e.browser(t)
+	csrf := b.signIn(e.key)
+	id, _ := b.addEndpoint(csrf, "https://example.com/hooks")
+	yes, no := true, false
+	if _, err := e.hooks.Update(ctx, event.Actor{ID: "operator"}, "acme", id,
+		webhook.EndpointChange{Disabled: &yes, Reason: "disabled by the operator: it answers 500", ByOperator: true}); err != nil {
+		t.Fatal(err)
+	}
+	ep := b.do("GET", "/dashboard/webhook?id="+id, nil)
+	if !strings.Contains(ep.body, `data-field="state">disabled by the operator<`) || !ep.shows("disabled by the operator: it answers 500") ||
+		!strings.Contains(ep.body, `data-field="operator-disabled"`) || strings.Contains(ep.body, `action="webhook-enable"`) {
+		t.Errorf("the page of the endpoint the operator disabled:\n%s", ep.body)
+	}
+	if r := row(t, b.do("GET", "/dashboard/webhooks", nil), "data-endpoint-id", id); !strings.Contains(r, `data-field="state">disabled by the operator<`) {
+		t.Errorf("the endpoint's row:\n%s", r)
+	}
+	refused := b.do("POST", "/dashboard/webhook-enable", url.Values{"endpoint_id": {id}, "csrf_token": {csrf}})
+	if refused.status != http.StatusConflict || !refused.shows("only the operator can enable it again") {
+		t.Errorf("enabling the endpoint the operator disabled: %d, want 409 with the service's message\n%s", refused.status, refused.body)
+	}
+	if got, _ := e.hooks.Get(ctx, "acme", id); got.Disabled.IsZero() || got.DisabledBy != webhook.DisabledByOperator {
+		t.Errorf("after the refused enabling: %+v", got)
+	}
+	if _, err := e.hooks.Update(ctx, event.Actor{ID: "operator"}, "acme", id, webhook.EndpointChange{Disabled: &no, ByOperator: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.act(csrf, "/dashboard/webhook-disable", url.Values{"endpoint_id": {id}}, id, "disable")
+	ep = b.do("GET", "/dashboard/webhook?id="+id, nil)
+	if !strings.Contains(ep.body, `data-field="state">disabled<`) || !strings.Contains(ep.body, `action="webhook-enable"`) {
+		t.Errorf("the page of the endpoint its holder disabled:\n%s", ep.body)
+	}
+	b.act(csrf, "/dashboard/webhook-enable", url.Values{"endpoint_id": {id}}, id, "enable")
+}

@@ -302,6 +302,11 @@ type Change struct {
 	// to the plan in force, the pending change it dropped; for an EndpointDisabled,
 	// why the endpoint was disabled.
 	Reason string
+	// Cause is, for an EndpointDisabled, what disabled the endpoint, in package
+	// webhook's words: "account" (its account's holder), "operator" (the operator, or
+	// an operator's endpoint's owner), "gone" (it answered 410 Gone) or "failing" (its
+	// deliveries failed for the whole retry schedule); empty for other kinds.
+	Cause string
 	// Before and After are the key's (or a created account's) restrictions before and
 	// after the change, in their plain JSON form; nil where there are none. For the
 	// endpoint kinds, they are the endpoint's settings, {"url", "events"} (events

@@ -80,8 +80,10 @@ func webhookPaths(op func(id, summary string, data map[string]any, status string
 			"get": hook(op("accountWebhook", "One of the account's webhook endpoints", endpoint, "200", "400"), "", one, "404", "503"),
 			"patch": hook(withBody(op("accountUpdateWebhook", "Change a webhook endpoint", endpoint, "200", "400", "413", "429"), updateBody),
 				" Its URL, its event types, or whether it is disabled: a disabled endpoint is given no new deliveries, and enabling it "+
-					"does not send what it missed meanwhile. Disabling alone spends nothing; any other change spends the account's "+
-					"self-service budget, as a change of a key does: beyond it, 429 with Retry-After.", one, "404", "503"),
+					"does not send what it missed meanwhile. An endpoint the operator disabled (disabled_by operator) stays disabled: "+
+					"enabling it is a 409 (conflict) saying that only the operator enables it again, and changes nothing. "+
+					"Disabling alone spends nothing; any other change spends the account's "+
+					"self-service budget, as a change of a key does: beyond it, 429 with Retry-After.", one, "404", "409", "503"),
 			"delete": hook(op("accountDeleteWebhook", "Delete a webhook endpoint", deleted, "200", "400"),
 				" With its deliveries, pending or not.", one, "404", "503"),
 		},

@@ -63,7 +63,10 @@
 // rotation replaced still signs beside the new one for a grace (24 hours by default:
 // data.previous_secret_until). An account has at most 16 endpoints: one more is a 409
 // saying to delete one. A disabled endpoint is given no deliveries, and is refused a
-// test or a resend (409) until it is enabled ("disabled": false). Every change of an
+// test or a resend (409) until it is enabled ("disabled": false). An endpoint the
+// operator disabled (data.disabled_by "operator", with the operator's reason) stays
+// disabled: enabling it is refused (409, conflict) until the operator enables it; the
+// holder may still change, rotate or delete it. Every change of an
 // endpoint is in the audit log, never a secret. Creating, changing, rotating, testing
 // and resending spend the self-service budget as key changes do; deleting and disabling
 // never do. A service that delivers no webhooks answers these routes 404.

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/mgmtapi"
 	"github.com/tollgate-dev/tollgate/internal/openapitest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
@@ -150,6 +151,7 @@ type endpoint struct {
 	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
 	Disabled            bool
 	DisabledReason      *string    `json:"disabled_reason"`
+	DisabledBy          *string    `json:"disabled_by"`
 	LastDeliveredAt     *time.Time `json:"last_delivered_at"`
 }
 
@@ -472,4 +474,56 @@ func TestWebhookBudget(t *testing.T) {
 	want(t, "delete", e.send(e.acme, "DELETE", one, ""), http.StatusOK)
 	e.clock.Advance(time.Hour)
 	want(t, "an hour later", e.send(e.acme, "POST", "/v1/account/webhooks", `{"url":"https://x.example/in"}`), http.StatusCreated)
+}
+
+// TestWebhookOperatorDisabled: an endpoint the operator disabled is shown to its
+// holder as disabled by the operator, with the operator's reason; the holder's
+// enabling is a 409 (conflict) that says only the operator enables it, changes nothing
+// and spends nothing; the holder's own disabling and enabling work as before once the
+// operator enabled it again.
+func TestWebhookOperatorDisabled(t *testing.T) {
+	e := newHookEnv(t, hookOptions{budget: driver.Limit{Rate: 1, Per: time.Hour, Burst: 2}})
+	ep := decode[endpoint](t, e.send(e.acme, "POST", "/v1/account/webhooks", `{"url":"https://x.example/in"}`))
+	one := "/v1/account/webhooks/" + ep.ID
+	hooks := webhook.NewEndpoints(e.store, nil, nil) // the operator's door, on the same store
+	yes, no := true, false
+	if _, err := hooks.Update(t.Context(), event.Actor{ID: audit.Operator}, "acme", ep.ID,
+		webhook.EndpointChange{Disabled: &yes, Reason: "disabled by the operator: abuse", ByOperator: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := decode[endpoint](t, e.send(e.acme, "GET", one, ""))
+	if !got.Disabled || got.DisabledBy == nil || *got.DisabledBy != "operator" || got.DisabledReason == nil || *got.DisabledReason != "disabled by the operator: abuse" {
+		t.Errorf("the endpoint the operator disabled, as its holder sees it: %+v", got)
+	}
+	for range 3 { // more than the budget: the refusal spends nothing
+		a := e.send(e.acme, "PATCH", one, `{"disabled":false}`)
+		want(t, "the holder's enabling", a, http.StatusConflict, "only the operator can enable it again")
+		if a.code != "conflict" {
+			t.Errorf("the holder's enabling: code %q, want conflict", a.code)
+		}
+	}
+	want(t, "the holder's enabling with a change", e.send(e.acme, "PATCH", one, `{"disabled":false,"url":"https://y.example/in"}`),
+		http.StatusConflict, "only the operator")
+	if got := decode[endpoint](t, e.send(e.acme, "GET", one, "")); !got.Disabled || got.URL != "https://x.example/in" {
+		t.Errorf("after the refused enablings: %+v", got)
+	}
+	want(t, "a test", e.send(e.acme, "POST", one+"/test", ""), http.StatusConflict, "only the operator")
+	want(t, "the holder disables it again", e.send(e.acme, "PATCH", one, `{"disabled":true}`), http.StatusOK)
+	if got := decode[endpoint](t, e.send(e.acme, "GET", one, "")); got.DisabledBy == nil || *got.DisabledBy != "operator" {
+		t.Errorf("the holder's disabling took the operator's over: %+v", got)
+	}
+	if _, err := hooks.Update(t.Context(), event.Actor{ID: audit.Operator}, "acme", ep.ID,
+		webhook.EndpointChange{Disabled: &no, ByOperator: true}); err != nil {
+		t.Fatal(err)
+	}
+	a := e.send(e.acme, "PATCH", one, `{"disabled":true}`)
+	want(t, "the holder disables it", a, http.StatusOK)
+	if got := decode[endpoint](t, a); got.DisabledBy == nil || *got.DisabledBy != "account" {
+		t.Errorf("disabled by its holder: %s", a.raw)
+	}
+	a = e.send(e.acme, "PATCH", one, `{"disabled":false}`)
+	want(t, "the holder enables it (within the budget: the refusals spent none)", a, http.StatusOK)
+	if got := decode[endpoint](t, a); got.Disabled || got.DisabledBy != nil {
+		t.Errorf("enabled by its holder: %s", a.raw)
+	}
 }

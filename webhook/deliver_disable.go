@@ -45,7 +45,7 @@ func (d *Deliverer) disable(ctx context.Context, ep Endpoint, cause DisableCause
 			return
 		}
 		change := ep
-		change.Disabled, change.DisabledReason = d.now(), reason
+		change.Disabled, change.DisabledReason, change.DisabledBy = d.now(), reason, DisabledByDelivery
 		stored, err := d.store.UpdateEndpoint(ctx, change)
 		switch {
 		case err == nil:

@@ -30,6 +30,11 @@
 //
 // [New] assembles the three for a service, on its events, wired together: the
 // dispatcher's messages wake the deliverer, an endpoint the deliverer disables is
-// published (and told to the owner's other endpoints), and a deleted account's
-// endpoints are deleted. Each part stays usable on its own.
+// published (and told to the owner's other endpoints, and to the operator's), and a
+// deleted account's endpoints are deleted. Each part stays usable on its own.
+//
+// An endpoint keeps who disabled it ([Endpoint.DisabledBy]): an account's endpoint
+// that the operator disabled stays disabled until the operator enables it, whatever its
+// holder asks ([Endpoints.Update]). An [Endpoint] logged (log/slog) or printed (fmt)
+// never shows its secrets.
 package webhook

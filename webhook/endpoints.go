@@ -196,6 +196,13 @@ type EndpointChange struct {
 	// Endpoint.DisabledReason and recorded in the audit log. Empty is "disabled on
 	// request".
 	Reason string
+	// ByOperator says that the operator makes the change (through the admin API), not
+	// the account's holder: a front door sets it from who authenticated the request,
+	// never from what the request says. It matters for an account's endpoints only
+	// (the operator's own are always changed by the operator): the operator's
+	// disabling is recorded as [DisabledByOperator], which the holder cannot undo, and
+	// the operator may enable an endpoint whoever disabled it.
+	ByOperator bool
 }
 
 // Check returns the refusal of the values of c that [Endpoints.Update] (or, with URL
@@ -220,10 +227,26 @@ func (m *Endpoints) Check(c EndpointChange) error {
 
 // Update changes the endpoint of account with the given id as c says, and returns it,
 // its secrets masked. A change that leaves the endpoint as it is changes nothing and
-// publishes nothing (disabling a disabled endpoint keeps its reason). A change of the
-// URL or the types publishes [event.EndpointUpdated]; disabling, [event.EndpointDisabled];
-// enabling, [event.EndpointEnabled]. A change made while the endpoint changes
-// otherwise (the deliverer disables it) is applied to the endpoint as it then is.
+// publishes nothing. A change of the URL or the types publishes
+// [event.EndpointUpdated]; disabling, [event.EndpointDisabled] (its Cause who disabled
+// it: [DisabledByAccount] or [DisabledByOperator]); enabling, [event.EndpointEnabled].
+// A change made while the endpoint changes otherwise (the deliverer disables it) is
+// applied to the endpoint as it then is.
+//
+// Who disabled an endpoint is kept ([Endpoint.DisabledBy]), and decides who enables it:
+//
+//   - the account's holder disables an enabled endpoint (DisabledByAccount), and
+//     enables one that the holder or the deliverer disabled (or one disabled before
+//     stores kept who did); disabling a disabled endpoint keeps its reason;
+//   - the operator (c.ByOperator, or any change of an operator's own endpoint)
+//     disables an enabled endpoint, and takes over the disabling of one that the
+//     holder or the deliverer disabled: it is then DisabledByOperator, with the
+//     operator's reason, and published again; the operator enables an endpoint
+//     whoever disabled it;
+//   - an account's endpoint DisabledByOperator stays disabled for its holder: the
+//     holder's enabling is refused with a store.ErrConflict whose message says that
+//     only the operator enables it again, and nothing of the change is stored. (The
+//     holder still changes its URL and types, rotates its secret or deletes it.)
 func (m *Endpoints) Update(ctx context.Context, actor event.Actor, account, id string, c EndpointChange) (Endpoint, error) {
 	if c.URL == nil && c.Events == nil && c.Disabled == nil {
 		return Endpoint{}, invalid("give url, events or disabled: the change changes nothing")
@@ -239,7 +262,12 @@ func (m *Endpoints) Update(ctx context.Context, actor event.Actor, account, id s
 	if c.Disabled != nil && *c.Disabled && c.Reason != "" {
 		reason = c.Reason
 	}
-	return m.change(ctx, actor, account, id, func(e *Endpoint, now time.Time) []event.Change {
+	byOperator := c.ByOperator || account == ""
+	by := DisabledByAccount
+	if byOperator {
+		by = DisabledByOperator
+	}
+	return m.change(ctx, actor, account, id, func(e *Endpoint, now time.Time) ([]event.Change, error) {
 		before := *e
 		if c.URL != nil {
 			e.URL = *c.URL
@@ -253,14 +281,19 @@ func (m *Endpoints) Update(ctx context.Context, actor event.Actor, account, id s
 		}
 		switch {
 		case c.Disabled == nil:
-		case *c.Disabled && e.Disabled.IsZero():
-			e.Disabled, e.DisabledReason = now, reason
-			out = append(out, event.Change{Type: event.EndpointDisabled, Reason: reason})
+		case *c.Disabled && (e.Disabled.IsZero() || byOperator && e.DisabledBy != DisabledByOperator):
+			e.Disabled, e.DisabledReason, e.DisabledBy = now, reason, by
+			out = append(out, event.Change{Type: event.EndpointDisabled, Reason: reason, Cause: by})
 		case !*c.Disabled && !e.Disabled.IsZero():
-			e.Disabled, e.DisabledReason = time.Time{}, ""
+			if e.DisabledBy == DisabledByOperator && !byOperator {
+				return nil, &Error{Kind: store.ErrConflict, Message: fmt.Sprintf(
+					"the webhook endpoint %q was disabled by the operator (%s): only the operator can enable it again; ask the service's operator",
+					e.ID, e.DisabledReason)}
+			}
+			e.Disabled, e.DisabledReason, e.DisabledBy = time.Time{}, "", ""
 			out = append(out, event.Change{Type: event.EndpointEnabled})
 		}
-		return out
+		return out, nil
 	})
 }
 
@@ -274,13 +307,13 @@ func (m *Endpoints) RotateSecret(ctx context.Context, actor event.Actor, account
 	if err != nil {
 		return Endpoint{}, &Error{Kind: store.ErrUnavailable, Message: "the service cannot make a secret now; try again shortly", Err: err}
 	}
-	e, err := m.change(ctx, actor, account, id, func(e *Endpoint, now time.Time) []event.Change {
+	e, err := m.change(ctx, actor, account, id, func(e *Endpoint, now time.Time) ([]event.Change, error) {
 		e.PreviousSecret, e.PreviousUntil = "", time.Time{}
 		if m.grace > 0 {
 			e.PreviousSecret, e.PreviousUntil = e.Secret, now.Add(m.grace)
 		}
 		e.Secret = secret
-		return []event.Change{{Type: event.EndpointRotated, Effective: e.PreviousUntil}}
+		return []event.Change{{Type: event.EndpointRotated, Effective: e.PreviousUntil}}, nil
 	})
 	if err != nil {
 		return Endpoint{}, err
@@ -306,20 +339,25 @@ func (m *Endpoints) Delete(ctx context.Context, actor event.Actor, account, id s
 	return nil
 }
 
-// Disabled tells that the service disabled e for reason, by itself: its deliveries
-// failed for the whole retry schedule. It publishes [event.EndpointDisabled] with the
-// actor [audit.Service], for the audit log and the endpoint's owner; it does not change
-// the endpoint, which the deliverer has disabled in the store. Give it to the
-// deliverer as the callback of the endpoints it disables.
-func (m *Endpoints) Disabled(ctx context.Context, e Endpoint, reason string) {
-	m.publish(ctx, event.Actor{ID: audit.Service}, event.Change{Type: event.EndpointDisabled, Reason: reason}, e)
+// Disabled tells that the service disabled an endpoint by itself, as d says: it
+// answered 410 Gone, or its deliveries failed for the whole retry schedule. It
+// publishes [event.EndpointDisabled] with the actor [audit.Service], d's reason, and
+// the cause d.Cause names ("gone" or "failing"), for the audit log and the endpoint's
+// owner (and the operator's endpoints: see [EndpointDisabledData]); it does not change
+// the endpoint, which the deliverer has disabled in the store ([DisabledByDelivery]).
+// Give it to the deliverer as the callback of the endpoints it disables ([New] does).
+func (m *Endpoints) Disabled(ctx context.Context, d DisabledEndpoint) {
+	m.publish(ctx, event.Actor{ID: audit.Service}, event.Change{Type: event.EndpointDisabled, Reason: d.Reason, Cause: d.Cause.String()},
+		Endpoint{ID: d.Endpoint, Account: d.Account, URL: d.URL})
 }
 
 // change reads the endpoint of account with the given id, applies apply to it (which
-// returns the changes it made, to publish, or none), stores it and publishes the
-// changes, made by actor. The update is conditioned on the revision read: when the endpoint changed
-// meanwhile, it is read and changed again, a few times.
-func (m *Endpoints) change(ctx context.Context, actor event.Actor, account, id string, apply func(e *Endpoint, now time.Time) []event.Change) (Endpoint, error) {
+// returns the changes it made, to publish, or none, or the refusal of the change),
+// stores it and publishes the changes, made by actor. The update is conditioned on the
+// revision read: when the endpoint changed meanwhile, it is read and changed again, a
+// few times.
+func (m *Endpoints) change(ctx context.Context, actor event.Actor, account, id string,
+	apply func(e *Endpoint, now time.Time) ([]event.Change, error)) (Endpoint, error) {
 	const attempts = 4
 	for range attempts {
 		e, err := m.endpoint(ctx, account, id)
@@ -327,7 +365,10 @@ func (m *Endpoints) change(ctx context.Context, actor event.Actor, account, id s
 			return Endpoint{}, err
 		}
 		now := m.now()
-		changes := apply(&e, now)
+		changes, err := apply(&e, now)
+		if err != nil {
+			return Endpoint{}, err
+		}
 		if len(changes) == 0 {
 			return masked(e, now), nil
 		}

@@ -120,7 +120,13 @@ func (m *Endpoints) enabled(ctx context.Context, account, id, what string) (Endp
 	if err != nil {
 		return Endpoint{}, err
 	}
-	if !e.Disabled.IsZero() {
+	switch {
+	case e.Disabled.IsZero():
+	case e.DisabledBy == DisabledByOperator && e.Account != "":
+		return Endpoint{}, &Error{Kind: store.ErrConflict, Message: fmt.Sprintf(
+			"the webhook endpoint %q was disabled by the operator (%s): only the operator can enable it again, which it must be before you %s",
+			e.ID, e.DisabledReason, what)}
+	default:
 		return Endpoint{}, &Error{Kind: store.ErrConflict, Message: fmt.Sprintf(
 			"the webhook endpoint %q is disabled (%s): enable it (disabled false) before you %s", e.ID, e.DisabledReason, what)}
 	}

@@ -392,7 +392,8 @@ func TestChanges(t *testing.T) {
 			return err
 		}, []event.Kind{event.EndpointRotated}, ""},
 		{"disabled by the service", func() error {
-			env.m.Disabled(ctx, ep, "the deliveries failed for 3 days")
+			env.m.Disabled(ctx, webhook.DisabledEndpoint{Endpoint: ep.ID, Account: ep.Account, URL: ep.URL,
+				Reason: "the deliveries failed for 3 days", Cause: webhook.DisabledFailing})
 			return nil
 		}, []event.Kind{event.EndpointDisabled}, "the deliveries failed for 3 days"},
 		{"delete", func() error { return env.m.Delete(ctx, holder, "acme", ep.ID) }, []event.Kind{event.EndpointDeleted}, ""},

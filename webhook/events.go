@@ -79,8 +79,9 @@ type Common struct {
 	Account string `json:"account,omitempty"`
 	// Actor is who made the change, for an event someone made: the id of the key
 	// that authenticated it (an account holder's), "operator" or "operator:" and a
-	// name (through the admin API), "host" (the host's own code), or "session:" and a
-	// session's id (a session that names no key). Left out for an event no one made.
+	// name (through the admin API), "host" (the host's own code), "session:" and a
+	// session's id (a session that names no key), or "service" (the service itself: the
+	// deliverer that disabled an endpoint). Left out for an event no one made.
 	Actor string `json:"actor,omitempty"`
 }
 
@@ -250,8 +251,11 @@ type AccountClosedData struct {
 }
 
 // EndpointDisabledData is the data of endpoint.disabled: an endpoint was disabled and
-// is sent nothing more until it is enabled again. It goes to the other endpoints of
-// the endpoint's owner (the account's, or the operator's).
+// is sent nothing more until it is enabled again. An account's endpoint's is sent to
+// the account's other endpoints and to the operator's (which receive every account's
+// events), with the account, so that the operator may act on it; an operator's
+// endpoint's is sent to the operator's other endpoints only, without an account. It
+// tells of that one endpoint only: nothing of another account.
 type EndpointDisabledData struct {
 	Common
 	// Endpoint is the endpoint's id, URL its URL.
@@ -260,6 +264,12 @@ type EndpointDisabledData struct {
 	// Reason says why: its owner disabled it, or its deliveries failed for the whole
 	// retry schedule.
 	Reason string `json:"reason"`
+	// Cause says what disabled it: [DisabledByAccount] ("account": the account's
+	// holder), [DisabledByOperator] ("operator": the operator, who alone enables it
+	// again), "gone" (it answered 410 Gone: [DisabledGone]) or "failing" (its
+	// deliveries failed for the whole retry schedule: [DisabledFailing]). Left out
+	// when the event that made it did not say.
+	Cause string `json:"cause,omitempty"`
 }
 
 func (KeyCreatedData) Type() string         { return KeyCreated }
@@ -362,7 +372,7 @@ func (d AccountClosedData) bounded() Data {
 }
 
 func (d EndpointDisabledData) bounded() Data {
-	d.Common, d.Endpoint = d.Common.bound(), clip(d.Endpoint, MaxIDField)
+	d.Common, d.Endpoint, d.Cause = d.Common.bound(), clip(d.Endpoint, MaxIDField), clip(d.Cause, MaxIDField)
 	d.URL, d.Reason = clip(d.URL, MaxURLField), clip(d.Reason, MaxReasonField)
 	return d
 }

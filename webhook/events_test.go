@@ -50,8 +50,8 @@ func samples() []webhook.Data {
 		webhook.AccountSuspendedData{Common: c(webhook.AccountSuspended, "acme", "operator"), Reason: "payment overdue"},
 		webhook.AccountReactivatedData{Common: c(webhook.AccountReactivated, "acme", "operator"), Reason: "paid"},
 		webhook.AccountClosedData{Common: c(webhook.AccountClosed, "acme", "operator"), Reason: "asked by the customer"},
-		webhook.EndpointDisabledData{Common: c(webhook.EndpointDisabled, "acme", ""), Endpoint: "ep_5k3jq2vt7n4d6sxw2ba3yfmh7q",
-			URL: "https://hooks.example.com/tollgate", Reason: "every attempt failed for 3 days"},
+		webhook.EndpointDisabledData{Common: c(webhook.EndpointDisabled, "acme", "service"), Endpoint: "ep_5k3jq2vt7n4d6sxw2ba3yfmh7q",
+			URL: "https://hooks.example.com/tollgate", Reason: "every attempt failed for 3 days", Cause: "failing"},
 	}
 }
 

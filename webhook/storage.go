@@ -77,8 +77,11 @@ func CheckAccount(account string) error { return checkAccount("account", account
 // CheckEndpoint returns an error wrapping store.ErrInvalid that says what to fix,
 // unless a store can hold e: an ID ([CheckID]), an account of at most [MaxID] bytes,
 // at most [MaxTypes] types, every text valid UTF-8 without NUL bytes
-// (store.CheckText), Created set and every instant in range ([CheckTime]). It does not
-// judge the URL or the secrets: that is the service's work, before it stores them.
+// (store.CheckText), Created set, every instant in range ([CheckTime]), and a
+// DisabledBy that is one of [DisabledByAccount], [DisabledByOperator] and
+// [DisabledByDelivery], or empty, and empty while the endpoint is enabled (Disabled
+// zero). It does not judge the URL or the secrets: that is the service's work, before
+// it stores them.
 func CheckEndpoint(e Endpoint) error {
 	if err := CheckID("endpoint id", e.ID); err != nil {
 		return err
@@ -103,6 +106,9 @@ func CheckEndpoint(e Endpoint) error {
 	}
 	if e.Created.IsZero() {
 		return fmt.Errorf("webhook: endpoint %q has no creation time (Created): %w", e.ID, store.ErrInvalid)
+	}
+	if err := checkDisabledBy(e); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		what string
@@ -318,4 +324,25 @@ func ParseQuery(q Query) (limit int, pos Position, ok bool, err error) {
 		return 0, Position{}, false, ErrBadCursor
 	}
 	return limit, pos, true, nil
+}
+
+// checkDisabledBy refuses an endpoint's DisabledBy that is not one of the values a
+// store holds, or that is set on an endpoint enabled.
+func checkDisabledBy(e Endpoint) error {
+	switch e.DisabledBy {
+	case "":
+		return nil
+	case DisabledByAccount, DisabledByOperator, DisabledByDelivery:
+		if e.Disabled.IsZero() {
+			return fmt.Errorf("webhook: endpoint %q is enabled (Disabled zero) but says who disabled it (DisabledBy %q): clear DisabledBy when you enable it: %w",
+				e.ID, e.DisabledBy, store.ErrInvalid)
+		}
+		return nil
+	}
+	shown := e.DisabledBy
+	if len(shown) > MaxDisabledBy {
+		shown = shown[:MaxDisabledBy] + "..."
+	}
+	return fmt.Errorf("webhook: endpoint %q: DisabledBy %q is none of %q, %q and %q (or empty): %w",
+		e.ID, strings.ToValidUTF8(shown, "?"), DisabledByAccount, DisabledByOperator, DisabledByDelivery, store.ErrInvalid)
 }

@@ -17,7 +17,10 @@ const MaxEndpoints = 16
 // given up), claimed or not. The outbox is bounded by it: a message enqueued for an
 // endpoint that has MaxPending pending deliveries is not delivered to that endpoint, and
 // Enqueue reports the endpoint as dropped (the service counts it and tells the
-// endpoint's owner). A store may be configured with a lower bound (to bound the memory
+// endpoint's owner). The bound is exact in every store, also when enqueues for one
+// endpoint race (those of every account meet at the operator's endpoints): Enqueue
+// never takes an endpoint past it, and drops an endpoint only when it has that many
+// pending (Resend, which it does not hold, may take an endpoint past it). A store may be configured with a lower bound (to bound the memory
 // a dead endpoint holds, or for tests); it then has a method MaxPending() int that
 // returns it, which storetest.TestWebhooks reads.
 const MaxPending = 10000
@@ -66,6 +69,12 @@ type Endpoint struct {
 	// whole retry schedule. A disabled endpoint is given no new deliveries.
 	Disabled       time.Time
 	DisabledReason string
+	// DisabledBy says who disabled it, while it is disabled: [DisabledByAccount],
+	// [DisabledByOperator] or [DisabledByDelivery]; empty while it is enabled, and for
+	// an endpoint disabled before stores kept it (then anyone who may enable it does).
+	// An account's endpoint that the operator disabled stays disabled for the
+	// account's holder: only the operator enables it again ([Endpoints.Update]).
+	DisabledBy string
 	// Created is when the endpoint was created.
 	Created time.Time
 	// LastDelivered is when an attempt to the endpoint last succeeded: the latest
@@ -79,6 +88,25 @@ type Endpoint struct {
 	// [Store.UpdateEndpoint], which takes effect only at the revision it was read at.
 	Revision int64
 }
+
+// Who disabled an endpoint: the values of [Endpoint.DisabledBy], at most
+// [MaxDisabledBy] bytes.
+const (
+	// DisabledByAccount: the account's holder disabled the endpoint (through the
+	// account holders' API or the dashboard). The holder or the operator enables it.
+	DisabledByAccount = "account"
+	// DisabledByOperator: the operator disabled it (through the admin API; an
+	// operator's own endpoint is always disabled by the operator). Only the operator
+	// enables it again: the account's holder is refused.
+	DisabledByOperator = "operator"
+	// DisabledByDelivery: the deliverer disabled it, after it answered 410 Gone or
+	// failed every delivery for the whole retry schedule. Its owner, or the operator,
+	// enables it again once it is fixed.
+	DisabledByDelivery = "delivery"
+)
+
+// MaxDisabledBy is the longest [Endpoint.DisabledBy] a store holds, in bytes.
+const MaxDisabledBy = 16
 
 // A Message is one event as it is delivered: stored once, delivered to each endpoint
 // it was enqueued for.

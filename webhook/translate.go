@@ -79,7 +79,7 @@ func Translate(e event.Event) (Message, bool) {
 	case event.AccountClosed:
 		d = AccountClosedData{Common: common, Reason: c.Reason}
 	case event.EndpointDisabled:
-		d = EndpointDisabledData{Common: common, Endpoint: c.Endpoint, URL: c.URL, Reason: c.Reason}
+		d = EndpointDisabledData{Common: common, Endpoint: c.Endpoint, URL: c.URL, Reason: c.Reason, Cause: c.Cause}
 	}
 	m, err := NewMessage(c.At, d, c.At.Add(ReplayWindow))
 	if err != nil {

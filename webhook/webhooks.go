@@ -103,7 +103,7 @@ type Webhooks struct {
 //   - an endpoint the Deliverer disables (410 Gone, or a whole schedule failed) is told
 //     to [Endpoints.Disabled], which publishes [event.EndpointDisabled] on bus: the
 //     audit log records it, and the Dispatcher makes the endpoint.disabled message for
-//     the owner's other endpoints;
+//     the owner's other endpoints and, for an account's endpoint, the operator's;
 //   - when an account is deleted ([event.AccountDeleted]), its endpoints are deleted
 //     with their deliveries, each published as [event.EndpointDeleted] with the
 //     deletion's actor. The deletion runs on the goroutine that deleted the account,
@@ -154,7 +154,7 @@ func New(s Store, bus *event.Bus, opts *Options) (*Webhooks, error) {
 	}
 	hostOnDisabled := lo.OnDisabled
 	lo.OnDisabled = func(ctx context.Context, e DisabledEndpoint) {
-		w.endpoints.Disabled(ctx, Endpoint{ID: e.Endpoint, Account: e.Account, URL: e.URL}, e.Reason)
+		w.endpoints.Disabled(ctx, e)
 		if hostOnDisabled != nil {
 			hostOnDisabled(ctx, e)
 		}

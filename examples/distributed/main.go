@@ -59,7 +59,7 @@
 //
 // Webhooks: account holders register endpoints at /v1/account/webhooks, operators at
 // /admin/v1/webhooks. The endpoints and the outbox live in PostgreSQL, beside the
-// keys and credits (postgres.WebhookStore, migration 24): PostgreSQL is the durable
+// keys and credits (postgres.WebhookStore, migrations 24 and 26): PostgreSQL is the durable
 // store, so a message enqueued is delivered even if the instance that enqueued it
 // dies. Every instance turns its own events into messages and delivers the outbox:
 // any instance may deliver what another enqueued, each delivery claimed by one at a

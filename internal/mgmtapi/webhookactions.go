@@ -20,8 +20,11 @@ const HolderDisabled = "disabled by the account holder"
 //   - a creation, a change of the URL or the types, enabling, a rotation, a test
 //     message and a resend spend the owner's budget (WebhookOwner.Spend) once judged
 //     valid; deleting and disabling never do, so that an owner may always stop
-//     deliveries; a test or a resend to a disabled endpoint is refused without
-//     spending.
+//     deliveries; a test or a resend to a disabled endpoint, and the holder's
+//     enabling of an endpoint the operator disabled, are refused without spending;
+//   - the operator's changes (WebhookOwner.Operator) are the operator's, whatever the
+//     request says: its disabling of an account's endpoint sticks (see
+//     webhook.Endpoints.Update).
 //
 // Its errors are those of webhook.Endpoints (pass them to [WebhookError]) and those of
 // the budget, [*tollgate.Error] values.
@@ -61,18 +64,35 @@ func (a WebhookActions) Create(ctx context.Context, url string, events []string)
 	return a.Endpoints.Create(ctx, a.Owner.Actor, a.Owner.Account, url, events)
 }
 
-// Update changes the endpoint id as c says (see [webhook.Endpoints.Update]).
+// Update changes the endpoint id as c says (see [webhook.Endpoints.Update]), made by
+// the operator if the owner is (WebhookOwner.Operator), whatever c says. An account's
+// holder enabling an endpoint that the operator disabled is refused
+// (store.ErrConflict), without spending.
 func (a WebhookActions) Update(ctx context.Context, id string, c webhook.EndpointChange) (webhook.Endpoint, error) {
 	if err := a.Endpoints.Check(c); err != nil {
 		return webhook.Endpoint{}, err
 	}
+	c.ByOperator = a.Owner.Operator
 	// Disabling alone spends nothing: an owner may always stop deliveries.
 	if c.URL != nil || c.Events != nil || c.Disabled != nil && !*c.Disabled {
-		if _, err := a.existing(ctx, id); err != nil {
+		e, err := a.Endpoints.Get(ctx, a.Owner.Account, id)
+		if err != nil {
 			return webhook.Endpoint{}, err
+		}
+		if !lockedByOperator(e, c) {
+			if err := a.spend(ctx); err != nil {
+				return webhook.Endpoint{}, err
+			}
 		}
 	}
 	return a.Endpoints.Update(ctx, a.Owner.Actor, a.Owner.Account, id, c)
+}
+
+// lockedByOperator reports whether c asks to enable e, an account's endpoint that the
+// operator disabled, for its holder: Endpoints.Update refuses it.
+func lockedByOperator(e webhook.Endpoint, c webhook.EndpointChange) bool {
+	return c.Disabled != nil && !*c.Disabled && !c.ByOperator && e.Account != "" &&
+		!e.Disabled.IsZero() && e.DisabledBy == webhook.DisabledByOperator
 }
 
 // Delete deletes the endpoint id and its deliveries.

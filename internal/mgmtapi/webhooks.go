@@ -34,10 +34,16 @@ type Webhooks struct {
 	Disabled string
 }
 
-// A WebhookOwner is whose endpoints a request manages.
+// A WebhookOwner is whose endpoints a request manages, and who manages them.
 type WebhookOwner struct {
 	// Account is the account whose endpoints they are; "" for the operator's.
 	Account string
+	// Operator is set when the operator manages them (the admin API), whether they
+	// are the operator's own or an account's: the operator's disabling of an
+	// account's endpoint sticks, and the operator enables an endpoint whoever disabled
+	// it (webhook.EndpointChange.ByOperator). The account holders' API and the
+	// dashboard leave it unset.
+	Operator bool
 	// Actor is who makes the changes.
 	Actor event.Actor
 	// Spend, if set, spends the owner's budget before a request that makes the service
@@ -300,7 +306,7 @@ func EndpointJSON(e webhook.Endpoint) map[string]any {
 		"id": e.ID, "account": Nullable(e.Account), "url": e.URL, "events": orEmpty(e.Types),
 		"secret": e.Secret, "previous_secret": Nullable(e.PreviousSecret), "previous_secret_until": nil,
 		"disabled": !e.Disabled.IsZero(), "disabled_at": nullTime(e.Disabled), "disabled_reason": Nullable(e.DisabledReason),
-		"last_delivered_at": nullTime(e.LastDelivered), "created_at": e.Created.UTC(),
+		"disabled_by": Nullable(e.DisabledBy), "last_delivered_at": nullTime(e.LastDelivered), "created_at": e.Created.UTC(),
 	}
 	if e.PreviousSecret != "" {
 		m["previous_secret_until"] = e.PreviousUntil.UTC()
@@ -365,12 +371,17 @@ func WebhookEndpointSchema(secret string) map[string]any {
 		"disabled_at":           at(nullable("string", "When it was disabled; null while it is enabled.")),
 		"disabled_reason": nullable("string", "Why it was disabled: by its owner, by the operator, or by the service after its deliveries "+
 			"failed for the whole retry schedule; null while it is enabled."),
+		"disabled_by": map[string]any{"type": []string{"string", "null"},
+			"enum": []any{webhook.DisabledByAccount, webhook.DisabledByOperator, webhook.DisabledByDelivery, nil},
+			"description": "Who disabled it: account (its holder), operator (the operator: only the operator enables it again; the holder's enabling is a 409), " +
+				"or delivery (the service, after it answered 410 Gone or its deliveries failed for the whole retry schedule). " +
+				"null while it is enabled, and for an endpoint disabled before the service kept who did."},
 		"last_delivered_at": at(nullable("string", "When an attempt to deliver to it last succeeded (answered with a 2xx status); "+
 			"null before the first.")),
 		"created_at": at(str("When it was created.")),
 	}
 	required := []string{"id", "account", "url", "events", "secret", "previous_secret", "previous_secret_until", "disabled",
-		"disabled_at", "disabled_reason", "last_delivered_at", "created_at"}
+		"disabled_at", "disabled_reason", "disabled_by", "last_delivered_at", "created_at"}
 	return map[string]any{"type": "object", "required": required, "properties": props, "description": "A webhook endpoint."}
 }
 

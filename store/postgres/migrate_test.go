@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // emptyPool returns a pool on a fresh schema that has not been migrated.
@@ -794,5 +795,86 @@ func TestMigrateGrantLotsOpenReservations(t *testing.T) {
 		if err != nil || b.Remaining != c.renewed || b.Granted != c.renewed-c.allowance {
 			t.Errorf("%s at the next renewal: %+v, %v; want %d remaining, %d granted", c.account, b, err, c.renewed, c.renewed-c.allowance)
 		}
+	}
+}
+
+// TestMigrateWebhookShards upgrades a schema of version 25 that holds webhook
+// endpoints with pending deliveries and a success: version 26 keeps each endpoint's
+// count of pending deliveries and its last success (in its shards), says of its
+// endpoints disabled before that nobody knows who disabled them, and an instance of
+// version 25 still creates endpoints, which get their shards.
+func TestMigrateWebhookShards(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 25)
+	ns := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	create25 := `SELECT tollgate_webhook_create_endpoint($1, $2, 'https://example.com/', '{}', 'whsec_x', '', NULL, $3, $4, $5, 16)`
+	steps := []sqlStep{
+		{create25, []any{"ep-op", "", nil, "", ns(0)}},
+		{create25, []any{"ep-a", "acme", ns(time.Minute), "disabled by the account holder", ns(0)}},
+	}
+	for i := range 3 {
+		steps = append(steps, sqlStep{`SELECT tollgate_webhook_enqueue($1, 'key.rotated', 'acme', $2, '\x7b7d', -1, ARRAY['ep-op', 'ep-a'], $2, 10000)`,
+			[]any{fmt.Sprint("m", i), ns(time.Duration(i) * time.Second)}})
+	}
+	steps = append(steps,
+		sqlStep{`UPDATE tollgate_webhook_deliveries SET claim = 'c0' WHERE endpoint_id = 'ep-op' AND message_id = 'm0'`, nil},
+		sqlStep{`SELECT tollgate_webhook_record('ep-op', 'm0', 'c0', 2::smallint, NULL, $1, 200, '')`, []any{ns(time.Hour)}})
+	execSteps(t, pool, steps)
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate from version 25: %v", err)
+	}
+	s, err := postgres.NewWebhookStore(pool, &postgres.WebhookOptions{MaxPending: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := s.Endpoint(ctx, "ep-op")
+	if err != nil || !op.LastDelivered.Equal(t0.Add(time.Hour)) || !op.Disabled.IsZero() {
+		t.Errorf("the operator's endpoint after the upgrade: %+v, %v; want its last success at %v", op, err, t0.Add(time.Hour))
+	}
+	a, err := s.Endpoint(ctx, "ep-a")
+	if err != nil || !a.Disabled.Equal(t0.Add(time.Minute)) || a.DisabledBy != "" || a.DisabledReason != "disabled by the account holder" {
+		t.Errorf("the disabled endpoint after the upgrade: %+v, %v; want it disabled, by nobody known", a, err)
+	}
+	if n, err := s.Pending(ctx); err != nil || n != 5 {
+		t.Errorf("Pending after the upgrade: %d, %v; want 5", n, err)
+	}
+	var shards []int
+	for _, id := range []string{"ep-op", "ep-a"} {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM tollgate_webhook_endpoint_shards WHERE endpoint_id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, n)
+	}
+	if !slices.Equal(shards, []int{16, 4}) {
+		t.Errorf("shards of the operator's and the account's endpoints: %v, want [16 4]", shards)
+	}
+	// ep-a has 3 pending of 4: one more is taken, the next dropped.
+	for i, want := range [][]string{nil, {"ep-a"}} {
+		m := webhook.Message{ID: fmt.Sprint("n", i), Type: "key.rotated", Account: "acme", At: t0, Body: []byte("{}")}
+		if _, dropped, err := s.Enqueue(ctx, m, []string{"ep-a"}, t0); err != nil || !slices.Equal(dropped, want) {
+			t.Errorf("Enqueue %d after the upgrade: dropped %q, %v; want %q", i, dropped, err, want)
+		}
+	}
+	// The deliveries of version 25 are uncounted when they end.
+	ds, err := s.Claim(ctx, t0.Add(2*time.Hour), time.Minute, webhook.MaxClaim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if err := s.Record(ctx, webhook.Outcome{Endpoint: d.Endpoint, Message: d.Message.ID, Claim: d.Claim, State: webhook.Delivered,
+			Attempt: webhook.Attempt{At: t0.Add(2 * time.Hour), Status: 200}}); err != nil {
+			t.Errorf("Record of %s to %s: %v", d.Message.ID, d.Endpoint, err)
+		}
+	}
+	if n, err := s.Pending(ctx); err != nil || len(ds) != 6 || n != 0 {
+		t.Errorf("Pending once the %d deliveries claimed are delivered: %d, %v; want 6 delivered and none pending", len(ds), n, err)
+	}
+	// An instance of version 25 creates an endpoint: it has its shards.
+	execSteps(t, pool, []sqlStep{{create25, []any{"ep-b", "beta", nil, "", ns(0)}}})
+	m := webhook.Message{ID: "b0", Type: "key.rotated", Account: "beta", At: t0, Body: []byte("{}")}
+	if _, dropped, err := s.Enqueue(ctx, m, []string{"ep-b"}, t0); err != nil || len(dropped) != 0 {
+		t.Errorf("Enqueue for an endpoint that version 25 created: dropped %q, %v", dropped, err)
 	}
 }

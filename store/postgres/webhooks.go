@@ -14,14 +14,27 @@ import (
 )
 
 // WebhookStore is the PostgreSQL [webhook.Store]: the webhook endpoints and the outbox,
-// in the tables tollgate_webhook_endpoints, tollgate_webhook_messages and
-// tollgate_webhook_deliveries, shared by every instance on the database. Every method is
-// one round trip: one statement, or one call of a function of migration 24. Claim takes
-// the due deliveries with FOR UPDATE SKIP LOCKED, so that deliverers on any number of
-// instances claim side by side without waiting for each other; an endpoint's pending
-// deliveries are counted in its row, which Enqueue locks to judge the bound. Every
-// change locks the endpoint before its deliveries, so none waits on another in a
-// cycle.
+// in the tables tollgate_webhook_endpoints, tollgate_webhook_endpoint_shards,
+// tollgate_webhook_messages and tollgate_webhook_deliveries, shared by every instance
+// on the database. Every method is one round trip: one statement, or one call of a
+// function of migrations 24 and 26. Claim takes the due deliveries with FOR UPDATE
+// SKIP LOCKED, so that deliverers on any number of instances claim side by side
+// without waiting for each other.
+//
+// An endpoint's pending deliveries and its last success are counted in shards of it
+// (16 for an operator's endpoint, which receives every account's events; 4 for an
+// account's), not in its row: an enqueue, an outcome or a resend holds the endpoint's
+// row only FOR KEY SHARE, which none of them waits on, and writes one shard, so that
+// the enqueues of every account do not wait on each other at the operator's
+// endpoints. The bound, [WebhookStore.MaxPending], is exact nonetheless: an endpoint
+// never has more pending deliveries by Enqueue, and an enqueue is dropped only when
+// the endpoint has that many. Far from the bound, an enqueue holds one shard at random
+// and checks the sum under it (the other enqueues in flight hold the other shards);
+// within a shard count of it, it holds every shard of the endpoint and counts
+// exactly, so that the enqueues near an endpoint's bound wait on each other. (The
+// bound is judged in READ COMMITTED, PostgreSQL's default: give the store a pool or a
+// connection, not a transaction of a stricter isolation.) Every change takes the
+// endpoint before its deliveries and shards, so none waits on another in a cycle.
 //
 // It holds no state besides its DB and options, and is safe for concurrent use when its
 // DB is. Create it with [NewWebhookStore], after [Migrate] has run.
@@ -60,9 +73,11 @@ func NewWebhookStore(db DB, opts *WebhookOptions) (*WebhookStore, error) {
 // MaxPending returns the most deliveries an endpoint may have pending in this store.
 func (s *WebhookStore) MaxPending() int { return s.maxPending }
 
-// The columns of an endpoint, in the order scanEndpoint reads them.
-const endpointColumns = `id, account_id, url, types, secret, previous_secret, previous_until, disabled, disabled_reason, created,
-	last_delivered, revision`
+// The columns of an endpoint as e, in the order scanEndpoint reads them: its last
+// success is the latest of its shards'.
+const endpointColumns = `e.id, e.account_id, e.url, e.types, e.secret, e.previous_secret, e.previous_until, e.disabled,
+	e.disabled_reason, e.disabled_by, e.created,
+	(SELECT max(s.last_delivered) FROM tollgate_webhook_endpoint_shards s WHERE s.endpoint_id = e.id), e.revision`
 
 // scanEndpoint reads an endpoint's columns (endpointColumns).
 func scanEndpoint(row pgx.Row) (webhook.Endpoint, error) {
@@ -72,9 +87,12 @@ func scanEndpoint(row pgx.Row) (webhook.Endpoint, error) {
 		created                                int64
 	)
 	err := row.Scan(&e.ID, &e.Account, &e.URL, &e.Types, &e.Secret, &e.PreviousSecret, &previousUntil, &disabled,
-		&e.DisabledReason, &created, &lastDelivered, &e.Revision)
+		&e.DisabledReason, &e.DisabledBy, &created, &lastDelivered, &e.Revision)
 	if len(e.Types) == 0 {
 		e.Types = nil
+	}
+	if disabled == nil {
+		e.DisabledBy = "" // left by an enabling of an instance of schema version 25
 	}
 	e.PreviousUntil, e.Disabled, e.Created = fromNanos(previousUntil), fromNanos(disabled), time.Unix(0, created).UTC()
 	e.LastDelivered = fromNanos(lastDelivered)
@@ -89,9 +107,9 @@ func (s *WebhookStore) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (
 	}
 	var status int
 	err := s.db.QueryRow(ctx, `SELECT tollgate_webhook_create_endpoint($1::text, $2::text, $3::text, $4::text[], $5::text, $6::text,
-			$7::bigint, $8::bigint, $9::text, $10::bigint, $11::int)`,
+			$7::bigint, $8::bigint, $9::text, $10::bigint, $11::int, $12::text)`,
 		e.ID, e.Account, e.URL, types(e.Types), e.Secret, e.PreviousSecret, nanos(e.PreviousUntil), nanos(e.Disabled),
-		e.DisabledReason, e.Created.UnixNano(), webhook.MaxEndpoints).Scan(&status)
+		e.DisabledReason, e.Created.UnixNano(), webhook.MaxEndpoints, e.DisabledBy).Scan(&status)
 	switch {
 	case err != nil:
 		return webhook.Endpoint{}, wrapErr(ctx, err, "webhook endpoint %q", e.ID)
@@ -104,6 +122,9 @@ func (s *WebhookStore) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (
 		e.Types = nil
 	}
 	e.Created, e.PreviousUntil, e.Disabled = e.Created.UTC(), fromNanos(nanos(e.PreviousUntil)), fromNanos(nanos(e.Disabled))
+	if e.Disabled.IsZero() {
+		e.DisabledBy = ""
+	}
 	return e, nil
 }
 
@@ -112,7 +133,7 @@ func (s *WebhookStore) Endpoint(ctx context.Context, id string) (webhook.Endpoin
 	if err := webhook.CheckID("endpoint id", id); err != nil {
 		return webhook.Endpoint{}, err
 	}
-	e, err := scanEndpoint(s.db.QueryRow(ctx, `SELECT `+endpointColumns+` FROM tollgate_webhook_endpoints WHERE id = $1::text`, id))
+	e, err := scanEndpoint(s.db.QueryRow(ctx, `SELECT `+endpointColumns+` FROM tollgate_webhook_endpoints e WHERE e.id = $1::text`, id))
 	if err != nil {
 		return webhook.Endpoint{}, wrapErr(ctx, err, "webhook endpoint %q", id)
 	}
@@ -124,8 +145,8 @@ func (s *WebhookStore) Endpoints(ctx context.Context, account string) ([]webhook
 	if err := webhook.CheckAccount(account); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, `SELECT `+endpointColumns+` FROM tollgate_webhook_endpoints
-		WHERE account_id = $1::text ORDER BY created, id`, account)
+	rows, err := s.db.Query(ctx, `SELECT `+endpointColumns+` FROM tollgate_webhook_endpoints e
+		WHERE e.account_id = $1::text ORDER BY e.created, e.id`, account)
 	if err != nil {
 		return nil, wrapErr(ctx, err, "webhook endpoints of account %q", account)
 	}
@@ -156,15 +177,17 @@ func (s *WebhookStore) UpdateEndpoint(ctx context.Context, e webhook.Endpoint) (
 	}
 	var updated bool
 	row := s.db.QueryRow(ctx, `WITH u AS (
-			UPDATE tollgate_webhook_endpoints
+			UPDATE tollgate_webhook_endpoints e
 			   SET url = $3::text, types = $4::text[], secret = $5::text, previous_secret = $6::text,
-			       previous_until = $7::bigint, disabled = $8::bigint, disabled_reason = $9::text, revision = revision + 1
-			 WHERE id = $1::text AND revision = $2::bigint
+			       previous_until = $7::bigint, disabled = $8::bigint, disabled_reason = $9::text,
+			       disabled_by = CASE WHEN $8::bigint IS NULL THEN '' ELSE $10::text END, revision = e.revision + 1
+			 WHERE e.id = $1::text AND e.revision = $2::bigint
 			RETURNING `+endpointColumns+`)
-		SELECT true, `+endpointColumns+` FROM u
+		SELECT true, u.* FROM u
 		UNION ALL
-		SELECT false, `+endpointColumns+` FROM tollgate_webhook_endpoints WHERE id = $1::text AND NOT EXISTS (SELECT 1 FROM u)`,
-		e.ID, e.Revision, e.URL, types(e.Types), e.Secret, e.PreviousSecret, nanos(e.PreviousUntil), nanos(e.Disabled), e.DisabledReason)
+		SELECT false, `+endpointColumns+` FROM tollgate_webhook_endpoints e WHERE e.id = $1::text AND NOT EXISTS (SELECT 1 FROM u)`,
+		e.ID, e.Revision, e.URL, types(e.Types), e.Secret, e.PreviousSecret, nanos(e.PreviousUntil), nanos(e.Disabled), e.DisabledReason,
+		e.DisabledBy)
 	got, err := scanEndpoint(updatedRow{row, &updated})
 	switch {
 	case err != nil:
@@ -372,11 +395,11 @@ func (s *WebhookStore) Resend(ctx context.Context, endpoint, message string, now
 	return d, nil
 }
 
-// Pending returns the number of pending deliveries: the sum of the endpoints' counts,
-// in one statement.
+// Pending returns the number of pending deliveries: the sum of the endpoints' shards'
+// counts, in one statement.
 func (s *WebhookStore) Pending(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.db.QueryRow(ctx, `SELECT coalesce(sum(pending), 0)::bigint FROM tollgate_webhook_endpoints`).Scan(&n); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(sum(pending), 0)::bigint FROM tollgate_webhook_endpoint_shards`).Scan(&n); err != nil {
 		return 0, wrapErr(ctx, err, "counting pending webhook deliveries")
 	}
 	return n, nil

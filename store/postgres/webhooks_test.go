@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,9 +27,14 @@ func TestWebhookRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
+	// Three of an account's (4 shards each) and one of the operator's (16 shards).
 	eps := []string{"ep-a", "ep-b", "ep-c", "ep-d"}
 	for _, id := range eps {
-		if _, err := s.CreateEndpoint(ctx, webhook.Endpoint{ID: id, Account: "acme", URL: "https://example.com/", Created: t0}); err != nil {
+		account := "acme"
+		if id == "ep-d" {
+			account = ""
+		}
+		if _, err := s.CreateEndpoint(ctx, webhook.Endpoint{ID: id, Account: account, URL: "https://example.com/", Created: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +101,8 @@ func TestWebhookRace(t *testing.T) {
 	for _, err := range fails {
 		t.Errorf("a change racing the others: %v", err)
 	}
-	rows, err := pool.Query(ctx, `SELECT e.id, e.pending, (SELECT count(*) FROM tollgate_webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 1)
+	rows, err := pool.Query(ctx, `SELECT e.id, (SELECT sum(s.pending) FROM tollgate_webhook_endpoint_shards s WHERE s.endpoint_id = e.id),
+		(SELECT count(*) FROM tollgate_webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 1)
 		FROM tollgate_webhook_endpoints e ORDER BY e.id`)
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +123,67 @@ func TestWebhookRace(t *testing.T) {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWebhookEnqueueNoHotRow: the enqueues of every account name the operator's
+// endpoints, which receive every account's events; an enqueue in flight (its
+// transaction not yet committed) must not hold up the other accounts' enqueues for the
+// same operator's endpoint, as a lock of the endpoint's row until the commit did. One
+// enqueue is left uncommitted; of 32 other accounts' enqueues for the same endpoints,
+// some complete while it is (each waits only if it drew the one shard of the 16 that
+// the uncommitted one holds: that all 32 do has a chance of 16^-32). Then the first
+// commits, and every count is exact.
+func TestWebhookEnqueueNoHotRow(t *testing.T) {
+	pool := newPool(t, 40)
+	s, err := postgres.NewWebhookStore(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := s.CreateEndpoint(ctx, webhook.Endpoint{ID: "ep-operator", URL: "https://ops.example.com/", Created: t0}); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(account string) webhook.Message {
+		return webhook.Message{ID: "msg-" + account, Type: "key.rotated", Account: account, At: t0, Body: []byte("{}")}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	inTx, err := postgres.NewWebhookStore(tx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, dropped, err := inTx.Enqueue(ctx, msg("first"), []string{"ep-operator"}, t0); err != nil || len(dropped) != 0 {
+		t.Fatalf("the enqueue left in flight: dropped %q, %v", dropped, err)
+	}
+	const others = 32
+	var done atomic.Int32
+	var wg sync.WaitGroup
+	for i := range others {
+		wg.Go(func() {
+			_, dropped, err := s.Enqueue(ctx, msg(fmt.Sprint("acct-", i)), []string{"ep-operator"}, t0)
+			if err != nil || len(dropped) != 0 {
+				t.Errorf("the enqueue of account %d: dropped %q, %v", i, dropped, err)
+				return
+			}
+			done.Add(1)
+		})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for done.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if done.Load() == 0 {
+		t.Errorf("no enqueue of another account for the operator's endpoint completed in 30 s while one was in flight: they wait on one row")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if n, err := s.Pending(ctx); err != nil || n != others+1 {
+		t.Errorf("Pending: %d, %v; want %d", n, err, others+1)
 	}
 }

@@ -136,6 +136,9 @@ type whEndpoint struct {
 	PreviousUntil  string   `json:"previous_until,omitempty"`
 	Disabled       string   `json:"disabled,omitempty"`
 	DisabledReason string   `json:"disabled_reason,omitempty"`
+	// DisabledBy is who disabled it; absent while it is enabled, and in the values
+	// stored before it was kept.
+	DisabledBy string `json:"disabled_by,omitempty"`
 }
 
 // endpointFields returns the JSON of e's fields that change.
@@ -145,7 +148,7 @@ func endpointFields(e webhook.Endpoint) string {
 		w.PreviousUntil = t20(e.PreviousUntil)
 	}
 	if !e.Disabled.IsZero() {
-		w.Disabled = t20(e.Disabled)
+		w.Disabled, w.DisabledBy = t20(e.Disabled), e.DisabledBy
 	}
 	b, _ := json.Marshal(w) // strings only: it cannot fail
 	return string(b)
@@ -165,12 +168,16 @@ func parseEndpoint(id, v string) (webhook.Endpoint, error) {
 	if err != nil {
 		return webhook.Endpoint{}, fmt.Errorf("redis: webhook endpoint %q: the stored value: %w: %w", id, store.ErrUnavailable, err)
 	}
-	return webhook.Endpoint{
+	e := webhook.Endpoint{
 		ID: id, Account: f[2], URL: w.URL, Types: w.Types, Secret: w.Secret,
 		PreviousSecret: w.PreviousSecret, PreviousUntil: from20(w.PreviousUntil),
 		Disabled: from20(w.Disabled), DisabledReason: w.DisabledReason,
 		Created: from20(f[1]), LastDelivered: from20(f[3]), Revision: rev,
-	}, nil
+	}
+	if !e.Disabled.IsZero() {
+		e.DisabledBy = w.DisabledBy
+	}
+	return e, nil
 }
 
 // CreateEndpoint stores a new endpoint under its account's bound, in one script.

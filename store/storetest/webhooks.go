@@ -50,6 +50,9 @@ var webhookRows = []behaviour[webhook.Store]{
 	{"EndpointUpdate",
 		"UpdateEndpoint at the stored revision replaces every field but ID, Account and Created and raises the revision by one; at another revision it is store.ErrConflict, for an unknown ID store.ErrNotFound, and changes nothing.",
 		whEndpointUpdate},
+	{"EndpointDisabledBy",
+		"Who disabled an endpoint (DisabledBy) is stored with it, by CreateEndpoint and UpdateEndpoint, read back as stored, and cleared with Disabled; a DisabledBy none of the values, or on an enabled endpoint, is store.ErrInvalid and changes nothing.",
+		whEndpointDisabledBy},
 	{"EndpointConcurrentUpdate",
 		"Of many updates at once at one revision, exactly one is taken; the others are store.ErrConflict.",
 		whEndpointConcurrentUpdate},
@@ -80,6 +83,9 @@ var webhookRows = []behaviour[webhook.Store]{
 	{"EnqueueBoundConcurrent",
 		"Of many messages enqueued at once for an endpoint with room for three, exactly three get a delivery; the endpoint never passes MaxPending.",
 		whEnqueueBoundConcurrent},
+	{"EnqueueBoundManyAccounts",
+		"Of many messages of many accounts enqueued at once, each for its account's endpoint and for an operator's endpoint with room for 40, exactly 40 get a delivery to the operator's, and every account's endpoint gets its own; the operator's never passes MaxPending.",
+		whEnqueueBoundManyAccounts},
 	{"EnqueueAllOrNothing",
 		"An Enqueue refused (text a store cannot hold, a body over MaxBody, a bad endpoint ID, an instant out of range, a canceled context) stores nothing: no delivery, and the ID is still fresh.",
 		whEnqueueAllOrNothing},
@@ -332,7 +338,8 @@ func wantEndpoint(t *testing.T, what string, got, want webhook.Endpoint) {
 	same := got.ID == want.ID && got.Account == want.Account && got.URL == want.URL &&
 		slices.Equal(got.Types, want.Types) && got.Secret == want.Secret && got.PreviousSecret == want.PreviousSecret &&
 		got.PreviousUntil.Equal(want.PreviousUntil) && got.Disabled.Equal(want.Disabled) &&
-		got.DisabledReason == want.DisabledReason && got.Created.Equal(want.Created) && got.LastDelivered.Equal(want.LastDelivered) &&
+		got.DisabledReason == want.DisabledReason && got.DisabledBy == want.DisabledBy && got.Created.Equal(want.Created) &&
+		got.LastDelivered.Equal(want.LastDelivered) &&
 		got.Revision == want.Revision
 	if !same {
 		t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
@@ -383,7 +390,7 @@ func whEndpointCreateRead(t *testing.T, s webhook.Store) {
 	ctx, n := t.Context(), newIDs()
 	e := whEndpoint(n, n.id("a"), "one", time.Second)
 	e.PreviousSecret, e.PreviousUntil = "whsec_b2xkIG9sZCBvbGQ=", at(time.Hour)
-	e.Disabled, e.DisabledReason = at(2*time.Hour), "disabled by its owner ✓"
+	e.Disabled, e.DisabledReason, e.DisabledBy = at(2*time.Hour), "disabled by its owner ✓", webhook.DisabledByOperator
 	e.Revision = 7                  // a creation starts at 1 whatever it says
 	e.LastDelivered = at(time.Hour) // and with no success
 	got := createEndpoint(t, s, e)
@@ -501,6 +508,56 @@ func whEndpointUpdate(t *testing.T, s webhook.Store) {
 	read, err = s.Endpoint(ctx, e.ID)
 	must(t, "Endpoint", err)
 	wantEndpoint(t, "Endpoint after the refused updates", read, v)
+}
+
+func whEndpointDisabledBy(t *testing.T, s webhook.Store) {
+	ctx, n := t.Context(), newIDs()
+	e := whEndpoint(n, n.id("acct"), "one", 0)
+	e.Disabled, e.DisabledReason, e.DisabledBy = at(time.Hour), "answered 410 Gone", webhook.DisabledByDelivery
+	got := createEndpoint(t, s, e)
+	want := e
+	want.Revision = 1
+	wantEndpoint(t, "CreateEndpoint disabled by the deliverer", got, want)
+	for i, step := range []struct {
+		what string
+		by   string
+		when time.Time
+	}{
+		{"taken over by the operator", webhook.DisabledByOperator, at(2 * time.Hour)},
+		{"enabled", "", time.Time{}},
+		{"disabled by the holder", webhook.DisabledByAccount, at(3 * time.Hour)},
+		{"disabled before stores kept who did", "", at(4 * time.Hour)},
+	} {
+		change := want
+		change.Disabled, change.DisabledBy, change.DisabledReason = step.when, step.by, step.what
+		if step.when.IsZero() {
+			change.DisabledReason = ""
+		}
+		got, err := s.UpdateEndpoint(ctx, change)
+		must(t, "UpdateEndpoint: "+step.what, err)
+		want = change
+		want.Revision = int64(i) + 2
+		wantEndpoint(t, "UpdateEndpoint: "+step.what, got, want)
+		read, err := s.Endpoint(ctx, e.ID)
+		must(t, "Endpoint", err)
+		wantEndpoint(t, "Endpoint after "+step.what, read, want)
+	}
+	for _, c := range []struct{ what, by string }{
+		{"none of the values", "the operator"},
+		{"too long", strings.Repeat("o", webhook.MaxDisabledBy+1)},
+	} {
+		bad := want
+		bad.DisabledBy = c.by
+		_, err := s.UpdateEndpoint(ctx, bad)
+		wantErr(t, "UpdateEndpoint with a DisabledBy "+c.what, err, store.ErrInvalid)
+	}
+	bad := want
+	bad.Disabled, bad.DisabledBy = time.Time{}, webhook.DisabledByOperator
+	_, err := s.UpdateEndpoint(ctx, bad)
+	wantErr(t, "UpdateEndpoint enabling with a DisabledBy", err, store.ErrInvalid)
+	read, err := s.Endpoint(ctx, e.ID)
+	must(t, "Endpoint", err)
+	wantEndpoint(t, "Endpoint after the refused updates", read, want)
 }
 
 func whEndpointConcurrentUpdate(t *testing.T, s webhook.Store) {
@@ -808,6 +865,72 @@ func whEnqueueBoundConcurrent(t *testing.T, s webhook.Store) {
 		t.Errorf("%d enqueues at once with room for 3: %d delivered, %d dropped", racers, taken, dropped)
 	}
 	wantPending(t, s, int64(bound), "the race")
+}
+
+func whEnqueueBoundManyAccounts(t *testing.T, s webhook.Store) {
+	const room, accounts, each = 40, 32, 3
+	n := newIDs()
+	bound := maxPending(s)
+	needRoom(t, s, room)
+	op := createEndpoint(t, s, whEndpoint(n, "", "operator", 0)).ID
+	own := make([]string, accounts)
+	for i := range own {
+		own[i] = createEndpoint(t, s, whEndpoint(n, n.id(fmt.Sprint("acct-", i)), fmt.Sprint("own-", i), 0)).ID
+	}
+	fill(t, s, n, op, bound-room, t0)
+	var (
+		mu    sync.Mutex
+		taken int
+		wg    sync.WaitGroup
+	)
+	for i := range accounts {
+		for j := range each {
+			wg.Go(func() {
+				m := whMessage(n, fmt.Sprintf("acct-%d-%d", i, j), 0)
+				m.Account = n.id(fmt.Sprint("acct-", i))
+				fresh, dropped, err := s.Enqueue(t.Context(), m, []string{own[i], op}, t0)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil || !fresh:
+					t.Errorf("Enqueue of account %d: fresh %v, %v", i, fresh, err)
+				case len(dropped) == 0:
+					taken++
+				case !slices.Equal(dropped, []string{op}):
+					t.Errorf("Enqueue of account %d: dropped %q, want none or the operator's %q only", i, dropped, op)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if taken != room {
+		t.Errorf("%d enqueues of %d accounts at once with room for %d at the operator's endpoint: %d delivered to it", accounts*each, accounts, room, taken)
+	}
+	for i, id := range own {
+		if got := len(deliveries(t, s, id, webhook.MaxLimit)); got != each {
+			t.Errorf("account %d's endpoint has %d deliveries, want %d", i, got, each)
+		}
+	}
+	wantPending(t, s, int64(bound+accounts*each), "the race of the accounts")
+	// At the bound: one more is dropped; once one is delivered, the next is taken.
+	if dropped := enqueue(t, s, whMessage(n, "full", 0), t0, op); !slices.Equal(dropped, []string{op}) {
+		t.Errorf("Enqueue at the bound: dropped %q, want %q", dropped, []string{op})
+	}
+	d := claimDue(t, s, t0, webhook.MaxClaim)
+	var mine webhook.Delivery
+	for _, c := range d {
+		if c.Endpoint == op {
+			mine = c
+			break
+		}
+	}
+	if mine.Claim == "" {
+		t.Fatalf("Claim: none of the operator's endpoint's %d deliveries", bound)
+	}
+	record(t, s, outcome(mine, webhook.Failed, t0, 500, "no", time.Time{}))
+	if dropped := enqueue(t, s, whMessage(n, "room", 0), t0, op); len(dropped) != 0 {
+		t.Errorf("Enqueue after one failed: dropped %q, want none", dropped)
+	}
 }
 
 func whEnqueueAllOrNothing(t *testing.T, s webhook.Store) {
@@ -1573,6 +1696,9 @@ func whInvalidValues(t *testing.T, s webhook.Store) {
 		{"no creation time", func(e *webhook.Endpoint) { e.Created = time.Time{} }},
 		{"a creation before 1970", func(e *webhook.Endpoint) { e.Created = time.Unix(-1, 0) }},
 		{"a Disabled after 2262", func(e *webhook.Endpoint) { e.Disabled = time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{"a DisabledBy that is none of the values", func(e *webhook.Endpoint) { e.Disabled, e.DisabledBy = at(0), "owner" }},
+		{"a DisabledBy of invalid UTF-8", func(e *webhook.Endpoint) { e.Disabled, e.DisabledBy = at(0), "\xff" }},
+		{"a DisabledBy while enabled", func(e *webhook.Endpoint) { e.DisabledBy = webhook.DisabledByOperator }},
 	} {
 		e := whEndpoint(n, acct, "bad", 0)
 		c.change(&e)
