@@ -112,6 +112,7 @@ type Metrics struct {
 	collectors []prometheus.Collector
 	account    func(string) string
 	now        func() time.Time
+	since      func(time.Time) time.Duration
 
 	calls       *prometheus.CounterVec   // api, channel, outcome [, account]
 	callSeconds *prometheus.HistogramVec // api, channel
@@ -173,9 +174,11 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 	if len(storeBuckets) == 0 {
 		storeBuckets = DefaultStoreBuckets()
 	}
-	m := &Metrics{reg: reg, account: opts.AccountLabel, now: opts.Now}
+	m := &Metrics{reg: reg, account: opts.AccountLabel, now: opts.Now, since: time.Since}
 	if m.now == nil {
-		m.now = time.Now
+		m.now = time.Now // and time.Since reads the monotonic clock alone
+	} else {
+		m.since = func(t time.Time) time.Duration { return opts.Now().Sub(t) }
 	}
 	withAccount := func(labels ...string) []string {
 		if m.account != nil {

@@ -16,8 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/metrics"
+	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
 
@@ -381,4 +384,34 @@ func httptestGet(t *testing.T, h http.Handler) string {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
 	return rec.Body.String()
+}
+
+// TestAttach checks that Attach subscribes the metrics to the service's events and
+// reads its pending settlements, and that detaching undoes both.
+func TestAttach(t *testing.T) {
+	m, reg := newMetrics(t, nil)
+	plans, err := billing.NewPlans(billing.Plan{Name: "pro", Credits: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	detach := m.Attach(svc)
+	for _, k := range m.Kinds() {
+		if !svc.Events().Wants(k) {
+			t.Errorf("attached, the service tells no one of %s", k)
+		}
+	}
+	compare(t, reg, "tollgate_pending_settlements", "tollgate_pending_settlements 0")
+	detach()
+	for _, k := range m.Kinds() {
+		if svc.Events().Wants(k) {
+			t.Errorf("detached, the service still tells of %s", k)
+		}
+	}
+	compare(t, reg, "tollgate_pending_settlements")
 }

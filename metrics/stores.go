@@ -217,7 +217,7 @@ func (s *opSeries) done(o op, start time.Time, err error) {
 		seconds = &obs
 		s.ops[o].Store(seconds)
 	}
-	(*seconds).Observe(s.m.now().Sub(start).Seconds())
+	(*seconds).Observe(s.m.since(start).Seconds())
 	if err != nil {
 		if kind := failure(err); kind != "" {
 			s.m.storeErrors.WithLabelValues(s.name, opNames[o], kind).Inc()
