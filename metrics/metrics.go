@@ -174,6 +174,13 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 	if len(storeBuckets) == 0 {
 		storeBuckets = DefaultStoreBuckets()
 	}
+	for _, b := range [][]float64{callBuckets, storeBuckets} {
+		for i := 1; i < len(b); i++ {
+			if b[i] <= b[i-1] {
+				return nil, fmt.Errorf("metrics: the buckets %v do not increase: give their upper bounds in increasing order", b)
+			}
+		}
+	}
 	m := &Metrics{reg: reg, account: opts.AccountLabel, now: opts.Now, since: time.Since}
 	if m.now == nil {
 		m.now = time.Now // and time.Since reads the monotonic clock alone

@@ -292,6 +292,9 @@ func TestRegisterTwice(t *testing.T) {
 	if _, err := metrics.New(nil, nil); err == nil {
 		t.Error("New(nil) made metrics")
 	}
+	if _, err := metrics.New(prometheus.NewRegistry(), &metrics.Options{CallBuckets: []float64{1, 0.5}}); err == nil || !strings.Contains(err.Error(), "increasing order") {
+		t.Errorf("buckets that decrease: %v", err)
+	}
 }
 
 // fakeSources implement every source with fixed figures.
