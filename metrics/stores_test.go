@@ -15,7 +15,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -151,20 +150,22 @@ func TestStoreInterfaces(t *testing.T) {
 	}
 
 	// One value in every role, with every optional interface.
-	rs := newRedisStore(t)
-	st = m.Stores(tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs})
-	if any(st.Keys) != any(st.Ledger) || any(st.Ledger) != any(st.Rates) || any(st.Rates) != any(st.Slots) {
-		t.Error("a store in every role is decorated by distinct values")
-	}
-	if got := is(st.Keys); got != "Admitter Sweeper KeyChecker" {
-		t.Errorf("the decorated redis.Store is %q", got)
-	}
-	if w, ok := st.Keys.(driver.Wrapper); !ok || w.Unwrap() != rs {
-		t.Errorf("the decorated redis.Store unwraps to %v", st.Keys)
-	}
-	if _, ok := st.Keys.(idempotency.Store); ok {
-		t.Error("the decorated redis.Store is an idempotency store: decorate it with IdempotencyStore")
-	}
+	t.Run("redis", func(t *testing.T) {
+		rs := newRedisStore(t)
+		st := m.Stores(tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs})
+		if any(st.Keys) != any(st.Ledger) || any(st.Ledger) != any(st.Rates) || any(st.Rates) != any(st.Slots) {
+			t.Error("a store in every role is decorated by distinct values")
+		}
+		if got := is(st.Keys); got != "Admitter Sweeper KeyChecker" {
+			t.Errorf("the decorated redis.Store is %q", got)
+		}
+		if w, ok := st.Keys.(driver.Wrapper); !ok || w.Unwrap() != rs {
+			t.Errorf("the decorated redis.Store unwraps to %v", st.Keys)
+		}
+		if _, ok := st.Keys.(idempotency.Store); ok {
+			t.Error("the decorated redis.Store is an idempotency store: decorate it with IdempotencyStore")
+		}
+	})
 }
 
 // newRedisStore returns a redis.Store on the test Redis under a fresh prefix, on the
@@ -273,5 +274,4 @@ func TestStoreAdmitsInOneStep(t *testing.T) {
 	if got := histogramCount(t, reg, "tollgate_store_operation_duration_seconds", "store", "redis", "operation", "claim"); got != 1 {
 		t.Errorf("claim of the idempotency store: %d operations, want 1", got)
 	}
-	_ = auth.AnyRevision
 }
