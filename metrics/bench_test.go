@@ -2,7 +2,10 @@ package metrics_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/metrics"
+	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -150,41 +154,96 @@ func BenchmarkCallMetricsInterleaved(b *testing.B) {
 // (nil: the real one).
 func interleave(b *testing.B, now func() time.Time) {
 	type variant struct {
-		name   string
 		svc    *tollgate.Service
 		caller tollgate.Caller
-		times  []float64
 	}
-	var vs []*variant
+	var (
+		names []string
+		vs    []variant
+	)
 	for _, v := range []struct {
 		name   string
 		attach int
 		stores bool
 	}{{"none", 0, false}, {"noop", 1, false}, {"events", 2, false}, {"events+stores", 2, true}} {
 		svc, caller := benchServiceAt(b, v.attach, v.stores, now)
-		vs = append(vs, &variant{name: v.name, svc: svc, caller: caller})
+		names, vs = append(names, v.name), append(vs, variant{svc, caller})
 	}
-	const turn = 250
 	ctx := context.Background()
+	byTurns(b, names, 250, func(i int) {
+		if r := vs[i].svc.Call(ctx, vs[i].caller, "hash", nil); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	})
+}
+
+// byTurns calls call(i) for each variant i of names by turns, turn calls a turn, each
+// variant first in its turn in its round, until about b.N calls are made, and reports
+// the median time a call of each variant took over its turns.
+func byTurns(b *testing.B, names []string, turn int, call func(i int)) {
+	times := make([][]float64, len(names))
 	b.ResetTimer()
-	for round := 0; round*turn*len(vs) < b.N; round++ {
-		for i := range vs {
-			v := vs[(round+i)%len(vs)] // each variant first in its turn
+	for round := 0; round*turn*len(names) < b.N; round++ {
+		for k := range names {
+			i := (round + k) % len(names)
 			start := time.Now()
 			for range turn {
-				if r := v.svc.Call(ctx, v.caller, "hash", nil); r.Err != nil {
-					b.Fatal(r.Err)
-				}
+				call(i)
 			}
-			v.times = append(v.times, float64(time.Since(start).Nanoseconds())/turn)
+			times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/float64(turn))
 		}
 	}
 	b.StopTimer()
-	for _, v := range vs {
-		slices.Sort(v.times)
-		b.ReportMetric(v.times[len(v.times)/2], v.name+"-ns/call")
+	for i, name := range names {
+		slices.Sort(times[i])
+		b.ReportMetric(times[i][len(times[i])/2], name+"-ns/call")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRESTMetricsInterleaved measures what the metrics cost a REST call over
+// HTTP (GET /v1/hash of an API that does nothing, through the REST door, on the memory
+// stores, one keep-alive connection): none, the metrics attached, and the metrics
+// attached with the stores decorated, by turns as BenchmarkCallMetricsInterleaved
+// does, on the real clock.
+//
+//	go test -run='^$' -bench=RESTMetricsInterleaved -benchtime=60000x ./metrics/
+func BenchmarkRESTMetricsInterleaved(b *testing.B) {
+	var (
+		names []string
+		urls  []string
+	)
+	for _, v := range []struct {
+		name   string
+		attach int
+		stores bool
+	}{{"none", 0, false}, {"events", 2, false}, {"events+stores", 2, true}} {
+		svc, _ := benchServiceAt(b, v.attach, v.stores, nil)
+		h, err := rest.NewHandler(svc, &rest.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		b.Cleanup(srv.Close)
+		names, urls = append(names, v.name), append(urls, srv.URL+"/v1/hash")
+	}
+	get := func(i int) {
+		req, _ := http.NewRequest(http.MethodGet, urls[i], nil)
+		req.Header.Set("X-Api-Key", acmeKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("GET /v1/hash: %d", resp.StatusCode)
+		}
+	}
+	for i := range urls {
+		get(i) // the connection is open, the series exist
+	}
+	byTurns(b, names, 100, get)
 }
 
 // loop runs f b.N times, on one goroutine or in parallel, reporting allocations.
