@@ -228,6 +228,20 @@ func initializeOnce(t *testing.T, h *harness, key string) (*http.Response, []byt
 	return resp, body, resp.Header.Get("Mcp-Session-Id")
 }
 
+// initializeN starts n sessions with key and returns their ids.
+func initializeN(t *testing.T, h *harness, key string, n int) []string {
+	t.Helper()
+	var sids []string
+	for range n {
+		resp, body, sid := initializeOnce(t, h, key)
+		if resp.StatusCode != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+		}
+		sids = append(sids, sid)
+	}
+	return sids
+}
+
 // waitInitialize sends initialize until it starts a session, failing after a
 // generous deadline: a session's slot is freed by a goroutine that learns of its end.
 func waitInitialize(t *testing.T, h *harness, key, what string) string {
@@ -250,14 +264,7 @@ func waitInitialize(t *testing.T, h *harness, key, what string) string {
 // and the slot a session frees when it ends with DELETE.
 func TestSessionCaps(t *testing.T) {
 	h := newHarness(t, config{mcp: mcp.Options{MaxSessionsPerKey: 3, MaxSessions: 5}})
-	var sids []string
-	for range 3 {
-		resp, body, sid := initializeOnce(t, h, h.key)
-		if resp.StatusCode != http.StatusOK || sid == "" {
-			t.Fatalf("initialize: %d %s", resp.StatusCode, body)
-		}
-		sids = append(sids, sid)
-	}
+	sids := initializeN(t, h, h.key, 3)
 	resp, body, sid := initializeOnce(t, h, h.key)
 	r := wantRPCError(t, resp, body, http.StatusTooManyRequests, mcp.CodeLimited, "7")
 	if sid != "" || r.Error.Data.Code != "too_many_sessions" || !strings.Contains(r.Error.Message, "3 live sessions") || !strings.Contains(r.Error.Message, "DELETE") {
@@ -286,6 +293,29 @@ func TestSessionCaps(t *testing.T) {
 	c.sid = sids[1]
 	if resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("a session under the cap: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestLiveSessions checks the count of live sessions: one per initialize served, one
+// less once a session ends with DELETE (learned by a goroutine: polled).
+func TestLiveSessions(t *testing.T) {
+	h := newHarness(t, config{})
+	if n := h.handler.LiveSessions(); n != 0 {
+		t.Fatalf("before any session: %d live sessions", n)
+	}
+	sids := initializeN(t, h, h.key, 2)
+	if n := h.handler.LiveSessions(); n != 2 {
+		t.Errorf("after two initializes: %d live sessions, want 2", n)
+	}
+	c := h.raw(t, keyHeader(h.key))
+	c.sid = sids[0]
+	if resp, body := c.do(http.MethodDelete, "", nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	for deadline := time.Now().Add(time.Minute); h.handler.LiveSessions() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a DELETE: %d live sessions, want 1", h.handler.LiveSessions())
+		}
 	}
 }
 

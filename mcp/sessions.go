@@ -162,6 +162,19 @@ func (s *sessions) end(id string) {
 	}
 }
 
+// count returns the number of live sessions.
+func (s *sessions) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+// LiveSessions returns the number of MCP sessions the handler holds open now: those
+// initialized and not yet ended (by DELETE, their idle timeout, [Handler.Close], or
+// their key's revocation), for metrics and health checks. Initializations being served
+// are not counted.
+func (h *Handler) LiveSessions() int { return h.sessions.count() }
+
 // version returns the protocol version a live session agreed on.
 func (s *sessions) version(id string) (string, bool) {
 	s.mu.Lock()
