@@ -17,6 +17,7 @@ import (
 // named after it, for each interface it implements:
 //
 //	auth.KeyStore                       KeyStore
+//	auth.KeyStore and auth.KeyExpiries  KeyExpiries
 //	driver.KeyChecker                   KeyChecker (with the KeyStore it must also be)
 //	driver.Ledger (and driver.Sweeper)  Ledger
 //	driver.RateLimiter                  RateLimiter
@@ -62,6 +63,9 @@ var suites = []struct {
 	run  func(t *testing.T, newStore func(*testing.T) any)
 }{
 	{"KeyStore", is[auth.KeyStore], func(t *testing.T, n func(*testing.T) any) { TestKeyStore(t, as[auth.KeyStore](n)) }},
+	{"KeyExpiries", isBoth[auth.KeyStore, auth.KeyExpiries], func(t *testing.T, n func(*testing.T) any) {
+		TestKeyExpiries(t, as[auth.KeyStore](n))
+	}},
 	{"KeyChecker", is[driver.KeyChecker], func(t *testing.T, n func(*testing.T) any) {
 		TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) {
 			s := n(t)
@@ -91,6 +95,9 @@ func is[I any](s any) bool {
 	_, ok := s.(I)
 	return ok
 }
+
+// isBoth reports whether s implements I and J.
+func isBoth[I, J any](s any) bool { return is[I](s) && is[J](s) }
 
 // as returns newStore's stores as I.
 func as[I any](newStore func(*testing.T) any) func(*testing.T) I {
