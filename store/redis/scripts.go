@@ -78,6 +78,8 @@ var (
 	whResendScript    = luaScript("wh_resend.lua")
 	whListScript      = luaScript("wh_list.lua")
 	whPruneScript     = luaScript("wh_prune.lua")
+	whSweepClaim      = luaScript("wh_sweep_claim.lua")
+	whSweepRecord     = luaScript("wh_sweep_record.lua")
 )
 
 // luaScript returns the script of a file of lua/, its includes expanded.
