@@ -12,8 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -48,8 +50,27 @@ type DispatcherOptions struct {
 	// [DefaultRateLimitCooldown].
 	RateLimitCooldown time.Duration
 	// Plans looks up an account's plan for the data of rate_limit.exceeded (its rate
-	// limit) and period.renewed; nil leaves the rate at 0.
+	// limit) and period.renewed, and its periods for the sweep of renewals; nil leaves
+	// the rate at 0.
 	Plans *billing.Plans
+	// Keys is the service's key store (tollgate.Service.Stores().Keys). With it, Run
+	// sweeps the keys whose expiry passes and sends key.expired (see [Dispatcher]); it
+	// must list them (auth.KeyExpiries), as every key store of this module does. Nil
+	// sends no key.expired.
+	Keys auth.KeyStore
+	// Ledger is the service's ledger (tollgate.Service.Stores().Ledger). With it, Keys
+	// and Plans, Run sweeps the accounts and sends period.renewed at each renewal,
+	// also for an account that makes no call (see [Dispatcher]); without it,
+	// period.renewed is sent at an account's first call of a new period.
+	Ledger Balances
+	// SweepInterval is how often Run sweeps the keys and the accounts. Zero is
+	// [DefaultSweepInterval].
+	SweepInterval time.Duration
+	// RenewalBatch is how many accounts one sweep of the accounts reads: a cycle
+	// through every account takes as many sweeps as there are accounts over
+	// RenewalBatch (shared by the instances), and a renewal is sent within one cycle.
+	// Zero is [DefaultRenewalBatch].
+	RenewalBatch int
 	// Queue bounds the messages that calls made and that wait to be enqueued: calls
 	// never wait for the store, and a message that finds the queue full is dropped
 	// and counted ([DispatchStats.Dropped]); the next call past the same threshold
@@ -127,7 +148,8 @@ type Dispatcher struct {
 	now        func() time.Time
 	log        *slog.Logger
 
-	queue chan queued
+	queue  chan queued
+	sweeps sweeper
 
 	// sent holds the ids this instance enqueued, periods the latest period start
 	// (Unix seconds) it saw of each account; calls read them under the read lock.
@@ -174,6 +196,10 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 				return nil, fmt.Errorf("webhook: threshold %d: give a percentage from 1 to 100", t)
 			}
 		}
+	}
+	var err error
+	if d.sweeps, err = newSweeper(&o); err != nil {
+		return nil, err
 	}
 	if d.cooldown < 0 || d.timeout < 0 || o.FlushTimeout < 0 || o.Queue < 0 {
 		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout, FlushTimeout and Queue must not be negative")
@@ -339,9 +365,9 @@ func (d *Dispatcher) refused(e *event.Refusal) {
 }
 
 // renewed queues period.renewed when b is of a later period than the latest this
-// instance saw of the account.
+// instance saw of the account, unless the sweep of the accounts sends it.
 func (d *Dispatcher) renewed(account, plan string, b event.Balance) {
-	if b.PeriodStart.IsZero() {
+	if b.PeriodStart.IsZero() || d.sweeps.balances != nil {
 		return
 	}
 	start := b.PeriodStart.Unix()
@@ -371,9 +397,8 @@ func (d *Dispatcher) renewed(account, plan string, b event.Balance) {
 		return
 	}
 	// What the renewal left: what is left now and what the period's calls used.
-	data := PeriodRenewedData{Common: Common{ID: id, Account: account}, Plan: plan, Allowance: b.Allowance,
-		Remaining: b.Remaining + b.Used, PeriodStart: b.PeriodStart, PeriodEnd: b.PeriodEnd}
-	d.queueData(b.PeriodStart, data, b.PeriodEnd)
+	d.queueData(b.PeriodStart, renewedData(id, account, plan, b.Allowance, b.Remaining+b.Used,
+		billing.Period{Start: b.PeriodStart, End: b.PeriodEnd}), b.PeriodEnd)
 }
 
 // plan looks up a plan by name.
@@ -454,8 +479,17 @@ const enqueueAttempts = 5
 // Run enqueues the queued messages until ctx ends, then those still queued, each
 // within EnqueueTimeout and all within FlushTimeout; once that has passed, or the
 // store failed one, those left are dropped, counted and logged once. A message the
-// store refuses enqueueAttempts times is dropped and logged. It returns ctx's error.
+// store refuses enqueueAttempts times is dropped and logged. With the sweeps on
+// (DispatcherOptions.Keys), it also sweeps ([Dispatcher.Sweep]) at once and then every
+// SweepInterval until ctx ends. It returns ctx's error.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	stop := func() {}
+	if d.sweeps.expiries != nil {
+		stop = every.StartNow(d.sweeps.interval, every.Chore{Do: d.Sweep,
+			Failed: "webhook: a sweep of the expired keys or of the renewed periods failed; the next goes on from where it stopped",
+			Done:   "webhook: sent the events of the keys expired and of the periods renewed",
+		}.Run(d.log))
+	}
 	for ctx.Err() == nil { // before the queue, which select would pick as often
 		select {
 		case q := <-d.queue:
@@ -464,6 +498,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	stop()
 	d.flushQueue(ctx)
 	return ctx.Err()
 }

@@ -453,14 +453,15 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	}
 	// Webhooks: the endpoints and the outbox in PostgreSQL, on the instance's pool, in
 	// the same schema as the other tables; every instance enqueues its events' messages
-	// and delivers the outbox.
+	// and delivers the outbox, and the instances share the sweeps of the keys that
+	// expire and of the accounts' renewals.
 	hookStore, err := postgres.NewWebhookStore(in.pool, nil)
 	if err != nil {
 		in.svc.Close()
 		return nil, err
 	}
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans}}); err != nil {
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger}}); err != nil {
 		in.svc.Close()
 		return nil, err
 	}

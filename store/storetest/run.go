@@ -29,6 +29,9 @@ import (
 //	idempotency.Store                   IdempotencyStore
 //	oauthstore.Store                    OAuthStore
 //	webhook.Store                       Webhooks
+//	auth.KeyStore, auth.KeyExpiries,    WebhookSweeps (the stores of the webhooks'
+//	driver.Ledger and webhook.Store     sweeps in one value; TestWebhookSweeps
+//	                                    takes them as separate values)
 //
 // so that a store's test is one call per store value, and adding an interface to a store
 // adds its suite. Run calls newStore once to learn the interfaces, and then once per
@@ -88,12 +91,23 @@ var suites = []struct {
 	}},
 	{"OAuthStore", is[oauthstore.Store], func(t *testing.T, n func(*testing.T) any) { TestOAuthStore(t, as[oauthstore.Store](n)) }},
 	{"Webhooks", is[webhook.Store], func(t *testing.T, n func(*testing.T) any) { TestWebhooks(t, as[webhook.Store](n)) }},
+	{"WebhookSweeps", isSweepStores, func(t *testing.T, n func(*testing.T) any) {
+		TestWebhookSweeps(t, func(t *testing.T) SweepStores {
+			s := n(t)
+			return SweepStores{Keys: s.(auth.KeyStore), Ledger: s.(driver.Ledger), Webhooks: s.(webhook.Store)}
+		})
+	}},
 }
 
 // is reports whether s implements I.
 func is[I any](s any) bool {
 	_, ok := s.(I)
 	return ok
+}
+
+// isSweepStores reports whether s is every store of the webhooks' sweeps.
+func isSweepStores(s any) bool {
+	return isBoth[auth.KeyStore, auth.KeyExpiries](s) && isBoth[driver.Ledger, webhook.Store](s)
 }
 
 // isBoth reports whether s implements I and J.
