@@ -131,10 +131,26 @@ type DispatchStats struct {
 //     make the next refusal send it again;
 //   - rate_limit.exceeded: a call refused by the rate limit sends it, once per key and
 //     cooldown window;
-//   - period.renewed: the first call of an account in a new period sends it, once per
-//     account and period, when this instance saw a call of the account in an earlier
-//     period (so that an account's first period, and a period whose calls all fell on
-//     an instance that was restarted meanwhile, send none).
+//   - period.renewed, without the sweep of the accounts (below): the first call of an
+//     account in a new period sends it, once per account and period, when this
+//     instance saw a call of the account in an earlier period (so that an account's
+//     first period, and a period whose calls all fell on an instance that was
+//     restarted meanwhile, send none).
+//
+// Given the service's stores (DispatcherOptions.Keys, and Ledger with Plans), Run also
+// sweeps them every SweepInterval ([Dispatcher.Sweep]), one instance at a time, each
+// sweep going on from where the last one stopped, whichever instance made it (a claim
+// in the Store, [Store.ClaimSweep]):
+//
+//   - key.expired: the keys whose expiry passed since the last sweep, used or not, each
+//     once per key and expiry across the instances (its message ID derived from the
+//     key's ID and the expiry), within a sweep interval of the expiry while an instance
+//     runs; a key revoked at or before its expiry gets none;
+//   - period.renewed: the accounts, a RenewalBatch at a time, cycle after cycle; an
+//     account whose period began since the cycle before began (and that is neither
+//     closed nor in its first period) gets it, once per account and period, within a
+//     cycle of the renewal, with its balance read (and renewed) in the new period.
+//     Calls then send none.
 //
 // Each instance also remembers what it enqueued, so that the calls after a threshold
 // do not go to the store again. A Dispatcher is safe for concurrent use.
@@ -569,20 +585,26 @@ func (d *Dispatcher) lost(m Message, err error) {
 // was new, or if retried (an earlier attempt of this Dispatcher failed, and may have
 // stored it: its subscribers are then told of it, maybe as another instance's are).
 func (d *Dispatcher) enqueue(ctx context.Context, m Message, retried bool) error {
+	_, err := d.enqueueFresh(ctx, m, retried)
+	return err
+}
+
+// enqueueFresh is enqueue, and reports whether the store took m anew.
+func (d *Dispatcher) enqueueFresh(ctx context.Context, m Message, retried bool) (fresh bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	targets, err := d.targets(ctx, m)
 	if err != nil {
-		return err
+		return false, err
 	}
 	fresh, dropped, err := d.store.Enqueue(ctx, m, targets, d.now())
 	if err != nil {
-		return err
+		return false, err
 	}
 	d.remember(m.ID)
 	if !fresh && !retried {
 		d.duplicates.Add(1)
-		return nil
+		return false, nil
 	}
 	d.enqueued.Add(1)
 	if len(dropped) > 0 {
@@ -591,7 +613,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, m Message, retried bool) error
 			"type", m.Type, "id", m.ID, "endpoints", dropped)
 	}
 	d.tell(ctx, m)
-	return nil
+	return fresh, nil
 }
 
 // targets returns the ids of the endpoints that want m: the account's and the

@@ -130,11 +130,17 @@ func (d *Dispatcher) sweep(ctx context.Context, name string, do func(ctx context
 	}
 	position, n, err := do(ctx, c.Position, now)
 	if err != nil {
-		// The claim ends with its lease: the next sweep, here or elsewhere, goes on
-		// from the position recorded last.
+		// The position stays where it was, and the claim ends (or, if the store does
+		// not answer, its lease does): the next sweep, here or elsewhere, does this
+		// one's work again, which sends nothing twice.
+		record, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+		d.store.RecordSweep(record, name, c.Claim, c.Position)
 		return n, fmt.Errorf("webhook: the sweep of %s: %w", name, err)
 	}
-	if err := d.store.RecordSweep(context.WithoutCancel(ctx), name, c.Claim, position); err != nil {
+	record, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+	defer cancel()
+	if err := d.store.RecordSweep(record, name, c.Claim, position); err != nil {
 		return n, fmt.Errorf("webhook: the sweep of %s: %w", name, err)
 	}
 	return n, nil
@@ -197,14 +203,11 @@ func (d *Dispatcher) expired(ctx context.Context, e auth.Expiry, now time.Time) 
 
 // enqueueNow enqueues m and returns 1 if the store took it anew.
 func (d *Dispatcher) enqueueNow(ctx context.Context, m Message) (int64, error) {
-	before := d.enqueued.Load()
-	if err := d.enqueue(ctx, m, false); err != nil {
+	fresh, err := d.enqueueFresh(ctx, m, false)
+	if err != nil || !fresh {
 		return 0, err
 	}
-	if d.enqueued.Load() > before {
-		return 1, nil
-	}
-	return 0, nil
+	return 1, nil
 }
 
 // renewalPosition is the position of the sweep of renewals, which reads every account

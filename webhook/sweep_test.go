@@ -290,7 +290,7 @@ func TestSweepPeriodRenewed(t *testing.T) {
 		time.Sleep(time.Hour)
 		d1.Observe(t.Context(), &event.Call{At: time.Now(), Account: "acme", Plan: "pro", Settlement: event.Settled,
 			Balance: event.Balance{Remaining: 1200, Used: 50, Allowance: 1000, PeriodStart: first.Start, PeriodEnd: first.End}})
-		time.Sleep(renewal.Sub(time.Now()) - time.Second)
+		time.Sleep(time.Until(renewal) - time.Second)
 		d1.Observe(t.Context(), &event.Call{At: time.Now(), Account: "acme", Plan: "pro", Settlement: event.Settled,
 			Balance: event.Balance{Remaining: 7, Allowance: 1000, PeriodStart: next.Start, PeriodEnd: next.End}})
 		time.Sleep(2 * interval)
@@ -347,3 +347,55 @@ func TestSweepOptions(t *testing.T) {
 
 // noExpiries is a key store that does not list the keys that expire.
 type noExpiries struct{ auth.KeyStore }
+
+// failingExpiries is a key store whose listing of expiries fails while failing is set.
+type failingExpiries struct {
+	*memory.KeyStore
+	mu      sync.Mutex
+	failing bool
+}
+
+func (f *failingExpiries) ExpiringKeys(ctx context.Context, q auth.ExpiryQuery) (auth.ExpiryPage, error) {
+	f.mu.Lock()
+	failing := f.failing
+	f.mu.Unlock()
+	if failing {
+		return auth.ExpiryPage{}, fmt.Errorf("the key store does not answer")
+	}
+	return f.KeyStore.ExpiringKeys(ctx, q)
+}
+
+// TestSweepFailureRetried: a sweep that fails records nothing and gives its claim
+// back: the next sweep, at once, does its work again.
+func TestSweepFailureRetried(t *testing.T) {
+	w := newSweepWorld(t)
+	keys := &failingExpiries{KeyStore: w.keys}
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	d, err := webhook.NewDispatcher(w.hooks, &webhook.DispatcherOptions{Keys: keys, Now: clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.account(t, "acme", "pro", time.Time{})
+	w.key(t, "acme", "key_ci", start.Add(time.Hour))
+	mu.Lock()
+	now = start.Add(2 * time.Hour)
+	mu.Unlock()
+	keys.failing = true
+	if _, err := d.Sweep(t.Context()); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("Sweep with a failing key store: %v", err)
+	}
+	keys.failing = false
+	if n, err := d.Sweep(t.Context()); err != nil || n != 1 {
+		t.Fatalf("Sweep after the failure: %d, %v; want the key.expired sent", n, err)
+	}
+	if ms, _ := w.sent(t, webhook.KeyExpired); len(ms) != 1 {
+		t.Errorf("%d key.expired, want 1", len(ms))
+	}
+}

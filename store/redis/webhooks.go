@@ -532,7 +532,7 @@ func (s *WebhookStore) ClaimSweep(ctx context.Context, name string, now time.Tim
 		return webhook.SweepClaim{}, false, err
 	}
 	c := webhook.SweepClaim{Claim: rand.Text()}
-	reply, err := s.run(ctx, whSweepClaim, name, c.Claim, t20(now), t20(now.Add(lease)))
+	reply, err := s.run(ctx, whSweepClaimScript, name, c.Claim, t20(now), t20(now.Add(lease)))
 	if errors.Is(err, goredis.Nil) {
 		return webhook.SweepClaim{}, false, nil
 	}
@@ -552,7 +552,7 @@ func (s *WebhookStore) RecordSweep(ctx context.Context, name, claim, position st
 	if err := webhook.CheckSweepRecord(name, claim, position); err != nil {
 		return err
 	}
-	reply, err := s.run(ctx, whSweepRecord, name, claim, position)
+	reply, err := s.run(ctx, whSweepRecordScript, name, claim, position)
 	if err != nil {
 		return fail(ctx, err, "recording webhook sweep %q", name)
 	}
