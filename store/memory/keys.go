@@ -589,10 +589,11 @@ func (s *KeyStore) ExpiringKeys(ctx context.Context, q auth.ExpiryQuery) (auth.E
 			continue
 		}
 		seen[i] = true
-		k := s.key(i)
-		at := auth.ExpiryOf(&k, s.restricted[ref{i: s.keys[i].account}])
-		if q.Expires(k.ID, at, k.RevokedAt) {
-			found = append(found, auth.Expiry{Key: k, At: at})
+		r := &s.keys[i]
+		k := auth.Key{ID: s.keyIDs.at(r.id), Primary: r.primary, Restrictions: s.restricted[ref{key: true, i: i}]}
+		at := auth.ExpiryOf(&k, s.restricted[ref{i: r.account}])
+		if q.Expires(k.ID, at, r.revoked.time()) {
+			found = append(found, auth.Expiry{Key: s.key(i), At: at})
 		}
 	}
 	slices.SortFunc(found, func(a, b auth.Expiry) int {

@@ -73,9 +73,10 @@ func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.A
 		if err != nil {
 			return auth.Account{}, err
 		}
-		m, _ := accountExpiryOf(&a, primary)
-		if err := s.indexExpiries(ctx, m); err != nil {
-			return auth.Account{}, err
+		if m, ok := accountExpiryOf(&a, primary); ok && primary != "" {
+			if err := s.indexExpiries(ctx, m); err != nil {
+				return auth.Account{}, err
+			}
 		}
 	}
 	k := s.account(u.ID)

@@ -280,9 +280,13 @@ func (s *Store) expiriesOfAccount(ctx context.Context, id string) ([]string, err
 	}
 }
 
-// primaryOf returns the id of an account's primary key: the first of korder.
+// primaryOf returns the id of an account's primary key: the first of korder; "" for
+// none.
 func (s *Store) primaryOf(ctx context.Context, account string) (string, error) {
 	id, err := s.c.LIndex(ctx, s.account(account).korder(), 0).Result()
+	if errors.Is(err, goredis.Nil) {
+		return "", nil
+	}
 	if err != nil {
 		return "", fail(ctx, err, "reading the primary key of account %q", account)
 	}
