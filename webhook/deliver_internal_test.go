@@ -328,3 +328,7 @@ func (nopStore) Resend(context.Context, string, string, time.Time) (Delivery, er
 }
 func (nopStore) Pending(context.Context) (int64, error)          { return 0, errNop }
 func (nopStore) Prune(context.Context, time.Time) (int64, error) { return 0, errNop }
+func (nopStore) ClaimSweep(context.Context, string, time.Time, time.Duration) (SweepClaim, bool, error) {
+	return SweepClaim{}, false, errNop
+}
+func (nopStore) RecordSweep(context.Context, string, string, string) error { return errNop }

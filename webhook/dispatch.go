@@ -12,8 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -48,8 +50,27 @@ type DispatcherOptions struct {
 	// [DefaultRateLimitCooldown].
 	RateLimitCooldown time.Duration
 	// Plans looks up an account's plan for the data of rate_limit.exceeded (its rate
-	// limit) and period.renewed; nil leaves the rate at 0.
+	// limit) and period.renewed, and its periods for the sweep of renewals; nil leaves
+	// the rate at 0.
 	Plans *billing.Plans
+	// Keys is the service's key store (tollgate.Service.Stores().Keys). With it, Run
+	// sweeps the keys whose expiry passes and sends key.expired (see [Dispatcher]); it
+	// must list them (auth.KeyExpiries), as every key store of this module does. Nil
+	// sends no key.expired.
+	Keys auth.KeyStore
+	// Ledger is the service's ledger (tollgate.Service.Stores().Ledger). With it, Keys
+	// and Plans, Run sweeps the accounts and sends period.renewed at each renewal,
+	// also for an account that makes no call (see [Dispatcher]); without it,
+	// period.renewed is sent at an account's first call of a new period.
+	Ledger Balances
+	// SweepInterval is how often Run sweeps the keys and the accounts. Zero is
+	// [DefaultSweepInterval].
+	SweepInterval time.Duration
+	// RenewalBatch is how many accounts one sweep of the accounts reads: a cycle
+	// through every account takes as many sweeps as there are accounts over
+	// RenewalBatch (shared by the instances), and a renewal is sent within one cycle.
+	// Zero is [DefaultRenewalBatch].
+	RenewalBatch int
 	// Queue bounds the messages that calls made and that wait to be enqueued: calls
 	// never wait for the store, and a message that finds the queue full is dropped
 	// and counted ([DispatchStats.Dropped]); the next call past the same threshold
@@ -110,10 +131,26 @@ type DispatchStats struct {
 //     make the next refusal send it again;
 //   - rate_limit.exceeded: a call refused by the rate limit sends it, once per key and
 //     cooldown window;
-//   - period.renewed: the first call of an account in a new period sends it, once per
-//     account and period, when this instance saw a call of the account in an earlier
-//     period (so that an account's first period, and a period whose calls all fell on
-//     an instance that was restarted meanwhile, send none).
+//   - period.renewed, without the sweep of the accounts (below): the first call of an
+//     account in a new period sends it, once per account and period, when this
+//     instance saw a call of the account in an earlier period (so that an account's
+//     first period, and a period whose calls all fell on an instance that was
+//     restarted meanwhile, send none).
+//
+// Given the service's stores (DispatcherOptions.Keys, and Ledger with Plans), Run also
+// sweeps them every SweepInterval ([Dispatcher.Sweep]), one instance at a time, each
+// sweep going on from where the last one stopped, whichever instance made it (a claim
+// in the Store, [Store.ClaimSweep]):
+//
+//   - key.expired: the keys whose expiry passed since the last sweep, used or not, each
+//     once per key and expiry across the instances (its message ID derived from the
+//     key's ID and the expiry), within a sweep interval of the expiry while an instance
+//     runs; a key revoked at or before its expiry gets none;
+//   - period.renewed: the accounts, a RenewalBatch at a time, cycle after cycle; an
+//     account whose period began since the cycle before began (and that is neither
+//     closed nor in its first period) gets it, once per account and period, within a
+//     cycle of the renewal, with its balance read (and renewed) in the new period.
+//     Calls then send none.
 //
 // Each instance also remembers what it enqueued, so that the calls after a threshold
 // do not go to the store again. A Dispatcher is safe for concurrent use.
@@ -127,7 +164,8 @@ type Dispatcher struct {
 	now        func() time.Time
 	log        *slog.Logger
 
-	queue chan queued
+	queue  chan queued
+	sweeps sweeper
 
 	// sent holds the ids this instance enqueued, periods the latest period start
 	// (Unix seconds) it saw of each account; calls read them under the read lock.
@@ -174,6 +212,10 @@ func NewDispatcher(s Store, opts *DispatcherOptions) (*Dispatcher, error) {
 				return nil, fmt.Errorf("webhook: threshold %d: give a percentage from 1 to 100", t)
 			}
 		}
+	}
+	var err error
+	if d.sweeps, err = newSweeper(&o); err != nil {
+		return nil, err
 	}
 	if d.cooldown < 0 || d.timeout < 0 || o.FlushTimeout < 0 || o.Queue < 0 {
 		return nil, errors.New("webhook: DispatcherOptions: RateLimitCooldown, EnqueueTimeout, FlushTimeout and Queue must not be negative")
@@ -339,9 +381,9 @@ func (d *Dispatcher) refused(e *event.Refusal) {
 }
 
 // renewed queues period.renewed when b is of a later period than the latest this
-// instance saw of the account.
+// instance saw of the account, unless the sweep of the accounts sends it.
 func (d *Dispatcher) renewed(account, plan string, b event.Balance) {
-	if b.PeriodStart.IsZero() {
+	if b.PeriodStart.IsZero() || d.sweeps.balances != nil {
 		return
 	}
 	start := b.PeriodStart.Unix()
@@ -371,9 +413,8 @@ func (d *Dispatcher) renewed(account, plan string, b event.Balance) {
 		return
 	}
 	// What the renewal left: what is left now and what the period's calls used.
-	data := PeriodRenewedData{Common: Common{ID: id, Account: account}, Plan: plan, Allowance: b.Allowance,
-		Remaining: b.Remaining + b.Used, PeriodStart: b.PeriodStart, PeriodEnd: b.PeriodEnd}
-	d.queueData(b.PeriodStart, data, b.PeriodEnd)
+	d.queueData(b.PeriodStart, renewedData(id, account, plan, b.Allowance, b.Remaining+b.Used,
+		billing.Period{Start: b.PeriodStart, End: b.PeriodEnd}), b.PeriodEnd)
 }
 
 // plan looks up a plan by name.
@@ -454,8 +495,17 @@ const enqueueAttempts = 5
 // Run enqueues the queued messages until ctx ends, then those still queued, each
 // within EnqueueTimeout and all within FlushTimeout; once that has passed, or the
 // store failed one, those left are dropped, counted and logged once. A message the
-// store refuses enqueueAttempts times is dropped and logged. It returns ctx's error.
+// store refuses enqueueAttempts times is dropped and logged. With the sweeps on
+// (DispatcherOptions.Keys), it also sweeps ([Dispatcher.Sweep]) at once and then every
+// SweepInterval until ctx ends. It returns ctx's error.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	stop := func() {}
+	if d.sweeps.expiries != nil {
+		stop = every.StartNow(d.sweeps.interval, every.Chore{Do: d.Sweep,
+			Failed: "webhook: a sweep of the expired keys or of the renewed periods failed; the next goes on from where it stopped",
+			Done:   "webhook: sent the events of the keys expired and of the periods renewed",
+		}.Run(d.log))
+	}
 	for ctx.Err() == nil { // before the queue, which select would pick as often
 		select {
 		case q := <-d.queue:
@@ -464,6 +514,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
+	stop()
 	d.flushQueue(ctx)
 	return ctx.Err()
 }
@@ -534,20 +585,26 @@ func (d *Dispatcher) lost(m Message, err error) {
 // was new, or if retried (an earlier attempt of this Dispatcher failed, and may have
 // stored it: its subscribers are then told of it, maybe as another instance's are).
 func (d *Dispatcher) enqueue(ctx context.Context, m Message, retried bool) error {
+	_, err := d.enqueueFresh(ctx, m, retried)
+	return err
+}
+
+// enqueueFresh is enqueue, and reports whether the store took m anew.
+func (d *Dispatcher) enqueueFresh(ctx context.Context, m Message, retried bool) (fresh bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	targets, err := d.targets(ctx, m)
 	if err != nil {
-		return err
+		return false, err
 	}
 	fresh, dropped, err := d.store.Enqueue(ctx, m, targets, d.now())
 	if err != nil {
-		return err
+		return false, err
 	}
 	d.remember(m.ID)
 	if !fresh && !retried {
 		d.duplicates.Add(1)
-		return nil
+		return false, nil
 	}
 	d.enqueued.Add(1)
 	if len(dropped) > 0 {
@@ -556,7 +613,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, m Message, retried bool) error
 			"type", m.Type, "id", m.ID, "endpoints", dropped)
 	}
 	d.tell(ctx, m)
-	return nil
+	return fresh, nil
 }
 
 // targets returns the ids of the endpoints that want m: the account's and the

@@ -26,7 +26,10 @@
 // destinations are refused) are [Deliverer]'s documentation.
 //
 // A [Dispatcher] turns the service's events into messages in the outbox: calls past a
-// threshold of the allowance, refusals, and the changes [Translate] translates.
+// threshold of the allowance, refusals, and the changes [Translate] translates. Given
+// the service's key store and ledger, it also sweeps them, in turn with the other
+// instances, for what happens with nobody calling: the keys that reach their expiry
+// (key.expired) and the periods that renew (period.renewed).
 //
 // [New] assembles the three for a service, on its events, wired together: the
 // dispatcher's messages wake the deliverer, an endpoint the deliverer disables is

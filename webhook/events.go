@@ -136,12 +136,15 @@ type KeyRevokedData struct {
 }
 
 // KeyExpiredData is the data of key.expired: a key reached the expiry of its
-// restrictions and no longer works.
+// restrictions (a primary key, the earlier of its own and its account's: see
+// auth.KeyExpiries) and no longer works. It is sent once per key and expiry, by the
+// [Dispatcher]'s sweep of the keys, whether or not the key is used; a key revoked at
+// or before its expiry gets none. The message's timestamp is the expiry.
 type KeyExpiredData struct {
 	Common
 	Key  string `json:"key"`
 	Name string `json:"name,omitempty"`
-	// ExpiredAt is the expiry the key reached.
+	// ExpiredAt is the expiry the key reached, to the microsecond.
 	ExpiredAt time.Time `json:"expired_at"`
 }
 
@@ -186,13 +189,18 @@ type CreditsExhaustedData struct {
 }
 
 // PeriodRenewedData is the data of period.renewed: a new billing period began and the
-// allowance renewed.
+// allowance renewed. It is sent once per account and period (not for the account's
+// first period, nor for a closed account): by the [Dispatcher]'s sweep of the
+// accounts, whether or not the account makes calls, or, without the sweep, at the
+// account's first call of the period (see [Dispatcher]). The message's timestamp is
+// the period's start.
 type PeriodRenewedData struct {
 	Common
 	// Plan is the plan in force in the new period.
 	Plan string `json:"plan"`
-	// Allowance is the new period's allowance, Remaining what the account has (the
-	// allowance and the grants that carried over).
+	// Allowance is the new period's allowance, Remaining what the account had at the
+	// renewal (the allowance and the grants that carried over): what its balance
+	// holds when the event is made plus what the period's calls used by then.
 	Allowance int64 `json:"allowance"`
 	Remaining int64 `json:"remaining"`
 	// PeriodStart and PeriodEnd bound the new period.

@@ -36,14 +36,15 @@ func samples() []webhook.Data {
 		webhook.KeyRotatedData{Common: c(webhook.KeyRotated, "acme", "operator"), Key: "key_ci"},
 		webhook.KeyRevokedData{Common: c(webhook.KeyRevoked, "acme", "session:s_7q2x"), Key: "key_ci"},
 		webhook.KeyExpiredData{Common: c(webhook.KeyExpired, "acme", ""), Key: "key_ci", Name: "deploys",
-			ExpiredAt: time.Date(2026, 3, 1, 11, 59, 30, 0, time.UTC)},
+			ExpiredAt: t0}, // the timestamp of key.expired is the expiry
 		webhook.CreditsGrantedData{Common: c(webhook.CreditsGranted, "acme", "operator:alice"), Credits: 5000,
 			Reason: "order 1042", ExpiresAt: time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)},
 		webhook.CreditsLowData{Common: c(webhook.CreditsLow, "acme", ""), Threshold: 80, Allowance: 10000, Used: 8000,
 			Remaining: 2500, PeriodEnd: periodEnd},
 		webhook.CreditsExhaustedData{Common: c(webhook.CreditsExhausted, "acme", ""), Remaining: 0, PeriodEnd: periodEnd},
+		// The timestamp of period.renewed is the renewal: the period's start.
 		webhook.PeriodRenewedData{Common: c(webhook.PeriodRenewed, "acme", ""), Plan: "pro", Allowance: 10000, Remaining: 10500,
-			PeriodStart: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), PeriodEnd: periodEnd},
+			PeriodStart: t0, PeriodEnd: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)},
 		webhook.PlanChangedData{Common: c(webhook.PlanChanged, "acme", "operator"), Plan: "free", PreviousPlan: "pro",
 			EffectiveAt: periodEnd, Scheduled: true},
 		webhook.RateLimitExceededData{Common: c(webhook.RateLimitExceeded, "acme", ""), Key: "key_ci", Plan: "free", RatePerMinute: 60},

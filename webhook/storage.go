@@ -238,6 +238,38 @@ func cutAt(s string, n int) string {
 	return s[:n]
 }
 
+// CheckSweepClaim returns an error wrapping store.ErrInvalid unless name, now and lease
+// are those of a claim of a sweep ([Store.ClaimSweep]): name an ID ([CheckID]), lease
+// positive and now+lease in range.
+func CheckSweepClaim(name string, now time.Time, lease time.Duration) error {
+	if err := CheckID("sweep's name", name); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("webhook: claim of sweep %q with a lease of %v: give a positive lease: %w", name, lease, store.ErrInvalid)
+	}
+	if err := CheckTime("claim's now", now); err != nil {
+		return err
+	}
+	return CheckTime("end of the claim's lease", now.Add(lease))
+}
+
+// CheckSweepRecord returns an error wrapping store.ErrInvalid unless name, claim and
+// position are those of a record of a sweep ([Store.RecordSweep]): name an ID, claim
+// and position text, the position of at most [MaxPosition] bytes.
+func CheckSweepRecord(name, claim, position string) error {
+	if err := CheckID("sweep's name", name); err != nil {
+		return err
+	}
+	if err := store.CheckText("webhook: claim", claim); err != nil {
+		return err
+	}
+	if len(position) > MaxPosition {
+		return fmt.Errorf("webhook: the position of sweep %q has %d bytes, more than %d: %w", name, len(position), MaxPosition, store.ErrInvalid)
+	}
+	return store.CheckText("webhook: sweep's position", position)
+}
+
 // CheckClaim returns an error wrapping store.ErrInvalid unless limit and lease are
 // those of a claim: limit from 1 to [MaxClaim], lease positive and now+lease in range.
 func CheckClaim(now time.Time, lease time.Duration, limit int) error {

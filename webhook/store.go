@@ -329,4 +329,36 @@ type Store interface {
 	// and returns how many deliveries it deleted. Pending deliveries are never pruned.
 	// A message's ID pruned may be enqueued again.
 	Prune(ctx context.Context, before time.Time) (int64, error)
+
+	// ClaimSweep claims the sweep named name (see [SweepClaim]) for one sweeper until
+	// now+lease, unless another claim holds it, and returns the claim with the
+	// position the sweep's last RecordSweep stored ("" before the first). It returns
+	// ok false, and no error, when another claim holds the sweep: one made within its
+	// lease, neither recorded nor claimed again since. A sweep whose lease ended is
+	// claimed anew, whoever held it. name is an ID ([CheckID]) and lease positive;
+	// others are store.ErrInvalid.
+	ClaimSweep(ctx context.Context, name string, now time.Time, lease time.Duration) (c SweepClaim, ok bool, err error)
+	// RecordSweep stores position as the position of the sweep named name and ends
+	// the claim, if the claim still holds the sweep: a claim holds it until it is
+	// recorded or the sweep is claimed again (a RecordSweep after the lease's end,
+	// when nobody claimed the sweep since, is taken). It returns ErrClaimLost,
+	// storing nothing, if the claim no longer holds it. A position is text of at most
+	// [MaxPosition] bytes; another is store.ErrInvalid.
+	RecordSweep(ctx context.Context, name, claim, position string) error
+}
+
+// MaxPosition is the longest position of a sweep a store holds, in bytes.
+const MaxPosition = 1024
+
+// A SweepClaim holds a sweep of the webhooks for one sweeper: a piece of periodic work
+// that every instance may do, once at a time, that goes on from where the last one
+// left it. The Dispatcher's sweeps of expired keys and of renewed periods are named
+// "key.expired" and "period.renewed"; the position is the sweeper's own text, which the
+// store keeps as it is.
+type SweepClaim struct {
+	// Claim is the claim's token, random, for [Store.RecordSweep].
+	Claim string
+	// Position is where the last sweep left off: its RecordSweep's position, "" for
+	// none.
+	Position string
 }

@@ -60,7 +60,9 @@ type Options struct {
 	CleanupTimeout time.Duration
 
 	// Dispatcher holds the settings of the [Dispatcher]: the thresholds of
-	// credits.low, the plans, the queue, the flush.
+	// credits.low, the plans, the queue, the flush, and the stores of its sweeps (give
+	// Keys the service's key store and Ledger its ledger, with Plans, to send
+	// key.expired and period.renewed for the keys and accounts nobody uses).
 	Dispatcher DispatcherOptions
 	// Deliverer holds the settings of the [Deliverer]: the retry schedule, the
 	// timeout, the concurrency, the poll, the retention. Its OnDisabled, if set, is

@@ -522,9 +522,10 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	// Every instance enqueues its events' messages and delivers the outbox.
+	// Every instance enqueues its events' messages and delivers the outbox, and the
+	// instances share the sweeps of the keys that expire and of the accounts' renewals.
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans}}); err != nil {
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger}}); err != nil {
 		in.svc.Close()
 		return nil, err
 	}

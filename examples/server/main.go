@@ -348,10 +348,12 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// service's events into messages, the deliverer posts them (at once, then retried on
 	// the schedule), and the endpoints are managed at /v1/account/webhooks and
 	// /admin/v1/webhooks. -allow-private-fetch lets endpoints be on this machine or its
-	// network, for a receiver run locally. They run until the server has stopped, so that
-	// the last calls' events are enqueued, then the dispatcher flushes its queue.
+	// network, for a receiver run locally. The dispatcher also sweeps the key store for
+	// the keys that expire (key.expired) and the accounts for their renewals
+	// (period.renewed). They run until the server has stopped, so that the last calls'
+	// events are enqueued, then the dispatcher flushes its queue.
 	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
-		Dispatcher: webhook.DispatcherOptions{Plans: plans}}
+		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger}}
 	if c.webhooks != nil {
 		hookOpts.Deliverer = *c.webhooks
 	}

@@ -1,10 +1,13 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +107,7 @@ type ref struct {
 var (
 	_ auth.KeyStore     = (*KeyStore)(nil)
 	_ driver.KeyChecker = (*KeyStore)(nil)
+	_ auth.KeyExpiries  = (*KeyStore)(nil)
 )
 
 // NewKeyStore returns an empty KeyStore.
@@ -549,4 +553,56 @@ func (s *KeyStore) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyS
 		return driver.KeyUnknown, nil // changed since the caller read it
 	}
 	return driver.KeyLive, nil
+}
+
+// ExpiringKeys returns a page of the expiries of keys in q's window (see
+// [auth.KeyExpiries]). It walks the records that have restrictions under the read
+// lock, and sorts those in the window: a memory store's listing costs in proportion
+// to its restricted keys and accounts.
+func (s *KeyStore) ExpiringKeys(ctx context.Context, q auth.ExpiryQuery) (auth.ExpiryPage, error) {
+	if err := ctx.Err(); err != nil {
+		return auth.ExpiryPage{}, err
+	}
+	q, size, err := q.Check()
+	if err != nil {
+		return auth.ExpiryPage{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	// The keys that may expire: those restricted, and the primary keys of the
+	// accounts restricted.
+	seen := map[uint32]bool{}
+	var found []auth.Expiry
+	for rf, r := range s.restricted {
+		if r.ExpiresAt().IsZero() {
+			continue
+		}
+		i := rf.i
+		if !rf.key {
+			first := s.accounts[i].first
+			if first == 0 || !s.keys[first-1].primary {
+				continue
+			}
+			i = first - 1
+		}
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		r := &s.keys[i]
+		k := auth.Key{ID: s.keyIDs.at(r.id), Primary: r.primary, Restrictions: s.restricted[ref{key: true, i: i}]}
+		at := auth.ExpiryOf(&k, s.restricted[ref{i: r.account}])
+		if q.Expires(k.ID, at, r.revoked.time()) {
+			found = append(found, auth.Expiry{Key: s.key(i), At: at})
+		}
+	}
+	slices.SortFunc(found, func(a, b auth.Expiry) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Key.ID, b.Key.ID))
+	})
+	page := auth.ExpiryPage{Expiries: found[:min(size, len(found))]}
+	if len(found) > size {
+		last := page.Expiries[size-1]
+		page.Next = auth.ExpiryCursor{At: last.At, Key: last.Key.ID}
+	}
+	return page, nil
 }

@@ -31,6 +31,11 @@ func TestStores(t *testing.T) {
 	storetest.Run(t, func(*testing.T) any { return memory.NewOAuthStore() })
 	storetest.Run(t, func(*testing.T) any { return memory.NewWebhookStore() })
 	storetest.Run(t, func(*testing.T) any { return new(memory.WebhookStore) }) // the zero value
+	t.Run("WebhookSweeps", func(t *testing.T) {
+		storetest.TestWebhookSweeps(t, func(*testing.T) storetest.SweepStores {
+			return storetest.SweepStores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil), Webhooks: memory.NewWebhookStore()}
+		})
+	})
 }
 
 // TestLedgerRememberWindow documents the memory ledger's own limit on idempotency. Each

@@ -22,6 +22,13 @@ type WebhookStore struct {
 	endpoints map[string]*whEndpoint
 	messages  map[string]*whMessage
 	pending   map[whKey]*whDelivery // the pending deliveries of every endpoint
+	sweeps    map[string]*whSweep
+}
+
+// A whSweep is a sweep: its position, and the claim that holds it until held.
+type whSweep struct {
+	position, claim string
+	held            time.Time
 }
 
 // A whEndpoint is an endpoint with its deliveries, by message ID, and the number of
@@ -68,6 +75,7 @@ func (s *WebhookStore) lock() {
 		s.endpoints = make(map[string]*whEndpoint)
 		s.messages = make(map[string]*whMessage)
 		s.pending = make(map[whKey]*whDelivery)
+		s.sweeps = make(map[string]*whSweep)
 	}
 }
 
@@ -435,4 +443,45 @@ func utc(t time.Time) time.Time {
 		return t
 	}
 	return t.UTC()
+}
+
+// ClaimSweep claims a sweep unless a claim within its lease holds it (see
+// [webhook.Store]).
+func (s *WebhookStore) ClaimSweep(ctx context.Context, name string, now time.Time, lease time.Duration) (webhook.SweepClaim, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return webhook.SweepClaim{}, false, err
+	}
+	if err := webhook.CheckSweepClaim(name, now, lease); err != nil {
+		return webhook.SweepClaim{}, false, err
+	}
+	s.lock()
+	defer s.mu.Unlock()
+	sw := s.sweeps[name]
+	if sw == nil {
+		sw = &whSweep{}
+		s.sweeps[name] = sw
+	}
+	if sw.claim != "" && now.Before(sw.held) {
+		return webhook.SweepClaim{}, false, nil
+	}
+	sw.claim, sw.held = rand.Text(), now.Add(lease)
+	return webhook.SweepClaim{Claim: sw.claim, Position: sw.position}, true, nil
+}
+
+// RecordSweep stores a sweep's position and ends its claim, if the claim holds it.
+func (s *WebhookStore) RecordSweep(ctx context.Context, name, claim, position string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := webhook.CheckSweepRecord(name, claim, position); err != nil {
+		return err
+	}
+	s.lock()
+	defer s.mu.Unlock()
+	sw := s.sweeps[name]
+	if sw == nil || sw.claim == "" || sw.claim != claim {
+		return fmt.Errorf("memory: sweep %q: %w", name, webhook.ErrClaimLost)
+	}
+	sw.position, sw.claim, sw.held = position, "", time.Time{}
+	return nil
 }

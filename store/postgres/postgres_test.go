@@ -103,6 +103,23 @@ func runStores(t *testing.T, newPool func(t *testing.T, maxConns int32) *pgxpool
 	}))
 }
 
+// TestWebhookSweeps runs the sweeps of the webhooks by two instances on a Store and a
+// WebhookStore of one pool.
+func TestWebhookSweeps(t *testing.T) {
+	storetest.TestWebhookSweeps(t, func(t *testing.T) storetest.SweepStores {
+		pool := newPool(t, 16)
+		s, err := postgres.New(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks, err := postgres.NewWebhookStore(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.SweepStores{Keys: s, Ledger: s, Webhooks: hooks}
+	})
+}
+
 // on returns a function that makes a store with newStore on a pool of maxConns
 // connections from newPool.
 func on[S any](newPool func(t *testing.T, maxConns int32) *pgxpool.Pool, maxConns int32, newStore func(postgres.DB) (S, error)) func(*testing.T) any {

@@ -63,6 +63,7 @@ const MaxShards = 1024
 // Interface guards.
 var (
 	_ auth.KeyStore             = (*Store)(nil)
+	_ auth.KeyExpiries          = (*Store)(nil)
 	_ driver.Ledger             = (*Store)(nil)
 	_ driver.RateLimiter        = (*Store)(nil)
 	_ driver.ConcurrencyLimiter = (*Store)(nil)

@@ -444,3 +444,41 @@ func types(ts []string) []string {
 	}
 	return ts
 }
+
+// ClaimSweep claims a sweep unless a claim within its lease holds it, in one
+// statement: an insert of the sweep's row, or an update of it when no claim holds it.
+func (s *WebhookStore) ClaimSweep(ctx context.Context, name string, now time.Time, lease time.Duration) (webhook.SweepClaim, bool, error) {
+	if err := webhook.CheckSweepClaim(name, now, lease); err != nil {
+		return webhook.SweepClaim{}, false, err
+	}
+	c := webhook.SweepClaim{Claim: rand.Text()}
+	err := s.db.QueryRow(ctx, `
+		INSERT INTO tollgate_webhook_sweeps AS s (name, claim, held_until) VALUES ($1::text, $2::text, $3::bigint)
+		ON CONFLICT (name) DO UPDATE SET claim = $2::text, held_until = $3::bigint
+		 WHERE s.claim IS NULL OR s.held_until <= $4::bigint
+		RETURNING s.position`, name, c.Claim, now.Add(lease).UnixNano(), now.UnixNano()).Scan(&c.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return webhook.SweepClaim{}, false, nil
+	}
+	if err != nil {
+		return webhook.SweepClaim{}, false, wrapErr(ctx, err, "claiming webhook sweep %q", name)
+	}
+	return c, true, nil
+}
+
+// RecordSweep stores a sweep's position and ends its claim, if the claim holds it, in
+// one statement.
+func (s *WebhookStore) RecordSweep(ctx context.Context, name, claim, position string) error {
+	if err := webhook.CheckSweepRecord(name, claim, position); err != nil {
+		return err
+	}
+	tag, err := s.db.Exec(ctx, `UPDATE tollgate_webhook_sweeps SET position = $3::text, claim = NULL, held_until = NULL
+		WHERE name = $1::text AND claim = $2::text`, name, claim, position)
+	if err != nil {
+		return wrapErr(ctx, err, "recording webhook sweep %q", name)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: sweep %q: %w", name, webhook.ErrClaimLost)
+	}
+	return nil
+}

@@ -67,6 +67,18 @@ func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.A
 	if err != nil {
 		return auth.Account{}, fmt.Errorf("redis: account %q: %w", u.ID, err)
 	}
+	if e := a.Restrictions.ExpiresAt(); !e.IsZero() && !e.Equal(old.Restrictions.ExpiresAt()) {
+		// The entry of the old expiry stays: the listing deletes it when it passes it.
+		primary, err := s.primaryOf(ctx, u.ID)
+		if err != nil {
+			return auth.Account{}, err
+		}
+		if m, ok := accountExpiryOf(&a, primary); ok && primary != "" {
+			if err := s.indexExpiries(ctx, m); err != nil {
+				return auth.Account{}, err
+			}
+		}
+	}
 	k := s.account(u.ID)
 	reply, err := s.run(ctx, updateAccountScript, []string{k.record(), k.keys()}, strconv.FormatInt(u.Revision, 10), string(rec))
 	if err != nil {
@@ -233,7 +245,7 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 		return fail(ctx, err, "deleting account %q", id)
 	}
 	r := asSlice(reply)
-	if len(r) == 0 || len(r)%2 != 1 {
+	if len(r) == 0 || len(r)%3 != 1 {
 		return errReply("delete account", reply)
 	}
 	switch asInt(r[0]) {
@@ -246,13 +258,21 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 	default:
 		return errReply("delete account", reply)
 	}
-	var revoked []any
-	for i := 1; i+1 < len(r); i += 2 {
+	var revoked, recs []any
+	for i := 1; i+2 < len(r); i += 3 {
 		keyID, h := asString(r[i]), asString(r[i+1])
 		s.withdraw(ctx, s.keyIDIndex(keyID), id)
 		s.withdraw(ctx, s.prefix+":h:"+h, hashRef(id, keyID))
 		revoked = append(revoked, hashRef(id, keyID))
+		recs = append(recs, r[i], r[i+2])
 	}
+	expiries := expiriesOfRecords(id, recs)
+	if len(r) > 1 {
+		if m, ok := accountExpiryOf(&a, asString(r[1])); ok { // the primary key is the first
+			expiries = append(expiries, m)
+		}
+	}
+	s.unindexExpiries(ctx, expiries...)
 	if len(revoked) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -262,10 +282,11 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 }
 
 // IndexAccounts adds every account to the index of account ids that Accounts reads,
-// and returns how many accounts it found. Accounts created by this package add
-// themselves; those created by a release from before the index (which Accounts does
-// not list) are added by running IndexAccounts once, after every instance runs this
-// release. It scans the keys of the Store's prefix (SCAN, on every master of a
+// and the expiries of every account and key to the index of expiries that
+// ExpiringKeys reads, and returns how many accounts it found. Accounts and keys
+// created by this package add themselves; those created by a release from before an
+// index (which Accounts, or ExpiringKeys, does not list) are added by running
+// IndexAccounts once, after every instance runs this release. It scans the keys of the Store's prefix (SCAN, on every master of a
 // Cluster), so it takes time in proportion to every key the prefix holds; running it
 // again, or while accounts are created and deleted, is safe.
 func (s *Store) IndexAccounts(ctx context.Context) (int64, error) {
@@ -276,6 +297,16 @@ func (s *Store) IndexAccounts(ctx context.Context) (int64, error) {
 		flush := func() error {
 			for _, id := range ids {
 				if err := s.indexAccount(ctx, id); err != nil {
+					return err
+				}
+				expiries, err := s.expiriesOfAccount(ctx, id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue // deleted meanwhile
+				}
+				if err != nil {
+					return err
+				}
+				if err := s.indexExpiries(ctx, expiries...); err != nil {
 					return err
 				}
 			}

@@ -23,7 +23,7 @@ var Scripts = map[string]*goredis.Script{
 	"whCreate": whCreateScript, "whUpdate": whUpdateScript, "whDelete": whDeleteScript,
 	"whEndpoints": whEndpointsScript, "whEnqueue": whEnqueueScript, "whClaim": whClaimScript,
 	"whRecord": whRecordScript, "whResend": whResendScript, "whList": whListScript,
-	"whPrune": whPruneScript,
+	"whPrune": whPruneScript, "whSweepClaim": whSweepClaimScript, "whSweepRecord": whSweepRecordScript,
 }
 
 // LuaFiles returns the files of lua/, each with its text as written (includes not

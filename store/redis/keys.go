@@ -212,16 +212,28 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 		undo()
 		return err
 	}
+	var expiries []string
+	if m, ok := keyExpiry(&primary); ok {
+		expiries = append(expiries, m)
+	}
+	if m, ok := accountExpiryOf(&account, primary.ID); ok {
+		expiries = append(expiries, m)
+	}
+	if err := s.indexExpiries(ctx, expiries...); err != nil {
+		undo()
+		return err
+	}
 	a := s.account(account.ID)
 	st, err := s.run(ctx, createAccountScript, []string{a.record(), a.keys(), a.korder()},
 		string(arec), primary.ID, primary.Hash.String(), krec)
 	if err != nil {
-		// The outcome is unknown: the claims and the index entry stay (if the record
+		// The outcome is unknown: the claims and the index entries stay (if the record
 		// was not written, they refer to nothing and resolve nothing).
 		return fail(ctx, err, "creating account %q", account.ID)
 	}
 	if asInt(st) == stConflict {
 		undo()
+		s.unindexExpiries(ctx, expiries...)
 		return fmt.Errorf("redis: account %q: %w", account.ID, store.ErrConflict)
 	}
 	s.reindexAccount(ctx, account.ID)
@@ -260,6 +272,17 @@ func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit
 	undo, err := s.claim(ctx, key)
 	if err != nil {
 		return err
+	}
+	if m, ok := keyExpiry(&key); ok {
+		if err := s.indexExpiries(ctx, m); err != nil {
+			undo()
+			return err
+		}
+		claimed := undo
+		undo = func() {
+			claimed()
+			s.unindexExpiries(ctx, m)
+		}
 	}
 	since := "-inf"
 	if !limit.RevokedSince.IsZero() {
@@ -396,12 +419,15 @@ func (s *Store) pruneAccount(ctx context.Context, acct, cut string) (int64, erro
 		return 0, fail(ctx, err, "pruning the keys of account %q", acct)
 	}
 	r := asSlice(reply)
-	for i := 0; i+1 < len(r); i += 2 {
+	var recs []any
+	for i := 0; i+2 < len(r); i += 3 {
 		id, h := asString(r[i]), asString(r[i+1])
 		s.withdraw(ctx, s.keyIDIndex(id), acct)
 		s.withdraw(ctx, s.prefix+":h:"+h, hashRef(acct, id))
+		recs = append(recs, r[i], r[i+2])
 	}
-	return int64(len(r) / 2), nil
+	s.unindexExpiries(ctx, expiriesOfRecords(acct, recs)...)
+	return int64(len(r) / 3), nil
 }
 
 func anySlice(ss []string) []any {
@@ -655,7 +681,14 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 	if err != nil {
 		return auth.Key{}, err
 	}
+	before, _ := keyExpiry(&old)
 	old.Name, old.Restrictions = u.Name, u.Restrictions
+	if m, ok := keyExpiry(&old); ok && m != before {
+		// The entry of the old expiry stays: the listing deletes it when it passes it.
+		if err := s.indexExpiries(ctx, m); err != nil {
+			return auth.Key{}, err
+		}
+	}
 	rec, err := encodeKey(old)
 	if err != nil {
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", u.ID, err)

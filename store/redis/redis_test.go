@@ -155,6 +155,15 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) any { return newWebhookStore(t, client(t), storetest.MinPendingBound) })
 }
 
+// TestWebhookSweeps runs the sweeps of the webhooks by two instances on a Store and a
+// WebhookStore of one Redis.
+func TestWebhookSweeps(t *testing.T) {
+	storetest.TestWebhookSweeps(t, func(t *testing.T) storetest.SweepStores {
+		s := newStore(t, nil)
+		return storetest.SweepStores{Keys: s, Ledger: s, Webhooks: newWebhookStore(t, client(t), 0)}
+	})
+}
+
 // newWebhookStore returns a WebhookStore on c under a fresh prefix, with a bound of
 // maxPending pending deliveries per endpoint (0 for the default).
 func newWebhookStore(t testing.TB, c goredis.UniversalClient, maxPending int) *redis.WebhookStore {

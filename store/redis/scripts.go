@@ -68,16 +68,18 @@ var (
 	idemCloseScript     = luaScript("idem_close.lua")
 
 	// The webhook outbox's (see WebhookStore and lua/lib_wh.lua).
-	whCreateScript    = luaScript("wh_create.lua")
-	whUpdateScript    = luaScript("wh_update.lua")
-	whDeleteScript    = luaScript("wh_delete.lua")
-	whEndpointsScript = luaScript("wh_endpoints.lua")
-	whEnqueueScript   = luaScript("wh_enqueue.lua")
-	whClaimScript     = luaScript("wh_claim.lua")
-	whRecordScript    = luaScript("wh_record.lua")
-	whResendScript    = luaScript("wh_resend.lua")
-	whListScript      = luaScript("wh_list.lua")
-	whPruneScript     = luaScript("wh_prune.lua")
+	whCreateScript      = luaScript("wh_create.lua")
+	whUpdateScript      = luaScript("wh_update.lua")
+	whDeleteScript      = luaScript("wh_delete.lua")
+	whEndpointsScript   = luaScript("wh_endpoints.lua")
+	whEnqueueScript     = luaScript("wh_enqueue.lua")
+	whClaimScript       = luaScript("wh_claim.lua")
+	whRecordScript      = luaScript("wh_record.lua")
+	whResendScript      = luaScript("wh_resend.lua")
+	whListScript        = luaScript("wh_list.lua")
+	whPruneScript       = luaScript("wh_prune.lua")
+	whSweepClaimScript  = luaScript("wh_sweep_claim.lua")
+	whSweepRecordScript = luaScript("wh_sweep_record.lua")
 )
 
 // luaScript returns the script of a file of lua/, its includes expanded.

@@ -219,6 +219,8 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 	// for accounts of an older version), an update, and the deletion of each account.
 	_, err := s.Accounts(ctx, auth.AccountQuery{Plan: "p", Limit: 2})
 	must(t, err)
+	_, err = s.ExpiringKeys(ctx, auth.ExpiryQuery{To: t0.Add(1000 * time.Hour)})
+	must(t, err)
 	_, err = s.IndexAccounts(ctx)
 	must(t, err)
 	for _, acct := range []string{"acme", "", "a}b", "~61", "{x}"} {
@@ -334,4 +336,10 @@ func driveWebhooks(t *testing.T, c goredis.UniversalClient, prefix string) {
 	}
 	_, err = s.Prune(ctx, t0.Add(time.Hour))
 	must(t, err)
+	sw, ok, err := s.ClaimSweep(ctx, "key.expired", t0, time.Minute)
+	must(t, err)
+	if !ok {
+		t.Fatal("ClaimSweep refused")
+	}
+	must(t, s.RecordSweep(ctx, "key.expired", sw.Claim, "p"))
 }

@@ -45,6 +45,7 @@ type Store struct {
 // Interface guards.
 var (
 	_ auth.KeyStore             = (*Store)(nil)
+	_ auth.KeyExpiries          = (*Store)(nil)
 	_ driver.KeyChecker         = (*Store)(nil)
 	_ driver.Ledger             = (*Store)(nil)
 	_ driver.RateLimiter        = (*Store)(nil)

@@ -84,7 +84,7 @@ func NewWebhookStore(client goredis.UniversalClient, opts *WebhookOptions) (*Web
 	}
 	s := &WebhookStore{c: client, maxPending: o.MaxPending}
 	base := o.Prefix + ":{~wh}:"
-	for _, k := range []string{"E", "A", "X", "P", "M", "B", "N", "O", "D", "Q", "F", "L"} {
+	for _, k := range []string{"E", "A", "X", "P", "M", "B", "N", "O", "D", "Q", "F", "L", "S"} {
 		s.keys = append(s.keys, base+k)
 	}
 	return s, nil
@@ -528,4 +528,43 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 			return n, nil
 		}
 	}
+}
+
+// ClaimSweep claims a sweep unless a claim within its lease holds it, in one script.
+func (s *WebhookStore) ClaimSweep(ctx context.Context, name string, now time.Time, lease time.Duration) (webhook.SweepClaim, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return webhook.SweepClaim{}, false, err
+	}
+	if err := webhook.CheckSweepClaim(name, now, lease); err != nil {
+		return webhook.SweepClaim{}, false, err
+	}
+	c := webhook.SweepClaim{Claim: rand.Text()}
+	reply, err := s.run(ctx, whSweepClaimScript, name, c.Claim, t20(now), t20(now.Add(lease)))
+	if errors.Is(err, goredis.Nil) {
+		return webhook.SweepClaim{}, false, nil
+	}
+	if err != nil {
+		return webhook.SweepClaim{}, false, fail(ctx, err, "claiming webhook sweep %q", name)
+	}
+	c.Position = asString(reply)
+	return c, true, nil
+}
+
+// RecordSweep stores a sweep's position and ends its claim, if the claim holds it, in
+// one script.
+func (s *WebhookStore) RecordSweep(ctx context.Context, name, claim, position string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := webhook.CheckSweepRecord(name, claim, position); err != nil {
+		return err
+	}
+	reply, err := s.run(ctx, whSweepRecordScript, name, claim, position)
+	if err != nil {
+		return fail(ctx, err, "recording webhook sweep %q", name)
+	}
+	if asInt(reply) != 0 {
+		return fmt.Errorf("redis: sweep %q: %w", name, webhook.ErrClaimLost)
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 // named after it, for each interface it implements:
 //
 //	auth.KeyStore                       KeyStore
+//	auth.KeyStore and auth.KeyExpiries  KeyExpiries
 //	driver.KeyChecker                   KeyChecker (with the KeyStore it must also be)
 //	driver.Ledger (and driver.Sweeper)  Ledger
 //	driver.RateLimiter                  RateLimiter
@@ -30,6 +31,9 @@ import (
 //	oauthstore.Store                    OAuthStore
 //	webhook.Store                       Webhooks
 //	health.Pinger                       Pinger (besides the others: no store is only a Pinger)
+//	auth.KeyStore, auth.KeyExpiries,    WebhookSweeps (the stores of the webhooks'
+//	driver.Ledger and webhook.Store     sweeps in one value; TestWebhookSweeps
+//	                                    takes them as separate values)
 //
 // so that a store's test is one call per store value, and adding an interface to a store
 // adds its suite. Run calls newStore once to learn the interfaces, and then once per
@@ -64,6 +68,9 @@ var suites = []struct {
 	run  func(t *testing.T, newStore func(*testing.T) any)
 }{
 	{"KeyStore", is[auth.KeyStore], func(t *testing.T, n func(*testing.T) any) { TestKeyStore(t, as[auth.KeyStore](n)) }},
+	{"KeyExpiries", isBoth[auth.KeyStore, auth.KeyExpiries], func(t *testing.T, n func(*testing.T) any) {
+		TestKeyExpiries(t, as[auth.KeyStore](n))
+	}},
 	{"KeyChecker", is[driver.KeyChecker], func(t *testing.T, n func(*testing.T) any) {
 		TestKeyChecker(t, func(t *testing.T) (auth.KeyStore, driver.KeyChecker) {
 			s := n(t)
@@ -87,6 +94,12 @@ var suites = []struct {
 	{"OAuthStore", is[oauthstore.Store], func(t *testing.T, n func(*testing.T) any) { TestOAuthStore(t, as[oauthstore.Store](n)) }},
 	{"Webhooks", is[webhook.Store], func(t *testing.T, n func(*testing.T) any) { TestWebhooks(t, as[webhook.Store](n)) }},
 	{"Pinger", is[health.Pinger], func(t *testing.T, n func(*testing.T) any) { TestPinger(t, as[health.Pinger](n)) }},
+	{"WebhookSweeps", isSweepStores, func(t *testing.T, n func(*testing.T) any) {
+		TestWebhookSweeps(t, func(t *testing.T) SweepStores {
+			s := n(t)
+			return SweepStores{Keys: s.(auth.KeyStore), Ledger: s.(driver.Ledger), Webhooks: s.(webhook.Store)}
+		})
+	}},
 }
 
 // is reports whether s implements I.
@@ -94,6 +107,14 @@ func is[I any](s any) bool {
 	_, ok := s.(I)
 	return ok
 }
+
+// isSweepStores reports whether s is every store of the webhooks' sweeps.
+func isSweepStores(s any) bool {
+	return isBoth[auth.KeyStore, auth.KeyExpiries](s) && isBoth[driver.Ledger, webhook.Store](s)
+}
+
+// isBoth reports whether s implements I and J.
+func isBoth[I, J any](s any) bool { return is[I](s) && is[J](s) }
 
 // as returns newStore's stores as I.
 func as[I any](newStore func(*testing.T) any) func(*testing.T) I {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -137,6 +138,15 @@ var webhookRows = []behaviour[webhook.Store]{
 	{"InvalidValues",
 		"Text a store cannot hold (invalid UTF-8, a NUL byte), an ID empty or over MaxID bytes, too many types or an instant out of range is store.ErrInvalid from every method, and nothing is stored.",
 		whInvalidValues},
+	{"SweepClaim",
+		"ClaimSweep claims a sweep for one claim until its lease ends: another claim meanwhile is refused (ok false, no error), then taken; a new sweep's position is \"\"; RecordSweep by the claim that holds it stores the position, which the next claim returns, and ends the claim, so that the sweep may be claimed at once; a claim that no longer holds the sweep (another claimed it, or it was recorded) is ErrClaimLost (store.ErrConflict) and stores nothing, while one whose lease ended unclaimed is taken; sweeps of other names are apart.",
+		whSweepClaim},
+	{"SweepClaimConcurrent",
+		"Of many ClaimSweep of one sweep at once, exactly one claims it.",
+		whSweepClaimConcurrent},
+	{"SweepInvalid",
+		"ClaimSweep of a name that is not an ID, or with a lease that is not positive, and RecordSweep of a position longer than MaxPosition or that is not text, are store.ErrInvalid and change nothing.",
+		whSweepInvalid},
 	{"CanceledContext",
 		"Every method given a canceled context returns an error matching context.Canceled and changes nothing.",
 		whCanceled},
@@ -1748,8 +1758,10 @@ func whCanceled(t *testing.T, s webhook.Store) {
 	m := whMessage(n, "1", 0)
 	enqueue(t, s, m, t0, e.ID)
 	d := claimOne(t, s, t0)
+	sw, _, err := s.ClaimSweep(t.Context(), "key.expired", t0, time.Minute)
+	must(t, "ClaimSweep", err)
 
-	_, err := s.CreateEndpoint(ctx, whEndpoint(n, n.id("acct"), "b", 0))
+	_, err = s.CreateEndpoint(ctx, whEndpoint(n, n.id("acct"), "b", 0))
 	wantErr(t, "CreateEndpoint", err, context.Canceled)
 	_, err = s.Endpoint(ctx, e.ID)
 	wantErr(t, "Endpoint", err, context.Canceled)
@@ -1773,6 +1785,9 @@ func whCanceled(t *testing.T, s webhook.Store) {
 	wantErr(t, "Pending", err, context.Canceled)
 	_, err = s.Prune(ctx, at(1000*time.Hour))
 	wantErr(t, "Prune", err, context.Canceled)
+	_, _, err = s.ClaimSweep(ctx, "period.renewed", t0, time.Minute)
+	wantErr(t, "ClaimSweep", err, context.Canceled)
+	wantErr(t, "RecordSweep", s.RecordSweep(ctx, "key.expired", sw.Claim, "p"), context.Canceled)
 
 	read, err := s.Endpoint(t.Context(), e.ID)
 	must(t, "Endpoint", err)
@@ -1784,4 +1799,107 @@ func whCanceled(t *testing.T, s webhook.Store) {
 	// The claim still holds: nothing was recorded, nothing claimed again.
 	record(t, s, outcome(d, webhook.Delivered, at(time.Second), 200, "", time.Time{}))
 	wantDelivery(t, s, e.ID, m.ID, webhook.Delivered, 1, time.Time{}, webhook.Attempt{At: at(time.Second), Status: 200})
+	must(t, "RecordSweep", s.RecordSweep(t.Context(), "key.expired", sw.Claim, "p"))
+	if _, ok, err := s.ClaimSweep(t.Context(), "period.renewed", t0, time.Minute); err != nil || !ok {
+		t.Errorf("ClaimSweep of the sweep a canceled call did not claim = %v, %v; want claimed", ok, err)
+	}
+}
+
+func whSweepClaim(t *testing.T, s webhook.Store) {
+	ctx := t.Context()
+	lease := time.Minute
+	c1, ok, err := s.ClaimSweep(ctx, "key.expired", t0, lease)
+	must(t, "ClaimSweep", err)
+	if !ok || c1.Claim == "" || c1.Position != "" {
+		t.Fatalf("ClaimSweep of a new sweep = %+v, %v; want a claim and the position \"\"", c1, ok)
+	}
+	if _, ok, err := s.ClaimSweep(ctx, "key.expired", at(lease-time.Nanosecond), lease); err != nil || ok {
+		t.Errorf("ClaimSweep within the lease = %v, %v; want refused without an error", ok, err)
+	}
+	// Another sweep is apart.
+	other, ok, err := s.ClaimSweep(ctx, "period.renewed", t0, lease)
+	must(t, "ClaimSweep", err)
+	if !ok {
+		t.Fatal("ClaimSweep of another sweep was refused")
+	}
+	must(t, "RecordSweep", s.RecordSweep(ctx, "key.expired", c1.Claim, "p1"))
+	if err := s.RecordSweep(ctx, "key.expired", c1.Claim, "p1 again"); !errors.Is(err, webhook.ErrClaimLost) || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("RecordSweep after the claim was recorded: %v, want ErrClaimLost", err)
+	}
+	// Recorded, the sweep may be claimed at once, and the claim returns the position.
+	c2, ok, err := s.ClaimSweep(ctx, "key.expired", at(time.Second), lease)
+	must(t, "ClaimSweep", err)
+	if !ok || c2.Position != "p1" || c2.Claim == c1.Claim {
+		t.Fatalf("ClaimSweep after a record = %+v, %v; want a new claim at the position \"p1\"", c2, ok)
+	}
+	// Its lease ended, another claim takes the sweep; the first may no longer record.
+	c3, ok, err := s.ClaimSweep(ctx, "key.expired", at(time.Second+lease), lease)
+	must(t, "ClaimSweep", err)
+	if !ok || c3.Position != "p1" {
+		t.Fatalf("ClaimSweep at the end of the lease = %+v, %v; want a claim at \"p1\"", c3, ok)
+	}
+	if err := s.RecordSweep(ctx, "key.expired", c2.Claim, "p2"); !errors.Is(err, webhook.ErrClaimLost) {
+		t.Errorf("RecordSweep of a claim taken over: %v, want ErrClaimLost", err)
+	}
+	// A claim whose lease ended, which nobody claimed since, still records.
+	must(t, "RecordSweep past the lease", s.RecordSweep(ctx, "key.expired", c3.Claim, "p3 \u00e9t\u00e9"))
+	c4, ok, err := s.ClaimSweep(ctx, "key.expired", at(10*lease), lease)
+	must(t, "ClaimSweep", err)
+	if !ok || c4.Position != "p3 \u00e9t\u00e9" {
+		t.Errorf("ClaimSweep = %+v, %v; want the position recorded", c4, ok)
+	}
+	// The other sweep kept its own claim and position.
+	if _, ok, err := s.ClaimSweep(ctx, "period.renewed", at(time.Second), lease); err != nil || ok {
+		t.Errorf("ClaimSweep of the other sweep within its lease = %v, %v; want refused", ok, err)
+	}
+	must(t, "RecordSweep", s.RecordSweep(ctx, "period.renewed", other.Claim, ""))
+	if err := s.RecordSweep(ctx, "unknown", c4.Claim, "x"); !errors.Is(err, webhook.ErrClaimLost) {
+		t.Errorf("RecordSweep of a sweep never claimed: %v, want ErrClaimLost", err)
+	}
+}
+
+func whSweepClaimConcurrent(t *testing.T, s webhook.Store) {
+	var wg sync.WaitGroup
+	var claimed atomic.Int32
+	for range workers {
+		wg.Go(func() {
+			_, ok, err := s.ClaimSweep(t.Context(), "key.expired", t0, time.Minute)
+			if err != nil {
+				t.Errorf("ClaimSweep: %v", err)
+			}
+			if ok {
+				claimed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := claimed.Load(); n != 1 {
+		t.Errorf("%d of %d concurrent ClaimSweep claimed the sweep, want 1", n, workers)
+	}
+}
+
+func whSweepInvalid(t *testing.T, s webhook.Store) {
+	ctx := t.Context()
+	for _, c := range []struct {
+		name  string
+		lease time.Duration
+	}{{"", time.Minute}, {strings.Repeat("x", webhook.MaxID+1), time.Minute}, {"a\x00b", time.Minute}, {"x", 0}, {"x", -time.Second}} {
+		_, _, err := s.ClaimSweep(ctx, c.name, t0, c.lease)
+		wantErr(t, fmt.Sprintf("ClaimSweep(%q, %v)", c.name, c.lease), err, store.ErrInvalid)
+	}
+	c, ok, err := s.ClaimSweep(ctx, "x", t0, time.Minute)
+	must(t, "ClaimSweep", err)
+	if !ok {
+		t.Fatal("ClaimSweep refused")
+	}
+	for _, p := range []string{strings.Repeat("p", webhook.MaxPosition+1), "\xff", "a\x00"} {
+		wantErr(t, "RecordSweep of a bad position", s.RecordSweep(ctx, "x", c.Claim, p), store.ErrInvalid)
+	}
+	// Nothing was stored: the claim still holds the sweep, at its first position.
+	must(t, "RecordSweep", s.RecordSweep(ctx, "x", c.Claim, strings.Repeat("p", webhook.MaxPosition)))
+	c2, ok, err := s.ClaimSweep(ctx, "x", t0, time.Minute)
+	must(t, "ClaimSweep", err)
+	if !ok || len(c2.Position) != webhook.MaxPosition {
+		t.Errorf("ClaimSweep = %v and a position of %d bytes, want the longest position", ok, len(c2.Position))
+	}
 }

@@ -17,6 +17,8 @@
 --  11 F  zset  "<last><endpoint id>\0<message id>": the others, by their last attempt
 --  12 L  zset  "<endpoint id>\0<at><message id>": an endpoint's deliveries, by their
 --              message's time and id
+--  13 S  hash  sweep name -> its claim, the end of its lease and its position (read
+--              only by wh_sweep_claim.lua and wh_sweep_record.lua)
 --
 -- Instants are Unix nanoseconds in 20 digits (a Keep of none is 20 zeros), so that the
 -- sorted sets, every member at score 0, order them as text (ZRANGEBYLEX): exactly, to

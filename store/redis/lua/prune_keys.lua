@@ -1,6 +1,7 @@
 -- Deletes the keys of an account revoked before an instant, but its primary key (which
 -- stays in krev). KEYS: 1 keys, 2 korder, 3 krev. ARGV: the instant (Unix µs). Reply: per
--- deleted key, its id and its hash (hex), for the caller to delete their index entries.
+-- deleted key, its id, its hash (hex) and its record (JSON), for the caller to delete
+-- their index entries.
 
 local out = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[1])) do
@@ -12,6 +13,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[1])
     if f[1] then
       out[#out + 1] = id
       out[#out + 1] = f[1]
+      out[#out + 1] = f[2] or ''
     end
   end
 end
