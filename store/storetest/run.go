@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/usage"
 	"github.com/tollgate-dev/tollgate/webhook"
@@ -28,6 +29,8 @@ import (
 //	idempotency.Store                   IdempotencyStore
 //	oauthstore.Store                    OAuthStore
 //	webhook.Store                       Webhooks
+//	journal.KeyStore                    KeyJournal
+//	journal.Ledger                      LedgerJournal
 //
 // so that a store's test is one call per store value, and adding an interface to a store
 // adds its suite. Run calls newStore once to learn the interfaces, and then once per
@@ -84,6 +87,8 @@ var suites = []struct {
 	}},
 	{"OAuthStore", is[oauthstore.Store], func(t *testing.T, n func(*testing.T) any) { TestOAuthStore(t, as[oauthstore.Store](n)) }},
 	{"Webhooks", is[webhook.Store], func(t *testing.T, n func(*testing.T) any) { TestWebhooks(t, as[webhook.Store](n)) }},
+	{"KeyJournal", is[journal.KeyStore], func(t *testing.T, n func(*testing.T) any) { TestKeyJournal(t, as[journal.KeyStore](n)) }},
+	{"LedgerJournal", is[journal.Ledger], func(t *testing.T, n func(*testing.T) any) { TestLedgerJournal(t, as[journal.Ledger](n)) }},
 }
 
 // is reports whether s implements I.
