@@ -182,6 +182,12 @@ type instance struct {
 
 func (d *deployment) instance(t *testing.T, first event.Observer) *instance {
 	t.Helper()
+	return d.instanceOn(t, first, d.auditDB)
+}
+
+// instanceOn is instance with an audit log on auditDB.
+func (d *deployment) instanceOn(t *testing.T, first event.Observer, auditDB audit.Store) *instance {
+	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: d.keys, Ledger: d.ledger, Rates: memory.NewRateLimiter(),
 		Slots: memory.NewConcurrencyLimiter()}, d.plans, &tollgate.Options{Now: d.clock.Now, Logger: quiet})
@@ -192,7 +198,7 @@ func (d *deployment) instance(t *testing.T, first event.Observer) *instance {
 	if first != nil {
 		svc.Events().Subscribe(first, journaledKinds...)
 	}
-	log := audit.NewLog(d.auditDB, &audit.LogOptions{Now: d.clock.Now, Logger: quiet})
+	log := audit.NewLog(auditDB, &audit.LogOptions{Now: d.clock.Now, Logger: quiet})
 	t.Cleanup(log.Close)
 	svc.Events().Subscribe(log, log.Kinds()...)
 	dispatcher, err := webhook.NewDispatcher(d.hooks, &webhook.DispatcherOptions{Now: d.clock.Now, Logger: quiet, Plans: d.plans})
@@ -200,7 +206,7 @@ func (d *deployment) instance(t *testing.T, first event.Observer) *instance {
 		t.Fatal(err)
 	}
 	svc.Events().Subscribe(dispatcher, dispatcher.Kinds()...)
-	mgr, err := accounts.New(svc, &accounts.Options{Audit: d.auditDB, RelayInterval: -1, Logger: quiet})
+	mgr, err := accounts.New(svc, &accounts.Options{Audit: auditDB, RelayInterval: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,20 +425,8 @@ var errDown = errors.New("the audit store is down")
 func TestJournalAuditOutage(t *testing.T) {
 	d := newDeployment(t)
 	flaky := &flakyAuditStore{AuditStore: d.auditDB}
-	quiet := slog.New(slog.DiscardHandler)
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: d.keys, Ledger: d.ledger, Rates: memory.NewRateLimiter(),
-		Slots: memory.NewConcurrencyLimiter()}, d.plans, &tollgate.Options{Now: d.clock.Now, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	log := audit.NewLog(flaky, &audit.LogOptions{Now: d.clock.Now, Logger: quiet})
-	svc.Events().Subscribe(log, log.Kinds()...)
-	mgr, err := accounts.New(svc, &accounts.Options{Audit: flaky, RelayInterval: -1, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mgr.Close)
+	i := d.instanceOn(t, nil, flaky)
+	mgr, log := i.mgr, i.log
 	ctx := context.Background()
 	if _, _, _, err := mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "basic"}); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -126,8 +127,8 @@ func TestWithFrom(t *testing.T) {
 // recorder is an observer that records the changes it is told of, and defers those
 // whose IDs defer names.
 type recorder struct {
-	mu    sync.Mutex
-	seen  []string
+	mu     sync.Mutex
+	seen   []string
 	defers map[string]bool
 }
 
@@ -145,24 +146,6 @@ func (r *recorder) ids() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.seen)
-}
-
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
 }
 
 // record records a rotation made at at, with id, in the key store's journal, with the
@@ -187,7 +170,7 @@ func account(id string, at time.Time) (auth.Account, auth.Key) {
 }
 
 // relayOn returns a relay of the key store's journal on a bus that tells rec, on clk.
-func relayOn(t *testing.T, ks *memory.KeyStore, rec *recorder, clk *clock, opts journal.RelayOptions) *journal.Relay {
+func relayOn(t *testing.T, ks *memory.KeyStore, rec *recorder, clk *testenv.Clock, opts journal.RelayOptions) *journal.Relay {
 	t.Helper()
 	var bus event.Bus
 	bus.Subscribe(rec)
@@ -208,7 +191,7 @@ func TestRelay(t *testing.T) {
 		record(t, ks, fmt.Sprintf("c%d", i), t0.Add(time.Duration(i)*time.Second))
 	}
 	rec := &recorder{}
-	clk := &clock{now: t0.Add(time.Minute + 3*time.Second)} // c0 .. c2 are older than the grace
+	clk := testenv.NewClock(t0.Add(time.Minute + 3*time.Second)) // c0 .. c2 are older than the grace
 	r := relayOn(t, ks, rec, clk, journal.RelayOptions{Grace: time.Minute, Page: 2, Round: 5})
 	n, err := r.Relay(t.Context())
 	if err != nil || n != 3 {
@@ -217,7 +200,7 @@ func TestRelay(t *testing.T) {
 	if got := rec.ids(); !slices.Equal(got, []string{"c0", "c1", "c2"}) {
 		t.Errorf("first round published %q, want c0, c1, c2", got)
 	}
-	clk.set(t0.Add(time.Hour))
+	clk.Set(t0.Add(time.Hour))
 	if n, err := r.Relay(t.Context()); err != nil || n != 4 {
 		t.Fatalf("second round: %d, %v; want the 4 others", n, err)
 	}
@@ -248,7 +231,7 @@ func TestRelayDeferred(t *testing.T) {
 	record(t, ks, "b", t0.Add(time.Second))
 	record(t, ks, "c", t0.Add(2*time.Second))
 	rec := &recorder{defers: map[string]bool{"b": true}}
-	clk := &clock{now: t0.Add(time.Hour)}
+	clk := testenv.NewClock(t0.Add(time.Hour))
 	r := relayOn(t, ks, rec, clk, journal.RelayOptions{Lease: time.Minute})
 	if n, err := r.Relay(t.Context()); err != nil || n != 1 {
 		t.Fatalf("round with b deferred: %d, %v; want a published", n, err)
@@ -257,23 +240,23 @@ func TestRelayDeferred(t *testing.T) {
 		t.Errorf("told %q, want a, then b (deferred), and not c", got)
 	}
 	// Backing off: a lease, then twice as long.
-	clk.set(t0.Add(time.Hour + 59*time.Second))
+	clk.Set(t0.Add(time.Hour + 59*time.Second))
 	if n, _ := r.Relay(t.Context()); n != 0 || len(rec.ids()) != 2 {
 		t.Errorf("a round within the backoff told %q", rec.ids())
 	}
-	clk.set(t0.Add(time.Hour + time.Minute))
+	clk.Set(t0.Add(time.Hour + time.Minute))
 	r.Relay(t.Context())
 	if got := rec.ids(); !slices.Equal(got, []string{"a", "b", "b"}) {
 		t.Errorf("after the first backoff, told %q, want b again", got)
 	}
-	clk.set(t0.Add(time.Hour + 2*time.Minute + 59*time.Second))
+	clk.Set(t0.Add(time.Hour + 2*time.Minute + 59*time.Second))
 	if r.Relay(t.Context()); len(rec.ids()) != 3 {
 		t.Errorf("a round within the doubled backoff told %q", rec.ids())
 	}
 	rec.mu.Lock()
 	rec.defers = nil // the observer's store is back
 	rec.mu.Unlock()
-	clk.set(t0.Add(time.Hour + 3*time.Minute))
+	clk.Set(t0.Add(time.Hour + 3*time.Minute))
 	if n, err := r.Relay(t.Context()); err != nil || n != 2 {
 		t.Fatalf("round once the observer stores: %d, %v; want b and c", n, err)
 	}
@@ -300,7 +283,7 @@ func TestRelayDrops(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	rec := &recorder{}
-	clk := &clock{now: t0.Add(72*time.Hour + time.Second)}
+	clk := testenv.NewClock(t0.Add(72*time.Hour + time.Second))
 	var bus event.Bus
 	bus.Subscribe(rec)
 	r, err := journal.NewRelay(&bus, []journal.Store{ks}, &journal.RelayOptions{Now: clk.Now,
@@ -323,7 +306,7 @@ func TestRelayDrops(t *testing.T) {
 	if s := r.Stats(); s.Dropped != 2 {
 		t.Errorf("Stats = %+v, want 2 dropped", s)
 	}
-	clk.set(t0.Add(1000 * time.Hour))
+	clk.Set(t0.Add(1000 * time.Hour))
 	if n, _ := r.Relay(t.Context()); n != 0 {
 		t.Errorf("the dropped entries were published later: %d", n)
 	}

@@ -24,13 +24,7 @@ import (
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 func TestKeyJournal(t *testing.T, newStore func(t *testing.T) journal.KeyStore) {
 	t.Helper()
-	rows := slices.Clone(keyJournalRows)
-	for _, r := range journalStoreRows {
-		rows = append(rows, behaviour[journal.KeyStore]{r.name, r.explanation, func(t *testing.T, s journal.KeyStore) {
-			r.check(t, s, keysRecorder(t, s))
-		}})
-	}
-	run(t, newStore, rows)
+	run(t, newStore, withStoreRows(keyJournalRows, keysRecorder))
 }
 
 // TestLedgerJournal checks that a [journal.Ledger] records the entry that the context of
@@ -41,13 +35,19 @@ func TestKeyJournal(t *testing.T, newStore func(t *testing.T) journal.KeyStore) 
 // teardown with t.Cleanup. The subtests run in parallel. Run the suite with -race.
 func TestLedgerJournal(t *testing.T, newStore func(t *testing.T) journal.Ledger) {
 	t.Helper()
-	rows := slices.Clone(ledgerJournalRows)
+	run(t, newStore, withStoreRows(ledgerJournalRows, ledgerRecorder))
+}
+
+// withStoreRows returns rows and the rows of journal.Store, which record entries with
+// the recorder newRecorder makes for the store.
+func withStoreRows[S journal.Store](rows []behaviour[S], newRecorder func(*testing.T, S) recorder) []behaviour[S] {
+	rows = slices.Clone(rows)
 	for _, r := range journalStoreRows {
-		rows = append(rows, behaviour[journal.Ledger]{r.name, r.explanation, func(t *testing.T, s journal.Ledger) {
-			r.check(t, s, ledgerRecorder(t, s))
+		rows = append(rows, behaviour[S]{r.name, r.explanation, func(t *testing.T, s S) {
+			r.check(t, s, newRecorder(t, s))
 		}})
 	}
-	run(t, newStore, rows)
+	return rows
 }
 
 var keyJournalRows = []behaviour[journal.KeyStore]{
