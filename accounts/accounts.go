@@ -110,7 +110,8 @@ type Options struct {
 	// journals of the key store and the ledger kept (see package journal): those that
 	// an instance stored and did not publish (it died in between) or that an observer
 	// deferred (the audit log's or the webhook outbox's store failed). It applies when
-	// either store keeps a journal ([journal.KeyStore], [journal.Ledger]). The default is
+	// either store keeps a journal ([journal.KeyStore], [journal.Ledger]), or decorates
+	// one that does and says so (driver.Wrapper). The default is
 	// [DefaultRelayInterval]; a negative value turns the schedule off (call
 	// [Manager.RelayJournal] yourself then). [Manager.Close] stops it.
 	RelayInterval time.Duration
@@ -151,7 +152,8 @@ type Manager struct {
 	closeOnce    sync.Once
 
 	// keyJournal and ledgerJournal are the key store and the ledger when they keep a
-	// journal of changes (nil otherwise); relay publishes what they kept, every
+	// journal of changes, or the stores they decorate that do (nil otherwise): writes go
+	// to keys and ledger, which pass the entry on; relay publishes what they kept, every
 	// RelayInterval until stopRelay (nil if it does not run).
 	keyJournal    journal.KeyStore
 	ledgerJournal journal.Ledger

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/journal"
@@ -118,15 +119,35 @@ func (m *Manager) RelayStats() journal.RelayStats {
 	return m.relay.Stats()
 }
 
+// journalOf returns the store s is, or that it decorates (through driver.Wrapper), if
+// that store is a J (a key store or a ledger that keeps a journal). A decorator that
+// passes its writes' contexts on (as every decorator does) keeps the journal of the
+// store it decorates: the Manager writes through it, with the entry in the context, and
+// claims and removes entries on the store itself. One that does not pass them on only
+// leaves the journal empty, and the changes are published as without one.
+func journalOf[J journal.Store](s any) (J, bool) {
+	for {
+		if j, ok := s.(J); ok {
+			return j, true
+		}
+		w, ok := s.(driver.Wrapper)
+		if !ok {
+			var none J
+			return none, false
+		}
+		s = w.Unwrap()
+	}
+}
+
 // startRelay makes the relay of the stores' journals, if they keep any, and runs it
 // every interval unless interval is negative.
 func (m *Manager) startRelay(opts *Options) error {
 	var journals []journal.Store
-	if j, ok := m.keys.(journal.KeyStore); ok {
+	if j, ok := journalOf[journal.KeyStore](m.keys); ok {
 		m.keyJournal = j
 		journals = append(journals, j)
 	}
-	if j, ok := m.ledger.(journal.Ledger); ok {
+	if j, ok := journalOf[journal.Ledger](m.ledger); ok {
 		m.ledgerJournal = j
 		if any(j) != any(m.keyJournal) { // one store in both roles keeps one journal
 			journals = append(journals, j)

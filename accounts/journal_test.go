@@ -3,6 +3,7 @@ package accounts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
@@ -152,6 +154,8 @@ type deployment struct {
 	auditDB *memory.AuditStore
 	clock   *testenv.Clock
 	plans   *billing.Plans
+	// decorate, if set, decorates the key store and the ledger of each instance.
+	decorate func(auth.KeyStore, driver.Ledger) (auth.KeyStore, driver.Ledger)
 }
 
 func newDeployment(t *testing.T) *deployment {
@@ -189,7 +193,12 @@ func (d *deployment) instance(t *testing.T, first event.Observer) *instance {
 func (d *deployment) instanceOn(t *testing.T, first event.Observer, auditDB audit.Store) *instance {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: d.keys, Ledger: d.ledger, Rates: memory.NewRateLimiter(),
+	var keys auth.KeyStore = d.keys
+	var ledger driver.Ledger = d.ledger
+	if d.decorate != nil {
+		keys, ledger = d.decorate(keys, ledger)
+	}
+	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: keys, Ledger: ledger, Rates: memory.NewRateLimiter(),
 		Slots: memory.NewConcurrencyLimiter()}, d.plans, &tollgate.Options{Now: d.clock.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -368,6 +377,80 @@ func TestJournalCrash(t *testing.T) {
 			}
 			if got := d.messages(t); !slices.Equal(got, wantMessages) {
 				t.Errorf("the outbox after a second relay holds %q, want %q", got, wantMessages)
+			}
+		})
+	}
+}
+
+// Decorators of the tests that count the rotations made through them and hide the
+// store's journal (they embed the interfaces, not the stores' types), with or without
+// Unwrap.
+type (
+	countedKeys struct {
+		auth.KeyStore
+		writes *atomic.Int64
+	}
+	countedLedger struct{ driver.Ledger }
+	unwrappedKeys   struct{ countedKeys }
+	unwrappedLedger struct{ countedLedger }
+)
+
+func (k countedKeys) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
+	k.writes.Add(1)
+	return k.KeyStore.RotateKey(ctx, id, rev, h, at)
+}
+
+func (k unwrappedKeys) Unwrap() any   { return k.KeyStore }
+func (l unwrappedLedger) Unwrap() any { return l.Ledger }
+
+// TestJournalThroughDecorators checks that a decorator that passes its writes'
+// contexts on and says what it decorates (driver.Wrapper) keeps the journal of the
+// store it decorates: its writes are made through it, and what an instance that died
+// stored is relayed; and that one that does not say it hides the journal: the change
+// is published as without one, and lost with its instance.
+func TestJournalThroughDecorators(t *testing.T) {
+	for _, unwraps := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unwraps=%v", unwraps), func(t *testing.T) {
+			var writes atomic.Int64
+			d := newDeployment(t)
+			d.decorate = func(k auth.KeyStore, l driver.Ledger) (auth.KeyStore, driver.Ledger) {
+				ck, cl := countedKeys{k, &writes}, countedLedger{l}
+				if unwraps {
+					return unwrappedKeys{ck}, unwrappedLedger{cl}
+				}
+				return ck, cl
+			}
+			kill := &dying{}
+			dies, survives := d.instance(t, kill), d.instance(t, nil)
+			ctx := context.Background()
+			if _, _, _, err := survives.mgr.CreateAccount(ctx, accounts.Spec{ID: "acct", Plan: "basic"}); err != nil {
+				t.Fatal(err)
+			}
+			k, _, err := survives.mgr.CreateKey(ctx, "acct", accounts.NewKey{Name: "ci"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kill.armed.Store(true)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				dies.mgr.RotateKey(ctx, k.ID)
+			}()
+			<-done
+			d.clock.Advance(2 * time.Minute)
+			n, err := survives.mgr.RelayJournal(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := int64(0)
+			if unwraps {
+				want = 1
+			}
+			if n != want {
+				t.Errorf("the relay published %d changes, want %d", n, want)
+			}
+			if writes.Load() == 0 {
+				t.Error("the rotation did not go through the decorator")
 			}
 		})
 	}
