@@ -390,7 +390,7 @@ type (
 		auth.KeyStore
 		writes *atomic.Int64
 	}
-	countedLedger struct{ driver.Ledger }
+	countedLedger   struct{ driver.Ledger }
 	unwrappedKeys   struct{ countedKeys }
 	unwrappedLedger struct{ countedLedger }
 )
