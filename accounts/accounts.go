@@ -7,7 +7,12 @@
 //
 // A [Manager] works on the stores of the service it is given, and publishes each
 // change it makes on the service's events ([tollgate.Service.Events]) once the change
-// is stored: the audit log, webhooks and the service's key cache hear it there.
+// is stored: the audit log, webhooks and the service's key cache hear it there. Where
+// the key store or the ledger keeps a journal of changes (package journal: PostgreSQL
+// and memory do), each change is recorded with the write that stores it, and a change
+// that an instance stored but did not publish (it was killed in between) is published
+// by the relay that every instance's Manager runs ([Options.RelayInterval]), so that
+// no audit entry or webhook is lost.
 //
 // Management methods are the edge of the stores: every id, name and reason they are
 // given is checked before it reaches a store (valid UTF-8, no NUL or other control
@@ -19,7 +24,6 @@ package accounts
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +43,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
 	"github.com/tollgate-dev/tollgate/internal/every"
 	"github.com/tollgate-dev/tollgate/internal/outage"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/usage"
 )
 
@@ -101,6 +106,20 @@ type Options struct {
 	// never refused: each ends what a spent event made. The zero value is
 	// [DefaultSelfServiceLimit]; a negative Rate sets no bound.
 	SelfServiceLimit driver.Limit
+	// RelayInterval is how often the manager publishes again the changes that the
+	// journals of the key store and the ledger kept (see package journal): those that
+	// an instance stored and did not publish (it died in between) or that an observer
+	// deferred (the audit log's or the webhook outbox's store failed). It applies when
+	// either store keeps a journal ([journal.KeyStore], [journal.Ledger]), or decorates
+	// one that does and says so (driver.Wrapper). The default is
+	// [DefaultRelayInterval]; a negative value turns the schedule off (call
+	// [Manager.RelayJournal] yourself then). [Manager.Close] stops it.
+	RelayInterval time.Duration
+	// Relay tunes the relay: how old a change must be before it is published again
+	// (Grace), the claims, the maximum age and the pages (see [journal.RelayOptions]).
+	// Nil is the default; its Now and Logger default to the service's clock and
+	// Logger.
+	Relay *journal.RelayOptions
 	// Logger receives the failures of the stores and of the background prune. The
 	// default is slog.Default(). Key values are never logged.
 	Logger *slog.Logger
@@ -131,6 +150,15 @@ type Manager struct {
 	selfLimit    driver.Limit // with its default; Rate 0: no budget
 	log          *slog.Logger
 	closeOnce    sync.Once
+
+	// keyJournal and ledgerJournal are the key store and the ledger when they keep a
+	// journal of changes, or the stores they decorate that do (nil otherwise): writes go
+	// to keys and ledger, which pass the entry on; relay publishes what they kept, every
+	// RelayInterval until stopRelay (nil if it does not run).
+	keyJournal    journal.KeyStore
+	ledgerJournal journal.Ledger
+	relay         *journal.Relay
+	stopRelay     func()
 
 	// closedRetention is Options.ClosedRetention, with its default (negative: none).
 	closedRetention time.Duration
@@ -178,6 +206,9 @@ func New(svc *tollgate.Service, opts *Options) (*Manager, error) {
 	}
 	m.sessions, m.ended = svc.Sessions()
 	m.closedRetention = cmp.Or(opts.ClosedRetention, DefaultClosedRetention)
+	if err := m.startRelay(opts); err != nil {
+		return nil, fmt.Errorf("accounts: %w", err)
+	}
 	if interval := opts.KeyPruneInterval; m.keyRetention > 0 && interval >= 0 {
 		if interval == 0 {
 			interval = every.TenthOf(m.keyRetention, DefaultKeyPruneInterval)
@@ -191,12 +222,15 @@ func New(svc *tollgate.Service, opts *Options) (*Manager, error) {
 	return m, nil
 }
 
-// Close stops the background prune of revoked keys. It does not close the service nor
-// the stores. Management still works after Close.
+// Close stops the background prune of revoked keys and the relay of the journal. It
+// does not close the service nor the stores. Management still works after Close.
 func (m *Manager) Close() {
 	m.closeOnce.Do(func() {
 		if m.stopKeyPrune != nil {
 			m.stopKeyPrune()
+		}
+		if m.stopRelay != nil {
+			m.stopRelay()
 		}
 	})
 }
@@ -227,22 +261,6 @@ func (m *Manager) unavailable(ctx context.Context, what string, err error) *toll
 		return newError(tollgate.CodeInvalidInput, v.Message, err)
 	}
 	return newError(tollgate.CodeUnavailable, v.Message, err)
-}
-
-// changed publishes c, a change made at now by the actor ctx names (unless c names
-// its own), with a random ID unless c has one.
-func (m *Manager) changed(ctx context.Context, now time.Time, c event.Change) {
-	if !m.events.Wants(c.Type) {
-		return
-	}
-	if c.Actor.ID == "" {
-		c.Actor = actorOf(ctx)
-	}
-	if c.ID == "" {
-		c.ID = rand.Text()
-	}
-	c.At = now
-	m.events.Publish(ctx, &c)
 }
 
 // restrictionsJSON is r's plain JSON form for an event; nil for no restrictions.

@@ -127,7 +127,10 @@ func TestAuditQueueOutage(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var logs testenv.Logs
 				flaky := newFlakyAudit()
-				h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: flaky})
+				// The relay of the journal is off: this test counts the audit queue's
+				// own entries (TestJournalAuditOutage runs the two together).
+				h := newHarness(t, harnessOptions{opts: tollgate.Options{Logger: logs.Logger()}, audit: flaky,
+					accounts: accounts.Options{RelayInterval: -1}})
 				before := auditActions(t, h.mgr, "acct") // the account's creation
 				flaky.set(true, tt.lands)
 				tried := flaky.tries()

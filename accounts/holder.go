@@ -392,7 +392,7 @@ func (m *Manager) RotateOwnKey(ctx context.Context, c tollgate.Caller, keyID str
 	}
 	// The rotation applies only to the record the rules were judged on: a key widened
 	// meanwhile (whose value the caller may not have) is left as it is.
-	return m.rotateKey(ctx, k.ID, k.Revision)
+	return m.rotateKey(ctx, k.ID, k.Revision, k.AccountID)
 }
 
 // RevokeOwnKey revokes a sub-key of the caller's account; the very next call with it is

@@ -99,10 +99,11 @@ func keyName(name string) (string, error) {
 	return name, nil
 }
 
-// storeAccount stores a new account with its primary key, and returns them with the
-// key's value, which is not stored and cannot be read again. An empty id is
-// generated; the plan and the billing anchor are the caller's to check.
-func (m *Manager) storeAccount(ctx context.Context, spec Spec, anchor, now time.Time) (auth.Account, auth.Key, string, error) {
+// storeAccount stores a new account with its primary key, in a write given the
+// context that record returns for them (the journal entry of their creation), and
+// returns them with the key's value, which is not stored and cannot be read again. An
+// empty id is generated; the plan and the billing anchor are the caller's to check.
+func (m *Manager) storeAccount(ctx context.Context, spec Spec, anchor, now time.Time, record func(auth.Account, auth.Key) context.Context) (auth.Account, auth.Key, string, error) {
 	if spec.ID == "" {
 		spec.ID = "acct_" + randomHex(8)
 	}
@@ -115,17 +116,20 @@ func (m *Manager) storeAccount(ctx context.Context, spec Spec, anchor, now time.
 	}
 	acct := auth.Account{ID: spec.ID, Plan: spec.Plan, Restrictions: spec.Restrictions, CreatedAt: now, BillingAnchor: anchor}
 	key := auth.Key{ID: newKeyID(), AccountID: acct.ID, Name: "primary", Primary: true, Hash: auth.HashKey(value), CreatedAt: now}
-	if err := m.keys.CreateAccount(ctx, acct, key); err != nil {
+	if err := m.keys.CreateAccount(record(acct, key), acct, key); err != nil {
 		return auth.Account{}, auth.Key{}, "", err
 	}
 	return acct, key, value, nil
 }
 
 // storeKey stores a new sub-key of an account, if limit lets the account hold it (see
-// [auth.KeyStore.CreateKey]), and returns it with its value. Its restrictions must be
-// within the account's (else the error wraps [auth.ErrWidens]); a key the limit
-// refuses is an error wrapping [auth.ErrTooManyKeys].
-func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, limit auth.KeyLimit, now time.Time) (auth.Key, string, error) {
+// [auth.KeyStore.CreateKey]), in a write given the context that record returns for it,
+// and returns it with its value. Its restrictions must be within the account's (else the
+// error wraps [auth.ErrWidens]); a key the limit refuses is an error wrapping
+// [auth.ErrTooManyKeys]. A key created for an account that a closure has reached
+// meanwhile is revoked by revoke (see createKey).
+func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, limit auth.KeyLimit, now time.Time,
+	record func(auth.Key) context.Context, revoke func(auth.Key) error) (auth.Key, string, error) {
 	name, err := keyName(spec.Name)
 	if err != nil {
 		return auth.Key{}, "", err
@@ -149,7 +153,7 @@ func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, l
 	}
 	key := auth.Key{ID: newKeyID(), AccountID: accountID, Name: name, Hash: auth.HashKey(value),
 		Restrictions: spec.Restrictions, CreatedAt: now}
-	if err := m.keys.CreateKey(ctx, key, limit); err != nil {
+	if err := m.keys.CreateKey(record(key), key, limit); err != nil {
 		return auth.Key{}, "", err
 	}
 	// A closure changes the account's state before it lists the keys to revoke: one
@@ -161,7 +165,7 @@ func (m *Manager) storeKey(ctx context.Context, accountID string, spec NewKey, l
 	case errors.Is(err, store.ErrNotFound):
 		return auth.Key{}, "", err
 	case err == nil && acct.State == auth.AccountClosed:
-		if _, err := m.keys.RevokeKey(ctx, key.ID, auth.AnyRevision, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := revoke(key); err != nil {
 			return auth.Key{}, "", err
 		}
 		return auth.Key{}, "", closedNoKey(accountID)
@@ -178,7 +182,7 @@ func closedNoKey(accountID string) error {
 // storeRotation gives a key a new random value and returns it; the old value stops
 // working at once. Unless rev is [auth.AnyRevision], the key is rotated only if it
 // still has the revision rev; otherwise nothing changes and the error wraps
-// errChangeConflict.
+// errChangeConflict. ctx may carry the journal entry of the rotation.
 func (m *Manager) storeRotation(ctx context.Context, keyID string, rev int64, now time.Time) (auth.Key, string, error) {
 	value := auth.NewKeyValue()
 	key, err := m.keys.RotateKey(ctx, keyID, rev, auth.HashKey(value), now)
@@ -188,7 +192,8 @@ func (m *Manager) storeRotation(ctx context.Context, keyID string, rev int64, no
 	return key, value, nil
 }
 
-// storeRevocation revokes a key, under the same condition as storeRotation.
+// storeRevocation revokes a key, under the same condition as storeRotation. ctx may
+// carry the journal entry of the revocation.
 func (m *Manager) storeRevocation(ctx context.Context, keyID string, rev int64, now time.Time) (auth.Key, error) {
 	key, err := m.keys.RevokeKey(ctx, keyID, rev, now)
 	if err != nil {
@@ -218,7 +223,10 @@ func (m *Manager) conditioned(ctx context.Context, keyID string, rev int64, err 
 // must be within the account's (else the error wraps [auth.ErrWidens]). A key that
 // changed between its reading and the update is read again and the change decided
 // anew, a few times (then errUpdateConflict); a revoked key is errRevokedKeyChange.
-func (m *Manager) storeUpdate(ctx context.Context, keyID string, c KeyChange, now time.Time, check func(old, updated auth.Key) error) (before, after auth.Key, err error) {
+// Each attempt's write is given the context that record returns for the key as it is
+// and as it would be (the journal entry of the change).
+func (m *Manager) storeUpdate(ctx context.Context, keyID string, c KeyChange, now time.Time, check func(old, updated auth.Key) error,
+	record func(old, updated auth.Key) context.Context) (before, after auth.Key, err error) {
 	if c.Name != nil {
 		name, err := keyName(*c.Name)
 		if err != nil {
@@ -256,7 +264,7 @@ func (m *Manager) storeUpdate(ctx context.Context, keyID string, c KeyChange, no
 				return auth.Key{}, auth.Key{}, err
 			}
 		}
-		after, err := m.keys.UpdateKey(ctx, auth.KeyUpdate{ID: keyID, Name: updated.Name, Restrictions: updated.Restrictions, Revision: old.Revision})
+		after, err := m.keys.UpdateKey(record(old, updated), auth.KeyUpdate{ID: keyID, Name: updated.Name, Restrictions: updated.Restrictions, Revision: old.Revision})
 		if err == nil {
 			return old, after, nil
 		}

@@ -175,13 +175,14 @@ func (m *Manager) DeleteAccount(ctx context.Context, id string) error {
 			"the account %q was closed at %s and is kept for %s: it can be deleted from %s",
 			id, acct.StateChangedAt.UTC().Format(time.RFC3339), days(m.closedRetention), from.UTC().Format(time.RFC3339)), nil)
 	}
-	if err := m.keys.DeleteAccount(ctx, id); err != nil {
+	c := m.newChange(ctx, now, event.Change{Type: event.AccountDeleted, Account: id})
+	if err := m.keys.DeleteAccount(m.journaled(ctx, c), id); err != nil {
 		if errors.Is(err, auth.ErrAccountNotClosed) {
 			return newError(tollgate.CodeConflict, fmt.Sprintf("the account %q is no longer closed; read it again", id), err)
 		}
 		return m.manageError(ctx, "account", id, err)
 	}
-	m.changed(ctx, now, event.Change{Type: event.AccountDeleted, Account: id})
+	m.publish(ctx, c)
 	return nil
 }
 
@@ -228,10 +229,11 @@ func (m *Manager) changeState(ctx context.Context, id string, to auth.AccountSta
 		cur := m.current(acct, now)
 		u := cur.Update()
 		u.State, u.StateChangedAt = to, now
-		updated, err := m.keys.UpdateAccount(ctx, u)
+		c := m.newChange(ctx, now, event.Change{Type: stateEvent(to), Account: id, Reason: reason})
+		updated, err := m.keys.UpdateAccount(m.journaled(ctx, c), u)
 		switch {
 		case err == nil:
-			m.changed(ctx, now, event.Change{Type: stateEvent(to), Account: id, Reason: reason})
+			m.publish(ctx, c)
 			return updated, nil
 		case errors.Is(err, auth.ErrAccountClosed):
 			return auth.Account{}, closedError(id, to, err)
@@ -280,15 +282,15 @@ func (m *Manager) revokeAll(ctx context.Context, id string) error {
 			if k.Revoked() {
 				continue
 			}
-			now := m.now()
-			key, err := m.keys.RevokeKey(ctx, k.ID, auth.AnyRevision, now)
+			c := m.newChange(ctx, m.now(), event.Change{Type: event.KeyRevoked, Account: k.AccountID, Key: k.ID})
+			_, err := m.keys.RevokeKey(m.journaled(ctx, c), k.ID, auth.AnyRevision, c.At)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			m.changed(ctx, now, event.Change{Type: event.KeyRevoked, Account: key.AccountID, Key: key.ID})
+			m.publish(ctx, c)
 		}
 		if page.Next == "" {
 			return nil

@@ -311,7 +311,9 @@ func (r *racingKeys) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (a
 		if err != nil {
 			return auth.Account{}, err
 		}
-		if _, err := r.KeyStore.UpdateAccount(ctx, acct.Update()); err != nil {
+		// The other writer's update, with a context of its own: not the journal entry
+		// of the update it races with.
+		if _, err := r.KeyStore.UpdateAccount(context.Background(), acct.Update()); err != nil {
 			return auth.Account{}, err
 		}
 	}

@@ -82,7 +82,12 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 	if err != nil {
 		return auth.Account{}, auth.Key{}, "", err
 	}
-	acct, key, value, err := m.storeAccount(ctx, spec, anchor, now)
+	var c *change
+	acct, key, value, err := m.storeAccount(ctx, spec, anchor, now, func(acct auth.Account, key auth.Key) context.Context {
+		c = m.newChange(ctx, now, event.Change{Type: event.AccountCreated, Account: acct.ID, Key: key.ID, Plan: acct.Plan,
+			After: restrictionsJSON(acct.Restrictions), Credits: credits})
+		return m.journaled(ctx, c)
+	})
 	if errors.Is(err, store.ErrConflict) && spec.ID != "" {
 		return m.existingAccount(ctx, spec, credits, now)
 	}
@@ -90,8 +95,7 @@ func (m *Manager) CreateAccount(ctx context.Context, spec Spec) (auth.Account, a
 		return auth.Account{}, auth.Key{}, "", m.manageError(ctx, "account", spec.ID, err)
 	}
 	// The account and its key exist from here on, whatever becomes of the balance.
-	m.changed(ctx, now, event.Change{Type: event.AccountCreated, Account: acct.ID, Key: key.ID, Plan: acct.Plan,
-		After: restrictionsJSON(acct.Restrictions), Credits: credits})
+	m.publish(ctx, c)
 	if err := m.openBalance(ctx, &acct, credits, now); err != nil {
 		return auth.Account{}, auth.Key{}, "", err
 	}
@@ -193,7 +197,27 @@ func (m *Manager) createKey(ctx context.Context, accountID string, spec NewKey, 
 			return key, value, nil
 		}
 	}
-	key, value, err := m.storeKey(ctx, accountID, spec, limit, now)
+	var c *change
+	key, value, err := m.storeKey(ctx, accountID, spec, limit, now, func(key auth.Key) context.Context {
+		c = m.newChange(ctx, now, event.Change{Type: event.KeyCreated, Account: key.AccountID, Key: key.ID, Name: key.Name,
+			After: restrictionsJSON(key.Restrictions)})
+		return m.journaled(ctx, c)
+	}, func(key auth.Key) error {
+		// The key was stored, then found in an account that a closure reached
+		// meanwhile: it is revoked, and both are published, as they happened (the
+		// creation is in the journal already).
+		m.publish(ctx, c)
+		r := m.newChange(ctx, now, event.Change{Type: event.KeyRevoked, Account: key.AccountID, Key: key.ID})
+		_, err := m.keys.RevokeKey(m.journaled(ctx, r), key.ID, auth.AnyRevision, now)
+		switch {
+		case errors.Is(err, store.ErrNotFound): // deleted with its account
+			return nil
+		case err != nil:
+			return err
+		}
+		m.publish(ctx, r)
+		return nil
+	})
 	if errors.Is(err, store.ErrConflict) && spec.Value != "" {
 		return m.existingKey(ctx, accountID, spec)
 	}
@@ -203,25 +227,40 @@ func (m *Manager) createKey(ctx context.Context, accountID string, spec NewKey, 
 	if err != nil {
 		return auth.Key{}, "", m.manageError(ctx, "account", accountID, err)
 	}
-	m.changed(ctx, now, event.Change{Type: event.KeyCreated, Account: key.AccountID, Key: key.ID, Name: key.Name,
-		After: restrictionsJSON(key.Restrictions)})
+	m.publish(ctx, c)
 	return key, value, nil
 }
 
 // RotateKey gives a key a new value, returned once; the old value stops working at once.
 func (m *Manager) RotateKey(ctx context.Context, keyID string) (auth.Key, string, error) {
-	return m.rotateKey(ctx, keyID, auth.AnyRevision)
+	return m.rotateKey(ctx, keyID, auth.AnyRevision, "")
 }
 
 // rotateKey is RotateKey of a key that still has revision rev (the one a decision to
 // rotate it was made on), unless rev is [auth.AnyRevision]: a key that changed since is
-// CodeConflict, and is left as it is.
-func (m *Manager) rotateKey(ctx context.Context, keyID string, rev int64) (auth.Key, string, error) {
+// CodeConflict, and is left as it is. account is the key's account, "" if the caller
+// has not read the key.
+func (m *Manager) rotateKey(ctx context.Context, keyID string, rev int64, account string) (auth.Key, string, error) {
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, "", err
 	}
-	now := m.now()
-	key, value, err := m.storeRotation(ctx, keyID, rev, now)
+	// The change names the key's account (a key never changes accounts): read first,
+	// unless the caller did, when a journal records the change before the rotation
+	// returns the key.
+	c := m.newChange(ctx, m.now(), event.Change{Type: event.KeyRotated, Account: account, Key: keyID})
+	wctx := ctx
+	if m.keyJournal != nil && m.events.Wants(c.Type) {
+		if c.Account == "" {
+			k, err := m.keys.Key(ctx, keyID)
+			if err != nil {
+				return auth.Key{}, "", m.changeError(ctx, keyID, err)
+			}
+			c.Account = k.AccountID
+		}
+		wctx = m.journaled(ctx, c)
+	}
+	now := c.At
+	key, value, err := m.storeRotation(wctx, keyID, rev, now)
 	if errors.Is(err, store.ErrConflict) && !errors.Is(err, errChangeConflict) {
 		// The key is revoked (a taken hash, the other conflict, is one in 2^122).
 		if k, kerr := m.keys.Key(ctx, keyID); kerr == nil && k.Revoked() {
@@ -232,7 +271,8 @@ func (m *Manager) rotateKey(ctx context.Context, keyID string, rev int64) (auth.
 	if err != nil {
 		return auth.Key{}, "", m.changeError(ctx, keyID, err)
 	}
-	m.changed(ctx, now, event.Change{Type: event.KeyRotated, Account: key.AccountID, Key: key.ID})
+	c.Account = key.AccountID
+	m.publish(ctx, c)
 	return key, value, nil
 }
 
@@ -251,15 +291,22 @@ func (m *Manager) revokeKey(ctx context.Context, keyID string, rev int64) (auth.
 	if err := checkText("key_id", keyID, maxIDLength); err != nil {
 		return auth.Key{}, err
 	}
-	if k, err := m.keys.Key(ctx, keyID); err == nil && k.Revoked() && (rev == auth.AnyRevision || k.Revision == rev) {
+	k, err := m.keys.Key(ctx, keyID)
+	if err == nil && k.Revoked() && (rev == auth.AnyRevision || k.Revision == rev) {
 		return k, nil // a store error, or a changed key, is the revocation's to report
 	}
 	now := m.now()
-	key, err := m.storeRevocation(ctx, keyID, rev, now)
+	c := m.newChange(ctx, now, event.Change{Type: event.KeyRevoked, Account: k.AccountID, Key: keyID})
+	wctx := ctx
+	if err == nil {
+		wctx = m.journaled(ctx, c) // the change names the key's account, which the key read says
+	}
+	key, err := m.storeRevocation(wctx, keyID, rev, now)
 	if err != nil {
 		return auth.Key{}, m.changeError(ctx, keyID, err)
 	}
-	m.changed(ctx, now, event.Change{Type: event.KeyRevoked, Account: key.AccountID, Key: key.ID})
+	c.Account = key.AccountID
+	m.publish(ctx, c)
 	return key, nil
 }
 
@@ -281,7 +328,13 @@ func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 		}
 	}
 	now := m.now()
-	before, after, err := m.storeUpdate(ctx, keyID, c, now, check)
+	var ch *change
+	_, after, err := m.storeUpdate(ctx, keyID, c, now, check, func(old, updated auth.Key) context.Context {
+		ch = m.newChange(ctx, now, event.Change{Type: event.KeyUpdated, Account: old.AccountID, Key: old.ID,
+			Before: restrictionsJSON(old.Restrictions), After: restrictionsJSON(updated.Restrictions),
+			OldName: old.Name, Name: updated.Name})
+		return m.journaled(ctx, ch)
+	})
 	if e := (*tollgate.Error)(nil); errors.As(err, &e) {
 		return auth.Key{}, e
 	}
@@ -294,9 +347,7 @@ func (m *Manager) updateKey(ctx context.Context, keyID string, c KeyChange, chec
 	case err != nil:
 		return auth.Key{}, m.manageError(ctx, "key", keyID, err)
 	}
-	m.changed(ctx, now, event.Change{Type: event.KeyUpdated, Account: after.AccountID, Key: after.ID,
-		Before: restrictionsJSON(before.Restrictions), After: restrictionsJSON(after.Restrictions),
-		OldName: before.Name, Name: after.Name})
+	m.publish(ctx, ch)
 	return after, nil
 }
 
@@ -370,14 +421,21 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	}
 	adj := driver.Adjustment{Account: accountID, Request: id, Amount: amount, Part: driver.PartGrants,
 		Expires: o.ExpiresAt, Reason: reason, Period: period, Allowance: plan.Credits, Now: now}
-	b, err := m.ledger.Adjust(ctx, adj)
+	c := event.Change{Type: event.CreditsAdjusted, Account: accountID, Credits: amount, Reason: reason, Expires: o.ExpiresAt}
+	if idempotencyKey != "" {
+		// A replay changes nothing: its event has the first one's ID, which the audit
+		// log stores once, and so does the journal.
+		c.ID = "credits-" + hex.EncodeToString(id[:])
+	}
+	ch := m.newChange(ctx, now, c)
+	b, err := m.ledger.Adjust(m.journaled(ctx, ch), adj)
 	if errors.Is(err, store.ErrNotFound) {
 		// The account has no balance (its creation was interrupted): open it as its
 		// creation would have, with the period's allowance, then adjust it.
 		if err = m.openBalance(ctx, &acct, plan.Credits, now); err != nil {
 			return billing.Balance{}, err
 		}
-		b, err = m.ledger.Adjust(ctx, adj)
+		b, err = m.ledger.Adjust(m.journaled(ctx, ch), adj)
 	}
 	b.Allowance = plan.Credits
 	if errors.Is(err, billing.ErrInsufficientCredits) {
@@ -395,13 +453,7 @@ func (m *Manager) AdjustCredits(ctx context.Context, accountID string, amount in
 	if err != nil {
 		return b, m.manageError(ctx, "balance of account", accountID, err)
 	}
-	c := event.Change{Type: event.CreditsAdjusted, Account: accountID, Credits: amount, Reason: reason, Expires: o.ExpiresAt}
-	if idempotencyKey != "" {
-		// A replay changes nothing: its event has the first one's ID, which the audit
-		// log stores once.
-		c.ID = "credits-" + hex.EncodeToString(id[:])
-	}
-	m.changed(ctx, now, c)
+	m.publish(ctx, ch)
 	return b, nil
 }
 

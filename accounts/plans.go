@@ -199,7 +199,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	// applied), then the change.
 	u := cur.Update()
 	u.Revision = acct.Revision
-	c := event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now}
+	c := m.newChange(ctx, now, event.Change{Type: event.PlanChanged, Account: accountID, OldPlan: cur.Plan, Plan: next.Name, Effective: now})
 	var adjustAt time.Time // an instant of the period whose allowance the change sets, if any
 	newCycle := false      // whether the new plan's first period begins now
 	switch {
@@ -264,7 +264,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 			adjustAt = now
 		}
 	}
-	updated, err := m.keys.UpdateAccount(ctx, u)
+	updated, err := m.keys.UpdateAccount(m.journaled(ctx, c), u)
 	switch {
 	case errors.Is(err, auth.ErrAccountChanged):
 		return PlanChange{}, err
@@ -273,7 +273,7 @@ func (m *Manager) changePlan(ctx context.Context, accountID string, next billing
 	case err != nil:
 		return PlanChange{}, m.manageError(ctx, "account", accountID, err)
 	}
-	m.changed(ctx, now, c)
+	m.publish(ctx, c)
 	res := PlanChange{Account: m.current(updated, now), Changed: true, EffectiveAt: c.Effective}
 	if newCycle {
 		// The new plan's first period may begin a moment after now (after the start

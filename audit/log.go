@@ -52,7 +52,10 @@ type LogOptions struct {
 // entry has the change's ID, so a retry after an append whose outcome is unknown stores
 // it once, and so does a replayed idempotent change. An entry is never lost while its
 // queue has room; one that is lost is logged with everything it held, which is never a
-// key value.
+// key value. A change whose entry was queued rather than stored is deferred
+// ([event.Change.Defer]): where the service keeps a journal of its changes (package
+// journal), it is published again later, so that an instance that dies with entries
+// in its queue loses none of them.
 //
 // Subscribe it to a service's events:
 //
@@ -114,8 +117,10 @@ func (l *Log) Observe(ctx context.Context, e event.Event) {
 		return
 	}
 	entry, ok := entryOf(c)
-	if ok {
-		l.q.add(ctx, entry)
+	if ok && l.q.add(ctx, entry) {
+		// Queued, not stored: a journal that keeps the change keeps it until it is
+		// published again, and stored once by its ID.
+		c.Defer()
 	}
 }
 

@@ -61,21 +61,23 @@ func newQueue(s Store, log *slog.Logger, size int) *queue {
 	return &queue{store: s, log: log, size: size, first: retryFirst, max: retryMax, ctx: ctx, cancel: cancel}
 }
 
-// add stores e, or queues it if the store cannot take it now. ctx carries the request's
-// values (for the logger) but not its end: a change that is stored is recorded even if
-// its client has gone.
-func (q *queue) add(ctx context.Context, e Entry) {
+// add stores e, or queues it if the store cannot take it now, and reports whether it
+// did not store it for a reason a later attempt may not have: it queued e, or dropped
+// it because the queue was full or closed (an entry the store refuses as invalid is
+// not one). ctx carries the request's values (for the logger) but not its end: a
+// change that is stored is recorded even if its client has gone.
+func (q *queue) add(ctx context.Context, e Entry) (deferred bool) {
 	ctx = context.WithoutCancel(ctx)
 	if err := e.Validate(); err != nil {
 		q.countDrop()
 		q.lose(ctx, slog.LevelError, "audit: the audit log cannot hold an entry; the change itself is stored", e, err)
-		return
+		return false
 	}
 	q.mu.Lock()
 	if len(q.items) > 0 && !q.closed {
 		q.queueLocked(ctx, e, nil)
 		q.mu.Unlock()
-		return
+		return true
 	}
 	q.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, appendBound)
@@ -83,14 +85,16 @@ func (q *queue) add(ctx context.Context, e Entry) {
 	cancel()
 	switch {
 	case err == nil:
+		return false
 	case errors.Is(err, store.ErrInvalid):
 		q.countDrop()
 		q.lose(ctx, slog.LevelError, "audit: the audit log refused an entry as invalid; the change itself is stored", e, err)
-	default:
-		q.mu.Lock()
-		q.queueLocked(ctx, e, err)
-		q.mu.Unlock()
+		return false
 	}
+	q.mu.Lock()
+	q.queueLocked(ctx, e, err)
+	q.mu.Unlock()
+	return true
 }
 
 // queueLocked queues e, behind the entries queued before it, and starts the worker;

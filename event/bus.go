@@ -15,6 +15,9 @@ import (
 // change, so it returns promptly and never blocks on I/O that may hang: one that writes
 // to a store queues the write, or bounds it (the audit log makes one bounded attempt,
 // then queues). It cannot fail the change or the call; a panic is recovered and logged.
+// One that keeps changes in a store and queued a [*Change] rather than store it before
+// returning calls [Change.Defer], so that a change kept in a journal is published
+// again later (see package journal).
 //
 // ctx carries the request's values; it is canceled when the request ends, so work that
 // outlives Observe detaches from it (context.WithoutCancel). The event and its slices

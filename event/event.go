@@ -314,7 +314,24 @@ type Change struct {
 	Before, After json.RawMessage
 	// OldName and Name are a key's name before and after a KeyUpdated that renamed it.
 	OldName, Name string
+
+	// deferred is set by an observer that could not store the change (see Defer).
+	deferred bool
 }
+
+// Defer is called by an observer that keeps what it observes in a store of its own
+// (the audit log, the webhook outbox) when it could not store this change before
+// returning from Observe: its store failed or is slow, and the observer holds the change
+// in memory to retry, where an instance that dies loses it. The publisher of a change
+// that a journal keeps (package journal) then leaves it in the journal, for a relay to
+// publish again later under the same ID, which such an observer stores once. Defer is
+// called on the goroutine that publishes, before Observe returns; an observer that
+// stored the change, or keeps nothing of it, does not call it.
+func (e *Change) Defer() { e.deferred = true }
+
+// Deferred reports whether an observer called [Change.Defer] while the change was
+// published.
+func (e *Change) Deferred() bool { return e.deferred }
 
 func (e *Call) Kind() Kind    { return CallFinished }
 func (e *Refusal) Kind() Kind { return CallRefused }

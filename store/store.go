@@ -31,7 +31,10 @@
 //   - webhook.Store: the webhook endpoints (a bound per account) and the outbox: the
 //     messages, each enqueued once by its ID, and their deliveries, claimed by one
 //     deliverer at a time under a lease, with their attempts, listed, resent and
-//     pruned (Prune).
+//     pruned (Prune);
+//   - journal.Store (as journal.KeyStore and journal.Ledger): the journal of changes
+//     of management, each recorded by the write that makes it, from the entry its
+//     context carries, and claimed and removed by the relays of every instance.
 //
 // Besides, every store of this repository answers health.Pinger (Ping), which the
 // readiness check of package health calls: it is no part of the interfaces above, and

@@ -119,7 +119,11 @@ type DispatchStats struct {
 // enqueued on the goroutine of the change, before the method that made it returns; one
 // the store does not take within EnqueueTimeout is queued and retried. Calls and
 // refusals make messages of their own, enqueued in the background so that a call
-// never waits for the store:
+// never waits for the store. A change whose message was queued rather than enqueued
+// is deferred ([event.Change.Defer]): where the service keeps a journal of its changes
+// (package journal), it is published again later, so that an instance that dies with
+// messages in its queue loses none of those of changes. Calls and refusals make
+// these:
 //
 //   - credits.low: the first call after which the period's allowance used reaches a
 //     threshold (80, 90 and 100 percent by default) sends it, once per account,
@@ -269,13 +273,18 @@ func (d *Dispatcher) Observe(ctx context.Context, e event.Event) {
 		if !ok {
 			return
 		}
+		// A message queued rather than enqueued is deferred: a journal that keeps the
+		// change publishes it again later (see event.Change.Defer), and the store
+		// enqueues its ID once.
 		if d.now().UnixNano() < d.failingUntil.Load() {
 			d.push(m)
+			e.Defer()
 			return
 		}
 		if err := d.enqueue(context.WithoutCancel(ctx), m, false); err != nil {
 			d.failingUntil.Store(d.now().Add(storeBackoff).UnixNano())
 			d.pushRetry(m)
+			e.Defer()
 		}
 	}
 }

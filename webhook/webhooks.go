@@ -245,6 +245,7 @@ func (w *Webhooks) accountDeleted(ctx context.Context, e event.Event) {
 	defer cancel()
 	if err := w.deleteEndpoints(ctx, c.Actor, c.Account); err != nil {
 		w.leave(c.Account, c.Actor, err)
+		c.Defer() // left to Run, in memory: a journal that keeps the deletion publishes it again
 	}
 }
 

@@ -8,20 +8,27 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
-// UpdateAccount replaces the mutable fields of an account that still has u.Revision.
-func (s *KeyStore) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.Account, error) {
+// UpdateAccount replaces the mutable fields of an account that still has u.Revision,
+// and records the journal entry ctx carries with it.
+func (s *KeyStore) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (_ auth.Account, err error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Account{}, err
 	}
 	if err := checkUpdate(u); err != nil {
 		return auth.Account{}, err
 	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return auth.Account{}, err
+	}
 	st, _ := codeOf(u.State)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.journal.recordIf(rec, &err)
 	a, ok := s.accountIDs.lookup(u.ID)
 	if !ok {
 		return auth.Account{}, fmt.Errorf("memory: account %q: %w", u.ID, store.ErrNotFound)
@@ -133,15 +140,21 @@ func (s *KeyStore) sortAccounts() {
 	s.byID, s.sorted = merged, n
 }
 
-// DeleteAccount deletes a closed account with its keys. Its records are unlinked from
-// every index at once, and reclaimed when the tables are rebuilt (see PruneKeys); its
-// id may be taken again at once.
-func (s *KeyStore) DeleteAccount(ctx context.Context, id string) error {
+// DeleteAccount deletes a closed account with its keys, and records the journal entry
+// ctx carries with it. Its records are unlinked from every index at once, and
+// reclaimed when the tables are rebuilt (see PruneKeys); its id may be taken again at
+// once.
+func (s *KeyStore) DeleteAccount(ctx context.Context, id string) (err error) {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.journal.recordIf(rec, &err)
 	a, ok := s.accountIDs.lookup(id)
 	if !ok {
 		return fmt.Errorf("memory: account %q: %w", id, store.ErrNotFound)

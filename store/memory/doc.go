@@ -38,6 +38,10 @@
 //   - A replayed reservation, settlement or adjustment (the same request id) is
 //     recognised and applied once, within a window of the last [LedgerOptions.Remember]
 //     closed request ids of each account; a replay older than that is not recognised.
+//   - The KeyStore and the Ledger each keep a journal of changes (journal.KeyStore,
+//     journal.Ledger): a write of management records the entry its context carries
+//     under the lock of its change. A memory journal ends with its process; it holds
+//     the changes an observer deferred until the relay publishes them again.
 //
 // Every value is safe for concurrent use. Accounts rarely contend with each other: the
 // ledger and the concurrency limiter spread accounts (or limiter keys) over 64 locks,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -43,6 +44,10 @@ type KeyStore struct {
 	orderMu sync.Mutex
 	byID    []uint32
 	sorted  uint32
+
+	// journal keeps the entries that writes are given (journal.With), each recorded
+	// under mu with the change (see journal.go).
+	journal changeJournal
 }
 
 // accountRecord is an account, but for its restrictions.
@@ -158,9 +163,14 @@ func (s *KeyStore) restrict(rf ref, r auth.Restrictions) {
 	s.restricted[rf] = r
 }
 
-// CreateAccount stores an account with its primary key.
-func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, primary auth.Key) error {
+// CreateAccount stores an account with its primary key, and records the journal entry
+// ctx carries with it.
+func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, primary auth.Key) (err error) {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
 		return err
 	}
 	if err := checkText(account, primary); err != nil {
@@ -171,6 +181,7 @@ func (s *KeyStore) CreateAccount(ctx context.Context, account auth.Account, prim
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.journal.recordIf(rec, &err)
 	if _, ok := s.accountIDs.lookup(account.ID); ok {
 		return fmt.Errorf("memory: account %q: %w", account.ID, store.ErrConflict)
 	}
@@ -209,16 +220,22 @@ func (s *KeyStore) Account(ctx context.Context, id string) (auth.Account, error)
 	return s.account(a.i), nil
 }
 
-// CreateKey stores a new key of an existing account, if limit lets it hold one more.
-func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
+// CreateKey stores a new key of an existing account, if limit lets it hold one more,
+// and records the journal entry ctx carries with it.
+func (s *KeyStore) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := checkText(auth.Account{ID: key.AccountID, Plan: "-"}, key); err != nil {
 		return err
 	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.journal.recordIf(rec, &err)
 	a, ok := s.accountIDs.lookup(key.AccountID)
 	if !ok {
 		return fmt.Errorf("memory: account %q: %w", key.AccountID, store.ErrNotFound)
@@ -435,13 +452,19 @@ func (s *KeyStore) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Acc
 
 // change applies a change to the record of key id, under the write lock: check
 // refuses it (the key missing, revoked, at another revision; errUnchanged leaves the
-// key as it is, without an error), apply makes it to key i.
-func (s *KeyStore) change(ctx context.Context, id string, check func(auth.Key) error, apply func(i uint32, k *keyRecord)) (auth.Key, error) {
+// key as it is, without an error), apply makes it to key i. The journal entry ctx
+// carries is recorded when it succeeds.
+func (s *KeyStore) change(ctx context.Context, id string, check func(auth.Key) error, apply func(i uint32, k *keyRecord)) (_ auth.Key, err error) {
 	if err := ctx.Err(); err != nil {
+		return auth.Key{}, err
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
 		return auth.Key{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.journal.recordIf(rec, &err)
 	k, ok := s.keyIDs.lookup(id)
 	if !ok {
 		return auth.Key{}, fmt.Errorf("memory: key %q: %w", id, store.ErrNotFound)

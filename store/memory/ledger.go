@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -49,6 +50,10 @@ type Ledger struct {
 	shards   [ledgerShards]ledgerShard // account i is in shards[i%ledgerShards]
 	apis     apiNames
 	remember int
+
+	// journal keeps the entries that adjustments are given (journal.With), each
+	// recorded under its account's shard lock with the adjustment (see journal.go).
+	journal changeJournal
 }
 
 // ledgerShards is the number of a Ledger's locks.
@@ -634,19 +639,25 @@ func (l *Ledger) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 	return b, nil
 }
 
-// Adjust changes a part of the balance.
-func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balance, error) {
+// Adjust changes a part of the balance, and records the journal entry ctx carries
+// with it.
+func (l *Ledger) Adjust(ctx context.Context, adj driver.Adjustment) (_ driver.Balance, err error) {
 	if err := store.CheckText("memory: the reason of an adjustment", adj.Reason); err != nil {
 		return driver.Balance{}, err
 	}
 	if err := adj.Check(); err != nil {
 		return driver.Balance{}, fmt.Errorf("memory: %w: %w", err, store.ErrInvalid)
 	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return driver.Balance{}, err
+	}
 	o, err := l.lock(ctx, adj.Account, adj.Period, adj.Allowance, adj.Now)
 	if err != nil {
 		return driver.Balance{}, err
 	}
 	defer o.done()
+	defer l.journal.recordIf(rec, &err)
 	a := o.a
 	if o.seen(adj.Request) {
 		return o.snapshot(), nil

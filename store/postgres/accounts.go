@@ -7,14 +7,20 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
 // UpdateAccount replaces the mutable fields of an account that still has u.Revision
-// and is not closed, in one statement, as UpdateKey does.
+// and is not closed, with the journal entry ctx carries, in one statement, as UpdateKey
+// does.
 func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.Account, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Account{}, wrapErr(ctx, err, "account %q", u.ID)
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return auth.Account{}, err
 	}
 	for _, f := range []struct{ what, value string }{{"plan", u.Plan}, {"pending plan", u.PendingPlan}} {
 		if err := store.CheckText("postgres: "+f.what, f.value); err != nil {
@@ -43,11 +49,12 @@ func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.A
 			UPDATE tollgate_accounts SET plan = $2, restrictions = $3, state = $4, state_changed_at = $5,
 				billing_anchor = $6, pending_plan = $7, pending_plan_at = $8, revision = revision + 1
 			WHERE id = $1 AND state <> 'closed' AND revision = $9
-			RETURNING *)
+			RETURNING *),
+		`+journalWith(10, "a", "true")+`
 		SELECT old.id IS NOT NULL, old.state, old.revision, `+accountColumns+`
 		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN a ON true`,
-		u.ID, u.Plan, r, string(u.State), nullTime(u.StateChangedAt), nullTime(u.BillingAnchor), u.PendingPlan,
-		nullTime(u.PendingPlanAt), u.Revision).
+		append([]any{u.ID, u.Plan, r, string(u.State), nullTime(u.StateChangedAt), nullTime(u.BillingAnchor), u.PendingPlan,
+			nullTime(u.PendingPlanAt), u.Revision}, journalArgs(rec)...)...).
 		Scan(append([]any{&exists, &state, &revision}, n.dest()...)...)
 	if err != nil {
 		return auth.Account{}, wrapErr(ctx, err, "account %q", u.ID)
@@ -183,13 +190,21 @@ func (s *Store) Accounts(ctx context.Context, q auth.AccountQuery) (auth.Account
 }
 
 // DeleteAccount deletes a closed account and its keys, in one call of
-// tollgate_delete_account (see migration 20).
+// tollgate_delete_account (see migration 20), with the journal entry ctx carries, in
+// one statement.
 func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "account %q", id)
 	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return err
+	}
 	var st int
-	if err := s.db.QueryRow(ctx, `SELECT tollgate_delete_account($1)`, id).Scan(&st); err != nil {
+	if err := s.db.QueryRow(ctx, `
+		WITH d AS (SELECT tollgate_delete_account($1) AS st),
+		`+journalWith(2, "d", "d.st = 0")+`
+		SELECT st FROM d`, append([]any{id}, journalArgs(rec)...)...).Scan(&st); err != nil {
 		return wrapErr(ctx, err, "account %q", id)
 	}
 	switch st {

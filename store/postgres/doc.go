@@ -3,7 +3,9 @@
 // service instances share. One [Store] value implements every store interface
 // ([auth.KeyStore], [driver.Ledger], [driver.RateLimiter],
 // [driver.ConcurrencyLimiter], [driver.KeyChecker]) and [driver.Admitter], so that a
-// paid call costs exactly one round trip to admit and one to settle. [OAuthStore]
+// paid call costs exactly one round trip to admit and one to settle. It also keeps the
+// journal of changes (journal.KeyStore, journal.Ledger): each write of management
+// records the entry its context carries in the statement of its change. [OAuthStore]
 // keeps the grants of the OAuth authorization server ([oauthstore.Store]) in the same
 // database, [AuditStore] the audit log ([audit.Store]), [SessionStore] the sessions
 // signed out before their expiry ([auth.SessionStore]), [UsageStore] the usage

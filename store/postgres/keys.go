@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -176,10 +177,15 @@ func keyConflict(err error, k *auth.Key, accountID string) error {
 	return fmt.Errorf("postgres: key %q: %w", k.ID, store.ErrConflict)
 }
 
-// CreateAccount stores an account with its primary key, in one statement.
+// CreateAccount stores an account with its primary key, with the journal entry ctx
+// carries, in one statement.
 func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary auth.Key) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "account %q", account.ID)
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return err
 	}
 	if primary.AccountID != account.ID {
 		return fmt.Errorf("postgres: key %q belongs to account %q, not %q: %w", primary.ID, primary.AccountID, account.ID, store.ErrConflict)
@@ -199,12 +205,14 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 	args := append([]any{account.ID, account.Plan, ar, account.CreatedAt, string(state), nullTime(account.StateChangedAt),
 		nullTime(account.BillingAnchor), account.PendingPlan, nullTime(account.PendingPlanAt)}, kargs[:1]...)
 	args = append(args, kargs[2:]...)
+	args = append(args, journalArgs(rec)...)
 	_, err = s.db.Exec(ctx, `
 		WITH a AS (
 			INSERT INTO tollgate_accounts (id, plan, restrictions, created_at, state, state_changed_at, billing_anchor,
 				pending_plan, pending_plan_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-			RETURNING id)
+			RETURNING id),
+		`+journalWith(18, "a", "true")+`
 		INSERT INTO tollgate_keys (id, account_id, name, is_primary, hash, restrictions, created_at, rotated_at, revoked_at)
 		SELECT $10, a.id, $11, $12, $13, $14, $15, $16, $17 FROM a`, args...)
 	if isCode(err, uniqueViolation) {
@@ -228,20 +236,28 @@ func (s *Store) Account(ctx context.Context, id string) (auth.Account, error) {
 	return r.account()
 }
 
-// CreateKey stores a new key of an existing account, if limit lets it hold one more, in
-// one statement: tollgate_create_key counts the account's keys and inserts the new one
-// under a lock of the account (see migration 16).
+// CreateKey stores a new key of an existing account, if limit lets it hold one more,
+// with the journal entry ctx carries, in one statement: tollgate_create_key counts the
+// account's keys and inserts the new one under a lock of the account (see migration
+// 16).
 func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, err, "key %q", key.ID)
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return err
 	}
 	args, err := keyArgs(&key)
 	if err != nil {
 		return err
 	}
+	args = append(args, max(limit.Max, 0), limit.RevokedSince)
 	var st int
-	err = s.db.QueryRow(ctx, `SELECT tollgate_create_key($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		append(args, max(limit.Max, 0), limit.RevokedSince)...).Scan(&st)
+	err = s.db.QueryRow(ctx, `
+		WITH c AS (SELECT tollgate_create_key($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS st),
+		`+journalWith(12, "c", "c.st = 0")+`
+		SELECT st FROM c`, append(args, journalArgs(rec)...)...).Scan(&st)
 	switch {
 	case isCode(err, foreignKeyViolation) || err == nil && st == 1:
 		return fmt.Errorf("postgres: account %q of key %q: %w", key.AccountID, key.ID, store.ErrNotFound)
@@ -367,10 +383,14 @@ func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Accoun
 }
 
 // RotateKey replaces the hash of a key (that still has revision rev, unless rev is
-// [auth.AnyRevision]), in one statement.
+// [auth.AnyRevision]), with the journal entry ctx carries, in one statement.
 func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return auth.Key{}, err
 	}
 	// old reads the key as of the statement's snapshot, to tell why nothing was
 	// updated; k updates it unless it is revoked or changed (re-checked on the latest
@@ -380,14 +400,15 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 		revision        *int64
 		n               nullableKeyRow
 	)
-	err := s.db.QueryRow(ctx, `
+	err = s.db.QueryRow(ctx, `
 		WITH old AS (SELECT k.id, k.revoked_at IS NOT NULL AS revoked, k.revision FROM tollgate_keys k WHERE k.id = $1),
 		k AS (
 			UPDATE tollgate_keys SET hash = $2, rotated_at = $3, revision = revision + 1
 			WHERE id = $1 AND revoked_at IS NULL AND ($4::bigint < 0 OR revision = $4::bigint)
-			RETURNING *)
+			RETURNING *),
+		`+journalWith(5, "k", "true")+`
 		SELECT old.id IS NOT NULL, coalesce(old.revoked, false), old.revision, `+keyColumns+`
-		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, id, h[:], at, rev).
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, append([]any{id, h[:], at, rev}, journalArgs(rec)...)...).
 		Scan(append([]any{&exists, &revoked, &revision}, n.dest()...)...)
 	if isCode(err, uniqueViolation) {
 		return auth.Key{}, fmt.Errorf("postgres: key %q: the new hash is taken: %w", id, store.ErrConflict)
@@ -403,10 +424,15 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 }
 
 // RevokeKey marks a key revoked (if it still has revision rev, unless rev is
-// [auth.AnyRevision]), keeping the first revocation's moment, in one statement.
+// [auth.AnyRevision]), keeping the first revocation's moment, with the journal entry
+// ctx carries, in one statement.
 func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return auth.Key{}, err
 	}
 	// As in RotateKey, old tells a missing key from a changed one.
 	var (
@@ -414,15 +440,16 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 		revision *int64
 		n        nullableKeyRow
 	)
-	err := s.db.QueryRow(ctx, `
+	err = s.db.QueryRow(ctx, `
 		WITH old AS (SELECT k.id, k.revision FROM tollgate_keys k WHERE k.id = $1),
 		k AS (
 			UPDATE tollgate_keys k SET revoked_at = coalesce(k.revoked_at, $2),
 				revision = k.revision + CASE WHEN k.revoked_at IS NULL THEN 1 ELSE 0 END
 			WHERE k.id = $1 AND ($3::bigint < 0 OR k.revision = $3::bigint)
-			RETURNING *)
+			RETURNING *),
+		`+journalWith(4, "k", "true")+`
 		SELECT old.id IS NOT NULL, old.revision, `+keyColumns+`
-		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, id, at, rev).
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, append([]any{id, at, rev}, journalArgs(rec)...)...).
 		Scan(append([]any{&exists, &revision}, n.dest()...)...)
 	if err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", id)
@@ -479,11 +506,15 @@ func checkHash(c *driver.KeyCheck) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(c.AccountRevision))
 }
 
-// UpdateKey replaces the name and restrictions of a key that still has u.Revision, in
-// one statement, as RotateKey does.
+// UpdateKey replaces the name and restrictions of a key that still has u.Revision,
+// with the journal entry ctx carries, in one statement, as RotateKey does.
 func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", u.ID)
+	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return auth.Key{}, err
 	}
 	if err := store.CheckText("postgres: key name", u.Name); err != nil {
 		return auth.Key{}, err
@@ -505,9 +536,10 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 		k AS (
 			UPDATE tollgate_keys SET name = $2, restrictions = $3, revision = revision + 1
 			WHERE id = $1 AND revoked_at IS NULL AND revision = $4
-			RETURNING *)
+			RETURNING *),
+		`+journalWith(5, "k", "true")+`
 		SELECT old.id IS NOT NULL, coalesce(old.revoked, false), old.revision, `+keyColumns+`
-		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, u.ID, u.Name, r, u.Revision).
+		FROM (SELECT 1) one LEFT JOIN old ON true LEFT JOIN k ON true`, append([]any{u.ID, u.Name, r, u.Revision}, journalArgs(rec)...)...).
 		Scan(append([]any{&exists, &revoked, &revision}, n.dest()...)...)
 	if err != nil {
 		return auth.Key{}, wrapErr(ctx, err, "key %q", u.ID)

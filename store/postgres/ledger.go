@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -221,7 +222,8 @@ func settleErr(status int, account string, req driver.RequestID, refund int64, r
 }
 
 // Adjust adds credits to, or takes them from, the balance, or sets the period's
-// allowance at a revision, idempotently by request id, in one call.
+// allowance at a revision, idempotently by request id, in one call, with the journal
+// entry ctx carries when the adjustment is made (or replayed).
 func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)
@@ -229,15 +231,21 @@ func (s *Store) Adjust(ctx context.Context, a driver.Adjustment) (driver.Balance
 	if err := a.Check(); err != nil {
 		return driver.Balance{}, fmt.Errorf("postgres: %w: %w", err, store.ErrInvalid)
 	}
+	rec, err := journal.From(ctx)
+	if err != nil {
+		return driver.Balance{}, err
+	}
 	var (
 		status int
 		b      balanceRow
 	)
-	err := s.db.QueryRow(ctx, `
-		SELECT o_status, `+balanceColumns+`
-		FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		a.Account, uuidArg(a.Request), max(a.Amount, -driver.MaxCredits-1), int(a.Part), a.Lot(), a.Reason,
-		a.Period.Start, a.Period.End, a.Allowance, nanos(a.Now), int64(driver.MaxCredits), driver.MaxGrantLots, a.Revision).
+	err = s.db.QueryRow(ctx, `
+		WITH r AS (SELECT * FROM tollgate_adjust($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)),
+		`+journalWith(14, "r", "r.o_status = 0")+`
+		SELECT o_status, `+balanceColumns+` FROM r`,
+		append([]any{a.Account, uuidArg(a.Request), max(a.Amount, -driver.MaxCredits-1), int(a.Part), a.Lot(), a.Reason,
+			a.Period.Start, a.Period.End, a.Allowance, nanos(a.Now), int64(driver.MaxCredits), driver.MaxGrantLots, a.Revision},
+			journalArgs(rec)...)...).
 		Scan(append([]any{&status}, b.dest()...)...)
 	if err != nil {
 		return driver.Balance{}, wrapErr(ctx, err, "adjustment %s of account %q", a.Request, a.Account)

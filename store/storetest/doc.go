@@ -2,15 +2,17 @@
 // interfaces: [auth.KeyStore], [driver.KeyChecker], [driver.Ledger] (and
 // [driver.Sweeper]), [driver.RateLimiter], [driver.ConcurrencyLimiter], [driver.Admitter],
 // [oauthstore.Store], [audit.Store], [usage.Store], [auth.SessionStore],
-// [idempotency.Store] and [webhook.Store], and the readiness ping of [health.Pinger]
-// that a store may answer besides. Every store in this
+// [idempotency.Store], [webhook.Store], the journals of changes a key store or a
+// ledger may keep ([journal.KeyStore], [journal.Ledger]), and the readiness ping of
+// [health.Pinger] that a store may answer besides. Every store in this
 // repository runs them, and custom stores should too: the suites are the executable form
 // of the interfaces' documented contracts and of the invariants the rest of Tollgate
 // relies on (a balance never below zero, no charge lost or taken twice, a refund at most
 // once, a concurrency ceiling never exceeded, a revoked or rotated-away key refused by
 // the very next call, an authorization code or refresh token used once, an audit entry
 // never lost, a request sent with an idempotency key run once, a webhook message enqueued
-// once and each of its deliveries attempted by one deliverer at a time).
+// once and each of its deliveries attempted by one deliverer at a time, a change of
+// management recorded with its write or not at all).
 //
 // # Hooking in
 //

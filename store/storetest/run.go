@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/usage"
 	"github.com/tollgate-dev/tollgate/webhook"
@@ -34,6 +35,8 @@ import (
 //	auth.KeyStore, auth.KeyExpiries,    WebhookSweeps (the stores of the webhooks'
 //	driver.Ledger and webhook.Store     sweeps in one value; TestWebhookSweeps
 //	                                    takes them as separate values)
+//	journal.KeyStore                    KeyJournal
+//	journal.Ledger                      LedgerJournal
 //
 // so that a store's test is one call per store value, and adding an interface to a store
 // adds its suite. Run calls newStore once to learn the interfaces, and then once per
@@ -100,6 +103,8 @@ var suites = []struct {
 			return SweepStores{Keys: s.(auth.KeyStore), Ledger: s.(driver.Ledger), Webhooks: s.(webhook.Store)}
 		})
 	}},
+	{"KeyJournal", is[journal.KeyStore], func(t *testing.T, n func(*testing.T) any) { TestKeyJournal(t, as[journal.KeyStore](n)) }},
+	{"LedgerJournal", is[journal.Ledger], func(t *testing.T, n func(*testing.T) any) { TestLedgerJournal(t, as[journal.Ledger](n)) }},
 }
 
 // is reports whether s implements I.
