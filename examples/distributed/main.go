@@ -39,6 +39,12 @@
 //	                    let URL-form file fetches and webhook deliveries reach private and
 //	                    loopback addresses, and webhook endpoints have such URLs: for local
 //	                    development and tests (a receiver on this machine)
+//	-webhook-schedule W the waits between a webhook delivery's attempts, durations separated
+//	                    by commas (1s,5s,30s: retries 1, 5 and 30 seconds after the attempt
+//	                    before); default the deliverer's (5s, 5m, 30m, ... about three days)
+//	-webhook-timeout D  how long a webhook delivery's attempt may take (default 15s); a
+//	                    delivery claimed by an instance that died is claimed again once its
+//	                    lease ends, a minute or the timeout and 10s, whichever is longer
 //
 // Every instance sweeps: an instance that dies takes the settlements of its calls in
 // flight with it, and another one gives their credits back once they expire.
@@ -79,6 +85,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/selfservice"
@@ -103,6 +110,8 @@ type config struct {
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
 	allowPrivateFetch                       bool
+	webhookSchedule                         webhook.Schedule // nil: the default
+	webhookTimeout                          time.Duration    // 0: the default
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -123,7 +132,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.sweep, "sweep-interval", tollgate.DefaultSweepInterval, "how often to void expired reservations")
 	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches and webhook deliveries reach private and loopback addresses")
+	schedule := fs.String("webhook-schedule", "", "the waits between a webhook delivery's attempts, durations separated by commas, such as 1s,5s,30s (default the deliverer's: 5s, 5m, 30m, ... about three days)")
+	fs.DurationVar(&c.webhookTimeout, "webhook-timeout", 0, "how long a webhook delivery's attempt may take (default 15s)")
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var err error
+	if c.webhookSchedule, err = webhookflag.ParseSchedule(*schedule); err != nil {
 		return c, err
 	}
 	switch {
@@ -137,6 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-schema must not be empty")
 	case c.callTimeout <= 0 || c.grace <= 0 || c.sweep <= 0 || c.lease < 0:
 		return c, errors.New("-call-timeout, -reservation-grace and -sweep-interval must be positive, -lease not negative")
+	case c.webhookTimeout < 0:
+		return c, fmt.Errorf("-webhook-timeout %s is negative: give a positive duration, or 0 for the default", c.webhookTimeout)
 	}
 	return c, nil
 }
@@ -460,7 +477,8 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		return nil, err
 	}
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans}}); err != nil {
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans},
+		Deliverer: webhook.DelivererOptions{Schedule: c.webhookSchedule, Timeout: c.webhookTimeout}}); err != nil {
 		in.svc.Close()
 		return nil, err
 	}

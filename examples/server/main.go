@@ -45,6 +45,11 @@
 //	                       (default http://localhost:PORT, PORT the one listened on)
 //	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
 //	                       every door's answers (REST, batches, GraphQL, MCP), besides X-RateLimit-*
+//	-webhook-schedule W    the waits between a webhook delivery's attempts, durations
+//	                       separated by commas (1s,5s,30s: retries 1, 5 and 30 seconds after
+//	                       the attempt before); default the deliverer's (5s, 5m, 30m, ...
+//	                       about three days), shorter for trying out a failing receiver
+//	-webhook-timeout D     how long a webhook delivery's attempt may take (default 15s)
 //
 // Everything lives in memory: stop the server and it is gone.
 package main
@@ -75,6 +80,7 @@ import (
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
+	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -104,13 +110,14 @@ type config struct {
 	sessionSecret     string
 	allowPrivateFetch bool
 	publicURL         string
+	ietfRateHeaders   bool
+	// webhookSchedule is -webhook-schedule as given, checked ("" for the default);
+	// webhookTimeout -webhook-timeout (0 for the default).
+	webhookSchedule string
+	webhookTimeout  time.Duration
 	// clock is the service's clock, which no flag sets: nil is the time of day (tests
 	// move it).
 	clock interface{ Now() time.Time }
-	// webhooks are the settings of the webhooks' deliverer, which no flag sets: nil is
-	// the default (tests shorten the retry schedule).
-	webhooks        *webhook.DelivererOptions
-	ietfRateHeaders bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -124,17 +131,27 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
+	fs.StringVar(&c.webhookSchedule, "webhook-schedule", "", "the waits between a webhook delivery's attempts, durations separated by commas, such as 1s,5s,30s (default the deliverer's: 5s, 5m, 30m, ... about three days)")
+	fs.DurationVar(&c.webhookTimeout, "webhook-timeout", 0, "how long a webhook delivery's attempt may take (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}
 		return c, usageError{err}
 	}
-	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected arguments %q", fs.Args())
-		fmt.Fprintln(stderr, err)
+	var problem error
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case c.webhookTimeout < 0:
+		problem = fmt.Errorf("-webhook-timeout %s is negative: give a positive duration, or 0 for the default", c.webhookTimeout)
+	default:
+		_, problem = webhookflag.ParseSchedule(c.webhookSchedule)
+	}
+	if problem != nil {
+		fmt.Fprintln(stderr, problem)
 		fs.Usage()
-		return c, usageError{err}
+		return c, usageError{problem}
 	}
 	return c, nil
 }
@@ -306,11 +323,15 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// /admin/v1/webhooks. -allow-private-fetch lets endpoints be on this machine or its
 	// network, for a receiver run locally. They run until the server has stopped, so that
 	// the last calls' events are enqueued, then the dispatcher flushes its queue.
-	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
-		Dispatcher: webhook.DispatcherOptions{Plans: plans}}
-	if c.webhooks != nil {
-		hookOpts.Deliverer = *c.webhooks
+	// -webhook-schedule and -webhook-timeout set the deliverer's retry schedule and
+	// the timeout of an attempt.
+	schedule, err := webhookflag.ParseSchedule(c.webhookSchedule)
+	if err != nil {
+		return nil, nil, err
 	}
+	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
+		Dispatcher: webhook.DispatcherOptions{Plans: plans},
+		Deliverer:  webhook.DelivererOptions{Schedule: schedule, Timeout: c.webhookTimeout}}
 	hooks, err := webhook.New(memory.NewWebhookStore(), svc.Events(), hookOpts)
 	if err != nil {
 		return nil, nil, err
