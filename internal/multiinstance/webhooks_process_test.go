@@ -33,6 +33,13 @@ const hookPatience = 5 * time.Minute
 // by the killed instance and a loaded machine.
 const hookSchedule = "250ms,500ms,1s,2s,4s,8s,15s,30s,60s,120s"
 
+// hookTimeout is the timeout of an attempt: longer than the default (15s), so that the
+// requests the receiver holds until enough are held are not given up on a loaded
+// machine (a host that did not answer is held back, and gets one attempt at a time),
+// and short enough that the lease stays a minute (the timeout and 10 s, at least a
+// minute).
+const hookTimeout = "45s"
+
 // hookAllowance is the plan's allowance: 10 calls of hash spend it.
 const hookAllowance = 10
 
@@ -361,7 +368,7 @@ func TestWebhooksKilledInstance(t *testing.T) {
 	}
 	fx["accounts"] = accts
 	common := []string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
-		"-admin-token", adminToken, "-allow-private-fetch", "-webhook-schedule", hookSchedule}
+		"-admin-token", adminToken, "-allow-private-fetch", "-webhook-schedule", hookSchedule, "-webhook-timeout", hookTimeout}
 	survivor := startProcess(t, append(common, "-fixtures", writeFixtures(t, fx))...)
 	victim := startProcess(t, append(common, "-fixtures", plansOnly)...)
 	a, b := survivor.url, victim.url
