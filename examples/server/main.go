@@ -18,7 +18,8 @@
 // Webhooks: account holders register endpoints at /v1/account/webhooks (with the
 // primary key), operators theirs at /admin/v1/webhooks (with -admin-token), and the
 // server posts them the account's events (keys, credits, plans, the account's state),
-// signed, retried on the default schedule; the endpoints and the outbox are in memory.
+// signed, retried on the default schedule (or -webhook-schedule's); the endpoints and
+// the outbox are in memory.
 //
 // Sessions start at /v1/account/session, with a key (POST with x-api-key) or sign out
 // (DELETE): a browser gets an HttpOnly cookie and a CSRF token, a program asks for a
