@@ -39,6 +39,12 @@
 //	                    let URL-form file fetches and webhook deliveries reach private and
 //	                    loopback addresses, and webhook endpoints have such URLs: for local
 //	                    development and tests (a receiver on this machine)
+//	-webhook-schedule W the waits between a webhook delivery's attempts, durations separated
+//	                    by commas (1s,5s,30s: retries 1, 5 and 30 seconds after the attempt
+//	                    before); default the deliverer's (5s, 5m, 30m, ... about three days)
+//	-webhook-timeout D  how long a webhook delivery's attempt may take (default 15s); a
+//	                    delivery claimed by an instance that died is claimed again once its
+//	                    lease ends, a minute or the timeout and 10s, whichever is longer
 //	-ops-addr ADDR      serve the operators' endpoints of the first instance on ADDR
 //	                    (host:port), the others' on the next ports, or on any free ports
 //	                    with port 0 (default: none, no operators' listener)
@@ -94,6 +100,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/examples/internal/ops"
+	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/rest"
@@ -119,7 +126,9 @@ type config struct {
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
 	allowPrivateFetch                       bool
-	opsAddr                                 string // "" for no operators' listener
+	opsAddr                                 string           // "" for no operators' listener
+	webhookSchedule                         webhook.Schedule // nil: the default
+	webhookTimeout                          time.Duration    // 0: the default
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -141,7 +150,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz of the first instance on this host:port, the others on the next ports (default: none)")
+	schedule := fs.String("webhook-schedule", "", "the waits between a webhook delivery's attempts, durations separated by commas, such as 1s,5s,30s (default the deliverer's: 5s, 5m, 30m, ... about three days)")
+	fs.DurationVar(&c.webhookTimeout, "webhook-timeout", 0, "how long a webhook delivery's attempt may take (default 15s)")
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var err error
+	if c.webhookSchedule, err = webhookflag.ParseSchedule(*schedule); err != nil {
 		return c, err
 	}
 	switch {
@@ -155,6 +170,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-schema must not be empty")
 	case c.callTimeout <= 0 || c.grace <= 0 || c.sweep <= 0 || c.lease < 0:
 		return c, errors.New("-call-timeout, -reservation-grace and -sweep-interval must be positive, -lease not negative")
+	case c.webhookTimeout < 0:
+		return c, fmt.Errorf("-webhook-timeout %s is negative: give a positive duration, or 0 for the default", c.webhookTimeout)
 	}
 	if c.opsAddr != "" {
 		_, port, err := net.SplitHostPort(c.opsAddr)
@@ -525,7 +542,8 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	// Every instance enqueues its events' messages and delivers the outbox, and the
 	// instances share the sweeps of the keys that expire and of the accounts' renewals.
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger}}); err != nil {
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger},
+		Deliverer: webhook.DelivererOptions{Schedule: c.webhookSchedule, Timeout: c.webhookTimeout}}); err != nil {
 		in.svc.Close()
 		return nil, err
 	}

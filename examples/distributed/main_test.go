@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/client"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/webhook"
 )
 
 // TestRun starts three instances on the shared test servers (a fresh schema and prefix),
@@ -414,5 +415,34 @@ func TestOpsAddr(t *testing.T) {
 	}
 	if c, err := parseFlags(nil, io.Discard); err != nil || c.opsAddr != "" {
 		t.Errorf("by default: -ops-addr %q, %v; want none", c.opsAddr, err)
+	}
+}
+
+// TestParseFlagsWebhooks checks the webhook flags: the retry schedule and the timeout
+// of an attempt, given to every instance's deliverer.
+func TestParseFlagsWebhooks(t *testing.T) {
+	for _, tt := range []struct {
+		args     []string
+		schedule webhook.Schedule
+		timeout  time.Duration
+		wantErr  string // a fragment of the error, "" for none
+	}{
+		{nil, nil, 0, ""},
+		{[]string{"-webhook-schedule", "250ms,1s,1m"}, webhook.Schedule{250 * time.Millisecond, time.Second, time.Minute}, 0, ""},
+		{[]string{"-webhook-timeout", "5s"}, nil, 5 * time.Second, ""},
+		{[]string{"-webhook-schedule", "1s,later"}, nil, 0, `"later" is not a duration`},
+		{[]string{"-webhook-schedule", "0s"}, nil, 0, "must be positive"},
+		{[]string{"-webhook-timeout", "-5s"}, nil, 0, "-webhook-timeout -5s is negative"},
+	} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseFlags(%q): %v, want an error mentioning %s", tt.args, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(c.webhookSchedule, tt.schedule) || c.webhookTimeout != tt.timeout {
+			t.Errorf("parseFlags(%q): schedule %v, timeout %s (%v); want %v and %s", tt.args, c.webhookSchedule, c.webhookTimeout, err, tt.schedule, tt.timeout)
+		}
 	}
 }

@@ -18,7 +18,8 @@
 // Webhooks: account holders register endpoints at /v1/account/webhooks (with the
 // primary key), operators theirs at /admin/v1/webhooks (with -admin-token), and the
 // server posts them the account's events (keys, credits, plans, the account's state),
-// signed, retried on the default schedule; the endpoints and the outbox are in memory.
+// signed, retried on the default schedule (or -webhook-schedule's); the endpoints and
+// the outbox are in memory.
 //
 // Sessions start at /v1/account/session, with a key (POST with x-api-key) or sign out
 // (DELETE): a browser gets an HttpOnly cookie and a CSRF token, a program asks for a
@@ -45,6 +46,11 @@
 //	                       (default http://localhost:PORT, PORT the one listened on)
 //	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
 //	                       every door's answers (REST, batches, GraphQL, MCP), besides X-RateLimit-*
+//	-webhook-schedule W    the waits between a webhook delivery's attempts, durations
+//	                       separated by commas (1s,5s,30s: retries 1, 5 and 30 seconds after
+//	                       the attempt before); default the deliverer's (5s, 5m, 30m, ...
+//	                       about three days), shorter for trying out a failing receiver
+//	-webhook-timeout D     how long a webhook delivery's attempt may take (default 15s)
 //	-ops-addr ADDR         serve the operators' endpoints, /healthz and /readyz, on a listener
 //	                       of their own at ADDR, such as 127.0.0.1:9090 (default: none)
 //
@@ -87,6 +93,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/examples/internal/ops"
+	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -117,14 +124,15 @@ type config struct {
 	sessionSecret     string
 	allowPrivateFetch bool
 	publicURL         string
+	ietfRateHeaders   bool
+	// webhookSchedule is -webhook-schedule as given, checked ("" for the default);
+	// webhookTimeout -webhook-timeout (0 for the default).
+	webhookSchedule string
+	webhookTimeout  time.Duration
 	// clock is the service's clock, which no flag sets: nil is the time of day (tests
 	// move it).
-	clock interface{ Now() time.Time }
-	// webhooks are the settings of the webhooks' deliverer, which no flag sets: nil is
-	// the default (tests shorten the retry schedule).
-	webhooks        *webhook.DelivererOptions
-	ietfRateHeaders bool
-	opsAddr         string // "" for no operators' listener
+	clock   interface{ Now() time.Time }
+	opsAddr string // "" for no operators' listener
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -139,17 +147,27 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
 	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz on a listener of their own at this address (default: none)")
+	fs.StringVar(&c.webhookSchedule, "webhook-schedule", "", "the waits between a webhook delivery's attempts, durations separated by commas, such as 1s,5s,30s (default the deliverer's: 5s, 5m, 30m, ... about three days)")
+	fs.DurationVar(&c.webhookTimeout, "webhook-timeout", 0, "how long a webhook delivery's attempt may take (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}
 		return c, usageError{err}
 	}
-	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected arguments %q", fs.Args())
-		fmt.Fprintln(stderr, err)
+	var problem error
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case c.webhookTimeout < 0:
+		problem = fmt.Errorf("-webhook-timeout %s is negative: give a positive duration, or 0 for the default", c.webhookTimeout)
+	default:
+		_, problem = webhookflag.ParseSchedule(c.webhookSchedule)
+	}
+	if problem != nil {
+		fmt.Fprintln(stderr, problem)
 		fs.Usage()
-		return c, usageError{err}
+		return c, usageError{problem}
 	}
 	return c, nil
 }
@@ -351,12 +369,15 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// network, for a receiver run locally. The dispatcher also sweeps the key store for
 	// the keys that expire (key.expired) and the accounts for their renewals
 	// (period.renewed). They run until the server has stopped, so that the last calls'
-	// events are enqueued, then the dispatcher flushes its queue.
-	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
-		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger}}
-	if c.webhooks != nil {
-		hookOpts.Deliverer = *c.webhooks
+	// events are enqueued, then the dispatcher flushes its queue. -webhook-schedule and
+	// -webhook-timeout set the deliverer's retry schedule and the timeout of an attempt.
+	schedule, err := webhookflag.ParseSchedule(c.webhookSchedule)
+	if err != nil {
+		return nil, err
 	}
+	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
+		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger},
+		Deliverer:  webhook.DelivererOptions{Schedule: schedule, Timeout: c.webhookTimeout}}
 	hookStore := memory.NewWebhookStore()
 	hooks, err := webhook.New(hookStore, svc.Events(), hookOpts)
 	if err != nil {

@@ -82,6 +82,11 @@ func TestParseFlags(t *testing.T) {
 		{"public URL", []string{"-public-url", "https://api.example.com"}, config{addr: ":8080", publicURL: "https://api.example.com"}, ""},
 		{"IETF rate headers", []string{"-ietf-rate-headers"}, config{addr: ":8080", ietfRateHeaders: true}, ""},
 		{"ops address", []string{"-ops-addr", "127.0.0.1:9090"}, config{addr: ":8080", opsAddr: "127.0.0.1:9090"}, ""},
+		{"webhook schedule", []string{"-webhook-schedule", "50ms,1s"}, config{addr: ":8080", webhookSchedule: "50ms,1s"}, ""},
+		{"webhook timeout", []string{"-webhook-timeout", "2m"}, config{addr: ":8080", webhookTimeout: 2 * time.Minute}, ""},
+		{"bad webhook schedule", []string{"-webhook-schedule", "1s,soon"}, config{}, `"soon" is not a duration`},
+		{"webhook schedule with a zero wait", []string{"-webhook-schedule", "1s,0s"}, config{}, "must be positive"},
+		{"negative webhook timeout", []string{"-webhook-timeout", "-1s"}, config{}, "-webhook-timeout -1s is negative"},
 		{"all", []string{"-addr", ":1", "-fixtures", "f.json", "-admin-token", "t", "-session-secret", "s", "-allow-private-fetch"},
 			config{addr: ":1", fixtures: "f.json", adminToken: "t", sessionSecret: "s", allowPrivateFetch: true}, ""},
 		{"unknown flag", []string{"-port", "80"}, config{}, "-port"},
@@ -115,7 +120,8 @@ func TestParseFlags(t *testing.T) {
 	// The usage lists every flag.
 	var stderr bytes.Buffer
 	parseFlags([]string{"-h"}, &stderr)
-	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url", "-ietf-rate-headers", "-ops-addr"} {
+	for _, f := range []string{"-addr", "-fixtures", "-admin-token", "-session-secret", "-allow-private-fetch", "-public-url", "-ietf-rate-headers", "-ops-addr",
+		"-webhook-schedule", "-webhook-timeout"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("the usage does not mention %s:\n%s", f, stderr.String())
 		}
@@ -123,10 +129,12 @@ func TestParseFlags(t *testing.T) {
 }
 
 // server is the assembled handler behind a test server, with what assemble printed
-// and logged.
+// and logged; or the built command run as a process (startBinary), whose srv is nil.
 type server struct {
 	t      *testing.T
 	srv    *httptest.Server
+	url    string       // the base URL requests go to
+	client *http.Client // the client that sends them
 	stdout string
 	logs   *syncBuffer
 }
@@ -167,7 +175,7 @@ func startConfigured(t *testing.T, configure func(*config), args ...string) *ser
 	srv.Config.Handler = a.handler
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &server{t: t, srv: srv, stdout: stdout.String(), logs: logs}
+	return &server{t: t, srv: srv, url: srv.URL, client: srv.Client(), stdout: stdout.String(), logs: logs}
 }
 
 // lines returns the printed lines.
@@ -203,7 +211,7 @@ func (s *server) call(method, path, body string, hdr ...string) reply {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(s.t.Context(), method, s.srv.URL+path, rd)
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.url+path, rd)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -213,7 +221,7 @@ func (s *server) call(method, path, body string, hdr ...string) reply {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := s.srv.Client().Do(req)
+	res, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}

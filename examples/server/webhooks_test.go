@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,28 +52,32 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// delivery is one request a receiver verified.
+// delivery is one request a receiver verified: the message's id, type and data, the
+// how-manieth request of its id it was (attempt, from 1) and the status it was
+// answered.
 type delivery struct {
-	id, typ string
-	data    map[string]any
+	id, typ         string
+	data            map[string]any
+	attempt, status int
 }
 
 // receiver is a webhook endpoint on loopback that verifies every request with the Go
 // client, with the secret its endpoint was given, and records it; answer says what to
-// answer the n-th request (1 for the first).
+// answer the n-th request (1 for the first), the attempt-th of its webhook-id.
 type receiver struct {
 	t *testing.T
 	*httptest.Server
-	answer func(n int) int
+	answer func(n, attempt int) int
 
 	mu       sync.Mutex
 	secret   string
 	got      []delivery
 	requests int
+	attempts map[string]int // requests per webhook-id
 }
 
-func newReceiver(t *testing.T, answer func(n int) int) *receiver {
-	rc := &receiver{t: t, answer: answer}
+func newReceiver(t *testing.T, answer func(n, attempt int) int) *receiver {
+	rc := &receiver{t: t, answer: answer, attempts: map[string]int{}}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil {
@@ -96,9 +103,14 @@ func newReceiver(t *testing.T, answer func(n int) int) *receiver {
 			t.Error(err)
 		}
 		rc.mu.Lock()
-		rc.got = append(rc.got, delivery{id: ev.ID, typ: ev.Type, data: data})
+		rc.attempts[ev.ID]++
+		attempt := rc.attempts[ev.ID]
 		rc.mu.Unlock()
-		w.WriteHeader(answer(n))
+		status := answer(n, attempt)
+		rc.mu.Lock()
+		rc.got = append(rc.got, delivery{id: ev.ID, typ: ev.Type, data: data, attempt: attempt, status: status})
+		rc.mu.Unlock()
+		w.WriteHeader(status)
 	}))
 	t.Cleanup(rc.Close)
 	return rc
@@ -148,28 +160,100 @@ func deliveries(s *server, key, id string) []map[string]any {
 	return out
 }
 
-// TestAssembleWebhooks runs the webhooks of the example server black-box, over HTTP:
-// an account holder registers an endpoint on loopback (-allow-private-fetch), rotates
-// a key, spends the account's allowance to its last credit and makes one call past
-// it, and the operator grants credits. The receiver, which verifies every request with
-// client.VerifyWebhook, gets key.rotated, credits.low at 80, 90 and 100 percent,
-// credits.exhausted and credits.granted, each as one message (a message delivered
-// again keeps its webhook-id). A second endpoint, for credits.granted only, fails its
-// first two attempts: its deliveries list shows them, and the third attempt delivers
-// the message with the same webhook-id. The retry schedule is shortened for the test.
+// TestAssembleWebhooks runs the webhooks of the example server black-box, over HTTP,
+// twice: assembled in the test's process, and as the built command run as a process
+// of its own. An account holder registers an endpoint on loopback
+// (-allow-private-fetch), rotates a key, spends the account's allowance to its last
+// credit and makes one call past it, and the operator grants credits. The receiver,
+// which verifies every request with client.VerifyWebhook and fails the first attempt
+// of each message (500), gets key.rotated, credits.low at 80, 90 and 100 percent,
+// credits.exhausted and credits.granted, each as one message (its retry keeps its
+// webhook-id), delivered by its second attempt and never again. A second endpoint,
+// for credits.granted only, fails its first two attempts: its deliveries list shows
+// them, and the third attempt delivers the message with the same webhook-id. The retry
+// schedule is shortened for the test (-webhook-schedule), and an attempt's timeout
+// made longer than the test holds one (-webhook-timeout).
 func TestAssembleWebhooks(t *testing.T) {
-	fixtures := filepath.Join(t.TempDir(), "hooks.json")
-	if err := os.WriteFile(fixtures, []byte(hooksFixtures), 0o600); err != nil {
+	for _, how := range []string{"in process", "built command"} {
+		t.Run(how, func(t *testing.T) {
+			fixtures := filepath.Join(t.TempDir(), "hooks.json")
+			if err := os.WriteFile(fixtures, []byte(hooksFixtures), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"-fixtures", fixtures, "-admin-token", testAdminToken, "-allow-private-fetch",
+				"-webhook-schedule", "50ms,50ms,50ms", "-webhook-timeout", (2 * patience).String()}
+			if how == "in process" {
+				assembleWebhooks(t, start(t, args...))
+			} else {
+				assembleWebhooks(t, startBuilt(t, args...))
+			}
+		})
+	}
+}
+
+// startBuilt builds examples/server into the test's temporary directory and runs it
+// on a port of loopback the system picks, with args; it returns once it listens. It
+// is stopped (SIGTERM, then SIGKILL after a while) when the test ends.
+func startBuilt(t *testing.T, args ...string) *server {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "server")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/tollgate-dev/tollgate/examples/server").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/server: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	s := startConfigured(t, func(c *config) {
-		// A short schedule, and an attempt's timeout longer than the test holds one.
-		c.webhooks = &webhook.DelivererOptions{Schedule: webhook.Schedule{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
-			Timeout: 2 * patience}
-	}, "-fixtures", fixtures, "-admin-token", testAdminToken, "-allow-private-fetch")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(patience):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	listening := make(chan string, 1)
+	var printed syncBuffer
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			fmt.Fprintln(&printed, sc.Text())
+			if url, ok := strings.CutPrefix(sc.Text(), "Listening on "); ok {
+				listening <- url
+			}
+		}
+	}()
+	select {
+	case url := <-listening:
+		return &server{t: t, url: url, client: &http.Client{}, stdout: printed.String(), logs: logs}
+	case <-done:
+		t.Fatalf("the server ended before it listened:\n%s", logs.String())
+	case <-time.After(patience):
+		t.Fatalf("the server does not listen after %s:\n%s", patience, logs.String())
+	}
+	return nil
+}
+
+// assembleWebhooks is TestAssembleWebhooks on the server s.
+func assembleWebhooks(t *testing.T, s *server) {
 	primary := []string{"x-api-key", hooksPrimary}
 
-	rc := newReceiver(t, func(int) int { return http.StatusNoContent })
+	// The receiver fails the first attempt of every message.
+	rc := newReceiver(t, func(_, attempt int) int {
+		if attempt == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusNoContent
+	})
 	endpoint := rc.register(s, hooksPrimary)
 	// The listing masks the secret; a sub-key may not manage endpoints.
 	if r := s.call("GET", "/v1/account/webhooks", "", primary...); r.status != http.StatusOK ||
@@ -184,7 +268,7 @@ func TestAssembleWebhooks(t *testing.T) {
 	// test has read the deliveries list, then takes it.
 	release := make(chan struct{})
 	var released sync.Once
-	flaky := newReceiver(t, func(n int) int {
+	flaky := newReceiver(t, func(n, _ int) int {
 		if n <= 2 {
 			return http.StatusInternalServerError
 		}
@@ -274,6 +358,33 @@ func TestAssembleWebhooks(t *testing.T) {
 		ds := deliveries(s, hooksPrimary, endpoint)
 		return len(ds) == len(want) && !slices.ContainsFunc(ds, func(d map[string]any) bool { return d["state"] != "delivered" })
 	})
+	// Each message was attempted twice, as the store recorded it and the receiver saw it:
+	// its first attempt answered 500, its retry, with the same webhook-id, 204; none came
+	// again after the 2xx.
+	for _, d := range deliveries(s, hooksPrimary, endpoint) {
+		if d["attempts"] != 2.0 {
+			t.Errorf("the delivery of %v %v: %v attempts, want 2 (the first failed)", d["type"], d["message_id"], d["attempts"])
+		}
+	}
+	requests, retried, duplicated := 0, 0, 0
+	seen := map[string][]int{} // the statuses answered to each webhook-id, in order
+	for _, d := range rc.received() {
+		requests++
+		seen[d.id] = append(seen[d.id], d.status)
+	}
+	for id, statuses := range seen {
+		if len(statuses) > 1 {
+			retried++
+		}
+		if i := slices.Index(statuses, http.StatusNoContent); i >= 0 && i < len(statuses)-1 {
+			duplicated++
+		}
+		if !slices.Equal(statuses, []int{http.StatusInternalServerError, http.StatusNoContent}) {
+			t.Errorf("the requests of %s were answered %v, want [500 204]: a retry after the failed attempt, and none after the success", id, statuses)
+		}
+	}
+	t.Logf("events made %d, messages received %d in %d requests, retried %d, duplicated after a 2xx %d",
+		len(want), len(seen), requests, retried, duplicated)
 
 	// The flaky endpoint: two attempts failed and recorded, the message pending.
 	var pending map[string]any

@@ -1,12 +1,9 @@
 package multiinstance_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -136,16 +133,8 @@ func accountsFixtures(t *testing.T, keys []string, credits int64) string {
 		accounts = append(accounts, map[string]any{"id": fmt.Sprintf("load-%d", i), "plan": "busy", "credits": credits,
 			"keys": []any{map[string]any{"name": "primary", "value": key, "primary": true}}})
 	}
-	b, err := json.Marshal(map[string]any{
+	return writeFixtures(t, map[string]any{
 		"plans":    []any{map[string]any{"name": "busy", "credits": 1_000_000, "concurrency": 1000}},
 		"accounts": accounts,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "accounts.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -157,6 +157,12 @@ func fixturesWith(t *testing.T, allowance int64, concurrency int, account string
 		f["accounts"] = []any{map[string]any{"id": account, "plan": "busy", "credits": credits,
 			"keys": []any{map[string]any{"name": "primary", "value": key, "primary": true}}}}
 	}
+	return writeFixtures(t, f)
+}
+
+// writeFixtures writes f as a fixtures file and returns its path.
+func writeFixtures(t *testing.T, f map[string]any) string {
+	t.Helper()
 	b, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@
 //	go run ./internal/cmd/restbench -compare gql-bare,gql           # GraphQL vs bare graphql-go
 //	go run ./internal/cmd/restbench -compare memory,gql             # GraphQL vs our REST
 //	go run ./internal/cmd/restbench -compare memory,batch           # batches of 100 vs one call a request
+//	go run ./internal/cmd/restbench -compare server-events,server-webhooks -rounds 6  # webhooks delivered while serving
 //
 // The servers (-compare takes two, the baseline first):
 //
@@ -28,6 +29,14 @@
 //	              headers a paid call must carry cost net/http alone
 //	server        go run ./examples/server (built, then run with a fixtures file whose
 //	              plan never denies): memory stores, usage statistics, audit log, sessions
+//	server-events the server, with a second account whose changes restbench makes while
+//	              it drives the server (-events a second, 100 by default, through the
+//	              admin API: credit grants and key rotations, in turns), no webhook
+//	              endpoint registered
+//	server-webhooks
+//	              server-events with an endpoint of that account registered, on a
+//	              receiver of restbench's own on loopback: every change is a webhook
+//	              message signed and posted while the calls are served
 //	memory        the sample catalog over REST, GraphQL and MCP on memory stores
 //	memory-usage  the same, recording usage statistics
 //	redis         the same on every store in Redis (-redis), key records cached
@@ -76,6 +85,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -95,8 +105,9 @@ func main() {
 	conns := flag.Int("c", 32, "concurrent connections")
 	threads := flag.Int("t", 2, "wrk threads")
 	sessions := flag.Int("sessions", 16, "MCP sessions of the mcp servers")
+	events := flag.Int("events", 100, "changes a second that make webhook events while the server-events and server-webhooks servers are driven")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, bare-headers, server, memory, memory-usage, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
+	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, bare-headers, server, server-events, server-webhooks, memory, memory-usage, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
@@ -127,7 +138,11 @@ func main() {
 	if *client == "wrk" {
 		gen = wrkGen{threads: *threads, conns: *conns}
 	}
-	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, profile: *profile, baselineExe: *baselineExe, callgrind: *callgrind}
+	if *events < 1 {
+		fmt.Fprintln(os.Stderr, "restbench: -events must be at least 1")
+		os.Exit(2)
+	}
+	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, events: *events, profile: *profile, baselineExe: *baselineExe, callgrind: *callgrind}
 	err := b.run(names)
 	b.close()
 	if err != nil {
@@ -143,6 +158,7 @@ type bench struct {
 	dur      time.Duration
 	rounds   int
 	sessions int
+	events   int // changes a second while a webhook server is driven
 	profile  string
 	// baselineExe, if not "", is the restbench the baseline server (the first) runs
 	// from.
@@ -213,8 +229,15 @@ func (b *bench) run(names []string) error {
 					return fmt.Errorf("%s: callgrind_control -z: %w", s.name, err)
 				}
 			}
+			var stopEvents func() error
+			if s.events != nil {
+				stopEvents = s.events.start()
+			}
 			before := s.cpu(b.gen)
 			rate, err := b.gen.drive(s.call, b.dur)
+			if stopEvents != nil {
+				err = cmp.Or(err, stopEvents())
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -253,6 +276,9 @@ func (b *bench) run(names []string) error {
 			}
 			if waits[j] != "" {
 				fmt.Printf("    %-16s waits: %s\n", "", waits[j])
+			}
+			if s.events != nil {
+				fmt.Printf("    %-16s events: %s\n", "", s.events.describe())
 			}
 		}
 	}

@@ -29,7 +29,8 @@ type server struct {
 	stdin      io.Closer
 	pprof      string // the base URL of its profiles; "" for none
 	call       *call
-	store      string // the command of the database it uses (postgres, redis-server), if any
+	store      string     // the command of the database it uses (postgres, redis-server), if any
+	events     *eventLoad // the changes made while it is driven, for the webhook servers
 	stop       func()
 }
 
@@ -50,7 +51,7 @@ func (b *bench) start(name string) (*server, error) {
 		s.store = "redis-server"
 	}
 	var base string
-	if kind == "server" {
+	if kind == "server" || kind == "server-events" || kind == "server-webhooks" {
 		base, err = s.startExample(b.callgrind)
 	} else {
 		base, err = s.startChild(b.cfg, accounts, b.exe(len(b.servers)), b.callgrind)
@@ -90,6 +91,14 @@ func (b *bench) start(name string) (*server, error) {
 	if err := s.call.check(); err != nil {
 		s.stop()
 		return nil, err
+	}
+	if kind == "server-events" || kind == "server-webhooks" {
+		if s.events, err = newEventLoad(kind, base, b.events); err != nil {
+			s.stop()
+			return nil, err
+		}
+		stop := s.stop
+		s.stop = func() { stop(); s.events.close() }
 	}
 	return s, nil
 }
@@ -153,8 +162,9 @@ func (s *server) startChild(cfg storeConfig, accounts int, exe, callgrind string
 }
 
 // startExample builds examples/server and runs it with a fixtures file that holds one
-// account, whose primary key is benchKey(0), on the bench plan; under callgrind, as
-// startChild, if callgrind is not "".
+// account, whose primary key is benchKey(0), on the bench plan (and for the webhook
+// servers, the events account: see exampleArgs); under callgrind, as startChild, if
+// callgrind is not "".
 func (s *server) startExample(callgrind string) (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
@@ -171,18 +181,14 @@ func (s *server) startExample(callgrind string) (string, error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("go build ./examples/server: %w", err)
 	}
-	fixtures, _ := json.Marshal(map[string]any{
-		"plans": []map[string]any{{"name": benchPlan.Name, "credits": benchPlan.Credits, "rate_per_minute": benchPlan.RatePerMinute,
-			"concurrency": benchPlan.Concurrency, "graphql_max_apis": benchPlan.GraphQLMaxAPIs}},
-		"accounts": []map[string]any{{"id": "bench", "plan": benchPlan.Name,
-			"keys": []map[string]any{{"name": "primary", "value": benchKey(0), "primary": true}}}},
-	})
-	fx := filepath.Join(dir, "fixtures.json")
-	if err := os.WriteFile(fx, fixtures, 0o600); err != nil {
+	extra, fx := exampleArgs(s.kind)
+	fixtures, _ := json.Marshal(fx)
+	fxPath := filepath.Join(dir, "fixtures.json")
+	if err := os.WriteFile(fxPath, fixtures, 0o600); err != nil {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	args := []string{"-addr", "127.0.0.1:0", "-fixtures", fx}
+	args := append([]string{"-addr", "127.0.0.1:0", "-fixtures", fxPath}, extra...)
 	s.cmd = exec.Command(filepath.Join(dir, "server"), args...)
 	if callgrind != "" {
 		s.cmd = callgrindCommand(callgrind, s.name, filepath.Join(dir, "server"), args...)
