@@ -45,14 +45,17 @@
 //	                       (default http://localhost:PORT, PORT the one listened on)
 //	-ietf-rate-headers     add the IETF draft's RateLimit and RateLimit-Policy headers to
 //	                       every door's answers (REST, batches, GraphQL, MCP), besides X-RateLimit-*
-//	-ops-addr ADDR         serve the operators' endpoints, /healthz and /readyz, on a listener
-//	                       of their own at ADDR, such as 127.0.0.1:9090 (default: none)
+//	-ops-addr ADDR         serve the operators' endpoints, /healthz, /readyz and /metrics, on a
+//	                       listener of their own at ADDR, such as 127.0.0.1:9090 (default: none)
 //
-// With -ops-addr, /healthz answers 200 while the server serves and /readyz 200 when
-// every store answers (503 naming those that do not; in memory they always answer);
-// their address is printed after the dashboard's:
+// With -ops-addr, /healthz answers 200 while the server serves, /readyz 200 when every
+// store answers (503 naming those that do not; in memory they always answer), and GET
+// /metrics serves the Prometheus metrics of package metrics (docs/metrics.md): the
+// calls, refusals, credits and settlements, the stores' latency, and the queues of the
+// usage statistics, the audit log and the webhooks, and the MCP sessions. Their address
+// is printed after the dashboard's:
 //
-//	Ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz)
+//	Ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz, /metrics)
 //
 // The operators' listener is shut down after the API's, so that it answers while the
 // calls in flight finish.
@@ -76,6 +79,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
@@ -88,6 +93,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/examples/internal/ops"
 	"github.com/tollgate-dev/tollgate/health"
+	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -138,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
-	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz on a listener of their own at this address (default: none)")
+	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz, /readyz and /metrics on a listener of their own at this address (default: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -210,9 +216,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// listener stops last: it answers while they do.
 	servers, listeners := []*http.Server{srv}, []net.Listener{ln}
 	if opsLn != nil {
-		servers = append(servers, ops.NewServer(ops.Mux(a.ready), logger))
+		servers = append(servers, ops.NewServer(ops.Mux(a.ready, a.metrics), logger))
 		listeners = append(listeners, opsLn)
-		fmt.Fprintf(stdout, "Ops endpoints at http://%s (/healthz, /readyz)\n", opsLn.Addr())
+		fmt.Fprintf(stdout, "Ops endpoints at http://%s (/healthz, /readyz, /metrics)\n", opsLn.Addr())
 	}
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
@@ -248,6 +254,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type assembly struct {
 	handler http.Handler    // every door
 	ready   *health.Checker // pings the stores, for /readyz
+	metrics http.Handler    // the scrape of the metrics, for /metrics
 	close   func()          // closes what assemble started, the observers last
 }
 
@@ -311,17 +318,27 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if opts.Sessions, err = auth.NewSessions(secret); err != nil {
 		return nil, err
 	}
+	// The Prometheus metrics (package metrics), on a registry of their own, served at
+	// GET /metrics with -ops-addr: the stores are decorated, so that each operation is
+	// timed, and health.New below is given the stores themselves (a decorator is no
+	// health.Pinger).
+	promReg := prometheus.NewRegistry()
+	m, err := metrics.New(promReg, &metrics.Options{Now: opts.Now})
+	if err != nil {
+		return nil, err
+	}
 	sessionStore := memory.NewSessionStore()
-	opts.SessionStore = sessionStore
+	opts.SessionStore = m.SessionStore(sessionStore)
 	keys, ledger, rates, slots := memory.NewKeyStore(), memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter()
-	stores := tollgate.Stores{Keys: keys, Ledger: ledger, Rates: rates, Slots: slots}
+	stores := m.Stores(tollgate.Stores{Keys: keys, Ledger: ledger, Rates: rates, Slots: slots})
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
 		return nil, err
 	}
 	// The service sweeps expired reservations in the background (see
-	// tollgate.Options.SweepInterval); it stops when the server does.
-	closers = append(closers, svc.Close)
+	// tollgate.Options.SweepInterval); it stops when the server does. The metrics
+	// observe its calls until then.
+	closers = append(closers, svc.Close, m.Attach(svc))
 
 	// Observers of the service's events. Every change to accounts, keys, credits and
 	// sessions is recorded in an audit log, in memory like the rest, and kept 30 days;
@@ -350,10 +367,11 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// /admin/v1/webhooks. -allow-private-fetch lets endpoints be on this machine or its
 	// network, for a receiver run locally. The dispatcher also sweeps the key store for
 	// the keys that expire (key.expired) and the accounts for their renewals
-	// (period.renewed). They run until the server has stopped, so that the last calls'
-	// events are enqueued, then the dispatcher flushes its queue.
+	// (period.renewed), the stores themselves: the metrics' decorators list no expiries.
+	// They run until the server has stopped, so that the last calls' events are
+	// enqueued, then the dispatcher flushes its queue.
 	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
-		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger}}
+		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: keys, Ledger: ledger}}
 	if c.webhooks != nil {
 		hookOpts.Deliverer = *c.webhooks
 	}
@@ -375,6 +393,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		<-hooksDone
 		hooks.Close()
 	})
+	m.Watch(metrics.WebhookSources(hooks, hookStore))
 
 	// The management of accounts: for operators (the admin API), account holders
 	// (self-service, the dashboard) and sessions. What account holders can make the
@@ -437,6 +456,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// MCP's event streams stay open as long as their sessions, so they end when the
 	// server stops (ctx is done); the shutdown would wait for them.
 	context.AfterFunc(ctx, mounted.Close)
+	// The metrics read the queues of the usage statistics and the audit log, and the MCP
+	// door's sessions, at each scrape.
+	m.Watch(metrics.Sources{Usage: recorder, Audit: auditLog, MCP: mounted.MCP})
 
 	// 6. The readiness of the stores, by role, for /readyz with -ops-addr. In memory
 	// they always answer; a host on PostgreSQL or Redis names its stores the same way.
@@ -448,7 +470,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	return &assembly{handler: mux, ready: ready, close: closeEverything}, nil
+	return &assembly{handler: mux, ready: ready, metrics: metrics.Handler(promReg), close: closeEverything}, nil
 }
 
 // localURL returns the origin of a listen address (host:port) for clients on this
