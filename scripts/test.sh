@@ -36,7 +36,7 @@ else
   say "npm is not installed: tests that need npm tools will skip (or fail under CI=true)"
 fi
 
-say "Debian packages (the toolchains the generated client packages are tested with, the dashboard's browser, the pooler the PostgreSQL store is tested behind, and the Redis the tests start clusters of)"
+say "Debian packages (the toolchains the generated client packages are tested with, the dashboard's browser, the pooler the PostgreSQL store is tested behind, the Redis the tests start clusters of, and the Prometheus that scrapes the example server's metrics)"
 # Each entry: a package, and a command or file whose absence means it must be installed.
 debian=(
   "default-jdk-headless:javac"
@@ -51,6 +51,7 @@ debian=(
   "chromium:chromium"
   "pgbouncer:/usr/sbin/pgbouncer"
   "redis-server:redis-server"
+  "prometheus:prometheus"
 )
 missing=()
 for entry in "${debian[@]}"; do

@@ -50,11 +50,12 @@
 //	                    with port 0 (default: none, no operators' listener)
 //
 // Operators' endpoints: with -ops-addr, each instance serves /healthz (200 while it
-// serves) and /readyz (200 when its stores answer, else 503 naming the stores that do
-// not, by role: keys, ledger, rates, slots, idempotency, webhooks) on a listener of its
-// own, printed after the instance's:
+// serves), /readyz (200 when its stores answer, else 503 naming the stores that do
+// not, by role: keys, ledger, rates, slots, idempotency, webhooks) and GET /metrics
+// (its Prometheus metrics, package metrics, on a registry of its own) on a listener of
+// its own, printed after the instance's:
 //
-//	Instance 1 ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz)
+//	Instance 1 ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz, /metrics)
 //
 // /readyz pings PostgreSQL and Redis at most twice a second, however often it is
 // polled (package health). The listener is shut down after the instance's, so that it
@@ -89,6 +90,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
@@ -103,6 +105,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/health"
+	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/selfservice"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -275,7 +278,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("-ops-addr: %w", err)
 			}
-			srv := ops.NewServer(ops.Mux(in.ready), logger)
+			srv := ops.NewServer(ops.Mux(in.ready, in.metrics), logger)
 			opsServers = append(opsServers, srv)
 			go func() { errc <- srv.Serve(ln) }()
 			opsAddrs = append(opsAddrs, ln.Addr().String())
@@ -297,7 +300,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for i, addr := range addrs {
 		fmt.Fprintf(stdout, "Instance %d listening on http://%s\n", i+1, addr)
 		if opsAddrs != nil {
-			fmt.Fprintf(stdout, "Instance %d ops endpoints at http://%s (/healthz, /readyz)\n", i+1, opsAddrs[i])
+			fmt.Fprintf(stdout, "Instance %d ops endpoints at http://%s (/healthz, /readyz, /metrics)\n", i+1, opsAddrs[i])
 		}
 	}
 	// The operators' listeners stop last: they answer while calls in flight finish.
@@ -442,6 +445,7 @@ type instance struct {
 	stopHooks func() // stops the webhooks' Run and waits for it
 	handler   http.Handler
 	ready     *health.Checker // pings the instance's stores, for /readyz
+	metrics   http.Handler    // the scrape of the instance's metrics, for /metrics
 	pool      *pgxpool.Pool
 	redis     *goredis.Client // nil with -limits postgres
 }
@@ -504,6 +508,15 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		}
 		stores.Rates, stores.Slots, limits = rd, rd, rd
 	}
+	// The instance's Prometheus metrics, on a registry of its own: the stores are
+	// decorated (health.New below is given the stores themselves).
+	promReg := prometheus.NewRegistry()
+	m, err := metrics.New(promReg, nil)
+	if err != nil {
+		return nil, err
+	}
+	stores = m.Stores(stores)
+	in.metrics = metrics.Handler(promReg)
 
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
@@ -539,10 +552,12 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	if err != nil {
 		return nil, err
 	}
+	m.Attach(in.svc) // for as long as the service: the instance's registry goes with it
 	// Every instance enqueues its events' messages and delivers the outbox, and the
-	// instances share the sweeps of the keys that expire and of the accounts' renewals.
+	// instances share the sweeps of the keys that expire and of the accounts' renewals,
+	// on the store itself: the metrics' decorator of stores.Keys does not list expiries.
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger},
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: pg, Ledger: pg},
 		Deliverer: webhook.DelivererOptions{Schedule: c.webhookSchedule, Timeout: c.webhookTimeout}}); err != nil {
 		in.svc.Close()
 		return nil, err
@@ -558,6 +573,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		in.svc.Close()
 		return nil, err
 	}
+	m.Watch(metrics.WebhookSources(in.hooks, hookStore))
 	// The webhooks run until the instance closes, after its server has stopped.
 	hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})

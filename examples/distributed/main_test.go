@@ -266,10 +266,10 @@ func checkWebhooks(t *testing.T, urls []string, key string) {
 // TestReadyz starts an instance with -ops-addr on a PostgreSQL and a Redis of the
 // test's own, which it stops and starts again (never the shared servers): /readyz
 // answers 200, turns 503 naming, by role, the stores of a server soon after it stops,
-// and 200 again once it is back; /healthz answers 200 throughout. The test logs how
-// long each change took to show (about health.DefaultCacheFor plus the time a ping
-// takes to fail, under a second) but asserts no time: each change must happen within a
-// generous deadline.
+// and 200 again once it is back; /healthz answers 200 throughout, and /metrics serves
+// the instance's metrics. The test logs how long each change took to show (about
+// health.DefaultCacheFor plus the time a ping takes to fail, under a second) but
+// asserts no time: each change must happen within a generous deadline.
 func TestReadyz(t *testing.T) {
 	pg := testenv.StartPostgres(t)
 	rd := testenv.StartRedis(t)
@@ -349,6 +349,17 @@ func TestReadyz(t *testing.T) {
 	live("at start")
 	if code, _, _ := get(base + "/readyz"); code != http.StatusNotFound {
 		t.Errorf("the API's listener answers /readyz with %d, want 404: the probes are on the ops listener only", code)
+	}
+	// The ops listener serves the instance's metrics too, the outbox read from PostgreSQL.
+	if resp, err := http.Get(opsURL + "/metrics"); err != nil {
+		t.Errorf("GET /metrics: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "tollgate_settlements_total") ||
+			!strings.Contains(string(b), "tollgate_webhook_outbox_pending 0") {
+			t.Errorf("GET /metrics on the ops listener: %d\n%s", resp.StatusCode, b)
+		}
 	}
 
 	pg.Stop()

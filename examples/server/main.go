@@ -51,14 +51,17 @@
 //	                       the attempt before); default the deliverer's (5s, 5m, 30m, ...
 //	                       about three days), shorter for trying out a failing receiver
 //	-webhook-timeout D     how long a webhook delivery's attempt may take (default 15s)
-//	-ops-addr ADDR         serve the operators' endpoints, /healthz and /readyz, on a listener
-//	                       of their own at ADDR, such as 127.0.0.1:9090 (default: none)
+//	-ops-addr ADDR         serve the operators' endpoints, /healthz, /readyz and /metrics, on a
+//	                       listener of their own at ADDR, such as 127.0.0.1:9090 (default: none)
 //
-// With -ops-addr, /healthz answers 200 while the server serves and /readyz 200 when
-// every store answers (503 naming those that do not; in memory they always answer);
-// their address is printed after the dashboard's:
+// With -ops-addr, /healthz answers 200 while the server serves, /readyz 200 when every
+// store answers (503 naming those that do not; in memory they always answer), and GET
+// /metrics serves the Prometheus metrics of package metrics (docs/metrics.md): the
+// calls, refusals, credits and settlements, the stores' latency, and the queues of the
+// usage statistics, the audit log and the webhooks, and the MCP sessions. Their address
+// is printed after the dashboard's:
 //
-//	Ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz)
+//	Ops endpoints at http://127.0.0.1:9090 (/healthz, /readyz, /metrics)
 //
 // The operators' listener is shut down after the API's, so that it answers while the
 // calls in flight finish.
@@ -82,6 +85,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
@@ -95,6 +100,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/internal/ops"
 	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/health"
+	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/oauth"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -146,7 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.publicURL, "public-url", "", "the origin clients reach the server at, the OAuth issuer (default http://localhost:PORT)")
 	fs.BoolVar(&c.ietfRateHeaders, "ietf-rate-headers", false, "add the IETF draft's RateLimit and RateLimit-Policy headers to every door's answers")
-	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz on a listener of their own at this address (default: none)")
+	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz, /readyz and /metrics on a listener of their own at this address (default: none)")
 	fs.StringVar(&c.webhookSchedule, "webhook-schedule", "", "the waits between a webhook delivery's attempts, durations separated by commas, such as 1s,5s,30s (default the deliverer's: 5s, 5m, 30m, ... about three days)")
 	fs.DurationVar(&c.webhookTimeout, "webhook-timeout", 0, "how long a webhook delivery's attempt may take (default 15s)")
 	if err := fs.Parse(args); err != nil {
@@ -228,9 +234,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// listener stops last: it answers while they do.
 	servers, listeners := []*http.Server{srv}, []net.Listener{ln}
 	if opsLn != nil {
-		servers = append(servers, ops.NewServer(ops.Mux(a.ready), logger))
+		servers = append(servers, ops.NewServer(ops.Mux(a.ready, a.metrics), logger))
 		listeners = append(listeners, opsLn)
-		fmt.Fprintf(stdout, "Ops endpoints at http://%s (/healthz, /readyz)\n", opsLn.Addr())
+		fmt.Fprintf(stdout, "Ops endpoints at http://%s (/healthz, /readyz, /metrics)\n", opsLn.Addr())
 	}
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
@@ -266,6 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type assembly struct {
 	handler http.Handler    // every door
 	ready   *health.Checker // pings the stores, for /readyz
+	metrics http.Handler    // the scrape of the metrics, for /metrics
 	close   func()          // closes what assemble started, the observers last
 }
 
@@ -329,17 +336,27 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if opts.Sessions, err = auth.NewSessions(secret); err != nil {
 		return nil, err
 	}
+	// The Prometheus metrics (package metrics), on a registry of their own, served at
+	// GET /metrics with -ops-addr: the stores are decorated, so that each operation is
+	// timed, and health.New below is given the stores themselves (a decorator is no
+	// health.Pinger).
+	promReg := prometheus.NewRegistry()
+	m, err := metrics.New(promReg, &metrics.Options{Now: opts.Now})
+	if err != nil {
+		return nil, err
+	}
 	sessionStore := memory.NewSessionStore()
-	opts.SessionStore = sessionStore
+	opts.SessionStore = m.SessionStore(sessionStore)
 	keys, ledger, rates, slots := memory.NewKeyStore(), memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter()
-	stores := tollgate.Stores{Keys: keys, Ledger: ledger, Rates: rates, Slots: slots}
+	stores := m.Stores(tollgate.Stores{Keys: keys, Ledger: ledger, Rates: rates, Slots: slots})
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
 		return nil, err
 	}
 	// The service sweeps expired reservations in the background (see
-	// tollgate.Options.SweepInterval); it stops when the server does.
-	closers = append(closers, svc.Close)
+	// tollgate.Options.SweepInterval); it stops when the server does. The metrics
+	// observe its calls until then.
+	closers = append(closers, svc.Close, m.Attach(svc))
 
 	// Observers of the service's events. Every change to accounts, keys, credits and
 	// sessions is recorded in an audit log, in memory like the rest, and kept 30 days;
@@ -368,15 +385,16 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// /admin/v1/webhooks. -allow-private-fetch lets endpoints be on this machine or its
 	// network, for a receiver run locally. The dispatcher also sweeps the key store for
 	// the keys that expire (key.expired) and the accounts for their renewals
-	// (period.renewed). They run until the server has stopped, so that the last calls'
-	// events are enqueued, then the dispatcher flushes its queue. -webhook-schedule and
+	// (period.renewed), the stores themselves: the metrics' decorators list no expiries.
+	// They run until the server has stopped, so that the last calls' events are
+	// enqueued, then the dispatcher flushes its queue. -webhook-schedule and
 	// -webhook-timeout set the deliverer's retry schedule and the timeout of an attempt.
 	schedule, err := webhookflag.ParseSchedule(c.webhookSchedule)
 	if err != nil {
 		return nil, err
 	}
 	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
-		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger},
+		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: keys, Ledger: ledger},
 		Deliverer:  webhook.DelivererOptions{Schedule: schedule, Timeout: c.webhookTimeout}}
 	hookStore := memory.NewWebhookStore()
 	hooks, err := webhook.New(hookStore, svc.Events(), hookOpts)
@@ -396,6 +414,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		<-hooksDone
 		hooks.Close()
 	})
+	m.Watch(metrics.WebhookSources(hooks, hookStore))
 
 	// The management of accounts: for operators (the admin API), account holders
 	// (self-service, the dashboard) and sessions. What account holders can make the
@@ -458,6 +477,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// MCP's event streams stay open as long as their sessions, so they end when the
 	// server stops (ctx is done); the shutdown would wait for them.
 	context.AfterFunc(ctx, mounted.Close)
+	// The metrics read the queues of the usage statistics and the audit log, and the MCP
+	// door's sessions, at each scrape.
+	m.Watch(metrics.Sources{Usage: recorder, Audit: auditLog, MCP: mounted.MCP})
 
 	// 6. The readiness of the stores, by role, for /readyz with -ops-addr. In memory
 	// they always answer; a host on PostgreSQL or Redis names its stores the same way.
@@ -469,7 +491,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	return &assembly{handler: mux, ready: ready, close: closeEverything}, nil
+	return &assembly{handler: mux, ready: ready, metrics: metrics.Handler(promReg), close: closeEverything}, nil
 }
 
 // localURL returns the origin of a listen address (host:port) for clients on this

@@ -928,9 +928,24 @@ func TestAssembleGraphQLSession(t *testing.T) {
 	s.noKeyInLogs(key)
 }
 
+// readAddresses reads what the server prints with -ops-addr until the line of the ops
+// endpoints, and returns the API's address and the ops listener's (http://host:port).
+func readAddresses(r io.Reader) (base, opsBase string, err error) {
+	sc := bufio.NewScanner(r)
+	for opsBase == "" && sc.Scan() {
+		line := sc.Text()
+		if addr, ok := strings.CutPrefix(line, "Listening on "); ok {
+			base = addr
+		} else if rest, ok := strings.CutPrefix(line, "Ops endpoints at "); ok {
+			opsBase, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	return base, opsBase, sc.Err()
+}
+
 // TestRunOps runs the server with -ops-addr: the operators' listener answers /healthz
-// and /readyz (200: the stores are in memory), the API's listener serves neither, and
-// both listeners close when the server shuts down.
+// and /readyz (200: the stores are in memory) and serves /metrics, the API's listener
+// serves none of them, and both listeners close when the server shuts down.
 func TestRunOps(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -941,20 +956,11 @@ func TestRunOps(t *testing.T) {
 		pw.Close()
 		done <- err
 	}()
-	sc := bufio.NewScanner(pr)
-	var base, opsBase string
-	for opsBase == "" && sc.Scan() {
-		line := sc.Text()
-		if addr, ok := strings.CutPrefix(line, "Listening on "); ok {
-			base = addr
-		} else if rest, ok := strings.CutPrefix(line, "Ops endpoints at "); ok {
-			opsBase, _, _ = strings.Cut(rest, " ")
-		}
-	}
+	base, opsBase, err := readAddresses(pr)
 	go io.Copy(io.Discard, pr)
 	if base == "" || !strings.HasPrefix(opsBase, "http://127.0.0.1:") {
 		cancel()
-		t.Fatalf("run printed the API at %q and the ops endpoints at %q (scan error %v, run %v)", base, opsBase, sc.Err(), <-done)
+		t.Fatalf("run printed the API at %q and the ops endpoints at %q (scan error %v, run %v)", base, opsBase, err, <-done)
 	}
 	get := func(url string) (int, string) {
 		t.Helper()
@@ -966,6 +972,14 @@ func TestRunOps(t *testing.T) {
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, strings.TrimSpace(string(b))
+	}
+	// The metrics: the scrape of package metrics, on the ops listener only.
+	if code, body := get(opsBase + "/metrics"); code != http.StatusOK || !strings.Contains(body, "tollgate_settlements_total") ||
+		!strings.Contains(body, "tollgate_mcp_sessions 0") || !strings.Contains(body, "tollgate_webhook_outbox_pending 0") {
+		t.Errorf("GET /metrics on the ops listener: %d\n%s", code, body)
+	}
+	if code, body := get(base + "/metrics"); code == http.StatusOK && strings.Contains(body, "tollgate_") {
+		t.Errorf("GET /metrics on the API's listener: %d; the metrics are on the ops listener only", code)
 	}
 	for path, want := range map[string]string{"/healthz": `{"status":"ok"}`, "/readyz": `{"status":"ready"}`} {
 		if code, body := get(opsBase + path); code != http.StatusOK || body != want {

@@ -7,8 +7,9 @@
 //	/healthz   liveness: 200 while the process serves (health.Checker.Live)
 //	/readyz    readiness: 200 when every store answers, 503 naming the stores that
 //	           do not (health.Checker.Ready)
+//	/metrics   the Prometheus metrics of package metrics (metrics.Handler), GET only
 //
-// Its mux ([Mux]) is where the other operators' endpoints are mounted (/metrics).
+// Its mux ([Mux]) is where any other operators' endpoint is mounted.
 package ops
 
 import (
@@ -19,12 +20,15 @@ import (
 	"github.com/tollgate-dev/tollgate/health"
 )
 
-// Mux returns the mux of the operators' listener: /healthz and /readyz of ready.
-func Mux(ready *health.Checker) *http.ServeMux {
+// Mux returns the mux of the operators' listener: /healthz and /readyz of ready, and
+// GET /metrics of metrics (the scrape, metrics.Handler), unless it is nil.
+func Mux(ready *health.Checker, metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", ready.Live())
 	mux.Handle("/readyz", ready.Ready())
-	// The metrics handler (/metrics) is mounted here, beside the health endpoints.
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	return mux
 }
 
