@@ -37,8 +37,9 @@ type Bus struct {
 	// Logger receives the panics of observers. Nil is slog.Default().
 	Logger *slog.Logger
 
-	mu   sync.Mutex // serializes changes of subs
-	subs atomic.Pointer[table]
+	mu      sync.Mutex // serializes changes of subs and tracers
+	subs    atomic.Pointer[table]
+	tracers atomic.Pointer[tracerList] // nil: none (see Trace)
 }
 
 // table holds the observers of each kind. It is never changed once published: a change
