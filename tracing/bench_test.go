@@ -214,7 +214,7 @@ func benchHandler(b *testing.B, provider func(*testing.B) trace.TracerProvider) 
 	}
 	if provider != nil {
 		tr := tracing.New(&tracing.Options{TracerProvider: provider(b)})
-		b.Cleanup(tr.Attach(svc.Events()))
+		b.Cleanup(tr.Attach(svc))
 		h = tr.Handler(h)
 	}
 	return h, value

@@ -98,10 +98,11 @@ func New(opts *Options) *Tracer {
 	return t
 }
 
-// Attach sets t on a service's bus (svc.Events()): as its tracer, for the spans of
+// Attach sets t on the service's seam (svc.Events()): as its tracer, for the spans of
 // calls and their phases, and as an observer of the calls that finished or were
 // refused, for their spans' attributes. detach undoes both.
-func (t *Tracer) Attach(bus *event.Bus) (detach func()) {
+func (t *Tracer) Attach(svc *tollgate.Service) (detach func()) {
+	bus := svc.Events()
 	untrace := bus.Trace(t)
 	unsubscribe := bus.Subscribe(t, event.CallFinished, event.CallRefused)
 	return func() {

@@ -139,7 +139,7 @@ func newServerOn(t *testing.T, opts *tracing.Options, stores func(*testing.T, *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	detach := tr.Attach(svc.Events())
+	detach := tr.Attach(svc)
 	t.Cleanup(detach)
 	srv := httptest.NewServer(tr.Handler(mux))
 	t.Cleanup(srv.Close)
