@@ -6,8 +6,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/doors"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/doclines"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/tracing"
 )
@@ -96,32 +95,5 @@ func Example() {
 // TestDocWiring checks that the Go block of docs/tracing.md's "Wiring it" is lines of
 // Example, in its order ("..." stands for the lines left out).
 func TestDocWiring(t *testing.T) {
-	doc, err := os.ReadFile("../docs/tracing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(doc), "\n## Wiring it\n")
-	_, block, found := strings.Cut(section, "```go\n")
-	block, _, _ = strings.Cut(block, "```")
-	if !found || block == "" {
-		t.Fatal(`docs/tracing.md has no Go block under "## Wiring it"`)
-	}
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	example := strings.Split(string(src), "\n")
-	at := 0
-	for _, line := range strings.Split(block, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line == "..." {
-			continue
-		}
-		i := slices.IndexFunc(example[at:], func(l string) bool { return strings.TrimSpace(l) == line })
-		if i < 0 {
-			t.Errorf("docs/tracing.md shows %q, which is not a line of Example after line %d", line, at)
-			continue
-		}
-		at += i + 1
-	}
+	doclines.InOrder(t, "../docs/tracing.md", "## Wiring it", "example_test.go")
 }

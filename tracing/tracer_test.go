@@ -66,7 +66,7 @@ func TestOutcomes(t *testing.T) {
 		sp := spans[0]
 		a := map[string]string{}
 		for _, kv := range sp.Attributes {
-			a[string(kv.Key)] = kv.Value.Emit()
+			a[string(kv.Key)] = kv.Value.String()
 		}
 		if a["error.type"] != tc.errorType || sp.Status.Code != tc.status || a["db.response.status_code"] != tc.dbStatus {
 			t.Errorf("%v: error.type %q, status %v, db.response.status_code %q; want %q, %v, %q",

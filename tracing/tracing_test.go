@@ -45,7 +45,6 @@ const (
 type pair struct {
 	started sync.WaitGroup
 	both    chan struct{}
-	once    sync.Once
 }
 
 func newPair() *pair {
@@ -286,12 +285,12 @@ func (tr *tree) wantNoSecrets(noAccount bool) {
 	for _, sp := range tr.spans {
 		texts := []string{sp.Name, sp.Status.Description}
 		for _, a := range sp.Attributes {
-			texts = append(texts, string(a.Key), a.Value.Emit())
+			texts = append(texts, string(a.Key), a.Value.String())
 		}
 		for _, e := range sp.Events {
 			texts = append(texts, e.Name)
 			for _, a := range e.Attributes {
-				texts = append(texts, string(a.Key), a.Value.Emit())
+				texts = append(texts, string(a.Key), a.Value.String())
 			}
 		}
 		for _, text := range texts {
