@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/event"
 )
 
 // A Caller describes how a request arrived: the credential it presented, the channel
@@ -92,6 +93,15 @@ func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) erro
 		*p = *c.As
 		return nil
 	}
+	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepAuthenticate})
+	err := s.authenticateCaller(ctx, c, p)
+	end(err)
+	return err
+}
+
+// authenticateCaller is authenticate for a caller that the front door did not
+// authenticate, within its phase.
+func (s *Service) authenticateCaller(ctx context.Context, c Caller, p *Principal) error {
 	var err error
 	now := s.now()
 	if c.KeyID != "" {

@@ -115,6 +115,14 @@ type BatchItem struct {
 // invalid item as refused. With b.IdempotencyKey, a retry of a batch that ran gets the
 // first answer (see [IdempotencyOptions]). Refusals are answered as for Call.
 func (s *Service) CallBatch(ctx context.Context, c Caller, b Batch) BatchReply {
+	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
+	r := s.callBatch(ctx, c, b)
+	end(r.Err)
+	return r
+}
+
+// callBatch is CallBatch within its phase.
+func (s *Service) callBatch(ctx context.Context, c Caller, b Batch) BatchReply {
 	var p Principal
 	err := s.authenticate(ctx, c, &p)
 	if err != nil {

@@ -73,12 +73,22 @@ type Item struct {
 // unavailable (CodeUnavailable) does neither: it asks the stores nothing more. input's
 // errors come back in [Reply.Err] as they were returned: a front door that returns
 // errors of its own types recognises them there.
+//
+// The call is one [event.StepCall] phase for the tracers set on [Service.Events], its
+// steps phases within it.
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
-	var p Principal
+	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
+	var (
+		p Principal
+		r Reply
+	)
 	if err := s.authenticate(ctx, c, &p); err != nil {
-		return Reply{Err: err}
+		r = Reply{Err: err}
+	} else {
+		r = s.call(ctx, &p, id, input)
 	}
-	return s.call(ctx, &p, id, input)
+	end(r.Err)
+	return r
 }
 
 // call runs a call to the API with the given id for an authenticated principal (see
@@ -142,6 +152,14 @@ type single struct {
 // then judged first (a rotated or revoked key gets its own answer), and the receipt
 // carries the balance.
 func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
+	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
+	r := s.callAll(ctx, c, items)
+	end(r.Err)
+	return r
+}
+
+// callAll is CallAll within its phase.
+func (s *Service) callAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
 	var p Principal
 	if err := s.authenticate(ctx, c, &p); err != nil {
 		return Reply{Err: err}

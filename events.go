@@ -30,6 +30,19 @@ func channelName(p *Principal) event.Channel {
 	return p.Channel.String()
 }
 
+// callerChannel returns the name of c's channel for a phase: that of the principal it
+// carries, if any.
+func callerChannel(c *Caller) event.Channel {
+	ch := c.Channel
+	if c.As != nil {
+		ch = c.As.Channel
+	}
+	if ch == 0 {
+		return "other"
+	}
+	return ch.String()
+}
+
 // steps are the instants at which a call began, was admitted, ran and was settled,
 // taken on the service's clock only when an observer wants the call (now is nil
 // otherwise).

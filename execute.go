@@ -72,14 +72,17 @@ func (s *Service) startOthers(ctx context.Context, w who, invs []invocation, res
 
 // invokeAt runs invs[i] into results[i], and times it into took[i] if took is not nil.
 // req, if not nil, is where the handler's request is made (see invoke).
+// The run is one [event.StepRun] phase, whose context the handler gets.
 func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration, req *catalog.Request) {
+	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepRun, API: invs[i].API.ID})
 	if took == nil {
 		results[i] = s.invoke(ctx, w, &invs[i], req)
-		return
+	} else {
+		start := s.now()
+		results[i] = s.invoke(ctx, w, &invs[i], req)
+		took[i] = s.now().Sub(start)
 	}
-	start := s.now()
-	results[i] = s.invoke(ctx, w, &invs[i], req)
-	took[i] = s.now().Sub(start)
+	end(results[i].failure())
 }
 
 // keepSlot renews the call's concurrency slot every interval until the returned

@@ -31,6 +31,14 @@ type Result struct {
 // kept reports whether r keeps its charge: a success, or a rejection.
 func (r *Result) kept() bool { return r.Err == nil || r.Err.Code.Charged() }
 
+// failure returns r's error as an error: nil on success.
+func (r *Result) failure() error {
+	if r.Err == nil {
+		return nil
+	}
+	return r.Err
+}
+
 // run admits the invocations as one call (one rate-limit event, one concurrency slot, the
 // sum of their costs reserved at once), runs them in parallel, and settles: the cost of
 // an API that failed on the service's side is refunded. The invocations name distinct
@@ -70,45 +78,12 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	if p.Cached {
 		a.Key = p.keyCheck()
 	}
-	t, err := s.meter.Admit(ctx, a)
-	if errors.Is(err, meter.ErrKeyChanged) {
-		// The cached record is stale. Read the key again; if it still may call (its
-		// restrictions or its account's plan changed, or a caller by key id saw a
-		// rotation), admit once more with the fresh record. Its restrictions may have been narrowed: the APIs are
-		// checked again.
-		if err = s.refresh(ctx, p); err != nil {
-			return Reply{Err: err}
-		}
-		for i := range invs {
-			if err := p.CheckAPI(invs[i].API.ID); err != nil {
-				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), rc)
-			}
-		}
-		if err := s.callable(ctx, p); err != nil {
-			return s.refuse(ctx, p, err, rc, apis...)
-		}
-		// The account's record may have changed too (its plan).
-		a.Key = nil
-		a.Plan, a.Period = s.terms(p, now)
-		t, err = s.meter.Admit(ctx, a)
-	}
-	if err != nil {
-		var le *meter.LimitError
-		if !errors.As(err, &le) {
-			return s.refuse(ctx, p, s.unavailable(ctx, "admission", err), rc, apis...)
-		}
-		// The admission checked a cached key before it judged the plan's limits.
-		p.Cached = false
-		if p.Plan.RatePerMinute > 0 && !errors.Is(err, meter.ErrConcurrencyLimited) {
-			rc.Rate = t.Rate
-		}
-		if errors.Is(err, billing.ErrInsufficientCredits) {
-			rc.Balance = t.Balance
-		}
-		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, rc, apis...)
-	}
-	if p.Plan.RatePerMinute > 0 {
-		rc.Rate = t.Rate
+	var t meter.Ticket
+	actx, endAdmit := s.events.Begin(ctx, event.Phase{Step: event.StepAdmit})
+	refused, ok := s.admit(actx, p, invs, apis, &a, &t, &rc)
+	endAdmit(refused.Err)
+	if !ok {
+		return refused
 	}
 	st.mark(&st.admitted)
 	var (
@@ -132,12 +107,16 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 			out.Refund += invs[i].API.Cost - results[i].credits
 		}
 	}
+	sctx, endSettle := s.events.Begin(ctx, event.Phase{Step: event.StepSettle})
 	if batch != nil && batch.settling != nil {
-		if err := batch.settling(ctx); err != nil {
-			return s.unsettled(ctx, p, now, invs, results, took, &st, &t, rc, err)
+		if err := batch.settling(sctx); err != nil {
+			r := s.unsettled(sctx, p, now, invs, results, took, &st, &t, rc, err)
+			endSettle(err)
+			return r
 		}
 	}
-	b, err := s.meter.Settle(ctx, &t, out)
+	b, err := s.meter.Settle(sctx, &t, out)
+	endSettle(err)
 	st.mark(&st.settled)
 	rc.Plan, rc.Charged, rc.Balance = p.Plan, cost-out.Refund, b
 	how := event.Settled
@@ -159,6 +138,54 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	}
 	s.finished(ctx, p, now, invs, results, took, &st, how, b, one)
 	return Reply{Results: results, Receipt: rc}
+}
+
+// admit admits the call of invs (named apis) as a says, into *t, and sets the rate
+// decision of *rc; or answers its refusal, ok false. A stale cached key is read again,
+// and the call judged and admitted once more with the fresh record.
+func (s *Service) admit(ctx context.Context, p *Principal, invs []invocation, apis []string, a *meter.Admission, t *meter.Ticket, rc *Receipt) (refused Reply, ok bool) {
+	var err error
+	*t, err = s.meter.Admit(ctx, *a)
+	if errors.Is(err, meter.ErrKeyChanged) {
+		// The cached record is stale. Read the key again; if it still may call (its
+		// restrictions or its account's plan changed, or a caller by key id saw a
+		// rotation), admit once more with the fresh record. Its restrictions may have been narrowed: the APIs are
+		// checked again.
+		if err = s.refresh(ctx, p); err != nil {
+			return Reply{Err: err}, false
+		}
+		for i := range invs {
+			if err := p.CheckAPI(invs[i].API.ID); err != nil {
+				return s.refuse(ctx, p, newError(CodeForbidden, err.Error(), err), *rc), false
+			}
+		}
+		if err := s.callable(ctx, p); err != nil {
+			return s.refuse(ctx, p, err, *rc, apis...), false
+		}
+		// The account's record may have changed too (its plan).
+		a.Key = nil
+		a.Plan, a.Period = s.terms(p, a.Now)
+		*t, err = s.meter.Admit(ctx, *a)
+	}
+	if err != nil {
+		var le *meter.LimitError
+		if !errors.As(err, &le) {
+			return s.refuse(ctx, p, s.unavailable(ctx, "admission", err), *rc, apis...), false
+		}
+		// The admission checked a cached key before it judged the plan's limits.
+		p.Cached = false
+		if p.Plan.RatePerMinute > 0 && !errors.Is(err, meter.ErrConcurrencyLimited) {
+			rc.Rate = t.Rate
+		}
+		if errors.Is(err, billing.ErrInsufficientCredits) {
+			rc.Balance = t.Balance
+		}
+		return s.refuse(ctx, p, &Error{Code: limitCode(le), Message: le.Message, RetryAfter: le.RetryAfter, Err: err}, *rc, apis...), false
+	}
+	if p.Plan.RatePerMinute > 0 {
+		rc.Rate = t.Rate
+	}
+	return Reply{}, true
 }
 
 // unsettled answers a batch that ran but whose settling hook failed with err (its

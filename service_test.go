@@ -40,6 +40,8 @@ type harness struct {
 	// release unblocks the "block" API.
 	release chan struct{}
 	ran     atomic.Int32
+	// handlerCtx is the context the "ctx" API last ran under.
+	handlerCtx atomic.Pointer[context.Context]
 	// started lists the n of each call of the "order" API, in the order they started.
 	mu      sync.Mutex
 	started []int64
@@ -80,6 +82,10 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 		return map[string]any{"n": req.Params.Int("n")}, nil
 	})
 	api("two", 2, func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })
+	api("ctx", 1, func(ctx context.Context, _ *catalog.Request) (any, error) {
+		h.handlerCtx.Store(&ctx)
+		return map[string]any{}, nil
+	})
 	api("fail", 3, func(context.Context, *catalog.Request) (any, error) { return nil, errors.New("upstream down") })
 	api("reject", 4, func(context.Context, *catalog.Request) (any, error) { return nil, catalog.Reject("no such thing") })
 	api("panic", 5, func(context.Context, *catalog.Request) (any, error) { panic("boom") })

@@ -7,6 +7,10 @@
 //
 // A host makes one [Edge] and gives it to every door, so that one list of trusted
 // proxies, one CORS policy and one choice of rate headers serve them all.
+//
+// The trace context of a request (W3C traceparent) is not read here: the doors call
+// the service with the request's own context, so the middleware of package tracing,
+// which the host wraps around the mux of every door, continues it for all of them.
 package edge
 
 import (

@@ -34,14 +34,16 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // A Bus hands events to the observers subscribed to their kinds. Publishing reads the
 // subscriptions without a lock, so a kind nobody wants costs one atomic load, and
-// [Bus.Wants] lets a publisher skip building such an event. The zero Bus is ready to
+// [Bus.Wants] lets a publisher skip building such an event. It also holds the tracers
+// told of the phases of the work ([Bus.Trace], [Bus.Begin]). The zero Bus is ready to
 // use and logs a panicking observer to slog.Default; a Bus is safe for concurrent use.
 type Bus struct {
 	// Logger receives the panics of observers. Nil is slog.Default().
 	Logger *slog.Logger
 
-	mu   sync.Mutex // serializes changes of subs
-	subs atomic.Pointer[table]
+	mu      sync.Mutex // serializes changes of subs and tracers
+	subs    atomic.Pointer[table]
+	tracers atomic.Pointer[tracerList] // nil: none (see Trace)
 }
 
 // table holds the observers of each kind. It is never changed once published: a change

@@ -10,7 +10,14 @@
 // change, and must return promptly: one that does I/O queues it (see [Observer]). A
 // kind that no observer wants costs the service one atomic load.
 //
-// No event holds a key's value: keys are named by their ids.
+// The bus also holds tracers ([Tracer], [Bus.Trace]), for what must wrap the work
+// rather than hear of it afterwards: the service tells them of each phase of a call
+// (its authentication, admission, each API's run, its settlement) as it begins and
+// ends, and the stores' hooks of each round trip; a tracer may give the phase a context
+// of its own (package tracing makes OpenTelemetry spans). Without a tracer a phase
+// costs one atomic load.
+//
+// No event and no phase holds a key's value: keys are named by their ids.
 package event
 
 import (

@@ -23,3 +23,19 @@ func Example() {
 	fmt.Println(charged["hash"], bus.Wants(event.CallRefused))
 	// Output: 2 false
 }
+
+// A tracer that prints each phase as it ends; a real one makes spans (package tracing)
+// or sets profiler labels, and returns the context it derived.
+func ExampleBus_Trace() {
+	var bus event.Bus // a service's is svc.Events()
+	cancel := bus.Trace(event.TracerFunc(func(ctx context.Context, p event.Phase) (context.Context, func(error)) {
+		return ctx, func(err error) { fmt.Println(p.Step, p.API, err) }
+	}))
+	defer cancel()
+
+	// What the service does around each API's run:
+	ctx, end := bus.Begin(context.Background(), event.Phase{Step: event.StepRun, API: "hash"})
+	_ = ctx // the API's handler runs under ctx
+	end(nil)
+	// Output: run hash <nil>
+}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/benchhttp"
 	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -170,35 +170,11 @@ func interleave(b *testing.B, now func() time.Time) {
 		names, vs = append(names, v.name), append(vs, variant{svc, caller})
 	}
 	ctx := context.Background()
-	byTurns(b, names, 250, func(i int) {
+	benchhttp.ByTurns(b, names, 250, func(i int) {
 		if r := vs[i].svc.Call(ctx, vs[i].caller, "hash", nil); r.Err != nil {
 			b.Fatal(r.Err)
 		}
 	})
-}
-
-// byTurns calls call(i) for each variant i of names by turns, turn calls a turn, each
-// variant first in its turn in its round, until about b.N calls are made, and reports
-// the median time a call of each variant took over its turns.
-func byTurns(b *testing.B, names []string, turn int, call func(i int)) {
-	times := make([][]float64, len(names))
-	b.ResetTimer()
-	for round := 0; round*turn*len(names) < b.N; round++ {
-		for k := range names {
-			i := (round + k) % len(names)
-			start := time.Now()
-			for range turn {
-				call(i)
-			}
-			times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/float64(turn))
-		}
-	}
-	b.StopTimer()
-	for i, name := range names {
-		slices.Sort(times[i])
-		b.ReportMetric(times[i][len(times[i])/2], name+"-ns/call")
-	}
-	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkRESTMetricsInterleaved measures what the metrics cost a REST call over
@@ -243,7 +219,7 @@ func BenchmarkRESTMetricsInterleaved(b *testing.B) {
 	for i := range urls {
 		get(i) // the connection is open, the series exist
 	}
-	byTurns(b, names, 100, get)
+	benchhttp.ByTurns(b, names, 100, get)
 }
 
 // loop runs f b.N times, on one goroutine or in parallel, reporting allocations.

@@ -7,8 +7,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/internal/doclines"
 	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
@@ -121,32 +120,5 @@ func Example() {
 // TestDocWiring checks that the Go block of docs/metrics.md's "Wiring it" is lines of
 // Example, in its order ("..." stands for the lines left out).
 func TestDocWiring(t *testing.T) {
-	doc, err := os.ReadFile("../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(doc), "\n## Wiring it\n")
-	_, block, found := strings.Cut(section, "```go\n")
-	block, _, _ = strings.Cut(block, "```")
-	if !found || block == "" {
-		t.Fatal(`docs/metrics.md has no Go block under "## Wiring it"`)
-	}
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	example := strings.Split(string(src), "\n")
-	at := 0
-	for _, line := range strings.Split(block, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line == "..." {
-			continue
-		}
-		i := slices.IndexFunc(example[at:], func(l string) bool { return strings.TrimSpace(l) == line })
-		if i < 0 {
-			t.Errorf("docs/metrics.md shows %q, which is not a line of Example after line %d", line, at)
-			continue
-		}
-		at += i + 1
-	}
+	doclines.InOrder(t, "../docs/metrics.md", "## Wiring it", "example_test.go")
 }

@@ -1,7 +1,8 @@
 // Package benchhttp holds the baseline of the REST benchmarks: what answering GET
 // /v1/hash?text=... costs a bare net/http handler with no gateway in front of it. The
 // benchmarks in package rest and the load tool internal/cmd/restbench compare Tollgate
-// against it.
+// against it. [ByTurns] runs the variants of a benchmark by turns, for the benchmarks
+// that compare a call with a feature on and off (metrics, tracing).
 package benchhttp
 
 import (

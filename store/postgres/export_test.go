@@ -54,3 +54,6 @@ func (s *Store) CloseBatch(ctx context.Context, account string, cs []driver.Clos
 // SetAccountScan sets the most accounts a page of Accounts examines, so that the tests
 // make the store return short pages.
 func (s *Store) SetAccountScan(n int) { s.scan = n }
+
+// Operation is operation, for its tests.
+var Operation = operation

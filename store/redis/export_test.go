@@ -139,3 +139,9 @@ func (s *Store) SetAccountScan(n int) { s.scan = n }
 func AccountRecordKey(prefix, id string) string {
 	return (&Store{prefix: prefix}).account(id).record()
 }
+
+// ScriptName is the name Hook gives the script that cmd runs, for its tests.
+func ScriptName(cmd goredis.Cmder) string { return script(cmd) }
+
+// ScriptSource returns the text of the script of a file of lua/, its includes expanded.
+func ScriptSource(file string) string { return luaSource(file, nil) }

@@ -82,9 +82,16 @@ var (
 	whSweepRecordScript = luaScript("wh_sweep_record.lua")
 )
 
+// scriptNames names each script (its file's name, without .lua) by its SHA-1, for the
+// phases of round trips that run it (see Hook). It is filled as the scripts are made,
+// and only read afterwards.
+var scriptNames = map[string]string{}
+
 // luaScript returns the script of a file of lua/, its includes expanded.
 func luaScript(name string) *goredis.Script {
-	return goredis.NewScript(luaSource(name, nil))
+	sc := goredis.NewScript(luaSource(name, nil))
+	scriptNames[sc.Hash()] = strings.TrimSuffix(name, ".lua")
+	return sc
 }
 
 // luaSource returns the text of a file of lua/ with each line "--#include <file>"
