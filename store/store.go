@@ -11,6 +11,8 @@
 //     lifecycle: an account's state and revision, its update at the revision it was
 //     read at (UpdateAccount), the listing of accounts (Accounts) and the deletion of
 //     a closed account (DeleteAccount);
+//   - auth.KeyExpiries: the listing of the keys that expire, in the order of their
+//     expiry, which the webhooks' sweep reads to send key.expired;
 //   - auth.SessionStore: the sessions signed out before their expiry;
 //   - driver.KeyChecker (billing/driver): whether a cached key is still live, for a
 //     key store whose records a service caches;
