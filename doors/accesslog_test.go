@@ -171,14 +171,14 @@ func TestAccessLog(t *testing.T) {
 	}
 
 	// A request id that is not sane is replaced with one the edge makes.
-	for _, bad := range []string{"a b", strings.Repeat("x", wire.MaxRequestIDLen+1), "<script>"} {
+	for _, bad := range []string{"a b", strings.Repeat("x", wire.MaxRequestIDLen+1), "<script>", key} {
 		res := send("GET", "/v1/hash?text=a", "", append(slices.Clone(withKey), wire.HeaderRequestID, bad)...)
 		if got := res.Header.Get(wire.HeaderRequestID); got == bad || got == "" {
 			t.Errorf("request id %q answered with %q, want a new one", bad, got)
 		}
 	}
-	if strings.Contains(out.String(), "<script>") {
-		t.Error("an insane request id was logged")
+	if strings.Contains(out.String(), "<script>") || strings.Contains(out.String(), key) {
+		t.Error("an insane request id, or a key sent as one, was logged")
 	}
 }
 

@@ -26,7 +26,8 @@ import (
 // more hexadecimal digits, or anything shaped as a UUID, in it is replaced with
 // "[redacted]", so that key material a client put in a path is not kept. The request
 // id is the client's X-Request-Id when it is sane (1 to wire.MaxRequestIDLen letters,
-// digits, '-', '_', '.' or ':'), else one the edge makes; the answer carries it in
+// digits, '-', '_', '.' or ':', and nothing that RedactPath would redact: a key sent in
+// the wrong header is not logged), else one the edge makes; the answer carries it in
 // X-Request-Id.
 //
 // A request that an outer Handler already logs is not logged twice: the inner door
@@ -145,7 +146,9 @@ func requestID(v string) string {
 			c := v[i]
 			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
 		}
-		if ok {
+		// A UUID or a long run of hex digits may be a key sent in the wrong header: it
+		// is not logged.
+		if ok && !secretLike.MatchString(v) {
 			return v
 		}
 	}

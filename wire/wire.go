@@ -33,8 +33,9 @@ const (
 	// the session cookie authenticates needs to change anything.
 	HeaderCSRFToken = "X-CSRF-Token"
 	// HeaderRequestID names a request in the server's access log. A client may send one
-	// (up to MaxRequestIDLen letters, digits, '-', '_', '.' and ':'); the answer carries
-	// the one the server logged: the client's, or one the server made.
+	// (up to MaxRequestIDLen letters, digits, '-', '_', '.' and ':', not shaped as a key
+	// or a hash); the answer carries the one the server logged: the client's, or one
+	// the server made.
 	HeaderRequestID = "X-Request-Id"
 )
 
