@@ -152,12 +152,19 @@ func serve(t *testing.T, dsn, schema, redisAddr, prefix string, args ...string) 
 			t.Fatalf("tollgate-server did not serve within a minute:\n%s", p.stderr.String())
 		}
 	}
-	m := regexp.MustCompile(`API key: (\S+)`).FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		t.Fatalf("no demo key printed: %q", p.stdout.String())
+	// The key is printed before the ready file is written, but it reaches p.stdout
+	// through a pipe that another goroutine copies: wait for it too.
+	keyLine := regexp.MustCompile(`API key: (\S+)\n`)
+	for {
+		if m := keyLine.FindStringSubmatch(p.stdout.String()); m != nil {
+			p.key = m[1]
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no demo key printed: %q", p.stdout.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	p.key = m[1]
-	return p
 }
 
 // do sends a request to the doors with the demo key and returns the answer.
