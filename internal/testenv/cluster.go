@@ -231,6 +231,14 @@ func (n *RedisNode) Kill() {
 	<-n.done
 }
 
+// Pause stops the node's process (SIGSTOP) without killing it: it answers nothing,
+// neither clients nor its master nor the cluster's other nodes, until Resume. Resume it
+// within the cluster's node timeout, or the others flag it as failed.
+func (n *RedisNode) Pause() error { return n.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused node run again (SIGCONT).
+func (n *RedisNode) Resume() error { return n.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Addrs returns the addresses of every node started, the seeds of a cluster client.
 func (c *RedisCluster) Addrs() []string {
 	addrs := make([]string, len(c.Nodes))

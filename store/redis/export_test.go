@@ -152,3 +152,6 @@ func AccountKeys(prefix, id string) (balance, usage, open string) {
 	a := (&Store{prefix: prefix}).account(id)
 	return a.balance(), a.usage(), a.open()
 }
+
+// FenceKeyOf returns the fence key that follows a write of key with Options.Replicas.
+func (s *Store) FenceKeyOf(key string) string { return s.repl.fenceKey(key) }

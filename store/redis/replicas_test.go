@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,4 +287,100 @@ func TestReplicasOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterReplicas runs the conformance suites on a Redis Cluster of 3 masters and
+// 3 replicas with Options.Replicas 1, where every write is sent to its slot's master
+// by the Store itself (ClusterClient.MasterForKey), with its fence and WAIT. Then it
+// moves the slot of an account the hard way for the fence: the fence key first, alone,
+// so that a settlement runs on the slot's old master, which still has the account's
+// keys, and its fence is refused there (ASK); the Store writes the fence again until
+// the move ends, and then on the new master, which has the keys moved and so the
+// settlement: the settlement succeeds, and the new master's replica has it.
+func TestClusterReplicas(t *testing.T) {
+	addr(t)
+	cl := testenv.StartRedisCluster(t, testenv.RedisClusterConfig{})
+	seen := &refusals{n: map[string]int{}}
+	c := newClusterClient(t, cl, nil)
+	c.OnNewNode(func(n *goredis.Client) { n.AddHook(seen) })
+	opts := &redis.Options{CallerClock: true, Replicas: 1, WaitTimeout: time.Second}
+	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, c, opts) })
+	storetest.Run(t, func(t *testing.T) any {
+		s, err := redis.NewWebhookStore(c, &redis.WebhookOptions{Prefix: newPrefix(t, c),
+			MaxPending: storetest.MinPendingBound, Replicas: 1, WaitTimeout: time.Second})
+		must(t, err)
+		return s
+	})
+
+	t.Run("fence of a moving slot", func(t *testing.T) {
+		ctx := t.Context()
+		s, prefix := newStorePrefix(t, c, opts)
+		const acct = "moving"
+		period := driver.MonthOf(testNow)
+		must(t, s.Open(ctx, driver.Opening{Account: acct, Balance: loadBalance, Allowance: loadBalance, Period: period}))
+		st := paidStep(acct, 5)
+		if res, err := s.Admit(ctx, st); err != nil || res.Denied != driver.NotDenied {
+			t.Fatalf("Admit: %+v, %v", res, err)
+		}
+		balance, _, _ := redis.AccountKeys(prefix, acct)
+		fence := s.FenceKeyOf(balance)
+		sl := slot(balance)
+		if slot(fence) != sl {
+			t.Fatalf("the fence %s is in slot %d, the account in %d", fence, slot(fence), sl)
+		}
+		src, err := cl.MasterOf(ctx, sl)
+		must(t, err)
+		dst := otherMaster(cl, src)
+		// The slot starts moving, and its fence key moves first.
+		must(t, dst.Client.Do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", src.ID).Err())
+		must(t, src.Client.Do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", dst.ID).Err())
+		host, port, _ := strings.Cut(dst.Addr, ":")
+		must(t, src.Client.Do(ctx, "MIGRATE", host, port, "", 0, 10000, "KEYS", fence).Err())
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Close(ctx, closingOf(st, 3))
+			done <- err
+		}()
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		must(t, testenv.Wait(wctx, func() error {
+			seen.mu.Lock()
+			defer seen.mu.Unlock()
+			if seen.n["fence ASK"] == 0 {
+				return errors.New("the fence was not refused yet")
+			}
+			return nil
+		}))
+		moved := migrateSlot(t, ctx, cl, sl, src, dst)
+		if err := <-done; err != nil {
+			t.Fatalf("Close while the slot moved: %v", err)
+		}
+		seen.mu.Lock()
+		t.Logf("moved slot %d (%d keys after the fence); the nodes refused %v", sl, moved, seen.n)
+		seen.mu.Unlock()
+		b, err := s.Balance(ctx, acct, testNow, period, loadBalance)
+		must(t, err)
+		if b.Used != 3 {
+			t.Errorf("used %d after a settlement of 3", b.Used)
+		}
+		// The new master's replica has the settlement (WAIT waited for it).
+		reps, err := cl.ReplicasOf(ctx, dst)
+		must(t, err)
+		if len(reps) != 1 {
+			t.Fatalf("%d replicas of %s", len(reps), dst.Addr)
+		}
+		onMaster, err := dst.Client.HGetAll(ctx, balance).Result()
+		must(t, err)
+		// A replica of a Cluster serves reads of its master's slots after READONLY.
+		rc := newClient(reps[0].Addr, func(o *goredis.Options) {
+			o.OnConnect = func(ctx context.Context, cn *goredis.Conn) error { return cn.ReadOnly(ctx).Err() }
+		})
+		defer rc.Close()
+		onReplica, err := rc.HGetAll(ctx, balance).Result()
+		must(t, err)
+		if !maps.Equal(onMaster, onReplica) || onMaster["used"] != "3" {
+			t.Errorf("the new master has %v, its replica %v", onMaster, onReplica)
+		}
+	})
 }
