@@ -161,8 +161,9 @@ func TestReplicasWait(t *testing.T) {
 		return err
 	})
 
-	// A store that waits at most 100ms, the default.
-	quick := openStore(t, r.clientOf(t, 2*time.Second), prefix, &redis.Options{CallerClock: true, Replicas: 1})
+	// A store that waits at most a second: the default, 100ms, is short for a busy
+	// test machine, where a replica's acknowledgment can take longer.
+	quick := openStore(t, r.clientOf(t, 2*time.Second), prefix, &redis.Options{CallerClock: true, Replicas: 1, WaitTimeout: time.Second})
 	held := paidStep(acct, 5)
 	if res, err := quick.Admit(ctx, held); err != nil || res.Denied != driver.NotDenied {
 		t.Fatalf("Admit with the replica up: %+v, %v", res, err)
@@ -179,7 +180,7 @@ func TestReplicasWait(t *testing.T) {
 		if _, err := quick.Close(ctx, closingOf(held, 2)); !errors.Is(err, redis.ErrNotReplicated) || !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("Close with the replica paused: %v, want ErrNotReplicated and store.ErrUnavailable", err)
 		}
-		again := openStore(t, r.clientOf(t, 2*time.Second), prefix, &redis.Options{CallerClock: true, Replicas: 1})
+		again := openStore(t, r.clientOf(t, 2*time.Second), prefix, &redis.Options{CallerClock: true, Replicas: 1, WaitTimeout: time.Second})
 		if _, err := again.Close(ctx, closingOf(held, 2)); !errors.Is(err, redis.ErrNotReplicated) {
 			t.Fatalf("Close sent again on a new connection, with the replica paused: %v, want ErrNotReplicated", err)
 		}
@@ -247,11 +248,12 @@ func TestReplicasWait(t *testing.T) {
 // every write waits for the master's replica: every method works the same.
 func TestReplicasSuites(t *testing.T) {
 	r := startReplicated(t, 2*time.Second)
-	opts := &redis.Options{CallerClock: true, Replicas: 1}
+	// A wait of a second, for a busy test machine (see TestReplicasWait).
+	opts := &redis.Options{CallerClock: true, Replicas: 1, WaitTimeout: time.Second}
 	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, r.client, opts) })
 	storetest.Run(t, func(t *testing.T) any {
 		s, err := redis.NewWebhookStore(r.client, &redis.WebhookOptions{Prefix: newPrefix(t, r.client),
-			MaxPending: storetest.MinPendingBound, Replicas: 1})
+			MaxPending: storetest.MinPendingBound, Replicas: 1, WaitTimeout: time.Second})
 		must(t, err)
 		return s
 	})

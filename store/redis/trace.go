@@ -18,6 +18,12 @@ import (
 //
 //	client.AddHook(redis.Hook(tracer)) // a tracing.Tracer, or a service's Events()
 //
+// A Store with [Options.Replicas] on a Cluster sends its writes on the clients of the
+// nodes, which a Cluster client's hooks do not see: add it to the nodes' clients
+// instead, before the first call, which traces every round trip once:
+//
+//	client.OnNewNode(func(n *goredis.Client) { n.AddHook(redis.Hook(tracer)) })
+//
 // The phase names the command (Operation "EVALSHA", "GET"; "PIPELINE" or "MULTI" for
 // several sent together, with their number in Batch) and, for a script of this
 // package, the script (Procedure "admit"). A command's arguments (keys, which hold
