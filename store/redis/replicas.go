@@ -318,10 +318,13 @@ func (r *replication) enough(got int64) error {
 // fence key, <prefix>:{~w}:fence.
 func (r *replication) fenceKey(key string) string {
 	if r.cluster == nil {
-		return r.prefix + ":{~w}:fence"
+		return r.prefix + ":{~w" + fenceSuffix
 	}
-	return r.prefix + ":{~w" + strconv.FormatUint(uint64(fenceTags()[keySlot(key)]), 10) + "}:fence"
+	return r.prefix + ":{~w" + strconv.FormatUint(uint64(fenceTags()[keySlot(key)]), 10) + fenceSuffix
 }
+
+// fenceSuffix ends the name of every fence key.
+const fenceSuffix = "}:fence"
 
 // keySlot returns the Cluster slot of key: the CRC16 of its hash tag (what lies between
 // the first '{' and the first '}' after it, if that is not empty), or of the whole

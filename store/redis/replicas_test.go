@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/internal/phasetest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/redis"
@@ -385,4 +387,28 @@ func TestClusterReplicas(t *testing.T) {
 			t.Errorf("the new master has %v, its replica %v", onMaster, onReplica)
 		}
 	})
+}
+
+// TestReplicasHook: with the hook on the client, a write's pipeline, the write
+// followed by its fence and WAIT, is one phase that names the write's script.
+func TestReplicasHook(t *testing.T) {
+	r := startReplicated(t, 2*time.Second)
+	c := r.clientOf(t, 2*time.Second)
+	rec := &phasetest.Recorder{}
+	c.AddHook(redis.Hook(rec))
+	s := newStoreOn(t, c, &redis.Options{CallerClock: true, Replicas: 1, WaitTimeout: time.Second})
+	ctx := context.WithValue(t.Context(), phasetest.Key{}, "work")
+	// A first write opens the connection and loads the script (NOSCRIPT, then EVAL).
+	must(t, s.Open(ctx, driver.Opening{Account: "first", Balance: 10, Allowance: 10, Period: driver.MonthOf(testNow)}))
+	rec.Take()
+	must(t, s.Open(ctx, driver.Opening{Account: "a", Balance: 10, Allowance: 10, Period: driver.MonthOf(testNow)}))
+	var got []string
+	for _, p := range rec.Take() {
+		if p.Under == "work" {
+			got = append(got, fmt.Sprintf("%s %s (%d)", p.Operation, p.Procedure, p.Batch))
+		}
+	}
+	if want := "PIPELINE open (3)"; len(got) != 1 || got[0] != want {
+		t.Errorf("phases %q, want one, %q", got, want)
+	}
 }

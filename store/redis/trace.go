@@ -54,13 +54,17 @@ func (h hook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Proc
 		if len(cmds) > 0 && cmds[0].Name() == "multi" {
 			p.Operation = "MULTI"
 		}
-		for i, cmd := range cmds {
+		first := true
+		for _, cmd := range cmds {
+			if isFence(cmd) {
+				continue // the fence and WAIT that follow writes (see Options.Replicas)
+			}
 			name := script(cmd)
-			if i > 0 && name != p.Procedure {
+			if !first && name != p.Procedure {
 				p.Procedure = ""
 				break
 			}
-			p.Procedure = name
+			p.Procedure, first = name, false
 		}
 		ctx, end := h.t.Begin(ctx, p)
 		err := next(ctx, cmds)
@@ -87,6 +91,19 @@ func script(cmd goredis.Cmder) string {
 		return scriptNames[hex.EncodeToString(sum[:])]
 	}
 	return ""
+}
+
+// isFence reports whether cmd is the fence or the WAIT that follow the writes of a
+// pipeline with Options.Replicas (see replication).
+func isFence(cmd goredis.Cmder) bool {
+	switch cmd.Name() {
+	case "wait":
+		return true
+	case "set":
+		key, _ := cmd.Args()[1].(string)
+		return strings.HasSuffix(key, fenceSuffix) && strings.Contains(key, ":{~w")
+	}
+	return false
 }
 
 // failure returns err, unless it is Redis's reply of nothing.
