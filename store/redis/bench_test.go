@@ -3,7 +3,10 @@ package redis_test
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,20 +168,42 @@ func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []driver.Step
 // Redis, 1,000 accounts) on a private master with one replica (each a redis-server on
 // a port of its own), through a Store that does not wait (replicas=0) and one that
 // waits for the replica (replicas=1), on the same accounts, serial (ns/op is the
-// latency of a call) and parallel (calls/s is the throughput). It runs them in three
-// rounds that alternate the two Stores, so that a machine whose load changes affects
-// both alike (-count repeats each sub-benchmark in a row instead):
+// latency of a call) and parallel (calls/s is the throughput). Besides, it reports the
+// CPU time a call cost the master and the replica together (redis-µs/call, from INFO
+// cpu) and this process (go-µs/call), which a busy machine disturbs less than the
+// times. It runs them in three rounds that alternate the two Stores, so that a machine
+// whose load changes affects both alike (-count repeats each sub-benchmark in a row
+// instead):
 //
 //	go test -run='^$' -bench=BenchmarkReplicas -benchtime=2s ./store/redis/
 func BenchmarkReplicas(b *testing.B) {
 	addr(b) // the benchmarks run where the tests do
 	primary := testenv.StartRedis(b)
-	testenv.StartRedisReplica(b, primary)
+	replica := testenv.StartRedisReplica(b, primary)
 	c := newClient(primary.Addr, func(o *goredis.Options) { o.PoolSize = 64 })
-	b.Cleanup(func() { c.Close() })
+	rc := newClient(replica.Addr, nil)
+	b.Cleanup(func() { c.Close(); rc.Close() })
 	s, prefix := newStorePrefix(b, c, &redis.Options{})
 	steps := benchAccounts(b, s, 1000, true)
 	stores := []*redis.Store{openStore(b, c, prefix, &redis.Options{}), openStore(b, c, prefix, &redis.Options{Replicas: 1})}
+	// cpu returns the CPU time the master and the replica have used, and this process.
+	cpu := func(b *testing.B) (servers, self time.Duration) {
+		for _, c := range []*goredis.Client{c, rc} {
+			info, err := c.Info(b.Context(), "cpu").Result()
+			must(b, err)
+			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+				_, v, _ := strings.Cut(info, f)
+				v, _, _ = strings.Cut(v, "\r")
+				sec, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				must(b, err)
+				servers += time.Duration(sec * float64(time.Second))
+			}
+		}
+		var ru syscall.Rusage
+		must(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		return servers, self
+	}
 	for round := range 3 {
 		for _, parallel := range []bool{false, true} {
 			mode := "serial"
@@ -186,7 +211,14 @@ func BenchmarkReplicas(b *testing.B) {
 				mode = "parallel"
 			}
 			for n, ws := range stores {
-				b.Run(fmt.Sprintf("round=%d/%s/replicas=%d", round+1, mode, n), func(b *testing.B) { benchCalls(b, ws, steps, parallel) })
+				b.Run(fmt.Sprintf("round=%d/%s/replicas=%d", round+1, mode, n), func(b *testing.B) {
+					servers, self := cpu(b)
+					benchCalls(b, ws, steps, parallel)
+					servers2, self2 := cpu(b)
+					perCall := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N+1) }
+					b.ReportMetric(perCall(servers2-servers), "redis-µs/call")
+					b.ReportMetric(perCall(self2-self), "go-µs/call")
+				})
 			}
 		}
 	}
