@@ -122,6 +122,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 // round sends the calls of todo to their masters, one pipeline each, in parallel, and
 // returns the calls to send again: those the node refused before running them.
 func (r *replication) round(ctx context.Context, calls []scriptCall, todo []int, eval []bool, out []scriptReply) []int {
+	if r.cluster == nil {
+		return r.send(ctx, r.c, calls, todo, eval, out)
+	}
 	var nodes []goredis.Cmdable
 	groups := map[goredis.Cmdable][]int{}
 	for _, i := range todo {
