@@ -167,8 +167,6 @@ func startRedis(t testing.TB, args ...string) *Server {
 	s.start = func() error {
 		cmd = exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 			"--appendonly", "no", "--dir", dir, "--daemonize", "no"}, args...)...)
-		// SIGKILL when the test's process dies, even without its cleanups.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			return err
 		}
