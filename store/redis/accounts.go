@@ -25,7 +25,7 @@ func (s *Store) accountIndex() string { return s.prefix + ":accounts" }
 
 // indexAccount adds an account id to the index of account ids.
 func (s *Store) indexAccount(ctx context.Context, id string) error {
-	if err := s.c.ZAdd(ctx, s.accountIndex(), goredis.Z{Member: id}).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, "zadd", s.accountIndex(), 0, id); err != nil {
 		return fail(ctx, err, "indexing account %q", id)
 	}
 	return nil
@@ -37,7 +37,7 @@ func (s *Store) indexAccount(ctx context.Context, id string) error {
 func (s *Store) reindexAccount(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.c.ZAdd(ctx, s.accountIndex(), goredis.Z{Member: id})
+	s.writeCmd(ctx, "zadd", s.accountIndex(), 0, id)
 }
 
 // UpdateAccount replaces the mutable fields of an account that still has u.Revision and
@@ -80,7 +80,7 @@ func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.A
 		}
 	}
 	k := s.account(u.ID)
-	reply, err := s.run(ctx, updateAccountScript, []string{k.record(), k.keys()}, strconv.FormatInt(u.Revision, 10), string(rec))
+	reply, err := s.write(ctx, updateAccountScript, []string{k.record(), k.keys()}, strconv.FormatInt(u.Revision, 10), string(rec))
 	if err != nil {
 		return auth.Account{}, fail(ctx, err, "updating account %q", u.ID)
 	}
@@ -236,11 +236,11 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 	if a.State != auth.AccountClosed {
 		return fmt.Errorf("redis: account %q is %s: %w", id, a.State, auth.ErrAccountNotClosed)
 	}
-	if err := s.c.ZRem(ctx, s.accountIndex(), id).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, "zrem", s.accountIndex(), id); err != nil {
 		return fail(ctx, err, "deleting account %q from the index", id)
 	}
 	k := s.account(id)
-	reply, err := s.run(ctx, deleteAccountScript, []string{k.record(), k.keys(), k.korder(), k.krev()})
+	reply, err := s.write(ctx, deleteAccountScript, []string{k.record(), k.keys(), k.korder(), k.krev()})
 	if err != nil {
 		return fail(ctx, err, "deleting account %q", id)
 	}

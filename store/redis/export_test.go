@@ -145,3 +145,13 @@ func ScriptName(cmd goredis.Cmder) string { return script(cmd) }
 
 // ScriptSource returns the text of the script of a file of lua/, its includes expanded.
 func ScriptSource(file string) string { return luaSource(file, nil) }
+
+// AccountKeys returns the names of the keys of an account's balance, usage and open
+// reservations under prefix.
+func AccountKeys(prefix, id string) (balance, usage, open string) {
+	a := (&Store{prefix: prefix}).account(id)
+	return a.balance(), a.usage(), a.open()
+}
+
+// FenceKeyOf returns the fence key that follows a write of key with Options.Replicas.
+func (s *Store) FenceKeyOf(key string) string { return s.repl.fenceKey(key) }

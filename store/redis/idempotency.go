@@ -44,7 +44,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Rec
 		}
 	}
 	ttl := ms(c.Expires.Sub(c.Now)) + 1000
-	reply, err := s.run(ctx, idemClaimScript, []string{s.idemKey(c.ID)},
+	reply, err := s.write(ctx, idemClaimScript, []string{s.idemKey(c.ID)},
 		c.Fingerprint[:], c.Run[:], c.Token[:], args[0], args[1], args[2], ttl)
 	if err != nil {
 		return idempotency.Record{}, fail(ctx, err, "idempotency record %s", c.ID)
@@ -125,7 +125,7 @@ func (s *Store) closeIdem(ctx context.Context, id idempotency.ID, token idempote
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	reply, err := s.run(ctx, idemCloseScript, []string{s.idemKey(id)}, token[:], op, answer)
+	reply, err := s.write(ctx, idemCloseScript, []string{s.idemKey(id)}, token[:], op, answer)
 	if err != nil {
 		return false, fail(ctx, err, "idempotency record %s", id)
 	}

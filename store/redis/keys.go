@@ -133,14 +133,14 @@ func encodeKey(k auth.Key) (string, error) {
 // function that withdraws the claims, for when the record is refused.
 func (s *Store) claim(ctx context.Context, k auth.Key) (undo func(), err error) {
 	idKey, hKey, ref := s.keyIDIndex(k.ID), s.hashIndex(k.Hash), hashRef(k.AccountID, k.ID)
-	ok, err := s.c.SetNX(ctx, idKey, k.AccountID, 0).Result()
+	ok, err := s.setNX(ctx, idKey, k.AccountID)
 	if err != nil {
 		return nil, fail(ctx, err, "key %q: claiming the id", k.ID)
 	}
 	if !ok {
 		return nil, fmt.Errorf("redis: key %q: the id is taken: %w", k.ID, store.ErrConflict)
 	}
-	ok, err = s.c.SetNX(ctx, hKey, ref, 0).Result()
+	ok, err = s.setNX(ctx, hKey, ref)
 	if err != nil || !ok {
 		s.withdraw(ctx, idKey, k.AccountID)
 		if err != nil {
@@ -152,6 +152,19 @@ func (s *Store) claim(ctx context.Context, k auth.Key) (undo func(), err error) 
 		s.withdraw(ctx, idKey, k.AccountID)
 		s.withdraw(ctx, hKey, ref)
 	}, nil
+}
+
+// setNX sets key to value unless it exists, and reports whether it did, waiting for
+// the replicas with Options.Replicas.
+func (s *Store) setNX(ctx context.Context, key, value string) (bool, error) {
+	if s.repl == nil {
+		return s.c.SetNX(ctx, key, value, 0).Result()
+	}
+	_, err := s.writeCmd(ctx, "set", key, value, "nx")
+	if errors.Is(err, goredis.Nil) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // withdraw deletes an index entry if it still holds value. It runs even if ctx was
@@ -224,7 +237,7 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 		return err
 	}
 	a := s.account(account.ID)
-	st, err := s.run(ctx, createAccountScript, []string{a.record(), a.keys(), a.korder()},
+	st, err := s.write(ctx, createAccountScript, []string{a.record(), a.keys(), a.korder()},
 		string(arec), primary.ID, primary.Hash.String(), krec)
 	if err != nil {
 		// The outcome is unknown: the claims and the index entries stay (if the record
@@ -290,7 +303,7 @@ func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit
 	}
 	a := s.account(key.AccountID)
 	for indexed := false; ; indexed = true {
-		st, err := s.run(ctx, createKeyScript, []string{a.record(), a.keys(), a.korder(), a.krev()},
+		st, err := s.write(ctx, createKeyScript, []string{a.record(), a.keys(), a.korder(), a.krev()},
 			key.ID, key.Hash.String(), krec, max(limit.Max, 0), since)
 		if err != nil {
 			return fail(ctx, err, "creating key %q", key.ID)
@@ -348,7 +361,7 @@ func (s *Store) indexRevoked(ctx context.Context, account string) error {
 		}
 	}
 	a := s.account(account)
-	if _, err := s.run(ctx, krevInitScript, []string{a.keys(), a.krev()}, args...); err != nil {
+	if _, err := s.write(ctx, krevInitScript, []string{a.keys(), a.krev()}, args...); err != nil {
 		return fail(ctx, err, "indexing the revoked keys of account %q", account)
 	}
 	return nil
@@ -364,7 +377,7 @@ func (s *Store) indexRevocation(ctx context.Context, k auth.Key) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.c.ZAdd(ctx, s.revoked(), goredis.Z{Score: float64(k.RevokedAt.UnixMicro()), Member: hashRef(k.AccountID, k.ID)})
+	s.writeCmd(ctx, "zadd", s.revoked(), k.RevokedAt.UnixMicro(), hashRef(k.AccountID, k.ID))
 }
 
 // pruneBatch is the most entries of the index of revoked keys that PruneKeys reads at
@@ -576,7 +589,7 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 		return auth.Key{}, err
 	}
 	hKey, ref := s.hashIndex(h), hashRef(acct, id)
-	ok, err := s.c.SetNX(ctx, hKey, ref, 0).Result()
+	ok, err := s.setNX(ctx, hKey, ref)
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "key %q: claiming the new hash", id)
 	}
@@ -584,7 +597,7 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 		return auth.Key{}, fmt.Errorf("redis: key %q: the new hash is taken: %w", id, store.ErrConflict)
 	}
 	moment := formatMoment(at)
-	reply, err := s.run(ctx, rotateScript, []string{s.account(acct).keys()}, id, h.String(), moment, strconv.FormatInt(rev, 10))
+	reply, err := s.write(ctx, rotateScript, []string{s.account(acct).keys()}, id, h.String(), moment, strconv.FormatInt(rev, 10))
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "rotating key %q", id)
 	}
@@ -624,7 +637,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 		return auth.Key{}, err
 	}
 	a := s.account(acct)
-	reply, err := s.run(ctx, revokeScript, []string{a.keys(), a.krev()}, id, formatMoment(at), strconv.FormatInt(rev, 10), at.UnixMicro())
+	reply, err := s.write(ctx, revokeScript, []string{a.keys(), a.krev()}, id, formatMoment(at), strconv.FormatInt(rev, 10), at.UnixMicro())
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "revoking key %q", id)
 	}
@@ -693,7 +706,7 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 	if err != nil {
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", u.ID, err)
 	}
-	reply, err := s.run(ctx, updateScript, []string{s.account(acct).keys()}, u.ID, strconv.FormatInt(u.Revision, 10), rec)
+	reply, err := s.write(ctx, updateScript, []string{s.account(acct).keys()}, u.ID, strconv.FormatInt(u.Revision, 10), rec)
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "updating key %q", u.ID)
 	}
