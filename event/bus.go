@@ -36,9 +36,10 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 // subscriptions without a lock, so a kind nobody wants costs one atomic load, and
 // [Bus.Wants] lets a publisher skip building such an event. It also holds the tracers
 // told of the phases of the work ([Bus.Trace], [Bus.Begin]). The zero Bus is ready to
-// use and logs a panicking observer to slog.Default; a Bus is safe for concurrent use.
+// use and logs a panicking observer or tracer to slog.Default; a Bus is safe for
+// concurrent use.
 type Bus struct {
-	// Logger receives the panics of observers. Nil is slog.Default().
+	// Logger receives the panics of observers and of tracers. Nil is slog.Default().
 	Logger *slog.Logger
 
 	mu      sync.Mutex // serializes changes of subs and tracers
@@ -118,13 +119,17 @@ func (b *Bus) Publish(ctx context.Context, e Event) {
 func (b *Bus) tell(ctx context.Context, o Observer, e Event) {
 	defer func() {
 		if v := recover(); v != nil {
-			log := b.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			log.ErrorContext(ctx, "tollgate: an event observer panicked; the change it observed stands",
+			b.logger().ErrorContext(ctx, "tollgate: an event observer panicked; the change it observed stands",
 				"event", e.Kind().String(), "observer", fmt.Sprintf("%T", o), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 	}()
 	o.Observe(ctx, e)
+}
+
+// logger returns the Logger, or slog.Default().
+func (b *Bus) logger() *slog.Logger {
+	if b.Logger != nil {
+		return b.Logger
+	}
+	return slog.Default()
 }

@@ -2,7 +2,10 @@ package event
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"slices"
+	"sync/atomic"
 )
 
 // A Tracer is told of each phase of the service's work as it begins, and of its end:
@@ -16,11 +19,15 @@ import (
 // makes its own children of it.
 //
 // Begin runs on the goroutine of the work, before it starts, and end after it ends,
-// on the same goroutine; both must return promptly and must not panic (the service
-// does not recover them). end is called exactly once. A phase's err is nil when it
-// succeeded, else why it did not: an error of the call pipeline (package tollgate's
-// *Error, with its code) or a store's error. Tracers are set on a [Bus] with
-// [Bus.Trace].
+// on the same goroutine; both must return promptly and should not panic. end is called
+// exactly once. Begin returns a nil end when it has nothing to do at the phase's end
+// (it made no span): that costs the bus nothing, where an end costs it one allocation.
+// The [Bus] guards the work against a tracer that fails: a nil context is taken for
+// ctx itself, and a panic in Begin or in end is recovered and logged, the phase going
+// on untraced by that tracer (see [Bus.Begin]); a call is answered and charged as
+// without it. A phase's err is nil when it succeeded, else why it did not: an error of
+// the call pipeline (package tollgate's *Error, with its code) or a store's error.
+// Tracers are set on a [Bus] with [Bus.Trace].
 type Tracer interface {
 	Begin(ctx context.Context, p Phase) (context.Context, func(err error))
 }
@@ -118,7 +125,11 @@ type Phase struct {
 // changed once published: a change publishes a new one.
 type tracerList []*tracing
 
-type tracing struct{ t Tracer }
+type tracing struct {
+	t Tracer
+	// panics counts the panics of t, recovered by the bus (see Bus.recovered).
+	panics atomic.Int64
+}
 
 // Trace has t told of every phase begun on the bus (see [Bus.Begin]) from now on,
 // until cancel is called. Phases begun before are not told to it, nor are their ends.
@@ -155,23 +166,96 @@ func (b *Bus) Trace(t Tracer) (cancel func()) {
 // with the phase's outcome. Without a tracer it costs one atomic load, allocates
 // nothing, and returns ctx itself. A Bus is itself a [Tracer], so that a store's hook
 // may be given a service's bus.
+//
+// A tracer that fails does not fail the work: a panic in its Begin or in its end is
+// recovered, and the phase goes on under the context it was begun under, untraced by
+// that tracer (a tracer whose Begin panicked is not told of the phase's end); a nil
+// context is ctx. A tracer's nil end is no end: with one tracer, Begin then returns an
+// end that allocates nothing; otherwise it allocates the end it returns, which
+// recovers the tracers' panics. The bus logs the panics of a tracer to its Logger, with
+// a stack: the first, then each time their number doubles (the 2nd, the 4th, the
+// 8th...), with that number, since a tracer is told of every phase of every call.
 func (b *Bus) Begin(ctx context.Context, p Phase) (context.Context, func(err error)) {
 	list := b.tracers.Load()
 	if list == nil {
 		return ctx, noEnd
 	}
+	step := p.Step // for the ends to capture, rather than the whole Phase
 	if len(*list) == 1 {
-		return (*list)[0].t.Begin(ctx, p)
+		tr := (*list)[0]
+		pctx, end := b.begin(ctx, tr, p)
+		if end == nil {
+			return pctx, noEnd
+		}
+		return pctx, func(err error) { b.end(ctx, tr, step, end, err) }
 	}
-	ends := make([]func(error), len(*list))
-	for i, tr := range *list {
-		ctx, ends[i] = tr.t.Begin(ctx, p)
+	tracers := *list
+	ends := make([]func(error), len(tracers))
+	pctx := ctx
+	for i, tr := range tracers {
+		pctx, ends[i] = b.begin(pctx, tr, p)
 	}
-	return ctx, func(err error) {
+	return pctx, func(err error) {
 		for i := len(ends) - 1; i >= 0; i-- {
-			ends[i](err)
+			if ends[i] != nil {
+				b.end(ctx, tracers[i], step, ends[i], err)
+			}
 		}
 	}
+}
+
+// Guard returns t as a Tracer that fails nothing, as the tracers of a Bus do (see
+// [Bus.Begin]): its panics are recovered and logged to slog.Default, its nil end and
+// context taken for an end that does nothing and the context given. It is t itself if
+// t is a *Bus. A nil t traces nothing. The stores' hooks guard the tracer they are
+// given.
+func Guard(t Tracer) Tracer {
+	if b, ok := t.(*Bus); ok {
+		return b
+	}
+	b := new(Bus)
+	if t != nil {
+		b.Trace(t)
+	}
+	return b
+}
+
+// begin tells p to tr under ctx, and returns the context the phase runs under and
+// tr's end of it: ctx and nil when tr panicked or returned them nil.
+func (b *Bus) begin(ctx context.Context, tr *tracing, p Phase) (pctx context.Context, end func(error)) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.recovered(ctx, tr, p.Step, "Begin", v)
+			pctx, end = ctx, nil
+		}
+	}()
+	pctx, end = tr.t.Begin(ctx, p)
+	if pctx == nil {
+		pctx = ctx
+	}
+	return pctx, end
+}
+
+// end calls tr's end of a phase of step, begun under ctx, recovering from its panic.
+func (b *Bus) end(ctx context.Context, tr *tracing, step Step, end func(error), err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.recovered(ctx, tr, step, "end", v)
+		}
+	}()
+	end(err)
+}
+
+// recovered counts a panic of tr, recovered in its Begin or its end (in) of a phase
+// of step, and logs it if it is its first or their number is a power of two.
+func (b *Bus) recovered(ctx context.Context, tr *tracing, step Step, in string, v any) {
+	n := tr.panics.Add(1)
+	if n&(n-1) != 0 {
+		return
+	}
+	b.logger().ErrorContext(ctx, "tollgate: a tracer panicked; the phase goes on untraced by it",
+		"tracer", fmt.Sprintf("%T", tr.t), "step", step.String(), "in", in, "panic", fmt.Sprint(v),
+		"panics", n, "stack", string(debug.Stack()))
 }
 
 // noEnd is the end of a phase that no tracer was told of.

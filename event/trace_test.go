@@ -1,13 +1,19 @@
 package event_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/phasetest"
 )
 
 type traceKey struct{}
@@ -89,4 +95,125 @@ func TestStepNames(t *testing.T) {
 			t.Errorf("Step(%d) = %q, want %q", step, got, want)
 		}
 	}
+}
+
+// A tracer that returns a nil end or panics fails nothing: the phase goes on under the
+// context the other tracers gave it, every other tracer is told of its begin and end,
+// and the panic is logged with the tracer's type and the phase's step.
+func TestFailingTracer(t *testing.T) {
+	for _, how := range phasetest.Failures {
+		for _, alone := range []bool{true, false} {
+			name := how
+			if !alone {
+				name += " between two tracers"
+			}
+			t.Run(name, func(t *testing.T) {
+				var buf bytes.Buffer
+				b := event.Bus{Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+				var log []string
+				if !alone {
+					b.Trace(logTracer("a", &log))
+				}
+				b.Trace(&phasetest.Failing{How: how})
+				if !alone {
+					b.Trace(logTracer("b", &log))
+				}
+				ctx, end := b.Begin(context.Background(), event.Phase{Step: event.StepRun, API: "hash"})
+				if ctx == nil {
+					t.Fatal("Begin returned a nil context")
+				}
+				end(nil)
+
+				var want []string
+				if !alone {
+					if got := ctx.Value(traceKey{}); got != "/a/b" {
+						t.Errorf("the phase's context is %v, want b's under a's", got)
+					}
+					want = []string{"begin a run under ", "begin b run under /a", "end b run nil", "end a run nil"}
+				} else if ctx != context.Background() {
+					t.Errorf("the phase's context is %v, want the one it was begun under", ctx)
+				}
+				if !slices.Equal(log, want) {
+					t.Errorf("log\n %s\nwant\n %s", strings.Join(log, "\n "), strings.Join(want, "\n "))
+				}
+				out := buf.String()
+				if how == phasetest.NilEnd {
+					if out != "" {
+						t.Errorf("a nil end was logged: %s", out)
+					}
+					return
+				}
+				in := strings.TrimPrefix(how, "panic in ")
+				for _, s := range []string{"tracer panicked", "the tracer fails", "step=run", "in=" + in, "phasetest.Failing", "panics=1"} {
+					if !strings.Contains(out, s) {
+						t.Errorf("the panic's log lacks %q: %s", s, out)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A tracer that panics in every phase is logged at its 1st, 2nd, 4th, 8th... panic,
+// with their number, from any number of goroutines.
+func TestFailingTracerLogged(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	b := event.Bus{Logger: slog.New(slog.NewTextHandler(&lockedWriter{&mu, &buf}, nil))}
+	b.Trace(&phasetest.Failing{How: phasetest.PanicInEnd})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				_, end := b.Begin(context.Background(), event.Phase{Step: event.StepAdmit})
+				end(nil)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	var counts []int
+	for line := range strings.Lines(buf.String()) {
+		_, n, _ := strings.Cut(line, " panics=")
+		n, _, _ = strings.Cut(n, " ")
+		i, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("a panic was logged without its number: %s", line)
+		}
+		counts = append(counts, i)
+	}
+	slices.Sort(counts) // the goroutines may log out of their order
+	if want := []int{1, 2, 4, 8, 16, 32, 64}; !slices.Equal(counts, want) {
+		t.Errorf("100 panics were logged at the counts %v, want %v", counts, want)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Guard makes a tracer that fails nothing, as the bus does; a bus is its own guard.
+func TestGuard(t *testing.T) {
+	var b event.Bus
+	if event.Guard(&b) != &b {
+		t.Error("Guard wrapped a bus")
+	}
+	for _, how := range phasetest.Failures {
+		f := &phasetest.Failing{How: how}
+		ctx, end := event.Guard(f).Begin(context.Background(), event.Phase{Step: event.StepStore})
+		end(nil)
+		if ctx != context.Background() || f.Begun() != 1 {
+			t.Errorf("%s: the guarded tracer was told of %d phases and gave %v", how, f.Begun(), ctx)
+		}
+	}
+	_, end := event.Guard(nil).Begin(context.Background(), event.Phase{Step: event.StepStore})
+	end(nil)
 }

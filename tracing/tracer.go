@@ -132,14 +132,15 @@ type callKey struct{}
 // not sampled, or the provider is a no-op) makes no span: a sampler that keeps whole traces (ParentBased, the
 // SDK's default) would drop it, and another would keep a span whose parent is never
 // exported. So a request whose trace is not sampled costs the start of its first
-// span only. The attributes are set once a span is started, and only on a span that
-// records; the sampler sees the span's name, kind and parent.
+// span only, and such a phase has no end (nil: see [event.Tracer]). The attributes are
+// set once a span is started, and only on a span that records; the sampler sees the
+// span's name, kind and parent.
 func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, func(error)) {
 	if parent := trace.SpanFromContext(ctx); parent != noSpan && !parent.IsRecording() {
 		if sc := parent.SpanContext(); !sc.IsValid() || !sc.IsRemote() {
 			// Within a span of this process that does not record: one that was not
 			// sampled, or a no-op provider's.
-			return ctx, noEnd
+			return ctx, nil
 		}
 	}
 	var span trace.Span
@@ -151,24 +152,24 @@ func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, fun
 		}
 		ctx, span = t.tracer.Start(ctx, "tollgate.call", opts...)
 		if !span.IsRecording() {
-			return ctx, noEnd
+			return ctx, nil
 		}
 		span.SetAttributes(ChannelKey.String(p.Channel))
 		ctx = context.WithValue(ctx, callKey{}, span)
 	case event.StepRun:
 		ctx, span = t.tracer.Start(ctx, p.API)
 		if !span.IsRecording() {
-			return ctx, noEnd
+			return ctx, nil
 		}
 		span.SetAttributes(semconv.RPCMethod(p.API))
 		return ctx, endRun(span)
 	case event.StepStore:
 		if !trace.SpanContextFromContext(ctx).IsValid() {
-			return ctx, noEnd // the background work of a store
+			return ctx, nil // the background work of a store
 		}
 		ctx, span = t.tracer.Start(ctx, storeSpanName(&p), clientOptions...)
 		if !span.IsRecording() {
-			return ctx, noEnd
+			return ctx, nil
 		}
 		span.SetAttributes(storeAttributes(&p)...)
 	default:
@@ -178,7 +179,7 @@ func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, fun
 		}
 		ctx, span = t.tracer.Start(ctx, name)
 		if !span.IsRecording() {
-			return ctx, noEnd
+			return ctx, nil
 		}
 	}
 	return ctx, ender(span)
@@ -213,8 +214,6 @@ var phaseNames = [...]string{
 	event.StepAdmit:        "tollgate.admit",
 	event.StepSettle:       "tollgate.settle",
 }
-
-func noEnd(error) {}
 
 // noSpan is what trace.SpanFromContext returns for a context that carries no span.
 var noSpan = trace.SpanFromContext(context.Background())

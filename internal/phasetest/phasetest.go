@@ -5,6 +5,7 @@ package phasetest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tollgate-dev/tollgate/event"
 )
@@ -51,3 +52,35 @@ func (r *Recorder) Take() []Phase {
 	r.phases = nil
 	return out
 }
+
+// How a [Failing] tracer fails.
+const (
+	NilEnd       = "nil end"        // Begin returns a nil context and a nil end
+	PanicInBegin = "panic in Begin" // Begin panics
+	PanicInEnd   = "panic in end"   // the end panics
+)
+
+// Failing is an event.Tracer that fails as How says ([NilEnd], [PanicInBegin],
+// [PanicInEnd]) in every phase, and counts the phases it was told of.
+type Failing struct {
+	How   string
+	begun atomic.Int64
+}
+
+// Begin fails as f.How says.
+func (f *Failing) Begin(ctx context.Context, _ event.Phase) (context.Context, func(error)) {
+	f.begun.Add(1)
+	switch f.How {
+	case NilEnd:
+		return nil, nil
+	case PanicInBegin:
+		panic("the tracer fails: " + f.How)
+	}
+	return ctx, func(error) { panic("the tracer fails: " + f.How) }
+}
+
+// Begun returns how many phases f was told of.
+func (f *Failing) Begun() int64 { return f.begun.Load() }
+
+// Failures are the ways a [Failing] tracer fails.
+var Failures = []string{NilEnd, PanicInBegin, PanicInEnd}

@@ -23,9 +23,11 @@ import (
 // The phase names the statement's first keyword as its Operation and carries the
 // statement's text, whose values are placeholders ($1): a statement's arguments (a
 // key's hash, an account's id, amounts) are never told. A statement the server
-// refused ends its phase with the server's error. (A pool that has a tracer of its
-// own already combines both with pgx's multitracer package.)
-func QueryTracer(t event.Tracer) pgx.QueryTracer { return queryTracer{t} }
+// refused ends its phase with the server's error. A tracer that panics fails no
+// statement: as a service's bus does ([event.Bus.Begin]), the hook recovers the panic
+// and logs it (to slog.Default, unless t is the bus, which logs to its Logger). (A pool
+// that has a tracer of its own already combines both with pgx's multitracer package.)
+func QueryTracer(t event.Tracer) pgx.QueryTracer { return queryTracer{event.Guard(t)} }
 
 type queryTracer struct{ t event.Tracer }
 

@@ -86,3 +86,27 @@ func TestQueryTracer(t *testing.T) {
 		t.Errorf("phases\n %s\nwant\n %s", strings.Join(got, "\n "), strings.Join(want, "\n "))
 	}
 }
+
+// TestQueryTracerFailing: a tracer that returns a nil end or panics fails no statement
+// nor batch.
+func TestQueryTracerFailing(t *testing.T) {
+	for _, how := range phasetest.Failures {
+		t.Run(how, func(t *testing.T) {
+			f := &phasetest.Failing{How: how}
+			pool := newPool(t, 2, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = postgres.QueryTracer(f) })
+			var n int
+			if err := pool.QueryRow(t.Context(), "SELECT $1::int", 7).Scan(&n); err != nil || n != 7 {
+				t.Fatalf("SELECT 7: %d, %v", n, err)
+			}
+			b := &pgx.Batch{}
+			b.Queue("SELECT 1")
+			b.Queue("SELECT 2")
+			if err := pool.SendBatch(t.Context(), b).Close(); err != nil {
+				t.Fatal(err)
+			}
+			if f.Begun() < 2 {
+				t.Errorf("the tracer was told of %d round trips, want 2 at least", f.Begun())
+			}
+		})
+	}
+}

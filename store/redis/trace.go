@@ -28,8 +28,11 @@ import (
 // several sent together, with their number in Batch) and, for a script of this
 // package, the script (Procedure "admit"). A command's arguments (keys, which hold
 // account ids and key hashes, and values) are never told. A reply of nothing
-// (redis.Nil) is a success; any other error ends the phase with it.
-func Hook(t event.Tracer) goredis.Hook { return hook{t} }
+// (redis.Nil) is a success; any other error ends the phase with it. A tracer that
+// panics fails no command: as a service's bus does ([event.Bus.Begin]), the hook
+// recovers the panic and logs it (to slog.Default, unless t is the bus, which logs to
+// its Logger).
+func Hook(t event.Tracer) goredis.Hook { return hook{event.Guard(t)} }
 
 type hook struct{ t event.Tracer }
 

@@ -95,3 +95,30 @@ func TestHook(t *testing.T) {
 		}
 	}
 }
+
+// TestHookFailingTracer: a tracer that returns a nil end or panics fails no command
+// nor pipeline.
+func TestHookFailingTracer(t *testing.T) {
+	for _, how := range phasetest.Failures {
+		t.Run(how, func(t *testing.T) {
+			c := newClient(addr(t), nil)
+			defer c.Close()
+			f := &phasetest.Failing{How: how}
+			c.AddHook(redis.Hook(f))
+			prefix := newPrefix(t, c)
+			if err := c.Set(t.Context(), prefix+":k", "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Pipelined(t.Context(), func(p goredis.Pipeliner) error {
+				p.Get(t.Context(), prefix+":k")
+				p.Del(t.Context(), prefix+":k")
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if f.Begun() < 2 {
+				t.Errorf("the tracer was told of %d round trips, want 2 at least", f.Begun())
+			}
+		})
+	}
+}
