@@ -12,7 +12,13 @@
 // stored what it keeps of it (none deferred it, see [event.Change.Defer]), removes it
 // from the journal. What is left in a journal, on any instance, is published again by a
 // [Relay], under the change's own ID, which the audit log and the webhook outbox store
-// once.
+// once. Observers may thus be told of a change twice (see [event.Observer]).
+//
+// A journal is emptied by what publishes it: the instance that made a change removes it
+// once published, and the relays remove what is left. Without a relay, what an instance
+// did not publish (it died, or an observer deferred it) stays: a PostgreSQL journal
+// grows without bound. accounts.Manager runs a relay on every instance whose stores
+// keep a journal, unless told not to (it logs a warning then).
 //
 // A store keeps a journal by implementing [Store] beside the key store or the ledger
 // ([KeyStore], [Ledger]): each of its writes that makes a change of management records
@@ -229,7 +235,8 @@ func Encode(c *event.Change) (Entry, error) {
 }
 
 // ErrUnreadable reports an entry that [Decode] cannot read: not one that Encode made,
-// or made by a later release in a form this one does not know.
+// or made by a later release in a form this one does not know. A [Relay] leaves such
+// an entry in the journal, for a relay of a release that reads it.
 var ErrUnreadable = errors.New("journal: the entry is not a change this release can read")
 
 // Decode returns the change e records. An entry it cannot read is an error wrapping

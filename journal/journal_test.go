@@ -312,13 +312,87 @@ func TestRelayDrops(t *testing.T) {
 	}
 }
 
-// TestNewRelayRefuses checks the options a relay refuses.
+// TestRelayLeavesUnreadable checks that an entry this release cannot read (a later
+// release wrote it) is left in the journal, neither published nor removed, counted at
+// each claim and logged at WARN once, without holding back the entries after it; and
+// that it is removed once older than MaxAge.
+func TestRelayLeavesUnreadable(t *testing.T) {
+	ks := memory.NewKeyStore()
+	later := []byte(`{"v":2,"type":"key.rotated","id":"later"}`) // a form of a later release
+	a, k := account("later", t0)
+	if err := ks.CreateAccount(journal.With(t.Context(), journal.Entry{ID: "later", At: t0, Change: later}), a, k); err != nil {
+		t.Fatal(err)
+	}
+	record(t, ks, "after", t0.Add(time.Second))
+	var logs testenv.Logs
+	rec := &recorder{}
+	clk := testenv.NewClock(t0.Add(time.Hour))
+	r := relayOn(t, ks, rec, clk, journal.RelayOptions{Lease: time.Minute, Logger: logs.Logger()})
+	if n, err := r.Relay(t.Context()); err != nil || n != 1 {
+		t.Fatalf("round: %d, %v; want the entry after the unreadable one published", n, err)
+	}
+	if got := rec.ids(); !slices.Equal(got, []string{"after"}) {
+		t.Errorf("published %q, want after only", got)
+	}
+	// Claimed again at each lease's end, never published, logged once.
+	for i := 1; i <= 3; i++ {
+		clk.Set(t0.Add(time.Hour + time.Duration(i)*time.Minute))
+		if n, err := r.Relay(t.Context()); err != nil || n != 0 {
+			t.Fatalf("round %d: %d, %v; want nothing published", i, n, err)
+		}
+	}
+	if s := r.Stats(); s.Unreadable != 4 || s.Dropped != 0 || s.Published != 1 {
+		t.Errorf("Stats = %+v, want 1 published, the unreadable entry counted at each of its 4 claims", s)
+	}
+	var warned int
+	for _, l := range logs.Records(t) {
+		if l.Attrs["id"] == "later" {
+			warned++
+			if l.Level != "WARN" || !strings.Contains(l.Msg, "left in the journal") {
+				t.Errorf("the unreadable entry was logged %s %q, want a WARN that it is left", l.Level, l.Msg)
+			}
+		}
+	}
+	if warned != 1 {
+		t.Errorf("the unreadable entry was logged %d times, want once", warned)
+	}
+	// Still in the journal, for a relay of the release that wrote it.
+	es, err := ks.Claim(t.Context(), t0.Add(time.Hour), t0.Add(2*time.Hour), time.Minute, journal.MaxClaim)
+	if err != nil || len(es) != 1 || es[0].ID != "later" || !bytes.Equal(es[0].Change, later) {
+		t.Fatalf("the journal holds %+v (%v), want the unreadable entry as it was", es, err)
+	}
+	// Past MaxAge, removed and logged at ERROR.
+	clk.Set(t0.Add(journal.DefaultMaxAge + time.Second))
+	if n, err := r.Relay(t.Context()); err != nil || n != 0 {
+		t.Fatalf("round past MaxAge: %d, %v", n, err)
+	}
+	if s := r.Stats(); s.Dropped != 1 {
+		t.Errorf("Stats = %+v, want the unreadable entry dropped past MaxAge", s)
+	}
+	if es, _ := ks.Claim(t.Context(), clk.Now(), clk.Now().Add(time.Hour), time.Minute, journal.MaxClaim); len(es) != 0 {
+		t.Errorf("the journal still holds %+v past MaxAge", es)
+	}
+	if rs := logs.Records(t); rs[len(rs)-1].Level != "ERROR" || rs[len(rs)-1].Attrs["id"] != "later" {
+		t.Errorf("the last log is %+v, want the unreadable entry's removal at ERROR", rs[len(rs)-1])
+	}
+}
+
+// TestNewRelayRefuses checks the options a relay refuses, RelayOptions.Check's.
 func TestNewRelayRefuses(t *testing.T) {
 	var bus event.Bus
 	for _, o := range []journal.RelayOptions{{Grace: -1}, {Lease: -1}, {Page: journal.MaxClaim + 1}, {Round: -1},
-		{Grace: time.Hour, MaxAge: time.Hour}} {
+		{Grace: time.Hour, MaxAge: time.Hour}, {MaxAge: journal.DedupWindow}, {MaxAge: journal.DedupWindow + time.Hour},
+		{Grace: journal.DedupWindow}} {
+		if err := o.Check(); err == nil {
+			t.Errorf("Check(%+v) accepted", o)
+		}
 		if _, err := journal.NewRelay(&bus, nil, &o); err == nil {
 			t.Errorf("NewRelay(%+v) accepted", o)
+		}
+	}
+	for _, o := range []journal.RelayOptions{{}, {MaxAge: journal.DedupWindow - time.Nanosecond}, {Page: journal.MaxClaim}} {
+		if err := o.Check(); err != nil {
+			t.Errorf("Check(%+v): %v", o, err)
 		}
 	}
 	if _, err := journal.NewRelay(nil, nil, nil); err == nil {
