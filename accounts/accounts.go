@@ -113,7 +113,9 @@ type Options struct {
 	// either store keeps a journal ([journal.KeyStore], [journal.Ledger]), or decorates
 	// one that does and says so (driver.Wrapper). The default is
 	// [DefaultRelayInterval]; a negative value turns the schedule off (call
-	// [Manager.RelayJournal] yourself then). [Manager.Close] stops it.
+	// [Manager.RelayJournal] yourself then: without a relay, the changes an instance
+	// did not publish are never published, and a PostgreSQL journal grows without
+	// bound; New logs a warning). [Manager.Close] stops it.
 	RelayInterval time.Duration
 	// Relay tunes the relay: how old a change must be before it is published again
 	// (Grace), the claims, the maximum age and the pages (see [journal.RelayOptions]).

@@ -173,6 +173,7 @@ func (m *Manager) startRelay(opts *Options) error {
 	m.relay = relay
 	interval := opts.RelayInterval
 	if interval < 0 {
+		m.log.Warn("tollgate: the journal of changes is relayed on no schedule (accounts.Options.RelayInterval is negative): call Manager.RelayJournal regularly, or the changes an instance did not publish are never published and the journal grows without bound")
 		return nil
 	}
 	if interval == 0 {

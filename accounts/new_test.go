@@ -4,9 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -47,4 +50,32 @@ func TestNewRefusesLogsNothingWrites(t *testing.T) {
 		t.Fatalf("New with both subscribed: %v", err)
 	}
 	mgr.Close()
+}
+
+// TestNewRelaysTheJournal checks that a manager on stores that keep a journal relays it
+// on a schedule unless told not to, when it warns that the journal would grow without a
+// relay; and that it refuses a relay whose MaxAge outlasts the outbox's memory of an ID.
+func TestNewRelaysTheJournal(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	for _, tt := range []struct {
+		interval time.Duration
+		warned   bool
+	}{{0, false}, {time.Minute, false}, {-1, true}} {
+		var logs testenv.Logs
+		mgr, err := accounts.New(h.svc, &accounts.Options{RelayInterval: tt.interval, Logger: logs.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgr.Close()
+		warned := false
+		for _, r := range logs.Records(t) {
+			warned = warned || r.Level == "WARN" && strings.Contains(r.Msg, "RelayInterval is negative")
+		}
+		if warned != tt.warned {
+			t.Errorf("RelayInterval %s: warned %v, want %v: %s", tt.interval, warned, tt.warned, logs.String())
+		}
+	}
+	if _, err := accounts.New(h.svc, &accounts.Options{Relay: &journal.RelayOptions{MaxAge: journal.DedupWindow}}); err == nil {
+		t.Error("New accepted a relay whose MaxAge is journal.DedupWindow")
+	}
 }

@@ -19,6 +19,14 @@ import (
 // returning calls [Change.Defer], so that a change kept in a journal is published
 // again later (see package journal).
 //
+// A [*Change] may be told more than once, under the same ID: when it is made, and
+// again by the relay of a journal on any instance, after its instance died or was
+// slower to publish it than the relay's grace, or after an observer deferred it. An
+// observer that must act once per change skips the IDs it has seen ([Change.ID]); the
+// service's own store a change once by its ID (the audit log, the webhook outbox) or
+// act so that twice is once (the key cache forgets a key). Calls, refusals and sweeps
+// are told once: no journal keeps them.
+//
 // ctx carries the request's values; it is canceled when the request ends, so work that
 // outlives Observe detaches from it (context.WithoutCancel). The event and its slices
 // belong to the service once Observe returns: copy what you keep.
