@@ -57,3 +57,7 @@ func (s *Store) SetAccountScan(n int) { s.scan = n }
 
 // Operation is operation, for its tests.
 var Operation = operation
+
+// CancelWait is how long a cancel request waits for the server to close its
+// connection.
+const CancelWait = cancelWait
