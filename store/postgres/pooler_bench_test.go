@@ -19,11 +19,13 @@ import (
 // BenchmarkStatementTimeout measures what a statement timeout set per transaction
 // would cost, against the pool's way of setting it once per session (a startup
 // parameter, or behind a pooler the role's setting), which costs nothing per call. The
-// statement is one the store sends on every rate-limited call (tollgate_rate_allow, on
-// keys spread so that no row is hot):
+// statements are two that the store sends on rate-limited calls, on keys spread so
+// that no row is hot: write, tollgate_rate_allow (Allow: an update, committed
+// durably), and read, the select of Peek (no commit to flush), where the cost of the
+// round trips shows alone. Each is sent three ways:
 //
 //   - session: the statement alone, its timeout the session's.
-//   - set-local: a transaction of its own, BEGIN, SET LOCAL statement_timeout, the
+//   - set-local: in a transaction of its own, BEGIN, SET LOCAL statement_timeout, the
 //     statement, COMMIT: four round trips, as a store that set the timeout per call
 //     behind a pooler would need.
 //   - set-local-pipelined: the same four statements sent together (a pgx batch), in one
@@ -36,29 +38,35 @@ import (
 //	go test -run='^$' -bench=StatementTimeout -benchtime=3s ./store/postgres/
 func BenchmarkStatementTimeout(b *testing.B) {
 	const setLocal = "SET LOCAL statement_timeout = '5s'"
-	const allow = "SELECT tollgate_rate_allow($1, $2, $3, $4)"
+	statements := []struct {
+		name, sql string
+		args      func(key string, now int64) []any
+	}{
+		{"write", "SELECT tollgate_rate_allow($1, $2, $3, $4)", func(key string, now int64) []any { return []any{key, now, 1, 1e9} }},
+		{"read", "SELECT coalesce((SELECT r.tat FROM tollgate_rate_limits r WHERE r.key = $1), 0)", func(key string, _ int64) []any { return []any{key} }},
+	}
 	ways := []struct {
 		name string
-		call func(ctx context.Context, pool *pgxpool.Pool, key string, now int64) error
+		call func(ctx context.Context, pool *pgxpool.Pool, sql string, args []any) error
 	}{
-		{"session", func(ctx context.Context, pool *pgxpool.Pool, key string, now int64) error {
+		{"session", func(ctx context.Context, pool *pgxpool.Pool, sql string, args []any) error {
 			var tat int64
-			return pool.QueryRow(ctx, allow, key, now, 1, 1e9).Scan(&tat)
+			return pool.QueryRow(ctx, sql, args...).Scan(&tat)
 		}},
-		{"set-local", func(ctx context.Context, pool *pgxpool.Pool, key string, now int64) error {
+		{"set-local", func(ctx context.Context, pool *pgxpool.Pool, sql string, args []any) error {
 			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, setLocal); err != nil {
 					return err
 				}
 				var tat int64
-				return tx.QueryRow(ctx, allow, key, now, 1, 1e9).Scan(&tat)
+				return tx.QueryRow(ctx, sql, args...).Scan(&tat)
 			})
 		}},
-		{"set-local-pipelined", func(ctx context.Context, pool *pgxpool.Pool, key string, now int64) error {
+		{"set-local-pipelined", func(ctx context.Context, pool *pgxpool.Pool, sql string, args []any) error {
 			batch := &pgx.Batch{}
 			batch.Queue("BEGIN")
 			batch.Queue(setLocal)
-			batch.Queue(allow, key, now, 1, 1e9)
+			batch.Queue(sql, args...)
 			batch.Queue("COMMIT")
 			return pool.SendBatch(ctx, batch).Close()
 		}},
@@ -90,32 +98,35 @@ func BenchmarkStatementTimeout(b *testing.B) {
 	for _, p := range pools {
 		b.Run(p.name, func(b *testing.B) {
 			pool := p.pool(b)
-			for _, w := range ways {
-				for _, parallel := range []bool{false, true} {
-					mode := map[bool]string{false: "serial", true: "parallel"}[parallel]
-					b.Run(fmt.Sprintf("%s/%s", w.name, mode), func(b *testing.B) {
-						ctx := context.Background()
-						var next atomic.Int64
-						now := time.Now().UnixNano()
-						call := func() {
-							n := next.Add(1)
-							if err := w.call(ctx, pool, "k"+strconv.FormatInt(n%4096, 10), now+n); err != nil {
-								b.Error(err) // not Fatal: RunParallel's goroutines may not stop the benchmark
+			for _, st := range statements {
+				for _, w := range ways {
+					for _, parallel := range []bool{false, true} {
+						mode := map[bool]string{false: "serial", true: "parallel"}[parallel]
+						b.Run(fmt.Sprintf("%s/%s/%s", st.name, w.name, mode), func(b *testing.B) {
+							ctx := context.Background()
+							var next atomic.Int64
+							now := time.Now().UnixNano()
+							call := func() {
+								n := next.Add(1)
+								args := st.args("k"+strconv.FormatInt(n%4096, 10), now+n)
+								if err := w.call(ctx, pool, st.sql, args); err != nil {
+									b.Error(err) // not Fatal: RunParallel's goroutines may not stop the benchmark
+								}
 							}
-						}
-						if !parallel {
-							for b.Loop() {
-								call()
+							if !parallel {
+								for b.Loop() {
+									call()
+								}
+								return
 							}
-							return
-						}
-						b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0))) // 32 goroutines
-						b.RunParallel(func(pb *testing.PB) {
-							for pb.Next() {
-								call()
-							}
+							b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0))) // 32 goroutines
+							b.RunParallel(func(pb *testing.PB) {
+								for pb.Next() {
+									call()
+								}
+							})
 						})
-					})
+					}
 				}
 			}
 		})
