@@ -21,6 +21,11 @@
 //	-postgres DSN       PostgreSQL (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable,
 //	                    or $TOLLGATE_POSTGRES)
 //	-schema NAME        the PostgreSQL schema of the tables (default tollgate; created if missing)
+//	-pooler             -postgres is a connection pooler in transaction mode (PgBouncer): the
+//	                    connections send no startup parameter (postgres.PoolerConfig), so the
+//	                    schema is the one the role's search_path names, which must be -schema
+//	                    (ALTER ROLE ... SET search_path, as docs/postgres.md says in "Behind a
+//	                    pooler")
 //	-redis ADDR         Redis (default 127.0.0.1:6379, or $TOLLGATE_REDIS)
 //	-prefix P           the prefix of the Redis keys (default tollgate)
 //	-limits STORE       where rate limits and concurrency slots live: redis (default) or postgres;
@@ -120,6 +125,7 @@ func main() {
 // config is what the flags set.
 type config struct {
 	postgres, schema, redis, prefix, limits string
+	pooler                                  bool // -postgres is a pooler in transaction mode
 	instances, port                         int
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
@@ -135,6 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.postgres, "postgres", envOr("TOLLGATE_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN")
 	fs.StringVar(&c.schema, "schema", "tollgate", "PostgreSQL schema of the tables")
+	fs.BoolVar(&c.pooler, "pooler", false, "-postgres is a connection pooler in transaction mode (PgBouncer): no startup parameter; the role's search_path names -schema")
 	fs.StringVar(&c.redis, "redis", envOr("TOLLGATE_REDIS", "127.0.0.1:6379"), "Redis address")
 	fs.StringVar(&c.prefix, "prefix", "tollgate", "prefix of the Redis keys")
 	fs.StringVar(&c.limits, "limits", "redis", "where rate limits and slots live: redis or postgres")
@@ -318,9 +325,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// prepare creates the schema if it is missing and migrates it.
+// prepare creates the schema if it is missing and migrates it; behind a pooler, it
+// checks that the role's search_path selects it.
 func prepare(ctx context.Context, c config) error {
-	return deploy.Migrate(ctx, c.postgres, c.schema, false)
+	return deploy.Migrate(ctx, c.postgres, c.schema, c.pooler)
 }
 
 // The connections of each instance: to PostgreSQL (keys, credits, idempotency records,
@@ -358,7 +366,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	if err := apis.Register(reg); err != nil {
 		return nil, err
 	}
-	cfg := deploy.Config{Postgres: c.postgres, Schema: c.schema, RedisPrefix: c.prefix,
+	cfg := deploy.Config{Postgres: c.postgres, Schema: c.schema, Pooler: c.pooler, RedisPrefix: c.prefix,
 		PGConns: pgConns, RedisConns: redisConns, Catalog: reg, Plans: plans, Logger: logger,
 		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
 		AllowPrivateFetch: c.allowPrivateFetch, AdminToken: c.adminToken,

@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/client"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
 
@@ -40,10 +42,43 @@ func TestRun(t *testing.T) {
 	out, stop := startRun(t, []string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
 		"-instances", "3", "-port", "0", "-allow-private-fetch"}, io.Discard)
 	defer stop()
-	var key string
-	var urls []string
+	key, urls := started(t, out, 3)
+	paidCallOnEach(t, urls, key)
+	checkWebhooks(t, urls, key)
+}
+
+// TestRunBehindPgBouncer starts two instances through a PgBouncer in transaction mode
+// (-pooler), with everything in PostgreSQL, as a role whose settings name the schema
+// (the connections send no startup parameter, which PgBouncer would refuse): a paid
+// call on each is charged to one balance. With a -schema that the role's search_path
+// does not select, run fails, and says how to set the role up.
+func TestRunBehindPgBouncer(t *testing.T) {
+	dsn := testenv.Var(t, testenv.Postgres)
+	redisAddr := testenv.Var(t, testenv.Redis)
+	pgb := testenv.StartPgBouncer(t, dsn)
+	schema := testenv.PostgresSchema(t, dsn)
+	role := testenv.PostgresRole(t, dsn, schema, postgres.DefaultStatementTimeout)
+	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
+	args := []string{"-postgres", pgb.DSN(role), "-pooler", "-limits", "postgres", "-redis", redisAddr, "-prefix", prefix,
+		"-instances", "2", "-port", "0"}
+
+	err := run(t.Context(), append(args, "-schema", "elsewhere"), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "ALTER ROLE "+pgx.Identifier{role}.Sanitize()+" SET search_path") {
+		t.Errorf("run with a -schema the role does not select: %v; want an error that says to set the role's search_path", err)
+	}
+
+	out, stop := startRun(t, append(args, "-schema", schema), io.Discard)
+	defer stop()
+	key, urls := started(t, out, 2)
+	paidCallOnEach(t, urls, key)
+}
+
+// started reads what run prints until n instances listen, and returns the demo key and
+// the instances' URLs; the rest of out is discarded.
+func started(t *testing.T, out io.Reader, n int) (key string, urls []string) {
+	t.Helper()
 	sc := bufio.NewScanner(out)
-	for len(urls) < 3 && sc.Scan() {
+	for len(urls) < n && sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "API key: "):
@@ -53,9 +88,16 @@ func TestRun(t *testing.T) {
 		}
 	}
 	go io.Copy(io.Discard, out)
-	if key == "" || len(urls) != 3 {
+	if key == "" || len(urls) != n {
 		t.Fatalf("printed key %q and instances %v", key, urls)
 	}
+	return key, urls
+}
+
+// paidCallOnEach makes a paid call on each instance with key, and checks on the first
+// that they were charged to one balance.
+func paidCallOnEach(t *testing.T, urls []string, key string) {
+	t.Helper()
 	get := func(url string) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
@@ -76,10 +118,9 @@ func TestRun(t *testing.T) {
 	}
 	status, body := get(urls[0] + "/v1/analytics")
 	credits, _ := body["data"].(map[string]any)["credits"].(map[string]any)
-	if status != http.StatusOK || credits["used"] != 3.0 {
-		t.Errorf("analytics after one call on each instance: %d %v, want 3 credits used", status, body)
+	if want := float64(len(urls)); status != http.StatusOK || credits["used"] != want {
+		t.Errorf("analytics after one call on each instance: %d %v, want %v credits used", status, body, want)
 	}
-	checkWebhooks(t, urls, key)
 }
 
 // startRun runs run with args in the background, its logs to stderr, and returns what

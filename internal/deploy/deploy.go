@@ -71,7 +71,9 @@ type Config struct {
 	// Schema is the PostgreSQL schema of the tables; DefaultSchema by default.
 	Schema string
 	// Pooler reaches PostgreSQL through a pooler in transaction mode
-	// (postgres.PoolerConfig).
+	// (postgres.PoolerConfig): the connections send no startup parameter, so the schema
+	// is the one the role's search_path names (ALTER ROLE ... SET search_path), which
+	// must be Schema.
 	Pooler bool
 	// Migrate migrates the schema at Open (creating it if missing) rather than only
 	// checking it (postgres.CheckSchema).
@@ -163,18 +165,45 @@ func Migrate(ctx context.Context, postgresURL, schema string, pooler bool) error
 		return err
 	}
 	defer pool.Close()
-	return migrate(ctx, pool, cfg.Schema)
+	return migrate(ctx, pool, cfg.Schema, cfg.Pooler)
 }
 
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+// migrate creates the schema if it is missing and migrates it; behind a pooler, it
+// checks that the role's search_path selects it (pooledSchema).
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, pooler bool) error {
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		// A role that may not create schemas may still migrate one that exists.
 		var exists bool
-		if qerr := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); qerr != nil || !exists {
+		if qerr := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); (qerr != nil || !exists) && !pooler {
 			return fmt.Errorf("creating schema %q: %w", schema, err)
 		}
 	}
+	if pooler {
+		if err := pooledSchema(ctx, pool, schema); err != nil {
+			return err
+		}
+	}
 	return postgres.Migrate(ctx, pool)
+}
+
+// pooledSchema checks that the schema the sessions work in, behind a pooler, is schema:
+// the pooler forwards no search_path from the connection, so the role's settings must
+// name it, and it must exist. The error says how to set the role up.
+func pooledSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	var current *string
+	var path, role string
+	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('search_path'), current_user").
+		Scan(&current, &path, &role); err != nil {
+		return fmt.Errorf("reading the role's search_path: %w", err)
+	}
+	if current != nil && *current == schema {
+		return nil
+	}
+	id := pgx.Identifier{schema}.Sanitize()
+	return fmt.Errorf("behind a pooler the schema is the one the role's search_path selects, and the role %q has search_path %q, "+
+		"which does not select the schema %q: as the database's owner, create the schema (CREATE SCHEMA IF NOT EXISTS %s) "+
+		"and name it in the role's settings (ALTER ROLE %s SET search_path = %s)",
+		role, path, schema, id, pgx.Identifier{role}.Sanitize(), id)
 }
 
 func (c *Config) defaults() {
@@ -261,11 +290,17 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	if err := fillPool(startCtx, in.Pool); err != nil {
 		return nil, err
 	}
-	if cfg.Migrate {
-		if err := migrate(ctx, in.Pool, cfg.Schema); err != nil {
-			return nil, err
+	switch {
+	case cfg.Migrate:
+		err = migrate(ctx, in.Pool, cfg.Schema, cfg.Pooler)
+	case cfg.Pooler:
+		if err = pooledSchema(ctx, in.Pool, cfg.Schema); err == nil {
+			err = postgres.CheckSchema(ctx, in.Pool)
 		}
-	} else if err := postgres.CheckSchema(ctx, in.Pool); err != nil {
+	default:
+		err = postgres.CheckSchema(ctx, in.Pool)
+	}
+	if err != nil {
 		return nil, err
 	}
 	pg, err := postgres.New(in.Pool, nil)

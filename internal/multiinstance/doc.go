@@ -11,7 +11,8 @@
 // returning after its lease, and failing closed while a store is down, then resuming.
 // Each runs on every deployment: memory stores shared in one process, PostgreSQL, the
 // same through a PgBouncer in transaction mode (the wiring of store/postgres's "Behind a
-// pooler"), PostgreSQL with the limits in Redis, and Redis. Webhooks too: an instance
+// pooler"; the exact balance also in pgx's simple protocol, with the ledger's rows
+// checked), PostgreSQL with the limits in Redis, and Redis. Webhooks too: an instance
 // killed with kill -9 while it delivers loses no event, and sends none under two ids
 // (TestWebhooksKilledInstance, on PostgreSQL and Redis).
 //

@@ -38,6 +38,9 @@ type deployment struct {
 	// serverClock is set when leases and rate limits run on the store's own clock, so
 	// tests cannot move them with the service's clock.
 	serverClock bool
+	// pg returns the test's PostgreSQL schema, for a deployment whose credits
+	// are there (see checkLedger); nil for one whose credits are elsewhere.
+	pg func(t *testing.T) pgTarget
 }
 
 // deployments returns the deployments to test, one per way to share the stores.

@@ -1,17 +1,25 @@
 package multiinstance_test
 
 import (
+	"context"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestExactBalance spends one account's balance with thousands of concurrent calls
 // spread over three instances: exactly the balance's worth succeed, the rest are refused
 // for credits, and the balance ends at zero with nothing lost and nothing charged twice.
+// Where the credits are in PostgreSQL, the ledger's rows say so too (checkLedger). It
+// runs on every deployment, and once more through PgBouncer in pgx's simple protocol
+// (the arguments quoted into the statements' text), the other exec mode that needs
+// no prepared statement.
 func TestExactBalance(t *testing.T) {
-	for _, d := range deployments() {
+	for _, d := range append(deployments(), onPostgres(throughPgBouncerSimple)) {
 		t.Run(d.name, func(t *testing.T) {
 			c := start(t, d, 3)
 			const credits, calls = 1000, 3000
@@ -46,6 +54,9 @@ func TestExactBalance(t *testing.T) {
 				if b := c.balance(t, i, acct); b.Remaining != 0 || b.Used != credits {
 					t.Errorf("instance %d sees %+v, want 0 remaining and %d used", i, b, credits)
 				}
+			}
+			if d.pg != nil {
+				checkLedger(t, d.pg(t), acct, credits)
 			}
 		})
 	}
@@ -134,5 +145,58 @@ func TestRotateAndRevokeAcrossInstances(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkLedger checks the PostgreSQL rows of an account opened with calls credits that
+// calls paid calls of one credit each have spent: one 'open' entry of the credits, one
+// 'reserve' entry of -1 per call, each ended by one 'settle' entry that keeps it (0),
+// and no other entry (no refund, void or expiry); no reservation left open; and the
+// shards hold zero, none below it.
+func checkLedger(t *testing.T, pg pgTarget, account string, calls int) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, pg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ledger := pgx.Identifier{pg.schema, "tollgate_ledger"}.Sanitize()
+	rows, err := conn.Query(ctx, `SELECT kind, count(*), sum(amount)::bigint FROM `+ledger+
+		` WHERE account_id = $1 GROUP BY kind ORDER BY kind`, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type total struct{ n, sum int64 }
+	kinds := map[string]total{}
+	for rows.Next() {
+		var kind string
+		var k total
+		if err := rows.Scan(&kind, &k.n, &k.sum); err != nil {
+			t.Fatal(err)
+		}
+		kinds[kind] = k
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(calls)
+	want := map[string]total{"open": {1, n}, "reserve": {n, -n}, "settle": {n, 0}}
+	if !maps.Equal(kinds, want) {
+		t.Errorf("ledger entries by kind (count, sum): %v; want %v", kinds, want)
+	}
+	var unsettled, open, shards, lowest int64
+	if err := conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM `+ledger+` r WHERE r.account_id = $1 AND r.kind = 'reserve' AND NOT EXISTS (
+			SELECT FROM `+ledger+` s WHERE s.account_id = $1 AND s.request_id = r.request_id AND s.kind = 'settle')),
+		(SELECT count(*) FROM `+pgx.Identifier{pg.schema, "tollgate_reservations"}.Sanitize()+` WHERE account_id = $1),
+		(SELECT coalesce(sum(balance), 0)::bigint FROM `+pgx.Identifier{pg.schema, "tollgate_balance_shards"}.Sanitize()+` WHERE account_id = $1),
+		(SELECT coalesce(min(balance), 0)::bigint FROM `+pgx.Identifier{pg.schema, "tollgate_balance_shards"}.Sanitize()+` WHERE account_id = $1)`,
+		account).Scan(&unsettled, &open, &shards, &lowest); err != nil {
+		t.Fatal(err)
+	}
+	if unsettled != 0 || open != 0 || shards != 0 || lowest != 0 {
+		t.Errorf("%d reserve entries without a settlement, %d reservations open, shards holding %d (the lowest %d); want all 0",
+			unsettled, open, shards, lowest)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate"
@@ -20,20 +21,20 @@ import (
 // onPostgres puts everything in PostgreSQL, reached directly or through a PgBouncer in
 // transaction mode. Behind PgBouncer the instances are wired as the package
 // documentation of store/postgres says ("Behind a pooler"): postgres.PoolerConfig (no
-// startup parameter, pgx's exec mode), and the schema and the statement timeout in the
-// settings of the role they log in as.
+// startup parameter, pgx's exec mode, or its simple protocol with
+// throughPgBouncerSimple), and the schema and the statement timeout in the settings of
+// the role they log in as.
 func onPostgres(via pgVia) deployment {
 	tg := perTest(via, false)
-	name := "postgres"
-	if via == throughPgBouncer {
-		name = "postgres-pgbouncer"
-	}
+	name := map[pgVia]string{directly: "postgres", throughPgBouncer: "postgres-pgbouncer",
+		throughPgBouncerSimple: "postgres-pgbouncer-simple"}[via]
 	return deployment{name: name,
 		stores: func(t *testing.T) tollgate.Stores {
 			s := tg(t).pg.store(t)
 			return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
 		},
-		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) }}
+		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) },
+		pg:      func(t *testing.T) pgTarget { return tg(t).pg }}
 }
 
 // onRedisAndPostgres puts keys and money in PostgreSQL and the limits in Redis: the
@@ -46,7 +47,8 @@ func onRedisAndPostgres() deployment {
 			s, r := tg(t).pg.store(t), tg(t).rd.store(t)
 			return tollgate.Stores{Keys: s, Ledger: s, Rates: r, Slots: r}
 		},
-		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) }}
+		answers: func(t *testing.T) idempotency.Store { return tg(t).pg.answers(t) },
+		pg:      func(t *testing.T) pgTarget { return tg(t).pg }}
 }
 
 // onRedis puts everything in Redis.
@@ -76,8 +78,12 @@ func onRedisCallerClock() deployment {
 }
 
 // pgTarget is a test's PostgreSQL schema, and, for a deployment behind a pooler, the
-// connection string through its PgBouncer of a role whose settings name the schema.
-type pgTarget struct{ dsn, schema, pooled string }
+// connection string through its PgBouncer of a role whose settings name the schema,
+// and the exec mode of the instances' connections (0: PoolerConfig's).
+type pgTarget struct {
+	dsn, schema, pooled string
+	mode                pgx.QueryExecMode
+}
 
 // pool returns a pool of its own on the schema, of one instance's.
 func (p pgTarget) pool(t *testing.T, maxConns int32) *pgxpool.Pool {
@@ -88,6 +94,9 @@ func (p pgTarget) pool(t *testing.T, maxConns int32) *pgxpool.Pool {
 	cfg, err := postgres.PoolerConfig(p.pooled)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p.mode != 0 {
+		cfg.ConnConfig.DefaultQueryExecMode = p.mode
 	}
 	cfg.MaxConns, cfg.MinConns = maxConns, 0
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -146,9 +155,10 @@ type targets struct {
 type pgVia int
 
 const (
-	noPostgres       pgVia = iota
-	directly               // the schema in the connections' search_path
-	throughPgBouncer       // through a PgBouncer of the test's, in transaction mode
+	noPostgres             pgVia = iota
+	directly                     // the schema in the connections' search_path
+	throughPgBouncer             // through a PgBouncer of the test's, in transaction mode
+	throughPgBouncerSimple       // the same, in pgx's simple protocol
 )
 
 // perTest returns the targets of a test, prepared on its first call (per test): the
@@ -165,9 +175,12 @@ func perTest(pg pgVia, useRedis bool) func(*testing.T) targets {
 			if pg != noPostgres {
 				dsn := testenv.Var(t, testenv.Postgres)
 				tg.pg = pgTarget{dsn: dsn, schema: testenv.PostgresSchema(t, dsn)}
-				if pg == throughPgBouncer {
+				if pg == throughPgBouncer || pg == throughPgBouncerSimple {
 					role := testenv.PostgresRole(t, dsn, tg.pg.schema, postgres.DefaultStatementTimeout)
 					tg.pg.pooled = testenv.StartPgBouncer(t, dsn).DSN(role)
+				}
+				if pg == throughPgBouncerSimple {
+					tg.pg.mode = pgx.QueryExecModeSimpleProtocol
 				}
 				if err := postgres.Migrate(context.Background(), tg.pg.pool(t, 2)); err != nil {
 					t.Fatal(err)

@@ -33,6 +33,25 @@ type PgBouncer struct {
 	Version [3]int
 
 	database string
+	done     chan struct{} // closed when the process has exited
+	logPath  string
+}
+
+// Exited reports whether the pooler's process has exited, which before the test's
+// cleanup means it crashed ([PgBouncer.Log] says why).
+func (p *PgBouncer) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Log returns what the pooler has logged so far.
+func (p *PgBouncer) Log() string {
+	log, _ := os.ReadFile(p.logPath)
+	return string(log)
 }
 
 // PreparedStatementsSince is the first PgBouncer version that keeps protocol-level
@@ -157,8 +176,8 @@ func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 		// the parent-death signal.
 		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	logPath := filepath.Join(dir, "log")
-	log, err := os.Create(logPath)
+	p.logPath = filepath.Join(dir, "log")
+	log, err := os.Create(p.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +188,7 @@ func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 		t.Fatalf("starting pgbouncer: %v", err)
 	}
 	done := make(chan struct{})
+	p.done = done
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM) // immediate shutdown
@@ -193,7 +213,7 @@ func StartPgBouncer(t testing.TB, dsn string) *PgBouncer {
 		}
 		return conn.Close(ctx)
 	}); err != nil {
-		out, _ := os.ReadFile(logPath)
+		out, _ := os.ReadFile(p.logPath)
 		t.Fatalf("pgbouncer on %s is not ready: %v\n%s", p.Addr, err, out)
 	}
 	return p

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
@@ -57,3 +59,19 @@ func (s *Store) SetAccountScan(n int) { s.scan = n }
 
 // Operation is operation, for its tests.
 var Operation = operation
+
+// CancelWait is how long a cancel request waits for the server to close its
+// connection.
+const CancelWait = cancelWait
+
+// MigrateWithSlowStep is Migrate with one more migration after the package's, numbered
+// SchemaVersion+1, that takes d (pg_sleep): a migration slower than a statement
+// timeout.
+func MigrateWithSlowStep(ctx context.Context, db DB, d time.Duration) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	slow := migration{version: SchemaVersion + 1, name: "slow_step", sql: fmt.Sprintf("SELECT pg_sleep(%g)", d.Seconds())}
+	return migrate(ctx, db, append(ms, slow))
+}

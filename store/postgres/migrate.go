@@ -68,6 +68,11 @@ const SchemaVersion = 28
 // the transaction's setting tollgate.migrate_applying (a migration whose data change
 // depends on where the schema comes from reads it).
 //
+// Migrate lifts the statement timeout for its transaction (SET LOCAL statement_timeout
+// = 0), so that neither a long migration nor the wait for another instance's is cut
+// short by the pool's statement_timeout (or the role's): ctx is its only bound. In a
+// host's transaction, the host's timeout is back once Migrate returns.
+//
 // Migrate is never called by [New]: the host runs it, at deployment or at start-up, with
 // a role allowed to create tables and functions in the schema. db must support Begin
 // (a pool, a connection, or a transaction, in which Migrate uses a savepoint and the
@@ -82,18 +87,30 @@ func Migrate(ctx context.Context, db DB) error {
 	if err != nil {
 		return err
 	}
+	return migrate(ctx, db, ms)
+}
+
+// migrate applies the migrations ms that the schema lacks, as Migrate says.
+func migrate(ctx context.Context, db DB, ms []migration) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return wrapErr(ctx, err, "migrate: begin")
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
 	var env setup
-	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'), current_user`).
-		Scan(&env.schema, &env.searchPath, &env.user); err != nil {
+	var timeout string
+	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'), current_user, current_setting('statement_timeout')`).
+		Scan(&env.schema, &env.searchPath, &env.user, &timeout); err != nil {
 		return wrapErr(ctx, err, "migrate: read search_path")
 	}
 	if env.schema == nil {
 		return env.noSchema()
+	}
+	// A migration, and the wait for another instance's, may outlast the sessions'
+	// statement timeout: none for this transaction (SET LOCAL, which a pooler's server
+	// session keeps nothing of), ctx bounds it.
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+		return env.wrapErr(ctx, err, "migrate: lift the statement timeout")
 	}
 	// The lock is per schema, so that deployments in other schemas do not wait; it is
 	// taken before anything else, so that two instances never race to create the table.
@@ -144,6 +161,11 @@ func Migrate(ctx context.Context, db DB) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO tollgate_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
 			return env.wrapErr(ctx, err, "migrate: record version %d", m.version)
 		}
+	}
+	// In a host's transaction (a savepoint), the setting would outlive Migrate: the
+	// host's statements get their timeout back.
+	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, timeout); err != nil {
+		return env.wrapErr(ctx, err, "migrate: restore the statement timeout")
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return env.wrapErr(ctx, err, "migrate: commit")

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -877,4 +878,118 @@ func TestMigrateWebhookShards(t *testing.T) {
 	if _, dropped, err := s.Enqueue(ctx, m, []string{"ep-b"}, t0); err != nil || len(dropped) != 0 {
 		t.Errorf("Enqueue for an endpoint that version 25 created: dropped %q, %v", dropped, err)
 	}
+}
+
+// TestMigrateOutlastsStatementTimeout migrates on pools whose sessions have a
+// statement timeout of 50ms: Migrate lifts it for its transaction, so that neither a
+// migration that takes longer (a test step of pg_sleep) nor the wait for another
+// instance's migration is cut short, and the sessions (or the host's transaction) keep
+// their timeout afterwards.
+func TestMigrateOutlastsStatementTimeout(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	tinyTimeout := func(t *testing.T) (*pgxpool.Pool, string) {
+		t.Helper()
+		schema := newSchema(t)
+		cfg := poolConfig(t, schema, 4)
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = timeout.String()
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool, schema
+	}
+	wantTimeout := func(t *testing.T, db postgres.DB) {
+		t.Helper()
+		var got string
+		if err := db.QueryRow(t.Context(), "SHOW statement_timeout").Scan(&got); err != nil || got != "50ms" {
+			t.Errorf("statement_timeout after Migrate: %q, %v; want 50ms", got, err)
+		}
+	}
+
+	t.Run("SlowStep", func(t *testing.T) {
+		pool, _ := tinyTimeout(t)
+		if err := postgres.MigrateWithSlowStep(t.Context(), pool, 6*timeout); err != nil {
+			t.Fatalf("Migrate with a step of %s: %v", 6*timeout, err)
+		}
+		if got := applied(t, pool); len(got) != len(allVersions(t))+1 {
+			t.Errorf("applied versions %v; want the package's and the slow step", got)
+		}
+		wantTimeout(t, pool)
+	})
+
+	t.Run("WaitForAnotherInstance", func(t *testing.T) {
+		pool, schema := tinyTimeout(t)
+		// Another instance's migration: a transaction that holds Migrate's lock.
+		other, err := pgx.Connect(t.Context(), dsn(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close(context.Background())
+		tx, err := other.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock(hashtext('tollgate_migrate'), hashtext($1))`, schema); err != nil {
+			t.Fatal(err)
+		}
+		// Watched from a session of its own: pg_stat_activity keeps what it showed first
+		// until the transaction ends.
+		watch, err := pgx.Connect(t.Context(), dsn(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer watch.Close(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- postgres.Migrate(context.Background(), pool) }()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := testenv.Wait(ctx, func() error {
+			select {
+			case err := <-done:
+				t.Fatalf("Migrate returned %v while another instance held its lock", err)
+			default:
+			}
+			var waiting bool
+			// The pool's sessions carry the schema as their application_name.
+			if err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+				WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1)`, schema).
+				Scan(&waiting); err != nil || !waiting {
+				return fmt.Errorf("Migrate does not wait for the lock: %v", err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(6 * timeout) // the wait outlasts the statement timeout
+		if err := tx.Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Migrate after waiting for another instance's: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("Migrate did not return once the lock was free")
+		}
+		wantTimeout(t, pool)
+	})
+
+	t.Run("HostTransaction", func(t *testing.T) {
+		pool, _ := tinyTimeout(t)
+		tx, err := pool.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if err := postgres.MigrateWithSlowStep(t.Context(), tx, 6*timeout); err != nil {
+			t.Fatalf("Migrate in a host's transaction, with a step of %s: %v", 6*timeout, err)
+		}
+		wantTimeout(t, tx)
+		if err := tx.Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

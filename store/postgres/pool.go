@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -41,10 +42,13 @@ const (
 //   - statement_timeout [DefaultStatementTimeout] and application_name "tollgate" for
 //     every session (unless the string sets them).
 //   - A canceled or expired context sends the server a cancel request for the running
-//     statement (pgconn.CancelRequestContextWatcherHandler), instead of only dropping
-//     the connection: the server then aborts the call and rolls it back, rather than
-//     carrying on with a call whose caller has given up. (The connection is dropped too,
-//     a second later, if the server does not answer.)
+//     statement, instead of only dropping the connection: the server then aborts the
+//     call and rolls it back, rather than carrying on with a call whose caller has
+//     given up. The connection is dropped too if the statement has not ended a second
+//     later. The cancel request's connection is kept open until the server (or the
+//     pooler) closes it, two seconds at most, and the call returns then: closing it
+//     earlier crashes PgBouncer 1.18 and 1.19.0, and a cancel request still on its way
+//     could abort the connection's next statement.
 //
 // Nothing else is changed: synchronous_commit stays as the server has it (on, durable,
 // by default). Give the pool's sessions a search_path (RuntimeParams["search_path"], or
@@ -122,7 +126,51 @@ func poolConfig(connString string) (*pgxpool.Config, error) {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
+		return &cancelRequestHandler{conn: c}
 	}
 	return cfg, nil
+}
+
+// The bounds of a cancel request (see cancelRequestHandler).
+const (
+	// cancelDropAfter is how long after a context ends the server has to end the
+	// statement, before the connection is dropped.
+	cancelDropAfter = time.Second
+	// cancelWait is how long the client waits for the server (or the pooler) to close
+	// the cancel request's connection, which it does once the request is handled.
+	cancelWait = 2 * time.Second
+)
+
+// A cancelRequestHandler is the pool's ctxwatch.Handler: when a statement's context
+// ends, it sends the server a cancel request on a connection of its own, and drops the
+// statement's connection if the statement has not ended [cancelDropAfter] later. Unlike
+// pgconn.CancelRequestContextWatcherHandler, it keeps the cancel request's connection
+// open until the server closes it (or [cancelWait] has passed), even when the statement
+// ended first: PgBouncer 1.18 and 1.19.0 crash when a client closes a cancel request's
+// connection while the pooler is still forwarding it (fixed in 1.19.1). The
+// statement's call returns once the cancel request is over, so that a cancel request
+// still on its way does not abort the connection's next statement.
+type cancelRequestHandler struct {
+	conn *pgconn.PgConn
+	done chan struct{} // closed when the cancel request is over
+}
+
+func (h *cancelRequestHandler) HandleCancel(context.Context) {
+	now := time.Now()
+	h.conn.Conn().SetDeadline(now.Add(cancelDropAfter))
+	done := make(chan struct{})
+	h.done = done
+	go func() {
+		defer close(done)
+		// Not canceled when the statement ends: only the server's close, or the
+		// deadline, ends the wait.
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(cancelWait))
+		defer cancel()
+		h.conn.CancelRequest(ctx) // returns when the server closes the connection
+	}()
+}
+
+func (h *cancelRequestHandler) HandleUnwatchAfterCancel() {
+	<-h.done
+	h.conn.Conn().SetDeadline(time.Time{})
 }

@@ -41,7 +41,11 @@
 //	memory-usage  the same, recording usage statistics
 //	redis         the same on every store in Redis (-redis), key records cached
 //	postgres      the same on every store in PostgreSQL (-postgres), postgres.New(pool,
-//	              nil): the default options; a new schema, 32 connections
+//	              nil): the default options; a new schema, 32 connections, as a new role
+//	              whose settings name the schema and the statement timeout (-postgres's
+//	              role must be allowed to create roles), so that -postgres may be a
+//	              PgBouncer in transaction mode (add default_query_exec_mode=exec to it
+//	              unless the PgBouncer keeps prepared statements)
 //	batch         memory, called with POST /v1/hash/batch of 100 items {"text": "hello"}:
 //	              its calls per second and CPU per call count each item
 //	gql           memory, called with { hash(text: "hello") { algorithm hash } }
@@ -109,7 +113,7 @@ func main() {
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
 	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, bare-headers, server, server-events, server-webhooks, memory, memory-usage, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
-	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server")
+	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server, or a PgBouncer in transaction mode in front of it")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
 	callgrind := flag.String("callgrind", "", "run each server under valgrind's callgrind, its profiles written into this directory, and print the instructions it executed per call in each drive")
 	baselineExe := flag.String("baseline-exe", "", "run the baseline server from this build of restbench (one built from another commit), to compare a change with the code before it")

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -198,31 +199,65 @@ func redisServer(addr string, accounts int) (http.Handler, func(), error) {
 
 // postgresServer serves on every store in a new schema of the PostgreSQL at dsn, with
 // the store's default options (postgres.New(pool, nil)) and the pool settings
-// postgres.PoolConfig recommends, but 32 connections. Its connections are named
-// restbench (application_name), for pg_stat_activity.
+// postgres.PoolConfig recommends, but 32 connections. It works as a new role of its
+// own (dsn's role must be allowed to create roles), whose settings name the schema and
+// the statement timeout, as a service behind a connection pooler is wired: its
+// connections send no startup parameter but application_name (restbench, for
+// pg_stat_activity), so that dsn may be a PgBouncer in transaction mode (with
+// default_query_exec_mode=exec in it, unless the pooler keeps prepared statements).
 func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
 	ctx := context.Background()
 	var b [6]byte
 	rand.Read(b[:])
-	schema := "restbench_" + hex.EncodeToString(b[:])
-	cfg, err := postgres.PoolConfig(dsn)
+	name := "restbench_" + hex.EncodeToString(b[:])
+	rand.Read(b[:])
+	password := hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	defer admin.Close(ctx)
+	id := pgx.Identifier{name}.Sanitize()
+	drop := func() {
+		ctx := context.Background()
+		admin, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return
+		}
+		defer admin.Close(ctx)
+		admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+id+" CASCADE")
+		admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name)
+		admin.Exec(ctx, "DROP ROLE IF EXISTS "+id)
+	}
+	for _, sql := range []string{
+		"CREATE SCHEMA " + id,
+		"CREATE ROLE " + id + " LOGIN PASSWORD '" + password + "'",
+		"ALTER ROLE " + id + " SET search_path = " + id,
+		fmt.Sprintf("ALTER ROLE %s SET statement_timeout = %d", id, postgres.DefaultStatementTimeout.Milliseconds()),
+		"GRANT USAGE, CREATE ON SCHEMA " + id + " TO " + id,
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			drop()
+			return nil, nil, fmt.Errorf("%s: %w", sql, err)
+		}
+	}
+	cfg, err := postgres.PoolConfig(dsn)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	cfg.ConnConfig.User, cfg.ConnConfig.Password = name, password
+	delete(cfg.ConnConfig.RuntimeParams, "statement_timeout") // the role's
 	cfg.ConnConfig.RuntimeParams["application_name"] = "restbench"
 	cfg.MaxConns = 32
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		pool.Close()
+		drop()
 		return nil, nil, err
 	}
 	cleanup := func() {
-		pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()
+		drop()
 	}
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		cleanup()
