@@ -496,7 +496,6 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		return nil, err
 	}
 	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
-	var limits health.Pinger = pg // the store of the rates and slots
 	if c.limits == "redis" {
 		in.redis = newRedis(c)
 		if err := fillRedis(fillCtx, in.redis); err != nil {
@@ -506,10 +505,12 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 		if err != nil {
 			return nil, err
 		}
-		stores.Rates, stores.Slots, limits = rd, rd, rd
+		stores.Rates, stores.Slots = rd, rd
 	}
-	// The instance's Prometheus metrics, on a registry of its own: the stores are
-	// decorated (health.New below is given the stores themselves).
+	// The instance's Prometheus metrics, on a registry of its own: every store is
+	// decorated, so that each operation is timed, and the decorators are used wherever
+	// the stores are (a decorator has every interface of its store: the readiness check
+	// pings through it, the webhooks list the keys that expire through it).
 	promReg := prometheus.NewRegistry()
 	m, err := metrics.New(promReg, nil)
 	if err != nil {
@@ -524,22 +525,24 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	}
 	// Batches sent with an Idempotency-Key keep their answers in PostgreSQL, so that a
 	// retry that reaches another instance gets the first answer.
-	answers, err := postgres.NewIdempotencyStore(in.pool)
+	pgAnswers, err := postgres.NewIdempotencyStore(in.pool)
 	if err != nil {
 		return nil, err
 	}
+	answers := m.IdempotencyStore(pgAnswers)
 	// Webhooks: the endpoints and the outbox in PostgreSQL, on the instance's pool, in
 	// the same schema as the other tables.
-	hookStore, err := postgres.NewWebhookStore(in.pool, nil)
+	pgHooks, err := postgres.NewWebhookStore(in.pool, nil)
 	if err != nil {
 		return nil, err
 	}
+	hookStore := m.WebhookStore(pgHooks)
 	// The readiness of the instance: every store it uses, by role. Each store value is
 	// pinged once per check, whatever roles it plays.
 	if in.ready, err = health.New([]health.Store{
-		{Role: "keys", Pinger: pg}, {Role: "ledger", Pinger: pg},
-		{Role: "rates", Pinger: limits}, {Role: "slots", Pinger: limits},
-		{Role: "idempotency", Pinger: answers}, {Role: "webhooks", Pinger: hookStore},
+		ops.Ping("keys", stores.Keys), ops.Ping("ledger", stores.Ledger),
+		ops.Ping("rates", stores.Rates), ops.Ping("slots", stores.Slots),
+		ops.Ping("idempotency", answers), ops.Ping("webhooks", hookStore),
 	}, &health.Options{Logger: logger}); err != nil {
 		return nil, err
 	}
@@ -554,10 +557,9 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	}
 	m.Attach(in.svc) // for as long as the service: the instance's registry goes with it
 	// Every instance enqueues its events' messages and delivers the outbox, and the
-	// instances share the sweeps of the keys that expire and of the accounts' renewals,
-	// on the store itself: the metrics' decorator of stores.Keys does not list expiries.
+	// instances share the sweeps of the keys that expire and of the accounts' renewals.
 	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: pg, Ledger: pg},
+		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger},
 		Deliverer: webhook.DelivererOptions{Schedule: c.webhookSchedule, Timeout: c.webhookTimeout}}); err != nil {
 		in.svc.Close()
 		return nil, err
