@@ -130,6 +130,9 @@ type Metrics struct {
 	refused  cache[refusalKey, prometheus.Counter]
 
 	sources *sourceCollector
+
+	wholesMu sync.Mutex
+	wholes   []wholeStore // the whole stores decorated, and their decorators
 }
 
 // doorNames are the channels of the doors, whose series are found without a map.

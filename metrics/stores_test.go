@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -15,12 +16,15 @@ import (
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
+	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store"
@@ -110,21 +114,25 @@ func TestStoreOperations(t *testing.T) {
 
 // TestStoreInterfaces checks that a decorated store has the optional interfaces of the
 // store it decorates and no other, that a value in several roles is decorated once,
-// and that the decorator says what it decorates.
+// and that the decorator says what it decorates (TestDecoratorsForwardEveryInterface
+// checks every store of the module).
 func TestStoreInterfaces(t *testing.T) {
 	m, _ := newMetrics(t, nil)
 	keys, ledger := memory.NewKeyStore(), memory.NewLedger(nil)
 	st := m.Stores(tollgate.Stores{Keys: keys, Ledger: ledger, Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()})
 	is := func(s any) string {
 		var has []string
-		if _, ok := s.(driver.Admitter); ok {
-			has = append(has, "Admitter")
-		}
-		if _, ok := s.(driver.Sweeper); ok {
-			has = append(has, "Sweeper")
-		}
-		if _, ok := s.(driver.KeyChecker); ok {
-			has = append(has, "KeyChecker")
+		for _, i := range []struct {
+			name string
+			t    reflect.Type
+		}{
+			{"Admitter", reflect.TypeFor[driver.Admitter]()}, {"Sweeper", reflect.TypeFor[driver.Sweeper]()},
+			{"KeyChecker", reflect.TypeFor[driver.KeyChecker]()}, {"KeyExpiries", reflect.TypeFor[auth.KeyExpiries]()},
+			{"journal", reflect.TypeFor[journal.Store]()}, {"Pinger", reflect.TypeFor[health.Pinger]()},
+		} {
+			if reflect.TypeOf(s).Implements(i.t) {
+				has = append(has, i.name)
+			}
 		}
 		return strings.Join(has, " ")
 	}
@@ -133,10 +141,10 @@ func TestStoreInterfaces(t *testing.T) {
 		store any
 		want  string
 	}{
-		{"memory keys", st.Keys, "KeyChecker"},
-		{"memory ledger", st.Ledger, "Sweeper"},
-		{"memory rates", st.Rates, ""},
-		{"memory slots", st.Slots, ""},
+		{"memory keys", st.Keys, "KeyChecker KeyExpiries journal Pinger"},
+		{"memory ledger", st.Ledger, "Sweeper journal Pinger"},
+		{"memory rates", st.Rates, "Pinger"},
+		{"memory slots", st.Slots, "Pinger"},
 	} {
 		if got := is(tc.store); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
@@ -156,14 +164,19 @@ func TestStoreInterfaces(t *testing.T) {
 		if any(st.Keys) != any(st.Ledger) || any(st.Ledger) != any(st.Rates) || any(st.Rates) != any(st.Slots) {
 			t.Error("a store in every role is decorated by distinct values")
 		}
-		if got := is(st.Keys); got != "Admitter Sweeper KeyChecker" {
+		if got := is(st.Keys); got != "Admitter Sweeper KeyChecker KeyExpiries Pinger" {
 			t.Errorf("the decorated redis.Store is %q", got)
 		}
 		if w, ok := st.Keys.(driver.Wrapper); !ok || w.Unwrap() != rs {
 			t.Errorf("the decorated redis.Store unwraps to %v", st.Keys)
 		}
+		// The store is an idempotency and a session store too, decorated in those
+		// roles apart.
 		if _, ok := st.Keys.(idempotency.Store); ok {
-			t.Error("the decorated redis.Store is an idempotency store: decorate it with IdempotencyStore")
+			t.Error("the decorated redis.Store is an idempotency store: IdempotencyStore decorates it as one")
+		}
+		if d := m.IdempotencyStore(rs); d == nil || is(d) != "Pinger" {
+			t.Errorf("the redis.Store decorated as an idempotency store is %q", is(d))
 		}
 	})
 }
@@ -181,8 +194,9 @@ func newRedisStore(t *testing.T) *redis.Store {
 }
 
 // TestStoresConform runs the stores' conformance suites through the decorators: the
-// memory stores, each in its role, the idempotency and session stores, and a
-// redis.Store in every role, whose Admitter suite runs through one decorator.
+// memory stores, each in its role (the journals of the key store and the ledger, and
+// every store's Ping, included), and a redis.Store in every role, whose Admitter suite
+// runs through one decorator.
 func TestStoresConform(t *testing.T) {
 	m, _ := newMetrics(t, nil)
 	for name, newStore := range map[string]func(*testing.T) any{
@@ -194,6 +208,10 @@ func TestStoresConform(t *testing.T) {
 			return m.IdempotencyStore(memory.NewIdempotencyStore(nil))
 		},
 		"memory sessions": func(*testing.T) any { return m.SessionStore(memory.NewSessionStore()) },
+		"memory audit":    func(*testing.T) any { return m.AuditStore(memory.NewAuditStore()) },
+		"memory usage":    func(*testing.T) any { return m.UsageStore(memory.NewUsageStore()) },
+		"memory webhooks": func(*testing.T) any { return m.WebhookStore(memory.NewWebhookStore()) },
+		"memory oauth":    func(*testing.T) any { return m.OAuthStore(memory.NewOAuthStore()) },
 		"redis": func(t *testing.T) any {
 			rs := newRedisStore(t)
 			return m.Stores(tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs}).Keys

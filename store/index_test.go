@@ -17,7 +17,7 @@ func TestIndexOfInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"../auth", "../billing/driver", "../audit", "../usage", "../idempotency", "../oauth/oauthstore"} {
+	for _, dir := range []string{"../auth", "../billing/driver", "../audit", "../usage", "../idempotency", "../oauth/oauthstore", "../journal", "../health"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

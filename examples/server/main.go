@@ -318,7 +318,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	}
 
 	// 3. The service, on in-memory stores. Batches sent with an Idempotency-Key keep
-	// their answers in memory for a day (the service's default), so that a retried
+	// their answers in memory for a day (the default retention), so that a retried
 	// batch runs and charges once.
 	opts := &tollgate.Options{Logger: logger, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}}
 	if c.clock != nil {
@@ -337,18 +337,19 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 	// The Prometheus metrics (package metrics), on a registry of their own, served at
-	// GET /metrics with -ops-addr: the stores are decorated, so that each operation is
-	// timed, and health.New below is given the stores themselves (a decorator is no
-	// health.Pinger).
+	// GET /metrics with -ops-addr: every store is decorated, so that each operation is
+	// timed, and the decorators are used wherever the stores are (a decorator has every
+	// interface of its store: the readiness check pings through it, the webhooks list
+	// the keys that expire through it).
 	promReg := prometheus.NewRegistry()
 	m, err := metrics.New(promReg, &metrics.Options{Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	sessionStore := memory.NewSessionStore()
-	opts.SessionStore = m.SessionStore(sessionStore)
-	keys, ledger, rates, slots := memory.NewKeyStore(), memory.NewLedger(nil), memory.NewRateLimiter(), memory.NewConcurrencyLimiter()
-	stores := m.Stores(tollgate.Stores{Keys: keys, Ledger: ledger, Rates: rates, Slots: slots})
+	opts.SessionStore = m.SessionStore(memory.NewSessionStore())
+	opts.Idempotency = &tollgate.IdempotencyOptions{Store: m.IdempotencyStore(memory.NewIdempotencyStore(nil))}
+	stores := m.Stores(tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()})
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
 		return nil, err
@@ -364,7 +365,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// statistics are recorded too, flushed every 5 seconds and kept for the default
 	// retention (minute buckets 2 days, hour buckets 32 days, day buckets 400 days);
 	// GET /v1/account/usage and /v1/analytics serve them (?from=&to=&interval=&by=).
-	auditStore, usageStore := memory.NewAuditStore(), memory.NewUsageStore()
+	auditStore, usageStore := m.AuditStore(memory.NewAuditStore()), m.UsageStore(memory.NewUsageStore())
 	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Retention: 30 * 24 * time.Hour, Now: opts.Now, Logger: logger})
 	svc.Events().Subscribe(auditLog, auditLog.Kinds()...)
 	closers = append(closers, auditLog.Close)
@@ -385,8 +386,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// /admin/v1/webhooks. -allow-private-fetch lets endpoints be on this machine or its
 	// network, for a receiver run locally. The dispatcher also sweeps the key store for
 	// the keys that expire (key.expired) and the accounts for their renewals
-	// (period.renewed), the stores themselves: the metrics' decorators list no expiries.
-	// They run until the server has stopped, so that the last calls' events are
+	// (period.renewed). They run until the server has stopped, so that the last calls' events are
 	// enqueued, then the dispatcher flushes its queue. -webhook-schedule and
 	// -webhook-timeout set the deliverer's retry schedule and the timeout of an attempt.
 	schedule, err := webhookflag.ParseSchedule(c.webhookSchedule)
@@ -394,9 +394,9 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 		return nil, err
 	}
 	hookOpts := &webhook.Options{AllowPrivate: c.allowPrivateFetch, Now: opts.Now, Logger: logger,
-		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: keys, Ledger: ledger},
+		Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: stores.Keys, Ledger: stores.Ledger},
 		Deliverer:  webhook.DelivererOptions{Schedule: schedule, Timeout: c.webhookTimeout}}
-	hookStore := memory.NewWebhookStore()
+	hookStore := m.WebhookStore(memory.NewWebhookStore())
 	hooks, err := webhook.New(hookStore, svc.Events(), hookOpts)
 	if err != nil {
 		return nil, err
@@ -459,7 +459,7 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	if publicURL == "" {
 		publicURL = localURL(c.addr)
 	}
-	oauthStore := memory.NewOAuthStore()
+	oauthStore := m.OAuthStore(memory.NewOAuthStore())
 	mux := http.NewServeMux()
 	mounted, err := doors.Mount(mux, svc, &doors.Options{
 		Edge:       edge.Options{IETFRateHeaders: c.ietfRateHeaders},
@@ -484,9 +484,10 @@ func assemble(ctx context.Context, c config, stdout io.Writer, logger *slog.Logg
 	// 6. The readiness of the stores, by role, for /readyz with -ops-addr. In memory
 	// they always answer; a host on PostgreSQL or Redis names its stores the same way.
 	ready, err := health.New([]health.Store{
-		{Role: "keys", Pinger: keys}, {Role: "ledger", Pinger: ledger}, {Role: "rates", Pinger: rates},
-		{Role: "slots", Pinger: slots}, {Role: "sessions", Pinger: sessionStore}, {Role: "audit", Pinger: auditStore},
-		{Role: "usage", Pinger: usageStore}, {Role: "webhooks", Pinger: hookStore}, {Role: "oauth", Pinger: oauthStore},
+		ops.Ping("keys", stores.Keys), ops.Ping("ledger", stores.Ledger), ops.Ping("rates", stores.Rates),
+		ops.Ping("slots", stores.Slots), ops.Ping("sessions", opts.SessionStore),
+		ops.Ping("idempotency", opts.Idempotency.Store), ops.Ping("audit", auditStore), ops.Ping("usage", usageStore),
+		ops.Ping("webhooks", hookStore), ops.Ping("oauth", oauthStore),
 	}, &health.Options{Logger: logger})
 	if err != nil {
 		return nil, err

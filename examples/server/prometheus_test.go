@@ -149,6 +149,11 @@ scrape_configs:
 			`{operation="reserve",store="memory"} 8`,
 			`{operation="settle",store="memory"} 7`,
 		},
+		// The stores outside the calls are decorated too: the audit log appended the
+		// changes of the fixtures' accounts, the deliverer polls the outbox.
+		`group by (operation) (tollgate_store_operation_duration_seconds_count{store="memory",operation=~"audit_append|webhook_claim"})`: {
+			`{operation="audit_append"} 1`, `{operation="webhook_claim"} 1`,
+		},
 		"tollgate_store_errors_total":     nil,
 		"tollgate_mcp_sessions":           {`{} 1`},
 		"tollgate_pending_settlements":    {`{} 0`},

@@ -39,6 +39,7 @@ import (
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/health"
 	"github.com/tollgate-dev/tollgate/internal/every"
+	"github.com/tollgate-dev/tollgate/internal/ops"
 	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/oauth"
@@ -308,7 +309,6 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		return nil, err
 	}
 	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
-	var limits health.Pinger = pg
 	if cfg.Redis != "" {
 		in.Redis = newRedis(cfg.Redis, cfg.RedisConns)
 		undo = append(undo, func() { in.Redis.Close() })
@@ -322,34 +322,37 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		if err != nil {
 			return nil, err
 		}
-		stores.Rates, stores.Slots, limits = rd, rd, rd
+		stores.Rates, stores.Slots = rd, rd
 	}
-	answers, err := postgres.NewIdempotencyStore(in.Pool)
+	pgAnswers, err := postgres.NewIdempotencyStore(in.Pool)
 	if err != nil {
 		return nil, err
 	}
-	hookStore, err := postgres.NewWebhookStore(in.Pool, nil)
+	pgHooks, err := postgres.NewWebhookStore(in.Pool, nil)
 	if err != nil {
 		return nil, err
 	}
-	auditStore, err := postgres.NewAuditStore(in.Pool)
+	pgAudit, err := postgres.NewAuditStore(in.Pool)
 	if err != nil {
 		return nil, err
 	}
-	usageStore, err := postgres.NewUsageStore(in.Pool)
+	pgUsage, err := postgres.NewUsageStore(in.Pool)
 	if err != nil {
 		return nil, err
 	}
-	oauthStore, err := postgres.NewOAuthStore(in.Pool)
+	pgOAuth, err := postgres.NewOAuthStore(in.Pool)
 	if err != nil {
 		return nil, err
 	}
-	sessionStore, err := postgres.NewSessionStore(in.Pool)
+	pgSessions, err := postgres.NewSessionStore(in.Pool)
 	if err != nil {
 		return nil, err
 	}
 
-	// 2. The metrics, on a registry of the instance's own; the stores decorated.
+	// 2. The metrics, on a registry of the instance's own. Every store is decorated, so
+	// that each operation is timed, and the decorators are used wherever the stores are:
+	// a decorator has every interface of its store (the readiness check pings through
+	// it, the webhooks list the keys that expire through it).
 	promReg := prometheus.NewRegistry()
 	m, err := metrics.New(promReg, nil)
 	if err != nil {
@@ -357,18 +360,21 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	}
 	in.Metrics = metrics.Handler(promReg)
 	stores = m.Stores(stores)
+	answers, hookStore := m.IdempotencyStore(pgAnswers), m.WebhookStore(pgHooks)
+	auditStore, usageStore := m.AuditStore(pgAudit), m.UsageStore(pgUsage)
+	oauthStore, sessionStore := m.OAuthStore(pgOAuth), m.SessionStore(pgSessions)
 
 	// 3. The service. Key records are cached: a paid call checks its key in its
 	// admission, so a revocation on one instance refuses the next call on any other.
 	opts := &tollgate.Options{Logger: log, KeyCache: &auth.KeyCacheOptions{},
 		CallTimeout: cfg.CallTimeout, ReservationGrace: cfg.ReservationGrace, SweepInterval: cfg.SweepInterval, Lease: cfg.Lease,
-		Idempotency: &tollgate.IdempotencyOptions{Store: m.IdempotencyStore(answers)},
+		Idempotency: &tollgate.IdempotencyOptions{Store: answers},
 		Fetch:       tollgate.FetchOptions{AllowPrivate: cfg.AllowPrivateFetch}}
 	if cfg.SessionSecret != nil {
 		if opts.Sessions, err = auth.NewSessions(cfg.SessionSecret); err != nil {
 			return nil, err
 		}
-		opts.SessionStore = m.SessionStore(sessionStore)
+		opts.SessionStore = sessionStore
 	}
 	if in.Service, err = tollgate.New(cfg.Catalog, stores, cfg.Plans, opts); err != nil {
 		return nil, err
@@ -400,7 +406,7 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	}
 	undo = append(undo, func() { closeUsage(context.Background()) })
 	if in.Webhooks, err = webhook.New(hookStore, in.Service.Events(), &webhook.Options{AllowPrivate: cfg.AllowPrivateFetch,
-		Logger: log, Dispatcher: webhook.DispatcherOptions{Plans: cfg.Plans, Keys: pg, Ledger: pg},
+		Logger: log, Dispatcher: webhook.DispatcherOptions{Plans: cfg.Plans, Keys: stores.Keys, Ledger: stores.Ledger},
 		Deliverer: webhook.DelivererOptions{Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout}}); err != nil {
 		return nil, err
 	}
@@ -460,11 +466,11 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 
 	// 7. The readiness of the stores, by role.
 	if in.Ready, err = health.New([]health.Store{
-		{Role: "keys", Pinger: pg}, {Role: "ledger", Pinger: pg},
-		{Role: "rates", Pinger: limits}, {Role: "slots", Pinger: limits},
-		{Role: "idempotency", Pinger: answers}, {Role: "webhooks", Pinger: hookStore},
-		{Role: "audit", Pinger: auditStore}, {Role: "usage", Pinger: usageStore},
-		{Role: "sessions", Pinger: sessionStore}, {Role: "oauth", Pinger: oauthStore},
+		ops.Ping("keys", stores.Keys), ops.Ping("ledger", stores.Ledger),
+		ops.Ping("rates", stores.Rates), ops.Ping("slots", stores.Slots),
+		ops.Ping("idempotency", answers), ops.Ping("webhooks", hookStore),
+		ops.Ping("audit", auditStore), ops.Ping("usage", usageStore),
+		ops.Ping("sessions", sessionStore), ops.Ping("oauth", oauthStore),
 	}, &health.Options{Logger: log}); err != nil {
 		return nil, err
 	}

@@ -35,6 +35,15 @@ func Mux(ready *health.Checker, metrics http.Handler) *http.ServeMux {
 	return mux
 }
 
+// Ping returns the store s of role as a store of the readiness check (health.New):
+// s is every store of this module, or a decorator of one (package metrics), and every
+// one answers health.Pinger. One that does not has no Pinger, which health.New
+// refuses.
+func Ping(role string, s any) health.Store {
+	p, _ := s.(health.Pinger)
+	return health.Store{Role: role, Pinger: p}
+}
+
 // NewServer returns the server of the operators' listener over h: its answers are
 // small and quick, so every timeout is short, and it logs to logger at WARN. The host
 // shuts it down after the API's server, so that the probes are answered while the
