@@ -148,10 +148,11 @@ func openStore(t testing.TB, c goredis.UniversalClient, prefix string, opts *red
 }
 
 // TestStore runs the conformance suites on the Store, in every role it plays: keys,
-// credits and limits, sessions and idempotency records in Redis (see storetest.Run);
-// and on the WebhookStore.
+// credits and limits, their journal of changes and sessions in Redis (see
+// storetest.Run); and on its IdempotencyStore and the WebhookStore.
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) any { return newStore(t, nil) })
+	storetest.Run(t, func(t *testing.T) any { return newStore(t, nil).Idempotency() })
 	storetest.Run(t, func(t *testing.T) any { return newWebhookStore(t, client(t), storetest.MinPendingBound) })
 }
 
@@ -221,5 +222,5 @@ var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
 func TestIdempotencyStoreRESP3(t *testing.T) {
 	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
 	t.Cleanup(func() { c.Close() })
-	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStoreOn(t, c, nil) })
+	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStoreOn(t, c, nil).Idempotency() })
 }

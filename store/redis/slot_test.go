@@ -201,12 +201,12 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		// own, outside any account's slot.
 		for _, done := range []bool{true, false} {
 			c := idempotency.Claim{ID: idempotency.NewID(acct, fmt.Sprint(done)), Now: t0, Lease: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}
-			_, err = s.Claim(ctx, c)
+			_, err = s.Idempotency().Claim(ctx, c)
 			must(t, err)
 			if done {
-				must(t, s.Complete(ctx, c.ID, c.Token, []byte("{}")))
+				must(t, s.Idempotency().Complete(ctx, c.ID, c.Token, []byte("{}")))
 			} else {
-				must(t, s.Abandon(ctx, c.ID, c.Token))
+				must(t, s.Idempotency().Abandon(ctx, c.ID, c.Token))
 			}
 		}
 	}
