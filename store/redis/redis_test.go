@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 	"github.com/tollgate-dev/tollgate/webhook"
@@ -216,6 +217,15 @@ func TestAdmitterLimits(t *testing.T) {
 // testNow is the instant of the operations of the tests that are not about expiry: their
 // reservations are open for an hour after it.
 var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
+
+// TestJournalRESP3 runs the journal's suites over RESP3: the entries' binary changes
+// must come back byte for byte under both protocols.
+func TestJournalRESP3(t *testing.T) {
+	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
+	t.Cleanup(func() { c.Close() })
+	storetest.TestKeyJournal(t, func(t *testing.T) journal.KeyStore { return newStoreOn(t, c, nil) })
+	storetest.TestLedgerJournal(t, func(t *testing.T) journal.Ledger { return newStoreOn(t, c, nil) })
+}
 
 // TestIdempotencyStoreRESP3 runs the suite over RESP3: the records' binary fields and
 // answers must come back byte for byte under both protocols.

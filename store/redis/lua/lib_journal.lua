@@ -18,7 +18,7 @@ local function journal_ready(jK, a)
   local f = redis.call('HMGET', jK, 'ep', 'eb')
   if not f[1] then
     redis.call('HSET', jK, 'ep', ARGV[a + 4])
-    redis.call('PEXPIRE', jK, ARGV[a + 5])
+    if redis.call('HLEN', jK) == 1 then redis.call('PEXPIRE', jK, ARGV[a + 5]) end
     return ARGV[a + 4]
   end
   if f[1] == ARGV[a + 3] or (f[2] and tonumber(f[2]) <= tonumber(ARGV[a + 1])) then return false end
