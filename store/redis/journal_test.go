@@ -263,3 +263,56 @@ func TestJournalRemoveElsewhere(t *testing.T) {
 		t.Errorf("a claim after the removals took %q, want none", got)
 	}
 }
+
+// BenchmarkJournalClaim measures a relay's use of the journal: a claim that finds
+// nothing due (a relay's round on an idle deployment: one round trip), and the claim
+// and removal of 100 entries of 100 accounts (a page of a relay's round after an
+// outage).
+//
+//	TOLLGATE_TEST_REDIS=127.0.0.1:6379 go test -run '^$' -bench JournalClaim ./store/redis/
+func BenchmarkJournalClaim(b *testing.B) {
+	c := client(b)
+	b.Run("nothing-due", func(b *testing.B) {
+		s := newStoreOn(b, c, nil)
+		for b.Loop() {
+			if es, err := s.Claim(b.Context(), jt0, jt0, time.Minute, 100); err != nil || len(es) != 0 {
+				b.Fatalf("Claim: %d, %v", len(es), err)
+			}
+		}
+	})
+	b.Run("claim-remove-100", func(b *testing.B) {
+		s := newStoreOn(b, c, nil)
+		keys := make([]auth.Key, 100)
+		for i := range keys {
+			id := fmt.Sprintf("acct-%03d", i)
+			keys[i] = auth.Key{ID: "key_" + id, AccountID: id, Name: "primary", Primary: true, Hash: newHash(), CreatedAt: jt0}
+			if err := s.CreateAccount(b.Context(), auth.Account{ID: id, Plan: "p", CreatedAt: jt0}, keys[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n := 0
+		for b.Loop() {
+			b.StopTimer()
+			for _, k := range keys {
+				n++
+				e := journal.Entry{ID: fmt.Sprint("e", n), At: jt0.Add(time.Duration(n)), Change: []byte("rotated")}
+				if _, err := s.RotateKey(journal.With(b.Context(), e), k.ID, auth.AnyRevision, newHash(), jt0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+			now := jt0.Add(time.Hour)
+			es, err := s.Claim(b.Context(), now, now, time.Minute, 100)
+			if err != nil || len(es) != 100 {
+				b.Fatalf("Claim: %d, %v", len(es), err)
+			}
+			ids := make([]string, len(es))
+			for i, e := range es {
+				ids[i] = e.ID
+			}
+			if err := s.Remove(b.Context(), ids...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
