@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/usage"
 )
@@ -70,6 +71,7 @@ func (m *Manager) self(ctx context.Context, c tollgate.Caller) (context.Context,
 	if err != nil {
 		return ctx, tollgate.Principal{}, err
 	}
+	reqlog.From(ctx).Identify(p.Account.ID, p.Key.ID)
 	actor := p.Key.ID
 	switch {
 	case actor != "":

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 )
 
 // ErrLoginRefused is wrapped by the error of a host's login that refuses a person
@@ -76,6 +77,7 @@ func (m *Manager) StartSession(ctx context.Context, c tollgate.Caller) (Session,
 	if err != nil {
 		return Session{}, err
 	}
+	reqlog.From(ctx).Identify(p.Account.ID, p.Key.ID)
 	if err := m.spend(ctx, p.Account.ID); err != nil {
 		return Session{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/paramdoc"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
 
@@ -333,6 +334,7 @@ func (h *Handler) page(serve func(http.ResponseWriter, *http.Request, *visit)) h
 			h.failed(w, r, v, err)
 			return
 		}
+		reqlog.From(r.Context()).Identify(p.Account.ID, p.Key.ID)
 		v.suspended = p.Account.State == auth.AccountSuspended
 		serve(w, r, v)
 	}

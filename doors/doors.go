@@ -16,6 +16,12 @@
 //	/dashboard/              the dashboard (package dashboard), with sessions
 //	/admin/                  the admin API (package admin), with an admin token; its OpenAPI document, /admin/v1/openapi.json, needs none
 //	/, /.well-known/...      the OAuth authorization server (package oauth), with [Options.OAuth]
+//
+// With an access log (Options.Edge.AccessLog), every route logs one line per request
+// (see edge.Edge.Handler), naming its door: rest, batch, graphql, mcp, account,
+// session, dashboard, admin or oauth; Mount subscribes the edge's observer to the
+// service's calls, until [Mounted.Close], so that the lines of calls carry the
+// account, key id, APIs and credits.
 package doors
 
 import (
@@ -35,6 +41,7 @@ import (
 	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/dashboard"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/mcp"
 	"github.com/tollgate-dev/tollgate/oauth"
@@ -142,6 +149,7 @@ type Mounted struct {
 	OAuth     *oauth.Server
 
 	ownManager bool
+	unobserve  func() // ends the access log's observation of the calls; nil without one
 }
 
 // Mount mounts the doors of svc on mux (see the package documentation for the
@@ -180,6 +188,8 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 	if m.Edge, err = edge.New(&opts.Edge); err != nil {
 		return nil, err
 	}
+	// route registers a door's route, with the access log around it.
+	route := func(pattern, door string, h http.Handler) { routes[pattern] = m.Edge.Handler(door, h) }
 	if m.Accounts == nil {
 		if m.Accounts, err = accounts.New(svc, &accounts.Options{Logger: log}); err != nil {
 			return nil, err
@@ -194,7 +204,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		if m.Sessions, err = session.NewHandler(m.Accounts, &so); err != nil {
 			return nil, err
 		}
-		routes["/v1/account/session"] = m.Sessions
+		route("/v1/account/session", "session", m.Sessions)
 	}
 	// withCookies serves a door to browsers on their session cookie too, when there
 	// are sessions.
@@ -220,14 +230,14 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		if m.REST, err = rest.NewHandler(svc, &ro); err != nil {
 			return nil, err
 		}
-		routes["/v1/"] = m.REST
+		route("/v1/", "rest", m.REST)
 	}
 	if want&Account != 0 {
 		if m.Account, err = selfservice.NewHandler(m.Accounts, &selfservice.Options{Edge: m.Edge, Webhooks: opts.Webhooks}); err != nil {
 			return nil, err
 		}
-		routes["/v1/account"] = withCookies(m.Account)
-		routes["/v1/account/"] = withCookies(m.Account)
+		route("/v1/account", "account", withCookies(m.Account))
+		route("/v1/account/", "account", withCookies(m.Account))
 	}
 	if want&GraphQL != 0 {
 		gopts := opts.GraphQL
@@ -235,7 +245,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		if m.GraphQL, err = gql.NewHandler(svc, &gopts); err != nil {
 			return nil, err
 		}
-		routes["/v1/graphql"] = withCookies(m.GraphQL)
+		route("/v1/graphql", "graphql", withCookies(m.GraphQL))
 	}
 	if want&Dashboard != 0 {
 		dopts := opts.Dashboard
@@ -252,13 +262,13 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		if m.Dashboard, err = dashboard.NewHandler(m.Accounts, m.Sessions, &dopts); err != nil {
 			return nil, err
 		}
-		routes["/dashboard/"] = http.StripPrefix("/dashboard", m.Dashboard)
+		route("/dashboard/", "dashboard", http.StripPrefix("/dashboard", m.Dashboard))
 	}
 	if want&Admin != 0 {
 		if m.Admin, err = admin.NewHandler(m.Accounts, opts.AdminToken, &admin.Options{Edge: m.Edge, Webhooks: opts.Webhooks}); err != nil {
 			return nil, err
 		}
-		routes["/admin/"] = m.Admin
+		route("/admin/", "admin", m.Admin)
 	}
 	if want&MCP != 0 {
 		mo := opts.MCP
@@ -271,7 +281,7 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 		if m.MCP, err = mcp.NewHandler(svc, &mo); err != nil {
 			return nil, err
 		}
-		routes["/v1/mcp"] = m.MCP
+		route("/v1/mcp", "mcp", m.MCP)
 	}
 	patterns := slices.Sorted(maps.Keys(routes))
 	for _, pattern := range patterns {
@@ -281,6 +291,9 @@ func Mount(mux *http.ServeMux, svc *tollgate.Service, opts *Options) (_ *Mounted
 	}
 	for _, pattern := range patterns {
 		mux.Handle(pattern, routes[pattern])
+	}
+	if m.Edge.AccessLogged() {
+		m.unobserve = svc.Events().Subscribe(m.Edge.Observer(), event.CallFinished, event.CallRefused)
 	}
 	return m, nil
 }
@@ -301,8 +314,8 @@ func (m *Mounted) mountOAuth(routes map[string]http.Handler, svc *tollgate.Servi
 	if m.OAuth, err = oauth.New(opts.OAuth.Store, oauth.ServiceKeys(svc), &oo); err != nil {
 		return err
 	}
-	routes["/"] = m.OAuth.Handler()
-	routes[oauth.ResourceMetadataPath(resource)] = m.OAuth.ProtectedResourceMetadata(resource)
+	routes["/"] = m.Edge.Handler("oauth", m.OAuth.Handler())
+	routes[oauth.ResourceMetadataPath(resource)] = m.Edge.Handler("oauth", m.OAuth.ProtectedResourceMetadata(resource))
 	server := m.OAuth
 	mo.Challenge = server.Challenge(resource)
 	mo.VerifyToken = func(ctx context.Context, token string) (string, error) {
@@ -369,6 +382,9 @@ func orLogger(l, def *slog.Logger) *slog.Logger {
 // Close ends what the doors hold open (MCP's sessions and event streams) and closes
 // the manager Mount made. It does not close the service, nor a manager the host gave.
 func (m *Mounted) Close() {
+	if m.unobserve != nil {
+		m.unobserve()
+	}
 	if m.MCP != nil {
 		m.MCP.Close()
 	}

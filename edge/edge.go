@@ -45,6 +45,11 @@ type Options struct {
 	// They are off by default: X-RateLimit-Limit, X-RateLimit-Remaining and, on a 429,
 	// Retry-After say the same, and each header line costs every answer.
 	IETFRateHeaders bool
+	// AccessLog receives one line for each request of the doors that [Edge.Handler]
+	// wraps (doors.Mount wraps every route it mounts): its request id, door, account,
+	// key id, APIs, status, error code, credits and duration, never a key's value. Nil,
+	// the default, writes no access log.
+	AccessLog *slog.Logger
 }
 
 // An Edge holds the HTTP settings that every door shares. Create it with [New]; it is
@@ -53,6 +58,7 @@ type Edge struct {
 	trusted []netip.Prefix
 	origins []string // nil: every origin
 	ietf    bool
+	access  *slog.Logger // nil: no access log
 }
 
 // New returns the edge with the given settings. opts may be nil. An allowed origin is
@@ -63,7 +69,7 @@ func New(opts *Options) (*Edge, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	e := &Edge{trusted: slices.Clone(opts.TrustedProxies), ietf: opts.IETFRateHeaders}
+	e := &Edge{trusted: slices.Clone(opts.TrustedProxies), ietf: opts.IETFRateHeaders, access: opts.AccessLog}
 	for _, p := range e.trusted {
 		if !p.IsValid() {
 			return nil, errors.New("edge: Options.TrustedProxies holds an invalid prefix")

@@ -149,7 +149,7 @@ func TestPreflight(t *testing.T) {
 	d.Preflight(w, r)
 	hdr := w.Header()
 	if w.Code != http.StatusNoContent || hdr.Get("Access-Control-Allow-Methods") != "GET, DELETE" ||
-		hdr.Get("Access-Control-Allow-Headers") != "X-Api-Key, Authorization, X-Jwt, Content-Type, Accept, X-Auth-Mode, Idempotency-Key, Mcp-Session-Id" {
+		hdr.Get("Access-Control-Allow-Headers") != "X-Api-Key, Authorization, X-Jwt, Content-Type, Accept, X-Auth-Mode, Idempotency-Key, X-Request-Id, Mcp-Session-Id" {
 		t.Errorf("preflight %d %v", w.Code, hdr)
 	}
 	if got := hdr.Get("Access-Control-Expose-Headers"); !strings.HasSuffix(got, ", WWW-Authenticate") || !strings.HasPrefix(got, "X-Error-Code, ") {

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 )
 
 // A credKind is the form of a request's credential.
@@ -51,7 +52,11 @@ func (h *Handler) authenticate(r *http.Request, current bool) (*caller, error) {
 	// An MCP session belongs to the key it was opened with (a session token acts as
 	// the key that started it), so no other key's requests may use it; only a session
 	// token that names no key acts for the whole account.
-	c := &caller{door: h.door, p: p, as: as, cred: cred, user: "key:" + p.Key.ID}
+	// The access log's record of the request goes with the caller to the tool calls,
+	// which the SDK runs under a context of its own.
+	rec := reqlog.From(r.Context())
+	rec.Identify(p.Account.ID, p.Key.ID)
+	c := &caller{door: h.door, p: p, as: as, cred: cred, user: "key:" + p.Key.ID, rec: rec}
 	if p.Key.ID == "" {
 		c.user = "account:" + p.Account.ID
 	}

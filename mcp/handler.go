@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 )
 
 // Options configures the MCP handler. The zero value is the default; every field is
@@ -267,7 +268,8 @@ type caller struct {
 	p    tollgate.Principal
 	as   tollgate.Caller // how its tool calls present it to the service
 	cred credential
-	user string // the SDK's session owner: the key id, or the account of a session token
+	user string         // the SDK's session owner: the key id, or the account of a session token
+	rec  *reqlog.Record // the access log's record of the request; nil without one
 
 	mu      sync.Mutex
 	hdr     http.Header // the response's headers; nil once the response is under way

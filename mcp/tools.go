@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -144,6 +145,9 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 					return nil, newRPCError(CodeUnauthorized, "unauthorized", "the request carries no credential")
 				}
 				refusal := newRPCError(codeInvalidParams, "not_found", fmt.Sprintf("unknown tool %q; tools/list lists the tools", params.Name))
+				if c.rec != nil {
+					ctx = reqlog.With(ctx, c.rec)
+				}
 				reply := h.svc.CallAll(ctx, c.as, func() ([]tollgate.Item, error) { return nil, refusal })
 				return nil, h.rpcError(ctx, reply.Err)
 			}
@@ -205,6 +209,9 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	}
 	// The request was authenticated when it arrived (see ServeHTTP), for the session's
 	// binding; its tool calls present that principal rather than authenticate again.
+	if c.rec != nil {
+		ctx = reqlog.With(ctx, c.rec)
+	}
 	reply := h.svc.Call(ctx, tollgate.Caller{As: &c.p}, req.Params.Name, func(api *catalog.API) (tollgate.Input, error) {
 		args, err := decodeArgs(req.Params.Arguments)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -32,6 +33,7 @@ const DefaultBatchItemBytes = 16 << 10
 // and Idempotent-Replayed: true on an answer sent again for an Idempotency-Key. A batch
 // refused as a whole gets the usual error envelope.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request) {
+	reqlog.From(r.Context()).SetDoor("batch")
 	c, ok := h.door.Caller(w, r, auth.ChannelBatch)
 	if !ok {
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/brand"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 )
 
 // Options configures the REST handler. The zero value is the default; every field is
@@ -138,6 +139,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, ch auth.C
 		h.door.WriteError(w, r, err, nil)
 		return tollgate.Principal{}, false
 	}
+	reqlog.From(r.Context()).Identify(p.Account.ID, p.Key.ID)
 	return p, true
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/reqlog"
 	"github.com/tollgate-dev/tollgate/wire"
 )
 
@@ -517,9 +518,11 @@ func (h *Handler) sessionOf(r *http.Request, check bool) (string, auth.SessionCl
 			Message: "this request carries no session: send its token in x-jwt, or its cookie"}
 	}
 	if check {
-		if _, err := h.svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Addr: h.door.Addr(r), Verify: true}); err != nil {
+		p, err := h.svc.Authenticate(r.Context(), tollgate.Caller{Credential: cred, Addr: h.door.Addr(r), Verify: true})
+		if err != nil {
 			return "", auth.SessionClaims{}, err
 		}
+		reqlog.From(r.Context()).Identify(p.Account.ID, p.Key.ID)
 	}
 	c, err := h.sessions.Parse(cred.Value, h.svc.Now())
 	if err != nil {

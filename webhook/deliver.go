@@ -83,6 +83,14 @@ type DelivererOptions struct {
 	// EndpointConcurrency more than AccountConcurrency.
 	EndpointConcurrency int
 	AccountConcurrency  int
+	// HostConcurrency is the most attempts made at once at the endpoints on one host
+	// (the host and port of their URLs), whoever's they are, so that a receiving host
+	// that many accounts' endpoints share and that stops answering holds this share of
+	// the attempts, not all of them, though each of its endpoints fails on its own.
+	// The deliveries claimed over it are given back like those over the other shares.
+	// The default is [DefaultHostConcurrency] (4); at most [MaxConcurrency], it takes
+	// no more than Concurrency, and EndpointConcurrency no more than it.
+	HostConcurrency int
 	// Poll is how often the deliverer asks the store for deliveries due while it
 	// knows of none ([Deliverer.Wake] asks at once). The default is [DefaultPoll]
 	// (a second): with it, a message's first attempt is made within about a second
@@ -152,6 +160,9 @@ func (o *DelivererOptions) Check() error {
 	if o.AccountConcurrency < 0 || o.AccountConcurrency > MaxConcurrency {
 		return fmt.Errorf("webhook: the account concurrency %d is out of range: give 1 to %d, or 0 for the default (%d)", o.AccountConcurrency, MaxConcurrency, DefaultAccountConcurrency)
 	}
+	if o.HostConcurrency < 0 || o.HostConcurrency > MaxConcurrency {
+		return fmt.Errorf("webhook: the host concurrency %d is out of range: give 1 to %d, or 0 for the default (%d)", o.HostConcurrency, MaxConcurrency, DefaultHostConcurrency)
+	}
 	if o.Poll < 0 {
 		return fmt.Errorf("webhook: the poll interval %s is negative; give a positive one, or 0 for the default (%s)", o.Poll, DefaultPoll)
 	}
@@ -220,7 +231,7 @@ type DelivererStats struct {
 	// Postponed counts the deliveries given back without an attempt, pending: their
 	// endpoint held back after it did not answer, or at its share of the attempts
 	// (see [Deliverer]); they keep their attempts. Deferred counts those of them
-	// given back at their endpoint's or their account's share.
+	// given back at their endpoint's, their account's or their host's share.
 	Postponed, Deferred int64
 	// ClaimLost counts the outcomes not recorded because the claim no longer held the
 	// delivery: another deliverer claimed it after the lease, or it was resent.
@@ -285,37 +296,48 @@ type DelivererStats struct {
 // them. The hold is the endpoint's (its ID at its URL's host and port), not the
 // host's: on a host that receives for many accounts (a hooks platform, each its own
 // path), one account's endpoint that does not answer holds back no other endpoint,
-// and an endpoint moved to another host starts afresh. A deliverer remembers 10,000
-// endpoints held back at most.
+// and an endpoint moved to another host starts afresh; a host that is down for all of
+// them holds its host's share of the attempts at most (see "Fair shares"). A
+// deliverer remembers 10,000 endpoints held back at most: past that, it forgets those
+// whose cooldown ended, then those whose attempt failed within a second, never those
+// whose attempt held its place longer (a timeout), which its places cannot make more
+// of within a cooldown than it keeps: endpoints made to fail in any number cannot
+// push out the holds that save its places.
 //
 // # Fair shares
 //
 // The store's claim takes the deliveries due, the earliest first, whoever they are
 // for; the deliverer shares its attempts. It makes at most
-// [DelivererOptions.EndpointConcurrency] (2) attempts at once at one endpoint, and at
+// [DelivererOptions.EndpointConcurrency] (2) attempts at once at one endpoint, at
 // most [DelivererOptions.AccountConcurrency] (4) at the endpoints of one account (the
-// operator's endpoints are one account), of its Concurrency (8): an endpoint with a
-// backlog (thousands pending after an outage), or one whose every attempt takes the
-// whole timeout, or an account with many of them, holds at most its share, and the
-// other accounts' deliveries have the rest. A delivery claimed over a share is given
-// back without an attempt (an [Outcome] without one: it keeps its attempts), pending,
-// due when its endpoint (or account) may have a place for it: after an attempt's
-// expected length (the last attempt's at that endpoint or account; twice as long as
-// the oldest in flight has run; at least 25 ms, at most the timeout), and behind the
-// deliveries given back to it before, by that length shared among its places (for
-// an endpoint, behind its account's too), moved later by the jitter, and at most
-// [MaxPark] (5 minutes) ahead: those beyond come due in its last part, as large a
-// part as the jitter (a fifth by default). The deliverer claims again when a delivery
-// it gave back comes due.
+// operator's endpoints are one account), and at most
+// [DelivererOptions.HostConcurrency] (4) at the endpoints on one host (its name and
+// port), whoever's they are, of which one account takes all but one: of its
+// Concurrency (8). So an endpoint with a backlog (thousands pending after an outage),
+// or one whose every attempt takes the whole timeout, or an account with many of
+// them, or a host that many accounts' endpoints share and that stops answering,
+// holds at most its share, and the others have the rest; and one account never holds
+// every place at a host that other accounts' endpoints share. A delivery claimed over
+// a share is given back without an attempt (an [Outcome] without one: it keeps its
+// attempts), pending, due when its endpoint (or account, or host) may have a place for
+// it: after an attempt's expected length (the last attempt's at that endpoint,
+// account or host; twice as long as the oldest in flight has run; at least 25 ms, at
+// most the timeout), and behind the deliveries given back to it before, by that
+// length shared among its places (for an endpoint, behind its account's too), moved
+// later by the jitter, and at most [MaxPark] (5 minutes) ahead. Those that would be
+// further are spread over the whole five minutes, each at its own place in them (the
+// same for every deliverer, from a hash of its endpoint and message), not bunched at
+// their end. The deliverer claims again when a delivery it gave back comes due.
 //
 // So a delivery given back is due after every delivery due when it was given back:
 // the claims that follow take the other endpoints' deliveries first, and an
 // endpoint's backlog is given back once, in one pass of the claims, then comes due at
-// the pace of its endpoint's attempts. It costs the store one write per delivery a
-// claim returns, its outcome or its give-back, never more; and a delivery given back
-// is given back again only when it comes due again: a few times while the pace of a
-// new endpoint is learnt, then at most about once per MaxPark, however long the
-// backlog. These shares are each deliverer's own: across several deliverers, an
+// the pace of its endpoint's attempts, what is beyond MaxPark a little at a time all
+// along, among the fresh deliveries, not all at once. It costs the store one write per
+// delivery a claim returns, its outcome or its give-back, never more; and a delivery
+// given back is given back again only when it comes due again: a few times while the
+// pace of a new endpoint is learnt, then at most about once per MaxPark (at its
+// place, a MaxPark later), however long the backlog. These shares are each deliverer's own: across several deliverers, an
 // endpoint may have EndpointConcurrency attempts at once from each, and each gives
 // its over-share deliveries back behind the others', in the store all deliverers
 // claim from.
@@ -346,6 +368,7 @@ type Deliverer struct {
 	concurrency   int
 	perEndpoint   int
 	perAccount    int
+	perHost       int
 	poll          time.Duration
 	retention     time.Duration
 	pruneInterval time.Duration
@@ -419,9 +442,10 @@ func NewDeliverer(store Store, opts *DelivererOptions) (*Deliverer, error) {
 		}
 	}
 	d.perAccount = min(cmp0(o.AccountConcurrency, DefaultAccountConcurrency), d.concurrency)
-	d.perEndpoint = min(cmp0(o.EndpointConcurrency, DefaultEndpointConcurrency), d.perAccount)
+	d.perHost = min(cmp0(o.HostConcurrency, DefaultHostConcurrency), d.concurrency)
+	d.perEndpoint = min(cmp0(o.EndpointConcurrency, DefaultEndpointConcurrency), d.perAccount, d.perHost)
 	d.hosts = newBreakers(hostCooldown)
-	d.lanes = newLanes(d.timeout, d.perEndpoint, d.perAccount)
+	d.lanes = newLanes(d.timeout, d.perEndpoint, d.perAccount, d.perHost)
 	fetcher := safefetch.New(&safefetch.Options{
 		AllowPrivate: o.AllowPrivate,
 		MaxRedirects: -1,
@@ -484,7 +508,7 @@ func (d *Deliverer) Prune(ctx context.Context) (int64, error) {
 const maxClaimBackoff = 30 * time.Second
 
 // Run delivers until ctx ends, on goroutines of its own, [DelivererOptions.Concurrency]
-// attempts at a time, within the shares of the endpoints and accounts; it prunes too
+// attempts at a time, within the shares of the endpoints, accounts and hosts; it prunes too
 // (see [DelivererOptions.PruneInterval]). It returns nil once ctx ended and the
 // attempts in flight were abandoned: they are not recorded, and another deliverer (or
 // this one, run again) retries them when their lease ends.
@@ -582,8 +606,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 }
 
 // deliver makes one attempt at dl, claimed at claimed, and records its outcome, or
-// gives dl back without one: its endpoint or its account has its share of attempts
-// in flight, or its endpoint is held back. It records nothing once ctx has ended.
+// gives dl back without one: its endpoint, its account or its host has its share of
+// attempts in flight, or its endpoint is held back. It records nothing once ctx has
+// ended.
 func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -598,7 +623,7 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 		return
 	}
 	took := time.Duration(-1) // no request made, until one is
-	defer func() { d.lanes.leave(epLane, entered, took) }()
+	defer func() { d.lanes.leave(epLane, "", entered, took) }()
 	ep, err := d.store.Endpoint(ctx, dl.Endpoint)
 	switch {
 	case ctx.Err() != nil:
@@ -617,14 +642,22 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 		d.skip(ctx, dl)
 		return
 	}
-	acLane := accountLane(ep.Account)
-	d.lanes.owns(acLane, epLane)
+	acLane, hLane := accountLane(ep.Account), hostLane(ep.URL)
+	d.lanes.owns(epLane, acLane, hLane)
 	acEntered := d.now()
 	if !d.lanes.enter(acLane, acEntered) {
 		d.putOff(ctx, dl, acLane, time.Time{}, 0)
 		return
 	}
-	defer func() { d.lanes.leave(acLane, acEntered, took) }()
+	defer func() { d.lanes.leave(acLane, "", acEntered, took) }()
+	if hLane != "" { // a URL without a host fails without a request
+		hEntered := d.now()
+		if full := d.lanes.enterHost(hLane, acLane, hEntered); full != "" {
+			d.putOff(ctx, dl, full, time.Time{}, 0)
+			return
+		}
+		defer func() { d.lanes.leave(hLane, acLane, hEntered, took) }()
+	}
 	// The attempt must end before the lease does, or another deliverer could make one
 	// at the same time: a claim whose endpoint took long to read is left to its lease.
 	if d.now().Add(d.timeout).After(claimed.Add(d.lease)) {
@@ -660,7 +693,7 @@ func (d *Deliverer) deliver(ctx context.Context, dl Delivery, claimed time.Time)
 // lanes.park). A zero atLeast tells that the lane has its share in flight: dl is
 // counted as deferred.
 func (d *Deliverer) putOff(ctx context.Context, dl Delivery, key string, atLeast time.Time, step time.Duration) {
-	due := d.lanes.park(key, d.now(), atLeast, step, d.jitter, d.rand())
+	due := d.lanes.park(key, d.now(), atLeast, step, d.jitter, d.rand(), parkPhase(dl.Endpoint, dl.Message.ID))
 	if d.record(ctx, Outcome{Endpoint: dl.Endpoint, Message: dl.Message.ID, Claim: dl.Claim, State: Pending, Due: due}) && atLeast.IsZero() {
 		d.stats.deferred.Add(1)
 	}

@@ -71,7 +71,7 @@ func (d *Deliverer) attempt(ctx context.Context, ep Endpoint, m Message) result 
 	answered := false
 	defer func() {
 		if ctx.Err() == nil {
-			d.hosts.done(host, answered, res.at)
+			d.hosts.done(host, answered, res.at, d.now())
 		} else {
 			d.hosts.abandon(host)
 		}
@@ -161,8 +161,14 @@ func cutError(s string) string {
 const hostCooldown = 30 * time.Second
 
 // maxBreakers bounds the endpoints a deliverer remembers as not answering; past it,
-// those whose cooldown has passed are forgotten.
+// those whose cooldown has passed are forgotten, then those that failed quickly.
 const maxBreakers = 10_000
+
+// slowFailure is how long an attempt that failed without an answer must have held its
+// place for its endpoint's hold to be kept however many others fail: so many such
+// attempts can start within a cooldown, each on one of at most MaxConcurrency places,
+// that their holds fit in maxBreakers (see breakers.forget).
+const slowFailure = time.Second
 
 // breakerKey returns the key of the breaker of the endpoint id at host (the URL's
 // host and port): an endpoint moved to another host starts afresh.
@@ -183,6 +189,7 @@ type breakers struct {
 type breaker struct {
 	since   time.Time // when it last did not answer
 	probing bool      // an attempt at it is in flight
+	slow    bool      // the attempt that did not answer took slowFailure or longer
 }
 
 func newBreakers(cooldown time.Duration) *breakers {
@@ -209,8 +216,9 @@ func (b *breakers) admit(host string, now time.Time) (ok bool, until time.Time) 
 	return true, time.Time{}
 }
 
-// done tells how an admitted attempt at host, made at at, ended: answered or not.
-func (b *breakers) done(host string, answered bool, at time.Time) {
+// done tells how an admitted attempt at host, made at at, ended at now: answered or
+// not.
+func (b *breakers) done(host string, answered bool, at, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if answered {
@@ -225,7 +233,7 @@ func (b *breakers) done(host string, answered bool, at time.Time) {
 		br = &breaker{}
 		b.hosts[host] = br
 	}
-	br.since, br.probing = at, false
+	br.since, br.probing, br.slow = at, false, now.Sub(at) >= slowFailure
 }
 
 // abandon tells that an admitted attempt at host ended without telling anything.
@@ -238,22 +246,33 @@ func (b *breakers) abandon(host string) {
 }
 
 // forget forgets the hosts whose cooldown passed at now, and no attempt is at; and,
-// if that leaves more than nine tenths of maxBreakers, others no attempt is at (each
-// is then tried once more before its cooldown's end), so that a deliverer remembers
-// at most maxBreakers however many endpoints fail at once, and forgets seldom. Those
-// an attempt is at are at most the deliverer's concurrency.
+// if that leaves more than nine tenths of maxBreakers, others no attempt is at whose
+// attempt failed quickly (each is then tried once more before its cooldown's end,
+// which costs its place little), so that a deliverer remembers at most maxBreakers
+// however many endpoints fail at once, and forgets seldom.
+//
+// The holds of the endpoints that held their places long (a host that does not
+// answer until the timeout) are kept: those an attempt is at are at most the
+// deliverer's concurrency, and the others within their cooldown at most as many
+// attempts of slowFailure or longer as can start within a cooldown on that many
+// places, which is less than nine tenths of maxBreakers. So however many endpoints
+// that fail at once anyone makes, they cannot push out the holds that save the
+// places: they only push out each other's. (Should a clock that jumps leave more,
+// the others no attempt is at go too, to keep the bound.)
 func (b *breakers) forget(now time.Time) {
 	for host, br := range b.hosts {
 		if !br.probing && !now.Before(br.since.Add(b.cooldown)) {
 			delete(b.hosts, host)
 		}
 	}
-	for host, br := range b.hosts {
-		if len(b.hosts) < maxBreakers*9/10 {
-			return
-		}
-		if !br.probing {
-			delete(b.hosts, host)
+	for _, slowToo := range []bool{false, true} {
+		for host, br := range b.hosts {
+			if len(b.hosts) < maxBreakers*9/10 {
+				return
+			}
+			if !br.probing && (slowToo || !br.slow) {
+				delete(b.hosts, host)
+			}
 		}
 	}
 }

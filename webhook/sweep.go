@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,7 +102,9 @@ func newSweeper(o *DispatcherOptions) (sweeper, error) {
 // sweep get key.expired, and the accounts whose period renewed period.renewed. It
 // returns how many messages it enqueued anew. Run calls it every SweepInterval; a
 // host that does not run the Dispatcher may call it on its own schedule. An error
-// leaves the rest of that sweep to the next.
+// stops a sweep where it failed, and leaves the rest to the next, which goes on from
+// there; a key or an account whose message a store refuses as not valid
+// (store.ErrInvalid) is logged and passed over, not tried again.
 func (d *Dispatcher) Sweep(ctx context.Context) (int64, error) {
 	var total int64
 	var errs []error
@@ -119,7 +122,9 @@ func (d *Dispatcher) Sweep(ctx context.Context) (int64, error) {
 }
 
 // sweep claims the sweep named name and runs do from its position, then records the
-// position do returns; a sweep another instance holds is left to it.
+// position do returns, and its error; a sweep another instance holds is left to it.
+// do returns how far it got even when it fails: up to what it did last (an empty
+// position leaves the one it was given).
 func (d *Dispatcher) sweep(ctx context.Context, name string, do func(ctx context.Context, position string, now time.Time) (string, int64, error)) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
@@ -129,21 +134,42 @@ func (d *Dispatcher) sweep(ctx context.Context, name string, do func(ctx context
 		return 0, err
 	}
 	position, n, err := do(ctx, c.Position, now)
-	if err != nil {
-		// The position stays where it was, and the claim ends (or, if the store does
-		// not answer, its lease does): the next sweep, here or elsewhere, does this
-		// one's work again, which sends nothing twice.
-		record, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
-		defer cancel()
-		d.store.RecordSweep(record, name, c.Claim, c.Position)
-		return n, fmt.Errorf("webhook: the sweep of %s: %w", name, err)
+	if position == "" {
+		position = c.Position
 	}
+	// The claim ends (or, if the store does not answer, its lease does) with the
+	// progress made: the next sweep, here or elsewhere, goes on from where this one
+	// failed, and does what it did not again, which sends nothing twice.
 	record, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
 	defer cancel()
-	if err := d.store.RecordSweep(record, name, c.Claim, position); err != nil {
+	rerr := d.store.RecordSweep(record, name, c.Claim, position)
+	if err = cmp.Or(err, rerr); err != nil {
 		return n, fmt.Errorf("webhook: the sweep of %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// passOver reports whether err, the failure of a sweep's key or account, is the
+// store's refusal of what it was given (store.ErrInvalid): trying it again would fail
+// the same, so the sweep passes over it, and logs it with what, which names it.
+func (d *Dispatcher) passOver(err error, sweep string, what ...any) bool {
+	if !errors.Is(err, store.ErrInvalid) {
+		return false
+	}
+	d.log.Warn("webhook: the sweep passes over what the store refuses; its event is not sent",
+		append([]any{"sweep", sweep, "error", err}, what...)...)
+	return true
+}
+
+// refusing returns err, the failure of the message id of a sweep; one the store
+// refused (see passOver) is remembered as if it was enqueued, so that the sweeps of
+// this instance that read its cause again (the keys of the last minute, the renewals
+// of the cycle before) pass over it without a word.
+func (d *Dispatcher) refusing(id string, err error) error {
+	if errors.Is(err, store.ErrInvalid) {
+		d.remember(id)
+	}
+	return err
 }
 
 // keyPosition is the position of the sweep of expired keys: the expiries up to From
@@ -154,7 +180,8 @@ type keyPosition struct {
 }
 
 // sweepKeys enqueues key.expired for each key whose expiry is after the position and
-// at or before now, at most keyPages pages of them, and returns the new position.
+// at or before now, at most keyPages pages of them, and returns the new position:
+// after the last key it enqueued or passed over, if it fails.
 func (d *Dispatcher) sweepKeys(ctx context.Context, position string, now time.Time) (string, int64, error) {
 	var p keyPosition
 	if position == "" || json.Unmarshal([]byte(position), &p) != nil || p.From.IsZero() {
@@ -168,21 +195,21 @@ func (d *Dispatcher) sweepKeys(ctx context.Context, position string, now time.Ti
 	for range keyPages {
 		page, err := d.sweeps.expiries.ExpiringKeys(ctx, q)
 		if err != nil {
-			return "", n, err
+			return encodePosition(p), n, err
 		}
 		for _, e := range page.Expiries {
 			fresh, err := d.expired(ctx, e, now)
-			if err != nil {
-				return "", n, err
+			if err != nil && !d.passOver(err, keySweep, "key", e.Key.ID, "account", e.Key.AccountID, "expiry", e.At) {
+				return encodePosition(p), n, err
 			}
 			n += fresh
+			p.After = auth.ExpiryCursor{At: e.At, Key: e.Key.ID}
 		}
 		if page.Next.IsZero() {
 			return encodePosition(keyPosition{From: now}), n, nil
 		}
-		q.After = page.Next
+		q.After, p.After = page.Next, page.Next
 	}
-	p.After = q.After
 	return encodePosition(p), n, nil
 }
 
@@ -196,9 +223,10 @@ func (d *Dispatcher) expired(ctx context.Context, e auth.Expiry, now time.Time) 
 	m, err := NewMessage(e.At, KeyExpiredData{Common: Common{ID: id, Account: e.Key.AccountID}, Key: e.Key.ID,
 		Name: e.Key.Name, ExpiredAt: e.At}, latest(e.At, now).Add(ReplayWindow))
 	if err != nil {
-		return 0, err
+		return 0, d.refusing(id, fmt.Errorf("%w (%w)", err, store.ErrInvalid)) // the key's, every time
 	}
-	return d.enqueueNow(ctx, m)
+	n, err := d.enqueueNow(ctx, m)
+	return n, d.refusing(id, err)
 }
 
 // enqueueNow enqueues m and returns 1 if the store took it anew.
@@ -221,7 +249,8 @@ type renewalPosition struct {
 
 // sweepRenewals reads up to batch accounts after the position and enqueues
 // period.renewed for each whose period began since the cycle before began, and
-// returns the new position.
+// returns the new position: after the last account it read or passed over, if it
+// fails.
 func (d *Dispatcher) sweepRenewals(ctx context.Context, position string, now time.Time) (string, int64, error) {
 	var p renewalPosition
 	if position == "" || json.Unmarshal([]byte(position), &p) != nil || p.Cycle.IsZero() || p.Since.IsZero() {
@@ -231,15 +260,17 @@ func (d *Dispatcher) sweepRenewals(ctx context.Context, position string, now tim
 	for read := 0; read < d.sweeps.batch; {
 		page, err := d.sweeps.accounts.Accounts(ctx, auth.AccountQuery{After: p.After, Limit: min(auth.MaxAccountPage, d.sweeps.batch-read)})
 		if err != nil {
-			return "", n, err
+			return encodePosition(p), n, err
 		}
 		read += max(len(page.Accounts), 1)
 		for i := range page.Accounts {
-			fresh, err := d.renewal(ctx, &page.Accounts[i], p.Since.Add(-sweepSkew), now)
-			if err != nil {
-				return "", n, err
+			a := &page.Accounts[i]
+			fresh, err := d.renewal(ctx, a, p.Since.Add(-sweepSkew), now)
+			if err != nil && !d.passOver(err, renewalSweep, "account", a.ID) {
+				return encodePosition(p), n, err
 			}
 			n += fresh
+			p.After = a.ID
 		}
 		if page.Next == "" {
 			p = renewalPosition{Cycle: now, Since: p.Cycle} // a new cycle
@@ -271,13 +302,14 @@ func (d *Dispatcher) renewal(ctx context.Context, a *auth.Account, since, now ti
 		return 0, nil // no balance: nothing renews
 	}
 	if err != nil {
-		return 0, err
+		return 0, d.refusing(id, err)
 	}
 	m, err := NewMessage(period.Start, renewedData(id, a.ID, plan.Name, plan.Credits, b.Remaining+b.Used, period), period.End)
 	if err != nil {
-		return 0, err
+		return 0, d.refusing(id, fmt.Errorf("%w (%w)", err, store.ErrInvalid)) // the account's, every time
 	}
-	return d.enqueueNow(ctx, m)
+	n, err := d.enqueueNow(ctx, m)
+	return n, d.refusing(id, err)
 }
 
 // renewedData is the data of period.renewed: remaining is what the account had when

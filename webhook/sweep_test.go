@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/event"
+	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
@@ -398,4 +400,195 @@ func TestSweepFailureRetried(t *testing.T) {
 	if ms, _ := w.sent(t, webhook.KeyExpired); len(ms) != 1 {
 		t.Errorf("%d key.expired, want 1", len(ms))
 	}
+}
+
+// failingHooks is a webhook store whose Enqueue fails the messages of fail with their
+// error; it counts the Enqueue of each message.
+type failingHooks struct {
+	webhook.Store
+	mu       sync.Mutex
+	fail     map[string]error
+	enqueued map[string]int
+}
+
+func (f *failingHooks) Enqueue(ctx context.Context, m webhook.Message, eps []string, now time.Time) (bool, []string, error) {
+	f.mu.Lock()
+	f.enqueued[m.ID]++
+	err := f.fail[m.ID]
+	f.mu.Unlock()
+	if err != nil {
+		return false, nil, err
+	}
+	return f.Store.Enqueue(ctx, m, eps, now)
+}
+
+func (f *failingHooks) set(id string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[id] = err
+}
+
+func (f *failingHooks) count(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.enqueued[id]
+}
+
+// logBuffer keeps what a logger writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// TestSweepKeyFailures: a key whose key.expired fails stops the sweep of the keys no
+// further than it. One the store refuses as not valid is passed over, logged once,
+// and never tried again: the keys after it are sent. One that fails otherwise stops
+// the sweep there, keeping what was done before it: the next sweep, by another
+// instance, goes on from it and enqueues none of the keys before it again, and the
+// keys after it are sent once it passes.
+func TestSweepKeyFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		fail  int // the key, 1 to 5, whose key.expired fails
+		err   error
+		heals bool // the failure passes after two sweeps
+		want  string
+	}{
+		{"refused", 2, fmt.Errorf("webhook: the message's account is too long: %w", store.ErrInvalid), false, ""},
+		{"transient", 3, errors.New("the store does not answer"), true, "does not answer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newSweepWorld(t)
+			hooks := &failingHooks{Store: w.hooks, fail: map[string]error{}, enqueued: map[string]int{}}
+			start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			var mu sync.Mutex
+			now := start
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+			logs := &logBuffer{}
+			// Two instances, which remember what each enqueued: the second shows what
+			// the store's position, not an instance's memory, kept.
+			var ds [2]*webhook.Dispatcher
+			for i := range ds {
+				var err error
+				ds[i], err = webhook.NewDispatcher(hooks, &webhook.DispatcherOptions{Keys: w.keys, Now: clock,
+					Logger: slog.New(slog.NewTextHandler(logs, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := ds[0].Sweep(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			w.account(t, "acme", "pro", time.Time{})
+			ids := []string{""} // the message ids of key.expired of keys 1 to 5
+			for i := 1; i <= 5; i++ {
+				at := start.Add(time.Duration(i) * time.Hour)
+				k := w.key(t, "acme", fmt.Sprintf("key_%d", i), at)
+				ids = append(ids, webhook.DerivedID(webhook.KeyExpired, k.ID, at.Format(time.RFC3339)))
+			}
+			hooks.set(ids[tt.fail], tt.err)
+			advance(6 * time.Hour)
+			for sweep := range 3 {
+				if sweep == 2 && tt.heals {
+					hooks.set(ids[tt.fail], nil)
+				}
+				_, err := ds[sweep%2].Sweep(t.Context())
+				if wantErr := tt.want != "" && !(sweep == 2 && tt.heals); wantErr != (err != nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("sweep %d: %v, want an error %v with %q", sweep+1, err, wantErr, tt.want)
+				}
+				for i := 1; i < tt.fail; i++ {
+					if n := hooks.count(ids[i]); n != 1 {
+						t.Errorf("sweep %d: key %d, before the failing one, enqueued %d times, want once", sweep+1, i, n)
+					}
+				}
+				if n := hooks.count(ids[tt.fail+1]); tt.heals && sweep < 2 && n != 0 {
+					t.Errorf("sweep %d: key %d, after the failing one, enqueued %d times before it passed", sweep+1, tt.fail+1, n)
+				}
+				advance(time.Minute)
+			}
+			ms, _ := w.sent(t, webhook.KeyExpired)
+			var got []string
+			for _, m := range ms {
+				d, _ := data[webhook.KeyExpiredData](t, m)
+				got = append(got, d.Key)
+			}
+			want := []string{"key_1", "key_2", "key_3", "key_4", "key_5"}
+			if !tt.heals {
+				want = slices.Delete(want, tt.fail-1, tt.fail)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("key.expired sent: %q, want %q", got, want)
+			}
+			if n, want := hooks.count(ids[tt.fail]), map[bool]int{false: 1, true: 3}[tt.heals]; n != want {
+				t.Errorf("the failing key enqueued %d times, want %d", n, want)
+			}
+			if n, want := logs.count("passes over"), map[bool]int{false: 1, true: 0}[tt.heals]; n != want {
+				t.Errorf("%d logs of a key passed over, want %d:\n%s", n, want, logs.b.String())
+			}
+		})
+	}
+}
+
+// refusingLedger is a ledger that refuses to read the balance of one account.
+type refusingLedger struct {
+	webhook.Balances
+	refuse string
+}
+
+func (r refusingLedger) Balance(ctx context.Context, account string, now time.Time, p driver.Period, allowance int64) (driver.Balance, error) {
+	if account == r.refuse {
+		return driver.Balance{}, fmt.Errorf("ledger: the account id is not valid: %w", store.ErrInvalid)
+	}
+	return r.Balances.Balance(ctx, account, now, p, allowance)
+}
+
+// TestSweepRenewalPassesOverRefused: an account whose balance the ledger refuses to
+// read as not valid is passed over, logged once: the accounts after it are sent
+// period.renewed all the same.
+func TestSweepRenewalPassesOverRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newSweepWorld(t)
+		start := time.Now()
+		logs := &logBuffer{}
+		d, err := webhook.NewDispatcher(w.hooks, &webhook.DispatcherOptions{Keys: w.keys, Plans: w.plans,
+			Ledger: refusingLedger{Balances: w.ledger, refuse: "acme2"}, SweepInterval: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := run(d)
+		defer stop()
+		for _, a := range []string{"acme1", "acme2", "acme3"} {
+			w.account(t, a, "pro", time.Time{})
+		}
+		renewal := billing.PeriodAt(start, billing.Monthly, start).End
+		time.Sleep(time.Until(renewal) + 3*time.Hour)
+		synctest.Wait()
+		ms, _ := w.sent(t, webhook.PeriodRenewed)
+		var got []string
+		for _, m := range ms {
+			d, _ := data[webhook.PeriodRenewedData](t, m)
+			got = append(got, d.Account)
+		}
+		if want := []string{"acme1", "acme3"}; !slices.Equal(got, want) {
+			t.Errorf("period.renewed sent to %q, want %q", got, want)
+		}
+		if n := logs.count("passes over"); n != 1 {
+			t.Errorf("%d logs of an account passed over, want 1:\n%s", n, logs.b.String())
+		}
+	})
 }

@@ -32,7 +32,15 @@ const (
 	// HeaderCSRFToken carries a browser session's CSRF token, which a request that
 	// the session cookie authenticates needs to change anything.
 	HeaderCSRFToken = "X-CSRF-Token"
+	// HeaderRequestID names a request in the server's access log. A client may send one
+	// (up to MaxRequestIDLen letters, digits, '-', '_', '.' and ':', not shaped as a key
+	// or a hash); the answer carries the one the server logged: the client's, or one
+	// the server made.
+	HeaderRequestID = "X-Request-Id"
 )
+
+// MaxRequestIDLen is the length limit of a request id a client sends.
+const MaxRequestIDLen = 128
 
 // MaxIdempotencyKeyLen is the length limit of an idempotency key.
 const MaxIdempotencyKeyLen = 255
@@ -76,17 +84,17 @@ func CreditHeaders() []string {
 
 // ExposedHeaders lists the headers a browser's script may read on an answer to a
 // cross-origin call (CORS Access-Control-Expose-Headers): the error code, the mark of
-// a replayed answer, the credit and rate headers, and the IETF forms of the rate
-// headers.
+// a replayed answer, the credit and rate headers, the IETF forms of the rate
+// headers, and the request id.
 func ExposedHeaders() []string {
 	return append([]string{HeaderErrorCode, HeaderIdempotentReplayed}, append(CreditHeaders(),
-		HeaderRateLimitPolicy, HeaderRateLimitIETF)...)
+		HeaderRateLimitPolicy, HeaderRateLimitIETF, HeaderRequestID)...)
 }
 
 // RequestHeaders lists the headers a cross-origin call may send (CORS
 // Access-Control-Allow-Headers): the credential forms, the content headers, the
-// client's mark and the idempotency key.
+// client's mark, the idempotency key and the request id.
 func RequestHeaders() []string {
 	return []string{HeaderAPIKey, HeaderAuthorization, HeaderSession, "Content-Type", "Accept",
-		HeaderAuthMode, HeaderIdempotencyKey}
+		HeaderAuthMode, HeaderIdempotencyKey, HeaderRequestID}
 }

@@ -17,7 +17,7 @@ func TestHeaderLists(t *testing.T) {
 	if got := wire.CreditHeaders(); !slices.Equal(got, want) {
 		t.Errorf("CreditHeaders = %q, want %q", got, want)
 	}
-	want = append([]string{"X-Error-Code", "Idempotent-Replayed"}, append(want, "RateLimit-Policy", "RateLimit")...)
+	want = append([]string{"X-Error-Code", "Idempotent-Replayed"}, append(want, "RateLimit-Policy", "RateLimit", "X-Request-Id")...)
 	if got := wire.ExposedHeaders(); !slices.Equal(got, want) {
 		t.Errorf("ExposedHeaders = %q, want %q", got, want)
 	}

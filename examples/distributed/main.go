@@ -1,8 +1,11 @@
 // Command distributed runs the sample catalog as a deployment of several instances that
 // share PostgreSQL and Redis: every instance has its own service, its own connections
 // and its own port, as separate processes would, and they agree on every key, balance,
-// rate limit and concurrency slot. Each serves REST, GraphQL, the account holders' API
-// (/v1/account) and, with -admin-token, the admin API.
+// rate limit and concurrency slot. Each serves REST and batches, GraphQL, MCP, the
+// account holders' API (/v1/account) and, with -admin-token, the admin API. Each is
+// assembled by package internal/deploy, as tollgate-server's one instance is: the
+// stores, the service, the doors, the webhooks, the usage statistics, the audit log,
+// the journal's relay and the metrics, shut down in order when the command stops.
 //
 //	go run ./examples/distributed
 //
@@ -51,7 +54,8 @@
 //
 // Operators' endpoints: with -ops-addr, each instance serves /healthz (200 while it
 // serves), /readyz (200 when its stores answer, else 503 naming the stores that do
-// not, by role: keys, ledger, rates, slots, idempotency, webhooks) and GET /metrics
+// not, by role: keys, ledger, rates, slots, idempotency, webhooks, audit, usage,
+// sessions, oauth) and GET /metrics
 // (its Prometheus metrics, package metrics, on a registry of its own) on a listener of
 // its own, printed after the instance's:
 //
@@ -88,28 +92,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
-	"github.com/tollgate-dev/tollgate/admin"
-	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
-	"github.com/tollgate-dev/tollgate/examples/internal/ops"
-	"github.com/tollgate-dev/tollgate/examples/internal/webhookflag"
-	"github.com/tollgate-dev/tollgate/gql"
 	"github.com/tollgate-dev/tollgate/health"
-	"github.com/tollgate-dev/tollgate/metrics"
-	"github.com/tollgate-dev/tollgate/rest"
-	"github.com/tollgate-dev/tollgate/selfservice"
-	"github.com/tollgate-dev/tollgate/store/postgres"
-	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/internal/deploy"
+	"github.com/tollgate-dev/tollgate/internal/ops"
+	"github.com/tollgate-dev/tollgate/internal/webhookflag"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
 
@@ -243,11 +238,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// 3. The instances, each with its own connections, service and server, and with
 	// -ops-addr the operators' listener of each.
-	var servers, opsServers []*http.Server
-	var managers []*accounts.Manager
+	var instances []*instance
+	var opsServers []*http.Server
 	var addrs, opsAddrs []string
 	defer func() {
-		for _, s := range append(servers, opsServers...) {
+		for _, s := range opsServers {
 			s.Close()
 		}
 	}()
@@ -257,8 +252,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer in.close()
-		managers = append(managers, in.mgr)
+		defer in.close() // nothing after the shutdown below
+		instances = append(instances, in)
 		addr := "127.0.0.1:0"
 		if c.port != 0 {
 			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port+i))
@@ -267,11 +262,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: in.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-		servers = append(servers, srv)
-		go func() { errc <- srv.Serve(ln) }()
+		go func() { errc <- in.d.Serve(ln) }()
 		addrs = append(addrs, ln.Addr().String())
 		if c.opsAddr != "" {
 			ln, err := net.Listen("tcp", opsAddrOf(c, i))
@@ -287,11 +278,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// 4. Accounts: the fixtures', or a new demo account whose key is printed.
 	if c.fixtures != "" {
-		if err := fx.Load(ctx, managers[0]); err != nil {
+		if err := fx.Load(ctx, instances[0].mgr); err != nil {
 			return err
 		}
 	} else {
-		_, _, value, err := managers[0].CreateAccount(ctx, accounts.Spec{Plan: "pro"})
+		_, _, value, err := instances[0].mgr.CreateAccount(ctx, accounts.Spec{Plan: "pro"})
 		if err != nil {
 			return err
 		}
@@ -303,21 +294,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "Instance %d ops endpoints at http://%s (/healthz, /readyz, /metrics)\n", i+1, opsAddrs[i])
 		}
 	}
-	// The operators' listeners stop last: they answer while calls in flight finish.
-	return serve(ctx, append(servers, opsServers...), errc, logger)
-}
-
-// serve waits for ctx, then shuts every server down gracefully, in order.
-func serve(ctx context.Context, servers []*http.Server, errc chan error, logger *slog.Logger) error {
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	// Each instance stops in order (its doors, the calls in flight, then what observes
+	// them and its connections); the operators' listeners stop last: they answer while
+	// the calls in flight finish.
 	logger.Info("shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, s := range servers {
+	for _, in := range instances {
+		if err := in.d.Close(shutdown); err != nil {
+			return err
+		}
+	}
+	for _, s := range opsServers {
 		if err := s.Shutdown(shutdown); err != nil {
 			return err
 		}
@@ -327,15 +320,7 @@ func serve(ctx context.Context, servers []*http.Server, errc chan error, logger 
 
 // prepare creates the schema if it is missing and migrates it.
 func prepare(ctx context.Context, c config) error {
-	pool, err := newPool(ctx, c, 1)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{c.schema}.Sanitize()); err != nil {
-		return fmt.Errorf("creating schema %q: %w", c.schema, err)
-	}
-	return postgres.Migrate(ctx, pool)
+	return deploy.Migrate(ctx, c.postgres, c.schema, false)
 }
 
 // The connections of each instance: to PostgreSQL (keys, credits, idempotency records,
@@ -345,275 +330,45 @@ const (
 	redisConns = 64
 )
 
-// newPool opens a pool of size connections whose sessions use the schema. The limits
-// keep an instance from exhausting the server and make a down server fail fast rather
-// than pile up calls. The pool never shrinks (MinConns is its size): a pool that grows
-// on demand connects on the call's path, and under load a connection can take longer
-// than the connect timeout to open, which fails the call with 503. Connections are
-// replaced after an hour or so, at times spread over half an hour, so that they do not
-// all expire at once.
-func newPool(ctx context.Context, c config, size int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(c.postgres)
-	if err != nil {
-		return nil, fmt.Errorf("-postgres: %w", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = c.schema
-	cfg.MaxConns, cfg.MinConns = size, size
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	cfg.MaxConnLifetime, cfg.MaxConnLifetimeJitter = time.Hour, 30*time.Minute
-	return pgxpool.NewWithConfig(ctx, cfg)
-}
-
-// fillPool opens every connection of the pool before the instance serves, so that no
-// call waits for one to open. It tries until ctx ends: an instance that starts with
-// its database under load (or still starting) waits for it.
-func fillPool(ctx context.Context, pool *pgxpool.Pool) error {
-	conns := make([]*pgxpool.Conn, 0, pool.Config().MaxConns)
-	defer func() {
-		for _, conn := range conns {
-			conn.Release()
-		}
-	}()
-	for len(conns) < cap(conns) {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			if pause(ctx) != nil {
-				return fmt.Errorf("opening the %d connections to PostgreSQL: %w", cap(conns), err)
-			}
-			continue
-		}
-		conns = append(conns, conn)
-	}
-	return nil
-}
-
-// pause waits a tenth of a second before a connection is tried again, and returns
-// ctx's error if it ends first.
-func pause(ctx context.Context) error {
-	t := time.NewTimer(100 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// newRedis returns a client of Redis whose pool is full before the instance serves
-// (MinIdleConns is its size, and fillRedis opens them), for the same reason as the
-// PostgreSQL pool's: a call never dials.
-func newRedis(c config) *goredis.Client {
-	// Fail fast: a down Redis makes a call fail in a fraction of a second (503,
-	// nothing charged) rather than hold it for go-redis's multi-second defaults.
-	return goredis.NewClient(&goredis.Options{
-		Addr: c.redis, PoolSize: redisConns, MinIdleConns: redisConns, PoolTimeout: 500 * time.Millisecond,
-		DialTimeout: 250 * time.Millisecond, DialerRetries: 1, ReadTimeout: 250 * time.Millisecond,
-		WriteTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: 1,
-		Protocol: 2,
-	})
-}
-
-// fillRedis opens every connection of the client's pool, trying until ctx ends, as
-// fillPool does.
-func fillRedis(ctx context.Context, client *goredis.Client) error {
-	conns := make([]*goredis.Conn, 0, client.Options().PoolSize)
-	defer func() {
-		for _, conn := range conns {
-			conn.Close() // back to the pool
-		}
-	}()
-	for len(conns) < cap(conns) {
-		conn := client.Conn()
-		if err := conn.Ping(ctx).Err(); err != nil {
-			conn.Close()
-			if pause(ctx) != nil {
-				return fmt.Errorf("opening the %d connections to Redis: %w", cap(conns), err)
-			}
-			continue
-		}
-		conns = append(conns, conn)
-	}
-	return nil
-}
-
-// An instance is one service and what it runs on.
+// An instance is one service and what it runs on (package internal/deploy assembles
+// it).
 type instance struct {
-	svc       *tollgate.Service
-	mgr       *accounts.Manager
-	hooks     *webhook.Webhooks
-	stopHooks func() // stops the webhooks' Run and waits for it
-	handler   http.Handler
-	ready     *health.Checker // pings the instance's stores, for /readyz
-	metrics   http.Handler    // the scrape of the instance's metrics, for /metrics
-	pool      *pgxpool.Pool
-	redis     *goredis.Client // nil with -limits postgres
+	d       *deploy.Instance
+	mgr     *accounts.Manager
+	handler http.Handler    // every door
+	ready   *health.Checker // pings the instance's stores, for /readyz
+	metrics http.Handler    // the scrape of the instance's metrics, for /metrics
+	pool    *pgxpool.Pool
+	redis   *goredis.Client // nil with -limits postgres
 }
 
-// close stops the webhooks (the dispatcher flushes its queue), closes the service,
-// then its connections.
+// close shuts the instance down (see deploy.Instance.Close).
 func (in *instance) close() {
-	in.stopHooks()
-	in.hooks.Close()
-	in.mgr.Close()
-	in.svc.Close()
-	if in.redis != nil {
-		in.redis.Close()
-	}
-	in.pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in.d.Close(ctx)
 }
 
-// startTimeout bounds how long an instance waits for its connections to open.
-const startTimeout = time.Minute
-
-// newInstance builds one instance: its own pool and Redis client, both full, its
-// stores, its service and its handler with every front door.
-func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *slog.Logger) (_ *instance, err error) {
-	in := &instance{}
-	closeStores := func() {
-		if in.redis != nil {
-			in.redis.Close()
-		}
-		if in.pool != nil {
-			in.pool.Close()
-		}
-	}
-	defer func() {
-		if err != nil {
-			closeStores()
-		}
-	}()
-	if in.pool, err = newPool(ctx, c, pgConns); err != nil {
-		return nil, err
-	}
-	fillCtx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	if err := fillPool(fillCtx, in.pool); err != nil {
-		return nil, err
-	}
-	pg, err := postgres.New(in.pool, nil)
-	if err != nil {
-		return nil, err
-	}
-	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
-	var limits health.Pinger = pg // the store of the rates and slots
-	if c.limits == "redis" {
-		in.redis = newRedis(c)
-		if err := fillRedis(fillCtx, in.redis); err != nil {
-			return nil, err
-		}
-		rd, err := redis.New(in.redis, &redis.Options{Prefix: c.prefix})
-		if err != nil {
-			return nil, err
-		}
-		stores.Rates, stores.Slots, limits = rd, rd, rd
-	}
-	// The instance's Prometheus metrics, on a registry of its own: the stores are
-	// decorated (health.New below is given the stores themselves).
-	promReg := prometheus.NewRegistry()
-	m, err := metrics.New(promReg, nil)
-	if err != nil {
-		return nil, err
-	}
-	stores = m.Stores(stores)
-	in.metrics = metrics.Handler(promReg)
-
+// newInstance builds one instance: its own pool and Redis client, both full before it
+// serves (a call never opens a connection), its stores, its service and every door the
+// service can serve: REST, batches, GraphQL, MCP, the account holders' API and, with
+// -admin-token, the admin API.
+func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *slog.Logger) (*instance, error) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		return nil, err
 	}
-	// Batches sent with an Idempotency-Key keep their answers in PostgreSQL, so that a
-	// retry that reaches another instance gets the first answer.
-	answers, err := postgres.NewIdempotencyStore(in.pool)
-	if err != nil {
-		return nil, err
-	}
-	// Webhooks: the endpoints and the outbox in PostgreSQL, on the instance's pool, in
-	// the same schema as the other tables.
-	hookStore, err := postgres.NewWebhookStore(in.pool, nil)
-	if err != nil {
-		return nil, err
-	}
-	// The readiness of the instance: every store it uses, by role. Each store value is
-	// pinged once per check, whatever roles it plays.
-	if in.ready, err = health.New([]health.Store{
-		{Role: "keys", Pinger: pg}, {Role: "ledger", Pinger: pg},
-		{Role: "rates", Pinger: limits}, {Role: "slots", Pinger: limits},
-		{Role: "idempotency", Pinger: answers}, {Role: "webhooks", Pinger: hookStore},
-	}, &health.Options{Logger: logger}); err != nil {
-		return nil, err
-	}
-	// Key records are cached: every paid call checks its key in its admission step, so a
-	// revocation on one instance is refused by the next call on any other. A revoked key
-	// is kept 7 days, then deleted by whichever instance prunes first.
-	in.svc, err = tollgate.New(reg, stores, plans, &tollgate.Options{Logger: logger, KeyCache: &auth.KeyCacheOptions{},
+	cfg := deploy.Config{Postgres: c.postgres, Schema: c.schema, RedisPrefix: c.prefix,
+		PGConns: pgConns, RedisConns: redisConns, Catalog: reg, Plans: plans, Logger: logger,
 		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
-		Idempotency: &tollgate.IdempotencyOptions{Store: answers}, Fetch: tollgate.FetchOptions{AllowPrivate: c.allowPrivateFetch}})
+		AllowPrivateFetch: c.allowPrivateFetch, AdminToken: c.adminToken,
+		WebhookSchedule: c.webhookSchedule, WebhookTimeout: c.webhookTimeout}
+	if c.limits == "redis" {
+		cfg.Redis = c.redis
+	}
+	d, err := deploy.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	m.Attach(in.svc) // for as long as the service: the instance's registry goes with it
-	// Every instance enqueues its events' messages and delivers the outbox, and the
-	// instances share the sweeps of the keys that expire and of the accounts' renewals,
-	// on the store itself: the metrics' decorator of stores.Keys does not list expiries.
-	if in.hooks, err = webhook.New(hookStore, in.svc.Events(), &webhook.Options{AllowPrivate: c.allowPrivateFetch,
-		Logger: logger, Dispatcher: webhook.DispatcherOptions{Plans: plans, Keys: pg, Ledger: pg},
-		Deliverer: webhook.DelivererOptions{Schedule: c.webhookSchedule, Timeout: c.webhookTimeout}}); err != nil {
-		in.svc.Close()
-		return nil, err
-	}
-	if in.mgr, err = accounts.New(in.svc, &accounts.Options{RevokedKeyRetention: 7 * 24 * time.Hour, Logger: logger}); err != nil {
-		in.hooks.Close()
-		in.svc.Close()
-		return nil, err
-	}
-	if in.handler, err = handler(in.mgr, in.hooks.Endpoints(), c, logger); err != nil {
-		in.mgr.Close()
-		in.hooks.Close()
-		in.svc.Close()
-		return nil, err
-	}
-	m.Watch(metrics.WebhookSources(in.hooks, hookStore))
-	// The webhooks run until the instance closes, after its server has stopped.
-	hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := in.hooks.Run(hooksCtx); err != nil {
-			logger.Error("webhooks stopped", "error", err)
-		}
-	}()
-	in.stopHooks = func() { cancel(); <-done }
-	return in, nil
-}
-
-// handler returns the front doors of an instance: REST, GraphQL, the account holders'
-// API and, with an admin token, the admin API; hooks serves their webhook routes.
-func handler(mgr *accounts.Manager, hooks *webhook.Endpoints, c config, logger *slog.Logger) (http.Handler, error) {
-	svc := mgr.Service()
-	mux := http.NewServeMux()
-	restHandler, err := rest.NewHandler(svc, &rest.Options{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle("/v1/", restHandler)
-	gqlHandler, err := gql.NewHandler(svc, &gql.Options{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle("/v1/graphql", gqlHandler)
-	account, err := selfservice.NewHandler(mgr, &selfservice.Options{Webhooks: hooks})
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle("/v1/account", account)
-	mux.Handle("/v1/account/", account)
-	if c.adminToken != "" {
-		adminHandler, err := admin.NewHandler(mgr, c.adminToken, &admin.Options{Webhooks: hooks})
-		if err != nil {
-			return nil, err
-		}
-		mux.Handle("/admin/", adminHandler)
-	}
-	return mux, nil
+	return &instance{d: d, mgr: d.Accounts, handler: d.Handler, ready: d.Ready, metrics: d.Metrics, pool: d.Pool, redis: d.Redis}, nil
 }

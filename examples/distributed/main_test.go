@@ -363,7 +363,7 @@ func TestReadyz(t *testing.T) {
 			t.Errorf("%s: /healthz answers %d %+v %v, want 200 ok", what, code, a, err)
 		}
 	}
-	postgresRoles := []string{"keys", "ledger", "idempotency", "webhooks"}
+	postgresRoles := []string{"keys", "ledger", "idempotency", "webhooks", "audit", "usage", "sessions", "oauth"}
 	redisRoles := []string{"rates", "slots"}
 
 	await("at start", http.StatusOK)
@@ -397,7 +397,7 @@ func TestReadyz(t *testing.T) {
 
 	pg.Stop()
 	rd.Stop()
-	await("both stopped", http.StatusServiceUnavailable, "keys", "ledger", "rates", "slots", "idempotency", "webhooks")
+	await("both stopped", http.StatusServiceUnavailable, "keys", "ledger", "rates", "slots", "idempotency", "webhooks", "audit", "usage", "sessions", "oauth")
 	pg.Start()
 	rd.Start()
 	await("both back", http.StatusOK)

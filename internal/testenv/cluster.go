@@ -43,6 +43,7 @@ type RedisNode struct {
 	Client *goredis.Client
 
 	dir  string
+	argv []string // the command that starts it
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -90,7 +91,7 @@ func StartRedisCluster(t testing.TB, cfg RedisClusterConfig) *RedisCluster {
 		if err := os.Mkdir(n.dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		n.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		n.argv = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(cfg.NodeTimeout.Milliseconds(), 10),
 			"--cluster-require-full-coverage", "no",
@@ -99,14 +100,10 @@ func StartRedisCluster(t testing.TB, cfg RedisClusterConfig) *RedisCluster {
 			"--cluster-replica-validity-factor", "0", "--cluster-allow-replica-migration", "no",
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
 			"--save", "", "--appendonly", "no", "--dir", n.dir, "--logfile", "log",
-			"--daemonize", "no")
-		// SIGKILL when the test's process dies, even without its cleanups.
-		n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := n.cmd.Start(); err != nil {
+			"--daemonize", "no"}
+		if err := n.start(); err != nil {
 			t.Fatalf("starting redis-server: %v", err)
 		}
-		n.done = make(chan struct{})
-		go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(n.cmd, n.done)
 		t.Cleanup(func() { n.Kill() })
 		n.Client = goredis.NewClient(&goredis.Options{Addr: n.Addr, DialTimeout: time.Second,
 			ReadTimeout: 10 * time.Second, MaxRetries: -1, Protocol: 2})
@@ -170,6 +167,40 @@ func StartRedisCluster(t testing.TB, cfg RedisClusterConfig) *RedisCluster {
 	return c
 }
 
+// start starts the node's process.
+func (n *RedisNode) start() error {
+	n.cmd = exec.Command(n.argv[0], n.argv[1:]...)
+	// SIGKILL when the test's process dies, even without its cleanups.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n.cmd.Start(); err != nil {
+		return err
+	}
+	n.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(n.cmd, n.done)
+	return nil
+}
+
+// Restart starts a node that was killed again, on its port and with its cluster
+// configuration (nodes.conf), as a supervisor restarts a crashed server: without
+// persistence it comes back empty, and a master whose replica took over its slots
+// meanwhile rejoins as that replica's replica and syncs from it. Restart waits until
+// the node answers; [RedisCluster.WaitHealthy] waits for the sync. Restarting a live
+// node does nothing.
+func (n *RedisNode) Restart(t testing.TB) {
+	t.Helper()
+	if n.Alive() {
+		return
+	}
+	if err := n.start(); err != nil {
+		t.Fatalf("restarting redis-server %s: %v", n.Addr, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Wait(ctx, func() error { return n.running(n.Client.Ping(ctx).Err()) }); err != nil {
+		t.Fatalf("restarting redis-server %s: %v", n.Addr, err)
+	}
+}
+
 // running returns err, or an error saying the node exited if it did.
 func (n *RedisNode) running(err error) error {
 	select {
@@ -199,6 +230,14 @@ func (n *RedisNode) Kill() {
 	n.cmd.Process.Kill()
 	<-n.done
 }
+
+// Pause stops the node's process (SIGSTOP) without killing it: it answers nothing,
+// neither clients nor its master nor the cluster's other nodes, until Resume. Resume it
+// within the cluster's node timeout, or the others flag it as failed.
+func (n *RedisNode) Pause() error { return n.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused node run again (SIGCONT).
+func (n *RedisNode) Resume() error { return n.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Addrs returns the addresses of every node started, the seeds of a cluster client.
 func (c *RedisCluster) Addrs() []string {

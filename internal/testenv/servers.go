@@ -10,9 +10,13 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // A Server is a private database server a test starts for itself, on its own port and
@@ -29,6 +33,7 @@ type Server struct {
 	mu      sync.Mutex
 	start   func() error
 	stop    func() error
+	signal  func(os.Signal) error // nil for a server that cannot be paused
 	running bool
 }
 
@@ -60,6 +65,26 @@ func (s *Server) Stop() {
 	s.running = false
 }
 
+// Pause stops the server's process (SIGSTOP) without killing it: it keeps its
+// connections and its data, and answers nothing until Resume. A paused replica
+// acknowledges nothing to its master.
+func (s *Server) Pause() { s.send(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() { s.send(syscall.SIGCONT) }
+
+func (s *Server) send(sig os.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.signal == nil || !s.running {
+		s.t.Fatalf("%s cannot be sent %v", s.Addr, sig)
+	}
+	if err := s.signal(sig); err != nil {
+		s.t.Fatalf("%s: %v: %v", s.Addr, sig, err)
+	}
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that nothing listens on now, for a program
 // a test starts that takes its address as an argument: tests never bind a fixed port.
 func FreePort(t testing.TB) int {
@@ -89,8 +114,47 @@ func waitListening(addr string, d time.Duration) error {
 }
 
 // StartRedis starts a private redis-server (from PATH) with no persistence, or calls
-// [Unavailable] if there is none.
+// [Unavailable] if there is none. Stop kills it (kill -9); Pause and Resume stop and
+// continue its process.
 func StartRedis(t testing.TB) *Server {
+	t.Helper()
+	return startRedis(t)
+}
+
+// StartRedisReplica starts a private redis-server, as StartRedis does, that replicates
+// primary (REPLICAOF), and waits until it is in sync with it. Started again after Stop,
+// it syncs again (in the background: Start returns once it listens).
+func StartRedisReplica(t testing.TB, primary *Server) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The primary sends its data at once (it waits 5 seconds by default, for other
+	// replicas to share the transfer).
+	pc := goredis.NewClient(&goredis.Options{Addr: primary.Addr, MaxRetries: -1, Protocol: 2})
+	defer pc.Close()
+	if err := pc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatalf("configuring %s: %v", primary.Addr, err)
+	}
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	s := startRedis(t, "--replicaof", host, port)
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1, Protocol: 2})
+	defer c.Close()
+	if err := Wait(ctx, func() error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if infoField(info, "master_link_status") != "up" || infoField(info, "master_sync_in_progress") != "0" {
+			return fmt.Errorf("replica %s of %s: master_link_status:%s", s.Addr, primary.Addr, infoField(info, "master_link_status"))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func startRedis(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -101,8 +165,8 @@ func StartRedis(t testing.TB) *Server {
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), t: t}
 	var cmd *exec.Cmd
 	s.start = func() error {
-		cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--daemonize", "no")
+		cmd = exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--daemonize", "no"}, args...)...)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -115,6 +179,7 @@ func StartRedis(t testing.TB) *Server {
 		cmd.Wait()
 		return nil
 	}
+	s.signal = func(sig os.Signal) error { return cmd.Process.Signal(sig) }
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s

@@ -197,3 +197,61 @@ func (e setup) wrapErr(ctx context.Context, err error, format string, args ...an
 	}
 	return wrapErr(ctx, err, format, args...)
 }
+
+// ErrSchemaOutdated reports that the schema lacks migrations this package needs: run
+// [Migrate] (tollgate-server migrate) first.
+var ErrSchemaOutdated = errors.New("postgres: the schema is not migrated to this release's version")
+
+// CheckSchema reports whether the schema that db's search_path selects has every
+// migration up to [SchemaVersion]: nil if it has, an error wrapping
+// [ErrSchemaOutdated] that names the versions it lacks if not, and one wrapping
+// [ErrNotSetUp] if no schema is selected or the store was never migrated there. It
+// changes nothing, so an instance that may not migrate (its role cannot create tables)
+// checks with it at start, after a deployment step ran Migrate.
+func CheckSchema(ctx context.Context, db DB) error {
+	var schema *string
+	if err := db.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return wrapErr(ctx, err, "check schema: read search_path")
+	}
+	if schema == nil {
+		return fmt.Errorf("%w: the search_path selects no schema that exists; create the schema and run the migrations", ErrNotSetUp)
+	}
+	var exists bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('tollgate_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return wrapErr(ctx, err, "check schema: find tollgate_schema_migrations")
+	}
+	if !exists {
+		return fmt.Errorf("%w: schema %q has no migrations applied; run the migrations (tollgate-server migrate) first", ErrNotSetUp, *schema)
+	}
+	applied := map[int]bool{}
+	rows, err := db.Query(ctx, `SELECT version FROM tollgate_schema_migrations`)
+	if err != nil {
+		return wrapErr(ctx, err, "check schema: read applied versions")
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return wrapErr(ctx, err, "check schema: read applied versions")
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return wrapErr(ctx, err, "check schema: read applied versions")
+	}
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, m := range ms {
+		if !applied[m.version] {
+			missing = append(missing, strconv.Itoa(m.version))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: schema %q lacks migrations %s of %d; run the migrations (tollgate-server migrate) first",
+			ErrSchemaOutdated, *schema, strings.Join(missing, ", "), SchemaVersion)
+	}
+	return nil
+}

@@ -26,7 +26,7 @@ func (s *Store) accountIndex() string { return s.prefix + ":accounts" }
 
 // indexAccount adds an account id to the index of account ids.
 func (s *Store) indexAccount(ctx context.Context, id string) error {
-	if err := s.c.ZAdd(ctx, s.accountIndex(), goredis.Z{Member: id}).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, "zadd", s.accountIndex(), 0, id); err != nil {
 		return fail(ctx, err, "indexing account %q", id)
 	}
 	return nil
@@ -38,7 +38,7 @@ func (s *Store) indexAccount(ctx context.Context, id string) error {
 func (s *Store) reindexAccount(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.c.ZAdd(ctx, s.accountIndex(), goredis.Z{Member: id})
+	s.writeCmd(ctx, "zadd", s.accountIndex(), 0, id)
 }
 
 // UpdateAccount replaces the mutable fields of an account that still has u.Revision and
@@ -247,7 +247,7 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 	if a.State != auth.AccountClosed {
 		return fmt.Errorf("redis: account %q is %s: %w", id, a.State, auth.ErrAccountNotClosed)
 	}
-	if err := s.c.ZRem(ctx, s.accountIndex(), id).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, "zrem", s.accountIndex(), id); err != nil {
 		return fail(ctx, err, "deleting account %q from the index", id)
 	}
 	k := s.account(id)

@@ -3,12 +3,18 @@ package redis_test
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 )
@@ -83,51 +89,55 @@ func BenchmarkAdmitClose(b *testing.B) {
 					if parallel {
 						mode = "parallel"
 					}
-					b.Run(mode, func(b *testing.B) {
-						var next atomic.Uint64
-						call := func() {
-							n := next.Add(1)
-							st := steps[n%uint64(len(steps))]
-							binary.BigEndian.PutUint64(st.Request[8:], n)
-							if st.Credits != nil {
-								c := *st.Credits
-								c.Request = st.Request
-								st.Credits = &c
-							}
-							st.Now = time.Now()
-							r, err := s.Admit(b.Context(), st)
-							if err != nil || r.Denied != driver.NotDenied {
-								b.Fatalf("Admit: %+v, %v", r, err)
-							}
-							c := driver.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true}
-							if st.Credits != nil {
-								c.Settlement = &driver.Settlement{Account: st.Account, Request: st.Request,
-									Period: st.Credits.Period, Allowance: st.Credits.Allowance}
-							}
-							if _, err := s.Close(b.Context(), c); err != nil {
-								b.Fatalf("Close: %v", err)
-							}
-						}
-						call() // loads the scripts
-						b.ResetTimer()
-						if parallel {
-							b.SetParallelism(16)
-							b.RunParallel(func(pb *testing.PB) {
-								for pb.Next() {
-									call()
-								}
-							})
-						} else {
-							for b.Loop() {
-								call()
-							}
-						}
-						b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
-					})
+					b.Run(mode, func(b *testing.B) { benchCalls(b, s, steps, parallel) })
 				}
 			})
 		}
 	}
+}
+
+// benchCalls measures paid calls through s, one Admit and one Close each, on the
+// accounts of steps in turn: serial, or with 16 goroutines per proc.
+func benchCalls(b *testing.B, s *redis.Store, steps []driver.Step, parallel bool) {
+	var next atomic.Uint64
+	call := func() {
+		n := next.Add(1)
+		st := steps[n%uint64(len(steps))]
+		binary.BigEndian.PutUint64(st.Request[8:], n)
+		if st.Credits != nil {
+			c := *st.Credits
+			c.Request = st.Request
+			st.Credits = &c
+		}
+		st.Now = time.Now()
+		r, err := s.Admit(b.Context(), st)
+		if err != nil || r.Denied != driver.NotDenied {
+			b.Fatalf("Admit: %+v, %v", r, err)
+		}
+		c := driver.Closing{Account: st.Account, Request: st.Request, ReleaseSlot: true}
+		if st.Credits != nil {
+			c.Settlement = &driver.Settlement{Account: st.Account, Request: st.Request,
+				Period: st.Credits.Period, Allowance: st.Credits.Allowance}
+		}
+		if _, err := s.Close(b.Context(), c); err != nil {
+			b.Fatalf("Close: %v", err)
+		}
+	}
+	call() // loads the scripts
+	b.ResetTimer()
+	if parallel {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				call()
+			}
+		})
+	} else {
+		for b.Loop() {
+			call()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
 
 // benchAccounts creates n accounts and returns a step template for each.
@@ -152,6 +162,66 @@ func benchAccounts(b *testing.B, s *redis.Store, n int, full bool) []driver.Step
 		steps[i] = st
 	}
 	return steps
+}
+
+// BenchmarkReplicas measures what Options.Replicas costs: paid calls (every part in
+// Redis, 1,000 accounts) on a private master with one replica (each a redis-server on
+// a port of its own), through a Store that does not wait (replicas=0) and one that
+// waits for the replica (replicas=1), on the same accounts, serial (ns/op is the
+// latency of a call) and parallel (calls/s is the throughput). Besides, it reports the
+// CPU time a call cost the master and the replica together (redis-µs/call, from INFO
+// cpu) and this process (go-µs/call), which a busy machine disturbs less than the
+// times. It runs them in three rounds that alternate the two Stores, so that a machine
+// whose load changes affects both alike (-count repeats each sub-benchmark in a row
+// instead):
+//
+//	go test -run='^$' -bench=BenchmarkReplicas -benchtime=2s ./store/redis/
+func BenchmarkReplicas(b *testing.B) {
+	addr(b) // the benchmarks run where the tests do
+	primary := testenv.StartRedis(b)
+	replica := testenv.StartRedisReplica(b, primary)
+	c := newClient(primary.Addr, func(o *goredis.Options) { o.PoolSize = 64 })
+	rc := newClient(replica.Addr, nil)
+	b.Cleanup(func() { c.Close(); rc.Close() })
+	s, prefix := newStorePrefix(b, c, &redis.Options{})
+	steps := benchAccounts(b, s, 1000, true)
+	stores := []*redis.Store{openStore(b, c, prefix, &redis.Options{}), openStore(b, c, prefix, &redis.Options{Replicas: 1})}
+	// cpu returns the CPU time the master and the replica have used, and this process.
+	cpu := func(b *testing.B) (servers, self time.Duration) {
+		for _, c := range []*goredis.Client{c, rc} {
+			info, err := c.Info(b.Context(), "cpu").Result()
+			must(b, err)
+			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+				_, v, _ := strings.Cut(info, f)
+				v, _, _ = strings.Cut(v, "\r")
+				sec, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				must(b, err)
+				servers += time.Duration(sec * float64(time.Second))
+			}
+		}
+		var ru syscall.Rusage
+		must(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		return servers, self
+	}
+	for round := range 3 {
+		for _, parallel := range []bool{false, true} {
+			mode := "serial"
+			if parallel {
+				mode = "parallel"
+			}
+			for n, ws := range stores {
+				b.Run(fmt.Sprintf("round=%d/%s/replicas=%d", round+1, mode, n), func(b *testing.B) {
+					servers, self := cpu(b)
+					benchCalls(b, ws, steps, parallel)
+					servers2, self2 := cpu(b)
+					perCall := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N+1) }
+					b.ReportMetric(perCall(servers2-servers), "redis-µs/call")
+					b.ReportMetric(perCall(self2-self), "go-µs/call")
+				})
+			}
+		}
+	}
 }
 
 // The storetest benchmarks, one line each.

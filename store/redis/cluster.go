@@ -71,12 +71,8 @@ func whileSlotMoves(ctx context.Context, op func() (any, error)) (any, error) {
 	v, err := op()
 	pause := time.Millisecond
 	for try := 0; slotMoving(err) && try < slotMovingTries; try++ {
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, pause) != nil {
 			return v, err
-		case <-t.C:
 		}
 		pause = min(2*pause, 50*time.Millisecond)
 		v, err = op()

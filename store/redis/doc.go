@@ -35,7 +35,9 @@
 //   - Redis acknowledges a write in memory, and replicates it asynchronously: a crash or
 //     a failover may lose the last writes (a free call, a retried request charged
 //     again, a revoked or rotated key back to life, a limit loosened for a moment).
-//     Keep keys and money in PostgreSQL where that is not acceptable.
+//     Keep keys and money in PostgreSQL where that is not acceptable, or set
+//     Options.Replicas, which makes every write of money and keys wait until replicas
+//     have it (see "Waiting for replicas").
 //   - Upgrading a key store from a release before the account lifecycle: its accounts
 //     read as active, but the listing of accounts ([Store.Accounts], and with it
 //     GET /admin/v1/accounts) does not hold them until [Store.IndexAccounts] has run

@@ -121,11 +121,12 @@ func (s *Store) indexExpiries(ctx context.Context, members ...string) error {
 	if len(members) == 0 {
 		return nil
 	}
-	z := make([]goredis.Z, len(members))
-	for i, m := range members {
-		z[i] = goredis.Z{Member: m}
+	args := make([]any, 0, 2+2*len(members))
+	args = append(args, "zadd", s.expiries())
+	for _, m := range members {
+		args = append(args, 0, m)
 	}
-	if err := s.c.ZAdd(ctx, s.expiries(), z...).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, args...); err != nil {
 		return fail(ctx, err, "indexing an expiry")
 	}
 	return nil

@@ -163,3 +163,13 @@ func ScriptSource(file string) string { return luaSource(file, nil) }
 // ShardOf returns the shard of the indexes of an account (the index of expiring
 // accounts, the index of journals).
 func ShardOf(s *Store, account string) int { return s.shardOf(account) }
+
+// AccountKeys returns the names of the keys of an account's balance, usage and open
+// reservations under prefix.
+func AccountKeys(prefix, id string) (balance, usage, open string) {
+	a := (&Store{prefix: prefix}).account(id)
+	return a.balance(), a.usage(), a.open()
+}
+
+// FenceKeyOf returns the fence key that follows a write of key with Options.Replicas.
+func (s *Store) FenceKeyOf(key string) string { return s.repl.fenceKey(key) }

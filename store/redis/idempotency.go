@@ -60,7 +60,7 @@ func (is *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (ide
 		}
 	}
 	ttl := ms(c.Expires.Sub(c.Now)) + 1000
-	reply, err := is.s.run(ctx, idemClaimScript, []string{is.idemKey(c.ID)},
+	reply, err := is.s.write(ctx, idemClaimScript, []string{is.idemKey(c.ID)},
 		c.Fingerprint[:], c.Run[:], c.Token[:], args[0], args[1], args[2], ttl)
 	if err != nil {
 		return idempotency.Record{}, fail(ctx, err, "idempotency record %s", c.ID)
@@ -141,7 +141,7 @@ func (is *IdempotencyStore) closeIdem(ctx context.Context, id idempotency.ID, to
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	reply, err := is.s.run(ctx, idemCloseScript, []string{is.idemKey(id)}, token[:], op, answer)
+	reply, err := is.s.write(ctx, idemCloseScript, []string{is.idemKey(id)}, token[:], op, answer)
 	if err != nil {
 		return false, fail(ctx, err, "idempotency record %s", id)
 	}

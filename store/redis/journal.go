@@ -143,8 +143,9 @@ func (s *Store) journalWrite(account string, e *journal.Entry) *journalWrite {
 // run runs the write's script, with the keys of the account's journal after keys and
 // the entry's arguments after args (see lua/lib_journal.lua). When the script asks for
 // the account to be indexed first (stJournal), it indexes it and runs the script again.
-// The first run goes in one pipeline with the entry's entry in the index of ids. It
-// returns the script's reply.
+// The first run goes in one pipeline with the entry's entry in the index of ids. Each
+// run, and each indexing, waits for the replicas with Options.Replicas (see
+// [Store.write]). It returns the script's reply.
 func (w *journalWrite) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
 	a := w.s.account(w.account)
 	keys = append(keys[:len(keys):len(keys)], a.journal(), a.journalAt())
@@ -159,7 +160,7 @@ func (w *journalWrite) run(ctx context.Context, sc *goredis.Script, keys []strin
 			})
 			reply, err = rs[1].val, rs[1].err
 		} else {
-			reply, err = w.s.run(ctx, sc, keys, all...)
+			reply, err = w.s.write(ctx, sc, keys, all...)
 		}
 		if err != nil {
 			return nil, err
@@ -174,9 +175,11 @@ func (w *journalWrite) run(ctx context.Context, sc *goredis.Script, keys []strin
 		if try == journalTries {
 			return nil, errors.New("the entry of the account's journal in its index keeps changing")
 		}
+		// With Options.Replicas, the index's entry waits for the replicas too, so that
+		// a failover that keeps the journal's entry keeps the index's.
 		w.claim = asString(r[1])
-		err = w.s.c.ZAddLT(ctx, w.s.journals(w.s.shardOf(w.account)),
-			goredis.Z{Score: float64(w.entry.At.UnixMicro()), Member: journalMember(w.account, w.claim)}).Err()
+		_, err = w.s.writeCmd(ctx, "zadd", w.s.journals(w.s.shardOf(w.account)), "lt",
+			w.entry.At.UnixMicro(), journalMember(w.account, w.claim))
 		if err != nil {
 			return nil, err
 		}

@@ -134,14 +134,14 @@ func encodeKey(k auth.Key) (string, error) {
 // function that withdraws the claims, for when the record is refused.
 func (s *Store) claim(ctx context.Context, k auth.Key) (undo func(), err error) {
 	idKey, hKey, ref := s.keyIDIndex(k.ID), s.hashIndex(k.Hash), hashRef(k.AccountID, k.ID)
-	ok, err := s.c.SetNX(ctx, idKey, k.AccountID, 0).Result()
+	ok, err := s.setNX(ctx, idKey, k.AccountID)
 	if err != nil {
 		return nil, fail(ctx, err, "key %q: claiming the id", k.ID)
 	}
 	if !ok {
 		return nil, fmt.Errorf("redis: key %q: the id is taken: %w", k.ID, store.ErrConflict)
 	}
-	ok, err = s.c.SetNX(ctx, hKey, ref, 0).Result()
+	ok, err = s.setNX(ctx, hKey, ref)
 	if err != nil || !ok {
 		s.withdraw(ctx, idKey, k.AccountID)
 		if err != nil {
@@ -153,6 +153,19 @@ func (s *Store) claim(ctx context.Context, k auth.Key) (undo func(), err error) 
 		s.withdraw(ctx, idKey, k.AccountID)
 		s.withdraw(ctx, hKey, ref)
 	}, nil
+}
+
+// setNX sets key to value unless it exists, and reports whether it did, waiting for
+// the replicas with Options.Replicas.
+func (s *Store) setNX(ctx context.Context, key, value string) (bool, error) {
+	if s.repl == nil {
+		return s.c.SetNX(ctx, key, value, 0).Result()
+	}
+	_, err := s.writeCmd(ctx, "set", key, value, "nx")
+	if errors.Is(err, goredis.Nil) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // withdraw deletes an index entry if it still holds value. It runs even if ctx was
@@ -359,7 +372,7 @@ func (s *Store) indexRevoked(ctx context.Context, account string) error {
 		}
 	}
 	a := s.account(account)
-	if _, err := s.run(ctx, krevInitScript, []string{a.keys(), a.krev()}, args...); err != nil {
+	if _, err := s.write(ctx, krevInitScript, []string{a.keys(), a.krev()}, args...); err != nil {
 		return fail(ctx, err, "indexing the revoked keys of account %q", account)
 	}
 	return nil
@@ -375,7 +388,7 @@ func (s *Store) indexRevocation(ctx context.Context, k auth.Key) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.c.ZAdd(ctx, s.revoked(), goredis.Z{Score: float64(k.RevokedAt.UnixMicro()), Member: hashRef(k.AccountID, k.ID)})
+	s.writeCmd(ctx, "zadd", s.revoked(), k.RevokedAt.UnixMicro(), hashRef(k.AccountID, k.ID))
 }
 
 // pruneBatch is the most entries of the index of revoked keys that PruneKeys reads at
@@ -592,7 +605,7 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 		return auth.Key{}, err
 	}
 	hKey, ref := s.hashIndex(h), hashRef(acct, id)
-	ok, err := s.c.SetNX(ctx, hKey, ref, 0).Result()
+	ok, err := s.setNX(ctx, hKey, ref)
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "key %q: claiming the new hash", id)
 	}

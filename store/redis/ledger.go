@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
@@ -90,7 +88,7 @@ func (s *Store) Open(ctx context.Context, o driver.Opening) error {
 		return fmt.Errorf("redis: account %q: %w", o.Account, driver.ErrTooManyCredits)
 	}
 	ps, pe := periodArgs(o.Period)
-	reply, err := s.run(ctx, openScript, []string{s.account(o.Account).balance()}, o.Balance, o.Allowance, ps, pe)
+	reply, err := s.write(ctx, openScript, []string{s.account(o.Account).balance()}, o.Balance, o.Allowance, ps, pe)
 	if err != nil {
 		return fail(ctx, err, "opening the balance of account %q", o.Account)
 	}
@@ -143,7 +141,7 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 		for _, api := range r.APIs {
 			args = append(args, api)
 		}
-		reply, err := s.run(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request), a.open()}, args...)
+		reply, err := s.write(ctx, reserveScript, []string{a.balance(), a.usage(), a.marker(r.Request), a.open()}, args...)
 		if err != nil {
 			return driver.Balance{}, fail(ctx, err, "reservation %s of account %q", r.Request, r.Account)
 		}
@@ -187,7 +185,7 @@ type indexNeed struct {
 // the reservation's script then checks: the epoch and the deadline.
 func (s *Store) indexFirst(ctx context.Context, account string, need indexNeed) (string, error) {
 	d := strconv.FormatInt(need.deadline, 10)
-	if err := s.c.ZAddLT(ctx, s.expiring(s.shardOf(account)), goredis.Z{Score: float64(need.deadline), Member: indexEntry(account, need.epoch)}).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, "zadd", s.expiring(s.shardOf(account)), "lt", need.deadline, indexEntry(account, need.epoch)); err != nil {
 		return "", err
 	}
 	return need.epoch + " " + d, nil
@@ -229,7 +227,7 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 	if err != nil {
 		return driver.Balance{}, err
 	}
-	reply, err := s.runCall(ctx, call)
+	reply, err := s.runWrite(ctx, call)
 	return closing(ctx, c, reply, err)
 }
 

@@ -29,7 +29,7 @@ func (s *Store) EndSession(ctx context.Context, id string, expires, now time.Tim
 		return nil
 	}
 	// A session's expiry is in its token, so ending it again sets the same instant.
-	if err := s.c.Set(ctx, s.endedKey(id), "1", ttl).Err(); err != nil {
+	if _, err := s.writeCmd(ctx, "set", s.endedKey(id), "1", "px", max(ms(ttl), 1)); err != nil {
 		return fail(ctx, err, "ending session %q", id)
 	}
 	return nil

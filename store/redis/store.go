@@ -42,6 +42,9 @@ type Store struct {
 	// batches pipelines concurrent admissions and closings; nil when Options.Batch
 	// is 1.
 	batches *groupcommit.Combiner[scriptCall, scriptReply]
+
+	// repl makes the writes wait for replicas; nil when Options.Replicas is 0.
+	repl *replication
 }
 
 // Interface guards.
@@ -93,6 +96,33 @@ type Options struct {
 	// each is performed exactly as it would be alone, and gets its own answer. The
 	// default is [DefaultBatch]; 1 sends every call on its own.
 	Batch int
+
+	// Replicas makes every write that the Store acknowledges and that a failover
+	// must not lose wait, before it is acknowledged, until that many replicas of its
+	// master have it (Redis's WAIT, on the connection that made the write): the
+	// admissions and closings of calls, the ledger's writes (openings, reservations,
+	// settlements, adjustments), the writes of accounts and keys (creations, updates,
+	// rotations, revocations, deletions, and their indexes), idempotency records and
+	// ended sessions. A write that fewer replicas acknowledged within WaitTimeout
+	// fails with an error that wraps both [ErrNotReplicated] and
+	// store.ErrUnavailable: the master took it, so it may or may not outlive a
+	// failover, and the call is answered as unavailable (an admission charges
+	// nothing; its reservation is voided at its deadline). Rate limits and leases
+	// taken on their own, reads, and the sweeps' voids do not wait. A failover then
+	// loses no acknowledged write if the replica it promotes is one that
+	// acknowledged it, which is certain only when Replicas is the number of
+	// replicas of each master; and a master left with fewer replicas than Replicas
+	// (as a failover leaves the replica it promotes, until the failed node is back as
+	// its replica) refuses every write as unavailable. The client must be a
+	// *goredis.Client (of one server or of a failover group) or a
+	// *goredis.ClusterClient. The default, 0, does not wait: Redis replicates
+	// asynchronously. See docs/redis.md, "Waiting for replicas".
+	Replicas int
+
+	// WaitTimeout is the longest a write waits for Replicas replicas. It must be
+	// shorter than the client's ReadTimeout, which bounds the reply of the wait.
+	// The default is [DefaultWaitTimeout].
+	WaitTimeout time.Duration
 }
 
 // DefaultBatch is the default [Options.Batch].
@@ -158,6 +188,9 @@ func New(client goredis.UniversalClient, opts *Options) (*Store, error) {
 		open:        strconv.FormatInt(OpenReservationTTL.Milliseconds(), 10),
 		shards:      shardTags(),
 		token:       newToken(),
+	}
+	if s.repl, err = newReplication(client, o.Prefix, o.Replicas, o.WaitTimeout); err != nil {
+		return nil, err
 	}
 	if o.Batch > 1 {
 		s.batches = groupcommit.New(o.Batch, s.pipeline)
@@ -293,7 +326,7 @@ func (c scriptCall) key() string {
 // calls that arrive at the same time (see [Options.Batch]), and returns its own reply.
 func (s *Store) runBatched(ctx context.Context, c scriptCall) (any, error) {
 	if s.batches == nil {
-		return s.runCall(ctx, c)
+		return s.runWrite(ctx, c)
 	}
 	r, err := s.batches.Do(ctx, strconv.Itoa(laneOf(c.key())), c)
 	if err != nil {
@@ -367,18 +400,35 @@ next:
 	return out
 }
 
-// pipeline runs a batch of calls: as runs (see [runs]); one run alone, as runCall
+// pipeline runs a batch of calls of the hot path (see [Options.Batch]), as
+// pipelineRuns does, waiting for replicas with Options.Replicas.
+func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]scriptReply, error) {
+	return s.pipelineRuns(ctx, calls, s.repl != nil), nil
+}
+
+// pipelineRuns runs a batch of calls: as runs (see [runs]); one run alone, as runCall
 // does; several together, in one pipeline (scripts as EVALSHAs), with a script Redis
 // did not have yet, or one refused while its Cluster slot moves, sent again on its own
 // as runCall sends it (it did not run). A failed round trip fails every call of the
-// batch, in doubt, as a lone call's would.
-func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]scriptReply, error) {
+// batch, in doubt, as a lone call's would. With durable, the runs are sent as
+// replication.do sends them, and each reply waits for the replicas.
+func (s *Store) pipelineRuns(ctx context.Context, calls []scriptCall, durable bool) []scriptReply {
 	rs := runs(calls)
 	out := make([]scriptReply, len(calls))
+	if durable {
+		merged := make([]scriptCall, len(rs))
+		for i, r := range rs {
+			merged[i] = r.call
+		}
+		for i, reply := range s.repl.do(ctx, merged) {
+			rs[i].deliver(out, reply.val, reply.err)
+		}
+		return out
+	}
 	if len(rs) == 1 {
 		v, err := s.runCall(ctx, rs[0].call)
 		rs[0].deliver(out, v, err)
-		return out, nil
+		return out
 	}
 	cmds := make([]*goredis.Cmd, len(rs))
 	// The pipeline's error is that of its first failed command; each command
@@ -400,7 +450,7 @@ func (s *Store) pipeline(ctx context.Context, _ string, calls []scriptCall) ([]s
 		}
 		rs[i].deliver(out, v, err)
 	}
-	return out, nil
+	return out
 }
 
 // deliver gives each call of the run its outcome: its step's reply, or the run's
@@ -427,10 +477,39 @@ func (s *Store) runCall(ctx context.Context, c scriptCall) (any, error) {
 	return s.run(ctx, c.sc, c.keys, c.args...)
 }
 
+// runWrite runs one call that writes what a failover must not lose: as runCall does,
+// or, with Options.Replicas, as replication.do does, waiting for the replicas.
+func (s *Store) runWrite(ctx context.Context, c scriptCall) (any, error) {
+	if s.repl == nil {
+		return s.runCall(ctx, c)
+	}
+	r := s.repl.do(ctx, []scriptCall{c})[0]
+	return r.val, r.err
+}
+
 // run runs a script: EVALSHA, and EVAL if Redis does not have it yet; again while a
 // Redis Cluster refuses it because its slot is moving (see [whileSlotMoves]).
 func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
 	return whileSlotMoves(ctx, func() (any, error) { return sc.Run(ctx, s.c, keys, args...).Result() })
+}
+
+// write runs a script that writes what a failover must not lose: as run does, or,
+// with Options.Replicas, waiting for the replicas (see [Store.runWrite]).
+func (s *Store) write(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
+	if s.repl == nil {
+		return s.run(ctx, sc, keys, args...)
+	}
+	return s.runWrite(ctx, scriptCall{sc: sc, keys: keys, args: args})
+}
+
+// writeCmd sends a command of one key (its name, the key, its arguments) that writes
+// what a failover must not lose: as it is, or, with Options.Replicas, waiting for the
+// replicas. A reply of nothing is goredis.Nil.
+func (s *Store) writeCmd(ctx context.Context, args ...any) (any, error) {
+	if s.repl == nil {
+		return s.c.Do(ctx, args...).Result()
+	}
+	return s.runWrite(ctx, scriptCall{args: args})
 }
 
 // fieldSep separates the fields of a step's parameters, the one string a step of

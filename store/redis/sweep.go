@@ -119,7 +119,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error
 		calls[i] = scriptCall{sc: dueScript, keys: []string{s.expiring(i)}, args: []any{w.mode, w.sec, w.nsec, 1}}
 	}
 	calls[sweepShards] = scriptCall{sc: dueScript, keys: []string{s.legacyExpiring()}, args: []any{w.mode, w.sec, w.nsec, 1}}
-	due, _ := s.pipeline(ctx, "", calls)
+	due := s.pipelineRuns(ctx, calls, false)
 	// Instances start at different shards, so that they seldom meet.
 	first := int(fnv32(s.token))
 	for k := range len(due) {
@@ -215,7 +215,7 @@ func (w *sweep) page(ctx context.Context, i int, entries []any) (bool, error) {
 		voids[j] = scriptCall{sc: voidScript, keys: []string{a.open(), a.balance(), a.usage()},
 			args: []any{w.mode, w.sec, w.nsec, caps[j], a.markers(), s.open, epoch}}
 	}
-	replies, _ := s.pipeline(ctx, "", voids)
+	replies := s.pipelineRuns(ctx, voids, false)
 	again := len(entries) == sweepPage
 	byShard := map[int][]any{} // the replacing entries' arguments to reindexScript, by shard
 	for j, entry := range found {
@@ -243,7 +243,7 @@ func (w *sweep) page(ctx context.Context, i int, entries []any) (bool, error) {
 	for shard, args := range byShard {
 		reindex = append(reindex, scriptCall{sc: reindexScript, keys: []string{s.expiring(shard)}, args: args})
 	}
-	replies, _ = s.pipeline(ctx, "", reindex)
+	replies = s.pipelineRuns(ctx, reindex, false)
 	for _, r := range replies {
 		if r.err != nil {
 			return false, r.err

@@ -18,6 +18,12 @@ import (
 //
 //	client.AddHook(redis.Hook(tracer)) // a tracing.Tracer, or a service's Events()
 //
+// A Store with [Options.Replicas] on a Cluster sends its writes on the clients of the
+// nodes, which a Cluster client's hooks do not see: add it to the nodes' clients
+// instead, before the first call, which traces every round trip once:
+//
+//	client.OnNewNode(func(n *goredis.Client) { n.AddHook(redis.Hook(tracer)) })
+//
 // The phase names the command (Operation "EVALSHA", "GET"; "PIPELINE" or "MULTI" for
 // several sent together, with their number in Batch) and, for a script of this
 // package, the script (Procedure "admit"). A command's arguments (keys, which hold
@@ -48,13 +54,17 @@ func (h hook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Proc
 		if len(cmds) > 0 && cmds[0].Name() == "multi" {
 			p.Operation = "MULTI"
 		}
-		for i, cmd := range cmds {
+		first := true
+		for _, cmd := range cmds {
+			if isFence(cmd) {
+				continue // the fence and WAIT that follow writes (see Options.Replicas)
+			}
 			name := script(cmd)
-			if i > 0 && name != p.Procedure {
+			if !first && name != p.Procedure {
 				p.Procedure = ""
 				break
 			}
-			p.Procedure = name
+			p.Procedure, first = name, false
 		}
 		ctx, end := h.t.Begin(ctx, p)
 		err := next(ctx, cmds)
@@ -81,6 +91,19 @@ func script(cmd goredis.Cmder) string {
 		return scriptNames[hex.EncodeToString(sum[:])]
 	}
 	return ""
+}
+
+// isFence reports whether cmd is the fence or the WAIT that follow the writes of a
+// pipeline with Options.Replicas (see replication).
+func isFence(cmd goredis.Cmder) bool {
+	switch cmd.Name() {
+	case "wait":
+		return true
+	case "set":
+		key, _ := cmd.Args()[1].(string)
+		return strings.HasSuffix(key, fenceSuffix) && strings.Contains(key, ":{~w")
+	}
+	return false
 }
 
 // failure returns err, unless it is Redis's reply of nothing.

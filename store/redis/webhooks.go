@@ -40,6 +40,7 @@ type WebhookStore struct {
 	c          goredis.UniversalClient
 	keys       []string // the keys of every script, in the order of lua/lib_wh.lua
 	maxPending int
+	repl       *replication // nil unless WebhookOptions.Replicas
 }
 
 // WebhookOptions configures a [WebhookStore]. A nil *WebhookOptions, and every zero
@@ -53,6 +54,11 @@ type WebhookOptions struct {
 	// webhook.MaxPending, the default: a lower bound keeps less of a dead endpoint's
 	// deliveries in Redis's memory. [WebhookStore.MaxPending] reports it.
 	MaxPending int
+	// Replicas and WaitTimeout make every write of the store (endpoints, messages
+	// enqueued, claims and outcomes of deliveries) wait for replicas before it is
+	// acknowledged, as [Options.Replicas] and [Options.WaitTimeout] do for a Store.
+	Replicas    int
+	WaitTimeout time.Duration
 }
 
 // WebhookBatch is the most deliveries one script of DeleteEndpoint or Prune deletes.
@@ -83,6 +89,9 @@ func NewWebhookStore(client goredis.UniversalClient, opts *WebhookOptions) (*Web
 		return nil, fmt.Errorf("redis: WebhookOptions.MaxPending is %d; give 1 to %d", o.MaxPending, webhook.MaxPending)
 	}
 	s := &WebhookStore{c: client, maxPending: o.MaxPending}
+	if s.repl, err = newReplication(client, o.Prefix, o.Replicas, o.WaitTimeout); err != nil {
+		return nil, err
+	}
 	base := o.Prefix + ":{~wh}:"
 	for _, k := range []string{"E", "A", "X", "P", "M", "B", "N", "O", "D", "Q", "F", "L", "S"} {
 		s.keys = append(s.keys, base+k)
@@ -102,6 +111,16 @@ const (
 // run runs a webhook script on the outbox's keys.
 func (s *WebhookStore) run(ctx context.Context, sc *goredis.Script, args ...any) (any, error) {
 	return whileSlotMoves(ctx, func() (any, error) { return sc.Run(ctx, s.c, s.keys, args...).Result() })
+}
+
+// write runs a webhook script that writes, as run does, or, with
+// WebhookOptions.Replicas, waiting for the replicas.
+func (s *WebhookStore) write(ctx context.Context, sc *goredis.Script, args ...any) (any, error) {
+	if s.repl == nil {
+		return s.run(ctx, sc, args...)
+	}
+	r := s.repl.do(ctx, []scriptCall{{sc: sc, keys: s.keys, args: args}})[0]
+	return r.val, r.err
 }
 
 // t20 writes an instant for the scripts: Unix nanoseconds in 20 digits, which compare
@@ -189,7 +208,7 @@ func (s *WebhookStore) CreateEndpoint(ctx context.Context, e webhook.Endpoint) (
 		return webhook.Endpoint{}, err
 	}
 	value := "1\x00" + t20(e.Created) + "\x00" + e.Account + "\x00\x00" + endpointFields(e)
-	reply, err := s.run(ctx, whCreateScript, e.ID, e.Account, t20(e.Created), value, webhook.MaxEndpoints)
+	reply, err := s.write(ctx, whCreateScript, e.ID, e.Account, t20(e.Created), value, webhook.MaxEndpoints)
 	if err != nil {
 		return webhook.Endpoint{}, fail(ctx, err, "webhook endpoint %q", e.ID)
 	}
@@ -258,7 +277,7 @@ func (s *WebhookStore) UpdateEndpoint(ctx context.Context, e webhook.Endpoint) (
 	if err := ctx.Err(); err != nil {
 		return webhook.Endpoint{}, err
 	}
-	reply, err := s.run(ctx, whUpdateScript, e.ID, strconv.FormatInt(e.Revision, 10), endpointFields(e))
+	reply, err := s.write(ctx, whUpdateScript, e.ID, strconv.FormatInt(e.Revision, 10), endpointFields(e))
 	if err != nil {
 		return webhook.Endpoint{}, fail(ctx, err, "webhook endpoint %q", e.ID)
 	}
@@ -294,7 +313,7 @@ func (s *WebhookStore) DeleteEndpoint(ctx context.Context, id string) error {
 	}
 	found := false
 	for first := true; ; first = false {
-		reply, err := s.run(ctx, whDeleteScript, id, WebhookBatch)
+		reply, err := s.write(ctx, whDeleteScript, id, WebhookBatch)
 		if err != nil {
 			return fail(ctx, err, "deleting webhook endpoint %q", id)
 		}
@@ -333,7 +352,7 @@ func (s *WebhookStore) Enqueue(ctx context.Context, m webhook.Message, endpoints
 	for _, e := range endpoints {
 		args = append(args, e)
 	}
-	reply, err := s.run(ctx, whEnqueueScript, args...)
+	reply, err := s.write(ctx, whEnqueueScript, args...)
 	if err != nil {
 		return false, nil, fail(ctx, err, "webhook message %q", m.ID)
 	}
@@ -402,7 +421,7 @@ func (s *WebhookStore) Claim(ctx context.Context, now time.Time, lease time.Dura
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	reply, err := s.run(ctx, whClaimScript, t20(now.Add(time.Nanosecond)), t20(now.Add(lease)), rand.Text(), limit)
+	reply, err := s.write(ctx, whClaimScript, t20(now.Add(time.Nanosecond)), t20(now.Add(lease)), rand.Text(), limit)
 	if err != nil {
 		return nil, fail(ctx, err, "claiming webhook deliveries")
 	}
@@ -427,7 +446,7 @@ func (s *WebhookStore) Record(ctx context.Context, o webhook.Outcome) error {
 	if o.Attempted() {
 		at = t20(o.Attempt.At)
 	}
-	reply, err := s.run(ctx, whRecordScript, o.Endpoint, o.Message, o.Claim, int(o.State), due,
+	reply, err := s.write(ctx, whRecordScript, o.Endpoint, o.Message, o.Claim, int(o.State), due,
 		at, o.Attempt.Status, o.Attempt.Error)
 	if err != nil {
 		return fail(ctx, err, "webhook delivery of message %q to endpoint %q", o.Message, o.Endpoint)
@@ -481,7 +500,7 @@ func (s *WebhookStore) Resend(ctx context.Context, endpoint, message string, now
 	if err := ctx.Err(); err != nil {
 		return webhook.Delivery{}, err
 	}
-	reply, err := s.run(ctx, whResendScript, endpoint, message, t20(now))
+	reply, err := s.write(ctx, whResendScript, endpoint, message, t20(now))
 	if err != nil {
 		return webhook.Delivery{}, fail(ctx, err, "webhook delivery of message %q to endpoint %q", message, endpoint)
 	}
@@ -515,7 +534,7 @@ func (s *WebhookStore) Prune(ctx context.Context, before time.Time) (int64, erro
 	}
 	var n int64
 	for {
-		reply, err := s.run(ctx, whPruneScript, t20(before), WebhookBatch)
+		reply, err := s.write(ctx, whPruneScript, t20(before), WebhookBatch)
 		if err != nil {
 			return n, fail(ctx, err, "pruning webhook deliveries before %s", before.Format(time.RFC3339Nano))
 		}
@@ -539,7 +558,7 @@ func (s *WebhookStore) ClaimSweep(ctx context.Context, name string, now time.Tim
 		return webhook.SweepClaim{}, false, err
 	}
 	c := webhook.SweepClaim{Claim: rand.Text()}
-	reply, err := s.run(ctx, whSweepClaimScript, name, c.Claim, t20(now), t20(now.Add(lease)))
+	reply, err := s.write(ctx, whSweepClaimScript, name, c.Claim, t20(now), t20(now.Add(lease)))
 	if errors.Is(err, goredis.Nil) {
 		return webhook.SweepClaim{}, false, nil
 	}
@@ -559,7 +578,7 @@ func (s *WebhookStore) RecordSweep(ctx context.Context, name, claim, position st
 	if err := webhook.CheckSweepRecord(name, claim, position); err != nil {
 		return err
 	}
-	reply, err := s.run(ctx, whSweepRecordScript, name, claim, position)
+	reply, err := s.write(ctx, whSweepRecordScript, name, claim, position)
 	if err != nil {
 		return fail(ctx, err, "recording webhook sweep %q", name)
 	}

@@ -1,0 +1,595 @@
+// Package deploy assembles one instance of a Tollgate deployment on PostgreSQL and
+// Redis, as the distributed example and the server (package server) run it: the
+// connections, the schema's check (or its migration), the stores, the service and the
+// manager of its accounts, every front door on one mux (package doors) behind one HTTP
+// edge, the webhooks, the usage statistics, the audit log, the relay of the journal of
+// changes, the Prometheus metrics, the traces, and the readiness check of the stores.
+//
+// [Open] builds an [Instance]; [Instance.Serve] serves its doors on a listener;
+// [Instance.Close] shuts it down in order: the doors stop taking requests and the calls
+// in flight finish (http.Server.Shutdown), the settlements being retried are waited
+// for, then the service and the manager stop, the webhooks flush their queue, the usage
+// statistics and the audit log flush theirs, and the connections close last.
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate-dev/tollgate"
+	"github.com/tollgate-dev/tollgate/accounts"
+	"github.com/tollgate-dev/tollgate/audit"
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/catalog"
+	"github.com/tollgate-dev/tollgate/doors"
+	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/health"
+	"github.com/tollgate-dev/tollgate/internal/every"
+	"github.com/tollgate-dev/tollgate/journal"
+	"github.com/tollgate-dev/tollgate/metrics"
+	"github.com/tollgate-dev/tollgate/oauth"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
+	"github.com/tollgate-dev/tollgate/tracing"
+	"github.com/tollgate-dev/tollgate/usage"
+	"github.com/tollgate-dev/tollgate/webhook"
+)
+
+// The defaults of [Config].
+const (
+	DefaultSchema      = "tollgate"
+	DefaultRedisPrefix = "tollgate"
+	DefaultPGConns     = 16
+	DefaultRedisConns  = 64
+	// DefaultStartTimeout bounds how long Open waits for the connections to open.
+	DefaultStartTimeout = time.Minute
+	// DefaultRelayInterval is how often the journal's relay publishes the changes an
+	// instance that died left unpublished.
+	DefaultRelayInterval = 30 * time.Second
+)
+
+// Config is what an instance is made of. Postgres, Catalog and Plans are required;
+// the zero value of every other field is its default.
+type Config struct {
+	// Postgres is the PostgreSQL connection string (keys, credits, sessions, OAuth
+	// grants, webhooks, usage, audit, idempotency, the journal).
+	Postgres string
+	// Schema is the PostgreSQL schema of the tables; DefaultSchema by default.
+	Schema string
+	// Pooler reaches PostgreSQL through a pooler in transaction mode
+	// (postgres.PoolerConfig).
+	Pooler bool
+	// Migrate migrates the schema at Open (creating it if missing) rather than only
+	// checking it (postgres.CheckSchema).
+	Migrate bool
+	// Redis is the address of Redis, for the rate limits and concurrency slots. Empty:
+	// they live in PostgreSQL.
+	Redis string
+	// RedisPrefix is the prefix of the Redis keys; DefaultRedisPrefix by default.
+	RedisPrefix string
+	// PGConns and RedisConns are the sizes of the pools, opened before the instance
+	// serves; DefaultPGConns and DefaultRedisConns by default.
+	PGConns, RedisConns int
+
+	Catalog *catalog.Registry
+	Plans   *billing.Plans
+	// Logger receives the instance's own log; slog.Default() by default.
+	Logger *slog.Logger
+
+	// The service's settings (tollgate.Options); zero is the service's default.
+	CallTimeout, ReservationGrace, SweepInterval, Lease time.Duration
+	// AllowPrivateFetch lets URL-form file fetches, OAuth client metadata fetches and
+	// webhook deliveries reach private and loopback addresses: for development only.
+	AllowPrivateFetch bool
+	// SessionSecret signs session tokens (at least auth.MinSessionSecret bytes); with
+	// it the instance serves sessions and the dashboard. Every instance of a
+	// deployment needs the same one.
+	SessionSecret []byte
+
+	// AdminToken enables the admin API.
+	AdminToken string
+	// PublicURL is the origin clients reach the service at; with it, MCP clients may
+	// authorize with OAuth (the issuer of the tokens).
+	PublicURL string
+	// Edge is the HTTP edge of every door (trusted proxies, CORS, access log).
+	Edge edge.Options
+	// Doors are the doors to mount (doors.Options.Doors); zero: all it can serve.
+	Doors doors.Door
+
+	// WebhookSchedule and WebhookTimeout are the deliverer's retry schedule and the
+	// timeout of an attempt; zero: the deliverer's defaults.
+	WebhookSchedule webhook.Schedule
+	WebhookTimeout  time.Duration
+
+	// TracerProvider makes the traces of the calls (package tracing); nil: none.
+	TracerProvider trace.TracerProvider
+	// RelayInterval is how often the journal's relay runs; DefaultRelayInterval by
+	// default, negative for no relay.
+	RelayInterval time.Duration
+	// StartTimeout bounds the wait for the connections; DefaultStartTimeout by default.
+	StartTimeout time.Duration
+}
+
+// An Instance is one assembled instance. Its fields are for the host to read, not to
+// close: [Instance.Close] closes everything.
+type Instance struct {
+	Service  *tollgate.Service
+	Accounts *accounts.Manager
+	Doors    *doors.Mounted
+	Webhooks *webhook.Webhooks
+	// Handler serves every door, within the traces' middleware when there are traces.
+	Handler http.Handler
+	// Ready pings the stores, for /readyz; Metrics serves the scrape, for /metrics.
+	Ready   *health.Checker
+	Metrics http.Handler
+	// Pool is the PostgreSQL pool; Redis the Redis client, nil without Redis.
+	Pool  *pgxpool.Pool
+	Redis *goredis.Client
+
+	log     *slog.Logger
+	closers []func(ctx context.Context) // in the order Close runs them, after the servers
+
+	mu      sync.Mutex
+	servers []*http.Server
+	closed  bool
+}
+
+// Migrate creates the schema if it is missing and brings it to the store's version,
+// on a connection of its own. Several processes may run it at once: the migrations
+// take a lock, and each is applied once.
+func Migrate(ctx context.Context, postgresURL, schema string, pooler bool) error {
+	cfg := Config{Postgres: postgresURL, Schema: schema, Pooler: pooler, PGConns: 1}
+	cfg.defaults()
+	pc, err := poolConfig(&cfg, nil)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return migrate(ctx, pool, cfg.Schema)
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		// A role that may not create schemas may still migrate one that exists.
+		var exists bool
+		if qerr := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); qerr != nil || !exists {
+			return fmt.Errorf("creating schema %q: %w", schema, err)
+		}
+	}
+	return postgres.Migrate(ctx, pool)
+}
+
+func (c *Config) defaults() {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.RedisPrefix == "" {
+		c.RedisPrefix = DefaultRedisPrefix
+	}
+	if c.PGConns <= 0 {
+		c.PGConns = DefaultPGConns
+	}
+	if c.RedisConns <= 0 {
+		c.RedisConns = DefaultRedisConns
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RelayInterval == 0 {
+		c.RelayInterval = DefaultRelayInterval
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+}
+
+// poolConfig returns the pool's settings: the schema, a full pool that never shrinks
+// (a call never waits for a connection to open), connections replaced after an hour or
+// so at spread times, and the traces' hook.
+func poolConfig(c *Config, tr *tracing.Tracer) (*pgxpool.Config, error) {
+	parse := postgres.PoolConfig
+	if c.Pooler {
+		parse = postgres.PoolerConfig
+	}
+	pc, err := parse(c.Postgres)
+	if err != nil {
+		return nil, errors.New("the PostgreSQL connection string cannot be parsed; write it as postgres://user:password@host:port/database")
+	}
+	if !c.Pooler {
+		pc.ConnConfig.RuntimeParams["search_path"] = c.Schema
+	}
+	pc.MaxConns, pc.MinConns = int32(c.PGConns), int32(c.PGConns)
+	pc.ConnConfig.ConnectTimeout = 2 * time.Second
+	pc.MaxConnLifetime, pc.MaxConnLifetimeJitter = time.Hour, 30*time.Minute
+	if tr != nil {
+		pc.ConnConfig.Tracer = postgres.QueryTracer(tr)
+	}
+	return pc, nil
+}
+
+// Open builds an instance. On failure everything it opened is closed again.
+func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
+	if cfg.Postgres == "" || cfg.Catalog == nil || cfg.Plans == nil {
+		return nil, errors.New("deploy: Config needs Postgres, Catalog and Plans")
+	}
+	cfg.defaults()
+	log := cfg.Logger
+	in := &Instance{log: log}
+	// undo closes what was opened so far, in the reverse order, when Open fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	var tr *tracing.Tracer
+	if cfg.TracerProvider != nil {
+		tr = tracing.New(&tracing.Options{TracerProvider: cfg.TracerProvider})
+	}
+
+	// 1. The connections, full before the instance serves.
+	pc, err := poolConfig(&cfg, tr)
+	if err != nil {
+		return nil, err
+	}
+	if in.Pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return nil, err
+	}
+	undo = append(undo, in.Pool.Close)
+	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	if err := fillPool(startCtx, in.Pool); err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		if err := migrate(ctx, in.Pool, cfg.Schema); err != nil {
+			return nil, err
+		}
+	} else if err := postgres.CheckSchema(ctx, in.Pool); err != nil {
+		return nil, err
+	}
+	pg, err := postgres.New(in.Pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	stores := tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}
+	var limits health.Pinger = pg
+	if cfg.Redis != "" {
+		in.Redis = newRedis(cfg.Redis, cfg.RedisConns)
+		undo = append(undo, func() { in.Redis.Close() })
+		if tr != nil {
+			in.Redis.AddHook(redis.Hook(tr))
+		}
+		if err := fillRedis(startCtx, in.Redis); err != nil {
+			return nil, err
+		}
+		rd, err := redis.New(in.Redis, &redis.Options{Prefix: cfg.RedisPrefix})
+		if err != nil {
+			return nil, err
+		}
+		stores.Rates, stores.Slots, limits = rd, rd, rd
+	}
+	answers, err := postgres.NewIdempotencyStore(in.Pool)
+	if err != nil {
+		return nil, err
+	}
+	hookStore, err := postgres.NewWebhookStore(in.Pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	auditStore, err := postgres.NewAuditStore(in.Pool)
+	if err != nil {
+		return nil, err
+	}
+	usageStore, err := postgres.NewUsageStore(in.Pool)
+	if err != nil {
+		return nil, err
+	}
+	oauthStore, err := postgres.NewOAuthStore(in.Pool)
+	if err != nil {
+		return nil, err
+	}
+	sessionStore, err := postgres.NewSessionStore(in.Pool)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. The metrics, on a registry of the instance's own; the stores decorated.
+	promReg := prometheus.NewRegistry()
+	m, err := metrics.New(promReg, nil)
+	if err != nil {
+		return nil, err
+	}
+	in.Metrics = metrics.Handler(promReg)
+	stores = m.Stores(stores)
+
+	// 3. The service. Key records are cached: a paid call checks its key in its
+	// admission, so a revocation on one instance refuses the next call on any other.
+	opts := &tollgate.Options{Logger: log, KeyCache: &auth.KeyCacheOptions{},
+		CallTimeout: cfg.CallTimeout, ReservationGrace: cfg.ReservationGrace, SweepInterval: cfg.SweepInterval, Lease: cfg.Lease,
+		Idempotency: &tollgate.IdempotencyOptions{Store: m.IdempotencyStore(answers)},
+		Fetch:       tollgate.FetchOptions{AllowPrivate: cfg.AllowPrivateFetch}}
+	if cfg.SessionSecret != nil {
+		if opts.Sessions, err = auth.NewSessions(cfg.SessionSecret); err != nil {
+			return nil, err
+		}
+		opts.SessionStore = m.SessionStore(sessionStore)
+	}
+	if in.Service, err = tollgate.New(cfg.Catalog, stores, cfg.Plans, opts); err != nil {
+		return nil, err
+	}
+	undo = append(undo, in.Service.Close)
+	detachMetrics := m.Attach(in.Service)
+	undo = append(undo, detachMetrics)
+	detachTraces := func() {}
+	if tr != nil {
+		detachTraces = tr.Attach(in.Service)
+		undo = append(undo, detachTraces)
+	}
+
+	// 4. The observers: the audit log (kept 30 days), the usage statistics (flushed
+	// every 5 seconds), the webhooks (every instance enqueues its events and delivers
+	// the outbox).
+	auditLog := audit.NewLog(auditStore, &audit.LogOptions{Retention: 30 * 24 * time.Hour, Logger: log})
+	in.Service.Events().Subscribe(auditLog, auditLog.Kinds()...)
+	undo = append(undo, auditLog.Close)
+	recorder, err := usage.NewRecorder(usageStore, &usage.RecorderOptions{FlushInterval: 5 * time.Second, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	in.Service.Events().Subscribe(recorder, recorder.Kinds()...)
+	closeUsage := func(ctx context.Context) {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), usage.DefaultFlushTimeout)
+		defer cancel()
+		_ = recorder.Close(flush) // the recorder logs a failed flush
+	}
+	undo = append(undo, func() { closeUsage(context.Background()) })
+	if in.Webhooks, err = webhook.New(hookStore, in.Service.Events(), &webhook.Options{AllowPrivate: cfg.AllowPrivateFetch,
+		Logger: log, Dispatcher: webhook.DispatcherOptions{Plans: cfg.Plans, Keys: pg, Ledger: pg},
+		Deliverer: webhook.DelivererOptions{Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout}}); err != nil {
+		return nil, err
+	}
+	hooksCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		if err := in.Webhooks.Run(hooksCtx); err != nil {
+			log.Error("webhooks stopped", "error", err)
+		}
+	}()
+	closeHooks := func() {
+		stopHooks()
+		<-hooksDone
+		in.Webhooks.Close()
+	}
+	undo = append(undo, closeHooks)
+	m.Watch(metrics.WebhookSources(in.Webhooks, hookStore))
+
+	// 5. The relay of the journal: the changes an instance kept in the journal and died
+	// before it published are published by whichever instance relays first.
+	stopRelay := func() {}
+	if cfg.RelayInterval > 0 {
+		relay, err := journal.NewRelay(in.Service.Events(), []journal.Store{pg}, &journal.RelayOptions{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		stopRelay = every.Start(cfg.RelayInterval, every.Chore{
+			Do:     relay.Relay,
+			Failed: "tollgate: cannot relay the journal of changes; the next round tries again",
+			Done:   "tollgate: published the changes the journal held",
+		}.Run(log))
+		undo = append(undo, stopRelay)
+	}
+
+	// 6. The manager of the accounts, and every door on one mux.
+	if in.Accounts, err = accounts.New(in.Service, &accounts.Options{Audit: auditStore, Usage: usageStore,
+		RevokedKeyRetention: 7 * 24 * time.Hour, Logger: log}); err != nil {
+		return nil, err
+	}
+	undo = append(undo, in.Accounts.Close)
+	mux := http.NewServeMux()
+	dopts := &doors.Options{Doors: cfg.Doors, Edge: cfg.Edge, Accounts: in.Accounts, Webhooks: in.Webhooks.Endpoints(),
+		AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, Logger: log}
+	if cfg.PublicURL != "" {
+		dopts.OAuth = &doors.OAuth{Store: oauthStore, Options: oauth.Options{Fetch: oauth.FetchOptions{AllowPrivate: cfg.AllowPrivateFetch}}}
+	}
+	if in.Doors, err = doors.Mount(mux, in.Service, dopts); err != nil {
+		return nil, err
+	}
+	undo = append(undo, in.Doors.Close)
+	m.Watch(metrics.Sources{Usage: recorder, Audit: auditLog, MCP: in.Doors.MCP})
+	in.Handler = mux
+	if tr != nil {
+		in.Handler = tr.Handler(mux)
+	}
+
+	// 7. The readiness of the stores, by role.
+	if in.Ready, err = health.New([]health.Store{
+		{Role: "keys", Pinger: pg}, {Role: "ledger", Pinger: pg},
+		{Role: "rates", Pinger: limits}, {Role: "slots", Pinger: limits},
+		{Role: "idempotency", Pinger: answers}, {Role: "webhooks", Pinger: hookStore},
+		{Role: "audit", Pinger: auditStore}, {Role: "usage", Pinger: usageStore},
+		{Role: "sessions", Pinger: sessionStore}, {Role: "oauth", Pinger: oauthStore},
+	}, &health.Options{Logger: log}); err != nil {
+		return nil, err
+	}
+
+	// What Close runs once the servers have stopped, in order.
+	svc := in.Service
+	in.closers = []func(ctx context.Context){
+		func(ctx context.Context) { waitSettlements(ctx, svc) },
+		func(context.Context) { in.Accounts.Close(); svc.Close(); stopRelay() },
+		func(context.Context) { closeHooks() },
+		closeUsage,
+		func(context.Context) { auditLog.Close() },
+		func(context.Context) { detachTraces(); detachMetrics() },
+		func(context.Context) {
+			if in.Redis != nil {
+				in.Redis.Close()
+			}
+			in.Pool.Close()
+		},
+	}
+	return in, nil
+}
+
+// NewServer returns the HTTP server of the doors over h: its timeouts bound slow
+// clients (the doors bound bodies).
+func NewServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
+// Serve serves the instance's doors on ln until Close; it returns http.ErrServerClosed
+// after Close, and at once if the instance is closed.
+func (in *Instance) Serve(ln net.Listener) error {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	srv := NewServer(in.Handler, in.log)
+	in.servers = append(in.servers, srv)
+	in.mu.Unlock()
+	return srv.Serve(ln)
+}
+
+// Close shuts the instance down, in order: its servers stop taking requests and let
+// the calls in flight finish (MCP's event streams are ended first), until ctx is done,
+// when the calls still running are cut; the settlements being retried are waited for
+// (until ctx is done); then the manager and the service stop, the webhooks flush their
+// queue, the usage statistics and the audit log flush theirs, and the connections
+// close. It returns ctx's error if the calls in flight did not finish in time. Calling
+// it again does nothing.
+func (in *Instance) Close(ctx context.Context) error {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.closed = true
+	servers := in.servers
+	in.mu.Unlock()
+	in.Doors.Close() // MCP's event streams, which Shutdown would wait for
+	var err error
+	for _, s := range servers {
+		if serr := s.Shutdown(ctx); serr != nil {
+			err = serr
+			s.Close()
+		}
+	}
+	for _, c := range in.closers {
+		c(ctx)
+	}
+	return err
+}
+
+// waitSettlements waits until the service retries no settlement, or ctx is done.
+func waitSettlements(ctx context.Context, svc *tollgate.Service) {
+	for svc.Stats().PendingSettlements > 0 {
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RandomSecret returns a session secret made now: sessions signed with it end when the
+// process does.
+func RandomSecret() []byte {
+	b := make([]byte, auth.MinSessionSecret)
+	rand.Read(b)
+	return b
+}
+
+// newRedis returns a client whose pool is filled before the instance serves, and that
+// fails fast: a down Redis fails a call in a fraction of a second (503, nothing
+// charged) rather than hold it for go-redis's multi-second defaults.
+func newRedis(addr string, size int) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr: addr, PoolSize: size, MinIdleConns: size, PoolTimeout: 500 * time.Millisecond,
+		DialTimeout: 250 * time.Millisecond, DialerRetries: 1, ReadTimeout: 250 * time.Millisecond,
+		WriteTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: 1,
+		Protocol: 2,
+	})
+}
+
+// fillPool opens every connection of the pool, trying until ctx ends: an instance
+// that starts with its database under load (or still starting) waits for it.
+func fillPool(ctx context.Context, pool *pgxpool.Pool) error {
+	conns := make([]*pgxpool.Conn, 0, pool.Config().MaxConns)
+	defer func() {
+		for _, conn := range conns {
+			conn.Release()
+		}
+	}()
+	for len(conns) < cap(conns) {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			if pause(ctx) != nil {
+				return fmt.Errorf("opening the %d connections to PostgreSQL: %w", cap(conns), err)
+			}
+			continue
+		}
+		conns = append(conns, conn)
+	}
+	return nil
+}
+
+// fillRedis opens every connection of the client's pool, as fillPool does.
+func fillRedis(ctx context.Context, client *goredis.Client) error {
+	conns := make([]*goredis.Conn, 0, client.Options().PoolSize)
+	defer func() {
+		for _, conn := range conns {
+			conn.Close() // back to the pool
+		}
+	}()
+	for len(conns) < cap(conns) {
+		conn := client.Conn()
+		if err := conn.Ping(ctx).Err(); err != nil {
+			conn.Close()
+			if pause(ctx) != nil {
+				return fmt.Errorf("opening the %d connections to Redis: %w", cap(conns), err)
+			}
+			continue
+		}
+		conns = append(conns, conn)
+	}
+	return nil
+}
+
+func pause(ctx context.Context) error {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
