@@ -35,8 +35,8 @@ import (
 // dies at each step, what happens when the mark fails, and how long records are kept.
 type IdempotencyOptions struct {
 	// Store keeps the records: memory.NewIdempotencyStore for one instance,
-	// postgres.NewIdempotencyStore or a redis.Store for a deployment of several. It is
-	// required.
+	// postgres.NewIdempotencyStore or a redis.Store's Idempotency for a deployment of
+	// several. It is required.
 	Store idempotency.Store
 	// Retention is how long an answer is kept: a record is kept for Retention, and at
 	// least until Options.ReservationGrace after its batch's lease ends. The default
@@ -68,7 +68,7 @@ func newIdempotencyConfig(o *IdempotencyOptions) (idempotencyConfig, error) {
 		return idempotencyConfig{}, nil
 	}
 	if o.Store == nil {
-		return idempotencyConfig{}, errors.New("tollgate: Options.Idempotency needs a Store (memory.NewIdempotencyStore, postgres.NewIdempotencyStore, a redis.Store)")
+		return idempotencyConfig{}, errors.New("tollgate: Options.Idempotency needs a Store (memory.NewIdempotencyStore, postgres.NewIdempotencyStore, a redis.Store's Idempotency)")
 	}
 	c := idempotencyConfig{store: o.Store, retention: o.Retention, maxAnswer: o.MaxAnswerBytes}
 	if c.retention <= 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
 )
 
 // noJournalKeys and noJournalLedger hide the journal of the store they wrap: they
@@ -57,16 +58,27 @@ func benchRotate(b *testing.B, keys auth.KeyStore, ledger driver.Ledger) {
 }
 
 // BenchmarkRotateJournal compares a key's rotation with and without the journal of
-// changes, on memory and on PostgreSQL: the journal adds the entry's insert to the
-// rotation's statement, a read of the key (for its account) before it and the entry's
-// removal after it.
+// changes, on memory, on Redis and on PostgreSQL: the journal adds the entry's insert to
+// the rotation's statement (PostgreSQL) or script (Redis, which also indexes the
+// account's journal when a claim found it empty), a read of the key (for its account)
+// before it and the entry's removal after it.
 //
-//	TOLLGATE_TEST_POSTGRES=... go test -run '^$' -bench RotateJournal -benchtime 2000x ./accounts/
+//	TOLLGATE_TEST_REDIS=... TOLLGATE_TEST_POSTGRES=... go test -run '^$' -bench RotateJournal -benchtime 2000x ./accounts/
 func BenchmarkRotateJournal(b *testing.B) {
 	b.Run("memory/journal", func(b *testing.B) { benchRotate(b, memory.NewKeyStore(), memory.NewLedger(nil)) })
 	b.Run("memory/none", func(b *testing.B) {
 		benchRotate(b, noJournalKeys{memory.NewKeyStore()}, noJournalLedger{memory.NewLedger(nil)})
 	})
+	onRedis := func(b *testing.B) *redis.Store {
+		c := testenv.RedisClient(b, testenv.Var(b, testenv.Redis))
+		s, err := redis.New(c, &redis.Options{Prefix: testenv.RedisPrefix(b, c)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	b.Run("redis/journal", func(b *testing.B) { s := onRedis(b); benchRotate(b, s, s) })
+	b.Run("redis/none", func(b *testing.B) { s := onRedis(b); benchRotate(b, noJournalKeys{s}, noJournalLedger{s}) })
 	dsn := testenv.Var(b, testenv.Postgres)
 	schema := testenv.PostgresSchema(b, dsn)
 	pool := testenv.PostgresPool(b, dsn, schema, 8)

@@ -7,10 +7,10 @@
 // audit log and the webhook dispatcher store what they keep of it. Without a journal,
 // an instance that dies in between (kill -9, a crash, a lost machine) leaves the change
 // stored and its event lost. With one, the store that makes the change records the
-// change in its journal in the same atomic step: the same statement (PostgreSQL), under
-// the same lock (memory). The instance then publishes it and, once every observer
-// stored what it keeps of it (none deferred it, see [event.Change.Defer]), removes it
-// from the journal. What is left in a journal, on any instance, is published again by a
+// change in its journal in the same atomic step: the same statement (PostgreSQL), the
+// same script (Redis), under the same lock (memory). The instance then publishes it
+// and, once every observer stored what it keeps of it (none deferred it, see
+// [event.Change.Defer]), removes it from the journal. What is left in a journal, on any instance, is published again by a
 // [Relay], under the change's own ID, which the audit log and the webhook outbox store
 // once. Observers may thus be told of a change twice (see [event.Observer]).
 //

@@ -242,7 +242,7 @@ func TestStoreAdmitsInOneStep(t *testing.T) {
 	}
 	svc, err := tollgate.New(cat, m.Stores(tollgate.Stores{Keys: rs, Ledger: rs, Rates: rs, Slots: rs}), plans,
 		&tollgate.Options{Logger: logs.Logger(), SweepInterval: -1,
-			Idempotency: &tollgate.IdempotencyOptions{Store: m.IdempotencyStore(rs)}})
+			Idempotency: &tollgate.IdempotencyOptions{Store: m.IdempotencyStore(rs.Idempotency())}})
 	if err != nil {
 		t.Fatal(err)
 	}

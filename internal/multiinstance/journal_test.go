@@ -28,6 +28,7 @@ import (
 	changes "github.com/tollgate-dev/tollgate/journal" // journal names a helper of process_grants_test.go
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/store/postgres"
+	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
 
@@ -35,9 +36,8 @@ import (
 // publishing it, and check that another instance's relay of the journal (package
 // journal) publishes it: its webhook is delivered once, its audit entry written once.
 // They run on every deployment whose key store and ledger keep a journal: memory,
-// PostgreSQL (directly and behind PgBouncer), and PostgreSQL with the limits in Redis.
-// The Redis store keeps no journal yet (docs/webhooks.md, "Changes that survive a
-// crash").
+// PostgreSQL (directly and behind PgBouncer), PostgreSQL with the limits in Redis, and
+// Redis.
 
 // journalDeployment is a deployment with the shared stores of the audit log and the
 // webhook outbox.
@@ -50,7 +50,7 @@ type journalDeployment struct {
 func journalDeployments() []journalDeployment {
 	memAudit, memHooks := sync.OnceValue(memory.NewAuditStore), sync.OnceValue(memory.NewWebhookStore)
 	memoryOutbox := func(*testing.T) (audit.Store, webhook.Store) { return memAudit(), memHooks() }
-	withRedis := perTest(directly, true)
+	withRedis, onlyRedis := perTest(directly, true), perTest(noPostgres, true)
 	return []journalDeployment{
 		{memoryShared(), memoryOutbox},
 		onPostgresJournal("postgres", perTest(directly, false)),
@@ -59,7 +59,33 @@ func journalDeployments() []journalDeployment {
 			s, r := withRedis(t).pg.store(t), withRedis(t).rd.store(t)
 			return tollgate.Stores{Keys: s, Ledger: s, Rates: r, Slots: r}
 		}}, pgOutbox(withRedis)},
+		onRedisJournal("redis", onlyRedis),
 	}
+}
+
+// onRedisJournal keeps everything in the Redis prefix of the test's targets but the
+// audit log, in memory, one per test.
+func onRedisJournal(name string, tg func(*testing.T) targets) journalDeployment {
+	var mu sync.Mutex
+	audits := map[*testing.T]audit.Store{}
+	return journalDeployment{deployment{name: name, stores: func(t *testing.T) tollgate.Stores {
+		s := tg(t).rd.store(t)
+		return tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
+	}}, func(t *testing.T) (audit.Store, webhook.Store) {
+		mu.Lock()
+		a, ok := audits[t]
+		if !ok {
+			a = memory.NewAuditStore()
+			audits[t] = a
+		}
+		mu.Unlock()
+		rd := tg(t).rd
+		w, err := redis.NewWebhookStore(testenv.RedisClient(t, rd.addr), &redis.WebhookOptions{Prefix: rd.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, w
+	}}
 }
 
 // onPostgresJournal keeps everything in the PostgreSQL schema of the test's targets.
@@ -318,12 +344,13 @@ func messageOf(t *testing.T, hooks webhook.Store, endpoint string) string {
 	return page.Deliveries[0].Message.ID
 }
 
-// The child process of TestJournalSIGKILL: an instance on the PostgreSQL schema its
-// environment names, which rotates a key and kills itself with SIGKILL once the
-// rotation is stored, before anyone hears of it.
+// The child process of TestJournalSIGKILL: an instance on the PostgreSQL schema or the
+// Redis prefix its environment names, which rotates a key and kills itself with
+// SIGKILL once the rotation is stored, before anyone hears of it.
 const (
 	childEnv  = "TOLLGATE_JOURNAL_CHILD"  // the key to rotate
 	schemaEnv = "TOLLGATE_JOURNAL_SCHEMA" // the schema
+	prefixEnv = "TOLLGATE_JOURNAL_PREFIX" // the prefix, for Redis
 )
 
 // TestJournalChild is the child process of TestJournalSIGKILL; it does nothing unless
@@ -333,12 +360,19 @@ func TestJournalChild(t *testing.T) {
 	if keyID == "" {
 		return
 	}
-	pool := testenv.PostgresPool(t, testenv.Var(t, testenv.Postgres), os.Getenv(schemaEnv), 4)
-	s, err := postgres.New(pool, nil)
-	if err != nil {
-		t.Fatal(err)
+	var stores tollgate.Stores
+	if prefix := os.Getenv(prefixEnv); prefix != "" {
+		s := redisTarget{addr: testenv.Var(t, testenv.Redis), prefix: prefix}.store(t)
+		stores = tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
+	} else {
+		pool := testenv.PostgresPool(t, testenv.Var(t, testenv.Postgres), os.Getenv(schemaEnv), 4)
+		s, err := postgres.New(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}
 	}
-	svc, err := tollgate.New(&catalog.Registry{}, tollgate.Stores{Keys: s, Ledger: s, Rates: s, Slots: s}, plans, nil)
+	svc, err := tollgate.New(&catalog.Registry{}, stores, plans, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,43 +389,59 @@ func TestJournalChild(t *testing.T) {
 }
 
 // TestJournalSIGKILL: a process killed with SIGKILL right after it stored a key's
-// rotation, before it published it, leaves the rotation in PostgreSQL's journal; an
-// instance's relay publishes it, and the receiver gets its key.rotated once.
+// rotation, before it published it, leaves the rotation in the journal (PostgreSQL's,
+// Redis's); an instance's relay publishes it, and the receiver gets its key.rotated
+// once.
 func TestJournalSIGKILL(t *testing.T) {
-	tg := perTest(directly, false)
-	d := onPostgresJournal("postgres", tg)
-	clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
-	b := startJournalInstance(t, d, clock, nil)
-	rcv := newReceiver(t)
-	ctx := context.Background()
-	_, hooks := d.outbox(t)
-	ep, key := b.rotationsTo(t, hooks, rcv, clock, "killed")
+	for _, tc := range []struct {
+		name string
+		tg   func(*testing.T) targets
+		d    func(func(*testing.T) targets) journalDeployment
+		env  func(targets) string // the child's store
+	}{
+		{"postgres", perTest(directly, false), func(tg func(*testing.T) targets) journalDeployment {
+			return onPostgresJournal("postgres", tg)
+		}, func(tg targets) string { return schemaEnv + "=" + tg.pg.schema }},
+		{"redis", perTest(noPostgres, true), func(tg func(*testing.T) targets) journalDeployment {
+			return onRedisJournal("redis", tg)
+		}, func(tg targets) string { return prefixEnv + "=" + tg.rd.prefix }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.d(tc.tg)
+			clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
+			b := startJournalInstance(t, d, clock, nil)
+			rcv := newReceiver(t)
+			ctx := context.Background()
+			_, hooks := d.outbox(t)
+			ep, key := b.rotationsTo(t, hooks, rcv, clock, "killed")
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestJournalChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+key.ID, schemaEnv+"="+tg(t).pg.schema)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the child process ended with %v, not killed by SIGKILL:\n%s", err, out)
-	}
-	if k, err := b.mgr.Service().Stores().Keys.Key(ctx, key.ID); err != nil || k.RotatedAt.IsZero() {
-		t.Fatalf("the key after the killed process's rotation: %+v, %v; want it rotated", k, err)
-	}
-	if page, err := hooks.Deliveries(ctx, ep.ID, webhook.Query{}); err != nil || len(page.Deliveries) != 0 {
-		t.Fatalf("the outbox before the relay: %+v, %v; want nothing (the process died before publishing)", page.Deliveries, err)
-	}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestJournalChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), childEnv+"="+key.ID, tc.env(tc.tg(t)))
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the child process ended with %v, not killed by SIGKILL:\n%s", err, out)
+			}
+			if k, err := b.mgr.Service().Stores().Keys.Key(ctx, key.ID); err != nil || k.RotatedAt.IsZero() {
+				t.Fatalf("the key after the killed process's rotation: %+v, %v; want it rotated", k, err)
+			}
+			if page, err := hooks.Deliveries(ctx, ep.ID, webhook.Query{}); err != nil || len(page.Deliveries) != 0 {
+				t.Fatalf("the outbox before the relay: %+v, %v; want nothing (the process died before publishing)", page.Deliveries, err)
+			}
 
-	// The child's clock is the machine's: the grace has passed on it too.
-	clock.Set(time.Now().Add(time.Minute + time.Second))
-	if n, err := b.mgr.RelayJournal(ctx); n != 1 || err != nil {
-		t.Fatalf("the relay published %d (%v), want the rotation", n, err)
-	}
-	id := messageOf(t, hooks, ep.ID)
-	waitDelivered(t, hooks, ep.ID)
-	if n, err := b.mgr.RelayJournal(ctx); n != 0 || err != nil {
-		t.Errorf("a second relay published %d (%v)", n, err)
-	}
-	if n := rcv.count(id); n != 1 {
-		t.Errorf("the receiver got the rotation %d times, want once", n)
+			// The child's clock is the machine's: the grace has passed on it too.
+			clock.Set(time.Now().Add(time.Minute + time.Second))
+			if n, err := b.mgr.RelayJournal(ctx); n != 1 || err != nil {
+				t.Fatalf("the relay published %d (%v), want the rotation", n, err)
+			}
+			id := messageOf(t, hooks, ep.ID)
+			waitDelivered(t, hooks, ep.ID)
+			if n, err := b.mgr.RelayJournal(ctx); n != 0 || err != nil {
+				t.Errorf("a second relay published %d (%v)", n, err)
+			}
+			if n := rcv.count(id); n != 1 {
+				t.Errorf("the receiver got the rotation %d times, want once", n)
+			}
+		})
 	}
 }

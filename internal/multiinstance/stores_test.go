@@ -59,7 +59,7 @@ func onRedis() deployment {
 			r := tg(t).rd.store(t)
 			return tollgate.Stores{Keys: r, Ledger: r, Rates: r, Slots: r}
 		},
-		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.store(t) }}
+		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.store(t).Idempotency() }}
 }
 
 // onRedisCallerClock is onRedis with the Redis store on the time the service passes
@@ -74,7 +74,9 @@ func onRedisCallerClock() deployment {
 			r := tg(t).rd.storeWith(t, redis.Options{CallerClock: true})
 			return tollgate.Stores{Keys: r, Ledger: r, Rates: r, Slots: r}
 		},
-		answers: func(t *testing.T) idempotency.Store { return tg(t).rd.storeWith(t, redis.Options{CallerClock: true}) }}
+		answers: func(t *testing.T) idempotency.Store {
+			return tg(t).rd.storeWith(t, redis.Options{CallerClock: true}).Idempotency()
+		}}
 }
 
 // pgTarget is a test's PostgreSQL schema, and, for a deployment behind a pooler, the

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -43,9 +44,14 @@ func (s *Store) reindexAccount(ctx context.Context, id string) {
 // UpdateAccount replaces the mutable fields of an account that still has u.Revision and
 // is not closed. The record is read first (for the fields an update keeps: the
 // creation), then written, with the next revision, in one script in the account's slot
-// that refuses a closed account or another revision.
+// that refuses a closed account or another revision, and records the journal entry
+// ctx carries.
 func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.Account, error) {
 	if err := ctx.Err(); err != nil {
+		return auth.Account{}, err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return auth.Account{}, err
 	}
 	for _, f := range []struct{ what, value string }{{"plan", u.Plan}, {"pending plan", u.PendingPlan}} {
@@ -80,7 +86,7 @@ func (s *Store) UpdateAccount(ctx context.Context, u auth.AccountUpdate) (auth.A
 		}
 	}
 	k := s.account(u.ID)
-	reply, err := s.write(ctx, updateAccountScript, []string{k.record(), k.keys()}, strconv.FormatInt(u.Revision, 10), string(rec))
+	reply, err := s.journalWrite(u.ID, entry).run(ctx, updateAccountScript, []string{k.record(), k.keys()}, strconv.FormatInt(u.Revision, 10), string(rec))
 	if err != nil {
 		return auth.Account{}, fail(ctx, err, "updating account %q", u.ID)
 	}
@@ -219,7 +225,8 @@ func (s *Store) accountsOf(ctx context.Context, ids []string) ([]*auth.Account, 
 //     it is deleted);
 //  2. take its id out of the index of account ids;
 //  3. delete its record and its keys in one script in the account's slot, which
-//     checks again that it exists and is closed;
+//     checks again that it exists and is closed, and records the journal entry ctx
+//     carries (the journal is kept);
 //  4. delete the index entries of its keys (their ids and hashes, and their entries in
 //     the index of revoked keys).
 //
@@ -229,6 +236,10 @@ func (s *Store) accountsOf(ctx context.Context, ids []string) ([]*auth.Account, 
 // between the steps, what is left is index entries that no record backs, which
 // resolve nothing and are skipped by the listing.
 func (s *Store) DeleteAccount(ctx context.Context, id string) error {
+	entry, err := journal.From(ctx)
+	if err != nil {
+		return err
+	}
 	a, err := s.Account(ctx, id)
 	if err != nil {
 		return err
@@ -240,7 +251,7 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 		return fail(ctx, err, "deleting account %q from the index", id)
 	}
 	k := s.account(id)
-	reply, err := s.write(ctx, deleteAccountScript, []string{k.record(), k.keys(), k.korder(), k.krev()})
+	reply, err := s.journalWrite(id, entry).run(ctx, deleteAccountScript, []string{k.record(), k.keys(), k.korder(), k.krev()})
 	if err != nil {
 		return fail(ctx, err, "deleting account %q", id)
 	}

@@ -60,6 +60,7 @@ func TestCluster(t *testing.T) {
 	addr(t) // the cluster tests run where the others do
 	_, c := startCluster(t)
 	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, c, nil) })
+	storetest.Run(t, func(t *testing.T) any { return newStoreOn(t, c, nil).Idempotency() })
 	storetest.Run(t, func(t *testing.T) any { return newWebhookStore(t, c, storetest.MinPendingBound) })
 }
 

@@ -4,7 +4,10 @@
 // [driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter]), the
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
 // to settle, and the [driver.Sweeper], through which every instance voids expired
-// reservations. It is also an [auth.SessionStore] and an [idempotency.Store].
+// reservations. Its key store and ledger keep a journal of the changes of management
+// they store ([journal.KeyStore], [journal.Ledger]; see docs/redis.md, "The journal of
+// changes"). It is also an [auth.SessionStore]; [Store.Idempotency] returns its
+// [idempotency.Store], a value of its own over the Store.
 // [WebhookStore], a value of its own over the same client and prefix, keeps the webhook
 // endpoints and the outbox ([webhook.Store]), all on one Cluster slot (see
 // docs/redis.md, "Webhooks").

@@ -76,6 +76,27 @@ func parseExpiry(m string) (expiryEntry, bool) {
 		at: time.Unix(sec, us*1000).UTC()}, true
 }
 
+// keyInstantOf returns what begins the members of the index of expiries of one key
+// at one instant: the instant, the key id and the NUL that ends it; the whole member
+// if it is malformed.
+func keyInstantOf(m string) string {
+	if len(m) < instantLen {
+		return m
+	}
+	if i := strings.IndexByte(m[instantLen:], 0); i >= 0 {
+		return m[:instantLen+i+1]
+	}
+	return m
+}
+
+// sameKeyInstant reports whether two members of the index of expiries are of one key
+// at one instant: a primary key's own expiry and its account's, or an entry and
+// another a change left behind.
+func sameKeyInstant(a, b string) bool {
+	ka := keyInstantOf(a)
+	return ka != a && ka == keyInstantOf(b)
+}
+
 // keyExpiry returns the member of the own expiry of a key, and false if it has none.
 func keyExpiry(k *auth.Key) (string, bool) {
 	e := k.Restrictions.ExpiresAt()
@@ -127,7 +148,9 @@ func (s *Store) unindexExpiries(ctx context.Context, members ...string) {
 // [auth.KeyExpiries]): it reads the entries of the window after the cursor from the
 // index of expiries (ZRANGE BYLEX, at most the page's size and one), then the records
 // of their keys and accounts in one pipeline, and lists the entries the records bear
-// out. A page therefore examines at most its size of entries: when some no longer
+// out. A page therefore examines at most its size of entries, and the other entries of
+// the key and instant of its last (a primary key's own expiry and its account's, which
+// the next page, after that key at that instant, would skip): when some no longer
 // match their records, it holds fewer, with Next set to the last examined.
 func (s *Store) ExpiringKeys(ctx context.Context, q auth.ExpiryQuery) (auth.ExpiryPage, error) {
 	if err := ctx.Err(); err != nil {
@@ -155,9 +178,21 @@ func (s *Store) ExpiringKeys(ctx context.Context, q auth.ExpiryQuery) (auth.Expi
 	if err != nil {
 		return auth.ExpiryPage{}, fail(ctx, err, "reading the index of expiries")
 	}
-	entries := make([]expiryEntry, 0, min(size, len(members)))
+	examined := members[:min(size, len(members))]
+	if len(members) > size && sameKeyInstant(members[size-1], members[size]) {
+		// The page would end between the expiries of one key at one instant (a
+		// primary key's own and its account's): the next page, which starts after
+		// that key at that instant, would skip the rest. The page examines them all.
+		rest, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: s.expiries(), Start: "[" + members[size],
+			Stop: "(" + keyInstantOf(members[size]) + "\xff", ByLex: true}).Result()
+		if err != nil {
+			return auth.ExpiryPage{}, fail(ctx, err, "reading the index of expiries")
+		}
+		examined = append(examined[:len(examined):len(examined)], rest...)
+	}
+	entries := make([]expiryEntry, 0, len(examined))
 	var malformed []string
-	for _, m := range members[:min(size, len(members))] {
+	for _, m := range examined {
 		e, ok := parseExpiry(m)
 		if !ok {
 			malformed = append(malformed, m)
@@ -166,7 +201,7 @@ func (s *Store) ExpiringKeys(ctx context.Context, q auth.ExpiryQuery) (auth.Expi
 		entries = append(entries, e)
 	}
 	if len(members) > size {
-		if last, ok := parseExpiry(members[size-1]); ok {
+		if last, ok := parseExpiry(examined[len(examined)-1]); ok {
 			page.Next = auth.ExpiryCursor{At: last.at, Key: last.key}
 		} else {
 			// A malformed member, deleted below: the next page reads again from here.

@@ -24,6 +24,7 @@ var Scripts = map[string]*goredis.Script{
 	"whEndpoints": whEndpointsScript, "whEnqueue": whEnqueueScript, "whClaim": whClaimScript,
 	"whRecord": whRecordScript, "whResend": whResendScript, "whList": whListScript,
 	"whPrune": whPruneScript, "whSweepClaim": whSweepClaimScript, "whSweepRecord": whSweepRecordScript,
+	"journalPeek": journalPeekScript, "journalClaim": journalClaimScript, "journalRemove": journalRemoveScript,
 }
 
 // LuaFiles returns the files of lua/, each with its text as written (includes not
@@ -135,6 +136,19 @@ var CRC16 = crc16
 // make the store return short pages.
 func (s *Store) SetAccountScan(n int) { s.scan = n }
 
+// SetJournalScan sets the most entries of a shard of the index of journals that a
+// claim reads at once (0 restores the default).
+func (s *Store) SetJournalScan(n int) { s.jscan = n }
+
+// JournalShards returns the names of the shards of the index of journals.
+func (s *Store) JournalShards() []string {
+	names := make([]string, sweepShards)
+	for i := range names {
+		names[i] = s.journals(i)
+	}
+	return names
+}
+
 // AccountRecordKey returns the name of the key of an account's record under prefix.
 func AccountRecordKey(prefix, id string) string {
 	return (&Store{prefix: prefix}).account(id).record()
@@ -145,6 +159,10 @@ func ScriptName(cmd goredis.Cmder) string { return script(cmd) }
 
 // ScriptSource returns the text of the script of a file of lua/, its includes expanded.
 func ScriptSource(file string) string { return luaSource(file, nil) }
+
+// ShardOf returns the shard of the indexes of an account (the index of expiring
+// accounts, the index of journals).
+func ShardOf(s *Store, account string) int { return s.shardOf(account) }
 
 // AccountKeys returns the names of the keys of an account's balance, usage and open
 // reservations under prefix.

@@ -10,11 +10,27 @@ import (
 	"github.com/tollgate-dev/tollgate/store"
 )
 
+// IdempotencyStore keeps the records of batches sent with an idempotency key
+// ([idempotency.Store]) in the Redis of a [Store], under its prefix: each record is one
+// key, "<prefix>:idem:<id in hexadecimal>". It is a value of its own, made by
+// [Store.Idempotency], so that the Store's own Claim and Remove can be its journal's.
+// It is safe for concurrent use.
+type IdempotencyStore struct{ s *Store }
+
 // Interface guard.
-var _ idempotency.Store = (*Store)(nil)
+var _ idempotency.Store = (*IdempotencyStore)(nil)
+
+// Idempotency returns the store of the idempotency records, on the Store's client and
+// under its prefix.
+func (s *Store) Idempotency() *IdempotencyStore { return &IdempotencyStore{s: s} }
+
+// Ping checks that Redis answers (see [Store.Ping]).
+func (is *IdempotencyStore) Ping(ctx context.Context) error { return is.s.Ping(ctx) }
 
 // idemKey is the key of an idempotency record: "<prefix>:idem:<id in hexadecimal>".
-func (s *Store) idemKey(id idempotency.ID) string { return s.prefix + ":idem:" + id.String() }
+func (is *IdempotencyStore) idemKey(id idempotency.ID) string {
+	return is.s.prefix + ":idem:" + id.String()
+}
 
 // idemTime writes an instant for the idempotency scripts: Unix nanoseconds in 20
 // digits, which compare as strings as the instants do.
@@ -29,7 +45,7 @@ func idemTime(what string, t time.Time) (string, error) {
 // Claim claims the record of c.ID in one script (see [idempotency.Store]). The record
 // lives in Redis until a second after its expiry, on the caller's clock; a claim
 // judges expiry and leases on the caller's clock too.
-func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+func (is *IdempotencyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.Record{}, err
 	}
@@ -44,7 +60,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Rec
 		}
 	}
 	ttl := ms(c.Expires.Sub(c.Now)) + 1000
-	reply, err := s.write(ctx, idemClaimScript, []string{s.idemKey(c.ID)},
+	reply, err := is.s.write(ctx, idemClaimScript, []string{is.idemKey(c.ID)},
 		c.Fingerprint[:], c.Run[:], c.Token[:], args[0], args[1], args[2], ttl)
 	if err != nil {
 		return idempotency.Record{}, fail(ctx, err, "idempotency record %s", c.ID)
@@ -65,14 +81,14 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Rec
 
 // Preview returns what a claim c would get, in one read that changes nothing (see
 // [idempotency.Store]).
-func (s *Store) Preview(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
+func (is *IdempotencyStore) Preview(ctx context.Context, c idempotency.Claim) (idempotency.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.Record{}, err
 	}
 	if _, err := idemTime("now", c.Now); err != nil {
 		return idempotency.Record{}, err
 	}
-	v, err := s.c.HMGet(ctx, s.idemKey(c.ID), "f", "r", "l", "e", "d", "s", "a").Result()
+	v, err := is.s.c.HMGet(ctx, is.idemKey(c.ID), "f", "r", "l", "e", "d", "s", "a").Result()
 	if err != nil {
 		return idempotency.Record{}, fail(ctx, err, "idempotency record %s", c.ID)
 	}
@@ -94,12 +110,12 @@ func (s *Store) Preview(ctx context.Context, c idempotency.Claim) (idempotency.R
 
 // MarkSettling marks a record its token holds, and that has not expired at now, as
 // settling, in one script.
-func (s *Store) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
+func (is *IdempotencyStore) MarkSettling(ctx context.Context, id idempotency.ID, token idempotency.Token, now time.Time) error {
 	at, err := idemTime("time of the mark", now)
 	if err != nil {
 		return err
 	}
-	held, err := s.closeIdem(ctx, id, token, "settling", []byte(at))
+	held, err := is.closeIdem(ctx, id, token, "settling", []byte(at))
 	if err == nil && !held {
 		err = idempotency.ErrNotHeld
 	}
@@ -107,25 +123,25 @@ func (s *Store) MarkSettling(ctx context.Context, id idempotency.ID, token idemp
 }
 
 // Complete keeps the answer of a record its token holds, in one script.
-func (s *Store) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
-	_, err := s.closeIdem(ctx, id, token, "complete", answer)
+func (is *IdempotencyStore) Complete(ctx context.Context, id idempotency.ID, token idempotency.Token, answer []byte) error {
+	_, err := is.closeIdem(ctx, id, token, "complete", answer)
 	return err
 }
 
 // Abandon forgets a record its token holds, unless it is marked settling, in one
 // script.
-func (s *Store) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
-	_, err := s.closeIdem(ctx, id, token, "abandon", nil)
+func (is *IdempotencyStore) Abandon(ctx context.Context, id idempotency.ID, token idempotency.Token) error {
+	_, err := is.closeIdem(ctx, id, token, "abandon", nil)
 	return err
 }
 
 // closeIdem runs idem_close.lua on the record of id in mode op, and reports whether
 // token held the record.
-func (s *Store) closeIdem(ctx context.Context, id idempotency.ID, token idempotency.Token, op string, answer []byte) (bool, error) {
+func (is *IdempotencyStore) closeIdem(ctx context.Context, id idempotency.ID, token idempotency.Token, op string, answer []byte) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	reply, err := s.write(ctx, idemCloseScript, []string{s.idemKey(id)}, token[:], op, answer)
+	reply, err := is.s.write(ctx, idemCloseScript, []string{is.idemKey(id)}, token[:], op, answer)
 	if err != nil {
 		return false, fail(ctx, err, "idempotency record %s", id)
 	}

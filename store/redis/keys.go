@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -195,9 +196,13 @@ func checkText(a auth.Account, k auth.Key) error {
 // account ids (ZADD); the account's record and key are then written in one script,
 // which refuses a taken account id; the claims are withdrawn if it does. The id is
 // added to the index of account ids again once the record is written (see
-// DeleteAccount).
+// DeleteAccount). The script records the journal entry ctx carries (see journal.go).
 func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary auth.Key) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return err
 	}
 	if primary.AccountID != account.ID {
@@ -237,7 +242,7 @@ func (s *Store) CreateAccount(ctx context.Context, account auth.Account, primary
 		return err
 	}
 	a := s.account(account.ID)
-	st, err := s.write(ctx, createAccountScript, []string{a.record(), a.keys(), a.korder()},
+	st, err := s.journalWrite(account.ID, entry).run(ctx, createAccountScript, []string{a.record(), a.keys(), a.korder()},
 		string(arec), primary.ID, primary.Hash.String(), krec)
 	if err != nil {
 		// The outcome is unknown: the claims and the index entries stay (if the record
@@ -270,9 +275,14 @@ func (s *Store) Account(ctx context.Context, id string) (auth.Account, error) {
 
 // CreateKey stores a new key of an existing account, if limit lets it hold one more,
 // claiming its id and hash first as CreateAccount does. The limit is judged in the
-// script that writes the record, on the account's korder and krev.
+// script that writes the record, on the account's korder and krev, which records the
+// journal entry ctx carries.
 func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return err
 	}
 	if err := checkText(auth.Account{ID: key.AccountID, Plan: "-"}, key); err != nil {
@@ -302,8 +312,9 @@ func (s *Store) CreateKey(ctx context.Context, key auth.Key, limit auth.KeyLimit
 		since = strconv.FormatInt(limit.RevokedSince.UnixMicro(), 10)
 	}
 	a := s.account(key.AccountID)
+	w := s.journalWrite(key.AccountID, entry)
 	for indexed := false; ; indexed = true {
-		st, err := s.write(ctx, createKeyScript, []string{a.record(), a.keys(), a.korder(), a.krev()},
+		st, err := w.run(ctx, createKeyScript, []string{a.record(), a.keys(), a.korder(), a.krev()},
 			key.ID, key.Hash.String(), krec, max(limit.Max, 0), since)
 		if err != nil {
 			return fail(ctx, err, "creating key %q", key.ID)
@@ -579,9 +590,14 @@ func (s *Store) Resolve(ctx context.Context, h auth.Hash) (auth.Key, auth.Accoun
 // hash in the account's slot, so the old index entry, while it lasts, resolves nothing.
 // The new value works from that same moment, because its index entry was written
 // before. If the process stops between the steps, an index entry is left that resolves
-// nothing; it only keeps that (random) hash from being used again.
+// nothing; it only keeps that (random) hash from being used again. The script of step 2
+// records the journal entry ctx carries.
 func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
+		return auth.Key{}, err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return auth.Key{}, err
 	}
 	acct, err := s.accountOf(ctx, id)
@@ -597,7 +613,7 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 		return auth.Key{}, fmt.Errorf("redis: key %q: the new hash is taken: %w", id, store.ErrConflict)
 	}
 	moment := formatMoment(at)
-	reply, err := s.write(ctx, rotateScript, []string{s.account(acct).keys()}, id, h.String(), moment, strconv.FormatInt(rev, 10))
+	reply, err := s.journalWrite(acct, entry).run(ctx, rotateScript, []string{s.account(acct).keys()}, id, h.String(), moment, strconv.FormatInt(rev, 10))
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "rotating key %q", id)
 	}
@@ -627,9 +643,14 @@ func (s *Store) RotateKey(ctx context.Context, id string, rev int64, h auth.Hash
 }
 
 // RevokeKey marks a key revoked at the given moment, once, if it still has revision rev
-// (unless rev is [auth.AnyRevision]).
+// (unless rev is [auth.AnyRevision]), in one script that records the journal entry ctx
+// carries (a revocation of a revoked key too).
 func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Time) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
+		return auth.Key{}, err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return auth.Key{}, err
 	}
 	acct, err := s.accountOf(ctx, id)
@@ -637,7 +658,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, rev int64, at time.Tim
 		return auth.Key{}, err
 	}
 	a := s.account(acct)
-	reply, err := s.write(ctx, revokeScript, []string{a.keys(), a.krev()}, id, formatMoment(at), strconv.FormatInt(rev, 10), at.UnixMicro())
+	reply, err := s.journalWrite(acct, entry).run(ctx, revokeScript, []string{a.keys(), a.krev()}, id, formatMoment(at), strconv.FormatInt(rev, 10), at.UnixMicro())
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "revoking key %q", id)
 	}
@@ -675,9 +696,14 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 }
 
 // UpdateKey replaces the name and restrictions of a key that still has u.Revision, in
-// one script in the account's slot. The hash and its index are not touched.
+// one script in the account's slot, which records the journal entry ctx carries. The
+// hash and its index are not touched.
 func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, error) {
 	if err := ctx.Err(); err != nil {
+		return auth.Key{}, err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return auth.Key{}, err
 	}
 	if err := store.CheckText("redis: key name", u.Name); err != nil {
@@ -706,7 +732,7 @@ func (s *Store) UpdateKey(ctx context.Context, u auth.KeyUpdate) (auth.Key, erro
 	if err != nil {
 		return auth.Key{}, fmt.Errorf("redis: key %q: %w", u.ID, err)
 	}
-	reply, err := s.write(ctx, updateScript, []string{s.account(acct).keys()}, u.ID, strconv.FormatInt(u.Revision, 10), rec)
+	reply, err := s.journalWrite(acct, entry).run(ctx, updateScript, []string{s.account(acct).keys()}, u.ID, strconv.FormatInt(u.Revision, 10), rec)
 	if err != nil {
 		return auth.Key{}, fail(ctx, err, "updating key %q", u.ID)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -231,9 +232,14 @@ func (s *Store) Settle(ctx context.Context, st driver.Settlement) (driver.Balanc
 }
 
 // Adjust adds credits to, or takes them from, the balance, or sets the period's
-// allowance at a revision (see adjust.lua), once per request id.
+// allowance at a revision (see adjust.lua), once per request id, in one script that
+// records the journal entry ctx carries (its replay too).
 func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balance, error) {
 	if err := ctx.Err(); err != nil {
+		return driver.Balance{}, err
+	}
+	entry, err := journal.From(ctx)
+	if err != nil {
 		return driver.Balance{}, err
 	}
 	if err := store.CheckText("redis: the reason of an adjustment", adj.Reason); err != nil {
@@ -249,7 +255,7 @@ func (s *Store) Adjust(ctx context.Context, adj driver.Adjustment) (driver.Balan
 	// first such amount, which Lua's numbers hold exactly. The adjustment is
 	// remembered for OpenReservationTTL rather than Retention: an operator's retry of
 	// a grant with its idempotency key may come hours later, and adjustments are few.
-	reply, err := s.write(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
+	reply, err := s.journalWrite(adj.Account, entry).run(ctx, adjustScript, []string{a.balance(), a.usage(), a.marker(adj.Request), a.open()},
 		max(adj.Amount, -driver.MaxCredits-1), ps, pe, adj.Allowance, s.open, mode, sec, nsec,
 		a.markers(), s.open, int64(driver.MaxCredits), int(adj.Part), lotOf(adj), driver.MaxGrantLots, adj.Revision)
 	if err != nil {

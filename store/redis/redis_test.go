@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
 	"github.com/tollgate-dev/tollgate/webhook"
@@ -148,10 +149,11 @@ func openStore(t testing.TB, c goredis.UniversalClient, prefix string, opts *red
 }
 
 // TestStore runs the conformance suites on the Store, in every role it plays: keys,
-// credits and limits, sessions and idempotency records in Redis (see storetest.Run);
-// and on the WebhookStore.
+// credits and limits, their journal of changes and sessions in Redis (see
+// storetest.Run); and on its IdempotencyStore and the WebhookStore.
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) any { return newStore(t, nil) })
+	storetest.Run(t, func(t *testing.T) any { return newStore(t, nil).Idempotency() })
 	storetest.Run(t, func(t *testing.T) any { return newWebhookStore(t, client(t), storetest.MinPendingBound) })
 }
 
@@ -216,10 +218,19 @@ func TestAdmitterLimits(t *testing.T) {
 // reservations are open for an hour after it.
 var testNow = time.Date(2030, time.January, 15, 12, 0, 0, 0, time.UTC)
 
+// TestJournalRESP3 runs the journal's suites over RESP3: the entries' binary changes
+// must come back byte for byte under both protocols.
+func TestJournalRESP3(t *testing.T) {
+	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
+	t.Cleanup(func() { c.Close() })
+	storetest.TestKeyJournal(t, func(t *testing.T) journal.KeyStore { return newStoreOn(t, c, nil) })
+	storetest.TestLedgerJournal(t, func(t *testing.T) journal.Ledger { return newStoreOn(t, c, nil) })
+}
+
 // TestIdempotencyStoreRESP3 runs the suite over RESP3: the records' binary fields and
 // answers must come back byte for byte under both protocols.
 func TestIdempotencyStoreRESP3(t *testing.T) {
 	c := newClient(addr(t), func(o *goredis.Options) { o.Protocol = 3 })
 	t.Cleanup(func() { c.Close() })
-	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStoreOn(t, c, nil) })
+	storetest.TestIdempotencyStore(t, func(t *testing.T) idempotency.Store { return newStoreOn(t, c, nil).Idempotency() })
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/internal/phasetest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -207,8 +208,14 @@ func TestReplicasWait(t *testing.T) {
 			return quick.Open(ctx, driver.Opening{Account: "acct-2", Balance: 1, Allowance: 1, Period: period})
 		}},
 		{"CreateAccount", func() error { return quick.CreateAccount(ctx, auth.Account{ID: "acct-2", Plan: "pro"}, key) }},
+		{"Adjust with a journal entry", func() error {
+			e := journal.Entry{ID: "granted", At: testNow, Change: []byte("granted")}
+			_, err := quick.Adjust(journal.With(ctx, e), driver.Adjustment{Account: acct, Request: newRequest(), Amount: 10,
+				Reason: "grant", Period: period, Allowance: loadBalance, Now: testNow})
+			return err
+		}},
 		{"Claim", func() error {
-			_, err := quick.Claim(ctx, idempotency.Claim{ID: idempotency.ID{1}, Now: testNow,
+			_, err := quick.Idempotency().Claim(ctx, idempotency.Claim{ID: idempotency.ID{1}, Now: testNow,
 				Lease: testNow.Add(time.Minute), Expires: testNow.Add(time.Hour)})
 			return err
 		}},

@@ -67,6 +67,11 @@ var (
 	idemClaimScript     = luaScript("idem_claim.lua")
 	idemCloseScript     = luaScript("idem_close.lua")
 
+	// The journal's (see journal.go and lua/lib_journal.lua).
+	journalPeekScript   = luaScript("journal_peek.lua")
+	journalClaimScript  = luaScript("journal_claim.lua")
+	journalRemoveScript = luaScript("journal_remove.lua")
+
 	// The webhook outbox's (see WebhookStore and lua/lib_wh.lua).
 	whCreateScript      = luaScript("wh_create.lua")
 	whUpdateScript      = luaScript("wh_update.lua")
@@ -131,4 +136,5 @@ const (
 	stTooMany      = 7 // the remaining plus used credits would pass driver.MaxCredits
 	stIndex        = 8 // refused until the account is indexed (see Store.indexFirst)
 	stTooManyLots  = 9 // a grant would start one lot too many (driver.MaxGrantLots)
+	// stJournal (10) is in journal.go.
 )

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/idempotency"
+	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
@@ -134,7 +135,10 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		_, _, err = s.Resolve(ctx, h)
 		must(t, err)
 		h2 := newHash()
-		rotated, err := s.RotateKey(ctx, key.ID, auth.AnyRevision, h2, t0)
+		// A change kept in the account's journal, with the index of journals and of
+		// the entries' ids.
+		entry := journal.Entry{ID: "change-" + acct, At: t0, Change: []byte("rotated")}
+		rotated, err := s.RotateKey(journal.With(ctx, entry), key.ID, auth.AnyRevision, h2, t0)
 		must(t, err)
 		updated, err := s.UpdateKey(ctx, auth.KeyUpdate{ID: key.ID, Name: "main", Revision: rotated.Revision})
 		must(t, err)
@@ -201,14 +205,27 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		// own, outside any account's slot.
 		for _, done := range []bool{true, false} {
 			c := idempotency.Claim{ID: idempotency.NewID(acct, fmt.Sprint(done)), Now: t0, Lease: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}
-			_, err = s.Claim(ctx, c)
+			_, err = s.Idempotency().Claim(ctx, c)
 			must(t, err)
 			if done {
-				must(t, s.Complete(ctx, c.ID, c.Token, []byte("{}")))
+				must(t, s.Idempotency().Complete(ctx, c.ID, c.Token, []byte("{}")))
 			} else {
-				must(t, s.Abandon(ctx, c.ID, c.Token))
+				must(t, s.Idempotency().Abandon(ctx, c.ID, c.Token))
 			}
 		}
+	}
+
+	// The journal: its entries claimed, and removed, through the index of ids.
+	claimed, err := s.Claim(ctx, t0.Add(time.Hour), t0.Add(time.Hour), time.Minute, 100)
+	if err != nil || len(claimed) != 5 {
+		t.Errorf("Claim: %d entries (%v), want one per account", len(claimed), err)
+	}
+	other := openStore(t, c, prefix, nil) // another instance, which finds the entries' accounts
+	for _, e := range claimed {
+		must(t, other.Remove(ctx, e.ID))
+	}
+	if left, err := s.Claim(ctx, t0.Add(time.Hour), t0.Add(2*time.Hour), time.Minute, 100); err != nil || len(left) != 0 {
+		t.Errorf("Claim after Remove: %d entries (%v), want none", len(left), err)
 	}
 
 	if n, err := s.PruneKeys(ctx, t0.Add(time.Hour)); err != nil || n != 5 {
@@ -217,7 +234,7 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 
 	// The account lifecycle: a listing (and the index of account ids built again, as
 	// for accounts of an older version), an update, and the deletion of each account.
-	_, err := s.Accounts(ctx, auth.AccountQuery{Plan: "p", Limit: 2})
+	_, err = s.Accounts(ctx, auth.AccountQuery{Plan: "p", Limit: 2})
 	must(t, err)
 	_, err = s.ExpiringKeys(ctx, auth.ExpiryQuery{To: t0.Add(1000 * time.Hour)})
 	must(t, err)

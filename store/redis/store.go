@@ -31,11 +31,13 @@ type Store struct {
 	c           goredis.UniversalClient
 	prefix      string
 	serverClock bool
-	retention   string   // milliseconds, for PX
-	open        string   // milliseconds, for PX
-	shards      []string // the hash tags of the shards of the index of expiring accounts
-	token       string   // names this Store's sweeps in the shards' leases
-	scan        int      // the most accounts a page of Accounts examines; 0 is accountScan
+	retention   string          // milliseconds, for PX
+	open        string          // milliseconds, for PX
+	shards      []string        // the hash tags of the shards of the index of expiring accounts
+	token       string          // names this Store's sweeps in the shards' leases
+	scan        int             // the most accounts a page of Accounts examines; 0 is accountScan
+	jscan       int             // the most entries of a shard of the index of journals a claim reads at once; 0 is journalScan
+	journaled   journalAccounts // the accounts of the journal's entries this Store recorded and claimed
 
 	// batches pipelines concurrent admissions and closings; nil when Options.Batch
 	// is 1.

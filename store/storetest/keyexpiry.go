@@ -33,6 +33,9 @@ var keyExpiryRows = []behaviour[auth.KeyStore]{
 	{"ExpiringKeysMicroseconds",
 		"Expiries are compared and returned to the microsecond: an expiry's nanoseconds beyond it are dropped, and a window's bounds are taken to the microsecond too.",
 		ekMicroseconds},
+	{"ExpiringKeysPrimaryAtItsAccountsInstant",
+		"A primary key whose own expiry is its account's instant is listed once, at that instant, whatever the page size: also when a page ends between what the store keeps of its two expiries.",
+		ekPrimaryAtItsAccountsInstant},
 	{"ExpiringKeysBadQuery",
 		"ExpiringKeys of a query without To, with To before From, or with a Limit below 0 or above auth.MaxExpiryPage returns auth.ErrBadExpiryQuery, which wraps store.ErrInvalid; a canceled context is an error matching it.",
 		ekBadQuery},
@@ -314,6 +317,26 @@ func ekMicroseconds(t *testing.T, s auth.KeyStore) {
 		}
 		if tt.listed && !got[0].At.Equal(micro) {
 			t.Errorf("%s: the key expires at %s, want %s (to the microsecond)", tt.name, got[0].At.Sub(base), micro.Sub(base))
+		}
+	}
+}
+
+func ekPrimaryAtItsAccountsInstant(t *testing.T, s auth.KeyStore) {
+	n, base := newIDs(), expiryBase(5)
+	h := func(d float64) time.Time { return base.Add(time.Duration(d * float64(time.Hour))) }
+	// p-primary and q-primary expire at their accounts' instants; the keys around
+	// them put the end of a page before, between and after their two expiries as the
+	// page size changes.
+	p, _ := expiringAccount(t, s, n, "p", h(1), h(1))
+	expiringAccount(t, s, n, "q", h(1.5), h(1.5))
+	expiringKey(t, s, n, p, "k-before", h(0.5))
+	expiringKey(t, s, n, p, "z-after", h(1))
+	expiringKey(t, s, n, p, "later", h(2))
+	want := []string{"k-before@30m0s", "p-primary@1h0m0s", "z-after@1h0m0s", "q-primary@1h30m0s", "later@2h0m0s"}
+	for _, limit := range []int{0, 1, 2, 3, 4, 5, 6} {
+		got := listExpiries(t, s, n, auth.ExpiryQuery{From: base, To: h(10), Limit: limit}, base)
+		if !slices.Equal(got, want) {
+			t.Errorf("pages of %d: %q, want %q", limit, got, want)
 		}
 	}
 }

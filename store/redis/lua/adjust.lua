@@ -6,7 +6,9 @@
 -- microseconds; '0' never), 14 the most lots an account may hold, 15 the revision of a
 -- change of the allowance. Reply: status and the balance (with_balance): 0 done (or a
 -- replay, or a change of the allowance that changes nothing), 3 short, 7 past
--- ARGV[11], 9 one lot too many.
+-- ARGV[11], 9 one lot too many. KEYS 5 and 6, ARGV 16 to 21: the journal's
+-- (lib_journal.lua), whose entry a replay records too; reply {10, epoch} to index the
+-- account in the index of journals first.
 --
 -- Before its own work it brings the balance to now and to its period in the ledger's
 -- order (prepare.lua), as reserve.lua and balance.lua do. A change of the allowance
@@ -19,11 +21,17 @@
 
 --#include lib_time.lua
 --#include lib_balance.lua
+--#include lib_journal.lua
 local balK, useK, openK, base, vttl, vlimit = KEYS[1], KEYS[2], KEYS[4], ARGV[9], ARGV[10], 64
 local nowus = micros(clock(ARGV[6], ARGV[7], ARGV[8]))
 local pps, ppe, pallow = ARGV[2], ARGV[3], ARGV[4]
 --#include prepare.lua
-if redis.call('EXISTS', KEYS[3]) == 1 then return with_balance(0, KEYS[1]) end
+local ep = journal_ready(KEYS[5], 16)
+if ep then return {10, ep} end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  journal_record(KEYS[5], KEYS[6], 16)
+  return with_balance(0, KEYS[1])
+end
 local amt = tonumber(ARGV[1])
 local b = redis.call('HMGET', KEYS[1], 'rem', 'used', 'g', 'allow', 'ps', 'arev')
 local rem, used, g = tonumber(b[1]), tonumber(b[2] or '0'), tonumber(b[3] or '0')
@@ -55,4 +63,5 @@ elseif amt < 0 then
   end
 end
 redis.call('SET', KEYS[3], 'd', 'PX', ARGV[5])
+journal_record(KEYS[5], KEYS[6], 16)
 return with_balance(0, KEYS[1])

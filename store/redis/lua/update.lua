@@ -1,13 +1,20 @@
 -- Replaces the record (name, restrictions) of a live key that still has the given
 -- revision, and increases the revision. KEYS: 1 keys. ARGV: key id, revision, key JSON.
 -- Reply: status (0 updated, 1 no key, 2 revoked, 3 another revision), then the hash,
--- rotated and the new revision when updated, the current revision when 3.
+-- rotated and the new revision when updated, the current revision when 3. KEYS 2 and
+-- 3, ARGV 4 to 9: the journal's (lib_journal.lua); reply {10, epoch} to index the
+-- account in the index of journals first.
+
+--#include lib_journal.lua
 
 local f = redis.call('HMGET', KEYS[1], ARGV[1] .. ':h', ARGV[1] .. ':rot', ARGV[1] .. ':rev', ARGV[1] .. ':v')
 if not f[1] then return {1} end
 if f[3] then return {2} end
 local v = f[4] or '0'
 if v ~= ARGV[2] then return {3, v} end
+local ep = journal_ready(KEYS[2], 4)
+if ep then return {10, ep} end
 redis.call('HSET', KEYS[1], ARGV[1] .. ':rec', ARGV[3])
 v = redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':v', 1)
+journal_record(KEYS[2], KEYS[3], 4)
 return {0, f[1], f[2] or '', tostring(v)}
