@@ -220,9 +220,8 @@ func TestCallsNeedNoNewConnection(t *testing.T) {
 	}
 }
 
-// dialCounter counts the connections a Redis client opens.
 // dialCounter counts the connections dialed to Redis, and the commands that failed with
-// a network error (a timeout on a loaded machine), after which go-redis drops the
+// a network error (a timeout on a loaded machine) or an ended context, after which go-redis drops the
 // connection and dials another: such a dial replaces a connection, it adds none.
 type dialCounter struct{ n, broken atomic.Int64 }
 
@@ -242,8 +241,10 @@ func (d *dialCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook 
 }
 
 func (d *dialCounter) count(err error) {
+	// A command whose context ended while it waited for its reply leaves the reply on
+	// the connection, so go-redis drops that connection too (with ContextTimeoutEnabled).
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		d.broken.Add(1)
 	}
 }
