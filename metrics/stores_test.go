@@ -170,12 +170,12 @@ func TestStoreInterfaces(t *testing.T) {
 		if w, ok := st.Keys.(driver.Wrapper); !ok || w.Unwrap() != rs {
 			t.Errorf("the decorated redis.Store unwraps to %v", st.Keys)
 		}
-		// The store is an idempotency and a session store too, decorated in those
-		// roles apart.
+		// Its idempotency records are a value of their own (Store.Idempotency),
+		// decorated apart.
 		if _, ok := st.Keys.(idempotency.Store); ok {
-			t.Error("the decorated redis.Store is an idempotency store: IdempotencyStore decorates it as one")
+			t.Error("the decorated redis.Store is an idempotency store: IdempotencyStore decorates its records")
 		}
-		if d := m.IdempotencyStore(rs); d == nil || is(d) != "Pinger" {
+		if d := m.IdempotencyStore(rs.Idempotency()); d == nil || is(d) != "Pinger" {
 			t.Errorf("the redis.Store decorated as an idempotency store is %q", is(d))
 		}
 	})
