@@ -164,7 +164,7 @@ func TestStoreInterfaces(t *testing.T) {
 		if any(st.Keys) != any(st.Ledger) || any(st.Ledger) != any(st.Rates) || any(st.Rates) != any(st.Slots) {
 			t.Error("a store in every role is decorated by distinct values")
 		}
-		if got := is(st.Keys); got != "Admitter Sweeper KeyChecker KeyExpiries Pinger" {
+		if got := is(st.Keys); got != "Admitter Sweeper KeyChecker KeyExpiries journal Pinger" {
 			t.Errorf("the decorated redis.Store is %q", got)
 		}
 		if w, ok := st.Keys.(driver.Wrapper); !ok || w.Unwrap() != rs {
