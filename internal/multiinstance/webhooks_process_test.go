@@ -340,7 +340,7 @@ func (h *hookRun) deliveries(ctx context.Context, url string, a *hookAccount) ([
 // the instances make events of every account: keys created and rotated, calls that
 // spend the allowance past 80, 90 and 100 percent and one past its last credit,
 // credits granted. While the receiver holds more requests open than one instance
-// attempts at once (so both have deliveries in flight), one instance is killed with
+// attempts at once at one host (so both have deliveries in flight), one instance is killed with
 // SIGKILL; the other keeps making events, then the killed one is restarted and makes
 // more. Every event made arrives: each as one webhook-id (credits.low once per account
 // and threshold, though both instances, and the restarted one, saw the thresholds
@@ -396,8 +396,9 @@ func TestWebhooksKilledInstance(t *testing.T) {
 	}
 
 	// The receiver holds every request; a burst of keys created on both instances
-	// makes more deliveries due than one instance attempts at once (8). Once more than
-	// that are held, both have attempts in flight: the victim is killed.
+	// makes more deliveries due than one instance attempts at once at the receiver's
+	// host (webhook.DefaultHostConcurrency, 4). Once more than that are held, both
+	// have attempts in flight: the victim is killed.
 	rc.hold()
 	for _, acct := range h.accounts {
 		for range 3 {
@@ -406,7 +407,7 @@ func TestWebhooksKilledInstance(t *testing.T) {
 		}
 	}
 	waitFor(t, "more requests held than one instance attempts at once", func() error {
-		if held, _ := rc.counts(); held <= webhook.DefaultConcurrency {
+		if held, _ := rc.counts(); held <= webhook.DefaultHostConcurrency {
 			return fmt.Errorf("%d held", held)
 		}
 		return nil

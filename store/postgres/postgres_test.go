@@ -48,6 +48,11 @@ func poolConfig(t testing.TB, schema string, maxConns int32) *pgxpool.Config {
 	cfg.ConnConfig.RuntimeParams["application_name"] = schema
 	cfg.MaxConns = maxConns
 	cfg.MinConns = 0
+	// The tests are about what a statement does, not how long it may wait: on a busy
+	// machine a statement queued behind a hot account's row lock may wait longer than
+	// the store's default bound (TestMigrateOutlastsStatementTimeout and the pooler tests
+	// check the bound itself).
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "60s"
 	return cfg
 }
 
