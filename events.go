@@ -51,11 +51,12 @@ type steps struct {
 	start, admitted, ran, settled time.Time
 }
 
-// begin takes the start, if an observer wants calls.
-func (st *steps) begin(s *Service) {
+// begin takes now, read as the call's admission began, for its start, if an observer
+// wants calls.
+func (st *steps) begin(s *Service, now time.Time) {
 	if s.events.Wants(event.CallFinished) {
 		st.now = s.now
-		st.start = st.now()
+		st.start = now
 	}
 }
 

@@ -64,7 +64,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	// reservation, even for a call that straddles the end of a period.
 	now := s.now()
 	var st steps
-	st.begin(s)
+	st.begin(s, now)
 	plan, period := s.terms(p, now)
 	a := meter.Admission{
 		Account: p.Account.ID, Plan: plan, Period: period,

@@ -90,8 +90,8 @@ type Options struct {
 	// Nil (the default) puts no account in any label.
 	AccountLabel func(account string) string
 	// Now returns the current time, for the latency of the stores' operations (see
-	// [Metrics.Stores]). The default is time.Now. The latency of calls is the service's
-	// own, told by its events.
+	// [Metrics.Stores]). The default is the monotonic clock, as time.Since reads it. The
+	// latency of calls is the service's own, told by its events.
 	Now func() time.Time
 	// OutboxTimeout bounds the read of the webhook outbox's pending deliveries at each
 	// scrape ([Sources].WebhookOutbox). The default is [DefaultOutboxTimeout].
@@ -111,8 +111,8 @@ type Metrics struct {
 	reg        prometheus.Registerer
 	collectors []prometheus.Collector
 	account    func(string) string
-	now        func() time.Time
-	since      func(time.Time) time.Duration
+	now        func() time.Time // Options.Now; nil: the monotonic clock
+	epoch      time.Time        // when the metrics were made: the origin of elapsed
 
 	calls       *prometheus.CounterVec   // api, channel, outcome [, account]
 	callSeconds *prometheus.HistogramVec // api, channel
@@ -184,11 +184,9 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 			}
 		}
 	}
-	m := &Metrics{reg: reg, account: opts.AccountLabel, now: opts.Now, since: time.Since}
-	if m.now == nil {
-		m.now = time.Now // and time.Since reads the monotonic clock alone
-	} else {
-		m.since = func(t time.Time) time.Duration { return opts.Now().Sub(t) }
+	m := &Metrics{reg: reg, account: opts.AccountLabel, now: opts.Now, epoch: time.Now()}
+	if m.now != nil {
+		m.epoch = m.now()
 	}
 	withAccount := func(labels ...string) []string {
 		if m.account != nil {

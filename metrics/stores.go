@@ -176,11 +176,22 @@ type opSeries struct {
 
 func (m *Metrics) opsOf(s any) *opSeries { return &opSeries{m: m, name: storeName(s)} }
 
-// start returns the time an operation starts.
-func (s *opSeries) start() time.Time { return s.m.now() }
+// elapsed returns the time since the metrics were made, on Options.Now. By default it
+// reads the monotonic clock alone (time.Since of a time that has a monotonic reading),
+// once, where time.Now reads the wall clock too: an operation's latency is the
+// difference of two of them.
+func (m *Metrics) elapsed() time.Duration {
+	if m.now == nil {
+		return time.Since(m.epoch)
+	}
+	return m.now().Sub(m.epoch)
+}
 
-// done counts an operation that started at start and ended with err.
-func (s *opSeries) done(o op, start time.Time, err error) {
+// start returns when an operation starts, as elapsed does.
+func (s *opSeries) start() time.Duration { return s.m.elapsed() }
+
+// done counts an operation that started at start (see start) and ended with err.
+func (s *opSeries) done(o op, start time.Duration, err error) {
 	seconds := s.ops[o].Load()
 	if seconds == nil {
 		// Two goroutines may both get here: WithLabelValues gives them the same series.
@@ -188,7 +199,7 @@ func (s *opSeries) done(o op, start time.Time, err error) {
 		seconds = &obs
 		s.ops[o].Store(seconds)
 	}
-	(*seconds).Observe(s.m.since(start).Seconds())
+	(*seconds).Observe((s.m.elapsed() - start).Seconds())
 	if err != nil {
 		if kind := failure(err); kind != "" {
 			s.m.storeErrors.WithLabelValues(s.name, opNames[o], kind).Inc()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -19,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/internal/benchhttp"
+	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/rest"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/tracing"
@@ -96,29 +98,80 @@ func BenchmarkRESTInterleaved(b *testing.B) {
 		calls := make([]func(), len(modes))
 		for i, m := range modes {
 			h, key := benchHandler(b, m.provider)
-			srv := httptest.NewServer(h)
-			b.Cleanup(srv.Close)
-			client := srv.Client()
-			req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, srv.URL+"/v1/hash?text=hello", nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			req.Header.Set("X-Api-Key", key)
-			calls[i] = func() {
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("status %d", resp.StatusCode)
-				}
-			}
-			calls[i]() // the connection is open
+			calls[i] = loopbackCall(b, h, key)
 		}
 		byTurns(b, calls)
 	})
+}
+
+// BenchmarkObservedInterleaved measures what the metrics and the traces together cost a
+// REST call over HTTP (GET /v1/hash?text=hello on one keep-alive loopback connection),
+// by turns as BenchmarkRESTInterleaved does: off (neither), metrics (the metrics
+// attached, the stores decorated, as examples/server wires them), observed (the
+// metrics, and the tracer with its middleware on the SDK's provider sampling one
+// trace in a million, no exporter: what a request that is not sampled costs), noop
+// (the metrics, and the tracer on OpenTelemetry's no-op provider, tracing.New's
+// default), and sampled (the metrics, and the SDK's default provider, whose default
+// sampler, ParentBased(AlwaysSample), samples and records every span; no exporter).
+//
+//	go test -run='^$' -bench=ObservedInterleaved -benchtime=100000x ./tracing/
+func BenchmarkObservedInterleaved(b *testing.B) {
+	variants := []struct {
+		name     string
+		metrics  bool
+		provider func(*testing.B) trace.TracerProvider
+	}{
+		{"off", false, nil},
+		{"metrics", true, nil},
+		{"observed", true, provider(b, "unsampled")},
+		{"noop", true, provider(b, "noop")},
+		{"sampled", true, provider(b, "default")},
+	}
+	names := make([]string, len(variants))
+	calls := make([]func(), len(variants))
+	for i, v := range variants {
+		names[i] = v.name
+		h, key := observedHandler(b, v.metrics, v.provider, nil)
+		calls[i] = loopbackCall(b, h, key)
+	}
+	benchhttp.ByTurns(b, names, 100, func(i int) { calls[i]() })
+}
+
+// provider returns the provider of the named mode (see modes).
+func provider(b *testing.B, name string) func(*testing.B) trace.TracerProvider {
+	for _, m := range modes {
+		if m.name == name {
+			return m.provider
+		}
+	}
+	b.Fatalf("no mode %q", name)
+	return nil
+}
+
+// loopbackCall serves h on loopback and returns a GET /v1/hash?text=hello of it with
+// key, on one keep-alive connection, which it has opened.
+func loopbackCall(b *testing.B, h http.Handler, key string) func() {
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	client := srv.Client()
+	req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, srv.URL+"/v1/hash?text=hello", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", key)
+	call := func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	call()
+	return call
 }
 
 // byTurns runs calls[i], a call of modes[i], by turns (see benchhttp.ByTurns).
@@ -177,6 +230,12 @@ func benchHandler(b *testing.B, provider func(*testing.B) trace.TracerProvider) 
 
 // benchHandlerAt is benchHandler with the service on the clock now (nil: the real one).
 func benchHandlerAt(b *testing.B, provider func(*testing.B) trace.TracerProvider, now func() time.Time) (http.Handler, string) {
+	return observedHandler(b, false, provider, now)
+}
+
+// observedHandler is benchHandlerAt, with the service's Prometheus metrics if
+// withMetrics (attached, the stores decorated, as examples/server wires them).
+func observedHandler(b *testing.B, withMetrics bool, provider func(*testing.B) trace.TracerProvider, now func() time.Time) (http.Handler, string) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		b.Fatal(err)
@@ -186,12 +245,23 @@ func benchHandlerAt(b *testing.B, provider func(*testing.B) trace.TracerProvider
 		b.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	svc, err := tollgate.New(reg, tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
-		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}, plans, &tollgate.Options{Logger: log, Now: now})
+	stores := tollgate.Stores{Keys: memory.NewKeyStore(), Ledger: memory.NewLedger(nil),
+		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}
+	var m *metrics.Metrics
+	if withMetrics {
+		if m, err = metrics.New(prometheus.NewRegistry(), &metrics.Options{Now: now}); err != nil {
+			b.Fatal(err)
+		}
+		stores = m.Stores(stores)
+	}
+	svc, err := tollgate.New(reg, stores, plans, &tollgate.Options{Logger: log, Now: now})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(svc.Close)
+	if m != nil {
+		b.Cleanup(m.Attach(svc))
+	}
 	mgr, err := accounts.New(svc, &accounts.Options{Logger: log})
 	if err != nil {
 		b.Fatal(err)

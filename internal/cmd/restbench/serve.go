@@ -114,7 +114,7 @@ func heapFigures() string {
 // values computed once: what those headers alone cost net/http (its copy of the
 // header map, its sort and its writes) when a handler does nothing else for them.
 func bareWithHeaders() (http.Handler, error) {
-	tg, closeFn, err := tollgateServer(memoryStores(), false, nil, 1)
+	tg, closeFn, err := tollgateServer(memoryStores(), false, nil, 1, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -155,9 +155,15 @@ func buildServer(kind string, accounts int, cfg storeConfig) (http.Handler, func
 	case "mcp-bare":
 		return baremcp.Handler(), nop, nil
 	case "memory", "gql", "gql-typename", "mcp", "batch":
-		return tollgateServer(memoryStores(), false, nil, accounts)
+		return tollgateServer(memoryStores(), false, nil, accounts, nil)
 	case "memory-usage":
-		return tollgateServer(memoryStores(), false, memory.NewUsageStore(), accounts)
+		return tollgateServer(memoryStores(), false, memory.NewUsageStore(), accounts, nil)
+	case "metrics", "observed", "observed-noop", "observed-sampled", "observed-exported":
+		obs, err := newObservation(kind)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tollgateServer(memoryStores(), false, nil, accounts, obs)
 	case "redis":
 		return redisServer(cfg.redis, accounts)
 	case "postgres":
@@ -189,7 +195,7 @@ func redisServer(addr string, accounts int) (http.Handler, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true, nil, accounts)
+	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true, nil, accounts, nil)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -268,7 +274,7 @@ func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true, nil, accounts)
+	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true, nil, accounts, nil)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -280,8 +286,9 @@ func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
 // stores, with accounts accounts on a plan whose limits never deny (the primary key of
 // account i is benchKey(i)), so that every call does the full work: edge check, key,
 // restrictions, validation, rate limit, slot, credits, handler, settlement, envelope,
-// headers. On network stores the key records are cached, as a deployment does.
-func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, naccounts int) (http.Handler, func(), error) {
+// headers. On network stores the key records are cached, as a deployment does. With
+// obs not nil, the service is observed: its metrics, its traces (see observation).
+func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, naccounts int, obs *observation) (http.Handler, func(), error) {
 	reg := &catalog.Registry{}
 	if err := apis.Register(reg); err != nil {
 		return nil, nil, err
@@ -295,11 +302,17 @@ func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, nacc
 	if cacheKeys {
 		opts.KeyCache = &auth.KeyCacheOptions{}
 	}
+	if obs != nil {
+		stores = obs.metrics.Stores(stores)
+	}
 	svc, err := tollgate.New(reg, stores, plans, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	closeUsage := func() {}
+	closeUsage := func() {} // and the observation's
+	if obs != nil {
+		closeUsage = obs.attach(svc)
+	}
 	if us != nil {
 		rec, err := usage.NewRecorder(us, &usage.RecorderOptions{Logger: quiet})
 		if err != nil {
@@ -307,7 +320,8 @@ func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, nacc
 			return nil, nil, err
 		}
 		svc.Events().Subscribe(rec, rec.Kinds()...)
-		closeUsage = func() { _ = rec.Close(context.Background()) }
+		detach := closeUsage
+		closeUsage = func() { _ = rec.Close(context.Background()); detach() }
 	}
 	mgr, err := accounts.New(svc, nil)
 	if err != nil {
@@ -337,7 +351,11 @@ func tollgateServer(stores tollgate.Stores, cacheKeys bool, us usage.Store, nacc
 	mux.Handle("/v1/", restHandler)
 	mux.Handle("/v1/graphql", gqlHandler)
 	mux.Handle("/v1/mcp", mcpHandler)
-	return mux, func() { mcpHandler.Close(); mgr.Close(); svc.Close(); closeUsage() }, nil
+	var h http.Handler = mux
+	if obs != nil && obs.tracer != nil {
+		h = obs.tracer.Handler(mux)
+	}
+	return h, func() { mcpHandler.Close(); mgr.Close(); svc.Close(); closeUsage() }, nil
 }
 
 // benchPlan is the plan of the benchmark accounts: its limits never deny, but every

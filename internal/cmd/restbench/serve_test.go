@@ -51,17 +51,38 @@ func testPostgresServer(t *testing.T, dsn, server string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	servePaid(t, h)
+	during := ours()
+	cleanup()
+	if after := ours(); len(during) != len(before)+2 || !slices.Equal(after, before) {
+		t.Errorf("roles and schemas named restbench_*: %v before, %v while serving, %v after; want one role and one schema more while serving only",
+			before, during, after)
+	}
+}
+
+// TestObservedServers serves a paid call on each observed server: the metrics and the
+// tracer, on each of its providers, leave the call answered.
+func TestObservedServers(t *testing.T) {
+	for _, kind := range []string{"metrics", "observed", "observed-noop", "observed-sampled", "observed-exported"} {
+		t.Run(kind, func(t *testing.T) {
+			h, cleanup, err := buildServer(kind, 1, storeConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+			servePaid(t, h)
+		})
+	}
+}
+
+// servePaid sends a paid call of the first benchmark account to h, which must answer it.
+func servePaid(t *testing.T, h http.Handler) {
+	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, restPath, nil)
 	req.Header.Set("X-Api-Key", benchKey(0))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		t.Errorf("GET %s: %d %s", restPath, rec.Code, rec.Body)
-	}
-	during := ours()
-	cleanup()
-	if after := ours(); len(during) != len(before)+2 || !slices.Equal(after, before) {
-		t.Errorf("roles and schemas named restbench_*: %v before, %v while serving, %v after; want one role and one schema more while serving only",
-			before, during, after)
 	}
 }
