@@ -332,11 +332,15 @@ func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map
 
 // Sweep voids up to limit reservations of any accounts that are open past their expiry
 // at now, and returns how many it voided; it voids fewer than limit only when it found
-// no more. Each call of tollgate_sweep is one transaction over at most 32 accounts, so
-// that no account's rows stay locked for long; Sweep calls it until it has voided limit
-// reservations or a call finds none. Concurrent sweeps, on any instances, never void a
-// reservation twice and never one that a settlement is closing: the rows are taken with
-// FOR UPDATE SKIP LOCKED.
+// no more but those of accounts another transaction holds (another instance's sweep, or
+// an operation voiding its account's own). Each call of tollgate_sweep is one
+// transaction over at most 32 accounts, so that no account's rows stay locked for long;
+// Sweep calls it until it has voided limit reservations or a call finds none. A sweep
+// finds the due reservations through an index on their expiries (with nothing due, one
+// statement and one probe of the index) and takes an account only if its balance row is
+// free (FOR UPDATE SKIP LOCKED), so that concurrent sweeps divide the accounts and never
+// wait for each other. They never void a reservation twice and never one that a
+// settlement is closing: the reservation rows are taken with FOR UPDATE SKIP LOCKED too.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int, error) {
 	total := 0
 	for total < limit {

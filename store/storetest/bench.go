@@ -219,3 +219,127 @@ func BenchmarkSweep(b *testing.B, newLedger func(b *testing.B) driver.Ledger, ac
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(reservations), "ns/reservation")
 }
+
+// BenchmarkSweepIdle measures a sweep that finds nothing due, with accounts accounts
+// active since the last sweeps: each has a reservation settled before its expiry (which
+// has passed) and one open that expires in an hour, all made through the first of
+// s.Ledgers (not timed). It reports the round trips of the first sweep after that
+// activity (first-trips, where a store may tidy what the activity left), and then times
+// sweeps that find nothing due: ns/op and, with s.RoundTrips, trips/op.
+func BenchmarkSweepIdle(b *testing.B, s SweepInstances, accounts int) {
+	l, n, ctx := s.Ledgers[0], newIDs(), b.Context()
+	sw := l.(driver.Sweeper)
+	now := nowIn(p0)
+	inParallel(b, accounts, func(i int) error {
+		acct := n.id(fmt.Sprintf("a%d", i))
+		r := driver.Reservation{Account: acct, Request: newRequest(), APIs: []string{"hash"}, Amount: 1,
+			Period: p0, Allowance: 100, Now: now, Expires: now.Add(time.Minute)}
+		err := l.Open(ctx, driver.Opening{Account: acct, Balance: 100, Allowance: 100, Period: p0})
+		if err == nil {
+			_, err = l.Reserve(ctx, r)
+		}
+		if err == nil {
+			_, err = l.Settle(ctx, driver.Settlement{Account: acct, Request: r.Request, Period: p0, Allowance: 100, Now: now.Add(time.Second)})
+		}
+		if err == nil {
+			r.Request, r.Expires = newRequest(), now.Add(time.Hour)
+			_, err = l.Reserve(ctx, r)
+		}
+		return err
+	})
+	at := now.Add(2 * time.Minute)
+	sweep := func() {
+		if v, err := sw.Sweep(ctx, at, 1000); err != nil || v != 0 {
+			b.Fatalf("a sweep with nothing due: %d voided (%v)", v, err)
+		}
+	}
+	start := time.Now()
+	first := s.roundTrips(sweep)
+	b.ReportMetric(float64(time.Since(start).Microseconds()), "first-µs")
+	b.ResetTimer()
+	trips := s.roundTrips(func() {
+		for range b.N {
+			sweep()
+		}
+	})
+	b.StopTimer()
+	if s.RoundTrips != nil {
+		b.ReportMetric(float64(first), "first-trips")
+		b.ReportMetric(float64(trips)/float64(b.N), "trips/op")
+	}
+}
+
+// BenchmarkSweepers measures the sweeps of s.Ledgers together, each sweeping as the
+// Service does (limit 1,000, until a sweep voids fewer), of one expired reservation of
+// each of accounts accounts made before (not timed): one op is the whole backlog. It
+// reports, besides ns/op, the round trips of all the sweepers together (trips/op, with
+// s.RoundTrips) and checks that they voided every reservation once.
+func BenchmarkSweepers(b *testing.B, s SweepInstances, accounts int) {
+	ctx := b.Context()
+	now := nowIn(p0)
+	var trips int64
+	for range b.N {
+		b.StopTimer()
+		l, n := s.Ledgers[0], newIDs()
+		inParallel(b, accounts, func(i int) error {
+			acct := n.id(fmt.Sprintf("a%d", i))
+			err := l.Open(ctx, driver.Opening{Account: acct, Balance: 100, Allowance: 100, Period: p0})
+			if err == nil {
+				_, err = l.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), APIs: []string{"hash"}, Amount: 1,
+					Period: p0, Allowance: 100, Now: now, Expires: now.Add(time.Minute)})
+			}
+			return err
+		})
+		later := now.Add(time.Hour)
+		var voided atomic.Int64
+		var wg sync.WaitGroup
+		b.StartTimer()
+		trips += s.roundTrips(func() {
+			for _, l := range s.Ledgers {
+				wg.Go(func() {
+					for {
+						v, err := l.(driver.Sweeper).Sweep(ctx, later, 1000)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						voided.Add(int64(v))
+						if v < 1000 {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+		b.StopTimer()
+		if v, err := l.(driver.Sweeper).Sweep(ctx, later, 1000); err != nil || v != 0 || voided.Load() != int64(accounts) {
+			b.Fatalf("the sweepers voided %d reservations of %d, and a sweep after them %d (%v)", voided.Load(), accounts, v, err)
+		}
+		b.StartTimer()
+	}
+	if s.RoundTrips != nil {
+		b.ReportMetric(float64(trips)/float64(b.N), "trips/op")
+	}
+}
+
+// inParallel runs f for 0 to n-1 from 16 goroutines, and stops the benchmark at the
+// first error.
+func inParallel(b *testing.B, n int, f func(i int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				if err := f(int(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}

@@ -22,6 +22,9 @@ import (
 //	auth.KeyStore and auth.KeyExpiries  KeyExpiries
 //	driver.KeyChecker                   KeyChecker (with the KeyStore it must also be)
 //	driver.Ledger (and driver.Sweeper)  Ledger
+//	driver.Ledger and driver.Sweeper    Sweepers (one store value in every instance;
+//	                                    TestSweepers takes several, with a count of
+//	                                    round trips)
 //	driver.RateLimiter                  RateLimiter
 //	driver.ConcurrencyLimiter           ConcurrencyLimiter
 //	driver.Admitter                     Admitter, in every role the store plays
@@ -104,6 +107,16 @@ var suites = []struct {
 		})
 	}},
 	{"KeyJournal", is[journal.KeyStore], func(t *testing.T, n func(*testing.T) any) { TestKeyJournal(t, as[journal.KeyStore](n)) }},
+	{"Sweepers", isBoth[driver.Ledger, driver.Sweeper], func(t *testing.T, n func(*testing.T) any) {
+		TestSweepers(t, func(t *testing.T, k int) SweepInstances {
+			l := n(t).(driver.Ledger)
+			ls := make([]driver.Ledger, k)
+			for i := range ls {
+				ls[i] = l
+			}
+			return SweepInstances{Ledgers: ls}
+		})
+	}},
 	{"LedgerJournal", is[journal.Ledger], func(t *testing.T, n func(*testing.T) any) { TestLedgerJournal(t, as[journal.Ledger](n)) }},
 }
 
