@@ -42,7 +42,7 @@ if [ -z "${REDIS:-}" ]; then
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$dir" \
 		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-	trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
+	trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1; rm -rf "$dir"' EXIT INT TERM
 	i=0
 	until redis-cli -p "$port" ping >/dev/null 2>&1; do
 		i=$((i + 1))
