@@ -26,14 +26,10 @@ func processCPU(pid int) (float64, error) {
 // statCPU reads utime and stime from the text of /proc/PID/stat: the 14th and 15th
 // fields, counted after the command name in parentheses, which may hold spaces.
 func statCPU(stat []byte) (float64, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("no command in %q", stat)
-	}
-	f := strings.Fields(string(stat[i+1:]))
 	// f[0] is the state, the 3rd field: utime is f[11], stime f[12].
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short stat %q", stat)
+	f, err := statFields(stat, 13)
+	if err != nil {
+		return 0, err
 	}
 	u, err1 := strconv.ParseFloat(f[11], 64)
 	s, err2 := strconv.ParseFloat(f[12], 64)
@@ -41,6 +37,52 @@ func statCPU(stat []byte) (float64, error) {
 		return 0, fmt.Errorf("bad stat %q", stat)
 	}
 	return (u + s) * 1e6 / clockTicks, nil
+}
+
+// statParent reads the parent's process id from the text of /proc/PID/stat: its 4th
+// field.
+func statParent(stat []byte) (int, error) {
+	f, err := statFields(stat, 2)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(f[1])
+}
+
+// statFields returns the fields of the text of /proc/PID/stat after the command name
+// in parentheses (which may hold spaces), from the 3rd, at least n of them.
+func statFields(stat []byte, n int) ([]string, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("no command in %q", stat)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < n {
+		return nil, fmt.Errorf("short stat %q", stat)
+	}
+	return f, nil
+}
+
+// familyCPU returns the CPU time, in microseconds, that the process pid and its
+// children have used (a PostgreSQL server: its postmaster, backends and background
+// processes).
+func familyCPU(pid int) float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	total := 0.0
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		parent, err := statParent(b)
+		if err != nil || (parent != pid && d != fmt.Sprintf("/proc/%d", pid)) {
+			continue
+		}
+		if us, err := statCPU(b); err == nil {
+			total += us
+		}
+	}
+	return total
 }
 
 // commandCPU returns the CPU time, in microseconds, that every process whose command

@@ -21,6 +21,10 @@
 //	go run ./internal/cmd/restbench -compare server-events,server-webhooks -rounds 6  # webhooks delivered while serving
 //	go run ./internal/cmd/restbench -compare memory,observed        # metrics and tracing on, the trace not sampled
 //	go run ./internal/cmd/restbench -compare memory,observed-sampled  # the same, every span sampled
+//	go run ./internal/cmd/restbench -compare distributed -pgwork    # PostgreSQL's work per paid call of examples/distributed
+//	TYK_BIN=/path/to/tyk go run ./internal/cmd/restbench -compare tyk,distributed  # a Tyk gateway vs examples/distributed
+//
+// -compare with one name measures that server alone, in as many drives as rounds.
 //
 // The servers (-compare takes two, the baseline first):
 //
@@ -72,6 +76,17 @@
 //	mcp           memory, called with MCP tools/call hash over -sessions sessions
 //	mcp-bare      the go-sdk's Streamable HTTP handler over a server with the same tool,
 //	              registered with Server.AddTool (no schema check per call)
+//	distributed   go run ./examples/distributed, one instance, on -postgres and -redis (keys
+//	              and credits in PostgreSQL, limits in Redis), in a new schema and under a
+//	              new Redis prefix, both removed when it stops, with the fixtures of server
+//	tyk           a Tyk gateway (-tyk or $TYK_BIN, a binary restbench does not build) in
+//	              front of the bare server as its upstream, a process of its own, with the
+//	              settings of Tyk's example configuration (tyk.conf.example), one API
+//	              definition with key authentication (X-Api-Key) and one policy with a rate
+//	              limit and a quota that never deny, its key created through the gateway's
+//	              admin API; keys and quotas in -redis, which must be host:port, rate limits
+//	              in the gateway's memory as Tyk does by default (in Redis with
+//	              -tyk-redis-limiter). Its CPU per call counts the upstream's apart
 //
 // A Tollgate server holds one account on a plan whose limits never deny, so that every
 // call does the full work: edge check, key, restrictions, validation, rate limit,
@@ -89,6 +104,18 @@
 // round and its allocation profile (go tool pprof DIR/memory.cpu.pprof). Each server
 // process also prints its heap after the set-up and after the run: the live bytes, the
 // bytes the garbage collector scans for pointers on every cycle, and the objects.
+//
+// -pgwork prints, for each drive of a server on PostgreSQL (postgres, distributed),
+// PostgreSQL's work per call: the statements its clients sent and those run inside
+// functions (pg_stat_statements, where the database has it loaded), the transactions
+// and the rows inserted, updated and deleted (pg_stat_database), the WAL written
+// (pg_current_wal_insert_lsn) and its records (pg_stat_wal), and the CPU of the
+// backends of the server's connections (application_name restbench) and of the
+// database server's other processes, when it runs on this machine; then their medians.
+// PostgreSQL publishes its statistics up to 10 s late, so each reading waits 11 s
+// (before a drive, and after it for the counters that lag); the database's figures
+// are only as clean as its other clients are quiet: give -postgres a database of its
+// own, or a PostgreSQL of its own (WAL and CPU count the whole server).
 //
 // -callgrind DIR runs both servers under valgrind's callgrind and prints, for each
 // drive, the instructions each server process executed in user space per call (the
@@ -133,12 +160,15 @@ func main() {
 	sessions := flag.Int("sessions", 16, "MCP sessions of the mcp servers")
 	events := flag.Int("events", 100, "changes a second that make webhook events while the server-events and server-webhooks servers are driven")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first: bare, bare-headers, server, server-events, server-webhooks, memory, memory-usage, metrics, observed, observed-noop, observed-sampled, observed-exported, redis, postgres, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
+	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first, or one to measure alone: bare, bare-headers, server, server-events, server-webhooks, memory, memory-usage, metrics, observed, observed-noop, observed-sampled, observed-exported, redis, postgres, distributed, tyk, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server, or a PgBouncer in transaction mode in front of it")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")
 	callgrind := flag.String("callgrind", "", "run each server under valgrind's callgrind, its profiles written into this directory, and print the instructions it executed per call in each drive")
 	baselineExe := flag.String("baseline-exe", "", "run the baseline server from this build of restbench (one built from another commit), to compare a change with the code before it")
+	pgWork := flag.Bool("pgwork", false, "print PostgreSQL's work per call for each drive of a server on PostgreSQL (postgres, distributed): statements, transactions, rows written, WAL and the CPU of its connections")
+	tykBin := flag.String("tyk", os.Getenv("TYK_BIN"), "the Tyk gateway binary the tyk server runs (default $TYK_BIN)")
+	tykRedisLimiter := flag.Bool("tyk-redis-limiter", false, "the tyk server keeps its rate limits in Redis (enable_redis_rolling_limiter), not in its memory as Tyk's example configuration does")
 	flag.Parse()
 	cfg := storeConfig{redis: *redisAddr, postgres: *pgDSN}
 	if *serveKind != "" {
@@ -150,8 +180,8 @@ func main() {
 	}
 
 	names := strings.Split(*compare, ",")
-	if len(names) != 2 {
-		fmt.Fprintln(os.Stderr, "restbench: -compare takes two names, such as bare,server")
+	if len(names) > 2 || slices.Contains(names, "") {
+		fmt.Fprintln(os.Stderr, "restbench: -compare takes two names, such as bare,server, or one to measure it alone")
 		os.Exit(2)
 	}
 	if *client == "auto" {
@@ -168,7 +198,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "restbench: -events must be at least 1")
 		os.Exit(2)
 	}
-	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, events: *events, profile: *profile, baselineExe: *baselineExe, callgrind: *callgrind}
+	b := &bench{cfg: cfg, gen: gen, dur: *dur, rounds: *rounds, sessions: *sessions, events: *events, profile: *profile,
+		baselineExe: *baselineExe, callgrind: *callgrind, pgWork: *pgWork, tyk: *tykBin, tykRedisLimiter: *tykRedisLimiter}
 	err := b.run(names)
 	b.close()
 	if err != nil {
@@ -192,7 +223,13 @@ type bench struct {
 	// callgrind, if not "", is the directory of the servers' callgrind profiles: they run
 	// under callgrind, and each drive counts their instructions per call.
 	callgrind string
-	servers   []*server
+	// pgWork asks for PostgreSQL's work per call of the servers on PostgreSQL.
+	pgWork bool
+	// tyk is the Tyk gateway binary of the tyk server.
+	tyk string
+	// tykRedisLimiter makes the tyk server keep its rate limits in Redis.
+	tykRedisLimiter bool
+	servers         []*server
 }
 
 // exe returns the program the i-th server runs from: "" for this one.
@@ -209,8 +246,13 @@ func (b *bench) close() {
 	}
 }
 
-// cpuUse is CPU time in microseconds, at a point or per call.
-type cpuUse struct{ server, gen, store float64 }
+// cpuUse is CPU time in microseconds, at a point or per call: the server process's,
+// the load generator's, the server's other processes' (s.parts) and its databases'
+// (s.stores).
+type cpuUse struct {
+	server, gen   float64
+	parts, stores []float64
+}
 
 func (b *bench) run(names []string) error {
 	for _, name := range names {
@@ -228,20 +270,40 @@ func (b *bench) run(names []string) error {
 			return err
 		}
 	}
+	var watchers []*pgWatcher // per server; nil for one not on PostgreSQL
+	if b.pgWork {
+		for _, s := range b.servers {
+			var w *pgWatcher
+			if s.pgApp != "" {
+				var err error
+				if w, err = newPGWatcher(b.cfg.postgres, s.pgApp); err != nil {
+					return fmt.Errorf("-pgwork: %w", err)
+				}
+				defer w.close()
+				fmt.Printf("%s: %s\n", s.name, w.describeSources())
+			}
+			watchers = append(watchers, w)
+		}
+	}
 	var ratios, cpuRatios, insRatios []float64
 	perCall := make([][]float64, len(b.servers))
 	insPerCall := make([][]float64, len(b.servers))
+	works := make([][]pgCounters, len(b.servers))
 	for round := 1; round <= b.rounds; round++ {
-		order := []int{0, 1}
-		if round%2 == 0 {
+		order := []int{0, 1}[:len(b.servers)]
+		if round%2 == 0 && len(b.servers) == 2 {
 			order = []int{1, 0} // alternate, so that a drift in load favours neither
 		}
 		var rates [2]float64
 		var cpus [2]cpuUse
 		var ins [2]float64
-		var waits [2]string
+		var waits, work [2]string
 		for _, j := range order {
 			s := b.servers[j]
+			var watch *pgWatcher
+			if watchers != nil {
+				watch = watchers[j]
+			}
 			var stopSampling func() string
 			if s.kind == "postgres" {
 				stopSampling = sampleWaits(b.cfg.postgres)
@@ -253,6 +315,13 @@ func (b *bench) run(names []string) error {
 			if b.callgrind != "" {
 				if err := s.zeroInstructions(); err != nil {
 					return fmt.Errorf("%s: callgrind_control -z: %w", s.name, err)
+				}
+			}
+			var pgBefore pgCounters
+			if watch != nil {
+				var err error
+				if pgBefore, err = watch.read(true); err != nil {
+					return fmt.Errorf("%s: -pgwork: %w", s.name, err)
 				}
 			}
 			var stopEvents func() error
@@ -268,13 +337,23 @@ func (b *bench) run(names []string) error {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			rate *= float64(max(s.call.items, 1)) // calls, a batch's items each one
-			rates[j], cpus[j] = rate, s.cpu(b.gen).perCall(before, rate*b.dur.Seconds())
+			calls := rate * b.dur.Seconds()
+			rates[j], cpus[j] = rate, s.cpu(b.gen).perCall(before, calls)
+			if watch != nil {
+				after, err := watch.read(false)
+				if err != nil {
+					return fmt.Errorf("%s: -pgwork: %w", s.name, err)
+				}
+				w := after.sub(pgBefore).perCall(calls)
+				works[j] = append(works[j], w)
+				work[j] = w.String()
+			}
 			if b.callgrind != "" {
 				n, err := s.instructions(b.callgrind)
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.name, err)
 				}
-				ins[j] = n / (rate * b.dur.Seconds())
+				ins[j] = n / calls
 			}
 			if stopSampling != nil {
 				waits[j] = stopSampling()
@@ -285,12 +364,16 @@ func (b *bench) run(names []string) error {
 				}
 			}
 		}
-		ratio := rates[1] / rates[0]
-		ratios = append(ratios, ratio)
-		cpuRatios = append(cpuRatios, cpus[1].server/cpus[0].server)
-		fmt.Printf("round %d (load %.2f): %s %.0f calls/s, %s %.0f calls/s, ratio %.3f\n",
-			round, loadAverage(), b.servers[0].name, rates[0], b.servers[1].name, rates[1], ratio)
-		if b.callgrind != "" {
+		if len(b.servers) == 2 {
+			ratio := rates[1] / rates[0]
+			ratios = append(ratios, ratio)
+			cpuRatios = append(cpuRatios, cpus[1].server/cpus[0].server)
+			fmt.Printf("round %d (load %.2f): %s %.0f calls/s, %s %.0f calls/s, ratio %.3f\n",
+				round, loadAverage(), b.servers[0].name, rates[0], b.servers[1].name, rates[1], ratio)
+		} else {
+			fmt.Printf("round %d (load %.2f): %s %.0f calls/s\n", round, loadAverage(), b.servers[0].name, rates[0])
+		}
+		if b.callgrind != "" && len(b.servers) == 2 {
 			insRatios = append(insRatios, ins[1]/ins[0])
 		}
 		for j, s := range b.servers {
@@ -303,10 +386,22 @@ func (b *bench) run(names []string) error {
 			if waits[j] != "" {
 				fmt.Printf("    %-16s waits: %s\n", "", waits[j])
 			}
+			if work[j] != "" {
+				fmt.Printf("    %-16s PostgreSQL per call: %s\n", "", work[j])
+			}
 			if s.events != nil {
 				fmt.Printf("    %-16s events: %s\n", "", s.events.describe())
 			}
 		}
+	}
+	for j, s := range b.servers {
+		if works[j] != nil {
+			fmt.Printf("PostgreSQL per call of %s (medians of %d drives): %s\n", s.name, len(works[j]), medianWork(works[j]))
+		}
+	}
+	if len(b.servers) == 1 {
+		fmt.Printf("server CPU per call of %s: %.1f µs (median of %d drives)\n", b.servers[0].name, median(perCall[0]), len(perCall[0]))
+		return nil
 	}
 	fmt.Printf("throughput %s/%s: median %.3f (min %.3f, max %.3f) over %d rounds\n",
 		b.servers[1].name, b.servers[0].name, median(ratios), slices.Min(ratios), slices.Max(ratios), len(ratios))
@@ -322,13 +417,23 @@ func (b *bench) run(names []string) error {
 }
 
 func (u cpuUse) perCall(before cpuUse, n float64) cpuUse {
-	return cpuUse{(u.server - before.server) / n, (u.gen - before.gen) / n, (u.store - before.store) / n}
+	out := cpuUse{server: (u.server - before.server) / n, gen: (u.gen - before.gen) / n}
+	for i := range u.parts {
+		out.parts = append(out.parts, (u.parts[i]-before.parts[i])/n)
+	}
+	for i := range u.stores {
+		out.stores = append(out.stores, (u.stores[i]-before.stores[i])/n)
+	}
+	return out
 }
 
 func (u cpuUse) describe(s *server) string {
 	out := fmt.Sprintf("server %.1f µs, load generator %.1f µs", u.server, u.gen)
-	if s.store != "" {
-		out += fmt.Sprintf(", %s %.1f µs", s.store, u.store)
+	for i, p := range s.parts {
+		out += fmt.Sprintf(", %s %.1f µs", p.name, u.parts[i])
+	}
+	for i, name := range s.stores {
+		out += fmt.Sprintf(", %s %.1f µs", name, u.stores[i])
 	}
 	return out
 }

@@ -29,9 +29,18 @@ type server struct {
 	stdin      io.Closer
 	pprof      string // the base URL of its profiles; "" for none
 	call       *call
-	store      string     // the command of the database it uses (postgres, redis-server), if any
+	stores     []string   // the commands of the databases it uses (postgres, redis-server), if any
+	parts      []part     // its processes other than cmd's (the tyk server's upstream)
+	pgApp      string     // the application_name of its PostgreSQL connections, if any
 	events     *eventLoad // the changes made while it is driven, for the webhook servers
+	key        string     // the API key its calls send, if not benchKey(0)
 	stop       func()
+}
+
+// A part is a process of a server other than its own: its name and process id.
+type part struct {
+	name string
+	pid  int
 }
 
 func (g wrkGen) String() string { return fmt.Sprintf("wrk -t%d -c%d", g.threads, g.conns) }
@@ -46,20 +55,29 @@ func (b *bench) start(name string) (*server, error) {
 	s := &server{name: name, kind: kind}
 	switch kind {
 	case "postgres":
-		s.store = "postgres"
+		s.stores, s.pgApp = []string{"postgres"}, "restbench"
 	case "redis":
-		s.store = "redis-server"
+		s.stores = []string{"redis-server"}
+	case "distributed":
+		s.stores, s.pgApp = []string{"postgres", "redis-server"}, "restbench"
+	case "tyk":
+		s.stores = []string{"redis-server"}
 	}
 	var base string
-	if kind == "server" || kind == "server-events" || kind == "server-webhooks" {
+	switch kind {
+	case "server", "server-events", "server-webhooks":
 		base, err = s.startExample(b.callgrind)
-	} else {
+	case "distributed":
+		base, err = s.startDistributed(b.cfg)
+	case "tyk":
+		base, err = s.startTyk(b.cfg, b.tyk, b.tykRedisLimiter)
+	default:
 		base, err = s.startChild(b.cfg, accounts, b.exe(len(b.servers)), b.callgrind)
 	}
 	if err != nil {
 		return nil, err
 	}
-	key := map[string]string{"X-Api-Key": benchKey(0)}
+	key := map[string]string{"X-Api-Key": cmp.Or(s.key, benchKey(0))}
 	switch kind {
 	case "bare", "bare-headers":
 		s.call = &call{url: base + restPath, method: http.MethodGet}
@@ -166,20 +184,9 @@ func (s *server) startChild(cfg storeConfig, accounts int, exe, callgrind string
 // servers, the events account: see exampleArgs); under callgrind, as startChild, if
 // callgrind is not "".
 func (s *server) startExample(callgrind string) (string, error) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "", fmt.Errorf("run restbench from the module's root: it builds ./examples/server (%v)", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	dir, err := os.MkdirTemp("", "restbench-")
+	dir, err := buildExample("./examples/server")
 	if err != nil {
 		return "", err
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "server"), "./examples/server")
-	build.Dir, build.Stderr = root, os.Stderr
-	if err := build.Run(); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("go build ./examples/server: %w", err)
 	}
 	extra, fx := exampleArgs(s.kind)
 	fixtures, _ := json.Marshal(fx)
@@ -193,8 +200,16 @@ func (s *server) startExample(callgrind string) (string, error) {
 	if callgrind != "" {
 		s.cmd = callgrindCommand(callgrind, s.name, filepath.Join(dir, "server"), args...)
 	}
+	return s.runExample(dir, "Listening on ", nil)
+}
+
+// runExample starts s.cmd, an example built into dir, and returns what follows
+// listening, the start of the line it prints once it serves: its address. Stopping it
+// ends it with SIGTERM, removes dir and runs cleanup, if not nil.
+func (s *server) runExample(dir, listening string, cleanup func()) (string, error) {
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
+		os.RemoveAll(dir)
 		return "", err
 	}
 	s.cmd.Stderr = io.Discard // its log
@@ -206,16 +221,41 @@ func (s *server) startExample(callgrind string) (string, error) {
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		s.cmd.Wait()
 		os.RemoveAll(dir)
+		if cleanup != nil {
+			cleanup()
+		}
 	}
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		if addr, ok := strings.CutPrefix(sc.Text(), "Listening on "); ok {
+		if addr, ok := strings.CutPrefix(sc.Text(), listening); ok {
 			go io.Copy(io.Discard, stdout)
 			return addr, nil
 		}
 	}
 	s.stop()
-	return "", fmt.Errorf("examples/server ended before it listened")
+	return "", fmt.Errorf("%s ended before it listened", filepath.Base(s.cmd.Path))
+}
+
+// buildExample builds the command pkg of the module (./examples/server) into a new
+// temporary directory, as a program named after its last element, and returns the
+// directory.
+func buildExample(pkg string) (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return "", fmt.Errorf("run restbench from the module's root: it builds %s (%v)", pkg, err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	dir, err := os.MkdirTemp("", "restbench-")
+	if err != nil {
+		return "", err
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, filepath.Base(pkg)), pkg)
+	build.Dir, build.Stderr = root, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	return dir, nil
 }
 
 // cpu reads the CPU time used so far by the server process, the load generator and
@@ -223,8 +263,12 @@ func (s *server) startExample(callgrind string) (string, error) {
 func (s *server) cpu(gen generator) cpuUse {
 	u := cpuUse{gen: gen.cpu()}
 	u.server, _ = processCPU(s.cmd.Process.Pid)
-	if s.store != "" {
-		u.store = commandCPU(s.store)
+	for _, p := range s.parts {
+		us, _ := processCPU(p.pid)
+		u.parts = append(u.parts, us)
+	}
+	for _, name := range s.stores {
+		u.stores = append(u.stores, commandCPU(name))
 	}
 	return u
 }
