@@ -25,7 +25,9 @@ import (
 //
 // It reports the calls per second of each side (the median over the rounds), and the
 // median, min and max of the rounds' ratios of three instances to one
-// (three/one-median, -min, -max). At the end it checks that the balance is exact: every
+// (three/one-median, -min, -max), and the Redis server's CPU time a call cost each
+// side, and this process's (the medians over the rounds: the work, which other clients
+// of the server disturb, but the machine's load far less than the rates). At the end it checks that the balance is exact: every
 // call reserved and settled one credit. Fix the number of calls, as the set-up is made
 // once per run:
 //
@@ -71,8 +73,10 @@ func BenchmarkHotInstances(b *testing.B) {
 		return err
 	}
 	// drive makes n calls from the goroutines, goroutine g through stores[g%len(stores)],
-	// and returns the calls per second.
-	drive := func(stores []*redis.Store, n int) float64 {
+	// and returns the calls per second and the CPU time per call of the Redis server and
+	// of this process.
+	drive := func(stores []*redis.Store, n int) (rate, cpu, self float64) {
+		cpu0, self0 := serverCPU(b, client(b)), processCPU(b)
 		var (
 			left atomic.Int64
 			wg   sync.WaitGroup
@@ -91,19 +95,23 @@ func BenchmarkHotInstances(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		return float64(n) / time.Since(start).Seconds()
+		rate = float64(n) / time.Since(start).Seconds()
+		perCall := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+		return rate, perCall(serverCPU(b, client(b)) - cpu0), perCall(processCPU(b) - self0)
 	}
 
 	per := b.N / (2 * rounds)
-	var ones, threes, ratios []float64
+	var ones, threes, ratios, cpuOnes, cpuThrees, goOnes, goThrees []float64
 	b.ResetTimer()
 	for range rounds {
 		if per == 0 {
 			break
 		}
-		o := drive(single, per)
-		t := drive(three, per)
+		o, co, gOne := drive(single, per)
+		t, ct, gThree := drive(three, per)
 		ones, threes, ratios = append(ones, o), append(threes, t), append(ratios, t/o)
+		cpuOnes, cpuThrees = append(cpuOnes, co), append(cpuThrees, ct)
+		goOnes, goThrees = append(goOnes, gOne), append(goThrees, gThree)
 	}
 	b.StopTimer()
 	if b.Failed() || len(ratios) == 0 {
@@ -115,7 +123,12 @@ func BenchmarkHotInstances(b *testing.B) {
 	b.ReportMetric(median(ratios), "three/one-median")
 	b.ReportMetric(slices.Min(ratios), "three/one-min")
 	b.ReportMetric(slices.Max(ratios), "three/one-max")
-	b.Logf("rounds, calls/s one | three | ratio: %.0f | %.0f | %.2f", ones, threes, ratios)
+	b.ReportMetric(median(cpuOnes), "one-redis-µs/call")
+	b.ReportMetric(median(cpuThrees), "three-redis-µs/call")
+	b.ReportMetric(median(goOnes), "one-go-µs/call")
+	b.ReportMetric(median(goThrees), "three-go-µs/call")
+	b.Logf("rounds, calls/s one | three | ratio: %.0f | %.0f | %.2f; µs a call, Redis one | three: %.1f | %.1f, Go one | three: %.1f | %.1f",
+		ones, threes, ratios, cpuOnes, cpuThrees, goOnes, goThrees)
 
 	bal, err := single[0].Balance(ctx, account, time.Now(), period, credits)
 	if err != nil {
