@@ -259,37 +259,38 @@ func wantBalance(t *testing.T, s *postgres.Store, account string, p driver.Perio
 	}
 }
 
-// TestConcurrentReplays sends one admission step from 32 goroutines at once, with each
-// mitigation (so that, with batching, copies of the step share a batch): it is admitted
-// for every caller and charged once.
-func TestConcurrentReplays(t *testing.T) {
-	for _, h := range hotOptions {
-		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
-			s, err := postgres.New(hotPool(t), h.opts)
-			if err != nil {
-				t.Fatal(err)
+// TestConcurrentReplays sends two admission steps from 32 goroutines at once, half of
+// them the first then the second, half the other way round, with each mitigation,
+// through one Store and through three (so that copies of the steps share batches, and
+// batches of several instances replay each other's requests in both orders): each is
+// admitted for every caller and charged once.
+func TestConcurrentReplays(t *testing.T) { eachHot(t, testConcurrentReplays) }
+
+func testConcurrentReplays(t *testing.T, opts *postgres.Options, n int) {
+	stores, _ := hotStores(t, opts, n)
+	ctx := t.Context()
+	if err := stores[0].Open(ctx, driver.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	var steps [2]driver.Step
+	for i := range steps {
+		req := newRequest()
+		steps[i] = driver.Step{Account: "replayed", Request: req, Now: t0,
+			Credits: &driver.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 2 {
+				r, err := stores[w%n].Admit(ctx, steps[(w+i)%2])
+				if err != nil || r.Denied != driver.NotDenied {
+					t.Errorf("Admit: %+v, %v", r, err)
+				}
 			}
-			ctx := t.Context()
-			if err := s.Open(ctx, driver.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
-				t.Fatal(err)
-			}
-			req := newRequest()
-			st := driver.Step{Account: "replayed", Request: req, Now: t0,
-				Credits: &driver.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
-			var wg sync.WaitGroup
-			for range 32 {
-				wg.Go(func() {
-					r, err := s.Admit(ctx, st)
-					if err != nil || r.Denied != driver.NotDenied {
-						t.Errorf("Admit: %+v, %v", r, err)
-					}
-				})
-			}
-			wg.Wait()
-			wantBalance(t, s, "replayed", period, 100, 93, 7, 1)
 		})
 	}
+	wg.Wait()
+	wantBalance(t, stores[0], "replayed", period, 100, 86, 14, 2)
 }
 
 // TestSetShards splits a busy account's balance and folds it back while reservations

@@ -15,8 +15,9 @@
 -- refused when the account does not cover it either (the shard as held, the others as
 -- of that instant, as tollgate_take decides it); when the account does cover it, or it
 -- would reach the grants, or anything tollgate_admit_set leaves to the steps one after
--- the other happens, the batch is rolled back to before its shard was taken and runs as
--- in version 23. The batch's renewal, rate row and slot lock come first, as in version
+-- the other happens (a replay found by the ledger's unique index, which two instances'
+-- batches replaying each other's requests may meet as a deadlock), the batch is rolled
+-- back to before its shard was taken and runs as in version 23. The batch's renewal, rate row and slot lock come first, as in version
 -- 23. tollgate_admit_batch without p_home is unchanged, for instances of an earlier
 -- release during an upgrade.
 --
@@ -346,8 +347,10 @@ BEGIN
                 RAISE SQLSTATE 'TG003' USING MESSAGE = 'the batch is taken one step after the other';
             END IF;
             done := true;
-        EXCEPTION WHEN SQLSTATE 'TG003' OR unique_violation THEN
-            done := false; -- rolled back, the shard's lock with it
+        EXCEPTION WHEN SQLSTATE 'TG003' OR unique_violation OR deadlock_detected THEN
+            -- Rolled back, the shard's lock with it. A deadlock: two instances' batches
+            -- that replay requests of each other's, in different orders.
+            done := false;
         END;
         IF done THEN
             RETURN QUERY SELECT * FROM unnest(fast.o_denied, fast.o_status, fast.o_key_state, fast.o_rate_tat,
