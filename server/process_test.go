@@ -233,8 +233,13 @@ func TestMigrate(t *testing.T) {
 	if err := conn.QueryRow(t.Context(), `SELECT count(*), max(version) FROM `+pgx.Identifier{schema, "tollgate_schema_migrations"}.Sanitize()).Scan(&n, &top); err != nil {
 		t.Fatal(err)
 	}
-	if top != postgres.SchemaVersion || n != postgres.SchemaVersion {
-		t.Errorf("the schema has %d migrations up to version %d, want %d up to %d", n, top, postgres.SchemaVersion, postgres.SchemaVersion)
+	// Every migration once (their versions need not be contiguous).
+	files, err := os.ReadDir(filepath.Join("..", "store", "postgres", "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top != postgres.SchemaVersion || n != len(files) {
+		t.Errorf("the schema has %d migrations up to version %d, want %d up to %d", n, top, len(files), postgres.SchemaVersion)
 	}
 	// serve checks the schema: it starts on this one.
 	_, _, redisAddr, prefix := stores(t)

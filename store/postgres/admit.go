@@ -146,7 +146,9 @@ func (s *Store) admitOne(ctx context.Context, account string, p *admitParams) (a
 	return r, err
 }
 
-// admitBatch performs the steps of one account: one call of tollgate_admit_batch.
+// admitBatch performs the steps of one account: one call of tollgate_admit_batch, which
+// takes them from the Store's home shard when the account has several (see the package
+// documentation, "Hot accounts").
 func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParams) ([]admitRow, error) {
 	if len(ps) == 1 {
 		r, err := s.admitOne(ctx, account, ps[0])
@@ -177,12 +179,12 @@ func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParam
 		start[i], end[i], expires[i] = p.start, p.end, p.expires
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+admitColumns+`
-		FROM tollgate_admit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		FROM tollgate_admit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19::int)`,
 		account, request, now,
 		keyAccount, keyID, keyHash,
 		rateE, rateWindow,
 		ceiling, lease,
-		credit, amount, apis, apiCounts, start, end, allowance, expires)
+		credit, amount, apis, apiCounts, start, end, allowance, expires, s.home)
 	if err != nil {
 		return nil, err
 	}

@@ -256,7 +256,8 @@ func admitOne(t *testing.T, s *postgres.Store, st driver.Step) {
 // call each, and the same steps one call each to a twin account with the same history:
 // every step's answer and the state they leave (balance, call counts, ledger, open
 // reservations, next expiry, rate, slots) are the same, whether the batch was decided
-// as a whole or, for the special cases, one step after the other.
+// as a whole or, for the special cases, one step after the other; and on accounts split
+// into shards, whose batches are decided on one of them.
 func TestBatchEqualsSteps(t *testing.T) {
 	pool := newPool(t, 4)
 	batched, err := postgres.New(pool, nil)
@@ -272,7 +273,24 @@ func TestBatchEqualsSteps(t *testing.T) {
 	if err := single.CreateAccount(ctx, other, otherKey); err != nil {
 		t.Fatal(err)
 	}
-	for n, c := range batchCases {
+	// Every case again on accounts of 4 shards, whose batches take from one shard.
+	cases := batchCases
+	for _, c := range batchCases {
+		if c.shards == 0 {
+			c.name += ", 4 shards"
+			c.shards = 4
+			cases = append(cases, c)
+		}
+	}
+	cases = append(cases, batchCase{name: "refused by a shard and the account, 4 shards", balance: 12, shards: 4,
+		admits: func(f batchFixture) [][]driver.Step {
+			ss := f.steps(span(0, 2))
+			ss[0].Credits.Amount = 3
+			ss[1].Credits.Amount = 20
+			return [][]driver.Step{ss}
+		},
+		closes: func(f batchFixture) [][]driver.Closing { return [][]driver.Closing{f.closings(span(0, 2))} }})
+	for n, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			reqs := make([]driver.RequestID, 12)
 			for i := range reqs {

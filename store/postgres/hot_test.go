@@ -40,6 +40,50 @@ func hotPool(t testing.TB) *pgxpool.Pool {
 	})
 }
 
+// hotStores returns n Store values with opts, each on a pool of its own (16/n
+// connections, statements as hotPool's) on one fresh schema: n instances of a
+// deployment. It returns the first pool too.
+func hotStores(t *testing.T, opts *postgres.Options, n int) ([]*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	conns := int32(16 / n) // 16 connections in all, as hotPool has
+	first := newPool(t, conns, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = "60s"
+	})
+	pools := []*pgxpool.Pool{first}
+	for range n - 1 {
+		cfg := poolConfig(t, first.Config().ConnConfig.RuntimeParams["search_path"], conns)
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = "60s"
+		p, err := pgxpool.NewWithConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close) // before the schema is dropped
+		pools = append(pools, p)
+	}
+	stores := make([]*postgres.Store, n)
+	for i, p := range pools {
+		s, err := postgres.New(p, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	return stores, first
+}
+
+// eachHot runs test in parallel subtests, with each of hotOptions and through one Store
+// and through three (n, each on a pool of its own: instances of a deployment).
+func eachHot(t *testing.T, test func(t *testing.T, opts *postgres.Options, n int)) {
+	for _, h := range hotOptions {
+		for _, n := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/instances=%d", h.name, n), func(t *testing.T) {
+				t.Parallel()
+				test(t, h.opts, n)
+			})
+		}
+	}
+}
+
 func newRequest() driver.RequestID {
 	var id driver.RequestID
 	rand.Read(id[:])
@@ -74,117 +118,128 @@ func checkLedger(t *testing.T, s *postgres.Store, db postgres.DB, account string
 }
 
 // TestHotAccountExact drives one account from 64 goroutines, 100 admissions each of
-// cost 3 against 3000 credits, with each mitigation: exactly 1000 are admitted and 5400
+// cost 3 against 3000 credits, with each mitigation, through one Store and through three
+// on pools of their own (goroutine w through Store w mod 3): exactly 1000 are admitted and 5400
 // refused for their credits, no admission ever sees a negative or inconsistent balance,
 // and the account ends at exactly 0 with 3000 used and 1000 calls counted. Then every
-// admitted call is refunded concurrently (the balance is back to exactly 3000), and 64
+// admitted call is refunded concurrently, each refund sent twice, the second time
+// through the next Store (the balance is back to exactly 3000), and 64
 // concurrent admissions in the next period renew the balance once and are each charged
 // after the renewal. The ledger agrees with the balance throughout.
-func TestHotAccountExact(t *testing.T) {
-	for _, h := range hotOptions {
-		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
-			pool := hotPool(t)
-			s, err := postgres.New(pool, h.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := t.Context()
-			const workers, attempts, cost, credits = 64, 100, 3, 3000
-			acct, key := fixture("hot")
-			if err := s.CreateAccount(ctx, acct, key); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
-				t.Fatal(err)
-			}
-			step := func(req driver.RequestID, p driver.Period, amount, allowance int64) driver.Step {
-				return driver.Step{Account: acct.ID, Request: req, Now: p.Start,
-					Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
-					Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance, Now: p.Start, Expires: p.Start.Add(90 * 24 * time.Hour)}}
-			}
+func TestHotAccountExact(t *testing.T) { eachHot(t, testHotAccountExact) }
 
-			var (
-				mu       sync.Mutex
-				admitted []driver.RequestID
-				refused  atomic.Int64
-				wg       sync.WaitGroup
-			)
-			for range workers {
-				wg.Go(func() {
-					for range attempts {
-						req := newRequest()
-						r, err := s.Admit(ctx, step(req, period, cost, credits))
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						b := r.Balance
-						switch r.Denied {
-						case driver.NotDenied:
-							if b.Remaining < 0 || b.Remaining+b.Used != credits {
-								t.Errorf("admitted with Remaining %d, Used %d", b.Remaining, b.Used)
-							}
-							mu.Lock()
-							admitted = append(admitted, req)
-							mu.Unlock()
-						case driver.DeniedCredits:
-							refused.Add(1)
-							if b.Remaining < 0 || b.Remaining >= cost {
-								t.Errorf("refused with Remaining %d", b.Remaining)
-							}
-						default:
-							t.Errorf("denied %d", r.Denied)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if len(admitted) != credits/cost || refused.Load() != workers*attempts-credits/cost {
-				t.Fatalf("%d admitted and %d refused, want %d and %d", len(admitted), refused.Load(), credits/cost, workers*attempts-credits/cost)
-			}
-			wantBalance(t, s, acct.ID, period, credits, 0, credits, credits/cost)
-			checkLedger(t, s, pool, acct.ID, period, credits)
+func testHotAccountExact(t *testing.T, opts *postgres.Options, n int) {
+	stores, pool := hotStores(t, opts, n)
+	s := stores[0]
+	ctx := t.Context()
+	const workers, attempts, cost, credits = 64, 100, 3, 3000
+	acct, key := fixture("hot")
+	if err := s.CreateAccount(ctx, acct, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	step := func(req driver.RequestID, p driver.Period, amount, allowance int64) driver.Step {
+		return driver.Step{Account: acct.ID, Request: req, Now: p.Start,
+			Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+			Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: amount, Period: p, Allowance: allowance, Now: p.Start, Expires: p.Start.Add(90 * 24 * time.Hour)}}
+	}
 
-			// Refund every admitted call, concurrently, each closing sent twice.
-			for w := range workers {
-				wg.Go(func() {
-					for i := w; i < len(admitted); i += workers {
-						for range 2 {
-							req := admitted[i]
-							_, err := s.Close(ctx, driver.Closing{Account: acct.ID, Request: req,
-								Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: credits}})
-							if err != nil {
-								t.Error(err)
-								return
-							}
-						}
+	var (
+		mu       sync.Mutex
+		admitted []driver.RequestID
+		refused  atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for range attempts {
+				req := newRequest()
+				r, err := stores[w%n].Admit(ctx, step(req, period, cost, credits))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b := r.Balance
+				switch r.Denied {
+				case driver.NotDenied:
+					if b.Remaining < 0 || b.Remaining+b.Used != credits {
+						t.Errorf("admitted with Remaining %d, Used %d", b.Remaining, b.Used)
 					}
-				})
-			}
-			wg.Wait()
-			wantBalance(t, s, acct.ID, period, credits, credits, 0, 0)
-			checkLedger(t, s, pool, acct.ID, period, credits)
-
-			// The next period: renewed once, to the allowance, then charged.
-			next := driver.MonthOf(period.End)
-			const allowance = 500
-			for range workers {
-				wg.Go(func() {
-					r, err := s.Admit(ctx, step(newRequest(), next, 2, allowance))
-					if err != nil || r.Denied != driver.NotDenied {
-						t.Errorf("Admit in the next period: %+v, %v", r, err)
+					mu.Lock()
+					admitted = append(admitted, req)
+					mu.Unlock()
+				case driver.DeniedCredits:
+					refused.Add(1)
+					if b.Remaining < 0 || b.Remaining >= cost {
+						t.Errorf("refused with Remaining %d", b.Remaining)
 					}
-				})
-			}
-			wg.Wait()
-			wantBalance(t, s, acct.ID, next, allowance, allowance-2*workers, 2*workers, workers)
-			checkLedger(t, s, pool, acct.ID, next, allowance)
-			var renewals int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM tollgate_ledger WHERE kind = 'renewal'`).Scan(&renewals); err != nil || renewals != 1 {
-				t.Errorf("%d renewal entries (%v), want 1", renewals, err)
+				default:
+					t.Errorf("denied %d", r.Denied)
+				}
 			}
 		})
+	}
+	wg.Wait()
+	if len(admitted) != credits/cost || refused.Load() != workers*attempts-credits/cost {
+		t.Fatalf("%d admitted and %d refused, want %d and %d", len(admitted), refused.Load(), credits/cost, workers*attempts-credits/cost)
+	}
+	wantBalance(t, s, acct.ID, period, credits, 0, credits, credits/cost)
+	checkLedger(t, s, pool, acct.ID, period, credits)
+	wantOpen(t, pool, acct.ID, credits/cost)
+
+	// Refund every admitted call, concurrently, each closing sent twice.
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(admitted); i += workers {
+				for k := range 2 {
+					req := admitted[i]
+					_, err := stores[(w+k)%n].Close(ctx, driver.Closing{Account: acct.ID, Request: req,
+						Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: cost, Uncount: []string{"hash"}, Period: period, Allowance: credits}})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, s, acct.ID, period, credits, credits, 0, 0)
+	checkLedger(t, s, pool, acct.ID, period, credits)
+	wantOpen(t, pool, acct.ID, 0)
+
+	// The next period: renewed once, to the allowance, then charged.
+	next := driver.MonthOf(period.End)
+	const allowance = 500
+	for w := range workers {
+		wg.Go(func() {
+			r, err := stores[w%n].Admit(ctx, step(newRequest(), next, 2, allowance))
+			if err != nil || r.Denied != driver.NotDenied {
+				t.Errorf("Admit in the next period: %+v, %v", r, err)
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, s, acct.ID, next, allowance, allowance-2*workers, 2*workers, workers)
+	checkLedger(t, s, pool, acct.ID, next, allowance)
+	var renewals int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM tollgate_ledger WHERE kind = 'renewal'`).Scan(&renewals); err != nil || renewals != 1 {
+		t.Errorf("%d renewal entries (%v), want 1", renewals, err)
+	}
+	wantOpen(t, pool, acct.ID, workers)
+}
+
+// wantOpen checks that the account has n reservations open.
+func wantOpen(t *testing.T, db postgres.DB, account string, n int) {
+	t.Helper()
+	var open int
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM tollgate_reservations WHERE account_id = $1`, account).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != n {
+		t.Errorf("%d reservations open, want %d", open, n)
 	}
 }
 
@@ -204,37 +259,38 @@ func wantBalance(t *testing.T, s *postgres.Store, account string, p driver.Perio
 	}
 }
 
-// TestConcurrentReplays sends one admission step from 32 goroutines at once, with each
-// mitigation (so that, with batching, copies of the step share a batch): it is admitted
-// for every caller and charged once.
-func TestConcurrentReplays(t *testing.T) {
-	for _, h := range hotOptions {
-		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
-			s, err := postgres.New(hotPool(t), h.opts)
-			if err != nil {
-				t.Fatal(err)
+// TestConcurrentReplays sends two admission steps from 32 goroutines at once, half of
+// them the first then the second, half the other way round, with each mitigation,
+// through one Store and through three (so that copies of the steps share batches, and
+// batches of several instances replay each other's requests in both orders): each is
+// admitted for every caller and charged once.
+func TestConcurrentReplays(t *testing.T) { eachHot(t, testConcurrentReplays) }
+
+func testConcurrentReplays(t *testing.T, opts *postgres.Options, n int) {
+	stores, _ := hotStores(t, opts, n)
+	ctx := t.Context()
+	if err := stores[0].Open(ctx, driver.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	var steps [2]driver.Step
+	for i := range steps {
+		req := newRequest()
+		steps[i] = driver.Step{Account: "replayed", Request: req, Now: t0,
+			Credits: &driver.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 2 {
+				r, err := stores[w%n].Admit(ctx, steps[(w+i)%2])
+				if err != nil || r.Denied != driver.NotDenied {
+					t.Errorf("Admit: %+v, %v", r, err)
+				}
 			}
-			ctx := t.Context()
-			if err := s.Open(ctx, driver.Opening{Account: "replayed", Balance: 100, Allowance: 100, Period: period}); err != nil {
-				t.Fatal(err)
-			}
-			req := newRequest()
-			st := driver.Step{Account: "replayed", Request: req, Now: t0,
-				Credits: &driver.Reservation{Account: "replayed", Request: req, APIs: []string{"hash"}, Amount: 7, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
-			var wg sync.WaitGroup
-			for range 32 {
-				wg.Go(func() {
-					r, err := s.Admit(ctx, st)
-					if err != nil || r.Denied != driver.NotDenied {
-						t.Errorf("Admit: %+v, %v", r, err)
-					}
-				})
-			}
-			wg.Wait()
-			wantBalance(t, s, "replayed", period, 100, 93, 7, 1)
 		})
 	}
+	wg.Wait()
+	wantBalance(t, stores[0], "replayed", period, 100, 86, 14, 2)
 }
 
 // TestSetShards splits a busy account's balance and folds it back while reservations
@@ -425,66 +481,64 @@ func TestUndoInDoubt(t *testing.T) {
 
 // TestHotAccountMixed runs whole calls (admission, then settlement keeping all, part or
 // none of the charge, and freeing the slot) on one account from 32 goroutines at once,
-// with each mitigation, so that admissions and settlements overlap on the same rows:
+// with each mitigation, through one Store and through three on pools of their own
+// (goroutine w through Store w mod 3), so that admissions and settlements overlap on
+// the same rows:
 // no call fails (no deadlock), and the balance, the used credits and the call count end
 // exactly where the kept charges put them.
-func TestHotAccountMixed(t *testing.T) {
-	for _, h := range hotOptions {
-		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
-			pool := hotPool(t)
-			s, err := postgres.New(pool, h.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := t.Context()
-			acct, key := fixture("mixed")
-			if err := s.CreateAccount(ctx, acct, key); err != nil {
-				t.Fatal(err)
-			}
-			const credits, cost = 1_000_000, 4
-			if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
-				t.Fatal(err)
-			}
-			limit := driver.Limit{Rate: 1 << 20, Per: time.Second, Burst: 1 << 20}
-			var kept, calls atomic.Int64
-			var wg sync.WaitGroup
-			for w := range 32 {
-				wg.Go(func() {
-					for i := range 25 {
-						req := newRequest()
-						r, err := s.Admit(ctx, driver.Step{Account: acct.ID, Request: req, Now: t0,
-							Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
-							Rate:    &limit,
-							Slot:    &driver.SlotClaim{Ceiling: 1000, Lease: time.Minute},
-							Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)}})
-						if err != nil || r.Denied != driver.NotDenied {
-							t.Errorf("Admit: %+v, %v", r, err)
-							return
-						}
-						refund := []int64{0, 1, cost}[(w+i)%3]
-						var uncount []string
-						if refund == cost {
-							uncount = []string{"hash"}
-						} else {
-							calls.Add(1)
-						}
-						_, err = s.Close(ctx, driver.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
-							Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: refund, Uncount: uncount, Period: period, Allowance: credits}})
-						if err != nil {
-							t.Errorf("Close: %v", err)
-							return
-						}
-						kept.Add(cost - refund)
-					}
-				})
-			}
-			wg.Wait()
-			wantBalance(t, s, acct.ID, period, credits, credits-kept.Load(), kept.Load(), calls.Load())
-			checkLedger(t, s, pool, acct.ID, period, credits)
-			if n, err := s.InUse(ctx, acct.ID, t0); err != nil || n != 0 {
-				t.Errorf("%d slots held after every call closed (%v)", n, err)
+func TestHotAccountMixed(t *testing.T) { eachHot(t, testHotAccountMixed) }
+
+func testHotAccountMixed(t *testing.T, opts *postgres.Options, n int) {
+	stores, pool := hotStores(t, opts, n)
+	s := stores[0]
+	ctx := t.Context()
+	acct, key := fixture("mixed")
+	if err := s.CreateAccount(ctx, acct, key); err != nil {
+		t.Fatal(err)
+	}
+	const credits, cost = 1_000_000, 4
+	if err := s.Open(ctx, driver.Opening{Account: acct.ID, Balance: credits, Allowance: credits, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	limit := driver.Limit{Rate: 1 << 20, Per: time.Second, Burst: 1 << 20}
+	var kept, calls atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			s := stores[w%n]
+			for i := range 25 {
+				req := newRequest()
+				r, err := s.Admit(ctx, driver.Step{Account: acct.ID, Request: req, Now: t0,
+					Key:     &driver.KeyCheck{Account: acct.ID, KeyID: key.ID, Hash: key.Hash},
+					Rate:    &limit,
+					Slot:    &driver.SlotClaim{Ceiling: 1000, Lease: time.Minute},
+					Credits: &driver.Reservation{Account: acct.ID, Request: req, APIs: []string{"hash"}, Amount: cost, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)}})
+				if err != nil || r.Denied != driver.NotDenied {
+					t.Errorf("Admit: %+v, %v", r, err)
+					return
+				}
+				refund := []int64{0, 1, cost}[(w+i)%3]
+				var uncount []string
+				if refund == cost {
+					uncount = []string{"hash"}
+				} else {
+					calls.Add(1)
+				}
+				_, err = s.Close(ctx, driver.Closing{Account: acct.ID, Request: req, ReleaseSlot: true,
+					Settlement: &driver.Settlement{Account: acct.ID, Request: req, Refund: refund, Uncount: uncount, Period: period, Allowance: credits}})
+				if err != nil {
+					t.Errorf("Close: %v", err)
+					return
+				}
+				kept.Add(cost - refund)
 			}
 		})
 	}
+	wg.Wait()
+	wantBalance(t, s, acct.ID, period, credits, credits-kept.Load(), kept.Load(), calls.Load())
+	checkLedger(t, s, pool, acct.ID, period, credits)
+	if n, err := s.InUse(ctx, acct.ID, t0); err != nil || n != 0 {
+		t.Errorf("%d slots held after every call closed (%v)", n, err)
+	}
+	wantOpen(t, pool, acct.ID, 0)
 }

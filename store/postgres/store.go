@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +30,9 @@ type Store struct {
 	shards int
 	admits *groupcommit.Combiner[*admitParams, admitRow] // nil when Options.Batch is 1
 	closes *groupcommit.Combiner[*closeParams, closeRow] // nil when Options.Batch is 1
+	// home is the shard, modulo an account's shards, that this Store's batches of
+	// admissions take from first, so that the batches of instances lock different rows.
+	home int32
 	// scan is the most accounts a page of Accounts examines; 0 is accountScan.
 	scan int
 }
@@ -40,6 +44,11 @@ type Options struct {
 	// which serializes the reservations of one account (see the package documentation,
 	// "Hot accounts"); more shards let that many reservations of one account commit in
 	// parallel. Change the shards of an existing account with [Store.SetShards].
+	//
+	// With more shards than instances, the instances' batches (Options.Batch) of one
+	// account take their credits from different shards and do not wait for each other:
+	// each Store picks a home shard at random, and a batch takes from the first shard
+	// from its home on that covers it and that no other transaction holds.
 	Shards int
 
 	// Batch is the largest number of concurrent Admit calls (and, separately, Close
@@ -50,7 +59,9 @@ type Options struct {
 	// meanwhile wait for it and are then sent together. This is how one instance keeps a hot account from serializing on its
 	// rows (see the package documentation, "Hot accounts"), at no cost to accounts
 	// called one at a time. The default, 0, is [DefaultBatch]; 1 sends every call on its
-	// own. Batches are per instance: instances do not wait for each other.
+	// own. Batches are per instance: the batches of several instances on an account of
+	// one shard wait for each other, on an account of several (Options.Shards) they take
+	// from different shards.
 	Batch int
 }
 
@@ -78,7 +89,7 @@ func New(db DB, opts *Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("postgres: New needs a DB (a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx)")
 	}
-	s := &Store{db: db, shards: 1}
+	s := &Store{db: db, shards: 1, home: rand.Int32N(MaxShards)}
 	if opts != nil && opts.Shards != 0 {
 		if opts.Shards < 1 || opts.Shards > MaxShards {
 			return nil, fmt.Errorf("postgres: Options.Shards is %d; give 1 to %d", opts.Shards, MaxShards)

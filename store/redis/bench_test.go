@@ -188,21 +188,8 @@ func BenchmarkReplicas(b *testing.B) {
 	stores := []*redis.Store{openStore(b, c, prefix, &redis.Options{}), openStore(b, c, prefix, &redis.Options{Replicas: 1})}
 	// cpu returns the CPU time the master and the replica have used, and this process.
 	cpu := func(b *testing.B) (servers, self time.Duration) {
-		for _, c := range []*goredis.Client{c, rc} {
-			info, err := c.Info(b.Context(), "cpu").Result()
-			must(b, err)
-			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-				_, v, _ := strings.Cut(info, f)
-				v, _, _ = strings.Cut(v, "\r")
-				sec, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				must(b, err)
-				servers += time.Duration(sec * float64(time.Second))
-			}
-		}
-		var ru syscall.Rusage
-		must(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		return servers, self
+		servers = serverCPU(b, c) + serverCPU(b, rc)
+		return servers, processCPU(b)
 	}
 	for round := range 3 {
 		for _, parallel := range []bool{false, true} {
@@ -222,6 +209,28 @@ func BenchmarkReplicas(b *testing.B) {
 			}
 		}
 	}
+}
+
+// serverCPU returns the CPU time (system and user) the Redis server of c has used.
+func serverCPU(b *testing.B, c *goredis.Client) time.Duration {
+	info, err := c.Info(b.Context(), "cpu").Result()
+	must(b, err)
+	var d time.Duration
+	for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+		_, v, _ := strings.Cut(info, f)
+		v, _, _ = strings.Cut(v, "\r")
+		sec, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		must(b, err)
+		d += time.Duration(sec * float64(time.Second))
+	}
+	return d
+}
+
+// processCPU returns the CPU time (system and user) this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	must(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // The storetest benchmarks, one line each.

@@ -1,0 +1,170 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/store/postgres"
+)
+
+// BenchmarkHotInstances measures one hot account's paid calls (an Admit with key check
+// and a 1-credit reservation, then a Close keeping the charge, as in BenchmarkAdmitClose)
+// sent by one Store, against the same calls sent by three Store values on three pools of
+// the same database (three instances of a deployment), with the same 64 goroutines and
+// 33 connections in all (one pool of 33, or three of 11). It alternates the two in
+// rounds, so that a change of the machine's load affects both alike: b.N calls in all,
+// shared evenly among the rounds, each round giving half of its calls to each side.
+//
+// It reports the calls per second of each side (the median over the rounds), and the
+// median, min and max of the rounds' ratios of three instances to one
+// (three/one-median, -min, -max). At the end it checks that the ledger is exact: every
+// call reserved and settled one credit, nothing is left open, and the ledger's entries
+// sum to the balance. Fix the number of calls, as the set-up is made once per run:
+//
+//	go test -run='^$' -bench=BenchmarkHotInstances -benchtime=60000x ./store/postgres/
+func BenchmarkHotInstances(b *testing.B) {
+	for _, shards := range []int{1, 16} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			benchHotInstances(b, &postgres.Options{Shards: shards})
+		})
+	}
+}
+
+func benchHotInstances(b *testing.B, opts *postgres.Options) {
+	const (
+		rounds     = 5
+		goroutines = 64
+		credits    = 1 << 50
+	)
+	ctx := context.Background()
+	schema := newSchema(b)
+	pool := func(conns int32) *pgxpool.Pool {
+		p, err := pgxpool.NewWithConfig(ctx, poolConfig(b, schema, conns))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		return p
+	}
+	one := pool(33)
+	if err := postgres.Migrate(ctx, one); err != nil {
+		b.Fatal(err)
+	}
+	store := func(p *pgxpool.Pool) *postgres.Store {
+		s, err := postgres.New(p, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	single := []*postgres.Store{store(one)}
+	three := []*postgres.Store{store(pool(11)), store(pool(11)), store(pool(11))}
+
+	const account = "hot"
+	key := auth.Key{ID: "hot-key", AccountID: account, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
+	if err := single[0].CreateAccount(ctx, auth.Account{ID: account, Plan: "pro", CreatedAt: t0}, key); err != nil {
+		b.Fatal(err)
+	}
+	if err := single[0].Open(ctx, driver.Opening{Account: account, Balance: credits, Allowance: credits, Period: period}); err != nil {
+		b.Fatal(err)
+	}
+	call := func(s *postgres.Store) error {
+		req := newRequest()
+		r, err := s.Admit(ctx, driver.Step{
+			Account: account, Request: req, Now: t0,
+			Key:     &driver.KeyCheck{Account: account, KeyID: key.ID, Hash: key.Hash},
+			Credits: &driver.Reservation{Account: account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
+		})
+		if err != nil {
+			return err
+		}
+		if r.Denied != driver.NotDenied {
+			return fmt.Errorf("admission denied: %+v", r)
+		}
+		_, err = s.Close(ctx, driver.Closing{Account: account, Request: req,
+			Settlement: &driver.Settlement{Account: account, Request: req, Period: period, Allowance: credits}})
+		return err
+	}
+	// drive makes n calls from the goroutines, goroutine g through stores[g%len(stores)],
+	// and returns the calls per second.
+	drive := func(stores []*postgres.Store, n int) float64 {
+		var (
+			left atomic.Int64
+			wg   sync.WaitGroup
+		)
+		left.Store(int64(n))
+		start := time.Now()
+		for g := range goroutines {
+			s := stores[g%len(stores)]
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					if err := call(s); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return float64(n) / time.Since(start).Seconds()
+	}
+
+	per := b.N / (2 * rounds)
+	var ones, threes, ratios []float64
+	b.ResetTimer()
+	for range rounds {
+		if per == 0 {
+			break
+		}
+		o := drive(single, per)
+		t := drive(three, per)
+		ones, threes, ratios = append(ones, o), append(threes, t), append(ratios, t/o)
+	}
+	b.StopTimer()
+	if b.Failed() || len(ratios) == 0 {
+		return
+	}
+	calls := int64(2 * rounds * per)
+	b.ReportMetric(median(ones), "one-calls/s")
+	b.ReportMetric(median(threes), "three-calls/s")
+	b.ReportMetric(median(ratios), "three/one-median")
+	b.ReportMetric(slices.Min(ratios), "three/one-min")
+	b.ReportMetric(slices.Max(ratios), "three/one-max")
+	b.Logf("rounds, calls/s one | three | ratio: %.0f | %.0f | %.2f", ones, threes, ratios)
+
+	// The ledger is exact: every call reserved one credit and settled it.
+	bal, err := single[0].Balance(ctx, account, t0, period, credits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var open, sum int64
+	if err := one.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM tollgate_reservations WHERE account_id = $1),
+		       (SELECT coalesce(sum(amount), 0)::bigint FROM tollgate_ledger WHERE account_id = $1)`,
+		account).Scan(&open, &sum); err != nil {
+		b.Fatal(err)
+	}
+	if bal.Remaining != credits-calls || bal.Used != calls || open != 0 || sum != bal.Remaining {
+		b.Fatalf("after %d calls: %d remaining, %d used, %d reservations open, the ledger sums to %d",
+			calls, bal.Remaining, bal.Used, open, sum)
+	}
+}
+
+// median returns the median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
