@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/groupcommit"
+	"github.com/tollgate-dev/tollgate/retention"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -70,6 +71,7 @@ var (
 	_ driver.KeyChecker         = (*Store)(nil)
 	_ driver.Admitter           = (*Store)(nil)
 	_ driver.Sweeper            = (*Store)(nil)
+	_ retention.Compactor       = (*Store)(nil)
 )
 
 // New returns a Store on db. It does not touch the database: run [Migrate] first. opts
