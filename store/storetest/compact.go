@@ -37,7 +37,7 @@ var compactorRows = []behaviour[func(*testing.T) CompactingLedger]{
 		"Compact(before) folds the requests whose entries all belong to periods of their account that ended by before, never an open reservation's, and every answer of the ledger after it (balances, usage, settlements of open reservations, replays of the requests it kept, new calls) is the one the ledger gives without it.",
 		cmpKeepsAnswers},
 	{"Together",
-		"Compactions running together, on any instances, fold each request once and change no balance.",
+		"Compactions running together, on any instances, and with calls, fold each request once and change no balance.",
 		cmpTogether},
 }
 
@@ -259,6 +259,23 @@ func cmpTogether(t *testing.T, newStore func(*testing.T) CompactingLedger) {
 			}
 		})
 	}
+	// Calls of p1 go on meanwhile, on every account.
+	wg.Go(func() {
+		<-start
+		for range calls {
+			for _, acct := range accts {
+				id := newRequest()
+				if _, err := s.Reserve(ctx, reservation(acct, id, 2, p1, "a")); err != nil {
+					t.Errorf("Reserve during the compactions: %v", err)
+					return
+				}
+				if _, err := s.Settle(ctx, settlement(acct, id, 1, p1)); err != nil {
+					t.Errorf("Settle during the compactions: %v", err)
+					return
+				}
+			}
+		}
+	})
 	close(start)
 	wg.Wait()
 	if got := folded[0] + folded[1] + folded[2]; got != accounts*calls {
@@ -270,8 +287,9 @@ func cmpTogether(t *testing.T, newStore func(*testing.T) CompactingLedger) {
 	for _, acct := range slices.Sorted(maps.Keys(balances)) {
 		b, err := s.Balance(ctx, acct, nowIn(p1), p1, allowance)
 		must(t, "Balance", err)
-		if want := balances[acct]; b.Remaining != want.Remaining || b.Used != want.Used {
-			t.Errorf("Balance(%q) after the compactions: %+v, want %+v", acct, b, want)
+		if want := balances[acct]; b.Remaining != want.Remaining-calls || b.Used != want.Used+calls {
+			t.Errorf("Balance(%q) after the compactions and %d calls that kept 1 credit each: %+v, want %d remaining and %d used",
+				acct, calls, b, want.Remaining-calls, want.Used+calls)
 		}
 	}
 }
