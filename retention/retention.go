@@ -19,7 +19,7 @@ const (
 	// past any window in which a request id may still be settled or replayed.
 	DefaultRetention = 90 * 24 * time.Hour
 	DefaultBatch     = 1000
-	DefaultRound     = 100_000
+	DefaultRound     = 1_000_000
 	// DefaultInterval is how often a host runs a round.
 	DefaultInterval = time.Hour
 )
