@@ -450,14 +450,14 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 
 	// 6. The compaction of the ledger: the entries of periods that ended more than the
 	// retention ago are folded into their periods' totals, by every instance, each
-	// account by one at a time.
+	// account by one at a time; at start too, for instances that restart often.
 	stopCompaction := func() {}
 	if cfg.LedgerRetention >= 0 {
 		compaction, err := retention.New(pg, &retention.Options{Retention: cfg.LedgerRetention})
 		if err != nil {
 			return nil, err
 		}
-		stopCompaction = every.Start(retention.DefaultInterval, every.Chore{
+		stopCompaction = every.StartNow(retention.DefaultInterval, every.Chore{
 			Do:     compaction.Compact,
 			Failed: "tollgate: cannot compact the ledger; the next round tries again",
 			Done:   "tollgate: folded the ledger's old entries into their periods' totals",
