@@ -197,6 +197,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Writer, ap
 		Postgres: cfg.Postgres, Schema: cfg.Schema, Pooler: cfg.Pooler, Redis: cfg.Redis, RedisPrefix: cfg.RedisPrefix,
 		PGConns: cfg.PGConns, RedisConns: cfg.RedisConns, Catalog: reg, Plans: plans, Logger: log,
 		CallTimeout: cfg.CallTimeout, ReservationGrace: cfg.ReservationGrace, SweepInterval: cfg.SweepInterval, Lease: cfg.Lease,
+		LedgerRetention:   cfg.LedgerRetention,
 		AllowPrivateFetch: cfg.AllowPrivateFetch, SessionSecret: secret, AdminToken: cfg.AdminToken,
 		PublicURL: publicURL, Edge: edgeOpts, WebhookSchedule: schedule, WebhookTimeout: cfg.WebhookTimeout,
 		TracerProvider: cfg.TracerProvider,

@@ -33,6 +33,7 @@ type Config struct {
 	LogFormat, LogLevel            string
 	CallTimeout, ReservationGrace  time.Duration
 	SweepInterval, Lease           time.Duration
+	LedgerRetention                time.Duration
 	ShutdownTimeout                time.Duration
 	AllowPrivateFetch              bool
 	WebhookSchedule                string
@@ -89,6 +90,7 @@ var settings = []setting{
 	{"call-timeout", "30s", "how long one API call may run", false, func(c *Config) any { return &c.CallTimeout }},
 	{"reservation-grace", "30s", "how long a call's reservation outlives the call timeout before a sweep gives its credits back", false, func(c *Config) any { return &c.ReservationGrace }},
 	{"sweep-interval", "15s", "how often the instance voids the expired reservations", false, func(c *Config) any { return &c.SweepInterval }},
+	{"ledger-retention", "2160h", "how long after its period ended a ledger entry is kept before it is folded into its period's totals, at least 168h (negative: every entry is kept)", false, func(c *Config) any { return &c.LedgerRetention }},
 	{"lease", "0s", "how long a concurrency slot lasts without renewal (0: twice the call timeout, at least 30s)", false, func(c *Config) any { return &c.Lease }},
 	{"shutdown-timeout", "30s", "how long the calls in flight may take to finish after SIGTERM or SIGINT", false, func(c *Config) any { return &c.ShutdownTimeout }},
 	{"allow-private-fetch", "false", "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses (development only)", false, func(c *Config) any { return &c.AllowPrivateFetch }},

@@ -110,6 +110,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/deploy"
 	"github.com/tollgate-dev/tollgate/internal/ops"
 	"github.com/tollgate-dev/tollgate/internal/webhookflag"
+	"github.com/tollgate-dev/tollgate/retention"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
 
@@ -129,6 +130,7 @@ type config struct {
 	instances, port                         int
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
+	ledgerRetention                         time.Duration
 	allowPrivateFetch                       bool
 	opsAddr                                 string           // "" for no operators' listener
 	webhookSchedule                         webhook.Schedule // nil: the default
@@ -152,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.callTimeout, "call-timeout", tollgate.DefaultCallTimeout, "how long one API call may run")
 	fs.DurationVar(&c.grace, "reservation-grace", tollgate.DefaultReservationGrace, "how long a reservation outlives the call timeout")
 	fs.DurationVar(&c.sweep, "sweep-interval", tollgate.DefaultSweepInterval, "how often to void expired reservations")
+	fs.DurationVar(&c.ledgerRetention, "ledger-retention", retention.DefaultRetention, "how long after its period ended a ledger entry is kept before it is folded into its period's totals (negative: every entry is kept)")
 	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches and webhook deliveries reach private and loopback addresses")
 	fs.StringVar(&c.opsAddr, "ops-addr", "", "serve /healthz and /readyz of the first instance on this host:port, the others on the next ports (default: none)")
@@ -368,7 +371,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	}
 	cfg := deploy.Config{Postgres: c.postgres, Schema: c.schema, Pooler: c.pooler, RedisPrefix: c.prefix,
 		PGConns: pgConns, RedisConns: redisConns, Catalog: reg, Plans: plans, Logger: logger,
-		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease,
+		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease, LedgerRetention: c.ledgerRetention,
 		AllowPrivateFetch: c.allowPrivateFetch, AdminToken: c.adminToken,
 		WebhookSchedule: c.webhookSchedule, WebhookTimeout: c.webhookTimeout}
 	if c.limits == "redis" {

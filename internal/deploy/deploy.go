@@ -3,7 +3,8 @@
 // connections, the schema's check (or its migration), the stores, the service and the
 // manager of its accounts, every front door on one mux (package doors) behind one HTTP
 // edge, the webhooks, the usage statistics, the audit log, the relay of the journal of
-// changes, the Prometheus metrics, the traces, and the readiness check of the stores.
+// changes, the compaction of the ledger, the Prometheus metrics, the traces, and the
+// readiness check of the stores.
 //
 // [Open] builds an [Instance]; [Instance.Serve] serves its doors on a listener;
 // [Instance.Close] shuts it down in order: the doors stop taking requests and the calls
@@ -43,6 +44,7 @@ import (
 	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/metrics"
 	"github.com/tollgate-dev/tollgate/oauth"
+	"github.com/tollgate-dev/tollgate/retention"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/redis"
 	"github.com/tollgate-dev/tollgate/tracing"
@@ -123,6 +125,10 @@ type Config struct {
 	// RelayInterval is how often the journal's relay runs; DefaultRelayInterval by
 	// default, negative for no relay.
 	RelayInterval time.Duration
+	// LedgerRetention is how long after its period ended a ledger entry is kept before
+	// the compaction folds it into its period's totals (retention.Options.Retention);
+	// retention.DefaultRetention by default, negative for no compaction.
+	LedgerRetention time.Duration
 	// StartTimeout bounds the wait for the connections; DefaultStartTimeout by default.
 	StartTimeout time.Duration
 }
@@ -442,7 +448,24 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		undo = append(undo, stopRelay)
 	}
 
-	// 6. The manager of the accounts, and every door on one mux.
+	// 6. The compaction of the ledger: the entries of periods that ended more than the
+	// retention ago are folded into their periods' totals, by every instance, each
+	// account by one at a time; at start too, for instances that restart often.
+	stopCompaction := func() {}
+	if cfg.LedgerRetention >= 0 {
+		compaction, err := retention.New(pg, &retention.Options{Retention: cfg.LedgerRetention})
+		if err != nil {
+			return nil, err
+		}
+		stopCompaction = every.StartNow(retention.DefaultInterval, every.Chore{
+			Do:     compaction.Compact,
+			Failed: "tollgate: cannot compact the ledger; the next round tries again",
+			Done:   "tollgate: folded the ledger's old entries into their periods' totals",
+		}.Run(log))
+		undo = append(undo, stopCompaction)
+	}
+
+	// 7. The manager of the accounts, and every door on one mux.
 	if in.Accounts, err = accounts.New(in.Service, &accounts.Options{Audit: auditStore, Usage: usageStore,
 		RevokedKeyRetention: 7 * 24 * time.Hour, Logger: log}); err != nil {
 		return nil, err
@@ -464,7 +487,7 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		in.Handler = tr.Handler(mux)
 	}
 
-	// 7. The readiness of the stores, by role.
+	// 8. The readiness of the stores, by role.
 	if in.Ready, err = health.New([]health.Store{
 		ops.Ping("keys", stores.Keys), ops.Ping("ledger", stores.Ledger),
 		ops.Ping("rates", stores.Rates), ops.Ping("slots", stores.Slots),
@@ -479,7 +502,7 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	svc := in.Service
 	in.closers = []func(ctx context.Context){
 		func(ctx context.Context) { waitSettlements(ctx, svc) },
-		func(context.Context) { in.Accounts.Close(); svc.Close(); stopRelay() },
+		func(context.Context) { in.Accounts.Close(); svc.Close(); stopRelay(); stopCompaction() },
 		func(context.Context) { closeHooks() },
 		closeUsage,
 		func(context.Context) { auditLog.Close() },

@@ -330,6 +330,23 @@ func (s *Store) Usage(ctx context.Context, account string, p driver.Period) (map
 	return usage, nil
 }
 
+// Compact folds into tollgate_ledger_totals the entries of up to limit requests whose
+// entries all belong to periods that ended by before, never those of an open
+// reservation, and returns how many requests it folded (see retention.Compactor). Each
+// call of tollgate_compact is one transaction; concurrent compactions, on any
+// instances, take the accounts in turn (a tried advisory lock), so that each entry is
+// folded once.
+func (s *Store) Compact(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT tollgate_compact($1, $2)`, before, limit).Scan(&n); err != nil {
+		return 0, wrapErr(ctx, err, "compaction of the ledger")
+	}
+	return n, nil
+}
+
 // Sweep voids up to limit reservations of any accounts that are open past their expiry
 // at now, and returns how many it voided; it voids fewer than limit only when it found
 // no more but those of accounts another transaction holds (another instance's sweep, or

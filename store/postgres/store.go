@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/groupcommit"
+	"github.com/tollgate-dev/tollgate/retention"
 	"github.com/tollgate-dev/tollgate/store"
 )
 
@@ -81,6 +82,7 @@ var (
 	_ driver.KeyChecker         = (*Store)(nil)
 	_ driver.Admitter           = (*Store)(nil)
 	_ driver.Sweeper            = (*Store)(nil)
+	_ retention.Compactor       = (*Store)(nil)
 )
 
 // New returns a Store on db. It does not touch the database: run [Migrate] first. opts

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate-dev/tollgate/idempotency"
 	"github.com/tollgate-dev/tollgate/journal"
 	"github.com/tollgate-dev/tollgate/oauth/oauthstore"
+	"github.com/tollgate-dev/tollgate/retention"
 	"github.com/tollgate-dev/tollgate/usage"
 	"github.com/tollgate-dev/tollgate/webhook"
 )
@@ -25,6 +26,8 @@ import (
 //	driver.Ledger and driver.Sweeper    Sweepers (one store value in every instance;
 //	                                    TestSweepers takes several, with a count of
 //	                                    round trips)
+//	driver.Ledger and                   Compactor
+//	retention.Compactor
 //	driver.RateLimiter                  RateLimiter
 //	driver.ConcurrencyLimiter           ConcurrencyLimiter
 //	driver.Admitter                     Admitter, in every role the store plays
@@ -84,6 +87,9 @@ var suites = []struct {
 		})
 	}},
 	{"Ledger", is[driver.Ledger], func(t *testing.T, n func(*testing.T) any) { TestLedger(t, as[driver.Ledger](n)) }},
+	{"Compactor", isBoth[driver.Ledger, retention.Compactor], func(t *testing.T, n func(*testing.T) any) {
+		TestCompactor(t, as[CompactingLedger](n))
+	}},
 	{"RateLimiter", is[driver.RateLimiter], func(t *testing.T, n func(*testing.T) any) { TestRateLimiter(t, as[driver.RateLimiter](n)) }},
 	{"ConcurrencyLimiter", is[driver.ConcurrencyLimiter], func(t *testing.T, n func(*testing.T) any) {
 		TestConcurrencyLimiter(t, as[driver.ConcurrencyLimiter](n))
