@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,14 +45,16 @@ func statCPU(stat []byte) (float64, error) {
 }
 
 // commandCPU returns the CPU time, in microseconds, that every process whose command
-// is name (postgres, redis-server) has used: the database's share of a call. Other
-// clients of the same server count too, so it is only as clean as the machine.
+// is name (postgres, redis-server; several joined by "+") has used: the database's
+// share of a call. Other clients of the same server count too, so it is only as clean
+// as the machine.
 func commandCPU(name string) float64 {
+	names := strings.Split(name, "+")
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	total := 0.0
 	for _, d := range dirs {
 		comm, err := os.ReadFile(d + "/comm")
-		if err != nil || strings.TrimSpace(string(comm)) != name {
+		if err != nil || !slices.Contains(names, strings.TrimSpace(string(comm))) {
 			continue
 		}
 		b, err := os.ReadFile(d + "/stat")

@@ -49,6 +49,8 @@ func (b *bench) start(name string) (*server, error) {
 		s.store = "postgres"
 	case "redis":
 		s.store = "redis-server"
+	case "pgredis", "pgredis-observed":
+		s.store = "postgres+redis-server"
 	}
 	var base string
 	if kind == "server" || kind == "server-events" || kind == "server-webhooks" {
