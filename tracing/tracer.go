@@ -138,18 +138,18 @@ type callKey struct{}
 // set once a span is started, and only on a span that records; the sampler sees the
 // span's name, kind and parent.
 func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, func(error)) {
-	if parent := trace.SpanFromContext(ctx); parent != noSpan && !parent.IsRecording() {
-		if sc := parent.SpanContext(); !sc.IsValid() || !sc.IsRemote() {
-			// Within a span of this process that does not record: one that was not
-			// sampled, or a no-op provider's.
-			return ctx, nil
-		}
+	parent := trace.SpanFromContext(ctx)
+	psc := parent.SpanContext() // ctx's span context, read once
+	if parent != noSpan && !parent.IsRecording() && (!psc.IsValid() || !psc.IsRemote()) {
+		// Within a span of this process that does not record: one that was not
+		// sampled, or a no-op provider's.
+		return ctx, nil
 	}
 	var span trace.Span
 	switch p.Step {
 	case event.StepCall:
 		opts := callOptions
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsRemote() {
+		if psc.IsValid() && !psc.IsRemote() {
 			opts = innerCallOptions
 		}
 		ctx, span = t.tracer.Start(ctx, "tollgate.call", opts...)
@@ -166,7 +166,7 @@ func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, fun
 		span.SetAttributes(semconv.RPCMethod(p.API))
 		return ctx, endRun(span)
 	case event.StepStore:
-		if !trace.SpanContextFromContext(ctx).IsValid() {
+		if !psc.IsValid() {
 			return ctx, nil // the background work of a store
 		}
 		ctx, span = t.tracer.Start(ctx, storeSpanName(&p), clientOptions...)
