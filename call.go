@@ -75,7 +75,7 @@ type Item struct {
 // errors of its own types recognises them there.
 //
 // The call is one [event.StepCall] phase for the tracers set on [Service.Events], its
-// steps phases within it.
+// steps phases within it, unless no tracer wants them ([event.CallTracer]).
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
 	ctx, end, within := s.events.BeginCall(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
 	var (
