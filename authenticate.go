@@ -59,6 +59,9 @@ type Principal struct {
 	// period is the account's credit period when the caller was authenticated, in
 	// which Plan is in force.
 	period billing.Period
+	// untraced says that no tracer wants the phases within the call that p makes
+	// (see event.CallTracer): the call begins none (see Service.begin).
+	untraced bool
 }
 
 // Authenticate checks a caller's credential (or key id) and the restrictions that depend
@@ -74,7 +77,7 @@ type Principal struct {
 // cached principal outside a call sets [Caller.Verify].
 func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error) {
 	var p Principal
-	if err := s.authenticate(ctx, c, &p); err != nil {
+	if err := s.authenticate(ctx, c, &p, true); err != nil {
 		return Principal{}, err
 	}
 	if c.Verify {
@@ -88,12 +91,16 @@ func (s *Service) Authenticate(ctx context.Context, c Caller) (Principal, error)
 // authenticate is Authenticate into *p, for the calls, which keep their Principal (a
 // few hundred bytes) where they made it rather than copy it from call to call. On
 // failure p is left unfinished.
-func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal) error {
+// within says whether a tracer wants the phases within the call (see
+// [event.Bus.BeginCall]); p keeps it for the call's other phases.
+func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal, within bool) error {
 	if c.As != nil {
 		*p = *c.As
+		p.untraced = !within
 		return nil
 	}
-	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepAuthenticate})
+	p.untraced = !within
+	ctx, end := s.begin(ctx, p, event.Phase{Step: event.StepAuthenticate})
 	err := s.authenticateCaller(ctx, c, p)
 	end(err)
 	return err
@@ -199,6 +206,20 @@ func (s *Service) refresh(ctx context.Context, p *Principal) error {
 	if err := s.complete(ctx, &fresh, Caller{Channel: p.Channel, Addr: p.Addr}, now); err != nil {
 		return err
 	}
+	fresh.untraced = p.untraced
 	*p = fresh
 	return nil
 }
+
+// begin begins a phase within a call of p, unless no tracer wants the call's inner
+// phases: then it returns ctx and an end that does nothing, and costs no call to the
+// bus.
+func (s *Service) begin(ctx context.Context, p *Principal, ph event.Phase) (context.Context, func(error)) {
+	if p.untraced {
+		return ctx, noEnd
+	}
+	return s.events.Begin(ctx, ph)
+}
+
+// noEnd ends a phase that was not begun.
+func noEnd(error) {}

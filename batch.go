@@ -115,16 +115,16 @@ type BatchItem struct {
 // invalid item as refused. With b.IdempotencyKey, a retry of a batch that ran gets the
 // first answer (see [IdempotencyOptions]). Refusals are answered as for Call.
 func (s *Service) CallBatch(ctx context.Context, c Caller, b Batch) BatchReply {
-	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
-	r := s.callBatch(ctx, c, b)
+	ctx, end, within := s.events.BeginCall(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
+	r := s.callBatch(ctx, c, b, within)
 	end(r.Err)
 	return r
 }
 
 // callBatch is CallBatch within its phase.
-func (s *Service) callBatch(ctx context.Context, c Caller, b Batch) BatchReply {
+func (s *Service) callBatch(ctx context.Context, c Caller, b Batch, within bool) BatchReply {
 	var p Principal
-	err := s.authenticate(ctx, c, &p)
+	err := s.authenticate(ctx, c, &p, within)
 	if err != nil {
 		return BatchReply{Err: err}
 	}

@@ -75,14 +75,14 @@ type Item struct {
 // errors of its own types recognises them there.
 //
 // The call is one [event.StepCall] phase for the tracers set on [Service.Events], its
-// steps phases within it.
+// steps phases within it, unless no tracer wants them ([event.CallTracer]).
 func (s *Service) Call(ctx context.Context, c Caller, id string, input func(*catalog.API) (Input, error)) Reply {
-	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
+	ctx, end, within := s.events.BeginCall(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
 	var (
 		p Principal
 		r Reply
 	)
-	if err := s.authenticate(ctx, c, &p); err != nil {
+	if err := s.authenticate(ctx, c, &p, within); err != nil {
 		r = Reply{Err: err}
 	} else {
 		r = s.call(ctx, &p, id, input)
@@ -152,16 +152,16 @@ type single struct {
 // then judged first (a rotated or revoked key gets its own answer), and the receipt
 // carries the balance.
 func (s *Service) CallAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
-	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
-	r := s.callAll(ctx, c, items)
+	ctx, end, within := s.events.BeginCall(ctx, event.Phase{Step: event.StepCall, Channel: callerChannel(&c)})
+	r := s.callAll(ctx, c, items, within)
 	end(r.Err)
 	return r
 }
 
 // callAll is CallAll within its phase.
-func (s *Service) callAll(ctx context.Context, c Caller, items func() ([]Item, error)) Reply {
+func (s *Service) callAll(ctx context.Context, c Caller, items func() ([]Item, error), within bool) Reply {
 	var p Principal
-	if err := s.authenticate(ctx, c, &p); err != nil {
+	if err := s.authenticate(ctx, c, &p, within); err != nil {
 		return Reply{Err: err}
 	}
 	list, err := items()

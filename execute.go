@@ -16,7 +16,10 @@ import (
 
 // who identifies the caller of a running call, for handlers and logs. (Passing it
 // rather than the Principal keeps the Principal on its owner's stack.)
-type who struct{ account, key string }
+type who struct {
+	account, key string
+	untraced     bool // see Principal.untraced
+}
 
 // execute runs the invocations in parallel under the call timeout: the first on the
 // calling goroutine, the others on goroutines of their own. A handler is expected to
@@ -24,7 +27,7 @@ type who struct{ account, key string }
 // accounting, because invoke judges by the context, not by the clock. When an observer
 // wants calls, took holds how long each invocation ran (nil otherwise). For a call of one
 // API, one (not nil) holds the results, the timing, the context and the handler's
-// request.
+// request, and the caller sets took[0] (see Service.run).
 func (s *Service) execute(parent context.Context, w who, t *meter.Ticket, invs []invocation, one *single) (results []Result, took []time.Duration) {
 	var (
 		cc  *callContext
@@ -52,7 +55,11 @@ func (s *Service) execute(parent context.Context, w who, t *meter.Ticket, invs [
 	if len(invs) > 1 {
 		others = s.startOthers(ctx, w, invs, results, took)
 	}
-	s.invokeAt(ctx, w, invs, 0, results, took, req)
+	timed := took
+	if one != nil {
+		timed = nil // a call of one API: its run is the call's, which Service.run times
+	}
+	s.invokeAt(ctx, w, invs, 0, results, timed, req)
 	if others != nil {
 		others.Wait()
 	}
@@ -74,7 +81,10 @@ func (s *Service) startOthers(ctx context.Context, w who, invs []invocation, res
 // req, if not nil, is where the handler's request is made (see invoke).
 // The run is one [event.StepRun] phase, whose context the handler gets.
 func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration, req *catalog.Request) {
-	ctx, end := s.events.Begin(ctx, event.Phase{Step: event.StepRun, API: invs[i].API.ID})
+	end := noEnd
+	if !w.untraced {
+		ctx, end = s.events.Begin(ctx, event.Phase{Step: event.StepRun, API: invs[i].API.ID})
+	}
 	if took == nil {
 		results[i] = s.invoke(ctx, w, &invs[i], req)
 	} else {

@@ -79,7 +79,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		a.Key = p.keyCheck()
 	}
 	var t meter.Ticket
-	actx, endAdmit := s.events.Begin(ctx, event.Phase{Step: event.StepAdmit})
+	actx, endAdmit := s.begin(ctx, p, event.Phase{Step: event.StepAdmit})
 	refused, ok := s.admit(actx, p, invs, apis, &a, &t, &rc)
 	endAdmit(refused.Err)
 	if !ok {
@@ -91,11 +91,15 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		took    []time.Duration
 	)
 	if batch == nil {
-		results, took = s.execute(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, one)
+		results, took = s.execute(ctx, who{p.Account.ID, p.Key.ID, p.untraced}, &t, invs, one)
 	} else {
-		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID}, &t, invs, batch)
+		results, took = s.executeBatch(ctx, who{p.Account.ID, p.Key.ID, p.untraced}, &t, invs, batch)
 	}
 	st.mark(&st.ran)
+	if one != nil && took != nil {
+		// The call's run is its API's: the instants it read serve, rather than two more.
+		took[0] = st.ran.Sub(st.admitted)
+	}
 	// An API that failed on the service's side is refunded, and one that charged less
 	// than its cost is refunded the rest.
 	out := meter.Outcome{Now: now}
@@ -107,7 +111,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 			out.Refund += invs[i].API.Cost - results[i].credits
 		}
 	}
-	sctx, endSettle := s.events.Begin(ctx, event.Phase{Step: event.StepSettle})
+	sctx, endSettle := s.begin(ctx, p, event.Phase{Step: event.StepSettle})
 	if batch != nil && batch.settling != nil {
 		if err := batch.settling(sctx); err != nil {
 			r := s.unsettled(sctx, p, now, invs, results, took, &st, &t, rc, err)

@@ -170,3 +170,84 @@ func TestPhases(t *testing.T) {
 		t.Errorf("a canceled tracer was told of %s", got)
 	}
 }
+
+// callsOnly is a tracer that wants none of a call's inner phases (event.CallTracer).
+type callsOnly struct{ *phases }
+
+func (c callsOnly) BeginCall(ctx context.Context, p event.Phase) (context.Context, func(error), bool) {
+	ctx, end := c.Begin(ctx, p)
+	return ctx, end, false
+}
+
+// TestPhasesNotWanted: when no tracer wants a call's inner phases, the service begins
+// none of them, and the handler runs under the call's context; when another tracer
+// wants them, every tracer is told of them.
+func TestPhasesNotWanted(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOptions{})
+	rec := &phases{}
+	cancel := h.svc.Events().Trace(callsOnly{rec})
+	defer cancel()
+
+	calls := []struct {
+		name string
+		call func() error
+		all  string // the phases when another tracer wants them
+	}{
+		{"one API", func() error { return h.svc.Call(ctx, h.caller(), "ctx", nil).Err },
+			"call(rest) [authenticate, admit, run ctx, settle]"},
+		{"several APIs", func() error { return h.call(ctx, []string{"ok", "fail"}).Err },
+			"call(rest) [authenticate, admit, run fail: api_failed, run ok, settle]"},
+		{"a batch", func() error { return h.batch(ctx, "ok", "", ns(1, 2)...).Err },
+			"call(batch) [authenticate, admit, run ok, run ok, settle]"},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.call()
+			got := rec.take(t)
+			if want, _, _ := strings.Cut(tc.all, " ["); got != want {
+				t.Errorf("phases\n %s\nwant\n %s", got, want)
+			}
+		})
+	}
+
+	// The handler's context is the call's.
+	h.svc.Call(ctx, h.caller(), "ctx", nil)
+	hctx := *h.handlerCtx.Load()
+	rec.mu.Lock()
+	i, ok := hctx.Value(phaseKey{}).(int)
+	if !ok || rec.nodes[i].phase.Step != event.StepCall {
+		t.Errorf("the handler does not run under the call's context")
+	}
+	rec.mu.Unlock()
+	rec.take(t)
+
+	// Another tracer wants them: both are told of them.
+	var (
+		mu    sync.Mutex
+		other int
+	)
+	defer h.svc.Events().Trace(event.TracerFunc(func(ctx context.Context, p event.Phase) (context.Context, func(error)) {
+		mu.Lock()
+		defer mu.Unlock()
+		other++
+		return ctx, nil
+	}))()
+	for _, tc := range calls {
+		t.Run(tc.name+" wanted", func(t *testing.T) {
+			mu.Lock()
+			other = 0
+			mu.Unlock()
+			tc.call()
+			got := rec.take(t)
+			if got != tc.all {
+				t.Errorf("phases\n %s\nwant\n %s", got, tc.all)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := strings.Count(got, ",") + 2; other != want {
+				t.Errorf("the other tracer was told of %d phases, want %d", other, want)
+			}
+		})
+	}
+}

@@ -43,9 +43,9 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 // A Bus hands events to the observers subscribed to their kinds. Publishing reads the
 // subscriptions without a lock, so a kind nobody wants costs one atomic load, and
 // [Bus.Wants] lets a publisher skip building such an event. It also holds the tracers
-// told of the phases of the work ([Bus.Trace], [Bus.Begin]). The zero Bus is ready to
-// use and logs a panicking observer or tracer to slog.Default; a Bus is safe for
-// concurrent use.
+// told of the phases of the work ([Bus.Trace], [Bus.Begin], [Bus.BeginCall]). The zero
+// Bus is ready to use and logs a panicking observer or tracer to slog.Default; a Bus is
+// safe for concurrent use.
 type Bus struct {
 	// Logger receives the panics of observers and of tracers. Nil is slog.Default().
 	Logger *slog.Logger

@@ -27,9 +27,30 @@ import (
 // on untraced by that tracer (see [Bus.Begin]); a call is answered and charged as
 // without it. A phase's err is nil when it succeeded, else why it did not: an error of
 // the call pipeline (package tollgate's *Error, with its code) or a store's error.
-// Tracers are set on a [Bus] with [Bus.Trace].
+// Tracers are set on a [Bus] with [Bus.Trace]. A tracer that wants none of a call's
+// inner phases (it traces only some calls) says so as the call begins, by being a
+// [CallTracer], so that those phases cost nothing.
 type Tracer interface {
 	Begin(ctx context.Context, p Phase) (context.Context, func(err error))
+}
+
+// A CallTracer is a [Tracer] that says, as it begins a call, whether it wants to be
+// told of the phases within it: the call's authentication, admission, runs and
+// settlement, and the store round trips the service makes for it. The service begins a
+// call's phase with [Bus.BeginCall], which asks this of each CallTracer once; when
+// none of the bus's tracers wants them, the service begins none of the call's inner
+// phases (their contexts are the call's, and nothing ends them). A tracer that is not
+// a CallTracer wants them all. A CallTracer that wants none may still be told of them
+// when another tracer of the bus wants them, so its Begin handles them as it would
+// without this method; saying false only spares the bus and the tracer the work.
+//
+// BeginCall is Begin for a phase whose Step is [StepCall], with the same contract,
+// and reports whether the tracer wants the phases begun under the context it returns
+// (the call's). A CallTracer whose BeginCall panicked (the bus recovers it, as it does
+// Begin's panics) counts as wanting none.
+type CallTracer interface {
+	Tracer
+	BeginCall(ctx context.Context, p Phase) (pctx context.Context, end func(err error), within bool)
 }
 
 // TracerFunc is a function that is a [Tracer].
@@ -204,6 +225,43 @@ func (b *Bus) Begin(ctx context.Context, p Phase) (context.Context, func(err err
 	}
 }
 
+// BeginCall begins a call's phase (p's Step is [StepCall]) as [Bus.Begin] does, and
+// reports whether any of the bus's tracers wants the phases within it (see
+// [CallTracer]): a caller that is told false may begin none of the call's inner
+// phases, as no tracer would act on them. Without a tracer it costs one atomic load
+// and reports false. A Bus is itself a [CallTracer].
+func (b *Bus) BeginCall(ctx context.Context, p Phase) (context.Context, func(err error), bool) {
+	list := b.tracers.Load()
+	if list == nil {
+		return ctx, noEnd, false
+	}
+	step := p.Step
+	if len(*list) == 1 {
+		tr := (*list)[0]
+		pctx, end, within := b.beginCall(ctx, tr, p)
+		if end == nil {
+			return pctx, noEnd, within
+		}
+		return pctx, func(err error) { b.end(ctx, tr, step, end, err) }, within
+	}
+	tracers := *list
+	ends := make([]func(error), len(tracers))
+	pctx := ctx
+	wanted := false
+	for i, tr := range tracers {
+		var within bool
+		pctx, ends[i], within = b.beginCall(pctx, tr, p)
+		wanted = wanted || within
+	}
+	return pctx, func(err error) {
+		for i := len(ends) - 1; i >= 0; i-- {
+			if ends[i] != nil {
+				b.end(ctx, tracers[i], step, ends[i], err)
+			}
+		}
+	}, wanted
+}
+
 // Guard returns t as a Tracer that fails nothing, as the tracers of a Bus do (see
 // [Bus.Begin]): its panics are recovered and logged to slog.Default, its nil end and
 // context taken for an end that does nothing and the context given. It is t itself if
@@ -234,6 +292,27 @@ func (b *Bus) begin(ctx context.Context, tr *tracing, p Phase) (pctx context.Con
 		pctx = ctx
 	}
 	return pctx, end
+}
+
+// beginCall is begin for a call's phase, which also reports whether tr wants the
+// phases within it: true unless tr is a [CallTracer] that says otherwise, or panicked.
+func (b *Bus) beginCall(ctx context.Context, tr *tracing, p Phase) (pctx context.Context, end func(error), within bool) {
+	ct, ok := tr.t.(CallTracer)
+	if !ok {
+		pctx, end = b.begin(ctx, tr, p)
+		return pctx, end, true
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			b.recovered(ctx, tr, p.Step, "BeginCall", v)
+			pctx, end, within = ctx, nil, false
+		}
+	}()
+	pctx, end, within = ct.BeginCall(ctx, p)
+	if pctx == nil {
+		pctx = ctx
+	}
+	return pctx, end, within
 }
 
 // end calls tr's end of a phase of step, begun under ctx, recovering from its panic.

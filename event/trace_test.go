@@ -217,3 +217,95 @@ func TestGuard(t *testing.T) {
 	_, end := event.Guard(nil).Begin(context.Background(), event.Phase{Step: event.StepStore})
 	end(nil)
 }
+
+// callTracer is a CallTracer that wants the phases within a call as within says, and
+// counts the ends of its calls.
+type callTracer struct {
+	within bool
+	panics bool
+	nilCtx bool
+	ends   *int
+}
+
+func (c callTracer) Begin(ctx context.Context, p event.Phase) (context.Context, func(error)) {
+	return ctx, nil
+}
+
+func (c callTracer) BeginCall(ctx context.Context, p event.Phase) (context.Context, func(error), bool) {
+	if c.panics {
+		panic("boom")
+	}
+	if c.nilCtx {
+		return nil, nil, c.within
+	}
+	return context.WithValue(ctx, traceKey{}, "call"), func(error) { *c.ends++ }, c.within
+}
+
+// TestBeginCall: BeginCall begins a call as Begin does, and reports whether any tracer
+// wants the phases within it; a tracer that is not a CallTracer wants them, one that
+// panics wants none.
+func TestBeginCall(t *testing.T) {
+	var logs bytes.Buffer
+	b := event.Bus{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	begin := func() (context.Context, bool) {
+		ctx, end, within := b.BeginCall(context.Background(), event.Phase{Step: event.StepCall})
+		end(nil)
+		return ctx, within
+	}
+	if ctx, within := begin(); within || ctx != context.Background() {
+		t.Errorf("without a tracer BeginCall wants the phases within (%v) or derived the context", within)
+	}
+
+	var ends int
+	cancel := b.Trace(callTracer{within: false, ends: &ends})
+	ctx, within := begin()
+	if within || ctx.Value(traceKey{}) != "call" || ends != 1 {
+		t.Errorf("a tracer that wants none: within %v, context %v, %d ends", within, ctx.Value(traceKey{}), ends)
+	}
+	cancel()
+
+	cancel = b.Trace(callTracer{within: true, ends: &ends})
+	if _, within := begin(); !within || ends != 2 {
+		t.Errorf("a tracer that wants them: within %v, %d ends", within, ends)
+	}
+	cancel()
+
+	cancel = b.Trace(callTracer{within: true, nilCtx: true})
+	if ctx, within := begin(); !within || ctx != context.Background() {
+		t.Errorf("a tracer's nil context and end: within %v, context %v", within, ctx)
+	}
+	cancel()
+
+	var log []string
+	cancel = b.Trace(callTracer{panics: true})
+	if ctx, within := begin(); within || ctx != context.Background() {
+		t.Errorf("a tracer that panicked: within %v, context %v", within, ctx)
+	}
+	if !strings.Contains(logs.String(), "BeginCall") {
+		t.Errorf("the panic was not logged: %s", logs.String())
+	}
+	// Several tracers: any that wants them, a plain Tracer included, has them begun.
+	cancelLog := b.Trace(logTracer("a", &log))
+	if _, within := begin(); !within || len(log) != 2 {
+		t.Errorf("with a plain tracer: within %v, log %v", within, log)
+	}
+	cancelLog()
+	cancelFalse := b.Trace(callTracer{within: false, ends: &ends})
+	if _, within := begin(); within || ends != 3 {
+		t.Errorf("two tracers that want none: within %v, %d ends", within, ends)
+	}
+	cancelFalse()
+	cancel()
+}
+
+// TestBeginCallCostsNothingUnset: without a tracer, BeginCall allocates nothing.
+func TestBeginCallCostsNothingUnset(t *testing.T) {
+	var b event.Bus
+	allocs := testing.AllocsPerRun(100, func() {
+		_, end, _ := b.BeginCall(context.Background(), event.Phase{Step: event.StepCall})
+		end(nil)
+	})
+	if allocs != 0 {
+		t.Errorf("BeginCall allocates %v times without a tracer", allocs)
+	}
+}

@@ -132,22 +132,24 @@ type callKey struct{}
 // not sampled, or the provider is a no-op) makes no span: a sampler that keeps whole traces (ParentBased, the
 // SDK's default) would drop it, and another would keep a span whose parent is never
 // exported. So a request whose trace is not sampled costs the start of its first
-// span only, and such a phase has no end (nil: see [event.Tracer]). The attributes are
+// span only, and such a phase has no end (nil: see [event.Tracer]); a call whose span
+// does not record tells the service that t wants none of its phases (see
+// [Tracer.BeginCall]), which then begins none. The attributes are
 // set once a span is started, and only on a span that records; the sampler sees the
 // span's name, kind and parent.
 func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, func(error)) {
-	if parent := trace.SpanFromContext(ctx); parent != noSpan && !parent.IsRecording() {
-		if sc := parent.SpanContext(); !sc.IsValid() || !sc.IsRemote() {
-			// Within a span of this process that does not record: one that was not
-			// sampled, or a no-op provider's.
-			return ctx, nil
-		}
+	parent := trace.SpanFromContext(ctx)
+	psc := parent.SpanContext() // ctx's span context, read once
+	if parent != noSpan && !parent.IsRecording() && (!psc.IsValid() || !psc.IsRemote()) {
+		// Within a span of this process that does not record: one that was not
+		// sampled, or a no-op provider's.
+		return ctx, nil
 	}
 	var span trace.Span
 	switch p.Step {
 	case event.StepCall:
 		opts := callOptions
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsRemote() {
+		if psc.IsValid() && !psc.IsRemote() {
 			opts = innerCallOptions
 		}
 		ctx, span = t.tracer.Start(ctx, "tollgate.call", opts...)
@@ -164,7 +166,7 @@ func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, fun
 		span.SetAttributes(semconv.RPCMethod(p.API))
 		return ctx, endRun(span)
 	case event.StepStore:
-		if !trace.SpanContextFromContext(ctx).IsValid() {
+		if !psc.IsValid() {
 			return ctx, nil // the background work of a store
 		}
 		ctx, span = t.tracer.Start(ctx, storeSpanName(&p), clientOptions...)
@@ -183,6 +185,14 @@ func (t *Tracer) Begin(ctx context.Context, p event.Phase) (context.Context, fun
 		}
 	}
 	return ctx, ender(span)
+}
+
+// BeginCall begins a call's phase as Begin does (see [event.CallTracer]), and reports
+// whether t wants the phases within it: only if the call's span records, since a
+// phase begun within a span that does not record makes no span.
+func (t *Tracer) BeginCall(ctx context.Context, p event.Phase) (context.Context, func(error), bool) {
+	ctx, end := t.Begin(ctx, p)
+	return ctx, end, end != nil
 }
 
 // ender returns the function that ends span. (Apart from Begin, so that only a span

@@ -118,3 +118,35 @@ func TestUnsampled(t *testing.T) {
 		t.Error("a phase derived a context, or has an end, within a no-op span")
 	}
 }
+
+// TestBeginCall: a call whose span records wants the phases within it; one whose span
+// does not (not sampled, a no-op provider) wants none, and its context carries the
+// call's span context, for the handler to propagate.
+func TestBeginCall(t *testing.T) {
+	var _ event.CallTracer = (*Tracer)(nil)
+	call := event.Phase{Step: event.StepCall, Channel: "rest"}
+
+	tr, exp := recorder(t, sdktrace.AlwaysSample())
+	_, end, within := tr.BeginCall(context.Background(), call)
+	if !within || end == nil {
+		t.Errorf("a sampled call: within %v, end %v", within, end != nil)
+	} else {
+		end(nil)
+	}
+	if n := len(exp.GetSpans()); n != 1 {
+		t.Errorf("a sampled call made %d spans, want 1", n)
+	}
+
+	tr, exp = recorder(t, sdktrace.ParentBased(sdktrace.NeverSample()))
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, Remote: true})
+	for _, ctx := range []context.Context{context.Background(), trace.ContextWithRemoteSpanContext(context.Background(), remote)} {
+		got, end, within := tr.BeginCall(ctx, call)
+		sc := trace.SpanContextFromContext(got)
+		if within || end != nil || !sc.IsValid() || sc.IsRemote() {
+			t.Errorf("an unsampled call: within %v, end %v, span context %+v; want the call's", within, end != nil, sc)
+		}
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Errorf("unsampled calls made %d spans", n)
+	}
+}

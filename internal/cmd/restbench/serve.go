@@ -168,6 +168,8 @@ func buildServer(kind string, accounts int, cfg storeConfig) (http.Handler, func
 		return redisServer(cfg.redis, accounts)
 	case "postgres":
 		return postgresServer(cfg.postgres, accounts)
+	case "pgredis", "pgredis-observed":
+		return pgredisServer(kind, cfg, accounts)
 	}
 	return nil, nil, fmt.Errorf("unknown server %q", kind)
 }
@@ -178,11 +180,24 @@ func memoryStores() tollgate.Stores {
 }
 
 func redisServer(addr string, accounts int) (http.Handler, func(), error) {
+	rd, cleanup, err := openRedis(addr, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return serveOn(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, cleanup, accounts, nil)
+}
+
+// openRedis opens the Redis stores at addr under a new prefix, whose keys cleanup
+// removes; with hook not nil, the client's round trips are told to it.
+func openRedis(addr string, hook goredis.Hook) (_ *redis.Store, cleanup func(), _ error) {
 	client := goredis.NewClient(redisOptions(addr))
+	if hook != nil {
+		client.AddHook(hook)
+	}
 	var b [6]byte
 	rand.Read(b[:])
 	prefix := "restbench-" + hex.EncodeToString(b[:])
-	cleanup := func() {
+	cleanup = func() {
 		ctx := context.Background()
 		it := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 		for it.Next(ctx) {
@@ -195,12 +210,7 @@ func redisServer(addr string, accounts int) (http.Handler, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: rd, Ledger: rd, Rates: rd, Slots: rd}, true, nil, accounts, nil)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	return h, func() { closeFn(); cleanup() }, nil
+	return rd, cleanup, nil
 }
 
 // postgresServer serves on every store in a new schema of the PostgreSQL at dsn, with
@@ -212,6 +222,16 @@ func redisServer(addr string, accounts int) (http.Handler, func(), error) {
 // pg_stat_activity), so that dsn may be a PgBouncer in transaction mode (with
 // default_query_exec_mode=exec in it, unless the pooler keeps prepared statements).
 func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
+	pg, cleanup, err := openPostgres(dsn, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return serveOn(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, cleanup, accounts, nil)
+}
+
+// openPostgres opens the PostgreSQL stores of postgresServer, which cleanup closes and
+// drops; with tracer not nil, the pool's statements are told to it.
+func openPostgres(dsn string, tracer pgx.QueryTracer) (_ *postgres.Store, cleanup func(), _ error) {
 	ctx := context.Background()
 	var b [6]byte
 	rand.Read(b[:])
@@ -256,12 +276,13 @@ func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
 	delete(cfg.ConnConfig.RuntimeParams, "statement_timeout") // the role's
 	cfg.ConnConfig.RuntimeParams["application_name"] = "restbench"
 	cfg.MaxConns = 32
+	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		drop()
 		return nil, nil, err
 	}
-	cleanup := func() {
+	cleanup = func() {
 		pool.Close()
 		drop()
 	}
@@ -274,12 +295,7 @@ func postgresServer(dsn string, accounts int) (http.Handler, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	h, closeFn, err := tollgateServer(tollgate.Stores{Keys: pg, Ledger: pg, Rates: pg, Slots: pg}, true, nil, accounts, nil)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	return h, func() { closeFn(); cleanup() }, nil
+	return pg, cleanup, nil
 }
 
 // tollgateServer serves the sample catalog over REST, GraphQL and MCP on the given
@@ -389,4 +405,15 @@ func createAccounts(mgr *accounts.Manager, n int) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// serveOn is tollgateServer on network stores (key records cached), which cleanup
+// closes once the server stops, or at once if it cannot start.
+func serveOn(stores tollgate.Stores, cleanup func(), accounts int, obs *observation) (http.Handler, func(), error) {
+	h, closeFn, err := tollgateServer(stores, true, nil, accounts, obs)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return h, func() { closeFn(); cleanup() }, nil
 }

@@ -86,3 +86,19 @@ func servePaid(t *testing.T, h http.Handler) {
 		t.Errorf("GET %s: %d %s", restPath, rec.Code, rec.Body)
 	}
 }
+
+// TestPGRedisServers serves a paid call on the servers on PostgreSQL and Redis, with
+// and without their observation.
+func TestPGRedisServers(t *testing.T) {
+	cfg := storeConfig{postgres: testenv.Var(t, testenv.Postgres), redis: testenv.Var(t, testenv.Redis)}
+	for _, kind := range []string{"pgredis", "pgredis-observed"} {
+		t.Run(kind, func(t *testing.T) {
+			h, cleanup, err := buildServer(kind, 1, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+			servePaid(t, h)
+		})
+	}
+}

@@ -62,6 +62,8 @@ func (b *bench) start(name string) (*server, error) {
 		s.stores, s.pgApp = []string{"postgres", "redis-server"}, "restbench"
 	case "tyk":
 		s.stores = []string{"redis-server"}
+	case "pgredis", "pgredis-observed":
+		s.stores, s.pgApp = []string{"postgres", "redis-server"}, "restbench"
 	}
 	var base string
 	switch kind {
