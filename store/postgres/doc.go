@@ -30,7 +30,7 @@
 // reservations through it in the background, from every instance.
 //
 // The contract, in short:
-//   - [Migrate] applies the embedded migrations the schema lacks, in one transaction
+//   - [Migrate] applies the embedded migrations the schema lacks, each in a transaction
 //     under an advisory lock, so instances starting together apply each once; [New]
 //     never calls it. The schema that search_path names is the host's to create
 //     beforehand: Migrate creates tables and functions in it, never the schema. Without

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -9,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
@@ -539,4 +542,121 @@ func testHotAccountMixed(t *testing.T, opts *postgres.Options, n int) {
 		t.Errorf("%d slots held after every call closed (%v)", n, err)
 	}
 	wantOpen(t, pool, acct.ID, 0)
+}
+
+// TestHomeBatchKeepsNextExpiry runs a batch of admissions of an account of two shards
+// (tollgate_admit_batch with a home shard) while a void holds the account, as a sweep
+// or a settlement past an expiry does: the batch reads the balance row's next_expiry
+// before the void, waits for a shard, and reserves after the void committed a
+// next_expiry computed without the batch's reservations. The balance row must still
+// know the earliest expiry of the open reservations, or the next operation on the
+// account after they expire does not void them (tollgate_prepare trusts next_expiry)
+// and their credits stay taken until a sweep runs.
+func TestHomeBatchKeepsNextExpiry(t *testing.T) {
+	// Without a home shard (as a release before version 31 calls it), the batch holds
+	// the balance row before it decides, and the test passes.
+	t.Run("NoHome", func(t *testing.T) { homeBatchKeepsNextExpiry(t, nil) })
+	home := int32(0)
+	t.Run("Home", func(t *testing.T) { homeBatchKeepsNextExpiry(t, &home) })
+}
+
+func homeBatchKeepsNextExpiry(t *testing.T, home *int32) {
+	pool, schema := emptyPool(t)
+	ctx := t.Context()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.New(pool, &postgres.Options{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const acct, allowance = "acme", 100
+	if err := s.Open(ctx, driver.Opening{Account: acct, Balance: allowance, Allowance: allowance, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	x := t0.Add(time.Minute) // the first reservation's expiry
+	if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), APIs: []string{"search"}, Amount: 1,
+		Period: period, Allowance: allowance, Now: t0, Expires: x}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The void: the balance row and every shard, in the lock order.
+	void, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer void.Rollback(context.Background())
+	if _, err := void.Exec(ctx, `SELECT 1 FROM tollgate_balances WHERE account_id = $1 FOR UPDATE`, acct); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := void.Exec(ctx, `SELECT 1 FROM tollgate_balance_shards WHERE account_id = $1 ORDER BY shard FOR UPDATE`, acct); err != nil {
+		t.Fatal(err)
+	}
+
+	// The batch: two calls made before x, on another instance.
+	nowH := t0.Add(30 * time.Second)
+	y := nowH.Add(time.Hour)
+	batch := make(chan error, 1)
+	go func() {
+		rows, err := pool.Query(context.Background(), `SELECT o_denied FROM tollgate_admit_batch($1::text,
+			ARRAY[$2::uuid, $3::uuid], ARRAY[$4::bigint, $4::bigint],
+			ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::bytea[],
+			ARRAY[NULL, NULL]::bigint[], ARRAY[NULL, NULL]::bigint[], ARRAY[NULL, NULL]::int[], ARRAY[NULL, NULL]::bigint[],
+			ARRAY[$1, $1]::text[], ARRAY[1, 1]::bigint[], ARRAY['search', 'search']::text[], ARRAY[1, 1]::int[],
+			ARRAY[$5::timestamptz, $5::timestamptz], ARRAY[$6::timestamptz, $6::timestamptz],
+			ARRAY[$7::bigint, $7::bigint], ARRAY[$8::bigint, $8::bigint], $9::int)`,
+			acct, newRequest().String(), newRequest().String(), nowH.UnixNano(), period.Start, period.End, int64(allowance), y.UnixNano(), home)
+		if err != nil {
+			batch <- err
+			return
+		}
+		denied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err == nil && (len(denied) != 2 || denied[0] != 0 || denied[1] != 0) {
+			err = fmt.Errorf("the batch's steps: denied %v, want both admitted", denied)
+		}
+		batch <- err
+	}()
+	watch, err := pgx.Connect(ctx, dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := testenv.Wait(wctx, func() error {
+		var waiting bool
+		if err := watch.QueryRow(wctx, `SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+			WHERE NOT l.granted AND a.application_name = $1)`, schema).Scan(&waiting); err != nil || !waiting {
+			return fmt.Errorf("the batch does not wait for the void: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var voided int
+	if err := void.QueryRow(ctx, `SELECT tollgate_void($1, $2, 64)`, acct, x.Add(time.Second).UnixNano()).Scan(&voided); err != nil || voided != 1 {
+		t.Fatalf("tollgate_void: %d (%v), want the first reservation", voided, err)
+	}
+	if err := void.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-batch; err != nil {
+		t.Fatal(err)
+	}
+	var next, soonest *int64
+	if err := pool.QueryRow(ctx, `SELECT b.next_expiry, (SELECT min(r.expires) FROM tollgate_reservations r WHERE r.account_id = $1)
+		FROM tollgate_balances b WHERE b.account_id = $1`, acct).Scan(&next, &soonest); err != nil {
+		t.Fatal(err)
+	}
+	if soonest != nil && (next == nil || *next > *soonest) {
+		t.Errorf("next_expiry %v with a reservation open until %d: the batch's reservations are unknown to it", next, *soonest)
+	}
+	// The next operation after their expiry voids them and gives their credits back.
+	b, err := s.Balance(ctx, acct, y.Add(time.Second), period, allowance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Remaining != allowance {
+		t.Errorf("Balance after every reservation expired: %d remaining, want %d (the batch's 2 reservations never voided)", b.Remaining, allowance)
+	}
 }

@@ -60,10 +60,13 @@ const SchemaVersion = 31
 
 // Migrate brings the schema that db's search_path selects (its first schema,
 // current_schema()) to [SchemaVersion], applying the embedded migrations that it lacks, in
-// order, in one transaction. It records them in the table tollgate_schema_migrations, so
-// running it again does nothing, and it takes a transaction-level advisory lock first,
-// so that instances starting together apply each migration once: the others wait, then
-// find nothing to do. Versions newer than this package knows (applied by a newer
+// order, each in a transaction of its own (so that an upgrade over several versions
+// locks the tables of one at a time, and calls running meanwhile, which take the
+// ledger and the reservations in either order, cannot deadlock with it; an upgrade cut
+// short keeps the versions it applied). It records them in the table
+// tollgate_schema_migrations, so running it again does nothing, and each transaction
+// takes an advisory lock first, so that instances starting together apply each
+// migration once: the others wait, then find it applied. Versions newer than this package knows (applied by a newer
 // release) are left alone. The migrations learn which versions the run applies from
 // the transaction's setting tollgate.migrate_applying (a migration whose data change
 // depends on where the schema comes from reads it).
@@ -90,14 +93,61 @@ func Migrate(ctx context.Context, db DB) error {
 	return migrate(ctx, db, ms)
 }
 
-// migrate applies the migrations ms that the schema lacks, as Migrate says.
+// migrate applies the migrations ms that the schema lacks, as Migrate says: a first
+// transaction creates the table of versions and learns which are missing, then each
+// missing migration is applied and recorded in a transaction of its own, under the
+// lock, if no other instance applied it meanwhile.
 func migrate(ctx context.Context, db DB, ms []migration) error {
+	var env setup
+	var applying []string
+	err := migrateStep(ctx, db, &env, func(tx pgx.Tx, applied map[int]bool) error {
+		for _, m := range ms {
+			if !applied[m.version] {
+				applying = append(applying, strconv.Itoa(m.version))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if !slices.Contains(applying, strconv.Itoa(m.version)) {
+			continue
+		}
+		err := migrateStep(ctx, db, &env, func(tx pgx.Tx, applied map[int]bool) error {
+			if applied[m.version] { // by another instance, since the first step
+				return nil
+			}
+			// The migrations this run applies, for those that change data depending on
+			// where the schema comes from (version 23 reads it).
+			if _, err := tx.Exec(ctx, `SELECT set_config('tollgate.migrate_applying', $1, true)`, strings.Join(applying, ",")); err != nil {
+				return env.wrapErr(ctx, err, "migrate: note the versions to apply")
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return env.wrapErr(ctx, err, "migrate: apply version %d (%s)", m.version, m.name)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO tollgate_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return env.wrapErr(ctx, err, "migrate: record version %d", m.version)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateStep runs f in a transaction of db that holds the schema's migration lock,
+// with no statement timeout, after creating the table of versions if need be; f gets
+// the versions applied. It commits if f returns nil.
+func migrateStep(ctx context.Context, db DB, env *setup, f func(tx pgx.Tx, applied map[int]bool) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return wrapErr(ctx, err, "migrate: begin")
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
-	var env setup
 	var timeout string
 	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'), current_user, current_setting('statement_timeout')`).
 		Scan(&env.schema, &env.searchPath, &env.user, &timeout); err != nil {
@@ -138,29 +188,8 @@ func migrate(ctx context.Context, db DB, ms []migration) error {
 	if err := rows.Err(); err != nil {
 		return env.wrapErr(ctx, err, "migrate: read applied versions")
 	}
-	// The migrations this run applies, for those that change data depending on where the
-	// schema comes from (version 23 reads it).
-	var applying []string
-	for _, m := range ms {
-		if !applied[m.version] {
-			applying = append(applying, strconv.Itoa(m.version))
-		}
-	}
-	if len(applying) > 0 {
-		if _, err := tx.Exec(ctx, `SELECT set_config('tollgate.migrate_applying', $1, true)`, strings.Join(applying, ",")); err != nil {
-			return env.wrapErr(ctx, err, "migrate: note the versions to apply")
-		}
-	}
-	for _, m := range ms {
-		if applied[m.version] {
-			continue
-		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return env.wrapErr(ctx, err, "migrate: apply version %d (%s)", m.version, m.name)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO tollgate_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return env.wrapErr(ctx, err, "migrate: record version %d", m.version)
-		}
+	if err := f(tx, applied); err != nil {
+		return err
 	}
 	// In a host's transaction (a savepoint), the setting would outlive Migrate: the
 	// host's statements get their timeout back.

@@ -993,3 +993,78 @@ func TestMigrateOutlastsStatementTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateWithClosingInFlight upgrades a schema of version 28 while a closing is in
+// flight, as tollgate_close_set makes one: its transaction has deleted the
+// reservation's row and is about to record the settlement in the ledger. Version 29
+// takes tollgate_ledger (ACCESS EXCLUSIVE, DROP COLUMN seq), version 30 builds an index
+// on tollgate_reservations, which waits for the closing, whose insert into the ledger
+// would wait for Migrate had it kept 29's lock to the end (one transaction for every
+// version deadlocked here). Both must succeed: the upgrade of a live deployment must
+// neither fail nor fail a call.
+func TestMigrateWithClosingInFlight(t *testing.T) {
+	pool, schema := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 28)
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const acct = "acme"
+	if err := s.Open(ctx, driver.Opening{Account: acct, Balance: 100, Allowance: 100, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	id := newRequest()
+	now := t0
+	if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: id, APIs: []string{"search"}, Amount: 5,
+		Period: period, Allowance: 100, Now: now, Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The closing: its first statements.
+	call, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer call.Rollback(context.Background())
+	if _, err := call.Exec(ctx, `DELETE FROM tollgate_reservations WHERE account_id = $1 AND request_id = $2`, acct, id.String()); err != nil {
+		t.Fatal(err)
+	}
+
+	watch, err := pgx.Connect(ctx, dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- postgres.Migrate(context.Background(), pool) }()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := testenv.Wait(wctx, func() error {
+		var waiting bool
+		if err := watch.QueryRow(wctx, `SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			JOIN pg_stat_activity a USING (pid)
+			WHERE NOT l.granted AND c.relname = 'tollgate_reservations' AND a.application_name = $1)`, schema).
+			Scan(&waiting); err != nil || !waiting {
+			return fmt.Errorf("Migrate does not wait for tollgate_reservations: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The closing goes on: its settlement entry.
+	_, callErr := call.Exec(ctx, `INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start)
+		VALUES ($1, $2, 'settle', 0, $3)`, acct, id.String(), period.Start)
+	if callErr == nil {
+		callErr = call.Commit(ctx)
+	} else {
+		call.Rollback(ctx) //nolint:errcheck
+	}
+	migErr := <-done
+	if callErr != nil {
+		t.Errorf("the closing in flight during Migrate: %v", callErr)
+	}
+	if migErr != nil {
+		t.Errorf("Migrate from version 28 with a closing in flight: %v", migErr)
+	}
+}

@@ -140,6 +140,19 @@ BEGIN
         IF ps <> m.period_start THEN
             RETURN;
         END IF;
+        -- A void that held the balance row and every shard while this batch waited for
+        -- its shard may have moved the account's next expiry since m was read (voided
+        -- the reservation that set it): when the steps' expiry now comes first, the
+        -- balance row must be written, before the shard, so one step after the other.
+        -- (No void can change it again until this transaction ends: it would wait for
+        -- the shard.)
+        IF NOT (m.next_expiry IS NULL OR soonest < m.next_expiry) THEN
+            PERFORM 1 FROM tollgate_balances b
+             WHERE b.account_id = p_account AND b.next_expiry IS NOT NULL AND b.next_expiry <= soonest;
+            IF NOT FOUND THEN
+                RETURN;
+            END IF;
+        END IF;
         SELECT coalesce(sum(s.balance), 0)::bigint, coalesce(sum(s.used), 0)::bigint INTO others, others_used
           FROM tollgate_balance_shards s WHERE s.account_id = p_account AND s.shard <> sh;
         lt := tollgate_lots(p_account);
