@@ -14,15 +14,16 @@ import (
 )
 
 // TestLedgerFootprint measures what paid calls leave in tollgate_ledger: it makes
-// TOLLGATE_LEDGER_FOOTPRINT calls (Reserve, then Settle) over 100 accounts from 16
-// goroutines, reports the rows and bytes per call, then moves the accounts to the next
-// period, compacts (when the store compacts) and reports the sizes again, after a
-// VACUUM and after a VACUUM FULL. It is skipped unless the variable is set; docs/postgres.md
-// gives its figures and the commands.
+// TOLLGATE_LEDGER_FOOTPRINT calls (400 by default; Reserve, then Settle) over 100
+// accounts from 16 goroutines, reports the rows and bytes per call, then moves the
+// accounts to the next period, compacts and reports the sizes again, after a VACUUM and
+// after a VACUUM FULL. It checks the counts: two entries per call, every request
+// folded, and the 'open' and 'renewal' entries left. docs/postgres.md gives its figures
+// and the commands.
 func TestLedgerFootprint(t *testing.T) {
 	calls, _ := strconv.Atoi(os.Getenv("TOLLGATE_LEDGER_FOOTPRINT"))
 	if calls <= 0 {
-		t.Skip("set TOLLGATE_LEDGER_FOOTPRINT to the number of paid calls to measure")
+		calls = 400
 	}
 	ctx := t.Context()
 	pool := newPool(t, 16)
@@ -98,6 +99,9 @@ func TestLedgerFootprint(t *testing.T) {
 	}
 	t.Logf("%d paid calls in %s", done.Load(), time.Since(began).Round(time.Second))
 	rows, bytes := sizes("after the calls")
+	if want := rows0 + 2*int64(calls); rows != want {
+		t.Errorf("%d ledger entries after %d paid calls, want %d (two a call)", rows, calls, want)
+	}
 	n := float64(done.Load())
 	t.Logf("per paid call: %.2f rows, %.0f bytes", float64(rows-rows0)/n, float64(bytes-bytes0)/n)
 	widths, err := pool.Query(ctx, `SELECT kind, avg(pg_column_size(l.*))::int FROM tollgate_ledger l GROUP BY kind ORDER BY kind`)
@@ -117,7 +121,9 @@ func TestLedgerFootprint(t *testing.T) {
 	}
 	// TOLLGATE_LEDGER_FOOTPRINT_COPIES=k copies the calls' entries k-1 times, each
 	// request under a new id, so that the table holds k times the calls.
+	requests := calls
 	if k, _ := strconv.Atoi(os.Getenv("TOLLGATE_LEDGER_FOOTPRINT_COPIES")); k > 1 {
+		requests = calls * k
 		began := time.Now()
 		long(`INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, shard, generation, apis)
 			SELECT l.account_id, md5(l.request_id::text || g)::uuid, l.kind, l.amount, l.period_start, l.shard, l.generation, l.apis
@@ -130,12 +136,6 @@ func TestLedgerFootprint(t *testing.T) {
 	long(`VACUUM ANALYZE tollgate_ledger`)
 	sizes("after VACUUM")
 
-	c, ok := any(s).(interface {
-		Compact(ctx context.Context, before time.Time, limit int) (int, error)
-	})
-	if !ok {
-		return
-	}
 	for i := range accounts {
 		if _, err := s.Balance(ctx, "fp"+strconv.Itoa(i), next.Start.Add(time.Hour), next, 1<<40); err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestLedgerFootprint(t *testing.T) {
 	}
 	began, folded := time.Now(), 0
 	for {
-		k, err := c.Compact(ctx, next.Start, 5000)
+		k, err := s.Compact(ctx, next.Start, 5000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,12 @@ func TestLedgerFootprint(t *testing.T) {
 		}
 	}
 	t.Logf("compacted %d requests in %s", folded, time.Since(began).Round(time.Second))
-	sizes("after the compaction")
+	if folded != requests {
+		t.Errorf("compacted %d requests, want every one of the %d", folded, requests)
+	}
+	if rows, _ := sizes("after the compaction"); rows != 2*accounts {
+		t.Errorf("%d ledger entries after the compaction, want %d (each account's 'open' and 'renewal')", rows, 2*accounts)
+	}
 	long(`VACUUM ANALYZE tollgate_ledger`)
 	sizes("after VACUUM")
 	long(`VACUUM FULL tollgate_ledger`)
