@@ -197,32 +197,8 @@ func (b *Bus) Trace(t Tracer) (cancel func()) {
 // a stack: the first, then each time their number doubles (the 2nd, the 4th, the
 // 8th...), with that number, since a tracer is told of every phase of every call.
 func (b *Bus) Begin(ctx context.Context, p Phase) (context.Context, func(err error)) {
-	list := b.tracers.Load()
-	if list == nil {
-		return ctx, noEnd
-	}
-	step := p.Step // for the ends to capture, rather than the whole Phase
-	if len(*list) == 1 {
-		tr := (*list)[0]
-		pctx, end := b.begin(ctx, tr, p)
-		if end == nil {
-			return pctx, noEnd
-		}
-		return pctx, func(err error) { b.end(ctx, tr, step, end, err) }
-	}
-	tracers := *list
-	ends := make([]func(error), len(tracers))
-	pctx := ctx
-	for i, tr := range tracers {
-		pctx, ends[i] = b.begin(pctx, tr, p)
-	}
-	return pctx, func(err error) {
-		for i := len(ends) - 1; i >= 0; i-- {
-			if ends[i] != nil {
-				b.end(ctx, tracers[i], step, ends[i], err)
-			}
-		}
-	}
+	pctx, end, _ := b.beginAll(ctx, p, false)
+	return pctx, end
 }
 
 // BeginCall begins a call's phase (p's Step is [StepCall]) as [Bus.Begin] does, and
@@ -231,14 +207,21 @@ func (b *Bus) Begin(ctx context.Context, p Phase) (context.Context, func(err err
 // phases, as no tracer would act on them. Without a tracer it costs one atomic load
 // and reports false. A Bus is itself a [CallTracer].
 func (b *Bus) BeginCall(ctx context.Context, p Phase) (context.Context, func(err error), bool) {
+	return b.beginAll(ctx, p, true)
+}
+
+// beginAll begins p with every tracer of the bus, as Begin says, and reports whether
+// any wants the phases within it: for a call's phase (call), as BeginCall asks each
+// tracer; for any other, true when the bus has a tracer.
+func (b *Bus) beginAll(ctx context.Context, p Phase, call bool) (context.Context, func(err error), bool) {
 	list := b.tracers.Load()
 	if list == nil {
 		return ctx, noEnd, false
 	}
-	step := p.Step
+	step := p.Step // for the ends to capture, rather than the whole Phase
 	if len(*list) == 1 {
 		tr := (*list)[0]
-		pctx, end, within := b.beginCall(ctx, tr, p)
+		pctx, end, within := b.beginOne(ctx, tr, p, call)
 		if end == nil {
 			return pctx, noEnd, within
 		}
@@ -250,7 +233,7 @@ func (b *Bus) BeginCall(ctx context.Context, p Phase) (context.Context, func(err
 	wanted := false
 	for i, tr := range tracers {
 		var within bool
-		pctx, ends[i], within = b.beginCall(pctx, tr, p)
+		pctx, ends[i], within = b.beginOne(pctx, tr, p, call)
 		wanted = wanted || within
 	}
 	return pctx, func(err error) {
@@ -260,6 +243,15 @@ func (b *Bus) BeginCall(ctx context.Context, p Phase) (context.Context, func(err
 			}
 		}
 	}, wanted
+}
+
+// beginOne begins p with tr: with beginCall for a call's phase (call), else with begin.
+func (b *Bus) beginOne(ctx context.Context, tr *tracing, p Phase, call bool) (context.Context, func(error), bool) {
+	if call {
+		return b.beginCall(ctx, tr, p)
+	}
+	pctx, end := b.begin(ctx, tr, p)
+	return pctx, end, true
 }
 
 // Guard returns t as a Tracer that fails nothing, as the tracers of a Bus do (see
