@@ -100,7 +100,7 @@ func (s *Service) authenticate(ctx context.Context, c Caller, p *Principal, with
 		return nil
 	}
 	p.untraced = !within
-	ctx, end := s.begin(ctx, p, event.Phase{Step: event.StepAuthenticate})
+	ctx, end := s.begin(ctx, p.untraced, event.Phase{Step: event.StepAuthenticate})
 	err := s.authenticateCaller(ctx, c, p)
 	end(err)
 	return err
@@ -211,11 +211,11 @@ func (s *Service) refresh(ctx context.Context, p *Principal) error {
 	return nil
 }
 
-// begin begins a phase within a call of p, unless no tracer wants the call's inner
-// phases: then it returns ctx and an end that does nothing, and costs no call to the
-// bus.
-func (s *Service) begin(ctx context.Context, p *Principal, ph event.Phase) (context.Context, func(error)) {
-	if p.untraced {
+// begin begins a phase within a call, unless the call is untraced (no tracer wants its
+// inner phases): then it returns ctx and an end that does nothing, and costs no call
+// to the bus.
+func (s *Service) begin(ctx context.Context, untraced bool, ph event.Phase) (context.Context, func(error)) {
+	if untraced {
 		return ctx, noEnd
 	}
 	return s.events.Begin(ctx, ph)

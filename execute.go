@@ -81,10 +81,7 @@ func (s *Service) startOthers(ctx context.Context, w who, invs []invocation, res
 // req, if not nil, is where the handler's request is made (see invoke).
 // The run is one [event.StepRun] phase, whose context the handler gets.
 func (s *Service) invokeAt(ctx context.Context, w who, invs []invocation, i int, results []Result, took []time.Duration, req *catalog.Request) {
-	end := noEnd
-	if !w.untraced {
-		ctx, end = s.events.Begin(ctx, event.Phase{Step: event.StepRun, API: invs[i].API.ID})
-	}
+	ctx, end := s.begin(ctx, w.untraced, event.Phase{Step: event.StepRun, API: invs[i].API.ID})
 	if took == nil {
 		results[i] = s.invoke(ctx, w, &invs[i], req)
 	} else {

@@ -79,7 +79,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 		a.Key = p.keyCheck()
 	}
 	var t meter.Ticket
-	actx, endAdmit := s.begin(ctx, p, event.Phase{Step: event.StepAdmit})
+	actx, endAdmit := s.begin(ctx, p.untraced, event.Phase{Step: event.StepAdmit})
 	refused, ok := s.admit(actx, p, invs, apis, &a, &t, &rc)
 	endAdmit(refused.Err)
 	if !ok {
@@ -111,7 +111,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 			out.Refund += invs[i].API.Cost - results[i].credits
 		}
 	}
-	sctx, endSettle := s.begin(ctx, p, event.Phase{Step: event.StepSettle})
+	sctx, endSettle := s.begin(ctx, p.untraced, event.Phase{Step: event.StepSettle})
 	if batch != nil && batch.settling != nil {
 		if err := batch.settling(sctx); err != nil {
 			r := s.unsettled(sctx, p, now, invs, results, took, &st, &t, rc, err)
