@@ -90,6 +90,7 @@ var suites = []struct {
 	{"Compactor", isBoth[driver.Ledger, retention.Compactor], func(t *testing.T, n func(*testing.T) any) {
 		TestCompactor(t, as[CompactingLedger](n))
 	}},
+	{"Roller", isBoth[driver.Ledger, driver.Roller], func(t *testing.T, n func(*testing.T) any) { TestRoller(t, as[driver.Ledger](n)) }},
 	{"RateLimiter", is[driver.RateLimiter], func(t *testing.T, n func(*testing.T) any) { TestRateLimiter(t, as[driver.RateLimiter](n)) }},
 	{"ConcurrencyLimiter", is[driver.ConcurrencyLimiter], func(t *testing.T, n func(*testing.T) any) {
 		TestConcurrencyLimiter(t, as[driver.ConcurrencyLimiter](n))
