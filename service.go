@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/event"
@@ -96,6 +97,16 @@ type Options struct {
 	// instance would run again: give the instances a shared store (store/postgres,
 	// store/redis).
 	Idempotency *IdempotencyOptions
+	// CreditBlocks, if set, serves the credits of busy accounts' calls from credit
+	// blocks (package billing/blocks): this instance reserves a block of an account's
+	// credits at a time and spends it call by call, recording the calls' charges
+	// together, one round trip for many calls, so that several instances serving one
+	// account meet on its balance once per block roll rather than once per call. The
+	// rate limit, the concurrency ceiling and the key check are unchanged; see the
+	// package for the one rule that loosens across instances (a refusal while other
+	// instances hold blocks). It needs a ledger that rolls a reservation
+	// (driver.Roller). Nil (the default) reserves each call's credits in the ledger.
+	CreditBlocks *blocks.Options
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -224,9 +235,25 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if now == nil {
 		now = time.Now
 	}
+	var credits *blocks.Blocks
+	if opts.CreditBlocks != nil {
+		bo := *opts.CreditBlocks
+		if bo.Now == nil {
+			bo.Now = now
+		}
+		if bo.Logger == nil {
+			bo.Logger = opts.Logger
+		}
+		if credits, err = blocks.New(stores.Ledger, &bo); err != nil {
+			return nil, fmt.Errorf("tollgate: Options.CreditBlocks: %w", err)
+		}
+	}
 	m, err := meter.New(stores.Ledger, stores.Rates, stores.Slots, &meter.Options{
-		Lease: lease, Hold: timeout + grace, Now: now, Keys: checker, Logger: opts.Logger})
+		Lease: lease, Hold: timeout + grace, Now: now, Keys: checker, Logger: opts.Logger, Blocks: credits})
 	if err != nil {
+		if credits != nil {
+			credits.Close(context.Background())
+		}
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
 	s := &Service{

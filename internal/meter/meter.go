@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 )
 
@@ -82,6 +83,7 @@ type Meter struct {
 	now    func() time.Time
 	log    *slog.Logger
 	retry  *retryQueue // closings a store could not take when they were due
+	blocks *blocks.Blocks
 }
 
 // Options configures a [Meter]. The zero value is the default.
@@ -112,6 +114,11 @@ type Options struct {
 	// store whose one-step admission its decorators split (see [driver.Wrapper]). The
 	// default is slog.Default().
 	Logger *slog.Logger
+	// Blocks, when set, serves the credits of busy accounts' calls from credit blocks
+	// (package billing/blocks) over the same ledger: such a call's admission sends the
+	// other parts (key, rate, slot) to their stores, and its settlement waits for the
+	// block's roll. The Meter closes it with [Meter.Close].
+	Blocks *blocks.Blocks
 }
 
 // DefaultLease is the default [Options.Lease].
@@ -131,6 +138,7 @@ const (
 	partSlot
 	partCredits
 	partKey
+	partBlock // the credits, taken from a credit block (held only, never a group's)
 )
 
 // A group is the parts of an admission held by one store.
@@ -161,6 +169,7 @@ func New(ledger driver.Ledger, rates driver.RateLimiter, slots driver.Concurrenc
 			retries = opts.Retries
 		}
 		m.keys = opts.Keys
+		m.blocks = opts.Blocks
 		if opts.Logger != nil {
 			m.log = opts.Logger
 		}
@@ -400,6 +409,16 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 		}
 		need |= partKey
 	}
+	if m.blocks != nil {
+		bal, ok := m.blocks.Take(ctx, blocks.Take{Account: a.Account, Request: a.Request, Amount: a.Cost, APIs: a.APIs,
+			Period: t.Period, Allowance: a.Plan.Credits, Now: a.Now})
+		if ok {
+			need &^= partCredits
+			t.held |= partBlock
+			t.Balance = bal
+			t.Balance.Allowance = a.Plan.Credits
+		}
+	}
 	for _, g := range m.groups {
 		parts := g.parts & need
 		if parts == 0 {
@@ -415,8 +434,14 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 			if t.held != 0 {
 				m.close(context.WithoutCancel(ctx), &t, &driver.Settlement{Refund: a.Cost, Uncount: a.APIs, Now: a.Now})
 			}
+			if g.parts&need&partCredits != 0 && m.blocks != nil && !t.Balance.Period.Start.IsZero() {
+				m.blocks.Note(a.Account, t.Balance)
+			}
 			return t, err
 		}
+	}
+	if need&partCredits != 0 && m.blocks != nil {
+		m.blocks.Note(a.Account, t.Balance)
 	}
 	return t, nil
 }
@@ -603,6 +628,20 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 			firstErr = err
 		}
 	}
+	if t.held&partBlock != 0 {
+		b, err := m.blocks.Settle(ctx, *s)
+		if err == nil {
+			t.Balance = b
+			t.Balance.Allowance = t.Plan.Credits
+		} else if !final(err) {
+			settlement := *s
+			m.retry.add(retry{what: "record a call's charge in its credit block", expires: t.Expires, op: func(ctx context.Context) error {
+				_, err := m.blocks.Settle(ctx, settlement)
+				return err
+			}})
+		}
+		keep(err)
+	}
 	for _, g := range m.groups {
 		held := t.held & g.parts
 		if held == 0 {
@@ -686,6 +725,12 @@ func (m *Meter) Status(ctx context.Context, account string, plan billing.Plan, p
 	}
 	s.Balance = b
 	s.Balance.Allowance = plan.Credits
+	if m.blocks != nil {
+		// The ledger counts what this instance's blocks hold unspent as held.
+		u := m.blocks.Unspent(account)
+		s.Balance.Remaining += u
+		s.Balance.Used = max(s.Balance.Used-u, 0)
+	}
 	if s.Usage, err = m.ledger.Usage(ctx, account, b.Period); err != nil {
 		return s, err
 	}

@@ -164,4 +164,17 @@ func (m *Meter) Pending() int { return m.retry.pending() }
 // Close stops the Meter's background retries. What they still held is left to expiry:
 // the reservations are voided when they expire and the slots come back when their
 // leases end. The Meter must not be used after Close.
-func (m *Meter) Close() { m.retry.close() }
+func (m *Meter) Close() {
+	if m.blocks != nil {
+		// Give back what the blocks hold unspent, and record what their calls kept.
+		ctx, cancel := context.WithTimeout(context.Background(), closeBlocksTimeout)
+		if err := m.blocks.Close(ctx); err != nil {
+			m.log.Warn("billing: the credit blocks were not all given back; the ledger voids them at their expiry", "error", err)
+		}
+		cancel()
+	}
+	m.retry.close()
+}
+
+// closeBlocksTimeout bounds how long Close waits for the credit blocks' last rolls.
+const closeBlocksTimeout = 10 * time.Second
