@@ -3,8 +3,8 @@
 // implements every store interface ([auth.KeyStore], [driver.KeyChecker],
 // [driver.Ledger], [driver.RateLimiter], [driver.ConcurrencyLimiter]), the
 // [driver.Admitter], so that a paid call costs exactly one round trip to admit and one
-// to settle, and the [driver.Sweeper], through which every instance voids expired
-// reservations. Its key store and ledger keep a journal of the changes of management
+// to settle, the [driver.Roller], which rolls a credit block over in one, and the
+// [driver.Sweeper], through which every instance voids expired reservations. Its key store and ledger keep a journal of the changes of management
 // they store ([journal.KeyStore], [journal.Ledger]; see docs/redis.md, "The journal of
 // changes"). It is also an [auth.SessionStore]; [Store.Idempotency] returns its
 // [idempotency.Store], a value of its own over the Store.

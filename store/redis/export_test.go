@@ -13,7 +13,7 @@ import (
 // each one ran, and on which keys.
 var Scripts = map[string]*goredis.Script{
 	"admit": admitScript, "close": closeScript, "rate": rateScript, "acquire": acquireScript,
-	"renew": renewScript, "inUse": inUseScript, "open": openScript, "reserve": reserveScript,
+	"renew": renewScript, "inUse": inUseScript, "open": openScript, "reserve": reserveScript, "roll": rollScript,
 	"adjust": adjustScript, "balance": balanceScript, "usage": usageScript,
 	"createAccount": createAccountScript, "createKey": createKeyScript, "listKeys": listKeysScript,
 	"resolve": resolveScript, "rotate": rotateScript, "revoke": revokeScript,

@@ -136,8 +136,8 @@ func (s *Store) Reserve(ctx context.Context, r driver.Reservation) (driver.Balan
 	mode, sec, nsec := s.clock(r.Now)
 	claim := ""
 	for range indexAttempts {
-		args := make([]any, 0, 13+len(r.APIs))
-		args = append(args, r.Amount, -r.Amount, ps, pe, r.Allowance, s.open, mode, sec, nsec, holdArg(&r), r.Request.String(), a.markers(), claim)
+		args := make([]any, 0, 12+len(r.APIs))
+		args = append(args, r.Amount, ps, pe, r.Allowance, s.open, mode, sec, nsec, holdArg(&r), r.Request.String(), a.markers(), claim)
 		for _, api := range r.APIs {
 			args = append(args, api)
 		}

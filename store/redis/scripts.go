@@ -44,6 +44,7 @@ var (
 	inUseScript         = luaScript("in_use.lua")
 	openScript          = luaScript("open.lua")
 	reserveScript       = luaScript("reserve.lua")
+	rollScript          = luaScript("roll.lua")
 	adjustScript        = luaScript("adjust.lua")
 	balanceScript       = luaScript("balance.lua")
 	voidScript          = luaScript("void.lua")
@@ -136,5 +137,5 @@ const (
 	stTooMany      = 7 // the remaining plus used credits would pass driver.MaxCredits
 	stIndex        = 8 // refused until the account is indexed (see Store.indexFirst)
 	stTooManyLots  = 9 // a grant would start one lot too many (driver.MaxGrantLots)
-	// stJournal (10) is in journal.go.
+	// stJournal (10) is in journal.go, stSeen (11) in roll.go.
 )

@@ -160,6 +160,16 @@ func TestEveryScriptOnOneSlot(t *testing.T) {
 		must(t, err)
 		_, err = s.Adjust(ctx, driver.Adjustment{Account: acct, Request: r2, Amount: 5, Period: period, Allowance: 100})
 		must(t, err)
+		// A credit block rolled over to the next, which is then settled.
+		b1, b2 := newRequest(), newRequest()
+		_, err = s.Reserve(ctx, driver.Reservation{Account: acct, Request: b1, Amount: 3, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)})
+		must(t, err)
+		_, err = s.Roll(ctx, driver.Roll{Settlement: driver.Settlement{Account: acct, Request: b1, Refund: 2, Period: period, Allowance: 100, Now: testNow},
+			Counts: map[string]int64{"hash": 1},
+			Next:   &driver.Reservation{Account: acct, Request: b2, Amount: 2, Period: period, Allowance: 100, Now: testNow, Expires: testNow.Add(time.Hour)}})
+		must(t, err)
+		_, err = s.Settle(ctx, driver.Settlement{Account: acct, Request: b2, Refund: 2, Period: period, Allowance: 100, Now: testNow})
+		must(t, err)
 		_, err = s.Balance(ctx, acct, testNow, period, 100)
 		must(t, err)
 		_, err = s.Usage(ctx, acct, period)
