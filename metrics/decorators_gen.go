@@ -50,6 +50,7 @@ const (
 	opRenew
 	opAdmit
 	opClose
+	opRoll
 	opEndSession
 	opSessionEnded
 	opAbandon
@@ -128,6 +129,7 @@ var opNames = [numOps]string{
 	opRenew:                 "renew",
 	opAdmit:                 "admit",
 	opClose:                 "close",
+	opRoll:                  "roll",
 	opEndSession:            "end_session",
 	opSessionEnded:          "session_ended",
 	opAbandon:               "abandon",
@@ -450,6 +452,21 @@ func (p *driverAdmitterPart) Close(ctx context.Context, a1 driver.Closing) (driv
 	t := p.ops.start()
 	r0, err := p.s.Close(ctx, a1)
 	p.ops.done(opClose, t, err)
+	return r0, err
+}
+
+// driverRollerPart forwards driver.Roller.
+type driverRollerPart struct {
+	ops *opSeries
+	s   driver.Roller
+}
+
+var _ driver.Roller = (*driverRollerPart)(nil)
+
+func (p *driverRollerPart) Roll(ctx context.Context, a1 driver.Roll) (driver.RollResult, error) {
+	t := p.ops.start()
+	r0, err := p.s.Roll(ctx, a1)
+	p.ops.done(opRoll, t, err)
 	return r0, err
 }
 
@@ -813,8 +830,8 @@ func (p *healthPingerPart) Ping(ctx context.Context) error {
 
 // wrapWhole decorates a whole store, which plays every role of the call (auth.KeyStore,
 // driver.Ledger, driver.RateLimiter, driver.ConcurrencyLimiter), with those of
-// auth.KeyExpiries, driver.KeyChecker, driver.Sweeper, driver.Admitter, journal.Store,
-// health.Pinger that it has, and no other.
+// auth.KeyExpiries, driver.KeyChecker, driver.Sweeper, driver.Admitter, driver.Roller,
+// journal.Store, health.Pinger that it has, and no other.
 func wrapWhole(ops *opSeries, s any) any {
 	r0 := authKeyStorePart{ops, s.(auth.KeyStore)}
 	r1 := driverLedgerPart{ops, s.(driver.Ledger)}
@@ -837,13 +854,17 @@ func wrapWhole(ops *opSeries, s any) any {
 	if x, ok := s.(driver.Admitter); ok {
 		o3, mask = driverAdmitterPart{ops, x}, mask|1<<3
 	}
-	var o4 journalStorePart
-	if x, ok := s.(journal.Store); ok {
-		o4, mask = journalStorePart{ops, x}, mask|1<<4
+	var o4 driverRollerPart
+	if x, ok := s.(driver.Roller); ok {
+		o4, mask = driverRollerPart{ops, x}, mask|1<<4
 	}
-	var o5 healthPingerPart
+	var o5 journalStorePart
+	if x, ok := s.(journal.Store); ok {
+		o5, mask = journalStorePart{ops, x}, mask|1<<5
+	}
+	var o6 healthPingerPart
 	if x, ok := s.(health.Pinger); ok {
-		o5, mask = healthPingerPart{ops, x}, mask|1<<5
+		o6, mask = healthPingerPart{ops, x}, mask|1<<6
 	}
 	u := unwrapper{inner: s}
 	switch mask {
@@ -975,6 +996,134 @@ func wrapWhole(ops *opSeries, s any) any {
 		return &whole62{u, r0, r1, r2, r3, o1, o2, o3, o4, o5}
 	case 0b111111:
 		return &whole63{u, r0, r1, r2, r3, o0, o1, o2, o3, o4, o5}
+	case 0b1000000:
+		return &whole64{u, r0, r1, r2, r3, o6}
+	case 0b1000001:
+		return &whole65{u, r0, r1, r2, r3, o0, o6}
+	case 0b1000010:
+		return &whole66{u, r0, r1, r2, r3, o1, o6}
+	case 0b1000011:
+		return &whole67{u, r0, r1, r2, r3, o0, o1, o6}
+	case 0b1000100:
+		return &whole68{u, r0, r1, r2, r3, o2, o6}
+	case 0b1000101:
+		return &whole69{u, r0, r1, r2, r3, o0, o2, o6}
+	case 0b1000110:
+		return &whole70{u, r0, r1, r2, r3, o1, o2, o6}
+	case 0b1000111:
+		return &whole71{u, r0, r1, r2, r3, o0, o1, o2, o6}
+	case 0b1001000:
+		return &whole72{u, r0, r1, r2, r3, o3, o6}
+	case 0b1001001:
+		return &whole73{u, r0, r1, r2, r3, o0, o3, o6}
+	case 0b1001010:
+		return &whole74{u, r0, r1, r2, r3, o1, o3, o6}
+	case 0b1001011:
+		return &whole75{u, r0, r1, r2, r3, o0, o1, o3, o6}
+	case 0b1001100:
+		return &whole76{u, r0, r1, r2, r3, o2, o3, o6}
+	case 0b1001101:
+		return &whole77{u, r0, r1, r2, r3, o0, o2, o3, o6}
+	case 0b1001110:
+		return &whole78{u, r0, r1, r2, r3, o1, o2, o3, o6}
+	case 0b1001111:
+		return &whole79{u, r0, r1, r2, r3, o0, o1, o2, o3, o6}
+	case 0b1010000:
+		return &whole80{u, r0, r1, r2, r3, o4, o6}
+	case 0b1010001:
+		return &whole81{u, r0, r1, r2, r3, o0, o4, o6}
+	case 0b1010010:
+		return &whole82{u, r0, r1, r2, r3, o1, o4, o6}
+	case 0b1010011:
+		return &whole83{u, r0, r1, r2, r3, o0, o1, o4, o6}
+	case 0b1010100:
+		return &whole84{u, r0, r1, r2, r3, o2, o4, o6}
+	case 0b1010101:
+		return &whole85{u, r0, r1, r2, r3, o0, o2, o4, o6}
+	case 0b1010110:
+		return &whole86{u, r0, r1, r2, r3, o1, o2, o4, o6}
+	case 0b1010111:
+		return &whole87{u, r0, r1, r2, r3, o0, o1, o2, o4, o6}
+	case 0b1011000:
+		return &whole88{u, r0, r1, r2, r3, o3, o4, o6}
+	case 0b1011001:
+		return &whole89{u, r0, r1, r2, r3, o0, o3, o4, o6}
+	case 0b1011010:
+		return &whole90{u, r0, r1, r2, r3, o1, o3, o4, o6}
+	case 0b1011011:
+		return &whole91{u, r0, r1, r2, r3, o0, o1, o3, o4, o6}
+	case 0b1011100:
+		return &whole92{u, r0, r1, r2, r3, o2, o3, o4, o6}
+	case 0b1011101:
+		return &whole93{u, r0, r1, r2, r3, o0, o2, o3, o4, o6}
+	case 0b1011110:
+		return &whole94{u, r0, r1, r2, r3, o1, o2, o3, o4, o6}
+	case 0b1011111:
+		return &whole95{u, r0, r1, r2, r3, o0, o1, o2, o3, o4, o6}
+	case 0b1100000:
+		return &whole96{u, r0, r1, r2, r3, o5, o6}
+	case 0b1100001:
+		return &whole97{u, r0, r1, r2, r3, o0, o5, o6}
+	case 0b1100010:
+		return &whole98{u, r0, r1, r2, r3, o1, o5, o6}
+	case 0b1100011:
+		return &whole99{u, r0, r1, r2, r3, o0, o1, o5, o6}
+	case 0b1100100:
+		return &whole100{u, r0, r1, r2, r3, o2, o5, o6}
+	case 0b1100101:
+		return &whole101{u, r0, r1, r2, r3, o0, o2, o5, o6}
+	case 0b1100110:
+		return &whole102{u, r0, r1, r2, r3, o1, o2, o5, o6}
+	case 0b1100111:
+		return &whole103{u, r0, r1, r2, r3, o0, o1, o2, o5, o6}
+	case 0b1101000:
+		return &whole104{u, r0, r1, r2, r3, o3, o5, o6}
+	case 0b1101001:
+		return &whole105{u, r0, r1, r2, r3, o0, o3, o5, o6}
+	case 0b1101010:
+		return &whole106{u, r0, r1, r2, r3, o1, o3, o5, o6}
+	case 0b1101011:
+		return &whole107{u, r0, r1, r2, r3, o0, o1, o3, o5, o6}
+	case 0b1101100:
+		return &whole108{u, r0, r1, r2, r3, o2, o3, o5, o6}
+	case 0b1101101:
+		return &whole109{u, r0, r1, r2, r3, o0, o2, o3, o5, o6}
+	case 0b1101110:
+		return &whole110{u, r0, r1, r2, r3, o1, o2, o3, o5, o6}
+	case 0b1101111:
+		return &whole111{u, r0, r1, r2, r3, o0, o1, o2, o3, o5, o6}
+	case 0b1110000:
+		return &whole112{u, r0, r1, r2, r3, o4, o5, o6}
+	case 0b1110001:
+		return &whole113{u, r0, r1, r2, r3, o0, o4, o5, o6}
+	case 0b1110010:
+		return &whole114{u, r0, r1, r2, r3, o1, o4, o5, o6}
+	case 0b1110011:
+		return &whole115{u, r0, r1, r2, r3, o0, o1, o4, o5, o6}
+	case 0b1110100:
+		return &whole116{u, r0, r1, r2, r3, o2, o4, o5, o6}
+	case 0b1110101:
+		return &whole117{u, r0, r1, r2, r3, o0, o2, o4, o5, o6}
+	case 0b1110110:
+		return &whole118{u, r0, r1, r2, r3, o1, o2, o4, o5, o6}
+	case 0b1110111:
+		return &whole119{u, r0, r1, r2, r3, o0, o1, o2, o4, o5, o6}
+	case 0b1111000:
+		return &whole120{u, r0, r1, r2, r3, o3, o4, o5, o6}
+	case 0b1111001:
+		return &whole121{u, r0, r1, r2, r3, o0, o3, o4, o5, o6}
+	case 0b1111010:
+		return &whole122{u, r0, r1, r2, r3, o1, o3, o4, o5, o6}
+	case 0b1111011:
+		return &whole123{u, r0, r1, r2, r3, o0, o1, o3, o4, o5, o6}
+	case 0b1111100:
+		return &whole124{u, r0, r1, r2, r3, o2, o3, o4, o5, o6}
+	case 0b1111101:
+		return &whole125{u, r0, r1, r2, r3, o0, o2, o3, o4, o5, o6}
+	case 0b1111110:
+		return &whole126{u, r0, r1, r2, r3, o1, o2, o3, o4, o5, o6}
+	case 0b1111111:
+		return &whole127{u, r0, r1, r2, r3, o0, o1, o2, o3, o4, o5, o6}
 	}
 	panic("metrics: a store has methods of the same name in two interfaces")
 }
@@ -1145,7 +1294,7 @@ type whole16 struct {
 	driverLedgerPart
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole17 struct {
@@ -1155,7 +1304,7 @@ type whole17 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole18 struct {
@@ -1165,7 +1314,7 @@ type whole18 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole19 struct {
@@ -1176,7 +1325,7 @@ type whole19 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverKeyCheckerPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole20 struct {
@@ -1186,7 +1335,7 @@ type whole20 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverSweeperPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole21 struct {
@@ -1197,7 +1346,7 @@ type whole21 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverSweeperPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole22 struct {
@@ -1208,7 +1357,7 @@ type whole22 struct {
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
 	driverSweeperPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole23 struct {
@@ -1220,7 +1369,7 @@ type whole23 struct {
 	authKeyExpiriesPart
 	driverKeyCheckerPart
 	driverSweeperPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole24 struct {
@@ -1230,7 +1379,7 @@ type whole24 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole25 struct {
@@ -1241,7 +1390,7 @@ type whole25 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole26 struct {
@@ -1252,7 +1401,7 @@ type whole26 struct {
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole27 struct {
@@ -1264,7 +1413,7 @@ type whole27 struct {
 	authKeyExpiriesPart
 	driverKeyCheckerPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole28 struct {
@@ -1275,7 +1424,7 @@ type whole28 struct {
 	driverConcurrencyLimiterPart
 	driverSweeperPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole29 struct {
@@ -1287,7 +1436,7 @@ type whole29 struct {
 	authKeyExpiriesPart
 	driverSweeperPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole30 struct {
@@ -1299,7 +1448,7 @@ type whole30 struct {
 	driverKeyCheckerPart
 	driverSweeperPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole31 struct {
@@ -1312,7 +1461,7 @@ type whole31 struct {
 	driverKeyCheckerPart
 	driverSweeperPart
 	driverAdmitterPart
-	journalStorePart
+	driverRollerPart
 }
 
 type whole32 struct {
@@ -1321,7 +1470,7 @@ type whole32 struct {
 	driverLedgerPart
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole33 struct {
@@ -1331,7 +1480,7 @@ type whole33 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole34 struct {
@@ -1341,7 +1490,7 @@ type whole34 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole35 struct {
@@ -1352,7 +1501,7 @@ type whole35 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverKeyCheckerPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole36 struct {
@@ -1362,7 +1511,7 @@ type whole36 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverSweeperPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole37 struct {
@@ -1373,7 +1522,7 @@ type whole37 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverSweeperPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole38 struct {
@@ -1384,7 +1533,7 @@ type whole38 struct {
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
 	driverSweeperPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole39 struct {
@@ -1396,7 +1545,7 @@ type whole39 struct {
 	authKeyExpiriesPart
 	driverKeyCheckerPart
 	driverSweeperPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole40 struct {
@@ -1406,7 +1555,7 @@ type whole40 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole41 struct {
@@ -1417,7 +1566,7 @@ type whole41 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole42 struct {
@@ -1428,7 +1577,7 @@ type whole42 struct {
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole43 struct {
@@ -1440,7 +1589,7 @@ type whole43 struct {
 	authKeyExpiriesPart
 	driverKeyCheckerPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole44 struct {
@@ -1451,7 +1600,7 @@ type whole44 struct {
 	driverConcurrencyLimiterPart
 	driverSweeperPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole45 struct {
@@ -1463,7 +1612,7 @@ type whole45 struct {
 	authKeyExpiriesPart
 	driverSweeperPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole46 struct {
@@ -1475,7 +1624,7 @@ type whole46 struct {
 	driverKeyCheckerPart
 	driverSweeperPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole47 struct {
@@ -1488,7 +1637,7 @@ type whole47 struct {
 	driverKeyCheckerPart
 	driverSweeperPart
 	driverAdmitterPart
-	healthPingerPart
+	journalStorePart
 }
 
 type whole48 struct {
@@ -1497,8 +1646,8 @@ type whole48 struct {
 	driverLedgerPart
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole49 struct {
@@ -1508,8 +1657,8 @@ type whole49 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole50 struct {
@@ -1519,8 +1668,8 @@ type whole50 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole51 struct {
@@ -1531,8 +1680,8 @@ type whole51 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverKeyCheckerPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole52 struct {
@@ -1542,8 +1691,8 @@ type whole52 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverSweeperPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole53 struct {
@@ -1554,8 +1703,8 @@ type whole53 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverSweeperPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole54 struct {
@@ -1566,8 +1715,8 @@ type whole54 struct {
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
 	driverSweeperPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole55 struct {
@@ -1579,8 +1728,8 @@ type whole55 struct {
 	authKeyExpiriesPart
 	driverKeyCheckerPart
 	driverSweeperPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole56 struct {
@@ -1590,8 +1739,8 @@ type whole56 struct {
 	driverRateLimiterPart
 	driverConcurrencyLimiterPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole57 struct {
@@ -1602,8 +1751,8 @@ type whole57 struct {
 	driverConcurrencyLimiterPart
 	authKeyExpiriesPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole58 struct {
@@ -1614,8 +1763,8 @@ type whole58 struct {
 	driverConcurrencyLimiterPart
 	driverKeyCheckerPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole59 struct {
@@ -1627,8 +1776,8 @@ type whole59 struct {
 	authKeyExpiriesPart
 	driverKeyCheckerPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole60 struct {
@@ -1639,8 +1788,8 @@ type whole60 struct {
 	driverConcurrencyLimiterPart
 	driverSweeperPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole61 struct {
@@ -1652,8 +1801,8 @@ type whole61 struct {
 	authKeyExpiriesPart
 	driverSweeperPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole62 struct {
@@ -1665,8 +1814,8 @@ type whole62 struct {
 	driverKeyCheckerPart
 	driverSweeperPart
 	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type whole63 struct {
@@ -1679,6 +1828,774 @@ type whole63 struct {
 	driverKeyCheckerPart
 	driverSweeperPart
 	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+}
+
+type whole64 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	healthPingerPart
+}
+
+type whole65 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	healthPingerPart
+}
+
+type whole66 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	healthPingerPart
+}
+
+type whole67 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	healthPingerPart
+}
+
+type whole68 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	healthPingerPart
+}
+
+type whole69 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	healthPingerPart
+}
+
+type whole70 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	healthPingerPart
+}
+
+type whole71 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	healthPingerPart
+}
+
+type whole72 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole73 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole74 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole75 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole76 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole77 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole78 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole79 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	healthPingerPart
+}
+
+type whole80 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole81 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole82 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole83 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole84 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole85 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole86 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole87 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole88 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole89 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole90 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole91 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole92 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole93 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole94 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole95 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type whole96 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole97 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole98 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole99 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole100 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole101 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole102 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole103 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole104 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole105 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole106 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole107 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole108 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole109 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole110 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole111 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole112 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole113 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole114 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole115 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole116 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole117 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole118 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole119 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole120 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole121 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole122 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole123 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole124 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole125 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole126 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type whole127 struct {
+	unwrapper
+	authKeyStorePart
+	driverLedgerPart
+	driverRateLimiterPart
+	driverConcurrencyLimiterPart
+	authKeyExpiriesPart
+	driverKeyCheckerPart
+	driverSweeperPart
+	driverAdmitterPart
+	driverRollerPart
 	journalStorePart
 	healthPingerPart
 }
@@ -1855,7 +2772,7 @@ type keys15 struct {
 }
 
 // wrapLedger decorates a ledger (driver.Ledger), with those of driver.Sweeper,
-// journal.Store, health.Pinger that it has, and no other.
+// driver.Roller, journal.Store, health.Pinger that it has, and no other.
 func wrapLedger(ops *opSeries, s any) any {
 	r0 := driverLedgerPart{ops, s.(driver.Ledger)}
 	var mask uint
@@ -1863,13 +2780,17 @@ func wrapLedger(ops *opSeries, s any) any {
 	if x, ok := s.(driver.Sweeper); ok {
 		o0, mask = driverSweeperPart{ops, x}, mask|1<<0
 	}
-	var o1 journalStorePart
-	if x, ok := s.(journal.Store); ok {
-		o1, mask = journalStorePart{ops, x}, mask|1<<1
+	var o1 driverRollerPart
+	if x, ok := s.(driver.Roller); ok {
+		o1, mask = driverRollerPart{ops, x}, mask|1<<1
 	}
-	var o2 healthPingerPart
+	var o2 journalStorePart
+	if x, ok := s.(journal.Store); ok {
+		o2, mask = journalStorePart{ops, x}, mask|1<<2
+	}
+	var o3 healthPingerPart
 	if x, ok := s.(health.Pinger); ok {
-		o2, mask = healthPingerPart{ops, x}, mask|1<<2
+		o3, mask = healthPingerPart{ops, x}, mask|1<<3
 	}
 	u := unwrapper{inner: s}
 	switch mask {
@@ -1889,6 +2810,22 @@ func wrapLedger(ops *opSeries, s any) any {
 		return &ledger6{u, r0, o1, o2}
 	case 0b111:
 		return &ledger7{u, r0, o0, o1, o2}
+	case 0b1000:
+		return &ledger8{u, r0, o3}
+	case 0b1001:
+		return &ledger9{u, r0, o0, o3}
+	case 0b1010:
+		return &ledger10{u, r0, o1, o3}
+	case 0b1011:
+		return &ledger11{u, r0, o0, o1, o3}
+	case 0b1100:
+		return &ledger12{u, r0, o2, o3}
+	case 0b1101:
+		return &ledger13{u, r0, o0, o2, o3}
+	case 0b1110:
+		return &ledger14{u, r0, o1, o2, o3}
+	case 0b1111:
+		return &ledger15{u, r0, o0, o1, o2, o3}
 	}
 	panic("metrics: a store has methods of the same name in two interfaces")
 }
@@ -1907,40 +2844,100 @@ type ledger1 struct {
 type ledger2 struct {
 	unwrapper
 	driverLedgerPart
-	journalStorePart
+	driverRollerPart
 }
 
 type ledger3 struct {
 	unwrapper
 	driverLedgerPart
 	driverSweeperPart
-	journalStorePart
+	driverRollerPart
 }
 
 type ledger4 struct {
 	unwrapper
 	driverLedgerPart
-	healthPingerPart
+	journalStorePart
 }
 
 type ledger5 struct {
 	unwrapper
 	driverLedgerPart
 	driverSweeperPart
-	healthPingerPart
+	journalStorePart
 }
 
 type ledger6 struct {
 	unwrapper
 	driverLedgerPart
+	driverRollerPart
 	journalStorePart
-	healthPingerPart
 }
 
 type ledger7 struct {
 	unwrapper
 	driverLedgerPart
 	driverSweeperPart
+	driverRollerPart
+	journalStorePart
+}
+
+type ledger8 struct {
+	unwrapper
+	driverLedgerPart
+	healthPingerPart
+}
+
+type ledger9 struct {
+	unwrapper
+	driverLedgerPart
+	driverSweeperPart
+	healthPingerPart
+}
+
+type ledger10 struct {
+	unwrapper
+	driverLedgerPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type ledger11 struct {
+	unwrapper
+	driverLedgerPart
+	driverSweeperPart
+	driverRollerPart
+	healthPingerPart
+}
+
+type ledger12 struct {
+	unwrapper
+	driverLedgerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type ledger13 struct {
+	unwrapper
+	driverLedgerPart
+	driverSweeperPart
+	journalStorePart
+	healthPingerPart
+}
+
+type ledger14 struct {
+	unwrapper
+	driverLedgerPart
+	driverRollerPart
+	journalStorePart
+	healthPingerPart
+}
+
+type ledger15 struct {
+	unwrapper
+	driverLedgerPart
+	driverSweeperPart
+	driverRollerPart
 	journalStorePart
 	healthPingerPart
 }

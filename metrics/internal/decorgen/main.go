@@ -8,7 +8,8 @@
 //
 // A decorator's type must have exactly the interfaces of its store, so that what a
 // type assertion finds on it is what it would find on the store (the service looks for
-// a driver.Admitter, a driver.KeyChecker, a driver.Sweeper; the webhooks for an
+// a driver.Admitter, a driver.KeyChecker, a driver.Sweeper; credit blocks a
+// driver.Roller; the webhooks for an
 // auth.KeyExpiries; the readiness check for a health.Pinger). Go makes a type per set
 // of methods, so the decorator of a store is one of the types written here: for each
 // family (a role, or the whole store that plays every role of the call), one type per
@@ -65,6 +66,7 @@ var interfaces = []iface{
 	{t: reflect.TypeFor[driver.RateLimiter]()},
 	{t: reflect.TypeFor[driver.ConcurrencyLimiter]()},
 	{t: reflect.TypeFor[driver.Admitter]()},
+	{t: reflect.TypeFor[driver.Roller]()},
 	{t: reflect.TypeFor[auth.SessionStore]()},
 	{t: reflect.TypeFor[idempotency.Store]()},
 	{t: reflect.TypeFor[journal.Store](), prefix: "journal_"},
@@ -93,6 +95,7 @@ var (
 	rates       = reflect.TypeFor[driver.RateLimiter]()
 	slots       = reflect.TypeFor[driver.ConcurrencyLimiter]()
 	admitter    = reflect.TypeFor[driver.Admitter]()
+	roller      = reflect.TypeFor[driver.Roller]()
 	sessions    = reflect.TypeFor[auth.SessionStore]()
 	idem        = reflect.TypeFor[idempotency.Store]()
 	journalT    = reflect.TypeFor[journal.Store]()
@@ -108,9 +111,9 @@ var (
 var families = []family{
 	{"Whole", "a whole store, which plays every role of the call",
 		[]reflect.Type{keyStore, ledger, rates, slots},
-		[]reflect.Type{expiries, checker, sweeper, admitter, journalT, pinger}},
+		[]reflect.Type{expiries, checker, sweeper, admitter, roller, journalT, pinger}},
 	{"Keys", "a key store", []reflect.Type{keyStore}, []reflect.Type{expiries, checker, journalT, pinger}},
-	{"Ledger", "a ledger", []reflect.Type{ledger}, []reflect.Type{sweeper, journalT, pinger}},
+	{"Ledger", "a ledger", []reflect.Type{ledger}, []reflect.Type{sweeper, roller, journalT, pinger}},
 	{"Rates", "a rate limiter", []reflect.Type{rates}, justPinging},
 	{"Slots", "a concurrency limiter", []reflect.Type{slots}, justPinging},
 	{"Sessions", "a session store", []reflect.Type{sessions}, justPinging},
