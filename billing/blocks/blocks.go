@@ -586,7 +586,13 @@ func (b *Blocks) kick(a *account, k *block) {
 func (b *Blocks) rolls(a *account, k *block, refresh bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	defer func() { k.flushing = false }()
+	defer func() {
+		k.flushing = false
+		// Whoever waits for the next roll has nothing left to wait for: there is none
+		// to make (or it failed, and their calls, still waiting, say so).
+		close(k.next.done)
+		k.next = newRollDone()
+	}()
 	for k.dead == nil && (k.needsRoll() || refresh) {
 		refresh = false
 		if !b.roll(a, k) {
