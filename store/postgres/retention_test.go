@@ -1,8 +1,13 @@
 package postgres_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store/postgres"
@@ -90,5 +95,136 @@ func TestMigrateLedgerRetention(t *testing.T) {
 	}
 	if entries != 0 || totals != 10 {
 		t.Errorf("after both compactions: %d entries of requests left and %d folded; want none left and 10 folded", entries, totals)
+	}
+}
+
+// reads returns what the transaction tx has read so far of table and its indexes: the
+// scans started (sequential and index scans) and the rows and index entries they
+// returned, from the transaction's own statistics (pg_stat_get_xact_*), which count
+// what the statements of functions read too.
+func reads(t *testing.T, tx pgx.Tx, table string) (scans, rows int64) {
+	t.Helper()
+	err := tx.QueryRow(t.Context(), `
+		SELECT coalesce(sum(pg_stat_get_xact_numscans(r)), 0)::bigint, coalesce(sum(pg_stat_get_xact_tuples_returned(r)), 0)::bigint
+		  FROM (SELECT $1::regclass::oid AS r UNION ALL SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = $1::regclass) x`,
+		table).Scan(&scans, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scans, rows
+}
+
+// TestCompactReadsThePeriodOnly compacts an account whose current period holds 20,000
+// calls and whose ended period holds 3: folding the 3 reads the ended period's entries
+// and not the account's whole history (the entries of the ledger a compaction reads are
+// counted by the transaction's statistics, an exact count, whatever the machine).
+func TestCompactReadsThePeriodOnly(t *testing.T) {
+	pool := newPool(t, 4)
+	ctx := t.Context()
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const acct, allowance, current = "hot", 1000, 20000
+	p1 := driver.MonthOf(period.End)
+	if err := s.Open(ctx, driver.Opening{Account: acct, Balance: allowance, Allowance: allowance, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		id := newRequest()
+		if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: id, APIs: []string{"search"}, Amount: 1,
+			Period: period, Allowance: allowance, Now: t0, Expires: t0.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Settle(ctx, driver.Settlement{Account: acct, Request: id, Period: period, Allowance: allowance, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Balance(ctx, acct, p1.Start.Add(time.Hour), p1, allowance); err != nil {
+		t.Fatal(err)
+	}
+	// The current period's calls, written as the calls write them ('reserve', then
+	// 'settle'), in one statement.
+	if _, err := pool.Exec(ctx, `
+		WITH r AS (INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, shard, generation, apis)
+		           SELECT $1, gen_random_uuid(), 'reserve', -1, $2, 0, 0, '{search}' FROM generate_series(1, $3)
+		           RETURNING request_id)
+		INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start)
+		SELECT $1, r.request_id, 'settle', 0, $2 FROM r`, acct, p1.Start, current); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE tollgate_ledger`); err != nil {
+		t.Fatal(err)
+	}
+
+	// With the plans PL/pgSQL makes for the first calls of a session (custom) and those
+	// it may keep afterwards (generic), each compaction rolled back.
+	for _, plans := range []string{"force_custom_plan", "force_generic_plan"} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background()) // a no-op once rolled back
+		if _, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, plans); err != nil {
+			t.Fatal(err)
+		}
+		in, err := postgres.New(tx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, before := reads(t, tx, "tollgate_ledger")
+		n, err := in.Compact(ctx, p1.Start, 1000)
+		if err != nil || n != 3 {
+			t.Fatalf("Compact at the end of the first period (%s): %d (%v), want its 3 calls", plans, n, err)
+		}
+		_, read := reads(t, tx, "tollgate_ledger")
+		read -= before
+		t.Logf("%s: the compaction of 3 calls beside %d in the current period read %d entries of the ledger", plans, current, read)
+		if read > 100 {
+			t.Errorf("%s: the compaction of 3 calls read %d entries of the ledger, with %d in the current period: it reads the account's history, not the ended period's", plans, read, 2*current)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMigrateLedgerByPeriodBuiltBefore upgrades schemas of version 31 whose ledger an
+// operator indexed beforehand as version 32 says (CREATE INDEX CONCURRENTLY), once
+// valid and once left invalid by a build that failed: version 32 keeps the valid index
+// and builds the invalid one again.
+func TestMigrateLedgerByPeriodBuiltBefore(t *testing.T) {
+	for _, invalid := range []bool{false, true} {
+		pool, _ := emptyPool(t)
+		ctx := t.Context()
+		migrateTo(t, pool, 31)
+		if _, err := pool.Exec(ctx, `CREATE INDEX CONCURRENTLY tollgate_ledger_by_period ON tollgate_ledger (account_id, period_start)
+			WHERE kind IN ('reserve', 'adjust', 'void')`); err != nil {
+			t.Fatal(err)
+		}
+		var oid uint32
+		if err := pool.QueryRow(ctx, `SELECT 'tollgate_ledger_by_period'::regclass::oid`).Scan(&oid); err != nil {
+			t.Fatal(err)
+		}
+		if invalid { // as a concurrent build that failed leaves it
+			if _, err := pool.Exec(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1`, oid); err != nil {
+				if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42501" {
+					t.Skip("marking an index invalid takes a superuser:", err)
+				}
+				t.Fatal(err)
+			}
+		}
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			t.Fatalf("Migrate with the index built before (invalid: %v): %v", invalid, err)
+		}
+		var now uint32
+		var valid bool
+		if err := pool.QueryRow(ctx, `SELECT i.indexrelid::oid, i.indisvalid FROM pg_index i
+			WHERE i.indexrelid = 'tollgate_ledger_by_period'::regclass`).Scan(&now, &valid); err != nil {
+			t.Fatal(err)
+		}
+		if !valid || (now == oid) == invalid {
+			t.Errorf("the index built before (invalid: %v): valid %v, kept %v; want it valid, kept only if it was", invalid, valid, now == oid)
+		}
 	}
 }
