@@ -228,3 +228,102 @@ func TestMigrateLedgerByPeriodBuiltBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateLedgerRetentionOpenDuringBackfill upgrades a schema of version 28 while a
+// transaction opens an account and renews another, each with a call: version 29 reads
+// the ledger's periods before that transaction commits and creates its trigger after
+// (it waits for it), so that neither period is in the rows it fills. After the upgrade
+// a compaction still folds the calls of both accounts' first period once it ended, as
+// it does those of an account opened before the upgrade.
+func TestMigrateLedgerRetentionOpenDuringBackfill(t *testing.T) {
+	pool, _ := emptyPool(t)
+	ctx := t.Context()
+	migrateTo(t, pool, 28)
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := driver.MonthOf(period.End)
+	p2 := driver.MonthOf(p1.End)
+	const allowance = 1000
+	call := func(s *postgres.Store, acct string, p driver.Period) {
+		t.Helper()
+		id := newRequest()
+		now := p.Start.Add(24 * time.Hour)
+		if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: id, APIs: []string{"search"}, Amount: 5,
+			Period: p, Allowance: allowance, Now: now, Expires: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Settle(ctx, driver.Settlement{Account: acct, Request: id, Period: p, Allowance: allowance, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(s *postgres.Store, acct string) {
+		t.Helper()
+		if err := s.Open(ctx, driver.Opening{Account: acct, Balance: allowance, Allowance: allowance, Period: period}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, acct := range []string{"before", "renewed"} {
+		open(s, acct)
+		call(s, acct, period)
+	}
+
+	// The transaction that the backfill misses: "late" opened, with a call, and
+	// "renewed" renewed into p1, with a call.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	in, err := postgres.New(tx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(in, "late")
+	call(in, "late", period)
+	call(in, "renewed", p1)
+	migrated := make(chan error, 1)
+	go func() { migrated <- postgres.Migrate(ctx, pool) }()
+	// Version 29 has read the ledger once it waits for the transaction's lock on it.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE relation = 'tollgate_ledger'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration did not wait for the transaction's lock on the ledger within a minute")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("Migrate from version 28: %v", err)
+	}
+
+	// "before" and "late" renew into p1 with a call, as "renewed" did: the first
+	// period's calls fold once p1 started, and p1's once p2 did.
+	for _, acct := range []string{"before", "late"} {
+		call(s, acct, p1)
+	}
+	if n, err := s.Compact(ctx, p1.Start, 100); err != nil || n != 3 {
+		t.Errorf("Compact at the end of the first period: %d (%v), want the 3 calls of its 3 accounts", n, err)
+	}
+	for _, acct := range []string{"before", "late", "renewed"} {
+		if _, err := s.Balance(ctx, acct, p2.Start.Add(time.Hour), p2, allowance); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.Compact(ctx, p2.Start, 100); err != nil || n != 3 {
+		t.Errorf("Compact at the end of the second period: %d (%v), want the 3 calls of its 3 accounts", n, err)
+	}
+	var left int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM tollgate_ledger WHERE request_id IS NOT NULL`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d entries of calls left after both compactions (%v), want none", left, err)
+	}
+}
