@@ -137,3 +137,88 @@ func BenchmarkSweepers(b *testing.B) {
 		})
 	}
 }
+
+// TestSweepStepsOverHeldAccount holds the balance row of an account with 1,000
+// reservations due, interleaved (by expiry) with the 2 due of each of 4 other accounts:
+// a sweep voids the others' in a number of index scans bounded by the accounts, not by
+// the held account's reservations, and reads each due entry of the index a bounded
+// number of times (both counted by the sweep transaction's statistics, an exact count);
+// once the account is free, the next sweep voids its reservations.
+func TestSweepStepsOverHeldAccount(t *testing.T) {
+	pool := newPool(t, 8)
+	s, err := postgres.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const held, others, each = 1000, 4, 2
+	due := t0.Add(time.Minute)
+	reserve := func(acct string, expires time.Time) {
+		t.Helper()
+		if _, err := s.Reserve(ctx, driver.Reservation{Account: acct, Request: newRequest(), Amount: 1, APIs: []string{"hash"},
+			Period: period, Allowance: 10, Now: t0, Expires: expires}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Open(ctx, driver.Opening{Account: "held", Balance: 2 * held, Allowance: 10, Period: period}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range held {
+		reserve("held", due.Add(time.Duration(i)*time.Millisecond))
+	}
+	for k := range others {
+		acct := fmt.Sprintf("free%d", k)
+		if err := s.Open(ctx, driver.Opening{Account: acct, Balance: 10, Allowance: 10, Period: period}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range each {
+			// Among the held account's, from the middle of them to their end.
+			reserve(acct, due.Add(time.Duration(held/2+(k*each+j)*held/(2*others*each))*time.Millisecond+time.Microsecond))
+		}
+	}
+
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM tollgate_balances WHERE account_id = 'held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(time.Hour)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	in, err := postgres.New(tx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := in.Sweep(ctx, later, 100)
+	if err != nil || n != others*each {
+		t.Fatalf("a sweep beside the held account voided %d (%v), want the other accounts' %d", n, err, others*each)
+	}
+	var scans, read int64
+	if err := tx.QueryRow(ctx, `
+		SELECT pg_stat_get_xact_numscans('tollgate_reservations_by_expiry'::regclass),
+		       pg_stat_get_xact_tuples_returned('tollgate_reservations_by_expiry'::regclass)`).Scan(&scans, &read); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the sweep (2 calls of tollgate_sweep) beside a held account with %d reservations due made %d scans of the expiry index and read %d of its entries", held, scans, read)
+	if scans > 16*others {
+		t.Errorf("the sweep made %d scans of the expiry index to void %d reservations of %d accounts beside a held account with %d due: it probes the held account's reservations one by one", scans, others*each, others, held)
+	}
+	if read > 2*2*(held+others*each) {
+		t.Errorf("the sweep read %d entries of the expiry index, more than twice each of the %d due per call", read, held+others*each)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Sweep(ctx, later, 2*held); err != nil || n != held {
+		t.Errorf("the sweep after the account was freed voided %d (%v), want its %d", n, err, held)
+	}
+}
