@@ -586,10 +586,21 @@ func (b *Blocks) kick(a *account, k *block) {
 func (b *Blocks) rolls(a *account, k *block, refresh bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	defer func() { k.flushing = false }()
+	var err error
+	defer func() {
+		k.flushing = false
+		// No roll follows until the next kick: those waiting for the next roll (calls
+		// settled, or a Take giving the block up, while the last one was in flight) look
+		// again. A call still unrecorded after a failure returns its error; after a
+		// success it kicks the roll that records it.
+		next := k.next
+		k.next = newRollDone()
+		next.err = err
+		close(next.done)
+	}()
 	for k.dead == nil && (k.needsRoll() || refresh) {
 		refresh = false
-		if !b.roll(a, k) {
+		if err = b.roll(a, k); err != nil {
 			return
 		}
 	}
@@ -597,8 +608,8 @@ func (b *Blocks) rolls(a *account, k *block, refresh bool) {
 }
 
 // roll sends one roll of k, with a.mu held (released while the ledger answers), and
-// reports whether it succeeded.
-func (b *Blocks) roll(a *account, k *block) bool {
+// returns its error, nil if it succeeded.
+func (b *Blocks) roll(a *account, k *block) error {
 	d := k.next
 	k.next = newRollDone()
 	now := b.now()
@@ -649,7 +660,7 @@ func (b *Blocks) roll(a *account, k *block) bool {
 		// The view counts the block as held; the calls' pending charges are not in it.
 		d.err = nil
 		close(d.done)
-		return true
+		return nil
 	case errors.Is(err, driver.ErrVoided):
 		k.dead = err
 		if !res.Balance.Period.Start.IsZero() {
@@ -664,11 +675,11 @@ func (b *Blocks) roll(a *account, k *block) bool {
 		k.pending, k.counts, k.batch = 0, map[string]int64{}, nil
 		d.err = err
 		close(d.done)
-		return false
+		return err
 	default:
 		d.err = fmt.Errorf("blocks: the roll of a block of account %q: %w", a.name, err)
 		close(d.done)
-		return false
+		return d.err
 	}
 }
 
