@@ -382,6 +382,9 @@ func (b *Blocks) Give(account string, request driver.RequestID) {
 	if k, c := a.find(request); k != nil {
 		delete(k.calls, request)
 		k.held -= c.amount
+		if k.dead != nil {
+			b.drop(a, k)
+		}
 	}
 }
 
@@ -439,14 +442,19 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		k.held -= c.amount
 		kept := c.amount - s.Refund
 		counts := countCalls(c.apis, s.Uncount)
+		if k.dead != nil {
+			// No tick rolls a voided block: forget it once its last call is settled.
+			b.drop(a, k)
+			if kept == 0 && len(counts) == 0 {
+				return a.balance(), nil
+			}
+			return a.balance(), fmt.Errorf("blocks: settlement of %s: %w", s.Request, k.dead)
+		}
 		if kept == 0 && len(counts) == 0 {
 			if k.retiring && k.held == 0 {
 				b.kick(a, k)
 			}
 			return a.balance(), nil
-		}
-		if k.dead != nil {
-			return a.balance(), fmt.Errorf("blocks: settlement of %s: %w", s.Request, k.dead)
 		}
 		k.pending += kept
 		for api, n := range counts {
@@ -601,6 +609,9 @@ func (b *Blocks) rolls(a *account, k *block, refresh bool) {
 	for k.dead == nil && (k.needsRoll() || refresh) {
 		refresh = false
 		if err = b.roll(a, k); err != nil {
+			if k.dead != nil {
+				b.drop(a, k)
+			}
 			return
 		}
 	}
