@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -92,9 +93,11 @@ type Blocks struct {
 	mu       sync.Mutex
 	accounts map[string]*account
 	closed   bool
-	stop     chan struct{}
-	done     chan struct{}
-	flushes  sync.WaitGroup
+	// shut is closed, for those who hold an account's mu (which must not take mu).
+	shut    atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+	flushes sync.WaitGroup
 }
 
 // New returns the Blocks of an instance over ledger, which must be a
@@ -300,6 +303,11 @@ func (b *Blocks) Take(ctx context.Context, t Take) (driver.Balance, bool) {
 	}
 	a.cur = k
 	k.take(t)
+	if b.shut.Load() {
+		// Close ran while the block was reserved and did not see it: give it up, as
+		// Close gives up the others.
+		b.retire(a, k)
+	}
 	return a.balance(), true
 }
 
@@ -767,6 +775,7 @@ func (b *Blocks) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.closed {
 		b.closed = true
+		b.shut.Store(true)
 		close(b.stop)
 	}
 	accounts := make([]*account, 0, len(b.accounts))
