@@ -476,3 +476,58 @@ func TestPeriodChangeWithOpenCall(t *testing.T) {
 		}
 	})
 }
+
+// TestLateCallGivesBlockBackFirst sends a call a little more than Idle after the
+// last, before the tick gives the block up, and costing more than the block holds:
+// the block's unspent credits must be back in the ledger before the ledger decides
+// the call, as the package's rules say.
+func TestLateCallGivesBlockBackFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &gated{Ledger: memory.NewLedger(nil)}
+		plan := billing.Plan{Name: "small", Credits: 1000}
+		t0 := time.Now()
+		p := billing.MonthOf(t0)
+		open(t, l, "acct", plan, t0)
+		b, err := blocks.New(l, &blocks.Options{Hold: time.Minute, Idle: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Kill()
+		time.Sleep(600 * time.Millisecond) // between two ticks (every Idle/2)
+		now := time.Now()
+		warm(t, b, l, "acct", plan, p, now)
+		c := take(t, b, "acct", plan, p, 1, now) // a block of 125
+		if _, err := b.Settle(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		// The rest of the ledger's credits go elsewhere.
+		if _, err := l.Adjust(t.Context(), driver.Adjustment{Account: "acct", Request: newRequest(), Amount: -870, Reason: "spent",
+			Period: p, Allowance: plan.Credits, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		unspent := b.Unspent("acct")
+		time.Sleep(1050 * time.Millisecond) // more than Idle, before the tick that gives the block up
+		release := l.holdRoll()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan bool, 1)
+		go func() {
+			_, ok := b.Take(ctx, blocks.Take{Account: "acct", Request: newRequest(), Amount: unspent + 1, APIs: []string{"hash"},
+				Period: p, Allowance: plan.Credits, Now: time.Now()})
+			done <- ok
+		}()
+		synctest.Wait()
+		select {
+		case ok := <-done:
+			done <- ok
+			bal, err := l.Balance(t.Context(), "acct", time.Now(), p, plan.Credits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Errorf("the call went to the ledger (%d remaining) while its block still held %d unspent credits", bal.Remaining, b.Unspent("acct"))
+		default:
+		}
+		release(nil)
+		<-done
+	})
+}
