@@ -285,6 +285,9 @@ func (b *Blocks) Take(ctx context.Context, t Take) (driver.Balance, bool) {
 		b.retire(a, a.cur) // a block reserved meanwhile that cannot cover the call
 	}
 	if !hot || !a.known {
+		// The ledger decides the call, once the blocks given up (a block that could not
+		// cover it, say) have given their credits back.
+		b.settleOld(ctx, a)
 		return driver.Balance{}, false
 	}
 	want := min(b.size, a.view.Remaining/b.share)
