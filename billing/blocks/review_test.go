@@ -531,3 +531,37 @@ func TestLateCallGivesBlockBackFirst(t *testing.T) {
 		<-done
 	})
 }
+
+// TestSettleWhileClosing settles calls while Close waits for the blocks' rolls, as a
+// shutdown does with calls still running: the settlements start rolls of their own
+// while Close waits for those in flight.
+func TestSettleWhileClosing(t *testing.T) {
+	l := memory.NewLedger(nil)
+	plan := billing.Plan{Name: "bulk", Credits: 100_000}
+	now := time.Now()
+	p := billing.MonthOf(now)
+	const accounts, calls = 20, 10
+	for round := range 20 {
+		b, err := blocks.New(l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var open []driver.Settlement
+		for i := range accounts {
+			name := fmt.Sprintf("acct-%d-%d", round, i)
+			if err := l.Open(t.Context(), driver.Opening{Account: name, Balance: plan.Credits, Allowance: plan.Credits, Period: p}); err != nil {
+				t.Fatal(err)
+			}
+			warm(t, b, l, name, plan, p, now)
+			for range calls {
+				open = append(open, take(t, b, name, plan, p, 1, now))
+			}
+		}
+		var wg sync.WaitGroup
+		for _, s := range open {
+			wg.Go(func() { b.Settle(context.Background(), s) })
+		}
+		wg.Go(func() { b.Close(context.Background()) })
+		wg.Wait()
+	}
+}
