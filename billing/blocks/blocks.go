@@ -97,7 +97,7 @@ type Blocks struct {
 	shut    atomic.Bool
 	stop    chan struct{}
 	done    chan struct{}
-	flushes sync.WaitGroup
+	flushes flushes
 }
 
 // New returns the Blocks of an instance over ledger, which must be a
@@ -593,9 +593,9 @@ func (b *Blocks) kick(a *account, k *block) {
 		return
 	}
 	k.flushing = true
-	b.flushes.Add(1)
+	b.flushes.add()
 	go func() {
-		defer b.flushes.Done()
+		defer b.flushes.done()
 		b.rolls(a, k, false)
 	}()
 }
@@ -759,9 +759,9 @@ func (b *Blocks) tick(now time.Time) {
 			refresh := now.Sub(k.rolled) >= b.hold/4 && k.amount > 0
 			if k.needsRoll() || refresh {
 				k.flushing = true
-				b.flushes.Add(1)
+				b.flushes.add()
 				go func() {
-					defer b.flushes.Done()
+					defer b.flushes.done()
 					b.rolls(a, k, refresh)
 				}()
 			}
@@ -800,10 +800,8 @@ func (b *Blocks) Close(ctx context.Context) error {
 		}
 		a.mu.Unlock()
 	}
-	done := make(chan struct{})
-	go func() { b.flushes.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-b.flushes.idle():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("blocks: closing: %w", ctx.Err())
@@ -815,4 +813,43 @@ func newID() driver.RequestID {
 	var id driver.RequestID
 	rand.Read(id[:])
 	return id
+}
+
+// flushes counts the roll runs under way. Unlike a sync.WaitGroup, it may be added to
+// from zero while someone waits for it to be idle: a settlement after Close starts a
+// roll run of its own. Its mu is taken under none other.
+type flushes struct {
+	mu    sync.Mutex
+	n     int
+	empty chan struct{} // closed when n comes to 0; nil when nobody waits
+}
+
+func (f *flushes) add() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *flushes) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 && f.empty != nil {
+		close(f.empty)
+		f.empty = nil
+	}
+}
+
+// idle returns a channel closed once no roll run is under way.
+func (f *flushes) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if f.empty == nil {
+		f.empty = make(chan struct{})
+	}
+	return f.empty
 }
