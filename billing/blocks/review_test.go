@@ -363,12 +363,15 @@ func TestUnsettledCallExpires(t *testing.T) {
 		if time.Until(tk.Expires) > 2*time.Minute {
 			t.Fatalf("the ticket expires in %s", time.Until(tk.Expires))
 		}
-		time.Sleep(10 * time.Minute) // five times the ticket's hold
+		time.Sleep(100 * time.Second) // past the ticket's expiry (a minute)
 		synctest.Wait()
 		if _, err := l.Sweep(t.Context(), time.Now(), 100); err != nil {
 			t.Fatal(err)
 		}
 		wantLedger(t, l, "acct", plan, time.Now(), 1, 1)
+		if _, err := in.meter.Settle(t.Context(), &tk, meter.Outcome{Now: time.Now()}); !errors.Is(err, billing.ErrVoided) {
+			t.Errorf("the settlement of a call past its expiry: %v, want billing.ErrVoided", err)
+		}
 	})
 }
 
