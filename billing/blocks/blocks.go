@@ -157,6 +157,9 @@ type account struct {
 	// known whether there was one.
 	view  driver.Balance
 	known bool
+	// expired is the open calls given back at their expiry, and when they expired:
+	// their Settle returns driver.ErrVoided. Each is kept for Hold after its expiry.
+	expired map[driver.RequestID]time.Time
 }
 
 // A block is a reservation that calls spend from.
@@ -185,8 +188,9 @@ type block struct {
 
 // An openCall is a call served from a block and not settled yet.
 type openCall struct {
-	amount int64
-	apis   []string
+	amount  int64
+	apis    []string
+	expires time.Time // zero for never
 }
 
 // rollDone is the outcome of a roll, for the calls that wait for it.
@@ -231,6 +235,10 @@ type Take struct {
 	Period    driver.Period
 	Allowance int64
 	Now       time.Time
+	// Expires, when set, is when the call's credits are given back if it is still
+	// open, as the ledger voids a reservation at its expiry: a Settle after it returns
+	// an error wrapping driver.ErrVoided. Zero keeps them until the call is settled.
+	Expires time.Time
 }
 
 // Take takes the call's credits from a block of its account, and reports whether it
@@ -321,7 +329,7 @@ func (k *block) fits(t Take) bool {
 
 func (k *block) take(t Take) {
 	k.held += t.Amount
-	k.calls[t.Request] = openCall{amount: t.Amount, apis: t.APIs}
+	k.calls[t.Request] = openCall{amount: t.Amount, apis: t.APIs, expires: t.Expires}
 	k.used = t.Now
 }
 
@@ -474,6 +482,9 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		k.batch = append(k.batch, s.Request)
 		k.waiting[s.Request] = struct{}{}
 	} else if k = a.waiter(s.Request); k == nil {
+		if _, ok := a.expired[s.Request]; ok {
+			return a.balance(), fmt.Errorf("blocks: settlement of %s: the call was still open at its expiry: %w", s.Request, driver.ErrVoided)
+		}
 		return a.balance(), nil // recorded by a roll since the settlement sent before
 	}
 	for {
@@ -740,7 +751,12 @@ func (b *Blocks) tick(now time.Time) {
 	for name, a := range b.accounts {
 		accounts = append(accounts, a)
 		a.mu.Lock()
-		if a.cur == nil && len(a.old) == 0 && !a.reserving && now.Sub(a.last) >= b.idle {
+		for id, at := range a.expired {
+			if now.Sub(at) >= b.hold {
+				delete(a.expired, id)
+			}
+		}
+		if a.cur == nil && len(a.old) == 0 && len(a.expired) == 0 && !a.reserving && now.Sub(a.last) >= b.idle {
 			a.gone = true
 			delete(b.accounts, name)
 		}
@@ -751,6 +767,11 @@ func (b *Blocks) tick(now time.Time) {
 		a.mu.Lock()
 		if k := a.cur; k != nil && now.Sub(k.used) >= b.idle {
 			b.retire(a, k)
+		}
+		for _, k := range append([]*block{a.cur}, a.old...) {
+			if k != nil {
+				b.expire(a, k, now)
+			}
 		}
 		for _, k := range append([]*block{a.cur}, a.old...) {
 			if k == nil || k.flushing || k.dead != nil {
@@ -767,6 +788,24 @@ func (b *Blocks) tick(now time.Time) {
 			}
 		}
 		a.mu.Unlock()
+	}
+}
+
+// expire gives back what k's calls open past their expiry hold, with a.mu held.
+func (b *Blocks) expire(a *account, k *block, now time.Time) {
+	for id, c := range k.calls {
+		if c.expires.IsZero() || now.Before(c.expires) {
+			continue
+		}
+		delete(k.calls, id)
+		k.held -= c.amount
+		if a.expired == nil {
+			a.expired = map[driver.RequestID]time.Time{}
+		}
+		a.expired[id] = c.expires
+	}
+	if k.dead != nil {
+		b.drop(a, k)
 	}
 }
 
