@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -566,5 +567,95 @@ func TestSettleWhileClosing(t *testing.T) {
 		}
 		wg.Go(func() { b.Close(context.Background()) })
 		wg.Wait()
+	}
+}
+
+// flaky is a memory ledger whose rolls fail now and then, some after the ledger
+// applied them (the answer lost).
+type flaky struct {
+	*memory.Ledger
+	n atomic.Int64
+}
+
+func (f *flaky) Roll(ctx context.Context, r driver.Roll) (driver.RollResult, error) {
+	switch f.n.Add(1) % 7 {
+	case 3:
+		return driver.RollResult{}, errors.New("the ledger is down")
+	case 5:
+		f.Ledger.Roll(ctx, r)
+		return driver.RollResult{}, errors.New("the answer was lost")
+	}
+	return f.Ledger.Roll(ctx, r)
+}
+
+// TestExactWithFlakyRolls runs calls through two instances whose rolls fail now and
+// then: every call answered without error is charged and counted, and no call is
+// charged or counted more than once.
+func TestExactWithFlakyRolls(t *testing.T) {
+	l := &flaky{Ledger: memory.NewLedger(nil)}
+	plan := billing.Plan{Name: "bulk", Credits: 10_000_000}
+	open(t, l, "acct", plan, time.Now())
+	opts := &blocks.Options{Size: 40, Idle: 20 * time.Millisecond, Hold: 4 * time.Second}
+	ins := []instance{newInstance(t, l, opts), newInstance(t, l, opts)}
+	var okUsed, allUsed, okCalls, allCalls atomic.Int64
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		for w := range 6 {
+			wg.Go(func() {
+				for c := range 200 {
+					cost := int64(1 + (w+c)%4)
+					refund := []int64{0, 0, cost, 1}[(i+w+c)%4] % (cost + 1)
+					admitted, settled := in.call(t, "acct", plan, cost, refund, time.Now())
+					if !admitted {
+						t.Error("a call was refused")
+						return
+					}
+					allUsed.Add(cost - refund)
+					if refund != cost {
+						allCalls.Add(1)
+					}
+					if settled {
+						okUsed.Add(cost - refund)
+						if refund != cost {
+							okCalls.Add(1)
+						}
+					}
+					if c%50 == 0 {
+						time.Sleep(30 * time.Millisecond) // idle: blocks given up
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, in := range ins {
+		for in.meter.Pending() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		in.meter.Close()
+	}
+	// What the blocks still held comes back at their expiry.
+	time.Sleep(opts.Hold + time.Second)
+	if _, err := l.Sweep(t.Context(), time.Now(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Balance(t.Context(), "acct", time.Now(), billing.MonthOf(time.Now()), plan.Credits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := l.Usage(t.Context(), "acct", billing.MonthOf(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("used %d (answered %d, all %d), calls %d (answered %d, all %d)", b.Used, okUsed.Load(), allUsed.Load(), u["hash"], okCalls.Load(), allCalls.Load())
+	if b.Used < okUsed.Load() || b.Used > allUsed.Load() {
+		t.Errorf("the ledger holds %d used; the calls answered kept %d, all calls %d", b.Used, okUsed.Load(), allUsed.Load())
+	}
+	if u["hash"] < okCalls.Load() || u["hash"] > allCalls.Load() {
+		t.Errorf("the ledger counts %d calls; %d answered calls counted, %d in all", u["hash"], okCalls.Load(), allCalls.Load())
+	}
+	if b.Remaining+b.Used != plan.Credits {
+		t.Errorf("%d remaining + %d used != %d: credits still held", b.Remaining, b.Used, plan.Credits)
 	}
 }
