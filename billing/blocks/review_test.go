@@ -659,3 +659,31 @@ func TestExactWithFlakyRolls(t *testing.T) {
 		t.Errorf("%d remaining + %d used != %d: credits still held", b.Remaining, b.Used, plan.Credits)
 	}
 }
+
+// TestCloseReportsFailedRolls closes Blocks while the ledger fails its last roll: the
+// block's unspent credits are not given back, and Close must say so.
+func TestCloseReportsFailedRolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &gated{Ledger: memory.NewLedger(nil)}
+		plan := billing.Plan{Name: "bulk", Credits: 100_000}
+		now := time.Now()
+		p := billing.MonthOf(now)
+		open(t, l, "acct", plan, now)
+		b, err := blocks.New(l, &blocks.Options{Hold: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm(t, b, l, "acct", plan, p, now)
+		if _, err := b.Settle(t.Context(), take(t, b, "acct", plan, p, 5, now)); err != nil {
+			t.Fatal(err)
+		}
+		release := l.holdRoll()
+		closed := make(chan error, 1)
+		go func() { closed <- b.Close(t.Context()) }()
+		synctest.Wait()
+		release(errors.New("the ledger is down"))
+		if err := <-closed; err == nil {
+			t.Errorf("Close returned no error, while a block holds %d unspent credits it could not give back", b.Unspent("acct"))
+		}
+	})
+}
