@@ -812,7 +812,8 @@ func (b *Blocks) expire(a *account, k *block, now time.Time) {
 // Close gives every block up and waits, until ctx ends, for the rolls that give back
 // what they hold unspent and record what their calls kept. Calls served from blocks
 // that are still open when Close is called are left to the blocks' expiry. Take
-// serves no call after Close.
+// serves no call after Close. Close returns an error when ctx ends first, or when a
+// last roll failed: what those blocks hold comes back at their expiry.
 func (b *Blocks) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.closed {
@@ -841,10 +842,29 @@ func (b *Blocks) Close(ctx context.Context) error {
 	}
 	select {
 	case <-b.flushes.idle():
+		if n := failed(accounts); n > 0 {
+			return fmt.Errorf("blocks: closing: the last rolls of %d blocks failed: what they hold comes back at their expiry", n)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("blocks: closing: %w", ctx.Err())
 	}
+}
+
+// failed returns the number of blocks of accounts whose rolls failed and left
+// something to roll: credits to give back, charges to record.
+func failed(accounts []*account) int {
+	n := 0
+	for _, a := range accounts {
+		a.mu.Lock()
+		for _, k := range append([]*block{a.cur}, a.old...) {
+			if k != nil && !k.flushing && k.needsRoll() {
+				n++
+			}
+		}
+		a.mu.Unlock()
+	}
+	return n
 }
 
 // newID returns a random request id, for a block's reservation.
