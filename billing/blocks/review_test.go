@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/internal/meter"
+	"github.com/tollgate-dev/tollgate/store"
 	"github.com/tollgate-dev/tollgate/store/memory"
 )
 
@@ -684,6 +685,52 @@ func TestCloseReportsFailedRolls(t *testing.T) {
 		release(errors.New("the ledger is down"))
 		if err := <-closed; err == nil {
 			t.Errorf("Close returned no error, while a block holds %d unspent credits it could not give back", b.Unspent("acct"))
+		}
+	})
+}
+
+// refusing is a memory ledger that refuses every roll for good (store.ErrConflict),
+// as a ledger refuses a roll it will never take, and counts them.
+type refusing struct {
+	*memory.Ledger
+	rolls atomic.Int64
+}
+
+func (r *refusing) Roll(ctx context.Context, _ driver.Roll) (driver.RollResult, error) {
+	r.rolls.Add(1)
+	return driver.RollResult{}, fmt.Errorf("the ledger: the roll is refused: %w", store.ErrConflict)
+}
+
+// TestRollRefusedForGood has the ledger refuse a block's roll with a definite answer
+// (store.ErrConflict): a roll is sent again only until a definite answer, so the
+// block must not send it again and again, nor serve more calls whose charges it can
+// never record; and the settlement's error must be one the meter does not retry.
+func TestRollRefusedForGood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &refusing{Ledger: memory.NewLedger(nil)}
+		plan := billing.Plan{Name: "bulk", Credits: 100_000}
+		now := time.Now()
+		p := billing.MonthOf(now)
+		open(t, l, "acct", plan, now)
+		b, err := blocks.New(l, &blocks.Options{Hold: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Kill()
+		warm(t, b, l, "acct", plan, p, now)
+		c := take(t, b, "acct", plan, p, 5, now)
+		_, err = b.Settle(t.Context(), c)
+		if !errors.Is(err, driver.ErrVoided) && !errors.Is(err, store.ErrConflict) {
+			t.Errorf("settlement whose roll was refused for good: %v, want an error the meter does not retry", err)
+		}
+		if _, ok := b.Take(t.Context(), blocks.Take{Account: "acct", Request: newRequest(), Amount: 5, APIs: []string{"hash"},
+			Period: p, Allowance: plan.Credits, Now: now}); ok {
+			t.Error("a call was served by a block whose roll the ledger refused for good")
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := l.rolls.Load(); n > 3 {
+			t.Errorf("a roll refused for good was sent %d times in a minute", n)
 		}
 	})
 }
