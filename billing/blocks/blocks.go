@@ -694,14 +694,20 @@ func (b *Blocks) roll(a *account, k *block) error {
 		d.err = nil
 		close(d.done)
 		return nil
-	case errors.Is(err, driver.ErrVoided):
+	case errors.Is(err, driver.ErrVoided), refused(err):
+		if !errors.Is(err, driver.ErrVoided) {
+			// A definite answer: sent again, the roll would be refused again. The block's
+			// reservation is voided at its expiry.
+			err = fmt.Errorf("blocks: the ledger refused the roll of a block of account %q for good (%w); its reservation is voided at its expiry: %w",
+				a.name, err, driver.ErrVoided)
+		}
 		k.dead = err
 		if !res.Balance.Period.Start.IsZero() {
 			a.view, a.known = res.Balance, true
 		}
 		if n := len(k.waiting); n > 0 {
-			b.log.Error("blocks: a block's reservation expired before its roll: the calls settled since its last roll were not charged",
-				"account", a.name, "calls", n)
+			b.log.Error("blocks: a block's roll was voided or refused: the calls settled since its last roll were not charged",
+				"account", a.name, "calls", n, "error", err)
 		}
 		clear(k.waiting)
 		k.inflight, k.inflightCalls, k.rolling = nil, nil, 0
@@ -714,6 +720,12 @@ func (b *Blocks) roll(a *account, k *block) error {
 		close(d.done)
 		return d.err
 	}
+}
+
+// refused reports whether err is a definite refusal of a roll, one it would meet
+// again if sent again.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid)
 }
 
 // drop forgets k once it holds nothing and waits for nothing, with its account's mu
