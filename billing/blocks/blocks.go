@@ -440,8 +440,9 @@ func (a *account) waiter(request driver.RequestID) *block {
 // Settle settles a call that Take served: the block keeps its charge (its cost less
 // s.Refund) and counts it in the usage of its APIs, less s.Uncount, and Settle
 // returns once a roll has recorded them in the ledger. An error wrapping
-// driver.ErrVoided means the block's reservation expired before: the call was not
-// charged. Any other error means the roll failed: the block sends it again at its
+// driver.ErrVoided means the block's reservation expired before, or the ledger
+// refused its roll for good, or the call was still open at its Expires: the call was
+// not charged. Any other error means the roll failed: the block sends it again at its
 // next roll, and so does a Settle of the same call made again (retry it as any
 // settlement); a Settle of a call whose charge a roll has recorded since changes
 // nothing and returns no error.
