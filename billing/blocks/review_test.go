@@ -730,3 +730,54 @@ func TestRollRefusedForGood(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchCounts settles a batch whose APIs repeat, one of them failed, from a block
+// and with a reservation of its own: both count the same calls.
+func TestBatchCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.NewLedger(nil)
+		plan := billing.Plan{Name: "bulk", Credits: 100_000}
+		now := time.Now()
+		p := billing.MonthOf(now)
+		open(t, l, "blocks", plan, now)
+		open(t, l, "plain", plan, now)
+		b, err := blocks.New(l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm(t, b, l, "blocks", plan, p, now)
+		apis := []string{"a", "a", "b", "c"}
+		id := newRequest()
+		if _, ok := b.Take(t.Context(), blocks.Take{Account: "blocks", Request: id, Amount: 4, APIs: apis, Period: p, Allowance: plan.Credits, Now: now}); !ok {
+			t.Fatal("not served by a block")
+		}
+		s := driver.Settlement{Account: "blocks", Request: id, Refund: 2, Uncount: []string{"a", "c"}, Period: p, Allowance: plan.Credits, Now: now}
+		if _, err := b.Settle(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r := driver.Reservation{Account: "plain", Request: newRequest(), Amount: 4, APIs: apis, Period: p, Allowance: plan.Credits, Now: now, Expires: now.Add(time.Minute)}
+		if _, err := l.Reserve(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		s.Account, s.Request = "plain", r.Request
+		if _, err := l.Settle(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"blocks", "plain"} {
+			u, err := l.Usage(t.Context(), name, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bal, err := l.Balance(t.Context(), name, now, p, plan.Credits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u["a"] != 1 || u["b"] != 1 || u["c"] != 0 || bal.Used != 2 {
+				t.Errorf("%s: usage %v, %d used; want a:1 b:1 and 2", name, u, bal.Used)
+			}
+		}
+	})
+}
