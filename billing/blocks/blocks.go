@@ -157,8 +157,9 @@ type account struct {
 	// known whether there was one.
 	view  driver.Balance
 	known bool
-	// expired is the open calls given back at their expiry, and when they expired:
-	// their Settle returns driver.ErrVoided. Each is kept for Hold after its expiry.
+	// expired is the open calls voided (given back at their expiry, or shed after a
+	// shortfall), and when: their Settle returns driver.ErrVoided. Each is kept for
+	// Hold after that.
 	expired map[driver.RequestID]time.Time
 }
 
@@ -441,8 +442,9 @@ func (a *account) waiter(request driver.RequestID) *block {
 // s.Refund) and counts it in the usage of its APIs, less s.Uncount, and Settle
 // returns once a roll has recorded them in the ledger. An error wrapping
 // driver.ErrVoided means the block's reservation expired before, or the ledger
-// refused its roll for good, or the call was still open at its Expires: the call was
-// not charged. Any other error means the roll failed: the block sends it again at its
+// refused its roll for good, or the call was still open at its Expires or when its
+// block got fewer credits than its calls held (a shortfall): the call was not
+// charged. Any other error means the roll failed: the block sends it again at its
 // next roll, and so does a Settle of the same call made again (retry it as any
 // settlement); a Settle of a call whose charge a roll has recorded since changes
 // nothing and returns no error.
@@ -484,7 +486,7 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		k.waiting[s.Request] = struct{}{}
 	} else if k = a.waiter(s.Request); k == nil {
 		if _, ok := a.expired[s.Request]; ok {
-			return a.balance(), fmt.Errorf("blocks: settlement of %s: the call was still open at its expiry: %w", s.Request, driver.ErrVoided)
+			return a.balance(), fmt.Errorf("blocks: settlement of %s: the call was voided while open (its expiry, or its block's shortfall): %w", s.Request, driver.ErrVoided)
 		}
 		return a.balance(), nil // recorded by a roll since the settlement sent before
 	}
@@ -688,6 +690,7 @@ func (b *Blocks) roll(a *account, k *block) error {
 		} else {
 			k.id, k.amount = r.Next.Request, res.Next
 			if res.Next < r.Next.Amount {
+				b.shed(a, k, now)
 				b.retire(a, k)
 			}
 		}
@@ -801,6 +804,26 @@ func (b *Blocks) tick(now time.Time) {
 			}
 		}
 		a.mu.Unlock()
+	}
+}
+
+// shed voids open calls of k, after a shortfall (see driver.RollResult.Next), until
+// what k holds covers what its calls hold and kept, with a.mu held: the block cannot
+// record their charges, so their Settle returns driver.ErrVoided (not charged) rather
+// than a success the ledger does not hold.
+func (b *Blocks) shed(a *account, k *block, now time.Time) {
+	for id, c := range k.calls {
+		if k.held+k.pending <= k.amount {
+			return
+		}
+		delete(k.calls, id)
+		k.held -= c.amount
+		if a.expired == nil {
+			a.expired = map[driver.RequestID]time.Time{}
+		}
+		a.expired[id] = now
+		b.log.Warn("blocks: a block's roll got fewer credits than its open calls held (a grant lapsed, or the allowance renewed): a call is voided, not charged",
+			"account", a.name, "credits", c.amount)
 	}
 }
 
