@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -92,9 +93,11 @@ type Blocks struct {
 	mu       sync.Mutex
 	accounts map[string]*account
 	closed   bool
-	stop     chan struct{}
-	done     chan struct{}
-	flushes  sync.WaitGroup
+	// shut is closed, for those who hold an account's mu (which must not take mu).
+	shut    atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+	flushes flushes
 }
 
 // New returns the Blocks of an instance over ledger, which must be a
@@ -154,6 +157,10 @@ type account struct {
 	// known whether there was one.
 	view  driver.Balance
 	known bool
+	// expired is the open calls voided (given back at their expiry, or shed after a
+	// shortfall), and when: their Settle returns driver.ErrVoided. Each is kept for
+	// Hold after that.
+	expired map[driver.RequestID]time.Time
 }
 
 // A block is a reservation that calls spend from.
@@ -182,8 +189,9 @@ type block struct {
 
 // An openCall is a call served from a block and not settled yet.
 type openCall struct {
-	amount int64
-	apis   []string
+	amount  int64
+	apis    []string
+	expires time.Time // zero for never
 }
 
 // rollDone is the outcome of a roll, for the calls that wait for it.
@@ -228,6 +236,10 @@ type Take struct {
 	Period    driver.Period
 	Allowance int64
 	Now       time.Time
+	// Expires, when set, is when the call's credits are given back if it is still
+	// open, as the ledger voids a reservation at its expiry: a Settle after it returns
+	// an error wrapping driver.ErrVoided. Zero keeps them until the call is settled.
+	Expires time.Time
 }
 
 // Take takes the call's credits from a block of its account, and reports whether it
@@ -282,6 +294,9 @@ func (b *Blocks) Take(ctx context.Context, t Take) (driver.Balance, bool) {
 		b.retire(a, a.cur) // a block reserved meanwhile that cannot cover the call
 	}
 	if !hot || !a.known {
+		// The ledger decides the call, once the blocks given up (a block that could not
+		// cover it, say) have given their credits back.
+		b.settleOld(ctx, a)
 		return driver.Balance{}, false
 	}
 	want := min(b.size, a.view.Remaining/b.share)
@@ -300,6 +315,11 @@ func (b *Blocks) Take(ctx context.Context, t Take) (driver.Balance, bool) {
 	}
 	a.cur = k
 	k.take(t)
+	if b.shut.Load() {
+		// Close ran while the block was reserved and did not see it: give it up, as
+		// Close gives up the others.
+		b.retire(a, k)
+	}
 	return a.balance(), true
 }
 
@@ -310,7 +330,7 @@ func (k *block) fits(t Take) bool {
 
 func (k *block) take(t Take) {
 	k.held += t.Amount
-	k.calls[t.Request] = openCall{amount: t.Amount, apis: t.APIs}
+	k.calls[t.Request] = openCall{amount: t.Amount, apis: t.APIs, expires: t.Expires}
 	k.used = t.Now
 }
 
@@ -382,6 +402,9 @@ func (b *Blocks) Give(account string, request driver.RequestID) {
 	if k, c := a.find(request); k != nil {
 		delete(k.calls, request)
 		k.held -= c.amount
+		if k.dead != nil {
+			b.drop(a, k)
+		}
 	}
 }
 
@@ -418,7 +441,9 @@ func (a *account) waiter(request driver.RequestID) *block {
 // Settle settles a call that Take served: the block keeps its charge (its cost less
 // s.Refund) and counts it in the usage of its APIs, less s.Uncount, and Settle
 // returns once a roll has recorded them in the ledger. An error wrapping
-// driver.ErrVoided means the block's reservation expired before: the call was not
+// driver.ErrVoided means the block's reservation expired before, or the ledger
+// refused its roll for good, or the call was still open at its Expires or when its
+// block got fewer credits than its calls held (a shortfall): the call was not
 // charged. Any other error means the roll failed: the block sends it again at its
 // next roll, and so does a Settle of the same call made again (retry it as any
 // settlement); a Settle of a call whose charge a roll has recorded since changes
@@ -439,14 +464,19 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		k.held -= c.amount
 		kept := c.amount - s.Refund
 		counts := countCalls(c.apis, s.Uncount)
+		if k.dead != nil {
+			// No tick rolls a voided block: forget it once its last call is settled.
+			b.drop(a, k)
+			if kept == 0 && len(counts) == 0 {
+				return a.balance(), nil
+			}
+			return a.balance(), fmt.Errorf("blocks: settlement of %s: %w", s.Request, k.dead)
+		}
 		if kept == 0 && len(counts) == 0 {
 			if k.retiring && k.held == 0 {
 				b.kick(a, k)
 			}
 			return a.balance(), nil
-		}
-		if k.dead != nil {
-			return a.balance(), fmt.Errorf("blocks: settlement of %s: %w", s.Request, k.dead)
 		}
 		k.pending += kept
 		for api, n := range counts {
@@ -455,6 +485,9 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		k.batch = append(k.batch, s.Request)
 		k.waiting[s.Request] = struct{}{}
 	} else if k = a.waiter(s.Request); k == nil {
+		if _, ok := a.expired[s.Request]; ok {
+			return a.balance(), fmt.Errorf("blocks: settlement of %s: the call was voided while open (its expiry, or its block's shortfall): %w", s.Request, driver.ErrVoided)
+		}
 		return a.balance(), nil // recorded by a roll since the settlement sent before
 	}
 	for {
@@ -574,9 +607,9 @@ func (b *Blocks) kick(a *account, k *block) {
 		return
 	}
 	k.flushing = true
-	b.flushes.Add(1)
+	b.flushes.add()
 	go func() {
-		defer b.flushes.Done()
+		defer b.flushes.done()
 		b.rolls(a, k, false)
 	}()
 }
@@ -586,16 +619,24 @@ func (b *Blocks) kick(a *account, k *block) {
 func (b *Blocks) rolls(a *account, k *block, refresh bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var err error
 	defer func() {
 		k.flushing = false
-		// Whoever waits for the next roll has nothing left to wait for: there is none
-		// to make (or it failed, and their calls, still waiting, say so).
-		close(k.next.done)
+		// No roll follows until the next kick: those waiting for the next roll (calls
+		// settled, or a Take giving the block up, while the last one was in flight) look
+		// again. A call still unrecorded after a failure returns its error; after a
+		// success it kicks the roll that records it.
+		next := k.next
 		k.next = newRollDone()
+		next.err = err
+		close(next.done)
 	}()
 	for k.dead == nil && (k.needsRoll() || refresh) {
 		refresh = false
-		if !b.roll(a, k) {
+		if err = b.roll(a, k); err != nil {
+			if k.dead != nil {
+				b.drop(a, k)
+			}
 			return
 		}
 	}
@@ -603,8 +644,8 @@ func (b *Blocks) rolls(a *account, k *block, refresh bool) {
 }
 
 // roll sends one roll of k, with a.mu held (released while the ledger answers), and
-// reports whether it succeeded.
-func (b *Blocks) roll(a *account, k *block) bool {
+// returns its error, nil if it succeeded.
+func (b *Blocks) roll(a *account, k *block) error {
 	d := k.next
 	k.next = newRollDone()
 	now := b.now()
@@ -649,33 +690,46 @@ func (b *Blocks) roll(a *account, k *block) bool {
 		} else {
 			k.id, k.amount = r.Next.Request, res.Next
 			if res.Next < r.Next.Amount {
+				b.shed(a, k, now)
 				b.retire(a, k)
 			}
 		}
 		// The view counts the block as held; the calls' pending charges are not in it.
 		d.err = nil
 		close(d.done)
-		return true
-	case errors.Is(err, driver.ErrVoided):
+		return nil
+	case errors.Is(err, driver.ErrVoided), refused(err):
+		if !errors.Is(err, driver.ErrVoided) {
+			// A definite answer: sent again, the roll would be refused again. The block's
+			// reservation is voided at its expiry.
+			err = fmt.Errorf("blocks: the ledger refused the roll of a block of account %q for good (%w); its reservation is voided at its expiry: %w",
+				a.name, err, driver.ErrVoided)
+		}
 		k.dead = err
 		if !res.Balance.Period.Start.IsZero() {
 			a.view, a.known = res.Balance, true
 		}
 		if n := len(k.waiting); n > 0 {
-			b.log.Error("blocks: a block's reservation expired before its roll: the calls settled since its last roll were not charged",
-				"account", a.name, "calls", n)
+			b.log.Error("blocks: a block's roll was voided or refused: the calls settled since its last roll were not charged",
+				"account", a.name, "calls", n, "error", err)
 		}
 		clear(k.waiting)
 		k.inflight, k.inflightCalls, k.rolling = nil, nil, 0
 		k.pending, k.counts, k.batch = 0, map[string]int64{}, nil
 		d.err = err
 		close(d.done)
-		return false
+		return err
 	default:
 		d.err = fmt.Errorf("blocks: the roll of a block of account %q: %w", a.name, err)
 		close(d.done)
-		return false
+		return d.err
 	}
+}
+
+// refused reports whether err is a definite refusal of a roll, one it would meet
+// again if sent again.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid)
 }
 
 // drop forgets k once it holds nothing and waits for nothing, with its account's mu
@@ -713,7 +767,12 @@ func (b *Blocks) tick(now time.Time) {
 	for name, a := range b.accounts {
 		accounts = append(accounts, a)
 		a.mu.Lock()
-		if a.cur == nil && len(a.old) == 0 && !a.reserving && now.Sub(a.last) >= b.idle {
+		for id, at := range a.expired {
+			if now.Sub(at) >= b.hold {
+				delete(a.expired, id)
+			}
+		}
+		if a.cur == nil && len(a.old) == 0 && len(a.expired) == 0 && !a.reserving && now.Sub(a.last) >= b.idle {
 			a.gone = true
 			delete(b.accounts, name)
 		}
@@ -726,15 +785,20 @@ func (b *Blocks) tick(now time.Time) {
 			b.retire(a, k)
 		}
 		for _, k := range append([]*block{a.cur}, a.old...) {
+			if k != nil {
+				b.expire(a, k, now)
+			}
+		}
+		for _, k := range append([]*block{a.cur}, a.old...) {
 			if k == nil || k.flushing || k.dead != nil {
 				continue
 			}
 			refresh := now.Sub(k.rolled) >= b.hold/4 && k.amount > 0
 			if k.needsRoll() || refresh {
 				k.flushing = true
-				b.flushes.Add(1)
+				b.flushes.add()
 				go func() {
-					defer b.flushes.Done()
+					defer b.flushes.done()
 					b.rolls(a, k, refresh)
 				}()
 			}
@@ -743,14 +807,54 @@ func (b *Blocks) tick(now time.Time) {
 	}
 }
 
+// shed voids open calls of k, after a shortfall (see driver.RollResult.Next), until
+// what k holds covers what its calls hold and kept, with a.mu held: the block cannot
+// record their charges, so their Settle returns driver.ErrVoided (not charged) rather
+// than a success the ledger does not hold.
+func (b *Blocks) shed(a *account, k *block, now time.Time) {
+	for id, c := range k.calls {
+		if k.held+k.pending <= k.amount {
+			return
+		}
+		delete(k.calls, id)
+		k.held -= c.amount
+		if a.expired == nil {
+			a.expired = map[driver.RequestID]time.Time{}
+		}
+		a.expired[id] = now
+		b.log.Warn("blocks: a block's roll got fewer credits than its open calls held (a grant lapsed, or the allowance renewed): a call is voided, not charged",
+			"account", a.name, "credits", c.amount)
+	}
+}
+
+// expire gives back what k's calls open past their expiry hold, with a.mu held.
+func (b *Blocks) expire(a *account, k *block, now time.Time) {
+	for id, c := range k.calls {
+		if c.expires.IsZero() || now.Before(c.expires) {
+			continue
+		}
+		delete(k.calls, id)
+		k.held -= c.amount
+		if a.expired == nil {
+			a.expired = map[driver.RequestID]time.Time{}
+		}
+		a.expired[id] = c.expires
+	}
+	if k.dead != nil {
+		b.drop(a, k)
+	}
+}
+
 // Close gives every block up and waits, until ctx ends, for the rolls that give back
 // what they hold unspent and record what their calls kept. Calls served from blocks
 // that are still open when Close is called are left to the blocks' expiry. Take
-// serves no call after Close.
+// serves no call after Close. Close returns an error when ctx ends first, or when a
+// last roll failed: what those blocks hold comes back at their expiry.
 func (b *Blocks) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.closed {
 		b.closed = true
+		b.shut.Store(true)
 		close(b.stop)
 	}
 	accounts := make([]*account, 0, len(b.accounts))
@@ -772,14 +876,31 @@ func (b *Blocks) Close(ctx context.Context) error {
 		}
 		a.mu.Unlock()
 	}
-	done := make(chan struct{})
-	go func() { b.flushes.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-b.flushes.idle():
+		if n := failed(accounts); n > 0 {
+			return fmt.Errorf("blocks: closing: the last rolls of %d blocks failed: what they hold comes back at their expiry", n)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("blocks: closing: %w", ctx.Err())
 	}
+}
+
+// failed returns the number of blocks of accounts whose rolls failed and left
+// something to roll: credits to give back, charges to record.
+func failed(accounts []*account) int {
+	n := 0
+	for _, a := range accounts {
+		a.mu.Lock()
+		for _, k := range append([]*block{a.cur}, a.old...) {
+			if k != nil && !k.flushing && k.needsRoll() {
+				n++
+			}
+		}
+		a.mu.Unlock()
+	}
+	return n
 }
 
 // newID returns a random request id, for a block's reservation.
@@ -787,4 +908,43 @@ func newID() driver.RequestID {
 	var id driver.RequestID
 	rand.Read(id[:])
 	return id
+}
+
+// flushes counts the roll runs under way. Unlike a sync.WaitGroup, it may be added to
+// from zero while someone waits for it to be idle: a settlement after Close starts a
+// roll run of its own. Its mu is taken under none other.
+type flushes struct {
+	mu    sync.Mutex
+	n     int
+	empty chan struct{} // closed when n comes to 0; nil when nobody waits
+}
+
+func (f *flushes) add() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *flushes) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 && f.empty != nil {
+		close(f.empty)
+		f.empty = nil
+	}
+}
+
+// idle returns a channel closed once no roll run is under way.
+func (f *flushes) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if f.empty == nil {
+		f.empty = make(chan struct{})
+	}
+	return f.empty
 }

@@ -11,3 +11,10 @@ func (b *Blocks) Kill() {
 	b.mu.Unlock()
 	<-b.done
 }
+
+// Accounts returns the number of accounts b keeps a record of.
+func (b *Blocks) Accounts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.accounts)
+}

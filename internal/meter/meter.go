@@ -411,7 +411,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	}
 	if m.blocks != nil {
 		bal, ok := m.blocks.Take(ctx, blocks.Take{Account: a.Account, Request: a.Request, Amount: a.Cost, APIs: a.APIs,
-			Period: t.Period, Allowance: a.Plan.Credits, Now: a.Now})
+			Period: t.Period, Allowance: a.Plan.Credits, Now: a.Now, Expires: t.Expires})
 		if ok {
 			need &^= partCredits
 			t.held |= partBlock
