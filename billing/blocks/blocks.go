@@ -650,6 +650,23 @@ func (b *Blocks) roll(a *account, k *block) error {
 	k.next = newRollDone()
 	now := b.now()
 	if k.inflight == nil {
+		if !now.Before(k.period.End) && len(k.calls) > 0 {
+			// The block's period is over: its open calls are charged their whole cost in
+			// it and counted, as a call that reserved its own credits is (a refund after
+			// a renewal gives nothing back and uncounts nothing), and the block carries
+			// nothing into the next period. Their settlements wait for this roll.
+			for id, c := range k.calls {
+				k.held -= c.amount
+				k.pending += c.amount
+				for _, api := range c.apis {
+					k.counts[api]++
+				}
+				k.batch = append(k.batch, id)
+				k.waiting[id] = struct{}{}
+				delete(k.calls, id)
+			}
+			b.retire(a, k)
+		}
 		kept := min(k.pending, k.amount) // a shortfall (see RollResult.Next) loses the excess
 		if kept < k.pending {
 			b.log.Warn("blocks: a block held less than its calls kept; the excess was not charged",
