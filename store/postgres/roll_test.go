@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/internal/meter"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 	"github.com/tollgate-dev/tollgate/store/storetest"
@@ -166,4 +170,110 @@ func TestRollRechecksWhatItHolds(t *testing.T) {
 		t.Errorf("after the next reservation's expiry: %d remaining, %d used; want 96 and 4 (it was voided)", b.Remaining, b.Used)
 	}
 	wantOpen(t, pool, "a", 0)
+}
+
+// TestCreditBlocks runs one account's paid calls through three instances whose meters
+// serve them from credit blocks (billing/blocks) over Stores on pools of their own,
+// beside a fourth instance without blocks, with one balance row and with 16 shards:
+// once the meters are closed (their blocks given back), the ledger holds exactly what
+// the calls kept and counts each call that counted, no reservation open holds credits,
+// and the blocks served most calls.
+func TestCreditBlocks(t *testing.T) {
+	for _, opts := range []*postgres.Options{nil, {Shards: 16}} {
+		t.Run(optsName(opts), func(t *testing.T) {
+			t.Parallel()
+			stores, pool := hotStores(t, opts, 4)
+			ctx := t.Context()
+			plan := billing.Plan{Name: "bulk", Credits: 10_000_000}
+			now := time.Now()
+			p := billing.MonthOf(now)
+			if err := stores[0].Open(ctx, driver.Opening{Account: "acct", Balance: plan.Credits, Allowance: plan.Credits, Period: p}); err != nil {
+				t.Fatal(err)
+			}
+			meters := make([]*meter.Meter, len(stores))
+			for i, s := range stores {
+				var o *meter.Options
+				if i < 3 {
+					b, err := blocks.New(s, &blocks.Options{Size: []int64{50, 7, 200}[i]})
+					if err != nil {
+						t.Fatal(err)
+					}
+					o = &meter.Options{Blocks: b}
+				}
+				m, err := meter.New(s, s, s, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				meters[i] = m
+			}
+			const workers, calls = 6, 60
+			var used, counted atomic.Int64
+			var wg sync.WaitGroup
+			for i, m := range meters {
+				for w := range workers {
+					wg.Go(func() {
+						for c := range calls {
+							cost := int64(1 + (w+c)%3)
+							refund := []int64{0, 0, cost, 1}[(i+w+c)%4] % (cost + 1)
+							tk, err := m.Admit(ctx, meter.Admission{Account: "acct", Plan: plan, Request: newRequest(), APIs: []string{"hash"}, Cost: cost, Now: time.Now()})
+							if err != nil {
+								t.Errorf("Admit: %v", err)
+								return
+							}
+							var failed []string
+							if refund == cost {
+								failed = []string{"hash"}
+							}
+							if _, err := m.Settle(ctx, &tk, meter.Outcome{Refund: refund, Failed: failed, Now: time.Now()}); err != nil {
+								t.Errorf("Settle: %v", err)
+								return
+							}
+							used.Add(cost - refund)
+							if refund != cost {
+								counted.Add(1)
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			for _, m := range meters {
+				m.Close()
+			}
+			b, err := stores[0].Balance(ctx, "acct", time.Now(), p, plan.Credits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := stores[0].Usage(ctx, "acct", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Remaining != plan.Credits-used.Load() || b.Used != used.Load() || u["hash"] != counted.Load() {
+				t.Errorf("ledger: %d remaining, %d used, %d calls counted; want %d, %d and %d",
+					b.Remaining, b.Used, u["hash"], plan.Credits-used.Load(), used.Load(), counted.Load())
+			}
+			// What a block still holds is given back (an empty block may stay open until
+			// its expiry, holding nothing).
+			var open, holding int
+			err = pool.QueryRow(ctx, `
+				SELECT count(*), count(*) FILTER (WHERE l.amount <> 0)
+				FROM tollgate_reservations r JOIN tollgate_ledger l
+				  ON l.account_id = r.account_id AND l.request_id = r.request_id AND l.kind = 'reserve'
+				WHERE r.account_id = 'acct'`).Scan(&open, &holding)
+			if err != nil || holding != 0 {
+				t.Errorf("%d reservations open, %d of them holding credits (%v); want none holding any", open, holding, err)
+			}
+			var reserves, rolls int
+			err = pool.QueryRow(ctx, `
+				SELECT count(*) FILTER (WHERE apis IS NOT NULL), count(*) FILTER (WHERE apis IS NULL)
+				FROM tollgate_ledger WHERE account_id = 'acct' AND kind = 'reserve'`).Scan(&reserves, &rolls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total := len(meters) * workers * calls; reserves > total/2 {
+				t.Errorf("%d reservations of calls for %d calls: the blocks served few of them", reserves, total)
+			}
+			t.Logf("%d calls: %d reservations of calls, %d of blocks", len(meters)*workers*calls, reserves, rolls)
+		})
+	}
 }
