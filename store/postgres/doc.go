@@ -27,7 +27,9 @@
 //
 // Give the one Store to every role, so that the Meter sends all parts of an admission
 // in one step. The Store is also a [driver.Sweeper]: the Service voids expired
-// reservations through it in the background, from every instance.
+// reservations through it in the background, from every instance; and a
+// [driver.Roller]: a credit block's roll (its settlement, its calls counted and the
+// next block reserved) is one call too.
 //
 // The contract, in short:
 //   - [Migrate] applies the embedded migrations the schema lacks, each in a transaction

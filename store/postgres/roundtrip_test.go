@@ -128,6 +128,22 @@ func TestRoundTrips(t *testing.T) {
 				_, err := s.Settle(ctx, driver.Settlement{Account: acct.ID, Request: r2, Period: period, Allowance: 100})
 				return err
 			})
+			// A credit block rolled into the next (and the roll replayed), then settled,
+			// all of it given back.
+			b1, b2 := driver.RequestID{8}, driver.RequestID{9}
+			once("Reserve a block", func() error {
+				_, err := s.Reserve(ctx, driver.Reservation{Account: acct.ID, Request: b1, Amount: 2, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)})
+				return err
+			})
+			roll := driver.Roll{Settlement: driver.Settlement{Account: acct.ID, Request: b1, Refund: 2, Period: period, Allowance: 100, Now: t0},
+				Counts: map[string]int64{"hash": 1},
+				Next:   &driver.Reservation{Account: acct.ID, Request: b2, Amount: 2, Period: period, Allowance: 100, Now: t0, Expires: t0.Add(time.Hour)}}
+			once("Roll", func() error { _, err := s.Roll(ctx, roll); return err })
+			once("Roll replayed", func() error { _, err := s.Roll(ctx, roll); return err })
+			once("Settle the block", func() error {
+				_, err := s.Settle(ctx, driver.Settlement{Account: acct.ID, Request: b2, Refund: 2, Period: period, Allowance: 100, Now: t0})
+				return err
+			})
 			once("Adjust", func() error {
 				_, err := s.Adjust(ctx, driver.Adjustment{Account: acct.ID, Request: driver.RequestID{4}, Amount: 5, Period: period, Allowance: 100})
 				return err
