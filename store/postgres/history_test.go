@@ -1,8 +1,12 @@
 package postgres_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing/driver"
@@ -26,11 +30,9 @@ import (
 func TestHotAccountWorkFlat(t *testing.T) {
 	calls := envCount("TOLLGATE_HISTORY_CALLS", 3200)
 	const (
-		batch   = 64      // calls per batch, as many as Options.Batch sends by default
-		warm    = 8       // rounds before the first measure: the plans PL/pgSQL keeps are generic from the sixth call on
-		measure = 8       // rounds per measure
-		credits = 1 << 50 // never short
-		account = "history"
+		batch   = 64 // calls per batch, as many as Options.Batch sends by default
+		warm    = 8  // rounds before the first measure: the plans PL/pgSQL keeps are generic from the sixth call on
+		measure = 8  // rounds per measure
 	)
 	ctx := t.Context()
 	pool := newPool(t, 1) // one connection: its statistics are the calls'
@@ -45,26 +47,19 @@ func TestHotAccountWorkFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := auth.Key{ID: account + "-key", AccountID: account, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
-	if err := s.CreateAccount(ctx, auth.Account{ID: account, Plan: "pro", CreatedAt: t0}, key); err != nil {
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Open(ctx, driver.Opening{Account: account, Balance: credits, Allowance: credits, Period: period}); err != nil {
-		t.Fatal(err)
-	}
+	key := openPaid(t, s, "history")
+	account := key.AccountID
 	round := func() {
 		t.Helper()
 		steps := make([]driver.Step, batch)
 		closings := make([]driver.Closing, batch)
 		for i := range steps {
 			req := newRequest()
-			steps[i] = driver.Step{
-				Account: account, Request: req, Now: t0,
-				Key:     &driver.KeyCheck{Account: account, KeyID: key.ID, Hash: key.Hash},
-				Credits: &driver.Reservation{Account: account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
-			}
-			closings[i] = driver.Closing{Account: account, Request: req,
-				Settlement: &driver.Settlement{Account: account, Request: req, Period: period, Allowance: credits}}
+			steps[i], closings[i] = paidStep(key, req), paidClosing(account, req)
 		}
 		res, errs, err := s.AdmitBatch(ctx, account, steps)
 		if err != nil {
@@ -85,23 +80,14 @@ func TestHotAccountWorkFlat(t *testing.T) {
 			}
 		}
 	}
-	// reads returns the index entries and the rows of sequential scans read in the
-	// schema so far, and the blocks found in shared buffers or read.
+	// reads returns what the calls have read so far (schemaReads).
 	reads := func() (rows, blocks int64) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
 			t.Fatal(err)
 		}
 		// Flushed as the session went idle, before it answered; read in the same session.
-		if err := pool.QueryRow(ctx, `
-			SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_all_indexes WHERE schemaname = current_schema())
-			     + (SELECT coalesce(sum(seq_tup_read), 0) FROM pg_stat_all_tables WHERE schemaname = current_schema()),
-			       (SELECT coalesce(sum(coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
-			                          + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0)), 0)
-			          FROM pg_statio_all_tables WHERE schemaname = current_schema())`).Scan(&rows, &blocks); err != nil {
-			t.Fatal(err)
-		}
-		return rows, blocks
+		return schemaReads(t, pool, schema)
 	}
 	// perCall returns the rows and blocks read per call over measure rounds.
 	perCall := func() (rows, blocks float64) {
@@ -131,4 +117,95 @@ func TestHotAccountWorkFlat(t *testing.T) {
 		t.Errorf("a call reads %.1f index entries and rows after %d calls of the account, %.1f after %d: the work grows with the account's history",
 			lateRows, made, earlyRows, warm*batch)
 	}
+}
+
+// BenchmarkHotHistory measures how one hot account's paid calls cost as its history
+// grows, as BenchmarkHotInstances sends them through one instance (64 goroutines, one
+// Store on a pool of 33 connections): of its b.N calls, the first and the last 1,000
+// (window) go through a pool of their own, closed after them so that its sessions'
+// statistics are flushed, and are measured: the calls per second, and per call the
+// index entries and rows read and the blocks of shared buffers (see schemaReads), which
+// ought not to grow. Fix the number of calls, as the set-up is made once per run:
+//
+//	go test -run='^$' -bench=BenchmarkHotHistory -benchtime=30000x ./store/postgres/
+func BenchmarkHotHistory(b *testing.B) {
+	const (
+		goroutines = 64
+		window     = 1000
+	)
+	if b.N < 2*window {
+		return // the run with b.N = 1 that precedes the fixed number of calls, or too few
+	}
+	ctx := context.Background()
+	schema := newSchema(b)
+	reader, err := pgxpool.NewWithConfig(ctx, poolConfig(b, schema, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reader.Close()
+	pools := 0
+	// session runs f on a pool of 33 connections of its own, then closes the pool and
+	// waits until its sessions have ended, their statistics flushed.
+	session := func(f func(p *pgxpool.Pool)) {
+		pools++
+		cfg := poolConfig(b, schema, 33)
+		app := fmt.Sprintf("%s_%d", schema, pools)
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f(p)
+		p.Close()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			var n int
+			if err := reader.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d sessions of a closed pool still open after a minute", n)
+			}
+		}
+	}
+	store := func(p *pgxpool.Pool) *postgres.Store {
+		s, err := postgres.New(p, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	var key auth.Key
+	session(func(p *pgxpool.Pool) {
+		if err := postgres.Migrate(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		key = openPaid(b, store(p), "hot")
+	})
+	drive := func(p *pgxpool.Pool, n int) float64 {
+		return drivePaid(b, []*postgres.Store{store(p)}, key, goroutines, n)
+	}
+	// measure makes n calls in a session of their own and returns their rate and what
+	// they read per call.
+	measure := func(n int) (rate, rows, blocks float64) {
+		r0, b0 := schemaReads(b, reader, schema)
+		session(func(p *pgxpool.Pool) { rate = drive(p, n) })
+		r1, b1 := schemaReads(b, reader, schema)
+		return rate, float64(r1-r0) / float64(n), float64(b1-b0) / float64(n)
+	}
+	b.ResetTimer()
+	firstRate, firstRows, firstBlocks := measure(window)
+	if mid := b.N - 2*window; mid > 0 {
+		session(func(p *pgxpool.Pool) { drive(p, mid) })
+	}
+	lastRate, lastRows, lastBlocks := measure(window)
+	b.StopTimer()
+	b.ReportMetric(firstRate, "first-calls/s")
+	b.ReportMetric(lastRate, "last-calls/s")
+	b.ReportMetric(firstRows, "first-rows/call")
+	b.ReportMetric(lastRows, "last-rows/call")
+	b.ReportMetric(firstBlocks, "first-blocks/call")
+	b.ReportMetric(lastBlocks, "last-blocks/call")
 }
