@@ -21,10 +21,7 @@ import (
 // folded, and the 'open' and 'renewal' entries left. docs/postgres.md gives its figures
 // and the commands.
 func TestLedgerFootprint(t *testing.T) {
-	calls, _ := strconv.Atoi(os.Getenv("TOLLGATE_LEDGER_FOOTPRINT"))
-	if calls <= 0 {
-		calls = 400
-	}
+	calls := envCount("TOLLGATE_LEDGER_FOOTPRINT", 400)
 	ctx := t.Context()
 	pool := newPool(t, 16)
 	s, err := postgres.New(pool, nil)

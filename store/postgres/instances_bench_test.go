@@ -4,15 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate-dev/tollgate/auth"
-	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 
@@ -43,7 +38,6 @@ func benchHotInstances(b *testing.B, opts *postgres.Options) {
 	const (
 		rounds     = 5
 		goroutines = 64
-		credits    = 1 << 50
 	)
 	ctx := context.Background()
 	schema := newSchema(b)
@@ -69,54 +63,8 @@ func benchHotInstances(b *testing.B, opts *postgres.Options) {
 	single := []*postgres.Store{store(one)}
 	three := []*postgres.Store{store(pool(11)), store(pool(11)), store(pool(11))}
 
-	const account = "hot"
-	key := auth.Key{ID: "hot-key", AccountID: account, Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: t0}
-	if err := single[0].CreateAccount(ctx, auth.Account{ID: account, Plan: "pro", CreatedAt: t0}, key); err != nil {
-		b.Fatal(err)
-	}
-	if err := single[0].Open(ctx, driver.Opening{Account: account, Balance: credits, Allowance: credits, Period: period}); err != nil {
-		b.Fatal(err)
-	}
-	call := func(s *postgres.Store) error {
-		req := newRequest()
-		r, err := s.Admit(ctx, driver.Step{
-			Account: account, Request: req, Now: t0,
-			Key:     &driver.KeyCheck{Account: account, KeyID: key.ID, Hash: key.Hash},
-			Credits: &driver.Reservation{Account: account, Request: req, APIs: []string{"hash"}, Amount: 1, Period: period, Allowance: credits, Now: t0, Expires: t0.Add(time.Hour)},
-		})
-		if err != nil {
-			return err
-		}
-		if r.Denied != driver.NotDenied {
-			return fmt.Errorf("admission denied: %+v", r)
-		}
-		_, err = s.Close(ctx, driver.Closing{Account: account, Request: req,
-			Settlement: &driver.Settlement{Account: account, Request: req, Period: period, Allowance: credits}})
-		return err
-	}
-	// drive makes n calls from the goroutines, goroutine g through stores[g%len(stores)],
-	// and returns the calls per second.
-	drive := func(stores []*postgres.Store, n int) float64 {
-		var (
-			left atomic.Int64
-			wg   sync.WaitGroup
-		)
-		left.Store(int64(n))
-		start := time.Now()
-		for g := range goroutines {
-			s := stores[g%len(stores)]
-			wg.Go(func() {
-				for left.Add(-1) >= 0 {
-					if err := call(s); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return float64(n) / time.Since(start).Seconds()
-	}
+	key := openPaid(b, single[0], "hot")
+	drive := func(stores []*postgres.Store, n int) float64 { return drivePaid(b, stores, key, goroutines, n) }
 
 	per := b.N / (2 * rounds)
 	var ones, threes, ratios []float64
@@ -142,7 +90,7 @@ func benchHotInstances(b *testing.B, opts *postgres.Options) {
 	b.Logf("rounds, calls/s one | three | ratio: %.0f | %.0f | %.2f", ones, threes, ratios)
 
 	// The ledger is exact: every call reserved one credit and settled it.
-	bal, err := single[0].Balance(ctx, account, t0, period, credits)
+	bal, err := single[0].Balance(ctx, key.AccountID, t0, period, paidCredits)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,10 +98,10 @@ func benchHotInstances(b *testing.B, opts *postgres.Options) {
 	if err := one.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM tollgate_reservations WHERE account_id = $1),
 		       (SELECT coalesce(sum(amount), 0)::bigint FROM tollgate_ledger WHERE account_id = $1)`,
-		account).Scan(&open, &sum); err != nil {
+		key.AccountID).Scan(&open, &sum); err != nil {
 		b.Fatal(err)
 	}
-	if bal.Remaining != credits-calls || bal.Used != calls || open != 0 || sum != bal.Remaining {
+	if bal.Remaining != paidCredits-calls || bal.Used != calls || open != 0 || sum != bal.Remaining {
 		b.Fatalf("after %d calls: %d remaining, %d used, %d reservations open, the ledger sums to %d",
 			calls, bal.Remaining, bal.Used, open, sum)
 	}

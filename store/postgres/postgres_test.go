@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,6 +28,14 @@ var (
 func dsn(t testing.TB) string {
 	t.Helper()
 	return testenv.Var(t, testenv.Postgres)
+}
+
+// envCount returns the positive count that the environment variable name sets, or def.
+func envCount(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
 
 // newSchema creates a schema with a random name on the test server, and drops it (with
