@@ -21,7 +21,7 @@ import (
 // small factor of what they are after a few. Every closed reservation leaves a dead
 // entry in the reservations' primary key until a vacuum removes it (autovacuum may be
 // off, and runs once a minute at best), so a statement that scans the account's entries
-// rather than probing each request's reads more with every call (until version 35 the
+// rather than probing each request's reads more with every call (until version 36 the
 // closings' lookups of their reservation rows did: 27.2 rows a call after 512 calls,
 // 111.2 after 3,200; 4.2 and 4.2 since). It counts reads, not time: the server's
 // statistics (idx_tup_read, seq_tup_read) of the schema's tables, on a connection of

@@ -1,4 +1,4 @@
--- Tollgate schema, version 35: a batch of closings finds its reservation rows one probe
+-- Tollgate schema, version 36: a batch of closings finds its reservation rows one probe
 -- of the primary key per request.
 --
 -- A batch of closings (tollgate_close_batch) locked its requests' reservation rows, and
