@@ -169,6 +169,7 @@ type block struct {
 	period    driver.Period
 	allowance int64
 	amount    int64 // what the ledger holds for it now
+	open      bool  // its reservation is open in the ledger (it may hold nothing)
 	held      int64 // what its open calls hold
 	pending   int64 // what the calls settled since the last roll kept
 	rolling   int64 // what the calls recorded by the roll in flight (inflight) kept
@@ -353,7 +354,7 @@ func (b *Blocks) reserve(ctx context.Context, a *account, t Take, want int64) (*
 		return nil, err
 	}
 	a.view, a.known = bal, true
-	return &block{id: id, period: t.Period, allowance: t.Allowance, amount: want, counts: map[string]int64{},
+	return &block{id: id, period: t.Period, allowance: t.Allowance, amount: want, open: true, counts: map[string]int64{},
 		calls: map[driver.RequestID]openCall{}, waiting: map[driver.RequestID]struct{}{}, used: t.Now, rolled: t.Now,
 		next: newRollDone()}, nil
 }
@@ -596,7 +597,8 @@ func (k *block) needsRoll() bool {
 	case k.inflight != nil, k.pending > 0, len(k.counts) > 0:
 		return true
 	case k.retiring:
-		return k.amount > k.held // unspent credits to give back, or a block to close
+		// Unspent credits to give back, or a reservation to close.
+		return k.open && (k.amount > k.held || k.held == 0)
 	}
 	return false
 }
@@ -702,6 +704,7 @@ func (b *Blocks) roll(a *account, k *block) error {
 		k.inflight, k.inflightCalls, k.rolling = nil, nil, 0
 		a.view, a.known = res.Balance, true
 		k.rolled = now
+		k.open = r.Next != nil
 		if r.Next == nil {
 			k.amount = 0
 		} else {
@@ -752,7 +755,7 @@ func refused(err error) bool {
 // drop forgets k once it holds nothing and waits for nothing, with its account's mu
 // held.
 func (b *Blocks) drop(a *account, k *block) {
-	if len(k.calls) > 0 || len(k.waiting) > 0 || k.inflight != nil || (k.dead == nil && k.amount > 0) {
+	if len(k.calls) > 0 || len(k.waiting) > 0 || k.inflight != nil || (k.dead == nil && k.open) {
 		return
 	}
 	if a.cur == k {
@@ -810,7 +813,7 @@ func (b *Blocks) tick(now time.Time) {
 			if k == nil || k.flushing || k.dead != nil {
 				continue
 			}
-			refresh := now.Sub(k.rolled) >= b.hold/4 && k.amount > 0
+			refresh := now.Sub(k.rolled) >= b.hold/4 && k.open
 			if k.needsRoll() || refresh {
 				k.flushing = true
 				b.flushes.add()
