@@ -43,27 +43,35 @@ func callerChannel(c *Caller) event.Channel {
 	return ch.String()
 }
 
-// steps are the instants at which a call began, was admitted, ran and was settled,
-// taken on the service's clock only when an observer wants the call (now is nil
-// otherwise).
+// steps are the instant at which a call began and the times since then at which it
+// was admitted, ran and was settled, taken on the service's clock only when an
+// observer wants the call (now is nil otherwise). On the default clock (mono), a step
+// reads the monotonic clock alone (time.Since), which is what time.Now's Sub of the
+// start reads of it, without the wall clock.
 type steps struct {
-	now                           func() time.Time
-	start, admitted, ran, settled time.Time
+	now                    func() time.Time
+	mono                   bool
+	start                  time.Time
+	admitted, ran, settled time.Duration
 }
 
 // begin takes now, read as the call's admission began, for its start, if an observer
 // wants calls.
 func (st *steps) begin(s *Service, now time.Time) {
 	if s.events.Wants(event.CallFinished) {
-		st.now = s.now
+		st.now, st.mono = s.now, s.monotonic
 		st.start = now
 	}
 }
 
-// mark sets *at to now, if the call is measured.
-func (st *steps) mark(at *time.Time) {
-	if st.now != nil {
-		*at = st.now()
+// mark sets *at to the time since the call began, if the call is measured.
+func (st *steps) mark(at *time.Duration) {
+	switch {
+	case st.now == nil:
+	case st.mono:
+		*at = time.Since(st.start)
+	default:
+		*at = st.now().Sub(st.start)
 	}
 }
 
@@ -85,7 +93,7 @@ func (s *Service) finished(ctx context.Context, p *Principal, now time.Time, inv
 	}
 	e.At, e.Account, e.Key, e.Channel, e.Plan = now, p.Account.ID, p.Key.ID, channelName(p), p.Plan.Name
 	e.Settlement, e.Balance = how, eventBalance(b)
-	e.Admission, e.Run, e.Settle = st.admitted.Sub(st.start), st.ran.Sub(st.admitted), st.settled.Sub(st.ran)
+	e.Admission, e.Run, e.Settle = st.admitted, st.ran-st.admitted, st.settled-st.ran
 	charges := how == event.Settled || how == event.Deferred
 	for i := range invs {
 		a := event.APIResult{API: invs[i].API.ID}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
@@ -194,5 +195,35 @@ func TestCallEvents(t *testing.T) {
 	ref := got[0].(*event.Refusal)
 	if ref.Code != "credits_exhausted" || !slices.Equal(ref.APIs, []string{"two"}) || ref.Account != "acct" || ref.Channel != "rest" {
 		t.Fatalf("refusal event %+v", *ref)
+	}
+}
+
+// TestCallEventSteps checks the steps of a call of one API on the default clock, whose
+// steps are timed on the monotonic clock alone: its run lasts at least as long as its
+// handler was held, its API's duration is its run's, and no step is negative.
+func TestCallEventSteps(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOptions{})
+	obs := &events{}
+	h.svc.Events().Subscribe(obs, event.CallFinished)
+
+	done := make(chan tollgate.Reply)
+	go func() { done <- h.svc.Call(ctx, h.caller(), "block", nil) }()
+	for h.ran.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	const held = 5 * time.Millisecond
+	time.Sleep(held)
+	close(h.release)
+	if r := <-done; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	got := obs.take()
+	if len(got) != 1 {
+		t.Fatalf("a call published %d events, want 1", len(got))
+	}
+	c := got[0].(*event.Call)
+	if c.Run < held || c.Admission < 0 || c.Settle < 0 || len(c.APIs) != 1 || c.APIs[0].Duration != c.Run {
+		t.Errorf("admission %v, run %v (the handler held %v), settlement %v; APIs %+v", c.Admission, c.Run, held, c.Settle, c.APIs)
 	}
 }

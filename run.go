@@ -98,7 +98,7 @@ func (s *Service) run(ctx context.Context, p *Principal, invs []invocation, batc
 	st.mark(&st.ran)
 	if one != nil && took != nil {
 		// The call's run is its API's: the instants it read serve, rather than two more.
-		took[0] = st.ran.Sub(st.admitted)
+		took[0] = st.ran - st.admitted
 	}
 	// An API that failed on the service's side is refunded, and one that charged less
 	// than its cost is refunded the rest.

@@ -170,6 +170,7 @@ type Service struct {
 	plans     *billing.Plans
 	fetcher   *safefetch.Fetcher
 	now       func() time.Time
+	monotonic bool // now is time.Now: a call's steps are timed on the monotonic clock alone
 	log       *slog.Logger
 	timeout   time.Duration
 	// renewEvery is how often a running call renews its concurrency slot; zero when
@@ -231,9 +232,9 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if grace <= 0 {
 		grace = DefaultReservationGrace
 	}
-	now := opts.Now
+	now, monotonic := opts.Now, false
 	if now == nil {
-		now = time.Now
+		now, monotonic = time.Now, true
 	}
 	var credits *blocks.Blocks
 	if opts.CreditBlocks != nil {
@@ -264,6 +265,7 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		keys:          checker,
 		plans:         plans,
 		now:           now,
+		monotonic:     monotonic,
 		log:           opts.Logger,
 		timeout:       timeout,
 		sessions:      opts.Sessions,

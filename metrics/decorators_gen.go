@@ -182,18 +182,18 @@ type authKeyStorePart struct {
 
 var _ auth.KeyStore = (*authKeyStorePart)(nil)
 
-func (p *authKeyStorePart) Account(ctx context.Context, a1 string) (auth.Account, error) {
+func (p *authKeyStorePart) Account(ctx context.Context, a1 string) (r0 auth.Account, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Account(ctx, a1)
+	r0, err = p.s.Account(ctx, a1)
 	p.ops.done(opAccount, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) Accounts(ctx context.Context, a1 auth.AccountQuery) (auth.AccountPage, error) {
+func (p *authKeyStorePart) Accounts(ctx context.Context, a1 auth.AccountQuery) (r0 auth.AccountPage, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Accounts(ctx, a1)
+	r0, err = p.s.Accounts(ctx, a1)
 	p.ops.done(opAccounts, t, err)
-	return r0, err
+	return
 }
 
 func (p *authKeyStorePart) CreateAccount(ctx context.Context, a1 auth.Account, a2 auth.Key) error {
@@ -217,60 +217,60 @@ func (p *authKeyStorePart) DeleteAccount(ctx context.Context, a1 string) error {
 	return err
 }
 
-func (p *authKeyStorePart) Key(ctx context.Context, a1 string) (auth.Key, error) {
+func (p *authKeyStorePart) Key(ctx context.Context, a1 string) (r0 auth.Key, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Key(ctx, a1)
+	r0, err = p.s.Key(ctx, a1)
 	p.ops.done(opKey, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) Keys(ctx context.Context, a1 auth.KeyQuery) (auth.KeyPage, error) {
+func (p *authKeyStorePart) Keys(ctx context.Context, a1 auth.KeyQuery) (r0 auth.KeyPage, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Keys(ctx, a1)
+	r0, err = p.s.Keys(ctx, a1)
 	p.ops.done(opKeys, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) PruneKeys(ctx context.Context, a1 time.Time) (int64, error) {
+func (p *authKeyStorePart) PruneKeys(ctx context.Context, a1 time.Time) (r0 int64, err error) {
 	t := p.ops.start()
-	r0, err := p.s.PruneKeys(ctx, a1)
+	r0, err = p.s.PruneKeys(ctx, a1)
 	p.ops.done(opPruneKeys, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) Resolve(ctx context.Context, a1 auth.Hash) (auth.Key, auth.Account, error) {
+func (p *authKeyStorePart) Resolve(ctx context.Context, a1 auth.Hash) (r0 auth.Key, r1 auth.Account, err error) {
 	t := p.ops.start()
-	r0, r1, err := p.s.Resolve(ctx, a1)
+	r0, r1, err = p.s.Resolve(ctx, a1)
 	p.ops.done(opResolve, t, err)
-	return r0, r1, err
+	return
 }
 
-func (p *authKeyStorePart) RevokeKey(ctx context.Context, a1 string, a2 int64, a3 time.Time) (auth.Key, error) {
+func (p *authKeyStorePart) RevokeKey(ctx context.Context, a1 string, a2 int64, a3 time.Time) (r0 auth.Key, err error) {
 	t := p.ops.start()
-	r0, err := p.s.RevokeKey(ctx, a1, a2, a3)
+	r0, err = p.s.RevokeKey(ctx, a1, a2, a3)
 	p.ops.done(opRevokeKey, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) RotateKey(ctx context.Context, a1 string, a2 int64, a3 auth.Hash, a4 time.Time) (auth.Key, error) {
+func (p *authKeyStorePart) RotateKey(ctx context.Context, a1 string, a2 int64, a3 auth.Hash, a4 time.Time) (r0 auth.Key, err error) {
 	t := p.ops.start()
-	r0, err := p.s.RotateKey(ctx, a1, a2, a3, a4)
+	r0, err = p.s.RotateKey(ctx, a1, a2, a3, a4)
 	p.ops.done(opRotateKey, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) UpdateAccount(ctx context.Context, a1 auth.AccountUpdate) (auth.Account, error) {
+func (p *authKeyStorePart) UpdateAccount(ctx context.Context, a1 auth.AccountUpdate) (r0 auth.Account, err error) {
 	t := p.ops.start()
-	r0, err := p.s.UpdateAccount(ctx, a1)
+	r0, err = p.s.UpdateAccount(ctx, a1)
 	p.ops.done(opUpdateAccount, t, err)
-	return r0, err
+	return
 }
 
-func (p *authKeyStorePart) UpdateKey(ctx context.Context, a1 auth.KeyUpdate) (auth.Key, error) {
+func (p *authKeyStorePart) UpdateKey(ctx context.Context, a1 auth.KeyUpdate) (r0 auth.Key, err error) {
 	t := p.ops.start()
-	r0, err := p.s.UpdateKey(ctx, a1)
+	r0, err = p.s.UpdateKey(ctx, a1)
 	p.ops.done(opUpdateKey, t, err)
-	return r0, err
+	return
 }
 
 // authKeyExpiriesPart forwards auth.KeyExpiries.
@@ -281,11 +281,11 @@ type authKeyExpiriesPart struct {
 
 var _ auth.KeyExpiries = (*authKeyExpiriesPart)(nil)
 
-func (p *authKeyExpiriesPart) ExpiringKeys(ctx context.Context, a1 auth.ExpiryQuery) (auth.ExpiryPage, error) {
+func (p *authKeyExpiriesPart) ExpiringKeys(ctx context.Context, a1 auth.ExpiryQuery) (r0 auth.ExpiryPage, err error) {
 	t := p.ops.start()
-	r0, err := p.s.ExpiringKeys(ctx, a1)
+	r0, err = p.s.ExpiringKeys(ctx, a1)
 	p.ops.done(opExpiringKeys, t, err)
-	return r0, err
+	return
 }
 
 // driverKeyCheckerPart forwards driver.KeyChecker.
@@ -296,11 +296,11 @@ type driverKeyCheckerPart struct {
 
 var _ driver.KeyChecker = (*driverKeyCheckerPart)(nil)
 
-func (p *driverKeyCheckerPart) CheckKey(ctx context.Context, a1 driver.KeyCheck) (driver.KeyState, error) {
+func (p *driverKeyCheckerPart) CheckKey(ctx context.Context, a1 driver.KeyCheck) (r0 driver.KeyState, err error) {
 	t := p.ops.start()
-	r0, err := p.s.CheckKey(ctx, a1)
+	r0, err = p.s.CheckKey(ctx, a1)
 	p.ops.done(opCheckKey, t, err)
-	return r0, err
+	return
 }
 
 // driverLedgerPart forwards driver.Ledger.
@@ -311,18 +311,18 @@ type driverLedgerPart struct {
 
 var _ driver.Ledger = (*driverLedgerPart)(nil)
 
-func (p *driverLedgerPart) Adjust(ctx context.Context, a1 driver.Adjustment) (driver.Balance, error) {
+func (p *driverLedgerPart) Adjust(ctx context.Context, a1 driver.Adjustment) (r0 driver.Balance, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Adjust(ctx, a1)
+	r0, err = p.s.Adjust(ctx, a1)
 	p.ops.done(opAdjust, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverLedgerPart) Balance(ctx context.Context, a1 string, a2 time.Time, a3 driver.Period, a4 int64) (driver.Balance, error) {
+func (p *driverLedgerPart) Balance(ctx context.Context, a1 string, a2 time.Time, a3 driver.Period, a4 int64) (r0 driver.Balance, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Balance(ctx, a1, a2, a3, a4)
+	r0, err = p.s.Balance(ctx, a1, a2, a3, a4)
 	p.ops.done(opBalance, t, err)
-	return r0, err
+	return
 }
 
 func (p *driverLedgerPart) Open(ctx context.Context, a1 driver.Opening) error {
@@ -332,25 +332,25 @@ func (p *driverLedgerPart) Open(ctx context.Context, a1 driver.Opening) error {
 	return err
 }
 
-func (p *driverLedgerPart) Reserve(ctx context.Context, a1 driver.Reservation) (driver.Balance, error) {
+func (p *driverLedgerPart) Reserve(ctx context.Context, a1 driver.Reservation) (r0 driver.Balance, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Reserve(ctx, a1)
+	r0, err = p.s.Reserve(ctx, a1)
 	p.ops.done(opReserve, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverLedgerPart) Settle(ctx context.Context, a1 driver.Settlement) (driver.Balance, error) {
+func (p *driverLedgerPart) Settle(ctx context.Context, a1 driver.Settlement) (r0 driver.Balance, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Settle(ctx, a1)
+	r0, err = p.s.Settle(ctx, a1)
 	p.ops.done(opSettle, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverLedgerPart) Usage(ctx context.Context, a1 string, a2 driver.Period) (map[string]int64, error) {
+func (p *driverLedgerPart) Usage(ctx context.Context, a1 string, a2 driver.Period) (r0 map[string]int64, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Usage(ctx, a1, a2)
+	r0, err = p.s.Usage(ctx, a1, a2)
 	p.ops.done(opUsage, t, err)
-	return r0, err
+	return
 }
 
 // driverSweeperPart forwards driver.Sweeper.
@@ -361,11 +361,11 @@ type driverSweeperPart struct {
 
 var _ driver.Sweeper = (*driverSweeperPart)(nil)
 
-func (p *driverSweeperPart) Sweep(ctx context.Context, a1 time.Time, a2 int) (int, error) {
+func (p *driverSweeperPart) Sweep(ctx context.Context, a1 time.Time, a2 int) (r0 int, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Sweep(ctx, a1, a2)
+	r0, err = p.s.Sweep(ctx, a1, a2)
 	p.ops.done(opSweep, t, err)
-	return r0, err
+	return
 }
 
 // driverRateLimiterPart forwards driver.RateLimiter.
@@ -376,25 +376,25 @@ type driverRateLimiterPart struct {
 
 var _ driver.RateLimiter = (*driverRateLimiterPart)(nil)
 
-func (p *driverRateLimiterPart) Allow(ctx context.Context, a1 string, a2 driver.Limit, a3 time.Time) (driver.RateDecision, error) {
+func (p *driverRateLimiterPart) Allow(ctx context.Context, a1 string, a2 driver.Limit, a3 time.Time) (r0 driver.RateDecision, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Allow(ctx, a1, a2, a3)
+	r0, err = p.s.Allow(ctx, a1, a2, a3)
 	p.ops.done(opAllow, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverRateLimiterPart) AllowN(ctx context.Context, a1 string, a2 driver.Limit, a3 int, a4 time.Time) (driver.RateDecision, error) {
+func (p *driverRateLimiterPart) AllowN(ctx context.Context, a1 string, a2 driver.Limit, a3 int, a4 time.Time) (r0 driver.RateDecision, err error) {
 	t := p.ops.start()
-	r0, err := p.s.AllowN(ctx, a1, a2, a3, a4)
+	r0, err = p.s.AllowN(ctx, a1, a2, a3, a4)
 	p.ops.done(opAllowN, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverRateLimiterPart) Peek(ctx context.Context, a1 string, a2 driver.Limit, a3 time.Time) (driver.RateDecision, error) {
+func (p *driverRateLimiterPart) Peek(ctx context.Context, a1 string, a2 driver.Limit, a3 time.Time) (r0 driver.RateDecision, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Peek(ctx, a1, a2, a3)
+	r0, err = p.s.Peek(ctx, a1, a2, a3)
 	p.ops.done(opPeek, t, err)
-	return r0, err
+	return
 }
 
 // driverConcurrencyLimiterPart forwards driver.ConcurrencyLimiter.
@@ -405,18 +405,18 @@ type driverConcurrencyLimiterPart struct {
 
 var _ driver.ConcurrencyLimiter = (*driverConcurrencyLimiterPart)(nil)
 
-func (p *driverConcurrencyLimiterPart) Acquire(ctx context.Context, a1 string, a2 driver.RequestID, a3 int, a4 time.Duration, a5 time.Time) (driver.SlotDecision, error) {
+func (p *driverConcurrencyLimiterPart) Acquire(ctx context.Context, a1 string, a2 driver.RequestID, a3 int, a4 time.Duration, a5 time.Time) (r0 driver.SlotDecision, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Acquire(ctx, a1, a2, a3, a4, a5)
+	r0, err = p.s.Acquire(ctx, a1, a2, a3, a4, a5)
 	p.ops.done(opAcquire, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverConcurrencyLimiterPart) InUse(ctx context.Context, a1 string, a2 time.Time) (int, error) {
+func (p *driverConcurrencyLimiterPart) InUse(ctx context.Context, a1 string, a2 time.Time) (r0 int, err error) {
 	t := p.ops.start()
-	r0, err := p.s.InUse(ctx, a1, a2)
+	r0, err = p.s.InUse(ctx, a1, a2)
 	p.ops.done(opInUse, t, err)
-	return r0, err
+	return
 }
 
 func (p *driverConcurrencyLimiterPart) Release(ctx context.Context, a1 string, a2 driver.RequestID) error {
@@ -441,18 +441,18 @@ type driverAdmitterPart struct {
 
 var _ driver.Admitter = (*driverAdmitterPart)(nil)
 
-func (p *driverAdmitterPart) Admit(ctx context.Context, a1 driver.Step) (driver.StepResult, error) {
+func (p *driverAdmitterPart) Admit(ctx context.Context, a1 driver.Step) (r0 driver.StepResult, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Admit(ctx, a1)
+	r0, err = p.s.Admit(ctx, a1)
 	p.ops.done(opAdmit, t, err)
-	return r0, err
+	return
 }
 
-func (p *driverAdmitterPart) Close(ctx context.Context, a1 driver.Closing) (driver.Balance, error) {
+func (p *driverAdmitterPart) Close(ctx context.Context, a1 driver.Closing) (r0 driver.Balance, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Close(ctx, a1)
+	r0, err = p.s.Close(ctx, a1)
 	p.ops.done(opClose, t, err)
-	return r0, err
+	return
 }
 
 // driverRollerPart forwards driver.Roller.
@@ -463,11 +463,11 @@ type driverRollerPart struct {
 
 var _ driver.Roller = (*driverRollerPart)(nil)
 
-func (p *driverRollerPart) Roll(ctx context.Context, a1 driver.Roll) (driver.RollResult, error) {
+func (p *driverRollerPart) Roll(ctx context.Context, a1 driver.Roll) (r0 driver.RollResult, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Roll(ctx, a1)
+	r0, err = p.s.Roll(ctx, a1)
 	p.ops.done(opRoll, t, err)
-	return r0, err
+	return
 }
 
 // authSessionStorePart forwards auth.SessionStore.
@@ -485,11 +485,11 @@ func (p *authSessionStorePart) EndSession(ctx context.Context, a1 string, a2 tim
 	return err
 }
 
-func (p *authSessionStorePart) SessionEnded(ctx context.Context, a1 string) (bool, error) {
+func (p *authSessionStorePart) SessionEnded(ctx context.Context, a1 string) (r0 bool, err error) {
 	t := p.ops.start()
-	r0, err := p.s.SessionEnded(ctx, a1)
+	r0, err = p.s.SessionEnded(ctx, a1)
 	p.ops.done(opSessionEnded, t, err)
-	return r0, err
+	return
 }
 
 // idempotencyStorePart forwards idempotency.Store.
@@ -507,11 +507,11 @@ func (p *idempotencyStorePart) Abandon(ctx context.Context, a1 idempotency.ID, a
 	return err
 }
 
-func (p *idempotencyStorePart) Claim(ctx context.Context, a1 idempotency.Claim) (idempotency.Record, error) {
+func (p *idempotencyStorePart) Claim(ctx context.Context, a1 idempotency.Claim) (r0 idempotency.Record, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Claim(ctx, a1)
+	r0, err = p.s.Claim(ctx, a1)
 	p.ops.done(opClaim, t, err)
-	return r0, err
+	return
 }
 
 func (p *idempotencyStorePart) Complete(ctx context.Context, a1 idempotency.ID, a2 idempotency.Token, a3 []byte) error {
@@ -528,11 +528,11 @@ func (p *idempotencyStorePart) MarkSettling(ctx context.Context, a1 idempotency.
 	return err
 }
 
-func (p *idempotencyStorePart) Preview(ctx context.Context, a1 idempotency.Claim) (idempotency.Record, error) {
+func (p *idempotencyStorePart) Preview(ctx context.Context, a1 idempotency.Claim) (r0 idempotency.Record, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Preview(ctx, a1)
+	r0, err = p.s.Preview(ctx, a1)
 	p.ops.done(opPreview, t, err)
-	return r0, err
+	return
 }
 
 // journalStorePart forwards journal.Store.
@@ -543,11 +543,11 @@ type journalStorePart struct {
 
 var _ journal.Store = (*journalStorePart)(nil)
 
-func (p *journalStorePart) Claim(ctx context.Context, a1 time.Time, a2 time.Time, a3 time.Duration, a4 int) ([]journal.Entry, error) {
+func (p *journalStorePart) Claim(ctx context.Context, a1 time.Time, a2 time.Time, a3 time.Duration, a4 int) (r0 []journal.Entry, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Claim(ctx, a1, a2, a3, a4)
+	r0, err = p.s.Claim(ctx, a1, a2, a3, a4)
 	p.ops.done(opJournalClaim, t, err)
-	return r0, err
+	return
 }
 
 func (p *journalStorePart) Remove(ctx context.Context, a1 ...string) error {
@@ -572,18 +572,18 @@ func (p *auditStorePart) Append(ctx context.Context, a1 ...audit.Entry) error {
 	return err
 }
 
-func (p *auditStorePart) List(ctx context.Context, a1 audit.Query) (audit.Page, error) {
+func (p *auditStorePart) List(ctx context.Context, a1 audit.Query) (r0 audit.Page, err error) {
 	t := p.ops.start()
-	r0, err := p.s.List(ctx, a1)
+	r0, err = p.s.List(ctx, a1)
 	p.ops.done(opAuditList, t, err)
-	return r0, err
+	return
 }
 
-func (p *auditStorePart) Prune(ctx context.Context, a1 time.Time) (int64, error) {
+func (p *auditStorePart) Prune(ctx context.Context, a1 time.Time) (r0 int64, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Prune(ctx, a1)
+	r0, err = p.s.Prune(ctx, a1)
 	p.ops.done(opAuditPrune, t, err)
-	return r0, err
+	return
 }
 
 // usageStorePart forwards usage.Store.
@@ -601,32 +601,32 @@ func (p *usageStorePart) Add(ctx context.Context, a1 []usage.Row) error {
 	return err
 }
 
-func (p *usageStorePart) LastUsed(ctx context.Context, a1 string) (map[string]time.Time, error) {
+func (p *usageStorePart) LastUsed(ctx context.Context, a1 string) (r0 map[string]time.Time, err error) {
 	t := p.ops.start()
-	r0, err := p.s.LastUsed(ctx, a1)
+	r0, err = p.s.LastUsed(ctx, a1)
 	p.ops.done(opUsageLastUsed, t, err)
-	return r0, err
+	return
 }
 
-func (p *usageStorePart) Prune(ctx context.Context, a1 usage.Resolution, a2 time.Time) (int64, error) {
+func (p *usageStorePart) Prune(ctx context.Context, a1 usage.Resolution, a2 time.Time) (r0 int64, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Prune(ctx, a1, a2)
+	r0, err = p.s.Prune(ctx, a1, a2)
 	p.ops.done(opUsagePrune, t, err)
-	return r0, err
+	return
 }
 
-func (p *usageStorePart) Sum(ctx context.Context, a1 usage.Query) ([]usage.Row, error) {
+func (p *usageStorePart) Sum(ctx context.Context, a1 usage.Query) (r0 []usage.Row, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Sum(ctx, a1)
+	r0, err = p.s.Sum(ctx, a1)
 	p.ops.done(opUsageSum, t, err)
-	return r0, err
+	return
 }
 
-func (p *usageStorePart) Totals(ctx context.Context, a1 usage.TotalsQuery) (usage.TotalsPage, error) {
+func (p *usageStorePart) Totals(ctx context.Context, a1 usage.TotalsQuery) (r0 usage.TotalsPage, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Totals(ctx, a1)
+	r0, err = p.s.Totals(ctx, a1)
 	p.ops.done(opUsageTotals, t, err)
-	return r0, err
+	return
 }
 
 // webhookStorePart forwards webhook.Store.
@@ -637,25 +637,25 @@ type webhookStorePart struct {
 
 var _ webhook.Store = (*webhookStorePart)(nil)
 
-func (p *webhookStorePart) Claim(ctx context.Context, a1 time.Time, a2 time.Duration, a3 int) ([]webhook.Delivery, error) {
+func (p *webhookStorePart) Claim(ctx context.Context, a1 time.Time, a2 time.Duration, a3 int) (r0 []webhook.Delivery, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Claim(ctx, a1, a2, a3)
+	r0, err = p.s.Claim(ctx, a1, a2, a3)
 	p.ops.done(opWebhookClaim, t, err)
-	return r0, err
+	return
 }
 
-func (p *webhookStorePart) ClaimSweep(ctx context.Context, a1 string, a2 time.Time, a3 time.Duration) (webhook.SweepClaim, bool, error) {
+func (p *webhookStorePart) ClaimSweep(ctx context.Context, a1 string, a2 time.Time, a3 time.Duration) (r0 webhook.SweepClaim, r1 bool, err error) {
 	t := p.ops.start()
-	r0, r1, err := p.s.ClaimSweep(ctx, a1, a2, a3)
+	r0, r1, err = p.s.ClaimSweep(ctx, a1, a2, a3)
 	p.ops.done(opWebhookClaimSweep, t, err)
-	return r0, r1, err
+	return
 }
 
-func (p *webhookStorePart) CreateEndpoint(ctx context.Context, a1 webhook.Endpoint) (webhook.Endpoint, error) {
+func (p *webhookStorePart) CreateEndpoint(ctx context.Context, a1 webhook.Endpoint) (r0 webhook.Endpoint, err error) {
 	t := p.ops.start()
-	r0, err := p.s.CreateEndpoint(ctx, a1)
+	r0, err = p.s.CreateEndpoint(ctx, a1)
 	p.ops.done(opWebhookCreateEndpoint, t, err)
-	return r0, err
+	return
 }
 
 func (p *webhookStorePart) DeleteEndpoint(ctx context.Context, a1 string) error {
@@ -665,46 +665,46 @@ func (p *webhookStorePart) DeleteEndpoint(ctx context.Context, a1 string) error 
 	return err
 }
 
-func (p *webhookStorePart) Deliveries(ctx context.Context, a1 string, a2 webhook.Query) (webhook.Page, error) {
+func (p *webhookStorePart) Deliveries(ctx context.Context, a1 string, a2 webhook.Query) (r0 webhook.Page, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Deliveries(ctx, a1, a2)
+	r0, err = p.s.Deliveries(ctx, a1, a2)
 	p.ops.done(opWebhookDeliveries, t, err)
-	return r0, err
+	return
 }
 
-func (p *webhookStorePart) Endpoint(ctx context.Context, a1 string) (webhook.Endpoint, error) {
+func (p *webhookStorePart) Endpoint(ctx context.Context, a1 string) (r0 webhook.Endpoint, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Endpoint(ctx, a1)
+	r0, err = p.s.Endpoint(ctx, a1)
 	p.ops.done(opWebhookEndpoint, t, err)
-	return r0, err
+	return
 }
 
-func (p *webhookStorePart) Endpoints(ctx context.Context, a1 string) ([]webhook.Endpoint, error) {
+func (p *webhookStorePart) Endpoints(ctx context.Context, a1 string) (r0 []webhook.Endpoint, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Endpoints(ctx, a1)
+	r0, err = p.s.Endpoints(ctx, a1)
 	p.ops.done(opWebhookEndpoints, t, err)
-	return r0, err
+	return
 }
 
-func (p *webhookStorePart) Enqueue(ctx context.Context, a1 webhook.Message, a2 []string, a3 time.Time) (bool, []string, error) {
+func (p *webhookStorePart) Enqueue(ctx context.Context, a1 webhook.Message, a2 []string, a3 time.Time) (r0 bool, r1 []string, err error) {
 	t := p.ops.start()
-	r0, r1, err := p.s.Enqueue(ctx, a1, a2, a3)
+	r0, r1, err = p.s.Enqueue(ctx, a1, a2, a3)
 	p.ops.done(opWebhookEnqueue, t, err)
-	return r0, r1, err
+	return
 }
 
-func (p *webhookStorePart) Pending(ctx context.Context) (int64, error) {
+func (p *webhookStorePart) Pending(ctx context.Context) (r0 int64, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Pending(ctx)
+	r0, err = p.s.Pending(ctx)
 	p.ops.done(opWebhookPending, t, err)
-	return r0, err
+	return
 }
 
-func (p *webhookStorePart) Prune(ctx context.Context, a1 time.Time) (int64, error) {
+func (p *webhookStorePart) Prune(ctx context.Context, a1 time.Time) (r0 int64, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Prune(ctx, a1)
+	r0, err = p.s.Prune(ctx, a1)
 	p.ops.done(opWebhookPrune, t, err)
-	return r0, err
+	return
 }
 
 func (p *webhookStorePart) Record(ctx context.Context, a1 webhook.Outcome) error {
@@ -721,18 +721,18 @@ func (p *webhookStorePart) RecordSweep(ctx context.Context, a1 string, a2 string
 	return err
 }
 
-func (p *webhookStorePart) Resend(ctx context.Context, a1 string, a2 string, a3 time.Time) (webhook.Delivery, error) {
+func (p *webhookStorePart) Resend(ctx context.Context, a1 string, a2 string, a3 time.Time) (r0 webhook.Delivery, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Resend(ctx, a1, a2, a3)
+	r0, err = p.s.Resend(ctx, a1, a2, a3)
 	p.ops.done(opWebhookResend, t, err)
-	return r0, err
+	return
 }
 
-func (p *webhookStorePart) UpdateEndpoint(ctx context.Context, a1 webhook.Endpoint) (webhook.Endpoint, error) {
+func (p *webhookStorePart) UpdateEndpoint(ctx context.Context, a1 webhook.Endpoint) (r0 webhook.Endpoint, err error) {
 	t := p.ops.start()
-	r0, err := p.s.UpdateEndpoint(ctx, a1)
+	r0, err = p.s.UpdateEndpoint(ctx, a1)
 	p.ops.done(opWebhookUpdateEndpoint, t, err)
-	return r0, err
+	return
 }
 
 // oauthstoreStorePart forwards oauthstore.Store.
@@ -743,18 +743,18 @@ type oauthstoreStorePart struct {
 
 var _ oauthstore.Store = (*oauthstoreStorePart)(nil)
 
-func (p *oauthstoreStorePart) Client(ctx context.Context, a1 string) (oauthstore.Client, error) {
+func (p *oauthstoreStorePart) Client(ctx context.Context, a1 string) (r0 oauthstore.Client, err error) {
 	t := p.ops.start()
-	r0, err := p.s.Client(ctx, a1)
+	r0, err = p.s.Client(ctx, a1)
 	p.ops.done(opOauthClient, t, err)
-	return r0, err
+	return
 }
 
-func (p *oauthstoreStorePart) Code(ctx context.Context, a1 oauthstore.Hash, a2 time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+func (p *oauthstoreStorePart) Code(ctx context.Context, a1 oauthstore.Hash, a2 time.Time) (r0 oauthstore.Code, r1 oauthstore.Approval, err error) {
 	t := p.ops.start()
-	r0, r1, err := p.s.Code(ctx, a1, a2)
+	r0, r1, err = p.s.Code(ctx, a1, a2)
 	p.ops.done(opOauthCode, t, err)
-	return r0, r1, err
+	return
 }
 
 func (p *oauthstoreStorePart) CreateApproval(ctx context.Context, a1 oauthstore.Approval, a2 oauthstore.Code) error {
@@ -785,11 +785,11 @@ func (p *oauthstoreStorePart) IssueTokens(ctx context.Context, a1 string, a2 []o
 	return err
 }
 
-func (p *oauthstoreStorePart) RedeemCode(ctx context.Context, a1 oauthstore.Hash, a2 time.Time) (oauthstore.Code, oauthstore.Approval, error) {
+func (p *oauthstoreStorePart) RedeemCode(ctx context.Context, a1 oauthstore.Hash, a2 time.Time) (r0 oauthstore.Code, r1 oauthstore.Approval, err error) {
 	t := p.ops.start()
-	r0, r1, err := p.s.RedeemCode(ctx, a1, a2)
+	r0, r1, err = p.s.RedeemCode(ctx, a1, a2)
 	p.ops.done(opOauthRedeemCode, t, err)
-	return r0, r1, err
+	return
 }
 
 func (p *oauthstoreStorePart) RevokeApproval(ctx context.Context, a1 string, a2 time.Time) error {
@@ -799,18 +799,18 @@ func (p *oauthstoreStorePart) RevokeApproval(ctx context.Context, a1 string, a2 
 	return err
 }
 
-func (p *oauthstoreStorePart) RotateToken(ctx context.Context, a1 oauthstore.Hash, a2 []oauthstore.Token, a3 time.Time) (oauthstore.Approval, error) {
+func (p *oauthstoreStorePart) RotateToken(ctx context.Context, a1 oauthstore.Hash, a2 []oauthstore.Token, a3 time.Time) (r0 oauthstore.Approval, err error) {
 	t := p.ops.start()
-	r0, err := p.s.RotateToken(ctx, a1, a2, a3)
+	r0, err = p.s.RotateToken(ctx, a1, a2, a3)
 	p.ops.done(opOauthRotateToken, t, err)
-	return r0, err
+	return
 }
 
-func (p *oauthstoreStorePart) Token(ctx context.Context, a1 oauthstore.Hash, a2 time.Time) (oauthstore.Token, oauthstore.Approval, error) {
+func (p *oauthstoreStorePart) Token(ctx context.Context, a1 oauthstore.Hash, a2 time.Time) (r0 oauthstore.Token, r1 oauthstore.Approval, err error) {
 	t := p.ops.start()
-	r0, r1, err := p.s.Token(ctx, a1, a2)
+	r0, r1, err = p.s.Token(ctx, a1, a2)
 	p.ops.done(opOauthToken, t, err)
-	return r0, r1, err
+	return
 }
 
 // healthPingerPart forwards health.Pinger.

@@ -114,15 +114,15 @@ type Metrics struct {
 	now        func() time.Time // Options.Now; nil: the monotonic clock
 	epoch      time.Time        // when the metrics were made: the origin of elapsed
 
-	calls       *prometheus.CounterVec   // api, channel, outcome [, account]
-	callSeconds *prometheus.HistogramVec // api, channel
-	phases      *prometheus.HistogramVec // channel, phase
-	credits     *prometheus.CounterVec   // api [, account]
-	refusals    *prometheus.CounterVec   // api, channel, code [, account]
-	settlements *prometheus.CounterVec   // settlement
+	calls       *prometheus.CounterVec // api, channel, outcome [, account]
+	callSeconds *durationVec           // api, channel
+	phases      *durationVec           // channel, phase
+	credits     *prometheus.CounterVec // api [, account]
+	refusals    *prometheus.CounterVec // api, channel, code [, account]
+	settlements *prometheus.CounterVec // settlement
 	voided      prometheus.Counter
-	storeOps    *prometheus.HistogramVec // store, operation
-	storeErrors *prometheus.CounterVec   // store, operation, error
+	storeOps    *durationVec           // store, operation
+	storeErrors *prometheus.CounterVec // store, operation, error
 
 	settled  [4]prometheus.Counter // by event.Settlement
 	doors    [len(doorNames)]atomic.Pointer[channelSeries]
@@ -141,7 +141,7 @@ var doorNames = [...]string{"rest", "graphql", "mcp", "batch", "other"}
 // channelSeries are the series of the calls through one door: the phases, and the
 // series of each API (and account label).
 type channelSeries struct {
-	admission, handler, settlement prometheus.Observer
+	admission, handler, settlement *durations
 	apis                           cache[apiAccount, *apiSeries]
 }
 
@@ -150,7 +150,7 @@ type apiAccount struct{ api, account string }
 // apiSeries are the series a call of one API through one door updates: its latency,
 // its credits, and its count by outcome.
 type apiSeries struct {
-	seconds prometheus.Observer
+	seconds *durations
 	credits prometheus.Counter
 	ok      prometheus.Counter
 	failed  cache[string, prometheus.Counter] // by outcome
@@ -198,16 +198,12 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 		Name: "tollgate_calls_total",
 		Help: "Calls of an API that ran, by API, door and outcome (ok, or the code of the failure); each API of a GraphQL query and each item of a batch is one.",
 	}, withAccount(LabelAPI, LabelChannel, LabelOutcome))
-	m.callSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tollgate_call_duration_seconds",
-		Help:    "Time a call of an API took in the service: its admission, the API's own run and its settlement.",
-		Buckets: callBuckets,
-	}, []string{LabelAPI, LabelChannel})
-	m.phases = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tollgate_call_phase_duration_seconds",
-		Help:    "Time each phase of a call took (admission: limits, credits, key check; handler: the APIs' run, the longest of several; settlement), one observation per call.",
-		Buckets: callBuckets,
-	}, []string{LabelChannel, LabelPhase})
+	m.callSeconds = newDurationVec("tollgate_call_duration_seconds",
+		"Time a call of an API took in the service: its admission, the API's own run and its settlement.",
+		callBuckets, LabelAPI, LabelChannel)
+	m.phases = newDurationVec("tollgate_call_phase_duration_seconds",
+		"Time each phase of a call took (admission: limits, credits, key check; handler: the APIs' run, the longest of several; settlement), one observation per call.",
+		callBuckets, LabelChannel, LabelPhase)
 	m.credits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_credits_charged_total",
 		Help: "Credits charged for calls of an API, after refunds; a deferred settlement is counted when the call ends.",
@@ -224,11 +220,9 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 		Name: "tollgate_reservations_voided_total",
 		Help: "Expired reservations voided by this instance's sweeps, their credits given back.",
 	})
-	m.storeOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tollgate_store_operation_duration_seconds",
-		Help:    "Time an operation of a store took, failed or not, by store and operation.",
-		Buckets: storeBuckets,
-	}, []string{LabelStore, LabelOperation})
+	m.storeOps = newDurationVec("tollgate_store_operation_duration_seconds",
+		"Time an operation of a store took, failed or not, by store and operation.",
+		storeBuckets, LabelStore, LabelOperation)
 	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_store_errors_total",
 		Help: "Operations of a store that failed, by store, operation and kind (unavailable, timeout, canceled, invalid); the answers a store gives (not found, conflict, credits short) are not failures.",
@@ -306,9 +300,9 @@ func (m *Metrics) Observe(_ context.Context, e event.Event) {
 
 func (m *Metrics) observeCall(e *event.Call) {
 	ch := m.channel(e.Channel)
-	ch.admission.Observe(e.Admission.Seconds())
-	ch.handler.Observe(e.Run.Seconds())
-	ch.settlement.Observe(e.Settle.Seconds())
+	ch.admission.observe(e.Admission)
+	ch.handler.observe(e.Run)
+	ch.settlement.observe(e.Settle)
 	if int(e.Settlement) < len(m.settled) {
 		m.settled[e.Settlement].Inc()
 	}
@@ -322,7 +316,7 @@ func (m *Metrics) observeCall(e *event.Call) {
 		} else {
 			s.failed.get(a.Code).Inc()
 		}
-		s.seconds.Observe((around + a.Duration).Seconds())
+		s.seconds.observe(around + a.Duration)
 		if a.Credits > 0 {
 			s.credits.Add(float64(a.Credits))
 		}
@@ -365,13 +359,13 @@ func (m *Metrics) channel(name string) *channelSeries {
 
 func (m *Metrics) newChannelSeries(channel string) *channelSeries {
 	cs := &channelSeries{
-		admission:  m.phases.WithLabelValues(channel, PhaseAdmission),
-		handler:    m.phases.WithLabelValues(channel, PhaseHandler),
-		settlement: m.phases.WithLabelValues(channel, PhaseSettlement),
+		admission:  m.phases.with(channel, PhaseAdmission),
+		handler:    m.phases.with(channel, PhaseHandler),
+		settlement: m.phases.with(channel, PhaseSettlement),
 	}
 	cs.apis.create = func(k apiAccount) *apiSeries {
 		s := &apiSeries{
-			seconds: m.callSeconds.WithLabelValues(k.api, channel),
+			seconds: m.callSeconds.with(k.api, channel),
 			credits: m.credits.WithLabelValues(m.labels(k.account, k.api)...),
 			ok:      m.calls.WithLabelValues(m.labels(k.account, k.api, channel, OK)...),
 		}

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
@@ -171,7 +169,7 @@ type op uint8
 type opSeries struct {
 	m    *Metrics
 	name string
-	ops  [numOps]atomic.Pointer[prometheus.Observer]
+	ops  [numOps]atomic.Pointer[durations]
 }
 
 func (m *Metrics) opsOf(s any) *opSeries { return &opSeries{m: m, name: storeName(s)} }
@@ -192,14 +190,14 @@ func (s *opSeries) start() time.Duration { return s.m.elapsed() }
 
 // done counts an operation that started at start (see start) and ended with err.
 func (s *opSeries) done(o op, start time.Duration, err error) {
-	seconds := s.ops[o].Load()
-	if seconds == nil {
-		// Two goroutines may both get here: WithLabelValues gives them the same series.
-		obs := s.m.storeOps.WithLabelValues(s.name, opNames[o])
-		seconds = &obs
-		s.ops[o].Store(seconds)
+	took := s.m.elapsed() - start
+	h := s.ops[o].Load()
+	if h == nil {
+		// Two goroutines may both get here: with gives them the same series.
+		h = s.m.storeOps.with(s.name, opNames[o])
+		s.ops[o].Store(h)
 	}
-	(*seconds).Observe((s.m.elapsed() - start).Seconds())
+	h.observe(took)
 	if err != nil {
 		if kind := failure(err); kind != "" {
 			s.m.storeErrors.WithLabelValues(s.name, opNames[o], kind).Inc()

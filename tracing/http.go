@@ -37,7 +37,13 @@ import (
 // span is then a child of the host's.
 func (t *Tracer) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := t.prop.Extract(r.Context(), headerCarrier(r.Header))
+		ctx := r.Context()
+		if !t.w3c || len(r.Header["Traceparent"]) > 0 {
+			// The W3C propagator alone (the default) finds nothing in a request with
+			// no traceparent, and leaves its context as it is: only another
+			// propagator, or a traceparent, is worth the call.
+			ctx = t.prop.Extract(ctx, headerCarrier(r.Header))
+		}
 		method, known := httpMethod(r.Method)
 		name := method
 		if !known {

@@ -124,6 +124,29 @@ func TestHandler(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the parent", func(t *testing.T) {
+		// The W3C propagator is skipped for a request with no traceparent (it finds
+		// nothing there); with one, or with another propagator, it is asked.
+		const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		for _, prop := range []propagation.TextMapPropagator{nil, propagation.TraceContext{}, &propagation.TraceContext{},
+			propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})} {
+			for _, header := range []string{"", parent} {
+				req := httptest.NewRequest(http.MethodGet, "/", nil)
+				if header != "" {
+					req.Header.Set("Traceparent", header)
+				}
+				sp := handled(t, &Options{Propagator: prop}, req, func(http.ResponseWriter, *http.Request) {})
+				got := sp.Parent.TraceID().String() + "-" + sp.Parent.SpanID().String()
+				switch {
+				case header == "" && (sp.Parent.IsValid() || !sp.SpanContext.IsValid()):
+					t.Errorf("%T, no traceparent: parent %s, span %v", prop, got, sp.SpanContext)
+				case header != "" && (got != "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331" || !sp.Parent.IsRemote() ||
+					sp.SpanContext.TraceID() != sp.Parent.TraceID()):
+					t.Errorf("%T, traceparent %s: parent %s, span %v", prop, header, got, sp.SpanContext)
+				}
+			}
+		}
+	})
 	t.Run("baggage", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string

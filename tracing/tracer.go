@@ -75,6 +75,7 @@ type Tracer struct {
 	prop       propagation.TextMapPropagator
 	clientAddr func(*http.Request) netip.Addr
 	accountIDs bool
+	w3c        bool // prop is propagation.TraceContext, which reads the traceparent alone
 }
 
 // New returns a Tracer with the given options. opts may be nil.
@@ -94,6 +95,10 @@ func New(opts *Options) *Tracer {
 	}
 	if t.prop == nil {
 		t.prop = propagation.TraceContext{}
+	}
+	switch t.prop.(type) {
+	case propagation.TraceContext, *propagation.TraceContext:
+		t.w3c = true
 	}
 	return t
 }

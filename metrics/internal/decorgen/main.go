@@ -284,15 +284,22 @@ func (g *gen) part(in iface) error {
 				rets = append(rets, fmt.Sprintf("r%d", j))
 			}
 		}
-		res := strings.Join(results, ", ")
+		// A method of several results names them, so that the store's results land in
+		// the decorator's own rather than in locals copied into them (a key and its
+		// account, for Resolve, are a few hundred bytes).
+		res, assign, ret := results[0], ":=", " err"
 		if len(results) > 1 {
-			res = "(" + res + ")"
+			named := make([]string, len(results))
+			for j := range results {
+				named[j] = rets[j] + " " + results[j]
+			}
+			res, assign, ret = "("+strings.Join(named, ", ")+")", "=", ""
 		}
 		g.p("func (p *%s) %s(%s) %s {\n", name, m.Name, strings.Join(params, ", "), res)
 		g.p("\tt := p.ops.start()\n")
-		g.p("\t%s := p.s.%s(%s)\n", strings.Join(rets, ", "), m.Name, strings.Join(args, ", "))
+		g.p("\t%s %s p.s.%s(%s)\n", strings.Join(rets, ", "), assign, m.Name, strings.Join(args, ", "))
 		g.p("\tp.ops.done(%s, t, err)\n", opConst(in, m.Name))
-		g.p("\treturn %s\n}\n\n", strings.Join(rets, ", "))
+		g.p("\treturn%s\n}\n\n", ret)
 	}
 	return nil
 }
