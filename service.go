@@ -104,8 +104,10 @@ type Options struct {
 	// account meet on its balance once per block roll rather than once per call. The
 	// rate limit, the concurrency ceiling and the key check are unchanged; see the
 	// package for the one rule that loosens across instances (a refusal while other
-	// instances hold blocks). It needs a ledger that rolls a reservation
-	// (driver.Roller). Nil (the default) reserves each call's credits in the ledger.
+	// instances hold blocks). A block's hold is CallTimeout+ReservationGrace unless
+	// set, so that a killed instance's blocks come back when its calls' reservations
+	// would. It needs a ledger that rolls a reservation (driver.Roller). Nil (the
+	// default) reserves each call's credits in the ledger.
 	CreditBlocks *blocks.Options
 }
 
@@ -244,6 +246,10 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 		}
 		if bo.Logger == nil {
 			bo.Logger = opts.Logger
+		}
+		if bo.Hold <= 0 {
+			// A killed instance's blocks come back when its calls' reservations would.
+			bo.Hold = timeout + grace
 		}
 		if credits, err = blocks.New(stores.Ledger, &bo); err != nil {
 			return nil, fmt.Errorf("tollgate: Options.CreditBlocks: %w", err)

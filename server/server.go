@@ -197,7 +197,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Writer, ap
 		Postgres: cfg.Postgres, Schema: cfg.Schema, Pooler: cfg.Pooler, Redis: cfg.Redis, RedisPrefix: cfg.RedisPrefix,
 		PGConns: cfg.PGConns, RedisConns: cfg.RedisConns, Catalog: reg, Plans: plans, Logger: log,
 		CallTimeout: cfg.CallTimeout, ReservationGrace: cfg.ReservationGrace, SweepInterval: cfg.SweepInterval, Lease: cfg.Lease,
-		LedgerRetention:   cfg.LedgerRetention,
+		LedgerRetention: cfg.LedgerRetention, CreditBlockSize: cfg.CreditBlockSize,
 		AllowPrivateFetch: cfg.AllowPrivateFetch, SessionSecret: secret, AdminToken: cfg.AdminToken,
 		PublicURL: publicURL, Edge: edgeOpts, WebhookSchedule: schedule, WebhookTimeout: cfg.WebhookTimeout,
 		TracerProvider: cfg.TracerProvider,
@@ -312,6 +312,8 @@ func settingsAttrs(cfg Config) []any {
 			attrs = append(attrs, slog.Bool(s.name, *p))
 		case *int:
 			attrs = append(attrs, slog.Int(s.name, *p))
+		case *int64:
+			attrs = append(attrs, slog.Int64(s.name, *p))
 		case *time.Duration:
 			attrs = append(attrs, slog.String(s.name, p.String()))
 		case *[]string:

@@ -34,6 +34,7 @@ type Config struct {
 	CallTimeout, ReservationGrace  time.Duration
 	SweepInterval, Lease           time.Duration
 	LedgerRetention                time.Duration
+	CreditBlockSize                int64
 	ShutdownTimeout                time.Duration
 	AllowPrivateFetch              bool
 	WebhookSchedule                string
@@ -91,6 +92,7 @@ var settings = []setting{
 	{"reservation-grace", "30s", "how long a call's reservation outlives the call timeout before a sweep gives its credits back", false, func(c *Config) any { return &c.ReservationGrace }},
 	{"sweep-interval", "15s", "how often the instance voids the expired reservations", false, func(c *Config) any { return &c.SweepInterval }},
 	{"ledger-retention", "2160h", "how long after its period ended a ledger entry is kept before it is folded into its period's totals, at least 168h (negative: every entry is kept)", false, func(c *Config) any { return &c.LedgerRetention }},
+	{"credit-block-size", "1000", "the most credits of an account one instance reserves at a time and spends call by call, recording the calls' charges with one roll for many (negative: each call's credits are reserved in the database)", false, func(c *Config) any { return &c.CreditBlockSize }},
 	{"lease", "0s", "how long a concurrency slot lasts without renewal (0: twice the call timeout, at least 30s)", false, func(c *Config) any { return &c.Lease }},
 	{"shutdown-timeout", "30s", "how long the calls in flight may take to finish after SIGTERM or SIGINT", false, func(c *Config) any { return &c.ShutdownTimeout }},
 	{"allow-private-fetch", "false", "let URL-form file fetches, OAuth client metadata fetches and webhook deliveries reach private and loopback addresses (development only)", false, func(c *Config) any { return &c.AllowPrivateFetch }},
@@ -131,6 +133,12 @@ func set(c *Config, s setting, raw string) error {
 		v, err := strconv.Atoi(raw)
 		if err != nil || v < 0 {
 			return fmt.Errorf("%s: %q is not a whole number of zero or more", s.name, raw)
+		}
+		*p = v
+	case *int64:
+		v, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a whole number", s.name, raw)
 		}
 		*p = v
 	case *time.Duration:

@@ -103,6 +103,7 @@ import (
 	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/accounts"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/examples/apis"
 	"github.com/tollgate-dev/tollgate/examples/internal/fixtures"
@@ -131,6 +132,7 @@ type config struct {
 	fixtures, adminToken                    string
 	callTimeout, grace, sweep, lease        time.Duration
 	ledgerRetention                         time.Duration
+	creditBlockSize                         int64
 	allowPrivateFetch                       bool
 	opsAddr                                 string           // "" for no operators' listener
 	webhookSchedule                         webhook.Schedule // nil: the default
@@ -154,6 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.callTimeout, "call-timeout", tollgate.DefaultCallTimeout, "how long one API call may run")
 	fs.DurationVar(&c.grace, "reservation-grace", tollgate.DefaultReservationGrace, "how long a reservation outlives the call timeout")
 	fs.DurationVar(&c.sweep, "sweep-interval", tollgate.DefaultSweepInterval, "how often to void expired reservations")
+	fs.Int64Var(&c.creditBlockSize, "credit-block-size", blocks.DefaultSize, "the most credits of an account one instance reserves at a time and spends call by call, recording the calls' charges with one roll for many (negative: each call's credits are reserved in PostgreSQL)")
 	fs.DurationVar(&c.ledgerRetention, "ledger-retention", retention.DefaultRetention, "how long after its period ended a ledger entry is kept before it is folded into its period's totals (negative: every entry is kept)")
 	fs.DurationVar(&c.lease, "lease", 0, "how long a concurrency slot lasts without renewal (0: the default)")
 	fs.BoolVar(&c.allowPrivateFetch, "allow-private-fetch", false, "let URL-form file fetches and webhook deliveries reach private and loopback addresses")
@@ -371,7 +374,7 @@ func newInstance(ctx context.Context, c config, plans *billing.Plans, logger *sl
 	}
 	cfg := deploy.Config{Postgres: c.postgres, Schema: c.schema, Pooler: c.pooler, RedisPrefix: c.prefix,
 		PGConns: pgConns, RedisConns: redisConns, Catalog: reg, Plans: plans, Logger: logger,
-		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease, LedgerRetention: c.ledgerRetention,
+		CallTimeout: c.callTimeout, ReservationGrace: c.grace, SweepInterval: c.sweep, Lease: c.lease, LedgerRetention: c.ledgerRetention, CreditBlockSize: c.creditBlockSize,
 		AllowPrivateFetch: c.allowPrivateFetch, AdminToken: c.adminToken,
 		WebhookSchedule: c.webhookSchedule, WebhookTimeout: c.webhookTimeout}
 	if c.limits == "redis" {

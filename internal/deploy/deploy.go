@@ -35,6 +35,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/doors"
 	"github.com/tollgate-dev/tollgate/edge"
@@ -129,6 +130,12 @@ type Config struct {
 	// the compaction folds it into its period's totals (retention.Options.Retention);
 	// retention.DefaultRetention by default, negative for no compaction.
 	LedgerRetention time.Duration
+	// CreditBlockSize is the most credits a credit block holds (package
+	// billing/blocks: the instance reserves a busy account's credits a block at a
+	// time, spends them call by call and records the calls' charges with one roll for
+	// many); blocks.DefaultSize by default, negative for no credit blocks (each call's
+	// credits reserved in PostgreSQL).
+	CreditBlockSize int64
 	// StartTimeout bounds the wait for the connections; DefaultStartTimeout by default.
 	StartTimeout time.Duration
 }
@@ -376,6 +383,9 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		CallTimeout: cfg.CallTimeout, ReservationGrace: cfg.ReservationGrace, SweepInterval: cfg.SweepInterval, Lease: cfg.Lease,
 		Idempotency: &tollgate.IdempotencyOptions{Store: answers},
 		Fetch:       tollgate.FetchOptions{AllowPrivate: cfg.AllowPrivateFetch}}
+	if cfg.CreditBlockSize >= 0 {
+		opts.CreditBlocks = &blocks.Options{Size: cfg.CreditBlockSize}
+	}
 	if cfg.SessionSecret != nil {
 		if opts.Sessions, err = auth.NewSessions(cfg.SessionSecret); err != nil {
 			return nil, err

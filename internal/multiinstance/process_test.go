@@ -312,10 +312,17 @@ func TestKilledInstance(t *testing.T) {
 	for _, tc := range []struct {
 		limits string
 		grants bool
-	}{{"redis", false}, {"postgres", false}, {"redis", true}, {"postgres", true}} {
+		blocks bool
+	}{{"redis", false, false}, {"postgres", false, false}, {"redis", true, false}, {"postgres", true, false},
+		{"redis", false, true}, {"postgres", false, true}} {
 		name := "limits=" + tc.limits
 		if tc.grants {
 			name += "/grants"
+		}
+		blockSize := "-1" // each call reserves its own credits: the ledger's entries are per call
+		if tc.blocks {
+			name += "/blocks"
+			blockSize = "1000"
 		}
 		t.Run(name, func(t *testing.T) {
 			dsn := testenv.Var(t, testenv.Postgres)
@@ -329,7 +336,7 @@ func TestKilledInstance(t *testing.T) {
 			}
 			key := auth.NewKeyValue()
 			common := append([]string{"-postgres", dsn, "-schema", schema, "-redis", redisAddr, "-prefix", prefix,
-				"-limits", tc.limits, "-admin-token", adminToken}, processTimings...)
+				"-limits", tc.limits, "-admin-token", adminToken, "-credit-block-size", blockSize}, processTimings...)
 			first := startProcess(t, append(common, "-fixtures", fixturesWith(t, allowance, 1000, account, credits, key))...)
 			plans := fixturesWith(t, allowance, 1000, "", 0, key)
 			second := startProcess(t, append(common, "-fixtures", plans)...)
@@ -348,7 +355,10 @@ func TestKilledInstance(t *testing.T) {
 					}
 				})
 			}
-			waitPosition(t, first.url, key, 30*time.Second, func(p position) bool { return p.inUse == inFlight && p.used == inFlight })
+			waitPosition(t, first.url, key, 30*time.Second, func(p position) bool {
+				// With blocks, the victim's block counts as used until it comes back.
+				return p.inUse == inFlight && (p.used == inFlight || tc.blocks && p.used >= inFlight)
+			})
 			if granted != nil {
 				granted.wantInFlight(t, inFlight)
 			}
@@ -383,12 +393,20 @@ func TestKilledInstance(t *testing.T) {
 			lost.Wait()
 
 			// The survivors' balance reads void what has expired; each must come back
-			// within the reservations' life (6s + 2s from admission), plus a sweep.
-			p, took := waitPosition(t, second.url, key, 30*time.Second, func(p position) bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return p.used <= charged+4 && p.inUse <= 4 // the survivors' calls in flight
-			})
+			// within the reservations' life (6s + 2s from admission), plus a sweep. With
+			// credit blocks, what another survivor's blocks hold reads as used until they
+			// go back, so the survivors stop first and the final position decides.
+			var p position
+			var took time.Duration
+			if tc.blocks {
+				time.Sleep(3 * time.Second)
+			} else {
+				p, took = waitPosition(t, second.url, key, 30*time.Second, func(p position) bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return p.used <= charged+4 && p.inUse <= 4 // the survivors' calls in flight
+				})
+			}
 			close(stop)
 			survivors.Wait()
 			// The wait above tolerates the survivors' calls in flight, so up to four of
@@ -396,7 +414,9 @@ func TestKilledInstance(t *testing.T) {
 			// loaded machine its calls were admitted over some time, and expire over the
 			// same). With the survivors stopped, the position must come to exactly what
 			// they were charged, and no slot in use.
-			final, _ := waitPosition(t, first.url, key, 10*time.Second, func(p position) bool { return p.inUse == 0 && p.used == charged })
+			// (With blocks: the victim's blocks expire within the reservations' life of
+			// its last roll, and the survivors' within a second of their last call.)
+			final, _ := waitPosition(t, first.url, key, 30*time.Second, func(p position) bool { return p.inUse == 0 && p.used == charged })
 			// How soon is logged, not asserted (a loaded machine delays everything): the
 			// polls above fail the test only if the credits never come back.
 			t.Logf("killed with %d calls in flight; their credits were back %v later (position then %+v), settled %v after the kill; survivors served %d calls",
@@ -408,6 +428,9 @@ func TestKilledInstance(t *testing.T) {
 			if final.remaining != opening-charged || final.used != charged {
 				t.Errorf("balance: remaining %d, used %d; want %d and %d (start %d, less %d charged to the %d answered calls)",
 					final.remaining, final.used, opening-charged, charged, opening, charged, served)
+			}
+			if tc.blocks {
+				return // the ledger's entries are the blocks', not the calls'
 			}
 			kinds := ledgerKinds(t, dsn, schema, account)
 			if kinds["expire"] != inFlight || kinds["reserve"] != kinds["settle"]+kinds["refund"]+kinds["expire"] {
