@@ -20,8 +20,8 @@ import (
 // PostgreSQL and Redis of cfg, in a new schema and under a new Redis prefix, with a
 // fixtures file that holds the bench account (as startExample's), and returns its base
 // URL. Its connections to PostgreSQL carry the application_name restbench. Stopping
-// it drops the schema and the Redis keys.
-func (s *server) startDistributed(cfg storeConfig) (string, error) {
+// it drops the schema and the Redis keys. extra are more flags of the instance.
+func (s *server) startDistributed(cfg storeConfig, extra ...string) (string, error) {
 	dir, err := buildExample("./examples/distributed")
 	if err != nil {
 		return "", err
@@ -41,8 +41,9 @@ func (s *server) startDistributed(cfg storeConfig) (string, error) {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	s.cmd = exec.Command(filepath.Join(dir, "distributed"), "-instances", "1", "-port", "0", "-fixtures", fxPath,
-		"-postgres", dsn, "-schema", schema, "-redis", cfg.redis, "-prefix", prefix)
+	args := append([]string{"-instances", "1", "-port", "0", "-fixtures", fxPath,
+		"-postgres", dsn, "-schema", schema, "-redis", cfg.redis, "-prefix", prefix}, extra...)
+	s.cmd = exec.Command(filepath.Join(dir, "distributed"), args...)
 	return s.runExample(dir, "Instance 1 listening on ", func() {
 		ctx := context.Background()
 		if conn, err := pgx.Connect(ctx, cfg.postgres); err == nil {

@@ -78,7 +78,10 @@
 //	              registered with Server.AddTool (no schema check per call)
 //	distributed   go run ./examples/distributed, one instance, on -postgres and -redis (keys
 //	              and credits in PostgreSQL, limits in Redis), in a new schema and under a
-//	              new Redis prefix, both removed when it stops, with the fixtures of server
+//	              new Redis prefix, both removed when it stops, with the fixtures of server;
+//	              its busy accounts' credits are spent from credit blocks, its default
+//	distributed-per-call
+//	              the same with -credit-block-size -1: each call reserves its own credits
 //	tyk           a Tyk gateway (-tyk or $TYK_BIN, a binary restbench does not build) in
 //	              front of the bare server as its upstream, a process of its own, with the
 //	              settings of Tyk's example configuration (tyk.conf.example), one API
@@ -160,7 +163,7 @@ func main() {
 	sessions := flag.Int("sessions", 16, "MCP sessions of the mcp servers")
 	events := flag.Int("events", 100, "changes a second that make webhook events while the server-events and server-webhooks servers are driven")
 	client := flag.String("client", "auto", "load generator: wrk, go, or auto (wrk if on PATH)")
-	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first, or one to measure alone: bare, bare-headers, server, server-events, server-webhooks, memory, memory-usage, metrics, observed, observed-noop, observed-sampled, observed-exported, redis, postgres, pgredis, pgredis-observed, distributed, tyk, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
+	compare := flag.String("compare", "bare,server", "the two servers to compare, baseline first, or one to measure alone: bare, bare-headers, server, server-events, server-webhooks, memory, memory-usage, metrics, observed, observed-noop, observed-sampled, observed-exported, redis, postgres, pgredis, pgredis-observed, distributed, distributed-per-call, tyk, batch, gql, gql-bare, gql-typename, json, mcp, mcp-bare; NAME:N for N accounts")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis for the redis server: host:port, or the path of a Unix socket")
 	pgDSN := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres server, or a PgBouncer in transaction mode in front of it")
 	profile := flag.String("profile", "", "write each server's CPU profile of the last round and allocation profile into this directory")

@@ -58,7 +58,7 @@ func (b *bench) start(name string) (*server, error) {
 		s.stores, s.pgApp = []string{"postgres"}, "restbench"
 	case "redis":
 		s.stores = []string{"redis-server"}
-	case "distributed":
+	case "distributed", "distributed-per-call":
 		s.stores, s.pgApp = []string{"postgres", "redis-server"}, "restbench"
 	case "tyk":
 		s.stores = []string{"redis-server"}
@@ -71,6 +71,8 @@ func (b *bench) start(name string) (*server, error) {
 		base, err = s.startExample(b.callgrind)
 	case "distributed":
 		base, err = s.startDistributed(b.cfg)
+	case "distributed-per-call":
+		base, err = s.startDistributed(b.cfg, "-credit-block-size", "-1")
 	case "tyk":
 		base, err = s.startTyk(b.cfg, b.tyk, b.tykRedisLimiter)
 	default:
