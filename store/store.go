@@ -19,6 +19,8 @@
 //   - driver.Ledger: balances, reservations and their settlement, usage counts;
 //   - driver.Sweeper: voids the expired reservations of every account, for a ledger
 //     that several instances share;
+//   - driver.Roller: settles a reservation and opens the next in one atomic step, for
+//     the credit blocks of package billing/blocks;
 //   - driver.RateLimiter: rate limits, by the generic cell rate algorithm;
 //   - driver.ConcurrencyLimiter: leased concurrency slots;
 //   - driver.Admitter: the parts of an admission a store holds (key check, rate,

@@ -531,7 +531,7 @@ func startBatchCrash(t *testing.T, limits string, concurrency int, account strin
 	redisAddr := testenv.Var(t, testenv.Redis)
 	b.schema = testenv.PostgresSchema(t, b.dsn)
 	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t, redisAddr))
-	common := append([]string{"-postgres", b.dsn, "-schema", b.schema, "-redis", redisAddr, "-prefix", prefix, "-limits", limits}, processTimings...)
+	common := append([]string{"-postgres", b.dsn, "-schema", b.schema, "-redis", redisAddr, "-prefix", prefix, "-limits", limits, "-credit-block-size", "-1"}, processTimings...)
 	b.survivor = startProcess(t, append(common, "-fixtures", fixturesOn(t, concurrency, account, credits, b.key))...)
 	b.victim = startProcess(t, append(common, "-fixtures", fixturesOn(t, concurrency, "", 0, b.key))...)
 	b.body = `{"items": [` + strings.TrimSuffix(strings.Repeat(`{"message": "m", "delay_ms": 3000},`, items), ",") + `]}`
