@@ -136,9 +136,6 @@ func New(ledger driver.Ledger, opts *Options) (*Blocks, error) {
 	return b, nil
 }
 
-// Hold returns how long a block's reservation stays open after its last roll.
-func (b *Blocks) Hold() time.Duration { return b.hold }
-
 // An account is what an instance knows of an account's blocks. Its mu guards it and
 // its blocks.
 type account struct {
@@ -388,24 +385,6 @@ func (b *Blocks) settleOld(ctx context.Context, a *account) {
 		case <-ctx.Done():
 		}
 		a.mu.Lock()
-	}
-}
-
-// Give gives back what Take took for a call that another part of its admission
-// refused.
-func (b *Blocks) Give(account string, request driver.RequestID) {
-	a := b.lookup(account)
-	if a == nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if k, c := a.find(request); k != nil {
-		delete(k.calls, request)
-		k.held -= c.amount
-		if k.dead != nil {
-			b.drop(a, k)
-		}
 	}
 }
 
