@@ -48,11 +48,18 @@ func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, e
 	if err != nil {
 		return b, s.unavailable(ctx, "ledger", err)
 	}
+	b = b.WithUnspent(s.meter.Unspent(p.Account.ID))
 	// The plan's allowance, whether or not the ledger has renewed to it yet (a plan
 	// changed during the period).
 	b.Allowance = plan.Credits
 	return b, nil
 }
+
+// Unspent returns the credits that this instance's credit blocks hold unspent for an
+// account (0 with [Options.CreditBlocks] unset). A balance read from the ledger counts
+// them as held, as it counts a call in flight; [billing.Balance.WithUnspent] counts
+// them as remaining, as Status does. Another instance's blocks are not included.
+func (s *Service) Unspent(account string) int64 { return s.meter.Unspent(account) }
 
 // Status returns the principal's account position, for the analytics endpoint. It
 // changes nothing and costs nothing. Its Usage, the calls per API of the period as the

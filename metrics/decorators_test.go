@@ -40,6 +40,7 @@ var storeInterfaces = map[string]reflect.Type{
 	"driver.RateLimiter":        reflect.TypeFor[driver.RateLimiter](),
 	"driver.ConcurrencyLimiter": reflect.TypeFor[driver.ConcurrencyLimiter](),
 	"driver.Admitter":           reflect.TypeFor[driver.Admitter](),
+	"driver.Roller":             reflect.TypeFor[driver.Roller](),
 	"audit.Store":               reflect.TypeFor[audit.Store](),
 	"usage.Store":               reflect.TypeFor[usage.Store](),
 	"idempotency.Store":         reflect.TypeFor[idempotency.Store](),

@@ -70,6 +70,17 @@ type Balance struct {
 // AllowanceLeft returns the part of Remaining that is left of the period's allowance.
 func (b Balance) AllowanceLeft() int64 { return b.Remaining - b.Granted }
 
+// WithUnspent returns b with n credits that credit blocks hold unspent counted as
+// remaining rather than used: the ledger counts a block's credits as held, as it
+// counts a call's in flight, until the block rolls or goes back.
+func (b Balance) WithUnspent(n int64) Balance {
+	if n > 0 {
+		b.Remaining += n
+		b.Used = max(b.Used-n, 0)
+	}
+	return b
+}
+
 // Parts divides a number of credits between the two parts of a balance.
 type Parts struct {
 	// Allowance is the number from the period's allowance, Grants from grant lots.

@@ -713,6 +713,15 @@ func periodOr(p billing.Period, now time.Time) billing.Period {
 	return p
 }
 
+// Unspent returns the credits this instance's credit blocks hold unspent for an
+// account, which the ledger counts as held: 0 with credit blocks off.
+func (m *Meter) Unspent(account string) int64 {
+	if m.blocks == nil {
+		return 0
+	}
+	return m.blocks.Unspent(account)
+}
+
 // Status reads an account's position without changing anything but a due renewal:
 // period is its credit period that contains now, as for [Admission.Period]. The
 // balance's Allowance is plan's Credits, as [Ticket.Balance]'s.
@@ -723,14 +732,8 @@ func (m *Meter) Status(ctx context.Context, account string, plan billing.Plan, p
 	if err != nil {
 		return s, err
 	}
-	s.Balance = b
+	s.Balance = b.WithUnspent(m.Unspent(account))
 	s.Balance.Allowance = plan.Credits
-	if m.blocks != nil {
-		// The ledger counts what this instance's blocks hold unspent as held.
-		u := m.blocks.Unspent(account)
-		s.Balance.Remaining += u
-		s.Balance.Used = max(s.Balance.Used-u, 0)
-	}
 	if s.Usage, err = m.ledger.Usage(ctx, account, b.Period); err != nil {
 		return s, err
 	}
