@@ -29,6 +29,8 @@ type harness struct {
 
 type harnessOptions struct {
 	plan billing.Plan
+	// apis are registered beside "ok".
+	apis []catalog.API
 	opts tollgate.Options // the service's
 	// accounts are the manager's options; its Audit and Usage are set from audit and
 	// usage, and its Logger is opts.Logger unless it names one.
@@ -55,6 +57,11 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 			return map[string]any{}, nil
 		})}); err != nil {
 		t.Fatal(err)
+	}
+	for _, api := range ho.apis {
+		if err := reg.Register(api); err != nil {
+			t.Fatal(err)
+		}
 	}
 	plan := ho.plan
 	if plan.Name == "" {

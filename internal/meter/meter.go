@@ -367,7 +367,9 @@ type Ticket struct {
 	// Balance is the balance after the reservation (or, when the credits were short,
 	// the balance that was short). Its Allowance is the Plan's Credits: a plan changed
 	// during the period changes the allowance at once, while the ledger may hold the
-	// allowance its period was renewed to until the next renewal.
+	// allowance its period was renewed to until the next renewal. With credit blocks,
+	// what this instance's blocks hold unspent counts as remaining, not used (see
+	// [billing.Balance.WithUnspent]), however the call took its credits.
 	Balance billing.Balance
 	// Rate is the rate-limit decision, meaningful when the plan has a rate limit.
 	Rate billing.RateDecision
@@ -442,6 +444,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	}
 	if need&partCredits != 0 && m.blocks != nil {
 		m.blocks.Note(a.Account, t.Balance)
+		t.Balance = t.Balance.WithUnspent(m.blocks.Unspent(a.Account))
 	}
 	return t, nil
 }
@@ -649,7 +652,7 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 		}
 		b, err := m.closeGroup(ctx, g.adm, held, t.Account, t.Request, s)
 		if err == nil && held&partCredits != 0 {
-			t.Balance = b
+			t.Balance = b.WithUnspent(m.Unspent(t.Account))
 			t.Balance.Allowance = t.Plan.Credits
 		}
 		if err != nil && !final(err) {
