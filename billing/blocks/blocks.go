@@ -171,7 +171,7 @@ type block struct {
 	pending   int64 // what the calls settled since the last roll kept
 	rolling   int64 // what the calls recorded by the roll in flight (inflight) kept
 	counts    map[string]int64
-	batch     []driver.RequestID // the calls pending is of
+	batch     []settled // the calls pending is of
 	calls     map[driver.RequestID]openCall
 	waiting   map[driver.RequestID]struct{} // calls settled whose charge no roll has recorded yet
 	used      time.Time                     // the last take
@@ -179,10 +179,18 @@ type block struct {
 	retiring  bool                          // takes nothing more; gives back its unspent credits at its next roll
 	// A roll sent whose outcome is unknown, sent again as is, and the calls it records.
 	inflight      *driver.Roll
-	inflightCalls []driver.RequestID
+	inflightCalls []settled
 	flushing      bool
 	next          *rollDone // the outcome of the next roll to end
 	dead          error     // the ledger voided the block: what it held is back, its pending charges are lost
+}
+
+// A settled call is a call served from a block, settled and waiting for the roll that
+// records what it kept.
+type settled struct {
+	id     driver.RequestID
+	kept   int64
+	counts map[string]int64
 }
 
 // An openCall is a call served from a block and not settled yet.
@@ -422,9 +430,10 @@ func (a *account) waiter(request driver.RequestID) *block {
 // s.Refund) and counts it in the usage of its APIs, less s.Uncount, and Settle
 // returns once a roll has recorded them in the ledger. An error wrapping
 // driver.ErrVoided means the block's reservation expired before, or the ledger
-// refused its roll for good, or the call was still open at its Expires or when its
-// block got fewer credits than its calls held (a shortfall): the call was not
-// charged. Any other error means the roll failed: the block sends it again at its
+// refused its roll for good, or the call was still open at its Expires, or its block
+// got fewer credits than its calls held and kept (a shortfall: a grant lot lapsed, or
+// the allowance renewed, under it) before a roll recorded the call's charge: the call
+// was not charged. Any other error means the roll failed: the block sends it again at its
 // next roll, and so does a Settle of the same call made again (retry it as any
 // settlement); a Settle of a call whose charge a roll has recorded since changes
 // nothing and returns no error.
@@ -462,7 +471,7 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 		for api, n := range counts {
 			k.counts[api] += n
 		}
-		k.batch = append(k.batch, s.Request)
+		k.batch = append(k.batch, settled{s.Request, kept, counts})
 		k.waiting[s.Request] = struct{}{}
 	} else if k = a.waiter(s.Request); k == nil {
 		if _, ok := a.expired[s.Request]; ok {
@@ -475,6 +484,9 @@ func (b *Blocks) Settle(ctx context.Context, s driver.Settlement) (driver.Balanc
 			return a.balance(), fmt.Errorf("blocks: settlement of %s: %w", s.Request, k.dead)
 		}
 		if _, ok := k.waiting[s.Request]; !ok {
+			if _, voided := a.expired[s.Request]; voided {
+				return a.balance(), fmt.Errorf("blocks: settlement of %s: the call was voided before a roll recorded its charge (its block's shortfall): %w", s.Request, driver.ErrVoided)
+			}
 			return a.balance(), nil
 		}
 		d := k.next
@@ -639,20 +651,19 @@ func (b *Blocks) roll(a *account, k *block) error {
 			for id, c := range k.calls {
 				k.held -= c.amount
 				k.pending += c.amount
-				for _, api := range c.apis {
-					k.counts[api]++
+				counts := countCalls(c.apis, nil)
+				for api, n := range counts {
+					k.counts[api] += n
 				}
-				k.batch = append(k.batch, id)
+				k.batch = append(k.batch, settled{id, c.amount, counts})
 				k.waiting[id] = struct{}{}
 				delete(k.calls, id)
 			}
 			b.retire(a, k)
 		}
-		kept := min(k.pending, k.amount) // a shortfall (see RollResult.Next) loses the excess
-		if kept < k.pending {
-			b.log.Warn("blocks: a block held less than its calls kept; the excess was not charged",
-				"account", a.name, "credits", k.pending-kept)
-		}
+		// A shortfall sheds calls until what the block holds covers what its calls kept
+		// (see shed); min is a guard.
+		kept := min(k.pending, k.amount)
 		r := &driver.Roll{Settlement: driver.Settlement{Account: a.name, Request: k.id, Refund: k.amount - kept,
 			Period: k.period, Allowance: k.allowance, Now: now}}
 		if len(k.counts) > 0 {
@@ -677,8 +688,8 @@ func (b *Blocks) roll(a *account, k *block) error {
 	a.mu.Lock()
 	switch {
 	case err == nil:
-		for _, id := range k.inflightCalls {
-			delete(k.waiting, id)
+		for _, c := range k.inflightCalls {
+			delete(k.waiting, c.id)
 		}
 		k.inflight, k.inflightCalls, k.rolling = nil, nil, 0
 		a.view, a.known = res.Balance, true
@@ -806,23 +817,39 @@ func (b *Blocks) tick(now time.Time) {
 	}
 }
 
-// shed voids open calls of k, after a shortfall (see driver.RollResult.Next), until
-// what k holds covers what its calls hold and kept, with a.mu held: the block cannot
-// record their charges, so their Settle returns driver.ErrVoided (not charged) rather
-// than a success the ledger does not hold.
+// shed voids calls of k, after a shortfall (see driver.RollResult.Next), until what k
+// holds covers what its calls hold and kept, with a.mu held: open calls first, then
+// calls settled since the roll was sent, whose charges no roll has recorded. The block
+// cannot record their charges, so their Settle returns driver.ErrVoided (not charged)
+// rather than a success the ledger does not hold.
 func (b *Blocks) shed(a *account, k *block, now time.Time) {
+	void := func(id driver.RequestID, credits int64) {
+		if a.expired == nil {
+			a.expired = map[driver.RequestID]time.Time{}
+		}
+		a.expired[id] = now
+		b.log.Warn("blocks: a block's roll got fewer credits than its calls held (a grant lapsed, or the allowance renewed): a call is voided, not charged",
+			"account", a.name, "credits", credits)
+	}
 	for id, c := range k.calls {
 		if k.held+k.pending <= k.amount {
 			return
 		}
 		delete(k.calls, id)
 		k.held -= c.amount
-		if a.expired == nil {
-			a.expired = map[driver.RequestID]time.Time{}
+		void(id, c.amount)
+	}
+	for len(k.batch) > 0 && k.pending > k.amount {
+		c := k.batch[len(k.batch)-1]
+		k.batch = k.batch[:len(k.batch)-1]
+		delete(k.waiting, c.id)
+		k.pending -= c.kept
+		for api, n := range c.counts {
+			if k.counts[api] -= n; k.counts[api] <= 0 {
+				delete(k.counts, api)
+			}
 		}
-		a.expired[id] = now
-		b.log.Warn("blocks: a block's roll got fewer credits than its open calls held (a grant lapsed, or the allowance renewed): a call is voided, not charged",
-			"account", a.name, "credits", c.amount)
+		void(c.id, c.kept)
 	}
 }
 

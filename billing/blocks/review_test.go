@@ -781,3 +781,67 @@ func TestBatchCounts(t *testing.T) {
 		}
 	})
 }
+
+// TestShortfallDuringRoll settles a call while its block's roll is in flight, and the
+// grant lot that the block's credits came from lapses before the roll reaches the
+// ledger: the roll's refund to the lapsed lot is lost, so the next reservation gets
+// nothing, and the call settled meanwhile cannot be recorded. Its settlement must say
+// it was not charged (ErrVoided) rather than succeed while the ledger holds no charge
+// for it; the call the roll carried is charged and counted.
+func TestShortfallDuringRoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &gated{Ledger: memory.NewLedger(nil)}
+		plan := billing.Plan{Name: "grants", Credits: 0}
+		now := time.Now()
+		p := billing.MonthOf(now)
+		if err := l.Open(t.Context(), driver.Opening{Account: "acct", Period: p}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Adjust(t.Context(), driver.Adjustment{Account: "acct", Request: newRequest(), Amount: 1000, Reason: "grant",
+			Expires: now.Add(10 * time.Minute), Period: p, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := blocks.New(l, &blocks.Options{Hold: time.Hour, Idle: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Kill()
+		warm(t, b, l, "acct", plan, p, now)
+		carried := take(t, b, "acct", plan, p, 10, now)
+		late := take(t, b, "acct", plan, p, 10, now)
+		release := l.holdRoll()
+		first := settle(t.Context(), b, carried)
+		synctest.Wait() // the roll that records it waits at the gate
+		second := settle(t.Context(), b, late)
+		synctest.Wait()
+		time.Sleep(11 * time.Minute)
+		// Another call, or instance, reads the balance: the grant lot lapses.
+		if bal, err := l.Balance(t.Context(), "acct", time.Now(), p, 0); err != nil || bal.Granted != 0 {
+			t.Fatalf("after the grant's expiry: %+v, %v", bal, err)
+		}
+		release(nil)
+		<-first.done
+		<-second.done
+		if first.err != nil {
+			t.Errorf("the call the roll carried: %v, want it charged", first.err)
+		}
+		if !errors.Is(second.err, driver.ErrVoided) {
+			t.Errorf("the call settled during the short roll: %v, want driver.ErrVoided (its charge is not in the ledger)", second.err)
+		}
+		if err := b.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// The ledger holds the carried call's charge and count, and nothing of the other.
+		bal, err := l.Balance(t.Context(), "acct", time.Now(), p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		usage, err := l.Usage(t.Context(), "acct", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bal.Used != 10 || usage["hash"] != 1 {
+			t.Errorf("the ledger holds %d used and %d calls, want 10 and 1", bal.Used, usage["hash"])
+		}
+	})
+}
