@@ -1,6 +1,9 @@
 // Command testreport summarizes the output of go test -json read from standard input:
-// one line per package, the output of every failed test, every skipped test with its
-// reason, and last a line "N passed, N failed, N skipped" counting tests and subtests.
+// one line per package, the output of every failed test, the end of the output of a
+// package that failed with no failed test (a timeout, a crash outside a test), every
+// skipped test with its reason, and last a line "N passed, N failed, N skipped"
+// counting tests and subtests, and each package that failed with no failed test as
+// one failure.
 // It exits with status 1 if a test failed or a package did not build, and, when
 // CI=true, if any test skipped: in CI everything must run.
 package main
@@ -14,6 +17,9 @@ import (
 	"sort"
 	"strings"
 )
+
+// maxPackageLines is the most lines of a failed package's own output reported.
+const maxPackageLines = 80
 
 type event struct {
 	Action  string
@@ -38,6 +44,7 @@ func main() {
 func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 	output := map[string][]string{} // package/test -> output lines
 	var failed, skipped []string
+	failedTests := map[string]int{} // package -> its failed tests
 	passed := 0
 	pkgs := map[string]string{}
 	buildFailed := false
@@ -60,6 +67,7 @@ func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 		case "fail":
 			if e.Test != "" {
 				failed = append(failed, id)
+				failedTests[e.Package]++
 			} else {
 				pkgs[e.Package] = fmt.Sprintf("FAIL %s (%.1fs)", e.Package, e.Elapsed)
 			}
@@ -97,6 +105,20 @@ func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 		bad = true
 		fmt.Fprintf(w, "\n--- FAIL: %s\n%s", id, strings.Join(output[id], ""))
 	}
+	// A package that failed with no failed test: a timeout (its panic names the tests
+	// that were running), a crash, a TestMain that failed. Its own output says why.
+	packageFailures := 0
+	for _, p := range names {
+		if !strings.HasPrefix(pkgs[p], "FAIL") || failedTests[p] > 0 {
+			continue
+		}
+		packageFailures++
+		lines := output[p+" "]
+		if len(lines) > maxPackageLines {
+			lines = lines[len(lines)-maxPackageLines:]
+		}
+		fmt.Fprintf(w, "\n--- FAIL: %s, with no failed test; the end of its output:\n%s", p, strings.Join(lines, ""))
+	}
 	if len(skipped) > 0 {
 		fmt.Fprintf(w, "\n%d tests skipped:\n", len(skipped))
 		for _, id := range skipped {
@@ -113,6 +135,6 @@ func report(r io.Reader, w io.Writer, ci bool) (bool, error) {
 			bad = true
 		}
 	}
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped\n", passed, len(failed), len(skipped))
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped\n", passed, len(failed)+packageFailures, len(skipped))
 	return bad, nil
 }

@@ -19,6 +19,12 @@ func TestReport(t *testing.T) {
 {"Action":"fail","Package":"r","Test":"TestF"}
 {"Action":"fail","Package":"r","Elapsed":0.2}
 `
+	const timeout = `{"Action":"run","Package":"s","Test":"TestSlow"}
+{"Action":"output","Package":"s","Test":"TestSlow","Output":"=== RUN   TestSlow\n"}
+{"Action":"output","Package":"s","Output":"panic: test timed out after 30m0s\n"}
+{"Action":"output","Package":"s","Output":"\trunning tests:\n\t\tTestSlow (29m59s)\n"}
+{"Action":"fail","Package":"s","Elapsed":1800.2}
+`
 	const buildFail = `{"ImportPath":"b","Action":"build-output","Output":"b.go:1: syntax error\n"}
 {"ImportPath":"b","Action":"build-fail"}
 `
@@ -36,6 +42,8 @@ func TestReport(t *testing.T) {
 		{"SkipInCI", pass + skip, true, true, "every test must run"},
 		{"Fail", pass + fail, false, true, "got 1, want 2"},
 		{"BuildFail", buildFail, false, true, "syntax error"},
+		{"Timeout", pass + timeout, false, true, "TestSlow (29m59s)"},
+		{"TimeoutCounts", pass + timeout, false, true, "1 passed, 1 failed, 0 skipped\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
