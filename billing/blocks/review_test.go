@@ -377,6 +377,22 @@ func TestUnsettledCallExpires(t *testing.T) {
 	})
 }
 
+// grantOnly opens account "acct" of l on a plan of no allowance, with a grant of 1,000
+// credits that lapses in 10 minutes, and returns the plan, now and the period.
+func grantOnly(t *testing.T, l driver.Ledger) (billing.Plan, time.Time, driver.Period) {
+	t.Helper()
+	now := time.Now()
+	p := billing.MonthOf(now)
+	if err := l.Open(t.Context(), driver.Opening{Account: "acct", Period: p}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Adjust(t.Context(), driver.Adjustment{Account: "acct", Request: newRequest(), Amount: 1000, Reason: "grant",
+		Expires: now.Add(10 * time.Minute), Period: p, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	return billing.Plan{Name: "grants", Credits: 0}, now, p
+}
+
 // TestShortfallLosesCharge serves a call from a block whose credits come from a grant
 // that lapses while the call is open: a reservation of its own keeps its charge (it
 // took the credits before the lapse). The block's call must not be answered as
@@ -384,16 +400,7 @@ func TestUnsettledCallExpires(t *testing.T) {
 func TestShortfallLosesCharge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := memory.NewLedger(nil)
-		plan := billing.Plan{Name: "grants", Credits: 0}
-		now := time.Now()
-		p := billing.MonthOf(now)
-		if err := l.Open(t.Context(), driver.Opening{Account: "acct", Period: p}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Adjust(t.Context(), driver.Adjustment{Account: "acct", Request: newRequest(), Amount: 1000, Reason: "grant",
-			Expires: now.Add(10 * time.Minute), Period: p, Now: now}); err != nil {
-			t.Fatal(err)
-		}
+		plan, now, p := grantOnly(t, l)
 		b, err := blocks.New(l, &blocks.Options{Hold: time.Minute, Idle: time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -791,16 +798,7 @@ func TestBatchCounts(t *testing.T) {
 func TestShortfallDuringRoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &gated{Ledger: memory.NewLedger(nil)}
-		plan := billing.Plan{Name: "grants", Credits: 0}
-		now := time.Now()
-		p := billing.MonthOf(now)
-		if err := l.Open(t.Context(), driver.Opening{Account: "acct", Period: p}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Adjust(t.Context(), driver.Adjustment{Account: "acct", Request: newRequest(), Amount: 1000, Reason: "grant",
-			Expires: now.Add(10 * time.Minute), Period: p, Now: now}); err != nil {
-			t.Fatal(err)
-		}
+		plan, now, p := grantOnly(t, l)
 		b, err := blocks.New(l, &blocks.Options{Hold: time.Hour, Idle: time.Hour})
 		if err != nil {
 			t.Fatal(err)
