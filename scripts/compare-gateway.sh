@@ -3,13 +3,16 @@
 # a Tyk OSS gateway in front of the same API, on this machine, in alternating rounds,
 # and prints each round's calls per second, the ratio distributed/tyk (median, min,
 # max) and the CPU per call of every process: the gateway, its upstream, Redis, the
-# instance, PostgreSQL. Outside CI: it needs wrk, redis-server, a PostgreSQL and a
-# Tyk gateway binary, which it does not build.
+# instance, PostgreSQL. Outside CI: it needs wrk, redis-server, a PostgreSQL and Go; it
+# builds both, Tyk from its source.
 #
-#   TYK_BIN=/path/to/tyk scripts/compare-gateway.sh [restbench flags...]
+#   scripts/compare-gateway.sh [restbench flags...]
 #
-# TYK_BIN      the Tyk gateway binary (required): build Tyk OSS gateway v5.14.0 from
-#              its source
+# TYK_BIN      a Tyk gateway binary to use instead of building one
+# TYK_SRC      a checkout of Tyk OSS gateway's source to build it from; unset (and
+#              TYK_BIN unset), the script clones the v5.14.0 tag from GitHub into
+#              $TYK_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/tyk-v5.14.0)
+#              once, and builds it there
 # ROUNDS       rounds (default 5); DURATION, each drive (default 10s)
 # POSTGRES     the PostgreSQL of examples/distributed (default
 #              $TOLLGATE_TEST_POSTGRES, else postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
@@ -23,15 +26,30 @@
 # rate limits in Redis, -c and -t set wrk's connections and threads.
 set -eu
 
-if [ -z "${TYK_BIN:-}" ] || [ ! -x "${TYK_BIN}" ]; then
-	echo "compare-gateway: set TYK_BIN to a Tyk gateway binary (build Tyk OSS gateway v5.14.0 from its source); got '${TYK_BIN:-}'" >&2
-	exit 2
-fi
 for tool in wrk go; do
 	command -v "$tool" >/dev/null || { echo "compare-gateway: $tool is not on PATH" >&2; exit 2; }
 done
-
 cd "$(dirname "$0")/.."
+
+built_tyk=
+if [ -n "${TYK_BIN:-}" ]; then
+	[ -x "$TYK_BIN" ] || { echo "compare-gateway: TYK_BIN '$TYK_BIN' is not an executable" >&2; exit 2; }
+else
+	if [ -z "${TYK_SRC:-}" ]; then
+		TYK_SRC=${TYK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/tyk-v5.14.0}
+		if [ ! -f "$TYK_SRC/go.mod" ]; then
+			command -v git >/dev/null || { echo "compare-gateway: git is not on PATH (or set TYK_SRC or TYK_BIN)" >&2; exit 2; }
+			echo "compare-gateway: cloning Tyk OSS gateway v5.14.0 into $TYK_SRC"
+			mkdir -p "$(dirname "$TYK_SRC")"
+			git clone --quiet --depth 1 --branch v5.14.0 https://github.com/TykTechnologies/tyk.git "$TYK_SRC"
+		fi
+	fi
+	[ -f "$TYK_SRC/go.mod" ] || { echo "compare-gateway: TYK_SRC '$TYK_SRC' holds no Go module" >&2; exit 2; }
+	TYK_BIN=${TMPDIR:-/tmp}/compare-gateway-tyk
+	built_tyk=$TYK_BIN
+	echo "compare-gateway: building the gateway in $TYK_SRC (the first build takes minutes)"
+	(cd "$TYK_SRC" && go build -o "$TYK_BIN" .)
+fi
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-10s}
 POSTGRES=${POSTGRES:-${TOLLGATE_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}}
@@ -57,5 +75,5 @@ go build -o "${TMPDIR:-/tmp}/compare-gateway-restbench" ./internal/cmd/restbench
 exec_status=0
 "${TMPDIR:-/tmp}/compare-gateway-restbench" -compare tyk,distributed -rounds "$ROUNDS" -d "$DURATION" \
 	-tyk "$TYK_BIN" -redis "$REDIS" -postgres "$POSTGRES" "$@" || exec_status=$?
-rm -f "${TMPDIR:-/tmp}/compare-gateway-restbench"
+rm -f "${TMPDIR:-/tmp}/compare-gateway-restbench" ${built_tyk:+"$built_tyk"}
 exit "$exec_status"
