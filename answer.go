@@ -55,12 +55,6 @@ func (s *Service) balance(ctx context.Context, p *Principal) (billing.Balance, e
 	return b, nil
 }
 
-// Unspent returns the credits that this instance's credit blocks hold unspent for an
-// account (0 with [Options.CreditBlocks] unset). A balance read from the ledger counts
-// them as held, as it counts a call in flight; [billing.Balance.WithUnspent] counts
-// them as remaining, as Status does. Another instance's blocks are not included.
-func (s *Service) Unspent(account string) int64 { return s.meter.Unspent(account) }
-
 // Status returns the principal's account position, for the analytics endpoint. It
 // changes nothing and costs nothing. Its Usage, the calls per API of the period as the
 // ledger counts them, is the whole account's, so it is set only for a principal that

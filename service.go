@@ -104,11 +104,13 @@ type Options struct {
 	// account meet on its balance once per block roll rather than once per call. The
 	// rate limit, the concurrency ceiling and the key check are unchanged; see the
 	// package for the one rule that loosens across instances (a refusal while other
-	// instances hold blocks). A block's hold is CallTimeout+ReservationGrace unless
-	// set, so that a killed instance's blocks come back when its calls' reservations
-	// would. It needs a ledger that rolls a reservation (driver.Roller). Nil (the
+	// instances hold blocks). Make it with blocks.New on Stores.Ledger (a ledger that
+	// rolls a reservation, driver.Roller), with the service's clock and a Hold of
+	// CallTimeout+ReservationGrace, so that a killed instance's blocks come back when
+	// its calls' reservations would; give it to package accounts too, whose balances
+	// count what it holds unspent. The service closes it when it closes. Nil (the
 	// default) reserves each call's credits in the ledger.
-	CreditBlocks *blocks.Options
+	CreditBlocks *blocks.Blocks
 }
 
 // FetchOptions configures how the service fetches files given by URL.
@@ -238,29 +240,10 @@ func New(registry catalog.APIRegistry, stores Stores, plans *billing.Plans, opts
 	if now == nil {
 		now, monotonic = time.Now, true
 	}
-	var credits *blocks.Blocks
-	if opts.CreditBlocks != nil {
-		bo := *opts.CreditBlocks
-		if bo.Now == nil {
-			bo.Now = now
-		}
-		if bo.Logger == nil {
-			bo.Logger = opts.Logger
-		}
-		if bo.Hold <= 0 {
-			// A killed instance's blocks come back when its calls' reservations would.
-			bo.Hold = timeout + grace
-		}
-		if credits, err = blocks.New(stores.Ledger, &bo); err != nil {
-			return nil, fmt.Errorf("tollgate: Options.CreditBlocks: %w", err)
-		}
-	}
+	credits := opts.CreditBlocks
 	m, err := meter.New(stores.Ledger, stores.Rates, stores.Slots, &meter.Options{
 		Lease: lease, Hold: timeout + grace, Now: now, Keys: checker, Logger: opts.Logger, Blocks: credits})
 	if err != nil {
-		if credits != nil {
-			credits.Close(context.Background())
-		}
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
 	s := &Service{

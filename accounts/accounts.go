@@ -38,6 +38,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/billing/driver"
 	"github.com/tollgate-dev/tollgate/event"
 	"github.com/tollgate-dev/tollgate/internal/cleantext"
@@ -50,6 +51,10 @@ import (
 // Options configures a [Manager]. The zero value is the default; every field is
 // optional.
 type Options struct {
+	// CreditBlocks, if set, are the service's credit blocks (tollgate.Options.
+	// CreditBlocks): the balances the manager reads from the ledger count what they
+	// hold unspent as remaining, not used, as the service's own balances do.
+	CreditBlocks *blocks.Blocks
 	// Audit, if set, is the audit log that [Manager.AuditLog] and
 	// [Manager.OwnAuditLog] read (an [audit.Log] subscribed to the service's events
 	// writes it). Nil: the service keeps none, and they are CodeNotFound.
@@ -135,6 +140,7 @@ type Manager struct {
 	plans   *billing.Plans
 	keys    auth.KeyStore
 	ledger  driver.Ledger
+	blocks  *blocks.Blocks // nil: no credit blocks
 	rates   driver.RateLimiter
 	auditDB audit.Store // nil: no audit log
 	usageDB usage.Store // nil: no usage statistics
@@ -197,7 +203,7 @@ func New(svc *tollgate.Service, opts *Options) (*Manager, error) {
 	}
 	m := &Manager{
 		svc: svc, events: svc.Events(), plans: svc.Plans(),
-		keys: stores.Keys, ledger: stores.Ledger, rates: stores.Rates,
+		keys: stores.Keys, ledger: stores.Ledger, rates: stores.Rates, blocks: opts.CreditBlocks,
 		auditDB: opts.Audit, usageDB: opts.Usage,
 		sessionTTL:    cmp.Or(max(opts.SessionTTL, 0), DefaultSessionTTL),
 		subKeysManage: opts.SubKeysManageKeys,

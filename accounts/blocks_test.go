@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate"
 	"github.com/tollgate-dev/tollgate/billing"
 	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/catalog"
@@ -17,8 +16,8 @@ import (
 // them as held until the block goes back.
 func TestBalanceCountsBlocksUnspent(t *testing.T) {
 	h := newHarness(t, harnessOptions{
-		plan: billing.Plan{Name: "p", Credits: 10_000, RatePerMinute: 60_000, Concurrency: 10},
-		opts: tollgate.Options{CreditBlocks: &blocks.Options{Size: 5, Idle: time.Minute}},
+		plan:   billing.Plan{Name: "p", Credits: 10_000, RatePerMinute: 60_000, Concurrency: 10},
+		blocks: &blocks.Options{Size: 5, Idle: time.Minute},
 		apis: []catalog.API{{ID: "dear", Method: "GET", Cost: 7,
 			Handler: catalog.HandlerFunc(func(context.Context, *catalog.Request) (any, error) { return map[string]any{}, nil })},
 			{ID: "free", Method: "GET", Cost: 0,
@@ -39,18 +38,18 @@ func TestBalanceCountsBlocksUnspent(t *testing.T) {
 		charged += r.Receipt.Charged
 		if b := r.Receipt.Balance; b.Used != charged || b.Remaining != plan.Credits-charged {
 			t.Errorf("call %d: the receipt says %d used, %d remaining; want %d and %d (%d unspent in blocks)",
-				i, b.Used, b.Remaining, charged, plan.Credits-charged, h.svc.Unspent("acct"))
+				i, b.Used, b.Remaining, charged, plan.Credits-charged, h.blocks.Unspent("acct"))
 		}
 	}
 	// A free call goes to the ledger, never to a block: while a block holds credits
 	// unspent, its receipt counts them back too.
-	if h.svc.Unspent("acct") == 0 {
+	if h.blocks.Unspent("acct") == 0 {
 		if r := h.call(ctx, []string{"ok"}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		charged++
 	}
-	if h.svc.Unspent("acct") == 0 {
+	if h.blocks.Unspent("acct") == 0 {
 		t.Fatal("no credits unspent in a block after calls in a row")
 	}
 	r := h.call(ctx, []string{"free"})
@@ -71,7 +70,7 @@ func TestBalanceCountsBlocksUnspent(t *testing.T) {
 			t.Fatalf("call %d: %v", i, r.Err)
 		}
 		calls++
-		unspent = h.svc.Unspent("acct")
+		unspent = h.blocks.Unspent("acct")
 	}
 	p, err := h.svc.Authenticate(ctx, h.caller())
 	if err != nil {

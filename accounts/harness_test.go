@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit"
 	"github.com/tollgate-dev/tollgate/auth"
 	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/blocks"
 	"github.com/tollgate-dev/tollgate/catalog"
 	"github.com/tollgate-dev/tollgate/store/memory"
 	"github.com/tollgate-dev/tollgate/usage"
@@ -21,7 +22,8 @@ type harness struct {
 	svc    *tollgate.Service
 	mgr    *accounts.Manager
 	stores tollgate.Stores
-	key    string // the value of acct's primary key
+	blocks *blocks.Blocks // nil unless harnessOptions.blocks is set
+	key    string         // the value of acct's primary key
 	// audit and usage are nil unless harnessOptions.audit and .usage are set.
 	audit *audit.Log
 	usage *usage.Recorder
@@ -31,7 +33,10 @@ type harnessOptions struct {
 	plan billing.Plan
 	// apis are registered beside "ok".
 	apis []catalog.API
-	opts tollgate.Options // the service's
+	// blocks, if set, are the options of credit blocks on the harness's ledger, given
+	// to the service and to the manager.
+	blocks *blocks.Options
+	opts   tollgate.Options // the service's
 	// accounts are the manager's options; its Audit and Usage are set from audit and
 	// usage, and its Logger is opts.Logger unless it names one.
 	accounts accounts.Options
@@ -77,6 +82,12 @@ func newHarness(t *testing.T, ho harnessOptions) *harness {
 	}
 	h := &harness{stores: tollgate.Stores{Keys: keys, Ledger: memory.NewLedger(nil),
 		Rates: memory.NewRateLimiter(), Slots: memory.NewConcurrencyLimiter()}}
+	if ho.blocks != nil {
+		if ho.opts.CreditBlocks, err = blocks.New(h.stores.Ledger, ho.blocks); err != nil {
+			t.Fatal(err)
+		}
+		ho.accounts.CreditBlocks, h.blocks = ho.opts.CreditBlocks, ho.opts.CreditBlocks
+	}
 	if h.svc, err = tollgate.New(reg, h.stores, plans, &ho.opts); err != nil {
 		t.Fatal(err)
 	}

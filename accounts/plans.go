@@ -53,14 +53,14 @@ func (m *Manager) current(a auth.Account, now time.Time) auth.Account {
 }
 
 // balanceAt reads an account's balance at now, in its period, renewing it if due, with
-// what this instance's credit blocks hold unspent counted as remaining (as the
-// service's Status counts it). Its Allowance is the plan's in force, whether or not
+// what this instance's credit blocks (Options.CreditBlocks) hold unspent counted as
+// remaining (as the service's Status counts it). Its Allowance is the plan's in force, whether or not
 // the ledger has renewed to it yet (a plan changed during the period).
 func (m *Manager) balanceAt(ctx context.Context, a *auth.Account, now time.Time) (billing.Plan, billing.Balance, error) {
 	plan, period := m.planAt(a, now)
 	b, err := m.ledger.Balance(ctx, a.ID, now, period, plan.Credits)
-	if err == nil {
-		b = b.WithUnspent(m.svc.Unspent(a.ID))
+	if err == nil && m.blocks != nil {
+		b = b.WithUnspent(m.blocks.Unspent(a.ID))
 	}
 	b.Allowance = plan.Credits
 	return plan, b, err

@@ -377,6 +377,21 @@ func TestUnsettledCallExpires(t *testing.T) {
 	})
 }
 
+// ledgerState returns the balance of account "acct" of l at now in period p, of
+// allowance, and the calls it counts in p.
+func ledgerState(t *testing.T, l driver.Ledger, p driver.Period, allowance int64) (driver.Balance, map[string]int64) {
+	t.Helper()
+	bal, err := l.Balance(t.Context(), "acct", time.Now(), p, allowance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage, err := l.Usage(t.Context(), "acct", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bal, usage
+}
+
 // grantOnly opens account "acct" of l on a plan of no allowance, with a grant of 1,000
 // credits that lapses in 10 minutes, and returns the plan, now and the period.
 func grantOnly(t *testing.T, l driver.Ledger) (billing.Plan, time.Time, driver.Period) {
@@ -474,14 +489,7 @@ func TestPeriodChangeWithOpenCall(t *testing.T) {
 		if err := b.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		bal, err := l.Balance(t.Context(), "acct", time.Now(), p2, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u, err := l.Usage(t.Context(), "acct", p2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bal, u := ledgerState(t, l, p2, 1000)
 		if bal.Used != 0 || bal.Remaining != 1000 || u["hash"] != 0 {
 			t.Errorf("the next period: %d used, %d remaining, %d calls counted; want 0, 1000, 0 (the calls were of the period before)",
 				bal.Used, bal.Remaining, u["hash"])
@@ -830,14 +838,7 @@ func TestShortfallDuringRoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The ledger holds the carried call's charge and count, and nothing of the other.
-		bal, err := l.Balance(t.Context(), "acct", time.Now(), p, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		usage, err := l.Usage(t.Context(), "acct", p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bal, usage := ledgerState(t, l, p, 0)
 		if bal.Used != 10 || usage["hash"] != 1 {
 			t.Errorf("the ledger holds %d used and %d calls, want 10 and 1", bal.Used, usage["hash"])
 		}

@@ -14,6 +14,7 @@
 package deploy
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -384,7 +385,11 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		Idempotency: &tollgate.IdempotencyOptions{Store: answers},
 		Fetch:       tollgate.FetchOptions{AllowPrivate: cfg.AllowPrivateFetch}}
 	if cfg.CreditBlockSize >= 0 {
-		opts.CreditBlocks = &blocks.Options{Size: cfg.CreditBlockSize}
+		// A killed instance's blocks come back when its calls' reservations would.
+		hold := cmp.Or(cfg.CallTimeout, tollgate.DefaultCallTimeout) + cmp.Or(cfg.ReservationGrace, tollgate.DefaultReservationGrace)
+		if opts.CreditBlocks, err = blocks.New(stores.Ledger, &blocks.Options{Size: cfg.CreditBlockSize, Hold: hold, Logger: log}); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.SessionSecret != nil {
 		if opts.Sessions, err = auth.NewSessions(cfg.SessionSecret); err != nil {
@@ -393,6 +398,9 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 		opts.SessionStore = sessionStore
 	}
 	if in.Service, err = tollgate.New(cfg.Catalog, stores, cfg.Plans, opts); err != nil {
+		if opts.CreditBlocks != nil {
+			opts.CreditBlocks.Close(context.Background())
+		}
 		return nil, err
 	}
 	undo = append(undo, in.Service.Close)
@@ -476,7 +484,7 @@ func Open(ctx context.Context, cfg Config) (_ *Instance, err error) {
 	}
 
 	// 7. The manager of the accounts, and every door on one mux.
-	if in.Accounts, err = accounts.New(in.Service, &accounts.Options{Audit: auditStore, Usage: usageStore,
+	if in.Accounts, err = accounts.New(in.Service, &accounts.Options{CreditBlocks: opts.CreditBlocks, Audit: auditStore, Usage: usageStore,
 		RevokedKeyRetention: 7 * 24 * time.Hour, Logger: log}); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,12 @@ import (
 func TestExactBalanceWithBlocks(t *testing.T) {
 	for _, d := range deployments() {
 		t.Run(d.name, func(t *testing.T) {
-			c := startWith(t, d, 3, func(o *tollgate.Options) { o.CreditBlocks = &blocks.Options{Size: 100} })
+			c := startWith(t, d, 3, func(o *tollgate.Options, s tollgate.Stores) {
+				var err error
+				if o.CreditBlocks, err = blocks.New(s.Ledger, &blocks.Options{Size: 100, Now: o.Now, Hold: tollgate.DefaultCallTimeout + tollgate.DefaultReservationGrace}); err != nil {
+					t.Fatal(err)
+				}
+			})
 			const credits, calls = 1000, 3000
 			acct, _, key := c.account(t, "open", credits)
 			var ok, refused atomic.Int64

@@ -161,7 +161,7 @@ func TestGrantsAcrossRenewal(t *testing.T) {
 	for _, d := range []deployment{memoryShared(), onPostgres(directly), onPostgres(throughPgBouncer), onRedisAndPostgres(), onRedisCallerClock()} {
 		t.Run(d.name, func(t *testing.T) {
 			// The held calls wait for the test, on a loaded machine too.
-			c := startWith(t, d, 3, func(o *tollgate.Options) { o.CallTimeout = 5 * time.Minute })
+			c := startWith(t, d, 3, func(o *tollgate.Options, _ tollgate.Stores) { o.CallTimeout = 5 * time.Minute })
 			ctx := t.Context()
 			opened := c.clock.Now()
 			acct, _, key := c.account(t, "metered", meteredAllowance+20)

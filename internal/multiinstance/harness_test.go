@@ -148,8 +148,9 @@ func start(t *testing.T, d deployment, n int) *cluster {
 	return startWith(t, d, n, nil)
 }
 
-// startWith is start with the options of every instance changed by tune, if not nil.
-func startWith(t *testing.T, d deployment, n int, tune func(*tollgate.Options)) *cluster {
+// startWith is start with the options of every instance changed by tune, if not nil,
+// which is given the instance's stores.
+func startWith(t *testing.T, d deployment, n int, tune func(*tollgate.Options, tollgate.Stores)) *cluster {
 	t.Helper()
 	c := &cluster{block: &blocker{entered: make(chan struct{}, 100), release: make(chan struct{})},
 		clock: testenv.NewClock(time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC))}
@@ -169,16 +170,16 @@ func startWith(t *testing.T, d deployment, n int, tune func(*tollgate.Options)) 
 		if d.answers != nil {
 			opts.Idempotency = &tollgate.IdempotencyOptions{Store: d.answers(t)}
 		}
-		if tune != nil {
-			tune(opts)
-		}
 		stores := d.stores(t)
+		if tune != nil {
+			tune(opts, stores)
+		}
 		svc, err := tollgate.New(reg, stores, plans, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(svc.Close)
-		mgr, err := accounts.New(svc, &accounts.Options{Logger: quiet})
+		mgr, err := accounts.New(svc, &accounts.Options{Logger: quiet, CreditBlocks: opts.CreditBlocks})
 		if err != nil {
 			t.Fatal(err)
 		}
