@@ -23,7 +23,8 @@ import (
 // nothing is taken.
 //
 // With [Options.Batch], concurrent steps of one account share one call (see the package
-// documentation, "Hot accounts").
+// documentation, "Hot accounts"). Steps that check a key and nothing else are decided
+// by one statement that reads the keys, with no transaction of writes.
 func (s *Store) Admit(ctx context.Context, st driver.Step) (driver.StepResult, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.StepResult{}, wrapErr(ctx, err, "admission %s of account %q", st.Request, st.Account)
@@ -133,8 +134,85 @@ func (r *admitRow) result(st *driver.Step) (driver.StepResult, error) {
 	return res, nil
 }
 
+// keyOnly reports whether p checks a key and nothing else: the step of a call whose
+// credits come from a credit block and whose limits are kept in another store.
+func (p *admitParams) keyOnly() bool {
+	return p.keyAccount != nil && p.rateE == nil && p.ceiling == nil && p.creditAccount == nil
+}
+
+// keyOnly reports whether every step of ps checks a key and nothing else.
+func keyOnly(ps []*admitParams) bool {
+	for _, p := range ps {
+		if !p.keyOnly() {
+			return false
+		}
+	}
+	return true
+}
+
+// checkKeys decides steps that check a key and nothing else (see keyOnly) as
+// tollgate_admit does, in one statement that reads the keys and writes nothing: no
+// transaction of the admission functions, whose locks, subtransaction and arrays cost
+// the database many times the lookups. A key of another account than the step's is
+// unknown.
+func (s *Store) checkKeys(ctx context.Context, account string, ps []*admitParams) ([]admitRow, error) {
+	out := make([]admitRow, len(ps))
+	var (
+		at     []int // the steps of account's keys, by their place in ps
+		ids    []string
+		hashes [][]byte
+	)
+	for i, p := range ps {
+		if *p.keyAccount != account {
+			out[i].setKeyState(int(driver.KeyUnknown))
+			continue
+		}
+		at, ids, hashes = append(at, i), append(ids, *p.keyID), append(hashes, p.keyHash)
+	}
+	switch len(at) {
+	case 0:
+		return out, nil
+	case 1:
+		var state int
+		if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, account, ids[0], hashes[0]).Scan(&state); err != nil {
+			return nil, err
+		}
+		out[at[0]].setKeyState(state)
+		return out, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT tollgate_key_state($1, k.id, k.hash)
+		FROM unnest($2::text[], $3::bytea[]) WITH ORDINALITY AS k(id, hash, i) ORDER BY k.i`, account, ids, hashes)
+	if err != nil {
+		return nil, err
+	}
+	states, err := scanRows(rows, len(at), func(v *int) []any { return []any{v} })
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i].setKeyState(states[j])
+	}
+	return out, nil
+}
+
+// setKeyState makes r the answer of tollgate_admit to a step that checks a key with
+// the given state and does nothing else: denied for the key unless the key is valid.
+func (r *admitRow) setKeyState(state int) {
+	r.keyState = &state
+	if state != int(driver.KeyLive) {
+		r.denied = int(driver.DeniedKey)
+	}
+}
+
 // admitOne performs one step: one call of tollgate_admit.
 func (s *Store) admitOne(ctx context.Context, account string, p *admitParams) (admitRow, error) {
+	if p.keyOnly() {
+		rows, err := s.checkKeys(ctx, account, []*admitParams{p})
+		if err != nil {
+			return admitRow{}, err
+		}
+		return rows[0], nil
+	}
 	var r admitRow
 	err := s.db.QueryRow(ctx, `SELECT `+admitColumns+`
 		FROM tollgate_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
@@ -153,6 +231,9 @@ func (s *Store) admitBatch(ctx context.Context, account string, ps []*admitParam
 	if len(ps) == 1 {
 		r, err := s.admitOne(ctx, account, ps[0])
 		return []admitRow{r}, err
+	}
+	if keyOnly(ps) {
+		return s.checkKeys(ctx, account, ps)
 	}
 	n := len(ps)
 	var (

@@ -53,20 +53,21 @@ func TestAdmitter(t *testing.T, newStores func(t *testing.T) AdmitterStores) {
 
 // admitterNeeds says which rows need which roles.
 var admitterNeeds = map[string]func(AdmitterStores) bool{
-	"KeyRotatedAway":     func(s AdmitterStores) bool { return s.Keys != nil },
-	"KeyRevoked":         func(s AdmitterStores) bool { return s.Keys != nil },
-	"KeyUpdated":         func(s AdmitterStores) bool { return s.Keys != nil },
-	"AccountUpdated":     func(s AdmitterStores) bool { return s.Keys != nil },
-	"SessionCheck":       func(s AdmitterStores) bool { return s.Keys != nil },
-	"RateDenied":         func(s AdmitterStores) bool { return s.Rates != nil },
-	"RateEvents":         func(s AdmitterStores) bool { return s.Rates != nil },
-	"RateEventsDenied":   func(s AdmitterStores) bool { return s.Rates != nil },
-	"SlotDenied":         func(s AdmitterStores) bool { return s.Slots != nil },
-	"CreditsDenied":      func(s AdmitterStores) bool { return s.Ledger != nil },
-	"NegativeAmount":     func(s AdmitterStores) bool { return s.Ledger != nil },
-	"ConcurrentSpending": func(s AdmitterStores) bool { return s.Ledger != nil },
-	"ConcurrentCeiling":  func(s AdmitterStores) bool { return s.Slots != nil },
-	"ReleaseSlotAlone":   func(s AdmitterStores) bool { return s.Slots != nil },
+	"KeyRotatedAway":      func(s AdmitterStores) bool { return s.Keys != nil },
+	"KeyRevoked":          func(s AdmitterStores) bool { return s.Keys != nil },
+	"KeyUpdated":          func(s AdmitterStores) bool { return s.Keys != nil },
+	"AccountUpdated":      func(s AdmitterStores) bool { return s.Keys != nil },
+	"SessionCheck":        func(s AdmitterStores) bool { return s.Keys != nil },
+	"RateDenied":          func(s AdmitterStores) bool { return s.Rates != nil },
+	"RateEvents":          func(s AdmitterStores) bool { return s.Rates != nil },
+	"RateEventsDenied":    func(s AdmitterStores) bool { return s.Rates != nil },
+	"SlotDenied":          func(s AdmitterStores) bool { return s.Slots != nil },
+	"CreditsDenied":       func(s AdmitterStores) bool { return s.Ledger != nil },
+	"NegativeAmount":      func(s AdmitterStores) bool { return s.Ledger != nil },
+	"ConcurrentSpending":  func(s AdmitterStores) bool { return s.Ledger != nil },
+	"ConcurrentCeiling":   func(s AdmitterStores) bool { return s.Slots != nil },
+	"ConcurrentKeyChecks": func(s AdmitterStores) bool { return s.Keys != nil },
+	"ReleaseSlotAlone":    func(s AdmitterStores) bool { return s.Slots != nil },
 }
 
 var admitterRows = []behaviour[AdmitterStores]{
@@ -124,6 +125,9 @@ var admitterRows = []behaviour[AdmitterStores]{
 	{"ConcurrentCeiling",
 		"Concurrent steps with a concurrency ceiling never admit more calls than the ceiling.",
 		admConcurrentCeiling},
+	{"ConcurrentKeyChecks",
+		"Concurrent steps of one account that check a key and nothing else (a call whose credits and limits are kept elsewhere) each get their own key's verdict, whether the store decides them together or one by one: a live key, a revoked key, a rotated-away hash, another account's key and a session check; none changes anything.",
+		admConcurrentKeyChecks},
 	{"CanceledContext",
 		"Admit and Close with a canceled context return an error matching context.Canceled.",
 		admCanceled},
@@ -536,6 +540,57 @@ func admConcurrentCeiling(t *testing.T, s AdmitterStores) {
 	if admitted.Load() != 5 || f.read(t, s).inUse != 5 {
 		t.Errorf("admitted %d with %d in use, want exactly the ceiling, 5", admitted.Load(), f.read(t, s).inUse)
 	}
+}
+
+func admConcurrentKeyChecks(t *testing.T, s AdmitterStores) {
+	f, _ := setup(t, s, 10)
+	ctx, n := t.Context(), newIDs()
+	revoked := auth.Key{ID: n.id("revoked"), AccountID: f.account, Name: "revoked", Hash: newHash(), CreatedAt: t0}
+	rotated := auth.Key{ID: n.id("rotated"), AccountID: f.account, Name: "rotated", Hash: newHash(), CreatedAt: t0}
+	for _, k := range []auth.Key{revoked, rotated} {
+		must(t, "CreateKey", s.Keys.CreateKey(ctx, k, auth.KeyLimit{}))
+	}
+	_, err := s.Keys.RevokeKey(ctx, revoked.ID, auth.AnyRevision, at(time.Second))
+	must(t, "RevokeKey", err)
+	_, err = s.Keys.RotateKey(ctx, rotated.ID, auth.AnyRevision, newHash(), at(time.Second))
+	must(t, "RotateKey", err)
+	g, _ := setup(t, s, 10) // another account, whose key f's steps name
+	before := f.read(t, s)
+
+	checks := []struct {
+		check driver.KeyCheck
+		want  driver.KeyState
+	}{
+		{driver.KeyCheck{Account: f.account, KeyID: f.key.ID, Hash: f.key.Hash}, driver.KeyLive},
+		{driver.KeyCheck{Account: f.account, KeyID: revoked.ID, Hash: revoked.Hash}, driver.KeyRevoked},
+		{driver.KeyCheck{Account: f.account, KeyID: rotated.ID, Hash: rotated.Hash}, driver.KeyUnknown},
+		{driver.KeyCheck{Account: g.account, KeyID: g.key.ID, Hash: g.key.Hash}, driver.KeyUnknown},
+		{driver.KeyCheck{Account: f.account}, driver.KeyLive},
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				c := checks[(w+i)%len(checks)]
+				check := c.check
+				r, err := s.Admitter.Admit(ctx, driver.Step{Account: f.account, Request: newRequest(), Now: t0, Key: &check})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				wantDenial := driver.DeniedKey
+				if c.want == driver.KeyLive {
+					wantDenial = driver.NotDenied
+				}
+				if r.Key != c.want || r.Denied != wantDenial {
+					t.Errorf("check %+v: Key = %d, Denied = %d; want %d, %d", check, r.Key, r.Denied, c.want, wantDenial)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wantSame(t, "after the key checks", f.read(t, s), before)
 }
 
 func admCanceled(t *testing.T, s AdmitterStores) {
