@@ -41,6 +41,9 @@ func (a *refAdmitter) Admit(ctx context.Context, s driver.Step) (driver.StepResu
 	}
 	if s.Key != nil {
 		state, err := a.keys.CheckKey(ctx, *s.Key)
+		if s.Key.Account != s.Account {
+			state = driver.KeyUnknown // a check naming another account (see driver.Step)
+		}
 		if err != nil || state != driver.KeyLive {
 			r.Denied, r.Key = driver.DeniedKey, state
 			return r, err
