@@ -173,8 +173,8 @@ func (s *Store) checkKeys(ctx context.Context, account string, ps []*admitParams
 	case 0:
 		return out, nil
 	case 1:
-		var state int
-		if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, account, ids[0], hashes[0]).Scan(&state); err != nil {
+		state, err := s.keyState(ctx, account, ids[0], hashes[0])
+		if err != nil {
 			return nil, err
 		}
 		out[at[0]].setKeyState(state)

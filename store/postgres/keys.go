@@ -489,11 +489,19 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 	if err := ctx.Err(); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
-	var state int
-	if err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, c.Account, c.KeyID, checkHash(&c)).Scan(&state); err != nil {
+	state, err := s.keyState(ctx, c.Account, c.KeyID, checkHash(&c))
+	if err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
 	return driver.KeyState(state), nil
+}
+
+// keyState returns tollgate_key_state of one key check: its account, key id and
+// p_hash (see checkHash).
+func (s *Store) keyState(ctx context.Context, account, keyID string, hash []byte) (int, error) {
+	var state int
+	err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, account, keyID, hash).Scan(&state)
+	return state, err
 }
 
 // checkHash is the p_hash argument of tollgate_key_state for a key check: the key's
