@@ -169,23 +169,10 @@ func (s *Store) checkKeys(ctx context.Context, account string, ps []*admitParams
 		}
 		at, ids, hashes = append(at, i), append(ids, *p.keyID), append(hashes, p.keyHash)
 	}
-	switch len(at) {
-	case 0:
-		return out, nil
-	case 1:
-		state, err := s.keyState(ctx, account, ids[0], hashes[0])
-		if err != nil {
-			return nil, err
-		}
-		out[at[0]].setKeyState(state)
+	if len(at) == 0 {
 		return out, nil
 	}
-	rows, err := s.db.Query(ctx, `SELECT tollgate_key_state($1, k.id, k.hash)
-		FROM unnest($2::text[], $3::bytea[]) WITH ORDINALITY AS k(id, hash, i) ORDER BY k.i`, account, ids, hashes)
-	if err != nil {
-		return nil, err
-	}
-	states, err := scanRows(rows, len(at), func(v *int) []any { return []any{v} })
+	states, err := s.keyStates(ctx, account, ids, hashes)
 	if err != nil {
 		return nil, err
 	}

@@ -489,19 +489,21 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 	if err := ctx.Err(); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
-	state, err := s.keyState(ctx, c.Account, c.KeyID, checkHash(&c))
+	states, err := s.keyStates(ctx, c.Account, []string{c.KeyID}, [][]byte{checkHash(&c)})
 	if err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
-	return driver.KeyState(state), nil
+	return driver.KeyState(states[0]), nil
 }
 
-// keyState returns tollgate_key_state of one key check: its account, key id and
-// p_hash (see checkHash).
-func (s *Store) keyState(ctx context.Context, account, keyID string, hash []byte) (int, error) {
-	var state int
-	err := s.db.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, account, keyID, hash).Scan(&state)
-	return state, err
+// keyStates returns the states of key checks of account (key ids and p_hash
+// arguments, see checkHash), in their order: one statement, tollgate_key_states.
+func (s *Store) keyStates(ctx context.Context, account string, ids []string, hashes [][]byte) ([]int, error) {
+	rows, err := s.db.Query(ctx, `SELECT k.state FROM tollgate_key_states($1, $2::text[], $3::bytea[]) k`, account, ids, hashes)
+	if err != nil {
+		return nil, err
+	}
+	return scanRows(rows, len(ids), func(v *int) []any { return []any{v} })
 }
 
 // checkHash is the p_hash argument of tollgate_key_state for a key check: the key's
