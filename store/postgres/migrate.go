@@ -56,7 +56,7 @@ func migrations() ([]migration, error) {
 }
 
 // SchemaVersion is the schema version this package's migrations bring a database to.
-const SchemaVersion = 37
+const SchemaVersion = 38
 
 // Migrate brings the schema that db's search_path selects (its first schema,
 // current_schema()) to [SchemaVersion], applying the embedded migrations that it lacks, in

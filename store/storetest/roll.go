@@ -35,6 +35,9 @@ var rollRows = []behaviour[driver.Ledger]{
 	{"WithoutNext",
 		"A roll without Next is a settlement that counts its calls.",
 		rollWithoutNext},
+	{"Uncounts",
+		"A roll of a reservation that listed APIs uncounts those its settlement names, as Settle does, then counts Counts.",
+		rollUncounts},
 	{"Replay",
 		"A roll sent again changes nothing and reports Replay, with what Next holds while it is open and 0 once it is closed.",
 		rollReplay},
@@ -129,6 +132,25 @@ func rollWithoutNext(t *testing.T, l driver.Ledger) {
 	r, _ := rollOf(acct, b1, 30, 12, map[string]int64{"hash": 4}, -1, p0)
 	mustRoll(t, l, r, 0, 88, 12, p0)
 	wantUsage(t, l, acct, p0, map[string]int64{"hash": 4})
+}
+
+func rollUncounts(t *testing.T, l driver.Ledger) {
+	n := newIDs()
+	acct := openAccount(t, l, n, "acct", 100, p0)
+	b1 := newRequest()
+	mustReserve(t, l, reservation(acct, b1, 30, p0, "hash", "echo", "sum"), 70, 30, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 1, "echo": 1, "sum": 1})
+	r, _ := rollOf(acct, b1, 30, 10, map[string]int64{"hash": 4}, 20, p0)
+	r.Settlement.Uncount = []string{"echo", "sum"}
+	mustRoll(t, l, r, 20, 70, 30, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 5, "echo": 0, "sum": 0})
+	// A settlement that gives nothing back still uncounts.
+	b2 := newRequest()
+	mustReserve(t, l, reservation(acct, b2, 5, p0, "echo"), 65, 35, p0)
+	r2, _ := rollOf(acct, b2, 5, 5, map[string]int64{"hash": 1}, 0, p0)
+	r2.Settlement.Uncount = []string{"echo"}
+	mustRoll(t, l, r2, 0, 65, 35, p0)
+	wantUsage(t, l, acct, p0, map[string]int64{"hash": 6, "echo": 0, "sum": 0})
 }
 
 func rollReplay(t *testing.T, l driver.Ledger) {
