@@ -499,7 +499,7 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 // keyStates returns the states of key checks of account (key ids and p_hash
 // arguments, see checkHash), in their order: one statement, tollgate_key_states.
 func (s *Store) keyStates(ctx context.Context, account string, ids []string, hashes [][]byte) ([]int, error) {
-	rows, err := s.db.Query(ctx, `SELECT k.state FROM tollgate_key_states($1, $2::text[], $3::bytea[]) k`, account, ids, hashes)
+	rows, err := s.db.Query(ctx, `SELECT k.state FROM tollgate_key_states($1, $2::text[], $3::bytea[]) k ORDER BY k.i`, account, ids, hashes)
 	if err != nil {
 		return nil, err
 	}

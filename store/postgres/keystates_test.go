@@ -10,7 +10,8 @@ import (
 // step that checks a key and nothing else) to the states tollgate_key_state gives the
 // same checks (a key checked within an admission), case by case and as one batch: a
 // live, revoked and rotated key, revisions of the key and of its account current and
-// stale, another account's key, unknown ids, session checks, malformed hashes.
+// stale, another account's key, unknown ids, session checks, malformed or missing
+// hashes, no account.
 func TestKeyStatesAgree(t *testing.T) {
 	ctx := t.Context()
 	pool := newPool(t, 4)
@@ -89,6 +90,10 @@ func TestKeyStatesAgree(t *testing.T) {
 		{"a short hash", "acme", "live", sum("live")[:31], 1},
 		{"a long hash", "acme", "live", append(hash(sum("live"), live, acme), 0), 1},
 		{"an empty hash", "acme", "live", []byte{}, 1},
+		{"no hash", "acme", "live", nil, 1},
+		{"no hash, revoked", "acme", "revoked", nil, 1},
+		{"session, no hash", "acme", "", nil, 1},
+		{"session, a short hash", "acme", "", make([]byte, 31), 1},
 	}
 	keyState := func(account, id string, h []byte) int {
 		var st int
@@ -139,6 +144,22 @@ func TestKeyStatesAgree(t *testing.T) {
 		}
 		if got := keyStates(account, ids, hs); !slices.Equal(got, want) {
 			t.Errorf("account %q, a batch of %d checks: %v, want %v", account, len(ids), got, want)
+		}
+	}
+	// A check without an account (NULL) is unknown, whatever the key.
+	var noAccount *string
+	for _, c := range cases[:3] {
+		var one int
+		if err := pool.QueryRow(ctx, `SELECT tollgate_key_state($1, $2, $3)`, noAccount, c.id, c.hash).Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+		var set int
+		if err := pool.QueryRow(ctx, `SELECT k.state FROM tollgate_key_states($1, $2::text[], $3::bytea[]) k`,
+			noAccount, []string{c.id}, [][]byte{c.hash}).Scan(&set); err != nil {
+			t.Fatal(err)
+		}
+		if one != 1 || set != 1 {
+			t.Errorf("%s, no account: tollgate_key_state %d, tollgate_key_states %d, want 1", c.name, one, set)
 		}
 	}
 	if got := keyStates("acme", nil, nil); len(got) != 0 {

@@ -8,6 +8,51 @@
 -- ms, 0.011 ms). The admission functions (tollgate_admit, tollgate_admit_batch) keep
 -- calling tollgate_key_state: a SQL function called as a scalar, per step, is not
 -- inlined but planned at each call (0.25 ms for one key).
+--
+-- Both answer unknown (1) for a check without an account, or whose hash is NULL or of
+-- a length no check has (32, 40 or 48 bytes), session checks included: until this
+-- version tollgate_key_state let a NULL hash fall through every comparison to live.
+-- The store never sends one (every check carries the key's hash), but a function that
+-- says a key is live must not do so without its secret.
+
+-- tollgate_key_state as in version 20, with that guard first.
+CREATE OR REPLACE FUNCTION tollgate_key_state(p_account text, p_key_id text, p_hash bytea) RETURNS int
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    k record;
+    arev bigint;
+BEGIN
+    IF p_account IS NULL OR p_hash IS NULL OR length(p_hash) NOT IN (32, 40, 48) THEN
+        RETURN 1;
+    END IF;
+    IF coalesce(p_key_id, '') = '' THEN
+        SELECT a.revision INTO arev FROM tollgate_accounts a WHERE a.id = p_account;
+        IF NOT FOUND OR length(p_hash) = 48
+           AND arev <> ('x' || encode(substring(p_hash FROM 41 FOR 8), 'hex'))::bit(64)::bigint THEN
+            RETURN 1;
+        END IF;
+        RETURN 0;
+    END IF;
+    SELECT x.account_id, x.hash, x.revoked_at, x.revision, a.revision AS arev INTO k
+      FROM tollgate_keys x JOIN tollgate_accounts a ON a.id = x.account_id
+     WHERE x.id = p_key_id;
+    IF NOT FOUND OR k.account_id <> p_account OR k.hash <> substring(p_hash FROM 1 FOR 32) THEN
+        RETURN 1;
+    END IF;
+    IF length(p_hash) = 48
+       AND k.arev <> ('x' || encode(substring(p_hash FROM 41 FOR 8), 'hex'))::bit(64)::bigint THEN
+        RETURN 1;
+    END IF;
+    IF k.revoked_at IS NOT NULL THEN
+        RETURN 2;
+    END IF;
+    IF length(p_hash) >= 40
+       AND k.revision <> ('x' || encode(substring(p_hash FROM 33 FOR 8), 'hex'))::bit(64)::bigint THEN
+        RETURN 1;
+    END IF;
+    RETURN 0;
+END
+$$;
 
 -- tollgate_key_states answers the key checks p_ids[i], p_hashes[i] of account p_account,
 -- one row per check in their order (i from 1), with the state tollgate_key_state gives
@@ -16,14 +61,15 @@
 -- the key's hash (32 bytes), then optionally its revision and its account's (8 bytes
 -- each, big-endian); a key whose revision, or whose account's, differs from the one
 -- given is unknown, but a revoked key is revoked whatever its revision (version 20).
--- A NULL or malformed hash is unknown. A LANGUAGE sql function of one SELECT, STABLE:
--- called in FROM, the planner inlines it into the query that calls it.
+-- A check without an account, or with a NULL or malformed hash, is unknown. A
+-- LANGUAGE sql function of one SELECT, STABLE: called in FROM, the planner inlines it
+-- into the query that calls it.
 CREATE FUNCTION tollgate_key_states(p_account text, p_ids text[], p_hashes bytea[])
 RETURNS TABLE (i bigint, state int)
 LANGUAGE sql STABLE AS $$
 SELECT k.i,
        CASE
-           WHEN k.hash IS NULL OR length(k.hash) NOT IN (32, 40, 48) THEN 1
+           WHEN p_account IS NULL OR k.hash IS NULL OR length(k.hash) NOT IN (32, 40, 48) THEN 1
            WHEN coalesce(k.id, '') = '' THEN
                CASE WHEN a.id IS NULL
                          OR length(k.hash) = 48

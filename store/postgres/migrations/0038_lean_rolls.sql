@@ -85,7 +85,10 @@ BEGIN
         -- The locks, in the lock order of version 5 (see above).
         fast := p_start <= m.period_start AND e.period_start = m.period_start
             AND NOT coalesce(m.next_expiry <= p_now OR m.next_lapse <= p_now, false)
-            AND coalesce(e.granted, 0) = 0 AND NOT coalesce(e.unsplit, false);
+            AND coalesce(e.granted, 0) = 0 AND NOT coalesce(e.unsplit, false)
+            -- What the fast path writes holds for a next reservation the refund covers,
+            -- as Roll.Check requires; anything else is left to the general functions.
+            AND p_refund IS NOT NULL AND (p_next IS NULL OR p_next_amount BETWEEN 0 AND p_refund);
         IF fast THEN
             BEGIN
                 IF p_next IS NOT NULL AND (m.next_expiry IS NULL OR p_next_expires < m.next_expiry) THEN
