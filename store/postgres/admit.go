@@ -154,20 +154,39 @@ func keyOnly(ps []*admitParams) bool {
 // tollgate_admit does, in one statement that reads the keys and writes nothing: no
 // transaction of the admission functions, whose locks, subtransaction and arrays cost
 // the database many times the lookups. A key of another account than the step's is
-// unknown.
+// unknown. Identical checks (a busy account's calls, most with the same key) are sent
+// once: the statement reads one snapshot, so each would get the same answer.
 func (s *Store) checkKeys(ctx context.Context, account string, ps []*admitParams) ([]admitRow, error) {
 	out := make([]admitRow, len(ps))
 	var (
 		at     []int // the steps of account's keys, by their place in ps
+		of     []int // the check each of those steps is, by its place in ids
 		ids    []string
 		hashes [][]byte
+		seen   map[string]int // the place in ids of each check sent, by key id and hash
 	)
 	for i, p := range ps {
 		if *p.keyAccount != account {
 			out[i].setKeyState(int(driver.KeyUnknown))
 			continue
 		}
-		at, ids, hashes = append(at, i), append(ids, *p.keyID), append(hashes, p.keyHash)
+		j := len(ids)
+		if len(ps) > 1 {
+			if seen == nil {
+				seen = make(map[string]int, len(ps))
+			}
+			// The hash has a fixed length (checkHash), so the id after it is unambiguous.
+			k := string(p.keyHash) + *p.keyID
+			if c, ok := seen[k]; ok {
+				j = c
+			} else {
+				seen[k] = j
+			}
+		}
+		if j == len(ids) {
+			ids, hashes = append(ids, *p.keyID), append(hashes, p.keyHash)
+		}
+		at, of = append(at, i), append(of, j)
 	}
 	if len(at) == 0 {
 		return out, nil
@@ -176,8 +195,8 @@ func (s *Store) checkKeys(ctx context.Context, account string, ps []*admitParams
 	if err != nil {
 		return nil, err
 	}
-	for j, i := range at {
-		out[i].setKeyState(states[j])
+	for n, i := range at {
+		out[i].setKeyState(states[of[n]])
 	}
 	return out, nil
 }

@@ -166,6 +166,19 @@ var batchCases = []batchCase{
 			ss[5].Key = nil
 			return [][]driver.Step{ss}
 		}},
+	{name: "key checks alone, repeated", balance: 1000,
+		admits: func(f batchFixture) [][]driver.Step {
+			// Steps that only check a key, as a credit block's calls send them: one
+			// statement for the batch, each distinct check sent once.
+			wrong := driver.KeyCheck{Account: f.acct, KeyID: f.live.KeyID, Hash: auth.HashKey("wrong")}
+			session := driver.KeyCheck{Account: f.acct}
+			checks := []*driver.KeyCheck{&f.live, &f.revoked, &f.live, &wrong, &f.live, &f.revoked, &f.foreign, &session, &f.live, &session}
+			ss := f.steps(span(0, len(checks)), func(st *driver.Step) { st.Rate, st.Slot, st.Credits = nil, nil, nil })
+			for i, c := range checks {
+				ss[i].Key = c
+			}
+			return [][]driver.Step{ss}
+		}},
 	{name: "no credits", balance: 1000,
 		admits: func(f batchFixture) [][]driver.Step {
 			return [][]driver.Step{f.steps(span(0, 4), func(st *driver.Step) { st.Credits, st.Key = nil, nil })}
