@@ -7,16 +7,17 @@
 -- next reservation looked for a shard that covers it among every shard of the
 -- account. It cost PostgreSQL about 0.55 - 0.75 ms of executor time, a credit block's
 -- roll being most of what the database does for a busy account. On the fast path the
--- roll now writes what those calls wrote, itself, once each: under the shard that
--- counted the settled reservation (held, then the balance row read again, as before),
--- it deletes the reservation's row (the last lock of version 5's order; a row already
--- gone means that the reservation was closed meanwhile, and the roll takes the slow
--- path, which answers as a settlement does), records the 'refund' or 'settle' entry
--- as tollgate_settle would, updates the shard once (the refund back and the next
--- reservation taken from it, the settlement's uncounts then the roll's counts), and
--- records the next reservation's 'reserve' entry and row on that shard, which covers
--- it since its amount is at most the refund. The totals are read once, from the
--- updated row when the account has one shard and no lots. Anything that does not
+-- roll now writes what those calls wrote, itself, once each: it updates the shard that
+-- counted the settled reservation, which takes its lock (the refund back and the next
+-- reservation taken from it, which it covers since its amount is at most the refund;
+-- the settlement's uncounts, then the roll's counts), reads the balance row again, as
+-- before, then deletes the reservation's row and records the 'refund' or 'settle'
+-- entry as tollgate_settle would, in one statement (no row: the reservation was closed
+-- meanwhile, and the roll takes the slow path, which answers as a settlement does), and
+-- records the next reservation's 'reserve' entry, on that shard, and its row, in
+-- another. The totals are read once, from the updated row when the account has one
+-- shard and no lots. Only a roll whose next reservation the refund covers takes the
+-- fast path (Roll.Check requires it of every roll). Anything that does not
 -- hold rolls the subtransaction back, as before, and the slow path is unchanged.
 
 CREATE OR REPLACE FUNCTION tollgate_roll(p_account text, p_request uuid, p_refund bigint, p_uncount text[],
@@ -83,23 +84,33 @@ BEGIN
         RETURN;
     ELSE
         -- The locks, in the lock order of version 5 (see above).
-        fast := p_start <= m.period_start AND e.period_start = m.period_start
+        -- (Never NULL: a NULL argument takes the slow path, with its locks.)
+        fast := coalesce(p_start <= m.period_start AND e.period_start = m.period_start
             AND NOT coalesce(m.next_expiry <= p_now OR m.next_lapse <= p_now, false)
             AND coalesce(e.granted, 0) = 0 AND NOT coalesce(e.unsplit, false)
             -- What the fast path writes holds for a next reservation the refund covers,
             -- as Roll.Check requires; anything else is left to the general functions.
-            AND p_refund IS NOT NULL AND (p_next IS NULL OR p_next_amount BETWEEN 0 AND p_refund);
+            AND p_refund IS NOT NULL AND (p_next IS NULL OR p_next_amount BETWEEN 0 AND p_refund), false);
         IF fast THEN
             BEGIN
                 IF p_next IS NOT NULL AND (m.next_expiry IS NULL OR p_next_expires < m.next_expiry) THEN
                     PERFORM tollgate_expect(p_account, m.next_expiry, p_next_expires);
                     wrote := true;
                 END IF;
-                SELECT s.shard, s.generation, s.period_start INTO sh FROM tollgate_balance_shards s
+                -- The shard that counted the reservation, held by its update: the refund
+                -- back and the next reservation taken from it (it covers it: the next
+                -- reservation is at most the refund); the settlement's uncounts, then the
+                -- roll's counts.
+                amount := CASE WHEN p_next IS NULL THEN 0 ELSE p_next_amount END;
+                UPDATE tollgate_balance_shards s
+                   SET balance = s.balance + p_refund - amount, used = s.used - p_refund + amount,
+                       usage = CASE WHEN coalesce(cardinality(p_apis), 0) > 0
+                                    THEN tollgate_usage_more(tollgate_usage_add(s.usage, p_uncount, -1), p_apis, p_calls)
+                                    ELSE tollgate_usage_add(s.usage, p_uncount, -1) END
                  WHERE s.account_id = p_account
                    AND s.shard = CASE WHEN s.generation = e.generation THEN e.shard ELSE 0 END
                    AND s.period_start = e.period_start
-                   FOR UPDATE;
+                RETURNING s.shard, s.generation, s.period_start, s.balance, s.used INTO sh;
                 IF NOT FOUND THEN
                     RAISE SQLSTATE 'TG004' USING MESSAGE = 'the roll takes the slow path';
                 END IF;
@@ -112,37 +123,32 @@ BEGIN
                     RAISE SQLSTATE 'TG004' USING MESSAGE = 'the roll takes the slow path';
                 END IF;
                 -- The settlement, as tollgate_settle makes it with nothing due and nothing
-                -- from the lots: the reservation's row, then the entry.
-                DELETE FROM tollgate_reservations r WHERE r.account_id = p_account AND r.request_id = p_request;
-                IF NOT FOUND THEN
-                    RAISE SQLSTATE 'TG004' USING MESSAGE = 'the roll takes the slow path';
-                END IF;
+                -- from the lots: the reservation's row deleted (none: it was closed
+                -- meanwhile) and the entry recorded, in one statement.
+                WITH gone AS (
+                    DELETE FROM tollgate_reservations r WHERE r.account_id = p_account AND r.request_id = p_request
+                    RETURNING r.request_id)
                 INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, apis)
-                VALUES (p_account, p_request, CASE WHEN p_refund > 0 THEN 'refund' ELSE 'settle' END, p_refund,
-                        m.period_start, CASE WHEN p_refund > 0 OR coalesce(cardinality(p_uncount), 0) > 0 THEN p_uncount END)
+                SELECT p_account, gone.request_id, CASE WHEN p_refund > 0 THEN 'refund' ELSE 'settle' END, p_refund,
+                       m.period_start, CASE WHEN p_refund > 0 OR coalesce(cardinality(p_uncount), 0) > 0 THEN p_uncount END
+                  FROM gone
                 ON CONFLICT (account_id, request_id) WHERE kind IN ('settle', 'refund', 'expire') DO NOTHING;
                 IF NOT FOUND THEN
                     RAISE SQLSTATE 'TG004' USING MESSAGE = 'the roll takes the slow path';
                 END IF;
-                -- The refund back to the shard, the next reservation from it; the
-                -- settlement's uncounts, then the roll's counts.
-                amount := CASE WHEN p_next IS NULL THEN 0 ELSE p_next_amount END;
-                UPDATE tollgate_balance_shards s
-                   SET balance = s.balance + p_refund - amount, used = s.used - p_refund + amount,
-                       usage = CASE WHEN coalesce(cardinality(p_apis), 0) > 0
-                                    THEN tollgate_usage_more(tollgate_usage_add(s.usage, p_uncount, -1), p_apis, p_calls)
-                                    ELSE tollgate_usage_add(s.usage, p_uncount, -1) END
-                 WHERE s.account_id = p_account AND s.shard = sh.shard
-                RETURNING s.balance, s.used INTO o_remaining, o_used;
+                -- The next reservation, on that shard: its entry and its row, in one statement.
                 IF p_next IS NOT NULL THEN
-                    INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, shard, generation)
-                    VALUES (p_account, p_next, 'reserve', -amount, sh.period_start, sh.shard, sh.generation)
-                    ON CONFLICT (account_id, request_id) WHERE kind IN ('reserve', 'adjust', 'void') DO NOTHING;
+                    WITH made AS (
+                        INSERT INTO tollgate_ledger (account_id, request_id, kind, amount, period_start, shard, generation)
+                        VALUES (p_account, p_next, 'reserve', -amount, sh.period_start, sh.shard, sh.generation)
+                        ON CONFLICT (account_id, request_id) WHERE kind IN ('reserve', 'adjust', 'void') DO NOTHING
+                        RETURNING request_id)
+                    INSERT INTO tollgate_reservations (account_id, request_id, expires)
+                    SELECT p_account, made.request_id, p_next_expires FROM made;
                     IF NOT FOUND THEN
                         RAISE unique_violation USING MESSAGE = format(
                             'tollgate_roll: request %s, the next reservation of the roll of %s, was used meanwhile', p_next, p_request);
                     END IF;
-                    INSERT INTO tollgate_reservations (account_id, request_id, expires) VALUES (p_account, p_next, p_next_expires);
                 END IF;
             EXCEPTION WHEN SQLSTATE 'TG004' THEN
                 fast := false; -- rolled back: the shard's lock, and the balance row's, with it
@@ -156,6 +162,8 @@ BEGIN
                 o_charge_grants := 0;
                 o_next := amount;
                 IF m.shards = 1 AND NOT m.has_lots THEN
+                    o_remaining := sh.balance;
+                    o_used := sh.used;
                     o_granted := 0;
                 ELSE
                     SELECT * INTO o_remaining, o_used, o_granted, o_lapse, o_lapsing FROM tollgate_totals(p_account, m.has_lots);
