@@ -171,12 +171,11 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
-        IF NOT fast THEN
-            SELECT * INTO m FROM tollgate_balances b WHERE b.account_id = p_account FOR UPDATE;
-            PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
-        END IF;
-        st := tollgate_settle(p_account, p_request, p_refund, p_uncount, p_start, p_end, p_allowance,
-            CASE WHEN fast THEN NULL ELSE p_now END);
+        -- The slow path (a fast roll has returned): the balance row and every shard, in
+        -- shard order, then the settlement with its renewal and voids.
+        SELECT * INTO m FROM tollgate_balances b WHERE b.account_id = p_account FOR UPDATE;
+        PERFORM 1 FROM tollgate_balance_shards s WHERE s.account_id = p_account ORDER BY s.shard FOR UPDATE;
+        st := tollgate_settle(p_account, p_request, p_refund, p_uncount, p_start, p_end, p_allowance, p_now);
     END IF;
     o_status := st.o_status;
     IF e.request_id IS NULL AND o_status = 3 THEN
@@ -217,9 +216,7 @@ BEGIN
 
     SELECT * INTO m FROM tollgate_balances b WHERE b.account_id = p_account;
     IF p_next IS NOT NULL THEN
-        IF NOT fast THEN
-            PERFORM tollgate_expect(p_account, m.next_expiry, p_next_expires);
-        END IF;
+        PERFORM tollgate_expect(p_account, m.next_expiry, p_next_expires);
         amount := least(p_next_amount, greatest(st.o_remaining, 0));
         c := tollgate_charge(p_account, m.shards, p_next, amount, NULL, p_next_expires);
         IF c.o_outcome = 2 THEN
