@@ -362,3 +362,58 @@ func TestNeedsRoller(t *testing.T) {
 		t.Error("New accepted a ledger that is no driver.Roller")
 	}
 }
+
+// TestSlotFreedDuringRoll settles a call that took its credits from a block and holds
+// the account's one concurrency slot while the block's roll is slow: the slot is free
+// before the roll answers (the settlement waits for both at once, not one after the
+// other), and the settlement returns only once the roll has recorded the charge.
+func TestSlotFreedDuringRoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &gated{Ledger: memory.NewLedger(nil)}
+		plan := billing.Plan{Name: "one", Credits: 100_000, Concurrency: 1}
+		open(t, l, "acct", plan, time.Now())
+		in := newInstance(t, l, nil)
+		defer in.meter.Close()
+		for range 3 { // the first is cold; the next take a block
+			in.call(t, "acct", plan, 1, 0, time.Now())
+		}
+		if in.blocks.Unspent("acct") == 0 {
+			t.Fatal("no block holds credits")
+		}
+		ctx := context.Background()
+		admission := func() meter.Admission {
+			return meter.Admission{Account: "acct", Plan: plan, Request: newRequest(), APIs: []string{"hash"}, Cost: 1, Now: time.Now()}
+		}
+		tk, err := in.meter.Admit(ctx, admission())
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := l.holdRoll()
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { release(nil) }) }) // a failure below leaves no roll held
+		settled := make(chan error, 1)
+		go func() {
+			_, err := in.meter.Settle(ctx, &tk, meter.Outcome{Now: time.Now()})
+			settled <- err
+		}()
+		synctest.Wait() // the settlement waits for the roll
+		select {
+		case err := <-settled:
+			t.Fatalf("the settlement returned before its roll: %v", err)
+		default:
+		}
+		next, err := in.meter.Admit(ctx, admission())
+		if err != nil {
+			t.Fatalf("the next call, while the roll is on its way: %v (the slot was not freed)", err)
+		}
+		once.Do(func() { release(nil) })
+		if err := <-settled; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.meter.Settle(ctx, &next, meter.Outcome{Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		in.meter.Close()
+		wantLedger(t, l, "acct", plan, time.Now(), 5, 5)
+	})
+}

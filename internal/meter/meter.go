@@ -62,8 +62,12 @@ func (e *KeyError) Unwrap() error { return ErrKeyChanged }
 // stores (ledger, rate limiter, concurrency limiter, and a key checker when key records
 // are cached) carry out. Admission is one step per store: the rate limit, then the slot,
 // then the credits (and the key check, which rides with the store that holds keys),
-// undoing what earlier stores took if a later one refuses. Settlement is one step per
-// store that holds something: keep or refund the charge, free the slot.
+// undoing what earlier stores took if a later one refuses; a step that only checks the
+// key (its store's other parts served by a credit block) is sent beside the earlier
+// steps, and the answer is still the first refusal in that order. Settlement is one step per
+// store that holds something: keep or refund the charge, free the slot. A call whose
+// credits came from a credit block frees its slot while its charge waits for the
+// block's next roll.
 //
 // Stores that implement [driver.Admitter] perform all the parts they hold in one round trip;
 // the others are called part by part. The Meter knows the parts one store holds by the
@@ -421,13 +425,40 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 			t.Balance.Allowance = a.Plan.Credits
 		}
 	}
-	for _, g := range m.groups {
+	// A step that only checks the key, after steps to other stores (the key's store
+	// holds the credits, which a block served), reads and takes nothing: it is sent
+	// beside them, and its answer is read where its turn comes, so that the answer is
+	// the one the steps in turn would give. After an earlier refusal it is not waited
+	// for, and it is not canceled with the call (a read canceled midway may cost its
+	// store a connection): it ends by itself, or at the call's deadline.
+	ahead := m.keyAhead(need)
+	var key <-chan outcome
+	if ahead >= 0 {
+		adm := m.groups[ahead].adm
+		kctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			kctx, cancel = context.WithDeadline(kctx, deadline)
+		}
+		key = m.background("check a key", func() error {
+			defer cancel()
+			var scratch Ticket
+			return m.admitStep(kctx, adm, partKey, &a, limit, &scratch)
+		})
+	}
+	for i, g := range m.groups {
 		parts := g.parts & need
 		if parts == 0 {
 			continue
 		}
 		var err error
-		if g.adm != nil {
+		if i == ahead {
+			select {
+			case o := <-key:
+				err = o.result()
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		} else if g.adm != nil {
 			err = m.admitStep(ctx, g.adm, parts, &a, limit, &t)
 		} else {
 			err = m.admitParts(ctx, parts, &a, limit, &t)
@@ -447,6 +478,23 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 		t.Balance = t.Balance.WithUnspent(m.blocks.Unspent(a.Account))
 	}
 	return t, nil
+}
+
+// keyAhead returns the index of the group whose step, for an admission that needs
+// need, only checks the key and comes after a step to another store; -1 if none.
+func (m *Meter) keyAhead(need part) int {
+	if need&partKey == 0 {
+		return -1
+	}
+	before := false
+	for i, g := range m.groups {
+		parts := g.parts & need
+		if parts == partKey && g.adm != nil && before {
+			return i
+		}
+		before = before || parts != 0
+	}
+	return -1
 }
 
 func (m *Meter) reservation(a *Admission, t *Ticket) driver.Reservation {
@@ -631,6 +679,16 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 			firstErr = err
 		}
 	}
+	var others <-chan outcome
+	if t.held&partBlock != 0 && t.held&^partBlock != 0 {
+		// The block's charge waits for its next roll; what the stores hold (a slot,
+		// never the credits) is given back meanwhile, not after it.
+		held := *t
+		others = m.background("close a call", func() error {
+			_, _, err := m.closeGroups(ctx, &held, s)
+			return err
+		})
+	}
 	if t.held&partBlock != 0 {
 		b, err := m.blocks.Settle(ctx, *s)
 		if err == nil {
@@ -645,6 +703,24 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 		}
 		keep(err)
 	}
+	if others != nil {
+		keep((<-others).result())
+	} else {
+		b, settled, err := m.closeGroups(ctx, t, s)
+		if settled {
+			t.Balance = b
+		}
+		keep(err)
+	}
+	t.held = 0
+	return t.Balance, firstErr
+}
+
+// closeGroups closes what the stores hold for t (all but its credit block), one step
+// per store, and returns the first error, and the balance after the settlement when a
+// store settled the call's reservation (settled), which a call that holds a credit
+// block has not made.
+func (m *Meter) closeGroups(ctx context.Context, t *Ticket, s *driver.Settlement) (balance billing.Balance, settled bool, firstErr error) {
 	for _, g := range m.groups {
 		held := t.held & g.parts
 		if held == 0 {
@@ -652,8 +728,8 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 		}
 		b, err := m.closeGroup(ctx, g.adm, held, t.Account, t.Request, s)
 		if err == nil && held&partCredits != 0 {
-			t.Balance = b.WithUnspent(m.Unspent(t.Account))
-			t.Balance.Allowance = t.Plan.Credits
+			balance, settled = b.WithUnspent(m.Unspent(t.Account)), true
+			balance.Allowance = t.Plan.Credits
 		}
 		if err != nil && !final(err) {
 			// The store may take the closing later: closing is idempotent.
@@ -663,10 +739,49 @@ func (m *Meter) close(ctx context.Context, t *Ticket, s *driver.Settlement) (bil
 				return err
 			}})
 		}
-		keep(err)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
-	t.held = 0
-	return t.Balance, firstErr
+	return balance, settled, firstErr
+}
+
+// An outcome is what a step run on a goroutine of its own ended with: its error, or
+// the panic it raised, which result raises again on the goroutine that reads it.
+type outcome struct {
+	err      error
+	panicked any
+	done     bool // the step returned (not runtime.Goexit)
+}
+
+func (o outcome) result() error {
+	if o.panicked != nil {
+		panic(o.panicked)
+	}
+	if !o.done {
+		return errors.New("billing: a store's step ended its goroutine without an answer")
+	}
+	return o.err
+}
+
+// background runs step on a goroutine of its own and delivers its outcome on the
+// returned channel (buffered: one that nobody reads is dropped). A panic is logged,
+// named by what, and raised again where its outcome is read.
+func (m *Meter) background(what string, step func() error) <-chan outcome {
+	ch := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		defer func() {
+			if r := recover(); r != nil {
+				o.panicked = r
+				m.log.Error("billing: a store's step panicked", "step", what, "panic", r)
+			}
+			ch <- o
+		}()
+		o.err = step()
+		o.done = true
+	}()
+	return ch
 }
 
 // closeGroup settles the reservation (if held has credits) and frees the slot (if held
