@@ -176,8 +176,12 @@ func (s *Service) admit(ctx context.Context, p *Principal, invs []invocation, ap
 		if !errors.As(err, &le) {
 			return s.refuse(ctx, p, s.unavailable(ctx, "admission", err), *rc, apis...), false
 		}
-		// The admission checked a cached key before it judged the plan's limits.
-		p.Cached = false
+		// A key the admission found live before the limits refused the call needs no
+		// check of its own; else refuse checks it, so that a stale key's holder is
+		// refused as such, and never shown the account's rate or credits.
+		if le.KeyLive {
+			p.Cached = false
+		}
 		if p.Plan.RatePerMinute > 0 && !errors.Is(err, meter.ErrConcurrencyLimited) {
 			rc.Rate = t.Rate
 		}

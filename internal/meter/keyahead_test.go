@@ -108,15 +108,16 @@ func TestKeyCheckBesideLimits(t *testing.T) {
 			}
 			settle(tk)
 		}
-		if _, err := admit(); !errors.Is(err, meter.ErrRateLimited) {
-			t.Fatalf("the seventh call in a minute: %v, want rate limited", err)
+		var le *meter.LimitError
+		if _, err := admit(); !errors.As(err, &le) || !errors.Is(err, meter.ErrRateLimited) || !le.KeyLive {
+			t.Fatalf("the seventh call in a minute: %v (%+v), want rate limited, the key found live", err, le)
 		}
 		if _, err := money.RevokeKey(t.Context(), key.ID, auth.AnyRevision, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		sent := len(money.keyOnly)
-		if _, err := admit(); !errors.Is(err, meter.ErrRateLimited) {
-			t.Fatalf("the eighth call in a minute, its key revoked: %v, want rate limited", err)
+		if _, err := admit(); !errors.As(err, &le) || !errors.Is(err, meter.ErrRateLimited) || le.KeyLive {
+			t.Fatalf("the eighth call in a minute, its key revoked: %v (%+v), want rate limited, the key not found live", err, le)
 		}
 		synctest.Wait()
 		if len(money.keyOnly) != sent+1 {
@@ -213,4 +214,29 @@ func TestKeyCheckBesidePanics(t *testing.T) {
 			t.Fatalf("recovered %v, want the key store's panic", recovered)
 		}
 	})
+}
+
+// TestLimitErrorKeyLive checks LimitError.KeyLive where the key is checked in the step
+// that refuses the call (one store holds every part: it checks the key first) and
+// where no key check was asked for.
+func TestLimitErrorKeyLive(t *testing.T) {
+	s := newStepStore()
+	key := prepare(t, s)
+	m, err := meter.New(s, s, s, &meter.Options{Keys: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := billing.Plan{Name: "pro", Credits: 10, Concurrency: 5}
+	check := &driver.KeyCheck{Account: "a", KeyID: key.ID, Hash: key.Hash}
+	for _, tc := range []struct {
+		name string
+		key  *driver.KeyCheck
+		want bool
+	}{{"key checked in the refusing step", check, true}, {"no key check", nil, false}} {
+		var le *meter.LimitError
+		_, err := m.Admit(t.Context(), meter.Admission{Account: "a", Plan: plan, Request: billing.RequestID{9}, Cost: 11, Now: jan15, Key: tc.key})
+		if !errors.As(err, &le) || !errors.Is(err, billing.ErrInsufficientCredits) || le.KeyLive != tc.want {
+			t.Errorf("%s: %v (%+v), want insufficient credits, KeyLive %v", tc.name, err, le, tc.want)
+		}
+	}
 }

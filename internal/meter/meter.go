@@ -31,6 +31,10 @@ type LimitError struct {
 	Message string
 	// RetryAfter is how long to wait before trying again, when that is known.
 	RetryAfter time.Duration
+	// KeyLive reports that the admission's key check ([Admission.Key]) found the key
+	// live before the refusal. When false the key may be stale: a step to the limits'
+	// store refused the call before the key's store answered.
+	KeyLive bool
 }
 
 func (e *LimitError) Error() string { return e.Message }
@@ -428,9 +432,10 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 	// A step that only checks the key, after steps to other stores (the key's store
 	// holds the credits, which a block served), reads and takes nothing: it is sent
 	// beside them, and its answer is read where its turn comes, so that the answer is
-	// the one the steps in turn would give. After an earlier refusal it is not waited
-	// for, and it is not canceled with the call (a read canceled midway may cost its
-	// store a connection): it ends by itself, or at the call's deadline.
+	// the one the steps in turn would give. After a refusal by the plan's limits its
+	// answer only sets LimitError.KeyLive; after an error it is not waited for. It is
+	// not canceled with the call (a read canceled midway may cost its store a
+	// connection): it ends by itself, or at the call's deadline.
 	ahead := m.keyAhead(need)
 	var key <-chan outcome
 	if ahead >= 0 {
@@ -445,6 +450,7 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 			return m.admitStep(kctx, adm, partKey, &a, limit, &scratch)
 		})
 	}
+	keyLive := false
 	for i, g := range m.groups {
 		parts := g.parts & need
 		if parts == 0 {
@@ -462,6 +468,22 @@ func (m *Meter) Admit(ctx context.Context, a Admission) (Ticket, error) {
 			err = m.admitStep(ctx, g.adm, parts, &a, limit, &t)
 		} else {
 			err = m.admitParts(ctx, parts, &a, limit, &t)
+		}
+		var le *LimitError
+		refusal := errors.As(err, &le)
+		// A step checks its key before its limits (see driver.Admitter).
+		keyLive = keyLive || ((err == nil || refusal) && parts&partKey != 0)
+		if refusal {
+			if !keyLive && i < ahead {
+				// The key check sent beside tells the caller whether the refused
+				// call's key is still live, with no round trip of the caller's own.
+				select {
+				case o := <-key:
+					keyLive = o.result() == nil
+				case <-ctx.Done():
+				}
+			}
+			le.KeyLive = keyLive
 		}
 		if err != nil {
 			if t.held != 0 {

@@ -200,3 +200,37 @@ func checkLedger(t *testing.T, pg pgTarget, account string, calls int) {
 			unsettled, open, shards, lowest)
 	}
 }
+
+// TestRevokedKeyWhileRateLimited revokes a key that another instance holds in its cache
+// while the account's rate limit is spent: that instance answers its next call as a
+// revoked key's (403), as every deployment does, and not with the account's rate or
+// credits, which the key's holder may no longer see. With limits in Redis and keys in
+// PostgreSQL the limits are judged before the key.
+func TestRevokedKeyWhileRateLimited(t *testing.T) {
+	for _, d := range deployments() {
+		t.Run(d.name, func(t *testing.T) {
+			c := start(t, d, 2)
+			_, key, value := c.account(t, "slow", 100)
+			if r := c.call(t, 1, "/v1/hash?text=x", value); r.status != http.StatusOK {
+				t.Fatalf("warming instance 1: %d %s", r.status, r.code)
+			}
+			if r := c.call(t, 1, "/v1/hash?text=x", value); r.status != http.StatusTooManyRequests {
+				t.Fatalf("a second call within the minute: %d %s, want 429", r.status, r.code)
+			}
+			if _, err := c.instances[0].mgr.RevokeKey(t.Context(), key.ID); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				r := c.call(t, 1, "/v1/hash?text=x", value)
+				if r.status != http.StatusForbidden {
+					t.Errorf("the revoked key, its account rate limited: %d %s, want 403", r.status, r.code)
+				}
+				for _, h := range []string{"X-Credits-Remaining", "X-RateLimit-Remaining", "Retry-After"} {
+					if v := r.header.Get(h); v != "" {
+						t.Errorf("the revoked key's refusal carries %s: %s", h, v)
+					}
+				}
+			}
+		})
+	}
+}
