@@ -881,12 +881,13 @@ func TestMigrateWebhookShards(t *testing.T) {
 }
 
 // TestMigrateOutlastsStatementTimeout migrates on pools whose sessions have a
-// statement timeout of 50ms: Migrate lifts it for its transaction, so that neither a
-// migration that takes longer (a test step of pg_sleep) nor the wait for another
-// instance's migration is cut short, and the sessions (or the host's transaction) keep
-// their timeout afterwards.
+// statement timeout of one second: Migrate lifts it for its transaction, so that
+// neither a migration that takes longer (a test step of pg_sleep) nor the wait for
+// another instance's migration is cut short, and the sessions (or the host's
+// transaction) keep their timeout afterwards. (With 50ms, the statement that reads
+// the settings before lifting the timeout was cut short on a busy machine.)
 func TestMigrateOutlastsStatementTimeout(t *testing.T) {
-	const timeout = 50 * time.Millisecond
+	const timeout = time.Second
 	tinyTimeout := func(t *testing.T) (*pgxpool.Pool, string) {
 		t.Helper()
 		schema := newSchema(t)
@@ -902,15 +903,15 @@ func TestMigrateOutlastsStatementTimeout(t *testing.T) {
 	wantTimeout := func(t *testing.T, db postgres.DB) {
 		t.Helper()
 		var got string
-		if err := db.QueryRow(t.Context(), "SHOW statement_timeout").Scan(&got); err != nil || got != "50ms" {
-			t.Errorf("statement_timeout after Migrate: %q, %v; want 50ms", got, err)
+		if err := db.QueryRow(t.Context(), "SHOW statement_timeout").Scan(&got); err != nil || got != "1s" {
+			t.Errorf("statement_timeout after Migrate: %q, %v; want 1s", got, err)
 		}
 	}
 
 	t.Run("SlowStep", func(t *testing.T) {
 		pool, _ := tinyTimeout(t)
-		if err := postgres.MigrateWithSlowStep(t.Context(), pool, 6*timeout); err != nil {
-			t.Fatalf("Migrate with a step of %s: %v", 6*timeout, err)
+		if err := postgres.MigrateWithSlowStep(t.Context(), pool, 2*timeout); err != nil {
+			t.Fatalf("Migrate with a step of %s: %v", 2*timeout, err)
 		}
 		if got := applied(t, pool); len(got) != len(allVersions(t))+1 {
 			t.Errorf("applied versions %v; want the package's and the slow step", got)
@@ -962,7 +963,7 @@ func TestMigrateOutlastsStatementTimeout(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(6 * timeout) // the wait outlasts the statement timeout
+		time.Sleep(2 * timeout) // the wait outlasts the statement timeout
 		if err := tx.Commit(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -984,8 +985,8 @@ func TestMigrateOutlastsStatementTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(context.Background())
-		if err := postgres.MigrateWithSlowStep(t.Context(), tx, 6*timeout); err != nil {
-			t.Fatalf("Migrate in a host's transaction, with a step of %s: %v", 6*timeout, err)
+		if err := postgres.MigrateWithSlowStep(t.Context(), tx, 2*timeout); err != nil {
+			t.Fatalf("Migrate in a host's transaction, with a step of %s: %v", 2*timeout, err)
 		}
 		wantTimeout(t, tx)
 		if err := tx.Commit(t.Context()); err != nil {
