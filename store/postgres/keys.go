@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -489,11 +490,32 @@ func (s *Store) CheckKey(ctx context.Context, c driver.KeyCheck) (driver.KeyStat
 	if err := ctx.Err(); err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
+	if s.admits != nil {
+		// As a step that checks the key and nothing else: concurrent checks and steps
+		// of the account share one statement (a busy account's refusals each check a
+		// cached key).
+		p := &admitParams{request: uuidArg(newRequestID()), keyAccount: &c.Account, keyID: &c.KeyID, keyHash: checkHash(&c)}
+		row, err := s.admits.Do(ctx, c.Account, p)
+		if err != nil {
+			return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
+		}
+		if row.keyState == nil {
+			return 0, fmt.Errorf("postgres: the check of key %q of account %q answered no state", c.KeyID, c.Account)
+		}
+		return driver.KeyState(*row.keyState), nil
+	}
 	states, err := s.keyStates(ctx, c.Account, []string{c.KeyID}, [][]byte{checkHash(&c)})
 	if err != nil {
 		return 0, wrapErr(ctx, err, "key %q of account %q", c.KeyID, c.Account)
 	}
 	return driver.KeyState(states[0]), nil
+}
+
+// newRequestID returns a random request id, for a key check that belongs to no call.
+func newRequestID() [16]byte {
+	var id [16]byte
+	rand.Read(id[:])
+	return id
 }
 
 // keyStates returns the states of key checks of account (key ids and p_hash

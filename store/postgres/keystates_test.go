@@ -2,8 +2,16 @@ package postgres_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/auth"
+	"github.com/tollgate-dev/tollgate/billing"
+	"github.com/tollgate-dev/tollgate/billing/driver"
+	"github.com/tollgate-dev/tollgate/store/postgres"
 )
 
 // TestKeyStatesAgree holds tollgate_key_states (the key checks sent alone: CheckKey, a
@@ -163,4 +171,57 @@ func reversed[T any](s []T) []T {
 	out := slices.Clone(s)
 	slices.Reverse(out)
 	return out
+}
+
+// TestCheckKeyBesideSteps sends key checks (CheckKey) of one account concurrently with
+// its admission steps, so that they share statements (a check is a step that checks
+// the key and nothing else), with and without batching: each check answers its own
+// key's state, live, revoked or unknown.
+func TestCheckKeyBesideSteps(t *testing.T) {
+	for _, batch := range []int{0, 1} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			ctx := t.Context()
+			s := newStore(t, &postgres.Options{Batch: batch})
+			now := time.Now()
+			live := auth.Key{ID: "live", AccountID: "acme", Name: "primary", Primary: true, Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: now}
+			revoked := auth.Key{ID: "revoked", AccountID: "acme", Name: "old", Hash: auth.HashKey(auth.NewKeyValue()), CreatedAt: now}
+			if err := s.CreateAccount(ctx, auth.Account{ID: "acme", Plan: "pro", CreatedAt: now}, live); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CreateKey(ctx, revoked, auth.KeyLimit{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.RevokeKey(ctx, revoked.ID, auth.AnyRevision, now); err != nil {
+				t.Fatal(err)
+			}
+			checks := []struct {
+				check driver.KeyCheck
+				want  driver.KeyState
+			}{
+				{driver.KeyCheck{Account: "acme", KeyID: live.ID, Hash: live.Hash}, driver.KeyLive},
+				{driver.KeyCheck{Account: "acme", KeyID: revoked.ID, Hash: revoked.Hash}, driver.KeyRevoked},
+				{driver.KeyCheck{Account: "acme", KeyID: "nobody", Hash: live.Hash}, driver.KeyUnknown},
+				{driver.KeyCheck{Account: "acme", KeyID: live.ID, Hash: revoked.Hash}, driver.KeyUnknown},
+			}
+			limit := billing.Limit{Rate: 1_000_000, Per: time.Minute, Burst: 1_000_000}
+			var wg sync.WaitGroup
+			for i := range 64 {
+				wg.Go(func() {
+					if i%2 == 0 {
+						var id billing.RequestID
+						id[0], id[1] = byte(i), 1
+						if _, err := s.Admit(ctx, driver.Step{Account: "acme", Request: id, Rate: &limit, Now: now}); err != nil {
+							t.Errorf("step %d: %v", i, err)
+						}
+						return
+					}
+					c := checks[i/2%len(checks)]
+					if got, err := s.CheckKey(ctx, c.check); err != nil || got != c.want {
+						t.Errorf("check %d of key %q: %v, %v; want %v", i, c.check.KeyID, got, err, c.want)
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
 }
